@@ -1,0 +1,329 @@
+//! Column-oriented event batches and the row view of one event.
+
+use crate::{BlockOp, FdType};
+
+/// `fd` value of an event that has no file descriptor.
+pub const NO_FD: i32 = -1;
+
+/// What produced an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum EventKind {
+    /// A syscall, from entry to return.
+    Syscall = 0,
+    /// A block request, from issue to completion.
+    Block = 1,
+    /// A process lifecycle event (fork, exec, exit).
+    Proc = 2,
+}
+
+impl EventKind {
+    /// Decode the stored byte; unknown values are `None`.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(Self::Syscall),
+            1 => Some(Self::Block),
+            2 => Some(Self::Proc),
+            _ => None,
+        }
+    }
+    /// Lower-case name used in output and filters.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Syscall => "syscall",
+            Self::Block => "block",
+            Self::Proc => "proc",
+        }
+    }
+}
+
+/// Process lifecycle operations (the `nr` of a [`EventKind::Proc`] event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum ProcOp {
+    /// A new process (not thread); `ret` holds the parent's pid.
+    Fork = 0,
+    /// A successful exec; `path` holds the new executable.
+    Exec = 1,
+    /// The whole process exited; `ret` holds the exit code.
+    Exit = 2,
+}
+
+impl ProcOp {
+    /// Decode the stored value.
+    pub fn from_u16(v: u16) -> Option<Self> {
+        match v {
+            0 => Some(Self::Fork),
+            1 => Some(Self::Exec),
+            2 => Some(Self::Exit),
+            _ => None,
+        }
+    }
+    /// Lower-case name used in output and filters.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fork => "fork",
+            Self::Exec => "exec",
+            Self::Exit => "exit",
+        }
+    }
+}
+
+/// A column of strings stored as one byte buffer plus offsets (Arrow's layout).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StrCol {
+    /// `offsets[i]..offsets[i+1]` is string `i`; always one longer than the column.
+    pub offsets: Vec<u32>,
+    /// UTF-8 bytes of all strings.
+    pub data: Vec<u8>,
+}
+
+impl StrCol {
+    /// An empty column.
+    pub fn new() -> Self {
+        Self { offsets: vec![0], data: Vec::new() }
+    }
+    /// Number of strings.
+    pub fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+    /// True when the column holds no strings.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Append a string.
+    pub fn push(&mut self, s: &str) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        self.data.extend_from_slice(s.as_bytes());
+        self.offsets.push(self.data.len() as u32);
+    }
+    /// Append raw bytes, replacing invalid UTF-8 (kernel strings are bytes).
+    pub fn push_bytes(&mut self, b: &[u8]) {
+        match std::str::from_utf8(b) {
+            Ok(s) => self.push(s),
+            Err(_) => self.push(&String::from_utf8_lossy(b)),
+        }
+    }
+    /// String `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> &str {
+        let (a, b) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
+        // Only valid UTF-8 is ever pushed (and the trace reader validates), so this cannot fail.
+        std::str::from_utf8(&self.data[a..b]).unwrap_or("")
+    }
+    /// Remove all strings, keeping the allocation.
+    pub fn clear(&mut self) {
+        self.offsets.clear();
+        self.offsets.push(0);
+        self.data.clear();
+    }
+}
+
+macro_rules! columns {
+    ($( $(#[$doc:meta])* $name:ident : $ty:ty ),* $(,)?) => {
+        /// Events stored column by column; every column has [`EventBatch::len`] entries.
+        ///
+        /// Field meaning depends on the kind (see docs/TRACE_FORMAT.md):
+        /// for block events `nr` is the [`BlockOp`], `off` the sector, `flags` the rwbs bits;
+        /// for proc events `nr` is the [`ProcOp`].
+        #[derive(Debug, Clone, Default, PartialEq)]
+        pub struct EventBatch {
+            $( $(#[$doc])* pub $name: Vec<$ty>, )*
+            /// Command name (comm, at most 15 bytes).
+            pub comm: StrCol,
+            /// First path (the argument of path calls, the resolved path of fd calls).
+            pub path: StrCol,
+            /// Second path (rename, link, symlink targets).
+            pub path2: StrCol,
+        }
+
+        impl EventBatch {
+            /// An empty batch with room for `n` events.
+            pub fn with_capacity(n: usize) -> Self {
+                Self {
+                    $( $name: Vec::with_capacity(n), )*
+                    comm: StrCol::new(),
+                    path: StrCol::new(),
+                    path2: StrCol::new(),
+                }
+            }
+            /// Remove all events, keeping allocations.
+            pub fn clear(&mut self) {
+                $( self.$name.clear(); )*
+                self.comm.clear();
+                self.path.clear();
+                self.path2.clear();
+            }
+            /// Append one event.
+            pub fn push(&mut self, e: &Event) {
+                $( self.$name.push(e.$name); )*
+                self.comm.push(&e.comm);
+                self.path.push(&e.path);
+                self.path2.push(&e.path2);
+            }
+            /// Event `i` as an owned row.
+            pub fn get(&self, i: usize) -> Event {
+                Event {
+                    $( $name: self.$name[i], )*
+                    comm: self.comm.get(i).to_string(),
+                    path: self.path.get(i).to_string(),
+                    path2: self.path2.get(i).to_string(),
+                }
+            }
+            /// Check that every column has the same length (used after decoding files).
+            pub fn check_lengths(&self) -> Result<(), String> {
+                let n = self.kind.len();
+                $( if self.$name.len() != n {
+                    return Err(format!("column {} has {} rows, expected {}", stringify!($name), self.$name.len(), n));
+                } )*
+                for (name, c) in [("comm", &self.comm), ("path", &self.path), ("path2", &self.path2)] {
+                    if c.len() != n {
+                        return Err(format!("column {} has {} rows, expected {}", name, c.len(), n));
+                    }
+                }
+                Ok(())
+            }
+        }
+
+        /// One event as an owned row (for printing, tests and slow paths).
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct Event {
+            $( $(#[$doc])* pub $name: $ty, )*
+            /// Command name.
+            pub comm: String,
+            /// First path.
+            pub path: String,
+            /// Second path.
+            pub path2: String,
+        }
+    };
+}
+
+columns! {
+    /// [`EventKind`] as a byte.
+    kind: u8,
+    /// Start time, CLOCK_MONOTONIC ns (syscall entry, block issue, proc event time).
+    ts: u64,
+    /// Latency in ns (syscall entry to return; block issue to completion).
+    lat: u64,
+    /// Process id (thread group id).
+    pid: u32,
+    /// Thread id.
+    tid: u32,
+    /// User id.
+    uid: u32,
+    /// Syscall number, [`BlockOp`] or [`ProcOp`].
+    nr: u16,
+    /// Return value (negative errno on failure); parent pid for fork; exit code for exit.
+    ret: i64,
+    /// File descriptor argument ([`NO_FD`] when none).
+    fd: i32,
+    /// [`FdType`] of `fd` (or of the returned fd for open/accept/dup).
+    fd_type: u8,
+    /// Device: of the file behind `fd`, or the block device; `major << 20 | minor`.
+    dev: u32,
+    /// Inode number of the file behind `fd`.
+    ino: u64,
+    /// Bytes requested (count, length); block request size.
+    bytes: u64,
+    /// File offset (pread/pwrite arg, file position for read/write, lseek arg); block sector; -1 if none.
+    off: i64,
+    /// Open/mmap/at flags, lseek whence; block rwbs bits.
+    flags: u32,
+    /// Open mode, mmap prot, access mode.
+    mode: u32,
+    /// Directory fd of `*at` calls (-100 is AT_FDCWD); [`NO_FD`] when none.
+    dirfd: i32,
+    /// Address (mmap/munmap/msync); second fd (dup2 target, sendfile/splice input).
+    addr: u64,
+    /// cgroup id of the task.
+    cgroup: u64,
+    /// Block queue time (insert to issue) in ns.
+    qtime: u64,
+}
+
+impl EventBatch {
+    /// Number of events.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.kind.len()
+    }
+    /// True when there is no event.
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_empty()
+    }
+    /// End time of event `i` (start plus latency).
+    #[inline]
+    pub fn end(&self, i: usize) -> u64 {
+        self.ts[i].saturating_add(self.lat[i])
+    }
+}
+
+impl Event {
+    /// The kind, if the stored byte is valid.
+    pub fn event_kind(&self) -> Option<EventKind> {
+        EventKind::from_u8(self.kind)
+    }
+    /// The fd type.
+    pub fn fd_kind(&self) -> FdType {
+        FdType::from_u8(self.fd_type)
+    }
+    /// The operation name: syscall name, block op, or proc op.
+    pub fn op_name(&self) -> String {
+        op_name(self.kind, self.nr)
+    }
+}
+
+/// The operation name for a kind and `nr`: syscall name, block op name, or proc op name.
+pub fn op_name(kind: u8, nr: u16) -> String {
+    match EventKind::from_u8(kind) {
+        Some(EventKind::Syscall) => crate::syscall_name(nr)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("syscall_{nr}")),
+        Some(EventKind::Block) => BlockOp::from_u16(nr).name().to_string(),
+        Some(EventKind::Proc) => ProcOp::from_u16(nr).map(|p| p.name()).unwrap_or("proc?").to_string(),
+        None => format!("kind{kind}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_get_roundtrip() {
+        let mut b = EventBatch::with_capacity(4);
+        let e = Event {
+            kind: 0,
+            ts: 10,
+            lat: 5,
+            pid: 1,
+            tid: 2,
+            nr: 17,
+            comm: "cat".into(),
+            path: "/tmp/x".into(),
+            ..Default::default()
+        };
+        b.push(&e);
+        b.push(&Event { comm: "ü".into(), ..e.clone() });
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.get(0), e);
+        assert_eq!(b.get(1).comm, "ü");
+        assert_eq!(b.end(0), 15);
+        assert!(b.check_lengths().is_ok());
+        assert_eq!(e.op_name(), "pread64");
+        b.clear();
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn strcol_lossy() {
+        let mut c = StrCol::new();
+        c.push_bytes(b"ok");
+        c.push_bytes(&[0xff, b'a']);
+        assert_eq!(c.get(0), "ok");
+        assert_eq!(c.get(1), "\u{fffd}a");
+    }
+}

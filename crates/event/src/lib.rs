@@ -1,0 +1,60 @@
+//! The event model every latscope stage shares.
+//!
+//! Probes produce [`EventBatch`]es, the trace file stores them, filters and
+//! aggregations read them. A batch is column-oriented (one `Vec` per field) so
+//! that readers which need two fields (say time and latency for a heat map) touch
+//! only those, and so that the Arrow trace format maps onto it one to one.
+
+mod batch;
+mod block;
+mod fdtype;
+mod header;
+pub mod syscalls;
+pub mod units;
+mod errno_table;
+mod syscall_table;
+
+pub use batch::{op_name, Event, EventBatch, EventKind, ProcOp, StrCol, NO_FD};
+pub use block::{BlockOp, Rwbs};
+pub use fdtype::FdType;
+pub use header::{dev_major_minor, BlockDevice, FdInfo, Mount, ProcessInfo, TraceHeader, TRACE_FORMAT_VERSION};
+pub use syscalls::{syscall_name, syscall_nr, SysClass, SysDesc};
+
+/// The symbolic name of an errno value (`ENOENT` for 2), if it has one.
+pub fn errno_name(errno: i64) -> Option<&'static str> {
+    let i = usize::try_from(errno).ok()?;
+    errno_table::ERRNO_NAMES.get(i).copied().filter(|s| !s.is_empty())
+}
+
+/// The errno number of a symbolic name (`2` for `ENOENT`).
+pub fn errno_value(name: &str) -> Option<i64> {
+    errno_table::ERRNO_NAMES
+        .iter()
+        .position(|n| !n.is_empty() && n.eq_ignore_ascii_case(name))
+        .map(|i| i as i64)
+}
+
+/// A syscall result as users read it: `SUCCESS`/the value, or the errno name.
+pub fn format_result(ret: i64) -> String {
+    if (-4095..0).contains(&ret) {
+        match errno_name(-ret) {
+            Some(n) => n.to_string(),
+            None => format!("E{}", -ret),
+        }
+    } else {
+        ret.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn errno_names() {
+        assert_eq!(errno_name(2), Some("ENOENT"));
+        assert_eq!(errno_value("enoent"), Some(2));
+        assert_eq!(format_result(-2), "ENOENT");
+        assert_eq!(format_result(42), "42");
+        assert_eq!(errno_name(0), None);
+    }
+}

@@ -1,0 +1,296 @@
+//! Syscall names and argument layouts (x86_64).
+//!
+//! The layout table says, per syscall, which argument is the fd, the path, the
+//! byte count, the offset, ... The probe loads it into a BPF map so that the
+//! kernel side stays generic, and user space uses it to interpret events: one
+//! table for both sides.
+
+use std::sync::OnceLock;
+
+/// Argument index meaning "this syscall has no such argument".
+pub const NONE: u8 = 0xff;
+
+/// Broad purpose of a syscall, for split views and `evt.is_io`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(u8)]
+pub enum SysClass {
+    /// Not classified.
+    #[default]
+    Other = 0,
+    /// Reads data (read, pread64, recvfrom, ...).
+    Read = 1,
+    /// Writes data (write, pwrite64, sendto, ...).
+    Write = 2,
+    /// File and directory metadata and namespace (open, stat, rename, ...).
+    FileMeta = 3,
+    /// Socket management (socket, connect, accept, ...).
+    Net = 4,
+    /// Sleeping and waiting (nanosleep, poll, epoll_wait, futex, wait4, ...).
+    Wait = 5,
+    /// Memory management (mmap, munmap, brk, ...).
+    Memory = 6,
+    /// Processes, threads and signals.
+    Process = 7,
+    /// Syncing data to storage (fsync, fdatasync, sync_file_range, msync).
+    Sync = 8,
+}
+
+impl SysClass {
+    /// Name used in output and `--by class`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Other => "other",
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::FileMeta => "file-meta",
+            Self::Net => "net",
+            Self::Wait => "wait",
+            Self::Memory => "memory",
+            Self::Process => "process",
+            Self::Sync => "sync",
+        }
+    }
+}
+
+/// Which arguments of a syscall mean what (indices 0-5, or [`NONE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SysDesc {
+    /// The fd argument.
+    pub fd: u8,
+    /// The directory fd of the first path (`*at` calls).
+    pub dirfd: u8,
+    /// The first path.
+    pub path: u8,
+    /// The directory fd of the second path.
+    pub dirfd2: u8,
+    /// The second path.
+    pub path2: u8,
+    /// The byte count (or the iovec pointer when [`SysDesc::IOV`] is set).
+    pub count: u8,
+    /// The file offset (or a pointer to it when [`SysDesc::OFF_PTR`] is set).
+    pub off: u8,
+    /// Flags (open flags, at-flags, lseek whence, mmap flags).
+    pub flags: u8,
+    /// Mode (open mode, mmap prot, access mode).
+    pub mode: u8,
+    /// An address (mmap, munmap, msync), or a second fd.
+    pub addr: u8,
+    /// Number of iovecs (readv family).
+    pub iovcnt: u8,
+    /// [`SysDesc::IO`] and friends.
+    pub bits: u16,
+    /// Broad class.
+    pub class: SysClass,
+}
+
+impl SysDesc {
+    /// Moves data (sysdig's `evt.is_io`).
+    pub const IO: u16 = 1;
+    /// Reads data.
+    pub const READ: u16 = 2;
+    /// Writes data.
+    pub const WRITE: u16 = 4;
+    /// Returns a new fd on success.
+    pub const RET_FD: u16 = 8;
+    /// `count` is an iovec array with `iovcnt` entries.
+    pub const IOV: u16 = 16;
+    /// openat2: flags and mode come from `struct open_how` at the `flags` argument.
+    pub const OPENAT2: u16 = 32;
+    /// `off` is a pointer to the offset.
+    pub const OFF_PTR: u16 = 64;
+    /// Offset comes from the file position (read, write, readv, writev).
+    pub const FILE_POS: u16 = 128;
+    /// Closes its fd.
+    pub const CLOSE: u16 = 256;
+    /// `addr` is a second fd (dup2 target, sendfile/splice/copy_file_range input).
+    pub const ADDR_FD: u16 = 512;
+
+    const EMPTY: SysDesc = SysDesc {
+        fd: NONE,
+        dirfd: NONE,
+        path: NONE,
+        dirfd2: NONE,
+        path2: NONE,
+        count: NONE,
+        off: NONE,
+        flags: NONE,
+        mode: NONE,
+        addr: NONE,
+        iovcnt: NONE,
+        bits: 0,
+        class: SysClass::Other,
+    };
+
+    /// True if the bit is set.
+    pub fn has(&self, bit: u16) -> bool {
+        self.bits & bit != 0
+    }
+    /// Moves data.
+    pub fn is_io(&self) -> bool {
+        self.has(Self::IO)
+    }
+    /// Takes or returns a file descriptor, or a path: recorded by `--syscalls io`.
+    pub fn is_io_related(&self) -> bool {
+        self.fd != NONE || self.path != NONE || self.has(Self::RET_FD) || self.class == SysClass::Sync
+    }
+}
+
+fn describe(name: &str) -> SysDesc {
+    use SysClass::*;
+    let e = SysDesc::EMPTY;
+    const IO: u16 = SysDesc::IO;
+    const R: u16 = SysDesc::READ | SysDesc::IO;
+    const W: u16 = SysDesc::WRITE | SysDesc::IO;
+    const FD: u16 = SysDesc::RET_FD;
+    match name {
+        "read" => SysDesc { fd: 0, count: 2, bits: R | SysDesc::FILE_POS, class: Read, ..e },
+        "write" => SysDesc { fd: 0, count: 2, bits: W | SysDesc::FILE_POS, class: Write, ..e },
+        "pread64" => SysDesc { fd: 0, count: 2, off: 3, bits: R, class: Read, ..e },
+        "pwrite64" => SysDesc { fd: 0, count: 2, off: 3, bits: W, class: Write, ..e },
+        "readv" => SysDesc { fd: 0, count: 1, iovcnt: 2, bits: R | SysDesc::IOV | SysDesc::FILE_POS, class: Read, ..e },
+        "writev" => SysDesc { fd: 0, count: 1, iovcnt: 2, bits: W | SysDesc::IOV | SysDesc::FILE_POS, class: Write, ..e },
+        "preadv" | "preadv2" => SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, bits: R | SysDesc::IOV, class: Read, ..e },
+        "pwritev" | "pwritev2" => SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, bits: W | SysDesc::IOV, class: Write, ..e },
+        "recvfrom" => SysDesc { fd: 0, count: 2, bits: R, class: Read, ..e },
+        "sendto" => SysDesc { fd: 0, count: 2, bits: W, class: Write, ..e },
+        "recvmsg" | "recvmmsg" => SysDesc { fd: 0, bits: R, class: Read, ..e },
+        "sendmsg" | "sendmmsg" => SysDesc { fd: 0, bits: W, class: Write, ..e },
+        "sendfile" => SysDesc { fd: 0, addr: 1, off: 2, count: 3, bits: W | SysDesc::OFF_PTR | SysDesc::ADDR_FD, class: Write, ..e },
+        "splice" => SysDesc { fd: 2, addr: 0, count: 4, flags: 5, bits: W | SysDesc::ADDR_FD, class: Write, ..e },
+        "tee" => SysDesc { fd: 1, addr: 0, count: 2, flags: 3, bits: W | SysDesc::ADDR_FD, class: Write, ..e },
+        "vmsplice" => SysDesc { fd: 0, flags: 3, bits: W, class: Write, ..e },
+        "copy_file_range" => SysDesc { fd: 2, addr: 0, count: 4, flags: 5, bits: W | SysDesc::ADDR_FD, class: Write, ..e },
+        "getdents" | "getdents64" => SysDesc { fd: 0, count: 2, bits: R, class: Read, ..e },
+        "open" => SysDesc { path: 0, flags: 1, mode: 2, bits: FD, class: FileMeta, ..e },
+        "creat" => SysDesc { path: 0, mode: 1, bits: FD, class: FileMeta, ..e },
+        "openat" => SysDesc { dirfd: 0, path: 1, flags: 2, mode: 3, bits: FD, class: FileMeta, ..e },
+        "openat2" => SysDesc { dirfd: 0, path: 1, flags: 2, bits: FD | SysDesc::OPENAT2, class: FileMeta, ..e },
+        "open_by_handle_at" => SysDesc { fd: 0, flags: 2, bits: FD, class: FileMeta, ..e },
+        "memfd_create" | "memfd_secret" | "eventfd" | "eventfd2" | "epoll_create" | "epoll_create1" | "inotify_init"
+        | "inotify_init1" | "timerfd_create" | "signalfd" | "signalfd4" | "userfaultfd" | "pidfd_open"
+        | "fanotify_init" | "io_uring_setup" | "perf_event_open" | "bpf" => SysDesc { bits: FD, class: Other, ..e },
+        "socket" => SysDesc { bits: FD, class: Net, ..e },
+        "socketpair" | "pipe" | "pipe2" => SysDesc { class: Net, ..e },
+        "accept" | "accept4" => SysDesc { fd: 0, flags: 3, bits: FD, class: Net, ..e },
+        "connect" | "bind" | "listen" | "shutdown" | "getsockname" | "getpeername" | "setsockopt" | "getsockopt" => {
+            SysDesc { fd: 0, class: Net, ..e }
+        }
+        "dup" => SysDesc { fd: 0, bits: FD, class: FileMeta, ..e },
+        "dup2" => SysDesc { fd: 0, addr: 1, bits: FD | SysDesc::ADDR_FD, class: FileMeta, ..e },
+        "dup3" => SysDesc { fd: 0, addr: 1, flags: 2, bits: FD | SysDesc::ADDR_FD, class: FileMeta, ..e },
+        "fcntl" => SysDesc { fd: 0, flags: 1, class: FileMeta, ..e },
+        "close" => SysDesc { fd: 0, bits: SysDesc::CLOSE, class: FileMeta, ..e },
+        "close_range" => SysDesc { flags: 2, class: FileMeta, ..e },
+        "lseek" => SysDesc { fd: 0, off: 1, flags: 2, class: FileMeta, ..e },
+        "fsync" | "fdatasync" | "syncfs" => SysDesc { fd: 0, class: Sync, ..e },
+        "sync" => SysDesc { class: Sync, ..e },
+        "sync_file_range" => SysDesc { fd: 0, off: 1, count: 2, flags: 3, class: Sync, ..e },
+        "msync" => SysDesc { addr: 0, count: 1, flags: 2, class: Sync, ..e },
+        "fallocate" => SysDesc { fd: 0, mode: 1, off: 2, count: 3, class: FileMeta, ..e },
+        "fadvise64" => SysDesc { fd: 0, off: 1, count: 2, flags: 3, class: FileMeta, ..e },
+        "readahead" => SysDesc { fd: 0, off: 1, count: 2, class: FileMeta, ..e },
+        "ftruncate" => SysDesc { fd: 0, count: 1, class: FileMeta, ..e },
+        "truncate" => SysDesc { path: 0, count: 1, class: FileMeta, ..e },
+        "fstat" | "fstatfs" | "fchdir" | "flock" | "fgetxattr" | "fsetxattr" | "flistxattr" | "fremovexattr"
+        | "ioctl" | "fchown" | "file_getattr" | "file_setattr" => SysDesc { fd: 0, class: FileMeta, ..e },
+        "fchmod" => SysDesc { fd: 0, mode: 1, class: FileMeta, ..e },
+        "stat" | "lstat" | "statfs" | "chdir" | "chroot" | "rmdir" | "unlink" | "chown" | "lchown" | "utime"
+        | "utimes" | "getxattr" | "lgetxattr" | "setxattr" | "lsetxattr" | "listxattr" | "llistxattr"
+        | "removexattr" | "lremovexattr" | "acct" | "swapon" | "swapoff" | "umount2" | "uselib" => {
+            SysDesc { path: 0, class: FileMeta, ..e }
+        }
+        "execve" => SysDesc { path: 0, class: Process, ..e },
+        "execveat" => SysDesc { dirfd: 0, path: 1, flags: 4, class: Process, ..e },
+        "access" | "chmod" | "mkdir" | "mknod" => SysDesc { path: 0, mode: 1, class: FileMeta, ..e },
+        "readlink" => SysDesc { path: 0, count: 2, class: FileMeta, ..e },
+        "rename" | "link" | "symlink" | "pivot_root" => SysDesc { path: 0, path2: 1, class: FileMeta, ..e },
+        "mount" => SysDesc { path: 0, path2: 1, flags: 3, class: FileMeta, ..e },
+        "newfstatat" => SysDesc { dirfd: 0, path: 1, flags: 3, class: FileMeta, ..e },
+        "statx" => SysDesc { dirfd: 0, path: 1, flags: 2, mode: 3, class: FileMeta, ..e },
+        "unlinkat" => SysDesc { dirfd: 0, path: 1, flags: 2, class: FileMeta, ..e },
+        "mkdirat" | "mknodat" | "fchmodat" => SysDesc { dirfd: 0, path: 1, mode: 2, class: FileMeta, ..e },
+        "fchmodat2" => SysDesc { dirfd: 0, path: 1, mode: 2, flags: 3, class: FileMeta, ..e },
+        "faccessat" => SysDesc { dirfd: 0, path: 1, mode: 2, class: FileMeta, ..e },
+        "faccessat2" => SysDesc { dirfd: 0, path: 1, mode: 2, flags: 3, class: FileMeta, ..e },
+        "fchownat" => SysDesc { dirfd: 0, path: 1, flags: 4, class: FileMeta, ..e },
+        "futimesat" | "name_to_handle_at" => SysDesc { dirfd: 0, path: 1, class: FileMeta, ..e },
+        "utimensat" => SysDesc { dirfd: 0, path: 1, flags: 3, class: FileMeta, ..e },
+        "readlinkat" => SysDesc { dirfd: 0, path: 1, count: 3, class: FileMeta, ..e },
+        "renameat" => SysDesc { dirfd: 0, path: 1, dirfd2: 2, path2: 3, class: FileMeta, ..e },
+        "renameat2" | "linkat" => SysDesc { dirfd: 0, path: 1, dirfd2: 2, path2: 3, flags: 4, class: FileMeta, ..e },
+        "symlinkat" => SysDesc { path: 0, dirfd2: 1, path2: 2, class: FileMeta, ..e },
+        "inotify_add_watch" => SysDesc { fd: 0, path: 1, flags: 2, class: FileMeta, ..e },
+        "setxattrat" | "getxattrat" | "listxattrat" | "removexattrat" | "open_tree" | "open_tree_attr" => {
+            SysDesc { dirfd: 0, path: 1, flags: 2, class: FileMeta, ..e }
+        }
+        "mmap" => SysDesc { addr: 0, count: 1, mode: 2, flags: 3, fd: 4, off: 5, class: Memory, ..e },
+        "munmap" | "mprotect" | "madvise" | "mlock" | "munlock" | "mremap" | "mincore" => {
+            SysDesc { addr: 0, count: 1, class: Memory, ..e }
+        }
+        "brk" | "mlockall" | "munlockall" | "membarrier" | "mbind" | "set_mempolicy" | "get_mempolicy"
+        | "migrate_pages" | "move_pages" | "process_madvise" | "mseal" | "map_shadow_stack" => {
+            SysDesc { class: Memory, ..e }
+        }
+        "epoll_wait" | "epoll_pwait" | "epoll_pwait2" => SysDesc { fd: 0, class: Wait, ..e },
+        "epoll_ctl" => SysDesc { fd: 0, class: Other, ..e },
+        "io_uring_enter" | "io_uring_register" => SysDesc { fd: 0, class: Other, ..e },
+        "nanosleep" | "clock_nanosleep" | "poll" | "ppoll" | "select" | "pselect6" | "futex" | "futex_waitv"
+        | "futex_wait" | "futex_wake" | "futex_requeue" | "wait4" | "waitid" | "pause" | "rt_sigsuspend"
+        | "rt_sigtimedwait" | "sched_yield" | "io_getevents" | "io_pgetevents" | "semop" | "semtimedop"
+        | "msgrcv" | "mq_timedreceive" => SysDesc { class: Wait, ..e },
+        "clone" | "clone3" | "fork" | "vfork" | "exit" | "exit_group" | "kill" | "tkill" | "tgkill"
+        | "rt_sigaction" | "rt_sigprocmask" | "rt_sigreturn" | "sigaltstack" | "prctl" | "arch_prctl"
+        | "set_tid_address" | "setpgid" | "setsid" | "pidfd_send_signal" | "ptrace" => SysDesc { class: Process, ..e },
+        _ => SysDesc { class: Other, ..e },
+    }
+}
+
+fn table() -> &'static [SysDesc] {
+    static T: OnceLock<Vec<SysDesc>> = OnceLock::new();
+    T.get_or_init(|| crate::syscall_table::SYSCALL_NAMES.iter().map(|n| describe(n)).collect())
+}
+
+/// Number of syscall numbers known (the size of per-syscall tables).
+pub fn syscall_count() -> usize {
+    crate::syscall_table::SYSCALL_NAMES.len()
+}
+
+/// The argument layout of syscall `nr` (an empty layout for unknown numbers).
+pub fn desc(nr: u16) -> &'static SysDesc {
+    table().get(nr as usize).unwrap_or(&SysDesc::EMPTY)
+}
+
+/// Name of syscall `nr`.
+pub fn syscall_name(nr: u16) -> Option<&'static str> {
+    crate::syscall_table::SYSCALL_NAMES.get(nr as usize).copied().filter(|s| !s.is_empty())
+}
+
+/// Number of a syscall by name.
+pub fn syscall_nr(name: &str) -> Option<u16> {
+    crate::syscall_table::SYSCALL_NAMES.iter().position(|n| !n.is_empty() && *n == name).map(|i| i as u16)
+}
+
+/// All known syscall names with numbers.
+pub fn all() -> impl Iterator<Item = (u16, &'static str)> {
+    crate::syscall_table::SYSCALL_NAMES.iter().enumerate().filter(|(_, n)| !n.is_empty()).map(|(i, n)| (i as u16, *n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn lookups() {
+        assert_eq!(syscall_nr("openat"), Some(257));
+        assert_eq!(syscall_name(0), Some("read"));
+        assert_eq!(syscall_name(437), Some("openat2"));
+        assert_eq!(syscall_name(9999), None);
+        let d = desc(syscall_nr("pread64").unwrap());
+        assert!(d.is_io() && d.has(SysDesc::READ));
+        assert_eq!((d.fd, d.count, d.off), (0, 2, 3));
+        let r = desc(syscall_nr("renameat2").unwrap());
+        assert_eq!((r.dirfd, r.path, r.dirfd2, r.path2), (0, 1, 2, 3));
+        assert!(desc(syscall_nr("nanosleep").unwrap()).class == SysClass::Wait);
+        assert!(!desc(syscall_nr("getpid").unwrap()).is_io_related());
+        assert!(desc(syscall_nr("fsync").unwrap()).is_io_related());
+    }
+}

@@ -1,0 +1,155 @@
+//! Numbers with units: formatting for output, parsing for filters and flags.
+
+/// Format nanoseconds with a unit that keeps 3 significant digits: `812ns`, `1.50us`, `12.3ms`, `2.00s`.
+pub fn fmt_ns(ns: u64) -> String {
+    fmt_ns_f(ns as f64)
+}
+
+/// [`fmt_ns`] for fractional values (means, bucket bounds).
+pub fn fmt_ns_f(ns: f64) -> String {
+    let (v, u) = if ns < 1e3 {
+        return format!("{}ns", trim(ns, 0));
+    } else if ns < 1e6 {
+        (ns / 1e3, "us")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    format!("{}{u}", sig3(v))
+}
+
+fn trim(v: f64, decimals: usize) -> String {
+    format!("{v:.decimals$}")
+}
+
+fn sig3(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Format a byte count with binary units: `512B`, `4.00KiB`, `1.50MiB`.
+pub fn fmt_bytes(b: u64) -> String {
+    let f = b as f64;
+    const K: f64 = 1024.0;
+    if f < K {
+        format!("{b}B")
+    } else if f < K * K {
+        format!("{}KiB", sig3(f / K))
+    } else if f < K * K * K {
+        format!("{}MiB", sig3(f / (K * K)))
+    } else if f < K * K * K * K {
+        format!("{}GiB", sig3(f / (K * K * K)))
+    } else {
+        format!("{}TiB", sig3(f / (K * K * K * K)))
+    }
+}
+
+/// Format a rate with an SI suffix: `950`, `12.3k`, `1.20M`.
+pub fn fmt_count(v: f64) -> String {
+    if v < 1e3 {
+        if v.fract() == 0.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        }
+    } else if v < 1e6 {
+        format!("{}k", sig3(v / 1e3))
+    } else if v < 1e9 {
+        format!("{}M", sig3(v / 1e6))
+    } else {
+        format!("{}G", sig3(v / 1e9))
+    }
+}
+
+fn split_num(s: &str) -> Result<(f64, &str), String> {
+    let s = s.trim();
+    let end = s
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || (i == 0 && (c == '-' || c == '+')) || c == '_'))
+        .map(|(i, _)| i)
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(end);
+    let num: String = num.chars().filter(|&c| c != '_').collect();
+    let v: f64 = num.parse().map_err(|_| format!("'{s}' does not start with a number"))?;
+    Ok((v, unit.trim()))
+}
+
+/// Parse a duration to ns: `1500`, `250us`, `1.5ms`, `2s`, `1m`, `10ns`. A bare number is ns.
+pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let (v, unit) = split_num(s)?;
+    let mul = match unit {
+        "" | "ns" => 1.0,
+        "us" | "µs" | "usec" => 1e3,
+        "ms" | "msec" => 1e6,
+        "s" | "sec" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        u => return Err(format!("unknown duration unit '{u}' in '{s}' (use ns, us, ms, s, m, h)")),
+    };
+    if v < 0.0 {
+        return Err(format!("negative duration '{s}'"));
+    }
+    Ok((v * mul).round() as u64)
+}
+
+/// Parse a duration given in seconds by default: `10` is 10 s, `500ms` is 0.5 s.
+pub fn parse_duration_secs_default(s: &str) -> Result<u64, String> {
+    if s.trim().chars().all(|c| c.is_ascii_digit() || c == '.') {
+        let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number"))?;
+        return Ok((v * 1e9).round() as u64);
+    }
+    parse_duration_ns(s)
+}
+
+/// Parse a size to bytes: `4096`, `4k`, `4KiB`, `1.5MB`, `1G`. k/K/KiB/KB all mean 1024.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let (v, unit) = split_num(s)?;
+    let mul: f64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" | "tib" => 1024.0f64.powi(4),
+        "s" | "sectors" => 512.0,
+        _ => return Err(format!("unknown size unit '{unit}' in '{s}' (use B, KiB, MiB, GiB, TiB)")),
+    };
+    if v < 0.0 {
+        return Err(format!("negative size '{s}'"));
+    }
+    Ok((v * mul).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_ns(812), "812ns");
+        assert_eq!(fmt_ns(1500), "1.50us");
+        assert_eq!(fmt_ns(12_300_000), "12.3ms");
+        assert_eq!(fmt_ns(2_000_000_000), "2.00s");
+        assert_eq!(fmt_bytes(512), "512B");
+        assert_eq!(fmt_bytes(4096), "4.00KiB");
+        assert_eq!(fmt_count(12_300.0), "12.3k");
+    }
+    #[test]
+    fn parses() {
+        assert_eq!(parse_duration_ns("250us"), Ok(250_000));
+        assert_eq!(parse_duration_ns("1.5ms"), Ok(1_500_000));
+        assert_eq!(parse_duration_ns("1000000"), Ok(1_000_000));
+        assert!(parse_duration_ns("5 parsecs").is_err());
+        assert!(parse_duration_ns("ms").is_err());
+        assert_eq!(parse_duration_secs_default("10"), Ok(10_000_000_000));
+        assert_eq!(parse_duration_secs_default("500ms"), Ok(500_000_000));
+        assert_eq!(parse_size("4KiB"), Ok(4096));
+        assert_eq!(parse_size("1_000"), Ok(1000));
+        assert_eq!(parse_size("1.5M"), Ok(1_572_864));
+        assert!(parse_size("-1").is_err());
+    }
+}
