@@ -279,9 +279,9 @@ impl Event {
 /// The operation name for a kind and `nr`: syscall name, block op name, or proc op name.
 pub fn op_name(kind: u8, nr: u16) -> String {
     match EventKind::from_u8(kind) {
-        Some(EventKind::Syscall) => crate::syscall_name(nr)
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("syscall_{nr}")),
+        Some(EventKind::Syscall) => {
+            crate::syscall_name(nr).map(str::to_string).unwrap_or_else(|| format!("syscall_{nr}"))
+        }
         Some(EventKind::Block) => BlockOp::from_u16(nr).name().to_string(),
         Some(EventKind::Proc) => ProcOp::from_u16(nr).map(|p| p.name()).unwrap_or("proc?").to_string(),
         None => format!("kind{kind}"),

@@ -7,12 +7,12 @@
 
 mod batch;
 mod block;
+mod errno_table;
 mod fdtype;
 mod header;
+mod syscall_table;
 pub mod syscalls;
 pub mod units;
-mod errno_table;
-mod syscall_table;
 
 pub use batch::{op_name, Event, EventBatch, EventKind, ProcOp, StrCol, NO_FD};
 pub use block::{BlockOp, Rwbs};
@@ -28,10 +28,7 @@ pub fn errno_name(errno: i64) -> Option<&'static str> {
 
 /// The errno number of a symbolic name (`2` for `ENOENT`).
 pub fn errno_value(name: &str) -> Option<i64> {
-    errno_table::ERRNO_NAMES
-        .iter()
-        .position(|n| !n.is_empty() && n.eq_ignore_ascii_case(name))
-        .map(|i| i as i64)
+    errno_table::ERRNO_NAMES.iter().position(|n| !n.is_empty() && n.eq_ignore_ascii_case(name)).map(|i| i as i64)
 }
 
 /// A syscall result as users read it: `SUCCESS`/the value, or the errno name.

@@ -148,27 +148,45 @@ fn describe(name: &str) -> SysDesc {
         "pread64" => SysDesc { fd: 0, count: 2, off: 3, bits: R, class: Read, ..e },
         "pwrite64" => SysDesc { fd: 0, count: 2, off: 3, bits: W, class: Write, ..e },
         "readv" => SysDesc { fd: 0, count: 1, iovcnt: 2, bits: R | SysDesc::IOV | SysDesc::FILE_POS, class: Read, ..e },
-        "writev" => SysDesc { fd: 0, count: 1, iovcnt: 2, bits: W | SysDesc::IOV | SysDesc::FILE_POS, class: Write, ..e },
-        "preadv" | "preadv2" => SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, bits: R | SysDesc::IOV, class: Read, ..e },
-        "pwritev" | "pwritev2" => SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, bits: W | SysDesc::IOV, class: Write, ..e },
+        "writev" => {
+            SysDesc { fd: 0, count: 1, iovcnt: 2, bits: W | SysDesc::IOV | SysDesc::FILE_POS, class: Write, ..e }
+        }
+        "preadv" | "preadv2" => {
+            SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, bits: R | SysDesc::IOV, class: Read, ..e }
+        }
+        "pwritev" | "pwritev2" => {
+            SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, bits: W | SysDesc::IOV, class: Write, ..e }
+        }
         "recvfrom" => SysDesc { fd: 0, count: 2, bits: R, class: Read, ..e },
         "sendto" => SysDesc { fd: 0, count: 2, bits: W, class: Write, ..e },
         "recvmsg" | "recvmmsg" => SysDesc { fd: 0, bits: R, class: Read, ..e },
         "sendmsg" | "sendmmsg" => SysDesc { fd: 0, bits: W, class: Write, ..e },
-        "sendfile" => SysDesc { fd: 0, addr: 1, off: 2, count: 3, bits: W | SysDesc::OFF_PTR | SysDesc::ADDR_FD, class: Write, ..e },
+        "sendfile" => SysDesc {
+            fd: 0,
+            addr: 1,
+            off: 2,
+            count: 3,
+            bits: W | SysDesc::OFF_PTR | SysDesc::ADDR_FD,
+            class: Write,
+            ..e
+        },
         "splice" => SysDesc { fd: 2, addr: 0, count: 4, flags: 5, bits: W | SysDesc::ADDR_FD, class: Write, ..e },
         "tee" => SysDesc { fd: 1, addr: 0, count: 2, flags: 3, bits: W | SysDesc::ADDR_FD, class: Write, ..e },
         "vmsplice" => SysDesc { fd: 0, flags: 3, bits: W, class: Write, ..e },
-        "copy_file_range" => SysDesc { fd: 2, addr: 0, count: 4, flags: 5, bits: W | SysDesc::ADDR_FD, class: Write, ..e },
+        "copy_file_range" => {
+            SysDesc { fd: 2, addr: 0, count: 4, flags: 5, bits: W | SysDesc::ADDR_FD, class: Write, ..e }
+        }
         "getdents" | "getdents64" => SysDesc { fd: 0, count: 2, bits: R, class: Read, ..e },
         "open" => SysDesc { path: 0, flags: 1, mode: 2, bits: FD, class: FileMeta, ..e },
         "creat" => SysDesc { path: 0, mode: 1, bits: FD, class: FileMeta, ..e },
         "openat" => SysDesc { dirfd: 0, path: 1, flags: 2, mode: 3, bits: FD, class: FileMeta, ..e },
         "openat2" => SysDesc { dirfd: 0, path: 1, flags: 2, bits: FD | SysDesc::OPENAT2, class: FileMeta, ..e },
         "open_by_handle_at" => SysDesc { fd: 0, flags: 2, bits: FD, class: FileMeta, ..e },
-        "memfd_create" | "memfd_secret" | "eventfd" | "eventfd2" | "epoll_create" | "epoll_create1" | "inotify_init"
-        | "inotify_init1" | "timerfd_create" | "signalfd" | "signalfd4" | "userfaultfd" | "pidfd_open"
-        | "fanotify_init" | "io_uring_setup" | "perf_event_open" | "bpf" => SysDesc { bits: FD, class: Other, ..e },
+        "memfd_create" | "memfd_secret" | "eventfd" | "eventfd2" | "epoll_create" | "epoll_create1"
+        | "inotify_init" | "inotify_init1" | "timerfd_create" | "signalfd" | "signalfd4" | "userfaultfd"
+        | "pidfd_open" | "fanotify_init" | "io_uring_setup" | "perf_event_open" | "bpf" => {
+            SysDesc { bits: FD, class: Other, ..e }
+        }
         "socket" => SysDesc { bits: FD, class: Net, ..e },
         "socketpair" | "pipe" | "pipe2" => SysDesc { class: Net, ..e },
         "accept" | "accept4" => SysDesc { fd: 0, flags: 3, bits: FD, class: Net, ..e },
@@ -236,8 +254,8 @@ fn describe(name: &str) -> SysDesc {
         "io_uring_enter" | "io_uring_register" => SysDesc { fd: 0, class: Other, ..e },
         "nanosleep" | "clock_nanosleep" | "poll" | "ppoll" | "select" | "pselect6" | "futex" | "futex_waitv"
         | "futex_wait" | "futex_wake" | "futex_requeue" | "wait4" | "waitid" | "pause" | "rt_sigsuspend"
-        | "rt_sigtimedwait" | "sched_yield" | "io_getevents" | "io_pgetevents" | "semop" | "semtimedop"
-        | "msgrcv" | "mq_timedreceive" => SysDesc { class: Wait, ..e },
+        | "rt_sigtimedwait" | "sched_yield" | "io_getevents" | "io_pgetevents" | "semop" | "semtimedop" | "msgrcv"
+        | "mq_timedreceive" => SysDesc { class: Wait, ..e },
         "clone" | "clone3" | "fork" | "vfork" | "exit" | "exit_group" | "kill" | "tkill" | "tgkill"
         | "rt_sigaction" | "rt_sigprocmask" | "rt_sigreturn" | "sigaltstack" | "prctl" | "arch_prctl"
         | "set_tid_address" | "setpgid" | "setsid" | "pidfd_send_signal" | "ptrace" => SysDesc { class: Process, ..e },
