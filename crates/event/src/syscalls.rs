@@ -138,7 +138,6 @@ impl SysDesc {
 fn describe(name: &str) -> SysDesc {
     use SysClass::*;
     let e = SysDesc::EMPTY;
-    const IO: u16 = SysDesc::IO;
     const R: u16 = SysDesc::READ | SysDesc::IO;
     const W: u16 = SysDesc::WRITE | SysDesc::IO;
     const FD: u16 = SysDesc::RET_FD;
