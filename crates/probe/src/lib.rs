@@ -1,1 +1,526 @@
-//! placeholder during bootstrap
+//! latscope's eBPF probes.
+//!
+//! [`Probe::start`] loads the BPF programs in `src/bpf/` (syscall enter/exit,
+//! block insert/issue/complete, process fork/exec/exit), pushes the filter
+//! parts the kernel can test into maps, and either streams every event through
+//! a ring buffer ([`Probe::poll`] returns them as [`EventBatch`]es with paths
+//! resolved) or aggregates latencies into per-CPU histograms in the kernel
+//! ([`Probe::read_agg`]), which is what live views use when they can.
+
+mod decode;
+pub mod snapshot;
+
+pub use decode::{join, Decoder};
+
+use latscope_event::syscalls::{self, SysClass, NONE};
+use latscope_event::{EventBatch, FdType, TraceHeader};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
+use std::rc::Rc;
+use std::time::Duration;
+
+#[allow(clippy::all, missing_docs, non_camel_case_types, dead_code, unused_imports)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/latscope.skel.rs"));
+}
+use skel::*;
+
+/// Number of histogram buckets per group in in-kernel aggregation (mirrors LS_AGG_BUCKETS).
+pub const AGG_BUCKETS: usize = 320;
+/// Number of histogram groups in in-kernel aggregation (mirrors LS_AGG_GROUPS).
+pub const AGG_GROUPS: usize = 512;
+const NR_MAX: usize = 512;
+
+/// Errors from loading or running the probes.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// Something the probes need is missing on this machine.
+    #[error("{0}")]
+    Unsupported(String),
+    /// libbpf failed.
+    #[error("{context}: {source}")]
+    Bpf {
+        /// What was being done.
+        context: String,
+        /// The libbpf error.
+        source: libbpf_rs::Error,
+    },
+}
+
+fn bpf<T>(r: libbpf_rs::Result<T>, context: &str) -> Result<T, ProbeError> {
+    r.map_err(|source| ProbeError::Bpf { context: context.to_string(), source })
+}
+
+/// Check that this process can trace: root (or CAP_BPF+CAP_PERFMON), kernel BTF, and the tracepoints.
+/// The error is one line saying what is missing.
+pub fn check_environment() -> Result<(), ProbeError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(ProbeError::Unsupported(
+            "latscope needs root to load eBPF programs: run it with sudo (or as root)".into(),
+        ));
+    }
+    if std::fs::metadata("/sys/kernel/btf/vmlinux").is_err() {
+        return Err(ProbeError::Unsupported(
+            "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): latscope needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.8 or later)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Which syscalls to trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyscallSel {
+    /// Every syscall.
+    All,
+    /// Those that take or return an fd or a path, and syncs ([`syscalls::SysDesc::is_io_related`]).
+    Io,
+    /// Exactly these numbers.
+    Only(Vec<u16>),
+    /// None (block or process events only).
+    Off,
+}
+
+/// How in-kernel aggregation groups latencies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggGroup {
+    /// One histogram for everything.
+    All,
+    /// By the fd's I/O class: group 0 other, 1 file, 2 net, 3 ipc ([`fd_class_group`]).
+    FdClass,
+    /// One histogram per syscall number.
+    Syscall,
+    /// By [`SysClass`] code.
+    SysClass,
+}
+
+/// Group number of an fd type under [`AggGroup::FdClass`].
+pub fn fd_class_group(t: FdType) -> u32 {
+    match t.io_class() {
+        "file" => 1,
+        "net" => 2,
+        "ipc" => 3,
+        _ => 0,
+    }
+}
+
+/// Names of the [`AggGroup::FdClass`] groups, by group number.
+pub const FD_CLASS_NAMES: [&str; 4] = ["other", "file", "net", "ipc"];
+
+/// What to trace and how.
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    /// Syscalls to trace.
+    pub syscalls: SyscallSel,
+    /// Trace block requests.
+    pub block: bool,
+    /// Trace process fork/exec/exit (cheap; needed to name processes that start later).
+    pub procs: bool,
+    /// Only these processes (thread group ids); empty means all.
+    pub pids: Vec<u32>,
+    /// Add children of traced processes as they fork.
+    pub follow_children: bool,
+    /// Only these command names; empty means all.
+    pub comms: Vec<String>,
+    /// Drop events faster than this (ns).
+    pub min_lat_ns: u64,
+    /// Only syscalls whose fd has one of these types; empty means any.
+    pub fd_types: Vec<FdType>,
+    /// Only block requests on these devices (`major << 20 | minor`); empty means all.
+    /// With aggregation, device `devs[i]` is histogram group `i`.
+    pub devs: Vec<u32>,
+    /// Aggregate in the kernel instead of streaming events.
+    pub aggregate: Option<AggGroup>,
+    /// Ring buffer size in bytes (rounded up to a power of two).
+    pub ring_bytes: usize,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        Self {
+            syscalls: SyscallSel::All,
+            block: true,
+            procs: true,
+            pids: Vec::new(),
+            follow_children: false,
+            comms: Vec::new(),
+            min_lat_ns: 0,
+            fd_types: Vec::new(),
+            devs: Vec::new(),
+            aggregate: None,
+            ring_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Counters kept by the probes in the kernel, summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProbeStats {
+    /// Events written to the ring buffer.
+    pub events: u64,
+    /// Events lost because the ring buffer was full.
+    pub lost: u64,
+    /// Path arguments that could not be read from user memory.
+    pub path_faults: u64,
+    /// Block completions whose issue was not seen (in flight when tracing started).
+    pub blk_unpaired: u64,
+    /// Events counted by in-kernel aggregation.
+    pub aggregated: u64,
+}
+
+/// Cumulative in-kernel histograms: `counts[group][bucket]`, summed over CPUs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AggSnapshot {
+    /// One row of [`AGG_BUCKETS`] counts per group that has any count; (group, counts).
+    pub groups: Vec<(u32, Vec<u64>)>,
+}
+
+impl AggSnapshot {
+    /// Counts added since `earlier` (a previous snapshot of the same probe).
+    pub fn since(&self, earlier: &AggSnapshot) -> AggSnapshot {
+        let groups = self
+            .groups
+            .iter()
+            .map(|(g, c)| {
+                let prev = earlier.groups.iter().find(|(pg, _)| pg == g).map(|(_, p)| p.as_slice());
+                let d = c.iter().enumerate().map(|(i, v)| v - prev.map_or(0, |p| p[i].min(*v))).collect();
+                (*g, d)
+            })
+            .collect();
+        AggSnapshot { groups }
+    }
+}
+
+/// The latency range `[low, high)` in ns of in-kernel aggregation bucket `idx`
+/// (8 linear sub-buckets per power of two; mirrors `lat_bucket()` in the BPF code).
+pub fn agg_bucket_bounds(idx: usize) -> (u64, u64) {
+    if idx < 8 {
+        return (idx as u64, idx as u64 + 1);
+    }
+    let e = (idx / 8 + 2) as u32;
+    let sub = (idx % 8) as u64;
+    let low = (8 + sub) << (e - 3);
+    (low, low + (1u64 << (e - 3)))
+}
+
+/// The in-kernel bucket of a latency (the Rust twin of the BPF `lat_bucket()`; used by tests and fallbacks).
+pub fn agg_bucket(v: u64) -> usize {
+    if v < 8 {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros();
+    let idx = (e as usize - 2) * 8 + ((v >> (e - 3)) & 7) as usize;
+    idx.min(AGG_BUCKETS - 1)
+}
+
+/// Loaded and attached probes. Dropping it detaches everything.
+pub struct Probe {
+    // Field order is drop order: the ring buffer and links go before the skeleton, the skeleton before its storage.
+    rb: Option<RingBuffer<'static>>,
+    _links: Vec<Link>,
+    skel: LatscopeSkel<'static>,
+    _obj: Box<MaybeUninit<OpenObject>>,
+    decoder: Rc<RefCell<Decoder>>,
+    ncpus: usize,
+    aggregating: bool,
+}
+
+impl Probe {
+    /// Load, configure and attach the probes. `header` is the start snapshot (for naming open files).
+    pub fn start(cfg: &ProbeConfig, header: &TraceHeader) -> Result<Probe, ProbeError> {
+        check_environment()?;
+        let mut obj: Box<MaybeUninit<OpenObject>> = Box::new(MaybeUninit::uninit());
+        // SAFETY: the skeleton borrows `obj`, which is boxed (stable address) and kept in the same
+        // struct, declared after the skeleton so that it is dropped last.
+        let obj_ref: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *(obj.as_mut() as *mut _) };
+        let builder = LatscopeSkelBuilder::default();
+        let mut open = bpf(builder.open(obj_ref), "opening the BPF object")?;
+
+        let ro = open.maps.rodata_data.as_deref_mut().expect("the BPF object has read-only data");
+        ro.self_tgid = std::process::id();
+        ro.filter_pids = u8::from(!cfg.pids.is_empty());
+        ro.filter_comms = u8::from(!cfg.comms.is_empty());
+        ro.filter_devs = u8::from(!cfg.devs.is_empty());
+        ro.follow_children = u8::from(cfg.follow_children);
+        ro.min_lat = cfg.min_lat_ns;
+        ro.fdtype_mask = cfg.fd_types.iter().fold(0u32, |m, t| m | (1 << (*t as u32 & 31)));
+        ro.agg_mode = u8::from(cfg.aggregate.is_some());
+        ro.agg_group = match cfg.aggregate {
+            None | Some(AggGroup::All) => 0,
+            Some(AggGroup::FdClass) => 1,
+            Some(AggGroup::Syscall) => 2,
+            Some(AggGroup::SysClass) => 3,
+        };
+        let ring = cfg.ring_bytes.max(1 << 20).next_power_of_two();
+        ro.wake_bytes = (ring / 8) as u64;
+        bpf(open.maps.events.set_max_entries(ring as u32), "sizing the ring buffer")?;
+
+        let want_sys = cfg.syscalls != SyscallSel::Off;
+        open.progs.ls_sys_enter.set_autoload(want_sys);
+        open.progs.ls_sys_exit.set_autoload(want_sys);
+        for p in [&mut open.progs.ls_rq_insert, &mut open.progs.ls_rq_issue, &mut open.progs.ls_rq_complete] {
+            p.set_autoload(cfg.block);
+        }
+        // Fork tracking is needed to follow children even when proc events are not wanted.
+        open.progs.ls_fork.set_autoload(cfg.procs || cfg.follow_children);
+        open.progs.ls_exec.set_autoload(cfg.procs);
+        open.progs.ls_exit.set_autoload(cfg.procs);
+
+        let skel = bpf(open.load(), "loading the BPF programs (is this kernel 5.11 or later with BTF?)")?;
+
+        // The syscall layout table, shared with user space through latscope-event.
+        for nr in 0..NR_MAX.min(syscalls::syscall_count()) {
+            let d = syscalls::desc(nr as u16);
+            let want = match &cfg.syscalls {
+                SyscallSel::All => syscalls::syscall_name(nr as u16).is_some(),
+                SyscallSel::Io => d.is_io_related(),
+                SyscallSel::Only(v) => v.contains(&(nr as u16)),
+                SyscallSel::Off => false,
+            };
+            let v = types::ls_sys_desc {
+                fd: d.fd,
+                dirfd: d.dirfd,
+                path: d.path,
+                dirfd2: d.dirfd2,
+                path2: d.path2,
+                count: d.count,
+                off: d.off,
+                flags: d.flags,
+                mode: d.mode,
+                addr: d.addr,
+                iovcnt: d.iovcnt,
+                want: u8::from(want),
+                bits: d.bits,
+                class: d.class as u8,
+                pad: 0,
+            };
+            bpf(
+                skel.maps.sys_desc.update(&(nr as u32).to_ne_bytes(), as_bytes(&v), MapFlags::ANY),
+                "filling the syscall table",
+            )?;
+        }
+        debug_assert_eq!(NONE, 0xff);
+        for t in FdType::ALL {
+            let g = fd_class_group(t);
+            bpf(
+                skel.maps.fdclass.update(&(t as u32).to_ne_bytes(), &g.to_ne_bytes(), MapFlags::ANY),
+                "filling the fd class table",
+            )?;
+        }
+        for &p in &cfg.pids {
+            bpf(skel.maps.pids.update(&p.to_ne_bytes(), &[1u8], MapFlags::ANY), "filling the pid filter")?;
+        }
+        for c in &cfg.comms {
+            let mut k = [0u8; 16];
+            let b = c.as_bytes();
+            k[..b.len().min(15)].copy_from_slice(&b[..b.len().min(15)]);
+            bpf(skel.maps.comms.update(&k, &[1u8], MapFlags::ANY), "filling the command filter")?;
+        }
+        for (i, &d) in cfg.devs.iter().enumerate() {
+            bpf(
+                skel.maps.devs.update(&d.to_ne_bytes(), &(i as u32).to_ne_bytes(), MapFlags::ANY),
+                "filling the device filter",
+            )?;
+        }
+
+        let mut links = Vec::new();
+        let progs = [
+            (&skel.progs.ls_sys_enter, want_sys),
+            (&skel.progs.ls_sys_exit, want_sys),
+            (&skel.progs.ls_rq_insert, cfg.block),
+            (&skel.progs.ls_rq_issue, cfg.block),
+            (&skel.progs.ls_rq_complete, cfg.block),
+            (&skel.progs.ls_fork, cfg.procs || cfg.follow_children),
+            (&skel.progs.ls_exec, cfg.procs),
+            (&skel.progs.ls_exit, cfg.procs),
+        ];
+        for (p, on) in progs {
+            if on {
+                let name = p.name().to_string_lossy().into_owned();
+                links.push(bpf(p.attach(), &format!("attaching {name}"))?);
+            }
+        }
+
+        let decoder = Rc::new(RefCell::new(Decoder::new(header, true)));
+        let mut probe = Probe {
+            rb: None,
+            _links: links,
+            skel,
+            _obj: obj,
+            decoder,
+            ncpus: bpf(libbpf_rs::num_possible_cpus(), "counting CPUs")?,
+            aggregating: cfg.aggregate.is_some(),
+        };
+        if !probe.aggregating {
+            let dec = probe.decoder.clone();
+            let mut b = RingBufferBuilder::new();
+            // SAFETY: the map lives in the skeleton, which outlives the ring buffer (field order).
+            let events: &'static libbpf_rs::MapMut<'static> =
+                unsafe { &*(&probe.skel.maps.events as *const libbpf_rs::MapMut<'static>) };
+            bpf(
+                b.add(events, move |data: &[u8]| {
+                    dec.borrow_mut().record(data);
+                    0
+                }),
+                "setting up the ring buffer",
+            )?;
+            probe.rb = Some(bpf(b.build(), "setting up the ring buffer")?);
+        }
+        Ok(probe)
+    }
+
+    /// Add a process to the pid filter (used to start a command after the probes are attached).
+    pub fn add_pid(&self, pid: u32) -> Result<(), ProbeError> {
+        bpf(self.skel.maps.pids.update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY), "adding a pid")
+    }
+
+    /// Wait up to `timeout` for events and return what was decoded (possibly nothing).
+    pub fn poll(&mut self, timeout: Duration) -> Result<EventBatch, ProbeError> {
+        if let Some(rb) = &self.rb {
+            // Producers skip wakeups until the buffer is 1/8 full (cheaper per event), so the
+            // poll may time out with data waiting: always consume afterwards.
+            bpf(rb.poll(timeout), "reading the ring buffer")?;
+            bpf(rb.consume(), "reading the ring buffer")?;
+        } else {
+            std::thread::sleep(timeout);
+        }
+        Ok(self.decoder.borrow_mut().take())
+    }
+
+    /// Read everything already in the ring buffer without waiting.
+    pub fn drain(&mut self) -> Result<EventBatch, ProbeError> {
+        if let Some(rb) = &self.rb {
+            bpf(rb.consume(), "reading the ring buffer")?;
+        }
+        Ok(self.decoder.borrow_mut().take())
+    }
+
+    /// The in-kernel counters.
+    pub fn stats(&self) -> ProbeStats {
+        let mut v = [0u64; 5];
+        for (i, slot) in v.iter_mut().enumerate() {
+            if let Ok(Some(per_cpu)) = self.skel.maps.stats.lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY) {
+                *slot = per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap_or([0; 8]))).sum();
+            }
+        }
+        ProbeStats { events: v[0], lost: v[1], path_faults: v[2], blk_unpaired: v[3], aggregated: v[4] }
+    }
+
+    /// Records the decoder found malformed (never expected; reported with the stats).
+    pub fn malformed(&self) -> u64 {
+        self.decoder.borrow().malformed
+    }
+
+    /// The cumulative in-kernel histograms (only with [`ProbeConfig::aggregate`]).
+    pub fn read_agg(&self) -> Result<AggSnapshot, ProbeError> {
+        let map = &self.skel.maps.agg;
+        let total = AGG_GROUPS * AGG_BUCKETS;
+        let mut sums = vec![0u64; total];
+        let chunk = 8192usize;
+        let mut keys = vec![0u32; chunk];
+        let mut vals = vec![0u64; chunk * self.ncpus];
+        let mut in_batch: u32 = 0;
+        let mut out_batch: u32 = 0;
+        let mut first = true;
+        loop {
+            let mut count = chunk as u32;
+            let opts = libbpf_rs::libbpf_sys::bpf_map_batch_opts {
+                sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_batch_opts>() as _,
+                ..Default::default()
+            };
+            // SAFETY: keys and vals have room for `count` entries of this per-CPU map.
+            let ret = unsafe {
+                libbpf_rs::libbpf_sys::bpf_map_lookup_batch(
+                    std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(map)),
+                    if first { std::ptr::null_mut() } else { &mut in_batch as *mut u32 as *mut _ },
+                    &mut out_batch as *mut u32 as *mut _,
+                    keys.as_mut_ptr() as *mut _,
+                    vals.as_mut_ptr() as *mut _,
+                    &mut count,
+                    &opts,
+                )
+            };
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            for i in 0..count as usize {
+                let k = keys[i] as usize;
+                if k < total {
+                    sums[k] += vals[i * self.ncpus..(i + 1) * self.ncpus].iter().sum::<u64>();
+                }
+            }
+            if ret != 0 {
+                if errno == libc::ENOENT {
+                    break;
+                }
+                return Err(ProbeError::Unsupported(format!(
+                    "reading in-kernel histograms failed: {}",
+                    std::io::Error::from_raw_os_error(errno)
+                )));
+            }
+            in_batch = out_batch;
+            first = false;
+        }
+        let groups = sums
+            .chunks(AGG_BUCKETS)
+            .enumerate()
+            .filter(|(_, c)| c.iter().any(|&v| v > 0))
+            .map(|(g, c)| (g as u32, c.to_vec()))
+            .collect();
+        Ok(AggSnapshot { groups })
+    }
+}
+
+fn as_bytes<T>(v: &T) -> &[u8] {
+    // SAFETY: T is a plain #[repr(C)] struct generated from BTF, read as bytes.
+    unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }
+}
+
+/// Name of a [`SysClass`] code as stored in aggregation groups.
+pub fn sys_class_name(code: u32) -> &'static str {
+    const ALL: [SysClass; 9] = [
+        SysClass::Other,
+        SysClass::Read,
+        SysClass::Write,
+        SysClass::FileMeta,
+        SysClass::Net,
+        SysClass::Wait,
+        SysClass::Memory,
+        SysClass::Process,
+        SysClass::Sync,
+    ];
+    ALL.iter().find(|c| **c as u32 == code).map(|c| c.name()).unwrap_or("other")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agg_buckets_match_bounds() {
+        for v in [0u64, 1, 7, 8, 9, 15, 16, 17, 100, 1000, 123_456, 10_000_000, 1 << 40] {
+            let (lo, hi) = agg_bucket_bounds(agg_bucket(v));
+            assert!(lo <= v && v < hi, "{v} not in [{lo},{hi})");
+        }
+        // relative width of a bucket is at most 1/8
+        for i in 8..AGG_BUCKETS {
+            let (lo, hi) = agg_bucket_bounds(i);
+            assert!((hi - lo) as f64 / lo as f64 <= 0.125 + 1e-9);
+            assert_eq!(agg_bucket_bounds(i - 1).1, lo);
+        }
+    }
+
+    #[test]
+    fn record_layout_is_the_c_one() {
+        assert_eq!(std::mem::size_of::<types::ls_event>(), 128);
+        assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 16);
+    }
+
+    #[test]
+    fn agg_diff() {
+        let a = AggSnapshot { groups: vec![(1, vec![1, 2, 3])] };
+        let b = AggSnapshot { groups: vec![(1, vec![2, 2, 5]), (2, vec![1, 0, 0])] };
+        let d = b.since(&a);
+        assert_eq!(d.groups, vec![(1, vec![1, 0, 2]), (2, vec![1, 0, 0])]);
+    }
+}

@@ -1,1 +1,6 @@
-//! placeholder during bootstrap
+//! latscope's views: everything that turns events or aggregates into something a person reads.
+//!
+//! Each module takes event batches or aggregates and renders one kind of output;
+//! none of them knows where the events came from (live probes or a trace file).
+
+pub mod events;

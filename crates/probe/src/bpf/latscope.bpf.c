@@ -1,0 +1,717 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * latscope's kernel side: syscall latency (raw_syscalls enter/exit), block
+ * request latency (insert/issue/complete) and process lifecycle events, either
+ * streamed through a ring buffer or aggregated into per-CPU histograms.
+ *
+ * Filters that user space pushes down (pids, comms, syscall set, minimum
+ * latency, fd types, devices) are tested here so that events that cannot match
+ * never cross the ring buffer.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "latscope.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define ANON_INODE_FS_MAGIC 0x09041934
+#define TMPFS_MAGIC 0x01021994
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+#define AF_NETLINK 16
+#define IOV_MAX_READ 8
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+#define S_IFBLK 0060000
+#define S_IFDIR 0040000
+#define S_IFCHR 0020000
+#define S_IFIFO 0010000
+
+/* Set by user space before load. */
+const volatile __u32 self_tgid = 0;
+const volatile __u8 filter_pids = 0;
+const volatile __u8 filter_comms = 0;
+const volatile __u8 filter_devs = 0;
+const volatile __u8 follow_children = 0;
+const volatile __u8 agg_mode = 0;   /* 0: stream events; 1: in-kernel histograms */
+const volatile __u8 agg_group = 0;  /* enum ls_agg_group */
+const volatile __u64 min_lat = 0;
+const volatile __u32 fdtype_mask = 0;
+const volatile __u64 wake_bytes = 256 * 1024;
+
+/* Make the shared types part of the object's BTF so the skeleton exports them. */
+struct ls_event _ls_event_type = {};
+struct ls_sys_desc _ls_sys_desc_type = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 32 << 20); /* resized by user space */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LS_NR_MAX);
+	__type(key, __u32);
+	__type(value, struct ls_sys_desc);
+} sys_desc SEC(".maps");
+
+/* Syscall in flight, per task: set at entry, consumed at exit. */
+struct ls_start {
+	__u64 ts;
+	__u64 args[6];
+	__u64 ino;
+	__s64 pos;
+	__u32 dev;
+	__u32 nr;
+	__u8 fd_type;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ls_start);
+} starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, char[LS_COMM_LEN]);
+	__type(value, __u8);
+} comms SEC(".maps");
+
+/* Block devices to record (when filter_devs), value = aggregation group. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} devs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LS_STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct ls_scratch {
+	struct ls_event e;
+	char paths[2 * LS_PATH_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ls_scratch);
+} scratch SEC(".maps");
+
+/* In-kernel histograms: [group][bucket] counts, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LS_AGG_GROUPS * LS_AGG_BUCKETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} agg SEC(".maps");
+
+/* fd type -> aggregation group for LS_AGG_FDCLASS (filled by user space). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 32);
+	__type(key, __u32);
+	__type(value, __u32);
+} fdclass SEC(".maps");
+
+struct ls_rq {
+	__u64 insert_ts;
+	__u64 issue_ts;
+	__u64 cgroup;
+	__u32 pid, tid, uid;
+	char comm[LS_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct ls_rq);
+} inflight SEC(".maps");
+
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+	if (v)
+		(*v)++;
+}
+
+/* floor(log2(v)) for v > 0, without a loop (the BPF ISA has no clz). */
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, shift;
+	shift = (v > 0xffffffffULL) << 5; v >>= shift; r |= shift;
+	shift = (v > 0xffff) << 4; v >>= shift; r |= shift;
+	shift = (v > 0xff) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xf) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
+/* Log-linear bucket: 8 linear sub-buckets per power of two (mirrored by agg_bucket_bounds in Rust). */
+static __always_inline __u32 lat_bucket(__u64 v)
+{
+	if (v < 8)
+		return v;
+	__u32 e = log2_u64(v);
+	__u32 idx = (e - 2) * 8 + ((v >> (e - 3)) & 7);
+	return idx < LS_AGG_BUCKETS ? idx : LS_AGG_BUCKETS - 1;
+}
+
+static __always_inline void agg_add(__u32 group, __u64 lat)
+{
+	__u32 key = (group % LS_AGG_GROUPS) * LS_AGG_BUCKETS + lat_bucket(lat);
+	__u64 *v = bpf_map_lookup_elem(&agg, &key);
+	if (v)
+		(*v)++;
+	stat_inc(LS_STAT_AGG);
+}
+
+static __always_inline __u8 sock_type(struct file *f)
+{
+	struct socket *sock = bpf_rdonly_cast(f->private_data, bpf_core_type_id_kernel(struct socket));
+	if (!sock)
+		return LS_FD_SOCKET;
+	struct sock *sk = sock->sk;
+	if (!sk)
+		return LS_FD_SOCKET;
+	switch (sk->__sk_common.skc_family) {
+	case AF_INET: return LS_FD_IPV4;
+	case AF_INET6: return LS_FD_IPV6;
+	case AF_UNIX: return LS_FD_UNIX;
+	case AF_NETLINK: return LS_FD_NETLINK;
+	default: return LS_FD_SOCKET;
+	}
+}
+
+/* Anonymous inodes are told apart by their dentry name ("[eventfd]", "inotify", ...). */
+static __always_inline __u8 anon_type(struct file *f)
+{
+	char name[12] = {};
+	bpf_probe_read_kernel_str(name, sizeof(name), f->f_path.dentry->d_name.name);
+	if (name[0] == '[') {
+		if (name[1] == 'e' && name[2] == 'v' && name[5] == 't' && name[6] == 'f')
+			return LS_FD_EVENT;      /* [eventfd] */
+		if (name[1] == 'e' && name[2] == 'v' && name[5] == 't' && name[6] == 'p')
+			return LS_FD_EVENTPOLL;  /* [eventpoll] */
+		if (name[1] == 's' && name[2] == 'i')
+			return LS_FD_SIGNALFD;   /* [signalfd] */
+		if (name[1] == 't' && name[2] == 'i')
+			return LS_FD_TIMERFD;    /* [timerfd] */
+	} else if (name[0] == 'i' && name[1] == 'n' && name[2] == 'o') {
+		return LS_FD_INOTIFY;
+	}
+	return LS_FD_ANON;
+}
+
+/* Look up fd in the current task's table: device, inode, type, file position. */
+static __always_inline void fd_info(struct task_struct *task, __s64 fd, __u32 *dev, __u64 *ino, __u8 *type,
+				    __s64 *pos)
+{
+	*dev = 0; *ino = 0; *type = LS_FD_UNKNOWN; *pos = -1;
+	struct files_struct *files = task->files;
+	if (!files || fd < 0)
+		return;
+	struct fdtable *fdt = files->fdt;
+	if (!fdt || fd >= fdt->max_fds)
+		return;
+	struct file *fp = NULL;
+	bpf_probe_read_kernel(&fp, sizeof(fp), (void *)((__u64)fdt->fd + fd * sizeof(void *)));
+	struct file *f = bpf_rdonly_cast(fp, bpf_core_type_id_kernel(struct file));
+	if (!f)
+		return;
+	struct inode *inode = f->f_inode;
+	if (!inode)
+		return;
+	__u16 mode = inode->i_mode;
+	struct super_block *sb = inode->i_sb;
+	*ino = inode->i_ino;
+	*dev = sb ? sb->s_dev : 0;
+	*pos = f->f_pos;
+	switch (mode & S_IFMT) {
+	case S_IFDIR: *type = LS_FD_DIR; return;
+	case S_IFSOCK: *type = sock_type(f); return;
+	case S_IFIFO: *type = LS_FD_PIPE; return;
+	case S_IFCHR: *type = LS_FD_CHR; return;
+	case S_IFBLK: *type = LS_FD_BLK; return;
+	}
+	unsigned long magic = sb ? sb->s_magic : 0;
+	if (magic == ANON_INODE_FS_MAGIC) {
+		*type = anon_type(f);
+	} else if (magic == TMPFS_MAGIC) {
+		char name[6] = {};
+		bpf_probe_read_kernel(name, sizeof(name), f->f_path.dentry->d_name.name);
+		*type = (name[0] == 'm' && name[1] == 'e' && name[2] == 'm' && name[3] == 'f' && name[4] == 'd' &&
+			 name[5] == ':') ? LS_FD_MEMFD : LS_FD_FILE;
+	} else {
+		*type = LS_FD_FILE;
+	}
+}
+
+static __always_inline bool task_wanted(__u32 tgid)
+{
+	if (tgid == self_tgid)
+		return false;
+	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
+		return false;
+	if (filter_comms) {
+		char comm[LS_COMM_LEN] = {};
+		bpf_get_current_comm(comm, sizeof(comm));
+		if (!bpf_map_lookup_elem(&comms, comm))
+			return false;
+	}
+	return true;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
+{
+	if (id < 0 || id >= LS_NR_MAX)
+		return 0;
+	__u32 nr = id;
+	struct ls_sys_desc *d = bpf_map_lookup_elem(&sys_desc, &nr);
+	if (!d || !d->want)
+		return 0;
+	if (!task_wanted(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ls_start *s = bpf_task_storage_get(&starts, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s)
+		return 0;
+	s->nr = nr;
+	s->args[0] = regs->di;
+	s->args[1] = regs->si;
+	s->args[2] = regs->dx;
+	s->args[3] = regs->r10;
+	s->args[4] = regs->r8;
+	s->args[5] = regs->r9;
+	/* Resolve the fd now: close() has removed it by the time the call returns. */
+	__u8 fdi = d->fd;
+	if (fdi < 6)
+		fd_info(task, (int)s->args[fdi], &s->dev, &s->ino, &s->fd_type, &s->pos);
+	else {
+		/* No fd: clear what the previous syscall of this task left. */
+		s->fd_type = LS_FD_UNKNOWN;
+		s->dev = 0;
+		s->ino = 0;
+		s->pos = -1;
+	}
+	s->ts = bpf_ktime_get_ns(); /* last: a non-zero ts marks a complete entry */
+	return 0;
+}
+
+static __always_inline __u64 arg_or(struct ls_start *s, __u8 idx, __u64 dflt)
+{
+	return idx < 6 ? s->args[idx] : dflt;
+}
+
+static __always_inline void fill_common(struct ls_event *e)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->cgroup = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+static __always_inline void submit_flags(__u64 *flags)
+{
+	*flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+/* Fill the syscall-specific part of an event from the saved entry. */
+static __always_inline void fill_sys(struct ls_event *e, struct ls_start *s, struct ls_sys_desc *d, __u64 ts,
+				     __u64 lat, long ret, __u32 dev, __u64 ino, __u8 fd_type)
+{
+	e->kind = LS_SYSCALL;
+	e->ts = ts;
+	e->lat = lat;
+	e->ret = ret;
+	e->nr = s->nr;
+	e->fd = (__s32)arg_or(s, d->fd, (d->bits & LS_RET_FD) ? (__u64)ret : (__u64)-1);
+	if (d->fd >= 6 && (d->bits & LS_RET_FD) && ret < 0)
+		e->fd = -1;
+	e->fd_type = fd_type;
+	e->dev = dev;
+	e->ino = ino;
+	e->dirfd = (__s32)arg_or(s, d->dirfd, (__u64)-1);
+	e->flags = (__u32)arg_or(s, d->flags, 0);
+	e->mode = (__u32)arg_or(s, d->mode, 0);
+	e->addr = arg_or(s, d->addr, 0);
+	if (d->dirfd2 < 6)
+		e->addr = s->args[d->dirfd2]; /* dirfd of the second path (rename/link) */
+	e->bytes = arg_or(s, d->count, 0);
+	e->off = -1;
+	e->qtime = 0;
+	e->path_len = 0;
+	e->path2_len = 0;
+
+	if (d->bits & LS_IOV) {
+		/* Sum the first iovecs: bytes requested by readv/writev. */
+		struct iovec iov;
+		__u64 total = 0, cnt = arg_or(s, d->iovcnt, 0);
+		const struct iovec *uiov = (const struct iovec *)arg_or(s, d->count, 0);
+		for (int i = 0; i < IOV_MAX_READ; i++) {
+			if (i >= cnt)
+				break;
+			if (bpf_probe_read_user(&iov, sizeof(iov), &uiov[i]))
+				break;
+			total += iov.iov_len;
+		}
+		e->bytes = total;
+	}
+	if (d->off < 6) {
+		if (d->bits & LS_OFF_PTR) {
+			__s64 off = -1;
+			if (s->args[d->off])
+				bpf_probe_read_user(&off, sizeof(off), (void *)s->args[d->off]);
+			e->off = off;
+		} else {
+			e->off = s->args[d->off];
+		}
+	} else if (d->bits & LS_FILE_POS) {
+		e->off = s->pos;
+	}
+	if (d->bits & LS_OPENAT2) {
+		struct open_how how = {};
+		bpf_probe_read_user(&how, sizeof(how), (void *)arg_or(s, d->flags, 0));
+		e->flags = how.flags;
+		e->mode = how.mode;
+	}
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ls_start *s = bpf_task_storage_get(&starts, task, 0, 0);
+	if (!s || !s->ts)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 ts = s->ts;
+	s->ts = 0;
+	__u64 lat = now - ts;
+	if (lat < min_lat)
+		return 0;
+	__u32 nr = s->nr;
+	struct ls_sys_desc *d = bpf_map_lookup_elem(&sys_desc, &nr);
+	if (!d)
+		return 0;
+
+	__u32 dev = s->dev;
+	__u64 ino = s->ino;
+	__u8 fd_type = s->fd_type;
+	if ((d->bits & LS_RET_FD) && ret >= 0) {
+		__s64 pos;
+		fd_info(task, ret, &dev, &ino, &fd_type, &pos);
+	}
+	if (fdtype_mask && !(fdtype_mask & (1U << (fd_type & 31))))
+		return 0;
+
+	if (agg_mode) {
+		__u32 group = 0;
+		if (agg_group == LS_AGG_SYSCALL) {
+			group = nr;
+		} else if (agg_group == LS_AGG_SYSCLASS) {
+			group = d->class;
+		} else if (agg_group == LS_AGG_FDCLASS) {
+			__u32 t = fd_type & 31;
+			__u32 *g = bpf_map_lookup_elem(&fdclass, &t);
+			group = g ? *g : 0;
+		}
+		agg_add(group, lat);
+		return 0;
+	}
+
+	__u64 flags;
+	if (d->path >= 6 && d->path2 >= 6) {
+		struct ls_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			stat_inc(LS_STAT_LOST);
+			return 0;
+		}
+		fill_common(e);
+		fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
+		submit_flags(&flags);
+		bpf_ringbuf_submit(e, flags);
+		stat_inc(LS_STAT_EVENTS);
+		return 0;
+	}
+
+	/* Path-taking call: build in scratch space, then copy out only the bytes used. */
+	__u32 zero = 0;
+	struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return 0;
+	struct ls_event *e = &sc->e;
+	fill_common(e);
+	fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
+	long n1 = 0, n2 = 0;
+	if (d->path < 6) {
+		n1 = bpf_probe_read_user_str(sc->paths, LS_PATH_MAX, (void *)s->args[d->path]);
+		if (n1 < 0) {
+			stat_inc(LS_STAT_PATH_FAULT);
+			n1 = 0;
+		}
+	}
+	if (n1 > LS_PATH_MAX)
+		n1 = LS_PATH_MAX;
+	if (d->path2 < 6) {
+		n2 = bpf_probe_read_user_str(sc->paths + n1, LS_PATH_MAX, (void *)s->args[d->path2]);
+		if (n2 < 0) {
+			stat_inc(LS_STAT_PATH_FAULT);
+			n2 = 0;
+		}
+	}
+	if (n2 > LS_PATH_MAX)
+		n2 = LS_PATH_MAX;
+	e->path_len = n1;
+	e->path2_len = n2;
+	__u64 size = sizeof(struct ls_event) + n1 + n2;
+	if (size > sizeof(struct ls_scratch))
+		return 0;
+	submit_flags(&flags);
+	if (bpf_ringbuf_output(&events, sc, size, flags)) {
+		stat_inc(LS_STAT_LOST);
+		return 0;
+	}
+	stat_inc(LS_STAT_EVENTS);
+	return 0;
+}
+
+/* ---- block requests ---- */
+
+static __always_inline __u32 rq_dev(struct request *rq)
+{
+	struct block_device *part = rq->part;
+	if (part)
+		return part->bd_dev;
+	struct gendisk *disk = rq->q->disk;
+	if (!disk)
+		return 0;
+	return ((__u32)disk->major << 20) | (__u32)disk->first_minor;
+}
+
+static __always_inline __u32 rq_flags(__u32 opf)
+{
+	__u32 f = 0;
+	if (opf & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_SYNC)))
+		f |= LS_RWBS_SYNC;
+	if (opf & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_META)))
+		f |= LS_RWBS_META;
+	if (opf & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_FUA)))
+		f |= LS_RWBS_FUA;
+	if (opf & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH)))
+		f |= LS_RWBS_PREFLUSH;
+	if (opf & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_RAHEAD)))
+		f |= LS_RWBS_RAHEAD;
+	return f;
+}
+
+static __always_inline void rq_owner(struct ls_rq *v)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	v->pid = pid_tgid >> 32;
+	v->tid = (__u32)pid_tgid;
+	v->uid = (__u32)bpf_get_current_uid_gid();
+	v->cgroup = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(v->comm, sizeof(v->comm));
+}
+
+SEC("tp_btf/block_rq_insert")
+int BPF_PROG(ls_rq_insert, struct request *rq)
+{
+	struct ls_rq v = {};
+	__u64 key = (__u64)rq;
+	v.insert_ts = bpf_ktime_get_ns();
+	rq_owner(&v);
+	bpf_map_update_elem(&inflight, &key, &v, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(ls_rq_issue, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+	struct ls_rq *v = bpf_map_lookup_elem(&inflight, &key);
+	if (v) {
+		v->issue_ts = bpf_ktime_get_ns();
+		return 0;
+	}
+	/* Issued without passing a scheduler queue: the issuer is the owner. */
+	struct ls_rq n = {};
+	rq_owner(&n);
+	n.issue_ts = bpf_ktime_get_ns();
+	bpf_map_update_elem(&inflight, &key, &n, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	__u64 key = (__u64)rq;
+	struct ls_rq *v = bpf_map_lookup_elem(&inflight, &key);
+	if (!v || !v->issue_ts) {
+		stat_inc(LS_STAT_BLK_UNPAIRED);
+		return 0;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	__u64 lat = now - v->issue_ts;
+	__u32 dev = rq_dev(rq);
+	__u32 group = 0;
+	if (filter_devs) {
+		__u32 *g = bpf_map_lookup_elem(&devs, &dev);
+		if (!g)
+			goto done;
+		group = *g;
+	}
+	if (lat < min_lat)
+		goto done;
+	if (agg_mode) {
+		agg_add(group, lat);
+		goto done;
+	}
+	struct ls_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		stat_inc(LS_STAT_LOST);
+		goto done;
+	}
+	__u32 opf = rq->cmd_flags;
+	e->kind = LS_BLOCK;
+	e->ts = v->issue_ts;
+	e->lat = lat;
+	e->qtime = v->insert_ts ? v->issue_ts - v->insert_ts : 0;
+	e->ret = error;
+	e->pid = v->pid;
+	e->tid = v->tid;
+	e->uid = v->uid;
+	e->cgroup = v->cgroup;
+	__builtin_memcpy(e->comm, v->comm, sizeof(e->comm));
+	e->nr = opf & 0xff; /* REQ_OP_MASK */
+	e->flags = rq_flags(opf);
+	e->dev = dev;
+	e->off = rq->__sector;
+	e->bytes = nr_bytes;
+	e->fd = -1;
+	e->dirfd = -1;
+	e->fd_type = 0;
+	e->ino = 0;
+	e->addr = 0;
+	e->mode = 0;
+	e->path_len = 0;
+	e->path2_len = 0;
+	__u64 flags;
+	submit_flags(&flags);
+	bpf_ringbuf_submit(e, flags);
+	stat_inc(LS_STAT_EVENTS);
+done:
+	if (nr_bytes >= rq->__data_len)
+		bpf_map_delete_elem(&inflight, &key);
+	return 0;
+}
+
+/* ---- processes ---- */
+
+static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret, const char *kpath)
+{
+	if (agg_mode)
+		return;
+	__u32 zero = 0;
+	struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return;
+	struct ls_event *e = &sc->e;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->kind = LS_PROC;
+	e->ts = bpf_ktime_get_ns();
+	e->pid = p->tgid;
+	e->tid = p->pid;
+	e->uid = p->cred->uid.val;
+	e->cgroup = bpf_get_current_cgroup_id();
+	e->nr = op;
+	e->ret = ret;
+	e->fd = -1;
+	e->dirfd = -1;
+	e->off = -1;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
+	long n = 0;
+	if (kpath) {
+		n = bpf_probe_read_kernel_str(sc->paths, LS_PATH_MAX, kpath);
+		if (n < 0)
+			n = 0;
+	}
+	if (n > LS_PATH_MAX)
+		n = LS_PATH_MAX;
+	e->path_len = n;
+	__u64 flags;
+	submit_flags(&flags);
+	if (bpf_ringbuf_output(&events, sc, sizeof(struct ls_event) + n, flags))
+		stat_inc(LS_STAT_LOST);
+	else
+		stat_inc(LS_STAT_EVENTS);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(ls_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (child->pid != child->tgid)
+		return 0; /* a thread, not a process */
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	if (ptgid == self_tgid)
+		return 0;
+	if (filter_pids) {
+		if (!bpf_map_lookup_elem(&pids, &ptgid))
+			return 0;
+		if (follow_children) {
+			__u8 one = 1;
+			bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
+		}
+	}
+	emit_proc(child, LS_FORK, ptgid, NULL);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(ls_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = p->tgid;
+	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)))
+		return 0;
+	emit_proc(p, LS_EXEC, 0, bprm->filename);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(ls_exit, struct task_struct *p)
+{
+	if (p->pid != p->tgid)
+		return 0;
+	__u32 tgid = p->tgid;
+	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)))
+		return 0;
+	emit_proc(p, LS_EXIT, (p->exit_code >> 8) & 0xff, NULL);
+	return 0;
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Structures shared by the BPF programs and user space. This is the one place
+ * their layout is defined: the Rust side uses the types libbpf-cargo generates
+ * from this file's BTF (see crates/probe/build.rs).
+ */
+#ifndef LATSCOPE_H
+#define LATSCOPE_H
+
+#define LS_COMM_LEN 16
+#define LS_PATH_MAX 512      /* bytes captured per path, NUL included */
+#define LS_NR_MAX 512        /* syscall numbers covered by the tables */
+#define LS_AGG_BUCKETS 320   /* log2 buckets with 8 linear sub-buckets: 0 ns .. ~2^41 ns */
+#define LS_AGG_GROUPS 512    /* groups of in-kernel histograms (enough for one per syscall) */
+#define LS_ARG_NONE 0xff
+
+enum ls_kind { LS_SYSCALL = 0, LS_BLOCK = 1, LS_PROC = 2 };
+enum ls_proc_op { LS_FORK = 0, LS_EXEC = 1, LS_EXIT = 2 };
+
+/* Bits of ls_sys_desc.bits (mirrors SysDesc in crates/event). */
+enum ls_desc_bits {
+	LS_IO = 1, LS_READ = 2, LS_WRITE = 4, LS_RET_FD = 8, LS_IOV = 16,
+	LS_OPENAT2 = 32, LS_OFF_PTR = 64, LS_FILE_POS = 128, LS_CLOSE = 256, LS_ADDR_FD = 512,
+};
+
+/* fd types (mirrors FdType in crates/event). */
+enum ls_fd_type {
+	LS_FD_UNKNOWN = 0, LS_FD_FILE, LS_FD_DIR, LS_FD_IPV4, LS_FD_IPV6, LS_FD_UNIX, LS_FD_PIPE,
+	LS_FD_EVENT, LS_FD_SIGNALFD, LS_FD_EVENTPOLL, LS_FD_INOTIFY, LS_FD_TIMERFD, LS_FD_MEMFD,
+	LS_FD_CHR, LS_FD_BLK, LS_FD_NETLINK, LS_FD_SOCKET, LS_FD_ANON,
+};
+
+/* Block flag bits (mirrors Rwbs in crates/event). */
+enum ls_rwbs { LS_RWBS_SYNC = 1, LS_RWBS_META = 2, LS_RWBS_FUA = 4, LS_RWBS_PREFLUSH = 8, LS_RWBS_RAHEAD = 16 };
+
+/* Aggregation groupings for in-kernel histograms. */
+enum ls_agg_group { LS_AGG_ALL = 0, LS_AGG_FDCLASS = 1, LS_AGG_SYSCALL = 2, LS_AGG_SYSCLASS = 3 };
+
+/* Per-syscall argument layout: which argument (0-5) holds what. */
+struct ls_sys_desc {
+	__u8 fd, dirfd, path, dirfd2, path2, count, off, flags, mode, addr, iovcnt;
+	__u8 want;   /* record this syscall (the syscall-set filter) */
+	__u16 bits;  /* enum ls_desc_bits */
+	__u8 class;  /* SysClass */
+	__u8 pad;
+};
+
+/*
+ * One event in the ring buffer. Events of path-taking syscalls are followed by
+ * path_len bytes of the first path then path2_len bytes of the second.
+ */
+struct ls_event {
+	__u64 ts;      /* start, CLOCK_MONOTONIC ns */
+	__u64 lat;     /* ns */
+	__s64 ret;
+	__u64 ino;
+	__u64 bytes;
+	__s64 off;
+	__u64 addr;
+	__u64 cgroup;
+	__u64 qtime;
+	__u32 pid, tid, uid, dev;
+	__s32 fd, dirfd;
+	__u32 flags, mode;
+	__u16 nr;
+	__u8 kind;     /* enum ls_kind */
+	__u8 fd_type;  /* enum ls_fd_type */
+	__u16 path_len, path2_len;
+	char comm[LS_COMM_LEN];
+};
+
+/* Indexes of the per-CPU counters in the `stats` map. */
+enum ls_stat {
+	LS_STAT_EVENTS = 0,    /* events written to the ring buffer */
+	LS_STAT_LOST,          /* events lost: ring buffer full */
+	LS_STAT_PATH_FAULT,    /* path arguments that could not be read */
+	LS_STAT_BLK_UNPAIRED,  /* block completions without a seen issue */
+	LS_STAT_AGG,           /* events counted by in-kernel aggregation */
+	LS_STAT_MAX,
+};
+
+#endif

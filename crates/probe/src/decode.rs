@@ -1,0 +1,380 @@
+//! Turns raw ring-buffer records into [`EventBatch`] rows, resolving paths.
+//!
+//! The kernel side reports, for fd-based calls, the device and inode behind
+//! the fd; this stage keeps the maps that name them: (device, inode) -> path
+//! from opens and from the start snapshot, (pid, fd) -> path for the rest, and
+//! each process's working directory for relative paths.
+
+use crate::skel::types::ls_event;
+use latscope_event::syscalls::{desc, SysDesc, NONE};
+use latscope_event::{Event, EventBatch, EventKind, FdType, ProcOp, TraceHeader};
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+const AT_FDCWD: i32 = -100;
+/// Size of the fixed part of a record.
+pub const RECORD_SIZE: usize = std::mem::size_of::<ls_event>();
+
+/// Decoding state: the path maps and the batch being filled.
+#[derive(Default)]
+pub struct Decoder {
+    by_inode: FxHashMap<(u32, u64), Arc<str>>,
+    by_fd: FxHashMap<(u32, i32), Arc<str>>,
+    cwd: FxHashMap<u32, Arc<str>>,
+    /// Read /proc for a process's cwd on first sight (live recording only).
+    live: bool,
+    /// Events decoded into this batch since the last take.
+    pub batch: EventBatch,
+    /// Records shorter than their declared size (never expected; counted, not trusted).
+    pub malformed: u64,
+    scratch: Event,
+}
+
+impl Decoder {
+    /// A decoder primed with the open files and working directories of the start snapshot.
+    pub fn new(header: &TraceHeader, live: bool) -> Self {
+        let mut d = Decoder { live, batch: EventBatch::with_capacity(8192), ..Default::default() };
+        for p in &header.processes {
+            if !p.cwd.is_empty() {
+                d.cwd.insert(p.pid, Arc::from(p.cwd.as_str()));
+            }
+        }
+        for f in &header.fds {
+            let path: Arc<str> = Arc::from(f.path.as_str());
+            if f.ino != 0
+                && matches!(
+                    FdType::from_u8(f.fd_type),
+                    FdType::File | FdType::Directory | FdType::Chardev | FdType::Blockdev | FdType::Memfd
+                )
+            {
+                d.by_inode.insert((f.dev, f.ino), path.clone());
+            }
+            d.by_fd.insert((f.pid, f.fd), path);
+        }
+        d
+    }
+
+    /// Take the decoded events, leaving an empty batch.
+    pub fn take(&mut self) -> EventBatch {
+        std::mem::replace(&mut self.batch, EventBatch::with_capacity(8192))
+    }
+
+    fn cwd_of(&mut self, pid: u32) -> Option<Arc<str>> {
+        if let Some(c) = self.cwd.get(&pid) {
+            return Some(c.clone());
+        }
+        if !self.live {
+            return None;
+        }
+        let c: Arc<str> = Arc::from(std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?.to_string_lossy().as_ref());
+        self.cwd.insert(pid, c.clone());
+        Some(c)
+    }
+
+    /// Make `raw` absolute against `dirfd` (AT_FDCWD or none: the working directory).
+    fn resolve(&mut self, pid: u32, dirfd: i32, raw: &str) -> String {
+        if raw.starts_with('/') {
+            return raw.to_string();
+        }
+        if raw.is_empty() {
+            // AT_EMPTY_PATH: the call works on dirfd itself.
+            return if dirfd >= 0 {
+                self.by_fd.get(&(pid, dirfd)).map(|p| p.to_string()).unwrap_or_default()
+            } else {
+                String::new()
+            };
+        }
+        let base =
+            if dirfd == AT_FDCWD || dirfd < 0 { self.cwd_of(pid) } else { self.by_fd.get(&(pid, dirfd)).cloned() };
+        match base {
+            Some(b) => join(&b, raw),
+            None => raw.to_string(),
+        }
+    }
+
+    fn fd_path(&self, pid: u32, fd: i32, t: FdType, dev: u32, ino: u64) -> Option<String> {
+        match t {
+            FdType::Ipv4 | FdType::Ipv6 | FdType::Unix | FdType::Netlink | FdType::Socket => {
+                return Some(format!("socket:[{ino}]"))
+            }
+            FdType::Pipe if ino != 0 => {
+                if let Some(p) = self.by_inode.get(&(dev, ino)) {
+                    return Some(p.to_string()); // a named FIFO
+                }
+                return Some(format!("pipe:[{ino}]"));
+            }
+            FdType::Event => return Some("anon_inode:[eventfd]".into()),
+            FdType::Eventpoll => return Some("anon_inode:[eventpoll]".into()),
+            FdType::Signalfd => return Some("anon_inode:[signalfd]".into()),
+            FdType::Timerfd => return Some("anon_inode:[timerfd]".into()),
+            FdType::Inotify => return Some("anon_inode:inotify".into()),
+            _ => {}
+        }
+        if ino != 0 {
+            if let Some(p) = self.by_inode.get(&(dev, ino)) {
+                return Some(p.to_string());
+            }
+        }
+        self.by_fd.get(&(pid, fd)).map(|p| p.to_string())
+    }
+
+    /// Decode one ring-buffer record and append it to the batch.
+    pub fn record(&mut self, data: &[u8]) {
+        if data.len() < RECORD_SIZE {
+            self.malformed += 1;
+            return;
+        }
+        // SAFETY: length checked; ls_event is plain old data; the ring buffer gives no alignment promise.
+        let r: ls_event = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const ls_event) };
+        let (l1, l2) = (r.path_len as usize, r.path2_len as usize);
+        if data.len() < RECORD_SIZE + l1 + l2 {
+            self.malformed += 1;
+            return;
+        }
+        let p1 = cstr(&data[RECORD_SIZE..RECORD_SIZE + l1]);
+        let p2 = cstr(&data[RECORD_SIZE + l1..RECORD_SIZE + l1 + l2]);
+        let comm_bytes: Vec<u8> = r.comm.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+
+        let mut e = std::mem::take(&mut self.scratch);
+        e.kind = r.kind;
+        e.ts = r.ts;
+        e.lat = r.lat;
+        e.pid = r.pid;
+        e.tid = r.tid;
+        e.uid = r.uid;
+        e.nr = r.nr;
+        e.ret = r.ret;
+        e.fd = r.fd;
+        e.fd_type = r.fd_type;
+        e.dev = r.dev;
+        e.ino = r.ino;
+        e.bytes = r.bytes;
+        e.off = r.off;
+        e.flags = r.flags;
+        e.mode = r.mode;
+        e.dirfd = r.dirfd;
+        e.addr = r.addr;
+        e.cgroup = r.cgroup;
+        e.qtime = r.qtime;
+        e.comm.clear();
+        e.comm.push_str(&String::from_utf8_lossy(&comm_bytes));
+        e.path.clear();
+        e.path2.clear();
+
+        match EventKind::from_u8(r.kind) {
+            Some(EventKind::Syscall) => self.syscall(&mut e, &p1, &p2),
+            Some(EventKind::Proc) => self.proc(&mut e, &p1),
+            _ => {}
+        }
+        self.batch.push(&e);
+        self.scratch = e;
+    }
+
+    fn syscall(&mut self, e: &mut Event, p1: &str, p2: &str) {
+        let d: &SysDesc = desc(e.nr);
+        let ok = e.ret >= 0;
+        let t = FdType::from_u8(e.fd_type);
+        if d.path != NONE {
+            let dirfd = if d.dirfd != NONE { e.dirfd } else { AT_FDCWD };
+            e.path = self.resolve(e.pid, dirfd, p1);
+        } else if e.fd >= 0 {
+            if let Some(p) = self.fd_path(e.pid, e.fd, t, e.dev, e.ino) {
+                e.path = p;
+            }
+        }
+        if d.path2 != NONE {
+            let dirfd2 = if d.dirfd2 != NONE { e.addr as i32 } else { AT_FDCWD };
+            e.path2 = self.resolve(e.pid, dirfd2, p2);
+        }
+        if !ok {
+            return;
+        }
+        let name = latscope_event::syscall_name(e.nr).unwrap_or("");
+        if d.has(SysDesc::RET_FD) {
+            let newfd = e.ret as i32;
+            let path: Option<Arc<str>> = if d.path != NONE {
+                Some(Arc::from(e.path.as_str()))
+            } else if d.fd != NONE {
+                // dup, accept: the new fd names what the old one does
+                if e.path.is_empty() {
+                    self.fd_path(e.pid, e.fd, t, e.dev, e.ino).map(|p| Arc::from(p.as_str()))
+                } else {
+                    Some(Arc::from(e.path.as_str()))
+                }
+            } else {
+                self.fd_path(e.pid, newfd, t, e.dev, e.ino).map(|p| Arc::from(p.as_str()))
+            };
+            if let Some(p) = path {
+                if e.ino != 0
+                    && matches!(
+                        t,
+                        FdType::File
+                            | FdType::Directory
+                            | FdType::Chardev
+                            | FdType::Blockdev
+                            | FdType::Memfd
+                            | FdType::Pipe
+                    )
+                    && d.path != NONE
+                {
+                    self.by_inode.insert((e.dev, e.ino), p.clone());
+                }
+                if e.path.is_empty() {
+                    e.path = p.to_string();
+                }
+                self.by_fd.insert((e.pid, newfd), p);
+            }
+        } else if d.has(SysDesc::CLOSE) {
+            self.by_fd.remove(&(e.pid, e.fd));
+        } else if name == "chdir" {
+            self.cwd.insert(e.pid, Arc::from(e.path.as_str()));
+        } else if name == "fchdir" && !e.path.is_empty() {
+            self.cwd.insert(e.pid, Arc::from(e.path.as_str()));
+        } else if name == "fcntl" && (e.flags == libc::F_DUPFD as u32 || e.flags == libc::F_DUPFD_CLOEXEC as u32) {
+            if let Some(p) = self.by_fd.get(&(e.pid, e.fd)).cloned() {
+                self.by_fd.insert((e.pid, e.ret as i32), p);
+            }
+        }
+    }
+
+    fn proc(&mut self, e: &mut Event, p1: &str) {
+        match ProcOp::from_u16(e.nr) {
+            Some(ProcOp::Fork) => {
+                // The child starts in its parent's directory, with its parent's fds.
+                let parent = e.ret as u32;
+                if let Some(c) = self.cwd.get(&parent).cloned() {
+                    self.cwd.insert(e.pid, c);
+                }
+                let inherited: Vec<(i32, Arc<str>)> = self
+                    .by_fd
+                    .iter()
+                    .filter(|((p, _), _)| *p == parent)
+                    .map(|((_, fd), path)| (*fd, path.clone()))
+                    .collect();
+                for (fd, path) in inherited {
+                    self.by_fd.insert((e.pid, fd), path);
+                }
+            }
+            Some(ProcOp::Exec) => e.path = self.resolve(e.pid, AT_FDCWD, p1),
+            Some(ProcOp::Exit) => {
+                self.cwd.remove(&e.pid);
+                self.by_fd.retain(|(p, _), _| *p != e.pid);
+            }
+            None => {}
+        }
+    }
+}
+
+fn cstr(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+/// Join a relative path onto a directory, dropping `.` components and folding `..` lexically.
+pub fn join(base: &str, rel: &str) -> String {
+    let mut parts: Vec<&str> = base.split('/').filter(|s| !s.is_empty()).collect();
+    for c in rel.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    let mut s = String::with_capacity(base.len() + rel.len() + 1);
+    for p in &parts {
+        s.push('/');
+        s.push_str(p);
+    }
+    if s.is_empty() {
+        s.push('/');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latscope_event::{syscall_nr, FdInfo, ProcessInfo};
+
+    fn rec(e: ls_event, p1: &str, p2: &str) -> Vec<u8> {
+        let mut e = e;
+        let b1: Vec<u8> = if p1.is_empty() { vec![] } else { [p1.as_bytes(), &[0]].concat() };
+        let b2: Vec<u8> = if p2.is_empty() { vec![] } else { [p2.as_bytes(), &[0]].concat() };
+        e.path_len = b1.len() as u16;
+        e.path2_len = b2.len() as u16;
+        // SAFETY: ls_event is plain old data.
+        let raw = unsafe { std::slice::from_raw_parts(&e as *const ls_event as *const u8, RECORD_SIZE) };
+        [raw, &b1, &b2].concat()
+    }
+
+    fn ev(nr: &str, fd: i32, ret: i64) -> ls_event {
+        // SAFETY: all-zero is a valid ls_event.
+        let mut e: ls_event = unsafe { std::mem::zeroed() };
+        e.nr = syscall_nr(nr).unwrap();
+        e.fd = fd;
+        e.ret = ret;
+        e.pid = 10;
+        e.tid = 10;
+        e.dirfd = AT_FDCWD;
+        e.comm[0] = b'x' as i8;
+        e
+    }
+
+    #[test]
+    fn paths_follow_opens_cwd_and_snapshot() {
+        let h = TraceHeader {
+            processes: vec![ProcessInfo { pid: 10, cwd: "/work".into(), ..Default::default() }],
+            fds: vec![FdInfo { pid: 10, fd: 3, path: "/var/log/a".into(), fd_type: 1, dev: 5, ino: 77 }],
+            ..Default::default()
+        };
+        let mut d = Decoder::new(&h, false);
+        // relative open resolved against the snapshot cwd; returned fd 4 named by inode afterwards
+        let mut o = ev("openat", -1, 4);
+        o.fd_type = 1;
+        o.dev = 5;
+        o.ino = 99;
+        d.record(&rec(o, "sub/../f.txt", ""));
+        let mut r = ev("read", 4, 10);
+        r.fd_type = 1;
+        r.dev = 5;
+        r.ino = 99;
+        d.record(&rec(r, "", ""));
+        let mut r3 = ev("write", 3, 1);
+        r3.fd_type = 1;
+        r3.dev = 5;
+        r3.ino = 77;
+        d.record(&rec(r3, "", ""));
+        let mut rn = ev("rename", -1, 0);
+        rn.fd = -1;
+        d.record(&rec(rn, "/a", "b"));
+        let b = d.take();
+        assert_eq!(b.len(), 4);
+        assert_eq!(b.path.get(0), "/work/f.txt");
+        assert_eq!(b.fd[0], 4);
+        assert_eq!(b.path.get(1), "/work/f.txt");
+        assert_eq!(b.path.get(2), "/var/log/a");
+        assert_eq!((b.path.get(3), b.path2.get(3)), ("/a", "/work/b"));
+        assert_eq!(b.comm.get(0), "x");
+    }
+
+    #[test]
+    fn short_records_are_counted_not_trusted() {
+        let mut d = Decoder::new(&TraceHeader::default(), false);
+        d.record(&[0u8; 10]);
+        let mut v = rec(ev("openat", -1, 3), "/x", "");
+        v.truncate(RECORD_SIZE + 1);
+        d.record(&v);
+        assert_eq!(d.malformed, 2);
+        assert!(d.take().is_empty());
+    }
+
+    #[test]
+    fn join_paths() {
+        assert_eq!(join("/a/b", "../c"), "/a/c");
+        assert_eq!(join("/", "x"), "/x");
+        assert_eq!(join("/a", "./b/./c"), "/a/b/c");
+        assert_eq!(join("/a", ".."), "/");
+    }
+}

@@ -1,0 +1,282 @@
+//! A snapshot of the machine being recorded: clocks, mounts, block devices,
+//! processes and their open files. It goes into the trace header so that a
+//! trace can be read (and replayed) on another machine.
+
+use latscope_event::{BlockDevice, FdInfo, FdType, Mount, ProcessInfo, TraceHeader, TRACE_FORMAT_VERSION};
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+
+/// Pack a user-space `dev_t` into the kernel's `major << 20 | minor` form the probes report.
+pub fn kdev(st_dev: u64) -> u32 {
+    let major = libc::major(st_dev);
+    let minor = libc::minor(st_dev);
+    (major << 20) | (minor & 0xfffff)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC now, in ns (the probes' clock).
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Wall-clock minus monotonic, in ns: add it to a probe timestamp to get epoch ns.
+pub fn realtime_offset_ns() -> i64 {
+    // Take the smaller of a few readings' spans so a preemption between the two reads does not skew it.
+    let mut best = (u64::MAX, 0i64);
+    for _ in 0..5 {
+        let a = clock_ns(libc::CLOCK_MONOTONIC);
+        let r = clock_ns(libc::CLOCK_REALTIME);
+        let b = clock_ns(libc::CLOCK_MONOTONIC);
+        if b - a < best.0 {
+            best = (b - a, r as i64 - ((a + b) / 2) as i64);
+        }
+    }
+    best.1
+}
+
+fn read_trim(path: &str) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+fn uname() -> (String, String, String) {
+    // SAFETY: uname fills the struct we own.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    unsafe { libc::uname(&mut u) };
+    let s = |a: &[libc::c_char]| {
+        let b: Vec<u8> = a.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    (s(&u.nodename), s(&u.release), s(&u.machine))
+}
+
+/// Mounts from /proc/self/mountinfo (device numbers included, unlike /proc/mounts).
+pub fn mounts() -> Vec<Mount> {
+    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    text.lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let f: Vec<&str> = left.split(' ').collect();
+            let r: Vec<&str> = right.split(' ').collect();
+            let (maj, min) = f.get(2)?.split_once(':')?;
+            let dev = (maj.parse::<u32>().ok()? << 20) | min.parse::<u32>().ok()?;
+            Some(Mount {
+                dev,
+                mount_point: unescape(f.get(4)?),
+                fstype: r.first()?.to_string(),
+                source: unescape(r.get(1).unwrap_or(&"")),
+                options: f.get(5).unwrap_or(&"").to_string(),
+            })
+        })
+        .collect()
+}
+
+fn unescape(s: &str) -> String {
+    // mountinfo escapes space, tab, newline and backslash as \ooo.
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() {
+            if let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 4]).unwrap_or("x"), 8) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Block devices from /sys/class/block.
+pub fn block_devices() -> Vec<BlockDevice> {
+    let Ok(dir) = fs::read_dir("/sys/class/block") else { return Vec::new() };
+    let mut v: Vec<BlockDevice> = dir
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let base = format!("/sys/class/block/{name}");
+            let (maj, min) =
+                read_trim(&format!("{base}/dev"))?.split_once(':').map(|(a, b)| (a.to_string(), b.to_string()))?;
+            let dev = (maj.parse::<u32>().ok()? << 20) | min.parse::<u32>().ok()?;
+            let sectors: u64 = read_trim(&format!("{base}/size")).and_then(|s| s.parse().ok()).unwrap_or(0);
+            let is_part = fs::metadata(format!("{base}/partition")).is_ok();
+            let parent = if is_part {
+                fs::canonicalize(&base)
+                    .ok()
+                    .and_then(|p| p.parent().and_then(|pp| pp.file_name()).map(|n| n.to_string_lossy().into_owned()))
+            } else {
+                None
+            };
+            let scheduler = read_trim(&format!("{base}/queue/scheduler")).and_then(|s| {
+                s.split_whitespace()
+                    .find(|w| w.starts_with('['))
+                    .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
+            });
+            let rotational = read_trim(&format!("{base}/queue/rotational")).as_deref() == Some("1");
+            Some(BlockDevice { dev, name, size_bytes: sectors * 512, scheduler, rotational, parent })
+        })
+        .collect();
+    v.sort_by_key(|d| d.dev);
+    v
+}
+
+/// One process from /proc/PID.
+pub fn process(pid: u32) -> Option<ProcessInfo> {
+    let base = format!("/proc/{pid}");
+    let status = fs::read_to_string(format!("{base}/status")).ok()?;
+    let mut p = ProcessInfo { pid, ..Default::default() };
+    for l in status.lines() {
+        if let Some(v) = l.strip_prefix("Name:\t") {
+            p.comm = v.to_string();
+        } else if let Some(v) = l.strip_prefix("PPid:\t") {
+            p.ppid = v.trim().parse().unwrap_or(0);
+        } else if let Some(v) = l.strip_prefix("Uid:\t") {
+            p.uid = v.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(0);
+        }
+    }
+    p.exe = fs::read_link(format!("{base}/exe")).map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
+    p.cwd = fs::read_link(format!("{base}/cwd")).map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
+    p.cmdline = fs::read(format!("{base}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    Some(p)
+}
+
+/// Every process's numeric pid under /proc.
+pub fn pids() -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    let mut v: Vec<u32> = dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+    v.sort_unstable();
+    v
+}
+
+/// Open file descriptors of one process.
+pub fn fds_of(pid: u32) -> Vec<FdInfo> {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| {
+            let fd: i32 = e.file_name().to_str()?.parse().ok()?;
+            let link = fs::read_link(e.path()).ok()?.to_string_lossy().into_owned();
+            let md = fs::metadata(e.path()).ok();
+            let is_dir = md.as_ref().map(|m| m.is_dir()).unwrap_or(false);
+            let (dev, ino) = md.as_ref().map(|m| (kdev(m.dev()), m.ino())).unwrap_or((0, 0));
+            let mut t = FdType::from_proc_link(&link, is_dir);
+            if t == FdType::Socket {
+                t = socket_family(ino).unwrap_or(FdType::Socket);
+            }
+            Some(FdInfo { pid, fd, path: link, fd_type: t as u8, dev, ino })
+        })
+        .collect()
+}
+
+/// Socket family by inode, from /proc/net tables (read once per call; used only for the start snapshot).
+fn socket_family(ino: u64) -> Option<FdType> {
+    static TABLES: std::sync::OnceLock<BTreeMap<u64, FdType>> = std::sync::OnceLock::new();
+    let t = TABLES.get_or_init(|| {
+        let mut m = BTreeMap::new();
+        for (file, t, col) in [
+            ("/proc/net/tcp", FdType::Ipv4, 9),
+            ("/proc/net/udp", FdType::Ipv4, 9),
+            ("/proc/net/tcp6", FdType::Ipv6, 9),
+            ("/proc/net/udp6", FdType::Ipv6, 9),
+            ("/proc/net/unix", FdType::Unix, 6),
+            ("/proc/net/netlink", FdType::Netlink, 9),
+        ] {
+            if let Ok(s) = fs::read_to_string(file) {
+                for l in s.lines().skip(1) {
+                    if let Some(i) = l.split_whitespace().nth(col).and_then(|x| x.parse::<u64>().ok()) {
+                        m.insert(i, t);
+                    }
+                }
+            }
+        }
+        m
+    });
+    t.get(&ino).copied()
+}
+
+/// User names by uid from /etc/passwd.
+pub fn users() -> BTreeMap<u32, String> {
+    fs::read_to_string("/etc/passwd")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            Some((f.get(2)?.parse().ok()?, f.first()?.to_string()))
+        })
+        .collect()
+}
+
+/// The full header for a recording that starts now.
+pub fn take(command_line: Vec<String>, syscalls: &str, block: bool, filter: Option<String>) -> TraceHeader {
+    let (hostname, kernel, machine) = uname();
+    let realtime_offset_ns = realtime_offset_ns();
+    let start_ns = monotonic_ns();
+    let boottime = clock_ns(libc::CLOCK_BOOTTIME);
+    let boot_time_ns = (clock_ns(libc::CLOCK_REALTIME)).saturating_sub(boottime);
+    let pids = pids();
+    let processes: Vec<ProcessInfo> = pids.iter().filter_map(|&p| process(p)).collect();
+    let fds: Vec<FdInfo> = pids.iter().flat_map(|&p| fds_of(p)).collect();
+    TraceHeader {
+        format_version: TRACE_FORMAT_VERSION,
+        latscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        hostname,
+        kernel,
+        machine,
+        cpus: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
+        boot_time_ns,
+        realtime_offset_ns,
+        start_ns,
+        command_line,
+        syscalls: syscalls.to_string(),
+        block,
+        filter,
+        mounts: mounts(),
+        block_devices: block_devices(),
+        processes,
+        fds,
+        users: users(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_sees_this_process() {
+        let me = std::process::id();
+        let h = take(vec!["test".into()], "all", true, None);
+        let p = h.processes.iter().find(|p| p.pid == me).expect("own process in the table");
+        assert!(!p.comm.is_empty());
+        assert!(h.fds.iter().any(|f| f.pid == me && f.fd == 0));
+        assert!(h.mounts.iter().any(|m| m.mount_point == "/"));
+        assert!(!h.hostname.is_empty());
+        // monotonic + offset is close to now (within a minute: clocks, not wall time, are compared)
+        let wall = h.wall_ns(monotonic_ns());
+        let now = clock_ns(libc::CLOCK_REALTIME) as i64;
+        assert!((wall - now).abs() < 60_000_000_000);
+    }
+
+    #[test]
+    fn mountinfo_unescape() {
+        assert_eq!(unescape("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(unescape("/plain"), "/plain");
+        assert_eq!(unescape("/x\\"), "/x\\");
+    }
+}
