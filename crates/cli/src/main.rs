@@ -1,1 +1,57 @@
-fn main() {}
+//! The `latscope` command: parses arguments and wires the stages together
+//! (probes -> trace file or aggregates -> filter -> aggregations -> views).
+
+mod cmd;
+mod input;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// A Linux latency observatory: record every syscall's and block request's latency with eBPF,
+/// see it as spectrograms, heat maps and histograms, and drill down by process, file and disk.
+#[derive(Parser)]
+#[command(name = "latscope", version, propagate_version = true, arg_required_else_help = true)]
+#[command(after_help = "Examples:
+  latscope record -w trace.lst -- tar cf /tmp/x.tar /usr/share/doc
+  latscope events -r trace.lst 'evt.latency > 1ms and fd.type = file'
+  latscope info -r trace.lst
+  latscope spectrogram 'proc.name = postgres'
+  latscope heatmap -r trace.lst --block -o disk.svg
+Run 'latscope COMMAND --help' for each command's options.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Record syscalls and block requests into a trace file.
+    Record(cmd::record::Args),
+    /// Print the events of a trace file, one per line (or JSON lines).
+    Events(cmd::events::Args),
+    /// Print a trace file's header, event counts, time span and losses.
+    Info(cmd::info::Args),
+    /// List the fields filter expressions can use.
+    Fields(cmd::fields::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Record(a) => cmd::record::run(a),
+        Command::Events(a) => cmd::events::run(a),
+        Command::Info(a) => cmd::info::run(a),
+        Command::Fields(a) => cmd::fields::run(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            // A closed pipe (`latscope events | head`) is not an error worth a message.
+            if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("latscope: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

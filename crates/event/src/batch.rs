@@ -113,6 +113,15 @@ impl StrCol {
         // Only valid UTF-8 is ever pushed (and the trace reader validates), so this cannot fail.
         std::str::from_utf8(&self.data[a..b]).unwrap_or("")
     }
+    /// Append every string of `other`.
+    pub fn append(&mut self, other: &StrCol) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        let base = self.data.len() as u32;
+        self.data.extend_from_slice(&other.data);
+        self.offsets.extend(other.offsets.iter().skip(1).map(|o| o + base));
+    }
     /// Remove all strings, keeping the allocation.
     pub fn clear(&mut self) {
         self.offsets.clear();
@@ -162,6 +171,20 @@ macro_rules! columns {
                 self.comm.push(&e.comm);
                 self.path.push(&e.path);
                 self.path2.push(&e.path2);
+            }
+            /// Append event `i` of `other` (no intermediate row).
+            pub fn push_from(&mut self, other: &EventBatch, i: usize) {
+                $( self.$name.push(other.$name[i]); )*
+                self.comm.push(other.comm.get(i));
+                self.path.push(other.path.get(i));
+                self.path2.push(other.path2.get(i));
+            }
+            /// Append all events of `other`.
+            pub fn append(&mut self, other: &EventBatch) {
+                $( self.$name.extend_from_slice(&other.$name); )*
+                self.comm.append(&other.comm);
+                self.path.append(&other.path);
+                self.path2.append(&other.path2);
             }
             /// Event `i` as an owned row.
             pub fn get(&self, i: usize) -> Event {
@@ -313,6 +336,14 @@ mod tests {
         assert_eq!(b.get(1).comm, "ü");
         assert_eq!(b.end(0), 15);
         assert!(b.check_lengths().is_ok());
+        let mut c = EventBatch::default();
+        c.append(&b);
+        c.push_from(&b, 1);
+        c.append(&EventBatch::default());
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.get(2), b.get(1));
+        assert_eq!(c.get(0), b.get(0));
+        assert!(c.check_lengths().is_ok());
         assert_eq!(e.op_name(), "pread64");
         b.clear();
         assert!(b.is_empty());

@@ -1,0 +1,39 @@
+/*
+ * Tight syscall loop for overhead benchmarks: N 1-byte read()s of /dev/zero,
+ * optionally paced to a target rate. Prints ns per call (wall clock).
+ * usage: readloop N [CALLS_PER_SEC]
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	long n = argc > 1 ? atol(argv[1]) : 1000000;
+	double rate = argc > 2 ? atof(argv[2]) : 0;
+	int fd = open("/dev/zero", O_RDONLY);
+	if (fd < 0) { perror("open /dev/zero"); return 1; }
+	char c;
+	double t0 = now();
+	for (long i = 0; i < n; i++) {
+		if (read(fd, &c, 1) != 1) { perror("read"); return 1; }
+		if (rate > 0 && (i & 1023) == 0) {
+			/* pace in chunks of 1024 calls */
+			double due = t0 + i / rate, t;
+			while ((t = now()) < due)
+				;
+		}
+	}
+	double t1 = now();
+	printf("%.1f\n", (t1 - t0) * 1e9 / n);
+	return 0;
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Per-syscall overhead of `latscope record` on a tight read() loop, next to the anchors
+# (libbpf-tools syscount -L, bpftrace, perf trace, strace) in the same run, and the highest
+# event rate recorded without loss. Prints a Markdown table; run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LS=${LATSCOPE:-target/release/latscope}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cc -O2 -o "$WORK/readloop" bench/readloop.c
+N=${N:-5000000}
+REPS=${REPS:-3}
+
+# Median of REPS runs of the loop (ns per call) while "$@" runs alongside.
+loop_ns() {
+	local vals=()
+	for _ in $(seq "$REPS"); do vals+=("$("$WORK/readloop" "$N")"); done
+	printf '%s\n' "${vals[@]}" | sort -n | sed -n "$(( (REPS + 1) / 2 ))p"
+}
+
+with_tracer() { # $1 = name; rest = tracer command (backgrounded, given 2 s to attach)
+	local name=$1; shift
+	"$@" >/dev/null 2>&1 &
+	local pid=$!
+	sleep 2
+	local ns; ns=$(loop_ns)
+	kill -INT "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	echo "$name $ns"
+}
+
+base=$(loop_ns)
+results=("nothing $base")
+results+=("$(with_tracer "latscope record (all syscalls, every event to file)" "$LS" record -w "$WORK/t.lst" --quiet --no-block -c readloop)")
+if command -v syscount >/dev/null || [ -x /usr/sbin/syscount ]; then
+	SC=$(command -v syscount || echo /usr/sbin/syscount)
+	results+=("$(with_tracer "syscount -L (in-kernel counts)" "$SC" -L)")
+fi
+if command -v bpftrace >/dev/null; then
+	results+=("$(with_tracer "bpftrace per-tid start + hist()" bpftrace -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @h = hist(nsecs - @s[tid]); delete(@s[tid]); }')")
+fi
+if command -v perf >/dev/null && perf trace -h >/dev/null 2>&1; then
+	results+=("$(with_tracer "perf trace -s" perf trace -s -a -o /dev/null)")
+fi
+if command -v strace >/dev/null; then
+	vals=()
+	for _ in $(seq "$REPS"); do vals+=("$(strace -f -c -o /dev/null "$WORK/readloop" $((N / 20)))"); done
+	results+=("strace -c $(printf '%s\n' "${vals[@]}" | sort -n | sed -n "$(( (REPS + 1) / 2 ))p")")
+fi
+
+echo "| running alongside | ns per syscall | added ns | ratio to latscope's added cost |"
+echo "|---|---|---|---|"
+ls_added=""
+for r in "${results[@]}"; do
+	name=${r% *}; ns=${r##* }
+	added=$(awk -v a="$ns" -v b="$base" 'BEGIN{printf "%.0f", a-b}')
+	[ -z "$ls_added" ] && [[ $name == latscope* ]] && ls_added=$added
+	ratio=$(awk -v a="$added" -v l="${ls_added:-0}" 'BEGIN{ if (l>0) printf "%.2fx", a/l; else print "-" }')
+	echo "| $name | $ns | $added | $ratio |"
+done
+
+# Highest rate with no loss: pace the loop at increasing rates for 10 s each, record everything.
+echo
+echo "| target rate (events/s, 10 s) | events written | lost |"
+echo "|---|---|---|"
+for rate in 250000 500000 1000000 1500000; do
+	"$LS" record -w "$WORK/r.lst" --quiet --json --no-block -c readloop >"$WORK/sum.json" 2>/dev/null &
+	pid=$!
+	sleep 2
+	"$WORK/readloop" $((rate * 10)) "$rate" >/dev/null
+	sleep 0.5
+	kill -INT "$pid"; wait "$pid" || true
+	python3 -c "import json,sys; s=json.load(open('$WORK/sum.json')); print(f\"| $rate | {s['events']} | {s['lost']} |\")"
+done

@@ -1,0 +1,138 @@
+//! Shared helpers for latscope's integration tests: privilege checks with CI semantics,
+//! loop-device file systems, running the binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The latscope binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_latscope"))
+}
+
+/// Run latscope with arguments; returns the output (never panics on non-zero exit).
+pub fn latscope(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("latscope runs")
+}
+
+/// Like [`latscope`] but asserts success and returns stdout.
+pub fn latscope_ok(args: &[&str]) -> String {
+    let o = latscope(args);
+    assert!(
+        o.status.success(),
+        "latscope {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Why this machine cannot run BPF tests, if it cannot.
+pub fn bpf_unavailable() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not running as root".into());
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Some("kernel has no BTF".into());
+    }
+    None
+}
+
+/// Returns true if the test may go on; otherwise prints SKIPPED (or panics under CI=true, where
+/// a root test that cannot run is a failure).
+pub fn require_bpf(test: &str) -> bool {
+    match bpf_unavailable() {
+        None => true,
+        Some(why) => {
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("{test}: cannot run under CI: {why}");
+            }
+            eprintln!("SKIPPED {test}: {why}");
+            false
+        }
+    }
+}
+
+/// Same contract as [`require_bpf`] for an external tool.
+pub fn require_tool(test: &str, tool: &str) -> bool {
+    let found = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().map(|o| o.status.success()).unwrap_or(false);
+    if found {
+        return true;
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{test}: {tool} is not installed (make test installs it)");
+    }
+    eprintln!("SKIPPED {test}: {tool} not installed");
+    false
+}
+
+/// A file system on a loop device, mounted on a temporary directory; torn down on drop.
+pub struct LoopFs {
+    pub dir: tempfile::TempDir,
+    pub mnt: PathBuf,
+    pub dev: String,
+    image: PathBuf,
+}
+
+fn sh(cmd: &str) -> Result<String, String> {
+    let o = Command::new("sh").arg("-c").arg(cmd).output().map_err(|e| e.to_string())?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    } else {
+        Err(format!("{cmd}: {}", String::from_utf8_lossy(&o.stderr)))
+    }
+}
+
+impl LoopFs {
+    /// Make a `size_mb` image with `fstype` (ext4, xfs, ...), attach and mount it.
+    pub fn new(fstype: &str, size_mb: u64) -> LoopFs {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let image = dir.path().join("image");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        sh(&format!("truncate -s {size_mb}M {}", image.display())).unwrap();
+        let dev = sh(&format!("losetup -f --show {}", image.display())).expect("losetup");
+        let mkfs = match fstype {
+            "ext4" => format!("mkfs.ext4 -q -F {dev}"),
+            "xfs" => format!("mkfs.xfs -q -f {dev}"),
+            other => format!("mkfs.{other} {dev}"),
+        };
+        if let Err(e) = sh(&mkfs) {
+            let _ = sh(&format!("losetup -d {dev}"));
+            panic!("{e}");
+        }
+        if let Err(e) = sh(&format!("mount {dev} {}", mnt.display())) {
+            let _ = sh(&format!("losetup -d {dev}"));
+            panic!("{e}");
+        }
+        LoopFs { dir, mnt, dev, image }
+    }
+    /// The loop device's kernel name (`loop3`).
+    pub fn name(&self) -> String {
+        self.dev.trim_start_matches("/dev/").to_string()
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = sh(&format!("umount {}", self.mnt.display()));
+        let _ = sh(&format!("losetup -d {}", self.dev));
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+/// Compile a C helper from tests/ into `dir`, returning the binary path.
+pub fn compile_c(src: &str, dir: &Path) -> PathBuf {
+    let out = dir.join(Path::new(src).file_stem().unwrap());
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(src);
+    let st = Command::new("cc").args(["-O2", "-Wall", "-o"]).arg(&out).arg(&src).status().expect("cc runs");
+    assert!(st.success(), "compiling {} failed", src.display());
+    out
+}
+
+/// Parse JSON lines.
+pub fn json_lines(s: &str) -> Vec<serde_json::Value> {
+    s.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("valid JSON line")).collect()
+}

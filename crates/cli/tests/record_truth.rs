@@ -1,0 +1,166 @@
+//! Ground truth for `latscope record`: a workload doing exactly known operations is recorded,
+//! and the trace must hold exactly those events with the right paths, sizes, offsets, results
+//! and latencies, and the right block requests on a loop device.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+
+const N: usize = 20;
+
+fn of_type<'a>(ev: &'a [Value], pid: u64, types: &[&str]) -> Vec<&'a Value> {
+    ev.iter().filter(|e| e["pid"] == pid && types.contains(&e["type"].as_str().unwrap_or(""))).collect()
+}
+
+#[test]
+fn record_ground_truth() {
+    if !require_bpf("record_ground_truth") || !require_tool("record_ground_truth", "mkfs.ext4") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let work = compile_c("workload.c", tmp.path());
+    let lfs = LoopFs::new("ext4", 64);
+    let dir = tmp.path().join("files");
+    std::fs::create_dir(&dir).unwrap();
+    let trace = tmp.path().join("t.lst");
+    let summary = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--json", "--"])
+        .arg(&work)
+        .arg(&dir)
+        .arg(&lfs.mnt)
+        .arg(N.to_string())
+        .output()
+        .unwrap();
+    assert!(summary.status.success(), "record failed: {}", String::from_utf8_lossy(&summary.stderr));
+    let s: Value = serde_json::from_slice(&summary.stdout).expect("summary is JSON");
+    assert_eq!(s["lost"], 0, "no event may be lost: {s}");
+    assert_eq!(s["command_status"], 0, "workload failed: {s}");
+
+    let ev = json_lines(&latscope_ok(&["events", "-r", trace.to_str().unwrap(), "--json"]));
+    // The workload is the process that exec'd our helper.
+    let exec = ev
+        .iter()
+        .find(|e| e["type"] == "exec" && e["path"].as_str().unwrap_or("").ends_with("/workload"))
+        .expect("exec of the workload recorded");
+    let pid = exec["pid"].as_u64().unwrap();
+    let data = dir.join("data").to_string_lossy().into_owned();
+    let renamed = dir.join("renamed").to_string_lossy().into_owned();
+    let on = |types: &[&str], path: &str| -> Vec<&Value> {
+        let mut v: Vec<&Value> = of_type(&ev, pid, types).into_iter().filter(|e| e["path"] == path).collect();
+        v.sort_by_key(|e| e["ts_ns"].as_u64());
+        v
+    };
+
+    let opens = on(&["openat"], &data);
+    assert_eq!(opens.len(), N, "openat of {data}");
+    for o in &opens {
+        assert!(o["ret"].as_i64().unwrap() >= 3);
+        assert_eq!(o["flags"].as_u64().unwrap() & 0o303, 0o102, "O_CREAT|O_RDWR"); // access mode + O_CREAT
+        assert_eq!(o["mode"], 0o640);
+        assert_eq!(o["dirfd"], -100);
+        assert_eq!(o["fd_type"], "file");
+    }
+    let pw = on(&["pwrite64"], &data);
+    assert_eq!(pw.len(), N, "pwrite64 on {data}");
+    for (i, e) in pw.iter().enumerate() {
+        assert_eq!((e["bytes"].as_u64(), e["offset"].as_i64(), e["ret"].as_i64()), (Some(4096), Some(i as i64 * 4096), Some(4096)));
+        assert_eq!(e["fd"], opens[i]["ret"], "pwrite uses the fd openat returned");
+    }
+    let pr = on(&["pread64"], &data);
+    assert_eq!(pr.len(), N);
+    for (i, e) in pr.iter().enumerate() {
+        let want = 1000 + i as i64;
+        assert_eq!((e["bytes"].as_i64(), e["offset"].as_i64(), e["ret"].as_i64()), (Some(want), Some(0), Some(want)));
+    }
+    assert_eq!(on(&["fsync"], &data).len(), N, "fsync, named by the fd's inode");
+    assert_eq!(on(&["close"], &data).len(), N);
+    let rn = on(&["rename"], &data);
+    assert_eq!(rn.len(), 1);
+    assert_eq!(rn[0]["path2"], renamed.as_str());
+    assert_eq!(rn[0]["ret"], 0);
+    let sub = dir.join("sub").to_string_lossy().into_owned();
+    let mk = on(&["mkdir"], &sub);
+    assert_eq!(mk.len(), 1);
+    assert_eq!(mk[0]["mode"], 0o750);
+    assert_eq!(on(&["rmdir"], &sub).len(), 1);
+
+    // Sleeps: glibc's nanosleep() is the clock_nanosleep syscall.
+    let mut sleeps = of_type(&ev, pid, &["nanosleep", "clock_nanosleep"]);
+    sleeps.sort_by_key(|e| e["ts_ns"].as_u64());
+    assert_eq!(sleeps.len(), 10, "ten sleeps");
+    for (i, e) in sleeps.iter().enumerate() {
+        let want = if i < 5 { 10_000_000.0 } else { 1_000_000.0 };
+        let lat = e["latency_ns"].as_f64().unwrap();
+        assert!(lat >= want, "sleep {i}: {lat} ns < {want} ns requested");
+    }
+    let mut ten: Vec<f64> = sleeps[..5].iter().map(|e| e["latency_ns"].as_f64().unwrap()).collect();
+    ten.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert!(ten[2] < 10_000_000.0 * 1.05, "median 10 ms sleep measured {} ns (more than 5% off)", ten[2]);
+
+    // O_DIRECT writes on the loop device's ext4, and the block requests they caused.
+    let direct = lfs.mnt.join("direct").to_string_lossy().into_owned();
+    let dw = on(&["pwrite64"], &direct);
+    assert_eq!(dw.len(), 8);
+    for (k, e) in dw.iter().enumerate() {
+        assert_eq!((e["bytes"].as_u64(), e["offset"].as_i64(), e["ret"].as_i64()), (Some(65536), Some(k as i64 * 65536), Some(65536)));
+    }
+    let loop_name = lfs.name();
+    let blk: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["kind"] == "block" && e["disk"] == loop_name.as_str() && e["op"] == "write" && e["bytes"] == 65536)
+        .collect();
+    assert!(blk.len() >= 8, "expected the 8 O_DIRECT 64 KiB writes as block requests on {loop_name}, got {}", blk.len());
+    for b in &blk {
+        assert!(b["latency_ns"].as_u64().unwrap() > 0);
+    }
+
+    // info agrees on totals and reports a clean close.
+    let info: Value = serde_json::from_str(&latscope_ok(&["info", "-r", trace.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(info["events"].as_u64().unwrap() as usize, ev.len());
+    assert_eq!(info["closed_cleanly"], true);
+    assert_eq!(info["lost"], 0);
+}
+
+#[test]
+fn record_filters_in_kernel_and_by_comm() {
+    if !require_bpf("record_filters_in_kernel_and_by_comm") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("f.lst");
+    let out = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--no-block", "evt.type = openat and evt.latency >= 0", "--", "cat", "/etc/hostname"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ev = json_lines(&latscope_ok(&["events", "-r", trace.to_str().unwrap(), "--json", "evt.kind = syscall"]));
+    assert!(!ev.is_empty());
+    assert!(ev.iter().all(|e| e["type"] == "openat"), "only openat recorded");
+    assert!(ev.iter().any(|e| e["path"] == "/etc/hostname"));
+}
+
+#[test]
+fn record_refuses_without_root_with_one_clear_line() {
+    if !require_bpf("record_refuses_without_root_with_one_clear_line") || !require_tool("record_refuses", "setpriv") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("x.lst");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("root"), "{err}");
+    assert!(!trace.exists(), "no file written when recording cannot start");
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# latscope's end-to-end demo on a built-in workload: record it with eBPF, then look at it every way
+# latscope can. Usage: demo/demo.sh OUTDIR (run as root; `make demo` builds first).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-out/demo}
+LS=${LATSCOPE:-$PWD/target/release/latscope}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+WORK=$(mktemp -d)
+LOOPDEV=""
+cleanup() {
+	set +e
+	mountpoint -q "$WORK/mnt" && umount "$WORK/mnt"
+	[ -n "$LOOPDEV" ] && losetup -d "$LOOPDEV"
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "A file system on a loop device (ext4) for the workload"
+truncate -s 256M "$WORK/disk.img"
+LOOPDEV=$(losetup -f --show "$WORK/disk.img")
+mkfs.ext4 -q -F "$LOOPDEV"
+mkdir -p "$WORK/mnt"
+mount "$LOOPDEV" "$WORK/mnt"
+echo "$LOOPDEV mounted on $WORK/mnt"
+
+step "The built-in workload: file writes and reads, fsyncs, O_DIRECT writes, sleeps"
+cat >"$WORK/workload.sh" <<WL
+set -e
+d=$WORK/mnt/files
+mkdir -p \$d
+for i in \$(seq 1 200); do
+	dd if=/dev/urandom of=\$d/f\$i bs=4k count=4 conv=fsync status=none
+done
+for i in \$(seq 1 200); do cat \$d/f\$i >/dev/null; done
+dd if=/dev/zero of=$WORK/mnt/direct bs=64k count=200 oflag=direct status=none
+for i in \$(seq 1 20); do sleep 0.01; done
+mv \$d/f1 \$d/moved
+rm -rf \$d
+WL
+echo "see $WORK/workload.sh"
+
+step "latscope record -w $OUT/trace.lst -- sh workload.sh"
+"$LS" record -w "$OUT/trace.lst" --quiet -- sh "$WORK/workload.sh"
+
+step "latscope info -r trace.lst"
+"$LS" info -r "$OUT/trace.lst" | head -40
+
+step "latscope events -r trace.lst 'evt.type = pwrite64 or evt.type = fsync' (first 10)"
+"$LS" events -r "$OUT/trace.lst" -n 10 --time rel 'evt.type in (write, fsync) and fd.name contains /files/'
+
+step "Slow calls: latscope events -r trace.lst 'evt.latency > 5ms' (first 10)"
+"$LS" events -r "$OUT/trace.lst" -n 10 --time rel 'evt.latency > 5ms'
+
+step "Block requests on $(basename "$LOOPDEV"): latscope events -r trace.lst 'blk.disk = $(basename "$LOOPDEV")' (first 10)"
+"$LS" events -r "$OUT/trace.lst" -n 10 --time rel "blk.disk = $(basename "$LOOPDEV")"
+
+for extra in demo/spectrogram.sh demo/views.sh; do
+	if [ -x "$extra" ]; then
+		step "$extra"
+		bash "$extra" "$OUT/trace.lst" "$OUT"
+	fi
+done
+
+step "Done: the trace and every picture are in $OUT"
+ls -la "$OUT"
