@@ -102,7 +102,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     top.sort_by(|a, b| b.1.cmp(a.1));
     println!("by type:");
     for ((k, nr), n) in top.iter().take(if a.verbose { usize::MAX } else { 25 }) {
-        println!("  {:>10}  {}", n, op_name(*k, *nr));
+        let kind = if *k == EventKind::Syscall as u8 { "" } else { EventKind::from_u8(*k).map(|k| k.name()).unwrap_or("?") };
+        println!("  {:>10}  {}{}{}", n, kind, if kind.is_empty() { "" } else { " " }, op_name(*k, *nr));
     }
     if top.len() > 25 && !a.verbose {
         println!("  ... {} more types (-v lists all)", top.len() - 25);

@@ -46,7 +46,8 @@ pub struct Args {
     /// Stop after this long (e.g. 30s, 5m, 1h; a bare number is seconds).
     #[arg(short = 'd', long, default_value = "1h", value_parser = parse_duration_secs_default, value_name = "DURATION")]
     pub duration: u64,
-    /// Only these processes (repeatable).
+    /// Only these processes (repeatable). Block requests are recorded for every process (their
+    /// issuer is often a kernel thread): narrow them with a filter such as `blk.disk = sda`.
     #[arg(short = 'p', long = "pid", value_name = "PID")]
     pub pids: Vec<u32>,
     /// Only these command names (repeatable; the 15-character comm).

@@ -473,7 +473,9 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	if (d->path < 6) {
 		n1 = bpf_probe_read_user_str(sc->paths, LS_PATH_MAX, (void *)s->args[d->path]);
 		if (n1 < 0) {
-			stat_inc(LS_STAT_PATH_FAULT);
+			/* A successful execve replaced the memory the path was in: the exec event has it. */
+			if (!(d->class == LS_CLASS_PROCESS && ret == 0))
+				stat_inc(LS_STAT_PATH_FAULT);
 			n1 = 0;
 		}
 	}
@@ -544,6 +546,8 @@ static __always_inline void rq_owner(struct ls_rq *v)
 SEC("tp_btf/block_rq_insert")
 int BPF_PROG(ls_rq_insert, struct request *rq)
 {
+	if ((bpf_get_current_pid_tgid() >> 32) == self_tgid)
+		return 0; /* latscope's own I/O */
 	struct ls_rq v = {};
 	__u64 key = (__u64)rq;
 	v.insert_ts = bpf_ktime_get_ns();
@@ -562,6 +566,8 @@ int BPF_PROG(ls_rq_issue, struct request *rq)
 		return 0;
 	}
 	/* Issued without passing a scheduler queue: the issuer is the owner. */
+	if ((bpf_get_current_pid_tgid() >> 32) == self_tgid)
+		return 0;
 	struct ls_rq n = {};
 	rq_owner(&n);
 	n.issue_ts = bpf_ktime_get_ns();

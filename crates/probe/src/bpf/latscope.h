@@ -33,6 +33,9 @@ enum ls_fd_type {
 /* Block flag bits (mirrors Rwbs in crates/event). */
 enum ls_rwbs { LS_RWBS_SYNC = 1, LS_RWBS_META = 2, LS_RWBS_FUA = 4, LS_RWBS_PREFLUSH = 8, LS_RWBS_RAHEAD = 16 };
 
+/* SysClass codes the BPF side needs (mirrors SysClass in crates/event). */
+enum ls_sys_class { LS_CLASS_PROCESS = 7 };
+
 /* Aggregation groupings for in-kernel histograms. */
 enum ls_agg_group { LS_AGG_ALL = 0, LS_AGG_FDCLASS = 1, LS_AGG_SYSCALL = 2, LS_AGG_SYSCLASS = 3 };
 
