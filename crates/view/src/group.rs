@@ -1,0 +1,333 @@
+//! Drill-down keys: which group an event belongs to for `--by` / `--per` (process, syscall, file,
+//! directory, disk, operation, client).
+//!
+//! [`Grouper`] maps events to small group numbers without allocating for groups it has seen, so
+//! that per-group aggregation stays fast on large traces.
+
+use latscope_event::{dev_major_minor, op_name, BlockOp, EventBatch, EventKind, FdType, TraceHeader};
+use std::collections::HashMap;
+
+/// What to group events by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GroupBy {
+    /// One group for everything.
+    All,
+    /// Process name (comm).
+    Proc,
+    /// Process: name and pid (`postgres[812]`).
+    Pid,
+    /// Syscall name; block events by their op (`read`, `write`).
+    Syscall,
+    /// File: the path of the fd or the path argument (`<pipe>`, `<socket>`... for unnamed fds).
+    File,
+    /// Directory of the file.
+    Dir,
+    /// Disk: the block device of a block request, or the device of the file behind an fd.
+    Disk,
+    /// Operation: syscall name, or block op; like `syscall` but block ops are `blk:read`.
+    Op,
+    /// Client: the peer of a socket fd where the trace knows it (an fd name `local->peer`), else
+    /// the process (`comm[pid]`).
+    Client,
+}
+
+impl GroupBy {
+    /// Parse a `--by` / `--per` value.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "all" | "none" => Self::All,
+            "proc" | "process" | "comm" => Self::Proc,
+            "pid" => Self::Pid,
+            "syscall" | "sys" => Self::Syscall,
+            "file" => Self::File,
+            "dir" | "directory" => Self::Dir,
+            "disk" | "dev" | "device" => Self::Disk,
+            "op" | "operation" => Self::Op,
+            "client" => Self::Client,
+            _ => return Err(format!("unknown grouping '{s}' (use proc, pid, syscall, file, dir, disk, op or client)")),
+        })
+    }
+
+    /// Name as given on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Proc => "proc",
+            Self::Pid => "pid",
+            Self::Syscall => "syscall",
+            Self::File => "file",
+            Self::Dir => "dir",
+            Self::Disk => "disk",
+            Self::Op => "op",
+            Self::Client => "client",
+        }
+    }
+
+    /// Column heading.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Self::All => "ALL",
+            Self::Proc => "PROCESS",
+            Self::Pid => "PROCESS[PID]",
+            Self::Syscall => "SYSCALL",
+            Self::File => "FILE",
+            Self::Dir => "DIRECTORY",
+            Self::Disk => "DISK",
+            Self::Op => "OPERATION",
+            Self::Client => "CLIENT",
+        }
+    }
+
+    /// The trace columns this grouping reads (by `EventBatch` field name).
+    pub fn columns(self) -> &'static [&'static str] {
+        match self {
+            Self::All => &[],
+            Self::Proc => &["comm"],
+            Self::Pid | Self::Client => &["comm", "pid", "fd_type", "path"],
+            Self::Syscall | Self::Op => &["kind", "nr"],
+            Self::File | Self::Dir => &["kind", "path", "fd_type", "fd"],
+            Self::Disk => &["kind", "dev"],
+        }
+    }
+}
+
+#[derive(Hash, PartialEq, Eq, Clone, Copy)]
+enum NumKey {
+    Pid(u32),
+    Op(u8, u16),
+    Dev(u32),
+    FdType(u8),
+}
+
+/// Assigns group numbers to events (0, 1, 2, ... in order of first appearance).
+#[derive(Debug, Default)]
+pub struct Grouper {
+    by: Option<GroupBy>,
+    names: Vec<String>,
+    strs: HashMap<String, usize>,
+    nums: HashMap<u64, usize>,
+}
+
+impl NumKey {
+    fn pack(self) -> u64 {
+        match self {
+            NumKey::Pid(p) => (1 << 60) | u64::from(p),
+            NumKey::Op(k, n) => (2 << 60) | (u64::from(k) << 16) | u64::from(n),
+            NumKey::Dev(d) => (3 << 60) | u64::from(d),
+            NumKey::FdType(t) => (4 << 60) | u64::from(t),
+        }
+    }
+}
+
+impl Grouper {
+    /// A grouper for `by`.
+    pub fn new(by: GroupBy) -> Self {
+        Grouper { by: Some(by), ..Default::default() }
+    }
+
+    /// The grouping.
+    pub fn by(&self) -> GroupBy {
+        self.by.unwrap_or(GroupBy::All)
+    }
+
+    /// Names of the groups, by number.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Number of groups so far.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// True before the first event.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    fn num(&mut self, k: NumKey, name: impl FnOnce() -> String) -> usize {
+        let p = k.pack();
+        if let Some(&g) = self.nums.get(&p) {
+            return g;
+        }
+        let g = self.names.len();
+        self.names.push(name());
+        self.nums.insert(p, g);
+        g
+    }
+
+    fn text(&mut self, s: &str) -> usize {
+        if let Some(&g) = self.strs.get(s) {
+            return g;
+        }
+        let g = self.names.len();
+        self.names.push(s.to_string());
+        self.strs.insert(s.to_string(), g);
+        g
+    }
+
+    /// Group number of event `i`.
+    #[inline]
+    pub fn group(&mut self, b: &EventBatch, i: usize, h: &TraceHeader) -> usize {
+        match self.by() {
+            GroupBy::All => {
+                if self.names.is_empty() {
+                    self.names.push("all".into());
+                }
+                0
+            }
+            GroupBy::Proc => {
+                let c = b.comm.get(i);
+                self.text(if c.is_empty() { "?" } else { c })
+            }
+            GroupBy::Pid => {
+                let pid = b.pid[i];
+                let comm = b.comm.get(i).to_string();
+                self.num(NumKey::Pid(pid), || format!("{comm}[{pid}]"))
+            }
+            GroupBy::Syscall | GroupBy::Op => {
+                let (k, n) = (b.kind[i], b.nr[i]);
+                let block = self.by() == GroupBy::Op && k == EventKind::Block as u8;
+                self.num(NumKey::Op(k, n), || {
+                    if block {
+                        format!("blk:{}", BlockOp::from_u16(n).name())
+                    } else {
+                        op_name(k, n)
+                    }
+                })
+            }
+            GroupBy::File | GroupBy::Dir => {
+                if b.kind[i] == EventKind::Block as u8 {
+                    return self.text("<block device>");
+                }
+                let p = b.path.get(i);
+                if p.is_empty() {
+                    let t = b.fd_type[i];
+                    return self.num(NumKey::FdType(t), || unnamed(t, b.fd[i]));
+                }
+                if self.by() == GroupBy::Dir {
+                    self.text(dir_of(p))
+                } else {
+                    self.text(p)
+                }
+            }
+            GroupBy::Disk => {
+                let d = b.dev[i];
+                self.num(NumKey::Dev(d), || disk_name(h, d))
+            }
+            GroupBy::Client => {
+                let t = FdType::from_u8(b.fd_type[i]);
+                let p = b.path.get(i);
+                if matches!(t, FdType::Ipv4 | FdType::Ipv6 | FdType::Unix | FdType::Socket) {
+                    if let Some(peer) = peer_of(p) {
+                        return self.text(peer);
+                    }
+                }
+                let pid = b.pid[i];
+                let comm = b.comm.get(i).to_string();
+                self.num(NumKey::Pid(pid), || format!("{comm}[{pid}]"))
+            }
+        }
+    }
+}
+
+/// The peer of a connection name `local->peer` (sysdig's form), if the name has one.
+pub fn peer_of(name: &str) -> Option<&str> {
+    let (_, peer) = name.split_once("->")?;
+    let peer = peer.trim();
+    (!peer.is_empty()).then_some(peer)
+}
+
+/// `/a/b` for `/a/b/c`, `/` for `/c`, `.` for a relative name without a slash.
+pub fn dir_of(p: &str) -> &str {
+    match p.rfind('/') {
+        Some(0) => "/",
+        Some(k) => &p[..k],
+        None => ".",
+    }
+}
+
+fn unnamed(t: u8, fd: i32) -> String {
+    let t = FdType::from_u8(t);
+    if t == FdType::Unknown {
+        if fd < 0 {
+            "<no file>".into()
+        } else {
+            "<unknown fd>".into()
+        }
+    } else {
+        format!("<{}>", t.name())
+    }
+}
+
+/// A block device's name from the header (`vda`), or `major:minor`.
+pub fn disk_name(h: &TraceHeader, dev: u32) -> String {
+    match h.disk_name(dev) {
+        Some(n) => n.to_string(),
+        None if dev == 0 => "<none>".into(),
+        None => {
+            let (ma, mi) = dev_major_minor(dev);
+            format!("{ma}:{mi}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latscope_event::{BlockDevice, Event};
+
+    fn batch() -> EventBatch {
+        let mut b = EventBatch::with_capacity(4);
+        let read = latscope_event::syscall_nr("read").unwrap();
+        b.push(&Event {
+            kind: 0,
+            nr: read,
+            comm: "cat".into(),
+            pid: 7,
+            path: "/etc/hosts".into(),
+            fd: 3,
+            fd_type: 1,
+            ..Default::default()
+        });
+        b.push(&Event { kind: 0, nr: read, comm: "cat".into(), pid: 8, fd: 0, fd_type: 6, ..Default::default() });
+        b.push(&Event { kind: 1, nr: 1, comm: "kworker".into(), dev: (254 << 20), ..Default::default() });
+        b.push(&Event {
+            kind: 0,
+            nr: read,
+            comm: "srv".into(),
+            pid: 9,
+            fd: 5,
+            fd_type: 3,
+            path: "10.0.0.1:80->10.0.0.2:5555".into(),
+            ..Default::default()
+        });
+        b
+    }
+
+    #[test]
+    fn keys() {
+        let b = batch();
+        let h = TraceHeader {
+            block_devices: vec![BlockDevice { dev: 254 << 20, name: "vda".into(), ..Default::default() }],
+            ..Default::default()
+        };
+        let names = |by| {
+            let mut g = Grouper::new(by);
+            let ids: Vec<usize> = (0..b.len()).map(|i| g.group(&b, i, &h)).collect();
+            ids.iter().map(|&k| g.names()[k].clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(GroupBy::Proc), ["cat", "cat", "kworker", "srv"]);
+        assert_eq!(names(GroupBy::Pid), ["cat[7]", "cat[8]", "kworker[0]", "srv[9]"]);
+        assert_eq!(names(GroupBy::Syscall), ["read", "read", "write", "read"]);
+        assert_eq!(names(GroupBy::Op), ["read", "read", "blk:write", "read"]);
+        assert_eq!(names(GroupBy::File), ["/etc/hosts", "<pipe>", "<block device>", "10.0.0.1:80->10.0.0.2:5555"]);
+        assert_eq!(names(GroupBy::Dir)[0], "/etc");
+        assert_eq!(names(GroupBy::Disk)[2], "vda");
+        assert_eq!(names(GroupBy::Client), ["cat[7]", "cat[8]", "kworker[0]", "10.0.0.2:5555"]);
+        assert_eq!(names(GroupBy::All), ["all", "all", "all", "all"]);
+        assert!(GroupBy::parse("bogus").is_err());
+        assert_eq!(dir_of("/x"), "/");
+        assert_eq!(dir_of("x"), ".");
+    }
+}

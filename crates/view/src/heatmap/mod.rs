@@ -1,0 +1,885 @@
+//! Heat maps: time on x, a value (latency, I/O size, offset, offset within the second) on y, the
+//! number of events in each cell as colour.
+//!
+//! Building one has three steps, so that several maps (`--per disk`) share one grid:
+//!
+//! 1. collect [`Points`] (x = time, y = value) per group, from events ([`EventPoints`]), from
+//!    trace2heatmap's two-column text ([`text::parse_two_columns`]) or from anything else;
+//! 2. [`Binning::plan`] chooses columns and rows from all points and the options;
+//! 3. [`Binning::build`] counts each group's points into a [`HeatMap`], which renders as an
+//!    interactive SVG ([`render_svg`]) or as JSON ([`HeatMap::to_json`]).
+//!
+//! # Binning (linear rows): trace2heatmap.pl's rules, plus its lost column and row
+//!
+//! With `t0` the smallest time, `f` the time units per second (`--unitstime`), `s` the seconds per
+//! column (`--stepsec`), `min`/`max` the value range (`--minlat`, default 0 / `--maxlat`, default the
+//! largest value) and `R` the rows asked for (`--rows`, default 50):
+//!
+//! * `step = floor((max - min) / R)` unless `--steplat` gives it (if that floor is 0 the exact
+//!   quotient `(max - min) / R` is used, where trace2heatmap.pl stops with "Row resolution too high");
+//! * a value `v` with `v < min` or `v > max` is not counted (reported as not shown);
+//! * its column is `floor(((t - t0) / f) / s)` and its row `floor((v - min) / step)`, evaluated in
+//!   double precision in exactly that order, as trace2heatmap.pl does;
+//! * there are `floor((max - min) / step) + 1` rows and `floor(((tmax - t0) / f) / s) + 1` columns.
+//!   trace2heatmap.pl counts the same cells but draws one row and one column fewer: the row holding
+//!   `max` (and anything between `min + floor((max-min)/step) * step` and `max`) and the column holding
+//!   the last time are lost. latscope draws them, so no event is dropped.
+//!
+//! trace2heatmap.pl takes `t0` from the first line rather than the smallest time; for time-sorted
+//! input (every trace) that is the same.
+//!
+//! # Binning (log rows)
+//!
+//! Rows are bins of a global logarithmic grid ([`latscope_hist::LogGrid`]: edges `10^(j/n)`, so each
+//! decade `1 us, 10 us, ...` is an edge), with `n = ceil(R / decades)` bins per decade chosen so that
+//! `[min, max]` (default: smallest positive value, largest value) spans about `R` rows. Row `j` holds
+//! `10^(j/n) <= v < 10^((j+1)/n)`, exactly (integer values are placed with integer comparisons against
+//! the rounded-up edges). Values `<= 0` have no place on a log axis: they are counted as not shown.
+
+pub mod render;
+pub mod text;
+
+pub use render::{render_svg, RenderOptions};
+
+use latscope_event::{BlockOp, EventBatch, EventKind, TraceHeader};
+use latscope_hist::{Histogram, LogGrid};
+use serde_json::{json, Value};
+
+/// What the y axis of a heat map shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum YField {
+    /// Latency: syscall entry to return, block issue to completion.
+    Latency,
+    /// Bytes: the syscall's count argument (or bytes moved), the block request size.
+    Size,
+    /// File offset, or the block request's byte offset on the device (sector * 512).
+    Offset,
+    /// Offset of the event within its wall-clock second (x is whole seconds): periodic activity.
+    Subsecond,
+    /// Block queue time (insert to issue).
+    Qtime,
+}
+
+impl YField {
+    /// Parse `latency`, `size`, `offset`, `subsecond`, `qtime`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "latency" | "lat" => Self::Latency,
+            "size" | "bytes" => Self::Size,
+            "offset" | "off" => Self::Offset,
+            "subsecond" | "subsec" => Self::Subsecond,
+            "qtime" => Self::Qtime,
+            _ => return Err(format!("unknown y field '{s}' (use latency, size, offset, subsecond or qtime)")),
+        })
+    }
+    /// Name as given on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Latency => "latency",
+            Self::Size => "size",
+            Self::Offset => "offset",
+            Self::Subsecond => "subsecond",
+            Self::Qtime => "qtime",
+        }
+    }
+    /// Axis label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Latency => "Latency",
+            Self::Size => "I/O size",
+            Self::Offset => "Offset",
+            Self::Subsecond => "Offset within the second",
+            Self::Qtime => "Queue time",
+        }
+    }
+    /// The unit of the values this field yields from events.
+    pub fn unit(self) -> YUnit {
+        match self {
+            Self::Latency | Self::Subsecond | Self::Qtime => YUnit::Nanos,
+            Self::Size | Self::Offset => YUnit::Bytes,
+        }
+    }
+}
+
+/// How the values of an axis are written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum YUnit {
+    /// Nanoseconds, printed with a fitting unit (`1.50us`, `12.3ms`).
+    Nanos,
+    /// Bytes, printed with binary units (`4.00KiB`).
+    Bytes,
+    /// Numbers in the input's own unit, printed as they are followed by this label (`1200us`),
+    /// as trace2heatmap.pl does with `--unitslatency`.
+    Raw(String),
+}
+
+impl YUnit {
+    /// One value with its unit.
+    pub fn fmt(&self, v: f64) -> String {
+        match self {
+            YUnit::Nanos => latscope_event::units::fmt_ns_f(v),
+            YUnit::Bytes => {
+                if v >= 0.0 && v == v.trunc() && v < u64::MAX as f64 {
+                    latscope_event::units::fmt_bytes(v as u64)
+                } else {
+                    format!("{}B", crate::svg::fmt_num(v))
+                }
+            }
+            YUnit::Raw(u) => format!("{}{u}", crate::svg::fmt_num(v)),
+        }
+    }
+    /// A range `lo-hi` with units (`1200-1220us` for raw units, as trace2heatmap.pl writes it).
+    pub fn fmt_range(&self, lo: f64, hi: f64) -> String {
+        match self {
+            YUnit::Raw(u) => format!("{}-{}{u}", crate::svg::fmt_num(lo), crate::svg::fmt_num(hi)),
+            _ => format!("{}-{}", self.fmt(lo), self.fmt(hi)),
+        }
+    }
+    /// Short name for JSON.
+    pub fn name(&self) -> String {
+        match self {
+            YUnit::Nanos => "ns".into(),
+            YUnit::Bytes => "bytes".into(),
+            YUnit::Raw(u) => u.clone(),
+        }
+    }
+}
+
+/// Linear or logarithmic rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum YScale {
+    /// Rows of equal width (trace2heatmap.pl's).
+    Linear,
+    /// Rows of equal ratio.
+    Log,
+}
+
+/// Points of one heat map: `x[i]` is a time (in the input's time unit), `y[i]` a value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Points {
+    /// Times.
+    pub x: Vec<f64>,
+    /// Values.
+    pub y: Vec<f64>,
+}
+
+impl Points {
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        self.x.len()
+    }
+    /// True when there is no point.
+    pub fn is_empty(&self) -> bool {
+        self.x.is_empty()
+    }
+    /// Adds a point.
+    #[inline]
+    pub fn push(&mut self, x: f64, y: f64) {
+        self.x.push(x);
+        self.y.push(y);
+    }
+}
+
+/// Column options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XSpec {
+    /// Time units per second of the x values (trace2heatmap.pl's `--unitstime`: 1 for s, 1e9 for ns).
+    pub units_per_sec: f64,
+    /// Seconds per column (`--stepsec`, fractions allowed).
+    pub step_sec: f64,
+    /// Time of the first column's left edge is the smaller of this and the smallest time
+    /// (`None`: the smallest time, as trace2heatmap.pl).
+    pub origin: Option<f64>,
+    /// Keep only columns `0..=max_col` (`--maxcol`).
+    pub max_col: Option<usize>,
+    /// More columns than this is an error (suggesting `--stepsec`/`--unitstime`/`--maxcol`).
+    pub col_limit: usize,
+    /// Wall-clock ns since the epoch at x = 0, to show absolute times on hover.
+    pub wall_ns_at_zero: Option<i64>,
+}
+
+impl Default for XSpec {
+    fn default() -> Self {
+        XSpec {
+            units_per_sec: 1.0,
+            step_sec: 1.0,
+            origin: None,
+            max_col: None,
+            col_limit: 10_000,
+            wall_ns_at_zero: None,
+        }
+    }
+}
+
+/// Row options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct YSpec {
+    /// Linear or log rows.
+    pub scale: YScale,
+    /// Rows asked for (`--rows`).
+    pub rows: usize,
+    /// Row height in value units (`--steplat`, linear only).
+    pub step: Option<f64>,
+    /// Smallest value shown (`--minlat`).
+    pub min: Option<f64>,
+    /// Largest value shown (`--maxlat`).
+    pub max: Option<f64>,
+    /// `max` itself is excluded and the rows end at `max` exactly (offsets within a second).
+    pub max_exclusive: bool,
+    /// How values are written.
+    pub unit: YUnit,
+    /// Axis label (`Latency`).
+    pub label: String,
+}
+
+impl Default for YSpec {
+    fn default() -> Self {
+        YSpec {
+            scale: YScale::Linear,
+            rows: 50,
+            step: None,
+            min: None,
+            max: None,
+            max_exclusive: false,
+            unit: YUnit::Raw(String::new()),
+            label: "Latency".into(),
+        }
+    }
+}
+
+/// How rows are found.
+#[derive(Debug, Clone)]
+enum RowRule {
+    Linear { min: f64, step: f64 },
+    Log(Box<LogRows>),
+}
+
+/// Log rows: grid edges, plus a table from histogram bucket to row so that integer values are
+/// placed without a logarithm.
+#[derive(Debug, Clone)]
+struct LogRows {
+    grid: LogGrid,
+    j0: i64,
+    /// `ceil(edge)` of each row's lower edge and of the top edge (rows + 1 entries).
+    int_edges: Vec<u64>,
+    /// Row of each histogram bucket's lowest value (-1: below the first row).
+    table: Vec<i32>,
+    index: Histogram,
+}
+
+impl LogRows {
+    fn new(grid: LogGrid, j0: i64, j1: i64) -> Self {
+        let rows = (j1 - j0 + 1) as usize;
+        let int_edges: Vec<u64> = (0..=rows).map(|r| ceil_u64(grid.edge(j0 + r as i64))).collect();
+        // Values up to 2^53 go through the table; the edges are exact there.
+        let index = Histogram::with_max_value(1u64 << 53);
+        let mut table = Vec::with_capacity(index.num_buckets());
+        let mut r: i64 = -1;
+        for b in 0..index.num_buckets() {
+            let (low, _) = index.bucket_bounds(b).unwrap_or((u64::MAX, u64::MAX));
+            while ((r + 1) as usize) < int_edges.len() && low >= int_edges[(r + 1) as usize] {
+                r += 1;
+            }
+            table.push(r.min(rows as i64) as i32);
+        }
+        LogRows { grid, j0, int_edges, table, index }
+    }
+
+    /// Row of `v`, `None` below the first row; the caller has excluded values above `max`.
+    #[inline]
+    fn row(&self, v: f64) -> Option<usize> {
+        let rows = self.int_edges.len() - 1;
+        if v >= 0.0 && v < 9.0e15 && v == v.trunc() {
+            let u = v as u64;
+            let mut r = self.table[self.index.bucket_index(u)] as i64;
+            while ((r + 1) as usize) <= rows && u >= self.int_edges[(r + 1) as usize] {
+                r += 1;
+            }
+            if r < 0 {
+                None
+            } else {
+                Some((r as usize).min(rows - 1))
+            }
+        } else {
+            let j = self.grid.bin_of(v)?;
+            let r = j - self.j0;
+            if r < 0 {
+                None
+            } else {
+                Some((r as usize).min(rows - 1))
+            }
+        }
+    }
+}
+
+fn ceil_u64(x: f64) -> u64 {
+    if x <= 0.0 {
+        0
+    } else if x >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        x.ceil() as u64
+    }
+}
+
+/// The grid shared by the heat maps of one command: column times and row edges.
+#[derive(Debug, Clone)]
+pub struct Binning {
+    /// Time of column 0's left edge (input time units).
+    pub t0: f64,
+    /// Time units per second.
+    pub units_per_sec: f64,
+    /// Seconds per column.
+    pub step_sec: f64,
+    /// Number of columns.
+    pub cols: usize,
+    /// Row edges (rows + 1 values, increasing): row `r` holds `edges[r] <= v < edges[r + 1]`.
+    pub edges: Vec<f64>,
+    /// Smallest value counted.
+    pub min: f64,
+    /// Largest value counted.
+    pub max: f64,
+    /// `max` itself is excluded.
+    pub max_exclusive: bool,
+    /// Linear or log rows.
+    pub scale: YScale,
+    /// Unit of the values.
+    pub unit: YUnit,
+    /// Axis label.
+    pub label: String,
+    /// Wall-clock ns at time 0, if known.
+    pub wall_ns_at_zero: Option<i64>,
+    /// Time that axis labels count seconds from: the origin if one was given, else `t0`.
+    pub label_zero: f64,
+    max_col: Option<usize>,
+    rule: RowRule,
+}
+
+/// A heat map: counts per (column, row), and everything needed to label them.
+#[derive(Debug, Clone)]
+pub struct HeatMap {
+    /// Title.
+    pub title: String,
+    /// Name of the group (`vda`, `read`, `postgres`) when there is one map per group.
+    pub group: Option<String>,
+    /// The grid.
+    pub bins: Binning,
+    /// Number of rows.
+    pub rows: usize,
+    /// Counts, column-major: `counts[col * rows + row]`.
+    pub counts: Vec<u64>,
+    /// The largest count of a cell.
+    pub max_count: u64,
+    /// Events counted in cells.
+    pub total: u64,
+    /// Events below the smallest value shown (including values <= 0 on a log axis).
+    pub below: u64,
+    /// Events above the largest value shown.
+    pub above: u64,
+    /// Events after the last column kept by `--maxcol`.
+    pub beyond: u64,
+}
+
+impl Binning {
+    /// Chooses columns and rows for `groups` (all points of all maps); see the module docs.
+    /// Errors say which option to change.
+    pub fn plan(groups: &[&Points], x: &XSpec, y: &YSpec) -> Result<Binning, String> {
+        if !(x.units_per_sec > 0.0 && x.units_per_sec.is_finite()) {
+            return Err("time units per second must be positive".into());
+        }
+        if !(x.step_sec > 0.0 && x.step_sec.is_finite()) {
+            return Err(format!("--stepsec must be a positive number of seconds, not {}", x.step_sec));
+        }
+        let (mut tmin, mut tmax) = (f64::INFINITY, f64::NEG_INFINITY);
+        let (mut vmax, mut vmin_pos) = (f64::NEG_INFINITY, f64::INFINITY);
+        let mut n = 0usize;
+        for p in groups {
+            n += p.len();
+            for &t in &p.x {
+                tmin = tmin.min(t);
+                tmax = tmax.max(t);
+            }
+            for &v in &p.y {
+                vmax = vmax.max(v);
+                if v > 0.0 && v < vmin_pos {
+                    vmin_pos = v;
+                }
+            }
+        }
+        if n == 0 {
+            tmin = 0.0;
+            tmax = 0.0;
+        }
+        let t0 = match x.origin {
+            Some(o) => o.min(tmin),
+            None => tmin,
+        };
+        let last_col = (((tmax - t0) / x.units_per_sec) / x.step_sec).floor();
+        let mut cols = if last_col.is_finite() && last_col >= 0.0 { last_col as u64 + 1 } else { 1 };
+        if let Some(m) = x.max_col {
+            cols = cols.min(m as u64 + 1);
+        }
+        if cols > x.col_limit as u64 {
+            return Err(format!(
+                "too many columns ({cols} > {}): the times span {} s at {} s per column; use a larger --stepsec, \
+                 check the time unit (--unitstime), or keep the first columns with --maxcol",
+                x.col_limit,
+                crate::svg::fmt_num((tmax - t0) / x.units_per_sec),
+                crate::svg::fmt_num(x.step_sec)
+            ));
+        }
+        let rows_wanted = y.rows.max(1);
+        let (rule, edges, min, max) = match y.scale {
+            YScale::Linear => {
+                let min = y.min.unwrap_or(0.0);
+                let max = match y.max {
+                    Some(m) => m,
+                    None if vmax.is_finite() => vmax.max(min),
+                    None => min + rows_wanted as f64,
+                };
+                if max < min {
+                    return Err(format!("the largest value shown ({}) is below the smallest ({})", max, min));
+                }
+                let step = match y.step {
+                    Some(s) if s > 0.0 && s.is_finite() => s,
+                    Some(s) => return Err(format!("--steplat must be positive, not {s}")),
+                    None => {
+                        let exact = (max - min) / rows_wanted as f64;
+                        if exact.floor() >= 1.0 && !y.max_exclusive {
+                            exact.floor()
+                        } else if exact > 0.0 {
+                            exact
+                        } else {
+                            1.0
+                        }
+                    }
+                };
+                let rows = if y.max_exclusive {
+                    (((max - min) / step).ceil() as u64).max(1)
+                } else {
+                    ((max - min) / step).floor() as u64 + 1
+                };
+                if rows > 100_000 {
+                    return Err(format!("too many rows ({rows}): use fewer --rows or a larger --steplat"));
+                }
+                let edges = (0..=rows).map(|r| min + r as f64 * step).collect();
+                (RowRule::Linear { min, step }, edges, min, max)
+            }
+            YScale::Log => {
+                let min = match y.min {
+                    Some(m) if m > 0.0 => m,
+                    Some(m) => return Err(format!("the smallest value on a log axis must be positive, not {m}")),
+                    None if vmin_pos.is_finite() => vmin_pos,
+                    None => 1.0,
+                };
+                let max = match y.max {
+                    Some(m) => m,
+                    None if vmax.is_finite() && vmax >= min => vmax,
+                    None => min * 10.0,
+                };
+                if max < min {
+                    return Err(format!("the largest value shown ({max}) is below the smallest ({min})"));
+                }
+                let decades = (max / min).log10();
+                let per_decade = if decades > 1e-9 { (rows_wanted as f64 / decades).ceil() } else { 10.0 };
+                let grid = LogGrid::new(per_decade.clamp(1.0, LogGrid::MAX_PER_DECADE as f64) as u32);
+                let j0 = grid.bin_of(min).unwrap_or(0);
+                let j1 = grid.bin_of(max).unwrap_or(j0).max(j0);
+                let edges: Vec<f64> = (j0..=j1 + 1).map(|j| grid.edge(j)).collect();
+                (RowRule::Log(Box::new(LogRows::new(grid, j0, j1))), edges, min, max)
+            }
+        };
+        Ok(Binning {
+            t0,
+            units_per_sec: x.units_per_sec,
+            step_sec: x.step_sec,
+            cols: cols as usize,
+            edges,
+            min,
+            max,
+            max_exclusive: y.max_exclusive,
+            scale: y.scale,
+            unit: y.unit.clone(),
+            label: y.label.clone(),
+            wall_ns_at_zero: x.wall_ns_at_zero,
+            label_zero: x.origin.unwrap_or(t0),
+            max_col: x.max_col,
+            rule,
+        })
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.edges.len() - 1
+    }
+
+    /// Column of time `t`, `None` after the last column (or before the first).
+    #[inline]
+    pub fn col(&self, t: f64) -> Option<usize> {
+        let c = (((t - self.t0) / self.units_per_sec) / self.step_sec).floor();
+        if c >= 0.0 && c < self.cols as f64 {
+            Some(c as usize)
+        } else {
+            None
+        }
+    }
+
+    /// Row of value `v`: `Err(false)` below the range, `Err(true)` above it.
+    #[inline]
+    pub fn row(&self, v: f64) -> Result<usize, bool> {
+        if v > self.max || (self.max_exclusive && v >= self.max) {
+            return Err(true);
+        }
+        if v < self.min || v.is_nan() {
+            return Err(false);
+        }
+        match &self.rule {
+            RowRule::Linear { min, step } => {
+                let r = ((v - min) / step).floor();
+                Ok((r as usize).min(self.rows() - 1))
+            }
+            RowRule::Log(l) => l.row(v).ok_or(false),
+        }
+    }
+
+    /// Seconds from the label origin (the recording start for events, the first time for text
+    /// input) to the left edge of column `c`.
+    pub fn col_start_sec(&self, c: usize) -> f64 {
+        (self.t0 - self.label_zero) / self.units_per_sec + c as f64 * self.step_sec
+    }
+
+    /// Wall-clock ns since the epoch of the left edge of column `c`, when known.
+    pub fn col_start_wall_ns(&self, c: usize) -> Option<i64> {
+        let w = self.wall_ns_at_zero?;
+        Some(w + ((self.t0 / self.units_per_sec + c as f64 * self.step_sec) * 1e9).round() as i64)
+    }
+
+    /// Counts `points` into a heat map.
+    pub fn build(&self, points: &Points, title: &str, group: Option<String>) -> HeatMap {
+        let rows = self.rows();
+        let mut counts = vec![0u64; self.cols * rows];
+        let (mut below, mut above, mut beyond) = (0u64, 0u64, 0u64);
+        for (&t, &v) in points.x.iter().zip(&points.y) {
+            let r = match self.row(v) {
+                Ok(r) => r,
+                Err(true) => {
+                    above += 1;
+                    continue;
+                }
+                Err(false) => {
+                    below += 1;
+                    continue;
+                }
+            };
+            match self.col(t) {
+                Some(c) => counts[c * rows + r] += 1,
+                None => beyond += 1,
+            }
+        }
+        let max_count = counts.iter().copied().max().unwrap_or(0);
+        let total = counts.iter().sum();
+        HeatMap {
+            title: title.to_string(),
+            group,
+            bins: self.clone(),
+            rows,
+            counts,
+            max_count,
+            total,
+            below,
+            above,
+            beyond,
+        }
+    }
+}
+
+impl HeatMap {
+    /// Count of a cell (0 outside the map).
+    pub fn count(&self, col: usize, row: usize) -> u64 {
+        if col < self.bins.cols && row < self.rows {
+            self.counts[col * self.rows + row]
+        } else {
+            0
+        }
+    }
+
+    /// Counts of one column, bottom row first.
+    pub fn column(&self, col: usize) -> &[u64] {
+        &self.counts[col * self.rows..(col + 1) * self.rows]
+    }
+
+    /// `[low, high)` of row `r` in value units.
+    pub fn row_bounds(&self, r: usize) -> (f64, f64) {
+        (self.bins.edges[r], self.bins.edges[r + 1])
+    }
+
+    /// A one-line account of the events not drawn, or `None` when every event is in a cell.
+    pub fn not_shown(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.below > 0 {
+            let what = if self.bins.scale == YScale::Log && self.bins.min > 0.0 {
+                format!("below {} (or <= 0 on the log axis)", self.bins.unit.fmt(self.bins.min))
+            } else {
+                format!("below {}", self.bins.unit.fmt(self.bins.min))
+            };
+            parts.push(format!("{} {what}", self.below));
+        }
+        if self.above > 0 {
+            parts.push(format!("{} above {}", self.above, self.bins.unit.fmt(self.bins.max)));
+        }
+        if self.beyond > 0 {
+            parts.push(format!("{} after column {} (--maxcol)", self.beyond, self.bins.max_col.unwrap_or(0)));
+        }
+        (!parts.is_empty()).then(|| format!("not shown: {}", parts.join(", ")))
+    }
+
+    /// The matrix for scripts: column and row bounds, and `counts[col][row]` (bottom row first).
+    pub fn to_json(&self) -> Value {
+        let b = &self.bins;
+        let col_bounds: Vec<Value> =
+            (0..b.cols).map(|c| json!([b.col_start_sec(c), b.col_start_sec(c) + b.step_sec])).collect();
+        let row_bounds: Vec<Value> = (0..self.rows).map(|r| json!([b.edges[r], b.edges[r + 1]])).collect();
+        let counts: Vec<Value> = (0..b.cols).map(|c| json!(self.column(c))).collect();
+        json!({
+            "title": self.title,
+            "group": self.group,
+            "x": {
+                "unit": "s",
+                "step": b.step_sec,
+                "cols": b.cols,
+                "start_wall_ns": b.col_start_wall_ns(0),
+                "col_bounds": col_bounds,
+            },
+            "y": {
+                "label": b.label,
+                "unit": b.unit.name(),
+                "scale": match b.scale { YScale::Linear => "linear", YScale::Log => "log" },
+                "rows": self.rows,
+                "min": b.min,
+                "max": b.max,
+                "row_bounds": row_bounds,
+                "row_rule": match b.scale {
+                    YScale::Linear => "row r holds row_bounds[r][0] <= v < row_bounds[r][1]; the top row also holds max",
+                    YScale::Log => "row r holds row_bounds[r][0] <= v < row_bounds[r][1]",
+                },
+            },
+            "counts": counts,
+            "max_count": self.max_count,
+            "total": self.total,
+            "not_shown": {"below_min": self.below, "above_max": self.above, "after_maxcol": self.beyond},
+        })
+    }
+}
+
+/// Collects heat-map points from events, one [`Points`] per group.
+///
+/// x is ns relative to the recording start (so maps of one trace line up with its other views);
+/// y is the chosen field.
+#[derive(Debug)]
+pub struct EventPoints {
+    field: YField,
+    base_ns: u64,
+    /// Points per group, in [`crate::group::Grouper`] order.
+    pub groups: Vec<Points>,
+}
+
+impl EventPoints {
+    /// Points of `field`, times relative to `base_ns` (the recording start).
+    pub fn new(field: YField, base_ns: u64) -> Self {
+        EventPoints { field, base_ns, groups: Vec::new() }
+    }
+
+    /// The y value of event `i`, or `None` when the event has none (no offset, not a block
+    /// event for queue time, a process event).
+    #[inline]
+    pub fn value(field: YField, b: &EventBatch, i: usize, h: &TraceHeader) -> Option<f64> {
+        let kind = b.kind[i];
+        if kind == EventKind::Proc as u8 {
+            return None;
+        }
+        let block = kind == EventKind::Block as u8;
+        Some(match field {
+            YField::Latency => b.lat[i] as f64,
+            YField::Size => {
+                if block {
+                    b.bytes[i] as f64
+                } else {
+                    io_bytes(b, i)? as f64
+                }
+            }
+            YField::Offset => {
+                let o = b.off[i];
+                if o < 0 {
+                    return None;
+                }
+                if block {
+                    o as f64 * 512.0
+                } else {
+                    o as f64
+                }
+            }
+            YField::Subsecond => h.wall_ns(b.ts[i]).rem_euclid(1_000_000_000) as f64,
+            YField::Qtime => {
+                if !block {
+                    return None;
+                }
+                b.qtime[i] as f64
+            }
+        })
+    }
+
+    /// Adds event `i` of `b` to group `g`; returns false when the event has no value for the field.
+    #[inline]
+    pub fn add(&mut self, g: usize, b: &EventBatch, i: usize, h: &TraceHeader) -> bool {
+        let Some(v) = Self::value(self.field, b, i, h) else { return false };
+        while self.groups.len() <= g {
+            self.groups.push(Points::default());
+        }
+        let t = if self.field == YField::Subsecond {
+            // Whole wall-clock seconds on x, so that the rows line up with the clock.
+            h.wall_ns(b.ts[i]).div_euclid(1_000_000_000) as f64 * 1e9
+        } else {
+            b.ts[i] as f64 - self.base_ns as f64
+        };
+        self.groups[g].push(t, v);
+        true
+    }
+}
+
+/// Bytes a syscall moved (its non-negative result for data calls), else its count argument; `None`
+/// for calls that move no data.
+pub fn io_bytes(b: &EventBatch, i: usize) -> Option<u64> {
+    let d = latscope_event::syscalls::desc(b.nr[i]);
+    if d.is_io() {
+        Some(b.ret[i].max(0) as u64)
+    } else if d.count != latscope_event::syscalls::NONE {
+        Some(b.bytes[i])
+    } else {
+        None
+    }
+}
+
+/// The block op name of event `i`, for titles and grouping.
+pub fn block_op_name(b: &EventBatch, i: usize) -> &'static str {
+    BlockOp::from_u16(b.nr[i]).name()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pts(v: &[(f64, f64)]) -> Points {
+        let mut p = Points::default();
+        for &(x, y) in v {
+            p.push(x, y);
+        }
+        p
+    }
+
+    #[test]
+    fn linear_keeps_last_column_and_top_row() {
+        // Times 0..=3 s, values 0..=100, 10 rows: step 10, rows 0..=10 (11), cols 0..=3 (4).
+        let p = pts(&[(0.0, 0.0), (1.5, 55.0), (3.0, 100.0), (3.9, 99.0)]);
+        let y = YSpec { rows: 10, ..Default::default() };
+        let b = Binning::plan(&[&p], &XSpec::default(), &y).unwrap();
+        assert_eq!(b.cols, 4);
+        assert_eq!(b.rows(), 11);
+        let m = b.build(&p, "t", None);
+        assert_eq!(m.count(0, 0), 1);
+        assert_eq!(m.count(1, 5), 1);
+        assert_eq!(m.count(3, 10), 1);
+        assert_eq!(m.count(3, 9), 1);
+        assert_eq!(m.total, 4);
+        assert_eq!(m.max_count, 1);
+        assert!(m.not_shown().is_none());
+    }
+
+    #[test]
+    fn min_max_filtering_and_floor_step() {
+        // max - min = 105 over 50 rows: step floor(2.1) = 2, rows floor(105/2)+1 = 53.
+        let p = pts(&[(0.0, 5.0), (0.0, 110.0), (0.0, 4.0), (0.0, 111.0)]);
+        let y = YSpec { min: Some(5.0), max: Some(110.0), ..Default::default() };
+        let b = Binning::plan(&[&p], &XSpec::default(), &y).unwrap();
+        assert_eq!(b.rows(), 53);
+        let m = b.build(&p, "t", None);
+        assert_eq!(m.count(0, 0), 1);
+        assert_eq!(m.count(0, 52), 1);
+        assert_eq!((m.below, m.above), (1, 1));
+        assert!(m.not_shown().unwrap().contains("1 above"));
+    }
+
+    #[test]
+    fn fractional_step_and_subsecond_rows() {
+        let p = pts(&[(0.0, 0.0), (0.0, 0.999), (1.0, 0.5)]);
+        let y = YSpec { min: Some(0.0), max: Some(1.0), max_exclusive: true, rows: 50, ..Default::default() };
+        let b = Binning::plan(&[&p], &XSpec::default(), &y).unwrap();
+        assert_eq!(b.rows(), 50);
+        let m = b.build(&p, "t", None);
+        assert_eq!(m.count(0, 49), 1);
+        assert_eq!(m.count(1, 25), 1);
+    }
+
+    #[test]
+    fn columns_with_units_and_fractional_steps() {
+        // us timestamps, 0.5 s columns.
+        let p = pts(&[(1_000_000.0, 1.0), (1_499_999.0, 1.0), (1_500_000.0, 1.0), (3_000_000.0, 1.0)]);
+        let x = XSpec { units_per_sec: 1e6, step_sec: 0.5, ..Default::default() };
+        let b = Binning::plan(&[&p], &x, &YSpec::default()).unwrap();
+        assert_eq!(b.cols, 5);
+        let m = b.build(&p, "t", None);
+        let per_col: Vec<u64> = (0..5).map(|c| m.column(c).iter().sum()).collect();
+        assert_eq!(per_col, vec![2, 1, 0, 0, 1]);
+    }
+
+    #[test]
+    fn too_many_columns_is_a_clear_error() {
+        let p = pts(&[(0.0, 1.0), (1e9, 1.0)]);
+        let e = Binning::plan(&[&p], &XSpec::default(), &YSpec::default()).unwrap_err();
+        assert!(e.contains("--stepsec"), "{e}");
+        let x = XSpec { max_col: Some(9), ..Default::default() };
+        let b = Binning::plan(&[&p], &x, &YSpec::default()).unwrap();
+        assert_eq!(b.cols, 10);
+        let m = b.build(&p, "t", None);
+        assert_eq!(m.beyond, 1);
+    }
+
+    #[test]
+    fn log_rows_are_exact_at_edges() {
+        let vals = [1000.0, 9_999.0, 10_000.0, 99_999.0, 100_000.0, 1e6];
+        let p = pts(&vals.iter().map(|&v| (0.0, v)).collect::<Vec<_>>());
+        let y = YSpec { scale: YScale::Log, rows: 3, ..Default::default() };
+        let b = Binning::plan(&[&p], &XSpec::default(), &y).unwrap();
+        // 3 decades, 3 rows wanted: 1 row per decade; 1e6 opens a 4th row.
+        assert_eq!(b.edges, vec![1e3, 1e4, 1e5, 1e6, 1e7]);
+        let m = b.build(&p, "t", None);
+        assert_eq!(m.column(0), &[2, 2, 1, 1]);
+        // Every integer lands where the grid says, fast path or not.
+        let y = YSpec { scale: YScale::Log, rows: 60, min: Some(1.0), max: Some(1e12), ..Default::default() };
+        let b = Binning::plan(&[&p], &XSpec::default(), &y).unwrap();
+        let grid = LogGrid::new(5);
+        let mut v = 1u64;
+        while v < 1_000_000_000_000 {
+            for w in [v, v + 1, v.saturating_sub(1).max(1), v * 3 / 2] {
+                if w > 1_000_000_000_000 {
+                    continue;
+                }
+                let want = (grid.bin_of(w as f64).unwrap() - grid.bin_of(1.0).unwrap()) as usize;
+                assert_eq!(b.row(w as f64), Ok(want), "value {w}");
+            }
+            v = v * 7 / 3 + 1;
+        }
+        assert_eq!(b.row(0.0), Err(false));
+        assert_eq!(b.row(2e12), Err(true));
+    }
+
+    #[test]
+    fn empty_points_make_an_empty_map() {
+        let p = Points::default();
+        let b = Binning::plan(&[&p], &XSpec::default(), &YSpec::default()).unwrap();
+        let m = b.build(&p, "t", None);
+        assert_eq!(m.total, 0);
+        assert_eq!(b.cols, 1);
+        let j = m.to_json();
+        assert_eq!(j["counts"].as_array().unwrap().len(), 1);
+    }
+}

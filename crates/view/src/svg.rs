@@ -1,0 +1,276 @@
+//! Small helpers shared by the SVG renderers: escaping, number formatting, axis ticks, colours.
+//!
+//! Every SVG latscope writes is a standalone file (no external fonts, scripts or styles) that a
+//! browser opens directly; interactive ones carry their script inline.
+
+use std::fmt::Write;
+
+/// Escape text for XML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A JSON string literal safe to embed in an XML CDATA section (no `]]>`, no `<`).
+pub fn js_str(s: &str) -> String {
+    let j = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    j.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026")
+}
+
+/// A number without useless decimals: `1200`, `0.5`, `2.25`, `1e-7` (for labels of raw input units).
+pub fn fmt_num(v: f64) -> String {
+    if !v.is_finite() {
+        return format!("{v}");
+    }
+    if v == v.trunc() && v.abs() < 1e15 {
+        return format!("{}", v as i64);
+    }
+    // Shortest representation that round-trips, then trimmed.
+    let s = format!("{v}");
+    if s.len() <= 12 {
+        return s;
+    }
+    let t = format!("{v:.6}");
+    let t = t.trim_end_matches('0').trim_end_matches('.').to_string();
+    if t == "0" || t == "-0" {
+        format!("{v:.3e}")
+    } else {
+        t
+    }
+}
+
+/// Seconds as a short label: `0s`, `1.5s`, `90s`, `250ms`.
+pub fn fmt_secs(s: f64) -> String {
+    if s != 0.0 && s.abs() < 1.0 {
+        return latscope_event::units::fmt_ns_f(s * 1e9);
+    }
+    format!("{}s", fmt_num((s * 1e6).round() / 1e6))
+}
+
+/// Wall-clock ns since the epoch as `2024-05-01 10:01:02.123 UTC`.
+pub fn fmt_wall(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let ms = ns.rem_euclid(1_000_000_000) / 1_000_000;
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{ms:03} UTC", sod / 3600, sod / 60 % 60, sod % 60)
+}
+
+/// Ticks for a linear axis over `[lo, hi]`: about `target` values at a 1-2-5 step, all inside.
+pub fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite()) || hi < lo {
+        return Vec::new();
+    }
+    if hi == lo {
+        return vec![lo];
+    }
+    let step = nice_step((hi - lo) / target.max(1) as f64);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    (first..=last).map(|k| k as f64 * step).collect()
+}
+
+/// The 1-2-5 multiple of a power of ten at or above `raw`.
+pub fn nice_step(raw: f64) -> f64 {
+    if !(raw > 0.0 && raw.is_finite()) {
+        return 1.0;
+    }
+    let p = 10f64.powf(raw.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if m * p >= raw * (1.0 - 1e-9) {
+            return m * p;
+        }
+    }
+    10.0 * p
+}
+
+/// A "nice" step for durations in ns (1-2-5 of powers of ten, which also suits seconds).
+pub fn nice_time_step_ns(raw: f64) -> f64 {
+    nice_step(raw)
+}
+
+/// Ticks for a log axis over `[lo, hi]` (both > 0): every decade, plus 2 and 5 when the range is
+/// under three decades.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi >= lo && hi.is_finite()) {
+        return Vec::new();
+    }
+    let d0 = lo.log10().floor() as i32;
+    let d1 = hi.log10().ceil() as i32;
+    let mults: &[f64] = if d1 - d0 <= 3 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+    let mut out = Vec::new();
+    for d in d0..=d1 {
+        for m in mults {
+            let v = m * 10f64.powi(d);
+            if v >= lo * (1.0 - 1e-12) && v <= hi * (1.0 + 1e-12) {
+                out.push(v);
+            }
+        }
+    }
+    out
+}
+
+/// trace2heatmap.pl's colour for a cell holding `ratio` (count / largest count, `0..=1`): white for
+/// empty, then from pale yellow `rgb(255,240,220)` to red `rgb(255,0,0)`.
+pub fn heat_rgb(ratio: f64) -> (u8, u8, u8) {
+    if ratio <= 0.0 || ratio.is_nan() {
+        return (255, 255, 255);
+    }
+    let r = ratio.min(1.0);
+    (255, (240.0 - 240.0 * r).round() as u8, (220.0 - 220.0 * r).round() as u8)
+}
+
+/// [`heat_rgb`] as an SVG colour.
+pub fn heat_color(ratio: f64) -> String {
+    let (r, g, b) = heat_rgb(ratio);
+    format!("rgb({r},{g},{b})")
+}
+
+/// Colours of chart series, distinguishable and readable on white.
+pub const SERIES_COLORS: [&str; 8] =
+    ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+
+/// An SVG document being written.
+pub struct Svg {
+    buf: String,
+}
+
+impl Svg {
+    /// Starts a document of `w` x `h` pixels with a white background. `onload` names a script
+    /// function to run on load (interactive documents), or is empty.
+    pub fn new(w: f64, h: f64, onload: &str) -> Self {
+        let mut buf = String::with_capacity(64 * 1024);
+        let _ = writeln!(buf, r#"<?xml version="1.0" standalone="no"?>"#);
+        let onload = if onload.is_empty() { String::new() } else { format!(r#" onload="{onload}""#) };
+        let _ = writeln!(
+            buf,
+            r#"<svg version="1.1" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}"{onload} xmlns="http://www.w3.org/2000/svg" font-family="Verdana, Helvetica, Arial, sans-serif">"#
+        );
+        let _ = writeln!(buf, r#"<rect x="0" y="0" width="{w:.0}" height="{h:.0}" fill="white"/>"#);
+        Svg { buf }
+    }
+
+    /// Appends raw markup.
+    pub fn raw(&mut self, s: &str) {
+        self.buf.push_str(s);
+    }
+
+    /// A text element; `anchor` is `start`, `middle` or `end`; `extra` is added as attributes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn text(&mut self, x: f64, y: f64, size: f64, anchor: &str, fill: &str, s: &str, extra: &str) {
+        let _ = writeln!(
+            self.buf,
+            r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" {extra}>{}</text>"#,
+            esc(s)
+        );
+    }
+
+    /// A line.
+    pub fn line(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, stroke: &str, extra: &str) {
+        let _ = writeln!(
+            self.buf,
+            r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{stroke}" stroke-width="1" {extra}/>"#
+        );
+    }
+
+    /// A filled rectangle.
+    pub fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: &str, extra: &str) {
+        let _ =
+            writeln!(self.buf, r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{fill}" {extra}/>"#);
+    }
+
+    /// A polyline through `points`.
+    pub fn polyline(&mut self, points: &[(f64, f64)], stroke: &str, extra: &str) {
+        let mut p = String::with_capacity(points.len() * 14);
+        for (x, y) in points {
+            let _ = write!(p, "{x:.1},{y:.1} ");
+        }
+        let _ = writeln!(
+            self.buf,
+            r#"<polyline points="{}" fill="none" stroke="{stroke}" stroke-width="1.5" {extra}/>"#,
+            p.trim_end()
+        );
+    }
+
+    /// Closes the document and returns it.
+    pub fn finish(mut self) -> String {
+        self.buf.push_str("</svg>\n");
+        self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping() {
+        assert_eq!(esc("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+        assert_eq!(js_str("]]></script>"), r#""]]\u003e\u003c/script\u003e""#);
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(fmt_num(1200.0), "1200");
+        assert_eq!(fmt_num(0.5), "0.5");
+        assert_eq!(fmt_num(-3.0), "-3");
+        assert_eq!(fmt_secs(10.0), "10s");
+        assert_eq!(fmt_secs(0.25), "250ms");
+        assert_eq!(fmt_secs(1.5), "1.5s");
+    }
+
+    #[test]
+    fn wall_clock() {
+        assert_eq!(fmt_wall(0), "1970-01-01 00:00:00.000 UTC");
+        assert_eq!(fmt_wall(1_709_251_262_123_000_000), "2024-03-01 00:01:02.123 UTC");
+        assert_eq!(fmt_wall(951_782_400_000_000_000), "2000-02-29 00:00:00.000 UTC");
+    }
+
+    #[test]
+    fn ticks() {
+        assert_eq!(linear_ticks(0.0, 100.0, 5), vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        assert_eq!(linear_ticks(3.0, 3.0, 5), vec![3.0]);
+        assert_eq!(nice_step(3.0), 5.0);
+        assert_eq!(nice_step(0.7), 1.0);
+        assert_eq!(log_ticks(1e3, 1e9), vec![1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]);
+        assert_eq!(log_ticks(15.0, 600.0), vec![20.0, 50.0, 100.0, 200.0, 500.0]);
+    }
+
+    #[test]
+    fn colours() {
+        assert_eq!(heat_color(0.0), "rgb(255,255,255)");
+        assert_eq!(heat_color(1.0), "rgb(255,0,0)");
+        assert_eq!(heat_color(0.5), "rgb(255,120,110)");
+    }
+
+    #[test]
+    fn document() {
+        let mut s = Svg::new(10.0, 10.0, "");
+        s.text(1.0, 2.0, 12.0, "start", "black", "a<b", "");
+        let out = s.finish();
+        assert!(out.starts_with("<?xml"));
+        assert!(out.contains("a&lt;b"));
+        assert!(out.ends_with("</svg>\n"));
+    }
+}
