@@ -4,4 +4,8 @@
 //! none of them knows where the events came from (live probes or a trace file).
 
 pub mod events;
+pub mod group;
+pub mod heatmap;
+pub mod perfscript;
+pub mod svg;
 pub mod spectrogram;
