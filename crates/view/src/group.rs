@@ -16,7 +16,7 @@ pub enum GroupBy {
     Proc,
     /// Process: name and pid (`postgres[812]`).
     Pid,
-    /// Syscall name; block events by their op (`read`, `write`).
+    /// Syscall name; block events by their op (`blk:read`, `blk:write`).
     Syscall,
     /// File: the path of the fd or the path argument (`<pipe>`, `<socket>`... for unnamed fds).
     File,
@@ -24,7 +24,7 @@ pub enum GroupBy {
     Dir,
     /// Disk: the block device of a block request, or the device of the file behind an fd.
     Disk,
-    /// Operation: syscall name, or block op; like `syscall` but block ops are `blk:read`.
+    /// Operation: syscall name, or block op (`blk:read`); the same as `syscall`.
     Op,
     /// Client: the peer of a socket fd where the trace knows it (an fd name `local->peer`), else
     /// the process (`comm[pid]`).
@@ -187,7 +187,7 @@ impl Grouper {
             }
             GroupBy::Syscall | GroupBy::Op => {
                 let (k, n) = (b.kind[i], b.nr[i]);
-                let block = self.by() == GroupBy::Op && k == EventKind::Block as u8;
+                let block = k == EventKind::Block as u8;
                 self.num(NumKey::Op(k, n), || {
                     if block {
                         format!("blk:{}", BlockOp::from_u16(n).name())
@@ -319,7 +319,7 @@ mod tests {
         };
         assert_eq!(names(GroupBy::Proc), ["cat", "cat", "kworker", "srv"]);
         assert_eq!(names(GroupBy::Pid), ["cat[7]", "cat[8]", "kworker[0]", "srv[9]"]);
-        assert_eq!(names(GroupBy::Syscall), ["read", "read", "write", "read"]);
+        assert_eq!(names(GroupBy::Syscall), ["read", "read", "blk:write", "read"]);
         assert_eq!(names(GroupBy::Op), ["read", "read", "blk:write", "read"]);
         assert_eq!(names(GroupBy::File), ["/etc/hosts", "<pipe>", "<block device>", "10.0.0.1:80->10.0.0.2:5555"]);
         assert_eq!(names(GroupBy::Dir)[0], "/etc");

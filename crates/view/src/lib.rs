@@ -6,6 +6,9 @@
 pub mod events;
 pub mod group;
 pub mod heatmap;
+pub mod histview;
+pub mod latagg;
 pub mod perfscript;
 pub mod svg;
-pub mod spectrogram;
+pub mod timeline;
+pub mod top;

@@ -1,0 +1,462 @@
+//! High-resolution histograms: terminal, SVG and JSON, with every peak pointed out.
+//!
+//! The distribution is a [`latscope_hist::Histogram`] (buckets 1/128 wide, so percentiles are
+//! within 0.78 % and features like a 1 us clock granularity or a doubled peak at 500 us stay
+//! visible). What is shown:
+//!
+//! * count, exact min, mean and max, and p50/p90/p99/p99.9/p99.99;
+//! * the distribution in bins: logarithmic (`per_decade` bins per decade on a global grid, so
+//!   1 us, 10 us ... are bin edges), linear (bins of a 1-2-5 width), or every non-empty bucket of
+//!   the histogram (`Full`). A bucket goes whole to the bin holding its midpoint;
+//! * the peaks ([`Histogram::peaks`]): where each mode is, the share of events in it and how wide
+//!   it is, so that each can be explained (a cache tier, a device, a retry timeout, a clock).
+
+use crate::heatmap::YUnit;
+use crate::svg::{self, Svg, SERIES_COLORS};
+use latscope_hist::{Histogram, LogGrid, Peak, PeakOptions};
+use serde_json::{json, Value};
+use std::fmt::Write;
+
+/// How to bin the value axis.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HistScale {
+    /// Logarithmic bins, this many per decade.
+    Log {
+        /// Bins per decade (1 ..= 1000).
+        per_decade: u32,
+    },
+    /// Linear bins of a 1-2-5 width, about `bins` of them over `[min, max]` (default: the data's).
+    Linear {
+        /// Bins wanted.
+        bins: usize,
+        /// Smallest value shown.
+        min: Option<u64>,
+        /// Largest value shown.
+        max: Option<u64>,
+    },
+    /// Every non-empty bucket of the histogram (1/128 wide).
+    Full,
+}
+
+/// Display options.
+#[derive(Debug, Clone)]
+pub struct HistOptions {
+    /// Bins.
+    pub scale: HistScale,
+    /// Unit of the values.
+    pub unit: YUnit,
+    /// Width of the longest bar in characters.
+    pub bar_width: usize,
+    /// Peak finding.
+    pub peaks: PeakOptions,
+    /// What the values are (`syscall latency`).
+    pub what: String,
+}
+
+impl Default for HistOptions {
+    fn default() -> Self {
+        HistOptions {
+            scale: HistScale::Log { per_decade: 20 },
+            unit: YUnit::Nanos,
+            bar_width: 40,
+            peaks: PeakOptions::default(),
+            what: "latency".into(),
+        }
+    }
+}
+
+/// One displayed bin: `lo <= v < hi`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bin {
+    /// Lower bound (inclusive).
+    pub lo: f64,
+    /// Upper bound (exclusive).
+    pub hi: f64,
+    /// Events.
+    pub count: u64,
+}
+
+/// Percentiles reported everywhere.
+pub const PERCENTILES: [f64; 5] = [50.0, 90.0, 99.0, 99.9, 99.99];
+
+/// Names of [`PERCENTILES`].
+pub const PERCENTILE_NAMES: [&str; 5] = ["p50", "p90", "p99", "p99.9", "p99.99"];
+
+/// The bins of `h` for `scale`; the second value counts events outside a linear range.
+pub fn bins(h: &Histogram, scale: &HistScale) -> (Vec<Bin>, u64) {
+    let (Some(min), Some(max)) = (h.min(), h.max()) else { return (Vec::new(), 0) };
+    match *scale {
+        HistScale::Full => {
+            (h.iter().map(|(lo, hi, c)| Bin { lo: lo as f64, hi: hi as f64 + 1.0, count: c }).collect(), 0)
+        }
+        HistScale::Log { per_decade } => {
+            let b = h
+                .regroup(per_decade.max(1), min, max)
+                .into_iter()
+                .map(|(lo, hi, c)| Bin { lo, hi, count: c })
+                .collect();
+            (b, 0)
+        }
+        HistScale::Linear { bins, min: lo, max: hi } => {
+            let lo = lo.unwrap_or(min);
+            let hi = hi.unwrap_or(max).max(lo);
+            let width = svg::nice_step((hi - lo) as f64 / bins.max(1) as f64).max(1.0).round();
+            let start = (lo as f64 / width).floor() * width;
+            let n = (((hi as f64 - start) / width).floor() as usize + 1).min(100_000);
+            let mut out: Vec<Bin> = (0..n)
+                .map(|k| Bin { lo: start + k as f64 * width, hi: start + (k + 1) as f64 * width, count: 0 })
+                .collect();
+            let mut outside = 0;
+            for (blo, bhi, c) in h.iter() {
+                let mid = (blo as f64 + bhi as f64) / 2.0;
+                if mid < lo as f64 || mid > hi as f64 + 0.5 {
+                    outside += c;
+                    continue;
+                }
+                let k = (((mid - start) / width).floor().max(0.0) as usize).min(n - 1);
+                out[k].count += c;
+            }
+            (out, outside)
+        }
+    }
+}
+
+/// The summary numbers as `(name, value)`: count, min, mean, percentiles, max.
+pub fn stats(h: &Histogram) -> Vec<(&'static str, Option<f64>)> {
+    let mut v = vec![("min", h.min().map(|x| x as f64)), ("mean", h.mean())];
+    for (name, p) in PERCENTILE_NAMES.iter().zip(h.percentiles(&PERCENTILES)) {
+        v.push((name, p.map(|x| x as f64)));
+    }
+    v.push(("max", h.max().map(|x| x as f64)));
+    v
+}
+
+/// A peak's index in `peaks` for a bin, if the bin holds that peak's mode.
+fn peak_in(peaks: &[Peak], b: &Bin) -> Option<usize> {
+    peaks.iter().position(|p| {
+        let mid = (p.mode_low as f64 + p.mode_high as f64) / 2.0;
+        mid >= b.lo && mid < b.hi
+    })
+}
+
+/// One line per peak: mode, share, basin, width.
+pub fn describe_peak(k: usize, p: &Peak, u: &YUnit) -> String {
+    let mode = if p.mode_low == p.mode_high {
+        u.fmt(p.mode_low as f64)
+    } else {
+        format!("{}..{}", u.fmt(p.mode_low as f64), u.fmt(p.mode_high as f64))
+    };
+    let width = if p.low > 0 { format!("{:.1}x wide", p.high as f64 / p.low as f64) } else { "from 0".into() };
+    format!(
+        "peak {}: mode {mode}, {:.1}% of events ({}), spans {} .. {} ({width})",
+        k + 1,
+        p.share * 100.0,
+        p.count,
+        u.fmt(p.low as f64),
+        u.fmt(p.high as f64)
+    )
+}
+
+const EIGHTHS: [&str; 9] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉", "█"];
+
+fn bar(count: u64, max: u64, width: usize) -> String {
+    if max == 0 || count == 0 {
+        return String::new();
+    }
+    let eighths = ((count as f64 / max as f64) * width as f64 * 8.0).round().max(1.0) as usize;
+    let mut s = "█".repeat(eighths / 8);
+    s.push_str(EIGHTHS[eighths % 8]);
+    s
+}
+
+/// The terminal histogram of one group.
+pub fn render_text(name: &str, h: &Histogram, o: &HistOptions) -> String {
+    let mut s = String::new();
+    let u = &o.unit;
+    let _ = writeln!(s, "{} — {}: {} events", o.what, name, h.count());
+    if h.is_empty() {
+        return s;
+    }
+    let st = stats(h);
+    let fmt = |v: Option<f64>| v.map(|x| u.fmt(x)).unwrap_or_else(|| "-".into());
+    let line1: Vec<String> = st.iter().map(|(n, v)| format!("{n} {}", fmt(*v))).collect();
+    let _ = writeln!(s, "  {}", line1.join("  "));
+    if h.clamped_high() > 0 {
+        let _ = writeln!(
+            s,
+            "  ({} values above {} counted in the top bucket)",
+            h.clamped_high(),
+            u.fmt(h.max_trackable() as f64)
+        );
+    }
+    let peaks = h.peaks(&o.peaks);
+    let (bins, outside) = bins(h, &o.scale);
+    let maxc = bins.iter().map(|b| b.count).max().unwrap_or(0);
+    let total = h.count().max(1) as f64;
+    let _ = writeln!(s, "  {:>10}   {:<10} {:>10} {:>7}", "from", "to", "count", "share");
+    let mut k = 0;
+    while k < bins.len() {
+        // Collapse runs of 3 or more empty bins.
+        if bins[k].count == 0 {
+            let mut e = k;
+            while e < bins.len() && bins[e].count == 0 {
+                e += 1;
+            }
+            if e - k >= 3 {
+                let _ = writeln!(
+                    s,
+                    "  {:>10} - {:<10} {:>10}",
+                    u.fmt(bins[k].lo),
+                    u.fmt(bins[e - 1].hi),
+                    format!("({} empty)", e - k)
+                );
+                k = e;
+                continue;
+            }
+        }
+        let b = &bins[k];
+        let bar = bar(b.count, maxc, o.bar_width);
+        let mut line = format!(
+            "  {:>10} - {:<10} {:>10} {:>6.2}% {bar}",
+            u.fmt(b.lo),
+            u.fmt(b.hi),
+            b.count,
+            b.count as f64 / total * 100.0,
+        );
+        if let Some(p) = peak_in(&peaks, b) {
+            let pad = o.bar_width.saturating_sub(bar.chars().count());
+            let _ = write!(line, "{} ◀ peak {}", " ".repeat(pad), p + 1);
+        }
+        let _ = writeln!(s, "{}", line.trim_end());
+        k += 1;
+    }
+    if outside > 0 {
+        let _ = writeln!(s, "  ({outside} events outside the range shown)");
+    }
+    if !peaks.is_empty() {
+        let _ = writeln!(
+            s,
+            "  {} — explain each: a cache tier, a device, a lock, a retry or timeout, a clock's granularity?",
+            if peaks.len() == 1 { "1 peak".to_string() } else { format!("{} peaks", peaks.len()) }
+        );
+        for (i, p) in peaks.iter().enumerate() {
+            let _ = writeln!(s, "    {}", describe_peak(i, p, u));
+        }
+    }
+    s
+}
+
+/// The JSON of one group: stats, peaks, displayed bins and every non-empty bucket.
+pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
+    let mut stats_obj = serde_json::Map::new();
+    stats_obj.insert("count".into(), json!(h.count()));
+    for (n, v) in stats(h) {
+        stats_obj.insert(n.into(), json!(v));
+    }
+    let peaks: Vec<Value> = h
+        .peaks(&o.peaks)
+        .iter()
+        .map(|p| {
+            json!({"mode_low": p.mode_low, "mode_high": p.mode_high, "share": p.share, "count": p.count,
+                   "low": p.low, "high": p.high})
+        })
+        .collect();
+    let (bins, outside) = bins(h, &o.scale);
+    json!({
+        "group": name,
+        "what": o.what,
+        "unit": o.unit.name(),
+        "stats": stats_obj,
+        "clamped_high": h.clamped_high(),
+        "peaks": peaks,
+        "bins": bins.iter().map(|b| json!([b.lo, b.hi, b.count])).collect::<Vec<_>>(),
+        "bins_rule": "each bin is [lo, hi): a histogram bucket is counted whole in the bin of its midpoint",
+        "outside_range": outside,
+        "buckets": h.iter().map(|(lo, hi, c)| json!([lo, hi, c])).collect::<Vec<_>>(),
+        "buckets_rule": "every non-empty histogram bucket, [low, high] inclusive, at most 1/128 of low wide",
+    })
+}
+
+/// Bar charts of the groups, stacked, with statistics and peaks marked. The value axis is
+/// logarithmic for `Log`/`Full` scales, linear for `Linear`.
+pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str) -> String {
+    let (w, ph, left, right) = (900.0, 220.0, 70.0, 30.0);
+    let top = 50.0;
+    let block = ph + 110.0;
+    let height = top + block * groups.len().max(1) as f64 + 10.0;
+    let mut s = Svg::new(w, height, "");
+    s.text(w / 2.0, 24.0, 17.0, "middle", "black", title, r#"class="title""#);
+    let pw = w - left - right;
+    for (gi, (name, h)) in groups.iter().enumerate() {
+        let y0 = top + gi as f64 * block + 40.0;
+        let color = SERIES_COLORS[gi % SERIES_COLORS.len()];
+        let _ = writeln!(s, r#"<g class="hist" data-group="{}" data-count="{}">"#, svg::esc(name), h.count());
+        s.text(left, y0 - 26.0, 13.0, "start", "black", &format!("{name}: {} events", h.count()), "");
+        let st: Vec<String> = stats(h)
+            .iter()
+            .map(|(n, v)| format!("{n} {}", v.map(|x| o.unit.fmt(x)).unwrap_or_else(|| "-".into())))
+            .collect();
+        s.text(left, y0 - 10.0, 10.0, "start", "#444", &st.join("   "), r#"class="stats""#);
+        s.rect(left, y0, pw, ph, "white", r##"stroke="#bbb" stroke-width="0.5""##);
+        let (bins, _) = bins(h, &o.scale);
+        if bins.is_empty() {
+            s.raw("</g>\n");
+            continue;
+        }
+        let log = !matches!(o.scale, HistScale::Linear { .. });
+        let lo = bins.first().map(|b| b.lo).unwrap_or(0.0);
+        let hi = bins.last().map(|b| b.hi).unwrap_or(1.0);
+        // On a log axis a bin starting at 0 is drawn from a tenth of the next edge.
+        let lo_log = if lo <= 0.0 { bins.get(1).map(|b| b.lo / 10.0).unwrap_or(0.1).max(1e-3) } else { lo };
+        let xpos = |v: f64| -> f64 {
+            if log {
+                let v = v.max(lo_log);
+                left + (v.ln() - lo_log.ln()) / (hi.ln() - lo_log.ln()).max(1e-12) * pw
+            } else {
+                left + (v - lo) / (hi - lo).max(1e-12) * pw
+            }
+        };
+        let maxc = bins.iter().map(|b| b.count).max().unwrap_or(1).max(1) as f64;
+        for b in &bins {
+            if b.count == 0 {
+                continue;
+            }
+            let (x1, x2) = (xpos(b.lo), xpos(b.hi));
+            let bh = b.count as f64 / maxc * (ph - 10.0);
+            let tip = format!(
+                "{}: {} ({:.2}%)",
+                o.unit.fmt_range(b.lo, b.hi),
+                b.count,
+                b.count as f64 / h.count().max(1) as f64 * 100.0
+            );
+            let _ = writeln!(
+                s,
+                r#"<rect x="{x1:.2}" y="{:.2}" width="{:.2}" height="{bh:.2}" fill="{color}" class="bar" data-lo="{}" data-hi="{}" data-n="{}"><title>{}</title></rect>"#,
+                y0 + ph - bh,
+                (x2 - x1).max(0.6),
+                b.lo,
+                b.hi,
+                b.count,
+                svg::esc(&tip)
+            );
+        }
+        // Axes.
+        let ticks = if log { svg::log_ticks(lo_log, hi) } else { svg::linear_ticks(lo, hi, 8) };
+        for t in ticks {
+            let x = xpos(t);
+            s.line(x, y0 + ph, x, y0 + ph + 4.0, "#333", "");
+            s.text(x, y0 + ph + 15.0, 10.0, "middle", "#333", &o.unit.fmt(t), r#"class="tick""#);
+        }
+        for t in svg::linear_ticks(0.0, maxc, 4) {
+            let y = y0 + ph - t / maxc * (ph - 10.0);
+            s.line(left - 4.0, y, left, y, "#333", "");
+            s.text(left - 6.0, y + 3.5, 10.0, "end", "#333", &svg::fmt_num(t), r#"class="tick""#);
+        }
+        s.text(
+            left + pw / 2.0,
+            y0 + ph + 32.0,
+            11.0,
+            "middle",
+            "black",
+            &format!("{}{}", o.what, if log { " (log)" } else { "" }),
+            "",
+        );
+        // Peaks.
+        for (k, p) in h.peaks(&o.peaks).iter().enumerate() {
+            let mid = (p.mode_low as f64 + p.mode_high as f64) / 2.0;
+            let x = xpos(mid.max(lo_log));
+            s.line(x, y0, x, y0 + ph, "#222", r#"stroke-dasharray="3,3" class="peak""#);
+            let label = format!("peak {}: {} ({:.1}%)", k + 1, o.unit.fmt(mid), p.share * 100.0);
+            let anchor = if x > left + pw * 0.8 { "end" } else { "start" };
+            let dx = if anchor == "end" { -3.0 } else { 3.0 };
+            s.text(x + dx, y0 + 12.0 + 12.0 * k as f64, 10.0, anchor, "#222", &label, r#"class="peaklabel""#);
+        }
+        s.raw("</g>\n");
+    }
+    s.finish()
+}
+
+/// Bins per decade of a log grid, clamped like [`LogGrid`].
+pub fn clamp_per_decade(n: u32) -> u32 {
+    n.clamp(1, LogGrid::MAX_PER_DECADE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bimodal() -> (Histogram, Vec<u64>) {
+        let mut vals = Vec::new();
+        let mut x: u64 = 7;
+        for i in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = if i % 5 == 0 { 1_000_000 + x % 200_000 } else { 15_000 + x % 3_000 };
+            vals.push(v);
+        }
+        (vals.iter().copied().collect(), vals)
+    }
+
+    #[test]
+    fn percentiles_match_exact_sorted_values() {
+        let (h, mut vals) = bimodal();
+        vals.sort_unstable();
+        let st = stats(&h);
+        for (i, p) in PERCENTILES.iter().enumerate() {
+            let rank = ((p / 100.0 * vals.len() as f64).ceil() as usize).max(1);
+            let exact = vals[rank - 1] as f64;
+            let got = st[2 + i].1.unwrap();
+            assert!(got >= exact && got <= exact * (1.0 + 1.0 / 128.0), "p{p}: {got} vs {exact}");
+        }
+        assert_eq!(st[0].1, Some(vals[0] as f64));
+        assert_eq!(st.last().unwrap().1, Some(*vals.last().unwrap() as f64));
+    }
+
+    #[test]
+    fn text_shows_stats_bins_and_both_peaks() {
+        let (h, _) = bimodal();
+        let t = render_text("all", &h, &HistOptions::default());
+        eprintln!("{t}");
+        assert!(t.contains("20000 events"), "{t}");
+        assert!(t.contains("p99.99"), "{t}");
+        assert!(t.contains("◀ peak 1"), "{t}");
+        assert!(t.contains("◀ peak 2"), "{t}");
+        assert!(t.contains("2 peaks"), "{t}");
+        assert!(t.contains("peak 1: mode 1"), "{t}");
+        assert!(t.contains("80.0% of events"), "{t}");
+        assert!(t.contains("empty)"), "{t}");
+    }
+
+    #[test]
+    fn bins_conserve_counts() {
+        let (h, _) = bimodal();
+        for scale in
+            [HistScale::Full, HistScale::Log { per_decade: 10 }, HistScale::Linear { bins: 50, min: None, max: None }]
+        {
+            let (b, out) = bins(&h, &scale);
+            assert_eq!(b.iter().map(|b| b.count).sum::<u64>() + out, 20_000, "{scale:?}");
+            assert!(b.windows(2).all(|w| w[0].hi <= w[1].lo + 1e-9), "{scale:?}");
+        }
+        // Known values, exact buckets (below 256): linear bins of width 10.
+        let h: Histogram = [3u64, 5, 12, 19, 25, 25, 25].into_iter().collect();
+        let (b, _) = bins(&h, &HistScale::Linear { bins: 3, min: Some(0), max: Some(29) });
+        assert_eq!(b.iter().map(|b| b.count).collect::<Vec<_>>(), vec![2, 2, 3]);
+        assert_eq!((b[0].lo, b[0].hi), (0.0, 10.0));
+    }
+
+    #[test]
+    fn json_and_svg() {
+        let (h, _) = bimodal();
+        let j = to_json("all", &h, &HistOptions::default());
+        assert_eq!(j["stats"]["count"], 20_000);
+        assert_eq!(j["peaks"].as_array().unwrap().len(), 2);
+        assert!(j["buckets"].as_array().unwrap().len() > 50);
+        let svg = render_svg(&[("all".into(), &h)], &HistOptions::default(), "t");
+        assert!(svg.contains("class=\"bar\""));
+        assert!(svg.contains("peak 2:"));
+        let empty = Histogram::new();
+        assert!(render_text("x", &empty, &HistOptions::default()).contains("0 events"));
+        assert!(render_svg(&[("x".into(), &empty)], &HistOptions::default(), "t").contains("</svg>"));
+    }
+}

@@ -1,0 +1,132 @@
+//! A latency distribution that costs little when it holds few values.
+//!
+//! Drill-down tables and per-interval charts keep one distribution per group or interval; most
+//! groups (files, processes) see few events, and a full [`Histogram`] is 34 KiB. [`LatAgg`] keeps
+//! up to [`LatAgg::EXACT_LIMIT`] values as they are (percentiles are then exact) and moves to a
+//! histogram beyond (percentiles within `1/128`, see `latscope_hist`).
+
+use latscope_hist::Histogram;
+
+/// Values kept exactly, or a histogram.
+#[derive(Debug, Clone)]
+pub enum LatAgg {
+    /// Up to [`LatAgg::EXACT_LIMIT`] values.
+    Few(Vec<u64>),
+    /// Many values.
+    Many(Box<Histogram>),
+}
+
+impl Default for LatAgg {
+    fn default() -> Self {
+        LatAgg::Few(Vec::new())
+    }
+}
+
+impl LatAgg {
+    /// Values kept before moving to a histogram.
+    pub const EXACT_LIMIT: usize = 256;
+
+    /// Records a value.
+    #[inline]
+    pub fn record(&mut self, v: u64) {
+        match self {
+            LatAgg::Few(vs) => {
+                if vs.len() < Self::EXACT_LIMIT {
+                    vs.push(v);
+                } else {
+                    let mut h = Histogram::new();
+                    h.extend(vs.iter().copied());
+                    h.record(v);
+                    *self = LatAgg::Many(Box::new(h));
+                }
+            }
+            LatAgg::Many(h) => h.record(v),
+        }
+    }
+
+    /// Number of values.
+    pub fn count(&self) -> u64 {
+        match self {
+            LatAgg::Few(v) => v.len() as u64,
+            LatAgg::Many(h) => h.count(),
+        }
+    }
+
+    /// Largest value.
+    pub fn max(&self) -> Option<u64> {
+        match self {
+            LatAgg::Few(v) => v.iter().copied().max(),
+            LatAgg::Many(h) => h.max(),
+        }
+    }
+
+    /// Values at percentiles `ps` (e.g. `99.0`), with [`Histogram::value_at_quantile`]'s rank rule
+    /// (`ceil(q * count)`, at least 1).
+    pub fn percentiles(&self, ps: &[f64]) -> Vec<Option<u64>> {
+        match self {
+            LatAgg::Few(v) => {
+                if v.is_empty() {
+                    return vec![None; ps.len()];
+                }
+                let mut s = v.clone();
+                s.sort_unstable();
+                ps.iter()
+                    .map(|p| {
+                        let q = (p / 100.0).clamp(0.0, 1.0);
+                        let rank = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len());
+                        Some(s[rank - 1])
+                    })
+                    .collect()
+            }
+            LatAgg::Many(h) => h.percentiles(ps),
+        }
+    }
+
+    /// The distribution as a histogram.
+    pub fn to_histogram(&self) -> Histogram {
+        match self {
+            LatAgg::Few(v) => v.iter().copied().collect(),
+            LatAgg::Many(h) => (**h).clone(),
+        }
+    }
+
+    /// Adds `other`'s values.
+    pub fn merge(&mut self, other: &LatAgg) {
+        match other {
+            LatAgg::Few(v) => v.iter().for_each(|&x| self.record(x)),
+            LatAgg::Many(h) => {
+                let mut mine = self.to_histogram();
+                mine.merge(h);
+                *self = LatAgg::Many(Box::new(mine));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_then_histogram() {
+        let mut a = LatAgg::default();
+        assert_eq!(a.percentiles(&[50.0]), vec![None]);
+        for v in 1..=100u64 {
+            a.record(v * 1000);
+        }
+        assert!(matches!(a, LatAgg::Few(_)));
+        assert_eq!(a.percentiles(&[50.0, 99.0, 100.0]), vec![Some(50_000), Some(99_000), Some(100_000)]);
+        for v in 101..=1000u64 {
+            a.record(v * 1000);
+        }
+        assert!(matches!(a, LatAgg::Many(_)));
+        assert_eq!(a.count(), 1000);
+        let p = a.percentiles(&[50.0])[0].unwrap();
+        assert!((500_000..=500_000 + 500_000 / 128).contains(&p), "{p}");
+        assert_eq!(a.max(), Some(1_000_000));
+        let mut b = LatAgg::default();
+        b.record(7);
+        b.merge(&a);
+        assert_eq!(b.count(), 1001);
+    }
+}

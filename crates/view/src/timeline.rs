@@ -1,0 +1,333 @@
+//! Load over time: operations per second, throughput and mean/p99 latency per interval, to answer
+//! "was it load?" next to a heat map (a latency change without a load change is not load).
+//!
+//! An event is counted in the interval in which it completed (start + latency), as `iostat` counts
+//! I/O; interval `k` covers `[origin + k * interval, origin + (k + 1) * interval)`.
+
+use crate::heatmap::io_bytes;
+use crate::latagg::LatAgg;
+use crate::svg::{self, Svg, SERIES_COLORS};
+use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
+use latscope_event::{EventBatch, EventKind};
+use serde_json::{json, Value};
+use std::fmt::Write;
+
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    count: u64,
+    bytes: u64,
+    lat_sum: u128,
+    lat: LatAgg,
+}
+
+/// The values of one interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Interval start, seconds from the origin.
+    pub t: f64,
+    /// Events completed.
+    pub count: u64,
+    /// Events per second.
+    pub ops_per_sec: f64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Bytes per second.
+    pub bytes_per_sec: f64,
+    /// Mean latency, ns (`None` without events).
+    pub mean_ns: Option<f64>,
+    /// 99th percentile latency, ns.
+    pub p99_ns: Option<u64>,
+    /// Largest latency, ns.
+    pub max_ns: Option<u64>,
+}
+
+/// Per-interval load and latency.
+#[derive(Debug)]
+pub struct Timeline {
+    origin_ns: u64,
+    interval_ns: u64,
+    max_slots: usize,
+    slots: Vec<Slot>,
+    /// Events that completed before the origin (counted in the first interval).
+    pub early: u64,
+    /// Events after the last interval allowed (not counted).
+    pub dropped: u64,
+}
+
+impl Timeline {
+    /// Intervals of `interval_ns` from `origin_ns` (CLOCK_MONOTONIC), at most `max_slots` of them.
+    pub fn new(origin_ns: u64, interval_ns: u64, max_slots: usize) -> Self {
+        Timeline { origin_ns, interval_ns: interval_ns.max(1), max_slots, slots: Vec::new(), early: 0, dropped: 0 }
+    }
+
+    /// Interval length in seconds.
+    pub fn interval_secs(&self) -> f64 {
+        self.interval_ns as f64 / 1e9
+    }
+
+    /// Adds event `i` (process events are ignored).
+    #[inline]
+    pub fn add(&mut self, b: &EventBatch, i: usize) {
+        let kind = b.kind[i];
+        if kind == EventKind::Proc as u8 {
+            return;
+        }
+        let end = b.end(i);
+        let k = if end < self.origin_ns {
+            self.early += 1;
+            0
+        } else {
+            ((end - self.origin_ns) / self.interval_ns) as usize
+        };
+        if k >= self.max_slots {
+            self.dropped += 1;
+            return;
+        }
+        if k >= self.slots.len() {
+            self.slots.resize_with(k + 1, Slot::default);
+        }
+        let bytes = if kind == EventKind::Block as u8 { b.bytes[i] } else { io_bytes(b, i).unwrap_or(0) };
+        let s = &mut self.slots[k];
+        s.count += 1;
+        s.bytes += bytes;
+        s.lat_sum += u128::from(b.lat[i]);
+        s.lat.record(b.lat[i]);
+    }
+
+    /// The intervals from the origin to the last one with an event.
+    pub fn points(&self) -> Vec<Point> {
+        let secs = self.interval_secs();
+        self.slots
+            .iter()
+            .enumerate()
+            .map(|(k, s)| {
+                let p = s.lat.percentiles(&[99.0])[0];
+                Point {
+                    t: k as f64 * secs,
+                    count: s.count,
+                    ops_per_sec: s.count as f64 / secs,
+                    bytes: s.bytes,
+                    bytes_per_sec: s.bytes as f64 / secs,
+                    mean_ns: (s.count > 0).then(|| s.lat_sum as f64 / s.count as f64),
+                    p99_ns: p,
+                    max_ns: s.lat.max(),
+                }
+            })
+            .collect()
+    }
+
+    /// A table, one line per interval.
+    pub fn render_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:>10} {:>9} {:>10} {:>12} {:>9} {:>9} {:>9}",
+            "TIME(s)", "COUNT", "OPS/s", "THROUGHPUT", "MEAN", "P99", "MAX"
+        );
+        for p in self.points() {
+            let _ = writeln!(
+                s,
+                "{:>10} {:>9} {:>10} {:>12} {:>9} {:>9} {:>9}",
+                svg::fmt_num((p.t * 1e6).round() / 1e6),
+                p.count,
+                fmt_count((p.ops_per_sec * 10.0).round() / 10.0),
+                format!("{}/s", fmt_bytes(p.bytes_per_sec as u64)),
+                p.mean_ns.map(fmt_ns_f).unwrap_or_else(|| "-".into()),
+                p.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                p.max_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+            );
+        }
+        if self.dropped > 0 {
+            let _ = writeln!(s, "({} events after the last interval allowed were not counted)", self.dropped);
+        }
+        s
+    }
+
+    /// The series as JSON.
+    pub fn to_json(&self, start_wall_ns: Option<i64>) -> Value {
+        let pts: Vec<Value> = self
+            .points()
+            .iter()
+            .map(|p| {
+                json!({"t_s": p.t, "count": p.count, "ops_per_s": p.ops_per_sec, "bytes": p.bytes,
+                       "bytes_per_s": p.bytes_per_sec, "mean_ns": p.mean_ns, "p99_ns": p.p99_ns, "max_ns": p.max_ns})
+            })
+            .collect();
+        json!({
+            "interval_s": self.interval_secs(),
+            "start_wall_ns": start_wall_ns,
+            "rule": "an event counts in the interval in which it completed (start + latency)",
+            "completed_before_start": self.early,
+            "not_counted": self.dropped,
+            "points": pts,
+        })
+    }
+
+    /// Three stacked line charts sharing the time axis: operations/s, throughput, and mean and p99
+    /// latency. Each interval has a hover box with all its values.
+    pub fn render_svg(&self, title: &str, subtitle: Option<&str>) -> String {
+        let pts = self.points();
+        let (w, left, right, top, ph, gap) = (1000.0, 80.0, 30.0, 60.0, 160.0, 50.0);
+        let height = top + 3.0 * (ph + gap) + 20.0;
+        let pw = w - left - right;
+        let mut s = Svg::new(w, height, "");
+        s.text(w / 2.0, 24.0, 17.0, "middle", "black", title, r#"class="title""#);
+        if let Some(sub) = subtitle {
+            s.text(w / 2.0, 42.0, 11.0, "middle", "#555", sub, r#"class="subtitle""#);
+        }
+        let n = pts.len().max(1);
+        let secs = self.interval_secs();
+        let tmax = n as f64 * secs;
+        let xpos = |t: f64| left + t / tmax * pw;
+        type Series<'a> = (&'a str, Vec<Option<f64>>);
+        let panels: [(&str, fn(f64) -> String, Vec<Series>); 3] = [
+            (
+                "Operations per second",
+                |v| fmt_count(v.round()),
+                vec![("ops/s", pts.iter().map(|p| Some(p.ops_per_sec)).collect())],
+            ),
+            (
+                "Throughput (bytes per second)",
+                |v| format!("{}/s", fmt_bytes(v as u64)),
+                vec![("bytes/s", pts.iter().map(|p| Some(p.bytes_per_sec)).collect())],
+            ),
+            (
+                "Latency",
+                fmt_ns_f,
+                vec![
+                    ("mean", pts.iter().map(|p| p.mean_ns).collect()),
+                    ("p99", pts.iter().map(|p| p.p99_ns.map(|v| v as f64)).collect()),
+                ],
+            ),
+        ];
+        for (pi, (ptitle, fmt, series)) in panels.iter().enumerate() {
+            let y0 = top + pi as f64 * (ph + gap) + 20.0;
+            let _ = writeln!(s, r#"<g class="panel" data-panel="{pi}">"#);
+            s.text(left, y0 - 6.0, 12.0, "start", "black", ptitle, r#"class="paneltitle""#);
+            s.rect(left, y0, pw, ph, "white", r##"stroke="#bbb" stroke-width="0.5""##);
+            let vmax = series.iter().flat_map(|(_, v)| v.iter().flatten()).copied().fold(0.0f64, f64::max);
+            let vmax = if vmax > 0.0 { vmax * 1.05 } else { 1.0 };
+            let ypos = |v: f64| y0 + ph - v / vmax * ph;
+            for t in svg::linear_ticks(0.0, vmax, 4) {
+                let y = ypos(t);
+                s.line(left - 4.0, y, left, y, "#333", "");
+                s.line(left, y, left + pw, y, "#eee", "");
+                s.text(left - 6.0, y + 3.5, 10.0, "end", "#333", &fmt(t), r#"class="tick""#);
+            }
+            for t in svg::linear_ticks(0.0, tmax, 10) {
+                let x = xpos(t);
+                s.line(x, y0 + ph, x, y0 + ph + 4.0, "#333", "");
+                s.text(x, y0 + ph + 15.0, 10.0, "middle", "#333", &svg::fmt_secs(t), r#"class="tick""#);
+            }
+            for (si, (sname, vals)) in series.iter().enumerate() {
+                let color = SERIES_COLORS[si % SERIES_COLORS.len()];
+                // Break the line where an interval has no value.
+                let mut run: Vec<(f64, f64)> = Vec::new();
+                for (k, v) in vals.iter().enumerate() {
+                    match v {
+                        Some(v) => run.push((xpos((k as f64 + 0.5) * secs), ypos(*v))),
+                        None => {
+                            if !run.is_empty() {
+                                s.polyline(&run, color, &format!(r#"class="series" data-series="{sname}""#));
+                                run.clear();
+                            }
+                        }
+                    }
+                }
+                if run.len() == 1 {
+                    let (x, y) = run[0];
+                    let _ = writeln!(s, r#"<circle cx="{x:.1}" cy="{y:.1}" r="2.5" fill="{color}"/>"#);
+                }
+                if !run.is_empty() {
+                    s.polyline(&run, color, &format!(r#"class="series" data-series="{sname}""#));
+                }
+                if series.len() > 1 {
+                    let lx = left + pw - 120.0 + si as f64 * 60.0;
+                    s.line(lx, y0 - 10.0, lx + 16.0, y0 - 10.0, color, r#"stroke-width="2""#);
+                    s.text(lx + 20.0, y0 - 6.0, 10.0, "start", "#333", sname, "");
+                }
+            }
+            s.raw("</g>\n");
+        }
+        // Hover boxes: one transparent column per interval over all panels.
+        let y_top = top + 20.0;
+        let y_h = 3.0 * (ph + gap) - gap;
+        s.raw("<g class=\"hover\">\n");
+        for (k, p) in pts.iter().enumerate() {
+            let tip = format!(
+                "{} - {}: {} events, {} ops/s, {}/s, mean {}, p99 {}, max {}",
+                svg::fmt_secs(p.t),
+                svg::fmt_secs(p.t + secs),
+                p.count,
+                fmt_count((p.ops_per_sec * 10.0).round() / 10.0),
+                fmt_bytes(p.bytes_per_sec as u64),
+                p.mean_ns.map(fmt_ns_f).unwrap_or_else(|| "-".into()),
+                p.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                p.max_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+            );
+            let _ = writeln!(
+                s,
+                r#"<rect x="{:.2}" y="{y_top:.1}" width="{:.2}" height="{y_h:.1}" fill="black" fill-opacity="0" data-t="{}" data-count="{}"><title>{}</title></rect>"#,
+                xpos(k as f64 * secs),
+                (pw / n as f64).max(0.5),
+                p.t,
+                p.count,
+                svg::esc(&tip)
+            );
+        }
+        s.raw("</g>\n");
+        s.text(
+            left + pw / 2.0,
+            height - 8.0,
+            11.0,
+            "middle",
+            "black",
+            "Time (s) — mouse over for the values of an interval",
+            "",
+        );
+        s.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latscope_event::Event;
+
+    #[test]
+    fn intervals_by_completion() {
+        let mut b = EventBatch::with_capacity(8);
+        let read = latscope_event::syscall_nr("read").unwrap();
+        // Origin 1 s; two events complete in [1, 2) s, one in [3, 4) s, one before the origin.
+        for (ts, lat, ret) in
+            [(1_000_000_000u64, 1000u64, 10i64), (1_500_000_000, 3000, 20), (2_999_999_000, 2000, 0), (10, 10, 1)]
+        {
+            b.push(&Event { kind: 0, nr: read, ts, lat, ret, ..Default::default() });
+        }
+        b.push(&Event { kind: 1, ts: 100_000_000_000, lat: 1, bytes: 512, ..Default::default() });
+        let mut t = Timeline::new(1_000_000_000, 1_000_000_000, 5);
+        for i in 0..b.len() {
+            t.add(&b, i);
+        }
+        assert_eq!(t.early, 1);
+        assert_eq!(t.dropped, 1);
+        let p = t.points();
+        assert_eq!(p.len(), 3);
+        assert_eq!(p[0].count, 3);
+        assert_eq!(p[0].bytes, 31);
+        assert_eq!(p[0].mean_ns, Some((1000.0 + 3000.0 + 10.0) / 3.0));
+        assert_eq!(p[0].p99_ns, Some(3000));
+        assert_eq!(p[1].count, 0);
+        assert_eq!(p[1].mean_ns, None);
+        assert_eq!(p[2].count, 1);
+        assert_eq!(p[2].t, 2.0);
+        let txt = t.render_text();
+        assert!(txt.contains("OPS/s"));
+        let j = t.to_json(None);
+        assert_eq!(j["points"].as_array().unwrap().len(), 3);
+        let svg = t.render_svg("Timeline", Some("x"));
+        assert_eq!(svg.matches("class=\"panel\"").count(), 3);
+        assert!(svg.contains("data-series=\"p99\""));
+        assert!(svg.contains("<title>0s - 1s: 3 events"), "{svg}");
+    }
+}
