@@ -9,6 +9,7 @@ pub mod heatmap;
 pub mod histview;
 pub mod latagg;
 pub mod perfscript;
+pub mod spectrogram;
 pub mod svg;
 pub mod timeline;
 pub mod top;
