@@ -33,6 +33,14 @@ enum Command {
     Info(cmd::info::Args),
     /// List the fields filter expressions can use.
     Fields(cmd::fields::Args),
+    /// Heat map of latency (or size, offset, subsecond offset) over time, as interactive SVG or JSON.
+    Heatmap(cmd::heatmap::Args),
+    /// High-resolution latency histogram with percentiles and peaks (text, SVG, JSON).
+    Hist(cmd::hist::Args),
+    /// Drill-down table by process, syscall, file, dir, disk, op or client; from a trace or live.
+    Top(cmd::top::Args),
+    /// Operations/s, throughput and mean/p99 latency per interval ("was it load?").
+    Timeline(cmd::timeline::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +50,10 @@ fn main() -> ExitCode {
         Command::Events(a) => cmd::events::run(a),
         Command::Info(a) => cmd::info::run(a),
         Command::Fields(a) => cmd::fields::run(a),
+        Command::Heatmap(a) => cmd::heatmap::run(a),
+        Command::Hist(a) => cmd::hist::run(a),
+        Command::Top(a) => cmd::top::run(a),
+        Command::Timeline(a) => cmd::timeline::run(a),
     };
     match r {
         Ok(code) => code,

@@ -2,5 +2,10 @@
 
 pub mod events;
 pub mod fields;
+pub mod heatmap;
+pub mod hist;
 pub mod info;
 pub mod record;
+pub mod timeline;
+pub mod top;
+pub mod viewinput;
