@@ -1,0 +1,171 @@
+//! What a filter needs to know beyond the event itself: the process table, user and disk names,
+//! and the trace's clocks.
+
+use latscope_event::{EventBatch, EventKind, ProcOp, TraceHeader};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A fast hasher for small integer keys (pids, uids, device numbers).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(v)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+pub(crate) type IntMap<V> = HashMap<u32, V, BuildHasherDefault<IntHasher>>;
+
+/// One process as the filter sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Proc {
+    ppid: Option<u32>,
+    exe: Option<String>,
+}
+
+/// State a filter evaluates against: built from the [`TraceHeader`], kept up to date from the
+/// process events of each batch with [`EvalContext::observe`].
+///
+/// `proc.ppid` and `proc.exe` come from the process table (the header's processes, then forks and
+/// execs seen since), `user.name` from the header's users, `blk.disk` from its block devices,
+/// `evt.time` and `evt.reltime` from its clocks.
+#[derive(Debug, Clone, Default)]
+pub struct EvalContext {
+    procs: IntMap<Proc>,
+    /// Pids whose exit was seen in the previous batch: dropped at the next `observe`, so that
+    /// events of the same batch that precede the exit still find their process.
+    exited: Vec<u32>,
+    users: IntMap<String>,
+    disks: IntMap<String>,
+    realtime_offset_ns: i64,
+    start_ns: u64,
+}
+
+impl EvalContext {
+    /// The context of a trace (or of a live session) described by `header`.
+    pub fn new(header: &TraceHeader) -> Self {
+        let mut procs = IntMap::default();
+        for p in &header.processes {
+            let exe = (!p.exe.is_empty()).then(|| p.exe.clone());
+            procs.insert(p.pid, Proc { ppid: Some(p.ppid), exe });
+        }
+        Self {
+            procs,
+            exited: Vec::new(),
+            users: header.users.iter().map(|(&u, n)| (u, n.clone())).collect(),
+            disks: header.block_devices.iter().map(|d| (d.dev, d.name.clone())).collect(),
+            realtime_offset_ns: header.realtime_offset_ns,
+            start_ns: header.start_ns,
+        }
+    }
+
+    /// Update the process table from the process events (kind 2) of `batch`: forks add a process
+    /// (parent pid from `ret`, executable inherited from the parent), execs set the executable
+    /// (from `path`), exits remove the process at the *next* call (so events of this batch still
+    /// see it). Call once per batch, before evaluating filters on it.
+    pub fn observe(&mut self, batch: &EventBatch) {
+        for pid in self.exited.drain(..) {
+            self.procs.remove(&pid);
+        }
+        for (row, &kind) in batch.kind.iter().enumerate() {
+            if kind != EventKind::Proc as u8 {
+                continue;
+            }
+            let (Some(&pid), Some(&nr)) = (batch.pid.get(row), batch.nr.get(row)) else { continue };
+            match ProcOp::from_u16(nr) {
+                Some(ProcOp::Fork) => {
+                    let parent = batch.ret.get(row).and_then(|&r| u32::try_from(r).ok());
+                    let exe = parent.and_then(|pp| self.procs.get(&pp)).and_then(|p| p.exe.clone());
+                    self.procs.insert(pid, Proc { ppid: parent, exe });
+                    self.exited.retain(|&p| p != pid);
+                }
+                Some(ProcOp::Exec) => {
+                    let exe = crate::helpers::str_at(&batch.path, row).unwrap_or_default();
+                    let entry = self.procs.entry(pid).or_default();
+                    entry.exe = (!exe.is_empty()).then(|| exe.to_string());
+                }
+                Some(ProcOp::Exit) => self.exited.push(pid),
+                None => {}
+            }
+        }
+    }
+
+    /// Parent pid of `pid`, if known.
+    pub(crate) fn ppid(&self, pid: u32) -> Option<u32> {
+        self.procs.get(&pid)?.ppid
+    }
+    /// Executable of `pid`, if known.
+    pub(crate) fn exe(&self, pid: u32) -> Option<&str> {
+        self.procs.get(&pid)?.exe.as_deref()
+    }
+    /// User name of `uid`, if known.
+    pub(crate) fn user(&self, uid: u32) -> Option<&str> {
+        self.users.get(&uid).map(String::as_str)
+    }
+    /// Name of block device `dev`, if known.
+    pub(crate) fn disk(&self, dev: u32) -> Option<&str> {
+        self.disks.get(&dev).map(String::as_str)
+    }
+    /// Wall-clock ns of a monotonic timestamp.
+    pub(crate) fn wall(&self, ts: u64) -> i128 {
+        i128::from(ts) + i128::from(self.realtime_offset_ns)
+    }
+    /// ns since the start of the trace.
+    pub(crate) fn rel(&self, ts: u64) -> i128 {
+        i128::from(ts) - i128::from(self.start_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latscope_event::{BlockDevice, Event, ProcessInfo};
+
+    #[test]
+    fn header_and_proc_events() {
+        let h = TraceHeader {
+            processes: vec![ProcessInfo { pid: 10, ppid: 1, exe: "/usr/bin/bash".into(), ..Default::default() }],
+            users: [(0, "root".to_string())].into_iter().collect(),
+            block_devices: vec![BlockDevice { dev: 8 << 20, name: "sda".into(), ..Default::default() }],
+            realtime_offset_ns: 1000,
+            start_ns: 50,
+            ..Default::default()
+        };
+        let mut c = EvalContext::new(&h);
+        assert_eq!(
+            (c.ppid(10), c.exe(10), c.user(0), c.disk(8 << 20)),
+            (Some(1), Some("/usr/bin/bash"), Some("root"), Some("sda"))
+        );
+        assert_eq!((c.wall(5), c.rel(40)), (1005, -10));
+        let mut b = EventBatch::with_capacity(4);
+        let p = |nr, pid, ret, path: &str| Event {
+            kind: 2,
+            nr,
+            pid,
+            tid: pid,
+            ret,
+            path: path.into(),
+            ..Default::default()
+        };
+        b.push(&p(0, 11, 10, ""));
+        b.push(&p(1, 11, 0, "/usr/bin/cat"));
+        b.push(&p(0, 12, 10, ""));
+        b.push(&p(2, 12, 0, ""));
+        c.observe(&b);
+        assert_eq!((c.ppid(11), c.exe(11)), (Some(10), Some("/usr/bin/cat")));
+        // The exit is applied at the next batch.
+        assert_eq!((c.ppid(12), c.exe(12)), (Some(10), Some("/usr/bin/bash")));
+        c.observe(&EventBatch::default());
+        assert_eq!(c.ppid(12), None);
+        assert_eq!(c.ppid(11), Some(10));
+    }
+}

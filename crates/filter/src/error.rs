@@ -1,0 +1,129 @@
+//! Filter errors that point at the offending place in the expression.
+
+use std::fmt;
+
+/// A filter that could not be parsed or type-checked.
+///
+/// [`Display`](fmt::Display) prints three lines: the message, the expression, and a caret line
+/// under the offending part:
+///
+/// ```text
+/// unknown field 'proc.nme' at column 1; did you mean proc.name?
+///   proc.nme=httpd
+///   ^^^^^^^^
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterError {
+    message: String,
+    expr: String,
+    /// Byte range of the offending text in `expr`.
+    start: usize,
+    end: usize,
+}
+
+impl FilterError {
+    pub(crate) fn new(message: impl Into<String>, expr: &str, start: usize, end: usize) -> Self {
+        let start = clamp_to_boundary(expr, start.min(expr.len()));
+        let end = clamp_to_boundary(expr, end.clamp(start, expr.len()));
+        Self { message: message.into(), expr: expr.to_string(), start, end }
+    }
+
+    /// The one-line message (without the expression and caret lines).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// 1-based column (in characters) where the offending text starts.
+    pub fn column(&self) -> usize {
+        column_of(&self.expr, self.start)
+    }
+}
+
+/// Largest char boundary at or before `i`.
+fn clamp_to_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// 1-based character column of byte offset `byte` in `s`.
+pub(crate) fn column_of(s: &str, byte: usize) -> usize {
+    let byte = clamp_to_boundary(s, byte.min(s.len()));
+    s[..byte].chars().count() + 1
+}
+
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Control characters (tabs, newlines) would break the caret alignment: show them as spaces.
+        let shown: String = self.expr.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        let pad = self.expr[..self.start].chars().count();
+        let width = self.expr[self.start..self.end].chars().count().max(1);
+        writeln!(f, "{}", self.message)?;
+        writeln!(f, "  {shown}")?;
+        write!(f, "  {}{}", " ".repeat(pad), "^".repeat(width))
+    }
+}
+
+impl std::error::Error for FilterError {}
+
+/// Levenshtein distance on bytes (names here are ASCII).
+fn distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, &ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(!ca.eq_ignore_ascii_case(&cb));
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// The candidate closest to `word`, if it is close enough to be a plausible typo.
+pub(crate) fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    if word.len() > 64 {
+        return None;
+    }
+    let limit = (word.chars().count() / 3).max(2);
+    candidates
+        .into_iter()
+        .map(|c| (distance(word, c), c))
+        .filter(|&(d, _)| d <= limit)
+        .min_by_key(|&(d, c)| (d, c.len()))
+        .map(|(_, c)| c)
+}
+
+/// `"; did you mean X?"` or nothing.
+pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    suggest(word, candidates).map(|s| format!("; did you mean {s}?")).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_has_caret_under_span() {
+        let e = FilterError::new("bad", "ab cd", 3, 5);
+        assert_eq!(e.to_string(), "bad\n  ab cd\n     ^^");
+        assert_eq!(e.column(), 4);
+        // Multi-byte characters count as one column; out-of-range spans are clamped.
+        let e = FilterError::new("x", "é=1", 2, 99);
+        assert_eq!(e.column(), 2);
+        assert_eq!(e.to_string(), "x\n  é=1\n   ^^");
+        let e = FilterError::new("end", "a", 1, 1);
+        assert_eq!(e.to_string(), "end\n  a\n   ^");
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(distance("proc.nme", "proc.name"), 1);
+        assert_eq!(suggest("proc.nme", ["proc.name", "proc.pid"]), Some("proc.name"));
+        assert_eq!(suggest("zzzzzz", ["proc.name"]), None);
+        assert_eq!(did_you_mean("fiel", ["file", "pipe"]), "; did you mean file?");
+    }
+}

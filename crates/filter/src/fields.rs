@@ -1,0 +1,413 @@
+//! The fields a filter can test, and how each is read from an event.
+
+use crate::context::EvalContext;
+use crate::helpers::{self, bytes_at, Scratch};
+use latscope_event::{syscalls, BlockOp, EventBatch, FdType, ProcOp, NO_FD};
+use std::fmt::Write as _;
+
+/// Kind bits (index = the event's kind byte; bit 3 stands for any unknown kind byte).
+pub(crate) const K_SYS: u8 = 1;
+pub(crate) const K_BLK: u8 = 2;
+pub(crate) const K_PROC: u8 = 4;
+pub(crate) const K_OTHER: u8 = 8;
+pub(crate) const K_VALID: u8 = K_SYS | K_BLK | K_PROC;
+pub(crate) const K_ALL: u8 = K_VALID | K_OTHER;
+
+/// The kind bit of a kind byte.
+#[inline]
+pub(crate) fn kind_bit(kind: u8) -> u8 {
+    if kind < 3 {
+        1 << kind
+    } else {
+        K_OTHER
+    }
+}
+
+/// The type of a field's values: decides which operators and which value syntax it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldType {
+    /// Text; string operators (`contains`, `glob`, `pmatch`, ...) and `=`, `!=`, `in`.
+    String,
+    /// Nanoseconds; values take units (`250us`, `1.5ms`, `2s`; a bare number is ns).
+    Duration,
+    /// Bytes; values take units (`4KiB`, `1M`; a bare number is bytes).
+    Size,
+    /// An integer.
+    Number,
+    /// `true` or `false`.
+    Bool,
+    /// Wall-clock ns since the Unix epoch.
+    Timestamp,
+}
+
+impl FieldType {
+    /// Short name (`string`, `duration`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::String => "string",
+            Self::Duration => "duration",
+            Self::Size => "size",
+            Self::Number => "number",
+            Self::Bool => "bool",
+            Self::Timestamp => "timestamp",
+        }
+    }
+    pub(crate) fn with_article(self) -> &'static str {
+        match self {
+            Self::String => "a string",
+            Self::Duration => "a duration",
+            Self::Size => "a size",
+            Self::Number => "a number",
+            Self::Bool => "a boolean",
+            Self::Timestamp => "a timestamp",
+        }
+    }
+    pub(crate) fn is_numeric(self) -> bool {
+        matches!(self, Self::Duration | Self::Size | Self::Number | Self::Timestamp)
+    }
+}
+
+/// Every field, in the order of [`fields()`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Field {
+    EvtType,
+    EvtCategory,
+    EvtKind,
+    EvtLatency,
+    EvtRes,
+    EvtRawres,
+    EvtFailed,
+    EvtIsIo,
+    EvtIsIoRead,
+    EvtIsIoWrite,
+    EvtBuflen,
+    EvtTime,
+    EvtReltime,
+    ProcName,
+    ProcPid,
+    ProcPpid,
+    ProcExe,
+    ThreadTid,
+    UserUid,
+    UserName,
+    FdNum,
+    FdType,
+    FdName,
+    FdDirectory,
+    FdFilename,
+    FdSip,
+    FdSport,
+    FdCip,
+    FdCport,
+    ContainerId,
+    BlkDev,
+    BlkDisk,
+    BlkOp,
+    BlkSector,
+    BlkBytes,
+    BlkLatency,
+    BlkQtime,
+}
+
+/// A field as listed by `latscope fields`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldInfo {
+    /// Name used in filters (`proc.name`).
+    pub name: &'static str,
+    /// Value type.
+    pub ty: FieldType,
+    /// Which events have it: `all`, `syscall`, `block`, `syscall, block`, or `none` (declared for
+    /// sysdig compatibility, never present yet).
+    pub applies_to: &'static str,
+    /// One-line description.
+    pub description: &'static str,
+    pub(crate) field: Field,
+    pub(crate) kinds: u8,
+}
+
+impl FieldInfo {
+    /// The field's value for event `row`, formatted as filters compare it (`None` when the event
+    /// does not have the field). Numbers print in decimal (ns for durations and times).
+    pub fn value(&self, batch: &EventBatch, row: usize, ctx: &EvalContext) -> Option<String> {
+        if self.ty == FieldType::String {
+            let mut s = Scratch::new();
+            let b = self.field.string(batch, row, ctx, &mut s)?;
+            Some(String::from_utf8_lossy(b).into_owned())
+        } else if self.ty == FieldType::Bool {
+            self.field.boolean(batch, row).map(|b| b.to_string())
+        } else {
+            self.field.num(batch, row, ctx).map(|n| n.to_string())
+        }
+    }
+}
+
+macro_rules! info {
+    ($name:literal, $field:ident, $ty:ident, $kinds:expr, $applies:literal, $desc:literal) => {
+        FieldInfo {
+            name: $name,
+            ty: FieldType::$ty,
+            applies_to: $applies,
+            description: $desc,
+            field: Field::$field,
+            kinds: $kinds,
+        }
+    };
+}
+
+static FIELDS: [FieldInfo; 37] = [
+    info!("evt.type", EvtType, String, K_VALID, "all", "operation: syscall name (openat), block op (read, write, flush, ...) or process op (fork, exec, exit)"),
+    info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
+    info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
+    info!("evt.latency", EvtLatency, Duration, K_SYS | K_BLK, "syscall, block", "syscall entry to return, or block issue to completion"),
+    info!("evt.res", EvtRes, String, K_SYS, "syscall", "result: SUCCESS, or the errno name of a failed syscall (ENOENT; E<n> for numbers without a name)"),
+    info!("evt.rawres", EvtRawres, Number, K_SYS, "syscall", "raw return value (negative errno on failure); errno names are accepted as -errno"),
+    info!("evt.failed", EvtFailed, Bool, K_SYS, "syscall", "true when the syscall returned an error (-4095..-1)"),
+    info!("evt.is_io", EvtIsIo, Bool, K_SYS, "syscall", "true for syscalls that move data (read, write, sendto, splice, ...)"),
+    info!("evt.is_io_read", EvtIsIoRead, Bool, K_SYS, "syscall", "true for syscalls that read data"),
+    info!("evt.is_io_write", EvtIsIoWrite, Bool, K_SYS, "syscall", "true for syscalls that write data"),
+    info!("evt.buflen", EvtBuflen, Size, K_SYS | K_BLK, "syscall, block", "bytes requested (the count argument); for block events the request size"),
+    info!("evt.time", EvtTime, Timestamp, K_ALL, "all", "start time, wall clock, ns since the Unix epoch"),
+    info!("evt.reltime", EvtReltime, Duration, K_ALL, "all", "start time relative to the start of the trace"),
+    info!("proc.name", ProcName, String, K_ALL, "all", "command name (comm, at most 15 bytes; longer values given to =, != and in are cut to 15 bytes)"),
+    info!("proc.pid", ProcPid, Number, K_ALL, "all", "process id (thread group id)"),
+    info!("proc.ppid", ProcPpid, Number, K_ALL, "all", "parent process id (from the process table; absent when unknown)"),
+    info!("proc.exe", ProcExe, String, K_ALL, "all", "executable path (from the process table; absent when unknown)"),
+    info!("thread.tid", ThreadTid, Number, K_ALL, "all", "thread id"),
+    info!("user.uid", UserUid, Number, K_ALL, "all", "user id"),
+    info!("user.name", UserName, String, K_ALL, "all", "user name (from the trace header; absent when unknown)"),
+    info!("fd.num", FdNum, Number, K_SYS, "syscall", "file descriptor argument (absent when the syscall takes none)"),
+    info!("fd.type", FdType, String, K_SYS, "syscall", "type of the fd: file, directory, ipv4, ipv6, unix, pipe, event, signalfd, eventpoll, inotify, timerfd, memfd, chardev, blockdev, netlink, socket, anon, unknown"),
+    info!("fd.name", FdName, String, K_SYS, "syscall", "path of the file behind the fd, or the path argument (absent when empty)"),
+    info!("fd.directory", FdDirectory, String, K_SYS, "syscall", "directory part of fd.name (/a/b for /a/b/c)"),
+    info!("fd.filename", FdFilename, String, K_SYS, "syscall", "file name part of fd.name (c for /a/b/c)"),
+    info!("fd.sip", FdSip, String, 0, "none", "server IP address (socket tuples are not recorded yet: never present)"),
+    info!("fd.sport", FdSport, Number, 0, "none", "server port (socket tuples are not recorded yet: never present)"),
+    info!("fd.cip", FdCip, String, 0, "none", "client IP address (socket tuples are not recorded yet: never present)"),
+    info!("fd.cport", FdCport, Number, 0, "none", "client port (socket tuples are not recorded yet: never present)"),
+    info!("container.id", ContainerId, String, K_ALL, "all", "cgroup id of the task in lower-case hex; 'host' for the root cgroup (id 0 or 1)"),
+    info!("blk.dev", BlkDev, String, K_BLK, "block", "device as major:minor (8:0)"),
+    info!("blk.disk", BlkDisk, String, K_BLK, "block", "device name from the trace header (vda, nvme0n1p1; absent when unknown)"),
+    info!("blk.op", BlkOp, String, K_BLK, "block", "request operation: read, write, flush, discard, secure_erase, write_zeroes, other"),
+    info!("blk.sector", BlkSector, Number, K_BLK, "block", "first sector of the request"),
+    info!("blk.bytes", BlkBytes, Size, K_BLK, "block", "request size"),
+    info!("blk.latency", BlkLatency, Duration, K_BLK, "block", "issue to completion"),
+    info!("blk.qtime", BlkQtime, Duration, K_BLK, "block", "time queued before issue (insert to issue)"),
+];
+
+/// Every field a filter can test, with its type and a one-line description (for `latscope fields`).
+pub fn fields() -> &'static [FieldInfo] {
+    &FIELDS
+}
+
+/// The field called `name` (exact, lower-case).
+pub(crate) fn lookup(name: &str) -> Option<&'static FieldInfo> {
+    FIELDS.iter().find(|f| f.name == name)
+}
+
+impl Field {
+    pub(crate) fn info(self) -> &'static FieldInfo {
+        &FIELDS[self as usize]
+    }
+}
+
+/// Names of block ops as [`BlockOp::name`] gives them, in mask-bit order.
+pub(crate) const BLOCK_OP_NAMES: [&str; 7] =
+    ["read", "write", "flush", "discard", "secure_erase", "write_zeroes", "other"];
+
+/// Mask bit of a block op code (by name, so that all `Other` codes share one bit).
+#[inline]
+pub(crate) fn blk_op_bit(nr: u16) -> u8 {
+    match BlockOp::from_u16(nr) {
+        BlockOp::Read => 1,
+        BlockOp::Write => 2,
+        BlockOp::Flush => 4,
+        BlockOp::Discard => 8,
+        BlockOp::SecureErase => 16,
+        BlockOp::WriteZeroes => 32,
+        BlockOp::Other(_) => 64,
+    }
+}
+
+/// Mask bit of a proc op code (0 when unknown).
+#[inline]
+pub(crate) fn proc_op_bit(nr: u16) -> u8 {
+    match ProcOp::from_u16(nr) {
+        Some(op) => 1 << (op as u16),
+        None => 0,
+    }
+}
+
+/// Category names other than the syscall classes.
+pub(crate) fn category_names() -> impl Iterator<Item = &'static str> {
+    use latscope_event::SysClass::*;
+    [Other, Read, Write, FileMeta, Net, Wait, Memory, Process, Sync]
+        .into_iter()
+        .map(|c| c.name())
+        .chain(["block", "proc"])
+}
+
+#[inline]
+fn kind_of(b: &EventBatch, row: usize) -> Option<u8> {
+    b.kind.get(row).copied()
+}
+
+#[inline]
+fn is_kind(b: &EventBatch, row: usize, k: u8) -> bool {
+    kind_of(b, row) == Some(k)
+}
+
+impl Field {
+    /// Numeric value (all numeric types widen to i128 so that signed and unsigned columns
+    /// compare exactly).
+    #[inline]
+    pub(crate) fn num(self, b: &EventBatch, row: usize, ctx: &EvalContext) -> Option<i128> {
+        let kind = kind_of(b, row)?;
+        let sys = kind == 0;
+        let blk = kind == 1;
+        let v = match self {
+            Field::EvtLatency if sys || blk => i128::from(*b.lat.get(row)?),
+            Field::EvtRawres if sys => i128::from(*b.ret.get(row)?),
+            Field::EvtBuflen if sys || blk => i128::from(*b.bytes.get(row)?),
+            Field::EvtTime => ctx.wall(*b.ts.get(row)?),
+            Field::EvtReltime => ctx.rel(*b.ts.get(row)?),
+            Field::ProcPid => i128::from(*b.pid.get(row)?),
+            Field::ProcPpid => i128::from(ctx.ppid(*b.pid.get(row)?)?),
+            Field::ThreadTid => i128::from(*b.tid.get(row)?),
+            Field::UserUid => i128::from(*b.uid.get(row)?),
+            Field::FdNum if sys => {
+                let fd = *b.fd.get(row)?;
+                if fd == NO_FD {
+                    return None;
+                }
+                i128::from(fd)
+            }
+            Field::BlkSector if blk => i128::from(*b.off.get(row)?),
+            Field::BlkBytes if blk => i128::from(*b.bytes.get(row)?),
+            Field::BlkLatency if blk => i128::from(*b.lat.get(row)?),
+            Field::BlkQtime if blk => i128::from(*b.qtime.get(row)?),
+            _ => return None,
+        };
+        Some(v)
+    }
+
+    /// Boolean value.
+    #[inline]
+    pub(crate) fn boolean(self, b: &EventBatch, row: usize) -> Option<bool> {
+        if !is_kind(b, row, 0) {
+            return None;
+        }
+        let nr = *b.nr.get(row)?;
+        Some(match self {
+            Field::EvtFailed => (-4095..0).contains(b.ret.get(row)?),
+            Field::EvtIsIo => syscalls::desc(nr).has(syscalls::SysDesc::IO),
+            Field::EvtIsIoRead => syscalls::desc(nr).has(syscalls::SysDesc::READ),
+            Field::EvtIsIoWrite => syscalls::desc(nr).has(syscalls::SysDesc::WRITE),
+            _ => return None,
+        })
+    }
+
+    /// String value; formatted values are written to `buf`.
+    pub(crate) fn string<'a>(
+        self,
+        b: &'a EventBatch,
+        row: usize,
+        ctx: &'a EvalContext,
+        buf: &'a mut Scratch,
+    ) -> Option<&'a [u8]> {
+        let kind = kind_of(b, row)?;
+        let sys = kind == 0;
+        let blk = kind == 1;
+        let s: &'a str = match self {
+            Field::EvtType => {
+                let nr = *b.nr.get(row)?;
+                match kind {
+                    0 => match syscalls::syscall_name(nr) {
+                        Some(n) => n,
+                        None => {
+                            write!(buf, "syscall_{nr}").ok()?;
+                            return Some(buf.as_bytes());
+                        }
+                    },
+                    1 => BlockOp::from_u16(nr).name(),
+                    2 => ProcOp::from_u16(nr)?.name(),
+                    _ => return None,
+                }
+            }
+            Field::EvtCategory => match kind {
+                0 => syscalls::desc(*b.nr.get(row)?).class.name(),
+                1 => "block",
+                2 => "proc",
+                _ => return None,
+            },
+            Field::EvtKind => latscope_event::EventKind::from_u8(kind)?.name(),
+            Field::EvtRes if sys => match helpers::write_result(buf, *b.ret.get(row)?) {
+                Some(s) => s,
+                None => return Some(buf.as_bytes()),
+            },
+            Field::ProcName => return bytes_at(&b.comm, row),
+            Field::ProcExe => ctx.exe(*b.pid.get(row)?)?,
+            Field::UserName => ctx.user(*b.uid.get(row)?)?,
+            Field::FdType if sys => {
+                let (t, fd) = (*b.fd_type.get(row)?, *b.fd.get(row)?);
+                if t == 0 && fd == NO_FD {
+                    return None;
+                }
+                FdType::from_u8(t).name()
+            }
+            Field::FdName if sys => return bytes_at(&b.path, row).filter(|p| !p.is_empty()),
+            Field::FdDirectory if sys => helpers::split_path(helpers::str_at(&b.path, row)?).0?,
+            Field::FdFilename if sys => helpers::split_path(helpers::str_at(&b.path, row)?).1?,
+            Field::ContainerId => {
+                helpers::write_container_id(buf, *b.cgroup.get(row)?);
+                return Some(buf.as_bytes());
+            }
+            Field::BlkDev if blk => {
+                let (ma, mi) = latscope_event::dev_major_minor(*b.dev.get(row)?);
+                write!(buf, "{ma}:{mi}").ok()?;
+                return Some(buf.as_bytes());
+            }
+            Field::BlkDisk if blk => ctx.disk(*b.dev.get(row)?)?,
+            Field::BlkOp if blk => BlockOp::from_u16(*b.nr.get(row)?).name(),
+            _ => return None,
+        };
+        Some(s.as_bytes())
+    }
+
+    /// Whether the event has the field.
+    pub(crate) fn exists(self, b: &EventBatch, row: usize, ctx: &EvalContext) -> bool {
+        match self.info().ty {
+            FieldType::String => self.string(b, row, ctx, &mut Scratch::new()).is_some(),
+            FieldType::Bool => self.boolean(b, row).is_some(),
+            _ => self.num(b, row, ctx).is_some(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_consistent() {
+        for (i, f) in FIELDS.iter().enumerate() {
+            assert_eq!(f.field as usize, i, "{}", f.name);
+            assert_eq!(lookup(f.name).map(|x| x.field), Some(f.field));
+            assert!(!f.description.is_empty());
+            let expected = match f.kinds {
+                K_ALL | K_VALID => "all",
+                K_SYS => "syscall",
+                K_BLK => "block",
+                0 => "none",
+                _ => "syscall, block",
+            };
+            assert_eq!(f.applies_to, expected, "{}", f.name);
+        }
+        for (i, n) in BLOCK_OP_NAMES.iter().enumerate().take(6) {
+            let op = BlockOp::from_name(n).unwrap();
+            assert_eq!(blk_op_bit(op.code()), 1 << i);
+        }
+        assert_eq!(blk_op_bit(77), 64);
+        assert_eq!(BlockOp::from_u16(77).name(), BLOCK_OP_NAMES[6]);
+        assert_eq!((proc_op_bit(0), proc_op_bit(2), proc_op_bit(3)), (1, 4, 0));
+    }
+}

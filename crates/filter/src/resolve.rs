@@ -1,0 +1,159 @@
+//! Names of enumerated string fields resolved to the numbers stored in events, so that
+//! `evt.type = openat` compares syscall numbers and `fd.type = file` compares a byte.
+
+use crate::error::suggest;
+use crate::fields::{category_names, Field, BLOCK_OP_NAMES};
+use latscope_event::{errno_name, syscalls, FdType, ProcOp};
+
+/// What an `evt.type` name selects in each kind of event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct TypeSel {
+    /// Syscall number.
+    pub sys: Option<u16>,
+    /// Block op mask bit (see [`crate::fields::blk_op_bit`]).
+    pub blk: u8,
+    /// Proc op mask bit.
+    pub proc: u8,
+}
+
+const PROC_OPS: [ProcOp; 3] = [ProcOp::Fork, ProcOp::Exec, ProcOp::Exit];
+
+/// `evt.type` name: a syscall name (or `syscall_N` for unnamed numbers), block op or proc op.
+pub(crate) fn evt_type(s: &str) -> Option<TypeSel> {
+    let sys = syscalls::syscall_nr(s).or_else(|| {
+        let n: u16 = s.strip_prefix("syscall_")?.parse().ok()?;
+        (n.to_string() == s["syscall_".len()..] && syscalls::syscall_name(n).is_none()).then_some(n)
+    });
+    let blk = blk_op(s).unwrap_or(0);
+    let proc = PROC_OPS.iter().find(|p| p.name() == s).map_or(0, |p| 1 << (*p as u16));
+    (sys.is_some() || blk != 0 || proc != 0).then_some(TypeSel { sys, blk, proc })
+}
+
+/// `blk.op` name to its mask bit.
+pub(crate) fn blk_op(s: &str) -> Option<u8> {
+    BLOCK_OP_NAMES.iter().position(|n| *n == s).map(|i| 1 << i)
+}
+
+/// `fd.type` name to its code.
+pub(crate) fn fd_type(s: &str) -> Option<u8> {
+    FdType::from_name(s).map(|t| t as u8)
+}
+
+/// `evt.kind` name to its kind bit.
+pub(crate) fn evt_kind(s: &str) -> Option<u8> {
+    ["syscall", "block", "proc"].iter().position(|n| *n == s).map(|i| 1 << i)
+}
+
+/// An `evt.res` value: `SUCCESS` (`None`) or an errno number.
+pub(crate) fn evt_res(s: &str) -> Option<Option<i64>> {
+    if s == "SUCCESS" {
+        return Some(None);
+    }
+    if let Some(e) = latscope_event::errno_value(s).filter(|&e| errno_name(e) == Some(s)) {
+        return Some(Some(e));
+    }
+    // `E4000`: numbers without a name, as `evt.res` prints them.
+    let n: i64 = s.strip_prefix('E')?.parse().ok()?;
+    let canonical = n.to_string() == s[1..];
+    (canonical && (1..=4095).contains(&n) && errno_name(n).is_none()).then_some(Some(n))
+}
+
+/// A `blk.dev` value `major:minor` to the packed device number.
+pub(crate) fn blk_dev(s: &str) -> Option<u32> {
+    let (ma, mi) = s.split_once(':')?;
+    let (a, b): (u32, u32) = (ma.parse().ok()?, mi.parse().ok()?);
+    let canonical = a.to_string() == ma && b.to_string() == mi;
+    (canonical && a < (1 << 12) && b < (1 << 20)).then_some((a << 20) | b)
+}
+
+/// A `container.id` value: `host` (cgroups 0 and 1) or a cgroup id as printed (lower-case hex).
+/// `None` for text no cgroup id prints as (it can never match).
+pub(crate) fn container(s: &str) -> Option<Option<u64>> {
+    if s == "host" {
+        return Some(None);
+    }
+    let v = u64::from_str_radix(s, 16).ok()?;
+    (v > 1 && format!("{v:x}") == s).then_some(Some(v))
+}
+
+/// Check a value given to `=`, `!=` or `in` on an enumerated field. On error: what is wrong, and
+/// either a suggestion or the list of valid names.
+pub(crate) fn validate(field: Field, s: &str) -> Result<(), (String, String)> {
+    let fail = |what: &str, names: Vec<&str>| -> Result<(), (String, String)> {
+        let tail = match suggest(s, names.iter().copied()) {
+            Some(n) => format!("; did you mean {n}?"),
+            None if names.len() <= 20 => format!(" (known: {})", names.join(", ")),
+            None => String::new(),
+        };
+        Err((format!("unknown {what} '{s}'"), tail))
+    };
+    match field {
+        Field::EvtType if evt_type(s).is_none() => {
+            let mut names: Vec<&str> = syscalls::all().map(|(_, n)| n).collect();
+            names.extend(BLOCK_OP_NAMES);
+            names.extend(PROC_OPS.iter().map(|p| p.name()));
+            fail("event type", names)
+        }
+        Field::FdType if fd_type(s).is_none() => fail("fd type", FdType::ALL.iter().map(|t| t.name()).collect()),
+        Field::BlkOp if blk_op(s).is_none() => fail("block op", BLOCK_OP_NAMES.to_vec()),
+        Field::EvtKind if evt_kind(s).is_none() => fail("event kind", vec!["syscall", "block", "proc"]),
+        Field::EvtCategory if !category_names().any(|c| c == s) => fail("category", category_names().collect()),
+        Field::EvtRes if evt_res(s).is_none() => {
+            let mut names: Vec<&str> = (1..4096).filter_map(errno_name).collect();
+            names.push("SUCCESS");
+            fail("result", names)
+        }
+        Field::BlkDev if blk_dev(s).is_none() => {
+            Err((format!("bad device '{s}'"), ": blk.dev takes major:minor (8:0); use blk.disk for names (vda)".into()))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_names() {
+        assert_eq!(evt_type("openat"), Some(TypeSel { sys: Some(257), blk: 0, proc: 0 }));
+        assert_eq!(evt_type("read"), Some(TypeSel { sys: Some(0), blk: 1, proc: 0 }));
+        assert_eq!(evt_type("exit"), Some(TypeSel { sys: Some(60), blk: 0, proc: 4 }));
+        assert_eq!(evt_type("flush"), Some(TypeSel { sys: None, blk: 4, proc: 0 }));
+        assert_eq!(evt_type("exec"), Some(TypeSel { sys: None, blk: 0, proc: 2 }));
+        assert_eq!(evt_type("other"), Some(TypeSel { sys: None, blk: 64, proc: 0 }));
+        assert_eq!(evt_type("syscall_1000"), Some(TypeSel { sys: Some(1000), blk: 0, proc: 0 }));
+        assert_eq!(evt_type("syscall_0"), None);
+        assert_eq!(evt_type("syscall_01000"), None);
+        assert_eq!(evt_type("opneat"), None);
+    }
+
+    #[test]
+    fn other_names() {
+        assert_eq!(fd_type("file"), Some(1));
+        assert_eq!(fd_type("FILE"), None);
+        assert_eq!(evt_kind("block"), Some(2));
+        assert_eq!(evt_res("SUCCESS"), Some(None));
+        assert_eq!(evt_res("ENOENT"), Some(Some(2)));
+        assert_eq!(evt_res("enoent"), None);
+        assert_eq!(evt_res("E4000"), Some(Some(4000)));
+        assert_eq!(evt_res("E2"), None);
+        assert_eq!(blk_dev("8:16"), Some((8 << 20) | 16));
+        assert_eq!(blk_dev("08:16"), None);
+        assert_eq!(blk_dev("vda"), None);
+        assert_eq!(container("host"), Some(None));
+        assert_eq!(container("1a"), Some(Some(26)));
+        assert_eq!(container("1A"), None);
+        assert_eq!(container("1"), None);
+    }
+
+    #[test]
+    fn validation_messages() {
+        assert_eq!(validate(Field::FdType, "fiel").unwrap_err().1, "; did you mean file?");
+        assert_eq!(validate(Field::EvtType, "opneat").unwrap_err().1, "; did you mean openat?");
+        assert!(validate(Field::EvtKind, "zzzzzzzz").unwrap_err().1.contains("known: syscall, block, proc"));
+        assert_eq!(validate(Field::EvtRes, "ENOENTT").unwrap_err().1, "; did you mean ENOENT?");
+        assert!(validate(Field::ProcName, "anything").is_ok());
+        assert!(validate(Field::EvtCategory, "file-meta").is_ok());
+    }
+}

@@ -1,0 +1,498 @@
+//! Parser and evaluator tests: every operator, every field, the seed's examples, and errors.
+
+use latscope_event::{BlockDevice, Event, EventBatch, FdType, ProcessInfo, TraceHeader};
+use latscope_filter::{fields, EvalContext, FieldType, Filter, KindSet};
+
+fn header() -> TraceHeader {
+    TraceHeader {
+        start_ns: 1_000,
+        realtime_offset_ns: 1_000_000,
+        processes: vec![
+            ProcessInfo { pid: 100, ppid: 1, exe: "/usr/sbin/httpd".into(), ..Default::default() },
+            ProcessInfo { pid: 200, ppid: 100, exe: "/opt/test/bin/test".into(), ..Default::default() },
+        ],
+        users: [(0, "root".to_string()), (1000, "alice".to_string())].into_iter().collect(),
+        block_devices: vec![BlockDevice { dev: 253 << 20, name: "vda".into(), ..Default::default() }],
+        ..Default::default()
+    }
+}
+
+/// A syscall event: httpd (pid 100) reading 4 KiB from a file under /mnt in 2 ms.
+fn sys() -> Event {
+    Event {
+        kind: 0,
+        ts: 5_000,
+        lat: 2_000_000,
+        pid: 100,
+        tid: 101,
+        uid: 1000,
+        nr: 0, // read
+        ret: 4096,
+        fd: 3,
+        fd_type: FdType::File as u8,
+        bytes: 4096,
+        cgroup: 1,
+        comm: "httpd".into(),
+        path: "/mnt/data/access.log".into(),
+        ..Default::default()
+    }
+}
+
+/// A block event: a 64 KiB write to vda (253:0) taking 3 ms.
+fn blk() -> Event {
+    Event {
+        kind: 1,
+        ts: 9_000,
+        lat: 3_000_000,
+        pid: 200,
+        tid: 200,
+        uid: 0,
+        nr: 1, // write
+        dev: 253 << 20,
+        bytes: 65536,
+        off: 2048,
+        qtime: 50_000,
+        cgroup: 0x1a2b,
+        comm: "test".into(),
+        ..Default::default()
+    }
+}
+
+struct T {
+    b: EventBatch,
+    ctx: EvalContext,
+}
+
+impl T {
+    fn new(events: &[Event]) -> T {
+        let mut b = EventBatch::with_capacity(events.len());
+        for e in events {
+            b.push(e);
+        }
+        let mut ctx = EvalContext::new(&header());
+        ctx.observe(&b);
+        T { b, ctx }
+    }
+    fn m(&self, f: &str, row: usize) -> bool {
+        let f = Filter::parse(f).unwrap_or_else(|e| panic!("{e}"));
+        f.matches(&self.b, row, &self.ctx)
+    }
+}
+
+/// Assert which rows of `t` match each filter: `rows` is a string of 0/1, one per row.
+fn check(t: &T, cases: &[(&str, &str)]) {
+    for (f, want) in cases {
+        let got: String = (0..t.b.len()).map(|r| if t.m(f, r) { '1' } else { '0' }).collect();
+        assert_eq!(&got, want, "filter {f:?}");
+    }
+}
+
+fn err(f: &str) -> String {
+    match Filter::parse(f) {
+        Ok(_) => panic!("{f:?} parsed"),
+        Err(e) => {
+            let shown = e.to_string();
+            assert_eq!(shown.lines().count(), 3, "{shown}");
+            e.message().to_string()
+        }
+    }
+}
+
+#[test]
+fn seed_examples() {
+    let mut slow_httpd = sys();
+    slow_httpd.lat = 1_500_000_000;
+    let fast_httpd = Event { lat: 500_000, ..sys() };
+    let httpd_pipe = Event { fd_type: FdType::Pipe as u8, ..sys() };
+    let test_write = Event { comm: "test".into(), nr: 1, ..sys() };
+    let test_write_elsewhere = Event { path: "/ebs1/x".into(), ..test_write.clone() };
+    let test_read = Event { comm: "test".into(), ..sys() };
+    let t = T::new(&[sys(), slow_httpd, fast_httpd, httpd_pipe, test_write, test_write_elsewhere, test_read, blk()]);
+    check(
+        &t,
+        &[
+            ("proc.name=httpd", "11110000"),
+            ("proc.name=httpd and fd.type=file", "11100000"),
+            ("proc.name=httpd and fd.type=file and evt.latency > 1000000", "11000000"),
+            ("evt.latency > 1000000000", "01000000"),
+            ("proc.name=test and evt.is_io_write=true and fd.name contains /mnt", "00001000"),
+        ],
+    );
+}
+
+#[test]
+fn comparison_operators() {
+    let t = T::new(&[sys(), blk()]);
+    check(
+        &t,
+        &[
+            ("evt.latency = 2000000", "10"),
+            ("evt.latency == 2ms", "10"),
+            ("evt.latency != 2ms", "01"),
+            ("evt.latency < 3ms", "10"),
+            ("evt.latency <= 3ms", "11"),
+            ("evt.latency > 2ms", "01"),
+            ("evt.latency >= 2ms", "11"),
+            ("evt.latency >= 2 ms", "11"),
+            ("evt.latency > 1.5ms", "11"),
+            ("evt.latency > 250us", "11"),
+            ("evt.latency < -1", "00"),
+            ("evt.latency != -1", "11"),
+            ("evt.latency in (2ms, 7ms)", "10"),
+            ("evt.buflen >= 4KiB", "11"),
+            ("evt.buflen > 4KiB", "01"),
+            ("evt.buflen = 64k", "01"),
+            ("proc.pid in (100, 7)", "10"),
+            ("proc.pid in (100 200)", "11"),
+            ("proc.pid = 0x64", "10"),
+            ("proc.pid > -5", "11"),
+        ],
+    );
+}
+
+#[test]
+fn string_operators() {
+    let t = T::new(&[sys(), blk()]);
+    check(
+        &t,
+        &[
+            ("fd.name = /mnt/data/access.log", "10"),
+            ("fd.name = '/mnt/data/access.log'", "10"),
+            ("fd.name != /mnt/data/access.log", "00"),
+            ("fd.name != /x", "10"),
+            ("fd.name contains data", "10"),
+            ("fd.name contains DATA", "00"),
+            ("fd.name icontains DATA", "10"),
+            ("fd.name startswith /mnt/", "10"),
+            ("fd.name endswith .log", "10"),
+            ("fd.name glob '/mnt/*.log'", "10"),
+            ("fd.name glob '/mnt/?ata/[a-c]ccess.log'", "10"),
+            ("fd.name glob '*.txt'", "00"),
+            ("fd.name in (/a, /mnt/data/access.log)", "10"),
+            ("fd.name in ('/a', \"/b\")", "00"),
+            ("fd.name pmatch (/mnt)", "10"),
+            ("fd.name pmatch (/mnt/data/, /etc)", "10"),
+            ("fd.name pmatch (/mn)", "00"),
+            ("fd.name pmatch (/)", "10"),
+            ("proc.name startswith htt", "10"),
+            ("proc.name in (httpd, test)", "11"),
+            ("proc.name != httpd", "01"),
+            ("proc.name glob 't*'", "01"),
+        ],
+    );
+}
+
+#[test]
+fn logic_and_precedence() {
+    let t = T::new(&[sys(), blk()]);
+    check(
+        &t,
+        &[
+            ("proc.name=httpd or proc.name=test", "11"),
+            ("not proc.name=httpd", "01"),
+            ("NOT proc.name=httpd AND proc.pid=200", "01"),
+            // `and` binds tighter than `or`.
+            ("proc.name=test or proc.name=httpd and proc.pid=7", "01"),
+            ("(proc.name=test or proc.name=httpd) and proc.pid=7", "00"),
+            ("not (proc.name=test or proc.name=httpd)", "00"),
+            ("not not proc.name=httpd", "10"),
+            ("((((proc.pid=100))))", "10"),
+            // An absent field is false for every operator; `not` negates that.
+            ("blk.sector != 5", "01"),
+            ("not blk.sector = 5", "11"),
+            ("", "11"),
+            ("   ", "11"),
+        ],
+    );
+    assert!(Filter::parse("").unwrap().is_match_all());
+    assert!(!Filter::parse("proc.pid=1").unwrap().is_match_all());
+}
+
+#[test]
+fn evt_fields() {
+    let failed = Event { ret: -2, nr: 257, path: "/nope".into(), fd: -1, fd_type: 0, ..sys() };
+    let odd = Event { ret: -4000, nr: 1000, ..sys() };
+    let fork =
+        Event { kind: 2, nr: 0, pid: 300, tid: 300, ret: 100, lat: 0, comm: "httpd".into(), ..Default::default() };
+    let t = T::new(&[sys(), failed, odd, blk(), fork]);
+    check(
+        &t,
+        &[
+            ("evt.type = read", "10000"),
+            ("evt.type = openat", "01000"),
+            ("evt.type = write", "00010"),
+            ("evt.type = fork", "00001"),
+            ("evt.type in (openat, fork, syscall_1000)", "01101"),
+            ("evt.type != read", "01111"),
+            ("evt.type startswith open", "01000"),
+            ("evt.type = syscall_1000", "00100"),
+            ("evt.type glob 'syscall_*'", "00100"),
+            ("evt.kind = syscall", "11100"),
+            ("evt.kind in (block, proc)", "00011"),
+            ("evt.kind != block", "11101"),
+            ("evt.category = read", "10000"),
+            ("evt.category = file-meta", "01000"),
+            ("evt.category = block", "00010"),
+            ("evt.category = proc", "00001"),
+            ("evt.res = SUCCESS", "10000"),
+            ("evt.res = ENOENT", "01000"),
+            ("evt.res = E4000", "00100"),
+            ("evt.res != SUCCESS", "01100"),
+            ("evt.res in (ENOENT, E4000)", "01100"),
+            ("evt.res startswith E", "01100"),
+            ("evt.rawres = -2", "01000"),
+            ("evt.rawres = ENOENT", "01000"),
+            ("evt.rawres > 0", "10000"),
+            ("evt.failed = true", "01100"),
+            ("evt.failed", "01100"),
+            ("evt.failed = false", "10000"),
+            ("evt.failed != true", "10000"),
+            ("evt.is_io = true", "10000"),
+            ("evt.is_io = false", "01100"),
+            ("evt.is_io_read = true", "10000"),
+            ("evt.is_io_write = true", "00000"),
+            ("evt.is_io_write = false", "11100"),
+            ("evt.latency exists", "11110"),
+            ("evt.buflen exists", "11110"),
+            ("evt.time = 1005000", "11100"),
+            ("evt.time > 1005000", "00010"),
+            ("evt.time < 1001000", "00001"),
+            ("evt.reltime = 4us", "11100"),
+            ("evt.reltime < 0", "00001"),
+        ],
+    );
+}
+
+#[test]
+fn proc_user_container_fields() {
+    let unknown =
+        Event { pid: 999, uid: 5, cgroup: 0, comm: "a-very-long-process-name".chars().take(15).collect(), ..sys() };
+    let t = T::new(&[sys(), blk(), unknown]);
+    check(
+        &t,
+        &[
+            ("proc.name = httpd", "100"),
+            ("proc.name = a-very-long-process-name", "001"),
+            ("proc.name in (a-very-long-process-name, test)", "011"),
+            ("proc.pid = 100", "100"),
+            ("proc.ppid = 1", "100"),
+            ("proc.ppid = 100", "010"),
+            ("proc.ppid exists", "110"),
+            ("proc.exe = /usr/sbin/httpd", "100"),
+            ("proc.exe pmatch (/opt/test)", "010"),
+            ("proc.exe exists", "110"),
+            ("thread.tid = 101", "101"),
+            ("thread.tid != 101", "010"),
+            ("user.uid = 1000", "100"),
+            ("user.name = alice", "100"),
+            ("user.name = root", "010"),
+            ("user.name exists", "110"),
+            ("container.id = host", "101"),
+            ("container.id = 1a2b", "010"),
+            ("container.id != host", "010"),
+            ("container.id in (host, 1a2b)", "111"),
+            ("container.id startswith 1a", "010"),
+            ("container.id = 1A2B", "000"),
+        ],
+    );
+}
+
+#[test]
+fn fd_fields() {
+    let nofd = Event { fd: -1, fd_type: 0, path: String::new(), nr: 39, ..sys() };
+    let sock = Event { fd: 5, fd_type: FdType::Ipv4 as u8, path: String::new(), ..sys() };
+    let rel = Event { path: "x.txt".into(), fd_type: 200, ..sys() };
+    let t = T::new(&[sys(), nofd, sock, rel, blk()]);
+    check(
+        &t,
+        &[
+            ("fd.num = 3", "10010"),
+            ("fd.num exists", "10110"),
+            ("fd.num > 4", "00100"),
+            ("fd.type = file", "10000"),
+            ("fd.type in (file, ipv4)", "10100"),
+            ("fd.type != file", "00110"),
+            ("fd.type = unknown", "00010"),
+            ("fd.type exists", "10110"),
+            ("fd.name exists", "10010"),
+            ("fd.name = x.txt", "00010"),
+            ("fd.directory = /mnt/data", "10000"),
+            ("fd.directory exists", "10000"),
+            ("fd.filename = access.log", "10000"),
+            ("fd.filename in (access.log, x.txt)", "10010"),
+            ("fd.filename glob '*.txt'", "00010"),
+            ("fd.directory pmatch (/mnt)", "10000"),
+            // Declared, never present yet.
+            ("fd.sip = 10.0.0.1", "00000"),
+            ("fd.sport = 80", "00000"),
+            ("fd.cip exists", "00000"),
+            ("fd.cport != 1", "00000"),
+            ("not fd.sip exists", "11111"),
+        ],
+    );
+}
+
+#[test]
+fn block_fields() {
+    let other_dev = Event { dev: (8 << 20) | 1, nr: 0, lat: 500, ..blk() };
+    let flush = Event { nr: 2, bytes: 0, ..blk() };
+    let zone = Event { nr: 77, ..blk() };
+    let t = T::new(&[sys(), blk(), other_dev, flush, zone]);
+    check(
+        &t,
+        &[
+            ("blk.dev = 253:0", "01011"),
+            ("blk.dev = 8:1", "00100"),
+            ("blk.dev in (8:1, 253:0)", "01111"),
+            ("blk.dev != 8:1", "01011"),
+            ("blk.dev startswith 253", "01011"),
+            ("blk.disk = vda", "01011"),
+            ("blk.disk exists", "01011"),
+            ("blk.disk in (vda, sdb)", "01011"),
+            ("blk.op = write", "01000"),
+            ("blk.op = read", "00100"),
+            ("blk.op in (flush, other)", "00011"),
+            ("blk.op != write", "00111"),
+            ("evt.type = write", "01000"),
+            ("evt.type = other", "00001"),
+            ("blk.sector = 2048", "01111"),
+            ("blk.bytes >= 64KiB", "01101"),
+            ("blk.bytes exists", "01111"),
+            ("blk.latency > 1ms", "01011"),
+            ("blk.latency < 1us", "00100"),
+            ("blk.qtime = 50us", "01111"),
+            ("evt.buflen = 0", "00010"),
+            ("evt.latency > 1ms", "11011"),
+            // Syscall-only fields are absent on block events.
+            ("evt.failed = false", "10000"),
+            ("fd.type exists", "10000"),
+        ],
+    );
+}
+
+#[test]
+fn every_field_is_tested_somewhere() {
+    let here = include_str!("filters.rs");
+    for f in fields() {
+        assert!(
+            here.matches(&format!("\"{} ", f.name)).count() + here.matches(&format!("({} ", f.name)).count() > 0,
+            "{}",
+            f.name
+        );
+        let _ = Filter::parse(&format!("{} exists", f.name)).unwrap();
+    }
+}
+
+#[test]
+fn field_listing_and_values() {
+    let list = fields();
+    assert!(list.len() >= 36);
+    let lat = list.iter().find(|f| f.name == "evt.latency").unwrap();
+    assert_eq!(lat.ty, FieldType::Duration);
+    assert_eq!(lat.ty.name(), "duration");
+    let t = T::new(&[sys(), blk()]);
+    let get = |name: &str, row| list.iter().find(|f| f.name == name).unwrap().value(&t.b, row, &t.ctx);
+    assert_eq!(get("evt.type", 0).as_deref(), Some("read"));
+    assert_eq!(get("evt.latency", 0).as_deref(), Some("2000000"));
+    assert_eq!(get("evt.is_io", 0).as_deref(), Some("true"));
+    assert_eq!(get("blk.dev", 1).as_deref(), Some("253:0"));
+    assert_eq!(get("container.id", 1).as_deref(), Some("1a2b"));
+    assert_eq!(get("blk.dev", 0), None);
+    assert_eq!(get("fd.sip", 0), None);
+}
+
+#[test]
+fn keywords_ignore_case_and_spacing() {
+    let t = T::new(&[sys()]);
+    for f in [
+        "proc.name=httpd AND fd.type=file",
+        "proc.name = httpd aNd  fd.type   =   file",
+        "PROC.NAME=httpd",
+        "fd.name CONTAINS /mnt",
+        "proc.pid IN (100)",
+        "fd.name PMATCH (/mnt)",
+        "proc.name Exists",
+        "evt.is_io_write=FALSE",
+        "\tproc.name=httpd\n",
+    ] {
+        assert!(t.m(f, 0), "{f}");
+    }
+}
+
+#[test]
+fn errors_point_at_the_place() {
+    let e = Filter::parse("proc.nme=httpd").unwrap_err();
+    assert_eq!(e.message(), "unknown field 'proc.nme' at column 1; did you mean proc.name?");
+    assert_eq!(
+        e.to_string(),
+        "unknown field 'proc.nme' at column 1; did you mean proc.name?\n  proc.nme=httpd\n  ^^^^^^^^"
+    );
+    assert_eq!(e.column(), 1);
+
+    let e = Filter::parse("evt.latency contains x").unwrap_err();
+    assert_eq!(e.message(), "operator 'contains' needs a string field; evt.latency is a duration");
+    assert_eq!(e.to_string().lines().nth(2), Some("              ^^^^^^^^"));
+
+    assert!(err("evt.latency > 5 parsecs")
+        .starts_with("bad value '5 parsecs' for evt.latency at column 15: unknown duration unit 'parsecs'"));
+    assert!(err("evt.buflen > 4 KiBs").contains("unknown size unit"));
+    assert_eq!(err("fd.type = fiel"), "unknown fd type 'fiel' at column 11; did you mean file?");
+    assert_eq!(err("fd.type in (file, pipe, sockt)"), "unknown fd type 'sockt' at column 25; did you mean socket?");
+    assert_eq!(err("evt.type = opneat"), "unknown event type 'opneat' at column 12; did you mean openat?");
+    assert_eq!(err("evt.res = ENOENTT"), "unknown result 'ENOENTT' at column 11; did you mean ENOENT?");
+    assert!(err("blk.op = wirte").ends_with("did you mean write?"));
+    assert!(err("evt.kind = blok").ends_with("did you mean block?"));
+    assert!(err("blk.dev = vda").contains("use blk.disk for names"));
+    assert!(err("evt.category = nett").ends_with("did you mean net?"));
+    assert_eq!(err("(proc.pid = 1"), "unbalanced parentheses: '(' at column 1 is never closed");
+    assert_eq!(err("proc.pid = 1)"), "unbalanced parentheses: ')' at column 13 has no matching '('");
+    assert!(err("(proc.pid = 1 proc.pid = 2)")
+        .starts_with("unexpected 'proc.pid' at column 15; expected 'and', 'or' or ')'"));
+    assert_eq!(err("()"), "empty parentheses at column 1");
+    assert!(err("proc.pid = 1 and").starts_with("expected a field name at column 17, found end of filter"));
+    assert!(err("and proc.pid = 1").starts_with("expected a field name at column 1, found 'and'"));
+    assert!(err("proc.name =").starts_with("missing value after '=' at column 11"));
+    assert!(err("proc.name = and proc.pid = 1").starts_with("missing value after '='"));
+    assert!(err("proc.name = (a, b)").contains("lists take 'in (a, b)'"));
+    assert!(err("proc.name httpd").starts_with("expected an operator after proc.name at column 11, found 'httpd'"));
+    assert!(err("proc.name in httpd").starts_with("expected '(' after 'in'"));
+    assert!(err("proc.name in ()").starts_with("empty list after 'in'"));
+    assert!(err("proc.name in (a, b").contains("never closed"));
+    assert!(err("proc.name = my app").contains("quote values that contain spaces"));
+    assert!(err("proc.name = 'httpd").starts_with("unterminated string starting at column 13"));
+    assert_eq!(err("proc.name > 5"), "operator '>' needs a numeric field; proc.name is a string");
+    assert_eq!(err("evt.failed < 1"), "operator '<' needs a numeric field; evt.failed is a boolean");
+    assert!(err("evt.failed in (true)").contains("use = true or = false"));
+    assert!(err("evt.failed = maybe").contains("expected true or false"));
+    assert!(err("proc.pid = abc").contains("expected an integer"));
+    assert!(err("proc.pid = 99999999999999999999999").contains("out of range"));
+    assert!(err("proc.name[1] = x").starts_with("field proc.name takes no argument"));
+    assert!(err("httpd").starts_with("unknown field 'httpd'"));
+    // Quotes around the whole filter (the shell's job) and typographic quotes pasted from a blog post.
+    assert!(err("'proc.name=httpd'").contains("drop the quotes around the whole filter"));
+    assert!(err("\u{201c}proc.name=httpd and fd.type=file\u{201d}").contains("typographic quotes"));
+    assert!(err("proc.name == 'a' or").starts_with("expected a field name"));
+    let deep = format!("{}proc.pid=1{}", "(".repeat(500), ")".repeat(500));
+    assert!(err(&deep).contains("nested too deeply"));
+    let nots = format!("{}proc.pid=1", "not ".repeat(500));
+    assert!(err(&nots).contains("nested too deeply"));
+}
+
+#[test]
+fn needs_kinds() {
+    let k = |f: &str| Filter::parse(f).unwrap().needs_kinds();
+    let sys = KindSet { syscall: true, block: false, proc: false };
+    let blk = KindSet { syscall: false, block: true, proc: false };
+    assert_eq!(k(""), KindSet::ALL);
+    assert_eq!(k("proc.name=httpd"), KindSet::ALL);
+    assert_eq!(k("proc.name=httpd and fd.type=file"), sys);
+    assert_eq!(k("evt.latency > 1ms"), KindSet { syscall: true, block: true, proc: false });
+    assert_eq!(k("blk.disk = vda"), blk);
+    assert_eq!(k("evt.type = openat"), sys);
+    assert_eq!(k("evt.type = read"), KindSet { syscall: true, block: true, proc: false });
+    assert_eq!(k("evt.type = exec"), KindSet { syscall: false, block: false, proc: true });
+    assert_eq!(k("evt.kind = block or fd.type = file"), KindSet { syscall: true, block: true, proc: false });
+    assert_eq!(k("not evt.kind = block"), KindSet { syscall: true, block: false, proc: true });
+    assert_eq!(k("not fd.type = file"), KindSet::ALL);
+    assert_eq!(k("fd.sip = 1.2.3.4"), KindSet { syscall: false, block: false, proc: false });
+}

@@ -1,0 +1,163 @@
+//! The fuzz harness (`fuzz/fuzz_targets/filter_parse.rs`) run on seeded random and mutated
+//! inputs, so that `cargo test` covers it without a nightly toolchain.
+//!
+//! `LATSCOPE_FUZZ_CASES=200000 cargo test -p latscope-filter --release --test fuzz_seeded` runs more.
+
+use latscope_filter::fuzz_support::check_str;
+
+/// splitmix64: deterministic, dependency-free.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
+        v[self.below(v.len())]
+    }
+}
+
+const CORPUS: &[&str] = &[
+    "proc.name=httpd",
+    "proc.name=httpd and fd.type=file",
+    "proc.name=httpd and fd.type=file and evt.latency > 1000000",
+    "evt.latency > 1000000000",
+    "proc.name=test and evt.is_io_write=true and fd.name contains /mnt",
+    "evt.type in (read, write, openat) or not (blk.disk = vda and blk.op != flush)",
+    "fd.name pmatch (/mnt, /etc) and proc.exe glob '/usr/*/h[a-z]?pd'",
+    "evt.res = ENOENT or evt.rawres < -1 or evt.failed",
+    "container.id in (host, 1a2b) and user.name icontains ROO",
+    "blk.dev = 253:0 and blk.bytes >= 4KiB and blk.qtime > 1 ms",
+    "evt.time > 0 and evt.reltime <= 5s and fd.directory = /mnt/data",
+    "thread.tid != 7 and proc.ppid exists and fd.filename endswith .log",
+    "evt.kind = proc and evt.type = exec",
+    "fd.name = \"quoted \\\" value\" or proc.name = 'it\\'s'",
+];
+
+const PIECES: &[&str] = &[
+    " ",
+    "(",
+    ")",
+    ",",
+    "=",
+    "==",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "'",
+    "\"",
+    "\\",
+    "and",
+    "or",
+    "not",
+    "exists",
+    "in",
+    "pmatch",
+    "contains",
+    "glob",
+    "proc.name",
+    "evt.latency",
+    "fd.type",
+    "evt.type",
+    "blk.dev",
+    "1ms",
+    "-1",
+    "99999999999999999999999999999",
+    "0x",
+    "*",
+    "[",
+    "]",
+    "?",
+    "é",
+    "\u{201c}",
+    "\0",
+    "\n",
+    "5 parsecs",
+    "4KiB",
+    "ENOENT",
+    "true",
+    ":",
+    "syscall_",
+    ".",
+    "evt.",
+    "[1]",
+];
+
+fn mutate(r: &mut Rng, s: &str) -> String {
+    let mut v: Vec<char> = s.chars().collect();
+    for _ in 0..1 + r.below(4) {
+        let at = r.below(v.len() + 1);
+        match r.below(5) {
+            0 if !v.is_empty() => {
+                let end = (at + 1 + r.below(6)).min(v.len());
+                v.drain(at.min(v.len())..end);
+            }
+            1 => {
+                for (k, c) in r.pick(PIECES).chars().enumerate() {
+                    v.insert((at + k).min(v.len()), c);
+                }
+            }
+            2 if !v.is_empty() => {
+                let i = at.min(v.len() - 1);
+                v[i] = r.pick(PIECES).chars().next().unwrap_or('x');
+            }
+            3 => {
+                // Splice a piece of another corpus entry.
+                let other: Vec<char> = r.pick(CORPUS).chars().collect();
+                let a = r.below(other.len());
+                let b = (a + r.below(20)).min(other.len());
+                for (k, c) in other[a..b].iter().enumerate() {
+                    v.insert((at + k).min(v.len()), *c);
+                }
+            }
+            _ => {
+                let n = r.below(8);
+                for k in 0..n {
+                    v.insert((at + k).min(v.len()), char::from(32 + r.below(95) as u8));
+                }
+            }
+        }
+    }
+    v.into_iter().collect()
+}
+
+#[test]
+fn harness_on_seeded_inputs() {
+    let cases: usize = std::env::var("LATSCOPE_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000);
+    let mut r = Rng(0x1a75_c09e);
+    let mut parsed = 0usize;
+    for i in 0..cases {
+        let input = match i % 4 {
+            // Pure noise from the token alphabet.
+            0 => (0..r.below(12)).map(|_| r.pick(PIECES)).collect::<Vec<_>>().join(if r.below(2) == 0 {
+                " "
+            } else {
+                ""
+            }),
+            _ => {
+                let mut s = r.pick(CORPUS).to_string();
+                for _ in 0..1 + r.below(3) {
+                    s = mutate(&mut r, &s);
+                }
+                s
+            }
+        };
+        let ok = latscope_filter::Filter::parse(&input).is_ok();
+        parsed += usize::from(ok);
+        check_str(&input);
+    }
+    for c in CORPUS {
+        check_str(c);
+        assert!(latscope_filter::Filter::parse(c).is_ok(), "{c}");
+    }
+    println!("{cases} inputs, {parsed} parsed");
+    assert!(parsed > cases / 50, "the mutator should keep some inputs valid ({parsed})");
+}

@@ -1,0 +1,13 @@
+//! Parse arbitrary bytes as a filter; when it parses, evaluate it on a fixed batch and check the
+//! invariants of `latscope_filter::fuzz_support::check_one` (no panic, errors render with a caret,
+//! the push-down never drops a matching event, matches lie in `needs_kinds()`, `not (F)` is the
+//! complement of `F`).
+//!
+//! cargo +nightly fuzz run filter_parse fuzz/corpus/filter_parse fuzz/seeds/filter_parse -- -dict=fuzz/filter.dict
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    latscope_filter::fuzz_support::check_one(data);
+});
