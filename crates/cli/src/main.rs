@@ -33,6 +33,10 @@ enum Command {
     Info(cmd::info::Args),
     /// List the fields filter expressions can use.
     Fields(cmd::fields::Args),
+    /// Draw latency as a spectrogram (rows of time, columns of latency), live or from a trace.
+    Spectrogram(cmd::spectrogram::Args),
+    /// A storage (or timer) test workload: write or read buffers at a rate, report latency.
+    Load(cmd::load::Args),
     /// Heat map of latency (or size, offset, subsecond offset) over time, as interactive SVG or JSON.
     Heatmap(cmd::heatmap::Args),
     /// High-resolution latency histogram with percentiles and peaks (text, SVG, JSON).
@@ -50,6 +54,8 @@ fn main() -> ExitCode {
         Command::Events(a) => cmd::events::run(a),
         Command::Info(a) => cmd::info::run(a),
         Command::Fields(a) => cmd::fields::run(a),
+        Command::Spectrogram(a) => cmd::spectrogram::run(a),
+        Command::Load(a) => cmd::load::run(a),
         Command::Heatmap(a) => cmd::heatmap::run(a),
         Command::Hist(a) => cmd::hist::run(a),
         Command::Top(a) => cmd::top::run(a),

@@ -28,7 +28,7 @@ mod skel {
 use skel::*;
 
 /// Number of histogram buckets per group in in-kernel aggregation (mirrors LS_AGG_BUCKETS).
-pub const AGG_BUCKETS: usize = 320;
+pub const AGG_BUCKETS: usize = 640;
 /// Number of histogram groups in in-kernel aggregation (mirrors LS_AGG_GROUPS).
 pub const AGG_GROUPS: usize = 512;
 const NR_MAX: usize = 512;
@@ -194,24 +194,24 @@ impl AggSnapshot {
 }
 
 /// The latency range `[low, high)` in ns of in-kernel aggregation bucket `idx`
-/// (8 linear sub-buckets per power of two; mirrors `lat_bucket()` in the BPF code).
+/// (16 linear sub-buckets per power of two; mirrors `lat_bucket()` in the BPF code).
 pub fn agg_bucket_bounds(idx: usize) -> (u64, u64) {
-    if idx < 8 {
+    if idx < 16 {
         return (idx as u64, idx as u64 + 1);
     }
-    let e = (idx / 8 + 2) as u32;
-    let sub = (idx % 8) as u64;
-    let low = (8 + sub) << (e - 3);
-    (low, low + (1u64 << (e - 3)))
+    let e = (idx / 16 + 3) as u32;
+    let sub = (idx % 16) as u64;
+    let low = (16 + sub) << (e - 4);
+    (low, low + (1u64 << (e - 4)))
 }
 
 /// The in-kernel bucket of a latency (the Rust twin of the BPF `lat_bucket()`; used by tests and fallbacks).
 pub fn agg_bucket(v: u64) -> usize {
-    if v < 8 {
+    if v < 16 {
         return v as usize;
     }
     let e = 63 - v.leading_zeros();
-    let idx = (e as usize - 2) * 8 + ((v >> (e - 3)) & 7) as usize;
+    let idx = (e as usize - 3) * 16 + ((v >> (e - 4)) & 15) as usize;
     idx.min(AGG_BUCKETS - 1)
 }
 
@@ -502,10 +502,10 @@ mod tests {
             let (lo, hi) = agg_bucket_bounds(agg_bucket(v));
             assert!(lo <= v && v < hi, "{v} not in [{lo},{hi})");
         }
-        // relative width of a bucket is at most 1/8
-        for i in 8..AGG_BUCKETS {
+        // relative width of a bucket is at most 1/16
+        for i in 16..AGG_BUCKETS {
             let (lo, hi) = agg_bucket_bounds(i);
-            assert!((hi - lo) as f64 / lo as f64 <= 0.125 + 1e-9);
+            assert!((hi - lo) as f64 / lo as f64 <= 0.0625 + 1e-9);
             assert_eq!(agg_bucket_bounds(i - 1).1, lo);
         }
     }

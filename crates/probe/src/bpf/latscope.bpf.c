@@ -170,13 +170,16 @@ static __always_inline __u32 log2_u64(__u64 v)
 	return r;
 }
 
-/* Log-linear bucket: 8 linear sub-buckets per power of two (mirrored by agg_bucket_bounds in Rust). */
+/* Log-linear bucket: 16 linear sub-buckets per power of two (mirrored by agg_bucket_bounds in Rust).
+ * 16 rather than 8 so that a bucket is narrower than half a column of a terminal spectrogram:
+ * with 12.5% buckets, calls of 10.1 ms shared a bucket with 9.5 ms ones and were drawn left of
+ * the 10 ms tick. */
 static __always_inline __u32 lat_bucket(__u64 v)
 {
-	if (v < 8)
+	if (v < 16)
 		return v;
 	__u32 e = log2_u64(v);
-	__u32 idx = (e - 2) * 8 + ((v >> (e - 3)) & 7);
+	__u32 idx = (e - 3) * 16 + ((v >> (e - 4)) & 15);
 	return idx < LS_AGG_BUCKETS ? idx : LS_AGG_BUCKETS - 1;
 }
 

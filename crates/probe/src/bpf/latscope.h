@@ -10,7 +10,7 @@
 #define LS_COMM_LEN 16
 #define LS_PATH_MAX 512      /* bytes captured per path, NUL included */
 #define LS_NR_MAX 512        /* syscall numbers covered by the tables */
-#define LS_AGG_BUCKETS 320   /* log2 buckets with 8 linear sub-buckets: 0 ns .. ~2^41 ns */
+#define LS_AGG_BUCKETS 640   /* log2 buckets with 16 linear sub-buckets (6.25% wide): 0 ns .. ~2^42 ns */
 #define LS_AGG_GROUPS 512    /* groups of in-kernel histograms (enough for one per syscall) */
 #define LS_ARG_NONE 0xff
 

@@ -78,6 +78,9 @@ pub trait Feed {
     fn keep_events(&mut self, _spec: &mut Spectrogram) -> Result<String, String> {
         Ok("this source already keeps its events".into())
     }
+
+    /// Stop pacing: read the rest of a paced source at once (trace files).
+    fn fast_forward(&mut self) {}
 }
 
 /// A window of recent events kept for drill-down: whole batches with the rows that matched the

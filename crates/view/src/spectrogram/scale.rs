@@ -17,8 +17,8 @@ pub struct Buckets {
 }
 
 impl Buckets {
-    /// 8 sub-buckets per power of two: the in-kernel histograms (12.5% wide buckets).
-    pub const KERNEL: Buckets = Buckets { sub_bits: 3 };
+    /// 16 sub-buckets per power of two: the in-kernel histograms (6.25% wide buckets).
+    pub const KERNEL: Buckets = Buckets { sub_bits: 4 };
     /// 128 sub-buckets per power of two (about 425 per decade, 0.8% wide buckets, like
     /// HdrHistogram with 2 significant digits).
     pub const FINE: Buckets = Buckets { sub_bits: 7 };
@@ -288,17 +288,18 @@ mod tests {
     fn kernel_scheme_matches_the_probe_formula() {
         // The probe's formula (latscope_probe::agg_bucket), restated.
         let probe = |v: u64| -> usize {
-            if v < 8 {
+            if v < 16 {
                 return v as usize;
             }
             let e = 63 - v.leading_zeros();
-            ((e as usize - 2) * 8 + ((v >> (e - 3)) & 7) as usize).min(319)
+            ((e as usize - 3) * 16 + ((v >> (e - 4)) & 15) as usize).min(639)
         };
         for v in [0u64, 1, 7, 8, 9, 15, 16, 100, 1000, 123_456, 10_000_000, 1 << 40] {
             assert_eq!(Buckets::KERNEL.index(v), probe(v), "{v}");
         }
         assert_eq!(Buckets::KERNEL.bounds(8), (8, 9));
-        assert_eq!(Buckets::KERNEL.bounds(16), (16, 18));
+        assert_eq!(Buckets::KERNEL.bounds(16), (16, 17));
+        assert_eq!(Buckets::KERNEL.bounds(32), (32, 34));
     }
 
     #[test]

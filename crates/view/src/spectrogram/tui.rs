@@ -123,6 +123,7 @@ const HELP: &[&str] = &[
     "mouse         click a cell, or drag a rectangle: lists its events",
     "tab           next strip (split views)",
     "s             live in-kernel aggregation keeps no events: switch to the event stream",
+    "n             trace files: stop pacing, draw the rest at once",
     "esc           close this panel / the event list, or unmark",
     "q, ctrl-c     quit",
 ];
@@ -271,6 +272,10 @@ impl App {
                     lines: HELP.iter().map(|s| s.to_string()).collect(),
                     top: 0,
                 });
+            }
+            KeyCode::Char('n') => {
+                feed.fast_forward();
+                self.state.message = "drawing the rest at once".into();
             }
             KeyCode::Char('s') => {
                 self.state.message = match feed.keep_events(spec) {
