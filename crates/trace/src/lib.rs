@@ -1,1 +1,60 @@
-//! placeholder during bootstrap
+//! The latscope trace file: compressed, versioned, crash-safe.
+//!
+//! A trace is an [Arrow IPC stream](https://arrow.apache.org/docs/format/Columnar.html#ipc-streaming-format)
+//! that pyarrow, Polars and DuckDB read as it is:
+//!
+//! * the schema message has one non-nullable column per [`EventBatch`](latscope_event::EventBatch)
+//!   field ([`Column`]) and carries the format version and the
+//!   [`TraceHeader`](latscope_event::TraceHeader) (machine, mounts, block devices, processes) as JSON
+//!   in its metadata;
+//! * every block is one record batch message with zstd-compressed buffers, whose message
+//!   metadata holds its number, the CRC-32C of its body, and running event and loss counts;
+//! * a cleanly closed trace ends with a 0-row record batch holding the [`Summary`], then the
+//!   end-of-stream marker.
+//!
+//! A file cut short (`kill -9`, full disk) is readable up to its last complete block, with a
+//! [`Warning`]; a corrupt block is reported with its number and offset and can be skipped.
+//! The full format is described in `docs/TRACE_FORMAT.md`.
+//!
+//! ```no_run
+//! use latscope_event::{EventBatch, TraceHeader};
+//! use latscope_trace::{Column, Summary, TraceReader, TraceWriter};
+//!
+//! # fn main() -> Result<(), latscope_trace::TraceError> {
+//! let mut w = TraceWriter::create("/tmp/t.lst", &TraceHeader::default())?;
+//! w.write_batch(&EventBatch::with_capacity(0), 0)?;
+//! w.finish(Summary::default())?;
+//!
+//! let mut r = TraceReader::open_projected("/tmp/t.lst", &[Column::Ts, Column::Lat])?;
+//! while let Some(batch) = r.next_batch() {
+//!     let batch = batch?;
+//!     println!("{} events", batch.len());
+//! }
+//! for w in r.warnings() {
+//!     eprintln!("warning: {w}");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod column;
+mod error;
+mod meta;
+mod reader;
+mod threaded;
+mod writer;
+
+pub use column::{arrow_schema, Column};
+pub use error::{TraceError, Warning, WarningKind};
+pub use meta::{
+    meta_digest, BlockMeta, Summary, KEY_CRC, KEY_EVENTS_TOTAL, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC,
+    KEY_LOST_TOTAL, KEY_META_CRC, KEY_SEQ, KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
+};
+pub use reader::{ReadOptions, ReadStats, TraceReader, MAX_BLOCK_ROWS};
+pub use threaded::{ThreadedTraceWriter, DEFAULT_QUEUE_BATCHES};
+pub use writer::{Compression, TraceWriter, WriterOptions, DEFAULT_MAX_BLOCK_EVENTS};
+
+/// The trace format version this build writes, and the newest it reads.
+pub use latscope_event::TRACE_FORMAT_VERSION;

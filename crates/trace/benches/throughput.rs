@@ -1,0 +1,226 @@
+//! Trace write and read throughput on synthetic events shaped like real ones.
+//!
+//! `cargo bench -p latscope-trace` (set `LATSCOPE_BENCH_EVENTS` to change the 5 M events,
+//! `LATSCOPE_BENCH_DIR` to write somewhere else than the system temporary directory).
+//!
+//! Mostly syscall events with small integers, ~30 % with a path from a small set, comm from a
+//! few names, written in blocks of 64 Ki events.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use latscope_event::{Event, EventBatch, TraceHeader};
+use latscope_trace::{Column, Compression, Summary, ThreadedTraceWriter, TraceReader, TraceWriter, WriterOptions};
+
+const BLOCK: usize = 65536;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const COMMS: &[&str] = &["postgres", "nginx", "java", "node", "kworker/u4:2", "bash"];
+const SYSCALLS: &[u16] = &[0, 1, 0, 1, 257, 3, 5, 202, 232, 45, 44, 9, 17, 18, 7];
+
+/// One batch of `n` realistic-looking events starting at `ts`.
+fn synthetic_batch(rng: &mut Rng, n: usize, ts: &mut u64) -> EventBatch {
+    let paths: Vec<String> = (0..40)
+        .map(|i| match i % 4 {
+            0 => format!("/var/lib/postgresql/16/main/base/16384/{}", 2600 + i),
+            1 => format!("/usr/lib/x86_64-linux-gnu/lib{i}.so.6"),
+            2 => format!("/srv/www/static/img/{i:04}.png"),
+            _ => format!("/proc/{}/stat", 1000 + i),
+        })
+        .collect();
+    let mut b = EventBatch::with_capacity(n);
+    for _ in 0..n {
+        *ts += rng.below(2000);
+        let r = rng.below(100);
+        let kind = if r < 97 {
+            0
+        } else if r < 99 {
+            1
+        } else {
+            2
+        };
+        let pid = 1000 + rng.below(20) as u32;
+        let with_path = rng.below(100) < 30;
+        let fd = if rng.below(10) == 0 { -1 } else { rng.below(64) as i32 };
+        let bytes = [0u64, 4096, 8192, 64, 512, 131072][rng.below(6) as usize];
+        let lat_bits = rng.below(17);
+        let e = Event {
+            kind,
+            ts: *ts,
+            lat: 200 + rng.below(1 << lat_bits),
+            pid,
+            tid: pid + rng.below(4) as u32,
+            uid: if pid.is_multiple_of(3) { 0 } else { 1000 },
+            nr: SYSCALLS[rng.below(SYSCALLS.len() as u64) as usize],
+            ret: if rng.below(20) == 0 { -11 } else { bytes as i64 },
+            fd,
+            fd_type: if fd < 0 { 0 } else { 1 + rng.below(3) as u8 },
+            dev: if fd < 0 { 0 } else { (253 << 20) | 1 },
+            ino: if fd < 0 { 0 } else { 131072 + rng.below(500) },
+            bytes,
+            off: if rng.below(2) == 0 { -1 } else { (rng.below(1 << 16) * 4096) as i64 },
+            flags: if rng.below(10) == 0 { 0o2000000 } else { 0 },
+            mode: 0,
+            dirfd: if with_path { -100 } else { -1 },
+            addr: 0,
+            cgroup: 4000 + (pid as u64 % 4),
+            qtime: if kind == 1 { rng.below(100_000) } else { 0 },
+            comm: COMMS[(pid % COMMS.len() as u32) as usize].to_string(),
+            path: if with_path { paths[rng.below(40) as usize].clone() } else { String::new() },
+            path2: String::new(),
+        };
+        b.push(&e);
+    }
+    b
+}
+
+fn header() -> TraceHeader {
+    TraceHeader { hostname: "bench".into(), kernel: "6.8".into(), ..Default::default() }
+}
+
+fn rate(events: u64, d: Duration) -> String {
+    format!("{:>6.2} M events/s", events as f64 / d.as_secs_f64() / 1e6)
+}
+
+fn file_size(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+fn main() {
+    // `cargo test` runs benches with --bench only under `cargo bench`; be quick otherwise.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let total: usize = std::env::var("LATSCOPE_BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(if quick {
+        2 * BLOCK
+    } else {
+        5_000_000
+    });
+    let dir = std::env::var("LATSCOPE_BENCH_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|_| std::env::temp_dir().join(format!("latscope-trace-bench-{}", std::process::id())));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut ts = 1_000_000_000u64;
+    let templates: Vec<EventBatch> = (0..8).map(|_| synthetic_batch(&mut rng, BLOCK, &mut ts)).collect();
+    let raw: usize = templates[0].len() * 112
+        + [&templates[0].comm, &templates[0].path, &templates[0].path2]
+            .iter()
+            .map(|c| c.data.len() + c.offsets.len() * 4)
+            .sum::<usize>();
+    let raw_per_event = raw as f64 / BLOCK as f64;
+    let blocks = total.div_ceil(BLOCK);
+    let n_events = |blocks: usize| (blocks * BLOCK) as u64;
+    println!("latscope-trace throughput: {} events in {blocks} blocks of {BLOCK}", n_events(blocks));
+    println!("raw event size in memory: {raw_per_event:.1} bytes/event");
+
+    // Single-threaded writer, several compression settings.
+    let mut main_file = None;
+    for (name, c) in [
+        ("zstd 1", Compression::Zstd(1)),
+        ("zstd -1", Compression::Zstd(-1)),
+        ("zstd 3", Compression::Zstd(3)),
+        ("none", Compression::None),
+    ] {
+        let nb = if c == Compression::Zstd(1) { blocks } else { blocks.min(16) };
+        let path = dir.join(format!("bench-{}.lst", name.replace(' ', "")));
+        let opts = WriterOptions { compression: c, sync_on_finish: false, ..Default::default() };
+        let t = Instant::now();
+        let mut w = TraceWriter::create_with(&path, &header(), opts).unwrap();
+        for i in 0..nb {
+            w.write_batch(&templates[i % templates.len()], 0).unwrap();
+        }
+        w.finish(Summary::default()).unwrap();
+        let d = t.elapsed();
+        let size = file_size(&path);
+        println!(
+            "write  single-threaded {name:>7}: {}  {:>6.2} bytes/event on disk ({:.1}x smaller than raw), {:.0} MB/s raw",
+            rate(n_events(nb), d),
+            size as f64 / n_events(nb) as f64,
+            raw_per_event * n_events(nb) as f64 / size as f64,
+            raw_per_event * n_events(nb) as f64 / d.as_secs_f64() / 1e6,
+        );
+        if c == Compression::Zstd(1) {
+            main_file = Some(path);
+        } else {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    // Threaded writer: the caller fills recycled batches (as the ring-buffer reader would).
+    let path = dir.join("bench-threaded.lst");
+    let opts = WriterOptions { sync_on_finish: false, ..Default::default() };
+    let t = Instant::now();
+    let mut w = ThreadedTraceWriter::create_with(&path, &header(), opts, 4).unwrap();
+    let mut caller_blocked = Duration::ZERO;
+    for i in 0..blocks {
+        let mut b = w.spare_batch();
+        let src = &templates[i % templates.len()];
+        fill(&mut b, src);
+        let tw = Instant::now();
+        w.write_batch(b, 0).unwrap();
+        caller_blocked += tw.elapsed();
+    }
+    let tf = Instant::now();
+    w.finish(Summary::default()).unwrap();
+    let drain = tf.elapsed();
+    let d = t.elapsed();
+    println!(
+        "write  threaded  zstd 1: {} end to end; caller waited {:.0} ms for queue room in total, {:.0} ms to drain at finish",
+        rate(n_events(blocks), d),
+        caller_blocked.as_secs_f64() * 1e3,
+        drain.as_secs_f64() * 1e3
+    );
+    let _ = std::fs::remove_file(&path);
+
+    // Reading.
+    let path = main_file.unwrap();
+    for (name, proj) in [("full", None), ("ts+lat", Some(vec![Column::Ts, Column::Lat]))] {
+        let t = Instant::now();
+        let mut r = match &proj {
+            None => TraceReader::open(&path).unwrap(),
+            Some(p) => TraceReader::open_projected(&path, p).unwrap(),
+        };
+        let mut n = 0u64;
+        let mut sum = 0u64;
+        for b in r.by_ref() {
+            let b = b.unwrap();
+            n += b.len() as u64;
+            sum = sum.wrapping_add(b.lat.iter().sum::<u64>());
+        }
+        let d = t.elapsed();
+        assert!(r.warnings().is_empty());
+        println!("read   {name:>6}: {}  (checksum {sum:x})", rate(n, d));
+    }
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir(&dir);
+}
+
+/// Copy `src` into `dst` column by column (what a producer filling a batch costs).
+fn fill(dst: &mut EventBatch, src: &EventBatch) {
+    dst.clear();
+    macro_rules! ext {
+        ($($f:ident),*) => { $( dst.$f.extend_from_slice(&src.$f); )* };
+    }
+    ext!(
+        kind, ts, lat, pid, tid, uid, nr, ret, fd, fd_type, dev, ino, bytes, off, flags, mode, dirfd, addr, cgroup,
+        qtime
+    );
+    for (d, s) in [(&mut dst.comm, &src.comm), (&mut dst.path, &src.path), (&mut dst.path2, &src.path2)] {
+        d.offsets.clear();
+        d.offsets.extend_from_slice(&s.offsets);
+        d.data.clear();
+        d.data.extend_from_slice(&s.data);
+    }
+}

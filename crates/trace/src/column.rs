@@ -1,0 +1,265 @@
+//! The trace's Arrow schema and the conversions between [`EventBatch`] and Arrow record batches.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
+use arrow_array::{ArrayRef, PrimitiveArray, RecordBatch, RecordBatchOptions, StringArray};
+use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, Schema};
+use latscope_event::{EventBatch, StrCol};
+
+/// Calls `$mac!` with the list of fixed-width columns: `(Variant, field, ArrowType, DataType)`.
+///
+/// The order is the column order of the schema (and of [`EventBatch`]); the three
+/// string columns `comm`, `path`, `path2` follow them.
+macro_rules! with_prim_columns {
+    ($mac:ident) => {
+        $mac! {
+            (Kind, kind, UInt8Type, UInt8),
+            (Ts, ts, UInt64Type, UInt64),
+            (Lat, lat, UInt64Type, UInt64),
+            (Pid, pid, UInt32Type, UInt32),
+            (Tid, tid, UInt32Type, UInt32),
+            (Uid, uid, UInt32Type, UInt32),
+            (Nr, nr, UInt16Type, UInt16),
+            (Ret, ret, Int64Type, Int64),
+            (Fd, fd, Int32Type, Int32),
+            (FdType, fd_type, UInt8Type, UInt8),
+            (Dev, dev, UInt32Type, UInt32),
+            (Ino, ino, UInt64Type, UInt64),
+            (Bytes, bytes, UInt64Type, UInt64),
+            (Off, off, Int64Type, Int64),
+            (Flags, flags, UInt32Type, UInt32),
+            (Mode, mode, UInt32Type, UInt32),
+            (Dirfd, dirfd, Int32Type, Int32),
+            (Addr, addr, UInt64Type, UInt64),
+            (Cgroup, cgroup, UInt64Type, UInt64),
+            (Qtime, qtime, UInt64Type, UInt64)
+        }
+    };
+}
+
+macro_rules! define_column {
+    ($(($var:ident, $field:ident, $aty:ty, $dt:ident)),*) => {
+        /// One column of the trace: one field of [`EventBatch`], with the same name.
+        ///
+        /// Used to ask a [`crate::TraceReader`] for a subset of the columns
+        /// ([`crate::TraceReader::open_projected`]).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Column {
+            $(
+                #[doc = concat!("The `", stringify!($field), "` column (`EventBatch::", stringify!($field), "`).")]
+                $var,
+            )*
+            /// The `comm` column (`EventBatch::comm`).
+            Comm,
+            /// The `path` column (`EventBatch::path`).
+            Path,
+            /// The `path2` column (`EventBatch::path2`).
+            Path2,
+        }
+
+        impl Column {
+            /// Every column, in schema order.
+            pub const ALL: [Column; 23] = [$(Column::$var,)* Column::Comm, Column::Path, Column::Path2];
+
+            /// The column's name in the schema (the [`EventBatch`] field name).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Column::$var => stringify!($field),)*
+                    Column::Comm => "comm",
+                    Column::Path => "path",
+                    Column::Path2 => "path2",
+                }
+            }
+
+            /// The Arrow type the column is stored as.
+            pub fn data_type(self) -> DataType {
+                match self {
+                    $(Column::$var => DataType::$dt,)*
+                    Column::Comm | Column::Path | Column::Path2 => DataType::Utf8,
+                }
+            }
+        }
+
+        /// Build the Arrow columns of a batch (one copy of each column).
+        fn batch_columns(b: &EventBatch) -> Result<Vec<ArrayRef>, String> {
+            let mut cols: Vec<ArrayRef> = Vec::with_capacity(Column::ALL.len());
+            $(cols.push(Arc::new(PrimitiveArray::<$aty>::new(ScalarBuffer::from(b.$field.clone()), None)));)*
+            let n = b.len();
+            cols.push(string_array(&b.comm, n, "comm")?);
+            cols.push(string_array(&b.path, n, "path")?);
+            cols.push(string_array(&b.path2, n, "path2")?);
+            Ok(cols)
+        }
+
+        /// Convert a decoded record batch back; `index[c]` is the position of column `c`
+        /// in `rb`, or `None` for a column that was not read (zero-filled).
+        fn from_columns(rb: &RecordBatch, index: &[Option<usize>; 23]) -> Result<EventBatch, String> {
+            let n = rb.num_rows();
+            let mut i = 0usize;
+            $(
+                let $field: Vec<_> = match index[i] {
+                    Some(pos) => rb
+                        .column(pos)
+                        .as_primitive_opt::<$aty>()
+                        .ok_or_else(|| format!("column {} is not {}", stringify!($field), DataType::$dt))?
+                        .values()
+                        .to_vec(),
+                    None => vec![0; n],
+                };
+                i += 1;
+            )*
+            let comm = string_col(rb, index[i], n, "comm")?;
+            let path = string_col(rb, index[i + 1], n, "path")?;
+            let path2 = string_col(rb, index[i + 2], n, "path2")?;
+            Ok(EventBatch { $($field,)* comm, path, path2 })
+        }
+    };
+}
+
+with_prim_columns!(define_column);
+
+impl Column {
+    /// The column with this schema name.
+    pub fn from_name(name: &str) -> Option<Column> {
+        Column::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// Position of the column in [`Column::ALL`] (and in the schema this crate writes).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for Column {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The Arrow schema of a trace: one non-nullable column per [`Column`], no metadata.
+pub fn arrow_schema() -> Schema {
+    Schema::new(Column::ALL.iter().map(|c| Field::new(c.name(), c.data_type(), false)).collect::<Vec<_>>())
+}
+
+fn string_array(c: &StrCol, n: usize, name: &str) -> Result<ArrayRef, String> {
+    // A default (never pushed to) StrCol has no offsets at all: that is an empty column.
+    let offsets: &[u32] = if c.offsets.is_empty() { &[0] } else { &c.offsets };
+    if offsets.len() != n + 1 {
+        return Err(format!("column {name} has {} strings, expected {n}", offsets.len() - 1));
+    }
+    if c.data.len() > i32::MAX as usize {
+        return Err(format!(
+            "column {name} holds {} bytes of strings, at most {} fit in one block",
+            c.data.len(),
+            i32::MAX
+        ));
+    }
+    let mut prev = offsets[0];
+    for &o in offsets {
+        if o < prev {
+            return Err(format!("column {name} has decreasing string offsets"));
+        }
+        prev = o;
+    }
+    if prev as usize > c.data.len() {
+        return Err(format!("column {name} has offsets past its {} data bytes", c.data.len()));
+    }
+    let offs: Vec<i32> = offsets.iter().map(|&o| o as i32).collect();
+    let arr = StringArray::try_new(
+        OffsetBuffer::new(ScalarBuffer::from(offs)),
+        Buffer::from_vec(c.data[..prev as usize].to_vec()),
+        None,
+    )
+    .map_err(|e| format!("column {name}: {e}"))?;
+    Ok(Arc::new(arr))
+}
+
+fn string_col(rb: &RecordBatch, pos: Option<usize>, n: usize, name: &str) -> Result<StrCol, String> {
+    let Some(pos) = pos else {
+        return Ok(StrCol { offsets: vec![0; n + 1], data: Vec::new() });
+    };
+    let arr = rb.column(pos).as_string_opt::<i32>().ok_or_else(|| format!("column {name} is not Utf8"))?;
+    // A validated Arrow string array has n+1 non-decreasing offsets within its data.
+    let offs = arr.value_offsets();
+    let (first, last) = match (offs.first(), offs.last()) {
+        (Some(&f), Some(&l)) if f >= 0 && l >= f && offs.len() == n + 1 => (f as usize, l as usize),
+        _ => return Err(format!("column {name} has invalid offsets")),
+    };
+    let data = arr.value_data().get(first..last).ok_or_else(|| format!("column {name} has offsets past its data"))?;
+    Ok(StrCol { offsets: offs.iter().map(|&o| (o as usize - first) as u32).collect(), data: data.to_vec() })
+}
+
+/// Convert an [`EventBatch`] to an Arrow record batch of `schema` (which must be [`arrow_schema`],
+/// possibly with metadata). Errors describe an inconsistent batch.
+pub(crate) fn to_record_batch(b: &EventBatch, schema: &Arc<Schema>) -> Result<RecordBatch, String> {
+    b.check_lengths()?;
+    let cols = batch_columns(b)?;
+    RecordBatch::try_new_with_options(schema.clone(), cols, &RecordBatchOptions::new().with_row_count(Some(b.len())))
+        .map_err(|e| e.to_string())
+}
+
+/// Convert a decoded (possibly projected) record batch to an [`EventBatch`].
+pub(crate) fn from_record_batch(rb: &RecordBatch, index: &[Option<usize>; 23]) -> Result<EventBatch, String> {
+    let b = from_columns(rb, index)?;
+    b.check_lengths()?;
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latscope_event::Event;
+
+    #[test]
+    fn names_and_order_match_event_batch() {
+        assert_eq!(Column::ALL.len(), 23);
+        for (i, c) in Column::ALL.iter().enumerate() {
+            assert_eq!(c.index(), i);
+            assert_eq!(Column::from_name(c.name()), Some(*c));
+        }
+        assert_eq!(Column::FdType.name(), "fd_type");
+        assert_eq!(Column::Path2.data_type(), DataType::Utf8);
+        assert_eq!(Column::from_name("nope"), None);
+    }
+
+    #[test]
+    fn record_batch_roundtrip_and_projection() {
+        let mut b = EventBatch::with_capacity(2);
+        b.push(&Event { ts: 5, lat: 7, ret: -2, comm: "ls".into(), path: "/ü".into(), ..Default::default() });
+        b.push(&Event { ts: 6, lat: 8, off: -1, comm: "".into(), path2: "x".into(), ..Default::default() });
+        let schema = Arc::new(arrow_schema());
+        let rb = to_record_batch(&b, &schema).unwrap();
+        let all: [Option<usize>; 23] = std::array::from_fn(Some);
+        assert_eq!(from_record_batch(&rb, &all).unwrap(), b);
+
+        let proj = rb.project(&[Column::Ts.index(), Column::Path.index()]).unwrap();
+        let mut idx = [None; 23];
+        idx[Column::Ts.index()] = Some(0);
+        idx[Column::Path.index()] = Some(1);
+        let p = from_record_batch(&proj, &idx).unwrap();
+        assert_eq!(p.ts, b.ts);
+        assert_eq!(p.lat, vec![0, 0]);
+        assert_eq!(p.path.get(0), "/ü");
+        assert_eq!(p.comm.get(1), "");
+    }
+
+    #[test]
+    fn inconsistent_batches_are_errors() {
+        let schema = Arc::new(arrow_schema());
+        let mut b = EventBatch::with_capacity(1);
+        b.push(&Event::default());
+        b.ts.push(1);
+        assert!(to_record_batch(&b, &schema).is_err());
+        let mut b = EventBatch::with_capacity(1);
+        b.push(&Event { comm: "abc".into(), ..Default::default() });
+        b.comm.offsets[1] = 99;
+        assert!(to_record_batch(&b, &schema).is_err());
+        b.comm.offsets = vec![2, 1];
+        assert!(to_record_batch(&b, &schema).is_err());
+        // A default batch (StrCol without the leading 0) is a valid empty batch.
+        assert_eq!(to_record_batch(&EventBatch::default(), &schema).unwrap().num_rows(), 0);
+    }
+}

@@ -1,0 +1,249 @@
+//! Metadata keys, per-block metadata, the summary, and Arrow IPC message framing.
+
+use arrow_ipc::{KeyValueBuilder, Message};
+use flatbuffers::FlatBufferBuilder;
+use serde::{Deserialize, Serialize};
+
+/// Schema metadata key: the trace format version (decimal).
+pub const KEY_FORMAT_VERSION: &str = "latscope.format_version";
+/// Schema metadata key: the [`latscope_event::TraceHeader`] as JSON.
+pub const KEY_HEADER: &str = "latscope.header";
+/// Schema metadata key: CRC-32C of the header JSON (8 lower-case hex digits).
+pub const KEY_HEADER_CRC: &str = "latscope.header_crc32c";
+/// Block metadata key: block number, from 0 (decimal).
+pub const KEY_SEQ: &str = "latscope.seq";
+/// Block metadata key: CRC-32C of the message body (8 lower-case hex digits).
+pub const KEY_CRC: &str = "latscope.crc32c";
+/// Block metadata key: events in this and all earlier blocks (decimal).
+pub const KEY_EVENTS_TOTAL: &str = "latscope.events_total";
+/// Block metadata key: events the probes had lost when this block was written (decimal).
+pub const KEY_LOST_TOTAL: &str = "latscope.lost_total";
+/// Block metadata key: smallest `ts` in the block (decimal; absent in empty blocks).
+pub const KEY_TS_MIN: &str = "latscope.ts_min";
+/// Block metadata key: largest `ts` in the block (decimal; absent in empty blocks).
+pub const KEY_TS_MAX: &str = "latscope.ts_max";
+/// Block metadata key: CRC-32C of the block's layout and latscope metadata (8 lower-case hex
+/// digits), see [`meta_digest`].
+pub const KEY_META_CRC: &str = "latscope.meta_crc32c";
+/// Metadata key of the last (0-row) block of a cleanly closed trace: the [`Summary`] as JSON.
+pub const KEY_SUMMARY: &str = "latscope.summary";
+
+/// The Arrow IPC continuation marker that starts every message.
+pub(crate) const CONTINUATION: [u8; 4] = [0xff; 4];
+
+/// What a cleanly closed recording wrote last.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Events in the file.
+    pub events: u64,
+    /// Events the probes lost (not in the file).
+    pub lost: u64,
+    /// Data blocks in the file (the summary block not counted).
+    pub blocks: u64,
+    /// File bytes before the summary block (header and data blocks).
+    pub bytes: u64,
+    /// Duration of the recording in ns.
+    pub duration_ns: u64,
+    /// CLOCK_MONOTONIC ns when the recording ended.
+    pub end_ns: u64,
+}
+
+/// The latscope metadata of one block, as stored in its message's `custom_metadata`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockMeta {
+    /// Block number ([`KEY_SEQ`]).
+    pub seq: Option<u64>,
+    /// CRC-32C of the body ([`KEY_CRC`]).
+    pub crc32c: Option<u32>,
+    /// Events up to and including this block ([`KEY_EVENTS_TOTAL`]).
+    pub events_total: Option<u64>,
+    /// Events lost so far ([`KEY_LOST_TOTAL`]).
+    pub lost_total: Option<u64>,
+    /// Smallest `ts` ([`KEY_TS_MIN`]).
+    pub ts_min: Option<u64>,
+    /// Largest `ts` ([`KEY_TS_MAX`]).
+    pub ts_max: Option<u64>,
+    /// The summary JSON ([`KEY_SUMMARY`]), only in the last block of a cleanly closed trace.
+    pub summary: Option<String>,
+    /// CRC-32C of the layout and metadata ([`KEY_META_CRC`]).
+    pub meta_crc32c: Option<u32>,
+}
+
+impl BlockMeta {
+    /// Read the latscope keys of a message; unknown keys are ignored, malformed values are errors.
+    pub(crate) fn from_message(msg: &Message<'_>) -> Result<BlockMeta, String> {
+        let mut m = BlockMeta::default();
+        let Some(kvs) = msg.custom_metadata() else { return Ok(m) };
+        for kv in kvs.iter() {
+            let (Some(k), Some(v)) = (kv.key(), kv.value()) else { continue };
+            let num = || v.parse::<u64>().map_err(|_| format!("metadata {k}={v:?} is not a number"));
+            let crc = || u32::from_str_radix(v, 16).map_err(|_| format!("metadata {k}={v:?} is not a hex checksum"));
+            match k {
+                KEY_SEQ => m.seq = Some(num()?),
+                KEY_CRC => m.crc32c = Some(crc()?),
+                KEY_META_CRC => m.meta_crc32c = Some(crc()?),
+                KEY_EVENTS_TOTAL => m.events_total = Some(num()?),
+                KEY_LOST_TOTAL => m.lost_total = Some(num()?),
+                KEY_TS_MIN => m.ts_min = Some(num()?),
+                KEY_TS_MAX => m.ts_max = Some(num()?),
+                KEY_SUMMARY => m.summary = Some(v.to_string()),
+                _ => {}
+            }
+        }
+        Ok(m)
+    }
+
+    /// The key/value pairs to store.
+    pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut v = Vec::with_capacity(7);
+        let mut num = |k, x: Option<u64>| {
+            if let Some(x) = x {
+                v.push((k, x.to_string()))
+            }
+        };
+        num(KEY_SEQ, self.seq);
+        num(KEY_EVENTS_TOTAL, self.events_total);
+        num(KEY_LOST_TOTAL, self.lost_total);
+        num(KEY_TS_MIN, self.ts_min);
+        num(KEY_TS_MAX, self.ts_max);
+        if let Some(c) = self.crc32c {
+            v.push((KEY_CRC, format!("{c:08x}")));
+        }
+        if let Some(s) = &self.summary {
+            v.push((KEY_SUMMARY, s.clone()));
+        }
+        v
+    }
+}
+
+/// CRC-32C protecting what the body checksum does not: the record batch layout (row count,
+/// field nodes, buffer offsets and lengths, compression) and the message's `latscope.*`
+/// metadata other than [`KEY_META_CRC`] itself.
+///
+/// Digested in order: the message's `bodyLength` and the batch's `length` as i64 LE; per field node `length`, `null_count` as i64 LE;
+/// per buffer `offset`, `length` as i64 LE; the compression codec and method as one byte
+/// each (`ff ff` without compression); then the `latscope.*` pairs sorted by key, each as
+/// key bytes, a 0 byte, value bytes, a 0 byte.
+pub fn meta_digest<'a>(
+    body_length: i64,
+    rb: &arrow_ipc::RecordBatch<'_>,
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> u32 {
+    let mut c = crc32c::crc32c(&body_length.to_le_bytes());
+    c = crc32c::crc32c_append(c, &rb.length().to_le_bytes());
+    for n in rb.nodes().into_iter().flatten() {
+        c = crc32c::crc32c_append(c, &n.length().to_le_bytes());
+        c = crc32c::crc32c_append(c, &n.null_count().to_le_bytes());
+    }
+    for b in rb.buffers().into_iter().flatten() {
+        c = crc32c::crc32c_append(c, &b.offset().to_le_bytes());
+        c = crc32c::crc32c_append(c, &b.length().to_le_bytes());
+    }
+    let comp = rb.compression().map(|x| [x.codec().0 as u8, x.method().0 as u8]).unwrap_or([0xff, 0xff]);
+    c = crc32c::crc32c_append(c, &comp);
+    let mut pairs: Vec<(&str, &str)> =
+        pairs.into_iter().filter(|(k, _)| k.starts_with("latscope.") && *k != KEY_META_CRC).collect();
+    pairs.sort_unstable();
+    for (k, v) in pairs {
+        c = crc32c::crc32c_append(c, k.as_bytes());
+        c = crc32c::crc32c_append(c, &[0]);
+        c = crc32c::crc32c_append(c, v.as_bytes());
+        c = crc32c::crc32c_append(c, &[0]);
+    }
+    c
+}
+
+/// Re-build a record batch `Message` flatbuffer (as produced by arrow-ipc's encoder) with
+/// `custom_metadata` added, plus [`KEY_META_CRC`]. arrow-ipc has no way to set per-message
+/// metadata, so the RecordBatch header (length, nodes, buffers, compression) is copied
+/// field by field.
+pub(crate) fn with_custom_metadata<'f>(
+    fbb: &'f mut FlatBufferBuilder<'static>,
+    encoded: &[u8],
+    pairs: &[(&str, String)],
+) -> Result<&'f [u8], String> {
+    let msg = arrow_ipc::root_as_message(encoded).map_err(|e| format!("arrow-ipc produced an invalid message: {e}"))?;
+    let rb = msg.header_as_record_batch().ok_or("arrow-ipc produced a message that is not a record batch")?;
+    let digest = meta_digest(msg.bodyLength(), &rb, pairs.iter().map(|(k, v)| (*k, v.as_str())));
+    let digest = format!("{digest:08x}");
+    let pairs = pairs.iter().map(|(k, v)| (*k, v.as_str())).chain(std::iter::once((KEY_META_CRC, digest.as_str())));
+    fbb.reset();
+    let nodes: Vec<arrow_ipc::FieldNode> = rb.nodes().map(|v| v.iter().copied().collect()).unwrap_or_default();
+    let buffers: Vec<arrow_ipc::Buffer> = rb.buffers().map(|v| v.iter().copied().collect()).unwrap_or_default();
+    let nodes = fbb.create_vector(&nodes);
+    let buffers = fbb.create_vector(&buffers);
+    let variadic = rb.variadicBufferCounts().map(|v| {
+        let v: Vec<i64> = v.iter().collect();
+        fbb.create_vector(&v)
+    });
+    let compression = rb.compression().map(|c| {
+        let mut b = arrow_ipc::BodyCompressionBuilder::new(fbb);
+        b.add_codec(c.codec());
+        b.add_method(c.method());
+        b.finish()
+    });
+    let mut b = arrow_ipc::RecordBatchBuilder::new(fbb);
+    b.add_length(rb.length());
+    b.add_nodes(nodes);
+    b.add_buffers(buffers);
+    if let Some(c) = compression {
+        b.add_compression(c);
+    }
+    if let Some(v) = variadic {
+        b.add_variadicBufferCounts(v);
+    }
+    let header = b.finish();
+    let kvs: Vec<_> = pairs
+        .map(|(k, v)| {
+            let k = fbb.create_string(k);
+            let v = fbb.create_string(v);
+            let mut b = KeyValueBuilder::new(fbb);
+            b.add_key(k);
+            b.add_value(v);
+            b.finish()
+        })
+        .collect();
+    let kvs = fbb.create_vector(&kvs);
+    let mut m = arrow_ipc::MessageBuilder::new(fbb);
+    m.add_version(msg.version());
+    m.add_header_type(arrow_ipc::MessageHeader::RecordBatch);
+    m.add_header(header.as_union_value());
+    m.add_bodyLength(msg.bodyLength());
+    m.add_custom_metadata(kvs);
+    let root = m.finish();
+    fbb.finish(root, None);
+    Ok(fbb.finished_data())
+}
+
+/// Append the encapsulation prefix (continuation marker, padded metadata length) and the
+/// metadata flatbuffer padded to a multiple of 8 bytes to `out`.
+pub(crate) fn frame_metadata(out: &mut Vec<u8>, metadata: &[u8]) {
+    let padded = metadata.len().next_multiple_of(8);
+    out.extend_from_slice(&CONTINUATION);
+    out.extend_from_slice(&(padded as i32).to_le_bytes());
+    out.extend_from_slice(metadata);
+    out.resize(out.len() + padded - metadata.len(), 0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_pads_to_8() {
+        let mut v = Vec::new();
+        frame_metadata(&mut v, &[1, 2, 3]);
+        assert_eq!(v.len(), 16);
+        assert_eq!(&v[..4], &CONTINUATION);
+        assert_eq!(i32::from_le_bytes(v[4..8].try_into().unwrap()), 8);
+        assert_eq!(&v[8..11], &[1, 2, 3]);
+    }
+
+    #[test]
+    fn summary_json() {
+        let s = Summary { events: 1, lost: 2, blocks: 3, bytes: 4, duration_ns: 5, end_ns: 6 };
+        let j = serde_json::to_string(&s).unwrap();
+        assert_eq!(j, r#"{"events":1,"lost":2,"blocks":3,"bytes":4,"duration_ns":5,"end_ns":6}"#);
+        assert_eq!(serde_json::from_str::<Summary>(&j).unwrap(), s);
+    }
+}

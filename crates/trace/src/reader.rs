@@ -1,0 +1,737 @@
+//! Reading trace files.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_buffer::Buffer;
+use arrow_ipc::reader::RecordBatchDecoder;
+use arrow_ipc::{Message, MessageHeader};
+use arrow_schema::Schema;
+use latscope_event::{EventBatch, StrCol, TraceHeader, TRACE_FORMAT_VERSION};
+
+use crate::column::from_record_batch;
+use crate::meta::{
+    meta_digest, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC, KEY_SEQ,
+};
+use crate::{Column, TraceError, Warning, WarningKind};
+
+/// Most rows a block may declare (larger declarations are treated as corruption).
+pub const MAX_BLOCK_ROWS: i64 = 1 << 24;
+/// Largest metadata flatbuffer accepted while searching for the next intact block.
+const MAX_RESYNC_METADATA: u64 = 1 << 20;
+/// Chunk size of the resynchronisation scan.
+const SCAN_CHUNK: usize = 1 << 20;
+
+/// Options of [`TraceReader::open_with`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Read only these columns (`None`: all). The others come back zero-filled (numbers)
+    /// or as empty strings, with the right length, so that every [`EventBatch`] invariant
+    /// holds; their data is not decompressed.
+    pub projection: Option<Vec<Column>>,
+    /// Continue after a corrupt block: the block is returned as an `Err` item and reading
+    /// goes on with the next intact block. Without it, the first corrupt block ends the
+    /// iteration.
+    pub skip_corrupt: bool,
+}
+
+/// What a [`TraceReader`] has read so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Data blocks returned.
+    pub blocks: u64,
+    /// Events returned.
+    pub events: u64,
+    /// File bytes consumed (the offset of the next message).
+    pub bytes: u64,
+    /// Size of the file.
+    pub file_size: u64,
+    /// Corrupt blocks met (returned as errors).
+    pub corrupt_blocks: u64,
+    /// Blocks that carried no checksum (written by another tool), read unchecked.
+    pub unchecked_blocks: u64,
+    /// Events the probes had lost, as of the last block read.
+    pub lost_total: u64,
+    /// Events recorded up to the last block read, from the block's metadata
+    /// (greater than `events` when blocks were skipped).
+    pub events_total: u64,
+}
+
+/// Reads a trace file block by block, checking every block's checksum.
+///
+/// Iterate with [`TraceReader::next_batch`] (or as an [`Iterator`]). The end of the
+/// iteration is not an error even when the file is incomplete: afterwards,
+/// [`TraceReader::warnings`] says what was missing (a file cut short, no summary) and
+/// [`TraceReader::summary`] is `Some` only for a cleanly closed recording.
+///
+/// No input makes the reader panic or allocate more than the file's size (plus the
+/// decompressed size of one block, bounded by [`MAX_BLOCK_ROWS`]).
+pub struct TraceReader {
+    path: PathBuf,
+    file: File,
+    file_len: u64,
+    pos: u64,
+    header: TraceHeader,
+    format_version: u32,
+    schema: Arc<Schema>,
+    /// File-schema indices of the columns to decode, ascending.
+    projection: Vec<usize>,
+    /// Position of each [`Column`] in a decoded batch.
+    index: [Option<usize>; 23],
+    skip_corrupt: bool,
+    warnings: Vec<Warning>,
+    summary: Option<Summary>,
+    stats: ReadStats,
+    next_seq: u64,
+    done: bool,
+    /// Where to search for the next block if the current one turns out corrupt
+    /// (`None`: its framing lengths are verified).
+    resync_from: Option<u64>,
+    last_meta: Option<BlockMeta>,
+    dicts: HashMap<i64, ArrayRef>,
+}
+
+/// One framed message, or why there is none.
+enum Frame {
+    /// At the end of the file.
+    End,
+    /// The end-of-stream marker.
+    Eos,
+    /// The file ends inside this message.
+    Truncated,
+    /// No readable message here; `skip_to` is the next intact message, if one was found.
+    Bad { detail: String, skip_to: Option<u64> },
+    /// A message: its metadata flatbuffer, and its body's place.
+    Msg { meta: Vec<u8>, body_start: u64, body_len: u64 },
+}
+
+impl TraceReader {
+    /// Open a trace and read its header, reading all columns and stopping at the first corrupt block.
+    pub fn open(path: impl AsRef<Path>) -> Result<TraceReader, TraceError> {
+        Self::open_with(path, ReadOptions::default())
+    }
+
+    /// Open a trace reading only `columns` (see [`ReadOptions::projection`]).
+    pub fn open_projected(path: impl AsRef<Path>, columns: &[Column]) -> Result<TraceReader, TraceError> {
+        Self::open_with(path, ReadOptions { projection: Some(columns.to_vec()), skip_corrupt: false })
+    }
+
+    /// Open a trace with options.
+    ///
+    /// Errors: the file cannot be opened, is empty, is not an Arrow IPC stream, is an Arrow
+    /// stream without latscope metadata, has a newer format version, or a damaged header.
+    pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<TraceReader, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        let file =
+            File::open(&path).map_err(|e| TraceError::Io { path: path.clone(), op: "opening".into(), source: e })?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| TraceError::Io { path: path.clone(), op: "reading the file size".into(), source: e })?
+            .len();
+        if file_len == 0 {
+            return Err(TraceError::Empty { path });
+        }
+        let mut r = TraceReader {
+            path,
+            file,
+            file_len,
+            pos: 0,
+            header: TraceHeader::default(),
+            format_version: 0,
+            schema: Arc::new(Schema::empty()),
+            projection: Vec::new(),
+            index: [None; 23],
+            skip_corrupt: opts.skip_corrupt,
+            warnings: Vec::new(),
+            summary: None,
+            stats: ReadStats { file_size: file_len, ..Default::default() },
+            next_seq: 0,
+            done: false,
+            resync_from: None,
+            last_meta: None,
+            dicts: HashMap::new(),
+        };
+        r.read_header(opts.projection.as_deref())?;
+        Ok(r)
+    }
+
+    /// The recorded machine and recording settings.
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    /// The format version of the file.
+    pub fn format_version(&self) -> u32 {
+        self.format_version
+    }
+
+    /// The file's Arrow schema (with the latscope metadata).
+    pub fn arrow_schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    /// The file being read.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Warnings so far; complete once [`TraceReader::next_batch`] returned `None`.
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// The summary written at a clean close: `Some` once it has been read, which is after the
+    /// last block (when [`TraceReader::next_batch`] returned `None`); `None` for an
+    /// incompletely written file.
+    pub fn summary(&self) -> Option<&Summary> {
+        self.summary.as_ref()
+    }
+
+    /// What has been read so far.
+    pub fn stats(&self) -> ReadStats {
+        ReadStats { bytes: self.pos, ..self.stats }
+    }
+
+    /// The latscope metadata of the last block read.
+    pub fn last_block_meta(&self) -> Option<&BlockMeta> {
+        self.last_meta.as_ref()
+    }
+
+    /// Read every remaining block into one batch (corrupt blocks are skipped when the reader
+    /// skips corrupt blocks, otherwise the first one is the error).
+    pub fn read_all(&mut self) -> Result<EventBatch, TraceError> {
+        let mut all = EventBatch::with_capacity(0);
+        while let Some(b) = self.next_batch() {
+            match b {
+                Ok(b) => {
+                    if !append(&mut all, &b) {
+                        return Err(TraceError::TooLarge {
+                            path: self.path.clone(),
+                            detail: "the strings of the trace exceed the 4 GiB one batch can hold".into(),
+                        });
+                    }
+                }
+                Err(e) if self.skip_corrupt && e.is_corrupt_block() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(all)
+    }
+
+    /// The next block's events; `None` at the end of the trace (see [`TraceReader::warnings`]).
+    ///
+    /// A corrupt block is an `Err` item: without [`ReadOptions::skip_corrupt`] it ends the
+    /// iteration, with it the next call continues after the block. I/O errors end it.
+    pub fn next_batch(&mut self) -> Option<Result<EventBatch, TraceError>> {
+        while !self.done {
+            match self.step() {
+                Ok(Some(b)) => return Some(Ok(b)),
+                Ok(None) => continue,
+                Err(e) => {
+                    if e.is_corrupt_block() {
+                        self.stats.corrupt_blocks += 1;
+                        if !self.skip_corrupt {
+                            self.done = true;
+                        } else if let Some(from) = self.resync_from.take() {
+                            match self.resync(from) {
+                                Ok(Some(next)) => self.pos = next,
+                                Ok(None) => {
+                                    self.done = true;
+                                    let start = from - 1;
+                                    self.warn(WarningKind::Unreadable { offset: start, bytes: self.file_len - start });
+                                }
+                                Err(io) => {
+                                    self.done = true;
+                                    return Some(Err(io));
+                                }
+                            }
+                        }
+                    } else {
+                        self.done = true;
+                    }
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
+    }
+
+    fn io_err(&self, op: String, source: std::io::Error) -> TraceError {
+        TraceError::Io { path: self.path.clone(), op, source }
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<(), TraceError> {
+        self.file.read_exact_at(buf, offset).map_err(|e| self.io_err(format!("reading at byte {offset}"), e))
+    }
+
+    fn warn(&mut self, kind: WarningKind) {
+        self.warnings.push(Warning { path: self.path.clone(), kind });
+    }
+
+    fn corrupt(&self, block: u64, offset: u64, detail: String) -> TraceError {
+        TraceError::CorruptBlock { path: self.path.clone(), block, offset, detail }
+    }
+
+    /// Frame the message at `self.pos`. `resync`: look for the next intact block when
+    /// this one is unreadable (not while opening: a non-trace file would be scanned).
+    fn read_frame(&self, resync: bool) -> Result<Frame, TraceError> {
+        let start = self.pos;
+        let rem = self.file_len.saturating_sub(start);
+        if rem == 0 {
+            return Ok(Frame::End);
+        }
+        let mut pre = [0u8; 8];
+        let have = rem.min(8) as usize;
+        self.read_at(&mut pre[..have], start)?;
+        let marker = have.min(4);
+        if pre[..marker] != CONTINUATION[..marker] {
+            let detail = format!(
+                "no message starts here (expected the continuation marker ff ff ff ff, found {})",
+                hex(&pre[..marker])
+            );
+            return self.bad(detail, resync, start);
+        }
+        if have < 8 {
+            return Ok(Frame::Truncated);
+        }
+        let len = i32::from_le_bytes([pre[4], pre[5], pre[6], pre[7]]);
+        if len == 0 {
+            return Ok(Frame::Eos);
+        }
+        if len < 0 || len % 8 != 0 {
+            return self.bad(format!("invalid metadata length {len}"), resync, start);
+        }
+        let len = len as u64;
+        if len > rem - 8 {
+            return self.truncated_or_bad(
+                format!("its metadata length {len} runs past the end of the file, yet an intact block follows"),
+                resync,
+                start,
+            );
+        }
+        let mut meta = vec![0u8; len as usize];
+        self.read_at(&mut meta, start + 8)?;
+        let body_len = match arrow_ipc::root_as_message(&meta) {
+            Ok(m) => m.bodyLength(),
+            Err(e) => return self.bad(format!("unreadable message metadata: {e}"), resync, start),
+        };
+        if body_len < 0 {
+            return self.bad(format!("negative body length {body_len}"), resync, start);
+        }
+        let body_len = body_len as u64;
+        if body_len > rem - 8 - len {
+            return self.truncated_or_bad(
+                format!("its body length {body_len} runs past the end of the file, yet an intact block follows"),
+                resync,
+                start,
+            );
+        }
+        Ok(Frame::Msg { meta, body_start: start + 8 + len, body_len })
+    }
+
+    fn bad(&self, detail: String, resync: bool, start: u64) -> Result<Frame, TraceError> {
+        let skip_to = if resync { self.resync(start + 1)? } else { None };
+        Ok(Frame::Bad { detail, skip_to })
+    }
+
+    /// Lengths that run past the end of the file: a file cut short, unless an intact block
+    /// follows (then the lengths are damaged).
+    fn truncated_or_bad(&self, detail: String, resync: bool, start: u64) -> Result<Frame, TraceError> {
+        match if resync { self.resync(start + 1)? } else { None } {
+            Some(next) => Ok(Frame::Bad { detail, skip_to: Some(next) }),
+            None => Ok(Frame::Truncated),
+        }
+    }
+
+    /// The offset of the first intact latscope block message at or after `from`.
+    fn resync(&self, from: u64) -> Result<Option<u64>, TraceError> {
+        let mut chunk = vec![0u8; (self.file_len.saturating_sub(from) as usize).min(SCAN_CHUNK)];
+        let mut base = from;
+        while base < self.file_len {
+            let n = ((self.file_len - base) as usize).min(SCAN_CHUNK);
+            self.read_at(&mut chunk[..n], base)?;
+            let mut i = 0;
+            while i + 4 <= n {
+                if chunk[i..i + 4] == CONTINUATION && self.is_block_at(base + i as u64)? {
+                    return Ok(Some(base + i as u64));
+                }
+                i += 1;
+            }
+            // Overlap by 3 bytes so that a marker across chunks is found.
+            base += (n as u64).saturating_sub(3).max(1);
+        }
+        Ok(None)
+    }
+
+    fn is_block_at(&self, p: u64) -> Result<bool, TraceError> {
+        let rem = self.file_len - p;
+        if rem < 8 {
+            return Ok(false);
+        }
+        let mut pre = [0u8; 8];
+        self.read_at(&mut pre, p)?;
+        let len = i32::from_le_bytes([pre[4], pre[5], pre[6], pre[7]]);
+        if len <= 0 || len % 8 != 0 || len as u64 > MAX_RESYNC_METADATA || len as u64 > rem - 8 {
+            return Ok(false);
+        }
+        let mut meta = vec![0u8; len as usize];
+        self.read_at(&mut meta, p + 8)?;
+        let Ok(msg) = arrow_ipc::root_as_message(&meta) else { return Ok(false) };
+        let has_seq = msg
+            .custom_metadata()
+            .is_some_and(|kv| kv.iter().any(|kv| kv.key() == Some(KEY_SEQ) && kv.value().is_some()));
+        Ok(msg.header_type() == MessageHeader::RecordBatch
+            && has_seq
+            && msg.bodyLength() >= 0
+            && msg.bodyLength() as u64 <= rem - 8 - len as u64)
+    }
+
+    fn read_header(&mut self, projection: Option<&[Column]>) -> Result<(), TraceError> {
+        let path = self.path.clone();
+        let not_trace = |detail: String| TraceError::NotATrace { path: path.clone(), detail };
+        let bad_header = |detail: String| TraceError::BadHeader { path: path.clone(), offset: 0, detail };
+        let mut first = [0u8; 8];
+        let n = self.file_len.min(8) as usize;
+        self.read_at(&mut first[..n], 0)?;
+        let (meta, body_start, body_len) = match self.read_frame(false)? {
+            Frame::Msg { meta, body_start, body_len } => (meta, body_start, body_len),
+            Frame::End => return Err(TraceError::Empty { path }),
+            Frame::Eos => return Err(not_trace("an empty Arrow IPC stream (no schema)".into())),
+            Frame::Truncated => {
+                let len = i32::from_le_bytes([first[4], first[5], first[6], first[7]]);
+                let needed = if n == 8 && len > 0 { 8 + len as u64 } else { 8 };
+                return Err(TraceError::HeaderTruncated { path, offset: self.file_len, needed });
+            }
+            Frame::Bad { detail, .. } => {
+                return Err(if first[..4] == CONTINUATION {
+                    bad_header(detail)
+                } else {
+                    not_trace(describe_foreign(&first[..n]))
+                })
+            }
+        };
+        let msg = arrow_ipc::root_as_message(&meta).map_err(|e| bad_header(e.to_string()))?;
+        let Some(fb_schema) = msg.header_as_schema() else {
+            return Err(not_trace(format!(
+                "an Arrow IPC stream that starts with a {} message instead of a schema",
+                msg.header_type().variant_name().unwrap_or("unknown")
+            )));
+        };
+        let schema = arrow_ipc::convert::try_fb_to_schema(fb_schema).map_err(|e| bad_header(e.to_string()))?;
+        let md = schema.metadata();
+        let Some(version) = md.get(KEY_FORMAT_VERSION) else {
+            let cols: Vec<&str> = schema.fields().iter().take(8).map(|f| f.name().as_str()).collect();
+            return Err(not_trace(format!(
+                "an Arrow IPC stream without latscope metadata (columns: {}{})",
+                cols.join(", "),
+                if schema.fields().len() > 8 { ", ..." } else { "" }
+            )));
+        };
+        let version: u32 =
+            version.parse().map_err(|_| bad_header(format!("format version {version:?} is not a number")))?;
+        if version > TRACE_FORMAT_VERSION {
+            return Err(TraceError::UnsupportedVersion { path, found: version, supported: TRACE_FORMAT_VERSION });
+        }
+        if version == 0 {
+            return Err(bad_header("format version 0 does not exist".into()));
+        }
+        let header_json =
+            md.get(KEY_HEADER).ok_or_else(|| bad_header(format!("the {KEY_HEADER} metadata is missing")))?;
+        if let Some(crc) = md.get(KEY_HEADER_CRC) {
+            let computed = crc32c::crc32c(header_json.as_bytes());
+            if u32::from_str_radix(crc, 16).ok() != Some(computed) {
+                return Err(bad_header(format!(
+                    "header checksum mismatch (stored {crc}, computed {computed:08x}): the header is damaged"
+                )));
+            }
+        }
+        self.header =
+            serde_json::from_str(header_json).map_err(|e| bad_header(format!("unreadable header JSON: {e}")))?;
+        let mut file_index = [0usize; 23];
+        for c in Column::ALL {
+            let Some((i, f)) = schema.fields().find(c.name()) else {
+                return Err(bad_header(format!("column {c} is missing")));
+            };
+            if f.data_type() != &c.data_type() {
+                return Err(bad_header(format!("column {c} is {}, expected {}", f.data_type(), c.data_type())));
+            }
+            file_index[c.index()] = i;
+        }
+        let mut wanted: Vec<Column> = projection.map(|p| p.to_vec()).unwrap_or_else(|| Column::ALL.to_vec());
+        wanted.sort_by_key(|c| file_index[c.index()]);
+        wanted.dedup();
+        self.projection = wanted.iter().map(|c| file_index[c.index()]).collect();
+        for (pos, c) in wanted.iter().enumerate() {
+            self.index[c.index()] = Some(pos);
+        }
+        self.format_version = version;
+        self.schema = Arc::new(schema);
+        self.pos = body_start + body_len;
+        Ok(())
+    }
+
+    /// Read one message: `Ok(Some)` a data block, `Ok(None)` nothing to return (summary,
+    /// end), `Err` a corrupt block or an I/O error.
+    fn step(&mut self) -> Result<Option<EventBatch>, TraceError> {
+        let start = self.pos;
+        self.resync_from = None;
+        let (meta, body_start, body_len) = match self.read_frame(self.skip_corrupt)? {
+            Frame::Msg { meta, body_start, body_len } => (meta, body_start, body_len),
+            Frame::End => {
+                self.done = true;
+                if self.summary.is_some() {
+                    self.warn(WarningKind::NoEndMarker { offset: start });
+                } else {
+                    let (blocks_read, events_read) = (self.stats.blocks, self.stats.events);
+                    self.warn(WarningKind::NotClosed { offset: start, blocks_read, events_read });
+                }
+                return Ok(None);
+            }
+            Frame::Eos => {
+                self.done = true;
+                self.pos = start + 8;
+                if self.pos < self.file_len {
+                    self.warn(WarningKind::TrailingData { offset: self.pos, bytes: self.file_len - self.pos });
+                }
+                if self.summary.is_none() {
+                    let (blocks_read, events_read) = (self.stats.blocks, self.stats.events);
+                    self.warn(WarningKind::NotClosed { offset: start, blocks_read, events_read });
+                }
+                return Ok(None);
+            }
+            Frame::Truncated if self.summary.is_some() => {
+                // Only the end-of-stream marker after the summary is cut.
+                self.done = true;
+                self.warn(WarningKind::NoEndMarker { offset: start });
+                return Ok(None);
+            }
+            Frame::Bad { .. } if self.summary.is_some() => {
+                self.done = true;
+                self.warn(WarningKind::TrailingData { offset: start, bytes: self.file_len - start });
+                return Ok(None);
+            }
+            Frame::Truncated => {
+                self.done = true;
+                let kind = WarningKind::Truncated {
+                    block: self.next_seq,
+                    offset: start,
+                    ignored_bytes: self.file_len - start,
+                    blocks_read: self.stats.blocks,
+                    events_read: self.stats.events,
+                };
+                self.warn(kind);
+                return Ok(None);
+            }
+            Frame::Bad { detail, skip_to } => {
+                let err = self.corrupt(self.next_seq, start, detail);
+                self.next_seq += 1;
+                match skip_to {
+                    Some(next) => self.pos = next,
+                    None => {
+                        self.done = true;
+                        if self.skip_corrupt {
+                            self.warn(WarningKind::Unreadable { offset: start, bytes: self.file_len - start });
+                        }
+                    }
+                }
+                return Err(err);
+            }
+        };
+        // The lengths that frame this message are only trusted once the metadata checksum
+        // matches; until then a corrupt block is skipped by searching for the next block.
+        self.pos = body_start + body_len;
+        self.resync_from = Some(start + 1);
+        let expected = self.next_seq;
+        // Until the block's own number is trusted, errors name the expected number.
+        self.next_seq += 1;
+        let msg = match arrow_ipc::root_as_message(&meta) {
+            Ok(m) => m,
+            Err(e) => return Err(self.corrupt(expected, start, format!("unreadable message metadata: {e}"))),
+        };
+        let bm = BlockMeta::from_message(&msg).map_err(|d| self.corrupt(expected, start, d))?;
+        if let (Some(stored), Some(rb)) = (bm.meta_crc32c, msg.header_as_record_batch()) {
+            let pairs = msg.custom_metadata().into_iter().flatten().filter_map(|kv| Some((kv.key()?, kv.value()?)));
+            let computed = meta_digest(msg.bodyLength(), &rb, pairs);
+            if computed != stored {
+                return Err(self.corrupt(
+                    expected,
+                    start,
+                    format!("metadata checksum mismatch (stored {stored:08x}, computed {computed:08x})"),
+                ));
+            }
+        }
+        if bm.meta_crc32c.is_some() {
+            self.resync_from = None;
+        }
+        let block = bm.seq.unwrap_or(expected);
+        if block > expected {
+            self.warn(WarningKind::MissingBlocks { expected, found: block, offset: start });
+        }
+        self.next_seq = block + 1;
+        if msg.header_type() != MessageHeader::RecordBatch {
+            let t = msg.header_type().variant_name().unwrap_or("unknown");
+            return Err(self.corrupt(
+                block,
+                start,
+                format!("unexpected {t} message (only record batches follow the header)"),
+            ));
+        }
+        let mut body = vec![0u8; body_len as usize];
+        self.read_at(&mut body, body_start)?;
+        match bm.crc32c {
+            Some(stored) => {
+                let computed = crc32c::crc32c(&body);
+                if computed != stored {
+                    return Err(TraceError::Checksum {
+                        path: self.path.clone(),
+                        block,
+                        offset: start,
+                        stored,
+                        computed,
+                        body_len,
+                    });
+                }
+            }
+            None => self.stats.unchecked_blocks += 1,
+        }
+        let rb = self.decode(&msg, Buffer::from_vec(body)).map_err(|d| self.corrupt(block, start, d))?;
+        let batch = from_record_batch(&rb, &self.index).map_err(|d| self.corrupt(block, start, d))?;
+        if let Some(l) = bm.lost_total {
+            self.stats.lost_total = self.stats.lost_total.max(l);
+        }
+        if let Some(t) = bm.events_total {
+            self.stats.events_total = self.stats.events_total.max(t);
+        }
+        if let Some(s) = &bm.summary {
+            let s: Summary = serde_json::from_str(s)
+                .map_err(|e| self.corrupt(block, start, format!("unreadable summary JSON: {e}")))?;
+            self.stats.lost_total = self.stats.lost_total.max(s.lost);
+            self.summary = Some(s);
+            self.last_meta = Some(bm);
+            if batch.is_empty() {
+                return Ok(None);
+            }
+            self.stats.events += batch.len() as u64;
+            return Ok(Some(batch));
+        }
+        self.last_meta = Some(bm);
+        self.stats.blocks += 1;
+        self.stats.events += batch.len() as u64;
+        Ok(Some(batch))
+    }
+
+    /// Decode a record batch message after checking what arrow-ipc does not: buffer extents
+    /// within the body, and the declared decompressed sizes.
+    fn decode(&self, msg: &Message<'_>, body: Buffer) -> Result<RecordBatch, String> {
+        let rb = msg.header_as_record_batch().ok_or("the message has no record batch header")?;
+        let rows = rb.length();
+        if !(0..=MAX_BLOCK_ROWS).contains(&rows) {
+            return Err(format!("invalid row count {rows}"));
+        }
+        let body_len = body.len() as u64;
+        let compressed = rb.compression().is_some();
+        let max_decompressed = (rows as u64 * 4096 + (1 << 16)).min(i32::MAX as u64);
+        for (i, b) in rb.buffers().into_iter().flatten().enumerate() {
+            let (off, len) = (b.offset(), b.length());
+            if off < 0 || len < 0 || (off as u64).checked_add(len as u64).is_none_or(|end| end > body_len) {
+                return Err(format!("buffer {i} (offset {off}, length {len}) lies outside the {body_len}-byte body"));
+            }
+            if compressed && len > 0 {
+                let raw = body
+                    .as_slice()
+                    .get(off as usize..off as usize + 8)
+                    .ok_or_else(|| format!("compressed buffer {i} is {len} bytes, too short for its length prefix"))?;
+                let n = i64::from_le_bytes(raw.try_into().unwrap_or([0; 8]));
+                if n != -1 && !(0..=max_decompressed as i64).contains(&n) {
+                    return Err(format!("compressed buffer {i} declares an impossible decompressed size {n}"));
+                }
+            }
+        }
+        let version = msg.version();
+        let decode = || {
+            RecordBatchDecoder::try_new(&body, rb, self.schema.clone(), &self.dicts, &version)?
+                .with_projection(Some(&self.projection))
+                .with_require_alignment(false)
+                .read_record_batch()
+        };
+        match catch_unwind(AssertUnwindSafe(decode)) {
+            Ok(Ok(rb)) => Ok(rb),
+            Ok(Err(e)) => Err(format!("undecodable data: {e}")),
+            Err(_) => Err("undecodable data (the Arrow decoder failed)".into()),
+        }
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<EventBatch, TraceError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_batch()
+    }
+}
+
+impl std::fmt::Debug for TraceReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceReader")
+            .field("path", &self.path)
+            .field("pos", &self.pos)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
+}
+
+/// Say what a file that is not an Arrow IPC stream looks like.
+fn describe_foreign(first: &[u8]) -> String {
+    if first.starts_with(b"ARROW1") {
+        "an Arrow IPC file (Feather v2); latscope traces are Arrow IPC streams".into()
+    } else if first.starts_with(b"PAR1") {
+        "a Parquet file".into()
+    } else if first.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        "a zstd-compressed file (decompress it first?)".into()
+    } else if first.starts_with(&[0x1f, 0x8b]) {
+        "a gzip-compressed file (decompress it first?)".into()
+    } else if first.iter().all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace()) {
+        format!("a text file (it starts with {:?}), not an Arrow IPC stream", String::from_utf8_lossy(first))
+    } else {
+        format!("not an Arrow IPC stream (it starts with bytes {})", hex(first))
+    }
+}
+
+/// Append `src`'s events to `dst`; false (and nothing appended) when a string column would
+/// exceed 4 GiB.
+fn append(dst: &mut EventBatch, src: &EventBatch) -> bool {
+    for (d, s) in [(&dst.comm, &src.comm), (&dst.path, &src.path), (&dst.path2, &src.path2)] {
+        if d.data.len() + s.data.len() > u32::MAX as usize {
+            return false;
+        }
+    }
+    macro_rules! ext {
+        ($($f:ident),*) => { $( dst.$f.extend_from_slice(&src.$f); )* };
+    }
+    ext!(
+        kind, ts, lat, pid, tid, uid, nr, ret, fd, fd_type, dev, ino, bytes, off, flags, mode, dirfd, addr, cgroup,
+        qtime
+    );
+    for (d, s) in [(&mut dst.comm, &src.comm), (&mut dst.path, &src.path), (&mut dst.path2, &src.path2)] {
+        append_str(d, s);
+    }
+    true
+}
+
+fn append_str(d: &mut StrCol, s: &StrCol) {
+    if d.offsets.is_empty() {
+        d.offsets.push(0);
+    }
+    let base = d.data.len() as u32;
+    let first = s.offsets.first().copied().unwrap_or(0);
+    d.offsets.extend(s.offsets.iter().skip(1).map(|&o| base + (o - first)));
+    d.data.extend_from_slice(&s.data[first as usize..s.offsets.last().copied().unwrap_or(0) as usize]);
+}

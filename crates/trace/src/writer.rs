@@ -1,0 +1,346 @@
+//! Writing trace files.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
+use arrow_ipc::{CompressionType, MetadataVersion};
+use arrow_schema::Schema;
+use flatbuffers::FlatBufferBuilder;
+use latscope_event::{EventBatch, TraceHeader, TRACE_FORMAT_VERSION};
+
+use crate::column::{arrow_schema, to_record_batch};
+use crate::meta::{
+    frame_metadata, with_custom_metadata, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER,
+    KEY_HEADER_CRC,
+};
+use crate::TraceError;
+
+/// How block buffers are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Uncompressed Arrow buffers (large files; for measurements and debugging).
+    None,
+    /// Zstandard at the given level (1 is fastest; 3 is zstd's default).
+    Zstd(i32),
+}
+
+/// Options of [`TraceWriter::create_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// Buffer compression (default: zstd level 1).
+    pub compression: Compression,
+    /// Largest block written: bigger batches given to [`TraceWriter::write_batch`] are split
+    /// (default [`DEFAULT_MAX_BLOCK_EVENTS`], at most [`crate::MAX_BLOCK_ROWS`]).
+    pub max_block_events: usize,
+    /// Call `fsync` when the trace is finished (default true).
+    pub sync_on_finish: bool,
+}
+
+/// Default [`WriterOptions::max_block_events`].
+pub const DEFAULT_MAX_BLOCK_EVENTS: usize = 1 << 20;
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        Self { compression: Compression::Zstd(1), max_block_events: DEFAULT_MAX_BLOCK_EVENTS, sync_on_finish: true }
+    }
+}
+
+/// Writes a trace file: the header at [`TraceWriter::create`], then one self-contained,
+/// checksummed, compressed block per [`TraceWriter::write_batch`], then a summary at
+/// [`TraceWriter::finish`].
+///
+/// Every block is handed to the kernel as soon as it is encoded, so a process killed
+/// with `kill -9` loses at most the block being written; a reader returns every block
+/// before it. After a failed write (disk full) the writer cuts the file back to the
+/// last complete block, when it can, and refuses further blocks.
+///
+/// Dropping a writer without calling [`TraceWriter::finish`] leaves a readable file
+/// without summary (readers warn that it was not closed cleanly).
+pub struct TraceWriter {
+    path: PathBuf,
+    file: File,
+    schema: Arc<Schema>,
+    options: IpcWriteOptions,
+    max_block_events: usize,
+    sync_on_finish: bool,
+    gen: IpcDataGenerator,
+    tracker: DictionaryTracker,
+    ctx: IpcWriteContext,
+    fbb: FlatBufferBuilder<'static>,
+    frame: Vec<u8>,
+    /// Next block number.
+    seq: u64,
+    events: u64,
+    lost: u64,
+    /// Bytes written (the offset of the next block).
+    offset: u64,
+    started: Instant,
+    failed: Option<String>,
+}
+
+impl TraceWriter {
+    /// Create (or truncate) `path` and write the header, with default [`WriterOptions`].
+    pub fn create(path: impl AsRef<Path>, header: &TraceHeader) -> Result<TraceWriter, TraceError> {
+        Self::create_with(path, header, WriterOptions::default())
+    }
+
+    /// Create (or truncate) `path` and write the header.
+    ///
+    /// The header's `format_version` is set to the version this build writes
+    /// ([`TRACE_FORMAT_VERSION`]) whatever the caller put there.
+    pub fn create_with(
+        path: impl AsRef<Path>,
+        header: &TraceHeader,
+        opts: WriterOptions,
+    ) -> Result<TraceWriter, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        let io = |op: &str, source| TraceError::Io { path: path.clone(), op: op.to_string(), source };
+        let bad = |detail: String| TraceError::Encode { path: path.clone(), block: 0, detail };
+
+        let mut header = header.clone();
+        header.format_version = TRACE_FORMAT_VERSION;
+        let header_json = serde_json::to_string(&header).map_err(|e| bad(format!("header to JSON: {e}")))?;
+        let metadata = HashMap::from([
+            (KEY_FORMAT_VERSION.to_string(), TRACE_FORMAT_VERSION.to_string()),
+            (KEY_HEADER_CRC.to_string(), format!("{:08x}", crc32c::crc32c(header_json.as_bytes()))),
+            (KEY_HEADER.to_string(), header_json),
+        ]);
+        let schema = Arc::new(arrow_schema().with_metadata(metadata));
+
+        let mut options = IpcWriteOptions::try_new(8, false, MetadataVersion::V5).map_err(|e| bad(e.to_string()))?;
+        if let Compression::Zstd(level) = opts.compression {
+            options = options
+                .try_with_compression(Some(CompressionType::ZSTD))
+                .and_then(|o| o.try_with_compression_level(Some(level)))
+                .map_err(|e| bad(e.to_string()))?;
+        }
+        let gen = IpcDataGenerator::default();
+        let mut tracker = DictionaryTracker::new(false);
+        let encoded = gen.schema_to_bytes_with_dictionary_tracker(&schema, &mut tracker, &options);
+        let mut frame = Vec::with_capacity(encoded.ipc_message.len() + 16);
+        frame_metadata(&mut frame, &encoded.ipc_message);
+
+        let mut file = File::create(&path).map_err(|e| io("creating the trace file", e))?;
+        file.write_all(&frame).map_err(|e| io("writing the header", e))?;
+        Ok(TraceWriter {
+            offset: frame.len() as u64,
+            path,
+            file,
+            schema,
+            options,
+            max_block_events: opts.max_block_events.clamp(1, crate::MAX_BLOCK_ROWS as usize),
+            sync_on_finish: opts.sync_on_finish,
+            gen,
+            tracker,
+            ctx: IpcWriteContext::default(),
+            fbb: FlatBufferBuilder::new(),
+            frame,
+            seq: 0,
+            events: 0,
+            lost: 0,
+            started: Instant::now(),
+            failed: None,
+        })
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Blocks written so far.
+    pub fn blocks(&self) -> u64 {
+        self.seq
+    }
+
+    /// Events written so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> u64 {
+        self.offset
+    }
+
+    /// Write `batch` as one block (or several if it has more than
+    /// [`WriterOptions::max_block_events`] events), recording `lost_total`, the number of
+    /// events the probes have lost since the recording started.
+    ///
+    /// The block is in the kernel's hands when this returns. An empty batch writes an
+    /// empty block (which records `lost_total`).
+    pub fn write_batch(&mut self, batch: &EventBatch, lost_total: u64) -> Result<(), TraceError> {
+        self.check_failed()?;
+        let rb = to_record_batch(batch, &self.schema).map_err(|detail| TraceError::InvalidBatch {
+            path: self.path.clone(),
+            block: self.seq,
+            detail,
+        })?;
+        self.lost = self.lost.max(lost_total);
+        let n = batch.len();
+        let mut start = 0;
+        loop {
+            let len = (n - start).min(self.max_block_events);
+            let part = rb.slice(start, len);
+            let (ts_min, ts_max) = match batch.ts.get(start..start + len) {
+                Some(ts) if !ts.is_empty() => (ts.iter().min().copied(), ts.iter().max().copied()),
+                _ => (None, None),
+            };
+            let meta = BlockMeta {
+                seq: Some(self.seq),
+                events_total: Some(self.events + len as u64),
+                lost_total: Some(self.lost),
+                ts_min,
+                ts_max,
+                ..Default::default()
+            };
+            self.write_block(&part, meta)?;
+            self.events += len as u64;
+            start += len;
+            if start >= n {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Make sure everything written is in the kernel's hands. Blocks are handed over as they
+    /// are written, so this only reports an earlier failure; it does not `fsync`.
+    pub fn flush(&mut self) -> Result<(), TraceError> {
+        self.check_failed()?;
+        self.file.flush().map_err(|e| self.fail("flushing", e))
+    }
+
+    /// Write the summary and the end-of-stream marker, `fsync` (unless disabled), and close.
+    ///
+    /// `events`, `blocks` and `bytes` of the returned summary are the writer's own counts
+    /// (the caller's values are ignored); `lost` is the larger of the caller's value and
+    /// the last `lost_total`; `duration_ns` is the time since [`TraceWriter::create`] when
+    /// the caller passes 0; `end_ns` is the caller's.
+    pub fn finish(mut self, summary: Summary) -> Result<Summary, TraceError> {
+        self.check_failed()?;
+        let summary = Summary {
+            events: self.events,
+            lost: summary.lost.max(self.lost),
+            blocks: self.seq,
+            bytes: self.offset,
+            duration_ns: if summary.duration_ns == 0 {
+                self.started.elapsed().as_nanos() as u64
+            } else {
+                summary.duration_ns
+            },
+            end_ns: summary.end_ns,
+        };
+        let json = serde_json::to_string(&summary).map_err(|e| TraceError::Encode {
+            path: self.path.clone(),
+            block: self.seq,
+            detail: format!("summary to JSON: {e}"),
+        })?;
+        let empty = to_record_batch(&EventBatch::default(), &self.schema).map_err(|detail| TraceError::Encode {
+            path: self.path.clone(),
+            block: self.seq,
+            detail,
+        })?;
+        let meta = BlockMeta {
+            seq: Some(self.seq),
+            events_total: Some(self.events),
+            lost_total: Some(summary.lost),
+            summary: Some(json),
+            ..Default::default()
+        };
+        self.write_block(&empty, meta)?;
+        let mut eos = [0u8; 8];
+        eos[..4].copy_from_slice(&CONTINUATION);
+        self.file.write_all(&eos).map_err(|e| self.fail("writing the end-of-stream marker", e))?;
+        if self.sync_on_finish {
+            self.file.sync_all().map_err(|e| self.fail("syncing the trace file to disk", e))?;
+        }
+        Ok(summary)
+    }
+
+    fn check_failed(&self) -> Result<(), TraceError> {
+        match &self.failed {
+            Some(first) => {
+                Err(TraceError::WriterFailed { path: self.path.clone(), first: first.clone(), blocks: self.seq })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Record a write failure: cut the file back to the last complete block so that
+    /// it stays readable, and refuse further writes.
+    fn fail(&mut self, op: &str, source: std::io::Error) -> TraceError {
+        let op = format!("{op} at byte {}", self.offset);
+        self.failed = Some(format!("{op}: {source}"));
+        let _ = self.file.set_len(self.offset);
+        TraceError::Io { path: self.path.clone(), op, source }
+    }
+
+    fn write_block(&mut self, rb: &arrow_array::RecordBatch, mut meta: BlockMeta) -> Result<(), TraceError> {
+        let block = self.seq;
+        let encode_err = |detail: String| TraceError::Encode { path: self.path.clone(), block, detail };
+        let (_dicts, encoded) = self
+            .gen
+            .encode(rb, &mut self.tracker, &self.options, &mut self.ctx)
+            .map_err(|e| encode_err(e.to_string()))?;
+        meta.crc32c = Some(crc32c::crc32c(&encoded.arrow_data));
+        let metadata =
+            with_custom_metadata(&mut self.fbb, &encoded.ipc_message, &meta.to_pairs()).map_err(encode_err)?;
+        self.frame.clear();
+        frame_metadata(&mut self.frame, metadata);
+        let res = self.file.write_all(&self.frame).and_then(|()| self.file.write_all(&encoded.arrow_data));
+        if let Err(e) = res {
+            return Err(self.fail(&format!("writing block {block}"), e));
+        }
+        self.offset += (self.frame.len() + encoded.arrow_data.len()) as u64;
+        self.seq += 1;
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for TraceWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceWriter")
+            .field("path", &self.path)
+            .field("blocks", &self.seq)
+            .field("events", &self.events)
+            .field("bytes", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TraceReader;
+
+    /// A write failure (here: the file handle replaced by a read-only one) stops the writer;
+    /// the file keeps the blocks written before and stays readable.
+    #[test]
+    fn write_failure_stops_the_writer_and_keeps_the_file_readable() {
+        let dir = std::env::temp_dir().join(format!("latscope-trace-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("fail.lst");
+        let mut b = EventBatch::with_capacity(1);
+        b.push(&latscope_event::Event { ts: 1, comm: "x".into(), ..Default::default() });
+        let mut w = TraceWriter::create(&path, &TraceHeader::default()).unwrap();
+        w.write_batch(&b, 0).unwrap();
+        w.file = File::open(&path).unwrap();
+        let e = w.write_batch(&b, 0).unwrap_err();
+        assert!(matches!(e, TraceError::Io { .. }), "{e}");
+        assert!(e.to_string().contains("writing block 1 at byte"), "{e}");
+        let e = w.write_batch(&b, 0).unwrap_err();
+        assert!(matches!(e, TraceError::WriterFailed { blocks: 1, .. }), "{e}");
+        assert!(e.to_string().contains("can be read up to there"), "{e}");
+        assert!(w.flush().is_err());
+        assert!(w.finish(Summary::default()).is_err());
+        let mut r = TraceReader::open(&path).unwrap();
+        assert_eq!(r.read_all().unwrap(), b);
+        assert!(r.summary().is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,416 @@
+//! Damaged files: cut short at every byte, bit flips, foreign and future files.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::*;
+use latscope_event::{EventBatch, TraceHeader};
+use latscope_trace::{
+    arrow_schema, ReadOptions, Summary, TraceError, TraceReader, TraceWriter, WarningKind, KEY_FORMAT_VERSION,
+    KEY_HEADER,
+};
+
+/// A small 3-block trace; returns the batches, the block boundaries
+/// (header end, end of each block) and the start of the end-of-stream marker.
+fn small_trace(path: &Path) -> (Vec<EventBatch>, Vec<u64>, u64) {
+    let mut rng = Rng::new(11);
+    let batches: Vec<EventBatch> = [3, 4, 5].iter().map(|&n| random_batch(&mut rng, n)).collect();
+    let mut w = TraceWriter::create(path, &sample_header()).unwrap();
+    let mut bounds = vec![w.bytes()];
+    for b in &batches {
+        w.write_batch(b, 1).unwrap();
+        bounds.push(w.bytes());
+    }
+    w.finish(Summary::default()).unwrap();
+    let len = std::fs::metadata(path).unwrap().len();
+    (batches, bounds, len - 8)
+}
+
+struct Outcome {
+    batches: Vec<EventBatch>,
+    errors: Vec<TraceError>,
+    warnings: Vec<WarningKind>,
+    messages: Vec<String>,
+    summary: bool,
+}
+
+fn read(path: &Path, skip_corrupt: bool) -> Result<Outcome, TraceError> {
+    let mut r = TraceReader::open_with(path, ReadOptions { skip_corrupt, projection: None })?;
+    let (mut batches, mut errors) = (Vec::new(), Vec::new());
+    for b in r.by_ref() {
+        match b {
+            Ok(b) => batches.push(b),
+            Err(e) => errors.push(e),
+        }
+    }
+    Ok(Outcome {
+        batches,
+        errors,
+        warnings: r.warnings().iter().map(|w| w.kind.clone()).collect(),
+        messages: r.warnings().iter().map(|w| w.to_string()).collect(),
+        summary: r.summary().is_some(),
+    })
+}
+
+#[test]
+fn truncation_at_every_byte() {
+    let dir = tmpdir("truncate");
+    let path = dir.join("t.lst");
+    let (batches, bounds, eos) = small_trace(&path);
+    let full = std::fs::read(&path).unwrap();
+    let cut = dir.join("cut.lst");
+    let header_end = bounds[0];
+    let summary_start = bounds[3];
+    for len in 0..=full.len() as u64 {
+        std::fs::write(&cut, &full[..len as usize]).unwrap();
+        let res = read(&cut, false);
+        if len == 0 {
+            assert!(matches!(res, Err(TraceError::Empty { .. })), "len 0");
+            continue;
+        }
+        if len < header_end {
+            match res {
+                Err(TraceError::HeaderTruncated { offset, .. }) => assert_eq!(offset, len),
+                Err(e) => panic!("len {len}: {e}"),
+                Ok(_) => panic!("len {len}: opened"),
+            }
+            continue;
+        }
+        let o = res.unwrap_or_else(|e| panic!("len {len}: {e}"));
+        assert!(o.errors.is_empty(), "len {len}: {:?}", o.errors);
+        let complete = bounds[1..].iter().filter(|&&b| b <= len).count().min(3);
+        assert_eq!(o.batches, batches[..complete], "len {len}");
+        let last_bound = *bounds.iter().filter(|&&b| b <= len).max().unwrap();
+        if len == full.len() as u64 {
+            assert!(o.warnings.is_empty() && o.summary, "len {len}: {:?}", o.warnings);
+        } else if len >= eos {
+            assert!(o.summary, "len {len}");
+            assert!(matches!(o.warnings[..], [WarningKind::NoEndMarker { .. }]), "len {len}: {:?}", o.warnings);
+        } else if len == last_bound {
+            assert!(!o.summary);
+            assert_eq!(
+                o.warnings,
+                vec![WarningKind::NotClosed { offset: len, blocks_read: complete as u64, events_read: o.events() }],
+                "len {len}"
+            );
+        } else {
+            assert!(!o.summary);
+            let block = if last_bound == summary_start { 3 } else { complete as u64 };
+            assert_eq!(
+                o.warnings,
+                vec![WarningKind::Truncated {
+                    block,
+                    offset: last_bound,
+                    ignored_bytes: len - last_bound,
+                    blocks_read: complete as u64,
+                    events_read: o.events(),
+                }],
+                "len {len}"
+            );
+            let msg = &o.messages[0];
+            let expect = format!(
+                "file ends inside block {block} at byte {last_bound}: {} bytes of an incomplete block ignored; \
+                 the recording was not closed cleanly (no summary)",
+                len - last_bound
+            );
+            assert!(msg.contains(&expect), "{msg}");
+        }
+    }
+}
+
+impl Outcome {
+    fn events(&self) -> u64 {
+        self.batches.iter().map(|b| b.len() as u64).sum()
+    }
+}
+
+fn body_range(full: &[u8], start: u64, end: u64) -> (usize, usize) {
+    let s = start as usize;
+    let meta_len = i32::from_le_bytes(full[s + 4..s + 8].try_into().unwrap()) as usize;
+    (s + 8 + meta_len, end as usize)
+}
+
+#[test]
+fn bit_flip_in_a_body_is_a_checksum_error_naming_block_and_offset() {
+    let dir = tmpdir("bitflip");
+    let path = dir.join("t.lst");
+    let (batches, bounds, _) = small_trace(&path);
+    let full = std::fs::read(&path).unwrap();
+    let bad = dir.join("bad.lst");
+    for i in 0..3 {
+        let (bs, be) = body_range(&full, bounds[i], bounds[i + 1]);
+        let mut data = full.clone();
+        data[(bs + be) / 2] ^= 0x10;
+        std::fs::write(&bad, &data).unwrap();
+
+        // Without skipping: the blocks before, then the error, then the end.
+        let o = read(&bad, false).unwrap();
+        assert_eq!(o.batches, batches[..i]);
+        assert_eq!(o.errors.len(), 1);
+        let e = &o.errors[0];
+        assert!(matches!(e, TraceError::Checksum { .. }), "{e}");
+        assert_eq!((e.block(), e.offset()), (Some(i as u64), Some(bounds[i])));
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("block {i} at byte {}", bounds[i])), "{msg}");
+        assert!(msg.contains("bad.lst") && msg.contains("checksum mismatch"), "{msg}");
+
+        // Skipping: every other block, and the summary.
+        let o = read(&bad, true).unwrap();
+        let mut expect = batches.clone();
+        expect.remove(i);
+        assert_eq!(o.batches, expect);
+        assert_eq!(o.errors.len(), 1);
+        assert!(o.summary);
+        assert!(o.warnings.is_empty(), "{:?}", o.warnings);
+    }
+}
+
+/// Flip one bit at every byte of block 1 (framing, metadata, body): never a panic, blocks 0
+/// and 2 always come back when skipping, block 1 comes back intact or is reported as block 1
+/// at its offset.
+#[test]
+fn bit_flip_at_every_byte_of_a_block() {
+    let dir = tmpdir("bitflip-all");
+    let path = dir.join("t.lst");
+    let (batches, bounds, _) = small_trace(&path);
+    let full = std::fs::read(&path).unwrap();
+    let bad = dir.join("bad.lst");
+    let (mut intact, mut reported) = (0, 0);
+    for pos in bounds[1]..bounds[2] {
+        let mut data = full.clone();
+        data[pos as usize] ^= 1 << (pos % 8);
+        std::fs::write(&bad, &data).unwrap();
+        let o = read(&bad, true).unwrap_or_else(|e| panic!("flip at {pos}: {e}"));
+        assert!(o.summary, "flip at {pos}: {:?} {:?}", o.errors, o.warnings);
+        if o.errors.is_empty() {
+            assert_eq!(o.batches, batches, "flip at {pos} went unnoticed and changed data");
+            intact += 1;
+        } else {
+            assert_eq!(o.errors.len(), 1, "flip at {pos}: {:?}", o.errors);
+            let e = &o.errors[0];
+            assert_eq!((e.block(), e.offset()), (Some(1), Some(bounds[1])), "flip at {pos}: {e}");
+            assert_eq!(o.batches, vec![batches[0].clone(), batches[2].clone()], "flip at {pos}");
+            reported += 1;
+        }
+        // Without skipping: never a panic, block 0 always readable (every few bytes, to save time).
+        if pos.is_multiple_of(4) {
+            let o = read(&bad, false).unwrap();
+            assert_eq!(o.batches[0], batches[0]);
+        }
+    }
+    assert!(reported > intact, "{reported} reported, {intact} harmless");
+}
+
+#[test]
+fn garbage_between_blocks_is_skipped() {
+    let dir = tmpdir("garbage");
+    let path = dir.join("t.lst");
+    let (batches, bounds, _) = small_trace(&path);
+    let full = std::fs::read(&path).unwrap();
+    // Overwrite block 1 entirely with 0xff bytes (continuation markers everywhere).
+    let mut data = full.clone();
+    data[bounds[1] as usize..bounds[2] as usize].fill(0xff);
+    let bad = dir.join("bad.lst");
+    std::fs::write(&bad, &data).unwrap();
+    let o = read(&bad, true).unwrap();
+    assert_eq!(o.batches, vec![batches[0].clone(), batches[2].clone()]);
+    assert_eq!(o.errors.len(), 1);
+    assert!(o.errors[0].to_string().contains(&format!("block 1 at byte {}", bounds[1])), "{}", o.errors[0]);
+    assert!(o.summary);
+    assert!(
+        o.warnings.iter().all(|w| matches!(w, WarningKind::MissingBlocks { expected: 2, found: 2, .. }))
+            || o.warnings.is_empty(),
+        "{:?}",
+        o.warnings
+    );
+
+    // Everything after block 0 destroyed: the rest is reported unreadable.
+    let mut data = full.clone();
+    let n = data.len();
+    data[bounds[1] as usize..n].fill(0);
+    std::fs::write(&bad, &data).unwrap();
+    let o = read(&bad, true).unwrap();
+    assert_eq!(o.batches, vec![batches[0].clone()]);
+    assert_eq!(o.errors.len(), 1);
+    assert!(matches!(o.warnings[..], [WarningKind::Unreadable { .. }]), "{:?}", o.warnings);
+}
+
+#[test]
+fn trailing_bytes_after_the_end_are_a_warning() {
+    let dir = tmpdir("trailing");
+    let path = dir.join("t.lst");
+    let (batches, _, _) = small_trace(&path);
+    let mut data = std::fs::read(&path).unwrap();
+    let end = data.len() as u64;
+    data.extend_from_slice(b"junk");
+    std::fs::write(&path, &data).unwrap();
+    let o = read(&path, false).unwrap();
+    assert_eq!(o.batches, batches);
+    assert_eq!(o.warnings, vec![WarningKind::TrailingData { offset: end, bytes: 4 }]);
+}
+
+fn open_err(path: &Path) -> String {
+    match TraceReader::open(path) {
+        Ok(_) => panic!("{} opened", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn non_trace_files_are_clear_errors() {
+    let dir = tmpdir("nontrace");
+    let p = dir.join("empty.lst");
+    std::fs::write(&p, b"").unwrap();
+    let e = open_err(&p);
+    assert!(e.contains("empty.lst") && e.contains("empty file"), "{e}");
+
+    let p = dir.join("text.lst");
+    std::fs::write(&p, b"hello world, this is not a trace\n").unwrap();
+    let e = open_err(&p);
+    assert!(e.contains("text.lst: not a latscope trace: a text file"), "{e}");
+
+    let p = dir.join("bin.lst");
+    std::fs::write(&p, [0u8, 1, 2, 3, 4, 5, 6, 7, 8, 9]).unwrap();
+    let e = open_err(&p);
+    assert!(e.contains("not an Arrow IPC stream (it starts with bytes 00 01 02 03"), "{e}");
+
+    let p = dir.join("file.arrow");
+    std::fs::write(&p, b"ARROW1\0\0whatever").unwrap();
+    let e = open_err(&p);
+    assert!(e.contains("an Arrow IPC file (Feather v2)"), "{e}");
+
+    let p = dir.join("missing.lst");
+    let e = open_err(&p);
+    assert!(e.contains("missing.lst: opening:"), "{e}");
+
+    // An Arrow stream of something else.
+    let p = dir.join("other.arrows");
+    let schema =
+        Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new("x", arrow_schema::DataType::Int32, false)]));
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(std::fs::File::create(&p).unwrap(), &schema).unwrap();
+    let col = Arc::new(arrow_array::Int32Array::from(vec![1, 2, 3])) as arrow_array::ArrayRef;
+    w.write(&arrow_array::RecordBatch::try_new(schema.clone(), vec![col]).unwrap()).unwrap();
+    w.finish().unwrap();
+    let e = open_err(&p);
+    assert!(e.contains("not a latscope trace: an Arrow IPC stream without latscope metadata (columns: x)"), "{e}");
+
+    // A stream that is only an end-of-stream marker.
+    let p = dir.join("eos.lst");
+    std::fs::write(&p, [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]).unwrap();
+    let e = open_err(&p);
+    assert!(e.contains("empty Arrow IPC stream"), "{e}");
+}
+
+/// Write a stream with the latscope schema and chosen schema metadata through plain arrow-ipc
+/// (no per-block latscope metadata).
+fn foreign_trace(path: &Path, version: &str, header: &str, batch: &EventBatch) {
+    let md = [(KEY_FORMAT_VERSION.to_string(), version.to_string()), (KEY_HEADER.to_string(), header.to_string())];
+    let schema = Arc::new(arrow_schema().with_metadata(md.into_iter().collect::<std::collections::HashMap<_, _>>()));
+    // Build the record batch through the crate: write a trace, read it with arrow-ipc.
+    let tmp = path.with_extension("tmp");
+    let mut w = TraceWriter::create(&tmp, &sample_header()).unwrap();
+    w.write_batch(batch, 0).unwrap();
+    w.finish(Summary::default()).unwrap();
+    let r = arrow_ipc::reader::StreamReader::try_new(std::fs::File::open(&tmp).unwrap(), None).unwrap();
+    let mut out = arrow_ipc::writer::StreamWriter::try_new(std::fs::File::create(path).unwrap(), &schema).unwrap();
+    for rb in r {
+        let rb = rb.unwrap();
+        if rb.num_rows() > 0 {
+            out.write(&arrow_array::RecordBatch::try_new(schema.clone(), rb.columns().to_vec()).unwrap()).unwrap();
+        }
+    }
+    out.finish().unwrap();
+}
+
+#[test]
+fn future_version_and_bad_headers_are_clear_errors() {
+    let dir = tmpdir("version");
+    let mut rng = Rng::new(12);
+    let b = random_batch(&mut rng, 10);
+    let header = serde_json::to_string(&sample_header()).unwrap();
+
+    let p = dir.join("future.lst");
+    foreign_trace(&p, "2", &header, &b);
+    let e = open_err(&p);
+    assert!(
+        e.contains("future.lst: trace format version 2 is newer than this latscope reads (up to version 1)")
+            && e.contains("newer latscope"),
+        "{e}"
+    );
+
+    let p = dir.join("badjson.lst");
+    foreign_trace(&p, "1", "{not json", &b);
+    let e = open_err(&p);
+    assert!(e.contains("bad trace header at byte 0: unreadable header JSON"), "{e}");
+
+    let p = dir.join("badversion.lst");
+    foreign_trace(&p, "one", &header, &b);
+    assert!(open_err(&p).contains("is not a number"));
+}
+
+#[test]
+fn streams_rewritten_by_other_tools_are_read_unchecked() {
+    let dir = tmpdir("foreign");
+    let mut rng = Rng::new(13);
+    let b = random_batch(&mut rng, 100);
+    let p = dir.join("rewritten.lst");
+    let header = sample_header();
+    foreign_trace(&p, "1", &serde_json::to_string(&header).unwrap(), &b);
+    let mut r = TraceReader::open(&p).unwrap();
+    assert_eq!(r.header(), &header);
+    assert_eq!(r.read_all().unwrap(), b);
+    assert_eq!(r.stats().unchecked_blocks, 1);
+    assert!(r.summary().is_none());
+    let w: Vec<String> = r.warnings().iter().map(|w| w.to_string()).collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("without a summary"), "{w:?}");
+}
+
+#[test]
+fn header_damage_is_detected() {
+    let dir = tmpdir("headerdamage");
+    let path = dir.join("t.lst");
+    let (_, bounds, _) = small_trace(&path);
+    let full = std::fs::read(&path).unwrap();
+    // Flip a bit in the hostname inside the header JSON.
+    let needle = "höst-1".as_bytes();
+    let at = full.windows(needle.len()).position(|w| w == needle).unwrap();
+    assert!((at as u64) < bounds[0]);
+    let mut data = full.clone();
+    data[at] ^= 0x02;
+    let bad = dir.join("bad.lst");
+    std::fs::write(&bad, &data).unwrap();
+    let e = open_err(&bad);
+    assert!(e.contains("header checksum mismatch"), "{e}");
+
+    // Every single-bit flip in the header: an error or an identical header, never a panic.
+    let good = TraceReader::open(&path).unwrap().header().clone();
+    for pos in 0..bounds[0] as usize {
+        let mut data = full.clone();
+        data[pos] ^= 1 << (pos % 8);
+        std::fs::write(&bad, &data).unwrap();
+        if let Ok(r) = TraceReader::open(&bad) {
+            assert_eq!(r.header(), &good, "flip at {pos}");
+        }
+    }
+}
+
+#[test]
+fn writer_errors_name_the_file() {
+    let e = TraceWriter::create("/nonexistent-dir/x.lst", &TraceHeader::default()).unwrap_err();
+    let m = e.to_string();
+    assert!(m.contains("/nonexistent-dir/x.lst: creating the trace file:"), "{m}");
+}
+
+/// A full disk: the writer refuses further blocks, and the file stays readable.
+#[test]
+fn full_disk_keeps_the_file_readable() {
+    if !Path::new("/dev/full").exists() {
+        println!("SKIPPED: no /dev/full");
+        return;
+    }
+    let e = TraceWriter::create("/dev/full", &sample_header()).unwrap_err();
+    assert!(e.to_string().contains("writing the header"), "{e}");
+}

@@ -1,0 +1,158 @@
+//! Other tools read traces: pyarrow, DuckDB and Polars (each skipped when not installed).
+//!
+//! The Python interpreter is `$LATSCOPE_PYTHON`, or `python3`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use latscope_event::EventBatch;
+use latscope_trace::{Summary, TraceWriter};
+
+fn python() -> String {
+    std::env::var("LATSCOPE_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// True when `module` imports; otherwise prints why the check is skipped.
+fn have(module: &str) -> bool {
+    let ok =
+        Command::new(python()).args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("SKIPPED: {module} not installed (pip install {module})");
+    }
+    ok
+}
+
+fn run_python(script: &str, path: &Path) -> serde_json::Value {
+    let out = Command::new(python()).args(["-c", script]).arg(path).output().expect("run python");
+    assert!(
+        out.status.success(),
+        "python failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// A trace of three blocks; returns them.
+fn write_trace(path: &Path) -> Vec<EventBatch> {
+    let mut rng = Rng::new(42);
+    let batches: Vec<EventBatch> = [500, 0, 1234].iter().map(|&n| random_batch(&mut rng, n)).collect();
+    let mut w = TraceWriter::create(path, &sample_header()).unwrap();
+    for (i, b) in batches.iter().enumerate() {
+        w.write_batch(b, i as u64).unwrap();
+    }
+    w.finish(Summary { end_ns: 77, ..Default::default() }).unwrap();
+    batches
+}
+
+const PYARROW: &str = r#"
+import json, sys
+import pyarrow as pa, pyarrow.ipc as ipc, pyarrow.compute as pc
+path = sys.argv[1]
+t = ipc.open_stream(path).read_all()
+md = t.schema.metadata
+r = ipc.open_stream(path)
+blocks = []
+while True:
+    try:
+        b, m = r.read_next_batch_with_custom_metadata()
+    except StopIteration:
+        break
+    blocks.append({"rows": b.num_rows, "meta": {k.decode(): v.decode() for k, v in (m or {}).items()}})
+print(json.dumps({
+    "rows": t.num_rows,
+    "lat_sum": pc.sum(t["lat"]).as_py(),
+    "ino_first": t["ino"][0].as_py(),
+    "ret_min": pc.min(t["ret"]).as_py(),
+    "path": t["path"].to_pylist(),
+    "types": {f.name: str(f.type) for f in t.schema},
+    "nullable": any(f.nullable for f in t.schema),
+    "version": md[b"latscope.format_version"].decode(),
+    "hostname": json.loads(md[b"latscope.header"])["hostname"],
+    "blocks": blocks,
+}))
+"#;
+
+#[test]
+fn pyarrow_reads_traces() {
+    if !have("pyarrow") {
+        return;
+    }
+    let dir = tmpdir("pyarrow");
+    let path = dir.join("t.lst");
+    let batches = write_trace(&path);
+    let all = concat(&batches);
+    let v = run_python(PYARROW, &path);
+    assert_eq!(v["rows"], all.len() as u64);
+    assert_eq!(v["lat_sum"], all.lat.iter().sum::<u64>());
+    assert_eq!(v["ino_first"], all.ino[0]);
+    assert_eq!(v["ret_min"], *all.ret.iter().min().unwrap());
+    let paths: Vec<String> = (0..all.len()).map(|i| all.path.get(i).to_string()).collect();
+    assert_eq!(v["path"], serde_json::json!(paths));
+    assert_eq!(v["types"]["kind"], "uint8");
+    assert_eq!(v["types"]["ret"], "int64");
+    assert_eq!(v["types"]["comm"], "string");
+    assert_eq!(v["nullable"], false);
+    assert_eq!(v["version"], "1");
+    assert_eq!(v["hostname"], "höst-1");
+    let blocks = v["blocks"].as_array().unwrap();
+    assert_eq!(blocks.len(), 4, "3 data blocks and the summary block");
+    for (i, b) in blocks.iter().enumerate() {
+        assert_eq!(b["meta"]["latscope.seq"], i.to_string());
+        assert_eq!(b["meta"]["latscope.crc32c"].as_str().unwrap().len(), 8);
+    }
+    assert_eq!(blocks[2]["rows"], 1234);
+    assert_eq!(blocks[2]["meta"]["latscope.events_total"], "1734");
+    assert_eq!(blocks[2]["meta"]["latscope.lost_total"], "2");
+    assert_eq!(blocks[3]["rows"], 0);
+    let summary: serde_json::Value =
+        serde_json::from_str(blocks[3]["meta"]["latscope.summary"].as_str().unwrap()).unwrap();
+    assert_eq!(summary["events"], 1734);
+    assert_eq!(summary["end_ns"], 77);
+}
+
+const DUCKDB: &str = r#"
+import json, sys
+import duckdb, pyarrow.ipc as ipc
+events = ipc.open_stream(sys.argv[1]).read_all()
+n, s, p = duckdb.sql("SELECT count(*), sum(lat), count(*) FILTER (WHERE path = '/etc/passwd') FROM events").fetchall()[0]
+print(json.dumps({"rows": n, "lat_sum": int(s), "passwd": p}))
+"#;
+
+#[test]
+fn duckdb_reads_traces() {
+    if !have("pyarrow") || !have("duckdb") {
+        return;
+    }
+    let dir = tmpdir("duckdb");
+    let path = dir.join("t.lst");
+    let all = concat(&write_trace(&path));
+    let v = run_python(DUCKDB, &path);
+    assert_eq!(v["rows"], all.len() as u64);
+    assert_eq!(v["lat_sum"], all.lat.iter().sum::<u64>());
+    assert_eq!(v["passwd"], (0..all.len()).filter(|&i| all.path.get(i) == "/etc/passwd").count());
+}
+
+const POLARS: &str = r#"
+import json, sys
+import polars as pl
+df = pl.read_ipc_stream(sys.argv[1])
+print(json.dumps({"rows": df.height, "lat_sum": int(df["lat"].sum()), "comm0": df["comm"][0]}))
+"#;
+
+#[test]
+fn polars_reads_traces() {
+    if !have("polars") {
+        return;
+    }
+    let dir = tmpdir("polars");
+    let path = dir.join("t.lst");
+    let all = concat(&write_trace(&path));
+    let v = run_python(POLARS, &path);
+    assert_eq!(v["rows"], all.len() as u64);
+    assert_eq!(v["lat_sum"], all.lat.iter().sum::<u64>());
+    assert_eq!(v["comm0"], all.comm.get(0));
+}

@@ -1,0 +1,316 @@
+//! Writing and reading back: data, header, metadata, summary, projection, the threaded writer.
+
+mod common;
+
+use common::*;
+use latscope_event::EventBatch;
+use latscope_trace::{
+    Column, Compression, ReadOptions, Summary, ThreadedTraceWriter, TraceReader, TraceWriter, WriterOptions,
+};
+
+fn read_all_batches(r: &mut TraceReader) -> Vec<EventBatch> {
+    r.map(|b| b.unwrap()).collect()
+}
+
+#[test]
+fn roundtrip_random_batches() {
+    let dir = tmpdir("roundtrip");
+    let path = dir.join("t.lst");
+    let mut rng = Rng::new(1);
+    let header = sample_header();
+    let batches: Vec<EventBatch> = [1000, 0, 1, 4097, 33].iter().map(|&n| random_batch(&mut rng, n)).collect();
+    let mut w = TraceWriter::create(&path, &header).unwrap();
+    for (i, b) in batches.iter().enumerate() {
+        w.write_batch(b, i as u64 * 10).unwrap();
+    }
+    let s = w.finish(Summary { lost: 7, duration_ns: 99, end_ns: 1234, ..Default::default() }).unwrap();
+    let total: usize = batches.iter().map(|b| b.len()).sum();
+    assert_eq!(s.events, total as u64);
+    assert_eq!(s.blocks, 5);
+    assert_eq!(s.lost, 40);
+    assert_eq!((s.duration_ns, s.end_ns), (99, 1234));
+    assert!(s.bytes > 0 && s.bytes < std::fs::metadata(&path).unwrap().len());
+
+    let mut r = TraceReader::open(&path).unwrap();
+    assert_eq!(r.header(), &header);
+    assert_eq!(r.format_version(), 1);
+    let got = read_all_batches(&mut r);
+    assert_eq!(got, batches);
+    assert!(r.warnings().is_empty(), "{:?}", r.warnings());
+    assert_eq!(r.summary(), Some(&s));
+    let st = r.stats();
+    assert_eq!((st.blocks, st.events, st.corrupt_blocks, st.unchecked_blocks), (5, total as u64, 0, 0));
+    assert_eq!(st.bytes, st.file_size);
+    assert_eq!(st.lost_total, 40);
+    assert_eq!(st.events_total, total as u64);
+
+    // read_all concatenates.
+    let all = TraceReader::open(&path).unwrap().read_all().unwrap();
+    assert_eq!(all, concat(&batches));
+    assert!(all.check_lengths().is_ok());
+}
+
+#[test]
+fn block_metadata() {
+    let dir = tmpdir("blockmeta");
+    let path = dir.join("t.lst");
+    let mut rng = Rng::new(2);
+    let b = random_batch(&mut rng, 50);
+    let mut w = TraceWriter::create(&path, &sample_header()).unwrap();
+    w.write_batch(&b, 3).unwrap();
+    w.write_batch(&b, 5).unwrap();
+    w.finish(Summary::default()).unwrap();
+    let mut r = TraceReader::open(&path).unwrap();
+    r.next_batch().unwrap().unwrap();
+    let m = r.last_block_meta().unwrap().clone();
+    assert_eq!(m.seq, Some(0));
+    assert_eq!(m.events_total, Some(50));
+    assert_eq!(m.lost_total, Some(3));
+    assert_eq!(m.ts_min, b.ts.iter().min().copied());
+    assert_eq!(m.ts_max, b.ts.iter().max().copied());
+    assert!(m.crc32c.is_some() && m.meta_crc32c.is_some());
+    r.next_batch().unwrap().unwrap();
+    assert_eq!(r.last_block_meta().unwrap().seq, Some(1));
+    assert_eq!(r.last_block_meta().unwrap().events_total, Some(100));
+    assert!(r.next_batch().is_none());
+    let m = r.last_block_meta().unwrap();
+    assert_eq!(m.seq, Some(2));
+    assert!(m.summary.is_some());
+    assert_eq!(r.summary().unwrap().lost, 5);
+}
+
+#[test]
+fn projection_returns_right_values_and_fills_the_rest() {
+    let dir = tmpdir("projection");
+    let path = dir.join("t.lst");
+    let mut rng = Rng::new(3);
+    let batches: Vec<EventBatch> = (0..3).map(|_| random_batch(&mut rng, 777)).collect();
+    let mut w = TraceWriter::create(&path, &sample_header()).unwrap();
+    for b in &batches {
+        w.write_batch(b, 0).unwrap();
+    }
+    w.finish(Summary::default()).unwrap();
+
+    let mut r = TraceReader::open_projected(&path, &[Column::Lat, Column::Ts, Column::Path, Column::Lat]).unwrap();
+    let got = read_all_batches(&mut r);
+    assert_eq!(got.len(), 3);
+    for (g, b) in got.iter().zip(&batches) {
+        assert!(g.check_lengths().is_ok());
+        assert_eq!(g.ts, b.ts);
+        assert_eq!(g.lat, b.lat);
+        assert_eq!(g.path, b.path);
+        assert_eq!(g.pid, vec![0; b.len()]);
+        assert_eq!(g.ret, vec![0; b.len()]);
+        assert_eq!(g.comm.len(), b.len());
+        assert!((0..b.len()).all(|i| g.comm.get(i).is_empty() && g.path2.get(i).is_empty()));
+    }
+    assert!(r.summary().is_some());
+
+    // Every single column, alone.
+    for c in Column::ALL {
+        let mut r = TraceReader::open_projected(&path, &[c]).unwrap();
+        let g = r.next_batch().unwrap().unwrap();
+        let b = &batches[0];
+        for i in [0, 1, 500, 776] {
+            let (ge, be) = (g.get(i), b.get(i));
+            let name = c.name();
+            let same = match c {
+                Column::Kind => ge.kind == be.kind,
+                Column::Ts => ge.ts == be.ts,
+                Column::Lat => ge.lat == be.lat,
+                Column::Pid => ge.pid == be.pid,
+                Column::Tid => ge.tid == be.tid,
+                Column::Uid => ge.uid == be.uid,
+                Column::Nr => ge.nr == be.nr,
+                Column::Ret => ge.ret == be.ret,
+                Column::Fd => ge.fd == be.fd,
+                Column::FdType => ge.fd_type == be.fd_type,
+                Column::Dev => ge.dev == be.dev,
+                Column::Ino => ge.ino == be.ino,
+                Column::Bytes => ge.bytes == be.bytes,
+                Column::Off => ge.off == be.off,
+                Column::Flags => ge.flags == be.flags,
+                Column::Mode => ge.mode == be.mode,
+                Column::Dirfd => ge.dirfd == be.dirfd,
+                Column::Addr => ge.addr == be.addr,
+                Column::Cgroup => ge.cgroup == be.cgroup,
+                Column::Qtime => ge.qtime == be.qtime,
+                Column::Comm => ge.comm == be.comm,
+                Column::Path => ge.path == be.path,
+                Column::Path2 => ge.path2 == be.path2,
+            };
+            assert!(same, "column {name} row {i}");
+        }
+    }
+
+    // An empty projection reads only row counts.
+    let mut r = TraceReader::open_projected(&path, &[]).unwrap();
+    let g = r.next_batch().unwrap().unwrap();
+    assert_eq!(g.len(), 777);
+    assert!(g.check_lengths().is_ok());
+}
+
+#[test]
+fn big_batches_are_split_into_blocks() {
+    let dir = tmpdir("split");
+    let path = dir.join("t.lst");
+    let mut rng = Rng::new(4);
+    let b = random_batch(&mut rng, 2500);
+    let opts = WriterOptions { max_block_events: 1000, ..Default::default() };
+    let mut w = TraceWriter::create_with(&path, &sample_header(), opts).unwrap();
+    w.write_batch(&b, 1).unwrap();
+    assert_eq!(w.blocks(), 3);
+    assert_eq!(w.events(), 2500);
+    w.finish(Summary::default()).unwrap();
+    let mut r = TraceReader::open(&path).unwrap();
+    let got = read_all_batches(&mut r);
+    assert_eq!(got.iter().map(|b| b.len()).collect::<Vec<_>>(), vec![1000, 1000, 500]);
+    assert_eq!(concat(&got), b);
+    assert!(r.warnings().is_empty());
+}
+
+#[test]
+fn uncompressed_and_other_levels_roundtrip() {
+    let dir = tmpdir("levels");
+    let mut rng = Rng::new(5);
+    let b = random_batch(&mut rng, 300);
+    for c in [Compression::None, Compression::Zstd(1), Compression::Zstd(3), Compression::Zstd(-5)] {
+        let path = dir.join(format!("{c:?}.lst"));
+        let opts = WriterOptions { compression: c, ..Default::default() };
+        let mut w = TraceWriter::create_with(&path, &sample_header(), opts).unwrap();
+        w.write_batch(&b, 0).unwrap();
+        w.finish(Summary::default()).unwrap();
+        assert_eq!(TraceReader::open(&path).unwrap().read_all().unwrap(), b, "{c:?}");
+    }
+    assert!(TraceWriter::create_with(
+        dir.join("bad.lst"),
+        &sample_header(),
+        WriterOptions { compression: Compression::Zstd(99), ..Default::default() }
+    )
+    .is_err());
+}
+
+#[test]
+fn invalid_batches_are_refused_without_damaging_the_file() {
+    let dir = tmpdir("invalid");
+    let path = dir.join("t.lst");
+    let mut rng = Rng::new(6);
+    let good = random_batch(&mut rng, 10);
+    let mut bad = good.clone();
+    bad.ts.pop();
+    let mut w = TraceWriter::create(&path, &sample_header()).unwrap();
+    w.write_batch(&good, 0).unwrap();
+    let e = w.write_batch(&bad, 0).unwrap_err();
+    assert!(e.to_string().contains("invalid event batch"), "{e}");
+    assert!(e.to_string().contains("t.lst"), "{e}");
+    w.write_batch(&good, 0).unwrap();
+    w.finish(Summary::default()).unwrap();
+    let all = TraceReader::open(&path).unwrap().read_all().unwrap();
+    assert_eq!(all.len(), 20);
+}
+
+#[test]
+fn threaded_writer_roundtrip_and_recycling() {
+    let dir = tmpdir("threaded");
+    let path = dir.join("t.lst");
+    let mut rng = Rng::new(7);
+    let batches: Vec<EventBatch> = (0..20).map(|i| random_batch(&mut rng, 100 + i * 13)).collect();
+    let mut w = ThreadedTraceWriter::create_with(&path, &sample_header(), WriterOptions::default(), 2).unwrap();
+    let mut recycled = 0;
+    for (i, b) in batches.iter().enumerate() {
+        let mut spare = w.spare_batch();
+        if spare.kind.capacity() > 0 {
+            recycled += 1;
+        }
+        assert!(spare.is_empty());
+        for j in 0..b.len() {
+            spare.push(&b.get(j));
+        }
+        w.write_batch(spare, i as u64).unwrap();
+        if i == 10 {
+            w.flush().unwrap();
+        }
+    }
+    let s = w.finish(Summary::default()).unwrap();
+    assert!(recycled > 0, "no batch was recycled");
+    assert_eq!(s.blocks, 20);
+    assert_eq!(s.lost, 19);
+    let mut r = TraceReader::open(&path).unwrap();
+    assert_eq!(read_all_batches(&mut r), batches);
+    assert!(r.warnings().is_empty());
+
+    // try_write_batch hands the batch back or queues it; nothing is lost.
+    let path2 = dir.join("t2.lst");
+    let mut w = ThreadedTraceWriter::create_with(&path2, &sample_header(), WriterOptions::default(), 1).unwrap();
+    let mut written = 0u64;
+    for b in &batches {
+        let mut pending = b.clone();
+        loop {
+            match w.try_write_batch(pending, 0).unwrap() {
+                None => break,
+                Some(back) => {
+                    pending = back;
+                    std::thread::yield_now();
+                }
+            }
+        }
+        written += b.len() as u64;
+    }
+    let s = w.finish(Summary::default()).unwrap();
+    assert_eq!(s.events, written);
+    assert_eq!(TraceReader::open(&path2).unwrap().read_all().unwrap(), concat(&batches));
+}
+
+#[test]
+fn threaded_writer_dropped_without_finish_leaves_a_readable_file() {
+    let dir = tmpdir("threaded-drop");
+    let path = dir.join("t.lst");
+    let mut rng = Rng::new(8);
+    let b = random_batch(&mut rng, 100);
+    {
+        let mut w = ThreadedTraceWriter::create(&path, &sample_header()).unwrap();
+        w.write_batch(b.clone(), 0).unwrap();
+        w.write_batch(b.clone(), 0).unwrap();
+    }
+    let mut r = TraceReader::open(&path).unwrap();
+    assert_eq!(r.read_all().unwrap().len(), 200);
+    assert!(r.summary().is_none());
+    assert_eq!(r.warnings().len(), 1);
+    let w = r.warnings()[0].to_string();
+    assert!(w.contains("not closed cleanly"), "{w}");
+}
+
+#[test]
+fn skip_corrupt_option_on_clean_file_changes_nothing() {
+    let dir = tmpdir("skipclean");
+    let path = dir.join("t.lst");
+    let mut rng = Rng::new(9);
+    let b = random_batch(&mut rng, 100);
+    let mut w = TraceWriter::create(&path, &sample_header()).unwrap();
+    w.write_batch(&b, 0).unwrap();
+    w.finish(Summary::default()).unwrap();
+    let mut r = TraceReader::open_with(&path, ReadOptions { skip_corrupt: true, projection: None }).unwrap();
+    assert_eq!(r.read_all().unwrap(), b);
+    assert!(r.warnings().is_empty());
+}
+
+#[test]
+fn threaded_writer_reports_errors_of_the_writer_thread() {
+    let dir = tmpdir("threaded-error");
+    let path = dir.join("t.lst");
+    let mut rng = Rng::new(10);
+    let good = random_batch(&mut rng, 10);
+    let mut bad = good.clone();
+    bad.lat.pop();
+    let mut w = ThreadedTraceWriter::create(&path, &sample_header()).unwrap();
+    w.write_batch(good.clone(), 0).unwrap();
+    // The bad batch is queued; its error comes back from a later call.
+    let _ = w.write_batch(bad, 0);
+    let e = w.flush().unwrap_err();
+    assert!(e.to_string().contains("invalid event batch"), "{e}");
+    let e = w.write_batch(good.clone(), 0).unwrap_err();
+    assert!(e.to_string().contains("already"), "{e}");
+    drop(w);
+    let mut r = TraceReader::open(&path).unwrap();
+    assert_eq!(r.read_all().unwrap(), good);
+}
