@@ -139,19 +139,47 @@ fn peak_in(peaks: &[Peak], b: &Bin) -> Option<usize> {
     })
 }
 
-/// One line per peak: mode, share, basin, width.
-pub fn describe_peak(k: usize, p: &Peak, u: &YUnit) -> String {
+/// The values between which the middle 80 % of a peak's events lie (its 10th and 90th percentile
+/// within its basin): how wide the peak is, without the long tails a basin may include.
+pub fn peak_core(h: &Histogram, p: &Peak) -> (u64, u64) {
+    let in_basin = |lo: u64, hi: u64| {
+        let mid = lo / 2 + hi / 2;
+        mid >= p.low && mid <= p.high
+    };
+    let total: u64 = h.iter().filter(|&(lo, hi, _)| in_basin(lo, hi)).map(|(_, _, c)| c).sum();
+    if total == 0 {
+        return (p.low, p.high);
+    }
+    let (r10, r90) = (((total as f64) * 0.1).ceil().max(1.0) as u64, ((total as f64) * 0.9).ceil().max(1.0) as u64);
+    let (mut acc, mut lo10, mut hi90) = (0u64, None, None);
+    for (lo, hi, c) in h.iter().filter(|&(lo, hi, _)| in_basin(lo, hi)) {
+        acc += c;
+        if lo10.is_none() && acc >= r10 {
+            lo10 = Some(lo.max(p.low));
+        }
+        if hi90.is_none() && acc >= r90 {
+            hi90 = Some(hi.min(p.high));
+        }
+    }
+    (lo10.unwrap_or(p.low), hi90.unwrap_or(p.high))
+}
+
+/// One line per peak: mode, share, where most of it lies and how wide that is, and its basin.
+pub fn describe_peak(k: usize, p: &Peak, h: &Histogram, u: &YUnit) -> String {
     let mode = if p.mode_low == p.mode_high {
         u.fmt(p.mode_low as f64)
     } else {
         format!("{}..{}", u.fmt(p.mode_low as f64), u.fmt(p.mode_high as f64))
     };
-    let width = if p.low > 0 { format!("{:.1}x wide", p.high as f64 / p.low as f64) } else { "from 0".into() };
+    let (a, b) = peak_core(h, p);
+    let width = if a > 0 { format!("{:.1}x wide", b as f64 / a as f64) } else { "from 0".into() };
     format!(
-        "peak {}: mode {mode}, {:.1}% of events ({}), spans {} .. {} ({width})",
+        "peak {}: mode {mode}, {:.1}% of events ({}); 80% of it within {} .. {} ({width}); basin {} .. {}",
         k + 1,
         p.share * 100.0,
         p.count,
+        u.fmt(a as f64),
+        u.fmt(b as f64),
         u.fmt(p.low as f64),
         u.fmt(p.high as f64)
     )
@@ -240,7 +268,7 @@ pub fn render_text(name: &str, h: &Histogram, o: &HistOptions) -> String {
             if peaks.len() == 1 { "1 peak".to_string() } else { format!("{} peaks", peaks.len()) }
         );
         for (i, p) in peaks.iter().enumerate() {
-            let _ = writeln!(s, "    {}", describe_peak(i, p, u));
+            let _ = writeln!(s, "    {}", describe_peak(i, p, h, u));
         }
     }
     s
@@ -257,8 +285,9 @@ pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
         .peaks(&o.peaks)
         .iter()
         .map(|p| {
+            let (c10, c90) = peak_core(h, p);
             json!({"mode_low": p.mode_low, "mode_high": p.mode_high, "share": p.share, "count": p.count,
-                   "low": p.low, "high": p.high})
+                   "p10": c10, "p90": c90, "basin_low": p.low, "basin_high": p.high})
         })
         .collect();
     let (bins, outside) = bins(h, &o.scale);

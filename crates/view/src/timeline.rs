@@ -180,7 +180,8 @@ impl Timeline {
         let tmax = n as f64 * secs;
         let xpos = |t: f64| left + t / tmax * pw;
         type Series<'a> = (&'a str, Vec<Option<f64>>);
-        let panels: [(&str, fn(f64) -> String, Vec<Series>); 3] = [
+        type Panel<'a> = (&'a str, fn(f64) -> String, Vec<Series<'a>>);
+        let panels: [Panel; 3] = [
             (
                 "Operations per second",
                 |v| fmt_count(v.round()),

@@ -163,7 +163,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
         HistScale::Log { per_decade: histview::clamp_per_decade(a.per_decade) }
     };
     let o = HistOptions { scale, unit, bar_width: a.width.clamp(1, 400), what: what.clone(), ..Default::default() };
-    let heading = |name: &str| if by == GroupBy::All { name.to_string() } else { format!("{} {name}", by.name()) };
+    let heading = |name: &str| match by {
+        GroupBy::All | GroupBy::Syscall | GroupBy::Op => name.to_string(),
+        _ => format!("{} {name}", by.name()),
+    };
     if let Some(p) = &a.svg {
         let refs: Vec<(String, &Histogram)> = groups.iter().map(|(n, h)| (heading(n), h)).collect();
         let title = format!("{} histogram — {}", capitalize(&what), a.file.display());

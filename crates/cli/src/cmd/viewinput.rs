@@ -28,14 +28,17 @@ pub enum Source {
     /// A trace file.
     Trace(Box<Input>),
     /// Events parsed from text, held in memory.
-    Memory {
-        /// The events.
-        batch: EventBatch,
-        /// A header describing their origin.
-        header: TraceHeader,
-        /// The filter.
-        filter: Filter,
-    },
+    Memory(Box<Memory>),
+}
+
+/// Events held in memory.
+pub struct Memory {
+    /// The events.
+    batch: EventBatch,
+    /// A header describing their origin.
+    header: TraceHeader,
+    /// The filter.
+    filter: Filter,
 }
 
 /// Reads the whole of `path` (`-` is stdin).
@@ -59,7 +62,7 @@ impl Source {
                 let data = read_all(path)?;
                 let (batch, header, st) = parse_perf_script(&data, &path.display().to_string())?;
                 report_perf(&st);
-                Ok(Source::Memory { batch, header, filter })
+                Ok(Source::Memory(Box::new(Memory { batch, header, filter })))
             }
             InputFormat::Text => {
                 anyhow::bail!("two-column text input has no events: it works with heatmap and hist only")
@@ -71,7 +74,7 @@ impl Source {
     pub fn header(&self) -> &TraceHeader {
         match self {
             Source::Trace(i) => i.header(),
-            Source::Memory { header, .. } => header,
+            Source::Memory(m) => &m.header,
         }
     }
 
@@ -79,7 +82,8 @@ impl Source {
     pub fn for_each(&mut self, mut f: impl FnMut(&EventBatch, &[u32], &TraceHeader) -> Result<()>) -> Result<()> {
         match self {
             Source::Trace(i) => i.for_each(f),
-            Source::Memory { batch, header, filter } => {
+            Source::Memory(m) => {
+                let Memory { batch, header, filter } = &**m;
                 let mut ctx = EvalContext::new(header);
                 ctx.observe(batch);
                 let rows: Vec<u32> =
@@ -93,7 +97,7 @@ impl Source {
     pub fn recorded_secs(&self) -> Option<f64> {
         match self {
             Source::Trace(i) => i.reader().summary().map(|s| s.duration_ns as f64 / 1e9).filter(|&s| s > 0.0),
-            Source::Memory { .. } => None,
+            Source::Memory(_) => None,
         }
     }
 
@@ -104,7 +108,7 @@ impl Source {
                 i.report_warnings();
                 i.exit_code()
             }
-            Source::Memory { .. } => ExitCode::SUCCESS,
+            Source::Memory(_) => ExitCode::SUCCESS,
         }
     }
 
@@ -112,7 +116,7 @@ impl Source {
     pub fn filter_text(&self) -> Option<String> {
         let f = match self {
             Source::Trace(i) => i.filter(),
-            Source::Memory { filter, .. } => filter,
+            Source::Memory(m) => &m.filter,
         };
         (!f.is_match_all()).then(|| f.source().to_string())
     }

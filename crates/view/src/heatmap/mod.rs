@@ -289,7 +289,7 @@ impl LogRows {
     #[inline]
     fn row(&self, v: f64) -> Option<usize> {
         let rows = self.int_edges.len() - 1;
-        if v >= 0.0 && v < 9.0e15 && v == v.trunc() {
+        if (0.0..9.0e15).contains(&v) && v == v.trunc() {
             let u = v as u64;
             let mut r = self.table[self.index.bucket_index(u)] as i64;
             while ((r + 1) as usize) <= rows && u >= self.int_edges[(r + 1) as usize] {
