@@ -209,6 +209,35 @@ pub fn kernel_inexact(filter: &Filter, block: bool) -> Option<String> {
     })
 }
 
+/// Does the filter test file names (which the decoder learns from the calls that open files)?
+fn needs_fd_names(filter: &Filter) -> bool {
+    let src = filter.source();
+    ["fd.name", "fd.directory", "fd.filename", "fd.sip", "fd.cip", "fd.sport", "fd.cport"]
+        .iter()
+        .any(|f| src.contains(f))
+}
+
+/// Let the kernel pass the calls that name file descriptors (open, dup, accept, close, chdir,
+/// fcntl...) even when the filter does not want them: user space needs them to name the fds of
+/// the calls it does want, and drops them afterwards. The minimum latency is not pushed down
+/// for the same reason (a fast open names the fd of a slow write).
+fn keep_fd_naming(cfg: &mut ProbeConfig) {
+    use latscope_event::syscalls::{desc, SysDesc};
+    if let SyscallSel::Only(v) = &mut cfg.syscalls {
+        for nr in 0..512u16 {
+            let Some(name) = syscall_name(nr) else { continue };
+            let d = desc(nr);
+            let names_fds =
+                d.has(SysDesc::RET_FD) || d.has(SysDesc::CLOSE) || matches!(name, "chdir" | "fchdir" | "fcntl");
+            if names_fds && !v.contains(&nr) {
+                v.push(nr);
+            }
+        }
+    }
+    cfg.min_lat_ns = 0;
+    cfg.fd_types.clear();
+}
+
 /// Maps events to strip groups and names the groups.
 struct Grouper {
     by: Option<By>,
@@ -457,6 +486,12 @@ struct StreamFeed {
     note: String,
 }
 
+/// Was the wait interrupted by a signal?
+fn is_eintr(e: &latscope_probe::ProbeError) -> bool {
+    let s = e.to_string();
+    s.contains("os error 4") || s.contains("Interrupted system call")
+}
+
 /// Rows are sealed this long after they end, so that events still in the ring buffer land in them.
 const GRACE_NS: u64 = 200_000_000;
 
@@ -485,7 +520,12 @@ impl StreamFeed {
 
 impl Feed for StreamFeed {
     fn pump(&mut self, spec: &mut Spectrogram, wait: Duration) -> Result<bool, String> {
-        let batch = self.probe.poll(wait.min(Duration::from_millis(50))).map_err(|e| e.to_string())?;
+        let batch = match self.probe.poll(wait.min(Duration::from_millis(50))) {
+            Ok(b) => b,
+            // A signal (SIGWINCH on a terminal resize) interrupted the wait: read what is there.
+            Err(e) if is_eintr(&e) => self.probe.drain().map_err(|e| e.to_string())?,
+            Err(e) => return Err(e.to_string()),
+        };
         self.ctx.observe(&batch);
         let mut rows = Vec::new();
         let mut groups = Vec::new();
@@ -829,6 +869,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
             } else {
                 kernel_inexact(&filter, block)
             };
+            if why_stream.is_some() && needs_fd_names(&filter) {
+                keep_fd_naming(&mut cfg);
+            }
             let mut devs = Vec::new();
             if why_stream.is_none() {
                 cfg.procs = false;
