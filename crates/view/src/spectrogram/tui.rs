@@ -385,6 +385,15 @@ impl App {
     }
 }
 
+/// Has the terminal on stdin gone away (ssh dropped, tmux pane killed)? Reading it then would
+/// spin: the caller must stop.
+fn terminal_hung_up() -> bool {
+    let mut p = libc::pollfd { fd: 0, events: 0, revents: 0 };
+    // SAFETY: one valid pollfd, no wait.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+}
+
 /// Run the interactive view on the terminal until `q`, the end of `duration`, or `stop`.
 /// A trace file that ends stays on screen (frozen) until `q`.
 pub fn run_tui(feed: &mut dyn Feed, spec: &mut Spectrogram, opts: &RunOptions) -> Result<(), String> {
@@ -429,11 +438,18 @@ pub fn run_tui(feed: &mut dyn Feed, spec: &mut Spectrogram, opts: &RunOptions) -
             app.last_sealed = sealed;
             app.dirty = true;
         }
+        if terminal_hung_up() {
+            break Ok(());
+        }
         loop {
             match event::poll(Duration::ZERO) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => return Err(io_err(e)),
+            }
+            if opts.stop.load(Ordering::Relaxed) || terminal_hung_up() {
+                app.quit = true;
+                break;
             }
             match event::read().map_err(io_err)? {
                 Event::Key(k) if k.kind != KeyEventKind::Release => app.key(k, feed, spec, opts.drill_limit),
