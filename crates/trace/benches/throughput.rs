@@ -94,6 +94,22 @@ fn rate(events: u64, d: Duration) -> String {
     format!("{:>6.2} M events/s", events as f64 / d.as_secs_f64() / 1e6)
 }
 
+/// CPU time of the calling thread in ns (Linux), to measure throughput per core on a busy machine.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Events per CPU-second of this thread since `cpu0`.
+fn cpu_rate(events: u64, cpu0: Option<u64>) -> String {
+    match (cpu0, thread_cpu_ns()) {
+        (Some(a), Some(b)) if b > a => {
+            format!("{:>5.2} M/s per CPU-second", events as f64 / ((b - a) as f64 / 1e9) / 1e6)
+        }
+        _ => String::new(),
+    }
+}
+
 fn file_size(p: &Path) -> u64 {
     std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
 }
@@ -137,15 +153,17 @@ fn main() {
         let path = dir.join(format!("bench-{}.lst", name.replace(' ', "")));
         let opts = WriterOptions { compression: c, sync_on_finish: false, ..Default::default() };
         let t = Instant::now();
+        let cpu0 = thread_cpu_ns();
         let mut w = TraceWriter::create_with(&path, &header(), opts).unwrap();
         for i in 0..nb {
             w.write_batch(&templates[i % templates.len()], 0).unwrap();
         }
         w.finish(Summary::default()).unwrap();
         let d = t.elapsed();
+        let cpu = cpu_rate(n_events(nb), cpu0);
         let size = file_size(&path);
         println!(
-            "write  single-threaded {name:>7}: {}  {:>6.2} bytes/event on disk ({:.1}x smaller than raw), {:.0} MB/s raw",
+            "write  single-threaded {name:>7}: {} ({cpu})  {:>6.2} bytes/event on disk ({:.1}x smaller than raw), {:.0} MB/s raw",
             rate(n_events(nb), d),
             size as f64 / n_events(nb) as f64,
             raw_per_event * n_events(nb) as f64 / size as f64,
@@ -163,6 +181,7 @@ fn main() {
     let opts = WriterOptions { sync_on_finish: false, ..Default::default() };
     let t = Instant::now();
     let mut w = ThreadedTraceWriter::create_with(&path, &header(), opts, 4).unwrap();
+    let cpu0 = thread_cpu_ns();
     let mut caller_blocked = Duration::ZERO;
     for i in 0..blocks {
         let mut b = w.spare_batch();
@@ -172,12 +191,14 @@ fn main() {
         w.write_batch(b, 0).unwrap();
         caller_blocked += tw.elapsed();
     }
+    let caller_cpu = cpu_rate(n_events(blocks), cpu0);
     let tf = Instant::now();
     w.finish(Summary::default()).unwrap();
     let drain = tf.elapsed();
     let d = t.elapsed();
     println!(
-        "write  threaded  zstd 1: {} end to end; caller waited {:.0} ms for queue room in total, {:.0} ms to drain at finish",
+        "write  threaded  zstd 1: {} end to end; caller thread (filling batches): {caller_cpu}; \
+         caller waited {:.0} ms for queue room in total, {:.0} ms to drain at finish",
         rate(n_events(blocks), d),
         caller_blocked.as_secs_f64() * 1e3,
         drain.as_secs_f64() * 1e3
@@ -188,6 +209,7 @@ fn main() {
     let path = main_file.unwrap();
     for (name, proj) in [("full", None), ("ts+lat", Some(vec![Column::Ts, Column::Lat]))] {
         let t = Instant::now();
+        let cpu0 = thread_cpu_ns();
         let mut r = match &proj {
             None => TraceReader::open(&path).unwrap(),
             Some(p) => TraceReader::open_projected(&path, p).unwrap(),
@@ -201,7 +223,7 @@ fn main() {
         }
         let d = t.elapsed();
         assert!(r.warnings().is_empty());
-        println!("read   {name:>6}: {}  (checksum {sum:x})", rate(n, d));
+        println!("read   {name:>6}: {} ({})  (checksum {sum:x})", rate(n, d), cpu_rate(n, cpu0));
     }
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir(&dir);
