@@ -6,7 +6,7 @@ use latscope_event::units::{parse_duration_ns, parse_size};
 use latscope_view::group::{GroupBy, Grouper};
 use latscope_view::heatmap::text::{parse_two_columns, units_per_sec};
 use latscope_view::heatmap::{
-    render_svg, Binning, EventPoints, HeatMap, Points, RenderOptions, XSpec, YField, YScale, YSpec, YUnit,
+    render_svg, Binning, EventPoints, HeatMap, LogStream, Points, RenderOptions, XSpec, YField, YScale, YSpec, YUnit,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -178,81 +178,165 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let per = a.per.unwrap_or(GroupBy::All);
     let mut cols = vec!["kind", "ts"];
-    cols.extend(match a.y {
-        YField::Latency => &["lat"][..],
-        YField::Size => &["bytes", "nr", "ret"][..],
-        YField::Offset => &["off"][..],
-        YField::Subsecond => &[][..],
-        YField::Qtime => &["qtime"][..],
-    });
+    cols.extend(a.y.columns());
     cols.extend(per.columns());
+    let unit = a.y.unit();
+    let scale = scale_for(&a, unit == YUnit::Nanos && a.y != YField::Subsecond);
+    let subsec = a.y == YField::Subsecond;
+    let y = yspec(&a, unit.clone(), scale, subsec, 1e9)?;
     let mut src = Source::open(&a.file, a.input, a.filter.as_deref(), &columns(&cols))?;
     let header = src.header().clone();
-    let mut pts = EventPoints::new(a.y, header.start_ns);
+    let wall_known = header.realtime_offset_ns != 0;
+    let title = a.title.clone().unwrap_or_else(|| default_title(a.y, kinds));
     let mut grouper = Grouper::new(per);
     let mut total = 0u64;
     let mut no_value = 0u64;
-    src.for_each(|b, rows, h| {
-        for &i in rows {
-            let i = i as usize;
-            if !kinds.takes(b, i) {
-                continue;
+    let kind = kinds.code();
+    let (maps, groups_total) = if scale == YScale::Log {
+        // One pass, memory per column: exact counts on a fine log grid.
+        let step_ns = ((a.stepsec * 1e9).round() as u64).max(1);
+        let min = y.min.map(|m| m.max(1.0).ceil() as u64);
+        let max = y.max.map(|m| m.max(0.0).floor() as u64);
+        let new_stream = || LogStream::new(header.start_ns, step_ns, min, max, a.maxcol, 10_000);
+        let mut streams: Vec<LogStream> = Vec::new();
+        let mut per_group: Vec<u64> = Vec::new();
+        let fast = per == GroupBy::All && a.y == YField::Latency;
+        let field = a.y;
+        src.for_each(|b, rows, h| {
+            if fast {
+                if streams.is_empty() {
+                    streams.push(new_stream());
+                    per_group.push(0);
+                    if !b.is_empty() {
+                        grouper.group(b, 0, h);
+                    }
+                }
+                let st = &mut streams[0];
+                let before = total;
+                if rows.len() == b.len() {
+                    for ((&k, &ts), &lat) in b.kind.iter().zip(&b.ts).zip(&b.lat) {
+                        if k == kind {
+                            st.add(ts, lat);
+                            total += 1;
+                        }
+                    }
+                } else {
+                    for &i in rows {
+                        let i = i as usize;
+                        if b.kind[i] == kind {
+                            st.add(b.ts[i], b.lat[i]);
+                            total += 1;
+                        }
+                    }
+                }
+                per_group[0] += total - before;
+                return Ok(());
             }
-            let g = grouper.group(b, i, h);
-            if pts.add(g, b, i, h) {
+            for &i in rows {
+                let i = i as usize;
+                if !kinds.takes(b, i) {
+                    continue;
+                }
+                let Some(v) = EventPoints::value(field, b, i, h) else {
+                    no_value += 1;
+                    continue;
+                };
+                let g = grouper.group(b, i, h);
+                while streams.len() <= g {
+                    streams.push(new_stream());
+                    per_group.push(0);
+                }
+                streams[g].add(b.ts[i], v as u64);
+                per_group[g] += 1;
                 total += 1;
-            } else {
-                no_value += 1;
             }
-        }
-        Ok(())
-    })?;
-    let unit = a.y.unit();
-    let scale = scale_for(&a, a.y.unit() == YUnit::Nanos && a.y != YField::Subsecond);
-    let subsec = a.y == YField::Subsecond;
-    let wall_known = header.realtime_offset_ns != 0;
-    let x = XSpec {
-        units_per_sec: 1e9,
-        step_sec: a.stepsec,
-        origin: if subsec { None } else { Some(0.0) },
-        max_col: a.maxcol,
-        col_limit: 10_000,
-        wall_ns_at_zero: if subsec {
-            wall_known.then_some(0)
+            Ok(())
+        })?;
+        let mut order: Vec<usize> = (0..streams.len()).collect();
+        order.sort_by_key(|&g| (std::cmp::Reverse(per_group[g]), grouper.names().get(g).cloned().unwrap_or_default()));
+        order.truncate(a.maps.max(1));
+        let empty = new_stream();
+        let chosen: Vec<(&LogStream, Option<String>)> = if order.is_empty() {
+            vec![(&empty, None)]
         } else {
-            wall_known.then(|| header.wall_ns(header.start_ns))
-        },
-    };
-    let y = yspec(&a, unit, scale, subsec, 1e9)?;
-    // Groups with the most events first.
-    let mut order: Vec<usize> = (0..pts.groups.len()).collect();
-    order.sort_by_key(|&g| (std::cmp::Reverse(pts.groups[g].len()), grouper.names()[g].clone()));
-    order.truncate(a.maps.max(1));
-    let chosen: Vec<&Points> = order.iter().map(|&g| &pts.groups[g]).collect();
-    let empty = Points::default();
-    let plan_input: Vec<&Points> = if chosen.is_empty() { vec![&empty] } else { chosen.clone() };
-    let bins = Binning::plan(&plan_input, &x, &y).map_err(anyhow::Error::msg)?;
-    let title = a.title.clone().unwrap_or_else(|| default_title(a.y, kinds));
-    let maps: Vec<HeatMap> = if order.is_empty() {
-        vec![bins.build(&empty, &title, None)]
+            order
+                .iter()
+                .map(|&g| {
+                    (&streams[g], (per != GroupBy::All).then(|| format!("{} {}", per.name(), grouper.names()[g])))
+                })
+                .collect()
+        };
+        let wall = wall_known.then(|| header.wall_ns(header.start_ns));
+        let maps = LogStream::finish(&chosen, a.rows, min, max, unit, a.y.label(), &title, wall)
+            .map_err(anyhow::Error::msg)?;
+        (maps, streams.len())
     } else {
-        order
-            .iter()
-            .map(|&g| {
-                let name = (per != GroupBy::All).then(|| format!("{} {}", per.name(), grouper.names()[g]));
-                bins.build(&pts.groups[g], &title, name)
-            })
-            .collect()
+        let mut pts = EventPoints::new(a.y, header.start_ns);
+        let fast = per == GroupBy::All && a.y == YField::Latency;
+        src.for_each(|b, rows, h| {
+            if fast {
+                if grouper.is_empty() && !b.is_empty() {
+                    grouper.group(b, 0, h);
+                }
+                total += pts.add_latency_rows(b, rows, kind);
+                return Ok(());
+            }
+            for &i in rows {
+                let i = i as usize;
+                if !kinds.takes(b, i) {
+                    continue;
+                }
+                let g = grouper.group(b, i, h);
+                if pts.add(g, b, i, h) {
+                    total += 1;
+                } else {
+                    no_value += 1;
+                }
+            }
+            Ok(())
+        })?;
+        let x = XSpec {
+            units_per_sec: 1e9,
+            step_sec: a.stepsec,
+            origin: if subsec { None } else { Some(0.0) },
+            max_col: a.maxcol,
+            col_limit: 10_000,
+            wall_ns_at_zero: if subsec {
+                wall_known.then_some(0)
+            } else {
+                wall_known.then(|| header.wall_ns(header.start_ns))
+            },
+        };
+        // Groups with the most events first.
+        let mut order: Vec<usize> = (0..pts.groups.len()).collect();
+        order.sort_by_key(|&g| (std::cmp::Reverse(pts.groups[g].len()), grouper.names()[g].clone()));
+        order.truncate(a.maps.max(1));
+        let chosen: Vec<&Points> = order.iter().map(|&g| &pts.groups[g]).collect();
+        let empty = Points::default();
+        let plan_input: Vec<&Points> = if chosen.is_empty() { vec![&empty] } else { chosen.clone() };
+        let bins = Binning::plan(&plan_input, &x, &y).map_err(anyhow::Error::msg)?;
+        let maps: Vec<HeatMap> = if order.is_empty() {
+            vec![bins.build(&empty, &title, None)]
+        } else {
+            order
+                .iter()
+                .map(|&g| {
+                    let name = (per != GroupBy::All).then(|| format!("{} {}", per.name(), grouper.names()[g]));
+                    bins.build(&pts.groups[g], &title, name)
+                })
+                .collect()
+        };
+        (maps, pts.groups.len())
     };
+    let bins = &maps[0].bins;
     let mut sub = vec![format!("{}", a.file.display()), format!("{total} {} events", kinds.noun())];
     if let Some(f) = src.filter_text() {
         sub.push(format!("filter: {f}"));
     }
-    sub.push(grid_note(&bins));
+    sub.push(grid_note(bins));
     if no_value > 0 {
         sub.push(format!("{no_value} events without a {}", a.y.name()));
     }
-    let groups_total = pts.groups.len();
     if groups_total > maps.len() && per != GroupBy::All {
         sub.push(format!("{} of {groups_total} groups", maps.len()));
     }

@@ -155,6 +155,14 @@ impl Kinds {
         }
     }
 
+    /// The kind byte of the events taken.
+    pub fn code(self) -> u8 {
+        match self {
+            Kinds::Syscalls => EventKind::Syscall as u8,
+            Kinds::Block => EventKind::Block as u8,
+        }
+    }
+
     /// `syscall` or `block I/O`, for titles.
     pub fn noun(self) -> &'static str {
         match self {

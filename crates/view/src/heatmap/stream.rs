@@ -1,0 +1,347 @@
+//! One-pass log heat maps of events: memory per column, not per event.
+//!
+//! Each [`LogStream`] counts integer values per column on a fine logarithmic grid of
+//! [`FINE_PER_DECADE`] bins per decade. The rows of the final map use a grid whose bins per
+//! decade divide it, so every fine bin lies in exactly one row: merging is exact, and the result
+//! equals what [`Binning::plan`] and [`Binning::build`] give on the same values.
+
+use super::{Binning, HeatMap, LogRows, RowRule, YScale, YUnit};
+use latscope_hist::LogGrid;
+
+/// Bins per decade of the fine grid.
+pub const FINE_PER_DECADE: u32 = 60;
+
+/// Largest value a stream places (2^48: 78 hours in ns, 256 TiB in bytes); larger ones are
+/// counted as above the range.
+pub const STREAM_MAX_VALUE: u64 = 1 << 48;
+
+/// Divisors of [`FINE_PER_DECADE`], the rows per decade a log map may have.
+const DIVISORS: [u32; 12] = [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60];
+
+/// Rows per decade for about `rows` rows over `[min, max]`: the smallest divisor of
+/// [`FINE_PER_DECADE`] at or above `rows / decades` (at most 60; 10 when `min == max`).
+pub fn log_per_decade(rows: usize, min: f64, max: f64) -> u32 {
+    let decades = if min > 0.0 && max > min { (max / min).log10() } else { 0.0 };
+    if decades <= 1e-9 {
+        return 10;
+    }
+    let want = rows.max(1) as f64 / decades;
+    DIVISORS.iter().copied().find(|&d| f64::from(d) >= want - 1e-9).unwrap_or(FINE_PER_DECADE)
+}
+
+/// Per-column counts of one group's values on the fine grid.
+#[derive(Debug, Clone)]
+pub struct LogStream {
+    origin: u64,
+    step: u64,
+    min_keep: u64,
+    max_keep: u64,
+    max_col: Option<i64>,
+    col_limit: usize,
+    fine: LogRows,
+    nfine: usize,
+    first_col: i64,
+    cols: usize,
+    counts: Vec<u64>,
+    cache_lo: u64,
+    cache_hi: u64,
+    cache_slot: usize,
+    min_seen: u64,
+    max_seen: u64,
+    below: u64,
+    above: u64,
+    beyond: u64,
+    too_many_cols: bool,
+}
+
+impl LogStream {
+    /// Columns of `step_ns` aligned to `origin_ns`; values outside `[min, max]` (defaults 1 and
+    /// [`STREAM_MAX_VALUE`]) are counted as not shown; columns after `max_col` (counted from the
+    /// origin's column) are dropped; more than `col_limit` columns is an error at the end.
+    pub fn new(
+        origin_ns: u64,
+        step_ns: u64,
+        min: Option<u64>,
+        max: Option<u64>,
+        max_col: Option<usize>,
+        col_limit: usize,
+    ) -> Self {
+        let grid = LogGrid::new(FINE_PER_DECADE);
+        let j1 = grid.bin_of(STREAM_MAX_VALUE as f64).unwrap_or(0);
+        let fine = LogRows::new(grid, 0, j1);
+        let nfine = (j1 + 1) as usize;
+        LogStream {
+            origin: origin_ns,
+            step: step_ns.max(1),
+            min_keep: min.unwrap_or(1).max(1),
+            max_keep: max.unwrap_or(STREAM_MAX_VALUE).min(STREAM_MAX_VALUE),
+            max_col: max_col.map(|m| m as i64),
+            col_limit,
+            fine,
+            nfine,
+            first_col: 0,
+            cols: 0,
+            counts: Vec::new(),
+            cache_lo: 1,
+            cache_hi: 0,
+            cache_slot: 0,
+            min_seen: u64::MAX,
+            max_seen: 0,
+            below: 0,
+            above: 0,
+            beyond: 0,
+            too_many_cols: false,
+        }
+    }
+
+    /// Events counted in cells.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The slot (column index into `counts`) of time `ts`, growing the columns as needed.
+    #[inline]
+    fn slot(&mut self, ts: u64) -> Option<usize> {
+        if ts >= self.cache_lo && ts < self.cache_hi {
+            return Some(self.cache_slot);
+        }
+        let d = ts as i128 - self.origin as i128;
+        let c = d.div_euclid(self.step as i128) as i64;
+        if self.max_col.is_some_and(|m| c > m) {
+            self.beyond += 1;
+            return None;
+        }
+        if self.cols == 0 {
+            self.first_col = c;
+            self.cols = 1;
+            self.counts = vec![0; self.nfine];
+        } else if c >= self.first_col + self.cols as i64 {
+            let n = (c - self.first_col + 1) as usize;
+            if n > self.col_limit {
+                self.too_many_cols = true;
+                self.beyond += 1;
+                return None;
+            }
+            self.counts.resize(n * self.nfine, 0);
+            self.cols = n;
+        } else if c < self.first_col {
+            let extra = (self.first_col - c) as usize;
+            if self.cols + extra > self.col_limit {
+                self.too_many_cols = true;
+                self.beyond += 1;
+                return None;
+            }
+            let mut v = vec![0u64; extra * self.nfine];
+            v.extend_from_slice(&self.counts);
+            self.counts = v;
+            self.first_col = c;
+            self.cols += extra;
+        }
+        let slot = (c - self.first_col) as usize;
+        let lo = self.origin as i128 + c as i128 * self.step as i128;
+        self.cache_lo = lo.clamp(0, u64::MAX as i128) as u64;
+        self.cache_hi = (lo + self.step as i128).clamp(0, u64::MAX as i128) as u64;
+        self.cache_slot = slot;
+        Some(slot)
+    }
+
+    /// Counts value `v` at time `ts` (CLOCK_MONOTONIC ns).
+    #[inline]
+    pub fn add(&mut self, ts: u64, v: u64) {
+        if v < self.min_keep {
+            self.below += 1;
+            return;
+        }
+        if v > self.max_keep {
+            self.above += 1;
+            return;
+        }
+        let Some(slot) = self.slot(ts) else { return };
+        let j = self.fine.row_u64(v).unwrap_or(0);
+        self.counts[slot * self.nfine + j] += 1;
+        self.min_seen = self.min_seen.min(v);
+        self.max_seen = self.max_seen.max(v);
+    }
+
+    /// Turns the streams of all groups (sharing origin and step) into heat maps sharing one grid.
+    /// `rows` is the number of rows wanted, `min`/`max` the range given (default: the data's).
+    #[allow(clippy::too_many_arguments)]
+    pub fn finish(
+        streams: &[(&LogStream, Option<String>)],
+        rows: usize,
+        min: Option<u64>,
+        max: Option<u64>,
+        unit: YUnit,
+        label: &str,
+        title: &str,
+        wall_ns_at_origin: Option<i64>,
+    ) -> Result<Vec<HeatMap>, String> {
+        let Some(first) = streams.first().map(|s| s.0) else { return Ok(Vec::new()) };
+        if let Some(s) = streams.iter().find(|s| s.0.too_many_cols) {
+            return Err(format!(
+                "too many columns (more than {}): use a larger --stepsec, or keep the first columns with --maxcol",
+                s.0.col_limit
+            ));
+        }
+        let seen_min = streams.iter().map(|s| s.0.min_seen).min().unwrap_or(u64::MAX);
+        let seen_max = streams.iter().map(|s| s.0.max_seen).max().unwrap_or(0);
+        let any = seen_min <= seen_max;
+        let lo = min.map(|m| m.max(1)).unwrap_or(if any { seen_min } else { 1 }) as f64;
+        let hi = max.map(|m| m as f64).unwrap_or(if any { seen_max as f64 } else { lo * 10.0 }).max(lo);
+        let pd = log_per_decade(rows, lo, hi);
+        let grid = LogGrid::new(pd);
+        let j0 = grid.bin_of(lo).unwrap_or(0);
+        let j1 = grid.bin_of(hi).unwrap_or(j0).max(j0);
+        let nrows = (j1 - j0 + 1) as usize;
+        let ratio = (FINE_PER_DECADE / pd) as i64;
+        let firsts = streams.iter().filter(|s| s.0.cols > 0).map(|s| s.0.first_col);
+        let c0 = firsts.clone().min().unwrap_or(0);
+        let c1 =
+            streams.iter().filter(|s| s.0.cols > 0).map(|s| s.0.first_col + s.0.cols as i64 - 1).max().unwrap_or(0);
+        let cols = (c1 - c0 + 1).max(1) as usize;
+        if cols > first.col_limit {
+            return Err(format!(
+                "too many columns ({cols} > {}): use a larger --stepsec, or keep the first columns with --maxcol",
+                first.col_limit
+            ));
+        }
+        let step_sec = first.step as f64 / 1e9;
+        let bins = Binning {
+            t0: c0 as f64 * first.step as f64,
+            units_per_sec: 1e9,
+            step_sec,
+            cols,
+            edges: (j0..=j1 + 1).map(|j| grid.edge(j)).collect(),
+            min: lo,
+            max: hi,
+            max_exclusive: false,
+            scale: YScale::Log,
+            unit,
+            label: label.to_string(),
+            wall_ns_at_zero: wall_ns_at_origin,
+            label_zero: 0.0,
+            max_col: first.max_col.map(|m| m.max(0) as usize),
+            rule: RowRule::Log(Box::new(LogRows::new(grid, j0, j1))),
+        };
+        let mut maps = Vec::with_capacity(streams.len());
+        for (s, group) in streams {
+            let mut counts = vec![0u64; cols * nrows];
+            let mut below = s.below;
+            let mut above = s.above;
+            for k in 0..s.cols {
+                let c = (s.first_col + k as i64 - c0) as usize;
+                for (jf, &n) in s.counts[k * s.nfine..(k + 1) * s.nfine].iter().enumerate() {
+                    if n == 0 {
+                        continue;
+                    }
+                    let r = (jf as i64).div_euclid(ratio) - j0;
+                    if r < 0 {
+                        below += n;
+                    } else if r as usize >= nrows {
+                        above += n;
+                    } else {
+                        counts[c * nrows + r as usize] += n;
+                    }
+                }
+            }
+            let max_count = counts.iter().copied().max().unwrap_or(0);
+            let total = counts.iter().sum();
+            maps.push(HeatMap {
+                title: title.to_string(),
+                group: group.clone(),
+                bins: bins.clone(),
+                rows: nrows,
+                counts,
+                max_count,
+                total,
+                below,
+                above,
+                beyond: s.beyond,
+            });
+        }
+        Ok(maps)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::heatmap::{Points, XSpec, YSpec};
+
+    fn rng(seed: &mut u64) -> u64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    }
+
+    #[test]
+    fn per_decade_divides_the_fine_grid() {
+        assert_eq!(log_per_decade(50, 1e3, 1e9), 10);
+        assert_eq!(log_per_decade(50, 1e4, 1e8), 15);
+        assert_eq!(log_per_decade(50, 1e3, 1e3), 10);
+        assert_eq!(log_per_decade(5000, 1e3, 1e4), 60);
+        assert_eq!(log_per_decade(3, 1e3, 1e6), 1);
+    }
+
+    #[test]
+    fn stream_equals_buffered_binning() {
+        let origin = 1_000_000_000_000u64;
+        let step = 250_000_000u64;
+        let mut seed = 42u64;
+        let mut s = LogStream::new(origin, step, None, None, None, 10_000);
+        let mut p = Points::default();
+        for k in 0..50_000u64 {
+            let ts = origin + k * 97_003 + rng(&mut seed) % 1000;
+            let v = match rng(&mut seed) % 4 {
+                0 => 0,
+                1 => 1 + rng(&mut seed) % 1000,
+                2 => 10_000 + rng(&mut seed) % 90_000,
+                _ => 1_000_000 + rng(&mut seed) % 9_000_000,
+            };
+            s.add(ts, v);
+            p.push((ts - origin) as f64, v as f64);
+        }
+        // An event from before the origin adds a column in front.
+        s.add(origin - 1, 5000);
+        p.push(-1.0, 5000.0);
+        for rows in [10, 50, 200] {
+            let maps = LogStream::finish(&[(&s, None)], rows, None, None, YUnit::Nanos, "Latency", "t", None).unwrap();
+            let m = &maps[0];
+            // The buffered path with the column origin at the first column's start.
+            let x = XSpec { units_per_sec: 1e9, step_sec: 0.25, origin: Some(-(step as f64)), ..Default::default() };
+            let y = YSpec { scale: YScale::Log, rows, ..Default::default() };
+            let b = Binning::plan(&[&p], &x, &y).unwrap();
+            let want = b.build(&p, "t", None);
+            assert_eq!(m.bins.edges, want.bins.edges, "rows {rows}");
+            assert_eq!(m.bins.cols, want.bins.cols);
+            assert_eq!(m.counts, want.counts, "rows {rows}");
+            assert_eq!(m.below, want.below);
+            assert_eq!(m.total, 50_001 - want.below);
+            assert_eq!(m.bins.col_start_sec(0), -0.25);
+        }
+    }
+
+    #[test]
+    fn limits_and_ranges() {
+        let mut s = LogStream::new(0, 1_000_000_000, Some(100), Some(1000), Some(2), 5);
+        s.add(0, 99);
+        s.add(0, 1001);
+        s.add(0, 100);
+        s.add(3_000_000_000, 500);
+        let maps =
+            LogStream::finish(&[(&s, Some("g".into()))], 10, Some(100), Some(1000), YUnit::Nanos, "L", "t", Some(0))
+                .unwrap();
+        let m = &maps[0];
+        assert_eq!((m.below, m.above, m.beyond, m.total), (1, 1, 1, 1));
+        let mut s = LogStream::new(0, 1, None, None, None, 5);
+        for t in 0..10 {
+            s.add(t, 7);
+        }
+        let e = LogStream::finish(&[(&s, None)], 10, None, None, YUnit::Nanos, "L", "t", None).unwrap_err();
+        assert!(e.contains("--stepsec"), "{e}");
+        let empty = LogStream::new(0, 1, None, None, None, 5);
+        let maps = LogStream::finish(&[(&empty, None)], 10, None, None, YUnit::Nanos, "L", "t", None).unwrap();
+        assert_eq!(maps[0].total, 0);
+    }
+}
