@@ -150,11 +150,23 @@ struct {
 
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
-static __always_inline void stat_inc(__u32 idx)
+static __always_inline void stat_add(__u32 idx, __s64 d)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
 	if (v)
-		(*v)++;
+		*v += d;
+}
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	stat_add(idx, 1);
+}
+
+/* An output that failed after submit_flags() counted it: count it as lost instead. */
+static __always_inline void stat_lost_after_count(void)
+{
+	stat_add(LS_STAT_EVENTS, -1);
+	stat_inc(LS_STAT_LOST);
 }
 
 /* floor(log2(v)) for v > 0, without a loop (the BPF ISA has no clz). */
@@ -169,6 +181,9 @@ static __always_inline __u32 log2_u64(__u64 v)
 	r |= (v >> 1);
 	return r;
 }
+
+/* Aggregation that looks at the fd (its type): the only one that needs the fd resolved at entry. */
+#define AGG_NEEDS_FD (fdtype_mask || agg_group == LS_AGG_FDCLASS)
 
 /* Log-linear bucket: 16 linear sub-buckets per power of two (mirrored by agg_bucket_bounds in Rust).
  * 16 rather than 8 so that a bucket is narrower than half a column of a terminal spectrogram:
@@ -304,6 +319,11 @@ int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
 	if (!s)
 		return 0;
 	s->nr = nr;
+	/* In-kernel histograms that need neither the fd nor the arguments: the entry time is all. */
+	if (agg_mode && !AGG_NEEDS_FD) {
+		s->ts = bpf_ktime_get_ns();
+		return 0;
+	}
 	s->args[0] = regs->di;
 	s->args[1] = regs->si;
 	s->args[2] = regs->dx;
@@ -420,6 +440,10 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	if (lat < min_lat)
 		return 0;
 	__u32 nr = s->nr;
+	if (agg_mode && !AGG_NEEDS_FD && agg_group != LS_AGG_SYSCLASS) {
+		agg_add(agg_group == LS_AGG_SYSCALL ? nr : 0, lat);
+		return 0;
+	}
 	struct ls_sys_desc *d = bpf_map_lookup_elem(&sys_desc, &nr);
 	if (!d)
 		return 0;

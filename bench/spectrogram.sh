@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# What the spectrogram costs, next to the anchors, measured in the same run:
+#  1. added ns per syscall of a tight loop of 1-byte read()s of /dev/zero while a live spectrogram
+#     runs (in-kernel histograms: no filter, a pushed-down filter; the event stream), next to
+#     `latscope record`, libbpf-tools `syscount -L` and bpftrace's per-tid start map + hist();
+#  2. the rate at which a trace file is turned into rows (events per second per core of CPU time),
+#     next to trace2heatmap.pl's ~350 k lines/s (REFERENCE.md), and the view's own counting rate.
+# Prints Markdown tables. Run as root: bash bench/spectrogram.sh  (N=... REPS=... to change the size)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LS=${LATSCOPE:-target/release/latscope}
+[ -x "$LS" ] || { echo "build first: cargo build --release (or set LATSCOPE=path)"; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "run as root: the live spectrogram loads eBPF programs"; exit 1; }
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+# The loop gets a name of its own (its comm) so that other benchmarks' filters do not pick it up.
+# The anchors (syscount, bpftrace) attach classic tracepoints, which need tracefs mounted.
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+LOOP="$WORK/sgloop"
+cc -O2 -o "$LOOP" bench/readloop.c
+N=${N:-3000000}
+REPS=${REPS:-5}
+
+# Median ns per call over REPS runs of the loop.
+loop_ns() {
+	local vals=()
+	for _ in $(seq "$REPS"); do vals+=("$("$LOOP" "$N")"); done
+	printf '%s\n' "${vals[@]}" | sort -n | sed -n "$(((REPS + 1) / 2))p"
+}
+
+# $1 = label; rest = command run alongside (started, given time to attach, stopped after).
+with() {
+	local name=$1
+	shift
+	"$@" >/dev/null 2>&1 &
+	local pid=$!
+	PIDS+=("$pid")
+	sleep "${ATTACH_WAIT:-3}"
+	if ! kill -0 "$pid" 2>/dev/null; then
+		echo "$name failed"
+		return
+	fi
+	local ns
+	ns=$(loop_ns)
+	kill -INT "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	echo "$name|$ns"
+}
+
+echo "## Live spectrogram: added cost per syscall (tight read() loop, $N calls, median of $REPS)"
+echo
+base=$(loop_ns)
+results=("nothing|$base")
+results+=("$(with "latscope spectrogram (all syscalls, in-kernel histograms)" "$LS" spectrogram --plain -d 600s)")
+results+=("$(with "latscope spectrogram proc.name=sgloop (in-kernel, comm pushed down)" "$LS" spectrogram --plain -d 600s proc.name=sgloop)")
+results+=("$(with "latscope spectrogram --by syscall (in-kernel, per-syscall histograms)" "$LS" spectrogram --plain --by syscall -d 600s)")
+results+=("$(with "latscope spectrogram --stream proc.name=sgloop (event stream, user-space counting)" "$LS" spectrogram --plain --stream -d 600s proc.name=sgloop)")
+results+=("$(with "latscope record -c sgloop (every event to a file)" "$LS" record -w "$WORK/r.lst" --quiet --no-block -c sgloop)")
+if command -v syscount >/dev/null; then
+	results+=("$(with "syscount -L (libbpf-tools, in-kernel counts and latency totals)" syscount -L)")
+fi
+if command -v bpftrace >/dev/null; then
+	results+=("$(with "bpftrace per-tid start + hist()" bpftrace -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @h = hist(nsecs - @s[tid]); delete(@s[tid]); }')")
+fi
+sc_added=""
+for r in "${results[@]}"; do
+	name=${r%|*}
+	ns=${r##*|}
+	[[ $name == syscount* ]] && sc_added=$(awk -v a="$ns" -v b="$base" 'BEGIN{printf "%.0f", a-b}')
+done
+echo "| running alongside | ns per syscall | added ns | added / syscount's added |"
+echo "|---|---|---|---|"
+for r in "${results[@]}"; do
+	name=${r%|*}
+	ns=${r##*|}
+	added=$(awk -v a="$ns" -v b="$base" 'BEGIN{printf "%.0f", a-b}')
+	ratio=$(awk -v a="$added" -v s="${sc_added:-0}" 'BEGIN{ if (s>0) printf "%.2f", a/s; else print "-" }')
+	echo "| $name | $ns | $added | $ratio |"
+done
+echo
+echo "Target: the default live spectrogram adds < 100 ns per syscall (syscount -L adds ~330 ns here)."
+echo
+
+echo "## Trace file to rows"
+echo
+# A trace of the loop: every read() recorded.
+"$LS" record -w "$WORK/t.lst" --quiet --no-block -c sgloop >/dev/null 2>&1 &
+rec=$!
+PIDS+=("$rec")
+sleep "${ATTACH_WAIT:-3}"
+"$LOOP" "${FILE_EVENTS:-4000000}" >/dev/null
+sleep 1
+kill -INT "$rec"
+wait "$rec" 2>/dev/null || true
+events=$("$LS" info -r "$WORK/t.lst" 2>/dev/null | awk '/^events:/ {print $2}')
+echo "| command | events | CPU s (user+sys) | wall s | events/s per core | vs trace2heatmap.pl (350 k lines/s) |"
+echo "|---|---|---|---|---|---|"
+rate_row() { # label, args...
+	local label=$1
+	shift
+	local best=""
+	local bestwall=""
+	for _ in 1 2 3; do
+		/usr/bin/time -f "%U %S %e" -o "$WORK/time" "$LS" spectrogram -r "$WORK/t.lst" --plain --width 209 "$@" >/dev/null
+		read -r u s e <"$WORK/time"
+		cpu=$(awk -v u="$u" -v s="$s" 'BEGIN{printf "%.3f", u+s}')
+		if [ -z "$best" ] || awk -v a="$cpu" -v b="$best" 'BEGIN{exit !(a<b)}'; then
+			best=$cpu
+			bestwall=$e
+		fi
+	done
+	local rate
+	rate=$(awk -v n="$events" -v c="$best" 'BEGIN{ if (c>0) printf "%.1f M", n/c/1e6; else print "-" }')
+	local ratio
+	ratio=$(awk -v n="$events" -v c="$best" 'BEGIN{ if (c>0) printf "%.0fx", n/c/350000; else print "-" }')
+	echo "| spectrogram -r $label | $events | $best | $bestwall | $rate | $ratio |"
+}
+rate_row "(no filter: ts, lat columns)"
+rate_row "'evt.type=read' (whole events, filter)" "evt.type=read"
+rate_row "--by syscall" --by syscall
+echo
+echo "Target: 50 M events/s per core. The view's own counting (no file reading):"
+if command -v cargo >/dev/null; then
+	cargo bench -q -p latscope-view --bench spectrogram 2>/dev/null | sed 's/^/    /' || echo "    (cargo bench failed)"
+fi
