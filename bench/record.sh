@@ -11,26 +11,26 @@ cc -O2 -o "$WORK/readloop" bench/readloop.c
 N=${N:-5000000}
 REPS=${REPS:-3}
 
-# Median of REPS runs of the loop (ns per call) while "$@" runs alongside.
+# Median of REPS runs of the loop while a tracer runs alongside: "wall_ns cpu_ns" per call.
+med() { sort -n | sed -n "$(( (REPS + 1) / 2 ))p"; }
 loop_ns() {
-	local vals=()
-	for _ in $(seq "$REPS"); do vals+=("$("$WORK/readloop" "$N")"); done
-	printf '%s\n' "${vals[@]}" | sort -n | sed -n "$(( (REPS + 1) / 2 ))p"
+	local out; out=$(for _ in $(seq "$REPS"); do "$WORK/readloop" "$N"; done)
+	echo "$(awk '{print $1}' <<<"$out" | med) $(awk '{print $2}' <<<"$out" | med)"
 }
 
-with_tracer() { # $1 = name; rest = tracer command (backgrounded, given 2 s to attach)
+with_tracer() { # $1 = name; rest = tracer command (backgrounded, given 3 s to attach)
 	local name=$1; shift
 	"$@" >/dev/null 2>&1 &
 	local pid=$!
-	sleep 2
+	sleep 3
 	local ns; ns=$(loop_ns)
 	kill -INT "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
-	echo "$name $ns"
+	echo "$name|$ns"
 }
 
 base=$(loop_ns)
-results=("nothing $base")
+results=("nothing|$base")
 results+=("$(with_tracer "latscope record (all syscalls, every event to file)" "$LS" record -w "$WORK/t.lst" --quiet --no-block -c readloop)")
 if command -v syscount >/dev/null || [ -x /usr/sbin/syscount ]; then
 	SC=$(command -v syscount || echo /usr/sbin/syscount)
@@ -43,20 +43,21 @@ if command -v perf >/dev/null && perf trace -h >/dev/null 2>&1; then
 	results+=("$(with_tracer "perf trace -s" perf trace -s -a -o /dev/null)")
 fi
 if command -v strace >/dev/null; then
-	vals=()
-	for _ in $(seq "$REPS"); do vals+=("$(strace -f -c -o /dev/null "$WORK/readloop" $((N / 20)))"); done
-	results+=("strace -c $(printf '%s\n' "${vals[@]}" | sort -n | sed -n "$(( (REPS + 1) / 2 ))p")")
+	out=$(for _ in $(seq "$REPS"); do strace -f -c -o /dev/null "$WORK/readloop" $((N / 20)); done)
+	results+=("strace -c (ptrace)|$(awk '{print $1}' <<<"$out" | med) $(awk '{print $2}' <<<"$out" | med)")
 fi
 
-echo "| running alongside | ns per syscall | added ns | ratio to latscope's added cost |"
-echo "|---|---|---|---|"
+echo "| running alongside | wall ns/syscall | added | CPU ns/syscall | added | added CPU vs latscope's |"
+echo "|---|---|---|---|---|---|"
+read -r bw bc <<<"$base"
 ls_added=""
 for r in "${results[@]}"; do
-	name=${r% *}; ns=${r##* }
-	added=$(awk -v a="$ns" -v b="$base" 'BEGIN{printf "%.0f", a-b}')
-	[ -z "$ls_added" ] && [[ $name == latscope* ]] && ls_added=$added
-	ratio=$(awk -v a="$added" -v l="${ls_added:-0}" 'BEGIN{ if (l>0) printf "%.2fx", a/l; else print "-" }')
-	echo "| $name | $ns | $added | $ratio |"
+	name=${r%%|*}; read -r w c <<<"${r#*|}"
+	aw=$(awk -v a="$w" -v b="$bw" 'BEGIN{printf "%.0f", a-b}')
+	ac=$(awk -v a="$c" -v b="$bc" 'BEGIN{printf "%.0f", a-b}')
+	[ -z "$ls_added" ] && [[ $name == latscope* ]] && ls_added=$ac
+	ratio=$(awk -v a="$ac" -v l="${ls_added:-0}" 'BEGIN{ if (l>0) printf "%.2fx", a/l; else print "-" }')
+	echo "| $name | $w | $aw | $c | $ac | $ratio |"
 done
 
 # Highest rate with no loss: pace the loop at increasing rates for 10 s each, record everything.
@@ -67,8 +68,9 @@ for rate in 250000 500000 1000000 1500000; do
 	"$LS" record -w "$WORK/r.lst" --quiet --json --no-block -c readloop >"$WORK/sum.json" 2>/dev/null &
 	pid=$!
 	sleep 2
+	sleep 1
 	"$WORK/readloop" $((rate * 10)) "$rate" >/dev/null
-	sleep 0.5
+	sleep 1
 	kill -INT "$pid"; wait "$pid" || true
 	python3 -c "import json,sys; s=json.load(open('$WORK/sum.json')); print(f\"| $rate | {s['events']} | {s['lost']} |\")"
 done

@@ -381,7 +381,11 @@ impl Probe {
         if let Some(rb) = &self.rb {
             // Producers skip wakeups until the buffer is 1/8 full (cheaper per event), so the
             // poll may time out with data waiting: always consume afterwards.
-            bpf(rb.poll(timeout), "reading the ring buffer")?;
+            match rb.poll(timeout) {
+                // A signal (Ctrl-C) interrupts the wait: the caller decides whether to stop.
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+                r => bpf(r, "reading the ring buffer")?,
+            }
             bpf(rb.consume(), "reading the ring buffer")?;
         } else {
             std::thread::sleep(timeout);
