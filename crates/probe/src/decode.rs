@@ -226,9 +226,7 @@ impl Decoder {
             }
         } else if d.has(SysDesc::CLOSE) {
             self.by_fd.remove(&(e.pid, e.fd));
-        } else if name == "chdir" {
-            self.cwd.insert(e.pid, Arc::from(e.path.as_str()));
-        } else if name == "fchdir" && !e.path.is_empty() {
+        } else if (name == "chdir" || name == "fchdir") && !e.path.is_empty() {
             self.cwd.insert(e.pid, Arc::from(e.path.as_str()));
         } else if name == "fcntl" && (e.flags == libc::F_DUPFD as u32 || e.flags == libc::F_DUPFD_CLOEXEC as u32) {
             if let Some(p) = self.by_fd.get(&(e.pid, e.fd)).cloned() {

@@ -331,7 +331,7 @@ mod tests {
     #[test]
     fn block_line() {
         let h = TraceHeader {
-            block_devices: vec![BlockDevice { dev: (7 << 20) | 0, name: "loop0".into(), ..Default::default() }],
+            block_devices: vec![BlockDevice { dev: 7 << 20, name: "loop0".into(), ..Default::default() }],
             ..Default::default()
         };
         let mut b = EventBatch::default();
