@@ -935,7 +935,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         let title = if filter.is_match_all() {
             format!("latscope spectrogram: {what}, {src}")
         } else {
-            format!("latscope spectrogram: {what}, {src}, filter: {}", filter.source())
+            format!("latscope spectrogram: {what}, {src}\nfilter: {}", filter.source())
         };
         write_svg(path, &spec, &a, palette, split, title)?;
     }

@@ -66,7 +66,9 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
         Some(g) if !g.is_empty() => g.iter().map(|&g| Some(g)).collect(),
         _ => vec![None],
     };
-    let (left, top, label_h) = (80.0, 44.0, if o.groups.is_some() { 18.0 } else { 0.0 });
+    let title_lines: Vec<&str> = o.title.lines().collect();
+    let extra = title_lines.len().saturating_sub(1) as f64 * 16.0;
+    let (left, top, label_h) = (80.0, 44.0 + extra, if o.groups.is_some() { 18.0 } else { 0.0 });
     let plot_w = cw * cols as f64;
     let strip_h = ch * nrows.max(1) as f64;
     let height = top + strips.len() as f64 * (label_h + strip_h + 8.0) + 80.0;
@@ -77,10 +79,19 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="monospace" font-size="11">"#
     );
     let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(s, r#"<text x="{left}" y="18" font-size="14" font-weight="bold">{}</text>"#, esc(&o.title));
+    for (i, l) in title_lines.iter().enumerate() {
+        let (size, weight) = if i == 0 { (14, "bold") } else { (11, "normal") };
+        let _ = writeln!(
+            s,
+            r#"<text x="{left}" y="{}" font-size="{size}" font-weight="{weight}">{}</text>"#,
+            18 + 16 * i,
+            esc(l)
+        );
+    }
     let _ = writeln!(
         s,
-        r#"<text x="{left}" y="34">{} per row, {} rows; latency {}..{} (log); cell colour: events per cell per row</text>"#,
+        r#"<text x="{left}" y="{:.0}">{} per row, {} rows; latency {}..{} (log); cell colour: events per cell per row</text>"#,
+        34.0 + extra,
         fmt_ns(spec.interval_ns()),
         nrows,
         fmt_ns(axis.min_ns()),
