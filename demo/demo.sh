@@ -57,12 +57,14 @@ step "Slow calls: latscope events -r trace.lst 'evt.latency > 5ms' (first 10)"
 step "Block requests on $(basename "$LOOPDEV"): latscope events -r trace.lst 'blk.disk = $(basename "$LOOPDEV")' (first 10)"
 "$LS" events -r "$OUT/trace.lst" -n 10 --time rel "blk.disk = $(basename "$LOOPDEV")"
 
-for extra in demo/spectrogram.sh demo/views.sh; do
-	if [ -x "$extra" ]; then
-		step "$extra"
-		bash "$extra" "$OUT/trace.lst" "$OUT"
-	fi
-done
+step "The whole trace as a spectrogram: latscope spectrogram -r trace.lst --no-pace 100"
+COLUMNS=${COLUMNS:-120} "$LS" spectrogram -r "$OUT/trace.lst" --no-pace 100 --svg "$OUT/spectrogram.svg" | tail -25 || true
+
+step "Heat maps, histograms, tables and timelines: demo/views.sh"
+bash demo/views.sh "$OUT/trace.lst" "$OUT/views"
+
+step "The spectrogram write-up's storage tests on ext4 (loop device) and tmpfs: demo/spectrogram.sh"
+DURATION=${DURATION:-3} bash demo/spectrogram.sh "$OUT/storage"
 
 step "Done: the trace and every picture are in $OUT"
 ls -la "$OUT"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Every benchmark, anchors included, in one run (`make bench`). Results go to stdout and to
+# out/bench/*.md; docs/PERFORMANCE.md quotes them. Run as root on an otherwise idle machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/bench}
+mkdir -p "$OUT"
+export LATSCOPE=${LATSCOPE:-$PWD/target/release/latscope}
+run() { # name, command...
+	local name=$1; shift
+	printf '\n## %s\n\n' "$name" | tee "$OUT/$name.md"
+	"$@" 2>&1 | tee -a "$OUT/$name.md"
+}
+run record bash bench/record.sh
+run spectrogram bash bench/spectrogram.sh
+run views bash bench/views.sh
+run hist cargo bench --locked -q -p latscope-hist
+run filter cargo bench --locked -q -p latscope-filter
+run trace cargo bench --locked -q -p latscope-trace
+echo
+echo "results in $OUT/"
