@@ -26,10 +26,15 @@ SYNTH=target/release/examples/synth_trace
 awk 'BEGIN { srand(1); t = 17442020318913; print "time latency";
 	for (i = 0; i < 1000000; i++) { t += int(rand() * 120); r = rand();
 		if (r < 0.6) l = 200 + int(rand() * 3000); else if (r < 0.9) l = 8000 + int(rand() * 4000); else l = 20000 + int(rand() * 30000);
-		print t, l } }' >"$WORK/lat1m.txt"
+		printf "%.0f %.0f\n", t, l } }' >"$WORK/lat1m.txt"
 
-# Median wall seconds of REPS runs of a command.
+# Median wall seconds of REPS runs of a command (hyperfine's when it is installed).
 wall() {
+	if command -v hyperfine >/dev/null 2>&1; then
+		hyperfine -N -w 1 -r "$REPS" --export-json "$WORK/hf.json" -- "$(printf '%q ' "$@")" >/dev/null 2>&1
+		python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["median"])' "$WORK/hf.json"
+		return
+	fi
 	local best=()
 	for _ in $(seq "$REPS"); do
 		local s e
@@ -45,9 +50,8 @@ wall() {
 cpu() {
 	local all=()
 	for _ in $(seq "$REPS"); do
-		local t
-		t=$({ /usr/bin/time -f "%U %S" "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
-		all+=("$(echo "$t" | awk '{print $1 + $2}')")
+		/usr/bin/time -o "$WORK/time" -f "%U %S" "$@" >/dev/null 2>&1
+		all+=("$(awk '{print $1 + $2}' "$WORK/time")")
 	done
 	printf '%s\n' "${all[@]}" | sort -n | sed -n "$(((REPS + 1) / 2))p"
 }

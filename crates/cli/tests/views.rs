@@ -691,6 +691,55 @@ fn timeline_counts_by_completion_interval() {
 }
 
 #[test]
+fn every_svg_parses_in_chromium() {
+    let Some(chrome) = chromium("every_svg_parses_in_chromium") else { return };
+    let f = fixture();
+    let p = f.path.to_str().unwrap();
+    let dir = f.path.parent().unwrap();
+    let out = |n: &str| dir.join(n).to_str().unwrap().to_string();
+    let runs: Vec<Vec<String>> = vec![
+        vec!["heatmap".into(), "-r".into(), p.into(), "--grid".into(), "-o".into(), out("a.svg")],
+        vec!["heatmap".into(), "-r".into(), p.into(), "--linear".into(), "-o".into(), out("b.svg")],
+        vec![
+            "heatmap".into(),
+            "-r".into(),
+            p.into(),
+            "--per".into(),
+            "proc".into(),
+            "--title".into(),
+            "<T&'\"x>".into(),
+            "-o".into(),
+            out("c.svg"),
+        ],
+        vec!["heatmap".into(), "-r".into(), p.into(), "--y".into(), "subsecond".into(), "-o".into(), out("d.svg")],
+        vec!["hist".into(), "-r".into(), p.into(), "--by".into(), "file".into(), "--svg".into(), out("e.svg")],
+        vec!["timeline".into(), "-r".into(), p.into(), "-o".into(), out("f.svg")],
+        vec![
+            "timeline".into(),
+            "-r".into(),
+            p.into(),
+            "--block".into(),
+            "--title".into(),
+            "a<b".into(),
+            "-o".into(),
+            out("g.svg"),
+        ],
+    ];
+    for (k, args) in runs.iter().enumerate() {
+        let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        latscope_ok(&a);
+        let file = args.last().unwrap();
+        let dom = dump_dom(&chrome, &file_url(Path::new(file)));
+        assert!(dom.contains("<svg"), "run {k}: no svg in DOM");
+        assert!(
+            !dom.contains("parsererror") && !dom.contains("This page contains the following errors"),
+            "run {k} ({args:?}): XML error:\n{}",
+            &dom[..dom.len().min(600)]
+        );
+    }
+}
+
+#[test]
 fn help_has_examples() {
     for c in ["heatmap", "hist", "top", "timeline"] {
         let h = latscope_ok(&[c, "--help"]);

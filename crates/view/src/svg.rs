@@ -91,6 +91,16 @@ pub fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
     (first..=last).map(|k| k as f64 * step).collect()
 }
 
+/// Ticks from 0 to `hi` for a byte axis: 1-2-5 steps of the binary unit that fits (KiB, MiB, ...),
+/// so that labels read `100MiB`, not `95.4MiB`.
+pub fn bytes_ticks(hi: f64, target: usize) -> Vec<f64> {
+    let mut unit = 1.0;
+    while hi / unit >= 1024.0 && unit < 1024f64.powi(5) {
+        unit *= 1024.0;
+    }
+    linear_ticks(0.0, hi / unit, target).into_iter().map(|t| t * unit).collect()
+}
+
 /// The 1-2-5 multiple of a power of ten at or above `raw`.
 pub fn nice_step(raw: f64) -> f64 {
     if !(raw > 0.0 && raw.is_finite()) {
@@ -252,6 +262,7 @@ mod tests {
         assert_eq!(linear_ticks(0.0, 100.0, 5), vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
         assert_eq!(linear_ticks(3.0, 3.0, 5), vec![3.0]);
         assert_eq!(nice_step(3.0), 5.0);
+        assert_eq!(bytes_ticks(250.0 * 1048576.0, 3), vec![0.0, 100.0 * 1048576.0, 200.0 * 1048576.0]);
         assert_eq!(nice_step(0.7), 1.0);
         assert_eq!(log_ticks(1e3, 1e9), vec![1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]);
         assert_eq!(log_ticks(15.0, 600.0), vec![20.0, 50.0, 100.0, 200.0, 500.0]);

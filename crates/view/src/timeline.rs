@@ -209,7 +209,8 @@ impl Timeline {
             let vmax = series.iter().flat_map(|(_, v)| v.iter().flatten()).copied().fold(0.0f64, f64::max);
             let vmax = if vmax > 0.0 { vmax * 1.05 } else { 1.0 };
             let ypos = |v: f64| y0 + ph - v / vmax * ph;
-            for t in svg::linear_ticks(0.0, vmax, 4) {
+            let ticks = if pi == 1 { svg::bytes_ticks(vmax, 4) } else { svg::linear_ticks(0.0, vmax, 4) };
+            for t in ticks {
                 let y = ypos(t);
                 s.line(left - 4.0, y, left, y, "#333", "");
                 s.line(left, y, left + pw, y, "#eee", "");
@@ -244,7 +245,7 @@ impl Timeline {
                 }
                 if series.len() > 1 {
                     let lx = left + pw - 120.0 + si as f64 * 60.0;
-                    s.line(lx, y0 - 10.0, lx + 16.0, y0 - 10.0, color, r#"stroke-width="2""#);
+                    s.rect(lx, y0 - 11.0, 16.0, 2.5, color, r#"class="legend""#);
                     s.text(lx + 20.0, y0 - 6.0, 10.0, "start", "#333", sname, "");
                 }
             }
