@@ -4,7 +4,7 @@
 //! An event is counted in the interval in which it completed (start + latency), as `iostat` counts
 //! I/O; interval `k` covers `[origin + k * interval, origin + (k + 1) * interval)`.
 
-use crate::heatmap::io_bytes;
+use crate::heatmap::moved_bytes;
 use crate::latagg::LatAgg;
 use crate::svg::{self, Svg, SERIES_COLORS};
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
@@ -86,7 +86,7 @@ impl Timeline {
         if k >= self.slots.len() {
             self.slots.resize_with(k + 1, Slot::default);
         }
-        let bytes = if kind == EventKind::Block as u8 { b.bytes[i] } else { io_bytes(b, i).unwrap_or(0) };
+        let bytes = if kind == EventKind::Block as u8 { b.bytes[i] } else { moved_bytes(b, i) };
         let s = &mut self.slots[k];
         s.count += 1;
         s.bytes += bytes;

@@ -3,7 +3,7 @@
 //! operation, then by file" analysis of storage analytics, from a trace or live.
 
 use crate::group::{GroupBy, Grouper};
-use crate::heatmap::io_bytes;
+use crate::heatmap::moved_bytes;
 use crate::latagg::LatAgg;
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
 use latscope_event::{EventBatch, EventKind, TraceHeader};
@@ -129,7 +129,7 @@ impl Top {
         if kind == EventKind::Block as u8 {
             r.bytes += b.bytes[i];
         } else {
-            r.bytes += io_bytes(b, i).unwrap_or(0);
+            r.bytes += moved_bytes(b, i);
             if (-4095..0).contains(&b.ret[i]) {
                 r.errors += 1;
             }

@@ -88,6 +88,10 @@ pub struct Args {
     /// Cell size in pixels.
     #[arg(long, default_value_t = 8.0, value_name = "PX")]
     pub boxsize: f64,
+    /// Colour scale: linear (trace2heatmap.pl's: count / largest count) or log (ln(1 + count) /
+    /// ln(1 + largest), so that rare events stay visible next to a hot cell).
+    #[arg(long, default_value = "linear", value_parser = ["linear", "log"])]
+    pub color: String,
     /// Font size in pixels.
     #[arg(long, default_value_t = 12.0, value_name = "PX")]
     pub fontsize: f64,
@@ -406,6 +410,7 @@ fn emit(a: &Args, maps: &[HeatMap], subtitle: String) -> Result<()> {
             boxsize: a.boxsize,
             grid: a.grid,
             font_size: a.fontsize,
+            log_color: a.color == "log",
         };
         let svg = render_svg(maps, &o);
         write_output(a.output.as_ref(), svg.as_bytes())?;

@@ -197,7 +197,7 @@ fn run_live(a: &Args) -> Result<ExitCode> {
             let now = snapshot::monotonic_ns();
             writeln!(
                 o,
-                "latscope top — {} by {} — {} events in {:.2} s — {}{}",
+                "latscope top — {} events by {} — {} events in {:.2} s — {}{}",
                 kinds.noun(),
                 a.by.name(),
                 top.total_count(),

@@ -810,6 +810,16 @@ pub fn io_bytes(b: &EventBatch, i: usize) -> Option<u64> {
     }
 }
 
+/// Bytes a data syscall (read, write, send, ...) moved: its non-negative result; 0 for other calls.
+#[inline]
+pub fn moved_bytes(b: &EventBatch, i: usize) -> u64 {
+    if latscope_event::syscalls::desc(b.nr[i]).is_io() {
+        b.ret[i].max(0) as u64
+    } else {
+        0
+    }
+}
+
 /// The block op name of event `i`, for titles and grouping.
 pub fn block_op_name(b: &EventBatch, i: usize) -> &'static str {
     BlockOp::from_u16(b.nr[i]).name()

@@ -30,11 +30,21 @@ pub struct RenderOptions {
     pub grid: bool,
     /// Base font size.
     pub font_size: f64,
+    /// Colour by `ln(1 + count) / ln(1 + largest)` instead of `count / largest`, so that cells
+    /// with few events stay visible next to a very hot one.
+    pub log_color: bool,
 }
 
 impl Default for RenderOptions {
     fn default() -> Self {
-        RenderOptions { title: "Latency Heat Map".into(), subtitle: None, boxsize: 8.0, grid: false, font_size: 12.0 }
+        RenderOptions {
+            title: "Latency Heat Map".into(),
+            subtitle: None,
+            boxsize: 8.0,
+            grid: false,
+            font_size: 12.0,
+            log_color: false,
+        }
     }
 }
 
@@ -177,7 +187,7 @@ fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions) {
             let _ = writeln!(
                 buf,
                 r#"<rect x="{x:.1}" y="{y:.1}" width="{b}" height="{b}" fill="{}" data-c="{c}" data-r="{r}" data-n="{n}"/>"#,
-                heat_color(n as f64 / m.max_count.max(1) as f64)
+                heat_color(ratio(n, m.max_count, o.log_color))
             );
         }
     }
@@ -190,12 +200,22 @@ fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions) {
         s,
         r#"<rect class="hl" id="hl{k}" x="0" y="0" width="{b}" height="{b}" fill="none" stroke="black" stroke-width="1.2" visibility="hidden" pointer-events="none"/>"#
     );
-    draw_legend(s, m, px + w + 24.0, py, h, fs);
+    draw_legend(s, m, px + w + 24.0, py, h, fs, o.log_color);
     s.raw("</g>\n");
 }
 
 /// Legend: the colour ramp from 1 to the largest count.
-fn draw_legend(s: &mut Svg, m: &HeatMap, x: f64, py: f64, h: f64, fs: f64) {
+/// Colour ratio of a count: linear (trace2heatmap.pl's) or logarithmic.
+fn ratio(n: u64, max: u64, log: bool) -> f64 {
+    let max = max.max(1) as f64;
+    if log {
+        (n as f64).ln_1p() / max.ln_1p()
+    } else {
+        n as f64 / max
+    }
+}
+
+fn draw_legend(s: &mut Svg, m: &HeatMap, x: f64, py: f64, h: f64, fs: f64, log: bool) {
     let lh = h.clamp(40.0, 160.0);
     let y0 = py;
     let steps = 24;
@@ -216,7 +236,7 @@ fn draw_legend(s: &mut Svg, m: &HeatMap, x: f64, py: f64, h: f64, fs: f64) {
             fs - 2.0,
             "start",
             "#333",
-            &fmt_num((max as f64 / 2.0).round()),
+            &fmt_num(if log { ((max as f64).ln_1p() / 2.0).exp_m1().round() } else { (max as f64 / 2.0).round() }),
             r#"class="legend""#,
         );
     }
@@ -471,6 +491,9 @@ mod tests {
         assert!(out.contains("vda: 4 events"));
         assert!(out.contains("\"0-10us\""));
         assert!(out.contains("class=\"grid\""));
+        let log = render_svg(&[sample()], &RenderOptions { log_color: true, ..Default::default() });
+        // 1 of a largest 2: ln 2 / ln 3 = 0.63 instead of 0.5.
+        assert!(log.contains(r#"fill="rgb(255,89,81)" data-c="1""#), "{log}");
         // Well-formed enough: one root, script in CDATA.
         assert_eq!(out.matches("<svg ").count(), 1);
         assert!(out.contains("<![CDATA["));
