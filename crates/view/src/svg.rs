@@ -28,7 +28,8 @@ pub fn js_str(s: &str) -> String {
     j.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026")
 }
 
-/// A number without useless decimals: `1200`, `0.5`, `2.25`, `1e-7` (for labels of raw input units).
+/// A number for labels: integers as they are (`1200`), others with 4 significant digits and no
+/// trailing zeros (`0.5`, `2.25`, `199.5`, `1.235e-7`).
 pub fn fmt_num(v: f64) -> String {
     if !v.is_finite() {
         return format!("{v}");
@@ -36,15 +37,14 @@ pub fn fmt_num(v: f64) -> String {
     if v == v.trunc() && v.abs() < 1e15 {
         return format!("{}", v as i64);
     }
-    // Shortest representation that round-trips, then trimmed.
-    let s = format!("{v}");
-    if s.len() <= 12 {
-        return s;
+    let mag = v.abs().log10().floor() as i32;
+    if !(-4..15).contains(&mag) {
+        return format!("{v:.3e}");
     }
-    let t = format!("{v:.6}");
-    let t = t.trim_end_matches('0').trim_end_matches('.').to_string();
-    if t == "0" || t == "-0" {
-        format!("{v:.3e}")
+    let decimals = (3 - mag).max(0) as usize;
+    let t = format!("{v:.decimals$}");
+    if t.contains('.') {
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
         t
     }
@@ -245,6 +245,10 @@ mod tests {
         assert_eq!(fmt_num(1200.0), "1200");
         assert_eq!(fmt_num(0.5), "0.5");
         assert_eq!(fmt_num(-3.0), "-3");
+        assert_eq!(fmt_num(199.526231), "199.5");
+        assert_eq!(fmt_num(7364.5577), "7365");
+        assert_eq!(fmt_num(0.02), "0.02");
+        assert_eq!(fmt_num(1.5e-7), "1.500e-7");
         assert_eq!(fmt_secs(10.0), "10s");
         assert_eq!(fmt_secs(0.25), "250ms");
         assert_eq!(fmt_secs(1.5), "1.5s");
