@@ -37,13 +37,9 @@ enum Command {
     Spectrogram(cmd::spectrogram::Args),
     /// A storage (or timer) test workload: write or read buffers at a rate, report latency.
     Load(cmd::load::Args),
-    /// Heat map of latency (or size, offset, subsecond offset) over time, as interactive SVG or JSON.
     Heatmap(cmd::heatmap::Args),
-    /// High-resolution latency histogram with percentiles and peaks (text, SVG, JSON).
     Hist(cmd::hist::Args),
-    /// Drill-down table by process, syscall, file, dir, disk, op or client; from a trace or live.
     Top(cmd::top::Args),
-    /// Operations/s, throughput and mean/p99 latency per interval ("was it load?").
     Timeline(cmd::timeline::Args),
 }
 

@@ -12,7 +12,9 @@ use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Draw a latency heat map (time on x, latency on y, colour = number of events), or an I/O size,
+/// Heat map of latency (or size, offset, subsecond offset) over time, as interactive SVG or JSON.
+///
+/// Draws a latency heat map (time on x, latency on y, colour = number of events), or an I/O size,
 /// offset or subsecond-offset heat map, as an interactive SVG: mouse over a cell for its time,
 /// range, count, share of the column and accumulated share (percentile). Reads latscope traces,
 /// `perf script` block I/O text, and trace2heatmap.pl's two-column "time latency" text.

@@ -14,7 +14,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Print a latency histogram at full resolution (buckets 1/128 wide: percentiles within 0.78 %):
+/// High-resolution latency histogram with percentiles and peaks (text, SVG, JSON).
+///
+/// Prints a latency histogram at full resolution (buckets 1/128 wide: percentiles within 0.78 %):
 /// count, min, mean, p50, p90, p99, p99.9, p99.99, max, the distribution on a log (default) or
 /// linear axis, and every peak with its mode, share of events and width — each peak is a population
 /// worth explaining (a cache tier, a device, a lock, a retry timeout, a clock's granularity).

@@ -8,7 +8,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Operations per second, throughput and mean and p99 latency per interval: "was it load?". A
+/// Operations/s, throughput and mean/p99 latency per interval ("was it load?").
+///
+/// Operations per second, throughput and mean and p99 latency per interval. A
 /// latency change with no change in load is not explained by load. An event counts in the
 /// interval in which it completed. Text table on stdout, an SVG line chart with -o, or JSON.
 #[derive(clap::Args, Debug)]

@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A drill-down table: per group, the count, rate, total, mean, p50, p99 and max latency, bytes
+/// Drill-down table by process, syscall, file, dir, disk, op or client; from a trace or live.
+///
+/// Per group: the count, rate, total, mean, p50, p99 and max latency, bytes
 /// moved and errors, sorted and limited. Drill down by adding a filter on the group you found
 /// (by client, then by operation, then by file).
 ///
@@ -44,7 +46,8 @@ pub struct Args {
     /// Input format of -r.
     #[arg(long, value_enum, default_value = "trace")]
     pub input: InputFormat,
-    /// Group by: proc, pid, syscall, op, file, dir, disk, client.
+    /// Group by: proc, pid, syscall, op, file, dir, disk, client (the peer of a socket fd where the
+    /// trace knows it, else the process: today always the process).
     #[arg(long, default_value = "proc", value_parser = GroupBy::parse)]
     pub by: GroupBy,
     /// Sort by: count, rate, total, avg, p50, p99, max, bytes, errors, name.
