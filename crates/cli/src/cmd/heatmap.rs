@@ -473,6 +473,11 @@ fn run_text(a: Args) -> Result<ExitCode> {
         wall_ns_at_zero: None,
     };
     let mut y = yspec(&a, unit, scale, subsec, ups)?;
+    if !subsec {
+        // trace2heatmap.pl's `||=`: a zero --maxlat or --steplat means "not given".
+        y.max = y.max.filter(|&m| m != 0.0);
+        y.step = y.step.filter(|&st| st != 0.0);
+    }
     y.label = if subsec { "Offset within the second".into() } else { "Latency".into() };
     let bins = Binning::plan(&[&pts], &x, &y).map_err(anyhow::Error::msg)?;
     let title = a.title.clone().unwrap_or_else(|| {
