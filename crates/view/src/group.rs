@@ -5,7 +5,7 @@
 //! that per-group aggregation stays fast on large traces.
 
 use latscope_event::{dev_major_minor, op_name, BlockOp, EventBatch, EventKind, FdType, TraceHeader};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// What to group events by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -104,8 +104,18 @@ enum NumKey {
 pub struct Grouper {
     by: Option<GroupBy>,
     names: Vec<String>,
-    strs: HashMap<String, usize>,
-    nums: HashMap<u64, usize>,
+    strs: FxHashMap<Box<[u8]>, usize>,
+    nums: FxHashMap<u64, usize>,
+    /// The last string key and its group: consecutive events often share a process or file.
+    last_str: Vec<u8>,
+    last_str_group: Option<usize>,
+}
+
+/// The bytes of string `i` of a column, without the UTF-8 check of `StrCol::get` (keys only).
+#[inline]
+fn str_bytes(c: &latscope_event::StrCol, i: usize) -> &[u8] {
+    let (a, b) = (c.offsets[i] as usize, c.offsets[i + 1] as usize);
+    c.data.get(a..b).unwrap_or(&[])
 }
 
 impl NumKey {
@@ -157,12 +167,28 @@ impl Grouper {
     }
 
     fn text(&mut self, s: &str) -> usize {
-        if let Some(&g) = self.strs.get(s) {
-            return g;
+        self.bytes(s.as_bytes())
+    }
+
+    #[inline]
+    fn bytes(&mut self, s: &[u8]) -> usize {
+        if let Some(g) = self.last_str_group {
+            if self.last_str == s {
+                return g;
+            }
         }
-        let g = self.names.len();
-        self.names.push(s.to_string());
-        self.strs.insert(s.to_string(), g);
+        let g = match self.strs.get(s) {
+            Some(&g) => g,
+            None => {
+                let g = self.names.len();
+                self.names.push(String::from_utf8_lossy(s).into_owned());
+                self.strs.insert(s.into(), g);
+                g
+            }
+        };
+        self.last_str.clear();
+        self.last_str.extend_from_slice(s);
+        self.last_str_group = Some(g);
         g
     }
 
@@ -177,13 +203,12 @@ impl Grouper {
                 0
             }
             GroupBy::Proc => {
-                let c = b.comm.get(i);
-                self.text(if c.is_empty() { "?" } else { c })
+                let c = str_bytes(&b.comm, i);
+                self.bytes(if c.is_empty() { b"?" } else { c })
             }
             GroupBy::Pid => {
                 let pid = b.pid[i];
-                let comm = b.comm.get(i).to_string();
-                self.num(NumKey::Pid(pid), || format!("{comm}[{pid}]"))
+                self.num(NumKey::Pid(pid), || format!("{}[{pid}]", b.comm.get(i)))
             }
             GroupBy::Syscall | GroupBy::Op => {
                 let (k, n) = (b.kind[i], b.nr[i]);
@@ -208,7 +233,7 @@ impl Grouper {
                 if self.by() == GroupBy::Dir {
                     self.text(dir_of(p))
                 } else {
-                    self.text(p)
+                    self.bytes(str_bytes(&b.path, i))
                 }
             }
             GroupBy::Disk => {
@@ -224,8 +249,7 @@ impl Grouper {
                     }
                 }
                 let pid = b.pid[i];
-                let comm = b.comm.get(i).to_string();
-                self.num(NumKey::Pid(pid), || format!("{comm}[{pid}]"))
+                self.num(NumKey::Pid(pid), || format!("{}[{pid}]", b.comm.get(i)))
             }
         }
     }
