@@ -66,7 +66,10 @@ fn record_ground_truth() {
     let pw = on(&["pwrite64"], &data);
     assert_eq!(pw.len(), N, "pwrite64 on {data}");
     for (i, e) in pw.iter().enumerate() {
-        assert_eq!((e["bytes"].as_u64(), e["offset"].as_i64(), e["ret"].as_i64()), (Some(4096), Some(i as i64 * 4096), Some(4096)));
+        assert_eq!(
+            (e["bytes"].as_u64(), e["offset"].as_i64(), e["ret"].as_i64()),
+            (Some(4096), Some(i as i64 * 4096), Some(4096))
+        );
         assert_eq!(e["fd"], opens[i]["ret"], "pwrite uses the fd openat returned");
     }
     let pr = on(&["pread64"], &data);
@@ -105,14 +108,23 @@ fn record_ground_truth() {
     let dw = on(&["pwrite64"], &direct);
     assert_eq!(dw.len(), 8);
     for (k, e) in dw.iter().enumerate() {
-        assert_eq!((e["bytes"].as_u64(), e["offset"].as_i64(), e["ret"].as_i64()), (Some(65536), Some(k as i64 * 65536), Some(65536)));
+        assert_eq!(
+            (e["bytes"].as_u64(), e["offset"].as_i64(), e["ret"].as_i64()),
+            (Some(65536), Some(k as i64 * 65536), Some(65536))
+        );
     }
     let loop_name = lfs.name();
     let blk: Vec<&Value> = ev
         .iter()
-        .filter(|e| e["kind"] == "block" && e["disk"] == loop_name.as_str() && e["op"] == "write" && e["bytes"] == 65536)
+        .filter(|e| {
+            e["kind"] == "block" && e["disk"] == loop_name.as_str() && e["op"] == "write" && e["bytes"] == 65536
+        })
         .collect();
-    assert!(blk.len() >= 8, "expected the 8 O_DIRECT 64 KiB writes as block requests on {loop_name}, got {}", blk.len());
+    assert!(
+        blk.len() >= 8,
+        "expected the 8 O_DIRECT 64 KiB writes as block requests on {loop_name}, got {}",
+        blk.len()
+    );
     for b in &blk {
         assert!(b["latency_ns"].as_u64().unwrap() > 0);
     }

@@ -27,7 +27,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
         for f in fields {
             println!("{:w$}  {:9} {}", f.name, f.ty.name(), f.description);
         }
-        println!("\nOperators: = == != < <= > >= contains icontains startswith endswith glob in (...) pmatch (...) exists");
+        println!(
+            "\nOperators: = == != < <= > >= contains icontains startswith endswith glob in (...) pmatch (...) exists"
+        );
         println!("Combine with and, or, not and parentheses. Durations take units (1ms, 250us), sizes too (4KiB).");
     }
     Ok(ExitCode::SUCCESS)

@@ -88,11 +88,20 @@ pub fn run(a: Args) -> Result<ExitCode> {
     println!("format:      latscope trace v{}, written by latscope {}", h.format_version, h.latscope_version);
     println!("host:        {} ({} {}, {} CPUs)", h.hostname, h.kernel, h.machine, h.cpus);
     println!("recorded:    {}", h.command_line.join(" "));
-    println!("syscalls:    {}   block: {}   filter: {}", h.syscalls, if h.block { "yes" } else { "no" }, h.filter.as_deref().unwrap_or("(none)"));
+    println!(
+        "syscalls:    {}   block: {}   filter: {}",
+        h.syscalls,
+        if h.block { "yes" } else { "no" },
+        h.filter.as_deref().unwrap_or("(none)")
+    );
     println!("events:      {total}{}", if a.filter.is_some() { " matching the filter" } else { "" });
     println!("span:        {} ({} blocks)", fmt_ns(span), stats.blocks);
     match summary {
-        Some(s) => println!("lost:        {} events (ring buffer full){}", s.lost, if s.lost > 0 { "  <-- incomplete recording" } else { "" }),
+        Some(s) => println!(
+            "lost:        {} events (ring buffer full){}",
+            s.lost,
+            if s.lost > 0 { "  <-- incomplete recording" } else { "" }
+        ),
         None => println!("lost:        at least {lost} events; the recording was not closed cleanly (no summary)"),
     }
     for (k, n) in &kinds {
@@ -102,7 +111,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     top.sort_by(|a, b| b.1.cmp(a.1));
     println!("by type:");
     for ((k, nr), n) in top.iter().take(if a.verbose { usize::MAX } else { 25 }) {
-        let kind = if *k == EventKind::Syscall as u8 { "" } else { EventKind::from_u8(*k).map(|k| k.name()).unwrap_or("?") };
+        let kind =
+            if *k == EventKind::Syscall as u8 { "" } else { EventKind::from_u8(*k).map(|k| k.name()).unwrap_or("?") };
         println!("  {:>10}  {}{}{}", n, kind, if kind.is_empty() { "" } else { " " }, op_name(*k, *nr));
     }
     if top.len() > 25 && !a.verbose {

@@ -57,7 +57,12 @@ pub fn require_bpf(test: &str) -> bool {
 
 /// Same contract as [`require_bpf`] for an external tool.
 pub fn require_tool(test: &str, tool: &str) -> bool {
-    let found = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().map(|o| o.status.success()).unwrap_or(false);
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
     if found {
         return true;
     }
