@@ -498,3 +498,48 @@ fn tui_colours_follow_a_resize_and_drill_down_lists_events() {
     let _ = a.wait_with_output();
     let _ = b.wait_with_output();
 }
+
+#[test]
+fn tui_exits_when_the_terminal_goes_away() {
+    if !require_tool("tui_exits_when_the_terminal_goes_away", "tmux") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.lst");
+    synthetic_trace(&f);
+    let marker = dir.path().join("pid");
+    // A trace drawn at once, then waiting for keys: the pane is killed under it.
+    let cmd =
+        format!("echo $$ > {}; exec {} spectrogram -r {} --no-pace", marker.display(), bin().display(), f.display());
+    let t = Tmux::start("latscope-spectrogram-hup", 100, 30, &cmd);
+    let mut pid = None;
+    for _ in 0..100 {
+        if let Some(p) = std::fs::read_to_string(&marker).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+            if t.text().iter().any(|l| l.contains("end of input")) {
+                pid = Some(p);
+                break;
+            }
+        }
+        sleep(Duration::from_millis(100));
+    }
+    let pid = pid.unwrap_or_else(|| panic!("the view did not start:\n{:#?}", t.text()));
+    // The screen shows every row, the empty ones too.
+    let text = t.text();
+    assert!(text.iter().any(|l| l.trim_start().starts_with("2.5s")), "{text:#?}");
+    drop(t);
+    let alive = |p: i32| {
+        Path::new(&format!("/proc/{p}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default().contains(") Z ")
+    };
+    for _ in 0..100 {
+        if !alive(pid) {
+            return;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    // Do not leave it spinning.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    panic!("latscope spectrogram kept running after its terminal went away: {stat}\n{status}");
+}

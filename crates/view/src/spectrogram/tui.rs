@@ -385,13 +385,56 @@ impl App {
     }
 }
 
-/// Has the terminal on stdin gone away (ssh dropped, tmux pane killed)? Reading it then would
-/// spin: the caller must stop.
-fn terminal_hung_up() -> bool {
-    let mut p = libc::pollfd { fd: 0, events: 0, revents: 0 };
-    // SAFETY: one valid pollfd, no wait.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+/// What the terminal on stdin has for us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Input {
+    /// Nothing within the wait.
+    Idle,
+    /// Bytes to read.
+    Ready,
+    /// The terminal went away (ssh dropped, tmux pane killed).
+    HungUp,
+}
+
+/// Wait up to `ms` for input on stdin. crossterm's reader spins forever on a hung-up terminal
+/// (it loops on reads that return 0), so it is only called when this says `Ready`.
+fn wait_input(ms: i32) -> Input {
+    let mut p = libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, ms) };
+    if n <= 0 {
+        Input::Idle
+    } else if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        Input::HungUp
+    } else {
+        Input::Ready
+    }
+}
+
+/// Sets the flag when dropped (however the function returns).
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// If the main loop cannot stop (a hang-up caught inside the terminal library), end the process
+/// a moment after a stop was asked for or the terminal went away.
+fn watchdog(stop: Arc<AtomicBool>, done: Arc<AtomicBool>) {
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(250));
+        if done.load(Ordering::Relaxed) {
+            return;
+        }
+        if stop.load(Ordering::Relaxed) || wait_input(0) == Input::HungUp {
+            std::thread::sleep(Duration::from_secs(2));
+            if !done.load(Ordering::Relaxed) {
+                std::process::exit(1);
+            }
+        }
+    });
 }
 
 /// Run the interactive view on the terminal until `q`, the end of `duration`, or `stop`.
@@ -399,6 +442,10 @@ fn terminal_hung_up() -> bool {
 pub fn run_tui(feed: &mut dyn Feed, spec: &mut Spectrogram, opts: &RunOptions) -> Result<(), String> {
     let guard =
         TermGuard::enter().map_err(|e| format!("cannot use the terminal ({e}); use --plain or pipe the output"))?;
+    let done = Arc::new(AtomicBool::new(false));
+    watchdog(opts.stop.clone(), done.clone());
+    let _done = SetOnDrop(done);
+    let mut size = terminal::size().map_err(io_err)?;
     let start = Instant::now();
     let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout());
     let mut app = App {
@@ -426,9 +473,9 @@ pub fn run_tui(feed: &mut dyn Feed, spec: &mut Spectrogram, opts: &RunOptions) -
                 }
                 Err(e) => break Err(e),
             }
-        } else {
-            // Nothing left to read: wait for input.
-            let _ = event::poll(Duration::from_millis(100));
+        } else if wait_input(100) == Input::HungUp {
+            // Nothing left to read: waited for input.
+            break Ok(());
         }
         let sealed = spec.sealed();
         if sealed != app.last_sealed {
@@ -438,18 +485,16 @@ pub fn run_tui(feed: &mut dyn Feed, spec: &mut Spectrogram, opts: &RunOptions) -
             app.last_sealed = sealed;
             app.dirty = true;
         }
-        if terminal_hung_up() {
-            break Ok(());
-        }
         loop {
+            // Idle or ready: crossterm may also hold events it has already read.
+            if wait_input(0) == Input::HungUp {
+                app.quit = true;
+                break;
+            }
             match event::poll(Duration::ZERO) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => return Err(io_err(e)),
-            }
-            if opts.stop.load(Ordering::Relaxed) || terminal_hung_up() {
-                app.quit = true;
-                break;
             }
             match event::read().map_err(io_err)? {
                 Event::Key(k) if k.kind != KeyEventKind::Release => app.key(k, feed, spec, opts.drill_limit),
@@ -459,8 +504,14 @@ pub fn run_tui(feed: &mut dyn Feed, spec: &mut Spectrogram, opts: &RunOptions) -
             }
             app.dirty = true;
         }
+        // Resizes are noticed here (crossterm only reports them while reading input).
+        let now_size = terminal::size().map_err(io_err)?;
+        if now_size != size {
+            size = now_size;
+            app.full_redraw = true;
+        }
         if app.dirty || app.full_redraw || last_draw.elapsed() >= Duration::from_secs(1) {
-            let (w, h) = terminal::size().map_err(io_err)?;
+            let (w, h) = size;
             let status = feed.status(spec);
             let mut status = status;
             if app.ended {
