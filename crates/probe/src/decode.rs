@@ -329,7 +329,7 @@ mod tests {
         };
         let mut d = Decoder::new(&h, false);
         // relative open resolved against the snapshot cwd; returned fd 4 named by inode afterwards
-        let mut o = ev("openat", -1, 4);
+        let mut o = ev("openat", 4, 4); // the kernel reports the returned fd as the event's fd
         o.fd_type = 1;
         o.dev = 5;
         o.ino = 99;
