@@ -48,7 +48,7 @@ step "latscope record -w $OUT/trace.lst -- sh workload.sh"
 step "latscope info -r trace.lst"
 "$LS" info -r "$OUT/trace.lst" | head -40
 
-step "latscope events -r trace.lst 'evt.type = pwrite64 or evt.type = fsync' (first 10)"
+step "Writes and fsyncs of the workload's files: latscope events -r trace.lst 'evt.type in (write, fsync) and fd.name contains /files/' (first 10)"
 "$LS" events -r "$OUT/trace.lst" -n 10 --time rel 'evt.type in (write, fsync) and fd.name contains /files/'
 
 step "Slow calls: latscope events -r trace.lst 'evt.latency > 5ms' (first 10)"

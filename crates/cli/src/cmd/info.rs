@@ -119,7 +119,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
         println!("  ... {} more types (-v lists all)", top.len() - 25);
     }
     println!("block devices:");
-    for d in &h.block_devices {
+    // Unattached loop devices and the like (size 0) are noise here; --json lists them all.
+    for d in h.block_devices.iter().filter(|d| d.size_bytes > 0) {
         let (ma, mi) = dev_major_minor(d.dev);
         println!(
             "  {:12} {ma}:{mi}  {:>10}  {}{}",
