@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the spectrogram costs, next to the anchors, measured in the same run:
-#  1. added ns per syscall of a tight loop of 1-byte read()s of /dev/zero while a live spectrogram
-#     runs (in-kernel histograms: no filter, a pushed-down filter; the event stream), next to
+#  1. added ns per syscall of a tight loop of 1-byte read()s of /dev/zero (bench/spectrogram-loop.c:
+#     CPU time of the loop's thread per call, user + system, so that a busy machine does not
+#     count) while a live spectrogram runs (in-kernel histograms: no filter, a pushed-down filter; the event stream), next to
 #     `latscope record`, libbpf-tools `syscount -L` and bpftrace's per-tid start map + hist();
 #  2. the rate at which a trace file is turned into rows (events per second per core of CPU time),
 #     next to trace2heatmap.pl's ~350 k lines/s (REFERENCE.md), and the view's own counting rate.
@@ -23,15 +24,15 @@ trap cleanup EXIT
 # The anchors (syscount, bpftrace) attach classic tracepoints, which need tracefs mounted.
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 LOOP="$WORK/sgloop"
-cc -O2 -o "$LOOP" bench/readloop.c
+cc -O2 -o "$LOOP" bench/spectrogram-loop.c
 N=${N:-3000000}
 REPS=${REPS:-5}
 
-# Median ns per call over REPS runs of the loop.
+# Lowest CPU ns per call over REPS runs of the loop (the run least disturbed by other work).
 loop_ns() {
 	local vals=()
 	for _ in $(seq "$REPS"); do vals+=("$("$LOOP" "$N")"); done
-	printf '%s\n' "${vals[@]}" | sort -n | sed -n "$(((REPS + 1) / 2))p"
+	printf '%s\n' "${vals[@]}" | sort -n | head -1
 }
 
 # $1 = label; rest = command run alongside (started, given time to attach, stopped after).
@@ -53,7 +54,7 @@ with() {
 	echo "$name|$ns"
 }
 
-echo "## Live spectrogram: added cost per syscall (tight read() loop, $N calls, median of $REPS)"
+echo "## Live spectrogram: added cost per syscall (tight read() loop, $N calls, best of $REPS, CPU time)"
 echo
 base=$(loop_ns)
 results=("nothing|$base")
