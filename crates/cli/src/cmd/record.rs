@@ -352,6 +352,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             "file": a.file,
             "reason": reason,
             "events": written,
+            "ring_events": stats.events,
             "lost": stats.lost,
             "path_faults": stats.path_faults,
             "block_unpaired": stats.blk_unpaired,
