@@ -12,7 +12,7 @@ LS=${1:-target/release/latscope}
 	echo '```'
 	COLUMNS=100 "$LS" --help
 	echo '```'
-	for cmd in $(COLUMNS=100 "$LS" --help | awk '/^Commands:/{f=1;next} /^$/{f=0} f && $1 != "help" {print $1}'); do
+	for cmd in $(COLUMNS=100 "$LS" --help | awk '/^Commands:/{f=1;next} /^$/{f=0} f && /^  [a-z]/ && $1 != "help" {print $1}'); do
 		echo
 		echo "## latscope $cmd"
 		echo
