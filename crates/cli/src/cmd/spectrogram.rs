@@ -210,7 +210,7 @@ pub fn kernel_inexact(filter: &Filter, block: bool) -> Option<String> {
 }
 
 /// Does the filter test file names (which the decoder learns from the calls that open files)?
-fn needs_fd_names(filter: &Filter) -> bool {
+pub fn needs_fd_names(filter: &Filter) -> bool {
     let src = filter.source();
     ["fd.name", "fd.directory", "fd.filename", "fd.sip", "fd.cip", "fd.sport", "fd.cport"]
         .iter()
@@ -221,7 +221,7 @@ fn needs_fd_names(filter: &Filter) -> bool {
 /// fcntl...) even when the filter does not want them: user space needs them to name the fds of
 /// the calls it does want, and drops them afterwards. The minimum latency is not pushed down
 /// for the same reason (a fast open names the fd of a slow write).
-fn keep_fd_naming(cfg: &mut ProbeConfig) {
+pub fn keep_fd_naming(cfg: &mut ProbeConfig) {
     use latscope_event::syscalls::{desc, SysDesc};
     if let SyscallSel::Only(v) = &mut cfg.syscalls {
         for nr in 0..512u16 {
