@@ -3,6 +3,7 @@
 
 mod cmd;
 mod input;
+mod pushdown;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

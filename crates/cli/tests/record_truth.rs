@@ -249,3 +249,33 @@ fn pushdown_reduces_ring_buffer_traffic_with_the_same_output() {
     }
     assert_eq!(ea, eb, "pushed-down output equals filtering afterwards");
 }
+
+/// The write-up's filter (`proc.name=test and evt.is_io_write=true and fd.name contains /mnt`) at
+/// record time: the syscall set is pushed down, yet the files opened during the recording are
+/// still named (the fd-naming calls stay enabled in the kernel and are dropped afterwards).
+#[test]
+fn record_with_the_seed_filter_names_new_files() {
+    if !require_bpf("record_with_the_seed_filter_names_new_files") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("mnt-like").join("out.bin");
+    std::fs::create_dir(target.parent().unwrap()).unwrap();
+    let trace = tmp.path().join("seed.lst");
+    let filter = "proc.name=latscope-load and evt.is_io_write=true and fd.name contains /mnt-like";
+    let o = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--json", filter, "--"])
+        .arg(bin())
+        .args(["load", "-f"])
+        .arg(&target)
+        .args(["--size", "1KiB", "-n", "200"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ev = json_lines(&latscope_ok(&["events", "-r", trace.to_str().unwrap(), "--json"]));
+    let writes: Vec<_> = ev.iter().filter(|e| e["kind"] == "syscall").collect();
+    assert!(writes.len() >= 200, "the 200 writes are recorded, got {}", writes.len());
+    assert!(writes.iter().all(|e| e["path"] == target.to_str().unwrap() && e["comm"] == "latscope-load"));
+}

@@ -3,8 +3,8 @@
 use crate::input::parse_filter;
 use anyhow::{bail, Context, Result};
 use latscope_event::units::{fmt_bytes, fmt_count, parse_duration_secs_default, parse_size};
-use latscope_event::{EventBatch, TraceHeader};
-use latscope_filter::{EvalContext, Filter};
+use latscope_event::EventBatch;
+use latscope_filter::EvalContext;
 use latscope_probe::{snapshot, Probe, ProbeConfig, SyscallSel};
 use latscope_trace::{Summary, ThreadedTraceWriter};
 use std::ffi::CString;
@@ -147,67 +147,6 @@ impl Drop for Gated {
     }
 }
 
-/// Fold the filter's kernel-testable parts into the probe configuration.
-fn apply_pushdown(cfg: &mut ProbeConfig, filter: &Filter, header: &TraceHeader) {
-    let mut p = filter.pushdown();
-    p.resolve_disks(|name| header.block_devices.iter().find(|d| d.name == name).map(|d| d.dev));
-    crate::cmd::record::merge_pushdown(cfg, &p);
-}
-
-/// Merge a pushdown into a probe configuration (intersecting with what the flags already limit).
-/// The kernel may test less than the pushdown allows (thread ids are not tested there): the full
-/// filter still runs in user space, so this only ever removes events that cannot match.
-pub fn merge_pushdown(cfg: &mut ProbeConfig, p: &latscope_filter::Pushdown) {
-    if let Some(pids) = &p.pids {
-        cfg.pids = if cfg.pids.is_empty() {
-            pids.clone()
-        } else {
-            cfg.pids.iter().copied().filter(|x| pids.contains(x)).collect()
-        };
-        if cfg.pids.is_empty() {
-            // Contradictory limits: keep a pid that cannot exist rather than tracing everyone.
-            cfg.pids.push(u32::MAX);
-        }
-    }
-    if let Some(comms) = &p.comms {
-        cfg.comms = if cfg.comms.is_empty() {
-            comms.clone()
-        } else {
-            cfg.comms.iter().filter(|c| comms.contains(*c)).cloned().collect()
-        };
-        if cfg.comms.is_empty() {
-            cfg.comms.push("\u{1}".into());
-        }
-    }
-    if let Some(nrs) = &p.syscalls {
-        cfg.syscalls = match &cfg.syscalls {
-            SyscallSel::All => SyscallSel::Only(nrs.clone()),
-            SyscallSel::Io => SyscallSel::Only(
-                nrs.iter().copied().filter(|&n| latscope_event::syscalls::desc(n).is_io_related()).collect(),
-            ),
-            SyscallSel::Only(v) => SyscallSel::Only(v.iter().copied().filter(|n| nrs.contains(n)).collect()),
-            SyscallSel::Off => SyscallSel::Off,
-        };
-    }
-    if let Some(m) = p.min_latency_ns {
-        cfg.min_lat_ns = cfg.min_lat_ns.max(m);
-    }
-    if let Some(t) = &p.fd_types {
-        cfg.fd_types = t.clone();
-    }
-    if let Some(d) = &p.block_devs {
-        cfg.devs = d.clone();
-    }
-    if let Some(k) = &p.kinds {
-        if !k.syscall {
-            cfg.syscalls = SyscallSel::Off;
-        }
-        if !k.block {
-            cfg.block = false;
-        }
-    }
-}
-
 pub fn run(a: Args) -> Result<ExitCode> {
     latscope_probe::check_environment()?;
     let filter = parse_filter(a.filter.as_deref())?;
@@ -236,7 +175,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         cfg.pids.push(c.pid as u32);
         cfg.follow_children = true;
     }
-    apply_pushdown(&mut cfg, &filter, &header);
+    crate::pushdown::apply(&mut cfg, &filter, &header, false);
     if matches!(&cfg.syscalls, SyscallSel::Only(v) if v.is_empty()) {
         cfg.syscalls = SyscallSel::Off;
     }

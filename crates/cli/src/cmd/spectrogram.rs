@@ -1,8 +1,9 @@
 //! `latscope spectrogram`: live (in-kernel histograms when the filter allows, the event stream
 //! otherwise) or from a trace file, drawn by `latscope_view::spectrogram`.
 
-use crate::cmd::record::{merge_pushdown, SysMode};
+use crate::cmd::record::SysMode;
 use crate::input::parse_filter;
+use crate::pushdown::{keep_fd_naming, merge_pushdown, needs_fd_names};
 use anyhow::{bail, Context, Result};
 use latscope_event::units::{parse_duration_ns, parse_duration_secs_default, parse_size};
 use latscope_event::{dev_major_minor, syscall_name, BlockOp, EventBatch, EventKind, FdType, TraceHeader};
@@ -207,35 +208,6 @@ pub fn kernel_inexact(filter: &Filter, block: bool) -> Option<String> {
         Some(l) => l.to_string(),
         None => "part of the filter is tested in user space".into(),
     })
-}
-
-/// Does the filter test file names (which the decoder learns from the calls that open files)?
-pub fn needs_fd_names(filter: &Filter) -> bool {
-    let src = filter.source();
-    ["fd.name", "fd.directory", "fd.filename", "fd.sip", "fd.cip", "fd.sport", "fd.cport"]
-        .iter()
-        .any(|f| src.contains(f))
-}
-
-/// Let the kernel pass the calls that name file descriptors (open, dup, accept, close, chdir,
-/// fcntl...) even when the filter does not want them: user space needs them to name the fds of
-/// the calls it does want, and drops them afterwards. The minimum latency is not pushed down
-/// for the same reason (a fast open names the fd of a slow write).
-pub fn keep_fd_naming(cfg: &mut ProbeConfig) {
-    use latscope_event::syscalls::{desc, SysDesc};
-    if let SyscallSel::Only(v) = &mut cfg.syscalls {
-        for nr in 0..512u16 {
-            let Some(name) = syscall_name(nr) else { continue };
-            let d = desc(nr);
-            let names_fds =
-                d.has(SysDesc::RET_FD) || d.has(SysDesc::CLOSE) || matches!(name, "chdir" | "fchdir" | "fcntl");
-            if names_fds && !v.contains(&nr) {
-                v.push(nr);
-            }
-        }
-    }
-    cfg.min_lat_ns = 0;
-    cfg.fd_types.clear();
 }
 
 /// Maps events to strip groups and names the groups.

@@ -151,9 +151,8 @@ fn run_live(a: &Args) -> Result<ExitCode> {
         block,
         ..Default::default()
     };
-    let mut p = filter.pushdown();
-    p.resolve_disks(|name| header.block_devices.iter().find(|d| d.name == name).map(|d| d.dev));
-    crate::cmd::record::merge_pushdown(&mut cfg, &p);
+    let names = matches!(a.by, GroupBy::File | GroupBy::Dir);
+    crate::pushdown::apply(&mut cfg, &filter, &header, names);
     if matches!(&cfg.syscalls, SyscallSel::Only(v) if v.is_empty()) {
         cfg.syscalls = SyscallSel::Off;
     }
