@@ -39,6 +39,7 @@ macro_rules! with_prim_columns {
         }
     };
 }
+pub(crate) use with_prim_columns;
 
 macro_rules! define_column {
     ($(($var:ident, $field:ident, $aty:ty, $dt:ident)),*) => {

@@ -16,6 +16,10 @@
 //! [`Warning`]; a corrupt block is reported with its number and offset and can be skipped.
 //! The full format is described in `docs/TRACE_FORMAT.md`.
 //!
+//! Reading is fastest with a projection (only the columns asked for are decompressed) and one
+//! recycled batch ([`TraceReader::next_batch_into`]), which saves allocating every column of
+//! every block.
+//!
 //! ```no_run
 //! use latscope_event::{EventBatch, TraceHeader};
 //! use latscope_trace::{Column, Summary, TraceReader, TraceWriter};
@@ -40,6 +44,7 @@
 #![warn(missing_docs)]
 
 mod column;
+mod decode;
 mod error;
 mod meta;
 mod reader;
