@@ -19,6 +19,8 @@ pub struct Input {
     ctx: EvalContext,
     selected: Vec<u32>,
     corrupt: u64,
+    /// Recycled for every block: no allocation per block on the read path.
+    batch: EventBatch,
 }
 
 impl Input {
@@ -34,7 +36,7 @@ impl Input {
         }
         let reader = TraceReader::open_with(path, opts).with_context(|| format!("cannot read {}", path.display()))?;
         let ctx = EvalContext::new(reader.header());
-        Ok(Input { reader, filter, ctx, selected: Vec::new(), corrupt: 0 })
+        Ok(Input { reader, filter, ctx, selected: Vec::new(), corrupt: 0, batch: EventBatch::default() })
     }
 
     /// The trace header.
@@ -50,28 +52,29 @@ impl Input {
     /// Call `f` with each batch and the rows of it that match the filter. Stops at the first error
     /// from `f`; corrupt blocks are reported on stderr and skipped.
     pub fn for_each(&mut self, mut f: impl FnMut(&EventBatch, &[u32], &TraceHeader) -> Result<()>) -> Result<()> {
-        while let Some(r) = self.reader.next_batch() {
-            let batch = match r {
-                Ok(b) => b,
+        while let Some(r) = self.reader.next_batch_into(&mut self.batch) {
+            match r {
+                Ok(()) => {}
                 Err(e) if e.is_corrupt_block() => {
                     self.corrupt += 1;
                     eprintln!("latscope: error: {e} (skipped)");
                     continue;
                 }
                 Err(e) => return Err(e.into()),
-            };
-            self.ctx.observe(&batch);
+            }
+            let batch = &self.batch;
+            self.ctx.observe(batch);
             self.selected.clear();
             if self.filter.is_match_all() {
                 self.selected.extend(0..batch.len() as u32);
             } else {
                 for i in 0..batch.len() {
-                    if self.filter.matches(&batch, i, &self.ctx) {
+                    if self.filter.matches(batch, i, &self.ctx) {
                         self.selected.push(i as u32);
                     }
                 }
             }
-            f(&batch, &self.selected, self.reader.header())?;
+            f(batch, &self.selected, self.reader.header())?;
         }
         Ok(())
     }
