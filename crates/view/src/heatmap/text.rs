@@ -113,30 +113,13 @@ fn fast_num(d: &[u8], start: usize) -> Option<(f64, usize)> {
         i += 1;
     }
     let mut m: u64 = 0;
-    let mut digits = 0u32;
-    while i < n {
-        let c = d[i].wrapping_sub(b'0');
-        if c > 9 {
-            break;
-        }
-        m = m.wrapping_mul(10).wrapping_add(u64::from(c));
-        digits += 1;
-        i += 1;
-    }
+    let int_digits = take_digits(d, &mut i, &mut m);
     let mut frac = 0usize;
     if i < n && d[i] == b'.' {
         i += 1;
-        while i < n {
-            let c = d[i].wrapping_sub(b'0');
-            if c > 9 {
-                break;
-            }
-            m = m.wrapping_mul(10).wrapping_add(u64::from(c));
-            digits += 1;
-            frac += 1;
-            i += 1;
-        }
+        frac = take_digits(d, &mut i, &mut m) as usize;
     }
+    let digits = int_digits + frac as u32;
     if digits == 0 || digits > 19 || m >= (1u64 << 53) || frac >= POW10.len() {
         return None;
     }
@@ -304,6 +287,22 @@ pub fn units_per_sec(unit: &str) -> Result<f64, String> {
         "ns" => 1e9,
         _ => return Err(format!("unknown time unit '{unit}' (use s, ms, us or ns)")),
     })
+}
+
+/// Append the decimal digits at `d[*i..]` to `m`, advancing `*i`; returns how many there were.
+#[inline]
+fn take_digits(d: &[u8], i: &mut usize, m: &mut u64) -> u32 {
+    let mut count = 0;
+    while let Some(&b) = d.get(*i) {
+        let c = b.wrapping_sub(b'0');
+        if c > 9 {
+            break;
+        }
+        *m = m.wrapping_mul(10).wrapping_add(u64::from(c));
+        count += 1;
+        *i += 1;
+    }
+    count
 }
 
 #[cfg(test)]
