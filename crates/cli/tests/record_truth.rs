@@ -156,6 +156,66 @@ fn record_filters_in_kernel_and_by_comm() {
     assert!(ev.iter().any(|e| e["path"] == "/etc/hostname"));
 }
 
+/// `-c NAME` is decided per task in the kernel and the verdict cached in the task's storage: a
+/// process that renames itself (prctl PR_SET_NAME) mid-run must be recorded from the rename on
+/// and not before, and one renamed away must stop being recorded.
+#[test]
+fn record_comm_filter_follows_renames() {
+    if !require_bpf("record_comm_filter_follows_renames") || !require_tool("record_comm_filter", "python3") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("c.lst");
+    let rec = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--no-block", "--duration", "60", "-c", "lsrenamed"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if trace.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let marks = tmp.path().join("mark");
+    // Many syscalls under each name, so a stale cached verdict would show.
+    let script = format!(
+        r#"
+import ctypes, os
+libc = ctypes.CDLL(None)
+def name(n): libc.prctl(15, ctypes.c_char_p(n), 0, 0, 0)
+def touch(tag):
+    for i in range(20): os.close(os.open("{m}-" + tag, os.O_CREAT | os.O_WRONLY, 0o600))
+touch("before")
+name(b"lsrenamed")
+touch("during")
+name(b"lsother")
+touch("after")
+"#,
+        m = marks.display()
+    );
+    let st = Command::new("python3").arg("-c").arg(&script).status().unwrap();
+    assert!(st.success());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let o = rec.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ev = json_lines(&latscope_ok(&["events", "-r", trace.to_str().unwrap(), "--json", "evt.type = openat"]));
+    let count = |tag: &str| {
+        let p = format!("{}-{tag}", marks.display());
+        ev.iter().filter(|e| e["path"] == p.as_str()).count()
+    };
+    assert_eq!(count("before"), 0, "not recorded before the rename");
+    assert_eq!(count("during"), 20, "every open under the filtered name");
+    assert_eq!(count("after"), 0, "not recorded after renaming away");
+    assert!(ev.iter().all(|e| e["comm"] == "lsrenamed"), "only the filtered name: {ev:?}");
+}
+
 #[test]
 fn record_refuses_without_root_with_one_clear_line() {
     if !require_bpf("record_refuses_without_root_with_one_clear_line") || !require_tool("record_refuses", "setpriv") {

@@ -372,8 +372,13 @@ impl Probe {
     }
 
     /// Add a process to the pid filter (used to start a command after the probes are attached).
-    pub fn add_pid(&self, pid: u32) -> Result<(), ProbeError> {
-        bpf(self.skel.maps.pids.update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY), "adding a pid")
+    pub fn add_pid(&mut self, pid: u32) -> Result<(), ProbeError> {
+        bpf(self.skel.maps.pids.update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY), "adding a pid")?;
+        // Verdicts the programs cached per task are stale now: make them look again.
+        if let Some(data) = self.skel.maps.data_data.as_deref_mut() {
+            data.filter_gen = data.filter_gen.wrapping_add(1);
+        }
+        Ok(())
     }
 
     /// Wait up to `timeout` for events and return what was decoded (possibly nothing).

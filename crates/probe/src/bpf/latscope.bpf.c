@@ -42,6 +42,10 @@ const volatile __u64 min_lat = 0;
 const volatile __u32 fdtype_mask = 0;
 const volatile __u64 wake_bytes = 256 * 1024;
 
+/* Bumped by user space whenever the pid filter changes, so that verdicts cached per task are
+ * taken again (a process started behind a gate made syscalls before its pid was added). */
+volatile __u32 filter_gen = 1;
+
 /* Make the shared types part of the object's BTF so the skeleton exports them. */
 struct ls_event _ls_event_type = {};
 struct ls_sys_desc _ls_sys_desc_type = {};
@@ -67,6 +71,12 @@ struct ls_start {
 	__u32 dev;
 	__u32 nr;
 	__u8 fd_type;
+	/* The pid/comm filter's verdict for this task, valid while filter_gen and the task's
+	 * command name are what they were when it was taken: hashing the comm on every
+	 * syscall cost more than the rest of the entry program. */
+	__u8 wanted;
+	__u32 verdict_gen;
+	__u64 verdict_comm[2];
 };
 
 struct {
@@ -162,7 +172,7 @@ static __always_inline void stat_inc(__u32 idx)
 	stat_add(idx, 1);
 }
 
-/* An output that failed after submit_flags() counted it: count it as lost instead. */
+/* An output that failed after count_event() counted it: count it as lost instead. */
 static __always_inline void stat_lost_after_count(void)
 {
 	stat_add(LS_STAT_EVENTS, -1);
@@ -255,9 +265,11 @@ static __always_inline void fd_info(struct task_struct *task, __s64 fd, __u32 *d
 	struct fdtable *fdt = files->fdt;
 	if (!fdt || fd >= fdt->max_fds)
 		return;
-	struct file *fp = NULL;
-	bpf_probe_read_kernel(&fp, sizeof(fp), (void *)((__u64)fdt->fd + fd * sizeof(void *)));
-	struct file *f = bpf_rdonly_cast(fp, bpf_core_type_id_kernel(struct file));
+	/* The slot fdt->fd[fd], read as the first word of a struct callback_head: a direct
+	 * (fault-safe) load instead of a bpf_probe_read_kernel() call. */
+	struct callback_head *slot = bpf_rdonly_cast((void *)((__u64)fdt->fd + fd * sizeof(void *)),
+						     bpf_core_type_id_kernel(struct callback_head));
+	struct file *f = bpf_rdonly_cast(slot->next, bpf_core_type_id_kernel(struct file));
 	if (!f)
 		return;
 	struct inode *inode = f->f_inode;
@@ -288,19 +300,40 @@ static __always_inline void fd_info(struct task_struct *task, __s64 fd, __u32 *d
 	}
 }
 
-static __always_inline bool task_wanted(__u32 tgid)
+/* The command name as two words, read straight from task_struct (cheaper than the helper). */
+static __always_inline void task_comm(struct task_struct *task, __u64 out[2])
 {
-	if (tgid == self_tgid)
-		return false;
+	const __u64 *c = (const __u64 *)task->comm;
+	out[0] = c[0];
+	out[1] = c[1];
+}
+
+static __always_inline bool task_wanted_uncached(__u32 tgid, const __u64 comm[2])
+{
 	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
 		return false;
-	if (filter_comms) {
-		char comm[LS_COMM_LEN] = {};
-		bpf_get_current_comm(comm, sizeof(comm));
-		if (!bpf_map_lookup_elem(&comms, comm))
-			return false;
-	}
+	if (filter_comms && !bpf_map_lookup_elem(&comms, comm))
+		return false;
 	return true;
+}
+
+/* Whether the pid/comm filter keeps this task; the verdict is cached in its storage. */
+static __always_inline bool task_wanted(struct task_struct *task, struct ls_start *s)
+{
+	if (!filter_pids && !filter_comms)
+		return true;
+	__u32 gen = filter_gen;
+	__u64 comm[2] = {};
+	if (filter_comms)
+		task_comm(task, comm);
+	if (s->verdict_gen == gen && s->verdict_comm[0] == comm[0] && s->verdict_comm[1] == comm[1])
+		return s->wanted;
+	bool w = task_wanted_uncached(task->tgid, comm);
+	s->wanted = w;
+	s->verdict_comm[0] = comm[0];
+	s->verdict_comm[1] = comm[1];
+	s->verdict_gen = gen;
+	return w;
 }
 
 SEC("tp_btf/sys_enter")
@@ -312,11 +345,11 @@ int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
 	struct ls_sys_desc *d = bpf_map_lookup_elem(&sys_desc, &nr);
 	if (!d || !d->want)
 		return 0;
-	if (!task_wanted(bpf_get_current_pid_tgid() >> 32))
-		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->tgid == self_tgid)
+		return 0;
 	struct ls_start *s = bpf_task_storage_get(&starts, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!s)
+	if (!s || !task_wanted(task, s))
 		return 0;
 	s->nr = nr;
 	/* In-kernel histograms that need neither the fd nor the arguments: the entry time is all. */
@@ -350,19 +383,28 @@ static __always_inline __u64 arg_or(struct ls_start *s, __u8 idx, __u64 dflt)
 	return idx < 6 ? s->args[idx] : dflt;
 }
 
-static __always_inline void fill_common(struct ls_event *e)
+/* Who made the call, by direct loads from task_struct rather than four helper calls. */
+static __always_inline void fill_common(struct ls_event *e, struct task_struct *task)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->uid = (__u32)bpf_get_current_uid_gid();
-	e->cgroup = bpf_get_current_cgroup_id();
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	e->pid = task->tgid;
+	e->tid = task->pid;
+	e->uid = task->cred->uid.val;
+	e->cgroup = task->cgroups->dfl_cgrp->kn->id;
+	task_comm(task, (__u64 *)e->comm);
 }
 
-static __always_inline void submit_flags(__u64 *flags)
+/* Count an event written and say whether to wake the reader: only every 1024th event per CPU
+ * asks the ring buffer how full it is (the reader polls with a timeout anyway). */
+static __always_inline __u64 count_event(void)
 {
-	*flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	__u32 idx = LS_STAT_EVENTS;
+	__u64 *n = bpf_map_lookup_elem(&stats, &idx);
+	if (!n)
+		return BPF_RB_NO_WAKEUP;
+	*n += 1;
+	if (*n & 1023)
+		return BPF_RB_NO_WAKEUP;
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 /* Fill the syscall-specific part of an event from the saved entry. */
@@ -473,18 +515,15 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 
-	__u64 flags;
 	if (d->path >= 6 && d->path2 >= 6) {
 		struct ls_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e) {
 			stat_inc(LS_STAT_LOST);
 			return 0;
 		}
-		fill_common(e);
+		fill_common(e, task);
 		fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
-		submit_flags(&flags);
-		bpf_ringbuf_submit(e, flags);
-		stat_inc(LS_STAT_EVENTS);
+		bpf_ringbuf_submit(e, count_event());
 		return 0;
 	}
 
@@ -494,7 +533,7 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	if (!sc)
 		return 0;
 	struct ls_event *e = &sc->e;
-	fill_common(e);
+	fill_common(e, task);
 	fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 	long n1 = 0, n2 = 0;
 	if (d->path < 6) {
@@ -522,12 +561,8 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	__u64 size = sizeof(struct ls_event) + n1 + n2;
 	if (size > sizeof(struct ls_scratch))
 		return 0;
-	submit_flags(&flags);
-	if (bpf_ringbuf_output(&events, sc, size, flags)) {
-		stat_inc(LS_STAT_LOST);
-		return 0;
-	}
-	stat_inc(LS_STAT_EVENTS);
+	if (bpf_ringbuf_output(&events, sc, size, count_event()))
+		stat_lost_after_count();
 	return 0;
 }
 
@@ -656,10 +691,7 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	e->mode = 0;
 	e->path_len = 0;
 	e->path2_len = 0;
-	__u64 flags;
-	submit_flags(&flags);
-	bpf_ringbuf_submit(e, flags);
-	stat_inc(LS_STAT_EVENTS);
+	bpf_ringbuf_submit(e, count_event());
 done:
 	if (nr_bytes >= rq->__data_len)
 		bpf_map_delete_elem(&inflight, &key);
@@ -699,12 +731,8 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 	if (n > LS_PATH_MAX)
 		n = LS_PATH_MAX;
 	e->path_len = n;
-	__u64 flags;
-	submit_flags(&flags);
-	if (bpf_ringbuf_output(&events, sc, sizeof(struct ls_event) + n, flags))
-		stat_inc(LS_STAT_LOST);
-	else
-		stat_inc(LS_STAT_EVENTS);
+	if (bpf_ringbuf_output(&events, sc, sizeof(struct ls_event) + n, count_event()))
+		stat_lost_after_count();
 }
 
 SEC("tp_btf/sched_process_fork")
