@@ -6,10 +6,11 @@ CARGO ?= cargo
 OUT ?= out
 # Debian packages: clang/llvm compile the BPF programs; libelf/zlib/pkg-config build libbpf;
 # tmux drives the terminal UI in tests; e2fsprogs/xfsprogs make test file systems on loop devices;
-# chromium renders SVGs in tests; strace/bpftrace/bpfcc/linux-perf/fio/hyperfine are benchmark anchors.
+# chromium renders SVGs in tests; strace/bpftrace/libbpf-tools/linux-perf/fio/hyperfine are benchmark
+# anchors; bpftool/libbpf-dev build bench/floor (the cost floor of any syscall-latency tracer).
 APT_BUILD := clang llvm libelf-dev zlib1g-dev pkg-config make gcc
 APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip
-APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine
+APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev
 PIP_TEST := pyarrow duckdb
 
 .PHONY: all build deps deps-test deps-bench demo test bench fmt lint clean vmlinux
@@ -59,7 +60,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # Regenerate the committed vmlinux.h from this machine's kernel BTF.
-vmlinux:
+vmlinux: deps-bench
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > crates/probe/src/bpf/vmlinux.h
 
 clean:

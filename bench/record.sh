@@ -60,6 +60,43 @@ for r in "${results[@]}"; do
 	echo "| $name | $w | $aw | $c | $ac | $ratio |"
 done
 
+# In-kernel cost from the kernel's BPF statistics: steadier than the loop's times on a shared
+# machine. The floor rows are bench/floor: two empty programs, and the least a latency
+# histogram can do (entry time in task storage, exit time, one counter).
+echo
+echo "In-kernel cost per syscall by bpf_stats (run_time_ns / run_cnt), each tracer alone, same loop:"
+echo
+# shellcheck source=bench/bpfstats.sh
+source bench/bpfstats.sh
+LOOP_CMD="$WORK/readloop $N"
+costs=()
+costs+=("$(bpf_cost "latscope record -c readloop (every event to file)" "$LS" record -w "$WORK/t.lst" --quiet --no-block -c readloop)")
+costs+=("$(bpf_cost "latscope record (all processes, every event to file)" "$LS" record -w "$WORK/t.lst" --quiet --no-block)")
+costs+=("$(bpf_cost "latscope spectrogram (live, in-kernel histograms)" "$LS" spectrogram --plain -d 600s)")
+if [ -n "${SC:-}" ]; then
+	costs+=("$(bpf_cost "syscount -L" "$SC" -L)")
+fi
+if command -v bpftrace >/dev/null; then
+	costs+=("$(bpf_cost "bpftrace per-tid start + hist()" bpftrace -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @h = hist(nsecs - @s[tid]); delete(@s[tid]); }')")
+fi
+if FLOOR=$(bash bench/floor/build.sh "$WORK"); then
+	costs+=("$(bpf_cost "floor: two empty programs" "$FLOOR" 0)")
+	costs+=("$(bpf_cost "floor: minimal latency histogram" "$FLOOR" 1)")
+else
+	echo "(bench/floor skipped: it could not be built)"
+fi
+sc_total=""
+for r in "${costs[@]}"; do
+	[[ $r == syscount* ]] && sc_total=${r##*|}
+done
+echo "| programs | sys_enter ns | sys_exit ns | total ns | vs syscount -L |"
+echo "|---|---|---|---|---|"
+for r in "${costs[@]}"; do
+	IFS='|' read -r name en ex tot <<<"$r"
+	ratio=$(awk -v a="$tot" -v s="${sc_total:-0}" 'BEGIN{ if (s>0 && a+0==a) printf "%.2fx", a/s; else print "-" }')
+	echo "| $name | $en | $ex | $tot | $ratio |"
+done
+
 # Highest rate with no loss: pace the loop at increasing rates for 10 s each, record everything.
 echo
 echo "| target rate (events/s, 10 s) | events written | lost |"

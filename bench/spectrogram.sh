@@ -69,6 +69,11 @@ fi
 if command -v bpftrace >/dev/null; then
 	results+=("$(with "bpftrace per-tid start + hist()" bpftrace -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @h = hist(nsecs - @s[tid]); delete(@s[tid]); }')")
 fi
+# The floor (bench/floor): what any raw_syscalls latency tracer pays before doing anything.
+if FLOOR=$(bash bench/floor/build.sh "$WORK"); then
+	results+=("$(with "floor: two empty programs on sys_enter/sys_exit" "$FLOOR" 0)")
+	results+=("$(with "floor: minimal latency histogram (task storage, 2 clock reads, 1 counter)" "$FLOOR" 1)")
+fi
 sc_added=""
 for r in "${results[@]}"; do
 	name=${r%|*}

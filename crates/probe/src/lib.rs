@@ -166,8 +166,6 @@ pub struct ProbeStats {
     pub path_faults: u64,
     /// Block completions whose issue was not seen (in flight when tracing started).
     pub blk_unpaired: u64,
-    /// Events counted by in-kernel aggregation.
-    pub aggregated: u64,
 }
 
 /// Cumulative in-kernel histograms: `counts[group][bucket]`, summed over CPUs.
@@ -408,13 +406,13 @@ impl Probe {
 
     /// The in-kernel counters.
     pub fn stats(&self) -> ProbeStats {
-        let mut v = [0u64; 5];
+        let mut v = [0u64; 4];
         for (i, slot) in v.iter_mut().enumerate() {
             if let Ok(Some(per_cpu)) = self.skel.maps.stats.lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY) {
                 *slot = per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap_or([0; 8]))).sum();
             }
         }
-        ProbeStats { events: v[0], lost: v[1], path_faults: v[2], blk_unpaired: v[3], aggregated: v[4] }
+        ProbeStats { events: v[0], lost: v[1], path_faults: v[2], blk_unpaired: v[3] }
     }
 
     /// Records the decoder found malformed (never expected; reported with the stats).

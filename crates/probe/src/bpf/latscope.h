@@ -78,7 +78,6 @@ enum ls_stat {
 	LS_STAT_LOST,          /* events lost: ring buffer full */
 	LS_STAT_PATH_FAULT,    /* path arguments that could not be read */
 	LS_STAT_BLK_UNPAIRED,  /* block completions without a seen issue */
-	LS_STAT_AGG,           /* events counted by in-kernel aggregation */
 	LS_STAT_MAX,
 };
 
