@@ -216,6 +216,101 @@ touch("after")
     assert!(ev.iter().all(|e| e["comm"] == "lsrenamed"), "only the filtered name: {ev:?}");
 }
 
+/// TCP sockets are named by their addresses (`local->peer`): a connection made during the
+/// recording (connect/accept carry the addresses from the kernel) and one open before it started
+/// (named from /proc/net/tcp in the start snapshot); `top --by client` groups by the peer host.
+#[test]
+fn record_names_sockets_by_address() {
+    if !require_bpf("record_names_sockets_by_address") || !require_tool("record_names_sockets", "python3") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("s.lst");
+    let (ready, go) = (tmp.path().join("ready"), tmp.path().join("go"));
+    let script = format!(
+        r#"
+import os, socket, threading, time
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(8)
+port = srv.getsockname()[1]
+old_c = socket.create_connection(("127.0.0.1", port)); old_s, _ = srv.accept()
+open("{ready}", "w").write(str(port))
+while not os.path.exists("{go}"): time.sleep(0.02)
+for i in range(5):
+    old_c.sendall(b"o" * 7); old_s.recv(7)
+def serve():
+    c, _ = srv.accept()
+    for i in range(5): c.sendall(c.recv(9))
+    c.close()
+t = threading.Thread(target=serve); t.start()
+new_c = socket.create_connection(("127.0.0.1", port))
+for i in range(5):
+    new_c.sendall(b"n" * 9); new_c.recv(9)
+t.join()
+print(old_c.getsockname()[1], new_c.getsockname()[1])
+"#,
+        ready = ready.display(),
+        go = go.display()
+    );
+    let py = Command::new("python3").arg("-c").arg(&script).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    for _ in 0..200 {
+        if ready.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let port: u16 = std::fs::read_to_string(&ready).unwrap().trim().parse().unwrap();
+    let rec = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--no-block", "--duration", "60", "-p", &py.id().to_string()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if trace.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    std::fs::write(&go, "").unwrap();
+    let out = py.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let ports: Vec<u16> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(|p| p.parse().unwrap()).collect();
+    let (old_port, new_port) = (ports[0], ports[1]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let o = rec.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let f = trace.to_str().unwrap();
+    let ev = json_lines(&latscope_ok(&["events", "-r", f, "--json", "fd.type = ipv4"]));
+    let named = |ty: &str, path: &str| ev.iter().filter(|e| e["type"] == ty && e["path"] == path).count();
+    let (srv, old, new) =
+        (format!("127.0.0.1:{port}"), format!("127.0.0.1:{old_port}"), format!("127.0.0.1:{new_port}"));
+    // Open before the recording: named from the snapshot, on both ends.
+    assert_eq!(named("sendto", &format!("{old}->{srv}")), 5, "old client end: {ev:?}");
+    assert_eq!(named("recvfrom", &format!("{srv}->{old}")), 5, "old server end");
+    // Made during the recording: connect and accept name it from the kernel's addresses.
+    assert_eq!(named("connect", &format!("{new}->{srv}")), 1, "connect: {ev:?}");
+    assert!(
+        ev.iter()
+            .any(|e| e["type"].as_str().unwrap_or("").starts_with("accept")
+                && e["path"] == format!("{srv}->{new}").as_str()),
+        "accept"
+    );
+    assert_eq!(named("recvfrom", &format!("{srv}->{new}")), 5, "new server end");
+    assert_eq!(named("sendto", &format!("{new}->{srv}")), 5, "new client end");
+    // The server's view by client: the peer host.
+    let top = latscope_ok(&["top", "-r", f, "--by", "client", "--json", &format!("fd.name startswith \"{srv}->\"")]);
+    let v: Value = serde_json::from_str(&top).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{top}");
+    assert_eq!(rows[0]["name"], "127.0.0.1", "{top}");
+}
+
 #[test]
 fn record_refuses_without_root_with_one_clear_line() {
     if !require_bpf("record_refuses_without_root_with_one_clear_line") || !require_tool("record_refuses", "setpriv") {

@@ -149,3 +149,28 @@ mod tests {
         assert_eq!(FdType::from_proc_link("/tmp/a", false), FdType::File);
     }
 }
+
+/// A socket address as latscope names it in fd names: `10.0.0.1:80`, `[2001:db8::1]:443`;
+/// IPv4-mapped IPv6 addresses (`::ffff:10.0.0.1`, dual-stack sockets) are shown as IPv4.
+pub fn sock_addr(ip: std::net::IpAddr, port: u16) -> String {
+    match ip {
+        std::net::IpAddr::V4(a) => format!("{a}:{port}"),
+        std::net::IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => format!("{v4}:{port}"),
+            None => format!("[{a}]:{port}"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod sock_addr_tests {
+    use super::sock_addr;
+
+    #[test]
+    fn formats() {
+        assert_eq!(sock_addr("10.0.0.1".parse().unwrap(), 80), "10.0.0.1:80");
+        assert_eq!(sock_addr("2001:db8::1".parse().unwrap(), 443), "[2001:db8::1]:443");
+        assert_eq!(sock_addr("::ffff:10.0.0.2".parse().unwrap(), 5), "10.0.0.2:5");
+        assert_eq!(sock_addr("::1".parse().unwrap(), 8080), "[::1]:8080");
+    }
+}

@@ -104,6 +104,9 @@ impl SysDesc {
     pub const CLOSE: u16 = 256;
     /// `addr` is a second fd (dup2 target, sendfile/splice/copy_file_range input).
     pub const ADDR_FD: u16 = 512;
+    /// Connects a socket (connect, accept, accept4): the event carries the socket's addresses
+    /// (`struct ls_sock_tuple`) where other calls carry a path, and names the fd `local->peer`.
+    pub const SOCK: u16 = 1024;
 
     const EMPTY: SysDesc = SysDesc {
         fd: NONE,
@@ -188,8 +191,9 @@ fn describe(name: &str) -> SysDesc {
         }
         "socket" => SysDesc { bits: FD, class: Net, ..e },
         "socketpair" | "pipe" | "pipe2" => SysDesc { class: Net, ..e },
-        "accept" | "accept4" => SysDesc { fd: 0, flags: 3, bits: FD, class: Net, ..e },
-        "connect" | "bind" | "listen" | "shutdown" | "getsockname" | "getpeername" | "setsockopt" | "getsockopt" => {
+        "accept" | "accept4" => SysDesc { fd: 0, flags: 3, bits: FD | SysDesc::SOCK, class: Net, ..e },
+        "connect" => SysDesc { fd: 0, bits: SysDesc::SOCK, class: Net, ..e },
+        "bind" | "listen" | "shutdown" | "getsockname" | "getpeername" | "setsockopt" | "getsockopt" => {
             SysDesc { fd: 0, class: Net, ..e }
         }
         "dup" => SysDesc { fd: 0, bits: FD, class: FileMeta, ..e },

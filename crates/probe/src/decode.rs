@@ -5,7 +5,7 @@
 //! from opens and from the start snapshot, (pid, fd) -> path for the rest, and
 //! each process's working directory for relative paths.
 
-use crate::skel::types::ls_event;
+use crate::skel::types::{ls_event, ls_sock_tuple};
 use latscope_event::syscalls::{desc, SysDesc, NONE};
 use latscope_event::{Event, EventBatch, EventKind, FdType, ProcOp, TraceHeader};
 use rustc_hash::FxHashMap;
@@ -41,11 +41,14 @@ impl Decoder {
         }
         for f in &header.fds {
             let path: Arc<str> = Arc::from(f.path.as_str());
+            let t = FdType::from_u8(f.fd_type);
+            let named_socket = matches!(t, FdType::Ipv4 | FdType::Ipv6) && !f.path.starts_with("socket:");
             if f.ino != 0
-                && matches!(
-                    FdType::from_u8(f.fd_type),
-                    FdType::File | FdType::Directory | FdType::Chardev | FdType::Blockdev | FdType::Memfd
-                )
+                && (named_socket
+                    || matches!(
+                        t,
+                        FdType::File | FdType::Directory | FdType::Chardev | FdType::Blockdev | FdType::Memfd
+                    ))
             {
                 d.by_inode.insert((f.dev, f.ino), path.clone());
             }
@@ -95,7 +98,11 @@ impl Decoder {
     fn fd_path(&self, pid: u32, fd: i32, t: FdType, dev: u32, ino: u64) -> Option<String> {
         match t {
             FdType::Ipv4 | FdType::Ipv6 | FdType::Unix | FdType::Netlink | FdType::Socket => {
-                return Some(format!("socket:[{ino}]"))
+                // Named by connect/accept or the start snapshot (`local->peer`), else by inode.
+                if let Some(p) = self.by_inode.get(&(dev, ino)) {
+                    return Some(p.to_string());
+                }
+                return Some(format!("socket:[{ino}]"));
             }
             FdType::Pipe if ino != 0 => {
                 if let Some(p) = self.by_inode.get(&(dev, ino)) {
@@ -131,7 +138,8 @@ impl Decoder {
             self.malformed += 1;
             return;
         }
-        let p1 = cstr(&data[RECORD_SIZE..RECORD_SIZE + l1]);
+        let raw1 = &data[RECORD_SIZE..RECORD_SIZE + l1];
+        let p1 = cstr(raw1);
         let p2 = cstr(&data[RECORD_SIZE + l1..RECORD_SIZE + l1 + l2]);
         let comm_bytes: Vec<u8> = r.comm.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
 
@@ -162,7 +170,7 @@ impl Decoder {
         e.path2.clear();
 
         match EventKind::from_u8(r.kind) {
-            Some(EventKind::Syscall) => self.syscall(&mut e, &p1, &p2),
+            Some(EventKind::Syscall) => self.syscall(&mut e, &p1, &p2, raw1),
             Some(EventKind::Proc) => self.proc(&mut e, &p1),
             _ => {}
         }
@@ -170,11 +178,27 @@ impl Decoder {
         self.scratch = e;
     }
 
-    fn syscall(&mut self, e: &mut Event, p1: &str, p2: &str) {
+    fn syscall(&mut self, e: &mut Event, p1: &str, p2: &str, raw1: &[u8]) {
         let d: &SysDesc = desc(e.nr);
         let ok = e.ret >= 0;
         let t = FdType::from_u8(e.fd_type);
-        if d.path != NONE {
+        if d.has(SysDesc::SOCK) {
+            if let Some(name) = sock_name(raw1) {
+                // connect names the fd it was given, accept the one it returns (by inode too,
+                // so that dup'ed and inherited fds of the same socket get the name).
+                let fd = if d.has(SysDesc::RET_FD) { e.ret as i32 } else { e.fd };
+                let name: Arc<str> = Arc::from(name.as_str());
+                self.by_inode.insert((e.dev, e.ino), name.clone());
+                self.by_fd.insert((e.pid, fd), name.clone());
+                e.path = name.to_string();
+                if d.has(SysDesc::RET_FD) {
+                    return;
+                }
+            }
+        }
+        if !e.path.is_empty() {
+            // named above (a socket's addresses)
+        } else if d.path != NONE {
             let dirfd = if d.dirfd != NONE { e.dirfd } else { AT_FDCWD };
             e.path = self.resolve(e.pid, dirfd, p1);
         } else if e.fd >= 0 {
@@ -261,6 +285,34 @@ impl Decoder {
             None => {}
         }
     }
+}
+
+/// `local->peer` (or `local` alone when there is no peer) from a `struct ls_sock_tuple`.
+fn sock_name(raw: &[u8]) -> Option<String> {
+    if raw.len() != std::mem::size_of::<ls_sock_tuple>() {
+        return None;
+    }
+    // SAFETY: length checked; plain old data, no alignment promise from the ring buffer.
+    let t: ls_sock_tuple = unsafe { std::ptr::read_unaligned(raw.as_ptr() as *const ls_sock_tuple) };
+    let v6 = match t.family as i32 {
+        libc::AF_INET => false,
+        libc::AF_INET6 => true,
+        _ => return None,
+    };
+    let addr = |a: [u8; 16]| -> std::net::IpAddr {
+        if v6 {
+            std::net::IpAddr::V6(std::net::Ipv6Addr::from(a))
+        } else {
+            std::net::IpAddr::V4(std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]))
+        }
+    };
+    let local = latscope_event::sock_addr(addr(t.laddr), t.lport);
+    let peer = addr(t.raddr);
+    Some(if t.rport == 0 && peer.is_unspecified() {
+        local
+    } else {
+        format!("{local}->{}", latscope_event::sock_addr(peer, t.rport))
+    })
 }
 
 fn cstr(b: &[u8]) -> String {

@@ -165,8 +165,8 @@ pub fn pids() -> Vec<u32> {
     v
 }
 
-/// Open file descriptors of one process.
-pub fn fds_of(pid: u32) -> Vec<FdInfo> {
+/// Open file descriptors of one process; sockets are looked up in `sockets` (see [`sockets`]).
+pub fn fds_of(pid: u32, sockets: &Sockets) -> Vec<FdInfo> {
     let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
     dir.flatten()
         .filter_map(|e| {
@@ -176,38 +176,72 @@ pub fn fds_of(pid: u32) -> Vec<FdInfo> {
             let is_dir = md.as_ref().map(|m| m.is_dir()).unwrap_or(false);
             let (dev, ino) = md.as_ref().map(|m| (kdev(m.dev()), m.ino())).unwrap_or((0, 0));
             let mut t = FdType::from_proc_link(&link, is_dir);
+            let mut path = link;
             if t == FdType::Socket {
-                t = socket_family(ino).unwrap_or(FdType::Socket);
+                if let Some((family, name)) = sockets.get(&ino) {
+                    t = *family;
+                    if let Some(n) = name {
+                        path = n.clone(); // `local->peer`, as connect/accept events name sockets
+                    }
+                }
             }
-            Some(FdInfo { pid, fd, path: link, fd_type: t as u8, dev, ino })
+            Some(FdInfo { pid, fd, path, fd_type: t as u8, dev, ino })
         })
         .collect()
 }
 
-/// Socket family by inode, from /proc/net tables (read once per call; used only for the start snapshot).
-fn socket_family(ino: u64) -> Option<FdType> {
-    static TABLES: std::sync::OnceLock<BTreeMap<u64, FdType>> = std::sync::OnceLock::new();
-    let t = TABLES.get_or_init(|| {
-        let mut m = BTreeMap::new();
-        for (file, t, col) in [
-            ("/proc/net/tcp", FdType::Ipv4, 9),
-            ("/proc/net/udp", FdType::Ipv4, 9),
-            ("/proc/net/tcp6", FdType::Ipv6, 9),
-            ("/proc/net/udp6", FdType::Ipv6, 9),
-            ("/proc/net/unix", FdType::Unix, 6),
-            ("/proc/net/netlink", FdType::Netlink, 9),
-        ] {
-            if let Ok(s) = fs::read_to_string(file) {
-                for l in s.lines().skip(1) {
-                    if let Some(i) = l.split_whitespace().nth(col).and_then(|x| x.parse::<u64>().ok()) {
-                        m.insert(i, t);
-                    }
+/// Socket inode -> family and, for TCP/UDP, the `local->peer` name.
+pub type Sockets = BTreeMap<u64, (FdType, Option<String>)>;
+
+/// The sockets of the /proc/net tables, read now.
+pub fn sockets() -> Sockets {
+    let mut m = BTreeMap::new();
+    for (file, t, col) in [
+        ("/proc/net/tcp", FdType::Ipv4, 9),
+        ("/proc/net/udp", FdType::Ipv4, 9),
+        ("/proc/net/tcp6", FdType::Ipv6, 9),
+        ("/proc/net/udp6", FdType::Ipv6, 9),
+        ("/proc/net/unix", FdType::Unix, 6),
+        ("/proc/net/netlink", FdType::Netlink, 9),
+    ] {
+        if let Ok(s) = fs::read_to_string(file) {
+            for l in s.lines().skip(1) {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                if let Some(i) = f.get(col).and_then(|x| x.parse::<u64>().ok()) {
+                    let name = match t {
+                        FdType::Ipv4 | FdType::Ipv6 => proc_net_name(f.get(1).copied(), f.get(2).copied()),
+                        _ => None,
+                    };
+                    m.insert(i, (t, name));
                 }
             }
         }
-        m
-    });
-    t.get(&ino).copied()
+    }
+    m
+}
+
+/// `local->peer` (or `local` for a listening or unconnected socket) from the address columns of
+/// /proc/net/tcp*, udp*: `0100007F:1F90` (IPv4) or 32 hex digits (IPv6), each 32-bit word in
+/// the kernel's byte order, then the port.
+fn proc_net_name(local: Option<&str>, remote: Option<&str>) -> Option<String> {
+    fn parse(s: &str) -> Option<(std::net::IpAddr, u16)> {
+        let (a, p) = s.split_once(':')?;
+        let port = u16::from_str_radix(p, 16).ok()?;
+        let mut bytes = Vec::with_capacity(16);
+        for i in (0..a.len()).step_by(8) {
+            bytes.extend_from_slice(&u32::from_str_radix(a.get(i..i + 8)?, 16).ok()?.to_ne_bytes());
+        }
+        let ip = match bytes.len() {
+            4 => std::net::IpAddr::from(<[u8; 4]>::try_from(bytes).ok()?),
+            16 => std::net::IpAddr::from(<[u8; 16]>::try_from(bytes).ok()?),
+            _ => return None,
+        };
+        Some((ip, port))
+    }
+    let (lip, lport) = parse(local?)?;
+    let (rip, rport) = parse(remote?)?;
+    let l = latscope_event::sock_addr(lip, lport);
+    Some(if rport == 0 && rip.is_unspecified() { l } else { format!("{l}->{}", latscope_event::sock_addr(rip, rport)) })
 }
 
 /// User names by uid from /etc/passwd.
@@ -231,7 +265,8 @@ pub fn take(command_line: Vec<String>, syscalls: &str, block: bool, filter: Opti
     let boot_time_ns = (clock_ns(libc::CLOCK_REALTIME)).saturating_sub(boottime);
     let pids = pids();
     let processes: Vec<ProcessInfo> = pids.iter().filter_map(|&p| process(p)).collect();
-    let fds: Vec<FdInfo> = pids.iter().flat_map(|&p| fds_of(p)).collect();
+    let socks = sockets();
+    let fds: Vec<FdInfo> = pids.iter().flat_map(|&p| fds_of(p, &socks)).collect();
     TraceHeader {
         format_version: TRACE_FORMAT_VERSION,
         latscope_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -271,6 +306,39 @@ mod tests {
         let wall = h.wall_ns(monotonic_ns());
         let now = clock_ns(libc::CLOCK_REALTIME) as i64;
         assert!((wall - now).abs() < 60_000_000_000);
+    }
+
+    #[test]
+    fn proc_net_addresses() {
+        // /proc/net/tcp prints each 32-bit word of the address in the kernel's byte order.
+        let lo = format!("{:08X}", u32::from_ne_bytes([127, 0, 0, 1]));
+        assert_eq!(
+            proc_net_name(Some(&format!("{lo}:1F90")), Some(&format!("{lo}:D431"))).as_deref(),
+            Some("127.0.0.1:8080->127.0.0.1:54321")
+        );
+        assert_eq!(proc_net_name(Some("00000000:0016"), Some("00000000:0000")).as_deref(), Some("0.0.0.0:22"));
+        let one = format!("{:08X}", u32::from_ne_bytes([0, 0, 0, 1]));
+        let v6_lo = format!("000000000000000000000000{one}");
+        assert_eq!(
+            proc_net_name(Some(&format!("{v6_lo}:0050")), Some(&format!("{}:0000", "0".repeat(32)))).as_deref(),
+            Some("[::1]:80")
+        );
+        assert_eq!(proc_net_name(Some("zz:1"), Some("00000000:0000")), None);
+    }
+
+    /// A TCP connection open before the snapshot is named by its addresses on both ends.
+    #[test]
+    fn snapshot_names_open_tcp_connections() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (a, _) = l.accept().unwrap();
+        use std::os::fd::AsRawFd;
+        let fds = fds_of(std::process::id(), &sockets());
+        let name = |fd: i32| fds.iter().find(|f| f.fd == fd).map(|f| f.path.clone()).unwrap();
+        let (lp, cp) = (l.local_addr().unwrap().port(), c.local_addr().unwrap().port());
+        assert_eq!(name(l.as_raw_fd()), format!("127.0.0.1:{lp}"));
+        assert_eq!(name(c.as_raw_fd()), format!("127.0.0.1:{cp}->127.0.0.1:{lp}"));
+        assert_eq!(name(a.as_raw_fd()), format!("127.0.0.1:{lp}->127.0.0.1:{cp}"));
     }
 
     #[test]

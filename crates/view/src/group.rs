@@ -255,11 +255,16 @@ impl Grouper {
     }
 }
 
-/// The peer of a connection name `local->peer` (sysdig's form), if the name has one.
+/// The peer host of a connection name `local->peer` (`10.0.0.2:5555` -> `10.0.0.2`,
+/// `[::1]:80` -> `[::1]`), if the name has one: clients are hosts, their ports are ephemeral.
 pub fn peer_of(name: &str) -> Option<&str> {
     let (_, peer) = name.split_once("->")?;
     let peer = peer.trim();
-    (!peer.is_empty()).then_some(peer)
+    let host = match peer.rsplit_once(':') {
+        Some((h, port)) if !port.is_empty() && port.bytes().all(|c| c.is_ascii_digit()) && !h.is_empty() => h,
+        _ => peer,
+    };
+    (!host.is_empty()).then_some(host)
 }
 
 /// `/a/b` for `/a/b/c`, `/` for `/c`, `.` for a relative name without a slash.
@@ -348,7 +353,9 @@ mod tests {
         assert_eq!(names(GroupBy::File), ["/etc/hosts", "<pipe>", "<block device>", "10.0.0.1:80->10.0.0.2:5555"]);
         assert_eq!(names(GroupBy::Dir)[0], "/etc");
         assert_eq!(names(GroupBy::Disk)[2], "vda");
-        assert_eq!(names(GroupBy::Client), ["cat[7]", "cat[8]", "kworker[0]", "10.0.0.2:5555"]);
+        assert_eq!(names(GroupBy::Client), ["cat[7]", "cat[8]", "kworker[0]", "10.0.0.2"]);
+        assert_eq!(peer_of("[::1]:80->[::1]:41000"), Some("[::1]"));
+        assert_eq!(peer_of("/run/x.sock"), None);
         assert_eq!(names(GroupBy::All), ["all", "all", "all", "all"]);
         assert!(GroupBy::parse("bogus").is_err());
         assert_eq!(dir_of("/x"), "/");

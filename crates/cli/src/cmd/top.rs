@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 ///
 /// From a trace with -r; live without it (root), refreshing every interval. Groups: proc (process
 /// name), pid, syscall, op (syscall name or blk:read ...), file, dir, disk, and client: the peer
-/// of a socket fd where the trace knows the connection (an fd name 'local->peer'), else the
-/// process (name[pid]) — latscope does not record socket addresses yet, so today that is the process.
+/// host of a TCP/UDP socket (named 'local->peer' from connect/accept or from /proc/net at the
+/// start of the recording), else the process (name[pid]).
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope top -r trace.lst --by proc
@@ -46,8 +46,8 @@ pub struct Args {
     /// Input format of -r.
     #[arg(long, value_enum, default_value = "trace")]
     pub input: InputFormat,
-    /// Group by: proc, pid, syscall, op, file, dir, disk, client (the peer of a socket fd where the
-    /// trace knows it, else the process: today always the process).
+    /// Group by: proc, pid, syscall, op, file, dir, disk, client (the peer host of an IPv4/IPv6
+    /// socket, else the process).
     #[arg(long, default_value = "proc", value_parser = GroupBy::parse)]
     pub by: GroupBy,
     /// Sort by: count, rate, total, avg, p50, p99, max, bytes, errors, name.

@@ -11,6 +11,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_core_read.h>
 #include "latscope.h"
 
@@ -49,6 +50,7 @@ volatile __u32 filter_gen = 1;
 /* Make the shared types part of the object's BTF so the skeleton exports them. */
 struct ls_event _ls_event_type = {};
 struct ls_sys_desc _ls_sys_desc_type = {};
+struct ls_sock_tuple _ls_sock_tuple_type = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -253,22 +255,59 @@ static __always_inline __u8 anon_type(struct file *f)
 	return LS_FD_ANON;
 }
 
+/* The struct file behind fd in task's table, or NULL. */
+static __always_inline struct file *file_of(struct task_struct *task, __s64 fd)
+{
+	struct files_struct *files = task->files;
+	if (!files || fd < 0)
+		return NULL;
+	struct fdtable *fdt = files->fdt;
+	if (!fdt || fd >= fdt->max_fds)
+		return NULL;
+	/* The slot fdt->fd[fd], read as the first word of a struct callback_head: a direct
+	 * (fault-safe) load instead of a bpf_probe_read_kernel() call. */
+	struct callback_head *slot = bpf_rdonly_cast((void *)((__u64)fdt->fd + fd * sizeof(void *)),
+						     bpf_core_type_id_kernel(struct callback_head));
+	return bpf_rdonly_cast(slot->next, bpf_core_type_id_kernel(struct file));
+}
+
+/* The addresses of the inet socket behind fd (connect/accept): size written, or 0. */
+static __always_inline long sock_tuple(struct task_struct *task, __s64 fd, struct ls_sock_tuple *t)
+{
+	struct file *f = file_of(task, fd);
+	if (!f)
+		return 0;
+	struct socket *sock = bpf_rdonly_cast(f->private_data, bpf_core_type_id_kernel(struct socket));
+	if (!sock)
+		return 0;
+	struct sock *sk = bpf_rdonly_cast(sock->sk, bpf_core_type_id_kernel(struct sock));
+	if (!sk)
+		return 0;
+	__u16 family = sk->__sk_common.skc_family;
+	t->family = family;
+	t->lport = sk->__sk_common.skc_num;
+	t->rport = bpf_ntohs(sk->__sk_common.skc_dport);
+	t->pad = 0;
+	if (family == AF_INET) {
+		__builtin_memset(t->laddr, 0, sizeof(t->laddr));
+		__builtin_memset(t->raddr, 0, sizeof(t->raddr));
+		*(__u32 *)t->laddr = sk->__sk_common.skc_rcv_saddr;
+		*(__u32 *)t->raddr = sk->__sk_common.skc_daddr;
+	} else if (family == AF_INET6) {
+		__builtin_memcpy(t->laddr, &sk->__sk_common.skc_v6_rcv_saddr, 16);
+		__builtin_memcpy(t->raddr, &sk->__sk_common.skc_v6_daddr, 16);
+	} else {
+		return 0;
+	}
+	return sizeof(*t);
+}
+
 /* Look up fd in the current task's table: device, inode, type, file position. */
 static __always_inline void fd_info(struct task_struct *task, __s64 fd, __u32 *dev, __u64 *ino, __u8 *type,
 				    __s64 *pos)
 {
 	*dev = 0; *ino = 0; *type = LS_FD_UNKNOWN; *pos = -1;
-	struct files_struct *files = task->files;
-	if (!files || fd < 0)
-		return;
-	struct fdtable *fdt = files->fdt;
-	if (!fdt || fd >= fdt->max_fds)
-		return;
-	/* The slot fdt->fd[fd], read as the first word of a struct callback_head: a direct
-	 * (fault-safe) load instead of a bpf_probe_read_kernel() call. */
-	struct callback_head *slot = bpf_rdonly_cast((void *)((__u64)fdt->fd + fd * sizeof(void *)),
-						     bpf_core_type_id_kernel(struct callback_head));
-	struct file *f = bpf_rdonly_cast(slot->next, bpf_core_type_id_kernel(struct file));
+	struct file *f = file_of(task, fd);
 	if (!f)
 		return;
 	struct inode *inode = f->f_inode;
@@ -514,7 +553,7 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 
-	if (d->path >= 6 && d->path2 >= 6) {
+	if (d->path >= 6 && d->path2 >= 6 && !(d->bits & LS_SOCK)) {
 		struct ls_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e) {
 			stat_inc(LS_STAT_LOST);
@@ -543,6 +582,12 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 				stat_inc(LS_STAT_PATH_FAULT);
 			n1 = 0;
 		}
+	}
+	if ((d->bits & LS_SOCK) && (ret >= 0 || ret == -115 /* EINPROGRESS */) &&
+	    (fd_type == LS_FD_IPV4 || fd_type == LS_FD_IPV6)) {
+		/* connect names the socket it was given, accept the one it returns. */
+		__s64 sfd = (d->bits & LS_RET_FD) ? ret : (__s64)(int)arg_or(s, d->fd, (__u64)-1);
+		n1 = sock_tuple(task, sfd, (struct ls_sock_tuple *)sc->paths);
 	}
 	if (n1 > LS_PATH_MAX)
 		n1 = LS_PATH_MAX;

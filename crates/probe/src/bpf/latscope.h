@@ -21,6 +21,7 @@ enum ls_proc_op { LS_FORK = 0, LS_EXEC = 1, LS_EXIT = 2 };
 enum ls_desc_bits {
 	LS_IO = 1, LS_READ = 2, LS_WRITE = 4, LS_RET_FD = 8, LS_IOV = 16,
 	LS_OPENAT2 = 32, LS_OFF_PTR = 64, LS_FILE_POS = 128, LS_CLOSE = 256, LS_ADDR_FD = 512,
+	LS_SOCK = 1024,
 };
 
 /* fd types (mirrors FdType in crates/event). */
@@ -70,6 +71,17 @@ struct ls_event {
 	__u8 fd_type;  /* enum ls_fd_type */
 	__u16 path_len, path2_len;
 	char comm[LS_COMM_LEN];
+};
+
+/*
+ * The addresses of a socket, carried as the path payload of connect/accept events (LS_SOCK):
+ * ports in host byte order, addresses as in the kernel (network order; IPv4 in the first 4 bytes).
+ */
+struct ls_sock_tuple {
+	__u16 family;  /* AF_INET or AF_INET6 */
+	__u16 lport, rport;
+	__u16 pad;
+	__u8 laddr[16], raddr[16];
 };
 
 /* Indexes of the per-CPU counters in the `stats` map. */
