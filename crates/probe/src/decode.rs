@@ -9,6 +9,7 @@ use crate::skel::types::{ls_event, ls_sock_tuple};
 use latscope_event::syscalls::{desc, SysDesc, NONE};
 use latscope_event::{Event, EventBatch, EventKind, FdType, ProcOp, TraceHeader};
 use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 const AT_FDCWD: i32 = -100;
@@ -95,34 +96,31 @@ impl Decoder {
         }
     }
 
-    fn fd_path(&self, pid: u32, fd: i32, t: FdType, dev: u32, ino: u64) -> Option<String> {
+    /// The name of an fd (borrowed from the maps where it is known: no allocation per event).
+    fn fd_path(&self, pid: u32, fd: i32, t: FdType, dev: u32, ino: u64) -> Option<Cow<'_, str>> {
+        let known = |k| self.by_inode.get(k).map(|p: &Arc<str>| Cow::Borrowed(&**p));
         match t {
+            // Named by connect/accept or the start snapshot (`local->peer`), else by inode.
             FdType::Ipv4 | FdType::Ipv6 | FdType::Unix | FdType::Netlink | FdType::Socket => {
-                // Named by connect/accept or the start snapshot (`local->peer`), else by inode.
-                if let Some(p) = self.by_inode.get(&(dev, ino)) {
-                    return Some(p.to_string());
-                }
-                return Some(format!("socket:[{ino}]"));
+                return known(&(dev, ino)).or_else(|| Some(Cow::Owned(format!("socket:[{ino}]"))))
             }
+            // a named FIFO, else an anonymous pipe
             FdType::Pipe if ino != 0 => {
-                if let Some(p) = self.by_inode.get(&(dev, ino)) {
-                    return Some(p.to_string()); // a named FIFO
-                }
-                return Some(format!("pipe:[{ino}]"));
+                return known(&(dev, ino)).or_else(|| Some(Cow::Owned(format!("pipe:[{ino}]"))))
             }
-            FdType::Event => return Some("anon_inode:[eventfd]".into()),
-            FdType::Eventpoll => return Some("anon_inode:[eventpoll]".into()),
-            FdType::Signalfd => return Some("anon_inode:[signalfd]".into()),
-            FdType::Timerfd => return Some("anon_inode:[timerfd]".into()),
-            FdType::Inotify => return Some("anon_inode:inotify".into()),
+            FdType::Event => return Some(Cow::Borrowed("anon_inode:[eventfd]")),
+            FdType::Eventpoll => return Some(Cow::Borrowed("anon_inode:[eventpoll]")),
+            FdType::Signalfd => return Some(Cow::Borrowed("anon_inode:[signalfd]")),
+            FdType::Timerfd => return Some(Cow::Borrowed("anon_inode:[timerfd]")),
+            FdType::Inotify => return Some(Cow::Borrowed("anon_inode:inotify")),
             _ => {}
         }
         if ino != 0 {
-            if let Some(p) = self.by_inode.get(&(dev, ino)) {
-                return Some(p.to_string());
+            if let Some(p) = known(&(dev, ino)) {
+                return Some(p);
             }
         }
-        self.by_fd.get(&(pid, fd)).map(|p| p.to_string())
+        self.by_fd.get(&(pid, fd)).map(|p| Cow::Borrowed(&**p))
     }
 
     /// Decode one ring-buffer record and append it to the batch.
@@ -141,7 +139,6 @@ impl Decoder {
         let raw1 = &data[RECORD_SIZE..RECORD_SIZE + l1];
         let p1 = cstr(raw1);
         let p2 = cstr(&data[RECORD_SIZE + l1..RECORD_SIZE + l1 + l2]);
-        let comm_bytes: Vec<u8> = r.comm.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
 
         let mut e = std::mem::take(&mut self.scratch);
         e.kind = r.kind;
@@ -165,7 +162,8 @@ impl Decoder {
         e.cgroup = r.cgroup;
         e.qtime = r.qtime;
         e.comm.clear();
-        e.comm.push_str(&String::from_utf8_lossy(&comm_bytes));
+        let comm = r.comm.map(|c| c as u8);
+        e.comm.push_str(&cstr(&comm));
         e.path.clear();
         e.path2.clear();
 
@@ -203,7 +201,7 @@ impl Decoder {
             e.path = self.resolve(e.pid, dirfd, p1);
         } else if e.fd >= 0 {
             if let Some(p) = self.fd_path(e.pid, e.fd, t, e.dev, e.ino) {
-                e.path = p;
+                e.path.push_str(&p);
             }
         }
         if d.path2 != NONE {
@@ -221,12 +219,12 @@ impl Decoder {
             } else if d.fd != NONE {
                 // dup, accept: the new fd names what the old one does
                 if e.path.is_empty() {
-                    self.fd_path(e.pid, e.fd, t, e.dev, e.ino).map(|p| Arc::from(p.as_str()))
+                    self.fd_path(e.pid, e.fd, t, e.dev, e.ino).map(|p| Arc::from(&*p))
                 } else {
                     Some(Arc::from(e.path.as_str()))
                 }
             } else {
-                self.fd_path(e.pid, newfd, t, e.dev, e.ino).map(|p| Arc::from(p.as_str()))
+                self.fd_path(e.pid, newfd, t, e.dev, e.ino).map(|p| Arc::from(&*p))
             };
             if let Some(p) = path {
                 if e.ino != 0
@@ -315,9 +313,9 @@ fn sock_name(raw: &[u8]) -> Option<String> {
     })
 }
 
-fn cstr(b: &[u8]) -> String {
+fn cstr(b: &[u8]) -> Cow<'_, str> {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
+    String::from_utf8_lossy(&b[..end])
 }
 
 /// Join a relative path onto a directory, dropping `.` components and folding `..` lexically.

@@ -381,11 +381,26 @@ impl Probe {
 
     /// Wait up to `timeout` for events and return what was decoded (possibly nothing).
     pub fn poll(&mut self, timeout: Duration) -> Result<EventBatch, ProbeError> {
+        self.poll_raw(timeout)?;
+        Ok(self.decoder.borrow_mut().take())
+    }
+
+    /// Like [`Probe::poll`], but appends the events to `out`: a recorder decodes straight into
+    /// the block it is filling, with no intermediate batch to allocate, grow and copy.
+    pub fn poll_into(&mut self, out: &mut EventBatch, timeout: Duration) -> Result<(), ProbeError> {
+        std::mem::swap(&mut self.decoder.borrow_mut().batch, out);
+        let r = self.poll_raw(timeout);
+        std::mem::swap(&mut self.decoder.borrow_mut().batch, out);
+        r
+    }
+
+    /// Wait up to `timeout` and consume the ring buffer into the decoder's batch.
+    fn poll_raw(&mut self, timeout: Duration) -> Result<(), ProbeError> {
         if let Some(rb) = &self.rb {
             // Producers skip wakeups until the buffer is 1/8 full (cheaper per event), so the
-            // poll may time out with data waiting: always consume afterwards.
+            // poll may time out with data waiting: always consume afterwards. A signal (Ctrl-C)
+            // interrupts the wait: the caller decides whether to stop.
             match rb.poll(timeout) {
-                // A signal (Ctrl-C) interrupts the wait: the caller decides whether to stop.
                 Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
                 r => bpf(r, "reading the ring buffer")?,
             }
@@ -393,7 +408,7 @@ impl Probe {
         } else {
             std::thread::sleep(timeout);
         }
-        Ok(self.decoder.borrow_mut().take())
+        Ok(())
     }
 
     /// Read everything already in the ring buffer without waiting.

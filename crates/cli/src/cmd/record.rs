@@ -206,15 +206,19 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut child_status = None;
     let mut lost = 0;
     let reason;
+    // Events are decoded straight into the block being filled; with a filter, into a recycled
+    // scratch batch first.
+    let mut scratch = EventBatch::with_capacity(8192);
     loop {
-        let batch = probe.poll(Duration::from_millis(50))?;
-        ctx.observe(&batch);
         if filter.is_match_all() {
-            pending.append(&batch);
+            probe.poll_into(&mut pending, Duration::from_millis(50))?;
         } else {
-            for i in 0..batch.len() {
-                if filter.matches(&batch, i, &ctx) {
-                    pending.push_from(&batch, i);
+            scratch.clear();
+            probe.poll_into(&mut scratch, Duration::from_millis(50))?;
+            ctx.observe(&scratch);
+            for i in 0..scratch.len() {
+                if filter.matches(&scratch, i, &ctx) {
+                    pending.push_from(&scratch, i);
                 }
             }
         }
