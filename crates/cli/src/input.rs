@@ -3,7 +3,7 @@
 use anyhow::{anyhow, Context, Result};
 use latscope_event::{EventBatch, TraceHeader};
 use latscope_filter::{EvalContext, Filter};
-use latscope_trace::{Column, ReadOptions, TraceReader};
+use latscope_trace::{BlockMeta, Column, ReadOptions, TraceReader};
 use std::path::Path;
 
 /// Parse a filter expression; the error shows the expression with a caret under the problem.
@@ -52,7 +52,32 @@ impl Input {
     /// Call `f` with each batch and the rows of it that match the filter. Stops at the first error
     /// from `f`; corrupt blocks are reported on stderr and skipped.
     pub fn for_each(&mut self, mut f: impl FnMut(&EventBatch, &[u32], &TraceHeader) -> Result<()>) -> Result<()> {
-        while let Some(r) = self.reader.next_batch_into(&mut self.batch) {
+        self.for_each_zoned(|_| ((), &[]), |b, rows, h, ()| f(b, rows, h))
+    }
+
+    /// Like [`Input::for_each`], with zone maps: when the filter takes every event, `zone` sees
+    /// each block's metadata before the block is decoded and returns a decision `D` and the
+    /// columns the decision makes unnecessary (see [`TraceReader::next_batch_pruned`]); `f`
+    /// then gets the block with that decision. With a filter (which needs per-event fields),
+    /// `zone` is not called and `f` gets `D::default()`, which must mean "decode as usual".
+    pub fn for_each_zoned<D: Default>(
+        &mut self,
+        mut zone: impl FnMut(&BlockMeta) -> (D, &'static [Column]),
+        mut f: impl FnMut(&EventBatch, &[u32], &TraceHeader, D) -> Result<()>,
+    ) -> Result<()> {
+        let all = self.filter.is_match_all();
+        loop {
+            let mut decision = D::default();
+            let r = if all {
+                self.reader.next_batch_pruned(&mut self.batch, |m| {
+                    let (d, skip) = zone(m);
+                    decision = d;
+                    skip
+                })
+            } else {
+                self.reader.next_batch_into(&mut self.batch)
+            };
+            let Some(r) = r else { break };
             match r {
                 Ok(()) => {}
                 Err(e) if e.is_corrupt_block() => {
@@ -63,18 +88,25 @@ impl Input {
                 Err(e) => return Err(e.into()),
             }
             let batch = &self.batch;
+            let n = batch.len();
+            if all {
+                // Every row: 0..n, kept from block to block (no per-event work; the filter
+                // context is only for the filter).
+                if self.selected.len() < n {
+                    self.selected.clear();
+                    self.selected.extend(0..n as u32);
+                }
+                f(batch, &self.selected[..n], self.reader.header(), decision)?;
+                continue;
+            }
             self.ctx.observe(batch);
             self.selected.clear();
-            if self.filter.is_match_all() {
-                self.selected.extend(0..batch.len() as u32);
-            } else {
-                for i in 0..batch.len() {
-                    if self.filter.matches(batch, i, &self.ctx) {
-                        self.selected.push(i as u32);
-                    }
+            for i in 0..n {
+                if self.filter.matches(batch, i, &self.ctx) {
+                    self.selected.push(i as u32);
                 }
             }
-            f(batch, &self.selected, self.reader.header())?;
+            f(batch, &self.selected, self.reader.header(), decision)?;
         }
         Ok(())
     }

@@ -169,10 +169,22 @@ fn zero<T: Plain>(v: &mut Vec<T>, n: usize) {
     v.resize(n, T::default());
 }
 
+/// Make `v` `n` long, whatever it holds: the value of a pruned column (unspecified). Only growth
+/// is written (zeros).
+#[inline]
+fn any_len<T: Plain>(v: &mut Vec<T>, n: usize) {
+    if v.len() >= n {
+        v.truncate(n);
+    } else {
+        v.resize(n, T::default());
+    }
+}
+
 impl Decoder {
     /// Decode the record batch `rb` of `body` into `out`: the columns with `wanted[c]` from
-    /// their buffers, the others zero-filled (empty strings). The caller has checked that the
-    /// buffers lie within `body` and bounded their declared decompressed sizes. On error the
+    /// their buffers, the numeric columns with `pruned[c]` only set to the right length (their
+    /// values unspecified), the others zero-filled (empty strings). The caller has checked that
+    /// the buffers lie within `body` and bounded their declared decompressed sizes. On error the
     /// columns of `out` are left in an unspecified state (of inconsistent lengths).
     pub(crate) fn decode_into(
         &mut self,
@@ -180,6 +192,7 @@ impl Decoder {
         body: &[u8],
         layout: &Layout,
         wanted: &[bool; 23],
+        pruned: &[bool; 23],
         out: &mut EventBatch,
     ) -> Result<(), String> {
         let rows = rb.length();
@@ -202,6 +215,8 @@ impl Decoder {
                     if wanted[i] {
                         check_node(&nodes, layout, i, n)?;
                         cx.values(layout.buffer[i] + 1, &mut out.$field, Column::$var)?;
+                    } else if pruned[i] {
+                        any_len(&mut out.$field, n);
                     } else {
                         zero(&mut out.$field, n);
                     }

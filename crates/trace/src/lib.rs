@@ -54,8 +54,9 @@ mod writer;
 pub use column::{arrow_schema, Column};
 pub use error::{TraceError, Warning, WarningKind};
 pub use meta::{
-    meta_digest, BlockMeta, Summary, KEY_CRC, KEY_EVENTS_TOTAL, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC,
-    KEY_LOST_TOTAL, KEY_META_CRC, KEY_SEQ, KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
+    meta_digest, BlockMeta, Summary, KEY_CRC, KEY_END_MAX, KEY_END_MIN, KEY_EVENTS_TOTAL, KEY_FORMAT_VERSION,
+    KEY_HEADER, KEY_HEADER_CRC, KEY_KINDS, KEY_LAT_MAX, KEY_LAT_MIN, KEY_LOST_TOTAL, KEY_META_CRC, KEY_SEQ,
+    KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
 };
 pub use reader::{ReadOptions, ReadStats, TraceReader, MAX_BLOCK_ROWS};
 pub use threaded::{ThreadedTraceWriter, DEFAULT_QUEUE_BATCHES};

@@ -22,6 +22,19 @@ pub const KEY_LOST_TOTAL: &str = "latscope.lost_total";
 pub const KEY_TS_MIN: &str = "latscope.ts_min";
 /// Block metadata key: largest `ts` in the block (decimal; absent in empty blocks).
 pub const KEY_TS_MAX: &str = "latscope.ts_max";
+/// Block metadata key: events per kind in the block, `SYSCALL,BLOCK,PROC` (three decimal counts,
+/// comma-separated; absent in empty blocks and when an event has another kind code).
+pub const KEY_KINDS: &str = "latscope.kinds";
+/// Block metadata key: smallest `lat` in the block (decimal; absent in empty blocks).
+pub const KEY_LAT_MIN: &str = "latscope.lat_min";
+/// Block metadata key: largest `lat` in the block (decimal; absent in empty blocks).
+pub const KEY_LAT_MAX: &str = "latscope.lat_max";
+/// Block metadata key: smallest end time `ts + lat` (saturating) in the block (decimal; absent in
+/// empty blocks).
+pub const KEY_END_MIN: &str = "latscope.end_min";
+/// Block metadata key: largest end time `ts + lat` (saturating) in the block (decimal; absent in
+/// empty blocks).
+pub const KEY_END_MAX: &str = "latscope.end_max";
 /// Block metadata key: CRC-32C of the block's layout and latscope metadata (8 lower-case hex
 /// digits), see [`meta_digest`].
 pub const KEY_META_CRC: &str = "latscope.meta_crc32c";
@@ -63,6 +76,17 @@ pub struct BlockMeta {
     pub ts_min: Option<u64>,
     /// Largest `ts` ([`KEY_TS_MAX`]).
     pub ts_max: Option<u64>,
+    /// Events per kind code 0 (syscall), 1 (block request), 2 (process event) ([`KEY_KINDS`]);
+    /// `None` in files written before the key existed.
+    pub kinds: Option<[u64; 3]>,
+    /// Smallest `lat` ([`KEY_LAT_MIN`]).
+    pub lat_min: Option<u64>,
+    /// Largest `lat` ([`KEY_LAT_MAX`]).
+    pub lat_max: Option<u64>,
+    /// Smallest end time, `ts + lat` saturating ([`KEY_END_MIN`]).
+    pub end_min: Option<u64>,
+    /// Largest end time, `ts + lat` saturating ([`KEY_END_MAX`]).
+    pub end_max: Option<u64>,
     /// The summary JSON ([`KEY_SUMMARY`]), only in the last block of a cleanly closed trace.
     pub summary: Option<String>,
     /// CRC-32C of the layout and metadata ([`KEY_META_CRC`]).
@@ -86,6 +110,13 @@ impl BlockMeta {
                 KEY_LOST_TOTAL => m.lost_total = Some(num()?),
                 KEY_TS_MIN => m.ts_min = Some(num()?),
                 KEY_TS_MAX => m.ts_max = Some(num()?),
+                KEY_LAT_MIN => m.lat_min = Some(num()?),
+                KEY_LAT_MAX => m.lat_max = Some(num()?),
+                KEY_END_MIN => m.end_min = Some(num()?),
+                KEY_END_MAX => m.end_max = Some(num()?),
+                KEY_KINDS => {
+                    m.kinds = Some(parse_kinds(v).ok_or_else(|| format!("metadata {k}={v:?} is not three counts"))?)
+                }
                 KEY_SUMMARY => m.summary = Some(v.to_string()),
                 _ => {}
             }
@@ -95,7 +126,7 @@ impl BlockMeta {
 
     /// The key/value pairs to store.
     pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut v = Vec::with_capacity(7);
+        let mut v = Vec::with_capacity(12);
         let mut num = |k, x: Option<u64>| {
             if let Some(x) = x {
                 v.push((k, x.to_string()))
@@ -106,6 +137,13 @@ impl BlockMeta {
         num(KEY_LOST_TOTAL, self.lost_total);
         num(KEY_TS_MIN, self.ts_min);
         num(KEY_TS_MAX, self.ts_max);
+        num(KEY_LAT_MIN, self.lat_min);
+        num(KEY_LAT_MAX, self.lat_max);
+        num(KEY_END_MIN, self.end_min);
+        num(KEY_END_MAX, self.end_max);
+        if let Some([s, b, p]) = self.kinds {
+            v.push((KEY_KINDS, format!("{s},{b},{p}")));
+        }
         if let Some(c) = self.crc32c {
             v.push((KEY_CRC, format!("{c:08x}")));
         }
@@ -114,6 +152,49 @@ impl BlockMeta {
         }
         v
     }
+
+    /// Whether every event of the block has kind code `kind` (and there is at least one); false
+    /// when the block does not say ([`KEY_KINDS`] absent: a file from an older latscope).
+    pub fn only_kind(&self, kind: u8) -> bool {
+        match self.kinds {
+            Some(k) => (0..3).all(|i| (i == kind as usize) == (k[i] > 0)),
+            None => false,
+        }
+    }
+
+    /// The zone map of `kind`, `ts`, `lat` of a block of events (`None`s for an empty one):
+    /// fills [`BlockMeta::ts_min`] to [`BlockMeta::end_max`] and [`BlockMeta::kinds`].
+    pub(crate) fn set_zone(&mut self, kind: &[u8], ts: &[u64], lat: &[u64]) {
+        let n = ts.len().min(lat.len());
+        if n == 0 {
+            return;
+        }
+        let (mut t0, mut t1, mut l0, mut l1, mut e0, mut e1) = (u64::MAX, 0, u64::MAX, 0, u64::MAX, 0);
+        for (&t, &l) in ts[..n].iter().zip(&lat[..n]) {
+            let e = t.saturating_add(l);
+            t0 = t0.min(t);
+            t1 = t1.max(t);
+            l0 = l0.min(l);
+            l1 = l1.max(l);
+            e0 = e0.min(e);
+            e1 = e1.max(e);
+        }
+        (self.ts_min, self.ts_max) = (Some(t0), Some(t1));
+        (self.lat_min, self.lat_max) = (Some(l0), Some(l1));
+        (self.end_min, self.end_max) = (Some(e0), Some(e1));
+        let mut k = [0u64; 4];
+        for &x in kind {
+            k[(x as usize).min(3)] += 1;
+        }
+        self.kinds = (k[3] == 0 && kind.len() == n).then_some([k[0], k[1], k[2]]);
+    }
+}
+
+/// `"S,B,P"`: three decimal counts.
+fn parse_kinds(v: &str) -> Option<[u64; 3]> {
+    let mut it = v.split(',').map(|x| x.parse::<u64>().ok());
+    let k = [it.next()??, it.next()??, it.next()??];
+    it.next().is_none().then_some(k)
 }
 
 /// CRC-32C protecting what the body checksum does not: the record batch layout (row count,

@@ -272,8 +272,60 @@ impl TraceReader {
     /// # }
     /// ```
     pub fn next_batch_into(&mut self, batch: &mut EventBatch) -> Option<Result<(), TraceError>> {
+        self.next_inner(batch, &mut |_, _| {})
+    }
+
+    /// Like [`TraceReader::next_batch_into`], but `prune` sees each block's [`BlockMeta`] (its
+    /// zone map: time and latency ranges, events per kind) before the block is decoded, and
+    /// returns the columns of the projection not to decode for this block.
+    ///
+    /// The columns `prune` returns hold unspecified values for that block (the batch still has
+    /// the block's length in every column): a caller skips a column only when the metadata tells
+    /// it what the column would say, for example `ts` when `ts_min` and `ts_max` fall in one
+    /// interval of a time axis, or `kind` when [`BlockMeta::only_kind`] holds. Everything else is
+    /// as with `next_batch_into`: both checksums of every block are verified, corrupt and
+    /// truncated blocks are reported the same way, and `prune` is called only for blocks whose
+    /// metadata checksum matched (or that have none). Files written before a metadata key
+    /// existed have `None` in its field: prune nothing then.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), latscope_trace::TraceError> {
+    /// use latscope_event::EventBatch;
+    /// use latscope_trace::{Column, TraceReader};
+    ///
+    /// let mut r = TraceReader::open_projected("trace.lst", &[Column::Kind, Column::Lat])?;
+    /// let mut batch = EventBatch::default();
+    /// let mut only_syscalls = false;
+    /// let mut syscalls = 0u64;
+    /// while let Some(res) = r.next_batch_pruned(&mut batch, |m| {
+    ///     only_syscalls = m.only_kind(0);
+    ///     if only_syscalls { &[Column::Kind][..] } else { &[][..] }
+    /// }) {
+    ///     res?;
+    ///     syscalls += if only_syscalls { batch.len() } else { batch.kind.iter().filter(|&&k| k == 0).count() } as u64;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn next_batch_pruned<S: AsRef<[Column]>>(
+        &mut self,
+        batch: &mut EventBatch,
+        mut prune: impl FnMut(&BlockMeta) -> S,
+    ) -> Option<Result<(), TraceError>> {
+        self.next_inner(batch, &mut |m, wanted| {
+            for c in prune(m).as_ref() {
+                wanted[c.index()] = false;
+            }
+        })
+    }
+
+    fn next_inner(
+        &mut self,
+        batch: &mut EventBatch,
+        prune: &mut dyn FnMut(&BlockMeta, &mut [bool; 23]),
+    ) -> Option<Result<(), TraceError>> {
         while !self.done {
-            match self.step(batch) {
+            match self.step(batch, prune) {
                 Ok(true) => return Some(Ok(())),
                 Ok(false) => continue,
                 Err(e) => {
@@ -524,7 +576,11 @@ impl TraceReader {
 
     /// Read one message: `Ok(true)` a data block (in `out`), `Ok(false)` nothing to return
     /// (summary, end), `Err` a corrupt block or an I/O error.
-    fn step(&mut self, out: &mut EventBatch) -> Result<bool, TraceError> {
+    fn step(
+        &mut self,
+        out: &mut EventBatch,
+        prune: &mut dyn FnMut(&BlockMeta, &mut [bool; 23]),
+    ) -> Result<bool, TraceError> {
         let start = self.pos;
         self.resync_from = None;
         let (meta, body_start, body_len) = match self.read_frame(self.skip_corrupt)? {
@@ -658,7 +714,10 @@ impl TraceReader {
             }
             None => self.stats.unchecked_blocks += 1,
         }
-        if let Err(d) = self.decode(&msg, n, out) {
+        let mut wanted = self.wanted;
+        prune(&bm, &mut wanted);
+        let pruned: [bool; 23] = std::array::from_fn(|c| self.wanted[c] && !wanted[c]);
+        if let Err(d) = self.decode(&msg, n, &wanted, &pruned, out) {
             return Err(self.corrupt(block, start, d));
         }
         if self.heap_pin.is_none() && !out.is_empty() {
@@ -691,7 +750,14 @@ impl TraceReader {
     /// Decode the record batch message `msg` whose body is `self.body[..body_len]` into
     /// `out`, after checking the buffer extents within the body and the declared
     /// decompressed sizes.
-    fn decode(&mut self, msg: &Message<'_>, body_len: usize, out: &mut EventBatch) -> Result<(), String> {
+    fn decode(
+        &mut self,
+        msg: &Message<'_>,
+        body_len: usize,
+        wanted: &[bool; 23],
+        pruned: &[bool; 23],
+        out: &mut EventBatch,
+    ) -> Result<(), String> {
         let rb = msg.header_as_record_batch().ok_or("the message has no record batch header")?;
         let rows = rb.length();
         if !(0..=MAX_BLOCK_ROWS).contains(&rows) {
@@ -717,9 +783,10 @@ impl TraceReader {
             }
         }
         if let Some(layout) = &self.layout {
-            return self.decoder.decode_into(&rb, body, layout, &self.wanted, out);
+            return self.decoder.decode_into(&rb, body, layout, wanted, pruned, out);
         }
-        // A file with other columns of types the direct decoder does not locate: arrow-ipc.
+        // A file with other columns of types the direct decoder does not locate: arrow-ipc
+        // (which decodes the whole projection: pruned columns then hold their values).
         let body = Buffer::from(body);
         let version = msg.version();
         let decode = || {

@@ -187,18 +187,17 @@ impl TraceWriter {
         loop {
             let len = (n - start).min(self.max_block_events);
             let part = rb.slice(start, len);
-            let (ts_min, ts_max) = match batch.ts.get(start..start + len) {
-                Some(ts) if !ts.is_empty() => (ts.iter().min().copied(), ts.iter().max().copied()),
-                _ => (None, None),
-            };
-            let meta = BlockMeta {
+            let mut meta = BlockMeta {
                 seq: Some(self.seq),
                 events_total: Some(self.events + len as u64),
                 lost_total: Some(self.lost),
-                ts_min,
-                ts_max,
                 ..Default::default()
             };
+            let r = start..start + len;
+            if let (Some(k), Some(t), Some(l)) = (batch.kind.get(r.clone()), batch.ts.get(r.clone()), batch.lat.get(r))
+            {
+                meta.set_zone(k, t, l);
+            }
             self.write_block(&part, meta)?;
             self.events += len as u64;
             start += len;

@@ -68,11 +68,17 @@ impl Timeline {
     /// Adds event `i` (process events are ignored).
     #[inline]
     pub fn add(&mut self, b: &EventBatch, i: usize) {
-        let kind = b.kind[i];
+        self.add_at(b.end(i), b.kind[i], b, i);
+    }
+
+    /// Adds event `i` as [`Timeline::add`] does, given its kind and an end time in the same
+    /// interval as its own (for a block of events known to complete in one interval, whose
+    /// `ts`, and `kind` when all have the same, need not be read).
+    #[inline]
+    pub fn add_at(&mut self, end: u64, kind: u8, b: &EventBatch, i: usize) {
         if kind == EventKind::Proc as u8 {
             return;
         }
-        let end = b.end(i);
         let k = if end < self.origin_ns {
             self.early += 1;
             0
@@ -92,6 +98,16 @@ impl Timeline {
         s.bytes += bytes;
         s.lat_sum += u128::from(b.lat[i]);
         s.lat.record(b.lat[i]);
+    }
+
+    /// The interval of end time `end` (`u64::MAX` before the origin), for telling whether two
+    /// end times fall in the same one.
+    pub fn interval_of(&self, end: u64) -> u64 {
+        if end < self.origin_ns {
+            u64::MAX
+        } else {
+            (end - self.origin_ns) / self.interval_ns
+        }
     }
 
     /// The intervals from the origin to the last one with an event.

@@ -1,8 +1,9 @@
 //! `latscope heatmap`: events (trace, perf script) or trace2heatmap text -> heat map SVG or JSON.
 
-use crate::cmd::viewinput::{columns, read_all, shown, write_output, InputFormat, Kinds, Source};
+use crate::cmd::viewinput::{columns, read_all, shown, write_output, InputFormat, Kinds, Source, Zone};
 use anyhow::{bail, Context, Result};
 use latscope_event::units::{parse_duration_ns, parse_size};
+use latscope_trace::BlockMeta;
 use latscope_view::group::{GroupBy, Grouper};
 use latscope_view::heatmap::text::{parse_two_columns, units_per_sec};
 use latscope_view::heatmap::{
@@ -208,7 +209,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
         let mut per_group: Vec<u64> = Vec::new();
         let fast = per == GroupBy::All && a.y == YField::Latency;
         let field = a.y;
-        src.for_each(|b, rows, h| {
+        // Zone maps: a block whose events all fall in one column is counted from `lat` (and
+        // `kind`, unless the block holds syscalls only), without `ts`.
+        let origin = header.start_ns;
+        let column = move |ts: u64| Some((ts as i128 - origin as i128).div_euclid(step_ns as i128) as u64);
+        let zone = |m: &BlockMeta| if fast { Zone::of(m, kind, false, false, column) } else { Default::default() };
+        let mut scratch: Vec<u64> = Vec::new();
+        src.for_each_zoned(zone, |b, rows, h, z| {
             if fast {
                 if streams.is_empty() {
                     streams.push(new_stream());
@@ -219,7 +226,26 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 }
                 let st = &mut streams[0];
                 let before = total;
-                if rows.len() == b.len() {
+                if z.empty {
+                    return Ok(());
+                }
+                if let Some(ts) = z.at {
+                    // Every event in the column of `ts`.
+                    if z.all_kind {
+                        st.add_column(ts, &b.lat);
+                        total += b.len() as u64;
+                    } else {
+                        scratch.clear();
+                        scratch.extend(b.kind.iter().zip(&b.lat).filter(|(&k, _)| k == kind).map(|(_, &lat)| lat));
+                        st.add_column(ts, &scratch);
+                        total += scratch.len() as u64;
+                    }
+                } else if z.all_kind {
+                    for (&ts, &lat) in b.ts.iter().zip(&b.lat) {
+                        st.add(ts, lat);
+                    }
+                    total += b.len() as u64;
+                } else if rows.len() == b.len() {
                     for ((&k, &ts), &lat) in b.kind.iter().zip(&b.ts).zip(&b.lat) {
                         if k == kind {
                             st.add(ts, lat);

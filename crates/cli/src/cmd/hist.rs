@@ -1,10 +1,11 @@
 //! `latscope hist`: events -> high-resolution histogram(s) with statistics and peaks, as text, SVG
 //! or JSON.
 
-use crate::cmd::viewinput::{columns, read_all, write_output, InputFormat, Kinds, Source};
+use crate::cmd::viewinput::{columns, read_all, write_output, InputFormat, Kinds, Source, Zone};
 use anyhow::{bail, Result};
 use latscope_event::units::{parse_duration_ns, parse_size};
 use latscope_hist::Histogram;
+use latscope_trace::BlockMeta;
 use latscope_view::group::{GroupBy, Grouper};
 use latscope_view::heatmap::text::parse_two_columns;
 use latscope_view::heatmap::{EventPoints, YField, YUnit};
@@ -127,7 +128,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
         let field = a.field;
         let fast = by == GroupBy::All && field == YField::Latency;
         let kind = kinds.code();
-        src.for_each(|b, rows, h| {
+        // Zone maps: a block of syscalls only is counted from `lat` alone, one without
+        // syscalls not at all (a histogram has no time axis).
+        let zone = |m: &BlockMeta| if fast { Zone::of(m, kind, false, false, |_| None) } else { Default::default() };
+        src.for_each_zoned(zone, |b, rows, h, z| {
             if fast {
                 // One latency histogram: only two columns touched.
                 if hs.is_empty() {
@@ -135,7 +139,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     grouper.group(b, 0, h);
                 }
                 let hist = &mut hs[0];
-                if rows.len() == b.len() {
+                if z.empty {
+                    return Ok(());
+                }
+                if z.all_kind {
+                    for &lat in &b.lat {
+                        hist.record(lat);
+                    }
+                } else if rows.len() == b.len() {
                     for (&k, &lat) in b.kind.iter().zip(&b.lat) {
                         if k == kind {
                             hist.record(lat);

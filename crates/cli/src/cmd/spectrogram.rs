@@ -2,6 +2,7 @@
 //! otherwise) or from a trace file, drawn by `latscope_view::spectrogram`.
 
 use crate::cmd::record::SysMode;
+use crate::cmd::viewinput::Zone;
 use crate::input::parse_filter;
 use crate::pushdown::{keep_fd_naming, merge_pushdown, needs_fd_names};
 use anyhow::{bail, Context, Result};
@@ -550,26 +551,55 @@ struct FileFeed {
     max_end: u64,
     done: bool,
     corrupt: u64,
+    /// Recycled for every block.
+    batch: EventBatch,
 }
 
 impl FileFeed {
-    fn process(&mut self, spec: &mut Spectrogram, b: &EventBatch) {
-        self.ctx.observe(b);
+    /// Whether the hot loop applies: no filter, one group.
+    fn simple(&self) -> bool {
+        self.filter.is_match_all() && self.grouper.by.is_none()
+    }
+
+    fn process(&mut self, spec: &mut Spectrogram, b: &EventBatch, z: Zone) {
         let n = b.len();
-        if self.filter.is_match_all() && self.grouper.by.is_none() {
-            // The hot loop: two columns, no filter, one group.
-            let (kinds, ts, lat) = (&b.kind[..n], &b.ts[..n], &b.lat[..n]);
+        if self.simple() {
+            // The hot loop: two columns, no filter, one group. With a zone map, a block of
+            // the wanted kind only whose end times fall in one row needs `lat` alone (the
+            // block's largest end time is the metadata's), and a block without the kind nothing.
+            if z.empty {
+                return;
+            }
+            let lat = &b.lat[..n];
+            if let Some(end) = z.at {
+                for &l in lat {
+                    spec.add(end, l, 0);
+                }
+                self.max_end = self.max_end.max(end);
+                return;
+            }
+            let ts = &b.ts[..n];
             let mut max_end = self.max_end;
-            for i in 0..n {
-                if kinds[i] == self.kind {
-                    let end = ts[i].wrapping_add(lat[i]);
+            if z.all_kind {
+                for i in 0..n {
+                    let end = ts[i].saturating_add(lat[i]);
                     spec.add(end, lat[i], 0);
                     max_end = max_end.max(end);
+                }
+            } else {
+                let kinds = &b.kind[..n];
+                for i in 0..n {
+                    if kinds[i] == self.kind {
+                        let end = ts[i].saturating_add(lat[i]);
+                        spec.add(end, lat[i], 0);
+                        max_end = max_end.max(end);
+                    }
                 }
             }
             self.max_end = max_end;
             return;
         }
+        self.ctx.observe(b);
         for i in 0..n {
             if wanted(b, i, self.kind, &self.filter, &self.ctx) {
                 let g = self.grouper.group(b, i);
@@ -598,7 +628,28 @@ impl Feed for FileFeed {
         let started = Instant::now();
         let target = self.target(spec);
         while self.max_end < target.saturating_add(FILE_SLACK_NS) && started.elapsed() < Duration::from_millis(100) {
-            match self.reader.next_batch() {
+            let mut b = std::mem::take(&mut self.batch);
+            let mut z = Zone::default();
+            let r = if self.simple() {
+                let (kind, interval, origin) = (self.kind, spec.interval_ns(), spec.origin_ns());
+                let row = move |end: u64| Some(end.saturating_sub(origin) / interval);
+                self.reader.next_batch_pruned(&mut b, |m| {
+                    let (d, skip) = Zone::of(m, kind, true, true, row);
+                    z = d;
+                    skip
+                })
+            } else {
+                self.reader.next_batch_into(&mut b)
+            };
+            let r = match r {
+                Some(Ok(())) => {
+                    self.process(spec, &b, z);
+                    Some(Ok(()))
+                }
+                r => r,
+            };
+            self.batch = b;
+            match r {
                 None => {
                     self.done = true;
                     spec.seal_until(spec.row_of(self.max_end) + 1);
@@ -609,7 +660,7 @@ impl Feed for FileFeed {
                     continue;
                 }
                 Some(Err(e)) => return Err(format!("reading {}: {e}", self.path.display())),
-                Some(Ok(b)) => self.process(spec, &b),
+                Some(Ok(())) => {}
             }
         }
         let complete = spec.row_of(self.max_end.saturating_sub(FILE_SLACK_NS));
@@ -793,6 +844,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 max_end: 0,
                 done: false,
                 corrupt: 0,
+                batch: EventBatch::default(),
             };
             opts.duration = None;
             (spec, Box::new(feed))

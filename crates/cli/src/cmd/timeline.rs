@@ -1,8 +1,9 @@
 //! `latscope timeline`: events -> operations/s, throughput and mean/p99 latency per interval.
 
-use crate::cmd::viewinput::{columns, shown, write_output, InputFormat, Kinds, Source};
+use crate::cmd::viewinput::{columns, shown, write_output, InputFormat, Kinds, Source, Zone};
 use anyhow::{bail, Result};
 use latscope_event::units::parse_duration_secs_default;
+use latscope_trace::BlockMeta;
 use latscope_view::timeline::Timeline;
 use std::io::Write;
 use std::path::PathBuf;
@@ -62,10 +63,31 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut src = Source::open(&a.file, a.input, a.filter.as_deref(), &columns(&cols))?;
     let header = src.header().clone();
     let mut tl = Timeline::new(header.start_ns, a.interval, MAX_INTERVALS);
-    src.for_each(|b, rows, _| {
-        for &i in rows {
-            if kinds.takes(b, i as usize) {
-                tl.add(b, i as usize);
+    // Zone maps: a block whose events all complete in one interval is added without `ts`, and
+    // without `kind` when it holds the wanted kind only.
+    let kind = kinds.code();
+    let probe = Timeline::new(header.start_ns, a.interval, MAX_INTERVALS);
+    let zone = |m: &BlockMeta| Zone::of(m, kind, true, false, |end| Some(probe.interval_of(end)));
+    src.for_each_zoned(zone, |b, rows, _, z| {
+        if z.empty {
+            return Ok(());
+        }
+        match (z.at, z.all_kind) {
+            (Some(end), true) => (0..b.len()).for_each(|i| tl.add_at(end, kind, b, i)),
+            (Some(end), false) => {
+                for i in 0..b.len() {
+                    if b.kind[i] == kind {
+                        tl.add_at(end, kind, b, i);
+                    }
+                }
+            }
+            (None, true) => (0..b.len()).for_each(|i| tl.add_at(b.end(i), kind, b, i)),
+            (None, false) => {
+                for &i in rows {
+                    if kinds.takes(b, i as usize) {
+                        tl.add(b, i as usize);
+                    }
+                }
             }
         }
         Ok(())

@@ -6,7 +6,7 @@ use crate::input::{parse_filter, Input};
 use anyhow::{Context, Result};
 use latscope_event::{EventBatch, EventKind, TraceHeader};
 use latscope_filter::{EvalContext, Filter};
-use latscope_trace::Column;
+use latscope_trace::{BlockMeta, Column};
 use latscope_view::perfscript::{parse_perf_script, PerfStats};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -93,6 +93,19 @@ impl Source {
         }
     }
 
+    /// Like [`Source::for_each`], with zone maps for trace files (see [`Input::for_each_zoned`]);
+    /// events held in memory get `D::default()`.
+    pub fn for_each_zoned<D: Default>(
+        &mut self,
+        zone: impl FnMut(&BlockMeta) -> (D, &'static [Column]),
+        mut f: impl FnMut(&EventBatch, &[u32], &TraceHeader, D) -> Result<()>,
+    ) -> Result<()> {
+        match self {
+            Source::Trace(i) => i.for_each_zoned(zone, f),
+            Source::Memory(_) => self.for_each(|b, rows, h| f(b, rows, h, D::default())),
+        }
+    }
+
     /// Seconds the input covers, when the file says (a cleanly closed trace).
     pub fn recorded_secs(&self) -> Option<f64> {
         match self {
@@ -169,6 +182,52 @@ impl Kinds {
             Kinds::Syscalls => "syscall",
             Kinds::Block => "block I/O",
         }
+    }
+}
+
+/// What a block's zone map (its [`BlockMeta`]) says about the events a view takes, so that the
+/// view can skip decoding columns: the default says nothing (decode as usual).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Zone {
+    /// No event of the block has the wanted kind: nothing to count (nothing decoded).
+    pub empty: bool,
+    /// Every event of the block has the wanted kind (`kind` not decoded).
+    pub all_kind: bool,
+    /// Every event of the block falls in the time bucket of this time (`ts` not decoded).
+    pub at: Option<u64>,
+}
+
+impl Zone {
+    /// The zone of a block for events of kind `kind` bucketed by time: `bucket(t)` is the bucket
+    /// of time `t` (start time, or end time with `by_end`), monotonic in `t`. `at` is only set
+    /// when the whole block is of the wanted kind if `at_needs_all_kind`. Returns the decision
+    /// and the columns it makes unnecessary.
+    pub fn of(
+        m: &BlockMeta,
+        kind: u8,
+        by_end: bool,
+        at_needs_all_kind: bool,
+        bucket: impl Fn(u64) -> Option<u64>,
+    ) -> (Zone, &'static [Column]) {
+        let Some(k) = m.kinds else { return (Zone::default(), &[]) };
+        if k.get(kind as usize).is_none_or(|&n| n == 0) {
+            return (Zone { empty: true, all_kind: false, at: None }, &Column::ALL);
+        }
+        let all_kind = m.only_kind(kind);
+        let (lo, hi) = if by_end { (m.end_min, m.end_max) } else { (m.ts_min, m.ts_max) };
+        let at = match (lo, hi) {
+            (Some(lo), Some(hi)) if all_kind || !at_needs_all_kind => {
+                bucket(lo).filter(|&b| Some(b) == bucket(hi)).map(|_| if by_end { hi } else { lo })
+            }
+            _ => None,
+        };
+        let skip: &'static [Column] = match (all_kind, at.is_some()) {
+            (true, true) => &[Column::Kind, Column::Ts],
+            (true, false) => &[Column::Kind],
+            (false, true) => &[Column::Ts],
+            (false, false) => &[],
+        };
+        (Zone { empty: false, all_kind, at }, skip)
     }
 }
 

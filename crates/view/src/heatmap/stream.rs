@@ -163,6 +163,55 @@ impl LogStream {
         self.max_seen = self.max_seen.max(v);
     }
 
+    /// Counts `values`, all at times in the column of time `ts`: the same as calling
+    /// [`LogStream::add`]`(ts, v)` for each, without finding the column more than once (for a
+    /// block of events whose time range lies within one column).
+    pub fn add_column(&mut self, ts: u64, values: &[u64]) {
+        let (min_keep, max_keep) = (self.min_keep, self.max_keep);
+        // The column is only looked up (and created) for a value that is kept, as `add` does.
+        let Some(first) = values.iter().position(|&v| (min_keep..=max_keep).contains(&v)) else {
+            self.count_out(values);
+            return;
+        };
+        self.count_out(&values[..first]);
+        let rest = &values[first..];
+        let Some(slot) = self.slot(ts) else {
+            // Not placed: `slot` counted the first value; each further kept value is too.
+            let kept = rest[1..].iter().filter(|&&v| (min_keep..=max_keep).contains(&v)).count();
+            self.beyond += kept as u64;
+            self.count_out(&rest[1..]);
+            return;
+        };
+        let cells = &mut self.counts[slot * self.nfine..(slot + 1) * self.nfine];
+        let (mut lo, mut hi) = (self.min_seen, self.max_seen);
+        let (mut below, mut above) = (0u64, 0u64);
+        for &v in rest {
+            if v < min_keep {
+                below += 1;
+            } else if v > max_keep {
+                above += 1;
+            } else {
+                cells[self.fine.row_u64(v).unwrap_or(0)] += 1;
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+        }
+        (self.min_seen, self.max_seen) = (lo, hi);
+        self.below += below;
+        self.above += above;
+    }
+
+    /// Counts the values of `values` below and above the range (the kept ones are the caller's).
+    fn count_out(&mut self, values: &[u64]) {
+        for &v in values {
+            if v < self.min_keep {
+                self.below += 1;
+            } else if v > self.max_keep {
+                self.above += 1;
+            }
+        }
+    }
+
     /// Turns the streams of all groups (sharing origin and step) into heat maps sharing one grid.
     /// `rows` is the number of rows wanted, `min`/`max` the range given (default: the data's).
     #[allow(clippy::too_many_arguments)]
