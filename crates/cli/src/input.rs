@@ -68,15 +68,14 @@ impl Input {
         let all = self.filter.is_match_all();
         loop {
             let mut decision = D::default();
-            let r = if all {
-                self.reader.next_batch_pruned(&mut self.batch, |m| {
-                    let (d, skip) = zone(m);
-                    decision = d;
-                    skip
-                })
-            } else {
-                self.reader.next_batch_into(&mut self.batch)
-            };
+            let r = self.reader.next_batch_pruned(&mut self.batch, |m| {
+                if !all {
+                    return &[][..];
+                }
+                let (d, skip) = zone(m);
+                decision = d;
+                skip
+            });
             let Some(r) = r else { break };
             match r {
                 Ok(()) => {}

@@ -791,3 +791,105 @@ fn live_top_shows_a_table() {
     let events: u64 = lines.iter().map(|l| l["events"].as_u64().unwrap()).sum();
     assert!(events > 0, "{lines:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Zone maps: views that skip decoding `ts` (and `kind`) for blocks inside one column give the same
+// cells, counts and rows as decoding everything.
+
+/// Events in phases: syscalls only (blocks inside one 1 s column, and blocks straddling column
+/// boundaries), syscalls mixed with block requests, block requests only, a process event; with
+/// latencies from 1 us to 300 ms so that end times cross boundaries too.
+fn zone_events() -> Vec<Event> {
+    let read = latscope_event::syscall_nr("read").unwrap();
+    let mut r = Rng(99);
+    let mut v = Vec::new();
+    let mut t = START + 100;
+    for i in 0..60_000u64 {
+        let phase = i / 15_000;
+        t += 1_000 + r.below(if phase == 0 { 60_000 } else { 200_000 });
+        let lat = match r.below(10) {
+            0 => 1_000_000 + r.below(300_000_000),
+            1..=3 => 100_000 + r.below(1_000_000),
+            _ => 1_000 + r.below(20_000),
+        };
+        let block = match phase {
+            0 => false,
+            1 => i % 7 == 0,
+            2 => true,
+            _ => i % 2 == 0,
+        };
+        v.push(Event {
+            kind: if block { EventKind::Block as u8 } else { EventKind::Syscall as u8 },
+            ts: t,
+            lat,
+            pid: 100,
+            nr: if block { (i % 2) as u16 } else { read },
+            ret: 4096,
+            bytes: 4096,
+            dev: if block { 254 << 20 } else { 0 },
+            fd: if block { -1 } else { 3 },
+            comm: "zone".into(),
+            ..Default::default()
+        });
+        if i == 40_000 {
+            v.push(Event { kind: EventKind::Proc as u8, ts: t, comm: "zone".into(), ..Default::default() });
+        }
+    }
+    v
+}
+
+#[test]
+fn zone_maps_give_the_same_views_as_decoding_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("zone"), dir.path().join("plain"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let events = zone_events();
+    let (za, zb) = (a.join("t.lst"), b.join("t.lst"));
+    write_trace_blocks(&za, START, &events, 1_000, true);
+    write_trace_blocks(&zb, START, &events, 1_000, false);
+    let run = |file: &Path, args: &[&str]| {
+        let f = file.to_str().unwrap();
+        let mut v: Vec<&str> = vec![args[0], "-r", f];
+        v.extend(&args[1..]);
+        latscope_ok(&v).replace(file.parent().unwrap().to_str().unwrap(), "DIR")
+    };
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["heatmap", "--json"],
+        vec!["heatmap", "--json", "--stepsec", "0.01"],
+        vec!["heatmap", "--json", "--stepsec", "0.25", "--minlat", "10us", "--maxlat", "2ms", "--maxcol", "20"],
+        vec!["heatmap", "--json", "--block"],
+        vec!["heatmap", "--json", "--y", "size"],
+        vec!["hist", "--json"],
+        vec!["hist", "--json", "--block"],
+        vec!["hist", "--json", "--full"],
+        vec!["spectrogram", "--plain", "--no-pace", "--width", "120"],
+        vec!["spectrogram", "--plain", "--no-pace", "--width", "120", "100"],
+        vec!["spectrogram", "--plain", "--no-pace", "--width", "120", "--block"],
+        vec!["timeline", "--json"],
+        vec!["timeline", "--json", "-i", "10ms"],
+        vec!["timeline", "--json", "--block"],
+    ];
+    for c in &cases {
+        let (x, y) = (run(&za, c), run(&zb, c));
+        assert!(!x.is_empty(), "{c:?}");
+        assert_eq!(x, y, "{c:?}: with zone maps vs without");
+    }
+    // A filter needs every event's fields: no shortcut, same cells as the shortcut without one.
+    let all = "evt.latency >= 0";
+    let maps = |s: &str| serde_json::from_str::<Value>(s).unwrap()["maps"].clone();
+    assert_eq!(maps(&run(&za, &["heatmap", "--json"])), maps(&run(&za, &["heatmap", "--json", all])));
+    let groups = |s: &str| serde_json::from_str::<Value>(s).unwrap()["groups"].clone();
+    assert_eq!(groups(&run(&za, &["hist", "--json"])), groups(&run(&za, &["hist", "--json", all])));
+    let points = |s: &str| serde_json::from_str::<Value>(s).unwrap()["points"].clone();
+    for c in [["timeline", "--json", "-i", "1s"], ["timeline", "--json", "-i", "10ms"]] {
+        let mut f = c.to_vec();
+        f.push(all);
+        assert_eq!(points(&run(&za, &c)), points(&run(&za, &f)), "{c:?}");
+    }
+    let rows = |s: &str| s.lines().filter(|l| !l.contains("filter")).map(str::to_string).collect::<Vec<_>>();
+    let sp = ["spectrogram", "--plain", "--no-pace", "--width", "120"];
+    let mut spf = sp.to_vec();
+    spf.push(all);
+    assert_eq!(rows(&run(&za, &sp)), rows(&run(&za, &spf)));
+}

@@ -272,7 +272,7 @@ impl TraceReader {
     /// # }
     /// ```
     pub fn next_batch_into(&mut self, batch: &mut EventBatch) -> Option<Result<(), TraceError>> {
-        self.next_inner(batch, &mut |_, _| {})
+        self.next_inner(batch, &mut |_, _| {}, false)
     }
 
     /// Like [`TraceReader::next_batch_into`], but `prune` sees each block's [`BlockMeta`] (its
@@ -280,7 +280,9 @@ impl TraceReader {
     /// returns the columns of the projection not to decode for this block.
     ///
     /// The columns `prune` returns hold unspecified values for that block (the batch still has
-    /// the block's length in every column): a caller skips a column only when the metadata tells
+    /// the block's length in every column), and so do the numeric columns outside the
+    /// projection: they are not zero-filled for every block, only grown with zeros (so they hold
+    /// zeros unless the caller wrote to them or read other columns into this batch). A caller skips a column only when the metadata tells
     /// it what the column would say, for example `ts` when `ts_min` and `ts_max` fall in one
     /// interval of a time axis, or `kind` when [`BlockMeta::only_kind`] holds. Everything else is
     /// as with `next_batch_into`: both checksums of every block are verified, corrupt and
@@ -312,20 +314,26 @@ impl TraceReader {
         batch: &mut EventBatch,
         mut prune: impl FnMut(&BlockMeta) -> S,
     ) -> Option<Result<(), TraceError>> {
-        self.next_inner(batch, &mut |m, wanted| {
-            for c in prune(m).as_ref() {
-                wanted[c.index()] = false;
-            }
-        })
+        self.next_inner(
+            batch,
+            &mut |m, wanted| {
+                for c in prune(m).as_ref() {
+                    wanted[c.index()] = false;
+                }
+            },
+            true,
+        )
     }
 
+    /// `lazy`: the numeric columns outside the projection are only given the right length.
     fn next_inner(
         &mut self,
         batch: &mut EventBatch,
         prune: &mut dyn FnMut(&BlockMeta, &mut [bool; 23]),
+        lazy: bool,
     ) -> Option<Result<(), TraceError>> {
         while !self.done {
-            match self.step(batch, prune) {
+            match self.step(batch, prune, lazy) {
                 Ok(true) => return Some(Ok(())),
                 Ok(false) => continue,
                 Err(e) => {
@@ -580,6 +588,7 @@ impl TraceReader {
         &mut self,
         out: &mut EventBatch,
         prune: &mut dyn FnMut(&BlockMeta, &mut [bool; 23]),
+        lazy: bool,
     ) -> Result<bool, TraceError> {
         let start = self.pos;
         self.resync_from = None;
@@ -716,7 +725,7 @@ impl TraceReader {
         }
         let mut wanted = self.wanted;
         prune(&bm, &mut wanted);
-        let pruned: [bool; 23] = std::array::from_fn(|c| self.wanted[c] && !wanted[c]);
+        let pruned: [bool; 23] = std::array::from_fn(|c| (lazy || self.wanted[c]) && !wanted[c]);
         if let Err(d) = self.decode(&msg, n, &wanted, &pruned, out) {
             return Err(self.corrupt(block, start, d));
         }

@@ -39,6 +39,10 @@ pub struct WriterOptions {
     pub max_block_events: usize,
     /// Call `fsync` when the trace is finished (default true).
     pub sync_on_finish: bool,
+    /// Store each block's zone map (events per kind, `lat` and end-time ranges; default true).
+    /// Off, blocks carry only the keys latscope wrote before zone maps existed (`ts_min` and
+    /// `ts_max` included): for testing that readers still handle such files.
+    pub zone_maps: bool,
 }
 
 /// Default [`WriterOptions::max_block_events`].
@@ -46,7 +50,12 @@ pub const DEFAULT_MAX_BLOCK_EVENTS: usize = 1 << 20;
 
 impl Default for WriterOptions {
     fn default() -> Self {
-        Self { compression: Compression::Zstd(1), max_block_events: DEFAULT_MAX_BLOCK_EVENTS, sync_on_finish: true }
+        Self {
+            compression: Compression::Zstd(1),
+            max_block_events: DEFAULT_MAX_BLOCK_EVENTS,
+            sync_on_finish: true,
+            zone_maps: true,
+        }
     }
 }
 
@@ -68,6 +77,7 @@ pub struct TraceWriter {
     options: IpcWriteOptions,
     max_block_events: usize,
     sync_on_finish: bool,
+    zone_maps: bool,
     gen: IpcDataGenerator,
     tracker: DictionaryTracker,
     ctx: IpcWriteContext,
@@ -134,6 +144,7 @@ impl TraceWriter {
             schema,
             options,
             max_block_events: opts.max_block_events.clamp(1, crate::MAX_BLOCK_ROWS as usize),
+            zone_maps: opts.zone_maps,
             sync_on_finish: opts.sync_on_finish,
             gen,
             tracker,
@@ -197,6 +208,10 @@ impl TraceWriter {
             if let (Some(k), Some(t), Some(l)) = (batch.kind.get(r.clone()), batch.ts.get(r.clone()), batch.lat.get(r))
             {
                 meta.set_zone(k, t, l);
+                if !self.zone_maps {
+                    meta.kinds = None;
+                    (meta.lat_min, meta.lat_max, meta.end_min, meta.end_max) = (None, None, None, None);
+                }
             }
             self.write_block(&part, meta)?;
             self.events += len as u64;

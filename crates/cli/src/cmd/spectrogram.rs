@@ -630,17 +630,17 @@ impl Feed for FileFeed {
         while self.max_end < target.saturating_add(FILE_SLACK_NS) && started.elapsed() < Duration::from_millis(100) {
             let mut b = std::mem::take(&mut self.batch);
             let mut z = Zone::default();
-            let r = if self.simple() {
-                let (kind, interval, origin) = (self.kind, spec.interval_ns(), spec.origin_ns());
-                let row = move |end: u64| Some(end.saturating_sub(origin) / interval);
-                self.reader.next_batch_pruned(&mut b, |m| {
-                    let (d, skip) = Zone::of(m, kind, true, true, row);
-                    z = d;
-                    skip
-                })
-            } else {
-                self.reader.next_batch_into(&mut b)
-            };
+            let simple = self.simple();
+            let (kind, interval, origin) = (self.kind, spec.interval_ns(), spec.origin_ns());
+            let row = move |end: u64| Some(end.saturating_sub(origin) / interval);
+            let r = self.reader.next_batch_pruned(&mut b, |m| {
+                if !simple {
+                    return &[][..];
+                }
+                let (d, skip) = Zone::of(m, kind, true, true, row);
+                z = d;
+                skip
+            });
             let r = match r {
                 Some(Ok(())) => {
                     self.process(spec, &b, z);

@@ -395,3 +395,28 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// Like [`write_trace`], in blocks of `block` events, with or without zone maps (per-block events
+/// per kind and latency/end ranges; without, the file is like one written before they existed).
+pub fn write_trace_blocks(path: &Path, start_ns: u64, events: &[Event], block: usize, zone_maps: bool) {
+    let header = TraceHeader {
+        format_version: latscope_event::TRACE_FORMAT_VERSION,
+        hostname: "fixture".into(),
+        start_ns,
+        block: true,
+        syscalls: "all".into(),
+        block_devices: vec![BlockDevice { dev: (254 << 20), name: "vda".into(), ..Default::default() }],
+        ..Default::default()
+    };
+    let opts = latscope_trace::WriterOptions { zone_maps, sync_on_finish: false, ..Default::default() };
+    let mut w = TraceWriter::create_with(path, &header, opts).unwrap();
+    for chunk in events.chunks(block) {
+        let mut b = EventBatch::with_capacity(chunk.len());
+        for e in chunk {
+            b.push(e);
+        }
+        w.write_batch(&b, 0).unwrap();
+    }
+    let end = events.iter().map(|e| e.ts + e.lat).max().unwrap_or(start_ns);
+    w.finish(Summary { duration_ns: end.saturating_sub(start_ns).max(1), end_ns: end, ..Default::default() }).unwrap();
+}
