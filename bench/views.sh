@@ -4,8 +4,11 @@
 # 1. a heat map from 1 M lines of trace2heatmap.pl's two-column text, on all cores and on one,
 #    next to trace2heatmap.pl itself when it is installed (it is not packaged in Debian: otherwise
 #    the figure measured on this kind of machine, ~2.9 s for 1 M lines, is the reference);
-# 2. a heat map and a histogram from a binary latscope trace of EVENTS synthetic events, on one
-#    core (taskset -c 0), in events per second of CPU time (user + sys).
+# 2. heat maps, histograms, spectrogram rows and timelines from binary latscope traces of EVENTS
+#    synthetic events, on one core (taskset -c 0), in events per second of CPU time (user + sys):
+#    a trace with one block request every 20 events (every block mixes kinds) and one of syscalls
+#    only (like a recording of syscalls), and cases where the zone-map shortcut cannot apply
+#    (columns narrower than a block's time span, a filter) next to ones where it can.
 #
 # Environment: LATSCOPE (default target/release/latscope), EVENTS (default 10000000), REPS (3).
 set -euo pipefail
@@ -46,12 +49,18 @@ wall() {
 	printf '%s\n' "${best[@]}" | sort -n | sed -n "$(((REPS + 1) / 2))p"
 }
 
-# Median CPU seconds (user + sys) of REPS runs.
+# Median CPU seconds (user + sys) of REPS runs: perf's task-clock when perf is installed (time's
+# user and system figures have a resolution of 10 ms).
 cpu() {
 	local all=()
 	for _ in $(seq "$REPS"); do
-		/usr/bin/time -o "$WORK/time" -f "%U %S" "$@" >/dev/null 2>&1
-		all+=("$(awk '{print $1 + $2}' "$WORK/time")")
+		if command -v perf >/dev/null 2>&1; then
+			perf stat -x, -e task-clock -o "$WORK/time" "$@" >/dev/null 2>&1
+			all+=("$(awk -F, '/task-clock/ {print $1 / 1000}' "$WORK/time")")
+		else
+			/usr/bin/time -o "$WORK/time" -f "%U %S" "$@" >/dev/null 2>&1
+			all+=("$(awk '{print $1 + $2}' "$WORK/time")")
+		fi
 	done
 	printf '%s\n' "${all[@]}" | sort -n | sed -n "$(((REPS + 1) / 2))p"
 }
@@ -75,15 +84,32 @@ for row in "all cores|$t_all" "1 core|$t_one"; do
 done
 
 "$SYNTH" "$WORK/t.lst" "$EVENTS" 2>/dev/null
-for v in "heat map (log latency)|heatmap -r $WORK/t.lst -o $WORK/t.svg" \
-	"heat map, 4 maps (--per proc)|heatmap -r $WORK/t.lst --per proc -o $WORK/tp.svg" \
-	"histogram|hist -r $WORK/t.lst" \
-	"top --by proc|top -r $WORK/t.lst --by proc" \
-	"timeline|timeline -r $WORK/t.lst"; do
-	name=${v%%|*}
+"$SYNTH" "$WORK/s.lst" "$EVENTS" 0 2>/dev/null
+# The filter takes every event but needs per-event fields: no zone-map shortcut.
+ALL='evt.latency >= 0'
+for v in "heat map (log latency)|t|heatmap -o $WORK/t.svg" \
+	"heat map (log latency)|s|heatmap -o $WORK/t.svg" \
+	"heat map, 10 ms columns (narrower than a block: no shortcut)|s|heatmap --stepsec 0.01 -o $WORK/t.svg" \
+	"heat map, 4 maps (--per proc)|t|heatmap --per proc -o $WORK/tp.svg" \
+	"histogram|t|hist" \
+	"histogram|s|hist" \
+	"histogram, filter '$ALL' (no shortcut)|s|hist|$ALL" \
+	"spectrogram rows (--plain --no-pace)|t|spectrogram --plain --no-pace --width 209" \
+	"spectrogram rows (--plain --no-pace)|s|spectrogram --plain --no-pace --width 209" \
+	"spectrogram rows, 10 ms rows (no shortcut)|s|spectrogram --plain --no-pace --width 209 10" \
+	"top --by proc|t|top --by proc" \
+	"timeline|t|timeline" \
+	"timeline|s|timeline"; do
+	IFS='|' read -r name trace cmd filter <<<"$v"
 	# shellcheck disable=SC2206
-	args=(${v#*|})
+	args=($cmd)
+	args=("${args[0]}" -r "$WORK/$trace.lst" "${args[@]:1}")
+	[ -n "$filter" ] && args+=("$filter")
+	case $trace in
+	t) what="mixed kinds" ;;
+	*) what="syscalls only" ;;
+	esac
 	c=$(cpu taskset -c 0 "$LS" "${args[@]}")
-	printf '| %s, binary trace (1 core) | %s M events | %.3f s CPU | %.1f M events/s per core | target 50 M/s |\n' \
-		"$name" "$(echo "$EVENTS / 1000000" | bc)" "$c" "$(echo "$EVENTS / $c / 1000000" | bc -l)"
+	printf '| %s, binary trace, %s (1 core) | %s M events | %.3f s CPU | %.1f M events/s per core | target 50 M/s |\n' \
+		"$name" "$what" "$(echo "$EVENTS / 1000000" | bc)" "$c" "$(echo "$EVENTS / $c / 1000000" | bc -l)"
 done

@@ -18,7 +18,9 @@
 //!
 //! Reading is fastest with a projection (only the columns asked for are decompressed) and one
 //! recycled batch ([`TraceReader::next_batch_into`]), which saves allocating every column of
-//! every block.
+//! every block. Every block's metadata also holds a zone map ([`BlockMeta`]: its time, latency
+//! and end-time ranges and its events per kind); with [`TraceReader::next_batch_pruned`] a caller
+//! sees it before the block is decoded and skips the columns it makes unnecessary.
 //!
 //! ```no_run
 //! use latscope_event::{EventBatch, TraceHeader};
