@@ -311,6 +311,58 @@ print(old_c.getsockname()[1], new_c.getsockname()[1])
     assert_eq!(rows[0]["name"], "127.0.0.1", "{top}");
 }
 
+/// Entries of syscalls in flight wait in a per-CPU slot and move to task storage when their
+/// task is switched out: with 8 threads on few CPUs, calls block, are preempted and migrate,
+/// and every call must still be recorded once, with its own latency.
+#[test]
+fn record_many_threads_every_call_once_with_its_own_latency() {
+    if !require_bpf("record_many_threads_every_call_once_with_its_own_latency") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let work = compile_c("threads.c", tmp.path());
+    let trace = tmp.path().join("t.lst");
+    const THREADS: usize = 8;
+    const CALLS: usize = 5000;
+    const SLEEPS: usize = 20;
+    let out = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--json", "--no-block", "--"])
+        .arg(&work)
+        .args([THREADS.to_string(), CALLS.to_string(), SLEEPS.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["lost"], 0, "{summary}");
+    let ev = json_lines(&latscope_ok(&[
+        "events",
+        "-r",
+        trace.to_str().unwrap(),
+        "--json",
+        "proc.name = threads and evt.type in (getppid, clock_nanosleep, nanosleep)",
+    ]));
+    let mut per_tid: std::collections::BTreeMap<u64, (usize, usize)> = Default::default();
+    for e in &ev {
+        let lat = e["latency_ns"].as_u64().unwrap();
+        let slot = per_tid.entry(e["tid"].as_u64().unwrap()).or_default();
+        if e["type"] == "getppid" {
+            slot.0 += 1;
+            assert!(lat < 100_000_000, "a getppid of {lat} ns: another call's entry? {e}");
+        } else {
+            slot.1 += 1;
+            assert!(lat >= 1_000_000, "a 1 ms sleep measured {lat} ns: {e}");
+        }
+    }
+    let workers: Vec<_> = per_tid.iter().filter(|(_, c)| c.0 > 0).collect();
+    assert_eq!(workers.len(), THREADS, "{per_tid:?}");
+    for (tid, (calls, sleeps)) in workers {
+        assert_eq!(*calls, CALLS, "getppid calls of thread {tid}");
+        assert_eq!(*sleeps, SLEEPS, "sleeps of thread {tid}");
+    }
+}
+
 #[test]
 fn record_refuses_without_root_with_one_clear_line() {
     if !require_bpf("record_refuses_without_root_with_one_clear_line") || !require_tool("record_refuses", "setpriv") {

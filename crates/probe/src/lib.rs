@@ -258,6 +258,7 @@ impl Probe {
         let want_sys = cfg.syscalls != SyscallSel::Off;
         open.progs.ls_sys_enter.set_autoload(want_sys);
         open.progs.ls_sys_exit.set_autoload(want_sys);
+        open.progs.ls_switch.set_autoload(want_sys);
         for p in [&mut open.progs.ls_rq_insert, &mut open.progs.ls_rq_issue, &mut open.progs.ls_rq_complete] {
             p.set_autoload(cfg.block);
         }
@@ -325,6 +326,8 @@ impl Probe {
 
         let mut links = Vec::new();
         let progs = [
+            // First: entries in per-CPU slots must move with their task from the start.
+            (&skel.progs.ls_switch, want_sys),
             (&skel.progs.ls_sys_enter, want_sys),
             (&skel.progs.ls_sys_exit, want_sys),
             (&skel.progs.ls_rq_insert, cfg.block),

@@ -132,7 +132,7 @@ impl Drop for LoopFs {
 pub fn compile_c(src: &str, dir: &Path) -> PathBuf {
     let out = dir.join(Path::new(src).file_stem().unwrap());
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(src);
-    let st = Command::new("cc").args(["-O2", "-Wall", "-o"]).arg(&out).arg(&src).status().expect("cc runs");
+    let st = Command::new("cc").args(["-O2", "-Wall", "-pthread", "-o"]).arg(&out).arg(&src).status().expect("cc runs");
     assert!(st.success(), "compiling {} failed", src.display());
     out
 }

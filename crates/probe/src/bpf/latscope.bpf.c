@@ -73,20 +73,46 @@ struct ls_start {
 	__u32 dev;
 	__u32 nr;
 	__u8 fd_type;
-	/* The pid/comm filter's verdict for this task, valid while filter_gen and the task's
-	 * command name are what they were when it was taken: hashing the comm on every
-	 * syscall cost more than the rest of the entry program. */
-	__u8 wanted;
-	__u32 verdict_gen;
-	__u64 verdict_comm[2];
 };
 
+/*
+ * Where a syscall in flight waits for its exit. Task storage costs about as much as the rest of
+ * the programs together, so the entry goes to a per-CPU slot, owned by the task that made it;
+ * only when that task is switched out before its exit (it blocked, or was preempted) does
+ * sched_switch move the entry to the task's storage ("spill"). A syscall that does not block
+ * never touches task storage. `switches` counts context switches on the CPU so that a program
+ * preempted halfway through the slot can tell and fall back to task storage.
+ */
+struct ls_cpu {
+	struct ls_start st;
+	__u64 task;      /* owner of st (task_struct address), 0 when free */
+	__u64 switches;
+	/* The pid/comm filter's verdict for the task that last made a syscall here, valid while
+	 * the task, its tgid and command name and filter_gen are what they were when it was taken:
+	 * hashing the comm on every syscall cost more than the rest of the entry program. */
+	__u64 vtask;
+	__u64 vcomm[2];
+	__u32 vtgid;
+	__u32 vgen;
+	__u8 wanted;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ls_cpu);
+} cpus SEC(".maps");
+
+/* Entries of tasks switched out during a syscall (see struct ls_cpu). */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct ls_start);
 } starts SEC(".maps");
+
+#define barrier() asm volatile("" ::: "memory")
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -355,24 +381,33 @@ static __always_inline bool task_wanted_uncached(__u32 tgid, const __u64 comm[2]
 	return true;
 }
 
-/* Whether the pid/comm filter keeps this task; the verdict is cached in its storage. */
-static __always_inline bool task_wanted(struct task_struct *task, struct ls_start *s)
+/* Whether the pid/comm filter keeps this task; the verdict is cached in the CPU's slot. */
+static __always_inline bool task_wanted(struct task_struct *task, struct ls_cpu *c)
 {
 	if (!filter_pids && !filter_comms)
 		return true;
-	__u32 gen = filter_gen;
+	__u32 gen = filter_gen, tgid = task->tgid;
 	__u64 comm[2] = {};
 	if (filter_comms)
 		task_comm(task, comm);
-	if (s->verdict_gen == gen && s->verdict_comm[0] == comm[0] && s->verdict_comm[1] == comm[1])
-		return s->wanted;
-	bool w = task_wanted_uncached(task->tgid, comm);
-	s->wanted = w;
-	s->verdict_comm[0] = comm[0];
-	s->verdict_comm[1] = comm[1];
-	s->verdict_gen = gen;
+	if (c->vtask == (__u64)task && c->vtgid == tgid && c->vgen == gen && c->vcomm[0] == comm[0] &&
+	    c->vcomm[1] == comm[1])
+		return c->wanted;
+	bool w = task_wanted_uncached(tgid, comm);
+	c->vtask = 0;
+	barrier();
+	c->wanted = w;
+	c->vcomm[0] = comm[0];
+	c->vcomm[1] = comm[1];
+	c->vgen = gen;
+	c->vtgid = tgid;
+	barrier();
+	c->vtask = (__u64)task; /* last: the entry is valid from here */
 	return w;
 }
+
+static __always_inline void fill_start(struct ls_start *s, struct task_struct *task, struct pt_regs *regs,
+				       __u32 nr, struct ls_sys_desc *d);
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
@@ -386,14 +421,68 @@ int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
 	struct task_struct *task = bpf_get_current_task_btf();
 	if (task->tgid == self_tgid)
 		return 0;
-	struct ls_start *s = bpf_task_storage_get(&starts, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!s || !task_wanted(task, s))
+	__u32 zero = 0;
+	struct ls_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
+	if (!c || !task_wanted(task, c))
 		return 0;
+	__u64 switches = c->switches;
+	c->task = 0;
+	barrier();
+	fill_start(&c->st, task, regs, nr, d);
+	barrier();
+	c->task = (__u64)task;
+	barrier();
+	if (c->switches != switches) {
+		/* Preempted while writing the slot, which another task may have used meanwhile:
+		 * keep this entry in task storage instead. */
+		c->task = 0;
+		struct ls_start *s = bpf_task_storage_get(&starts, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (s)
+			fill_start(s, task, regs, nr, d);
+	}
+	return 0;
+}
+
+/* The entry of a syscall moved to task storage by sched_switch, consumed. */
+static __always_inline bool take_spilled(struct task_struct *task, struct ls_start *st)
+{
+	struct ls_start *s = bpf_task_storage_get(&starts, task, 0, 0);
+	if (!s || !s->ts)
+		return false;
+	__builtin_memcpy(st, s, sizeof(*st));
+	s->ts = 0;
+	return true;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(ls_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u32 zero = 0;
+	struct ls_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
+	if (!c)
+		return 0;
+	c->switches++;
+	if (c->task && c->task == (__u64)prev) {
+		/* prev blocks (or is preempted) inside a syscall: its entry moves with it. */
+		struct ls_start *s = bpf_task_storage_get(&starts, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (s)
+			__builtin_memcpy(s, &c->st, sizeof(*s));
+		else
+			stat_inc(LS_STAT_LOST);
+	}
+	c->task = 0;
+	return 0;
+}
+
+/* Save what the exit needs: number, arguments, the fd's identity, then the entry time. */
+static __always_inline void fill_start(struct ls_start *s, struct task_struct *task, struct pt_regs *regs,
+				       __u32 nr, struct ls_sys_desc *d)
+{
 	s->nr = nr;
 	/* In-kernel histograms that need neither the fd nor the arguments: the entry time is all. */
 	if (agg_mode && !AGG_NEEDS_FD) {
 		s->ts = bpf_ktime_get_ns();
-		return 0;
+		return;
 	}
 	s->args[0] = regs->di;
 	s->args[1] = regs->si;
@@ -413,7 +502,6 @@ int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
 		s->pos = -1;
 	}
 	s->ts = bpf_ktime_get_ns(); /* last: a non-zero ts marks a complete entry */
-	return 0;
 }
 
 static __always_inline __u64 arg_or(struct ls_start *s, __u8 idx, __u64 dflt)
@@ -510,12 +598,34 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct ls_start *s = bpf_task_storage_get(&starts, task, 0, 0);
-	if (!s || !s->ts)
+	__u32 zero = 0;
+	struct ls_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
+	if (!c)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
+	struct ls_start st; /* filled below: whole, or only ts and nr on the lean histogram path */
+	__u64 switches = c->switches;
+	barrier();
+	if (c->task == (__u64)task) {
+		if (agg_mode && !AGG_NEEDS_FD) {
+			st.ts = c->st.ts;
+			st.nr = c->st.nr;
+		} else {
+			__builtin_memcpy(&st, &c->st, sizeof(st));
+		}
+		barrier();
+		c->task = 0;
+		barrier();
+		/* Preempted while reading the slot: the switch saved the entry in task storage. */
+		if (c->switches != switches && !take_spilled(task, &st))
+			return 0;
+	} else if (!take_spilled(task, &st)) {
+		return 0;
+	}
+	struct ls_start *s = &st;
+	if (!s->ts)
+		return 0;
 	__u64 ts = s->ts;
-	s->ts = 0;
+	__u64 now = bpf_ktime_get_ns();
 	__u64 lat = now - ts;
 	if (lat < min_lat)
 		return 0;
@@ -566,7 +676,6 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	}
 
 	/* Path-taking call: build in scratch space, then copy out only the bytes used. */
-	__u32 zero = 0;
 	struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
 	if (!sc)
 		return 0;
