@@ -83,11 +83,15 @@ for row in "all cores|$t_all" "1 core|$t_one"; do
 		"$what" "$t" "$(echo "1 / $t" | bc -l)" "$(echo "$ref / $t" | bc -l)" "$ref" "$ref_note"
 done
 
+# t: syscalls + a block request every 20 events, in blocks by kind as `latscope record` writes;
+# m: the same events with both kinds in every block; s: syscalls only.
 "$SYNTH" "$WORK/t.lst" "$EVENTS" 2>/dev/null
+"$SYNTH" "$WORK/m.lst" "$EVENTS" 20 mixed 2>/dev/null
 "$SYNTH" "$WORK/s.lst" "$EVENTS" 0 2>/dev/null
 # The filter takes every event but needs per-event fields: no zone-map shortcut.
 ALL='evt.latency >= 0'
 for v in "heat map (log latency)|t|heatmap -o $WORK/t.svg" \
+	"heat map (log latency)|m|heatmap -o $WORK/t.svg" \
 	"heat map (log latency)|s|heatmap -o $WORK/t.svg" \
 	"heat map, 10 ms columns (narrower than a block: no shortcut)|s|heatmap --stepsec 0.01 -o $WORK/t.svg" \
 	"heat map, 4 maps (--per proc)|t|heatmap --per proc -o $WORK/tp.svg" \
@@ -95,6 +99,7 @@ for v in "heat map (log latency)|t|heatmap -o $WORK/t.svg" \
 	"histogram|s|hist" \
 	"histogram, filter '$ALL' (no shortcut)|s|hist|$ALL" \
 	"spectrogram rows (--plain --no-pace)|t|spectrogram --plain --no-pace --width 209" \
+	"spectrogram rows (--plain --no-pace)|m|spectrogram --plain --no-pace --width 209" \
 	"spectrogram rows (--plain --no-pace)|s|spectrogram --plain --no-pace --width 209" \
 	"spectrogram rows, 10 ms rows (no shortcut)|s|spectrogram --plain --no-pace --width 209 10" \
 	"top --by proc|t|top --by proc" \
@@ -106,7 +111,8 @@ for v in "heat map (log latency)|t|heatmap -o $WORK/t.svg" \
 	args=("${args[0]}" -r "$WORK/$trace.lst" "${args[@]:1}")
 	[ -n "$filter" ] && args+=("$filter")
 	case $trace in
-	t) what="mixed kinds" ;;
+	t) what="syscalls + block requests, blocks by kind" ;;
+	m) what="syscalls + block requests, mixed blocks" ;;
 	*) what="syscalls only" ;;
 	esac
 	c=$(cpu taskset -c 0 "$LS" "${args[@]}")

@@ -1,8 +1,10 @@
-//! Writes a synthetic trace for benchmarks: `synth_trace OUT.lst EVENTS [BLOCK_EVERY]`.
+//! Writes a synthetic trace for benchmarks: `synth_trace OUT.lst EVENTS [BLOCK_EVERY [mixed]]`.
 //!
 //! Syscalls (read, pread64, write, openat, close from a few processes) with a bimodal latency
 //! distribution, one block request every BLOCK_EVERY events (default 20), timestamps 2 us apart
-//! on average. Deterministic.
+//! on average. Deterministic. Laid out as `latscope record` writes: syscalls and block requests
+//! in separate blocks, flushed together every 64 Ki events; with `mixed`, both kinds share
+//! blocks (as other writers or older latscope versions may lay them out).
 
 use latscope_event::{BlockDevice, Event, EventBatch, EventKind, TraceHeader};
 use latscope_trace::{Summary, TraceWriter};
@@ -15,6 +17,7 @@ fn main() {
     }
     let n: u64 = args[2].parse().expect("EVENTS is a number");
     let block_every: u64 = args.get(3).map(|s| s.parse().expect("BLOCK_EVERY is a number")).unwrap_or(20);
+    let mixed = args.get(4).is_some_and(|s| s == "mixed");
     let start = 5_000_000_000_000u64;
     let header = TraceHeader {
         format_version: latscope_event::TRACE_FORMAT_VERSION,
@@ -41,6 +44,7 @@ fn main() {
     };
     let mut t = start;
     let mut b = EventBatch::with_capacity(65_536);
+    let mut blk = EventBatch::default(); // block requests, unless mixed
     for i in 0..n {
         t += rnd() % 4000;
         let r = rnd();
@@ -53,7 +57,8 @@ fn main() {
             20_000 + (r >> 8) % 2_000_000
         };
         let k = (r >> 20) as usize;
-        b.push(&Event {
+        let to = if block && !mixed { &mut blk } else { &mut b };
+        to.push(&Event {
             kind: if block { EventKind::Block as u8 } else { EventKind::Syscall as u8 },
             ts: t,
             lat,
@@ -70,13 +75,19 @@ fn main() {
             path: if block { String::new() } else { format!("/data/file{}", k % 32) },
             ..Default::default()
         });
-        if b.len() == 65_536 {
-            w.write_batch(&b, 0).expect("write");
-            b.clear();
+        if b.len() + blk.len() == 65_536 {
+            for x in [&mut blk, &mut b] {
+                if !x.is_empty() {
+                    w.write_batch(x, 0).expect("write");
+                    x.clear();
+                }
+            }
         }
     }
-    if !b.is_empty() {
-        w.write_batch(&b, 0).expect("write");
+    for x in [&blk, &b] {
+        if !x.is_empty() {
+            w.write_batch(x, 0).expect("write");
+        }
     }
     let s = w.finish(Summary { duration_ns: t - start + 1, end_ns: t, ..Default::default() }).expect("finish");
     eprintln!("wrote {} events to {} ({} bytes)", s.events, args[1], s.bytes);

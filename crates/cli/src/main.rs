@@ -46,6 +46,13 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `latscope events ... | head` should end quietly like other Unix tools, not panic on a
+    // closed pipe: restore the default SIGPIPE action (Rust ignores it). Not for record, which
+    // must close its trace file cleanly whatever happens to its standard output.
+    if !matches!(cli.command, Command::Record(_)) {
+        // SAFETY: setting a signal disposition before any thread is started.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let r = match cli.command {
         Command::Record(a) => cmd::record::run(a),
         Command::Events(a) => cmd::events::run(a),

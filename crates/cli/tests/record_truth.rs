@@ -40,6 +40,16 @@ fn record_ground_truth() {
     assert_eq!(s["command_status"], 0, "workload failed: {s}");
 
     let ev = json_lines(&latscope_ok(&["events", "-r", trace.to_str().unwrap(), "--json"]));
+    // Syscalls and the other kinds are written in separate blocks (readers skip kinds by block).
+    let mut reader = latscope_trace::TraceReader::open(&trace).unwrap();
+    let mut kinds_seen = std::collections::BTreeSet::new();
+    while let Some(b) = reader.next_batch() {
+        let b = b.unwrap();
+        let syscalls = b.kind.iter().filter(|&&k| k == 0).count();
+        assert!(syscalls == 0 || syscalls == b.len(), "a block mixes syscalls with other kinds");
+        kinds_seen.extend(b.kind.iter().copied());
+    }
+    assert!(kinds_seen.len() >= 2, "syscall and block events recorded: {kinds_seen:?}");
     // The workload is the process that exec'd our helper.
     let exec = ev
         .iter()

@@ -5,7 +5,7 @@
 mod common;
 mod viewsupport;
 
-use common::{latscope, latscope_ok};
+use common::{bin, latscope, latscope_ok};
 use latscope_event::{Event, EventKind};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -892,4 +892,28 @@ fn zone_maps_give_the_same_views_as_decoding_everything() {
     let mut spf = sp.to_vec();
     spf.push(all);
     assert_eq!(rows(&run(&za, &sp)), rows(&run(&za, &spf)));
+}
+
+/// Output cut short by the reader (`| head`) ends the command quietly, as with other Unix tools:
+/// no panic message, killed by SIGPIPE like `cat` would be.
+#[test]
+fn closed_output_pipe_ends_quietly() {
+    use std::io::Read;
+    let f = fixture();
+    for args in [vec!["events", "-r"], vec!["info", "-v", "-r"], vec!["top", "--by", "file", "-r"]] {
+        let mut child = std::process::Command::new(bin())
+            .args(&args)
+            .arg(&f.path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 16];
+        child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+        drop(child.stdout.take()); // the reader goes away
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!out.status.success() || err.is_empty(), "{args:?}: {err}");
+    }
 }

@@ -26,6 +26,9 @@ pub struct Decoder {
     live: bool,
     /// Events decoded into this batch since the last take.
     pub batch: EventBatch,
+    /// When set, events other than syscalls (block requests, process events) go here instead
+    /// of into `batch` (see [`crate::Probe::poll_into_split`]).
+    pub other: Option<EventBatch>,
     /// Records shorter than their declared size (never expected; counted, not trusted).
     pub malformed: u64,
     scratch: Event,
@@ -172,7 +175,10 @@ impl Decoder {
             Some(EventKind::Proc) => self.proc(&mut e, &p1),
             _ => {}
         }
-        self.batch.push(&e);
+        match &mut self.other {
+            Some(o) if e.kind != EventKind::Syscall as u8 => o.push(&e),
+            _ => self.batch.push(&e),
+        }
         self.scratch = e;
     }
 

@@ -397,6 +397,27 @@ impl Probe {
         r
     }
 
+    /// Like [`Probe::poll_into`], but block requests and process events go to `other`: a
+    /// recorder writes them in blocks of their own, so that a reader wanting one kind of event
+    /// never decodes the `kind` column and skips the other kind's blocks whole.
+    pub fn poll_into_split(
+        &mut self,
+        syscalls: &mut EventBatch,
+        other: &mut EventBatch,
+        timeout: Duration,
+    ) -> Result<(), ProbeError> {
+        {
+            let mut d = self.decoder.borrow_mut();
+            std::mem::swap(&mut d.batch, syscalls);
+            d.other = Some(std::mem::take(other));
+        }
+        let r = self.poll_raw(timeout);
+        let mut d = self.decoder.borrow_mut();
+        std::mem::swap(&mut d.batch, syscalls);
+        *other = d.other.take().unwrap_or_default();
+        r
+    }
+
     /// Wait up to `timeout` and consume the ring buffer into the decoder's batch.
     fn poll_raw(&mut self, timeout: Duration) -> Result<(), ProbeError> {
         if let Some(rb) = &self.rb {

@@ -3,8 +3,8 @@
 use crate::input::parse_filter;
 use anyhow::{bail, Context, Result};
 use latscope_event::units::{fmt_bytes, fmt_count, parse_duration_secs_default, parse_size};
-use latscope_event::EventBatch;
-use latscope_filter::EvalContext;
+use latscope_event::{EventBatch, EventKind};
+use latscope_filter::{EvalContext, Filter};
 use latscope_probe::{snapshot, Probe, ProbeConfig, SyscallSel};
 use latscope_trace::{Summary, ThreadedTraceWriter};
 use std::ffi::CString;
@@ -199,7 +199,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let deadline = started + Duration::from_nanos(a.duration);
     let progress = !a.quiet && std::io::stderr().is_terminal();
     let mut ctx = EvalContext::new(&header);
+    // Syscalls and the other kinds (block requests, process events) are written in separate
+    // blocks: a reader after one kind then skips the other's blocks whole and never decodes the
+    // `kind` column (the blocks' zone maps say what they hold).
     let mut pending = EventBatch::with_capacity(BLOCK_EVENTS);
+    let mut pending_other = EventBatch::default();
     let mut last_block = Instant::now();
     let mut last_progress = Instant::now();
     let mut written: u64 = 0;
@@ -211,23 +215,21 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut scratch = EventBatch::with_capacity(8192);
     loop {
         if filter.is_match_all() {
-            probe.poll_into(&mut pending, Duration::from_millis(50))?;
+            probe.poll_into_split(&mut pending, &mut pending_other, Duration::from_millis(50))?;
         } else {
             scratch.clear();
             probe.poll_into(&mut scratch, Duration::from_millis(50))?;
             ctx.observe(&scratch);
-            for i in 0..scratch.len() {
-                if filter.matches(&scratch, i, &ctx) {
-                    pending.push_from(&scratch, i);
-                }
-            }
+            keep_matching(&scratch, &filter, &ctx, &mut pending, &mut pending_other);
         }
-        if pending.len() >= BLOCK_EVENTS || last_block.elapsed() >= BLOCK_INTERVAL {
+        if pending.len() + pending_other.len() >= BLOCK_EVENTS || last_block.elapsed() >= BLOCK_INTERVAL {
             lost = probe.stats().lost;
-            written += pending.len() as u64;
-            let full = std::mem::replace(&mut pending, writer.spare_batch());
-            if !full.is_empty() {
-                writer.write_batch(full, lost)?;
+            for p in [&mut pending_other, &mut pending] {
+                written += p.len() as u64;
+                let full = std::mem::replace(p, writer.spare_batch());
+                if !full.is_empty() {
+                    writer.write_batch(full, lost)?;
+                }
             }
             last_block = Instant::now();
         }
@@ -235,7 +237,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             eprint!(
                 "\rrecording {:>6.1}s  {:>8} events  {} lost  ",
                 started.elapsed().as_secs_f64(),
-                fmt_count((written + pending.len() as u64) as f64),
+                fmt_count((written + pending.len() as u64 + pending_other.len() as u64) as f64),
                 lost
             );
             last_progress = Instant::now();
@@ -263,18 +265,16 @@ pub fn run(a: Args) -> Result<ExitCode> {
             break;
         }
         ctx.observe(&b);
-        for i in 0..b.len() {
-            if filter.is_match_all() || filter.matches(&b, i, &ctx) {
-                pending.push_from(&b, i);
-            }
-        }
+        keep_matching(&b, &filter, &ctx, &mut pending, &mut pending_other);
     }
     let stats = probe.stats();
     let malformed = probe.malformed();
     drop(probe);
-    written += pending.len() as u64;
-    if !pending.is_empty() {
-        writer.write_batch(pending, stats.lost)?;
+    for p in [pending_other, pending] {
+        written += p.len() as u64;
+        if !p.is_empty() {
+            writer.write_batch(p, stats.lost)?;
+        }
     }
     let elapsed = started.elapsed();
     let end_ns = snapshot::monotonic_ns();
@@ -331,4 +331,21 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let _ = std::io::stderr().flush();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Append the events of `b` that `filter` keeps: syscalls to `syscalls`, other kinds to `other`.
+fn keep_matching(
+    b: &EventBatch,
+    filter: &Filter,
+    ctx: &EvalContext,
+    syscalls: &mut EventBatch,
+    other: &mut EventBatch,
+) {
+    let all = filter.is_match_all();
+    for i in 0..b.len() {
+        if all || filter.matches(b, i, ctx) {
+            let to = if b.kind[i] == EventKind::Syscall as u8 { &mut *syscalls } else { &mut *other };
+            to.push_from(b, i);
+        }
+    }
 }
