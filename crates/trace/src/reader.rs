@@ -279,7 +279,8 @@ impl TraceReader {
     /// zone map: time and latency ranges, events per kind) before the block is decoded, and
     /// returns the columns of the projection not to decode for this block.
     ///
-    /// The columns `prune` returns hold unspecified values for that block (the batch still has
+    /// A block whose every column `prune` returns (e.g. [`Column::ALL`]) is verified and passed
+    /// over: it is not returned and `batch` is left as it was. The columns `prune` returns hold unspecified values for that block (the batch still has
     /// the block's length in every column), and so do the numeric columns outside the
     /// projection: they are not zero-filled for every block, only grown with zeros (so they hold
     /// zeros unless the caller wrote to them or read other columns into this batch). A caller skips a column only when the metadata tells
@@ -725,9 +726,15 @@ impl TraceReader {
         }
         let mut wanted = self.wanted;
         prune(&bm, &mut wanted);
+        // Every column pruned: nothing to return. The block was verified; pass over it without
+        // touching `out` (shrinking it would make the next block re-grow its pruned columns).
+        let skip = lazy && wanted.iter().all(|w| !w);
+        let rows = msg.header_as_record_batch().map_or(0, |rb| rb.length()).max(0) as u64;
         let pruned: [bool; 23] = std::array::from_fn(|c| (lazy || self.wanted[c]) && !wanted[c]);
-        if let Err(d) = self.decode(&msg, n, &wanted, &pruned, out) {
-            return Err(self.corrupt(block, start, d));
+        if !skip {
+            if let Err(d) = self.decode(&msg, n, &wanted, &pruned, out) {
+                return Err(self.corrupt(block, start, d));
+            }
         }
         if self.heap_pin.is_none() && !out.is_empty() {
             self.heap_pin = Some(Vec::with_capacity(HEAP_PIN));
@@ -744,6 +751,10 @@ impl TraceReader {
             self.stats.lost_total = self.stats.lost_total.max(s.lost);
             self.summary = Some(s);
             self.last_meta = Some(bm);
+            if skip {
+                self.stats.events += rows;
+                return Ok(false);
+            }
             if out.is_empty() {
                 return Ok(false);
             }
@@ -752,6 +763,10 @@ impl TraceReader {
         }
         self.last_meta = Some(bm);
         self.stats.blocks += 1;
+        if skip {
+            self.stats.events += rows;
+            return Ok(false);
+        }
         self.stats.events += out.len() as u64;
         Ok(true)
     }
