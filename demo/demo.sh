@@ -26,7 +26,28 @@ mkdir -p "$WORK/mnt"
 mount "$LOOPDEV" "$WORK/mnt"
 echo "$LOOPDEV mounted on $WORK/mnt"
 
-step "The built-in workload: file writes and reads, fsyncs, O_DIRECT writes, sleeps"
+step "The built-in workload: file writes and reads, fsyncs, O_DIRECT writes, sleeps, a TCP server and its clients"
+# A local TCP server answering 3 clients (20 requests each), so that sockets show their addresses.
+cat >"$WORK/net.py" <<'PY'
+import socket, threading
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(8)
+def serve():
+    for _ in range(3):
+        c, _ = srv.accept()
+        while True:
+            d = c.recv(64)
+            if not d:
+                break
+            c.sendall(d.upper())
+        c.close()
+t = threading.Thread(target=serve); t.start()
+for _ in range(3):
+    s = socket.create_connection(srv.getsockname())
+    for _ in range(20):
+        s.sendall(b"ping"); s.recv(64)
+    s.close()
+t.join()
+PY
 cat >"$WORK/workload.sh" <<WL
 set -e
 d=$WORK/mnt/files
@@ -39,6 +60,7 @@ dd if=/dev/zero of=$WORK/mnt/direct bs=64k count=200 oflag=direct status=none
 for i in \$(seq 1 20); do sleep 0.01; done
 mv \$d/f1 \$d/moved
 rm -rf \$d
+python3 $WORK/net.py
 WL
 echo "see $WORK/workload.sh"
 
@@ -56,6 +78,14 @@ step "Slow calls: latscope events -r trace.lst 'evt.latency > 5ms' (first 10)"
 
 step "Block requests on $(basename "$LOOPDEV"): latscope events -r trace.lst 'blk.disk = $(basename "$LOOPDEV")' (first 10)"
 "$LS" events -r "$OUT/trace.lst" -n 10 --time rel "blk.disk = $(basename "$LOOPDEV")"
+
+step "Sockets are named by their addresses: latscope events -r trace.lst 'evt.type in (connect, accept4)'"
+"$LS" events -r "$OUT/trace.lst" -n 6 --time rel 'evt.type in (connect, accept, accept4)'
+
+step "The server's work by client: latscope top -r trace.lst --by client 'fd.type = ipv4 and evt.type = recvfrom'"
+"$LS" top -r "$OUT/trace.lst" --by client 'fd.type = ipv4 and evt.type = recvfrom'
+echo "(all clients are on 127.0.0.1 here; each connection, by its addresses:)"
+"$LS" top -r "$OUT/trace.lst" --by file 'fd.type = ipv4 and evt.type = recvfrom'
 
 step "The whole trace as a spectrogram: latscope spectrogram -r trace.lst --no-pace 100"
 COLUMNS=${COLUMNS:-120} "$LS" spectrogram -r "$OUT/trace.lst" --no-pace 100 --svg "$OUT/spectrogram.svg" | tail -25 || true
