@@ -5,7 +5,41 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::process::Command;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+/// `latscope record -w trace ARGS...` in the background, its output captured.
+fn spawn_recorder(trace: &Path, args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(["record", "-w"])
+        .arg(trace)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Wait until the recorders writing `traces` have attached: their files exist, then the probes
+/// get time to load.
+fn wait_attached(traces: &[&Path]) {
+    for _ in 0..100 {
+        if traces.iter().all(|t| t.exists()) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+}
+
+/// Stop a recorder as Ctrl-C would and return its output; it must have succeeded.
+fn stop_recorder(rec: Child) -> Output {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let o = rec.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    o
+}
 
 const N: usize = 20;
 
@@ -176,21 +210,8 @@ fn record_comm_filter_follows_renames() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let trace = tmp.path().join("c.lst");
-    let rec = Command::new(bin())
-        .args(["record", "-w"])
-        .arg(&trace)
-        .args(["--quiet", "--no-block", "--duration", "60", "-c", "lsrenamed"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        if trace.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    let rec = spawn_recorder(&trace, &["--quiet", "--no-block", "--duration", "60", "-c", "lsrenamed"]);
+    wait_attached(&[&trace]);
     let marks = tmp.path().join("mark");
     // Many syscalls under each name, so a stale cached verdict would show.
     let script = format!(
@@ -211,10 +232,7 @@ touch("after")
     let st = Command::new("python3").arg("-c").arg(&script).status().unwrap();
     assert!(st.success());
     std::thread::sleep(std::time::Duration::from_millis(500));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
-    let o = rec.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    stop_recorder(rec);
     let ev = json_lines(&latscope_ok(&["events", "-r", trace.to_str().unwrap(), "--json", "evt.type = openat"]));
     let count = |tag: &str| {
         let p = format!("{}-{tag}", marks.display());
@@ -269,31 +287,15 @@ print(old_c.getsockname()[1], new_c.getsockname()[1])
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
     let port: u16 = std::fs::read_to_string(&ready).unwrap().trim().parse().unwrap();
-    let rec = Command::new(bin())
-        .args(["record", "-w"])
-        .arg(&trace)
-        .args(["--quiet", "--no-block", "--duration", "60", "-p", &py.id().to_string()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        if trace.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    let rec = spawn_recorder(&trace, &["--quiet", "--no-block", "--duration", "60", "-p", &py.id().to_string()]);
+    wait_attached(&[&trace]);
     std::fs::write(&go, "").unwrap();
     let out = py.wait_with_output().unwrap();
     assert!(out.status.success());
     let ports: Vec<u16> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(|p| p.parse().unwrap()).collect();
     let (old_port, new_port) = (ports[0], ports[1]);
     std::thread::sleep(std::time::Duration::from_millis(500));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
-    let o = rec.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    stop_recorder(rec);
 
     let f = trace.to_str().unwrap();
     let ev = json_lines(&latscope_ok(&["events", "-r", f, "--json", "fd.type = ipv4"]));
@@ -408,34 +410,14 @@ fn pushdown_reduces_ring_buffer_traffic_with_the_same_output() {
     std::fs::create_dir(&dir).unwrap();
     let filter = "proc.name = workload and evt.type in (openat, pwrite64, pread64) and evt.latency >= 0";
     let (ta, tb) = (tmp.path().join("a.lst"), tmp.path().join("b.lst"));
-    let start = |t: &std::path::Path, f: Option<&str>| {
-        let mut c = Command::new(bin());
-        c.args(["record", "-w"]).arg(t).args(["--quiet", "--json", "--no-block", "--duration", "60"]);
-        if let Some(f) = f {
-            c.arg(f);
-        }
-        c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
-    };
-    let a = start(&ta, Some(filter));
-    let b = start(&tb, None);
-    // Both recorders attached: their files exist, then give the probes time to load.
-    for _ in 0..100 {
-        if ta.exists() && tb.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    let opts = ["--quiet", "--json", "--no-block", "--duration", "60"];
+    let a = spawn_recorder(&ta, &[&opts[..], &[filter]].concat());
+    let b = spawn_recorder(&tb, &opts);
+    wait_attached(&[&ta, &tb]);
     let st = Command::new(&work).arg(&dir).arg(tmp.path()).arg("10").status().unwrap();
     assert!(st.success());
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let stop = |c: std::process::Child| {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-        let o = c.wait_with_output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        serde_json::from_slice::<Value>(&o.stdout).unwrap()
-    };
+    let stop = |c: Child| serde_json::from_slice::<Value>(&stop_recorder(c).stdout).unwrap();
     let (sa, sb) = (stop(a), stop(b));
     let (ra, rb) = (sa["ring_events"].as_u64().unwrap(), sb["ring_events"].as_u64().unwrap());
     assert_eq!(sa["lost"], 0);

@@ -182,26 +182,29 @@ impl Decoder {
         self.scratch = e;
     }
 
+    /// connect/accept: name the socket by the addresses the kernel sent (`raw1`), under its fd
+    /// (connect's argument, accept's result) and its inode (so that dup'ed and inherited fds of
+    /// the same socket get the name too). False when the event carries no addresses.
+    fn name_socket(&mut self, e: &mut Event, d: &SysDesc, raw1: &[u8]) -> bool {
+        let Some(name) = sock_name(raw1) else { return false };
+        let fd = if d.has(SysDesc::RET_FD) { e.ret as i32 } else { e.fd };
+        let name: Arc<str> = Arc::from(name);
+        self.by_inode.insert((e.dev, e.ino), name.clone());
+        e.path.push_str(&name);
+        self.by_fd.insert((e.pid, fd), name);
+        true
+    }
+
     fn syscall(&mut self, e: &mut Event, p1: &str, p2: &str, raw1: &[u8]) {
         let d: &SysDesc = desc(e.nr);
         let ok = e.ret >= 0;
         let t = FdType::from_u8(e.fd_type);
-        if d.has(SysDesc::SOCK) {
-            if let Some(name) = sock_name(raw1) {
-                // connect names the fd it was given, accept the one it returns (by inode too,
-                // so that dup'ed and inherited fds of the same socket get the name).
-                let fd = if d.has(SysDesc::RET_FD) { e.ret as i32 } else { e.fd };
-                let name: Arc<str> = Arc::from(name.as_str());
-                self.by_inode.insert((e.dev, e.ino), name.clone());
-                self.by_fd.insert((e.pid, fd), name.clone());
-                e.path = name.to_string();
-                if d.has(SysDesc::RET_FD) {
-                    return;
-                }
-            }
+        let socket_named = d.has(SysDesc::SOCK) && self.name_socket(e, d, raw1);
+        if socket_named && d.has(SysDesc::RET_FD) {
+            return; // accept: the new fd is named; nothing else to do
         }
-        if !e.path.is_empty() {
-            // named above (a socket's addresses)
+        if socket_named {
+            // connect: named by its addresses
         } else if d.path != NONE {
             let dirfd = if d.dirfd != NONE { e.dirfd } else { AT_FDCWD };
             e.path = self.resolve(e.pid, dirfd, p1);

@@ -368,8 +368,13 @@ pub fn write_trace(path: &Path, start_ns: u64, events: &[Event]) -> TraceHeader 
         ],
         ..Default::default()
     };
-    let mut w = TraceWriter::create(path, &header).unwrap();
-    for chunk in events.chunks(10_000) {
+    write_events(TraceWriter::create(path, &header).unwrap(), start_ns, events, 10_000);
+    header
+}
+
+/// Writes `events` in blocks of `block` and closes the trace cleanly.
+fn write_events(mut w: TraceWriter, start_ns: u64, events: &[Event], block: usize) {
+    for chunk in events.chunks(block) {
         let mut b = EventBatch::with_capacity(chunk.len());
         for e in chunk {
             b.push(e);
@@ -378,7 +383,6 @@ pub fn write_trace(path: &Path, start_ns: u64, events: &[Event]) -> TraceHeader 
     }
     let end = events.iter().map(|e| e.ts + e.lat).max().unwrap_or(start_ns);
     w.finish(Summary { duration_ns: end.saturating_sub(start_ns).max(1), end_ns: end, ..Default::default() }).unwrap();
-    header
 }
 
 /// A deterministic pseudo-random sequence.
@@ -409,14 +413,5 @@ pub fn write_trace_blocks(path: &Path, start_ns: u64, events: &[Event], block: u
         ..Default::default()
     };
     let opts = latscope_trace::WriterOptions { zone_maps, sync_on_finish: false, ..Default::default() };
-    let mut w = TraceWriter::create_with(path, &header, opts).unwrap();
-    for chunk in events.chunks(block) {
-        let mut b = EventBatch::with_capacity(chunk.len());
-        for e in chunk {
-            b.push(e);
-        }
-        w.write_batch(&b, 0).unwrap();
-    }
-    let end = events.iter().map(|e| e.ts + e.lat).max().unwrap_or(start_ns);
-    w.finish(Summary { duration_ns: end.saturating_sub(start_ns).max(1), end_ns: end, ..Default::default() }).unwrap();
+    write_events(TraceWriter::create_with(path, &header, opts).unwrap(), start_ns, events, block);
 }
