@@ -26,6 +26,14 @@ pub(crate) const fn raw_index(v: u64) -> usize {
     ((shift as usize) << SUB_BUCKET_BITS) + (v >> shift) as usize
 }
 
+/// Index of the bucket holding `v` in a histogram whose range reaches `v` (below 7424; above a
+/// histogram's top, [`Histogram::bucket_index`] gives its top bucket instead). Without the range
+/// check, for tables indexed by bucket.
+#[inline]
+pub const fn bucket_index_of(v: u64) -> usize {
+    raw_index(v)
+}
+
 /// Inclusive value range of bucket `index`, for any index a 64-bit range can have (< 7424).
 #[inline]
 pub(crate) const fn raw_bounds(index: usize) -> (u64, u64) {

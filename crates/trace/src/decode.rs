@@ -63,6 +63,16 @@ impl Layout {
         }
         Some(l)
     }
+
+    /// The buffers the decoder reads for column `c` (by [`Column::index`]): the values of a
+    /// numeric column, the offsets and data of a string column (never the validity bitmap).
+    pub(crate) fn buffers_of(&self, c: usize) -> std::ops::Range<usize> {
+        let first = self.buffer[c] + 1;
+        match Column::ALL[c].data_type() {
+            DataType::Utf8 => first..first + 2,
+            _ => first..first + 1,
+        }
+    }
 }
 
 /// A fixed-width column type: any bit pattern is a value, stored little-endian.
@@ -230,6 +240,10 @@ impl Decoder {
             if wanted[i] {
                 check_node(&nodes, layout, i, n)?;
                 cx.strings(layout.buffer[i] + 1, col, c)?;
+            } else if col.data.is_empty() && col.offsets.last() == Some(&0) {
+                // Offsets never decrease, so these are all zeros already (a recycled batch's
+                // column, usually): only the length changes.
+                any_len(&mut col.offsets, n + 1);
             } else {
                 zero(&mut col.offsets, n + 1);
                 col.data.clear();

@@ -16,7 +16,8 @@
 //! [`Warning`]; a corrupt block is reported with its number and offset and can be skipped.
 //! The full format is described in `docs/TRACE_FORMAT.md`.
 //!
-//! Reading is fastest with a projection (only the columns asked for are decompressed) and one
+//! Reading is fastest with a projection (only the buffers of the columns asked for are read,
+//! verified against their own checksums and decompressed) and one
 //! recycled batch ([`TraceReader::next_batch_into`]), which saves allocating every column of
 //! every block. Every block's metadata also holds a zone map ([`BlockMeta`]: its time, latency
 //! and end-time ranges and its events per kind); with [`TraceReader::next_batch_pruned`] a caller
@@ -56,9 +57,9 @@ mod writer;
 pub use column::{arrow_schema, Column};
 pub use error::{TraceError, Warning, WarningKind};
 pub use meta::{
-    meta_digest, BlockMeta, Summary, KEY_CRC, KEY_END_MAX, KEY_END_MIN, KEY_EVENTS_TOTAL, KEY_FORMAT_VERSION,
-    KEY_HEADER, KEY_HEADER_CRC, KEY_KINDS, KEY_LAT_MAX, KEY_LAT_MIN, KEY_LOST_TOTAL, KEY_META_CRC, KEY_SEQ,
-    KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
+    meta_digest, BlockMeta, Summary, KEY_BUFFER_CRCS, KEY_CRC, KEY_END_MAX, KEY_END_MIN, KEY_EVENTS_TOTAL,
+    KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC, KEY_KINDS, KEY_LAT_MAX, KEY_LAT_MIN, KEY_LOST_TOTAL, KEY_META_CRC,
+    KEY_SEQ, KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
 };
 pub use reader::{ReadOptions, ReadStats, TraceReader, MAX_BLOCK_ROWS};
 pub use threaded::{ThreadedTraceWriter, DEFAULT_QUEUE_BATCHES};

@@ -35,6 +35,11 @@ pub const KEY_END_MIN: &str = "latscope.end_min";
 /// Block metadata key: largest end time `ts + lat` (saturating) in the block (decimal; absent in
 /// empty blocks).
 pub const KEY_END_MAX: &str = "latscope.end_max";
+/// Block metadata key: CRC-32C of each buffer's stored bytes (as in the body: compressed, with
+/// their length prefix), in the order of the record batch's buffers, as lower-case hex without
+/// leading zeros, comma-separated. Lets a reader that decodes only some columns read and verify
+/// only their buffers.
+pub const KEY_BUFFER_CRCS: &str = "latscope.buffer_crc32c";
 /// Block metadata key: CRC-32C of the block's layout and latscope metadata (8 lower-case hex
 /// digits), see [`meta_digest`].
 pub const KEY_META_CRC: &str = "latscope.meta_crc32c";
@@ -68,6 +73,9 @@ pub struct BlockMeta {
     pub seq: Option<u64>,
     /// CRC-32C of the body ([`KEY_CRC`]).
     pub crc32c: Option<u32>,
+    /// CRC-32C of each buffer ([`KEY_BUFFER_CRCS`]); `None` in files written before the key
+    /// existed.
+    pub buffer_crc32c: Option<Vec<u32>>,
     /// Events up to and including this block ([`KEY_EVENTS_TOTAL`]).
     pub events_total: Option<u64>,
     /// Events lost so far ([`KEY_LOST_TOTAL`]).
@@ -117,6 +125,16 @@ impl BlockMeta {
                 KEY_KINDS => {
                     m.kinds = Some(parse_kinds(v).ok_or_else(|| format!("metadata {k}={v:?} is not three counts"))?)
                 }
+                KEY_BUFFER_CRCS => {
+                    let crcs: Option<Vec<u32>> = if v.is_empty() {
+                        Some(Vec::new())
+                    } else {
+                        v.split(',').map(|x| u32::from_str_radix(x, 16).ok()).collect()
+                    };
+                    m.buffer_crc32c = Some(
+                        crcs.ok_or_else(|| format!("metadata {k} is not a comma-separated list of hex checksums"))?,
+                    )
+                }
                 KEY_SUMMARY => m.summary = Some(v.to_string()),
                 _ => {}
             }
@@ -146,6 +164,14 @@ impl BlockMeta {
         }
         if let Some(c) = self.crc32c {
             v.push((KEY_CRC, format!("{c:08x}")));
+        }
+        if let Some(crcs) = &self.buffer_crc32c {
+            let mut s = String::with_capacity(crcs.len() * 9);
+            for (i, c) in crcs.iter().enumerate() {
+                use std::fmt::Write;
+                let _ = write!(s, "{}{c:x}", if i > 0 { "," } else { "" });
+            }
+            v.push((KEY_BUFFER_CRCS, s));
         }
         if let Some(s) = &self.summary {
             v.push((KEY_SUMMARY, s.clone()));
@@ -188,6 +214,45 @@ impl BlockMeta {
         }
         self.kinds = (k[3] == 0 && kind.len() == n).then_some([k[0], k[1], k[2]]);
     }
+}
+
+/// The CRC-32C of `body` and of each of its buffers, given as `(offset, length)` in body order.
+///
+/// Each byte is read once: the body checksum is the buffers' checksums combined with those of the
+/// padding between them. Buffers out of order, overlapping or outside the body (which Arrow
+/// writers do not produce) are checksummed on their own and the body in a second pass.
+pub(crate) fn body_checksums(body: &[u8], buffers: impl IntoIterator<Item = (i64, i64)>) -> (u32, Vec<u32>) {
+    let mut crcs = Vec::new();
+    let mut body_crc = 0u32;
+    let mut pos = 0usize;
+    let mut in_order = true;
+    for (off, len) in buffers {
+        let range = usize::try_from(off).ok().zip(usize::try_from(len).ok()).and_then(|(o, l)| {
+            let end = o.checked_add(l)?;
+            (end <= body.len()).then_some(o..end)
+        });
+        let Some(r) = range else {
+            // Out of the body: a checksum no reader can match (the reader rejects the layout anyway).
+            crcs.push(0);
+            in_order = false;
+            continue;
+        };
+        let c = crc32c::crc32c(&body[r.clone()]);
+        crcs.push(c);
+        if in_order && r.start >= pos {
+            body_crc = crc32c::crc32c_append(body_crc, &body[pos..r.start]);
+            body_crc = crc32c::crc32c_combine(body_crc, c, r.len());
+            pos = r.end;
+        } else {
+            in_order = false;
+        }
+    }
+    if in_order {
+        body_crc = crc32c::crc32c_append(body_crc, &body[pos..]);
+    } else {
+        body_crc = crc32c::crc32c(body);
+    }
+    (body_crc, crcs)
 }
 
 /// `"S,B,P"`: three decimal counts.
@@ -318,6 +383,31 @@ mod tests {
         assert_eq!(&v[..4], &CONTINUATION);
         assert_eq!(i32::from_le_bytes(v[4..8].try_into().unwrap()), 8);
         assert_eq!(&v[8..11], &[1, 2, 3]);
+    }
+
+    #[test]
+    fn body_checksums_combine_to_the_body_crc() {
+        let body: Vec<u8> = (0..1000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        let bufs = [(0i64, 0i64), (0, 100), (104, 0), (104, 396), (512, 488)];
+        let (crc, crcs) = body_checksums(&body, bufs);
+        assert_eq!(crc, crc32c::crc32c(&body));
+        let want: Vec<u32> = bufs.iter().map(|&(o, l)| crc32c::crc32c(&body[o as usize..(o + l) as usize])).collect();
+        assert_eq!(crcs, want);
+        // Out of order: still right, by a second pass.
+        let (crc, crcs) = body_checksums(&body, [(512, 488), (0, 100)]);
+        assert_eq!(crc, crc32c::crc32c(&body));
+        assert_eq!(crcs[1], crc32c::crc32c(&body[..100]));
+        // Outside the body.
+        let (crc, crcs) = body_checksums(&body, [(990, 20)]);
+        assert_eq!((crc, crcs), (crc32c::crc32c(&body), vec![0]));
+    }
+
+    #[test]
+    fn buffer_checksums_round_trip_through_metadata() {
+        let m = BlockMeta { buffer_crc32c: Some(vec![0, 0xdeadbeef, 1]), ..Default::default() };
+        let pairs = m.to_pairs();
+        let v = &pairs.iter().find(|(k, _)| *k == KEY_BUFFER_CRCS).unwrap().1;
+        assert_eq!(v, "0,deadbeef,1");
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub struct ReadStats {
     pub events_total: u64,
 }
 
-/// Reads a trace file block by block, checking every block's checksum.
+/// Reads a trace file block by block, checking the checksum of every byte it decodes.
 ///
 /// Iterate with [`TraceReader::next_batch`] (or as an [`Iterator`]). The end of the
 /// iteration is not an error even when the file is incomplete: afterwards,
@@ -279,14 +279,16 @@ impl TraceReader {
     /// zone map: time and latency ranges, events per kind) before the block is decoded, and
     /// returns the columns of the projection not to decode for this block.
     ///
-    /// A block whose every column `prune` returns (e.g. [`Column::ALL`]) is verified and passed
-    /// over: it is not returned and `batch` is left as it was. The columns `prune` returns hold unspecified values for that block (the batch still has
+    /// A block whose every column `prune` returns (e.g. [`Column::ALL`]) is passed over: it is
+    /// not returned and `batch` is left as it was. The columns `prune` returns hold unspecified values for that block (the batch still has
     /// the block's length in every column), and so do the numeric columns outside the
     /// projection: they are not zero-filled for every block, only grown with zeros (so they hold
     /// zeros unless the caller wrote to them or read other columns into this batch). A caller skips a column only when the metadata tells
     /// it what the column would say, for example `ts` when `ts_min` and `ts_max` fall in one
     /// interval of a time axis, or `kind` when [`BlockMeta::only_kind`] holds. Everything else is
-    /// as with `next_batch_into`: both checksums of every block are verified, corrupt and
+    /// as with `next_batch_into`: the metadata checksum of every block and the checksums of what
+    /// is decoded are verified (with per-buffer checksums, only the buffers of the columns
+    /// decoded are read; a block with every column pruned is not read at all), corrupt and
     /// truncated blocks are reported the same way, and `prune` is called only for blocks whose
     /// metadata checksum matched (or that have none). Files written before a metadata key
     /// existed have `None` in its field: prune nothing then.
@@ -694,45 +696,52 @@ impl TraceReader {
                 format!("unexpected {t} message (only record batches follow the header)"),
             ));
         }
-        // The body buffer is reused: only growth is zero-initialised, and every byte of it is
-        // overwritten by the read.
-        let n = body_len as usize;
-        if self.heap_pin.is_none() {
-            steady_heap_before(n, msg.header_as_record_batch().map_or(0, |rb| rb.length()));
-        }
-        if self.body.len() < n {
-            self.body.resize(n, 0);
-        }
-        let mut body = std::mem::take(&mut self.body);
-        let read = self.read_at(&mut body[..n], body_start);
-        self.body = body;
-        read?;
-        let body = &self.body[..n];
-        match bm.crc32c {
-            Some(stored) => {
-                let computed = crc32c::crc32c(body);
-                if computed != stored {
-                    return Err(TraceError::Checksum {
-                        path: self.path.clone(),
-                        block,
-                        offset: start,
-                        stored,
-                        computed,
-                        body_len,
-                    });
-                }
-            }
-            None => self.stats.unchecked_blocks += 1,
-        }
         let mut wanted = self.wanted;
         prune(&bm, &mut wanted);
-        // Every column pruned: nothing to return. The block was verified; pass over it without
-        // touching `out` (shrinking it would make the next block re-grow its pruned columns).
+        // Every column pruned: nothing to return. The block is passed over without touching
+        // `out` (shrinking it would make the next block re-grow its pruned columns).
         let skip = lazy && wanted.iter().all(|w| !w);
         let rows = msg.header_as_record_batch().map_or(0, |rb| rb.length()).max(0) as u64;
         let pruned: [bool; 23] = std::array::from_fn(|c| (lazy || self.wanted[c]) && !wanted[c]);
+        // With per-buffer checksums only the buffers decoded are read and verified (none for a
+        // skipped block); without, the whole body is read and verified.
+        let n = body_len as usize;
+        let partial = self.buffers_to_read(&msg, &bm, &wanted, skip);
+        if self.heap_pin.is_none() {
+            steady_heap_before(n, msg.header_as_record_batch().map_or(0, |rb| rb.length()));
+        }
+        // The body buffer is reused: only growth is zero-initialised; the bytes decoded are
+        // overwritten by the reads.
+        if self.body.len() < n {
+            self.body.resize(n, 0);
+        }
+        match &partial {
+            Some(needed) => self.read_buffers(&msg, &bm, needed, (block, start), (body_start, body_len))?,
+            None => {
+                let mut body = std::mem::take(&mut self.body);
+                let read = self.read_at(&mut body[..n], body_start);
+                self.body = body;
+                read?;
+                match bm.crc32c {
+                    Some(stored) => {
+                        let computed = crc32c::crc32c(&self.body[..n]);
+                        if computed != stored {
+                            return Err(TraceError::Checksum {
+                                path: self.path.clone(),
+                                block,
+                                offset: start,
+                                stored,
+                                computed,
+                                body_len,
+                            });
+                        }
+                    }
+                    None => self.stats.unchecked_blocks += 1,
+                }
+            }
+        }
         if !skip {
-            if let Err(d) = self.decode(&msg, n, &wanted, &pruned, out) {
+            if let Err(d) = self.decode(&msg, n, &wanted, &pruned, partial.as_deref(), out) {
                 return Err(self.corrupt(block, start, d));
             }
         }
@@ -771,6 +780,85 @@ impl TraceReader {
         Ok(true)
     }
 
+    /// Which buffers of the block to read, when it has per-buffer checksums and the columns
+    /// decoded (none if `skip`) leave some of its bytes unread; `None`: read the whole body.
+    fn buffers_to_read(&self, msg: &Message<'_>, bm: &BlockMeta, wanted: &[bool; 23], skip: bool) -> Option<Vec<bool>> {
+        let crcs = bm.buffer_crc32c.as_ref()?;
+        let layout = self.layout.as_ref()?;
+        let buffers = msg.header_as_record_batch()?.buffers()?;
+        if crcs.len() != buffers.len() {
+            return None;
+        }
+        let mut need = vec![false; buffers.len()];
+        if !skip {
+            for c in (0..23).filter(|&c| wanted[c]) {
+                for b in layout.buffers_of(c) {
+                    *need.get_mut(b)? = true;
+                }
+            }
+        }
+        let unread = buffers.iter().zip(&need).any(|(b, &n)| !n && b.length() > 0);
+        unread.then_some(need)
+    }
+
+    /// Read the buffers marked in `need` into their places in `self.body` and verify each
+    /// against its checksum (the rest of the body is not read). Errors name block `block` at
+    /// file offset `start`; the body lies at `body_start` and is `body_len` bytes.
+    fn read_buffers(
+        &mut self,
+        msg: &Message<'_>,
+        bm: &BlockMeta,
+        need: &[bool],
+        (block, start): (u64, u64),
+        (body_start, body_len): (u64, u64),
+    ) -> Result<(), TraceError> {
+        let crcs = bm.buffer_crc32c.as_deref().unwrap_or_default();
+        let buffers = msg.header_as_record_batch().and_then(|rb| rb.buffers());
+        let mut ranges: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+        for (i, b) in buffers.iter().flatten().enumerate().filter(|(i, _)| need[*i]) {
+            let (off, len) = (b.offset(), b.length());
+            if off < 0 || len < 0 || (off as u64).checked_add(len as u64).is_none_or(|end| end > body_len) {
+                let d = format!("buffer {i} (offset {off}, length {len}) lies outside the {body_len}-byte body");
+                return Err(self.corrupt(block, start, d));
+            }
+            ranges.push((i, off as usize..(off + len) as usize));
+        }
+        ranges.sort_by_key(|(_, r)| r.start);
+        // One read per run of buffers less than a page apart.
+        let mut i = 0;
+        while i < ranges.len() {
+            let (lo, mut hi) = (ranges[i].1.start, ranges[i].1.end);
+            let mut j = i + 1;
+            while j < ranges.len() && ranges[j].1.start <= hi + 4096 {
+                hi = hi.max(ranges[j].1.end);
+                j += 1;
+            }
+            if hi > lo {
+                let mut body = std::mem::take(&mut self.body);
+                let read = self.read_at(&mut body[lo..hi], body_start + lo as u64);
+                self.body = body;
+                read?;
+            }
+            i = j;
+        }
+        for (i, r) in ranges {
+            let computed = crc32c::crc32c(&self.body[r]);
+            if computed != crcs[i] {
+                let col = self
+                    .layout
+                    .as_ref()
+                    .and_then(|l| (0..23).find(|&c| l.buffers_of(c).contains(&i)))
+                    .map_or("?", |c| Column::ALL[c].name());
+                let d = format!(
+                    "checksum mismatch in column {col} (buffer {i}: stored {:08x}, computed {computed:08x}): the block's data is damaged",
+                    crcs[i]
+                );
+                return Err(self.corrupt(block, start, d));
+            }
+        }
+        Ok(())
+    }
+
     /// Decode the record batch message `msg` whose body is `self.body[..body_len]` into
     /// `out`, after checking the buffer extents within the body and the declared
     /// decompressed sizes.
@@ -780,6 +868,7 @@ impl TraceReader {
         body_len: usize,
         wanted: &[bool; 23],
         pruned: &[bool; 23],
+        read: Option<&[bool]>,
         out: &mut EventBatch,
     ) -> Result<(), String> {
         let rb = msg.header_as_record_batch().ok_or("the message has no record batch header")?;
@@ -796,7 +885,8 @@ impl TraceReader {
             if off < 0 || len < 0 || (off as u64).checked_add(len as u64).is_none_or(|end| end > body_len) {
                 return Err(format!("buffer {i} (offset {off}, length {len}) lies outside the {body_len}-byte body"));
             }
-            if compressed && len > 0 {
+            // Only buffers that were read hold their bytes.
+            if compressed && len > 0 && read.is_none_or(|r| r.get(i).copied().unwrap_or(false)) {
                 let raw = body
                     .get(off as usize..off as usize + 8)
                     .ok_or_else(|| format!("compressed buffer {i} is {len} bytes, too short for its length prefix"))?;

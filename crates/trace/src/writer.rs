@@ -15,8 +15,8 @@ use latscope_event::{EventBatch, TraceHeader, TRACE_FORMAT_VERSION};
 
 use crate::column::{arrow_schema, to_record_batch};
 use crate::meta::{
-    frame_metadata, with_custom_metadata, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER,
-    KEY_HEADER_CRC,
+    body_checksums, frame_metadata, with_custom_metadata, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION,
+    KEY_HEADER, KEY_HEADER_CRC,
 };
 use crate::TraceError;
 
@@ -39,9 +39,9 @@ pub struct WriterOptions {
     pub max_block_events: usize,
     /// Call `fsync` when the trace is finished (default true).
     pub sync_on_finish: bool,
-    /// Store each block's zone map (events per kind, `lat` and end-time ranges; default true).
-    /// Off, blocks carry only the keys latscope wrote before zone maps existed (`ts_min` and
-    /// `ts_max` included): for testing that readers still handle such files.
+    /// Store each block's zone map (events per kind, `lat` and end-time ranges) and per-buffer
+    /// checksums (default true). Off, blocks carry only the keys latscope wrote before these
+    /// existed (`ts_min` and `ts_max` included): for testing that readers still handle such files.
     pub zone_maps: bool,
 }
 
@@ -301,7 +301,17 @@ impl TraceWriter {
             .gen
             .encode(rb, &mut self.tracker, &self.options, &mut self.ctx)
             .map_err(|e| encode_err(e.to_string()))?;
-        meta.crc32c = Some(crc32c::crc32c(&encoded.arrow_data));
+        if self.zone_maps {
+            let msg = arrow_ipc::root_as_message(&encoded.ipc_message)
+                .map_err(|e| encode_err(format!("arrow-ipc produced an invalid message: {e}")))?;
+            let buffers = msg.header_as_record_batch().and_then(|rb| rb.buffers());
+            let (body, per_buffer) =
+                body_checksums(&encoded.arrow_data, buffers.iter().flatten().map(|b| (b.offset(), b.length())));
+            meta.crc32c = Some(body);
+            meta.buffer_crc32c = Some(per_buffer);
+        } else {
+            meta.crc32c = Some(crc32c::crc32c(&encoded.arrow_data));
+        }
         let metadata =
             with_custom_metadata(&mut self.fbb, &encoded.ipc_message, &meta.to_pairs()).map_err(encode_err)?;
         self.frame.clear();

@@ -131,12 +131,13 @@ fn a_recycled_batch_is_empty_after_an_error() {
         w.write_batch(b, 0).unwrap();
     }
     w.finish(Summary::default()).unwrap();
-    // Damage the middle of the file (block 1's body).
+    // Damage the middle of the file (block 1's body; every column is read, so whichever column
+    // the byte is in, the block is reported).
     let mut bytes = std::fs::read(&path).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x10;
     std::fs::write(&path, bytes).unwrap();
-    let opts = latscope_trace::ReadOptions { projection: Some(vec![Column::Ts, Column::Path]), skip_corrupt: true };
+    let opts = latscope_trace::ReadOptions { projection: None, skip_corrupt: true };
     let mut r = TraceReader::open_with(&path, opts).unwrap();
     let mut b = EventBatch::default();
     let mut got = Vec::new();
@@ -150,8 +151,7 @@ fn a_recycled_batch_is_empty_after_an_error() {
         }
     }
     assert_eq!(r.stats().corrupt_blocks, 1);
-    let cols = [Column::Ts, Column::Path];
-    assert_eq!(got, vec![project(&batches[0], &cols), project(&batches[2], &cols)]);
+    assert_eq!(got, vec![batches[0].clone(), batches[2].clone()]);
 }
 
 /// The 23 Arrow columns of `b` (through a trace written by the crate and read by arrow-ipc).

@@ -1,5 +1,5 @@
 //! Zone maps: the per-block metadata (events per kind, time, latency and end-time ranges), and
-//! reading with `next_batch_pruned`, which skips columns per block but still checks every block.
+//! reading with `next_batch_pruned`, which skips columns per block and verifies what it reads.
 
 mod common;
 
@@ -110,39 +110,119 @@ fn pruned_columns_are_skipped_per_block_and_the_rest_is_exact() {
     assert!(r.warnings().is_empty());
 }
 
-#[test]
-fn pruning_still_verifies_every_body_checksum() {
-    let dir = tmpdir("zone-crc");
-    let path = dir.join("t.lst");
-    let b = batches();
-    let mut w = TraceWriter::create(&path, &sample_header()).unwrap();
-    let mut bounds = vec![w.bytes()];
-    for x in &b {
-        w.write_batch(x, 0).unwrap();
-        bounds.push(w.bytes());
+/// Block `block`'s body range in `data` and the file offset of each of its buffers' bytes.
+fn buffers_of_block(data: &[u8], start: usize) -> Vec<std::ops::Range<usize>> {
+    let meta_len = i32::from_le_bytes(data[start + 4..start + 8].try_into().unwrap()) as usize;
+    let msg = arrow_ipc::root_as_message(&data[start + 8..start + 8 + meta_len]).unwrap();
+    let body = start + 8 + meta_len;
+    let rb = msg.header_as_record_batch().unwrap();
+    rb.buffers()
+        .unwrap()
+        .iter()
+        .map(|b| body + b.offset() as usize..body + (b.offset() + b.length()) as usize)
+        .collect()
+}
+
+/// The index of the values buffer of `col` (the data buffer for strings) in a block.
+fn values_buffer(path: &std::path::Path, col: Column) -> usize {
+    let r = TraceReader::open(path).unwrap();
+    let mut n = 0;
+    for f in r.arrow_schema().fields() {
+        let utf8 = f.data_type() == &arrow_schema::DataType::Utf8;
+        if f.name() == col.name() {
+            return n + if utf8 { 2 } else { 1 };
+        }
+        n += if utf8 { 3 } else { 2 };
     }
-    w.finish(Summary::default()).unwrap();
-    // Flip a bit in the last byte of block 1's body: whatever column it belongs to, pruning
-    // every column must not hide it.
-    let mut data = std::fs::read(&path).unwrap();
-    data[bounds[2] as usize - 1] ^= 0x01;
-    let bad = dir.join("bad.lst");
-    std::fs::write(&bad, &data).unwrap();
-    let mut r = TraceReader::open_with(
-        &bad,
-        ReadOptions { projection: Some(vec![Column::Kind, Column::Lat]), skip_corrupt: true },
-    )
-    .unwrap();
+    panic!("no column {col}")
+}
+
+/// Reads `path` projected on kind and lat, pruning what `prune` says: (blocks returned, errors).
+fn read_lat(path: &std::path::Path, prune: &[Column]) -> (Vec<EventBatch>, Vec<TraceError>) {
+    let opts = ReadOptions { projection: Some(vec![Column::Kind, Column::Lat]), skip_corrupt: true };
+    let mut r = TraceReader::open_with(path, opts).unwrap();
     let mut got = EventBatch::default();
-    let (mut ok, mut errors) = (0, Vec::new());
-    while let Some(res) = r.next_batch_pruned(&mut got, |_| Column::ALL) {
+    let (mut ok, mut errors) = (Vec::new(), Vec::new());
+    while let Some(res) = r.next_batch_pruned(&mut got, |_| prune) {
         match res {
-            Ok(()) => ok += 1,
+            Ok(()) => ok.push(got.clone()),
             Err(e) => errors.push(e),
         }
     }
-    assert_eq!(ok, 0, "blocks with every column pruned are verified and passed over, not returned");
-    assert_eq!(errors.len(), 1);
-    assert!(matches!(errors[0], TraceError::Checksum { block: 1, .. }), "{}", errors[0]);
     assert!(r.summary().is_some());
+    (ok, errors)
+}
+
+/// With per-buffer checksums a projected read fetches and verifies only the buffers it decodes:
+/// damage in one of them is reported (naming the column), damage elsewhere is not read, and a full
+/// read still checks the whole body. Files without them (older writers) are verified whole.
+#[test]
+fn projected_reads_verify_the_buffers_they_read() {
+    let dir = tmpdir("zone-crc");
+    let b = batches();
+    for zone_maps in [true, false] {
+        let path = dir.join("t.lst");
+        let mut w = TraceWriter::create_with(
+            &path,
+            &sample_header(),
+            WriterOptions { zone_maps, sync_on_finish: false, ..Default::default() },
+        )
+        .unwrap();
+        let mut bounds = vec![w.bytes()];
+        for x in &b {
+            w.write_batch(x, 0).unwrap();
+            bounds.push(w.bytes());
+        }
+        w.finish(Summary::default()).unwrap();
+        let data = std::fs::read(&path).unwrap();
+        let bufs = buffers_of_block(&data, bounds[1] as usize);
+        let flip = |col: Column| {
+            let r = bufs[values_buffer(&path, col)].clone();
+            assert!(r.len() > 16, "{col} buffer of block 1 is {} bytes", r.len());
+            let mut d = data.clone();
+            d[(r.start + r.end) / 2] ^= 0x04;
+            let bad = dir.join(format!("bad-{col}.lst"));
+            std::fs::write(&bad, d).unwrap();
+            bad
+        };
+        let (bad_lat, bad_path) = (flip(Column::Lat), flip(Column::Path));
+        let want = |i: usize| (b[i].kind.clone(), b[i].lat.clone());
+        let got = |v: &[EventBatch]| v.iter().map(|x| (x.kind.clone(), x.lat.clone())).collect::<Vec<_>>();
+
+        // Damage in a column read: block 1 is reported, the others come back.
+        let (ok, errors) = read_lat(&bad_lat, &[]);
+        assert_eq!(got(&ok), vec![want(0), want(2), want(3)]);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].block(), Some(1));
+        let msg = errors[0].to_string();
+        assert!(msg.contains("checksum mismatch"), "{msg}");
+        if zone_maps {
+            assert!(matches!(errors[0], TraceError::CorruptBlock { .. }) && msg.contains("column lat"), "{msg}");
+        } else {
+            assert!(matches!(errors[0], TraceError::Checksum { .. }), "{msg}");
+        }
+
+        // Damage in a column not read: with per-buffer checksums it is not read at all and the
+        // data returned is intact; without, the whole body is verified and block 1 is reported.
+        let (ok, errors) = read_lat(&bad_path, &[]);
+        if zone_maps {
+            assert!(errors.is_empty(), "{errors:?}");
+            assert_eq!(got(&ok), (0..4).map(want).collect::<Vec<_>>());
+        } else {
+            assert_eq!(errors.len(), 1);
+            assert!(matches!(errors[0], TraceError::Checksum { block: 1, .. }), "{}", errors[0]);
+        }
+
+        // Every column pruned: nothing returned. Without per-buffer checksums the body is still
+        // read and verified.
+        let (ok, errors) = read_lat(&bad_lat, &Column::ALL);
+        assert!(ok.is_empty());
+        assert_eq!(errors.len(), usize::from(!zone_maps), "{errors:?}");
+
+        // Reading every column still verifies the whole body.
+        let mut r = TraceReader::open_with(&bad_path, ReadOptions { projection: None, skip_corrupt: true }).unwrap();
+        let errors: Vec<TraceError> = r.by_ref().filter_map(|x| x.err()).collect();
+        assert_eq!(errors.len(), 1);
+        assert!(matches!(errors[0], TraceError::Checksum { block: 1, .. }), "{}", errors[0]);
+    }
 }

@@ -50,7 +50,7 @@ pub use render::{render_svg, RenderOptions};
 pub use stream::LogStream;
 
 use latscope_event::{BlockOp, EventBatch, EventKind, TraceHeader};
-use latscope_hist::{Histogram, LogGrid};
+use latscope_hist::{bucket_index_of, Histogram, LogGrid};
 use serde_json::{json, Value};
 
 /// What the y axis of a heat map shows.
@@ -280,43 +280,96 @@ struct LogRows {
     j0: i64,
     /// `ceil(edge)` of each row's lower edge and of the top edge (rows + 1 entries).
     int_edges: Vec<u64>,
-    /// Row of each histogram bucket's lowest value (-1: below the first row).
-    table: Vec<i32>,
-    index: Histogram,
+    /// Rows of the values of each bucket of a full-range histogram.
+    table: Vec<BucketRows>,
+    /// Every bucket holds at most one distinct edge value, so `table` alone gives the row;
+    /// otherwise (grids much finer than the buckets) the row is walked up from `table`'s.
+    one_edge: bool,
+}
+
+/// Rows of one histogram bucket's values: `hi` from `split` on, `lo` below it (-1: below the
+/// first row). Rows are clamped to the top row.
+#[derive(Debug, Clone, Copy)]
+struct BucketRows {
+    split: u64,
+    lo: i32,
+    hi: i32,
+}
+
+/// Rows of integer values from a table with at most one edge per bucket: a load and a select.
+#[derive(Debug, Clone, Copy)]
+struct SplitRows<'a> {
+    table: &'a [BucketRows],
+}
+
+impl SplitRows<'_> {
+    /// Row of `u`, -1 below the first row, clamped to the top row.
+    #[inline]
+    fn row(self, u: u64) -> i32 {
+        let cell = self.table[bucket_index_of(u)];
+        // A select, not a branch: which side of the edge `u` falls is unpredictable.
+        if u >= cell.split {
+            cell.hi
+        } else {
+            cell.lo
+        }
+    }
 }
 
 impl LogRows {
     fn new(grid: LogGrid, j0: i64, j1: i64) -> Self {
         let rows = (j1 - j0 + 1) as usize;
         let int_edges: Vec<u64> = (0..=rows).map(|r| ceil_u64(grid.edge(j0 + r as i64))).collect();
-        // Values up to 2^53 go through the table; the edges are exact there.
-        let index = Histogram::with_max_value(1u64 << 53);
-        let mut table = Vec::with_capacity(index.num_buckets());
-        let mut r: i64 = -1;
-        for b in 0..index.num_buckets() {
-            let (low, _) = index.bucket_bounds(b).unwrap_or((u64::MAX, u64::MAX));
-            while ((r + 1) as usize) < int_edges.len() && low >= int_edges[(r + 1) as usize] {
+        // Row of `u` (unclamped, -1 below the first row), walking up from row `r` <= it.
+        let walk = |mut r: usize, u: u64| {
+            while r < int_edges.len() && u >= int_edges[r] {
                 r += 1;
             }
-            table.push(r.min(rows as i64) as i32);
+            r as i64 - 1
+        };
+        let clamp = |r: i64| r.min(rows as i64 - 1) as i32;
+        let index = Histogram::with_max_value(u64::MAX);
+        let mut table = Vec::with_capacity(index.num_buckets());
+        let mut one_edge = true;
+        let mut r_low: i64 = -1;
+        for b in 0..index.num_buckets() {
+            let (low, high) = index.bucket_bounds(b).unwrap_or((u64::MAX, u64::MAX));
+            r_low = walk((r_low + 1) as usize, low);
+            let next = (r_low + 1) as usize;
+            let mut cell = BucketRows { split: u64::MAX, lo: clamp(r_low), hi: clamp(r_low) };
+            if next < int_edges.len() && int_edges[next] <= high {
+                // An edge inside the bucket (several rows may share its value: empty rows).
+                let split = int_edges[next];
+                let r_split = walk(next, split);
+                cell = BucketRows { split, lo: clamp(r_low), hi: clamp(r_split) };
+                let after = (r_split + 1) as usize;
+                if after < int_edges.len() && int_edges[after] <= high {
+                    one_edge = false;
+                }
+            }
+            table.push(cell);
         }
-        LogRows { grid, j0, int_edges, table, index }
+        LogRows { grid, j0, int_edges, table, one_edge }
     }
 
-    /// Row of an integer value up to 2^53, `None` below the first row; values above the top edge
+    /// The table alone, when it gives the rows (see [`SplitRows`]).
+    fn split_rows(&self) -> Option<SplitRows<'_>> {
+        self.one_edge.then_some(SplitRows { table: &self.table })
+    }
+
+    /// Row of an integer value, `None` below the first row; values above the top edge
     /// go to the top row (the caller excludes them).
     #[inline]
     fn row_u64(&self, u: u64) -> Option<usize> {
-        let rows = self.int_edges.len() - 1;
-        let mut r = self.table[self.index.bucket_index(u)] as i64;
-        while ((r + 1) as usize) <= rows && u >= self.int_edges[(r + 1) as usize] {
-            r += 1;
+        let mut r = SplitRows { table: &self.table }.row(u) as i64;
+        if !self.one_edge {
+            let rows = self.int_edges.len() - 1;
+            while ((r + 1) as usize) <= rows && u >= self.int_edges[(r + 1) as usize] {
+                r += 1;
+            }
+            r = r.min(rows as i64 - 1);
         }
-        if r < 0 {
-            None
-        } else {
-            Some((r as usize).min(rows - 1))
-        }
+        (r >= 0).then_some(r as usize)
     }
 
     /// Row of `v`, `None` below the first row; the caller has excluded values above `max`.
@@ -931,6 +984,74 @@ mod tests {
         }
         assert_eq!(b.row(0.0), Err(false));
         assert_eq!(b.row(2e12), Err(true));
+    }
+
+    /// The row lookup before bucket splits: the row of each bucket's lowest value, walked up.
+    fn walked_rows(rows: &LogRows) -> impl Fn(u64) -> Option<usize> + '_ {
+        let n = rows.int_edges.len() - 1;
+        let index = Histogram::with_max_value(1u64 << 53);
+        let mut first = Vec::with_capacity(index.num_buckets());
+        let mut r: i64 = -1;
+        for b in 0..index.num_buckets() {
+            let (low, _) = index.bucket_bounds(b).unwrap();
+            while ((r + 1) as usize) < rows.int_edges.len() && low >= rows.int_edges[(r + 1) as usize] {
+                r += 1;
+            }
+            first.push(r.min(n as i64));
+        }
+        move |u| {
+            let mut r = first[index.bucket_index(u)];
+            while ((r + 1) as usize) <= n && u >= rows.int_edges[(r + 1) as usize] {
+                r += 1;
+            }
+            (r >= 0).then(|| (r as usize).min(n - 1))
+        }
+    }
+
+    #[test]
+    fn log_rows_split_buckets_equal_the_walk() {
+        let mut seed = 7u64;
+        let mut rng = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let fine = LogGrid::new(60);
+        let fine_top = fine.bin_of((1u64 << 48) as f64).unwrap();
+        let mut cases = vec![(fine, 0, fine_top)];
+        for d in [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60, 300, 1000] {
+            let g = LogGrid::new(d);
+            let at = |v: f64| g.bin_of(v).unwrap();
+            for (lo, hi) in [(1.0, 1e3), (1.0, 2.8e14), (300.0, 3.3e3), (2e4, 2e6), (7.0, 7.0), (1e9, 1e12)] {
+                cases.push((g, at(lo), at(hi)));
+            }
+        }
+        for (grid, j0, j1) in cases {
+            let rows = LogRows::new(grid, j0, j1);
+            let d = grid.per_decade();
+            // Buckets are at most 1/128 wide: at 60 rows per decade or fewer, one edge each; at
+            // 1000, the walk is taken.
+            assert!(rows.one_edge || d > 60, "{d} per decade");
+            assert!(!rows.one_edge || d < 1000 || j1 - j0 < 100, "{d} per decade");
+            let walked = walked_rows(&rows);
+            let check = |u: u64| assert_eq!(rows.row_u64(u), walked(u), "{d}/decade {j0}..={j1}: {u}");
+            for u in 0..=100_000 {
+                check(u);
+            }
+            for &e in &rows.int_edges {
+                for u in [e.saturating_sub(1), e, e + 1] {
+                    check(u);
+                }
+            }
+            for _ in 0..20_000 {
+                let bits = rng() % 49;
+                check(rng() & ((1u64 << bits) - 1));
+            }
+            for u in [1 << 48, 1 << 53, 1 << 60, u64::MAX] {
+                check(u);
+            }
+        }
     }
 
     #[test]

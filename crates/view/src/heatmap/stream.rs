@@ -182,18 +182,25 @@ impl LogStream {
             self.count_out(&rest[1..]);
             return;
         };
+        // Everything the loop reads is in locals, so that stores to `cells` do not make the
+        // compiler reload it.
+        let rows = self.fine.split_rows().expect("one fine edge per histogram bucket");
         let cells = &mut self.counts[slot * self.nfine..(slot + 1) * self.nfine];
         let (mut lo, mut hi) = (self.min_seen, self.max_seen);
         let (mut below, mut above) = (0u64, 0u64);
+        // A value was kept, so `min_keep <= max_keep`.
+        let span = max_keep - min_keep;
         for &v in rest {
-            if v < min_keep {
-                below += 1;
-            } else if v > max_keep {
-                above += 1;
-            } else {
-                cells[self.fine.row_u64(v).unwrap_or(0)] += 1;
+            // One compare for the usual kept value.
+            if v.wrapping_sub(min_keep) <= span {
+                // Kept values are at least 1: row 0 or above (-1 would fail the bounds check).
+                cells[rows.row(v) as usize] += 1;
                 lo = lo.min(v);
                 hi = hi.max(v);
+            } else if v < min_keep {
+                below += 1;
+            } else {
+                above += 1;
             }
         }
         (self.min_seen, self.max_seen) = (lo, hi);
