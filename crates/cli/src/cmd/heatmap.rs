@@ -241,9 +241,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                         total += scratch.len() as u64;
                     }
                 } else if z.all_kind {
-                    for (&ts, &lat) in b.ts.iter().zip(&b.lat) {
-                        st.add(ts, lat);
-                    }
+                    st.add_pairs(&b.ts, &b.lat);
                     total += b.len() as u64;
                 } else if rows.len() == b.len() {
                     for ((&k, &ts), &lat) in b.kind.iter().zip(&b.ts).zip(&b.lat) {
