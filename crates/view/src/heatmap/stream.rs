@@ -172,7 +172,8 @@ impl LogStream {
         while i < n {
             let c = (ts[i] as i128 - self.origin as i128).div_euclid(self.step as i128);
             let lo = self.origin as i128 + c * self.step as i128;
-            let (lo, hi) = (lo.clamp(0, u64::MAX as i128) as u64, (lo + self.step as i128).clamp(0, u64::MAX as i128) as u64);
+            let (lo, hi) =
+                (lo.clamp(0, u64::MAX as i128) as u64, (lo + self.step as i128).clamp(0, u64::MAX as i128) as u64);
             let run = ts[i + 1..n].iter().position(|&t| t < lo || t >= hi).map_or(n, |k| i + 1 + k);
             self.add_column(ts[i], &values[i..run]);
             i = run;
