@@ -180,10 +180,15 @@ fn zero<T: Plain>(v: &mut Vec<T>, n: usize) {
 }
 
 /// Make `v` `n` long, whatever it holds: the value of a pruned column (unspecified). Only growth
-/// is written (zeros).
+/// is written (zeros). A column without room gets a fresh zeroed allocation with a quarter to
+/// spare instead of a reallocation: its old values need not be copied, and pages nobody reads
+/// are never touched (blocks of a recording vary in size, so this happens more than once).
 #[inline]
 fn any_len<T: Plain>(v: &mut Vec<T>, n: usize) {
     if v.len() >= n {
+        v.truncate(n);
+    } else if v.capacity() < n {
+        *v = T::zeroed_vec(n + n / 4);
         v.truncate(n);
     } else {
         v.resize(n, T::default());
