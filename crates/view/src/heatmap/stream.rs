@@ -411,7 +411,7 @@ mod tests {
             for _ in 0..20_000 {
                 t += rng(&mut seed) % 100_000;
                 // Some events end out of order (their entry time is earlier than the last one).
-                let x = if rng(&mut seed) % 50 == 0 { t - rng(&mut seed) % 30_000_000 } else { t };
+                let x = if rng(&mut seed).is_multiple_of(50) { t - rng(&mut seed) % 30_000_000 } else { t };
                 ts.push(x);
                 vs.push(rng(&mut seed) % 1_000_000);
             }
