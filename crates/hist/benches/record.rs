@@ -51,6 +51,17 @@ fn main() {
         black_box(&h);
         d
     });
+    let slice = best_of(|| {
+        let mut h = Histogram::new();
+        let t = Instant::now();
+        // In blocks, as a view records a decoded column.
+        for c in values.chunks(65536) {
+            h.record_slice(c);
+        }
+        let d = t.elapsed();
+        black_box(&h);
+        d
+    });
     let hdr = |sigfig: u8| {
         best_of(|| {
             let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1 << 40, sigfig).expect("valid bounds");
@@ -69,6 +80,11 @@ fn main() {
     println!("record(), {VALUES} log-distributed values (1 ns .. 137 s), best of {ROUNDS} rounds:");
     println!("  latscope-hist  {o:.2} ns/value | hdrhistogram (2 sig. digits, same 1/128 resolution) {h2:.2} ns/value | ratio (hdr/ours) {:.2}", h2 / o);
     println!("  latscope-hist  {o:.2} ns/value | hdrhistogram (3 sig. digits, 1/1024 resolution)     {h3:.2} ns/value | ratio (hdr/ours) {:.2}", h3 / o);
+    let sl = ns_per(slice, VALUES);
+    println!(
+        "  latscope-hist record_slice() of 64 Ki-value columns {sl:.2} ns/value | ratio (hdr 2 sig. digits/ours) {:.2}",
+        h2 / sl
+    );
 
     // Queries and sizes on 1 M values.
     let million = &values[..1_000_000];

@@ -131,6 +131,31 @@ impl Histogram {
         self.max = self.max.max(v);
     }
 
+    /// Records every value of `values`: the same as [`record`](Self::record) for each, faster for
+    /// a column of values (the running count, sum, minimum and maximum stay in registers; only the
+    /// bucket counts are written per value).
+    pub fn record_slice(&mut self, values: &[u64]) {
+        let max_trackable = self.max_trackable;
+        let top = self.counts.len() - 1;
+        let counts = &mut self.counts[..];
+        let (mut min, mut max, mut sum, mut high) = (self.min, self.max, 0u128, 0u64);
+        for &v in values {
+            let clamped = v > max_trackable;
+            let index = if clamped { top } else { raw_index(v) };
+            high += u64::from(clamped);
+            // Saturating for the same reason as in `record_n` (never reached in practice).
+            counts[index] = counts[index].saturating_add(1);
+            sum += u128::from(v);
+            min = min.min(v);
+            max = max.max(v);
+        }
+        let n = values.len() as u64;
+        self.total = self.total.saturating_add(n);
+        self.sum = self.sum.saturating_add(sum);
+        self.clamped_high = self.clamped_high.saturating_add(high);
+        (self.min, self.max) = (min, max);
+    }
+
     /// Records a signed value; negatives (e.g. a completion timestamped on a CPU whose clock lags the
     /// issuing one) are recorded as 0 and counted in [`clamped_low`](Self::clamped_low).
     #[inline]
@@ -614,6 +639,18 @@ mod tests {
             for &v in &b { hb.record(v); union.record(v); }
             ha.merge(&hb);
             prop_assert_eq!(ha, union);
+        }
+
+        #[test]
+        fn record_slice_equals_recording_each(values in prop::collection::vec(any::<u64>().prop_map(|v| v >> (v % 64)), 0..400),
+                                              bits in 8u32..=64, split in 0usize..400) {
+            // Clamped values (above the range of a small histogram) included; two slices in a row.
+            let (mut each, mut slices) = (Histogram::with_max_bits(bits), Histogram::with_max_bits(bits));
+            for &v in &values { each.record(v); }
+            let (a, b) = values.split_at(split.min(values.len()));
+            slices.record_slice(a);
+            slices.record_slice(b);
+            prop_assert_eq!(slices, each);
         }
 
         #[test]

@@ -143,9 +143,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     return Ok(());
                 }
                 if z.all_kind {
-                    for &lat in &b.lat {
-                        hist.record(lat);
-                    }
+                    hist.record_slice(&b.lat);
                 } else if rows.len() == b.len() {
                     for (&k, &lat) in b.kind.iter().zip(&b.lat) {
                         if k == kind {
