@@ -24,88 +24,18 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use latscope_event::{Event, EventBatch, TraceHeader};
+mod synth;
+
+use latscope_event::{EventBatch, TraceHeader};
 use latscope_trace::{Column, Compression, Summary, TraceReader, TraceWriter, WriterOptions};
+use synth::Rng;
 
 const BLOCK: usize = 65536;
 /// Bump when the generator changes, so that a cached trace is rewritten.
 const GENERATOR: u32 = 1;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-const COMMS: &[&str] = &["postgres", "nginx", "java", "node", "kworker/u4:2", "bash"];
-const SYSCALLS: &[u16] = &[0, 1, 0, 1, 257, 3, 5, 202, 232, 45, 44, 9, 17, 18, 7];
-
-/// `n` events starting after `ts`.
-fn synthetic_batch(rng: &mut Rng, n: usize, ts: &mut u64, paths: &[String]) -> EventBatch {
-    let mut b = EventBatch::with_capacity(n);
-    for _ in 0..n {
-        *ts += rng.below(2000);
-        let r = rng.below(100);
-        let kind = if r < 97 {
-            0
-        } else if r < 99 {
-            1
-        } else {
-            2
-        };
-        let pid = 1000 + rng.below(20) as u32;
-        let with_path = rng.below(100) < 30;
-        let fd = if rng.below(10) == 0 { -1 } else { rng.below(64) as i32 };
-        let bytes = [0u64, 4096, 8192, 64, 512, 131072][rng.below(6) as usize];
-        // Log-uniform latency: 2^e .. 2^(e+1) for e in 8..23.
-        let e = 8 + rng.below(15);
-        let lat = (1u64 << e) + rng.below(1 << e);
-        let ev = Event {
-            kind,
-            ts: *ts,
-            lat,
-            pid,
-            tid: pid + rng.below(4) as u32,
-            uid: if pid.is_multiple_of(3) { 0 } else { 1000 },
-            nr: SYSCALLS[rng.below(SYSCALLS.len() as u64) as usize],
-            ret: if rng.below(20) == 0 { -11 } else { bytes as i64 },
-            fd,
-            fd_type: if fd < 0 { 0 } else { 1 + rng.below(3) as u8 },
-            dev: if fd < 0 { 0 } else { (253 << 20) | 1 },
-            ino: if fd < 0 { 0 } else { 131072 + rng.below(500) },
-            bytes,
-            off: if rng.below(2) == 0 { -1 } else { (rng.below(1 << 16) * 4096) as i64 },
-            flags: if rng.below(10) == 0 { 0o2000000 } else { 0 },
-            mode: 0,
-            dirfd: if with_path { -100 } else { -1 },
-            addr: 0,
-            cgroup: 4000 + (pid as u64 % 4),
-            qtime: if kind == 1 { rng.below(100_000) } else { 0 },
-            comm: COMMS[(pid % COMMS.len() as u32) as usize].to_string(),
-            path: if with_path { paths[rng.below(paths.len() as u64) as usize].clone() } else { String::new() },
-            path2: String::new(),
-        };
-        b.push(&ev);
-    }
-    b
-}
-
 fn write_trace(path: &Path, events: usize, compression: Compression) -> Duration {
-    let paths: Vec<String> = (0..40)
-        .map(|i| match i % 4 {
-            0 => format!("/var/lib/postgresql/16/main/base/16384/{}", 2600 + i),
-            1 => format!("/usr/lib/x86_64-linux-gnu/lib{i}.so.6"),
-            2 => format!("/srv/www/static/img/{i:04}.png"),
-            _ => format!("/proc/{}/stat", 1000 + i),
-        })
-        .collect();
+    let paths = synth::paths();
     let header = TraceHeader { hostname: "bench".into(), kernel: "6.8".into(), ..Default::default() };
     let opts = WriterOptions { compression, sync_on_finish: false, ..Default::default() };
     let tmp = path.with_extension("partial");
@@ -116,7 +46,11 @@ fn write_trace(path: &Path, events: usize, compression: Compression) -> Duration
     let mut busy = Duration::ZERO;
     while left > 0 {
         let n = left.min(BLOCK);
-        let b = synthetic_batch(&mut rng, n, &mut ts, &paths);
+        // Log-uniform latency: 2^e .. 2^(e+1) for e in 8..23.
+        let b = synth::batch(&mut rng, n, &mut ts, &paths, |r| {
+            let e = 8 + r.below(15);
+            (1u64 << e) + r.below(1 << e)
+        });
         let t = Instant::now();
         w.write_batch(&b, 0).unwrap();
         busy += t.elapsed();

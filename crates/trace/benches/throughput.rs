@@ -9,82 +9,13 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use latscope_event::{Event, EventBatch, TraceHeader};
+mod synth;
+
+use latscope_event::{EventBatch, TraceHeader};
 use latscope_trace::{Column, Compression, Summary, ThreadedTraceWriter, TraceReader, TraceWriter, WriterOptions};
+use synth::Rng;
 
 const BLOCK: usize = 65536;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-const COMMS: &[&str] = &["postgres", "nginx", "java", "node", "kworker/u4:2", "bash"];
-const SYSCALLS: &[u16] = &[0, 1, 0, 1, 257, 3, 5, 202, 232, 45, 44, 9, 17, 18, 7];
-
-/// One batch of `n` realistic-looking events starting at `ts`.
-fn synthetic_batch(rng: &mut Rng, n: usize, ts: &mut u64) -> EventBatch {
-    let paths: Vec<String> = (0..40)
-        .map(|i| match i % 4 {
-            0 => format!("/var/lib/postgresql/16/main/base/16384/{}", 2600 + i),
-            1 => format!("/usr/lib/x86_64-linux-gnu/lib{i}.so.6"),
-            2 => format!("/srv/www/static/img/{i:04}.png"),
-            _ => format!("/proc/{}/stat", 1000 + i),
-        })
-        .collect();
-    let mut b = EventBatch::with_capacity(n);
-    for _ in 0..n {
-        *ts += rng.below(2000);
-        let r = rng.below(100);
-        let kind = if r < 97 {
-            0
-        } else if r < 99 {
-            1
-        } else {
-            2
-        };
-        let pid = 1000 + rng.below(20) as u32;
-        let with_path = rng.below(100) < 30;
-        let fd = if rng.below(10) == 0 { -1 } else { rng.below(64) as i32 };
-        let bytes = [0u64, 4096, 8192, 64, 512, 131072][rng.below(6) as usize];
-        let lat_bits = rng.below(17);
-        let e = Event {
-            kind,
-            ts: *ts,
-            lat: 200 + rng.below(1 << lat_bits),
-            pid,
-            tid: pid + rng.below(4) as u32,
-            uid: if pid.is_multiple_of(3) { 0 } else { 1000 },
-            nr: SYSCALLS[rng.below(SYSCALLS.len() as u64) as usize],
-            ret: if rng.below(20) == 0 { -11 } else { bytes as i64 },
-            fd,
-            fd_type: if fd < 0 { 0 } else { 1 + rng.below(3) as u8 },
-            dev: if fd < 0 { 0 } else { (253 << 20) | 1 },
-            ino: if fd < 0 { 0 } else { 131072 + rng.below(500) },
-            bytes,
-            off: if rng.below(2) == 0 { -1 } else { (rng.below(1 << 16) * 4096) as i64 },
-            flags: if rng.below(10) == 0 { 0o2000000 } else { 0 },
-            mode: 0,
-            dirfd: if with_path { -100 } else { -1 },
-            addr: 0,
-            cgroup: 4000 + (pid as u64 % 4),
-            qtime: if kind == 1 { rng.below(100_000) } else { 0 },
-            comm: COMMS[(pid % COMMS.len() as u32) as usize].to_string(),
-            path: if with_path { paths[rng.below(40) as usize].clone() } else { String::new() },
-            path2: String::new(),
-        };
-        b.push(&e);
-    }
-    b
-}
 
 fn header() -> TraceHeader {
     TraceHeader { hostname: "bench".into(), kernel: "6.8".into(), ..Default::default() }
@@ -129,7 +60,15 @@ fn main() {
 
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let mut ts = 1_000_000_000u64;
-    let templates: Vec<EventBatch> = (0..8).map(|_| synthetic_batch(&mut rng, BLOCK, &mut ts)).collect();
+    let paths = synth::paths();
+    let templates: Vec<EventBatch> = (0..8)
+        .map(|_| {
+            synth::batch(&mut rng, BLOCK, &mut ts, &paths, |r| {
+                let bits = r.below(17);
+                200 + r.below(1 << bits)
+            })
+        })
+        .collect();
     let raw: usize = templates[0].len() * 112
         + [&templates[0].comm, &templates[0].path, &templates[0].path2]
             .iter()
