@@ -21,13 +21,17 @@ fn batches() -> Vec<EventBatch> {
     v
 }
 
-fn write(path: &std::path::Path, b: &[EventBatch], zone_maps: bool) {
+/// Writes `b` as one block each; returns the block boundaries (header end, end of each block).
+fn write(path: &std::path::Path, b: &[EventBatch], zone_maps: bool) -> Vec<u64> {
     let opts = WriterOptions { zone_maps, sync_on_finish: false, ..Default::default() };
     let mut w = TraceWriter::create_with(path, &sample_header(), opts).unwrap();
+    let mut bounds = vec![w.bytes()];
     for x in b {
         w.write_batch(x, 0).unwrap();
+        bounds.push(w.bytes());
     }
     w.finish(Summary::default()).unwrap();
+    bounds
 }
 
 fn metas(path: &std::path::Path) -> Vec<BlockMeta> {
@@ -162,18 +166,7 @@ fn projected_reads_verify_the_buffers_they_read() {
     let b = batches();
     for zone_maps in [true, false] {
         let path = dir.join("t.lst");
-        let mut w = TraceWriter::create_with(
-            &path,
-            &sample_header(),
-            WriterOptions { zone_maps, sync_on_finish: false, ..Default::default() },
-        )
-        .unwrap();
-        let mut bounds = vec![w.bytes()];
-        for x in &b {
-            w.write_batch(x, 0).unwrap();
-            bounds.push(w.bytes());
-        }
-        w.finish(Summary::default()).unwrap();
+        let bounds = write(&path, &b, zone_maps);
         let data = std::fs::read(&path).unwrap();
         let bufs = buffers_of_block(&data, bounds[1] as usize);
         let flip = |col: Column| {

@@ -138,9 +138,7 @@ impl LogStream {
             self.cols += extra;
         }
         let slot = (c - self.first_col) as usize;
-        let lo = self.origin as i128 + c as i128 * self.step as i128;
-        self.cache_lo = lo.clamp(0, u64::MAX as i128) as u64;
-        self.cache_hi = (lo + self.step as i128).clamp(0, u64::MAX as i128) as u64;
+        (self.cache_lo, self.cache_hi) = self.col_bounds(c as i128);
         self.cache_slot = slot;
         Some(slot)
     }
@@ -163,6 +161,12 @@ impl LogStream {
         self.max_seen = self.max_seen.max(v);
     }
 
+    /// Start and end (exclusive) of column `c`, clamped to the range of times.
+    fn col_bounds(&self, c: i128) -> (u64, u64) {
+        let lo = self.origin as i128 + c * self.step as i128;
+        (lo.clamp(0, u64::MAX as i128) as u64, (lo + self.step as i128).clamp(0, u64::MAX as i128) as u64)
+    }
+
     /// Counts `values[i]` at time `ts[i]`: the same as [`LogStream::add`] for each pair, done as
     /// one [`LogStream::add_column`] per run of consecutive times in one column (events are
     /// nearly in time order, so a block that straddles a column edge is a few runs).
@@ -170,10 +174,7 @@ impl LogStream {
         let n = ts.len().min(values.len());
         let mut i = 0;
         while i < n {
-            let c = (ts[i] as i128 - self.origin as i128).div_euclid(self.step as i128);
-            let lo = self.origin as i128 + c * self.step as i128;
-            let (lo, hi) =
-                (lo.clamp(0, u64::MAX as i128) as u64, (lo + self.step as i128).clamp(0, u64::MAX as i128) as u64);
+            let (lo, hi) = self.col_bounds((ts[i] as i128 - self.origin as i128).div_euclid(self.step as i128));
             let run = ts[i + 1..n].iter().position(|&t| t < lo || t >= hi).map_or(n, |k| i + 1 + k);
             self.add_column(ts[i], &values[i..run]);
             i = run;
