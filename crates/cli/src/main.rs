@@ -1,9 +1,8 @@
 //! The `latscope` command: parses arguments and wires the stages together
 //! (probes -> trace file or aggregates -> filter -> aggregations -> views).
 
+mod args;
 mod cmd;
-mod input;
-mod pushdown;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

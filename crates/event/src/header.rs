@@ -29,7 +29,7 @@ pub struct TraceHeader {
     pub start_ns: u64,
     /// The latscope command line.
     pub command_line: Vec<String>,
-    /// Which syscalls were recorded: `all` or `io`.
+    /// Which syscalls were recorded: `all`, `io` or `none` ([`crate::SyscallSet::name`]).
     pub syscalls: String,
     /// Whether block requests were recorded.
     pub block: bool,

@@ -10,6 +10,7 @@ mod block;
 mod errno_table;
 mod fdtype;
 mod header;
+pub mod source;
 mod syscall_table;
 pub mod syscalls;
 pub mod units;
@@ -18,7 +19,7 @@ pub use batch::{op_name, Event, EventBatch, EventKind, ProcOp, StrCol, NO_FD};
 pub use block::{BlockOp, Rwbs};
 pub use fdtype::{sock_addr, FdType};
 pub use header::{dev_major_minor, BlockDevice, FdInfo, Mount, ProcessInfo, TraceHeader, TRACE_FORMAT_VERSION};
-pub use syscalls::{syscall_name, syscall_nr, SysClass, SysDesc};
+pub use syscalls::{syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};
 
 /// The symbolic name of an errno value (`ENOENT` for 2), if it has one.
 pub fn errno_name(errno: i64) -> Option<&'static str> {
@@ -55,3 +56,23 @@ mod tests {
         assert_eq!(errno_name(0), None);
     }
 }
+
+/// A line of a text input (trace2heatmap.pl's two columns, `perf script` output) that could not
+/// be read: names the file, the line and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    /// File name as given.
+    pub file: String,
+    /// 1-based line number.
+    pub line: usize,
+    /// What was wrong and what was expected.
+    pub msg: String,
+}
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.msg)
+    }
+}
+
+impl std::error::Error for InputError {}

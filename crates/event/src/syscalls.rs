@@ -10,6 +10,39 @@ use std::sync::OnceLock;
 /// Argument index meaning "this syscall has no such argument".
 pub const NONE: u8 = 0xff;
 
+/// Which syscalls a recording or a live view traces, as users choose them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SyscallSet {
+    /// Every syscall.
+    #[default]
+    All,
+    /// Those that take or return a file descriptor or a path, and syncs ([`SysDesc::is_io_related`]).
+    Io,
+    /// No syscalls (block requests and process events only).
+    None,
+}
+
+impl SyscallSet {
+    /// The name stored in the trace header (`all`, `io`, `none`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Io => "io",
+            Self::None => "none",
+        }
+    }
+
+    /// Parse a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "all" => Some(Self::All),
+            "io" => Some(Self::Io),
+            "none" => Some(Self::None),
+            _ => None,
+        }
+    }
+}
+
 /// Broad purpose of a syscall, for split views and `evt.is_io`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 #[repr(u8)]

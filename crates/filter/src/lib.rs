@@ -92,6 +92,13 @@ pub struct Filter {
     kinds: u8,
 }
 
+impl Default for Filter {
+    /// The filter that takes every event.
+    fn default() -> Self {
+        Filter::parse("").expect("the empty filter always parses")
+    }
+}
+
 impl Filter {
     /// Parse and compile `src`. An empty (or all-blank) string is the filter that matches every
     /// event. Errors point at the offending column (see [`FilterError`]).

@@ -47,6 +47,9 @@ pub enum ProbeError {
         /// The libbpf error.
         source: libbpf_rs::Error,
     },
+    /// Reading the ring buffer failed.
+    #[error("reading the ring buffer: {0}")]
+    Ring(std::io::Error),
 }
 
 fn bpf<T>(r: libbpf_rs::Result<T>, context: &str) -> Result<T, ProbeError> {
@@ -56,11 +59,28 @@ fn bpf<T>(r: libbpf_rs::Result<T>, context: &str) -> Result<T, ProbeError> {
 /// Check that this process can trace: root (or CAP_BPF+CAP_PERFMON), kernel BTF, and the tracepoints.
 /// The error is one line saying what is missing.
 pub fn check_environment() -> Result<(), ProbeError> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(ProbeError::Unsupported(
-            "latscope needs root to load eBPF programs: run it with sudo (or as root)".into(),
-        ));
+    let (_, release, machine) = snapshot::uname();
+    if machine != "x86_64" {
+        return Err(ProbeError::Unsupported(format!(
+            "latscope's probes support x86_64 only (this machine is {machine}): the syscall table and argument layouts are x86_64's"
+        )));
+    }
+    if let Some(v) = kernel_version(&release) {
+        if v < MIN_KERNEL {
+            return Err(ProbeError::Unsupported(format!(
+                "latscope needs Linux {}.{} or later (its probes use bpf_rdonly_cast and task storage in tp_btf programs); this kernel is {release}",
+                MIN_KERNEL.0, MIN_KERNEL.1
+            )));
+        }
+    }
+    let missing = missing_capabilities();
+    if !missing.is_empty() {
+        return Err(ProbeError::Unsupported(format!(
+            "latscope needs root to load eBPF programs and read other processes' open files: run it with sudo \
+             (or give it {}; missing: {})",
+            CAPS.iter().map(|c| c.1).collect::<Vec<_>>().join(", "),
+            missing.join(", ")
+        )));
     }
     if std::fs::metadata("/sys/kernel/btf/vmlinux").is_err() {
         return Err(ProbeError::Unsupported(
@@ -68,6 +88,33 @@ pub fn check_environment() -> Result<(), ProbeError> {
         ));
     }
     Ok(())
+}
+
+/// The capabilities that let a non-root user run the probes: load BPF programs and attach them
+/// to tracepoints, read kernel memory from them, and read any process's /proc fd table.
+const CAPS: [(u32, &str); 4] =
+    [(39, "CAP_BPF"), (38, "CAP_PERFMON"), (19, "CAP_SYS_PTRACE"), (2, "CAP_DAC_READ_SEARCH")];
+
+/// The capabilities of [`CAPS`] this process lacks (none for root).
+fn missing_capabilities() -> Vec<&'static str> {
+    let eff = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_string())))
+        .and_then(|v| u64::from_str_radix(&v, 16).ok())
+        .unwrap_or(0);
+    CAPS.iter().filter(|(bit, _)| eff & (1 << bit) == 0).map(|c| c.1).collect()
+}
+
+/// The oldest kernel the probes load on: `bpf_rdonly_cast` (a direct, fault-safe load of kernel
+/// memory) arrived in Linux 6.2.
+pub const MIN_KERNEL: (u32, u32) = (6, 2);
+
+/// `(major, minor)` of a kernel release string such as `6.18.0-1-amd64`.
+pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 /// Which syscalls to trace.
@@ -223,7 +270,13 @@ pub struct Probe {
     decoder: Rc<RefCell<Decoder>>,
     ncpus: usize,
     aggregating: bool,
+    attached_ns: u64,
 }
+
+/// Most ring-buffer records one poll consumes: under a sustained event rate the producers can
+/// keep the buffer non-empty forever, and a consumer that reads until it is empty never returns
+/// to flush its blocks or notice a stop request.
+pub const MAX_RECORDS_PER_POLL: usize = 65_536;
 
 impl Probe {
     /// Load, configure and attach the probes. `header` is the start snapshot (for naming open files).
@@ -324,6 +377,9 @@ impl Probe {
             )?;
         }
 
+        // Time zero of the recording: the probes are loaded and about to attach. Taken here, not
+        // before loading, so that views do not show the load time as an idle stretch.
+        let attached_ns = snapshot::monotonic_ns();
         let mut links = Vec::new();
         let progs = [
             // First: entries in per-CPU slots must move with their task from the start.
@@ -353,6 +409,7 @@ impl Probe {
             decoder,
             ncpus: bpf(libbpf_rs::num_possible_cpus(), "counting CPUs")?,
             aggregating: cfg.aggregate.is_some(),
+            attached_ns,
         };
         if !probe.aggregating {
             let dec = probe.decoder.clone();
@@ -418,29 +475,50 @@ impl Probe {
         r
     }
 
-    /// Wait up to `timeout` and consume the ring buffer into the decoder's batch.
+    /// Consume up to [`MAX_RECORDS_PER_POLL`] records into the decoder's batch, waiting up to
+    /// `timeout` for the first when there are none.
     fn poll_raw(&mut self, timeout: Duration) -> Result<(), ProbeError> {
-        if let Some(rb) = &self.rb {
-            // Producers skip wakeups until the buffer is 1/8 full (cheaper per event), so the
-            // poll may time out with data waiting: always consume afterwards. A signal (Ctrl-C)
-            // interrupts the wait: the caller decides whether to stop.
-            match rb.poll(timeout) {
-                Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
-                r => bpf(r, "reading the ring buffer")?,
-            }
-            bpf(rb.consume(), "reading the ring buffer")?;
-        } else {
+        let Some(rb) = &self.rb else {
             std::thread::sleep(timeout);
+            return Ok(());
+        };
+        let n = rb.consume_raw_n(MAX_RECORDS_PER_POLL);
+        if n < 0 {
+            return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
+        }
+        if n > 0 {
+            return Ok(());
+        }
+        // Nothing yet: wait on the ring buffer's epoll fd (which consumes nothing). Producers
+        // skip wakeups until the buffer is 1/8 full (cheaper per event), so the wait may time out
+        // with data waiting: consume afterwards either way. A signal (Ctrl-C) interrupts the
+        // wait: the caller decides whether to stop.
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: epoll_wait on the ring buffer's own epoll fd with one valid event slot.
+        unsafe { libc::epoll_wait(rb.epoll_fd(), &mut ev, 1, ms) };
+        let n = rb.consume_raw_n(MAX_RECORDS_PER_POLL);
+        if n < 0 {
+            return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
         }
         Ok(())
     }
 
-    /// Read everything already in the ring buffer without waiting.
+    /// Read what is already in the ring buffer (at most [`MAX_RECORDS_PER_POLL`] records)
+    /// without waiting.
     pub fn drain(&mut self) -> Result<EventBatch, ProbeError> {
         if let Some(rb) = &self.rb {
-            bpf(rb.consume(), "reading the ring buffer")?;
+            let n = rb.consume_raw_n(MAX_RECORDS_PER_POLL);
+            if n < 0 {
+                return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
+            }
         }
         Ok(self.decoder.borrow_mut().take())
+    }
+
+    /// CLOCK_MONOTONIC ns at which the probes were attached: time zero of what they saw.
+    pub fn attached_ns(&self) -> u64 {
+        self.attached_ns
     }
 
     /// The in-kernel counters.
@@ -536,6 +614,21 @@ pub fn sys_class_name(code: u32) -> &'static str {
         SysClass::Sync,
     ];
     ALL.iter().find(|c| **c as u32 == code).map(|c| c.name()).unwrap_or("other")
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn kernel_releases_parse_to_major_and_minor() {
+        assert_eq!(kernel_version("6.18.0-1-amd64"), Some((6, 18)));
+        assert_eq!(kernel_version("5.15.0"), Some((5, 15)));
+        assert_eq!(kernel_version("6.2"), Some((6, 2)));
+        assert_eq!(kernel_version("weird"), None);
+        assert!(kernel_version("5.19.3").unwrap() < MIN_KERNEL);
+        assert!(kernel_version("6.2.0").unwrap() >= MIN_KERNEL);
+    }
 }
 
 #[cfg(test)]

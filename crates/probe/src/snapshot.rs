@@ -2,7 +2,7 @@
 //! processes and their open files. It goes into the trace header so that a
 //! trace can be read (and replayed) on another machine.
 
-use latscope_event::{BlockDevice, FdInfo, FdType, Mount, ProcessInfo, TraceHeader, TRACE_FORMAT_VERSION};
+use latscope_event::{BlockDevice, FdInfo, FdType, Mount, ProcessInfo, SyscallSet, TraceHeader, TRACE_FORMAT_VERSION};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -45,7 +45,8 @@ fn read_trim(path: &str) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
-fn uname() -> (String, String, String) {
+/// Host name, kernel release and machine (`uname -n -r -m`).
+pub fn uname() -> (String, String, String) {
     // SAFETY: uname fills the struct we own.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     unsafe { libc::uname(&mut u) };
@@ -257,7 +258,7 @@ pub fn users() -> BTreeMap<u32, String> {
 }
 
 /// The full header for a recording that starts now.
-pub fn take(command_line: Vec<String>, syscalls: &str, block: bool, filter: Option<String>) -> TraceHeader {
+pub fn take(command_line: Vec<String>, syscalls: SyscallSet, block: bool, filter: Option<String>) -> TraceHeader {
     let (hostname, kernel, machine) = uname();
     let realtime_offset_ns = realtime_offset_ns();
     let start_ns = monotonic_ns();
@@ -278,7 +279,7 @@ pub fn take(command_line: Vec<String>, syscalls: &str, block: bool, filter: Opti
         realtime_offset_ns,
         start_ns,
         command_line,
-        syscalls: syscalls.to_string(),
+        syscalls: syscalls.name().to_string(),
         block,
         filter,
         mounts: mounts(),
@@ -296,7 +297,7 @@ mod tests {
     #[test]
     fn snapshot_sees_this_process() {
         let me = std::process::id();
-        let h = take(vec!["test".into()], "all", true, None);
+        let h = take(vec!["test".into()], SyscallSet::All, true, None);
         let p = h.processes.iter().find(|p| p.pid == me).expect("own process in the table");
         assert!(!p.comm.is_empty());
         assert!(h.fds.iter().any(|f| f.pid == me && f.fd == 0));

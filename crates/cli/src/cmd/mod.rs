@@ -10,4 +10,3 @@ pub mod record;
 pub mod spectrogram;
 pub mod timeline;
 pub mod top;
-pub mod viewinput;

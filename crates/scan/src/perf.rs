@@ -26,7 +26,7 @@
 //! Lines of other events, blank lines and `#` comments are skipped; a block line that does not
 //! have the expected fields is an error naming the line and what was expected.
 
-use crate::heatmap::text::InputError;
+use latscope_event::InputError;
 use latscope_event::{Event, EventBatch, EventKind, Rwbs, TraceHeader};
 use std::collections::HashMap;
 
