@@ -143,7 +143,7 @@ pub fn explain(h: &Histogram, kind: &str, unit: &str, params: &Map<String, Value
                 f(g.step),
                 if g.coarse { "coarse: they count steps" } else { "quantised" },
                 if g.zero_share > 0.0 {
-                    format!("; {:.1} % read 0, less than one step", g.zero_share * 100.0)
+                    format!("; {} % read 0, less than one step", percent(g.zero_share))
                 } else {
                     String::new()
                 }
@@ -163,13 +163,13 @@ pub fn explain(h: &Histogram, kind: &str, unit: &str, params: &Map<String, Value
     if e.peaks.len() > 1 || e.peaks.iter().any(|p| p.tier.is_some()) {
         for p in &e.peaks {
             let tier = p.tier.map(|t| format!(": {}", t.label())).unwrap_or_default();
-            e.notes.push(format!("peak at {} ({:.1} % of values){tier}", f(p.mode_high), p.share * 100.0));
+            e.notes.push(format!("peak at {} ({} % of values){tier}", f(p.mode_high), percent(p.share)));
         }
     }
     if let Some(c) = &e.cache {
         e.notes.push(format!(
-            "{:.1} % of reads came from memory: about {} of the {} read are cached",
-            c.hit_share * 100.0,
+            "{} % of reads came from memory: about {} of the {} read are cached",
+            percent(c.hit_share),
             fmt_bytes(c.cached_bytes),
             fmt_bytes(c.region_bytes)
         ));
@@ -256,6 +256,15 @@ pub fn granularity(h: &Histogram) -> Option<Granularity> {
         }
     }
     None
+}
+
+/// A share as a percentage with one decimal, or as many as it takes not to show 0 or 100 for a
+/// share that is neither (99.998 % is not 100 %).
+fn percent(share: f64) -> String {
+    let pct = share * 100.0;
+    let gap = pct.min(100.0 - pct);
+    let decimals = if gap <= 0.0 || gap >= 0.05 { 1 } else { (-gap.log10()).ceil().clamp(1.0, 6.0) as usize + 1 };
+    format!("{pct:.decimals$}")
 }
 
 /// The number in `lo ..= hi` with the most trailing decimal zeros.
@@ -345,6 +354,15 @@ mod tests {
         params.insert("probe".into(), "sin".into());
         assert!(explain(&h, "microbench", "ps", &params).peaks.iter().all(|p| p.tier.is_none()));
         assert_eq!(explain(&h, "x", "bytes", &params), Explanation::default());
+    }
+
+    #[test]
+    fn percentages_are_never_rounded_to_0_or_100() {
+        assert_eq!(percent(0.313), "31.3");
+        assert_eq!(percent(1.0), "100.0");
+        assert_eq!(percent(0.999_985), "99.9985");
+        assert_eq!(percent(0.000_2), "0.020");
+        assert_eq!(percent(0.0), "0.0");
     }
 
     #[test]

@@ -22,7 +22,8 @@
 //! or in a TOML file ([`load_config`]) with the same keys, and built with [`ProbeSpec::build`]. A
 //! [`Runner`] runs them on one thread (back to back in ~10 ms batches, or one sample every
 //! `every`), and hands out interval histograms (cut at every UTC hour, for a store) and report
-//! points (for a live summary, [`summarize`] and [`render_text`]).
+//! points (for a live summary, [`summarize`] and [`render_text`]); [`StoreSink`] writes the
+//! intervals into a `latscope-store` file, one series per probe.
 //!
 //! [`explain`] works on any histogram with its series' unit and parameters, so a dashboard reading
 //! a store gets the same explanations as `latscope bench`.
@@ -52,6 +53,7 @@ pub mod explain;
 mod probe;
 mod probes;
 mod runner;
+mod sink;
 mod summary;
 
 pub use clock::ClockId;
@@ -62,4 +64,5 @@ pub use probe::{
     Probe, ProbeInfo, ProbeKind, ProbeSpec, Unit, BLOCK_SIZE, FSYNC_FILE_SIZE, MULADD_REPETITIONS, SIN_REPETITIONS,
 };
 pub use runner::{Event, ProbeState, RunOptions, Runner};
+pub use sink::{series_spec, StoreSink};
 pub use summary::{render_text, summarize, ProbeSummary};

@@ -128,7 +128,20 @@ impl Runner {
                     continue;
                 }
                 let paced = !self.state[i].every.is_zero();
-                let want = if paced { 1 } else { batch[i] };
+                // A back-to-back batch ends by the next paced probe's slot, so that paced probes
+                // keep their pace next to back-to-back ones.
+                let next_paced = (0..n)
+                    .filter(|&j| j != i && self.state[j].error.is_none() && !self.state[j].every.is_zero())
+                    .map(|j| due[j])
+                    .min();
+                let budget =
+                    next_paced.map_or(self.opts.slice, |d| d.saturating_duration_since(now).min(self.opts.slice));
+                let want = if paced {
+                    1
+                } else {
+                    let share = budget.as_secs_f64() / self.opts.slice.as_secs_f64().max(1e-9);
+                    ((batch[i] as f64 * share) as u64).max(1)
+                };
                 if let Err(e) = self.probes[i].sample(&mut current[i], want) {
                     self.state[i].error = Some(e.to_string());
                 }
@@ -140,7 +153,7 @@ impl Runner {
                         due[i] = after + self.state[i].every; // missed slots are skipped, not caught up
                     }
                 } else {
-                    batch[i] = next_batch(want, after - now, self.opts.slice);
+                    batch[i] = next_batch(batch[i], want, after - now, self.opts.slice);
                     due[i] = after;
                 }
             }
@@ -196,11 +209,12 @@ impl Runner {
 }
 
 /// The batch that should take about `slice`, given that `n` samples took `took` (growing at most
-/// fourfold at a time, so that one fast batch does not make the next one very long).
-fn next_batch(n: u64, took: Duration, slice: Duration) -> u64 {
+/// fourfold from the previous batch `prev`, so that one fast batch does not make the next one very
+/// long).
+fn next_batch(prev: u64, n: u64, took: Duration, slice: Duration) -> u64 {
     let took = took.as_secs_f64().max(1e-9);
     let ideal = n as f64 * slice.as_secs_f64() / took;
-    (ideal.min(n as f64 * 4.0).max(1.0)) as u64
+    (ideal.min(prev as f64 * 4.0).max(1.0)) as u64
 }
 
 /// When the interval starting now ends: after `interval`, or at the next UTC hour if sooner.
@@ -218,10 +232,13 @@ mod tests {
 
     #[test]
     fn batches_adapt_to_the_slice() {
-        assert_eq!(next_batch(1000, Duration::from_millis(5), Duration::from_millis(10)), 2000);
-        assert_eq!(next_batch(1000, Duration::from_nanos(1), Duration::from_millis(10)), 4000);
-        assert_eq!(next_batch(1000, Duration::from_secs(1), Duration::from_millis(10)), 10);
-        assert_eq!(next_batch(1, Duration::from_secs(5), Duration::from_millis(10)), 1);
+        let ms = Duration::from_millis;
+        assert_eq!(next_batch(1000, 1000, ms(5), ms(10)), 2000);
+        assert_eq!(next_batch(1000, 1000, Duration::from_nanos(1), ms(10)), 4000);
+        assert_eq!(next_batch(1000, 1000, Duration::from_secs(1), ms(10)), 10);
+        assert_eq!(next_batch(1, 1, Duration::from_secs(5), ms(10)), 1);
+        // A batch cut short by a paced probe's slot still tells the rate.
+        assert_eq!(next_batch(1000, 100, ms(1), ms(10)), 1000);
     }
 
     #[test]
