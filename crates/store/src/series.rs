@@ -69,6 +69,31 @@ impl SeriesSpec {
         }
     }
 
+    /// The series of one syscall's latency (`pread64`) on this machine, in ns. `io` marks syscalls
+    /// that read or write files, whose peaks explanations label as cache tiers (`params.io`).
+    pub fn syscall(name: &str, io: bool) -> SeriesSpec {
+        let mut s = SeriesSpec::new(name, kind::SYSCALL, unit::NANOSECONDS);
+        s.description = format!("latency of the {name} syscall");
+        s.params.insert("io".into(), io.into());
+        s
+    }
+
+    /// The series of one block device's request latency (`vda`) on this machine, in ns.
+    pub fn block(device: &str) -> SeriesSpec {
+        let mut s = SeriesSpec::new(device, kind::BLOCK, unit::NANOSECONDS);
+        s.description = format!("block request latency of {device} (issue to completion)");
+        s
+    }
+
+    /// The series of a class of events chosen by a filter expression (kept in `params.filter`),
+    /// named `name`, in ns.
+    pub fn class(name: &str, filter: &str) -> SeriesSpec {
+        let mut s = SeriesSpec::new(name, kind::CLASS, unit::NANOSECONDS);
+        s.description = format!("latency of events matching '{filter}'");
+        s.params.insert("filter".into(), filter.into());
+        s
+    }
+
     /// Checks the fields a store accepts: non-empty host, name, kind and unit without control
     /// characters, at most 256 bytes each.
     pub fn validate(&self) -> Result<(), String> {

@@ -232,6 +232,29 @@ fn writers_on_separate_connections_lose_nothing() {
 }
 
 #[test]
+fn recordings_declare_a_series_per_syscall_device_and_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path().join("s.db")).unwrap();
+    let specs = [
+        SeriesSpec::syscall("pread64", true),
+        SeriesSpec::block("vda"),
+        SeriesSpec::class("pg", "proc.name = postgres"),
+    ];
+    let ids: Vec<SeriesId> = specs.iter().map(|sp| s.ensure_series(sp).unwrap()).collect();
+    let listed = s.series().unwrap();
+    assert_eq!(listed.len(), 3);
+    for (id, sp) in ids.iter().zip(&specs) {
+        let got = s.series_by_id(*id).unwrap().spec;
+        assert_eq!(&got, sp);
+        assert_eq!(got.unit, unit::NANOSECONDS);
+    }
+    assert_eq!(specs[0].kind, kind::SYSCALL);
+    assert_eq!(specs[0].params["io"], true);
+    assert_eq!(specs[1].kind, kind::BLOCK);
+    assert_eq!(specs[2].params["filter"], "proc.name = postgres");
+}
+
+#[test]
 fn hours_are_utc_hours() {
     let t = SystemTime::UNIX_EPOCH + Duration::from_secs(999_997_200 + 1234);
     assert_eq!(Hour::containing(t), base());
