@@ -276,7 +276,7 @@ pub struct Probe {
 /// Most ring-buffer records one poll consumes: under a sustained event rate the producers can
 /// keep the buffer non-empty forever, and a consumer that reads until it is empty never returns
 /// to flush its blocks or notice a stop request.
-pub const MAX_RECORDS_PER_POLL: usize = 65_536;
+pub const MAX_RECORDS_PER_POLL: usize = 16_384;
 
 impl Probe {
     /// Load, configure and attach the probes. `header` is the start snapshot (for naming open files).
