@@ -164,6 +164,7 @@ impl Decoder {
         e.addr = r.addr;
         e.cgroup = r.cgroup;
         e.qtime = r.qtime;
+        e.off2 = r.off2;
         e.comm.clear();
         let comm = r.comm.map(|c| c as u8);
         e.comm.push_str(&cstr(&comm));
@@ -203,8 +204,12 @@ impl Decoder {
         if socket_named && d.has(SysDesc::RET_FD) {
             return; // accept: the new fd is named; nothing else to do
         }
+        let name = latscope_event::syscall_name(e.nr).unwrap_or("");
         if socket_named {
             // connect: named by its addresses
+        } else if d.path != NONE && matches!(name, "symlink" | "symlinkat") {
+            // The target is stored in the link as given: resolving it would change it.
+            e.path.push_str(p1);
         } else if d.path != NONE {
             let dirfd = if d.dirfd != NONE { e.dirfd } else { AT_FDCWD };
             e.path = self.resolve(e.pid, dirfd, p1);
@@ -217,10 +222,13 @@ impl Decoder {
             let dirfd2 = if d.dirfd2 != NONE { e.addr as i32 } else { AT_FDCWD };
             e.path2 = self.resolve(e.pid, dirfd2, p2);
         }
+        if matches!(name, "socket" | "socketpair") {
+            // The type's SOCK_NONBLOCK and SOCK_CLOEXEC bits, the flags of pipe2 and accept4.
+            e.flags = e.mode & (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u32;
+        }
         if !ok {
             return;
         }
-        let name = latscope_event::syscall_name(e.nr).unwrap_or("");
         if d.has(SysDesc::RET_FD) {
             let newfd = e.ret as i32;
             let path: Option<Arc<str>> = if d.path != NONE {
@@ -254,6 +262,13 @@ impl Decoder {
                     e.path = p.to_string();
                 }
                 self.by_fd.insert((e.pid, newfd), p);
+            }
+        } else if name == "close_range" {
+            // fd = first, addr = last; CLOSE_RANGE_CLOEXEC only marks them close-on-exec.
+            const CLOSE_RANGE_CLOEXEC: u32 = 4;
+            if e.flags & CLOSE_RANGE_CLOEXEC == 0 {
+                let (first, last) = (e.fd.max(0) as u32, e.addr.min(i32::MAX as u64) as u32);
+                self.by_fd.retain(|&(p, fd), _| p != e.pid || !(first..=last).contains(&(fd as u32)));
             }
         } else if d.has(SysDesc::CLOSE) {
             self.by_fd.remove(&(e.pid, e.fd));
@@ -383,7 +398,15 @@ mod tests {
     fn paths_follow_opens_cwd_and_snapshot() {
         let h = TraceHeader {
             processes: vec![ProcessInfo { pid: 10, cwd: "/work".into(), ..Default::default() }],
-            fds: vec![FdInfo { pid: 10, fd: 3, path: "/var/log/a".into(), fd_type: 1, dev: 5, ino: 77 }],
+            fds: vec![FdInfo {
+                pid: 10,
+                fd: 3,
+                path: "/var/log/a".into(),
+                fd_type: 1,
+                dev: 5,
+                ino: 77,
+                ..Default::default()
+            }],
             ..Default::default()
         };
         let mut d = Decoder::new(&h, false);

@@ -202,6 +202,21 @@ impl Default for ProbeConfig {
     }
 }
 
+impl ProbeConfig {
+    /// Whether the probes record every syscall that touches files or fds, unfiltered, with what
+    /// a replay needs ([`latscope_event::CAPTURE_REPLAY_V1`]): every syscall or the `io` set,
+    /// process events, no command-name, latency or fd-type filter, no aggregation. A pid filter
+    /// limits the processes, not their calls, and keeps the capture complete for them.
+    pub fn captures_for_replay(&self) -> bool {
+        matches!(self.syscalls, SyscallSel::All | SyscallSel::Io)
+            && self.procs
+            && self.comms.is_empty()
+            && self.min_lat_ns == 0
+            && self.fd_types.is_empty()
+            && self.aggregate.is_none()
+    }
+}
+
 /// Counters kept by the probes in the kernel, summed over CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProbeStats {
@@ -346,7 +361,7 @@ impl Probe {
                 want: u8::from(want),
                 bits: d.bits,
                 class: d.class as u8,
-                pad: 0,
+                off2: d.off2,
             };
             bpf(
                 skel.maps.sys_desc.update(&(nr as u32).to_ne_bytes(), as_bytes(&v), MapFlags::ANY),
@@ -651,8 +666,25 @@ mod tests {
 
     #[test]
     fn record_layout_is_the_c_one() {
-        assert_eq!(std::mem::size_of::<types::ls_event>(), 128);
+        assert_eq!(std::mem::size_of::<types::ls_event>(), 136);
         assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 16);
+    }
+
+    #[test]
+    fn replay_capture_needs_every_file_call_unfiltered() {
+        let all = ProbeConfig::default();
+        assert!(all.captures_for_replay());
+        assert!(ProbeConfig { syscalls: SyscallSel::Io, pids: vec![1], ..Default::default() }.captures_for_replay());
+        for c in [
+            ProbeConfig { syscalls: SyscallSel::Off, ..Default::default() },
+            ProbeConfig { syscalls: SyscallSel::Only(vec![0]), ..Default::default() },
+            ProbeConfig { comms: vec!["x".into()], ..Default::default() },
+            ProbeConfig { min_lat_ns: 1, ..Default::default() },
+            ProbeConfig { fd_types: vec![FdType::File], ..Default::default() },
+            ProbeConfig { aggregate: Some(AggGroup::All), ..Default::default() },
+        ] {
+            assert!(!c.captures_for_replay(), "{c:?}");
+        }
     }
 
     #[test]

@@ -474,6 +474,19 @@ int BPF_PROG(ls_switch, bool preempt, struct task_struct *prev, struct task_stru
 	return 0;
 }
 
+/* An offset behind a pointer argument, read at entry: the kernel advances it by the time the call
+ * returns. The pointer in the saved arguments is replaced by the offset (-1: NULL, unreadable). */
+static __always_inline void deref_off(struct ls_start *s, __u8 idx)
+{
+	if (idx >= 6)
+		return;
+	__s64 off = -1;
+	void *p = (void *)s->args[idx];
+	if (p && bpf_probe_read_user(&off, sizeof(off), p))
+		off = -1;
+	s->args[idx] = off;
+}
+
 /* Save what the exit needs: number, arguments, the fd's identity, then the entry time. */
 static __always_inline void fill_start(struct ls_start *s, struct task_struct *task, struct pt_regs *regs,
 				       __u32 nr, struct ls_sys_desc *d)
@@ -490,6 +503,10 @@ static __always_inline void fill_start(struct ls_start *s, struct task_struct *t
 	s->args[3] = regs->r10;
 	s->args[4] = regs->r8;
 	s->args[5] = regs->r9;
+	if (d->bits & LS_OFF_PTR) {
+		deref_off(s, d->off);
+		deref_off(s, d->off2);
+	}
 	/* Resolve the fd now: close() has removed it by the time the call returns. */
 	__u8 fdi = d->fd;
 	if (fdi < 6)
@@ -575,22 +592,24 @@ static __always_inline void fill_sys(struct ls_event *e, struct ls_start *s, str
 		e->bytes = total;
 	}
 	if (d->off < 6) {
-		if (d->bits & LS_OFF_PTR) {
-			__s64 off = -1;
-			if (s->args[d->off])
-				bpf_probe_read_user(&off, sizeof(off), (void *)s->args[d->off]);
-			e->off = off;
-		} else {
-			e->off = s->args[d->off];
-		}
+		e->off = s->args[d->off]; /* behind a pointer: read at entry */
+		/* A NULL offset pointer: the call uses (and advances) the file position. */
+		if ((d->bits & (LS_OFF_PTR | LS_FILE_POS)) == (LS_OFF_PTR | LS_FILE_POS) && e->off == -1)
+			e->off = s->pos;
 	} else if (d->bits & LS_FILE_POS) {
 		e->off = s->pos;
 	}
+	e->off2 = (__s64)arg_or(s, d->off2, (__u64)-1);
 	if (d->bits & LS_OPENAT2) {
 		struct open_how how = {};
 		bpf_probe_read_user(&how, sizeof(how), (void *)arg_or(s, d->flags, 0));
 		e->flags = how.flags;
 		e->mode = how.mode;
+	} else if (d->bits & LS_CLONE_ARGS) {
+		/* clone3: the flags are the first member of struct clone_args. */
+		__u64 flags = 0;
+		bpf_probe_read_user(&flags, sizeof(flags), (void *)arg_or(s, d->flags, 0));
+		e->flags = (__u32)flags;
 	}
 }
 
@@ -645,6 +664,14 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 		__s64 pos;
 		fd_info(task, ret, &dev, &ino, &fd_type, &pos);
 	}
+	/* pipe, socketpair: the two fds the kernel wrote to user memory; the first names the event. */
+	__s32 pair[2] = { -1, -1 };
+	if ((d->bits & LS_FD_PAIR) && ret == 0) {
+		__s64 pos;
+		if (bpf_probe_read_user(pair, sizeof(pair), (void *)arg_or(s, d->addr, 0)))
+			pair[0] = pair[1] = -1;
+		fd_info(task, pair[0], &dev, &ino, &fd_type, &pos);
+	}
 	if (fdtype_mask && !(fdtype_mask & (1U << (fd_type & 31))))
 		return 0;
 
@@ -671,6 +698,10 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 		}
 		fill_common(e, task);
 		fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
+		if (d->bits & LS_FD_PAIR) {
+			e->fd = pair[0];
+			e->addr = pair[1] >= 0 ? pair[1] : 0;
+		}
 		bpf_ringbuf_submit(e, count_event());
 		return 0;
 	}
@@ -838,6 +869,7 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	e->bytes = nr_bytes;
 	e->fd = -1;
 	e->dirfd = -1;
+	e->off2 = -1;
 	e->fd_type = 0;
 	e->ino = 0;
 	e->addr = 0;
@@ -874,6 +906,7 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 	e->fd = -1;
 	e->dirfd = -1;
 	e->off = -1;
+	e->off2 = -1;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
 	long n = 0;
 	if (kpath) {

@@ -21,7 +21,7 @@ enum ls_proc_op { LS_FORK = 0, LS_EXEC = 1, LS_EXIT = 2 };
 enum ls_desc_bits {
 	LS_IO = 1, LS_READ = 2, LS_WRITE = 4, LS_RET_FD = 8, LS_IOV = 16,
 	LS_OPENAT2 = 32, LS_OFF_PTR = 64, LS_FILE_POS = 128, LS_CLOSE = 256, LS_ADDR_FD = 512,
-	LS_SOCK = 1024,
+	LS_SOCK = 1024, LS_FD_PAIR = 2048, LS_CLONE_ARGS = 4096, LS_RENAMES = 8192, LS_FD_TABLE = 16384,
 };
 
 /* fd types (mirrors FdType in crates/event). */
@@ -40,13 +40,13 @@ enum ls_sys_class { LS_CLASS_PROCESS = 7 };
 /* Aggregation groupings for in-kernel histograms. */
 enum ls_agg_group { LS_AGG_ALL = 0, LS_AGG_FDCLASS = 1, LS_AGG_SYSCALL = 2, LS_AGG_SYSCLASS = 3 };
 
-/* Per-syscall argument layout: which argument (0-5) holds what. */
+/* Per-syscall argument layout: which argument (0-5) holds what (LS_ARG_NONE: none). */
 struct ls_sys_desc {
 	__u8 fd, dirfd, path, dirfd2, path2, count, off, flags, mode, addr, iovcnt;
 	__u8 want;   /* record this syscall (the syscall-set filter) */
 	__u16 bits;  /* enum ls_desc_bits */
 	__u8 class;  /* SysClass */
-	__u8 pad;
+	__u8 off2;   /* offset in the second fd's file (sendfile, splice, copy_file_range) */
 };
 
 /*
@@ -63,6 +63,7 @@ struct ls_event {
 	__u64 addr;
 	__u64 cgroup;
 	__u64 qtime;
+	__s64 off2;    /* offset in the file of the second fd (addr); -1 if none */
 	__u32 pid, tid, uid, dev;
 	__s32 fd, dirfd;
 	__u32 flags, mode;
