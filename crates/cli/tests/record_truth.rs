@@ -480,3 +480,46 @@ fn record_with_the_seed_filter_names_new_files() {
     assert!(writes.len() >= 200, "the 200 writes are recorded, got {}", writes.len());
     assert!(writes.iter().all(|e| e["path"] == target.to_str().unwrap() && e["comm"] == "latscope-load"));
 }
+
+/// A shell that execs known programs (by absolute path, relative to its directory, and by
+/// replacing itself): every successful execve carries its program (the path argument's memory
+/// is gone by the syscall's exit; the kernel's copy is used), every exec event its arguments.
+#[test]
+fn record_exec_events_carry_program_and_arguments() {
+    if !require_bpf("record_exec_events_carry_program_and_arguments") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("x.lst");
+    let script = "/bin/true one two; /usr/bin/printf %s x >/dev/null; cd /bin && ./true rel; /nonexistent/prog; exec /bin/cat /etc/hostname";
+    let o = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--json", "--no-block", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f = trace.to_str().unwrap();
+    let execs = json_lines(&latscope_ok(&["events", "-r", f, "--json", "evt.type = exec"]));
+    let got: Vec<(&str, &str)> =
+        execs.iter().map(|e| (e["path"].as_str().unwrap(), e["args"].as_str().unwrap())).collect();
+    let want_tail = [
+        ("/bin/true", "/bin/true one two"),
+        ("/usr/bin/printf", "/usr/bin/printf %s x"),
+        ("/bin/true", "./true rel"),
+        ("/bin/cat", "/bin/cat /etc/hostname"),
+    ];
+    assert_eq!(got.len(), want_tail.len() + 1, "sh and its four programs: {got:?}");
+    assert!(got[0].0.ends_with("/sh") && got[0].1 == format!("sh -c {script}"), "{got:?}");
+    assert_eq!(&got[1..], &want_tail[..]);
+
+    let calls = json_lines(&latscope_ok(&["events", "-r", f, "--json", "evt.type = execve"]));
+    let ok: Vec<&str> = calls.iter().filter(|e| e["ret"] == 0).map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(ok.len(), got.len(), "one successful execve per exec event: {calls:?}");
+    for (c, (path, _)) in ok.iter().zip(&got) {
+        assert_eq!(c, path, "the successful execve names its program");
+    }
+    let failed: Vec<&str> = calls.iter().filter(|e| e["ret"] != 0).map(|e| e["path"].as_str().unwrap()).collect();
+    assert!(failed.contains(&"/nonexistent/prog"), "a failed execve keeps its argument: {failed:?}");
+    assert!(failed.iter().all(|p| !p.is_empty()), "{failed:?}");
+}

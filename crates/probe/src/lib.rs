@@ -321,9 +321,14 @@ impl Probe {
         };
         let ring = cfg.ring_bytes.max(1 << 20).next_power_of_two();
         ro.wake_bytes = (ring / 8) as u64;
+        ro.proc_events = u8::from(cfg.procs);
+        // The exec program keeps its path for the execve event (the syscall's own argument is
+        // gone by its exit): only when syscall events are streamed.
+        let want_sys = cfg.syscalls != SyscallSel::Off;
+        ro.stash_exec = u8::from(want_sys && cfg.aggregate.is_none());
+        let want_exec = cfg.procs || ro.stash_exec != 0;
         bpf(open.maps.events.set_max_entries(ring as u32), "sizing the ring buffer")?;
 
-        let want_sys = cfg.syscalls != SyscallSel::Off;
         open.progs.ls_sys_enter.set_autoload(want_sys);
         open.progs.ls_sys_exit.set_autoload(want_sys);
         open.progs.ls_switch.set_autoload(want_sys);
@@ -332,7 +337,7 @@ impl Probe {
         }
         // Fork tracking is needed to follow children even when proc events are not wanted.
         open.progs.ls_fork.set_autoload(cfg.procs || cfg.follow_children);
-        open.progs.ls_exec.set_autoload(cfg.procs);
+        open.progs.ls_exec.set_autoload(want_exec);
         open.progs.ls_exit.set_autoload(cfg.procs);
 
         let skel = bpf(open.load(), "loading the BPF programs (is this kernel 5.11 or later with BTF?)")?;
@@ -405,7 +410,7 @@ impl Probe {
             (&skel.progs.ls_rq_issue, cfg.block),
             (&skel.progs.ls_rq_complete, cfg.block),
             (&skel.progs.ls_fork, cfg.procs || cfg.follow_children),
-            (&skel.progs.ls_exec, cfg.procs),
+            (&skel.progs.ls_exec, want_exec),
             (&skel.progs.ls_exit, cfg.procs),
         ];
         for (p, on) in progs {

@@ -212,7 +212,7 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) -> String
                 let _ = write!(s, "proc_fork parent={}", b.ret[i]);
             }
             Some(ProcOp::Exec) => {
-                let _ = write!(s, "proc_exec path={}", b.path.get(i));
+                let _ = write!(s, "proc_exec path={} args={}", b.path.get(i), b.path2.get(i));
             }
             Some(ProcOp::Exit) => {
                 let _ = write!(s, "proc_exit code={}", b.ret[i]);
@@ -277,6 +277,9 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
         Some(EventKind::Proc) => {
             m.insert("ret".into(), json!(b.ret[i]));
             m.insert("path".into(), json!(b.path.get(i)));
+            if b.nr[i] == ProcOp::Exec as u16 {
+                m.insert("args".into(), json!(b.path2.get(i)));
+            }
         }
         None => {}
     }

@@ -42,6 +42,8 @@ const volatile __u8 agg_group = 0;  /* enum ls_agg_group */
 const volatile __u64 min_lat = 0;
 const volatile __u32 fdtype_mask = 0;
 const volatile __u64 wake_bytes = 256 * 1024;
+const volatile __u8 proc_events = 1;  /* emit process events (fork, exec, exit) */
+const volatile __u8 stash_exec = 0;   /* keep the program of an exec for its syscall's event */
 
 /* Bumped by user space whenever the pid filter changes, so that verdicts cached per task are
  * taken again (a process started behind a gate made syscalls before its pid was added). */
@@ -111,6 +113,21 @@ struct {
 	__type(key, int);
 	__type(value, struct ls_start);
 } starts SEC(".maps");
+
+/*
+ * The program of an exec in progress, as the kernel copied it (bprm->filename): the execve
+ * event needs it, but at the syscall's exit the path argument's memory belongs to the old image.
+ */
+struct ls_exec_path {
+	char path[LS_PATH_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ls_exec_path);
+} exec_paths SEC(".maps");
 
 #define barrier() asm volatile("" ::: "memory")
 
@@ -714,12 +731,21 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	fill_common(e, task);
 	fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 	long n1 = 0, n2 = 0;
-	if (d->path < 6) {
+	if (d->path < 6 && d->class == LS_CLASS_PROCESS && ret == 0) {
+		/* A successful exec replaced the memory the path was in: take the kernel's copy. */
+		struct ls_exec_path *x = bpf_task_storage_get(&exec_paths, task, 0, 0);
+		if (x) {
+			n1 = bpf_probe_read_kernel_str(sc->paths, LS_PATH_MAX, x->path);
+			x->path[0] = 0;
+		}
+		if (n1 <= 0) {
+			stat_inc(LS_STAT_PATH_FAULT);
+			n1 = 0;
+		}
+	} else if (d->path < 6) {
 		n1 = bpf_probe_read_user_str(sc->paths, LS_PATH_MAX, (void *)s->args[d->path]);
 		if (n1 < 0) {
-			/* A successful execve replaced the memory the path was in: the exec event has it. */
-			if (!(d->class == LS_CLASS_PROCESS && ret == 0))
-				stat_inc(LS_STAT_PATH_FAULT);
+			stat_inc(LS_STAT_PATH_FAULT);
 			n1 = 0;
 		}
 	}
@@ -885,9 +911,12 @@ done:
 
 /* ---- processes ---- */
 
-static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret, const char *kpath)
+/* A process event; exec events carry the program (kpath, kernel memory) and the arguments
+ * (`args` .. `args_end` in the new image's memory, NUL-separated, at most LS_PATH_MAX bytes). */
+static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret, const char *kpath, __u64 args,
+				      __u64 args_end)
 {
-	if (agg_mode)
+	if (agg_mode || !proc_events)
 		return;
 	__u32 zero = 0;
 	struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
@@ -916,8 +945,14 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 	}
 	if (n > LS_PATH_MAX)
 		n = LS_PATH_MAX;
+	__u64 m = args_end > args ? args_end - args : 0;
+	if (m > LS_PATH_MAX)
+		m = LS_PATH_MAX;
+	if (m && bpf_probe_read_user(sc->paths + n, m, (void *)args))
+		m = 0;
 	e->path_len = n;
-	if (bpf_ringbuf_output(&events, sc, sizeof(struct ls_event) + n, count_event()))
+	e->path2_len = m;
+	if (bpf_ringbuf_output(&events, sc, sizeof(struct ls_event) + n + m, count_event()))
 		stat_lost_after_count();
 }
 
@@ -937,7 +972,7 @@ int BPF_PROG(ls_fork, struct task_struct *parent, struct task_struct *child)
 			bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
 		}
 	}
-	emit_proc(child, LS_FORK, ptgid, NULL);
+	emit_proc(child, LS_FORK, ptgid, NULL, 0, 0);
 	return 0;
 }
 
@@ -947,7 +982,13 @@ int BPF_PROG(ls_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	__u32 tgid = p->tgid;
 	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)))
 		return 0;
-	emit_proc(p, LS_EXEC, 0, bprm->filename);
+	if (stash_exec) {
+		struct ls_exec_path *x = bpf_task_storage_get(&exec_paths, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (x)
+			bpf_probe_read_kernel_str(x->path, sizeof(x->path), bprm->filename);
+	}
+	struct mm_struct *mm = p->mm;
+	emit_proc(p, LS_EXEC, 0, bprm->filename, mm ? mm->arg_start : 0, mm ? mm->arg_end : 0);
 	return 0;
 }
 
@@ -959,6 +1000,6 @@ int BPF_PROG(ls_exit, struct task_struct *p)
 	__u32 tgid = p->tgid;
 	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)))
 		return 0;
-	emit_proc(p, LS_EXIT, (p->exit_code >> 8) & 0xff, NULL);
+	emit_proc(p, LS_EXIT, (p->exit_code >> 8) & 0xff, NULL, 0, 0);
 	return 0;
 }
