@@ -20,16 +20,23 @@ fn spawn_recorder(trace: &Path, args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// Wait until the recorders writing `traces` have attached: their files exist, then the probes
-/// get time to load.
-fn wait_attached(traces: &[&Path]) {
-    for _ in 0..100 {
-        if traces.iter().all(|t| t.exists()) {
-            break;
+/// Wait until the recorders have attached their probes: a recorder installs its Ctrl-C handler
+/// right after (so a SIGINT then stops it cleanly instead of killing it). A fixed sleep was not
+/// enough on a loaded machine, where loading the programs can take seconds.
+fn wait_attached(recorders: &[&Child]) {
+    let handles_sigint = |pid: u32| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let caught = status.lines().find_map(|l| l.strip_prefix("SigCgt:")).map(str::trim).unwrap_or("0");
+        u64::from_str_radix(caught, 16).unwrap_or(0) & (1 << (libc::SIGINT - 1)) != 0
+    };
+    for _ in 0..1200 {
+        if recorders.iter().all(|c| handles_sigint(c.id())) {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            return;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    panic!("the recorders did not attach within 60 s");
 }
 
 /// Stop a recorder as Ctrl-C would and return its output; it must have succeeded.
@@ -211,7 +218,7 @@ fn record_comm_filter_follows_renames() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = tmp.path().join("c.lst");
     let rec = spawn_recorder(&trace, &["--quiet", "--no-block", "--duration", "60", "-c", "lsrenamed"]);
-    wait_attached(&[&trace]);
+    wait_attached(&[&rec]);
     let marks = tmp.path().join("mark");
     // Many syscalls under each name, so a stale cached verdict would show.
     let script = format!(
@@ -288,7 +295,7 @@ print(old_c.getsockname()[1], new_c.getsockname()[1])
     }
     let port: u16 = std::fs::read_to_string(&ready).unwrap().trim().parse().unwrap();
     let rec = spawn_recorder(&trace, &["--quiet", "--no-block", "--duration", "60", "-p", &py.id().to_string()]);
-    wait_attached(&[&trace]);
+    wait_attached(&[&rec]);
     std::fs::write(&go, "").unwrap();
     let out = py.wait_with_output().unwrap();
     assert!(out.status.success());
@@ -413,7 +420,7 @@ fn pushdown_reduces_ring_buffer_traffic_with_the_same_output() {
     let opts = ["--quiet", "--json", "--no-block", "--duration", "60"];
     let a = spawn_recorder(&ta, &[&opts[..], &[filter]].concat());
     let b = spawn_recorder(&tb, &opts);
-    wait_attached(&[&ta, &tb]);
+    wait_attached(&[&a, &b]);
     let st = Command::new(&work).arg(&dir).arg(tmp.path()).arg("10").status().unwrap();
     assert!(st.success());
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -449,6 +456,72 @@ fn pushdown_reduces_ring_buffer_traffic_with_the_same_output() {
         assert_eq!(n, 10, "10 x {ty} on {data}: {ea:?}");
     }
     assert_eq!(ea, eb, "pushed-down output equals filtering afterwards");
+}
+
+/// A command-name filter pushed into the kernel keeps every event the full filter keeps, also for
+/// the calls that give a process the name: the execve that turns a shell into the program (at
+/// its entry the name is still the shell's) and a prctl(PR_SET_NAME). Filtered at record time ==
+/// recorded unfiltered and filtered afterwards, event for event.
+#[test]
+fn pushdown_keeps_the_calls_that_rename_a_process() {
+    if !require_bpf("pushdown_keeps_the_calls_that_rename_a_process")
+        || !require_tool("pushdown_keeps_the_calls_that_rename_a_process", "python3")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = tmp.path().join("lsexeccat");
+    std::fs::copy("/bin/cat", &prog).unwrap();
+    let filter = "proc.name = lsexeccat";
+    let (ta, tb) = (tmp.path().join("a.lst"), tmp.path().join("b.lst"));
+    let opts = ["--quiet", "--json", "--no-block", "--duration", "60"];
+    let a = spawn_recorder(&ta, &[&opts[..], &[filter]].concat());
+    let b = spawn_recorder(&tb, &opts);
+    wait_attached(&[&a, &b]);
+    let rename = r#"import ctypes; ctypes.CDLL(None).prctl(15, b"lsexeccat", 0, 0, 0); open("/etc/hostname").read()"#;
+    let script = format!("{p} /etc/hostname; {p} /etc/hostname >/dev/null; python3 -c '{rename}'", p = prog.display());
+    let st = Command::new("sh").arg("-c").arg(&script).stdout(Stdio::null()).status().unwrap();
+    assert!(st.success());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let stop = |c: Child| serde_json::from_slice::<Value>(&stop_recorder(c).stdout).unwrap();
+    let (sa, sb) = (stop(a), stop(b));
+    assert_eq!((&sa["lost"], &sb["lost"]), (&Value::from(0), &Value::from(0)));
+    // An fd's name comes from the call that opened it, which the pushed-down recording does not
+    // see when it was made under another name (the shell opening a redirection): fds are
+    // compared by number and inode, paths where the call takes one (not relative to an fd).
+    let key = |e: &Value| {
+        let takes_path = e["kind"] == "syscall"
+            && e["dirfd"].as_i64().is_none_or(|d| d < 0)
+            && e["nr"]
+                .as_u64()
+                .is_some_and(|nr| latscope_event::syscalls::desc(nr as u16).path != latscope_event::syscalls::NONE);
+        (
+            e["tid"].as_u64(),
+            e["type"].to_string(),
+            if takes_path || e["kind"] != "syscall" { e["path"].to_string() } else { String::new() },
+            (e["fd"].as_i64(), e["ino"].as_u64()),
+            e["ret"].as_i64(),
+            e["bytes"].as_u64(),
+            e["offset"].as_i64(),
+            e["flags"].as_u64(),
+        )
+    };
+    let ea: Vec<_> =
+        json_lines(&latscope_ok(&["events", "-r", ta.to_str().unwrap(), "--json"])).iter().map(key).collect();
+    let eb: Vec<_> =
+        json_lines(&latscope_ok(&["events", "-r", tb.to_str().unwrap(), "--json", filter])).iter().map(key).collect();
+    let count = |ty: &str| ea.iter().filter(|k| k.1 == format!("{ty:?}")).count();
+    assert_eq!(count("execve"), 2, "the execve of each lsexeccat: {ea:?}");
+    assert_eq!(count("prctl"), 1, "the prctl that renames python: {ea:?}");
+    if let Some(i) = (0..ea.len().max(eb.len())).find(|&i| ea.get(i) != eb.get(i)) {
+        panic!(
+            "pushed-down output differs from filtering afterwards at event {i} ({} vs {} events):\nfiltered:   {:?}\nafterwards: {:?}",
+            ea.len(),
+            eb.len(),
+            &ea[i.min(ea.len())..(i + 3).min(ea.len())],
+            &eb[i.min(eb.len())..(i + 3).min(eb.len())]
+        );
+    }
 }
 
 /// The write-up's filter (`proc.name=test and evt.is_io_write=true and fd.name contains /mnt`) at

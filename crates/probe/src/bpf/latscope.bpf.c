@@ -75,6 +75,7 @@ struct ls_start {
 	__u32 dev;
 	__u32 nr;
 	__u8 fd_type;
+	__u8 recheck;   /* the pid/comm filter is decided at exit (the call may rename the task) */
 };
 
 /*
@@ -424,7 +425,7 @@ static __always_inline bool task_wanted(struct task_struct *task, struct ls_cpu 
 }
 
 static __always_inline void fill_start(struct ls_start *s, struct task_struct *task, struct pt_regs *regs,
-				       __u32 nr, struct ls_sys_desc *d);
+				       __u32 nr, struct ls_sys_desc *d, __u8 recheck);
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
@@ -440,12 +441,20 @@ int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	__u32 zero = 0;
 	struct ls_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
-	if (!c || !task_wanted(task, c))
+	if (!c)
 		return 0;
+	__u8 recheck = 0;
+	if (!task_wanted(task, c)) {
+		/* exec and prctl may give the task the name the filter wants, and its event carries the
+		 * name it returns with: decide at exit, or the event that renames it would be lost. */
+		if (!filter_comms || !(d->bits & LS_RENAMES))
+			return 0;
+		recheck = 1;
+	}
 	__u64 switches = c->switches;
 	c->task = 0;
 	barrier();
-	fill_start(&c->st, task, regs, nr, d);
+	fill_start(&c->st, task, regs, nr, d, recheck);
 	barrier();
 	c->task = (__u64)task;
 	barrier();
@@ -455,7 +464,7 @@ int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
 		c->task = 0;
 		struct ls_start *s = bpf_task_storage_get(&starts, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (s)
-			fill_start(s, task, regs, nr, d);
+			fill_start(s, task, regs, nr, d, recheck);
 	}
 	return 0;
 }
@@ -506,9 +515,10 @@ static __always_inline void deref_off(struct ls_start *s, __u8 idx)
 
 /* Save what the exit needs: number, arguments, the fd's identity, then the entry time. */
 static __always_inline void fill_start(struct ls_start *s, struct task_struct *task, struct pt_regs *regs,
-				       __u32 nr, struct ls_sys_desc *d)
+				       __u32 nr, struct ls_sys_desc *d, __u8 recheck)
 {
 	s->nr = nr;
+	s->recheck = recheck;
 	/* In-kernel histograms that need neither the fd nor the arguments: the entry time is all. */
 	if (agg_mode && !AGG_NEEDS_FD) {
 		s->ts = bpf_ktime_get_ns();
@@ -645,6 +655,7 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 		if (agg_mode && !AGG_NEEDS_FD) {
 			st.ts = c->st.ts;
 			st.nr = c->st.nr;
+			st.recheck = c->st.recheck;
 		} else {
 			__builtin_memcpy(&st, &c->st, sizeof(st));
 		}
@@ -659,6 +670,8 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	}
 	struct ls_start *s = &st;
 	if (!s->ts)
+		return 0;
+	if (s->recheck && !task_wanted(task, c))
 		return 0;
 	__u64 ts = s->ts;
 	__u64 now = bpf_ktime_get_ns();
