@@ -1,18 +1,23 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Structures shared by the BPF programs and user space. This is the one place
- * their layout is defined: the Rust side uses the types libbpf-cargo generates
- * from this file's BTF (see crates/probe/build.rs).
+ * Structures, enums and constants shared by the BPF programs and user space. This is the one
+ * place they are defined: the Rust side uses the types libbpf-cargo generates from the object's
+ * BTF (see crates/probe/build.rs), and tests pin the values latscope-event mirrors (its syscall
+ * table bits, fd types, event kinds). Constants are enums, not #defines, so that they are in the
+ * BTF too.
  */
 #ifndef LATSCOPE_H
 #define LATSCOPE_H
 
-#define LS_COMM_LEN 16
-#define LS_PATH_MAX 512      /* bytes captured per path, NUL included */
-#define LS_NR_MAX 512        /* syscall numbers covered by the tables */
-#define LS_AGG_BUCKETS 640   /* log2 buckets with 16 linear sub-buckets (6.25% wide): 0 ns .. ~2^42 ns */
-#define LS_AGG_GROUPS 512    /* groups of in-kernel histograms (enough for one per syscall) */
-#define LS_ARG_NONE 0xff
+enum ls_limits {
+	LS_COMM_LEN = 16,
+	LS_PATH_MAX = 512,      /* bytes captured per path, NUL included */
+	LS_NR_MAX = 512,        /* syscall numbers covered by the tables */
+	LS_AGG_BUCKETS = 640,   /* log2 buckets with 16 linear sub-buckets (6.25% wide): 0 ns .. ~2^42 ns */
+	LS_AGG_GROUPS = 512,    /* groups of in-kernel histograms (enough for one per syscall) */
+	LS_NARGS = 6,           /* syscall arguments saved at entry */
+	LS_ARG_NONE = 0xff,     /* an argument slot of ls_sys_desc: the syscall has no such argument */
+};
 
 enum ls_kind { LS_SYSCALL = 0, LS_BLOCK = 1, LS_PROC = 2 };
 enum ls_proc_op { LS_FORK = 0, LS_EXEC = 1, LS_EXIT = 2 };
@@ -85,13 +90,12 @@ struct ls_sock_tuple {
 	__u8 laddr[16], raddr[16];
 };
 
-/* Indexes of the per-CPU counters in the `stats` map. */
-enum ls_stat {
-	LS_STAT_EVENTS = 0,    /* events written to the ring buffer */
-	LS_STAT_LOST,          /* events lost: ring buffer full */
-	LS_STAT_PATH_FAULT,    /* path arguments that could not be read */
-	LS_STAT_BLK_UNPAIRED,  /* block completions without a seen issue */
-	LS_STAT_MAX,
+/* The per-CPU counters: the one value of the `stats` map. */
+struct ls_stats {
+	__u64 events;        /* events written to the ring buffer */
+	__u64 lost;          /* events lost: ring buffer full */
+	__u64 path_faults;   /* path arguments that could not be read */
+	__u64 blk_unpaired;  /* block completions without a seen issue */
 };
 
 #endif
