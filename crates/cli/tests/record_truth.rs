@@ -596,3 +596,39 @@ fn record_exec_events_carry_program_and_arguments() {
     assert!(failed.contains(&"/nonexistent/prog"), "a failed execve keeps its argument: {failed:?}");
     assert!(failed.iter().all(|p| !p.is_empty()), "{failed:?}");
 }
+
+/// `cpu` is the CPU a call returned on: a program pinned to one CPU (taskset) has every call
+/// there, and `evt.cpu` selects them.
+#[test]
+fn record_cpu_is_where_each_call_returned() {
+    if !require_bpf("record_cpu_is_where_each_call_returned") || !require_tool("record_cpu", "taskset") {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let last = cpus - 1;
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = tmp.path().join("lspinned");
+    std::fs::copy("/bin/cat", &prog).unwrap();
+    let trace = tmp.path().join("cpu.lst");
+    let o = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--no-block", "--", "taskset", "-c", &last.to_string()])
+        .arg(&prog)
+        .arg("/etc/hostname")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f = trace.to_str().unwrap();
+    let ev = json_lines(&latscope_ok(&["events", "-r", f, "--json", "proc.name = lspinned and evt.kind = syscall"]));
+    assert!(ev.len() > 20, "the pinned program's calls: {}", ev.len());
+    assert!(ev.iter().all(|e| e["cpu"].as_u64() == Some(last as u64)), "all on CPU {last}: {ev:?}");
+    let on_last = json_lines(&latscope_ok(&[
+        "events",
+        "-r",
+        f,
+        "--json",
+        &format!("proc.name = lspinned and evt.kind = syscall and evt.cpu = {last}"),
+    ]));
+    assert_eq!(on_last.len(), ev.len());
+}

@@ -269,6 +269,9 @@ columns! {
     /// Second file offset: in the file of the second fd `addr` (the input of sendfile, splice,
     /// copy_file_range); -1 if none.
     off2: i64,
+    /// The CPU the event ended on: the syscall's return, the block request's completion, the
+    /// process event.
+    cpu: u16,
 }
 
 impl EventBatch {

@@ -165,6 +165,7 @@ impl Decoder {
         e.cgroup = r.cgroup;
         e.qtime = r.qtime;
         e.off2 = r.off2;
+        e.cpu = r.cpu;
         e.comm.clear();
         let comm = r.comm.map(|c| c as u8);
         e.comm.push_str(&cstr(&comm));

@@ -39,6 +39,7 @@ macro_rules! with_prim_columns {
                 (Qtime, qtime, UInt64Type, UInt64, 0)
             ]
             [
+                (Cpu, cpu, UInt16Type, UInt16, 0),
                 (Off2, off2, Int64Type, Int64, -1)
             ]
         }

@@ -51,6 +51,7 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::Path => p.path = e.path.clone(),
                 Column::Path2 => p.path2 = e.path2.clone(),
                 Column::Off2 => p.off2 = e.off2,
+                Column::Cpu => p.cpu = e.cpu,
             }
         }
         out.push(&p);
@@ -292,6 +293,7 @@ fn files_without_later_columns_read_as_not_recorded() {
     assert_eq!(f.len(), 23);
     let mut expected = b.clone();
     expected.off2 = vec![-1; n];
+    expected.cpu = vec![0; n];
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);

@@ -240,6 +240,7 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
     m.insert("uid".into(), json!(b.uid[i]));
     m.insert("comm".into(), json!(b.comm.get(i)));
     m.insert("cgroup".into(), json!(b.cgroup[i]));
+    m.insert("cpu".into(), json!(b.cpu[i]));
     match kind {
         Some(EventKind::Syscall) => {
             m.insert("nr".into(), json!(b.nr[i]));

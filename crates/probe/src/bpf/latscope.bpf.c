@@ -399,6 +399,9 @@ static __always_inline __u64 arg_or(struct ls_start *s, __u8 idx, __u64 dflt)
 /* Who made the call, by direct loads from task_struct rather than four helper calls. */
 static __always_inline void fill_common(struct ls_event *e, struct task_struct *task)
 {
+	e->cpu = bpf_get_smp_processor_id();
+	e->pad16 = 0;
+	e->pad32 = 0;
 	e->pid = task->tgid;
 	e->tid = task->pid;
 	e->uid = task->cred->uid.val;
@@ -734,6 +737,9 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	}
 	__u32 opf = rq->cmd_flags;
 	e->kind = LS_BLOCK;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pad16 = 0;
+	e->pad32 = 0;
 	e->ts = v->issue_ts;
 	e->lat = lat;
 	e->qtime = v->insert_ts ? v->issue_ts - v->insert_ts : 0;
@@ -780,6 +786,7 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 	struct ls_event *e = &sc->e;
 	__builtin_memset(e, 0, sizeof(*e));
 	e->kind = LS_PROC;
+	e->cpu = bpf_get_smp_processor_id();
 	e->ts = bpf_ktime_get_ns();
 	e->pid = p->tgid;
 	e->tid = p->pid;

@@ -77,6 +77,9 @@ struct ls_event {
 	__u8 fd_type;  /* enum ls_fd_type */
 	__u16 path_len, path2_len;
 	char comm[LS_COMM_LEN];
+	__u16 cpu;     /* the CPU the event ended on */
+	__u16 pad16;
+	__u32 pad32;
 };
 
 /*

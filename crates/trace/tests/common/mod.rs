@@ -62,6 +62,7 @@ pub fn random_batch(rng: &mut Rng, n: usize) -> EventBatch {
             cgroup: rng.next(),
             qtime: rng.next(),
             off2: rng.next() as i64,
+            cpu: rng.below(1024) as u16,
             comm: rng.pick(STRINGS).to_string(),
             path: rng.pick(STRINGS).to_string(),
             path2: rng.pick(STRINGS).to_string(),
