@@ -20,18 +20,24 @@ fn spawn_recorder(trace: &Path, args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// Wait until the recorders have attached their probes: a recorder installs its Ctrl-C handler
-/// right after (so a SIGINT then stops it cleanly instead of killing it). A fixed sleep was not
-/// enough on a loaded machine, where loading the programs can take seconds.
+/// Wait until the recorders have attached their probes (at least the six of a `--no-block`
+/// recording: sched_switch, sys_enter, sys_exit, fork, exec, exit), seen as BPF link fds. A fixed
+/// sleep was not enough on a loaded machine, where loading the programs can take seconds.
 fn wait_attached(recorders: &[&Child]) {
-    let handles_sigint = |pid: u32| {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let caught = status.lines().find_map(|l| l.strip_prefix("SigCgt:")).map(str::trim).unwrap_or("0");
-        u64::from_str_radix(caught, 16).unwrap_or(0) & (1 << (libc::SIGINT - 1)) != 0
+    let links = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:bpf_link")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
     };
     for _ in 0..1200 {
-        if recorders.iter().all(|c| handles_sigint(c.id())) {
-            std::thread::sleep(std::time::Duration::from_millis(100));
+        if recorders.iter().all(|c| links(c.id()) >= 6) {
+            std::thread::sleep(std::time::Duration::from_millis(300));
             return;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
