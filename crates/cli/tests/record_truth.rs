@@ -512,10 +512,14 @@ fn pushdown_keeps_the_calls_that_rename_a_process() {
             e["flags"].as_u64(),
         )
     };
-    let ea: Vec<_> =
-        json_lines(&latscope_ok(&["events", "-r", ta.to_str().unwrap(), "--json"])).iter().map(key).collect();
-    let eb: Vec<_> =
-        json_lines(&latscope_ok(&["events", "-r", tb.to_str().unwrap(), "--json", filter])).iter().map(key).collect();
+    // Syscalls and process events are in blocks of their own, flushed together: how they
+    // interleave in a file depends on when each recorder flushed. Each kind in order, then.
+    let events = |t: &Path, f: &str| {
+        let all = json_lines(&latscope_ok(&["events", "-r", t.to_str().unwrap(), "--json", f]));
+        let (sys, other): (Vec<_>, Vec<_>) = all.iter().partition(|e| e["kind"] == "syscall");
+        sys.into_iter().chain(other).map(key).collect::<Vec<_>>()
+    };
+    let (ea, eb) = (events(&ta, "evt.kind != block"), events(&tb, filter));
     let count = |ty: &str| ea.iter().filter(|k| k.1 == format!("{ty:?}")).count();
     assert_eq!(count("execve"), 2, "the execve of each lsexeccat: {ea:?}");
     assert_eq!(count("prctl"), 1, "the prctl that renames python: {ea:?}");
