@@ -139,7 +139,8 @@ pub fn finish_scan(report: &ScanReport) -> ExitCode {
 pub enum SyscallsArg {
     /// Every syscall.
     All,
-    /// Syscalls that take or return a file descriptor or a path, and syncs.
+    /// Syscalls that take, create or return a file descriptor, take a path, change the fd table
+    /// (clone, fork, unshare) or sync: all a replay of file I/O needs.
     Io,
     /// No syscalls (block requests and processes only).
     None,

@@ -18,7 +18,9 @@ pub mod units;
 pub use batch::{op_name, Event, EventBatch, EventKind, ProcOp, StrCol, NO_FD};
 pub use block::{BlockOp, Rwbs};
 pub use fdtype::{sock_addr, FdType};
-pub use header::{dev_major_minor, BlockDevice, FdInfo, Mount, ProcessInfo, TraceHeader, TRACE_FORMAT_VERSION};
+pub use header::{
+    dev_major_minor, BlockDevice, FdInfo, Mount, ProcessInfo, TraceHeader, CAPTURE_REPLAY_V1, TRACE_FORMAT_VERSION,
+};
 pub use syscalls::{syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};
 
 /// The symbolic name of an errno value (`ENOENT` for 2), if it has one.

@@ -83,6 +83,7 @@ pub(crate) enum Field {
     EvtBuflen,
     EvtTime,
     EvtReltime,
+    EvtCpu,
     ProcName,
     ProcPid,
     ProcPpid,
@@ -154,7 +155,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 37] = [
+static FIELDS: [FieldInfo; 38] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation: syscall name (openat), block op (read, write, flush, ...) or process op (fork, exec, exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -168,6 +169,7 @@ static FIELDS: [FieldInfo; 37] = [
     info!("evt.buflen", EvtBuflen, Size, K_SYS | K_BLK, "syscall, block", "bytes requested (the count argument); for block events the request size"),
     info!("evt.time", EvtTime, Timestamp, K_ALL, "all", "start time, wall clock, ns since the Unix epoch"),
     info!("evt.reltime", EvtReltime, Duration, K_ALL, "all", "start time relative to the start of the trace"),
+    info!("evt.cpu", EvtCpu, Number, K_ALL, "all", "the CPU the event ended on (syscall return, block completion, process event); 0 in traces recorded before it was"),
     info!("proc.name", ProcName, String, K_ALL, "all", "command name (comm, at most 15 bytes; longer values given to =, != and in are cut to 15 bytes)"),
     info!("proc.pid", ProcPid, Number, K_ALL, "all", "process id (thread group id)"),
     info!("proc.ppid", ProcPpid, Number, K_ALL, "all", "parent process id (from the process table; absent when unknown)"),
@@ -270,6 +272,7 @@ impl Field {
             Field::EvtBuflen if sys || blk => i128::from(*b.bytes.get(row)?),
             Field::EvtTime => ctx.wall(*b.ts.get(row)?),
             Field::EvtReltime => ctx.rel(*b.ts.get(row)?),
+            Field::EvtCpu => i128::from(*b.cpu.get(row)?),
             Field::ProcPid => i128::from(*b.pid.get(row)?),
             Field::ProcPpid => i128::from(ctx.ppid(*b.pid.get(row)?)?),
             Field::ThreadTid => i128::from(*b.tid.get(row)?),

@@ -211,7 +211,7 @@ fn logic_and_precedence() {
 #[test]
 fn evt_fields() {
     let failed = Event { ret: -2, nr: 257, path: "/nope".into(), fd: -1, fd_type: 0, ..sys() };
-    let odd = Event { ret: -4000, nr: 1000, ..sys() };
+    let odd = Event { ret: -4000, nr: 1000, cpu: 3, ..sys() };
     let fork =
         Event { kind: 2, nr: 0, pid: 300, tid: 300, ret: 100, lat: 0, comm: "httpd".into(), ..Default::default() };
     let t = T::new(&[sys(), failed, odd, blk(), fork]);
@@ -259,6 +259,8 @@ fn evt_fields() {
             ("evt.time < 1001000", "00001"),
             ("evt.reltime = 4us", "11100"),
             ("evt.reltime < 0", "00001"),
+            ("evt.cpu = 3", "00100"),
+            ("evt.cpu in (0, 1)", "11011"),
         ],
     );
 }

@@ -230,6 +230,9 @@ impl SessionBuilder {
         for &sig in &self.signals {
             signal_hook::flag::register(sig, stop.clone()).map_err(SessionError::Signals)?;
         }
+        if self.filter.is_match_all() && cfg.captures_for_replay() {
+            header.capture.push(latscope_event::CAPTURE_REPLAY_V1.to_string());
+        }
         let probe = Probe::start(&cfg, &header)?;
         header.start_ns = probe.attached_ns();
         Ok(LiveSession {

@@ -186,9 +186,28 @@ pub fn fds_of(pid: u32, sockets: &Sockets) -> Vec<FdInfo> {
                     }
                 }
             }
-            Some(FdInfo { pid, fd, path, fd_type: t as u8, dev, ino })
+            let (pos, flags) = fdinfo(pid, fd).unwrap_or((-1, 0));
+            Some(FdInfo { pid, fd, path, fd_type: t as u8, dev, ino, pos, flags })
         })
         .collect()
+}
+
+/// File position and open flags of one fd, from /proc/PID/fdinfo/FD (`pos:` decimal, `flags:`
+/// octal, O_CLOEXEC included).
+pub fn fdinfo(pid: u32, fd: i32) -> Option<(i64, u32)> {
+    parse_fdinfo(&fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?)
+}
+
+fn parse_fdinfo(text: &str) -> Option<(i64, u32)> {
+    let (mut pos, mut flags) = (None, None);
+    for l in text.lines() {
+        if let Some(v) = l.strip_prefix("pos:") {
+            pos = v.trim().parse().ok();
+        } else if let Some(v) = l.strip_prefix("flags:") {
+            flags = u32::from_str_radix(v.trim(), 8).ok();
+        }
+    }
+    Some((pos?, flags?))
 }
 
 /// Socket inode -> family and, for TCP/UDP, the `local->peer` name.
@@ -287,6 +306,7 @@ pub fn take(command_line: Vec<String>, syscalls: SyscallSet, block: bool, filter
         processes,
         fds,
         users: users(),
+        capture: Vec::new(),
     }
 }
 
@@ -307,6 +327,36 @@ mod tests {
         let wall = h.wall_ns(monotonic_ns());
         let now = clock_ns(libc::CLOCK_REALTIME) as i64;
         assert!((wall - now).abs() < 60_000_000_000);
+    }
+
+    /// The position and flags of an fd open before the snapshot, O_APPEND and O_CLOEXEC included.
+    #[test]
+    fn snapshot_fds_have_position_and_flags() {
+        use std::io::{Seek, Write};
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = std::env::temp_dir().join(format!("latscope-snap-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(dir.join("a"))
+            .unwrap();
+        f.write_all(b"hello world").unwrap();
+        let mut r = fs::File::open(dir.join("a")).unwrap();
+        r.seek(std::io::SeekFrom::Start(6)).unwrap();
+        let fds = fds_of(std::process::id(), &sockets());
+        let of = |fd: i32| fds.iter().find(|x| x.fd == fd).unwrap().clone();
+        let (w, rd) = (of(f.as_raw_fd()), of(r.as_raw_fd()));
+        assert_eq!(w.pos, 11);
+        assert_eq!(w.flags & 0o3, libc::O_WRONLY as u32);
+        let want = (libc::O_APPEND | libc::O_NONBLOCK | libc::O_CLOEXEC) as u32;
+        assert_eq!(w.flags & want, want, "{:o}", w.flags);
+        assert_eq!((rd.pos, rd.flags & 0o3), (6, libc::O_RDONLY as u32));
+        assert_eq!(parse_fdinfo("pos:\t42\nflags:\t02100002\nmnt_id:\t30\n"), Some((42, 0o2100002)));
+        assert_eq!(parse_fdinfo("garbage"), None);
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -135,6 +135,9 @@ pub fn syscall_args(b: &EventBatch, i: usize) -> String {
     if b.off[i] >= 0 && (d.off != NONE || d.has(SysDesc::FILE_POS)) {
         let _ = write!(s, "off={} ", b.off[i]);
     }
+    if b.off2[i] >= 0 && d.off2 != NONE {
+        let _ = write!(s, "off2={} ", b.off2[i]);
+    }
     if d.flags != NONE {
         if is_open(name) {
             let _ = write!(s, "flags={} ", open_flags(b.flags[i]));
@@ -156,7 +159,7 @@ pub fn syscall_args(b: &EventBatch, i: usize) -> String {
         let _ = write!(s, "mode=0{:o} ", b.mode[i]);
     }
     if d.addr != NONE {
-        if d.has(SysDesc::ADDR_FD) {
+        if d.has(SysDesc::ADDR_FD | SysDesc::FD_PAIR) {
             let _ = write!(s, "fd2={} ", b.addr[i] as i64);
         } else {
             let _ = write!(s, "addr=0x{:x} ", b.addr[i]);
@@ -209,7 +212,7 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) -> String
                 let _ = write!(s, "proc_fork parent={}", b.ret[i]);
             }
             Some(ProcOp::Exec) => {
-                let _ = write!(s, "proc_exec path={}", b.path.get(i));
+                let _ = write!(s, "proc_exec path={} args={}", b.path.get(i), b.path2.get(i));
             }
             Some(ProcOp::Exit) => {
                 let _ = write!(s, "proc_exit code={}", b.ret[i]);
@@ -237,6 +240,7 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
     m.insert("uid".into(), json!(b.uid[i]));
     m.insert("comm".into(), json!(b.comm.get(i)));
     m.insert("cgroup".into(), json!(b.cgroup[i]));
+    m.insert("cpu".into(), json!(b.cpu[i]));
     match kind {
         Some(EventKind::Syscall) => {
             m.insert("nr".into(), json!(b.nr[i]));
@@ -251,6 +255,7 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
             m.insert("path2".into(), json!(b.path2.get(i)));
             m.insert("bytes".into(), json!(b.bytes[i]));
             m.insert("offset".into(), json!(b.off[i]));
+            m.insert("offset2".into(), json!(b.off2[i]));
             m.insert("flags".into(), json!(b.flags[i]));
             m.insert("mode".into(), json!(b.mode[i]));
             m.insert("dirfd".into(), json!(b.dirfd[i]));
@@ -273,6 +278,9 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
         Some(EventKind::Proc) => {
             m.insert("ret".into(), json!(b.ret[i]));
             m.insert("path".into(), json!(b.path.get(i)));
+            if b.nr[i] == ProcOp::Exec as u16 {
+                m.insert("args".into(), json!(b.path2.get(i)));
+            }
         }
         None => {}
     }
