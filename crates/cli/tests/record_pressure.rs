@@ -23,7 +23,8 @@ fn monotonic_ns() -> u64 {
 /// Anonymous memory of a process (its heap; the ring buffer is a shared mapping, not counted).
 fn rss_anon(pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = s.lines().find_map(|l| l.strip_prefix("RssAnon:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    let kb: u64 =
+        s.lines().find_map(|l| l.strip_prefix("RssAnon:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kb * 1024)
 }
 
