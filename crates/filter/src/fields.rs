@@ -126,6 +126,23 @@ pub struct FieldInfo {
 }
 
 impl FieldInfo {
+    /// Is the field's value (part of) the name the decoder gives an fd or a path argument: the
+    /// file's path, a socket's addresses? Such names are learnt from the calls that open,
+    /// accept, connect, duplicate and close fds and change directory (see
+    /// [`Filter::tests_fd_names`](crate::Filter::tests_fd_names)).
+    pub fn reads_fd_names(&self) -> bool {
+        matches!(
+            self.field,
+            Field::FdName
+                | Field::FdDirectory
+                | Field::FdFilename
+                | Field::FdSip
+                | Field::FdSport
+                | Field::FdCip
+                | Field::FdCport
+        )
+    }
+
     /// The field's value for event `row`, formatted as filters compare it (`None` when the event
     /// does not have the field). Numbers print in decimal (ns for durations and times).
     pub fn value(&self, batch: &EventBatch, row: usize, ctx: &EvalContext) -> Option<String> {

@@ -55,7 +55,11 @@
 //! compares syscall numbers, `fd.type = file` one byte), orders the clauses of every `and`/`or`
 //! cheapest first, and [`Filter::matches`] then tests one row of a column batch without
 //! allocating. [`Filter::pushdown`] extracts the conditions the kernel can apply before copying
-//! events out; [`Filter::explain`] shows the split.
+//! events out, as data: per top-level clause ([`Clause`]) its place in the source and either the
+//! kernel's test ([`KernelTest`]) or why it stays in user space ([`Residual`]), and per kind of
+//! event whether the kernel then passes exactly the events the filter keeps
+//! ([`Pushdown::exactness`]; in-kernel histograms need that). [`Filter::explain`] renders it.
+//! [`Filter::fields_used`] and [`Filter::tests_fd_names`] say which fields the filter reads.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -76,11 +80,11 @@ mod strops;
 pub use context::EvalContext;
 pub use error::FilterError;
 pub use fields::{fields, FieldInfo, FieldType};
-pub use pushdown::{KindSet, Pushdown};
+pub use pushdown::{Clause, Exactness, Inexact, InexactReason, KernelTest, KindSet, Pushdown, Residual};
 
 use compile::Node;
 use latscope_event::EventBatch;
-use parser::Expr;
+use parser::{Expr, ExprKind};
 
 /// A parsed and compiled filter expression.
 #[derive(Debug, Clone)]
@@ -127,15 +131,49 @@ impl Filter {
         KindSet::from_mask(self.kinds)
     }
 
-    /// The conditions the kernel can test early (see [`Pushdown`]).
+    /// The conditions the kernel can test early, clause by clause, and whether its verdict is
+    /// exact for each kind of event (see [`Pushdown`]).
     pub fn pushdown(&self) -> Pushdown {
-        pushdown::analyze(self.expr.as_ref(), &self.src, self.kinds).0
+        pushdown::analyze(self.expr.as_ref(), &self.src, self.kinds)
     }
 
-    /// A readable account of which clauses go to the kernel (and as what test) and which stay in
-    /// user space.
+    /// A readable account of which clauses go to the kernel (and as what test), which stay in
+    /// user space (and why), and whether the kernel's verdict is exact for syscall and block
+    /// events: the filter, then [`Pushdown`]'s `Display`.
     pub fn explain(&self) -> String {
-        pushdown::explain(&self.src, self.expr.as_ref(), self.kinds)
+        if self.expr.is_none() {
+            return "filter: (empty: matches every event)\nkernel: nothing to push down\n".into();
+        }
+        format!("filter: {}\n{}", self.src.trim(), self.pushdown())
+    }
+
+    /// The fields the filter tests, each once, in the order they first appear.
+    pub fn fields_used(&self) -> Vec<&'static FieldInfo> {
+        fn walk(e: &Expr, out: &mut Vec<&'static FieldInfo>) {
+            match &e.kind {
+                ExprKind::And(v) | ExprKind::Or(v) => v.iter().for_each(|i| walk(i, out)),
+                ExprKind::Not(i) => walk(i, out),
+                ExprKind::Check(c) => {
+                    let info = c.field.info();
+                    if !out.iter().any(|f| f.name == info.name) {
+                        out.push(info);
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        if let Some(e) = &self.expr {
+            walk(e, &mut out);
+        }
+        out
+    }
+
+    /// Does the filter test a field whose value is the name of an fd (see
+    /// [`FieldInfo::reads_fd_names`])? The names are learnt from the calls that open, accept,
+    /// connect, duplicate and close fds and change directory, so a recording for such a filter
+    /// must not drop those calls in the kernel.
+    pub fn tests_fd_names(&self) -> bool {
+        self.fields_used().iter().any(|f| f.reads_fd_names())
     }
 
     /// The filter text as given.

@@ -1,5 +1,6 @@
 //! Property tests on random events and random filters:
-//! - push-down then filter == filter alone (the kernel never drops a matching event);
+//! - push-down then filter == filter alone (the kernel never drops a matching event), and the
+//!   push-down alone == the filter for the kinds it says it is exact for;
 //! - matching events lie in `needs_kinds()`;
 //! - `not (F)` is the complement of `F`;
 //! - names resolved at compile time agree with the generic string path (`f = v` == `f glob v`).
@@ -174,6 +175,10 @@ proptest! {
             let full = f.matches(&b, row, &ctx);
             let staged = p.admits(&b, row) && f.matches(&b, row, &ctx);
             prop_assert_eq!(staged, full, "row {} {:?} filter {} pushdown {:?}", row, b.get(row), src, p);
+            // Where the push-down claims to be exact, the kernel's verdict is the filter's.
+            if let Some(k) = latscope_event::EventKind::from_u8(b.kind[row]).filter(|&k| p.is_exact(k)) {
+                prop_assert_eq!(p.admits(&b, row), full, "exact for {:?}: row {:?} filter {} pushdown {:?}", k, b.get(row), src, p);
+            }
             if full {
                 prop_assert!(kinds.contains(latscope_event::EventKind::from_u8(b.kind[row]).unwrap()));
             }
