@@ -82,6 +82,7 @@ pub(crate) enum Field {
     EvtIsIoWrite,
     EvtBuflen,
     EvtTime,
+    EvtDatetime,
     EvtReltime,
     ProcName,
     ProcPid,
@@ -152,6 +153,8 @@ impl FieldInfo {
             Some(String::from_utf8_lossy(b).into_owned())
         } else if self.ty == FieldType::Bool {
             self.field.boolean(batch, row).map(|b| b.to_string())
+        } else if self.field == Field::EvtDatetime {
+            self.field.num(batch, row, ctx).map(helpers::rfc3339)
         } else {
             self.field.num(batch, row, ctx).map(|n| n.to_string())
         }
@@ -171,7 +174,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 37] = [
+static FIELDS: [FieldInfo; 38] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation: syscall name (openat), block op (read, write, flush, ...) or process op (fork, exec, exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -183,7 +186,8 @@ static FIELDS: [FieldInfo; 37] = [
     info!("evt.is_io_read", EvtIsIoRead, Bool, K_SYS, "syscall", "true for syscalls that read data"),
     info!("evt.is_io_write", EvtIsIoWrite, Bool, K_SYS, "syscall", "true for syscalls that write data"),
     info!("evt.buflen", EvtBuflen, Size, K_SYS | K_BLK, "syscall, block", "bytes requested (the count argument); for block events the request size"),
-    info!("evt.time", EvtTime, Timestamp, K_ALL, "all", "start time, wall clock, ns since the Unix epoch"),
+    info!("evt.time", EvtTime, Timestamp, K_ALL, "all", "start time, wall clock: ns since the Unix epoch; compares with ns or a date and time (2026-11-22T22:30:13Z, 2026-11-22T23:30:13.5+01:00; UTC without a zone)"),
+    info!("evt.datetime", EvtDatetime, Timestamp, K_ALL, "all", "evt.time shown as an RFC 3339 date and time in UTC (2026-11-22T22:30:13.000000500Z); compares like evt.time"),
     info!("evt.reltime", EvtReltime, Duration, K_ALL, "all", "start time relative to the start of the trace"),
     info!("proc.name", ProcName, String, K_ALL, "all", "command name (comm, at most 15 bytes; longer values given to =, != and in are cut to 15 bytes)"),
     info!("proc.pid", ProcPid, Number, K_ALL, "all", "process id (thread group id)"),
@@ -285,7 +289,7 @@ impl Field {
             Field::EvtLatency if sys || blk => i128::from(*b.lat.get(row)?),
             Field::EvtRawres if sys => i128::from(*b.ret.get(row)?),
             Field::EvtBuflen if sys || blk => i128::from(*b.bytes.get(row)?),
-            Field::EvtTime => ctx.wall(*b.ts.get(row)?),
+            Field::EvtTime | Field::EvtDatetime => ctx.wall(*b.ts.get(row)?),
             Field::EvtReltime => ctx.rel(*b.ts.get(row)?),
             Field::ProcPid => i128::from(*b.pid.get(row)?),
             Field::ProcPpid => i128::from(ctx.ppid(*b.pid.get(row)?)?),

@@ -39,6 +39,11 @@
 //!   are `true`/`false`, `evt.res` takes `SUCCESS` or errno names (`ENOENT`), `evt.rawres` takes
 //!   numbers or errno names (`evt.rawres = ENOENT` means -2), `evt.type` takes syscall names, block
 //!   ops or proc ops, `fd.type` takes fd type names. Unknown names are errors, with suggestions.
+//! - Times (`evt.time`, `evt.datetime`) take ns since the Unix epoch or a date and time in RFC 3339
+//!   (`evt.time > 2026-11-22T22:30:13Z`, `>= 2026-11-22T23:30:13.250+01:00`, `< 2026-11-23`);
+//!   without a zone the time is UTC, the zone `latscope events` prints times in (`T` or a space
+//!   between date and time; quote values with a space). Events carry monotonic timestamps: the
+//!   context's clock offset from the trace header turns them into wall-clock time.
 //! - `pmatch (/a, /b)` is true when the value is one of the directories or under one of them.
 //! - `glob` is a shell glob: `*` (matches `/` too), `?`, `[a-z]`, `[!x]`, `\` quotes.
 //! - A test on a field the event does not have is false, whatever the operator (`!=` included);

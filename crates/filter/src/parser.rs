@@ -541,7 +541,13 @@ fn parse_number(field: Field, ty: FieldType, text: &str) -> Result<i128, String>
     }
     let t = text.trim();
     match ty {
-        FieldType::Duration | FieldType::Timestamp => latscope_event::units::parse_duration_ns(t).map(i128::from),
+        FieldType::Timestamp => match crate::helpers::parse_clock_time(t) {
+            Some(r) => r,
+            None => latscope_event::units::parse_duration_ns(t).map(i128::from).map_err(|e| {
+                format!("{e}; a time is ns since the Unix epoch or a date and time (2026-11-22T22:30:13Z)")
+            }),
+        },
+        FieldType::Duration => latscope_event::units::parse_duration_ns(t).map(i128::from),
         FieldType::Size => latscope_event::units::parse_size(t).map(i128::from),
         _ => {
             if field == Field::EvtRawres {

@@ -259,7 +259,40 @@ fn evt_fields() {
             ("evt.time < 1001000", "00001"),
             ("evt.reltime = 4us", "11100"),
             ("evt.reltime < 0", "00001"),
+            // Dates and times: the header's clock offset is 1 ms, the syscalls start 5 us later.
+            ("evt.time = 1970-01-01T00:00:00.001005Z", "11100"),
+            ("evt.time = '1970-01-01 00:00:00.001005'", "11100"),
+            ("evt.time > 1970-01-01T01:00:00.001005+01:00", "00010"),
+            ("evt.time >= 1970-01-01", "11111"),
+            ("evt.time < 1969-12-31T23:59:00.001-00:01", "00000"),
+            ("evt.time <= 1969-12-31T23:59:00.001-00:01", "00001"),
+            ("evt.datetime < 1970-01-01T00:00:00.001001Z", "00001"),
+            ("evt.datetime in (1970-01-01T00:00:00.001009Z, 1005000)", "11110"),
+            ("evt.datetime exists", "11111"),
         ],
+    );
+}
+
+#[test]
+fn kernel_internal_errnos_by_name() {
+    let restart = Event { ret: -514, nr: 7, ..sys() };
+    let notsupp = Event { ret: -524, nr: 16, ..sys() };
+    let t = T::new(&[restart, notsupp, sys()]);
+    check(
+        &t,
+        &[
+            ("evt.res = ERESTARTNOHAND", "100"),
+            ("evt.res in (ENOTSUPP, ERESTARTSYS)", "010"),
+            ("evt.rawres = ERESTARTNOHAND", "100"),
+            ("evt.rawres = -524", "010"),
+            ("evt.failed", "110"),
+        ],
+    );
+    let res = fields().iter().find(|f| f.name == "evt.res").unwrap();
+    assert_eq!(res.value(&t.b, 0, &t.ctx).as_deref(), Some("ERESTARTNOHAND"));
+    assert_eq!(
+        err("evt.res = ERESTARTNOHANDD"),
+        "unknown result 'ERESTARTNOHANDD' at column 11; did you mean ERESTARTNOHAND?"
     );
 }
 
@@ -398,7 +431,8 @@ fn field_listing_and_values() {
     assert_eq!(get("blk.dev", 1).as_deref(), Some("253:0"));
     assert_eq!(get("container.id", 1).as_deref(), Some("1a2b"));
     assert_eq!(get("blk.dev", 0), None);
-    assert_eq!(get("fd.sip", 0), None);
+    assert_eq!(get("evt.time", 0).as_deref(), Some("1005000"));
+    assert_eq!(get("evt.datetime", 0).as_deref(), Some("1970-01-01T00:00:00.001005000Z"));
 }
 
 #[test]
@@ -465,6 +499,11 @@ fn errors_point_at_the_place() {
     assert!(err("evt.failed in (true)").contains("use = true or = false"));
     assert!(err("evt.failed = maybe").contains("expected true or false"));
     assert!(err("proc.pid = abc").contains("expected an integer"));
+    assert!(err("evt.time > 2026-13-22T22:30:13Z").starts_with(
+        "bad value '2026-13-22T22:30:13Z' for evt.time at column 12: '2026-13-22T22:30:13Z' is not a valid date and time; write RFC 3339"
+    ));
+    assert!(err("evt.time > yesterday").contains("a time is ns since the Unix epoch or a date and time"));
+    assert!(err("evt.time > 2026-11-22 22:30:13").contains("quote values that contain spaces"));
     assert!(err("proc.pid = 99999999999999999999999").contains("out of range"));
     assert!(err("proc.name[1] = x").starts_with("field proc.name takes no argument"));
     assert!(err("httpd").starts_with("unknown field 'httpd'"));

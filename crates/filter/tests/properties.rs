@@ -106,7 +106,19 @@ fn clause() -> impl Strategy<Value = String> {
             prop::sample::select(LATS.to_vec())
         )
             .prop_map(|(f, o, v)| format!("{f} {o} {v}")),
-        (op, pick(&["1ms", "250us", "1 s", "0", "-5"])).prop_map(|(o, v)| format!("evt.latency {o} {v}")),
+        (op.clone(), pick(&["1ms", "250us", "1 s", "0", "-5"])).prop_map(|(o, v)| format!("evt.latency {o} {v}")),
+        (
+            pick(&["evt.time", "evt.datetime"]),
+            op,
+            pick(&[
+                "1970-01-01T00:00:00.0000025Z",
+                "1970-01-01",
+                "'1970-01-01 01:00:00.000001+01:00'",
+                "2500",
+                "2026-11-22T22:30:13Z"
+            ])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} {v}")),
         (eqop.clone(), pick(&["file", "directory", "ipv4", "pipe", "unknown"]))
             .prop_map(|(o, v)| format!("fd.type {o} {v}")),
         prop::collection::vec(pick(&["file", "ipv4", "unknown"]), 1..3)
