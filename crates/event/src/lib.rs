@@ -18,7 +18,7 @@ pub mod units;
 
 pub use batch::{op_name, Event, EventBatch, EventKind, ProcOp, StrCol, NO_FD};
 pub use block::{BlockOp, Rwbs};
-pub use fdtype::{sock_addr, FdType};
+pub use fdtype::{l4_proto_name, parse_sock_name, sock_addr, sock_name, FdType, SockEnd, SockName};
 pub use header::{dev_major_minor, BlockDevice, FdInfo, Mount, ProcessInfo, TraceHeader, TRACE_FORMAT_VERSION};
 pub use syscalls::{syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};
 
