@@ -105,6 +105,16 @@ pub(crate) enum Node {
         vals: Box<[i128]>,
         neg: bool,
     },
+    /// `fd.port`: either port of the socket within `lo..=hi` (`neg`, from `!=`: neither).
+    PortEither {
+        lo: i128,
+        hi: i128,
+        neg: bool,
+    },
+    /// `fd.port in (...)`: either port in the list.
+    PortIn {
+        vals: Box<[i128]>,
+    },
     /// `evt.failed`.
     Failed {
         want: bool,
@@ -198,6 +208,17 @@ impl Node {
                 Some(v) => vals.contains(&v) != *neg,
                 None => false,
             },
+            Node::PortEither { lo, hi, neg } => match socket_ports(b, row) {
+                Some((l, r)) => {
+                    let hit = |p: Option<u16>| p.is_some_and(|p| (*lo..=*hi).contains(&i128::from(p)));
+                    (hit(Some(l)) || hit(r)) != *neg
+                }
+                None => false,
+            },
+            Node::PortIn { vals } => match socket_ports(b, row) {
+                Some((l, r)) => [Some(l), r].iter().flatten().any(|&p| vals.contains(&i128::from(p))),
+                None => false,
+            },
             Node::Failed { want } => match Field::EvtFailed.boolean(b, row) {
                 Some(v) => v == *want,
                 None => false,
@@ -284,6 +305,7 @@ impl Node {
             | Node::Dev { .. }
             | Node::Cgroup { .. }
             | Node::Failed { .. } => 2,
+            Node::PortEither { .. } | Node::PortIn { .. } => 12,
             Node::Range { field, .. } | Node::NumIn { field, .. } | Node::Exists(field) => {
                 if uses_context(*field) {
                     12
@@ -304,9 +326,35 @@ impl Node {
     }
 }
 
-/// Fields read through a hash lookup in the context.
+/// Fields read through a hash lookup in the context, or by taking a name apart.
 fn uses_context(f: Field) -> bool {
-    matches!(f, Field::ProcPpid | Field::ProcExe | Field::UserName | Field::BlkDisk)
+    matches!(
+        f,
+        Field::ProcPpid
+            | Field::ProcExe
+            | Field::UserName
+            | Field::BlkDisk
+            | Field::FdSip
+            | Field::FdSport
+            | Field::FdCip
+            | Field::FdCport
+            | Field::FdPort
+            | Field::FdLip
+            | Field::FdRip
+            | Field::FdLport
+            | Field::FdRport
+            | Field::FdL4proto
+    )
+}
+
+/// The local and (if any) remote port of the socket of syscall event `row`.
+#[inline]
+fn socket_ports(b: &EventBatch, row: usize) -> Option<(u16, Option<u16>)> {
+    if row_kind(b, row) != 0 {
+        return None;
+    }
+    let n = crate::fields::sock(b, row)?;
+    Some((n.local.port, n.peer.map(|p| p.port)))
 }
 
 /// For each node: the kinds of events on which it may be true, and on which it may be false.
@@ -436,10 +484,16 @@ fn check(c: &Check) -> Node {
         crate::FieldType::String => string_check(c, neg),
         _ => {
             if c.op == Op::In {
+                if field == Field::FdPort {
+                    return Node::PortIn { vals: nums(&c.vals).collect() };
+                }
                 return Node::NumIn { field, vals: nums(&c.vals).collect(), neg: false };
             }
             let v = nums(&c.vals).next().unwrap_or(0);
             let (lo, hi) = range(c.op, v);
+            if field == Field::FdPort {
+                return Node::PortEither { lo, hi, neg };
+            }
             let lat_kinds = match field {
                 Field::EvtLatency => K_SYS | K_BLK,
                 Field::BlkLatency => K_BLK,

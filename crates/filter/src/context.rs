@@ -1,7 +1,8 @@
 //! What a filter needs to know beyond the event itself: the process table, user and disk names,
 //! and the trace's clocks.
 
-use latscope_event::{EventBatch, EventKind, ProcOp, TraceHeader};
+use latscope_event::syscalls::{desc, SysDesc};
+use latscope_event::{parse_sock_name, EventBatch, EventKind, FdType, ProcOp, SockEnd, SockName, TraceHeader};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -25,6 +26,9 @@ impl Hasher for IntHasher {
 
 pub(crate) type IntMap<V> = HashMap<u32, V, BuildHasherDefault<IntHasher>>;
 
+/// Server addresses by port: the protocol and the IP (`0.0.0.0` or `::` for any address).
+type Servers = HashMap<u16, Vec<(&'static str, Box<str>)>, BuildHasherDefault<IntHasher>>;
+
 /// One process as the filter sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Proc {
@@ -32,15 +36,29 @@ struct Proc {
     exe: Option<String>,
 }
 
+/// The two ends of a connection by role (see [`EvalContext::sock_roles`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SockRoles<'a> {
+    /// The server's end: the accepting or listening side.
+    pub server: SockEnd<'a>,
+    /// The client's end: the connecting side; `None` for a socket without a peer.
+    pub client: Option<SockEnd<'a>>,
+    /// Is the local end the server's?
+    pub local_is_server: bool,
+}
+
 /// State a filter evaluates against: built from the [`TraceHeader`], kept up to date from the
-/// process events of each batch with [`EvalContext::observe`].
+/// process and socket events of each batch with [`EvalContext::observe`].
 ///
 /// `proc.ppid` and `proc.exe` come from the process table (the header's processes, then forks and
 /// execs seen since), `user.name` from the header's users, `blk.disk` from its block devices,
-/// `evt.time` and `evt.reltime` from its clocks.
+/// `evt.time` and `evt.reltime` from its clocks, and the server and client ends of sockets
+/// (`fd.sip`, `fd.cport`, ...) from the server addresses it knows (see
+/// [`EvalContext::sock_roles`]).
 #[derive(Debug, Clone, Default)]
 pub struct EvalContext {
     procs: IntMap<Proc>,
+    servers: Servers,
     /// Pids whose exit was seen in the previous batch: dropped at the next `observe`, so that
     /// events of the same batch that precede the exit still find their process.
     exited: Vec<u32>,
@@ -58,8 +76,19 @@ impl EvalContext {
             let exe = (!p.exe.is_empty()).then(|| p.exe.clone());
             procs.insert(p.pid, Proc { ppid: Some(p.ppid), exe });
         }
+        let mut servers = HashMap::default();
+        for f in &header.fds {
+            if !matches!(FdType::from_u8(f.fd_type), FdType::Ipv4 | FdType::Ipv6) {
+                continue;
+            }
+            // Listening (or bound, unconnected) sockets open at the start.
+            if let Some(SockName { proto, local, peer: None }) = parse_sock_name(&f.path) {
+                add_server(&mut servers, proto, local);
+            }
+        }
         Self {
             procs,
+            servers,
             exited: Vec::new(),
             users: header.users.iter().map(|(&u, n)| (u, n.clone())).collect(),
             disks: header.block_devices.iter().map(|d| (d.dev, d.name.clone())).collect(),
@@ -71,12 +100,17 @@ impl EvalContext {
     /// Update the process table from the process events (kind 2) of `batch`: forks add a process
     /// (parent pid from `ret`, executable inherited from the parent), execs set the executable
     /// (from `path`), exits remove the process at the *next* call (so events of this batch still
-    /// see it). Call once per batch, before evaluating filters on it.
+    /// see it). Successful `accept`/`accept4` calls make their socket's local address a server
+    /// address, `connect` calls their peer's. Call once per batch, before evaluating filters on it.
     pub fn observe(&mut self, batch: &EventBatch) {
         for pid in self.exited.drain(..) {
             self.procs.remove(&pid);
         }
         for (row, &kind) in batch.kind.iter().enumerate() {
+            if kind == EventKind::Syscall as u8 {
+                self.observe_socket(batch, row);
+                continue;
+            }
             if kind != EventKind::Proc as u8 {
                 continue;
             }
@@ -96,6 +130,59 @@ impl EvalContext {
                 Some(ProcOp::Exit) => self.exited.push(pid),
                 None => {}
             }
+        }
+    }
+
+    /// connect/accept: learn the server's address from the socket's name.
+    #[inline]
+    fn observe_socket(&mut self, batch: &EventBatch, row: usize) {
+        let Some(&nr) = batch.nr.get(row) else { return };
+        let d = desc(nr);
+        if !d.has(SysDesc::SOCK) {
+            return;
+        }
+        let ret = batch.ret.get(row).copied().unwrap_or(-1);
+        let accept = d.has(SysDesc::RET_FD);
+        // connect: also a non-blocking one in progress (EINPROGRESS).
+        if !(ret >= 0 || (!accept && ret == -115)) {
+            return;
+        }
+        let Some(name) = crate::helpers::str_at(&batch.path, row).and_then(parse_sock_name) else { return };
+        let end = if accept { Some(name.local) } else { name.peer };
+        if let Some(end) = end {
+            add_server(&mut self.servers, name.proto, end);
+        }
+    }
+
+    /// Is `end` (of a socket of protocol `proto`) a server address: a listening socket of the
+    /// start snapshot, the local end of an accepted connection or the peer of a connect seen so
+    /// far (same port, same address or a listener on any address)?
+    fn is_server(&self, proto: &str, end: &SockEnd<'_>) -> bool {
+        self.servers
+            .get(&end.port)
+            .is_some_and(|v| v.iter().any(|(p, ip)| *p == proto && (is_any(ip) || **ip == *end.ip)))
+    }
+
+    /// Which end of socket `name` is the server's (sysdig's roles: the server accepts or listens,
+    /// the client connects). A socket without a peer (listening or unconnected) is a server. For
+    /// a connection: the end at a known server address (see `is_server`), the local one first;
+    /// when neither is known, the end with the lower port (services listen on low or registered
+    /// ports, clients get ephemeral ones, 32768-60999 by default on Linux); on equal ports, the peer.
+    pub fn sock_roles<'a>(&self, name: &SockName<'a>) -> SockRoles<'a> {
+        let Some(peer) = name.peer else {
+            return SockRoles { server: name.local, client: None, local_is_server: true };
+        };
+        let local_is_server = if self.is_server(name.proto, &name.local) {
+            true
+        } else if self.is_server(name.proto, &peer) {
+            false
+        } else {
+            name.local.port < peer.port
+        };
+        if local_is_server {
+            SockRoles { server: name.local, client: Some(peer), local_is_server }
+        } else {
+            SockRoles { server: peer, client: Some(name.local), local_is_server }
         }
     }
 
@@ -122,6 +209,25 @@ impl EvalContext {
     /// ns since the start of the trace.
     pub(crate) fn rel(&self, ts: u64) -> i128 {
         i128::from(ts) - i128::from(self.start_ns)
+    }
+}
+
+/// `0.0.0.0` or `::`: a listener on every address.
+fn is_any(ip: &str) -> bool {
+    ip == "0.0.0.0" || ip == "::"
+}
+
+fn add_server(
+    servers: &mut Servers,
+    proto: &'static str,
+    end: SockEnd<'_>,
+) {
+    if end.port == 0 {
+        return;
+    }
+    let v = servers.entry(end.port).or_default();
+    if !v.iter().any(|(p, ip)| *p == proto && **ip == *end.ip) {
+        v.push((proto, end.ip.into()));
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::context::EvalContext;
 use crate::helpers::{self, bytes_at, Scratch};
-use latscope_event::{syscalls, BlockOp, EventBatch, FdType, ProcOp, NO_FD};
+use latscope_event::{parse_sock_name, syscalls, BlockOp, EventBatch, FdType, ProcOp, SockName, NO_FD};
 use std::fmt::Write as _;
 
 /// Kind bits (index = the event's kind byte; bit 3 stands for any unknown kind byte).
@@ -100,6 +100,12 @@ pub(crate) enum Field {
     FdSport,
     FdCip,
     FdCport,
+    FdPort,
+    FdLip,
+    FdRip,
+    FdLport,
+    FdRport,
+    FdL4proto,
     ContainerId,
     BlkDev,
     BlkDisk,
@@ -141,6 +147,12 @@ impl FieldInfo {
                 | Field::FdSport
                 | Field::FdCip
                 | Field::FdCport
+                | Field::FdPort
+                | Field::FdLip
+                | Field::FdRip
+                | Field::FdLport
+                | Field::FdRport
+                | Field::FdL4proto
         )
     }
 
@@ -153,6 +165,12 @@ impl FieldInfo {
             Some(String::from_utf8_lossy(b).into_owned())
         } else if self.ty == FieldType::Bool {
             self.field.boolean(batch, row).map(|b| b.to_string())
+        } else if self.field == Field::FdPort {
+            let n = sock(batch, row)?;
+            Some(match n.peer {
+                Some(p) => format!("{},{}", n.local.port, p.port),
+                None => n.local.port.to_string(),
+            })
         } else if self.field == Field::EvtDatetime {
             self.field.num(batch, row, ctx).map(helpers::rfc3339)
         } else {
@@ -174,7 +192,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 38] = [
+static FIELDS: [FieldInfo; 44] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation: syscall name (openat), block op (read, write, flush, ...) or process op (fork, exec, exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -201,10 +219,16 @@ static FIELDS: [FieldInfo; 38] = [
     info!("fd.name", FdName, String, K_SYS, "syscall", "path of the file behind the fd, or the path argument (absent when empty)"),
     info!("fd.directory", FdDirectory, String, K_SYS, "syscall", "directory part of fd.name (/a/b for /a/b/c)"),
     info!("fd.filename", FdFilename, String, K_SYS, "syscall", "file name part of fd.name (c for /a/b/c)"),
-    info!("fd.sip", FdSip, String, 0, "none", "server IP address (socket tuples are not recorded yet: never present)"),
-    info!("fd.sport", FdSport, Number, 0, "none", "server port (socket tuples are not recorded yet: never present)"),
-    info!("fd.cip", FdCip, String, 0, "none", "client IP address (socket tuples are not recorded yet: never present)"),
-    info!("fd.cport", FdCport, Number, 0, "none", "client port (socket tuples are not recorded yet: never present)"),
+    info!("fd.sip", FdSip, String, K_SYS, "syscall", "server IP address of an IPv4/IPv6 socket (the accepting or listening end; 10.0.0.1, ::1)"),
+    info!("fd.sport", FdSport, Number, K_SYS, "syscall", "server port of an IPv4/IPv6 socket"),
+    info!("fd.cip", FdCip, String, K_SYS, "syscall", "client IP address of an IPv4/IPv6 socket (the connecting end; absent without a peer)"),
+    info!("fd.cport", FdCport, Number, K_SYS, "syscall", "client port of an IPv4/IPv6 socket (absent without a peer)"),
+    info!("fd.port", FdPort, Number, K_SYS, "syscall", "either port of an IPv4/IPv6 socket: fd.port = 80 matches either end, != neither"),
+    info!("fd.lip", FdLip, String, K_SYS, "syscall", "local IP address of an IPv4/IPv6 socket (this process's end)"),
+    info!("fd.rip", FdRip, String, K_SYS, "syscall", "remote IP address of an IPv4/IPv6 socket (the peer; absent without one)"),
+    info!("fd.lport", FdLport, Number, K_SYS, "syscall", "local port of an IPv4/IPv6 socket"),
+    info!("fd.rport", FdRport, Number, K_SYS, "syscall", "remote port of an IPv4/IPv6 socket (absent without a peer)"),
+    info!("fd.l4proto", FdL4proto, String, K_SYS, "syscall", "protocol of a socket: tcp, udp, udplite, sctp, mptcp, icmp, icmpv6, raw (IPv4/IPv6, named by its addresses), unix"),
     info!("container.id", ContainerId, String, K_ALL, "all", "cgroup id of the task in lower-case hex; 'host' for the root cgroup (id 0 or 1)"),
     info!("blk.dev", BlkDev, String, K_BLK, "block", "device as major:minor (8:0)"),
     info!("blk.disk", BlkDisk, String, K_BLK, "block", "device name from the trace header (vda, nvme0n1p1; absent when unknown)"),
@@ -267,6 +291,15 @@ pub(crate) fn category_names() -> impl Iterator<Item = &'static str> {
         .chain(["block", "proc"])
 }
 
+/// The name of the IPv4/IPv6 socket of syscall event `row`, taken apart, if it has one.
+#[inline]
+pub(crate) fn sock(b: &EventBatch, row: usize) -> Option<SockName<'_>> {
+    if !matches!(FdType::from_u8(*b.fd_type.get(row)?), FdType::Ipv4 | FdType::Ipv6) {
+        return None;
+    }
+    parse_sock_name(helpers::str_at(&b.path, row)?)
+}
+
 #[inline]
 fn kind_of(b: &EventBatch, row: usize) -> Option<u8> {
     b.kind.get(row).copied()
@@ -302,6 +335,11 @@ impl Field {
                 }
                 i128::from(fd)
             }
+            Field::FdSport if sys => i128::from(ctx.sock_roles(&sock(b, row)?).server.port),
+            Field::FdCport if sys => i128::from(ctx.sock_roles(&sock(b, row)?).client?.port),
+            // fd.port compares both ends (compile.rs); alone (exists, value) it is the local port.
+            Field::FdLport | Field::FdPort if sys => i128::from(sock(b, row)?.local.port),
+            Field::FdRport if sys => i128::from(sock(b, row)?.peer?.port),
             Field::BlkSector if blk => i128::from(*b.off.get(row)?),
             Field::BlkBytes if blk => i128::from(*b.bytes.get(row)?),
             Field::BlkLatency if blk => i128::from(*b.lat.get(row)?),
@@ -378,6 +416,14 @@ impl Field {
             Field::FdName if sys => return bytes_at(&b.path, row).filter(|p| !p.is_empty()),
             Field::FdDirectory if sys => helpers::split_path(helpers::str_at(&b.path, row)?).0?,
             Field::FdFilename if sys => helpers::split_path(helpers::str_at(&b.path, row)?).1?,
+            Field::FdSip if sys => ctx.sock_roles(&sock(b, row)?).server.ip,
+            Field::FdCip if sys => ctx.sock_roles(&sock(b, row)?).client?.ip,
+            Field::FdLip if sys => sock(b, row)?.local.ip,
+            Field::FdRip if sys => sock(b, row)?.peer?.ip,
+            Field::FdL4proto if sys => match FdType::from_u8(*b.fd_type.get(row)?) {
+                FdType::Unix => "unix",
+                _ => sock(b, row)?.proto,
+            },
             Field::ContainerId => {
                 helpers::write_container_id(buf, *b.cgroup.get(row)?);
                 return Some(buf.as_bytes());

@@ -24,6 +24,13 @@ pub fn sample() -> &'static (EventBatch, TraceHeader, EvalContext) {
                 ProcessInfo { pid: 200, ppid: 100, comm: "test".into(), exe: "/opt/test".into(), ..Default::default() },
             ],
             users: [(0, "root".to_string()), (1000, "alice".to_string())].into_iter().collect(),
+            fds: vec![latscope_event::FdInfo {
+                pid: 100,
+                fd: 4,
+                path: "0.0.0.0:5120".into(),
+                fd_type: 3,
+                ..Default::default()
+            }],
             block_devices: vec![
                 BlockDevice { dev: 253 << 20, name: "vda".into(), ..Default::default() },
                 BlockDevice { dev: 7 << 20, name: "loop0".into(), ..Default::default() },
@@ -32,8 +39,21 @@ pub fn sample() -> &'static (EventBatch, TraceHeader, EvalContext) {
         };
         let mut b = EventBatch::with_capacity(64);
         let comms = ["httpd", "test", "", "ü-name", "a-very-long-pro"];
-        let paths = ["/mnt/data/file.log", "", "relative/x", "/", "/etc/passwd", "/mnt", "ü/ä"];
-        let nrs = [0u16, 1, 257, 3, 1000, 17, 18, 8, 9];
+        let paths = [
+            "/mnt/data/file.log",
+            "",
+            "relative/x",
+            "/",
+            "/etc/passwd",
+            "/mnt",
+            "ü/ä",
+            "10.0.0.1:80->10.0.0.7:5120",
+            "udp:[::1]:53",
+            "10.0.0.7:5120->10.0.0.1:80",
+            "udp:10.0.0.7:41000->[::1]:53",
+            "socket:[12]",
+        ];
+        let nrs = [0u16, 1, 257, 3, 1000, 17, 18, 8, 9, 42, 43];
         let rets = [0i64, -2, -4000, 5, -5000, 4096];
         for i in 0..48usize {
             let kind = match i % 8 {
@@ -56,7 +76,7 @@ pub fn sample() -> &'static (EventBatch, TraceHeader, EvalContext) {
                 nr,
                 ret: if kind == 2 && nr == 0 { 100 } else { rets[i % rets.len()] },
                 fd: [3i32, -1, 0, 100][i % 4],
-                fd_type: [1u8, 0, 3, 6, 200][i % 5],
+                fd_type: [1u8, 0, 3, 6, 200, 4, 5][i % 7],
                 dev: [253u32 << 20, 7 << 20, (8 << 20) | 1][i % 3],
                 bytes: [0u64, 4096, 512, 1 << 20][i % 4],
                 off: [0i64, -1, 2048][i % 3],

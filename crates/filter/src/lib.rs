@@ -48,8 +48,17 @@
 //! - `glob` is a shell glob: `*` (matches `/` too), `?`, `[a-z]`, `[!x]`, `\` quotes.
 //! - A test on a field the event does not have is false, whatever the operator (`!=` included);
 //!   `not` negates that. Block fields are absent on syscall events and syscall fields on block
-//!   events; `fd.sip`, `fd.sport`, `fd.cip`, `fd.cport` are declared for compatibility but never
-//!   present yet (the event model has no socket tuples).
+//!   events.
+//! - Socket fields read the name of an IPv4/IPv6 socket (`local->peer`, the protocol first unless
+//!   it is TCP: `udp:10.0.0.1:53->10.0.0.2:41000`). `fd.lip`, `fd.lport`, `fd.rip`, `fd.rport`
+//!   are this process's end and the peer's; `fd.sip`, `fd.sport`, `fd.cip`, `fd.cport` the
+//!   server's (accepting or listening) end and the client's (connecting) end, as
+//!   [`EvalContext::sock_roles`] tells them apart: a socket without a peer is a server; else the
+//!   end at a known server address (a listening socket of the start snapshot, the local end of an
+//!   `accept`, the peer of a `connect`), else the end with the lower port. `fd.port` matches
+//!   either port (`!=`: neither). IP values are compared in canonical form (`::ffff:10.0.0.1` is
+//!   `10.0.0.1`, `0:0::1` is `::1`); `=`, `!=` and `in` take addresses only, use `startswith` or
+//!   `glob` for parts.
 //! - `proc.name` is the kernel's comm (at most 15 bytes): values given to `=`, `!=` and `in` are cut
 //!   to 15 bytes so that long process names still match.
 //! - An empty filter matches every event.
@@ -82,7 +91,7 @@ mod pushdown;
 mod resolve;
 mod strops;
 
-pub use context::EvalContext;
+pub use context::{EvalContext, SockRoles};
 pub use error::FilterError;
 pub use fields::{fields, FieldInfo, FieldType};
 pub use pushdown::{Clause, Exactness, Inexact, InexactReason, KernelTest, KindSet, Pushdown, Residual};

@@ -476,6 +476,7 @@ impl<'s> Parser<'s> {
                     resolve::validate(info.field, text).map_err(|(what, tail)| {
                         self.err(start, end, format!("{what} at column {}{tail}", self.col(start)))
                     })?;
+                    return Ok(Lit::Str(resolve::canonical(info.field, text)));
                 }
                 Ok(Lit::Str(text.to_string()))
             }

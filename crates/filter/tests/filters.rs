@@ -65,11 +65,14 @@ struct T {
 
 impl T {
     fn new(events: &[Event]) -> T {
+        T::with_header(events, &header())
+    }
+    fn with_header(events: &[Event], h: &TraceHeader) -> T {
         let mut b = EventBatch::with_capacity(events.len());
         for e in events {
             b.push(e);
         }
-        let mut ctx = EvalContext::new(&header());
+        let mut ctx = EvalContext::new(h);
         ctx.observe(&b);
         T { b, ctx }
     }
@@ -355,14 +358,106 @@ fn fd_fields() {
             ("fd.filename in (access.log, x.txt)", "10010"),
             ("fd.filename glob '*.txt'", "00010"),
             ("fd.directory pmatch (/mnt)", "10000"),
-            // Declared, never present yet.
-            ("fd.sip = 10.0.0.1", "00000"),
-            ("fd.sport = 80", "00000"),
-            ("fd.cip exists", "00000"),
-            ("fd.cport != 1", "00000"),
-            ("not fd.sip exists", "11111"),
+            // Files have no socket addresses.
+            ("fd.sip exists", "00000"),
+            ("not fd.sport exists", "11111"),
         ],
     );
+}
+
+/// Socket fields from names `local->peer`: which end is the server's comes from the listening
+/// sockets of the start snapshot and the connect/accept calls seen, else from the ports.
+#[test]
+fn socket_fields() {
+    let s =
+        |nr: u16, fd_type: FdType, path: &str| Event { nr, fd: 5, fd_type: fd_type as u8, path: path.into(), ..sys() };
+    let (read, connect, accept) = (0, 42, 43);
+    let events = [
+        // 0: the server end of a connection (lower port: the server's)
+        s(read, FdType::Ipv4, "10.0.0.1:80->10.0.0.7:5120"),
+        // 1: its client end
+        s(read, FdType::Ipv4, "10.0.0.7:5120->10.0.0.1:80"),
+        // 2: UDP, connected
+        s(read, FdType::Ipv4, "udp:10.0.0.7:41000->10.0.0.53:53"),
+        // 3: UDP, no peer: a server socket
+        s(read, FdType::Ipv4, "udp:0.0.0.0:53"),
+        // 4: IPv6 to a port the snapshot saw listening on any address: local is the server
+        s(read, FdType::Ipv6, "[::1]:8080->[::1]:9"),
+        // 5, 6: connect made 10.0.0.9:50000 a server address, though its port is the higher
+        s(connect, FdType::Ipv4, "10.0.0.1:45000->10.0.0.9:50000"),
+        s(read, FdType::Ipv4, "10.0.0.1:45000->10.0.0.9:50000"),
+        // 7, 8: accept made 10.0.0.5:60000 one
+        Event { ret: 6, ..s(accept, FdType::Ipv4, "10.0.0.5:60000->10.0.0.6:1000") },
+        s(read, FdType::Ipv4, "10.0.0.5:60000->10.0.0.6:1000"),
+        // 9: a unix socket; 10: an IPv4 socket without a name; 11: a file
+        s(read, FdType::Unix, "socket:[77]"),
+        s(read, FdType::Ipv4, "socket:[78]"),
+        sys(),
+    ];
+    let mut h = header();
+    h.fds.push(latscope_event::FdInfo {
+        pid: 1,
+        fd: 3,
+        path: "[::]:8080".into(),
+        fd_type: FdType::Ipv6 as u8,
+        ..Default::default()
+    });
+    let t = T::with_header(&events, &h);
+    check(
+        &t,
+        &[
+            ("fd.sip = 10.0.0.1", "110000000000"),
+            ("fd.sport = 80", "110000000000"),
+            ("fd.cip = 10.0.0.7", "111000000000"),
+            ("fd.cport = 5120", "110000000000"),
+            ("fd.sport = 53", "001100000000"),
+            ("fd.sip = 0.0.0.0", "000100000000"),
+            ("fd.cip exists", "111011111000"),
+            ("fd.sip exists", "111111111000"),
+            ("fd.sport = 8080 and fd.sip = ::1", "000010000000"),
+            ("fd.sip = 0:0:0:0:0:0:0:1", "000010000000"),
+            ("fd.cport = 9", "000010000000"),
+            ("fd.sport = 50000", "000001100000"),
+            ("fd.cport = 45000", "000001100000"),
+            ("fd.sport = 60000", "000000011000"),
+            ("fd.cip = 10.0.0.6", "000000011000"),
+            ("fd.sip in (10.0.0.9, 10.0.0.5)", "000001111000"),
+            ("fd.sip startswith 10.0.0.", "111001111000"),
+            ("fd.sip != 10.0.0.1", "001111111000"),
+            // Local and remote, whatever the roles.
+            ("fd.lip = 10.0.0.7", "011000000000"),
+            ("fd.lport = 80", "100000000000"),
+            ("fd.rip = 10.0.0.1", "010000000000"),
+            ("fd.rport = 80", "010000000000"),
+            ("fd.rport exists", "111011111000"),
+            ("fd.lport exists", "111111111000"),
+            ("fd.lip = ::1 and fd.rip = ::1", "000010000000"),
+            // Either port; != is neither.
+            ("fd.port = 80", "110000000000"),
+            ("fd.port in (53, 9)", "001110000000"),
+            ("fd.port != 80", "001111111000"),
+            ("fd.port > 59999", "000000011000"),
+            ("not fd.port = 80", "001111111111"),
+            ("fd.port exists", "111111111000"),
+            ("fd.l4proto = tcp", "110011111000"),
+            ("fd.l4proto = udp", "001100000000"),
+            ("fd.l4proto in (unix, udp)", "001100000100"),
+            ("fd.l4proto exists", "111111111100"),
+            ("fd.type = ipv6 and fd.l4proto = tcp", "000010000000"),
+        ],
+    );
+    let get = |name: &str, row| fields().iter().find(|f| f.name == name).unwrap().value(&t.b, row, &t.ctx);
+    assert_eq!(get("fd.port", 0).as_deref(), Some("80,5120"));
+    assert_eq!(get("fd.port", 3).as_deref(), Some("53"));
+    assert_eq!(get("fd.sip", 1).as_deref(), Some("10.0.0.1"));
+    assert_eq!(get("fd.cport", 1).as_deref(), Some("5120"));
+    assert_eq!(get("fd.l4proto", 2).as_deref(), Some("udp"));
+    let roles = t.ctx.sock_roles(&latscope_event::parse_sock_name("10.0.0.7:5120->10.0.0.1:80").unwrap());
+    assert!(!roles.local_is_server);
+    assert_eq!((roles.server.port, roles.client.map(|c| c.port)), (80, Some(5120)));
+    assert!(err("fd.sip = 10.0.0.300")
+        .starts_with("bad IP address '10.0.0.300' at column 10: fd.sip takes an IPv4 or IPv6 address"));
+    assert_eq!(err("fd.l4proto = tpc"), "unknown protocol 'tpc' at column 14; did you mean tcp?");
 }
 
 #[test]
@@ -533,5 +628,5 @@ fn needs_kinds() {
     assert_eq!(k("evt.kind = block or fd.type = file"), KindSet { syscall: true, block: true, proc: false });
     assert_eq!(k("not evt.kind = block"), KindSet { syscall: true, block: false, proc: true });
     assert_eq!(k("not fd.type = file"), KindSet::ALL);
-    assert_eq!(k("fd.sip = 1.2.3.4"), KindSet { syscall: false, block: false, proc: false });
+    assert_eq!(k("fd.sip = 1.2.3.4"), sys);
 }

@@ -13,6 +13,13 @@ fn header() -> TraceHeader {
     TraceHeader {
         start_ns: 100,
         processes: vec![ProcessInfo { pid: 1, ppid: 0, exe: "/sbin/init".into(), ..Default::default() }],
+        fds: vec![latscope_event::FdInfo {
+            pid: 1,
+            fd: 3,
+            path: "0.0.0.0:5120".into(),
+            fd_type: 3,
+            ..Default::default()
+        }],
         users: [(0, "root".to_string())].into_iter().collect(),
         block_devices: vec![
             BlockDevice { dev: 253 << 20, name: "vda".into(), ..Default::default() },
@@ -23,7 +30,18 @@ fn header() -> TraceHeader {
 }
 
 const COMMS: [&str; 5] = ["httpd", "test", "nginx", "", "a-very-long-pro"];
-const PATHS: [&str; 6] = ["/mnt/a.log", "/etc/passwd", "", "rel/x", "/", "/mnt"];
+const PATHS: [&str; 10] = [
+    "/mnt/a.log",
+    "/etc/passwd",
+    "",
+    "rel/x",
+    "/",
+    "/mnt",
+    "10.0.0.1:80->10.0.0.7:5120",
+    "10.0.0.7:5120->10.0.0.1:80",
+    "udp:[::1]:53",
+    "udp:10.0.0.7:53->[::1]:9",
+];
 const LATS: [u64; 7] = [0, 999, 1000, 1_000_000, 1_000_001, 250_000, u64::MAX];
 
 fn event() -> impl Strategy<Value = Event> {
@@ -38,6 +56,8 @@ fn event() -> impl Strategy<Value = Event> {
             Just(17),
             Just(18),
             Just(257),
+            Just(42),
+            Just(43),
             Just(1000),
             0u16..500
         ],
@@ -109,7 +129,7 @@ fn clause() -> impl Strategy<Value = String> {
         (op.clone(), pick(&["1ms", "250us", "1 s", "0", "-5"])).prop_map(|(o, v)| format!("evt.latency {o} {v}")),
         (
             pick(&["evt.time", "evt.datetime"]),
-            op,
+            op.clone(),
             pick(&[
                 "1970-01-01T00:00:00.0000025Z",
                 "1970-01-01",
@@ -127,7 +147,7 @@ fn clause() -> impl Strategy<Value = String> {
         (eqop.clone(), pick(&["vda", "loop0", "sdz"])).prop_map(|(o, v)| format!("blk.disk {o} {v}")),
         prop::collection::vec(pick(&["vda", "loop0"]), 1..3).prop_map(|v| format!("blk.disk in ({})", v.join(", "))),
         (eqop.clone(), pick(&["syscall", "block", "proc"])).prop_map(|(o, v)| format!("evt.kind {o} {v}")),
-        (eqop, pick(&["SUCCESS", "ENOENT", "E4000"])).prop_map(|(o, v)| format!("evt.res {o} {v}")),
+        (eqop.clone(), pick(&["SUCCESS", "ENOENT", "E4000"])).prop_map(|(o, v)| format!("evt.res {o} {v}")),
         (pick(&["contains", "startswith", "endswith", "glob", "icontains"]), pick(&["/mnt", "a", "*.log", "MNT", ""]))
             .prop_map(|(o, v)| format!("fd.name {o} '{v}'")),
         pick(&[
@@ -137,8 +157,32 @@ fn clause() -> impl Strategy<Value = String> {
             "container.id = host",
             "container.id != 1a2b"
         ]),
-        (pick(&["proc.exe", "fd.num", "blk.sector", "user.name", "fd.sip", "blk.disk", "fd.type"]))
-            .prop_map(|f| format!("{f} exists")),
+        (pick(&[
+            "proc.exe",
+            "fd.num",
+            "blk.sector",
+            "user.name",
+            "fd.sip",
+            "blk.disk",
+            "fd.type",
+            "fd.cport",
+            "fd.rip"
+        ]))
+        .prop_map(|f| format!("{f} exists")),
+        (
+            pick(&["fd.sip", "fd.cip", "fd.lip", "fd.rip"]),
+            eqop.clone(),
+            pick(&["10.0.0.1", "10.0.0.7", "::1", "0:0::1"])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} {v}")),
+        (
+            pick(&["fd.sport", "fd.cport", "fd.lport", "fd.rport", "fd.port"]),
+            op.clone(),
+            pick(&["80", "5120", "53", "9", "0"])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} {v}")),
+        prop::collection::vec(pick(&["80", "53", "9"]), 1..3).prop_map(|v| format!("fd.port in ({})", v.join(", "))),
+        (eqop, pick(&["tcp", "udp", "unix"])).prop_map(|(o, v)| format!("fd.l4proto {o} {v}")),
     ]
 }
 
