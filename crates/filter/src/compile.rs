@@ -332,6 +332,8 @@ fn uses_context(f: Field) -> bool {
         f,
         Field::ProcPpid
             | Field::ProcExe
+            | Field::ProcCmdline
+            | Field::ProcArgs
             | Field::UserName
             | Field::BlkDisk
             | Field::FdSip

@@ -34,6 +34,24 @@ type Servers = HashMap<u16, Vec<(&'static str, Box<str>)>, BuildHasherDefault<In
 struct Proc {
     ppid: Option<u32>,
     exe: Option<String>,
+    /// `proc.cmdline`: the command name, a space and the arguments (the name alone without any).
+    cmdline: Option<Box<str>>,
+    /// Where the arguments start in `cmdline` (`proc.args`).
+    args_at: usize,
+}
+
+impl Proc {
+    /// Set the command line from the command name and argv joined by spaces (argv[0] first).
+    fn set_cmdline(&mut self, comm: &str, argv: &str) {
+        let args = argv.split_once(' ').map_or("", |(_, a)| a);
+        if args.is_empty() {
+            self.cmdline = Some(comm.into());
+            self.args_at = comm.len();
+        } else {
+            self.cmdline = Some(format!("{comm} {args}").into());
+            self.args_at = comm.len() + 1;
+        }
+    }
 }
 
 /// The two ends of a connection by role (see [`EvalContext::sock_roles`]).
@@ -50,8 +68,8 @@ pub struct SockRoles<'a> {
 /// State a filter evaluates against: built from the [`TraceHeader`], kept up to date from the
 /// process and socket events of each batch with [`EvalContext::observe`].
 ///
-/// `proc.ppid` and `proc.exe` come from the process table (the header's processes, then forks and
-/// execs seen since), `user.name` from the header's users, `blk.disk` from its block devices,
+/// `proc.ppid`, `proc.exe`, `proc.cmdline` and `proc.args` come from the process table (the
+/// header's processes, then forks and execs seen since), `user.name` from the header's users, `blk.disk` from its block devices,
 /// `evt.time` and `evt.reltime` from its clocks, and the server and client ends of sockets
 /// (`fd.sip`, `fd.cport`, ...) from the server addresses it knows (see
 /// [`EvalContext::sock_roles`]).
@@ -74,7 +92,9 @@ impl EvalContext {
         let mut procs = IntMap::default();
         for p in &header.processes {
             let exe = (!p.exe.is_empty()).then(|| p.exe.clone());
-            procs.insert(p.pid, Proc { ppid: Some(p.ppid), exe });
+            let mut proc = Proc { ppid: Some(p.ppid), exe, ..Default::default() };
+            proc.set_cmdline(&p.comm, &p.cmdline);
+            procs.insert(p.pid, proc);
         }
         let mut servers = HashMap::default();
         for f in &header.fds {
@@ -98,8 +118,9 @@ impl EvalContext {
     }
 
     /// Update the process table from the process events (kind 2) of `batch`: forks add a process
-    /// (parent pid from `ret`, executable inherited from the parent), execs set the executable
-    /// (from `path`), exits remove the process at the *next* call (so events of this batch still
+    /// (parent pid from `ret`, executable and command line inherited from the parent), execs set
+    /// the executable (from `path`) and the command line (the event's command name and the
+    /// arguments from `path2`, argv joined by spaces), exits remove the process at the *next* call (so events of this batch still
     /// see it). Successful `accept`/`accept4` calls make their socket's local address a server
     /// address, `connect` calls their peer's. Call once per batch, before evaluating filters on it.
     pub fn observe(&mut self, batch: &EventBatch) {
@@ -117,15 +138,25 @@ impl EvalContext {
             let (Some(&pid), Some(&nr)) = (batch.pid.get(row), batch.nr.get(row)) else { continue };
             match ProcOp::from_u16(nr) {
                 Some(ProcOp::Fork) => {
+                    // The child runs its parent's program with its parent's arguments.
                     let parent = batch.ret.get(row).and_then(|&r| u32::try_from(r).ok());
-                    let exe = parent.and_then(|pp| self.procs.get(&pp)).and_then(|p| p.exe.clone());
-                    self.procs.insert(pid, Proc { ppid: parent, exe });
+                    let mut child = parent.and_then(|pp| self.procs.get(&pp)).cloned().unwrap_or_default();
+                    child.ppid = parent;
+                    self.procs.insert(pid, child);
                     self.exited.retain(|&p| p != pid);
                 }
                 Some(ProcOp::Exec) => {
                     let exe = crate::helpers::str_at(&batch.path, row).unwrap_or_default();
+                    let argv = crate::helpers::str_at(&batch.path2, row).unwrap_or_default();
+                    let comm = crate::helpers::str_at(&batch.comm, row).unwrap_or_default();
                     let entry = self.procs.entry(pid).or_default();
                     entry.exe = (!exe.is_empty()).then(|| exe.to_string());
+                    // Traces without the exec's argv: the arguments are unknown, not empty.
+                    if argv.is_empty() {
+                        entry.cmdline = None;
+                    } else {
+                        entry.set_cmdline(comm, argv);
+                    }
                 }
                 Some(ProcOp::Exit) => self.exited.push(pid),
                 None => {}
@@ -194,6 +225,15 @@ impl EvalContext {
     pub(crate) fn exe(&self, pid: u32) -> Option<&str> {
         self.procs.get(&pid)?.exe.as_deref()
     }
+    /// `proc.cmdline` of `pid` (command name and arguments), if known.
+    pub(crate) fn cmdline(&self, pid: u32) -> Option<&str> {
+        self.procs.get(&pid)?.cmdline.as_deref()
+    }
+    /// `proc.args` of `pid`, if known.
+    pub(crate) fn args(&self, pid: u32) -> Option<&str> {
+        let p = self.procs.get(&pid)?;
+        p.cmdline.as_deref()?.get(p.args_at..)
+    }
     /// User name of `uid`, if known.
     pub(crate) fn user(&self, uid: u32) -> Option<&str> {
         self.users.get(&uid).map(String::as_str)
@@ -217,11 +257,7 @@ fn is_any(ip: &str) -> bool {
     ip == "0.0.0.0" || ip == "::"
 }
 
-fn add_server(
-    servers: &mut Servers,
-    proto: &'static str,
-    end: SockEnd<'_>,
-) {
+fn add_server(servers: &mut Servers, proto: &'static str, end: SockEnd<'_>) {
     if end.port == 0 {
         return;
     }
@@ -273,5 +309,43 @@ mod tests {
         c.observe(&EventBatch::default());
         assert_eq!(c.ppid(12), None);
         assert_eq!(c.ppid(11), Some(10));
+    }
+
+    #[test]
+    fn command_lines_follow_forks_and_execs() {
+        let h = TraceHeader {
+            processes: vec![ProcessInfo {
+                pid: 10,
+                comm: "bash".into(),
+                cmdline: "-bash".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut c = EvalContext::new(&h);
+        assert_eq!((c.cmdline(10), c.args(10)), (Some("bash"), Some("")));
+        let ev = |nr, ret, comm: &str, argv: &str| Event {
+            kind: 2,
+            nr,
+            pid: 11,
+            ret,
+            comm: comm.into(),
+            path2: argv.into(),
+            ..Default::default()
+        };
+        let mut b = EventBatch::default();
+        b.push(&ev(0, 10, "bash", ""));
+        c.observe(&b);
+        assert_eq!((c.cmdline(11), c.args(11)), (Some("bash"), Some("")));
+        let mut b = EventBatch::default();
+        b.push(&ev(1, 0, "python3", "/usr/bin/python3 -m http.server 8000"));
+        c.observe(&b);
+        assert_eq!((c.cmdline(11), c.args(11)), (Some("python3 -m http.server 8000"), Some("-m http.server 8000")));
+        // An exec without its argv (older traces): unknown, not the previous program's.
+        let mut b = EventBatch::default();
+        b.push(&ev(1, 0, "sleep", ""));
+        c.observe(&b);
+        assert_eq!((c.cmdline(11), c.args(11)), (None, None));
+        assert_eq!(c.cmdline(12), None);
     }
 }

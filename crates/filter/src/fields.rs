@@ -88,6 +88,8 @@ pub(crate) enum Field {
     ProcPid,
     ProcPpid,
     ProcExe,
+    ProcCmdline,
+    ProcArgs,
     ThreadTid,
     UserUid,
     UserName,
@@ -192,7 +194,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 44] = [
+static FIELDS: [FieldInfo; 46] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation: syscall name (openat), block op (read, write, flush, ...) or process op (fork, exec, exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -211,6 +213,8 @@ static FIELDS: [FieldInfo; 44] = [
     info!("proc.pid", ProcPid, Number, K_ALL, "all", "process id (thread group id)"),
     info!("proc.ppid", ProcPpid, Number, K_ALL, "all", "parent process id (from the process table; absent when unknown)"),
     info!("proc.exe", ProcExe, String, K_ALL, "all", "executable path (from the process table; absent when unknown)"),
+    info!("proc.cmdline", ProcCmdline, String, K_ALL, "all", "command name and arguments (bash -c ls; from the start snapshot and execs; absent when unknown)"),
+    info!("proc.args", ProcArgs, String, K_ALL, "all", "arguments, argv[1..] joined by spaces (-c ls; empty without any; absent when unknown)"),
     info!("thread.tid", ThreadTid, Number, K_ALL, "all", "thread id"),
     info!("user.uid", UserUid, Number, K_ALL, "all", "user id"),
     info!("user.name", UserName, String, K_ALL, "all", "user name (from the trace header; absent when unknown)"),
@@ -405,6 +409,8 @@ impl Field {
             },
             Field::ProcName => return bytes_at(&b.comm, row),
             Field::ProcExe => ctx.exe(*b.pid.get(row)?)?,
+            Field::ProcCmdline => ctx.cmdline(*b.pid.get(row)?)?,
+            Field::ProcArgs => ctx.args(*b.pid.get(row)?)?,
             Field::UserName => ctx.user(*b.uid.get(row)?)?,
             Field::FdType if sys => {
                 let (t, fd) = (*b.fd_type.get(row)?, *b.fd.get(row)?);

@@ -333,6 +333,63 @@ fn proc_user_container_fields() {
     );
 }
 
+/// `proc.cmdline` (command name and arguments) and `proc.args`: from the start snapshot, inherited
+/// at fork, replaced at exec (the exec event's name and argv).
+#[test]
+fn cmdline_fields() {
+    let mut h = header();
+    h.processes = vec![
+        ProcessInfo {
+            pid: 100,
+            comm: "httpd".into(),
+            cmdline: "/usr/sbin/httpd -DFOREGROUND -k start".into(),
+            ..Default::default()
+        },
+        ProcessInfo { pid: 300, comm: "kworker/0:1".into(), ..Default::default() },
+    ];
+    let proc = |nr, pid, ret, comm: &str, path: &str, path2: &str| Event {
+        kind: 2,
+        nr,
+        pid,
+        tid: pid,
+        ret,
+        comm: comm.into(),
+        path: path.into(),
+        path2: path2.into(),
+        ..Default::default()
+    };
+    let at = |pid| Event { pid, tid: pid, ..sys() };
+    let events = [
+        at(100),
+        proc(0, 400, 100, "httpd", "", ""),
+        proc(0, 401, 100, "httpd", "", ""),
+        proc(1, 401, 0, "ls", "/usr/bin/ls", "ls -l '/tmp/a b'"),
+        at(400),
+        at(401),
+        at(300),
+        proc(1, 500, 0, "cat", "/usr/bin/cat", ""),
+        at(999),
+    ];
+    let t = T::with_header(&events, &h);
+    check(
+        &t,
+        &[
+            // One batch: its process events apply before its events are tested (the fork of 401
+            // sees the exec that follows it).
+            ("proc.cmdline = 'httpd -DFOREGROUND -k start'", "110010000"),
+            ("proc.args = '-DFOREGROUND -k start'", "110010000"),
+            ("proc.args contains FOREGROUND", "110010000"),
+            ("proc.cmdline = \"ls -l '/tmp/a b'\"", "001101000"),
+            ("proc.args startswith -l", "001101000"),
+            ("proc.cmdline = kworker/0:1", "000000100"),
+            ("proc.args = ''", "000000100"),
+            ("proc.args exists", "111111100"),
+            ("proc.cmdline exists", "111111100"),
+            ("not proc.cmdline exists", "000000011"),
+        ],
+    );
+}
+
 #[test]
 fn fd_fields() {
     let nofd = Event { fd: -1, fd_type: 0, path: String::new(), nr: 39, ..sys() };

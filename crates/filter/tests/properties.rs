@@ -12,7 +12,16 @@ use proptest::prelude::*;
 fn header() -> TraceHeader {
     TraceHeader {
         start_ns: 100,
-        processes: vec![ProcessInfo { pid: 1, ppid: 0, exe: "/sbin/init".into(), ..Default::default() }],
+        processes: vec![
+            ProcessInfo { pid: 1, ppid: 0, exe: "/sbin/init".into(), ..Default::default() },
+            ProcessInfo {
+                pid: 2,
+                ppid: 1,
+                comm: "httpd".into(),
+                cmdline: "httpd -k start".into(),
+                ..Default::default()
+            },
+        ],
         fds: vec![latscope_event::FdInfo {
             pid: 1,
             fd: 3,
@@ -66,28 +75,35 @@ fn event() -> impl Strategy<Value = Event> {
         prop_oneof![Just(0i64), Just(-2), Just(-4000), Just(4096), any::<i64>()],
         (prop_oneof![Just(-1i32), 0i32..5], 0u8..20),
         prop::sample::select(vec![253u32 << 20, 7 << 20, (8 << 20) | 1]),
-        (prop::sample::select(COMMS.to_vec()), prop::sample::select(PATHS.to_vec())),
+        (
+            prop::sample::select(COMMS.to_vec()),
+            prop::sample::select(PATHS.to_vec()),
+            prop::sample::select(vec!["", "ls -l /tmp", "x"]),
+        ),
         (prop::sample::select(vec![0u64, 1, 0x1a2b]), prop::sample::select(vec![0u64, 4096, 65536])),
         0u64..5000,
     )
         .prop_map(
-            |(kind, nr, lat, (pid, tid, uid), ret, (fd, fd_type), dev, (comm, path), (cgroup, bytes), ts)| Event {
-                kind,
-                nr: if kind == 2 { nr % 4 } else { nr },
-                lat,
-                pid,
-                tid,
-                uid,
-                ret,
-                fd,
-                fd_type,
-                dev,
-                cgroup,
-                bytes,
-                ts,
-                comm: comm.into(),
-                path: path.into(),
-                ..Default::default()
+            |(kind, nr, lat, (pid, tid, uid), ret, (fd, fd_type), dev, (comm, path, path2), (cgroup, bytes), ts)| {
+                Event {
+                    kind,
+                    nr: if kind == 2 { nr % 4 } else { nr },
+                    lat,
+                    pid,
+                    tid,
+                    uid,
+                    ret,
+                    fd,
+                    fd_type,
+                    dev,
+                    cgroup,
+                    bytes,
+                    ts,
+                    comm: comm.into(),
+                    path: path.into(),
+                    path2: path2.into(),
+                    ..Default::default()
+                }
             },
         )
 }
@@ -183,6 +199,12 @@ fn clause() -> impl Strategy<Value = String> {
             .prop_map(|(f, o, v)| format!("{f} {o} {v}")),
         prop::collection::vec(pick(&["80", "53", "9"]), 1..3).prop_map(|v| format!("fd.port in ({})", v.join(", "))),
         (eqop, pick(&["tcp", "udp", "unix"])).prop_map(|(o, v)| format!("fd.l4proto {o} {v}")),
+        (
+            pick(&["proc.cmdline", "proc.args"]),
+            pick(&["=", "!=", "contains", "startswith"]),
+            pick(&["httpd -k start", "-k start", "ls", "", "x"])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} '{v}'")),
     ]
 }
 
@@ -239,6 +261,45 @@ proptest! {
                 prop_assert!(kinds.contains(latscope_event::EventKind::from_u8(b.kind[row]).unwrap()));
             }
             prop_assert_eq!(neg.matches(&b, row, &ctx), !full);
+        }
+    }
+
+    /// A process renamed by exec: the execve's return (and what follows) carries the new command
+    /// name, while a kernel tests at entry with the old one; the push-down's verdict is on the name
+    /// the event carries, and never drops an event the filter keeps.
+    #[test]
+    fn exec_renames_and_pushdown_still_admits(
+        (old, new) in (prop::sample::select(COMMS.to_vec()), prop::sample::select(COMMS.to_vec())),
+        ret in prop_oneof![Just(0i64), Just(-2)],
+        src in top_filter(),
+    ) {
+        let execve = latscope_event::syscall_nr("execve").unwrap();
+        let at = |nr, comm: &str, ret| Event { kind: 0, nr, pid: 2, tid: 2, fd: -1, ret, lat: 2_000_000, comm: comm.into(), ..Default::default() };
+        let events = [
+            at(0, old, 5),
+            // A failed execve keeps the old name.
+            at(execve, if ret == 0 { new } else { old }, ret),
+            Event {
+                kind: 2,
+                nr: 1,
+                pid: 2,
+                tid: 2,
+                comm: new.into(),
+                path: format!("/usr/bin/{new}"),
+                path2: format!("{new} -x"),
+                ..Default::default()
+            },
+            at(0, new, 5),
+        ];
+        let (b, ctx, _) = batch(if ret == 0 { &events } else { &events[..2] });
+        let f = Filter::parse(&src).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let p = f.pushdown();
+        for row in 0..b.len() {
+            let full = f.matches(&b, row, &ctx);
+            prop_assert!(!full || p.admits(&b, row), "dropped row {} {:?} for {} ({:?})", row, b.get(row), src, p);
+            if b.kind[row] == 0 && p.is_exact(latscope_event::EventKind::Syscall) {
+                prop_assert_eq!(p.admits(&b, row), full);
+            }
         }
     }
 
