@@ -315,7 +315,12 @@ impl Node {
             }
             Node::Comm { names, .. } => 4 + names.len() as u32,
             Node::Str { field, test, .. } => {
-                let base = if uses_context(*field) { 12 } else { 6 };
+                let base = match field {
+                    // Formats every argument.
+                    Field::EvtArgs => 40,
+                    f if uses_context(*f) => 12,
+                    _ => 6,
+                };
                 base + match test {
                     StrTest::Eq(_) | StrTest::StartsWith(_) | StrTest::EndsWith(_) => 1,
                     StrTest::In(v) | StrTest::Pmatch(v) => 1 + v.len() as u32,

@@ -2,6 +2,7 @@
 
 use crate::context::EvalContext;
 use crate::helpers::{self, bytes_at, Scratch};
+use latscope_event::syscalls::{SysDesc, NONE};
 use latscope_event::{parse_sock_name, syscalls, BlockOp, EventBatch, FdType, ProcOp, SockName, NO_FD};
 use std::fmt::Write as _;
 
@@ -84,6 +85,20 @@ pub(crate) enum Field {
     EvtTime,
     EvtDatetime,
     EvtReltime,
+    EvtArgs,
+    EvtArgFd,
+    EvtArgSize,
+    EvtArgName,
+    EvtArgPath,
+    EvtArgOldpath,
+    EvtArgNewpath,
+    EvtArgFlags,
+    EvtArgMode,
+    EvtArgOffset,
+    EvtArgPos,
+    EvtArgWhence,
+    EvtArgDirfd,
+    EvtArgRes,
     ProcName,
     ProcPid,
     ProcPpid,
@@ -155,6 +170,11 @@ impl FieldInfo {
                 | Field::FdLport
                 | Field::FdRport
                 | Field::FdL4proto
+                | Field::EvtArgs
+                | Field::EvtArgName
+                | Field::EvtArgPath
+                | Field::EvtArgOldpath
+                | Field::EvtArgNewpath
         )
     }
 
@@ -194,7 +214,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 46] = [
+static FIELDS: [FieldInfo; 60] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation: syscall name (openat), block op (read, write, flush, ...) or process op (fork, exec, exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -209,6 +229,20 @@ static FIELDS: [FieldInfo; 46] = [
     info!("evt.time", EvtTime, Timestamp, K_ALL, "all", "start time, wall clock: ns since the Unix epoch; compares with ns or a date and time (2026-11-22T22:30:13Z, 2026-11-22T23:30:13.5+01:00; UTC without a zone)"),
     info!("evt.datetime", EvtDatetime, Timestamp, K_ALL, "all", "evt.time shown as an RFC 3339 date and time in UTC (2026-11-22T22:30:13.000000500Z); compares like evt.time"),
     info!("evt.reltime", EvtReltime, Duration, K_ALL, "all", "start time relative to the start of the trace"),
+    info!("evt.args", EvtArgs, String, K_VALID, "all", "the arguments as 'latscope events' prints them (fd=3(<file>/etc/hosts) bytes=4096 off=0; dev=vda(254:0) sector=... for block requests)"),
+    info!("evt.arg.fd", EvtArgFd, Number, K_SYS, "syscall", "the fd argument (absent when the syscall takes none)"),
+    info!("evt.arg.size", EvtArgSize, Size, K_SYS, "syscall", "the byte count argument (read, write, pread64, sendto, ...; readv and writev: the iovecs' total)"),
+    info!("evt.arg.name", EvtArgName, String, K_SYS, "syscall", "the (first) path argument, made absolute (open, openat, stat, execve, ...); same as evt.arg.path"),
+    info!("evt.arg.path", EvtArgPath, String, K_SYS, "syscall", "the (first) path argument, made absolute (mkdir, unlink, chdir, ...); same as evt.arg.name"),
+    info!("evt.arg.oldpath", EvtArgOldpath, String, K_SYS, "syscall", "the first path of two-path calls (rename, link, symlink), made absolute"),
+    info!("evt.arg.newpath", EvtArgNewpath, String, K_SYS, "syscall", "the second path of two-path calls (rename, link, symlink), made absolute"),
+    info!("evt.arg.flags", EvtArgFlags, String, K_SYS, "syscall", "the flags argument as printed: open flags by name (O_WRONLY|O_CREAT), others in hex (0x80000)"),
+    info!("evt.arg.mode", EvtArgMode, String, K_SYS, "syscall", "the mode argument in octal as printed (0644)"),
+    info!("evt.arg.offset", EvtArgOffset, Size, K_SYS, "syscall", "the file offset (pread64, pwrite64, lseek, ...; read and write: the file position); same as evt.arg.pos"),
+    info!("evt.arg.pos", EvtArgPos, Size, K_SYS, "syscall", "the file position or offset argument; same as evt.arg.offset"),
+    info!("evt.arg.whence", EvtArgWhence, String, K_SYS, "syscall", "lseek's whence: SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE"),
+    info!("evt.arg.dirfd", EvtArgDirfd, Number, K_SYS, "syscall", "the directory fd of *at calls (AT_FDCWD is -100 and may be written so)"),
+    info!("evt.arg.res", EvtArgRes, String, K_SYS, "syscall", "the result as printed: the return value, or the errno name of a failure (ENOENT)"),
     info!("proc.name", ProcName, String, K_ALL, "all", "command name (comm, at most 15 bytes; longer values given to =, != and in are cut to 15 bytes)"),
     info!("proc.pid", ProcPid, Number, K_ALL, "all", "process id (thread group id)"),
     info!("proc.ppid", ProcPpid, Number, K_ALL, "all", "parent process id (from the process table; absent when unknown)"),
@@ -339,6 +373,33 @@ impl Field {
                 }
                 i128::from(fd)
             }
+            Field::EvtArgFd if sys => {
+                if syscalls::desc(*b.nr.get(row)?).fd == NONE {
+                    return None;
+                }
+                i128::from(*b.fd.get(row)?)
+            }
+            Field::EvtArgSize if sys => {
+                let d = syscalls::desc(*b.nr.get(row)?);
+                if d.count == NONE && !d.has(SysDesc::IOV) {
+                    return None;
+                }
+                i128::from(*b.bytes.get(row)?)
+            }
+            Field::EvtArgOffset | Field::EvtArgPos if sys => {
+                let d = syscalls::desc(*b.nr.get(row)?);
+                let off = *b.off.get(row)?;
+                if off < 0 || (d.off == NONE && !d.has(SysDesc::FILE_POS)) {
+                    return None;
+                }
+                i128::from(off)
+            }
+            Field::EvtArgDirfd if sys => {
+                if syscalls::desc(*b.nr.get(row)?).dirfd == NONE {
+                    return None;
+                }
+                i128::from(*b.dirfd.get(row)?)
+            }
             Field::FdSport if sys => i128::from(ctx.sock_roles(&sock(b, row)?).server.port),
             Field::FdCport if sys => i128::from(ctx.sock_roles(&sock(b, row)?).client?.port),
             // fd.port compares both ends (compile.rs); alone (exists, value) it is the local port.
@@ -422,6 +483,52 @@ impl Field {
             Field::FdName if sys => return bytes_at(&b.path, row).filter(|p| !p.is_empty()),
             Field::FdDirectory if sys => helpers::split_path(helpers::str_at(&b.path, row)?).0?,
             Field::FdFilename if sys => helpers::split_path(helpers::str_at(&b.path, row)?).1?,
+            Field::EvtArgs if kind < 3 => {
+                let disk = if blk { b.dev.get(row).and_then(|&d| ctx.disk(d)) } else { None };
+                latscope_event::args::write_args(buf, b, row, disk).ok()?;
+                return Some(buf.as_bytes());
+            }
+            Field::EvtArgName | Field::EvtArgPath | Field::EvtArgOldpath | Field::EvtArgNewpath if sys => {
+                let d = syscalls::desc(*b.nr.get(row)?);
+                let (has, col) = match self {
+                    Field::EvtArgName | Field::EvtArgPath => (d.path != NONE, &b.path),
+                    Field::EvtArgOldpath => (d.path != NONE && d.path2 != NONE, &b.path),
+                    _ => (d.path2 != NONE, &b.path2),
+                };
+                if !has {
+                    return None;
+                }
+                return bytes_at(col, row).filter(|p| !p.is_empty());
+            }
+            Field::EvtArgFlags if sys => {
+                latscope_event::args::write_flags(buf, b, row)?.ok()?;
+                return Some(buf.as_bytes());
+            }
+            Field::EvtArgMode if sys => {
+                if syscalls::desc(*b.nr.get(row)?).mode == NONE {
+                    return None;
+                }
+                write!(buf, "0{:o}", *b.mode.get(row)?).ok()?;
+                return Some(buf.as_bytes());
+            }
+            Field::EvtArgWhence if sys => {
+                let nr = *b.nr.get(row)?;
+                if syscalls::syscall_name(nr) != Some("lseek") {
+                    return None;
+                }
+                latscope_event::args::whence_name(*b.flags.get(row)?)
+            }
+            Field::EvtArgRes if sys => {
+                let ret = *b.ret.get(row)?;
+                match helpers::write_result(buf, ret) {
+                    Some("SUCCESS") => {
+                        write!(buf, "{ret}").ok()?;
+                        return Some(buf.as_bytes());
+                    }
+                    Some(name) => name,
+                    None => return Some(buf.as_bytes()),
+                }
+            }
             Field::FdSip if sys => ctx.sock_roles(&sock(b, row)?).server.ip,
             Field::FdCip if sys => ctx.sock_roles(&sock(b, row)?).client?.ip,
             Field::FdLip if sys => sock(b, row)?.local.ip,

@@ -52,6 +52,8 @@ pub fn sample() -> &'static (EventBatch, TraceHeader, EvalContext) {
             "10.0.0.7:5120->10.0.0.1:80",
             "udp:10.0.0.7:41000->[::1]:53",
             "socket:[12]",
+            // Longer than the stack scratch buffer of formatted values.
+            "/var/lib/a-rather-long-directory-name/with/several/levels/and-a-file-name-that-goes-on-and-on.data",
         ];
         let nrs = [0u16, 1, 257, 3, 1000, 17, 18, 8, 9, 42, 43];
         let rets = [0i64, -2, -4000, 5, -5000, 4096];

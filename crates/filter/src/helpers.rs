@@ -130,19 +130,30 @@ pub fn dev_string(dev: u32) -> String {
     format!("{ma}:{mi}")
 }
 
-/// A small stack buffer for values that must be formatted (hex ids, `major:minor`), so that
-/// evaluating a filter never allocates.
+/// A buffer for values that must be formatted (hex ids, `major:minor`, argument strings), so that
+/// evaluating a filter does not allocate: short values stay on the stack; longer ones (`evt.args`
+/// with a long path) go to a string the thread keeps between uses, allocated once and grown
+/// when needed.
 pub(crate) struct Scratch {
     buf: [u8; 48],
     len: usize,
+    heap: Option<String>,
+}
+
+thread_local! {
+    /// The heap buffer between uses (empty when a `Scratch` holds it).
+    static SPARE: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
 }
 
 impl Scratch {
     pub(crate) fn new() -> Self {
-        Self { buf: [0; 48], len: 0 }
+        Self { buf: [0; 48], len: 0, heap: None }
     }
     pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
+        match &self.heap {
+            Some(h) => h.as_bytes(),
+            None => &self.buf[..self.len],
+        }
     }
     pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(self.as_bytes()).unwrap_or("")
@@ -151,11 +162,30 @@ impl Scratch {
 
 impl std::fmt::Write for Scratch {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if let Some(h) = &mut self.heap {
+            h.push_str(s);
+            return Ok(());
+        }
         let end = self.len + s.len();
-        let dst = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
-        dst.copy_from_slice(s.as_bytes());
-        self.len = end;
+        if let Some(dst) = self.buf.get_mut(self.len..end) {
+            dst.copy_from_slice(s.as_bytes());
+            self.len = end;
+            return Ok(());
+        }
+        let mut h = SPARE.with(|c| c.take());
+        h.clear();
+        h.push_str(std::str::from_utf8(&self.buf[..self.len]).map_err(|_| std::fmt::Error)?);
+        h.push_str(s);
+        self.heap = Some(h);
         Ok(())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(h) = self.heap.take() {
+            SPARE.with(|c| c.set(h));
+        }
     }
 }
 
@@ -215,8 +245,16 @@ mod tests {
         assert_eq!(result_name(-4000), "E4000");
         assert_eq!(result_name(-5000), "SUCCESS");
         assert_eq!(dev_string((8 << 20) | 16), "8:16");
+        // Long values move to the thread's spare string, which is reused.
         let mut s = Scratch::new();
-        assert!(std::fmt::Write::write_str(&mut s, &"x".repeat(49)).is_err());
+        std::fmt::Write::write_str(&mut s, &"x".repeat(40)).unwrap();
+        std::fmt::Write::write_str(&mut s, &"y".repeat(40)).unwrap();
+        assert_eq!(s.as_str(), format!("{}{}", "x".repeat(40), "y".repeat(40)));
+        let cap = s.heap.as_ref().unwrap().capacity();
+        drop(s);
+        let mut t = Scratch::new();
+        std::fmt::Write::write_str(&mut t, &"z".repeat(60)).unwrap();
+        assert_eq!((t.as_str(), t.heap.as_ref().unwrap().capacity()), (&*"z".repeat(60), cap));
     }
 
     #[test]

@@ -551,6 +551,9 @@ fn parse_number(field: Field, ty: FieldType, text: &str) -> Result<i128, String>
         FieldType::Duration => latscope_event::units::parse_duration_ns(t).map(i128::from),
         FieldType::Size => latscope_event::units::parse_size(t).map(i128::from),
         _ => {
+            if field == Field::EvtArgDirfd {
+                return if t == "AT_FDCWD" { Ok(-100) } else { Err("expected an integer or AT_FDCWD".into()) };
+            }
             if field == Field::EvtRawres {
                 if let Some(e) = latscope_event::errno_value(t).filter(|_| t.starts_with(['E', 'e'])) {
                     return Ok(-i128::from(e));

@@ -390,6 +390,91 @@ fn cmdline_fields() {
     );
 }
 
+/// sysdig's per-syscall argument names and the argument string, as `latscope events` prints them.
+#[test]
+fn argument_fields() {
+    let nr = |n: &str| latscope_event::syscall_nr(n).unwrap();
+    let call = |name: &str| Event { nr: nr(name), fd: -1, fd_type: 0, path: String::new(), bytes: 0, off: -1, ..sys() };
+    let events = [
+        Event {
+            dirfd: -100,
+            path: "/tmp/x".into(),
+            flags: 0o101,
+            mode: 0o644,
+            ret: 3,
+            fd: 3,
+            fd_type: 1,
+            ..call("openat")
+        },
+        Event { fd: 3, fd_type: 1, path: "/data".into(), bytes: 4096, off: 8192, ret: 4096, ..call("pread64") },
+        Event { fd: 4, off: 10, flags: 2, ret: 10, ..call("lseek") },
+        Event { path: "/a".into(), path2: "/b c".into(), ret: -2, ..call("rename") },
+        Event { fd: 5, bytes: 100, off: 7, ret: -514, ..call("read") },
+        blk(),
+        Event {
+            kind: 2,
+            nr: 1,
+            pid: 300,
+            tid: 300,
+            ret: 0,
+            path: "/usr/bin/ls".into(),
+            comm: "ls".into(),
+            ..Default::default()
+        },
+        Event { ret: 42, ..call("getpid") },
+    ];
+    let t = T::new(&events);
+    check(
+        &t,
+        &[
+            ("evt.arg.fd = 3", "01000000"),
+            ("evt.arg.fd exists", "01101000"),
+            ("evt.arg.fd in (4, 5)", "00101000"),
+            ("evt.arg.size = 4KiB", "01000000"),
+            ("evt.arg.size < 1k", "00001000"),
+            ("evt.arg.name = /tmp/x", "10000000"),
+            ("evt.arg.path startswith /tmp", "10000000"),
+            ("evt.arg.name exists", "10010000"),
+            ("evt.arg.oldpath = /a", "00010000"),
+            ("evt.arg.newpath = '/b c'", "00010000"),
+            ("evt.arg.newpath exists", "00010000"),
+            ("evt.arg.flags contains O_CREAT", "10000000"),
+            ("evt.arg.flags = O_WRONLY|O_CREAT", "10000000"),
+            ("evt.arg.flags exists", "10000000"),
+            ("evt.arg.mode = 0644", "10000000"),
+            ("evt.arg.offset = 8192", "01000000"),
+            ("evt.arg.pos >= 7", "01101000"),
+            ("evt.arg.whence = SEEK_END", "00100000"),
+            ("evt.arg.whence exists", "00100000"),
+            ("evt.arg.dirfd = AT_FDCWD", "10000000"),
+            ("evt.arg.dirfd = -100", "10000000"),
+            ("evt.arg.res = 4096", "01000000"),
+            ("evt.arg.res in (ENOENT, ERESTARTNOHAND)", "00011000"),
+            ("evt.arg.res = 42", "00000001"),
+            ("evt.args = 'fd=3(<file>/data) bytes=4096 off=8192'", "01000000"),
+            ("evt.args contains 'flags=O_WRONLY|O_CREAT'", "10000000"),
+            ("evt.args contains 'path2=/b c'", "00010000"),
+            ("evt.args startswith 'dev=vda(253:0)'", "00000100"),
+            ("evt.args = 'path=/usr/bin/ls'", "00000010"),
+            ("evt.args = ''", "00000001"),
+            ("evt.args exists", "11111111"),
+        ],
+    );
+    let get = |name: &str, row| fields().iter().find(|f| f.name == name).unwrap().value(&t.b, row, &t.ctx);
+    assert_eq!(
+        get("evt.args", 0).as_deref(),
+        Some("fd=3(<file>) dirfd=AT_FDCWD path=/tmp/x flags=O_WRONLY|O_CREAT mode=0644")
+    );
+    assert_eq!(get("evt.arg.res", 4).as_deref(), Some("ERESTARTNOHAND"));
+    assert_eq!(get("evt.arg.flags", 2), None);
+    assert!(err("evt.arg.dirfd = cwd").contains("expected an integer or AT_FDCWD"));
+    assert_eq!(err("evt.arg.sise = 1"), "unknown field 'evt.arg.sise' at column 1; did you mean evt.arg.size?");
+    // Long argument strings (here a long path) are compared whole.
+    let long = format!("/{}", "d/".repeat(300));
+    let t = T::new(&[Event { fd: 3, fd_type: 1, path: long.clone(), bytes: 1, off: 0, ..call("pread64") }]);
+    check(&t, &[(&format!("evt.args = 'fd=3(<file>{long}) bytes=1 off=0'"), "1"), ("evt.args endswith 'off=0'", "1")]);
+}
+
 #[test]
 fn fd_fields() {
     let nofd = Event { fd: -1, fd_type: 0, path: String::new(), nr: 39, ..sys() };

@@ -205,6 +205,29 @@ fn clause() -> impl Strategy<Value = String> {
             pick(&["httpd -k start", "-k start", "ls", "", "x"])
         )
             .prop_map(|(f, o, v)| format!("{f} {o} '{v}'")),
+        (
+            pick(&["evt.arg.fd", "evt.arg.size", "evt.arg.offset", "evt.arg.pos", "evt.arg.dirfd"]),
+            pick(&["=", "!=", "<", ">="]),
+            pick(&["0", "3", "4096", "-100"])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} {v}")),
+        Just("evt.arg.dirfd = AT_FDCWD".to_string()),
+        (
+            pick(&[
+                "evt.args",
+                "evt.arg.name",
+                "evt.arg.path",
+                "evt.arg.oldpath",
+                "evt.arg.newpath",
+                "evt.arg.flags",
+                "evt.arg.mode",
+                "evt.arg.whence",
+                "evt.arg.res"
+            ]),
+            pick(&["=", "!=", "contains", "startswith", "glob"]),
+            pick(&["fd=3", "/mnt", "O_RDONLY", "0", "SEEK_SET", "ENOENT", "*"])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} '{v}'")),
     ]
 }
 
