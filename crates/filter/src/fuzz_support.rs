@@ -19,6 +19,7 @@ pub fn sample() -> &'static (EventBatch, TraceHeader, EvalContext) {
                     ppid: 1,
                     comm: "httpd".into(),
                     exe: "/usr/sbin/httpd".into(),
+                    cmdline: "/usr/sbin/httpd -k start".into(),
                     ..Default::default()
                 },
                 ProcessInfo { pid: 200, ppid: 100, comm: "test".into(), exe: "/opt/test".into(), ..Default::default() },
@@ -86,6 +87,7 @@ pub fn sample() -> &'static (EventBatch, TraceHeader, EvalContext) {
                 qtime: [0u64, 10, 2_000_000][i % 3],
                 comm: comms[i % comms.len()].into(),
                 path: paths[i % paths.len()].into(),
+                path2: ["", "ls -l /tmp", "/b"][i % 3].into(),
                 ..Default::default()
             });
         }
@@ -96,8 +98,10 @@ pub fn sample() -> &'static (EventBatch, TraceHeader, EvalContext) {
 }
 
 /// Parse `data` as a filter and, if it parses, evaluate it on [`sample`], checking invariants:
-/// no panic, errors render, pushdown admits every match, matches lie in `needs_kinds`, and
-/// `not (F)` is the complement of `F`. Panics when an invariant fails.
+/// no panic, errors render, pushdown admits every match and exactly the matches of the kinds it
+/// says it is exact for, its clauses are spans of the source, matches lie in `needs_kinds`,
+/// `not (F)` is the complement of `F`, and the values of the fields used can be read. Panics when
+/// an invariant fails.
 pub fn check_one(data: &[u8]) {
     let s = String::from_utf8_lossy(data);
     check_str(&s);
@@ -116,17 +120,28 @@ pub fn check_str(s: &str) {
         Ok(f) => f,
     };
     let _ = f.explain();
+    let used = f.fields_used();
+    let _ = f.tests_fd_names();
     let mut p = f.pushdown();
+    for c in &p.clauses {
+        assert_eq!(s.get(c.span.clone()), Some(c.text.as_str()), "clause span of {s:?}");
+    }
     p.resolve_disks(|n| header.block_devices.iter().find(|d| d.name == n).map(|d| d.dev));
     let kinds = f.needs_kinds();
     let neg = Filter::parse(&format!("not ({s})")).ok();
     for row in 0..batch.len() {
         let m = f.matches(batch, row, ctx);
+        for info in &used {
+            let _ = info.value(batch, row, ctx);
+        }
         if m {
             assert!(p.admits(batch, row), "pushdown drops matching row {row} for {s:?}: {p:?}");
             if let Some(k) = latscope_event::EventKind::from_u8(batch.kind[row]) {
                 assert!(kinds.contains(k), "row {row} matches {s:?} but needs_kinds is {kinds:?}");
             }
+        }
+        if let Some(k) = latscope_event::EventKind::from_u8(batch.kind[row]).filter(|&k| p.is_exact(k)) {
+            assert_eq!(p.admits(batch, row), m, "exact for {k:?} but row {row} differs for {s:?}: {p:?}");
         }
         if let Some(n) = &neg {
             assert_eq!(n.matches(batch, row, ctx), !m, "not ({s}) on row {row}");
