@@ -62,7 +62,7 @@ pub(crate) enum StrTest {
 }
 
 impl StrTest {
-    #[inline]
+    #[inline(always)]
     fn test(&self, v: &[u8]) -> bool {
         match self {
             StrTest::Eq(s) => v == &s[..],
@@ -173,6 +173,8 @@ pub(crate) enum Node {
         field: Field,
         test: StrTest,
         neg: bool,
+        /// The field formats its value ([`Field::formats`]): tested out of line, with a buffer.
+        formats: bool,
     },
 }
 
@@ -208,17 +210,8 @@ impl Node {
                 Some(v) => vals.contains(&v) != *neg,
                 None => false,
             },
-            Node::PortEither { lo, hi, neg } => match socket_ports(b, row) {
-                Some((l, r)) => {
-                    let hit = |p: Option<u16>| p.is_some_and(|p| (*lo..=*hi).contains(&i128::from(p)));
-                    (hit(Some(l)) || hit(r)) != *neg
-                }
-                None => false,
-            },
-            Node::PortIn { vals } => match socket_ports(b, row) {
-                Some((l, r)) => [Some(l), r].iter().flatten().any(|&p| vals.contains(&i128::from(p))),
-                None => false,
-            },
+            Node::PortEither { lo, hi, neg } => port_either(b, row, *lo, *hi, *neg),
+            Node::PortIn { vals } => port_in(b, row, vals),
             Node::Failed { want } => match Field::EvtFailed.boolean(b, row) {
                 Some(v) => v == *want,
                 None => false,
@@ -279,9 +272,11 @@ impl Node {
                 Some(v) => names.iter().any(|n| v == &n[..]) != *neg,
                 None => false,
             },
-            Node::Str { field, test, neg } => {
-                let mut buf = Scratch::new();
-                match field.string(b, row, ctx, &mut buf) {
+            Node::Str { field, test, neg, formats } => {
+                if *formats {
+                    return formatted_test(*field, test, *neg, b, row, ctx);
+                }
+                match field.string(b, row, ctx, None) {
                     Some(v) => test.test(v) != *neg,
                     None => false,
                 }
@@ -352,6 +347,38 @@ fn uses_context(f: Field) -> bool {
             | Field::FdRport
             | Field::FdL4proto
     )
+}
+
+/// A string test on a field that formats its value, out of line: its buffer would otherwise
+/// enlarge the frame of every `eval` (fields that borrow their value are tested in `eval`).
+#[inline(never)]
+fn formatted_test(field: Field, test: &StrTest, neg: bool, b: &EventBatch, row: usize, ctx: &EvalContext) -> bool {
+    let mut buf = Scratch::new();
+    match field.string(b, row, ctx, Some(&mut buf)) {
+        Some(v) => test.test(v) != neg,
+        None => false,
+    }
+}
+
+/// `fd.port` compared with a range: either end (`neg`: neither).
+#[inline(never)]
+fn port_either(b: &EventBatch, row: usize, lo: i128, hi: i128, neg: bool) -> bool {
+    match socket_ports(b, row) {
+        Some((l, r)) => {
+            let hit = |p: Option<u16>| p.is_some_and(|p| (lo..=hi).contains(&i128::from(p)));
+            (hit(Some(l)) || hit(r)) != neg
+        }
+        None => false,
+    }
+}
+
+/// `fd.port in (...)`: either end.
+#[inline(never)]
+fn port_in(b: &EventBatch, row: usize, vals: &[i128]) -> bool {
+    match socket_ports(b, row) {
+        Some((l, r)) => [Some(l), r].iter().flatten().any(|&p| vals.contains(&i128::from(p))),
+        None => false,
+    }
 }
 
 /// The local and (if any) remote port of the socket of syscall event `row`.
@@ -579,7 +606,7 @@ fn string_check(c: &Check, neg: bool) -> Node {
         // Ordering operators and `exists` never reach here (type-checked / handled above).
         Op::Exists | Op::Lt | Op::Le | Op::Gt | Op::Ge => return Node::Exists(field),
     };
-    Node::Str { field, test, neg }
+    Node::Str { field, test, neg, formats: field.formats() }
 }
 
 #[cfg(test)]

@@ -183,7 +183,7 @@ impl FieldInfo {
     pub fn value(&self, batch: &EventBatch, row: usize, ctx: &EvalContext) -> Option<String> {
         if self.ty == FieldType::String {
             let mut s = Scratch::new();
-            let b = self.field.string(batch, row, ctx, &mut s)?;
+            let b = self.field.string(batch, row, ctx, Some(&mut s))?;
             Some(String::from_utf8_lossy(b).into_owned())
         } else if self.ty == FieldType::Bool {
             self.field.boolean(batch, row).map(|b| b.to_string())
@@ -430,24 +430,58 @@ impl Field {
         })
     }
 
-    /// String value; formatted values are written to `buf`.
+    /// Does the field format its value (into a [`Scratch`]) rather than borrow it from the batch
+    /// or the context? Only those get a buffer (see `string`).
+    pub(crate) fn formats(self) -> bool {
+        matches!(
+            self,
+            Field::EvtType
+                | Field::EvtRes
+                | Field::ContainerId
+                | Field::BlkDev
+                | Field::EvtArgs
+                | Field::EvtArgFlags
+                | Field::EvtArgMode
+                | Field::EvtArgRes
+        )
+    }
+
+    /// String value; formatted values are written to `buf`, which fields that
+    /// [`format`](Field::formats) need (without it they are absent).
     pub(crate) fn string<'a>(
         self,
         b: &'a EventBatch,
         row: usize,
         ctx: &'a EvalContext,
-        buf: &'a mut Scratch,
+        buf: Option<&'a mut Scratch>,
     ) -> Option<&'a [u8]> {
         let kind = kind_of(b, row)?;
         let sys = kind == 0;
         let blk = kind == 1;
         let s: &'a str = match self {
+            Field::EvtArgs
+            | Field::EvtArgName
+            | Field::EvtArgPath
+            | Field::EvtArgOldpath
+            | Field::EvtArgNewpath
+            | Field::EvtArgFlags
+            | Field::EvtArgMode
+            | Field::EvtArgWhence
+            | Field::EvtArgRes
+            | Field::FdSip
+            | Field::FdCip
+            | Field::FdLip
+            | Field::FdRip
+            | Field::FdL4proto
+            | Field::ProcCmdline
+            | Field::ProcArgs => return self.string_ext(b, row, ctx, buf),
             Field::EvtType => {
                 let nr = *b.nr.get(row)?;
                 match kind {
                     0 => match syscalls::syscall_name(nr) {
                         Some(n) => n,
                         None => {
+                            let buf = buf?;
                             write!(buf, "syscall_{nr}").ok()?;
                             return Some(buf.as_bytes());
                         }
@@ -464,14 +498,15 @@ impl Field {
                 _ => return None,
             },
             Field::EvtKind => latscope_event::EventKind::from_u8(kind)?.name(),
-            Field::EvtRes if sys => match helpers::write_result(buf, *b.ret.get(row)?) {
-                Some(s) => s,
-                None => return Some(buf.as_bytes()),
-            },
+            Field::EvtRes if sys => {
+                let buf = buf?;
+                match helpers::write_result(buf, *b.ret.get(row)?) {
+                    Some(s) => s,
+                    None => return Some(buf.as_bytes()),
+                }
+            }
             Field::ProcName => return bytes_at(&b.comm, row),
             Field::ProcExe => ctx.exe(*b.pid.get(row)?)?,
-            Field::ProcCmdline => ctx.cmdline(*b.pid.get(row)?)?,
-            Field::ProcArgs => ctx.args(*b.pid.get(row)?)?,
             Field::UserName => ctx.user(*b.uid.get(row)?)?,
             Field::FdType if sys => {
                 let (t, fd) = (*b.fd_type.get(row)?, *b.fd.get(row)?);
@@ -483,7 +518,42 @@ impl Field {
             Field::FdName if sys => return bytes_at(&b.path, row).filter(|p| !p.is_empty()),
             Field::FdDirectory if sys => helpers::split_path(helpers::str_at(&b.path, row)?).0?,
             Field::FdFilename if sys => helpers::split_path(helpers::str_at(&b.path, row)?).1?,
+            Field::ContainerId => {
+                let buf = buf?;
+                helpers::write_container_id(buf, *b.cgroup.get(row)?);
+                return Some(buf.as_bytes());
+            }
+            Field::BlkDev if blk => {
+                let (ma, mi) = latscope_event::dev_major_minor(*b.dev.get(row)?);
+                let buf = buf?;
+                write!(buf, "{ma}:{mi}").ok()?;
+                return Some(buf.as_bytes());
+            }
+            Field::BlkDisk if blk => ctx.disk(*b.dev.get(row)?)?,
+            Field::BlkOp if blk => BlockOp::from_u16(*b.nr.get(row)?).name(),
+            _ => return None,
+        };
+        Some(s.as_bytes())
+    }
+
+    /// [`Field::string`] of the argument, socket and command-line fields, out of line so that the
+    /// common fields stay cheap to test.
+    #[inline(never)]
+    fn string_ext<'a>(
+        self,
+        b: &'a EventBatch,
+        row: usize,
+        ctx: &'a EvalContext,
+        buf: Option<&'a mut Scratch>,
+    ) -> Option<&'a [u8]> {
+        let kind = kind_of(b, row)?;
+        let sys = kind == 0;
+        let blk = kind == 1;
+        let s: &'a str = match self {
+            Field::ProcCmdline => ctx.cmdline(*b.pid.get(row)?)?,
+            Field::ProcArgs => ctx.args(*b.pid.get(row)?)?,
             Field::EvtArgs if kind < 3 => {
+                let buf = buf?;
                 let disk = if blk { b.dev.get(row).and_then(|&d| ctx.disk(d)) } else { None };
                 latscope_event::args::write_args(buf, b, row, disk).ok()?;
                 return Some(buf.as_bytes());
@@ -501,6 +571,7 @@ impl Field {
                 return bytes_at(col, row).filter(|p| !p.is_empty());
             }
             Field::EvtArgFlags if sys => {
+                let buf = buf?;
                 latscope_event::args::write_flags(buf, b, row)?.ok()?;
                 return Some(buf.as_bytes());
             }
@@ -508,6 +579,7 @@ impl Field {
                 if syscalls::desc(*b.nr.get(row)?).mode == NONE {
                     return None;
                 }
+                let buf = buf?;
                 write!(buf, "0{:o}", *b.mode.get(row)?).ok()?;
                 return Some(buf.as_bytes());
             }
@@ -520,6 +592,7 @@ impl Field {
             }
             Field::EvtArgRes if sys => {
                 let ret = *b.ret.get(row)?;
+                let buf = buf?;
                 match helpers::write_result(buf, ret) {
                     Some("SUCCESS") => {
                         write!(buf, "{ret}").ok()?;
@@ -537,17 +610,6 @@ impl Field {
                 FdType::Unix => "unix",
                 _ => sock(b, row)?.proto,
             },
-            Field::ContainerId => {
-                helpers::write_container_id(buf, *b.cgroup.get(row)?);
-                return Some(buf.as_bytes());
-            }
-            Field::BlkDev if blk => {
-                let (ma, mi) = latscope_event::dev_major_minor(*b.dev.get(row)?);
-                write!(buf, "{ma}:{mi}").ok()?;
-                return Some(buf.as_bytes());
-            }
-            Field::BlkDisk if blk => ctx.disk(*b.dev.get(row)?)?,
-            Field::BlkOp if blk => BlockOp::from_u16(*b.nr.get(row)?).name(),
             _ => return None,
         };
         Some(s.as_bytes())
@@ -556,7 +618,8 @@ impl Field {
     /// Whether the event has the field.
     pub(crate) fn exists(self, b: &EventBatch, row: usize, ctx: &EvalContext) -> bool {
         match self.info().ty {
-            FieldType::String => self.string(b, row, ctx, &mut Scratch::new()).is_some(),
+            FieldType::String if self.formats() => self.string(b, row, ctx, Some(&mut Scratch::new())).is_some(),
+            FieldType::String => self.string(b, row, ctx, None).is_some(),
             FieldType::Bool => self.boolean(b, row).is_some(),
             _ => self.num(b, row, ctx).is_some(),
         }
@@ -589,5 +652,19 @@ mod tests {
         assert_eq!(blk_op_bit(77), 64);
         assert_eq!(BlockOp::from_u16(77).name(), BLOCK_OP_NAMES[6]);
         assert_eq!((proc_op_bit(0), proc_op_bit(2), proc_op_bit(3)), (1, 4, 0));
+    }
+
+    /// Fields that do not format their value read the same without a buffer.
+    #[test]
+    fn only_formatting_fields_need_a_buffer() {
+        let (b, _, ctx) = crate::fuzz_support::sample();
+        for f in FIELDS.iter().filter(|f| f.ty == FieldType::String && !f.field.formats()) {
+            for row in 0..=b.len() {
+                let mut s = Scratch::new();
+                let with = f.field.string(b, row, ctx, Some(&mut s)).map(<[u8]>::to_vec);
+                assert_eq!(f.field.string(b, row, ctx, None).map(<[u8]>::to_vec), with, "{} row {row}", f.name);
+                assert!(s.as_bytes().is_empty(), "{} formats into the buffer", f.name);
+            }
+        }
     }
 }
