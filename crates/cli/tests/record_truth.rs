@@ -336,6 +336,84 @@ print(old_c.getsockname()[1], new_c.getsockname()[1])
     assert_eq!(rows[0]["name"], "127.0.0.1", "{top}");
 }
 
+/// Socket fields on a recording: a TCP connection and a UDP socket connected, made by a command
+/// recorded from its start. The protocol comes from the kernel (`udp:` names), the server and
+/// client ends from connect and accept, whatever the (random) port numbers; counts are the
+/// messages sent.
+#[test]
+fn record_socket_fields_know_protocol_and_roles() {
+    if !require_bpf("record_socket_fields_know_protocol_and_roles")
+        || !require_tool("record_socket_fields_know_protocol_and_roles", "python3")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("s.lst");
+    let ports = tmp.path().join("ports");
+    let script = format!(
+        r#"
+import socket, threading
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(8)
+usrv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); usrv.bind(("127.0.0.1", 0))
+def serve():
+    c, _ = srv.accept()
+    for i in range(4): c.sendall(c.recv(9))
+    c.close()
+t = threading.Thread(target=serve); t.start()
+tc = socket.create_connection(srv.getsockname())
+for i in range(4):
+    tc.sendall(b"n" * 9); tc.recv(9)
+t.join()
+uc = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); uc.connect(usrv.getsockname())
+for i in range(3):
+    uc.send(b"u" * 5); usrv.recvfrom(5)
+open("{ports}", "w").write("%d %d %d %d" % (srv.getsockname()[1], tc.getsockname()[1], usrv.getsockname()[1], uc.getsockname()[1]))
+"#,
+        ports = ports.display()
+    );
+    let out = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--no-block", "--", "python3", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let p: Vec<u16> = std::fs::read_to_string(&ports).unwrap().split_whitespace().map(|p| p.parse().unwrap()).collect();
+    let (srv, cli, usrv, ucli) = (p[0], p[1], p[2], p[3]);
+
+    let f = trace.to_str().unwrap();
+    let count = |filter: &str| json_lines(&latscope_ok(&["events", "-r", f, "--json", filter])).len();
+    let io = "evt.type in (sendto, recvfrom, read, write)";
+    let socks = latscope_ok(&["events", "-r", f, "fd.type = ipv4"]);
+    // TCP, both ends: 4 messages each way, a send and a receive per message per end.
+    assert_eq!(
+        count(&format!("{io} and fd.sport = {srv} and fd.cport = {cli}")),
+        16,
+        "tcp by role, ports {p:?}:\n{socks}"
+    );
+    assert_eq!(count(&format!("{io} and fd.lport = {srv} and fd.rport = {cli}")), 8, "tcp server end");
+    assert_eq!(
+        count(&format!("{io} and fd.lport = {cli} and fd.sip = 127.0.0.1 and fd.sport = {srv}")),
+        8,
+        "client end"
+    );
+    assert_eq!(count(&format!("{io} and fd.port = {srv} and fd.l4proto = tcp")), 16);
+    assert_eq!(count(&format!("evt.type = connect and fd.l4proto = tcp and fd.cport = {cli}")), 1);
+    assert_eq!(count(&format!("evt.type in (accept, accept4) and fd.lport = {srv} and fd.cport = {cli}")), 1);
+    // UDP: the connect names the client's socket with its protocol. The server's socket, bound
+    // during the recording and never connected, has no name (bind names no socket; one bound
+    // before the recording is named by the start snapshot, `udp:127.0.0.1:PORT`).
+    let ev = json_lines(&latscope_ok(&["events", "-r", f, "--json", "evt.type = connect and fd.l4proto = udp"]));
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0]["path"], format!("udp:127.0.0.1:{ucli}->127.0.0.1:{usrv}").as_str());
+    assert_eq!(
+        count(&format!("evt.type = sendto and fd.sport = {usrv} and fd.cport = {ucli}")),
+        3,
+        "ports {p:?}:\n{socks}"
+    );
+    assert_eq!(count("evt.type = recvfrom and fd.type = ipv4 and not fd.l4proto exists"), 3);
+}
+
 /// Entries of syscalls in flight wait in a per-CPU slot and move to task storage when their
 /// task is switched out: with 8 threads on few CPUs, calls block, are preempted and migrate,
 /// and every call must still be recorded once, with its own latency.

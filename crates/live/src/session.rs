@@ -195,7 +195,7 @@ impl SessionBuilder {
         let mut streaming_reason = None;
         let mut count_by = None;
         if let Some((by, kind)) = self.count {
-            streaming_reason = config::inexact(&self.filter, kind);
+            streaming_reason = config::inexact(&self.filter, &header, kind);
             if streaming_reason.is_none() {
                 count_by = Some(by);
             }

@@ -328,7 +328,9 @@ impl Decoder {
     }
 }
 
-/// `local->peer` (or `local` alone when there is no peer) from a `struct ls_sock_tuple`.
+/// The socket's name from a `struct ls_sock_tuple`: `local->peer`, or `local` alone when there is
+/// no peer, with the protocol first unless it is TCP (`udp:10.0.0.1:53->10.0.0.2:41000`; see
+/// [`latscope_event::sock_name`]).
 fn sock_name(raw: &[u8]) -> Option<String> {
     if raw.len() != std::mem::size_of::<ls_sock_tuple>() {
         return None;
@@ -347,13 +349,9 @@ fn sock_name(raw: &[u8]) -> Option<String> {
             std::net::IpAddr::V4(std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]))
         }
     };
-    let local = latscope_event::sock_addr(addr(t.laddr), t.lport);
     let peer = addr(t.raddr);
-    Some(if t.rport == 0 && peer.is_unspecified() {
-        local
-    } else {
-        format!("{local}->{}", latscope_event::sock_addr(peer, t.rport))
-    })
+    let peer = (t.rport != 0 || !peer.is_unspecified()).then_some((peer, t.rport));
+    Some(latscope_event::sock_name(latscope_event::l4_proto_name(t.proto), (addr(t.laddr), t.lport), peer))
 }
 
 fn cstr(b: &[u8]) -> Cow<'_, str> {
@@ -486,6 +484,51 @@ mod tests {
         assert_eq!((b.path.get(0), b.path2.get(0)), ("/work/tool", "./tool -v two words"));
         assert_eq!(b.path.get(1), "/opt/bin/tool");
         assert_eq!(b.path.get(2), "/work/tool");
+    }
+
+    /// connect and accept carry the kernel's addresses and protocol: the fd is named by them,
+    /// the protocol first unless it is TCP, and later calls on the fd (or its inode) share the name.
+    #[test]
+    fn sockets_are_named_with_their_protocol() {
+        let tuple = |proto: u16, v6: bool, lport: u16, rport: u16| {
+            // SAFETY: all-zero is a valid ls_sock_tuple.
+            let mut t: ls_sock_tuple = unsafe { std::mem::zeroed() };
+            t.family = if v6 { libc::AF_INET6 } else { libc::AF_INET } as u16;
+            t.proto = proto;
+            t.lport = lport;
+            t.rport = rport;
+            if v6 {
+                t.laddr[15] = 1;
+                t.raddr[15] = 1;
+            } else {
+                t.laddr[..4].copy_from_slice(&[10, 0, 0, 1]);
+                t.raddr[..4].copy_from_slice(&[10, 0, 0, 7]);
+            }
+            // SAFETY: plain old data.
+            unsafe { std::slice::from_raw_parts(&t as *const ls_sock_tuple as *const u8, std::mem::size_of_val(&t)) }
+                .to_vec()
+        };
+        assert_eq!(sock_name(&tuple(6, false, 80, 5120)).as_deref(), Some("10.0.0.1:80->10.0.0.7:5120"));
+        assert_eq!(sock_name(&tuple(17, false, 41000, 53)).as_deref(), Some("udp:10.0.0.1:41000->10.0.0.7:53"));
+        assert_eq!(sock_name(&tuple(17, true, 53, 0)).as_deref(), Some("udp:[::1]:53->[::1]:0"));
+        assert_eq!(sock_name(&tuple(255, false, 1, 0)).as_deref(), Some("raw:10.0.0.1:1->10.0.0.7:0"));
+        assert_eq!(sock_name(&tuple(6, false, 80, 5120)[1..]), None);
+
+        let mut d = Decoder::new(&TraceHeader::default(), false);
+        let mut c = ev("connect", 5, 0);
+        c.fd_type = FdType::Ipv4 as u8;
+        c.ino = 42;
+        c.path_len = std::mem::size_of::<ls_sock_tuple>() as u16;
+        // SAFETY: ls_event is plain old data.
+        let raw = unsafe { std::slice::from_raw_parts(&c as *const ls_event as *const u8, RECORD_SIZE) };
+        d.record(&[raw, &tuple(17, false, 41000, 53)].concat());
+        let mut s = ev("sendto", 5, 9);
+        s.fd_type = FdType::Ipv4 as u8;
+        s.ino = 42;
+        d.record(&rec(s, "", ""));
+        let b = d.take();
+        assert_eq!(b.path.get(0), "udp:10.0.0.1:41000->10.0.0.7:53");
+        assert_eq!(b.path.get(1), "udp:10.0.0.1:41000->10.0.0.7:53");
     }
 
     #[test]

@@ -210,26 +210,29 @@ fn parse_fdinfo(text: &str) -> Option<(i64, u32)> {
     Some((pos?, flags?))
 }
 
-/// Socket inode -> family and, for TCP/UDP, the `local->peer` name.
+/// Socket inode -> family and, for IP sockets, the name (`local->peer`, see
+/// [`latscope_event::sock_name`]).
 pub type Sockets = BTreeMap<u64, (FdType, Option<String>)>;
 
 /// The sockets of the /proc/net tables, read now.
 pub fn sockets() -> Sockets {
     let mut m = BTreeMap::new();
-    for (file, t, col) in [
-        ("/proc/net/tcp", FdType::Ipv4, 9),
-        ("/proc/net/udp", FdType::Ipv4, 9),
-        ("/proc/net/tcp6", FdType::Ipv6, 9),
-        ("/proc/net/udp6", FdType::Ipv6, 9),
-        ("/proc/net/unix", FdType::Unix, 6),
-        ("/proc/net/netlink", FdType::Netlink, 9),
+    for (file, t, proto, col) in [
+        ("/proc/net/tcp", FdType::Ipv4, "tcp", 9),
+        ("/proc/net/udp", FdType::Ipv4, "udp", 9),
+        ("/proc/net/udplite", FdType::Ipv4, "udplite", 9),
+        ("/proc/net/tcp6", FdType::Ipv6, "tcp", 9),
+        ("/proc/net/udp6", FdType::Ipv6, "udp", 9),
+        ("/proc/net/udplite6", FdType::Ipv6, "udplite", 9),
+        ("/proc/net/unix", FdType::Unix, "", 6),
+        ("/proc/net/netlink", FdType::Netlink, "", 9),
     ] {
         if let Ok(s) = fs::read_to_string(file) {
             for l in s.lines().skip(1) {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 if let Some(i) = f.get(col).and_then(|x| x.parse::<u64>().ok()) {
                     let name = match t {
-                        FdType::Ipv4 | FdType::Ipv6 => proc_net_name(f.get(1).copied(), f.get(2).copied()),
+                        FdType::Ipv4 | FdType::Ipv6 => proc_net_name(proto, f.get(1).copied(), f.get(2).copied()),
                         _ => None,
                     };
                     m.insert(i, (t, name));
@@ -240,10 +243,11 @@ pub fn sockets() -> Sockets {
     m
 }
 
-/// `local->peer` (or `local` for a listening or unconnected socket) from the address columns of
-/// /proc/net/tcp*, udp*: `0100007F:1F90` (IPv4) or 32 hex digits (IPv6), each 32-bit word in
-/// the kernel's byte order, then the port.
-fn proc_net_name(local: Option<&str>, remote: Option<&str>) -> Option<String> {
+/// The socket's name (`local->peer`, or `local` for a listening or unconnected socket; the
+/// protocol first unless it is `tcp`) from the address columns of /proc/net/tcp*, udp*:
+/// `0100007F:1F90` (IPv4) or 32 hex digits (IPv6), each 32-bit word in the kernel's byte order,
+/// then the port.
+fn proc_net_name(proto: &str, local: Option<&str>, remote: Option<&str>) -> Option<String> {
     fn parse(s: &str) -> Option<(std::net::IpAddr, u16)> {
         let (a, p) = s.split_once(':')?;
         let port = u16::from_str_radix(p, 16).ok()?;
@@ -260,8 +264,8 @@ fn proc_net_name(local: Option<&str>, remote: Option<&str>) -> Option<String> {
     }
     let (lip, lport) = parse(local?)?;
     let (rip, rport) = parse(remote?)?;
-    let l = latscope_event::sock_addr(lip, lport);
-    Some(if rport == 0 && rip.is_unspecified() { l } else { format!("{l}->{}", latscope_event::sock_addr(rip, rport)) })
+    let peer = (rport != 0 || !rip.is_unspecified()).then_some((rip, rport));
+    Some(latscope_event::sock_name(proto, (lip, lport), peer))
 }
 
 /// User names by uid from /etc/passwd.
@@ -364,17 +368,21 @@ mod tests {
         // /proc/net/tcp prints each 32-bit word of the address in the kernel's byte order.
         let lo = format!("{:08X}", u32::from_ne_bytes([127, 0, 0, 1]));
         assert_eq!(
-            proc_net_name(Some(&format!("{lo}:1F90")), Some(&format!("{lo}:D431"))).as_deref(),
+            proc_net_name("tcp", Some(&format!("{lo}:1F90")), Some(&format!("{lo}:D431"))).as_deref(),
             Some("127.0.0.1:8080->127.0.0.1:54321")
         );
-        assert_eq!(proc_net_name(Some("00000000:0016"), Some("00000000:0000")).as_deref(), Some("0.0.0.0:22"));
+        assert_eq!(proc_net_name("tcp", Some("00000000:0016"), Some("00000000:0000")).as_deref(), Some("0.0.0.0:22"));
+        assert_eq!(
+            proc_net_name("udp", Some("00000000:0035"), Some("00000000:0000")).as_deref(),
+            Some("udp:0.0.0.0:53")
+        );
         let one = format!("{:08X}", u32::from_ne_bytes([0, 0, 0, 1]));
         let v6_lo = format!("000000000000000000000000{one}");
         assert_eq!(
-            proc_net_name(Some(&format!("{v6_lo}:0050")), Some(&format!("{}:0000", "0".repeat(32)))).as_deref(),
+            proc_net_name("tcp", Some(&format!("{v6_lo}:0050")), Some(&format!("{}:0000", "0".repeat(32)))).as_deref(),
             Some("[::1]:80")
         );
-        assert_eq!(proc_net_name(Some("zz:1"), Some("00000000:0000")), None);
+        assert_eq!(proc_net_name("tcp", Some("zz:1"), Some("00000000:0000")), None);
     }
 
     /// A TCP connection open before the snapshot is named by its addresses on both ends.
@@ -390,6 +398,15 @@ mod tests {
         assert_eq!(name(l.as_raw_fd()), format!("127.0.0.1:{lp}"));
         assert_eq!(name(c.as_raw_fd()), format!("127.0.0.1:{cp}->127.0.0.1:{lp}"));
         assert_eq!(name(a.as_raw_fd()), format!("127.0.0.1:{lp}->127.0.0.1:{cp}"));
+        // UDP sockets carry their protocol; an unconnected one has no peer.
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let v = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        v.connect(u.local_addr().unwrap()).unwrap();
+        let fds = fds_of(std::process::id(), &sockets());
+        let name = |fd: i32| fds.iter().find(|f| f.fd == fd).map(|f| f.path.clone()).unwrap();
+        let (up, vp) = (u.local_addr().unwrap().port(), v.local_addr().unwrap().port());
+        assert_eq!(name(u.as_raw_fd()), format!("udp:127.0.0.1:{up}"));
+        assert_eq!(name(v.as_raw_fd()), format!("udp:127.0.0.1:{vp}->127.0.0.1:{up}"));
     }
 
     #[test]

@@ -91,7 +91,7 @@ static __always_inline long sock_tuple(struct task_struct *task, __s64 fd, struc
 	t->family = family;
 	t->lport = sk->__sk_common.skc_num;
 	t->rport = bpf_ntohs(sk->__sk_common.skc_dport);
-	t->pad = 0;
+	t->proto = sk->sk_type == 3 /* SOCK_RAW */ ? 255 /* IPPROTO_RAW */ : sk->sk_protocol;
 	if (family == AF_INET) {
 		__builtin_memset(t->laddr, 0, sizeof(t->laddr));
 		__builtin_memset(t->raddr, 0, sizeof(t->raddr));

@@ -89,7 +89,7 @@ struct ls_event {
 struct ls_sock_tuple {
 	__u16 family;  /* AF_INET or AF_INET6 */
 	__u16 lport, rport;
-	__u16 pad;
+	__u16 proto;   /* IPPROTO_TCP, IPPROTO_UDP, ...; IPPROTO_RAW (255) for raw sockets */
 	__u8 laddr[16], raddr[16];
 };
 
