@@ -107,9 +107,6 @@ pub(crate) fn keep_fd_naming(cfg: &mut ProbeConfig) {
     cfg.fd_types.clear();
 }
 
-/// Does the filter read names of fds (paths, socket addresses), which the decoder learns from
-/// the calls that open, accept, connect, duplicate and close fds and change directory?
-
 /// Why counting in the kernel would not give exactly the events `filter` keeps among events
 /// of `kind` (disk names resolved from `header`), or `None` when it would.
 pub(crate) fn inexact(filter: &Filter, header: &TraceHeader, kind: EventKind) -> Option<String> {
@@ -170,7 +167,7 @@ mod tests {
             let nr = latscope_event::syscall_nr(name).unwrap();
             assert!(matches!(&c.syscalls, SyscallSel::Only(v) if v.contains(&nr)), "{name}");
         }
-        assert!(!tests_fd_names(&Filter::parse("proc.name = 'fd.name'").unwrap()));
+        assert!(!Filter::parse("proc.name = 'fd.name'").unwrap().tests_fd_names());
     }
 
     #[test]
