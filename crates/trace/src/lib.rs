@@ -48,6 +48,7 @@
 
 mod column;
 mod decode;
+mod encode;
 mod error;
 mod meta;
 mod reader;
@@ -63,7 +64,7 @@ pub use meta::{
 };
 pub use reader::{ReadOptions, ReadStats, TraceReader, MAX_BLOCK_ROWS};
 pub use threaded::{ThreadedTraceWriter, DEFAULT_QUEUE_BATCHES};
-pub use writer::{Compression, TraceWriter, WriterOptions, DEFAULT_MAX_BLOCK_EVENTS};
+pub use writer::{Compression, TraceWriter, WriterOptions, DEFAULT_MAX_BLOCK_EVENTS, MAX_ENCODE_THREADS};
 
 /// The trace format version this build writes, and the newest it reads.
 pub use latscope_event::TRACE_FORMAT_VERSION;
