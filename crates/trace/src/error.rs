@@ -150,6 +150,11 @@ pub enum TraceError {
         detail: String,
     },
 
+    /// The output file could not be prepared or put in place (busy, exists, same as an input,
+    /// permissions).
+    #[error(transparent)]
+    Output(#[from] crate::OutputError),
+
     /// The writer failed earlier and accepts no more blocks.
     #[error(
         "{}: the trace writer stopped after an earlier error ({first}); the file holds the {blocks} blocks written \

@@ -17,6 +17,7 @@ use crate::{Summary, TraceError, TraceWriter, WriterOptions, MAX_ENCODE_THREADS}
 enum Cmd {
     Batch(EventBatch, u64),
     Flush(SyncSender<Result<(), TraceError>>),
+    Commit(SyncSender<Result<Option<PathBuf>, TraceError>>),
     Finish(Summary),
 }
 
@@ -121,6 +122,19 @@ impl ThreadedTraceWriter {
         let tx = self.sender()?;
         let (rtx, rrx) = mpsc::sync_channel(1);
         if tx.send(Cmd::Flush(rtx)).is_err() {
+            return Err(self.thread_error());
+        }
+        match rrx.recv() {
+            Ok(r) => r,
+            Err(_) => Err(self.thread_error()),
+        }
+    }
+
+    /// Put a trace created with [`WriterOptions::staged`] at its path; see [`TraceWriter::commit`].
+    pub fn commit(&mut self) -> Result<Option<PathBuf>, TraceError> {
+        let tx = self.sender()?;
+        let (rtx, rrx) = mpsc::sync_channel(1);
+        if tx.send(Cmd::Commit(rtx)).is_err() {
             return Err(self.thread_error());
         }
         match rrx.recv() {
@@ -307,6 +321,9 @@ impl Pipeline {
                     if failed {
                         self.w.flush()?;
                     }
+                }
+                Some(Cmd::Commit(reply)) => {
+                    let _ = reply.send(self.w.commit());
                 }
                 Some(Cmd::Finish(s)) => {
                     self.drain()?;

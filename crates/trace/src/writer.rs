@@ -1,7 +1,6 @@
 //! Writing trace files.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +13,7 @@ use latscope_event::{EventBatch, TraceHeader, TRACE_FORMAT_VERSION};
 use crate::column::arrow_schema;
 use crate::encode::{validate_batch, EncodedBlock, Encoder};
 use crate::meta::{frame_metadata, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC};
+use crate::output::{Existing, Staged, StagedOptions};
 use crate::TraceError;
 
 /// How block buffers are compressed.
@@ -39,6 +39,13 @@ pub struct WriterOptions {
     /// checksums (default true). Off, blocks carry only the keys latscope wrote before these
     /// existed (`ts_min` and `ts_max` included): for testing that readers still handle such files.
     pub zone_maps: bool,
+    /// What happens to a file already at the path (default: kept as `FILE.old`).
+    pub existing: Existing,
+    /// Write the new trace under a temporary name (or none) until [`TraceWriter::commit`]
+    /// (default false: committed when created, the header is at the path from the start).
+    /// Lets a caller give up before committing (say, when the probes fail to start) without
+    /// touching the file at the path.
+    pub staged: bool,
     /// Threads that encode and compress blocks in a [`crate::ThreadedTraceWriter`] (its writer
     /// thread and helpers; blocks are still written in order): 0 (the default) for one per CPU
     /// this process may run on, at most [`MAX_ENCODE_THREADS`]. [`TraceWriter`] itself always
@@ -60,6 +67,8 @@ impl Default for WriterOptions {
             sync_on_finish: true,
             zone_maps: true,
             threads: 0,
+            existing: Existing::Backup,
+            staged: false,
         }
     }
 }
@@ -77,7 +86,7 @@ impl Default for WriterOptions {
 /// without summary (readers warn that it was not closed cleanly).
 pub struct TraceWriter {
     path: PathBuf,
-    file: File,
+    out: Staged,
     max_block_events: usize,
     sync_on_finish: bool,
     zone_maps: bool,
@@ -136,12 +145,15 @@ impl TraceWriter {
         let mut frame = Vec::with_capacity(encoded.ipc_message.len() + 16);
         frame_metadata(&mut frame, &encoded.ipc_message);
 
-        let mut file = File::create(&path).map_err(|e| io("creating the trace file", e))?;
-        file.write_all(&frame).map_err(|e| io("writing the header", e))?;
+        let mut out = Staged::create(&path, StagedOptions::trace(opts.existing))?;
+        out.file().write_all(&frame).map_err(|e| io("writing the header", e))?;
+        if !opts.staged {
+            out.commit()?;
+        }
         Ok(TraceWriter {
             offset: frame.len() as u64,
-            path,
-            file,
+            path: out.path().to_path_buf(),
+            out,
             max_block_events: opts.max_block_events.clamp(1, crate::MAX_BLOCK_ROWS as usize),
             zone_maps: opts.zone_maps,
             sync_on_finish: opts.sync_on_finish,
@@ -157,9 +169,21 @@ impl TraceWriter {
         })
     }
 
-    /// The file being written.
+    /// The file being written (`-` for standard output).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Put a trace created with [`WriterOptions::staged`] at its path: the file there (if any)
+    /// becomes `FILE.old` or is replaced, as [`WriterOptions::existing`] says; returns the
+    /// backup's path, if one was made. Until then nothing at the path has changed, and dropping
+    /// the writer leaves it so. Already committed (the default) or a stream: does nothing.
+    ///
+    /// The header is synced to disk before the rename and the directory after it, so that a
+    /// crash or a power cut after the commit leaves a readable trace at the path, with the
+    /// blocks the kernel had written back (see [`TraceWriter::finish`] for the rest).
+    pub fn commit(&mut self) -> Result<Option<PathBuf>, TraceError> {
+        Ok(self.out.commit()?)
     }
 
     /// Blocks written so far.
@@ -262,7 +286,7 @@ impl TraceWriter {
     /// are written, so this only reports an earlier failure; it does not `fsync`.
     pub fn flush(&mut self) -> Result<(), TraceError> {
         self.check_failed()?;
-        self.file.flush().map_err(|e| self.fail("flushing", e))
+        self.out.file().flush().map_err(|e| self.fail("flushing", e))
     }
 
     /// Write the summary and the end-of-stream marker, `fsync` (unless disabled), and close.
@@ -303,10 +327,11 @@ impl TraceWriter {
         self.write_encoded(&block)?;
         let mut eos = [0u8; 8];
         eos[..4].copy_from_slice(&CONTINUATION);
-        self.file.write_all(&eos).map_err(|e| self.fail("writing the end-of-stream marker", e))?;
-        if self.sync_on_finish {
-            self.file.sync_all().map_err(|e| self.fail("syncing the trace file to disk", e))?;
+        self.out.file().write_all(&eos).map_err(|e| self.fail("writing the end-of-stream marker", e))?;
+        if self.sync_on_finish && self.out.is_file() {
+            self.out.file().sync_all().map_err(|e| self.fail("syncing the trace file to disk", e))?;
         }
+        self.out.commit()?;
         Ok(summary)
     }
 
@@ -324,14 +349,18 @@ impl TraceWriter {
     fn fail(&mut self, op: &str, source: std::io::Error) -> TraceError {
         let op = format!("{op} at byte {}", self.offset);
         self.failed = Some(format!("{op}: {source}"));
-        let _ = self.file.set_len(self.offset);
+        if self.out.is_file() {
+            let offset = self.offset;
+            let _ = self.out.file().set_len(offset);
+        }
         TraceError::Io { path: self.path.clone(), op, source }
     }
 
     /// Write an encoded block (the next one: blocks are numbered in the order they are planned).
     pub(crate) fn write_encoded(&mut self, block: &EncodedBlock) -> Result<(), TraceError> {
         self.check_failed()?;
-        let res = self.file.write_all(&block.frame).and_then(|()| self.file.write_all(&block.body));
+        let f = self.out.file();
+        let res = f.write_all(&block.frame).and_then(|()| f.write_all(&block.body));
         if let Err(e) = res {
             return Err(self.fail(&format!("writing block {}", self.seq), e));
         }
@@ -368,7 +397,7 @@ mod tests {
         b.push(&latscope_event::Event { ts: 1, comm: "x".into(), ..Default::default() });
         let mut w = TraceWriter::create(&path, &TraceHeader::default()).unwrap();
         w.write_batch(&b, 0).unwrap();
-        w.file = File::open(&path).unwrap();
+        *w.out.file() = std::fs::File::open(&path).unwrap();
         let e = w.write_batch(&b, 0).unwrap_err();
         assert!(matches!(e, TraceError::Io { .. }), "{e}");
         assert!(e.to_string().contains("writing block 1 at byte"), "{e}");
