@@ -197,6 +197,12 @@ impl std::fmt::Display for Column {
     }
 }
 
+/// Bytes one row takes in a decoded [`EventBatch`], strings' data aside: the fixed-width columns
+/// and the string offsets (the unit of [`crate::MAX_BLOCK_BYTES`]).
+pub(crate) fn decoded_row_bytes() -> u64 {
+    Column::ALL.iter().map(|c| c.data_type().primitive_width().unwrap_or(4) as u64).sum()
+}
+
 /// The Arrow schema of a trace: one non-nullable column per [`Column`], no metadata.
 pub fn arrow_schema() -> Schema {
     Schema::new(Column::ALL.iter().map(|c| Field::new(c.name(), c.data_type(), false)).collect::<Vec<_>>())

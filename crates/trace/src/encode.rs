@@ -421,6 +421,16 @@ pub(crate) fn validate_batch(b: &EventBatch) -> Result<(), String> {
             ));
         }
         let data = &col.data[first..last];
+        // Blocks are split to decode to at most MAX_BLOCK_BYTES; one event must fit.
+        let room = crate::MAX_BLOCK_BYTES - crate::column::decoded_row_bytes() - 12;
+        if (last - first) as u64 > room {
+            if let Some(i) = offsets.windows(2).position(|w| u64::from(w[1] - w[0]) > room) {
+                return Err(format!(
+                    "column {c}: event {i} holds {} bytes, more than a block holds",
+                    offsets[i + 1] - offsets[i]
+                ));
+            }
+        }
         let s = std::str::from_utf8(data).map_err(|e| format!("column {c}: invalid UTF-8: {e}"))?;
         if !s.is_ascii() && offsets.iter().any(|&o| !s.is_char_boundary(o as usize - first)) {
             return Err(format!("column {c}: a string offset is not on a UTF-8 character boundary"));

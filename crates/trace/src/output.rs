@@ -142,7 +142,8 @@ pub fn check_output_not_input<I: AsRef<Path>>(inputs: &[I], output: impl AsRef<P
 /// `a` and `b` name the same path once `.` components and repeated slashes are ignored
 /// (`trace.lst` and `./trace.lst`); catches a file that does not exist yet.
 fn lexically_equal(a: &Path, b: &Path) -> bool {
-    a.components().eq(b.components())
+    use std::path::Component::CurDir;
+    a.components().filter(|c| *c != CurDir).eq(b.components().filter(|c| *c != CurDir))
 }
 
 /// What a trace writer does with a file already at the destination.

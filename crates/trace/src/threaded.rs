@@ -340,7 +340,7 @@ impl Pipeline {
             self.drain()?;
             return Err(TraceError::InvalidBatch { path: self.w.path().to_path_buf(), block: self.w.blocks(), detail });
         }
-        let parts = self.w.plan(b.len(), lost);
+        let parts = self.w.plan(&b, lost);
         let blocks = self.spare_blocks.pop().unwrap_or_default();
         let mut job = Job { batch: b, parts, blocks, error: None };
         let turn = self.started % (self.helpers.len() + 1);

@@ -10,7 +10,7 @@ use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteOptions};
 use arrow_ipc::MetadataVersion;
 use latscope_event::{EventBatch, TraceHeader, TRACE_FORMAT_VERSION};
 
-use crate::column::arrow_schema;
+use crate::column::{arrow_schema, decoded_row_bytes};
 use crate::encode::{validate_batch, EncodedBlock, Encoder};
 use crate::meta::{frame_metadata, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC};
 use crate::output::{Existing, Staged, StagedOptions};
@@ -216,7 +216,7 @@ impl TraceWriter {
         })?;
         let mut block = std::mem::take(&mut self.block);
         let mut r = Ok(());
-        for (range, meta) in self.plan(batch.len(), lost_total) {
+        for (range, meta) in self.plan(batch, lost_total) {
             r = self.encode(batch, range, meta, &mut block).and_then(|()| self.write_encoded(&block));
             if r.is_err() {
                 break;
@@ -226,14 +226,20 @@ impl TraceWriter {
         r
     }
 
-    /// The blocks of a batch of `n` events written with `lost_total`: each one's events and
-    /// metadata (number, running counts). Counts them as written.
-    pub(crate) fn plan(&mut self, n: usize, lost_total: u64) -> Vec<(std::ops::Range<usize>, BlockMeta)> {
+    /// The blocks of `batch` (validated) written with `lost_total`: each one's events and
+    /// metadata (number, running counts). Counts them as written. A block has at most
+    /// [`WriterOptions::max_block_events`] events and decodes to at most
+    /// [`crate::MAX_BLOCK_BYTES`].
+    pub(crate) fn plan(&mut self, batch: &EventBatch, lost_total: u64) -> Vec<(std::ops::Range<usize>, BlockMeta)> {
         self.lost = self.lost.max(lost_total);
+        let n = batch.len();
         let mut parts = Vec::with_capacity(n / self.max_block_events + 1);
         let mut start = 0;
         loop {
-            let len = (n - start).min(self.max_block_events);
+            let mut len = (n - start).min(self.max_block_events);
+            while len > 1 && decoded_bytes(batch, start..start + len) > crate::MAX_BLOCK_BYTES {
+                len /= 2;
+            }
             self.events += len as u64;
             let meta = BlockMeta {
                 seq: Some(self.planned),
@@ -370,6 +376,19 @@ impl TraceWriter {
     }
 }
 
+/// What events `r` of `b` take decoded: [`decoded_row_bytes`] per event, the final string
+/// offsets, and the strings.
+pub(crate) fn decoded_bytes(b: &EventBatch, r: std::ops::Range<usize>) -> u64 {
+    let strings: u64 = [&b.comm, &b.path, &b.path2]
+        .iter()
+        .map(|c| match (c.offsets.get(r.start), c.offsets.get(r.end)) {
+            (Some(&a), Some(&z)) => u64::from(z.saturating_sub(a)) + 4,
+            _ => 4,
+        })
+        .sum();
+    r.len() as u64 * decoded_row_bytes() + strings
+}
+
 impl std::fmt::Debug for TraceWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TraceWriter")
@@ -385,6 +404,30 @@ impl std::fmt::Debug for TraceWriter {
 mod tests {
     use super::*;
     use crate::TraceReader;
+
+    /// Blocks are split so that each decodes to at most MAX_BLOCK_BYTES (here: strings of
+    /// 100 MB per event, never touched).
+    #[test]
+    fn plan_splits_blocks_beyond_the_decoded_bound() {
+        let dir = std::env::temp_dir().join(format!("latscope-trace-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut w = TraceWriter::create(dir.join("p.lst"), &TraceHeader::default()).unwrap();
+        let mut b = EventBatch::with_capacity(5);
+        for _ in 0..5 {
+            b.push(&latscope_event::Event::default());
+        }
+        b.path.offsets = (0..=5u32).map(|i| i * 100_000_000).collect();
+        b.path.data = vec![0; 500_000_000];
+        let parts = w.plan(&b, 0);
+        let ranges: Vec<_> = parts.iter().map(|(r, _)| r.clone()).collect();
+        assert!(ranges.len() >= 3, "{ranges:?}");
+        assert!(ranges.iter().all(|r| decoded_bytes(&b, r.clone()) <= crate::MAX_BLOCK_BYTES), "{ranges:?}");
+        assert!(ranges.windows(2).all(|w| w[0].end == w[1].start) && ranges[0].start == 0, "{ranges:?}");
+        assert_eq!(ranges.last().unwrap().end, 5);
+        let seqs: Vec<u64> = parts.iter().map(|(_, m)| m.seq.unwrap()).collect();
+        assert_eq!(seqs, (0..ranges.len() as u64).collect::<Vec<_>>());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// A write failure (here: the file handle replaced by a read-only one) stops the writer;
     /// the file keeps the blocks written before and stays readable.
