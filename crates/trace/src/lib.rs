@@ -65,6 +65,8 @@ mod column;
 mod decode;
 mod encode;
 mod error;
+#[doc(hidden)]
+pub mod fuzz_support;
 mod meta;
 mod output;
 mod reader;
