@@ -15,7 +15,10 @@ fn main() {
         ("mut_none", vec![1]),
         ("mut_flip_block", [vec![1, 0], 700u32.to_le_bytes().to_vec(), vec![3]].concat()),
         ("mut_cut_block", [vec![1, 1], 900u32.to_le_bytes().to_vec()].concat()),
-        ("mut_overwrite_len", [vec![1, 2], 604u32.to_le_bytes().to_vec(), 0x7fff_fff8u32.to_le_bytes().to_vec()].concat()),
+        (
+            "mut_overwrite_len",
+            [vec![1, 2], 604u32.to_le_bytes().to_vec(), 0x7fff_fff8u32.to_le_bytes().to_vec()].concat(),
+        ),
         ("mut_insert", [vec![1, 3], 650u32.to_le_bytes().to_vec(), vec![4, 0xff, 0xff, 0xff, 0xff]].concat()),
         ("mut_splice", vec![1, 4, 3, 1]),
         ("mut_dup", vec![0x83, 5, 2, 2]),
