@@ -157,6 +157,52 @@ pub fn heat_color(ratio: f64) -> String {
     format!("rgb({r},{g},{b})")
 }
 
+/// Widths of the printable ASCII characters in Verdana, the widest of the fonts the documents ask
+/// for, in thousandths of an em (from the space, 0x20, to the tilde, 0x7e).
+const VERDANA_WIDTHS: [u16; 95] = [
+    352, 394, 459, 818, 636, 1076, 727, 269, 454, 454, 636, 818, 364, 454, 364, 454, // space to /
+    636, 636, 636, 636, 636, 636, 636, 636, 636, 636, 454, 454, 818, 818, 818, 545, // 0 to ?
+    1000, 684, 686, 698, 771, 632, 575, 775, 751, 421, 455, 693, 557, 843, 748, 787, // @ to O
+    603, 787, 695, 684, 616, 732, 684, 989, 685, 615, 685, 454, 454, 454, 818, 636, // P to _
+    636, 601, 623, 521, 623, 596, 352, 623, 633, 274, 344, 592, 274, 973, 633, 607, // ` to o
+    623, 623, 427, 521, 394, 633, 592, 818, 592, 592, 525, 635, 454, 635, 818, // p to ~
+];
+
+/// The width of `s` in pixels at font size `size`, as Verdana draws it (other fonts the documents
+/// fall back to are narrower): a bound for laying text out without a font at hand.
+pub fn text_width(s: &str, size: f64) -> f64 {
+    let em: u32 = s
+        .chars()
+        .map(|c| match c as u32 {
+            u @ 0x20..=0x7e => u32::from(VERDANA_WIDTHS[(u - 0x20) as usize]),
+            0x2e80.. => 1000,
+            _ => 800,
+        })
+        .sum();
+    f64::from(em) / 1000.0 * size
+}
+
+/// `s` cut in the middle with `…` so that it is at most `max` pixels wide at `size` (unchanged
+/// when it fits).
+pub fn fit(s: &str, size: f64, max: f64) -> String {
+    if text_width(s, size) <= max {
+        return s.to_string();
+    }
+    let chars: Vec<char> = s.chars().collect();
+    // Keep more of the start (what it is) than of the end (a file name).
+    let mut keep = chars.len();
+    while keep > 1 {
+        keep -= 1;
+        let head = (keep * 3).div_ceil(5);
+        let cut: String =
+            chars[..head].iter().chain(['…'].iter()).chain(&chars[chars.len() - (keep - head)..]).collect();
+        if text_width(&cut, size) <= max {
+            return cut;
+        }
+    }
+    "…".into()
+}
+
 /// Colours of chart series, distinguishable and readable on white.
 pub const SERIES_COLORS: [&str; 8] =
     ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
@@ -192,6 +238,27 @@ impl Svg {
         let _ = writeln!(
             self.buf,
             r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" {extra}>{}</text>"#,
+            esc(s)
+        );
+    }
+
+    /// A text element at most `max` pixels wide: drawn smaller (down to 80 % of `size`) when that
+    /// makes it fit, else cut in the middle with `…`; a cut text keeps the whole in a tooltip.
+    #[allow(clippy::too_many_arguments)]
+    pub fn text_fit(&mut self, x: f64, y: f64, size: f64, anchor: &str, fill: &str, s: &str, extra: &str, max: f64) {
+        let w = text_width(s, size);
+        if w <= max {
+            return self.text(x, y, size, anchor, fill, s, extra);
+        }
+        let smaller = (size * max / w * 10.0).floor() / 10.0;
+        if smaller >= size * 0.8 {
+            return self.text(x, y, smaller, anchor, fill, s, extra);
+        }
+        let small = (size * 0.8 * 10.0).round() / 10.0;
+        let _ = writeln!(
+            self.buf,
+            r#"<text x="{x:.1}" y="{y:.1}" font-size="{small}" text-anchor="{anchor}" fill="{fill}" {extra}>{}<title>{}</title></text>"#,
+            esc(&fit(s, small, max)),
             esc(s)
         );
     }
@@ -270,6 +337,19 @@ mod tests {
         assert_eq!(nice_step(0.7), 1.0);
         assert_eq!(log_ticks(1e3, 1e9), vec![1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]);
         assert_eq!(log_ticks(15.0, 600.0), vec![20.0, 50.0, 100.0, 200.0, 500.0]);
+    }
+
+    #[test]
+    fn fitting() {
+        assert_eq!(text_width("mm", 10.0), 2.0 * 9.73);
+        assert_eq!(fit("short", 12.0, 500.0), "short");
+        let long = "Syscall latency histogram of 'proc.name = x' — /tmp/a/very/long/path/to/the/trace.lst";
+        let cut = fit(long, 12.0, 300.0);
+        assert!(text_width(&cut, 12.0) <= 300.0 && cut.contains('…') && cut.ends_with(".lst"), "{cut}");
+        let mut d = Svg::new(100.0, 100.0, "");
+        d.text_fit(0.0, 10.0, 12.0, "start", "black", long, "", 200.0);
+        let out = d.finish();
+        assert!(out.contains("<title>Syscall latency histogram"), "{out}");
     }
 
     #[test]

@@ -132,14 +132,22 @@ pub fn run(a: Args) -> Result<ExitCode> {
         (hb.finish(), a.field.unit(), what, finish_scan(&scan.report()))
     };
     let hidden = keep_largest(&mut groups, a.limit);
-    let o = HistOptions { scale: a.scale(&unit)?, unit, bar_width: a.width.clamp(1, 400), what, ..Default::default() };
+    let filter = a.read.filter.filter.clone().filter(|f| !f.trim().is_empty());
+    let o = HistOptions {
+        scale: a.scale(&unit)?,
+        unit,
+        bar_width: a.width.clamp(1, 400),
+        what,
+        filter,
+        ..Default::default()
+    };
     let heading = |name: &str| match by {
         GroupBy::All | GroupBy::Syscall | GroupBy::Op => name.to_string(),
         _ => format!("{} {name}", by.name()),
     };
     if let Some(p) = &a.svg {
         let refs: Vec<(String, &Histogram)> = groups.iter().map(|(n, h)| (heading(n), h)).collect();
-        let title = format!("{} histogram — {}", histview::capitalize(&o.what), a.read.file.display());
+        let title = histview::svg_title(&o, &a.read.file.display().to_string());
         write_output(Some(p), histview::render_svg(&refs, &o, &title).as_bytes())?;
         eprintln!("latscope: wrote {}", p.display());
     }

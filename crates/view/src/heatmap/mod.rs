@@ -159,6 +159,49 @@ impl YUnit {
             YUnit::Raw(u) => format!("{}{u}", crate::svg::fmt_num(v)),
         }
     }
+    /// One value with its unit and `digits` significant digits (at least 3, and never fewer than
+    /// the integer part has): `1.0195ms` where [`YUnit::fmt`] writes `1.02ms`. Integers below
+    /// the first unit step (ns, bytes) are written exactly.
+    pub fn fmt_digits(&self, v: f64, digits: usize) -> String {
+        if digits <= 3 {
+            return self.fmt(v);
+        }
+        let sig = |x: f64| {
+            let int_digits = if x.abs() >= 1.0 { x.abs().log10().floor() as usize + 1 } else { 1 };
+            let decimals = digits.saturating_sub(int_digits);
+            format!("{x:.decimals$}")
+        };
+        match self {
+            YUnit::Nanos => {
+                let (x, u) = match v.abs() {
+                    a if a < 1e3 => (v, "ns"),
+                    a if a < 1e6 => (v / 1e3, "us"),
+                    a if a < 1e9 => (v / 1e6, "ms"),
+                    _ => (v / 1e9, "s"),
+                };
+                if u == "ns" && x == x.trunc() {
+                    format!("{x}ns")
+                } else {
+                    format!("{}{u}", sig(x))
+                }
+            }
+            YUnit::Bytes => {
+                let mut x = v;
+                let mut unit = 0;
+                while x.abs() >= 1024.0 && unit < 4 {
+                    x /= 1024.0;
+                    unit += 1;
+                }
+                let u = ["B", "KiB", "MiB", "GiB", "TiB"][unit];
+                if unit == 0 && x == x.trunc() {
+                    format!("{x}B")
+                } else {
+                    format!("{}{u}", sig(x))
+                }
+            }
+            YUnit::Raw(u) => format!("{}{u}", sig(v)),
+        }
+    }
     /// A range `lo-hi` with units (`1200-1220us` for raw units, as trace2heatmap.pl writes it).
     pub fn fmt_range(&self, lo: f64, hi: f64) -> String {
         match self {

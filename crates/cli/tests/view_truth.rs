@@ -1,0 +1,139 @@
+//! Views of recorded workloads with known behaviour: sleeps of known lengths (histogram peaks),
+//! overlapping long and short calls (event order).
+
+mod common;
+mod viewsupport;
+use common::*;
+use latscope_event::units::parse_duration_ns;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Records `script` (run by sh) into `dir/name.lst`, following its children; the recording must
+/// lose nothing.
+fn record(dir: &Path, name: &str, script: &str) -> PathBuf {
+    let trace = dir.join(format!("{name}.lst"));
+    let o = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--json", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "record failed: {}", String::from_utf8_lossy(&o.stderr));
+    let s: Value = serde_json::from_slice(&o.stdout).expect("summary is JSON");
+    assert_eq!(s["lost"], 0, "no event may be lost: {s}");
+    assert_eq!(s["command_status"], 0, "workload failed: {s}");
+    trace
+}
+
+/// `(from, to, count, marked peak)` of each bin line of `latscope hist` text.
+fn bin_lines(text: &str) -> Vec<(String, String, u64, Option<u32>)> {
+    text.lines()
+        .filter(|l| l.contains('%') && l.contains(" - ") && !l.contains("peak ") || l.contains("◀ peak"))
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let count = w.get(3)?.parse().ok()?;
+            let peak = l.split("◀ peak ").nth(1).map(|p| p.trim().parse().unwrap());
+            Some((w[0].to_string(), w[2].to_string(), count, peak))
+        })
+        .collect()
+}
+
+#[test]
+fn hist_peaks_sit_on_the_bars_of_known_sleeps() {
+    if !require_bpf("hist_peaks_sit_on_the_bars_of_known_sleeps") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ls = bin();
+    let ls = ls.display();
+    let trace = record(
+        tmp.path(),
+        "sleeps",
+        &format!("{ls} load --op nanosleep --sleep 100us -n 1000 >/dev/null && {ls} load --op nanosleep --sleep 1ms -n 1000 >/dev/null"),
+    );
+    let t = trace.to_str().unwrap();
+    let filter = "proc.name = latscope-load and evt.type = nanosleep";
+    let j: Value = serde_json::from_str(&latscope_ok(&["hist", "-r", t, filter, "--json"])).unwrap();
+    let g = &j["groups"][0];
+    assert_eq!(g["stats"]["count"], 2000, "every sleep counted once");
+    assert_eq!(j["groups"][0]["filter"], filter);
+    let mut peaks = g["peaks"].as_array().unwrap().clone();
+    assert_eq!(peaks.len(), 2, "{peaks:#?}");
+    peaks.sort_by_key(|p| p["mode_low"].as_u64().unwrap());
+    // A sleep lasts at least what it asked for, plus the timer slack (50 us by default) and the
+    // wake-up: the modes are just above 100 us and 1 ms.
+    for (p, asked) in peaks.iter().zip([100_000u64, 1_000_000]) {
+        let (lo, hi) = (p["mode_low"].as_u64().unwrap(), p["mode_high"].as_u64().unwrap());
+        assert!(lo >= asked && hi <= asked + asked / 2 + 100_000, "mode {lo}..{hi} for {asked}: {p}");
+        assert!((p["share"].as_f64().unwrap() - 0.5).abs() < 0.05, "{p}");
+        // The mode lies inside the range of the middle 80 % of the peak's events.
+        assert!(p["p10"].as_u64().unwrap() <= lo && hi <= p["p90"].as_u64().unwrap(), "{p}");
+    }
+    // Text, log bins and every bucket: the marker of each peak is on the tallest bar of its
+    // region (the bars below 500 us for the short sleeps, above for the long ones), and in
+    // --full the labels of neighbouring buckets differ.
+    for extra in [None, Some("--full"), Some("--per-decade=7")] {
+        let mut args = vec!["hist", "-r", t, filter];
+        args.extend(extra);
+        let text = latscope_ok(&args);
+        assert!(text.starts_with(&format!("syscall latency of '{filter}': 2000 events")), "{text}");
+        let lines = bin_lines(&text);
+        let ns = |s: &str| parse_duration_ns(s).unwrap();
+        for (k, region) in [(2u32, 0..500_000u64), (1, 500_000..u64::MAX)] {
+            let in_region: Vec<_> = lines.iter().filter(|l| region.contains(&ns(&l.0))).collect();
+            let tallest = in_region.iter().map(|l| l.2).max().unwrap();
+            let marked: Vec<_> = in_region.iter().filter(|l| l.3.is_some()).collect();
+            assert_eq!(marked.len(), 1, "{extra:?}: one marker in {region:?}:\n{text}");
+            assert_eq!(
+                marked[0].2, tallest,
+                "{extra:?}: peak {k} marked on a {} bar, tallest {tallest}:\n{text}",
+                marked[0].2
+            );
+        }
+        if extra == Some("--full") {
+            assert!(lines.iter().all(|l| l.0 != l.1), "a bucket reads 'x - x':\n{text}");
+            assert!(lines.windows(2).all(|w| w[0].0 != w[1].0), "neighbours read alike:\n{text}");
+        }
+    }
+    // SVG: each peak's dashed line passes through the tallest bar of the peak, in Chromium too.
+    let svg = tmp.path().join("h.svg");
+    latscope_ok(&["hist", "-r", t, filter, "--svg", svg.to_str().unwrap()]);
+    let doc = std::fs::read_to_string(&svg).unwrap();
+    assert!(doc.contains(&format!("of &#39;{filter}&#39;")), "the title names the filter");
+    // (x from, x to, lowest value, count) of each bar; the lines' x.
+    let bars: Vec<(f64, f64, f64, u64)> = doc
+        .lines()
+        .filter(|l| l.contains(r#"class="bar""#))
+        .map(|l| {
+            let n = |k: &str| -> f64 { viewsupport::attr(l, k).unwrap().parse().unwrap() };
+            (n("x"), n("x") + n("width"), n("data-lo"), n("data-n") as u64)
+        })
+        .collect();
+    let lines: Vec<f64> = doc
+        .lines()
+        .filter(|l| l.contains(r#"class="peak""#))
+        .map(|l| viewsupport::attr(l, "x1").unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for x in &lines {
+        let bar = bars.iter().find(|b| b.0 <= *x && *x <= b.1).expect("each peak line is on a bar");
+        let short = bar.2 < 500_000.0;
+        let tallest = bars.iter().filter(|b| (b.2 < 500_000.0) == short).map(|b| b.3).max().unwrap();
+        assert_eq!(bar.3, tallest, "the line at x={x} is on a {}-event bar, the tallest holds {tallest}", bar.3);
+    }
+    if let Some(chrome) = viewsupport::chromium("hist_peaks_sit_on_the_bars_of_known_sleeps") {
+        let layout = viewsupport::layout(&chrome, &svg, "");
+        let tallest = layout.iter().filter(|b| b.class == "bar").map(|b| b.h).fold(0.0, f64::max);
+        for l in layout.iter().filter(|e| e.class == "peak") {
+            let x = l.x + l.w / 2.0;
+            assert!(
+                layout
+                    .iter()
+                    .any(|b| b.class == "bar" && b.x - 0.5 <= x && x <= b.x + b.w + 0.5 && b.h > tallest * 0.5),
+                "a peak line at x={x} is on no tall bar as drawn"
+            );
+        }
+        viewsupport::assert_text_fits(&layout, "hist");
+    }
+}
