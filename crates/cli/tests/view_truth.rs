@@ -137,3 +137,69 @@ fn hist_peaks_sit_on_the_bars_of_known_sleeps() {
         viewsupport::assert_text_fits(&layout, "hist");
     }
 }
+
+/// `(start, end)` of each event of `latscope events --json ARGS`, as printed.
+fn printed(args: &[&str]) -> Vec<(u64, u64, bool)> {
+    let mut a = vec!["events", "--json"];
+    a.extend(args);
+    json_lines(&latscope_ok(&a))
+        .iter()
+        .map(|e| {
+            let ts = e["ts_ns"].as_u64().unwrap();
+            (ts, ts + e["latency_ns"].as_u64().unwrap(), e["late"] == true)
+        })
+        .collect()
+}
+
+fn inversions(keys: impl Iterator<Item = u64>) -> usize {
+    let v: Vec<u64> = keys.collect();
+    v.windows(2).filter(|w| w[1] < w[0]).count()
+}
+
+#[test]
+fn events_print_in_start_order_with_overlapping_long_and_short_calls() {
+    if !require_bpf("events_print_in_start_order_with_overlapping_long_and_short_calls")
+        || !require_tool("events_print_in_start_order_with_overlapping_long_and_short_calls", "mkfs.ext4")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let lfs = LoopFs::new("ext4", 64);
+    // Two sleeps (0.8 s and 0.3 s) overlap hundreds of short calls and direct writes whose block
+    // requests are recorded in blocks of their own.
+    let script = format!(
+        "sleep 0.8 & sleep 0.3 & for i in $(seq 200); do cat /etc/hostname >/dev/null; done; \
+         dd if=/dev/zero of={}/f bs=64k count=64 oflag=direct 2>/dev/null; wait",
+        lfs.mnt.display()
+    );
+    let trace = record(tmp.path(), "overlap", &script);
+    let t = trace.to_str().unwrap();
+    let by_start = printed(&["-r", t]);
+    assert!(by_start.len() > 2000, "{} events", by_start.len());
+    let long = by_start.iter().filter(|e| e.1 - e.0 >= 700_000_000).count();
+    let during = |e: &(u64, u64, bool)| by_start.iter().filter(|s| s.0 > e.0 && s.1 < e.1).count();
+    assert!(by_start.iter().any(|e| e.1 - e.0 >= 700_000_000 && during(e) > 1000), "{long} long calls");
+    // The file holds them in completion order, with the two streams interleaved: not start order.
+    let by_end = printed(&["-r", t, "--sort", "end"]);
+    assert!(inversions(by_end.iter().map(|e| e.0)) > 0, "the workload has no overlapping calls");
+    // Start order by default, completion order with --sort end: every event once, no inversion,
+    // nothing late.
+    assert_eq!(inversions(by_start.iter().map(|e| e.0)), 0);
+    assert_eq!(inversions(by_end.iter().map(|e| e.1)), 0);
+    assert!(by_start.iter().chain(&by_end).all(|e| !e.2));
+    let mut a: Vec<_> = by_start.iter().map(|e| (e.0, e.1)).collect();
+    let mut b: Vec<_> = by_end.iter().map(|e| (e.0, e.1)).collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    assert_eq!(a, b);
+    // A window shorter than the sleeps: they come out late and marked, the rest in order.
+    let short = printed(&["-r", t, "--window", "100ms"]);
+    assert_eq!(short.len(), by_start.len());
+    let late: Vec<_> = short.iter().filter(|e| e.2).collect();
+    assert!(late.iter().any(|e| e.1 - e.0 >= 700_000_000), "the 0.8 s sleep is late: {late:?}");
+    assert_eq!(inversions(short.iter().filter(|e| !e.2).map(|e| e.0)), 0);
+    let o = latscope(&["events", "-r", t, "--window", "100ms"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(text.lines().filter(|l| l.ends_with(" [late]")).count(), late.len());
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("{} events printed late", late.len())));
+}
