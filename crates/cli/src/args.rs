@@ -134,6 +134,24 @@ pub fn finish_scan(report: &ScanReport) -> ExitCode {
     }
 }
 
+/// Refuses a value range whose lower end (`lo`, given by the flag `lo_flag`) lies above its upper
+/// end (or at it, when `strict`), naming both flags and values with units.
+pub fn check_range(
+    (lo_flag, lo): (&str, Option<f64>),
+    (hi_flag, hi): (&str, Option<f64>),
+    strict: bool,
+    fmt: impl Fn(f64) -> String,
+) -> Result<()> {
+    if let (Some(lo), Some(hi)) = (lo, hi) {
+        if lo > hi || (strict && lo == hi) {
+            let rel = if lo > hi { "is above" } else { "must be below" };
+            let hint = if lo > hi { ": swap them" } else { "" };
+            bail!("{lo_flag} ({}) {rel} {hi_flag} ({}){hint}", fmt(lo), fmt(hi));
+        }
+    }
+    Ok(())
+}
+
 /// Which syscalls to trace live.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyscallsArg {

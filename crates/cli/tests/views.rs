@@ -917,3 +917,38 @@ fn closed_output_pipe_ends_quietly() {
         assert!(!out.status.success() || err.is_empty(), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn min_above_max_is_an_error_with_units_in_every_view() {
+    let f = fixture();
+    let p = f.path.to_str().unwrap();
+    let dir = f.path.parent().unwrap();
+    let text = dir.join("two.txt");
+    std::fs::write(&text, "1 5\n2 7\n").unwrap();
+    let svg = dir.join("never.svg");
+    let s = svg.to_str().unwrap();
+    let t = text.to_str().unwrap();
+    let cases: [(&[&str], &[&str]); 7] = [
+        (&["heatmap", "-r", p, "--minlat", "2ms", "--maxlat", "1ms", "-o", s], &["--minlat (2ms)", "--maxlat (1ms)"]),
+        (&["heatmap", "-r", p, "--linear", "--minlat", "2ms", "--maxlat", "1ms", "-o", s], &["--minlat (2ms)"]),
+        (&["heatmap", "-r", p, "--y", "size", "--minlat", "8KiB", "--maxlat", "4KiB", "-o", s], &["(8KiB)", "(4KiB)"]),
+        (
+            &["heatmap", "--input", "text", "-r", t, "--unitslat", "us", "--minlat", "9ms", "--maxlat", "3", "-o", s],
+            &["(9000us)", "(3us)"],
+        ),
+        (&["hist", "-r", p, "--linear", "--min", "2ms", "--max", "1ms"], &["--min (2ms) is above --max (1ms)"]),
+        (&["hist", "-r", p, "--field", "size", "--linear", "--min", "8KiB", "--max", "1KiB"], &["(8KiB)", "(1KiB)"]),
+        (&["spectrogram", "-r", p, "--no-pace", "--min", "2ms", "--max", "1ms"], &["--min (2ms) is above --max (1ms)"]),
+    ];
+    for (args, wants) in cases {
+        let o = latscope(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        for w in wants {
+            assert!(err.contains(w), "{args:?}: {err:?} lacks {w:?}");
+        }
+        assert!(o.stdout.is_empty() && !svg.exists(), "{args:?} wrote something");
+    }
+    let o = latscope(&["spectrogram", "-r", p, "--min", "1ms", "--max", "1ms"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--min (1ms) must be below --max (1ms)"));
+}

@@ -6,7 +6,7 @@ use latscope_event::EventKind;
 use latscope_view::group::GroupBy;
 use latscope_view::heatmap::text::{parse_two_columns, text_map, units_per_sec, TextMapOptions};
 use latscope_view::heatmap::{
-    grid_note, render_svg, EventMapBuilder, EventMapOptions, HeatMap, RenderOptions, YField, YScale, YSpec, YUnit,
+    grid_note, render_svg, EventMapBuilder, EventMapOptions, HeatMap, RenderOptions, YArgs, YField, YSpec, YUnit,
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -108,31 +108,17 @@ pub struct Args {
 }
 
 impl Args {
-    /// Rows from the options, values parsed in `unit`.
-    fn yspec(&self, unit: YUnit, log_default: bool) -> Result<YSpec> {
-        let scale = if self.log || (!self.linear && log_default) { YScale::Log } else { YScale::Linear };
-        let parse = |o: &Option<String>, flag: &str| -> Result<Option<f64>> {
-            o.as_deref().map(|s| unit.parse_value(s).map_err(anyhow::Error::msg).context(flag.to_string())).transpose()
-        };
-        let y = YSpec {
-            scale,
+    /// The value axis of `field` from the options, values read in `unit`.
+    fn yspec(&self, field: YField, unit: YUnit, log_default: bool) -> Result<YSpec> {
+        let y = YArgs {
+            log: self.log,
+            linear: self.linear,
             rows: self.rows,
-            step: parse(&self.steplat, "--steplat")?,
-            min: parse(&self.minlat, "--minlat")?,
-            max: parse(&self.maxlat, "--maxlat")?,
-            max_exclusive: false,
-            unit,
-            label: self.y.label().to_string(),
+            min: self.minlat.clone(),
+            max: self.maxlat.clone(),
+            step: self.steplat.clone(),
         };
-        if let (Some(lo), Some(hi)) = (y.min, y.max) {
-            if lo > hi {
-                bail!("--minlat ({}) is above --maxlat ({})", y.unit.fmt(lo), y.unit.fmt(hi));
-            }
-        }
-        if scale == YScale::Log && y.step.is_some() {
-            bail!("--steplat is for linear rows: use --linear, or --rows with --log");
-        }
-        Ok(y)
+        YSpec::from_args(&y, field, unit, log_default).map_err(anyhow::Error::msg)
     }
 
     fn check(&self) -> Result<()> {
@@ -141,9 +127,6 @@ impl Args {
         }
         if !(1.0..=200.0).contains(&self.boxsize) {
             bail!("--boxsize must be between 1 and 200 pixels");
-        }
-        if self.rows == 0 {
-            bail!("--rows must be at least 1");
         }
         Ok(())
     }
@@ -164,16 +147,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         bail!("--y qtime is the block queue time: add --block");
     }
     let unit = a.y.unit();
-    let subsec = a.y == YField::Subsecond;
-    let mut yspec = a.yspec(unit.clone(), unit == YUnit::Nanos && !subsec)?;
-    if subsec {
-        if yspec.scale == YScale::Log {
-            bail!("--y subsecond needs linear rows");
-        }
-        yspec.min = Some(yspec.min.unwrap_or(0.0));
-        yspec.max = Some(yspec.max.unwrap_or(1e9).min(1e9));
-        yspec.max_exclusive = yspec.max == Some(1e9);
-    }
+    let yspec = a.yspec(a.y, unit.clone(), unit == YUnit::Nanos && a.y != YField::Subsecond)?;
     let opts = EventMapOptions {
         kind,
         y: a.y,
@@ -254,7 +228,8 @@ fn run_text(a: Args) -> Result<ExitCode> {
         units_per_sec: ups,
         value_unit: a.unitslat.clone(),
         subsecond,
-        yspec: a.yspec(unit, false)?,
+        // Text input's offsets within the second are in its own time unit: text_map sets them.
+        yspec: a.yspec(YField::Latency, unit, false)?,
         step_sec: a.stepsec,
         max_col: a.maxcol,
         title: a.title.clone(),

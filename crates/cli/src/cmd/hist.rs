@@ -1,7 +1,7 @@
 //! `latscope hist`: events -> high-resolution histogram(s) with statistics and peaks, as text, SVG
 //! or JSON.
 
-use crate::args::{finish_scan, write_output, InputArg, JsonArg, ReadArgs, ScanPlan};
+use crate::args::{check_range, finish_scan, write_output, InputArg, JsonArg, ReadArgs, ScanPlan};
 use anyhow::{bail, Context, Result};
 use latscope_event::EventKind;
 use latscope_hist::Histogram;
@@ -83,11 +83,8 @@ impl Args {
                 .context(flag.to_string())
         };
         let (min, max) = (value(&self.min, "--min")?, value(&self.max, "--max")?);
-        if let (Some(lo), Some(hi)) = (min, max) {
-            if lo > hi {
-                bail!("--min ({}) is above --max ({})", unit.fmt(lo as f64), unit.fmt(hi as f64));
-            }
-        }
+        let f = |v: Option<u64>| v.map(|v| v as f64);
+        check_range(("--min", f(min)), ("--max", f(max)), false, |v| unit.fmt_short(v))?;
         if !self.linear {
             if min.is_some() || max.is_some() {
                 bail!("--min/--max set the range of linear bins: add --linear");

@@ -202,6 +202,11 @@ impl YUnit {
             YUnit::Raw(u) => format!("{}{u}", sig(v)),
         }
     }
+    /// One value with its unit, without trailing zeros: `2ms` and `1.5us` where [`YUnit::fmt`]
+    /// writes `2.00ms` and `1.50us` (tick labels, messages).
+    pub fn fmt_short(&self, v: f64) -> String {
+        trim_zeros(&self.fmt(v))
+    }
     /// A range `lo-hi` with units (`1200-1220us` for raw units, as trace2heatmap.pl writes it).
     pub fn fmt_range(&self, lo: f64, hi: f64) -> String {
         match self {
@@ -249,6 +254,17 @@ impl YUnit {
             }
         }
     }
+}
+
+/// `2.00ms` as `2ms`, `1.50us` as `1.5us`, `10.0MiB` as `10MiB`: the zeros after a decimal point
+/// of the number at the start of `s` are dropped.
+pub fn trim_zeros(s: &str) -> String {
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(s.len());
+    let (num, rest) = s.split_at(end);
+    if !num.contains('.') {
+        return s.to_string();
+    }
+    format!("{}{rest}", num.trim_end_matches('0').trim_end_matches('.'))
 }
 
 /// Linear or logarithmic rows.
@@ -350,6 +366,73 @@ impl Default for YSpec {
             unit: YUnit::Raw(String::new()),
             label: "Latency".into(),
         }
+    }
+}
+
+/// The value axis as a command line gives it: the flags, values with units still as text.
+#[derive(Debug, Clone, Default)]
+pub struct YArgs {
+    /// `--log`.
+    pub log: bool,
+    /// `--linear`.
+    pub linear: bool,
+    /// `--rows`.
+    pub rows: usize,
+    /// `--minlat`.
+    pub min: Option<String>,
+    /// `--maxlat`.
+    pub max: Option<String>,
+    /// `--steplat`.
+    pub step: Option<String>,
+}
+
+impl YSpec {
+    /// The rows for `field` from a command line's flags, values read in `unit`; log rows unless
+    /// `--linear` when `log_default`. Offsets within the second (`Subsecond`) take linear rows
+    /// within `[0, 1 s)`. Errors name the flag, with units.
+    pub fn from_args(a: &YArgs, field: YField, unit: YUnit, log_default: bool) -> Result<YSpec, String> {
+        let scale = if a.log || (!a.linear && log_default) { YScale::Log } else { YScale::Linear };
+        let parse = |o: &Option<String>, flag: &str| -> Result<Option<f64>, String> {
+            o.as_deref().map(|s| unit.parse_value(s).map_err(|e| format!("{flag}: {e}"))).transpose()
+        };
+        let mut y = YSpec {
+            scale,
+            rows: a.rows,
+            step: parse(&a.step, "--steplat")?,
+            min: parse(&a.min, "--minlat")?,
+            max: parse(&a.max, "--maxlat")?,
+            max_exclusive: false,
+            unit,
+            label: field.label().to_string(),
+        };
+        if a.rows == 0 {
+            return Err("--rows must be at least 1".into());
+        }
+        if let (Some(lo), Some(hi)) = (y.min, y.max) {
+            if lo > hi {
+                let f = |v| y.unit.fmt_short(v);
+                return Err(format!("--minlat ({}) is above --maxlat ({}): swap them", f(lo), f(hi)));
+            }
+        }
+        if scale == YScale::Log && y.step.is_some() {
+            return Err("--steplat is for linear rows: use --linear, or --rows with --log".into());
+        }
+        if field == YField::Subsecond {
+            if scale == YScale::Log {
+                return Err("--y subsecond needs linear rows".into());
+            }
+            let min = y.min.unwrap_or(0.0);
+            if min >= 1e9 {
+                return Err(format!(
+                    "--minlat ({}) is past the end of the second: --y subsecond shows offsets from 0 to 1s",
+                    y.unit.fmt_short(min)
+                ));
+            }
+            y.min = Some(min);
+            y.max = Some(y.max.unwrap_or(1e9).min(1e9));
+            y.max_exclusive = y.max == Some(1e9);
+        }
+        Ok(y)
     }
 }
 
@@ -604,7 +687,8 @@ impl Binning {
                     None => min + rows_wanted as f64,
                 };
                 if max < min {
-                    return Err(format!("the largest value shown ({}) is below the smallest ({})", max, min));
+                    let f = |v| y.unit.fmt_short(v);
+                    return Err(format!("the largest value shown ({}) is below the smallest ({})", f(max), f(min)));
                 }
                 let step = match y.step {
                     Some(s) if s > 0.0 && s.is_finite() => s,
@@ -644,7 +728,8 @@ impl Binning {
                     None => min * 10.0,
                 };
                 if max < min {
-                    return Err(format!("the largest value shown ({max}) is below the smallest ({min})"));
+                    let f = |v| y.unit.fmt_short(v);
+                    return Err(format!("the largest value shown ({}) is below the smallest ({})", f(max), f(min)));
                 }
                 let grid = LogGrid::new(stream::log_per_decade(rows_wanted, min, max));
                 let j0 = grid.bin_of(min).unwrap_or(0);
