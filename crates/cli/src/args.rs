@@ -266,6 +266,16 @@ pub fn write_output(out: Option<&Path>, data: &[u8]) -> Result<()> {
     }
 }
 
+/// Refuses to write `what` (an SVG document) to standard output when that is a terminal, where
+/// it would be a screenful of markup: says to use `how` instead.
+pub fn refuse_terminal(out: Option<&Path>, what: &str, how: &str) -> Result<()> {
+    use std::io::IsTerminal;
+    if out.is_none_or(|p| p.as_os_str() == "-") && std::io::stdout().is_terminal() {
+        bail!("{what} is an SVG document, not for a terminal: write it to a file with {how}");
+    }
+    Ok(())
+}
+
 /// The output's name for messages.
 pub fn shown(p: Option<&Path>) -> String {
     match p {

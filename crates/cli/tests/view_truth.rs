@@ -57,7 +57,7 @@ fn hist_peaks_sit_on_the_bars_of_known_sleeps() {
     let j: Value = serde_json::from_str(&latscope_ok(&["hist", "-r", t, filter, "--json"])).unwrap();
     let g = &j["groups"][0];
     assert_eq!(g["stats"]["count"], 2000, "every sleep counted once");
-    assert_eq!(j["groups"][0]["filter"], filter);
+    assert_eq!(j["filter"], filter);
     let mut peaks = g["peaks"].as_array().unwrap().clone();
     assert_eq!(peaks.len(), 2, "{peaks:#?}");
     peaks.sort_by_key(|p| p["mode_low"].as_u64().unwrap());

@@ -103,7 +103,7 @@ fn heatmap_text_cells_equal_trace2heatmap_rule() {
     // (our extra args, rule arguments)
     type Case<'a> = (Vec<&'a str>, f64, f64, f64, f64, Option<f64>, Option<f64>);
     let cases: Vec<Case> = vec![
-        (vec![], 1e6, 1.0, 50.0, 0.0, None, None),
+        (vec!["--stepsec", "1"], 1e6, 1.0, 50.0, 0.0, None, None),
         (
             vec!["--rows", "37", "--minlat", "500", "--maxlat", "15000", "--stepsec", "0.25"],
             1e6,
@@ -114,7 +114,7 @@ fn heatmap_text_cells_equal_trace2heatmap_rule() {
             None,
         ),
         (vec!["--steplat", "700", "--stepsec", "2"], 1e6, 2.0, 50.0, 0.0, None, Some(700.0)),
-        (vec!["--rows", "64", "--maxlat", "12ms"], 1e6, 1.0, 64.0, 0.0, Some(12000.0), None),
+        (vec!["--rows", "64", "--maxlat", "12ms", "--stepsec=1"], 1e6, 1.0, 64.0, 0.0, Some(12000.0), None),
     ];
     for (k, (extra, tf, ss, rows, min, max, step)) in cases.into_iter().enumerate() {
         let out = dir.path().join(format!("h{k}.svg"));
@@ -237,6 +237,7 @@ fn heatmap_hover_shows_time_range_count_and_percentile() {
         "--unitstime=us",
         "--unitslat=us",
         "--linear",
+        "--stepsec=1",
         "-o",
         svg.to_str().unwrap(),
     ]);

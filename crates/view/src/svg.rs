@@ -50,10 +50,21 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-/// Seconds as a short label: `0s`, `1.5s`, `90s`, `250ms`.
+/// `2.00ms` as `2ms`, `1.50us` as `1.5us`, `10.0MiB` as `10MiB`: the zeros after a decimal point
+/// of the number at the start of `s` are dropped.
+pub fn trim_zeros(s: &str) -> String {
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(s.len());
+    let (num, rest) = s.split_at(end);
+    if !num.contains('.') {
+        return s.to_string();
+    }
+    format!("{}{rest}", num.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// Seconds as a short label: `0s`, `1.5s`, `90s`, `250ms`, `10ms`.
 pub fn fmt_secs(s: f64) -> String {
     if s != 0.0 && s.abs() < 1.0 {
-        return latscope_event::units::fmt_ns_f(s * 1e9);
+        return trim_zeros(&latscope_event::units::fmt_ns_f(s * 1e9));
     }
     format!("{}s", fmt_num((s * 1e6).round() / 1e6))
 }
@@ -203,6 +214,23 @@ pub fn fit(s: &str, size: f64, max: f64) -> String {
     "…".into()
 }
 
+/// `s` split at `sep` into lines at most `max` pixels wide at `size` (parts too wide for a line
+/// of their own are cut by [`fit`]), at most `lines` of them: what is left goes to the last.
+pub fn wrap(s: &str, sep: &str, size: f64, max: f64, lines: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for part in s.split(sep) {
+        let full = out.len() >= lines.max(1);
+        match out.last_mut() {
+            Some(l) if full || text_width(&format!("{l}{sep}{part}"), size) <= max => {
+                l.push_str(sep);
+                l.push_str(part);
+            }
+            _ => out.push(part.to_string()),
+        }
+    }
+    out.into_iter().map(|l| fit(&l, size, max)).collect()
+}
+
 /// Colours of chart series, distinguishable and readable on white.
 pub const SERIES_COLORS: [&str; 8] =
     ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
@@ -216,12 +244,18 @@ impl Svg {
     /// Starts a document of `w` x `h` pixels with a white background. `onload` names a script
     /// function to run on load (interactive documents), or is empty.
     pub fn new(w: f64, h: f64, onload: &str) -> Self {
+        Self::with_font(w, h, onload, None)
+    }
+
+    /// [`Svg::new`] with the text in `font` (`None`: Verdana, else Helvetica, Arial, sans-serif).
+    pub fn with_font(w: f64, h: f64, onload: &str, font: Option<&str>) -> Self {
+        let font = esc(font.unwrap_or("Verdana, Helvetica, Arial, sans-serif"));
         let mut buf = String::with_capacity(64 * 1024);
         let _ = writeln!(buf, r#"<?xml version="1.0" standalone="no"?>"#);
         let onload = if onload.is_empty() { String::new() } else { format!(r#" onload="{onload}""#) };
         let _ = writeln!(
             buf,
-            r#"<svg version="1.1" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}"{onload} xmlns="http://www.w3.org/2000/svg" font-family="Verdana, Helvetica, Arial, sans-serif">"#
+            r#"<svg version="1.1" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}"{onload} xmlns="http://www.w3.org/2000/svg" font-family="{font}">"#
         );
         let _ = writeln!(buf, r#"<rect x="0" y="0" width="{w:.0}" height="{h:.0}" fill="white"/>"#);
         Svg { buf }
@@ -318,6 +352,11 @@ mod tests {
         assert_eq!(fmt_num(1.5e-7), "1.500e-7");
         assert_eq!(fmt_secs(10.0), "10s");
         assert_eq!(fmt_secs(0.25), "250ms");
+        assert_eq!(fmt_secs(0.01), "10ms");
+        assert_eq!(trim_zeros("2.00ms"), "2ms");
+        assert_eq!(trim_zeros("1.50us"), "1.5us");
+        assert_eq!(trim_zeros("100us"), "100us");
+        assert_eq!(trim_zeros("47.7MiB"), "47.7MiB");
         assert_eq!(fmt_secs(1.5), "1.5s");
     }
 
@@ -350,6 +389,15 @@ mod tests {
         d.text_fit(0.0, 10.0, 12.0, "start", "black", long, "", 200.0);
         let out = d.finish();
         assert!(out.contains("<title>Syscall latency histogram"), "{out}");
+    }
+
+    #[test]
+    fn wrapping() {
+        let s = "trace.lst; 12345 syscall events; filter: proc.name = postgres; 50 log rows, 120 columns of 50ms";
+        assert_eq!(wrap(s, "; ", 11.0, 2000.0, 3), vec![s.to_string()]);
+        let w = wrap(s, "; ", 11.0, 300.0, 3);
+        assert!(w.len() > 1 && w.len() <= 3 && w.iter().all(|l| text_width(l, 11.0) <= 300.0), "{w:?}");
+        assert_eq!(w.join("; "), s);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `latscope hist`: events -> high-resolution histogram(s) with statistics and peaks, as text, SVG
 //! or JSON.
 
-use crate::args::{check_range, finish_scan, write_output, InputArg, JsonArg, ReadArgs, ScanPlan};
+use crate::args::{check_range, finish_scan, refuse_terminal, write_output, InputArg, JsonArg, ReadArgs, ScanPlan};
 use anyhow::{bail, Context, Result};
 use latscope_event::EventKind;
 use latscope_hist::Histogram;
@@ -143,6 +143,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         _ => format!("{} {name}", by.name()),
     };
     if let Some(p) = &a.svg {
+        refuse_terminal(Some(p), "the histogram chart", "--svg FILE")?;
         let refs: Vec<(String, &Histogram)> = groups.iter().map(|(n, h)| (heading(n), h)).collect();
         let title = histview::svg_title(&o, &a.read.file.display().to_string());
         write_output(Some(p), histview::render_svg(&refs, &o, &title).as_bytes())?;
@@ -150,7 +151,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let out = if a.json.json {
         let groups: Vec<_> = groups.iter().map(|(n, h)| histview::to_json(n, h, &o)).collect();
-        let j = serde_json::json!({ "what": o.what, "by": by.name(), "groups": groups, "groups_not_shown": hidden });
+        let j = serde_json::json!({ "what": o.what, "filter": o.filter, "by": by.name(), "groups": groups, "groups_not_shown": hidden });
         format!("{}\n", serde_json::to_string(&j)?)
     } else {
         let texts: Vec<String> = groups.iter().map(|(n, h)| histview::render_text(&heading(n), h, &o)).collect();

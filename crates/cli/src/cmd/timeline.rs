@@ -1,6 +1,6 @@
 //! `latscope timeline`: events -> operations/s, throughput and mean/p99 latency per interval.
 
-use crate::args::{finish_scan, shown, write_output, JsonArg, ReadArgs, ScanPlan};
+use crate::args::{finish_scan, refuse_terminal, shown, write_output, JsonArg, ReadArgs, ScanPlan};
 use anyhow::{bail, Result};
 use latscope_event::units::parse_duration_secs_default;
 use latscope_event::EventKind;
@@ -46,6 +46,9 @@ const MAX_INTERVALS: usize = 100_000;
 pub fn run(a: Args) -> Result<ExitCode> {
     if a.interval == 0 {
         bail!("--interval must be positive");
+    }
+    if !a.json.json && a.output.is_some() {
+        refuse_terminal(a.output.as_deref(), "the timeline chart", "-o FILE (or --json)")?;
     }
     let kind = a.read.kind(a.block);
     let cols = ["kind", "ts", "lat", "bytes", "nr", "ret"];

@@ -462,7 +462,7 @@ impl std::ops::Deref for Layout {
 const MEASURE_JS: &str = r#"<script type="text/ecmascript"><![CDATA[
 window.addEventListener("load", function () { setTimeout(function () {
   var root = document.documentElement, out = [];
-  var els = root.querySelectorAll("text, [class]");
+  var els = root.querySelectorAll("text, [class], [id]");
   for (var i = 0; i < els.length; i++) {
     var e = els[i], r = e.getBoundingClientRect(), cs = window.getComputedStyle(e);
     out.push({tag: e.tagName, id: e.id || "", cls: e.getAttribute("class") || "", text: e.tagName === "text" ? e.textContent : "",

@@ -28,6 +28,9 @@
 //! trace2heatmap.pl takes `t0` from the first line rather than the smallest time; for time-sorted
 //! input (every trace) that is the same.
 //!
+//! Without `--stepsec` ([`XSpec::step_sec`] `None`) the column width is chosen for the time the data
+//! span: the smallest of 1, 2, 5, 10 ... ms giving at most 200 columns ([`stream::auto_step_ns`]).
+//!
 //! # Binning (log rows)
 //!
 //! Rows are bins of a global logarithmic grid ([`latscope_hist::LogGrid`]: edges `10^(j/n)`, so each
@@ -48,7 +51,7 @@ pub mod stream;
 pub mod text;
 
 pub use events::{EventMapBuilder, EventMapOptions, EventMaps};
-pub use render::{render_svg, RenderOptions};
+pub use render::{render_svg, ColorScale, RenderOptions};
 pub use stream::LogStream;
 
 use latscope_event::{BlockOp, EventBatch, EventKind, TraceHeader};
@@ -205,7 +208,48 @@ impl YUnit {
     /// One value with its unit, without trailing zeros: `2ms` and `1.5us` where [`YUnit::fmt`]
     /// writes `2.00ms` and `1.50us` (tick labels, messages).
     pub fn fmt_short(&self, v: f64) -> String {
-        trim_zeros(&self.fmt(v))
+        crate::svg::trim_zeros(&self.fmt(v))
+    }
+    /// Axis ticks over `[lo, hi]`, about `target` of them, on values that read round in this
+    /// unit: 1-2-5 steps (`0, 2ms, 4ms`), of a binary unit for bytes (`0, 64MiB, 128MiB` — not
+    /// `47.7MiB`); on a log axis every decade (with 2 and 5 when there are few), powers of two
+    /// for bytes (`4KiB, 16KiB, 64KiB`). Label them with [`YUnit::fmt_short`].
+    pub fn ticks(&self, lo: f64, hi: f64, target: usize, log: bool) -> Vec<f64> {
+        let target = target.max(1);
+        match (self, log) {
+            (YUnit::Bytes, false) => {
+                // Steps of whole units of the largest label's unit (KiB, MiB ...), or of the unit
+                // below when that gives fewer than two.
+                let mut unit = 1.0;
+                while hi.abs() / unit >= 1024.0 && unit < 1024f64.powi(5) {
+                    unit *= 1024.0;
+                }
+                if (hi - lo) / unit < 2.0 && unit > 1.0 {
+                    unit /= 1024.0;
+                }
+                let step = crate::svg::nice_step((hi - lo) / unit / target as f64).max(1.0) * unit;
+                let (first, last) = ((lo / step).ceil() as i64, (hi / step).floor() as i64);
+                (first..=last).map(|k| k as f64 * step).collect()
+            }
+            (YUnit::Bytes, true) if lo > 0.0 && hi >= lo => {
+                let (k0, k1) = (lo.log2().ceil() as i32, hi.log2().floor() as i32);
+                let every = ((k1 - k0 + 1) as usize).div_ceil(target * 2).max(1);
+                (k0..=k1).filter(|k| k.rem_euclid(every as i32) == 0).map(|k| 2f64.powi(k)).collect()
+            }
+            (_, false) => crate::svg::linear_ticks(lo, hi, target),
+            (_, true) => {
+                let t = crate::svg::log_ticks(lo, hi);
+                if t.len() > target * 2 {
+                    // Keep whole decades: every `keep`-th power of ten.
+                    let decades: Vec<f64> =
+                        t.into_iter().filter(|v| (v.log10() - v.log10().round()).abs() < 1e-9).collect();
+                    let keep = decades.len().div_ceil(target).max(1);
+                    decades.into_iter().step_by(keep).collect()
+                } else {
+                    t
+                }
+            }
+        }
     }
     /// A range `lo-hi` with units (`1200-1220us` for raw units, as trace2heatmap.pl writes it).
     pub fn fmt_range(&self, lo: f64, hi: f64) -> String {
@@ -256,17 +300,6 @@ impl YUnit {
     }
 }
 
-/// `2.00ms` as `2ms`, `1.50us` as `1.5us`, `10.0MiB` as `10MiB`: the zeros after a decimal point
-/// of the number at the start of `s` are dropped.
-pub fn trim_zeros(s: &str) -> String {
-    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(s.len());
-    let (num, rest) = s.split_at(end);
-    if !num.contains('.') {
-        return s.to_string();
-    }
-    format!("{}{rest}", num.trim_end_matches('0').trim_end_matches('.'))
-}
-
 /// Linear or logarithmic rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum YScale {
@@ -307,8 +340,9 @@ impl Points {
 pub struct XSpec {
     /// Time units per second of the x values (trace2heatmap.pl's `--unitstime`: 1 for s, 1e9 for ns).
     pub units_per_sec: f64,
-    /// Seconds per column (`--stepsec`, fractions allowed).
-    pub step_sec: f64,
+    /// Seconds per column (`--stepsec`, fractions allowed); `None` chooses it for the time the
+    /// data span ([`stream::auto_step_ns`]).
+    pub step_sec: Option<f64>,
     /// Time of the first column's left edge is the smaller of this and the smallest time
     /// (`None`: the smallest time, as trace2heatmap.pl).
     pub origin: Option<f64>,
@@ -324,7 +358,7 @@ impl Default for XSpec {
     fn default() -> Self {
         XSpec {
             units_per_sec: 1.0,
-            step_sec: 1.0,
+            step_sec: Some(1.0),
             origin: None,
             max_col: None,
             col_limit: 10_000,
@@ -636,8 +670,8 @@ impl Binning {
         if !(x.units_per_sec > 0.0 && x.units_per_sec.is_finite()) {
             return Err("time units per second must be positive".into());
         }
-        if !(x.step_sec > 0.0 && x.step_sec.is_finite()) {
-            return Err(format!("--stepsec must be a positive number of seconds, not {}", x.step_sec));
+        if let Some(s) = x.step_sec.filter(|s| !(*s > 0.0 && s.is_finite())) {
+            return Err(format!("--stepsec must be a positive number of seconds, not {s}"));
         }
         let (mut tmin, mut tmax) = (f64::INFINITY, f64::NEG_INFINITY);
         let (mut vmax, mut vmin_pos) = (f64::NEG_INFINITY, f64::INFINITY);
@@ -663,7 +697,11 @@ impl Binning {
             Some(o) => o.min(tmin),
             None => tmin,
         };
-        let last_col = (((tmax - t0) / x.units_per_sec) / x.step_sec).floor();
+        let step_sec = x.step_sec.unwrap_or_else(|| {
+            let span_ns = ((tmax - t0) / x.units_per_sec * 1e9).clamp(0.0, u64::MAX as f64 / 2.0) as u64;
+            stream::auto_step_ns(span_ns) as f64 / 1e9
+        });
+        let last_col = (((tmax - t0) / x.units_per_sec) / step_sec).floor();
         let mut cols = if last_col.is_finite() && last_col >= 0.0 { last_col as u64 + 1 } else { 1 };
         if let Some(m) = x.max_col {
             cols = cols.min(m as u64 + 1);
@@ -674,7 +712,7 @@ impl Binning {
                  check the time unit (--unitstime), or keep the first columns with --maxcol",
                 x.col_limit,
                 crate::svg::fmt_num((tmax - t0) / x.units_per_sec),
-                crate::svg::fmt_num(x.step_sec)
+                crate::svg::fmt_num(step_sec)
             ));
         }
         let rows_wanted = y.rows.max(1);
@@ -741,7 +779,7 @@ impl Binning {
         Ok(Binning {
             t0,
             units_per_sec: x.units_per_sec,
-            step_sec: x.step_sec,
+            step_sec,
             cols: cols as usize,
             edges,
             min,
@@ -864,6 +902,18 @@ impl HeatMap {
         (self.bins.edges[r], self.bins.edges[r + 1])
     }
 
+    /// Whether one cell would wash out the rest on a linear colour scale: the largest count is
+    /// more than 20 times the 99th percentile of the non-empty cells' counts (so that 99 % of
+    /// them would be drawn in the palest twentieth of the scale).
+    pub fn washes_out(&self) -> bool {
+        let mut n: Vec<u64> = self.counts.iter().copied().filter(|&c| c > 0).collect();
+        if n.is_empty() {
+            return false;
+        }
+        n.sort_unstable();
+        let p99 = n[((n.len() as f64 * 0.99).ceil() as usize).clamp(1, n.len()) - 1];
+        self.max_count > 20 * p99
+    }
     /// A one-line account of the events not drawn, or `None` when every event is in a cell.
     pub fn not_shown(&self) -> Option<String> {
         let mut parts = Vec::new();
@@ -1139,7 +1189,7 @@ mod tests {
     fn columns_with_units_and_fractional_steps() {
         // us timestamps, 0.5 s columns.
         let p = pts(&[(1_000_000.0, 1.0), (1_499_999.0, 1.0), (1_500_000.0, 1.0), (3_000_000.0, 1.0)]);
-        let x = XSpec { units_per_sec: 1e6, step_sec: 0.5, ..Default::default() };
+        let x = XSpec { units_per_sec: 1e6, step_sec: Some(0.5), ..Default::default() };
         let b = Binning::plan(&[&p], &x, &YSpec::default()).unwrap();
         assert_eq!(b.cols, 5);
         let m = b.build(&p, "t", None);
