@@ -203,3 +203,53 @@ fn events_print_in_start_order_with_overlapping_long_and_short_calls() {
     assert_eq!(text.lines().filter(|l| l.ends_with(" [late]")).count(), late.len());
     assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("{} events printed late", late.len())));
 }
+
+#[test]
+fn timeline_latency_leaves_out_blocking_waits_and_says_so() {
+    if !require_bpf("timeline_latency_leaves_out_blocking_waits_and_says_so") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // A 0.6 s sleep and the shell's wait for it, next to 20,000 reads of 4 KiB from /dev/zero.
+    let trace =
+        record(tmp.path(), "waits", "sleep 0.6 & dd if=/dev/zero of=/dev/null bs=4k count=20000 2>/dev/null; wait");
+    let t = trace.to_str().unwrap();
+    let j: Value = serde_json::from_str(&latscope_ok(&["timeline", "-r", t, "--json"])).unwrap();
+    let pts = j["points"].as_array().unwrap();
+    let waits: u64 = pts.iter().map(|p| p["waits"].as_u64().unwrap()).sum();
+    assert!(waits >= 2, "the sleep and the wait are blocking waits: {waits}");
+    for p in pts.iter().filter(|p| p["count"].as_u64().unwrap() > 0 && !p["max_ns"].is_null()) {
+        // Without the waits no latency statistic holds the 0.6 s sleep, and p50 <= p99 <= max.
+        let (p50, p99, max) =
+            (p["p50_ns"].as_u64().unwrap(), p["p99_ns"].as_u64().unwrap(), p["max_ns"].as_u64().unwrap());
+        assert!(max < 500_000_000, "{p}");
+        assert!(p50 <= p99 && p99 <= max, "{p}");
+    }
+    let text = latscope_ok(&["timeline", "-r", t]);
+    assert!(
+        text.lines().next().unwrap().contains("P50") && text.contains("blocking waits") && text.contains("--waits"),
+        "{text}"
+    );
+    // Asked for, the waits are in: the sleep is the largest latency, and if the mean rises
+    // above the p99 somewhere the table says why.
+    let j: Value = serde_json::from_str(&latscope_ok(&["timeline", "-r", t, "--json", "--waits"])).unwrap();
+    let max = j["points"].as_array().unwrap().iter().filter_map(|p| p["max_ns"].as_u64()).max().unwrap();
+    assert!(max >= 600_000_000, "{max}");
+    let text = latscope_ok(&["timeline", "-r", t, "--waits"]);
+    let above = text.lines().skip(1).filter(|l| l.split_whitespace().count() == 8).any(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let ns = |s: &str| parse_duration_ns(s).ok();
+        matches!((ns(w[5]), ns(w[7])), (Some(p99), Some(mean)) if mean > p99)
+    });
+    assert_eq!(above, text.contains("MEAN is above P99"), "{text}");
+    // The chart draws p50, p99 and max, and the note.
+    let svg = tmp.path().join("tl.svg");
+    latscope_ok(&["timeline", "-r", t, "-o", svg.to_str().unwrap()]);
+    let doc = std::fs::read_to_string(&svg).unwrap();
+    for s in ["data-series=\"p50\"", "data-series=\"p99\"", "data-series=\"max\"", "blocking waits"] {
+        assert!(doc.contains(s), "{s}");
+    }
+    if let Some(chrome) = viewsupport::chromium("timeline_latency_leaves_out_blocking_waits_and_says_so") {
+        viewsupport::assert_text_fits(&viewsupport::layout(&chrome, &svg, ""), "timeline");
+    }
+}
