@@ -42,9 +42,34 @@ pub fn clean(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `n` and `word`, plural unless `n` is 1: `1 event`, `0 events`, `3 events`.
+pub fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// A count with an SI suffix and no trailing zeros: `950`, `1k`, `12.5k`, `10k`, `2M`.
+pub fn short_count(v: f64) -> String {
+    crate::svg::trim_zeros(&latscope_event::units::fmt_count(v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts() {
+        assert_eq!(plural(1, "event"), "1 event");
+        assert_eq!(plural(0, "event"), "0 events");
+        assert_eq!(short_count(1000.0), "1k");
+        assert_eq!(short_count(10_000.0), "10k");
+        assert_eq!(short_count(12_500.0), "12.5k");
+        assert_eq!(short_count(950.0), "950");
+        assert_eq!(short_count(2_000_000.0), "2M");
+    }
 
     #[test]
     fn control_characters_are_escaped_and_nothing_else() {

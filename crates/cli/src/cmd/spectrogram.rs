@@ -146,20 +146,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let kind = if block { EventKind::Block } else { EventKind::Syscall };
     let plain = a.plain || !std::io::stdout().is_terminal();
-    let palette = match a.colors.as_str() {
-        _ if a.no_color || a.colors == "none" => Palette::Mono,
-        "256" => Palette::Ansi256,
-        "truecolor" => Palette::TrueColor,
-        _ if plain => Palette::Mono,
-        _ => Palette::detect(),
-    };
+    let palette = Palette::choose(if a.no_color { "none" } else { &a.colors }, plain);
     let width = a.width.or_else(terminal_width).unwrap_or(120).max(30);
-    let layout = match a.layout.as_str() {
-        "side" => Split::Side,
-        "stack" => Split::Stack,
-        _ if matches!(a.by, Some(GroupBy::Class | GroupBy::Disk)) && width >= 160 => Split::Side,
-        _ => Split::Stack,
-    };
+    let layout = Split::choose(&a.layout, matches!(a.by, Some(GroupBy::Class | GroupBy::Disk)), width);
     let what = if block { "block request latency" } else { "syscall latency" };
     let draw = DrawOptions {
         min_ns: a.min,
