@@ -253,3 +253,65 @@ fn timeline_latency_leaves_out_blocking_waits_and_says_so() {
         viewsupport::assert_text_fits(&viewsupport::layout(&chrome, &svg, ""), "timeline");
     }
 }
+
+#[test]
+fn top_names_pseudo_file_systems_and_unix_sockets() {
+    if !require_bpf("top_names_pseudo_file_systems_and_unix_sockets")
+        || !require_tool("top_names_pseudo_file_systems_and_unix_sockets", "python3")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let sock = tmp.path().join("srv.sock");
+    // A unix socket server bound before the recording: the snapshot names it by its path (the
+    // calls on the listening socket itself show it).
+    let server = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind({:?})\ns.listen(8)\n\
+         for _ in range(3):\n    c = s.accept()[0]\n    s.getsockname()\n    c.recv(16)\n    c.close()\n",
+        sock.display().to_string()
+    );
+    let mut srv = Command::new("python3").args(["-c", &server]).spawn().unwrap();
+    for _ in 0..100 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let shm = format!("/dev/shm/latscope-test-{}", std::process::id());
+    let trace = tmp.path().join("names.lst");
+    let rec = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "-c", "python3", "-c", "sh", "-c", "cat", "--duration", "8s"])
+        .spawn()
+        .unwrap();
+    // Attached: the file exists, then the probes get time to load.
+    for _ in 0..200 {
+        if trace.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let client = format!(
+        "import socket\nfor _ in range(3):\n    c = socket.socket(socket.AF_UNIX)\n    c.connect({:?})\n    c.send(b'x')\n    c.close()\n",
+        sock.display().to_string()
+    );
+    assert!(Command::new("python3").args(["-c", &client]).status().unwrap().success());
+    let sh = format!("echo hello | cat > {shm}; cat {shm} > /dev/null; rm {shm}");
+    assert!(Command::new("sh").args(["-c", &sh]).status().unwrap().success());
+    let o = rec.wait_with_output().unwrap();
+    assert!(o.status.success());
+    let _ = srv.wait();
+    let t = trace.to_str().unwrap();
+    let ours = "proc.name in (python3, sh, cat)";
+    let disks = latscope_ok(&["top", "-r", t, "--by", "disk", "-n", "50", ours]);
+    for name in ["pipefs (0:", "sockfs (0:", "tmpfs /dev/shm"] {
+        assert!(disks.contains(name), "no {name}:\n{disks}");
+    }
+    assert!(!disks.lines().skip(2).any(|l| l.starts_with("0:")), "an unnamed pseudo file system:\n{disks}");
+    let ev = latscope_ok(&["events", "-r", t, "proc.name = python3 and evt.type = getsockname"]);
+    assert!(ev.lines().any(|l| l.contains(&format!("fd=3(<unix>{})", sock.display()))), "{ev}");
+    let files = latscope_ok(&["top", "-r", t, "--by", "file", "-n", "500", "proc.name = python3"]);
+    assert!(files.contains(&sock.display().to_string()), "the unix socket by its path:\n{files}");
+}

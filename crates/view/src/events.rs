@@ -55,7 +55,7 @@ pub fn syscall_args(b: &EventBatch, i: usize) -> String {
     args::syscall_args(b, i)
 }
 
-/// One event as a text line.
+/// One event as a text line, with control characters escaped ([`crate::text::clean`]).
 pub fn line(h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) -> String {
     let mut s = String::with_capacity(160);
     let _ = write!(
@@ -69,8 +69,14 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) -> String
     );
     match EventKind::from_u8(b.kind[i]) {
         Some(EventKind::Syscall) => {
-            let name = op_name(b.kind[i], b.nr[i]);
-            let _ = write!(s, "{name} {} = {}", syscall_args(b, i), format_result(b.ret[i]));
+            s.push_str(&op_name(b.kind[i], b.nr[i]));
+            let at = s.len();
+            s.push(' ');
+            let _ = args::write_syscall_args(&mut s, b, i);
+            if s.len() == at + 1 {
+                s.truncate(at); // no arguments: no second space
+            }
+            let _ = write!(s, " = {}", format_result(b.ret[i]));
             let d = desc(b.nr[i]);
             if d.is_io() && b.ret[i] > 0 {
                 let _ = write!(s, " ({})", fmt_bytes(b.ret[i] as u64));
@@ -91,7 +97,11 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) -> String
             let _ = write!(s, "unknown kind {}", b.kind[i]);
         }
     }
-    s
+    // Names and paths come from the traced system: no control character reaches the terminal.
+    match crate::text::clean(&s) {
+        std::borrow::Cow::Borrowed(_) => s,
+        std::borrow::Cow::Owned(c) => c,
+    }
 }
 
 /// One event as a JSON object (all columns plus decoded names).
@@ -368,6 +378,45 @@ mod tests {
         let j = json(&h, &b, 0);
         assert_eq!(j["res"], "ENOENT");
         assert_eq!(j["type"], "openat");
+    }
+
+    #[test]
+    fn lines_have_no_dangling_equals_nor_double_spaces_nor_control_characters() {
+        let h = TraceHeader::default();
+        let mut b = EventBatch::default();
+        let ev = |nr: &str, path: &str, comm: &str| Event {
+            kind: 0,
+            nr: syscall_nr(nr).unwrap(),
+            ret: 42,
+            fd: -1,
+            dirfd: 0,
+            flags: 0x1000,
+            comm: comm.into(),
+            path: path.into(),
+            ..Default::default()
+        };
+        b.push(&ev("getpid", "", "sh"));
+        b.push(&ev("newfstatat", "", "sh"));
+        b.push(&ev("openat", "/tmp/a\x1b[2Jb\nfake 12:00:00 line", "evil\x1b]0;x\x07"));
+        b.push(&Event { kind: 2, nr: ProcOp::Exec as u16, path: "".into(), comm: "x".into(), ..Default::default() });
+        let lines: Vec<String> = (0..b.len()).map(|i| line(&h, &b, i, TimeFormat::Relative)).collect();
+        assert!(lines[0].ends_with(" getpid = 42"), "{}", lines[0]);
+        assert!(lines[1].contains(" newfstatat dirfd=0 path=\"\" flags=0x1000 = 42"), "{}", lines[1]);
+        assert!(
+            lines[2].contains("path=/tmp/a\\x1b[2Jb\\nfake 12:00:00 line") && lines[2].contains("evil\\x1b]0;x\\x07"),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[3].ends_with("proc_exec path=\"\""), "{}", lines[3]);
+        for l in &lines {
+            let after_pid = &l[l.find('/').unwrap()..];
+            let op = after_pid.trim_start_matches(|c: char| c != ' ').trim_start();
+            assert!(!op.contains("  ") && !op.contains("= =") && !op.ends_with('='), "{l}");
+            assert!(!l.chars().any(|c| c.is_control()), "{l:?}");
+        }
+        // JSON keeps the bytes as they are, escaped by JSON's rules.
+        let j = serde_json::to_string(&json(&h, &b, 2)).unwrap();
+        assert!(j.contains("\\u001b[2Jb\\nfake") && !j.contains('\x1b'), "{j}");
     }
 
     #[test]

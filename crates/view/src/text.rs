@@ -42,6 +42,35 @@ pub fn clean(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Rows of cells as aligned columns: each column as wide as its widest cell (in characters),
+/// left-aligned unless `right[c]`, separated by `gap` spaces, lines indented by `indent`, trailing
+/// spaces trimmed. Cells should be [`clean`] already.
+pub fn table(rows: &[Vec<String>], right: &[bool], indent: usize, gap: usize) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> =
+        (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = " ".repeat(indent);
+        for (c, cell) in r.iter().enumerate() {
+            if c > 0 {
+                line.push_str(&" ".repeat(gap));
+            }
+            let pad = widths[c].saturating_sub(cell.chars().count());
+            if right.get(c).copied().unwrap_or(false) {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// `n` and `word`, plural unless `n` is 1: `1 event`, `0 events`, `3 events`.
 pub fn plural(n: u64, word: &str) -> String {
     if n == 1 {
@@ -59,6 +88,16 @@ pub fn short_count(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tables_align() {
+        let rows = vec![
+            vec!["NAME".to_string(), "COUNT".into()],
+            vec!["vda".into(), "12".into()],
+            vec!["nvme0n1".into(), "12345".into()],
+        ];
+        assert_eq!(table(&rows, &[false, true], 2, 2), "  NAME     COUNT\n  vda         12\n  nvme0n1  12345\n");
+    }
 
     #[test]
     fn counts() {
