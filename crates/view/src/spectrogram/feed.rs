@@ -81,6 +81,14 @@ pub trait Feed {
 
     /// Stop pacing: read the rest of a paced source at once (trace files).
     fn fast_forward(&mut self) {}
+
+    /// The last call, for a source stopped at `end_ns` (`-d`, Ctrl-C): take in what ended before
+    /// it and seal the rows up to the one holding it, so that the last interval, whole or not,
+    /// is drawn.
+    fn finish(&mut self, spec: &mut Spectrogram, end_ns: u64) -> Result<(), String> {
+        spec.seal_until(spec.row_of(end_ns.saturating_sub(1)) + 1);
+        Ok(())
+    }
 }
 
 /// A window of recent events kept for drill-down: whole batches with the rows that matched the
