@@ -3,7 +3,7 @@
 //! only through [`EventSource`] and [`CountSource`], so the spectrogram never learns whether its
 //! rows come from a trace or the probes.
 
-use super::feed::{DrillQuery, DrillResult, EventWindow, Feed};
+use super::feed::{DrillQuery, DrillResult, EventWindow, Feed, Visited, Visitor};
 use super::render::FeedStatus;
 use super::{Buckets, GroupOrder, Spectrogram};
 use crate::events::{line, TimeFormat};
@@ -391,6 +391,10 @@ impl Feed for StreamFeed {
     fn drill(&mut self, _spec: &Spectrogram, q: &DrillQuery) -> Result<DrillResult, String> {
         Ok(self.window.select(self.source.header(), q))
     }
+
+    fn visit(&mut self, _spec: &Spectrogram, q: &DrillQuery, f: &mut Visitor<'_>) -> Result<Visited, String> {
+        Ok(self.window.visit(self.source.header(), q, f))
+    }
 }
 
 fn now_ns() -> u64 {
@@ -499,6 +503,16 @@ impl Feed for CountFeed {
                     .into(),
             ),
         })
+    }
+
+    fn visit(&mut self, spec: &Spectrogram, q: &DrillQuery, f: &mut Visitor<'_>) -> Result<Visited, String> {
+        match &mut self.stream {
+            Some(s) => s.visit(spec, q, f),
+            None => Ok(Visited {
+                events: 0,
+                note: Some("the histograms are built in the kernel, which keeps no events: switch to the event stream".into()),
+            }),
+        }
     }
 
     fn keep_events(&mut self, spec: &mut Spectrogram) -> Result<String, String> {
