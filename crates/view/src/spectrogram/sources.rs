@@ -510,7 +510,9 @@ impl Feed for CountFeed {
             Some(s) => s.visit(spec, q, f),
             None => Ok(Visited {
                 events: 0,
-                note: Some("the histograms are built in the kernel, which keeps no events: switch to the event stream".into()),
+                note: Some(
+                    "the histograms are built in the kernel, which keeps no events: switch to the event stream".into(),
+                ),
             }),
         }
     }
