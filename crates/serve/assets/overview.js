@@ -40,7 +40,8 @@ function spark(bins, unit) {
 
 // p50 and p99 by hour, log scale; gaps where hours are missing.
 function trend(t, unit) {
-  const w = 220, h = 40, g = LS.svg('svg', { class: 'trend', width: w, height: h, viewBox: `0 0 ${w} ${h}` });
+  const w = 220, h = 40, g = LS.svg('svg', { class: 'trend', width: w, height: h, viewBox: `0 0 ${w} ${h}`, 'data-n': t.length });
+  if (t.length) { g.dataset.lastP50 = t[t.length - 1][2] ?? ''; g.dataset.lastP99 = t[t.length - 1][3] ?? ''; }
   const pts = t.filter(r => r[2] !== null);
   if (!pts.length) return g;
   const h0 = t[0][0], h1 = t[t.length - 1][0], span = Math.max(h1 - h0, 3600);

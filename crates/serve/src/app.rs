@@ -110,7 +110,10 @@ impl App {
             "/" => html(OVERVIEW_HTML),
             "/series" => html(SERIES_HTML),
             "/live" => html(LIVE_HTML),
-            "/api/health" => Response::json(200, &json!({"ok": true})),
+            "/api/health" => Response::json(
+                200,
+                &json!({"ok": true, "store": self.store.is_some(), "live_sessions": self.live.as_ref().map(|l| l.sessions())}),
+            ),
             "/api/overview" => self.stored(|s| stored::overview(s, &p)),
             "/api/series" => self.stored(stored::series_list),
             "/api/series/detail" => self.stored(|s| stored::detail(s, &p)),

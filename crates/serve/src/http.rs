@@ -303,7 +303,8 @@ fn serve_connection(
             Err(ReadError::Status(status, msg)) => {
                 counters.bad_requests.fetch_add(1, Ordering::Relaxed);
                 let _ = write_response(&mut stream, &Response::text(status, format!("{msg}\n")), false, limits, false);
-                break;
+                linger(&mut stream);
+                return;
             }
         };
         let keep_alive = served + 1 < limits.max_requests_per_connection
@@ -316,6 +317,26 @@ fn serve_connection(
         }
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// After an error answer to a request not read in full: stop sending, and take (and drop) what the
+/// client still sends for a moment, so that closing does not reset the connection before the
+/// client has read the answer. Bounded in time and bytes.
+fn linger(stream: &mut TcpStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let mut sink = [0u8; 8192];
+    let mut taken = 0usize;
+    while taken < (1 << 20) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => taken += n,
+        }
+    }
 }
 
 /// Reads one request (head and body) within [`Limits::request_timeout`]. `buf` carries bytes
