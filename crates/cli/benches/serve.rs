@@ -79,11 +79,13 @@ impl Drop for Serve {
     }
 }
 
-/// Render and paint times (ms) of `runs` loads of `url`; the first load is returned apart.
-fn loads(b: &mut cdp::Browser, url: &str, runs: usize) -> ((f64, f64), Vec<(f64, f64)>) {
+/// Render and paint times (ms) of `runs` loads of `url`, each coming from `from`; the first load
+/// is returned apart.
+fn loads(b: &mut cdp::Browser, from: &str, url: &str, runs: usize) -> ((f64, f64), Vec<(f64, f64)>) {
     let mut out = Vec::new();
     for _ in 0..=runs {
-        b.goto("about:blank");
+        b.goto(from);
+        b.wait_for("document.readyState === 'complete'", 30);
         b.goto(url);
         let v = b.wait_for(
             "document.body.dataset.paintMs && !document.getElementById('error').textContent && \
@@ -95,6 +97,24 @@ fn loads(b: &mut cdp::Browser, url: &str, runs: usize) -> ((f64, f64), Vec<(f64,
     }
     let first = out.remove(0);
     (first, out)
+}
+
+/// Median time (ms) and size (bytes) of `runs` GETs of `path` (the server's part of a load).
+fn api(url: &str, path: &str, runs: usize) -> (f64, usize) {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut times = Vec::new();
+    let mut size = 0;
+    for _ in 0..runs {
+        let t = std::time::Instant::now();
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        write!(c, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+        let mut body = Vec::new();
+        c.read_to_end(&mut body).unwrap();
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+        size = body.len();
+    }
+    (median(times), size)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -129,18 +149,47 @@ fn main() {
     make_store(&tiny, 1, 1);
     let (w, t) = (Serve::start(&week), Serve::start(&tiny));
     let mut b = cdp::Browser::launch(Path::new(&chrome), 1400, 1000);
-    let (af, aw) = loads(&mut b, &t.1, RUNS);
-    let (of, ow) = loads(&mut b, &w.1, RUNS);
     let detail = format!("{}series?id=1&hoursAgo=168&buckets=100", w.1);
-    let (df, dw) = loads(&mut b, &detail, RUNS);
+    // From another page of the same server (moving about the dashboard: the page's process is
+    // kept), and from a blank tab (a new renderer process starts first).
+    let same = |u: &str| format!("{u}api/health");
+    let (af, aw) = loads(&mut b, &same(&t.1), &t.1, RUNS);
+    let (of, ow) = loads(&mut b, &same(&w.1), &w.1, RUNS);
+    let (df, dw) = loads(&mut b, &same(&w.1), &detail, RUNS);
+    let (_, ab) = loads(&mut b, "about:blank", &t.1, RUNS);
+    let (_, ob) = loads(&mut b, "about:blank", &w.1, RUNS);
+    let (_, db) = loads(&mut b, "about:blank", &detail, RUNS);
     let anchor = median(aw.iter().map(|x| x.1).collect());
+    let anchor_blank = median(ab.iter().map(|x| x.1).collect());
     println!(
         "Page load in headless Chromium, {SERIES} series x {HOURS} hours of hourly histograms ({VALUES} values each); \
-         {RUNS} loads after a first one (the server's percentile cache cold), median; time from navigation start.\n"
+         {RUNS} loads after a first one (the server's caches cold), median; time from navigation start.\n"
     );
+    println!("From another page of the dashboard:\n");
     println!("| page | first load, painted | rendered (median) | painted (median) | painted (worst) | vs. anchor | target 200 ms |");
     println!("|---|---|---|---|---|---|---|");
     row("anchor: overview, 1 series x 1 hour", af, &aw, anchor);
     row("overview (every series: latest histogram, p50/p99 of 168 hours)", of, &ow, anchor);
     row("series detail, 168 hours x 100 buckets", df, &dw, anchor);
+    println!("\nFrom a blank tab (a renderer process starts first):\n");
+    println!("| page | | rendered (median) | painted (median) | painted (worst) | vs. anchor | target 200 ms |");
+    println!("|---|---|---|---|---|---|---|");
+    row("anchor: overview, 1 series x 1 hour", ab[0], &ab, anchor_blank);
+    row("overview", ob[0], &ob, anchor_blank);
+    row("series detail", db[0], &db, anchor_blank);
+    println!("\nThe server's part (median of {RUNS} GETs of the JSON, over loopback):\n");
+    println!("| API | time | bytes |");
+    println!("|---|---|---|");
+    for (name, url, path) in [
+        ("anchor: /api/overview, 1 series x 1 hour", &t.1, "/api/overview".to_string()),
+        ("/api/overview, 50 series x 168 hours", &w.1, "/api/overview".to_string()),
+        (
+            "/api/series/detail, 168 hours x 100 buckets",
+            &w.1,
+            "/api/series/detail?id=1&hoursAgo=168&buckets=100".to_string(),
+        ),
+    ] {
+        let (ms, bytes) = api(url, &path, RUNS);
+        println!("| {name} | {ms:.1} ms | {bytes} |");
+    }
 }

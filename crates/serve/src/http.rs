@@ -6,6 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -204,7 +205,10 @@ impl HttpServer {
             match self.listener.accept() {
                 Ok((stream, peer)) => self.admit(stream, peer, &handler, &stop),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(20));
+                    // Until a connection arrives (accepted at once) or 100 ms pass (the stop flag).
+                    let mut pfd = libc::pollfd { fd: self.listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                    // SAFETY: one valid pollfd for the listener we own.
+                    unsafe { libc::poll(&mut pfd, 1, 100) };
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 // Out of file descriptors and the like: wait instead of spinning.

@@ -84,6 +84,9 @@ pub enum LiveError {
     /// The session's thread did not answer in time.
     #[error("the live session did not answer in time")]
     Timeout,
+    /// The session stopped (idle) as the request arrived.
+    #[error("the live session has just stopped")]
+    Ended,
     /// The server is stopping.
     #[error("the server is stopping")]
     Stopping,
@@ -108,7 +111,7 @@ impl LiveError {
     pub fn status(&self) -> u16 {
         match self {
             LiveError::Filter(_) | LiveError::Nothing(_) | LiveError::Param(_) => 400,
-            LiveError::Busy(..) | LiveError::Timeout | LiveError::Stopping => 503,
+            LiveError::Busy(..) | LiveError::Timeout | LiveError::Ended | LiveError::Stopping => 503,
         }
     }
 }
@@ -255,17 +258,34 @@ impl LiveHub {
             return Ok(s);
         }
         let (tx, rx) = mpsc::channel();
-        let send = |cmd| slot.tx.lock().unwrap_or_else(|e| e.into_inner()).send(cmd).map_err(|_| LiveError::Timeout);
+        let send = |cmd| {
+            slot.tx.lock().unwrap_or_else(|e| e.into_inner()).send(cmd).map_err(|_| {
+                if slot.done.load(Ordering::Acquire) {
+                    // It stopped (idle) just now: the next request starts a new one.
+                    LiveError::Ended
+                } else {
+                    // Gone without saying why: the next request after a few seconds starts afresh.
+                    slot.set(State::Failed("the live session ended unexpectedly".into(), Instant::now()));
+                    LiveError::Timeout
+                }
+            })
+        };
         if stream {
             let (ktx, krx) = mpsc::channel();
-            send(Cmd::KeepEvents(ktx))?;
+            if let Err(LiveError::Ended) = send(Cmd::KeepEvents(ktx)) {
+                return Ok(json!({"state": "starting"}));
+            }
             krx.recv_timeout(REPLY_TIMEOUT).map_err(|_| LiveError::Timeout)?;
         }
-        send(match ask {
+        let sent = send(match ask {
             Ask::View(q) => Cmd::View(q, tx),
             Ask::Events(q) => Cmd::Events(q, tx),
             Ask::Tables(q) => Cmd::Tables(q, tx),
-        })?;
+        });
+        if let Err(LiveError::Ended) = sent {
+            return Ok(json!({"state": "starting"}));
+        }
+        sent?;
         rx.recv_timeout(REPLY_TIMEOUT).map_err(|_| LiveError::Timeout)
     }
 
@@ -296,8 +316,10 @@ impl LiveHub {
         std::thread::Builder::new()
             .name("latscope-live".into())
             .spawn(move || {
-                run_session(&s2, rx, filter, key.block, &opts, &stop);
+                run_session(&s2, &rx, filter, key.block, &opts, &stop);
+                // Done before the commands' receiver goes: a request that cannot send knows why.
                 s2.done.store(true, Ordering::Release);
+                drop(rx);
             })
             .map_err(|e| LiveError::Nothing(format!("cannot start a thread: {e}")))?;
         slots.push(slot.clone());
@@ -305,7 +327,7 @@ impl LiveHub {
     }
 }
 
-fn run_session(slot: &Slot, rx: Receiver<Cmd>, filter: Filter, block: bool, opts: &LiveOptions, stop: &AtomicBool) {
+fn run_session(slot: &Slot, rx: &Receiver<Cmd>, filter: Filter, block: bool, opts: &LiveOptions, stop: &AtomicBool) {
     let kind = if block { EventKind::Block } else { EventKind::Syscall };
     let filter_text = filter.source().to_string();
     let builder = SessionBuilder::new()

@@ -61,13 +61,27 @@ pub struct StoreReader {
     path: PathBuf,
     idle: Mutex<Vec<Store>>,
     cache: Mutex<HashMap<(i64, i64), (i64, HourSummary)>>,
+    rows: Mutex<HashMap<SeriesId, (Fingerprint, Value, Value)>>,
+}
+
+/// What identifies the data of a series: merges only add values (so its count grows) and
+/// retention drops hours (so its extent changes). Unchanged, its overview row is too.
+type Fingerprint = (Option<Hour>, Option<Hour>, u64, u64, i64);
+
+fn fingerprint(s: &Series, trend_hours: i64) -> Fingerprint {
+    (s.first_hour, s.last_hour, s.hours, s.count, trend_hours)
 }
 
 impl StoreReader {
     /// Checks that `path` opens as a store (read-only) and keeps that connection.
     pub fn open(path: &Path) -> Result<StoreReader, StoreError> {
         let first = Store::open_read_only(path)?;
-        Ok(StoreReader { path: path.to_path_buf(), idle: Mutex::new(vec![first]), cache: Mutex::default() })
+        Ok(StoreReader {
+            path: path.to_path_buf(),
+            idle: Mutex::new(vec![first]),
+            cache: Mutex::default(),
+            rows: Mutex::default(),
+        })
     }
 
     /// The store file.
@@ -148,28 +162,38 @@ fn series_json(s: &Series) -> Value {
 
 /// The overview: every series, its latest hour (count, p50, p99, max and the histogram regrouped
 /// into 10 bins per decade for a sparkline) and, per stored hour, count, p50 and p99 (at most the
-/// last `hours`, default [`MAX_TREND_HOURS`]).
+/// last `hours`, default [`MAX_TREND_HOURS`]). Rows of series whose data did not change since the
+/// last overview (same extent and count) are reused.
 pub fn overview(r: &StoreReader, p: &Params) -> Result<Value, StoredError> {
     let hours = p.int("hours", 1, MAX_TREND_HOURS)?.unwrap_or(MAX_TREND_HOURS);
     r.with(|store| {
         let series = store.series()?;
-        let latest: HashMap<SeriesId, latscope_store::HourHistogram> =
-            store.latest_all()?.into_iter().map(|h| (h.series, h)).collect();
         let mut out = Vec::with_capacity(series.len());
         for s in &series {
-            let mut v = series_json(s);
-            v["latest"] = match latest.get(&s.id) {
-                Some(h) => latest_json(h.hour, &h.histogram),
-                None => Value::Null,
-            };
-            v["trend"] = match s.last_hour {
-                Some(last) => {
-                    let from = s.first_hour.unwrap_or(last).max(last.plus(1 - hours));
-                    let sums = r.summaries(store, s, from..last.next())?;
-                    Value::Array(sums.iter().map(|(h, x)| json!([h, x.count, x.p50, x.p99])).collect())
+            let fp = fingerprint(s, hours);
+            let cached = r.rows.lock().unwrap_or_else(|e| e.into_inner()).get(&s.id).filter(|c| c.0 == fp).cloned();
+            let (latest, trend) = match cached {
+                Some((_, l, t)) => (l, t),
+                None => {
+                    let latest = match store.latest(s.id)? {
+                        Some(h) => latest_json(h.hour, &h.histogram),
+                        None => Value::Null,
+                    };
+                    let trend = match s.last_hour {
+                        Some(last) => {
+                            let from = s.first_hour.unwrap_or(last).max(last.plus(1 - hours));
+                            let sums = r.summaries(store, s, from..last.next())?;
+                            Value::Array(sums.iter().map(|(h, x)| json!([h, x.count, x.p50, x.p99])).collect())
+                        }
+                        None => json!([]),
+                    };
+                    r.rows.lock().unwrap_or_else(|e| e.into_inner()).insert(s.id, (fp, latest.clone(), trend.clone()));
+                    (latest, trend)
                 }
-                None => json!([]),
             };
+            let mut v = series_json(s);
+            v["latest"] = latest;
+            v["trend"] = trend;
             out.push(v);
         }
         Ok(json!({
@@ -333,10 +357,17 @@ pub fn detail(r: &StoreReader, p: &Params) -> Result<Value, StoredError> {
                 "notes": ex.notes,
             })
         };
+        // Each hour's peaks, tiered like the window's (the window's notes say the rest; finding a
+        // clock's granularity in every hour would cost more than everything else here).
+        let io_unit =
+            explanation.peaks.iter().any(|p| p.tier.is_some()).then(|| latscope_micro::Unit::parse(unit)).flatten();
         let hours_json: Vec<Value> = stored
             .iter()
             .map(|h| {
-                let ex = latscope_micro::explain(&h.histogram, &spec.kind, unit, &spec.params);
+                let ex = latscope_micro::Explanation {
+                    peaks: latscope_micro::explain::peaks(&h.histogram, io_unit),
+                    ..Default::default()
+                };
                 let mut v = hist_json(&h.histogram, &ex);
                 v["hour"] = json!(h.hour);
                 v
