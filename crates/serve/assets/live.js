@@ -50,7 +50,7 @@ async function poll() {
 }
 
 function status() {
-  const d = view, mode = d.mode === 'counting' ? 'counted in the kernel (no events copied)' : 'event stream' + (d.streaming_reason ? ' (' + d.streaming_reason + ')' : '');
+  const d = view, mode = d.mode === 'counting' ? 'counted in the kernel (no events copied)' : 'events kept: ' + (d.streaming_reason || 'drill-down');
   document.getElementById('status').textContent = `${d.source} — ${mode} — ${LS.count(d.events_per_s)} events/s — ${d.events_total} events since start` +
     (d.lost ? ` — ${d.lost} LOST (ring buffer full)` : ' — none lost') + (d.filter ? ` — filter: ${d.filter}` : '');
   heat.dataset.shown = d.shown; heat.dataset.rows = d.rows.length; heat.dataset.below = d.below; heat.dataset.above = d.above;

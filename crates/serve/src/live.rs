@@ -506,19 +506,31 @@ fn tables(spec: &Spectrogram, feed: &mut dyn Feed, q: &TableQuery, interval: Dur
                 group: None,
                 limit: 0,
             };
-            // The open row counts too: the span is the rows asked for plus the one filling now.
+            // The open row counts too: the rows asked for plus the one filling now (shortened
+            // below to the time the kept events cover, for a session that streams since lately).
             (dq, (q.rows + 1) as f64 * interval.as_secs_f64())
         }
     };
     let kind = if q.block { EventKind::Block } else { EventKind::Syscall };
     let mut tops: Vec<Top> = TABLES.iter().map(|&by| Top::new(by)).collect();
+    let mut first_ts = u64::MAX;
     let visited = feed.visit(spec, &dq, &mut |b, i, h| {
         if b.kind[i] == kind as u8 {
+            first_ts = first_ts.min(b.ts[i]);
             for t in &mut tops {
                 t.add(b, i, h);
             }
         }
     });
+    let secs = match q.cell {
+        Some(_) => secs,
+        // Rates over the time the events cover when that is shorter (events kept only lately).
+        None if first_ts != u64::MAX => {
+            let covered = monotonic_ns().saturating_sub(first_ts.max(dq.t_from)) as f64 / 1e9;
+            covered.clamp(interval.as_secs_f64().min(secs), secs)
+        }
+        None => secs,
+    };
     let visited = match visited {
         Ok(v) => v,
         Err(e) => return json!({"error": e}),
@@ -540,6 +552,14 @@ fn tables(spec: &Spectrogram, feed: &mut dyn Feed, q: &TableQuery, interval: Dur
         })
         .collect();
     json!({"events": visited.events, "note": visited.note, "seconds": secs, "tables": tables})
+}
+
+/// CLOCK_MONOTONIC in ns: the clock of event times.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// A filter clause that keeps only the events of a drill-down row (`by` = `name`), if the filter
