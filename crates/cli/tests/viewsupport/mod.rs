@@ -2,6 +2,8 @@
 //! is not blank without extra crates), SVG cell parsing, and trace fixtures with known events.
 #![allow(dead_code)]
 
+pub mod cdp;
+
 use latscope_event::{BlockDevice, Event, EventBatch, TraceHeader};
 use latscope_trace::{Summary, TraceWriter};
 use std::collections::BTreeMap;

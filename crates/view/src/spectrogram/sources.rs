@@ -3,7 +3,7 @@
 //! only through [`EventSource`] and [`CountSource`], so the spectrogram never learns whether its
 //! rows come from a trace or the probes.
 
-use super::feed::{DrillQuery, DrillResult, EventWindow, Feed};
+use super::feed::{DrillQuery, DrillResult, EventWindow, Feed, Visited, Visitor};
 use super::render::FeedStatus;
 use super::{Buckets, GroupOrder, Spectrogram};
 use crate::events::{line, TimeFormat};
@@ -417,6 +417,10 @@ impl Feed for StreamFeed {
         spec.seal_until(spec.row_of(end_ns.saturating_sub(1)) + 1);
         Ok(())
     }
+
+    fn visit(&mut self, _spec: &Spectrogram, q: &DrillQuery, f: &mut Visitor<'_>) -> Result<Visited, String> {
+        Ok(self.window.visit(self.source.header(), q, f))
+    }
 }
 
 /// CLOCK_MONOTONIC now, ns (the clock of the events and rows).
@@ -550,6 +554,18 @@ impl Feed for CountFeed {
         }
         spec.seal_until(last + 1);
         Ok(())
+    }
+
+    fn visit(&mut self, spec: &Spectrogram, q: &DrillQuery, f: &mut Visitor<'_>) -> Result<Visited, String> {
+        match &mut self.stream {
+            Some(s) => s.visit(spec, q, f),
+            None => Ok(Visited {
+                events: 0,
+                note: Some(
+                    "the histograms are built in the kernel, which keeps no events: switch to the event stream".into(),
+                ),
+            }),
+        }
     }
 
     fn keep_events(&mut self, spec: &mut Spectrogram) -> Result<String, String> {
