@@ -68,6 +68,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if a.detach {
         session.detach_command();
     }
+    let command_pid = session.command_pid();
     let writer = ThreadedTraceWriter::create_with(&a.file, session.header(), Default::default(), WRITER_QUEUE_BLOCKS)
         .with_context(|| format!("cannot create trace file {}", a.file.display()))?;
     let opts = RecorderOptions {
@@ -86,6 +87,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
         eprint!("\r{:60}\r", "");
     }
     report(&a, &rec)?;
+    if let (true, None, Some(pid)) = (a.detach, rec.command_status, command_pid) {
+        eprintln!("latscope: recording stopped; the command (pid {pid}) is left running (--detach)");
+    }
     // The command's status, when it ran to its end, is record's: `record -- make && ...` works.
     Ok(match rec.command_status {
         Some(st) if !a.command.is_empty() => ExitCode::from(st.clamp(0, 255) as u8),
