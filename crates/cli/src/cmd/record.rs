@@ -22,8 +22,8 @@ use std::time::Duration;
   latscope record -w trace.lst                        # everything, for up to 1 h or until Ctrl-C
   latscope record -w trace.lst --duration 30s -c postgres
   latscope record -w trace.lst --syscalls io -p 1234 -p 1240
-  latscope record -w svc.lst -p \"$(pgrep -o nginx)\" --follow   # nginx's master, its workers and children
-  latscope record -w svc.lst --cgroup system.slice/nginx.service   # a service's cgroup (or: --cgroup nginx.service)
+  latscope record -w svc.lst -p \"$(pgrep -o nginx)\" -f   # nginx, its workers and their children
+  latscope record -w svc.lst --cgroup system.slice/nginx.service   # or: --cgroup nginx.service
   latscope record -w trace.lst 'fd.type = file and evt.latency > 100us'
   latscope record -w build.lst -- make -j2            # a command from start to exit, with its children
   ssh host latscope record -w - -d 10s | latscope hist -r -   # a remote machine, as a stream")]

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
   latscope top -r trace.lst --block --by disk
   latscope top --by client                              # live, refreshed every second
   latscope top --by file 'fd.type = file' --interval 5s --count 3
-  latscope top --by pid -p \"$(pgrep -o postgres)\" --follow   # a server and every backend it forks
+  latscope top --by pid -p \"$(pgrep -o postgres)\" -f   # a server and the backends it forks
   latscope top --by syscall --cgroup system.slice/nginx.service
   latscope top -r trace.lst --by dir --json | jq '.rows[0]'")]
 pub struct Args {
