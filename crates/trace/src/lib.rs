@@ -38,6 +38,9 @@
 //! and end-time ranges and its events per kind); with [`TraceReader::next_batch_pruned`] a caller
 //! sees it before the block is decoded and skips the columns it makes unnecessary.
 //!
+//! Synthetic traces for tests, benchmarks and examples (seeded, deterministic) are in
+//! [`synth`].
+//!
 //! ```no_run
 //! use latscope_event::{EventBatch, TraceHeader};
 //! use latscope_trace::{Column, Summary, TraceReader, TraceWriter};
@@ -71,6 +74,7 @@ mod meta;
 mod output;
 mod reader;
 mod source;
+pub mod synth;
 mod threaded;
 mod writer;
 
