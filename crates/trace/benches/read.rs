@@ -15,42 +15,35 @@
 //! `LATSCOPE_BENCH_ZSTD` (set: compressed size and decompression speed of `ts` and `lat` under
 //! several zstd settings).
 //!
-//! The events are realistic rather than repeated: mostly syscalls, `ts` increasing by small
-//! random steps, `lat` log-uniform between 256 ns and 8 ms, ~30 % with a path from a small set,
-//! a few comm names; blocks of 64 Ki events. Besides the reader itself, the bench measures the
-//! parts no reader can avoid (reading the file, the CRC-32C of every body, zstd decompression of
-//! the projected buffers alone), which bound what a projected read can reach.
+//! The events are realistic rather than repeated ([`EventMix`] with [`Latency::Wide`]): mostly
+//! syscalls, `ts` increasing by small random steps, `lat` log-uniform between 256 ns and 8 ms,
+//! ~30 % with a path from a small set, a few comm names; blocks of 64 Ki events. Besides the
+//! reader itself, the bench measures the parts no reader can avoid (reading the file, the
+//! CRC-32C of every body, zstd decompression of the projected buffers alone), which bound what a
+//! projected read can reach.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-mod synth;
-
 use latscope_event::{EventBatch, TraceHeader};
+use latscope_trace::synth::{EventMix, Latency};
 use latscope_trace::{Column, Compression, Summary, TraceReader, TraceWriter, WriterOptions};
-use synth::Rng;
 
 const BLOCK: usize = 65536;
 /// Bump when the generator changes, so that a cached trace is rewritten.
 const GENERATOR: u32 = 1;
 
 fn write_trace(path: &Path, events: usize, compression: Compression) -> Duration {
-    let paths = synth::paths();
     let header = TraceHeader { hostname: "bench".into(), kernel: "6.8".into(), ..Default::default() };
     let opts = WriterOptions { compression, sync_on_finish: false, ..Default::default() };
     let tmp = path.with_extension("partial");
     let mut w = TraceWriter::create_with(&tmp, &header, opts).unwrap();
-    let mut rng = Rng(0x1234_5678_9abc_def1);
-    let mut ts = 1_000_000_000u64;
+    let mut mix = EventMix::new(Latency::Wide);
     let mut left = events;
     let mut busy = Duration::ZERO;
     while left > 0 {
         let n = left.min(BLOCK);
-        // Log-uniform latency: 2^e .. 2^(e+1) for e in 8..23.
-        let b = synth::batch(&mut rng, n, &mut ts, &paths, |r| {
-            let e = 8 + r.below(15);
-            (1u64 << e) + r.below(1 << e)
-        });
+        let b = mix.batch(n);
         let t = Instant::now();
         w.write_batch(&b, 0).unwrap();
         busy += t.elapsed();

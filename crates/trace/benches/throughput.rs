@@ -5,18 +5,17 @@
 //! `LATSCOPE_BENCH_TRACE` to a recorded trace to write its blocks (of at least 32 Ki events)
 //! instead of synthetic ones).
 //!
-//! Synthetic events: mostly syscalls with small integers, ~30 % with a path from a small set,
-//! comm from a few names, every value drawn independently (a pessimistic case for compression:
-//! recorded traces have runs), written in blocks of 64 Ki events.
+//! Synthetic events ([`EventMix`] with [`Latency::Short`]): mostly syscalls with small integers,
+//! ~30 % with a path from a small set, comm from a few names, every value drawn independently
+//! (a pessimistic case for compression: recorded traces have runs), written in blocks of 64 Ki
+//! events.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-mod synth;
-
 use latscope_event::{EventBatch, TraceHeader};
+use latscope_trace::synth::{EventMix, Latency};
 use latscope_trace::{Column, Compression, Summary, ThreadedTraceWriter, TraceReader, TraceWriter, WriterOptions};
-use synth::Rng;
 
 const BLOCK: usize = 65536;
 
@@ -71,9 +70,6 @@ fn main() {
         .unwrap_or_else(|_| std::env::temp_dir().join(format!("latscope-trace-bench-{}", std::process::id())));
     std::fs::create_dir_all(&dir).unwrap();
 
-    let mut rng = Rng(0x1234_5678_9abc_def1);
-    let mut ts = 1_000_000_000u64;
-    let paths = synth::paths();
     let templates: Vec<EventBatch> = match std::env::var_os("LATSCOPE_BENCH_TRACE") {
         Some(p) => {
             let r = TraceReader::open(&p).unwrap_or_else(|e| panic!("LATSCOPE_BENCH_TRACE: {e}"));
@@ -82,14 +78,10 @@ fn main() {
             println!("events from {}", std::path::Path::new(&p).display());
             t
         }
-        None => (0..8)
-            .map(|_| {
-                synth::batch(&mut rng, BLOCK, &mut ts, &paths, |r| {
-                    let bits = r.below(17);
-                    200 + r.below(1 << bits)
-                })
-            })
-            .collect(),
+        None => {
+            let mut mix = EventMix::new(Latency::Short);
+            (0..8).map(|_| mix.batch(BLOCK)).collect()
+        }
     };
     let per_block = templates.iter().map(|b| b.len()).sum::<usize>() / templates.len();
     let raw: usize = templates[0].len() * 112
@@ -208,17 +200,5 @@ fn main() {
 /// Copy `src` into `dst` column by column (what a producer filling a batch costs).
 fn fill(dst: &mut EventBatch, src: &EventBatch) {
     dst.clear();
-    macro_rules! ext {
-        ($($f:ident),*) => { $( dst.$f.extend_from_slice(&src.$f); )* };
-    }
-    ext!(
-        kind, ts, lat, pid, tid, uid, nr, ret, fd, fd_type, dev, ino, bytes, off, flags, mode, dirfd, addr, cgroup,
-        qtime
-    );
-    for (d, s) in [(&mut dst.comm, &src.comm), (&mut dst.path, &src.path), (&mut dst.path2, &src.path2)] {
-        d.offsets.clear();
-        d.offsets.extend_from_slice(&s.offsets);
-        d.data.clear();
-        d.data.extend_from_slice(&s.data);
-    }
+    dst.append(src);
 }
