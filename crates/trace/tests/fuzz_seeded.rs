@@ -6,56 +6,42 @@
 //! `LATSCOPE_FUZZ_CASES=100000 cargo test -p latscope-trace --release --test fuzz_seeded` runs more.
 
 use latscope_trace::fuzz_support::{check_one, seed_trace, CountingAlloc};
+use latscope_trace::synth::Rng;
 
 #[global_allocator]
 static A: CountingAlloc = CountingAlloc;
-
-/// splitmix64: deterministic, dependency-free.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 #[test]
 fn the_reader_survives_random_and_mutated_traces() {
     let cases: usize = std::env::var("LATSCOPE_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);
     let (seed, _) = seed_trace();
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     for i in 0..cases {
-        let mut input = vec![rng.next() as u8];
+        let mut input = vec![rng.next_u64() as u8];
         match i % 3 {
             // A mutation program.
             0 => {
                 input[0] |= 1;
-                let n = rng.below(40);
-                input.extend((0..n).map(|_| rng.next() as u8));
+                let n = rng.index(40);
+                input.extend((0..n).map(|_| rng.next_u64() as u8));
             }
             // The seed trace with a few bytes changed, read as bytes.
             1 => {
                 input[0] &= !1;
                 input.extend_from_slice(seed);
-                for _ in 0..1 + rng.below(4) {
-                    let p = 1 + rng.below(input.len() - 1);
-                    input[p] = rng.next() as u8;
+                for _ in 0..1 + rng.index(4) {
+                    let p = 1 + rng.index(input.len() - 1);
+                    input[p] = rng.next_u64() as u8;
                 }
-                let cut = 1 + rng.below(input.len());
+                let cut = 1 + rng.index(input.len());
                 input.truncate(cut.max(input.len() / 2));
             }
             // Arbitrary bytes, starting like a message.
             _ => {
                 input[0] &= !1;
                 input.extend_from_slice(&[0xff, 0xff, 0xff, 0xff]);
-                let n = rng.below(300);
-                input.extend((0..n).map(|_| rng.next() as u8));
+                let n = rng.index(300);
+                input.extend((0..n).map(|_| rng.next_u64() as u8));
             }
         }
         check_one(&input);
