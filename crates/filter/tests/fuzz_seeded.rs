@@ -4,24 +4,7 @@
 //! `LATSCOPE_FUZZ_CASES=200000 cargo test -p latscope-filter --release --test fuzz_seeded` runs more.
 
 use latscope_filter::fuzz_support::check_str;
-
-/// splitmix64: deterministic, dependency-free.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
-        v[self.below(v.len())]
-    }
-}
+use latscope_trace::synth::Rng;
 
 const CORPUS: &[&str] = &[
     "proc.name=httpd",
@@ -107,11 +90,11 @@ const PIECES: &[&str] = &[
 
 fn mutate(r: &mut Rng, s: &str) -> String {
     let mut v: Vec<char> = s.chars().collect();
-    for _ in 0..1 + r.below(4) {
-        let at = r.below(v.len() + 1);
-        match r.below(5) {
+    for _ in 0..1 + r.index(4) {
+        let at = r.index(v.len() + 1);
+        match r.index(5) {
             0 if !v.is_empty() => {
-                let end = (at + 1 + r.below(6)).min(v.len());
+                let end = (at + 1 + r.index(6)).min(v.len());
                 v.drain(at.min(v.len())..end);
             }
             1 => {
@@ -126,16 +109,16 @@ fn mutate(r: &mut Rng, s: &str) -> String {
             3 => {
                 // Splice a piece of another corpus entry.
                 let other: Vec<char> = r.pick(CORPUS).chars().collect();
-                let a = r.below(other.len());
-                let b = (a + r.below(20)).min(other.len());
+                let a = r.index(other.len());
+                let b = (a + r.index(20)).min(other.len());
                 for (k, c) in other[a..b].iter().enumerate() {
                     v.insert((at + k).min(v.len()), *c);
                 }
             }
             _ => {
-                let n = r.below(8);
+                let n = r.index(8);
                 for k in 0..n {
-                    v.insert((at + k).min(v.len()), char::from(32 + r.below(95) as u8));
+                    v.insert((at + k).min(v.len()), char::from(32 + r.index(95) as u8));
                 }
             }
         }
@@ -144,21 +127,21 @@ fn mutate(r: &mut Rng, s: &str) -> String {
 }
 
 #[test]
-fn harness_on_seeded_inputs() {
+fn seeded_random_and_mutated_filters_pass_every_harness_check() {
     let cases: usize = std::env::var("LATSCOPE_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000);
-    let mut r = Rng(0x1a75_c09e);
+    let mut r = Rng::new(0x1a75_c09e);
     let mut parsed = 0usize;
     for i in 0..cases {
         let input = match i % 4 {
             // Pure noise from the token alphabet.
-            0 => (0..r.below(12)).map(|_| r.pick(PIECES)).collect::<Vec<_>>().join(if r.below(2) == 0 {
+            0 => (0..r.index(12)).map(|_| *r.pick(PIECES)).collect::<Vec<_>>().join(if r.index(2) == 0 {
                 " "
             } else {
                 ""
             }),
             _ => {
                 let mut s = r.pick(CORPUS).to_string();
-                for _ in 0..1 + r.below(3) {
+                for _ in 0..1 + r.index(3) {
                     s = mutate(&mut r, &s);
                 }
                 s
