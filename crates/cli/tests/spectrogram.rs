@@ -5,8 +5,8 @@
 mod common;
 
 use common::{bin, latscope, latscope_ok, require_bpf, require_tool};
-use latscope_event::{syscall_nr, Event, EventBatch, TraceHeader, TRACE_FORMAT_VERSION};
-use latscope_trace::{Summary, TraceWriter};
+use latscope_event::{syscall_nr, Event, TraceHeader, TRACE_FORMAT_VERSION};
+use latscope_trace::{synth, Summary};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
@@ -24,8 +24,6 @@ const GUTTER: usize = 9;
 /// of ~1.1 ms; then an idle stretch and one last call in row 7.
 fn synthetic_trace(path: &Path) {
     let header = TraceHeader { format_version: TRACE_FORMAT_VERSION, start_ns: T0, ..Default::default() };
-    let mut w = TraceWriter::create(path, &header).unwrap();
-    let mut b = EventBatch::with_capacity(4096);
     let sleep_nr = syscall_nr("nanosleep").unwrap();
     let read_nr = syscall_nr("read").unwrap();
     let ev = |kind: u8, end: u64, lat: u64, nr: u16, comm: &str| Event {
@@ -39,22 +37,22 @@ fn synthetic_trace(path: &Path) {
         comm: comm.into(),
         ..Default::default()
     };
+    let mut events = Vec::new();
     for row in [0u64, 1, 3] {
         let base = T0 + row * 500 * MS;
         for i in 0..1000u64 {
-            b.push(&ev(0, base + MS + i * 400 * US, 110 * US + i % 9, sleep_nr, "a"));
+            events.push(ev(0, base + MS + i * 400 * US, 110 * US + i % 9, sleep_nr, "a"));
         }
         for i in 0..20u64 {
-            b.push(&ev(0, base + 20 * MS + i * 20 * MS, 11 * MS + i, sleep_nr, "a"));
+            events.push(ev(0, base + 20 * MS + i * 20 * MS, 11 * MS + i, sleep_nr, "a"));
         }
         for i in 0..5u64 {
-            b.push(&ev(0, base + 30 * MS + i * MS, 1_100 + i, read_nr, "b"));
+            events.push(ev(0, base + 30 * MS + i * MS, 1_100 + i, read_nr, "b"));
         }
-        b.push(&ev(1, base + 250 * MS, 1_100 * US, 1, "a"));
+        events.push(ev(1, base + 250 * MS, 1_100 * US, 1, "a"));
     }
-    b.push(&ev(0, T0 + 7 * 500 * MS + 100 * MS, 110 * US, sleep_nr, "a"));
-    w.write_batch(&b, 0).unwrap();
-    w.finish(Summary::default()).unwrap();
+    events.push(ev(0, T0 + 7 * 500 * MS + 100 * MS, 110 * US, sleep_nr, "a"));
+    synth::write_events(path, &header, &events, Summary::default()).unwrap();
 }
 
 /// Plain rows: (time label, cells).
