@@ -7,6 +7,7 @@ mod viewsupport;
 
 use common::{bin, latscope, latscope_ok};
 use latscope_event::{Event, EventKind};
+use latscope_trace::synth::Rng;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -65,7 +66,7 @@ fn t2h_rule(
 
 /// "time latency" text in us: ~30 s of events, integer and fractional latencies, a header line.
 fn t2h_text() -> String {
-    let mut r = Rng(0x5eed_1234);
+    let mut r = Rng::new(0x5eed_1234);
     let mut s = String::from("time latency\n");
     let mut t: u64 = 17_442_020_318_913;
     for i in 0..30_000 {
@@ -275,7 +276,7 @@ fn heatmap_hover_shows_time_range_count_and_percentile() {
 
 fn perf_text() -> (String, Vec<(u64, u64, u64, u64)>) {
     // (issue ns, latency ns, bytes, sector)
-    let mut r = Rng(99);
+    let mut r = Rng::new(99);
     let mut s = String::from("# captured with perf\n");
     let mut truth = Vec::new();
     let base: u64 = 2_199_495_000_000_000;
@@ -401,7 +402,7 @@ fn fixture() -> Fixture {
     let read = latscope_event::syscall_nr("read").unwrap();
     let pread = latscope_event::syscall_nr("pread64").unwrap();
     let openat = latscope_event::syscall_nr("openat").unwrap();
-    let mut r = Rng(7);
+    let mut r = Rng::new(7);
     let mut events = Vec::new();
     let mut t = START + 1000;
     for i in 0..20_000u64 {
@@ -493,7 +494,7 @@ fn heatmap_from_trace_known_events_known_cells() {
 }
 
 #[test]
-fn heatmap_per_disk_offset_size_subsecond() {
+fn heatmap_per_disk_offset_size_and_subsecond_cells_match_the_events() {
     let f = fixture();
     let p = f.path.to_str().unwrap();
     let j: Value =
@@ -610,7 +611,7 @@ fn hist_percentiles_match_exact_values_and_peaks_are_found() {
 }
 
 #[test]
-fn top_groups_sorts_and_limits() {
+fn top_groups_match_the_events_and_sort_and_limit_by_any_key() {
     let f = fixture();
     let p = f.path.to_str().unwrap();
     let j: Value = serde_json::from_str(&latscope_ok(&["top", "-r", p, "--by", "proc", "--json"])).unwrap();
@@ -741,7 +742,7 @@ fn every_svg_parses_in_chromium() {
 }
 
 #[test]
-fn help_has_examples() {
+fn every_view_help_has_examples() {
     for c in ["heatmap", "hist", "top", "timeline"] {
         let h = latscope_ok(&[c, "--help"]);
         assert!(h.contains("Examples:"), "{c} --help has no examples");
@@ -802,7 +803,7 @@ fn live_top_shows_a_table() {
 /// latencies from 1 us to 300 ms so that end times cross boundaries too.
 fn zone_events() -> Vec<Event> {
     let read = latscope_event::syscall_nr("read").unwrap();
-    let mut r = Rng(99);
+    let mut r = Rng::new(99);
     let mut v = Vec::new();
     let mut t = START + 100;
     for i in 0..60_000u64 {

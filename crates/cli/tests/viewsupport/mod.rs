@@ -387,21 +387,6 @@ fn write_events(mut w: TraceWriter, start_ns: u64, events: &[Event], block: usiz
     w.finish(Summary { duration_ns: end.saturating_sub(start_ns).max(1), end_ns: end, ..Default::default() }).unwrap();
 }
 
-/// A deterministic pseudo-random sequence.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// Like [`write_trace`], in blocks of `block` events, with or without zone maps (per-block events
 /// per kind and latency/end ranges; without, the file is like one written before they existed).
 pub fn write_trace_blocks(path: &Path, start_ns: u64, events: &[Event], block: usize, zone_maps: bool) {
