@@ -1,5 +1,6 @@
 //! The fuzzing harness of the trace reader, shared by `fuzz/fuzz_targets/trace_read.rs` and the
-//! seeded random test (`tests/fuzz_seeded.rs`). Not part of the supported API.
+//! seeded random test (`tests/fuzz_seeded.rs`); its [`CountingAlloc`] also measures the reader's
+//! heap in `tests/bounds.rs`. Not part of the supported API.
 //!
 //! [`check_one`] takes the fuzzer's bytes: the first byte chooses between arbitrary bytes read
 //! as a trace and a program of structure-aware mutations (bit flips, cuts, overwritten words,
@@ -29,6 +30,23 @@ pub struct CountingAlloc;
 
 static CURRENT: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+impl CountingAlloc {
+    /// Bytes allocated through the counting allocator and not freed yet.
+    pub fn in_use() -> usize {
+        CURRENT.load(Ordering::Relaxed)
+    }
+
+    /// Starts a new peak at what is in use now.
+    pub fn reset_peak() {
+        PEAK.store(Self::in_use(), Ordering::Relaxed);
+    }
+
+    /// The most bytes in use at once since the last [`CountingAlloc::reset_peak`].
+    pub fn peak() -> usize {
+        PEAK.load(Ordering::Relaxed)
+    }
+}
 
 fn grew(by: usize) {
     let now = CURRENT.fetch_add(by, Ordering::Relaxed) + by;
@@ -315,8 +333,8 @@ pub fn check_one(data: &[u8]) {
     let proj: Vec<Column> = Column::ALL.into_iter().filter(|c| (mode >> 1) & (1 << (c.index() % 7)) != 0).collect();
     let known_proj: Option<Vec<EventBatch>> = known.map(|k| k.iter().map(|b| project(b, &proj)).collect());
     let file = MemFile::with(&bytes);
-    let base = CURRENT.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
+    let base = CountingAlloc::in_use();
+    CountingAlloc::reset_peak();
     let all = ReadOptions { projection: None, skip_corrupt: true };
     if let Ok(r) = TraceReader::open_with(file.path(), all.clone()) {
         drain(r, known, None, "file");
@@ -348,7 +366,7 @@ pub fn check_one(data: &[u8]) {
     if let Ok(r) = TraceReader::from_reader("stream", std::io::Cursor::new(bytes.clone()), all) {
         drain(r, known, None, "stream");
     }
-    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(base);
+    let peak = CountingAlloc::peak().saturating_sub(base);
     let bound = allocation_bound(bytes.len());
     assert!(peak <= bound, "the reader allocated {peak} bytes reading {} bytes (bound {bound})", bytes.len());
 }

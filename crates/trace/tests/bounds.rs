@@ -4,52 +4,12 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use common::*;
+use latscope_trace::fuzz_support::CountingAlloc;
 use latscope_trace::{Column, ReadOptions, TraceReader, TraceWriter, MAX_BLOCK_BYTES, MAX_BLOCK_ROWS};
 
-struct Counting;
-
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            let now = CURRENT.fetch_add(l.size(), Ordering::Relaxed) + l.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(l) };
-        if !p.is_null() {
-            let now = CURRENT.fetch_add(l.size(), Ordering::Relaxed) + l.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        CURRENT.fetch_sub(l.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, l, new) };
-        if !q.is_null() {
-            CURRENT.fetch_sub(l.size(), Ordering::Relaxed);
-            let now = CURRENT.fetch_add(new, Ordering::Relaxed) + new;
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        q
-    }
-}
-
 #[global_allocator]
-static A: Counting = Counting;
+static A: CountingAlloc = CountingAlloc;
 
 /// A zstd frame of `len` zero bytes made of RLE blocks (4 bytes per 128 KiB).
 fn zeros_frame(len: usize) -> Vec<u8> {
@@ -151,8 +111,8 @@ fn read_peak(dir: &std::path::Path, bytes: &[u8], stream: bool) -> (usize, Resul
     let p = dir.join("x.lst");
     std::fs::write(&p, bytes).unwrap();
     let data = bytes.to_vec();
-    let base = CURRENT.load(Ordering::Relaxed) + if stream { data.len() } else { 0 };
-    PEAK.store(CURRENT.load(Ordering::Relaxed), Ordering::Relaxed);
+    let base = CountingAlloc::in_use() + if stream { data.len() } else { 0 };
+    CountingAlloc::reset_peak();
     let r = if stream {
         TraceReader::from_reader("x", std::io::Cursor::new(data), ReadOptions::default())
     } else {
@@ -167,7 +127,7 @@ fn read_peak(dir: &std::path::Path, bytes: &[u8], stream: bool) -> (usize, Resul
         }
         Ok(n)
     });
-    (PEAK.load(Ordering::Relaxed).saturating_sub(base), res)
+    (CountingAlloc::peak().saturating_sub(base), res)
 }
 
 const MIB: usize = 1 << 20;
