@@ -273,7 +273,7 @@ impl EventMix {
     }
 
     /// The 40 paths events name.
-    pub fn paths() -> Vec<String> {
+    fn paths() -> Vec<String> {
         (0..40)
             .map(|i| match i % 4 {
                 0 => format!("/var/lib/postgresql/16/main/base/16384/{}", 2600 + i),
