@@ -43,6 +43,8 @@ enum Command {
     Timeline(cmd::timeline::Args),
     /// Run micro-benchmark probes continuously; summaries live, hourly histograms to a store.
     Bench(cmd::bench::Args),
+    /// Replay recorded file I/O in a sandbox: prepare a plan, init its tree, run it, compare runs.
+    Replay(cmd::replay::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Command::Top(a) => cmd::top::run(a),
         Command::Timeline(a) => cmd::timeline::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Replay(a) => cmd::replay::run(a),
     };
     match r {
         Ok(code) => code,

@@ -8,6 +8,7 @@ pub mod hist;
 pub mod info;
 pub mod load;
 pub mod record;
+pub mod replay;
 pub mod spectrogram;
 pub mod timeline;
 pub mod top;
