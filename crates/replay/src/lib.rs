@@ -45,7 +45,9 @@
 
 #![warn(missing_docs)]
 
+mod cpaths;
 mod error;
+mod init;
 mod op;
 pub mod pattern;
 mod plan;
@@ -53,8 +55,11 @@ mod prepare;
 mod report;
 pub mod sandbox;
 mod source;
+#[allow(dead_code)] // the executor uses the rest
+mod sys;
 
 pub use error::{ReplayError, Result};
+pub use init::{init, sandbox_spec, InitOptions, InitReport};
 pub use op::{Compare, Op, OpKind, NONE, OP_BYTES};
 pub use plan::{
     read_plan, write_plan, Dropped, InitEntry, InitKind, PathEntry, PathTable, Plan, PlanCounts, PlanMeta, Preopen,

@@ -171,14 +171,14 @@ fn wall_ns() -> i64 {
 pub struct Sandbox {
     /// The description.
     pub spec: SandboxSpec,
-    /// One directory fd (O_PATH) per root, in spec order.
+    /// One directory fd per root, in spec order.
     pub roots: Vec<OwnedFd>,
 }
 
 fn open_dir(p: &str) -> Result<OwnedFd> {
     let c = CString::new(p).map_err(|_| ReplayError::Sandbox(format!("{p:?} holds a NUL byte")))?;
     // SAFETY: plain open of a NUL-terminated path.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
     if fd < 0 {
         return Err(ReplayError::sys(format!("cannot open the sandbox directory {p}")));
     }
@@ -329,7 +329,7 @@ impl Sandbox {
     /// Whether the current (effective) user can write every root.
     pub fn check_writable(&self) -> Result<()> {
         for (r, fd) in self.spec.roots.iter().zip(&self.roots) {
-            // SAFETY: faccessat on our O_PATH directory fd.
+            // SAFETY: faccessat on our directory fd.
             let ok =
                 unsafe { libc::faccessat(fd.as_raw_fd(), c".".as_ptr(), libc::W_OK | libc::X_OK, libc::AT_EACCESS) };
             if ok != 0 {
@@ -342,6 +342,27 @@ impl Sandbox {
             }
         }
         Ok(())
+    }
+}
+
+/// The uid and gid of a user given by name or number.
+pub fn lookup_user(user: &str) -> Result<(u32, u32)> {
+    let c = CString::new(user).map_err(|_| ReplayError::Usage(format!("user {user:?} holds a NUL byte")))?;
+    // SAFETY: getpwnam/getpwuid return a pointer to static storage or null; read at once.
+    unsafe {
+        let mut pw = libc::getpwnam(c.as_ptr());
+        if pw.is_null() {
+            if let Ok(uid) = user.parse::<u32>() {
+                pw = libc::getpwuid(uid);
+                if pw.is_null() {
+                    return Ok((uid, uid));
+                }
+            }
+        }
+        if pw.is_null() {
+            return Err(ReplayError::Usage(format!("no user {user:?} on this machine")));
+        }
+        Ok(((*pw).pw_uid, (*pw).pw_gid))
     }
 }
 

@@ -1,7 +1,8 @@
 //! `latscope replay`: prepare a plan from a trace, build its starting tree, replay it, compare runs.
 
 use anyhow::{Context, Result};
-use latscope_replay::{describe_plan, read_plan, write_plan, PrepareOptions, SandboxChoice};
+use latscope_event::units::{fmt_bytes, fmt_ns};
+use latscope_replay::{describe_plan, read_plan, write_plan, InitOptions, PrepareOptions, SandboxChoice};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -25,6 +26,10 @@ enum Cmd {
     Prepare(PrepareArgs),
     /// Describe a plan: operations, starting tree, sandbox, what was left out.
     Info(InfoArgs),
+    /// Build a plan's starting tree in a fresh sandbox (before every run).
+    Init(InitArgs),
+    /// Empty the trash where init moves what earlier runs of the test left.
+    Purge(PurgeArgs),
 }
 
 /// Make a replay plan from a trace: each recorded thread's file operations in order, the
@@ -72,11 +77,121 @@ struct InfoArgs {
     json: bool,
 }
 
+/// Build a plan's starting tree in a fresh sandbox: every file and directory used before it is
+/// created, each file as large as what is read of it before being written, filled with
+/// generated non-zero data. What an earlier init of the same test left moves to a trash
+/// directory ('latscope replay purge' empties it). Run it before every replay.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  latscope replay init plan.lsr
+  latscope replay init plan.lsr --root /mnt/xfs/sb      # elsewhere than the plan says (--root plans)
+  latscope replay init plan.lsr --user postgres         # for 'run --user postgres'")]
+struct InitArgs {
+    /// Plan file.
+    #[arg(value_name = "PLAN")]
+    plan: PathBuf,
+    #[command(flatten)]
+    place: Place,
+    /// Give the tree to this user (name or uid), for runs as that user.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// No progress line.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Print what was done as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Where the sandbox is, if not where the plan says.
+#[derive(clap::Args, Debug)]
+struct Place {
+    /// Use this sandbox directory instead of the plan's (plans prepared with --root).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+}
+
+/// Empty the sandbox's trash (what init moved away).
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  latscope replay purge plan.lsr")]
+struct PurgeArgs {
+    /// Plan file (says where the sandbox is).
+    #[arg(value_name = "PLAN")]
+    plan: PathBuf,
+    #[command(flatten)]
+    place: Place,
+}
+
 pub fn run(a: Args) -> Result<ExitCode> {
     match a.cmd {
         Cmd::Prepare(a) => prepare(a),
         Cmd::Info(a) => info(a),
+        Cmd::Init(a) => init(a),
+        Cmd::Purge(a) => purge(a),
     }
+}
+
+/// A progress line on stderr (only on a terminal), at most every 100 ms.
+fn progress_line(quiet: bool) -> Option<impl Fn(&str)> {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let last = std::sync::Mutex::new(std::time::Instant::now() - std::time::Duration::from_secs(1));
+    Some(move |s: &str| {
+        let mut l = last.lock().unwrap_or_else(|e| e.into_inner());
+        if l.elapsed() >= std::time::Duration::from_millis(100) {
+            *l = std::time::Instant::now();
+            eprint!("\r\x1b[K{s}");
+        }
+    })
+}
+
+fn init(a: InitArgs) -> Result<ExitCode> {
+    let plan = read_plan(&a.plan)?;
+    let owner = a.user.as_deref().map(latscope_replay::sandbox::lookup_user).transpose()?;
+    let line = progress_line(a.quiet);
+    let progress = |done: u64, total: u64| {
+        if let Some(l) = &line {
+            l(&format!("init: {} of {} written", fmt_bytes(done), fmt_bytes(total)));
+        }
+    };
+    let opts = InitOptions { root: a.place.root, owner, progress: Some(&progress) };
+    let rep = latscope_replay::init(&plan, &opts)?;
+    if line.is_some() {
+        eprint!("\r\x1b[K");
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for t in &rep.trashed {
+        println!("moved the previous tree to {}", t.display());
+    }
+    println!(
+        "created {} directories, {} files ({}), {} symlinks in {} ({})",
+        rep.dirs,
+        rep.files,
+        fmt_bytes(rep.bytes),
+        rep.symlinks,
+        rep.roots.join(", "),
+        fmt_ns(rep.elapsed_ns)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn purge(a: PurgeArgs) -> Result<ExitCode> {
+    let plan = read_plan(&a.plan)?;
+    let spec = latscope_replay::sandbox_spec(&plan, a.place.root.as_deref())?;
+    let removed = latscope_replay::sandbox::purge(&spec)?;
+    for r in &removed {
+        println!("removed {}", r.display());
+    }
+    if removed.is_empty() {
+        println!("the trash is empty");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn prepare(a: PrepareArgs) -> Result<ExitCode> {

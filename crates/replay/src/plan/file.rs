@@ -43,8 +43,9 @@ pub fn write_plan(plan: &Plan, path: &Path) -> Result<u64> {
 /// Read, check and validate a plan.
 pub fn read_plan(path: &Path) -> Result<Plan> {
     let bytes = std::fs::read(path).map_err(|e| ReplayError::io(path, e))?;
-    let plan = decode(&bytes).map_err(|detail| ReplayError::PlanFile { path: path.to_path_buf(), detail })?;
+    let mut plan = decode(&bytes).map_err(|detail| ReplayError::PlanFile { path: path.to_path_buf(), detail })?;
     plan.validate()?;
+    plan.id = crc32c::crc32c(&bytes);
     Ok(plan)
 }
 
@@ -275,7 +276,7 @@ fn decode(bytes: &[u8]) -> std::result::Result<Plan, String> {
         preopen.push(Preopen { slot: c.u32()?, path: c.u32()?, flags: c.u32()?, pos: c.u64()? as i64 });
     }
     c.done()?;
-    Ok(Plan { meta, paths: PathTable { entries }, literals, threads, ops, init, preopen })
+    Ok(Plan { id: 0, meta, paths: PathTable { entries }, literals, threads, ops, init, preopen })
 }
 
 fn put_u32(b: &mut Vec<u8>, v: u32) {
@@ -376,7 +377,7 @@ pub(crate) mod tests {
             ThreadInfo { tid: 11, pid: 10, start: 2, len: 2, ops: 1, lane: 1, comm: "b".into() },
         ];
         let init = vec![InitEntry { path: 0, kind: InitKind::Dir, mode: 0o755, size: 0, target: NONE }];
-        Plan { meta, paths, literals: vec![], threads, ops, init, preopen: vec![] }
+        Plan { id: 0, meta, paths, literals: vec![], threads, ops, init, preopen: vec![] }
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub const MAX_IO_BYTES: u64 = 0x7fff_f000;
 /// A replay plan in memory.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plan {
+    /// Checksum of the file the plan was read from (0 for a plan made in memory): the sandbox
+    /// remembers which plan it was initialised for.
+    pub id: u32,
     /// Description, counts, what was dropped.
     pub meta: PlanMeta,
     /// Sandbox paths, by id.

@@ -187,7 +187,7 @@ pub fn plan_events(ev: &TraceEvents, opts: &PrepareOptions) -> Result<Plan> {
         lanes,
     };
     let preopen = p.preopen.into_iter().map(|(slot, path, flags, pos)| Preopen { slot, path, flags, pos }).collect();
-    let plan = Plan { meta, paths: p.mapper.paths, literals, threads, ops, init, preopen };
+    let plan = Plan { id: 0, meta, paths: p.mapper.paths, literals, threads, ops, init, preopen };
     debug_assert!(plan.ops.iter().all(|o| o.kind != OpKind::Wait || o.slot != NONE));
     plan.validate()?;
     Ok(plan)
