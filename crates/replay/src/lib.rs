@@ -53,9 +53,10 @@ pub mod pattern;
 mod plan;
 mod prepare;
 mod report;
+mod run;
 pub mod sandbox;
 mod source;
-#[allow(dead_code)] // the executor uses the rest
+mod stats;
 mod sys;
 
 pub use error::{ReplayError, Result};
@@ -67,4 +68,6 @@ pub use plan::{
 };
 pub use prepare::{plan_events, prepare, readiness, PrepareOptions, SandboxChoice, PSEUDO_FS};
 pub use report::describe_plan;
+pub use run::{run, Live, RunOptions};
 pub use source::{read_trace, TraceEvents};
+pub use stats::{DivergenceCount, DivergenceExample, KindStats, Lateness, Stats, WINDOW_NS};

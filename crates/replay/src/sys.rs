@@ -62,8 +62,10 @@ pub fn sleep_until(ns: u64) {
     unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
 }
 
-/// Sleep while `*word == val` (or until woken).
+/// Sleep while `*word == val`, until woken or for at most 50 ms (so that a stop raised
+/// between a check and the sleep is seen soon).
 pub fn futex_wait(word: &AtomicU32, val: u32) {
+    let ts = libc::timespec { tv_sec: 0, tv_nsec: 50_000_000 };
     // SAFETY: the address is a valid, aligned u32 for the lifetime of the call.
     unsafe {
         libc::syscall(
@@ -71,7 +73,7 @@ pub fn futex_wait(word: &AtomicU32, val: u32) {
             word.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
             val,
-            std::ptr::null::<libc::timespec>(),
+            &ts as *const libc::timespec,
         )
     };
 }

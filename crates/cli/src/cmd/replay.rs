@@ -2,9 +2,13 @@
 
 use anyhow::{Context, Result};
 use latscope_event::units::{fmt_bytes, fmt_ns};
-use latscope_replay::{describe_plan, read_plan, write_plan, InitOptions, PrepareOptions, SandboxChoice};
+use latscope_replay::{
+    describe_plan, read_plan, write_plan, InitOptions, Live, PrepareOptions, RunOptions, SandboxChoice,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// Replay recorded file I/O in a sandbox: the same operations, threads and dependencies, at
 /// the recorded speed or as fast as possible, with statistics.
@@ -30,6 +34,8 @@ enum Cmd {
     Init(InitArgs),
     /// Empty the trash where init moves what earlier runs of the test left.
     Purge(PurgeArgs),
+    /// Replay a plan in its initialised sandbox and report what happened.
+    Run(RunArgs),
 }
 
 /// Make a replay plan from a trace: each recorded thread's file operations in order, the
@@ -123,8 +129,51 @@ struct PurgeArgs {
     place: Place,
 }
 
+/// Replay a plan in its initialised sandbox: one worker per recorded thread (threads that never
+/// ran at the same time share one), each result compared with the recorded one. Prints the
+/// statistics: operations by kind with latency percentiles, bytes, divergences (succeeded when
+/// recorded and failed in the replay, or the reverse, or another size) by operation and errno
+/// with the first few shown, skipped and refused operations, wall time, ops/s, the highest load
+/// average, and for timed runs the lateness of operations against their schedule. Ctrl-C stops
+/// cleanly with the statistics so far.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  latscope replay run plan.lsr                          # as fast as dependencies allow
+  latscope replay run plan.lsr --speed 1                # at the recorded pace (2: twice as fast)
+  latscope replay run plan.lsr --init --drop-caches --stats run.json --json
+  latscope replay run plan.lsr --user postgres          # after setup, as that user")]
+struct RunArgs {
+    /// Plan file.
+    #[arg(value_name = "PLAN")]
+    plan: PathBuf,
+    #[command(flatten)]
+    place: Place,
+    /// Speed: 0 as fast as dependencies allow, 1 the recorded pace, 2 twice as fast, 0.5 half.
+    #[arg(short, long, default_value_t = 0.0, value_name = "FACTOR")]
+    speed: f64,
+    /// Build the starting tree first (what 'latscope replay init' does).
+    #[arg(long)]
+    init: bool,
+    /// Drop the page cache before starting (after a sync; needs root).
+    #[arg(long)]
+    drop_caches: bool,
+    /// Run as this user (name or uid) once the sandbox is open; it must be able to write it.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// Also write the statistics to this file (text, or JSON with --json).
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
+    /// Statistics as JSON (what 'latscope replay compare' reads).
+    #[arg(long)]
+    json: bool,
+    /// No progress line.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
 pub fn run(a: Args) -> Result<ExitCode> {
     match a.cmd {
+        Cmd::Run(a) => replay(a),
         Cmd::Prepare(a) => prepare(a),
         Cmd::Info(a) => info(a),
         Cmd::Init(a) => init(a),
@@ -179,6 +228,52 @@ fn init(a: InitArgs) -> Result<ExitCode> {
         fmt_ns(rep.elapsed_ns)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn replay(a: RunArgs) -> Result<ExitCode> {
+    let plan = read_plan(&a.plan)?;
+    let user = a.user.as_deref().map(latscope_replay::sandbox::lookup_user).transpose()?;
+    if a.init {
+        let opts = InitOptions { root: a.place.root.clone(), owner: user, progress: None };
+        latscope_replay::init(&plan, &opts)?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
+    }
+    let line = progress_line(a.quiet);
+    let mut tick = |l: &Live| {
+        if let Some(p) = &line {
+            let pct = if l.total > 0 { 100.0 * l.done as f64 / l.total as f64 } else { 100.0 };
+            p(&format!(
+                "replay: {pct:5.1}%  {} of {} operations  {} divergences  {}",
+                l.done,
+                l.total,
+                l.divergences,
+                fmt_ns(l.elapsed_ns)
+            ));
+        }
+    };
+    let mut opts = RunOptions {
+        root: a.place.root,
+        speed: a.speed,
+        drop_caches: a.drop_caches,
+        user,
+        user_name: a.user,
+        stop: Some(&stop),
+        on_tick: Some(&mut tick),
+        plan_name: a.plan.display().to_string(),
+    };
+    let stats = latscope_replay::run(&plan, &mut opts)?;
+    if line.is_some() {
+        eprint!("\r\x1b[K");
+    }
+    let out = if a.json { serde_json::to_string_pretty(&stats)? + "\n" } else { stats.text() };
+    print!("{out}");
+    if let Some(f) = &a.stats {
+        std::fs::write(f, &out).with_context(|| format!("cannot write {}", f.display()))?;
+    }
+    Ok(if stats.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
 }
 
 fn purge(a: PurgeArgs) -> Result<ExitCode> {
