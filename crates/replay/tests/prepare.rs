@@ -281,3 +281,36 @@ fn incomplete_traces_are_refused_with_the_reason() {
     let e = latscope_replay::readiness(&ev).unwrap_err();
     assert!(e.contains("12 events were lost"), "{e}");
 }
+
+#[test]
+fn a_lookup_below_a_path_proves_it_is_a_directory() {
+    let mut r = Rec::new();
+    // The loader's pattern: lookups below a library directory fail, then the directory is stat'ed.
+    r.open(100, "/w/lib/hw/libc.so.6", O_RDONLY, -2);
+    r.path_op(100, "newfstatat", "/w/lib", 0);
+    r.path_op(100, "newfstatat", "/w/other", 0);
+    r.path_op(100, "newfstatat", "/w/other/x", -2);
+    let p = plan(&r);
+    let tree = init_tree(&p);
+    assert!(tree.contains(&("w/lib".into(), InitKind::Dir, 0)), "{tree:?}");
+    assert!(tree.contains(&("w/other".into(), InitKind::Dir, 0)), "{tree:?}");
+}
+
+#[test]
+fn symlink_targets_stay_as_given_or_are_refused() {
+    let mut r = Rec::new();
+    let sym = |r: &mut Rec, target: &str, link: &str| {
+        r.sys(100, 100, "symlinkat", |e| {
+            e.path = target.into();
+            e.path2 = link.into();
+            e.dirfd = AT_FDCWD;
+        });
+    };
+    sym(&mut r, "e/f1", "/w/d/link");
+    sym(&mut r, "../../..", "/w/d/up");
+    sym(&mut r, "/w/t", "/w/d/abs");
+    let p = plan(&r);
+    let targets: Vec<&str> = ops(&p).iter().map(|(_, o)| p.literals[o.path2 as usize].as_str()).collect();
+    assert_eq!(targets, ["e/f1", "../t"]);
+    assert_eq!(dropped(&p, "symlink target outside"), 1);
+}

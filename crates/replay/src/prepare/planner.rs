@@ -41,6 +41,7 @@ const ENOENT: i64 = 2;
 const EEXIST: i64 = 17;
 const ENOTEMPTY: i64 = 39;
 const EISDIR: i64 = 21;
+const ENOTDIR: i64 = 20;
 
 /// Reasons an operation is left out (printed by prepare and stored in the plan).
 pub mod why {
@@ -982,7 +983,8 @@ impl<'a> Planner<'a> {
                 EEXIST => {
                     self.w.present(&mut self.m, p);
                 }
-                _ => {}
+                ENOTDIR => {}
+                _ => self.w.ancestors_are_dirs(&mut self.m, p),
             }
             self.finish(me, op);
             return;
@@ -1505,6 +1507,8 @@ impl<'a> Planner<'a> {
         }
         if e == ENOENT && !matches!(h, H::Mkdir) {
             self.w.absent(&mut self.m, p);
+        } else if e != 0 && e != ENOTDIR {
+            self.w.ancestors_are_dirs(&mut self.m, p);
         }
         self.finish(me, op);
     }
@@ -1589,7 +1593,16 @@ impl<'a> Planner<'a> {
                 return;
             }
         };
-        let Some(target) = self.m.relative_target(link, b.path.get(i)) else {
+        // A relative target is kept as given (it is relative to the link's directory); an
+        // absolute one is rewritten relative to the link, inside the same root.
+        let raw = b.path.get(i);
+        let depth = self.m.paths.entries[link as usize].rel.matches('/').count();
+        let target = if raw.starts_with('/') {
+            self.m.relative_target(link, raw)
+        } else {
+            crate::plan::target_stays_inside(raw, depth).then(|| raw.to_string())
+        };
+        let Some(target) = target else {
             self.drop_op(why::SYMLINK_OUT);
             return;
         };

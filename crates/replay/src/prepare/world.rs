@@ -93,6 +93,8 @@ struct Node {
     listing: Res,
     /// Children with a known state (for directory renames).
     children: Vec<u32>,
+    /// A lookup below it got past it: if it exists, it is a directory.
+    dir_hint: bool,
 }
 
 /// The replay world.
@@ -163,7 +165,7 @@ impl World {
                         }
                     }
                 };
-                let kind = if m.parent(p).is_none() { ObjKind::Dir } else { ObjKind::Unknown };
+                let kind = if m.parent(p).is_none() || self.node(p).dir_hint { ObjKind::Dir } else { ObjKind::Unknown };
                 let o = self.new_obj(kind, pre);
                 self.set(m, p, State::Present(o));
                 o
@@ -179,8 +181,22 @@ impl World {
         }
     }
 
+    /// A lookup of `p` got past its existing ancestors (it did not fail with ENOTDIR): those
+    /// the world knows are directories.
+    pub fn ancestors_are_dirs(&mut self, m: &mut Mapper, p: u32) {
+        let mut a = m.parent(p);
+        while let Some(x) = a {
+            match self.known(x) {
+                Some(o) => self.objs[o as usize].refine(ObjKind::Dir),
+                None => self.node(x).dir_hint = true,
+            }
+            a = m.parent(x);
+        }
+    }
+
     /// A lookup of `p` failed with ENOENT: absent at the start if never seen.
     pub fn absent(&mut self, m: &mut Mapper, p: u32) {
+        self.ancestors_are_dirs(m, p);
         match self.node(p).state {
             State::Unknown => self.set(m, p, State::Absent),
             State::Absent => {}
