@@ -360,3 +360,91 @@ fn sqlite_inserting_rows_replays_without_divergence() {
     let replayed = under_root(&tmp.path().join("sb"), &db);
     assert_eq!(std::fs::metadata(&replayed).unwrap().len(), std::fs::metadata(&db).unwrap().len());
 }
+
+/// A plan replaying `n` writes `gap_ms` apart into files under `dir`.
+fn synthetic_plan(tmp: &Path, dir: &Path, n: i64, gap_ms: u64) -> PathBuf {
+    let mut tr = common::replay_trace::T::new();
+    tr.open("/app/f", 0o1102, 3, 1);
+    for i in 0..n {
+        tr.ts += gap_ms * 1_000_000;
+        tr.fdop("pwrite64", 3, 4096, i * 4096, 4096);
+        tr.fdop("fsync", 3, 0, -1, 0);
+    }
+    let trace = tmp.join("syn.lst");
+    tr.write(&trace);
+    let plan = tmp.join("syn.lsr");
+    latscope_ok(&["replay", "prepare", "-r", p(&trace), "-o", p(&plan), "--root", p(dir)]);
+    plan
+}
+
+fn queue(dev: &str, what: &str) -> String {
+    let s = std::fs::read_to_string(format!("/sys/block/{dev}/queue/{what}")).unwrap();
+    s.trim().to_string()
+}
+
+#[test]
+fn a_matrix_of_schedulers_runs_each_and_restores_every_setting() {
+    if !require_bpf("matrix") || !require_tool("matrix", "mkfs.ext4") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let lfs = LoopFs::new("ext4", 64);
+    let dev = lfs.name();
+    std::fs::write(format!("/sys/block/{dev}/queue/read_ahead_kb"), "96").unwrap();
+    let before = (queue(&dev, "scheduler"), queue(&dev, "read_ahead_kb"), queue(&dev, "nr_requests"));
+    let plan = synthetic_plan(tmp.path(), &lfs.mnt.join("sb"), 50, 0);
+    let out = tmp.path().join("m.json");
+    let o = latscope_ok(&[
+        "replay",
+        "compare",
+        "--matrix",
+        p(&plan),
+        "--device",
+        &dev,
+        "--set",
+        "scheduler=none,mq-deadline",
+        "--repeat",
+        "2",
+        "-o",
+        p(&out),
+    ]);
+    assert!(o.contains("scheduler=mq-deadline"), "{o}");
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(m["sides"].as_array().unwrap().len(), 2);
+    for side in m["sides"].as_array().unwrap() {
+        assert_eq!(side["runs"].as_array().unwrap().len(), 2);
+        for r in side["runs"].as_array().unwrap() {
+            assert_eq!(r["divergences"], 0);
+        }
+    }
+    assert!(m["comparisons"][0]["method"].as_str().unwrap().contains("across runs"));
+    assert_eq!((queue(&dev, "scheduler"), queue(&dev, "read_ahead_kb"), queue(&dev, "nr_requests")), before);
+
+    // Ctrl-C in the middle of a timed run: stopped, statistics so far, settings restored.
+    let slow = synthetic_plan(tmp.path(), &lfs.mnt.join("sb2"), 300, 20);
+    let child = Command::new(bin())
+        .args([
+            "replay",
+            "compare",
+            "--matrix",
+            p(&slow),
+            "--device",
+            &dev,
+            "--set",
+            "read_ahead_kb=0,4096",
+            "--speed",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(queue(&dev, "read_ahead_kb"), "0", "the matrix set the first value");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("INTERRUPTED"));
+    assert_eq!((queue(&dev, "scheduler"), queue(&dev, "read_ahead_kb"), queue(&dev, "nr_requests")), before);
+}

@@ -18,7 +18,8 @@
 //! 3. [`run`] replays the plan: one worker per recorded thread (threads that never ran at the
 //!    same time share one), as fast as dependencies allow or on the recorded schedule scaled by
 //!    a speed factor; every result is compared with the recorded one ([`Stats`]).
-//! 4. [`compare`] puts two runs side by side and says which differences exceed run-to-run noise.
+//! 4. [`compare`] puts two runs side by side and says which differences exceed run-to-run noise;
+//!    [`matrix`] replays under each value of a block-device setting and compares them.
 //!
 //! Safety: the replay reads and writes nothing outside its sandbox. Paths with `..`
 //! components, on pseudo file systems, device nodes and symlinks leading out are refused when
@@ -45,9 +46,11 @@
 
 #![warn(missing_docs)]
 
+pub mod compare;
 mod cpaths;
 mod error;
 mod init;
+pub mod matrix;
 mod op;
 pub mod pattern;
 mod plan;

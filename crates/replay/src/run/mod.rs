@@ -156,6 +156,11 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
         diverged: AtomicBool::new(false),
     };
     let progress: Vec<Progress> = (0..plan.threads.len()).map(|_| Progress::default()).collect();
+    // Only threads another one waits for publish their progress (a SeqCst store per operation).
+    let mut waited = vec![false; plan.threads.len()];
+    for op in plan.ops.iter().filter(|o| o.kind == OpKind::Wait) {
+        waited[op.slot as usize] = true;
+    }
     let nworkers = plan.meta.lanes as usize;
     let live: Vec<WorkerLive> = (0..nworkers).map(|_| WorkerLive::default()).collect();
     let mut lanes: Vec<Vec<usize>> = vec![Vec::new(); nworkers];
@@ -179,11 +184,11 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
             .iter()
             .enumerate()
             .map(|(w, threads)| {
-                let (sh, progress, live, plan, tx) = (&sh, &progress, &live[w], plan, done_tx.clone());
+                let (sh, progress, live, plan, tx, waited) = (&sh, &progress, &live[w], plan, done_tx.clone(), &waited);
                 std::thread::Builder::new()
                     .name(format!("replay-{w}"))
                     .spawn_scoped(s, move || {
-                        let c = worker(sh, plan, threads, progress, live, stop, start, timed, speed);
+                        let c = worker(sh, plan, threads, progress, waited, live, stop, start, timed, speed);
                         live.finished_ns.store(sys::now_ns(), Ordering::Release);
                         let _ = tx.send(());
                         c
@@ -261,6 +266,7 @@ fn worker(
     plan: &Plan,
     threads: &[usize],
     progress: &[Progress],
+    waited: &[bool],
     live: &WorkerLive,
     stop: &AtomicBool,
     start: u64,
@@ -280,7 +286,9 @@ fn worker(
         std::thread::yield_now();
     }
     let mut stopped = false;
+    let mut total_done = 0u64;
     for &t in threads {
+        let publish = waited[t];
         let ops = plan.thread_ops(t);
         let mut done = 0u32;
         for (k, op) in ops.iter().enumerate() {
@@ -351,8 +359,11 @@ fn worker(
                 Err(NotDone::NoMapping) => col.skip(op, Skip::NoMapping),
             }
             done += 1;
-            progress[t].publish(done);
-            live.done.fetch_add(1, Ordering::Relaxed);
+            if publish {
+                progress[t].publish(done);
+            }
+            total_done += 1;
+            live.done.store(total_done, Ordering::Relaxed);
         }
         if stopped {
             // Threads waiting for this one must not wait for ever.

@@ -1,0 +1,98 @@
+//! `latscope replay run`.
+
+use super::{progress_line, Place};
+use anyhow::{Context, Result};
+use latscope_event::units::fmt_ns;
+use latscope_replay::{read_plan, InitOptions, Live, RunOptions};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Replay a plan in its initialised sandbox: one worker per recorded thread (threads that never
+/// ran at the same time share one), each result compared with the recorded one. Prints the
+/// statistics: operations by kind with latency percentiles, bytes, divergences (succeeded when
+/// recorded and failed in the replay, or the reverse, or another size) by operation and errno
+/// with the first few shown, skipped and refused operations, wall time, ops/s, the highest load
+/// average, and for timed runs the lateness of operations against their schedule. Ctrl-C stops
+/// cleanly with the statistics so far.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  latscope replay run plan.lsr                          # as fast as dependencies allow
+  latscope replay run plan.lsr --speed 1                # at the recorded pace (2: twice as fast)
+  latscope replay run plan.lsr --init --drop-caches --stats run.json --json
+  latscope replay run plan.lsr --user postgres          # after setup, as that user")]
+pub struct RunArgs {
+    /// Plan file.
+    #[arg(value_name = "PLAN")]
+    plan: PathBuf,
+    #[command(flatten)]
+    place: Place,
+    /// Speed: 0 as fast as dependencies allow, 1 the recorded pace, 2 twice as fast, 0.5 half.
+    #[arg(short, long, default_value_t = 0.0, value_name = "FACTOR")]
+    speed: f64,
+    /// Build the starting tree first (what 'latscope replay init' does).
+    #[arg(long)]
+    init: bool,
+    /// Drop the page cache before starting (after a sync; needs root).
+    #[arg(long)]
+    drop_caches: bool,
+    /// Run as this user (name or uid) once the sandbox is open; it must be able to write it.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// Also write the statistics to this file (text, or JSON with --json).
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
+    /// Statistics as JSON (what 'latscope replay compare' reads).
+    #[arg(long)]
+    json: bool,
+    /// No progress line.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+pub fn replay(a: RunArgs) -> Result<ExitCode> {
+    let plan = read_plan(&a.plan)?;
+    let user = a.user.as_deref().map(latscope_replay::sandbox::lookup_user).transpose()?;
+    if a.init {
+        let opts = InitOptions { root: a.place.root.clone(), owner: user, progress: None };
+        latscope_replay::init(&plan, &opts)?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
+    }
+    let line = progress_line(a.quiet);
+    let mut tick = |l: &Live| {
+        if let Some(p) = &line {
+            let pct = if l.total > 0 { 100.0 * l.done as f64 / l.total as f64 } else { 100.0 };
+            p(&format!(
+                "replay: {pct:5.1}%  {} of {} operations  {} divergences  {}",
+                l.done,
+                l.total,
+                l.divergences,
+                fmt_ns(l.elapsed_ns)
+            ));
+        }
+    };
+    let mut opts = RunOptions {
+        root: a.place.root,
+        speed: a.speed,
+        drop_caches: a.drop_caches,
+        user,
+        user_name: a.user,
+        stop: Some(&stop),
+        on_tick: Some(&mut tick),
+        plan_name: a.plan.display().to_string(),
+    };
+    let stats = latscope_replay::run(&plan, &mut opts)?;
+    if line.is_some() {
+        eprint!("\r\x1b[K");
+    }
+    let out = if a.json { serde_json::to_string_pretty(&stats)? + "\n" } else { stats.text() };
+    print!("{out}");
+    if let Some(f) = &a.stats {
+        std::fs::write(f, &out).with_context(|| format!("cannot write {}", f.display()))?;
+    }
+    Ok(if stats.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+}
