@@ -26,13 +26,12 @@ pub enum ReplayError {
     #[error("the plan is inconsistent: {0}; it was not written by 'latscope replay prepare', or was altered")]
     PlanInvalid(String),
     /// The trace cannot be read.
-    #[error("cannot read the trace {}: {source}", path.display())]
+    #[error("cannot read the trace {}: {detail}", path.display())]
     Trace {
         /// The trace file.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: latscope_trace::TraceError,
+        detail: String,
     },
     /// The trace lacks what a replay needs.
     #[error("the trace cannot be replayed: {0}")]

@@ -3,8 +3,8 @@
 
 use crate::error::{ReplayError, Result};
 use latscope_event::{EventBatch, EventKind, TraceHeader};
-use latscope_filter::{EvalContext, Filter};
-use latscope_trace::{Column, ReadOptions, TraceReader};
+use latscope_filter::Filter;
+use latscope_scan::{InputFormat, Scan, ScanError, ScanOptions};
 use std::path::Path;
 
 /// The events of a trace, ready for planning.
@@ -29,48 +29,36 @@ pub struct TraceEvents {
 /// Read every syscall and process event of `path`, marking those `filter` selects.
 pub fn read_trace(path: &Path, filter: Option<&str>) -> Result<TraceEvents> {
     let filter = Filter::parse(filter.unwrap_or("")).map_err(|e| ReplayError::Filter(e.to_string()))?;
-    let terr = |source| ReplayError::Trace { path: path.to_path_buf(), source };
-    let mut reader =
-        TraceReader::open_with(path, ReadOptions { skip_corrupt: true, ..Default::default() }).map_err(terr)?;
-    let mut ctx = EvalContext::new(reader.header());
     let all = filter.is_match_all();
-    let mut out = TraceEvents { header: reader.header().clone(), ..Default::default() };
-    let mut batch = EventBatch::default();
-    let mut only_block = false;
-    while let Some(r) = reader.next_batch_pruned(&mut batch, |m| {
-        // Blocks of block requests only: nothing of them is read.
-        only_block = m.only_kind(EventKind::Block as u8);
-        if only_block {
-            &Column::ALL[..]
-        } else {
-            &[][..]
-        }
-    }) {
-        match r {
-            Ok(()) => {}
-            Err(e) if e.is_corrupt_block() => {
-                out.corrupt_blocks += 1;
-                out.warnings.push(e.to_string());
-                continue;
-            }
-            Err(e) => return Err(terr(e)),
-        }
-        if only_block {
-            continue;
-        }
+    let serr = |e: ScanError| ReplayError::Trace { path: path.to_path_buf(), detail: e.to_string() };
+    // Every column: a chunk's batch holds every event of its block, its rows the selected ones.
+    let mut scan =
+        Scan::open(path, InputFormat::Trace, ScanOptions { filter, columns: None, zone: None }).map_err(serr)?;
+    let mut out = TraceEvents { header: scan.header().clone(), ..Default::default() };
+    let mut sel: Vec<bool> = Vec::new();
+    scan.for_each(|c| {
+        let b = c.batch;
+        sel.clear();
+        sel.resize(b.len(), all);
         if !all {
-            ctx.observe(&batch);
-        }
-        for i in 0..batch.len() {
-            if batch.kind[i] == EventKind::Block as u8 {
-                continue;
+            for &r in c.rows {
+                sel[r as usize] = true;
             }
-            out.events.push_from(&batch, i);
-            out.selected.push(all || filter.matches(&batch, i, &ctx));
         }
-    }
-    out.lost = reader.summary().map(|s| s.lost).unwrap_or_else(|| reader.stats().lost_total);
-    out.complete = reader.summary().is_some();
-    out.warnings.extend(reader.warnings().iter().map(|w| w.to_string()));
+        for (i, &s) in sel.iter().enumerate() {
+            if b.kind[i] != EventKind::Block as u8 {
+                out.events.push_from(b, i);
+                out.selected.push(s);
+            }
+        }
+        Ok::<(), ScanError>(())
+    })
+    .map_err(serr)?;
+    let rep = scan.report();
+    out.lost = rep.lost;
+    out.corrupt_blocks = rep.corrupt.len() as u64;
+    out.complete = rep.summary.is_some();
+    out.warnings.extend(rep.corrupt);
+    out.warnings.extend(rep.warnings);
     Ok(out)
 }
