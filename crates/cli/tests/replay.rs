@@ -227,15 +227,10 @@ fn replay_reproduces_a_workload_operation_for_operation_and_byte_for_byte() {
     let rtrace = tmp.path().join("replay.lst");
     latscope_ok(&["replay", "prepare", "-r", p(&trace), "-o", p(&plan), "--root", p(&root)]);
     latscope_ok(&["replay", "init", p(&plan), "--quiet"]);
-    // The replay, recorded by latscope's own probes.
-    let o = Command::new(bin())
-        .args(["record", "-w", p(&rtrace), "--quiet", "--no-block", "--"])
-        .arg(bin())
-        .args(["replay", "run", p(&plan), "--json", "--quiet"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let stats: Value = serde_json::from_slice(&o.stdout).expect("run statistics");
+    // The replay, recorded by latscope's own probes (run --trace).
+    let stats: Value =
+        serde_json::from_str(&latscope_ok(&["replay", "run", p(&plan), "--json", "--quiet", "--trace", p(&rtrace)]))
+            .unwrap();
     assert_eq!(stats["divergences"], 0, "{}", serde_json::to_string_pretty(&stats["first_divergences"]).unwrap());
     assert_eq!(stats["skipped"], 0);
     assert_eq!(stats["ops"], stats["planned_ops"]);

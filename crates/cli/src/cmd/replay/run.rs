@@ -3,6 +3,7 @@
 use super::{progress_line, Place};
 use anyhow::{Context, Result};
 use latscope_event::units::fmt_ns;
+use latscope_live::{Recorder, RecorderOptions, SessionBuilder, SyscallSet};
 use latscope_replay::{read_plan, InitOptions, Live, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,6 +44,10 @@ pub struct RunArgs {
     /// Also write the statistics to this file (text, or JSON with --json).
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
+    /// Also record the replay with latscope's probes into this trace file (its syscalls and
+    /// every block request); the replay's workers are the threads named replay-N.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     /// Statistics as JSON (what 'latscope replay compare' reads).
     #[arg(long)]
     json: bool,
@@ -52,6 +57,9 @@ pub struct RunArgs {
 }
 
 pub fn replay(a: RunArgs) -> Result<ExitCode> {
+    if let Some(t) = &a.trace {
+        return record_replay(t);
+    }
     let plan = read_plan(&a.plan)?;
     let user = a.user.as_deref().map(latscope_replay::sandbox::lookup_user).transpose()?;
     if a.init {
@@ -95,4 +103,26 @@ pub fn replay(a: RunArgs) -> Result<ExitCode> {
         std::fs::write(f, &out).with_context(|| format!("cannot write {}", f.display()))?;
     }
     Ok(if stats.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+}
+
+/// The replay, run by a child (this command without --trace) that latscope's probes record
+/// into `file` (the probes never record the process that runs them): every syscall (munmap
+/// and msync name no file) and every block request. The child's output is the replay's.
+fn record_replay(file: &std::path::Path) -> Result<ExitCode> {
+    let mut argv: Vec<String> = std::env::args().collect();
+    argv[0] = std::env::current_exe().context("cannot find the latscope executable")?.display().to_string();
+    let i = argv.iter().position(|a| a == "--trace" || a.starts_with("--trace=")).unwrap_or(argv.len());
+    let n = if argv.get(i).is_some_and(|a| a == "--trace") { 2 } else { 1 };
+    argv.drain(i..(i + n).min(argv.len()));
+    let session = SessionBuilder::new()
+        .syscalls(SyscallSet::All)
+        .ring_bytes(256 << 20)
+        .command(argv)
+        .start()
+        .context("cannot record the replay (--trace)")?;
+    let writer = latscope_trace::ThreadedTraceWriter::create(file, session.header())
+        .with_context(|| format!("cannot create {}", file.display()))?;
+    let rec = Recorder::new(session, writer, RecorderOptions::default()).run(|_| {})?;
+    eprintln!("latscope: recorded {} events of the replay to {} ({} lost)", rec.events, file.display(), rec.stats.lost);
+    Ok(ExitCode::from(rec.command_status.unwrap_or(1).clamp(0, 255) as u8))
 }
