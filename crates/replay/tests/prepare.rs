@@ -314,3 +314,19 @@ fn symlink_targets_stay_as_given_or_are_refused() {
     assert_eq!(targets, ["e/f1", "../t"]);
     assert_eq!(dropped(&p, "symlink target outside"), 1);
 }
+
+#[test]
+fn ioctl_fioclex_marks_an_fd_for_exec_and_preadv2_without_offset_reads_at_the_position() {
+    let mut r = Rec::new();
+    r.open(100, "/w/f", O_CREAT | O_RDWR, 3);
+    r.sys(100, 100, "ioctl", |e| {
+        e.fd = 3;
+        e.flags = 0x5451; // FIOCLEX
+    });
+    r.fdop(100, 100, "preadv2", 3, 10, -1, 0);
+    r.proc(100, 100, 1, 0, "/bin/x"); // exec: closes fd 3
+    let p = plan(&r);
+    let k = kinds(&p);
+    assert_eq!(k, [OpKind::Open, OpKind::Readv, OpKind::Close], "{k:?}");
+    assert!(ops(&p)[2].1.has(latscope_replay::Op::IMPLICIT));
+}

@@ -35,6 +35,8 @@ const PROT_WRITE: u32 = 2;
 const SEEK_END: u32 = 2;
 const FALLOC_FL_KEEP_SIZE: u32 = 1;
 const CLOSE_RANGE_UNSHARE: u32 = 2;
+const FIOCLEX: u32 = 0x5451;
+const FIONCLEX: u32 = 0x5450;
 const CLOSE_RANGE_CLOEXEC: u32 = 4;
 const EBADF: i64 = 9;
 const ENOENT: i64 = 2;
@@ -128,6 +130,8 @@ enum H {
     Pipe,
     NewFd,
     Cwd,
+    Ioctl,
+    Unshare,
     Exec,
     Mknod,
     Unsupported,
@@ -199,6 +203,8 @@ fn handler(name: &str) -> H {
         | "userfaultfd" | "pidfd_open" | "fanotify_init" | "io_uring_setup" | "perf_event_open" | "bpf"
         | "open_by_handle_at" | "open_tree" | "open_tree_attr" => H::NewFd,
         "chdir" | "fchdir" => H::Cwd,
+        "ioctl" => H::Ioctl,
+        "unshare" => H::Unshare,
         "execve" | "execveat" => H::Exec,
         "mknod" | "mknodat" => H::Mknod,
         _ => {
@@ -918,6 +924,30 @@ impl<'a> Planner<'a> {
                 }
             }
             H::Cwd => self.drop_op(why::CWD),
+            H::Ioctl => {
+                // FIOCLEX / FIONCLEX set and clear close-on-exec; nothing else is replayed.
+                let (fd, req) = (b.fd[i], b.flags[i]);
+                if ret == 0 && (req == FIOCLEX || req == FIONCLEX) {
+                    let table = self.proc_entry(pid).table;
+                    if let Some(f) = self.tables[table as usize].fds.get_mut(&fd) {
+                        f.cloexec = req == FIOCLEX;
+                    }
+                }
+                self.drop_op(why::UNSUPPORTED);
+            }
+            H::Unshare => {
+                self.drop_op(why::NOT_IO);
+                if ret == 0 && b.flags[i] & CLONE_FILES != 0 {
+                    let p = self.proc_entry(pid);
+                    if self.tables[p.table as usize].users > 1 {
+                        let nt = self.copy_table(p.table, tid, pid);
+                        self.tables[p.table as usize].users -= 1;
+                        if let Some(pp) = self.procs.get_mut(&pid) {
+                            pp.table = nt;
+                        }
+                    }
+                }
+            }
             H::Exec => self.drop_op(why::EXEC),
             H::Mknod => self.drop_op(why::MKNOD),
             H::Unsupported => {
@@ -1123,6 +1153,8 @@ impl<'a> Planner<'a> {
     fn read(&mut self, i: usize, k: OpKind) {
         let b = &self.ev.events;
         let (ret, bytes, roff) = (b.ret[i], b.bytes[i], b.off[i]);
+        // preadv2 with offset -1 reads at the file position, as readv does.
+        let k = if k == OpKind::Preadv && roff < 0 { OpKind::Readv } else { k };
         let positional = matches!(k, OpKind::Read | OpKind::Readv);
         let Some(f) = self.fd_for(i) else {
             if positional && ret > 0 {
@@ -1167,6 +1199,7 @@ impl<'a> Planner<'a> {
     fn write(&mut self, i: usize, k: OpKind) {
         let b = &self.ev.events;
         let (ret, bytes, roff) = (b.ret[i], b.bytes[i], b.off[i]);
+        let k = if k == OpKind::Pwritev && roff < 0 { OpKind::Writev } else { k };
         let positional = matches!(k, OpKind::Write | OpKind::Writev);
         let Some(f) = self.fd_for(i) else {
             if positional && ret > 0 {
