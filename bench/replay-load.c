@@ -1,7 +1,7 @@
 /*
- * The capture bench/replay.sh replays: T threads, each with its own file of F MiB, doing N
- * random 4 KiB pwrites then N random 4 KiB preads (page cache), the offsets from a fixed
- * per-thread sequence.
+ * The capture bench/replay.sh replays: T threads, each with its own file of F MiB (sized with
+ * ftruncate first), doing N random 4 KiB pwrites then N random 4 KiB preads (page cache), the
+ * offsets from a fixed per-thread sequence.
  *
  * usage: replay-load DIR THREADS OPS_PER_THREAD FILE_MIB [IOLOG_DIR]
  *   With IOLOG_DIR, does nothing but write the same operations as fio iologs (version 2), one
@@ -52,7 +52,7 @@ static void *worker(void *arg)
 		return NULL;
 	}
 	int fd = open(path, O_CREAT | O_RDWR, 0644);
-	if (fd < 0) {
+	if (fd < 0 || ftruncate(fd, (off_t)file_blocks * 4096)) {
 		perror(path);
 		exit(1);
 	}

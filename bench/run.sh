@@ -18,5 +18,7 @@ run hist cargo bench --locked -q -p latscope-hist
 run filter cargo bench --locked -q -p latscope-filter
 run trace cargo bench --locked -q -p latscope-trace
 run micro bash bench/micro.sh
+# IORIOT_SRC (a checkout of github.com/mimecast/ioriot) adds I/O Riot's replayer as an anchor.
+run replay bash bench/replay.sh
 echo
 echo "results in $OUT/"
