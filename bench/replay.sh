@@ -10,7 +10,9 @@
 #    duration against the recording's.
 #
 # Every replayed operation is counted; "I/O ops/s" counts the reads and writes alone (I/O Riot
-# has no pread/pwrite: it is given lseek + read/write, and its lseeks are not counted).
+# has no pread/pwrite: it is given lseek + read/write, and its lseeks are not counted). Each tool
+# is also measured in I/O operations per CPU-second (user + system time of the whole command,
+# loading its input included), which a busy machine disturbs much less than wall time.
 #
 # Environment: LATSCOPE (default target/release/latscope), THREADS (16), OPS (32768 per thread
 # and direction), FILE_MIB (16 per thread), REPS (3, the median is printed), IORIOT_SRC (a
@@ -58,6 +60,10 @@ fi
 command -v fio >/dev/null || echo "(fio skipped: not installed; 'make bench' installs it)"
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# Run a command; append "wall_s cpu_s" to $WORK/times.
+timed() { /usr/bin/time -o "$WORK/t1" -f "%e %U %S" "$@"; awk '{ print $1, $2 + $3 }' "$WORK/t1" >>"$WORK/times"; }
+# I/O ops per CPU-second from the last line of $WORK/times.
+per_cpu() { tail -1 "$WORK/times" | awk -v n="$io_ops" '{ printf "%.0f", n / ($2 > 0 ? $2 : 1e-9) }'; }
 jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {"d": d}))' "$@"; }
 
 mount_fs() { # tmpfs | ext4
@@ -114,12 +120,13 @@ for fs in $FS; do
 	v=()
 	for _ in $(seq "$REPS"); do
 		"$LS" replay init "$WORK/plan.lsr" --quiet >/dev/null
-		"$LS" replay run "$WORK/plan.lsr" --json --quiet >"$WORK/run.json"
+		timed "$LS" replay run "$WORK/plan.lsr" --json --quiet >"$WORK/run.json"
 		[ "$(jget "$WORK/run.json" 'd["divergences"]')" = 0 ] || { echo "the replay diverged"; cat "$WORK/run.json"; exit 1; }
-		v+=("$(jget "$WORK/run.json" 'd["ops_per_sec"]') $(jget "$WORK/run.json" 'd["wall_ns"]')")
+		v+=("$(jget "$WORK/run.json" 'd["ops_per_sec"]') $(jget "$WORK/run.json" 'd["wall_ns"]') $(per_cpu)")
 	done
 	RES[$fs.ls]=$(printf '%s\n' "${v[@]}" | cut -d' ' -f1 | median)
 	RES[$fs.ls_io]=$(printf '%s\n' "${v[@]}" | cut -d' ' -f2 | median | awk -v n="$io_ops" '{ printf "%.0f", n / ($1 / 1e9) }')
+	RES[$fs.ls_cpu]=$(printf '%s\n' "${v[@]}" | cut -d' ' -f3 | median)
 	# At the recorded pace.
 	"$LS" replay init "$WORK/plan.lsr" --quiet >/dev/null
 	"$LS" replay run "$WORK/plan.lsr" --speed 1 --json --quiet >"$WORK/timed.json"
@@ -138,11 +145,12 @@ for fs in $FS; do
 		v=()
 		for _ in $(seq "$REPS"); do
 			s=$(date +%s%N)
-			fio --ioengine=psync --rw=randrw --replay_no_stall=1 --output-format=json --output="$WORK/fio.json" "${jobs[@]}" >/dev/null
+			timed fio --ioengine=psync --rw=randrw --replay_no_stall=1 --output-format=json --output="$WORK/fio.json" "${jobs[@]}" >/dev/null
 			e=$(date +%s%N)
-			v+=("$(awk -v n="$io_ops" -v s="$s" -v e="$e" 'BEGIN { printf "%.0f", n / ((e - s) / 1e9) }')")
+			v+=("$(awk -v n="$io_ops" -v s="$s" -v e="$e" 'BEGIN { printf "%.0f", n / ((e - s) / 1e9) }') $(per_cpu)")
 		done
-		RES[$fs.fio]=$(printf '%s\n' "${v[@]}" | median)
+		RES[$fs.fio]=$(printf '%s\n' "${v[@]}" | cut -d' ' -f1 | median)
+		RES[$fs.fio_cpu]=$(printf '%s\n' "${v[@]}" | cut -d' ' -f2 | median)
 		rm -rf "$MNT/fio"
 	fi
 
@@ -155,12 +163,13 @@ for fs in $FS; do
 		for _ in $(seq "$REPS"); do
 			(cd "$WORK" && "$IORIOT" -i io.replay >"$WORK/ioriot-init.txt" 2>&1)
 			s=$(date +%s%N)
-			(cd "$WORK" && "$IORIOT" -r io.replay -D -S "$WORK/ioriot-stats.txt" >"$WORK/ioriot-run.txt" 2>&1)
+			(cd "$WORK" && timed "$IORIOT" -r io.replay -D -S "$WORK/ioriot-stats.txt" >"$WORK/ioriot-run.txt" 2>&1)
 			e=$(date +%s%N)
 			performed=$(awk -F: '/Performed ioops/ { gsub(/ /, "", $2); print $2 }' "$WORK/ioriot-stats.txt")
-			v+=("$(awk -v n="$io_ops" -v s="$s" -v e="$e" 'BEGIN { printf "%.0f", n / ((e - s) / 1e9) }')")
+			v+=("$(awk -v n="$io_ops" -v s="$s" -v e="$e" 'BEGIN { printf "%.0f", n / ((e - s) / 1e9) }') $(per_cpu)")
 		done
-		RES[$fs.ioriot]=$(printf '%s\n' "${v[@]}" | median)
+		RES[$fs.ioriot]=$(printf '%s\n' "${v[@]}" | cut -d' ' -f1 | median)
+		RES[$fs.ioriot_cpu]=$(printf '%s\n' "${v[@]}" | cut -d' ' -f2 | median)
 		RES[$fs.ioriot_ops]=$performed
 		(cd "$WORK" && "$IORIOT" -P >/dev/null 2>&1) || true
 		rm -rf "$MNT/.ioriot"
@@ -169,11 +178,16 @@ for fs in $FS; do
 done
 
 printf '\n### Replay throughput (%s threads, %s I/O operations of 4 KiB, as fast as possible, median of %s)\n\n' "$THREADS" "$io_ops" "$REPS"
-printf '| file system | latscope replay ops/s (all ops) | latscope I/O ops/s | fio iolog replay I/O ops/s | I/O Riot I/O ops/s | latscope / fio | latscope / I/O Riot |\n|---|---|---|---|---|---|---|\n'
+printf '| file system | tool | I/O ops/s (wall) | I/O ops per CPU-second | latscope / tool (wall) | latscope / tool (CPU) |\n|---|---|---|---|---|---|\n'
 for fs in $FS; do
-	awk -v fs="$fs" -v ops="${RES[$fs.ops]}" -v ls="${RES[$fs.ls]}" -v lsio="${RES[$fs.ls_io]}" -v fio="${RES[$fs.fio]:-}" -v io="${RES[$fs.ioriot]:-}" -v ioops="${RES[$fs.ioriot_ops]:-}" 'BEGIN {
-		r1 = fio ? sprintf("%.2fx", lsio / fio) : "-"; r2 = io ? sprintf("%.2fx", lsio / io) : "-"
-		printf "| %s (%d ops replayed) | %.0f | %.0f | %s | %s | %s | %s |\n", fs, ops, ls, lsio, fio ? fio : "-", io ? io " (" ioops " ioops performed)" : "-", r1, r2 }'
+	row() { # tool, wall, cpu, note
+		awk -v fs="$fs" -v t="$1" -v w="$2" -v c="$3" -v lw="${RES[$fs.ls_io]}" -v lc="${RES[$fs.ls_cpu]}" -v note="$4" 'BEGIN {
+			if (w == "") { printf "| %s | %s | - | - | - | - |\n", fs, t; exit }
+			printf "| %s | %s%s | %.0f | %.0f | %.2fx | %.2fx |\n", fs, t, note, w, c, lw / w, lc / c }'
+	}
+	row "latscope replay (${RES[$fs.ops]} ops, $(printf '%.0f' "${RES[$fs.ls]}") ops/s all kinds)" "${RES[$fs.ls_io]}" "${RES[$fs.ls_cpu]}" ""
+	row "fio iolog replay" "${RES[$fs.fio]:-}" "${RES[$fs.fio_cpu]:-}" ""
+	row "I/O Riot" "${RES[$fs.ioriot]:-}" "${RES[$fs.ioriot_cpu]:-}" "${RES[$fs.ioriot_ops]:+ (performed ${RES[$fs.ioriot_ops]} of $((io_ops * 2)) ioops, lseeks included)}"
 done
 printf '\n### At the recorded pace (--speed 1)\n\n| file system | lateness p50 | p99 | max | duration vs recording | divergences |\n|---|---|---|---|---|---|\n'
 for fs in $FS; do

@@ -9,7 +9,8 @@
  * dups fds (dup, dup2) and writes through both; forks a child that writes to an inherited fd;
  * openat/mkdirat/fstatat relative to a directory fd; pread/pwrite; lseek; mmap + msync;
  * four threads sharing a file (each writes its blocks, then reads a neighbour's) and each
- * writing its own.
+ * writing its own; O_DIRECT writes and reads from aligned buffers (where the file system
+ * supports O_DIRECT).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -222,6 +223,23 @@ int main(int argc, char **argv)
 		die("msync");
 	munmap(m, 65536);
 	close(fd);
+
+	/* O_DIRECT, aligned */
+	fd = open(P("tree/direct"), O_CREAT | O_RDWR | O_DIRECT, 0644);
+	if (fd >= 0) {
+		char *ab;
+		if (posix_memalign((void **)&ab, 4096, 16384))
+			die("posix_memalign");
+		for (int i = 0; i < 4; i++) {
+			fillp(ab, (unsigned long long)i * 16384, 16384);
+			if (pwrite(fd, ab, 16384, (off_t)i * 16384) != 16384)
+				die("pwrite O_DIRECT");
+		}
+		if (pread(fd, ab, 16384, 16384) != 16384)
+			die("pread O_DIRECT");
+		free(ab);
+		close(fd);
+	}
 
 	/* threads sharing a file */
 	shared_fd = open(P("tree/shared"), O_CREAT | O_RDWR, 0644);

@@ -193,13 +193,14 @@ fn quantile_ci(h: &Histogram, q: f64) -> Option<(u64, u64)> {
     Some((h.value_at_quantile(lo)?, h.value_at_quantile(hi)?))
 }
 
-/// The steady-state windows of a run (first and last left out).
+/// The steady-state windows of a run (first and last left out), as ops per second.
 fn windows(s: &Stats) -> Vec<f64> {
     let w = &s.windows;
     if w.len() <= 2 {
         return Vec::new();
     }
-    w[1..w.len() - 1].iter().map(|&n| n as f64).collect()
+    let scale = 1e9 / s.window_ns.max(1) as f64;
+    w[1..w.len() - 1].iter().map(|&n| n as f64 * scale).collect()
 }
 
 /// Compare two sides.
@@ -213,7 +214,7 @@ pub fn compare(a: &Side, b: &Side) -> Comparison {
             format!("Welch's t-test across runs, beyond noise when p < {ALPHA}")
         } else {
             format!(
-                "one run per side: Welch's t-test over 10 ms throughput windows (p < {ALPHA}) and non-overlapping 99% confidence intervals of percentiles; repeat runs for a verdict that accounts for run-to-run variation"
+                "one run per side: Welch's t-test over the runs' throughput windows (p < {ALPHA}) and non-overlapping 99% confidence intervals of percentiles; repeat runs for a verdict that accounts for run-to-run variation"
             )
         },
         rows: Vec::new(),
@@ -245,7 +246,7 @@ pub fn compare(a: &Side, b: &Side) -> Comparison {
         let (wa, wb) =
             (a.runs.first().map(windows).unwrap_or_default(), b.runs.first().map(windows).unwrap_or_default());
         if wa.len() < 5 || wb.len() < 5 {
-            return (None, "runs too short for a noise estimate (fewer than 5 windows of 10 ms): repeat runs".into());
+            return (None, "runs too short for a noise estimate (fewer than 5 throughput windows): repeat runs".into());
         }
         match welch_p(&wa, &wb) {
             Some(p) => (Some(p < ALPHA), format!("p = {p:.3} over {} and {} windows", wa.len(), wb.len())),

@@ -16,6 +16,9 @@ pub(crate) const N_KINDS: usize = 45;
 /// estimate of `compare`.
 pub const WINDOW_NS: u64 = 10_000_000;
 
+/// Most throughput windows a report holds.
+const MAX_WINDOWS: usize = 1000;
+
 /// Why an operation was skipped at run time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -175,7 +178,8 @@ pub struct Stats {
     pub lateness: Option<Lateness>,
     /// Per operation kind.
     pub by_kind: BTreeMap<String, KindStats>,
-    /// Width of a throughput window (ns).
+    /// Width of a throughput window (ns): 10 ms, wider for runs of more than 10 s (at most 1000
+    /// windows).
     pub window_ns: u64,
     /// Operations completed per window.
     pub windows: Vec<u64>,
@@ -359,6 +363,12 @@ impl Stats {
                 s.skip_reasons.insert(name.to_string(), n);
                 s.skipped += n;
             }
+        }
+        // At most MAX_WINDOWS windows in the report: long runs get wider ones.
+        let k = s.windows.len().div_ceil(MAX_WINDOWS).max(1);
+        if k > 1 {
+            s.windows = s.windows.chunks(k).map(|c| c.iter().sum()).collect();
+            s.window_ns = WINDOW_NS * k as u64;
         }
         s.ops_per_sec = if wall_ns > 0 { s.ops as f64 * 1e9 / wall_ns as f64 } else { 0.0 };
         s.lateness = lateness.map(|h| Lateness {
