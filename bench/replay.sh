@@ -6,8 +6,8 @@
 #    tmpfs and on ext4 on a loop device, as fast as possible: `latscope replay run --speed 0`,
 #    next to fio's iolog replay of the same operations (16 jobs, psync, replay_no_stall) and
 #    I/O Riot's replayer (given its source in IORIOT_SRC; skipped with a message otherwise);
-# 2. the same capture at the recorded pace (`--speed 1`): lateness p50/p99/max and the replay's
-#    duration against the recording's.
+# 2. the same capture at the recorded pace (`--speed 1`), with ordinary and with real-time
+#    (`--realtime`) workers: lateness p50/p99/max and the replay's duration against the recording's.
 #
 # Every replayed operation is counted; "I/O ops/s" counts the reads and writes alone (I/O Riot
 # has no pread/pwrite: it is given lseek + read/write, and its lseeks are not counted). Each tool
@@ -135,6 +135,12 @@ for fs in $FS; do
 	RES[$fs.max]=$(jget "$WORK/timed.json" 'd["lateness"]["max_ns"]')
 	RES[$fs.dur]=$(jget "$WORK/timed.json" '"%.2f" % (100.0 * (d["wall_ns"] - d["recorded_ns"]) / d["recorded_ns"])')
 	RES[$fs.div]=$(jget "$WORK/timed.json" 'd["divergences"]')
+	# The same with the workers under SCHED_FIFO.
+	"$LS" replay init "$WORK/plan.lsr" --quiet >/dev/null
+	"$LS" replay run "$WORK/plan.lsr" --speed 1 --realtime --json --quiet >"$WORK/timed-rt.json"
+	for k in p50 p99 max; do RES[$fs.rt_$k]=$(jget "$WORK/timed-rt.json" "d['lateness']['${k}_ns']"); done
+	RES[$fs.rt_dur]=$(jget "$WORK/timed-rt.json" '"%.2f" % (100.0 * (d["wall_ns"] - d["recorded_ns"]) / d["recorded_ns"])')
+	RES[$fs.rt_div]=$(jget "$WORK/timed-rt.json" 'd["divergences"]')
 
 	if command -v fio >/dev/null; then
 		mkdir -p "$MNT/fio" "$WORK/iolog"
@@ -189,8 +195,10 @@ for fs in $FS; do
 	row "fio iolog replay" "${RES[$fs.fio]:-}" "${RES[$fs.fio_cpu]:-}" ""
 	row "I/O Riot" "${RES[$fs.ioriot]:-}" "${RES[$fs.ioriot_cpu]:-}" "${RES[$fs.ioriot_ops]:+ (performed ${RES[$fs.ioriot_ops]} of $((io_ops * 2)) ioops, lseeks included)}"
 done
-printf '\n### At the recorded pace (--speed 1)\n\n| file system | lateness p50 | p99 | max | duration vs recording | divergences |\n|---|---|---|---|---|---|\n'
+printf '\n### At the recorded pace (--speed 1)\n\n| file system | workers | lateness p50 | p99 | max | duration vs recording | divergences |\n|---|---|---|---|---|---|---|\n'
 for fs in $FS; do
-	awk -v fs="$fs" -v a="${RES[$fs.p50]}" -v b="${RES[$fs.p99]}" -v c="${RES[$fs.max]}" -v d="${RES[$fs.dur]}" -v v="${RES[$fs.div]}" 'BEGIN {
-		printf "| %s | %.1f us | %.1f us | %.1f us | %+.2f %% | %s |\n", fs, a / 1e3, b / 1e3, c / 1e3, d, v }'
+	for w in "" rt_; do
+		awk -v fs="$fs" -v w="$([ -n "$w" ] && echo "SCHED_FIFO (--realtime)" || echo "ordinary")" -v a="${RES[$fs.${w}p50]}" -v b="${RES[$fs.${w}p99]}" -v c="${RES[$fs.${w}max]}" -v d="${RES[$fs.${w}dur]}" -v v="${RES[$fs.${w}div]}" 'BEGIN {
+			printf "| %s | %s | %.1f us | %.1f us | %.1f us | %+.2f %% | %s |\n", fs, w, a / 1e3, b / 1e3, c / 1e3, d, v }'
+	done
 done

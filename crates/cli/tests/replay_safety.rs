@@ -95,6 +95,7 @@ fn prepare_init_run_compare_from_the_command_line() {
     fails_with(&["replay", "compare", s(&files[0])], "give two statistics files");
     fails_with(&["replay", "compare", s(&plan), s(&files[0])], "not JSON");
     fails_with(&["replay", "run", s(&plan), "--speed=-1"], "--speed -1");
+    fails_with(&["replay", "run", s(&plan), "--realtime"], "--realtime is for timed runs");
     fails_with(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", "/"], "--root");
     fails_with(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--name", "../x"], "test name");
     fails_with(&["replay", "prepare", "-r", s(&plan), "-o", s(&plan), "--root", s(&root)], "cannot read the trace");
@@ -267,4 +268,42 @@ fn a_user_who_cannot_write_the_sandbox_is_refused() {
     .unwrap();
     assert_eq!(st["divergences"], 0, "{st}");
     assert_eq!(st["user"], "nobody");
+}
+
+#[test]
+fn realtime_workers_replay_a_timed_run() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "realtime: CI runs as root");
+        eprintln!("SKIPPED realtime_workers_replay_a_timed_run: SCHED_FIFO needs root");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let trace = t.path().join("t.lst");
+    let mut tr = T::new();
+    tr.open("/app/data", 0o102, 3, 1);
+    for i in 0..50 {
+        tr.fdop("pwrite64", 3, 4096, i * 4096, 4096);
+    }
+    tr.fdop("close", 3, 0, -1, 0);
+    tr.write(&trace);
+    let plan = t.path().join("p.lsr");
+    latscope_ok(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", s(&t.path().join("sb"))]);
+    let st: Value = serde_json::from_str(&latscope_ok(&[
+        "replay",
+        "run",
+        s(&plan),
+        "--init",
+        "--speed",
+        "10",
+        "--realtime",
+        "--json",
+        "--quiet",
+    ]))
+    .unwrap();
+    assert_eq!((st["divergences"].as_u64(), st["ops"].as_u64()), (Some(0), Some(52)), "{st}");
+    assert_eq!(st["realtime"], true);
+    assert!(st["lateness"]["p99_ns"].is_u64(), "a timed run reports lateness: {st}");
+    let text = latscope_ok(&["replay", "run", s(&plan), "--init", "--speed", "10", "--realtime", "--quiet"]);
+    assert!(text.contains("real-time workers (SCHED_FIFO)"), "{text}");
 }

@@ -142,6 +142,9 @@ pub struct Stats {
     pub speed: f64,
     /// Page cache dropped before the run.
     pub drop_caches: bool,
+    /// Workers ran under SCHED_FIFO (`--realtime`).
+    #[serde(default)]
+    pub realtime: bool,
     /// The user the replay ran as.
     pub user: Option<String>,
     /// Stopped before the end (Ctrl-C).
@@ -424,6 +427,7 @@ impl Stats {
         } else {
             format!("{}x the recorded pace", self.speed)
         };
+        let speed = if self.realtime { format!("{speed}, real-time workers (SCHED_FIFO)") } else { speed };
         let _ = writeln!(
             o,
             "replay of {} ({} threads on {} workers), speed: {speed}",

@@ -95,3 +95,38 @@ pub fn loadavg1() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/loadavg").ok()?;
     s.split_whitespace().next()?.parse().ok()
 }
+
+/// Whether this process may use SCHED_FIFO (tried on a throwaway thread).
+pub fn can_realtime() -> bool {
+    std::thread::spawn(set_realtime).join().unwrap_or(false)
+}
+
+/// Put the calling thread under SCHED_FIFO, priority 1; false if not allowed.
+pub fn set_realtime() -> bool {
+    let p = libc::sched_param { sched_priority: 1 };
+    // SAFETY: setting the calling thread's own scheduling policy.
+    unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn set_realtime_puts_the_thread_under_sched_fifo() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED set_realtime_puts_the_thread_under_sched_fifo: SCHED_FIFO needs root");
+            return;
+        }
+        assert!(super::can_realtime());
+        let policy = std::thread::spawn(|| {
+            assert!(super::set_realtime());
+            // SAFETY: querying the calling thread's own policy.
+            unsafe { libc::sched_getscheduler(0) }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(policy, libc::SCHED_FIFO);
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_OTHER, "only that thread");
+    }
+}

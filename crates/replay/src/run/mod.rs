@@ -33,6 +33,10 @@ pub struct RunOptions<'a> {
     pub speed: f64,
     /// Drop the page cache (after a sync) before starting.
     pub drop_caches: bool,
+    /// Run the workers of a timed run (`speed` above 0) under the real-time policy SCHED_FIFO
+    /// (priority 1), so that other load on the machine does not make operations late (needs
+    /// root or CAP_SYS_NICE; the kernel still keeps 5 % of each second for other tasks).
+    pub realtime: bool,
     /// Run as this user (uid, gid) once the sandbox and preopened files are open.
     pub user: Option<(u32, u32)>,
     /// The user's name, for the report.
@@ -95,6 +99,17 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
             "--speed {}: give 0 (as fast as possible) or a positive factor",
             opts.speed
         )));
+    }
+    if opts.realtime && opts.speed == 0.0 {
+        return Err(ReplayError::Usage(
+            "--realtime is for timed runs: give --speed 1 (or another factor above 0)".into(),
+        ));
+    }
+    if opts.realtime && !sys::can_realtime() {
+        return Err(ReplayError::Usage(
+            "--realtime needs root (or CAP_SYS_NICE, or an RLIMIT_RTPRIO of 1 or more): run as root or leave it out"
+                .into(),
+        ));
     }
     let spec = sandbox_spec(plan, opts.root.as_deref())?;
     let sb = Sandbox::open_ready(&spec, plan.id)?;
@@ -175,6 +190,7 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
     let total: u64 = plan.threads.iter().map(|t| t.ops as u64).sum();
     let timed = opts.speed > 0.0;
     let speed = opts.speed;
+    let realtime = opts.realtime;
     // Start a little ahead so that every worker is ready when the clock starts.
     let start = sys::now_ns() + 2_000_000;
     let mut max_load = 0f64;
@@ -188,6 +204,9 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
                 std::thread::Builder::new()
                     .name(format!("replay-{w}"))
                     .spawn_scoped(s, move || {
+                        if realtime {
+                            sys::set_realtime();
+                        }
                         let c = worker(sh, plan, threads, progress, waited, live, stop, start, timed, speed);
                         live.finished_ns.store(sys::now_ns(), Ordering::Release);
                         let _ = tx.send(());
@@ -243,6 +262,7 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
     stats.plan = opts.plan_name.clone();
     stats.speed = opts.speed;
     stats.drop_caches = opts.drop_caches;
+    stats.realtime = opts.realtime;
     stats.user = opts.user_name.clone();
     stats.interrupted = stop.load(Ordering::Relaxed);
     stats.max_loadavg = max_load;

@@ -21,6 +21,7 @@ use std::sync::Arc;
 #[command(after_help = "Examples:
   latscope replay run plan.lsr                          # as fast as dependencies allow
   latscope replay run plan.lsr --speed 1                # at the recorded pace (2: twice as fast)
+  latscope replay run plan.lsr --speed 1 --realtime     # on time on a busy machine (SCHED_FIFO, root)
   latscope replay run plan.lsr --init --drop-caches --stats run.json --json
   latscope replay run plan.lsr --user postgres          # after setup, as that user")]
 pub struct RunArgs {
@@ -38,6 +39,10 @@ pub struct RunArgs {
     /// Drop the page cache before starting (after a sync; needs root).
     #[arg(long)]
     drop_caches: bool,
+    /// Run the workers under the real-time policy SCHED_FIFO, so that other load on the
+    /// machine does not make operations late (timed runs: --speed above 0; needs root).
+    #[arg(long)]
+    realtime: bool,
     /// Run as this user (name or uid) once the sandbox is open; it must be able to write it.
     #[arg(long, value_name = "USER")]
     user: Option<String>,
@@ -87,6 +92,7 @@ pub fn replay(a: RunArgs) -> Result<ExitCode> {
         root: a.place.root,
         speed: a.speed,
         drop_caches: a.drop_caches,
+        realtime: a.realtime,
         user,
         user_name: a.user,
         stop: Some(&stop),
