@@ -11,7 +11,7 @@ OUT ?= out
 APT_BUILD := clang llvm libelf-dev zlib1g-dev pkg-config make gcc
 APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar
 APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev
-PIP_TEST := pyarrow duckdb
+PIP_TEST := pyarrow duckdb polars
 
 .PHONY: all build deps deps-test deps-bench demo test bench fmt lint clean vmlinux
 

@@ -20,5 +20,6 @@ run trace cargo bench --locked -q -p latscope-trace
 run micro bash bench/micro.sh
 # IORIOT_SRC (a checkout of github.com/mimecast/ioriot) adds I/O Riot's replayer as an anchor.
 run replay bash bench/replay.sh
+run serve bash bench/serve.sh
 echo
 echo "results in $OUT/"

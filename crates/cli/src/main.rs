@@ -45,14 +45,17 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Replay recorded file I/O in a sandbox: prepare a plan, init its tree, run it, compare runs.
     Replay(cmd::replay::Args),
+    /// Serve the web dashboard: a store's hourly histograms explained, latency live.
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // `latscope events ... | head` should end quietly like other Unix tools, not panic on a
     // closed pipe: restore the default SIGPIPE action (Rust ignores it). Not for record and bench,
-    // which must close their trace file or store cleanly whatever happens to their standard output.
-    if !matches!(cli.command, Command::Record(_) | Command::Bench(_)) {
+    // which must close their trace file or store cleanly whatever happens to their standard output,
+    // and not for serve, whose clients may close their connections while it writes to them.
+    if !matches!(cli.command, Command::Record(_) | Command::Bench(_) | Command::Serve(_)) {
         // SAFETY: setting a signal disposition before any thread is started.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Timeline(a) => cmd::timeline::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Replay(a) => cmd::replay::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
     };
     match r {
         Ok(code) => code,

@@ -3,7 +3,7 @@
 
 use latscope_event::syscalls::{desc, SysDesc};
 use latscope_event::{syscall_name, EventKind, SyscallSet, TraceHeader};
-use latscope_filter::{Filter, Pushdown};
+use latscope_filter::{Exactness, Filter, Pushdown};
 use latscope_probe::{ProbeConfig, SyscallSel};
 
 /// The probe configuration for a syscall set, block requests and process events.
@@ -25,7 +25,7 @@ pub(crate) fn apply_filter(cfg: &mut ProbeConfig, filter: &Filter, header: &Trac
     let mut p = filter.pushdown();
     p.resolve_disks(|name| header.block_devices.iter().find(|d| d.name == name).map(|d| d.dev));
     merge_pushdown(cfg, &p);
-    if need_fd_names || tests_fd_names(filter) {
+    if need_fd_names || filter.tests_fd_names() {
         keep_fd_naming(cfg);
     }
     if matches!(&cfg.syscalls, SyscallSel::Only(v) if v.is_empty()) {
@@ -85,17 +85,19 @@ pub(crate) fn merge_pushdown(cfg: &mut ProbeConfig, p: &Pushdown) {
     }
 }
 
-/// Let the kernel pass the calls that name file descriptors (open, dup, accept, close, chdir,
-/// fcntl...) even when the filter does not want them: user space needs them to name the fds of
-/// the calls it does want, and drops them afterwards. The minimum latency is not pushed down
-/// for the same reason (a fast open names the fd of a slow write).
+/// Let the kernel pass the calls that name file descriptors (open, dup, accept, connect, close,
+/// chdir, fcntl...) even when the filter does not want them: user space needs them to name the
+/// fds of the calls it does want, and drops them afterwards. The minimum latency is not pushed
+/// down for the same reason (a fast open names the fd of a slow write).
 pub(crate) fn keep_fd_naming(cfg: &mut ProbeConfig) {
     if let SyscallSel::Only(v) = &mut cfg.syscalls {
         for nr in 0..512u16 {
             let Some(name) = syscall_name(nr) else { continue };
             let d = desc(nr);
-            let names_fds =
-                d.has(SysDesc::RET_FD) || d.has(SysDesc::CLOSE) || matches!(name, "chdir" | "fchdir" | "fcntl");
+            let names_fds = d.has(SysDesc::RET_FD)
+                || d.has(SysDesc::CLOSE)
+                || d.has(SysDesc::SOCK)
+                || matches!(name, "chdir" | "fchdir" | "fcntl");
             if names_fds && !v.contains(&nr) {
                 v.push(nr);
             }
@@ -105,55 +107,15 @@ pub(crate) fn keep_fd_naming(cfg: &mut ProbeConfig) {
     cfg.fd_types.clear();
 }
 
-/// Does the filter test file names (which the decoder learns from the calls that open files)?
-pub(crate) fn tests_fd_names(filter: &Filter) -> bool {
-    let src = filter.source();
-    ["fd.name", "fd.directory", "fd.filename", "fd.sip", "fd.cip", "fd.sport", "fd.cport"]
-        .iter()
-        .any(|f| src.contains(f))
-}
-
 /// Why counting in the kernel would not give exactly the events `filter` keeps among events
-/// of `kind`, or `None` when it would.
-pub(crate) fn inexact(filter: &Filter, kind: EventKind) -> Option<String> {
-    if filter.is_match_all() {
-        return None;
+/// of `kind` (disk names resolved from `header`), or `None` when it would.
+pub(crate) fn inexact(filter: &Filter, header: &TraceHeader, kind: EventKind) -> Option<String> {
+    let mut p = filter.pushdown();
+    p.resolve_disks(|name| header.block_devices.iter().find(|d| d.name == name).map(|d| d.dev));
+    match p.exactness(kind) {
+        Exactness::Exact => None,
+        Exactness::Inexact(why) => Some(why.to_string()),
     }
-    let block = kind == EventKind::Block;
-    let p = filter.pushdown();
-    if p.tids.is_some() {
-        return Some("thread.tid is tested in user space".into());
-    }
-    if block && (p.pids.is_some() || p.comms.is_some()) {
-        return Some("the process of a block request is known in user space only".into());
-    }
-    if p.block_disks.is_some() && p.block_devs.is_none() {
-        return Some("blk.disk names are resolved in user space".into());
-    }
-    let ex = filter.explain();
-    let mut lines = ex.lines();
-    for l in lines.by_ref() {
-        if l.starts_with("user space") {
-            break;
-        }
-        // `latency >= Nns (...)  <- evt.latency = 5ms`: an equality is only a lower bound.
-        if l.contains("latency >=") {
-            if let Some((_, clause)) = l.split_once("<- ") {
-                if !clause.contains('>') {
-                    return Some(format!("'{}' is tested in user space", clause.trim()));
-                }
-            }
-        }
-    }
-    let rest: Vec<&str> = lines.collect();
-    if rest.iter().any(|l| l.contains("no clause is left to user space alone")) {
-        return None;
-    }
-    let first = rest.first().map(|l| l.trim()).filter(|l| !l.is_empty());
-    Some(match first {
-        Some(l) => l.to_string(),
-        None => "part of the filter is tested in user space".into(),
-    })
 }
 
 #[cfg(test)]
@@ -199,6 +161,16 @@ mod tests {
     }
 
     #[test]
+    fn socket_filters_keep_connect_and_accept() {
+        let c = cfg_for("evt.type = sendto and fd.sport = 80", SyscallSet::All);
+        for name in ["connect", "accept", "accept4", "sendto"] {
+            let nr = latscope_event::syscall_nr(name).unwrap();
+            assert!(matches!(&c.syscalls, SyscallSel::Only(v) if v.contains(&nr)), "{name}");
+        }
+        assert!(!Filter::parse("proc.name = 'fd.name'").unwrap().tests_fd_names());
+    }
+
+    #[test]
     fn kind_clauses_switch_probes_off() {
         let c = cfg_for("evt.kind = block", SyscallSet::All);
         assert_eq!(c.syscalls, SyscallSel::Off);
@@ -213,7 +185,15 @@ mod exactness {
     use super::*;
 
     fn inexact_for(s: &str, kind: EventKind) -> Option<String> {
-        inexact(&Filter::parse(s).unwrap(), kind)
+        let header = TraceHeader {
+            block_devices: vec![latscope_event::BlockDevice {
+                dev: 253 << 20,
+                name: "vda".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        inexact(&Filter::parse(s).unwrap(), &header, kind)
     }
 
     #[test]
@@ -237,5 +217,9 @@ mod exactness {
         assert!(inexact_for("proc.name=a or proc.name=b", sys).is_some());
         assert!(inexact_for("thread.tid=5", sys).is_some());
         assert!(inexact_for("proc.name=dd", EventKind::Block).is_some());
+        // Block requests are told apart by type in user space; disks the header names are exact.
+        assert!(inexact_for("evt.type = write", EventKind::Block).is_some());
+        assert_eq!(inexact_for("blk.disk = vda and evt.latency > 1ms", EventKind::Block), None);
+        assert!(inexact_for("blk.disk = sdz", EventKind::Block).is_some());
     }
 }

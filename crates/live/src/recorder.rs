@@ -22,9 +22,23 @@ pub struct RecorderOptions {
 
 impl Default for RecorderOptions {
     fn default() -> Self {
-        RecorderOptions { flush_every: Duration::from_secs(1), block_events: 65_536, duration: None }
+        RecorderOptions { flush_every: Duration::from_secs(1), block_events: BLOCK_EVENTS, duration: None }
     }
 }
+
+/// Events per block by default: 32 Ki events compress as well as larger blocks (zstd works per
+/// column buffer of 256 KiB) and keep the memory of a block around 5 MiB.
+pub const BLOCK_EVENTS: usize = 32_768;
+
+/// Blocks queued for the writer thread: with one being filled and one being written, what a crash
+/// can lose stays within a flush interval, and the memory between the ring buffer and the file
+/// within [`MEMORY_BOUND_BYTES`]. When the writer falls behind, the recorder stops reading the
+/// ring buffer and the kernel counts the events it drops.
+pub const WRITER_QUEUE_BLOCKS: usize = 2;
+
+/// The memory the recorder holds beyond the ring buffer, at most (blocks being filled, queued,
+/// written and recycled).
+pub const MEMORY_BOUND_BYTES: u64 = 64 << 20;
 
 /// Why a recording ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +119,9 @@ pub struct Recorder {
     written: u64,
     started: Instant,
     last_flush: Instant,
+    /// The writer's queue was full at the last flush: the pending blocks wait, the ring buffer is
+    /// not read until they are queued.
+    backlog: bool,
 }
 
 impl Recorder {
@@ -123,6 +140,7 @@ impl Recorder {
             written: 0,
             started: now,
             last_flush: now,
+            backlog: false,
         }
     }
 
@@ -143,10 +161,19 @@ impl Recorder {
     /// One poll of the ring buffer (waiting at most 50 ms), then a flush when one is due.
     /// Returns why the recording should end, once it should.
     pub fn step(&mut self) -> Result<Option<StopReason>, RecordError> {
-        self.poll(Duration::from_millis(50))?;
-        let pending = self.syscalls.len() + self.other.len();
-        if pending >= self.opts.block_events || self.last_flush.elapsed() >= self.opts.flush_every {
-            self.flush()?;
+        if self.backlog {
+            // The writer is behind: hand it the pending blocks before reading more. Meanwhile
+            // the ring buffer fills and the kernel counts what it drops; memory stays bounded.
+            self.backlog = !self.flush()?;
+            if self.backlog {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        } else {
+            self.poll(Duration::from_millis(50))?;
+            let pending = self.syscalls.len() + self.other.len();
+            if pending >= self.opts.block_events || self.last_flush.elapsed() >= self.opts.flush_every {
+                self.backlog = !self.flush()?;
+            }
         }
         if self.session.stop_requested() {
             return Ok(Some(StopReason::Interrupted));
@@ -186,7 +213,28 @@ impl Recorder {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), TraceError> {
+    /// Queue the pending blocks for the writer; `false` when its queue is full (what could not be
+    /// queued stays pending).
+    fn flush(&mut self) -> Result<bool, TraceError> {
+        let lost = self.session.stats().lost;
+        for p in [&mut self.other, &mut self.syscalls] {
+            if p.is_empty() {
+                continue;
+            }
+            let n = p.len() as u64;
+            let full = std::mem::replace(p, self.writer.spare_batch());
+            if let Some(back) = self.writer.try_write_batch(full, lost)? {
+                *p = back;
+                return Ok(false);
+            }
+            self.written += n;
+        }
+        self.last_flush = Instant::now();
+        Ok(true)
+    }
+
+    /// Queue the pending blocks, waiting for room (at the end of a recording).
+    fn flush_wait(&mut self) -> Result<(), TraceError> {
         let lost = self.session.stats().lost;
         for p in [&mut self.other, &mut self.syscalls] {
             if p.is_empty() {
@@ -196,13 +244,14 @@ impl Recorder {
             let full = std::mem::replace(p, self.writer.spare_batch());
             self.writer.write_batch(full, lost)?;
         }
-        self.last_flush = Instant::now();
         Ok(())
     }
 
     /// Write what is still in the ring buffer and the pending blocks, and close the file with
     /// its summary. A command still running is stopped first (unless detached).
     pub fn finish(mut self, reason: StopReason) -> Result<Recording, RecordError> {
+        // The recording ends now; reading out what is still buffered is not part of its length.
+        let duration = self.started.elapsed();
         // A command still running is told first, so that its last events are recorded too.
         let mut command_status = self.session.command_status();
         if command_status.is_none() {
@@ -210,6 +259,7 @@ impl Recorder {
         }
         // Whatever is still in the ring buffer belongs to the recording (bounded: producers
         // may never let it empty).
+        self.flush_wait()?;
         for _ in 0..8 {
             let before = self.syscalls.len() + self.other.len();
             self.poll(Duration::ZERO)?;
@@ -217,13 +267,12 @@ impl Recorder {
                 break;
             }
             if self.syscalls.len() + self.other.len() >= self.opts.block_events {
-                self.flush()?;
+                self.flush_wait()?;
             }
         }
         let stats = self.session.stats();
         let malformed = self.session.malformed();
-        self.flush()?;
-        let duration = self.started.elapsed();
+        self.flush_wait()?;
         let summary = self.writer.finish(Summary {
             events: self.written,
             lost: stats.lost,

@@ -195,7 +195,7 @@ impl SessionBuilder {
         let mut streaming_reason = None;
         let mut count_by = None;
         if let Some((by, kind)) = self.count {
-            streaming_reason = config::inexact(&self.filter, kind);
+            streaming_reason = config::inexact(&self.filter, &header, kind);
             if streaming_reason.is_none() {
                 count_by = Some(by);
             }
@@ -229,6 +229,9 @@ impl SessionBuilder {
         let stop = Arc::new(AtomicBool::new(false));
         for &sig in &self.signals {
             signal_hook::flag::register(sig, stop.clone()).map_err(SessionError::Signals)?;
+        }
+        if self.filter.is_match_all() && cfg.captures_for_replay() {
+            header.capture.push(latscope_event::CAPTURE_REPLAY_V1.to_string());
         }
         let probe = Probe::start(&cfg, &header)?;
         header.start_ns = probe.attached_ns();

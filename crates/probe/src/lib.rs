@@ -12,7 +12,7 @@ pub mod snapshot;
 
 pub use decode::{join, Decoder};
 
-use latscope_event::syscalls::{self, SysClass, NONE};
+use latscope_event::syscalls::{self, SysClass};
 use latscope_event::{EventBatch, FdType, TraceHeader};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
@@ -27,11 +27,14 @@ mod skel {
 }
 use skel::*;
 
-/// Number of histogram buckets per group in in-kernel aggregation (mirrors LS_AGG_BUCKETS).
-pub const AGG_BUCKETS: usize = 640;
-/// Number of histogram groups in in-kernel aggregation (mirrors LS_AGG_GROUPS).
-pub const AGG_GROUPS: usize = 512;
-const NR_MAX: usize = 512;
+use types::ls_limits;
+
+/// Number of histogram buckets per group in in-kernel aggregation (LS_AGG_BUCKETS, from BTF).
+pub const AGG_BUCKETS: usize = ls_limits::LS_AGG_BUCKETS.0 as usize;
+/// Number of histogram groups in in-kernel aggregation (LS_AGG_GROUPS, from BTF).
+pub const AGG_GROUPS: usize = ls_limits::LS_AGG_GROUPS.0 as usize;
+/// Syscall numbers covered by the kernel's tables (LS_NR_MAX, from BTF).
+const NR_MAX: usize = ls_limits::LS_NR_MAX.0 as usize;
 
 /// Errors from loading or running the probes.
 #[derive(Debug, thiserror::Error)]
@@ -202,6 +205,21 @@ impl Default for ProbeConfig {
     }
 }
 
+impl ProbeConfig {
+    /// Whether the probes record every syscall that touches files or fds, unfiltered, with what
+    /// a replay needs ([`latscope_event::CAPTURE_REPLAY_V1`]): every syscall or the `io` set,
+    /// process events, no command-name, latency or fd-type filter, no aggregation. A pid filter
+    /// limits the processes, not their calls, and keeps the capture complete for them.
+    pub fn captures_for_replay(&self) -> bool {
+        matches!(self.syscalls, SyscallSel::All | SyscallSel::Io)
+            && self.procs
+            && self.comms.is_empty()
+            && self.min_lat_ns == 0
+            && self.fd_types.is_empty()
+            && self.aggregate.is_none()
+    }
+}
+
 /// Counters kept by the probes in the kernel, summed over CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProbeStats {
@@ -276,7 +294,7 @@ pub struct Probe {
 /// Most ring-buffer records one poll consumes: under a sustained event rate the producers can
 /// keep the buffer non-empty forever, and a consumer that reads until it is empty never returns
 /// to flush its blocks or notice a stop request.
-pub const MAX_RECORDS_PER_POLL: usize = 65_536;
+pub const MAX_RECORDS_PER_POLL: usize = 16_384;
 
 impl Probe {
     /// Load, configure and attach the probes. `header` is the start snapshot (for naming open files).
@@ -299,16 +317,22 @@ impl Probe {
         ro.fdtype_mask = cfg.fd_types.iter().fold(0u32, |m, t| m | (1 << (*t as u32 & 31)));
         ro.agg_mode = u8::from(cfg.aggregate.is_some());
         ro.agg_group = match cfg.aggregate {
-            None | Some(AggGroup::All) => 0,
-            Some(AggGroup::FdClass) => 1,
-            Some(AggGroup::Syscall) => 2,
-            Some(AggGroup::SysClass) => 3,
-        };
+            None | Some(AggGroup::All) => types::ls_agg_group::LS_AGG_ALL,
+            Some(AggGroup::FdClass) => types::ls_agg_group::LS_AGG_FDCLASS,
+            Some(AggGroup::Syscall) => types::ls_agg_group::LS_AGG_SYSCALL,
+            Some(AggGroup::SysClass) => types::ls_agg_group::LS_AGG_SYSCLASS,
+        }
+        .0 as u8;
         let ring = cfg.ring_bytes.max(1 << 20).next_power_of_two();
         ro.wake_bytes = (ring / 8) as u64;
+        ro.proc_events = u8::from(cfg.procs);
+        // The exec program keeps its path for the execve event (the syscall's own argument is
+        // gone by its exit): only when syscall events are streamed.
+        let want_sys = cfg.syscalls != SyscallSel::Off;
+        ro.stash_exec = u8::from(want_sys && cfg.aggregate.is_none());
+        let want_exec = cfg.procs || ro.stash_exec != 0;
         bpf(open.maps.events.set_max_entries(ring as u32), "sizing the ring buffer")?;
 
-        let want_sys = cfg.syscalls != SyscallSel::Off;
         open.progs.ls_sys_enter.set_autoload(want_sys);
         open.progs.ls_sys_exit.set_autoload(want_sys);
         open.progs.ls_switch.set_autoload(want_sys);
@@ -317,7 +341,7 @@ impl Probe {
         }
         // Fork tracking is needed to follow children even when proc events are not wanted.
         open.progs.ls_fork.set_autoload(cfg.procs || cfg.follow_children);
-        open.progs.ls_exec.set_autoload(cfg.procs);
+        open.progs.ls_exec.set_autoload(want_exec);
         open.progs.ls_exit.set_autoload(cfg.procs);
 
         let skel = bpf(open.load(), "loading the BPF programs (is this kernel 5.11 or later with BTF?)")?;
@@ -346,14 +370,13 @@ impl Probe {
                 want: u8::from(want),
                 bits: d.bits,
                 class: d.class as u8,
-                pad: 0,
+                off2: d.off2,
             };
             bpf(
                 skel.maps.sys_desc.update(&(nr as u32).to_ne_bytes(), as_bytes(&v), MapFlags::ANY),
                 "filling the syscall table",
             )?;
         }
-        debug_assert_eq!(NONE, 0xff);
         for t in FdType::ALL {
             let g = fd_class_group(t);
             bpf(
@@ -390,7 +413,7 @@ impl Probe {
             (&skel.progs.ls_rq_issue, cfg.block),
             (&skel.progs.ls_rq_complete, cfg.block),
             (&skel.progs.ls_fork, cfg.procs || cfg.follow_children),
-            (&skel.progs.ls_exec, cfg.procs),
+            (&skel.progs.ls_exec, want_exec),
             (&skel.progs.ls_exit, cfg.procs),
         ];
         for (p, on) in progs {
@@ -521,15 +544,21 @@ impl Probe {
         self.attached_ns
     }
 
-    /// The in-kernel counters.
+    /// The in-kernel counters (`struct ls_stats` per CPU, summed).
     pub fn stats(&self) -> ProbeStats {
-        let mut v = [0u64; 4];
-        for (i, slot) in v.iter_mut().enumerate() {
-            if let Ok(Some(per_cpu)) = self.skel.maps.stats.lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY) {
-                *slot = per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap_or([0; 8]))).sum();
-            }
+        let mut t = ProbeStats::default();
+        let Ok(Some(per_cpu)) = self.skel.maps.stats.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY) else {
+            return t;
+        };
+        for b in per_cpu.iter().filter(|b| b.len() >= std::mem::size_of::<types::ls_stats>()) {
+            // SAFETY: length checked; ls_stats is plain old data; no alignment promise.
+            let s: types::ls_stats = unsafe { std::ptr::read_unaligned(b.as_ptr() as *const types::ls_stats) };
+            t.events += s.events;
+            t.lost += s.lost;
+            t.path_faults += s.path_faults;
+            t.blk_unpaired += s.blk_unpaired;
         }
-        ProbeStats { events: v[0], lost: v[1], path_faults: v[2], blk_unpaired: v[3] }
+        t
     }
 
     /// Records the decoder found malformed (never expected; reported with the stats).
@@ -651,8 +680,93 @@ mod tests {
 
     #[test]
     fn record_layout_is_the_c_one() {
-        assert_eq!(std::mem::size_of::<types::ls_event>(), 128);
+        assert_eq!(std::mem::size_of::<types::ls_event>(), 144);
         assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 16);
+        assert_eq!(std::mem::size_of::<types::ls_stats>(), 32);
+        assert_eq!(std::mem::size_of_val(&types::ls_event::default().comm), ls_limits::LS_COMM_LEN.0 as usize);
+    }
+
+    /// What latscope-event mirrors of the C side (it cannot depend on the BPF object) has the
+    /// values of the object's BTF.
+    #[test]
+    fn event_crate_constants_are_the_c_ones() {
+        use latscope_event::{syscalls::SysDesc, EventKind, ProcOp, Rwbs};
+        use types::{ls_desc_bits as b, ls_fd_type as f, ls_kind as k, ls_proc_op as p, ls_rwbs as r};
+        assert_eq!(syscalls::NONE as u32, ls_limits::LS_ARG_NONE.0);
+        assert_eq!(NR_MAX, 512);
+        assert!(syscalls::syscall_count() <= NR_MAX);
+        for (rust, c) in [
+            (SysDesc::IO, b::LS_IO),
+            (SysDesc::READ, b::LS_READ),
+            (SysDesc::WRITE, b::LS_WRITE),
+            (SysDesc::RET_FD, b::LS_RET_FD),
+            (SysDesc::IOV, b::LS_IOV),
+            (SysDesc::OPENAT2, b::LS_OPENAT2),
+            (SysDesc::OFF_PTR, b::LS_OFF_PTR),
+            (SysDesc::FILE_POS, b::LS_FILE_POS),
+            (SysDesc::CLOSE, b::LS_CLOSE),
+            (SysDesc::ADDR_FD, b::LS_ADDR_FD),
+            (SysDesc::SOCK, b::LS_SOCK),
+            (SysDesc::FD_PAIR, b::LS_FD_PAIR),
+            (SysDesc::CLONE_ARGS, b::LS_CLONE_ARGS),
+            (SysDesc::RENAMES, b::LS_RENAMES),
+            (SysDesc::FD_TABLE, b::LS_FD_TABLE),
+        ] {
+            assert_eq!(rust as u32, c.0, "SysDesc bit {rust}");
+        }
+        for (rust, c) in [
+            (FdType::Unknown, f::LS_FD_UNKNOWN),
+            (FdType::File, f::LS_FD_FILE),
+            (FdType::Directory, f::LS_FD_DIR),
+            (FdType::Ipv4, f::LS_FD_IPV4),
+            (FdType::Ipv6, f::LS_FD_IPV6),
+            (FdType::Unix, f::LS_FD_UNIX),
+            (FdType::Pipe, f::LS_FD_PIPE),
+            (FdType::Event, f::LS_FD_EVENT),
+            (FdType::Signalfd, f::LS_FD_SIGNALFD),
+            (FdType::Eventpoll, f::LS_FD_EVENTPOLL),
+            (FdType::Inotify, f::LS_FD_INOTIFY),
+            (FdType::Timerfd, f::LS_FD_TIMERFD),
+            (FdType::Memfd, f::LS_FD_MEMFD),
+            (FdType::Chardev, f::LS_FD_CHR),
+            (FdType::Blockdev, f::LS_FD_BLK),
+            (FdType::Netlink, f::LS_FD_NETLINK),
+            (FdType::Socket, f::LS_FD_SOCKET),
+            (FdType::Anon, f::LS_FD_ANON),
+        ] {
+            assert_eq!(rust as u32, c.0, "{rust:?}");
+        }
+        assert_eq!(FdType::ALL.len(), 18, "every FdType is pinned above");
+        for (rust, c) in [(Rwbs::SYNC, r::LS_RWBS_SYNC), (Rwbs::META, r::LS_RWBS_META), (Rwbs::FUA, r::LS_RWBS_FUA)]
+            .into_iter()
+            .chain([(Rwbs::PREFLUSH, r::LS_RWBS_PREFLUSH), (Rwbs::RAHEAD, r::LS_RWBS_RAHEAD)])
+        {
+            assert_eq!(rust, c.0, "Rwbs bit {rust}");
+        }
+        assert_eq!(EventKind::Syscall as u32, k::LS_SYSCALL.0);
+        assert_eq!(EventKind::Block as u32, k::LS_BLOCK.0);
+        assert_eq!(EventKind::Proc as u32, k::LS_PROC.0);
+        assert_eq!(ProcOp::Fork as u32, p::LS_FORK.0);
+        assert_eq!(ProcOp::Exec as u32, p::LS_EXEC.0);
+        assert_eq!(ProcOp::Exit as u32, p::LS_EXIT.0);
+        assert_eq!(SysClass::Process as u32, types::ls_sys_class::LS_CLASS_PROCESS.0);
+    }
+
+    #[test]
+    fn replay_capture_needs_every_file_call_unfiltered() {
+        let all = ProbeConfig::default();
+        assert!(all.captures_for_replay());
+        assert!(ProbeConfig { syscalls: SyscallSel::Io, pids: vec![1], ..Default::default() }.captures_for_replay());
+        for c in [
+            ProbeConfig { syscalls: SyscallSel::Off, ..Default::default() },
+            ProbeConfig { syscalls: SyscallSel::Only(vec![0]), ..Default::default() },
+            ProbeConfig { comms: vec!["x".into()], ..Default::default() },
+            ProbeConfig { min_lat_ns: 1, ..Default::default() },
+            ProbeConfig { fd_types: vec![FdType::File], ..Default::default() },
+            ProbeConfig { aggregate: Some(AggGroup::All), ..Default::default() },
+        ] {
+            assert!(!c.captures_for_replay(), "{c:?}");
+        }
     }
 
     #[test]

@@ -208,6 +208,18 @@ fn files_open_before_the_recording_are_preopened() {
 }
 
 #[test]
+fn preopened_files_take_the_snapshot_position_and_flags() {
+    let mut r = Rec::new();
+    r.snapshot_fd_at(100, 7, "/w/log", 777, O_WRONLY | O_APPEND | 0o100000); // O_LARGEFILE, as fdinfo shows it
+    r.write(100, 7, 100, -1, 100); // no position in the event itself
+    let p = plan(&r);
+    assert_eq!(p.preopen.len(), 1);
+    let pre = p.preopen[0];
+    assert_eq!((pre.pos, pre.flags & 3), (777, 1), "the snapshot's, not a guess");
+    assert_ne!(pre.flags & O_APPEND, 0);
+}
+
+#[test]
 fn a_filter_replays_some_events_while_the_model_sees_all() {
     let mut r = Rec::new();
     r.open(100, "/w/f", O_CREAT | O_RDWR, 3); // left out by the filter

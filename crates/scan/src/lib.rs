@@ -75,8 +75,8 @@ pub struct ScanOptions {
 /// Why a scan failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
-    /// The trace could not be opened or read past a damaged place.
-    #[error("{path}: {source}")]
+    /// The trace could not be opened or read past a damaged place (the error names the file).
+    #[error("cannot read {source}")]
     Trace {
         /// The file.
         path: PathBuf,

@@ -9,6 +9,7 @@ pub mod info;
 pub mod load;
 pub mod record;
 pub mod replay;
+pub mod serve;
 pub mod spectrogram;
 pub mod timeline;
 pub mod top;

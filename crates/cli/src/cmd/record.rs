@@ -3,7 +3,7 @@
 use crate::args::{print_warnings, FilterArg, LiveArgs};
 use anyhow::{Context, Result};
 use latscope_event::units::{fmt_bytes, fmt_count, parse_duration_ns, parse_duration_secs_default};
-use latscope_live::{Recorder, RecorderOptions, Recording};
+use latscope_live::{Recorder, RecorderOptions, Recording, WRITER_QUEUE_BLOCKS};
 use latscope_trace::ThreadedTraceWriter;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -65,7 +65,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if a.detach {
         session.detach_command();
     }
-    let writer = ThreadedTraceWriter::create(&a.file, session.header())
+    let writer = ThreadedTraceWriter::create_with(&a.file, session.header(), Default::default(), WRITER_QUEUE_BLOCKS)
         .with_context(|| format!("cannot create trace file {}", a.file.display()))?;
     let opts = RecorderOptions {
         flush_every: Duration::from_nanos(a.flush_every),

@@ -49,7 +49,12 @@ impl Rec {
     }
 
     pub fn snapshot_fd(&mut self, pid: u32, fd: i32, path: &str, fd_type: u8) {
-        self.header.fds.push(FdInfo { pid, fd, path: path.into(), fd_type, dev: 1, ino: 1 });
+        self.header.fds.push(FdInfo { pid, fd, path: path.into(), fd_type, dev: 1, ino: 1, pos: -1, flags: 0 });
+    }
+
+    /// An fd of the snapshot whose position and open flags were read from fdinfo.
+    pub fn snapshot_fd_at(&mut self, pid: u32, fd: i32, path: &str, pos: i64, flags: u32) {
+        self.header.fds.push(FdInfo { pid, fd, path: path.into(), fd_type: 1, dev: 1, ino: 1, pos, flags });
     }
 
     /// A syscall by `tid` of process `pid`.

@@ -40,10 +40,16 @@ impl Planner<'_> {
                 other => What::Other(other),
             };
             let path = if matches!(what, What::File | What::Dir) { self.m.map(&f.path).unwrap_or(NONE) } else { NONE };
-            let ofd = self.new_ofd(what, path, 0);
+            // The snapshot's position and open flags, where it could read them (a position of -1:
+            // an older trace or an unreadable fdinfo; its flags of 0 then mean unknown too).
+            let known = f.pos >= 0;
+            let ofd = self.new_ofd(what, path, if known { f.flags } else { 0 });
+            if known {
+                self.ofds[ofd as usize].pos = f.pos;
+            }
             let slot = if path != NONE {
                 let s = self.new_slot();
-                self.slots[s as usize].pre = Some((path, None, None));
+                self.slots[s as usize].pre = Some((path, known.then_some(f.flags), known.then_some(f.pos)));
                 s
             } else {
                 NONE
