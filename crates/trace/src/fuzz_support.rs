@@ -197,7 +197,7 @@ fn mutate(prog: &[u8]) -> Vec<u8> {
         // Block-level operations first, on the segments; byte-level ones on the whole.
         let n = segs.len().max(1);
         match op % 8 {
-            0 | 1 | 2 | 3 => {
+            0..=3 => {
                 let bytes = flat.get_or_insert_with(|| segs.concat());
                 if bytes.is_empty() {
                     break;

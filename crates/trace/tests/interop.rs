@@ -185,6 +185,8 @@ fn write_constant_trace(path: &Path) -> EventBatch {
             addr: 0x7f00_0000_0000 + i,
             cgroup: 1,
             qtime: 0,
+            off2: -1 - i as i64,
+            cpu: 3 + i as u16,
             comm: format!("comm-{i}"),
             path: if i.is_multiple_of(2) { String::new() } else { "/var/lib/x".into() },
             path2: String::new(),
@@ -215,7 +217,7 @@ fn value_counts(all: &EventBatch) -> serde_json::Value {
     }
     num!(
         kind, ts, lat, pid, tid, uid, nr, ret, fd, fd_type, dev, ino, bytes, off, flags, mode, dirfd, addr, cgroup,
-        qtime
+        qtime, off2, cpu
     );
     for (name, col) in [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2)] {
         let mut m: BTreeMap<String, u64> = BTreeMap::new();
