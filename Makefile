@@ -6,10 +6,11 @@ CARGO ?= cargo
 OUT ?= out
 # Debian packages: clang/llvm compile the BPF programs; libelf/zlib/pkg-config build libbpf;
 # tmux drives the terminal UI in tests; e2fsprogs/xfsprogs make test file systems on loop devices;
-# chromium renders SVGs in tests; git, sqlite3 and tar are programs the replay tests record and replay; strace/bpftrace/libbpf-tools/linux-perf/fio/hyperfine are benchmark
+# chromium renders SVGs in tests; git, sqlite3 and tar are programs the replay tests record and replay;
+# graphite-carbon and python3-whisper (carbon-cache, whisper-fetch) receive replay run --graphite; strace/bpftrace/libbpf-tools/linux-perf/fio/hyperfine are benchmark
 # anchors; bpftool/libbpf-dev build bench/floor (the cost floor of any syscall-latency tracer).
 APT_BUILD := clang llvm libelf-dev zlib1g-dev pkg-config make gcc
-APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar
+APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar graphite-carbon python3-whisper
 APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev
 PIP_TEST := pyarrow duckdb polars
 

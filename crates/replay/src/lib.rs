@@ -20,6 +20,9 @@
 //!    a speed factor; every result is compared with the recorded one ([`Stats`]).
 //! 4. [`compare`] puts two runs side by side and says which differences exceed run-to-run noise;
 //!    [`matrix`] replays under each value of a block-device setting and compares them.
+//! 5. [`metrics`] turns a running replay's progress ([`Live`]) into per-interval metrics (ops/s,
+//!    lateness percentiles, divergences, errors) for a time-series store, which [`graphite`]
+//!    sends to a carbon server.
 //!
 //! Safety: the replay reads and writes nothing outside its sandbox. Paths with `..`
 //! components, on pseudo file systems, device nodes and symlinks leading out are refused when
@@ -49,8 +52,10 @@
 pub mod compare;
 mod cpaths;
 mod error;
+pub mod graphite;
 mod init;
 pub mod matrix;
+pub mod metrics;
 mod op;
 pub mod pattern;
 mod plan;
@@ -64,6 +69,7 @@ mod sys;
 
 pub use error::{ReplayError, Result};
 pub use init::{init, sandbox_spec, InitOptions, InitReport};
+pub use metrics::LiveMetrics;
 pub use op::{Compare, Op, OpKind, NONE, OP_BYTES};
 pub use plan::{
     read_plan, write_plan, Dropped, InitEntry, InitKind, PathEntry, PathTable, Plan, PlanCounts, PlanMeta, Preopen,

@@ -19,9 +19,11 @@ use crate::sandbox::{check_tree, Sandbox};
 use crate::stats::{Collector, Skip, Stats};
 use crate::sys;
 use exec::{NotDone, Worker};
+use latscope_hist::Histogram;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use sync::Progress;
 
 /// Options of [`run`].
@@ -64,6 +66,11 @@ pub struct Live {
     pub errors: u64,
     /// Largest lateness since the previous tick (ns; timed runs).
     pub max_lateness_ns: u64,
+    /// Lateness of the operations started since the previous tick (ns; timed runs, else
+    /// `None`): what [`crate::LiveMetrics`] turns into an interval's percentiles.
+    pub lateness: Option<Histogram>,
+    /// The last tick: every worker has finished (or stopped).
+    pub finished: bool,
 }
 
 /// Per-worker counters the main thread reads while the run goes on.
@@ -74,6 +81,9 @@ struct WorkerLive {
     divergences: AtomicU64,
     errors: AtomicU64,
     max_late: AtomicU64,
+    /// Lateness since the main thread last took it (timed runs). The worker only ever
+    /// `try_lock`s it: a real-time worker must not wait for the main thread.
+    late: Mutex<Histogram>,
     /// CLOCK_MONOTONIC when the worker finished (0 while running).
     finished_ns: AtomicU64,
 }
@@ -239,12 +249,23 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
                 }
             }
             if let Some(f) = opts.on_tick.as_mut() {
-                let mut l = Live { elapsed_ns: sys::now_ns().saturating_sub(start), total, ..Default::default() };
+                let mut l = Live {
+                    elapsed_ns: sys::now_ns().saturating_sub(start),
+                    total,
+                    finished,
+                    lateness: timed.then(Histogram::new),
+                    ..Default::default()
+                };
                 for w in &live {
                     l.done += w.done.load(Ordering::Relaxed);
                     l.divergences += w.divergences.load(Ordering::Relaxed);
                     l.errors += w.errors.load(Ordering::Relaxed);
                     l.max_lateness_ns = l.max_lateness_ns.max(w.max_late.swap(0, Ordering::Relaxed));
+                    if let Some(h) = &mut l.lateness {
+                        let mut wl = w.late.lock().unwrap_or_else(|e| e.into_inner());
+                        h.merge(&wl);
+                        wl.reset();
+                    }
                 }
                 f(&l);
             }
@@ -309,6 +330,8 @@ fn worker(
     let mut total_done = 0u64;
     // How late timer wake-ups come on this machine, learnt as the run goes (ns).
     let mut oversleep = 20_000u64;
+    // Lateness the main thread could not be given yet (its histogram was busy).
+    let mut spill = Histogram::new();
     for &t in threads {
         let publish = waited[t];
         let ops = plan.thread_ops(t);
@@ -344,6 +367,16 @@ fn worker(
                     h.record(late);
                 }
                 live.max_late.fetch_max(late, Ordering::Relaxed);
+                match live.late.try_lock() {
+                    Ok(mut h) => {
+                        if !spill.is_empty() {
+                            h.merge(&spill);
+                            spill.reset();
+                        }
+                        h.record(late);
+                    }
+                    Err(_) => spill.record(late),
+                }
             }
             let r = w.exec(op);
             let t1 = sys::now_ns();
@@ -383,6 +416,9 @@ fn worker(
             // Threads waiting for this one must not wait for ever.
             progress[t].publish(u32::MAX);
         }
+    }
+    if !spill.is_empty() {
+        live.late.lock().unwrap_or_else(|e| e.into_inner()).merge(&spill);
     }
     w.close_dirs();
     drop(w);

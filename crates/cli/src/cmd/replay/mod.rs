@@ -3,6 +3,7 @@
 
 mod compare;
 mod plan;
+mod push;
 mod run;
 mod tree;
 

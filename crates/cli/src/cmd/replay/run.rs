@@ -1,8 +1,9 @@
 //! `latscope replay run`.
 
+use super::push::Push;
 use super::{progress_line, Place};
 use anyhow::{Context, Result};
-use latscope_event::units::fmt_ns;
+use latscope_event::units::{fmt_ns, parse_duration_ns};
 use latscope_live::{Recorder, RecorderOptions, SessionBuilder, SyscallSet};
 use latscope_replay::{read_plan, InitOptions, Live, RunOptions};
 use std::path::PathBuf;
@@ -23,7 +24,8 @@ use std::sync::Arc;
   latscope replay run plan.lsr --speed 1                # at the recorded pace (2: twice as fast)
   latscope replay run plan.lsr --speed 1 --realtime     # on time on a busy machine (SCHED_FIFO, root)
   latscope replay run plan.lsr --init --drop-caches --stats run.json --json
-  latscope replay run plan.lsr --user postgres          # after setup, as that user")]
+  latscope replay run plan.lsr --user postgres          # after setup, as that user
+  latscope replay run plan.lsr --speed 1 --graphite graphite.example.com:2003 --graphite-interval 5s")]
 pub struct RunArgs {
     /// Plan file.
     #[arg(value_name = "PLAN")]
@@ -53,6 +55,18 @@ pub struct RunArgs {
     /// every block request); the replay's workers are the threads named replay-N.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Push live counters of the run to this Graphite server (carbon's plaintext protocol,
+    /// HOST:PORT, usually port 2003): ops/s, operations done, lateness p50/p99/max of the
+    /// interval, divergences and errors, every --graphite-interval and at the end.
+    #[arg(long, value_name = "HOST:PORT")]
+    graphite: Option<String>,
+    /// Interval of the --graphite pushes (1s or more).
+    #[arg(long, default_value = "10s", value_parser = parse_duration_ns, value_name = "DURATION")]
+    graphite_interval: u64,
+    /// Metric path prefix of --graphite [default: latscope.replay.TEST, TEST the plan's test
+    /// name (prepare --name) or its file name without extension].
+    #[arg(long, value_name = "PREFIX")]
+    graphite_prefix: Option<String>,
     /// Statistics as JSON (what 'latscope replay compare' reads).
     #[arg(long)]
     json: bool,
@@ -75,8 +89,19 @@ pub fn replay(a: RunArgs) -> Result<ExitCode> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
     }
+    let mut push = match &a.graphite {
+        Some(addr) => {
+            let stem = a.plan.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = plan.meta.sandbox.name.clone().unwrap_or(stem);
+            Some(Push::new(addr, a.graphite_interval, a.graphite_prefix.as_deref(), &name)?)
+        }
+        None => None,
+    };
     let line = progress_line(a.quiet);
     let mut tick = |l: &Live| {
+        if let Some(p) = &mut push {
+            p.tick(l);
+        }
         if let Some(p) = &line {
             let pct = if l.total > 0 { 100.0 * l.done as f64 / l.total as f64 } else { 100.0 };
             p(&format!(
@@ -99,7 +124,12 @@ pub fn replay(a: RunArgs) -> Result<ExitCode> {
         on_tick: Some(&mut tick),
         plan_name: a.plan.display().to_string(),
     };
-    let stats = latscope_replay::run(&plan, &mut opts)?;
+    let stats = latscope_replay::run(&plan, &mut opts);
+    drop(opts);
+    if let Some(p) = push {
+        p.finish();
+    }
+    let stats = stats?;
     if line.is_some() {
         eprint!("\r\x1b[K");
     }
