@@ -96,9 +96,16 @@ fn prepare_init_run_compare_from_the_command_line() {
     fails_with(&["replay", "compare", s(&plan), s(&files[0])], "not JSON");
     fails_with(&["replay", "run", s(&plan), "--speed=-1"], "--speed -1");
     fails_with(&["replay", "run", s(&plan), "--realtime"], "--realtime is for timed runs");
+    // An output that is the input is refused before anything is written.
+    let (trace_bytes, plan_bytes) = (std::fs::read(&trace).unwrap(), std::fs::read(&plan).unwrap());
+    fails_with(&["replay", "prepare", "-r", s(&trace), "-o", s(&trace), "--root", s(&root)], "would destroy the input");
+    fails_with(&["replay", "run", s(&plan), "--stats", s(&plan)], "would destroy the input");
+    assert_eq!((std::fs::read(&trace).unwrap(), std::fs::read(&plan).unwrap()), (trace_bytes, plan_bytes));
     fails_with(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", "/"], "--root");
     fails_with(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--name", "../x"], "test name");
-    fails_with(&["replay", "prepare", "-r", s(&plan), "-o", s(&plan), "--root", s(&root)], "cannot read the trace");
+    let other = t.path().join("other.lsr");
+    fails_with(&["replay", "prepare", "-r", s(&plan), "-o", s(&other), "--root", s(&root)], "cannot read the trace");
+    assert!(!other.exists(), "nothing written for a bad trace");
 }
 
 #[test]

@@ -14,6 +14,10 @@ pub enum ReplayError {
         #[source]
         source: std::io::Error,
     },
+    /// An output file could not be written safely (it is the input, or the new file could not be
+    /// made or renamed into place).
+    #[error(transparent)]
+    Output(#[from] latscope_trace::OutputError),
     /// The plan file is not a plan, is cut short, or is damaged.
     #[error("{}: {detail}", path.display())]
     PlanFile {

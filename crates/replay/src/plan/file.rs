@@ -25,18 +25,13 @@ const SECTION_HEADER: usize = 32;
 /// Largest raw section accepted (a corrupt length must not make the reader allocate wildly).
 const MAX_RAW: u64 = 1 << 36;
 
-/// Write `plan` to `path` (through a temporary file renamed into place, so that a failed write
-/// leaves no half plan under the name).
+/// Write `plan` to `path` (a new file renamed into place when complete and synced,
+/// [`latscope_trace::AtomicFile`]: a failed write leaves the previous file as it was).
 pub fn write_plan(plan: &Plan, path: &Path) -> Result<u64> {
     let bytes = encode(plan)?;
-    let tmp = path.with_extension("partial");
-    let io = |e| ReplayError::io(path, e);
-    {
-        let mut f = std::fs::File::create(&tmp).map_err(io)?;
-        f.write_all(&bytes).map_err(io)?;
-        f.sync_all().map_err(io)?;
-    }
-    std::fs::rename(&tmp, path).map_err(io)?;
+    let mut f = latscope_trace::AtomicFile::create(path)?;
+    f.write_all(&bytes).map_err(|e| ReplayError::io(path, e))?;
+    f.commit()?;
     Ok(bytes.len() as u64)
 }
 

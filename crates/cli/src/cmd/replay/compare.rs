@@ -64,6 +64,7 @@ pub fn compare(a: CompareArgs) -> Result<ExitCode> {
         print!("{}", if a.json { serde_json::to_string_pretty(&c)? + "\n" } else { c.text() });
         return Ok(ExitCode::SUCCESS);
     };
+    crate::args::check_output(Some(&plan_file), a.output.as_deref())?;
     let plan = read_plan(&plan_file)?;
     let set = a.set.unwrap_or_default();
     let Some((setting, values)) = set.split_once('=') else {
@@ -89,8 +90,7 @@ pub fn compare(a: CompareArgs) -> Result<ExitCode> {
     };
     let res = run_matrix(&plan, &mut opts)?;
     if let Some(o) = &a.output {
-        std::fs::write(o, serde_json::to_string_pretty(&res)?)
-            .with_context(|| format!("cannot write {}", o.display()))?;
+        crate::args::write_output(Some(o), serde_json::to_string_pretty(&res)?.as_bytes())?;
     }
     print!("{}", if a.json { serde_json::to_string_pretty(&res)? + "\n" } else { res.text() });
     Ok(if res.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })

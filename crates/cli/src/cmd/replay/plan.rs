@@ -56,6 +56,7 @@ pub fn prepare(a: PrepareArgs) -> Result<ExitCode> {
         (None, Some(n)) => SandboxChoice::Name(n),
         (None, None) => unreachable!("clap requires one"),
     };
+    crate::args::check_output(Some(&a.trace), Some(&a.output))?;
     let opts = PrepareOptions { sandbox, filter: a.filter };
     let plan = latscope_replay::prepare(&a.trace, &opts)?;
     let bytes = write_plan(&plan, &a.output).context("cannot write the plan")?;

@@ -79,6 +79,7 @@ pub fn replay(a: RunArgs) -> Result<ExitCode> {
     if let Some(t) = &a.trace {
         return record_replay(t);
     }
+    crate::args::check_output(Some(&a.plan), a.stats.as_deref())?;
     let plan = read_plan(&a.plan)?;
     let user = a.user.as_deref().map(latscope_replay::sandbox::lookup_user).transpose()?;
     if a.init {
@@ -136,7 +137,7 @@ pub fn replay(a: RunArgs) -> Result<ExitCode> {
     let out = if a.json { serde_json::to_string_pretty(&stats)? + "\n" } else { stats.text() };
     print!("{out}");
     if let Some(f) = &a.stats {
-        std::fs::write(f, &out).with_context(|| format!("cannot write {}", f.display()))?;
+        crate::args::write_output(Some(f), out.as_bytes())?;
     }
     Ok(if stats.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
 }
