@@ -31,6 +31,8 @@ pub struct MatrixOptions<'a> {
     pub speed: f64,
     /// Drop the page cache before each run.
     pub drop_caches: bool,
+    /// Workers of timed runs under SCHED_FIFO ([`RunOptions::realtime`]).
+    pub realtime: bool,
     /// Raised to stop (Ctrl-C).
     pub stop: Option<&'a AtomicBool>,
     /// Told about each step ("scheduler=bfq run 2 of 3").
@@ -166,6 +168,7 @@ pub fn run_matrix(plan: &Plan, opts: &mut MatrixOptions) -> Result<MatrixResult>
                     root: opts.root.clone(),
                     speed: opts.speed,
                     drop_caches: opts.drop_caches,
+                    realtime: opts.realtime,
                     stop: Some(stop),
                     plan_name: opts.plan_name.clone(),
                     ..Default::default()

@@ -45,6 +45,9 @@ pub struct CompareArgs {
     /// Drop the page cache before each run.
     #[arg(long)]
     drop_caches: bool,
+    /// Workers of timed runs under SCHED_FIFO, as 'latscope replay run --realtime' (needs root).
+    #[arg(long)]
+    realtime: bool,
     #[command(flatten)]
     place: Place,
     /// Write the matrix's runs and comparisons (JSON) here.
@@ -83,6 +86,7 @@ pub fn compare(a: CompareArgs) -> Result<ExitCode> {
         root: a.place.root,
         speed: a.speed,
         drop_caches: a.drop_caches,
+        realtime: a.realtime,
         stop: Some(&stop),
         on_step: Some(&mut step),
         plan_name: plan_file.display().to_string(),
