@@ -69,6 +69,7 @@
 
 mod error;
 pub mod parquet_export;
+pub mod prometheus;
 mod source;
 
 pub use error::ExportError;
