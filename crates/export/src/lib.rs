@@ -68,6 +68,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod graphite;
 pub mod parquet_export;
 pub mod prometheus;
 mod source;
