@@ -18,6 +18,7 @@ use std::process::ExitCode;
   latscope info -r trace.lst
   latscope spectrogram 'proc.name = postgres'
   latscope heatmap -r trace.lst --block -o disk.svg
+  latscope export -r trace.lst --parquet trace.parquet
 Run 'latscope COMMAND --help' for each command's options.")]
 struct Cli {
     #[command(subcommand)]
@@ -42,6 +43,7 @@ enum Command {
     Hist(cmd::hist::Args),
     Top(cmd::top::Args),
     Timeline(cmd::timeline::Args),
+    Export(cmd::export::Args),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         Command::Hist(a) => cmd::hist::run(a),
         Command::Top(a) => cmd::top::run(a),
         Command::Timeline(a) => cmd::timeline::run(a),
+        Command::Export(a) => cmd::export::run(a),
     };
     match r {
         Ok(code) => code,

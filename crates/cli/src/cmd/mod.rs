@@ -1,6 +1,7 @@
 //! One module per subcommand: each has its `Args` (clap) and a `run` function.
 
 pub mod events;
+pub mod export;
 pub mod fields;
 pub mod heatmap;
 pub mod hist;
