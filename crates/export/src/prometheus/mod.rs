@@ -3,6 +3,7 @@
 //! server to scrape them from.
 
 mod exposition;
+pub mod names;
 mod native;
 mod server;
 
