@@ -242,3 +242,173 @@ fn bad_input_is_refused_and_writes_nothing() {
 pub fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel)
 }
+
+/// The SQL blocks of docs/EXPORT.md: (name, text).
+fn documented_queries() -> Vec<(String, String)> {
+    let doc = std::fs::read_to_string(repo_file("docs/EXPORT.md")).unwrap();
+    let mut out = Vec::new();
+    for block in doc.split("```sql\n").skip(1) {
+        let sql = block.split("```").next().unwrap();
+        let name =
+            sql.lines().next().and_then(|l| l.strip_prefix("-- name: ")).expect("each query starts with -- name:");
+        out.push((name.trim().to_string(), sql.to_string()));
+    }
+    out
+}
+
+fn num(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// `latscope ARGS --json` parsed.
+fn ls_json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&latscope_ok(args)).unwrap()
+}
+
+/// latscope's value `ls` (ns) for a percentile DuckDB gave as `duck` (in units of `scale` ns) is
+/// the same rank within the histogram's resolution.
+fn same_percentile(what: &str, duck: f64, scale: f64, ls: f64) {
+    let exact = (duck * scale).round();
+    assert!(
+        exact <= ls + 0.5 && ls <= exact * (1.0 + 1.0 / 128.0) + 0.5,
+        "{what}: DuckDB {exact} ns, latscope {ls} ns"
+    );
+}
+
+#[test]
+fn documented_queries_run_and_return_latscopes_numbers() {
+    if !require_python("documented_queries_run_and_return_latscopes_numbers", &["duckdb", "pytz"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let traces = write_fleet(dir.path(), EVENTS);
+    let out = dir.path().join("fleet");
+    latscope_ok(&["export", "-r", s(dir.path()), "--parquet", s(&out), "-q"]);
+    let queries = documented_queries();
+    let setup: Vec<String> = queries
+        .iter()
+        .find(|q| q.0 == "setup")
+        .expect("a setup block")
+        .1
+        .replace("'fleet/", &format!("'{}/", out.display()))
+        .split(';')
+        .map(|st| st.lines().filter(|l| !l.starts_with("--")).collect::<Vec<_>>().join("\n"))
+        .filter(|st| !st.trim().is_empty())
+        .collect();
+    let mut results = std::collections::HashMap::new();
+    for (name, sql) in queries.iter().filter(|q| q.0 != "setup") {
+        let rows = duck(&setup, sql);
+        assert!(!rows.is_empty(), "{name} returned nothing");
+        results.insert(name.as_str(), rows);
+    }
+    for want in [
+        "events_per_host",
+        "capture_quality",
+        "disk_latency_by_host",
+        "syscall_latency_by_host",
+        "slowest_files",
+        "latency_heat_map",
+        "errors",
+    ] {
+        assert!(results.contains_key(want), "docs/EXPORT.md lost the query {want}");
+    }
+    let hosts = fleet_hosts(EVENTS);
+    let truth: Vec<Vec<latscope_event::Event>> = hosts.iter().map(host_events).collect();
+
+    // Counts per host and kind, and what the recordings lost.
+    for (h, ev) in hosts.iter().zip(&truth) {
+        for (k, kind) in ["syscall", "block", "proc"].iter().enumerate() {
+            let want = ev.iter().filter(|e| e.kind as usize == k).count() as f64;
+            let row = results["events_per_host"].iter().find(|r| r[0] == h.name && r[1] == *kind).unwrap();
+            assert_eq!(num(&row[2]), want, "{} {kind}", h.name);
+        }
+        let q = results["capture_quality"].iter().find(|r| r[0] == h.name).unwrap();
+        assert_eq!((num(&q[3]), num(&q[4]), num(&q[5])), (EVENTS as f64, EVENTS as f64, 0.0));
+        let failed = results["errors"].iter().filter(|r| r[0] == h.name).map(|r| num(&r[3])).sum::<f64>();
+        assert_eq!(failed, ev.iter().filter(|e| e.kind == 0 && e.ret < 0).count() as f64);
+    }
+
+    for (h, trace) in hosts.iter().zip(&traces) {
+        // p99 by disk: latscope hist --block --by disk.
+        let j = ls_json(&["hist", "-r", s(trace), "--block", "--by", "disk", "-n", "100", "--json"]);
+        for g in j["groups"].as_array().unwrap() {
+            let disk = g["group"].as_str().unwrap();
+            let row = results["disk_latency_by_host"].iter().find(|r| r[0] == h.name && r[1] == disk).unwrap();
+            assert_eq!(num(&row[2]), num(&g["stats"]["count"]), "{} {disk}", h.name);
+            for (col, p) in [(3, "p50"), (4, "p90"), (5, "p99")] {
+                same_percentile(&format!("{} {disk} {p}", h.name), num(&row[col]), 1e6, num(&g["stats"][p]));
+            }
+            assert_eq!((num(&row[6]) * 1e6).round(), num(&g["stats"]["max"]));
+        }
+        // Syscall latency by operation: latscope hist --by syscall.
+        let j = ls_json(&["hist", "-r", s(trace), "--by", "syscall", "-n", "100", "--json"]);
+        let groups = j["groups"].as_array().unwrap();
+        assert_eq!(groups.len(), 6);
+        for g in groups {
+            let op = g["group"].as_str().unwrap();
+            let row = results["syscall_latency_by_host"].iter().find(|r| r[0] == h.name && r[1] == op).unwrap();
+            assert_eq!(num(&row[2]), num(&g["stats"]["count"]), "{} {op}", h.name);
+            same_percentile(&format!("{} {op} p50", h.name), num(&row[3]), 1e3, num(&g["stats"]["p50"]));
+            same_percentile(&format!("{} {op} p99", h.name), num(&row[4]), 1e3, num(&g["stats"]["p99"]));
+            assert_eq!((num(&row[5]) * 1e3).round(), num(&g["stats"]["max"]));
+        }
+        // Slowest files: latscope top --by file (each file path belongs to one host here).
+        let j = ls_json(&["top", "-r", s(trace), "--by", "file", "-n", "1000", "--json", "fd.type = file"]);
+        let rows = j["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 12);
+        for t in rows.iter().take(5) {
+            let path = t["name"].as_str().unwrap();
+            let Some(row) = results["slowest_files"].iter().find(|r| r[0] == path) else { continue };
+            assert_eq!(num(&row[1]), 1.0);
+            assert_eq!(num(&row[2]), num(&t["count"]), "{path}");
+            same_percentile(path, num(&row[3]), 1e6, num(&t["p99_ns"]));
+            assert_eq!((num(&row[4]) * 1e6).round(), num(&t["max_ns"]));
+            assert!((num(&row[5]) * 1e9 - num(&t["total_ns"])).abs() < 1e3, "{path}");
+            assert_eq!(num(&row[6]), num(&t["errors"]));
+        }
+        // The heat map: latscope heatmap's matrix, cell by cell (10 log rows per decade).
+        // Six decades in 60 rows: 10 per decade, as the query's rows.
+        let j =
+            ls_json(&["heatmap", "-r", s(trace), "--json", "--minlat", "100ns", "--maxlat", "100ms", "--rows", "60"]);
+        let m = &j["maps"][0];
+        assert_eq!(m["not_shown"], serde_json::json!({"above_max": 0, "after_maxcol": 0, "below_min": 0}));
+        let bounds = m["y"]["row_bounds"].as_array().unwrap();
+        let r0 = (num(&bounds[0][0]).log10() * 10.0).round() as i64;
+        for (r, b) in bounds.iter().enumerate() {
+            let want = 10f64.powf((r0 + r as i64) as f64 / 10.0);
+            assert!((num(&b[0]) / want - 1.0).abs() < 1e-9, "latscope's rows are 10 per decade here");
+        }
+        let start_s = num(&m["x"]["start_wall_ns"]) / 1e9;
+        let mut sql_cells = std::collections::HashMap::new();
+        for row in results["latency_heat_map"].iter().filter(|r| r[0] == h.name) {
+            // "2024-03-10 10:00:07+00:00": the fixture stays within one day.
+            let t = row[1].as_str().unwrap();
+            assert!(t.starts_with("2024-03-10 ") && t.ends_with("+00:00"), "{t}");
+            let hms: Vec<f64> = t[11..19].split(':').map(|x| x.parse().unwrap()).collect();
+            let day_s = (START_WALL_NS / 1_000_000_000 / 86_400 * 86_400) as f64;
+            let col = day_s + hms[0] * 3600.0 + hms[1] * 60.0 + hms[2] - start_s;
+            sql_cells.insert((col as i64, num(&row[2]) as i64 - r0), num(&row[4]) as i64);
+        }
+        let mut diff = 0;
+        let mut total = 0;
+        // counts[column][row]
+        for (c, counts) in m["counts"].as_array().unwrap().iter().enumerate() {
+            for (r, n) in counts.as_array().unwrap().iter().enumerate() {
+                let n = n.as_i64().unwrap();
+                total += n;
+                diff += (n - sql_cells.get(&(c as i64, r as i64)).copied().unwrap_or(0)).abs();
+            }
+        }
+        assert_eq!(total, sql_cells.values().sum::<i64>(), "{}: same events in both", h.name);
+        // Only values within half a histogram bucket (0.39 %) of a row boundary may sit one row
+        // apart (latscope places whole 1/128-wide buckets).
+        let near = duck(&setup, &format!(
+            "SELECT count(*) FROM events WHERE host = '{}' AND kind = 'syscall' AND abs(log10(lat) * 10 - round(log10(lat) * 10)) < 10 * log10(1.004)", h.name));
+        assert!(
+            diff <= 2 * num(&near[0][0]) as i64,
+            "{}: {diff} cells' worth differ, {} events near a row boundary",
+            h.name,
+            near[0][0]
+        );
+    }
+}

@@ -52,7 +52,7 @@ pub const EVENT_COLUMNS: &[ColumnDoc] = &[
     col("dev", I64, "device: of the file behind `fd`, or the block device; `major * 1048576 + minor`"),
     col("disk", STR, "kernel name of `dev` when it is a block device of the recorded machine (`vda`, `nvme0n1p2`, `loop3`); empty otherwise"),
     col("ino", I64, "inode number of the file behind `fd` (bit pattern of the unsigned value)"),
-    col("bytes", I64, "bytes requested (count, length); block request size; bytes"),
+    col("bytes", I64, "bytes requested (count or length argument); block requests: request size"),
     col("off", I64, "file offset (pread/pwrite argument, file position for read/write, lseek argument); block requests: start sector (512 bytes); -1 when none"),
     col("flags", I64, "open/mmap/at flags, lseek whence; block requests: 1 SYNC, 2 META, 4 FUA, 8 PREFLUSH, 16 RAHEAD"),
     col("mode", I64, "open mode, mmap prot, access mode"),
@@ -157,6 +157,28 @@ pub(crate) fn table_schema(cols: &[ColumnDoc]) -> SchemaRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn docs_list_every_column_with_its_type_and_meaning() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/EXPORT.md")).unwrap();
+        for (title, cols) in [
+            ("### The events table", EVENT_COLUMNS),
+            ("### The processes table", PROCESS_COLUMNS),
+            ("### The disks table", DISK_COLUMNS),
+            ("### The traces table", TRACE_COLUMNS),
+        ] {
+            let section = doc.split(title).nth(1).unwrap_or_else(|| panic!("docs/EXPORT.md has no '{title}'"));
+            let rows: Vec<String> = section
+                .lines()
+                .skip_while(|l| !l.starts_with("| `"))
+                .take_while(|l| l.starts_with("| `"))
+                .map(str::to_string)
+                .collect();
+            let want: Vec<String> =
+                cols.iter().map(|c| format!("| `{}` | {} | {} |", c.name, c.sql_type, c.meaning)).collect();
+            assert_eq!(rows, want, "{title} in docs/EXPORT.md");
+        }
+    }
 
     #[test]
     fn every_event_column_is_typed_and_unique() {
