@@ -91,9 +91,11 @@ impl Shared {
 ///
 /// [`send`](Self::send) only queues the line (a lock and a push: it never waits for the
 /// network); a background thread connects, writes, and after a failure reconnects with
-/// exponential backoff, keeping up to [`GraphiteOptions::queue_lines`] lines meanwhile. Lines are
-/// sent at most once: a line written to a connection that then breaks may be lost (the protocol
-/// has no acknowledgements), and the ones not yet written are sent on the next connection.
+/// exponential backoff, keeping up to [`GraphiteOptions::queue_lines`] lines meanwhile. Before
+/// each write it checks that the server has not closed the connection (a write to a closed
+/// connection would be accepted by the kernel and lost). Lines are sent at most once: a line
+/// written to a connection that breaks afterwards may be lost (the protocol has no
+/// acknowledgements); the ones not yet written go out on the next connection.
 pub struct GraphiteClient {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
@@ -252,6 +254,20 @@ fn connect(addr: &str, o: &GraphiteOptions) -> std::io::Result<TcpStream> {
     Err(last)
 }
 
+/// Whether the server has closed the connection (or it failed), without blocking.
+fn peer_closed(s: &TcpStream) -> bool {
+    if s.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    let closed = match s.peek(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    closed || s.set_nonblocking(false).is_err()
+}
+
 /// Lines written per write call at most.
 const BATCH_LINES: usize = 1000;
 
@@ -297,6 +313,14 @@ fn sender(shared: &Shared, addr: &str, o: &GraphiteOptions) {
                     backoff = (backoff * 2).min(o.max_backoff.max(o.min_backoff));
                 }
             }
+            continue;
+        }
+        // carbon never writes: a readable end of stream means it closed the connection, and a
+        // write now would be accepted by the kernel and lost.
+        if conn.as_ref().is_some_and(peer_closed) {
+            conn = None;
+            st.stats.failures += 1;
+            st.stats.connected = false;
             continue;
         }
         let n = st.lines.len().min(BATCH_LINES);

@@ -14,4 +14,4 @@ pub use exposition::{
 pub use native::{
     schema_for_resolution, schema_resolution, NativeHistogram, NativeOptions, DEFAULT_ZERO_THRESHOLD, NS_TO_SECONDS,
 };
-pub use server::ExpositionServer;
+pub use server::{ExpositionServer, Scrapes};

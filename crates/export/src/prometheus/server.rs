@@ -1,12 +1,13 @@
 //! A small HTTP server for Prometheus to scrape: `GET /metrics`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use tiny_http::{Header, Method, Request, Response, Server};
 
-use super::exposition::SharedMetrics;
+use super::exposition::{Format, SharedMetrics};
 use crate::ExportError;
 
 /// Serves [`SharedMetrics`] over HTTP on its own thread until stopped (or dropped):
@@ -21,6 +22,22 @@ pub struct ExpositionServer {
     server: Arc<Server>,
     addr: SocketAddr,
     thread: Option<JoinHandle<()>>,
+    counts: Arc<Counts>,
+}
+
+/// Scrapes answered so far, by format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scrapes {
+    /// Answered in the Prometheus protobuf format.
+    pub protobuf: u64,
+    /// Answered in OpenMetrics text.
+    pub text: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    protobuf: AtomicU64,
+    text: AtomicU64,
 }
 
 impl ExpositionServer {
@@ -40,16 +57,26 @@ impl ExpositionServer {
             server.server_addr().to_ip().ok_or_else(|| ExportError::Invalid("the server has no IP address".into()))?;
         let server = Arc::new(server);
         let s = server.clone();
+        let counts = Arc::new(Counts::default());
+        let c = counts.clone();
         let thread = std::thread::Builder::new()
             .name("metrics-http".into())
             .spawn(move || {
                 for req in s.incoming_requests() {
                     // A client that went away is nobody's problem.
-                    let _ = answer(req, &metrics);
+                    let _ = answer(req, &metrics, &c);
                 }
             })
             .map_err(|e| ExportError::Invalid(format!("cannot start the HTTP thread: {e}")))?;
-        Ok(ExpositionServer { server, addr, thread: Some(thread) })
+        Ok(ExpositionServer { server, addr, thread: Some(thread), counts })
+    }
+
+    /// Scrapes of `/metrics` answered so far, by format.
+    pub fn scrapes(&self) -> Scrapes {
+        Scrapes {
+            protobuf: self.counts.protobuf.load(Ordering::Relaxed),
+            text: self.counts.text.load(Ordering::Relaxed),
+        }
     }
 
     /// The address it listens on (with the port chosen when 0 was asked for).
@@ -86,7 +113,7 @@ fn header(name: &str, value: &str) -> Header {
     Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("valid header")
 }
 
-fn answer(req: Request, metrics: &SharedMetrics) -> std::io::Result<()> {
+fn answer(req: Request, metrics: &SharedMetrics, counts: &Counts) -> std::io::Result<()> {
     let head = *req.method() == Method::Head;
     if !matches!(req.method(), Method::Get | Method::Head) {
         return req.respond(
@@ -97,8 +124,12 @@ fn answer(req: Request, metrics: &SharedMetrics) -> std::io::Result<()> {
     match path {
         "/metrics" => {
             let accept = req.headers().iter().find(|h| h.field.equiv("Accept")).map(|h| h.value.as_str().to_string());
-            match metrics.render(accept.as_deref()) {
-                Ok((ctype, body)) => {
+            let format = Format::negotiate(accept.as_deref());
+            match metrics.get().encode(format) {
+                Ok(body) => {
+                    let c = if format == Format::Protobuf { &counts.protobuf } else { &counts.text };
+                    c.fetch_add(1, Ordering::Relaxed);
+                    let ctype = format.content_type();
                     let body = if head { Vec::new() } else { body };
                     req.respond(Response::from_data(body).with_header(header("Content-Type", ctype)))
                 }
