@@ -172,6 +172,7 @@ fn writer_properties(o: &ParquetOptions) -> Result<Arc<WriterProperties>, Export
         .set_compression(Compression::ZSTD(level))
         .set_max_row_group_row_count(Some(o.row_group_rows))
         .set_created_by(format!("latscope {}", env!("CARGO_PKG_VERSION")))
+        .set_write_batch_size(8192)
         .set_statistics_enabled(EnabledStatistics::Chunk);
     // Encodings chosen per column by measuring size and encoding time on realistic events
     // (docs/EXPORT.md): increasing times and wide-ranging latencies and offsets are smaller and
