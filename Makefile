@@ -50,6 +50,7 @@ test: deps-test
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) build --release --locked
+	bash docs/gen-cli.sh --check
 	$(CARGO) test --workspace --locked --release -- --test-threads=1
 
 bench: deps-bench build

@@ -18,5 +18,6 @@ run export bash bench/export.sh
 run hist cargo bench --locked -q -p latscope-hist
 run filter cargo bench --locked -q -p latscope-filter
 run trace cargo bench --locked -q -p latscope-trace
+run micro bash bench/micro.sh
 echo
 echo "results in $OUT/"

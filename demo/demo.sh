@@ -96,5 +96,8 @@ bash demo/views.sh "$OUT/trace.lst" "$OUT/views"
 step "The spectrogram write-up's storage tests on ext4 (loop device) and tmpfs: demo/spectrogram.sh"
 DURATION=${DURATION:-3} bash demo/spectrogram.sh "$OUT/storage"
 
+step "Continuous micro-benchmarks into the store of hourly histograms: demo/bench.sh"
+bash demo/bench.sh "$OUT/bench"
+
 step "Done: the trace and every picture are in $OUT"
 ls -la "$OUT"

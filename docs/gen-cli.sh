@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Regenerates docs/CLI.md from the binary's own --help texts, so the reference cannot drift.
-# usage: docs/gen-cli.sh [path/to/latscope]
+# usage: docs/gen-cli.sh [path/to/latscope]          rewrite docs/CLI.md
+#        docs/gen-cli.sh --check [path/to/latscope]  fail if docs/CLI.md is not what it would write
 set -euo pipefail
 cd "$(dirname "$0")/.."
+CHECK=0
+if [ "${1:-}" = "--check" ]; then CHECK=1; shift; fi
 LS=${1:-target/release/latscope}
+OUT=docs/CLI.md
+[ $CHECK = 1 ] && OUT=$(mktemp)
 {
 	echo "# CLI reference"
 	echo
@@ -20,5 +25,16 @@ LS=${1:-target/release/latscope}
 		COLUMNS=100 "$LS" "$cmd" --help
 		echo '```'
 	done
-} > docs/CLI.md
-echo "wrote docs/CLI.md"
+} > "$OUT"
+if [ $CHECK = 1 ]; then
+	if ! diff -u docs/CLI.md "$OUT" > "$OUT.diff"; then
+		head -40 "$OUT.diff"
+		rm -f "$OUT" "$OUT.diff"
+		echo "docs/CLI.md is out of date: run docs/gen-cli.sh and commit it" >&2
+		exit 1
+	fi
+	rm -f "$OUT" "$OUT.diff"
+	echo "docs/CLI.md is current"
+else
+	echo "wrote docs/CLI.md"
+fi

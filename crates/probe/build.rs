@@ -14,7 +14,13 @@ fn main() {
     if let Err(e) = b.build_and_generate(&out) {
         panic!("building the BPF programs failed (is clang installed? run `make deps`): {e:#}");
     }
-    for f in ["src/bpf/latscope.bpf.c", "src/bpf/latscope.h", "src/bpf/vmlinux.h"] {
+    for f in [
+        "src/bpf/latscope.bpf.c",
+        "src/bpf/latscope.h",
+        "src/bpf/fdname.bpf.h",
+        "src/bpf/agg.bpf.h",
+        "src/bpf/vmlinux.h",
+    ] {
         println!("cargo:rerun-if-changed={f}");
     }
     println!("cargo:rerun-if-env-changed=CLANG");

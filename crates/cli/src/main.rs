@@ -1,9 +1,8 @@
 //! The `latscope` command: parses arguments and wires the stages together
 //! (probes -> trace file or aggregates -> filter -> aggregations -> views).
 
+mod args;
 mod cmd;
-mod input;
-mod pushdown;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -43,15 +42,17 @@ enum Command {
     Hist(cmd::hist::Args),
     Top(cmd::top::Args),
     Timeline(cmd::timeline::Args),
+    /// Run micro-benchmark probes continuously; summaries live, hourly histograms to a store.
+    Bench(cmd::bench::Args),
     Export(cmd::export::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // `latscope events ... | head` should end quietly like other Unix tools, not panic on a
-    // closed pipe: restore the default SIGPIPE action (Rust ignores it). Not for record, which
-    // must close its trace file cleanly whatever happens to its standard output.
-    if !matches!(cli.command, Command::Record(_)) {
+    // closed pipe: restore the default SIGPIPE action (Rust ignores it). Not for record and bench,
+    // which must close their trace file or store cleanly whatever happens to their standard output.
+    if !matches!(cli.command, Command::Record(_) | Command::Bench(_)) {
         // SAFETY: setting a signal disposition before any thread is started.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
@@ -66,6 +67,7 @@ fn main() -> ExitCode {
         Command::Hist(a) => cmd::hist::run(a),
         Command::Top(a) => cmd::top::run(a),
         Command::Timeline(a) => cmd::timeline::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
         Command::Export(a) => cmd::export::run(a),
     };
     match r {

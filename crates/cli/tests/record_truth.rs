@@ -20,16 +20,29 @@ fn spawn_recorder(trace: &Path, args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// Wait until the recorders writing `traces` have attached: their files exist, then the probes
-/// get time to load.
-fn wait_attached(traces: &[&Path]) {
-    for _ in 0..100 {
-        if traces.iter().all(|t| t.exists()) {
-            break;
+/// Wait until the recorders have attached their probes (at least the six of a `--no-block`
+/// recording: sched_switch, sys_enter, sys_exit, fork, exec, exit), seen as BPF link fds. A fixed
+/// sleep was not enough on a loaded machine, where loading the programs can take seconds.
+fn wait_attached(recorders: &[&Child]) {
+    let links = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:bpf_link")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    for _ in 0..1200 {
+        if recorders.iter().all(|c| links(c.id()) >= 6) {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            return;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    panic!("the recorders did not attach within 60 s");
 }
 
 /// Stop a recorder as Ctrl-C would and return its output; it must have succeeded.
@@ -211,7 +224,7 @@ fn record_comm_filter_follows_renames() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = tmp.path().join("c.lst");
     let rec = spawn_recorder(&trace, &["--quiet", "--no-block", "--duration", "60", "-c", "lsrenamed"]);
-    wait_attached(&[&trace]);
+    wait_attached(&[&rec]);
     let marks = tmp.path().join("mark");
     // Many syscalls under each name, so a stale cached verdict would show.
     let script = format!(
@@ -288,7 +301,7 @@ print(old_c.getsockname()[1], new_c.getsockname()[1])
     }
     let port: u16 = std::fs::read_to_string(&ready).unwrap().trim().parse().unwrap();
     let rec = spawn_recorder(&trace, &["--quiet", "--no-block", "--duration", "60", "-p", &py.id().to_string()]);
-    wait_attached(&[&trace]);
+    wait_attached(&[&rec]);
     std::fs::write(&go, "").unwrap();
     let out = py.wait_with_output().unwrap();
     assert!(out.status.success());
@@ -321,6 +334,84 @@ print(old_c.getsockname()[1], new_c.getsockname()[1])
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{top}");
     assert_eq!(rows[0]["name"], "127.0.0.1", "{top}");
+}
+
+/// Socket fields on a recording: a TCP connection and a UDP socket connected, made by a command
+/// recorded from its start. The protocol comes from the kernel (`udp:` names), the server and
+/// client ends from connect and accept, whatever the (random) port numbers; counts are the
+/// messages sent.
+#[test]
+fn record_socket_fields_know_protocol_and_roles() {
+    if !require_bpf("record_socket_fields_know_protocol_and_roles")
+        || !require_tool("record_socket_fields_know_protocol_and_roles", "python3")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("s.lst");
+    let ports = tmp.path().join("ports");
+    let script = format!(
+        r#"
+import socket, threading
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(8)
+usrv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); usrv.bind(("127.0.0.1", 0))
+def serve():
+    c, _ = srv.accept()
+    for i in range(4): c.sendall(c.recv(9))
+    c.close()
+t = threading.Thread(target=serve); t.start()
+tc = socket.create_connection(srv.getsockname())
+for i in range(4):
+    tc.sendall(b"n" * 9); tc.recv(9)
+t.join()
+uc = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); uc.connect(usrv.getsockname())
+for i in range(3):
+    uc.send(b"u" * 5); usrv.recvfrom(5)
+open("{ports}", "w").write("%d %d %d %d" % (srv.getsockname()[1], tc.getsockname()[1], usrv.getsockname()[1], uc.getsockname()[1]))
+"#,
+        ports = ports.display()
+    );
+    let out = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--no-block", "--", "python3", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let p: Vec<u16> = std::fs::read_to_string(&ports).unwrap().split_whitespace().map(|p| p.parse().unwrap()).collect();
+    let (srv, cli, usrv, ucli) = (p[0], p[1], p[2], p[3]);
+
+    let f = trace.to_str().unwrap();
+    let count = |filter: &str| json_lines(&latscope_ok(&["events", "-r", f, "--json", filter])).len();
+    let io = "evt.type in (sendto, recvfrom, read, write)";
+    let socks = latscope_ok(&["events", "-r", f, "fd.type = ipv4"]);
+    // TCP, both ends: 4 messages each way, a send and a receive per message per end.
+    assert_eq!(
+        count(&format!("{io} and fd.sport = {srv} and fd.cport = {cli}")),
+        16,
+        "tcp by role, ports {p:?}:\n{socks}"
+    );
+    assert_eq!(count(&format!("{io} and fd.lport = {srv} and fd.rport = {cli}")), 8, "tcp server end");
+    assert_eq!(
+        count(&format!("{io} and fd.lport = {cli} and fd.sip = 127.0.0.1 and fd.sport = {srv}")),
+        8,
+        "client end"
+    );
+    assert_eq!(count(&format!("{io} and fd.port = {srv} and fd.l4proto = tcp")), 16);
+    assert_eq!(count(&format!("evt.type = connect and fd.l4proto = tcp and fd.cport = {cli}")), 1);
+    assert_eq!(count(&format!("evt.type in (accept, accept4) and fd.lport = {srv} and fd.cport = {cli}")), 1);
+    // UDP: the connect names the client's socket with its protocol. The server's socket, bound
+    // during the recording and never connected, has no name (bind names no socket; one bound
+    // before the recording is named by the start snapshot, `udp:127.0.0.1:PORT`).
+    let ev = json_lines(&latscope_ok(&["events", "-r", f, "--json", "evt.type = connect and fd.l4proto = udp"]));
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0]["path"], format!("udp:127.0.0.1:{ucli}->127.0.0.1:{usrv}").as_str());
+    assert_eq!(
+        count(&format!("evt.type = sendto and fd.sport = {usrv} and fd.cport = {ucli}")),
+        3,
+        "ports {p:?}:\n{socks}"
+    );
+    assert_eq!(count("evt.type = recvfrom and fd.type = ipv4 and not fd.l4proto exists"), 3);
 }
 
 /// Entries of syscalls in flight wait in a per-CPU slot and move to task storage when their
@@ -413,7 +504,7 @@ fn pushdown_reduces_ring_buffer_traffic_with_the_same_output() {
     let opts = ["--quiet", "--json", "--no-block", "--duration", "60"];
     let a = spawn_recorder(&ta, &[&opts[..], &[filter]].concat());
     let b = spawn_recorder(&tb, &opts);
-    wait_attached(&[&ta, &tb]);
+    wait_attached(&[&a, &b]);
     let st = Command::new(&work).arg(&dir).arg(tmp.path()).arg("10").status().unwrap();
     assert!(st.success());
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -451,6 +542,76 @@ fn pushdown_reduces_ring_buffer_traffic_with_the_same_output() {
     assert_eq!(ea, eb, "pushed-down output equals filtering afterwards");
 }
 
+/// A command-name filter pushed into the kernel keeps every event the full filter keeps, also for
+/// the calls that give a process the name: the execve that turns a shell into the program (at
+/// its entry the name is still the shell's) and a prctl(PR_SET_NAME). Filtered at record time ==
+/// recorded unfiltered and filtered afterwards, event for event.
+#[test]
+fn pushdown_keeps_the_calls_that_rename_a_process() {
+    if !require_bpf("pushdown_keeps_the_calls_that_rename_a_process")
+        || !require_tool("pushdown_keeps_the_calls_that_rename_a_process", "python3")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = tmp.path().join("lsexeccat");
+    std::fs::copy("/bin/cat", &prog).unwrap();
+    let filter = "proc.name = lsexeccat";
+    let (ta, tb) = (tmp.path().join("a.lst"), tmp.path().join("b.lst"));
+    let opts = ["--quiet", "--json", "--no-block", "--duration", "60"];
+    let a = spawn_recorder(&ta, &[&opts[..], &[filter]].concat());
+    let b = spawn_recorder(&tb, &opts);
+    wait_attached(&[&a, &b]);
+    let rename = r#"import ctypes; ctypes.CDLL(None).prctl(15, b"lsexeccat", 0, 0, 0); open("/etc/hostname").read()"#;
+    let script = format!("{p} /etc/hostname; {p} /etc/hostname >/dev/null; python3 -c '{rename}'", p = prog.display());
+    let st = Command::new("sh").arg("-c").arg(&script).stdout(Stdio::null()).status().unwrap();
+    assert!(st.success());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let stop = |c: Child| serde_json::from_slice::<Value>(&stop_recorder(c).stdout).unwrap();
+    let (sa, sb) = (stop(a), stop(b));
+    assert_eq!((&sa["lost"], &sb["lost"]), (&Value::from(0), &Value::from(0)));
+    // An fd's name comes from the call that opened it, which the pushed-down recording does not
+    // see when it was made under another name (the shell opening a redirection): fds are
+    // compared by number and inode, paths where the call takes one (not relative to an fd).
+    let key = |e: &Value| {
+        let takes_path = e["kind"] == "syscall"
+            && e["dirfd"].as_i64().is_none_or(|d| d < 0)
+            && e["nr"]
+                .as_u64()
+                .is_some_and(|nr| latscope_event::syscalls::desc(nr as u16).path != latscope_event::syscalls::NONE);
+        (
+            e["tid"].as_u64(),
+            e["type"].to_string(),
+            if takes_path || e["kind"] != "syscall" { e["path"].to_string() } else { String::new() },
+            (e["fd"].as_i64(), e["ino"].as_u64()),
+            e["ret"].as_i64(),
+            e["bytes"].as_u64(),
+            e["offset"].as_i64(),
+            e["flags"].as_u64(),
+        )
+    };
+    // Syscalls and process events are in blocks of their own, flushed together: how they
+    // interleave in a file depends on when each recorder flushed. Each kind in order, then.
+    let events = |t: &Path, f: &str| {
+        let all = json_lines(&latscope_ok(&["events", "-r", t.to_str().unwrap(), "--json", f]));
+        let (sys, other): (Vec<_>, Vec<_>) = all.iter().partition(|e| e["kind"] == "syscall");
+        sys.into_iter().chain(other).map(key).collect::<Vec<_>>()
+    };
+    let (ea, eb) = (events(&ta, "evt.kind != block"), events(&tb, filter));
+    let count = |ty: &str| ea.iter().filter(|k| k.1 == format!("{ty:?}")).count();
+    assert_eq!(count("execve"), 2, "the execve of each lsexeccat: {ea:?}");
+    assert_eq!(count("prctl"), 1, "the prctl that renames python: {ea:?}");
+    if let Some(i) = (0..ea.len().max(eb.len())).find(|&i| ea.get(i) != eb.get(i)) {
+        panic!(
+            "pushed-down output differs from filtering afterwards at event {i} ({} vs {} events):\nfiltered:   {:?}\nafterwards: {:?}",
+            ea.len(),
+            eb.len(),
+            &ea[i.min(ea.len())..(i + 3).min(ea.len())],
+            &eb[i.min(eb.len())..(i + 3).min(eb.len())]
+        );
+    }
+}
+
 /// The write-up's filter (`proc.name=test and evt.is_io_write=true and fd.name contains /mnt`) at
 /// record time: the syscall set is pushed down, yet the files opened during the recording are
 /// still named (the fd-naming calls stay enabled in the kernel and are dropped afterwards).
@@ -479,4 +640,83 @@ fn record_with_the_seed_filter_names_new_files() {
     let writes: Vec<_> = ev.iter().filter(|e| e["kind"] == "syscall").collect();
     assert!(writes.len() >= 200, "the 200 writes are recorded, got {}", writes.len());
     assert!(writes.iter().all(|e| e["path"] == target.to_str().unwrap() && e["comm"] == "latscope-load"));
+}
+
+/// A shell that execs known programs (by absolute path, relative to its directory, and by
+/// replacing itself): every successful execve carries its program (the path argument's memory
+/// is gone by the syscall's exit; the kernel's copy is used), every exec event its arguments.
+#[test]
+fn record_exec_events_carry_program_and_arguments() {
+    if !require_bpf("record_exec_events_carry_program_and_arguments") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("x.lst");
+    let script = "/bin/true one two; /usr/bin/printf %s x >/dev/null; cd /bin && ./true rel; /nonexistent/prog; exec /bin/cat /etc/hostname";
+    let o = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--json", "--no-block", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f = trace.to_str().unwrap();
+    let execs = json_lines(&latscope_ok(&["events", "-r", f, "--json", "evt.type = exec"]));
+    let got: Vec<(&str, &str)> =
+        execs.iter().map(|e| (e["path"].as_str().unwrap(), e["args"].as_str().unwrap())).collect();
+    let want_tail = [
+        ("/bin/true", "/bin/true one two"),
+        ("/usr/bin/printf", "/usr/bin/printf %s x"),
+        ("/bin/true", "./true rel"),
+        ("/bin/cat", "/bin/cat /etc/hostname"),
+    ];
+    assert_eq!(got.len(), want_tail.len() + 1, "sh and its four programs: {got:?}");
+    assert!(got[0].0.ends_with("/sh") && got[0].1 == format!("sh -c {script}"), "{got:?}");
+    assert_eq!(&got[1..], &want_tail[..]);
+
+    let calls = json_lines(&latscope_ok(&["events", "-r", f, "--json", "evt.type = execve"]));
+    let ok: Vec<&str> = calls.iter().filter(|e| e["ret"] == 0).map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(ok.len(), got.len(), "one successful execve per exec event: {calls:?}");
+    for (c, (path, _)) in ok.iter().zip(&got) {
+        assert_eq!(c, path, "the successful execve names its program");
+    }
+    let failed: Vec<&str> = calls.iter().filter(|e| e["ret"] != 0).map(|e| e["path"].as_str().unwrap()).collect();
+    assert!(failed.contains(&"/nonexistent/prog"), "a failed execve keeps its argument: {failed:?}");
+    assert!(failed.iter().all(|p| !p.is_empty()), "{failed:?}");
+}
+
+/// `cpu` is the CPU a call returned on: a program pinned to one CPU (taskset) has every call
+/// there, and `evt.cpu` selects them.
+#[test]
+fn record_cpu_is_where_each_call_returned() {
+    if !require_bpf("record_cpu_is_where_each_call_returned") || !require_tool("record_cpu", "taskset") {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let last = cpus - 1;
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = tmp.path().join("lspinned");
+    std::fs::copy("/bin/cat", &prog).unwrap();
+    let trace = tmp.path().join("cpu.lst");
+    let o = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--no-block", "--", "taskset", "-c", &last.to_string()])
+        .arg(&prog)
+        .arg("/etc/hostname")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f = trace.to_str().unwrap();
+    let ev = json_lines(&latscope_ok(&["events", "-r", f, "--json", "proc.name = lspinned and evt.kind = syscall"]));
+    assert!(ev.len() > 20, "the pinned program's calls: {}", ev.len());
+    assert!(ev.iter().all(|e| e["cpu"].as_u64() == Some(last as u64)), "all on CPU {last}: {ev:?}");
+    let on_last = json_lines(&latscope_ok(&[
+        "events",
+        "-r",
+        f,
+        "--json",
+        &format!("proc.name = lspinned and evt.kind = syscall and evt.cpu = {last}"),
+    ]));
+    assert_eq!(on_last.len(), ev.len());
 }

@@ -781,7 +781,7 @@ fn live_top_shows_a_table() {
         .arg("for i in $(seq 1 3000); do cat /etc/hostname > /dev/null; done")
         .spawn()
         .unwrap();
-    let o = latscope(&["top", "--by", "proc", "--count", "2", "--interval", "700ms", "--json", "--io-only"]);
+    let o = latscope(&["top", "--by", "proc", "--count", "2", "--interval", "700ms", "--json", "--syscalls", "io"]);
     let _ = load.kill();
     let _ = load.wait();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -251,7 +251,8 @@ columns! {
     ino: u64,
     /// Bytes requested (count, length); block request size.
     bytes: u64,
-    /// File offset (pread/pwrite arg, file position for read/write, lseek arg); block sector; -1 if none.
+    /// File offset in the file of `fd` (pread/pwrite arg, file position for read/write, lseek arg); block
+    /// sector; -1 if none.
     off: i64,
     /// Open/mmap/at flags, lseek whence; block rwbs bits.
     flags: u32,
@@ -259,12 +260,18 @@ columns! {
     mode: u32,
     /// Directory fd of `*at` calls (-100 is AT_FDCWD); [`NO_FD`] when none.
     dirfd: i32,
-    /// Address (mmap/munmap/msync); second fd (dup2 target, sendfile/splice input).
+    /// Address (mmap/munmap/msync); second fd (dup2 target, sendfile/splice input, pipe's second fd).
     addr: u64,
     /// cgroup id of the task.
     cgroup: u64,
     /// Block queue time (insert to issue) in ns.
     qtime: u64,
+    /// Second file offset: in the file of the second fd `addr` (the input of sendfile, splice,
+    /// copy_file_range); -1 if none.
+    off2: i64,
+    /// The CPU the event ended on: the syscall's return, the block request's completion, the
+    /// process event.
+    cpu: u16,
 }
 
 impl EventBatch {

@@ -83,30 +83,29 @@ impl Rwbs {
     /// The rwbs string blktrace and perf print (`WS`, `RA`, `FWFS`, ...).
     pub fn format(op: BlockOp, flags: u32) -> String {
         let mut s = String::new();
+        let _ = Self::write(&mut s, op, flags);
+        s
+    }
+
+    /// [`Rwbs::format`] into a writer, without allocating.
+    pub fn write(w: &mut impl std::fmt::Write, op: BlockOp, flags: u32) -> std::fmt::Result {
         if flags & Self::PREFLUSH != 0 {
-            s.push('F');
+            w.write_char('F')?;
         }
-        s.push_str(match op {
+        w.write_str(match op {
             BlockOp::Write | BlockOp::WriteZeroes => "W",
             BlockOp::Read => "R",
             BlockOp::Discard => "D",
             BlockOp::SecureErase => "DE",
             BlockOp::Flush => "F",
             BlockOp::Other(_) => "N",
-        });
-        if flags & Self::FUA != 0 {
-            s.push('F');
+        })?;
+        for (bit, c) in [(Self::FUA, 'F'), (Self::RAHEAD, 'A'), (Self::SYNC, 'S'), (Self::META, 'M')] {
+            if flags & bit != 0 {
+                w.write_char(c)?;
+            }
         }
-        if flags & Self::RAHEAD != 0 {
-            s.push('A');
-        }
-        if flags & Self::SYNC != 0 {
-            s.push('S');
-        }
-        if flags & Self::META != 0 {
-            s.push('M');
-        }
-        s
+        Ok(())
     }
 
     /// Parse an rwbs string (as in `perf script` output) into an op and flag bits.

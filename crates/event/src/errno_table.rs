@@ -1,4 +1,4 @@
-// Generated from <asm-generic/errno*.h>.
+// Generated from <asm-generic/errno*.h> and the kernel's include/linux/errno.h.
 
 /// errno names indexed by number; empty where unassigned.
 pub const ERRNO_NAMES: [&str; 134] = [
@@ -136,4 +136,34 @@ pub const ERRNO_NAMES: [&str; 134] = [
     "ENOTRECOVERABLE",
     "ERFKILL",
     "EHWPOISON",
+];
+
+/// First number of the kernel-internal errnos (`include/linux/errno.h`).
+pub const KERNEL_ERRNO_BASE: usize = 512;
+
+/// Kernel-internal errno names from [`KERNEL_ERRNO_BASE`] on; empty where unassigned. Programs
+/// should never see them, but a tracer at syscall exit does: the `ERESTART*` codes of calls
+/// interrupted by a signal (before the kernel restarts them or turns them into `EINTR`), and a
+/// few that leak out of drivers (`ENOTSUPP`).
+pub const KERNEL_ERRNO_NAMES: [&str; 20] = [
+    "ERESTARTSYS",
+    "ERESTARTNOINTR",
+    "ERESTARTNOHAND",
+    "ENOIOCTLCMD",
+    "ERESTART_RESTARTBLOCK",
+    "EPROBE_DEFER",
+    "EOPENSTALE",
+    "ENOPARAM",
+    "",
+    "EBADHANDLE",
+    "ENOTSYNC",
+    "EBADCOOKIE",
+    "ENOTSUPP",
+    "ETOOSMALL",
+    "ESERVERFAULT",
+    "EBADTYPE",
+    "EJUKEBOX",
+    "EIOCBQUEUED",
+    "ERECALLCONFLICT",
+    "ENOGRACE",
 ];

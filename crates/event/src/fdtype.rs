@@ -162,6 +162,107 @@ pub fn sock_addr(ip: std::net::IpAddr, port: u16) -> String {
     }
 }
 
+/// Transport protocols of IP sockets as socket names and `fd.l4proto` spell them, in the
+/// kernel's `IPPROTO_*` numbering.
+const L4_PROTOS: [(u16, &str); 8] = [
+    (6, "tcp"),
+    (17, "udp"),
+    (136, "udplite"),
+    (132, "sctp"),
+    (262, "mptcp"),
+    (1, "icmp"),
+    (58, "icmpv6"),
+    (255, "raw"),
+];
+
+/// The name of an IP protocol number (`IPPROTO_TCP` 6 is `tcp`, 17 `udp`, 136 `udplite`, 132
+/// `sctp`, 262 `mptcp`, 1 `icmp`, 58 `icmpv6`); `raw` for raw sockets (`IPPROTO_RAW` 255) and any
+/// other number.
+pub fn l4_proto_name(ipproto: u16) -> &'static str {
+    L4_PROTOS.iter().find(|(n, _)| *n == ipproto).map_or("raw", |(_, name)| name)
+}
+
+/// The name latscope gives an IP socket (the `path` of its events): `local->peer`, or `local`
+/// alone for a socket without a peer (listening, or not connected); TCP sockets as such
+/// (`10.0.0.1:80->10.0.0.7:5120`), sockets of other protocols with the protocol first
+/// (`udp:10.0.0.1:53->10.0.0.2:41000`, `udp:0.0.0.0:53`). See [`sock_addr`] for addresses.
+pub fn sock_name(proto: &str, local: (std::net::IpAddr, u16), peer: Option<(std::net::IpAddr, u16)>) -> String {
+    let mut s = String::new();
+    if proto != "tcp" {
+        s.push_str(proto);
+        s.push(':');
+    }
+    s.push_str(&sock_addr(local.0, local.1));
+    if let Some((ip, port)) = peer {
+        s.push_str("->");
+        s.push_str(&sock_addr(ip, port));
+    }
+    s
+}
+
+/// One end of a socket, as written in its name: the address without brackets (`10.0.0.1`,
+/// `2001:db8::1`) and the port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SockEnd<'a> {
+    /// The IP address as written (IPv6 without its brackets).
+    pub ip: &'a str,
+    /// The port.
+    pub port: u16,
+}
+
+/// A socket name taken apart (see [`sock_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SockName<'a> {
+    /// The protocol: `tcp` for names without one.
+    pub proto: &'static str,
+    /// This end.
+    pub local: SockEnd<'a>,
+    /// The other end, if the socket has one.
+    pub peer: Option<SockEnd<'a>>,
+}
+
+/// Take a socket name apart (`udp:10.0.0.1:53->10.0.0.2:41000`, `[::1]:80`), without
+/// allocating. `None` for anything else (`socket:[123]`, a path).
+pub fn parse_sock_name(name: &str) -> Option<SockName<'_>> {
+    let (proto, rest) = match name.split_once(':') {
+        Some((p, rest)) if p.bytes().all(|c| c.is_ascii_lowercase()) => {
+            (L4_PROTOS.iter().find(|(_, n)| *n == p)?.1, rest)
+        }
+        _ => ("tcp", name),
+    };
+    let (local, peer) = match rest.split_once("->") {
+        Some((l, p)) => (l, Some(p)),
+        None => (rest, None),
+    };
+    fn end(s: &str) -> Option<SockEnd<'_>> {
+        let (ip, port) = match s.strip_prefix('[') {
+            Some(v6) => {
+                let (ip, port) = v6.split_once("]:")?;
+                (ip, port)
+            }
+            None => {
+                let (ip, port) = s.rsplit_once(':')?;
+                if ip.contains(':') {
+                    return None;
+                }
+                (ip, port)
+            }
+        };
+        let addr_chars = |c: u8| c.is_ascii_hexdigit() || c == b'.' || c == b':';
+        if ip.is_empty() || !ip.bytes().all(addr_chars) || port.is_empty() || !port.bytes().all(|c| c.is_ascii_digit())
+        {
+            return None;
+        }
+        Some(SockEnd { ip, port: port.parse().ok()? })
+    }
+    let local = end(local)?;
+    let peer = match peer {
+        Some(p) => Some(end(p)?),
+        None => None,
+    };
+    Some(SockName { proto, local, peer })
+}
+
 #[cfg(test)]
 mod sock_addr_tests {
     use super::sock_addr;
@@ -172,5 +273,42 @@ mod sock_addr_tests {
         assert_eq!(sock_addr("2001:db8::1".parse().unwrap(), 443), "[2001:db8::1]:443");
         assert_eq!(sock_addr("::ffff:10.0.0.2".parse().unwrap(), 5), "10.0.0.2:5");
         assert_eq!(sock_addr("::1".parse().unwrap(), 8080), "[::1]:8080");
+    }
+
+    #[test]
+    fn names_and_parsing() {
+        use super::{l4_proto_name, parse_sock_name, sock_name, SockEnd, SockName};
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(sock_name("tcp", (ip("10.0.0.1"), 80), Some((ip("10.0.0.7"), 5120))), "10.0.0.1:80->10.0.0.7:5120");
+        assert_eq!(sock_name("udp", (ip("0.0.0.0"), 53), None), "udp:0.0.0.0:53");
+        assert_eq!(sock_name(l4_proto_name(17), (ip("::1"), 53), Some((ip("::1"), 9))), "udp:[::1]:53->[::1]:9");
+        assert_eq!((l4_proto_name(6), l4_proto_name(262), l4_proto_name(4)), ("tcp", "mptcp", "raw"));
+        let end = |ip, port| SockEnd { ip, port };
+        assert_eq!(
+            parse_sock_name("10.0.0.1:80->10.0.0.7:5120"),
+            Some(SockName { proto: "tcp", local: end("10.0.0.1", 80), peer: Some(end("10.0.0.7", 5120)) })
+        );
+        assert_eq!(
+            parse_sock_name("udp:[2001:db8::1]:53->[::1]:41000"),
+            Some(SockName { proto: "udp", local: end("2001:db8::1", 53), peer: Some(end("::1", 41000)) })
+        );
+        assert_eq!(parse_sock_name("[::]:22"), Some(SockName { proto: "tcp", local: end("::", 22), peer: None }));
+        assert_eq!(parse_sock_name("sctp:10.0.0.1:9").map(|n| n.proto), Some("sctp"));
+        for bad in [
+            "socket:[123]",
+            "/tmp/x",
+            "",
+            "10.0.0.1",
+            "10.0.0.1:",
+            "10.0.0.1:99999",
+            "x:1",
+            "ftp:1.2.3.4:5",
+            "1.2.3.4:5->",
+            "::1:80",
+            "[::1]80",
+            "pipe:[4]",
+        ] {
+            assert_eq!(parse_sock_name(bad), None, "{bad}");
+        }
     }
 }

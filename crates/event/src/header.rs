@@ -29,7 +29,7 @@ pub struct TraceHeader {
     pub start_ns: u64,
     /// The latscope command line.
     pub command_line: Vec<String>,
-    /// Which syscalls were recorded: `all` or `io`.
+    /// Which syscalls were recorded: `all`, `io` or `none` ([`crate::SyscallSet::name`]).
     pub syscalls: String,
     /// Whether block requests were recorded.
     pub block: bool,
@@ -45,7 +45,19 @@ pub struct TraceHeader {
     pub fds: Vec<FdInfo>,
     /// User names by uid.
     pub users: BTreeMap<u32, String>,
+    /// What the recording captured completely, as tags ([`CAPTURE_REPLAY_V1`]); empty in traces
+    /// written before the field existed. See [`TraceHeader::replay_readiness`].
+    #[serde(default)]
+    pub capture: Vec<String>,
 }
+
+/// Capture tag: every syscall that touches files or fds was recorded, unfiltered, with the
+/// arguments a replay needs (docs/TRACE_FORMAT.md, "What a replay needs from a trace").
+pub const CAPTURE_REPLAY_V1: &str = "replay-v1";
+
+/// The command that records a trace a replay can use, for messages.
+const RECORD_FOR_REPLAY: &str = "record it again with `latscope record -w FILE -- COMMAND` (or `-p PID`), \
+     with no filter expression, no -c and --syscalls all or io";
 
 /// One mount.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +125,18 @@ pub struct FdInfo {
     pub dev: u32,
     /// Inode.
     pub ino: u64,
+    /// File position when recording started (`pos` in /proc/PID/fdinfo); -1 when unknown
+    /// (unreadable, or a trace written before the field existed).
+    #[serde(default = "unknown_pos")]
+    pub pos: i64,
+    /// Open flags (`flags` in /proc/PID/fdinfo: access mode, O_APPEND, O_NONBLOCK,
+    /// O_CLOEXEC, ...); 0 in traces written before the field existed.
+    #[serde(default)]
+    pub flags: u32,
+}
+
+fn unknown_pos() -> i64 {
+    -1
 }
 
 impl TraceHeader {
@@ -124,6 +148,35 @@ impl TraceHeader {
     pub fn wall_ns(&self, mono_ns: u64) -> i64 {
         mono_ns as i64 + self.realtime_offset_ns
     }
+    /// Whether the trace holds everything a replay of its file I/O needs (the
+    /// [`CAPTURE_REPLAY_V1`] tag). The error says what is missing and how to record properly.
+    /// Losses are not in the header: check the trace's summary (`lost`) as well.
+    pub fn replay_readiness(&self) -> Result<(), String> {
+        if self.capture.iter().any(|c| c == CAPTURE_REPLAY_V1) {
+            return Ok(());
+        }
+        let why = if self.syscalls == "none" {
+            "it was recorded with --syscalls none: it holds no syscalls".to_string()
+        } else if let Some(f) = &self.filter {
+            format!("it was recorded with the filter `{f}`, which drops calls a replay needs (the opens, closes, dups and forks that give the kept calls their fds)")
+        } else if self.command_line.iter().any(|a| a == "-c" || a == "--comm" || a.starts_with("--comm=")) {
+            "it was recorded with -c (only some command names): a process's calls before it took that name are missing"
+                .to_string()
+        } else if self.syscalls != "all" && self.syscalls != "io" && !self.syscalls.is_empty() {
+            format!("it was recorded with --syscalls {}, which leaves out calls a replay needs", self.syscalls)
+        } else {
+            let by = if self.latscope_version.is_empty() {
+                "a latscope".to_string()
+            } else {
+                format!("latscope {}", self.latscope_version)
+            };
+            format!(
+                "it was recorded by {by} without the `{CAPTURE_REPLAY_V1}` capture (an older version, which did not record every argument a replay needs: pipe fds, clone flags, offsets behind pointers, exec paths)"
+            )
+        };
+        Err(format!("this trace cannot be replayed faithfully: {why}; {RECORD_FOR_REPLAY}"))
+    }
+
     /// The mount whose mount point is the longest prefix of `path`.
     pub fn mount_of(&self, path: &str) -> Option<&Mount> {
         self.mounts
@@ -145,6 +198,38 @@ pub fn dev_major_minor(dev: u32) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn old_headers_read_with_defaults() {
+        // A header as written before `capture` and the fd `pos`/`flags` existed.
+        let old = r#"{"format_version":1,"latscope_version":"0.1.0","hostname":"h","kernel":"k","machine":"x86_64",
+            "cpus":2,"boot_time_ns":0,"realtime_offset_ns":0,"start_ns":0,"command_line":["latscope","record"],
+            "syscalls":"all","block":true,"filter":null,"mounts":[],"block_devices":[],"processes":[],
+            "fds":[{"pid":1,"fd":0,"path":"/dev/null","fd_type":13,"dev":5,"ino":4}],"users":{}}"#;
+        let h: TraceHeader = serde_json::from_str(old).unwrap();
+        assert!(h.capture.is_empty());
+        assert_eq!((h.fds[0].pos, h.fds[0].flags), (-1, 0));
+        let e = h.replay_readiness().unwrap_err();
+        assert!(e.contains("latscope 0.1.0 without the `replay-v1` capture"), "{e}");
+        assert!(e.contains("latscope record -w FILE"), "{e}");
+    }
+
+    #[test]
+    fn replay_readiness_says_what_is_missing() {
+        let ok = TraceHeader { syscalls: "all".into(), capture: vec![CAPTURE_REPLAY_V1.into()], ..Default::default() };
+        assert_eq!(ok.replay_readiness(), Ok(()));
+        let none = TraceHeader { syscalls: "none".into(), ..Default::default() };
+        assert!(none.replay_readiness().unwrap_err().contains("--syscalls none"));
+        let filtered =
+            TraceHeader { syscalls: "all".into(), filter: Some("fd.type = file".into()), ..Default::default() };
+        assert!(filtered.replay_readiness().unwrap_err().contains("the filter `fd.type = file`"));
+        let comm = TraceHeader {
+            syscalls: "all".into(),
+            command_line: vec!["latscope".into(), "record".into(), "-c".into(), "x".into()],
+            ..Default::default()
+        };
+        assert!(comm.replay_readiness().unwrap_err().contains("-c"));
+    }
+
     #[test]
     fn json_roundtrip_and_lookups() {
         let h = TraceHeader {

@@ -5,30 +5,43 @@
 //! that readers which need two fields (say time and latency for a heat map) touch
 //! only those, and so that the Arrow trace format maps onto it one to one.
 
+pub mod args;
 mod batch;
 mod block;
 mod errno_table;
 mod fdtype;
 mod header;
+pub mod source;
 mod syscall_table;
 pub mod syscalls;
 pub mod units;
 
 pub use batch::{op_name, Event, EventBatch, EventKind, ProcOp, StrCol, NO_FD};
 pub use block::{BlockOp, Rwbs};
-pub use fdtype::{sock_addr, FdType};
-pub use header::{dev_major_minor, BlockDevice, FdInfo, Mount, ProcessInfo, TraceHeader, TRACE_FORMAT_VERSION};
-pub use syscalls::{syscall_name, syscall_nr, SysClass, SysDesc};
+pub use fdtype::{l4_proto_name, parse_sock_name, sock_addr, sock_name, FdType, SockEnd, SockName};
+pub use header::{
+    dev_major_minor, BlockDevice, FdInfo, Mount, ProcessInfo, TraceHeader, CAPTURE_REPLAY_V1, TRACE_FORMAT_VERSION,
+};
+pub use syscalls::{syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};
 
-/// The symbolic name of an errno value (`ENOENT` for 2), if it has one.
+/// The symbolic name of an errno value (`ENOENT` for 2, `ERESTARTSYS` for 512), if it has one:
+/// the user-visible errnos and the kernel-internal ones (512 to 531) a tracer sees at syscall exit.
 pub fn errno_name(errno: i64) -> Option<&'static str> {
+    use errno_table::{ERRNO_NAMES, KERNEL_ERRNO_BASE, KERNEL_ERRNO_NAMES};
     let i = usize::try_from(errno).ok()?;
-    errno_table::ERRNO_NAMES.get(i).copied().filter(|s| !s.is_empty())
+    let name = match i.checked_sub(KERNEL_ERRNO_BASE) {
+        Some(k) => KERNEL_ERRNO_NAMES.get(k),
+        None => ERRNO_NAMES.get(i),
+    };
+    name.copied().filter(|s| !s.is_empty())
 }
 
-/// The errno number of a symbolic name (`2` for `ENOENT`).
+/// The errno number of a symbolic name (`2` for `ENOENT`, `514` for `ERESTARTNOHAND`), ignoring
+/// ASCII case.
 pub fn errno_value(name: &str) -> Option<i64> {
-    errno_table::ERRNO_NAMES.iter().position(|n| !n.is_empty() && n.eq_ignore_ascii_case(name)).map(|i| i as i64)
+    use errno_table::{ERRNO_NAMES, KERNEL_ERRNO_BASE, KERNEL_ERRNO_NAMES};
+    let find = |names: &[&str]| names.iter().position(|n| !n.is_empty() && n.eq_ignore_ascii_case(name));
+    find(&ERRNO_NAMES).or_else(|| find(&KERNEL_ERRNO_NAMES).map(|k| k + KERNEL_ERRNO_BASE)).map(|i| i as i64)
 }
 
 /// A syscall result as users read it: `SUCCESS`/the value, or the errno name.
@@ -53,5 +66,48 @@ mod tests {
         assert_eq!(format_result(-2), "ENOENT");
         assert_eq!(format_result(42), "42");
         assert_eq!(errno_name(0), None);
+        assert_eq!(errno_name(134), None);
+    }
+
+    #[test]
+    fn kernel_internal_errnos() {
+        assert_eq!(errno_name(512), Some("ERESTARTSYS"));
+        assert_eq!(errno_name(514), Some("ERESTARTNOHAND"));
+        assert_eq!(errno_name(516), Some("ERESTART_RESTARTBLOCK"));
+        assert_eq!(errno_name(520), None);
+        assert_eq!(errno_name(521), Some("EBADHANDLE"));
+        assert_eq!(errno_name(524), Some("ENOTSUPP"));
+        assert_eq!(errno_name(531), Some("ENOGRACE"));
+        assert_eq!((errno_name(511), errno_name(532)), (None, None));
+        assert_eq!(errno_value("ERESTARTNOHAND"), Some(514));
+        assert_eq!(errno_value("enotsupp"), Some(524));
+        assert_eq!(format_result(-514), "ERESTARTNOHAND");
+        assert_eq!(format_result(-520), "E520");
+        // Every name maps back to its number.
+        for e in 1..4096 {
+            if let Some(n) = errno_name(e) {
+                assert_eq!(errno_value(n), Some(e), "{n}");
+            }
+        }
     }
 }
+
+/// A line of a text input (trace2heatmap.pl's two columns, `perf script` output) that could not
+/// be read: names the file, the line and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    /// File name as given.
+    pub file: String,
+    /// 1-based line number.
+    pub line: usize,
+    /// What was wrong and what was expected.
+    pub msg: String,
+}
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.msg)
+    }
+}
+
+impl std::error::Error for InputError {}

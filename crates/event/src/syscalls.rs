@@ -10,6 +10,40 @@ use std::sync::OnceLock;
 /// Argument index meaning "this syscall has no such argument".
 pub const NONE: u8 = 0xff;
 
+/// Which syscalls a recording or a live view traces, as users choose them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SyscallSet {
+    /// Every syscall.
+    #[default]
+    All,
+    /// Those a replay of file I/O needs: they take, create or return a file descriptor, take a path,
+    /// change the fd table, or sync ([`SysDesc::is_io_related`]).
+    Io,
+    /// No syscalls (block requests and process events only).
+    None,
+}
+
+impl SyscallSet {
+    /// The name stored in the trace header (`all`, `io`, `none`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Io => "io",
+            Self::None => "none",
+        }
+    }
+
+    /// Parse a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "all" => Some(Self::All),
+            "io" => Some(Self::Io),
+            "none" => Some(Self::None),
+            _ => None,
+        }
+    }
+}
+
 /// Broad purpose of a syscall, for split views and `evt.is_io`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 #[repr(u8)]
@@ -67,13 +101,17 @@ pub struct SysDesc {
     pub path2: u8,
     /// The byte count (or the iovec pointer when [`SysDesc::IOV`] is set).
     pub count: u8,
-    /// The file offset (or a pointer to it when [`SysDesc::OFF_PTR`] is set).
+    /// The file offset in the file of `fd` (or a pointer to it when [`SysDesc::OFF_PTR`] is set).
     pub off: u8,
-    /// Flags (open flags, at-flags, lseek whence, mmap flags).
+    /// The file offset in the file of the second fd `addr` (a pointer to it when
+    /// [`SysDesc::OFF_PTR`] is set): the input of sendfile, splice, copy_file_range.
+    pub off2: u8,
+    /// Flags (open flags, at-flags, lseek whence, mmap flags, fcntl command, clone flags, ...).
     pub flags: u8,
-    /// Mode (open mode, mmap prot, access mode).
+    /// Mode (open mode, mmap prot, access mode, fcntl argument, socket type).
     pub mode: u8,
-    /// An address (mmap, munmap, msync), or a second fd.
+    /// An address (mmap, munmap, msync), a second fd ([`SysDesc::ADDR_FD`]), or the user
+    /// pointer to the two fds a call creates ([`SysDesc::FD_PAIR`]).
     pub addr: u8,
     /// Number of iovecs (readv family).
     pub iovcnt: u8,
@@ -96,9 +134,11 @@ impl SysDesc {
     pub const IOV: u16 = 16;
     /// openat2: flags and mode come from `struct open_how` at the `flags` argument.
     pub const OPENAT2: u16 = 32;
-    /// `off` is a pointer to the offset.
+    /// `off` and `off2` are pointers to the offsets, read at entry (the kernel advances them);
+    /// a NULL pointer is -1, or the file position with [`SysDesc::FILE_POS`].
     pub const OFF_PTR: u16 = 64;
-    /// Offset comes from the file position (read, write, readv, writev).
+    /// The offset is the file position of `fd` at entry (read, write, readv, writev; sendfile,
+    /// splice, copy_file_range without an output offset).
     pub const FILE_POS: u16 = 128;
     /// Closes its fd.
     pub const CLOSE: u16 = 256;
@@ -107,6 +147,18 @@ impl SysDesc {
     /// Connects a socket (connect, accept, accept4): the event carries the socket's addresses
     /// (`struct ls_sock_tuple`) where other calls carry a path, and names the fd `local->peer`.
     pub const SOCK: u16 = 1024;
+    /// Creates two fds and writes them to the `int[2]` at the `addr` argument (pipe, pipe2,
+    /// socketpair): the event's `fd` is the first, its `addr` the second, read at exit.
+    pub const FD_PAIR: u16 = 2048;
+    /// clone3: the flags are `struct clone_args.flags`, read from the `flags` argument.
+    pub const CLONE_ARGS: u16 = 4096;
+    /// May change the caller's command name (execve, execveat, prctl): a pushed-down
+    /// command-name filter is decided when the call returns, with the name it returns with
+    /// (the name events carry), not at entry.
+    pub const RENAMES: u16 = 8192;
+    /// Changes the fd table or who shares it without an fd argument (clone, fork, unshare):
+    /// recorded by `--syscalls io`, needed to replay fds.
+    pub const FD_TABLE: u16 = 16384;
 
     const EMPTY: SysDesc = SysDesc {
         fd: NONE,
@@ -116,6 +168,7 @@ impl SysDesc {
         path2: NONE,
         count: NONE,
         off: NONE,
+        off2: NONE,
         flags: NONE,
         mode: NONE,
         addr: NONE,
@@ -124,7 +177,7 @@ impl SysDesc {
         class: SysClass::Other,
     };
 
-    /// True if the bit is set.
+    /// True if the bit (any of the bits) is set.
     pub fn has(&self, bit: u16) -> bool {
         self.bits & bit != 0
     }
@@ -132,9 +185,31 @@ impl SysDesc {
     pub fn is_io(&self) -> bool {
         self.has(Self::IO)
     }
-    /// Takes or returns a file descriptor, or a path: recorded by `--syscalls io`.
+    /// Takes, creates or returns a file descriptor, takes a path, changes the fd table, or
+    /// syncs: recorded by `--syscalls io`. These are the calls a replay of file I/O needs.
     pub fn is_io_related(&self) -> bool {
-        self.fd != NONE || self.path != NONE || self.has(Self::RET_FD) || self.class == SysClass::Sync
+        self.fd != NONE
+            || self.path != NONE
+            || self.has(Self::RET_FD | Self::FD_PAIR | Self::FD_TABLE)
+            || self.class == SysClass::Sync
+    }
+
+    /// The argument slots, by name, for checks and messages.
+    pub fn slots(&self) -> [(&'static str, u8); 12] {
+        [
+            ("fd", self.fd),
+            ("dirfd", self.dirfd),
+            ("path", self.path),
+            ("dirfd2", self.dirfd2),
+            ("path2", self.path2),
+            ("count", self.count),
+            ("off", self.off),
+            ("off2", self.off2),
+            ("flags", self.flags),
+            ("mode", self.mode),
+            ("addr", self.addr),
+            ("iovcnt", self.iovcnt),
+        ]
     }
 }
 
@@ -153,44 +228,64 @@ fn describe(name: &str) -> SysDesc {
         "writev" => {
             SysDesc { fd: 0, count: 1, iovcnt: 2, bits: W | SysDesc::IOV | SysDesc::FILE_POS, class: Write, ..e }
         }
-        "preadv" | "preadv2" => {
-            SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, bits: R | SysDesc::IOV, class: Read, ..e }
-        }
-        "pwritev" | "pwritev2" => {
-            SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, bits: W | SysDesc::IOV, class: Write, ..e }
+        "preadv" => SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, bits: R | SysDesc::IOV, class: Read, ..e },
+        "pwritev" => SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, bits: W | SysDesc::IOV, class: Write, ..e },
+        // offset -1: the file position; flags: RWF_*
+        "preadv2" => SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, flags: 5, bits: R | SysDesc::IOV, class: Read, ..e },
+        "pwritev2" => {
+            SysDesc { fd: 0, count: 1, iovcnt: 2, off: 3, flags: 5, bits: W | SysDesc::IOV, class: Write, ..e }
         }
         "recvfrom" => SysDesc { fd: 0, count: 2, bits: R, class: Read, ..e },
         "sendto" => SysDesc { fd: 0, count: 2, bits: W, class: Write, ..e },
         "recvmsg" | "recvmmsg" => SysDesc { fd: 0, bits: R, class: Read, ..e },
         "sendmsg" | "sendmmsg" => SysDesc { fd: 0, bits: W, class: Write, ..e },
+        // Two-fd calls: `fd` is the output, `addr` the input; `off` is the output offset (the
+        // file position when the call uses it), `off2` the input offset.
         "sendfile" => SysDesc {
             fd: 0,
             addr: 1,
-            off: 2,
+            off2: 2,
             count: 3,
-            bits: W | SysDesc::OFF_PTR | SysDesc::ADDR_FD,
+            bits: W | SysDesc::OFF_PTR | SysDesc::FILE_POS | SysDesc::ADDR_FD,
             class: Write,
             ..e
         },
-        "splice" => SysDesc { fd: 2, addr: 0, count: 4, flags: 5, bits: W | SysDesc::ADDR_FD, class: Write, ..e },
+        "splice" | "copy_file_range" => SysDesc {
+            fd: 2,
+            addr: 0,
+            off: 3,
+            off2: 1,
+            count: 4,
+            flags: 5,
+            bits: W | SysDesc::OFF_PTR | SysDesc::FILE_POS | SysDesc::ADDR_FD,
+            class: Write,
+            ..e
+        },
         "tee" => SysDesc { fd: 1, addr: 0, count: 2, flags: 3, bits: W | SysDesc::ADDR_FD, class: Write, ..e },
-        "vmsplice" => SysDesc { fd: 0, flags: 3, bits: W, class: Write, ..e },
-        "copy_file_range" => {
-            SysDesc { fd: 2, addr: 0, count: 4, flags: 5, bits: W | SysDesc::ADDR_FD, class: Write, ..e }
-        }
+        "vmsplice" => SysDesc { fd: 0, count: 1, iovcnt: 2, flags: 3, bits: W | SysDesc::IOV, class: Write, ..e },
         "getdents" | "getdents64" => SysDesc { fd: 0, count: 2, bits: R, class: Read, ..e },
         "open" => SysDesc { path: 0, flags: 1, mode: 2, bits: FD, class: FileMeta, ..e },
         "creat" => SysDesc { path: 0, mode: 1, bits: FD, class: FileMeta, ..e },
         "openat" => SysDesc { dirfd: 0, path: 1, flags: 2, mode: 3, bits: FD, class: FileMeta, ..e },
         "openat2" => SysDesc { dirfd: 0, path: 1, flags: 2, bits: FD | SysDesc::OPENAT2, class: FileMeta, ..e },
         "open_by_handle_at" => SysDesc { fd: 0, flags: 2, bits: FD, class: FileMeta, ..e },
-        "memfd_create" | "memfd_secret" | "eventfd" | "eventfd2" | "epoll_create" | "epoll_create1"
-        | "inotify_init" | "inotify_init1" | "timerfd_create" | "signalfd" | "signalfd4" | "userfaultfd"
-        | "pidfd_open" | "fanotify_init" | "io_uring_setup" | "perf_event_open" | "bpf" => {
+        "eventfd" | "epoll_create" | "inotify_init" | "signalfd" | "io_uring_setup" | "perf_event_open" | "bpf" => {
             SysDesc { bits: FD, class: Other, ..e }
         }
-        "socket" => SysDesc { bits: FD, class: Net, ..e },
-        "socketpair" | "pipe" | "pipe2" => SysDesc { class: Net, ..e },
+        // flags: O_CLOEXEC and friends, which a replay needs
+        "epoll_create1" | "inotify_init1" | "memfd_secret" | "userfaultfd" | "fanotify_init" => {
+            SysDesc { flags: 0, bits: FD, class: Other, ..e }
+        }
+        "memfd_create" | "eventfd2" | "timerfd_create" | "pidfd_open" => {
+            SysDesc { flags: 1, bits: FD, class: Other, ..e }
+        }
+        "signalfd4" => SysDesc { flags: 3, bits: FD, class: Other, ..e },
+        "pidfd_getfd" => SysDesc { addr: 1, flags: 2, bits: FD, class: Other, ..e },
+        // mode: the type; flags: its SOCK_NONBLOCK|SOCK_CLOEXEC bits (set by the decoder)
+        "socket" => SysDesc { mode: 1, bits: FD, class: Net, ..e },
+        "socketpair" => SysDesc { mode: 1, addr: 3, bits: SysDesc::FD_PAIR, class: Net, ..e },
+        "pipe" => SysDesc { addr: 0, bits: SysDesc::FD_PAIR, class: Net, ..e },
+        "pipe2" => SysDesc { addr: 0, flags: 1, bits: SysDesc::FD_PAIR, class: Net, ..e },
         "accept" | "accept4" => SysDesc { fd: 0, flags: 3, bits: FD | SysDesc::SOCK, class: Net, ..e },
         "connect" => SysDesc { fd: 0, bits: SysDesc::SOCK, class: Net, ..e },
         "bind" | "listen" | "shutdown" | "getsockname" | "getpeername" | "setsockopt" | "getsockopt" => {
@@ -199,9 +294,9 @@ fn describe(name: &str) -> SysDesc {
         "dup" => SysDesc { fd: 0, bits: FD, class: FileMeta, ..e },
         "dup2" => SysDesc { fd: 0, addr: 1, bits: FD | SysDesc::ADDR_FD, class: FileMeta, ..e },
         "dup3" => SysDesc { fd: 0, addr: 1, flags: 2, bits: FD | SysDesc::ADDR_FD, class: FileMeta, ..e },
-        "fcntl" => SysDesc { fd: 0, flags: 1, class: FileMeta, ..e },
+        "fcntl" => SysDesc { fd: 0, flags: 1, mode: 2, class: FileMeta, ..e },
         "close" => SysDesc { fd: 0, bits: SysDesc::CLOSE, class: FileMeta, ..e },
-        "close_range" => SysDesc { flags: 2, class: FileMeta, ..e },
+        "close_range" => SysDesc { fd: 0, addr: 1, flags: 2, bits: SysDesc::CLOSE, class: FileMeta, ..e },
         "lseek" => SysDesc { fd: 0, off: 1, flags: 2, class: FileMeta, ..e },
         "fsync" | "fdatasync" | "syncfs" => SysDesc { fd: 0, class: Sync, ..e },
         "sync" => SysDesc { class: Sync, ..e },
@@ -212,24 +307,34 @@ fn describe(name: &str) -> SysDesc {
         "readahead" => SysDesc { fd: 0, off: 1, count: 2, class: FileMeta, ..e },
         "ftruncate" => SysDesc { fd: 0, count: 1, class: FileMeta, ..e },
         "truncate" => SysDesc { path: 0, count: 1, class: FileMeta, ..e },
-        "fstat" | "fstatfs" | "fchdir" | "flock" | "fgetxattr" | "fsetxattr" | "flistxattr" | "fremovexattr"
-        | "ioctl" | "fchown" | "file_getattr" | "file_setattr" => SysDesc { fd: 0, class: FileMeta, ..e },
+        "fstat" | "fstatfs" | "fchdir" | "fremovexattr" | "fchown" | "file_getattr" | "file_setattr" => {
+            SysDesc { fd: 0, class: FileMeta, ..e }
+        }
+        // ioctl: the request (FIOCLEX, FIONCLEX set close-on-exec); flock: the operation
+        "ioctl" | "flock" => SysDesc { fd: 0, flags: 1, class: FileMeta, ..e },
+        "fgetxattr" => SysDesc { fd: 0, count: 3, class: FileMeta, ..e },
+        "fsetxattr" => SysDesc { fd: 0, count: 3, flags: 4, class: FileMeta, ..e },
+        "flistxattr" => SysDesc { fd: 0, count: 2, class: FileMeta, ..e },
         "fchmod" => SysDesc { fd: 0, mode: 1, class: FileMeta, ..e },
         "stat" | "lstat" | "statfs" | "chdir" | "chroot" | "rmdir" | "unlink" | "chown" | "lchown" | "utime"
-        | "utimes" | "getxattr" | "lgetxattr" | "setxattr" | "lsetxattr" | "listxattr" | "llistxattr"
-        | "removexattr" | "lremovexattr" | "acct" | "swapon" | "swapoff" | "umount2" | "uselib" => {
+        | "utimes" | "removexattr" | "lremovexattr" | "acct" | "swapon" | "swapoff" | "umount2" | "uselib" => {
             SysDesc { path: 0, class: FileMeta, ..e }
         }
-        "execve" => SysDesc { path: 0, class: Process, ..e },
-        "execveat" => SysDesc { dirfd: 0, path: 1, flags: 4, class: Process, ..e },
-        "access" | "chmod" | "mkdir" | "mknod" => SysDesc { path: 0, mode: 1, class: FileMeta, ..e },
+        "getxattr" | "lgetxattr" => SysDesc { path: 0, count: 3, class: FileMeta, ..e },
+        "setxattr" | "lsetxattr" => SysDesc { path: 0, count: 3, flags: 4, class: FileMeta, ..e },
+        "listxattr" | "llistxattr" => SysDesc { path: 0, count: 2, class: FileMeta, ..e },
+        "execve" => SysDesc { path: 0, bits: SysDesc::RENAMES, class: Process, ..e },
+        "execveat" => SysDesc { dirfd: 0, path: 1, flags: 4, bits: SysDesc::RENAMES, class: Process, ..e },
+        "access" | "chmod" | "mkdir" => SysDesc { path: 0, mode: 1, class: FileMeta, ..e },
+        "mknod" => SysDesc { path: 0, mode: 1, addr: 2, class: FileMeta, ..e },
         "readlink" => SysDesc { path: 0, count: 2, class: FileMeta, ..e },
         "rename" | "link" | "symlink" | "pivot_root" => SysDesc { path: 0, path2: 1, class: FileMeta, ..e },
         "mount" => SysDesc { path: 0, path2: 1, flags: 3, class: FileMeta, ..e },
         "newfstatat" => SysDesc { dirfd: 0, path: 1, flags: 3, class: FileMeta, ..e },
         "statx" => SysDesc { dirfd: 0, path: 1, flags: 2, mode: 3, class: FileMeta, ..e },
         "unlinkat" => SysDesc { dirfd: 0, path: 1, flags: 2, class: FileMeta, ..e },
-        "mkdirat" | "mknodat" | "fchmodat" => SysDesc { dirfd: 0, path: 1, mode: 2, class: FileMeta, ..e },
+        "mkdirat" | "fchmodat" => SysDesc { dirfd: 0, path: 1, mode: 2, class: FileMeta, ..e },
+        "mknodat" => SysDesc { dirfd: 0, path: 1, mode: 2, addr: 3, class: FileMeta, ..e },
         "fchmodat2" => SysDesc { dirfd: 0, path: 1, mode: 2, flags: 3, class: FileMeta, ..e },
         "faccessat" => SysDesc { dirfd: 0, path: 1, mode: 2, class: FileMeta, ..e },
         "faccessat2" => SysDesc { dirfd: 0, path: 1, mode: 2, flags: 3, class: FileMeta, ..e },
@@ -241,13 +346,15 @@ fn describe(name: &str) -> SysDesc {
         "renameat2" | "linkat" => SysDesc { dirfd: 0, path: 1, dirfd2: 2, path2: 3, flags: 4, class: FileMeta, ..e },
         "symlinkat" => SysDesc { path: 0, dirfd2: 1, path2: 2, class: FileMeta, ..e },
         "inotify_add_watch" => SysDesc { fd: 0, path: 1, flags: 2, class: FileMeta, ..e },
-        "setxattrat" | "getxattrat" | "listxattrat" | "removexattrat" | "open_tree" | "open_tree_attr" => {
+        "setxattrat" | "getxattrat" | "listxattrat" | "removexattrat" => {
             SysDesc { dirfd: 0, path: 1, flags: 2, class: FileMeta, ..e }
         }
+        "open_tree" | "open_tree_attr" => SysDesc { dirfd: 0, path: 1, flags: 2, bits: FD, class: FileMeta, ..e },
         "mmap" => SysDesc { addr: 0, count: 1, mode: 2, flags: 3, fd: 4, off: 5, class: Memory, ..e },
-        "munmap" | "mprotect" | "madvise" | "mlock" | "munlock" | "mremap" | "mincore" => {
-            SysDesc { addr: 0, count: 1, class: Memory, ..e }
-        }
+        "munmap" | "mlock" | "munlock" | "mincore" => SysDesc { addr: 0, count: 1, class: Memory, ..e },
+        "mprotect" => SysDesc { addr: 0, count: 1, mode: 2, class: Memory, ..e },
+        "madvise" => SysDesc { addr: 0, count: 1, flags: 2, class: Memory, ..e },
+        "mremap" => SysDesc { addr: 0, count: 1, flags: 3, class: Memory, ..e },
         "brk" | "mlockall" | "munlockall" | "membarrier" | "mbind" | "set_mempolicy" | "get_mempolicy"
         | "migrate_pages" | "move_pages" | "process_madvise" | "mseal" | "map_shadow_stack" => {
             SysDesc { class: Memory, ..e }
@@ -259,9 +366,17 @@ fn describe(name: &str) -> SysDesc {
         | "futex_wait" | "futex_wake" | "futex_requeue" | "wait4" | "waitid" | "pause" | "rt_sigsuspend"
         | "rt_sigtimedwait" | "sched_yield" | "io_getevents" | "io_pgetevents" | "semop" | "semtimedop" | "msgrcv"
         | "mq_timedreceive" => SysDesc { class: Wait, ..e },
-        "clone" | "clone3" | "fork" | "vfork" | "exit" | "exit_group" | "kill" | "tkill" | "tgkill"
-        | "rt_sigaction" | "rt_sigprocmask" | "rt_sigreturn" | "sigaltstack" | "prctl" | "arch_prctl"
-        | "set_tid_address" | "setpgid" | "setsid" | "pidfd_send_signal" | "ptrace" => SysDesc { class: Process, ..e },
+        // The child inherits or shares the fd table (CLONE_FILES), the cwd (CLONE_FS).
+        "clone" => SysDesc { flags: 0, bits: SysDesc::FD_TABLE, class: Process, ..e },
+        "clone3" => SysDesc { flags: 0, bits: SysDesc::FD_TABLE | SysDesc::CLONE_ARGS, class: Process, ..e },
+        "fork" | "vfork" => SysDesc { bits: SysDesc::FD_TABLE, class: Process, ..e },
+        "unshare" => SysDesc { flags: 0, bits: SysDesc::FD_TABLE, class: Process, ..e },
+        // PR_SET_NAME renames the caller
+        "prctl" => SysDesc { flags: 0, bits: SysDesc::RENAMES, class: Process, ..e },
+        "exit" | "exit_group" | "kill" | "tkill" | "tgkill" | "rt_sigaction" | "rt_sigprocmask" | "rt_sigreturn"
+        | "sigaltstack" | "arch_prctl" | "set_tid_address" | "setpgid" | "setsid" | "pidfd_send_signal" | "ptrace" => {
+            SysDesc { class: Process, ..e }
+        }
         _ => SysDesc { class: Other, ..e },
     }
 }
@@ -313,5 +428,62 @@ mod tests {
         assert!(desc(syscall_nr("nanosleep").unwrap()).class == SysClass::Wait);
         assert!(!desc(syscall_nr("getpid").unwrap()).is_io_related());
         assert!(desc(syscall_nr("fsync").unwrap()).is_io_related());
+    }
+
+    /// The kernel indexes the six saved arguments with these slots: each is 0-5 or NONE.
+    #[test]
+    fn every_slot_is_an_argument_or_none() {
+        for (nr, name) in all() {
+            let d = desc(nr);
+            for (slot, v) in d.slots() {
+                assert!(v < 6 || v == NONE, "{name}: slot {slot} = {v}");
+            }
+            if d.has(SysDesc::FD_PAIR) {
+                assert_ne!(d.addr, NONE, "{name}: FD_PAIR needs the pointer in addr");
+            }
+            if d.has(SysDesc::OFF_PTR) {
+                assert!(d.off != NONE || d.off2 != NONE, "{name}: OFF_PTR without an offset");
+            }
+            if d.has(SysDesc::CLONE_ARGS) {
+                assert_ne!(d.flags, NONE, "{name}: CLONE_ARGS reads the struct at the flags argument");
+            }
+        }
+    }
+
+    /// The argument placement docs/TRACE_FORMAT.md promises a replay.
+    #[test]
+    fn replay_mapping() {
+        let d = |n: &str| *desc(syscall_nr(n).unwrap());
+        let s = |n: &str| {
+            let d = d(n);
+            (d.fd, d.addr, d.off, d.off2, d.count, d.flags, d.mode)
+        };
+        assert_eq!(s("dup"), (0, NONE, NONE, NONE, NONE, NONE, NONE));
+        assert_eq!(s("dup2"), (0, 1, NONE, NONE, NONE, NONE, NONE));
+        assert_eq!(s("dup3"), (0, 1, NONE, NONE, NONE, 2, NONE));
+        assert_eq!(s("fcntl"), (0, NONE, NONE, NONE, NONE, 1, 2));
+        assert_eq!(s("close_range"), (0, 1, NONE, NONE, NONE, 2, NONE));
+        assert_eq!(s("clone"), (NONE, NONE, NONE, NONE, NONE, 0, NONE));
+        assert!(d("clone3").has(SysDesc::CLONE_ARGS));
+        assert_eq!(s("pipe2"), (NONE, 0, NONE, NONE, NONE, 1, NONE));
+        assert_eq!(s("socketpair"), (NONE, 3, NONE, NONE, NONE, NONE, 1));
+        for n in ["pipe", "pipe2", "socketpair"] {
+            assert!(d(n).has(SysDesc::FD_PAIR) && d(n).is_io_related(), "{n}");
+        }
+        assert_eq!(s("truncate").4, 1);
+        assert_eq!(s("ftruncate"), (0, NONE, NONE, NONE, 1, NONE, NONE));
+        assert_eq!(s("fallocate"), (0, NONE, 2, NONE, 3, NONE, 1));
+        assert_eq!(s("mmap"), (4, 0, 5, NONE, 1, 3, 2));
+        assert_eq!(s("munmap"), (NONE, 0, NONE, NONE, 1, NONE, NONE));
+        assert_eq!(s("msync"), (NONE, 0, NONE, NONE, 1, 2, NONE));
+        assert_eq!(s("lseek"), (0, NONE, 1, NONE, NONE, 2, NONE));
+        assert_eq!(s("copy_file_range"), (2, 0, 3, 1, 4, 5, NONE));
+        assert_eq!(s("sendfile"), (0, 1, NONE, 2, 3, NONE, NONE));
+        for n in ["clone", "clone3", "fork", "vfork", "unshare", "execve", "close_range"] {
+            assert!(d(n).is_io_related(), "--syscalls io records {n}");
+        }
+        for n in ["execve", "execveat", "prctl"] {
+            assert!(d(n).has(SysDesc::RENAMES), "{n}");
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! Numbers with units: formatting for output, parsing for filters and flags.
 
+use std::fmt::{self, Write};
+
 /// Format nanoseconds with a unit that keeps 3 significant digits: `812ns`, `1.50us`, `12.3ms`, `2.00s`.
 pub fn fmt_ns(ns: u64) -> String {
     fmt_ns_f(ns as f64)
@@ -7,8 +9,20 @@ pub fn fmt_ns(ns: u64) -> String {
 
 /// [`fmt_ns`] for fractional values (means, bucket bounds).
 pub fn fmt_ns_f(ns: f64) -> String {
+    let mut s = String::new();
+    let _ = write_ns_f(&mut s, ns);
+    s
+}
+
+/// [`fmt_ns`] into a writer, without allocating.
+pub fn write_ns(w: &mut impl Write, ns: u64) -> fmt::Result {
+    write_ns_f(w, ns as f64)
+}
+
+/// [`fmt_ns_f`] into a writer, without allocating.
+pub fn write_ns_f(w: &mut impl Write, ns: f64) -> fmt::Result {
     let (v, u) = if ns < 1e3 {
-        return format!("{}ns", trim(ns, 0));
+        return write!(w, "{ns:.0}ns");
     } else if ns < 1e6 {
         (ns / 1e3, "us")
     } else if ns < 1e9 {
@@ -16,38 +30,50 @@ pub fn fmt_ns_f(ns: f64) -> String {
     } else {
         (ns / 1e9, "s")
     };
-    format!("{}{u}", sig3(v))
+    write_sig3(w, v)?;
+    w.write_str(u)
 }
 
-fn trim(v: f64, decimals: usize) -> String {
-    format!("{v:.decimals$}")
+fn write_sig3(w: &mut impl Write, v: f64) -> fmt::Result {
+    if v >= 100.0 {
+        write!(w, "{v:.0}")
+    } else if v >= 10.0 {
+        write!(w, "{v:.1}")
+    } else {
+        write!(w, "{v:.2}")
+    }
 }
 
 fn sig3(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
+    let mut s = String::new();
+    let _ = write_sig3(&mut s, v);
+    s
 }
 
 /// Format a byte count with binary units: `512B`, `4.00KiB`, `1.50MiB`.
 pub fn fmt_bytes(b: u64) -> String {
+    let mut s = String::new();
+    let _ = write_bytes(&mut s, b);
+    s
+}
+
+/// [`fmt_bytes`] into a writer, without allocating.
+pub fn write_bytes(w: &mut impl Write, b: u64) -> fmt::Result {
     let f = b as f64;
     const K: f64 = 1024.0;
-    if f < K {
-        format!("{b}B")
+    let (v, u) = if f < K {
+        return write!(w, "{b}B");
     } else if f < K * K {
-        format!("{}KiB", sig3(f / K))
+        (f / K, "KiB")
     } else if f < K * K * K {
-        format!("{}MiB", sig3(f / (K * K)))
+        (f / (K * K), "MiB")
     } else if f < K * K * K * K {
-        format!("{}GiB", sig3(f / (K * K * K)))
+        (f / (K * K * K), "GiB")
     } else {
-        format!("{}TiB", sig3(f / (K * K * K * K)))
-    }
+        (f / (K * K * K * K), "TiB")
+    };
+    write_sig3(w, v)?;
+    w.write_str(u)
 }
 
 /// Format a rate with an SI suffix: `950`, `12.3k`, `1.20M`.

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 /// what was found.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
-    /// Reading a trace failed (the trace crate's error names the file and the byte offset).
+    /// Scanning a trace failed (the message names the file).
     #[error(transparent)]
-    Trace(#[from] latscope_trace::TraceError),
+    Scan(#[from] latscope_scan::ScanError),
 
     /// The operating system refused an operation on an output file or directory.
     #[error("cannot {op} {}: {source}", path.display())]

@@ -23,8 +23,9 @@
 //!   oldest lines when its bounded queue is full; count, p50, p90, p99 and max of a histogram
 //!   per interval; path sanitising.
 //!
-//! Traces are read in one place (a private `source::scan`), which applies a
-//! [`Filter`](latscope_filter::Filter) and hands over blocks of events.
+//! Traces are read in one place (a private `source::scan`) through the shared filtered scan
+//! ([`latscope_scan::Scan`]), which applies a [`Filter`](latscope_filter::Filter) and hands over
+//! blocks of events.
 //!
 //! # Exposing live histograms
 //!

@@ -1,13 +1,13 @@
 //! Where exported events come from: the one function of this crate that reads a trace.
 //!
-//! Everything else works on the blocks it hands over, so that replacing it by the shared
-//! filtered scan (projection, zone maps, filter, batches) changes no exporter.
+//! Everything else works on the blocks it hands over; the reading itself is the shared filtered
+//! scan (`latscope-scan`), as for every other reader of traces.
 
 use std::path::Path;
 
 use latscope_event::{EventBatch, TraceHeader};
-use latscope_filter::{EvalContext, Filter};
-use latscope_trace::{ReadOptions, TraceReader};
+use latscope_filter::Filter;
+use latscope_scan::{InputFormat, Scan, ScanOptions};
 
 use crate::ExportError;
 
@@ -18,16 +18,6 @@ pub(crate) enum Rows<'a> {
     All,
     /// These rows of the block, ascending.
     Some(&'a [u32]),
-}
-
-impl Rows<'_> {
-    /// How many events.
-    pub(crate) fn len(&self, batch: &EventBatch) -> usize {
-        match self {
-            Rows::All => batch.len(),
-            Rows::Some(r) => r.len(),
-        }
-    }
 }
 
 /// Where the scan is, for progress reports.
@@ -60,55 +50,46 @@ pub(crate) struct ScanReport {
     pub end_ns: Option<u64>,
 }
 
-/// Reads every block of the trace at `path` and calls `on_block(batch, rows, header, position)`
-/// with the rows `filter` takes (blocks with none are not passed on). Corrupt blocks are skipped,
-/// counted and reported; an error from `on_block` ends the scan.
+/// Reads every block of the trace at `path` through the shared filtered scan
+/// ([`latscope_scan::Scan`]) and calls `on_block(batch, rows, header, position)` with the rows
+/// `filter` takes (blocks with none are not passed on). Corrupt blocks are skipped, counted and
+/// reported; an error from `on_block` ends the scan.
 pub(crate) fn scan(
     path: &Path,
     filter: &Filter,
     mut on_block: impl FnMut(&EventBatch, Rows<'_>, &TraceHeader, Position) -> Result<(), ExportError>,
 ) -> Result<ScanReport, ExportError> {
-    let mut reader = TraceReader::open_with(path, ReadOptions { skip_corrupt: true, projection: None })?;
-    let mut report = ScanReport { header: reader.header().clone(), ..Default::default() };
-    let mut ctx = EvalContext::new(reader.header());
-    let take_all = filter.is_match_all();
-    let mut batch = EventBatch::default();
-    let mut selected: Vec<u32> = Vec::new();
-    while let Some(r) = reader.next_batch_into(&mut batch) {
-        match r {
-            Ok(()) => {}
-            Err(e) if e.is_corrupt_block() => {
-                report.corrupt_blocks += 1;
-                report.warnings.push(format!("{e} (skipped)"));
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        }
+    let opts = ScanOptions { filter: filter.clone(), ..Default::default() };
+    let mut scan = Scan::open(path, InputFormat::Trace, opts)?;
+    let header = scan.header().clone();
+    let mut report = ScanReport { header, ..Default::default() };
+    loop {
+        // Where the reader is before this block (the chunk borrows the scan): progress lags one
+        // block, which a progress line does not show.
+        let pos = scan
+            .reader()
+            .map(|r| {
+                let st = r.stats();
+                Position { bytes: st.bytes, file_size: st.file_size }
+            })
+            .unwrap_or_default();
+        let Some(chunk) = scan.next_batch() else { break };
+        let chunk = chunk?;
+        let batch = chunk.batch;
         report.events_read += batch.len() as u64;
-        let stats = reader.stats();
-        let pos = Position { bytes: stats.bytes, file_size: stats.file_size };
-        let rows = if take_all {
-            Rows::All
-        } else {
-            ctx.observe(&batch);
-            selected.clear();
-            selected.extend((0..batch.len()).filter(|&i| filter.matches(&batch, i, &ctx)).map(|i| i as u32));
-            if selected.len() == batch.len() {
-                Rows::All
-            } else {
-                Rows::Some(&selected)
-            }
-        };
-        let n = rows.len(&batch);
+        let n = chunk.rows.len();
         if n == 0 {
             continue;
         }
+        let rows = if n == batch.len() { Rows::All } else { Rows::Some(chunk.rows) };
         report.events_matched += n as u64;
-        on_block(&batch, rows, reader.header(), pos)?;
+        on_block(batch, rows, &report.header, pos)?;
     }
-    report.warnings.extend(reader.warnings().iter().map(|w| w.to_string()));
-    report.lost = reader.summary().map_or(reader.stats().lost_total, |s| s.lost);
-    report.duration_ns = reader.summary().map(|s| s.duration_ns);
-    report.end_ns = reader.summary().map(|s| s.end_ns);
+    let r = scan.report();
+    report.corrupt_blocks = r.corrupt.len() as u64;
+    report.warnings = r.corrupt.iter().map(|c| format!("{c} (skipped)")).chain(r.warnings).collect();
+    report.lost = r.lost;
+    report.duration_ns = r.summary.map(|s| s.duration_ns);
+    report.end_ns = r.summary.map(|s| s.end_ns);
     Ok(report)
 }

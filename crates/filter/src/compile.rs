@@ -62,7 +62,7 @@ pub(crate) enum StrTest {
 }
 
 impl StrTest {
-    #[inline]
+    #[inline(always)]
     fn test(&self, v: &[u8]) -> bool {
         match self {
             StrTest::Eq(s) => v == &s[..],
@@ -104,6 +104,16 @@ pub(crate) enum Node {
         field: Field,
         vals: Box<[i128]>,
         neg: bool,
+    },
+    /// `fd.port`: either port of the socket within `lo..=hi` (`neg`, from `!=`: neither).
+    PortEither {
+        lo: i128,
+        hi: i128,
+        neg: bool,
+    },
+    /// `fd.port in (...)`: either port in the list.
+    PortIn {
+        vals: Box<[i128]>,
     },
     /// `evt.failed`.
     Failed {
@@ -163,6 +173,8 @@ pub(crate) enum Node {
         field: Field,
         test: StrTest,
         neg: bool,
+        /// The field formats its value ([`Field::formats`]): tested out of line, with a buffer.
+        formats: bool,
     },
 }
 
@@ -198,6 +210,8 @@ impl Node {
                 Some(v) => vals.contains(&v) != *neg,
                 None => false,
             },
+            Node::PortEither { lo, hi, neg } => port_either(b, row, *lo, *hi, *neg),
+            Node::PortIn { vals } => port_in(b, row, vals),
             Node::Failed { want } => match Field::EvtFailed.boolean(b, row) {
                 Some(v) => v == *want,
                 None => false,
@@ -258,9 +272,11 @@ impl Node {
                 Some(v) => names.iter().any(|n| v == &n[..]) != *neg,
                 None => false,
             },
-            Node::Str { field, test, neg } => {
-                let mut buf = Scratch::new();
-                match field.string(b, row, ctx, &mut buf) {
+            Node::Str { field, test, neg, formats } => {
+                if *formats {
+                    return formatted_test(*field, test, *neg, b, row, ctx);
+                }
+                match field.string(b, row, ctx, None) {
                     Some(v) => test.test(v) != *neg,
                     None => false,
                 }
@@ -284,6 +300,7 @@ impl Node {
             | Node::Dev { .. }
             | Node::Cgroup { .. }
             | Node::Failed { .. } => 2,
+            Node::PortEither { .. } | Node::PortIn { .. } => 12,
             Node::Range { field, .. } | Node::NumIn { field, .. } | Node::Exists(field) => {
                 if uses_context(*field) {
                     12
@@ -293,7 +310,12 @@ impl Node {
             }
             Node::Comm { names, .. } => 4 + names.len() as u32,
             Node::Str { field, test, .. } => {
-                let base = if uses_context(*field) { 12 } else { 6 };
+                let base = match field {
+                    // Formats every argument.
+                    Field::EvtArgs => 40,
+                    f if uses_context(*f) => 12,
+                    _ => 6,
+                };
                 base + match test {
                     StrTest::Eq(_) | StrTest::StartsWith(_) | StrTest::EndsWith(_) => 1,
                     StrTest::In(v) | StrTest::Pmatch(v) => 1 + v.len() as u32,
@@ -304,9 +326,69 @@ impl Node {
     }
 }
 
-/// Fields read through a hash lookup in the context.
+/// Fields read through a hash lookup in the context, or by taking a name apart.
 fn uses_context(f: Field) -> bool {
-    matches!(f, Field::ProcPpid | Field::ProcExe | Field::UserName | Field::BlkDisk)
+    matches!(
+        f,
+        Field::ProcPpid
+            | Field::ProcExe
+            | Field::ProcCmdline
+            | Field::ProcArgs
+            | Field::UserName
+            | Field::BlkDisk
+            | Field::FdSip
+            | Field::FdSport
+            | Field::FdCip
+            | Field::FdCport
+            | Field::FdPort
+            | Field::FdLip
+            | Field::FdRip
+            | Field::FdLport
+            | Field::FdRport
+            | Field::FdL4proto
+    )
+}
+
+/// A string test on a field that formats its value, out of line: its buffer would otherwise
+/// enlarge the frame of every `eval` (fields that borrow their value are tested in `eval`).
+#[inline(never)]
+fn formatted_test(field: Field, test: &StrTest, neg: bool, b: &EventBatch, row: usize, ctx: &EvalContext) -> bool {
+    let mut buf = Scratch::new();
+    match field.string(b, row, ctx, Some(&mut buf)) {
+        Some(v) => test.test(v) != neg,
+        None => false,
+    }
+}
+
+/// `fd.port` compared with a range: either end (`neg`: neither).
+#[inline(never)]
+fn port_either(b: &EventBatch, row: usize, lo: i128, hi: i128, neg: bool) -> bool {
+    match socket_ports(b, row) {
+        Some((l, r)) => {
+            let hit = |p: Option<u16>| p.is_some_and(|p| (lo..=hi).contains(&i128::from(p)));
+            (hit(Some(l)) || hit(r)) != neg
+        }
+        None => false,
+    }
+}
+
+/// `fd.port in (...)`: either end.
+#[inline(never)]
+fn port_in(b: &EventBatch, row: usize, vals: &[i128]) -> bool {
+    match socket_ports(b, row) {
+        Some((l, r)) => [Some(l), r].iter().flatten().any(|&p| vals.contains(&i128::from(p))),
+        None => false,
+    }
+}
+
+/// The local and (if any) remote port of the socket of syscall event `row`.
+#[inline]
+fn socket_ports(b: &EventBatch, row: usize) -> Option<(u16, Option<u16>)> {
+    if row_kind(b, row) != 0 {
+        return None;
+    }
+    let n = crate::fields::sock(b, row)?;
+    Some((n.local.port, n.peer.map(|p| p.port)))
 }
 
 /// For each node: the kinds of events on which it may be true, and on which it may be false.
@@ -436,10 +518,16 @@ fn check(c: &Check) -> Node {
         crate::FieldType::String => string_check(c, neg),
         _ => {
             if c.op == Op::In {
+                if field == Field::FdPort {
+                    return Node::PortIn { vals: nums(&c.vals).collect() };
+                }
                 return Node::NumIn { field, vals: nums(&c.vals).collect(), neg: false };
             }
             let v = nums(&c.vals).next().unwrap_or(0);
             let (lo, hi) = range(c.op, v);
+            if field == Field::FdPort {
+                return Node::PortEither { lo, hi, neg };
+            }
             let lat_kinds = match field {
                 Field::EvtLatency => K_SYS | K_BLK,
                 Field::BlkLatency => K_BLK,
@@ -518,7 +606,7 @@ fn string_check(c: &Check, neg: bool) -> Node {
         // Ordering operators and `exists` never reach here (type-checked / handled above).
         Op::Exists | Op::Lt | Op::Le | Op::Gt | Op::Ge => return Node::Exists(field),
     };
-    Node::Str { field, test, neg }
+    Node::Str { field, test, neg, formats: field.formats() }
 }
 
 #[cfg(test)]

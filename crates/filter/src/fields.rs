@@ -2,7 +2,8 @@
 
 use crate::context::EvalContext;
 use crate::helpers::{self, bytes_at, Scratch};
-use latscope_event::{syscalls, BlockOp, EventBatch, FdType, ProcOp, NO_FD};
+use latscope_event::syscalls::{SysDesc, NONE};
+use latscope_event::{parse_sock_name, syscalls, BlockOp, EventBatch, FdType, ProcOp, SockName, NO_FD};
 use std::fmt::Write as _;
 
 /// Kind bits (index = the event's kind byte; bit 3 stands for any unknown kind byte).
@@ -82,11 +83,29 @@ pub(crate) enum Field {
     EvtIsIoWrite,
     EvtBuflen,
     EvtTime,
+    EvtDatetime,
     EvtReltime,
+    EvtCpu,
+    EvtArgs,
+    EvtArgFd,
+    EvtArgSize,
+    EvtArgName,
+    EvtArgPath,
+    EvtArgOldpath,
+    EvtArgNewpath,
+    EvtArgFlags,
+    EvtArgMode,
+    EvtArgOffset,
+    EvtArgPos,
+    EvtArgWhence,
+    EvtArgDirfd,
+    EvtArgRes,
     ProcName,
     ProcPid,
     ProcPpid,
     ProcExe,
+    ProcCmdline,
+    ProcArgs,
     ThreadTid,
     UserUid,
     UserName,
@@ -99,6 +118,12 @@ pub(crate) enum Field {
     FdSport,
     FdCip,
     FdCport,
+    FdPort,
+    FdLip,
+    FdRip,
+    FdLport,
+    FdRport,
+    FdL4proto,
     ContainerId,
     BlkDev,
     BlkDisk,
@@ -126,15 +151,51 @@ pub struct FieldInfo {
 }
 
 impl FieldInfo {
+    /// Is the field's value (part of) the name the decoder gives an fd or a path argument: the
+    /// file's path, a socket's addresses? Such names are learnt from the calls that open,
+    /// accept, connect, duplicate and close fds and change directory (see
+    /// [`Filter::tests_fd_names`](crate::Filter::tests_fd_names)).
+    pub fn reads_fd_names(&self) -> bool {
+        matches!(
+            self.field,
+            Field::FdName
+                | Field::FdDirectory
+                | Field::FdFilename
+                | Field::FdSip
+                | Field::FdSport
+                | Field::FdCip
+                | Field::FdCport
+                | Field::FdPort
+                | Field::FdLip
+                | Field::FdRip
+                | Field::FdLport
+                | Field::FdRport
+                | Field::FdL4proto
+                | Field::EvtArgs
+                | Field::EvtArgName
+                | Field::EvtArgPath
+                | Field::EvtArgOldpath
+                | Field::EvtArgNewpath
+        )
+    }
+
     /// The field's value for event `row`, formatted as filters compare it (`None` when the event
     /// does not have the field). Numbers print in decimal (ns for durations and times).
     pub fn value(&self, batch: &EventBatch, row: usize, ctx: &EvalContext) -> Option<String> {
         if self.ty == FieldType::String {
             let mut s = Scratch::new();
-            let b = self.field.string(batch, row, ctx, &mut s)?;
+            let b = self.field.string(batch, row, ctx, Some(&mut s))?;
             Some(String::from_utf8_lossy(b).into_owned())
         } else if self.ty == FieldType::Bool {
             self.field.boolean(batch, row).map(|b| b.to_string())
+        } else if self.field == Field::FdPort {
+            let n = sock(batch, row)?;
+            Some(match n.peer {
+                Some(p) => format!("{},{}", n.local.port, p.port),
+                None => n.local.port.to_string(),
+            })
+        } else if self.field == Field::EvtDatetime {
+            self.field.num(batch, row, ctx).map(helpers::rfc3339)
         } else {
             self.field.num(batch, row, ctx).map(|n| n.to_string())
         }
@@ -154,7 +215,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 37] = [
+static FIELDS: [FieldInfo; 61] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation: syscall name (openat), block op (read, write, flush, ...) or process op (fork, exec, exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -166,12 +227,30 @@ static FIELDS: [FieldInfo; 37] = [
     info!("evt.is_io_read", EvtIsIoRead, Bool, K_SYS, "syscall", "true for syscalls that read data"),
     info!("evt.is_io_write", EvtIsIoWrite, Bool, K_SYS, "syscall", "true for syscalls that write data"),
     info!("evt.buflen", EvtBuflen, Size, K_SYS | K_BLK, "syscall, block", "bytes requested (the count argument); for block events the request size"),
-    info!("evt.time", EvtTime, Timestamp, K_ALL, "all", "start time, wall clock, ns since the Unix epoch"),
+    info!("evt.time", EvtTime, Timestamp, K_ALL, "all", "start time, wall clock: ns since the Unix epoch; compares with ns or a date and time (2026-11-22T22:30:13Z, 2026-11-22T23:30:13.5+01:00; UTC without a zone)"),
+    info!("evt.datetime", EvtDatetime, Timestamp, K_ALL, "all", "evt.time shown as an RFC 3339 date and time in UTC (2026-11-22T22:30:13.000000500Z); compares like evt.time"),
     info!("evt.reltime", EvtReltime, Duration, K_ALL, "all", "start time relative to the start of the trace"),
+    info!("evt.cpu", EvtCpu, Number, K_ALL, "all", "the CPU the event ended on (syscall return, block completion, process event); 0 in traces recorded before it was"),
+    info!("evt.args", EvtArgs, String, K_VALID, "all", "the arguments as 'latscope events' prints them (fd=3(<file>/etc/hosts) bytes=4096 off=0; dev=vda(254:0) sector=... for block requests)"),
+    info!("evt.arg.fd", EvtArgFd, Number, K_SYS, "syscall", "the fd argument (absent when the syscall takes none)"),
+    info!("evt.arg.size", EvtArgSize, Size, K_SYS, "syscall", "the byte count argument (read, write, pread64, sendto, ...; readv and writev: the iovecs' total)"),
+    info!("evt.arg.name", EvtArgName, String, K_SYS, "syscall", "the (first) path argument, made absolute (open, openat, stat, execve, ...); same as evt.arg.path"),
+    info!("evt.arg.path", EvtArgPath, String, K_SYS, "syscall", "the (first) path argument, made absolute (mkdir, unlink, chdir, ...); same as evt.arg.name"),
+    info!("evt.arg.oldpath", EvtArgOldpath, String, K_SYS, "syscall", "the first path of two-path calls (rename, link, symlink), made absolute"),
+    info!("evt.arg.newpath", EvtArgNewpath, String, K_SYS, "syscall", "the second path of two-path calls (rename, link, symlink), made absolute"),
+    info!("evt.arg.flags", EvtArgFlags, String, K_SYS, "syscall", "the flags argument as printed: open flags by name (O_WRONLY|O_CREAT), others in hex (0x80000)"),
+    info!("evt.arg.mode", EvtArgMode, String, K_SYS, "syscall", "the mode argument in octal as printed (0644)"),
+    info!("evt.arg.offset", EvtArgOffset, Size, K_SYS, "syscall", "the file offset (pread64, pwrite64, lseek, ...; read and write: the file position); same as evt.arg.pos"),
+    info!("evt.arg.pos", EvtArgPos, Size, K_SYS, "syscall", "the file position or offset argument; same as evt.arg.offset"),
+    info!("evt.arg.whence", EvtArgWhence, String, K_SYS, "syscall", "lseek's whence: SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE"),
+    info!("evt.arg.dirfd", EvtArgDirfd, Number, K_SYS, "syscall", "the directory fd of *at calls (AT_FDCWD is -100 and may be written so)"),
+    info!("evt.arg.res", EvtArgRes, String, K_SYS, "syscall", "the result as printed: the return value, or the errno name of a failure (ENOENT)"),
     info!("proc.name", ProcName, String, K_ALL, "all", "command name (comm, at most 15 bytes; longer values given to =, != and in are cut to 15 bytes)"),
     info!("proc.pid", ProcPid, Number, K_ALL, "all", "process id (thread group id)"),
     info!("proc.ppid", ProcPpid, Number, K_ALL, "all", "parent process id (from the process table; absent when unknown)"),
     info!("proc.exe", ProcExe, String, K_ALL, "all", "executable path (from the process table; absent when unknown)"),
+    info!("proc.cmdline", ProcCmdline, String, K_ALL, "all", "command name and arguments (bash -c ls; from the start snapshot and execs; absent when unknown)"),
+    info!("proc.args", ProcArgs, String, K_ALL, "all", "arguments, argv[1..] joined by spaces (-c ls; empty without any; absent when unknown)"),
     info!("thread.tid", ThreadTid, Number, K_ALL, "all", "thread id"),
     info!("user.uid", UserUid, Number, K_ALL, "all", "user id"),
     info!("user.name", UserName, String, K_ALL, "all", "user name (from the trace header; absent when unknown)"),
@@ -180,10 +259,16 @@ static FIELDS: [FieldInfo; 37] = [
     info!("fd.name", FdName, String, K_SYS, "syscall", "path of the file behind the fd, or the path argument (absent when empty)"),
     info!("fd.directory", FdDirectory, String, K_SYS, "syscall", "directory part of fd.name (/a/b for /a/b/c)"),
     info!("fd.filename", FdFilename, String, K_SYS, "syscall", "file name part of fd.name (c for /a/b/c)"),
-    info!("fd.sip", FdSip, String, 0, "none", "server IP address (socket tuples are not recorded yet: never present)"),
-    info!("fd.sport", FdSport, Number, 0, "none", "server port (socket tuples are not recorded yet: never present)"),
-    info!("fd.cip", FdCip, String, 0, "none", "client IP address (socket tuples are not recorded yet: never present)"),
-    info!("fd.cport", FdCport, Number, 0, "none", "client port (socket tuples are not recorded yet: never present)"),
+    info!("fd.sip", FdSip, String, K_SYS, "syscall", "server IP address of an IPv4/IPv6 socket (the accepting or listening end; 10.0.0.1, ::1)"),
+    info!("fd.sport", FdSport, Number, K_SYS, "syscall", "server port of an IPv4/IPv6 socket"),
+    info!("fd.cip", FdCip, String, K_SYS, "syscall", "client IP address of an IPv4/IPv6 socket (the connecting end; absent without a peer)"),
+    info!("fd.cport", FdCport, Number, K_SYS, "syscall", "client port of an IPv4/IPv6 socket (absent without a peer)"),
+    info!("fd.port", FdPort, Number, K_SYS, "syscall", "either port of an IPv4/IPv6 socket: fd.port = 80 matches either end, != neither"),
+    info!("fd.lip", FdLip, String, K_SYS, "syscall", "local IP address of an IPv4/IPv6 socket (this process's end)"),
+    info!("fd.rip", FdRip, String, K_SYS, "syscall", "remote IP address of an IPv4/IPv6 socket (the peer; absent without one)"),
+    info!("fd.lport", FdLport, Number, K_SYS, "syscall", "local port of an IPv4/IPv6 socket"),
+    info!("fd.rport", FdRport, Number, K_SYS, "syscall", "remote port of an IPv4/IPv6 socket (absent without a peer)"),
+    info!("fd.l4proto", FdL4proto, String, K_SYS, "syscall", "protocol of a socket: tcp, udp, udplite, sctp, mptcp, icmp, icmpv6, raw (IPv4/IPv6, named by its addresses), unix"),
     info!("container.id", ContainerId, String, K_ALL, "all", "cgroup id of the task in lower-case hex; 'host' for the root cgroup (id 0 or 1)"),
     info!("blk.dev", BlkDev, String, K_BLK, "block", "device as major:minor (8:0)"),
     info!("blk.disk", BlkDisk, String, K_BLK, "block", "device name from the trace header (vda, nvme0n1p1; absent when unknown)"),
@@ -246,6 +331,15 @@ pub(crate) fn category_names() -> impl Iterator<Item = &'static str> {
         .chain(["block", "proc"])
 }
 
+/// The name of the IPv4/IPv6 socket of syscall event `row`, taken apart, if it has one.
+#[inline]
+pub(crate) fn sock(b: &EventBatch, row: usize) -> Option<SockName<'_>> {
+    if !matches!(FdType::from_u8(*b.fd_type.get(row)?), FdType::Ipv4 | FdType::Ipv6) {
+        return None;
+    }
+    parse_sock_name(helpers::str_at(&b.path, row)?)
+}
+
 #[inline]
 fn kind_of(b: &EventBatch, row: usize) -> Option<u8> {
     b.kind.get(row).copied()
@@ -268,8 +362,9 @@ impl Field {
             Field::EvtLatency if sys || blk => i128::from(*b.lat.get(row)?),
             Field::EvtRawres if sys => i128::from(*b.ret.get(row)?),
             Field::EvtBuflen if sys || blk => i128::from(*b.bytes.get(row)?),
-            Field::EvtTime => ctx.wall(*b.ts.get(row)?),
+            Field::EvtTime | Field::EvtDatetime => ctx.wall(*b.ts.get(row)?),
             Field::EvtReltime => ctx.rel(*b.ts.get(row)?),
+            Field::EvtCpu => i128::from(*b.cpu.get(row)?),
             Field::ProcPid => i128::from(*b.pid.get(row)?),
             Field::ProcPpid => i128::from(ctx.ppid(*b.pid.get(row)?)?),
             Field::ThreadTid => i128::from(*b.tid.get(row)?),
@@ -281,6 +376,38 @@ impl Field {
                 }
                 i128::from(fd)
             }
+            Field::EvtArgFd if sys => {
+                if syscalls::desc(*b.nr.get(row)?).fd == NONE {
+                    return None;
+                }
+                i128::from(*b.fd.get(row)?)
+            }
+            Field::EvtArgSize if sys => {
+                let d = syscalls::desc(*b.nr.get(row)?);
+                if d.count == NONE && !d.has(SysDesc::IOV) {
+                    return None;
+                }
+                i128::from(*b.bytes.get(row)?)
+            }
+            Field::EvtArgOffset | Field::EvtArgPos if sys => {
+                let d = syscalls::desc(*b.nr.get(row)?);
+                let off = *b.off.get(row)?;
+                if off < 0 || (d.off == NONE && !d.has(SysDesc::FILE_POS)) {
+                    return None;
+                }
+                i128::from(off)
+            }
+            Field::EvtArgDirfd if sys => {
+                if syscalls::desc(*b.nr.get(row)?).dirfd == NONE {
+                    return None;
+                }
+                i128::from(*b.dirfd.get(row)?)
+            }
+            Field::FdSport if sys => i128::from(ctx.sock_roles(&sock(b, row)?).server.port),
+            Field::FdCport if sys => i128::from(ctx.sock_roles(&sock(b, row)?).client?.port),
+            // fd.port compares both ends (compile.rs); alone (exists, value) it is the local port.
+            Field::FdLport | Field::FdPort if sys => i128::from(sock(b, row)?.local.port),
+            Field::FdRport if sys => i128::from(sock(b, row)?.peer?.port),
             Field::BlkSector if blk => i128::from(*b.off.get(row)?),
             Field::BlkBytes if blk => i128::from(*b.bytes.get(row)?),
             Field::BlkLatency if blk => i128::from(*b.lat.get(row)?),
@@ -306,24 +433,58 @@ impl Field {
         })
     }
 
-    /// String value; formatted values are written to `buf`.
+    /// Does the field format its value (into a [`Scratch`]) rather than borrow it from the batch
+    /// or the context? Only those get a buffer (see `string`).
+    pub(crate) fn formats(self) -> bool {
+        matches!(
+            self,
+            Field::EvtType
+                | Field::EvtRes
+                | Field::ContainerId
+                | Field::BlkDev
+                | Field::EvtArgs
+                | Field::EvtArgFlags
+                | Field::EvtArgMode
+                | Field::EvtArgRes
+        )
+    }
+
+    /// String value; formatted values are written to `buf`, which fields that
+    /// [`format`](Field::formats) need (without it they are absent).
     pub(crate) fn string<'a>(
         self,
         b: &'a EventBatch,
         row: usize,
         ctx: &'a EvalContext,
-        buf: &'a mut Scratch,
+        buf: Option<&'a mut Scratch>,
     ) -> Option<&'a [u8]> {
         let kind = kind_of(b, row)?;
         let sys = kind == 0;
         let blk = kind == 1;
         let s: &'a str = match self {
+            Field::EvtArgs
+            | Field::EvtArgName
+            | Field::EvtArgPath
+            | Field::EvtArgOldpath
+            | Field::EvtArgNewpath
+            | Field::EvtArgFlags
+            | Field::EvtArgMode
+            | Field::EvtArgWhence
+            | Field::EvtArgRes
+            | Field::FdSip
+            | Field::FdCip
+            | Field::FdLip
+            | Field::FdRip
+            | Field::FdL4proto
+            | Field::ProcCmdline
+            | Field::ProcArgs => return self.string_ext(b, row, ctx, buf),
             Field::EvtType => {
                 let nr = *b.nr.get(row)?;
                 match kind {
                     0 => match syscalls::syscall_name(nr) {
                         Some(n) => n,
                         None => {
+                            let buf = buf?;
                             write!(buf, "syscall_{nr}").ok()?;
                             return Some(buf.as_bytes());
                         }
@@ -340,10 +501,13 @@ impl Field {
                 _ => return None,
             },
             Field::EvtKind => latscope_event::EventKind::from_u8(kind)?.name(),
-            Field::EvtRes if sys => match helpers::write_result(buf, *b.ret.get(row)?) {
-                Some(s) => s,
-                None => return Some(buf.as_bytes()),
-            },
+            Field::EvtRes if sys => {
+                let buf = buf?;
+                match helpers::write_result(buf, *b.ret.get(row)?) {
+                    Some(s) => s,
+                    None => return Some(buf.as_bytes()),
+                }
+            }
             Field::ProcName => return bytes_at(&b.comm, row),
             Field::ProcExe => ctx.exe(*b.pid.get(row)?)?,
             Field::UserName => ctx.user(*b.uid.get(row)?)?,
@@ -358,11 +522,13 @@ impl Field {
             Field::FdDirectory if sys => helpers::split_path(helpers::str_at(&b.path, row)?).0?,
             Field::FdFilename if sys => helpers::split_path(helpers::str_at(&b.path, row)?).1?,
             Field::ContainerId => {
+                let buf = buf?;
                 helpers::write_container_id(buf, *b.cgroup.get(row)?);
                 return Some(buf.as_bytes());
             }
             Field::BlkDev if blk => {
                 let (ma, mi) = latscope_event::dev_major_minor(*b.dev.get(row)?);
+                let buf = buf?;
                 write!(buf, "{ma}:{mi}").ok()?;
                 return Some(buf.as_bytes());
             }
@@ -373,10 +539,90 @@ impl Field {
         Some(s.as_bytes())
     }
 
+    /// [`Field::string`] of the argument, socket and command-line fields, out of line so that the
+    /// common fields stay cheap to test.
+    #[inline(never)]
+    fn string_ext<'a>(
+        self,
+        b: &'a EventBatch,
+        row: usize,
+        ctx: &'a EvalContext,
+        buf: Option<&'a mut Scratch>,
+    ) -> Option<&'a [u8]> {
+        let kind = kind_of(b, row)?;
+        let sys = kind == 0;
+        let blk = kind == 1;
+        let s: &'a str = match self {
+            Field::ProcCmdline => ctx.cmdline(*b.pid.get(row)?)?,
+            Field::ProcArgs => ctx.args(*b.pid.get(row)?)?,
+            Field::EvtArgs if kind < 3 => {
+                let buf = buf?;
+                let disk = if blk { b.dev.get(row).and_then(|&d| ctx.disk(d)) } else { None };
+                latscope_event::args::write_args(buf, b, row, disk).ok()?;
+                return Some(buf.as_bytes());
+            }
+            Field::EvtArgName | Field::EvtArgPath | Field::EvtArgOldpath | Field::EvtArgNewpath if sys => {
+                let d = syscalls::desc(*b.nr.get(row)?);
+                let (has, col) = match self {
+                    Field::EvtArgName | Field::EvtArgPath => (d.path != NONE, &b.path),
+                    Field::EvtArgOldpath => (d.path != NONE && d.path2 != NONE, &b.path),
+                    _ => (d.path2 != NONE, &b.path2),
+                };
+                if !has {
+                    return None;
+                }
+                return bytes_at(col, row).filter(|p| !p.is_empty());
+            }
+            Field::EvtArgFlags if sys => {
+                let buf = buf?;
+                latscope_event::args::write_flags(buf, b, row)?.ok()?;
+                return Some(buf.as_bytes());
+            }
+            Field::EvtArgMode if sys => {
+                if syscalls::desc(*b.nr.get(row)?).mode == NONE {
+                    return None;
+                }
+                let buf = buf?;
+                write!(buf, "0{:o}", *b.mode.get(row)?).ok()?;
+                return Some(buf.as_bytes());
+            }
+            Field::EvtArgWhence if sys => {
+                let nr = *b.nr.get(row)?;
+                if syscalls::syscall_name(nr) != Some("lseek") {
+                    return None;
+                }
+                latscope_event::args::whence_name(*b.flags.get(row)?)
+            }
+            Field::EvtArgRes if sys => {
+                let ret = *b.ret.get(row)?;
+                let buf = buf?;
+                match helpers::write_result(buf, ret) {
+                    Some("SUCCESS") => {
+                        write!(buf, "{ret}").ok()?;
+                        return Some(buf.as_bytes());
+                    }
+                    Some(name) => name,
+                    None => return Some(buf.as_bytes()),
+                }
+            }
+            Field::FdSip if sys => ctx.sock_roles(&sock(b, row)?).server.ip,
+            Field::FdCip if sys => ctx.sock_roles(&sock(b, row)?).client?.ip,
+            Field::FdLip if sys => sock(b, row)?.local.ip,
+            Field::FdRip if sys => sock(b, row)?.peer?.ip,
+            Field::FdL4proto if sys => match FdType::from_u8(*b.fd_type.get(row)?) {
+                FdType::Unix => "unix",
+                _ => sock(b, row)?.proto,
+            },
+            _ => return None,
+        };
+        Some(s.as_bytes())
+    }
+
     /// Whether the event has the field.
     pub(crate) fn exists(self, b: &EventBatch, row: usize, ctx: &EvalContext) -> bool {
         match self.info().ty {
-            FieldType::String => self.string(b, row, ctx, &mut Scratch::new()).is_some(),
+            FieldType::String if self.formats() => self.string(b, row, ctx, Some(&mut Scratch::new())).is_some(),
+            FieldType::String => self.string(b, row, ctx, None).is_some(),
             FieldType::Bool => self.boolean(b, row).is_some(),
             _ => self.num(b, row, ctx).is_some(),
         }
@@ -409,5 +655,19 @@ mod tests {
         assert_eq!(blk_op_bit(77), 64);
         assert_eq!(BlockOp::from_u16(77).name(), BLOCK_OP_NAMES[6]);
         assert_eq!((proc_op_bit(0), proc_op_bit(2), proc_op_bit(3)), (1, 4, 0));
+    }
+
+    /// Fields that do not format their value read the same without a buffer.
+    #[test]
+    fn only_formatting_fields_need_a_buffer() {
+        let (b, _, ctx) = crate::fuzz_support::sample();
+        for f in FIELDS.iter().filter(|f| f.ty == FieldType::String && !f.field.formats()) {
+            for row in 0..=b.len() {
+                let mut s = Scratch::new();
+                let with = f.field.string(b, row, ctx, Some(&mut s)).map(<[u8]>::to_vec);
+                assert_eq!(f.field.string(b, row, ctx, None).map(<[u8]>::to_vec), with, "{} row {row}", f.name);
+                assert!(s.as_bytes().is_empty(), "{} formats into the buffer", f.name);
+            }
+        }
     }
 }

@@ -83,25 +83,77 @@ pub(crate) fn write_result(w: &mut Scratch, ret: i64) -> Option<&'static str> {
     }
 }
 
+/// `evt.datetime` of wall-clock ns since the epoch: RFC 3339 in UTC with nanoseconds
+/// (`2026-11-22T22:30:13.000000500Z`); the number itself when out of chrono's range.
+pub fn rfc3339(ns: i128) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let sub = ns.rem_euclid(1_000_000_000) as u32;
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| chrono::DateTime::from_timestamp(s, sub))
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
+        .unwrap_or_else(|| ns.to_string())
+}
+
+/// A date and time (RFC 3339, `2026-11-22T22:30:13Z`, with or without a fraction and a zone
+/// (UTC without one); `T`, `t` or a space between date and time; or a date alone, at midnight
+/// UTC) as ns since the Unix epoch. `None` when `s` does not look like a date at all, an error
+/// when it does but is not a valid one.
+pub(crate) fn parse_clock_time(s: &str) -> Option<Result<i128, String>> {
+    let t = s.trim();
+    let b = t.as_bytes();
+    // YYYY-MM...: anything else is a number or a duration.
+    if !(b.len() >= 7 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' && b[5].is_ascii_digit()) {
+        return None;
+    }
+    let ns = |d: chrono::DateTime<chrono::Utc>| {
+        i128::from(d.timestamp()) * 1_000_000_000 + i128::from(d.timestamp_subsec_nanos())
+    };
+    if let Ok(d) = chrono::DateTime::parse_from_rfc3339(t) {
+        return Some(Ok(ns(d.to_utc())));
+    }
+    let naive = ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dt%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
+        .iter()
+        .find_map(|fmt| chrono::NaiveDateTime::parse_from_str(t, fmt).ok())
+        .or_else(|| chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d").ok()?.and_hms_opt(0, 0, 0));
+    Some(match naive {
+        Some(d) => Ok(ns(d.and_utc())),
+        None => Err(format!(
+            "'{t}' is not a valid date and time; write RFC 3339 (2026-11-22T22:30:13Z, 2026-11-22T22:30:13.250+01:00, or without a zone for UTC)"
+        )),
+    })
+}
+
 /// `blk.dev` of a device number: `major:minor`.
 pub fn dev_string(dev: u32) -> String {
     let (ma, mi) = latscope_event::dev_major_minor(dev);
     format!("{ma}:{mi}")
 }
 
-/// A small stack buffer for values that must be formatted (hex ids, `major:minor`), so that
-/// evaluating a filter never allocates.
+/// A buffer for values that must be formatted (hex ids, `major:minor`, argument strings), so that
+/// evaluating a filter does not allocate: short values stay on the stack; longer ones (`evt.args`
+/// with a long path) go to a string the thread keeps between uses, allocated once and grown
+/// when needed.
 pub(crate) struct Scratch {
     buf: [u8; 48],
     len: usize,
+    heap: Option<String>,
+}
+
+thread_local! {
+    /// The heap buffer between uses (empty when a `Scratch` holds it).
+    static SPARE: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
 }
 
 impl Scratch {
     pub(crate) fn new() -> Self {
-        Self { buf: [0; 48], len: 0 }
+        Self { buf: [0; 48], len: 0, heap: None }
     }
     pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
+        match &self.heap {
+            Some(h) => h.as_bytes(),
+            None => &self.buf[..self.len],
+        }
     }
     pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(self.as_bytes()).unwrap_or("")
@@ -110,11 +162,30 @@ impl Scratch {
 
 impl std::fmt::Write for Scratch {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if let Some(h) = &mut self.heap {
+            h.push_str(s);
+            return Ok(());
+        }
         let end = self.len + s.len();
-        let dst = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
-        dst.copy_from_slice(s.as_bytes());
-        self.len = end;
+        if let Some(dst) = self.buf.get_mut(self.len..end) {
+            dst.copy_from_slice(s.as_bytes());
+            self.len = end;
+            return Ok(());
+        }
+        let mut h = SPARE.with(|c| c.take());
+        h.clear();
+        h.push_str(std::str::from_utf8(&self.buf[..self.len]).map_err(|_| std::fmt::Error)?);
+        h.push_str(s);
+        self.heap = Some(h);
         Ok(())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(h) = self.heap.take() {
+            SPARE.with(|c| c.set(h));
+        }
     }
 }
 
@@ -136,6 +207,34 @@ mod tests {
     }
 
     #[test]
+    fn clock_times() {
+        let t = |s: &str| parse_clock_time(s).map(|r| r.map_err(|e| e.split(';').next().unwrap_or("").to_string()));
+        // 2026-11-22T22:30:13Z
+        let base: i128 = 1_795_386_613 * 1_000_000_000;
+        assert_eq!(t("2026-11-22T22:30:13Z"), Some(Ok(base)));
+        assert_eq!(t("2026-11-22t22:30:13z"), Some(Ok(base)));
+        assert_eq!(t("2026-11-22 22:30:13Z"), Some(Ok(base)));
+        assert_eq!(t("2026-11-22T22:30:13.5Z"), Some(Ok(base + 500_000_000)));
+        assert_eq!(t("2026-11-22T22:30:13.000000001Z"), Some(Ok(base + 1)));
+        assert_eq!(t("2026-11-22T23:30:13+01:00"), Some(Ok(base)));
+        assert_eq!(t("2026-11-22T20:30:13.25-02:00"), Some(Ok(base + 250_000_000)));
+        // Without a zone: UTC.
+        assert_eq!(t("2026-11-22T22:30:13"), Some(Ok(base)));
+        assert_eq!(t("2026-11-22 22:30:13.5"), Some(Ok(base + 500_000_000)));
+        assert_eq!(t("2026-11-22"), Some(Ok(base - (22 * 3600 + 30 * 60 + 13) * 1_000_000_000)));
+        assert_eq!(t("1969-12-31T23:59:59Z"), Some(Ok(-1_000_000_000)));
+        assert_eq!(t("2026-13-22T22:30:13Z"), Some(Err("'2026-13-22T22:30:13Z' is not a valid date and time".into())));
+        assert!(matches!(t("2026-11-22T22:30"), Some(Err(_))));
+        // Not dates: numbers and durations.
+        assert_eq!(t("1795386613000000000"), None);
+        assert_eq!(t("5s"), None);
+        assert_eq!(t("2026"), None);
+        assert_eq!(rfc3339(base + 500), "2026-11-22T22:30:13.000000500Z");
+        assert_eq!(rfc3339(-1), "1969-12-31T23:59:59.999999999Z");
+        assert_eq!(rfc3339(i128::MAX), i128::MAX.to_string());
+    }
+
+    #[test]
     fn names() {
         assert_eq!(container_id(0), "host");
         assert_eq!(container_id(1), "host");
@@ -146,8 +245,16 @@ mod tests {
         assert_eq!(result_name(-4000), "E4000");
         assert_eq!(result_name(-5000), "SUCCESS");
         assert_eq!(dev_string((8 << 20) | 16), "8:16");
+        // Long values move to the thread's spare string, which is reused.
         let mut s = Scratch::new();
-        assert!(std::fmt::Write::write_str(&mut s, &"x".repeat(49)).is_err());
+        std::fmt::Write::write_str(&mut s, &"x".repeat(40)).unwrap();
+        std::fmt::Write::write_str(&mut s, &"y".repeat(40)).unwrap();
+        assert_eq!(s.as_str(), format!("{}{}", "x".repeat(40), "y".repeat(40)));
+        let cap = s.heap.as_ref().unwrap().capacity();
+        drop(s);
+        let mut t = Scratch::new();
+        std::fmt::Write::write_str(&mut t, &"z".repeat(60)).unwrap();
+        assert_eq!((t.as_str(), t.heap.as_ref().unwrap().capacity()), (&*"z".repeat(60), cap));
     }
 
     #[test]

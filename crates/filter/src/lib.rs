@@ -39,12 +39,26 @@
 //!   are `true`/`false`, `evt.res` takes `SUCCESS` or errno names (`ENOENT`), `evt.rawres` takes
 //!   numbers or errno names (`evt.rawres = ENOENT` means -2), `evt.type` takes syscall names, block
 //!   ops or proc ops, `fd.type` takes fd type names. Unknown names are errors, with suggestions.
+//! - Times (`evt.time`, `evt.datetime`) take ns since the Unix epoch or a date and time in RFC 3339
+//!   (`evt.time > 2026-11-22T22:30:13Z`, `>= 2026-11-22T23:30:13.250+01:00`, `< 2026-11-23`);
+//!   without a zone the time is UTC, the zone `latscope events` prints times in (`T` or a space
+//!   between date and time; quote values with a space). Events carry monotonic timestamps: the
+//!   context's clock offset from the trace header turns them into wall-clock time.
 //! - `pmatch (/a, /b)` is true when the value is one of the directories or under one of them.
 //! - `glob` is a shell glob: `*` (matches `/` too), `?`, `[a-z]`, `[!x]`, `\` quotes.
 //! - A test on a field the event does not have is false, whatever the operator (`!=` included);
 //!   `not` negates that. Block fields are absent on syscall events and syscall fields on block
-//!   events; `fd.sip`, `fd.sport`, `fd.cip`, `fd.cport` are declared for compatibility but never
-//!   present yet (the event model has no socket tuples).
+//!   events.
+//! - Socket fields read the name of an IPv4/IPv6 socket (`local->peer`, the protocol first unless
+//!   it is TCP: `udp:10.0.0.1:53->10.0.0.2:41000`). `fd.lip`, `fd.lport`, `fd.rip`, `fd.rport`
+//!   are this process's end and the peer's; `fd.sip`, `fd.sport`, `fd.cip`, `fd.cport` the
+//!   server's (accepting or listening) end and the client's (connecting) end, as
+//!   [`EvalContext::sock_roles`] tells them apart: a socket without a peer is a server; else the
+//!   end at a known server address (a listening socket of the start snapshot, the local end of an
+//!   `accept`, the peer of a `connect`), else the end with the lower port. `fd.port` matches
+//!   either port (`!=`: neither). IP values are compared in canonical form (`::ffff:10.0.0.1` is
+//!   `10.0.0.1`, `0:0::1` is `::1`); `=`, `!=` and `in` take addresses only, use `startswith` or
+//!   `glob` for parts.
 //! - `proc.name` is the kernel's comm (at most 15 bytes): values given to `=`, `!=` and `in` are cut
 //!   to 15 bytes so that long process names still match.
 //! - An empty filter matches every event.
@@ -55,7 +69,11 @@
 //! compares syscall numbers, `fd.type = file` one byte), orders the clauses of every `and`/`or`
 //! cheapest first, and [`Filter::matches`] then tests one row of a column batch without
 //! allocating. [`Filter::pushdown`] extracts the conditions the kernel can apply before copying
-//! events out; [`Filter::explain`] shows the split.
+//! events out, as data: per top-level clause ([`Clause`]) its place in the source and either the
+//! kernel's test ([`KernelTest`]) or why it stays in user space ([`Residual`]), and per kind of
+//! event whether the kernel then passes exactly the events the filter keeps
+//! ([`Pushdown::exactness`]; in-kernel histograms need that). [`Filter::explain`] renders it.
+//! [`Filter::fields_used`] and [`Filter::tests_fd_names`] say which fields the filter reads.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -73,14 +91,14 @@ mod pushdown;
 mod resolve;
 mod strops;
 
-pub use context::EvalContext;
+pub use context::{EvalContext, SockRoles};
 pub use error::FilterError;
 pub use fields::{fields, FieldInfo, FieldType};
-pub use pushdown::{KindSet, Pushdown};
+pub use pushdown::{Clause, Exactness, Inexact, InexactReason, KernelTest, KindSet, Pushdown, Residual};
 
 use compile::Node;
 use latscope_event::EventBatch;
-use parser::Expr;
+use parser::{Expr, ExprKind};
 
 /// A parsed and compiled filter expression.
 #[derive(Debug, Clone)]
@@ -90,6 +108,13 @@ pub struct Filter {
     root: Node,
     /// Kinds (bit mask) on which the filter may be true.
     kinds: u8,
+}
+
+impl Default for Filter {
+    /// The filter that takes every event.
+    fn default() -> Self {
+        Filter::parse("").expect("the empty filter always parses")
+    }
 }
 
 impl Filter {
@@ -120,15 +145,49 @@ impl Filter {
         KindSet::from_mask(self.kinds)
     }
 
-    /// The conditions the kernel can test early (see [`Pushdown`]).
+    /// The conditions the kernel can test early, clause by clause, and whether its verdict is
+    /// exact for each kind of event (see [`Pushdown`]).
     pub fn pushdown(&self) -> Pushdown {
-        pushdown::analyze(self.expr.as_ref(), &self.src, self.kinds).0
+        pushdown::analyze(self.expr.as_ref(), &self.src, self.kinds)
     }
 
-    /// A readable account of which clauses go to the kernel (and as what test) and which stay in
-    /// user space.
+    /// A readable account of which clauses go to the kernel (and as what test), which stay in
+    /// user space (and why), and whether the kernel's verdict is exact for syscall and block
+    /// events: the filter, then [`Pushdown`]'s `Display`.
     pub fn explain(&self) -> String {
-        pushdown::explain(&self.src, self.expr.as_ref(), self.kinds)
+        if self.expr.is_none() {
+            return "filter: (empty: matches every event)\nkernel: nothing to push down\n".into();
+        }
+        format!("filter: {}\n{}", self.src.trim(), self.pushdown())
+    }
+
+    /// The fields the filter tests, each once, in the order they first appear.
+    pub fn fields_used(&self) -> Vec<&'static FieldInfo> {
+        fn walk(e: &Expr, out: &mut Vec<&'static FieldInfo>) {
+            match &e.kind {
+                ExprKind::And(v) | ExprKind::Or(v) => v.iter().for_each(|i| walk(i, out)),
+                ExprKind::Not(i) => walk(i, out),
+                ExprKind::Check(c) => {
+                    let info = c.field.info();
+                    if !out.iter().any(|f| f.name == info.name) {
+                        out.push(info);
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        if let Some(e) = &self.expr {
+            walk(e, &mut out);
+        }
+        out
+    }
+
+    /// Does the filter test a field whose value is the name of an fd (see
+    /// [`FieldInfo::reads_fd_names`])? The names are learnt from the calls that open, accept,
+    /// connect, duplicate and close fds and change directory, so a recording for such a filter
+    /// must not drop those calls in the kernel.
+    pub fn tests_fd_names(&self) -> bool {
+        self.fields_used().iter().any(|f| f.reads_fd_names())
     }
 
     /// The filter text as given.

@@ -476,6 +476,7 @@ impl<'s> Parser<'s> {
                     resolve::validate(info.field, text).map_err(|(what, tail)| {
                         self.err(start, end, format!("{what} at column {}{tail}", self.col(start)))
                     })?;
+                    return Ok(Lit::Str(resolve::canonical(info.field, text)));
                 }
                 Ok(Lit::Str(text.to_string()))
             }
@@ -541,9 +542,18 @@ fn parse_number(field: Field, ty: FieldType, text: &str) -> Result<i128, String>
     }
     let t = text.trim();
     match ty {
-        FieldType::Duration | FieldType::Timestamp => latscope_event::units::parse_duration_ns(t).map(i128::from),
+        FieldType::Timestamp => match crate::helpers::parse_clock_time(t) {
+            Some(r) => r,
+            None => latscope_event::units::parse_duration_ns(t).map(i128::from).map_err(|e| {
+                format!("{e}; a time is ns since the Unix epoch or a date and time (2026-11-22T22:30:13Z)")
+            }),
+        },
+        FieldType::Duration => latscope_event::units::parse_duration_ns(t).map(i128::from),
         FieldType::Size => latscope_event::units::parse_size(t).map(i128::from),
         _ => {
+            if field == Field::EvtArgDirfd {
+                return if t == "AT_FDCWD" { Ok(-100) } else { Err("expected an integer or AT_FDCWD".into()) };
+            }
             if field == Field::EvtRawres {
                 if let Some(e) = latscope_event::errno_value(t).filter(|_| t.starts_with(['E', 'e'])) {
                     return Ok(-i128::from(e));

@@ -76,6 +76,38 @@ pub(crate) fn container(s: &str) -> Option<Option<u64>> {
     (v > 1 && format!("{v:x}") == s).then_some(Some(v))
 }
 
+/// Names `fd.l4proto` takes.
+pub(crate) const L4_PROTOS: [&str; 9] = ["tcp", "udp", "udplite", "sctp", "mptcp", "icmp", "icmpv6", "raw", "unix"];
+
+/// Fields whose values are IP addresses.
+pub(crate) fn is_ip_field(f: Field) -> bool {
+    matches!(f, Field::FdSip | Field::FdCip | Field::FdLip | Field::FdRip)
+}
+
+/// An IP address as socket names write it (`sock_addr`): IPv4 dotted, IPv6 compressed in lower
+/// case, IPv4-mapped IPv6 as IPv4. `None` for text that is not an address.
+pub(crate) fn ip(s: &str) -> Option<String> {
+    let a: std::net::IpAddr = s.parse().ok()?;
+    Some(match a {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6.to_string(),
+        },
+        v4 => v4.to_string(),
+    })
+}
+
+/// A value given to `=`, `!=` or `in` as compared: IP addresses in their canonical form, other
+/// values as written.
+pub(crate) fn canonical(field: Field, s: &str) -> String {
+    if is_ip_field(field) {
+        if let Some(a) = ip(s) {
+            return a;
+        }
+    }
+    s.to_string()
+}
+
 /// Check a value given to `=`, `!=` or `in` on an enumerated field. On error: what is wrong, and
 /// either a suggestion or the list of valid names.
 pub(crate) fn validate(field: Field, s: &str) -> Result<(), (String, String)> {
@@ -103,6 +135,14 @@ pub(crate) fn validate(field: Field, s: &str) -> Result<(), (String, String)> {
             names.push("SUCCESS");
             fail("result", names)
         }
+        Field::FdL4proto if !L4_PROTOS.contains(&s) => fail("protocol", L4_PROTOS.to_vec()),
+        f if is_ip_field(f) && ip(s).is_none() => Err((
+            format!("bad IP address '{s}'"),
+            format!(
+                ": {} takes an IPv4 or IPv6 address (10.0.0.1, ::1); use startswith or glob for parts",
+                f.info().name
+            ),
+        )),
         Field::BlkDev if blk_dev(s).is_none() => {
             Err((format!("bad device '{s}'"), ": blk.dev takes major:minor (8:0); use blk.disk for names (vda)".into()))
         }
@@ -155,5 +195,12 @@ mod tests {
         assert_eq!(validate(Field::EvtRes, "ENOENTT").unwrap_err().1, "; did you mean ENOENT?");
         assert!(validate(Field::ProcName, "anything").is_ok());
         assert!(validate(Field::EvtCategory, "file-meta").is_ok());
+        assert_eq!(validate(Field::FdL4proto, "tpc").unwrap_err().1, "; did you mean tcp?");
+        assert!(validate(Field::FdSip, "10.0.0.300").unwrap_err().0.contains("bad IP address"));
+        assert!(validate(Field::FdRip, "::1").is_ok());
+        assert_eq!(canonical(Field::FdSip, "::FFFF:10.0.0.1"), "10.0.0.1");
+        assert_eq!(canonical(Field::FdCip, "0:0:0:0:0:0:0:1"), "::1");
+        assert_eq!(canonical(Field::FdCip, "2001:DB8::1"), "2001:db8::1");
+        assert_eq!(canonical(Field::ProcName, "::1"), "::1");
     }
 }

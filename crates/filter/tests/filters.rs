@@ -65,11 +65,14 @@ struct T {
 
 impl T {
     fn new(events: &[Event]) -> T {
+        T::with_header(events, &header())
+    }
+    fn with_header(events: &[Event], h: &TraceHeader) -> T {
         let mut b = EventBatch::with_capacity(events.len());
         for e in events {
             b.push(e);
         }
-        let mut ctx = EvalContext::new(&header());
+        let mut ctx = EvalContext::new(h);
         ctx.observe(&b);
         T { b, ctx }
     }
@@ -211,7 +214,7 @@ fn logic_and_precedence() {
 #[test]
 fn evt_fields() {
     let failed = Event { ret: -2, nr: 257, path: "/nope".into(), fd: -1, fd_type: 0, ..sys() };
-    let odd = Event { ret: -4000, nr: 1000, ..sys() };
+    let odd = Event { ret: -4000, nr: 1000, cpu: 3, ..sys() };
     let fork =
         Event { kind: 2, nr: 0, pid: 300, tid: 300, ret: 100, lat: 0, comm: "httpd".into(), ..Default::default() };
     let t = T::new(&[sys(), failed, odd, blk(), fork]);
@@ -259,7 +262,42 @@ fn evt_fields() {
             ("evt.time < 1001000", "00001"),
             ("evt.reltime = 4us", "11100"),
             ("evt.reltime < 0", "00001"),
+            ("evt.cpu = 3", "00100"),
+            ("evt.cpu in (0, 1)", "11011"),
+            // Dates and times: the header's clock offset is 1 ms, the syscalls start 5 us later.
+            ("evt.time = 1970-01-01T00:00:00.001005Z", "11100"),
+            ("evt.time = '1970-01-01 00:00:00.001005'", "11100"),
+            ("evt.time > 1970-01-01T01:00:00.001005+01:00", "00010"),
+            ("evt.time >= 1970-01-01", "11111"),
+            ("evt.time < 1969-12-31T23:59:00.001-00:01", "00000"),
+            ("evt.time <= 1969-12-31T23:59:00.001-00:01", "00001"),
+            ("evt.datetime < 1970-01-01T00:00:00.001001Z", "00001"),
+            ("evt.datetime in (1970-01-01T00:00:00.001009Z, 1005000)", "11110"),
+            ("evt.datetime exists", "11111"),
         ],
+    );
+}
+
+#[test]
+fn kernel_internal_errnos_by_name() {
+    let restart = Event { ret: -514, nr: 7, ..sys() };
+    let notsupp = Event { ret: -524, nr: 16, ..sys() };
+    let t = T::new(&[restart, notsupp, sys()]);
+    check(
+        &t,
+        &[
+            ("evt.res = ERESTARTNOHAND", "100"),
+            ("evt.res in (ENOTSUPP, ERESTARTSYS)", "010"),
+            ("evt.rawres = ERESTARTNOHAND", "100"),
+            ("evt.rawres = -524", "010"),
+            ("evt.failed", "110"),
+        ],
+    );
+    let res = fields().iter().find(|f| f.name == "evt.res").unwrap();
+    assert_eq!(res.value(&t.b, 0, &t.ctx).as_deref(), Some("ERESTARTNOHAND"));
+    assert_eq!(
+        err("evt.res = ERESTARTNOHANDD"),
+        "unknown result 'ERESTARTNOHANDD' at column 11; did you mean ERESTARTNOHAND?"
     );
 }
 
@@ -297,6 +335,148 @@ fn proc_user_container_fields() {
     );
 }
 
+/// `proc.cmdline` (command name and arguments) and `proc.args`: from the start snapshot, inherited
+/// at fork, replaced at exec (the exec event's name and argv).
+#[test]
+fn cmdline_fields() {
+    let mut h = header();
+    h.processes = vec![
+        ProcessInfo {
+            pid: 100,
+            comm: "httpd".into(),
+            cmdline: "/usr/sbin/httpd -DFOREGROUND -k start".into(),
+            ..Default::default()
+        },
+        ProcessInfo { pid: 300, comm: "kworker/0:1".into(), ..Default::default() },
+    ];
+    let proc = |nr, pid, ret, comm: &str, path: &str, path2: &str| Event {
+        kind: 2,
+        nr,
+        pid,
+        tid: pid,
+        ret,
+        comm: comm.into(),
+        path: path.into(),
+        path2: path2.into(),
+        ..Default::default()
+    };
+    let at = |pid| Event { pid, tid: pid, ..sys() };
+    let events = [
+        at(100),
+        proc(0, 400, 100, "httpd", "", ""),
+        proc(0, 401, 100, "httpd", "", ""),
+        proc(1, 401, 0, "ls", "/usr/bin/ls", "ls -l '/tmp/a b'"),
+        at(400),
+        at(401),
+        at(300),
+        proc(1, 500, 0, "cat", "/usr/bin/cat", ""),
+        at(999),
+    ];
+    let t = T::with_header(&events, &h);
+    check(
+        &t,
+        &[
+            // One batch: its process events apply before its events are tested (the fork of 401
+            // sees the exec that follows it).
+            ("proc.cmdline = 'httpd -DFOREGROUND -k start'", "110010000"),
+            ("proc.args = '-DFOREGROUND -k start'", "110010000"),
+            ("proc.args contains FOREGROUND", "110010000"),
+            ("proc.cmdline = \"ls -l '/tmp/a b'\"", "001101000"),
+            ("proc.args startswith -l", "001101000"),
+            ("proc.cmdline = kworker/0:1", "000000100"),
+            ("proc.args = ''", "000000100"),
+            ("proc.args exists", "111111100"),
+            ("proc.cmdline exists", "111111100"),
+            ("not proc.cmdline exists", "000000011"),
+        ],
+    );
+}
+
+/// sysdig's per-syscall argument names and the argument string, as `latscope events` prints them.
+#[test]
+fn argument_fields() {
+    let nr = |n: &str| latscope_event::syscall_nr(n).unwrap();
+    let call = |name: &str| Event { nr: nr(name), fd: -1, fd_type: 0, path: String::new(), bytes: 0, off: -1, ..sys() };
+    let events = [
+        Event {
+            dirfd: -100,
+            path: "/tmp/x".into(),
+            flags: 0o101,
+            mode: 0o644,
+            ret: 3,
+            fd: 3,
+            fd_type: 1,
+            ..call("openat")
+        },
+        Event { fd: 3, fd_type: 1, path: "/data".into(), bytes: 4096, off: 8192, ret: 4096, ..call("pread64") },
+        Event { fd: 4, off: 10, flags: 2, ret: 10, ..call("lseek") },
+        Event { path: "/a".into(), path2: "/b c".into(), ret: -2, ..call("rename") },
+        Event { fd: 5, bytes: 100, off: 7, ret: -514, ..call("read") },
+        blk(),
+        Event {
+            kind: 2,
+            nr: 1,
+            pid: 300,
+            tid: 300,
+            ret: 0,
+            path: "/usr/bin/ls".into(),
+            comm: "ls".into(),
+            ..Default::default()
+        },
+        Event { ret: 42, ..call("getpid") },
+    ];
+    let t = T::new(&events);
+    check(
+        &t,
+        &[
+            ("evt.arg.fd = 3", "01000000"),
+            ("evt.arg.fd exists", "01101000"),
+            ("evt.arg.fd in (4, 5)", "00101000"),
+            ("evt.arg.size = 4KiB", "01000000"),
+            ("evt.arg.size < 1k", "00001000"),
+            ("evt.arg.name = /tmp/x", "10000000"),
+            ("evt.arg.path startswith /tmp", "10000000"),
+            ("evt.arg.name exists", "10010000"),
+            ("evt.arg.oldpath = /a", "00010000"),
+            ("evt.arg.newpath = '/b c'", "00010000"),
+            ("evt.arg.newpath exists", "00010000"),
+            ("evt.arg.flags contains O_CREAT", "10000000"),
+            ("evt.arg.flags = O_WRONLY|O_CREAT", "10000000"),
+            ("evt.arg.flags exists", "10000000"),
+            ("evt.arg.mode = 0644", "10000000"),
+            ("evt.arg.offset = 8192", "01000000"),
+            ("evt.arg.pos >= 7", "01101000"),
+            ("evt.arg.whence = SEEK_END", "00100000"),
+            ("evt.arg.whence exists", "00100000"),
+            ("evt.arg.dirfd = AT_FDCWD", "10000000"),
+            ("evt.arg.dirfd = -100", "10000000"),
+            ("evt.arg.res = 4096", "01000000"),
+            ("evt.arg.res in (ENOENT, ERESTARTNOHAND)", "00011000"),
+            ("evt.arg.res = 42", "00000001"),
+            ("evt.args = 'fd=3(<file>/data) bytes=4096 off=8192'", "01000000"),
+            ("evt.args contains 'flags=O_WRONLY|O_CREAT'", "10000000"),
+            ("evt.args contains 'path2=/b c'", "00010000"),
+            ("evt.args startswith 'dev=vda(253:0)'", "00000100"),
+            ("evt.args = 'path=/usr/bin/ls'", "00000010"),
+            ("evt.args = ''", "00000001"),
+            ("evt.args exists", "11111111"),
+        ],
+    );
+    let get = |name: &str, row| fields().iter().find(|f| f.name == name).unwrap().value(&t.b, row, &t.ctx);
+    assert_eq!(
+        get("evt.args", 0).as_deref(),
+        Some("fd=3(<file>) dirfd=AT_FDCWD path=/tmp/x flags=O_WRONLY|O_CREAT mode=0644")
+    );
+    assert_eq!(get("evt.arg.res", 4).as_deref(), Some("ERESTARTNOHAND"));
+    assert_eq!(get("evt.arg.flags", 2), None);
+    assert!(err("evt.arg.dirfd = cwd").contains("expected an integer or AT_FDCWD"));
+    assert_eq!(err("evt.arg.sise = 1"), "unknown field 'evt.arg.sise' at column 1; did you mean evt.arg.size?");
+    // Long argument strings (here a long path) are compared whole.
+    let long = format!("/{}", "d/".repeat(300));
+    let t = T::new(&[Event { fd: 3, fd_type: 1, path: long.clone(), bytes: 1, off: 0, ..call("pread64") }]);
+    check(&t, &[(&format!("evt.args = 'fd=3(<file>{long}) bytes=1 off=0'"), "1"), ("evt.args endswith 'off=0'", "1")]);
+}
+
 #[test]
 fn fd_fields() {
     let nofd = Event { fd: -1, fd_type: 0, path: String::new(), nr: 39, ..sys() };
@@ -322,14 +502,106 @@ fn fd_fields() {
             ("fd.filename in (access.log, x.txt)", "10010"),
             ("fd.filename glob '*.txt'", "00010"),
             ("fd.directory pmatch (/mnt)", "10000"),
-            // Declared, never present yet.
-            ("fd.sip = 10.0.0.1", "00000"),
-            ("fd.sport = 80", "00000"),
-            ("fd.cip exists", "00000"),
-            ("fd.cport != 1", "00000"),
-            ("not fd.sip exists", "11111"),
+            // Files have no socket addresses.
+            ("fd.sip exists", "00000"),
+            ("not fd.sport exists", "11111"),
         ],
     );
+}
+
+/// Socket fields from names `local->peer`: which end is the server's comes from the listening
+/// sockets of the start snapshot and the connect/accept calls seen, else from the ports.
+#[test]
+fn socket_fields() {
+    let s =
+        |nr: u16, fd_type: FdType, path: &str| Event { nr, fd: 5, fd_type: fd_type as u8, path: path.into(), ..sys() };
+    let (read, connect, accept) = (0, 42, 43);
+    let events = [
+        // 0: the server end of a connection (lower port: the server's)
+        s(read, FdType::Ipv4, "10.0.0.1:80->10.0.0.7:5120"),
+        // 1: its client end
+        s(read, FdType::Ipv4, "10.0.0.7:5120->10.0.0.1:80"),
+        // 2: UDP, connected
+        s(read, FdType::Ipv4, "udp:10.0.0.7:41000->10.0.0.53:53"),
+        // 3: UDP, no peer: a server socket
+        s(read, FdType::Ipv4, "udp:0.0.0.0:53"),
+        // 4: IPv6 to a port the snapshot saw listening on any address: local is the server
+        s(read, FdType::Ipv6, "[::1]:8080->[::1]:9"),
+        // 5, 6: connect made 10.0.0.9:50000 a server address, though its port is the higher
+        s(connect, FdType::Ipv4, "10.0.0.1:45000->10.0.0.9:50000"),
+        s(read, FdType::Ipv4, "10.0.0.1:45000->10.0.0.9:50000"),
+        // 7, 8: accept made 10.0.0.5:60000 one
+        Event { ret: 6, ..s(accept, FdType::Ipv4, "10.0.0.5:60000->10.0.0.6:1000") },
+        s(read, FdType::Ipv4, "10.0.0.5:60000->10.0.0.6:1000"),
+        // 9: a unix socket; 10: an IPv4 socket without a name; 11: a file
+        s(read, FdType::Unix, "socket:[77]"),
+        s(read, FdType::Ipv4, "socket:[78]"),
+        sys(),
+    ];
+    let mut h = header();
+    h.fds.push(latscope_event::FdInfo {
+        pid: 1,
+        fd: 3,
+        path: "[::]:8080".into(),
+        fd_type: FdType::Ipv6 as u8,
+        ..Default::default()
+    });
+    let t = T::with_header(&events, &h);
+    check(
+        &t,
+        &[
+            ("fd.sip = 10.0.0.1", "110000000000"),
+            ("fd.sport = 80", "110000000000"),
+            ("fd.cip = 10.0.0.7", "111000000000"),
+            ("fd.cport = 5120", "110000000000"),
+            ("fd.sport = 53", "001100000000"),
+            ("fd.sip = 0.0.0.0", "000100000000"),
+            ("fd.cip exists", "111011111000"),
+            ("fd.sip exists", "111111111000"),
+            ("fd.sport = 8080 and fd.sip = ::1", "000010000000"),
+            ("fd.sip = 0:0:0:0:0:0:0:1", "000010000000"),
+            ("fd.cport = 9", "000010000000"),
+            ("fd.sport = 50000", "000001100000"),
+            ("fd.cport = 45000", "000001100000"),
+            ("fd.sport = 60000", "000000011000"),
+            ("fd.cip = 10.0.0.6", "000000011000"),
+            ("fd.sip in (10.0.0.9, 10.0.0.5)", "000001111000"),
+            ("fd.sip startswith 10.0.0.", "111001111000"),
+            ("fd.sip != 10.0.0.1", "001111111000"),
+            // Local and remote, whatever the roles.
+            ("fd.lip = 10.0.0.7", "011000000000"),
+            ("fd.lport = 80", "100000000000"),
+            ("fd.rip = 10.0.0.1", "010000000000"),
+            ("fd.rport = 80", "010000000000"),
+            ("fd.rport exists", "111011111000"),
+            ("fd.lport exists", "111111111000"),
+            ("fd.lip = ::1 and fd.rip = ::1", "000010000000"),
+            // Either port; != is neither.
+            ("fd.port = 80", "110000000000"),
+            ("fd.port in (53, 9)", "001110000000"),
+            ("fd.port != 80", "001111111000"),
+            ("fd.port > 59999", "000000011000"),
+            ("not fd.port = 80", "001111111111"),
+            ("fd.port exists", "111111111000"),
+            ("fd.l4proto = tcp", "110011111000"),
+            ("fd.l4proto = udp", "001100000000"),
+            ("fd.l4proto in (unix, udp)", "001100000100"),
+            ("fd.l4proto exists", "111111111100"),
+            ("fd.type = ipv6 and fd.l4proto = tcp", "000010000000"),
+        ],
+    );
+    let get = |name: &str, row| fields().iter().find(|f| f.name == name).unwrap().value(&t.b, row, &t.ctx);
+    assert_eq!(get("fd.port", 0).as_deref(), Some("80,5120"));
+    assert_eq!(get("fd.port", 3).as_deref(), Some("53"));
+    assert_eq!(get("fd.sip", 1).as_deref(), Some("10.0.0.1"));
+    assert_eq!(get("fd.cport", 1).as_deref(), Some("5120"));
+    assert_eq!(get("fd.l4proto", 2).as_deref(), Some("udp"));
+    let roles = t.ctx.sock_roles(&latscope_event::parse_sock_name("10.0.0.7:5120->10.0.0.1:80").unwrap());
+    assert!(!roles.local_is_server);
+    assert_eq!((roles.server.port, roles.client.map(|c| c.port)), (80, Some(5120)));
+    assert!(err("fd.sip = 10.0.0.300")
+        .starts_with("bad IP address '10.0.0.300' at column 10: fd.sip takes an IPv4 or IPv6 address"));
+    assert_eq!(err("fd.l4proto = tpc"), "unknown protocol 'tpc' at column 14; did you mean tcp?");
 }
 
 #[test]
@@ -398,7 +670,8 @@ fn field_listing_and_values() {
     assert_eq!(get("blk.dev", 1).as_deref(), Some("253:0"));
     assert_eq!(get("container.id", 1).as_deref(), Some("1a2b"));
     assert_eq!(get("blk.dev", 0), None);
-    assert_eq!(get("fd.sip", 0), None);
+    assert_eq!(get("evt.time", 0).as_deref(), Some("1005000"));
+    assert_eq!(get("evt.datetime", 0).as_deref(), Some("1970-01-01T00:00:00.001005000Z"));
 }
 
 #[test]
@@ -465,6 +738,11 @@ fn errors_point_at_the_place() {
     assert!(err("evt.failed in (true)").contains("use = true or = false"));
     assert!(err("evt.failed = maybe").contains("expected true or false"));
     assert!(err("proc.pid = abc").contains("expected an integer"));
+    assert!(err("evt.time > 2026-13-22T22:30:13Z").starts_with(
+        "bad value '2026-13-22T22:30:13Z' for evt.time at column 12: '2026-13-22T22:30:13Z' is not a valid date and time; write RFC 3339"
+    ));
+    assert!(err("evt.time > yesterday").contains("a time is ns since the Unix epoch or a date and time"));
+    assert!(err("evt.time > 2026-11-22 22:30:13").contains("quote values that contain spaces"));
     assert!(err("proc.pid = 99999999999999999999999").contains("out of range"));
     assert!(err("proc.name[1] = x").starts_with("field proc.name takes no argument"));
     assert!(err("httpd").starts_with("unknown field 'httpd'"));
@@ -494,5 +772,5 @@ fn needs_kinds() {
     assert_eq!(k("evt.kind = block or fd.type = file"), KindSet { syscall: true, block: true, proc: false });
     assert_eq!(k("not evt.kind = block"), KindSet { syscall: true, block: false, proc: true });
     assert_eq!(k("not fd.type = file"), KindSet::ALL);
-    assert_eq!(k("fd.sip = 1.2.3.4"), KindSet { syscall: false, block: false, proc: false });
+    assert_eq!(k("fd.sip = 1.2.3.4"), sys);
 }

@@ -38,6 +38,12 @@ const CORPUS: &[&str] = &[
     "thread.tid != 7 and proc.ppid exists and fd.filename endswith .log",
     "evt.kind = proc and evt.type = exec",
     "fd.name = \"quoted \\\" value\" or proc.name = 'it\\'s'",
+    "fd.sport = 80 and fd.cip != 10.0.0.7 or fd.port in (53, 5120) and fd.l4proto = udp",
+    "fd.lip = ::1 and fd.rport > 1024 and not fd.rip startswith 10.",
+    "evt.time > 2026-11-22T22:30:13Z and evt.datetime <= '1970-01-01 00:00:01.5+01:00'",
+    "evt.arg.dirfd = AT_FDCWD and evt.arg.flags contains O_CREAT and evt.arg.mode = 0644",
+    "evt.args contains 'fd=3' or evt.arg.res in (ENOENT, ERESTARTNOHAND) or evt.arg.size >= 4KiB",
+    "proc.cmdline contains 'http.server' and proc.args startswith -m",
 ];
 
 const PIECES: &[&str] = &[
@@ -89,6 +95,14 @@ const PIECES: &[&str] = &[
     ".",
     "evt.",
     "[1]",
+    "fd.sip",
+    "fd.port",
+    "evt.arg.",
+    "proc.args",
+    "2026-11-22T22:30:13Z",
+    "+01:00",
+    "::1",
+    "->",
 ];
 
 fn mutate(r: &mut Rng, s: &str) -> String {

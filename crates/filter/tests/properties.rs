@@ -1,5 +1,6 @@
 //! Property tests on random events and random filters:
-//! - push-down then filter == filter alone (the kernel never drops a matching event);
+//! - push-down then filter == filter alone (the kernel never drops a matching event), and the
+//!   push-down alone == the filter for the kinds it says it is exact for;
 //! - matching events lie in `needs_kinds()`;
 //! - `not (F)` is the complement of `F`;
 //! - names resolved at compile time agree with the generic string path (`f = v` == `f glob v`).
@@ -11,7 +12,23 @@ use proptest::prelude::*;
 fn header() -> TraceHeader {
     TraceHeader {
         start_ns: 100,
-        processes: vec![ProcessInfo { pid: 1, ppid: 0, exe: "/sbin/init".into(), ..Default::default() }],
+        processes: vec![
+            ProcessInfo { pid: 1, ppid: 0, exe: "/sbin/init".into(), ..Default::default() },
+            ProcessInfo {
+                pid: 2,
+                ppid: 1,
+                comm: "httpd".into(),
+                cmdline: "httpd -k start".into(),
+                ..Default::default()
+            },
+        ],
+        fds: vec![latscope_event::FdInfo {
+            pid: 1,
+            fd: 3,
+            path: "0.0.0.0:5120".into(),
+            fd_type: 3,
+            ..Default::default()
+        }],
         users: [(0, "root".to_string())].into_iter().collect(),
         block_devices: vec![
             BlockDevice { dev: 253 << 20, name: "vda".into(), ..Default::default() },
@@ -22,7 +39,18 @@ fn header() -> TraceHeader {
 }
 
 const COMMS: [&str; 5] = ["httpd", "test", "nginx", "", "a-very-long-pro"];
-const PATHS: [&str; 6] = ["/mnt/a.log", "/etc/passwd", "", "rel/x", "/", "/mnt"];
+const PATHS: [&str; 10] = [
+    "/mnt/a.log",
+    "/etc/passwd",
+    "",
+    "rel/x",
+    "/",
+    "/mnt",
+    "10.0.0.1:80->10.0.0.7:5120",
+    "10.0.0.7:5120->10.0.0.1:80",
+    "udp:[::1]:53",
+    "udp:10.0.0.7:53->[::1]:9",
+];
 const LATS: [u64; 7] = [0, 999, 1000, 1_000_000, 1_000_001, 250_000, u64::MAX];
 
 fn event() -> impl Strategy<Value = Event> {
@@ -37,6 +65,8 @@ fn event() -> impl Strategy<Value = Event> {
             Just(17),
             Just(18),
             Just(257),
+            Just(42),
+            Just(43),
             Just(1000),
             0u16..500
         ],
@@ -45,28 +75,35 @@ fn event() -> impl Strategy<Value = Event> {
         prop_oneof![Just(0i64), Just(-2), Just(-4000), Just(4096), any::<i64>()],
         (prop_oneof![Just(-1i32), 0i32..5], 0u8..20),
         prop::sample::select(vec![253u32 << 20, 7 << 20, (8 << 20) | 1]),
-        (prop::sample::select(COMMS.to_vec()), prop::sample::select(PATHS.to_vec())),
+        (
+            prop::sample::select(COMMS.to_vec()),
+            prop::sample::select(PATHS.to_vec()),
+            prop::sample::select(vec!["", "ls -l /tmp", "x"]),
+        ),
         (prop::sample::select(vec![0u64, 1, 0x1a2b]), prop::sample::select(vec![0u64, 4096, 65536])),
         0u64..5000,
     )
         .prop_map(
-            |(kind, nr, lat, (pid, tid, uid), ret, (fd, fd_type), dev, (comm, path), (cgroup, bytes), ts)| Event {
-                kind,
-                nr: if kind == 2 { nr % 4 } else { nr },
-                lat,
-                pid,
-                tid,
-                uid,
-                ret,
-                fd,
-                fd_type,
-                dev,
-                cgroup,
-                bytes,
-                ts,
-                comm: comm.into(),
-                path: path.into(),
-                ..Default::default()
+            |(kind, nr, lat, (pid, tid, uid), ret, (fd, fd_type), dev, (comm, path, path2), (cgroup, bytes), ts)| {
+                Event {
+                    kind,
+                    nr: if kind == 2 { nr % 4 } else { nr },
+                    lat,
+                    pid,
+                    tid,
+                    uid,
+                    ret,
+                    fd,
+                    fd_type,
+                    dev,
+                    cgroup,
+                    bytes,
+                    ts,
+                    comm: comm.into(),
+                    path: path.into(),
+                    path2: path2.into(),
+                    ..Default::default()
+                }
             },
         )
 }
@@ -105,7 +142,19 @@ fn clause() -> impl Strategy<Value = String> {
             prop::sample::select(LATS.to_vec())
         )
             .prop_map(|(f, o, v)| format!("{f} {o} {v}")),
-        (op, pick(&["1ms", "250us", "1 s", "0", "-5"])).prop_map(|(o, v)| format!("evt.latency {o} {v}")),
+        (op.clone(), pick(&["1ms", "250us", "1 s", "0", "-5"])).prop_map(|(o, v)| format!("evt.latency {o} {v}")),
+        (
+            pick(&["evt.time", "evt.datetime"]),
+            op.clone(),
+            pick(&[
+                "1970-01-01T00:00:00.0000025Z",
+                "1970-01-01",
+                "'1970-01-01 01:00:00.000001+01:00'",
+                "2500",
+                "2026-11-22T22:30:13Z"
+            ])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} {v}")),
         (eqop.clone(), pick(&["file", "directory", "ipv4", "pipe", "unknown"]))
             .prop_map(|(o, v)| format!("fd.type {o} {v}")),
         prop::collection::vec(pick(&["file", "ipv4", "unknown"]), 1..3)
@@ -114,7 +163,7 @@ fn clause() -> impl Strategy<Value = String> {
         (eqop.clone(), pick(&["vda", "loop0", "sdz"])).prop_map(|(o, v)| format!("blk.disk {o} {v}")),
         prop::collection::vec(pick(&["vda", "loop0"]), 1..3).prop_map(|v| format!("blk.disk in ({})", v.join(", "))),
         (eqop.clone(), pick(&["syscall", "block", "proc"])).prop_map(|(o, v)| format!("evt.kind {o} {v}")),
-        (eqop, pick(&["SUCCESS", "ENOENT", "E4000"])).prop_map(|(o, v)| format!("evt.res {o} {v}")),
+        (eqop.clone(), pick(&["SUCCESS", "ENOENT", "E4000"])).prop_map(|(o, v)| format!("evt.res {o} {v}")),
         (pick(&["contains", "startswith", "endswith", "glob", "icontains"]), pick(&["/mnt", "a", "*.log", "MNT", ""]))
             .prop_map(|(o, v)| format!("fd.name {o} '{v}'")),
         pick(&[
@@ -124,8 +173,61 @@ fn clause() -> impl Strategy<Value = String> {
             "container.id = host",
             "container.id != 1a2b"
         ]),
-        (pick(&["proc.exe", "fd.num", "blk.sector", "user.name", "fd.sip", "blk.disk", "fd.type"]))
-            .prop_map(|f| format!("{f} exists")),
+        (pick(&[
+            "proc.exe",
+            "fd.num",
+            "blk.sector",
+            "user.name",
+            "fd.sip",
+            "blk.disk",
+            "fd.type",
+            "fd.cport",
+            "fd.rip"
+        ]))
+        .prop_map(|f| format!("{f} exists")),
+        (
+            pick(&["fd.sip", "fd.cip", "fd.lip", "fd.rip"]),
+            eqop.clone(),
+            pick(&["10.0.0.1", "10.0.0.7", "::1", "0:0::1"])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} {v}")),
+        (
+            pick(&["fd.sport", "fd.cport", "fd.lport", "fd.rport", "fd.port"]),
+            op.clone(),
+            pick(&["80", "5120", "53", "9", "0"])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} {v}")),
+        prop::collection::vec(pick(&["80", "53", "9"]), 1..3).prop_map(|v| format!("fd.port in ({})", v.join(", "))),
+        (eqop, pick(&["tcp", "udp", "unix"])).prop_map(|(o, v)| format!("fd.l4proto {o} {v}")),
+        (
+            pick(&["proc.cmdline", "proc.args"]),
+            pick(&["=", "!=", "contains", "startswith"]),
+            pick(&["httpd -k start", "-k start", "ls", "", "x"])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} '{v}'")),
+        (
+            pick(&["evt.arg.fd", "evt.arg.size", "evt.arg.offset", "evt.arg.pos", "evt.arg.dirfd"]),
+            pick(&["=", "!=", "<", ">="]),
+            pick(&["0", "3", "4096", "-100"])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} {v}")),
+        Just("evt.arg.dirfd = AT_FDCWD".to_string()),
+        (
+            pick(&[
+                "evt.args",
+                "evt.arg.name",
+                "evt.arg.path",
+                "evt.arg.oldpath",
+                "evt.arg.newpath",
+                "evt.arg.flags",
+                "evt.arg.mode",
+                "evt.arg.whence",
+                "evt.arg.res"
+            ]),
+            pick(&["=", "!=", "contains", "startswith", "glob"]),
+            pick(&["fd=3", "/mnt", "O_RDONLY", "0", "SEEK_SET", "ENOENT", "*"])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} '{v}'")),
     ]
 }
 
@@ -174,10 +276,53 @@ proptest! {
             let full = f.matches(&b, row, &ctx);
             let staged = p.admits(&b, row) && f.matches(&b, row, &ctx);
             prop_assert_eq!(staged, full, "row {} {:?} filter {} pushdown {:?}", row, b.get(row), src, p);
+            // Where the push-down claims to be exact, the kernel's verdict is the filter's.
+            if let Some(k) = latscope_event::EventKind::from_u8(b.kind[row]).filter(|&k| p.is_exact(k)) {
+                prop_assert_eq!(p.admits(&b, row), full, "exact for {:?}: row {:?} filter {} pushdown {:?}", k, b.get(row), src, p);
+            }
             if full {
                 prop_assert!(kinds.contains(latscope_event::EventKind::from_u8(b.kind[row]).unwrap()));
             }
             prop_assert_eq!(neg.matches(&b, row, &ctx), !full);
+        }
+    }
+
+    /// A process renamed by exec: the execve's return (and what follows) carries the new command
+    /// name, while a kernel tests at entry with the old one; the push-down's verdict is on the name
+    /// the event carries, and never drops an event the filter keeps.
+    #[test]
+    fn exec_renames_and_pushdown_still_admits(
+        (old, new) in (prop::sample::select(COMMS.to_vec()), prop::sample::select(COMMS.to_vec())),
+        ret in prop_oneof![Just(0i64), Just(-2)],
+        src in top_filter(),
+    ) {
+        let execve = latscope_event::syscall_nr("execve").unwrap();
+        let at = |nr, comm: &str, ret| Event { kind: 0, nr, pid: 2, tid: 2, fd: -1, ret, lat: 2_000_000, comm: comm.into(), ..Default::default() };
+        let events = [
+            at(0, old, 5),
+            // A failed execve keeps the old name.
+            at(execve, if ret == 0 { new } else { old }, ret),
+            Event {
+                kind: 2,
+                nr: 1,
+                pid: 2,
+                tid: 2,
+                comm: new.into(),
+                path: format!("/usr/bin/{new}"),
+                path2: format!("{new} -x"),
+                ..Default::default()
+            },
+            at(0, new, 5),
+        ];
+        let (b, ctx, _) = batch(if ret == 0 { &events } else { &events[..2] });
+        let f = Filter::parse(&src).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let p = f.pushdown();
+        for row in 0..b.len() {
+            let full = f.matches(&b, row, &ctx);
+            prop_assert!(!full || p.admits(&b, row), "dropped row {} {:?} for {} ({:?})", row, b.get(row), src, p);
+            if b.kind[row] == 0 && p.is_exact(latscope_event::EventKind::Syscall) {
+                prop_assert_eq!(p.admits(&b, row), full);
+            }
         }
     }
 

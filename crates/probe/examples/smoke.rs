@@ -1,7 +1,7 @@
 use latscope_probe::*;
 use std::time::Duration;
 fn main() {
-    let h = snapshot::take(vec![], "all", true, None);
+    let h = snapshot::take(vec![], latscope_event::SyscallSet::All, true, None);
     let cfg = ProbeConfig { comms: vec!["cat".into()], ..Default::default() };
     let mut p = Probe::start(&cfg, &h).unwrap_or_else(|e| panic!("{e}"));
     std::process::Command::new("cat").arg("/etc/hostname").status().unwrap();

@@ -140,8 +140,8 @@ impl Decoder {
             return;
         }
         let raw1 = &data[RECORD_SIZE..RECORD_SIZE + l1];
+        let raw2 = &data[RECORD_SIZE + l1..RECORD_SIZE + l1 + l2];
         let p1 = cstr(raw1);
-        let p2 = cstr(&data[RECORD_SIZE + l1..RECORD_SIZE + l1 + l2]);
 
         let mut e = std::mem::take(&mut self.scratch);
         e.kind = r.kind;
@@ -164,6 +164,8 @@ impl Decoder {
         e.addr = r.addr;
         e.cgroup = r.cgroup;
         e.qtime = r.qtime;
+        e.off2 = r.off2;
+        e.cpu = r.cpu;
         e.comm.clear();
         let comm = r.comm.map(|c| c as u8);
         e.comm.push_str(&cstr(&comm));
@@ -171,8 +173,8 @@ impl Decoder {
         e.path2.clear();
 
         match EventKind::from_u8(r.kind) {
-            Some(EventKind::Syscall) => self.syscall(&mut e, &p1, &p2, raw1),
-            Some(EventKind::Proc) => self.proc(&mut e, &p1),
+            Some(EventKind::Syscall) => self.syscall(&mut e, &p1, &cstr(raw2), raw1),
+            Some(EventKind::Proc) => self.proc(&mut e, &p1, raw2),
             _ => {}
         }
         match &mut self.other {
@@ -203,11 +205,24 @@ impl Decoder {
         if socket_named && d.has(SysDesc::RET_FD) {
             return; // accept: the new fd is named; nothing else to do
         }
+        let name = latscope_event::syscall_name(e.nr).unwrap_or("");
         if socket_named {
             // connect: named by its addresses
+        } else if d.path != NONE && matches!(name, "symlink" | "symlinkat") {
+            // The target is stored in the link as given: resolving it would change it.
+            e.path.push_str(p1);
         } else if d.path != NONE {
             let dirfd = if d.dirfd != NONE { e.dirfd } else { AT_FDCWD };
-            e.path = self.resolve(e.pid, dirfd, p1);
+            // A successful execveat relative to a directory fd: the kernel's copy of the path
+            // (which the event carries) is `/dev/fd/N/PATH`.
+            let fd_rel = (name == "execveat" && ok).then(|| p1.strip_prefix("/dev/fd/")).flatten().and_then(|r| {
+                let (n, rest) = r.split_once('/').unwrap_or((r, ""));
+                Some((n.parse::<i32>().ok()?, rest))
+            });
+            e.path = match fd_rel {
+                Some((n, rest)) => self.resolve(e.pid, n, rest),
+                None => self.resolve(e.pid, dirfd, p1),
+            };
         } else if e.fd >= 0 {
             if let Some(p) = self.fd_path(e.pid, e.fd, t, e.dev, e.ino) {
                 e.path.push_str(&p);
@@ -217,10 +232,13 @@ impl Decoder {
             let dirfd2 = if d.dirfd2 != NONE { e.addr as i32 } else { AT_FDCWD };
             e.path2 = self.resolve(e.pid, dirfd2, p2);
         }
+        if matches!(name, "socket" | "socketpair") {
+            // The type's SOCK_NONBLOCK and SOCK_CLOEXEC bits, the flags of pipe2 and accept4.
+            e.flags = e.mode & (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u32;
+        }
         if !ok {
             return;
         }
-        let name = latscope_event::syscall_name(e.nr).unwrap_or("");
         if d.has(SysDesc::RET_FD) {
             let newfd = e.ret as i32;
             let path: Option<Arc<str>> = if d.path != NONE {
@@ -255,6 +273,13 @@ impl Decoder {
                 }
                 self.by_fd.insert((e.pid, newfd), p);
             }
+        } else if name == "close_range" {
+            // fd = first, addr = last; CLOSE_RANGE_CLOEXEC only marks them close-on-exec.
+            const CLOSE_RANGE_CLOEXEC: u32 = 4;
+            if e.flags & CLOSE_RANGE_CLOEXEC == 0 {
+                let (first, last) = (e.fd.max(0) as u32, e.addr.min(i32::MAX as u64) as u32);
+                self.by_fd.retain(|&(p, fd), _| p != e.pid || !(first..=last).contains(&(fd as u32)));
+            }
         } else if d.has(SysDesc::CLOSE) {
             self.by_fd.remove(&(e.pid, e.fd));
         } else if (name == "chdir" || name == "fchdir") && !e.path.is_empty() {
@@ -266,7 +291,7 @@ impl Decoder {
         }
     }
 
-    fn proc(&mut self, e: &mut Event, p1: &str) {
+    fn proc(&mut self, e: &mut Event, p1: &str, raw2: &[u8]) {
         match ProcOp::from_u16(e.nr) {
             Some(ProcOp::Fork) => {
                 // The child starts in its parent's directory, with its parent's fds.
@@ -284,7 +309,16 @@ impl Decoder {
                     self.by_fd.insert((e.pid, fd), path);
                 }
             }
-            Some(ProcOp::Exec) => e.path = self.resolve(e.pid, AT_FDCWD, p1),
+            Some(ProcOp::Exec) => {
+                e.path = self.resolve(e.pid, AT_FDCWD, p1);
+                // The argument area: NUL-separated arguments, joined by spaces.
+                for (i, a) in raw2.split(|&c| c == 0).filter(|a| !a.is_empty()).enumerate() {
+                    if i > 0 {
+                        e.path2.push(' ');
+                    }
+                    e.path2.push_str(&String::from_utf8_lossy(a));
+                }
+            }
             Some(ProcOp::Exit) => {
                 self.cwd.remove(&e.pid);
                 self.by_fd.retain(|(p, _), _| *p != e.pid);
@@ -294,7 +328,9 @@ impl Decoder {
     }
 }
 
-/// `local->peer` (or `local` alone when there is no peer) from a `struct ls_sock_tuple`.
+/// The socket's name from a `struct ls_sock_tuple`: `local->peer`, or `local` alone when there is
+/// no peer, with the protocol first unless it is TCP (`udp:10.0.0.1:53->10.0.0.2:41000`; see
+/// [`latscope_event::sock_name`]).
 fn sock_name(raw: &[u8]) -> Option<String> {
     if raw.len() != std::mem::size_of::<ls_sock_tuple>() {
         return None;
@@ -313,13 +349,9 @@ fn sock_name(raw: &[u8]) -> Option<String> {
             std::net::IpAddr::V4(std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]))
         }
     };
-    let local = latscope_event::sock_addr(addr(t.laddr), t.lport);
     let peer = addr(t.raddr);
-    Some(if t.rport == 0 && peer.is_unspecified() {
-        local
-    } else {
-        format!("{local}->{}", latscope_event::sock_addr(peer, t.rport))
-    })
+    let peer = (t.rport != 0 || !peer.is_unspecified()).then_some((peer, t.rport));
+    Some(latscope_event::sock_name(latscope_event::l4_proto_name(t.proto), (addr(t.laddr), t.lport), peer))
 }
 
 fn cstr(b: &[u8]) -> Cow<'_, str> {
@@ -383,7 +415,15 @@ mod tests {
     fn paths_follow_opens_cwd_and_snapshot() {
         let h = TraceHeader {
             processes: vec![ProcessInfo { pid: 10, cwd: "/work".into(), ..Default::default() }],
-            fds: vec![FdInfo { pid: 10, fd: 3, path: "/var/log/a".into(), fd_type: 1, dev: 5, ino: 77 }],
+            fds: vec![FdInfo {
+                pid: 10,
+                fd: 3,
+                path: "/var/log/a".into(),
+                fd_type: 1,
+                dev: 5,
+                ino: 77,
+                ..Default::default()
+            }],
             ..Default::default()
         };
         let mut d = Decoder::new(&h, false);
@@ -414,6 +454,81 @@ mod tests {
         assert_eq!(b.path.get(2), "/var/log/a");
         assert_eq!((b.path.get(3), b.path2.get(3)), ("/a", "/work/b"));
         assert_eq!(b.comm.get(0), "x");
+    }
+
+    /// A successful exec: the program resolved against the working directory, the arguments
+    /// (NUL-separated in the record) joined by spaces; execveat relative to a directory fd.
+    #[test]
+    fn exec_events_carry_program_and_arguments() {
+        let h = TraceHeader {
+            processes: vec![ProcessInfo { pid: 10, cwd: "/work".into(), ..Default::default() }],
+            fds: vec![FdInfo { pid: 10, fd: 7, path: "/opt/bin".into(), fd_type: 2, ..Default::default() }],
+            ..Default::default()
+        };
+        let mut d = Decoder::new(&h, false);
+        let mut p = ev("read", -1, 0);
+        p.kind = EventKind::Proc as u8;
+        p.nr = ProcOp::Exec as u16;
+        let mut raw = rec(p, "./tool", "");
+        let argv = b"./tool\0-v\0two words\0";
+        // SAFETY: the record starts with an ls_event.
+        let mut r: ls_event = unsafe { std::ptr::read_unaligned(raw.as_ptr() as *const ls_event) };
+        r.path2_len = argv.len() as u16;
+        // SAFETY: plain old data.
+        let head = unsafe { std::slice::from_raw_parts(&r as *const ls_event as *const u8, RECORD_SIZE) };
+        raw = [head, &raw[RECORD_SIZE..], argv].concat();
+        d.record(&raw);
+        d.record(&rec(ev("execveat", -1, 0), "/dev/fd/7/tool", ""));
+        d.record(&rec(ev("execve", -1, 0), "tool", ""));
+        let b = d.take();
+        assert_eq!((b.path.get(0), b.path2.get(0)), ("/work/tool", "./tool -v two words"));
+        assert_eq!(b.path.get(1), "/opt/bin/tool");
+        assert_eq!(b.path.get(2), "/work/tool");
+    }
+
+    /// connect and accept carry the kernel's addresses and protocol: the fd is named by them,
+    /// the protocol first unless it is TCP, and later calls on the fd (or its inode) share the name.
+    #[test]
+    fn sockets_are_named_with_their_protocol() {
+        let tuple = |proto: u16, v6: bool, lport: u16, rport: u16| {
+            // SAFETY: all-zero is a valid ls_sock_tuple.
+            let mut t: ls_sock_tuple = unsafe { std::mem::zeroed() };
+            t.family = if v6 { libc::AF_INET6 } else { libc::AF_INET } as u16;
+            t.proto = proto;
+            t.lport = lport;
+            t.rport = rport;
+            if v6 {
+                t.laddr[15] = 1;
+                t.raddr[15] = 1;
+            } else {
+                t.laddr[..4].copy_from_slice(&[10, 0, 0, 1]);
+                t.raddr[..4].copy_from_slice(&[10, 0, 0, 7]);
+            }
+            // SAFETY: plain old data.
+            unsafe { std::slice::from_raw_parts(&t as *const ls_sock_tuple as *const u8, std::mem::size_of_val(&t)) }
+                .to_vec()
+        };
+        assert_eq!(sock_name(&tuple(6, false, 80, 5120)).as_deref(), Some("10.0.0.1:80->10.0.0.7:5120"));
+        assert_eq!(sock_name(&tuple(17, false, 41000, 53)).as_deref(), Some("udp:10.0.0.1:41000->10.0.0.7:53"));
+        assert_eq!(sock_name(&tuple(17, true, 53, 0)).as_deref(), Some("udp:[::1]:53->[::1]:0"));
+        assert_eq!(sock_name(&tuple(255, false, 1, 0)).as_deref(), Some("raw:10.0.0.1:1->10.0.0.7:0"));
+        assert_eq!(sock_name(&tuple(6, false, 80, 5120)[1..]), None);
+
+        let mut d = Decoder::new(&TraceHeader::default(), false);
+        let mut c = ev("connect", 5, 0);
+        c.fd_type = FdType::Ipv4 as u8;
+        c.ino = 42;
+        c.path_len = std::mem::size_of::<ls_sock_tuple>() as u16;
+        // SAFETY: ls_event is plain old data.
+        let raw = unsafe { std::slice::from_raw_parts(&c as *const ls_event as *const u8, RECORD_SIZE) };
+        d.record(&[raw, &tuple(17, false, 41000, 53)].concat());
+        let mut s = ev("sendto", 5, 9);
+        s.fd_type = FdType::Ipv4 as u8;
+        s.ino = 42;
+        d.record(&rec(s, "", ""));
+        let b = d.take();
+        assert_eq!(b.path.get(0), "udp:10.0.0.1:41000->10.0.0.7:53");
+        assert_eq!(b.path.get(1), "udp:10.0.0.1:41000->10.0.0.7:53");
     }
 
     #[test]

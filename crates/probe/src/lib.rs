@@ -12,7 +12,7 @@ pub mod snapshot;
 
 pub use decode::{join, Decoder};
 
-use latscope_event::syscalls::{self, SysClass, NONE};
+use latscope_event::syscalls::{self, SysClass};
 use latscope_event::{EventBatch, FdType, TraceHeader};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
@@ -27,11 +27,14 @@ mod skel {
 }
 use skel::*;
 
-/// Number of histogram buckets per group in in-kernel aggregation (mirrors LS_AGG_BUCKETS).
-pub const AGG_BUCKETS: usize = 640;
-/// Number of histogram groups in in-kernel aggregation (mirrors LS_AGG_GROUPS).
-pub const AGG_GROUPS: usize = 512;
-const NR_MAX: usize = 512;
+use types::ls_limits;
+
+/// Number of histogram buckets per group in in-kernel aggregation (LS_AGG_BUCKETS, from BTF).
+pub const AGG_BUCKETS: usize = ls_limits::LS_AGG_BUCKETS.0 as usize;
+/// Number of histogram groups in in-kernel aggregation (LS_AGG_GROUPS, from BTF).
+pub const AGG_GROUPS: usize = ls_limits::LS_AGG_GROUPS.0 as usize;
+/// Syscall numbers covered by the kernel's tables (LS_NR_MAX, from BTF).
+const NR_MAX: usize = ls_limits::LS_NR_MAX.0 as usize;
 
 /// Errors from loading or running the probes.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +50,9 @@ pub enum ProbeError {
         /// The libbpf error.
         source: libbpf_rs::Error,
     },
+    /// Reading the ring buffer failed.
+    #[error("reading the ring buffer: {0}")]
+    Ring(std::io::Error),
 }
 
 fn bpf<T>(r: libbpf_rs::Result<T>, context: &str) -> Result<T, ProbeError> {
@@ -56,11 +62,28 @@ fn bpf<T>(r: libbpf_rs::Result<T>, context: &str) -> Result<T, ProbeError> {
 /// Check that this process can trace: root (or CAP_BPF+CAP_PERFMON), kernel BTF, and the tracepoints.
 /// The error is one line saying what is missing.
 pub fn check_environment() -> Result<(), ProbeError> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(ProbeError::Unsupported(
-            "latscope needs root to load eBPF programs: run it with sudo (or as root)".into(),
-        ));
+    let (_, release, machine) = snapshot::uname();
+    if machine != "x86_64" {
+        return Err(ProbeError::Unsupported(format!(
+            "latscope's probes support x86_64 only (this machine is {machine}): the syscall table and argument layouts are x86_64's"
+        )));
+    }
+    if let Some(v) = kernel_version(&release) {
+        if v < MIN_KERNEL {
+            return Err(ProbeError::Unsupported(format!(
+                "latscope needs Linux {}.{} or later (its probes use bpf_rdonly_cast and task storage in tp_btf programs); this kernel is {release}",
+                MIN_KERNEL.0, MIN_KERNEL.1
+            )));
+        }
+    }
+    let missing = missing_capabilities();
+    if !missing.is_empty() {
+        return Err(ProbeError::Unsupported(format!(
+            "latscope needs root to load eBPF programs and read other processes' open files: run it with sudo \
+             (or give it {}; missing: {})",
+            CAPS.iter().map(|c| c.1).collect::<Vec<_>>().join(", "),
+            missing.join(", ")
+        )));
     }
     if std::fs::metadata("/sys/kernel/btf/vmlinux").is_err() {
         return Err(ProbeError::Unsupported(
@@ -68,6 +91,33 @@ pub fn check_environment() -> Result<(), ProbeError> {
         ));
     }
     Ok(())
+}
+
+/// The capabilities that let a non-root user run the probes: load BPF programs and attach them
+/// to tracepoints, read kernel memory from them, and read any process's /proc fd table.
+const CAPS: [(u32, &str); 4] =
+    [(39, "CAP_BPF"), (38, "CAP_PERFMON"), (19, "CAP_SYS_PTRACE"), (2, "CAP_DAC_READ_SEARCH")];
+
+/// The capabilities of [`CAPS`] this process lacks (none for root).
+fn missing_capabilities() -> Vec<&'static str> {
+    let eff = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_string())))
+        .and_then(|v| u64::from_str_radix(&v, 16).ok())
+        .unwrap_or(0);
+    CAPS.iter().filter(|(bit, _)| eff & (1 << bit) == 0).map(|c| c.1).collect()
+}
+
+/// The oldest kernel the probes load on: `bpf_rdonly_cast` (a direct, fault-safe load of kernel
+/// memory) arrived in Linux 6.2.
+pub const MIN_KERNEL: (u32, u32) = (6, 2);
+
+/// `(major, minor)` of a kernel release string such as `6.18.0-1-amd64`.
+pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 /// Which syscalls to trace.
@@ -155,6 +205,21 @@ impl Default for ProbeConfig {
     }
 }
 
+impl ProbeConfig {
+    /// Whether the probes record every syscall that touches files or fds, unfiltered, with what
+    /// a replay needs ([`latscope_event::CAPTURE_REPLAY_V1`]): every syscall or the `io` set,
+    /// process events, no command-name, latency or fd-type filter, no aggregation. A pid filter
+    /// limits the processes, not their calls, and keeps the capture complete for them.
+    pub fn captures_for_replay(&self) -> bool {
+        matches!(self.syscalls, SyscallSel::All | SyscallSel::Io)
+            && self.procs
+            && self.comms.is_empty()
+            && self.min_lat_ns == 0
+            && self.fd_types.is_empty()
+            && self.aggregate.is_none()
+    }
+}
+
 /// Counters kept by the probes in the kernel, summed over CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProbeStats {
@@ -223,7 +288,13 @@ pub struct Probe {
     decoder: Rc<RefCell<Decoder>>,
     ncpus: usize,
     aggregating: bool,
+    attached_ns: u64,
 }
+
+/// Most ring-buffer records one poll consumes: under a sustained event rate the producers can
+/// keep the buffer non-empty forever, and a consumer that reads until it is empty never returns
+/// to flush its blocks or notice a stop request.
+pub const MAX_RECORDS_PER_POLL: usize = 16_384;
 
 impl Probe {
     /// Load, configure and attach the probes. `header` is the start snapshot (for naming open files).
@@ -246,16 +317,22 @@ impl Probe {
         ro.fdtype_mask = cfg.fd_types.iter().fold(0u32, |m, t| m | (1 << (*t as u32 & 31)));
         ro.agg_mode = u8::from(cfg.aggregate.is_some());
         ro.agg_group = match cfg.aggregate {
-            None | Some(AggGroup::All) => 0,
-            Some(AggGroup::FdClass) => 1,
-            Some(AggGroup::Syscall) => 2,
-            Some(AggGroup::SysClass) => 3,
-        };
+            None | Some(AggGroup::All) => types::ls_agg_group::LS_AGG_ALL,
+            Some(AggGroup::FdClass) => types::ls_agg_group::LS_AGG_FDCLASS,
+            Some(AggGroup::Syscall) => types::ls_agg_group::LS_AGG_SYSCALL,
+            Some(AggGroup::SysClass) => types::ls_agg_group::LS_AGG_SYSCLASS,
+        }
+        .0 as u8;
         let ring = cfg.ring_bytes.max(1 << 20).next_power_of_two();
         ro.wake_bytes = (ring / 8) as u64;
+        ro.proc_events = u8::from(cfg.procs);
+        // The exec program keeps its path for the execve event (the syscall's own argument is
+        // gone by its exit): only when syscall events are streamed.
+        let want_sys = cfg.syscalls != SyscallSel::Off;
+        ro.stash_exec = u8::from(want_sys && cfg.aggregate.is_none());
+        let want_exec = cfg.procs || ro.stash_exec != 0;
         bpf(open.maps.events.set_max_entries(ring as u32), "sizing the ring buffer")?;
 
-        let want_sys = cfg.syscalls != SyscallSel::Off;
         open.progs.ls_sys_enter.set_autoload(want_sys);
         open.progs.ls_sys_exit.set_autoload(want_sys);
         open.progs.ls_switch.set_autoload(want_sys);
@@ -264,7 +341,7 @@ impl Probe {
         }
         // Fork tracking is needed to follow children even when proc events are not wanted.
         open.progs.ls_fork.set_autoload(cfg.procs || cfg.follow_children);
-        open.progs.ls_exec.set_autoload(cfg.procs);
+        open.progs.ls_exec.set_autoload(want_exec);
         open.progs.ls_exit.set_autoload(cfg.procs);
 
         let skel = bpf(open.load(), "loading the BPF programs (is this kernel 5.11 or later with BTF?)")?;
@@ -293,14 +370,13 @@ impl Probe {
                 want: u8::from(want),
                 bits: d.bits,
                 class: d.class as u8,
-                pad: 0,
+                off2: d.off2,
             };
             bpf(
                 skel.maps.sys_desc.update(&(nr as u32).to_ne_bytes(), as_bytes(&v), MapFlags::ANY),
                 "filling the syscall table",
             )?;
         }
-        debug_assert_eq!(NONE, 0xff);
         for t in FdType::ALL {
             let g = fd_class_group(t);
             bpf(
@@ -324,6 +400,9 @@ impl Probe {
             )?;
         }
 
+        // Time zero of the recording: the probes are loaded and about to attach. Taken here, not
+        // before loading, so that views do not show the load time as an idle stretch.
+        let attached_ns = snapshot::monotonic_ns();
         let mut links = Vec::new();
         let progs = [
             // First: entries in per-CPU slots must move with their task from the start.
@@ -334,7 +413,7 @@ impl Probe {
             (&skel.progs.ls_rq_issue, cfg.block),
             (&skel.progs.ls_rq_complete, cfg.block),
             (&skel.progs.ls_fork, cfg.procs || cfg.follow_children),
-            (&skel.progs.ls_exec, cfg.procs),
+            (&skel.progs.ls_exec, want_exec),
             (&skel.progs.ls_exit, cfg.procs),
         ];
         for (p, on) in progs {
@@ -353,6 +432,7 @@ impl Probe {
             decoder,
             ncpus: bpf(libbpf_rs::num_possible_cpus(), "counting CPUs")?,
             aggregating: cfg.aggregate.is_some(),
+            attached_ns,
         };
         if !probe.aggregating {
             let dec = probe.decoder.clone();
@@ -418,40 +498,67 @@ impl Probe {
         r
     }
 
-    /// Wait up to `timeout` and consume the ring buffer into the decoder's batch.
+    /// Consume up to [`MAX_RECORDS_PER_POLL`] records into the decoder's batch, waiting up to
+    /// `timeout` for the first when there are none.
     fn poll_raw(&mut self, timeout: Duration) -> Result<(), ProbeError> {
-        if let Some(rb) = &self.rb {
-            // Producers skip wakeups until the buffer is 1/8 full (cheaper per event), so the
-            // poll may time out with data waiting: always consume afterwards. A signal (Ctrl-C)
-            // interrupts the wait: the caller decides whether to stop.
-            match rb.poll(timeout) {
-                Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
-                r => bpf(r, "reading the ring buffer")?,
-            }
-            bpf(rb.consume(), "reading the ring buffer")?;
-        } else {
+        let Some(rb) = &self.rb else {
             std::thread::sleep(timeout);
+            return Ok(());
+        };
+        let n = rb.consume_raw_n(MAX_RECORDS_PER_POLL);
+        if n < 0 {
+            return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
+        }
+        if n > 0 {
+            return Ok(());
+        }
+        // Nothing yet: wait on the ring buffer's epoll fd (which consumes nothing). Producers
+        // skip wakeups until the buffer is 1/8 full (cheaper per event), so the wait may time out
+        // with data waiting: consume afterwards either way. A signal (Ctrl-C) interrupts the
+        // wait: the caller decides whether to stop.
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: epoll_wait on the ring buffer's own epoll fd with one valid event slot.
+        unsafe { libc::epoll_wait(rb.epoll_fd(), &mut ev, 1, ms) };
+        let n = rb.consume_raw_n(MAX_RECORDS_PER_POLL);
+        if n < 0 {
+            return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
         }
         Ok(())
     }
 
-    /// Read everything already in the ring buffer without waiting.
+    /// Read what is already in the ring buffer (at most [`MAX_RECORDS_PER_POLL`] records)
+    /// without waiting.
     pub fn drain(&mut self) -> Result<EventBatch, ProbeError> {
         if let Some(rb) = &self.rb {
-            bpf(rb.consume(), "reading the ring buffer")?;
+            let n = rb.consume_raw_n(MAX_RECORDS_PER_POLL);
+            if n < 0 {
+                return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
+            }
         }
         Ok(self.decoder.borrow_mut().take())
     }
 
-    /// The in-kernel counters.
+    /// CLOCK_MONOTONIC ns at which the probes were attached: time zero of what they saw.
+    pub fn attached_ns(&self) -> u64 {
+        self.attached_ns
+    }
+
+    /// The in-kernel counters (`struct ls_stats` per CPU, summed).
     pub fn stats(&self) -> ProbeStats {
-        let mut v = [0u64; 4];
-        for (i, slot) in v.iter_mut().enumerate() {
-            if let Ok(Some(per_cpu)) = self.skel.maps.stats.lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY) {
-                *slot = per_cpu.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap_or([0; 8]))).sum();
-            }
+        let mut t = ProbeStats::default();
+        let Ok(Some(per_cpu)) = self.skel.maps.stats.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY) else {
+            return t;
+        };
+        for b in per_cpu.iter().filter(|b| b.len() >= std::mem::size_of::<types::ls_stats>()) {
+            // SAFETY: length checked; ls_stats is plain old data; no alignment promise.
+            let s: types::ls_stats = unsafe { std::ptr::read_unaligned(b.as_ptr() as *const types::ls_stats) };
+            t.events += s.events;
+            t.lost += s.lost;
+            t.path_faults += s.path_faults;
+            t.blk_unpaired += s.blk_unpaired;
         }
-        ProbeStats { events: v[0], lost: v[1], path_faults: v[2], blk_unpaired: v[3] }
+        t
     }
 
     /// Records the decoder found malformed (never expected; reported with the stats).
@@ -539,6 +646,21 @@ pub fn sys_class_name(code: u32) -> &'static str {
 }
 
 #[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn kernel_releases_parse_to_major_and_minor() {
+        assert_eq!(kernel_version("6.18.0-1-amd64"), Some((6, 18)));
+        assert_eq!(kernel_version("5.15.0"), Some((5, 15)));
+        assert_eq!(kernel_version("6.2"), Some((6, 2)));
+        assert_eq!(kernel_version("weird"), None);
+        assert!(kernel_version("5.19.3").unwrap() < MIN_KERNEL);
+        assert!(kernel_version("6.2.0").unwrap() >= MIN_KERNEL);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -558,8 +680,93 @@ mod tests {
 
     #[test]
     fn record_layout_is_the_c_one() {
-        assert_eq!(std::mem::size_of::<types::ls_event>(), 128);
+        assert_eq!(std::mem::size_of::<types::ls_event>(), 144);
         assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 16);
+        assert_eq!(std::mem::size_of::<types::ls_stats>(), 32);
+        assert_eq!(std::mem::size_of_val(&types::ls_event::default().comm), ls_limits::LS_COMM_LEN.0 as usize);
+    }
+
+    /// What latscope-event mirrors of the C side (it cannot depend on the BPF object) has the
+    /// values of the object's BTF.
+    #[test]
+    fn event_crate_constants_are_the_c_ones() {
+        use latscope_event::{syscalls::SysDesc, EventKind, ProcOp, Rwbs};
+        use types::{ls_desc_bits as b, ls_fd_type as f, ls_kind as k, ls_proc_op as p, ls_rwbs as r};
+        assert_eq!(syscalls::NONE as u32, ls_limits::LS_ARG_NONE.0);
+        assert_eq!(NR_MAX, 512);
+        assert!(syscalls::syscall_count() <= NR_MAX);
+        for (rust, c) in [
+            (SysDesc::IO, b::LS_IO),
+            (SysDesc::READ, b::LS_READ),
+            (SysDesc::WRITE, b::LS_WRITE),
+            (SysDesc::RET_FD, b::LS_RET_FD),
+            (SysDesc::IOV, b::LS_IOV),
+            (SysDesc::OPENAT2, b::LS_OPENAT2),
+            (SysDesc::OFF_PTR, b::LS_OFF_PTR),
+            (SysDesc::FILE_POS, b::LS_FILE_POS),
+            (SysDesc::CLOSE, b::LS_CLOSE),
+            (SysDesc::ADDR_FD, b::LS_ADDR_FD),
+            (SysDesc::SOCK, b::LS_SOCK),
+            (SysDesc::FD_PAIR, b::LS_FD_PAIR),
+            (SysDesc::CLONE_ARGS, b::LS_CLONE_ARGS),
+            (SysDesc::RENAMES, b::LS_RENAMES),
+            (SysDesc::FD_TABLE, b::LS_FD_TABLE),
+        ] {
+            assert_eq!(rust as u32, c.0, "SysDesc bit {rust}");
+        }
+        for (rust, c) in [
+            (FdType::Unknown, f::LS_FD_UNKNOWN),
+            (FdType::File, f::LS_FD_FILE),
+            (FdType::Directory, f::LS_FD_DIR),
+            (FdType::Ipv4, f::LS_FD_IPV4),
+            (FdType::Ipv6, f::LS_FD_IPV6),
+            (FdType::Unix, f::LS_FD_UNIX),
+            (FdType::Pipe, f::LS_FD_PIPE),
+            (FdType::Event, f::LS_FD_EVENT),
+            (FdType::Signalfd, f::LS_FD_SIGNALFD),
+            (FdType::Eventpoll, f::LS_FD_EVENTPOLL),
+            (FdType::Inotify, f::LS_FD_INOTIFY),
+            (FdType::Timerfd, f::LS_FD_TIMERFD),
+            (FdType::Memfd, f::LS_FD_MEMFD),
+            (FdType::Chardev, f::LS_FD_CHR),
+            (FdType::Blockdev, f::LS_FD_BLK),
+            (FdType::Netlink, f::LS_FD_NETLINK),
+            (FdType::Socket, f::LS_FD_SOCKET),
+            (FdType::Anon, f::LS_FD_ANON),
+        ] {
+            assert_eq!(rust as u32, c.0, "{rust:?}");
+        }
+        assert_eq!(FdType::ALL.len(), 18, "every FdType is pinned above");
+        for (rust, c) in [(Rwbs::SYNC, r::LS_RWBS_SYNC), (Rwbs::META, r::LS_RWBS_META), (Rwbs::FUA, r::LS_RWBS_FUA)]
+            .into_iter()
+            .chain([(Rwbs::PREFLUSH, r::LS_RWBS_PREFLUSH), (Rwbs::RAHEAD, r::LS_RWBS_RAHEAD)])
+        {
+            assert_eq!(rust, c.0, "Rwbs bit {rust}");
+        }
+        assert_eq!(EventKind::Syscall as u32, k::LS_SYSCALL.0);
+        assert_eq!(EventKind::Block as u32, k::LS_BLOCK.0);
+        assert_eq!(EventKind::Proc as u32, k::LS_PROC.0);
+        assert_eq!(ProcOp::Fork as u32, p::LS_FORK.0);
+        assert_eq!(ProcOp::Exec as u32, p::LS_EXEC.0);
+        assert_eq!(ProcOp::Exit as u32, p::LS_EXIT.0);
+        assert_eq!(SysClass::Process as u32, types::ls_sys_class::LS_CLASS_PROCESS.0);
+    }
+
+    #[test]
+    fn replay_capture_needs_every_file_call_unfiltered() {
+        let all = ProbeConfig::default();
+        assert!(all.captures_for_replay());
+        assert!(ProbeConfig { syscalls: SyscallSel::Io, pids: vec![1], ..Default::default() }.captures_for_replay());
+        for c in [
+            ProbeConfig { syscalls: SyscallSel::Off, ..Default::default() },
+            ProbeConfig { syscalls: SyscallSel::Only(vec![0]), ..Default::default() },
+            ProbeConfig { comms: vec!["x".into()], ..Default::default() },
+            ProbeConfig { min_lat_ns: 1, ..Default::default() },
+            ProbeConfig { fd_types: vec![FdType::File], ..Default::default() },
+            ProbeConfig { aggregate: Some(AggGroup::All), ..Default::default() },
+        ] {
+            assert!(!c.captures_for_replay(), "{c:?}");
+        }
     }
 
     #[test]

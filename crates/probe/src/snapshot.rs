@@ -2,7 +2,7 @@
 //! processes and their open files. It goes into the trace header so that a
 //! trace can be read (and replayed) on another machine.
 
-use latscope_event::{BlockDevice, FdInfo, FdType, Mount, ProcessInfo, TraceHeader, TRACE_FORMAT_VERSION};
+use latscope_event::{BlockDevice, FdInfo, FdType, Mount, ProcessInfo, SyscallSet, TraceHeader, TRACE_FORMAT_VERSION};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -45,7 +45,8 @@ fn read_trim(path: &str) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
-fn uname() -> (String, String, String) {
+/// Host name, kernel release and machine (`uname -n -r -m`).
+pub fn uname() -> (String, String, String) {
     // SAFETY: uname fills the struct we own.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     unsafe { libc::uname(&mut u) };
@@ -185,31 +186,53 @@ pub fn fds_of(pid: u32, sockets: &Sockets) -> Vec<FdInfo> {
                     }
                 }
             }
-            Some(FdInfo { pid, fd, path, fd_type: t as u8, dev, ino })
+            let (pos, flags) = fdinfo(pid, fd).unwrap_or((-1, 0));
+            Some(FdInfo { pid, fd, path, fd_type: t as u8, dev, ino, pos, flags })
         })
         .collect()
 }
 
-/// Socket inode -> family and, for TCP/UDP, the `local->peer` name.
+/// File position and open flags of one fd, from /proc/PID/fdinfo/FD (`pos:` decimal, `flags:`
+/// octal, O_CLOEXEC included).
+pub fn fdinfo(pid: u32, fd: i32) -> Option<(i64, u32)> {
+    parse_fdinfo(&fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?)
+}
+
+fn parse_fdinfo(text: &str) -> Option<(i64, u32)> {
+    let (mut pos, mut flags) = (None, None);
+    for l in text.lines() {
+        if let Some(v) = l.strip_prefix("pos:") {
+            pos = v.trim().parse().ok();
+        } else if let Some(v) = l.strip_prefix("flags:") {
+            flags = u32::from_str_radix(v.trim(), 8).ok();
+        }
+    }
+    Some((pos?, flags?))
+}
+
+/// Socket inode -> family and, for IP sockets, the name (`local->peer`, see
+/// [`latscope_event::sock_name`]).
 pub type Sockets = BTreeMap<u64, (FdType, Option<String>)>;
 
 /// The sockets of the /proc/net tables, read now.
 pub fn sockets() -> Sockets {
     let mut m = BTreeMap::new();
-    for (file, t, col) in [
-        ("/proc/net/tcp", FdType::Ipv4, 9),
-        ("/proc/net/udp", FdType::Ipv4, 9),
-        ("/proc/net/tcp6", FdType::Ipv6, 9),
-        ("/proc/net/udp6", FdType::Ipv6, 9),
-        ("/proc/net/unix", FdType::Unix, 6),
-        ("/proc/net/netlink", FdType::Netlink, 9),
+    for (file, t, proto, col) in [
+        ("/proc/net/tcp", FdType::Ipv4, "tcp", 9),
+        ("/proc/net/udp", FdType::Ipv4, "udp", 9),
+        ("/proc/net/udplite", FdType::Ipv4, "udplite", 9),
+        ("/proc/net/tcp6", FdType::Ipv6, "tcp", 9),
+        ("/proc/net/udp6", FdType::Ipv6, "udp", 9),
+        ("/proc/net/udplite6", FdType::Ipv6, "udplite", 9),
+        ("/proc/net/unix", FdType::Unix, "", 6),
+        ("/proc/net/netlink", FdType::Netlink, "", 9),
     ] {
         if let Ok(s) = fs::read_to_string(file) {
             for l in s.lines().skip(1) {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 if let Some(i) = f.get(col).and_then(|x| x.parse::<u64>().ok()) {
                     let name = match t {
-                        FdType::Ipv4 | FdType::Ipv6 => proc_net_name(f.get(1).copied(), f.get(2).copied()),
+                        FdType::Ipv4 | FdType::Ipv6 => proc_net_name(proto, f.get(1).copied(), f.get(2).copied()),
                         _ => None,
                     };
                     m.insert(i, (t, name));
@@ -220,10 +243,11 @@ pub fn sockets() -> Sockets {
     m
 }
 
-/// `local->peer` (or `local` for a listening or unconnected socket) from the address columns of
-/// /proc/net/tcp*, udp*: `0100007F:1F90` (IPv4) or 32 hex digits (IPv6), each 32-bit word in
-/// the kernel's byte order, then the port.
-fn proc_net_name(local: Option<&str>, remote: Option<&str>) -> Option<String> {
+/// The socket's name (`local->peer`, or `local` for a listening or unconnected socket; the
+/// protocol first unless it is `tcp`) from the address columns of /proc/net/tcp*, udp*:
+/// `0100007F:1F90` (IPv4) or 32 hex digits (IPv6), each 32-bit word in the kernel's byte order,
+/// then the port.
+fn proc_net_name(proto: &str, local: Option<&str>, remote: Option<&str>) -> Option<String> {
     fn parse(s: &str) -> Option<(std::net::IpAddr, u16)> {
         let (a, p) = s.split_once(':')?;
         let port = u16::from_str_radix(p, 16).ok()?;
@@ -240,8 +264,8 @@ fn proc_net_name(local: Option<&str>, remote: Option<&str>) -> Option<String> {
     }
     let (lip, lport) = parse(local?)?;
     let (rip, rport) = parse(remote?)?;
-    let l = latscope_event::sock_addr(lip, lport);
-    Some(if rport == 0 && rip.is_unspecified() { l } else { format!("{l}->{}", latscope_event::sock_addr(rip, rport)) })
+    let peer = (rport != 0 || !rip.is_unspecified()).then_some((rip, rport));
+    Some(latscope_event::sock_name(proto, (lip, lport), peer))
 }
 
 /// User names by uid from /etc/passwd.
@@ -257,7 +281,7 @@ pub fn users() -> BTreeMap<u32, String> {
 }
 
 /// The full header for a recording that starts now.
-pub fn take(command_line: Vec<String>, syscalls: &str, block: bool, filter: Option<String>) -> TraceHeader {
+pub fn take(command_line: Vec<String>, syscalls: SyscallSet, block: bool, filter: Option<String>) -> TraceHeader {
     let (hostname, kernel, machine) = uname();
     let realtime_offset_ns = realtime_offset_ns();
     let start_ns = monotonic_ns();
@@ -278,7 +302,7 @@ pub fn take(command_line: Vec<String>, syscalls: &str, block: bool, filter: Opti
         realtime_offset_ns,
         start_ns,
         command_line,
-        syscalls: syscalls.to_string(),
+        syscalls: syscalls.name().to_string(),
         block,
         filter,
         mounts: mounts(),
@@ -286,6 +310,7 @@ pub fn take(command_line: Vec<String>, syscalls: &str, block: bool, filter: Opti
         processes,
         fds,
         users: users(),
+        capture: Vec::new(),
     }
 }
 
@@ -296,7 +321,7 @@ mod tests {
     #[test]
     fn snapshot_sees_this_process() {
         let me = std::process::id();
-        let h = take(vec!["test".into()], "all", true, None);
+        let h = take(vec!["test".into()], SyscallSet::All, true, None);
         let p = h.processes.iter().find(|p| p.pid == me).expect("own process in the table");
         assert!(!p.comm.is_empty());
         assert!(h.fds.iter().any(|f| f.pid == me && f.fd == 0));
@@ -308,22 +333,56 @@ mod tests {
         assert!((wall - now).abs() < 60_000_000_000);
     }
 
+    /// The position and flags of an fd open before the snapshot, O_APPEND and O_CLOEXEC included.
+    #[test]
+    fn snapshot_fds_have_position_and_flags() {
+        use std::io::{Seek, Write};
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = std::env::temp_dir().join(format!("latscope-snap-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(dir.join("a"))
+            .unwrap();
+        f.write_all(b"hello world").unwrap();
+        let mut r = fs::File::open(dir.join("a")).unwrap();
+        r.seek(std::io::SeekFrom::Start(6)).unwrap();
+        let fds = fds_of(std::process::id(), &sockets());
+        let of = |fd: i32| fds.iter().find(|x| x.fd == fd).unwrap().clone();
+        let (w, rd) = (of(f.as_raw_fd()), of(r.as_raw_fd()));
+        assert_eq!(w.pos, 11);
+        assert_eq!(w.flags & 0o3, libc::O_WRONLY as u32);
+        let want = (libc::O_APPEND | libc::O_NONBLOCK | libc::O_CLOEXEC) as u32;
+        assert_eq!(w.flags & want, want, "{:o}", w.flags);
+        assert_eq!((rd.pos, rd.flags & 0o3), (6, libc::O_RDONLY as u32));
+        assert_eq!(parse_fdinfo("pos:\t42\nflags:\t02100002\nmnt_id:\t30\n"), Some((42, 0o2100002)));
+        assert_eq!(parse_fdinfo("garbage"), None);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn proc_net_addresses() {
         // /proc/net/tcp prints each 32-bit word of the address in the kernel's byte order.
         let lo = format!("{:08X}", u32::from_ne_bytes([127, 0, 0, 1]));
         assert_eq!(
-            proc_net_name(Some(&format!("{lo}:1F90")), Some(&format!("{lo}:D431"))).as_deref(),
+            proc_net_name("tcp", Some(&format!("{lo}:1F90")), Some(&format!("{lo}:D431"))).as_deref(),
             Some("127.0.0.1:8080->127.0.0.1:54321")
         );
-        assert_eq!(proc_net_name(Some("00000000:0016"), Some("00000000:0000")).as_deref(), Some("0.0.0.0:22"));
+        assert_eq!(proc_net_name("tcp", Some("00000000:0016"), Some("00000000:0000")).as_deref(), Some("0.0.0.0:22"));
+        assert_eq!(
+            proc_net_name("udp", Some("00000000:0035"), Some("00000000:0000")).as_deref(),
+            Some("udp:0.0.0.0:53")
+        );
         let one = format!("{:08X}", u32::from_ne_bytes([0, 0, 0, 1]));
         let v6_lo = format!("000000000000000000000000{one}");
         assert_eq!(
-            proc_net_name(Some(&format!("{v6_lo}:0050")), Some(&format!("{}:0000", "0".repeat(32)))).as_deref(),
+            proc_net_name("tcp", Some(&format!("{v6_lo}:0050")), Some(&format!("{}:0000", "0".repeat(32)))).as_deref(),
             Some("[::1]:80")
         );
-        assert_eq!(proc_net_name(Some("zz:1"), Some("00000000:0000")), None);
+        assert_eq!(proc_net_name("tcp", Some("zz:1"), Some("00000000:0000")), None);
     }
 
     /// A TCP connection open before the snapshot is named by its addresses on both ends.
@@ -339,6 +398,15 @@ mod tests {
         assert_eq!(name(l.as_raw_fd()), format!("127.0.0.1:{lp}"));
         assert_eq!(name(c.as_raw_fd()), format!("127.0.0.1:{cp}->127.0.0.1:{lp}"));
         assert_eq!(name(a.as_raw_fd()), format!("127.0.0.1:{lp}->127.0.0.1:{cp}"));
+        // UDP sockets carry their protocol; an unconnected one has no peer.
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let v = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        v.connect(u.local_addr().unwrap()).unwrap();
+        let fds = fds_of(std::process::id(), &sockets());
+        let name = |fd: i32| fds.iter().find(|f| f.fd == fd).map(|f| f.path.clone()).unwrap();
+        let (up, vp) = (u.local_addr().unwrap().port(), v.local_addr().unwrap().port());
+        assert_eq!(name(u.as_raw_fd()), format!("udp:127.0.0.1:{up}"));
+        assert_eq!(name(v.as_raw_fd()), format!("udp:127.0.0.1:{vp}->127.0.0.1:{up}"));
     }
 
     #[test]

@@ -9,40 +9,47 @@ use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema};
 use latscope_event::{EventBatch, StrCol};
 
-/// Calls `$mac!` with the list of fixed-width columns: `(Variant, field, ArrowType, DataType)`.
-///
-/// The order is the column order of the schema (and of [`EventBatch`]); the three
-/// string columns `comm`, `path`, `path2` follow them.
+/// Calls `$mac!` with the fixed-width columns, `(Variant, field, ArrowType, DataType, missing)`,
+/// in two groups: those of the first version of the format, which precede the three string
+/// columns `comm`, `path`, `path2` in the schema, and those added since, which follow them.
+/// `missing` is the value of a later column in a file written before it existed.
 macro_rules! with_prim_columns {
     ($mac:ident) => {
         $mac! {
-            (Kind, kind, UInt8Type, UInt8),
-            (Ts, ts, UInt64Type, UInt64),
-            (Lat, lat, UInt64Type, UInt64),
-            (Pid, pid, UInt32Type, UInt32),
-            (Tid, tid, UInt32Type, UInt32),
-            (Uid, uid, UInt32Type, UInt32),
-            (Nr, nr, UInt16Type, UInt16),
-            (Ret, ret, Int64Type, Int64),
-            (Fd, fd, Int32Type, Int32),
-            (FdType, fd_type, UInt8Type, UInt8),
-            (Dev, dev, UInt32Type, UInt32),
-            (Ino, ino, UInt64Type, UInt64),
-            (Bytes, bytes, UInt64Type, UInt64),
-            (Off, off, Int64Type, Int64),
-            (Flags, flags, UInt32Type, UInt32),
-            (Mode, mode, UInt32Type, UInt32),
-            (Dirfd, dirfd, Int32Type, Int32),
-            (Addr, addr, UInt64Type, UInt64),
-            (Cgroup, cgroup, UInt64Type, UInt64),
-            (Qtime, qtime, UInt64Type, UInt64)
+            [
+                (Kind, kind, UInt8Type, UInt8, 0),
+                (Ts, ts, UInt64Type, UInt64, 0),
+                (Lat, lat, UInt64Type, UInt64, 0),
+                (Pid, pid, UInt32Type, UInt32, 0),
+                (Tid, tid, UInt32Type, UInt32, 0),
+                (Uid, uid, UInt32Type, UInt32, 0),
+                (Nr, nr, UInt16Type, UInt16, 0),
+                (Ret, ret, Int64Type, Int64, 0),
+                (Fd, fd, Int32Type, Int32, 0),
+                (FdType, fd_type, UInt8Type, UInt8, 0),
+                (Dev, dev, UInt32Type, UInt32, 0),
+                (Ino, ino, UInt64Type, UInt64, 0),
+                (Bytes, bytes, UInt64Type, UInt64, 0),
+                (Off, off, Int64Type, Int64, 0),
+                (Flags, flags, UInt32Type, UInt32, 0),
+                (Mode, mode, UInt32Type, UInt32, 0),
+                (Dirfd, dirfd, Int32Type, Int32, 0),
+                (Addr, addr, UInt64Type, UInt64, 0),
+                (Cgroup, cgroup, UInt64Type, UInt64, 0),
+                (Qtime, qtime, UInt64Type, UInt64, 0)
+            ]
+            [
+                (Cpu, cpu, UInt16Type, UInt16, 0),
+                (Off2, off2, Int64Type, Int64, -1)
+            ]
         }
     };
 }
 pub(crate) use with_prim_columns;
 
 macro_rules! define_column {
-    ($(($var:ident, $field:ident, $aty:ty, $dt:ident)),*) => {
+    ([$(($var:ident, $field:ident, $aty:ty, $dt:ident, $miss:expr)),*]
+     [$(($lvar:ident, $lfield:ident, $laty:ty, $ldt:ident, $lmiss:expr)),*]) => {
         /// One column of the trace: one field of [`EventBatch`], with the same name.
         ///
         /// Used to ask a [`crate::TraceReader`] for a subset of the columns
@@ -59,11 +66,21 @@ macro_rules! define_column {
             Path,
             /// The `path2` column (`EventBatch::path2`).
             Path2,
+            $(
+                #[doc = concat!("The `", stringify!($lfield), "` column (`EventBatch::", stringify!($lfield),
+                    "`), added after the first version: a file without it reads as `", stringify!($lmiss), "`.")]
+                $lvar,
+            )*
         }
+
+        /// Number of columns of the schema this crate writes ([`Column::ALL`]).
+        pub const COLUMN_COUNT: usize =
+            [$(stringify!($var),)* "comm", "path", "path2", $(stringify!($lvar),)*].len();
 
         impl Column {
             /// Every column, in schema order.
-            pub const ALL: [Column; 23] = [$(Column::$var,)* Column::Comm, Column::Path, Column::Path2];
+            pub const ALL: [Column; COLUMN_COUNT] =
+                [$(Column::$var,)* Column::Comm, Column::Path, Column::Path2, $(Column::$lvar,)*];
 
             /// The column's name in the schema (the [`EventBatch`] field name).
             pub fn name(self) -> &'static str {
@@ -72,6 +89,7 @@ macro_rules! define_column {
                     Column::Comm => "comm",
                     Column::Path => "path",
                     Column::Path2 => "path2",
+                    $(Column::$lvar => stringify!($lfield),)*
                 }
             }
 
@@ -80,47 +98,81 @@ macro_rules! define_column {
                 match self {
                     $(Column::$var => DataType::$dt,)*
                     Column::Comm | Column::Path | Column::Path2 => DataType::Utf8,
+                    $(Column::$lvar => DataType::$ldt,)*
+                }
+            }
+
+            /// Whether a file may lack the column (it was added after the first version of the
+            /// format); a reader then gives every event the column's "not recorded" value.
+            pub fn optional(self) -> bool {
+                match self {
+                    $(Column::$lvar => true,)*
+                    _ => false,
                 }
             }
         }
 
-        /// Build the Arrow columns of a batch (one copy of each column).
+        /// Give column `c` of `b` its "not recorded" value in `n` rows (the column is missing
+        /// from the file; only optional columns can be).
+        pub(crate) fn fill_missing(b: &mut EventBatch, c: Column, n: usize) {
+            match c {
+                $(Column::$lvar => {
+                    b.$lfield.clear();
+                    b.$lfield.resize(n, $lmiss);
+                })*
+                _ => {}
+            }
+        }
+
+        /// Build the Arrow columns of a batch (one copy of each column), in schema order.
         fn batch_columns(b: &EventBatch) -> Result<Vec<ArrayRef>, String> {
-            let mut cols: Vec<ArrayRef> = Vec::with_capacity(Column::ALL.len());
+            let mut cols: Vec<ArrayRef> = Vec::with_capacity(COLUMN_COUNT);
             $(cols.push(Arc::new(PrimitiveArray::<$aty>::new(ScalarBuffer::from(b.$field.clone()), None)));)*
             let n = b.len();
             cols.push(string_array(&b.comm, n, "comm")?);
             cols.push(string_array(&b.path, n, "path")?);
             cols.push(string_array(&b.path2, n, "path2")?);
+            $(cols.push(Arc::new(PrimitiveArray::<$laty>::new(ScalarBuffer::from(b.$lfield.clone()), None)));)*
             Ok(cols)
         }
 
         /// Convert a decoded record batch back; `index[c]` is the position of column `c`
         /// in `rb`, or `None` for a column that was not read (zero-filled).
-        fn from_columns(rb: &RecordBatch, index: &[Option<usize>; 23]) -> Result<EventBatch, String> {
+        fn from_columns(rb: &RecordBatch, index: &[Option<usize>; COLUMN_COUNT]) -> Result<EventBatch, String> {
             let n = rb.num_rows();
-            let mut i = 0usize;
             $(
-                let $field: Vec<_> = match index[i] {
-                    Some(pos) => rb
-                        .column(pos)
-                        .as_primitive_opt::<$aty>()
-                        .ok_or_else(|| format!("column {} is not {}", stringify!($field), DataType::$dt))?
-                        .values()
-                        .to_vec(),
-                    None => vec![0; n],
-                };
-                i += 1;
+                let $field: Vec<_> = prim_col::<$aty>(rb, index[Column::$var.index()], n, Column::$var)?;
             )*
-            let comm = string_col(rb, index[i], n, "comm")?;
-            let path = string_col(rb, index[i + 1], n, "path")?;
-            let path2 = string_col(rb, index[i + 2], n, "path2")?;
-            Ok(EventBatch { $($field,)* comm, path, path2 })
+            $(
+                let $lfield: Vec<_> = prim_col::<$laty>(rb, index[Column::$lvar.index()], n, Column::$lvar)?;
+            )*
+            let comm = string_col(rb, index[Column::Comm.index()], n, "comm")?;
+            let path = string_col(rb, index[Column::Path.index()], n, "path")?;
+            let path2 = string_col(rb, index[Column::Path2.index()], n, "path2")?;
+            Ok(EventBatch { $($field,)* $($lfield,)* comm, path, path2 })
         }
     };
 }
 
 with_prim_columns!(define_column);
+
+/// The values of numeric column `c` at `pos` in `rb`, or `n` zeros when it was not read.
+fn prim_col<T: arrow_array::ArrowPrimitiveType>(
+    rb: &RecordBatch,
+    pos: Option<usize>,
+    n: usize,
+    c: Column,
+) -> Result<Vec<T::Native>, String> {
+    Ok(match pos {
+        Some(pos) => rb
+            .column(pos)
+            .as_primitive_opt::<T>()
+            .ok_or_else(|| format!("column {c} is not {}", c.data_type()))?
+            .values()
+            .to_vec(),
+        None => vec![T::Native::default(); n],
+    })
+}
 
 impl Column {
     /// The column with this schema name.
@@ -203,7 +255,7 @@ pub(crate) fn to_record_batch(b: &EventBatch, schema: &Arc<Schema>) -> Result<Re
 }
 
 /// Convert a decoded (possibly projected) record batch to an [`EventBatch`].
-pub(crate) fn from_record_batch(rb: &RecordBatch, index: &[Option<usize>; 23]) -> Result<EventBatch, String> {
+pub(crate) fn from_record_batch(rb: &RecordBatch, index: &[Option<usize>; COLUMN_COUNT]) -> Result<EventBatch, String> {
     let b = from_columns(rb, index)?;
     b.check_lengths()?;
     Ok(b)
@@ -216,7 +268,11 @@ mod tests {
 
     #[test]
     fn names_and_order_match_event_batch() {
-        assert_eq!(Column::ALL.len(), 23);
+        assert_eq!(Column::ALL.len(), COLUMN_COUNT);
+        // The columns of the first version keep their places; later ones follow path2.
+        assert_eq!(Column::Path2.index(), 22);
+        assert!(Column::ALL[..23].iter().all(|c| !c.optional()));
+        assert!(Column::ALL[23..].iter().all(|c| c.optional()));
         for (i, c) in Column::ALL.iter().enumerate() {
             assert_eq!(c.index(), i);
             assert_eq!(Column::from_name(c.name()), Some(*c));
@@ -233,11 +289,11 @@ mod tests {
         b.push(&Event { ts: 6, lat: 8, off: -1, comm: "".into(), path2: "x".into(), ..Default::default() });
         let schema = Arc::new(arrow_schema());
         let rb = to_record_batch(&b, &schema).unwrap();
-        let all: [Option<usize>; 23] = std::array::from_fn(Some);
+        let all: [Option<usize>; COLUMN_COUNT] = std::array::from_fn(Some);
         assert_eq!(from_record_batch(&rb, &all).unwrap(), b);
 
         let proj = rb.project(&[Column::Ts.index(), Column::Path.index()]).unwrap();
-        let mut idx = [None; 23];
+        let mut idx = [None; COLUMN_COUNT];
         idx[Column::Ts.index()] = Some(0);
         idx[Column::Path.index()] = Some(1);
         let p = from_record_batch(&proj, &idx).unwrap();

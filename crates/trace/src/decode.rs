@@ -24,24 +24,27 @@ use arrow_schema::{DataType, Schema};
 use latscope_event::{EventBatch, StrCol};
 
 use crate::column::with_prim_columns;
+use crate::column::COLUMN_COUNT;
 use crate::Column;
 
 /// Where the buffers of each trace column are in the file's record batch messages.
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
     /// Per [`Column`]: its field node and its first buffer (validity).
-    node: [usize; 23],
-    buffer: [usize; 23],
+    node: [usize; COLUMN_COUNT],
+    buffer: [usize; COLUMN_COUNT],
     /// Per [`Column`]: whether the file declares the field nullable (nulls are then allowed,
     /// their slots keep whatever the values buffer holds).
-    nullable: [bool; 23],
+    nullable: [bool; COLUMN_COUNT],
+    /// Per [`Column`]: whether the file has it (optional columns may be missing).
+    present: [bool; COLUMN_COUNT],
 }
 
 impl Layout {
-    /// The layout of `schema`, whose field `file_index[c]` is column `c`; `None` when the file
-    /// has other columns of types whose buffers are not simply counted (then the Arrow decoder
-    /// is used).
-    pub(crate) fn new(schema: &Schema, file_index: &[usize; 23]) -> Option<Layout> {
+    /// The layout of `schema`, whose field `file_index[c]` is column `c` (`None`: the file lacks
+    /// it); `None` when the file has other columns of types whose buffers are not simply
+    /// counted (then the Arrow decoder is used).
+    pub(crate) fn new(schema: &Schema, file_index: &[Option<usize>; COLUMN_COUNT]) -> Option<Layout> {
         let mut first_buffer = Vec::with_capacity(schema.fields().len());
         let mut buffers = 0usize;
         for f in schema.fields() {
@@ -54,9 +57,15 @@ impl Layout {
                 _ => return None,
             };
         }
-        let mut l = Layout { node: [0; 23], buffer: [0; 23], nullable: [false; 23] };
+        let mut l = Layout {
+            node: [0; COLUMN_COUNT],
+            buffer: [0; COLUMN_COUNT],
+            nullable: [false; COLUMN_COUNT],
+            present: [false; COLUMN_COUNT],
+        };
         for c in Column::ALL {
-            let i = file_index[c.index()];
+            let Some(i) = file_index[c.index()] else { continue };
+            l.present[c.index()] = true;
             l.node[c.index()] = i;
             l.buffer[c.index()] = first_buffer[i];
             l.nullable[c.index()] = schema.field(i).is_nullable();
@@ -65,8 +74,12 @@ impl Layout {
     }
 
     /// The buffers the decoder reads for column `c` (by [`Column::index`]): the values of a
-    /// numeric column, the offsets and data of a string column (never the validity bitmap).
+    /// numeric column, the offsets and data of a string column (never the validity bitmap);
+    /// none for a column the file lacks.
     pub(crate) fn buffers_of(&self, c: usize) -> std::ops::Range<usize> {
+        if !self.present[c] {
+            return 0..0;
+        }
         let first = self.buffer[c] + 1;
         match Column::ALL[c].data_type() {
             DataType::Utf8 => first..first + 2,
@@ -206,8 +219,8 @@ impl Decoder {
         rb: &arrow_ipc::RecordBatch<'_>,
         body: &[u8],
         layout: &Layout,
-        wanted: &[bool; 23],
-        pruned: &[bool; 23],
+        wanted: &[bool; COLUMN_COUNT],
+        pruned: &[bool; COLUMN_COUNT],
         out: &mut EventBatch,
     ) -> Result<(), String> {
         let rows = rb.length();
@@ -223,10 +236,10 @@ impl Decoder {
         let nodes = rb.nodes().ok_or("the record batch has no field nodes")?;
         let buffers = rb.buffers().ok_or("the record batch has no buffers")?;
         let mut cx = Cx { dec: self, body, buffers, codec, n };
-        let mut i = 0usize;
         macro_rules! decode_columns {
-            ($(($var:ident, $field:ident, $aty:ty, $dt:ident)),*) => {
-                $(
+            ($([$(($var:ident, $field:ident, $aty:ty, $dt:ident, $miss:expr)),*])*) => {
+                $($(
+                    let i = Column::$var.index();
                     if wanted[i] {
                         check_node(&nodes, layout, i, n)?;
                         cx.values(layout.buffer[i] + 1, &mut out.$field, Column::$var)?;
@@ -235,13 +248,13 @@ impl Decoder {
                     } else {
                         zero(&mut out.$field, n);
                     }
-                    i += 1;
-                )*
+                )*)*
             };
         }
         with_prim_columns!(decode_columns);
         for (c, col) in [(Column::Comm, &mut out.comm), (Column::Path, &mut out.path), (Column::Path2, &mut out.path2)]
         {
+            let i = c.index();
             if wanted[i] {
                 check_node(&nodes, layout, i, n)?;
                 cx.strings(layout.buffer[i] + 1, col, c)?;
@@ -253,7 +266,6 @@ impl Decoder {
                 zero(&mut col.offsets, n + 1);
                 col.data.clear();
             }
-            i += 1;
         }
         Ok(())
     }

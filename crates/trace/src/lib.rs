@@ -54,7 +54,7 @@ mod reader;
 mod threaded;
 mod writer;
 
-pub use column::{arrow_schema, Column};
+pub use column::{arrow_schema, Column, COLUMN_COUNT};
 pub use error::{TraceError, Warning, WarningKind};
 pub use meta::{
     meta_digest, BlockMeta, Summary, KEY_BUFFER_CRCS, KEY_CRC, KEY_END_MAX, KEY_END_MIN, KEY_EVENTS_TOTAL,

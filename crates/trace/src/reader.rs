@@ -14,7 +14,7 @@ use arrow_ipc::{Message, MessageHeader};
 use arrow_schema::Schema;
 use latscope_event::{EventBatch, StrCol, TraceHeader, TRACE_FORMAT_VERSION};
 
-use crate::column::from_record_batch;
+use crate::column::{fill_missing, from_record_batch, COLUMN_COUNT};
 use crate::decode::{Decoder, Layout};
 use crate::meta::{
     meta_digest, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC, KEY_SEQ,
@@ -83,9 +83,12 @@ pub struct TraceReader {
     /// File-schema indices of the columns to decode, ascending.
     projection: Vec<usize>,
     /// Position of each [`Column`] in a batch decoded by arrow-ipc.
-    index: [Option<usize>; 23],
+    index: [Option<usize>; COLUMN_COUNT],
     /// Whether each [`Column`] is read.
-    wanted: [bool; 23],
+    wanted: [bool; COLUMN_COUNT],
+    /// The columns read that the file lacks (added to the format after it was written): they
+    /// get their "not recorded" value instead of being decoded.
+    missing: [bool; COLUMN_COUNT],
     /// Where the columns' buffers are; `None`: decode with arrow-ipc (a file with extra
     /// columns of nested types).
     layout: Option<Layout>,
@@ -156,8 +159,9 @@ impl TraceReader {
             format_version: 0,
             schema: Arc::new(Schema::empty()),
             projection: Vec::new(),
-            index: [None; 23],
-            wanted: [false; 23],
+            index: [None; COLUMN_COUNT],
+            wanted: [false; COLUMN_COUNT],
+            missing: [false; COLUMN_COUNT],
             layout: None,
             decoder: Decoder::default(),
             body: Vec::new(),
@@ -332,7 +336,7 @@ impl TraceReader {
     fn next_inner(
         &mut self,
         batch: &mut EventBatch,
-        prune: &mut dyn FnMut(&BlockMeta, &mut [bool; 23]),
+        prune: &mut dyn FnMut(&BlockMeta, &mut [bool; COLUMN_COUNT]),
         lazy: bool,
     ) -> Option<Result<(), TraceError>> {
         while !self.done {
@@ -560,23 +564,30 @@ impl TraceReader {
         }
         self.header =
             serde_json::from_str(header_json).map_err(|e| bad_header(format!("unreadable header JSON: {e}")))?;
-        let mut file_index = [0usize; 23];
+        let mut file_index = [None; COLUMN_COUNT];
         for c in Column::ALL {
             let Some((i, f)) = schema.fields().find(c.name()) else {
+                if c.optional() {
+                    continue; // written before the column existed
+                }
                 return Err(bad_header(format!("column {c} is missing")));
             };
             if f.data_type() != &c.data_type() {
                 return Err(bad_header(format!("column {c} is {}, expected {}", f.data_type(), c.data_type())));
             }
-            file_index[c.index()] = i;
+            file_index[c.index()] = Some(i);
         }
         let mut wanted: Vec<Column> = projection.map(|p| p.to_vec()).unwrap_or_else(|| Column::ALL.to_vec());
         wanted.sort_by_key(|c| file_index[c.index()]);
         wanted.dedup();
-        self.projection = wanted.iter().map(|c| file_index[c.index()]).collect();
+        for c in &wanted {
+            self.wanted[c.index()] = true;
+            self.missing[c.index()] = file_index[c.index()].is_none();
+        }
+        wanted.retain(|c| file_index[c.index()].is_some());
+        self.projection = wanted.iter().filter_map(|c| file_index[c.index()]).collect();
         for (pos, c) in wanted.iter().enumerate() {
             self.index[c.index()] = Some(pos);
-            self.wanted[c.index()] = true;
         }
         self.layout = Layout::new(&schema, &file_index);
         self.format_version = version;
@@ -590,7 +601,7 @@ impl TraceReader {
     fn step(
         &mut self,
         out: &mut EventBatch,
-        prune: &mut dyn FnMut(&BlockMeta, &mut [bool; 23]),
+        prune: &mut dyn FnMut(&BlockMeta, &mut [bool; COLUMN_COUNT]),
         lazy: bool,
     ) -> Result<bool, TraceError> {
         let start = self.pos;
@@ -702,7 +713,12 @@ impl TraceReader {
         // `out` (shrinking it would make the next block re-grow its pruned columns).
         let skip = lazy && wanted.iter().all(|w| !w);
         let rows = msg.header_as_record_batch().map_or(0, |rb| rb.length()).max(0) as u64;
-        let pruned: [bool; 23] = std::array::from_fn(|c| (lazy || self.wanted[c]) && !wanted[c]);
+        let pruned: [bool; COLUMN_COUNT] = std::array::from_fn(|c| (lazy || self.wanted[c]) && !wanted[c]);
+        // Columns the file lacks are filled after decoding, not decoded.
+        let fill: [bool; COLUMN_COUNT] = std::array::from_fn(|c| wanted[c] && self.missing[c]);
+        for (w, f) in wanted.iter_mut().zip(&fill) {
+            *w &= !f;
+        }
         // With per-buffer checksums only the buffers decoded are read and verified (none for a
         // skipped block); without, the whole body is read and verified.
         let n = body_len as usize;
@@ -744,6 +760,9 @@ impl TraceReader {
             if let Err(d) = self.decode(&msg, n, &wanted, &pruned, partial.as_deref(), out) {
                 return Err(self.corrupt(block, start, d));
             }
+            for c in Column::ALL.into_iter().filter(|c| fill[c.index()]) {
+                fill_missing(out, c, out.len());
+            }
         }
         if self.heap_pin.is_none() && !out.is_empty() {
             self.heap_pin = Some(Vec::with_capacity(HEAP_PIN));
@@ -782,7 +801,13 @@ impl TraceReader {
 
     /// Which buffers of the block to read, when it has per-buffer checksums and the columns
     /// decoded (none if `skip`) leave some of its bytes unread; `None`: read the whole body.
-    fn buffers_to_read(&self, msg: &Message<'_>, bm: &BlockMeta, wanted: &[bool; 23], skip: bool) -> Option<Vec<bool>> {
+    fn buffers_to_read(
+        &self,
+        msg: &Message<'_>,
+        bm: &BlockMeta,
+        wanted: &[bool; COLUMN_COUNT],
+        skip: bool,
+    ) -> Option<Vec<bool>> {
         let crcs = bm.buffer_crc32c.as_ref()?;
         let layout = self.layout.as_ref()?;
         let buffers = msg.header_as_record_batch()?.buffers()?;
@@ -791,7 +816,7 @@ impl TraceReader {
         }
         let mut need = vec![false; buffers.len()];
         if !skip {
-            for c in (0..23).filter(|&c| wanted[c]) {
+            for c in (0..COLUMN_COUNT).filter(|&c| wanted[c]) {
                 for b in layout.buffers_of(c) {
                     *need.get_mut(b)? = true;
                 }
@@ -847,7 +872,7 @@ impl TraceReader {
                 let col = self
                     .layout
                     .as_ref()
-                    .and_then(|l| (0..23).find(|&c| l.buffers_of(c).contains(&i)))
+                    .and_then(|l| (0..COLUMN_COUNT).find(|&c| l.buffers_of(c).contains(&i)))
                     .map_or("?", |c| Column::ALL[c].name());
                 let d = format!(
                     "checksum mismatch in column {col} (buffer {i}: stored {:08x}, computed {computed:08x}): the block's data is damaged",
@@ -866,8 +891,8 @@ impl TraceReader {
         &mut self,
         msg: &Message<'_>,
         body_len: usize,
-        wanted: &[bool; 23],
-        pruned: &[bool; 23],
+        wanted: &[bool; COLUMN_COUNT],
+        pruned: &[bool; COLUMN_COUNT],
         read: Option<&[bool]>,
         out: &mut EventBatch,
     ) -> Result<(), String> {
@@ -989,12 +1014,11 @@ fn append(dst: &mut EventBatch, src: &EventBatch) -> bool {
         }
     }
     macro_rules! ext {
-        ($($f:ident),*) => { $( dst.$f.extend_from_slice(&src.$f); )* };
+        ($([$(($var:ident, $field:ident, $aty:ty, $dt:ident, $miss:expr)),*])*) => {
+            $($( dst.$field.extend_from_slice(&src.$field); )*)*
+        };
     }
-    ext!(
-        kind, ts, lat, pid, tid, uid, nr, ret, fd, fd_type, dev, ino, bytes, off, flags, mode, dirfd, addr, cgroup,
-        qtime
-    );
+    crate::column::with_prim_columns!(ext);
     for (d, s) in [(&mut dst.comm, &src.comm), (&mut dst.path, &src.path), (&mut dst.path2, &src.path2)] {
         append_str(d, s);
     }

@@ -17,7 +17,7 @@ use arrow_ipc::CompressionType;
 use arrow_schema::{DataType, Field, Schema};
 use common::*;
 use latscope_event::{Event, EventBatch};
-use latscope_trace::{Column, Summary, TraceReader, TraceWriter, KEY_FORMAT_VERSION, KEY_HEADER};
+use latscope_trace::{Column, Summary, TraceReader, TraceWriter, COLUMN_COUNT, KEY_FORMAT_VERSION, KEY_HEADER};
 
 /// `b` with only `cols` kept, the other columns zero (empty strings): what a projected read returns.
 fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
@@ -50,6 +50,8 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::Comm => p.comm = e.comm.clone(),
                 Column::Path => p.path = e.path.clone(),
                 Column::Path2 => p.path2 = e.path2.clone(),
+                Column::Off2 => p.off2 = e.off2,
+                Column::Cpu => p.cpu = e.cpu,
             }
         }
         out.push(&p);
@@ -154,7 +156,7 @@ fn a_recycled_batch_is_empty_after_an_error() {
     assert_eq!(got, vec![batches[0].clone(), batches[2].clone()]);
 }
 
-/// The 23 Arrow columns of `b` (through a trace written by the crate and read by arrow-ipc).
+/// The Arrow columns of `b` (through a trace written by the crate and read by arrow-ipc).
 fn arrow_columns(dir: &Path, b: &EventBatch) -> (Vec<Arc<Field>>, Vec<ArrayRef>) {
     let tmp = dir.join("cols.lst");
     let mut w = TraceWriter::create(&tmp, &sample_header()).unwrap();
@@ -225,16 +227,16 @@ fn streams_with_other_layouts_are_read() {
             f.push(Arc::new(ef.clone()));
             c.push(ec.clone());
             // Interleave: after each extra column, a few trace columns (from the last).
-            for k in (0..23).rev().skip(i * 4).take(4) {
+            for k in (0..COLUMN_COUNT).rev().skip(i * 4).take(4) {
                 f.push(fields[k].clone());
                 c.push(cols[k].clone());
             }
         }
-        for k in (0..23).rev().skip(extra.len() * 4) {
+        for k in (0..COLUMN_COUNT).rev().skip(extra.len() * 4) {
             f.push(fields[k].clone());
             c.push(cols[k].clone());
         }
-        assert_eq!(f.len(), 23 + extra.len());
+        assert_eq!(f.len(), COLUMN_COUNT + extra.len());
         let p = dir.join("flat.lst");
         write_stream(&p, f, c, compression);
         check_all_projections(&p, &b, &mut rng, &format!("flat extra columns, {compression:?}"));
@@ -273,6 +275,29 @@ fn streams_with_other_layouts_are_read() {
         let p = dir.join("nulls.lst");
         write_stream(&p, f, c, compression);
         check_all_projections(&p, &expected, &mut rng, &format!("nulls, {compression:?}"));
+    }
+}
+
+/// A file written before the later columns existed (only the first version's 23 columns) reads
+/// with every projection: the missing columns hold their "not recorded" value, the others are
+/// exact.
+#[test]
+fn files_without_later_columns_read_as_not_recorded() {
+    let dir = tmpdir("old-columns");
+    let mut rng = Rng::new(7);
+    let n = 200;
+    let b = random_batch(&mut rng, n);
+    let (fields, cols) = arrow_columns(&dir, &b);
+    let (f, c): (Vec<_>, Vec<_>) =
+        fields.into_iter().zip(cols).filter(|(f, _)| !Column::from_name(f.name()).unwrap().optional()).unzip();
+    assert_eq!(f.len(), 23);
+    let mut expected = b.clone();
+    expected.off2 = vec![-1; n];
+    expected.cpu = vec![0; n];
+    for compression in [None, Some(CompressionType::ZSTD)] {
+        let p = dir.join("v1.lst");
+        write_stream(&p, f.clone(), c.clone(), compression);
+        check_all_projections(&p, &expected, &mut rng, &format!("first-version columns, {compression:?}"));
     }
 }
 

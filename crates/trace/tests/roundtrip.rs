@@ -138,6 +138,8 @@ fn projection_returns_right_values_and_fills_the_rest() {
                 Column::Comm => ge.comm == be.comm,
                 Column::Path => ge.path == be.path,
                 Column::Path2 => ge.path2 == be.path2,
+                Column::Off2 => ge.off2 == be.off2,
+                Column::Cpu => ge.cpu == be.cpu,
             };
             assert!(same, "column {name} row {i}");
         }

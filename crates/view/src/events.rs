@@ -1,9 +1,9 @@
 //! One line per event, like sysdig's default output, or one JSON object per event.
 
-use latscope_event::syscalls::{desc, SysDesc, NONE};
+use latscope_event::syscalls::desc;
 use latscope_event::units::{fmt_bytes, fmt_ns};
 use latscope_event::{
-    dev_major_minor, format_result, op_name, BlockOp, EventBatch, EventKind, FdType, ProcOp, Rwbs, TraceHeader,
+    args, dev_major_minor, format_result, op_name, BlockOp, EventBatch, EventKind, FdType, ProcOp, Rwbs, TraceHeader,
 };
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
@@ -19,65 +19,8 @@ pub enum TimeFormat {
     Monotonic,
 }
 
-const OPEN_FLAGS: [(u32, &str); 14] = [
-    (0o100, "O_CREAT"),
-    (0o200, "O_EXCL"),
-    (0o400, "O_NOCTTY"),
-    (0o1000, "O_TRUNC"),
-    (0o2000, "O_APPEND"),
-    (0o4000, "O_NONBLOCK"),
-    (0o10000, "O_DSYNC"),
-    (0o40000, "O_DIRECT"),
-    (0o100000, "O_LARGEFILE"),
-    (0o200000, "O_DIRECTORY"),
-    (0o400000, "O_NOFOLLOW"),
-    (0o1000000, "O_NOATIME"),
-    (0o2000000, "O_CLOEXEC"),
-    (0o10000000, "O_PATH"),
-];
-
-/// Open flags as `O_WRONLY|O_CREAT|O_TRUNC`.
-pub fn open_flags(f: u32) -> String {
-    let mut s = String::from(match f & 3 {
-        0 => "O_RDONLY",
-        1 => "O_WRONLY",
-        2 => "O_RDWR",
-        _ => "O_ACCMODE",
-    });
-    let mut rest = f & !3;
-    // O_SYNC is O_DSYNC plus one more bit.
-    if rest & 0o4010000 == 0o4010000 {
-        s.push_str("|O_SYNC");
-        rest &= !0o4010000;
-    }
-    if rest & 0o20200000 == 0o20200000 {
-        s.push_str("|O_TMPFILE");
-        rest &= !0o20200000;
-    }
-    for (bit, name) in OPEN_FLAGS {
-        if rest & bit != 0 {
-            s.push('|');
-            s.push_str(name);
-            rest &= !bit;
-        }
-    }
-    if rest != 0 {
-        let _ = write!(s, "|0x{rest:x}");
-    }
-    s
-}
-
-fn is_open(name: &str) -> bool {
-    matches!(name, "open" | "openat" | "openat2" | "creat")
-}
-
-fn dirfd_str(d: i32) -> String {
-    if d == -100 {
-        "AT_FDCWD".into()
-    } else {
-        d.to_string()
-    }
-}
+/// Open flags as `O_WRONLY|O_CREAT|O_TRUNC` (the event crate's, shared with the filter's fields).
+pub use latscope_event::args::open_flags;
 
 /// Format a monotonic timestamp per `fmt`.
 pub fn fmt_time(h: &TraceHeader, ts: u64, fmt: TimeFormat) -> String {
@@ -98,72 +41,15 @@ pub fn fmt_time(h: &TraceHeader, ts: u64, fmt: TimeFormat) -> String {
 
 /// Name of a block device: `vda (254:0)` or just `254:0` when the header does not know it.
 pub fn disk_label(h: &TraceHeader, dev: u32) -> String {
-    let (ma, mi) = dev_major_minor(dev);
-    match h.disk_name(dev) {
-        Some(n) => format!("{n}({ma}:{mi})"),
-        None => format!("{ma}:{mi}"),
-    }
+    let mut s = String::new();
+    let _ = args::write_disk(&mut s, dev, h.disk_name(dev));
+    s
 }
 
-/// The arguments part of a syscall line: `fd=3(<file>/etc/hosts) bytes=4096 off=0`.
+/// The arguments part of a syscall line: `fd=3(<file>/etc/hosts) bytes=4096 off=0` (formatted by
+/// [`latscope_event::args`], which the filter's `evt.args` field uses too).
 pub fn syscall_args(b: &EventBatch, i: usize) -> String {
-    let nr = b.nr[i];
-    let d: &SysDesc = desc(nr);
-    let name = latscope_event::syscall_name(nr).unwrap_or("");
-    let mut s = String::new();
-    let path = b.path.get(i);
-    if b.fd[i] >= 0 {
-        let t = FdType::from_u8(b.fd_type[i]);
-        let _ = write!(s, "fd={}", b.fd[i]);
-        if t != FdType::Unknown || !path.is_empty() {
-            let _ = write!(s, "(<{}>{})", t.name(), if d.path == NONE { path } else { "" });
-        }
-        s.push(' ');
-    }
-    if d.dirfd != NONE {
-        let _ = write!(s, "dirfd={} ", dirfd_str(b.dirfd[i]));
-    }
-    if d.path != NONE {
-        let _ = write!(s, "path={path} ");
-    }
-    if d.path2 != NONE {
-        let _ = write!(s, "path2={} ", b.path2.get(i));
-    }
-    if d.count != NONE || d.has(SysDesc::IOV) {
-        let _ = write!(s, "bytes={} ", b.bytes[i]);
-    }
-    if b.off[i] >= 0 && (d.off != NONE || d.has(SysDesc::FILE_POS)) {
-        let _ = write!(s, "off={} ", b.off[i]);
-    }
-    if d.flags != NONE {
-        if is_open(name) {
-            let _ = write!(s, "flags={} ", open_flags(b.flags[i]));
-        } else if name == "lseek" {
-            let w = match b.flags[i] {
-                0 => "SEEK_SET",
-                1 => "SEEK_CUR",
-                2 => "SEEK_END",
-                3 => "SEEK_DATA",
-                4 => "SEEK_HOLE",
-                _ => "?",
-            };
-            let _ = write!(s, "whence={w} ");
-        } else {
-            let _ = write!(s, "flags=0x{:x} ", b.flags[i]);
-        }
-    }
-    if d.mode != NONE {
-        let _ = write!(s, "mode=0{:o} ", b.mode[i]);
-    }
-    if d.addr != NONE {
-        if d.has(SysDesc::ADDR_FD) {
-            let _ = write!(s, "fd2={} ", b.addr[i] as i64);
-        } else {
-            let _ = write!(s, "addr=0x{:x} ", b.addr[i]);
-        }
-    }
-    s.truncate(s.trim_end().len());
-    s
+    args::syscall_args(b, i)
 }
 
 /// One event as a text line.
@@ -188,31 +74,13 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) -> String
             }
         }
         Some(EventKind::Block) => {
-            let op = BlockOp::from_u16(b.nr[i]);
-            let _ = write!(
-                s,
-                "block_{} dev={} sector={} bytes={} ({}) rwbs={} qtime={}",
-                op.name(),
-                disk_label(h, b.dev[i]),
-                b.off[i],
-                b.bytes[i],
-                fmt_bytes(b.bytes[i]),
-                Rwbs::format(op, b.flags[i]),
-                fmt_ns(b.qtime[i])
-            );
-            if b.ret[i] != 0 {
-                let _ = write!(s, " error={}", b.ret[i]);
-            }
+            let _ = write!(s, "block_{} ", BlockOp::from_u16(b.nr[i]).name());
+            let _ = args::write_block_args(&mut s, b, i, h.disk_name(b.dev[i]));
         }
         Some(EventKind::Proc) => match ProcOp::from_u16(b.nr[i]) {
-            Some(ProcOp::Fork) => {
-                let _ = write!(s, "proc_fork parent={}", b.ret[i]);
-            }
-            Some(ProcOp::Exec) => {
-                let _ = write!(s, "proc_exec path={}", b.path.get(i));
-            }
-            Some(ProcOp::Exit) => {
-                let _ = write!(s, "proc_exit code={}", b.ret[i]);
+            Some(op) => {
+                let _ = write!(s, "proc_{} ", op.name());
+                let _ = args::write_proc_args(&mut s, b, i);
             }
             None => s.push_str("proc_?"),
         },
@@ -237,6 +105,7 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
     m.insert("uid".into(), json!(b.uid[i]));
     m.insert("comm".into(), json!(b.comm.get(i)));
     m.insert("cgroup".into(), json!(b.cgroup[i]));
+    m.insert("cpu".into(), json!(b.cpu[i]));
     match kind {
         Some(EventKind::Syscall) => {
             m.insert("nr".into(), json!(b.nr[i]));
@@ -251,6 +120,7 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
             m.insert("path2".into(), json!(b.path2.get(i)));
             m.insert("bytes".into(), json!(b.bytes[i]));
             m.insert("offset".into(), json!(b.off[i]));
+            m.insert("offset2".into(), json!(b.off2[i]));
             m.insert("flags".into(), json!(b.flags[i]));
             m.insert("mode".into(), json!(b.mode[i]));
             m.insert("dirfd".into(), json!(b.dirfd[i]));
@@ -273,6 +143,9 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
         Some(EventKind::Proc) => {
             m.insert("ret".into(), json!(b.ret[i]));
             m.insert("path".into(), json!(b.path.get(i)));
+            if b.nr[i] == ProcOp::Exec as u16 {
+                m.insert("args".into(), json!(b.path2.get(i)));
+            }
         }
         None => {}
     }

@@ -4,6 +4,7 @@
 //! [`Grouper`] maps events to small group numbers without allocating for groups it has seen, so
 //! that per-group aggregation stays fast on large traces.
 
+use latscope_event::source::CountKey;
 use latscope_event::{dev_major_minor, op_name, BlockOp, EventBatch, EventKind, FdType, TraceHeader};
 use rustc_hash::FxHashMap;
 
@@ -29,6 +30,8 @@ pub enum GroupBy {
     /// Client: the peer of a socket fd where the trace knows it (an fd name `local->peer`), else
     /// the process (`comm[pid]`).
     Client,
+    /// The I/O class of the fd: `file`, `net`, `ipc`, `other`; block requests are `block`.
+    Class,
 }
 
 impl GroupBy {
@@ -44,7 +47,12 @@ impl GroupBy {
             "disk" | "dev" | "device" => Self::Disk,
             "op" | "operation" => Self::Op,
             "client" => Self::Client,
-            _ => return Err(format!("unknown grouping '{s}' (use proc, pid, syscall, file, dir, disk, op or client)")),
+            "class" => Self::Class,
+            _ => {
+                return Err(format!(
+                    "unknown grouping '{s}' (use proc, pid, syscall, file, dir, disk, op, client or class)"
+                ))
+            }
         })
     }
 
@@ -60,6 +68,7 @@ impl GroupBy {
             Self::Disk => "disk",
             Self::Op => "op",
             Self::Client => "client",
+            Self::Class => "class",
         }
     }
 
@@ -75,6 +84,7 @@ impl GroupBy {
             Self::Disk => "DISK",
             Self::Op => "OPERATION",
             Self::Client => "CLIENT",
+            Self::Class => "CLASS",
         }
     }
 
@@ -87,6 +97,7 @@ impl GroupBy {
             Self::Syscall | Self::Op => &["kind", "nr"],
             Self::File | Self::Dir => &["kind", "path", "fd_type", "fd"],
             Self::Disk => &["kind", "dev"],
+            Self::Class => &["kind", "fd_type"],
         }
     }
 }
@@ -109,7 +120,13 @@ pub struct Grouper {
     /// The last string key and its group: consecutive events often share a process or file.
     last_str: Vec<u8>,
     last_str_group: Option<usize>,
+    /// `comm[pid]` groups: the command name in the label, which follows exec (the label is the
+    /// latest name of the process, whatever events a filter let through before).
+    pid_comm: FxHashMap<usize, Box<[u8]>>,
 }
+
+/// The groups of `--by class`, in display order.
+pub const CLASSES: [&str; 5] = ["file", "net", "ipc", "other", "block"];
 
 /// The bytes of string `i` of a column, without the UTF-8 check of `StrCol::get` (keys only).
 #[inline]
@@ -130,9 +147,15 @@ impl NumKey {
 }
 
 impl Grouper {
-    /// A grouper for `by`.
+    /// A grouper for `by`. Classes are numbered in [`CLASSES`] order from the start.
     pub fn new(by: GroupBy) -> Self {
-        Grouper { by: Some(by), ..Default::default() }
+        let mut g = Grouper { by: Some(by), ..Default::default() };
+        if by == GroupBy::Class {
+            for c in CLASSES {
+                g.text(c);
+            }
+        }
+        g
     }
 
     /// The grouping.
@@ -206,10 +229,7 @@ impl Grouper {
                 let c = str_bytes(&b.comm, i);
                 self.bytes(if c.is_empty() { b"?" } else { c })
             }
-            GroupBy::Pid => {
-                let pid = b.pid[i];
-                self.num(NumKey::Pid(pid), || format!("{}[{pid}]", b.comm.get(i)))
-            }
+            GroupBy::Pid => self.pid_group(b, i),
             GroupBy::Syscall | GroupBy::Op => {
                 let (k, n) = (b.kind[i], b.nr[i]);
                 let block = k == EventKind::Block as u8;
@@ -248,9 +268,50 @@ impl Grouper {
                         return self.text(peer);
                     }
                 }
-                let pid = b.pid[i];
-                self.num(NumKey::Pid(pid), || format!("{}[{pid}]", b.comm.get(i)))
+                self.pid_group(b, i)
             }
+            GroupBy::Class => {
+                if b.kind[i] == EventKind::Block as u8 {
+                    return 4;
+                }
+                match FdType::from_u8(b.fd_type[i]).io_class() {
+                    "file" => 0,
+                    "net" => 1,
+                    "ipc" => 2,
+                    _ => 3,
+                }
+            }
+        }
+    }
+
+    /// The `comm[pid]` group of event `i`, renamed when the process's name changed (exec).
+    #[inline]
+    fn pid_group(&mut self, b: &EventBatch, i: usize) -> usize {
+        let pid = b.pid[i];
+        let g = self.num(NumKey::Pid(pid), || format!("{}[{pid}]", b.comm.get(i)));
+        let comm = str_bytes(&b.comm, i);
+        match self.pid_comm.get(&g) {
+            Some(c) if **c == *comm => {}
+            _ => {
+                self.pid_comm.insert(g, comm.into());
+                self.names[g] = format!("{}[{pid}]", b.comm.get(i));
+            }
+        }
+        g
+    }
+
+    /// The group of in-kernel counts (which have no events to look at).
+    pub fn group_of_key(&mut self, key: CountKey, h: &TraceHeader) -> usize {
+        match key {
+            CountKey::All => {
+                if self.names.is_empty() {
+                    self.names.push("all".into());
+                }
+                0
+            }
+            CountKey::Class(c) => self.text(c),
+            CountKey::Syscall(nr) => self.num(NumKey::Op(EventKind::Syscall as u8, nr), || op_name(0, nr)),
+            CountKey::Dev(d) => self.num(NumKey::Dev(d), || disk_name(h, d)),
         }
     }
 }

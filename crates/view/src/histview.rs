@@ -11,8 +11,11 @@
 //! * the peaks ([`Histogram::peaks`]): where each mode is, the share of events in it and how wide
 //!   it is, so that each can be explained (a cache tier, a device, a retry timeout, a clock).
 
-use crate::heatmap::YUnit;
+use crate::group::{GroupBy, Grouper};
+use crate::heatmap::{EventPoints, YField, YUnit};
 use crate::svg::{self, Svg, SERIES_COLORS};
+use latscope_event::source::{Chunk, ZonePlan};
+use latscope_event::{EventKind, TraceHeader};
 use latscope_hist::{Histogram, LogGrid, Peak, PeakOptions};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -405,9 +408,131 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
     s.finish()
 }
 
+/// Histograms of events: chunks from any source in, one [`Histogram`] per group out.
+#[derive(Debug)]
+pub struct HistBuilder {
+    kind: EventKind,
+    field: YField,
+    grouper: Grouper,
+    hists: Vec<Histogram>,
+}
+
+impl HistBuilder {
+    /// Histograms of `field` of the events of `kind`, one per group of `by`.
+    pub fn new(kind: EventKind, field: YField, by: GroupBy) -> Self {
+        HistBuilder { kind, field, grouper: Grouper::new(by), hists: Vec::new() }
+    }
+
+    /// The columns read (by `EventBatch` field name).
+    pub fn columns(&self) -> Vec<&'static str> {
+        let mut c = vec!["kind"];
+        c.extend(self.field.columns());
+        c.extend(self.grouper.by().columns());
+        c
+    }
+
+    fn fast(&self) -> bool {
+        self.grouper.by() == GroupBy::All && self.field == YField::Latency
+    }
+
+    /// What a source with zone maps may skip: a block of the kind only is counted from `lat`
+    /// alone, a block without it not at all (a histogram has no time axis).
+    pub fn zone_plan(&self) -> Option<ZonePlan> {
+        self.fast().then(|| ZonePlan::timeless(self.kind))
+    }
+
+    /// Count a chunk.
+    pub fn add(&mut self, c: Chunk<'_>, h: &TraceHeader) {
+        let b = c.batch;
+        let kind = self.kind as u8;
+        if self.fast() {
+            // One latency histogram: two columns touched.
+            if self.hists.is_empty() {
+                self.hists.push(Histogram::new());
+                self.grouper.group(b, 0, h);
+            }
+            let hist = &mut self.hists[0];
+            if c.zone.empty {
+                return;
+            }
+            if c.zone.all_kind {
+                hist.record_slice(&b.lat);
+            } else if c.all_rows() {
+                for (&k, &lat) in b.kind.iter().zip(&b.lat) {
+                    if k == kind {
+                        hist.record(lat);
+                    }
+                }
+            } else {
+                for &i in c.rows {
+                    if b.kind[i as usize] == kind {
+                        hist.record(b.lat[i as usize]);
+                    }
+                }
+            }
+            return;
+        }
+        for &i in c.rows {
+            let i = i as usize;
+            if b.kind[i] != kind {
+                continue;
+            }
+            let Some(v) = EventPoints::value(self.field, b, i, h) else { continue };
+            let g = self.grouper.group(b, i, h);
+            while self.hists.len() <= g {
+                self.hists.push(Histogram::new());
+            }
+            self.hists[g].record(v as u64);
+        }
+    }
+
+    /// The histograms with their group names (one named `all` when nothing was counted).
+    pub fn finish(self) -> Vec<(String, Histogram)> {
+        let names = self.grouper.names().to_vec();
+        let mut v: Vec<(String, Histogram)> = self
+            .hists
+            .into_iter()
+            .enumerate()
+            .filter(|(_, h)| h.count() > 0)
+            .map(|(g, h)| (names.get(g).cloned().unwrap_or_default(), h))
+            .collect();
+        if v.is_empty() {
+            v.push(("all".into(), Histogram::new()));
+        }
+        v
+    }
+}
+
+/// A histogram of the values (second column) of trace2heatmap.pl's two-column text, rounded to
+/// integers in the input's own unit.
+pub fn from_pairs(values: &[f64]) -> Histogram {
+    let mut h = Histogram::new();
+    for &v in values {
+        h.record_signed(v.round() as i64);
+    }
+    h
+}
+
+/// Sorts groups by count (then name) and keeps at most `limit`; returns how many were left out.
+pub fn keep_largest(groups: &mut Vec<(String, Histogram)>, limit: usize) -> usize {
+    groups.sort_by(|x, y| y.1.count().cmp(&x.1.count()).then_with(|| x.0.cmp(&y.0)));
+    let hidden = groups.len().saturating_sub(limit.max(1));
+    groups.truncate(limit.max(1));
+    hidden
+}
+
 /// Bins per decade of a log grid, clamped like [`LogGrid`].
 pub fn clamp_per_decade(n: u32) -> u32 {
     n.clamp(1, LogGrid::MAX_PER_DECADE)
+}
+
+/// `Syscall latency` from `syscall latency`, for titles.
+pub fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]

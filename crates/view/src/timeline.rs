@@ -7,10 +7,12 @@
 use crate::heatmap::moved_bytes;
 use crate::latagg::LatAgg;
 use crate::svg::{self, Svg, SERIES_COLORS};
+use latscope_event::source::{Chunk, ZonePlan};
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
 use latscope_event::{EventBatch, EventKind};
 use serde_json::{json, Value};
 use std::fmt::Write;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Default)]
 struct Slot {
@@ -98,6 +100,49 @@ impl Timeline {
         s.bytes += bytes;
         s.lat_sum += u128::from(b.lat[i]);
         s.lat.record(b.lat[i]);
+    }
+
+    /// What a source with zone maps may skip for events of `kind`: a block whose events all
+    /// complete in one interval is added without `ts`, and without `kind` when it holds that
+    /// kind only.
+    pub fn zone_plan(&self, kind: EventKind) -> ZonePlan {
+        let (origin, interval) = (self.origin_ns, self.interval_ns);
+        ZonePlan {
+            kind,
+            by_end: true,
+            at_needs_all_kind: false,
+            bucket: Some(Arc::new(move |end: u64| {
+                Some(if end < origin { u64::MAX } else { (end - origin) / interval })
+            })),
+        }
+    }
+
+    /// Adds the events of `kind` among the chunk's rows.
+    pub fn add_chunk(&mut self, c: Chunk<'_>, kind: EventKind) {
+        let b = c.batch;
+        let z = c.zone;
+        let k = kind as u8;
+        if z.empty {
+            return;
+        }
+        match (z.at, z.all_kind) {
+            (Some(end), true) => (0..b.len()).for_each(|i| self.add_at(end, k, b, i)),
+            (Some(end), false) => {
+                for i in 0..b.len() {
+                    if b.kind[i] == k {
+                        self.add_at(end, k, b, i);
+                    }
+                }
+            }
+            (None, true) => (0..b.len()).for_each(|i| self.add_at(b.end(i), k, b, i)),
+            (None, false) => {
+                for &i in c.rows {
+                    if b.kind[i as usize] == k {
+                        self.add(b, i as usize);
+                    }
+                }
+            }
+        }
     }
 
     /// The interval of end time `end` (`u64::MAX` before the origin), for telling whether two

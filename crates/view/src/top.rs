@@ -5,6 +5,7 @@
 use crate::group::{GroupBy, Grouper};
 use crate::heatmap::moved_bytes;
 use crate::latagg::LatAgg;
+use latscope_event::source::Chunk;
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
 use latscope_event::{EventBatch, EventKind, TraceHeader};
 use serde_json::{json, Value};
@@ -137,6 +138,16 @@ impl Top {
         let ts = b.ts[i];
         self.first_ts = Some(self.first_ts.map_or(ts, |f| f.min(ts)));
         self.last_end = self.last_end.max(b.end(i));
+    }
+
+    /// Adds the events of `kind` among the chunk's rows.
+    pub fn add_chunk(&mut self, c: Chunk<'_>, kind: EventKind, h: &TraceHeader) {
+        let k = kind as u8;
+        for &i in c.rows {
+            if c.batch.kind[i as usize] == k {
+                self.add(c.batch, i as usize, h);
+            }
+        }
     }
 
     /// Forgets the counts (live mode: one table per interval), keeping group names.

@@ -1,21 +1,10 @@
-//! `latscope events`: trace file -> filter -> one line (or JSON object) per event.
+//! `latscope events`: a recording -> filter -> one line (or JSON object) per event.
 
-use crate::input::Input;
+use crate::args::{finish_scan, JsonArg, ReadArgs, TimeFormatArg};
 use anyhow::Result;
-use latscope_view::events::{json, line, TimeFormat};
+use latscope_view::events::{json, line};
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-pub enum TimeArg {
-    /// Wall-clock time of day (UTC).
-    Wall,
-    /// Seconds since the recording started.
-    Rel,
-    /// Raw CLOCK_MONOTONIC ns.
-    Mono,
-}
 
 /// Print a trace file's events, one per line: time, latency, process, pid/tid, operation,
 /// fd and path, arguments, result (errno names). Block requests and process events too.
@@ -26,64 +15,36 @@ pub enum TimeArg {
   latscope events -r trace.lst 'proc.name = httpd and fd.type = file' --time rel
   latscope events -r trace.lst 'evt.kind = block' --json | jq .latency_ns")]
 pub struct Args {
-    /// Trace file to read.
-    #[arg(short = 'r', long = "read", value_name = "FILE")]
-    pub file: PathBuf,
-    /// Filter expression (see 'latscope fields').
-    #[arg(value_name = "FILTER")]
-    pub filter: Option<String>,
-    /// JSON lines instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// How to print times.
-    #[arg(long, value_enum, default_value = "wall")]
-    pub time: TimeArg,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    #[command(flatten)]
+    pub json: JsonArg,
+    #[command(flatten)]
+    pub time: TimeFormatArg,
     /// Stop after this many events.
     #[arg(short = 'n', long, value_name = "N")]
     pub limit: Option<u64>,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    let mut input = Input::open(&a.file, a.filter.as_deref(), None)?;
-    let tf = match a.time {
-        TimeArg::Wall => TimeFormat::Wall,
-        TimeArg::Rel => TimeFormat::Relative,
-        TimeArg::Mono => TimeFormat::Monotonic,
-    };
-    let out = std::io::stdout();
-    let mut out = BufWriter::with_capacity(1 << 16, out.lock());
-    let mut n = 0u64;
-    let limit = a.limit.unwrap_or(u64::MAX);
-    let r = input.for_each(|b, rows, h| {
-        for &i in rows {
-            if n >= limit {
-                return Err(anyhow::anyhow!(Stop));
-            }
-            if a.json {
-                serde_json::to_writer(&mut out, &json(h, b, i as usize))?;
+    let mut scan = a.read.open_all("events")?;
+    let tf = a.time.format();
+    let header = scan.header().clone();
+    let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut left = a.limit.unwrap_or(u64::MAX);
+    while left > 0 {
+        let Some(c) = scan.next_batch() else { break };
+        let c = c?;
+        for &i in c.rows.iter().take(usize::try_from(left).unwrap_or(usize::MAX)) {
+            if a.json.json {
+                serde_json::to_writer(&mut out, &json(&header, c.batch, i as usize))?;
                 out.write_all(b"\n")?;
             } else {
-                writeln!(out, "{}", line(h, b, i as usize, tf))?;
+                writeln!(out, "{}", line(&header, c.batch, i as usize, tf))?;
             }
-            n += 1;
+            left -= 1;
         }
-        Ok(())
-    });
-    match r {
-        Err(e) if e.downcast_ref::<Stop>().is_some() => {}
-        r => r?,
     }
     out.flush()?;
-    input.report_warnings();
-    Ok(input.exit_code())
+    Ok(finish_scan(&scan.report()))
 }
-
-/// Marker error that ends reading early (`--limit`).
-#[derive(Debug)]
-struct Stop;
-impl std::fmt::Display for Stop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("limit reached")
-    }
-}
-impl std::error::Error for Stop {}

@@ -1,6 +1,6 @@
 //! `latscope export`: traces -> Parquet (one file, or Hive-style partitions by host, date, hour).
 
-use crate::input::parse_filter;
+use crate::args::{FilterArg, JsonArg};
 use anyhow::{bail, Context, Result};
 use latscope_event::units::{fmt_bytes, fmt_count};
 use latscope_export::parquet_export::{
@@ -38,9 +38,8 @@ pub struct Args {
     /// Output: a .parquet file, or a directory to partition into.
     #[arg(long, value_name = "OUT")]
     pub parquet: PathBuf,
-    /// Filter expression: only matching events are exported (see 'latscope fields').
-    #[arg(value_name = "FILTER")]
-    pub filter: Option<String>,
+    #[command(flatten)]
+    pub filter: FilterArg,
     /// Host name to write instead of each trace's own.
     #[arg(long, value_name = "NAME")]
     pub host: Option<String>,
@@ -56,9 +55,8 @@ pub struct Args {
     /// No progress line.
     #[arg(short, long)]
     pub quiet: bool,
-    /// A JSON summary on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
 /// The traces named: files as given, directories as their `*.lst` files, sorted.
@@ -86,7 +84,7 @@ fn trace_files(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
 pub fn run(a: Args) -> Result<ExitCode> {
     let files = trace_files(&a.files)?;
     let mut opts = ParquetOptions::new(Output::from_path(&a.parquet));
-    opts.filter = parse_filter(a.filter.as_deref())?;
+    opts.filter = a.filter.parse()?;
     opts.host = a.host.clone();
     opts.row_group_rows = a.row_group_rows;
     opts.zstd_level = a.zstd_level;
@@ -129,7 +127,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             );
         }
     }
-    if a.json {
+    if a.json.json {
         let mut j = serde_json::to_value(&s)?;
         j["seconds"] = serde_json::json!(secs);
         j["events_per_second"] = serde_json::json!(read as f64 / secs);

@@ -1,17 +1,14 @@
 //! `latscope hist`: events -> high-resolution histogram(s) with statistics and peaks, as text, SVG
 //! or JSON.
 
-use crate::cmd::viewinput::{columns, read_all, write_output, InputFormat, Kinds, Source, Zone};
-use anyhow::{bail, Result};
-use latscope_event::units::{parse_duration_ns, parse_size};
+use crate::args::{finish_scan, write_output, InputArg, JsonArg, ReadArgs, ScanPlan};
+use anyhow::{bail, Context, Result};
+use latscope_event::EventKind;
 use latscope_hist::Histogram;
-use latscope_trace::BlockMeta;
-use latscope_view::group::{GroupBy, Grouper};
+use latscope_view::group::GroupBy;
 use latscope_view::heatmap::text::parse_two_columns;
-use latscope_view::heatmap::{EventPoints, YField, YUnit};
-use latscope_view::histview::{self, HistOptions, HistScale};
-use serde_json::json;
-use std::io::Write;
+use latscope_view::heatmap::{YField, YUnit};
+use latscope_view::histview::{self, from_pairs, keep_largest, HistBuilder, HistOptions, HistScale};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,22 +29,15 @@ use std::process::ExitCode;
   latscope hist -r trace.lst --full                           # every non-empty bucket
   latscope hist --input perf -r out.blockio --json | jq '.groups[0].stats'")]
 pub struct Args {
-    /// Input file (a trace, or text with --input; '-' reads stdin).
-    #[arg(short = 'r', long = "read", value_name = "FILE")]
-    pub file: PathBuf,
-    /// Filter expression (see 'latscope fields').
-    #[arg(value_name = "FILTER")]
-    pub filter: Option<String>,
-    /// Input format (text: the second column of "time value" lines, rounded to integers, in its own unit).
-    #[arg(long, value_enum, default_value = "trace")]
-    pub input: InputFormat,
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// Block requests instead of syscalls (implied by --input perf).
     #[arg(long)]
     pub block: bool,
     /// What to count: latency, size (bytes), qtime (block queue time), offset.
     #[arg(long, default_value = "latency", value_parser = YField::parse)]
     pub field: YField,
-    /// One histogram per group: proc, syscall, file, disk, op (also pid, dir, client).
+    /// One histogram per group: proc, syscall, file, disk, op, class (also pid, dir, client).
     #[arg(long, value_name = "GROUP", value_parser = GroupBy::parse)]
     pub by: Option<GroupBy>,
     /// With --by: the groups with the most events, at most this many.
@@ -77,171 +67,94 @@ pub struct Args {
     /// Also draw the histogram(s) to this SVG file.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
-    /// JSON on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
-fn parse_value(s: &str, unit: &YUnit) -> Result<u64> {
-    if let Ok(v) = s.trim().parse::<u64>() {
-        return Ok(v);
-    }
-    match unit {
-        YUnit::Nanos => parse_duration_ns(s).map_err(anyhow::Error::msg),
-        YUnit::Bytes => parse_size(s).map_err(anyhow::Error::msg),
-        YUnit::Raw(_) => bail!("'{s}' is not a whole number"),
+impl Args {
+    fn scale(&self, unit: &YUnit) -> Result<HistScale> {
+        if self.full {
+            return Ok(HistScale::Full);
+        }
+        let value = |o: &Option<String>, flag: &str| -> Result<Option<u64>> {
+            o.as_deref()
+                .map(|s| unit.parse_value(s).map(|v| v.max(0.0).round() as u64).map_err(anyhow::Error::msg))
+                .transpose()
+                .context(flag.to_string())
+        };
+        let (min, max) = (value(&self.min, "--min")?, value(&self.max, "--max")?);
+        if let (Some(lo), Some(hi)) = (min, max) {
+            if lo > hi {
+                bail!("--min ({}) is above --max ({})", unit.fmt(lo as f64), unit.fmt(hi as f64));
+            }
+        }
+        if !self.linear {
+            if min.is_some() || max.is_some() {
+                bail!("--min/--max set the range of linear bins: add --linear");
+            }
+            return Ok(HistScale::Log { per_decade: histview::clamp_per_decade(self.per_decade) });
+        }
+        Ok(HistScale::Linear { bins: self.bins.max(1), min, max })
     }
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let by = a.by.unwrap_or(GroupBy::All);
-    let mut groups: Vec<(String, Histogram)>;
-    let unit;
-    let what;
-    let mut code = ExitCode::SUCCESS;
-    if a.input == InputFormat::Text {
-        if a.filter.is_some() || a.by.is_some() {
-            bail!("two-column text input takes no filter and no --by");
+    let (mut groups, unit, what, code) = if a.read.input == InputArg::Text {
+        a.read.text_takes_no_filter()?;
+        if a.by.is_some() {
+            bail!("two-column text input takes no --by");
         }
-        let pts = parse_two_columns(&read_all(&a.file)?, &a.file.display().to_string())?;
-        let mut h = Histogram::new();
-        for &v in &pts.y {
-            h.record_signed(v.round() as i64);
-        }
-        groups = vec![("all".into(), h)];
-        unit = YUnit::Raw(String::new());
-        what = "value".to_string();
+        let pts = parse_two_columns(&latscope_scan::read_input(&a.read.file)?, &a.read.file.display().to_string())?;
+        (
+            vec![("all".to_string(), from_pairs(&pts.y))],
+            YUnit::Raw(String::new()),
+            "value".to_string(),
+            ExitCode::SUCCESS,
+        )
     } else {
-        let kinds = Kinds::new(a.block, a.input);
-        if a.field == YField::Qtime && kinds != Kinds::Block {
+        let kind = a.read.kind(a.block);
+        if a.field == YField::Qtime && kind != EventKind::Block {
             bail!("--field qtime is the block queue time: add --block");
         }
         if a.field == YField::Subsecond {
             bail!("--field subsecond is for heat maps");
         }
-        let mut cols = vec!["kind"];
-        cols.extend(a.field.columns());
-        cols.extend(by.columns());
-        let mut src = Source::open(&a.file, a.input, a.filter.as_deref(), &columns(&cols))?;
-        let mut grouper = Grouper::new(by);
-        let mut hs: Vec<Histogram> = Vec::new();
-        let field = a.field;
-        let fast = by == GroupBy::All && field == YField::Latency;
-        let kind = kinds.code();
-        // Zone maps: a block of syscalls only is counted from `lat` alone, one without
-        // syscalls not at all (a histogram has no time axis).
-        let zone = |m: &BlockMeta| if fast { Zone::of(m, kind, false, false, |_| None) } else { Default::default() };
-        src.for_each_zoned(zone, |b, rows, h, z| {
-            if fast {
-                // One latency histogram: only two columns touched.
-                if hs.is_empty() {
-                    hs.push(Histogram::new());
-                    grouper.group(b, 0, h);
-                }
-                let hist = &mut hs[0];
-                if z.empty {
-                    return Ok(());
-                }
-                if z.all_kind {
-                    hist.record_slice(&b.lat);
-                } else if rows.len() == b.len() {
-                    for (&k, &lat) in b.kind.iter().zip(&b.lat) {
-                        if k == kind {
-                            hist.record(lat);
-                        }
-                    }
-                } else {
-                    for &i in rows {
-                        if b.kind[i as usize] == kind {
-                            hist.record(b.lat[i as usize]);
-                        }
-                    }
-                }
-                return Ok(());
-            }
-            for &i in rows {
-                let i = i as usize;
-                if !kinds.takes(b, i) {
-                    continue;
-                }
-                let Some(v) = EventPoints::value(field, b, i, h) else { continue };
-                let g = grouper.group(b, i, h);
-                while hs.len() <= g {
-                    hs.push(Histogram::new());
-                }
-                hs[g].record(v as u64);
-            }
-            Ok(())
+        let mut hb = HistBuilder::new(kind, a.field, by);
+        let mut scan = a.read.open("hist", ScanPlan { columns: &hb.columns(), zone: hb.zone_plan() })?;
+        let header = scan.header().clone();
+        scan.for_each(|c| {
+            hb.add(c, &header);
+            Ok::<(), anyhow::Error>(())
         })?;
-        groups = hs.into_iter().enumerate().map(|(g, h)| (grouper.names()[g].clone(), h)).collect();
-        if groups.is_empty() {
-            groups.push(("all".into(), Histogram::new()));
-        }
-        unit = field.unit();
-        what = format!("{} {}", kinds.noun(), field.label().to_lowercase());
-        code = src.finish();
-    }
-    groups.sort_by(|x, y| y.1.count().cmp(&x.1.count()).then_with(|| x.0.cmp(&y.0)));
-    let hidden = groups.len().saturating_sub(a.limit.max(1));
-    groups.truncate(a.limit.max(1));
-    let scale = if a.full {
-        HistScale::Full
-    } else if a.linear {
-        HistScale::Linear {
-            bins: a.bins.max(1),
-            min: a.min.as_deref().map(|s| parse_value(s, &unit)).transpose()?,
-            max: a.max.as_deref().map(|s| parse_value(s, &unit)).transpose()?,
-        }
-    } else {
-        if a.min.is_some() || a.max.is_some() {
-            bail!("--min/--max set the range of linear bins: add --linear");
-        }
-        HistScale::Log { per_decade: histview::clamp_per_decade(a.per_decade) }
+        let noun = if kind == EventKind::Block { "block I/O" } else { "syscall" };
+        let what = format!("{noun} {}", a.field.label().to_lowercase());
+        (hb.finish(), a.field.unit(), what, finish_scan(&scan.report()))
     };
-    let o = HistOptions { scale, unit, bar_width: a.width.clamp(1, 400), what: what.clone(), ..Default::default() };
+    let hidden = keep_largest(&mut groups, a.limit);
+    let o = HistOptions { scale: a.scale(&unit)?, unit, bar_width: a.width.clamp(1, 400), what, ..Default::default() };
     let heading = |name: &str| match by {
         GroupBy::All | GroupBy::Syscall | GroupBy::Op => name.to_string(),
         _ => format!("{} {name}", by.name()),
     };
     if let Some(p) = &a.svg {
         let refs: Vec<(String, &Histogram)> = groups.iter().map(|(n, h)| (heading(n), h)).collect();
-        let title = format!("{} histogram — {}", capitalize(&what), a.file.display());
-        std::fs::write(p, histview::render_svg(&refs, &o, &title))
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        let title = format!("{} histogram — {}", histview::capitalize(&o.what), a.read.file.display());
+        write_output(Some(p), histview::render_svg(&refs, &o, &title).as_bytes())?;
         eprintln!("latscope: wrote {}", p.display());
     }
-    if a.json {
-        let j = json!({
-            "what": what,
-            "by": by.name(),
-            "groups": groups.iter().map(|(n, h)| histview::to_json(n, h, &o)).collect::<Vec<_>>(),
-            "groups_not_shown": hidden,
-        });
-        let mut s = serde_json::to_string(&j)?;
-        s.push('\n');
-        write_output(None, s.as_bytes())?;
+    let out = if a.json.json {
+        let groups: Vec<_> = groups.iter().map(|(n, h)| histview::to_json(n, h, &o)).collect();
+        let j = serde_json::json!({ "what": o.what, "by": by.name(), "groups": groups, "groups_not_shown": hidden });
+        format!("{}\n", serde_json::to_string(&j)?)
     } else {
-        let mut out = String::new();
-        for (k, (n, h)) in groups.iter().enumerate() {
-            if k > 0 {
-                out.push('\n');
-            }
-            out.push_str(&histview::render_text(&heading(n), h, &o));
-        }
+        let texts: Vec<String> = groups.iter().map(|(n, h)| histview::render_text(&heading(n), h, &o)).collect();
+        let mut s = texts.join("\n");
         if hidden > 0 {
-            out.push_str(&format!("\n({hidden} more {} groups; -n to show more)\n", by.name()));
+            s.push_str(&format!("\n({hidden} more {} groups; -n to show more)\n", by.name()));
         }
-        let mut so = std::io::stdout().lock();
-        so.write_all(out.as_bytes())?;
-        so.flush()?;
-    }
+        s
+    };
+    write_output(None, out.as_bytes())?;
     Ok(code)
-}
-
-fn capitalize(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
-        None => String::new(),
-    }
 }

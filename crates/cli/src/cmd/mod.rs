@@ -1,5 +1,6 @@
 //! One module per subcommand: each has its `Args` (clap) and a `run` function.
 
+pub mod bench;
 pub mod events;
 pub mod export;
 pub mod fields;
@@ -11,4 +12,3 @@ pub mod record;
 pub mod spectrogram;
 pub mod timeline;
 pub mod top;
-pub mod viewinput;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use latscope_event::TraceHeader;
 use latscope_filter::Filter;
+use latscope_scan::{InputFormat, Scan, ScanOptions};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
@@ -196,7 +197,7 @@ fn writer_properties(o: &ParquetOptions) -> Result<Arc<WriterProperties>, Export
 
 /// Opens every trace first, so that an unreadable one stops the export before anything is written.
 fn check_traces(traces: &[PathBuf]) -> Result<Vec<TraceHeader>, ExportError> {
-    traces.iter().map(|p| Ok(latscope_trace::TraceReader::open(p)?.header().clone())).collect()
+    traces.iter().map(|p| Ok(Scan::open(p, InputFormat::Trace, ScanOptions::default())?.header().clone())).collect()
 }
 
 /// Exports `traces` to Parquet as `opts` says, calling `progress` after every block read.

@@ -14,22 +14,12 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_core_read.h>
 #include "latscope.h"
+#include "fdname.bpf.h"
+#include "agg.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define ANON_INODE_FS_MAGIC 0x09041934
-#define TMPFS_MAGIC 0x01021994
-#define AF_UNIX 1
-#define AF_INET 2
-#define AF_INET6 10
-#define AF_NETLINK 16
 #define IOV_MAX_READ 8
-#define S_IFMT 00170000
-#define S_IFSOCK 0140000
-#define S_IFBLK 0060000
-#define S_IFDIR 0040000
-#define S_IFCHR 0020000
-#define S_IFIFO 0010000
 
 /* Set by user space before load. */
 const volatile __u32 self_tgid = 0;
@@ -42,15 +32,27 @@ const volatile __u8 agg_group = 0;  /* enum ls_agg_group */
 const volatile __u64 min_lat = 0;
 const volatile __u32 fdtype_mask = 0;
 const volatile __u64 wake_bytes = 256 * 1024;
+const volatile __u8 proc_events = 1;  /* emit process events (fork, exec, exit) */
+const volatile __u8 stash_exec = 0;   /* keep the program of an exec for its syscall's event */
 
 /* Bumped by user space whenever the pid filter changes, so that verdicts cached per task are
  * taken again (a process started behind a gate made syscalls before its pid was added). */
 volatile __u32 filter_gen = 1;
 
-/* Make the shared types part of the object's BTF so the skeleton exports them. */
+/* Make the shared types part of the object's BTF so the skeleton exports them (Rust reads the
+ * constants from there; see latscope.h). */
 struct ls_event _ls_event_type = {};
 struct ls_sys_desc _ls_sys_desc_type = {};
 struct ls_sock_tuple _ls_sock_tuple_type = {};
+struct ls_stats _ls_stats_type = {};
+enum ls_limits _ls_limits_type = LS_COMM_LEN;
+enum ls_kind _ls_kind_type = LS_SYSCALL;
+enum ls_proc_op _ls_proc_op_type = LS_FORK;
+enum ls_desc_bits _ls_desc_bits_type = LS_IO;
+enum ls_fd_type _ls_fd_type_type = LS_FD_UNKNOWN;
+enum ls_rwbs _ls_rwbs_type = LS_RWBS_SYNC;
+enum ls_sys_class _ls_sys_class_type = LS_CLASS_PROCESS;
+enum ls_agg_group _ls_agg_group_type = LS_AGG_ALL;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -67,13 +69,22 @@ struct {
 /* Syscall in flight, per task: set at entry, consumed at exit. */
 struct ls_start {
 	__u64 ts;
-	__u64 args[6];
+	__u64 args[LS_NARGS];
 	__u64 ino;
 	__s64 pos;
 	__u32 dev;
 	__u32 nr;
 	__u8 fd_type;
+	__u8 recheck;   /* the pid/comm filter is decided at exit (the call may rename the task) */
 };
+
+/* Whether a slot of struct ls_sys_desc names an argument. The table comes from latscope-event,
+ * whose tests check that every slot is below LS_NARGS or LS_ARG_NONE; the bound also proves the
+ * index to the verifier (the compiler folds the two tests into one). */
+static __always_inline bool has_arg(__u8 idx)
+{
+	return idx != LS_ARG_NONE && idx < LS_NARGS;
+}
 
 /*
  * Where a syscall in flight waits for its exit. Task storage costs about as much as the rest of
@@ -112,6 +123,21 @@ struct {
 	__type(value, struct ls_start);
 } starts SEC(".maps");
 
+/*
+ * The program of an exec in progress, as the kernel copied it (bprm->filename): the execve
+ * event needs it, but at the syscall's exit the path argument's memory belongs to the old image.
+ */
+struct ls_exec_path {
+	char path[LS_PATH_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ls_exec_path);
+} exec_paths SEC(".maps");
+
 #define barrier() asm volatile("" ::: "memory")
 
 struct {
@@ -138,9 +164,9 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LS_STAT_MAX);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct ls_stats);
 } stats SEC(".maps");
 
 struct ls_scratch {
@@ -154,22 +180,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ls_scratch);
 } scratch SEC(".maps");
-
-/* In-kernel histograms: [group][bucket] counts, per CPU. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LS_AGG_GROUPS * LS_AGG_BUCKETS);
-	__type(key, __u32);
-	__type(value, __u64);
-} agg SEC(".maps");
-
-/* fd type -> aggregation group for LS_AGG_FDCLASS (filled by user space). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 32);
-	__type(key, __u32);
-	__type(value, __u32);
-} fdclass SEC(".maps");
 
 struct ls_rq {
 	__u64 insert_ts;
@@ -186,183 +196,33 @@ struct {
 	__type(value, struct ls_rq);
 } inflight SEC(".maps");
 
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
-
-static __always_inline void stat_add(__u32 idx, __s64 d)
+/* This CPU's counters (struct ls_stats, read by field in user space). */
+static __always_inline struct ls_stats *cpu_stats(void)
 {
-	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
-	if (v)
-		*v += d;
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&stats, &zero);
 }
 
-static __always_inline void stat_inc(__u32 idx)
-{
-	stat_add(idx, 1);
-}
+/* Count one more `field` (a member of struct ls_stats). */
+#define STAT_INC(field)                                   \
+	do {                                              \
+		struct ls_stats *_st = cpu_stats();       \
+		if (_st)                                  \
+			_st->field++;                     \
+	} while (0)
 
 /* An output that failed after count_event() counted it: count it as lost instead. */
 static __always_inline void stat_lost_after_count(void)
 {
-	stat_add(LS_STAT_EVENTS, -1);
-	stat_inc(LS_STAT_LOST);
-}
-
-/* floor(log2(v)) for v > 0, without a loop (the BPF ISA has no clz). */
-static __always_inline __u32 log2_u64(__u64 v)
-{
-	__u32 r = 0, shift;
-	shift = (v > 0xffffffffULL) << 5; v >>= shift; r |= shift;
-	shift = (v > 0xffff) << 4; v >>= shift; r |= shift;
-	shift = (v > 0xff) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xf) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
-	r |= (v >> 1);
-	return r;
+	struct ls_stats *st = cpu_stats();
+	if (st) {
+		st->events--;
+		st->lost++;
+	}
 }
 
 /* Aggregation that looks at the fd (its type): the only one that needs the fd resolved at entry. */
 #define AGG_NEEDS_FD (fdtype_mask || agg_group == LS_AGG_FDCLASS)
-
-/* Log-linear bucket: 16 linear sub-buckets per power of two (mirrored by agg_bucket_bounds in Rust).
- * 16 rather than 8 so that a bucket is narrower than half a column of a terminal spectrogram:
- * with 12.5% buckets, calls of 10.1 ms shared a bucket with 9.5 ms ones and were drawn left of
- * the 10 ms tick. */
-static __always_inline __u32 lat_bucket(__u64 v)
-{
-	if (v < 16)
-		return v;
-	__u32 e = log2_u64(v);
-	__u32 idx = (e - 3) * 16 + ((v >> (e - 4)) & 15);
-	return idx < LS_AGG_BUCKETS ? idx : LS_AGG_BUCKETS - 1;
-}
-
-static __always_inline void agg_add(__u32 group, __u64 lat)
-{
-	__u32 key = (group % LS_AGG_GROUPS) * LS_AGG_BUCKETS + lat_bucket(lat);
-	__u64 *v = bpf_map_lookup_elem(&agg, &key);
-	if (v)
-		(*v)++; /* no separate event counter: user space sums the histograms */
-}
-
-static __always_inline __u8 sock_type(struct file *f)
-{
-	struct socket *sock = bpf_rdonly_cast(f->private_data, bpf_core_type_id_kernel(struct socket));
-	if (!sock)
-		return LS_FD_SOCKET;
-	struct sock *sk = sock->sk;
-	if (!sk)
-		return LS_FD_SOCKET;
-	switch (sk->__sk_common.skc_family) {
-	case AF_INET: return LS_FD_IPV4;
-	case AF_INET6: return LS_FD_IPV6;
-	case AF_UNIX: return LS_FD_UNIX;
-	case AF_NETLINK: return LS_FD_NETLINK;
-	default: return LS_FD_SOCKET;
-	}
-}
-
-/* Anonymous inodes are told apart by their dentry name ("[eventfd]", "inotify", ...). */
-static __always_inline __u8 anon_type(struct file *f)
-{
-	char name[12] = {};
-	bpf_probe_read_kernel_str(name, sizeof(name), f->f_path.dentry->d_name.name);
-	if (name[0] == '[') {
-		if (name[1] == 'e' && name[2] == 'v' && name[5] == 't' && name[6] == 'f')
-			return LS_FD_EVENT;      /* [eventfd] */
-		if (name[1] == 'e' && name[2] == 'v' && name[5] == 't' && name[6] == 'p')
-			return LS_FD_EVENTPOLL;  /* [eventpoll] */
-		if (name[1] == 's' && name[2] == 'i')
-			return LS_FD_SIGNALFD;   /* [signalfd] */
-		if (name[1] == 't' && name[2] == 'i')
-			return LS_FD_TIMERFD;    /* [timerfd] */
-	} else if (name[0] == 'i' && name[1] == 'n' && name[2] == 'o') {
-		return LS_FD_INOTIFY;
-	}
-	return LS_FD_ANON;
-}
-
-/* The struct file behind fd in task's table, or NULL. */
-static __always_inline struct file *file_of(struct task_struct *task, __s64 fd)
-{
-	struct files_struct *files = task->files;
-	if (!files || fd < 0)
-		return NULL;
-	struct fdtable *fdt = files->fdt;
-	if (!fdt || fd >= fdt->max_fds)
-		return NULL;
-	/* The slot fdt->fd[fd], read as the first word of a struct callback_head: a direct
-	 * (fault-safe) load instead of a bpf_probe_read_kernel() call. */
-	struct callback_head *slot = bpf_rdonly_cast((void *)((__u64)fdt->fd + fd * sizeof(void *)),
-						     bpf_core_type_id_kernel(struct callback_head));
-	return bpf_rdonly_cast(slot->next, bpf_core_type_id_kernel(struct file));
-}
-
-/* The addresses of the inet socket behind fd (connect/accept): size written, or 0. */
-static __always_inline long sock_tuple(struct task_struct *task, __s64 fd, struct ls_sock_tuple *t)
-{
-	struct file *f = file_of(task, fd);
-	if (!f)
-		return 0;
-	struct socket *sock = bpf_rdonly_cast(f->private_data, bpf_core_type_id_kernel(struct socket));
-	if (!sock)
-		return 0;
-	struct sock *sk = bpf_rdonly_cast(sock->sk, bpf_core_type_id_kernel(struct sock));
-	if (!sk)
-		return 0;
-	__u16 family = sk->__sk_common.skc_family;
-	t->family = family;
-	t->lport = sk->__sk_common.skc_num;
-	t->rport = bpf_ntohs(sk->__sk_common.skc_dport);
-	t->pad = 0;
-	if (family == AF_INET) {
-		__builtin_memset(t->laddr, 0, sizeof(t->laddr));
-		__builtin_memset(t->raddr, 0, sizeof(t->raddr));
-		*(__u32 *)t->laddr = sk->__sk_common.skc_rcv_saddr;
-		*(__u32 *)t->raddr = sk->__sk_common.skc_daddr;
-	} else if (family == AF_INET6) {
-		__builtin_memcpy(t->laddr, &sk->__sk_common.skc_v6_rcv_saddr, 16);
-		__builtin_memcpy(t->raddr, &sk->__sk_common.skc_v6_daddr, 16);
-	} else {
-		return 0;
-	}
-	return sizeof(*t);
-}
-
-/* Look up fd in the current task's table: device, inode, type, file position. */
-static __always_inline void fd_info(struct task_struct *task, __s64 fd, __u32 *dev, __u64 *ino, __u8 *type,
-				    __s64 *pos)
-{
-	*dev = 0; *ino = 0; *type = LS_FD_UNKNOWN; *pos = -1;
-	struct file *f = file_of(task, fd);
-	if (!f)
-		return;
-	struct inode *inode = f->f_inode;
-	if (!inode)
-		return;
-	__u16 mode = inode->i_mode;
-	struct super_block *sb = inode->i_sb;
-	*ino = inode->i_ino;
-	*dev = sb ? sb->s_dev : 0;
-	*pos = f->f_pos;
-	switch (mode & S_IFMT) {
-	case S_IFDIR: *type = LS_FD_DIR; return;
-	case S_IFSOCK: *type = sock_type(f); return;
-	case S_IFIFO: *type = LS_FD_PIPE; return;
-	case S_IFCHR: *type = LS_FD_CHR; return;
-	case S_IFBLK: *type = LS_FD_BLK; return;
-	}
-	unsigned long magic = sb ? sb->s_magic : 0;
-	if (magic == ANON_INODE_FS_MAGIC) {
-		*type = anon_type(f);
-	} else if (magic == TMPFS_MAGIC) {
-		char name[6] = {};
-		bpf_probe_read_kernel(name, sizeof(name), f->f_path.dentry->d_name.name);
-		*type = (name[0] == 'm' && name[1] == 'e' && name[2] == 'm' && name[3] == 'f' && name[4] == 'd' &&
-			 name[5] == ':') ? LS_FD_MEMFD : LS_FD_FILE;
-	} else {
-		*type = LS_FD_FILE;
-	}
-}
 
 /* The command name as two words, read straight from task_struct (cheaper than the helper). */
 static __always_inline void task_comm(struct task_struct *task, __u64 out[2])
@@ -407,7 +267,7 @@ static __always_inline bool task_wanted(struct task_struct *task, struct ls_cpu 
 }
 
 static __always_inline void fill_start(struct ls_start *s, struct task_struct *task, struct pt_regs *regs,
-				       __u32 nr, struct ls_sys_desc *d);
+				       __u32 nr, struct ls_sys_desc *d, __u8 recheck);
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
@@ -423,12 +283,20 @@ int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	__u32 zero = 0;
 	struct ls_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
-	if (!c || !task_wanted(task, c))
+	if (!c)
 		return 0;
+	__u8 recheck = 0;
+	if (!task_wanted(task, c)) {
+		/* exec and prctl may give the task the name the filter wants, and its event carries the
+		 * name it returns with: decide at exit, or the event that renames it would be lost. */
+		if (!filter_comms || !(d->bits & LS_RENAMES))
+			return 0;
+		recheck = 1;
+	}
 	__u64 switches = c->switches;
 	c->task = 0;
 	barrier();
-	fill_start(&c->st, task, regs, nr, d);
+	fill_start(&c->st, task, regs, nr, d, recheck);
 	barrier();
 	c->task = (__u64)task;
 	barrier();
@@ -438,7 +306,7 @@ int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
 		c->task = 0;
 		struct ls_start *s = bpf_task_storage_get(&starts, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (s)
-			fill_start(s, task, regs, nr, d);
+			fill_start(s, task, regs, nr, d, recheck);
 	}
 	return 0;
 }
@@ -468,17 +336,32 @@ int BPF_PROG(ls_switch, bool preempt, struct task_struct *prev, struct task_stru
 		if (s)
 			__builtin_memcpy(s, &c->st, sizeof(*s));
 		else
-			stat_inc(LS_STAT_LOST);
+			STAT_INC(lost);
 	}
 	c->task = 0;
 	return 0;
 }
 
+/* An offset behind a pointer argument, read at entry: the kernel advances it by the time the call
+ * returns. The pointer in the saved arguments is replaced by the offset (-1: NULL, unreadable). */
+static __always_inline void deref_off(struct ls_start *s, __u8 idx)
+{
+	if (!has_arg(idx))
+		return;
+	__s64 off = -1;
+	void *p = (void *)s->args[idx];
+	if (p && bpf_probe_read_user(&off, sizeof(off), p))
+		off = -1;
+	s->args[idx] = off;
+}
+
 /* Save what the exit needs: number, arguments, the fd's identity, then the entry time. */
 static __always_inline void fill_start(struct ls_start *s, struct task_struct *task, struct pt_regs *regs,
-				       __u32 nr, struct ls_sys_desc *d)
+				       __u32 nr, struct ls_sys_desc *d, __u8 recheck)
 {
 	s->nr = nr;
+	if (filter_comms) /* without a command-name filter (known at load), the verifier drops this */
+		s->recheck = recheck;
 	/* In-kernel histograms that need neither the fd nor the arguments: the entry time is all. */
 	if (agg_mode && !AGG_NEEDS_FD) {
 		s->ts = bpf_ktime_get_ns();
@@ -490,9 +373,13 @@ static __always_inline void fill_start(struct ls_start *s, struct task_struct *t
 	s->args[3] = regs->r10;
 	s->args[4] = regs->r8;
 	s->args[5] = regs->r9;
+	if (d->bits & LS_OFF_PTR) {
+		deref_off(s, d->off);
+		deref_off(s, d->off2);
+	}
 	/* Resolve the fd now: close() has removed it by the time the call returns. */
 	__u8 fdi = d->fd;
-	if (fdi < 6)
+	if (has_arg(fdi))
 		fd_info(task, (int)s->args[fdi], &s->dev, &s->ino, &s->fd_type, &s->pos);
 	else {
 		/* No fd: clear what the previous syscall of this task left. */
@@ -506,12 +393,15 @@ static __always_inline void fill_start(struct ls_start *s, struct task_struct *t
 
 static __always_inline __u64 arg_or(struct ls_start *s, __u8 idx, __u64 dflt)
 {
-	return idx < 6 ? s->args[idx] : dflt;
+	return has_arg(idx) ? s->args[idx] : dflt;
 }
 
 /* Who made the call, by direct loads from task_struct rather than four helper calls. */
 static __always_inline void fill_common(struct ls_event *e, struct task_struct *task)
 {
+	e->cpu = bpf_get_smp_processor_id();
+	e->pad16 = 0;
+	e->pad32 = 0;
 	e->pid = task->tgid;
 	e->tid = task->pid;
 	e->uid = task->cred->uid.val;
@@ -523,12 +413,10 @@ static __always_inline void fill_common(struct ls_event *e, struct task_struct *
  * asks the ring buffer how full it is (the reader polls with a timeout anyway). */
 static __always_inline __u64 count_event(void)
 {
-	__u32 idx = LS_STAT_EVENTS;
-	__u64 *n = bpf_map_lookup_elem(&stats, &idx);
-	if (!n)
+	struct ls_stats *st = cpu_stats();
+	if (!st)
 		return BPF_RB_NO_WAKEUP;
-	*n += 1;
-	if (*n & 1023)
+	if (++st->events & 1023)
 		return BPF_RB_NO_WAKEUP;
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
@@ -543,7 +431,7 @@ static __always_inline void fill_sys(struct ls_event *e, struct ls_start *s, str
 	e->ret = ret;
 	e->nr = s->nr;
 	e->fd = (__s32)arg_or(s, d->fd, (d->bits & LS_RET_FD) ? (__u64)ret : (__u64)-1);
-	if (d->fd >= 6 && (d->bits & LS_RET_FD) && ret < 0)
+	if (!has_arg(d->fd) && (d->bits & LS_RET_FD) && ret < 0)
 		e->fd = -1;
 	e->fd_type = fd_type;
 	e->dev = dev;
@@ -552,7 +440,7 @@ static __always_inline void fill_sys(struct ls_event *e, struct ls_start *s, str
 	e->flags = (__u32)arg_or(s, d->flags, 0);
 	e->mode = (__u32)arg_or(s, d->mode, 0);
 	e->addr = arg_or(s, d->addr, 0);
-	if (d->dirfd2 < 6)
+	if (has_arg(d->dirfd2))
 		e->addr = s->args[d->dirfd2]; /* dirfd of the second path (rename/link) */
 	e->bytes = arg_or(s, d->count, 0);
 	e->off = -1;
@@ -574,23 +462,25 @@ static __always_inline void fill_sys(struct ls_event *e, struct ls_start *s, str
 		}
 		e->bytes = total;
 	}
-	if (d->off < 6) {
-		if (d->bits & LS_OFF_PTR) {
-			__s64 off = -1;
-			if (s->args[d->off])
-				bpf_probe_read_user(&off, sizeof(off), (void *)s->args[d->off]);
-			e->off = off;
-		} else {
-			e->off = s->args[d->off];
-		}
+	if (has_arg(d->off)) {
+		e->off = s->args[d->off]; /* behind a pointer: read at entry */
+		/* A NULL offset pointer: the call uses (and advances) the file position. */
+		if ((d->bits & (LS_OFF_PTR | LS_FILE_POS)) == (LS_OFF_PTR | LS_FILE_POS) && e->off == -1)
+			e->off = s->pos;
 	} else if (d->bits & LS_FILE_POS) {
 		e->off = s->pos;
 	}
+	e->off2 = (__s64)arg_or(s, d->off2, (__u64)-1);
 	if (d->bits & LS_OPENAT2) {
 		struct open_how how = {};
 		bpf_probe_read_user(&how, sizeof(how), (void *)arg_or(s, d->flags, 0));
 		e->flags = how.flags;
 		e->mode = how.mode;
+	} else if (d->bits & LS_CLONE_ARGS) {
+		/* clone3: the flags are the first member of struct clone_args. */
+		__u64 flags = 0;
+		bpf_probe_read_user(&flags, sizeof(flags), (void *)arg_or(s, d->flags, 0));
+		e->flags = (__u32)flags;
 	}
 }
 
@@ -609,6 +499,8 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 		if (agg_mode && !AGG_NEEDS_FD) {
 			st.ts = c->st.ts;
 			st.nr = c->st.nr;
+			if (filter_comms)
+				st.recheck = c->st.recheck;
 		} else {
 			__builtin_memcpy(&st, &c->st, sizeof(st));
 		}
@@ -623,6 +515,8 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	}
 	struct ls_start *s = &st;
 	if (!s->ts)
+		return 0;
+	if (filter_comms && s->recheck && !task_wanted(task, c))
 		return 0;
 	__u64 ts = s->ts;
 	__u64 now = bpf_ktime_get_ns();
@@ -645,6 +539,14 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 		__s64 pos;
 		fd_info(task, ret, &dev, &ino, &fd_type, &pos);
 	}
+	/* pipe, socketpair: the two fds the kernel wrote to user memory; the first names the event. */
+	__s32 pair[2] = { -1, -1 };
+	if ((d->bits & LS_FD_PAIR) && ret == 0) {
+		__s64 pos;
+		if (bpf_probe_read_user(pair, sizeof(pair), (void *)arg_or(s, d->addr, 0)))
+			pair[0] = pair[1] = -1;
+		fd_info(task, pair[0], &dev, &ino, &fd_type, &pos);
+	}
 	if (fdtype_mask && !(fdtype_mask & (1U << (fd_type & 31))))
 		return 0;
 
@@ -663,14 +565,18 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 
-	if (d->path >= 6 && d->path2 >= 6 && !(d->bits & LS_SOCK)) {
+	if (!has_arg(d->path) && !has_arg(d->path2) && !(d->bits & LS_SOCK)) {
 		struct ls_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e) {
-			stat_inc(LS_STAT_LOST);
+			STAT_INC(lost);
 			return 0;
 		}
 		fill_common(e, task);
 		fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
+		if (d->bits & LS_FD_PAIR) {
+			e->fd = pair[0];
+			e->addr = pair[1] >= 0 ? pair[1] : 0;
+		}
 		bpf_ringbuf_submit(e, count_event());
 		return 0;
 	}
@@ -683,12 +589,21 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	fill_common(e, task);
 	fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 	long n1 = 0, n2 = 0;
-	if (d->path < 6) {
+	if (has_arg(d->path) && d->class == LS_CLASS_PROCESS && ret == 0) {
+		/* A successful exec replaced the memory the path was in: take the kernel's copy. */
+		struct ls_exec_path *x = bpf_task_storage_get(&exec_paths, task, 0, 0);
+		if (x) {
+			n1 = bpf_probe_read_kernel_str(sc->paths, LS_PATH_MAX, x->path);
+			x->path[0] = 0;
+		}
+		if (n1 <= 0) {
+			STAT_INC(path_faults);
+			n1 = 0;
+		}
+	} else if (has_arg(d->path)) {
 		n1 = bpf_probe_read_user_str(sc->paths, LS_PATH_MAX, (void *)s->args[d->path]);
 		if (n1 < 0) {
-			/* A successful execve replaced the memory the path was in: the exec event has it. */
-			if (!(d->class == LS_CLASS_PROCESS && ret == 0))
-				stat_inc(LS_STAT_PATH_FAULT);
+			STAT_INC(path_faults);
 			n1 = 0;
 		}
 	}
@@ -700,10 +615,10 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (n1 > LS_PATH_MAX)
 		n1 = LS_PATH_MAX;
-	if (d->path2 < 6) {
+	if (has_arg(d->path2)) {
 		n2 = bpf_probe_read_user_str(sc->paths + n1, LS_PATH_MAX, (void *)s->args[d->path2]);
 		if (n2 < 0) {
-			stat_inc(LS_STAT_PATH_FAULT);
+			STAT_INC(path_faults);
 			n2 = 0;
 		}
 	}
@@ -796,7 +711,7 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	__u64 key = (__u64)rq;
 	struct ls_rq *v = bpf_map_lookup_elem(&inflight, &key);
 	if (!v || !v->issue_ts) {
-		stat_inc(LS_STAT_BLK_UNPAIRED);
+		STAT_INC(blk_unpaired);
 		return 0;
 	}
 	__u64 now = bpf_ktime_get_ns();
@@ -817,11 +732,14 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	}
 	struct ls_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		stat_inc(LS_STAT_LOST);
+		STAT_INC(lost);
 		goto done;
 	}
 	__u32 opf = rq->cmd_flags;
 	e->kind = LS_BLOCK;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pad16 = 0;
+	e->pad32 = 0;
 	e->ts = v->issue_ts;
 	e->lat = lat;
 	e->qtime = v->insert_ts ? v->issue_ts - v->insert_ts : 0;
@@ -838,6 +756,7 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	e->bytes = nr_bytes;
 	e->fd = -1;
 	e->dirfd = -1;
+	e->off2 = -1;
 	e->fd_type = 0;
 	e->ino = 0;
 	e->addr = 0;
@@ -853,9 +772,12 @@ done:
 
 /* ---- processes ---- */
 
-static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret, const char *kpath)
+/* A process event; exec events carry the program (kpath, kernel memory) and the arguments
+ * (`args` .. `args_end` in the new image's memory, NUL-separated, at most LS_PATH_MAX bytes). */
+static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret, const char *kpath, __u64 args,
+				      __u64 args_end)
 {
-	if (agg_mode)
+	if (agg_mode || !proc_events)
 		return;
 	__u32 zero = 0;
 	struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
@@ -864,6 +786,7 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 	struct ls_event *e = &sc->e;
 	__builtin_memset(e, 0, sizeof(*e));
 	e->kind = LS_PROC;
+	e->cpu = bpf_get_smp_processor_id();
 	e->ts = bpf_ktime_get_ns();
 	e->pid = p->tgid;
 	e->tid = p->pid;
@@ -874,6 +797,7 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 	e->fd = -1;
 	e->dirfd = -1;
 	e->off = -1;
+	e->off2 = -1;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
 	long n = 0;
 	if (kpath) {
@@ -883,8 +807,14 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 	}
 	if (n > LS_PATH_MAX)
 		n = LS_PATH_MAX;
+	__u64 m = args_end > args ? args_end - args : 0;
+	if (m > LS_PATH_MAX)
+		m = LS_PATH_MAX;
+	if (m && bpf_probe_read_user(sc->paths + n, m, (void *)args))
+		m = 0;
 	e->path_len = n;
-	if (bpf_ringbuf_output(&events, sc, sizeof(struct ls_event) + n, count_event()))
+	e->path2_len = m;
+	if (bpf_ringbuf_output(&events, sc, sizeof(struct ls_event) + n + m, count_event()))
 		stat_lost_after_count();
 }
 
@@ -904,7 +834,7 @@ int BPF_PROG(ls_fork, struct task_struct *parent, struct task_struct *child)
 			bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
 		}
 	}
-	emit_proc(child, LS_FORK, ptgid, NULL);
+	emit_proc(child, LS_FORK, ptgid, NULL, 0, 0);
 	return 0;
 }
 
@@ -914,7 +844,13 @@ int BPF_PROG(ls_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	__u32 tgid = p->tgid;
 	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)))
 		return 0;
-	emit_proc(p, LS_EXEC, 0, bprm->filename);
+	if (stash_exec) {
+		struct ls_exec_path *x = bpf_task_storage_get(&exec_paths, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (x)
+			bpf_probe_read_kernel_str(x->path, sizeof(x->path), bprm->filename);
+	}
+	struct mm_struct *mm = p->mm;
+	emit_proc(p, LS_EXEC, 0, bprm->filename, mm ? mm->arg_start : 0, mm ? mm->arg_end : 0);
 	return 0;
 }
 
@@ -926,6 +862,6 @@ int BPF_PROG(ls_exit, struct task_struct *p)
 	__u32 tgid = p->tgid;
 	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)))
 		return 0;
-	emit_proc(p, LS_EXIT, (p->exit_code >> 8) & 0xff, NULL);
+	emit_proc(p, LS_EXIT, (p->exit_code >> 8) & 0xff, NULL, 0, 0);
 	return 0;
 }

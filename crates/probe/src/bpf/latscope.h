@@ -1,18 +1,23 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Structures shared by the BPF programs and user space. This is the one place
- * their layout is defined: the Rust side uses the types libbpf-cargo generates
- * from this file's BTF (see crates/probe/build.rs).
+ * Structures, enums and constants shared by the BPF programs and user space. This is the one
+ * place they are defined: the Rust side uses the types libbpf-cargo generates from the object's
+ * BTF (see crates/probe/build.rs), and tests pin the values latscope-event mirrors (its syscall
+ * table bits, fd types, event kinds). Constants are enums, not #defines, so that they are in the
+ * BTF too.
  */
 #ifndef LATSCOPE_H
 #define LATSCOPE_H
 
-#define LS_COMM_LEN 16
-#define LS_PATH_MAX 512      /* bytes captured per path, NUL included */
-#define LS_NR_MAX 512        /* syscall numbers covered by the tables */
-#define LS_AGG_BUCKETS 640   /* log2 buckets with 16 linear sub-buckets (6.25% wide): 0 ns .. ~2^42 ns */
-#define LS_AGG_GROUPS 512    /* groups of in-kernel histograms (enough for one per syscall) */
-#define LS_ARG_NONE 0xff
+enum ls_limits {
+	LS_COMM_LEN = 16,
+	LS_PATH_MAX = 512,      /* bytes captured per path, NUL included */
+	LS_NR_MAX = 512,        /* syscall numbers covered by the tables */
+	LS_AGG_BUCKETS = 640,   /* log2 buckets with 16 linear sub-buckets (6.25% wide): 0 ns .. ~2^42 ns */
+	LS_AGG_GROUPS = 512,    /* groups of in-kernel histograms (enough for one per syscall) */
+	LS_NARGS = 6,           /* syscall arguments saved at entry */
+	LS_ARG_NONE = 0xff,     /* an argument slot of ls_sys_desc: the syscall has no such argument */
+};
 
 enum ls_kind { LS_SYSCALL = 0, LS_BLOCK = 1, LS_PROC = 2 };
 enum ls_proc_op { LS_FORK = 0, LS_EXEC = 1, LS_EXIT = 2 };
@@ -21,7 +26,7 @@ enum ls_proc_op { LS_FORK = 0, LS_EXEC = 1, LS_EXIT = 2 };
 enum ls_desc_bits {
 	LS_IO = 1, LS_READ = 2, LS_WRITE = 4, LS_RET_FD = 8, LS_IOV = 16,
 	LS_OPENAT2 = 32, LS_OFF_PTR = 64, LS_FILE_POS = 128, LS_CLOSE = 256, LS_ADDR_FD = 512,
-	LS_SOCK = 1024,
+	LS_SOCK = 1024, LS_FD_PAIR = 2048, LS_CLONE_ARGS = 4096, LS_RENAMES = 8192, LS_FD_TABLE = 16384,
 };
 
 /* fd types (mirrors FdType in crates/event). */
@@ -40,13 +45,13 @@ enum ls_sys_class { LS_CLASS_PROCESS = 7 };
 /* Aggregation groupings for in-kernel histograms. */
 enum ls_agg_group { LS_AGG_ALL = 0, LS_AGG_FDCLASS = 1, LS_AGG_SYSCALL = 2, LS_AGG_SYSCLASS = 3 };
 
-/* Per-syscall argument layout: which argument (0-5) holds what. */
+/* Per-syscall argument layout: which argument (0-5) holds what (LS_ARG_NONE: none). */
 struct ls_sys_desc {
 	__u8 fd, dirfd, path, dirfd2, path2, count, off, flags, mode, addr, iovcnt;
 	__u8 want;   /* record this syscall (the syscall-set filter) */
 	__u16 bits;  /* enum ls_desc_bits */
 	__u8 class;  /* SysClass */
-	__u8 pad;
+	__u8 off2;   /* offset in the second fd's file (sendfile, splice, copy_file_range) */
 };
 
 /*
@@ -63,6 +68,7 @@ struct ls_event {
 	__u64 addr;
 	__u64 cgroup;
 	__u64 qtime;
+	__s64 off2;    /* offset in the file of the second fd (addr); -1 if none */
 	__u32 pid, tid, uid, dev;
 	__s32 fd, dirfd;
 	__u32 flags, mode;
@@ -71,6 +77,9 @@ struct ls_event {
 	__u8 fd_type;  /* enum ls_fd_type */
 	__u16 path_len, path2_len;
 	char comm[LS_COMM_LEN];
+	__u16 cpu;     /* the CPU the event ended on */
+	__u16 pad16;
+	__u32 pad32;
 };
 
 /*
@@ -80,17 +89,16 @@ struct ls_event {
 struct ls_sock_tuple {
 	__u16 family;  /* AF_INET or AF_INET6 */
 	__u16 lport, rport;
-	__u16 pad;
+	__u16 proto;   /* IPPROTO_TCP, IPPROTO_UDP, ...; IPPROTO_RAW (255) for raw sockets */
 	__u8 laddr[16], raddr[16];
 };
 
-/* Indexes of the per-CPU counters in the `stats` map. */
-enum ls_stat {
-	LS_STAT_EVENTS = 0,    /* events written to the ring buffer */
-	LS_STAT_LOST,          /* events lost: ring buffer full */
-	LS_STAT_PATH_FAULT,    /* path arguments that could not be read */
-	LS_STAT_BLK_UNPAIRED,  /* block completions without a seen issue */
-	LS_STAT_MAX,
+/* The per-CPU counters: the one value of the `stats` map. */
+struct ls_stats {
+	__u64 events;        /* events written to the ring buffer */
+	__u64 lost;          /* events lost: ring buffer full */
+	__u64 path_faults;   /* path arguments that could not be read */
+	__u64 blk_unpaired;  /* block completions without a seen issue */
 };
 
 #endif

@@ -77,6 +77,8 @@ pub fn batch(rng: &mut Rng, n: usize, ts: &mut u64, paths: &[String], lat: impl 
             comm: COMMS[(pid % COMMS.len() as u32) as usize].to_string(),
             path: if with_path { paths[rng.below(paths.len() as u64) as usize].clone() } else { String::new() },
             path2: String::new(),
+            off2: -1,
+            cpu: (pid % 2) as u16,
         };
         b.push(&ev);
     }

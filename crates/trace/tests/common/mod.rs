@@ -61,6 +61,8 @@ pub fn random_batch(rng: &mut Rng, n: usize) -> EventBatch {
             addr: rng.next(),
             cgroup: rng.next(),
             qtime: rng.next(),
+            off2: rng.next() as i64,
+            cpu: rng.below(1024) as u16,
             comm: rng.pick(STRINGS).to_string(),
             path: rng.pick(STRINGS).to_string(),
             path2: rng.pick(STRINGS).to_string(),
@@ -110,8 +112,18 @@ pub fn sample_header() -> TraceHeader {
             cmdline: "/sbin/init splash".into(),
             cwd: "/".into(),
         }],
-        fds: vec![FdInfo { pid: 1, fd: 0, path: "/dev/null".into(), fd_type: 1, dev: 5, ino: 6 }],
+        fds: vec![FdInfo {
+            pid: 1,
+            fd: 0,
+            path: "/dev/null".into(),
+            fd_type: 1,
+            dev: 5,
+            ino: 6,
+            pos: 0,
+            flags: 0o2100002,
+        }],
         users: [(0, "root".to_string()), (1000, "ünï".to_string())].into_iter().collect(),
+        capture: vec!["replay-v1".into()],
     }
 }
 

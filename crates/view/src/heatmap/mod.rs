@@ -42,10 +42,12 @@
 //! Their columns are aligned to the recording start: column `k` covers
 //! `[start + k * stepsec, start + (k + 1) * stepsec)`, `k` negative for events that began before it.
 
+mod events;
 pub mod render;
 pub mod stream;
 pub mod text;
 
+pub use events::{EventMapBuilder, EventMapOptions, EventMaps};
 pub use render::{render_svg, RenderOptions};
 pub use stream::LogStream;
 
@@ -90,6 +92,17 @@ impl YField {
             Self::Qtime => "qtime",
         }
     }
+    /// The word in a title (`Latency` in "Syscall Latency Heat Map").
+    pub fn title(self) -> &'static str {
+        match self {
+            YField::Latency => "Latency",
+            YField::Size => "Size",
+            YField::Offset => "Offset",
+            YField::Subsecond => "Subsecond Offset",
+            YField::Qtime => "Queue Time",
+        }
+    }
+
     /// Axis label.
     pub fn label(self) -> &'static str {
         match self {
@@ -159,6 +172,38 @@ impl YUnit {
             YUnit::Nanos => "ns".into(),
             YUnit::Bytes => "bytes".into(),
             YUnit::Raw(u) => u.clone(),
+        }
+    }
+
+    /// A value given by a user in this unit: a bare number, or with units (`250us`, `4KiB`) —
+    /// for raw units, time units convert when the input's unit is a time unit (`15ms` in `us`
+    /// input is 15000) and size units when it is a size unit.
+    pub fn parse_value(&self, s: &str) -> Result<f64, String> {
+        use latscope_event::units::{parse_duration_ns, parse_size};
+        if let Ok(v) = s.trim().parse::<f64>() {
+            return Ok(v);
+        }
+        match self {
+            YUnit::Nanos => Ok(parse_duration_ns(s)? as f64),
+            YUnit::Bytes => Ok(parse_size(s)? as f64),
+            YUnit::Raw(u) => {
+                if let Ok(per_sec) = text::units_per_sec(u) {
+                    return Ok(parse_duration_ns(s)? as f64 / 1e9 * per_sec);
+                }
+                let size_unit = match u.to_ascii_lowercase().as_str() {
+                    "b" | "bytes" | "byte" => Some(1.0),
+                    "kb" | "kib" | "kbytes" => Some(1024.0),
+                    "mb" | "mib" | "mbytes" => Some(1024.0 * 1024.0),
+                    "gb" | "gib" | "gbytes" => Some(1024.0 * 1024.0 * 1024.0),
+                    _ => None,
+                };
+                match size_unit {
+                    Some(div) => Ok(parse_size(s)? as f64 / div),
+                    None => Err(format!(
+                        "'{s}' is not a number (the input's unit '{u}' is not a time or size unit, so give a bare number)"
+                    )),
+                }
+            }
         }
     }
 }
@@ -747,6 +792,35 @@ impl HeatMap {
             "not_shown": {"below_min": self.below, "above_max": self.above, "after_maxcol": self.beyond},
         })
     }
+}
+
+/// The grid in words: `50 log rows, 120 columns of 1s`.
+pub fn grid_note(b: &Binning) -> String {
+    let rows = b.rows();
+    let r = match b.scale {
+        YScale::Linear => format!("{rows} rows of {}", b.unit.fmt(b.edges[1] - b.edges[0])),
+        YScale::Log => format!("{rows} log rows"),
+    };
+    format!("{r}, {} columns of {}", b.cols, crate::svg::fmt_secs(b.step_sec))
+}
+
+/// What was drawn, in words: maps, rows x columns, events in cells, what was not shown.
+pub fn summary(maps: &[HeatMap]) -> String {
+    let Some(m) = maps.first() else { return "no map".into() };
+    let events: u64 = maps.iter().map(|m| m.total).sum();
+    let mut note = format!(
+        "{} map{}, {} rows x {} columns, {events} events in cells",
+        maps.len(),
+        if maps.len() == 1 { "" } else { "s" },
+        m.rows,
+        m.bins.cols
+    );
+    for m in maps {
+        if let Some(ns) = m.not_shown() {
+            note.push_str(&format!("; {}{ns}", m.group.as_deref().map(|g| format!("{g}: ")).unwrap_or_default()));
+        }
+    }
+    note
 }
 
 /// Collects heat-map points from events, one [`Points`] per group.

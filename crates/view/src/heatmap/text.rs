@@ -11,26 +11,8 @@
 //!   `-3.5`, `1.2e6`); anything else is an error naming the file, the line and the field.
 
 use super::Points;
-use std::fmt;
 
-/// A line that is not "time value".
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InputError {
-    /// File name as given.
-    pub file: String,
-    /// 1-based line number.
-    pub line: usize,
-    /// What was wrong and what was expected.
-    pub msg: String,
-}
-
-impl fmt::Display for InputError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.msg)
-    }
-}
-
-impl std::error::Error for InputError {}
+pub use latscope_event::InputError;
 
 const POW10: [f64; 23] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
@@ -378,4 +360,64 @@ mod tests {
         assert_eq!(units_per_sec("us"), Ok(1e6));
         assert!(units_per_sec("parsec").is_err());
     }
+}
+
+/// How to draw trace2heatmap.pl's two columns.
+#[derive(Debug, Clone)]
+pub struct TextMapOptions {
+    /// Unit of the first column (`--unitstime`: s, ms, us, ns).
+    pub time_unit: String,
+    /// Time units per second of the first column.
+    pub units_per_sec: f64,
+    /// Unit label of the second column (`--unitslat`).
+    pub value_unit: String,
+    /// Draw the offset of each time within its second instead of the value.
+    pub subsecond: bool,
+    /// Rows (the unit is filled in here).
+    pub yspec: super::YSpec,
+    /// Seconds per column.
+    pub step_sec: f64,
+    /// Keep only the columns up to this one.
+    pub max_col: Option<usize>,
+    /// Title (default "Latency Heat Map" / "Subsecond Offset Heat Map").
+    pub title: Option<String>,
+}
+
+/// The heat map of parsed two-column text, binned exactly as trace2heatmap.pl does (plus the
+/// column and row it drops).
+pub fn text_map(mut pts: Points, o: &TextMapOptions) -> Result<(super::HeatMap, super::Binning), String> {
+    let ups = o.units_per_sec;
+    let mut y = o.yspec.clone();
+    if o.subsecond {
+        // x: whole seconds; y: offset within the second, in the time unit.
+        for k in 0..pts.len() {
+            let t = pts.x[k];
+            let sec = (t / ups).floor();
+            pts.x[k] = sec * ups;
+            pts.y[k] = t - sec * ups;
+        }
+        y.unit = super::YUnit::Raw(o.time_unit.clone());
+        y.min = Some(y.min.unwrap_or(0.0));
+        y.max = Some(y.max.unwrap_or(ups).min(ups));
+        y.max_exclusive = y.max == Some(ups);
+        y.label = "Offset within the second".into();
+    } else {
+        y.unit = super::YUnit::Raw(o.value_unit.clone());
+        // trace2heatmap.pl's `||=`: a zero --maxlat or --steplat means "not given".
+        y.max = y.max.filter(|&m| m != 0.0);
+        y.step = y.step.filter(|&st| st != 0.0);
+        y.label = "Latency".into();
+    }
+    let x = super::XSpec {
+        units_per_sec: ups,
+        step_sec: o.step_sec,
+        origin: None,
+        max_col: o.max_col,
+        col_limit: 10_000,
+        wall_ns_at_zero: None,
+    };
+    let bins = super::Binning::plan(&[&pts], &x, &y)?;
+    let default = if o.subsecond { "Subsecond Offset Heat Map" } else { "Latency Heat Map" };
+    let map = bins.build(&pts, o.title.as_deref().unwrap_or(default), None);
+    Ok((map, bins))
 }

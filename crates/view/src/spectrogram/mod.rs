@@ -16,6 +16,7 @@ pub mod feed;
 pub mod model;
 pub mod render;
 pub mod scale;
+pub mod sources;
 pub mod svg;
 pub mod tui;
 
@@ -24,3 +25,4 @@ pub use feed::{DrillQuery, DrillResult, EventWindow, Feed};
 pub use model::{GroupOrder, Spectrogram};
 pub use render::{DrawOptions, FeedStatus, Split};
 pub use scale::{Axis, Buckets};
+pub use sources::{CountFeed, FeedOptions, FileFeed, StreamFeed};

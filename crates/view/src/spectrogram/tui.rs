@@ -38,6 +38,18 @@ impl Default for RunOptions {
     }
 }
 
+/// The width of the terminal on stdout, or `$COLUMNS`, if either says.
+pub fn terminal_width() -> Option<usize> {
+    // SAFETY: TIOCGWINSZ fills a winsize struct; we pass a valid pointer.
+    unsafe {
+        let mut ws: libc::winsize = std::mem::zeroed();
+        if libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) == 0 && ws.ws_col > 0 {
+            return Some(ws.ws_col as usize);
+        }
+    }
+    std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())
+}
+
 fn io_err(e: io::Error) -> String {
     format!("writing to the terminal failed: {e}")
 }

@@ -1,0 +1,297 @@
+//! The recorder: ring buffer -> filter -> trace writer, with its counters, bounded in time and
+//! memory whatever the event rate.
+
+use crate::session::LiveSession;
+use latscope_event::{EventBatch, EventKind};
+use latscope_probe::{ProbeError, ProbeStats};
+use latscope_trace::{Summary, ThreadedTraceWriter, TraceError};
+use std::time::{Duration, Instant};
+
+/// How a recording is cut into blocks and when it ends.
+#[derive(Debug, Clone, Copy)]
+pub struct RecorderOptions {
+    /// A block is written at least this often: after `kill -9` or a power loss, at most this
+    /// much of the recording is lost.
+    pub flush_every: Duration,
+    /// Events per block: large enough to compress well. With the writer's queue this bounds the
+    /// memory between the ring buffer and the file.
+    pub block_events: usize,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+}
+
+impl Default for RecorderOptions {
+    fn default() -> Self {
+        RecorderOptions { flush_every: Duration::from_secs(1), block_events: BLOCK_EVENTS, duration: None }
+    }
+}
+
+/// Events per block by default: 32 Ki events compress as well as larger blocks (zstd works per
+/// column buffer of 256 KiB) and keep the memory of a block around 5 MiB.
+pub const BLOCK_EVENTS: usize = 32_768;
+
+/// Blocks queued for the writer thread: with one being filled and one being written, what a crash
+/// can lose stays within a flush interval, and the memory between the ring buffer and the file
+/// within [`MEMORY_BOUND_BYTES`]. When the writer falls behind, the recorder stops reading the
+/// ring buffer and the kernel counts the events it drops.
+pub const WRITER_QUEUE_BLOCKS: usize = 2;
+
+/// The memory the recorder holds beyond the ring buffer, at most (blocks being filled, queued,
+/// written and recycled).
+pub const MEMORY_BOUND_BYTES: u64 = 64 << 20;
+
+/// Why a recording ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// A stop signal (Ctrl-C, SIGTERM).
+    Interrupted,
+    /// The duration was reached.
+    Duration,
+    /// The recorded command exited.
+    CommandExited,
+}
+
+impl StopReason {
+    /// Words for the summary line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            StopReason::Interrupted => "interrupted",
+            StopReason::Duration => "duration reached",
+            StopReason::CommandExited => "command exited",
+        }
+    }
+}
+
+/// Why recording failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Reading the probes failed.
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    /// Writing the trace failed (a full disk, ...). The blocks written so far stay readable.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
+
+/// Where a recording stands.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Time since the recording started.
+    pub elapsed: Duration,
+    /// Events kept so far (written or about to be).
+    pub events: u64,
+    /// Events the probes lost so far (ring buffer full).
+    pub lost: u64,
+}
+
+/// What a finished recording did.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// Why it ended.
+    pub reason: StopReason,
+    /// Events written.
+    pub events: u64,
+    /// The probes' counters at the end.
+    pub stats: ProbeStats,
+    /// Ring-buffer records the decoder could not read.
+    pub malformed: u64,
+    /// How long it ran.
+    pub duration: Duration,
+    /// The recorded command's exit status (the code, or 128 + signal), if it ran to its end.
+    pub command_status: Option<i32>,
+    /// The summary written at the end of the file.
+    pub summary: Summary,
+}
+
+/// Records a [`LiveSession`] into a trace file (see the crate documentation).
+///
+/// Syscalls and the other kinds (block requests, process events) go to separate blocks, flushed
+/// together, so that readers after one kind skip the other's blocks whole. Each poll consumes a
+/// bounded number of ring-buffer records, so blocks are flushed on time and stop requests are
+/// seen within one poll even when producers keep the ring buffer full.
+pub struct Recorder {
+    session: LiveSession,
+    writer: ThreadedTraceWriter,
+    opts: RecorderOptions,
+    syscalls: EventBatch,
+    other: EventBatch,
+    scratch: EventBatch,
+    written: u64,
+    started: Instant,
+    last_flush: Instant,
+    /// The writer's queue was full at the last flush: the pending blocks wait, the ring buffer is
+    /// not read until they are queued.
+    backlog: bool,
+}
+
+impl Recorder {
+    /// Start recording `session` into `writer` (created with the session's header), releasing
+    /// the session's command.
+    pub fn new(mut session: LiveSession, writer: ThreadedTraceWriter, opts: RecorderOptions) -> Recorder {
+        session.release_command();
+        let now = Instant::now();
+        Recorder {
+            session,
+            writer,
+            opts,
+            syscalls: EventBatch::with_capacity(opts.block_events),
+            other: EventBatch::default(),
+            scratch: EventBatch::default(),
+            written: 0,
+            started: now,
+            last_flush: now,
+            backlog: false,
+        }
+    }
+
+    /// The session being recorded.
+    pub fn session(&self) -> &LiveSession {
+        &self.session
+    }
+
+    /// Where the recording stands.
+    pub fn progress(&self) -> Progress {
+        Progress {
+            elapsed: self.started.elapsed(),
+            events: self.written + (self.syscalls.len() + self.other.len()) as u64,
+            lost: self.session.stats().lost,
+        }
+    }
+
+    /// One poll of the ring buffer (waiting at most 50 ms), then a flush when one is due.
+    /// Returns why the recording should end, once it should.
+    pub fn step(&mut self) -> Result<Option<StopReason>, RecordError> {
+        if self.backlog {
+            // The writer is behind: hand it the pending blocks before reading more. Meanwhile
+            // the ring buffer fills and the kernel counts what it drops; memory stays bounded.
+            self.backlog = !self.flush()?;
+            if self.backlog {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        } else {
+            self.poll(Duration::from_millis(50))?;
+            let pending = self.syscalls.len() + self.other.len();
+            if pending >= self.opts.block_events || self.last_flush.elapsed() >= self.opts.flush_every {
+                self.backlog = !self.flush()?;
+            }
+        }
+        if self.session.stop_requested() {
+            return Ok(Some(StopReason::Interrupted));
+        }
+        if self.opts.duration.is_some_and(|d| self.started.elapsed() >= d) {
+            return Ok(Some(StopReason::Duration));
+        }
+        if self.session.command_status().is_some() {
+            return Ok(Some(StopReason::CommandExited));
+        }
+        Ok(None)
+    }
+
+    /// Record until a stop reason, calling `progress` about once a second, then finish.
+    pub fn run(mut self, mut progress: impl FnMut(&Progress)) -> Result<Recording, RecordError> {
+        let mut last = Instant::now();
+        let reason = loop {
+            if let Some(r) = self.step()? {
+                break r;
+            }
+            if last.elapsed() >= Duration::from_secs(1) {
+                progress(&self.progress());
+                last = Instant::now();
+            }
+        };
+        self.finish(reason)
+    }
+
+    fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
+        let s = &mut self.session;
+        if s.filter.is_match_all() {
+            return s.probe.poll_into_split(&mut self.syscalls, &mut self.other, wait);
+        }
+        self.scratch.clear();
+        s.probe.poll_into(&mut self.scratch, wait)?;
+        keep_matching(s, &self.scratch, &mut self.syscalls, &mut self.other);
+        Ok(())
+    }
+
+    /// Queue the pending blocks for the writer; `false` when its queue is full (what could not be
+    /// queued stays pending).
+    fn flush(&mut self) -> Result<bool, TraceError> {
+        let lost = self.session.stats().lost;
+        for p in [&mut self.other, &mut self.syscalls] {
+            if p.is_empty() {
+                continue;
+            }
+            let n = p.len() as u64;
+            let full = std::mem::replace(p, self.writer.spare_batch());
+            if let Some(back) = self.writer.try_write_batch(full, lost)? {
+                *p = back;
+                return Ok(false);
+            }
+            self.written += n;
+        }
+        self.last_flush = Instant::now();
+        Ok(true)
+    }
+
+    /// Queue the pending blocks, waiting for room (at the end of a recording).
+    fn flush_wait(&mut self) -> Result<(), TraceError> {
+        let lost = self.session.stats().lost;
+        for p in [&mut self.other, &mut self.syscalls] {
+            if p.is_empty() {
+                continue;
+            }
+            self.written += p.len() as u64;
+            let full = std::mem::replace(p, self.writer.spare_batch());
+            self.writer.write_batch(full, lost)?;
+        }
+        Ok(())
+    }
+
+    /// Write what is still in the ring buffer and the pending blocks, and close the file with
+    /// its summary. A command still running is stopped first (unless detached).
+    pub fn finish(mut self, reason: StopReason) -> Result<Recording, RecordError> {
+        // The recording ends now; reading out what is still buffered is not part of its length.
+        let duration = self.started.elapsed();
+        // A command still running is told first, so that its last events are recorded too.
+        let mut command_status = self.session.command_status();
+        if command_status.is_none() {
+            command_status = self.session.end_command();
+        }
+        // Whatever is still in the ring buffer belongs to the recording (bounded: producers
+        // may never let it empty).
+        self.flush_wait()?;
+        for _ in 0..8 {
+            let before = self.syscalls.len() + self.other.len();
+            self.poll(Duration::ZERO)?;
+            if self.syscalls.len() + self.other.len() == before {
+                break;
+            }
+            if self.syscalls.len() + self.other.len() >= self.opts.block_events {
+                self.flush_wait()?;
+            }
+        }
+        let stats = self.session.stats();
+        let malformed = self.session.malformed();
+        self.flush_wait()?;
+        let summary = self.writer.finish(Summary {
+            events: self.written,
+            lost: stats.lost,
+            duration_ns: duration.as_nanos() as u64,
+            end_ns: latscope_probe::snapshot::monotonic_ns(),
+            ..Default::default()
+        })?;
+        Ok(Recording { reason, events: self.written, stats, malformed, duration, command_status, summary })
+    }
+}
+
+/// Append the events of `b` that the session's filter keeps: syscalls to `syscalls`, other kinds
+/// to `other`.
+fn keep_matching(s: &mut LiveSession, b: &EventBatch, syscalls: &mut EventBatch, other: &mut EventBatch) {
+    s.ctx.observe(b);
+    for i in 0..b.len() {
+        if s.filter.matches(b, i, &s.ctx) {
+            let to = if b.kind[i] == EventKind::Syscall as u8 { &mut *syscalls } else { &mut *other };
+            to.push_from(b, i);
+        }
+    }
+}

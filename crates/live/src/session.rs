@@ -1,0 +1,438 @@
+//! A live session: the probes attached with a configuration built from what the user asked
+//! for, handing out filtered events (or in-kernel histogram counts) until asked to stop.
+
+use crate::command::{Command, CommandError};
+use crate::config;
+use latscope_event::source::{Chunk, CountKey, CountSource, EventSource, SourceError, Zone};
+use latscope_event::{EventBatch, EventKind, SyscallSet, TraceHeader};
+use latscope_filter::{EvalContext, Filter};
+use latscope_probe::{snapshot, AggGroup, Probe, ProbeConfig, ProbeError, ProbeStats, SyscallSel, FD_CLASS_NAMES};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Smallest and largest ring buffer a session accepts, in bytes.
+pub const RING_BYTES_RANGE: (usize, usize) = (1 << 20, 1 << 30);
+
+/// Why a session could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The probes could not be loaded or attached (or this machine cannot run them).
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    /// The command to run could not be started.
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    /// The options and the filter leave nothing to trace.
+    #[error("nothing to trace: {0}")]
+    Nothing(String),
+    /// An option is out of range or names something that does not exist.
+    #[error("{0}")]
+    Invalid(String),
+    /// Signal handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+/// How in-kernel aggregation groups the latencies it counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountBy {
+    /// One histogram.
+    All,
+    /// By the I/O class of the fd: file, net, ipc, other.
+    Class,
+    /// By syscall.
+    Syscall,
+    /// By block device (the devices present at the start).
+    Disk,
+}
+
+/// Builds a [`LiveSession`]: what to trace, through which filter, and how.
+#[derive(Debug, Clone)]
+pub struct SessionBuilder {
+    syscalls: SyscallSet,
+    block: bool,
+    pids: Vec<u32>,
+    comms: Vec<String>,
+    command: Option<Vec<String>>,
+    filter: Filter,
+    ring_bytes: usize,
+    need_fd_names: bool,
+    count: Option<(CountBy, EventKind)>,
+    signals: Vec<i32>,
+    command_line: Vec<String>,
+}
+
+impl Default for SessionBuilder {
+    fn default() -> Self {
+        SessionBuilder {
+            syscalls: SyscallSet::All,
+            block: true,
+            pids: Vec::new(),
+            comms: Vec::new(),
+            command: None,
+            filter: Filter::default(),
+            ring_bytes: 64 << 20,
+            need_fd_names: false,
+            count: None,
+            signals: vec![libc::SIGINT, libc::SIGTERM],
+            command_line: std::env::args().collect(),
+        }
+    }
+}
+
+impl SessionBuilder {
+    /// Every syscall and block request, no filter, a 64 MiB ring buffer, stop on SIGINT/SIGTERM.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Which syscalls to trace.
+    pub fn syscalls(mut self, s: SyscallSet) -> Self {
+        self.syscalls = s;
+        self
+    }
+    /// Trace block requests.
+    pub fn block(mut self, on: bool) -> Self {
+        self.block = on;
+        self
+    }
+    /// Only these processes (thread group ids).
+    pub fn pids(mut self, pids: Vec<u32>) -> Self {
+        self.pids = pids;
+        self
+    }
+    /// Only these command names (15 characters at most are compared, as the kernel keeps them).
+    pub fn comms(mut self, comms: Vec<String>) -> Self {
+        self.comms = comms;
+        self
+    }
+    /// Run this command under the probes: it is held until the probes are attached and
+    /// released by [`LiveSession::release_command`]; its children are followed.
+    pub fn command(mut self, argv: Vec<String>) -> Self {
+        self.command = (!argv.is_empty()).then_some(argv);
+        self
+    }
+    /// Only events this filter keeps; its kernel-testable clauses are tested in the kernel.
+    pub fn filter(mut self, f: Filter) -> Self {
+        self.filter = f;
+        self
+    }
+    /// Ring buffer size in bytes ([`RING_BYTES_RANGE`]; rounded up to a power of two).
+    pub fn ring_bytes(mut self, n: usize) -> Self {
+        self.ring_bytes = n;
+        self
+    }
+    /// Keep the calls that name fds even when the filter drops them (a view shows file names).
+    pub fn need_fd_names(mut self, on: bool) -> Self {
+        self.need_fd_names = on;
+        self
+    }
+    /// Count latencies of `kind` in the kernel, grouped by `by`, instead of streaming events,
+    /// when the kernel can apply the filter exactly; otherwise stream (see
+    /// [`LiveSession::streaming_reason`]).
+    pub fn count_in_kernel(mut self, by: CountBy, kind: EventKind) -> Self {
+        self.count = Some((by, kind));
+        self
+    }
+    /// Signals that request a stop (default SIGINT and SIGTERM).
+    pub fn stop_on(mut self, signals: &[i32]) -> Self {
+        self.signals = signals.to_vec();
+        self
+    }
+    /// The command line stored in the header (default: this process's).
+    pub fn command_line(mut self, argv: Vec<String>) -> Self {
+        self.command_line = argv;
+        self
+    }
+
+    fn check(&self) -> Result<Vec<String>, SessionError> {
+        let (lo, hi) = RING_BYTES_RANGE;
+        if !(lo..=hi).contains(&self.ring_bytes) {
+            return Err(SessionError::Invalid(format!(
+                "ring buffer size {} is out of range: use {} to {}",
+                latscope_event::units::fmt_bytes(self.ring_bytes as u64),
+                latscope_event::units::fmt_bytes(lo as u64),
+                latscope_event::units::fmt_bytes(hi as u64)
+            )));
+        }
+        for &p in &self.pids {
+            if std::fs::metadata(format!("/proc/{p}")).is_err() {
+                return Err(SessionError::Invalid(format!("no process {p} is running (-p takes a running pid)")));
+            }
+        }
+        let mut warnings = Vec::new();
+        for c in &self.comms {
+            if c.len() > 15 {
+                warnings.push(format!(
+                    "command name '{c}' is longer than the 15 characters the kernel keeps: matching '{}'",
+                    &c[..c.char_indices().take_while(|(i, _)| *i < 15).last().map_or(0, |(i, ch)| i + ch.len_utf8())]
+                ));
+            }
+        }
+        Ok(warnings)
+    }
+
+    /// Check the environment and the options, take the start snapshot, load and attach the
+    /// probes. The command, if any, is started but held until [`LiveSession::release_command`].
+    pub fn start(self) -> Result<LiveSession, SessionError> {
+        let warnings = self.check()?;
+        latscope_probe::check_environment()?;
+        let filter_text = (!self.filter.is_match_all()).then(|| self.filter.source().to_string());
+        let mut header = snapshot::take(self.command_line.clone(), self.syscalls, self.block, filter_text);
+        let mut cfg = config::base(self.syscalls, self.block);
+        cfg.pids = self.pids.clone();
+        cfg.comms = self.comms.clone();
+        cfg.ring_bytes = self.ring_bytes;
+        let command = match &self.command {
+            Some(argv) => {
+                let c = Command::spawn(argv)?;
+                cfg.pids.push(c.pid());
+                cfg.follow_children = true;
+                Some(c)
+            }
+            None => None,
+        };
+        let mut streaming_reason = None;
+        let mut count_by = None;
+        if let Some((by, kind)) = self.count {
+            streaming_reason = config::inexact(&self.filter, &header, kind);
+            if streaming_reason.is_none() {
+                count_by = Some(by);
+            }
+        }
+        config::apply_filter(&mut cfg, &self.filter, &header, self.need_fd_names);
+        if let Some((_, kind)) = self.count {
+            // A view of one kind: the probes of the other kind stay off.
+            match kind {
+                EventKind::Block => cfg.syscalls = SyscallSel::Off,
+                _ => cfg.block = false,
+            }
+        }
+        if cfg.syscalls == SyscallSel::Off && !cfg.block {
+            return Err(SessionError::Nothing(
+                "the filter and the options exclude every syscall and block request".into(),
+            ));
+        }
+        let mut devs = Vec::new();
+        if let Some(by) = count_by {
+            cfg.procs = false;
+            cfg.aggregate = Some(match by {
+                CountBy::All | CountBy::Disk => AggGroup::All,
+                CountBy::Class => AggGroup::FdClass,
+                CountBy::Syscall => AggGroup::Syscall,
+            });
+            if by == CountBy::Disk && cfg.devs.is_empty() {
+                cfg.devs = header.block_devices.iter().map(|d| d.dev).collect();
+            }
+            devs = cfg.devs.clone();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        for &sig in &self.signals {
+            signal_hook::flag::register(sig, stop.clone()).map_err(SessionError::Signals)?;
+        }
+        if self.filter.is_match_all() && cfg.captures_for_replay() {
+            header.capture.push(latscope_event::CAPTURE_REPLAY_V1.to_string());
+        }
+        let probe = Probe::start(&cfg, &header)?;
+        header.start_ns = probe.attached_ns();
+        Ok(LiveSession {
+            ctx: EvalContext::new(&header),
+            probe,
+            cfg,
+            header,
+            filter: self.filter,
+            batch: EventBatch::default(),
+            rows: Vec::new(),
+            command,
+            stop,
+            count_by,
+            devs,
+            streaming_reason,
+            warnings,
+        })
+    }
+}
+
+/// Attached probes and what they are filtered by (see [`SessionBuilder`]).
+///
+/// Streaming sessions are an [`EventSource`]; counting sessions a [`CountSource`].
+pub struct LiveSession {
+    pub(crate) probe: Probe,
+    cfg: ProbeConfig,
+    header: TraceHeader,
+    pub(crate) filter: Filter,
+    pub(crate) ctx: EvalContext,
+    batch: EventBatch,
+    rows: Vec<u32>,
+    command: Option<Command>,
+    stop: Arc<AtomicBool>,
+    count_by: Option<CountBy>,
+    devs: Vec<u32>,
+    streaming_reason: Option<String>,
+    warnings: Vec<String>,
+}
+
+impl LiveSession {
+    /// The start snapshot; `start_ns` is when the probes were attached.
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+    /// The filter.
+    pub fn filter(&self) -> &Filter {
+        &self.filter
+    }
+    /// Set when a stop signal arrived (or [`LiveSession::request_stop`] was called).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+    /// Has a stop been requested?
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+    /// Ask the session's users to stop.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+    /// Warnings about the options (a command name longer than the kernel keeps, ...).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+    /// Whether the latencies are counted in the kernel (no events are streamed).
+    pub fn is_counting(&self) -> bool {
+        self.count_by.is_some()
+    }
+    /// Why the session streams events although counting in the kernel was asked for.
+    pub fn streaming_reason(&self) -> Option<&str> {
+        self.streaming_reason.as_deref()
+    }
+    /// The devices of a [`CountBy::Disk`] session, in group order.
+    pub fn count_devices(&self) -> &[u32] {
+        &self.devs
+    }
+    /// The in-kernel counters (events, losses, unreadable paths, unpaired block completions).
+    pub fn stats(&self) -> ProbeStats {
+        self.probe.stats()
+    }
+    /// Ring-buffer records the decoder could not read (never expected).
+    pub fn malformed(&self) -> u64 {
+        self.probe.malformed()
+    }
+    /// The command's pid, if the session runs one.
+    pub fn command_pid(&self) -> Option<u32> {
+        self.command.as_ref().map(|c| c.pid())
+    }
+    /// Let the command run (it was held until now so that the probes see it from its start).
+    pub fn release_command(&mut self) {
+        if let Some(c) = &mut self.command {
+            c.release();
+        }
+    }
+    /// The command's exit status once it has ended (the code, or 128 + signal).
+    pub fn command_status(&mut self) -> Option<i32> {
+        self.command.as_mut().and_then(|c| c.try_status())
+    }
+    /// Stop the command (its process group): `signal`, then SIGKILL after a grace period.
+    pub fn stop_command(&mut self, signal: i32) -> Option<i32> {
+        self.command.as_mut().map(|c| c.stop(signal))
+    }
+    /// End the command when the session ends early: stop it (SIGTERM to its group, SIGKILL after
+    /// a grace period) unless it was detached. Returns its status when it ended.
+    pub fn end_command(&mut self) -> Option<i32> {
+        let c = self.command.as_mut()?;
+        if c.is_detached() {
+            return None;
+        }
+        Some(c.stop(libc::SIGTERM))
+    }
+    /// Leave the command running when the session ends.
+    pub fn detach_command(&mut self) {
+        if let Some(c) = &mut self.command {
+            c.detach();
+        }
+    }
+
+    fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
+        self.batch.clear();
+        self.probe.poll_into(&mut self.batch, wait)?;
+        self.ctx.observe(&self.batch);
+        self.rows.clear();
+        let all = self.filter.is_match_all();
+        for i in 0..self.batch.len() {
+            if all || self.filter.matches(&self.batch, i, &self.ctx) {
+                self.rows.push(i as u32);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl EventSource for LiveSession {
+    fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    fn next_chunk(&mut self, wait: Duration) -> Result<Option<Chunk<'_>>, SourceError> {
+        if self.count_by.is_some() {
+            return Err("this session counts in the kernel and has no events".into());
+        }
+        self.poll(wait)?;
+        Ok(Some(Chunk { batch: &self.batch, rows: &self.rows, zone: Zone::default() }))
+    }
+
+    fn lost(&self) -> u64 {
+        self.probe.stats().lost
+    }
+
+    fn describe(&self) -> String {
+        "live: event stream".into()
+    }
+}
+
+impl CountSource for LiveSession {
+    fn read_counts(&mut self) -> Result<Vec<(CountKey, Vec<u64>)>, SourceError> {
+        let snap = self.probe.read_agg()?;
+        let by = self.count_by.ok_or("this session streams events")?;
+        Ok(snap
+            .groups
+            .into_iter()
+            .map(|(g, c)| {
+                let key = match by {
+                    CountBy::All => CountKey::All,
+                    CountBy::Class => CountKey::Class(FD_CLASS_NAMES.get(g as usize).copied().unwrap_or("other")),
+                    CountBy::Syscall => CountKey::Syscall(g as u16),
+                    CountBy::Disk => CountKey::Dev(self.devs.get(g as usize).copied().unwrap_or(g)),
+                };
+                (key, c)
+            })
+            .collect())
+    }
+
+    fn into_events(self: Box<Self>) -> Result<Box<dyn EventSource>, SourceError> {
+        let s = *self;
+        let mut cfg = s.cfg.clone();
+        cfg.aggregate = None;
+        cfg.procs = true;
+        // The counting probes detach first: both sets at once would count twice.
+        drop(s.probe);
+        let probe = Probe::start(&cfg, &s.header)?;
+        Ok(Box::new(LiveSession {
+            ctx: EvalContext::new(&s.header),
+            probe,
+            cfg,
+            header: s.header,
+            filter: s.filter,
+            batch: EventBatch::default(),
+            rows: Vec::new(),
+            command: s.command,
+            stop: s.stop,
+            count_by: None,
+            devs: Vec::new(),
+            streaming_reason: Some("switched from in-kernel counting to keep events".into()),
+            warnings: s.warnings,
+        }))
+    }
+
+    fn describe(&self) -> String {
+        "live: in-kernel aggregation".into()
+    }
+}

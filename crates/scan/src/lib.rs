@@ -1,0 +1,350 @@
+//! Filtered scans of recorded events: the part every command that reads a recording shares.
+//!
+//! A [`Scan`] opens a latscope trace file (or `perf script` block I/O text), applies a
+//! [`Filter`], and hands out [`Chunk`]s: a batch and the rows of it that matched. It reads only
+//! what the consumer needs:
+//!
+//! - **projection**: only the columns named in [`ScanOptions::columns`] (plus whatever the filter
+//!   reads) are fetched, verified and decompressed;
+//! - **zone maps**: with no filter, a [`ZonePlan`] says what the consumer counts (a kind, maybe a
+//!   time bucketing); each block's metadata is checked against it before the block is decoded, and
+//!   the chunk's [`Zone`] says when a block holds only that kind (`kind` not decoded), lies in one
+//!   time bucket (`ts` not decoded) or holds none of it (nothing decoded);
+//! - corrupt blocks are skipped and counted, never returned; a file cut short reads up to its last
+//!   complete block. [`Scan::report`] says what was skipped and why, for the caller to print.
+//!
+//! ```no_run
+//! use latscope_scan::{InputFormat, Scan, ScanOptions};
+//! use latscope_filter::Filter;
+//! use latscope_trace::Column;
+//!
+//! let opts = ScanOptions {
+//!     filter: Filter::parse("evt.type = pread64")?,
+//!     columns: Some(vec![Column::Kind, Column::Lat]),
+//!     ..ScanOptions::default()
+//! };
+//! let mut scan = Scan::open("trace.lst".as_ref(), InputFormat::Trace, opts)?;
+//! let mut n = 0;
+//! scan.for_each(|c| {
+//!     n += c.rows.len();
+//!     Ok::<(), latscope_scan::ScanError>(())
+//! })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A `Scan` is also an [`EventSource`], so views written against sources (the spectrogram)
+//! read files and the live probes alike.
+
+#![warn(missing_docs)]
+
+mod disks;
+mod perf;
+mod zone;
+
+pub use latscope_event::source::{Chunk, EventSource, Zone, ZonePlan};
+pub use perf::{parse_perf_script, PerfStats};
+
+use latscope_event::{EventBatch, EventKind, InputError, TraceHeader};
+use latscope_filter::{EvalContext, Filter};
+use latscope_trace::{Column, ReadOptions, Summary, TraceError, TraceReader};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What a scan reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InputFormat {
+    /// A latscope trace file (`latscope record`).
+    #[default]
+    Trace,
+    /// `perf script` output of `block:block_rq_issue` / `block_rq_complete` (and `block_rq_insert`).
+    Perf,
+}
+
+/// How to scan.
+#[derive(Debug, Clone, Default)]
+pub struct ScanOptions {
+    /// Which events to hand out (the default takes every event).
+    pub filter: Filter,
+    /// The columns the consumer reads (`None`: all). With a filter, every column is decoded.
+    pub columns: Option<Vec<Column>>,
+    /// What the consumer counts, for zone-map pruning (only used with no filter).
+    pub zone: Option<ZonePlan>,
+}
+
+/// Why a scan failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    /// The trace could not be opened or read past a damaged place (the error names the file).
+    #[error("cannot read {source}")]
+    Trace {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: TraceError,
+    },
+    /// The input could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file (`-` for standard input).
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of a text input could not be read.
+    #[error(transparent)]
+    Text(#[from] InputError),
+    /// The consumer stopped the scan with its own error.
+    #[error("{0}")]
+    Consumer(String),
+}
+
+/// What a scan met besides events: for the caller to print after (or instead of) its output.
+#[derive(Debug, Clone, Default)]
+pub struct ScanReport {
+    /// Corrupt blocks that were skipped, one message each (block number and byte offset).
+    pub corrupt: Vec<String>,
+    /// Warnings about the file (cut short, not closed cleanly, blocks without checksums).
+    pub warnings: Vec<String>,
+    /// Notes about how the input was read (perf script pairing, device names resolved locally).
+    pub notes: Vec<String>,
+    /// The recording's summary, for a cleanly closed trace.
+    pub summary: Option<Summary>,
+    /// Blocks read.
+    pub blocks: u64,
+    /// Events the probes lost, as far as the file says.
+    pub lost: u64,
+}
+
+impl ScanReport {
+    /// Seconds the recording covered, when the file says (a cleanly closed trace).
+    pub fn recorded_secs(&self) -> Option<f64> {
+        self.summary.map(|s| s.duration_ns as f64 / 1e9).filter(|&s| s > 0.0)
+    }
+
+    /// True when part of the input could not be read (the output is incomplete).
+    pub fn incomplete(&self) -> bool {
+        !self.corrupt.is_empty()
+    }
+}
+
+// The trace reader is the common case and is read in the hot loop: it stays inline.
+#[allow(clippy::large_enum_variant)]
+enum Input {
+    Trace(TraceReader),
+    /// Events parsed from text, held in memory; `done` once handed out.
+    Memory {
+        batch: EventBatch,
+        header: TraceHeader,
+        done: bool,
+    },
+}
+
+/// A filtered scan over a recorded input (see the crate documentation).
+pub struct Scan {
+    path: PathBuf,
+    input: Input,
+    filter: Filter,
+    zone: Option<ZonePlan>,
+    ctx: EvalContext,
+    rows: Vec<u32>,
+    /// Recycled for every block: no allocation per block on the read path.
+    batch: EventBatch,
+    report: ScanReport,
+}
+
+/// Reads the whole of `path` (`-` is standard input).
+pub fn read_input(path: &Path) -> Result<Vec<u8>, ScanError> {
+    let io = |source| ScanError::Io { path: path.to_path_buf(), source };
+    if path == Path::new("-") {
+        let mut v = Vec::new();
+        std::io::stdin().read_to_end(&mut v).map_err(io)?;
+        Ok(v)
+    } else {
+        std::fs::read(path).map_err(io)
+    }
+}
+
+impl Scan {
+    /// Opens `path` in `format`.
+    pub fn open(path: &Path, format: InputFormat, opts: ScanOptions) -> Result<Scan, ScanError> {
+        let mut report = ScanReport::default();
+        let input = match format {
+            InputFormat::Trace => {
+                let projection = opts.columns.clone().filter(|_| opts.filter.is_match_all());
+                let ro = ReadOptions { projection, skip_corrupt: true };
+                let r = TraceReader::open_with(path, ro)
+                    .map_err(|source| ScanError::Trace { path: path.to_path_buf(), source })?;
+                Input::Trace(r)
+            }
+            InputFormat::Perf => {
+                let data = read_input(path)?;
+                let (batch, mut header, st) = parse_perf_script(&data, &path.display().to_string())?;
+                report.notes.push(format!("perf script: {}", st.summary()));
+                if let Some(note) = disks::name_local(&mut header, &batch) {
+                    report.notes.push(note);
+                }
+                Input::Memory { batch, header, done: false }
+            }
+        };
+        let header = match &input {
+            Input::Trace(r) => r.header(),
+            Input::Memory { header, .. } => header,
+        };
+        let ctx = EvalContext::new(header);
+        Ok(Scan {
+            path: path.to_path_buf(),
+            input,
+            filter: opts.filter,
+            zone: opts.zone,
+            ctx,
+            rows: Vec::new(),
+            batch: EventBatch::default(),
+            report,
+        })
+    }
+
+    /// The header (for `perf script` input, a synthetic one naming the file).
+    pub fn header(&self) -> &TraceHeader {
+        match &self.input {
+            Input::Trace(r) => r.header(),
+            Input::Memory { header, .. } => header,
+        }
+    }
+
+    /// Sets what the consumer counts, for zone-map pruning from the next block on (a consumer
+    /// whose plan depends on the header sets it after opening).
+    pub fn set_zone(&mut self, zone: Option<ZonePlan>) {
+        self.zone = zone;
+    }
+
+    /// The filter.
+    pub fn filter(&self) -> &Filter {
+        &self.filter
+    }
+
+    /// The input's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The next chunk of matching events, or `None` at the end. Corrupt blocks are skipped and
+    /// recorded in the report.
+    pub fn next_batch(&mut self) -> Option<Result<Chunk<'_>, ScanError>> {
+        let all = self.filter.is_match_all();
+        let zone = match &mut self.input {
+            Input::Memory { batch, done, .. } => {
+                if *done {
+                    return None;
+                }
+                *done = true;
+                std::mem::swap(&mut self.batch, batch);
+                Zone::default()
+            }
+            Input::Trace(reader) => loop {
+                let mut decision = Zone::default();
+                let plan = self.zone.as_ref().filter(|_| all);
+                let r = reader.next_batch_pruned(&mut self.batch, |m| match plan {
+                    Some(p) => {
+                        let (z, skip) = zone::of(m, p);
+                        decision = z;
+                        skip
+                    }
+                    None => &[][..],
+                });
+                match r? {
+                    Ok(()) => break decision,
+                    Err(e) if e.is_corrupt_block() => {
+                        self.report.corrupt.push(e.to_string());
+                        continue;
+                    }
+                    Err(source) => return Some(Err(ScanError::Trace { path: self.path.clone(), source })),
+                }
+            },
+        };
+        let b = &self.batch;
+        let n = b.len();
+        if all {
+            // Every row: 0..n, kept from block to block (no per-event work).
+            if self.rows.len() != n {
+                self.rows.clear();
+                self.rows.extend(0..n as u32);
+            }
+        } else {
+            self.ctx.observe(b);
+            self.rows.clear();
+            for i in 0..n {
+                if self.filter.matches(b, i, &self.ctx) {
+                    self.rows.push(i as u32);
+                }
+            }
+        }
+        Some(Ok(Chunk { batch: &self.batch, rows: &self.rows, zone }))
+    }
+
+    /// Calls `f` with every chunk; stops at the first error (`f`'s, or a read error).
+    pub fn for_each<E: From<ScanError>>(&mut self, mut f: impl FnMut(Chunk<'_>) -> Result<(), E>) -> Result<(), E> {
+        while let Some(c) = self.next_batch() {
+            f(c?)?;
+        }
+        Ok(())
+    }
+
+    /// What the scan met so far besides events.
+    pub fn report(&self) -> ScanReport {
+        let mut r = self.report.clone();
+        if let Input::Trace(reader) = &self.input {
+            r.warnings = reader.warnings().iter().map(|w| w.to_string()).collect();
+            r.summary = reader.summary().copied();
+            let st = reader.stats();
+            r.blocks = st.blocks;
+            r.lost = r.summary.map(|s| s.lost).unwrap_or(st.lost_total);
+        }
+        r
+    }
+
+    /// The trace reader, for commands that show the file itself (`info`); `None` for text input.
+    pub fn reader(&self) -> Option<&TraceReader> {
+        match &self.input {
+            Input::Trace(r) => Some(r),
+            Input::Memory { .. } => None,
+        }
+    }
+}
+
+impl EventSource for Scan {
+    fn header(&self) -> &TraceHeader {
+        Scan::header(self)
+    }
+
+    fn next_chunk(&mut self, _wait: Duration) -> Result<Option<Chunk<'_>>, latscope_event::source::SourceError> {
+        match self.next_batch() {
+            None => Ok(None),
+            Some(Ok(c)) => Ok(Some(c)),
+            Some(Err(e)) => Err(Box::new(e)),
+        }
+    }
+
+    fn lost(&self) -> u64 {
+        match &self.input {
+            Input::Trace(r) => r.stats().lost_total,
+            Input::Memory { .. } => 0,
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+}
+
+/// The kind a view takes: block requests when asked (or for `perf script` input, which has only
+/// those), syscalls otherwise.
+pub fn view_kind(block: bool, format: InputFormat) -> EventKind {
+    if block || format == InputFormat::Perf {
+        EventKind::Block
+    } else {
+        EventKind::Syscall
+    }
+}

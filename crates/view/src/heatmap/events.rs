@@ -1,0 +1,277 @@
+//! Heat maps of events: chunks from any source in, one map per group out.
+
+use super::{Binning, EventPoints, HeatMap, LogStream, Points, XSpec, YField, YScale, YSpec};
+use crate::group::{GroupBy, Grouper};
+use latscope_event::source::{Chunk, ZonePlan};
+use latscope_event::{EventKind, TraceHeader};
+use std::sync::Arc;
+
+/// What to draw.
+#[derive(Debug, Clone)]
+pub struct EventMapOptions {
+    /// The events drawn: syscalls or block requests.
+    pub kind: EventKind,
+    /// The y axis.
+    pub y: YField,
+    /// Rows and value range (`scale` picks the one-pass log path or the linear one).
+    pub yspec: YSpec,
+    /// Seconds per column.
+    pub step_sec: f64,
+    /// Keep only the columns up to this one.
+    pub max_col: Option<usize>,
+    /// One map per group.
+    pub per: GroupBy,
+    /// At most this many maps (the groups with the most events).
+    pub max_maps: usize,
+    /// The maps' title.
+    pub title: String,
+}
+
+impl EventMapOptions {
+    /// The columns the maps read (by `EventBatch` field name).
+    pub fn columns(&self) -> Vec<&'static str> {
+        let mut c = vec!["kind", "ts"];
+        c.extend(self.y.columns());
+        c.extend(self.per.columns());
+        c
+    }
+}
+
+/// The maps and what did not make it into them.
+#[derive(Debug)]
+pub struct EventMaps {
+    /// One map per group shown (at least one, possibly empty), sharing one grid.
+    pub maps: Vec<HeatMap>,
+    /// Events counted in cells or out of range.
+    pub total: u64,
+    /// Events without a value for the y field (no offset, ...).
+    pub no_value: u64,
+    /// Groups seen (more than `maps.len()` when some were left out).
+    pub groups: usize,
+}
+
+enum Acc {
+    /// Log rows: counted in one pass, memory per column.
+    Log { streams: Vec<LogStream>, per_group: Vec<u64>, scratch: Vec<u64> },
+    /// Linear rows: points kept, then binned.
+    Linear(EventPoints),
+}
+
+/// Builds heat maps of events (see [`EventMapOptions`]).
+pub struct EventMapBuilder {
+    o: EventMapOptions,
+    origin: u64,
+    grouper: Grouper,
+    acc: Acc,
+    total: u64,
+    no_value: u64,
+}
+
+impl EventMapBuilder {
+    /// Maps of the events of a recording whose header is `header` (time zero its start).
+    pub fn new(o: EventMapOptions, header: &TraceHeader) -> Self {
+        let acc = match o.yspec.scale {
+            YScale::Log => Acc::Log { streams: Vec::new(), per_group: Vec::new(), scratch: Vec::new() },
+            YScale::Linear => Acc::Linear(EventPoints::new(o.y, header.start_ns)),
+        };
+        EventMapBuilder { grouper: Grouper::new(o.per), origin: header.start_ns, o, acc, total: 0, no_value: 0 }
+    }
+
+    /// The columns the maps read (by `EventBatch` field name).
+    pub fn columns(&self) -> Vec<&'static str> {
+        self.o.columns()
+    }
+
+    fn step_ns(&self) -> u64 {
+        ((self.o.step_sec * 1e9).round() as u64).max(1)
+    }
+
+    fn fast(&self) -> bool {
+        self.o.per == GroupBy::All && self.o.y == YField::Latency
+    }
+
+    /// What a source with zone maps may skip: a block whose events all fall in one column is
+    /// counted from `lat` alone (and `kind`, unless the block holds the drawn kind only).
+    pub fn zone_plan(&self) -> Option<ZonePlan> {
+        if !(self.fast() && matches!(self.acc, Acc::Log { .. })) {
+            return None;
+        }
+        let (origin, step) = (self.origin, self.step_ns());
+        Some(ZonePlan {
+            kind: self.o.kind,
+            by_end: false,
+            at_needs_all_kind: false,
+            bucket: Some(Arc::new(move |ts: u64| Some((ts as i128 - origin as i128).div_euclid(step as i128) as u64))),
+        })
+    }
+
+    fn new_stream(&self) -> LogStream {
+        let min = self.o.yspec.min.map(|m| m.max(1.0).ceil() as u64);
+        let max = self.o.yspec.max.map(|m| m.max(0.0).floor() as u64);
+        LogStream::new(self.origin, self.step_ns(), min, max, self.o.max_col, 10_000)
+    }
+
+    /// Count a chunk.
+    pub fn add(&mut self, c: Chunk<'_>, h: &TraceHeader) {
+        let kind = self.o.kind as u8;
+        let fast = self.fast();
+        let (origin, step, max_col) = (self.origin, self.step_ns(), self.o.max_col);
+        let min = self.o.yspec.min.map(|m| m.max(1.0).ceil() as u64);
+        let max = self.o.yspec.max.map(|m| m.max(0.0).floor() as u64);
+        let fresh = || LogStream::new(origin, step, min, max, max_col, 10_000);
+        let b = c.batch;
+        match &mut self.acc {
+            Acc::Log { streams, per_group, scratch } if fast => {
+                if streams.is_empty() {
+                    streams.push(fresh());
+                    per_group.push(0);
+                    self.grouper.group(b, 0, h);
+                }
+                if c.zone.empty {
+                    return;
+                }
+                let st = &mut streams[0];
+                let before = self.total;
+                let z = c.zone;
+                if let Some(ts) = z.at {
+                    // Every event in the column of `ts`.
+                    if z.all_kind {
+                        st.add_column(ts, &b.lat);
+                        self.total += b.len() as u64;
+                    } else {
+                        scratch.clear();
+                        scratch.extend(b.kind.iter().zip(&b.lat).filter(|(&k, _)| k == kind).map(|(_, &lat)| lat));
+                        st.add_column(ts, scratch);
+                        self.total += scratch.len() as u64;
+                    }
+                } else if z.all_kind {
+                    st.add_pairs(&b.ts, &b.lat);
+                    self.total += b.len() as u64;
+                } else if c.all_rows() {
+                    for ((&k, &ts), &lat) in b.kind.iter().zip(&b.ts).zip(&b.lat) {
+                        if k == kind {
+                            st.add(ts, lat);
+                            self.total += 1;
+                        }
+                    }
+                } else {
+                    for &i in c.rows {
+                        let i = i as usize;
+                        if b.kind[i] == kind {
+                            st.add(b.ts[i], b.lat[i]);
+                            self.total += 1;
+                        }
+                    }
+                }
+                per_group[0] += self.total - before;
+            }
+            Acc::Log { streams, per_group, .. } => {
+                for &i in c.rows {
+                    let i = i as usize;
+                    if b.kind[i] != kind {
+                        continue;
+                    }
+                    let Some(v) = EventPoints::value(self.o.y, b, i, h) else {
+                        self.no_value += 1;
+                        continue;
+                    };
+                    let g = self.grouper.group(b, i, h);
+                    while streams.len() <= g {
+                        streams.push(fresh());
+                        per_group.push(0);
+                    }
+                    streams[g].add(b.ts[i], v as u64);
+                    per_group[g] += 1;
+                    self.total += 1;
+                }
+            }
+            Acc::Linear(pts) if fast => {
+                if self.grouper.is_empty() && !b.is_empty() {
+                    self.grouper.group(b, 0, h);
+                }
+                self.total += pts.add_latency_rows(b, c.rows, kind);
+            }
+            Acc::Linear(pts) => {
+                for &i in c.rows {
+                    let i = i as usize;
+                    if b.kind[i] != kind {
+                        continue;
+                    }
+                    let g = self.grouper.group(b, i, h);
+                    if pts.add(g, b, i, h) {
+                        self.total += 1;
+                    } else {
+                        self.no_value += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The groups to show: most events first, at most `max_maps`.
+    fn chosen(&self, counts: &[u64]) -> Vec<usize> {
+        let names = self.grouper.names();
+        let mut order: Vec<usize> = (0..counts.len()).filter(|&g| counts[g] > 0).collect();
+        order.sort_by_key(|&g| (std::cmp::Reverse(counts[g]), names.get(g).cloned().unwrap_or_default()));
+        order.truncate(self.o.max_maps.max(1));
+        order
+    }
+
+    fn group_name(&self, g: usize) -> Option<String> {
+        (self.o.per != GroupBy::All)
+            .then(|| format!("{} {}", self.o.per.name(), self.grouper.names().get(g).map_or("?", |s| s.as_str())))
+    }
+
+    /// The maps, sharing one grid. `wall_ns_at_start` shows absolute times on hover.
+    pub fn finish(self, wall_ns_at_start: Option<i64>) -> Result<EventMaps, String> {
+        let (maps, groups) = match &self.acc {
+            Acc::Log { streams, per_group, .. } => {
+                let order = self.chosen(per_group);
+                let empty = self.new_stream();
+                let chosen: Vec<(&LogStream, Option<String>)> = if order.is_empty() {
+                    vec![(&empty, None)]
+                } else {
+                    order.iter().map(|&g| (&streams[g], self.group_name(g))).collect()
+                };
+                let y = &self.o.yspec;
+                let min = y.min.map(|m| m.max(1.0).ceil() as u64);
+                let max = y.max.map(|m| m.max(0.0).floor() as u64);
+                let maps = LogStream::finish(
+                    &chosen,
+                    y.rows,
+                    min,
+                    max,
+                    y.unit.clone(),
+                    &y.label,
+                    &self.o.title,
+                    wall_ns_at_start,
+                )?;
+                (maps, streams.len())
+            }
+            Acc::Linear(pts) => {
+                let subsec = self.o.y == YField::Subsecond;
+                let x = XSpec {
+                    units_per_sec: 1e9,
+                    step_sec: self.o.step_sec,
+                    origin: if subsec { None } else { Some(0.0) },
+                    max_col: self.o.max_col,
+                    col_limit: 10_000,
+                    wall_ns_at_zero: if subsec { wall_ns_at_start.map(|_| 0) } else { wall_ns_at_start },
+                };
+                let counts: Vec<u64> = pts.groups.iter().map(|p| p.len() as u64).collect();
+                let order = self.chosen(&counts);
+                let empty = Points::default();
+                let plan_input: Vec<&Points> =
+                    if order.is_empty() { vec![&empty] } else { order.iter().map(|&g| &pts.groups[g]).collect() };
+                let bins = Binning::plan(&plan_input, &x, &self.o.yspec)?;
+                let maps = if order.is_empty() {
+                    vec![bins.build(&empty, &self.o.title, None)]
+                } else {
+                    order.iter().map(|&g| bins.build(&pts.groups[g], &self.o.title, self.group_name(g))).collect()
+                };
+                (maps, pts.groups.len())
+            }
+        };
+        Ok(EventMaps { maps, total: self.total, no_value: self.no_value, groups })
+    }
+}
