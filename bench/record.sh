@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # Per-syscall overhead of `latscope record` on a tight read() loop, next to the anchors
 # (libbpf-tools syscount -L, bpftrace, perf trace, strace) in the same run, and the highest
-# event rate recorded without loss. Prints a Markdown table; run as root.
+# event rate recorded without loss; then the trace writer on real recordings: events per writer
+# CPU-second, bytes per event, the highest lossless rate with 1 and 2 CPUs for latscope, and
+# the recorder's peak RSS, next to a previous build (BASE=path/to/old/latscope) in the same run.
+# Prints Markdown tables; run as root.
+#
+# SECTIONS=overhead,writer (default both); writer: RATES (events/s), DUR (s per run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LS=${LATSCOPE:-target/release/latscope}
+BASE=${BASE:-}
+SECTIONS=${SECTIONS:-overhead,writer}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cc -O2 -o "$WORK/readloop" bench/readloop.c
 N=${N:-5000000}
 REPS=${REPS:-3}
+has() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 
+if has overhead; then
 # Median of REPS runs of the loop while a tracer runs alongside: "wall_ns cpu_ns" per call.
 med() { sort -n | sed -n "$(( (REPS + 1) / 2 ))p"; }
 loop_ns() {
@@ -111,3 +120,83 @@ for rate in 250000 500000 1000000 1500000; do
 	kill -INT "$pid"; wait "$pid" || true
 	python3 -c "import json,sys; s=json.load(open('$WORK/sum.json')); print(f\"| $rate | {s['events']} | {s['lost']} |\")"
 done
+fi
+
+# The trace writer on real recordings: a paced loop of read() and getppid() calls (comm
+# readloop), recorded with -c readloop, latscope pinned to its CPUs (taskset) and the loop on
+# the others (on all of them when latscope has them all). Writer CPU is that of the threads that
+# encode and write (latscope-trace, latscope-enc*), read just before the recording stops.
+writer_cpu_ns() { # pid
+	local t total=0 comm ticks
+	for t in /proc/"$1"/task/*; do
+		comm=$(cat "$t/comm" 2>/dev/null) || continue
+		case $comm in
+		latscope-trace | latscope-enc*)
+			ticks=$(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')
+			total=$((total + ticks)) ;;
+		esac
+	done
+	echo $((total * 10000000))
+}
+cpu_list() { # first count -> "first-(first+count-1)"
+	echo "$1-$(($1 + $2 - 1))"
+}
+record_at() { # binary latscope_cpus rate -> "events lost bytes loop_s writer_ns rss_kb"
+	local bin=$1 lcpus=$2 rate=$3 total wl_first wl_n procs i t0 t1
+	total=$(nproc)
+	if [ "$lcpus" -lt "$total" ]; then wl_first=$lcpus; wl_n=$((total - lcpus)); else wl_first=0; wl_n=$total; fi
+	procs=$wl_n
+	rm -f "$WORK/w.lst" "$WORK/w.lst.old"
+	taskset -c "$(cpu_list 0 "$lcpus")" "$bin" record -w "$WORK/w.lst" --quiet --json --no-block -c readloop \
+		>"$WORK/w.json" 2>"$WORK/w.err" &
+	local pid=$!
+	sleep 3
+	t0=$(date +%s.%N)
+	local loops=()
+	for i in $(seq "$procs"); do
+		taskset -c "$(cpu_list "$wl_first" "$wl_n")" "$WORK/readloop" $((rate * DUR / procs)) $((rate / procs)) mix >/dev/null &
+		loops+=($!)
+	done
+	wait "${loops[@]}"
+	t1=$(date +%s.%N)
+	sleep 1
+	local wns rss
+	wns=$(writer_cpu_ns "$pid")
+	rss=$(awk '/VmHWM/ {print $2}' /proc/"$pid"/status)
+	kill -INT "$pid"
+	wait "$pid" || true
+	python3 -c "import json; s=json.load(open('$WORK/w.json')); print(s['events'], s['lost'], s['bytes'], $t1 - $t0, $wns, $rss)"
+}
+
+if has writer; then
+	RATES=${RATES:-500000 1000000 1500000 2000000 3000000}
+	DUR=${DUR:-10}
+	bins=("new|$LS")
+	[ -n "$BASE" ] && bins=("base|$BASE" "${bins[@]}")
+	echo
+	echo "Trace writer, recording a paced read()/getppid() loop ($DUR s per run; $(nproc) CPUs; latscope on the first N, the loop on the rest):"
+	echo
+	echo "| build | CPUs for latscope | target events/s | recorded events/s | lost | bytes/event | events per writer CPU-second | peak RSS MB |"
+	echo "|---|---|---|---|---|---|---|---|"
+	declare -A best
+	for cpus in 1 2; do
+		[ "$cpus" -le "$(nproc)" ] || continue
+		for rate in $RATES; do
+			# Builds interleaved at each rate: the same machine state for both.
+			for b in "${bins[@]}"; do
+				name=${b%%|*}; bin=${b#*|}
+				read -r ev lost bytes secs wns rss <<<"$(record_at "$bin" "$cpus" "$rate")"
+				awk -v n="$name" -v c="$cpus" -v r="$rate" -v e="$ev" -v l="$lost" -v b="$bytes" -v s="$secs" -v w="$wns" -v m="$rss" \
+					'BEGIN { printf "| %s | %d | %d | %.0f | %d | %.1f | %s | %.0f |\n", n, c, r, e / s, l, b / (e > 0 ? e : 1), (w > 0 ? sprintf("%.1f M", e / (w / 1e9) / 1e6) : "-"), m / 1024 }'
+				if [ "$lost" -eq 0 ]; then best[$name,$cpus]=$rate; fi
+			done
+		done
+	done
+	echo
+	echo "| build | highest lossless target rate, 1 CPU | 2 CPUs |"
+	echo "|---|---|---|"
+	for b in "${bins[@]}"; do
+		name=${b%%|*}
+		echo "| $name | ${best[$name,1]:-none of $RATES} | ${best[$name,2]:--} |"
+	done
+fi

@@ -19,5 +19,6 @@ run hist cargo bench --locked -q -p latscope-hist
 run filter cargo bench --locked -q -p latscope-filter
 run trace cargo bench --locked -q -p latscope-trace
 run micro bash bench/micro.sh
+run serve bash bench/serve.sh
 echo
 echo "results in $OUT/"

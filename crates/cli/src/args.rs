@@ -134,6 +134,24 @@ pub fn finish_scan(report: &ScanReport) -> ExitCode {
     }
 }
 
+/// Refuses a value range whose lower end (`lo`, given by the flag `lo_flag`) lies above its upper
+/// end (or at it, when `strict`), naming both flags and values with units.
+pub fn check_range(
+    (lo_flag, lo): (&str, Option<f64>),
+    (hi_flag, hi): (&str, Option<f64>),
+    strict: bool,
+    fmt: impl Fn(f64) -> String,
+) -> Result<()> {
+    if let (Some(lo), Some(hi)) = (lo, hi) {
+        if lo > hi || (strict && lo == hi) {
+            let rel = if lo > hi { "is above" } else { "must be below" };
+            let hint = if lo > hi { ": swap them" } else { "" };
+            bail!("{lo_flag} ({}) {rel} {hi_flag} ({}){hint}", fmt(lo), fmt(hi));
+        }
+    }
+    Ok(())
+}
+
 /// Which syscalls to trace live.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyscallsArg {
@@ -246,6 +264,16 @@ pub fn write_output(out: Option<&Path>, data: &[u8]) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Refuses to write `what` (an SVG document) to standard output when that is a terminal, where
+/// it would be a screenful of markup: says to use `how` instead.
+pub fn refuse_terminal(out: Option<&Path>, what: &str, how: &str) -> Result<()> {
+    use std::io::IsTerminal;
+    if out.is_none_or(|p| p.as_os_str() == "-") && std::io::stdout().is_terminal() {
+        bail!("{what} is an SVG document, not for a terminal: write it to a file with {how}");
+    }
+    Ok(())
 }
 
 /// The output's name for messages.

@@ -44,6 +44,8 @@ enum Command {
     Timeline(cmd::timeline::Args),
     /// Run micro-benchmark probes continuously; summaries live, hourly histograms to a store.
     Bench(cmd::bench::Args),
+    /// Serve the web dashboard: a store's hourly histograms explained, latency live.
+    Serve(cmd::serve::Args),
     Export(cmd::export::Args),
 }
 
@@ -51,8 +53,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `latscope events ... | head` should end quietly like other Unix tools, not panic on a
     // closed pipe: restore the default SIGPIPE action (Rust ignores it). Not for record and bench,
-    // which must close their trace file or store cleanly whatever happens to their standard output.
-    if !matches!(cli.command, Command::Record(_) | Command::Bench(_)) {
+    // which must close their trace file or store cleanly whatever happens to their standard output,
+    // and not for serve, whose clients may close their connections while it writes to them.
+    if !matches!(cli.command, Command::Record(_) | Command::Bench(_) | Command::Serve(_)) {
         // SAFETY: setting a signal disposition before any thread is started.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Top(a) => cmd::top::run(a),
         Command::Timeline(a) => cmd::timeline::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
         Command::Export(a) => cmd::export::run(a),
     };
     match r {

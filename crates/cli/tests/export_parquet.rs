@@ -366,10 +366,23 @@ fn documented_queries_run_and_return_latscopes_numbers() {
             assert!((num(&row[5]) * 1e9 - num(&t["total_ns"])).abs() < 1e3, "{path}");
             assert_eq!(num(&row[6]), num(&t["errors"]));
         }
-        // The heat map: latscope heatmap's matrix, cell by cell (10 log rows per decade).
+        // The heat map: latscope heatmap's matrix, cell by cell (10 log rows per decade, 1 s
+        // columns as the query's seconds).
         // Six decades in 60 rows: 10 per decade, as the query's rows.
-        let j =
-            ls_json(&["heatmap", "-r", s(trace), "--json", "--minlat", "100ns", "--maxlat", "100ms", "--rows", "60"]);
+        let j = ls_json(&[
+            "heatmap",
+            "-r",
+            s(trace),
+            "--json",
+            "--minlat",
+            "100ns",
+            "--maxlat",
+            "100ms",
+            "--rows",
+            "60",
+            "--stepsec",
+            "1",
+        ]);
         let m = &j["maps"][0];
         assert_eq!(m["not_shown"], serde_json::json!({"above_max": 0, "after_maxcol": 0, "below_min": 0}));
         let bounds = m["y"]["row_bounds"].as_array().unwrap();

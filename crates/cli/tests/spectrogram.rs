@@ -544,3 +544,71 @@ fn tui_exits_when_the_terminal_goes_away() {
     unsafe { libc::kill(pid, libc::SIGKILL) };
     panic!("latscope spectrogram kept running after its terminal went away: {stat}\n{status}");
 }
+
+#[test]
+fn live_duration_draws_its_last_interval() {
+    if !require_bpf("live_duration_draws_its_last_interval") {
+        return;
+    }
+    // 500 sleeps of 1 ms per second for longer than both views last.
+    let mut l = load(&["--op", "nanosleep", "--sleep", "1ms", "--rate", "500", "-d", "15s"]);
+    sleep(Duration::from_millis(300));
+    for (args, rows_wanted) in [(&["-d", "2s"][..], 4usize), (&["-d", "1.2s", "--stream"][..], 3)] {
+        let mut a =
+            vec!["spectrogram", "500", "proc.name=latscope-load", "--plain", "--colors", "none", "--width", "109"];
+        a.extend(args);
+        let out = latscope_ok(&a);
+        let r = rows(&out, 100);
+        assert_eq!(r.len(), rows_wanted, "{args:?}: every interval of -d, the last too:\n{out}");
+        // Each row, the last (partial) one too, holds the sleeps near 1 ms.
+        for (t, cells) in &r {
+            assert!(marked(cells).iter().any(|&(i, _)| (60..=63).contains(&i)), "{args:?}: row {t} is empty:\n{out}");
+        }
+    }
+    let _ = l.kill();
+    let _ = l.wait();
+}
+
+#[test]
+fn tui_status_and_hints_fit_80_columns() {
+    if !require_tool("tui_status_and_hints_fit_80_columns", "tmux") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("a-rather-long-directory-name-for-recordings").join("of-this-week");
+    std::fs::create_dir_all(&deep).unwrap();
+    let f = deep.join("ext4-sustained-writes.lst");
+    synthetic_trace(&f);
+    let filter = "proc.name != nothing-at-all and evt.type in (nanosleep, read, write) and evt.latency >= 0";
+    let cmd = format!("{} spectrogram -r {} --no-pace --by proc '{filter}'; sleep 60", bin().display(), f.display());
+    let t = Tmux::start("latscope-spectrogram-80", 80, 24, &cmd);
+    let mut text = Vec::new();
+    for _ in 0..100 {
+        text = t.text();
+        if text.iter().any(|l| l.contains("end of input")) {
+            break;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    let check = |text: &[String], what: &str| {
+        let top = &text[0];
+        let bottom = text.iter().rev().find(|l| !l.trim().is_empty()).unwrap();
+        for l in text {
+            assert!(l.chars().count() <= 80, "{what}: {l}");
+        }
+        // The file's name and the filter's start are shown, cut with a mark where needed.
+        assert!(top.contains("ext4-sustained-writes.lst") && top.contains("filter: proc.name"), "{what}: {top}");
+        assert!(top.trim_end().chars().count() < 80 || top.trim_end().ends_with('…'), "{what}: {top}");
+        assert!(bottom.contains("q: quit") && bottom.contains("?: help"), "{what}: {bottom}");
+        assert!(!bottom.contains("drops"), "a file drops nothing: {bottom}");
+        let legend = text.iter().find(|l| l.starts_with("count per cell")).unwrap();
+        assert!(legend.contains(" 1k ") && legend.contains(" 10k ") && !legend.contains("1.00k"), "{legend}");
+    };
+    check(&text, "running");
+    // Frozen: the longer hints still fit.
+    t.keys(&["Space"]);
+    let text = t.text();
+    check(&text, "frozen");
+    assert!(text.iter().any(|l| l.contains("FROZEN")), "{text:#?}");
+    t.keys(&["q"]);
+}

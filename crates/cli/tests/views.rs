@@ -103,7 +103,7 @@ fn heatmap_text_cells_equal_trace2heatmap_rule() {
     // (our extra args, rule arguments)
     type Case<'a> = (Vec<&'a str>, f64, f64, f64, f64, Option<f64>, Option<f64>);
     let cases: Vec<Case> = vec![
-        (vec![], 1e6, 1.0, 50.0, 0.0, None, None),
+        (vec!["--stepsec", "1"], 1e6, 1.0, 50.0, 0.0, None, None),
         (
             vec!["--rows", "37", "--minlat", "500", "--maxlat", "15000", "--stepsec", "0.25"],
             1e6,
@@ -114,7 +114,7 @@ fn heatmap_text_cells_equal_trace2heatmap_rule() {
             None,
         ),
         (vec!["--steplat", "700", "--stepsec", "2"], 1e6, 2.0, 50.0, 0.0, None, Some(700.0)),
-        (vec!["--rows", "64", "--maxlat", "12ms"], 1e6, 1.0, 64.0, 0.0, Some(12000.0), None),
+        (vec!["--rows", "64", "--maxlat", "12ms", "--stepsec=1"], 1e6, 1.0, 64.0, 0.0, Some(12000.0), None),
     ];
     for (k, (extra, tf, ss, rows, min, max, step)) in cases.into_iter().enumerate() {
         let out = dir.path().join(format!("h{k}.svg"));
@@ -237,6 +237,7 @@ fn heatmap_hover_shows_time_range_count_and_percentile() {
         "--unitstime=us",
         "--unitslat=us",
         "--linear",
+        "--stepsec=1",
         "-o",
         svg.to_str().unwrap(),
     ]);
@@ -916,4 +917,109 @@ fn closed_output_pipe_ends_quietly() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(!out.status.success() || err.is_empty(), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn min_above_max_is_an_error_with_units_in_every_view() {
+    let f = fixture();
+    let p = f.path.to_str().unwrap();
+    let dir = f.path.parent().unwrap();
+    let text = dir.join("two.txt");
+    std::fs::write(&text, "1 5\n2 7\n").unwrap();
+    let svg = dir.join("never.svg");
+    let s = svg.to_str().unwrap();
+    let t = text.to_str().unwrap();
+    let cases: [(&[&str], &[&str]); 7] = [
+        (&["heatmap", "-r", p, "--minlat", "2ms", "--maxlat", "1ms", "-o", s], &["--minlat (2ms)", "--maxlat (1ms)"]),
+        (&["heatmap", "-r", p, "--linear", "--minlat", "2ms", "--maxlat", "1ms", "-o", s], &["--minlat (2ms)"]),
+        (&["heatmap", "-r", p, "--y", "size", "--minlat", "8KiB", "--maxlat", "4KiB", "-o", s], &["(8KiB)", "(4KiB)"]),
+        (
+            &["heatmap", "--input", "text", "-r", t, "--unitslat", "us", "--minlat", "9ms", "--maxlat", "3", "-o", s],
+            &["(9000us)", "(3us)"],
+        ),
+        (&["hist", "-r", p, "--linear", "--min", "2ms", "--max", "1ms"], &["--min (2ms) is above --max (1ms)"]),
+        (&["hist", "-r", p, "--field", "size", "--linear", "--min", "8KiB", "--max", "1KiB"], &["(8KiB)", "(1KiB)"]),
+        (&["spectrogram", "-r", p, "--no-pace", "--min", "2ms", "--max", "1ms"], &["--min (2ms) is above --max (1ms)"]),
+    ];
+    for (args, wants) in cases {
+        let o = latscope(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        for w in wants {
+            assert!(err.contains(w), "{args:?}: {err:?} lacks {w:?}");
+        }
+        assert!(o.stdout.is_empty() && !svg.exists(), "{args:?} wrote something");
+    }
+    let o = latscope(&["spectrogram", "-r", p, "--min", "1ms", "--max", "1ms"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--min (1ms) must be below --max (1ms)"));
+}
+
+#[test]
+fn info_shows_the_start_and_warns_on_a_file_cut_short() {
+    let f = fixture();
+    let p = f.path.to_str().unwrap();
+    let out = latscope_ok(&["info", "-r", p]);
+    // The fixture's clock: start 1000 s after boot, realtime offset 1.7e18 - start.
+    assert!(out.contains("started:     2023-11-14 22:13:20.000 UTC"), "{out}");
+    assert!(out.contains("ended:       2023-11-14 22:13:"), "{out}");
+    // Aligned: the counts of the kinds end in one column.
+    let kinds: Vec<&str> =
+        out.lines().skip_while(|l| *l != "by kind:").skip(1).take_while(|l| l.starts_with("  ")).collect();
+    assert!(
+        kinds.len() >= 2 && kinds.iter().all(|l| l.find(char::is_alphabetic) == kinds[0].find(char::is_alphabetic)),
+        "{kinds:?}"
+    );
+    // A copy cut short: the same warning on stderr as every reader gives.
+    let data = std::fs::read(&f.path).unwrap();
+    let cut = f.path.with_extension("cut.lst");
+    std::fs::write(&cut, &data[..data.len() * 2 / 3]).unwrap();
+    let c = cut.to_str().unwrap();
+    let o = latscope(&["info", "-r", c]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("latscope: warning: ") && err.contains("not closed cleanly"), "{err}");
+    let top = latscope(&["top", "-r", c]);
+    let top_err = String::from_utf8_lossy(&top.stderr);
+    let first_warning = |s: &str| s.lines().find(|l| l.contains("warning")).map(str::to_string);
+    assert_eq!(first_warning(&err), first_warning(&top_err), "info warns like top");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("not closed cleanly (no summary)"));
+}
+
+#[test]
+fn top_shows_the_percentiles_asked_for_in_aligned_columns() {
+    let f = fixture();
+    let p = f.path.to_str().unwrap();
+    let t = latscope_ok(&["top", "-r", p, "--by", "syscall", "--percentiles", "50,90,99,99.9", "--sort", "p99.9"]);
+    let lines: Vec<&str> = t.lines().skip(1).collect();
+    assert!(lines[0].contains("P50") && lines[0].contains("P90") && lines[0].contains("P99.9"), "{t}");
+    // Every right-aligned column ends where its heading ends.
+    for h in ["COUNT", "P90", "P99.9", "MAX", "ERRORS"] {
+        let end = lines[0].find(h).unwrap() + h.len();
+        for l in &lines[1..4] {
+            assert!(
+                l.len() >= end && l.as_bytes()[end - 1] != b' ' && l[end..].starts_with(' ') || l.len() == end,
+                "{h}: {t}"
+            );
+        }
+    }
+    let j: Value = serde_json::from_str(&latscope_ok(&[
+        "top",
+        "-r",
+        p,
+        "--by",
+        "syscall",
+        "--percentiles",
+        "50,90,99,99.9",
+        "--json",
+    ]))
+    .unwrap();
+    let mut lats: Vec<u64> =
+        sys(&f).iter().filter(|e| e.nr == latscope_event::syscall_nr("read").unwrap()).map(|e| e.lat).collect();
+    lats.sort_unstable();
+    let read = j["rows"].as_array().unwrap().iter().find(|r| r["name"] == "read").unwrap();
+    let exact = lats[((0.999 * lats.len() as f64).ceil() as usize).max(1) - 1] as f64;
+    let got = read["p99.9_ns"].as_f64().unwrap();
+    assert!(got >= exact && got <= exact * (1.0 + 1.0 / 128.0), "{got} vs {exact}");
+    let o = latscope(&["top", "-r", p, "--percentiles", "50,abc"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("'abc' is not a percentile"));
 }

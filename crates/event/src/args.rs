@@ -131,11 +131,19 @@ pub fn write_syscall_args(w: &mut impl Write, b: &EventBatch, i: usize) -> fmt::
         item(w, format_args!("dirfd="))?;
         write_dirfd(w, b.dirfd.get(i).copied().unwrap_or(-1))?;
     }
+    // An empty path (AT_EMPTY_PATH, an unreadable argument) reads `path=""`, not a dangling `=`.
+    fn quoted(p: &str) -> &str {
+        if p.is_empty() {
+            "\"\""
+        } else {
+            p
+        }
+    }
     if d.path != NONE {
-        item(w, format_args!("path={path}"))?;
+        item(w, format_args!("path={}", quoted(path)))?;
     }
     if d.path2 != NONE {
-        item(w, format_args!("path2={}", b.path2.get(i)))?;
+        item(w, format_args!("path2={}", quoted(b.path2.get(i))))?;
     }
     if d.count != NONE || d.has(SysDesc::IOV) {
         item(w, format_args!("bytes={}", col(b.bytes.get(i))))?;
@@ -215,7 +223,8 @@ pub fn write_proc_args(w: &mut impl Write, b: &EventBatch, i: usize) -> fmt::Res
     match ProcOp::from_u16(nr) {
         Some(ProcOp::Fork) => write!(w, "parent={ret}"),
         Some(ProcOp::Exec) if i + 1 < b.path.offsets.len() && i + 1 < b.path2.offsets.len() => {
-            write!(w, "path={}", b.path.get(i))?;
+            let path = b.path.get(i);
+            write!(w, "path={}", if path.is_empty() { "\"\"" } else { path })?;
             let args = b.path2.get(i);
             if !args.is_empty() {
                 write!(w, " args={args}")?;

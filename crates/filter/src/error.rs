@@ -37,6 +37,19 @@ impl FilterError {
     pub fn column(&self) -> usize {
         column_of(&self.expr, self.start)
     }
+
+    /// The expression the error is about.
+    pub fn expr(&self) -> &str {
+        &self.expr
+    }
+
+    /// Where the offending text is in [`FilterError::expr`], in characters (not bytes): the
+    /// 0-based index of its first character and how many characters it spans (at least 1), so
+    /// that a caret can be drawn under it by any program that counts characters.
+    pub fn char_span(&self) -> (usize, usize) {
+        let pad = self.expr[..self.start].chars().count();
+        (pad, self.expr[self.start..self.end].chars().count().max(1))
+    }
 }
 
 /// Largest char boundary at or before `i`.
@@ -57,8 +70,7 @@ impl fmt::Display for FilterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Control characters (tabs, newlines) would break the caret alignment: show them as spaces.
         let shown: String = self.expr.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-        let pad = self.expr[..self.start].chars().count();
-        let width = self.expr[self.start..self.end].chars().count().max(1);
+        let (pad, width) = self.char_span();
         writeln!(f, "{}", self.message)?;
         writeln!(f, "  {shown}")?;
         write!(f, "  {}{}", " ".repeat(pad), "^".repeat(width))
@@ -111,10 +123,12 @@ mod tests {
         let e = FilterError::new("bad", "ab cd", 3, 5);
         assert_eq!(e.to_string(), "bad\n  ab cd\n     ^^");
         assert_eq!(e.column(), 4);
+        assert_eq!((e.expr(), e.char_span()), ("ab cd", (3, 2)));
         // Multi-byte characters count as one column; out-of-range spans are clamped.
         let e = FilterError::new("x", "é=1", 2, 99);
         assert_eq!(e.column(), 2);
         assert_eq!(e.to_string(), "x\n  é=1\n   ^^");
+        assert_eq!(e.char_span(), (1, 2));
         let e = FilterError::new("end", "a", 1, 1);
         assert_eq!(e.to_string(), "end\n  a\n   ^");
     }

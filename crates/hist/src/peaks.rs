@@ -31,11 +31,15 @@ impl Default for PeakOptions {
 }
 
 /// One peak of a histogram: where its maximum is, how far it extends, and what share of events it holds.
+///
+/// The ranges nest: `low <= core_low <= mode_low <= mode_high <= core_high <= high`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Peak {
-    /// Lowest recorded value (bucket bound) in the density bin of the peak's maximum.
+    /// Lowest value of the mode: the fullest histogram bucket in the density bin of the peak's
+    /// maximum (or, should that bucket lie outside the core, the fullest bucket of the core).
     pub mode_low: u64,
-    /// Highest recorded value (bucket bound) in that bin: `mode_low ..= mode_high` is where the peak is.
+    /// Highest value of that bucket: `mode_low ..= mode_high` is where the peak is, at the
+    /// histogram's resolution (1/128), tightened to the exact minimum and maximum.
     pub mode_high: u64,
     /// Fraction of all events in the peak's basin; the shares of all peaks add up to 1.
     pub share: f64,
@@ -46,6 +50,11 @@ pub struct Peak {
     pub high: u64,
     /// Events in the basin.
     pub count: u64,
+    /// Lowest value of the bucket holding the basin's 10th percentile: `core_low ..= core_high` holds
+    /// the middle 80 % of the peak's events, its width without the tails a basin may include.
+    pub core_low: u64,
+    /// Highest value of the bucket holding the basin's 90th percentile.
+    pub core_high: u64,
 }
 
 /// Normalized Gaussian weights over `-radius ..= radius`, radius `ceil(3 sigma)`.
@@ -218,6 +227,10 @@ struct Density {
     /// Lowest and highest bucket bound counted in `whole` per bin: what values a bin really holds.
     low: Vec<u64>,
     high: Vec<u64>,
+    /// Edges of the grid bins, the index of the first one, and the zero bin's index.
+    edges: Vec<f64>,
+    grid_start: usize,
+    zero_at: Option<usize>,
 }
 
 impl Density {
@@ -235,7 +248,15 @@ impl Density {
         let zero_at = (zero > 0).then_some(pad);
         let grid_start = if zero > 0 { pad + 1 + 2 * pad } else { pad };
         let n = grid_start + edges.len().saturating_sub(1) + pad;
-        let mut d = Density { spread: vec![0.0; n], whole: vec![0; n], low: vec![u64::MAX; n], high: vec![0; n] };
+        let mut d = Density {
+            spread: vec![0.0; n],
+            whole: vec![0; n],
+            low: vec![u64::MAX; n],
+            high: vec![0; n],
+            edges: Vec::new(),
+            grid_start,
+            zero_at,
+        };
         if let Some(z) = zero_at {
             d.spread[z] = zero as f64;
             d.whole[z] = zero;
@@ -254,7 +275,17 @@ impl Density {
             d.low[at] = d.low[at].min(low);
             d.high[at] = d.high[at].max(high);
         }
+        d.edges = edges;
         d
+    }
+
+    /// The bin a bucket `[low, high]` is counted in (`whole`): the zero bin, or the grid bin of
+    /// its midpoint.
+    fn bin_of_bucket(&self, low: u64, high: u64) -> usize {
+        match (high, self.zero_at) {
+            (0, Some(z)) => z,
+            _ => self.grid_start + slot(&self.edges, (low as f64 + high as f64 + 1.0) / 2.0),
+        }
     }
 
     fn len(&self) -> usize {
@@ -292,16 +323,55 @@ impl Density {
         let occupied = (from..=to).filter(|&i| self.whole[i] > 0);
         let low = occupied.clone().map(|i| self.low[i]).min().unwrap_or(h.min).max(h.min);
         let high = occupied.clone().map(|i| self.high[i]).max().unwrap_or(h.max).min(h.max);
-        // The mode: the bin contributing most to the smoothed maximum, else the nearest data.
+        let tight = |(lo, hi, c): (u64, u64, u64)| (lo.max(low), hi.min(high), c);
+        // The basin's buckets, in order: the same buckets `count` counts.
+        let buckets: Vec<(u64, u64, u64)> =
+            h.iter().filter(|&(lo, hi, _)| (from..=to).contains(&self.bin_of_bucket(lo, hi))).map(tight).collect();
+        // The core: from the bucket of rank ceil(0.1 n) to that of rank ceil(0.9 n).
+        let rank = |q: f64| ((count as f64 * q).ceil() as u64).max(1);
+        let (r10, r90) = (rank(0.1), rank(0.9));
+        let (mut acc, mut core) = (0u64, (low, high));
+        let (mut first, mut last) = (None, None);
+        for (k, &(lo, hi, c)) in buckets.iter().enumerate() {
+            acc = acc.saturating_add(c);
+            if first.is_none() && acc >= r10 {
+                (first, core.0) = (Some(k), lo);
+            }
+            if last.is_none() && acc >= r90 {
+                (last, core.1) = (Some(k), hi);
+            }
+        }
+        // The density bin contributing most to the smoothed maximum, else the nearest data.
         let score = |i: usize| self.whole[i] as f64 * kernel[i + radius - p];
         let near = (p.saturating_sub(radius)..=p + radius).filter(|i| (from..=to).contains(i) && self.whole[*i] > 0);
-        let mode =
+        let bin =
             near.max_by(|&a, &b| score(a).total_cmp(&score(b))).or_else(|| occupied.min_by_key(|&i| i.abs_diff(p)));
-        let (mode_low, mode_high) = match mode {
-            Some(i) => (self.low[i].max(h.min), self.high[i].min(h.max)),
-            None => (low, high),
+        // The mode: the fullest bucket of that bin (the first of equals), unless it lies outside the
+        // core (a skewed peak), then the fullest bucket of the core.
+        let fullest = |it: &mut dyn Iterator<Item = &(u64, u64, u64)>| {
+            it.fold(None::<(u64, u64, u64)>, |best, &b| match best {
+                Some(x) if x.2 >= b.2 => Some(x),
+                _ => Some(b),
+            })
         };
-        Peak { mode_low, mode_high, share: count as f64 / h.total as f64, low, high, count }
+        let in_bin = bin.and_then(|i| fullest(&mut buckets.iter().filter(|b| self.bin_of_bucket(b.0, b.1) == i)));
+        let in_core = |b: &(u64, u64, u64)| b.0 >= core.0 && b.1 <= core.1;
+        let mode = match (in_bin, first, last) {
+            (Some(b), _, _) if in_core(&b) => Some(b),
+            (_, Some(f), Some(l)) => fullest(&mut buckets[f..=l].iter()),
+            (b, _, _) => b,
+        };
+        let (mode_low, mode_high) = mode.map_or(core, |b| (b.0, b.1));
+        Peak {
+            mode_low,
+            mode_high,
+            share: count as f64 / h.total as f64,
+            low,
+            high,
+            count,
+            core_low: core.0,
+            core_high: core.1,
+        }
     }
 }
 
@@ -348,8 +418,9 @@ mod tests {
         assert!((peaks.iter().map(|p| p.share).sum::<f64>() - 1.0).abs() < 1e-9);
         assert!(peaks.windows(2).all(|w| w[0].share >= w[1].share));
         for p in peaks {
-            assert!(h.min().unwrap() <= p.low && p.low <= p.mode_low && p.mode_low <= p.mode_high);
-            assert!(p.mode_high <= p.high && p.high <= h.max().unwrap(), "{p:?}");
+            assert!(h.min().unwrap() <= p.low && p.low <= p.core_low && p.core_low <= p.mode_low, "{p:?}");
+            assert!(p.mode_low <= p.mode_high && p.mode_high <= p.core_high, "{p:?}");
+            assert!(p.core_high <= p.high && p.high <= h.max().unwrap(), "{p:?}");
         }
     }
 
@@ -414,6 +485,24 @@ mod tests {
     }
 
     #[test]
+    fn the_mode_is_the_fullest_bucket_inside_the_core() {
+        // A timer's wake-ups: most at 1.020-1.028 ms, a tail to 1.1 ms in the same density bin. The
+        // mode is the fullest 1/128 bucket, not the whole 8 % density bin, and lies in the core.
+        let mut h = Histogram::new();
+        h.record_n(1_022_000, 300);
+        h.record_n(1_026_000, 240);
+        h.record_n(1_017_000, 170);
+        for k in 0..45u64 {
+            h.record(1_040_000 + k * 1_300);
+        }
+        let p = &h.peaks(&PeakOptions::default())[0];
+        let (lo, hi) = h.bucket_bounds(h.bucket_index(1_022_000)).unwrap();
+        assert_eq!((p.mode_low, p.mode_high), (lo.max(p.low), hi), "{p:?}");
+        assert!(p.core_low <= p.mode_low && p.mode_high <= p.core_high && p.core_high < 1_100_000, "{p:?}");
+        assert_eq!(p.count, 755);
+    }
+
+    #[test]
     fn broad_unimodal_has_one_peak() {
         for seed in 0..10 {
             let h = clusters(seed, &[(100_000, 2_000_000.0, 0.3)]);
@@ -473,12 +562,21 @@ mod tests {
         assert!(lo <= 12_345 && hi >= 12_345);
         assert_eq!(
             peaks,
-            vec![Peak { mode_low: 12_345, mode_high: 12_345, share: 1.0, low: 12_345, high: 12_345, count: 1 }]
+            vec![Peak {
+                mode_low: 12_345,
+                mode_high: 12_345,
+                share: 1.0,
+                low: 12_345,
+                high: 12_345,
+                count: 1,
+                core_low: 12_345,
+                core_high: 12_345
+            }]
         );
         let zeros: Histogram = [0u64, 0].into_iter().collect();
         assert_eq!(
             zeros.peaks(&PeakOptions::default())[0],
-            Peak { mode_low: 0, mode_high: 0, share: 1.0, low: 0, high: 0, count: 2 }
+            Peak { mode_low: 0, mode_high: 0, share: 1.0, low: 0, high: 0, count: 2, core_low: 0, core_high: 0 }
         );
     }
 

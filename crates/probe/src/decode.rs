@@ -46,7 +46,9 @@ impl Decoder {
         for f in &header.fds {
             let path: Arc<str> = Arc::from(f.path.as_str());
             let t = FdType::from_u8(f.fd_type);
-            let named_socket = matches!(t, FdType::Ipv4 | FdType::Ipv6) && !f.path.starts_with("socket:");
+            // IP sockets by `local->peer`, bound unix sockets by their path (from the snapshot).
+            let named_socket =
+                matches!(t, FdType::Ipv4 | FdType::Ipv6 | FdType::Unix) && !f.path.starts_with("socket:");
             if f.ino != 0
                 && (named_socket
                     || matches!(

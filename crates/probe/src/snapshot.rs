@@ -211,7 +211,7 @@ fn parse_fdinfo(text: &str) -> Option<(i64, u32)> {
 }
 
 /// Socket inode -> family and, for IP sockets, the name (`local->peer`, see
-/// [`latscope_event::sock_name`]).
+/// [`latscope_event::sock_name`]); for bound unix sockets, their path.
 pub type Sockets = BTreeMap<u64, (FdType, Option<String>)>;
 
 /// The sockets of the /proc/net tables, read now.
@@ -233,6 +233,9 @@ pub fn sockets() -> Sockets {
                 if let Some(i) = f.get(col).and_then(|x| x.parse::<u64>().ok()) {
                     let name = match t {
                         FdType::Ipv4 | FdType::Ipv6 => proc_net_name(proto, f.get(1).copied(), f.get(2).copied()),
+                        // A bound unix socket (and the sockets accepted on it): its path (`@...`
+                        // for an abstract one).
+                        FdType::Unix => f.get(7).map(|p| p.to_string()),
                         _ => None,
                     };
                     m.insert(i, (t, name));
@@ -331,6 +334,24 @@ mod tests {
         let wall = h.wall_ns(monotonic_ns());
         let now = clock_ns(libc::CLOCK_REALTIME) as i64;
         assert!((wall - now).abs() < 60_000_000_000);
+    }
+
+    /// A bound unix socket, and the fds of it in the snapshot, are named by its path.
+    #[test]
+    fn bound_unix_sockets_are_named_by_their_path() {
+        use std::os::fd::AsRawFd;
+        let path = std::env::temp_dir().join(format!("latscope-snap-{}.sock", std::process::id()));
+        let _ = fs::remove_file(&path);
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let link = fs::read_link(format!("/proc/self/fd/{}", l.as_raw_fd())).unwrap();
+        let ino: u64 = link.to_str().unwrap().trim_start_matches("socket:[").trim_end_matches(']').parse().unwrap();
+        let socks = sockets();
+        assert_eq!(socks.get(&ino), Some(&(FdType::Unix, Some(path.display().to_string()))));
+        let fds = fds_of(std::process::id(), &socks);
+        let f = fds.iter().find(|f| f.fd == l.as_raw_fd()).expect("the socket's fd");
+        assert_eq!(f.path, path.display().to_string());
+        drop(l);
+        let _ = fs::remove_file(&path);
     }
 
     /// The position and flags of an fd open before the snapshot, O_APPEND and O_CLOEXEC included.

@@ -1,10 +1,13 @@
 //! Trace write and read throughput on synthetic events shaped like real ones.
 //!
 //! `cargo bench -p latscope-trace` (set `LATSCOPE_BENCH_EVENTS` to change the 5 M events,
-//! `LATSCOPE_BENCH_DIR` to write somewhere else than the system temporary directory).
+//! `LATSCOPE_BENCH_DIR` to write somewhere else than the system temporary directory,
+//! `LATSCOPE_BENCH_TRACE` to a recorded trace to write its blocks (of at least 32 Ki events)
+//! instead of synthetic ones).
 //!
-//! Mostly syscall events with small integers, ~30 % with a path from a small set, comm from a
-//! few names, written in blocks of 64 Ki events.
+//! Synthetic events: mostly syscalls with small integers, ~30 % with a path from a small set,
+//! comm from a few names, every value drawn independently (a pessimistic case for compression:
+//! recorded traces have runs), written in blocks of 64 Ki events.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -29,6 +32,16 @@ fn rate(events: u64, d: Duration) -> String {
 fn thread_cpu_ns() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     s.split_whitespace().next()?.parse().ok()
+}
+
+/// CPU time of the whole process (every thread, finished ones included) in ns.
+fn process_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks * 10_000_000) // USER_HZ is 100 on Linux
 }
 
 /// Events per CPU-second of this thread since `cpu0`.
@@ -61,23 +74,33 @@ fn main() {
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let mut ts = 1_000_000_000u64;
     let paths = synth::paths();
-    let templates: Vec<EventBatch> = (0..8)
-        .map(|_| {
-            synth::batch(&mut rng, BLOCK, &mut ts, &paths, |r| {
-                let bits = r.below(17);
-                200 + r.below(1 << bits)
+    let templates: Vec<EventBatch> = match std::env::var_os("LATSCOPE_BENCH_TRACE") {
+        Some(p) => {
+            let r = TraceReader::open(&p).unwrap_or_else(|e| panic!("LATSCOPE_BENCH_TRACE: {e}"));
+            let t: Vec<EventBatch> = r.map(|b| b.unwrap()).filter(|b| b.len() >= BLOCK / 2).take(16).collect();
+            assert!(!t.is_empty(), "LATSCOPE_BENCH_TRACE has no block of {} events or more", BLOCK / 2);
+            println!("events from {}", std::path::Path::new(&p).display());
+            t
+        }
+        None => (0..8)
+            .map(|_| {
+                synth::batch(&mut rng, BLOCK, &mut ts, &paths, |r| {
+                    let bits = r.below(17);
+                    200 + r.below(1 << bits)
+                })
             })
-        })
-        .collect();
+            .collect(),
+    };
+    let per_block = templates.iter().map(|b| b.len()).sum::<usize>() / templates.len();
     let raw: usize = templates[0].len() * 112
         + [&templates[0].comm, &templates[0].path, &templates[0].path2]
             .iter()
             .map(|c| c.data.len() + c.offsets.len() * 4)
             .sum::<usize>();
-    let raw_per_event = raw as f64 / BLOCK as f64;
-    let blocks = total.div_ceil(BLOCK);
-    let n_events = |blocks: usize| (blocks * BLOCK) as u64;
-    println!("latscope-trace throughput: {} events in {blocks} blocks of {BLOCK}", n_events(blocks));
+    let raw_per_event = raw as f64 / templates[0].len() as f64;
+    let blocks = total.div_ceil(per_block);
+    let n_events = |blocks: usize| (0..blocks).map(|i| templates[i % templates.len()].len() as u64).sum::<u64>();
+    println!("latscope-trace throughput: {} events in {blocks} blocks of ~{per_block}", n_events(blocks));
     println!("raw event size in memory: {raw_per_event:.1} bytes/event");
 
     // Single-threaded writer, several compression settings.
@@ -115,34 +138,48 @@ fn main() {
         }
     }
 
-    // Threaded writer: the caller fills recycled batches (as the ring-buffer reader would).
-    let path = dir.join("bench-threaded.lst");
-    let opts = WriterOptions { sync_on_finish: false, ..Default::default() };
-    let t = Instant::now();
-    let mut w = ThreadedTraceWriter::create_with(&path, &header(), opts, 4).unwrap();
-    let cpu0 = thread_cpu_ns();
-    let mut caller_blocked = Duration::ZERO;
-    for i in 0..blocks {
-        let mut b = w.spare_batch();
-        let src = &templates[i % templates.len()];
-        fill(&mut b, src);
-        let tw = Instant::now();
-        w.write_batch(b, 0).unwrap();
-        caller_blocked += tw.elapsed();
+    // Threaded writer: the caller fills recycled batches (as the ring-buffer reader would); one
+    // encoding thread, then two (a helper compresses every other batch).
+    for threads in [1, 2] {
+        let path = dir.join("bench-threaded.lst");
+        let opts = WriterOptions { sync_on_finish: false, threads, ..Default::default() };
+        let t = Instant::now();
+        let pcpu0 = process_cpu_ns();
+        let mut w = ThreadedTraceWriter::create_with(&path, &header(), opts, 4).unwrap();
+        let cpu0 = thread_cpu_ns();
+        let mut caller_blocked = Duration::ZERO;
+        let mut fill_cpu = 0u64;
+        for i in 0..blocks {
+            let f0 = thread_cpu_ns();
+            let mut b = w.spare_batch();
+            let src = &templates[i % templates.len()];
+            fill(&mut b, src);
+            fill_cpu += thread_cpu_ns().zip(f0).map_or(0, |(b, a)| b - a);
+            let tw = Instant::now();
+            w.write_batch(b, 0).unwrap();
+            caller_blocked += tw.elapsed();
+        }
+        let caller_cpu = cpu_rate(n_events(blocks), cpu0);
+        let tf = Instant::now();
+        w.finish(Summary::default()).unwrap();
+        let drain = tf.elapsed();
+        let d = t.elapsed();
+        let caller_total = thread_cpu_ns().zip(cpu0).map_or(0, |(b, a)| b - a);
+        // The writer's CPU: the whole process's, less what the caller thread took.
+        let writer_cpu = process_cpu_ns().zip(pcpu0).map(|(b, a)| (b - a).saturating_sub(caller_total));
+        let per_cpu = writer_cpu.filter(|&c| c > 0).map_or(String::new(), |c| {
+            format!("{:.2} M/s per writer CPU-second", n_events(blocks) as f64 / (c as f64 / 1e9) / 1e6)
+        });
+        println!(
+            "write  threaded  zstd 1, {threads} encoding thread(s): {} end to end, {per_cpu}; caller thread: {caller_cpu} \
+             ({:.0} ms filling batches); caller waited {:.0} ms for queue room in total, {:.0} ms to drain at finish",
+            rate(n_events(blocks), d),
+            fill_cpu as f64 / 1e6,
+            caller_blocked.as_secs_f64() * 1e3,
+            drain.as_secs_f64() * 1e3
+        );
+        let _ = std::fs::remove_file(&path);
     }
-    let caller_cpu = cpu_rate(n_events(blocks), cpu0);
-    let tf = Instant::now();
-    w.finish(Summary::default()).unwrap();
-    let drain = tf.elapsed();
-    let d = t.elapsed();
-    println!(
-        "write  threaded  zstd 1: {} end to end; caller thread (filling batches): {caller_cpu}; \
-         caller waited {:.0} ms for queue room in total, {:.0} ms to drain at finish",
-        rate(n_events(blocks), d),
-        caller_blocked.as_secs_f64() * 1e3,
-        drain.as_secs_f64() * 1e3
-    );
-    let _ = std::fs::remove_file(&path);
 
     // Reading.
     let path = main_file.unwrap();

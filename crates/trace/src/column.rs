@@ -1,10 +1,14 @@
 //! The trace's Arrow schema and the conversions between [`EventBatch`] and Arrow record batches.
 
+#[cfg(test)]
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
-use arrow_array::{ArrayRef, PrimitiveArray, RecordBatch, RecordBatchOptions, StringArray};
+use arrow_array::RecordBatch;
+#[cfg(test)]
+use arrow_array::{ArrayRef, PrimitiveArray, RecordBatchOptions, StringArray};
+#[cfg(test)]
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema};
 use latscope_event::{EventBatch, StrCol};
@@ -125,6 +129,7 @@ macro_rules! define_column {
         }
 
         /// Build the Arrow columns of a batch (one copy of each column), in schema order.
+        #[cfg(test)]
         fn batch_columns(b: &EventBatch) -> Result<Vec<ArrayRef>, String> {
             let mut cols: Vec<ArrayRef> = Vec::with_capacity(COLUMN_COUNT);
             $(cols.push(Arc::new(PrimitiveArray::<$aty>::new(ScalarBuffer::from(b.$field.clone()), None)));)*
@@ -192,11 +197,18 @@ impl std::fmt::Display for Column {
     }
 }
 
+/// Bytes one row takes in a decoded [`EventBatch`], strings' data aside: the fixed-width columns
+/// and the string offsets (the unit of [`crate::MAX_BLOCK_BYTES`]).
+pub(crate) fn decoded_row_bytes() -> u64 {
+    Column::ALL.iter().map(|c| c.data_type().primitive_width().unwrap_or(4) as u64).sum()
+}
+
 /// The Arrow schema of a trace: one non-nullable column per [`Column`], no metadata.
 pub fn arrow_schema() -> Schema {
     Schema::new(Column::ALL.iter().map(|c| Field::new(c.name(), c.data_type(), false)).collect::<Vec<_>>())
 }
 
+#[cfg(test)]
 fn string_array(c: &StrCol, n: usize, name: &str) -> Result<ArrayRef, String> {
     // A default (never pushed to) StrCol has no offsets at all: that is an empty column.
     let offsets: &[u32] = if c.offsets.is_empty() { &[0] } else { &c.offsets };
@@ -246,7 +258,9 @@ fn string_col(rb: &RecordBatch, pos: Option<usize>, n: usize, name: &str) -> Res
 }
 
 /// Convert an [`EventBatch`] to an Arrow record batch of `schema` (which must be [`arrow_schema`],
-/// possibly with metadata). Errors describe an inconsistent batch.
+/// possibly with metadata). Errors describe an inconsistent batch. (The writer encodes blocks
+/// directly; this is the reference it is tested against.)
+#[cfg(test)]
 pub(crate) fn to_record_batch(b: &EventBatch, schema: &Arc<Schema>) -> Result<RecordBatch, String> {
     b.check_lengths()?;
     let cols = batch_columns(b)?;

@@ -89,7 +89,7 @@ impl Layout {
 }
 
 /// A fixed-width column type: any bit pattern is a value, stored little-endian.
-trait Plain: Copy + Default + 'static {
+pub(crate) trait Plain: Copy + Default + PartialEq + 'static {
     fn le_to_native(self) -> Self;
     /// `vec![0; n]`: a zeroed allocation (`calloc`; for large columns the kernel's zero pages,
     /// no memset).

@@ -32,6 +32,28 @@ pub enum TraceError {
         path: PathBuf,
     },
 
+    /// A stream (pipe, FIFO, device) that ended before its first byte.
+    #[error(
+        "{}: {what} ended before its first byte: no trace came through (did the writing side fail? its \
+         messages are on its own standard error)",
+        path.display()
+    )]
+    EmptyStream {
+        /// The stream's name (`-` for standard input).
+        path: PathBuf,
+        /// What it is ("standard input", "the FIFO", ...).
+        what: String,
+    },
+
+    /// Something that cannot hold a trace: a directory, a socket, a terminal.
+    #[error("{}: cannot read a trace from {what}", path.display())]
+    NotReadable {
+        /// The path given.
+        path: PathBuf,
+        /// What it is, and what to do.
+        what: String,
+    },
+
     /// The file is not a latscope trace (not Arrow at all, or an Arrow stream of something else).
     #[error("{}: not a latscope trace: {detail}", path.display())]
     NotATrace {
@@ -149,6 +171,11 @@ pub enum TraceError {
         /// What does not fit.
         detail: String,
     },
+
+    /// The output file could not be prepared or put in place (busy, exists, same as an input,
+    /// permissions).
+    #[error(transparent)]
+    Output(#[from] crate::OutputError),
 
     /// The writer failed earlier and accepts no more blocks.
     #[error(

@@ -16,6 +16,21 @@
 //! [`Warning`]; a corrupt block is reported with its number and offset and can be skipped.
 //! The full format is described in `docs/TRACE_FORMAT.md`.
 //!
+//! Writing never destroys a file ([`Staged`] outputs): a trace is written to a
+//! new file (mode 0600) that is renamed into place when the writer commits, at once or, with
+//! [`WriterOptions::staged`], when the caller says so ([`TraceWriter::commit`]); the file it
+//! replaces is kept as `FILE.old` ([`Existing`]); a second writer of the same file refuses
+//! ([`OutputError::Busy`]). `-` is standard output, written as a stream. Derived outputs use
+//! [`AtomicFile`], and [`check_output_not_input`] refuses an output that is an input.
+//!
+//! Reading takes a file, or a stream (a pipe, a FIFO, standard input as `-`, or any
+//! [`std::io::Read`] with [`TraceReader::from_reader`]). No input makes a reader panic or
+//! allocate beyond one block's bounds ([`MAX_BLOCK_ROWS`], [`MAX_BLOCK_BYTES`]).
+//!
+//! The writer encodes blocks straight from [`EventBatch`](latscope_event::EventBatch) columns;
+//! [`ThreadedTraceWriter`] does it off the caller's thread, on one thread per CPU
+//! ([`WriterOptions::threads`]).
+//!
 //! Reading is fastest with a projection (only the buffers of the columns asked for are read,
 //! verified against their own checksums and decompressed) and one
 //! recycled batch ([`TraceReader::next_batch_into`]), which saves allocating every column of
@@ -48,9 +63,14 @@
 
 mod column;
 mod decode;
+mod encode;
 mod error;
+#[doc(hidden)]
+pub mod fuzz_support;
 mod meta;
+mod output;
 mod reader;
+mod source;
 mod threaded;
 mod writer;
 
@@ -61,9 +81,10 @@ pub use meta::{
     KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC, KEY_KINDS, KEY_LAT_MAX, KEY_LAT_MIN, KEY_LOST_TOTAL, KEY_META_CRC,
     KEY_SEQ, KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
 };
-pub use reader::{ReadOptions, ReadStats, TraceReader, MAX_BLOCK_ROWS};
+pub use output::{check_output_not_input, AtomicFile, Existing, OutputError, Staged, StagedOptions};
+pub use reader::{ReadOptions, ReadStats, TraceReader, MAX_BLOCK_BYTES, MAX_BLOCK_ROWS, MAX_HEADER_BYTES};
 pub use threaded::{ThreadedTraceWriter, DEFAULT_QUEUE_BATCHES};
-pub use writer::{Compression, TraceWriter, WriterOptions, DEFAULT_MAX_BLOCK_EVENTS};
+pub use writer::{Compression, TraceWriter, WriterOptions, DEFAULT_MAX_BLOCK_EVENTS, MAX_ENCODE_THREADS};
 
 /// The trace format version this build writes, and the newest it reads.
 pub use latscope_event::TRACE_FORMAT_VERSION;

@@ -1,7 +1,6 @@
 //! Metadata keys, per-block metadata, the summary, and Arrow IPC message framing.
 
-use arrow_ipc::{KeyValueBuilder, Message};
-use flatbuffers::FlatBufferBuilder;
+use arrow_ipc::Message;
 use serde::{Deserialize, Serialize};
 
 /// Schema metadata key: the trace format version (decimal).
@@ -275,17 +274,37 @@ pub fn meta_digest<'a>(
     rb: &arrow_ipc::RecordBatch<'_>,
     pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> u32 {
-    let mut c = crc32c::crc32c(&body_length.to_le_bytes());
-    c = crc32c::crc32c_append(c, &rb.length().to_le_bytes());
-    for n in rb.nodes().into_iter().flatten() {
-        c = crc32c::crc32c_append(c, &n.length().to_le_bytes());
-        c = crc32c::crc32c_append(c, &n.null_count().to_le_bytes());
-    }
-    for b in rb.buffers().into_iter().flatten() {
-        c = crc32c::crc32c_append(c, &b.offset().to_le_bytes());
-        c = crc32c::crc32c_append(c, &b.length().to_le_bytes());
-    }
     let comp = rb.compression().map(|x| [x.codec().0 as u8, x.method().0 as u8]).unwrap_or([0xff, 0xff]);
+    meta_digest_parts(
+        body_length,
+        rb.length(),
+        rb.nodes().into_iter().flatten().map(|n| (n.length(), n.null_count())),
+        rb.buffers().into_iter().flatten().map(|b| (b.offset(), b.length())),
+        comp,
+        pairs,
+    )
+}
+
+/// [`meta_digest`] of a message given by its parts: field nodes as `(length, null_count)`,
+/// buffers as `(offset, length)`, the compression as codec and method bytes.
+pub(crate) fn meta_digest_parts<'a>(
+    body_length: i64,
+    length: i64,
+    nodes: impl IntoIterator<Item = (i64, i64)>,
+    buffers: impl IntoIterator<Item = (i64, i64)>,
+    comp: [u8; 2],
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> u32 {
+    let mut c = crc32c::crc32c(&body_length.to_le_bytes());
+    c = crc32c::crc32c_append(c, &length.to_le_bytes());
+    for (len, nulls) in nodes {
+        c = crc32c::crc32c_append(c, &len.to_le_bytes());
+        c = crc32c::crc32c_append(c, &nulls.to_le_bytes());
+    }
+    for (off, len) in buffers {
+        c = crc32c::crc32c_append(c, &off.to_le_bytes());
+        c = crc32c::crc32c_append(c, &len.to_le_bytes());
+    }
     c = crc32c::crc32c_append(c, &comp);
     let mut pairs: Vec<(&str, &str)> =
         pairs.into_iter().filter(|(k, _)| k.starts_with("latscope.") && *k != KEY_META_CRC).collect();
@@ -297,68 +316,6 @@ pub fn meta_digest<'a>(
         c = crc32c::crc32c_append(c, &[0]);
     }
     c
-}
-
-/// Re-build a record batch `Message` flatbuffer (as produced by arrow-ipc's encoder) with
-/// `custom_metadata` added, plus [`KEY_META_CRC`]. arrow-ipc has no way to set per-message
-/// metadata, so the RecordBatch header (length, nodes, buffers, compression) is copied
-/// field by field.
-pub(crate) fn with_custom_metadata<'f>(
-    fbb: &'f mut FlatBufferBuilder<'static>,
-    encoded: &[u8],
-    pairs: &[(&str, String)],
-) -> Result<&'f [u8], String> {
-    let msg = arrow_ipc::root_as_message(encoded).map_err(|e| format!("arrow-ipc produced an invalid message: {e}"))?;
-    let rb = msg.header_as_record_batch().ok_or("arrow-ipc produced a message that is not a record batch")?;
-    let digest = meta_digest(msg.bodyLength(), &rb, pairs.iter().map(|(k, v)| (*k, v.as_str())));
-    let digest = format!("{digest:08x}");
-    let pairs = pairs.iter().map(|(k, v)| (*k, v.as_str())).chain(std::iter::once((KEY_META_CRC, digest.as_str())));
-    fbb.reset();
-    let nodes: Vec<arrow_ipc::FieldNode> = rb.nodes().map(|v| v.iter().copied().collect()).unwrap_or_default();
-    let buffers: Vec<arrow_ipc::Buffer> = rb.buffers().map(|v| v.iter().copied().collect()).unwrap_or_default();
-    let nodes = fbb.create_vector(&nodes);
-    let buffers = fbb.create_vector(&buffers);
-    let variadic = rb.variadicBufferCounts().map(|v| {
-        let v: Vec<i64> = v.iter().collect();
-        fbb.create_vector(&v)
-    });
-    let compression = rb.compression().map(|c| {
-        let mut b = arrow_ipc::BodyCompressionBuilder::new(fbb);
-        b.add_codec(c.codec());
-        b.add_method(c.method());
-        b.finish()
-    });
-    let mut b = arrow_ipc::RecordBatchBuilder::new(fbb);
-    b.add_length(rb.length());
-    b.add_nodes(nodes);
-    b.add_buffers(buffers);
-    if let Some(c) = compression {
-        b.add_compression(c);
-    }
-    if let Some(v) = variadic {
-        b.add_variadicBufferCounts(v);
-    }
-    let header = b.finish();
-    let kvs: Vec<_> = pairs
-        .map(|(k, v)| {
-            let k = fbb.create_string(k);
-            let v = fbb.create_string(v);
-            let mut b = KeyValueBuilder::new(fbb);
-            b.add_key(k);
-            b.add_value(v);
-            b.finish()
-        })
-        .collect();
-    let kvs = fbb.create_vector(&kvs);
-    let mut m = arrow_ipc::MessageBuilder::new(fbb);
-    m.add_version(msg.version());
-    m.add_header_type(arrow_ipc::MessageHeader::RecordBatch);
-    m.add_header(header.as_union_value());
-    m.add_bodyLength(msg.bodyLength());
-    m.add_custom_metadata(kvs);
-    let root = m.finish();
-    fbb.finish(root, None);
-    Ok(fbb.finished_data())
 }
 
 /// Append the encapsulation prefix (continuation marker, padded metadata length) and the

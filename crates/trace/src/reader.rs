@@ -2,7 +2,9 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::io::{IsTerminal, Read};
+use std::os::fd::FromRawFd;
+use std::os::unix::fs::FileTypeExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,12 +21,24 @@ use crate::decode::{Decoder, Layout};
 use crate::meta::{
     meta_digest, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC, KEY_SEQ,
 };
+use crate::source::Source;
 use crate::{Column, TraceError, Warning, WarningKind};
 
-/// Most rows a block may declare (larger declarations are treated as corruption).
-pub const MAX_BLOCK_ROWS: i64 = 1 << 24;
-/// Largest metadata flatbuffer accepted while searching for the next intact block.
-const MAX_RESYNC_METADATA: u64 = 1 << 20;
+/// Most rows a block may declare: larger declarations are refused as corruption, before
+/// anything is allocated for them (the writer never writes more).
+pub const MAX_BLOCK_ROWS: i64 = 1 << 20;
+/// Most bytes a block may decode to: its rows times the bytes a row of the fixed-width columns
+/// and string offsets takes, plus the declared sizes of its string data. Larger declarations are
+/// refused before anything is allocated for them; the writer splits blocks to stay below.
+pub const MAX_BLOCK_BYTES: u64 = 256 << 20;
+/// Largest body (the stored buffers) of a block message: [`MAX_BLOCK_BYTES`] and room for
+/// length prefixes and padding.
+const MAX_BODY: u64 = MAX_BLOCK_BYTES + (1 << 20);
+/// Largest metadata of a block message.
+const MAX_BLOCK_METADATA: u64 = 1 << 20;
+/// Largest metadata of the header (schema) message: it holds the machine description (every
+/// process, open file and mount), which can take megabytes.
+pub const MAX_HEADER_BYTES: u64 = 64 << 20;
 /// Chunk size of the resynchronisation scan.
 const SCAN_CHUNK: usize = 1 << 20;
 
@@ -50,7 +64,7 @@ pub struct ReadStats {
     pub events: u64,
     /// File bytes consumed (the offset of the next message).
     pub bytes: u64,
-    /// Size of the file.
+    /// Size of the file (of a stream: the bytes read so far).
     pub file_size: u64,
     /// Corrupt blocks met (returned as errors).
     pub corrupt_blocks: u64,
@@ -70,12 +84,17 @@ pub struct ReadStats {
 /// [`TraceReader::warnings`] says what was missing (a file cut short, no summary) and
 /// [`TraceReader::summary`] is `Some` only for a cleanly closed recording.
 ///
-/// No input makes the reader panic or allocate more than the file's size (plus the
-/// decompressed size of one block, bounded by [`MAX_BLOCK_ROWS`]).
+/// A pipe, a FIFO, a character device or standard input (`-`) is read as a stream, front to
+/// back: a projection then reads every block's whole body (it cannot skip bytes it does not
+/// decode), and nothing after the end-of-stream marker is read.
+///
+/// No input makes the reader panic or allocate more than the body of one block (at most the
+/// file's size, and [`MAX_BLOCK_BYTES`] plus 1 MiB) plus one decoded block (at most
+/// [`MAX_BLOCK_BYTES`]) plus the header (at most [`MAX_HEADER_BYTES`]): larger declarations
+/// are refused before anything is allocated for them.
 pub struct TraceReader {
     path: PathBuf,
-    file: File,
-    file_len: u64,
+    src: Source,
     pos: u64,
     header: TraceHeader,
     format_version: u32,
@@ -139,21 +158,43 @@ impl TraceReader {
     ///
     /// Errors: the file cannot be opened, is empty, is not an Arrow IPC stream, is an Arrow
     /// stream without latscope metadata, has a newer format version, or a damaged header.
+    ///
+    /// `-` is standard input. A FIFO, a character device or standard input that is not a
+    /// file is read as a stream; a directory, a socket or a terminal is refused for what it is.
     pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<TraceReader, TraceError> {
         let path = path.as_ref().to_path_buf();
-        let file =
-            File::open(&path).map_err(|e| TraceError::Io { path: path.clone(), op: "opening".into(), source: e })?;
-        let file_len = file
-            .metadata()
-            .map_err(|e| TraceError::Io { path: path.clone(), op: "reading the file size".into(), source: e })?
-            .len();
-        if file_len == 0 {
-            return Err(TraceError::Empty { path });
-        }
+        let (src, what) = open_source(&path)?;
+        Self::with_source(path, src, what, opts)
+    }
+
+    /// Read a trace from a stream (an SSH connection, a child's output, ...) front to back;
+    /// `name` names it in messages. As [`TraceReader::open_with`] for a pipe.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use latscope_trace::{ReadOptions, TraceReader};
+    /// let mut child = std::process::Command::new("ssh")
+    ///     .args(["db1", "latscope", "record", "-w", "-", "--duration", "10s"])
+    ///     .stdout(std::process::Stdio::piped())
+    ///     .spawn()?;
+    /// let stdout = child.stdout.take().unwrap();
+    /// let mut r = TraceReader::from_reader("db1", stdout, ReadOptions::default())?;
+    /// println!("{} events", r.read_all()?.len());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn from_reader(
+        name: impl Into<PathBuf>,
+        stream: impl Read + Send + Sync + 'static,
+        opts: ReadOptions,
+    ) -> Result<TraceReader, TraceError> {
+        Self::with_source(name.into(), Source::stream(Box::new(stream)), "the stream", opts)
+    }
+
+    fn with_source(path: PathBuf, src: Source, what: &str, opts: ReadOptions) -> Result<TraceReader, TraceError> {
         let mut r = TraceReader {
             path,
-            file,
-            file_len,
+            src,
             pos: 0,
             header: TraceHeader::default(),
             format_version: 0,
@@ -168,7 +209,7 @@ impl TraceReader {
             skip_corrupt: opts.skip_corrupt,
             warnings: Vec::new(),
             summary: None,
-            stats: ReadStats { file_size: file_len, ..Default::default() },
+            stats: ReadStats::default(),
             next_seq: 0,
             done: false,
             resync_from: None,
@@ -176,7 +217,7 @@ impl TraceReader {
             dicts: HashMap::new(),
             heap_pin: None,
         };
-        r.read_header(opts.projection.as_deref())?;
+        r.read_header(opts.projection.as_deref(), what)?;
         Ok(r)
     }
 
@@ -214,7 +255,7 @@ impl TraceReader {
 
     /// What has been read so far.
     pub fn stats(&self) -> ReadStats {
-        ReadStats { bytes: self.pos, ..self.stats }
+        ReadStats { bytes: self.pos, file_size: self.src.len().unwrap_or(self.pos), ..self.stats }
     }
 
     /// The latscope metadata of the last block read.
@@ -355,7 +396,8 @@ impl TraceReader {
                                 Ok(None) => {
                                     self.done = true;
                                     let start = from - 1;
-                                    self.warn(WarningKind::Unreadable { offset: start, bytes: self.file_len - start });
+                                    let bytes = self.bytes_from(start);
+                                    self.warn(WarningKind::Unreadable { offset: start, bytes });
                                 }
                                 Err(io) => {
                                     self.done = true;
@@ -377,8 +419,28 @@ impl TraceReader {
         TraceError::Io { path: self.path.clone(), op, source }
     }
 
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<(), TraceError> {
-        self.file.read_exact_at(buf, offset).map_err(|e| self.io_err(format!("reading at byte {offset}"), e))
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> Result<(), TraceError> {
+        match self.src.read_at(buf, offset) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.io_err(format!("reading at byte {offset}"), e)),
+        }
+    }
+
+    /// How many of `want` bytes from `offset` there are.
+    fn avail(&mut self, offset: u64, want: u64) -> Result<u64, TraceError> {
+        match self.src.avail(offset, want) {
+            Ok(n) => Ok(n),
+            Err(e) => Err(self.io_err(format!("reading at byte {offset}"), e)),
+        }
+    }
+
+    /// Bytes from `offset` to the end (of a stream: to what was read).
+    fn bytes_from(&self, offset: u64) -> u64 {
+        let end = match &self.src {
+            Source::Stream { buf, base, .. } => base + buf.len() as u64,
+            Source::File { len, .. } => *len,
+        };
+        end.saturating_sub(offset)
     }
 
     fn warn(&mut self, kind: WarningKind) {
@@ -391,14 +453,13 @@ impl TraceReader {
 
     /// Frame the message at `self.pos`. `resync`: look for the next intact block when
     /// this one is unreadable (not while opening: a non-trace file would be scanned).
-    fn read_frame(&self, resync: bool) -> Result<Frame, TraceError> {
+    fn read_frame(&mut self, resync: bool) -> Result<Frame, TraceError> {
         let start = self.pos;
-        let rem = self.file_len.saturating_sub(start);
-        if rem == 0 {
+        let have = self.avail(start, 8)? as usize;
+        if have == 0 {
             return Ok(Frame::End);
         }
         let mut pre = [0u8; 8];
-        let have = rem.min(8) as usize;
         self.read_at(&mut pre[..have], start)?;
         let marker = have.min(4);
         if pre[..marker] != CONTINUATION[..marker] {
@@ -419,7 +480,15 @@ impl TraceReader {
             return self.bad(format!("invalid metadata length {len}"), resync, start);
         }
         let len = len as u64;
-        if len > rem - 8 {
+        let (max, what) = if start == 0 { (MAX_HEADER_BYTES, "the header") } else { (MAX_BLOCK_METADATA, "a block") };
+        if len > max {
+            return self.bad(
+                format!("metadata length {len} is more than the {max} bytes {what} may have"),
+                resync,
+                start,
+            );
+        }
+        if self.avail(start + 8, len)? < len {
             return self.truncated_or_bad(
                 format!("its metadata length {len} runs past the end of the file, yet an intact block follows"),
                 resync,
@@ -436,7 +505,14 @@ impl TraceReader {
             return self.bad(format!("negative body length {body_len}"), resync, start);
         }
         let body_len = body_len as u64;
-        if body_len > rem - 8 - len {
+        if body_len > MAX_BODY {
+            return self.bad(
+                format!("body length {body_len} is more than the {MAX_BODY} bytes a block may have"),
+                resync,
+                start,
+            );
+        }
+        if self.avail(start + 8 + len, body_len)? < body_len {
             return self.truncated_or_bad(
                 format!("its body length {body_len} runs past the end of the file, yet an intact block follows"),
                 resync,
@@ -446,14 +522,14 @@ impl TraceReader {
         Ok(Frame::Msg { meta, body_start: start + 8 + len, body_len })
     }
 
-    fn bad(&self, detail: String, resync: bool, start: u64) -> Result<Frame, TraceError> {
+    fn bad(&mut self, detail: String, resync: bool, start: u64) -> Result<Frame, TraceError> {
         let skip_to = if resync { self.resync(start + 1)? } else { None };
         Ok(Frame::Bad { detail, skip_to })
     }
 
     /// Lengths that run past the end of the file: a file cut short, unless an intact block
     /// follows (then the lengths are damaged).
-    fn truncated_or_bad(&self, detail: String, resync: bool, start: u64) -> Result<Frame, TraceError> {
+    fn truncated_or_bad(&mut self, detail: String, resync: bool, start: u64) -> Result<Frame, TraceError> {
         match if resync { self.resync(start + 1)? } else { None } {
             Some(next) => Ok(Frame::Bad { detail, skip_to: Some(next) }),
             None => Ok(Frame::Truncated),
@@ -461,11 +537,12 @@ impl TraceReader {
     }
 
     /// The offset of the first intact latscope block message at or after `from`.
-    fn resync(&self, from: u64) -> Result<Option<u64>, TraceError> {
-        let mut chunk = vec![0u8; (self.file_len.saturating_sub(from) as usize).min(SCAN_CHUNK)];
+    fn resync(&mut self, from: u64) -> Result<Option<u64>, TraceError> {
+        let mut chunk = Vec::new();
         let mut base = from;
-        while base < self.file_len {
-            let n = ((self.file_len - base) as usize).min(SCAN_CHUNK);
+        loop {
+            let n = self.avail(base, SCAN_CHUNK as u64)? as usize;
+            chunk.resize(n, 0);
             self.read_at(&mut chunk[..n], base)?;
             let mut i = 0;
             while i + 4 <= n {
@@ -474,21 +551,22 @@ impl TraceReader {
                 }
                 i += 1;
             }
+            if n < SCAN_CHUNK {
+                return Ok(None);
+            }
             // Overlap by 3 bytes so that a marker across chunks is found.
             base += (n as u64).saturating_sub(3).max(1);
         }
-        Ok(None)
     }
 
-    fn is_block_at(&self, p: u64) -> Result<bool, TraceError> {
-        let rem = self.file_len - p;
-        if rem < 8 {
+    fn is_block_at(&mut self, p: u64) -> Result<bool, TraceError> {
+        if self.avail(p, 8)? < 8 {
             return Ok(false);
         }
         let mut pre = [0u8; 8];
         self.read_at(&mut pre, p)?;
         let len = i32::from_le_bytes([pre[4], pre[5], pre[6], pre[7]]);
-        if len <= 0 || len % 8 != 0 || len as u64 > MAX_RESYNC_METADATA || len as u64 > rem - 8 {
+        if len <= 0 || len % 8 != 0 || len as u64 > MAX_BLOCK_METADATA || self.avail(p + 8, len as u64)? < len as u64 {
             return Ok(false);
         }
         let mut meta = vec![0u8; len as usize];
@@ -497,27 +575,30 @@ impl TraceReader {
         let has_seq = msg
             .custom_metadata()
             .is_some_and(|kv| kv.iter().any(|kv| kv.key() == Some(KEY_SEQ) && kv.value().is_some()));
+        let body = msg.bodyLength();
         Ok(msg.header_type() == MessageHeader::RecordBatch
             && has_seq
-            && msg.bodyLength() >= 0
-            && msg.bodyLength() as u64 <= rem - 8 - len as u64)
+            && (0..=MAX_BODY as i64).contains(&body)
+            && self.avail(p + 8 + len as u64, body as u64)? == body as u64)
     }
 
-    fn read_header(&mut self, projection: Option<&[Column]>) -> Result<(), TraceError> {
+    fn read_header(&mut self, projection: Option<&[Column]>, what: &str) -> Result<(), TraceError> {
         let path = self.path.clone();
         let not_trace = |detail: String| TraceError::NotATrace { path: path.clone(), detail };
         let bad_header = |detail: String| TraceError::BadHeader { path: path.clone(), offset: 0, detail };
         let mut first = [0u8; 8];
-        let n = self.file_len.min(8) as usize;
+        let n = self.avail(0, 8)? as usize;
         self.read_at(&mut first[..n], 0)?;
         let (meta, body_start, body_len) = match self.read_frame(false)? {
             Frame::Msg { meta, body_start, body_len } => (meta, body_start, body_len),
+            Frame::End if self.src.is_stream() => return Err(TraceError::EmptyStream { path, what: what.to_string() }),
             Frame::End => return Err(TraceError::Empty { path }),
             Frame::Eos => return Err(not_trace("an empty Arrow IPC stream (no schema)".into())),
             Frame::Truncated => {
                 let len = i32::from_le_bytes([first[4], first[5], first[6], first[7]]);
                 let needed = if n == 8 && len > 0 { 8 + len as u64 } else { 8 };
-                return Err(TraceError::HeaderTruncated { path, offset: self.file_len, needed });
+                let offset = self.src.len().unwrap_or(n as u64);
+                return Err(TraceError::HeaderTruncated { path, offset, needed });
             }
             Frame::Bad { detail, .. } => {
                 return Err(if first[..4] == CONTINUATION {
@@ -606,6 +687,8 @@ impl TraceReader {
     ) -> Result<bool, TraceError> {
         let start = self.pos;
         self.resync_from = None;
+        // Nothing before this block is looked at again.
+        self.src.release(start);
         let (meta, body_start, body_len) = match self.read_frame(self.skip_corrupt)? {
             Frame::Msg { meta, body_start, body_len } => (meta, body_start, body_len),
             Frame::End => {
@@ -621,8 +704,11 @@ impl TraceReader {
             Frame::Eos => {
                 self.done = true;
                 self.pos = start + 8;
-                if self.pos < self.file_len {
-                    self.warn(WarningKind::TrailingData { offset: self.pos, bytes: self.file_len - self.pos });
+                // A stream is read up to here: what may follow is not the trace's.
+                if let Source::File { len, .. } = self.src {
+                    if self.pos < len {
+                        self.warn(WarningKind::TrailingData { offset: self.pos, bytes: len - self.pos });
+                    }
                 }
                 if self.summary.is_none() {
                     let (blocks_read, events_read) = (self.stats.blocks, self.stats.events);
@@ -638,7 +724,8 @@ impl TraceReader {
             }
             Frame::Bad { .. } if self.summary.is_some() => {
                 self.done = true;
-                self.warn(WarningKind::TrailingData { offset: start, bytes: self.file_len - start });
+                let bytes = self.bytes_from(start);
+                self.warn(WarningKind::TrailingData { offset: start, bytes });
                 return Ok(false);
             }
             Frame::Truncated => {
@@ -646,7 +733,7 @@ impl TraceReader {
                 let kind = WarningKind::Truncated {
                     block: self.next_seq,
                     offset: start,
-                    ignored_bytes: self.file_len - start,
+                    ignored_bytes: self.bytes_from(start),
                     blocks_read: self.stats.blocks,
                     events_read: self.stats.events,
                 };
@@ -661,7 +748,8 @@ impl TraceReader {
                     None => {
                         self.done = true;
                         if self.skip_corrupt {
-                            self.warn(WarningKind::Unreadable { offset: start, bytes: self.file_len - start });
+                            let bytes = self.bytes_from(start);
+                            self.warn(WarningKind::Unreadable { offset: start, bytes });
                         }
                     }
                 }
@@ -712,7 +800,12 @@ impl TraceReader {
         // Every column pruned: nothing to return. The block is passed over without touching
         // `out` (shrinking it would make the next block re-grow its pruned columns).
         let skip = lazy && wanted.iter().all(|w| !w);
-        let rows = msg.header_as_record_batch().map_or(0, |rb| rb.length()).max(0) as u64;
+        let declared = msg.header_as_record_batch().map_or(0, |rb| rb.length());
+        if !(0..=MAX_BLOCK_ROWS).contains(&declared) {
+            let d = format!("it declares {declared} rows; a block has at most {MAX_BLOCK_ROWS}");
+            return Err(self.corrupt(block, start, d));
+        }
+        let rows = declared as u64;
         let pruned: [bool; COLUMN_COUNT] = std::array::from_fn(|c| (lazy || self.wanted[c]) && !wanted[c]);
         // Columns the file lacks are filled after decoding, not decoded.
         let fill: [bool; COLUMN_COUNT] = std::array::from_fn(|c| wanted[c] && self.missing[c]);
@@ -808,6 +901,10 @@ impl TraceReader {
         wanted: &[bool; COLUMN_COUNT],
         skip: bool,
     ) -> Option<Vec<bool>> {
+        if self.src.is_stream() {
+            // A stream cannot skip bytes: it reads them anyway.
+            return None;
+        }
         let crcs = bm.buffer_crc32c.as_ref()?;
         let layout = self.layout.as_ref()?;
         let buffers = msg.header_as_record_batch()?.buffers()?;
@@ -904,22 +1001,36 @@ impl TraceReader {
         let body = &self.body[..body_len];
         let body_len = body_len as u64;
         let compressed = rb.compression().is_some();
-        let max_decompressed = (rows as u64 * 4096 + (1 << 16)).min(i32::MAX as u64);
+        // What the buffers decompress to, as declared, before anything is allocated for them.
+        let mut declared = 0u64;
         for (i, b) in rb.buffers().into_iter().flatten().enumerate() {
             let (off, len) = (b.offset(), b.length());
             if off < 0 || len < 0 || (off as u64).checked_add(len as u64).is_none_or(|end| end > body_len) {
                 return Err(format!("buffer {i} (offset {off}, length {len}) lies outside the {body_len}-byte body"));
             }
             // Only buffers that were read hold their bytes.
-            if compressed && len > 0 && read.is_none_or(|r| r.get(i).copied().unwrap_or(false)) {
-                let raw = body
-                    .get(off as usize..off as usize + 8)
-                    .ok_or_else(|| format!("compressed buffer {i} is {len} bytes, too short for its length prefix"))?;
-                let n = i64::from_le_bytes(raw.try_into().unwrap_or([0; 8]));
-                if n != -1 && !(0..=max_decompressed as i64).contains(&n) {
-                    return Err(format!("compressed buffer {i} declares an impossible decompressed size {n}"));
-                }
+            if len == 0 || read.is_some_and(|r| !r.get(i).copied().unwrap_or(false)) {
+                continue;
             }
+            if !compressed {
+                declared += len as u64;
+                continue;
+            }
+            let raw = body
+                .get(off as usize..off as usize + 8)
+                .ok_or_else(|| format!("compressed buffer {i} is {len} bytes, too short for its length prefix"))?;
+            match i64::from_le_bytes(raw.try_into().unwrap_or([0; 8])) {
+                -1 => declared += len as u64 - 8,
+                n if n < 0 => {
+                    return Err(format!("compressed buffer {i} declares an impossible decompressed size {n}"))
+                }
+                n => declared = declared.saturating_add(n as u64),
+            }
+        }
+        if declared > MAX_BLOCK_BYTES {
+            return Err(format!(
+                "its buffers declare {declared} bytes decompressed; a block decodes to at most {MAX_BLOCK_BYTES}"
+            ));
         }
         if let Some(layout) = &self.layout {
             return self.decoder.decode_into(&rb, body, layout, wanted, pruned, out);
@@ -982,6 +1093,58 @@ fn steady_heap_before(body_len: usize, rows: i64) {
     let rows = usize::try_from(rows).unwrap_or(0).min(MAX_BLOCK_ROWS as usize);
     let big = body_len.max(rows * 8).saturating_add(HEAP_PIN).min(32 << 20);
     drop(std::hint::black_box(Vec::<u8>::with_capacity(big)));
+}
+
+/// Open `path` (`-`: standard input) as a file or a stream, by what it is; also says what it
+/// is, for messages.
+fn open_source(path: &Path) -> Result<(Source, &'static str), TraceError> {
+    let refuse = |what: &str| TraceError::NotReadable { path: path.to_path_buf(), what: what.to_string() };
+    let io = |op: &str, e| TraceError::Io { path: path.to_path_buf(), op: op.to_string(), source: e };
+    if path.as_os_str() == "-" {
+        if std::io::stdin().is_terminal() {
+            return Err(refuse(
+                "standard input, a terminal: pipe a trace into it (latscope record -w - ... | latscope hist -r -) \
+                 or give a file",
+            ));
+        }
+        // A duplicate of fd 0, so that dropping the reader leaves standard input open.
+        // SAFETY: fcntl on fd 0; the new descriptor is owned by the File.
+        let fd = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
+        if fd < 0 {
+            return Err(io("opening standard input", std::io::Error::last_os_error()));
+        }
+        let file = unsafe { File::from_raw_fd(fd) };
+        let meta = file.metadata().map_err(|e| io("reading standard input", e))?;
+        return Ok(if meta.is_file() {
+            (Source::File { len: meta.len(), file }, "standard input")
+        } else {
+            (Source::stream(Box::new(file)), "standard input")
+        });
+    }
+    let meta = std::fs::metadata(path).map_err(|e| io("opening", e))?;
+    let t = meta.file_type();
+    if t.is_dir() {
+        return Err(refuse("a directory"));
+    }
+    if t.is_socket() {
+        return Err(refuse("a socket (connect to it and pipe what it sends into -r -)"));
+    }
+    // A FIFO's open waits for a writer, as a reader of a FIFO should.
+    let file = File::open(path).map_err(|e| io("opening", e))?;
+    if t.is_file() {
+        return Ok((Source::File { len: meta.len(), file }, "the file"));
+    }
+    if t.is_block_device() {
+        use std::io::{Seek, SeekFrom};
+        let mut f = file;
+        let len = f.seek(SeekFrom::End(0)).map_err(|e| io("reading the device size", e))?;
+        return Ok((Source::File { len, file: f }, "the block device"));
+    }
+    if t.is_char_device() && file.is_terminal() {
+        return Err(refuse("a terminal"));
+    }
+    let what = if t.is_fifo() { "the FIFO" } else { "the character device" };
+    Ok((Source::stream(Box::new(file)), what))
 }
 
 fn hex(b: &[u8]) -> String {

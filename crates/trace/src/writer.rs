@@ -1,23 +1,19 @@
 //! Writing trace files.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
-use arrow_ipc::{CompressionType, MetadataVersion};
-use arrow_schema::Schema;
-use flatbuffers::FlatBufferBuilder;
+use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteOptions};
+use arrow_ipc::MetadataVersion;
 use latscope_event::{EventBatch, TraceHeader, TRACE_FORMAT_VERSION};
 
-use crate::column::{arrow_schema, to_record_batch};
-use crate::meta::{
-    body_checksums, frame_metadata, with_custom_metadata, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION,
-    KEY_HEADER, KEY_HEADER_CRC,
-};
+use crate::column::{arrow_schema, decoded_row_bytes};
+use crate::encode::{validate_batch, EncodedBlock, Encoder};
+use crate::meta::{frame_metadata, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC};
+use crate::output::{Existing, Staged, StagedOptions};
 use crate::TraceError;
 
 /// How block buffers are compressed.
@@ -43,7 +39,22 @@ pub struct WriterOptions {
     /// checksums (default true). Off, blocks carry only the keys latscope wrote before these
     /// existed (`ts_min` and `ts_max` included): for testing that readers still handle such files.
     pub zone_maps: bool,
+    /// What happens to a file already at the path (default: kept as `FILE.old`).
+    pub existing: Existing,
+    /// Write the new trace under a temporary name (or none) until [`TraceWriter::commit`]
+    /// (default false: committed when created, the header is at the path from the start).
+    /// Lets a caller give up before committing (say, when the probes fail to start) without
+    /// touching the file at the path.
+    pub staged: bool,
+    /// Threads that encode and compress blocks in a [`crate::ThreadedTraceWriter`] (its writer
+    /// thread and helpers; blocks are still written in order): 0 (the default) for one per CPU
+    /// this process may run on, at most [`MAX_ENCODE_THREADS`]. [`TraceWriter`] itself always
+    /// encodes on the caller's thread.
+    pub threads: usize,
 }
+
+/// Most encoding threads [`WriterOptions::threads`] chooses on its own.
+pub const MAX_ENCODE_THREADS: usize = 4;
 
 /// Default [`WriterOptions::max_block_events`].
 pub const DEFAULT_MAX_BLOCK_EVENTS: usize = 1 << 20;
@@ -55,6 +66,9 @@ impl Default for WriterOptions {
             max_block_events: DEFAULT_MAX_BLOCK_EVENTS,
             sync_on_finish: true,
             zone_maps: true,
+            threads: 0,
+            existing: Existing::Backup,
+            staged: false,
         }
     }
 }
@@ -72,19 +86,17 @@ impl Default for WriterOptions {
 /// without summary (readers warn that it was not closed cleanly).
 pub struct TraceWriter {
     path: PathBuf,
-    file: File,
-    schema: Arc<Schema>,
-    options: IpcWriteOptions,
+    out: Staged,
     max_block_events: usize,
     sync_on_finish: bool,
     zone_maps: bool,
-    gen: IpcDataGenerator,
-    tracker: DictionaryTracker,
-    ctx: IpcWriteContext,
-    fbb: FlatBufferBuilder<'static>,
-    frame: Vec<u8>,
-    /// Next block number.
+    compression: Compression,
+    encoder: Encoder,
+    block: EncodedBlock,
+    /// Next block number to write.
     seq: u64,
+    /// Next block number to plan (ahead of `seq` while blocks are being encoded elsewhere).
+    planned: u64,
     events: u64,
     lost: u64,
     /// Bytes written (the offset of the next block).
@@ -121,37 +133,35 @@ impl TraceWriter {
             (KEY_HEADER.to_string(), header_json),
         ]);
         let schema = Arc::new(arrow_schema().with_metadata(metadata));
+        let encoder = Encoder::new(opts.compression).map_err(bad)?;
 
-        let mut options = IpcWriteOptions::try_new(8, false, MetadataVersion::V5).map_err(|e| bad(e.to_string()))?;
-        if let Compression::Zstd(level) = opts.compression {
-            options = options
-                .try_with_compression(Some(CompressionType::ZSTD))
-                .and_then(|o| o.try_with_compression_level(Some(level)))
-                .map_err(|e| bad(e.to_string()))?;
-        }
-        let gen = IpcDataGenerator::default();
-        let mut tracker = DictionaryTracker::new(false);
-        let encoded = gen.schema_to_bytes_with_dictionary_tracker(&schema, &mut tracker, &options);
+        // The schema message is arrow-ipc's (once per file); the blocks are encoded directly.
+        let options = IpcWriteOptions::try_new(8, false, MetadataVersion::V5).map_err(|e| bad(e.to_string()))?;
+        let encoded = IpcDataGenerator::default().schema_to_bytes_with_dictionary_tracker(
+            &schema,
+            &mut DictionaryTracker::new(false),
+            &options,
+        );
         let mut frame = Vec::with_capacity(encoded.ipc_message.len() + 16);
         frame_metadata(&mut frame, &encoded.ipc_message);
 
-        let mut file = File::create(&path).map_err(|e| io("creating the trace file", e))?;
-        file.write_all(&frame).map_err(|e| io("writing the header", e))?;
+        let mut out = Staged::create(&path, StagedOptions::trace(opts.existing))?;
+        out.file().write_all(&frame).map_err(|e| io("writing the header", e))?;
+        if !opts.staged {
+            out.commit()?;
+        }
         Ok(TraceWriter {
             offset: frame.len() as u64,
-            path,
-            file,
-            schema,
-            options,
+            path: out.path().to_path_buf(),
+            out,
             max_block_events: opts.max_block_events.clamp(1, crate::MAX_BLOCK_ROWS as usize),
             zone_maps: opts.zone_maps,
             sync_on_finish: opts.sync_on_finish,
-            gen,
-            tracker,
-            ctx: IpcWriteContext::default(),
-            fbb: FlatBufferBuilder::new(),
-            frame,
+            compression: opts.compression,
+            encoder,
+            block: EncodedBlock::default(),
             seq: 0,
+            planned: 0,
             events: 0,
             lost: 0,
             started: Instant::now(),
@@ -159,9 +169,21 @@ impl TraceWriter {
         })
     }
 
-    /// The file being written.
+    /// The file being written (`-` for standard output).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Put a trace created with [`WriterOptions::staged`] at its path: the file there (if any)
+    /// becomes `FILE.old` or is replaced, as [`WriterOptions::existing`] says; returns the
+    /// backup's path, if one was made. Until then nothing at the path has changed, and dropping
+    /// the writer leaves it so. Already committed (the default) or a stream: does nothing.
+    ///
+    /// The header is synced to disk before the rename and the directory after it, so that a
+    /// crash or a power cut after the commit leaves a readable trace at the path, with the
+    /// blocks the kernel had written back (see [`TraceWriter::finish`] for the rest).
+    pub fn commit(&mut self) -> Result<Option<PathBuf>, TraceError> {
+        Ok(self.out.commit()?)
     }
 
     /// Blocks written so far.
@@ -187,46 +209,90 @@ impl TraceWriter {
     /// empty block (which records `lost_total`).
     pub fn write_batch(&mut self, batch: &EventBatch, lost_total: u64) -> Result<(), TraceError> {
         self.check_failed()?;
-        let rb = to_record_batch(batch, &self.schema).map_err(|detail| TraceError::InvalidBatch {
+        validate_batch(batch).map_err(|detail| TraceError::InvalidBatch {
             path: self.path.clone(),
             block: self.seq,
             detail,
         })?;
+        let mut block = std::mem::take(&mut self.block);
+        let mut r = Ok(());
+        for (range, meta) in self.plan(batch, lost_total) {
+            r = self.encode(batch, range, meta, &mut block).and_then(|()| self.write_encoded(&block));
+            if r.is_err() {
+                break;
+            }
+        }
+        self.block = block;
+        r
+    }
+
+    /// The blocks of `batch` (validated) written with `lost_total`: each one's events and
+    /// metadata (number, running counts). Counts them as written. A block has at most
+    /// [`WriterOptions::max_block_events`] events and decodes to at most
+    /// [`crate::MAX_BLOCK_BYTES`].
+    pub(crate) fn plan(&mut self, batch: &EventBatch, lost_total: u64) -> Vec<(std::ops::Range<usize>, BlockMeta)> {
         self.lost = self.lost.max(lost_total);
         let n = batch.len();
+        let mut parts = Vec::with_capacity(n / self.max_block_events + 1);
         let mut start = 0;
         loop {
-            let len = (n - start).min(self.max_block_events);
-            let part = rb.slice(start, len);
-            let mut meta = BlockMeta {
-                seq: Some(self.seq),
-                events_total: Some(self.events + len as u64),
+            let mut len = (n - start).min(self.max_block_events);
+            while len > 1 && decoded_bytes(batch, start..start + len) > crate::MAX_BLOCK_BYTES {
+                len /= 2;
+            }
+            self.events += len as u64;
+            let meta = BlockMeta {
+                seq: Some(self.planned),
+                events_total: Some(self.events),
                 lost_total: Some(self.lost),
                 ..Default::default()
             };
-            let r = start..start + len;
-            if let (Some(k), Some(t), Some(l)) = (batch.kind.get(r.clone()), batch.ts.get(r.clone()), batch.lat.get(r))
-            {
-                meta.set_zone(k, t, l);
-                if !self.zone_maps {
-                    meta.kinds = None;
-                    (meta.lat_min, meta.lat_max, meta.end_min, meta.end_max) = (None, None, None, None);
-                }
-            }
-            self.write_block(&part, meta)?;
-            self.events += len as u64;
+            parts.push((start..start + len, meta));
+            self.planned += 1;
             start += len;
             if start >= n {
-                return Ok(());
+                return parts;
             }
         }
+    }
+
+    /// A new encoder for blocks like this writer's, and whether blocks carry zone maps (for
+    /// encoding on other threads).
+    pub(crate) fn new_encoder(&self) -> Result<(Encoder, bool), TraceError> {
+        let e = Encoder::new(self.compression).map_err(|detail| TraceError::Encode {
+            path: self.path.clone(),
+            block: self.seq,
+            detail,
+        })?;
+        Ok((e, self.zone_maps))
+    }
+
+    /// The writer's encoder, whether blocks carry zone maps, and the file (to encode blocks
+    /// planned with [`TraceWriter::plan`] for [`TraceWriter::write_encoded`]).
+    pub(crate) fn encoder(&mut self) -> (&mut Encoder, bool, &Path) {
+        (&mut self.encoder, self.zone_maps, &self.path)
+    }
+
+    fn encode(
+        &mut self,
+        batch: &EventBatch,
+        range: std::ops::Range<usize>,
+        meta: BlockMeta,
+        out: &mut EncodedBlock,
+    ) -> Result<(), TraceError> {
+        let block = meta.seq.unwrap_or(self.seq);
+        self.encoder.encode(batch, range, meta, self.zone_maps, out).map_err(|detail| TraceError::Encode {
+            path: self.path.clone(),
+            block,
+            detail,
+        })
     }
 
     /// Make sure everything written is in the kernel's hands. Blocks are handed over as they
     /// are written, so this only reports an earlier failure; it does not `fsync`.
     pub fn flush(&mut self) -> Result<(), TraceError> {
         self.check_failed()?;
-        self.file.flush().map_err(|e| self.fail("flushing", e))
+        self.out.file().flush().map_err(|e| self.fail("flushing", e))
     }
 
     /// Write the summary and the end-of-stream marker, `fsync` (unless disabled), and close.
@@ -254,11 +320,7 @@ impl TraceWriter {
             block: self.seq,
             detail: format!("summary to JSON: {e}"),
         })?;
-        let empty = to_record_batch(&EventBatch::default(), &self.schema).map_err(|detail| TraceError::Encode {
-            path: self.path.clone(),
-            block: self.seq,
-            detail,
-        })?;
+        self.planned += 1;
         let meta = BlockMeta {
             seq: Some(self.seq),
             events_total: Some(self.events),
@@ -266,13 +328,16 @@ impl TraceWriter {
             summary: Some(json),
             ..Default::default()
         };
-        self.write_block(&empty, meta)?;
+        let mut block = std::mem::take(&mut self.block);
+        self.encode(&EventBatch::default(), 0..0, meta, &mut block)?;
+        self.write_encoded(&block)?;
         let mut eos = [0u8; 8];
         eos[..4].copy_from_slice(&CONTINUATION);
-        self.file.write_all(&eos).map_err(|e| self.fail("writing the end-of-stream marker", e))?;
-        if self.sync_on_finish {
-            self.file.sync_all().map_err(|e| self.fail("syncing the trace file to disk", e))?;
+        self.out.file().write_all(&eos).map_err(|e| self.fail("writing the end-of-stream marker", e))?;
+        if self.sync_on_finish && self.out.is_file() {
+            self.out.file().sync_all().map_err(|e| self.fail("syncing the trace file to disk", e))?;
         }
+        self.out.commit()?;
         Ok(summary)
     }
 
@@ -290,40 +355,38 @@ impl TraceWriter {
     fn fail(&mut self, op: &str, source: std::io::Error) -> TraceError {
         let op = format!("{op} at byte {}", self.offset);
         self.failed = Some(format!("{op}: {source}"));
-        let _ = self.file.set_len(self.offset);
+        if self.out.is_file() {
+            let offset = self.offset;
+            let _ = self.out.file().set_len(offset);
+        }
         TraceError::Io { path: self.path.clone(), op, source }
     }
 
-    fn write_block(&mut self, rb: &arrow_array::RecordBatch, mut meta: BlockMeta) -> Result<(), TraceError> {
-        let block = self.seq;
-        let encode_err = |detail: String| TraceError::Encode { path: self.path.clone(), block, detail };
-        let (_dicts, encoded) = self
-            .gen
-            .encode(rb, &mut self.tracker, &self.options, &mut self.ctx)
-            .map_err(|e| encode_err(e.to_string()))?;
-        if self.zone_maps {
-            let msg = arrow_ipc::root_as_message(&encoded.ipc_message)
-                .map_err(|e| encode_err(format!("arrow-ipc produced an invalid message: {e}")))?;
-            let buffers = msg.header_as_record_batch().and_then(|rb| rb.buffers());
-            let (body, per_buffer) =
-                body_checksums(&encoded.arrow_data, buffers.iter().flatten().map(|b| (b.offset(), b.length())));
-            meta.crc32c = Some(body);
-            meta.buffer_crc32c = Some(per_buffer);
-        } else {
-            meta.crc32c = Some(crc32c::crc32c(&encoded.arrow_data));
-        }
-        let metadata =
-            with_custom_metadata(&mut self.fbb, &encoded.ipc_message, &meta.to_pairs()).map_err(encode_err)?;
-        self.frame.clear();
-        frame_metadata(&mut self.frame, metadata);
-        let res = self.file.write_all(&self.frame).and_then(|()| self.file.write_all(&encoded.arrow_data));
+    /// Write an encoded block (the next one: blocks are numbered in the order they are planned).
+    pub(crate) fn write_encoded(&mut self, block: &EncodedBlock) -> Result<(), TraceError> {
+        self.check_failed()?;
+        let f = self.out.file();
+        let res = f.write_all(&block.frame).and_then(|()| f.write_all(&block.body));
         if let Err(e) = res {
-            return Err(self.fail(&format!("writing block {block}"), e));
+            return Err(self.fail(&format!("writing block {}", self.seq), e));
         }
-        self.offset += (self.frame.len() + encoded.arrow_data.len()) as u64;
+        self.offset += block.len() as u64;
         self.seq += 1;
         Ok(())
     }
+}
+
+/// What events `r` of `b` take decoded: [`decoded_row_bytes`] per event, the final string
+/// offsets, and the strings.
+pub(crate) fn decoded_bytes(b: &EventBatch, r: std::ops::Range<usize>) -> u64 {
+    let strings: u64 = [&b.comm, &b.path, &b.path2]
+        .iter()
+        .map(|c| match (c.offsets.get(r.start), c.offsets.get(r.end)) {
+            (Some(&a), Some(&z)) => u64::from(z.saturating_sub(a)) + 4,
+            _ => 4,
+        })
+        .sum();
+    r.len() as u64 * decoded_row_bytes() + strings
 }
 
 impl std::fmt::Debug for TraceWriter {
@@ -342,6 +405,30 @@ mod tests {
     use super::*;
     use crate::TraceReader;
 
+    /// Blocks are split so that each decodes to at most MAX_BLOCK_BYTES (here: strings of
+    /// 100 MB per event, never touched).
+    #[test]
+    fn plan_splits_blocks_beyond_the_decoded_bound() {
+        let dir = std::env::temp_dir().join(format!("latscope-trace-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut w = TraceWriter::create(dir.join("p.lst"), &TraceHeader::default()).unwrap();
+        let mut b = EventBatch::with_capacity(5);
+        for _ in 0..5 {
+            b.push(&latscope_event::Event::default());
+        }
+        b.path.offsets = (0..=5u32).map(|i| i * 100_000_000).collect();
+        b.path.data = vec![0; 500_000_000];
+        let parts = w.plan(&b, 0);
+        let ranges: Vec<_> = parts.iter().map(|(r, _)| r.clone()).collect();
+        assert!(ranges.len() >= 3, "{ranges:?}");
+        assert!(ranges.iter().all(|r| decoded_bytes(&b, r.clone()) <= crate::MAX_BLOCK_BYTES), "{ranges:?}");
+        assert!(ranges.windows(2).all(|w| w[0].end == w[1].start) && ranges[0].start == 0, "{ranges:?}");
+        assert_eq!(ranges.last().unwrap().end, 5);
+        let seqs: Vec<u64> = parts.iter().map(|(_, m)| m.seq.unwrap()).collect();
+        assert_eq!(seqs, (0..ranges.len() as u64).collect::<Vec<_>>());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A write failure (here: the file handle replaced by a read-only one) stops the writer;
     /// the file keeps the blocks written before and stays readable.
     #[test]
@@ -353,7 +440,7 @@ mod tests {
         b.push(&latscope_event::Event { ts: 1, comm: "x".into(), ..Default::default() });
         let mut w = TraceWriter::create(&path, &TraceHeader::default()).unwrap();
         w.write_batch(&b, 0).unwrap();
-        w.file = File::open(&path).unwrap();
+        *w.out.file() = std::fs::File::open(&path).unwrap();
         let e = w.write_batch(&b, 0).unwrap_err();
         assert!(matches!(e, TraceError::Io { .. }), "{e}");
         assert!(e.to_string().contains("writing block 1 at byte"), "{e}");

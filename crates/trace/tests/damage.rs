@@ -443,7 +443,7 @@ fn header_damage_is_detected() {
 fn writer_errors_name_the_file() {
     let e = TraceWriter::create("/nonexistent-dir/x.lst", &TraceHeader::default()).unwrap_err();
     let m = e.to_string();
-    assert!(m.contains("/nonexistent-dir/x.lst: creating the trace file:"), "{m}");
+    assert!(m.contains("/nonexistent-dir/x.lst: creating the file in /nonexistent-dir:"), "{m}");
 }
 
 /// A full disk: the writer refuses further blocks, and the file stays readable.

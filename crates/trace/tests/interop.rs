@@ -9,7 +9,7 @@ use std::process::Command;
 
 use common::*;
 use latscope_event::EventBatch;
-use latscope_trace::{Summary, TraceWriter};
+use latscope_trace::{Summary, TraceReader, TraceWriter};
 
 fn python() -> String {
     std::env::var("LATSCOPE_PYTHON").unwrap_or_else(|_| "python3".into())
@@ -155,4 +155,111 @@ fn polars_reads_traces() {
     assert_eq!(v["rows"], all.len() as u64);
     assert_eq!(v["lat_sum"], all.lat.iter().sum::<u64>());
     assert_eq!(v["comm0"], all.comm.get(0));
+}
+
+/// Blocks whose every column holds one value (the writer stores such buffers as zstd frames it
+/// builds itself), with sizes around zstd's 128 KiB block: the tools decode them exactly.
+fn write_constant_trace(path: &Path) -> EventBatch {
+    let mut w = TraceWriter::create(path, &sample_header()).unwrap();
+    let mut all = EventBatch::default();
+    for (i, n) in [1usize, 2, 3, 17, 16_384, 16_385, 65_536, 140_000].into_iter().enumerate() {
+        let i = i as u64;
+        let e = latscope_event::Event {
+            kind: (i % 3) as u8,
+            ts: 1_700_000_000_000_000_000 + i,
+            lat: i * 1000 + 7,
+            pid: 0x0102_0304 + i as u32,
+            tid: 0,
+            uid: u32::MAX - i as u32,
+            nr: 0x0101,
+            ret: -1 - i as i64,
+            fd: -1,
+            fd_type: 0xff,
+            dev: (8 << 20) | i as u32,
+            ino: u64::MAX,
+            bytes: 4096 << i,
+            off: -1,
+            flags: 0x8000_0000,
+            mode: 0o644,
+            dirfd: -100,
+            addr: 0x7f00_0000_0000 + i,
+            cgroup: 1,
+            qtime: 0,
+            off2: -1 - i as i64,
+            cpu: 3 + i as u16,
+            comm: format!("comm-{i}"),
+            path: if i.is_multiple_of(2) { String::new() } else { "/var/lib/x".into() },
+            path2: String::new(),
+        };
+        let mut b = EventBatch::with_capacity(n);
+        for _ in 0..n {
+            b.push(&e);
+        }
+        w.write_batch(&b, 0).unwrap();
+        all.append(&b);
+    }
+    w.finish(Summary::default()).unwrap();
+    all
+}
+
+/// Per column, each value (as JSON text) and how many events have it.
+fn value_counts(all: &EventBatch) -> serde_json::Value {
+    use std::collections::BTreeMap;
+    let mut out = serde_json::Map::new();
+    macro_rules! num {
+        ($($f:ident),*) => { $(
+            let mut m: BTreeMap<String, u64> = BTreeMap::new();
+            for v in &all.$f {
+                *m.entry(v.to_string()).or_default() += 1;
+            }
+            out.insert(stringify!($f).into(), serde_json::json!(m));
+        )* };
+    }
+    num!(
+        kind, ts, lat, pid, tid, uid, nr, ret, fd, fd_type, dev, ino, bytes, off, flags, mode, dirfd, addr, cgroup,
+        qtime, off2, cpu
+    );
+    for (name, col) in [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2)] {
+        let mut m: BTreeMap<String, u64> = BTreeMap::new();
+        for i in 0..all.len() {
+            *m.entry(col.get(i).to_string()).or_default() += 1;
+        }
+        out.insert(name.into(), serde_json::json!(m));
+    }
+    serde_json::Value::Object(out)
+}
+
+const PYARROW_COUNTS: &str = r#"
+import json, sys
+import pyarrow.ipc as ipc, pyarrow.compute as pc
+t = ipc.open_stream(sys.argv[1]).read_all()
+out = {}
+for name in t.column_names:
+    out[name] = {str(d["values"]): d["counts"] for d in pc.value_counts(t[name]).to_pylist()}
+print(json.dumps(out))
+"#;
+
+const POLARS_COUNTS: &str = r#"
+import json, sys
+import polars as pl
+df = pl.read_ipc_stream(sys.argv[1])
+out = {}
+for name in df.columns:
+    vc = df[name].value_counts()
+    out[name] = {str(v): int(c) for v, c in zip(vc[name].to_list(), vc["count"].to_list())}
+print(json.dumps(out))
+"#;
+
+#[test]
+fn tools_read_constant_columns_exactly() {
+    let dir = tmpdir("constant");
+    let path = dir.join("t.lst");
+    let all = write_constant_trace(&path);
+    assert_eq!(TraceReader::open(&path).unwrap().read_all().unwrap(), all);
+    let want = value_counts(&all);
+    for (module, script) in [("pyarrow", PYARROW_COUNTS), ("polars", POLARS_COUNTS)] {
+        if have(module) {
+            assert_eq!(run_python(script, &path), want, "{module}");
+        }
+    }
 }

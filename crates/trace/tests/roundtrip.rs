@@ -316,3 +316,42 @@ fn threaded_writer_reports_errors_of_the_writer_thread() {
     let mut r = TraceReader::open(&path).unwrap();
     assert_eq!(r.read_all().unwrap(), good);
 }
+
+/// With helper threads encoding every other batch, blocks are written in order, numbered
+/// consecutively, big batches split, every event kept; flushes and a drop without finish too.
+#[test]
+fn threaded_writer_with_encoding_threads_writes_blocks_in_order() {
+    let dir = tmpdir("threaded-helpers");
+    let mut rng = Rng::new(11);
+    let batches: Vec<EventBatch> = (0..40).map(|i| random_batch(&mut rng, [0, 1, 50, 700, 2500][i % 5])).collect();
+    for threads in [1, 2, 3] {
+        let path = dir.join(format!("t{threads}.lst"));
+        let opts = WriterOptions { threads, max_block_events: 1000, ..Default::default() };
+        let mut w = ThreadedTraceWriter::create_with(&path, &sample_header(), opts, 3).unwrap();
+        for (i, b) in batches.iter().enumerate() {
+            w.write_batch(b.clone(), i as u64).unwrap();
+            if i % 7 == 0 {
+                w.flush().unwrap();
+            }
+        }
+        let s = w.finish(Summary::default()).unwrap();
+        let want_blocks: u64 = batches.iter().map(|b| b.len().div_ceil(1000).max(1) as u64).sum();
+        assert_eq!(s.blocks, want_blocks, "{threads} threads");
+        let mut r = TraceReader::open(&path).unwrap();
+        let got = read_all_batches(&mut r);
+        assert_eq!(concat(&got), concat(&batches), "{threads} threads");
+        assert!(r.warnings().is_empty(), "{threads} threads: {:?}", r.warnings());
+        assert_eq!(r.stats().blocks, want_blocks);
+
+        // Dropped without finish: every queued batch is written.
+        let path = dir.join(format!("d{threads}.lst"));
+        {
+            let mut w = ThreadedTraceWriter::create_with(&path, &sample_header(), opts, 3).unwrap();
+            for b in &batches[..9] {
+                w.write_batch(b.clone(), 0).unwrap();
+            }
+        }
+        let mut r = TraceReader::open(&path).unwrap();
+        assert_eq!(r.read_all().unwrap(), concat(&batches[..9]), "{threads} threads, dropped");
+    }
+}

@@ -96,7 +96,7 @@ impl GroupBy {
             Self::Pid | Self::Client => &["comm", "pid", "fd_type", "path"],
             Self::Syscall | Self::Op => &["kind", "nr"],
             Self::File | Self::Dir => &["kind", "path", "fd_type", "fd"],
-            Self::Disk => &["kind", "dev"],
+            Self::Disk => &["kind", "dev", "fd_type"],
             Self::Class => &["kind", "fd_type"],
         }
     }
@@ -258,7 +258,8 @@ impl Grouper {
             }
             GroupBy::Disk => {
                 let d = b.dev[i];
-                self.num(NumKey::Dev(d), || disk_name(h, d))
+                let t = (b.kind[i] == EventKind::Syscall as u8).then(|| b.fd_type[i]);
+                self.num(NumKey::Dev(d), || device_name(h, d, t))
             }
             GroupBy::Client => {
                 let t = FdType::from_u8(b.fd_type[i]);
@@ -352,14 +353,39 @@ fn unnamed(t: u8, fd: i32) -> String {
 
 /// A block device's name from the header (`vda`), or `major:minor`.
 pub fn disk_name(h: &TraceHeader, dev: u32) -> String {
-    match h.disk_name(dev) {
-        Some(n) => n.to_string(),
-        None if dev == 0 => "<none>".into(),
-        None => {
-            let (ma, mi) = dev_major_minor(dev);
-            format!("{ma}:{mi}")
+    device_name(h, dev, None)
+}
+
+/// The name of device `dev` for `--by disk`: the block device's (`vda`); for a file system without
+/// one (major 0), its type and mount point from the header's mount table (`tmpfs /dev/shm`), or
+/// for the kernel's internal ones, which are not mounted, the kind of file an event of it used
+/// (`fd_type`): `pipefs`, `sockfs`, `anon_inodefs`; else `major:minor`.
+pub fn device_name(h: &TraceHeader, dev: u32, fd_type: Option<u8>) -> String {
+    if let Some(n) = h.disk_name(dev) {
+        return n.to_string();
+    }
+    if dev == 0 {
+        return "<none>".into();
+    }
+    // The shortest mount point of the device (bind mounts repeat it deeper).
+    if let Some(m) = h.mounts.iter().filter(|m| m.dev == dev).min_by_key(|m| m.mount_point.len()) {
+        return format!("{} {}", m.fstype, m.mount_point);
+    }
+    let (ma, mi) = dev_major_minor(dev);
+    if ma == 0 {
+        let internal = match fd_type.map(FdType::from_u8) {
+            Some(FdType::Pipe) => Some("pipefs"),
+            Some(FdType::Ipv4 | FdType::Ipv6 | FdType::Unix | FdType::Netlink | FdType::Socket) => Some("sockfs"),
+            Some(FdType::Event | FdType::Eventpoll | FdType::Signalfd | FdType::Timerfd | FdType::Inotify) => {
+                Some("anon_inodefs")
+            }
+            _ => None,
+        };
+        if let Some(n) = internal {
+            return format!("{n} ({ma}:{mi})");
         }
     }
+    format!("{ma}:{mi}")
 }
 
 #[cfg(test)]
@@ -393,6 +419,36 @@ mod tests {
             ..Default::default()
         });
         b
+    }
+
+    #[test]
+    fn devices_without_a_disk_are_named_by_their_mount_or_kind() {
+        let h = TraceHeader {
+            block_devices: vec![BlockDevice { dev: 254 << 20, name: "vda".into(), ..Default::default() }],
+            mounts: vec![
+                latscope_event::Mount {
+                    dev: 27,
+                    mount_point: "/dev/shm".into(),
+                    fstype: "tmpfs".into(),
+                    ..Default::default()
+                },
+                latscope_event::Mount {
+                    dev: 27,
+                    mount_point: "/run/x/dev/shm".into(),
+                    fstype: "tmpfs".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(device_name(&h, 254 << 20, None), "vda");
+        assert_eq!(device_name(&h, 27, Some(FdType::File as u8)), "tmpfs /dev/shm");
+        assert_eq!(device_name(&h, 9, Some(FdType::Unix as u8)), "sockfs (0:9)");
+        assert_eq!(device_name(&h, 15, Some(FdType::Pipe as u8)), "pipefs (0:15)");
+        assert_eq!(device_name(&h, 16, Some(FdType::Eventpoll as u8)), "anon_inodefs (0:16)");
+        assert_eq!(device_name(&h, 40, Some(FdType::File as u8)), "0:40");
+        assert_eq!(device_name(&h, 0, None), "<none>");
+        assert_eq!(device_name(&h, (8 << 20) | 1, None), "8:1");
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct HistOptions {
     pub peaks: PeakOptions,
     /// What the values are (`syscall latency`).
     pub what: String,
+    /// The filter the events were selected with, named in headings and titles.
+    pub filter: Option<String>,
 }
 
 impl Default for HistOptions {
@@ -64,6 +66,7 @@ impl Default for HistOptions {
             bar_width: 40,
             peaks: PeakOptions::default(),
             what: "latency".into(),
+            filter: None,
         }
     }
 }
@@ -134,58 +137,88 @@ pub fn stats(h: &Histogram) -> Vec<(&'static str, Option<f64>)> {
     v
 }
 
-/// A peak's index in `peaks` for a bin, if the bin holds that peak's mode.
-fn peak_in(peaks: &[Peak], b: &Bin) -> Option<usize> {
-    peaks.iter().position(|p| {
-        let mid = (p.mode_low as f64 + p.mode_high as f64) / 2.0;
-        mid >= b.lo && mid < b.hi
-    })
+/// For each peak, the displayed bin holding most of its events (`None` when none of its events is
+/// shown): where its marker goes. A bin is never marked for the events of a neighbouring peak, and
+/// among bins holding equally many of the peak's events the one holding its mode wins.
+pub fn peak_bins(h: &Histogram, bins: &[Bin], peaks: &[Peak]) -> Vec<Option<usize>> {
+    let (Some(first), Some(last)) = (bins.first(), bins.last()) else { return vec![None; peaks.len()] };
+    let bin_of = |mid: f64| {
+        (mid >= first.lo && mid < last.hi).then(|| bins.partition_point(|b| b.hi <= mid).min(bins.len() - 1))
+    };
+    // Events of each peak in each bin: buckets lie wholly in one basin and go whole to the bin of
+    // their midpoint, as in `bins`.
+    let mut per = vec![vec![0u64; bins.len()]; peaks.len()];
+    for (lo, hi, c) in h.iter() {
+        let (Some(k), Some(b)) = (
+            peaks.iter().position(|p| hi >= p.low && lo <= p.high),
+            bin_of(if hi == 0 { 0.0 } else { (lo as f64 + hi as f64 + 1.0) / 2.0 }),
+        ) else {
+            continue;
+        };
+        per[k][b] += c;
+    }
+    peaks
+        .iter()
+        .zip(&per)
+        .map(|(p, counts)| {
+            let holds_mode = |b: usize| bin_of((p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0) == Some(b);
+            (0..bins.len()).filter(|&b| counts[b] > 0).max_by_key(|&b| (counts[b], holds_mode(b), std::cmp::Reverse(b)))
+        })
+        .collect()
 }
 
-/// The values between which the middle 80 % of a peak's events lie (its 10th and 90th percentile
-/// within its basin): how wide the peak is, without the long tails a basin may include.
-pub fn peak_core(h: &Histogram, p: &Peak) -> (u64, u64) {
-    let in_basin = |lo: u64, hi: u64| {
-        let mid = lo / 2 + hi / 2;
-        mid >= p.low && mid <= p.high
-    };
-    let total: u64 = h.iter().filter(|&(lo, hi, _)| in_basin(lo, hi)).map(|(_, _, c)| c).sum();
-    if total == 0 {
-        return (p.low, p.high);
-    }
-    let (r10, r90) = (((total as f64) * 0.1).ceil().max(1.0) as u64, ((total as f64) * 0.9).ceil().max(1.0) as u64);
-    let (mut acc, mut lo10, mut hi90) = (0u64, None, None);
-    for (lo, hi, c) in h.iter().filter(|&(lo, hi, _)| in_basin(lo, hi)) {
-        acc += c;
-        if lo10.is_none() && acc >= r10 {
-            lo10 = Some(lo.max(p.low));
+/// Labels of the bins' bounds, with as many significant digits (3 to 7) as it takes for
+/// neighbouring bounds to read differently (a full-resolution histogram's buckets are 0.78 % wide).
+pub fn bin_labels(bins: &[Bin], u: &YUnit) -> Vec<(String, String)> {
+    let mut digits = 3;
+    loop {
+        let labels: Vec<(String, String)> =
+            bins.iter().map(|b| (u.fmt_digits(b.lo, digits), u.fmt_digits(b.hi, digits))).collect();
+        let distinct = labels.iter().all(|(a, b)| a != b) && labels.windows(2).all(|w| w[0].0 != w[1].0);
+        if distinct || digits >= 7 {
+            return labels;
         }
-        if hi90.is_none() && acc >= r90 {
-            hi90 = Some(hi.min(p.high));
-        }
+        digits += 1;
     }
-    (lo10.unwrap_or(p.low), hi90.unwrap_or(p.high))
 }
 
 /// One line per peak: mode, share, where most of it lies and how wide that is, and its basin.
-pub fn describe_peak(k: usize, p: &Peak, h: &Histogram, u: &YUnit) -> String {
+pub fn describe_peak(k: usize, p: &Peak, u: &YUnit) -> String {
     let mode = if p.mode_low == p.mode_high {
         u.fmt(p.mode_low as f64)
     } else {
-        format!("{}..{}", u.fmt(p.mode_low as f64), u.fmt(p.mode_high as f64))
+        let (lo, hi) = distinct_pair(u, p.mode_low as f64, p.mode_high as f64);
+        format!("{lo}..{hi}")
     };
-    let (a, b) = peak_core(h, p);
-    let width = if a > 0 { format!("{:.1}x wide", b as f64 / a as f64) } else { "from 0".into() };
+    let (a, b) = (p.core_low, p.core_high);
+    let width = if a == 0 {
+        "from 0".to_string()
+    } else if b as f64 >= 2.0 * a as f64 {
+        format!("{:.1}x wide", b as f64 / a as f64)
+    } else {
+        format!("{:.0}% wide", (b as f64 / a as f64 - 1.0) * 100.0)
+    };
+    let (ca, cb) = distinct_pair(u, a as f64, b as f64);
     format!(
-        "peak {}: mode {mode}, {:.1}% of events ({}); 80% of it within {} .. {} ({width}); basin {} .. {}",
+        "peak {}: mode {mode}, {:.1}% of events ({}); 80% of it within {ca} .. {cb} ({width}); basin {} .. {}",
         k + 1,
         p.share * 100.0,
         p.count,
-        u.fmt(a as f64),
-        u.fmt(b as f64),
         u.fmt(p.low as f64),
         u.fmt(p.high as f64)
     )
+}
+
+/// Two values with enough digits to tell them apart (when they differ).
+fn distinct_pair(u: &YUnit, a: f64, b: f64) -> (String, String) {
+    let mut digits = 3;
+    loop {
+        let (x, y) = (u.fmt_digits(a, digits), u.fmt_digits(b, digits));
+        if x != y || a == b || digits >= 7 {
+            return (x, y);
+        }
+        digits += 1;
+    }
 }
 
 const EIGHTHS: [&str; 9] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉", "█"];
@@ -200,11 +233,19 @@ fn bar(count: u64, max: u64, width: usize) -> String {
     s
 }
 
+/// The heading of one group: what, the filter, the group (unless it is the one group `all`) and
+/// its count.
+fn heading(name: &str, h: &Histogram, o: &HistOptions) -> String {
+    let filter = o.filter.as_deref().map(|f| format!(" of '{f}'")).unwrap_or_default();
+    let group = if name == "all" { String::new() } else { format!(" — {name}") };
+    format!("{}{filter}{group}: {} events", o.what, h.count())
+}
+
 /// The terminal histogram of one group.
 pub fn render_text(name: &str, h: &Histogram, o: &HistOptions) -> String {
     let mut s = String::new();
     let u = &o.unit;
-    let _ = writeln!(s, "{} — {}: {} events", o.what, name, h.count());
+    let _ = writeln!(s, "{}", crate::text::clean(&heading(name, h, o)));
     if h.is_empty() {
         return s;
     }
@@ -222,6 +263,8 @@ pub fn render_text(name: &str, h: &Histogram, o: &HistOptions) -> String {
     }
     let peaks = h.peaks(&o.peaks);
     let (bins, outside) = bins(h, &o.scale);
+    let labels = bin_labels(&bins, u);
+    let marks = peak_bins(h, &bins, &peaks);
     let maxc = bins.iter().map(|b| b.count).max().unwrap_or(0);
     let total = h.count().max(1) as f64;
     let _ = writeln!(s, "  {:>10}   {:<10} {:>10} {:>7}", "from", "to", "count", "share");
@@ -234,13 +277,8 @@ pub fn render_text(name: &str, h: &Histogram, o: &HistOptions) -> String {
                 e += 1;
             }
             if e - k >= 3 {
-                let _ = writeln!(
-                    s,
-                    "  {:>10} - {:<10} {:>10}",
-                    u.fmt(bins[k].lo),
-                    u.fmt(bins[e - 1].hi),
-                    format!("({} empty)", e - k)
-                );
+                let _ =
+                    writeln!(s, "  {:>10} - {:<10} {:>10}", labels[k].0, labels[e - 1].1, format!("({} empty)", e - k));
                 k = e;
                 continue;
             }
@@ -249,12 +287,12 @@ pub fn render_text(name: &str, h: &Histogram, o: &HistOptions) -> String {
         let bar = bar(b.count, maxc, o.bar_width);
         let mut line = format!(
             "  {:>10} - {:<10} {:>10} {:>6.2}% {bar}",
-            u.fmt(b.lo),
-            u.fmt(b.hi),
+            labels[k].0,
+            labels[k].1,
             b.count,
             b.count as f64 / total * 100.0,
         );
-        if let Some(p) = peak_in(&peaks, b) {
+        if let Some(p) = marks.iter().position(|&m| m == Some(k)) {
             let pad = o.bar_width.saturating_sub(bar.chars().count());
             let _ = write!(line, "{} ◀ peak {}", " ".repeat(pad), p + 1);
         }
@@ -271,7 +309,7 @@ pub fn render_text(name: &str, h: &Histogram, o: &HistOptions) -> String {
             if peaks.len() == 1 { "1 peak".to_string() } else { format!("{} peaks", peaks.len()) }
         );
         for (i, p) in peaks.iter().enumerate() {
-            let _ = writeln!(s, "    {}", describe_peak(i, p, h, u));
+            let _ = writeln!(s, "    {}", describe_peak(i, p, u));
         }
     }
     s
@@ -288,9 +326,8 @@ pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
         .peaks(&o.peaks)
         .iter()
         .map(|p| {
-            let (c10, c90) = peak_core(h, p);
             json!({"mode_low": p.mode_low, "mode_high": p.mode_high, "share": p.share, "count": p.count,
-                   "p10": c10, "p90": c90, "basin_low": p.low, "basin_high": p.high})
+                   "p10": p.core_low, "p90": p.core_high, "basin_low": p.low, "basin_high": p.high})
         })
         .collect();
     let (bins, outside) = bins(h, &o.scale);
@@ -309,6 +346,12 @@ pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
     })
 }
 
+/// The title of an SVG of histograms of `source`: what, the filter, the file.
+pub fn svg_title(o: &HistOptions, source: &str) -> String {
+    let filter = o.filter.as_deref().map(|f| format!(" of '{f}'")).unwrap_or_default();
+    format!("{} histogram{filter} — {source}", capitalize(&o.what))
+}
+
 /// Bar charts of the groups, stacked, with statistics and peaks marked. The value axis is
 /// logarithmic for `Log`/`Full` scales, linear for `Linear`.
 pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str) -> String {
@@ -317,18 +360,18 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
     let block = ph + 110.0;
     let height = top + block * groups.len().max(1) as f64 + 10.0;
     let mut s = Svg::new(w, height, "");
-    s.text(w / 2.0, 24.0, 17.0, "middle", "black", title, r#"class="title""#);
+    s.text_fit(w / 2.0, 24.0, 17.0, "middle", "black", title, r#"class="title""#, w - 20.0);
     let pw = w - left - right;
     for (gi, (name, h)) in groups.iter().enumerate() {
         let y0 = top + gi as f64 * block + 40.0;
         let color = SERIES_COLORS[gi % SERIES_COLORS.len()];
         let _ = writeln!(s, r#"<g class="hist" data-group="{}" data-count="{}">"#, svg::esc(name), h.count());
-        s.text(left, y0 - 26.0, 13.0, "start", "black", &format!("{name}: {} events", h.count()), "");
+        s.text_fit(left, y0 - 26.0, 13.0, "start", "black", &format!("{name}: {} events", h.count()), "", pw);
         let st: Vec<String> = stats(h)
             .iter()
             .map(|(n, v)| format!("{n} {}", v.map(|x| o.unit.fmt(x)).unwrap_or_else(|| "-".into())))
             .collect();
-        s.text(left, y0 - 10.0, 10.0, "start", "#444", &st.join("   "), r#"class="stats""#);
+        s.text_fit(left, y0 - 10.0, 10.0, "start", "#444", &st.join("   "), r#"class="stats""#, pw);
         s.rect(left, y0, pw, ph, "white", r##"stroke="#bbb" stroke-width="0.5""##);
         let (bins, _) = bins(h, &o.scale);
         if bins.is_empty() {
@@ -349,18 +392,14 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
             }
         };
         let maxc = bins.iter().map(|b| b.count).max().unwrap_or(1).max(1) as f64;
-        for b in &bins {
+        let labels = bin_labels(&bins, &o.unit);
+        for (b, (lo, hi)) in bins.iter().zip(&labels) {
             if b.count == 0 {
                 continue;
             }
             let (x1, x2) = (xpos(b.lo), xpos(b.hi));
             let bh = b.count as f64 / maxc * (ph - 10.0);
-            let tip = format!(
-                "{}: {} ({:.2}%)",
-                o.unit.fmt_range(b.lo, b.hi),
-                b.count,
-                b.count as f64 / h.count().max(1) as f64 * 100.0
-            );
+            let tip = format!("{lo}-{hi}: {} ({:.2}%)", b.count, b.count as f64 / h.count().max(1) as f64 * 100.0);
             let _ = writeln!(
                 s,
                 r#"<rect x="{x1:.2}" y="{:.2}" width="{:.2}" height="{bh:.2}" fill="{color}" class="bar" data-lo="{}" data-hi="{}" data-n="{}"><title>{}</title></rect>"#,
@@ -373,11 +412,11 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
             );
         }
         // Axes.
-        let ticks = if log { svg::log_ticks(lo_log, hi) } else { svg::linear_ticks(lo, hi, 8) };
+        let ticks = if log { o.unit.ticks(lo_log, hi, 10, true) } else { o.unit.ticks(lo, hi, 8, false) };
         for t in ticks {
             let x = xpos(t);
             s.line(x, y0 + ph, x, y0 + ph + 4.0, "#333", "");
-            s.text(x, y0 + ph + 15.0, 10.0, "middle", "#333", &o.unit.fmt(t), r#"class="tick""#);
+            s.text(x, y0 + ph + 15.0, 10.0, "middle", "#333", &o.unit.fmt_short(t), r#"class="tick""#);
         }
         for t in svg::linear_ticks(0.0, maxc, 4) {
             let y = y0 + ph - t / maxc * (ph - 10.0);
@@ -393,12 +432,26 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
             &format!("{}{}", o.what, if log { " (log)" } else { "" }),
             "",
         );
-        // Peaks.
-        for (k, p) in h.peaks(&o.peaks).iter().enumerate() {
-            let mid = (p.mode_low as f64 + p.mode_high as f64) / 2.0;
-            let x = xpos(mid.max(lo_log));
-            s.line(x, y0, x, y0 + ph, "#222", r#"stroke-dasharray="3,3" class="peak""#);
-            let label = format!("peak {}: {} ({:.1}%)", k + 1, o.unit.fmt(mid), p.share * 100.0);
+        // Peaks: a dashed line through the bar holding most of each peak's events, at the mode
+        // when the mode lies in that bar.
+        let peaks = h.peaks(&o.peaks);
+        for (k, (p, bar)) in peaks.iter().zip(peak_bins(h, &bins, &peaks)).enumerate() {
+            let mode = (p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0;
+            let mut x = xpos(mode.max(lo_log));
+            if let Some(b) = bar.map(|i| &bins[i]) {
+                let (x1, x2) = (xpos(b.lo), xpos(b.hi));
+                if !(x1..=x2).contains(&x) {
+                    x = (x1 + x2) / 2.0;
+                }
+            }
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x:.2}" y1="{y0:.1}" x2="{x:.2}" y2="{:.1}" stroke="#222" stroke-width="1" stroke-dasharray="3,3" class="peak" data-peak="{}" data-bar="{}"/>"##,
+                y0 + ph,
+                k + 1,
+                bar.map(|b| b.to_string()).unwrap_or_default()
+            );
+            let label = format!("peak {}: {} ({:.1}%)", k + 1, o.unit.fmt(p.mode_low as f64), p.share * 100.0);
             let anchor = if x > left + pw * 0.8 { "end" } else { "start" };
             let dx = if anchor == "end" { -3.0 } else { 3.0 };
             s.text(x + dx, y0 + 12.0 + 12.0 * k as f64, 10.0, anchor, "#222", &label, r#"class="peaklabel""#);
@@ -580,6 +633,70 @@ mod tests {
         assert!(t.contains("peak 1: mode 1"), "{t}");
         assert!(t.contains("80.0% of events"), "{t}");
         assert!(t.contains("empty)"), "{t}");
+    }
+
+    /// Like 1000 sleeps of 100 us and 1000 of 1 ms: each peak sharp, with a tail to the right, and
+    /// the density bin of its maximum straddling two display bins.
+    fn sleeps() -> Histogram {
+        let mut h = Histogram::new();
+        let mut rng = 11u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % 1_000_000) as f64 / 1_000_000.0
+        };
+        for (n, base, spread, tail) in
+            [(1000u64, 107_000.0, 4_000.0, 40_000.0), (1000, 1_008_000.0, 25_000.0, 90_000.0)]
+        {
+            for i in 0..n {
+                let v = if i % 20 == 0 { base + next() * tail } else { base + spread * next() * next() * 2.0 };
+                h.record(v as u64);
+            }
+        }
+        h
+    }
+
+    #[test]
+    fn peak_marks_sit_on_the_tallest_bar_of_each_peak_and_modes_inside_cores() {
+        let h = sleeps();
+        let peaks = h.peaks(&PeakOptions::default());
+        assert_eq!(peaks.len(), 2, "{peaks:#?}");
+        for p in &peaks {
+            assert!(p.core_low <= p.mode_low && p.mode_high <= p.core_high, "{p:?}");
+        }
+        for scale in [HistScale::Full, HistScale::Log { per_decade: 20 }, HistScale::Log { per_decade: 7 }] {
+            let (b, _) = bins(&h, &scale);
+            let marks = peak_bins(&h, &b, &peaks);
+            for (p, m) in peaks.iter().zip(&marks) {
+                let m = m.expect("each peak is marked");
+                // The tallest bar among those within the peak's basin.
+                let tallest =
+                    b.iter().filter(|x| x.hi > p.low as f64 && x.lo <= p.high as f64).map(|x| x.count).max().unwrap();
+                assert_eq!(b[m].count, tallest, "{scale:?}: {p:?} marked on {:?}", b[m]);
+            }
+            let t = render_text("all", &h, &HistOptions { scale: scale.clone(), ..Default::default() });
+            for line in t.lines().filter(|l| l.contains("◀ peak")) {
+                let count: u64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+                assert!(b.iter().any(|x| x.count == count), "{line}");
+            }
+        }
+        // Every bucket's label differs from its neighbours'.
+        let (b, _) = bins(&h, &HistScale::Full);
+        let labels = bin_labels(&b, &YUnit::Nanos);
+        assert!(labels.windows(2).all(|w| w[0].0 != w[1].0), "{labels:?}");
+        assert!(labels.iter().all(|(lo, hi)| lo != hi), "{labels:?}");
+        assert_eq!(YUnit::Nanos.fmt_digits(1_020_000.0, 4), "1.020ms");
+        assert_eq!(YUnit::Nanos.fmt_digits(108.0, 5), "108ns");
+        assert_eq!(YUnit::Bytes.fmt_digits(4096.0 + 512.0, 4), "4.500KiB");
+    }
+
+    #[test]
+    fn titles_name_the_filter() {
+        let h = sleeps();
+        let o = HistOptions { filter: Some("evt.type = nanosleep".into()), ..Default::default() };
+        assert!(render_text("all", &h, &o).starts_with("latency of 'evt.type = nanosleep': 2000 events\n"));
+        assert!(svg_title(&o, "t.lst").contains("of 'evt.type = nanosleep'"));
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! What a recording holds: its header, event counts per kind and type, time span and losses.
 
+use crate::svg::fmt_wall;
+use crate::text::{clean, table};
 use latscope_event::source::Chunk;
 use latscope_event::units::{fmt_bytes, fmt_ns};
 use latscope_event::{dev_major_minor, op_name, EventKind, TraceHeader};
@@ -64,6 +66,8 @@ pub struct FileFacts {
     pub warnings: Vec<String>,
     /// The counts are of the events a filter kept.
     pub filtered: bool,
+    /// When the recording ended (CLOCK_MONOTONIC ns), from its summary.
+    pub end_ns: Option<u64>,
 }
 
 fn kind_name(k: u8) -> &'static str {
@@ -89,6 +93,8 @@ pub fn to_json(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) -> Val
         "events": c.total,
         "lost": f.lost,
         "first_ns": c.first,
+        "start_wall_ns": (h.realtime_offset_ns != 0).then(|| h.wall_ns(h.start_ns)),
+        "end_ns": f.end_ns,
         "span_ns": c.span_ns(),
         "counts": counts,
         "closed_cleanly": f.closed_cleanly,
@@ -97,75 +103,102 @@ pub fn to_json(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) -> Val
     })
 }
 
-/// The report as text, types sorted by count (the first 25 unless `verbose`).
+/// The report as text, types sorted by count (the first 25 unless `verbose`), every table in
+/// aligned columns, every name from the traced system escaped ([`clean`]). The reader's warnings
+/// are not in it: the caller prints them (to stderr) as every reader does.
 pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "file:        {} ({})", f.path, fmt_bytes(f.bytes));
-    let _ =
-        writeln!(o, "format:      latscope trace v{}, written by latscope {}", h.format_version, h.latscope_version);
-    let _ = writeln!(o, "host:        {} ({} {}, {} CPUs)", h.hostname, h.kernel, h.machine, h.cpus);
-    let _ = writeln!(o, "recorded:    {}", h.command_line.join(" "));
-    let _ = writeln!(
-        o,
-        "syscalls:    {}   block: {}   filter: {}",
-        h.syscalls,
-        if h.block { "yes" } else { "no" },
-        h.filter.as_deref().unwrap_or("(none)")
+    let mut field = |name: &str, value: String| {
+        let _ = writeln!(o, "{:<13}{value}", format!("{name}:"));
+    };
+    field("file", format!("{} ({})", clean(&f.path), fmt_bytes(f.bytes)));
+    field("format", format!("latscope trace v{}, written by latscope {}", h.format_version, h.latscope_version));
+    field("host", format!("{} ({} {}, {} CPUs)", clean(&h.hostname), clean(&h.kernel), clean(&h.machine), h.cpus));
+    field("recorded", clean(&h.command_line.join(" ")).into_owned());
+    if h.realtime_offset_ns != 0 {
+        let start = h.wall_ns(h.start_ns);
+        field("started", fmt_wall(start));
+        if let Some(end) = f.end_ns {
+            field("ended", format!("{} ({} later)", fmt_wall(h.wall_ns(end)), fmt_ns(end.saturating_sub(h.start_ns))));
+        }
+    }
+    field(
+        "syscalls",
+        format!(
+            "{}   block: {}   filter: {}",
+            h.syscalls,
+            if h.block { "yes" } else { "no" },
+            clean(h.filter.as_deref().unwrap_or("(none)"))
+        ),
     );
-    let _ = writeln!(o, "events:      {}{}", c.total, if f.filtered { " matching the filter" } else { "" });
-    let _ = writeln!(o, "span:        {} ({} blocks)", fmt_ns(c.span_ns()), f.blocks);
+    field("events", format!("{}{}", c.total, if f.filtered { " matching the filter" } else { "" }));
+    field("span", format!("{} ({} blocks)", fmt_ns(c.span_ns()), f.blocks));
     if f.closed_cleanly {
         let warn = if f.lost > 0 { "  <-- incomplete recording" } else { "" };
-        let _ = writeln!(o, "lost:        {} events (ring buffer full){warn}", f.lost);
+        field("lost", format!("{} events (ring buffer full){warn}", f.lost));
     } else {
-        let _ =
-            writeln!(o, "lost:        at least {} events; the recording was not closed cleanly (no summary)", f.lost);
+        field("lost", format!("at least {} events; the recording was not closed cleanly (no summary)", f.lost));
     }
-    for (k, n) in &c.by_kind {
-        let _ = writeln!(o, "  {:8} {n}", kind_name(*k));
-    }
+    let kinds: Vec<Vec<String>> =
+        c.by_kind.iter().map(|(k, n)| vec![n.to_string(), kind_name(*k).to_string()]).collect();
+    let _ = writeln!(o, "by kind:");
+    o.push_str(&table(&kinds, &[true, false], 2, 2));
     let mut top: Vec<_> = c.by_type.iter().collect();
     top.sort_by(|a, b| b.1.cmp(a.1));
     let _ = writeln!(o, "by type:");
     let shown = if verbose { usize::MAX } else { 25 };
-    for ((k, nr), n) in top.iter().take(shown) {
-        let kind = if *k == EventKind::Syscall as u8 { "" } else { kind_name(*k) };
-        let _ = writeln!(o, "  {:>10}  {}{}{}", n, kind, if kind.is_empty() { "" } else { " " }, op_name(*k, *nr));
-    }
+    let types: Vec<Vec<String>> = top
+        .iter()
+        .take(shown)
+        .map(|((k, nr), n)| {
+            let kind = if *k == EventKind::Syscall as u8 { String::new() } else { format!("{} ", kind_name(*k)) };
+            vec![n.to_string(), format!("{kind}{}", op_name(*k, *nr))]
+        })
+        .collect();
+    o.push_str(&table(&types, &[true, false], 2, 2));
     if top.len() > shown {
         let _ = writeln!(o, "  ... {} more types (-v lists all)", top.len() - shown);
     }
     let _ = writeln!(o, "block devices:");
     // Unattached loop devices and the like (size 0) are noise here; --json lists them all.
+    let mut devs = vec![vec!["NAME".into(), "DEVICE".into(), "SIZE".into(), "SCHEDULER".into(), "ROTATIONAL".into()]];
     for d in h.block_devices.iter().filter(|d| d.size_bytes > 0) {
         let (ma, mi) = dev_major_minor(d.dev);
-        let _ = writeln!(
-            o,
-            "  {:12} {ma}:{mi}  {:>10}  {}{}",
-            d.name,
+        devs.push(vec![
+            clean(&d.name).into_owned(),
+            format!("{ma}:{mi}"),
             fmt_bytes(d.size_bytes),
-            d.scheduler.as_deref().map(|s| format!("scheduler {s}")).unwrap_or_default(),
-            if d.rotational { " rotational" } else { "" }
-        );
+            clean(d.scheduler.as_deref().unwrap_or("-")).into_owned(),
+            if d.rotational { "yes" } else { "no" }.into(),
+        ]);
     }
+    o.push_str(&table(&devs, &[false, true, true, false, false], 2, 2));
     let mut fs: Vec<&str> = h.mounts.iter().map(|m| m.fstype.as_str()).collect();
     fs.sort();
     fs.dedup();
-    let _ = writeln!(o, "mounts:      {} (file systems: {})", h.mounts.len(), fs.join(", "));
+    let _ = writeln!(o, "{:<13}{} (file systems: {})", "mounts:", h.mounts.len(), clean(&fs.join(", ")));
     if verbose {
-        for m in &h.mounts {
-            let _ = writeln!(o, "  {} on {} type {} ({})", m.source, m.mount_point, m.fstype, m.options);
-        }
+        let mut rows = vec![vec!["SOURCE".into(), "MOUNT POINT".into(), "TYPE".into(), "OPTIONS".into()]];
+        rows.extend(h.mounts.iter().map(|m| {
+            [&m.source, &m.mount_point, &m.fstype, &m.options].iter().map(|s| clean(s).into_owned()).collect()
+        }));
+        o.push_str(&table(&rows, &[false, false, false, false], 2, 2));
         let _ = writeln!(o, "processes at start: {}", h.processes.len());
-        for p in &h.processes {
-            let _ = writeln!(o, "  {:>7} {:>7} {:<16} {}", p.pid, p.ppid, p.comm, p.cmdline);
-        }
+        let mut rows = vec![vec!["PID".into(), "PPID".into(), "COMM".into(), "COMMAND LINE".into()]];
+        rows.extend(h.processes.iter().map(|p| {
+            vec![p.pid.to_string(), p.ppid.to_string(), clean(&p.comm).into_owned(), clean(&p.cmdline).into_owned()]
+        }));
+        o.push_str(&table(&rows, &[true, true, false, false], 2, 2));
     } else {
-        let _ = writeln!(o, "processes:   {} at start, {} open files (-v lists them)", h.processes.len(), h.fds.len());
+        let _ = writeln!(
+            o,
+            "{:<13}{} at start, {} open files (-v lists them)",
+            "processes:",
+            h.processes.len(),
+            h.fds.len()
+        );
     }
-    for w in &f.warnings {
-        let _ = writeln!(o, "warning:     {w}");
-    }
+    // Warnings (a file cut short, ...) go to stderr like every reader's; the JSON lists them.
     o
 }
 
@@ -188,6 +221,33 @@ mod tests {
         let f = FileFacts { path: "t.lst".into(), closed_cleanly: true, ..Default::default() };
         let text = render_text(&TraceHeader::default(), &c, &f, false);
         assert!(text.contains("events:      2\n"), "{text}");
+        // Columns line up; names are escaped.
+        let h = TraceHeader {
+            realtime_offset_ns: 1_700_000_000_000_000_000,
+            hostname: "evil\x1b]0;owned\x07".into(),
+            block_devices: vec![
+                latscope_event::BlockDevice {
+                    dev: 254 << 20,
+                    name: "vda".into(),
+                    size_bytes: 1 << 30,
+                    ..Default::default()
+                },
+                latscope_event::BlockDevice {
+                    dev: 7 << 20 | 3,
+                    name: "loop3".into(),
+                    size_bytes: 1 << 20,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let text = render_text(&h, &c, &FileFacts { end_ns: Some(2_000_000_000), ..f.clone() }, false);
+        assert!(text.contains("started:     2023-11-14 22:13:20.000 UTC"), "{text}");
+        assert!(text.contains("ended:       2023-11-14 22:13:22.000 UTC (2.00s later)"), "{text}");
+        assert!(text.contains("evil\\x1b]0;owned\\x07") && !text.contains('\x1b'), "{text}");
+        let devs: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("block devices")).skip(1).take(3).collect();
+        let col = |l: &str, w: &str| l.find(w).unwrap();
+        assert_eq!(col(devs[1], "254:0") + 5, col(devs[2], "7:3") + 3, "{devs:#?}");
         assert!(text.contains("block write"), "{text}");
         let j = to_json(&TraceHeader::default(), &c, &f, false);
         assert_eq!(j["events"], 2);

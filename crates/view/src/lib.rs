@@ -11,5 +11,6 @@ pub mod info;
 pub mod latagg;
 pub mod spectrogram;
 pub mod svg;
+pub mod text;
 pub mod timeline;
 pub mod top;

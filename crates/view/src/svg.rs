@@ -50,10 +50,21 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-/// Seconds as a short label: `0s`, `1.5s`, `90s`, `250ms`.
+/// `2.00ms` as `2ms`, `1.50us` as `1.5us`, `10.0MiB` as `10MiB`: the zeros after a decimal point
+/// of the number at the start of `s` are dropped.
+pub fn trim_zeros(s: &str) -> String {
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(s.len());
+    let (num, rest) = s.split_at(end);
+    if !num.contains('.') {
+        return s.to_string();
+    }
+    format!("{}{rest}", num.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// Seconds as a short label: `0s`, `1.5s`, `90s`, `250ms`, `10ms`.
 pub fn fmt_secs(s: f64) -> String {
     if s != 0.0 && s.abs() < 1.0 {
-        return latscope_event::units::fmt_ns_f(s * 1e9);
+        return trim_zeros(&latscope_event::units::fmt_ns_f(s * 1e9));
     }
     format!("{}s", fmt_num((s * 1e6).round() / 1e6))
 }
@@ -157,6 +168,69 @@ pub fn heat_color(ratio: f64) -> String {
     format!("rgb({r},{g},{b})")
 }
 
+/// Widths of the printable ASCII characters in Verdana, the widest of the fonts the documents ask
+/// for, in thousandths of an em (from the space, 0x20, to the tilde, 0x7e).
+const VERDANA_WIDTHS: [u16; 95] = [
+    352, 394, 459, 818, 636, 1076, 727, 269, 454, 454, 636, 818, 364, 454, 364, 454, // space to /
+    636, 636, 636, 636, 636, 636, 636, 636, 636, 636, 454, 454, 818, 818, 818, 545, // 0 to ?
+    1000, 684, 686, 698, 771, 632, 575, 775, 751, 421, 455, 693, 557, 843, 748, 787, // @ to O
+    603, 787, 695, 684, 616, 732, 684, 989, 685, 615, 685, 454, 454, 454, 818, 636, // P to _
+    636, 601, 623, 521, 623, 596, 352, 623, 633, 274, 344, 592, 274, 973, 633, 607, // ` to o
+    623, 623, 427, 521, 394, 633, 592, 818, 592, 592, 525, 635, 454, 635, 818, // p to ~
+];
+
+/// The width of `s` in pixels at font size `size`, as Verdana draws it (other fonts the documents
+/// fall back to are narrower): a bound for laying text out without a font at hand.
+pub fn text_width(s: &str, size: f64) -> f64 {
+    let em: u32 = s
+        .chars()
+        .map(|c| match c as u32 {
+            u @ 0x20..=0x7e => u32::from(VERDANA_WIDTHS[(u - 0x20) as usize]),
+            0x2e80.. => 1000,
+            _ => 800,
+        })
+        .sum();
+    f64::from(em) / 1000.0 * size
+}
+
+/// `s` cut in the middle with `…` so that it is at most `max` pixels wide at `size` (unchanged
+/// when it fits).
+pub fn fit(s: &str, size: f64, max: f64) -> String {
+    if text_width(s, size) <= max {
+        return s.to_string();
+    }
+    let chars: Vec<char> = s.chars().collect();
+    // Keep more of the start (what it is) than of the end (a file name).
+    let mut keep = chars.len();
+    while keep > 1 {
+        keep -= 1;
+        let head = (keep * 3).div_ceil(5);
+        let cut: String =
+            chars[..head].iter().chain(['…'].iter()).chain(&chars[chars.len() - (keep - head)..]).collect();
+        if text_width(&cut, size) <= max {
+            return cut;
+        }
+    }
+    "…".into()
+}
+
+/// `s` split at `sep` into lines at most `max` pixels wide at `size` (parts too wide for a line
+/// of their own are cut by [`fit`]), at most `lines` of them: what is left goes to the last.
+pub fn wrap(s: &str, sep: &str, size: f64, max: f64, lines: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for part in s.split(sep) {
+        let full = out.len() >= lines.max(1);
+        match out.last_mut() {
+            Some(l) if full || text_width(&format!("{l}{sep}{part}"), size) <= max => {
+                l.push_str(sep);
+                l.push_str(part);
+            }
+            _ => out.push(part.to_string()),
+        }
+    }
+    out.into_iter().map(|l| fit(&l, size, max)).collect()
+}
+
 /// Colours of chart series, distinguishable and readable on white.
 pub const SERIES_COLORS: [&str; 8] =
     ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
@@ -170,12 +244,18 @@ impl Svg {
     /// Starts a document of `w` x `h` pixels with a white background. `onload` names a script
     /// function to run on load (interactive documents), or is empty.
     pub fn new(w: f64, h: f64, onload: &str) -> Self {
+        Self::with_font(w, h, onload, None)
+    }
+
+    /// [`Svg::new`] with the text in `font` (`None`: Verdana, else Helvetica, Arial, sans-serif).
+    pub fn with_font(w: f64, h: f64, onload: &str, font: Option<&str>) -> Self {
+        let font = esc(font.unwrap_or("Verdana, Helvetica, Arial, sans-serif"));
         let mut buf = String::with_capacity(64 * 1024);
         let _ = writeln!(buf, r#"<?xml version="1.0" standalone="no"?>"#);
         let onload = if onload.is_empty() { String::new() } else { format!(r#" onload="{onload}""#) };
         let _ = writeln!(
             buf,
-            r#"<svg version="1.1" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}"{onload} xmlns="http://www.w3.org/2000/svg" font-family="Verdana, Helvetica, Arial, sans-serif">"#
+            r#"<svg version="1.1" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}"{onload} xmlns="http://www.w3.org/2000/svg" font-family="{font}">"#
         );
         let _ = writeln!(buf, r#"<rect x="0" y="0" width="{w:.0}" height="{h:.0}" fill="white"/>"#);
         Svg { buf }
@@ -192,6 +272,27 @@ impl Svg {
         let _ = writeln!(
             self.buf,
             r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" {extra}>{}</text>"#,
+            esc(s)
+        );
+    }
+
+    /// A text element at most `max` pixels wide: drawn smaller (down to 80 % of `size`) when that
+    /// makes it fit, else cut in the middle with `…`; a cut text keeps the whole in a tooltip.
+    #[allow(clippy::too_many_arguments)]
+    pub fn text_fit(&mut self, x: f64, y: f64, size: f64, anchor: &str, fill: &str, s: &str, extra: &str, max: f64) {
+        let w = text_width(s, size);
+        if w <= max {
+            return self.text(x, y, size, anchor, fill, s, extra);
+        }
+        let smaller = (size * max / w * 10.0).floor() / 10.0;
+        if smaller >= size * 0.8 {
+            return self.text(x, y, smaller, anchor, fill, s, extra);
+        }
+        let small = (size * 0.8 * 10.0).round() / 10.0;
+        let _ = writeln!(
+            self.buf,
+            r#"<text x="{x:.1}" y="{y:.1}" font-size="{small}" text-anchor="{anchor}" fill="{fill}" {extra}>{}<title>{}</title></text>"#,
+            esc(&fit(s, small, max)),
             esc(s)
         );
     }
@@ -251,6 +352,11 @@ mod tests {
         assert_eq!(fmt_num(1.5e-7), "1.500e-7");
         assert_eq!(fmt_secs(10.0), "10s");
         assert_eq!(fmt_secs(0.25), "250ms");
+        assert_eq!(fmt_secs(0.01), "10ms");
+        assert_eq!(trim_zeros("2.00ms"), "2ms");
+        assert_eq!(trim_zeros("1.50us"), "1.5us");
+        assert_eq!(trim_zeros("100us"), "100us");
+        assert_eq!(trim_zeros("47.7MiB"), "47.7MiB");
         assert_eq!(fmt_secs(1.5), "1.5s");
     }
 
@@ -270,6 +376,28 @@ mod tests {
         assert_eq!(nice_step(0.7), 1.0);
         assert_eq!(log_ticks(1e3, 1e9), vec![1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]);
         assert_eq!(log_ticks(15.0, 600.0), vec![20.0, 50.0, 100.0, 200.0, 500.0]);
+    }
+
+    #[test]
+    fn fitting() {
+        assert_eq!(text_width("mm", 10.0), 2.0 * 9.73);
+        assert_eq!(fit("short", 12.0, 500.0), "short");
+        let long = "Syscall latency histogram of 'proc.name = x' — /tmp/a/very/long/path/to/the/trace.lst";
+        let cut = fit(long, 12.0, 300.0);
+        assert!(text_width(&cut, 12.0) <= 300.0 && cut.contains('…') && cut.ends_with(".lst"), "{cut}");
+        let mut d = Svg::new(100.0, 100.0, "");
+        d.text_fit(0.0, 10.0, 12.0, "start", "black", long, "", 200.0);
+        let out = d.finish();
+        assert!(out.contains("<title>Syscall latency histogram"), "{out}");
+    }
+
+    #[test]
+    fn wrapping() {
+        let s = "trace.lst; 12345 syscall events; filter: proc.name = postgres; 50 log rows, 120 columns of 50ms";
+        assert_eq!(wrap(s, "; ", 11.0, 2000.0, 3), vec![s.to_string()]);
+        let w = wrap(s, "; ", 11.0, 300.0, 3);
+        assert!(w.len() > 1 && w.len() <= 3 && w.iter().all(|l| text_width(l, 11.0) <= 300.0), "{w:?}");
+        assert_eq!(w.join("; "), s);
     }
 
     #[test]

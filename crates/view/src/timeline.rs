@@ -1,15 +1,21 @@
-//! Load over time: operations per second, throughput and mean/p99 latency per interval, to answer
-//! "was it load?" next to a heat map (a latency change without a load change is not load).
+//! Load over time: operations per second, throughput and p50/p99/max latency per interval, to
+//! answer "was it load?" next to a heat map (a latency change without a load change is not load).
 //!
 //! An event is counted in the interval in which it completed (start + latency), as `iostat` counts
 //! I/O; interval `k` covers `[origin + k * interval, origin + (k + 1) * interval)`.
+//!
+//! Blocking waits (the syscalls of [`SysClass::Wait`]: nanosleep, poll, select, futex, epoll_wait,
+//! wait4, ...) last as long as their caller chooses to wait, not as long as the system makes it:
+//! by default they count as operations but not in the latency statistics, where a few sleeping
+//! threads would otherwise pull the mean above the 99th percentile of the real work.
 
-use crate::heatmap::moved_bytes;
+use crate::heatmap::{moved_bytes, YUnit};
 use crate::latagg::LatAgg;
 use crate::svg::{self, Svg, SERIES_COLORS};
 use latscope_event::source::{Chunk, ZonePlan};
+use latscope_event::syscalls::desc;
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
-use latscope_event::{EventBatch, EventKind};
+use latscope_event::{EventBatch, EventKind, SysClass};
 use serde_json::{json, Value};
 use std::fmt::Write;
 use std::sync::Arc;
@@ -18,8 +24,11 @@ use std::sync::Arc;
 struct Slot {
     count: u64,
     bytes: u64,
+    /// Latencies of the events in the latency statistics.
     lat_sum: u128,
     lat: LatAgg,
+    /// Blocking waits left out of them.
+    waits: u64,
 }
 
 /// The values of one interval.
@@ -35,12 +44,16 @@ pub struct Point {
     pub bytes: u64,
     /// Bytes per second.
     pub bytes_per_sec: f64,
-    /// Mean latency, ns (`None` without events).
+    /// Mean latency, ns (`None` without events; blocking waits left out unless asked for).
     pub mean_ns: Option<f64>,
+    /// Median latency, ns.
+    pub p50_ns: Option<u64>,
     /// 99th percentile latency, ns.
     pub p99_ns: Option<u64>,
     /// Largest latency, ns.
     pub max_ns: Option<u64>,
+    /// Blocking waits completed, left out of the latency statistics.
+    pub waits: u64,
 }
 
 /// Per-interval load and latency.
@@ -54,12 +67,33 @@ pub struct Timeline {
     pub early: u64,
     /// Events after the last interval allowed (not counted).
     pub dropped: u64,
+    /// Blocking waits are in the latency statistics.
+    with_waits: bool,
 }
 
 impl Timeline {
     /// Intervals of `interval_ns` from `origin_ns` (CLOCK_MONOTONIC), at most `max_slots` of them.
     pub fn new(origin_ns: u64, interval_ns: u64, max_slots: usize) -> Self {
-        Timeline { origin_ns, interval_ns: interval_ns.max(1), max_slots, slots: Vec::new(), early: 0, dropped: 0 }
+        Timeline {
+            origin_ns,
+            interval_ns: interval_ns.max(1),
+            max_slots,
+            slots: Vec::new(),
+            early: 0,
+            dropped: 0,
+            with_waits: false,
+        }
+    }
+
+    /// Blocking waits in the latency statistics too (by default they are left out).
+    pub fn with_waits(mut self, yes: bool) -> Self {
+        self.with_waits = yes;
+        self
+    }
+
+    /// Blocking waits left out of the latency statistics, in all intervals.
+    pub fn waits(&self) -> u64 {
+        self.slots.iter().map(|s| s.waits).sum()
     }
 
     /// Interval length in seconds.
@@ -95,11 +129,16 @@ impl Timeline {
             self.slots.resize_with(k + 1, Slot::default);
         }
         let bytes = if kind == EventKind::Block as u8 { b.bytes[i] } else { moved_bytes(b, i) };
+        let wait = !self.with_waits && kind == EventKind::Syscall as u8 && desc(b.nr[i]).class == SysClass::Wait;
         let s = &mut self.slots[k];
         s.count += 1;
         s.bytes += bytes;
-        s.lat_sum += u128::from(b.lat[i]);
-        s.lat.record(b.lat[i]);
+        if wait {
+            s.waits += 1;
+        } else {
+            s.lat_sum += u128::from(b.lat[i]);
+            s.lat.record(b.lat[i]);
+        }
     }
 
     /// What a source with zone maps may skip for events of `kind`: a block whose events all
@@ -162,19 +201,33 @@ impl Timeline {
             .iter()
             .enumerate()
             .map(|(k, s)| {
-                let p = s.lat.percentiles(&[99.0])[0];
+                let p = s.lat.percentiles(&[50.0, 99.0]);
+                let n = s.lat.count();
                 Point {
                     t: k as f64 * secs,
                     count: s.count,
                     ops_per_sec: s.count as f64 / secs,
                     bytes: s.bytes,
                     bytes_per_sec: s.bytes as f64 / secs,
-                    mean_ns: (s.count > 0).then(|| s.lat_sum as f64 / s.count as f64),
-                    p99_ns: p,
+                    mean_ns: (n > 0).then(|| s.lat_sum as f64 / n as f64),
+                    p50_ns: p[0],
+                    p99_ns: p[1],
                     max_ns: s.lat.max(),
+                    waits: s.waits,
                 }
             })
             .collect()
+    }
+
+    /// What the latency statistics leave out, and why, if anything: for tables and charts.
+    pub fn waits_note(&self) -> Option<String> {
+        let w = self.waits();
+        (w > 0).then(|| {
+            format!(
+                "latency leaves out {w} blocking waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...: \
+                 they last as long as the caller chooses; --waits includes them)"
+            )
+        })
     }
 
     /// A table, one line per interval.
@@ -182,20 +235,36 @@ impl Timeline {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{:>10} {:>9} {:>10} {:>12} {:>9} {:>9} {:>9}",
-            "TIME(s)", "COUNT", "OPS/s", "THROUGHPUT", "MEAN", "P99", "MAX"
+            "{:>10} {:>9} {:>10} {:>12} {:>9} {:>9} {:>9} {:>9}",
+            "TIME(s)", "COUNT", "OPS/s", "THROUGHPUT", "P50", "P99", "MAX", "MEAN"
         );
+        let dash = || "-".to_string();
+        let mut mean_above_p99 = 0;
         for p in self.points() {
+            if p.mean_ns.zip(p.p99_ns).is_some_and(|(m, q)| m > q as f64) {
+                mean_above_p99 += 1;
+            }
             let _ = writeln!(
                 s,
-                "{:>10} {:>9} {:>10} {:>12} {:>9} {:>9} {:>9}",
+                "{:>10} {:>9} {:>10} {:>12} {:>9} {:>9} {:>9} {:>9}",
                 svg::fmt_num((p.t * 1e6).round() / 1e6),
                 p.count,
                 fmt_count((p.ops_per_sec * 10.0).round() / 10.0),
                 format!("{}/s", fmt_bytes(p.bytes_per_sec as u64)),
-                p.mean_ns.map(fmt_ns_f).unwrap_or_else(|| "-".into()),
-                p.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
-                p.max_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                p.p50_ns.map(fmt_ns).unwrap_or_else(dash),
+                p.p99_ns.map(fmt_ns).unwrap_or_else(dash),
+                p.max_ns.map(fmt_ns).unwrap_or_else(dash),
+                p.mean_ns.map(fmt_ns_f).unwrap_or_else(dash),
+            );
+        }
+        if let Some(n) = self.waits_note() {
+            let _ = writeln!(s, "({n})");
+        }
+        if mean_above_p99 > 0 {
+            let _ = writeln!(
+                s,
+                "(MEAN is above P99 in {mean_above_p99} intervals: fewer than 1 % of the calls there, the longest \
+                 (see MAX), make up most of the time)"
             );
         }
         if self.dropped > 0 {
@@ -211,35 +280,44 @@ impl Timeline {
             .iter()
             .map(|p| {
                 json!({"t_s": p.t, "count": p.count, "ops_per_s": p.ops_per_sec, "bytes": p.bytes,
-                       "bytes_per_s": p.bytes_per_sec, "mean_ns": p.mean_ns, "p99_ns": p.p99_ns, "max_ns": p.max_ns})
+                       "bytes_per_s": p.bytes_per_sec, "mean_ns": p.mean_ns, "p50_ns": p.p50_ns, "p99_ns": p.p99_ns,
+                       "max_ns": p.max_ns, "waits": p.waits})
             })
             .collect();
         json!({
             "interval_s": self.interval_secs(),
             "start_wall_ns": start_wall_ns,
             "rule": "an event counts in the interval in which it completed (start + latency)",
+            "latency_rule": if self.with_waits {
+                "latency statistics of every event"
+            } else {
+                "latency statistics leave out blocking waits (syscalls of class wait), counted in waits"
+            },
             "completed_before_start": self.early,
             "not_counted": self.dropped,
             "points": pts,
         })
     }
 
-    /// Three stacked line charts sharing the time axis: operations/s, throughput, and mean and p99
-    /// latency. Each interval has a hover box with all its values.
+    /// Three stacked line charts sharing the time axis: operations/s, throughput, and p50, p99
+    /// and max latency (on a log axis when they span more than a factor of 20). Each interval has
+    /// a hover box with all its values; a note says what the latency leaves out.
     pub fn render_svg(&self, title: &str, subtitle: Option<&str>) -> String {
         let pts = self.points();
         let (w, left, right, top, ph, gap) = (1000.0, 80.0, 30.0, 60.0, 160.0, 50.0);
-        let height = top + 3.0 * (ph + gap) + 20.0;
+        let note = self.waits_note();
+        let height = top + 3.0 * (ph + gap) + 20.0 + if note.is_some() { 16.0 } else { 0.0 };
         let pw = w - left - right;
         let mut s = Svg::new(w, height, "");
-        s.text(w / 2.0, 24.0, 17.0, "middle", "black", title, r#"class="title""#);
+        s.text_fit(w / 2.0, 24.0, 17.0, "middle", "black", title, r#"class="title""#, w - 20.0);
         if let Some(sub) = subtitle {
-            s.text(w / 2.0, 42.0, 11.0, "middle", "#555", sub, r#"class="subtitle""#);
+            s.text_fit(w / 2.0, 42.0, 11.0, "middle", "#555", sub, r#"class="subtitle""#, w - 20.0);
         }
         let n = pts.len().max(1);
         let secs = self.interval_secs();
         let tmax = n as f64 * secs;
         let xpos = |t: f64| left + t / tmax * pw;
+        let lat = |f: fn(&Point) -> Option<u64>| pts.iter().map(|p| f(p).map(|v| v as f64)).collect::<Vec<_>>();
         type Series<'a> = (&'a str, Vec<Option<f64>>);
         type Panel<'a> = (&'a str, fn(f64) -> String, Vec<Series<'a>>);
         let panels: [Panel; 3] = [
@@ -255,29 +333,43 @@ impl Timeline {
             ),
             (
                 "Latency",
-                fmt_ns_f,
-                vec![
-                    ("mean", pts.iter().map(|p| p.mean_ns).collect()),
-                    ("p99", pts.iter().map(|p| p.p99_ns.map(|v| v as f64)).collect()),
-                ],
+                |v| YUnit::Nanos.fmt_short(v),
+                vec![("p50", lat(|p| p.p50_ns)), ("p99", lat(|p| p.p99_ns)), ("max", lat(|p| p.max_ns))],
             ),
         ];
         for (pi, (ptitle, fmt, series)) in panels.iter().enumerate() {
             let y0 = top + pi as f64 * (ph + gap) + 20.0;
             let _ = writeln!(s, r#"<g class="panel" data-panel="{pi}">"#);
-            s.text(left, y0 - 6.0, 12.0, "start", "black", ptitle, r#"class="paneltitle""#);
+            let values = || series.iter().flat_map(|(_, v)| v.iter().flatten()).copied();
+            let vmax = values().fold(0.0f64, f64::max);
+            let vmin = values().filter(|&v| v > 0.0).fold(f64::INFINITY, f64::min);
+            // Latency percentiles spread over decades: a log axis shows them all.
+            let log = pi == 2 && vmin.is_finite() && vmax > 20.0 * vmin;
+            let (lo, hi) =
+                if log { (vmin / 1.5, vmax * 1.5) } else { (0.0, if vmax > 0.0 { vmax * 1.05 } else { 1.0 }) };
+            let ypos = |v: f64| {
+                if log {
+                    y0 + ph - (v.max(lo).ln() - lo.ln()) / (hi.ln() - lo.ln()) * ph
+                } else {
+                    y0 + ph - (v - lo) / (hi - lo) * ph
+                }
+            };
+            let ptitle = if log { format!("{ptitle} (log)") } else { ptitle.to_string() };
+            s.text(left, y0 - 6.0, 12.0, "start", "black", &ptitle, r#"class="paneltitle""#);
             s.rect(left, y0, pw, ph, "white", r##"stroke="#bbb" stroke-width="0.5""##);
-            let vmax = series.iter().flat_map(|(_, v)| v.iter().flatten()).copied().fold(0.0f64, f64::max);
-            let vmax = if vmax > 0.0 { vmax * 1.05 } else { 1.0 };
-            let ypos = |v: f64| y0 + ph - v / vmax * ph;
-            let ticks = if pi == 1 { svg::bytes_ticks(vmax, 4) } else { svg::linear_ticks(0.0, vmax, 4) };
+            let ticks = match pi {
+                1 => YUnit::Bytes.ticks(lo, hi, 4, false),
+                2 => YUnit::Nanos.ticks(lo, hi, 4, log),
+                _ => svg::linear_ticks(lo, hi, 4),
+            };
             for t in ticks {
                 let y = ypos(t);
                 s.line(left - 4.0, y, left, y, "#333", "");
                 s.line(left, y, left + pw, y, "#eee", "");
                 s.text(left - 6.0, y + 3.5, 10.0, "end", "#333", &fmt(t), r#"class="tick""#);
             }
-            for t in svg::linear_ticks(0.0, tmax, 10) {
+            let label_w = svg::text_width(&svg::fmt_secs(tmax), 10.0) + 10.0;
+            for t in svg::linear_ticks(0.0, tmax, ((pw / label_w) as usize).clamp(1, 10)) {
                 let x = xpos(t);
                 s.line(x, y0 + ph, x, y0 + ph + 4.0, "#333", "");
                 s.text(x, y0 + ph + 15.0, 10.0, "middle", "#333", &svg::fmt_secs(t), r#"class="tick""#);
@@ -305,9 +397,11 @@ impl Timeline {
                     s.polyline(&run, color, &format!(r#"class="series" data-series="{sname}""#));
                 }
                 if series.len() > 1 {
-                    let lx = left + pw - 120.0 + si as f64 * 60.0;
-                    s.rect(lx, y0 - 11.0, 16.0, 2.5, color, r#"class="legend""#);
+                    let lx = left + pw - 60.0 * series.len() as f64 + si as f64 * 60.0;
+                    let _ = write!(s, r#"<g class="legend">"#);
+                    s.rect(lx, y0 - 11.0, 16.0, 2.5, color, "");
                     s.text(lx + 20.0, y0 - 6.0, 10.0, "start", "#333", sname, "");
+                    s.raw("</g>\n");
                 }
             }
             s.raw("</g>\n");
@@ -316,17 +410,20 @@ impl Timeline {
         let y_top = top + 20.0;
         let y_h = 3.0 * (ph + gap) - gap;
         s.raw("<g class=\"hover\">\n");
+        let dash = || "-".to_string();
         for (k, p) in pts.iter().enumerate() {
             let tip = format!(
-                "{} - {}: {} events, {} ops/s, {}/s, mean {}, p99 {}, max {}",
+                "{} - {}: {} events, {} ops/s, {}/s, p50 {}, p99 {}, max {}, mean {}{}",
                 svg::fmt_secs(p.t),
                 svg::fmt_secs(p.t + secs),
                 p.count,
                 fmt_count((p.ops_per_sec * 10.0).round() / 10.0),
                 fmt_bytes(p.bytes_per_sec as u64),
-                p.mean_ns.map(fmt_ns_f).unwrap_or_else(|| "-".into()),
-                p.p99_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
-                p.max_ns.map(fmt_ns).unwrap_or_else(|| "-".into()),
+                p.p50_ns.map(fmt_ns).unwrap_or_else(dash),
+                p.p99_ns.map(fmt_ns).unwrap_or_else(dash),
+                p.max_ns.map(fmt_ns).unwrap_or_else(dash),
+                p.mean_ns.map(fmt_ns_f).unwrap_or_else(dash),
+                if p.waits > 0 { format!(" (latency without {} blocking waits)", p.waits) } else { String::new() },
             );
             let _ = writeln!(
                 s,
@@ -339,6 +436,9 @@ impl Timeline {
             );
         }
         s.raw("</g>\n");
+        if let Some(note) = &note {
+            s.text_fit(left, height - 26.0, 10.0, "start", "#555", note, r#"class="note""#, pw);
+        }
         s.text(
             left + pw / 2.0,
             height - 8.0,
@@ -380,6 +480,7 @@ mod tests {
         assert_eq!(p[0].bytes, 31);
         assert_eq!(p[0].mean_ns, Some((1000.0 + 3000.0 + 10.0) / 3.0));
         assert_eq!(p[0].p99_ns, Some(3000));
+        assert_eq!(p[0].p50_ns, Some(1000));
         assert_eq!(p[1].count, 0);
         assert_eq!(p[1].mean_ns, None);
         assert_eq!(p[2].count, 1);
@@ -390,7 +491,44 @@ mod tests {
         assert_eq!(j["points"].as_array().unwrap().len(), 3);
         let svg = t.render_svg("Timeline", Some("x"));
         assert_eq!(svg.matches("class=\"panel\"").count(), 3);
-        assert!(svg.contains("data-series=\"p99\""));
+        for series in ["p50", "p99", "max"] {
+            assert!(svg.contains(&format!("data-series=\"{series}\"")), "{series}");
+        }
         assert!(svg.contains("<title>0s - 1s: 3 events"), "{svg}");
+    }
+
+    #[test]
+    fn blocking_waits_are_left_out_of_latency_unless_asked_for() {
+        let mut b = EventBatch::with_capacity(8);
+        let read = latscope_event::syscall_nr("read").unwrap();
+        let sleep = latscope_event::syscall_nr("nanosleep").unwrap();
+        for k in 0..99u64 {
+            b.push(&Event { kind: 0, nr: read, ts: 1_000_000 + k * 1000, lat: 10_000, ret: 1, ..Default::default() });
+        }
+        b.push(&Event { kind: 0, nr: sleep, ts: 0, lat: 900_000_000, ..Default::default() });
+        let run = |with: bool| {
+            let mut t = Timeline::new(0, 1_000_000_000, 10).with_waits(with);
+            for i in 0..b.len() {
+                t.add(&b, i);
+            }
+            t
+        };
+        let t = run(false);
+        let p = &t.points()[0];
+        assert_eq!((p.count, p.waits), (100, 1));
+        assert_eq!(
+            (p.p50_ns, p.p99_ns, p.max_ns, p.mean_ns),
+            (Some(10_000), Some(10_000), Some(10_000), Some(10_000.0))
+        );
+        let text = t.render_text();
+        assert!(text.contains("leaves out 1 blocking waits") && text.contains("--waits"), "{text}");
+        assert!(t.render_svg("t", None).contains("leaves out 1 blocking waits"));
+        // With the waits, the mean (9 ms) is above the p99 (10 us): the table says why.
+        let t = run(true);
+        let p = &t.points()[0];
+        assert_eq!((p.waits, p.max_ns, p.p99_ns), (0, Some(900_000_000), Some(10_000)));
+        let text = t.render_text();
+        assert!(text.contains("MEAN is above P99 in 1 intervals"), "{text}");
+        assert!(!text.contains("blocking waits"), "{text}");
     }
 }

@@ -40,7 +40,7 @@ impl TopRow {
 }
 
 /// What to sort by (descending, except `name`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SortKey {
     /// Events.
     Count,
@@ -50,10 +50,8 @@ pub enum SortKey {
     Total,
     /// Mean latency.
     Avg,
-    /// Median latency.
-    P50,
-    /// 99th percentile latency.
-    P99,
+    /// A percentile of the latency (`p50`, `p99`, `p99.9`).
+    Pct(f64),
     /// Largest latency.
     Max,
     /// Bytes.
@@ -72,15 +70,18 @@ impl SortKey {
             "rate" => Self::Rate,
             "total" | "time" => Self::Total,
             "avg" | "mean" => Self::Avg,
-            "p50" | "median" => Self::P50,
-            "p99" => Self::P99,
+            "median" => Self::Pct(50.0),
+            p if p.starts_with('p') && p[1..].parse::<f64>().is_ok_and(|q| q > 0.0 && q <= 100.0) => {
+                Self::Pct(p[1..].parse().unwrap_or(50.0))
+            }
             "max" => Self::Max,
             "bytes" => Self::Bytes,
             "errors" | "err" => Self::Errors,
             "name" => Self::Name,
             _ => {
                 return Err(format!(
-                    "unknown sort key '{s}' (use count, rate, total, avg, p50, p99, max, bytes, errors or name)"
+                    "unknown sort key '{s}' (use count, rate, total, avg, a percentile such as p50 or p99.9, max, \
+                     bytes, errors or name)"
                 ))
             }
         })
@@ -94,15 +95,53 @@ pub struct Top {
     rows: Vec<TopRow>,
     first_ts: Option<u64>,
     last_end: u64,
+    pcts: Vec<f64>,
 }
 
-/// Percentiles shown per row.
-const TOP_PCT: [f64; 2] = [50.0, 99.0];
+/// Percentiles shown per row unless others are asked for.
+pub const DEFAULT_PERCENTILES: [f64; 2] = [50.0, 99.0];
+
+/// Parses a list of percentiles such as `50,90,99,99.9` (each above 0 and at most 100).
+pub fn parse_percentiles(s: &str) -> Result<Vec<f64>, String> {
+    let v: Vec<f64> = s
+        .split(',')
+        .map(|p| {
+            let p = p.trim().trim_start_matches('p');
+            match p.parse::<f64>() {
+                Ok(q) if q > 0.0 && q <= 100.0 => Ok(q),
+                _ => Err(format!("'{p}' is not a percentile (a number above 0 and at most 100, e.g. 99.9)")),
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err("no percentile given (e.g. 50,90,99,99.9)".into());
+    }
+    Ok(v)
+}
+
+/// The name of a percentile: `p50`, `p99.9`.
+pub fn pct_name(q: f64) -> String {
+    format!("p{}", crate::svg::fmt_num(q))
+}
 
 impl Top {
     /// An empty table grouped by `by`.
     pub fn new(by: GroupBy) -> Self {
-        Top { grouper: Grouper::new(by), rows: Vec::new(), first_ts: None, last_end: 0 }
+        Top {
+            grouper: Grouper::new(by),
+            rows: Vec::new(),
+            first_ts: None,
+            last_end: 0,
+            pcts: DEFAULT_PERCENTILES.to_vec(),
+        }
+    }
+
+    /// Shows these percentiles (default p50 and p99).
+    pub fn with_percentiles(mut self, pcts: Vec<f64>) -> Self {
+        if !pcts.is_empty() {
+            self.pcts = pcts;
+        }
+        self
     }
 
     /// The grouping.
@@ -173,76 +212,63 @@ impl Top {
         self.rows.iter().map(|r| r.count).sum()
     }
 
-    /// The non-empty rows sorted by `key`, at most `n`.
-    pub fn sorted(&self, key: SortKey, n: usize) -> Vec<(&TopRow, [Option<u64>; 2])> {
-        let mut v: Vec<(&TopRow, [Option<u64>; 2])> = self
+    /// The non-empty rows sorted by `key`, at most `n`, each with its percentiles (those asked
+    /// for, in order).
+    pub fn sorted(&self, key: SortKey, n: usize) -> Vec<(&TopRow, Vec<Option<u64>>)> {
+        let mut v: Vec<(&TopRow, Vec<Option<u64>>, f64)> = self
             .rows
             .iter()
             .filter(|r| r.count > 0)
             .map(|r| {
-                let p = r.lat.percentiles(&TOP_PCT);
-                (r, [p[0], p[1]])
+                let p = r.lat.percentiles(&self.pcts);
+                let k = match key {
+                    SortKey::Count | SortKey::Rate => r.count as f64,
+                    SortKey::Total => r.total_ns as f64,
+                    SortKey::Avg => r.mean_ns(),
+                    SortKey::Pct(q) => r.lat.percentiles(&[q])[0].unwrap_or(0) as f64,
+                    SortKey::Max => r.lat.max().unwrap_or(0) as f64,
+                    SortKey::Bytes => r.bytes as f64,
+                    SortKey::Errors => r.errors as f64,
+                    SortKey::Name => 0.0,
+                };
+                (r, p, k)
             })
             .collect();
-        let k = |x: &(&TopRow, [Option<u64>; 2])| -> f64 {
-            let (r, p) = x;
-            match key {
-                SortKey::Count | SortKey::Rate => r.count as f64,
-                SortKey::Total => r.total_ns as f64,
-                SortKey::Avg => r.mean_ns(),
-                SortKey::P50 => p[0].unwrap_or(0) as f64,
-                SortKey::P99 => p[1].unwrap_or(0) as f64,
-                SortKey::Max => r.lat.max().unwrap_or(0) as f64,
-                SortKey::Bytes => r.bytes as f64,
-                SortKey::Errors => r.errors as f64,
-                SortKey::Name => 0.0,
-            }
-        };
         if key == SortKey::Name {
             v.sort_by(|a, b| a.0.name.cmp(&b.0.name));
         } else {
-            v.sort_by(|a, b| k(b).total_cmp(&k(a)).then_with(|| a.0.name.cmp(&b.0.name)));
+            v.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.name.cmp(&b.0.name)));
         }
         v.truncate(n);
-        v
+        v.into_iter().map(|(r, p, _)| (r, p)).collect()
     }
 
-    /// The table as text; `secs` is the time the rates are over.
+    /// The table as text, in columns as wide as their widest cell; `secs` is the time the rates
+    /// are over. Names (escaped, [`crate::text::clean`]) longer than 48 characters keep their end.
     pub fn render_text(&self, key: SortKey, n: usize, secs: f64) -> String {
         let rows = self.sorted(key, n);
-        let name_w = rows.iter().map(|(r, _)| r.name.chars().count()).max().unwrap_or(4).clamp(8, 48);
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "{:<name_w$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>7}",
-            self.by().heading(),
-            "COUNT",
-            "RATE/s",
-            "TOTAL",
-            "AVG",
-            "P50",
-            "P99",
-            "MAX",
-            "BYTES",
-            "ERRORS"
-        );
+        let mut head: Vec<String> =
+            vec![self.by().heading().into(), "COUNT".into(), "RATE/s".into(), "TOTAL".into(), "AVG".into()];
+        head.extend(self.pcts.iter().map(|&q| pct_name(q).to_uppercase()));
+        head.extend(["MAX".into(), "BYTES".into(), "ERRORS".into()]);
+        let dash = || "-".to_string();
+        let mut cells = vec![head];
         for (r, p) in &rows {
             let rate = if secs > 0.0 { r.count as f64 / secs } else { 0.0 };
-            let _ = writeln!(
-                s,
-                "{:<name_w$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>7}",
-                shorten(&r.name, name_w),
-                r.count,
+            let mut line = vec![
+                shorten(&crate::text::clean(&r.name), 48),
+                r.count.to_string(),
                 fmt_count((rate * 10.0).round() / 10.0),
                 fmt_ns_f(r.total_ns as f64),
                 fmt_ns_f(r.mean_ns()),
-                p[0].map(fmt_ns).unwrap_or_else(|| "-".into()),
-                p[1].map(fmt_ns).unwrap_or_else(|| "-".into()),
-                r.lat.max().map(fmt_ns).unwrap_or_else(|| "-".into()),
-                fmt_bytes(r.bytes),
-                r.errors
-            );
+            ];
+            line.extend(p.iter().map(|v| v.map(fmt_ns).unwrap_or_else(dash)));
+            line.extend([r.lat.max().map(fmt_ns).unwrap_or_else(dash), fmt_bytes(r.bytes), r.errors.to_string()]);
+            cells.push(line);
         }
+        let mut right = vec![true; cells[0].len()];
+        right[0] = false;
+        let mut s = crate::text::table(&cells, &right, 0, 2);
         let shown = rows.len();
         let groups = self.rows.iter().filter(|r| r.count > 0).count();
         if groups > shown {
@@ -251,24 +277,27 @@ impl Top {
         s
     }
 
-    /// The table as JSON.
+    /// The table as JSON: per row the count, rate, total, mean, each percentile asked for
+    /// (`p50_ns`, `p99.9_ns`), max, bytes and errors.
     pub fn to_json(&self, key: SortKey, n: usize, secs: f64) -> Value {
         let rows: Vec<Value> = self
             .sorted(key, n)
             .iter()
             .map(|(r, p)| {
-                json!({
+                let mut row = json!({
                     "name": r.name,
                     "count": r.count,
                     "rate_per_s": if secs > 0.0 { r.count as f64 / secs } else { 0.0 },
                     "total_ns": r.total_ns as f64,
                     "avg_ns": r.mean_ns(),
-                    "p50_ns": p[0],
-                    "p99_ns": p[1],
                     "max_ns": r.lat.max(),
                     "bytes": r.bytes,
                     "errors": r.errors,
-                })
+                });
+                for (q, v) in self.pcts.iter().zip(p) {
+                    row[format!("{}_ns", pct_name(*q))] = json!(v);
+                }
+                row
             })
             .collect();
         json!({
@@ -276,6 +305,7 @@ impl Top {
             "seconds": secs,
             "events": self.total_count(),
             "groups": self.rows.iter().filter(|r| r.count > 0).count(),
+            "percentiles": self.pcts,
             "rows": rows,
         })
     }
@@ -328,6 +358,7 @@ mod tests {
         assert_eq!(rows[1].0.count, 10);
         assert_eq!(rows[1].0.bytes, 1000);
         assert_eq!(rows[1].1, [Some(5000), Some(10_000)]);
+
         assert_eq!(rows[1].0.total_ns, 55_000);
         let rows = t.sorted(SortKey::Count, 1);
         assert_eq!(rows.len(), 1);
@@ -341,6 +372,29 @@ mod tests {
         t.reset();
         assert_eq!(t.total_count(), 0);
         assert!(SortKey::parse("nope").is_err());
+        assert_eq!(SortKey::parse("p99.9"), Ok(SortKey::Pct(99.9)));
+        assert!(SortKey::parse("p0").is_err() && SortKey::parse("p101").is_err());
+        // Other percentiles, in columns as wide as their widest cell.
+        let mut t = Top::new(GroupBy::Syscall).with_percentiles(parse_percentiles("50,90,99,99.9").unwrap());
+        for i in 0..b.len() {
+            t.add(&b, i, &h);
+        }
+        let txt = t.render_text(SortKey::Pct(90.0), 10, 1.0);
+        let lines: Vec<&str> = txt.lines().collect();
+        assert!(lines[0].contains("P50") && lines[0].contains("P90") && lines[0].contains("P99.9"), "{txt}");
+        // Every line is as long as the header, right-aligned columns end where their heading ends.
+        let end = |l: &str, w: &str| l.find(w).unwrap() + w.len();
+        let max_col = end(lines[0], "MAX");
+        for l in &lines[1..4] {
+            assert!(
+                l[..max_col].ends_with("us") || l[..max_col].ends_with("ms") || l[..max_col].ends_with("ns"),
+                "{txt}"
+            );
+        }
+        let j = t.to_json(SortKey::Count, 10, 1.0);
+        assert_eq!(j["rows"][0]["p99.9_ns"], 10_000);
+        assert_eq!(j["rows"][0]["p90_ns"], 9_000);
+        assert!(parse_percentiles("50,abc").is_err() && parse_percentiles("0").is_err());
         assert_eq!(shorten("/very/long/path/file.txt", 10), "…/file.txt");
     }
 }

@@ -1,18 +1,31 @@
-//! `latscope events`: a recording -> filter -> one line (or JSON object) per event.
+//! `latscope events`: a recording -> filter -> one line (or JSON object) per event, in the order
+//! of the time shown.
 
 use crate::args::{finish_scan, JsonArg, ReadArgs, TimeFormatArg};
 use anyhow::Result;
-use latscope_view::events::{json, line};
+use latscope_event::units::parse_duration_secs_default;
+use latscope_view::events::{json, line, Reorder, SortBy};
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 
+/// Most events held for reordering (a few hundred bytes each).
+const MAX_HELD: usize = 1_000_000;
+
 /// Print a trace file's events, one per line: time, latency, process, pid/tid, operation,
 /// fd and path, arguments, result (errno names). Block requests and process events too.
+///
+/// Events are printed in the order of their start time (the time shown); a recording holds them
+/// in the order they completed. They are reordered within a window (--window, and at most
+/// 1,000,000 events held): a call that began more than about the window before the latest
+/// completion already read — a wait or sleep longer than the window — is printed when it is
+/// read, after lines that began later, and marked '[late]' ("late": true in JSON).
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope events -r trace.lst
   latscope events -r trace.lst 'evt.latency > 1s'
   latscope events -r trace.lst 'proc.name = httpd and fd.type = file' --time rel
+  latscope events -r trace.lst --sort end              # in the order calls completed
+  latscope events -r trace.lst --window 60s            # order calls of up to a minute too
   latscope events -r trace.lst 'evt.kind = block' --json | jq .latency_ns")]
 pub struct Args {
     #[command(flatten)]
@@ -24,27 +37,57 @@ pub struct Args {
     /// Stop after this many events.
     #[arg(short = 'n', long, value_name = "N")]
     pub limit: Option<u64>,
+    /// Order of the lines: start (when each call began, the time shown) or end (when it
+    /// completed).
+    #[arg(long, value_name = "TIME", default_value = "start", value_parser = ["start", "end"])]
+    pub sort: String,
+    /// Reorder window: events are held until reading has gone this far past them (5s, 500ms; a
+    /// bare number is seconds). Longer calls are printed late, marked '[late]'.
+    #[arg(long, default_value = "5s", value_parser = parse_duration_secs_default, value_name = "DURATION")]
+    pub window: u64,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let mut scan = a.read.open_all("events")?;
     let tf = a.time.format();
     let header = scan.header().clone();
+    let by = if a.sort == "end" { SortBy::End } else { SortBy::Start };
+    let mut order = Reorder::new(by, a.window, MAX_HELD);
     let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    let mut left = a.limit.unwrap_or(u64::MAX);
-    while left > 0 {
+    let left = std::cell::Cell::new(a.limit.unwrap_or(u64::MAX));
+    let json_lines = a.json.json;
+    let mut print = |mut text: String, late: bool| -> std::io::Result<()> {
+        if left.get() > 0 {
+            left.set(left.get() - 1);
+            if late && json_lines {
+                text.pop(); // the closing brace
+                text.push_str(",\"late\":true}");
+            } else if late {
+                text.push_str(" [late]");
+            }
+            text.push('\n');
+            out.write_all(text.as_bytes())?;
+        }
+        Ok(())
+    };
+    while left.get() > 0 {
         let Some(c) = scan.next_batch() else { break };
         let c = c?;
-        for &i in c.rows.iter().take(usize::try_from(left).unwrap_or(usize::MAX)) {
-            if a.json.json {
-                serde_json::to_writer(&mut out, &json(&header, c.batch, i as usize))?;
-                out.write_all(b"\n")?;
-            } else {
-                writeln!(out, "{}", line(&header, c.batch, i as usize, tf))?;
-            }
-            left -= 1;
+        let b = c.batch;
+        for &i in c.rows {
+            let i = i as usize;
+            let text = if json_lines { serde_json::to_string(&json(&header, b, i))? } else { line(&header, b, i, tf) };
+            order.push(b.ts[i], b.end(i), text, &mut print)?;
         }
     }
+    order.finish(&mut print)?;
     out.flush()?;
+    if order.late() > 0 {
+        eprintln!(
+            "latscope: {} events printed late, out of {} order (a --window longer than the longest call orders them)",
+            order.late(),
+            a.sort
+        );
+    }
     Ok(finish_scan(&scan.report()))
 }

@@ -1,13 +1,12 @@
 //! `latscope heatmap`: events (trace, perf script) or trace2heatmap text -> heat map SVG or JSON.
 
-use crate::args::{finish_scan, shown, write_output, InputArg, ReadArgs, ScanPlan};
+use crate::args::{finish_scan, refuse_terminal, shown, write_output, InputArg, ReadArgs, ScanPlan};
 use anyhow::{bail, Context, Result};
 use latscope_event::EventKind;
 use latscope_view::group::GroupBy;
 use latscope_view::heatmap::text::{parse_two_columns, text_map, units_per_sec, TextMapOptions};
-use latscope_view::heatmap::{
-    grid_note, render_svg, EventMapBuilder, EventMapOptions, HeatMap, RenderOptions, YField, YScale, YSpec, YUnit,
-};
+use latscope_view::heatmap::{grid_note, render_svg, ColorScale, EventMapBuilder, EventMapOptions, HeatMap};
+use latscope_view::heatmap::{RenderOptions, YArgs, YField, YSpec, YUnit};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -16,11 +15,10 @@ use std::process::ExitCode;
 /// Draws a latency heat map (time on x, latency on y, colour = number of events), or an I/O size,
 /// offset or subsecond-offset heat map, as an interactive SVG: mouse over a cell for its time,
 /// range, count, share of the column and accumulated share (percentile). Reads latscope traces,
-/// `perf script` block I/O text, and trace2heatmap.pl's two-column "time latency" text.
-///
-/// Linear rows follow trace2heatmap.pl's binning exactly (row = floor((v - minlat) / step),
-/// step = floor((maxlat - minlat) / rows), column = floor((t - first) / unitstime / stepsec)), but
-/// also draw the last column and the top row that trace2heatmap.pl drops. See docs/VIEWS.md.
+/// `perf script` block I/O text, and trace2heatmap.pl's two-column "time latency" text (its option
+/// names work too; linear rows are its cells, plus the last column and top row it drops). Columns
+/// are 1, 2 or 5 times a power of ten wide, chosen to give 100 to 200 of them, unless --stepsec
+/// (or --maxcol, with 1 s columns) is given. See docs/VIEWS.md.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope heatmap -r trace.lst -o lat.svg                       # syscall latency, log rows
@@ -31,12 +29,12 @@ use std::process::ExitCode;
   latscope heatmap -r trace.lst --linear --maxlat 15ms --grid --title 'Latency: 15ms max' -o zoom.svg
   latscope heatmap -r trace.lst --json > matrix.json
   latscope heatmap --input perf -r out.blockio --y size -o sizes.svg    # perf script block I/O
-  latscope heatmap --input text -r out.lat_us --unitstime=us --unitslat=us --grid -o lat.svg
+  latscope heatmap --input text -r out.lat_us --unitstime=us --unitslabel=us --stepsec=1 -o lat.svg
                                                                  # trace2heatmap.pl input, same cells")]
 pub struct Args {
     #[command(flatten)]
     pub read: ReadArgs,
-    /// Output file (default stdout).
+    /// Output file (default stdout, unless it is a terminal).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// What the y axis shows: latency, size (bytes), offset (file offset, or byte offset on the
@@ -53,8 +51,8 @@ pub struct Args {
     /// Linear rows (the default for size, offset, subsecond and text input).
     #[arg(long)]
     pub linear: bool,
-    /// Title (default: "Latency Heat Map", "Size Heat Map", ...).
-    #[arg(long)]
+    /// Title (default: "Syscall Latency Heat Map", "Block I/O Size Heat Map", ...).
+    #[arg(long, alias = "titletext")]
     pub title: Option<String>,
     /// Smallest value shown, with units (250us, 4KiB); a bare number is ns or bytes for traces and
     /// the input's unit for text.
@@ -70,10 +68,10 @@ pub struct Args {
     /// log: bins per decade chosen to give about this many).
     #[arg(long, default_value_t = 50)]
     pub rows: usize,
-    /// Seconds per column (fractions allowed: 0.1).
-    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
-    pub stepsec: f64,
-    /// Keep only the columns up to this one (0-based).
+    /// Seconds per column (fractions allowed: 0.1); default: chosen for 100 to 200 columns.
+    #[arg(long, value_name = "SECONDS")]
+    pub stepsec: Option<f64>,
+    /// Keep only the columns up to this one (0-based; 1 s columns unless --stepsec).
     #[arg(long, value_name = "COL")]
     pub maxcol: Option<usize>,
     /// Draw grid lines at the axis ticks.
@@ -82,13 +80,17 @@ pub struct Args {
     /// Cell size in pixels.
     #[arg(long, default_value_t = 8.0, value_name = "PX")]
     pub boxsize: f64,
-    /// Colour scale: linear (trace2heatmap.pl's: count / largest count) or log (ln(1 + count) /
-    /// ln(1 + largest), so that rare events stay visible next to a hot cell).
-    #[arg(long, default_value = "linear", value_parser = ["linear", "log"])]
-    pub color: String,
+    /// Colour scale: linear (trace2heatmap.pl's: count / largest count), log (ln(1 + count) /
+    /// ln(1 + largest): rare events stay visible next to a hot cell), or auto: log for a map whose
+    /// largest cell holds more than 20 times the 99th percentile of its non-empty cells.
+    #[arg(long, default_value = "auto", value_parser = ColorScale::parse)]
+    pub color: ColorScale,
     /// Font size in pixels.
     #[arg(long, default_value_t = 12.0, value_name = "PX")]
     pub fontsize: f64,
+    /// Font family (default Verdana, then Helvetica, Arial, sans-serif).
+    #[arg(long, value_name = "FONT")]
+    pub fonttype: Option<String>,
     /// One map per group, sharing axes: disk, op, proc (also pid, syscall, file, dir, client, class).
     #[arg(long, value_name = "GROUP", value_parser = GroupBy::parse)]
     pub per: Option<GroupBy>,
@@ -99,59 +101,42 @@ pub struct Args {
     #[arg(long, default_value = "s", value_name = "UNIT")]
     pub unitstime: String,
     /// Text input: unit label of the value column (us, ms, bytes, ...), as trace2heatmap.pl's
-    /// --unitslatency; a time or size unit also lets --minlat/--maxlat take units.
-    #[arg(long, alias = "unitslatency", default_value = "", value_name = "UNIT")]
+    /// --unitslabel (or --unitslatency); a time or size unit also lets --minlat/--maxlat take units.
+    #[arg(long, visible_alias = "unitslabel", alias = "unitslatency", default_value = "", value_name = "UNIT")]
     pub unitslat: String,
+    /// trace2heatmap.pl's --accstats: the accumulated count and percentile are always on hover.
+    #[arg(long, hide = true)]
+    pub accstats: bool,
     /// Write the matrix as JSON (row and column bounds, counts) instead of SVG.
     #[arg(long)]
     pub json: bool,
 }
 
 impl Args {
-    /// Rows from the options, values parsed in `unit`.
-    fn yspec(&self, unit: YUnit, log_default: bool) -> Result<YSpec> {
-        let scale = if self.log || (!self.linear && log_default) { YScale::Log } else { YScale::Linear };
-        let parse = |o: &Option<String>, flag: &str| -> Result<Option<f64>> {
-            o.as_deref().map(|s| unit.parse_value(s).map_err(anyhow::Error::msg).context(flag.to_string())).transpose()
-        };
-        let y = YSpec {
-            scale,
-            rows: self.rows,
-            step: parse(&self.steplat, "--steplat")?,
-            min: parse(&self.minlat, "--minlat")?,
-            max: parse(&self.maxlat, "--maxlat")?,
-            max_exclusive: false,
-            unit,
-            label: self.y.label().to_string(),
-        };
-        if let (Some(lo), Some(hi)) = (y.min, y.max) {
-            if lo > hi {
-                bail!("--minlat ({}) is above --maxlat ({})", y.unit.fmt(lo), y.unit.fmt(hi));
-            }
-        }
-        if scale == YScale::Log && y.step.is_some() {
-            bail!("--steplat is for linear rows: use --linear, or --rows with --log");
-        }
-        Ok(y)
+    /// The value axis of `field` from the options, values read in `unit`.
+    fn yspec(&self, field: YField, unit: YUnit, log_default: bool) -> Result<YSpec> {
+        let (min, max, step) = (self.minlat.clone(), self.maxlat.clone(), self.steplat.clone());
+        let y = YArgs { log: self.log, linear: self.linear, rows: self.rows, min, max, step };
+        YSpec::from_args(&y, field, unit, log_default).map_err(anyhow::Error::msg)
+    }
+
+    /// Seconds per column: given, 1 with --maxcol (which counts columns), else chosen.
+    fn step_sec(&self) -> Option<f64> {
+        self.stepsec.or(self.maxcol.map(|_| 1.0))
     }
 
     fn check(&self) -> Result<()> {
-        if !(self.stepsec > 0.0 && self.stepsec.is_finite()) {
-            bail!("--stepsec must be a positive number of seconds, not {}", self.stepsec);
+        if let Some(s) = self.stepsec.filter(|s| !(*s > 0.0 && s.is_finite())) {
+            bail!("--stepsec must be a positive number of seconds, not {s}");
         }
         if !(1.0..=200.0).contains(&self.boxsize) {
             bail!("--boxsize must be between 1 and 200 pixels");
         }
-        if self.rows == 0 {
-            bail!("--rows must be at least 1");
+        if self.json {
+            return Ok(());
         }
-        Ok(())
+        refuse_terminal(self.output.as_deref(), "the heat map", "-o FILE (or --json)")
     }
-}
-
-fn default_title(y: YField, kind: EventKind) -> String {
-    let noun = if kind == EventKind::Block { "Block I/O" } else { "Syscall" };
-    format!("{noun} {} Heat Map", y.title())
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
@@ -164,30 +149,20 @@ pub fn run(a: Args) -> Result<ExitCode> {
         bail!("--y qtime is the block queue time: add --block");
     }
     let unit = a.y.unit();
-    let subsec = a.y == YField::Subsecond;
-    let mut yspec = a.yspec(unit.clone(), unit == YUnit::Nanos && !subsec)?;
-    if subsec {
-        if yspec.scale == YScale::Log {
-            bail!("--y subsecond needs linear rows");
-        }
-        yspec.min = Some(yspec.min.unwrap_or(0.0));
-        yspec.max = Some(yspec.max.unwrap_or(1e9).min(1e9));
-        yspec.max_exclusive = yspec.max == Some(1e9);
-    }
     let opts = EventMapOptions {
         kind,
         y: a.y,
-        yspec,
-        step_sec: a.stepsec,
+        yspec: a.yspec(a.y, unit.clone(), unit == YUnit::Nanos && a.y != YField::Subsecond)?,
+        step_sec: a.step_sec(),
         max_col: a.maxcol,
         per: a.per.unwrap_or(GroupBy::All),
         max_maps: a.maps,
-        title: a.title.clone().unwrap_or_else(|| default_title(a.y, kind)),
+        title: a.title.clone().unwrap_or_else(|| EventMapOptions::default_title(a.y, kind)),
     };
     let cols = opts.columns();
     let mut scan = a.read.open("heatmap", ScanPlan { columns: &cols, zone: None })?;
     let header = scan.header().clone();
-    let mut maps = EventMapBuilder::new(opts, &header);
+    let mut maps = EventMapBuilder::new(opts.clone(), &header);
     // Zone maps: the map's columns start at the recording's start, known from the header.
     scan.set_zone(maps.zone_plan());
     scan.for_each(|c| {
@@ -196,19 +171,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     })?;
     let wall = (header.realtime_offset_ns != 0).then(|| header.wall_ns(header.start_ns));
     let built = maps.finish(wall).map_err(anyhow::Error::msg)?;
-    let noun = if kind == EventKind::Block { "block I/O" } else { "syscall" };
-    let mut sub = vec![a.read.file.display().to_string(), format!("{} {noun} events", built.total)];
-    if !scan.filter().is_match_all() {
-        sub.push(format!("filter: {}", scan.filter().source()));
-    }
-    sub.push(grid_note(&built.maps[0].bins));
-    if built.no_value > 0 {
-        sub.push(format!("{} events without a {}", built.no_value, a.y.name()));
-    }
-    if built.groups > built.maps.len() && a.per.is_some() {
-        sub.push(format!("{} of {} groups", built.maps.len(), built.groups));
-    }
-    emit(&a, &built.maps, sub.join("; "))?;
+    let filter = (!scan.filter().is_match_all()).then(|| scan.filter().source());
+    emit(&a, &built.maps, built.subtitle(&opts, &a.read.file.display().to_string(), filter))?;
     Ok(finish_scan(&scan.report()))
 }
 
@@ -216,18 +180,10 @@ fn emit(a: &Args, maps: &[HeatMap], subtitle: String) -> Result<()> {
     let title = maps.first().map(|m| m.title.clone()).unwrap_or_default();
     let out = if a.json {
         let maps: Vec<_> = maps.iter().map(|m| m.to_json()).collect();
-        let j = serde_json::json!({ "title": title, "subtitle": subtitle, "maps": maps });
-        format!("{}\n", serde_json::to_string(&j)?)
+        format!("{}\n", serde_json::json!({ "title": title, "subtitle": subtitle, "maps": maps }))
     } else {
-        let o = RenderOptions {
-            title,
-            subtitle: Some(subtitle),
-            boxsize: a.boxsize,
-            grid: a.grid,
-            font_size: a.fontsize,
-            log_color: a.color == "log",
-        };
-        render_svg(maps, &o)
+        let (boxsize, grid, font_size, color, font) = (a.boxsize, a.grid, a.fontsize, a.color, a.fonttype.clone());
+        render_svg(maps, &RenderOptions { title, subtitle: Some(subtitle), boxsize, grid, font_size, color, font })
     };
     write_output(a.output.as_deref(), out.as_bytes())?;
     eprintln!("latscope: wrote {} ({})", shown(a.output.as_deref()), latscope_view::heatmap::summary(maps));
@@ -254,8 +210,9 @@ fn run_text(a: Args) -> Result<ExitCode> {
         units_per_sec: ups,
         value_unit: a.unitslat.clone(),
         subsecond,
-        yspec: a.yspec(unit, false)?,
-        step_sec: a.stepsec,
+        // Text input's offsets within the second are in its own time unit: text_map sets them.
+        yspec: a.yspec(YField::Latency, unit, false)?,
+        step_sec: if subsecond { Some(a.step_sec().unwrap_or(1.0)) } else { a.step_sec() },
         max_col: a.maxcol,
         title: a.title.clone(),
     };

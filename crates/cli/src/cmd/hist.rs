@@ -1,7 +1,7 @@
 //! `latscope hist`: events -> high-resolution histogram(s) with statistics and peaks, as text, SVG
 //! or JSON.
 
-use crate::args::{finish_scan, write_output, InputArg, JsonArg, ReadArgs, ScanPlan};
+use crate::args::{check_range, finish_scan, refuse_terminal, write_output, InputArg, JsonArg, ReadArgs, ScanPlan};
 use anyhow::{bail, Context, Result};
 use latscope_event::EventKind;
 use latscope_hist::Histogram;
@@ -83,11 +83,8 @@ impl Args {
                 .context(flag.to_string())
         };
         let (min, max) = (value(&self.min, "--min")?, value(&self.max, "--max")?);
-        if let (Some(lo), Some(hi)) = (min, max) {
-            if lo > hi {
-                bail!("--min ({}) is above --max ({})", unit.fmt(lo as f64), unit.fmt(hi as f64));
-            }
-        }
+        let f = |v: Option<u64>| v.map(|v| v as f64);
+        check_range(("--min", f(min)), ("--max", f(max)), false, |v| unit.fmt_short(v))?;
         if !self.linear {
             if min.is_some() || max.is_some() {
                 bail!("--min/--max set the range of linear bins: add --linear");
@@ -132,20 +129,29 @@ pub fn run(a: Args) -> Result<ExitCode> {
         (hb.finish(), a.field.unit(), what, finish_scan(&scan.report()))
     };
     let hidden = keep_largest(&mut groups, a.limit);
-    let o = HistOptions { scale: a.scale(&unit)?, unit, bar_width: a.width.clamp(1, 400), what, ..Default::default() };
+    let filter = a.read.filter.filter.clone().filter(|f| !f.trim().is_empty());
+    let o = HistOptions {
+        scale: a.scale(&unit)?,
+        unit,
+        bar_width: a.width.clamp(1, 400),
+        what,
+        filter,
+        ..Default::default()
+    };
     let heading = |name: &str| match by {
         GroupBy::All | GroupBy::Syscall | GroupBy::Op => name.to_string(),
         _ => format!("{} {name}", by.name()),
     };
     if let Some(p) = &a.svg {
+        refuse_terminal(Some(p), "the histogram chart", "--svg FILE")?;
         let refs: Vec<(String, &Histogram)> = groups.iter().map(|(n, h)| (heading(n), h)).collect();
-        let title = format!("{} histogram — {}", histview::capitalize(&o.what), a.read.file.display());
+        let title = histview::svg_title(&o, &a.read.file.display().to_string());
         write_output(Some(p), histview::render_svg(&refs, &o, &title).as_bytes())?;
         eprintln!("latscope: wrote {}", p.display());
     }
     let out = if a.json.json {
         let groups: Vec<_> = groups.iter().map(|(n, h)| histview::to_json(n, h, &o)).collect();
-        let j = serde_json::json!({ "what": o.what, "by": by.name(), "groups": groups, "groups_not_shown": hidden });
+        let j = serde_json::json!({ "what": o.what, "filter": o.filter, "by": by.name(), "groups": groups, "groups_not_shown": hidden });
         format!("{}\n", serde_json::to_string(&j)?)
     } else {
         let texts: Vec<String> = groups.iter().map(|(n, h)| histview::render_text(&heading(n), h, &o)).collect();

@@ -5,8 +5,9 @@ use anyhow::Result;
 use latscope_view::info::{render_text, to_json, Census, FileFacts};
 use std::process::ExitCode;
 
-/// Print a trace file's header (machine, kernel, mounts, disks, processes), event counts per
-/// type, time span and losses. Corrupt blocks are reported and skipped.
+/// Print a trace file's header (machine, kernel, start and end time, mounts, disks, processes),
+/// event counts per type, time span and losses. A file cut short, and corrupt blocks (skipped),
+/// are reported on stderr.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope info -r trace.lst
@@ -39,13 +40,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
         lost: report.lost,
         warnings: report.warnings.clone(),
         filtered: !scan.filter().is_match_all(),
+        end_ns: report.summary.map(|s| s.end_ns),
     };
     if a.json.json {
         println!("{}", serde_json::to_string_pretty(&to_json(scan.header(), &census, &facts, a.verbose))?);
     } else {
         print!("{}", render_text(scan.header(), &census, &facts, a.verbose));
     }
-    // The warnings are in the report already: print only the corrupt blocks and notes.
-    let quiet = latscope_scan::ScanReport { warnings: Vec::new(), ..report };
-    Ok(finish_scan(&quiet))
+    // Warnings (a file cut short), corrupt blocks and notes on stderr, as every reader says them.
+    Ok(finish_scan(&report))
 }

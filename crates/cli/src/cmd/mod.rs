@@ -9,6 +9,7 @@ pub mod hist;
 pub mod info;
 pub mod load;
 pub mod record;
+pub mod serve;
 pub mod spectrogram;
 pub mod timeline;
 pub mod top;

@@ -1,13 +1,14 @@
 //! `latscope spectrogram`: live (in-kernel histograms when the filter allows, the event stream
 //! otherwise) or from a trace file, drawn by `latscope_view::spectrogram`.
 
-use crate::args::{columns, parse_filter, print_warnings, LiveArgs};
+use crate::args::{check_range, columns, parse_filter, print_warnings, LiveArgs};
 use anyhow::{bail, Context, Result};
 use latscope_event::units::{parse_duration_ns, parse_duration_secs_default};
 use latscope_event::{EventKind, SyscallSet};
 use latscope_live::CountBy;
 use latscope_scan::{InputFormat, Scan, ScanOptions};
 use latscope_view::group::GroupBy;
+use latscope_view::heatmap::YUnit;
 use latscope_view::spectrogram::render::{DrawOptions, Split};
 use latscope_view::spectrogram::svg::{svg, SvgOptions};
 use latscope_view::spectrogram::tui::{run_plain, run_tui, terminal_width, RunOptions};
@@ -130,9 +131,8 @@ pub fn split_words(words: &[String]) -> Result<(u64, String)> {
 pub fn run(a: Args) -> Result<ExitCode> {
     let (interval_ms, filter_src) = split_words(&a.words)?;
     let filter = parse_filter(&filter_src)?;
-    if a.min >= a.max {
-        bail!("--min ({}) must be below --max ({})", a.min, a.max);
-    }
+    let ns = |v: u64| Some(v as f64);
+    check_range(("--min", ns(a.min)), ("--max", ns(a.max)), true, |v| YUnit::Nanos.fmt_short(v))?;
     if a.speed.is_nan() || a.speed <= 0.0 {
         bail!("--speed must be a positive number");
     }
@@ -146,20 +146,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let kind = if block { EventKind::Block } else { EventKind::Syscall };
     let plain = a.plain || !std::io::stdout().is_terminal();
-    let palette = match a.colors.as_str() {
-        _ if a.no_color || a.colors == "none" => Palette::Mono,
-        "256" => Palette::Ansi256,
-        "truecolor" => Palette::TrueColor,
-        _ if plain => Palette::Mono,
-        _ => Palette::detect(),
-    };
+    let palette = Palette::choose(if a.no_color { "none" } else { &a.colors }, plain);
     let width = a.width.or_else(terminal_width).unwrap_or(120).max(30);
-    let layout = match a.layout.as_str() {
-        "side" => Split::Side,
-        "stack" => Split::Stack,
-        _ if matches!(a.by, Some(GroupBy::Class | GroupBy::Disk)) && width >= 160 => Split::Side,
-        _ => Split::Stack,
-    };
+    let layout = Split::choose(&a.layout, matches!(a.by, Some(GroupBy::Class | GroupBy::Disk)), width);
     let what = if block { "block request latency" } else { "syscall latency" };
     let draw = DrawOptions {
         min_ns: a.min,

@@ -1,6 +1,6 @@
-//! `latscope timeline`: events -> operations/s, throughput and mean/p99 latency per interval.
+//! `latscope timeline`: events -> operations/s, throughput and p50/p99/max latency per interval.
 
-use crate::args::{finish_scan, shown, write_output, JsonArg, ReadArgs, ScanPlan};
+use crate::args::{finish_scan, refuse_terminal, shown, write_output, JsonArg, ReadArgs, ScanPlan};
 use anyhow::{bail, Result};
 use latscope_event::units::parse_duration_secs_default;
 use latscope_event::EventKind;
@@ -9,11 +9,13 @@ use latscope_view::timeline::Timeline;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Operations/s, throughput and mean/p99 latency per interval ("was it load?").
+/// Operations/s, throughput and p50/p99/max latency per interval ("was it load?").
 ///
-/// Operations per second, throughput and mean and p99 latency per interval. A
+/// Operations per second, throughput and p50, p99, max (and mean) latency per interval. A
 /// latency change with no change in load is not explained by load. An event counts in the
-/// interval in which it completed. Text table on stdout, an SVG line chart with -o, or JSON.
+/// interval in which it completed. Blocking waits (sleeps, polls, futex and child waits), whose
+/// length the caller chooses, are left out of the latency unless --waits. Text table on stdout,
+/// an SVG line chart with -o, or JSON.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope timeline -r trace.lst                         # table, 1 s intervals
@@ -38,6 +40,10 @@ pub struct Args {
     /// Title of the chart.
     #[arg(long)]
     pub title: Option<String>,
+    /// Include blocking waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...) in the
+    /// latency statistics; by default they count as operations only.
+    #[arg(long)]
+    pub waits: bool,
 }
 
 /// Most intervals a timeline may have.
@@ -47,11 +53,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if a.interval == 0 {
         bail!("--interval must be positive");
     }
+    if !a.json.json && a.output.is_some() {
+        refuse_terminal(a.output.as_deref(), "the timeline chart", "-o FILE (or --json)")?;
+    }
     let kind = a.read.kind(a.block);
     let cols = ["kind", "ts", "lat", "bytes", "nr", "ret"];
     let mut scan = a.read.open("timeline", ScanPlan { columns: &cols, zone: None })?;
     let header = scan.header().clone();
-    let mut tl = Timeline::new(header.start_ns, a.interval, MAX_INTERVALS);
+    let mut tl = Timeline::new(header.start_ns, a.interval, MAX_INTERVALS).with_waits(a.waits);
     scan.set_zone(Some(tl.zone_plan(kind)));
     scan.for_each(|c| {
         tl.add_chunk(c, kind);

@@ -7,7 +7,7 @@ use latscope_event::source::EventSource;
 use latscope_event::units::parse_duration_secs_default;
 use latscope_event::EventKind;
 use latscope_view::group::GroupBy;
-use latscope_view::top::{SortKey, Top};
+use latscope_view::top::{parse_percentiles, SortKey, Top};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 /// Drill-down table by process, syscall, file, dir, disk, op or client; from a trace or live.
 ///
-/// Per group: the count, rate, total, mean, p50, p99 and max latency, bytes
+/// Per group: the count, rate, total, mean, p50 and p99 (or --percentiles) and max latency, bytes
 /// moved and errors, sorted and limited. Drill down by adding a filter on the group you found
 /// (by client, then by operation, then by file).
 ///
@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
   latscope top -r trace.lst --by proc
   latscope top -r trace.lst --by file 'proc.name = elinks' --sort count -n 10
   latscope top -r trace.lst --by syscall --sort p99
+  latscope top -r trace.lst --by file --percentiles 50,90,99,99.9 --sort p99.9
   latscope top -r trace.lst --block --by disk
   latscope top --by client                              # live, refreshed every second
   latscope top --by file 'fd.type = file' --interval 5s --count 3
@@ -45,9 +46,13 @@ pub struct Args {
     /// IPv4/IPv6 socket, else the process).
     #[arg(long, default_value = "proc", value_parser = GroupBy::parse)]
     pub by: GroupBy,
-    /// Sort by: count, rate, total, avg, p50, p99, max, bytes, errors, name.
+    /// Sort by: count, rate, total, avg, a percentile (p50, p99, p99.9, ...), max, bytes, errors,
+    /// name.
     #[arg(long, default_value = "total", value_parser = SortKey::parse)]
     pub sort: SortKey,
+    /// Latency percentiles shown, e.g. 50,90,99,99.9.
+    #[arg(long, default_value = "50,99", value_name = "LIST")]
+    pub percentiles: String,
     /// Rows to show.
     #[arg(short = 'n', long, default_value_t = 20)]
     pub limit: usize,
@@ -83,7 +88,7 @@ fn run_file(a: &Args, read: &ReadArgs) -> Result<ExitCode> {
     cols.extend(a.by.columns());
     let mut scan = read.open("top", ScanPlan { columns: &cols, zone: None })?;
     let header = scan.header().clone();
-    let mut top = Top::new(a.by);
+    let mut top = Top::new(a.by).with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?);
     scan.for_each(|c| {
         top.add_chunk(c, kind, &header);
         Ok::<(), anyhow::Error>(())
@@ -115,7 +120,7 @@ fn run_live(a: &Args) -> Result<ExitCode> {
     let tty = std::io::stdout().is_terminal() && !a.json.json;
     let interval = Duration::from_nanos(a.interval.max(10_000_000));
     let header = session.header().clone();
-    let mut top = Top::new(a.by);
+    let mut top = Top::new(a.by).with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?);
     let mut tables = 0u64;
     let (mut next, mut last) = (Instant::now() + interval, Instant::now());
     while !session.stop_requested() {

@@ -2,6 +2,8 @@
 //! is not blank without extra crates), SVG cell parsing, and trace fixtures with known events.
 #![allow(dead_code)]
 
+pub mod cdp;
+
 use latscope_event::{BlockDevice, Event, EventBatch, TraceHeader};
 use latscope_trace::{Summary, TraceWriter};
 use std::collections::BTreeMap;
@@ -414,4 +416,138 @@ pub fn write_trace_blocks(path: &Path, start_ns: u64, events: &[Event], block: u
     };
     let opts = latscope_trace::WriterOptions { zone_maps, sync_on_finish: false, ..Default::default() };
     write_events(TraceWriter::create_with(path, &header, opts).unwrap(), start_ns, events, block);
+}
+
+// ---- layout of an SVG as Chromium draws it ----
+
+/// An element of a drawn SVG: its tag, id, class, text, whether it is visible and inside a
+/// legend, and its box in SVG pixels.
+#[derive(Debug, Clone)]
+pub struct Drawn {
+    pub tag: String,
+    pub id: String,
+    pub class: String,
+    pub text: String,
+    pub visible: bool,
+    pub in_legend: bool,
+    pub x: f64,
+    pub y: f64,
+    pub w: f64,
+    pub h: f64,
+}
+
+impl Drawn {
+    /// Whether the boxes of `self` and `o` overlap by more than `tol` pixels each way.
+    pub fn overlaps(&self, o: &Drawn, tol: f64) -> bool {
+        self.x + self.w - tol > o.x
+            && o.x + o.w - tol > self.x
+            && self.y + self.h - tol > o.y
+            && o.y + o.h - tol > self.y
+    }
+}
+
+/// The drawn SVG: its size and its elements.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub width: f64,
+    pub height: f64,
+    pub elements: Vec<Drawn>,
+}
+
+impl std::ops::Deref for Layout {
+    type Target = [Drawn];
+    fn deref(&self) -> &[Drawn] {
+        &self.elements
+    }
+}
+
+const MEASURE_JS: &str = r#"<script type="text/ecmascript"><![CDATA[
+window.addEventListener("load", function () { setTimeout(function () {
+  var root = document.documentElement, out = [];
+  var els = root.querySelectorAll("text, [class], [id]");
+  for (var i = 0; i < els.length; i++) {
+    var e = els[i], r = e.getBoundingClientRect(), cs = window.getComputedStyle(e);
+    out.push({tag: e.tagName, id: e.id || "", cls: e.getAttribute("class") || "", text: e.tagName === "text" ? e.textContent : "",
+              visible: cs.visibility !== "hidden" && cs.display !== "none", legend: !!(e.closest && e.closest(".legend")),
+              x: r.left, y: r.top, w: r.width, h: r.height});
+  }
+  root.setAttribute("data-layout", JSON.stringify({w: root.width.baseVal.value, h: root.height.baseVal.value, els: out}));
+}, 200); });
+]]></script>
+"#;
+
+/// The layout of `svg` as headless Chromium draws it, after its scripts ran (`hash` is appended
+/// to the URL, e.g. `#hover=3,7`).
+pub fn layout(chrome: &Path, svg: &Path, hash: &str) -> Layout {
+    let doc = std::fs::read_to_string(svg).unwrap();
+    let end = doc.rfind("</svg>").expect("an SVG document");
+    let probe = svg.with_extension("layout.svg");
+    std::fs::write(&probe, format!("{}{MEASURE_JS}{}", &doc[..end], &doc[end..])).unwrap();
+    let dom = dump_dom(chrome, &format!("{}{hash}", file_url(&probe)));
+    let _ = std::fs::remove_file(&probe);
+    let start =
+        dom.find("data-layout=\"").unwrap_or_else(|| panic!("no layout report in:\n{}", &dom[..dom.len().min(800)]))
+            + "data-layout=\"".len();
+    let raw = &dom[start..start + dom[start..].find('"').unwrap()];
+    let json = raw
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("layout JSON");
+    let f = |e: &serde_json::Value, k: &str| e[k].as_f64().unwrap_or(0.0);
+    let s = |e: &serde_json::Value, k: &str| e[k].as_str().unwrap_or("").to_string();
+    Layout {
+        width: v["w"].as_f64().unwrap(),
+        height: v["h"].as_f64().unwrap(),
+        elements: v["els"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| Drawn {
+                tag: s(e, "tag"),
+                id: s(e, "id"),
+                class: s(e, "cls"),
+                text: s(e, "text"),
+                visible: e["visible"].as_bool().unwrap_or(true),
+                in_legend: e["legend"].as_bool().unwrap_or(false),
+                x: f(e, "x"),
+                y: f(e, "y"),
+                w: f(e, "w"),
+                h: f(e, "h"),
+            })
+            .collect(),
+    }
+}
+
+/// Every visible text of the drawing lies inside it, no two texts overlap, and no text outside a
+/// legend overlaps one. The floating tooltip (`#tiptext`) is only checked to lie inside.
+pub fn assert_text_fits(l: &Layout, what: &str) {
+    let texts: Vec<&Drawn> = l.iter().filter(|e| e.tag == "text" && e.visible && !e.text.trim().is_empty()).collect();
+    for t in &texts {
+        assert!(
+            t.x >= -0.5 && t.y >= -0.5 && t.x + t.w <= l.width + 0.5 && t.y + t.h <= l.height + 0.5,
+            "{what}: text {:?} at ({:.1}, {:.1}) {:.1}x{:.1} runs off the {}x{} drawing",
+            t.text,
+            t.x,
+            t.y,
+            t.w,
+            t.h,
+            l.width,
+            l.height
+        );
+    }
+    let fixed: Vec<&&Drawn> = texts.iter().filter(|t| t.id != "tiptext").collect();
+    for (i, a) in fixed.iter().enumerate() {
+        for b in &fixed[i + 1..] {
+            assert!(!a.overlaps(b, 0.5), "{what}: texts overlap: {:?} {a:?} and {:?} {b:?}", a.text, b.text);
+        }
+    }
+    let legends: Vec<&Drawn> = l.iter().filter(|e| e.class.split(' ').any(|c| c == "legend") && e.tag == "g").collect();
+    for t in fixed.iter().filter(|t| !t.in_legend) {
+        for g in &legends {
+            assert!(!t.overlaps(g, 0.5), "{what}: text {:?} overlaps the legend {g:?}", t.text);
+        }
+    }
 }

@@ -4,7 +4,12 @@ use super::{Binning, EventPoints, HeatMap, LogStream, Points, XSpec, YField, YSc
 use crate::group::{GroupBy, Grouper};
 use latscope_event::source::{Chunk, ZonePlan};
 use latscope_event::{EventKind, TraceHeader};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Columns all groups' streams may hold together before they are all made 10 times wider (about
+/// 7 KiB each): bounds the memory of maps with many groups.
+const AUTO_BUDGET_COLS: usize = 40_000;
 
 /// What to draw.
 #[derive(Debug, Clone)]
@@ -15,8 +20,9 @@ pub struct EventMapOptions {
     pub y: YField,
     /// Rows and value range (`scale` picks the one-pass log path or the linear one).
     pub yspec: YSpec,
-    /// Seconds per column.
-    pub step_sec: f64,
+    /// Seconds per column; `None` chooses it for the time the data span (about 100 to 200
+    /// columns of 1, 2 or 5 times a power of ten, see [`super::stream::auto_step_ns`]).
+    pub step_sec: Option<f64>,
     /// Keep only the columns up to this one.
     pub max_col: Option<usize>,
     /// One map per group.
@@ -28,6 +34,12 @@ pub struct EventMapOptions {
 }
 
 impl EventMapOptions {
+    /// The title when none is given: `Syscall Latency Heat Map`, `Block I/O Size Heat Map`, ...
+    pub fn default_title(y: YField, kind: EventKind) -> String {
+        let noun = if kind == EventKind::Block { "Block I/O" } else { "Syscall" };
+        format!("{noun} {} Heat Map", y.title())
+    }
+
     /// The columns the maps read (by `EventBatch` field name).
     pub fn columns(&self) -> Vec<&'static str> {
         let mut c = vec!["kind", "ts"];
@@ -50,6 +62,28 @@ pub struct EventMaps {
     pub groups: usize,
 }
 
+impl EventMaps {
+    /// The line under the title: the source, the events, the filter (if any), the grid, events
+    /// without a value, groups left out.
+    pub fn subtitle(&self, o: &EventMapOptions, source: &str, filter: Option<&str>) -> String {
+        let noun = if o.kind == EventKind::Block { "block I/O" } else { "syscall" };
+        let mut sub = vec![source.to_string(), format!("{} {noun} events", self.total)];
+        if let Some(f) = filter {
+            sub.push(format!("filter: {f}"));
+        }
+        if let Some(m) = self.maps.first() {
+            sub.push(super::grid_note(&m.bins));
+        }
+        if self.no_value > 0 {
+            sub.push(format!("{} events without a {}", self.no_value, o.y.name()));
+        }
+        if self.groups > self.maps.len() && o.per != GroupBy::All {
+            sub.push(format!("{} of {} groups", self.maps.len(), self.groups));
+        }
+        sub.join("; ")
+    }
+}
+
 enum Acc {
     /// Log rows: counted in one pass, memory per column.
     Log { streams: Vec<LogStream>, per_group: Vec<u64>, scratch: Vec<u64> },
@@ -61,6 +95,8 @@ enum Acc {
 pub struct EventMapBuilder {
     o: EventMapOptions,
     origin: u64,
+    /// The current column width of the streams, ns, shared with the zone plan's bucketing.
+    step: Arc<AtomicU64>,
     grouper: Grouper,
     acc: Acc,
     total: u64,
@@ -74,7 +110,19 @@ impl EventMapBuilder {
             YScale::Log => Acc::Log { streams: Vec::new(), per_group: Vec::new(), scratch: Vec::new() },
             YScale::Linear => Acc::Linear(EventPoints::new(o.y, header.start_ns)),
         };
-        EventMapBuilder { grouper: Grouper::new(o.per), origin: header.start_ns, o, acc, total: 0, no_value: 0 }
+        let step = match o.step_sec {
+            Some(s) => ((s * 1e9).round() as u64).max(1),
+            None => super::stream::AUTO_FIRST_STEP_NS,
+        };
+        EventMapBuilder {
+            grouper: Grouper::new(o.per),
+            origin: header.start_ns,
+            step: Arc::new(AtomicU64::new(step)),
+            o,
+            acc,
+            total: 0,
+            no_value: 0,
+        }
     }
 
     /// The columns the maps read (by `EventBatch` field name).
@@ -82,43 +130,50 @@ impl EventMapBuilder {
         self.o.columns()
     }
 
-    fn step_ns(&self) -> u64 {
-        ((self.o.step_sec * 1e9).round() as u64).max(1)
-    }
-
     fn fast(&self) -> bool {
         self.o.per == GroupBy::All && self.o.y == YField::Latency
     }
 
     /// What a source with zone maps may skip: a block whose events all fall in one column is
-    /// counted from `lat` alone (and `kind`, unless the block holds the drawn kind only).
+    /// counted from `lat` alone (and `kind`, unless the block holds the drawn kind only). The
+    /// bucketing follows the columns as they widen (wider columns hold whole narrower ones).
     pub fn zone_plan(&self) -> Option<ZonePlan> {
         if !(self.fast() && matches!(self.acc, Acc::Log { .. })) {
             return None;
         }
-        let (origin, step) = (self.origin, self.step_ns());
+        let (origin, step) = (self.origin, self.step.clone());
         Some(ZonePlan {
             kind: self.o.kind,
             by_end: false,
             at_needs_all_kind: false,
-            bucket: Some(Arc::new(move |ts: u64| Some((ts as i128 - origin as i128).div_euclid(step as i128) as u64))),
+            bucket: Some(Arc::new(move |ts: u64| {
+                Some((ts as i128 - origin as i128).div_euclid(step.load(Ordering::Relaxed) as i128) as u64)
+            })),
         })
     }
 
     fn new_stream(&self) -> LogStream {
         let min = self.o.yspec.min.map(|m| m.max(1.0).ceil() as u64);
         let max = self.o.yspec.max.map(|m| m.max(0.0).floor() as u64);
-        LogStream::new(self.origin, self.step_ns(), min, max, self.o.max_col, 10_000)
+        match self.o.step_sec {
+            None => LogStream::auto(self.origin, min, max),
+            Some(_) => LogStream::new(self.origin, self.step.load(Ordering::Relaxed), min, max, self.o.max_col, 10_000),
+        }
     }
 
     /// Count a chunk.
     pub fn add(&mut self, c: Chunk<'_>, h: &TraceHeader) {
         let kind = self.o.kind as u8;
         let fast = self.fast();
-        let (origin, step, max_col) = (self.origin, self.step_ns(), self.o.max_col);
-        let min = self.o.yspec.min.map(|m| m.max(1.0).ceil() as u64);
-        let max = self.o.yspec.max.map(|m| m.max(0.0).floor() as u64);
-        let fresh = || LogStream::new(origin, step, min, max, max_col, 10_000);
+        let (template, now) = (self.new_stream(), self.step.load(Ordering::Relaxed));
+        let fresh = || {
+            // A new group's stream starts as wide as the others are now.
+            let mut s = template.clone();
+            if s.auto_chosen() {
+                s.widen(now / s.step_ns());
+            }
+            s
+        };
         let b = c.batch;
         match &mut self.acc {
             Acc::Log { streams, per_group, scratch } if fast => {
@@ -164,6 +219,7 @@ impl EventMapBuilder {
                     }
                 }
                 per_group[0] += self.total - before;
+                self.step.store(st.step_ns(), Ordering::Relaxed);
             }
             Acc::Log { streams, per_group, .. } => {
                 for &i in c.rows {
@@ -183,6 +239,18 @@ impl EventMapBuilder {
                     streams[g].add(b.ts[i], v as u64);
                     per_group[g] += 1;
                     self.total += 1;
+                }
+                if streams.first().is_some_and(|s| s.auto_chosen()) {
+                    // Every group's columns as wide as the widest, and all wider when together
+                    // they hold too many.
+                    let mut widest = streams.iter().map(|s| s.step_ns()).max().unwrap_or(1);
+                    if streams.iter().map(|s| s.cols()).sum::<usize>() > AUTO_BUDGET_COLS {
+                        widest *= 10;
+                    }
+                    for s in streams.iter_mut() {
+                        s.widen(widest / s.step_ns());
+                    }
+                    self.step.store(widest, Ordering::Relaxed);
                 }
             }
             Acc::Linear(pts) if fast => {
@@ -252,7 +320,7 @@ impl EventMapBuilder {
                 let subsec = self.o.y == YField::Subsecond;
                 let x = XSpec {
                     units_per_sec: 1e9,
-                    step_sec: self.o.step_sec,
+                    step_sec: if subsec { Some(self.o.step_sec.unwrap_or(1.0)) } else { self.o.step_sec },
                     origin: if subsec { None } else { Some(0.0) },
                     max_col: self.o.max_col,
                     col_limit: 10_000,

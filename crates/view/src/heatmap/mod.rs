@@ -28,6 +28,9 @@
 //! trace2heatmap.pl takes `t0` from the first line rather than the smallest time; for time-sorted
 //! input (every trace) that is the same.
 //!
+//! Without `--stepsec` ([`XSpec::step_sec`] `None`) the column width is chosen for the time the data
+//! span: the smallest of 1, 2, 5, 10 ... ms giving at most 200 columns ([`stream::auto_step_ns`]).
+//!
 //! # Binning (log rows)
 //!
 //! Rows are bins of a global logarithmic grid ([`latscope_hist::LogGrid`]: edges `10^(j/n)`, so each
@@ -48,7 +51,7 @@ pub mod stream;
 pub mod text;
 
 pub use events::{EventMapBuilder, EventMapOptions, EventMaps};
-pub use render::{render_svg, RenderOptions};
+pub use render::{render_svg, ColorScale, RenderOptions};
 pub use stream::LogStream;
 
 use latscope_event::{BlockOp, EventBatch, EventKind, TraceHeader};
@@ -159,6 +162,95 @@ impl YUnit {
             YUnit::Raw(u) => format!("{}{u}", crate::svg::fmt_num(v)),
         }
     }
+    /// One value with its unit and `digits` significant digits (at least 3, and never fewer than
+    /// the integer part has): `1.0195ms` where [`YUnit::fmt`] writes `1.02ms`. Integers below
+    /// the first unit step (ns, bytes) are written exactly.
+    pub fn fmt_digits(&self, v: f64, digits: usize) -> String {
+        if digits <= 3 {
+            return self.fmt(v);
+        }
+        let sig = |x: f64| {
+            let int_digits = if x.abs() >= 1.0 { x.abs().log10().floor() as usize + 1 } else { 1 };
+            let decimals = digits.saturating_sub(int_digits);
+            format!("{x:.decimals$}")
+        };
+        match self {
+            YUnit::Nanos => {
+                let (x, u) = match v.abs() {
+                    a if a < 1e3 => (v, "ns"),
+                    a if a < 1e6 => (v / 1e3, "us"),
+                    a if a < 1e9 => (v / 1e6, "ms"),
+                    _ => (v / 1e9, "s"),
+                };
+                if u == "ns" && x == x.trunc() {
+                    format!("{x}ns")
+                } else {
+                    format!("{}{u}", sig(x))
+                }
+            }
+            YUnit::Bytes => {
+                let mut x = v;
+                let mut unit = 0;
+                while x.abs() >= 1024.0 && unit < 4 {
+                    x /= 1024.0;
+                    unit += 1;
+                }
+                let u = ["B", "KiB", "MiB", "GiB", "TiB"][unit];
+                if unit == 0 && x == x.trunc() {
+                    format!("{x}B")
+                } else {
+                    format!("{}{u}", sig(x))
+                }
+            }
+            YUnit::Raw(u) => format!("{}{u}", sig(v)),
+        }
+    }
+    /// One value with its unit, without trailing zeros: `2ms` and `1.5us` where [`YUnit::fmt`]
+    /// writes `2.00ms` and `1.50us` (tick labels, messages).
+    pub fn fmt_short(&self, v: f64) -> String {
+        crate::svg::trim_zeros(&self.fmt(v))
+    }
+    /// Axis ticks over `[lo, hi]`, about `target` of them, on values that read round in this
+    /// unit: 1-2-5 steps (`0, 2ms, 4ms`), of a binary unit for bytes (`0, 64MiB, 128MiB` — not
+    /// `47.7MiB`); on a log axis every decade (with 2 and 5 when there are few), powers of two
+    /// for bytes (`4KiB, 16KiB, 64KiB`). Label them with [`YUnit::fmt_short`].
+    pub fn ticks(&self, lo: f64, hi: f64, target: usize, log: bool) -> Vec<f64> {
+        let target = target.max(1);
+        match (self, log) {
+            (YUnit::Bytes, false) => {
+                // Steps of whole units of the largest label's unit (KiB, MiB ...), or of the unit
+                // below when that gives fewer than two.
+                let mut unit = 1.0;
+                while hi.abs() / unit >= 1024.0 && unit < 1024f64.powi(5) {
+                    unit *= 1024.0;
+                }
+                if (hi - lo) / unit < 2.0 && unit > 1.0 {
+                    unit /= 1024.0;
+                }
+                let step = crate::svg::nice_step((hi - lo) / unit / target as f64).max(1.0) * unit;
+                let (first, last) = ((lo / step).ceil() as i64, (hi / step).floor() as i64);
+                (first..=last).map(|k| k as f64 * step).collect()
+            }
+            (YUnit::Bytes, true) if lo > 0.0 && hi >= lo => {
+                let (k0, k1) = (lo.log2().ceil() as i32, hi.log2().floor() as i32);
+                let every = ((k1 - k0 + 1) as usize).div_ceil(target * 2).max(1);
+                (k0..=k1).filter(|k| k.rem_euclid(every as i32) == 0).map(|k| 2f64.powi(k)).collect()
+            }
+            (_, false) => crate::svg::linear_ticks(lo, hi, target),
+            (_, true) => {
+                let t = crate::svg::log_ticks(lo, hi);
+                if t.len() > target * 2 {
+                    // Keep whole decades: every `keep`-th power of ten.
+                    let decades: Vec<f64> =
+                        t.into_iter().filter(|v| (v.log10() - v.log10().round()).abs() < 1e-9).collect();
+                    let keep = decades.len().div_ceil(target).max(1);
+                    decades.into_iter().step_by(keep).collect()
+                } else {
+                    t
+                }
+            }
+        }
+    }
     /// A range `lo-hi` with units (`1200-1220us` for raw units, as trace2heatmap.pl writes it).
     pub fn fmt_range(&self, lo: f64, hi: f64) -> String {
         match self {
@@ -248,8 +340,9 @@ impl Points {
 pub struct XSpec {
     /// Time units per second of the x values (trace2heatmap.pl's `--unitstime`: 1 for s, 1e9 for ns).
     pub units_per_sec: f64,
-    /// Seconds per column (`--stepsec`, fractions allowed).
-    pub step_sec: f64,
+    /// Seconds per column (`--stepsec`, fractions allowed); `None` chooses it for the time the
+    /// data span ([`stream::auto_step_ns`]).
+    pub step_sec: Option<f64>,
     /// Time of the first column's left edge is the smaller of this and the smallest time
     /// (`None`: the smallest time, as trace2heatmap.pl).
     pub origin: Option<f64>,
@@ -265,7 +358,7 @@ impl Default for XSpec {
     fn default() -> Self {
         XSpec {
             units_per_sec: 1.0,
-            step_sec: 1.0,
+            step_sec: Some(1.0),
             origin: None,
             max_col: None,
             col_limit: 10_000,
@@ -307,6 +400,73 @@ impl Default for YSpec {
             unit: YUnit::Raw(String::new()),
             label: "Latency".into(),
         }
+    }
+}
+
+/// The value axis as a command line gives it: the flags, values with units still as text.
+#[derive(Debug, Clone, Default)]
+pub struct YArgs {
+    /// `--log`.
+    pub log: bool,
+    /// `--linear`.
+    pub linear: bool,
+    /// `--rows`.
+    pub rows: usize,
+    /// `--minlat`.
+    pub min: Option<String>,
+    /// `--maxlat`.
+    pub max: Option<String>,
+    /// `--steplat`.
+    pub step: Option<String>,
+}
+
+impl YSpec {
+    /// The rows for `field` from a command line's flags, values read in `unit`; log rows unless
+    /// `--linear` when `log_default`. Offsets within the second (`Subsecond`) take linear rows
+    /// within `[0, 1 s)`. Errors name the flag, with units.
+    pub fn from_args(a: &YArgs, field: YField, unit: YUnit, log_default: bool) -> Result<YSpec, String> {
+        let scale = if a.log || (!a.linear && log_default) { YScale::Log } else { YScale::Linear };
+        let parse = |o: &Option<String>, flag: &str| -> Result<Option<f64>, String> {
+            o.as_deref().map(|s| unit.parse_value(s).map_err(|e| format!("{flag}: {e}"))).transpose()
+        };
+        let mut y = YSpec {
+            scale,
+            rows: a.rows,
+            step: parse(&a.step, "--steplat")?,
+            min: parse(&a.min, "--minlat")?,
+            max: parse(&a.max, "--maxlat")?,
+            max_exclusive: false,
+            unit,
+            label: field.label().to_string(),
+        };
+        if a.rows == 0 {
+            return Err("--rows must be at least 1".into());
+        }
+        if let (Some(lo), Some(hi)) = (y.min, y.max) {
+            if lo > hi {
+                let f = |v| y.unit.fmt_short(v);
+                return Err(format!("--minlat ({}) is above --maxlat ({}): swap them", f(lo), f(hi)));
+            }
+        }
+        if scale == YScale::Log && y.step.is_some() {
+            return Err("--steplat is for linear rows: use --linear, or --rows with --log".into());
+        }
+        if field == YField::Subsecond {
+            if scale == YScale::Log {
+                return Err("--y subsecond needs linear rows".into());
+            }
+            let min = y.min.unwrap_or(0.0);
+            if min >= 1e9 {
+                return Err(format!(
+                    "--minlat ({}) is past the end of the second: --y subsecond shows offsets from 0 to 1s",
+                    y.unit.fmt_short(min)
+                ));
+            }
+            y.min = Some(min);
+            y.max = Some(y.max.unwrap_or(1e9).min(1e9));
+            y.max_exclusive = y.max == Some(1e9);
+        }
+        Ok(y)
     }
 }
 
@@ -510,8 +670,8 @@ impl Binning {
         if !(x.units_per_sec > 0.0 && x.units_per_sec.is_finite()) {
             return Err("time units per second must be positive".into());
         }
-        if !(x.step_sec > 0.0 && x.step_sec.is_finite()) {
-            return Err(format!("--stepsec must be a positive number of seconds, not {}", x.step_sec));
+        if let Some(s) = x.step_sec.filter(|s| !(*s > 0.0 && s.is_finite())) {
+            return Err(format!("--stepsec must be a positive number of seconds, not {s}"));
         }
         let (mut tmin, mut tmax) = (f64::INFINITY, f64::NEG_INFINITY);
         let (mut vmax, mut vmin_pos) = (f64::NEG_INFINITY, f64::INFINITY);
@@ -537,7 +697,11 @@ impl Binning {
             Some(o) => o.min(tmin),
             None => tmin,
         };
-        let last_col = (((tmax - t0) / x.units_per_sec) / x.step_sec).floor();
+        let step_sec = x.step_sec.unwrap_or_else(|| {
+            let span_ns = ((tmax - t0) / x.units_per_sec * 1e9).clamp(0.0, u64::MAX as f64 / 2.0) as u64;
+            stream::auto_step_ns(span_ns) as f64 / 1e9
+        });
+        let last_col = (((tmax - t0) / x.units_per_sec) / step_sec).floor();
         let mut cols = if last_col.is_finite() && last_col >= 0.0 { last_col as u64 + 1 } else { 1 };
         if let Some(m) = x.max_col {
             cols = cols.min(m as u64 + 1);
@@ -548,7 +712,7 @@ impl Binning {
                  check the time unit (--unitstime), or keep the first columns with --maxcol",
                 x.col_limit,
                 crate::svg::fmt_num((tmax - t0) / x.units_per_sec),
-                crate::svg::fmt_num(x.step_sec)
+                crate::svg::fmt_num(step_sec)
             ));
         }
         let rows_wanted = y.rows.max(1);
@@ -561,7 +725,8 @@ impl Binning {
                     None => min + rows_wanted as f64,
                 };
                 if max < min {
-                    return Err(format!("the largest value shown ({}) is below the smallest ({})", max, min));
+                    let f = |v| y.unit.fmt_short(v);
+                    return Err(format!("the largest value shown ({}) is below the smallest ({})", f(max), f(min)));
                 }
                 let step = match y.step {
                     Some(s) if s > 0.0 && s.is_finite() => s,
@@ -601,7 +766,8 @@ impl Binning {
                     None => min * 10.0,
                 };
                 if max < min {
-                    return Err(format!("the largest value shown ({max}) is below the smallest ({min})"));
+                    let f = |v| y.unit.fmt_short(v);
+                    return Err(format!("the largest value shown ({}) is below the smallest ({})", f(max), f(min)));
                 }
                 let grid = LogGrid::new(stream::log_per_decade(rows_wanted, min, max));
                 let j0 = grid.bin_of(min).unwrap_or(0);
@@ -613,7 +779,7 @@ impl Binning {
         Ok(Binning {
             t0,
             units_per_sec: x.units_per_sec,
-            step_sec: x.step_sec,
+            step_sec,
             cols: cols as usize,
             edges,
             min,
@@ -736,6 +902,18 @@ impl HeatMap {
         (self.bins.edges[r], self.bins.edges[r + 1])
     }
 
+    /// Whether one cell would wash out the rest on a linear colour scale: the largest count is
+    /// more than 20 times the 99th percentile of the non-empty cells' counts (so that 99 % of
+    /// them would be drawn in the palest twentieth of the scale).
+    pub fn washes_out(&self) -> bool {
+        let mut n: Vec<u64> = self.counts.iter().copied().filter(|&c| c > 0).collect();
+        if n.is_empty() {
+            return false;
+        }
+        n.sort_unstable();
+        let p99 = n[((n.len() as f64 * 0.99).ceil() as usize).clamp(1, n.len()) - 1];
+        self.max_count > 20 * p99
+    }
     /// A one-line account of the events not drawn, or `None` when every event is in a cell.
     pub fn not_shown(&self) -> Option<String> {
         let mut parts = Vec::new();
@@ -1011,7 +1189,7 @@ mod tests {
     fn columns_with_units_and_fractional_steps() {
         // us timestamps, 0.5 s columns.
         let p = pts(&[(1_000_000.0, 1.0), (1_499_999.0, 1.0), (1_500_000.0, 1.0), (3_000_000.0, 1.0)]);
-        let x = XSpec { units_per_sec: 1e6, step_sec: 0.5, ..Default::default() };
+        let x = XSpec { units_per_sec: 1e6, step_sec: Some(0.5), ..Default::default() };
         let b = Binning::plan(&[&p], &x, &YSpec::default()).unwrap();
         assert_eq!(b.cols, 5);
         let m = b.build(&p, "t", None);

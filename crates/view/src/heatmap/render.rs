@@ -17,6 +17,39 @@ use super::{HeatMap, YScale};
 use crate::svg::{self, fmt_num, fmt_secs, heat_color, js_str, Svg};
 use std::fmt::Write;
 
+/// How counts become colours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColorScale {
+    /// trace2heatmap.pl's: `count / largest count`.
+    Linear,
+    /// `ln(1 + count) / ln(1 + largest)`: cells with few events stay visible next to a hot one.
+    Log,
+    /// Log for a map where one cell would wash out the rest ([`HeatMap::washes_out`]), else
+    /// linear.
+    Auto,
+}
+
+impl ColorScale {
+    /// Parses `linear`, `log` or `auto`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "linear" => Ok(Self::Linear),
+            "log" => Ok(Self::Log),
+            "auto" => Ok(Self::Auto),
+            _ => Err(format!("unknown colour scale '{s}' (use auto, linear or log)")),
+        }
+    }
+
+    /// Whether map `m` is coloured on the log scale.
+    pub fn is_log(self, m: &HeatMap) -> bool {
+        match self {
+            Self::Linear => false,
+            Self::Log => true,
+            Self::Auto => m.washes_out(),
+        }
+    }
+}
+
 /// How to draw.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RenderOptions {
@@ -30,9 +63,10 @@ pub struct RenderOptions {
     pub grid: bool,
     /// Base font size.
     pub font_size: f64,
-    /// Colour by `ln(1 + count) / ln(1 + largest)` instead of `count / largest`, so that cells
-    /// with few events stay visible next to a very hot one.
-    pub log_color: bool,
+    /// How counts become colours.
+    pub color: ColorScale,
+    /// The font (`--fonttype`); `None` for the default list (Verdana first).
+    pub font: Option<String>,
 }
 
 impl Default for RenderOptions {
@@ -43,15 +77,17 @@ impl Default for RenderOptions {
             boxsize: 8.0,
             grid: false,
             font_size: 12.0,
-            log_color: false,
+            color: ColorScale::Auto,
+            font: None,
         }
     }
 }
 
 const LEFT: f64 = 90.0;
 const RIGHT: f64 = 110.0;
-const MAP_TOP: f64 = 34.0;
-const MAP_BOTTOM: f64 = 46.0;
+/// Room above and below each map (its title; tick labels and axis title), in font sizes.
+const MAP_TOP: f64 = 2.8;
+const MAP_BOTTOM: f64 = 4.0;
 const MIN_WIDTH: f64 = 640.0;
 
 struct Placed<'a> {
@@ -68,32 +104,39 @@ struct Placed<'a> {
 pub fn render_svg(maps: &[HeatMap], o: &RenderOptions) -> String {
     let fs = o.font_size;
     let b = o.boxsize.max(1.0);
-    let head = fs * 3.2 + if o.subtitle.is_some() { fs * 1.4 } else { 0.0 };
+    let mut width = MIN_WIDTH;
+    for m in maps {
+        width = width.max(LEFT + m.bins.cols as f64 * b + RIGHT);
+    }
+    // The subtitle's parts, on as many lines (at most 3) as the width needs.
+    let sub_size = fs - 1.0;
+    let sub_lines = o.subtitle.as_deref().map(|t| svg::wrap(t, "; ", sub_size, width - 20.0, 3)).unwrap_or_default();
+    let head = fs * 3.2 + sub_lines.len() as f64 * fs * 1.3;
     let foot = fs * 4.0;
     let mut placed = Vec::new();
     let mut y = head;
-    let mut width = MIN_WIDTH;
     for m in maps {
         let w = m.bins.cols as f64 * b;
         let h = m.rows as f64 * b;
-        placed.push(Placed { map: m, px: LEFT, py: y + MAP_TOP, w, h });
-        y += MAP_TOP + h + MAP_BOTTOM;
-        width = width.max(LEFT + w + RIGHT);
+        let block = h.max(legend_size(h, fs).1);
+        placed.push(Placed { map: m, px: LEFT, py: y + MAP_TOP * fs, w, h });
+        y += (MAP_TOP + MAP_BOTTOM) * fs + block;
     }
     let height = y + foot;
-    let mut s = Svg::new(width, height, "init(evt)");
-    s.raw(&style(fs));
-    s.raw(&script(&placed));
-    s.text(width / 2.0, fs * 1.8, fs + 5.0, "middle", "black", &o.title, r#"class="title""#);
-    if let Some(sub) = &o.subtitle {
-        s.text(width / 2.0, fs * 3.2, fs - 1.0, "middle", "#555", sub, r#"class="subtitle""#);
+    let mut s = Svg::with_font(width, height, "init(evt)", o.font.as_deref());
+    s.raw(style());
+    s.raw(&script(&placed, width - LEFT - 10.0));
+    s.text_fit(width / 2.0, fs * 1.8, fs + 5.0, "middle", "black", &o.title, r#"class="title""#, width - 20.0);
+    for (k, line) in sub_lines.iter().enumerate() {
+        let yy = fs * 3.2 + k as f64 * fs * 1.3;
+        s.text_fit(width / 2.0, yy, sub_size, "middle", "#555", line, r#"class="subtitle""#, width - 20.0);
     }
     for (k, p) in placed.iter().enumerate() {
-        draw_map(&mut s, k, p, o);
+        draw_map(&mut s, k, p, o, width);
     }
     // The details line (trace2heatmap.pl's) and a hint.
     s.text(LEFT, height - fs * 2.2, fs, "start", "black", " ", r#"id="details""#);
-    s.text(
+    s.text_fit(
         LEFT,
         height - fs * 0.8,
         fs - 2.0,
@@ -101,6 +144,7 @@ pub fn render_svg(maps: &[HeatMap], o: &RenderOptions) -> String {
         "#777",
         "Mouse over a cell for its time, range, count and percentile.",
         "",
+        width - LEFT - 10.0,
     );
     // The floating tooltip, last so that it is drawn on top.
     s.raw(concat!(
@@ -112,18 +156,13 @@ pub fn render_svg(maps: &[HeatMap], o: &RenderOptions) -> String {
     s.finish()
 }
 
-fn style(fs: f64) -> String {
-    format!(
-        "<style type=\"text/css\">\n\
-         text {{ font-size: {fs}px; }}\n\
-         .heatmap .plot {{ cursor: crosshair; }}\n\
-         .tick {{ font-size: {}px; fill: #333; }}\n\
-         </style>\n",
-        fs - 2.0
-    )
+/// The style sheet: no font sizes (a style rule would override every text's own `font-size`,
+/// which layout relies on).
+fn style() -> &'static str {
+    "<style type=\"text/css\">\n.heatmap .plot { cursor: crosshair; }\n</style>\n"
 }
 
-fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions) {
+fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions, width: f64) {
     let m = p.map;
     let bins = &m.bins;
     let fs = o.font_size;
@@ -142,39 +181,41 @@ fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions) {
     if let Some(ns) = m.not_shown() {
         let _ = write!(mt, " ({ns})");
     }
-    s.text(px, py - fs * 0.9, fs, "start", "black", &mt, r#"class="maptitle""#);
+    s.text_fit(px, py - fs * 0.9, fs, "start", "black", &mt, r#"class="maptitle""#, width - px - 10.0);
 
     // Plot background (answers the mouse on empty cells).
     s.rect(px, py, w, h, "white", r##"class="plot" stroke="#bbb" stroke-width="0.5""##);
 
     // Axis ticks and labels.
-    let yt = y_ticks(m, h);
+    let yt = thin(y_ticks(m, h), |_| fs * 1.1);
     for &(v, yy) in &yt {
         let yy = py + yy;
         s.line(px - 4.0, yy, px, yy, "#333", "");
         if o.grid {
             s.line(px, yy, px + w, yy, "#e6e6e6", r#"class="grid""#);
         }
-        s.text(px - 6.0, yy + fs * 0.35, fs - 2.0, "end", "#333", &bins.unit.fmt(v), r#"class="tick ytick""#);
+        s.text(px - 6.0, yy + fs * 0.35, fs - 2.0, "end", "#333", &bins.unit.fmt_short(v), r#"class="tick ytick""#);
     }
-    let xt = x_ticks(m, b);
+    let xt = thin(x_ticks(m, b), |t| svg::text_width(&fmt_secs(t), fs - 2.0) + 8.0);
     for &(t, xx) in &xt {
         let xx = px + xx;
         s.line(xx, py + h, xx, py + h + 4.0, "#333", "");
         if o.grid {
             s.line(xx, py, xx, py + h, "#e6e6e6", r#"class="grid""#);
         }
-        s.text(xx, py + h + fs * 1.3, fs - 2.0, "middle", "#333", &fmt_secs(t), r#"class="tick xtick""#);
+        s.text(xx, py + h + fs * 1.45, fs - 2.0, "middle", "#333", &fmt_secs(t), r#"class="tick xtick""#);
     }
     s.line(px, py, px, py + h, "#333", "");
     s.line(px, py + h, px + w, py + h, "#333", "");
     // Axis titles.
-    s.text(px + w / 2.0, py + h + fs * 2.7, fs, "middle", "black", "Time (s)", r#"class="xlabel""#);
+    s.text(px + w / 2.0, py + h + fs * 2.9, fs, "middle", "black", "Time (s)", r#"class="xlabel""#);
     let yl = format!("{}{}", bins.label, if bins.scale == YScale::Log { " (log)" } else { "" });
     let (lx, ly) = (fs * 1.1, py + h / 2.0);
-    s.text(lx, ly, fs, "middle", "black", &yl, &format!(r#"class="ylabel" transform="rotate(-90 {lx:.1} {ly:.1})""#));
+    let rotate = format!(r#"class="ylabel" transform="rotate(-90 {lx:.1} {ly:.1})""#);
+    s.text_fit(lx, ly, fs, "middle", "black", &yl, &rotate, h.max(40.0));
 
     // Cells.
+    let log = o.color.is_log(m);
     let mut buf = String::with_capacity(64 * m.counts.iter().filter(|&&c| c > 0).count());
     for c in 0..bins.cols {
         let col = m.column(c);
@@ -187,7 +228,7 @@ fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions) {
             let _ = writeln!(
                 buf,
                 r#"<rect x="{x:.1}" y="{y:.1}" width="{b}" height="{b}" fill="{}" data-c="{c}" data-r="{r}" data-n="{n}"/>"#,
-                heat_color(ratio(n, m.max_count, o.log_color))
+                heat_color(ratio(n, m.max_count, log))
             );
         }
     }
@@ -200,7 +241,7 @@ fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions) {
         s,
         r#"<rect class="hl" id="hl{k}" x="0" y="0" width="{b}" height="{b}" fill="none" stroke="black" stroke-width="1.2" visibility="hidden" pointer-events="none"/>"#
     );
-    draw_legend(s, m, px + w + 24.0, py, h, fs, o.log_color);
+    draw_legend(s, m, px + w + 24.0, py, h, fs, log);
     s.raw("</g>\n");
 }
 
@@ -215,11 +256,20 @@ fn ratio(n: u64, max: u64, log: bool) -> f64 {
     }
 }
 
-fn draw_legend(s: &mut Svg, m: &HeatMap, x: f64, py: f64, h: f64, fs: f64, log: bool) {
+/// The height of the legend's colour ramp next to a map `h` pixels high, and of the whole legend
+/// (ramp, the swatch of 0, its title).
+fn legend_size(h: f64, fs: f64) -> (f64, f64) {
     let lh = h.clamp(40.0, 160.0);
+    (lh, lh + fs * 3.0)
+}
+
+fn draw_legend(s: &mut Svg, m: &HeatMap, x: f64, py: f64, h: f64, fs: f64, log: bool) {
+    let lh = legend_size(h, fs).0;
     let y0 = py;
     let steps = 24;
-    s.text(x, y0 - 4.0, fs - 2.0, "start", "#333", "count", r#"class="legendtitle""#);
+    // Labels (font fs - 2) at least this far apart.
+    let gap = (fs - 2.0) * 1.2;
+    s.raw(r#"<g class="legend">"#);
     for i in 0..steps {
         // Top is the largest count.
         let ratio = 1.0 - i as f64 / steps as f64;
@@ -228,21 +278,24 @@ fn draw_legend(s: &mut Svg, m: &HeatMap, x: f64, py: f64, h: f64, fs: f64, log: 
     }
     s.rect(x, y0, 14.0, lh, "none", r##"stroke="#999" stroke-width="0.5""##);
     let max = m.max_count.max(1);
-    s.text(x + 18.0, y0 + fs * 0.7, fs - 2.0, "start", "#333", &max.to_string(), r#"class="legend legendmax""#);
-    if max > 2 {
-        s.text(
-            x + 18.0,
-            y0 + lh / 2.0 + 4.0,
-            fs - 2.0,
-            "start",
-            "#333",
-            &fmt_num(if log { ((max as f64).ln_1p() / 2.0).exp_m1().round() } else { (max as f64 / 2.0).round() }),
-            r#"class="legend""#,
-        );
+    let label =
+        |v: f64| if v >= 10_000.0 { latscope_event::units::fmt_count(v).replace(".00", "") } else { fmt_num(v) };
+    let top = y0 + fs * 0.7;
+    s.text(x + 18.0, top, fs - 2.0, "start", "#333", &label(max as f64), r#"class="legend legendmax""#);
+    let (mid_y, one_y) = (y0 + lh / 2.0 + 4.0, y0 + lh);
+    if max > 2 && mid_y - top >= gap && one_y - mid_y >= gap {
+        let mid = if log { ((max as f64).ln_1p() / 2.0).exp_m1().round() } else { (max as f64 / 2.0).round() };
+        s.text(x + 18.0, mid_y, fs - 2.0, "start", "#333", &label(mid), r#"class="legend""#);
     }
-    s.text(x + 18.0, y0 + lh, fs - 2.0, "start", "#333", "1", r#"class="legend""#);
-    s.rect(x, y0 + lh + 6.0, 14.0, 8.0, "white", r##"stroke="#999" stroke-width="0.5""##);
-    s.text(x + 18.0, y0 + lh + 14.0, fs - 2.0, "start", "#333", "0", r#"class="legend""#);
+    if max > 1 && one_y - top >= gap {
+        s.text(x + 18.0, one_y, fs - 2.0, "start", "#333", "1", r#"class="legend""#);
+    }
+    let zero_y = y0 + lh + fs * 1.25;
+    s.rect(x, zero_y - 8.0, 14.0, 8.0, "white", r##"stroke="#999" stroke-width="0.5""##);
+    s.text(x + 18.0, zero_y, fs - 2.0, "start", "#333", "0", r#"class="legend""#);
+    let title = if log { "count (log)" } else { "count" };
+    s.text(x, zero_y + fs * 1.3, fs - 2.0, "start", "#333", title, r#"class="legendtitle""#);
+    s.raw("</g>\n");
 }
 
 impl std::fmt::Write for Svg {
@@ -252,26 +305,32 @@ impl std::fmt::Write for Svg {
     }
 }
 
+/// The ticks (value, position in pixels) that keep at least `gap(value)` pixels from the last one
+/// kept, so that their labels do not touch.
+fn thin(ticks: Vec<(f64, f64)>, gap: impl Fn(f64) -> f64) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::with_capacity(ticks.len());
+    for (v, p) in ticks {
+        if out.last().is_none_or(|&(lv, lp)| (p - lp).abs() >= gap(v).max(gap(lv))) {
+            out.push((v, p));
+        }
+    }
+    out
+}
+
 /// Y ticks as (value, pixel offset from the plot top).
 fn y_ticks(m: &HeatMap, h: f64) -> Vec<(f64, f64)> {
     let e = &m.bins.edges;
     let (lo, hi) = (e[0], e[e.len() - 1]);
     let target = ((h / 40.0).floor() as usize).clamp(2, 12);
-    match m.bins.scale {
-        YScale::Linear => svg::linear_ticks(lo, hi, target)
-            .into_iter()
-            .map(|v| (v, h - (v - lo) / (hi - lo).max(f64::MIN_POSITIVE) * h))
-            .collect(),
-        YScale::Log => {
-            let (l0, l1) = (lo.ln(), hi.ln());
-            let mut t = svg::log_ticks(lo, hi);
-            if t.len() > target * 2 {
-                let keep = t.len().div_ceil(target);
-                t = t.into_iter().step_by(keep).collect();
-            }
-            t.into_iter().map(|v| (v, h - (v.ln() - l0) / (l1 - l0).max(f64::MIN_POSITIVE) * h)).collect()
+    let log = m.bins.scale == YScale::Log;
+    let pos = |v: f64| {
+        if log {
+            h - (v.ln() - lo.ln()) / (hi.ln() - lo.ln()).max(f64::MIN_POSITIVE) * h
+        } else {
+            h - (v - lo) / (hi - lo).max(f64::MIN_POSITIVE) * h
         }
-    }
+    };
+    m.bins.unit.ticks(lo, hi, target, log).into_iter().map(|v| (v, pos(v))).collect()
 }
 
 /// X ticks as (seconds label, pixel offset from the plot left).
@@ -287,9 +346,9 @@ fn x_ticks(m: &HeatMap, b: f64) -> Vec<(f64, f64)> {
     (first..=last).map(|k| k as f64 * step).map(|t| (t, (t - s0) / bins.step_sec * b)).collect()
 }
 
-/// The hover script and each map's data.
-fn script(placed: &[Placed]) -> String {
-    let mut d = String::from("var MAPS = [\n");
+/// The hover script and each map's data; the details line is kept within `details_max` pixels.
+fn script(placed: &[Placed], details_max: f64) -> String {
+    let mut d = format!("var DETAILS_MAX = {details_max:.0};\nvar MAPS = [\n");
     for p in placed {
         let m = p.map;
         let bins = &m.bins;
@@ -403,7 +462,7 @@ function show(k, c, r, x, y) {
   lines.push(m.ylabel.toLowerCase() + " " + m.rl[r]);
   lines.push("count " + n + " (" + pct(n, tot) + " of the column's " + tot + ")");
   lines.push("accumulated " + acc + " (" + pct(acc, tot) + ", percentile)");
-  details.textContent = lines.join(", ").replace(",   at", " at");
+  fit(details, lines.join(", ").replace(",   at", " at"), DETAILS_MAX);
   while (tiptext.firstChild) tiptext.removeChild(tiptext.firstChild);
   for (var j = 0; j < lines.length; j++) {
     var ts = document.createElementNS("http://www.w3.org/2000/svg", "tspan");
@@ -438,6 +497,25 @@ function show(k, c, r, x, y) {
       hl.setAttribute("visibility", "hidden");
     }
   }
+}
+// Sets `el`'s text, smaller (to 75 %) or cut with an ellipsis when it is wider than `max`.
+function fit(el, text, max) {
+  if (!el.base) el.base = parseFloat(el.getAttribute("font-size")) || 12;
+  el.setAttribute("font-size", el.base);
+  el.textContent = text;
+  var w = 0;
+  try { w = el.getComputedTextLength(); } catch (e) { return; }
+  if (!(w > max)) return;
+  var size = Math.floor(el.base * max / w * 10) / 10;
+  if (size >= el.base * 0.75) { el.setAttribute("font-size", size); return; }
+  el.setAttribute("font-size", el.base * 0.75);
+  var lo = 0, hi = text.length;
+  while (lo < hi) {
+    var mid = (lo + hi + 1) >> 1;
+    el.textContent = text.slice(0, mid) + "\u2026";
+    if (el.getComputedTextLength() <= max) lo = mid; else hi = mid - 1;
+  }
+  el.textContent = text.slice(0, lo) + "\u2026";
 }
 function clear() {
   if (!tip) return;
@@ -491,7 +569,7 @@ mod tests {
         assert!(out.contains("vda: 4 events"));
         assert!(out.contains("\"0-10us\""));
         assert!(out.contains("class=\"grid\""));
-        let log = render_svg(&[sample()], &RenderOptions { log_color: true, ..Default::default() });
+        let log = render_svg(&[sample()], &RenderOptions { color: ColorScale::Log, ..Default::default() });
         // 1 of a largest 2: ln 2 / ln 3 = 0.63 instead of 0.5.
         assert!(log.contains(r#"fill="rgb(255,89,81)" data-c="1""#), "{log}");
         // Well-formed enough: one root, script in CDATA.

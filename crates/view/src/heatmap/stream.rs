@@ -15,6 +15,32 @@ pub const FINE_PER_DECADE: u32 = 60;
 /// counted as above the range.
 pub const STREAM_MAX_VALUE: u64 = 1 << 48;
 
+/// Columns a stream choosing its own column width keeps before it makes them 10 times wider.
+pub const AUTO_MAX_COLS: usize = 2000;
+
+/// The column width of a stream choosing its own, to begin with (1 ms; a power of ten of ns, so
+/// that every width of [`auto_step_ns`] at or above it is a whole number of them).
+pub const AUTO_FIRST_STEP_NS: u64 = 1_000_000;
+
+/// Columns a map whose column width is chosen for it has at most (and at least half as many,
+/// unless the data are shorter than that many milliseconds).
+pub const AUTO_COLS: u64 = 200;
+
+/// The column width for `span_ns` of data: the smallest of 1, 2, 5, 10, 20, 50 ... ms (and 1 s,
+/// 2 s, 5 s, 10 s ...) giving at most [`AUTO_COLS`] columns; at least 1 ms.
+pub fn auto_step_ns(span_ns: u64) -> u64 {
+    let mut decade = AUTO_FIRST_STEP_NS;
+    loop {
+        for m in [1, 2, 5] {
+            let step = m * decade;
+            if span_ns.div_ceil(step) <= AUTO_COLS || step >= u64::MAX / 100 {
+                return step;
+            }
+        }
+        decade *= 10;
+    }
+}
+
 /// Divisors of [`FINE_PER_DECADE`], the rows per decade a log map may have.
 const DIVISORS: [u32; 12] = [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60];
 
@@ -52,6 +78,8 @@ pub struct LogStream {
     above: u64,
     beyond: u64,
     too_many_cols: bool,
+    /// The column width is the stream's to choose: it starts fine and widens as data come.
+    auto: bool,
 }
 
 impl LogStream {
@@ -91,7 +119,60 @@ impl LogStream {
             above: 0,
             beyond: 0,
             too_many_cols: false,
+            auto: false,
         }
+    }
+
+    /// A stream that chooses its column width: it counts in columns of
+    /// [`AUTO_FIRST_STEP_NS`], made 10 times wider whenever there would be more than
+    /// [`AUTO_MAX_COLS`] (memory per group stays bounded), and [`LogStream::finish`] merges
+    /// them into columns of [`auto_step_ns`] of the time the data span.
+    pub fn auto(origin_ns: u64, min: Option<u64>, max: Option<u64>) -> Self {
+        let mut s = LogStream::new(origin_ns, AUTO_FIRST_STEP_NS, min, max, None, usize::MAX);
+        s.auto = true;
+        s
+    }
+
+    /// Whether the stream chooses its column width.
+    pub fn auto_chosen(&self) -> bool {
+        self.auto
+    }
+
+    /// The current column width, ns.
+    pub fn step_ns(&self) -> u64 {
+        self.step
+    }
+
+    /// Makes the columns `factor` times wider (merging their counts): column `c` becomes
+    /// `c.div_euclid(factor)`, so columns stay aligned to the origin.
+    pub fn widen(&mut self, factor: u64) {
+        if factor <= 1 {
+            return;
+        }
+        self.step = self.step.saturating_mul(factor);
+        self.cache_lo = 1;
+        self.cache_hi = 0;
+        if self.cols == 0 {
+            return;
+        }
+        let f = factor as i64;
+        let first = self.first_col.div_euclid(f);
+        let last = (self.first_col + self.cols as i64 - 1).div_euclid(f);
+        let cols = (last - first + 1) as usize;
+        let mut counts = vec![0u64; cols * self.nfine];
+        for k in 0..self.cols {
+            let to = ((self.first_col + k as i64).div_euclid(f) - first) as usize;
+            let (src, dst) = (&self.counts[k * self.nfine..(k + 1) * self.nfine], &mut counts[to * self.nfine..]);
+            for (d, &n) in dst.iter_mut().zip(src) {
+                *d += n;
+            }
+        }
+        (self.first_col, self.cols, self.counts) = (first, cols, counts);
+    }
+
+    /// Columns held.
+    pub fn cols(&self) -> usize {
+        self.cols
     }
 
     /// Events counted in cells.
@@ -106,7 +187,14 @@ impl LogStream {
             return Some(self.cache_slot);
         }
         let d = ts as i128 - self.origin as i128;
-        let c = d.div_euclid(self.step as i128) as i64;
+        let mut c = d.div_euclid(self.step as i128) as i64;
+        while self.auto && self.cols > 0 && {
+            let (lo, hi) = (c.min(self.first_col), c.max(self.first_col + self.cols as i64 - 1));
+            (hi - lo + 1) as usize > AUTO_MAX_COLS
+        } {
+            self.widen(10);
+            c = d.div_euclid(self.step as i128) as i64;
+        }
         if self.max_col.is_some_and(|m| c > m) {
             self.beyond += 1;
             return None;
@@ -268,10 +356,25 @@ impl LogStream {
         let j1 = grid.bin_of(hi).unwrap_or(j0).max(j0);
         let nrows = (j1 - j0 + 1) as usize;
         let ratio = (FINE_PER_DECADE / pd) as i64;
-        let firsts = streams.iter().filter(|s| s.0.cols > 0).map(|s| s.0.first_col);
-        let c0 = firsts.clone().min().unwrap_or(0);
-        let c1 =
-            streams.iter().filter(|s| s.0.cols > 0).map(|s| s.0.first_col + s.0.cols as i64 - 1).max().unwrap_or(0);
+        // The column width: the streams' own, or for streams that choose it the width for the
+        // time the data span, a whole number of every stream's columns (all are aligned to the
+        // origin, so the columns nest).
+        let widest = streams.iter().map(|s| s.0.step).max().unwrap_or(first.step);
+        let step = if first.auto {
+            let ns = |s: &LogStream, k: i64| (s.first_col + k) as i128 * s.step as i128;
+            let held = streams.iter().map(|s| s.0).filter(|s| s.cols > 0);
+            let t0 = held.clone().map(|s| ns(s, 0)).min().unwrap_or(0);
+            let t1 = held.map(|s| ns(s, s.cols as i64)).max().unwrap_or(0);
+            auto_step_ns((t1 - t0).clamp(0, u64::MAX as i128) as u64).max(widest)
+        } else {
+            first.step
+        };
+        let col_of = |s: &LogStream, k: usize| {
+            ((s.first_col + k as i64) as i128 * s.step as i128).div_euclid(step as i128) as i64
+        };
+        let held = streams.iter().map(|s| s.0).filter(|s| s.cols > 0);
+        let c0 = held.clone().map(|s| col_of(s, 0)).min().unwrap_or(0);
+        let c1 = held.map(|s| col_of(s, s.cols - 1)).max().unwrap_or(0);
         let cols = (c1 - c0 + 1).max(1) as usize;
         if cols > first.col_limit {
             return Err(format!(
@@ -279,9 +382,9 @@ impl LogStream {
                 first.col_limit
             ));
         }
-        let step_sec = first.step as f64 / 1e9;
+        let step_sec = step as f64 / 1e9;
         let bins = Binning {
-            t0: c0 as f64 * first.step as f64,
+            t0: c0 as f64 * step as f64,
             units_per_sec: 1e9,
             step_sec,
             cols,
@@ -303,7 +406,7 @@ impl LogStream {
             let mut below = s.below;
             let mut above = s.above;
             for k in 0..s.cols {
-                let c = (s.first_col + k as i64 - c0) as usize;
+                let c = (col_of(s, k) - c0) as usize;
                 for (jf, &n) in s.counts[k * s.nfine..(k + 1) * s.nfine].iter().enumerate() {
                     if n == 0 {
                         continue;
@@ -383,7 +486,8 @@ mod tests {
             let maps = LogStream::finish(&[(&s, None)], rows, None, None, YUnit::Nanos, "Latency", "t", None).unwrap();
             let m = &maps[0];
             // The buffered path with the column origin at the first column's start.
-            let x = XSpec { units_per_sec: 1e9, step_sec: 0.25, origin: Some(-(step as f64)), ..Default::default() };
+            let x =
+                XSpec { units_per_sec: 1e9, step_sec: Some(0.25), origin: Some(-(step as f64)), ..Default::default() };
             let y = YSpec { scale: YScale::Log, rows, ..Default::default() };
             let b = Binning::plan(&[&p], &x, &y).unwrap();
             let want = b.build(&p, "t", None);

@@ -375,8 +375,8 @@ pub struct TextMapOptions {
     pub subsecond: bool,
     /// Rows (the unit is filled in here).
     pub yspec: super::YSpec,
-    /// Seconds per column.
-    pub step_sec: f64,
+    /// Seconds per column (`None`: chosen for the time the data span).
+    pub step_sec: Option<f64>,
     /// Keep only the columns up to this one.
     pub max_col: Option<usize>,
     /// Title (default "Latency Heat Map" / "Subsecond Offset Heat Map").

@@ -16,6 +16,18 @@ pub enum Palette {
 }
 
 impl Palette {
+    /// The palette asked for with `--colors` (`auto`, `256`, `truecolor`, `none`): `auto` is none
+    /// for plain rows, else what the terminal supports.
+    pub fn choose(colors: &str, plain: bool) -> Palette {
+        match colors {
+            "none" => Palette::Mono,
+            "256" => Palette::Ansi256,
+            "truecolor" => Palette::TrueColor,
+            _ if plain => Palette::Mono,
+            _ => Palette::detect(),
+        }
+    }
+
     /// The palette a terminal supports, from `COLORTERM` and `TERM` (`NO_COLOR` turns colour off).
     pub fn detect() -> Palette {
         if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
@@ -198,11 +210,8 @@ pub fn empty_color(p: Palette) -> Option<Color> {
 /// Legend entries: `(label, count drawn as the swatch)`.
 pub fn legend_steps(p: Palette) -> Vec<(String, u64)> {
     match p {
-        Palette::Mono => GLYPHS.iter().map(|(lo, _)| (latscope_event::units::fmt_count(*lo as f64), *lo)).collect(),
-        _ => [1u64, 10, 100, 1_000, 10_000, 100_000]
-            .iter()
-            .map(|&n| (latscope_event::units::fmt_count(n as f64), n))
-            .collect(),
+        Palette::Mono => GLYPHS.iter().map(|(lo, _)| (crate::text::short_count(*lo as f64), *lo)).collect(),
+        _ => [1u64, 10, 100, 1_000, 10_000, 100_000].iter().map(|&n| (crate::text::short_count(n as f64), n)).collect(),
     }
 }
 

@@ -81,6 +81,34 @@ pub trait Feed {
 
     /// Stop pacing: read the rest of a paced source at once (trace files).
     fn fast_forward(&mut self) {}
+
+    /// The last call, for a source stopped at `end_ns` (`-d`, Ctrl-C): take in what ended before
+    /// it and seal the rows up to the one holding it, so that the last interval, whole or not,
+    /// is drawn.
+    fn finish(&mut self, spec: &mut Spectrogram, end_ns: u64) -> Result<(), String> {
+        spec.seal_until(spec.row_of(end_ns.saturating_sub(1)) + 1);
+        Ok(())
+    }
+
+    /// Hand the events inside a rectangle to `f` (event `i` of a batch, with the source's header),
+    /// for aggregations over them such as drill-down tables; the query's `limit` does not apply.
+    /// Returns how many were visited and why that may be incomplete or empty (a source that keeps
+    /// no events visits none and says so).
+    fn visit(&mut self, _spec: &Spectrogram, _q: &DrillQuery, _f: &mut Visitor<'_>) -> Result<Visited, String> {
+        Ok(Visited { events: 0, note: Some("this source keeps no events".into()) })
+    }
+}
+
+/// What [`Feed::visit`] calls for each event: the batch, the row, the source's header.
+pub type Visitor<'a> = dyn FnMut(&EventBatch, usize, &TraceHeader) + 'a;
+
+/// What [`Feed::visit`] went through.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Visited {
+    /// Events handed to the visitor.
+    pub events: u64,
+    /// Why they may not be all the events inside the rectangle (or why there are none).
+    pub note: Option<String>,
 }
 
 /// A window of recent events kept for drill-down: whole batches with the rows that matched the
@@ -128,6 +156,31 @@ impl EventWindow {
         self.kept == 0
     }
 
+    /// Calls `f` for every kept event inside `q` (oldest first by batch), whatever `q.limit`.
+    pub fn visit(&self, header: &TraceHeader, q: &DrillQuery, f: &mut Visitor<'_>) -> Visited {
+        let mut events = 0u64;
+        for (b, rows, groups) in &self.batches {
+            for (k, &r) in rows.iter().enumerate() {
+                let i = r as usize;
+                if q.contains(b.end(i), b.lat[i], groups.get(k).copied().unwrap_or(0)) {
+                    events += 1;
+                    f(b, i, header);
+                }
+            }
+        }
+        Visited { events, note: self.incomplete(q) }
+    }
+
+    /// The note of a query reaching back before the oldest kept event.
+    fn incomplete(&self, q: &DrillQuery) -> Option<String> {
+        (self.dropped > 0 && q.t_from < self.horizon).then(|| {
+            format!(
+                "the window of kept events starts later ({} older events dropped): the list is incomplete",
+                self.dropped
+            )
+        })
+    }
+
     /// The kept events inside `q`, as event lines.
     pub fn select(&self, header: &TraceHeader, q: &DrillQuery) -> DrillResult {
         let mut hits: Vec<(u64, usize, u32)> = Vec::new();
@@ -147,13 +200,7 @@ impl EventWindow {
             .take(q.limit)
             .map(|&(_, bi, r)| line(header, &self.batches[bi].0, r as usize, TimeFormat::Relative))
             .collect();
-        let note = (self.dropped > 0 && q.t_from < self.horizon).then(|| {
-            format!(
-                "the window of kept events starts later ({} older events dropped): the list is incomplete",
-                self.dropped
-            )
-        });
-        DrillResult { lines, matched, note }
+        DrillResult { lines, matched, note: self.incomplete(q) }
     }
 }
 
@@ -186,6 +233,11 @@ mod tests {
         let r = w.select(&h, &DrillQuery { lat_lo: 11, t_from: 205, ..q });
         assert_eq!(r.matched, 1);
         assert!(r.note.is_none());
+        // Visiting sees the same events as selecting, whatever the limit.
+        let mut seen = Vec::new();
+        let v = w.visit(&h, &DrillQuery { limit: 0, ..q }, &mut |b, i, _| seen.push(b.comm.get(i).to_string()));
+        assert_eq!((v.events, seen), (2, vec!["p2".to_string(), "p2".to_string()]));
+        assert!(v.note.is_some());
         assert!(q.describe(0).starts_with("ending 0.000s..0.000s, latency 10ns..12ns"));
     }
 }

@@ -21,7 +21,7 @@ pub mod svg;
 pub mod tui;
 
 pub use color::{Heat, Palette};
-pub use feed::{DrillQuery, DrillResult, EventWindow, Feed};
+pub use feed::{DrillQuery, DrillResult, EventWindow, Feed, Visited, Visitor};
 pub use model::{GroupOrder, Spectrogram};
 pub use render::{DrawOptions, FeedStatus, Split};
 pub use scale::{Axis, Buckets};

@@ -4,7 +4,7 @@
 use super::color::{color, empty_color, glyph, legend_steps, Color, Palette};
 use super::model::{MapCache, Spectrogram};
 use super::scale::{Axis, Buckets};
-use latscope_event::units::{fmt_count, fmt_ns};
+use latscope_event::units::fmt_ns;
 use std::fmt::Write as _;
 
 /// Text attributes of a cell.
@@ -178,6 +178,20 @@ pub enum Split {
     Stack,
 }
 
+impl Split {
+    /// The placement asked for with `--layout` (`side`, `stack`, `auto`): `auto` puts the strips
+    /// of `--by class` and `--by disk` (a few, fixed) side by side on a terminal 160 columns wide
+    /// or more, and stacks the others.
+    pub fn choose(layout: &str, few_strips: bool, width: usize) -> Split {
+        match layout {
+            "side" => Split::Side,
+            "stack" => Split::Stack,
+            _ if few_strips && width >= 160 => Split::Side,
+            _ => Split::Stack,
+        }
+    }
+}
+
 /// What to draw and how.
 #[derive(Debug, Clone)]
 pub struct DrawOptions {
@@ -220,8 +234,9 @@ pub struct FeedStatus {
     pub filter: String,
     /// Events per second over the last interval.
     pub events_per_s: f64,
-    /// Events lost so far (ring buffer full).
-    pub drops: u64,
+    /// Events lost so far (ring buffer full); `None` where nothing can be lost (a file: what the
+    /// recording lost is in `note`).
+    pub drops: Option<u64>,
     /// Anything else worth a word (`end of trace`, `paused`, ...).
     pub note: String,
     /// Whether a drill-down can list events.
@@ -324,12 +339,8 @@ pub fn compose(
     let mut scr = Screen::new(width, height);
     let pal = opts.palette;
 
-    // Status bar.
-    let mut bar = format!(" {}  {}/row", opts.title, fmt_ns(spec.interval_ns()));
-    if !status.source.is_empty() {
-        let _ = write!(bar, "  {}", status.source);
-    }
-    let _ = write!(bar, "  filter: {}", if status.filter.trim().is_empty() { "(none)" } else { status.filter.trim() });
+    // Status bar: shortened (title, then the source in the middle, the filter at the end) to fit.
+    let bar = status_bar(opts, spec, status, width);
     scr.put(0, 0, &bar, Style::REVERSE);
     scr.fill_line(bar.chars().count().min(width), 0, Style::REVERSE);
 
@@ -367,7 +378,11 @@ pub fn compose(
         if labelled {
             let name = g.map_or_else(|| "(no events yet)".to_string(), |g| spec.group_name(g));
             let total = spec.events_in(end.saturating_sub(strip_rows as u64), end, *g);
-            let label = format!("{name} ({} events)", fmt_count(total as f64));
+            let label = if total == 1 {
+                format!("{} (1 event)", crate::text::clean(&name))
+            } else {
+                format!("{} ({} events)", crate::text::clean(&name), crate::text::short_count(total as f64))
+            };
             let label: String = label.chars().take(strip_cols).collect();
             scr.put(x0, y0, &label, Style::BOLD);
             if si > 0 && opts.layout == Split::Side {
@@ -458,27 +473,25 @@ pub fn compose(
         scr.put(x + 2, ly, "none", Style::default());
     }
 
-    // Bottom line: numbers, then the message or key hints.
-    let by = height - 1;
-    let mut line = format!("{} events/s  drops {}", fmt_count(status.events_per_s.round()), status.drops);
-    if below + above > 0 {
-        let _ = write!(line, "  off axis: {} <{} {} >={}", below, fmt_ns(opts.min_ns), above, fmt_ns(opts.max_ns));
+    // Bottom line: numbers, then the message or key hints, fitted to the width; a message too
+    // long for it takes the legend's line.
+    let mut head = format!("{} events/s", crate::text::short_count(status.events_per_s.round()));
+    if let Some(d) = status.drops {
+        let _ = write!(head, "  drops {d}");
     }
-    if !status.note.is_empty() {
-        let _ = write!(line, "  {}", status.note);
+    if below + above > 0 {
+        let _ = write!(head, "  off axis: {} <{} {} >={}", below, fmt_ns(opts.min_ns), above, fmt_ns(opts.max_ns));
     }
     if state.frozen {
-        line.push_str("  FROZEN");
+        head.push_str("  FROZEN");
     }
-    line.push_str("  | ");
-    if !state.message.is_empty() {
-        line.push_str(&state.message);
-    } else if state.frozen {
-        line.push_str("arrows: move  v: mark corner  enter: list events  esc: clear  space: resume  ?: help  q: quit");
-    } else {
-        line.push_str("space: freeze and select  ?: help  q: quit");
+    let by = height - 1;
+    let (upper, lower) = bottom_lines(&head, &status.note, state, width);
+    if let Some(u) = upper {
+        scr.fill_line(0, ly, Style::default());
+        scr.put(0, ly, &u, Style::BOLD);
     }
-    scr.put(0, by, &line, Style::default());
+    scr.put(0, by, &lower, Style::default());
 
     // Overlay over the strip area.
     if let Some(ov) = &state.overlay {
@@ -494,6 +507,127 @@ pub fn compose(
         }
     }
     (scr, geo)
+}
+
+/// `s` cut to `w` characters, with `…` at the end when cut.
+pub fn fit_end(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
+    if w > 0 {
+        out.push('…');
+    }
+    out
+}
+
+/// `s` cut to `w` characters in the middle, keeping the last path component whole when there
+/// is room (a path keeps its start and its file name).
+pub fn fit_middle(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        return s.to_string();
+    }
+    if w < 5 {
+        return fit_end(s, w);
+    }
+    let last = s.rsplit('/').next().map_or(0, |c| c.chars().count() + 1);
+    let tail = last.min(w - 4).max((w - 1) / 2);
+    let head = w - 1 - tail;
+    let mut out: String = s.chars().take(head).collect();
+    out.push('…');
+    out.extend(s.chars().skip(n - tail));
+    out
+}
+
+/// The status bar within `width` characters: the title, the interval, the source and the filter;
+/// the title loses its `latscope spectrogram: ` first, then the source and the filter are cut.
+fn status_bar(opts: &DrawOptions, spec: &Spectrogram, status: &FeedStatus, width: usize) -> String {
+    let interval = format!("{}/row", fmt_ns(spec.interval_ns()));
+    let filter = if status.filter.trim().is_empty() { "(none)" } else { status.filter.trim() };
+    let filter = format!("filter: {}", crate::text::clean(filter));
+    let source = crate::text::clean(&status.source).into_owned();
+    let join = |title: &str, source: &str, filter: &str| {
+        let mut bar = format!(" {title}  {interval}");
+        if !source.is_empty() {
+            let _ = write!(bar, "  {source}");
+        }
+        let _ = write!(bar, "  {filter}");
+        bar
+    };
+    let full = join(&opts.title, &source, &filter);
+    if full.chars().count() <= width {
+        return full;
+    }
+    // "latscope spectrogram: syscall latency" -> "syscall latency".
+    let title = opts.title.rsplit(": ").next().unwrap_or(&opts.title);
+    let title = if title == opts.title { title.rsplit(' ').next().unwrap_or(title) } else { title };
+    let shorter = join(title, &source, &filter);
+    if shorter.chars().count() <= width {
+        return shorter;
+    }
+    // Share what is left between the source (cut in the middle, at least 12 characters) and the
+    // filter (cut at the end); with less room the source goes.
+    let fixed = join(title, "", "").chars().count() + 2;
+    let room = width.saturating_sub(fixed);
+    let (ns, nf) = (source.chars().count(), filter.chars().count());
+    if !source.is_empty() && room >= 12 + 16 {
+        // The source keeps its file name if it can; the filter gets the rest.
+        let last = source.rsplit('/').next().map_or(0, |c| c.chars().count());
+        let s_min = ns.min((last + 6).max(12)).min(room - 16);
+        let s_room = s_min.max(ns.min(room.saturating_sub(nf)));
+        let f_room = room - s_room;
+        return fit_end(&join(title, &fit_middle(&source, s_room), &fit_end(&filter, f_room)), width);
+    }
+    fit_end(&join(title, "", &filter), width)
+}
+
+/// The bottom line(s) within `width`: `head` (numbers), the note, then the message or key hints,
+/// shortened to fit. Returns the line above it too when a message needs a line of its own.
+fn bottom_lines(head: &str, note: &str, state: &ViewState, width: usize) -> (Option<String>, String) {
+    let note = crate::text::clean(note);
+    let with = |note: &str, tail: &str| {
+        let mut l = head.to_string();
+        if !note.is_empty() {
+            let _ = write!(l, "  {note}");
+        }
+        let _ = write!(l, "  | {tail}");
+        l
+    };
+    if !state.message.is_empty() {
+        let msg = crate::text::clean(&state.message);
+        let l = with(&note, &msg);
+        if l.chars().count() <= width {
+            return (None, l);
+        }
+        return (Some(fit_end(&msg, width)), fit_end(&with(&note, "?: help  q: quit"), width));
+    }
+    let hints: &[&str] = if state.frozen {
+        &[
+            "arrows: move  v: mark corner  enter: list events  esc: clear  space: resume  ?: help  q: quit",
+            "arrows  v: mark  enter: list  space: resume  ?: help  q: quit",
+            "?: help  q: quit",
+        ]
+    } else {
+        &["space: freeze and select  ?: help  q: quit", "space: freeze  ?: help  q: quit", "?: help  q: quit"]
+    };
+    for h in hints {
+        let l = with(&note, h);
+        if l.chars().count() <= width {
+            return (None, l);
+        }
+    }
+    // Still too long: the note gives way, then the numbers are written shorter, then cut.
+    let last = hints[hints.len() - 1];
+    let room = width.saturating_sub(with("", last).chars().count() + 2);
+    let note = if room >= 8 { fit_end(&note, room) } else { String::new() };
+    let l = with(&note, last);
+    if l.chars().count() <= width {
+        return (None, l);
+    }
+    let compact = head.replace(" events/s", "/s").replace("  ", " ");
+    let l = format!("{compact} | {last}");
+    (None, if l.chars().count() <= width { l } else { fit_end(&l, width) })
 }
 
 /// The latency range and row range of a selection on a strip: `(t_from, t_to, lat_lo, lat_hi)`,
@@ -692,7 +826,7 @@ mod tests {
         assert_eq!(heat_of_glyph(g(a, 110_003.0)), Some(Heat::Red));
         assert_eq!(heat_of_glyph(g(a, 11_000_010.0)), Some(Heat::None));
         assert_eq!(heat_of_glyph(g(b, 11_000_010.0)), Some(Heat::Green));
-        assert!(scr.line_text(1).contains("file (3.00k events)"), "{}", scr.line_text(1));
+        assert!(scr.line_text(1).contains("file (3k events)"), "{}", scr.line_text(1));
         assert!(scr.line_text(1).contains("net (60 events)"), "{}", scr.line_text(1));
     }
 
@@ -754,6 +888,65 @@ mod tests {
         let rows = p.rows(&s);
         assert_eq!(rows.lines().count(), 7);
         assert!(rows.lines().nth(4).unwrap().contains(" - "));
+    }
+
+    #[test]
+    fn status_and_hints_fit_any_width() {
+        let s = sample();
+        let status = FeedStatus {
+            source: "/var/tmp/recordings/2024-05-01/a-rather-long-directory-name/ext4-sustained.lst".into(),
+            filter: "proc.name=latscope-load and evt.is_io_write=true and fd.name contains /tmp/latscope-demo".into(),
+            events_per_s: 12_345.0,
+            drops: None,
+            note: "paced at 1x (n: draw the rest now); 12 events lost when recorded".into(),
+            has_events: true,
+        };
+        let long = "switched to the event stream: select cells of the new rows to list their events";
+        for frozen in [false, true] {
+            for message in ["", long] {
+                let state = ViewState { frozen, message: message.into(), ..Default::default() };
+                for w in [40usize, 60, 80, 100, 120, 200] {
+                    let (scr, _) = compose(&s, &DrawOptions::default(), &state, &status, w, 20);
+                    let (top, bottom) = (scr.line_text(0), scr.line_text(19));
+                    // Nothing runs past the edge: a line that is full ends in a cut mark or the
+                    // end of a word it shows whole.
+                    for l in [&top, &bottom] {
+                        let t = l.trim_end();
+                        assert!(
+                            t.chars().count() < w
+                                || t.ends_with('…')
+                                || t.ends_with("quit")
+                                || t.ends_with(&message[message.len().saturating_sub(6)..])
+                                || t.ends_with("demo"),
+                            "{w} {frozen} {message:?}:\n{top}\n{bottom}"
+                        );
+                    }
+                    assert!(top.contains("filter: "), "{w}: {top}");
+                    assert!(bottom.contains("q: quit") || !message.is_empty(), "{w}: {bottom}");
+                    assert!(!bottom.contains("drops"), "a file drops nothing: {bottom}");
+                    if !message.is_empty() {
+                        let text = scr.text();
+                        assert!(text.contains("switched to the event stream") || w < 40, "{w}: {text}");
+                    }
+                    if w >= 80 {
+                        assert!(top.contains("ext4-sustained.lst"), "the file name is kept: {w}: {top}");
+                    }
+                }
+            }
+        }
+        // What fits is shown whole.
+        let short = FeedStatus { source: "t.lst".into(), ..status.clone() };
+        let (scr, _) = compose(&s, &DrawOptions::default(), &ViewState::default(), &short, 200, 12);
+        assert!(scr
+            .line_text(0)
+            .starts_with(" latscope spectrogram  500ms/row  t.lst  filter: proc.name=latscope-load"));
+        // Live: drops are shown; the legend reads 1k, 10k.
+        let live = FeedStatus { drops: Some(3), ..FeedStatus::default() };
+        let (scr, _) = compose(&s, &DrawOptions::default(), &ViewState::default(), &live, 120, 12);
+        assert!(scr.line_text(11).contains("drops 3"));
+        assert!(
+            scr.line_text(10).contains(" 1k ") && scr.line_text(10).contains(" 10k ") && !scr.text().contains("1.00k")
+        );
     }
 
     #[test]

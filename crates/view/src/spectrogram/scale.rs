@@ -150,29 +150,39 @@ impl Axis {
         out
     }
 
-    /// The axis line: `|` where each decade starts, followed by its label when there is room
-    /// (labels that would collide are skipped). Exactly [`Axis::cols`] characters.
+    /// The axis line: `|` where each decade starts, and labels. The decades of a unit (`1ns`,
+    /// `1us`, `1ms`, `1s`) are labelled first, over the bare ticks of the decades between them when
+    /// the axis is narrow (a strip of a split view); the other decades get their label when it fits
+    /// before the next tick. Exactly [`Axis::cols`] characters.
     pub fn label_line(&self) -> String {
         let mut line = vec![' '; self.cols];
         let ticks = self.decades();
-        let mut next_free = 0usize;
-        for (i, &(c, p)) in ticks.iter().enumerate() {
-            if c < next_free {
-                continue;
-            }
-            let label = decade_label(p);
-            let limit = ticks.get(i + 1).map_or(self.cols, |&(n, _)| n);
+        for &(c, _) in &ticks {
             line[c] = '|';
-            // Write the label only if it fits before the next tick or the edge; otherwise
-            // the tick stays bare and the next decade can still be labelled.
-            let room = limit.saturating_sub(c + 1);
-            if label.len() <= room || (i + 1 == ticks.len() && c + 1 + label.len() <= self.cols) {
-                for (k, ch) in label.chars().enumerate() {
-                    line[c + 1 + k] = ch;
-                }
-                next_free = c + 1 + label.len();
-            } else {
-                next_free = c + 1;
+        }
+        let mut taken = vec![false; self.cols];
+        let unit = |p: u64| matches!(p, 1 | 1_000 | 1_000_000 | 1_000_000_000);
+        let write = |line: &mut Vec<char>, taken: &mut Vec<bool>, c: usize, label: &str| {
+            for (k, ch) in label.chars().enumerate() {
+                line[c + 1 + k] = ch;
+            }
+            taken[c..c + 1 + label.len()].iter_mut().for_each(|t| *t = true);
+        };
+        for (i, &(c, p)) in ticks.iter().enumerate().filter(|(_, t)| unit(t.1)) {
+            let label = decade_label(p);
+            let end = c + 1 + label.len();
+            // Up to the next unit's tick (the bare ticks between may be written over).
+            let limit = ticks[i + 1..].iter().find(|t| unit(t.1)).map_or(self.cols, |t| t.0);
+            if end <= limit && !taken[c..end].iter().any(|&t| t) {
+                write(&mut line, &mut taken, c, &label);
+            }
+        }
+        for (i, &(c, p)) in ticks.iter().enumerate().filter(|(_, t)| !unit(t.1)) {
+            let label = decade_label(p);
+            let end = c + 1 + label.len();
+            let limit = ticks.get(i + 1).map_or(self.cols, |t| t.0);
+            if line[c] == '|' && end <= limit && !taken[c..end].iter().any(|&t| t) {
+                write(&mut line, &mut taken, c, &label);
             }
         }
         line.into_iter().collect()
@@ -350,6 +360,30 @@ mod tests {
         for w in line.split('|').skip(1) {
             let w = w.trim_end();
             assert!(w.is_empty() || w.ends_with('s'), "{line}");
+        }
+    }
+
+    #[test]
+    fn narrow_strips_label_every_unit_decade() {
+        // The strips of a split view: 2 to 4 columns per decade. Every unit decade (1ns, 1us,
+        // 1ms, 1s) is labelled right after its tick, other labels only where they fit.
+        for cols in [20usize, 27, 30, 35, 47] {
+            let a = Axis::new(1, 10_000_000_000, cols);
+            let line = a.label_line();
+            assert_eq!(line.chars().count(), cols);
+            for (c, p) in a.decades() {
+                let label = format!("|{}", decade_label(p));
+                if matches!(p, 1 | 1_000 | 1_000_000 | 1_000_000_000) && c + label.len() <= cols {
+                    assert_eq!(line.chars().skip(c).take(label.len()).collect::<String>(), label, "{cols}: {line}");
+                }
+            }
+            for w in line.split('|').skip(1) {
+                assert!(
+                    ["", "1ns", "10ns", "100ns", "1us", "10us", "100us", "1ms", "10ms", "100ms", "1s"]
+                        .contains(&w.trim_end()),
+                    "{cols}: {line}"
+                );
+            }
         }
     }
 

@@ -3,7 +3,7 @@
 //! only through [`EventSource`] and [`CountSource`], so the spectrogram never learns whether its
 //! rows come from a trace or the probes.
 
-use super::feed::{DrillQuery, DrillResult, EventWindow, Feed};
+use super::feed::{DrillQuery, DrillResult, EventWindow, Feed, Visited, Visitor};
 use super::render::FeedStatus;
 use super::{Buckets, GroupOrder, Spectrogram};
 use crate::events::{line, TimeFormat};
@@ -263,6 +263,11 @@ impl Feed for FileFeed {
         Ok(true)
     }
 
+    fn finish(&mut self, _spec: &mut Spectrogram, _end_ns: u64) -> Result<(), String> {
+        // A file's rows are sealed as they are read; its times are not now's.
+        Ok(())
+    }
+
     fn status(&self, spec: &Spectrogram) -> FeedStatus {
         let mut note = String::new();
         if let Some((_, speed)) = self.pace {
@@ -270,11 +275,17 @@ impl Feed for FileFeed {
                 note = format!("paced at {speed}x (n: draw the rest now)");
             }
         }
+        // A file drops nothing; what the recording lost is worth a word.
+        let lost = self.source.lost();
+        if lost > 0 {
+            let sep = if note.is_empty() { "" } else { "; " };
+            note = format!("{note}{sep}{lost} events lost when recorded");
+        }
         FeedStatus {
             source: self.source.describe(),
             filter: self.filter_text.clone(),
             events_per_s: last_rate(spec),
-            drops: self.source.lost(),
+            drops: None,
             note,
             has_events: true,
         }
@@ -328,6 +339,8 @@ pub struct StreamFeed {
     filter_text: String,
     /// Why the events are streamed (shown in the status line).
     pub note: String,
+    /// Events ending at or after this are not drawn (set by `finish`).
+    until: u64,
 }
 
 impl StreamFeed {
@@ -345,6 +358,7 @@ impl StreamFeed {
             kind: o.kind as u8,
             filter_text: o.filter.clone(),
             note: String::new(),
+            until: u64::MAX,
         }
     }
 }
@@ -360,7 +374,7 @@ impl Feed for StreamFeed {
         let mut groups = Vec::new();
         for &i in c.rows {
             let i = i as usize;
-            if wanted(b, i, self.kind) {
+            if wanted(b, i, self.kind) && b.end(i) < self.until {
                 let g = self.strips.group(b, i);
                 spec.add(b.end(i), b.lat[i], g);
                 kept.push_from(b, i);
@@ -382,7 +396,7 @@ impl Feed for StreamFeed {
             source: self.source.describe(),
             filter: self.filter_text.clone(),
             events_per_s: last_rate(spec),
-            drops: self.source.lost(),
+            drops: Some(self.source.lost()),
             note: self.note.clone(),
             has_events: true,
         }
@@ -391,9 +405,26 @@ impl Feed for StreamFeed {
     fn drill(&mut self, _spec: &Spectrogram, q: &DrillQuery) -> Result<DrillResult, String> {
         Ok(self.window.select(self.source.header(), q))
     }
+
+    fn finish(&mut self, spec: &mut Spectrogram, end_ns: u64) -> Result<(), String> {
+        // Events reach the ring buffer within the grace period after they end.
+        self.until = end_ns;
+        while now_ns() < end_ns.saturating_add(GRACE_NS) {
+            if !self.pump(spec, Duration::from_millis(20))? {
+                break;
+            }
+        }
+        spec.seal_until(spec.row_of(end_ns.saturating_sub(1)) + 1);
+        Ok(())
+    }
+
+    fn visit(&mut self, _spec: &Spectrogram, q: &DrillQuery, f: &mut Visitor<'_>) -> Result<Visited, String> {
+        Ok(self.window.visit(self.source.header(), q, f))
+    }
 }
 
-fn now_ns() -> u64 {
+/// CLOCK_MONOTONIC now, ns (the clock of the events and rows).
+pub(crate) fn now_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid timespec to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
@@ -434,19 +465,9 @@ impl CountFeed {
     }
 }
 
-impl Feed for CountFeed {
-    fn pump(&mut self, spec: &mut Spectrogram, wait: Duration) -> Result<bool, String> {
-        if let Some(s) = &mut self.stream {
-            return s.pump(spec, wait);
-        }
-        let now = now_ns();
-        let due = spec.row_start(self.next_row + 1);
-        if now < due {
-            std::thread::sleep(Duration::from_nanos(due - now).min(wait));
-            if now_ns() < due {
-                return Ok(true);
-            }
-        }
+impl CountFeed {
+    /// The counts since the last read, per group.
+    fn read_deltas(&mut self, spec: &mut Spectrogram) -> Result<Vec<(u32, Vec<u64>)>, String> {
         let source = self.source.as_mut().ok_or("no source")?;
         let counts = source.read_counts().map_err(err)?;
         let mut groups: Vec<(u32, Vec<u64>)> = Vec::new();
@@ -462,6 +483,24 @@ impl Feed for CountFeed {
             }
         }
         self.strips.flush(spec);
+        Ok(groups)
+    }
+}
+
+impl Feed for CountFeed {
+    fn pump(&mut self, spec: &mut Spectrogram, wait: Duration) -> Result<bool, String> {
+        if let Some(s) = &mut self.stream {
+            return s.pump(spec, wait);
+        }
+        let now = now_ns();
+        let due = spec.row_start(self.next_row + 1);
+        if now < due {
+            std::thread::sleep(Duration::from_nanos(due - now).min(wait));
+            if now_ns() < due {
+                return Ok(true);
+            }
+        }
+        let groups = self.read_deltas(spec)?;
         // A late read (the display was busy) puts everything since the last one in the last
         // complete row.
         let row = spec.row_of(now_ns()).saturating_sub(1).max(self.next_row);
@@ -480,7 +519,7 @@ impl Feed for CountFeed {
             source: self.source.as_ref().map_or_else(String::new, |s| s.describe()),
             filter: self.o.filter.clone(),
             events_per_s: last_rate(spec),
-            drops: 0,
+            drops: Some(0),
             note: String::new(),
             has_events: false,
         }
@@ -499,6 +538,34 @@ impl Feed for CountFeed {
                     .into(),
             ),
         })
+    }
+
+    fn finish(&mut self, spec: &mut Spectrogram, end_ns: u64) -> Result<(), String> {
+        if let Some(s) = &mut self.stream {
+            return s.finish(spec, end_ns);
+        }
+        // The counts since the last read, into the row holding the end (the kernel's counts
+        // cannot be split in time).
+        let last = spec.row_of(end_ns.saturating_sub(1));
+        if self.next_row <= last {
+            let groups = self.read_deltas(spec)?;
+            spec.add_row_counts(last, Buckets::KERNEL, &groups);
+            self.next_row = last + 1;
+        }
+        spec.seal_until(last + 1);
+        Ok(())
+    }
+
+    fn visit(&mut self, spec: &Spectrogram, q: &DrillQuery, f: &mut Visitor<'_>) -> Result<Visited, String> {
+        match &mut self.stream {
+            Some(s) => s.visit(spec, q, f),
+            None => Ok(Visited {
+                events: 0,
+                note: Some(
+                    "the histograms are built in the kernel, which keeps no events: switch to the event stream".into(),
+                ),
+            }),
+        }
     }
 
     fn keep_events(&mut self, spec: &mut Spectrogram) -> Result<String, String> {

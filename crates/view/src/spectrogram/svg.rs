@@ -5,7 +5,8 @@ use super::color::{color, legend_steps, Palette};
 use super::model::{MapCache, Spectrogram};
 use super::render::fmt_rel;
 use super::scale::{decade_label, Axis};
-use latscope_event::units::{fmt_count, fmt_ns};
+use crate::svg::esc;
+use latscope_event::units::fmt_ns;
 use std::fmt::Write as _;
 
 /// Options of [`svg`].
@@ -36,10 +37,6 @@ impl Default for SvgOptions {
             groups: None,
         }
     }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 fn hex(c: super::color::Color) -> String {
@@ -79,13 +76,24 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="monospace" font-size="11">"#
     );
     let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    // Monospace: a character is 0.6 em wide (0.65 bold); text longer than the picture is cut
+    // in the middle, whole in a tooltip.
+    let fit = |l: &str, size: f64, bold: bool| {
+        let chars = ((width - left - 10.0) / (size * if bold { 0.65 } else { 0.61 })).floor() as usize;
+        let cut = super::render::fit_middle(l, chars);
+        if cut == l {
+            esc(l)
+        } else {
+            format!("{}<title>{}</title>", esc(&cut), esc(l))
+        }
+    };
     for (i, l) in title_lines.iter().enumerate() {
         let (size, weight) = if i == 0 { (14, "bold") } else { (11, "normal") };
         let _ = writeln!(
             s,
             r#"<text x="{left}" y="{}" font-size="{size}" font-weight="{weight}">{}</text>"#,
             18 + 16 * i,
-            esc(l)
+            fit(l, f64::from(size), i == 0)
         );
     }
     let _ = writeln!(
@@ -105,7 +113,7 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
                 s,
                 r#"<text x="{left}" y="{:.1}" font-weight="bold">{}</text>"#,
                 y + 13.0,
-                esc(&spec.group_name(*g))
+                fit(&spec.group_name(*g), 11.0, true)
             );
             y += label_h;
         }
@@ -127,14 +135,14 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
                 let (lo, hi) = axis.col_bounds(c);
                 let _ = writeln!(
                     s,
-                    r#"<rect x="{:.1}" y="{ry:.1}" width="{cw:.1}" height="{ch:.1}" fill="{}"><title>{} +{}: {}..{}: {} events</title></rect>"#,
+                    r#"<rect x="{:.1}" y="{ry:.1}" width="{cw:.1}" height="{ch:.1}" fill="{}"><title>{} +{}: {}..{}: {}</title></rect>"#,
                     left + c as f64 * cw,
                     hex(col),
                     fmt_rel(idx * spec.interval_ns(), spec.interval_ns()),
                     fmt_ns(spec.interval_ns()),
                     fmt_ns(lo as u64),
                     fmt_ns(hi as u64),
-                    n
+                    crate::text::plural(n, "event")
                 );
             }
         }
@@ -171,8 +179,12 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
             x += 24.0 + 7.0 * label.len() as f64;
         }
     }
-    let _ =
-        writeln!(s, r#"<text x="{left}" y="{:.1}">{} events in all</text>"#, ly + 30.0, fmt_count(spec.events as f64));
+    let _ = writeln!(
+        s,
+        r#"<text x="{left}" y="{:.1}">{} in all</text>"#,
+        ly + 30.0,
+        crate::text::plural(spec.events, "event")
+    );
     s.push_str("</svg>\n");
     s
 }
@@ -192,9 +204,10 @@ mod tests {
         let out = svg(&sp, &SvgOptions { cols: 100, ..Default::default() });
         assert!(out.starts_with("<svg") && out.trim_end().ends_with("</svg>"));
         assert!(out.contains("0.0s +500ms: 100us..126us: 150 events"), "{out}");
-        assert!(out.contains("1.0s +500ms: 10.0ms..12.6ms: 1 events"));
+        assert!(out.contains("1.0s +500ms: 10.0ms..12.6ms: 1 event<"));
         assert!(out.contains(">100us</text>") && out.contains(">1s</text>"));
         assert_eq!(out.matches("<title>").count(), 2);
         assert!(out.contains("151 events in all"));
+        assert!(out.contains(">1k</text>") && !out.contains("1.00k"), "{out}");
     }
 }

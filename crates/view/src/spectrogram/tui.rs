@@ -4,6 +4,7 @@
 use super::feed::{DrillQuery, Feed};
 use super::model::Spectrogram;
 use super::render::{compose, selection_bounds, DrawOptions, Geometry, Overlay, PlainPrinter, Screen, ViewState};
+use super::sources::now_ns;
 use crossterm::event::{
     self, DisableMouseCapture, EnableMouseCapture, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton,
     MouseEvent, MouseEventKind,
@@ -21,7 +22,8 @@ pub struct RunOptions {
     pub draw: DrawOptions,
     /// Set from a signal handler to stop.
     pub stop: Arc<AtomicBool>,
-    /// Stop after this long (live sources).
+    /// Stop after this long from the start of the rows (live sources); the last interval is
+    /// drawn, whole or not.
     pub duration: Option<Duration>,
     /// Most events listed by a drill-down.
     pub drill_limit: usize,
@@ -63,7 +65,7 @@ pub fn run_plain(
     width: usize,
     out: &mut dyn Write,
 ) -> Result<(), String> {
-    let start = Instant::now();
+    let end = end_ns(spec, opts);
     let mut printer = PlainPrinter::new(width, &opts.draw);
     let mut header_done = false;
     let r = (|| -> Result<(), String> {
@@ -73,19 +75,24 @@ pub fn run_plain(
                 out.write_all(printer.header(spec, &feed.status(spec)).as_bytes()).map_err(|e| e.to_string())?;
                 header_done = true;
             }
+            let stopping = more && (opts.stop.load(Ordering::Relaxed) || end.is_some_and(|e| now_ns() >= e));
+            if stopping {
+                // The last interval too, up to -d's end or the moment of Ctrl-C.
+                feed.finish(spec, end.unwrap_or(u64::MAX).min(now_ns()))?;
+            }
             let rows = printer.rows(spec);
             if !rows.is_empty() {
                 out.write_all(rows.as_bytes()).map_err(|e| e.to_string())?;
                 out.flush().map_err(|e| e.to_string())?;
             }
-            if !more || opts.stop.load(Ordering::Relaxed) || opts.duration.is_some_and(|d| start.elapsed() >= d) {
+            if !more || stopping {
                 break;
             }
         }
         let st = feed.status(spec);
         let mut tail = format!("# {} events in {} rows", spec.events, spec.sealed() - spec.first_index());
-        if st.drops > 0 {
-            tail.push_str(&format!(", {} events lost", st.drops));
+        if let Some(d) = st.drops.filter(|&d| d > 0) {
+            tail.push_str(&format!(", {d} events lost"));
         }
         if !st.note.is_empty() {
             tail.push_str(&format!("; {}", st.note));
@@ -98,6 +105,11 @@ pub fn run_plain(
         Err(e) if e.contains("Broken pipe") => Ok(()),
         other => other,
     }
+}
+
+/// When `-d` ends: that long after the start of the rows (the session's start).
+fn end_ns(spec: &Spectrogram, opts: &RunOptions) -> Option<u64> {
+    opts.duration.map(|d| spec.origin_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
 }
 
 /// Puts the terminal back as it was, also on panic.
@@ -458,7 +470,7 @@ pub fn run_tui(feed: &mut dyn Feed, spec: &mut Spectrogram, opts: &RunOptions) -
     watchdog(opts.stop.clone(), done.clone());
     let _done = SetOnDrop(done);
     let mut size = terminal::size().map_err(io_err)?;
-    let start = Instant::now();
+    let end = end_ns(spec, opts);
     let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout());
     let mut app = App {
         state: ViewState::default(),
@@ -473,7 +485,11 @@ pub fn run_tui(feed: &mut dyn Feed, spec: &mut Spectrogram, opts: &RunOptions) -
     let mut prev: Option<Screen> = None;
     let mut last_draw = Instant::now();
     let result = loop {
-        if app.quit || opts.stop.load(Ordering::Relaxed) || opts.duration.is_some_and(|d| start.elapsed() >= d) {
+        if app.quit || opts.stop.load(Ordering::Relaxed) || end.is_some_and(|e| now_ns() >= e) {
+            // The last interval is in the picture written after (--svg).
+            if !app.ended {
+                feed.finish(spec, end.unwrap_or(u64::MAX).min(now_ns()))?;
+            }
             break Ok(());
         }
         if !app.ended {

@@ -1,0 +1,522 @@
+//! `latscope serve` in a real headless Chromium: the store pages show the store's numbers, the
+//! filter box points at the problem, drill-down narrows the live view (root), tokens and limits.
+//! Screenshots are kept under target/test-artifacts/serve/.
+
+mod common;
+mod viewsupport;
+
+use latscope_hist::Histogram;
+use latscope_store::{kind, unit, Hour, SeriesSpec, Store};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use viewsupport::cdp::Browser;
+
+/// Where screenshots go.
+fn artifacts() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap().join("test-artifacts/serve");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `latscope serve` on a free loopback port, stopped (SIGTERM) on drop.
+struct Serve {
+    child: Child,
+    url: String,
+}
+
+impl Serve {
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Serve {
+        let mut c = Command::new(common::bin());
+        c.arg("serve").args(["--listen", "127.0.0.1:0", "--live-idle", "3s"]).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("latscope serve starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.starts_with("http://127.0.0.1:"), "serve printed {line:?}");
+        Serve { child, url: line.trim().to_string() }
+    }
+
+    fn addr(&self) -> String {
+        self.url.trim_start_matches("http://").trim_end_matches('/').to_string()
+    }
+
+    /// Stops the server and returns what it printed on stderr.
+    fn stop(mut self) -> String {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let st = self.child.wait().unwrap();
+        assert!(st.success(), "serve exited with {st}");
+        let mut err = String::new();
+        self.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        err
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One raw HTTP/1.1 exchange: status, head, body.
+fn http(addr: &str, request: &str) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    // The server may answer (431, 413) and close before taking all of a request too large.
+    let _ = s.write_all(request.as_bytes());
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+fn get(addr: &str, path: &str, extra: &str) -> (u16, String, String) {
+    http(addr, &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n"))
+}
+
+/// A deterministic pseudo-random number in [0, 1).
+fn unit_f(x: &mut u64) -> f64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    (*x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A store with known histograms over the last 30 hours: a 1 µs clock, reads of an 8 GiB file
+/// with three tiers, a syscall; and a series without data.
+fn fixture(path: &Path) -> Vec<(String, SeriesSpec)> {
+    let mut store = Store::open(path).unwrap();
+    let mut clock = SeriesSpec::new("clock-1us", kind::MICROBENCH, unit::NANOSECONDS);
+    clock.params.insert("probe".into(), "clock".into());
+    let mut read = SeriesSpec::new("read-8GiB", kind::MICROBENCH, unit::NANOSECONDS);
+    read.description = "random 4 KiB reads of an 8 GiB file".into();
+    for (k, v) in
+        [("probe", Value::from("read")), ("file_size", Value::from(8u64 << 30)), ("region", Value::from(8u64 << 30))]
+    {
+        read.params.insert(k.into(), v);
+    }
+    let pread = SeriesSpec::syscall("pread64", true);
+    let empty = SeriesSpec::new("declared-only", kind::MICROBENCH, unit::NANOSECONDS);
+    let ids: Vec<_> = [&clock, &read, &pread, &empty].iter().map(|s| store.ensure_series(s).unwrap()).collect();
+    let now = Hour::now();
+    let mut x = 0x1234_5678_9abc_def1u64;
+    for back in 0..30i64 {
+        let hour = now.plus(-back);
+        let mut c = Histogram::new();
+        c.record_n(0, 800 + back as u64);
+        c.record_n(1_000, 2_700);
+        c.record_n(2_000, 800);
+        c.record(15_000);
+        let mut r = Histogram::new();
+        for _ in 0..2_000 {
+            let u = unit_f(&mut x);
+            let t = unit_f(&mut x);
+            r.record(if t < 0.06 {
+                1_200.0 + 600.0 * u
+            } else if t < 0.16 {
+                500_000.0 + 300_000.0 * u
+            } else {
+                11_000_000.0 + 4_000_000.0 * u
+            } as u64);
+        }
+        let p: Histogram = (0..300u64).map(|i| 3_000 + (i * 7919) % 5_000).collect();
+        store.merge(&[(ids[0], hour, &c), (ids[1], hour, &r), (ids[2], hour, &p)]).unwrap();
+    }
+    vec![
+        ("clock-1us".into(), clock),
+        ("read-8GiB".into(), read),
+        ("pread64".into(), pread),
+        ("declared-only".into(), empty),
+    ]
+}
+
+/// `1.08us` -> 1080.0 (the pages' number format).
+fn parse_shown(s: &str) -> f64 {
+    let s = s.trim();
+    let (num, mult) = [("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)]
+        .iter()
+        .find_map(|(u, m)| s.strip_suffix(u).map(|n| (n, *m)))
+        .unwrap_or_else(|| panic!("no unit in {s:?}"));
+    num.parse::<f64>().unwrap_or_else(|_| panic!("not a number: {s:?}")) * mult
+}
+
+fn close(shown: &str, exact: u64) {
+    let v = parse_shown(shown);
+    let tol = (exact as f64 * 0.006).max(0.5);
+    assert!((v - exact as f64).abs() <= tol, "shown {shown} for {exact}");
+}
+
+fn png_is_not_blank(png: &[u8]) {
+    let img = viewsupport::decode_png(png);
+    let mut colours = std::collections::BTreeSet::new();
+    for p in img.rgba.iter().step_by(7) {
+        colours.insert(*p);
+    }
+    assert!(
+        img.width > 500 && img.height > 300 && colours.len() > 20,
+        "{}x{}, {} colours",
+        img.width,
+        img.height,
+        colours.len()
+    );
+}
+
+#[test]
+fn store_pages_show_the_stores_numbers() {
+    let Some(chrome) = viewsupport::chromium("store_pages_show_the_stores_numbers") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("bench.db");
+    let specs = fixture(&db);
+    let srv = Serve::start(&["--store", db.to_str().unwrap(), "--no-live"], &[]);
+    let store = Store::open_read_only(&db).unwrap();
+    let series = store.series().unwrap();
+    let mut b = Browser::launch(&chrome, 1400, 1000);
+
+    // Overview: every series, its latest hour's numbers and the hours kept.
+    b.goto(&srv.url);
+    b.wait_ready(30);
+    let rows = b.eval(
+        "[...document.querySelectorAll('tr.series')].map(tr => { const c = k => tr.querySelector('td.' + k); \
+         const t = tr.querySelector('svg.trend'); return { name: tr.dataset.name, \
+         count: c('count') && c('count').dataset.v, p50: c('p50') && c('p50').dataset.v, p99: c('p99') && c('p99').dataset.v, \
+         max: c('max') && c('max').dataset.v, p50_text: c('p50') && c('p50').textContent, p99_text: c('p99') && c('p99').textContent, \
+         hours: c('hours').dataset.v, trend_n: t.dataset.n, last_p50: t.dataset.lastP50, last_p99: t.dataset.lastP99 }; })",
+    );
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), specs.len(), "{rows:?}");
+    for s in &series {
+        let row =
+            rows.iter().find(|r| r["name"] == s.spec.name.as_str()).unwrap_or_else(|| panic!("no row {}", s.spec.name));
+        assert_eq!(row["hours"].as_str().unwrap(), s.hours.to_string());
+        assert_eq!(row["trend_n"].as_str().unwrap(), s.hours.to_string());
+        let Some(latest) = store.latest(s.id).unwrap() else {
+            assert!(row["count"].is_null(), "{row}");
+            continue;
+        };
+        let h = &latest.histogram;
+        let num = |k: &str| row[k].as_str().unwrap().parse::<u64>().unwrap();
+        assert_eq!(num("count"), h.count(), "{}", s.spec.name);
+        assert_eq!(num("p50"), h.value_at_quantile(0.5).unwrap(), "{}", s.spec.name);
+        assert_eq!(num("p99"), h.value_at_quantile(0.99).unwrap());
+        assert_eq!(num("max"), h.max().unwrap());
+        assert_eq!(num("last_p50"), h.value_at_quantile(0.5).unwrap());
+        assert_eq!(num("last_p99"), h.value_at_quantile(0.99).unwrap());
+        close(row["p50_text"].as_str().unwrap(), h.value_at_quantile(0.5).unwrap());
+        close(row["p99_text"].as_str().unwrap(), h.value_at_quantile(0.99).unwrap());
+    }
+    png_is_not_blank(&b.screenshot(&artifacts().join("overview.png")));
+
+    // A series hour by hour, by name as in the write-up's op_detail page: every hour's numbers,
+    // the window merged, its peaks and the explanation's notes (tiers, the cache estimate).
+    let read = series.iter().find(|s| s.spec.name == "read-8GiB").unwrap();
+    b.goto(&format!("{}series?op=read-8GiB&hoursAgo=48&hours=&buckets=99", srv.url));
+    b.wait_ready(30);
+    let hours = b.eval(
+        "[...document.querySelectorAll('.hour')].map(d => [d.dataset.hour, d.dataset.count, d.dataset.p50, d.dataset.p99])",
+    );
+    let end = Hour::now().next();
+    let stored = store.hours(read.id, end.plus(-48)..end).unwrap();
+    assert_eq!(hours.as_array().unwrap().len(), stored.len());
+    for (shown, h) in hours.as_array().unwrap().iter().rev().zip(&stored) {
+        let v: Vec<u64> = shown.as_array().unwrap().iter().map(|x| x.as_str().unwrap().parse().unwrap()).collect();
+        let hist = &h.histogram;
+        assert_eq!(
+            v,
+            vec![
+                h.hour.start_unix_secs() as u64,
+                hist.count(),
+                hist.value_at_quantile(0.5).unwrap(),
+                hist.value_at_quantile(0.99).unwrap()
+            ]
+        );
+    }
+    let merged = store.merged(read.id, end.plus(-48)..end).unwrap();
+    let m =
+        b.eval("(() => { const d = document.getElementById('merged').dataset; return [d.count, d.p50, d.p99]; })()");
+    assert_eq!(
+        m,
+        serde_json::json!([
+            merged.count().to_string(),
+            merged.value_at_quantile(0.5).unwrap().to_string(),
+            merged.value_at_quantile(0.99).unwrap().to_string()
+        ])
+    );
+    let ex = latscope_micro::explain(&merged, &read.spec.kind, &read.spec.unit, &read.spec.params);
+    let notes = b.eval("[...document.querySelectorAll('#notes li.note')].map(l => l.textContent)");
+    assert_eq!(notes, serde_json::json!(ex.notes));
+    assert!(ex.notes.iter().any(|n| n.contains("are cached")), "{:?}", ex.notes);
+    let peaks = b.eval("[...document.querySelectorAll('#peaks tr.peak')].map(t => [+t.dataset.modeLow, +t.dataset.modeHigh, +t.dataset.count])");
+    let want: Vec<[u64; 3]> = ex.peaks.iter().map(|p| [p.mode_low, p.mode_high, p.count]).collect();
+    assert_eq!(peaks, serde_json::json!(want));
+    assert!(ex.peaks.len() >= 2, "{:?}", ex.peaks);
+    png_is_not_blank(&b.screenshot(&artifacts().join("series-log.png")));
+
+    // The clock on a linear axis: its granularity explained.
+    let clock = series.iter().find(|s| s.spec.name == "clock-1us").unwrap();
+    b.goto(&format!("{}series?id={}&hoursAgo=6&buckets=40&scale=linear", srv.url, clock.id));
+    b.wait_ready(30);
+    let text = b.text();
+    assert!(text.contains("values are multiples of 1.00us"), "{text}");
+    assert_eq!(b.eval("document.querySelectorAll('.hour').length"), serde_json::json!(6));
+    png_is_not_blank(&b.screenshot(&artifacts().join("series-linear.png")));
+
+    // Bad parameters are named.
+    b.goto(&format!("{}series?id={}&buckets=5000", srv.url, clock.id));
+    b.wait_ready(30);
+    assert!(b.text().contains("parameter buckets"), "{}", b.text());
+    drop(b);
+    let err = srv.stop();
+    assert!(err.contains("dashboard at"), "{err}");
+}
+
+#[test]
+fn the_filter_box_points_at_the_problem() {
+    let Some(chrome) = viewsupport::chromium("the_filter_box_points_at_the_problem") else { return };
+    let srv = Serve::start(&[], &[]);
+    let mut b = Browser::launch(&chrome, 1200, 900);
+    b.goto(&format!("{}live", srv.url));
+    b.wait_for("document.getElementById('filter')", 20);
+    // Typed into the box and submitted with Enter, as a person would.
+    b.type_into("#filter", "proc.name = x and evt.latncy > 1ms");
+    b.enter();
+    b.wait_for("location.search.includes('latncy')", 20);
+    b.wait_for("!document.getElementById('filtererror').hidden", 20);
+    let pre = b.eval("document.getElementById('filtererror').textContent");
+    let lines: Vec<&str> = pre.as_str().unwrap().lines().collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines[0].contains("unknown field 'evt.latncy'") && lines[0].contains("evt.latency"), "{lines:?}");
+    assert_eq!(lines[1], "proc.name = x and evt.latncy > 1ms");
+    let col = lines[1].find("evt.latncy").unwrap();
+    assert_eq!(lines[2], format!("{}{}", " ".repeat(col), "^".repeat("evt.latncy".len())), "{lines:?}");
+    assert_eq!(
+        b.eval("document.getElementById('filter').value"),
+        serde_json::json!("proc.name = x and evt.latncy > 1ms")
+    );
+    png_is_not_blank(&b.screenshot(&artifacts().join("live-filter-error.png")));
+    // The API says the same to scripts, with the place.
+    let (status, _, body) = get(&srv.addr(), "/api/live?filter=proc.name%20%3D%3D%3D%20x", "");
+    assert_eq!(status, 400);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["filter_error"]["expr"], "proc.name === x");
+    assert!(v["filter_error"]["start"].as_u64().unwrap() >= 10, "{v}");
+}
+
+#[test]
+fn tokens_hosts_and_limits() {
+    // Off loopback a token is required; it is never printed.
+    let o = common::latscope(&["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not a loopback address") && err.contains("--token"), "{err}");
+    let o = common::latscope(&["serve", "--listen", "127.0.0.1:0", "--token", "short"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("shorter than 16"), "{o:?}");
+
+    let token = "tok-0123456789abcdef";
+    let srv = Serve::start(&["--no-live"], &[("LATSCOPE_TOKEN", token)]);
+    let a = srv.addr();
+    assert_eq!(get(&a, "/api/overview", "").0, 401);
+    assert_eq!(get(&a, "/api/overview", "Authorization: Bearer tok-0123456789abcdeX\r\n").0, 401);
+    let (st, _, body) = get(&a, "/api/overview", &format!("Authorization: Bearer {token}\r\n"));
+    assert_eq!(st, 200, "{body}");
+    assert!(body.contains("no store"), "{body}");
+    // A page without the token leads to the login form, which sets an HttpOnly cookie.
+    let (st, head, _) = get(&a, "/live?filter=x", "");
+    assert_eq!(st, 303);
+    assert!(head.contains("Location: /login?next=%2Flive%3Ffilter%3Dx"), "{head}");
+    let form = format!("token={token}&next=%2Flive");
+    let (st, head, _) = http(
+        &a,
+        &format!(
+            "POST /login HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        ),
+    );
+    assert_eq!(st, 303, "{head}");
+    assert!(head.contains("Location: /live") && head.contains("HttpOnly; SameSite=Strict"), "{head}");
+    assert_eq!(get(&a, "/api/health", &format!("Cookie: latscope_token={token}\r\n")).0, 200);
+    let bad = "token=wrong-0123456789abcdef&next=%2F%2Fevil.example";
+    let (st, head, _) = http(
+        &a,
+        &format!(
+            "POST /login HTTP/1.1\r\nHost: {a}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{bad}",
+            bad.len()
+        ),
+    );
+    assert_eq!(st, 303);
+    assert!(head.contains("Location: /login?next=%2F&failed=1") && !head.contains("Set-Cookie"), "{head}");
+    // Another site's name for this address, cross-site API calls, bodies and targets too large.
+    let auth = format!("Authorization: Bearer {token}\r\n");
+    assert_eq!(
+        http(&a, &format!("GET /api/health HTTP/1.1\r\nHost: evil.example:80\r\n{auth}Connection: close\r\n\r\n")).0,
+        403
+    );
+    assert_eq!(get(&a, "/api/health", &format!("{auth}Sec-Fetch-Site: cross-site\r\n")).0, 403);
+    assert_eq!(get(&a, &format!("/api/overview?x={}", "a".repeat(5000)), &auth).0, 414);
+    assert_eq!(get(&a, "/", &format!("{auth}X-Big: {}\r\n", "b".repeat(20_000))).0, 431);
+    let (st, _, _) =
+        http(&a, &format!("POST /login HTTP/1.1\r\nHost: {a}\r\nContent-Length: 100000\r\nConnection: close\r\n\r\n"));
+    assert_eq!(st, 413);
+    assert_eq!(get(&a, "/api/series/detail?id=1&hoursAgo=99999", &auth).0, 200, "no store: said in the reply");
+    let err = srv.stop();
+    assert!(!err.contains(token) && !err.contains("0123456789abcdef"), "the token was printed: {err}");
+}
+
+#[test]
+fn slow_clients_do_not_stall_the_server() {
+    let srv = Serve::start(&["--no-live", "--max-connections", "8"], &[]);
+    let a = srv.addr();
+    // Five clients that send half a request and stop.
+    let slow: Vec<TcpStream> = (0..5)
+        .map(|_| {
+            let mut s = TcpStream::connect(&a).unwrap();
+            s.write_all(b"GET /api/health HTTP/1.1\r\nHost: ").unwrap();
+            s
+        })
+        .collect();
+    // Others are served meanwhile.
+    for _ in 0..3 {
+        assert_eq!(get(&a, "/api/health", "").0, 200);
+    }
+    // Beyond the cap, connections are refused at once with 503.
+    let more: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(&a).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let (st, _, body) = get(&a, "/api/health", "");
+    assert_eq!(st, 503, "{body}");
+    drop(more);
+    // The slow ones are dropped once their time is up (10 s), freeing their places.
+    let t = Instant::now();
+    for mut s in slow {
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut buf = String::new();
+        let _ = s.read_to_string(&mut buf);
+        assert!(buf.is_empty() || buf.starts_with("HTTP/1.1 408"), "{buf}");
+    }
+    assert!(t.elapsed() < Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(get(&a, "/api/health", "").0, 200);
+    srv.stop();
+}
+
+/// Runs `latscope load` under `name` for a while (killed on drop).
+struct Load(Child);
+
+impl Load {
+    fn start(name: &str, op: &str, file: &Path) -> Load {
+        let c = Command::new(common::bin())
+            .args(["load", "--name", name, "--op", op, "--rate", "200", "-d", "120s", "--sleep", "200us", "-f"])
+            .arg(file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Load(c)
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn live_drill_down_narrows_the_view() {
+    if !common::require_bpf("live_drill_down_narrows_the_view") {
+        return;
+    }
+    let Some(chrome) = viewsupport::chromium("live_drill_down_narrows_the_view") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let _w = Load::start("lsw-write", "write", &dir.path().join("w"));
+    let _s = Load::start("lsw-sleep", "nanosleep", &dir.path().join("s"));
+    let srv = Serve::start(&[], &[]);
+    let mut b = Browser::launch(&chrome, 1400, 1600);
+
+    // In-kernel counting first: the heat map fills, no events are kept.
+    b.goto(&format!("{}live?filter=proc.name%3Dlsw-sleep", srv.url));
+    b.wait_ready(60);
+    b.wait_for("+document.getElementById('heatmap').dataset.shown > 100", 60);
+    assert_eq!(b.eval("document.body.dataset.mode"), serde_json::json!("counting"));
+
+    // Streaming both workloads: the tables name them and their syscalls.
+    let filter = "proc.name in (lsw-write, lsw-sleep)";
+    let q: String = form_urlencoded(filter);
+    b.goto(&format!("{}live?filter={q}&stream=1", srv.url));
+    b.wait_ready(60);
+    let names = |b: &mut Browser, by: &str| -> Vec<String> {
+        let v = b.eval(&format!(
+            "[...document.querySelectorAll('table[data-by={by}] tr[data-name]')].map(r => r.dataset.name)"
+        ));
+        v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect()
+    };
+    b.wait_for(
+        "(() => { const n = [...document.querySelectorAll('table[data-by=syscall] tr[data-name]')].map(r => r.dataset.name); \
+         return n.includes('write') && n.includes('nanosleep'); })()",
+        60,
+    );
+    let mut procs = names(&mut b, "proc");
+    procs.sort();
+    assert_eq!(procs, ["lsw-sleep", "lsw-write"]);
+    png_is_not_blank(&b.screenshot(&artifacts().join("live-streaming.png")));
+
+    // Click the 'write' row of the syscall table: the filter narrows to it.
+    b.click("table[data-by=syscall] tr[data-name=write]");
+    b.wait_for("location.search.includes('evt.type')", 30);
+    b.wait_ready(60);
+    let narrowed = format!("{filter} and evt.type = write");
+    assert_eq!(b.eval("document.getElementById('filter').value"), serde_json::json!(narrowed));
+    b.wait_for("document.querySelectorAll('table[data-by=syscall] tr[data-name]').length > 0", 60);
+    b.wait_for("+document.getElementById('heatmap').dataset.shown > 0", 60);
+    assert_eq!(names(&mut b, "syscall"), ["write"]);
+    assert_eq!(names(&mut b, "proc"), ["lsw-write"]);
+    assert_eq!(names(&mut b, "file"), [dir.path().join("w").to_str().unwrap()]);
+
+    // Click a heat-map cell with events: they are listed, all writes of lsw-write.
+    let xy = b.eval(
+        "(() => { const c = document.getElementById('heatmap'), W = c.width, H = c.height, L = 58, B = 16, n = ROWS; \
+         const cw = (W - L) / n, rh = (H - B) / view.axis.cols, off = n - view.rows.length; \
+         for (let k = view.rows.length - 1; k >= 0; k--) { const j = view.rows[k].counts.findIndex(x => x > 0); \
+           if (j >= 0) { const r = c.getBoundingClientRect(); c.scrollIntoView({block: 'center'}); const r2 = c.getBoundingClientRect(); \
+             return [r2.left + (L + (off + k + 0.5) * cw) * r2.width / W, r2.top + (H - B - (j + 0.5) * rh) * r2.height / H]; } } return null; })()",
+    );
+    let xy = xy.as_array().expect("a cell with events");
+    b.click_at(xy[0].as_f64().unwrap(), xy[1].as_f64().unwrap());
+    b.wait_for("+document.getElementById('cell').dataset.matched > 0", 30);
+    let lines = b.eval("document.getElementById('events').textContent");
+    let lines: Vec<&str> = lines.as_str().unwrap().lines().collect();
+    assert!(!lines.is_empty());
+    assert!(lines.iter().all(|l| l.contains("lsw-write") && l.contains("write")), "{lines:?}");
+    png_is_not_blank(&b.screenshot(&artifacts().join("live-narrowed.png")));
+
+    // Closed, the sessions stop after the idle time (3 s here).
+    drop(b);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, _, body) = get(&srv.addr(), "/api/health", "");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        if v["live_sessions"] == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "live sessions still running: {v}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    srv.stop();
+}
+
+fn form_urlencoded(s: &str) -> String {
+    s.bytes()
+        .map(|c| match c {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (c as char).to_string(),
+            _ => format!("%{c:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,48 @@
+// Shared helpers of the latscope pages: the JSON API, number formats with units, small SVG charts.
+'use strict';
+const LS = {};
+// GET /api/...: JSON, or an exception with the server's message (and its JSON as .body).
+LS.api = async (path, params) => {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+  const r = await fetch(path + (q.toString() ? '?' + q : ''), { credentials: 'same-origin' });
+  if (r.status === 401) { location.href = '/login?next=' + encodeURIComponent(location.pathname + location.search); throw new Error('login needed'); }
+  const body = await r.json().catch(() => ({ error: 'bad reply (HTTP ' + r.status + ')' }));
+  if (!r.ok || body.error) { const e = new Error(body.error || ('HTTP ' + r.status)); e.body = body; throw e; }
+  return body;
+};
+// Three significant digits, as latscope's text output prints them.
+LS.sig3 = v => v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+LS.ns = ns => ns === null || ns === undefined ? '-' : ns < 1e3 ? Math.round(ns) + 'ns' : ns < 1e6 ? LS.sig3(ns / 1e3) + 'us' : ns < 1e9 ? LS.sig3(ns / 1e6) + 'ms' : LS.sig3(ns / 1e9) + 's';
+LS.bytes = b => { const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB']; let i = 0; while (b >= 1024 && i < 4) { b /= 1024; i++; } return i ? LS.sig3(b) + u[i] : Math.round(b) + 'B'; };
+// A value in a series' unit: ns, ps (loops, around a nanosecond), bytes, or a bare number.
+LS.val = (v, unit) => v === null || v === undefined ? '-' : unit === 'ns' ? LS.ns(v) : unit === 'ps' ? (v < 10000 && v > 0 ? (v / 1000).toFixed(2) + 'ns' : LS.ns(v / 1000)) : unit === 'bytes' ? LS.bytes(v) : String(v);
+LS.count = n => n < 1e3 ? String(Math.round(n * 10) / 10) : n < 1e6 ? LS.sig3(n / 1e3) + 'k' : n < 1e9 ? LS.sig3(n / 1e6) + 'M' : LS.sig3(n / 1e9) + 'G';
+LS.hour = secs => new Date(secs * 1000).toISOString().slice(0, 13).replace('T', ' ') + ':00';
+LS.pct = s => { const p = s * 100; return (p > 0 && p < 0.1 ? p.toFixed(3) : p.toFixed(1)) + ' %'; };
+LS.el = (tag, attrs, ...kids) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) { if (k === 'text') e.textContent = v; else e.setAttribute(k, v); }
+  for (const k of kids) if (k !== null && k !== undefined) e.append(k);
+  return e;
+};
+LS.svg = (tag, attrs, ...kids) => {
+  const e = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) { if (k === 'text') e.textContent = v; else e.setAttribute(k, v); }
+  for (const k of kids) if (k) e.append(k);
+  return e;
+};
+// Marks the page rendered (tests and the load benchmark wait for it).
+LS.ready = () => {
+  document.body.dataset.ready = '1';
+  document.body.dataset.renderMs = performance.now().toFixed(1);
+  // The frame after next: the rendered page has been laid out and painted.
+  requestAnimationFrame(() => requestAnimationFrame(() => { document.body.dataset.paintMs = performance.now().toFixed(1); }));
+};
+LS.fail = (e) => { const p = document.getElementById('error'); if (p) { p.hidden = false; p.textContent = e.message; } LS.ready(); };
+// The login form returns to the page that sent us there.
+if (document.body.dataset.page === 'login') {
+  const q = new URLSearchParams(location.search);
+  document.getElementById('next').value = q.get('next') || '/';
+  document.getElementById('failed').hidden = !q.get('failed');
+}

@@ -1,0 +1,139 @@
+// The live page: heat map and spectrogram of one-second rows, drill-down tables, events of a cell.
+'use strict';
+const q = new URLSearchParams(location.search);
+const form = document.getElementById('controls');
+for (const k of ['filter', 'min', 'max', 'rows']) if (q.get(k)) form.elements[k].value = q.get(k);
+for (const k of ['block', 'stream']) form.elements[k].checked = q.get(k) === '1';
+const base = {};
+for (const k of ['filter', 'block', 'stream', 'min', 'max']) if (q.get(k)) base[k] = q.get(k);
+const ROWS = Math.min(3600, Math.max(10, +(q.get('rows') || 120))), COLS = 56;
+const heat = document.getElementById('heatmap'), spec = document.getElementById('spectrogram');
+let view = null, sel = null, tablesTimer = null, gotTables = false;
+
+const colorOf = (n, pal) => n <= 0 ? '#000' : pal[Math.min(pal.length - 1, Math.round(Math.log10(n) * 10))];
+const since = i => ((i - view.first_row) - (view.rows.length - 1)) * view.interval_ns / 1e9;
+
+function showFilterError(b) {
+  const fe = b.filter_error, pre = document.getElementById('filtererror');
+  pre.hidden = false;
+  const expr = Array.from(fe.expr);
+  pre.textContent = fe.message + '\n' + expr.join('') + '\n' + ' '.repeat(fe.start) + '^'.repeat(fe.len);
+  pre.dataset.start = fe.start; pre.dataset.len = fe.len;
+  document.getElementById('status').textContent = 'fix the filter';
+  LS.ready();
+}
+
+async function poll() {
+  let d;
+  try { d = await LS.api('/api/live', Object.assign({ rows: ROWS, cols: COLS }, base)); }
+  catch (e) {
+    if (e.body && e.body.filter_error) return showFilterError(e.body);
+    LS.fail(e); setTimeout(poll, 3000); return;
+  }
+  if (d.state !== 'running') {
+    document.getElementById('status').textContent = d.state === 'failed' ? 'the live session failed: ' + d.error : 'starting the probes…';
+    if (d.state === 'failed') { document.body.dataset.state = 'failed'; LS.fail(new Error(d.error)); }
+    setTimeout(poll, d.state === 'failed' ? 5000 : 500);
+    return;
+  }
+  document.getElementById('error').hidden = true;
+  view = d;
+  document.body.dataset.mode = d.mode;
+  drawHeat(); drawSpec(); status();
+  if (d.mode === 'streaming' && !tablesTimer && !sel) tables();
+  if (d.mode !== 'streaming') {
+    document.getElementById('drillnote').textContent = 'The histograms are built in the kernel, which keeps no events: check “keep events” (or open ' + (d.streaming_reason ? '' : 'with stream=1') + ') to drill down by process, syscall, file, disk and client.';
+    document.getElementById('tables').replaceChildren();
+    if (!document.body.dataset.ready) LS.ready();
+  } else if (gotTables && !document.body.dataset.ready) LS.ready();
+  setTimeout(poll, 1000);
+}
+
+function status() {
+  const d = view, mode = d.mode === 'counting' ? 'counted in the kernel (no events copied)' : 'events kept: ' + (d.streaming_reason || 'drill-down');
+  document.getElementById('status').textContent = `${d.source} — ${mode} — ${LS.count(d.events_per_s)} events/s — ${d.events_total} events since start` +
+    (d.lost ? ` — ${d.lost} LOST (ring buffer full)` : ' — none lost') + (d.filter ? ` — filter: ${d.filter}` : '');
+  heat.dataset.shown = d.shown; heat.dataset.rows = d.rows.length; heat.dataset.below = d.below; heat.dataset.above = d.above;
+  const leg = document.getElementById('legend');
+  if (!leg.childElementCount) for (const n of [1, 10, 100, 1000, 10000, 100000]) leg.append(LS.el('span', null, Object.assign(LS.el('i'), { style: '' }), LS.count(n)));
+  leg.querySelectorAll('i').forEach((i, k) => { i.style.background = colorOf(10 ** k, d.palette); });
+}
+
+// Heat map: x = rows (time, newest right), y = latency columns (low at the bottom).
+function drawHeat() {
+  const d = view, ctx = heat.getContext('2d'), W = heat.width, H = heat.height, L = 58, B = 16;
+  ctx.fillStyle = '#111'; ctx.fillRect(0, 0, W, H);
+  const n = ROWS, cw = (W - L) / n, rh = (H - B) / d.axis.cols;
+  const off = n - d.rows.length;
+  d.rows.forEach((r, k) => r.counts.forEach((c, j) => {
+    ctx.fillStyle = colorOf(c, d.palette);
+    ctx.fillRect(L + (off + k) * cw, H - B - (j + 1) * rh, Math.ceil(cw), Math.ceil(rh));
+  }));
+  ctx.fillStyle = '#ccc'; ctx.font = '10px sans-serif'; ctx.textAlign = 'right';
+  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) ctx.fillText(LS.ns(e), L - 4, H - B - j * rh + 3); });
+  ctx.textAlign = 'center';
+  for (let s = 0; s <= n; s += n >= 300 ? 60 : n >= 60 ? 10 : 5) ctx.fillText(s === 0 ? 'now' : '-' + s + 's', L + (n - s) * cw, H - 3);
+  if (sel) { ctx.strokeStyle = '#fff'; ctx.lineWidth = 2; const k0 = sel.r0 - d.first_row + off, k1 = sel.r1 - d.first_row + off; ctx.strokeRect(L + k0 * cw, H - B - (sel.c1 + 1) * rh, (k1 - k0 + 1) * cw, (sel.c1 - sel.c0 + 1) * rh); }
+  heat.onclick = ev => {
+    const rect = heat.getBoundingClientRect(), x = (ev.clientX - rect.left) * W / rect.width, y = (ev.clientY - rect.top) * H / rect.height;
+    const k = Math.floor((x - L) / cw) - off, j = Math.floor((H - B - y) / rh);
+    if (k < 0 || k >= d.rows.length || j < 0 || j >= d.axis.cols) return;
+    select({ r0: d.rows[k].i, r1: d.rows[k].i, c0: j, c1: j });
+  };
+}
+
+// Spectrogram: x = latency columns, y = the last 40 rows (newest at the bottom).
+function drawSpec() {
+  const d = view, ctx = spec.getContext('2d'), W = spec.width, H = spec.height, L = 58, T = 14, N = 40;
+  ctx.fillStyle = '#111'; ctx.fillRect(0, 0, W, H);
+  const cw = (W - L) / d.axis.cols, rh = (H - T) / N, rows = d.rows.slice(-N), off = N - rows.length;
+  rows.forEach((r, k) => r.counts.forEach((c, j) => { ctx.fillStyle = colorOf(c, d.palette); ctx.fillRect(L + j * cw, T + (off + k) * rh, Math.ceil(cw), Math.ceil(rh)); }));
+  ctx.fillStyle = '#ccc'; ctx.font = '10px sans-serif'; ctx.textAlign = 'center';
+  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) ctx.fillText(LS.ns(e), L + j * cw, 10); });
+  ctx.textAlign = 'right';
+  for (let s = 0; s < N; s += 10) ctx.fillText(s === 0 ? 'now' : '-' + s + 's', L - 4, T + (N - s) * rh - 2);
+}
+
+async function select(s) {
+  sel = s; drawHeat();
+  const p = Object.assign({ r0: s.r0, r1: s.r1, c0: s.c0, c1: s.c1, cols: COLS }, base);
+  const box = document.getElementById('cell'); box.hidden = false;
+  const pre = document.getElementById('events');
+  try {
+    const e = await LS.api('/api/live/events', p);
+    document.getElementById('cellinfo').textContent = `events ${e.query}: ${e.matched} matched` + (e.lines.length < e.matched ? `, the first ${e.lines.length} shown` : '') + (e.note ? ' — ' + e.note : '');
+    pre.textContent = e.lines.join('\n');
+    box.dataset.matched = e.matched;
+  } catch (err) { pre.textContent = err.message; }
+  if (view.mode === 'streaming') tables();
+}
+
+async function tables() {
+  clearTimeout(tablesTimer); tablesTimer = null;
+  const p = Object.assign({ rows: Math.min(ROWS, 60), limit: 15 }, base);
+  if (sel) Object.assign(p, { r0: sel.r0, r1: sel.r1, c0: sel.c0, c1: sel.c1, cols: COLS });
+  let t;
+  try { t = await LS.api('/api/live/tables', p); } catch (e) { document.getElementById('drillnote').textContent = e.message; tablesTimer = setTimeout(tables, 3000); return; }
+  document.getElementById('drillscope').textContent = sel ? '(the selected cells)' : `(the last ${Math.round(t.seconds)} s; click a row to narrow the filter to it)`;
+  document.getElementById('drillnote').textContent = `${t.events} events` + (t.note ? ' — ' + t.note : '');
+  const box = document.getElementById('tables'), out = [];
+  for (const tb of t.tables) {
+    const table = LS.el('table', { class: 'grid', 'data-by': tb.by, 'data-events': tb.events });
+    table.append(LS.el('caption', { text: `by ${tb.by} (${tb.groups} groups)` }),
+      LS.el('tr', null, ...[tb.by, 'count', 'rate/s', 'p50', 'p99', 'max', 'total'].map((h, i) => LS.el('th', { class: i ? 'num' : '', text: h }))));
+    for (const r of tb.rows) {
+      const tr = LS.el('tr', { class: r.narrow ? 'narrow' : '', 'data-name': r.name, 'data-count': r.count, 'data-narrow': r.narrow, title: r.narrow ? 'narrow to: ' + r.narrow : 'no filter field names this group' },
+        LS.el('td', { class: 'name', text: r.name }), LS.el('td', { class: 'num', text: String(r.count) }), LS.el('td', { class: 'num', text: LS.count(r.rate_per_s) }),
+        LS.el('td', { class: 'num', text: LS.ns(r.p50_ns) }), LS.el('td', { class: 'num', text: LS.ns(r.p99_ns) }), LS.el('td', { class: 'num', text: LS.ns(r.max_ns) }), LS.el('td', { class: 'num', text: LS.ns(r.total_ns) }));
+      if (r.narrow) tr.onclick = () => { const n = new URLSearchParams(base); n.set('filter', r.narrow); n.set('stream', '1'); if (q.get('rows')) n.set('rows', q.get('rows')); location.href = '/live?' + n; };
+      table.append(tr);
+    }
+    out.push(table);
+  }
+  box.replaceChildren(...out);
+  gotTables = true;
+  if (view && !document.body.dataset.ready) LS.ready();
+  if (!sel) tablesTimer = setTimeout(tables, 2000);
+}
+
+poll();

@@ -1,0 +1,258 @@
+//! Routes: the pages, their assets and the JSON API, behind the access check.
+
+use crate::auth::{local_target, Access, Verdict, COOKIE};
+use crate::http::{Handler, Request, Response};
+use crate::live::{
+    Ask, CellQuery, LiveError, LiveHub, TableQuery, ViewQuery, MAX_TABLE_ROWS, MAX_VIEW_COLS, MAX_VIEW_ROWS,
+};
+use crate::params::{ParamError, Params};
+use crate::stored::{self, StoreReader, StoredError};
+use serde_json::json;
+use std::time::Duration;
+
+/// An embedded file: its name, type and content.
+struct Asset {
+    name: &'static str,
+    content_type: &'static str,
+    body: &'static [u8],
+}
+
+macro_rules! asset {
+    ($name:literal, $type:literal) => {
+        Asset { name: $name, content_type: $type, body: include_bytes!(concat!("../assets/", $name)) }
+    };
+}
+
+/// Everything the pages load, compiled into the binary (no network needed).
+const ASSETS: &[Asset] = &[
+    asset!("app.css", "text/css; charset=utf-8"),
+    asset!("common.js", "text/javascript; charset=utf-8"),
+    asset!("overview.js", "text/javascript; charset=utf-8"),
+    asset!("series.js", "text/javascript; charset=utf-8"),
+    asset!("live.js", "text/javascript; charset=utf-8"),
+    asset!("favicon.svg", "image/svg+xml"),
+];
+
+const OVERVIEW_HTML: &str = include_str!("../assets/overview.html");
+const SERIES_HTML: &str = include_str!("../assets/series.html");
+const LIVE_HTML: &str = include_str!("../assets/live.html");
+const LOGIN_HTML: &str = include_str!("../assets/login.html");
+
+/// FNV-1a: the entity tag of an asset (changes with its content).
+fn etag(body: &[u8]) -> String {
+    let h = body.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    format!("\"{h:016x}\"")
+}
+
+/// The dashboard: pages, assets, API.
+pub struct App {
+    pub(crate) access: Access,
+    pub(crate) store: Option<StoreReader>,
+    pub(crate) live: Option<LiveHub>,
+}
+
+impl Handler for App {
+    fn handle(&self, req: &Request) -> Response {
+        let mut r = self.route(req);
+        if !r.headers.iter().any(|(k, _)| *k == "Cache-Control") {
+            r.headers.push(("Cache-Control", "no-store".into()));
+        }
+        r
+    }
+}
+
+impl App {
+    fn route(&self, req: &Request) -> Response {
+        let path = req.path.as_str();
+        let api = path.starts_with("/api/");
+        // Other sites' pages may link here, but not call the API or post forms (browsers say
+        // where a request comes from; tools such as curl say nothing).
+        if let Some(site) = req.header("sec-fetch-site") {
+            let navigate = req.header("sec-fetch-mode") == Some("navigate") && req.method == "GET";
+            if !matches!(site, "same-origin" | "none") && !navigate {
+                return Response::error(403, "cross-site requests are refused");
+            }
+        }
+        if let Some(name) = path.strip_prefix("/assets/") {
+            return asset(req, name);
+        }
+        if path == "/favicon.ico" {
+            return asset(req, "favicon.svg");
+        }
+        if path == "/login" {
+            return self.login(req);
+        }
+        if !matches!(req.method.as_str(), "GET" | "HEAD") {
+            return Response::error(405, format!("{} is not accepted here: use GET", req.method))
+                .with_header("Allow", "GET, HEAD");
+        }
+        match self.access.check(req) {
+            Verdict::Allowed => {}
+            Verdict::WrongHost => {
+                return Response::error(
+                    403,
+                    "this server answers to 127.0.0.1, localhost and [::1] only (a page of another site renamed to this address?)",
+                )
+            }
+            Verdict::NeedsToken if api => {
+                return Response::error(401, "a token is needed: send 'Authorization: Bearer TOKEN' or log in at /login")
+            }
+            Verdict::NeedsToken => {
+                let target = match req.query.is_empty() {
+                    true => path.to_string(),
+                    false => format!("{path}?{}", encode_query(&req.query)),
+                };
+                return Response::redirect(&format!("/login?{}", encode_query(&[("next".into(), target)])));
+            }
+        }
+        let p = Params::new(req.query.clone());
+        match path {
+            "/" => html(OVERVIEW_HTML),
+            "/series" => html(SERIES_HTML),
+            "/live" => html(LIVE_HTML),
+            "/api/health" => Response::json(
+                200,
+                &json!({"ok": true, "store": self.store.is_some(), "live_sessions": self.live.as_ref().map(|l| l.sessions())}),
+            ),
+            "/api/overview" => self.stored(|s| stored::overview(s, &p)),
+            "/api/series" => self.stored(stored::series_list),
+            "/api/series/detail" => self.stored(|s| stored::detail(s, &p)),
+            "/api/fields" => fields(),
+            "/api/live" => self.live(&p, |p| Ok(Ask::View(view_query(p)?))),
+            "/api/live/events" => {
+                self.live(&p, |p| Ok(Ask::Events(cell_query(p)?.ok_or(ParamError::Missing("r0, c0".into()))?)))
+            }
+            "/api/live/tables" => self.live(&p, |p| {
+                Ok(Ask::Tables(TableQuery {
+                    rows: p.int("rows", 1, MAX_VIEW_ROWS)?.unwrap_or(60) as u64,
+                    cell: cell_query(p)?,
+                    limit: p.int("limit", 1, MAX_TABLE_ROWS)?.unwrap_or(15) as usize,
+                    filter: p.str("filter", crate::live::MAX_FILTER_CHARS)?.unwrap_or_default().trim().to_string(),
+                    block: p.flag("block")?,
+                }))
+            }),
+            _ if api => Response::error(404, format!("no API endpoint {path} (see docs/DASHBOARD.md)")),
+            _ => Response::text(404, format!("no page {path}: the pages are /, /series and /live")),
+        }
+    }
+
+    fn stored(&self, f: impl FnOnce(&StoreReader) -> Result<serde_json::Value, StoredError>) -> Response {
+        let Some(s) = &self.store else {
+            return Response::json(200, &json!({"error": StoredError::NoStore.to_string(), "no_store": true}));
+        };
+        match f(s) {
+            Ok(v) => Response::json(200, &v),
+            Err(e @ (StoredError::Param(_) | StoredError::NoSeries(_))) => {
+                Response::error(if matches!(e, StoredError::NoSeries(_)) { 404 } else { 400 }, e.to_string())
+            }
+            Err(e) => Response::error(500, e.to_string()),
+        }
+    }
+
+    fn live(&self, p: &Params, ask: impl FnOnce(&Params) -> Result<Ask, ParamError>) -> Response {
+        let Some(hub) = &self.live else {
+            return Response::error(404, "the live view is off (latscope serve --no-live)");
+        };
+        let r = ask(p).map_err(LiveError::from).and_then(|a| hub.request(p, a));
+        match r {
+            Ok(v) => Response::json(200, &v),
+            Err(e) => Response::json(e.status(), &e.to_json()),
+        }
+    }
+
+    fn login(&self, req: &Request) -> Response {
+        let no_token = !self.access.requires_token();
+        match req.method.as_str() {
+            "GET" | "HEAD" if no_token => Response::redirect("/"),
+            "GET" | "HEAD" => html(LOGIN_HTML),
+            "POST" => {
+                let form: Vec<(String, String)> = form_urlencoded::parse(&req.body).into_owned().collect();
+                let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+                let next = local_target(get("next").unwrap_or("/")).to_string();
+                if no_token {
+                    return Response::redirect(&next);
+                }
+                if self.access.check(req) == Verdict::WrongHost {
+                    return Response::error(403, "wrong Host");
+                }
+                let token = get("token").unwrap_or("");
+                if self.access.token_matches(token) {
+                    // SameSite=Strict: other sites' pages never send it; HttpOnly: scripts never read it.
+                    Response::redirect(&next)
+                        .with_header("Set-Cookie", format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"))
+                } else {
+                    // Guesses cost time (a 16-character token is out of reach anyway).
+                    std::thread::sleep(Duration::from_millis(250));
+                    Response::redirect(&format!(
+                        "/login?{}",
+                        encode_query(&[("next".into(), next), ("failed".into(), "1".into())])
+                    ))
+                }
+            }
+            m => Response::error(405, format!("{m} is not accepted at /login")),
+        }
+    }
+}
+
+fn html(body: &'static str) -> Response {
+    Response::new(200, "text/html; charset=utf-8", body)
+}
+
+fn asset(req: &Request, name: &str) -> Response {
+    let Some(a) = ASSETS.iter().find(|a| a.name == name) else {
+        return Response::text(404, format!("no asset {name}"));
+    };
+    let tag = etag(a.body);
+    // Revalidated on every load (cheap: 304 without a body), so a new binary's assets are used at once.
+    if req.header("if-none-match") == Some(tag.as_str()) {
+        return Response::new(304, a.content_type, Vec::new())
+            .with_header("ETag", tag)
+            .with_header("Cache-Control", "no-cache");
+    }
+    Response::new(200, a.content_type, a.body).with_header("ETag", tag).with_header("Cache-Control", "no-cache")
+}
+
+fn encode_query(pairs: &[(String, String)]) -> String {
+    form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs.iter()).finish()
+}
+
+fn fields() -> Response {
+    let f: Vec<serde_json::Value> = latscope_filter::fields()
+        .iter()
+        .map(|f| json!({"name": f.name, "applies_to": f.applies_to, "description": f.description}))
+        .collect();
+    Response::json(200, &json!({ "fields": f }))
+}
+
+fn view_query(p: &Params) -> Result<ViewQuery, ParamError> {
+    let min_ns = p.duration_ns("min", 1, 1_000_000_000_000)?.unwrap_or(1_000);
+    let max_ns = p.duration_ns("max", 2, 10_000_000_000_000)?.unwrap_or(10_000_000_000);
+    if min_ns >= max_ns {
+        return Err(ParamError::Invalid("min".into(), "must be below max".into()));
+    }
+    Ok(ViewQuery {
+        rows: p.int("rows", 1, MAX_VIEW_ROWS)?.unwrap_or(120) as usize,
+        cols: p.int("cols", 2, MAX_VIEW_COLS)?.unwrap_or(56) as usize,
+        min_ns,
+        max_ns,
+    })
+}
+
+fn cell_query(p: &Params) -> Result<Option<CellQuery>, ParamError> {
+    let (Some(r0), Some(c0)) = (p.int("r0", 0, i64::MAX)?, p.int("c0", 0, MAX_VIEW_COLS)?) else {
+        return Ok(None);
+    };
+    let r1 = p.int("r1", 0, i64::MAX)?.unwrap_or(r0);
+    let c1 = p.int("c1", 0, MAX_VIEW_COLS)?.unwrap_or(c0);
+    if r1.abs_diff(r0) > MAX_VIEW_ROWS as u64 {
+        return Err(ParamError::Invalid("r1".into(), format!("at most {MAX_VIEW_ROWS} rows apart from r0")));
+    }
+    Ok(Some(CellQuery {
+        view: view_query(p)?,
+        r0: r0 as u64,
+        r1: r1 as u64,
+        c0: c0 as usize,
+        c1: c1 as usize,
+        limit: p.int("limit", 1, 2000)?.unwrap_or(200) as usize,
+    }))
+}
