@@ -47,6 +47,7 @@ enum Command {
     /// Serve the web dashboard: a store's hourly histograms explained, latency live.
     Serve(cmd::serve::Args),
     Export(cmd::export::Args),
+    Agent(cmd::agent::Args),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +74,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Export(a) => cmd::export::run(a),
+        Command::Agent(a) => cmd::agent::run(a),
     };
     match r {
         Ok(code) => code,

@@ -1,5 +1,6 @@
 //! One module per subcommand: each has its `Args` (clap) and a `run` function.
 
+pub mod agent;
 pub mod bench;
 pub mod events;
 pub mod export;
