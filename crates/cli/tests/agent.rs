@@ -179,3 +179,58 @@ fn a_bad_configuration_is_a_clear_error_naming_the_line() {
     let out = common::latscope_ok(&["agent", "--config", good.to_str().unwrap(), "--check"]);
     assert!(out.contains("1 series") && out.contains("disks"), "{out}");
 }
+
+#[test]
+fn graphite_receives_count_and_percentiles_per_interval() {
+    let test = "graphite_receives_count_and_percentiles_per_interval";
+    if !common::require_bpf(test)
+        || !common::require_tool(test, "carbon-cache")
+        || !common::require_tool(test, "whisper-fetch")
+        || !common::require_tool(test, "cc")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let load = common::compile_c("agentload.c", dir.path());
+    let sleeper = dir.path().join("lsag_sleep");
+    std::fs::copy(&load, &sleeper).unwrap();
+    let mut carbon = support::Carbon::new(&dir.path().join("carbon"));
+    carbon.start();
+
+    let port = free_port();
+    let cfg = dir.path().join("agent.toml");
+    // 2 s intervals: one point per interval in whisper's 1 s slots, never two in one.
+    std::fs::write(&cfg, config(port, SLEEP_SERIES).replace("interval = \"1s\"", "interval = \"2s\"")).unwrap();
+    let from = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let agent = Proc::spawn(
+        Command::new(common::bin())
+            .args(["agent", "--config"])
+            .arg(&cfg)
+            .args(["--graphite", &format!("127.0.0.1:{}", carbon.line_port)]),
+        &dir.path().join("agent.log"),
+    );
+    wait_for(Duration::from_secs(60), || scrape(port))
+        .unwrap_or_else(|| panic!("the agent did not serve /metrics:\n{}", agent.output()));
+    let n = 100;
+    let st =
+        Command::new(&sleeper).args(["sleep", &n.to_string()]).stdout(std::process::Stdio::null()).status().unwrap();
+    assert!(st.success());
+
+    // The interval counts add up to every sleep, per series and per syscall.
+    for path in ["latscope.testhost.sleeps.count", "latscope.testhost.sleeps.clock_nanosleep.count"] {
+        let total = wait_for(Duration::from_secs(60), || {
+            let s: f64 = carbon.fetch(path, from).iter().map(|p| p.1).sum();
+            (s == n as f64).then_some(s)
+        });
+        assert!(total.is_some(), "{path}: {:?}\nagent log:\n{}", carbon.fetch(path, from), agent.output());
+    }
+    // Percentiles of intervals with sleeps: at least 10 ms, in seconds; max at least p99.
+    let p50 = carbon.fetch("latscope.testhost.sleeps.p50", from);
+    let p99 = carbon.fetch("latscope.testhost.sleeps.p99", from);
+    let max = carbon.fetch("latscope.testhost.sleeps.max", from);
+    assert!(!p50.is_empty() && p50.len() == p99.len() && p99.len() == max.len(), "{p50:?} {p99:?} {max:?}");
+    for ((a, b), c) in p50.iter().zip(&p99).zip(&max) {
+        assert!(a.1 >= 0.0099 && a.1 < 0.1, "p50 {a:?}");
+        assert!(b.1 >= a.1 && c.1 >= b.1 * 0.99, "p50 {a:?} p99 {b:?} max {c:?}");
+    }
+}

@@ -1,5 +1,5 @@
 //! What the server tests share: tool checks with CI semantics, free ports, child processes that
-//! die with the test, a minimal HTTP client, Prometheus started on a loopback port.
+//! die with the test, a minimal HTTP client, Prometheus and carbon-cache started on loopback ports.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
@@ -168,5 +168,94 @@ impl Prometheus {
             s.parse::<f64>().ok()
         });
         r.unwrap_or_else(|| panic!("{q}: no value within 60 s\n{}", self.proc.output()))
+    }
+}
+
+/// carbon-cache configured by the test: root, loopback, its own directories, one point per
+/// second kept for an hour.
+pub struct Carbon {
+    pub dir: PathBuf,
+    pub line_port: u16,
+    pub proc: Option<Proc>,
+}
+
+impl Carbon {
+    pub fn new(dir: &Path) -> Carbon {
+        let line_port = free_port();
+        let conf = dir.join("conf");
+        for d in ["conf", "storage/whisper", "storage/lists", "log", "run"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        std::fs::write(
+            conf.join("carbon.conf"),
+            format!(
+                "[cache]\nSTORAGE_DIR = {d}/storage/\nLOCAL_DATA_DIR = {d}/storage/whisper/\nWHITELISTS_DIR = {d}/storage/lists/\n\
+                 CONF_DIR = {d}/conf/\nLOG_DIR = {d}/log/\nPID_DIR = {d}/run/\nDATABASE = whisper\nUSER =\n\
+                 ENABLE_TAGS = False\nMAX_CACHE_SIZE = inf\nMAX_UPDATES_PER_SECOND = 100000\nMAX_CREATES_PER_MINUTE = inf\n\
+                 LINE_RECEIVER_INTERFACE = 127.0.0.1\nLINE_RECEIVER_PORT = {line_port}\nENABLE_UDP_LISTENER = False\n\
+                 PICKLE_RECEIVER_INTERFACE = 127.0.0.1\nPICKLE_RECEIVER_PORT = {}\nCACHE_QUERY_INTERFACE = 127.0.0.1\n\
+                 CACHE_QUERY_PORT = {}\nCACHE_WRITE_STRATEGY = sorted\nWHISPER_AUTOFLUSH = True\nWHISPER_FALLOCATE_CREATE = False\n",
+                free_port(),
+                free_port(),
+                d = dir.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(conf.join("storage-schemas.conf"), "[all]\npattern = .*\nretentions = 1s:1h\n").unwrap();
+        Carbon { dir: dir.to_path_buf(), line_port, proc: None }
+    }
+
+    pub fn start(&mut self) {
+        let mut cmd = Command::new("carbon-cache");
+        cmd.arg(format!("--config={}", self.dir.join("conf/carbon.conf").display()))
+            .arg(format!("--pidfile={}", self.dir.join("run/carbon.pid").display()))
+            .args(["--nodaemon", "--logfile=-", "start"]);
+        let p = Proc::spawn(&mut cmd, &self.dir.join("log/out.txt"));
+        let up = wait_for(Duration::from_secs(60), || std::net::TcpStream::connect(("127.0.0.1", self.line_port)).ok());
+        assert!(up.is_some(), "carbon-cache did not listen:\n{}", p.output());
+        self.proc = Some(p);
+    }
+
+    pub fn stop(&mut self) {
+        self.proc = None;
+        let _ = std::fs::remove_file(self.dir.join("run/carbon.pid"));
+    }
+
+    /// `(timestamp, value)` points of `path` (dotted) from `whisper-fetch`, nulls dropped.
+    pub fn fetch(&self, path: &str, from: i64) -> Vec<(i64, f64)> {
+        let file = self.dir.join("storage/whisper").join(format!("{}.wsp", path.replace('.', "/")));
+        if !file.exists() {
+            return Vec::new();
+        }
+        let o = Command::new("whisper-fetch")
+            .arg(format!("--from={}", from - 1))
+            .arg("--drop=nulls")
+            .arg(&file)
+            .output()
+            .expect("whisper-fetch runs");
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| {
+                let (t, v) = l.split_once('\t')?;
+                Some((t.trim().parse().ok()?, v.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// Waits for `want` (timestamp, value) points under `path`, values equal to 6 decimals (what
+    /// whisper-fetch prints).
+    pub fn expect(&self, path: &str, from: i64, want: &[(i64, f64)]) {
+        let got = wait_for(Duration::from_secs(60), || {
+            let got = self.fetch(path, from);
+            let all =
+                want.iter().all(|(t, v)| got.iter().any(|(gt, gv)| gt == t && (gv - v).abs() <= 1e-6 + v.abs() * 1e-9));
+            all.then_some(got)
+        });
+        assert!(
+            got.is_some(),
+            "{path}: want {want:?}, whisper has {:?}\n{}",
+            self.fetch(path, from),
+            self.proc.as_ref().map(|p| p.output()).unwrap_or_default()
+        );
     }
 }
