@@ -255,7 +255,12 @@ pub fn write_output(out: Option<&Path>, data: &[u8]) -> Result<()> {
     use std::io::Write;
     match out {
         Some(p) if p.as_os_str() != "-" => {
-            std::fs::write(p, data).with_context(|| format!("cannot write {}", p.display()))
+            // A new file renamed over the old one when complete: an interrupted command never
+            // leaves a half-written output over a good one.
+            let mut f = latscope_trace::AtomicFile::create(p)?;
+            f.write_all(data).with_context(|| format!("cannot write {}", p.display()))?;
+            f.commit()?;
+            Ok(())
         }
         _ => {
             let mut o = std::io::stdout().lock();
@@ -274,6 +279,17 @@ pub fn refuse_terminal(out: Option<&Path>, what: &str, how: &str) -> Result<()> 
         bail!("{what} is an SVG document, not for a terminal: write it to a file with {how}");
     }
     Ok(())
+}
+
+/// Refuse an output file that is the input (the same path, or the same file through a symlink
+/// or a hard link), before anything is read or written.
+pub fn check_output(input: Option<&Path>, output: Option<&Path>) -> Result<()> {
+    match (input, output) {
+        (Some(i), Some(o)) if i.as_os_str() != "-" && o.as_os_str() != "-" => {
+            Ok(latscope_trace::check_output_not_input(&[i], o)?)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The output's name for messages.

@@ -1018,9 +1018,10 @@ impl TraceReader {
             }
             let raw = body
                 .get(off as usize..off as usize + 8)
+                .filter(|_| len >= 8)
                 .ok_or_else(|| format!("compressed buffer {i} is {len} bytes, too short for its length prefix"))?;
             match i64::from_le_bytes(raw.try_into().unwrap_or([0; 8])) {
-                -1 => declared += len as u64 - 8,
+                -1 => declared = declared.saturating_add(len as u64 - 8),
                 n if n < 0 => {
                     return Err(format!("compressed buffer {i} declares an impossible decompressed size {n}"))
                 }

@@ -446,13 +446,69 @@ fn writer_errors_name_the_file() {
     assert!(m.contains("/nonexistent-dir/x.lst: creating the file in /nonexistent-dir:"), "{m}");
 }
 
-/// A full disk: the writer refuses further blocks, and the file stays readable.
+/// Writing to /dev/full: the header cannot be written, and the error says so.
 #[test]
-fn full_disk_keeps_the_file_readable() {
+fn a_device_that_is_full_refuses_the_header() {
     if !Path::new("/dev/full").exists() {
-        println!("SKIPPED: no /dev/full");
+        println!("SKIPPED a_device_that_is_full_refuses_the_header: no /dev/full");
         return;
     }
     let e = TraceWriter::create("/dev/full", &sample_header()).unwrap_err();
     assert!(e.to_string().contains("writing the header"), "{e}");
+}
+
+/// A file system that fills up mid-recording (a 1 MiB tmpfs): the writer reports the error
+/// naming the file, refuses further blocks, and every block written before reads back intact.
+#[test]
+fn full_disk_keeps_the_file_readable() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "full_disk_keeps_the_file_readable: needs root under CI");
+        println!("SKIPPED full_disk_keeps_the_file_readable: mounting a small tmpfs needs root");
+        return;
+    }
+    let dir = tmpdir("full-disk");
+    let mnt = dir.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "latscope-full"])
+        .arg(&mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "cannot mount a tmpfs on {}", mnt.display());
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Unmount(mnt.clone());
+    let path = mnt.join("t.lst");
+    let opts = latscope_trace::WriterOptions { compression: latscope_trace::Compression::None, ..Default::default() };
+    let mut w = TraceWriter::create_with(&path, &sample_header(), opts).unwrap();
+    let mut rng = Rng::new(5);
+    let mut written = Vec::new();
+    let err = loop {
+        let b = random_batch(&mut rng, 500);
+        match w.write_batch(&b, 0) {
+            Ok(()) => written.push(b),
+            Err(e) => break e,
+        }
+        assert!(written.len() < 100_000, "the 1 MiB file system never filled up");
+    };
+    assert!(err.to_string().contains(path.to_str().unwrap()), "the error names the file: {err}");
+    assert!(err.to_string().contains("No space left"), "{err}");
+    assert!(!written.is_empty(), "no block fit before the disk was full");
+    // Further blocks are refused, not half-written.
+    assert!(w.write_batch(&random_batch(&mut rng, 3), 0).is_err());
+    drop(w);
+    // Every block written before the disk filled up reads back; the cut is reported.
+    let out = read(&path, true).unwrap();
+    assert_eq!(out.batches, written, "the blocks before the full disk");
+    assert!(!out.summary, "no summary on a file cut by a full disk");
+    assert!(
+        out.warnings.iter().any(|w| matches!(w, WarningKind::Truncated { .. } | WarningKind::NotClosed { .. })),
+        "the cut is reported: {:?}",
+        out.messages
+    );
 }

@@ -141,6 +141,7 @@ impl Args {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     a.check()?;
+    crate::args::check_output(Some(&a.read.file), a.output.as_deref())?;
     if a.read.input == InputArg::Text {
         return run_text(a);
     }

@@ -96,6 +96,7 @@ impl Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
+    crate::args::check_output(Some(&a.read.file), a.svg.as_deref())?;
     let by = a.by.unwrap_or(GroupBy::All);
     let (mut groups, unit, what, code) = if a.read.input == InputArg::Text {
         a.read.text_takes_no_filter()?;

@@ -23,9 +23,12 @@ use std::time::Duration;
   latscope record -w trace.lst --duration 30s -c postgres
   latscope record -w trace.lst --syscalls io -p 1234 -p 1240
   latscope record -w trace.lst 'fd.type = file and evt.latency > 100us'
-  latscope record -w build.lst -- make -j2            # a command from start to exit, with its children")]
+  latscope record -w build.lst -- make -j2            # a command from start to exit, with its children
+  ssh host latscope record -w - -d 10s | latscope hist -r -   # a remote machine, as a stream")]
 pub struct Args {
-    /// Trace file to write (replaced if it exists).
+    /// Trace file to write, '-' for standard output. Created with mode 0600 (a trace holds every
+    /// process's paths and command lines) and put in place once the probes are attached; a file
+    /// already there is kept as FILE.old; a file another recorder is writing is refused.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub file: PathBuf,
     /// Stop after this long (e.g. 30s, 5m, 1h; a bare number is seconds).

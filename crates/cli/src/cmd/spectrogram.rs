@@ -129,6 +129,7 @@ pub fn split_words(words: &[String]) -> Result<(u64, String)> {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
+    crate::args::check_output(a.file.as_deref(), a.svg.as_deref())?;
     let (interval_ms, filter_src) = split_words(&a.words)?;
     let filter = parse_filter(&filter_src)?;
     let ns = |v: u64| Some(v as f64);

@@ -50,6 +50,7 @@ pub struct Args {
 const MAX_INTERVALS: usize = 100_000;
 
 pub fn run(a: Args) -> Result<ExitCode> {
+    crate::args::check_output(Some(&a.read.file), a.output.as_deref())?;
     if a.interval == 0 {
         bail!("--interval must be positive");
     }
