@@ -36,11 +36,11 @@ fn config(port: u16, series: &str) -> String {
     format!("listen = \"127.0.0.1:{port}\"\ninterval = \"1s\"\nhost = \"testhost\"\n\n{series}")
 }
 
-const SLEEP_SERIES: &str = "[[series]]
-name = \"sleeps\"
-filter = \"proc.name = lsag_sleep and evt.type = clock_nanosleep\"
-by = \"syscall\"
-";
+/// The series of the sleeps of the process named `comm` (each test its own name: tests run in
+/// parallel and every agent sees the whole machine).
+fn sleep_series(comm: &str) -> String {
+    format!("[[series]]\nname = \"sleeps\"\nfilter = \"proc.name = {comm} and evt.type = clock_nanosleep\"\nby = \"syscall\"\n")
+}
 
 #[test]
 fn agent_series_match_prometheus_fold_past_the_cap_and_reload_on_sighup() {
@@ -57,7 +57,7 @@ fn agent_series_match_prometheus_fold_past_the_cap_and_reload_on_sighup() {
     let port = free_port();
     let cfg = dir.path().join("agent.toml");
     let few = "[[series]]\nname = \"few\"\nfilter = \"proc.name = lsag_calls\"\nby = \"syscall\"\nmax_labels = 3\n";
-    std::fs::write(&cfg, config(port, &format!("{SLEEP_SERIES}\n{few}"))).unwrap();
+    std::fs::write(&cfg, config(port, &format!("{}\n{few}", sleep_series("lsag_sleep")))).unwrap();
     let agent =
         Proc::spawn(Command::new(common::bin()).args(["agent", "--config"]).arg(&cfg), &dir.path().join("agent.log"));
     // The server starts once every series' probes are attached.
@@ -129,7 +129,7 @@ fn agent_series_match_prometheus_fold_past_the_cap_and_reload_on_sighup() {
 
     // SIGHUP: `sleeps` unchanged (its counts stay), `few` gone, `files` new.
     let files = "[[series]]\nname = \"files\"\nfilter = \"proc.name = lsag_sleep\"\nby = \"class\"\n";
-    std::fs::write(&cfg, config(port, &format!("{SLEEP_SERIES}\n{files}"))).unwrap();
+    std::fs::write(&cfg, config(port, &format!("{}\n{files}", sleep_series("lsag_sleep")))).unwrap();
     let hup = |p: &Proc| {
         // SAFETY: kill with a child's pid.
         assert_eq!(unsafe { libc::kill(p.child.id() as i32, libc::SIGHUP) }, 0);
@@ -141,8 +141,11 @@ fn agent_series_match_prometheus_fold_past_the_cap_and_reload_on_sighup() {
     assert!(text.contains("latscope_agent_events_total{host=\"testhost\",series=\"files\"}"), "{text}");
 
     // A bad configuration on reload: logged with its line, the running one kept.
-    std::fs::write(&cfg, config(port, &format!("{SLEEP_SERIES}\n[[series]]\nname = \"x\"\nby = \"colour\"\n")))
-        .unwrap();
+    std::fs::write(
+        &cfg,
+        config(port, &format!("{}\n[[series]]\nname = \"x\"\nby = \"colour\"\n", sleep_series("lsag_sleep"))),
+    )
+    .unwrap();
     hup(&agent);
     let text = wait_value(port, "latscope_agent_reloads_total{host=\"testhost\",result=\"failed\"}", 1.0, &agent);
     assert_eq!(value(&text, count_line), Some(SLEEPS as f64));
@@ -192,7 +195,7 @@ fn graphite_receives_count_and_percentiles_per_interval() {
     }
     let dir = tempfile::tempdir().unwrap();
     let load = common::compile_c("agentload.c", dir.path());
-    let sleeper = dir.path().join("lsag_sleep");
+    let sleeper = dir.path().join("lsag_gsleep");
     std::fs::copy(&load, &sleeper).unwrap();
     let mut carbon = support::Carbon::new(&dir.path().join("carbon"));
     carbon.start();
@@ -200,7 +203,8 @@ fn graphite_receives_count_and_percentiles_per_interval() {
     let port = free_port();
     let cfg = dir.path().join("agent.toml");
     // 2 s intervals: one point per interval in whisper's 1 s slots, never two in one.
-    std::fs::write(&cfg, config(port, SLEEP_SERIES).replace("interval = \"1s\"", "interval = \"2s\"")).unwrap();
+    std::fs::write(&cfg, config(port, &sleep_series("lsag_gsleep")).replace("interval = \"1s\"", "interval = \"2s\""))
+        .unwrap();
     let from = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     let agent = Proc::spawn(
         Command::new(common::bin())

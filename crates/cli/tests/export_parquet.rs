@@ -227,6 +227,15 @@ fn bad_input_is_refused_and_writes_nothing() {
         assert!(!o.status.success());
         assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
     }
+    // The output is an input (through a symlink named .parquet): refused, the trace untouched.
+    let link = dir.path().join("link.parquet");
+    std::os::unix::fs::symlink(&traces[0], &link).unwrap();
+    let before = std::fs::read(&traces[0]).unwrap();
+    let o = latscope(&["export", "-r", s(&link), "--parquet", s(&link)]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("link.parquet"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read(&traces[0]).unwrap(), before);
+    std::fs::remove_file(&link).unwrap();
     let missing = dir.path().join("nowhere/out.parquet");
     let o = latscope(&["export", "-r", s(&traces[0]), "--parquet", s(&missing)]);
     assert!(!o.status.success());

@@ -83,6 +83,8 @@ fn trace_files(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let files = trace_files(&a.files)?;
+    // An output that is one of the traces (a path, a symlink, a hard link) is refused up front.
+    latscope_trace::check_output_not_input(&files, &a.parquet)?;
     let mut opts = ParquetOptions::new(Output::from_path(&a.parquet));
     opts.filter = a.filter.parse()?;
     opts.host = a.host.clone();
