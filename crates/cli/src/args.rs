@@ -1,6 +1,7 @@
 //! Arguments every command of a kind shares, declared once and flattened into each command:
-//! reading a recording (`-r FILE`, `--input`, FILTER), tracing live (`--syscalls`, `-p`, `-c`,
-//! `--buffer-size`), printing (`--json`, `--time`), and turning them into library options.
+//! reading a recording (`-r FILE`, `--input`, FILTER), tracing live (`--syscalls`, `-p`,
+//! `--follow`, `--cgroup`, `-c`, `--buffer-size`), printing (`--json`, `--time`), and turning
+//! them into library options.
 
 use anyhow::{anyhow, bail, Context, Result};
 use latscope_event::units::parse_size;
@@ -184,6 +185,18 @@ pub struct LiveArgs {
     /// issuer is often a kernel thread): narrow them with a filter such as `blk.disk = sda`.
     #[arg(short = 'p', long = "pid", value_name = "PID")]
     pub pids: Vec<u32>,
+    /// With -p: also every process below them, like strace -f: those running at the start and
+    /// every child forked from then on (children of children too; threads always are). The
+    /// kernel adds each child as it forks and drops it when it exits; children that do not fit
+    /// (65536 processes at once) are counted and reported. E.g. `-p $(pgrep -o nginx) -f`.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Only tasks in this cgroup v2 cgroup or below it (repeatable): a directory of the cgroup2
+    /// file system, absolute or relative to its mount (`system.slice/nginx.service`), or a
+    /// systemd unit name (`nginx.service`, `session-2.scope`). Block requests are traced for
+    /// every process, as with -p. E.g. `--cgroup system.slice/postgresql.service`.
+    #[arg(long = "cgroup", value_name = "PATH")]
+    pub cgroups: Vec<String>,
     /// Only these command names (repeatable; the kernel keeps 15 characters).
     #[arg(short = 'c', long = "comm", value_name = "COMM")]
     pub comms: Vec<String>,
@@ -198,6 +211,8 @@ impl LiveArgs {
         SessionBuilder::new()
             .syscalls(self.syscalls.into())
             .pids(self.pids.clone())
+            .follow(self.follow)
+            .cgroups(self.cgroups.clone())
             .comms(self.comms.clone())
             .ring_bytes(usize::try_from(self.buffer_size).unwrap_or(usize::MAX))
             .filter(filter)

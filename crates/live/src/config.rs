@@ -21,9 +21,15 @@ pub(crate) fn base(syscalls: SyscallSet, block: bool) -> ProbeConfig {
 
 /// Fold the filter's push-down into `cfg`. When the filter (or the caller, `need_fd_names`)
 /// tests file names, the calls that name fds stay enabled in the kernel (see [`keep_fd_naming`]).
+/// When `cfg` follows children, the kernel's pid filter is the followed set, which grows as they
+/// fork: the filter's pids are not intersected with it (they may name a child to come) and are
+/// tested in user space only.
 pub(crate) fn apply_filter(cfg: &mut ProbeConfig, filter: &Filter, header: &TraceHeader, need_fd_names: bool) {
     let mut p = filter.pushdown();
     p.resolve_disks(|name| header.block_devices.iter().find(|d| d.name == name).map(|d| d.dev));
+    if cfg.follow_children {
+        p.pids = None;
+    }
     merge_pushdown(cfg, &p);
     if need_fd_names || filter.tests_fd_names() {
         keep_fd_naming(cfg);
@@ -108,10 +114,14 @@ pub(crate) fn keep_fd_naming(cfg: &mut ProbeConfig) {
 }
 
 /// Why counting in the kernel would not give exactly the events `filter` keeps among events
-/// of `kind` (disk names resolved from `header`), or `None` when it would.
-pub(crate) fn inexact(filter: &Filter, header: &TraceHeader, kind: EventKind) -> Option<String> {
+/// of `kind` (disk names resolved from `header`), or `None` when it would. `following`: the
+/// kernel's pid filter holds followed processes, not the filter's pids (see [`apply_filter`]).
+pub(crate) fn inexact(filter: &Filter, header: &TraceHeader, kind: EventKind, following: bool) -> Option<String> {
     let mut p = filter.pushdown();
     p.resolve_disks(|name| header.block_devices.iter().find(|d| d.name == name).map(|d| d.dev));
+    if following && p.pids.is_some() {
+        return Some("the filter's process ids are tested in user space while children are followed".into());
+    }
     match p.exactness(kind) {
         Exactness::Exact => None,
         Exactness::Inexact(why) => Some(why.to_string()),
@@ -171,6 +181,18 @@ mod tests {
     }
 
     #[test]
+    fn followed_pids_are_not_narrowed_by_the_filter_s_pids() {
+        let mut c = base(SyscallSet::All, false);
+        c.pids = vec![10];
+        c.follow_children = true;
+        apply_filter(&mut c, &Filter::parse("proc.pid = 11").unwrap(), &TraceHeader::default(), false);
+        assert_eq!(c.pids, vec![10], "11 may be a child of 10 to come: user space tests it");
+        let why = inexact(&Filter::parse("proc.pid = 11").unwrap(), &TraceHeader::default(), EventKind::Syscall, true);
+        assert!(why.is_some_and(|w| w.contains("followed")));
+        assert_eq!(inexact(&Filter::parse("").unwrap(), &TraceHeader::default(), EventKind::Syscall, true), None);
+    }
+
+    #[test]
     fn kind_clauses_switch_probes_off() {
         let c = cfg_for("evt.kind = block", SyscallSet::All);
         assert_eq!(c.syscalls, SyscallSel::Off);
@@ -193,7 +215,7 @@ mod exactness {
             }],
             ..Default::default()
         };
-        inexact(&Filter::parse(s).unwrap(), &header, kind)
+        inexact(&Filter::parse(s).unwrap(), &header, kind, false)
     }
 
     #[test]

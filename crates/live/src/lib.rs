@@ -4,7 +4,9 @@
 //! A [`SessionBuilder`] turns what a user asks for (a [`SyscallSet`], block requests, processes,
 //! a command to run, a filter) into a probe configuration: the filter's kernel-testable clauses
 //! are tested in the kernel, the rest in user space, so the events handed out are exactly those
-//! the filter keeps. [`SessionBuilder::start`] checks the environment and the options, takes the
+//! the filter keeps. Processes are chosen by pid (optionally followed to every child they fork,
+//! like `strace -f`: the kernel adds each child to its pid filter as it forks), by command name
+//! and by cgroup v2 cgroup (a [`Cgroup`], with the cgroups below it), all tested in the kernel. [`SessionBuilder::start`] checks the environment and the options, takes the
 //! start snapshot (processes, open files, mounts, disks), loads and attaches the probes and
 //! installs the stop signals. The header's `start_ns` is the moment the probes attached, so views
 //! do not show the load time as an idle stretch.
@@ -34,11 +36,14 @@
 
 #![warn(missing_docs)]
 
+mod cgroup;
 mod command;
 mod config;
+mod follow;
 mod recorder;
 mod session;
 
+pub use cgroup::Cgroup;
 pub use command::{Command, CommandError};
 pub use latscope_event::SyscallSet;
 pub use recorder::{

@@ -1,8 +1,9 @@
 //! A live session: the probes attached with a configuration built from what the user asked
 //! for, handing out filtered events (or in-kernel histogram counts) until asked to stop.
 
+use crate::cgroup::Cgroup;
 use crate::command::{Command, CommandError};
-use crate::config;
+use crate::{config, follow};
 use latscope_event::source::{Chunk, CountKey, CountSource, EventSource, SourceError, Zone};
 use latscope_event::{EventBatch, EventKind, SyscallSet, TraceHeader};
 use latscope_filter::{EvalContext, Filter};
@@ -53,6 +54,8 @@ pub struct SessionBuilder {
     syscalls: SyscallSet,
     block: bool,
     pids: Vec<u32>,
+    follow: bool,
+    cgroups: Vec<String>,
     comms: Vec<String>,
     command: Option<Vec<String>>,
     filter: Filter,
@@ -69,6 +72,8 @@ impl Default for SessionBuilder {
             syscalls: SyscallSet::All,
             block: true,
             pids: Vec::new(),
+            follow: false,
+            cgroups: Vec::new(),
             comms: Vec::new(),
             command: None,
             filter: Filter::default(),
@@ -99,6 +104,22 @@ impl SessionBuilder {
     /// Only these processes (thread group ids).
     pub fn pids(mut self, pids: Vec<u32>) -> Self {
         self.pids = pids;
+        self
+    }
+    /// Follow the processes of [`SessionBuilder::pids`], as `strace -f` does: the processes
+    /// below them when the session starts (found in /proc) and every process they fork from then
+    /// on, children of children included, are traced too; each leaves the kernel's filter when it
+    /// exits. Children that do not fit in the filter are counted
+    /// ([`ProbeStats::not_followed`]), never dropped silently.
+    pub fn follow(mut self, on: bool) -> Self {
+        self.follow = on;
+        self
+    }
+    /// Only tasks in these cgroup v2 cgroups or below them: directories of the cgroup2 file
+    /// system (absolute or relative to its mount) or systemd unit names (see [`Cgroup::resolve`]).
+    /// Block requests are not limited (see [`SessionBuilder::pids`]).
+    pub fn cgroups(mut self, specs: Vec<String>) -> Self {
+        self.cgroups = specs;
         self
     }
     /// Only these command names (15 characters at most are compared, as the kernel keeps them).
@@ -145,7 +166,7 @@ impl SessionBuilder {
         self
     }
 
-    fn check(&self) -> Result<Vec<String>, SessionError> {
+    fn check(&self) -> Result<(Vec<String>, Vec<Cgroup>), SessionError> {
         let (lo, hi) = RING_BYTES_RANGE;
         if !(lo..=hi).contains(&self.ring_bytes) {
             return Err(SessionError::Invalid(format!(
@@ -157,8 +178,30 @@ impl SessionBuilder {
         }
         for &p in &self.pids {
             if std::fs::metadata(format!("/proc/{p}")).is_err() {
-                return Err(SessionError::Invalid(format!("no process {p} is running (-p takes a running pid)")));
+                return Err(SessionError::Invalid(format!(
+                    "no process {p} is running (-p takes the pid of a running process: see pgrep NAME or ps -e)"
+                )));
             }
+        }
+        if self.follow && self.pids.is_empty() && self.command.is_none() {
+            return Err(SessionError::Invalid(
+                "--follow follows the processes given with -p: add -p PID (a command run by record is followed anyway)"
+                    .into(),
+            ));
+        }
+        let mut cgroups = Vec::new();
+        for spec in &self.cgroups {
+            let c = Cgroup::resolve(spec).map_err(SessionError::Invalid)?;
+            if !cgroups.iter().any(|k: &Cgroup| k.id == c.id) {
+                cgroups.push(c);
+            }
+        }
+        if cgroups.len() > latscope_probe::CGROUPS_MAX {
+            return Err(SessionError::Invalid(format!(
+                "{} cgroups given: at most {} (name a parent cgroup instead: its descendants are in)",
+                cgroups.len(),
+                latscope_probe::CGROUPS_MAX
+            )));
         }
         let mut warnings = Vec::new();
         for c in &self.comms {
@@ -169,18 +212,20 @@ impl SessionBuilder {
                 ));
             }
         }
-        Ok(warnings)
+        Ok((warnings, cgroups))
     }
 
     /// Check the environment and the options, take the start snapshot, load and attach the
     /// probes. The command, if any, is started but held until [`LiveSession::release_command`].
     pub fn start(self) -> Result<LiveSession, SessionError> {
-        let warnings = self.check()?;
+        let (mut warnings, cgroups) = self.check()?;
         latscope_probe::check_environment()?;
         let filter_text = (!self.filter.is_match_all()).then(|| self.filter.source().to_string());
         let mut header = snapshot::take(self.command_line.clone(), self.syscalls, self.block, filter_text);
         let mut cfg = config::base(self.syscalls, self.block);
         cfg.pids = self.pids.clone();
+        cfg.follow_children = self.follow && !self.pids.is_empty();
+        cfg.cgroups = cgroups.iter().map(|c| c.id).collect();
         cfg.comms = self.comms.clone();
         cfg.ring_bytes = self.ring_bytes;
         let command = match &self.command {
@@ -195,7 +240,7 @@ impl SessionBuilder {
         let mut streaming_reason = None;
         let mut count_by = None;
         if let Some((by, kind)) = self.count {
-            streaming_reason = config::inexact(&self.filter, &header, kind);
+            streaming_reason = config::inexact(&self.filter, &header, kind, cfg.follow_children);
             if streaming_reason.is_none() {
                 count_by = Some(by);
             }
@@ -233,8 +278,27 @@ impl SessionBuilder {
         if self.filter.is_match_all() && cfg.captures_for_replay() {
             header.capture.push(latscope_event::CAPTURE_REPLAY_V1.to_string());
         }
-        let probe = Probe::start(&cfg, &header)?;
+        let mut probe = Probe::start(&cfg, &header)?;
         header.start_ns = probe.attached_ns();
+        // Forks are followed from here on; the descendants of the given pids already running
+        // join now (the pids map was filled before the programs attached).
+        let mut followed = Vec::new();
+        let mut not_followed = 0;
+        if self.follow && !self.pids.is_empty() {
+            followed = follow::add_descendants(&self.pids, |p| {
+                if !probe.add_pid(p)? {
+                    not_followed += 1;
+                }
+                Ok::<_, ProbeError>(())
+            })?;
+            if not_followed > 0 {
+                warnings.push(format!(
+                    "{not_followed} of the {} processes below the followed ones are not followed: the kernel's pid filter                      holds {} processes",
+                    followed.len(),
+                    latscope_probe::PIDS_MAX
+                ));
+            }
+        }
         Ok(LiveSession {
             ctx: EvalContext::new(&header),
             probe,
@@ -249,6 +313,8 @@ impl SessionBuilder {
             devs,
             streaming_reason,
             warnings,
+            followed,
+            not_followed,
         })
     }
 }
@@ -270,6 +336,8 @@ pub struct LiveSession {
     devs: Vec<u32>,
     streaming_reason: Option<String>,
     warnings: Vec<String>,
+    followed: Vec<u32>,
+    not_followed: u64,
 }
 
 impl LiveSession {
@@ -309,9 +377,22 @@ impl LiveSession {
     pub fn count_devices(&self) -> &[u32] {
         &self.devs
     }
-    /// The in-kernel counters (events, losses, unreadable paths, unpaired block completions).
+    /// The in-kernel counters (events, losses, unreadable paths, unpaired block completions,
+    /// processes not followed; those found at the start that did not fit are counted too).
     pub fn stats(&self) -> ProbeStats {
-        self.probe.stats()
+        let mut s = self.probe.stats();
+        s.not_followed += self.not_followed;
+        s
+    }
+    /// Processes the kernel's pid filter holds now (with [`SessionBuilder::follow`], the given
+    /// ones and their descendants alive; 0 without a pid filter).
+    pub fn followed_now(&self) -> usize {
+        self.probe.pid_filter_len()
+    }
+    /// With [`SessionBuilder::follow`]: the processes below the given ones that were running at
+    /// the start and are followed with them (found in /proc).
+    pub fn followed_at_start(&self) -> &[u32] {
+        &self.followed
     }
     /// CPU time the session's probes have run in the kernel, in ns; it only grows while
     /// run-time statistics are on ([`latscope_probe::enable_run_time_stats`]).
@@ -419,7 +500,17 @@ impl CountSource for LiveSession {
         cfg.procs = true;
         // The counting probes detach first: both sets at once would count twice.
         drop(s.probe);
-        let probe = Probe::start(&cfg, &s.header)?;
+        let mut probe = Probe::start(&cfg, &s.header)?;
+        // The children the counting probes followed are not in the new filter: find them again.
+        let mut not_followed = s.not_followed;
+        if cfg.follow_children {
+            follow::add_descendants(&cfg.pids, |p| {
+                if !probe.add_pid(p)? {
+                    not_followed += 1;
+                }
+                Ok::<_, ProbeError>(())
+            })?;
+        }
         Ok(Box::new(LiveSession {
             ctx: EvalContext::new(&s.header),
             probe,
@@ -434,6 +525,8 @@ impl CountSource for LiveSession {
             devs: Vec::new(),
             streaming_reason: Some("switched from in-kernel counting to keep events".into()),
             warnings: s.warnings,
+            followed: s.followed,
+            not_followed,
         }))
     }
 

@@ -35,6 +35,13 @@ pub const AGG_BUCKETS: usize = ls_limits::LS_AGG_BUCKETS.0 as usize;
 pub const AGG_GROUPS: usize = ls_limits::LS_AGG_GROUPS.0 as usize;
 /// Syscall numbers covered by the kernel's tables (LS_NR_MAX, from BTF).
 const NR_MAX: usize = ls_limits::LS_NR_MAX.0 as usize;
+/// Processes the pid filter holds, given and followed (LS_PIDS_MAX, from BTF).
+pub const PIDS_MAX: usize = ls_limits::LS_PIDS_MAX.0 as usize;
+/// Cgroups the cgroup filter holds (LS_CGROUPS_MAX, from BTF).
+pub const CGROUPS_MAX: usize = ls_limits::LS_CGROUPS_MAX.0 as usize;
+/// Levels below the root at which the cgroup filter finds a task's ancestors (LS_CGROUP_DEPTH,
+/// from BTF): a task deeper than this is tested against its upper ancestors only.
+pub const CGROUP_DEPTH: usize = ls_limits::LS_CGROUP_DEPTH.0 as usize;
 
 /// Errors from loading or running the probes.
 #[derive(Debug, thiserror::Error)]
@@ -170,8 +177,15 @@ pub struct ProbeConfig {
     pub procs: bool,
     /// Only these processes (thread group ids); empty means all.
     pub pids: Vec<u32>,
-    /// Add children of traced processes as they fork.
+    /// Follow the processes of [`ProbeConfig::pids`]: each child they fork (and its children) is
+    /// added to the pid filter in the kernel as it forks, and every process leaves the filter
+    /// when its last thread exits. Children that do not fit ([`PIDS_MAX`]) are counted in
+    /// [`ProbeStats::not_followed`].
     pub follow_children: bool,
+    /// Only tasks in these cgroup v2 cgroups or below them, by id (the directory's inode
+    /// number, as `bpf_get_current_cgroup_id` gives it); empty means all. At most
+    /// [`CGROUPS_MAX`]. Block requests are not tested (they complete in interrupt context).
+    pub cgroups: Vec<u64>,
     /// Only these command names; empty means all.
     pub comms: Vec<String>,
     /// Drop events faster than this (ns).
@@ -195,6 +209,7 @@ impl Default for ProbeConfig {
             procs: true,
             pids: Vec::new(),
             follow_children: false,
+            cgroups: Vec::new(),
             comms: Vec::new(),
             min_lat_ns: 0,
             fd_types: Vec::new(),
@@ -231,6 +246,8 @@ pub struct ProbeStats {
     pub path_faults: u64,
     /// Block completions whose issue was not seen (in flight when tracing started).
     pub blk_unpaired: u64,
+    /// Children of followed processes that were not followed: the pid filter was full.
+    pub not_followed: u64,
 }
 
 /// Cumulative in-kernel histograms: `counts[group][bucket]`, summed over CPUs.
@@ -330,6 +347,7 @@ impl Probe {
         ro.filter_pids = u8::from(!cfg.pids.is_empty());
         ro.filter_comms = u8::from(!cfg.comms.is_empty());
         ro.filter_devs = u8::from(!cfg.devs.is_empty());
+        ro.filter_cgroups = u8::from(!cfg.cgroups.is_empty());
         ro.follow_children = u8::from(cfg.follow_children);
         ro.min_lat = cfg.min_lat_ns;
         ro.fdtype_mask = cfg.fd_types.iter().fold(0u32, |m, t| m | (1 << (*t as u32 & 31)));
@@ -357,10 +375,11 @@ impl Probe {
         for p in [&mut open.progs.ls_rq_insert, &mut open.progs.ls_rq_issue, &mut open.progs.ls_rq_complete] {
             p.set_autoload(cfg.block);
         }
-        // Fork tracking is needed to follow children even when proc events are not wanted.
-        open.progs.ls_fork.set_autoload(cfg.procs || cfg.follow_children);
+        // Fork and exit tracking is needed to follow children even when proc events are not wanted.
+        let follow = cfg.follow_children && !cfg.pids.is_empty();
+        open.progs.ls_fork.set_autoload(cfg.procs || follow);
         open.progs.ls_exec.set_autoload(want_exec);
-        open.progs.ls_exit.set_autoload(cfg.procs);
+        open.progs.ls_exit.set_autoload(cfg.procs || follow);
 
         let skel = bpf(open.load(), "loading the BPF programs (is this kernel 5.11 or later with BTF?)")?;
 
@@ -405,6 +424,15 @@ impl Probe {
         for &p in &cfg.pids {
             bpf(skel.maps.pids.update(&p.to_ne_bytes(), &[1u8], MapFlags::ANY), "filling the pid filter")?;
         }
+        if cfg.cgroups.len() > CGROUPS_MAX {
+            return Err(ProbeError::Unsupported(format!(
+                "{} cgroups given: the cgroup filter holds at most {CGROUPS_MAX}",
+                cfg.cgroups.len()
+            )));
+        }
+        for &id in &cfg.cgroups {
+            bpf(skel.maps.cgroups.update(&id.to_ne_bytes(), &[1u8], MapFlags::ANY), "filling the cgroup filter")?;
+        }
         for c in &cfg.comms {
             let mut k = [0u8; 16];
             let b = c.as_bytes();
@@ -430,9 +458,9 @@ impl Probe {
             (&skel.progs.ls_rq_insert, cfg.block),
             (&skel.progs.ls_rq_issue, cfg.block),
             (&skel.progs.ls_rq_complete, cfg.block),
-            (&skel.progs.ls_fork, cfg.procs || cfg.follow_children),
+            (&skel.progs.ls_fork, cfg.procs || follow),
             (&skel.progs.ls_exec, want_exec),
-            (&skel.progs.ls_exit, cfg.procs),
+            (&skel.progs.ls_exit, cfg.procs || follow),
         ];
         for (p, on) in progs {
             if on {
@@ -470,14 +498,30 @@ impl Probe {
         Ok(probe)
     }
 
-    /// Add a process to the pid filter (used to start a command after the probes are attached).
-    pub fn add_pid(&mut self, pid: u32) -> Result<(), ProbeError> {
-        bpf(self.skel.maps.pids.update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY), "adding a pid")?;
-        // Verdicts the programs cached per task are stale now: make them look again.
-        if let Some(data) = self.skel.maps.data_data.as_deref_mut() {
-            data.filter_gen = data.filter_gen.wrapping_add(1);
+    /// Add a process to the pid filter (a command started after the probes are attached, the
+    /// descendants a followed process had at the start). `Ok(false)`: the filter is full
+    /// ([`PIDS_MAX`]) and the process was not added.
+    pub fn add_pid(&mut self, pid: u32) -> Result<bool, ProbeError> {
+        match self.skel.maps.pids.update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY) {
+            Ok(()) => {}
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::TooBig => return Ok(false),
+            Err(source) => return Err(ProbeError::Bpf { context: format!("adding pid {pid}"), source }),
         }
-        Ok(())
+        // Verdicts the programs cached per task are stale now: make them look again. The
+        // programs bump the generation too (as they follow forks and exits): atomically.
+        if let Some(data) = self.skel.maps.data_data.as_deref_mut() {
+            // SAFETY: the pointer is to the u32 in the mapped .data section, which lives as long
+            // as the skeleton; the BPF side changes it only with atomic adds too.
+            let gen = unsafe { std::sync::atomic::AtomicU32::from_ptr(&mut data.filter_gen as *mut u32) };
+            gen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(true)
+    }
+
+    /// Processes in the kernel's pid filter now: the given ones and, when following, the
+    /// children forked since that have not exited.
+    pub fn pid_filter_len(&self) -> usize {
+        self.skel.maps.pids.keys().count()
     }
 
     /// Wait up to `timeout` for events and return what was decoded (possibly nothing).
@@ -605,6 +649,7 @@ impl Probe {
             t.lost += s.lost;
             t.path_faults += s.path_faults;
             t.blk_unpaired += s.blk_unpaired;
+            t.not_followed += s.not_followed;
         }
         t
     }
@@ -730,7 +775,7 @@ mod tests {
     fn record_layout_is_the_c_one() {
         assert_eq!(std::mem::size_of::<types::ls_event>(), 144);
         assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 16);
-        assert_eq!(std::mem::size_of::<types::ls_stats>(), 32);
+        assert_eq!(std::mem::size_of::<types::ls_stats>(), 40);
         assert_eq!(std::mem::size_of_val(&types::ls_event::default().comm), ls_limits::LS_COMM_LEN.0 as usize);
     }
 

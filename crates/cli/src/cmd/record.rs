@@ -22,6 +22,8 @@ use std::time::Duration;
   latscope record -w trace.lst                        # everything, for up to 1 h or until Ctrl-C
   latscope record -w trace.lst --duration 30s -c postgres
   latscope record -w trace.lst --syscalls io -p 1234 -p 1240
+  latscope record -w svc.lst -p \"$(pgrep -o nginx)\" -f   # nginx, its workers and their children
+  latscope record -w svc.lst --cgroup system.slice/nginx.service   # or: --cgroup nginx.service
   latscope record -w trace.lst 'fd.type = file and evt.latency > 100us'
   latscope record -w build.lst -- make -j2            # a command from start to exit, with its children
   ssh host latscope record -w - -d 10s | latscope hist -r -   # a remote machine, as a stream")]
@@ -65,9 +67,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let mut session = a.live.session(a.filter.parse()?).block(!a.no_block).command(a.command.clone()).start()?;
     print_warnings(session.warnings());
+    if a.live.follow && !a.quiet && !a.json {
+        let n = session.followed_at_start().len();
+        eprintln!("latscope: following {} given process(es) and the {n} running below them", a.live.pids.len());
+    }
     if a.detach {
         session.detach_command();
     }
+    let command_pid = session.command_pid();
     let writer = ThreadedTraceWriter::create_with(&a.file, session.header(), Default::default(), WRITER_QUEUE_BLOCKS)
         .with_context(|| format!("cannot create trace file {}", a.file.display()))?;
     let opts = RecorderOptions {
@@ -86,6 +93,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
         eprint!("\r{:60}\r", "");
     }
     report(&a, &rec)?;
+    if let (true, None, Some(pid)) = (a.detach, rec.command_status, command_pid) {
+        eprintln!("latscope: recording stopped; the command (pid {pid}) is left running (--detach)");
+    }
     // The command's status, when it ran to its end, is record's: `record -- make && ...` works.
     Ok(match rec.command_status {
         Some(st) if !a.command.is_empty() => ExitCode::from(st.clamp(0, 255) as u8),
@@ -106,6 +116,7 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
             "lost": s.lost,
             "path_faults": s.path_faults,
             "block_unpaired": s.blk_unpaired,
+            "not_followed": s.not_followed,
             "malformed": rec.malformed,
             "bytes": bytes,
             "duration_s": secs,
@@ -132,6 +143,14 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
         if let Some(st) = rec.command_status {
             eprintln!("latscope: the command exited with status {st}");
         }
+    }
+    if s.not_followed > 0 {
+        eprintln!(
+            "latscope: warning: {} child processes were NOT followed: the kernel's pid filter was full \
+             ({} processes); their events are missing",
+            s.not_followed,
+            latscope_probe::PIDS_MAX
+        );
     }
     if s.lost > 0 {
         eprintln!(

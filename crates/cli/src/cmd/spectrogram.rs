@@ -35,6 +35,8 @@ use std::time::Duration;
   latscope spectrogram 'proc.name=test and evt.is_io_write=true and fd.name contains /mnt'
   latscope spectrogram --by class --min 1us --max 1s     # file vs net vs ipc, zoomed
   latscope spectrogram --block --by disk                 # block request latency per disk
+  latscope spectrogram -p \"$(pgrep -o nginx)\" -f        # a service's processes, forks followed
+  latscope spectrogram --cgroup nginx.service --by class # a systemd unit's cgroup
   latscope spectrogram -r trace.lst --no-pace --svg trace.svg 'evt.type=fsync'
   latscope spectrogram -d 10s --plain --colors none > rows.txt
 

@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
   latscope top -r trace.lst --block --by disk
   latscope top --by client                              # live, refreshed every second
   latscope top --by file 'fd.type = file' --interval 5s --count 3
+  latscope top --by pid -p \"$(pgrep -o postgres)\" -f   # a server and the backends it forks
+  latscope top --by syscall --cgroup system.slice/nginx.service
   latscope top -r trace.lst --by dir --json | jq '.rows[0]'")]
 pub struct Args {
     /// Trace file (or perf script text with --input perf); without it, trace live.
@@ -133,18 +135,23 @@ fn run_live(a: &Args) -> Result<ExitCode> {
         }
         let secs = last.elapsed().as_secs_f64();
         (last, next) = (Instant::now(), next + interval);
-        let lost = session.stats().lost;
+        let stats = session.stats();
+        let (lost, not_followed) = (stats.lost, stats.not_followed);
         let mut o = std::io::stdout().lock();
         if a.json.json {
             let mut j = top.to_json(a.sort, a.limit, secs);
             j["lost"] = serde_json::json!(lost);
+            j["not_followed"] = serde_json::json!(not_followed);
             writeln!(o, "{}", serde_json::to_string(&j)?)?;
         } else {
             if tty {
                 write!(o, "\x1b[H\x1b[2J")?;
             }
             let now = header.wall_ns(latscope_probe::snapshot::monotonic_ns());
-            let lost = if lost > 0 { format!(" — {lost} events lost so far") } else { String::new() };
+            let mut lost = if lost > 0 { format!(" — {lost} events lost so far") } else { String::new() };
+            if not_followed > 0 {
+                lost.push_str(&format!(" — {not_followed} child processes not followed (pid filter full)"));
+            }
             let noun = if a.block { "block I/O" } else { "syscall" };
             let when = latscope_view::svg::fmt_wall(now);
             writeln!(

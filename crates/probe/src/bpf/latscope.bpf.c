@@ -4,9 +4,10 @@
  * request latency (insert/issue/complete) and process lifecycle events, either
  * streamed through a ring buffer or aggregated into per-CPU histograms.
  *
- * Filters that user space pushes down (pids, comms, syscall set, minimum
- * latency, fd types, devices) are tested here so that events that cannot match
- * never cross the ring buffer.
+ * Filters that user space pushes down (pids, comms, cgroups, syscall set,
+ * minimum latency, fd types, devices) are tested here so that events that
+ * cannot match never cross the ring buffer. A followed process's children are
+ * added to the pid filter as they fork and leave it when they exit.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -26,6 +27,7 @@ const volatile __u32 self_tgid = 0;
 const volatile __u8 filter_pids = 0;
 const volatile __u8 filter_comms = 0;
 const volatile __u8 filter_devs = 0;
+const volatile __u8 filter_cgroups = 0;
 const volatile __u8 follow_children = 0;
 const volatile __u8 agg_mode = 0;   /* 0: stream events; 1: in-kernel histograms */
 const volatile __u8 agg_group = 0;  /* enum ls_agg_group */
@@ -103,6 +105,7 @@ struct ls_cpu {
 	 * hashing the comm on every syscall cost more than the rest of the entry program. */
 	__u64 vtask;
 	__u64 vcomm[2];
+	__u64 vcss;      /* the task's css_set (its cgroups) when the cgroup filter is on */
 	__u32 vtgid;
 	__u32 vgen;
 	__u8 wanted;
@@ -140,12 +143,23 @@ struct {
 
 #define barrier() asm volatile("" ::: "memory")
 
+/* The pid filter: thread group ids. When following, fork adds children and exit removes
+ * processes; a fork that finds the map full is counted (not_followed). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, LS_PIDS_MAX);
 	__type(key, __u32);
 	__type(value, __u8);
 } pids SEC(".maps");
+
+/* The cgroup filter: ids of cgroup v2 directories (their inode numbers); a task in one of them
+ * or in a cgroup below one passes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LS_CGROUPS_MAX);
+	__type(key, __u64);
+	__type(value, __u8);
+} cgroups SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -232,26 +246,49 @@ static __always_inline void task_comm(struct task_struct *task, __u64 out[2])
 	out[1] = c[1];
 }
 
+/*
+ * Whether the current task is in a cgroup of the filter or below one. Its ancestors are looked
+ * up from the root down by id (bpf_get_current_ancestor_cgroup_id): the targets' levels need not
+ * be known, which they cannot be inside a cgroup namespace, and cgroups created below a target
+ * after the start are in without telling the kernel.
+ */
+static __always_inline bool cgroup_wanted(void)
+{
+	if (!filter_cgroups)
+		return true;
+	for (int level = 0; level <= LS_CGROUP_DEPTH; level++) {
+		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+		if (!id)
+			return false; /* above the task's own level */
+		if (bpf_map_lookup_elem(&cgroups, &id))
+			return true;
+	}
+	return false;
+}
+
 static __always_inline bool task_wanted_uncached(__u32 tgid, const __u64 comm[2])
 {
 	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
 		return false;
 	if (filter_comms && !bpf_map_lookup_elem(&comms, comm))
 		return false;
-	return true;
+	return cgroup_wanted();
 }
 
-/* Whether the pid/comm filter keeps this task; the verdict is cached in the CPU's slot. */
+/* Whether the pid/comm/cgroup filter keeps this task (the current one); the verdict is cached in
+ * the CPU's slot. */
 static __always_inline bool task_wanted(struct task_struct *task, struct ls_cpu *c)
 {
-	if (!filter_pids && !filter_comms)
+	if (!filter_pids && !filter_comms && !filter_cgroups)
 		return true;
 	__u32 gen = filter_gen, tgid = task->tgid;
 	__u64 comm[2] = {};
 	if (filter_comms)
 		task_comm(task, comm);
+	/* A task moved to another cgroup gets another css_set. */
+	__u64 css = filter_cgroups ? (__u64)task->cgroups : 0;
 	if (c->vtask == (__u64)task && c->vtgid == tgid && c->vgen == gen && c->vcomm[0] == comm[0] &&
-	    c->vcomm[1] == comm[1])
+	    c->vcomm[1] == comm[1] && c->vcss == css)
 		return c->wanted;
 	bool w = task_wanted_uncached(tgid, comm);
 	c->vtask = 0;
@@ -259,6 +296,7 @@ static __always_inline bool task_wanted(struct task_struct *task, struct ls_cpu 
 	c->wanted = w;
 	c->vcomm[0] = comm[0];
 	c->vcomm[1] = comm[1];
+	c->vcss = css;
 	c->vgen = gen;
 	c->vtgid = tgid;
 	barrier();
@@ -818,11 +856,17 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 		stat_lost_after_count();
 }
 
+/* The pid filter changed: verdicts cached per CPU are taken again (see task_wanted). */
+static __always_inline void filter_changed(void)
+{
+	__sync_fetch_and_add(&filter_gen, 1);
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(ls_fork, struct task_struct *parent, struct task_struct *child)
 {
 	if (child->pid != child->tgid)
-		return 0; /* a thread, not a process */
+		return 0; /* a thread, not a process: it shares its process's tgid */
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 	if (ptgid == self_tgid)
 		return 0;
@@ -831,10 +875,16 @@ int BPF_PROG(ls_fork, struct task_struct *parent, struct task_struct *child)
 			return 0;
 		if (follow_children) {
 			__u8 one = 1;
-			bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
+			/* Full: the child is not followed, and the user is told how many were not. */
+			if (bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY))
+				STAT_INC(not_followed);
+			else
+				filter_changed();
 		}
 	}
-	emit_proc(child, LS_FORK, ptgid, NULL, 0, 0);
+	/* The fork runs in the parent, whose cgroup the child starts in. */
+	if (cgroup_wanted())
+		emit_proc(child, LS_FORK, ptgid, NULL, 0, 0);
 	return 0;
 }
 
@@ -842,7 +892,7 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(ls_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = p->tgid;
-	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)))
+	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)) || !cgroup_wanted())
 		return 0;
 	if (stash_exec) {
 		struct ls_exec_path *x = bpf_task_storage_get(&exec_paths, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -857,11 +907,17 @@ int BPF_PROG(ls_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(ls_exit, struct task_struct *p)
 {
-	if (p->pid != p->tgid)
-		return 0;
 	__u32 tgid = p->tgid;
 	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)))
 		return 0;
-	emit_proc(p, LS_EXIT, (p->exit_code >> 8) & 0xff, NULL, 0, 0);
+	if (p->pid == p->tgid && cgroup_wanted())
+		emit_proc(p, LS_EXIT, (p->exit_code >> 8) & 0xff, NULL, 0, 0);
+	/* A followed process leaves the filter with its last thread (the count of live threads is
+	 * down by the time of the tracepoint; the leader may exit before the others), so that the
+	 * map stays bounded by the processes alive and a reused pid is not followed. */
+	if (follow_children && filter_pids && !p->signal->live.counter) {
+		bpf_map_delete_elem(&pids, &tgid);
+		filter_changed();
+	}
 	return 0;
 }

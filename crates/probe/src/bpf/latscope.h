@@ -17,6 +17,9 @@ enum ls_limits {
 	LS_AGG_GROUPS = 512,    /* groups of in-kernel histograms (enough for one per syscall) */
 	LS_NARGS = 6,           /* syscall arguments saved at entry */
 	LS_ARG_NONE = 0xff,     /* an argument slot of ls_sys_desc: the syscall has no such argument */
+	LS_PIDS_MAX = 65536,    /* processes the pid filter holds (given, and children followed) */
+	LS_CGROUPS_MAX = 64,    /* cgroups the cgroup filter holds */
+	LS_CGROUP_DEPTH = 32,   /* cgroup levels below the root the cgroup filter looks at */
 };
 
 enum ls_kind { LS_SYSCALL = 0, LS_BLOCK = 1, LS_PROC = 2 };
@@ -99,6 +102,7 @@ struct ls_stats {
 	__u64 lost;          /* events lost: ring buffer full */
 	__u64 path_faults;   /* path arguments that could not be read */
 	__u64 blk_unpaired;  /* block completions without a seen issue */
+	__u64 not_followed;  /* children of followed processes the full pid filter could not take */
 };
 
 #endif

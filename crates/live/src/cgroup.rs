@@ -1,0 +1,221 @@
+//! Naming a cgroup v2 cgroup: a directory of the cgroup2 file system (absolute, or relative to
+//! where it is mounted), or a systemd unit (`nginx.service`, `session-3.scope`) found by name in
+//! it. The kernel knows a cgroup by its id, which is the directory's inode number.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// `statfs` magic of the cgroup2 file system.
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+/// `statfs` magic of a cgroup v1 hierarchy.
+const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
+/// Where cgroup file systems are mounted by convention.
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// A cgroup v2 cgroup, resolved from what the user named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cgroup {
+    /// As the user named it.
+    pub spec: String,
+    /// Its directory.
+    pub path: PathBuf,
+    /// Its id (the directory's inode number; `bpf_get_current_cgroup_id` in the kernel).
+    pub id: u64,
+}
+
+impl Cgroup {
+    /// Resolves `spec`: an absolute directory in a cgroup2 file system; a path relative to the
+    /// cgroup2 mount (`system.slice/nginx.service`) or to /sys/fs/cgroup; or a unit name ending
+    /// in `.service`, `.scope` or `.slice`, looked up by name in the cgroup2 tree. The error says
+    /// what was looked for and what to do.
+    pub fn resolve(spec: &str) -> Result<Cgroup, String> {
+        let mounts = cgroup2_mounts();
+        let Some(v2) = preferred_mount(&mounts) else {
+            return Err(format!(
+                "--cgroup {spec}: this system has no cgroup v2 hierarchy mounted (--cgroup needs cgroup v2; \
+                 only cgroup v1 is in use here): mount it (mount -t cgroup2 none {CGROUP_ROOT}/unified) or \
+                 boot with systemd.unified_cgroup_hierarchy=1"
+            ));
+        };
+        let given = Path::new(spec);
+        let candidates: Vec<PathBuf> = if given.is_absolute() {
+            vec![given.to_path_buf()]
+        } else {
+            let rel = spec.trim_start_matches("./");
+            vec![v2.join(rel), Path::new(CGROUP_ROOT).join(rel)]
+        };
+        for c in &candidates {
+            if c.is_dir() {
+                return Self::at(spec, c, v2);
+            }
+        }
+        if !spec.contains('/') && [".service", ".scope", ".slice"].iter().any(|s| spec.ends_with(s)) {
+            let mut found = Vec::new();
+            find_named(v2, spec, 0, &mut found);
+            return match found.len() {
+                1 => Self::at(spec, &found[0], v2),
+                0 => Err(format!(
+                    "--cgroup {spec}: no cgroup named {spec} under {} (is the unit running? \
+                     `systemctl status {spec}` says; or give the cgroup's path)",
+                    v2.display()
+                )),
+                _ => Err(format!(
+                    "--cgroup {spec}: {} cgroups are named {spec}: {}; give the path of the one to record",
+                    found.len(),
+                    found.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                )),
+            };
+        }
+        let looked: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+        Err(format!(
+            "--cgroup {spec}: no such cgroup (looked for {}): give a directory of the cgroup v2 \
+             hierarchy at {} (absolute or relative to it), or a unit name such as nginx.service",
+            looked.join(" and "),
+            v2.display()
+        ))
+    }
+
+    /// The cgroup at directory `dir`, which must be in a cgroup2 file system.
+    fn at(spec: &str, dir: &Path, v2: &Path) -> Result<Cgroup, String> {
+        let path = dir.canonicalize().map_err(|e| format!("--cgroup {spec}: {}: {e}", dir.display()))?;
+        match fs_magic(&path) {
+            Some(CGROUP2_SUPER_MAGIC) => {}
+            Some(CGROUP_SUPER_MAGIC) => {
+                return Err(format!(
+                    "--cgroup {spec}: {} is in a cgroup v1 hierarchy; --cgroup needs cgroup v2, whose \
+                     hierarchy here is at {}",
+                    path.display(),
+                    v2.display()
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "--cgroup {spec}: {} is not a cgroup (not in a cgroup2 file system; the cgroup v2 \
+                     hierarchy here is at {})",
+                    path.display(),
+                    v2.display()
+                ))
+            }
+        }
+        let id = std::fs::metadata(&path).map_err(|e| format!("--cgroup {spec}: {}: {e}", path.display()))?.ino();
+        Ok(Cgroup { spec: spec.to_string(), path, id })
+    }
+}
+
+/// Mount points of cgroup2 file systems, from /proc/self/mountinfo.
+fn cgroup2_mounts() -> Vec<PathBuf> {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    info.lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let point = left.split(' ').nth(4)?;
+            (right.split(' ').next()? == "cgroup2").then(|| PathBuf::from(unescape(point)))
+        })
+        .collect()
+}
+
+/// /sys/fs/cgroup when the unified hierarchy is there, else its hybrid place, else any.
+fn preferred_mount(mounts: &[PathBuf]) -> Option<&Path> {
+    let root = Path::new(CGROUP_ROOT);
+    mounts
+        .iter()
+        .find(|m| m.as_path() == root)
+        .or_else(|| mounts.iter().find(|m| m.starts_with(root)))
+        .or(mounts.first())
+        .map(PathBuf::as_path)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape(s: &str) -> String {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Directories named `name` below `dir` (cgroup trees are shallow; the depth bound is a guard).
+fn find_named(dir: &Path, name: &str, depth: usize, found: &mut Vec<PathBuf>) {
+    if depth > latscope_probe::CGROUP_DEPTH {
+        return;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let p = e.path();
+        if e.file_name() == name {
+            found.push(p.clone());
+        }
+        find_named(&p, name, depth + 1, found);
+    }
+}
+
+/// The `f_type` of the file system `path` is in.
+fn fs_magic(path: &Path) -> Option<i64> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statfs buffer of the right type.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some(st.f_type as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_paths_are_unescaped() {
+        assert_eq!(unescape("/sys/fs/cgroup"), "/sys/fs/cgroup");
+        assert_eq!(unescape("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(unescape("/x\\"), "/x\\");
+    }
+
+    #[test]
+    fn the_unified_mount_is_preferred() {
+        let m = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(preferred_mount(&m(&["/other", "/sys/fs/cgroup"])), Some(Path::new("/sys/fs/cgroup")));
+        assert_eq!(
+            preferred_mount(&m(&["/other", "/sys/fs/cgroup/unified"])),
+            Some(Path::new("/sys/fs/cgroup/unified"))
+        );
+        assert_eq!(preferred_mount(&m(&["/other"])), Some(Path::new("/other")));
+        assert_eq!(preferred_mount(&[]), None);
+    }
+
+    #[test]
+    fn a_missing_cgroup_is_named_with_what_to_do() {
+        if cgroup2_mounts().is_empty() {
+            let e = Cgroup::resolve("x").unwrap_err();
+            assert!(e.contains("no cgroup v2"), "{e}");
+            return;
+        }
+        let e = Cgroup::resolve("no-such.slice/nothing-here").unwrap_err();
+        assert!(e.contains("no-such.slice/nothing-here") && e.contains("no such cgroup"), "{e}");
+        let e = Cgroup::resolve("latscope-no-such-unit.service").unwrap_err();
+        assert!(e.contains("no cgroup named latscope-no-such-unit.service"), "{e}");
+        let e = Cgroup::resolve("/proc").unwrap_err();
+        assert!(e.contains("is not a cgroup"), "{e}");
+    }
+
+    #[test]
+    fn the_root_cgroup_resolves_to_its_inode() {
+        let mounts = cgroup2_mounts();
+        let Some(v2) = preferred_mount(&mounts) else { return };
+        let c = Cgroup::resolve(v2.to_str().unwrap()).unwrap();
+        assert_eq!(c.id, std::fs::metadata(v2).unwrap().ino());
+        // Relative to the mount: "." is the root itself.
+        assert_eq!(Cgroup::resolve(".").unwrap().id, c.id);
+    }
+}
