@@ -14,6 +14,7 @@ run() { # name, command...
 run record bash bench/record.sh
 run spectrogram bash bench/spectrogram.sh
 run views bash bench/views.sh
+run export bash bench/export.sh
 run hist cargo bench --locked -q -p latscope-hist
 run filter cargo bench --locked -q -p latscope-filter
 run trace cargo bench --locked -q -p latscope-trace

@@ -17,6 +17,7 @@ use std::process::ExitCode;
   latscope info -r trace.lst
   latscope spectrogram 'proc.name = postgres'
   latscope heatmap -r trace.lst --block -o disk.svg
+  latscope export -r trace.lst --parquet trace.parquet
 Run 'latscope COMMAND --help' for each command's options.")]
 struct Cli {
     #[command(subcommand)]
@@ -47,6 +48,8 @@ enum Command {
     Replay(cmd::replay::Args),
     /// Serve the web dashboard: a store's hourly histograms explained, latency live.
     Serve(cmd::serve::Args),
+    Export(cmd::export::Args),
+    Agent(cmd::agent::Args),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +76,8 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Replay(a) => cmd::replay::run(a),
         Command::Serve(a) => cmd::serve::run(a),
+        Command::Export(a) => cmd::export::run(a),
+        Command::Agent(a) => cmd::agent::run(a),
     };
     match r {
         Ok(code) => code,

@@ -21,8 +21,7 @@
 //! 4. [`compare`] puts two runs side by side and says which differences exceed run-to-run noise;
 //!    [`matrix`] replays under each value of a block-device setting and compares them.
 //! 5. [`metrics`] turns a running replay's progress ([`Live`]) into per-interval metrics (ops/s,
-//!    lateness percentiles, divergences, errors) for a time-series store, which [`graphite`]
-//!    sends to a carbon server.
+//!    lateness percentiles, divergences, errors) for a time-series store such as Graphite.
 //!
 //! Safety: the replay reads and writes nothing outside its sandbox. Paths with `..`
 //! components, on pseudo file systems, device nodes and symlinks leading out are refused when
@@ -52,7 +51,6 @@
 pub mod compare;
 mod cpaths;
 mod error;
-pub mod graphite;
 mod init;
 pub mod matrix;
 pub mod metrics;

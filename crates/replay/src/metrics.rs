@@ -85,15 +85,6 @@ impl LiveMetrics {
     }
 }
 
-/// The default metric prefix of a replay: `latscope.replay.<test name>`, the plan's test name
-/// (`prepare --name`) or else the plan file's name without its extension, with characters
-/// other than ASCII letters, digits, `_` and `-` replaced by `_` (a `.` would split the path).
-pub fn default_prefix(test_name: &str) -> String {
-    let name: String =
-        test_name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
-    format!("latscope.replay.{}", if name.is_empty() { "_".into() } else { name })
-}
-
 /// Checks a user-given metric prefix: dot-separated components, none empty, no whitespace or
 /// control characters (they would break the plaintext protocol's line apart).
 pub fn check_prefix(prefix: &str) -> Result<(), String> {
@@ -149,7 +140,6 @@ mod tests {
 
     #[test]
     fn prefixes() {
-        assert_eq!(default_prefix("db load.v2"), "latscope.replay.db_load_v2");
         assert!(check_prefix("a.b").is_ok());
         assert!(check_prefix("a..b").is_err() && check_prefix("").is_err() && check_prefix("a b").is_err());
     }

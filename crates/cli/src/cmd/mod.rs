@@ -1,7 +1,9 @@
 //! One module per subcommand: each has its `Args` (clap) and a `run` function.
 
+pub mod agent;
 pub mod bench;
 pub mod events;
+pub mod export;
 pub mod fields;
 pub mod heatmap;
 pub mod hist;
