@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 LS=${LATSCOPE:-target/release/latscope}
 BASE=${BASE:-}
 SECTIONS=${SECTIONS:-overhead,writer}
+# The anchors (syscount, bpftrace, perf trace) attach classic tracepoints, which need tracefs.
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cc -O2 -o "$WORK/readloop" bench/readloop.c

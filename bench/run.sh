@@ -14,10 +14,13 @@ run() { # name, command...
 run record bash bench/record.sh
 run spectrogram bash bench/spectrogram.sh
 run views bash bench/views.sh
+run export bash bench/export.sh
 run hist cargo bench --locked -q -p latscope-hist
 run filter cargo bench --locked -q -p latscope-filter
 run trace cargo bench --locked -q -p latscope-trace
 run micro bash bench/micro.sh
+# IORIOT_SRC (a checkout of github.com/mimecast/ioriot) adds I/O Riot's replayer as an anchor.
+run replay bash bench/replay.sh
 run serve bash bench/serve.sh
 echo
 echo "results in $OUT/"

@@ -24,6 +24,15 @@ OUT=docs/CLI.md
 		echo '```'
 		COLUMNS=100 "$LS" "$cmd" --help
 		echo '```'
+		# Commands with subcommands (latscope replay ...): each subcommand's help too.
+		for sub in $(COLUMNS=100 "$LS" "$cmd" --help | awk '/^Commands:/{f=1;next} /^$/{f=0} f && /^  [a-z]/ && $1 != "help" {print $1}'); do
+			echo
+			echo "### latscope $cmd $sub"
+			echo
+			echo '```'
+			COLUMNS=100 "$LS" "$cmd" "$sub" --help
+			echo '```'
+		done
 	done
 } > "$OUT"
 if [ $CHECK = 1 ]; then

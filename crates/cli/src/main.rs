@@ -17,6 +17,7 @@ use std::process::ExitCode;
   latscope info -r trace.lst
   latscope spectrogram 'proc.name = postgres'
   latscope heatmap -r trace.lst --block -o disk.svg
+  latscope export -r trace.lst --parquet trace.parquet
 Run 'latscope COMMAND --help' for each command's options.")]
 struct Cli {
     #[command(subcommand)]
@@ -43,8 +44,12 @@ enum Command {
     Timeline(cmd::timeline::Args),
     /// Run micro-benchmark probes continuously; summaries live, hourly histograms to a store.
     Bench(cmd::bench::Args),
+    /// Replay recorded file I/O in a sandbox: prepare a plan, init its tree, run it, compare runs.
+    Replay(cmd::replay::Args),
     /// Serve the web dashboard: a store's hourly histograms explained, latency live.
     Serve(cmd::serve::Args),
+    Export(cmd::export::Args),
+    Agent(cmd::agent::Args),
 }
 
 fn main() -> ExitCode {
@@ -69,7 +74,10 @@ fn main() -> ExitCode {
         Command::Top(a) => cmd::top::run(a),
         Command::Timeline(a) => cmd::timeline::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Replay(a) => cmd::replay::run(a),
         Command::Serve(a) => cmd::serve::run(a),
+        Command::Export(a) => cmd::export::run(a),
+        Command::Agent(a) => cmd::agent::run(a),
     };
     match r {
         Ok(code) => code,

@@ -114,6 +114,16 @@ impl Histogram {
     /// `(low + high) / 2`; width-1 buckets (values below 256) are therefore placed exactly, wider ones
     /// can move values by at most half a bucket (0.39 %) across an exponential boundary.
     pub fn to_exponential(&self, scale: i8) -> ExponentialHistogram {
+        self.to_exponential_scaled(scale, 1.0)
+    }
+
+    /// Like [`to_exponential`](Self::to_exponential), with every value multiplied by `unit` first:
+    /// the bucket boundaries are powers of the base in the exported unit (`unit = 1e-9` exports
+    /// nanoseconds as seconds, Prometheus' base unit). `sum` is in the exported unit; `min` and
+    /// `max` stay exact integers in the recorded unit. A `unit` that is not finite and positive is
+    /// taken as 1.
+    pub fn to_exponential_scaled(&self, scale: i8, unit: f64) -> ExponentialHistogram {
+        let unit = if unit.is_finite() && unit > 0.0 { unit } else { 1.0 };
         let scale = scale.clamp(MIN_OTEL_SCALE, MAX_EXPORT_SCALE);
         let mut zero_count = 0;
         let mut placed: Vec<(i32, u64)> = Vec::new();
@@ -122,7 +132,7 @@ impl Histogram {
                 zero_count += c;
                 continue;
             }
-            let mid = (low as f64 + high as f64) / 2.0;
+            let mid = (low as f64 + high as f64) / 2.0 * unit;
             placed.push((exp_index(mid, scale), c));
         }
         let (offset, counts) = match (placed.first(), placed.last()) {
@@ -143,7 +153,7 @@ impl Histogram {
             offset,
             counts,
             count: self.count(),
-            sum: self.sum() as f64,
+            sum: self.sum() as f64 * unit,
             min: self.min(),
             max: self.max(),
         }
@@ -237,6 +247,19 @@ mod tests {
         let only_zero: Histogram = [0u64].into_iter().collect();
         assert_eq!(only_zero.to_exponential(3).counts, Vec::<u64>::new());
         assert_eq!(Histogram::new().to_exponential(3).count, 0);
+    }
+
+    #[test]
+    fn scaled_export_buckets_in_the_exported_unit() {
+        // 10 ms in ns, exported in seconds at scale 0: 0.01 s is in (2^-7, 2^-6].
+        let h: Histogram = [10_000_000u64, 0].into_iter().collect();
+        let e = h.to_exponential_scaled(0, 1e-9);
+        assert_eq!(e.zero_count, 1);
+        assert_eq!(e.offset, -7);
+        assert_eq!(e.counts, vec![1]);
+        assert!((e.sum - 0.01).abs() < 1e-12);
+        assert_eq!(e.max, Some(10_000_000));
+        assert_eq!(h.to_exponential_scaled(3, f64::NAN), h.to_exponential(3));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! [`Histogram`] counts `u64` values (nanoseconds, or bytes) in log-linear buckets, HdrHistogram-style.
 //! It is the one aggregate every latscope view is built from: terminal histograms and heat maps
 //! ([`Histogram::regroup`]), peak explanations ([`Histogram::peaks`]), stored traces
-//! ([`Histogram::to_bytes`]) and metrics export ([`Histogram::to_exponential`],
+//! ([`Histogram::to_bytes`]) and metrics export ([`Histogram::to_exponential`], [`Histogram::to_exponential_scaled`],
 //! [`Histogram::to_prometheus_native`], [`Histogram::to_cumulative_le`]).
 //!
 //! # Bucket scheme

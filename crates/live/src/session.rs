@@ -394,6 +394,11 @@ impl LiveSession {
     pub fn followed_at_start(&self) -> &[u32] {
         &self.followed
     }
+    /// CPU time the session's probes have run in the kernel, in ns; it only grows while
+    /// run-time statistics are on ([`latscope_probe::enable_run_time_stats`]).
+    pub fn probe_run_time_ns(&self) -> u64 {
+        self.probe.run_time_ns()
+    }
     /// Ring-buffer records the decoder could not read (never expected).
     pub fn malformed(&self) -> u64 {
         self.probe.malformed()

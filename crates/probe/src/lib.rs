@@ -273,6 +273,24 @@ impl AggSnapshot {
     }
 }
 
+/// Turns on the kernel's run-time statistics of BPF programs (`BPF_ENABLE_STATS`) for as long as
+/// the returned descriptor is open, so that [`Probe::run_time_ns`] counts. Unlike the
+/// `kernel.bpf_stats_enabled` sysctl, nothing stays switched on when the process ends. The cost is
+/// two clock reads per program run.
+pub fn enable_run_time_stats() -> Result<std::os::fd::OwnedFd, ProbeError> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a plain syscall wrapper; a non-negative result is a new descriptor we own.
+    let fd = unsafe { libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME) };
+    if fd < 0 {
+        return Err(ProbeError::Unsupported(format!(
+            "cannot enable BPF run-time statistics: {}",
+            std::io::Error::from_raw_os_error(-fd)
+        )));
+    }
+    // SAFETY: fd is a fresh descriptor returned by the kernel.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
 /// The latency range `[low, high)` in ns of in-kernel aggregation bucket `idx`
 /// (16 linear sub-buckets per power of two; mirrors `lat_bucket()` in the BPF code).
 pub fn agg_bucket_bounds(idx: usize) -> (u64, u64) {
@@ -581,6 +599,36 @@ impl Probe {
             }
         }
         Ok(self.decoder.borrow_mut().take())
+    }
+
+    /// CPU time the attached programs have run, in ns (the kernel's `run_time_ns`, summed). It
+    /// only grows while run-time statistics are enabled: see [`enable_run_time_stats`].
+    pub fn run_time_ns(&self) -> u64 {
+        use std::os::fd::{AsFd, AsRawFd};
+        let progs = [
+            &self.skel.progs.ls_switch,
+            &self.skel.progs.ls_sys_enter,
+            &self.skel.progs.ls_sys_exit,
+            &self.skel.progs.ls_rq_insert,
+            &self.skel.progs.ls_rq_issue,
+            &self.skel.progs.ls_rq_complete,
+            &self.skel.progs.ls_fork,
+            &self.skel.progs.ls_exec,
+            &self.skel.progs.ls_exit,
+        ];
+        let mut total = 0;
+        for p in progs {
+            let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            // SAFETY: the fd is the program's, `info` is a zeroed bpf_prog_info of `len` bytes
+            // (no pointer fields set, so the kernel writes only into it).
+            let r =
+                unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(p.as_fd().as_raw_fd(), &mut info, &mut len) };
+            if r == 0 {
+                total += info.run_time_ns;
+            }
+        }
+        total
     }
 
     /// CLOCK_MONOTONIC ns at which the probes were attached: time zero of what they saw.

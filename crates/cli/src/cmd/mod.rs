@@ -1,13 +1,16 @@
 //! One module per subcommand: each has its `Args` (clap) and a `run` function.
 
+pub mod agent;
 pub mod bench;
 pub mod events;
+pub mod export;
 pub mod fields;
 pub mod heatmap;
 pub mod hist;
 pub mod info;
 pub mod load;
 pub mod record;
+pub mod replay;
 pub mod serve;
 pub mod spectrogram;
 pub mod timeline;

@@ -2,6 +2,8 @@
 //! loop-device file systems, running the binary.
 #![allow(dead_code)]
 
+pub mod replay_trace;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

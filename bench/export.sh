@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Speed of `latscope export --parquet`, printed as a Markdown table, next to anchors run on the
+# same trace in the same run:
+#
+# - reading the trace: `latscope info` (decodes and checks every column, as the export must) and
+#   `latscope hist` (reads the latency column only);
+# - pyarrow converting the same trace to Parquet (read the Arrow stream, write zstd Parquet: the
+#   trace's own 23 columns, no names or wall-clock times added), and DuckDB writing it
+#   (`COPY ... (FORMAT parquet, COMPRESSION zstd)`, from the table pyarrow read), when they are
+#   installed.
+#
+# Rates are events per second of CPU time of all threads (perf's task-clock when perf is
+# installed, else user + system time): "per core". The wall-clock column shows what the second
+# thread (latscope) or DuckDB's threads buy on this machine.
+#
+# Environment: LATSCOPE (default target/release/latscope), EVENTS (default 5000000), REPS (3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LS=${LATSCOPE:-target/release/latscope}
+EVENTS=${EVENTS:-5000000}
+REPS=${REPS:-3}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+if [ ! -x "$LS" ]; then
+	cargo build --release --locked -p latscope >&2
+fi
+cargo build --release --locked -p latscope --example synth_trace >&2
+SYNTH=target/release/examples/synth_trace
+"$SYNTH" "$WORK/t.lst" "$EVENTS" 2>/dev/null
+
+# Median of REPS runs: "cpu_seconds wall_seconds".
+measure() {
+	local all=()
+	for _ in $(seq "$REPS"); do
+		rm -rf "$WORK/out" "$WORK"/out.*
+		local s e c
+		s=$(date +%s.%N)
+		if command -v perf >/dev/null 2>&1; then
+			perf stat -x, -e task-clock -o "$WORK/time" "$@" >/dev/null 2>"$WORK/err" || { cat "$WORK/err" >&2; exit 1; }
+			c=$(awk -F, '/task-clock/ {print $1 / 1000}' "$WORK/time")
+		else
+			/usr/bin/time -o "$WORK/time" -f "%U %S" "$@" >/dev/null 2>"$WORK/err" || { cat "$WORK/err" >&2; exit 1; }
+			c=$(awk '{print $1 + $2}' "$WORK/time")
+		fi
+		e=$(date +%s.%N)
+		all+=("$c $(echo "$e - $s" | bc -l)")
+	done
+	printf '%s\n' "${all[@]}" | sort -n | sed -n "$(((REPS + 1) / 2))p"
+}
+
+size_of() { du -cb "$@" 2>/dev/null | tail -1 | cut -f1; }
+
+row() { # name, "cpu wall", output bytes (or empty), reference cpu (or empty)
+	local name=$1 cpu=${2% *} wall=${2#* } bytes=$3 ref=$4
+	local per=""
+	[ -n "$bytes" ] && per=$(printf '%.1f' "$(echo "$bytes / $EVENTS" | bc -l)")
+	local vs=""
+	[ -n "$ref" ] && vs=$(printf '%.2fx' "$(echo "$ref / $cpu" | bc -l)")
+	printf '| %s | %.2f s | %.1f M/s | %.2f s | %.1f M/s | %s | %s |\n' "$name" "$cpu" \
+		"$(echo "$EVENTS / $cpu / 1000000" | bc -l)" "$wall" "$(echo "$EVENTS / $wall / 1000000" | bc -l)" "$per" "$vs"
+}
+
+echo "Trace: $EVENTS synthetic events (syscalls and block requests, as latscope record lays them out), $(size_of "$WORK/t.lst") bytes."
+echo
+echo "| what | CPU | events/s per core | wall | events/s wall | bytes/event | speed per core vs latscope export (one file) |"
+echo "|---|---|---|---|---|---|---|"
+one=$(measure "$LS" export -q -r "$WORK/t.lst" --parquet "$WORK/out.parquet")
+bytes=$(size_of "$WORK/out.parquet")
+row "latscope export, one file" "$one" "$bytes" "${one% *}"
+part=$(measure "$LS" export -q -r "$WORK/t.lst" --parquet "$WORK/out")
+row "latscope export, partitioned" "$part" "$(size_of "$WORK/out/events")" "${one% *}"
+row "read the trace, every column (latscope info)" "$(measure "$LS" info -r "$WORK/t.lst")" "" "${one% *}"
+row "read the trace, latency only (latscope hist)" "$(measure "$LS" hist -r "$WORK/t.lst")" "" "${one% *}"
+
+if python3 -c 'import pyarrow' 2>/dev/null; then
+	cat >"$WORK/pa.py" <<'EOF'
+import sys, pyarrow.ipc as ipc, pyarrow.parquet as pq
+t = ipc.open_stream(sys.argv[1]).read_all()
+pq.write_table(t, sys.argv[2], compression="zstd", compression_level=1, row_group_size=1 << 20)
+EOF
+	pa=$(measure python3 "$WORK/pa.py" "$WORK/t.lst" "$WORK/out.pa.parquet")
+	row "pyarrow: trace to Parquet (zstd 1, trace's own columns)" "$pa" "$(size_of "$WORK/out.pa.parquet")" "${one% *}"
+	if python3 -c 'import duckdb' 2>/dev/null; then
+		cat >"$WORK/duck.py" <<'EOF'
+import sys, duckdb, pyarrow.ipc as ipc
+events = ipc.open_stream(sys.argv[1]).read_all()
+duckdb.sql(f"COPY (SELECT * FROM events) TO '{sys.argv[2]}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 1048576)")
+EOF
+		dk=$(measure python3 "$WORK/duck.py" "$WORK/t.lst" "$WORK/out.duck.parquet")
+		row "DuckDB: trace (via pyarrow) to Parquet (zstd, trace's own columns)" "$dk" "$(size_of "$WORK/out.duck.parquet")" "${one% *}"
+	fi
+else
+	echo
+	echo "(pyarrow not installed: no pyarrow or DuckDB anchor)"
+fi

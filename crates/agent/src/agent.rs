@@ -1,0 +1,354 @@
+//! The agent: series running, metrics refreshed every interval, served and pushed; reloads.
+
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use latscope_event::EventKind;
+use latscope_export::graphite::{metric_path, GraphiteClient, GraphiteOptions, GraphiteStats};
+use latscope_export::prometheus::{names, ExpositionServer, HistogramOptions, Metrics, SharedMetrics};
+use latscope_export::ExportError;
+use latscope_hist::Histogram;
+
+use crate::config::{AgentConfig, GraphiteConfig};
+use crate::series::SeriesRun;
+
+/// How often streaming series are read between refreshes.
+const POLL_EVERY: Duration = Duration::from_millis(100);
+
+/// Why the agent could not start (or apply a configuration).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The configuration is unusable.
+    #[error(transparent)]
+    Config(#[from] crate::ConfigError),
+    /// A series' probes could not be started (the message names the series).
+    #[error("{0}")]
+    Series(String),
+    /// The metrics server or the Graphite client could not be set up.
+    #[error(transparent)]
+    Export(#[from] ExportError),
+}
+
+/// What a reload changed, by series name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReloadSummary {
+    /// Unchanged series: still running, their counts kept.
+    pub kept: Vec<String>,
+    /// New or changed series: started (a changed series starts from zero).
+    pub started: Vec<String>,
+    /// Series no longer in the configuration: stopped, their metrics gone.
+    pub stopped: Vec<String>,
+}
+
+/// A running agent (see the crate documentation).
+pub struct Agent {
+    cfg: AgentConfig,
+    series: Vec<SeriesRun>,
+    shared: SharedMetrics,
+    server: Option<ExpositionServer>,
+    graphite: Option<(GraphiteConfig, GraphiteClient)>,
+    /// Keeps the kernel's BPF run-time statistics on while the agent runs.
+    _stats: Option<OwnedFd>,
+    reloads_ok: u64,
+    reloads_failed: u64,
+    refreshes: u64,
+}
+
+fn graphite_client(g: &GraphiteConfig) -> Result<GraphiteClient, ExportError> {
+    GraphiteClient::new(&g.address, GraphiteOptions::default())
+}
+
+impl Agent {
+    /// Starts every series' probes, the `/metrics` server and the Graphite client. Fails when a
+    /// series cannot start (no BPF, no root, a filter that leaves nothing to trace).
+    pub fn start(cfg: AgentConfig) -> Result<Agent, AgentError> {
+        let intervals = cfg.graphite.is_some();
+        let mut series = Vec::with_capacity(cfg.series.len());
+        for s in &cfg.series {
+            let mut run = SeriesRun::new(s.clone(), intervals);
+            run.start().map_err(AgentError::Series)?;
+            series.push(run);
+        }
+        let shared = SharedMetrics::default();
+        let server = ExpositionServer::start(cfg.listen, shared.clone())?;
+        let graphite = match &cfg.graphite {
+            Some(g) => Some((g.clone(), graphite_client(g)?)),
+            None => None,
+        };
+        let mut agent = Agent {
+            _stats: latscope_probe::enable_run_time_stats().ok(),
+            cfg,
+            series,
+            shared,
+            server: Some(server),
+            graphite,
+            reloads_ok: 0,
+            reloads_failed: 0,
+            refreshes: 0,
+        };
+        agent.publish();
+        Ok(agent)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &AgentConfig {
+        &self.cfg
+    }
+
+    /// The address `/metrics` is served on.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.server.as_ref().map(|s| s.local_addr())
+    }
+
+    /// The metrics as the last refresh left them.
+    pub fn metrics(&self) -> std::sync::Arc<Metrics> {
+        self.shared.get()
+    }
+
+    /// Why each series that streams events does not count in the kernel: (series, reason).
+    pub fn streaming(&self) -> Vec<(String, String)> {
+        self.series.iter().filter_map(|s| s.streaming_reason.clone().map(|r| (s.cfg.name.clone(), r))).collect()
+    }
+
+    /// Reads the events of streaming series (call often: their ring buffers are bounded).
+    pub fn poll(&mut self) {
+        for s in &mut self.series {
+            s.poll();
+        }
+    }
+
+    /// Reads the counts, restarts series whose probes failed, refreshes `/metrics` and pushes
+    /// the interval to Graphite. Returns what went wrong, one line per problem.
+    pub fn refresh(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for s in &mut self.series {
+            if !s.is_running() {
+                match s.start() {
+                    Ok(()) => problems.push(format!("series {}: probes restarted", s.cfg.name)),
+                    Err(e) => problems.push(format!("{e} (retrying next interval)")),
+                }
+            }
+            s.refresh();
+            if let Some(e) = s.last_error.take() {
+                problems.push(e);
+            }
+        }
+        self.refreshes += 1;
+        self.publish();
+        self.push_graphite();
+        problems
+    }
+
+    /// Rebuilds the metric set from the series.
+    fn publish(&mut self) {
+        let host = self.cfg.host.clone();
+        let mut m = Metrics::new();
+        let opts = HistogramOptions::default();
+        for s in &self.series {
+            let name = s.cfg.name.as_str();
+            let family = match s.cfg.kind {
+                EventKind::Block => names::BLOCK_LATENCY,
+                _ => names::SYSCALL_LATENCY,
+            };
+            let help = match s.cfg.kind {
+                EventKind::Block => "Block request latency (issue to completion), seconds.",
+                _ => "Syscall latency (entry to exit), seconds.",
+            };
+            for (label, g) in s.groups.iter() {
+                let mut labels = vec![(names::LABEL_HOST, host.as_str()), (crate::names::LABEL_SERIES, name)];
+                if let Some(l) = s.cfg.by.label() {
+                    labels.push((l, label));
+                }
+                // Names and labels are checked by the configuration; a failure here is a bug.
+                let _ = m.histogram(family, help, &labels, &g.total, &opts, Some(s.created));
+            }
+            let l = [(names::LABEL_HOST, host.as_str()), (crate::names::LABEL_SERIES, name)];
+            let _ = m.counter(crate::names::EVENTS, "Events counted, all label values.", &l, s.groups.events() as f64);
+            let _ = m.counter(
+                crate::names::FOLDED,
+                "Events counted under the label value `other` because the series reached its max_labels.",
+                &l,
+                s.groups.folded() as f64,
+            );
+            let _ = m.gauge(
+                crate::names::LABEL_VALUES,
+                "Label values the series holds (without `other`).",
+                &l,
+                s.groups.len() as f64,
+            );
+            let _ = m.counter(names::LOST_EVENTS, "Events the probes lost (ring buffer full).", &l, s.lost() as f64);
+            let _ = m.counter(
+                crate::names::PROBE_CPU,
+                "CPU time the series' eBPF programs ran in the kernel, seconds.",
+                &l,
+                s.cpu_ns() as f64 * 1e-9,
+            );
+            let _ = m.counter(
+                crate::names::RESTARTS,
+                "Times the series' probes were restarted after a failure.",
+                &l,
+                s.restarts as f64,
+            );
+            let _ = m.gauge(
+                crate::names::IN_KERNEL,
+                "1 when the series counts in the kernel, 0 when it streams events to user space.",
+                &l,
+                if s.is_counting() { 1.0 } else { 0.0 },
+            );
+        }
+        let h = [(names::LABEL_HOST, host.as_str())];
+        for (result, n) in [("ok", self.reloads_ok), ("failed", self.reloads_failed)] {
+            let _ = m.counter(
+                crate::names::RELOADS,
+                "Configuration reloads (SIGHUP), by result.",
+                &[(names::LABEL_HOST, host.as_str()), ("result", result)],
+                n as f64,
+            );
+        }
+        let _ =
+            m.counter(crate::names::REFRESHES, "Intervals the agent has read its series.", &h, self.refreshes as f64);
+        self.shared.set(m);
+    }
+
+    /// Pushes each series' interval (all values merged, then per value) to Graphite.
+    fn push_graphite(&mut self) {
+        let Some((g, client)) = &self.graphite else { return };
+        let ts = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        for s in &mut self.series {
+            let interval = s.groups.take_interval();
+            let mut all = Histogram::new();
+            for (_, h) in &interval {
+                all.merge(h);
+            }
+            client.send_histogram(&metric_path(&[g.prefix.as_str(), &self.cfg.host, &s.cfg.name]), &all, ts);
+            if s.cfg.by.label().is_some() {
+                for (label, h) in &interval {
+                    client.send_histogram(
+                        &metric_path(&[g.prefix.as_str(), &self.cfg.host, &s.cfg.name, label]),
+                        h,
+                        ts,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Applies a new configuration: unchanged series keep running with their counts; changed and
+    /// new ones start (from zero); removed ones stop. The listen address and Graphite target
+    /// change when they differ. On error nothing changes (the old configuration stays in force).
+    pub fn reload(&mut self, cfg: AgentConfig) -> Result<ReloadSummary, AgentError> {
+        let r = self.try_reload(cfg);
+        match &r {
+            Ok(_) => self.reloads_ok += 1,
+            Err(_) => self.reloads_failed += 1,
+        }
+        self.publish();
+        r
+    }
+
+    fn try_reload(&mut self, cfg: AgentConfig) -> Result<ReloadSummary, AgentError> {
+        let intervals = cfg.graphite.is_some();
+        let server = if cfg.listen != self.cfg.listen {
+            Some(ExpositionServer::start(cfg.listen, self.shared.clone())?)
+        } else {
+            None
+        };
+        let graphite = match (&cfg.graphite, &self.graphite) {
+            (Some(new), Some((old, _))) if new == old => None,
+            (Some(new), _) => Some(Some((new.clone(), graphite_client(new)?))),
+            (None, _) => Some(None),
+        };
+        // Start the new and changed series before stopping anything, so a failure leaves the
+        // old set running.
+        let mut started = Vec::new();
+        for s in &cfg.series {
+            if !self.series.iter().any(|r| r.cfg == *s) {
+                let mut run = SeriesRun::new(s.clone(), intervals);
+                run.start().map_err(AgentError::Series)?;
+                started.push(run);
+            }
+        }
+        let mut summary = ReloadSummary::default();
+        let mut old: Vec<SeriesRun> = std::mem::take(&mut self.series);
+        for s in &cfg.series {
+            if let Some(i) = old.iter().position(|r| r.cfg == *s) {
+                let mut run = old.swap_remove(i);
+                run.groups.set_intervals(intervals);
+                summary.kept.push(s.name.clone());
+                self.series.push(run);
+            } else if let Some(i) = started.iter().position(|r| r.cfg == *s) {
+                summary.started.push(s.name.clone());
+                self.series.push(started.swap_remove(i));
+            }
+        }
+        summary.stopped = old.into_iter().map(|r| r.cfg.name).collect();
+        if let Some(server) = server {
+            if let Some(s) = self.server.replace(server) {
+                s.stop();
+            }
+        }
+        if let Some(g) = graphite {
+            if let Some((_, c)) = std::mem::replace(&mut self.graphite, g) {
+                c.close(Duration::from_secs(2));
+            }
+        }
+        self.cfg = cfg;
+        Ok(summary)
+    }
+
+    /// Runs until `stop` is set: polls streaming series, refreshes every interval, and when `hup`
+    /// is set applies the configuration `load` returns (a configuration that cannot be loaded or
+    /// applied is logged and the old one kept). `log` gets one line per event worth logging.
+    pub fn run(
+        &mut self,
+        load: &mut dyn FnMut() -> Result<AgentConfig, String>,
+        stop: &AtomicBool,
+        hup: &AtomicBool,
+        log: &mut dyn FnMut(&str),
+    ) {
+        let mut next = Instant::now() + self.cfg.interval;
+        while !stop.load(Ordering::Relaxed) {
+            if hup.swap(false, Ordering::Relaxed) {
+                match load() {
+                    Ok(c) => match self.reload(c) {
+                        Ok(s) => log(&format!(
+                            "configuration reloaded: kept {:?}, started {:?}, stopped {:?}",
+                            s.kept, s.started, s.stopped
+                        )),
+                        Err(e) => log(&format!("reload failed, keeping the running configuration: {e}")),
+                    },
+                    Err(e) => {
+                        self.reloads_failed += 1;
+                        self.publish();
+                        log(&format!("reload failed, keeping the running configuration: {e}"));
+                    }
+                }
+                next = next.min(Instant::now() + self.cfg.interval);
+            }
+            self.poll();
+            if Instant::now() >= next {
+                for p in self.refresh() {
+                    log(&p);
+                }
+                next += self.cfg.interval;
+                if next < Instant::now() {
+                    next = Instant::now() + self.cfg.interval;
+                }
+            }
+            let left = next.saturating_duration_since(Instant::now());
+            std::thread::sleep(POLL_EVERY.min(left).max(Duration::from_millis(1)));
+        }
+    }
+
+    /// Stops: a last refresh, the server, and the Graphite client (waiting up to `flush` for
+    /// queued lines). Returns what Graphite sent and dropped.
+    pub fn stop(mut self, flush: Duration) -> Option<GraphiteStats> {
+        self.refresh();
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+        self.graphite.take().map(|(_, c)| c.close(flush))
+    }
+}

@@ -1,0 +1,366 @@
+//! The agent's configuration file (TOML): where to listen, where to push, and the named series.
+//! Every error names the file and the line of the value at fault.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use latscope_event::EventKind;
+use latscope_filter::Filter;
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Address `/metrics` is served on when the configuration names none: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9465";
+/// Interval between reads of the counts (and Graphite pushes) when the configuration names none.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
+/// Label values a series keeps before folding the rest into `other`, unless configured.
+pub const DEFAULT_MAX_LABELS: usize = 1000;
+/// The label value latencies of values past a series' cap are counted under.
+pub const OTHER: &str = "other";
+
+/// How a series groups its latencies: the label its histograms carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum By {
+    /// One histogram (no label besides `host` and `series`).
+    All,
+    /// By disk (block requests; label `disk`).
+    Disk,
+    /// By syscall (label `syscall`).
+    Syscall,
+    /// By the I/O class of the fd: file, net, ipc, other (label `class`).
+    Class,
+    /// By process name, the kernel's 15-character comm (label `proc`).
+    Proc,
+}
+
+impl By {
+    /// The label name, or `None` for [`By::All`].
+    pub fn label(self) -> Option<&'static str> {
+        match self {
+            By::All => None,
+            By::Disk => Some("disk"),
+            By::Syscall => Some("syscall"),
+            By::Class => Some("class"),
+            By::Proc => Some("proc"),
+        }
+    }
+
+    fn parse(s: &str) -> Option<By> {
+        Some(match s {
+            "all" => By::All,
+            "disk" => By::Disk,
+            "syscall" => By::Syscall,
+            "class" => By::Class,
+            "proc" => By::Proc,
+            _ => return None,
+        })
+    }
+}
+
+/// One named series: a filter and a grouping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeriesConfig {
+    /// Name (letters, digits, `_`), the `series` label.
+    pub name: String,
+    /// Filter expression (sysdig syntax); empty takes every event of the kind.
+    pub filter: String,
+    /// Grouping.
+    pub by: By,
+    /// Syscalls or block requests (block for `by = "disk"`, syscalls otherwise, unless given).
+    pub kind: EventKind,
+    /// Label values kept before the rest fold into `other`.
+    pub max_labels: usize,
+}
+
+/// Where Graphite lines go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphiteConfig {
+    /// `host:port` of a carbon plaintext receiver.
+    pub address: String,
+    /// First path component (default `latscope`); then the host, the series, the label value.
+    pub prefix: String,
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// Where `/metrics` is served.
+    pub listen: SocketAddr,
+    /// How often counts are read, metrics refreshed and Graphite lines pushed.
+    pub interval: Duration,
+    /// The `host` label (default: this machine's host name).
+    pub host: String,
+    /// Graphite push, if configured.
+    pub graphite: Option<GraphiteConfig>,
+    /// The series, in file order.
+    pub series: Vec<SeriesConfig>,
+}
+
+/// A configuration that cannot be used: the file, the line (when the problem is at one place) and
+/// what is wrong.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ConfigError {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line of the value at fault.
+    pub line: Option<usize>,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    listen: Option<Spanned<String>>,
+    interval: Option<Spanned<String>>,
+    host: Option<String>,
+    max_labels: Option<Spanned<i64>>,
+    graphite: Option<RawGraphite>,
+    #[serde(default)]
+    series: Vec<RawSeries>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGraphite {
+    address: Spanned<String>,
+    prefix: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSeries {
+    name: Spanned<String>,
+    #[serde(default)]
+    filter: Option<Spanned<String>>,
+    by: Option<Spanned<String>>,
+    kind: Option<Spanned<String>>,
+    max_labels: Option<Spanned<i64>>,
+}
+
+impl AgentConfig {
+    /// Reads and checks the configuration at `path`.
+    pub fn load(path: &Path) -> Result<AgentConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            path: path.to_path_buf(),
+            line: None,
+            message: format!("cannot read the configuration: {e}"),
+        })?;
+        AgentConfig::parse(&text, path)
+    }
+
+    /// Parses and checks a configuration; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<AgentConfig, ConfigError> {
+        let line_of = |span: Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
+        let err = |span: Option<Range<usize>>, message: String| ConfigError {
+            path: path.to_path_buf(),
+            line: span.map(line_of),
+            message,
+        };
+        let raw: Raw = toml::from_str(text).map_err(|e| {
+            // toml's message carries its own "line N, column M" and a snippet; keep its first
+            // line and our FILE:LINE prefix.
+            let msg = e.message().trim().to_string();
+            err(e.span(), msg)
+        })?;
+        let listen = match &raw.listen {
+            None => DEFAULT_LISTEN.parse().expect("the default address parses"),
+            Some(s) => s.get_ref().parse().map_err(|_| {
+                err(
+                    Some(s.span()),
+                    format!("listen = \"{}\" is not an address: write IP:PORT, e.g. \"127.0.0.1:9465\"", s.get_ref()),
+                )
+            })?,
+        };
+        let interval = match &raw.interval {
+            None => DEFAULT_INTERVAL,
+            Some(s) => {
+                let ns = latscope_event::units::parse_duration_ns(s.get_ref())
+                    .map_err(|e| err(Some(s.span()), format!("interval: {e}")))?;
+                if ns < 100_000_000 {
+                    return Err(err(Some(s.span()), "interval must be at least 100ms".into()));
+                }
+                Duration::from_nanos(ns)
+            }
+        };
+        let cap = |v: &Option<Spanned<i64>>, default: usize| -> Result<usize, ConfigError> {
+            match v {
+                None => Ok(default),
+                Some(n) if *n.get_ref() >= 1 && *n.get_ref() <= 1_000_000 => Ok(*n.get_ref() as usize),
+                Some(n) => Err(err(Some(n.span()), format!("max_labels = {}: use 1 to 1000000", n.get_ref()))),
+            }
+        };
+        let default_cap = cap(&raw.max_labels, DEFAULT_MAX_LABELS)?;
+        let graphite = match raw.graphite {
+            None => None,
+            Some(g) => {
+                let a = g.address.get_ref();
+                if a.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
+                    return Err(err(
+                        Some(g.address.span()),
+                        format!("graphite address \"{a}\" is not HOST:PORT (e.g. \"localhost:2003\")"),
+                    ));
+                }
+                Some(GraphiteConfig { address: a.clone(), prefix: g.prefix.unwrap_or_else(|| "latscope".into()) })
+            }
+        };
+        if raw.series.is_empty() {
+            return Err(err(None, "no series: add at least one [[series]] table with a name".into()));
+        }
+        let mut series: Vec<SeriesConfig> = Vec::new();
+        for r in &raw.series {
+            let name = r.name.get_ref();
+            if name.is_empty()
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                || name.starts_with(|c: char| c.is_ascii_digit())
+            {
+                return Err(err(
+                    Some(r.name.span()),
+                    format!("series name \"{name}\": use letters, digits and _, not starting with a digit"),
+                ));
+            }
+            if series.iter().any(|x| x.name == *name) {
+                return Err(err(Some(r.name.span()), format!("a series named \"{name}\" is already defined")));
+            }
+            let by = match &r.by {
+                None => By::All,
+                Some(b) => By::parse(b.get_ref()).ok_or_else(|| {
+                    err(
+                        Some(b.span()),
+                        format!(
+                            "by = \"{}\" is not a grouping: use \"disk\", \"syscall\", \"class\", \"proc\" or \"all\"",
+                            b.get_ref()
+                        ),
+                    )
+                })?,
+            };
+            let kind = match &r.kind {
+                None if by == By::Disk => EventKind::Block,
+                None => EventKind::Syscall,
+                Some(k) => match k.get_ref().as_str() {
+                    "syscall" => EventKind::Syscall,
+                    "block" => EventKind::Block,
+                    other => {
+                        return Err(err(Some(k.span()), format!("kind = \"{other}\": use \"syscall\" or \"block\"")))
+                    }
+                },
+            };
+            let at = r.by.as_ref().map(|b| b.span()).or(r.kind.as_ref().map(|k| k.span()));
+            match (by, kind) {
+                (By::Disk, EventKind::Syscall) => {
+                    return Err(err(at, "by = \"disk\" groups block requests: remove kind = \"syscall\"".into()))
+                }
+                (By::Syscall | By::Class | By::Proc, EventKind::Block) => {
+                    return Err(err(
+                        at,
+                        format!(
+                            "by = \"{}\" groups syscalls; block requests group by \"disk\" (or \"all\")",
+                            by.label().unwrap_or("all")
+                        ),
+                    ))
+                }
+                _ => {}
+            }
+            let filter = r.filter.as_ref().map(|f| f.get_ref().clone()).unwrap_or_default();
+            if let Err(e) = Filter::parse(&filter) {
+                let span = r.filter.as_ref().map(|f| f.span());
+                return Err(err(span, format!("series \"{name}\": invalid filter:\n{e}")));
+            }
+            series.push(SeriesConfig {
+                name: name.clone(),
+                filter,
+                by,
+                kind,
+                max_labels: cap(&r.max_labels, default_cap)?,
+            });
+        }
+        Ok(AgentConfig { listen, interval, host: raw.host.unwrap_or_else(host_name), graphite, series })
+    }
+}
+
+/// This machine's host name (the kernel's node name).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<AgentConfig, ConfigError> {
+        AgentConfig::parse(s, Path::new("agent.toml"))
+    }
+
+    #[test]
+    fn a_full_configuration_parses_with_defaults_filled_in() {
+        let c = parse(
+            r#"
+listen = "127.0.0.1:9999"
+interval = "5s"
+host = "web01"
+max_labels = 50
+
+[graphite]
+address = "localhost:2003"
+
+[[series]]
+name = "disk_io"
+by = "disk"
+
+[[series]]
+name = "postgres"
+filter = "proc.name = postgres and fd.type = file"
+by = "syscall"
+max_labels = 20
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.listen, "127.0.0.1:9999".parse().unwrap());
+        assert_eq!(c.interval, Duration::from_secs(5));
+        assert_eq!(c.graphite.as_ref().unwrap().prefix, "latscope");
+        assert_eq!(c.series.len(), 2);
+        assert_eq!((c.series[0].by, c.series[0].kind, c.series[0].max_labels), (By::Disk, EventKind::Block, 50));
+        assert_eq!((c.series[1].by, c.series[1].kind, c.series[1].max_labels), (By::Syscall, EventKind::Syscall, 20));
+        let d = parse("[[series]]\nname = \"all\"\n").unwrap();
+        assert_eq!(d.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(
+            (d.interval, d.series[0].max_labels, d.series[0].by),
+            (DEFAULT_INTERVAL, DEFAULT_MAX_LABELS, By::All)
+        );
+    }
+
+    #[test]
+    fn the_packaged_example_parses() {
+        let c = AgentConfig::parse(include_str!("../../../packaging/agent.toml"), Path::new("agent.toml")).unwrap();
+        assert!(c.series.len() >= 3);
+        assert_eq!(c.listen.to_string(), DEFAULT_LISTEN, "loopback by default");
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_problem() {
+        let cases = [
+            ("[[series]]\nname = \"a\"\nby = \"pid\"\n", 3, "not a grouping"),
+            ("[[series]]\nname = \"a\"\n\nfilter = \"proc.name = \"\n", 4, "invalid filter"),
+            ("listen = \"nowhere\"\n[[series]]\nname = \"a\"\n", 1, "not an address"),
+            ("[[series]]\nname = \"a\"\n[[series]]\nname = \"a\"\n", 4, "already defined"),
+            ("[[series]]\nname = \"a b\"\n", 2, "letters, digits"),
+            ("[[series]]\nname = \"a\"\nby = \"disk\"\nkind = \"syscall\"\n", 3, "groups block requests"),
+            ("[[series]]\nname = \"a\"\ncolour = 1\n", 3, "unknown field"),
+            ("interval = \"1 fortnight\"\n[[series]]\nname = \"a\"\n", 1, "interval"),
+            ("[[series]]\nname = \"a\"\nmax_labels = 0\n", 3, "max_labels"),
+            ("[[series]\nname = \"a\"\n", 1, ""),
+        ];
+        for (text, line, what) in cases {
+            let e = parse(text).expect_err(text);
+            assert_eq!(e.line, Some(line), "{text}: {e}");
+            assert!(e.to_string().starts_with(&format!("agent.toml:{line}: ")), "{e}");
+            assert!(e.message.contains(what), "{text}: {e}");
+        }
+        assert!(parse("").unwrap_err().message.contains("no series"));
+    }
+}

@@ -1,0 +1,90 @@
+//! The latscope agent: named latency series measured unattended and exposed to a fleet's
+//! monitoring (`latscope agent --config FILE.toml`).
+//!
+//! A configuration ([`AgentConfig`], TOML, see `docs/AGENT.md`) names **series**, each a filter
+//! (sysdig syntax) and a grouping ([`By`]: disk, syscall, fd class, process, or none). Each series
+//! runs its own live session ([`latscope_live::SessionBuilder`]):
+//!
+//! - when the kernel can apply the filter exactly and has the grouping (disk, syscall, class,
+//!   all), latencies are **counted in the kernel** (per-CPU log-linear histograms, 16 buckets per
+//!   power of two); nothing is copied per event;
+//! - otherwise (grouping by process, filters the kernel cannot test exactly) events are streamed
+//!   and grouped in user space; [`Agent::streaming`] says which series do and why.
+//!
+//! Every interval ([`AgentConfig::interval`]) the agent reads the counts into cumulative
+//! [`latscope_hist::Histogram`]s per label value and rebuilds the metric set:
+//!
+//! - **`/metrics`** on [`AgentConfig::listen`] (loopback by default), served by
+//!   [`latscope_export::prometheus::ExpositionServer`]: Prometheus native histograms over
+//!   protobuf when the scraper asks for them, classic buckets in OpenMetrics text otherwise. The
+//!   histograms are `latscope_syscall_latency_seconds` and `latscope_block_latency_seconds`
+//!   with labels `host`, `series` and the grouping's label; the agent's own counters are in
+//!   [`names`];
+//! - **Graphite** (optional): per series and per label value, the interval's count, p50, p90,
+//!   p99 and max ([`latscope_export::graphite::GraphiteClient`]).
+//!
+//! Memory is bounded whatever the label cardinality: a series keeps at most
+//! [`SeriesConfig::max_labels`] label values (default [`DEFAULT_MAX_LABELS`]); latencies of
+//! further values are counted under the value [`OTHER`] and in the counter
+//! [`names::FOLDED`]. A label value costs one histogram (34 KiB), two with Graphite.
+//!
+//! [`Agent::reload`] applies a new configuration (the CLI does so on SIGHUP): unchanged series
+//! keep running with their counts; new and changed ones start from zero; removed ones stop; a
+//! configuration that does not parse, or whose series cannot start, changes nothing. A series
+//! whose probes fail is restarted on the next interval (its counts kept, [`names::RESTARTS`]
+//! counts it).
+//!
+//! ```no_run
+//! use latscope_agent::{Agent, AgentConfig};
+//! use std::sync::atomic::AtomicBool;
+//!
+//! let cfg = AgentConfig::parse(r#"
+//!     listen = "127.0.0.1:9465"
+//!     [[series]]
+//!     name = "db_files"
+//!     filter = "proc.name = postgres and fd.type = file"
+//!     by = "syscall"
+//! "#, "agent.toml".as_ref())?;
+//! let mut agent = Agent::start(cfg)?;
+//! let (stop, hup) = (AtomicBool::new(false), AtomicBool::new(false));
+//! let mut load = || AgentConfig::load("agent.toml".as_ref()).map_err(|e| e.to_string());
+//! agent.run(&mut load, &stop, &hup, &mut |line| eprintln!("{line}"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod agent;
+mod config;
+mod groups;
+mod series;
+
+pub use agent::{Agent, AgentError, ReloadSummary};
+pub use config::{
+    host_name, AgentConfig, By, ConfigError, GraphiteConfig, SeriesConfig, DEFAULT_INTERVAL, DEFAULT_LISTEN,
+    DEFAULT_MAX_LABELS, OTHER,
+};
+
+/// The agent's own metric and label names (the latency histograms use
+/// [`latscope_export::prometheus::names`]). Counters are exposed with `_total` appended.
+pub mod names {
+    /// Label: the series name.
+    pub const LABEL_SERIES: &str = "series";
+    /// Counter: events counted by a series, all label values; labels `host`, `series`.
+    pub const EVENTS: &str = "latscope_agent_events";
+    /// Counter: events counted under `other` because the series reached its `max_labels`.
+    pub const FOLDED: &str = "latscope_agent_folded_events";
+    /// Gauge: label values a series holds (without `other`).
+    pub const LABEL_VALUES: &str = "latscope_agent_label_values";
+    /// Counter: CPU time the series' eBPF programs ran in the kernel, seconds (the kernel's
+    /// BPF run-time statistics, on while the agent runs).
+    pub const PROBE_CPU: &str = "latscope_agent_probe_cpu_seconds";
+    /// Counter: restarts of a series' probes after a failure.
+    pub const RESTARTS: &str = "latscope_agent_probe_restarts";
+    /// Gauge: 1 when a series counts in the kernel, 0 when it streams events.
+    pub const IN_KERNEL: &str = "latscope_agent_series_in_kernel";
+    /// Counter: configuration reloads; labels `host`, `result` (`ok`, `failed`).
+    pub const RELOADS: &str = "latscope_agent_reloads";
+    /// Counter: intervals the agent has read its series.
+    pub const REFRESHES: &str = "latscope_agent_refreshes";
+}

@@ -1,0 +1,219 @@
+//! One running series: its live session (counting in the kernel when the kernel can apply the
+//! filter exactly and has the grouping, streaming otherwise) and its capped histograms.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use latscope_event::source::{CountKey, CountSource, EventSource};
+use latscope_event::{syscall_name, EventKind, FdType, SyscallSet};
+use latscope_filter::Filter;
+use latscope_live::{CountBy, LiveSession, SessionBuilder};
+
+use crate::config::{By, SeriesConfig};
+use crate::groups::CappedGroups;
+
+/// Ring buffer of a streaming series (a counting one needs the minimum).
+const STREAM_RING_BYTES: usize = 16 << 20;
+/// Chunks read per poll at most, so that one busy series does not starve the others.
+const MAX_CHUNKS_PER_POLL: usize = 64;
+
+/// A series and its state.
+pub(crate) struct SeriesRun {
+    pub cfg: SeriesConfig,
+    filter: Filter,
+    session: Option<LiveSession>,
+    /// Cumulative kernel counts of the current session, per group, at the last read.
+    prev: HashMap<CountKey, Vec<u64>>,
+    pub groups: CappedGroups,
+    pub created: SystemTime,
+    /// Sessions started after a failure.
+    pub restarts: u64,
+    /// Sessions started so far.
+    starts: u64,
+    pub last_error: Option<String>,
+    /// Lost events and probe CPU time of sessions that ended.
+    lost_base: u64,
+    cpu_base: u64,
+    disks: HashMap<u32, String>,
+    /// Why the series streams events instead of counting in the kernel.
+    pub streaming_reason: Option<String>,
+}
+
+impl SeriesRun {
+    /// A series, not started yet; `intervals` keeps per-interval histograms (for Graphite).
+    pub fn new(cfg: SeriesConfig, intervals: bool) -> SeriesRun {
+        let filter = Filter::parse(&cfg.filter).unwrap_or_default();
+        SeriesRun {
+            groups: CappedGroups::new(cfg.max_labels, intervals),
+            cfg,
+            filter,
+            session: None,
+            prev: HashMap::new(),
+            created: SystemTime::now(),
+            restarts: 0,
+            starts: 0,
+            last_error: None,
+            lost_base: 0,
+            cpu_base: 0,
+            disks: HashMap::new(),
+            streaming_reason: None,
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.session.is_some()
+    }
+
+    pub fn is_counting(&self) -> bool {
+        self.session.as_ref().is_some_and(|s| s.is_counting())
+    }
+
+    /// Starts the session (again, after a failure). Counts so far are kept.
+    pub fn start(&mut self) -> Result<(), String> {
+        let block = self.cfg.kind == EventKind::Block;
+        let mut b = SessionBuilder::new()
+            .syscalls(if block { SyscallSet::None } else { SyscallSet::All })
+            .block(block)
+            .filter(self.filter.clone())
+            .stop_on(&[])
+            .command_line(vec!["latscope".into(), "agent".into(), format!("series={}", self.cfg.name)]);
+        let count_by = match self.cfg.by {
+            By::All => Some(CountBy::All),
+            By::Disk => Some(CountBy::Disk),
+            By::Syscall => Some(CountBy::Syscall),
+            By::Class => Some(CountBy::Class),
+            // The kernel has no per-process grouping: events are streamed and grouped here.
+            By::Proc => None,
+        };
+        b = match count_by {
+            Some(by) => b.count_in_kernel(by, self.cfg.kind).ring_bytes(latscope_live::RING_BYTES_RANGE.0),
+            None => b.ring_bytes(STREAM_RING_BYTES),
+        };
+        let session = b.start().map_err(|e| format!("series {}: {e}", self.cfg.name))?;
+        self.disks = session.header().block_devices.iter().map(|d| (d.dev, d.name.clone())).collect();
+        self.streaming_reason = match (count_by, session.streaming_reason()) {
+            (None, _) => Some("grouping by process is done in user space".into()),
+            (Some(_), r) => r.map(str::to_string),
+        };
+        self.prev.clear();
+        if self.starts > 0 {
+            self.restarts += 1;
+        }
+        self.starts += 1;
+        self.session = Some(session);
+        Ok(())
+    }
+
+    /// Ends the session after an error; the next [`SeriesRun::start`] restarts it.
+    fn fail(&mut self, e: String) {
+        if let Some(s) = self.session.take() {
+            self.lost_base += s.stats().lost;
+            self.cpu_base += s.probe_run_time_ns();
+        }
+        self.last_error = Some(e);
+    }
+
+    /// Events the probes lost (ring buffer full), all sessions.
+    pub fn lost(&self) -> u64 {
+        self.lost_base + self.session.as_ref().map_or(0, |s| s.stats().lost)
+    }
+
+    /// CPU time of the probes in the kernel, ns, all sessions.
+    pub fn cpu_ns(&self) -> u64 {
+        self.cpu_base + self.session.as_ref().map_or(0, |s| s.probe_run_time_ns())
+    }
+
+    fn disk_name(&self, dev: u32) -> String {
+        self.disks.get(&dev).cloned().unwrap_or_else(|| format!("{}:{}", dev >> 20, dev & 0xfffff))
+    }
+
+    /// Reads the events a streaming session has (a bounded number of chunks). Counting sessions
+    /// have nothing to read here.
+    pub fn poll(&mut self) {
+        if self.is_counting() {
+            return;
+        }
+        let kind = self.cfg.kind as u8;
+        let by = self.cfg.by;
+        let mut error = None;
+        if let Some(s) = self.session.as_mut() {
+            for _ in 0..MAX_CHUNKS_PER_POLL {
+                let c = match s.next_chunk(Duration::ZERO) {
+                    Ok(Some(c)) => c,
+                    Ok(None) => break,
+                    Err(e) => {
+                        error = Some(format!("series {}: reading events: {e}", self.cfg.name));
+                        break;
+                    }
+                };
+                if c.batch.is_empty() {
+                    break;
+                }
+                let b = c.batch;
+                for &r in c.rows {
+                    let r = r as usize;
+                    if b.kind[r] != kind {
+                        continue;
+                    }
+                    let lat = b.lat[r];
+                    let label: std::borrow::Cow<'_, str> = match by {
+                        By::All => "".into(),
+                        By::Proc => b.comm.get(r).into(),
+                        By::Syscall => {
+                            syscall_name(b.nr[r]).map_or_else(|| format!("nr{}", b.nr[r]).into(), Into::into)
+                        }
+                        By::Class => FdType::from_u8(b.fd_type[r]).io_class().into(),
+                        By::Disk => self.disks.get(&b.dev[r]).map_or_else(
+                            || format!("{}:{}", b.dev[r] >> 20, b.dev[r] & 0xfffff).into(),
+                            |n| n.as_str().into(),
+                        ),
+                    };
+                    self.groups.with(&label, 1, |h| h.record(lat));
+                }
+            }
+        }
+        if let Some(e) = error {
+            self.fail(e);
+        }
+    }
+
+    /// Adds what the kernel counted since the last read (counting sessions), or polls (streaming).
+    pub fn refresh(&mut self) {
+        if !self.is_counting() {
+            self.poll();
+            return;
+        }
+        let Some(s) = self.session.as_mut() else { return };
+        let counts = match s.read_counts() {
+            Ok(c) => c,
+            Err(e) => {
+                let e = format!("series {}: reading the in-kernel counts: {e}", self.cfg.name);
+                self.fail(e);
+                return;
+            }
+        };
+        for (key, c) in counts {
+            let prev = self.prev.entry(key).or_default();
+            prev.resize(c.len(), 0);
+            let delta: Vec<u64> = c.iter().zip(prev.iter()).map(|(a, b)| a.saturating_sub(*b)).collect();
+            *prev = c;
+            let n: u64 = delta.iter().sum();
+            if n == 0 {
+                continue;
+            }
+            let label = match key {
+                CountKey::All => String::new(),
+                CountKey::Class(c) => c.to_string(),
+                CountKey::Syscall(nr) => syscall_name(nr).map_or_else(|| format!("nr{nr}"), str::to_string),
+                CountKey::Dev(d) => self.disk_name(d),
+            };
+            self.groups.with(&label, n, |h| {
+                for (i, &k) in delta.iter().enumerate().filter(|(_, k)| **k > 0) {
+                    // The middle of the kernel's bucket (16 per power of two: 3 to 6 % wide).
+                    let (lo, hi) = latscope_probe::agg_bucket_bounds(i);
+                    h.record_n(lo + (hi - lo) / 2, k);
+                }
+            });
+        }
+    }
+}

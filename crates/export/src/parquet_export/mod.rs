@@ -1,0 +1,365 @@
+//! Traces to Parquet: the events table (one row per event), and the processes, disks and traces
+//! tables, in one file or partitioned Hive-style by host, date and hour.
+
+mod convert;
+mod schema;
+mod sink;
+mod tables;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use latscope_event::TraceHeader;
+use latscope_filter::Filter;
+use latscope_scan::{InputFormat, Scan, ScanOptions};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+use serde::Serialize;
+
+pub use schema::{ColumnDoc, DISK_COLUMNS, EVENT_COLUMNS, PROCESS_COLUMNS, TRACE_COLUMNS};
+pub use sink::WrittenFile;
+
+use convert::{EventConverter, TraceContext};
+use sink::{EventSink, PartWriter, Partitions};
+
+use crate::source::{scan, Position};
+use crate::ExportError;
+
+/// Rows per row group of the events table (see [`ParquetOptions::row_group_rows`]).
+pub const DEFAULT_ROW_GROUP_ROWS: usize = 1 << 20;
+/// zstd level of the Parquet pages.
+pub const DEFAULT_ZSTD_LEVEL: i32 = 1;
+/// Partition files open at once in a partitioned export (each buffers up to one row group).
+pub const MAX_OPEN_PARTITIONS: usize = 4;
+/// Record batches in flight between the reading thread and the Parquet encoder.
+const PIPELINE_BATCHES: usize = 4;
+
+/// Where the Parquet output goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// The events in this one file (replaced if it exists); the other tables next to it as
+    /// `STEM.processes.parquet`, `STEM.disks.parquet` and `STEM.traces.parquet`.
+    File(PathBuf),
+    /// A directory: `events/host=H/date=YYYY-MM-DD/hour=HH/part-N.parquet` and
+    /// `processes/host=H/part-N.parquet` (likewise `disks`, `traces`). New parts are numbered
+    /// after those already there: exporting into the same directory again adds files and never
+    /// replaces one.
+    Partitioned(PathBuf),
+}
+
+impl Output {
+    /// A path ending in `.parquet` is one file, anything else a partitioned directory.
+    pub fn from_path(p: impl Into<PathBuf>) -> Output {
+        let p = p.into();
+        if p.extension().is_some_and(|e| e == "parquet") {
+            Output::File(p)
+        } else {
+            Output::Partitioned(p)
+        }
+    }
+
+    /// The path given.
+    pub fn path(&self) -> &Path {
+        match self {
+            Output::File(p) | Output::Partitioned(p) => p,
+        }
+    }
+
+    /// Where a side table (`processes`, `disks`, `traces`) of one file output goes.
+    fn side_file(file: &Path, table: &str) -> PathBuf {
+        let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        file.with_file_name(format!("{stem}.{table}.parquet"))
+    }
+}
+
+/// How to export.
+#[derive(Debug, Clone)]
+pub struct ParquetOptions {
+    /// Where to.
+    pub output: Output,
+    /// Only the events this filter takes go to the events table (the other tables are whole).
+    pub filter: Filter,
+    /// Host name to write instead of each trace header's.
+    pub host: Option<String>,
+    /// Rows per row group (default [`DEFAULT_ROW_GROUP_ROWS`], 1 Mi). Row groups are what query
+    /// engines split work by and prune with min/max statistics: about 1 Mi events compress to
+    /// 10-30 MB, large enough for long sequential reads of each column chunk (~1 MB each) and
+    /// few footers, small enough to parallelise a single hour of a busy host and to skip by time.
+    pub row_group_rows: usize,
+    /// zstd level, 1 (fast, default) to 22.
+    pub zstd_level: i32,
+    /// Also write the processes, disks and traces tables (default true).
+    pub tables: bool,
+}
+
+impl ParquetOptions {
+    /// Every event to `output`, with the defaults.
+    pub fn new(output: Output) -> ParquetOptions {
+        ParquetOptions {
+            output,
+            filter: Filter::parse("").expect("the empty filter parses"),
+            host: None,
+            row_group_rows: DEFAULT_ROW_GROUP_ROWS,
+            zstd_level: DEFAULT_ZSTD_LEVEL,
+            tables: true,
+        }
+    }
+}
+
+/// What was exported from one trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceExport {
+    /// The trace file.
+    pub path: PathBuf,
+    /// Host name written for its events.
+    pub host: String,
+    /// Events read from it.
+    pub events_read: u64,
+    /// Events written (those the filter took).
+    pub events_exported: u64,
+    /// Events the probes lost while recording.
+    pub events_lost: u64,
+    /// Damaged blocks skipped.
+    pub corrupt_blocks: u64,
+    /// Warnings of the reader (file cut short, ...), as sentences.
+    pub warnings: Vec<String>,
+    #[serde(skip)]
+    header: TraceHeader,
+    #[serde(skip)]
+    end_ns: Option<u64>,
+}
+
+/// What an export did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ParquetSummary {
+    /// Per trace, in the order given.
+    pub traces: Vec<TraceExport>,
+    /// Every file written, events first.
+    pub files: Vec<WrittenFile>,
+    /// Events written in all.
+    pub events_exported: u64,
+    /// Bytes of all files written.
+    pub bytes_written: u64,
+}
+
+/// Where an export is, for progress reports.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
+    /// The trace being read.
+    pub path: &'a Path,
+    /// Its index in the list, from 0.
+    pub trace_index: usize,
+    /// Number of traces.
+    pub traces: usize,
+    /// Bytes of it read so far.
+    pub bytes_read: u64,
+    /// Its size.
+    pub file_size: u64,
+    /// Events written so far, all traces.
+    pub events_exported: u64,
+}
+
+/// Writer settings of every table.
+fn writer_properties(o: &ParquetOptions) -> Result<Arc<WriterProperties>, ExportError> {
+    let level = ZstdLevel::try_new(o.zstd_level)
+        .map_err(|_| ExportError::Invalid(format!("zstd level {} is not in 1..=22", o.zstd_level)))?;
+    if o.row_group_rows == 0 {
+        return Err(ExportError::Invalid("row groups need at least one row".into()));
+    }
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_max_row_group_row_count(Some(o.row_group_rows))
+        .set_created_by(format!("latscope {}", env!("CARGO_PKG_VERSION")))
+        .set_write_batch_size(8192)
+        .set_statistics_enabled(EnabledStatistics::Chunk);
+    // Encodings chosen per column by measuring size and encoding time on realistic events
+    // (docs/EXPORT.md): increasing times and wide-ranging latencies and offsets are smaller and
+    // several times faster delta-encoded than through a dictionary; columns that are almost
+    // always 0 cost least plain; the rest (small sets of values) take the default dictionary.
+    for c in ["time", "time_ns", "lat", "off"] {
+        b = b
+            .set_column_dictionary_enabled(ColumnPath::from(c), false)
+            .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
+    }
+    for c in ["flags", "mode", "addr", "qtime"] {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(c), false);
+    }
+    // Min/max of strings cost a comparison per row (a third of their encoding time) and prune
+    // nothing useful (row groups mix operations, paths and kinds); the host's are kept.
+    for c in ["kind", "op", "comm", "fd_type", "path", "path2", "disk"] {
+        b = b.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::None);
+    }
+    Ok(Arc::new(b.build()))
+}
+
+/// Opens every trace first, so that an unreadable one stops the export before anything is written.
+fn check_traces(traces: &[PathBuf]) -> Result<Vec<TraceHeader>, ExportError> {
+    traces.iter().map(|p| Ok(Scan::open(p, InputFormat::Trace, ScanOptions::default())?.header().clone())).collect()
+}
+
+/// Exports `traces` to Parquet as `opts` says, calling `progress` after every block read.
+///
+/// Memory stays bounded whatever the traces' sizes: one block read and a few converted ones in
+/// flight, and one row group per open output file. The events are encoded on a second thread
+/// while the next blocks are read. Nothing is left under a final name unless complete: files are
+/// written under a temporary name and moved into place when finished; on error the files being
+/// written are removed (in a partitioned export, the parts finished before stay: each is a
+/// complete file).
+pub fn export_parquet(
+    traces: &[PathBuf],
+    opts: &ParquetOptions,
+    progress: &mut dyn FnMut(&Progress<'_>),
+) -> Result<ParquetSummary, ExportError> {
+    if traces.is_empty() {
+        return Err(ExportError::Invalid("no trace to export".into()));
+    }
+    let props = writer_properties(opts)?;
+    let headers = check_traces(traces)?;
+    let conv = EventConverter::new();
+    let schema = conv.schema().clone();
+    let sink = match &opts.output {
+        Output::File(p) => {
+            if p.is_dir() {
+                return Err(ExportError::Invalid(format!(
+                    "{} is a directory: name a .parquet file, or a directory without the .parquet extension",
+                    p.display()
+                )));
+            }
+            let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if !parent.is_dir() {
+                return Err(ExportError::Invalid(format!(
+                    "cannot write {}: directory {} does not exist",
+                    p.display(),
+                    parent.display()
+                )));
+            }
+            EventSink::Single(Box::new(PartWriter::create_file(p, "events", schema, props.clone())?))
+        }
+        Output::Partitioned(dir) => {
+            if dir.exists() && !dir.is_dir() {
+                return Err(ExportError::Invalid(format!("{} exists and is not a directory", dir.display())));
+            }
+            EventSink::Partitioned(Partitions::new(dir.join("events"), schema, props.clone(), MAX_OPEN_PARTITIONS))
+        }
+    };
+
+    let (tx, rx) = sync_channel::<(Arc<str>, RecordBatch)>(PIPELINE_BATCHES);
+    let encoder = std::thread::Builder::new()
+        .name("parquet-encode".into())
+        .spawn(move || encode_events(sink, rx))
+        .map_err(|e| ExportError::Invalid(format!("cannot start the encoding thread: {e}")))?;
+
+    let mut done = Vec::with_capacity(traces.len());
+    let mut exported = 0u64;
+    let mut out = Vec::new();
+    let mut result = Ok(());
+    for (i, (path, header)) in traces.iter().zip(&headers).enumerate() {
+        let host: Arc<str> = Arc::from(opts.host.as_deref().unwrap_or(header.hostname.as_str()));
+        let cx = TraceContext::new(header, &host);
+        let scanned = scan(path, &opts.filter, |batch, rows, _header, pos: Position| {
+            out.clear();
+            conv.convert(&cx, batch, rows, &mut out);
+            for r in out.drain(..) {
+                exported += r.num_rows() as u64;
+                // A closed channel means the encoder failed: its error is reported below.
+                tx.send((host.clone(), r)).map_err(|_| ExportError::Invalid("the Parquet encoder stopped".into()))?;
+            }
+            progress(&Progress {
+                path,
+                trace_index: i,
+                traces: traces.len(),
+                bytes_read: pos.bytes,
+                file_size: pos.file_size,
+                events_exported: exported,
+            });
+            Ok(())
+        });
+        match scanned {
+            Ok(r) => done.push(TraceExport {
+                path: path.clone(),
+                host: host.to_string(),
+                events_read: r.events_read,
+                events_exported: r.events_matched,
+                events_lost: r.lost,
+                corrupt_blocks: r.corrupt_blocks,
+                warnings: r.warnings,
+                header: r.header,
+                end_ns: r.end_ns,
+            }),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let encoded = encoder.join().map_err(|_| ExportError::Invalid("the Parquet encoder panicked".into()))?;
+    // The encoder's own error explains a failed send better than the send does.
+    let mut files = match (encoded, result) {
+        (Err(e), _) | (Ok(_), Err(e)) => return Err(e),
+        (Ok(files), Ok(())) => files,
+    };
+
+    if opts.tables {
+        files.extend(write_tables(&done, opts, &props)?);
+    }
+    Ok(ParquetSummary {
+        events_exported: done.iter().map(|t| t.events_exported).sum(),
+        bytes_written: files.iter().map(|f| f.bytes).sum(),
+        traces: done,
+        files,
+    })
+}
+
+/// The encoding thread: writes every batch it receives, then finishes the files. On error it
+/// returns at once, which closes the channel and stops the reader.
+fn encode_events(mut sink: EventSink, rx: Receiver<(Arc<str>, RecordBatch)>) -> Result<Vec<WrittenFile>, ExportError> {
+    for (host, batch) in rx {
+        sink.write(&host, &batch)?;
+    }
+    sink.finish()
+}
+
+/// The processes, disks and traces tables.
+fn write_tables(
+    done: &[TraceExport],
+    opts: &ParquetOptions,
+    props: &Arc<WriterProperties>,
+) -> Result<Vec<WrittenFile>, ExportError> {
+    let filter = (!opts.filter.is_match_all()).then(|| opts.filter.source());
+    // One file per table, or one part per table and host.
+    let groups: Vec<Vec<&TraceExport>> = match opts.output {
+        Output::File(_) => vec![done.iter().collect()],
+        Output::Partitioned(_) => {
+            let mut hosts: Vec<&str> = done.iter().map(|t| t.host.as_str()).collect();
+            hosts.sort_unstable();
+            hosts.dedup();
+            hosts.iter().map(|h| done.iter().filter(|t| t.host == *h).collect()).collect()
+        }
+    };
+    let mut files = Vec::new();
+    for table in ["processes", "disks", "traces"] {
+        for group in &groups {
+            let batch = match table {
+                "processes" => tables::processes(group)?,
+                "disks" => tables::disks(group)?,
+                _ => tables::traces(group, filter)?,
+            };
+            let mut w = match &opts.output {
+                Output::File(p) => {
+                    PartWriter::create_file(&Output::side_file(p, table), table, batch.schema(), props.clone())?
+                }
+                Output::Partitioned(dir) => {
+                    let d = dir.join(table).join(format!("host={}", sink::hive_escape(&group[0].host)));
+                    PartWriter::create_part(&d, table, batch.schema(), props.clone())?
+                }
+            };
+            w.write(&batch)?;
+            files.push(w.finish()?);
+        }
+    }
+    Ok(files)
+}

@@ -1,0 +1,198 @@
+//! The Parquet tables: their columns, types and meaning (docs/EXPORT.md prints the same).
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+/// One column of an exported table, with what it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnDoc {
+    /// Column name.
+    pub name: &'static str,
+    /// Parquet type as SQL engines show it (`BIGINT`, `VARCHAR`, `TIMESTAMP WITH TIME ZONE`, ...).
+    pub sql_type: &'static str,
+    /// Meaning and unit.
+    pub meaning: &'static str,
+    /// Whether the column may hold NULL.
+    pub nullable: bool,
+}
+
+const fn col(name: &'static str, sql_type: &'static str, meaning: &'static str) -> ColumnDoc {
+    ColumnDoc { name, sql_type, meaning, nullable: false }
+}
+
+/// A column that may hold NULL.
+const fn ncol(name: &'static str, sql_type: &'static str, meaning: &'static str) -> ColumnDoc {
+    ColumnDoc { name, sql_type, meaning, nullable: true }
+}
+
+const TS: &str = "TIMESTAMP WITH TIME ZONE";
+const STR: &str = "VARCHAR";
+const I64: &str = "BIGINT";
+const I32: &str = "INTEGER";
+
+/// The columns of the events table, in file order.
+pub const EVENT_COLUMNS: &[ColumnDoc] = &[
+    col("host", STR, "host name of the recorded machine (the trace header's, or the export's `--host`)"),
+    col("time", TS, "start of the event, wall clock, UTC, microseconds (syscall entry, block request issue, process event)"),
+    col("time_ns", I64, "the same instant in nanoseconds since the Unix epoch, exact (order and join on this)"),
+    col("lat", I64, "latency in nanoseconds: syscall entry to return, block request issue to completion; 0 for process events"),
+    col("kind", STR, "`syscall`, `block` (a block request) or `proc` (fork, exec, exit)"),
+    col("op", STR, "operation name: the syscall (`pread64`), the block op (`read`, `write`, `flush`, `discard`, ...) or the process op (`fork`, `exec`, `exit`)"),
+    col("nr", I32, "the operation as a number: x86-64 syscall number, the kernel's REQ_OP_* code, or 0 fork / 1 exec / 2 exit"),
+    col("pid", I32, "process id (thread group id); for block requests the process that queued or issued the request"),
+    col("tid", I32, "thread id"),
+    col("uid", I64, "user id"),
+    col("comm", STR, "command name (the kernel's comm, at most 15 bytes)"),
+    col("ret", I64, "return value (negative errno on failure); fork: parent pid; exit: exit code"),
+    col("fd", I32, "file descriptor argument, -1 when none"),
+    col("fd_type", STR, "type of `fd`: file, directory, ipv4, ipv6, unix, pipe, event, signalfd, eventpoll, inotify, timerfd, memfd, chardev, blockdev, netlink, socket, anon, unknown"),
+    col("path", STR, "file path (argument of path calls, resolved path of fd calls; sockets: `local->peer`); exec: the new executable; empty when none"),
+    col("path2", STR, "second path (rename, link, symlink targets); empty when none"),
+    col("dev", I64, "device: of the file behind `fd`, or the block device; `major * 1048576 + minor`"),
+    col("disk", STR, "kernel name of `dev` when it is a block device of the recorded machine (`vda`, `nvme0n1p2`, `loop3`); empty otherwise"),
+    col("ino", I64, "inode number of the file behind `fd` (bit pattern of the unsigned value)"),
+    col("bytes", I64, "bytes requested (count or length argument); block requests: request size"),
+    col("off", I64, "file offset (pread/pwrite argument, file position for read/write, lseek argument); block requests: start sector (512 bytes); -1 when none"),
+    col("flags", I64, "open/mmap/at flags, lseek whence; block requests: 1 SYNC, 2 META, 4 FUA, 8 PREFLUSH, 16 RAHEAD"),
+    col("mode", I64, "open mode, mmap prot, access mode"),
+    col("dirfd", I32, "directory fd of `*at` calls (-100 is AT_FDCWD), -1 when none"),
+    col("addr", I64, "address (mmap, munmap, msync; bit pattern of the unsigned value); second fd (dup2 target, sendfile/splice input)"),
+    col("cgroup", I64, "cgroup id of the task"),
+    col("qtime", I64, "block requests: queue time, insert to issue, nanoseconds; 0 otherwise"),
+];
+
+/// The columns of the processes table (the processes running when each recording started).
+pub const PROCESS_COLUMNS: &[ColumnDoc] = &[
+    col("host", STR, "host name"),
+    col("trace_start", TS, "start of the recording the snapshot belongs to (joins with `traces.trace_start`)"),
+    col("pid", I32, "process id"),
+    col("ppid", I32, "parent process id"),
+    col("uid", I64, "real user id"),
+    col("user", STR, "user name of `uid` on the recorded machine, empty when unknown"),
+    col("comm", STR, "command name"),
+    col("exe", STR, "executable path"),
+    col("cmdline", STR, "command line, arguments separated by spaces"),
+    col("cwd", STR, "working directory"),
+];
+
+/// The columns of the disks table (the block devices of each recorded machine).
+pub const DISK_COLUMNS: &[ColumnDoc] = &[
+    col("host", STR, "host name"),
+    col("trace_start", TS, "start of the recording (joins with `traces.trace_start`)"),
+    col("dev", I64, "device number, `major * 1048576 + minor` (joins with `events.dev`)"),
+    col("major", I32, "major device number"),
+    col("minor", I32, "minor device number"),
+    col("disk", STR, "kernel name (`vda`, `nvme0n1p2`; joins with `events.disk`)"),
+    col("size_bytes", I64, "size in bytes"),
+    ncol("scheduler", STR, "active I/O scheduler (whole disks), NULL for partitions or when unknown"),
+    col("rotational", "BOOLEAN", "whether the device says it is rotational"),
+    ncol("parent", STR, "the whole disk a partition belongs to, NULL for whole disks"),
+];
+
+/// The columns of the traces table (one row per exported trace).
+pub const TRACE_COLUMNS: &[ColumnDoc] = &[
+    col("host", STR, "host name"),
+    col("trace_start", TS, "start of the recording, wall clock, UTC"),
+    ncol("trace_end", TS, "end of the recording; NULL when the trace was not closed cleanly"),
+    col("file", STR, "the trace file as given to the export"),
+    col("kernel", STR, "kernel release of the recorded machine"),
+    col("machine", STR, "architecture (`x86_64`)"),
+    col("cpus", I32, "CPUs online"),
+    col("latscope_version", STR, "latscope version that recorded the trace"),
+    col("command_line", STR, "the recording's latscope command line"),
+    ncol("record_filter", STR, "filter given at record time, NULL when none"),
+    ncol("export_filter", STR, "filter given to the export, NULL when none"),
+    col("events_read", I64, "events read from the trace"),
+    col("events_exported", I64, "events written to the events table (those the export filter took)"),
+    col("events_lost", I64, "events the probes lost while recording (not in the trace)"),
+    col("corrupt_blocks", I64, "damaged blocks of the trace skipped by the export"),
+];
+
+fn dict(key: DataType) -> DataType {
+    DataType::Dictionary(Box::new(key), Box::new(DataType::Utf8))
+}
+
+/// The UTC microsecond timestamp type.
+pub(crate) fn ts_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from("UTC")))
+}
+
+/// The events table's Arrow schema (low-cardinality strings as dictionaries; Parquet stores
+/// them as dictionary-encoded UTF-8 strings).
+pub(crate) fn event_schema() -> SchemaRef {
+    let t = |name: &str| -> DataType {
+        match name {
+            "host" | "op" | "disk" => dict(DataType::Int16),
+            "kind" | "fd_type" => dict(DataType::Int8),
+            "time" => ts_type(),
+            "comm" | "path" | "path2" => DataType::Utf8,
+            _ => match EVENT_COLUMNS.iter().find(|c| c.name == name).map(|c| c.sql_type) {
+                Some(I32) => DataType::Int32,
+                _ => DataType::Int64,
+            },
+        }
+    };
+    Arc::new(Schema::new(EVENT_COLUMNS.iter().map(|c| Field::new(c.name, t(c.name), false)).collect::<Vec<_>>()))
+}
+
+/// Arrow schema of a small table from its column docs (`NULL`-able where the doc says so).
+pub(crate) fn table_schema(cols: &[ColumnDoc]) -> SchemaRef {
+    Arc::new(Schema::new(
+        cols.iter()
+            .map(|c| {
+                let t = match c.sql_type {
+                    TS => ts_type(),
+                    STR => DataType::Utf8,
+                    I32 => DataType::Int32,
+                    I64 => DataType::Int64,
+                    _ => DataType::Boolean,
+                };
+                Field::new(c.name, t, c.nullable)
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docs_list_every_column_with_its_type_and_meaning() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/EXPORT.md")).unwrap();
+        for (title, cols) in [
+            ("### The events table", EVENT_COLUMNS),
+            ("### The processes table", PROCESS_COLUMNS),
+            ("### The disks table", DISK_COLUMNS),
+            ("### The traces table", TRACE_COLUMNS),
+        ] {
+            let section = doc.split(title).nth(1).unwrap_or_else(|| panic!("docs/EXPORT.md has no '{title}'"));
+            let rows: Vec<String> = section
+                .lines()
+                .skip_while(|l| !l.starts_with("| `"))
+                .take_while(|l| l.starts_with("| `"))
+                .map(str::to_string)
+                .collect();
+            let want: Vec<String> =
+                cols.iter().map(|c| format!("| `{}` | {} | {} |", c.name, c.sql_type, c.meaning)).collect();
+            assert_eq!(rows, want, "{title} in docs/EXPORT.md");
+        }
+    }
+
+    #[test]
+    fn every_event_column_is_typed_and_unique() {
+        let s = event_schema();
+        assert_eq!(s.fields().len(), EVENT_COLUMNS.len());
+        let mut names: Vec<_> = EVENT_COLUMNS.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), EVENT_COLUMNS.len());
+        // No unsigned types: Spark and Trino read them badly.
+        for f in s.fields() {
+            assert!(!f.data_type().is_unsigned_integer(), "{}", f.name());
+        }
+        assert!(table_schema(DISK_COLUMNS).field_with_name("parent").unwrap().is_nullable());
+        assert!(!table_schema(DISK_COLUMNS).field_with_name("dev").unwrap().is_nullable());
+    }
+}

@@ -1,0 +1,386 @@
+//! Parquet files being written: one named file, or numbered parts in Hive-style partition
+//! directories. A file becomes visible under its final name only once complete.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, ErrorKind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{BooleanArray, RecordBatch};
+use arrow_schema::SchemaRef;
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
+use serde::Serialize;
+
+use crate::ExportError;
+
+/// A Parquet file the export wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WrittenFile {
+    /// Where it is.
+    pub path: PathBuf,
+    /// Which table it belongs to: `events`, `processes`, `disks` or `traces`.
+    pub table: &'static str,
+    /// Rows in it.
+    pub rows: u64,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// Where a finished file goes.
+enum Dest {
+    /// This name, replacing what is there.
+    Replace(PathBuf),
+    /// `part-N.parquet` in this directory, with the first N free when it is finished.
+    NextPart { dir: PathBuf, n: u32 },
+}
+
+/// One Parquet file being written under a temporary name; removed unless finished.
+pub(crate) struct PartWriter {
+    tmp: PathBuf,
+    dest: Dest,
+    table: &'static str,
+    writer: Option<ArrowWriter<BufWriter<File>>>,
+    rows: u64,
+}
+
+/// `part-N.parquet`.
+fn part_name(n: u32) -> String {
+    format!("part-{n}.parquet")
+}
+
+/// Smallest N such that no `part-M.parquet` or `.part-M.parquet.tmp` with M >= N exists in `dir`.
+fn next_part(dir: &Path) -> Result<u32, ExportError> {
+    let mut next = 0u32;
+    let rd = std::fs::read_dir(dir).map_err(|e| ExportError::io("list", dir, e))?;
+    for entry in rd.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let digits = name.trim_start_matches('.').strip_prefix("part-").and_then(|s| s.split('.').next());
+        if let Some(n) = digits.and_then(|d| d.parse::<u32>().ok()) {
+            next = next.max(n.saturating_add(1));
+        }
+    }
+    Ok(next)
+}
+
+impl PartWriter {
+    /// A file that will replace `path` when finished (written next to it meanwhile).
+    pub(crate) fn create_file(
+        path: &Path,
+        table: &'static str,
+        schema: SchemaRef,
+        props: Arc<WriterProperties>,
+    ) -> Result<PartWriter, ExportError> {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| ExportError::io("create", &tmp, e))?;
+        Self::start(file, tmp, Dest::Replace(path.to_path_buf()), table, schema, props)
+    }
+
+    /// A new `part-N.parquet` in `dir` (created if missing), numbered after the parts there.
+    pub(crate) fn create_part(
+        dir: &Path,
+        table: &'static str,
+        schema: SchemaRef,
+        props: Arc<WriterProperties>,
+    ) -> Result<PartWriter, ExportError> {
+        std::fs::create_dir_all(dir).map_err(|e| ExportError::io("create directory", dir, e))?;
+        let mut n = next_part(dir)?;
+        loop {
+            // Claiming the temporary name with create_new keeps concurrent exports apart.
+            let tmp = dir.join(format!(".{}.tmp", part_name(n)));
+            match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+                Ok(file) => {
+                    return Self::start(file, tmp, Dest::NextPart { dir: dir.to_path_buf(), n }, table, schema, props)
+                }
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                    n = n
+                        .checked_add(1)
+                        .ok_or_else(|| ExportError::Invalid(format!("{}: no free part number", dir.display())))?
+                }
+                Err(e) => return Err(ExportError::io("create", &tmp, e)),
+            }
+        }
+    }
+
+    fn start(
+        file: File,
+        tmp: PathBuf,
+        dest: Dest,
+        table: &'static str,
+        schema: SchemaRef,
+        props: Arc<WriterProperties>,
+    ) -> Result<PartWriter, ExportError> {
+        let mut w = PartWriter { tmp, dest, table, writer: None, rows: 0 };
+        let writer = ArrowWriter::try_new(BufWriter::with_capacity(1 << 20, file), schema, Some((*props).clone()))
+            .map_err(|e| ExportError::parquet(&w.tmp, e))?;
+        w.writer = Some(writer);
+        Ok(w)
+    }
+
+    /// Appends rows.
+    pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<(), ExportError> {
+        let Some(w) = self.writer.as_mut() else { return Ok(()) };
+        w.write(batch).map_err(|e| ExportError::parquet(&self.tmp, e))?;
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    /// Bytes buffered for the row group in progress.
+    pub(crate) fn buffered_bytes(&self) -> usize {
+        self.writer.as_ref().map_or(0, |w| w.memory_size())
+    }
+
+    /// Writes the footer, syncs and moves the file to its final name.
+    pub(crate) fn finish(mut self) -> Result<WrittenFile, ExportError> {
+        let Some(w) = self.writer.take() else { return Err(ExportError::Invalid("file finished twice".into())) };
+        let buf = w.into_inner().map_err(|e| ExportError::parquet(&self.tmp, e))?;
+        let file = buf.into_inner().map_err(|e| ExportError::io("write", &self.tmp, e.into_error()))?;
+        file.sync_all().map_err(|e| ExportError::io("sync", &self.tmp, e))?;
+        let bytes = file.metadata().map_err(|e| ExportError::io("stat", &self.tmp, e))?.len();
+        drop(file);
+        let path = match &mut self.dest {
+            Dest::Replace(p) => {
+                std::fs::rename(&self.tmp, &*p).map_err(|e| ExportError::io("rename into place", &*p, e))?;
+                p.clone()
+            }
+            Dest::NextPart { dir, n } => loop {
+                // A hard link never replaces: a part another export finished meanwhile is kept.
+                let p = dir.join(part_name(*n));
+                match std::fs::hard_link(&self.tmp, &p) {
+                    Ok(()) => {
+                        std::fs::remove_file(&self.tmp).map_err(|e| ExportError::io("remove", &self.tmp, e))?;
+                        break p;
+                    }
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => *n += 1,
+                    Err(e) => return Err(ExportError::io("link into place", &p, e)),
+                }
+            },
+        };
+        self.tmp = PathBuf::new();
+        Ok(WrittenFile { path, table: self.table, rows: self.rows, bytes })
+    }
+}
+
+impl Drop for PartWriter {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// `YYYY-MM-DD` of a day number (days since 1970-01-01), proleptic Gregorian calendar.
+pub(crate) fn civil_date(days: i64) -> String {
+    // Howard Hinnant's days_from_civil inverse (http://howardhinnant.github.io/date_algorithms.html).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// A partition directory value escaped as Hive does (`%XX` for characters that are not letters,
+/// digits, `.`, `_` or `-`); `__HIVE_DEFAULT_PARTITION__` for an empty value.
+pub(crate) fn hive_escape(v: &str) -> String {
+    if v.is_empty() {
+        return "__HIVE_DEFAULT_PARTITION__".into();
+    }
+    let mut s = String::with_capacity(v.len());
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s
+}
+
+const NS_PER_HOUR: i64 = 3_600_000_000_000;
+
+/// The events table being written: one file, or files partitioned by host, date and hour.
+pub(crate) enum EventSink {
+    /// Every event in one file.
+    Single(Box<PartWriter>),
+    /// `root/host=H/date=YYYY-MM-DD/hour=HH/part-N.parquet`.
+    Partitioned(Partitions),
+}
+
+/// Open partition files, the least recently used closed first when too many are open.
+pub(crate) struct Partitions {
+    root: PathBuf,
+    schema: SchemaRef,
+    props: Arc<WriterProperties>,
+    max_open: usize,
+    open: Vec<OpenPart>,
+    tick: u64,
+    /// Files finished so far.
+    pub(crate) done: Vec<WrittenFile>,
+}
+
+struct OpenPart {
+    host: Arc<str>,
+    hour: i64,
+    last_used: u64,
+    writer: PartWriter,
+}
+
+impl Partitions {
+    /// Partitions under `root`, at most `max_open` files open at once (each buffers at most one
+    /// row group).
+    pub(crate) fn new(root: PathBuf, schema: SchemaRef, props: Arc<WriterProperties>, max_open: usize) -> Self {
+        Partitions { root, schema, props, max_open: max_open.max(1), open: Vec::new(), tick: 0, done: Vec::new() }
+    }
+
+    fn dir(&self, host: &str, hour: i64) -> PathBuf {
+        self.root
+            .join(format!("host={}", hive_escape(host)))
+            .join(format!("date={}", civil_date(hour.div_euclid(24))))
+            .join(format!("hour={:02}", hour.rem_euclid(24)))
+    }
+
+    fn writer(&mut self, host: &Arc<str>, hour: i64) -> Result<&mut PartWriter, ExportError> {
+        self.tick += 1;
+        let i = match self.open.iter().position(|p| p.hour == hour && *p.host == **host) {
+            Some(i) => i,
+            None => {
+                if self.open.len() >= self.max_open {
+                    let lru = (0..self.open.len()).min_by_key(|&i| self.open[i].last_used).unwrap_or(0);
+                    let p = self.open.swap_remove(lru);
+                    self.done.push(p.writer.finish()?);
+                }
+                let w =
+                    PartWriter::create_part(&self.dir(host, hour), "events", self.schema.clone(), self.props.clone())?;
+                self.open.push(OpenPart { host: host.clone(), hour, last_used: 0, writer: w });
+                self.open.len() - 1
+            }
+        };
+        self.open[i].last_used = self.tick;
+        Ok(&mut self.open[i].writer)
+    }
+
+    /// Routes the rows of `batch` (events of `host`) to their hour's file.
+    pub(crate) fn write(&mut self, host: &Arc<str>, batch: &RecordBatch) -> Result<(), ExportError> {
+        let Some(col) = batch.column_by_name("time_ns") else {
+            return Err(ExportError::Invalid("events batch without time_ns".into()));
+        };
+        let t = col.as_primitive::<Int64Type>().values();
+        let (Some(&lo), Some(&hi)) = (t.iter().min(), t.iter().max()) else { return Ok(()) };
+        let (first, last) = (lo.div_euclid(NS_PER_HOUR), hi.div_euclid(NS_PER_HOUR));
+        if first == last {
+            return self.writer(host, first)?.write(batch);
+        }
+        // A block across an hour boundary (rare): one filtered copy per hour present.
+        let mut hours: Vec<i64> = t.iter().map(|v| v.div_euclid(NS_PER_HOUR)).collect();
+        hours.sort_unstable();
+        hours.dedup();
+        for h in hours {
+            let mask = BooleanArray::from(t.iter().map(|v| v.div_euclid(NS_PER_HOUR) == h).collect::<Vec<_>>());
+            let part = arrow_select::filter::filter_record_batch(batch, &mask)
+                .map_err(|e| ExportError::Invalid(format!("splitting a block by hour: {e}")))?;
+            self.writer(host, h)?.write(&part)?;
+        }
+        Ok(())
+    }
+
+    /// Finishes every open file.
+    pub(crate) fn finish(mut self) -> Result<Vec<WrittenFile>, ExportError> {
+        self.open.sort_by(|a, b| (&*a.host, a.hour).cmp(&(&*b.host, b.hour)));
+        for p in self.open.drain(..) {
+            self.done.push(p.writer.finish()?);
+        }
+        Ok(std::mem::take(&mut self.done))
+    }
+
+    /// Bytes buffered in open files.
+    pub(crate) fn buffered_bytes(&self) -> usize {
+        self.open.iter().map(|p| p.writer.buffered_bytes()).sum()
+    }
+}
+
+impl EventSink {
+    /// Writes `batch`, events of `host`.
+    pub(crate) fn write(&mut self, host: &Arc<str>, batch: &RecordBatch) -> Result<(), ExportError> {
+        match self {
+            EventSink::Single(w) => w.write(batch),
+            EventSink::Partitioned(p) => p.write(host, batch),
+        }
+    }
+
+    /// Finishes every file.
+    pub(crate) fn finish(self) -> Result<Vec<WrittenFile>, ExportError> {
+        match self {
+            EventSink::Single(w) => Ok(vec![w.finish()?]),
+            EventSink::Partitioned(p) => p.finish(),
+        }
+    }
+
+    /// Bytes buffered for row groups in progress.
+    #[allow(dead_code)]
+    pub(crate) fn buffered_bytes(&self) -> usize {
+        match self {
+            EventSink::Single(w) => w.buffered_bytes(),
+            EventSink::Partitioned(p) => p.buffered_bytes(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_of_days() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(-1), "1969-12-31");
+        assert_eq!(civil_date(19_675), "2023-11-14");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+        assert_eq!(civil_date(11_017), "2000-03-01");
+    }
+
+    #[test]
+    fn hive_values_are_escaped() {
+        assert_eq!(hive_escape("web-01.example.com"), "web-01.example.com");
+        assert_eq!(hive_escape("a/b=c d"), "a%2Fb%3Dc%20d");
+        assert_eq!(hive_escape(""), "__HIVE_DEFAULT_PARTITION__");
+    }
+
+    #[test]
+    fn parts_are_numbered_after_existing_ones_and_never_replace() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("part-3.parquet"), b"x").unwrap();
+        std::fs::write(dir.path().join("other.txt"), b"x").unwrap();
+        assert_eq!(next_part(dir.path()).unwrap(), 4);
+        let schema = super::super::schema::table_schema(super::super::schema::TRACE_COLUMNS);
+        let props = Arc::new(WriterProperties::builder().build());
+        let a = PartWriter::create_part(dir.path(), "traces", schema.clone(), props.clone()).unwrap();
+        let b = PartWriter::create_part(dir.path(), "traces", schema.clone(), props.clone()).unwrap();
+        // Someone else finishes part-4 while `a` is open.
+        std::fs::write(dir.path().join("part-4.parquet"), b"theirs").unwrap();
+        let fa = a.finish().unwrap();
+        let fb = b.finish().unwrap();
+        assert_eq!(fa.path, dir.path().join("part-5.parquet"));
+        assert_eq!(fb.path, dir.path().join("part-6.parquet"));
+        assert_eq!(std::fs::read(dir.path().join("part-4.parquet")).unwrap(), b"theirs");
+        // An abandoned writer leaves nothing behind.
+        drop(PartWriter::create_part(dir.path(), "traces", schema, props).unwrap());
+        let mut names: Vec<_> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        assert_eq!(names, ["other.txt", "part-3.parquet", "part-4.parquet", "part-5.parquet", "part-6.parquet"]);
+    }
+}

@@ -1,0 +1,95 @@
+//! Where exported events come from: the one function of this crate that reads a trace.
+//!
+//! Everything else works on the blocks it hands over; the reading itself is the shared filtered
+//! scan (`latscope-scan`), as for every other reader of traces.
+
+use std::path::Path;
+
+use latscope_event::{EventBatch, TraceHeader};
+use latscope_filter::Filter;
+use latscope_scan::{InputFormat, Scan, ScanOptions};
+
+use crate::ExportError;
+
+/// The events of one block that the filter took.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Rows<'a> {
+    /// Every event of the block.
+    All,
+    /// These rows of the block, ascending.
+    Some(&'a [u32]),
+}
+
+/// Where the scan is, for progress reports.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Position {
+    /// File bytes consumed so far.
+    pub bytes: u64,
+    /// Size of the file.
+    pub file_size: u64,
+}
+
+/// What a scan read.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ScanReport {
+    /// The trace header.
+    pub header: TraceHeader,
+    /// Events decoded.
+    pub events_read: u64,
+    /// Events the filter took.
+    pub events_matched: u64,
+    /// Corrupt blocks skipped.
+    pub corrupt_blocks: u64,
+    /// Reader warnings (file cut short, no summary, ...) and skipped blocks, as sentences.
+    pub warnings: Vec<String>,
+    /// Events the probes lost while recording, as of the last block read.
+    pub lost: u64,
+    /// Recording duration in ns, from the summary of a cleanly closed trace.
+    pub duration_ns: Option<u64>,
+    /// CLOCK_MONOTONIC ns of the end of the recording, from the summary.
+    pub end_ns: Option<u64>,
+}
+
+/// Reads every block of the trace at `path` through the shared filtered scan
+/// ([`latscope_scan::Scan`]) and calls `on_block(batch, rows, header, position)` with the rows
+/// `filter` takes (blocks with none are not passed on). Corrupt blocks are skipped, counted and
+/// reported; an error from `on_block` ends the scan.
+pub(crate) fn scan(
+    path: &Path,
+    filter: &Filter,
+    mut on_block: impl FnMut(&EventBatch, Rows<'_>, &TraceHeader, Position) -> Result<(), ExportError>,
+) -> Result<ScanReport, ExportError> {
+    let opts = ScanOptions { filter: filter.clone(), ..Default::default() };
+    let mut scan = Scan::open(path, InputFormat::Trace, opts)?;
+    let header = scan.header().clone();
+    let mut report = ScanReport { header, ..Default::default() };
+    loop {
+        // Where the reader is before this block (the chunk borrows the scan): progress lags one
+        // block, which a progress line does not show.
+        let pos = scan
+            .reader()
+            .map(|r| {
+                let st = r.stats();
+                Position { bytes: st.bytes, file_size: st.file_size }
+            })
+            .unwrap_or_default();
+        let Some(chunk) = scan.next_batch() else { break };
+        let chunk = chunk?;
+        let batch = chunk.batch;
+        report.events_read += batch.len() as u64;
+        let n = chunk.rows.len();
+        if n == 0 {
+            continue;
+        }
+        let rows = if n == batch.len() { Rows::All } else { Rows::Some(chunk.rows) };
+        report.events_matched += n as u64;
+        on_block(batch, rows, &report.header, pos)?;
+    }
+    let r = scan.report();
+    report.corrupt_blocks = r.corrupt.len() as u64;
+    report.warnings = r.corrupt.iter().map(|c| format!("{c} (skipped)")).chain(r.warnings).collect();
+    report.lost = r.lost;
+    report.duration_ns = r.summary.map(|s| s.duration_ns);
+    report.end_ns = r.summary.map(|s| s.end_ns);
+    Ok(report)
+}

@@ -1,0 +1,166 @@
+//! `init`: the starting tree of a plan, built in a fresh sandbox.
+
+use crate::cpaths::CPaths;
+use crate::error::{ReplayError, Result};
+use crate::op::NONE;
+use crate::pattern::{Pattern, PERIOD};
+use crate::plan::{InitKind, Plan};
+use crate::sandbox::{self, Sandbox};
+use crate::sys;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// Options of [`init`].
+#[derive(Default)]
+pub struct InitOptions<'a> {
+    /// Use this directory instead of the plan's root (`root` plans only).
+    pub root: Option<PathBuf>,
+    /// Give everything to this user and group (for runs as that user).
+    pub owner: Option<(u32, u32)>,
+    /// Called as bytes are written: (done, total).
+    pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
+}
+
+/// What [`init`] did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct InitReport {
+    /// Directories created.
+    pub dirs: u64,
+    /// Files created.
+    pub files: u64,
+    /// Symlinks created.
+    pub symlinks: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Where earlier trees of this test went.
+    pub trashed: Vec<PathBuf>,
+    /// The sandbox roots.
+    pub roots: Vec<String>,
+    /// Wall time (ns).
+    pub elapsed_ns: u64,
+}
+
+/// The sandbox a plan runs in, with a `--root` override.
+pub fn sandbox_spec(plan: &Plan, root: Option<&Path>) -> Result<crate::plan::SandboxSpec> {
+    match root {
+        Some(d) => sandbox::with_root(&plan.meta.sandbox, d),
+        None => Ok(plan.meta.sandbox.clone()),
+    }
+}
+
+/// Build the starting tree of `plan` (identified by `plan.id`) in a fresh sandbox.
+pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
+    let t0 = sys::now_ns();
+    let spec = sandbox_spec(plan, opts.root.as_deref())?;
+    let (sb, trashed) = Sandbox::create_fresh(&spec, plan.id, opts.owner)?;
+    let paths = CPaths::new(plan);
+    let mut rep =
+        InitReport { trashed, roots: spec.roots.iter().map(|r| r.dir.clone()).collect(), ..Default::default() };
+    let total: u64 = plan.init.iter().filter(|e| e.kind == InitKind::File).map(|e| e.size).sum();
+    let chunk = (PERIOD as usize).min(total.max(1) as usize);
+    let pattern = Pattern::new(chunk as u64);
+    let mut parent_cache: Option<(u32, i32)> = None;
+    let fail = |what: &str, id: u32, r: i64| ReplayError::Sys {
+        what: format!("init: cannot {what} {}", plan.paths.display(&plan.meta, id)),
+        source: std::io::Error::from_raw_os_error((-r) as i32),
+    };
+    for e in &plan.init {
+        let root = sb.roots[paths.root(e.path)].as_raw_fd();
+        let parent = paths.parent(e.path);
+        // The directory the entry goes in (kept open while entries of the same directory follow).
+        let dirfd = if parent == NONE {
+            root
+        } else {
+            match parent_cache {
+                Some((p, fd)) if p == parent => fd,
+                _ => {
+                    if let Some((_, fd)) = parent_cache.take() {
+                        // SAFETY: closing the directory fd we opened.
+                        unsafe { libc::close(fd) };
+                    }
+                    let r = sys::openat2(
+                        root,
+                        paths.rel(parent),
+                        (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+                        0,
+                        sys::RESOLVE_SANDBOX,
+                    );
+                    if r < 0 {
+                        return Err(fail("open the directory of", e.path, r));
+                    }
+                    parent_cache = Some((parent, r as i32));
+                    r as i32
+                }
+            }
+        };
+        let base = paths.base(e.path);
+        match e.kind {
+            InitKind::Dir => {
+                // SAFETY: mkdirat with a directory fd and a NUL-terminated name.
+                let r = sys::ret(unsafe { libc::mkdirat(dirfd, base.as_ptr(), e.mode) } as i64);
+                if r < 0 && r != -(libc::EEXIST as i64) {
+                    return Err(fail("create the directory", e.path, r));
+                }
+                rep.dirs += 1;
+            }
+            InitKind::File => {
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+                let fd = sys::openat2(root, paths.rel(e.path), flags as u64, e.mode as u64, sys::RESOLVE_SANDBOX);
+                if fd < 0 {
+                    return Err(fail("create the file", e.path, fd));
+                }
+                let fd = fd as i32;
+                let mut off = 0u64;
+                while off < e.size {
+                    let n = ((e.size - off) as usize).min(chunk);
+                    let buf = pattern.at(off, n);
+                    // SAFETY: writing from a buffer of at least n bytes.
+                    let w = unsafe { libc::pwrite(fd, buf.as_ptr() as *const libc::c_void, n, off as i64) };
+                    if w <= 0 {
+                        let r = sys::ret(w as i64);
+                        // SAFETY: closing the fd we opened.
+                        unsafe { libc::close(fd) };
+                        return Err(fail("write", e.path, if r < 0 { r } else { -(libc::EIO as i64) }));
+                    }
+                    off += w as u64;
+                    rep.bytes += w as u64;
+                    if let Some(p) = opts.progress {
+                        p(rep.bytes, total);
+                    }
+                }
+                if let Some((u, g)) = opts.owner {
+                    // SAFETY: fchown on our fd.
+                    unsafe { libc::fchown(fd, u, g) };
+                }
+                // SAFETY: closing the fd we opened.
+                unsafe { libc::close(fd) };
+                rep.files += 1;
+            }
+            InitKind::Symlink => {
+                let target = paths.literal(e.target);
+                // SAFETY: symlinkat with NUL-terminated strings and a directory fd.
+                let r = sys::ret(unsafe { libc::symlinkat(target.as_ptr(), dirfd, base.as_ptr()) } as i64);
+                if r < 0 {
+                    return Err(fail("create the symlink", e.path, r));
+                }
+                rep.symlinks += 1;
+            }
+        }
+        if let (Some((u, g)), InitKind::Dir | InitKind::Symlink) = (opts.owner, e.kind) {
+            // SAFETY: fchownat on a name in our directory fd, not following symlinks.
+            unsafe { libc::fchownat(dirfd, base.as_ptr(), u, g, libc::AT_SYMLINK_NOFOLLOW) };
+        }
+    }
+    if let Some((_, fd)) = parent_cache.take() {
+        // SAFETY: closing the directory fd we opened.
+        unsafe { libc::close(fd) };
+    }
+    for fd in &sb.roots {
+        // Written data reaches the disk now, not during the run.
+        // SAFETY: syncfs on our directory fd.
+        unsafe { libc::syncfs(fd.as_raw_fd()) };
+    }
+    sb.mark(plan.id, "ready")?;
+    rep.elapsed_ns = sys::now_ns() - t0;
+    Ok(rep)
+}
