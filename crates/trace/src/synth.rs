@@ -74,6 +74,13 @@ impl Rng {
         self.below(len as u64) as usize
     }
 
+    /// Log-uniform in `2^lo .. 2^hi` (`lo < hi`): 2^e plus a number below 2^e, for e uniform in
+    /// `lo..hi`; the shape of latencies.
+    pub fn log_uniform(&mut self, lo: u32, hi: u32) -> u64 {
+        let e = lo + self.below(u64::from(hi - lo)) as u32;
+        (1u64 << e) + self.below(1u64 << e)
+    }
+
     /// One element of `v`, which must not be empty.
     pub fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
         &v[self.index(v.len())]
@@ -485,6 +492,18 @@ mod tests {
         for w in want {
             assert_eq!(r.next_u64(), w);
         }
+    }
+
+    #[test]
+    fn log_uniform_values_stay_in_range_and_cover_every_power_of_two() {
+        let mut r = Rng::new(5);
+        let mut seen = [0u32; 64];
+        for _ in 0..10_000 {
+            let v = r.log_uniform(9, 21);
+            assert!((1 << 9..1 << 21).contains(&v), "{v}");
+            seen[63 - v.leading_zeros() as usize] += 1;
+        }
+        assert!(seen[9..21].iter().all(|&n| n > 600), "{seen:?}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use latscope_event::{syscall_nr, BlockDevice, Event, EventBatch, ProcessInfo, TraceHeader};
+use latscope_trace::synth::Rng;
 use latscope_trace::{Summary, TraceWriter};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,26 +14,6 @@ pub const START_WALL_NS: i64 = 1_710_064_790_000_000_000;
 pub const START_MONO_NS: u64 = 1_000_000_000_000;
 /// Recording length of the fixture traces.
 pub const SPAN_NS: u64 = 20_000_000_000;
-
-/// xorshift: deterministic.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// Log-uniform in [2^lo, 2^hi).
-    pub fn log(&mut self, lo: u32, hi: u32) -> u64 {
-        let e = lo + self.below(u64::from(hi - lo)) as u32;
-        (1u64 << e) + self.below(1u64 << e)
-    }
-}
 
 /// One host of the fleet.
 pub struct Host {
@@ -53,7 +34,7 @@ pub fn fleet_hosts(events: usize) -> Vec<Host> {
 /// The events of a host: syscalls (file reads/writes on a dozen files, some sockets, some
 /// failures), block requests on its disks, process events; spread over [`SPAN_NS`].
 pub fn host_events(h: &Host) -> Vec<Event> {
-    let mut r = Rng(h.seed);
+    let mut r = Rng::new(h.seed);
     let ops: Vec<u16> =
         ["read", "pread64", "write", "openat", "fsync", "close"].iter().map(|s| syscall_nr(s).unwrap()).collect();
     let comms = ["postgres", "nginx", "backup"];
@@ -68,7 +49,7 @@ pub fn host_events(h: &Host) -> Vec<Event> {
             let nr = ops[r.below(ops.len() as u64) as usize];
             let socket = r.below(10) == 0;
             // fsync is slow (a flush to disk), the rest from the page cache or a wait.
-            let lat = if nr == ops[4] { r.log(20, 24) } else { r.log(9, 21) };
+            let lat = if nr == ops[4] { r.log_uniform(20, 24) } else { r.log_uniform(9, 21) };
             Event {
                 kind: 0,
                 ts,
@@ -97,7 +78,7 @@ pub fn host_events(h: &Host) -> Vec<Event> {
             Event {
                 kind: 1,
                 ts,
-                lat: r.log(15, 25),
+                lat: r.log_uniform(15, 25),
                 pid,
                 tid: pid,
                 nr: r.below(2) as u16,
@@ -106,7 +87,7 @@ pub fn host_events(h: &Host) -> Vec<Event> {
                 bytes: 4096 << r.below(5),
                 off: r.below(1 << 30) as i64,
                 flags: 1,
-                qtime: r.log(8, 16),
+                qtime: r.log_uniform(8, 16),
                 comm,
                 ..Default::default()
             }
