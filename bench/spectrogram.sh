@@ -5,7 +5,7 @@
 #     count) while a live spectrogram runs (in-kernel histograms: no filter, a pushed-down filter; the event stream), next to
 #     `latscope record`, libbpf-tools `syscount -L` and bpftrace's per-tid start map + hist();
 #  2. the rate at which a trace file is turned into rows (events per second per core of CPU time),
-#     next to trace2heatmap.pl's ~350 k lines/s (REFERENCE.md), and the view's own counting rate.
+#     next to trace2heatmap.pl's published ~350 k lines/s, and the view's own counting rate.
 # Prints Markdown tables. Run as root: bash bench/spectrogram.sh  (N=... REPS=... to change the size)
 set -euo pipefail
 cd "$(dirname "$0")/.."

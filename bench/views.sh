@@ -68,7 +68,7 @@ cpu() {
 echo "| view | input | time | rate | vs reference |"
 echo "|---|---|---|---|---|"
 ref=2.9
-ref_note="REFERENCE.md figure (trace2heatmap.pl not installed)"
+ref_note="published figure for this kind of machine; put trace2heatmap.pl (github.com/brendangregg/HeatMap) on PATH to measure it here"
 if command -v trace2heatmap.pl >/dev/null 2>&1; then
 	ref=$(wall trace2heatmap.pl --unitstime=us --unitslatency=us "$WORK/lat1m.txt")
 	ref_note="trace2heatmap.pl measured here"
@@ -90,9 +90,10 @@ done
 "$SYNTH" "$WORK/s.lst" "$EVENTS" 0 2>/dev/null
 # The filter takes every event but needs per-event fields: no zone-map shortcut.
 ALL='evt.latency >= 0'
-for v in "heat map (log latency)|t|heatmap -o $WORK/t.svg" \
-	"heat map (log latency)|m|heatmap -o $WORK/t.svg" \
-	"heat map (log latency)|s|heatmap -o $WORK/t.svg" \
+for v in "heat map (log latency), 1 s columns|t|heatmap --stepsec 1 -o $WORK/t.svg" \
+	"heat map (log latency), 1 s columns|m|heatmap --stepsec 1 -o $WORK/t.svg" \
+	"heat map (log latency), 1 s columns|s|heatmap --stepsec 1 -o $WORK/t.svg" \
+	"heat map (log latency), columns chosen for the data (~200 ms: narrower than a block)|s|heatmap -o $WORK/t.svg" \
 	"heat map, 10 ms columns (narrower than a block: no shortcut)|s|heatmap --stepsec 0.01 -o $WORK/t.svg" \
 	"heat map, 4 maps (--per proc)|t|heatmap --per proc -o $WORK/tp.svg" \
 	"histogram|t|hist" \

@@ -99,5 +99,14 @@ DURATION=${DURATION:-3} bash demo/spectrogram.sh "$OUT/storage"
 step "Continuous micro-benchmarks into the store of hourly histograms: demo/bench.sh"
 bash demo/bench.sh "$OUT/bench"
 
+step "The dashboard over the store, and its live page: demo/serve.sh"
+bash demo/serve.sh "$OUT"
+
+step "Replaying recorded I/O in a sandbox: demo/replay.sh"
+bash demo/replay.sh "$OUT/replay"
+
+step "For a fleet: Parquet for SQL engines, the agent's /metrics for Prometheus: demo/fleet.sh"
+bash demo/fleet.sh "$OUT/trace.lst" "$OUT/fleet"
+
 step "Done: the trace and every picture are in $OUT"
 ls -la "$OUT"
