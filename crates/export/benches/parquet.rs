@@ -66,7 +66,7 @@ fn events(r: &mut Rng, n: usize, ts: &mut u64, paths: &[String]) -> [EventBatch;
             lat,
             pid,
             tid: pid + r.below(4) as u32,
-            uid: if pid % 3 == 0 { 0 } else { 1000 },
+            uid: if pid.is_multiple_of(3) { 0 } else { 1000 },
             nr: NRS[r.below(NRS.len() as u64) as usize],
             ret: if r.below(20) == 0 { -11 } else { 4096 },
             fd,

@@ -399,7 +399,7 @@ mod tests {
         for _ in 0..n {
             h.record(rng.log_value(44));
         }
-        if seed % 3 == 0 {
+        if seed.is_multiple_of(3) {
             h.record_signed(-5);
         }
         h

@@ -251,7 +251,7 @@ impl ProbeSpec {
 /// A size in the shortest exact binary unit: `4KiB`, `256MiB`, `1000B`.
 pub(crate) fn size_name(b: u64) -> String {
     for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if b >= 1 << shift && b % (1 << shift) == 0 {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
             return format!("{}{unit}", b >> shift);
         }
     }

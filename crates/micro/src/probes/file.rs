@@ -84,7 +84,7 @@ impl ReadProbe {
         let invalid = |why: String| ProbeError::Invalid { probe: name.to_string(), why };
         let io =
             |op: &str, source| ProbeError::Io { probe: name.to_string(), op: op.into(), path: path.into(), source };
-        if block_size == 0 || (direct && block_size % 512 != 0) {
+        if block_size == 0 || (direct && !block_size.is_multiple_of(512)) {
             return Err(invalid(format!("block size {block_size} bytes: use a multiple of 512 (O_DIRECT needs one)")));
         }
         let existing = match std::fs::metadata(path) {
