@@ -70,7 +70,7 @@ echo "|---|---|---|---|---|"
 ref=2.9
 ref_note="published figure for this kind of machine; put trace2heatmap.pl (github.com/brendangregg/HeatMap) on PATH to measure it here"
 if command -v trace2heatmap.pl >/dev/null 2>&1; then
-	ref=$(wall trace2heatmap.pl --unitstime=us --unitslatency=us "$WORK/lat1m.txt")
+	ref=$(wall trace2heatmap.pl --unitstime=us --unitslabel=us "$WORK/lat1m.txt")
 	ref_note="trace2heatmap.pl measured here"
 fi
 hm=(heatmap --input text -r "$WORK/lat1m.txt" --unitstime=us --unitslat=us -o "$WORK/lat1m.svg")

@@ -64,6 +64,25 @@ fn truncated_and_corrupted_files() {
     assert!(err.contains("offset") || err.contains("byte"), "the message names the place: {err}");
     assert!(!err.contains("panicked"));
 
+    // spectrogram -r says the same as the other readers: a warning for the cut file (exit 0)...
+    let o = latscope(&["spectrogram", "-r", cut.to_str().unwrap(), "--plain", "--no-pace"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("warning") && err.contains("not closed cleanly"), "spectrogram warns on a cut file: {err}");
+    // ... and an error with a non-zero exit for damage in the columns it reads (a byte in every
+    // KiB of the middle fifth of the file: every buffer there, `ts` and `lat` included).
+    let worse = tmp.path().join("worse.lst");
+    let mut w = bytes.clone();
+    for i in (w.len() * 2 / 5..w.len() * 3 / 5).step_by(1024) {
+        w[i] ^= 0xff;
+    }
+    std::fs::write(&worse, &w).unwrap();
+    let o = latscope(&["spectrogram", "-r", worse.to_str().unwrap(), "--plain", "--no-pace"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "spectrogram -r exits non-zero on corrupt blocks: {err}");
+    assert!(err.contains("corrupt") && err.contains("byte"), "names the place: {err}");
+    assert!(!err.contains("panicked"));
+
     // Not a trace at all.
     let junk = tmp.path().join("junk.lst");
     std::fs::write(&junk, b"time latency\n1 2\n").unwrap();

@@ -100,6 +100,22 @@ pub trait EventSource {
 
     /// A short description for status lines: the file name, or "live: event stream".
     fn describe(&self) -> String;
+
+    /// What a recorded source met so far that its reader must be told: damage skipped (the
+    /// output is incomplete) and warnings (a file cut short). Live sources report losses
+    /// through [`EventSource::lost`] instead.
+    fn damage(&self) -> SourceDamage {
+        SourceDamage::default()
+    }
+}
+
+/// Damage and warnings met by a recorded source ([`EventSource::damage`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceDamage {
+    /// Parts that could not be read and were skipped, one message each.
+    pub skipped: Vec<String>,
+    /// Warnings about the input (cut short, not closed cleanly).
+    pub warnings: Vec<String>,
 }
 
 /// What in-kernel histogram counts belong to.

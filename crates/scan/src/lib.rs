@@ -337,6 +337,11 @@ impl EventSource for Scan {
     fn describe(&self) -> String {
         self.path.display().to_string()
     }
+
+    fn damage(&self) -> latscope_event::source::SourceDamage {
+        let r = self.report();
+        latscope_event::source::SourceDamage { skipped: r.corrupt, warnings: r.warnings }
+    }
 }
 
 /// The kind a view takes: block requests when asked (or for `perf script` input, which has only

@@ -196,6 +196,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
         crate::args::write_output(Some(path), s.as_bytes())?;
         eprintln!("latscope: wrote {}", path.display());
     }
+    // What the file's reader met, said once the picture is done, as every reader says it.
+    let damage = feed.damage();
+    for d in &damage.skipped {
+        eprintln!("latscope: error: {d} (skipped)");
+    }
+    for w in &damage.warnings {
+        eprintln!("latscope: warning: {w}");
+    }
+    if !damage.skipped.is_empty() {
+        eprintln!("latscope: {} corrupt block(s) skipped; the picture above is incomplete", damage.skipped.len());
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

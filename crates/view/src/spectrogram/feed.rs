@@ -70,6 +70,11 @@ pub trait Feed {
     /// Numbers and words for the status lines.
     fn status(&self, spec: &Spectrogram) -> FeedStatus;
 
+    /// Damage and warnings the source met (a trace cut short, corrupt blocks skipped).
+    fn damage(&self) -> latscope_event::source::SourceDamage {
+        Default::default()
+    }
+
     /// The events inside a rectangle.
     fn drill(&mut self, spec: &Spectrogram, q: &DrillQuery) -> Result<DrillResult, String>;
 

@@ -235,6 +235,10 @@ impl FileCounter {
 }
 
 impl Feed for FileFeed {
+    fn damage(&self) -> latscope_event::source::SourceDamage {
+        self.source.damage()
+    }
+
     fn pump(&mut self, spec: &mut Spectrogram, wait: Duration) -> Result<bool, String> {
         if self.done {
             return Ok(false);
