@@ -108,5 +108,13 @@ bash demo/replay.sh "$OUT/replay"
 step "For a fleet: Parquet for SQL engines, the agent's /metrics for Prometheus: demo/fleet.sh"
 bash demo/fleet.sh "$OUT/trace.lst" "$OUT/fleet"
 
+step "Every picture rendered in headless Chromium: screenshots next to each SVG (*.svg.png)"
+find "$OUT" -name '*.svg' | sort | while read -r svg; do
+	timeout 120 chromium --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+		--disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$WORK/chromium" \
+		--window-size=1400,1000 --screenshot="$svg.png" "file://$svg" >/dev/null 2>&1 || true
+	[ -s "$svg.png" ] && echo "$svg.png" || echo "no screenshot of $svg (is chromium installed? make deps-test)"
+done
+
 step "Done: the trace and every picture are in $OUT"
 ls -la "$OUT"
