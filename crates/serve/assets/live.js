@@ -70,9 +70,9 @@ function drawHeat() {
     ctx.fillRect(L + (off + k) * cw, H - B - (j + 1) * rh, Math.ceil(cw), Math.ceil(rh));
   }));
   ctx.fillStyle = '#ccc'; ctx.font = '10px sans-serif'; ctx.textAlign = 'right';
-  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) ctx.fillText(LS.ns(e), L - 4, H - B - j * rh + 3); });
-  ctx.textAlign = 'center';
-  for (let s = 0; s <= n; s += n >= 300 ? 60 : n >= 60 ? 10 : 5) ctx.fillText(s === 0 ? 'now' : '-' + s + 's', L + (n - s) * cw, H - 3);
+  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) ctx.fillText(LS.ns(e), L - 4, Math.max(10, H - B - j * rh + 3)); });
+  // Labels at the edges are aligned inward so that none is cut by the canvas.
+  for (let s = 0; s <= n; s += n >= 300 ? 60 : n >= 60 ? 10 : 5) { ctx.textAlign = s === 0 ? 'right' : s === n ? 'left' : 'center'; ctx.fillText(s === 0 ? 'now' : '-' + s + 's', L + (n - s) * cw, H - 3); }
   if (sel) { ctx.strokeStyle = '#fff'; ctx.lineWidth = 2; const k0 = sel.r0 - d.first_row + off, k1 = sel.r1 - d.first_row + off; ctx.strokeRect(L + k0 * cw, H - B - (sel.c1 + 1) * rh, (k1 - k0 + 1) * cw, (sel.c1 - sel.c0 + 1) * rh); }
   heat.onclick = ev => {
     const rect = heat.getBoundingClientRect(), x = (ev.clientX - rect.left) * W / rect.width, y = (ev.clientY - rect.top) * H / rect.height;
