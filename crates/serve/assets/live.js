@@ -89,7 +89,7 @@ function drawSpec() {
   const cw = (W - L) / d.axis.cols, rh = (H - T) / N, rows = d.rows.slice(-N), off = N - rows.length;
   rows.forEach((r, k) => r.counts.forEach((c, j) => { ctx.fillStyle = colorOf(c, d.palette); ctx.fillRect(L + j * cw, T + (off + k) * rh, Math.ceil(cw), Math.ceil(rh)); }));
   ctx.fillStyle = '#ccc'; ctx.font = '10px sans-serif'; ctx.textAlign = 'center';
-  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) ctx.fillText(LS.ns(e), L + j * cw, 10); });
+  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) { ctx.textAlign = j === d.axis.edges.length - 1 ? 'right' : 'center'; ctx.fillText(LS.ns(e), L + j * cw, 10); } });
   ctx.textAlign = 'right';
   for (let s = 0; s < N; s += 10) ctx.fillText(s === 0 ? 'now' : '-' + s + 's', L - 4, T + (N - s) * rh - 2);
 }
