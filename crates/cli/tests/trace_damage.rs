@@ -83,6 +83,14 @@ fn truncated_and_corrupted_files() {
     assert!(err.contains("corrupt") && err.contains("byte"), "names the place: {err}");
     assert!(!err.contains("panicked"));
 
+    // A trace given as text input says what it is.
+    for input in ["perf", "text"] {
+        let o = latscope(&["hist", "--input", input, "-r", orig.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success());
+        assert!(err.contains("this is a latscope trace") && err.contains("drop --input"), "--input {input}: {err}");
+    }
+
     // Not a trace at all.
     let junk = tmp.path().join("junk.lst");
     std::fs::write(&junk, b"time latency\n1 2\n").unwrap();

@@ -99,6 +99,12 @@ pub enum ScanError {
     /// The consumer stopped the scan with its own error.
     #[error("{0}")]
     Consumer(String),
+    /// A text input (`--input perf` or `--input text`) is a latscope trace.
+    #[error("{}: this is a latscope trace, not text: drop --input (traces are the default input)", path.display())]
+    TraceNotText {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// What a scan met besides events: for the caller to print after (or instead of) its output.
@@ -165,6 +171,17 @@ pub fn read_input(path: &Path) -> Result<Vec<u8>, ScanError> {
     } else {
         std::fs::read(path).map_err(io)
     }
+    .and_then(|data| {
+        // An Arrow IPC stream starts with the continuation marker; a latscope trace's schema
+        // message names its format version near the start.
+        let head = &data[..data.len().min(1 << 16)];
+        let is_trace = head.starts_with(&[0xff; 4]) && head.windows(23).any(|w| w == b"latscope.format_version");
+        if is_trace {
+            Err(ScanError::TraceNotText { path: path.to_path_buf() })
+        } else {
+            Ok(data)
+        }
+    })
 }
 
 impl Scan {
