@@ -153,7 +153,10 @@ fn a_partly_cached_file_shows_two_tiers_and_the_cached_share() {
     let (h, e) = run_probe(&format!("read:{},direct", path.display()), 1000);
     assert!(memory_share(&e) < 0.02, "O_DIRECT reads came from memory: {e:#?}");
     assert!(e.cache.is_none());
-    assert!(h.value_at_quantile(0.01).unwrap() as f64 >= latscope_micro::explain::MEMORY_TIER_MAX_NS, "{h:?}");
+    // Not one percent of them at page-cache speed (a hit takes 1-2 us here; a loop device's
+    // round trip through the block layer, even from the host's cache, takes ~30 us: it can
+    // fall either side of the tier boundary, so the bound is well below it).
+    assert!(h.value_at_quantile(0.01).unwrap() >= 10_000, "{h:?}");
 
     // A hot region inside the cached part: only the memory tier, and the estimate is the region.
     let (_, e) = run_probe(&format!("read:{},region=512KiB", path.display()), 2000);
