@@ -3,114 +3,20 @@
 //! them back against the run's own statistics. Without a server, the replay still completes.
 
 mod common;
+#[path = "../../export/tests/support/mod.rs"]
+mod support;
 use common::replay_trace::T;
 use common::*;
 use serde_json::Value;
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support::{free_port, wait_for, Carbon};
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn wait_for<V>(timeout: Duration, mut f: impl FnMut() -> Option<V>) -> Option<V> {
-    let end = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() > end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// carbon-cache with its own directories under `dir`, killed when dropped.
-struct Carbon {
-    dir: PathBuf,
-    port: u16,
-    child: Child,
-}
-
-impl Carbon {
-    fn start(dir: &Path) -> Carbon {
-        for d in ["conf", "storage/whisper", "storage/lists", "log", "run"] {
-            std::fs::create_dir_all(dir.join(d)).unwrap();
-        }
-        let port = free_port();
-        std::fs::write(
-            dir.join("conf/carbon.conf"),
-            format!(
-                "[cache]\nSTORAGE_DIR = {d}/storage/\nLOCAL_DATA_DIR = {d}/storage/whisper/\nWHITELISTS_DIR = {d}/storage/lists/\n\
-                 CONF_DIR = {d}/conf/\nLOG_DIR = {d}/log/\nPID_DIR = {d}/run/\nDATABASE = whisper\nUSER =\n\
-                 ENABLE_TAGS = False\nMAX_CACHE_SIZE = inf\nMAX_UPDATES_PER_SECOND = 100000\nMAX_CREATES_PER_MINUTE = inf\n\
-                 LINE_RECEIVER_INTERFACE = 127.0.0.1\nLINE_RECEIVER_PORT = {port}\nENABLE_UDP_LISTENER = False\n\
-                 PICKLE_RECEIVER_INTERFACE = 127.0.0.1\nPICKLE_RECEIVER_PORT = {}\nCACHE_QUERY_INTERFACE = 127.0.0.1\n\
-                 CACHE_QUERY_PORT = {}\nCACHE_WRITE_STRATEGY = sorted\nWHISPER_AUTOFLUSH = True\nWHISPER_FALLOCATE_CREATE = False\n",
-                free_port(),
-                free_port(),
-                d = dir.display()
-            ),
-        )
-        .unwrap();
-        std::fs::write(dir.join("conf/storage-schemas.conf"), "[all]\npattern = .*\nretentions = 1s:1h\n").unwrap();
-        let log = std::fs::File::create(dir.join("log/out.txt")).unwrap();
-        let child = Command::new("carbon-cache")
-            .arg(format!("--config={}", dir.join("conf/carbon.conf").display()))
-            .arg(format!("--pidfile={}", dir.join("run/carbon.pid").display()))
-            .args(["--nodaemon", "--logfile=-", "start"])
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("carbon-cache starts");
-        let c = Carbon { dir: dir.to_path_buf(), port, child };
-        let up = wait_for(Duration::from_secs(60), || TcpStream::connect(("127.0.0.1", port)).ok());
-        assert!(up.is_some(), "carbon-cache did not listen:\n{}", c.log());
-        c
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("log/out.txt")).unwrap_or_default()
-    }
-
-    /// `(timestamp, value)` points of the dotted `path`, nulls left out.
-    fn fetch(&self, path: &str, from: i64) -> Vec<(i64, f64)> {
-        let file = self.dir.join("storage/whisper").join(format!("{}.wsp", path.replace('.', "/")));
-        if !file.exists() {
-            return Vec::new();
-        }
-        let o = Command::new("whisper-fetch")
-            .arg(format!("--from={}", from - 1))
-            .arg("--drop=nulls")
-            .arg(&file)
-            .output()
-            .expect("whisper-fetch runs");
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter_map(|l| {
-                let (t, v) = l.split_once('\t')?;
-                Some((t.trim().parse().ok()?, v.trim().parse().ok()?))
-            })
-            .collect()
-    }
-}
-
-impl Drop for Carbon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A plan of `n` 4 KiB writes 1 ms apart, named `dbload.lsr` (its default prefix is
-/// latscope.replay.dbload).
 fn paced_plan(dir: &Path, n: i64) -> PathBuf {
     let trace = dir.join("t.lst");
     let mut tr = T::new();
@@ -132,10 +38,13 @@ fn carbon_receives_the_live_counters_of_a_timed_replay() {
         return;
     }
     let t = tempfile::tempdir().unwrap();
-    let carbon = Carbon::start(&t.path().join("carbon"));
+    let carbon_dir = t.path().join("carbon");
+    std::fs::create_dir_all(&carbon_dir).unwrap();
+    let mut carbon = Carbon::new(&carbon_dir);
+    carbon.start();
     let plan = paced_plan(t.path(), 3000); // 3 s at --speed 1
     let from = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
-    let addr = format!("127.0.0.1:{}", carbon.port);
+    let addr = format!("127.0.0.1:{}", carbon.line_port);
     let out = latscope_ok(&[
         "replay",
         "run",
@@ -160,7 +69,11 @@ fn carbon_receives_the_live_counters_of_a_timed_replay() {
         v.last().is_some_and(|l| l.1 == done as f64).then_some(v)
     })
     .unwrap_or_else(|| {
-        panic!("ops_done never reached {done}: {:?}\n{}", carbon.fetch(&format!("{p}.ops_done"), from), carbon.log())
+        panic!(
+            "ops_done never reached {done}: {:?}\n{}",
+            carbon.fetch(&format!("{p}.ops_done"), from),
+            carbon.proc.as_ref().map(|p| p.output()).unwrap_or_default()
+        )
     });
     assert!(points.len() >= 3, "a 3 s run pushed every second: {points:?}");
     assert!(points.windows(2).all(|w| w[0].1 <= w[1].1), "{points:?}");

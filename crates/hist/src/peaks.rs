@@ -1,4 +1,5 @@
-//! Peak finding: "every feature of a histogram deserves an explanation" (seed 002).
+//! Peak finding: every feature of a histogram deserves an explanation, so the histogram finds
+//! its own peaks (modes, their ranges and shares) for the views to point out.
 
 use crate::histogram::Histogram;
 use crate::regroup::{slot, LogGrid};
