@@ -1,6 +1,7 @@
 //! Traces to Parquet: the events table (one row per event), and the processes, disks and traces
 //! tables, in one file or partitioned Hive-style by host, date and hour.
 
+mod chunk;
 mod convert;
 mod schema;
 mod sink;

@@ -14,6 +14,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 
+use super::chunk::DirectWriter;
 use crate::ExportError;
 
 /// A Parquet file the export wrote.
@@ -42,8 +43,15 @@ pub(crate) struct PartWriter {
     tmp: PathBuf,
     dest: Dest,
     table: &'static str,
-    writer: Option<ArrowWriter<BufWriter<File>>>,
+    writer: Option<Backend>,
     rows: u64,
+}
+
+/// The encoder behind a file: the events table's own column encoder, or the Arrow writer for the
+/// small tables.
+enum Backend {
+    Events(DirectWriter<BufWriter<File>>),
+    Arrow(ArrowWriter<BufWriter<File>>),
 }
 
 /// `part-N.parquet`.
@@ -120,29 +128,45 @@ impl PartWriter {
         props: Arc<WriterProperties>,
     ) -> Result<PartWriter, ExportError> {
         let mut w = PartWriter { tmp, dest, table, writer: None, rows: 0 };
-        let writer = ArrowWriter::try_new(BufWriter::with_capacity(1 << 20, file), schema, Some((*props).clone()))
-            .map_err(|e| ExportError::parquet(&w.tmp, e))?;
-        w.writer = Some(writer);
+        let out = BufWriter::with_capacity(1 << 20, file);
+        let writer = if table == "events" {
+            DirectWriter::try_new(out, &schema, &props).map(Backend::Events)
+        } else {
+            ArrowWriter::try_new(out, schema, Some((*props).clone())).map(Backend::Arrow)
+        };
+        w.writer = Some(writer.map_err(|e| ExportError::parquet(&w.tmp, e))?);
         Ok(w)
     }
 
     /// Appends rows.
     pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<(), ExportError> {
         let Some(w) = self.writer.as_mut() else { return Ok(()) };
-        w.write(batch).map_err(|e| ExportError::parquet(&self.tmp, e))?;
+        match w {
+            Backend::Events(w) => w.write(batch),
+            Backend::Arrow(w) => w.write(batch),
+        }
+        .map_err(|e| ExportError::parquet(&self.tmp, e))?;
         self.rows += batch.num_rows() as u64;
         Ok(())
     }
 
     /// Bytes buffered for the row group in progress.
     pub(crate) fn buffered_bytes(&self) -> usize {
-        self.writer.as_ref().map_or(0, |w| w.memory_size())
+        match &self.writer {
+            Some(Backend::Events(w)) => w.memory_size(),
+            Some(Backend::Arrow(w)) => w.memory_size(),
+            None => 0,
+        }
     }
 
     /// Writes the footer, syncs and moves the file to its final name.
     pub(crate) fn finish(mut self) -> Result<WrittenFile, ExportError> {
         let Some(w) = self.writer.take() else { return Err(ExportError::Invalid("file finished twice".into())) };
-        let buf = w.into_inner().map_err(|e| ExportError::parquet(&self.tmp, e))?;
+        let buf = match w {
+            Backend::Events(w) => w.into_inner(),
+            Backend::Arrow(w) => w.into_inner(),
+        }
+        .map_err(|e| ExportError::parquet(&self.tmp, e))?;
         let file = buf.into_inner().map_err(|e| ExportError::io("write", &self.tmp, e.into_error()))?;
         file.sync_all().map_err(|e| ExportError::io("sync", &self.tmp, e))?;
         let bytes = file.metadata().map_err(|e| ExportError::io("stat", &self.tmp, e))?.len();
