@@ -124,3 +124,23 @@ fn prometheus_reads_native_histograms_and_classic_buckets_with_latscopes_numbers
     assert!(seen.is_some());
     server.stop();
 }
+
+#[test]
+fn concurrent_scrapes_are_all_answered_and_stop_ends_every_worker() {
+    let mut m = Metrics::new();
+    for i in 0..2000 {
+        m.gauge("latscope_test_gauge", "Gauge.", &[("i", &i.to_string())], f64::from(i)).unwrap();
+    }
+    let server = ExpositionServer::start("127.0.0.1:0", SharedMetrics::new(m)).unwrap();
+    let port = server.local_addr().port();
+    let clients: Vec<_> =
+        (0..16).map(|_| std::thread::spawn(move || http_get(port, "/metrics", &[]).unwrap())).collect();
+    for c in clients {
+        let (status, _, body) = c.join().unwrap();
+        assert_eq!(status, 200);
+        assert!(String::from_utf8(body).unwrap().contains("latscope_test_gauge{i=\"1999\"} 1999"));
+    }
+    assert_eq!(server.scrapes().text, 16);
+    // Returns only once every worker has stopped.
+    server.stop();
+}

@@ -17,13 +17,17 @@ use crate::ExportError;
 /// * `GET /`: a line saying where the metrics are;
 /// * anything else: 404 (405 for other methods than GET and HEAD).
 ///
-/// Requests are answered one at a time: scrapes are rare and encoding is quick.
+/// [`WORKERS`] threads answer requests, so that a client slow to read its answer (or several
+/// Prometheus servers scraping at once) does not hold the others back.
 pub struct ExpositionServer {
     server: Arc<Server>,
     addr: SocketAddr,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
     counts: Arc<Counts>,
 }
+
+/// Threads answering requests.
+pub const WORKERS: usize = 4;
 
 /// Scrapes answered so far, by format.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -55,20 +59,22 @@ impl ExpositionServer {
         })?;
         let addr =
             server.server_addr().to_ip().ok_or_else(|| ExportError::Invalid("the server has no IP address".into()))?;
-        let server = Arc::new(server);
-        let s = server.clone();
         let counts = Arc::new(Counts::default());
-        let c = counts.clone();
-        let thread = std::thread::Builder::new()
-            .name("metrics-http".into())
-            .spawn(move || {
-                for req in s.incoming_requests() {
-                    // A client that went away is nobody's problem.
-                    let _ = answer(req, &metrics, &c);
-                }
-            })
-            .map_err(|e| ExportError::Invalid(format!("cannot start the HTTP thread: {e}")))?;
-        Ok(ExpositionServer { server, addr, thread: Some(thread), counts })
+        let mut me = ExpositionServer { server: Arc::new(server), addr, threads: Vec::new(), counts };
+        for i in 0..WORKERS {
+            let (s, c, m) = (me.server.clone(), me.counts.clone(), metrics.clone());
+            let t = std::thread::Builder::new()
+                .name(format!("metrics-http-{i}"))
+                .spawn(move || {
+                    for req in s.incoming_requests() {
+                        // A client that went away is nobody's problem.
+                        let _ = answer(req, &m, &c);
+                    }
+                })
+                .map_err(|e| ExportError::Invalid(format!("cannot start the HTTP threads: {e}")))?;
+            me.threads.push(t);
+        }
+        Ok(me)
     }
 
     /// Scrapes of `/metrics` answered so far, by format.
@@ -89,14 +95,17 @@ impl ExpositionServer {
         format!("http://{}/metrics", self.addr)
     }
 
-    /// Stops serving and waits for the thread.
+    /// Stops serving and waits for the threads.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
+        // Each unblock ends one thread's wait.
+        for _ in &self.threads {
+            self.server.unblock();
+        }
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
