@@ -58,6 +58,7 @@ mod agent;
 mod config;
 mod groups;
 mod series;
+mod sets;
 
 pub use agent::{Agent, AgentError, ReloadSummary};
 pub use config::{
@@ -74,8 +75,11 @@ pub mod names {
     pub const EVENTS: &str = "latscope_agent_events";
     /// Counter: events counted under `other` because the series reached its `max_labels`.
     pub const FOLDED: &str = "latscope_agent_folded_events";
-    /// Gauge: label values a series holds (without `other`).
+    /// Gauge: label values a series exposes a histogram for, `other` included (at most its
+    /// `max_labels` + 1).
     pub const LABEL_VALUES: &str = "latscope_agent_label_values";
+    /// Gauge: series counted by the probes a series uses (1: probes of its own).
+    pub const PROBE_SET_SERIES: &str = "latscope_agent_probe_set_series";
     /// Counter: CPU time the series' eBPF programs ran in the kernel, seconds (the kernel's
     /// BPF run-time statistics, on while the agent runs).
     pub const PROBE_CPU: &str = "latscope_agent_probe_cpu_seconds";

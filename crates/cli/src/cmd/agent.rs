@@ -91,6 +91,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut agent = Agent::start(cfg)?;
     let addr = agent.local_addr().map_or_else(|| "?".into(), |a| a.to_string());
     eprintln!("latscope agent: {} series, metrics on http://{addr}/metrics", agent.config().series.len());
+    for set in agent.probe_sets().iter().filter(|s| s.len() > 1) {
+        eprintln!("latscope agent: series {} share one probe set", set.join(", "));
+    }
     for (name, why) in agent.streaming() {
         eprintln!("latscope agent: series {name} streams events (not counted in the kernel): {why}");
     }
