@@ -573,6 +573,9 @@ mod tests {
         let m = agent.metrics();
         let text = String::from_utf8(m.encode(latscope_export::prometheus::Format::OpenMetricsText).unwrap()).unwrap();
         assert!(text.contains("latscope_agent_probe_restarts_total{host="), "{text}");
-        assert!(text.lines().any(|l| l.starts_with("latscope_agent_probe_restarts_total") && l.ends_with(" 1.0")), "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("latscope_agent_probe_restarts_total") && l.ends_with(" 1.0")),
+            "{text}"
+        );
     }
 }

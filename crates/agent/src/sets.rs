@@ -106,6 +106,8 @@ impl ProbeSet {
 
     /// Disk names by device number.
     pub fn disks(&self) -> HashMap<u32, String> {
-        self.counter.as_ref().map_or_else(HashMap::new, |c| c.devices().iter().map(|d| (d.dev, d.name.clone())).collect())
+        self.counter
+            .as_ref()
+            .map_or_else(HashMap::new, |c| c.devices().iter().map(|d| (d.dev, d.name.clone())).collect())
     }
 }

@@ -234,7 +234,10 @@ fn plan(views: &[Parsed]) -> Plan {
     layout.dev_base = contrib.len() as u32;
     for &d in &devs {
         contrib.push(
-            (0..views.len()).filter(|&i| views[i].devs.contains(&d)).map(|i| (i, label(views[i].by, 0, "", d))).collect(),
+            (0..views.len())
+                .filter(|&i| views[i].devs.contains(&d))
+                .map(|i| (i, label(views[i].by, 0, "", d)))
+                .collect(),
         );
     }
     layout.groups = contrib.len();
@@ -449,10 +452,12 @@ mod tests {
         assert_eq!(got[0], m(&[(CountKey::Syscall(r), 2), (CountKey::Syscall(w), 3), (CountKey::Syscall(o), 2)]));
         assert_eq!(
             got[1],
-            m(&[(CountKey::Class("file"), 3), (CountKey::Class("net"), 2), (CountKey::Class("ipc"), 1), (
-                CountKey::Class("other"),
-                1
-            )])
+            m(&[
+                (CountKey::Class("file"), 3),
+                (CountKey::Class("net"), 2),
+                (CountKey::Class("ipc"), 1),
+                (CountKey::Class("other"), 1)
+            ])
         );
         assert_eq!(got[2], m(&[(CountKey::All, 5)]));
         assert_eq!(got[3], m(&[(CountKey::Syscall(w), 2)]));

@@ -16,8 +16,9 @@ use std::time::Duration;
 ///
 /// The configuration (TOML) names the series; SIGHUP reloads it (unchanged series keep their
 /// counts; a configuration with an error is logged and the running one kept). Each series keeps
-/// at most max_labels label values and counts the rest under `other`. Probes that fail are
-/// restarted on the next interval. Log lines go to stderr. Reference: docs/AGENT.md.
+/// at most max_labels label values and counts the rest under `other`. Series counted in the
+/// kernel with the same process filter share one set of probes (each event is counted once).
+/// Probes that fail are restarted on the next interval. Log lines go to stderr. Reference: docs/AGENT.md.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope agent --config /etc/latscope/agent.toml
