@@ -4,8 +4,8 @@
 #     (bench/spectrogram-loop.c: the loop thread's CPU time per call) while the agent runs 10
 #     series (by syscall, by class, by disk, syscall and fd-type filters), next to one live
 #     `latscope spectrogram`, the previous agent (BASE=path/to/old/latscope: one probe set per
-#     series) on the same configuration, and libbpf-tools `syscount -L`; ratios against the
-#     live spectrogram's added time;
+#     series, BPF run-time statistics on) on the same configuration, and libbpf-tools
+#     `syscount -L`; ratios against the live spectrogram's added time;
 #  2. the agent's resident memory with 100 k distinct label values (one series by process over
 #     100 k process names, bench/agent-names.c), with the cap max_labels at 1000 and 10000: memory
 #     follows the cap, not the values; the folded counter counts the rest.
@@ -106,6 +106,8 @@ base=$(loop_ns)
 results=("nothing|$base")
 results+=("$(with "latscope spectrogram (live, all syscalls, in-kernel histograms)" "$LS" spectrogram --plain -d 600s)")
 results+=("$(with "latscope agent, 10 series (shared probes)" "$LS" agent --config "$WORK/agent.toml")")
+sed 's/^interval = .*/&\nprobe_cpu = true/' "$WORK/agent.toml" >"$WORK/agent-cpu.toml"
+results+=("$(with "latscope agent, 10 series, probe_cpu = true (BPF run-time statistics on)" "$LS" agent --config "$WORK/agent-cpu.toml")")
 if [ -n "$BASE" ] && [ -x "$BASE" ]; then
 	results+=("$(with "previous agent, 10 series (one probe set each)" "$BASE" agent --config "$WORK/agent.toml")")
 fi

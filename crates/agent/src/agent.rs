@@ -55,7 +55,7 @@ pub struct Agent {
     server: Option<ExpositionServer>,
     graphite: Option<(GraphiteConfig, GraphiteClient)>,
     /// Keeps the kernel's BPF run-time statistics on while the agent runs.
-    _stats: Option<OwnedFd>,
+    run_time_stats: Option<OwnedFd>,
     reloads_ok: u64,
     reloads_failed: u64,
     refreshes: u64,
@@ -93,7 +93,7 @@ impl Agent {
             None => None,
         };
         let mut agent = Agent {
-            _stats: latscope_probe::enable_run_time_stats().ok(),
+            run_time_stats: if cfg.probe_cpu { latscope_probe::enable_run_time_stats().ok() } else { None },
             cfg,
             series,
             sets: probe_sets,
@@ -394,6 +394,9 @@ impl Agent {
         sets_now.extend(new_sets);
         self.sets = sets_now;
         self.own = own;
+        if cfg.probe_cpu != self.cfg.probe_cpu {
+            self.run_time_stats = if cfg.probe_cpu { latscope_probe::enable_run_time_stats().ok() } else { None };
+        }
         summary.stopped = old.into_iter().map(|r| r.cfg.name).collect();
         if let Some(server) = server {
             if let Some(s) = self.server.replace(server) {

@@ -9,9 +9,10 @@
 //! - a syscall counts in one group per distinct *signature* of the views that do not look at the
 //!   fd (which of them take it, and under which label), and in one group per signature and fd
 //!   group for the views that do (an fd filter or grouping by class), fd groups a view of the
-//!   signature counts only; fd groups are the fd types that no view tells apart, so a by-class
-//!   view costs four groups, not eighteen, and a by-syscall view with an fd filter one per
-//!   syscall;
+//!   signature counts only, views by syscall apart from the others (two increments rather than
+//!   a group per syscall and class); fd groups are the fd types that no view tells apart, so a
+//!   by-class view costs four groups, not eighteen, and a by-syscall view with an fd filter one
+//!   per syscall;
 //! - a block request counts in the group of its device.
 //!
 //! The probes run once per event whatever the number of views; the per-CPU histogram map holds
@@ -63,6 +64,8 @@ struct Parsed {
     fds: Option<Vec<FdType>>,
     /// Devices taken (block views).
     devs: Vec<u32>,
+    /// Takes every device, those that appear later too (a block view without a disk filter).
+    all_devs: bool,
 }
 
 impl Parsed {
@@ -119,7 +122,8 @@ fn parse(spec: &CountSpec, devices: &[BlockDevice]) -> Result<(ShareKey, Parsed)
             None => devices.iter().map(|d| d.dev).collect(),
         }
     };
-    Ok((key, Parsed { kind: spec.kind, by: spec.by, sys, fds: p.fd_types.clone(), devs }))
+    let all_devs = block && takes_kind && p.block_devs.is_none();
+    Ok((key, Parsed { kind: spec.kind, by: spec.by, sys, fds: p.fd_types.clone(), devs, all_devs }))
 }
 
 /// The groups of a probe set and what each adds to which view.
@@ -149,9 +153,10 @@ fn plan(views: &[Parsed]) -> Plan {
     let mut contrib: Vec<Vec<(usize, CountKey)>> = Vec::new();
     let mut layout = AggLayout {
         sys_group: vec![AGG_NONE; NR_MAX],
-        sys_fd_base: vec![AGG_NONE; NR_MAX],
-        sys_fd_mask: vec![0; NR_MAX],
+        sys_fd_base: [vec![AGG_NONE; NR_MAX], vec![AGG_NONE; NR_MAX]],
+        sys_fd_mask: [vec![0; NR_MAX], vec![0; NR_MAX]],
         fd_group: vec![0; 32],
+        dev_other: AGG_NONE,
         ..Default::default()
     };
     // Views that do not look at the fd: one group per signature of a syscall.
@@ -190,41 +195,45 @@ fn plan(views: &[Parsed]) -> Plan {
         };
         layout.fd_group[t as usize] = g as u32;
     }
-    // Views that do: per signature of a syscall, one group per fd group some view of the
-    // signature counts.
-    let mut rows: HashMap<Vec<(usize, Option<u16>)>, (usize, u32)> = HashMap::new();
-    for nr in 0..NR_MAX {
-        let sig: Vec<(usize, Option<u16>)> = fd_views
-            .iter()
-            .filter(|&&i| views[i].sys[nr])
-            .map(|&i| (i, (views[i].by == CountBy::Syscall).then_some(nr as u16)))
-            .collect();
-        if sig.is_empty() {
-            continue;
-        }
-        let (base, mask) = match rows.get(&sig) {
-            Some(&r) => r,
-            None => {
-                let base = contrib.len();
-                let mut mask = 0u32;
-                for (g, fsig) in fd_sigs.iter().enumerate() {
-                    let adds: Vec<(usize, CountKey)> = sig
-                        .iter()
-                        .filter(|(i, _)| fsig[fd_views.iter().position(|v| v == i).unwrap_or(0)].0)
-                        .map(|&(i, _)| (i, label(views[i].by, nr as u16, fd_class[g], 0)))
-                        .collect();
-                    if !adds.is_empty() {
-                        mask |= 1 << g;
-                        contrib.push(adds);
-                    }
-                }
-                rows.insert(sig, (base, mask));
-                (base, mask)
+    // Views that do, in two factors (views by syscall, the others: a view by class next to a
+    // view by syscall would otherwise need a group per syscall and class): per signature of a
+    // syscall, one group per fd group some view of the signature counts.
+    let (by_sys, by_other): (Vec<usize>, Vec<usize>) = fd_views.iter().partition(|&&i| views[i].by == CountBy::Syscall);
+    for (k, factor) in [by_other, by_sys].into_iter().enumerate() {
+        let mut rows: HashMap<Vec<(usize, Option<u16>)>, (usize, u32)> = HashMap::new();
+        for nr in 0..NR_MAX {
+            let sig: Vec<(usize, Option<u16>)> = factor
+                .iter()
+                .filter(|&&i| views[i].sys[nr])
+                .map(|&i| (i, (views[i].by == CountBy::Syscall).then_some(nr as u16)))
+                .collect();
+            if sig.is_empty() {
+                continue;
             }
-        };
-        if mask != 0 {
-            layout.sys_fd_base[nr] = base as u16;
-            layout.sys_fd_mask[nr] = mask;
+            let (base, mask) = match rows.get(&sig) {
+                Some(&r) => r,
+                None => {
+                    let base = contrib.len();
+                    let mut mask = 0u32;
+                    for (g, fsig) in fd_sigs.iter().enumerate() {
+                        let adds: Vec<(usize, CountKey)> = sig
+                            .iter()
+                            .filter(|(i, _)| fsig[fd_views.iter().position(|v| v == i).unwrap_or(0)].0)
+                            .map(|&(i, _)| (i, label(views[i].by, nr as u16, fd_class[g], 0)))
+                            .collect();
+                        if !adds.is_empty() {
+                            mask |= 1 << g;
+                            contrib.push(adds);
+                        }
+                    }
+                    rows.insert(sig, (base, mask));
+                    (base, mask)
+                }
+            };
+            if mask != 0 {
+                layout.sys_fd_base[k][nr] = base as u16;
+                layout.sys_fd_mask[k][nr] = mask;
+            }
         }
     }
     // Block requests: one group per device.
@@ -240,9 +249,19 @@ fn plan(views: &[Parsed]) -> Plan {
                 .collect(),
         );
     }
+    // Disks that appear after the start: the views of every disk without a grouping count them
+    // (a view by disk knows the disks of the start only, as a session of its own does).
+    let later: Vec<(usize, CountKey)> = (0..views.len())
+        .filter(|&i| views[i].all_devs && views[i].by == CountBy::All)
+        .map(|i| (i, CountKey::All))
+        .collect();
+    if !later.is_empty() {
+        layout.dev_other = contrib.len() as u16;
+        contrib.push(later);
+    }
     layout.groups = contrib.len();
     let syscalls = (0..NR_MAX)
-        .filter(|&nr| layout.sys_group[nr] != AGG_NONE || layout.sys_fd_base[nr] != AGG_NONE)
+        .filter(|&nr| layout.sys_group[nr] != AGG_NONE || layout.sys_fd_base.iter().any(|b| b[nr] != AGG_NONE))
         .map(|nr| nr as u16)
         .collect();
     Plan { layout, contrib, syscalls, devs }
@@ -315,13 +334,13 @@ impl SharedCounter {
                 plan.layout.groups
             )));
         }
-        if plan.syscalls.is_empty() && plan.devs.is_empty() {
+        if plan.syscalls.is_empty() && plan.devs.is_empty() && plan.layout.dev_other == AGG_NONE {
             return Err(SessionError::Nothing("the filters exclude every syscall and block request".into()));
         }
         let nonempty = |v: Option<Vec<u32>>| v.map(|v| if v.is_empty() { vec![u32::MAX] } else { v });
         let cfg = ProbeConfig {
             syscalls: if plan.syscalls.is_empty() { SyscallSel::Off } else { SyscallSel::Only(plan.syscalls.clone()) },
-            block: !plan.devs.is_empty(),
+            block: !plan.devs.is_empty() || plan.layout.dev_other != AGG_NONE,
             procs: false,
             pids: nonempty(key.pids).unwrap_or_default(),
             comms: key.comms.map(|c| if c.is_empty() { vec!["\u{1}".into()] } else { c }).unwrap_or_default(),
@@ -402,13 +421,15 @@ mod tests {
             if plan.layout.sys_group[n as usize] != AGG_NONE {
                 groups.push(plan.layout.sys_group[n as usize] as usize);
             }
-            let (base, mask, g) = (
-                plan.layout.sys_fd_base[n as usize],
-                plan.layout.sys_fd_mask[n as usize],
-                plan.layout.fd_group[t as usize],
-            );
-            if base != AGG_NONE && mask & (1 << g) != 0 {
-                groups.push(base as usize + (mask & ((1 << g) - 1)).count_ones() as usize);
+            for k in 0..2 {
+                let (base, mask, g) = (
+                    plan.layout.sys_fd_base[k][n as usize],
+                    plan.layout.sys_fd_mask[k][n as usize],
+                    plan.layout.fd_group[t as usize],
+                );
+                if base != AGG_NONE && mask & (1 << g) != 0 {
+                    groups.push(base as usize + (mask & ((1 << g) - 1)).count_ones() as usize);
+                }
             }
             for g in groups {
                 for (v, k) in &plan.contrib[g] {
@@ -430,12 +451,13 @@ mod tests {
             spec("fd.type in (ipv4, ipv6)", sys, CountBy::Class),
             spec("", EventKind::Block, CountBy::Disk),
             spec("blk.disk = vdb", EventKind::Block, CountBy::All),
+            spec("", EventKind::Block, CountBy::All),
         ];
         let views: Vec<Parsed> = specs.iter().map(|s| parse(s, &disks()).unwrap().1).collect();
         let p = plan(&views);
         // All syscalls for the first view, four classes by two fd views, two disks: far below
         // one group per (syscall, fd type).
-        assert!(p.layout.groups < 400 + 4 * 4 + 2, "{} groups", p.layout.groups);
+        assert!(p.layout.groups < 400 + 4 * 4 + 3, "{} groups", p.layout.groups);
         assert_eq!(p.devs.len(), 2);
         let (r, w, o) = (nr("read"), nr("write"), nr("openat"));
         let events = [
@@ -465,7 +487,9 @@ mod tests {
         // Block requests: one group per device, each disk view sums its own.
         let vdb = disks()[1].dev;
         let g = p.layout.dev_base as usize + p.devs.iter().position(|&d| d == vdb).unwrap();
-        assert_eq!(p.contrib[g], vec![(5, CountKey::Dev(vdb)), (6, CountKey::All)]);
+        assert_eq!(p.contrib[g], vec![(5, CountKey::Dev(vdb)), (6, CountKey::All), (7, CountKey::All)]);
+        // Disks that appear later: in the view of every disk without a grouping only.
+        assert_eq!(p.contrib[p.layout.dev_other as usize], vec![(7, CountKey::All)]);
     }
 
     #[test]
@@ -485,5 +509,14 @@ mod tests {
         assert_eq!(alone.len(), 1);
         assert_eq!(alone[0].0, 3);
         assert!(alone[0].1.contains("fd.name"), "{}", alone[0].1);
+        // Views by syscall and by class, all syscalls, with and without fd filters: one set.
+        let specs = [
+            spec("", sys, CountBy::Syscall),
+            spec("", sys, CountBy::Class),
+            spec("fd.type = file", sys, CountBy::Syscall),
+            spec("fd.type in (ipv4, ipv6)", sys, CountBy::Class),
+        ];
+        let (sets, alone) = plan_sharing(&specs, &disks());
+        assert_eq!((sets, alone), (vec![vec![0, 1, 2, 3]], vec![]));
     }
 }

@@ -159,22 +159,27 @@ pub enum AggGroup {
 }
 
 /// The groups of [`AggGroup::Composite`]: a syscall counts in `sys_group[nr]` (unless
-/// [`AGG_NONE`]) and, with `g = fd_group[fd type]`, when bit `g` of `sys_fd_mask[nr]` is set, in
-/// `sys_fd_base[nr]` + the number of bits of the mask below `g`; a block request on device
+/// [`AGG_NONE`]) and, with `g = fd_group[fd type]`, for each of the two fd factors `k` where bit
+/// `g` of `sys_fd_mask[k][nr]` is set, in `sys_fd_base[k][nr]` + the number of bits of the mask
+/// below `g`; a block request on device
 /// `devs[i]` of the [`ProbeConfig`] counts in `dev_base + i`. User space
 /// sums the groups into the views it serves.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AggLayout {
     /// Per syscall number: the group it counts in whatever its fd, or [`AGG_NONE`].
     pub sys_group: Vec<u16>,
-    /// Per syscall number: the first of its groups by fd group, or [`AGG_NONE`].
-    pub sys_fd_base: Vec<u16>,
-    /// Per syscall number: the fd groups (bits) it has a group for, from `sys_fd_base` on.
-    pub sys_fd_mask: Vec<u32>,
+    /// Per fd factor and syscall number: the first of its groups by fd group, or [`AGG_NONE`].
+    pub sys_fd_base: [Vec<u16>; 2],
+    /// Per fd factor and syscall number: the fd groups (bits) it has a group for, from
+    /// `sys_fd_base` on.
+    pub sys_fd_mask: [Vec<u32>; 2],
     /// Per fd type ([`FdType`] as a number): its fd group.
     pub fd_group: Vec<u32>,
     /// Group of the first block device.
     pub dev_base: u32,
+    /// Group of block requests on devices not in the [`ProbeConfig`]'s `devs` (disks that
+    /// appear later), or [`AGG_NONE`] to leave them out.
+    pub dev_other: u16,
     /// Groups in use (at most [`AGG_GROUPS`]).
     pub groups: usize,
 }
@@ -425,7 +430,8 @@ impl Probe {
                 "{agg_groups} in-kernel histogram groups asked for: the probes hold at most {AGG_GROUPS}"
             )));
         }
-        ro.agg_fd = u8::from(layout.as_ref().is_some_and(|l| l.sys_fd_base.iter().any(|&b| b != AGG_NONE)));
+        ro.agg_dev_other = layout.as_ref().map_or(AGG_NONE, |l| l.dev_other) as u32;
+        ro.agg_fd = u8::from(layout.as_ref().is_some_and(|l| l.sys_fd_base.iter().flatten().any(|&b| b != AGG_NONE)));
         bpf(open.maps.agg.set_max_entries((agg_groups * AGG_BUCKETS) as u32), "sizing the in-kernel histograms")?;
 
         open.progs.ls_sys_enter.set_autoload(want_sys);
@@ -468,8 +474,11 @@ impl Probe {
                 class: d.class as u8,
                 off2: d.off2,
                 agg0: layout.as_ref().and_then(|l| l.sys_group.get(nr).copied()).unwrap_or(AGG_NONE),
-                agg1: layout.as_ref().and_then(|l| l.sys_fd_base.get(nr).copied()).unwrap_or(AGG_NONE),
-                agg1_fds: layout.as_ref().and_then(|l| l.sys_fd_mask.get(nr).copied()).unwrap_or(0),
+                agg1: layout.as_ref().and_then(|l| l.sys_fd_base[0].get(nr).copied()).unwrap_or(AGG_NONE),
+                agg2: layout.as_ref().and_then(|l| l.sys_fd_base[1].get(nr).copied()).unwrap_or(AGG_NONE),
+                agg_pad: 0,
+                agg1_fds: layout.as_ref().and_then(|l| l.sys_fd_mask[0].get(nr).copied()).unwrap_or(0),
+                agg2_fds: layout.as_ref().and_then(|l| l.sys_fd_mask[1].get(nr).copied()).unwrap_or(0),
             };
             bpf(
                 skel.maps.sys_desc.update(&(nr as u32).to_ne_bytes(), as_bytes(&v), MapFlags::ANY),
@@ -841,7 +850,7 @@ mod tests {
     #[test]
     fn record_layout_is_the_c_one() {
         assert_eq!(std::mem::size_of::<types::ls_event>(), 144);
-        assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 24);
+        assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 32);
         assert_eq!(std::mem::size_of::<types::ls_stats>(), 40);
         assert_eq!(std::mem::size_of_val(&types::ls_event::default().comm), ls_limits::LS_COMM_LEN.0 as usize);
     }

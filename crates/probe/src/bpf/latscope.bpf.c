@@ -32,6 +32,7 @@ const volatile __u8 follow_children = 0;
 const volatile __u8 agg_mode = 0;   /* 0: stream events; 1: in-kernel histograms */
 const volatile __u8 agg_group = 0;  /* enum ls_agg_group */
 const volatile __u8 agg_fd = 0;     /* LS_AGG_COMPOSITE: some syscalls are counted by fd group */
+const volatile __u32 agg_dev_other = LS_AGG_NONE; /* LS_AGG_COMPOSITE: group of devices not in devs */
 const volatile __u64 min_lat = 0;
 const volatile __u32 fdtype_mask = 0;
 const volatile __u64 wake_bytes = 256 * 1024;
@@ -403,7 +404,8 @@ static __always_inline void fill_start(struct ls_start *s, struct task_struct *t
 		s->recheck = recheck;
 	/* In-kernel histograms that need neither the fd nor the arguments: the entry time is all
 	 * (with several views, for the calls no view counts by fd). */
-	if (agg_mode && (!AGG_NEEDS_FD || (agg_group == LS_AGG_COMPOSITE && d->agg1 == LS_AGG_NONE))) {
+	if (agg_mode && (!AGG_NEEDS_FD ||
+			 (agg_group == LS_AGG_COMPOSITE && d->agg1 == LS_AGG_NONE && d->agg2 == LS_AGG_NONE))) {
 		s->ts = bpf_ktime_get_ns();
 		return;
 	}
@@ -574,7 +576,7 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	if (agg_mode && agg_group == LS_AGG_COMPOSITE) {
 		if (d->agg0 != LS_AGG_NONE)
 			agg_add(d->agg0, lat);
-		if (!agg_fd || d->agg1 == LS_AGG_NONE)
+		if (!agg_fd || (d->agg1 == LS_AGG_NONE && d->agg2 == LS_AGG_NONE))
 			return 0;
 	}
 
@@ -607,10 +609,13 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 			__u32 *g = bpf_map_lookup_elem(&fdclass, &t);
 			group = g ? *g : 0;
 			if (agg_group == LS_AGG_COMPOSITE) {
-				__u32 fds = d->agg1_fds, bit = group & 31;
-				if (!((fds >> bit) & 1))
-					return 0; /* no view counts this call with this fd */
-				group = d->agg1 + popcount32(fds & ((1U << bit) - 1));
+				/* Only the fd groups some view counts have a group: bit `bit` of the masks. */
+				__u32 bit = group & 31, f1 = d->agg1_fds, f2 = d->agg2_fds;
+				if (d->agg1 != LS_AGG_NONE && ((f1 >> bit) & 1))
+					agg_add(d->agg1 + popcount32(f1 & ((1U << bit) - 1)), lat);
+				if (d->agg2 != LS_AGG_NONE && ((f2 >> bit) & 1))
+					agg_add(d->agg2 + popcount32(f2 & ((1U << bit) - 1)), lat);
+				return 0;
 			}
 		}
 		agg_add(group, lat);
@@ -770,11 +775,14 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	__u64 lat = now - v->issue_ts;
 	__u32 dev = rq_dev(rq);
 	__u32 group = 0;
-	if (filter_devs) {
+	if (filter_devs || agg_dev_other != LS_AGG_NONE) {
 		__u32 *g = bpf_map_lookup_elem(&devs, &dev);
-		if (!g)
+		if (g)
+			group = *g;
+		else if (agg_mode && agg_dev_other != LS_AGG_NONE)
+			group = agg_dev_other; /* a disk that appeared after the start */
+		else
 			goto done;
-		group = *g;
 	}
 	if (lat < min_lat)
 		goto done;

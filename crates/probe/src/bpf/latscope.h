@@ -64,7 +64,11 @@ struct ls_sys_desc {
 	__u8 off2;   /* offset in the second fd's file (sendfile, splice, copy_file_range) */
 	__u16 agg0;  /* LS_AGG_COMPOSITE: group of the call whatever its fd (LS_AGG_NONE: none) */
 	__u16 agg1;  /* LS_AGG_COMPOSITE: first group of the call by fd group (LS_AGG_NONE: none) */
+	__u16 agg2;  /* the same for a second set of views (so that views by syscall and views by fd
+	              * class do not need a group per syscall and class) */
+	__u16 agg_pad;
 	__u32 agg1_fds; /* the fd groups (bits) that have a group from agg1 on, in order */
+	__u32 agg2_fds; /* the same from agg2 on */
 };
 
 /*
