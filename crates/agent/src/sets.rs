@@ -4,9 +4,8 @@
 
 use std::collections::HashMap;
 
-use latscope_event::source::CountKey;
 use latscope_filter::Filter;
-use latscope_live::{plan_sharing, CountBy, CountSpec, SharedCounter};
+use latscope_live::{plan_sharing, CountBy, CountSpec, SharedCounter, ViewCounts};
 
 use crate::config::{By, SeriesConfig};
 
@@ -87,7 +86,7 @@ impl ProbeSet {
     }
 
     /// Cumulative counts of the running probes, per member.
-    pub fn read(&self) -> Result<Vec<Vec<(CountKey, Vec<u64>)>>, String> {
+    pub fn read(&self) -> Result<Vec<ViewCounts>, String> {
         let c = self.counter.as_ref().ok_or_else(|| format!("series {}: probes not running", self.names()))?;
         c.read_counts().map_err(|e| format!("series {}: reading the in-kernel counts: {e}", self.names()))
     }

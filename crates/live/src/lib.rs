@@ -56,4 +56,4 @@ pub use recorder::{
     WRITER_QUEUE_BLOCKS,
 };
 pub use session::{CountBy, LiveSession, SessionBuilder, SessionError, RING_BYTES_RANGE};
-pub use shared::{plan_sharing, share_key, CountSpec, ShareKey, SharedCounter};
+pub use shared::{plan_sharing, share_key, CountSpec, ShareKey, SharedCounter, ViewCounts};

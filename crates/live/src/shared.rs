@@ -32,6 +32,12 @@ use crate::session::{CountBy, SessionError};
 /// Syscall numbers the probes' tables cover.
 const NR_MAX: usize = 512;
 
+/// One view's cumulative counts: (key, one count per kernel bucket) per label with any count.
+pub type ViewCounts = Vec<(CountKey, Vec<u64>)>;
+
+/// A syscall's signature among views by fd: (view, the syscall's number if the view groups by it).
+type RowSig = Vec<(usize, Option<u16>)>;
+
 /// One view counted on a shared probe set.
 #[derive(Debug, Clone)]
 pub struct CountSpec {
@@ -200,9 +206,9 @@ fn plan(views: &[Parsed]) -> Plan {
     // syscall, one group per fd group some view of the signature counts.
     let (by_sys, by_other): (Vec<usize>, Vec<usize>) = fd_views.iter().partition(|&&i| views[i].by == CountBy::Syscall);
     for (k, factor) in [by_other, by_sys].into_iter().enumerate() {
-        let mut rows: HashMap<Vec<(usize, Option<u16>)>, (usize, u32)> = HashMap::new();
+        let mut rows: HashMap<RowSig, (usize, u32)> = HashMap::new();
         for nr in 0..NR_MAX {
-            let sig: Vec<(usize, Option<u16>)> = factor
+            let sig: RowSig = factor
                 .iter()
                 .filter(|&&i| views[i].sys[nr])
                 .map(|&i| (i, (views[i].by == CountBy::Syscall).then_some(nr as u16)))
@@ -356,8 +362,8 @@ impl SharedCounter {
     }
 
     /// Cumulative counts since the start, for each view in the order given to
-    /// [`SharedCounter::start`]: (key, one count per kernel bucket) per label with any count.
-    pub fn read_counts(&self) -> Result<Vec<Vec<(CountKey, Vec<u64>)>>, ProbeError> {
+    /// [`SharedCounter::start`].
+    pub fn read_counts(&self) -> Result<Vec<ViewCounts>, ProbeError> {
         let snap = self.probe.read_agg()?;
         let mut out: Vec<HashMap<CountKey, Vec<u64>>> = vec![HashMap::new(); self.views];
         for (g, counts) in &snap.groups {

@@ -45,7 +45,7 @@ fn views_sharing_one_probe_set_count_exactly_their_events() {
     let p = "proc.name = lsshr_wl";
     let sys = EventKind::Syscall;
     let views = [
-        (format!("{p}"), CountBy::Syscall),
+        (p.to_string(), CountBy::Syscall),
         (format!("{p} and evt.type = clock_nanosleep"), CountBy::All),
         (format!("{p} and evt.type in (write, clock_nanosleep)"), CountBy::Class),
         (format!("{p} and fd.type = file"), CountBy::Syscall),
