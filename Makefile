@@ -13,7 +13,7 @@ OUT ?= out
 # build bench/floor (the cost floor of any syscall-latency tracer).
 APT_BUILD := clang llvm libelf-dev zlib1g-dev pkg-config make gcc
 APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar prometheus graphite-carbon python3-whisper
-APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev
+APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev curl
 PIP_TEST := pyarrow duckdb polars pytz
 
 .PHONY: all build deps deps-test deps-bench demo test bench fmt lint clean vmlinux

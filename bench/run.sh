@@ -13,6 +13,7 @@ run() { # name, command...
 }
 run record bash bench/record.sh
 run spectrogram bash bench/spectrogram.sh
+run agent bash bench/agent.sh
 run views bash bench/views.sh
 run export bash bench/export.sh
 run hist cargo bench --locked -q -p latscope-hist

@@ -11,8 +11,9 @@ use latscope_export::prometheus::{names, ExpositionServer, HistogramOptions, Met
 use latscope_export::ExportError;
 use latscope_hist::Histogram;
 
-use crate::config::{AgentConfig, GraphiteConfig};
+use crate::config::{AgentConfig, GraphiteConfig, SeriesConfig};
 use crate::series::SeriesRun;
+use crate::sets::{self, ProbeSet};
 
 /// How often streaming series are read between refreshes.
 const POLL_EVERY: Duration = Duration::from_millis(100);
@@ -46,11 +47,15 @@ pub struct ReloadSummary {
 pub struct Agent {
     cfg: AgentConfig,
     series: Vec<SeriesRun>,
+    /// Probe sets shared by series (see [`crate::sets`]).
+    sets: Vec<ProbeSet>,
+    /// Series with probes of their own, and why.
+    own: Vec<(String, String)>,
     shared: SharedMetrics,
     server: Option<ExpositionServer>,
     graphite: Option<(GraphiteConfig, GraphiteClient)>,
     /// Keeps the kernel's BPF run-time statistics on while the agent runs.
-    _stats: Option<OwnedFd>,
+    run_time_stats: Option<OwnedFd>,
     reloads_ok: u64,
     reloads_failed: u64,
     refreshes: u64,
@@ -65,11 +70,21 @@ impl Agent {
     /// series cannot start (no BPF, no root, a filter that leaves nothing to trace).
     pub fn start(cfg: AgentConfig) -> Result<Agent, AgentError> {
         let intervals = cfg.graphite.is_some();
+        let (plan, own) = sets::plan(&cfg.series);
+        let mut probe_sets = Vec::with_capacity(plan.len());
+        for members in plan {
+            probe_sets.push(ProbeSet::start(members).map_err(AgentError::Series)?);
+        }
         let mut series = Vec::with_capacity(cfg.series.len());
         for s in &cfg.series {
             let mut run = SeriesRun::new(s.clone(), intervals);
-            run.start().map_err(AgentError::Series)?;
+            if !probe_sets.iter().any(|p| p.members.iter().any(|m| m.name == s.name)) {
+                run.start().map_err(AgentError::Series)?;
+            }
             series.push(run);
+        }
+        for set in &probe_sets {
+            adopt(set, &mut series);
         }
         let shared = SharedMetrics::default();
         let server = ExpositionServer::start(cfg.listen, shared.clone())?;
@@ -78,9 +93,11 @@ impl Agent {
             None => None,
         };
         let mut agent = Agent {
-            _stats: latscope_probe::enable_run_time_stats().ok(),
+            run_time_stats: if cfg.probe_cpu { latscope_probe::enable_run_time_stats().ok() } else { None },
             cfg,
             series,
+            sets: probe_sets,
+            own,
             shared,
             server: Some(server),
             graphite,
@@ -112,6 +129,17 @@ impl Agent {
         self.series.iter().filter_map(|s| s.streaming_reason.clone().map(|r| (s.cfg.name.clone(), r))).collect()
     }
 
+    /// The series that share probes: one list per probe set (each set's probes run once per
+    /// event, whatever the number of its series).
+    pub fn probe_sets(&self) -> Vec<Vec<String>> {
+        self.sets.iter().map(|p| p.members.iter().map(|m| m.name.clone()).collect()).collect()
+    }
+
+    /// The series that run probes of their own, and why they do not share: (series, reason).
+    pub fn own_probes(&self) -> Vec<(String, String)> {
+        self.own.clone()
+    }
+
     /// Reads the events of streaming series (call often: their ring buffers are bounded).
     pub fn poll(&mut self) {
         for s in &mut self.series {
@@ -123,6 +151,40 @@ impl Agent {
     /// the interval to Graphite. Returns what went wrong, one line per problem.
     pub fn refresh(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
+        for set in &mut self.sets {
+            if !set.is_running() {
+                match set.restart() {
+                    Ok(()) => {
+                        adopt(set, &mut self.series);
+                        for s in self.series.iter_mut().filter(|s| set.members.iter().any(|m| m.name == s.cfg.name)) {
+                            s.restarts += 1;
+                            problems.push(format!("series {}: probes restarted", s.cfg.name));
+                        }
+                    }
+                    Err(e) => {
+                        problems.push(format!("{e} (retrying next interval)"));
+                        continue;
+                    }
+                }
+            }
+            match set.read() {
+                Ok(counts) => {
+                    for (m, c) in set.members.iter().zip(counts) {
+                        if let Some(s) = self.series.iter_mut().find(|s| s.cfg.name == m.name) {
+                            s.add_counts(c);
+                        }
+                    }
+                }
+                Err(e) => {
+                    set.fail();
+                    problems.push(e);
+                }
+            }
+            let share = set.cpu_ns() / set.members.len().max(1) as u64;
+            for s in self.series.iter_mut().filter(|s| set.members.iter().any(|m| m.name == s.cfg.name)) {
+                s.shared_cpu_ns = share;
+            }
+        }
         for s in &mut self.series {
             if !s.is_running() {
                 match s.start() {
@@ -174,9 +236,15 @@ impl Agent {
             );
             let _ = m.gauge(
                 crate::names::LABEL_VALUES,
-                "Label values the series holds (without `other`).",
+                "Label values the series exposes a histogram for, `other` included (at most max_labels + 1).",
                 &l,
-                s.groups.len() as f64,
+                s.groups.values() as f64,
+            );
+            let _ = m.gauge(
+                crate::names::PROBE_SET_SERIES,
+                "Series counted by the probes this series uses (1: probes of its own).",
+                &l,
+                s.set_size as f64,
             );
             let _ = m.counter(names::LOST_EVENTS, "Events the probes lost (ring buffer full).", &l, s.lost() as f64);
             let _ = m.counter(
@@ -260,28 +328,74 @@ impl Agent {
             (Some(new), _) => Some(Some((new.clone(), graphite_client(new)?))),
             (None, _) => Some(None),
         };
-        // Start the new and changed series before stopping anything, so a failure leaves the
-        // old set running.
+        // Start the new probe sets and the new and changed series' own probes before stopping
+        // anything, so that a failure leaves the running configuration as it was. Sets whose
+        // series are all the same keep running.
+        let (plan, own) = sets::plan(&cfg.series);
+        let mut kept_sets = Vec::new();
+        let mut new_sets = Vec::new();
+        for members in plan {
+            match self.sets.iter().position(|p| p.members == members) {
+                Some(i) => kept_sets.push(i),
+                None => new_sets.push(ProbeSet::start(members).map_err(AgentError::Series)?),
+            }
+        }
+        let in_set = |s: &SeriesConfig| own.iter().all(|(n, _)| *n != s.name);
         let mut started = Vec::new();
         for s in &cfg.series {
-            if !self.series.iter().any(|r| r.cfg == *s) {
-                let mut run = SeriesRun::new(s.clone(), intervals);
+            let kept = self.series.iter().any(|r| r.cfg == *s);
+            let mut run = SeriesRun::new(s.clone(), intervals);
+            if !in_set(s) && !self.series.iter().any(|r| r.cfg == *s && !r.shared) {
                 run.start().map_err(AgentError::Series)?;
                 started.push(run);
+            } else if !kept {
+                started.push(run);
+            }
+        }
+        // Kept series moving to new probes: the old probes' last counts, then the new ones'
+        // first as the point to count from (both sets are attached meanwhile).
+        for set in self.sets.iter_mut().enumerate().filter(|(i, _)| !kept_sets.contains(i)).map(|(_, p)| p) {
+            if let Ok(counts) = set.read() {
+                for (m, c) in set.members.iter().zip(counts) {
+                    if let Some(s) = self.series.iter_mut().find(|s| s.cfg == *m) {
+                        s.add_counts(c);
+                    }
+                }
             }
         }
         let mut summary = ReloadSummary::default();
         let mut old: Vec<SeriesRun> = std::mem::take(&mut self.series);
         for s in &cfg.series {
+            // A series with probes of its own now (a new one, or one leaving a set) has a run
+            // started above; the histograms of a kept one stay.
+            let fresh = started.iter().position(|r| r.cfg == *s).map(|i| started.swap_remove(i));
             if let Some(i) = old.iter().position(|r| r.cfg == *s) {
                 let mut run = old.swap_remove(i);
+                if let Some(f) = fresh {
+                    run.adopt_session(f);
+                }
                 run.groups.set_intervals(intervals);
                 summary.kept.push(s.name.clone());
                 self.series.push(run);
-            } else if let Some(i) = started.iter().position(|r| r.cfg == *s) {
+            } else if let Some(f) = fresh {
                 summary.started.push(s.name.clone());
-                self.series.push(started.swap_remove(i));
+                self.series.push(f);
             }
+        }
+        let mut sets_now: Vec<ProbeSet> = Vec::new();
+        for (i, set) in std::mem::take(&mut self.sets).into_iter().enumerate() {
+            if kept_sets.contains(&i) {
+                sets_now.push(set);
+            }
+        }
+        for set in &new_sets {
+            adopt(set, &mut self.series);
+        }
+        sets_now.extend(new_sets);
+        self.sets = sets_now;
+        self.own = own;
+        if cfg.probe_cpu != self.cfg.probe_cpu {
+            self.run_time_stats = if cfg.probe_cpu { latscope_probe::enable_run_time_stats().ok() } else { None };
         }
         summary.stopped = old.into_iter().map(|r| r.cfg.name).collect();
         if let Some(server) = server {
@@ -342,6 +456,16 @@ impl Agent {
         }
     }
 
+    /// Makes the probes of `series` fail as a failed read does (tests of the restart path).
+    #[cfg(test)]
+    pub(crate) fn break_probes(&mut self, series: &str) {
+        if let Some(set) = self.sets.iter_mut().find(|p| p.members.iter().any(|m| m.name == series)) {
+            set.fail();
+        } else if let Some(s) = self.series.iter_mut().find(|s| s.cfg.name == series) {
+            s.fail(format!("series {series}: probes broken by a test"));
+        }
+    }
+
     /// Stops: a last refresh, the server, and the Graphite client (waiting up to `flush` for
     /// queued lines). Returns what Graphite sent and dropped.
     pub fn stop(mut self, flush: Duration) -> Option<GraphiteStats> {
@@ -350,5 +474,111 @@ impl Agent {
             s.stop();
         }
         self.graphite.take().map(|(_, c)| c.close(flush))
+    }
+}
+
+/// Hands the series of a newly started probe set to it: they count from its first counts on.
+fn adopt(set: &ProbeSet, series: &mut [SeriesRun]) {
+    let counts = set.read().unwrap_or_default();
+    let disks = set.disks();
+    for (i, m) in set.members.iter().enumerate() {
+        if let Some(s) = series.iter_mut().find(|s| s.cfg == *m) {
+            s.use_shared(set.members.len());
+            s.disks = disks.clone();
+            s.set_baseline(counts.get(i).cloned().unwrap_or_default());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// Root and BTF, or skipped (a failure under CI=true, where a root test that cannot run fails).
+    fn can_trace(test: &str) -> bool {
+        let root = std::fs::read_to_string("/proc/self/status")
+            .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")));
+        let why = if !root {
+            "not running as root"
+        } else if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            "kernel has no BTF"
+        } else {
+            return true;
+        };
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: cannot run under CI: {why}");
+        }
+        eprintln!("SKIPPED {test}: {why}");
+        false
+    }
+
+    fn events(agent: &Agent, series: &str) -> (u64, u64) {
+        let s = agent.series.iter().find(|s| s.cfg.name == series).unwrap();
+        (s.groups.events(), s.restarts)
+    }
+
+    /// Probes that fail (as a failed read of the counts does) restart on the next interval:
+    /// the counts so far are kept, the restart counter rises, and counting goes on, for series
+    /// sharing a probe set and for a series with probes of its own.
+    #[test]
+    fn failed_probes_restart_keeping_their_counts() {
+        if !can_trace("failed_probes_restart_keeping_their_counts") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let sleeper = tmp.path().join("lsag_rst");
+        let sleep = Command::new("sh").arg("-c").arg("command -v sleep").output().unwrap();
+        std::fs::copy(String::from_utf8_lossy(&sleep.stdout).trim(), &sleeper).unwrap();
+        let sleeps = |n: usize| {
+            for _ in 0..n {
+                assert!(Command::new(&sleeper).arg("0.01").status().unwrap().success());
+            }
+        };
+        let cfg = AgentConfig::parse(
+            r#"
+            listen = "127.0.0.1:0"
+            [[series]]
+            name = "a"
+            filter = "proc.name = lsag_rst and evt.type = clock_nanosleep"
+            by = "syscall"
+            [[series]]
+            name = "b"
+            filter = "proc.name = lsag_rst and evt.type = clock_nanosleep"
+            [[series]]
+            name = "c"
+            filter = "proc.name = lsag_rst and evt.type = clock_nanosleep"
+            by = "proc"
+            "#,
+            "agent.toml".as_ref(),
+        )
+        .unwrap();
+        let mut agent = Agent::start(cfg).unwrap();
+        assert_eq!(agent.probe_sets(), vec![vec!["a".to_string(), "b".to_string()]]);
+        assert_eq!(agent.own_probes().len(), 1);
+        sleeps(5);
+        agent.refresh();
+        for s in ["a", "b", "c"] {
+            assert_eq!(events(&agent, s), (5, 0), "{s}");
+        }
+        agent.break_probes("a");
+        agent.break_probes("c");
+        let problems = agent.refresh();
+        assert_eq!(problems.iter().filter(|p| p.contains("probes restarted")).count(), 3, "{problems:?}");
+        for s in ["a", "b", "c"] {
+            assert_eq!(events(&agent, s), (5, 1), "{s}: counts kept, one restart");
+        }
+        sleeps(5);
+        agent.refresh();
+        for s in ["a", "b", "c"] {
+            assert_eq!(events(&agent, s), (10, 1), "{s}: counting goes on");
+        }
+        let m = agent.metrics();
+        let text = String::from_utf8(m.encode(latscope_export::prometheus::Format::OpenMetricsText).unwrap()).unwrap();
+        assert!(text.contains("latscope_agent_probe_restarts_total{host="), "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("latscope_agent_probe_restarts_total") && l.ends_with(" 1.0")),
+            "{text}"
+        );
     }
 }

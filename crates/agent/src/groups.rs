@@ -85,9 +85,9 @@ impl CappedGroups {
         out
     }
 
-    /// Label values kept (not counting `other`).
-    pub fn len(&self) -> usize {
-        self.groups.len()
+    /// Label values with a histogram, `other` included when it has one: at most `max + 1`.
+    pub fn values(&self) -> usize {
+        self.groups.len() + usize::from(self.other.is_some())
     }
 
     /// Events counted under `other` because the cap was reached.
@@ -113,7 +113,7 @@ mod tests {
         }
         g.with("p0", 1, |h| h.record(5));
         g.with("other", 1, |h| h.record(5));
-        assert_eq!(g.len(), 3);
+        assert_eq!(g.values(), 4, "other has a histogram");
         assert_eq!(g.folded(), 14);
         assert_eq!(g.events(), 22, "a value named other is counted, not folded");
         let labels: Vec<&str> = g.iter().map(|(k, _)| k).collect();

@@ -2,14 +2,17 @@
 //! monitoring (`latscope agent --config FILE.toml`).
 //!
 //! A configuration ([`AgentConfig`], TOML, see `docs/AGENT.md`) names **series**, each a filter
-//! (sysdig syntax) and a grouping ([`By`]: disk, syscall, fd class, process, or none). Each series
-//! runs its own live session ([`latscope_live::SessionBuilder`]):
+//! (sysdig syntax) and a grouping ([`By`]: disk, syscall, fd class, process, or none):
 //!
 //! - when the kernel can apply the filter exactly and has the grouping (disk, syscall, class,
 //!   all), latencies are **counted in the kernel** (per-CPU log-linear histograms, 16 buckets per
-//!   power of two); nothing is copied per event;
-//! - otherwise (grouping by process, filters the kernel cannot test exactly) events are streamed
-//!   and grouped in user space; [`Agent::streaming`] says which series do and why.
+//!   power of two); nothing is copied per event. Such series with the same process filter and
+//!   minimum latency **share one probe set** ([`latscope_live::SharedCounter`]): the programs
+//!   run once per event whatever the number of series, each series being a sum of composite
+//!   in-kernel groups; [`Agent::probe_sets`] lists them;
+//! - otherwise (grouping by process, filters the kernel cannot test exactly) the series runs a
+//!   live session of its own ([`latscope_live::SessionBuilder`]) that streams events, grouped in
+//!   user space; [`Agent::streaming`] and [`Agent::own_probes`] say which series do and why.
 //!
 //! Every interval ([`AgentConfig::interval`]) the agent reads the counts into cumulative
 //! [`latscope_hist::Histogram`]s per label value and rebuilds the metric set:
@@ -58,6 +61,7 @@ mod agent;
 mod config;
 mod groups;
 mod series;
+mod sets;
 
 pub use agent::{Agent, AgentError, ReloadSummary};
 pub use config::{
@@ -74,8 +78,11 @@ pub mod names {
     pub const EVENTS: &str = "latscope_agent_events";
     /// Counter: events counted under `other` because the series reached its `max_labels`.
     pub const FOLDED: &str = "latscope_agent_folded_events";
-    /// Gauge: label values a series holds (without `other`).
+    /// Gauge: label values a series exposes a histogram for, `other` included (at most its
+    /// `max_labels` + 1).
     pub const LABEL_VALUES: &str = "latscope_agent_label_values";
+    /// Gauge: series counted by the probes a series uses (1: probes of its own).
+    pub const PROBE_SET_SERIES: &str = "latscope_agent_probe_set_series";
     /// Counter: CPU time the series' eBPF programs ran in the kernel, seconds (the kernel's
     /// BPF run-time statistics, on while the agent runs).
     pub const PROBE_CPU: &str = "latscope_agent_probe_cpu_seconds";

@@ -1,5 +1,6 @@
-//! One running series: its live session (counting in the kernel when the kernel can apply the
-//! filter exactly and has the grouping, streaming otherwise) and its capped histograms.
+//! One running series: its capped histograms, and either a share of a probe set (see
+//! [`crate::sets`]) or a live session of its own (counting in the kernel when the kernel can
+//! apply the filter exactly and has the grouping, streaming otherwise).
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
@@ -34,9 +35,15 @@ pub(crate) struct SeriesRun {
     /// Lost events and probe CPU time of sessions that ended.
     lost_base: u64,
     cpu_base: u64,
-    disks: HashMap<u32, String>,
+    pub disks: HashMap<u32, String>,
     /// Why the series streams events instead of counting in the kernel.
     pub streaming_reason: Option<String>,
+    /// Counted by a shared probe set (the agent hands it its counts), not by a session of its own.
+    pub shared: bool,
+    /// Its share of the probe set's CPU time, ns (set by the agent).
+    pub shared_cpu_ns: u64,
+    /// Series counted by the probes this series uses (1: probes of its own).
+    pub set_size: usize,
 }
 
 impl SeriesRun {
@@ -57,19 +64,52 @@ impl SeriesRun {
             cpu_base: 0,
             disks: HashMap::new(),
             streaming_reason: None,
+            shared: false,
+            shared_cpu_ns: 0,
+            set_size: 1,
         }
     }
 
+    /// Whether its probes run (a shared series' are the probe set's: always true here).
     pub fn is_running(&self) -> bool {
-        self.session.is_some()
+        self.shared || self.session.is_some()
     }
 
     pub fn is_counting(&self) -> bool {
-        self.session.as_ref().is_some_and(|s| s.is_counting())
+        self.shared || self.session.as_ref().is_some_and(|s| s.is_counting())
+    }
+
+    /// Counts from a probe set from now on (its own session, if any, ends).
+    pub fn use_shared(&mut self, set_size: usize) {
+        if let Some(s) = self.session.take() {
+            self.lost_base += s.stats().lost;
+            self.cpu_base += s.probe_run_time_ns();
+        }
+        self.shared = true;
+        self.set_size = set_size;
+        self.streaming_reason = None;
+    }
+
+    /// Takes over the session of `fresh` (the same series, started anew): counts so far are kept.
+    pub fn adopt_session(&mut self, fresh: SeriesRun) {
+        self.session = fresh.session;
+        self.disks = fresh.disks;
+        self.streaming_reason = fresh.streaming_reason;
+        self.shared = false;
+        self.set_size = 1;
+        self.prev.clear();
+    }
+
+    /// Takes `counts` (cumulative, of probes just started) as the point the next counts are
+    /// added from.
+    pub fn set_baseline(&mut self, counts: Vec<(CountKey, Vec<u64>)>) {
+        self.prev = counts.into_iter().collect();
     }
 
     /// Starts the session (again, after a failure). Counts so far are kept.
     pub fn start(&mut self) -> Result<(), String> {
+        self.shared = false;
+        self.set_size = 1;
         let block = self.cfg.kind == EventKind::Block;
         let mut b = SessionBuilder::new()
             .syscalls(if block { SyscallSet::None } else { SyscallSet::All })
@@ -105,7 +145,7 @@ impl SeriesRun {
     }
 
     /// Ends the session after an error; the next [`SeriesRun::start`] restarts it.
-    fn fail(&mut self, e: String) {
+    pub fn fail(&mut self, e: String) {
         if let Some(s) = self.session.take() {
             self.lost_base += s.stats().lost;
             self.cpu_base += s.probe_run_time_ns();
@@ -120,7 +160,7 @@ impl SeriesRun {
 
     /// CPU time of the probes in the kernel, ns, all sessions.
     pub fn cpu_ns(&self) -> u64 {
-        self.cpu_base + self.session.as_ref().map_or(0, |s| s.probe_run_time_ns())
+        self.cpu_base + self.shared_cpu_ns + self.session.as_ref().map_or(0, |s| s.probe_run_time_ns())
     }
 
     fn disk_name(&self, dev: u32) -> String {
@@ -179,6 +219,9 @@ impl SeriesRun {
 
     /// Adds what the kernel counted since the last read (counting sessions), or polls (streaming).
     pub fn refresh(&mut self) {
+        if self.shared {
+            return; // the agent hands over the probe set's counts
+        }
         if !self.is_counting() {
             self.poll();
             return;
@@ -192,6 +235,11 @@ impl SeriesRun {
                 return;
             }
         };
+        self.add_counts(counts);
+    }
+
+    /// Adds what cumulative kernel counts hold beyond the previous ones.
+    pub fn add_counts(&mut self, counts: Vec<(CountKey, Vec<u64>)>) {
         for (key, c) in counts {
             let prev = self.prev.entry(key).or_default();
             prev.resize(c.len(), 0);

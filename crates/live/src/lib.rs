@@ -15,6 +15,10 @@
 //! views that only count latencies, counts them in the kernel when the kernel can apply the
 //! filter exactly (a [`CountSource`]: histogram counts per group, nothing copied per event).
 //!
+//! Several counting views with the same process filter can share one probe set: a
+//! [`SharedCounter`] counts every event once, in composite groups, and hands each view its
+//! counts ([`plan_sharing`] says which views share; the agent's series use it).
+//!
 //! A [`Recorder`] writes a streaming session to a trace file, in blocks flushed at least every
 //! [`RecorderOptions::flush_every`], each poll reading a bounded number of ring-buffer records so
 //! that flushes, `--duration` and stop requests are honoured under any load.
@@ -42,6 +46,7 @@ mod config;
 mod follow;
 mod recorder;
 mod session;
+mod shared;
 
 pub use cgroup::Cgroup;
 pub use command::{Command, CommandError};
@@ -51,3 +56,4 @@ pub use recorder::{
     WRITER_QUEUE_BLOCKS,
 };
 pub use session::{CountBy, LiveSession, SessionBuilder, SessionError, RING_BYTES_RANGE};
+pub use shared::{plan_sharing, share_key, CountSpec, ShareKey, SharedCounter, ViewCounts};

@@ -31,8 +31,11 @@ use types::ls_limits;
 
 /// Number of histogram buckets per group in in-kernel aggregation (LS_AGG_BUCKETS, from BTF).
 pub const AGG_BUCKETS: usize = ls_limits::LS_AGG_BUCKETS.0 as usize;
-/// Number of histogram groups in in-kernel aggregation (LS_AGG_GROUPS, from BTF).
+/// Most histogram groups of in-kernel aggregation (LS_AGG_GROUPS, from BTF); the map holds only
+/// the groups its grouping uses ([`ProbeConfig::agg_groups`]).
 pub const AGG_GROUPS: usize = ls_limits::LS_AGG_GROUPS.0 as usize;
+/// In an [`AggLayout`]: the syscall counts in no group of that factor (LS_AGG_NONE, from BTF).
+pub const AGG_NONE: u16 = ls_limits::LS_AGG_NONE.0 as u16;
 /// Syscall numbers covered by the kernel's tables (LS_NR_MAX, from BTF).
 const NR_MAX: usize = ls_limits::LS_NR_MAX.0 as usize;
 /// Processes the pid filter holds, given and followed (LS_PIDS_MAX, from BTF).
@@ -151,6 +154,34 @@ pub enum AggGroup {
     Syscall,
     /// By [`SysClass`] code.
     SysClass,
+    /// Several groupings at once, laid out by [`ProbeConfig::agg_layout`].
+    Composite,
+}
+
+/// The groups of [`AggGroup::Composite`]: a syscall counts in `sys_group[nr]` (unless
+/// [`AGG_NONE`]) and, with `g = fd_group[fd type]`, for each of the two fd factors `k` where bit
+/// `g` of `sys_fd_mask[k][nr]` is set, in `sys_fd_base[k][nr]` + the number of bits of the mask
+/// below `g`; a block request on device
+/// `devs[i]` of the [`ProbeConfig`] counts in `dev_base + i`. User space
+/// sums the groups into the views it serves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AggLayout {
+    /// Per syscall number: the group it counts in whatever its fd, or [`AGG_NONE`].
+    pub sys_group: Vec<u16>,
+    /// Per fd factor and syscall number: the first of its groups by fd group, or [`AGG_NONE`].
+    pub sys_fd_base: [Vec<u16>; 2],
+    /// Per fd factor and syscall number: the fd groups (bits) it has a group for, from
+    /// `sys_fd_base` on.
+    pub sys_fd_mask: [Vec<u32>; 2],
+    /// Per fd type ([`FdType`] as a number): its fd group.
+    pub fd_group: Vec<u32>,
+    /// Group of the first block device.
+    pub dev_base: u32,
+    /// Group of block requests on devices not in the [`ProbeConfig`]'s `devs` (disks that
+    /// appear later), or [`AGG_NONE`] to leave them out.
+    pub dev_other: u16,
+    /// Groups in use (at most [`AGG_GROUPS`]).
+    pub groups: usize,
 }
 
 /// Group number of an fd type under [`AggGroup::FdClass`].
@@ -197,6 +228,8 @@ pub struct ProbeConfig {
     pub devs: Vec<u32>,
     /// Aggregate in the kernel instead of streaming events.
     pub aggregate: Option<AggGroup>,
+    /// The groups of [`AggGroup::Composite`].
+    pub agg_layout: Option<AggLayout>,
     /// Ring buffer size in bytes (rounded up to a power of two).
     pub ring_bytes: usize,
 }
@@ -215,12 +248,27 @@ impl Default for ProbeConfig {
             fd_types: Vec::new(),
             devs: Vec::new(),
             aggregate: None,
+            agg_layout: None,
             ring_bytes: 64 << 20,
         }
     }
 }
 
 impl ProbeConfig {
+    /// Histogram groups the aggregation uses: the in-kernel map holds this many (at least one,
+    /// also when events are streamed), so that memory follows the grouping (each group is
+    /// [`AGG_BUCKETS`] counters of 8 bytes per CPU).
+    pub fn agg_groups(&self) -> usize {
+        match self.aggregate {
+            None => 1,
+            Some(AggGroup::All) => self.devs.len().max(1),
+            Some(AggGroup::FdClass) => FD_CLASS_NAMES.len(),
+            Some(AggGroup::Syscall) => NR_MAX,
+            Some(AggGroup::SysClass) => 16,
+            Some(AggGroup::Composite) => self.agg_layout.as_ref().map_or(1, |l| l.groups.max(1)),
+        }
+    }
+
     /// Whether the probes record every syscall that touches files or fds, unfiltered, with what
     /// a replay needs ([`latscope_event::CAPTURE_REPLAY_V1`]): every syscall or the `io` set,
     /// process events, no command-name, latency or fd-type filter, no aggregation. A pid filter
@@ -323,6 +371,7 @@ pub struct Probe {
     decoder: Rc<RefCell<Decoder>>,
     ncpus: usize,
     aggregating: bool,
+    agg_groups: usize,
     attached_ns: u64,
 }
 
@@ -357,6 +406,7 @@ impl Probe {
             Some(AggGroup::FdClass) => types::ls_agg_group::LS_AGG_FDCLASS,
             Some(AggGroup::Syscall) => types::ls_agg_group::LS_AGG_SYSCALL,
             Some(AggGroup::SysClass) => types::ls_agg_group::LS_AGG_SYSCLASS,
+            Some(AggGroup::Composite) => types::ls_agg_group::LS_AGG_COMPOSITE,
         }
         .0 as u8;
         let ring = cfg.ring_bytes.max(1 << 20).next_power_of_two();
@@ -368,6 +418,21 @@ impl Probe {
         ro.stash_exec = u8::from(want_sys && cfg.aggregate.is_none());
         let want_exec = cfg.procs || ro.stash_exec != 0;
         bpf(open.maps.events.set_max_entries(ring as u32), "sizing the ring buffer")?;
+        let layout = match cfg.aggregate {
+            Some(AggGroup::Composite) => Some(cfg.agg_layout.clone().ok_or_else(|| {
+                ProbeError::Unsupported("composite aggregation without a layout of its groups".into())
+            })?),
+            _ => None,
+        };
+        let agg_groups = cfg.agg_groups();
+        if agg_groups > AGG_GROUPS {
+            return Err(ProbeError::Unsupported(format!(
+                "{agg_groups} in-kernel histogram groups asked for: the probes hold at most {AGG_GROUPS}"
+            )));
+        }
+        ro.agg_dev_other = layout.as_ref().map_or(AGG_NONE, |l| l.dev_other) as u32;
+        ro.agg_fd = u8::from(layout.as_ref().is_some_and(|l| l.sys_fd_base.iter().flatten().any(|&b| b != AGG_NONE)));
+        bpf(open.maps.agg.set_max_entries((agg_groups * AGG_BUCKETS) as u32), "sizing the in-kernel histograms")?;
 
         open.progs.ls_sys_enter.set_autoload(want_sys);
         open.progs.ls_sys_exit.set_autoload(want_sys);
@@ -408,6 +473,12 @@ impl Probe {
                 bits: d.bits,
                 class: d.class as u8,
                 off2: d.off2,
+                agg0: layout.as_ref().and_then(|l| l.sys_group.get(nr).copied()).unwrap_or(AGG_NONE),
+                agg1: layout.as_ref().and_then(|l| l.sys_fd_base[0].get(nr).copied()).unwrap_or(AGG_NONE),
+                agg2: layout.as_ref().and_then(|l| l.sys_fd_base[1].get(nr).copied()).unwrap_or(AGG_NONE),
+                agg_pad: 0,
+                agg1_fds: layout.as_ref().and_then(|l| l.sys_fd_mask[0].get(nr).copied()).unwrap_or(0),
+                agg2_fds: layout.as_ref().and_then(|l| l.sys_fd_mask[1].get(nr).copied()).unwrap_or(0),
             };
             bpf(
                 skel.maps.sys_desc.update(&(nr as u32).to_ne_bytes(), as_bytes(&v), MapFlags::ANY),
@@ -415,7 +486,10 @@ impl Probe {
             )?;
         }
         for t in FdType::ALL {
-            let g = fd_class_group(t);
+            let g = match &layout {
+                Some(l) => l.fd_group.get(t as usize).copied().unwrap_or(0),
+                None => fd_class_group(t),
+            };
             bpf(
                 skel.maps.fdclass.update(&(t as u32).to_ne_bytes(), &g.to_ne_bytes(), MapFlags::ANY),
                 "filling the fd class table",
@@ -439,9 +513,10 @@ impl Probe {
             k[..b.len().min(15)].copy_from_slice(&b[..b.len().min(15)]);
             bpf(skel.maps.comms.update(&k, &[1u8], MapFlags::ANY), "filling the command filter")?;
         }
+        let dev_base = layout.as_ref().map_or(0, |l| l.dev_base);
         for (i, &d) in cfg.devs.iter().enumerate() {
             bpf(
-                skel.maps.devs.update(&d.to_ne_bytes(), &(i as u32).to_ne_bytes(), MapFlags::ANY),
+                skel.maps.devs.update(&d.to_ne_bytes(), &(dev_base + i as u32).to_ne_bytes(), MapFlags::ANY),
                 "filling the device filter",
             )?;
         }
@@ -478,6 +553,7 @@ impl Probe {
             decoder,
             ncpus: bpf(libbpf_rs::num_possible_cpus(), "counting CPUs")?,
             aggregating: cfg.aggregate.is_some(),
+            agg_groups,
             attached_ns,
         };
         if !probe.aggregating {
@@ -662,7 +738,7 @@ impl Probe {
     /// The cumulative in-kernel histograms (only with [`ProbeConfig::aggregate`]).
     pub fn read_agg(&self) -> Result<AggSnapshot, ProbeError> {
         let map = &self.skel.maps.agg;
-        let total = AGG_GROUPS * AGG_BUCKETS;
+        let total = self.agg_groups * AGG_BUCKETS;
         let mut sums = vec![0u64; total];
         let chunk = 8192usize;
         let mut keys = vec![0u32; chunk];
@@ -774,7 +850,7 @@ mod tests {
     #[test]
     fn record_layout_is_the_c_one() {
         assert_eq!(std::mem::size_of::<types::ls_event>(), 144);
-        assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 16);
+        assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 32);
         assert_eq!(std::mem::size_of::<types::ls_stats>(), 40);
         assert_eq!(std::mem::size_of_val(&types::ls_event::default().comm), ls_limits::LS_COMM_LEN.0 as usize);
     }

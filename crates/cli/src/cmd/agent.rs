@@ -16,8 +16,9 @@ use std::time::Duration;
 ///
 /// The configuration (TOML) names the series; SIGHUP reloads it (unchanged series keep their
 /// counts; a configuration with an error is logged and the running one kept). Each series keeps
-/// at most max_labels label values and counts the rest under `other`. Probes that fail are
-/// restarted on the next interval. Log lines go to stderr. Reference: docs/AGENT.md.
+/// at most max_labels label values and counts the rest under `other`. Series counted in the
+/// kernel with the same process filter share one set of probes (each event is counted once).
+/// Probes that fail are restarted on the next interval. Log lines go to stderr. Reference: docs/AGENT.md.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope agent --config /etc/latscope/agent.toml
@@ -91,6 +92,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut agent = Agent::start(cfg)?;
     let addr = agent.local_addr().map_or_else(|| "?".into(), |a| a.to_string());
     eprintln!("latscope agent: {} series, metrics on http://{addr}/metrics", agent.config().series.len());
+    for set in agent.probe_sets().iter().filter(|s| s.len() > 1) {
+        eprintln!("latscope agent: series {} share one probe set", set.join(", "));
+    }
     for (name, why) in agent.streaming() {
         eprintln!("latscope agent: series {name} streams events (not counted in the kernel): {why}");
     }

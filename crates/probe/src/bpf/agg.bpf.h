@@ -7,7 +7,8 @@
 #ifndef LATSCOPE_AGG_BPF_H
 #define LATSCOPE_AGG_BPF_H
 
-/* In-kernel histograms: [group][bucket] counts, per CPU. */
+/* In-kernel histograms: [group][bucket] counts, per CPU; user space sizes the map to the groups
+ * its grouping uses (one entry when events are streamed). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, LS_AGG_GROUPS * LS_AGG_BUCKETS);
@@ -15,7 +16,8 @@ struct {
 	__type(value, __u64);
 } agg SEC(".maps");
 
-/* fd type -> aggregation group for LS_AGG_FDCLASS (filled by user space). */
+/* fd type -> aggregation group for LS_AGG_FDCLASS, fd group for LS_AGG_COMPOSITE (filled by
+ * user space). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 32);
@@ -47,6 +49,14 @@ static __always_inline __u32 lat_bucket(__u64 v)
 	__u32 e = log2_u64(v);
 	__u32 idx = (e - 3) * 16 + ((v >> (e - 4)) & 15);
 	return idx < LS_AGG_BUCKETS ? idx : LS_AGG_BUCKETS - 1;
+}
+
+/* Bits set in v. */
+static __always_inline __u32 popcount32(__u32 v)
+{
+	v = v - ((v >> 1) & 0x55555555);
+	v = (v & 0x33333333) + ((v >> 2) & 0x33333333);
+	return (((v + (v >> 4)) & 0x0F0F0F0F) * 0x01010101) >> 24;
 }
 
 static __always_inline void agg_add(__u32 group, __u64 lat)

@@ -31,6 +31,8 @@ const volatile __u8 filter_cgroups = 0;
 const volatile __u8 follow_children = 0;
 const volatile __u8 agg_mode = 0;   /* 0: stream events; 1: in-kernel histograms */
 const volatile __u8 agg_group = 0;  /* enum ls_agg_group */
+const volatile __u8 agg_fd = 0;     /* LS_AGG_COMPOSITE: some syscalls are counted by fd group */
+const volatile __u32 agg_dev_other = LS_AGG_NONE; /* LS_AGG_COMPOSITE: group of devices not in devs */
 const volatile __u64 min_lat = 0;
 const volatile __u32 fdtype_mask = 0;
 const volatile __u64 wake_bytes = 256 * 1024;
@@ -236,7 +238,7 @@ static __always_inline void stat_lost_after_count(void)
 }
 
 /* Aggregation that looks at the fd (its type): the only one that needs the fd resolved at entry. */
-#define AGG_NEEDS_FD (fdtype_mask || agg_group == LS_AGG_FDCLASS)
+#define AGG_NEEDS_FD (fdtype_mask || agg_group == LS_AGG_FDCLASS || agg_fd)
 
 /* The command name as two words, read straight from task_struct (cheaper than the helper). */
 static __always_inline void task_comm(struct task_struct *task, __u64 out[2])
@@ -400,8 +402,10 @@ static __always_inline void fill_start(struct ls_start *s, struct task_struct *t
 	s->nr = nr;
 	if (filter_comms) /* without a command-name filter (known at load), the verifier drops this */
 		s->recheck = recheck;
-	/* In-kernel histograms that need neither the fd nor the arguments: the entry time is all. */
-	if (agg_mode && !AGG_NEEDS_FD) {
+	/* In-kernel histograms that need neither the fd nor the arguments: the entry time is all
+	 * (with several views, for the calls no view counts by fd). */
+	if (agg_mode && (!AGG_NEEDS_FD ||
+			 (agg_group == LS_AGG_COMPOSITE && d->agg1 == LS_AGG_NONE && d->agg2 == LS_AGG_NONE))) {
 		s->ts = bpf_ktime_get_ns();
 		return;
 	}
@@ -562,13 +566,19 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	if (lat < min_lat)
 		return 0;
 	__u32 nr = s->nr;
-	if (agg_mode && !AGG_NEEDS_FD && agg_group != LS_AGG_SYSCLASS) {
+	if (agg_mode && !AGG_NEEDS_FD && agg_group != LS_AGG_SYSCLASS && agg_group != LS_AGG_COMPOSITE) {
 		agg_add(agg_group == LS_AGG_SYSCALL ? nr : 0, lat);
 		return 0;
 	}
 	struct ls_sys_desc *d = bpf_map_lookup_elem(&sys_desc, &nr);
 	if (!d)
 		return 0;
+	if (agg_mode && agg_group == LS_AGG_COMPOSITE) {
+		if (d->agg0 != LS_AGG_NONE)
+			agg_add(d->agg0, lat);
+		if (!agg_fd || (d->agg1 == LS_AGG_NONE && d->agg2 == LS_AGG_NONE))
+			return 0;
+	}
 
 	__u32 dev = s->dev;
 	__u64 ino = s->ino;
@@ -594,10 +604,19 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 			group = nr;
 		} else if (agg_group == LS_AGG_SYSCLASS) {
 			group = d->class;
-		} else if (agg_group == LS_AGG_FDCLASS) {
+		} else if (agg_group == LS_AGG_FDCLASS || agg_group == LS_AGG_COMPOSITE) {
 			__u32 t = fd_type & 31;
 			__u32 *g = bpf_map_lookup_elem(&fdclass, &t);
 			group = g ? *g : 0;
+			if (agg_group == LS_AGG_COMPOSITE) {
+				/* Only the fd groups some view counts have a group: bit `bit` of the masks. */
+				__u32 bit = group & 31, f1 = d->agg1_fds, f2 = d->agg2_fds;
+				if (d->agg1 != LS_AGG_NONE && ((f1 >> bit) & 1))
+					agg_add(d->agg1 + popcount32(f1 & ((1U << bit) - 1)), lat);
+				if (d->agg2 != LS_AGG_NONE && ((f2 >> bit) & 1))
+					agg_add(d->agg2 + popcount32(f2 & ((1U << bit) - 1)), lat);
+				return 0;
+			}
 		}
 		agg_add(group, lat);
 		return 0;
@@ -756,11 +775,14 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	__u64 lat = now - v->issue_ts;
 	__u32 dev = rq_dev(rq);
 	__u32 group = 0;
-	if (filter_devs) {
+	if (filter_devs || agg_dev_other != LS_AGG_NONE) {
 		__u32 *g = bpf_map_lookup_elem(&devs, &dev);
-		if (!g)
+		if (g)
+			group = *g;
+		else if (agg_mode && agg_dev_other != LS_AGG_NONE)
+			group = agg_dev_other; /* a disk that appeared after the start */
+		else
 			goto done;
-		group = *g;
 	}
 	if (lat < min_lat)
 		goto done;

@@ -14,7 +14,8 @@ enum ls_limits {
 	LS_PATH_MAX = 512,      /* bytes captured per path, NUL included */
 	LS_NR_MAX = 512,        /* syscall numbers covered by the tables */
 	LS_AGG_BUCKETS = 640,   /* log2 buckets with 16 linear sub-buckets (6.25% wide): 0 ns .. ~2^42 ns */
-	LS_AGG_GROUPS = 512,    /* groups of in-kernel histograms (enough for one per syscall) */
+	LS_AGG_GROUPS = 1024,   /* most groups of in-kernel histograms (the map is sized to those in use) */
+	LS_AGG_NONE = 0xffff,   /* ls_sys_desc.agg0/agg1: the syscall counts in no group of that factor */
 	LS_NARGS = 6,           /* syscall arguments saved at entry */
 	LS_ARG_NONE = 0xff,     /* an argument slot of ls_sys_desc: the syscall has no such argument */
 	LS_PIDS_MAX = 65536,    /* processes the pid filter holds (given, and children followed) */
@@ -45,8 +46,14 @@ enum ls_rwbs { LS_RWBS_SYNC = 1, LS_RWBS_META = 2, LS_RWBS_FUA = 4, LS_RWBS_PREF
 /* SysClass codes the BPF side needs (mirrors SysClass in crates/event). */
 enum ls_sys_class { LS_CLASS_PROCESS = 7 };
 
-/* Aggregation groupings for in-kernel histograms. */
-enum ls_agg_group { LS_AGG_ALL = 0, LS_AGG_FDCLASS = 1, LS_AGG_SYSCALL = 2, LS_AGG_SYSCLASS = 3 };
+/*
+ * Aggregation groupings for in-kernel histograms. LS_AGG_COMPOSITE serves several views at once
+ * (the agent's series): a syscall counts in group agg0 of its ls_sys_desc (views that do not look
+ * at the fd) and, for views that do, in the group of its fd group g = fdclass[fd type] when bit g
+ * of agg1_fds is set: agg1 + the number of bits set below g. A block request counts in the group
+ * its device has in the devs map. User space sums the groups into each view.
+ */
+enum ls_agg_group { LS_AGG_ALL = 0, LS_AGG_FDCLASS = 1, LS_AGG_SYSCALL = 2, LS_AGG_SYSCLASS = 3, LS_AGG_COMPOSITE = 4 };
 
 /* Per-syscall argument layout: which argument (0-5) holds what (LS_ARG_NONE: none). */
 struct ls_sys_desc {
@@ -55,6 +62,13 @@ struct ls_sys_desc {
 	__u16 bits;  /* enum ls_desc_bits */
 	__u8 class;  /* SysClass */
 	__u8 off2;   /* offset in the second fd's file (sendfile, splice, copy_file_range) */
+	__u16 agg0;  /* LS_AGG_COMPOSITE: group of the call whatever its fd (LS_AGG_NONE: none) */
+	__u16 agg1;  /* LS_AGG_COMPOSITE: first group of the call by fd group (LS_AGG_NONE: none) */
+	__u16 agg2;  /* the same for a second set of views (so that views by syscall and views by fd
+	              * class do not need a group per syscall and class) */
+	__u16 agg_pad;
+	__u32 agg1_fds; /* the fd groups (bits) that have a group from agg1 on, in order */
+	__u32 agg2_fds; /* the same from agg2 on */
 };
 
 /*
