@@ -208,6 +208,7 @@ impl Agent {
         let host = self.cfg.host.clone();
         let mut m = Metrics::new();
         let opts = HistogramOptions::default();
+        let cpu_measured = self.run_time_stats.is_some();
         for s in &self.series {
             let name = s.cfg.name.as_str();
             let family = match s.cfg.kind {
@@ -247,12 +248,15 @@ impl Agent {
                 s.set_size as f64,
             );
             let _ = m.counter(names::LOST_EVENTS, "Events the probes lost (ring buffer full).", &l, s.lost() as f64);
-            let _ = m.counter(
-                crate::names::PROBE_CPU,
-                "CPU time the series' eBPF programs ran in the kernel, seconds.",
-                &l,
-                s.cpu_ns() as f64 * 1e-9,
-            );
+            // Only when measured: a counter stuck at 0 would read as "free".
+            if cpu_measured {
+                let _ = m.counter(
+                    crate::names::PROBE_CPU,
+                    "CPU time the series' eBPF programs ran in the kernel, seconds.",
+                    &l,
+                    s.cpu_ns() as f64 * 1e-9,
+                );
+            }
             let _ = m.counter(
                 crate::names::RESTARTS,
                 "Times the series' probes were restarted after a failure.",
@@ -580,5 +584,44 @@ mod tests {
             text.lines().any(|l| l.starts_with("latscope_agent_probe_restarts_total") && l.ends_with(" 1.0")),
             "{text}"
         );
+    }
+
+    /// The probe CPU counter is there, and rising, with `probe_cpu = true`; without it the
+    /// counter is absent rather than a misleading 0.
+    #[test]
+    fn probe_cpu_is_exposed_only_when_measured() {
+        if !can_trace("probe_cpu_is_exposed_only_when_measured") {
+            return;
+        }
+        for on in [true, false] {
+            let cfg = AgentConfig::parse(
+                &format!(
+                    r#"
+                    listen = "127.0.0.1:0"
+                    probe_cpu = {on}
+                    [[series]]
+                    name = "all"
+                    "#
+                ),
+                "agent.toml".as_ref(),
+            )
+            .unwrap();
+            let mut agent = Agent::start(cfg).unwrap();
+            for _ in 0..2000 {
+                let _ = std::fs::metadata("/");
+            }
+            agent.refresh();
+            let text = String::from_utf8(
+                agent.metrics().encode(latscope_export::prometheus::Format::OpenMetricsText).unwrap(),
+            )
+            .unwrap();
+            let line = text.lines().find(|l| l.starts_with("latscope_agent_probe_cpu_seconds_total{"));
+            if on {
+                let v: f64 = line.expect("counter exposed").rsplit(' ').next().unwrap().parse().unwrap();
+                assert!(v > 0.0, "{text}");
+            } else {
+                assert!(line.is_none(), "{text}");
+            }
+        }
     }
 }

@@ -84,7 +84,7 @@ pub mod names {
     /// Gauge: series counted by the probes a series uses (1: probes of its own).
     pub const PROBE_SET_SERIES: &str = "latscope_agent_probe_set_series";
     /// Counter: CPU time the series' eBPF programs ran in the kernel, seconds (the kernel's
-    /// BPF run-time statistics, on while the agent runs).
+    /// BPF run-time statistics, on while the agent runs); exposed only with `probe_cpu = true`.
     pub const PROBE_CPU: &str = "latscope_agent_probe_cpu_seconds";
     /// Counter: restarts of a series' probes after a failure.
     pub const RESTARTS: &str = "latscope_agent_probe_restarts";
