@@ -143,8 +143,11 @@ kinds! {
     Msync = 44, "msync";
 }
 
-/// One operation. 64 bytes on disk, little-endian, in field order.
+/// One operation. 64 bytes on disk, little-endian, in field order; in memory the same 64 bytes
+/// (`repr(C)`: the two bytes after `bits` are padding), so that a little-endian machine decodes
+/// a plan's operations straight into place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
 pub struct Op {
     /// Recorded start time, ns after the plan's time origin.
     pub ts: u64,
@@ -176,6 +179,12 @@ pub struct Op {
 
 /// Size of an [`Op`] in a plan file.
 pub const OP_BYTES: usize = 64;
+
+// The in-memory layout is the file's (see `plan::file`).
+const _: () = assert!(std::mem::size_of::<Op>() == OP_BYTES && std::mem::align_of::<Op>() == 8);
+const _: () = assert!(std::mem::offset_of!(Op, slot) == 32 && std::mem::offset_of!(Op, mode) == 52);
+const _: () = assert!(std::mem::offset_of!(Op, kind) == 56 && std::mem::offset_of!(Op, bits) == 57);
+const _: () = assert!(std::mem::offset_of!(Op, seq) == 60);
 
 impl Op {
     /// Not a recorded syscall but what the kernel did implicitly: fds inherited over fork,

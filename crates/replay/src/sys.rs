@@ -84,6 +84,19 @@ pub fn futex_wake_all(word: &AtomicU32) {
     unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX) };
 }
 
+/// Advise the kernel to back `len` bytes at `ptr` (fresh, untouched anonymous memory) with
+/// transparent huge pages: a large buffer then costs a few page faults instead of one per 4 KiB.
+/// Only the 2 MiB-aligned part is advised; where THP is off this does nothing.
+pub fn advise_huge_pages(ptr: *mut u8, len: usize) {
+    const HUGE: usize = 2 << 20;
+    let start = (ptr as usize).next_multiple_of(HUGE);
+    let end = (ptr as usize + len) & !(HUGE - 1);
+    if end > start {
+        // SAFETY: advice on memory the caller owns; it changes no contents.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
 /// Ask for precise timer wake-ups (the default slack is 50 µs).
 pub fn set_timer_slack_ns(ns: u64) {
     // SAFETY: prctl with integer arguments.

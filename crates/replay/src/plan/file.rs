@@ -45,6 +45,11 @@ pub fn read_plan(path: &Path) -> Result<Plan> {
 }
 
 fn encode(plan: &Plan) -> Result<Vec<u8>> {
+    assemble(&sections(plan)?)
+}
+
+/// The raw (uncompressed) bytes of each section.
+fn sections(plan: &Plan) -> Result<Vec<Vec<u8>>> {
     let mut raw: Vec<Vec<u8>> = Vec::with_capacity(SECTIONS.len());
     raw.push(serde_json::to_vec(&plan.meta).map_err(|e| ReplayError::Usage(format!("cannot encode the plan: {e}")))?);
     let mut b = Vec::new();
@@ -98,12 +103,16 @@ fn encode(plan: &Plan) -> Result<Vec<u8>> {
         put_u64(&mut b, p.pos as u64);
     }
     raw.push(b);
+    Ok(raw)
+}
 
+/// The file: the sections compressed and checksummed, and the end record.
+fn assemble(raw: &[Vec<u8>]) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     out.extend_from_slice(PLAN_MAGIC);
     put_u32(&mut out, PLAN_VERSION);
     put_u32(&mut out, SECTIONS.len() as u32);
-    for (tag, body) in SECTIONS.iter().zip(&raw) {
+    for (tag, body) in SECTIONS.iter().zip(raw) {
         let stored =
             zstd::bulk::compress(body, 3).map_err(|e| ReplayError::Usage(format!("cannot compress the plan: {e}")))?;
         let start = out.len();
@@ -163,6 +172,7 @@ fn decode(bytes: &[u8]) -> std::result::Result<Plan, String> {
     }
     let mut pos = 16usize;
     let mut raw: Vec<Vec<u8>> = Vec::with_capacity(SECTIONS.len());
+    let mut ops = Vec::new();
     for tag in SECTIONS {
         let name = String::from_utf8_lossy(tag).trim_end_matches('_').to_string();
         let here = pos;
@@ -196,12 +206,18 @@ fn decode(bytes: &[u8]) -> std::result::Result<Plan, String> {
         if raw_len > MAX_RAW {
             return Err(format!("section {name}: {raw_len} bytes uncompressed is implausible: damaged"));
         }
-        let data = zstd::bulk::decompress(body, raw_len as usize)
-            .map_err(|e| format!("section {name} at byte {here} does not decompress: {e}"))?;
-        if data.len() as u64 != raw_len {
-            return Err(format!("section {name}: {} bytes uncompressed, header says {raw_len}", data.len()));
+        if tag == b"OPS_" {
+            // The largest section by far: decoded straight into the operations' memory.
+            ops = decode_ops(body, raw_len, &name, here)?;
+            raw.push(Vec::new());
+        } else {
+            let data = zstd::bulk::decompress(body, raw_len as usize)
+                .map_err(|e| format!("section {name} at byte {here} does not decompress: {e}"))?;
+            if data.len() as u64 != raw_len {
+                return Err(format!("section {name}: {} bytes uncompressed, header says {raw_len}", data.len()));
+            }
+            raw.push(data);
         }
-        raw.push(data);
         pos = body_end;
     }
     if pos != end_at {
@@ -242,14 +258,6 @@ fn decode(bytes: &[u8]) -> std::result::Result<Plan, String> {
         });
     }
     c.done()?;
-    let mut c = Cur::new(&raw[4], "OPS");
-    let n = c.u64()?;
-    let mut ops = Vec::with_capacity(c.cap(n.min(u32::MAX as u64) as u32, OP_BYTES));
-    for i in 0..n {
-        let b: &[u8; OP_BYTES] = c.take(OP_BYTES)?.try_into().map_err(|_| "OPS: short".to_string())?;
-        ops.push(Op::decode(b).ok_or_else(|| format!("section OPS: entry {i} has an unknown kind or bad padding"))?);
-    }
-    c.done()?;
     let mut c = Cur::new(&raw[5], "INIT");
     let n = c.u32()?;
     let mut init = Vec::with_capacity(c.cap(n, 21));
@@ -272,6 +280,141 @@ fn decode(bytes: &[u8]) -> std::result::Result<Plan, String> {
     }
     c.done()?;
     Ok(Plan { id: 0, meta, paths: PathTable { entries }, literals, threads, ops, init, preopen })
+}
+
+/// The `OPS_` section (`u64 n`, then `n` 64-byte entries) decompressed as a stream: the count
+/// into a small buffer, the entries straight into the memory of the returned vector (on a
+/// little-endian machine an entry's bytes are its [`Op`]), checked before they become `Op`s.
+/// No intermediate copy of the section, and its pages come from transparent huge pages where the
+/// kernel allows: a plan of a million operations loads in a fraction of the time.
+fn decode_ops(body: &[u8], raw_len: u64, name: &str, here: usize) -> std::result::Result<Vec<Op>, String> {
+    let bad_len = || format!("section {name}: {raw_len} bytes uncompressed is not a count and whole entries: damaged");
+    let Some(entries) = raw_len.checked_sub(8) else { return Err(bad_len()) };
+    if entries % OP_BYTES as u64 != 0 {
+        return Err(bad_len());
+    }
+    let n = usize::try_from(entries / OP_BYTES as u64).map_err(|_| bad_len())?;
+    let undecodable = |e: std::io::Error| format!("section {name} at byte {here} does not decompress: {e}");
+    let mut z = Inflater::new(body).map_err(undecodable)?;
+    let mut head = [0u8; 8];
+    let got = z.fill(&mut head).map_err(undecodable)?;
+    if got < head.len() {
+        return Err(format!("section {name}: {got} bytes uncompressed, header says {raw_len}"));
+    }
+    let count = u64::from_le_bytes(head);
+    if count != n as u64 {
+        return Err(format!("section {name}: {count} entries in {raw_len} bytes: damaged"));
+    }
+    let mut buf = OpBuf::zeroed(n).ok_or_else(|| format!("section {name}: cannot allocate {n} operations"))?;
+    let got = z.fill(buf.bytes_mut()).map_err(undecodable)?;
+    if got < n * OP_BYTES {
+        return Err(format!("section {name}: {} bytes uncompressed, header says {raw_len}", 8 + got));
+    }
+    // Nothing may follow, and the frame must be complete.
+    let extra = z.fill(&mut [0u8; 1]).map_err(undecodable)?;
+    if extra > 0 || z.input.pos() < body.len() {
+        return Err(format!("section {name}: more than the {raw_len} bytes its header says: damaged"));
+    }
+    if !z.ended {
+        return Err(format!("section {name} at byte {here} does not decompress: the compressed data is cut short"));
+    }
+    for (i, b) in buf.bytes_mut().chunks_exact(OP_BYTES).enumerate() {
+        if OpKind::from_u8(b[56]).is_none() || b[58] != 0 || b[59] != 0 {
+            return Err(format!("section {name}: entry {i} has an unknown kind or bad padding"));
+        }
+    }
+    #[cfg(target_endian = "big")]
+    for b in buf.bytes_mut().chunks_exact_mut(OP_BYTES) {
+        // Little-endian fields to native order (the padding stays zero).
+        for (at, len) in
+            [(0, 8), (8, 8), (16, 8), (24, 8), (32, 4), (36, 4), (40, 4), (44, 4), (48, 4), (52, 4), (60, 4)]
+        {
+            b[at..at + len].reverse();
+        }
+    }
+    // SAFETY: every entry's kind byte is a valid OpKind, its fields in native order; the other
+    // bytes of an Op may hold any value.
+    Ok(unsafe { buf.into_vec() })
+}
+
+/// A zstd frame decompressed piecewise into buffers of the caller's choice.
+struct Inflater<'a> {
+    dec: zstd::stream::raw::Decoder<'static>,
+    input: zstd::stream::raw::InBuffer<'a>,
+    /// The frame was decoded to its end.
+    ended: bool,
+}
+
+impl<'a> Inflater<'a> {
+    fn new(body: &'a [u8]) -> std::io::Result<Self> {
+        Ok(Inflater {
+            dec: zstd::stream::raw::Decoder::new()?,
+            input: zstd::stream::raw::InBuffer::around(body),
+            ended: false,
+        })
+    }
+
+    /// Decompress into `dst` until it is full or the data ends; the bytes written.
+    fn fill(&mut self, dst: &mut [u8]) -> std::io::Result<usize> {
+        use zstd::stream::raw::{Operation, OutBuffer};
+        let mut pos = 0;
+        while pos < dst.len() {
+            let before = self.input.pos();
+            let mut out = OutBuffer::around(&mut dst[pos..]);
+            let hint = self.dec.run(&mut self.input, &mut out)?;
+            let wrote = out.pos();
+            pos += wrote;
+            if wrote == 0 && self.input.pos() == before {
+                break;
+            }
+            // 0: the frame is complete and every byte of it delivered.
+            self.ended = hint == 0;
+        }
+        Ok(pos)
+    }
+}
+
+/// Zeroed memory for `n` operations, advised to use transparent huge pages.
+struct OpBuf {
+    ptr: *mut Op,
+    n: usize,
+}
+
+impl OpBuf {
+    fn zeroed(n: usize) -> Option<OpBuf> {
+        if n == 0 {
+            return Some(OpBuf { ptr: std::ptr::NonNull::dangling().as_ptr(), n });
+        }
+        let layout = std::alloc::Layout::array::<Op>(n).ok()?;
+        // SAFETY: non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut Op;
+        if ptr.is_null() {
+            return None;
+        }
+        crate::sys::advise_huge_pages(ptr as *mut u8, layout.size());
+        Some(OpBuf { ptr, n })
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: n * 64 initialised (zeroed) bytes owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut u8, self.n * OP_BYTES) }
+    }
+    /// # Safety
+    /// Every entry's kind byte must be a valid [`OpKind`].
+    unsafe fn into_vec(self) -> Vec<Op> {
+        let v = Vec::from_raw_parts(self.ptr, self.n, self.n);
+        std::mem::forget(self);
+        v
+    }
+}
+
+impl Drop for OpBuf {
+    fn drop(&mut self) {
+        if self.n > 0 {
+            let layout = std::alloc::Layout::array::<Op>(self.n).expect("allocated with this layout");
+            // SAFETY: allocated in zeroed() with this layout.
+            unsafe { std::alloc::dealloc(self.ptr as *mut u8, layout) };
+        }
+    }
 }
 
 fn put_u32(b: &mut Vec<u8>, v: u32) {
@@ -404,6 +547,93 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn large_plans_roundtrip_through_the_streaming_decoder() {
+        // Several zstd blocks and huge pages' worth of operations, every field varied.
+        let mut p = sample();
+        let n = 200_000u64;
+        p.ops = (0..n)
+            .map(|i| Op {
+                ts: i * 1_000 + (i * 7919) % 997,
+                size: (i * 31) % 1_000_003,
+                off: (i as i64 * 4096) ^ -((i % 3) as i64),
+                ret: -((i % 5) as i64) + (i as i64 % 17) * 100,
+                slot: (i % 11) as u32,
+                slot2: if i % 2 == 0 { NONE } else { (i % 13) as u32 },
+                path: (i % 3) as u32,
+                path2: NONE - (i % 2) as u32,
+                flags: (i * 2_654_435_761) as u32,
+                mode: (i % 0o7777) as u32,
+                kind: OpKind::ALL[(i % OpKind::ALL.len() as u64) as usize],
+                bits: (i % 32) as u8,
+                seq: i as u32,
+            })
+            .collect();
+        p.threads = vec![ThreadInfo { tid: 1, pid: 1, start: 0, len: n, ops: n as u32, lane: 0, comm: "a".into() }];
+        assert_eq!(decode(&encode(&p).unwrap()).unwrap(), p);
+        p.ops.clear();
+        p.threads.clear();
+        assert_eq!(decode(&encode(&p).unwrap()).unwrap(), p, "no operations");
+    }
+
+    #[test]
+    fn damaged_operations_behind_valid_checksums_are_refused() {
+        let p = sample();
+        let raw = sections(&p).unwrap();
+        let refuse = |ops: Vec<u8>, want: &str| {
+            let mut r = raw.clone();
+            r[4] = ops;
+            let e = decode(&assemble(&r).unwrap()).unwrap_err();
+            assert!(e.contains("section OPS") && e.contains(want), "{want}: {e}");
+        };
+        let good = raw[4].clone();
+        let mut bad_kind = good.clone();
+        bad_kind[8 + OP_BYTES + 56] = OpKind::ALL.len() as u8;
+        refuse(bad_kind, "entry 1 has an unknown kind");
+        let mut bad_pad = good.clone();
+        bad_pad[8 + 3 * OP_BYTES + 58] = 1;
+        refuse(bad_pad, "entry 3 has an unknown kind or bad padding");
+        let mut count = good.clone();
+        count[0] += 1;
+        refuse(count, "5 entries in");
+        refuse(good[..good.len() - OP_BYTES].to_vec(), "entries in");
+        refuse(good[..good.len() - 1].to_vec(), "not a count and whole entries");
+        refuse(good[..5].to_vec(), "not a count and whole entries");
+        // Count and header agree, the data holds fewer entries or more.
+        for (count, want) in [(5u64, "header says"), (3, "more than")] {
+            let mut r = raw.clone();
+            r[4][..8].copy_from_slice(&count.to_le_bytes());
+            let mut f = assemble(&r).unwrap();
+            let at = ops_header(&f);
+            f[at + 8..at + 16].copy_from_slice(&(8 + count * OP_BYTES as u64).to_le_bytes());
+            reseal(&mut f, at);
+            let e = decode(&f).unwrap_err();
+            assert!(e.contains("section OPS") && e.contains(want), "{want}: {e}");
+        }
+    }
+
+    /// Where the OPS section's header starts.
+    fn ops_header(f: &[u8]) -> usize {
+        let mut pos = 16;
+        loop {
+            if &f[pos..pos + 4] == b"OPS_" {
+                return pos;
+            }
+            pos += SECTION_HEADER + u64::from_le_bytes(f[pos + 16..pos + 24].try_into().unwrap()) as usize;
+        }
+    }
+
+    /// Recompute the checksums after editing the section header at `at`.
+    fn reseal(f: &mut [u8], at: usize) {
+        let stored = u64::from_le_bytes(f[at + 16..at + 24].try_into().unwrap()) as usize;
+        let body = at + SECTION_HEADER;
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&f[at..at + 24]), &f[body..body + stored]);
+        f[at + 24..at + 28].copy_from_slice(&crc.to_le_bytes());
+        let end = f.len() - 24;
+        let whole = crc32c::crc32c(&f[..end]);
+        f[end + 16..end + 20].copy_from_slice(&whole.to_le_bytes());
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use sync::Progress;
+use sync::{Progress, StartGate};
 
 /// Options of [`run`].
 #[derive(Default)]
@@ -201,8 +201,9 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
     let timed = opts.speed > 0.0;
     let speed = opts.speed;
     let realtime = opts.realtime;
-    // Start a little ahead so that every worker is ready when the clock starts.
-    let start = sys::now_ns() + 2_000_000;
+    // Workers set up (buffers, statistics) before the clock starts, and wait at the gate.
+    let gate = StartGate::default();
+    let mut start = 0u64;
     let mut max_load = 0f64;
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let cols: Vec<Collector> = std::thread::scope(|s| {
@@ -210,14 +211,15 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
             .iter()
             .enumerate()
             .map(|(w, threads)| {
-                let (sh, progress, live, plan, tx, waited) = (&sh, &progress, &live[w], plan, done_tx.clone(), &waited);
+                let (sh, progress, live, plan, tx, waited, gate) =
+                    (&sh, &progress, &live[w], plan, done_tx.clone(), &waited, &gate);
                 std::thread::Builder::new()
                     .name(format!("replay-{w}"))
                     .spawn_scoped(s, move || {
                         if realtime {
                             sys::set_realtime();
                         }
-                        let c = worker(sh, plan, threads, progress, waited, live, stop, start, timed, speed);
+                        let c = worker(sh, plan, threads, progress, waited, live, stop, gate, timed, speed);
                         live.finished_ns.store(sys::now_ns(), Ordering::Release);
                         let _ = tx.send(());
                         c
@@ -225,6 +227,12 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
                     .expect("spawn a replay worker")
             })
             .collect();
+        while gate.ready() < nworkers && !handles.iter().any(|h| h.is_finished()) {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        // A timed run starts a little ahead, so that every worker is awake when the clock starts.
+        start = sys::now_ns() + if timed { 2_000_000 } else { 0 };
+        gate.open(start);
         let mut ticks = 0u64;
         let mut finished = 0usize;
         let tick = std::time::Duration::from_millis(100);
@@ -310,7 +318,7 @@ fn worker(
     waited: &[bool],
     live: &WorkerLive,
     stop: &AtomicBool,
-    start: u64,
+    gate: &StartGate,
     timed: bool,
     speed: f64,
 ) -> Collector {
@@ -322,6 +330,7 @@ fn worker(
     if timed {
         sys::set_timer_slack_ns(1);
     }
+    let start = gate.arrive();
     while sys::now_ns() < start {
         std::hint::spin_loop();
         std::thread::yield_now();

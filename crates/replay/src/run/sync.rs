@@ -6,7 +6,7 @@
 //! (a futex) after registering itself.
 
 use crate::sys;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// One thread's counter, on its own cache line.
 #[repr(align(64))]
@@ -73,6 +73,42 @@ impl Progress {
     }
 }
 
+/// Where the workers wait, ready, for the run to start: setting up (buffers, statistics) does
+/// not count in the replay's time, and no worker burns a core waiting for the others.
+#[derive(Default)]
+pub struct StartGate {
+    /// 0 until the gate opens.
+    open: AtomicU32,
+    /// CLOCK_MONOTONIC the run starts at.
+    start_ns: AtomicU64,
+    /// Workers waiting at the gate.
+    ready: AtomicUsize,
+}
+
+impl StartGate {
+    /// Arrive ready and wait until the gate opens; the start time.
+    pub fn arrive(&self) -> u64 {
+        self.ready.fetch_add(1, Ordering::SeqCst);
+        // futex_wait returns at once if the gate opened in between (its word is no longer 0).
+        while self.open.load(Ordering::Acquire) == 0 {
+            sys::futex_wait(&self.open, 0);
+        }
+        self.start_ns.load(Ordering::Acquire)
+    }
+
+    /// Workers at the gate.
+    pub fn ready(&self) -> usize {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    /// Open the gate: the run starts at `start_ns`.
+    pub fn open(&self, start_ns: u64) {
+        self.start_ns.store(start_ns, Ordering::Release);
+        self.open.store(1, Ordering::Release);
+        sys::futex_wake_all(&self.open);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +135,24 @@ mod tests {
         stop.store(true, Ordering::SeqCst);
         p.wake();
         assert!(!blocked.join().unwrap(), "a stop ends a wait");
+    }
+
+    #[test]
+    fn the_gate_holds_every_worker_until_it_opens() {
+        let gate = Arc::new(StartGate::default());
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let g = gate.clone();
+                std::thread::spawn(move || g.arrive())
+            })
+            .collect();
+        while gate.ready() < 4 {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(workers.iter().all(|w| !w.is_finished()), "nobody passes a closed gate");
+        gate.open(12_345);
+        assert!(workers.into_iter().all(|w| w.join().unwrap() == 12_345));
+        assert_eq!(gate.arrive(), 12_345, "an open gate lets a late worker through");
     }
 }
