@@ -257,14 +257,24 @@ impl Recorder {
         if command_status.is_none() {
             command_status = self.session.end_command();
         }
-        // Whatever is still in the ring buffer belongs to the recording (bounded: producers
-        // may never let it empty).
+        // Whatever is still in the ring buffer belongs to the recording. The probes are detached
+        // first, so that the buffer has an end: read to it, every event is either in the file or
+        // counted as lost by the kernel. (Reading a fixed number of polls instead left the rest
+        // of a large backlog neither read nor counted.)
+        self.session.probe.detach();
         self.flush_wait()?;
-        for _ in 0..8 {
-            let before = self.syscalls.len() + self.other.len();
+        // A program still running on another CPU when it was detached may commit a record
+        // just after: the buffer is taken as empty after two reads that find nothing, 5 ms
+        // apart.
+        let mut empty = 0;
+        while empty < 2 {
+            let before = self.session.probe.records_consumed();
             self.poll(Duration::ZERO)?;
-            if self.syscalls.len() + self.other.len() == before {
-                break;
+            if self.session.probe.records_consumed() == before {
+                empty += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            } else {
+                empty = 0;
             }
             if self.syscalls.len() + self.other.len() >= self.opts.block_events {
                 self.flush_wait()?;

@@ -365,7 +365,9 @@ pub fn agg_bucket(v: u64) -> usize {
 pub struct Probe {
     // Field order is drop order: the ring buffer and links go before the skeleton, the skeleton before its storage.
     rb: Option<RingBuffer<'static>>,
-    _links: Vec<Link>,
+    links: Vec<Link>,
+    /// Ring-buffer records consumed so far.
+    consumed: u64,
     skel: LatscopeSkel<'static>,
     _obj: Box<MaybeUninit<OpenObject>>,
     decoder: Rc<RefCell<Decoder>>,
@@ -547,7 +549,8 @@ impl Probe {
         let decoder = Rc::new(RefCell::new(Decoder::new(header, true)));
         let mut probe = Probe {
             rb: None,
-            _links: links,
+            links,
+            consumed: 0,
             skel,
             _obj: obj,
             decoder,
@@ -648,6 +651,7 @@ impl Probe {
             return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
         }
         if n > 0 {
+            self.consumed += n as u64;
             return Ok(());
         }
         // Nothing yet: wait on the ring buffer's epoll fd (which consumes nothing). Producers
@@ -662,7 +666,20 @@ impl Probe {
         if n < 0 {
             return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
         }
+        self.consumed += n as u64;
         Ok(())
+    }
+
+    /// Detaches every program: nothing more is produced, and what the ring buffer holds stays
+    /// there to be read (to its end: see [`Probe::poll_into_split`]). Ends a recording without
+    /// leaving events behind that were neither read nor counted as lost.
+    pub fn detach(&mut self) {
+        self.links.clear();
+    }
+
+    /// Ring-buffer records consumed so far (events, and records the decoder could not read).
+    pub fn records_consumed(&self) -> u64 {
+        self.consumed
     }
 
     /// Read what is already in the ring buffer (at most [`MAX_RECORDS_PER_POLL`] records)
@@ -673,6 +690,7 @@ impl Probe {
             if n < 0 {
                 return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
             }
+            self.consumed += n as u64;
         }
         Ok(self.decoder.borrow_mut().take())
     }
