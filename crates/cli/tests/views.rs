@@ -14,7 +14,7 @@ use std::path::Path;
 use viewsupport::*;
 
 // ---------------------------------------------------------------------------------------------
-// trace2heatmap.pl's rule, written from its description (REFERENCE.md) and documented behaviour:
+// trace2heatmap.pl's rule, written from its source's documented behaviour (github.com/brendangregg/HeatMap):
 // first line skipped if it has letters; start = the first line's time; max latency defaults to the
 // largest; step = int((max - min) / rows); a latency below min or above max is skipped;
 // col = int(((t - start) / timefactor) / stepsec); row = int((lat - min) / step); it then draws

@@ -440,7 +440,7 @@ mod tests {
 
     #[test]
     fn trimodal_cache_tiers() {
-        // Seed 002's EBS read: a local cache hit around 15 µs (6 %), the server's cache around 500 µs
+        // A network block device read: a local cache hit around 15 µs (6 %), the server's cache around 500 µs
         // (20 %), and a broad seek peak around 13 ms.
         for seed in 0..5 {
             let h = clusters(seed, &[(1_380, 15_000.0, 0.06), (4_600, 500_000.0, 0.05), (17_020, 13_000_000.0, 0.15)]);
@@ -467,7 +467,7 @@ mod tests {
 
     #[test]
     fn clock_granularity_peaks_including_zero() {
-        // Seed 002's null benchmark on a 1 µs clock: 0, 1 µs and 2 µs, plus one 15 µs outlier that is
+        // A null benchmark timed with a 1 µs clock: 0, 1 µs and 2 µs, plus one 15 µs outlier that is
         // too small to be a peak and joins the nearest basin.
         let mut h = Histogram::new();
         h.record_n(0, 8_000);
@@ -515,7 +515,7 @@ mod tests {
 
     #[test]
     fn small_samples_do_not_invent_peaks() {
-        // Seed 002's hourly histograms: ~360 events each.
+        // An hourly histogram of a benchmark run every 10 s: ~360 events.
         for seed in 0..30 {
             let h = clusters(seed, &[(360, 2_000_000.0, 0.3)]);
             let peaks = h.peaks(&PeakOptions::default());

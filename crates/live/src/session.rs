@@ -459,7 +459,7 @@ impl EventSource for LiveSession {
 
     fn next_chunk(&mut self, wait: Duration) -> Result<Option<Chunk<'_>>, SourceError> {
         if self.count_by.is_some() {
-            return Err("this session counts in the kernel and has no events".into());
+            return Err("these probes count in the kernel and stream no events".into());
         }
         self.poll(wait)?;
         Ok(Some(Chunk { batch: &self.batch, rows: &self.rows, zone: Zone::default() }))
