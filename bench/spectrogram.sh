@@ -28,31 +28,8 @@ cc -O2 -o "$LOOP" bench/spectrogram-loop.c
 N=${N:-3000000}
 REPS=${REPS:-5}
 
-# Lowest CPU ns per call over REPS runs of the loop (the run least disturbed by other work).
-loop_ns() {
-	local vals=()
-	for _ in $(seq "$REPS"); do vals+=("$("$LOOP" "$N")"); done
-	printf '%s\n' "${vals[@]}" | sort -n | head -1
-}
-
-# $1 = label; rest = command run alongside (started, given time to attach, stopped after).
-with() {
-	local name=$1
-	shift
-	"$@" >/dev/null 2>&1 &
-	local pid=$!
-	PIDS+=("$pid")
-	sleep "${ATTACH_WAIT:-3}"
-	if ! kill -0 "$pid" 2>/dev/null; then
-		echo "$name failed"
-		return
-	fi
-	local ns
-	ns=$(loop_ns)
-	kill -INT "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-	echo "$name|$ns"
-}
+# shellcheck source=lib/overhead.sh
+. bench/lib/overhead.sh
 
 echo "## Live spectrogram: added cost per syscall (tight read() loop, $N calls, best of $REPS, CPU time)"
 echo

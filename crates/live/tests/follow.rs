@@ -1,26 +1,12 @@
 //! Following processes keeps the kernel's pid filter bounded: each child forked below a
 //! followed process is in it while it lives and leaves it when it exits.
 
+mod common;
+
+use common::can_trace;
 use latscope_live::{SessionBuilder, SyscallSet};
 use std::process::Command;
 use std::time::Duration;
-
-/// Root and BTF, or skipped (a failure under CI=true, where a root test that cannot run fails).
-fn can_trace(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let why = if unsafe { libc::geteuid() } != 0 {
-        "not running as root"
-    } else if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-        "kernel has no BTF"
-    } else {
-        return true;
-    };
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: cannot run under CI: {why}");
-    }
-    eprintln!("SKIPPED {test}: {why}");
-    false
-}
 
 #[test]
 fn followed_children_leave_the_pid_filter_when_they_exit() {

@@ -1,26 +1,12 @@
 //! A recording that ends with a large backlog in the ring buffer keeps every event: the end of
 //! a recording reads the buffer to its end, whatever it holds.
 
+mod common;
+
+use common::can_trace;
 use latscope_live::{Recorder, RecorderOptions, SessionBuilder, StopReason, SyscallSet};
 use latscope_trace::{ThreadedTraceWriter, TraceReader};
 use std::time::{Duration, Instant};
-
-/// Root and BTF, or skipped (a failure under CI=true, where a root test that cannot run fails).
-fn can_trace(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let why = if unsafe { libc::geteuid() } != 0 {
-        "not running as root"
-    } else if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-        "kernel has no BTF"
-    } else {
-        return true;
-    };
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: cannot run under CI: {why}");
-    }
-    eprintln!("SKIPPED {test}: {why}");
-    false
-}
 
 #[test]
 fn a_backlog_left_in_the_ring_buffer_at_the_end_is_recorded_whole() {

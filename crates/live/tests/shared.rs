@@ -1,6 +1,9 @@
 //! Several views counting on one shared probe set each get exactly their events: known counts
 //! (20 sleeps of 10 ms, 50 one-byte writes to a file) split by syscall, fd class and filter.
 
+mod common;
+
+use common::can_trace;
 use latscope_event::source::CountKey;
 use latscope_event::EventKind;
 use latscope_filter::Filter;
@@ -8,23 +11,6 @@ use latscope_live::{plan_sharing, CountBy, CountSpec, SharedCounter};
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
-
-/// Root and BTF, or skipped (a failure under CI=true, where a root test that cannot run fails).
-fn can_trace(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let why = if unsafe { libc::geteuid() } != 0 {
-        "not running as root"
-    } else if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-        "kernel has no BTF"
-    } else {
-        return true;
-    };
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: cannot run under CI: {why}");
-    }
-    eprintln!("SKIPPED {test}: {why}");
-    false
-}
 
 fn which(tool: &str) -> std::path::PathBuf {
     let out = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().unwrap();

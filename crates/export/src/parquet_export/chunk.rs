@@ -19,7 +19,7 @@
 //! data pages, zstd): what the Arrow writer would write, with the same schema and the Arrow schema
 //! in its metadata, minus page indexes. Integer columns carry min/max statistics per chunk.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::io::Write;
 use std::sync::Arc;
@@ -79,7 +79,7 @@ fn encoding_of(name: &str, t: &DataType) -> Enc {
 pub(crate) struct DirectWriter<W: Write + Send> {
     file: SerializedFileWriter<W>,
     columns: Vec<(ColumnDescPtr, Enc)>,
-    pending: Vec<RecordBatch>,
+    pending: VecDeque<RecordBatch>,
     pending_rows: usize,
     row_group_rows: usize,
     level: ZstdLevel,
@@ -123,7 +123,7 @@ impl<W: Write + Send> DirectWriter<W> {
         Ok(DirectWriter {
             file,
             columns,
-            pending: Vec::new(),
+            pending: VecDeque::new(),
             pending_rows: 0,
             row_group_rows: props.max_row_group_row_count().unwrap_or(1 << 20).max(1),
             level,
@@ -138,7 +138,7 @@ impl<W: Write + Send> DirectWriter<W> {
             return Ok(());
         }
         self.pending_rows += batch.num_rows();
-        self.pending.push(batch.clone());
+        self.pending.push_back(batch.clone());
         while self.pending_rows >= self.row_group_rows {
             self.flush_row_group(self.row_group_rows)?;
         }
@@ -163,13 +163,13 @@ impl<W: Write + Send> DirectWriter<W> {
         let mut take = Vec::new();
         let mut left = rows;
         while left > 0 {
-            let b = self.pending.remove(0);
+            let Some(b) = self.pending.pop_front() else { break };
             if b.num_rows() <= left {
                 left -= b.num_rows();
                 take.push(b);
             } else {
                 take.push(b.slice(0, left));
-                self.pending.insert(0, b.slice(left, b.num_rows() - left));
+                self.pending.push_front(b.slice(left, b.num_rows() - left));
                 left = 0;
             }
         }

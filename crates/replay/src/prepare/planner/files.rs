@@ -177,21 +177,29 @@ impl Planner<'_> {
             s.first_pos = Some(off);
         }
     }
+    /// The fd of event `i` when it is replayed; otherwise `None`, after moving the file position a
+    /// positional read or write of a known fd moved (later calls on that fd depend on it).
+    fn fd_or_advance(&mut self, i: usize, positional: bool) -> Option<Fd> {
+        if let Some(f) = self.fd_for(i) {
+            return Some(f);
+        }
+        let b = &self.ev.events;
+        let (ret, roff) = (b.ret[i], b.off[i]);
+        if positional && ret > 0 {
+            if let Some(f) = self.fd_of(b.pid[i], b.fd[i]) {
+                let o = &mut self.ofds[f.ofd as usize];
+                o.pos = if roff >= 0 { roff + ret } else { o.pos + ret };
+            }
+        }
+        None
+    }
     pub(super) fn read(&mut self, i: usize, k: OpKind) {
         let b = &self.ev.events;
         let (ret, bytes, roff) = (b.ret[i], b.bytes[i], b.off[i]);
         // preadv2 with offset -1 reads at the file position, as readv does.
         let k = if k == OpKind::Preadv && roff < 0 { OpKind::Readv } else { k };
         let positional = matches!(k, OpKind::Read | OpKind::Readv);
-        let Some(f) = self.fd_for(i) else {
-            if positional && ret > 0 {
-                if let Some(f) = self.fd_of(b.pid[i], b.fd[i]) {
-                    let o = &mut self.ofds[f.ofd as usize];
-                    o.pos = if roff >= 0 { roff + ret } else { o.pos + ret };
-                }
-            }
-            return;
-        };
+        let Some(f) = self.fd_or_advance(i, positional) else { return };
         let off = if positional && roff < 0 { self.ofds[f.ofd as usize].pos } else { roff };
         if positional {
             self.first_pos(f, off);
@@ -227,15 +235,7 @@ impl Planner<'_> {
         let (ret, bytes, roff) = (b.ret[i], b.bytes[i], b.off[i]);
         let k = if k == OpKind::Pwritev && roff < 0 { OpKind::Writev } else { k };
         let positional = matches!(k, OpKind::Write | OpKind::Writev);
-        let Some(f) = self.fd_for(i) else {
-            if positional && ret > 0 {
-                if let Some(f) = self.fd_of(b.pid[i], b.fd[i]) {
-                    let o = &mut self.ofds[f.ofd as usize];
-                    o.pos = if roff >= 0 { roff + ret } else { o.pos + ret };
-                }
-            }
-            return;
-        };
+        let Some(f) = self.fd_or_advance(i, positional) else { return };
         let append = self.ofds[f.ofd as usize].append;
         if !self.sel {
             if positional && ret > 0 {
