@@ -11,7 +11,7 @@ use latscope_export::prometheus::{names, ExpositionServer, HistogramOptions, Met
 use latscope_export::ExportError;
 use latscope_hist::Histogram;
 
-use crate::config::{AgentConfig, GraphiteConfig, SeriesConfig};
+use crate::config::{AgentConfig, By, GraphiteConfig, SeriesConfig};
 use crate::series::SeriesRun;
 use crate::sets::{self, ProbeSet};
 
@@ -59,6 +59,15 @@ pub struct Agent {
     reloads_ok: u64,
     reloads_failed: u64,
     refreshes: u64,
+    /// Block devices (numbers, sorted) when the probes last learnt them.
+    disks_seen: Vec<u32>,
+}
+
+/// The block devices there are now, by number (sorted).
+fn disk_numbers() -> Vec<u32> {
+    let mut v: Vec<u32> = latscope_probe::snapshot::block_devices().iter().map(|d| d.dev).collect();
+    v.sort_unstable();
+    v
 }
 
 fn graphite_client(g: &GraphiteConfig) -> Result<GraphiteClient, ExportError> {
@@ -70,6 +79,8 @@ impl Agent {
     /// series cannot start (no BPF, no root, a filter that leaves nothing to trace).
     pub fn start(cfg: AgentConfig) -> Result<Agent, AgentError> {
         let intervals = cfg.graphite.is_some();
+        // Before the probes start: a disk that appears meanwhile is seen at the first refresh.
+        let disks_seen = disk_numbers();
         let (plan, own) = sets::plan(&cfg.series);
         let mut probe_sets = Vec::with_capacity(plan.len());
         for members in plan {
@@ -104,6 +115,7 @@ impl Agent {
             reloads_ok: 0,
             reloads_failed: 0,
             refreshes: 0,
+            disks_seen,
         };
         agent.publish();
         Ok(agent)
@@ -150,7 +162,7 @@ impl Agent {
     /// Reads the counts, restarts series whose probes failed, refreshes `/metrics` and pushes
     /// the interval to Graphite. Returns what went wrong, one line per problem.
     pub fn refresh(&mut self) -> Vec<String> {
-        let mut problems = Vec::new();
+        let mut problems = self.follow_disks();
         for set in &mut self.sets {
             if !set.is_running() {
                 match set.restart() {
@@ -201,6 +213,58 @@ impl Agent {
         self.publish();
         self.push_graphite();
         problems
+    }
+
+    /// When block devices appeared or went away since the probes learnt them: starts the probes
+    /// of series grouped by disk again, so that a new disk gets a group (and a label) of its own
+    /// rather than falling outside them. Their counts are kept. Returns what happened, one line
+    /// per series, and what went wrong.
+    fn follow_disks(&mut self) -> Vec<String> {
+        let now = disk_numbers();
+        if now == self.disks_seen {
+            return Vec::new();
+        }
+        let mut lines = Vec::new();
+        let mut all_done = true;
+        for set in self.sets.iter_mut().filter(|p| p.counts_by_disk()) {
+            let fresh = match ProbeSet::start(set.members.clone()) {
+                Ok(f) => f,
+                Err(e) => {
+                    lines.push(format!("{e} (disks changed; retrying next interval)"));
+                    all_done = false;
+                    continue;
+                }
+            };
+            // The old probes' last counts, then the new ones' first as the point to count from
+            // (both are attached meanwhile).
+            if let Ok(counts) = set.read() {
+                for (m, c) in set.members.iter().zip(counts) {
+                    if let Some(s) = self.series.iter_mut().find(|s| s.cfg == *m) {
+                        s.add_counts(c);
+                    }
+                }
+            }
+            set.take_over(fresh);
+            adopt(set, &mut self.series);
+            for m in set.members.iter().filter(|m| m.by == By::Disk) {
+                lines.push(format!("series {}: disks changed, probes started again for them", m.name));
+            }
+        }
+        let disks = latscope_probe::snapshot::block_devices();
+        for s in self.series.iter_mut().filter(|s| s.cfg.by == By::Disk && !s.shared && s.is_running()) {
+            match s.follow_disks(&disks) {
+                Ok(true) => lines.push(format!("series {}: disks changed, probes started again for them", s.cfg.name)),
+                Ok(false) => {}
+                Err(e) => {
+                    lines.push(format!("{e} (disks changed; retrying next interval)"));
+                    all_done = false;
+                }
+            }
+        }
+        if all_done {
+            self.disks_seen = now;
+        }
+        lines
     }
 
     /// Rebuilds the metric set from the series.
@@ -584,6 +648,98 @@ mod tests {
             text.lines().any(|l| l.starts_with("latscope_agent_probe_restarts_total") && l.ends_with(" 1.0")),
             "{text}"
         );
+    }
+
+    /// A loop device created (and removed) through /dev/loop-control.
+    struct NewLoop(u32);
+
+    impl NewLoop {
+        fn attach(backing: &std::path::Path) -> NewLoop {
+            let n = (100..).find(|i| !std::path::Path::new(&format!("/sys/class/block/loop{i}")).exists()).unwrap();
+            // losetup creates /dev/loopN when it does not exist.
+            let ok = Command::new("losetup").arg(format!("/dev/loop{n}")).arg(backing).status().unwrap();
+            assert!(ok.success(), "losetup /dev/loop{n}");
+            NewLoop(n)
+        }
+
+        /// Requests completed (reads and writes), from the disk's own statistics.
+        fn requests(&self) -> u64 {
+            let stat = std::fs::read_to_string(format!("/sys/class/block/loop{}/stat", self.0)).unwrap();
+            let f: Vec<u64> = stat.split_whitespace().map(|v| v.parse().unwrap()).collect();
+            f[0] + f[4]
+        }
+    }
+
+    impl Drop for NewLoop {
+        fn drop(&mut self) {
+            let _ = Command::new("losetup").arg("-d").arg(format!("/dev/loop{}", self.0)).status();
+            // LOOP_CTL_REMOVE: leave the machine's devices as they were.
+            if let Ok(ctl) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/loop-control") {
+                use std::os::fd::AsRawFd;
+                // SAFETY: an ioctl on a file we own, with an integer argument.
+                unsafe { libc::ioctl(ctl.as_raw_fd(), 0x4C81, libc::c_ulong::from(self.0)) };
+            }
+        }
+    }
+
+    /// A disk that appears while the agent runs gets a label of its own in series grouped by
+    /// disk from the next refresh on, with every request on it counted (the disk's statistics
+    /// in /sys are the ground truth); the counts so far are kept and nothing counts as a
+    /// failure.
+    #[test]
+    fn a_disk_added_while_running_gets_a_label_of_its_own() {
+        if !can_trace("a_disk_added_while_running_gets_a_label_of_its_own") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let img = tmp.path().join("disk.img");
+        std::fs::File::create(&img).unwrap().set_len(8 << 20).unwrap();
+        let cfg = AgentConfig::parse(
+            r#"
+            listen = "127.0.0.1:0"
+            [[series]]
+            name = "disks"
+            by = "disk"
+            [[series]]
+            name = "io"
+            kind = "block"
+            [[series]]
+            name = "big"
+            filter = "blk.bytes >= 4096"
+            by = "disk"
+            "#,
+            "agent.toml".as_ref(),
+        )
+        .unwrap();
+        let mut agent = Agent::start(cfg).unwrap();
+        assert_eq!(agent.probe_sets(), vec![vec!["disks".to_string(), "io".to_string()]]);
+        agent.refresh();
+        let before = (events(&agent, "disks").0, events(&agent, "io").0);
+        let dev = NewLoop::attach(&img);
+        let name = format!("loop{}", dev.0);
+        let problems = agent.refresh();
+        assert!(problems.iter().any(|p| p.contains("series disks: disks changed")), "{problems:?}");
+        assert!(!problems.iter().any(|p| p.contains("series io") || p.contains("series big")), "{problems:?}");
+        let start = dev.requests();
+        let dd = |args: &[&str]| assert!(Command::new("dd").args(args).arg("status=none").status().unwrap().success());
+        dd(&["if=/dev/zero", &format!("of=/dev/{name}"), "bs=4096", "count=40", "oflag=direct"]);
+        dd(&[&format!("if=/dev/{name}"), "of=/dev/null", "bs=4096", "count=30", "iflag=direct"]);
+        agent.refresh();
+        let done = dev.requests() - start;
+        assert!(done >= 70, "{done} requests");
+        let s = agent.series.iter().find(|s| s.cfg.name == "disks").unwrap();
+        let on_it = s.groups.iter().find(|(l, _)| *l == name).map_or(0, |(_, g)| g.total.count());
+        assert_eq!(on_it, done, "requests on {name}");
+        // A series streaming its events (the kernel cannot test sizes) sees the disk anyway and
+        // now knows its name.
+        let s = agent.series.iter().find(|s| s.cfg.name == "big").unwrap();
+        assert!(s.streaming_reason.is_some());
+        let on_it = s.groups.iter().find(|(l, _)| *l == name).map_or(0, |(_, g)| g.total.count());
+        assert_eq!(on_it, done, "requests on {name}, streamed: {:?}", s.groups.iter().map(|g| g.0).collect::<Vec<_>>());
+        let after = (events(&agent, "disks"), events(&agent, "io"));
+        assert!(after.0 .0 >= before.0 + done, "counts kept: {before:?} -> {after:?}");
+        assert!(after.1 .0 >= before.1 + done, "{before:?} -> {after:?}");
+        assert_eq!((after.0 .1, after.1 .1), (0, 0), "no restart counted as a failure");
     }
 
     /// The probe CPU counter is there, and rising, with `probe_cpu = true`; without it the

@@ -144,6 +144,31 @@ impl SeriesRun {
         Ok(())
     }
 
+    /// Follows the block devices there are now (`disks`): a series counting by disk in the
+    /// kernel starts probes that know them (counts kept; returns true); a streaming one learns
+    /// their names.
+    pub fn follow_disks(&mut self, disks: &[latscope_event::BlockDevice]) -> Result<bool, String> {
+        if !self.is_counting() {
+            self.disks = disks.iter().map(|d| (d.dev, d.name.clone())).collect();
+            return Ok(false);
+        }
+        let mut fresh = SeriesRun::new(self.cfg.clone(), false);
+        fresh.start()?;
+        // The old probes' last counts, then the new ones' first as the point to count from.
+        self.refresh();
+        if let Some(s) = self.session.take() {
+            self.lost_base += s.stats().lost;
+            self.cpu_base += s.probe_run_time_ns();
+        }
+        let first = match fresh.session.as_mut().map(|s| s.read_counts()) {
+            Some(Ok(c)) => c,
+            _ => Vec::new(),
+        };
+        self.adopt_session(fresh);
+        self.set_baseline(first);
+        Ok(true)
+    }
+
     /// Ends the session after an error; the next [`SeriesRun::start`] restarts it.
     pub fn fail(&mut self, e: String) {
         if let Some(s) = self.session.take() {

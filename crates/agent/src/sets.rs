@@ -74,6 +74,18 @@ impl ProbeSet {
         Ok(())
     }
 
+    /// Whether a member groups by disk (the probes have a group per disk known at their start).
+    pub fn counts_by_disk(&self) -> bool {
+        self.members.iter().any(|m| m.by == By::Disk)
+    }
+
+    /// Replaces the probes by `fresh`'s (the same members, started anew), keeping the restart
+    /// count and the CPU time so far.
+    pub fn take_over(&mut self, mut fresh: ProbeSet) {
+        self.cpu_base += self.counter.take().map_or(0, |c| c.probe_run_time_ns());
+        self.counter = fresh.counter.take();
+    }
+
     /// Starts the probes again after a failure.
     pub fn restart(&mut self) -> Result<(), String> {
         self.attach()?;
