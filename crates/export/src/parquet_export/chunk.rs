@@ -11,6 +11,7 @@
 //! | `time`, `time_ns`, `lat`, `off` | `DELTA_BINARY_PACKED` |
 //! | `flags`, `mode`, `addr`, `qtime` (almost always 0) | `PLAIN` |
 //! | other integers | dictionary, `PLAIN` when the dictionary would pass 1 MiB |
+//! | any column holding one value in the whole chunk | a one-entry dictionary, one RLE run per page |
 //! | `host`, `kind`, `op`, `fd_type`, `disk` | dictionary of the values used, from the keys |
 //! | `comm`, `path`, `path2` | dictionary, `PLAIN` when the dictionary would pass 1 MiB |
 //!
@@ -47,6 +48,9 @@ const PAGE_ROWS: usize = 1 << 16;
 /// Largest dictionary kept, in bytes of its page; beyond it the column chunk is written plain
 /// (the Arrow writer's default limit).
 const DICT_LIMIT: usize = 1 << 20;
+/// Integer columns spanning fewer values than this build their dictionary through a table
+/// indexed by value (256 KiB of slots), not a hash map.
+const DIRECT_RANGE: u64 = 1 << 16;
 /// Values looked at to decide whether an integer column chunk is worth a dictionary.
 const SAMPLE: usize = 8192;
 /// A data page of strings is cut when its values pass this many bytes.
@@ -275,37 +279,138 @@ impl<'a> Chunk<'a> {
 }
 
 fn encode_column(out: &mut Chunk<'_>, enc: Enc, arrays: &[&ArrayRef], s: &mut Scratch) -> Result<()> {
+    let rows: usize = arrays.iter().map(|a| a.len()).sum();
     match enc {
-        Enc::KeyDict => key_dict(out, arrays, s),
+        Enc::KeyDict => match one_key(arrays) {
+            Some(v) => {
+                let ba = Some(ByteArray::from(v.as_bytes().to_vec()));
+                out.stats = Some(Statistics::byte_array(ba.clone(), ba, None, Some(0), false));
+                s.raw.clear();
+                put_bytes(v.as_bytes(), &mut s.raw);
+                out.page(&s.raw, 1, Encoding::PLAIN_DICTIONARY, true)?;
+                one_value_pages(out, rows, &mut s.raw)
+            }
+            None => key_dict(out, arrays, s),
+        },
         Enc::Strings => {
             let strs: Vec<&StringArray> = arrays.iter().map(|a| a.as_string::<i32>()).collect();
             strings(out, &strs, s)
         }
         _ => {
-            let wide = gather_ints(arrays, &mut s.ints)?;
-            if let Some(&first) = s.ints.first() {
-                // Plain loops: the compiler vectorizes them (an iterator fold over Options it does not).
-                let (mut min, mut max) = (first, first);
-                for &v in &s.ints {
-                    min = min.min(v);
-                    max = max.max(v);
-                }
-                out.stats = Some(if wide {
-                    Statistics::int64(Some(min), Some(max), None, Some(0), false)
-                } else {
-                    Statistics::int32(Some(min as i32), Some(max as i32), None, Some(0), false)
-                });
+            if let Some((v, wide)) = one_int(arrays) {
+                // Columns most events leave at 0 (flags, qtime, path-less calls' inode, ...): a
+                // one-entry dictionary, without copying or hashing the values.
+                out.stats = Some(int_stats(v, v, wide));
+                s.raw.clear();
+                put_plain(&[v], wide, &mut s.raw);
+                out.page(&s.raw, 1, Encoding::PLAIN_DICTIONARY, true)?;
+                return one_value_pages(out, rows, &mut s.raw);
             }
+            let wide = gather_ints(arrays, &mut s.ints)?;
+            let Some(&first) = s.ints.first() else { return Ok(()) };
+            // Plain loops: the compiler vectorizes them (an iterator fold over Options it does not).
+            let (mut min, mut max) = (first, first);
+            for &v in &s.ints {
+                min = min.min(v);
+                max = max.max(v);
+            }
+            out.stats = Some(int_stats(min, max, wide));
             let ints = std::mem::take(&mut s.ints);
             let r = match enc {
                 Enc::Delta if wide => pages(out, &ints, Encoding::DELTA_BINARY_PACKED, &mut s.raw, delta),
-                Enc::IntDict => int_dict(out, &ints, wide, s),
+                Enc::IntDict => int_dict(out, &ints, wide, (min, max), s),
                 _ => plain_ints(out, &ints, wide, &mut s.raw),
             };
             s.ints = ints;
             r
         }
     }
+}
+
+fn int_stats(min: i64, max: i64, wide: bool) -> Statistics {
+    if wide {
+        Statistics::int64(Some(min), Some(max), None, Some(0), false)
+    } else {
+        Statistics::int32(Some(min as i32), Some(max as i32), None, Some(0), false)
+    }
+}
+
+/// The value of integer `arrays` when every row holds the same one, and whether it is 64-bit.
+fn one_int(arrays: &[&ArrayRef]) -> Option<(i64, bool)> {
+    let mut one = None;
+    let mut wide = true;
+    for a in arrays {
+        let v = match a.data_type() {
+            DataType::Int64 => same(a.as_primitive::<Int64Type>().values())?,
+            DataType::Timestamp(_, _) => same(a.as_primitive::<TimestampMicrosecondType>().values())?,
+            DataType::Int32 => {
+                wide = false;
+                i64::from(same(a.as_primitive::<Int32Type>().values())?)
+            }
+            _ => return None,
+        };
+        match one {
+            Some(o) if o != v => return None,
+            _ => one = Some(v),
+        }
+    }
+    one.map(|v| (v, wide))
+}
+
+/// The value of every element of `v`, if they are all the same.
+fn same<T: Copy + PartialEq>(v: &[T]) -> Option<T> {
+    let &first = v.first()?;
+    // Blocks of 64 compared without an early exit (the compiler vectorizes them); a column that
+    // varies stops at its first block.
+    let mut blocks = v.chunks_exact(64);
+    for b in &mut blocks {
+        if !b.iter().fold(true, |all, &x| all & (x == first)) {
+            return None;
+        }
+    }
+    blocks.remainder().iter().all(|&x| x == first).then_some(first)
+}
+
+/// The string of dictionary `arrays` when every row holds the same one.
+fn one_key<'a>(arrays: &[&'a ArrayRef]) -> Option<&'a str> {
+    let mut one: Option<&str> = None;
+    for a in arrays {
+        let (k, values) = match a.data_type() {
+            DataType::Dictionary(k, _) if **k == DataType::Int16 => {
+                let d = a.as_dictionary::<Int16Type>();
+                (same(d.keys().values())? as usize, d.values().as_string::<i32>())
+            }
+            DataType::Dictionary(k, _) if **k == DataType::Int8 => {
+                let d = a.as_dictionary::<Int8Type>();
+                (same(d.keys().values())? as usize, d.values().as_string::<i32>())
+            }
+            _ => return None,
+        };
+        if k >= values.len() {
+            return None; // key_dict reports it
+        }
+        let v = values.value(k);
+        match one {
+            Some(o) if o != v => return None,
+            _ => one = Some(v),
+        }
+    }
+    one
+}
+
+/// Data pages of `rows` indices into a one-entry dictionary: one RLE run each.
+fn one_value_pages(out: &mut Chunk<'_>, rows: usize, raw: &mut Vec<u8>) -> Result<()> {
+    let mut left = rows;
+    while left > 0 {
+        let n = left.min(PAGE_ROWS);
+        raw.clear();
+        raw.push(1); // bit width, as index_pages writes it for a dictionary of one
+        uleb((n as u64) << 1, raw);
+        raw.push(0);
+        out.page(raw, n, Encoding::PLAIN_DICTIONARY, false)?;
+        left -= n;
+    }
+    Ok(())
 }
 
 /// The integer values of `arrays` (widened to i64) into `into`; whether they are 64-bit.
@@ -390,7 +495,7 @@ fn dictionary<K: Copy + Eq + Hash>(values: impl Iterator<Item = K>, max: usize, 
     Some(dict)
 }
 
-fn int_dict(out: &mut Chunk<'_>, v: &[i64], wide: bool, s: &mut Scratch) -> Result<()> {
+fn int_dict(out: &mut Chunk<'_>, v: &[i64], wide: bool, (min, max): (i64, i64), s: &mut Scratch) -> Result<()> {
     let width = if wide { 8 } else { 4 };
     // A first sample with more than one distinct value in eight (inode numbers, sizes, return
     // values of reads) says the dictionary would not pay: plain, without hashing the rest.
@@ -398,13 +503,40 @@ fn int_dict(out: &mut Chunk<'_>, v: &[i64], wide: bool, s: &mut Scratch) -> Resu
     if dictionary(sample.iter().copied(), sample.len() / 8, &mut s.idx).is_none() {
         return plain_ints(out, v, wide, &mut s.raw);
     }
-    let Some(dict) = dictionary(v.iter().copied(), DICT_LIMIT / width, &mut s.idx) else {
+    let range = (max as u64).wrapping_sub(min as u64);
+    let dict = if range < DIRECT_RANGE {
+        direct_dictionary(v, min, range as usize, DICT_LIMIT / width, &mut s.idx)
+    } else {
+        dictionary(v.iter().copied(), DICT_LIMIT / width, &mut s.idx)
+    };
+    let Some(dict) = dict else {
         return plain_ints(out, v, wide, &mut s.raw);
     };
     s.raw.clear();
     put_plain(&dict, wide, &mut s.raw);
     out.page(&s.raw, dict.len(), Encoding::PLAIN_DICTIONARY, true)?;
     index_pages(out, &s.idx, dict.len(), &mut s.raw)
+}
+
+/// [`dictionary`] of values within `min..=min + range`, indexed by value instead of hashed (pids,
+/// tids, fds, syscall numbers): the same dictionary, in the same order.
+fn direct_dictionary(v: &[i64], min: i64, range: usize, max: usize, idx: &mut Vec<u32>) -> Option<Vec<i64>> {
+    idx.clear();
+    idx.reserve(v.len());
+    let mut slots = vec![u32::MAX; range + 1];
+    let mut dict = Vec::new();
+    for &x in v {
+        let slot = slots.get_mut(x.wrapping_sub(min) as u64 as usize)?;
+        if *slot == u32::MAX {
+            if dict.len() == max {
+                return None;
+            }
+            *slot = dict.len() as u32;
+            dict.push(x);
+        }
+        idx.push(*slot);
+    }
+    Some(dict)
 }
 
 /// Data pages of dictionary indices.
@@ -673,12 +805,18 @@ mod tests {
             Field::new("flags", DataType::Int64, false),
             Field::new("fd", DataType::Int32, false),
             Field::new("path", DataType::Utf8, false),
+            Field::new("qtime", DataType::Int64, false),
+            Field::new("dev", DataType::Int64, false),
+            Field::new("host", DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Utf8)), false),
+            Field::new("nr", DataType::Int32, false),
         ]))
     }
 
     /// Batches with every shape the encoders meet: increasing and wrapping times, extreme
     /// integers, runs and alternations, dictionaries that differ between batches, many distinct
-    /// strings (forcing the plain fallback) and empty ones.
+    /// strings (forcing the plain fallback) and empty ones, columns of one value (in a chunk, or
+    /// only in each batch), integers spanning just below and just above the range indexed by
+    /// value.
     fn batches(rows: &[usize], distinct_paths: u64) -> Vec<RecordBatch> {
         let mut r = Rng(42);
         let mut t = -5i64;
@@ -708,6 +846,11 @@ mod tests {
                 let path: Vec<String> = (0..n)
                     .map(|i| if i % 4 == 0 { String::new() } else { format!("/data/f{}", r.next() % distinct_paths) })
                     .collect();
+                let dev = vec![bi as i64; n];
+                let hosts: ArrayRef = Arc::new(StringArray::from(vec!["h0", "h1"]));
+                let host = DictionaryArray::<Int16Type>::new(Int16Array::from(vec![1i16; n]), hosts);
+                let top = DIRECT_RANGE as i32 - 1 + (bi % 2) as i32;
+                let nr: Vec<i32> = (0..n).map(|i| [0, 1, top][i % 3]).collect();
                 RecordBatch::try_new(
                     schema(),
                     vec![
@@ -719,6 +862,10 @@ mod tests {
                         Arc::new(Int64Array::from(flags)),
                         Arc::new(Int32Array::from(fd)),
                         Arc::new(StringArray::from(path)),
+                        Arc::new(Int64Array::from(vec![0i64; n])),
+                        Arc::new(Int64Array::from(dev)),
+                        Arc::new(host),
+                        Arc::new(Int32Array::from(nr)),
                     ],
                 )
                 .unwrap()
@@ -764,6 +911,12 @@ mod tests {
         for rg in meta.row_groups() {
             let s = rg.column(1).statistics().expect("integer columns have statistics");
             assert!(s.min_bytes_opt().is_some() && s.max_bytes_opt().is_some());
+            // A column of one value: its statistics, and a dictionary of one entry.
+            let q = rg.column(8);
+            assert_eq!(q.statistics().unwrap().min_bytes_opt(), Some(&0i64.to_le_bytes()[..]));
+            assert_eq!(q.statistics().unwrap().max_bytes_opt(), Some(&0i64.to_le_bytes()[..]));
+            assert!(q.dictionary_page_offset().is_some());
+            assert_eq!(rg.column(10).statistics().unwrap().min_bytes_opt(), Some(&b"h1"[..]));
         }
     }
 
