@@ -13,7 +13,8 @@
 # installed, else user + system time): "per core". The wall-clock column shows what the second
 # thread (latscope) or DuckDB's threads buy on this machine.
 #
-# Environment: LATSCOPE (default target/release/latscope), EVENTS (default 5000000), REPS (3).
+# Environment: LATSCOPE (default target/release/latscope), EVENTS (default 5000000), REPS (3),
+# BASE (a previous latscope binary: its export in the same run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LS=${LATSCOPE:-target/release/latscope}
@@ -70,6 +71,10 @@ bytes=$(size_of "$WORK/out.parquet")
 row "latscope export, one file" "$one" "$bytes" "${one% *}"
 part=$(measure "$LS" export -q -r "$WORK/t.lst" --parquet "$WORK/out")
 row "latscope export, partitioned" "$part" "$(size_of "$WORK/out/events")" "${one% *}"
+if [ -n "${BASE:-}" ]; then
+	row "previous version ($BASE), one file" "$(measure "$BASE" export -q -r "$WORK/t.lst" --parquet "$WORK/out.parquet")" \
+		"$(size_of "$WORK/out.parquet")" "${one% *}"
+fi
 row "read the trace, every column (latscope info)" "$(measure "$LS" info -r "$WORK/t.lst")" "" "${one% *}"
 row "read the trace, latency only (latscope hist)" "$(measure "$LS" hist -r "$WORK/t.lst")" "" "${one% *}"
 

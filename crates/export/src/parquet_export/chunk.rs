@@ -3,25 +3,30 @@
 //! The generic Arrow writer spends most of an export interning every value of every column (its
 //! dictionary encoder hashes and compares each string and integer) and building levels for
 //! columns that have none. The events table's shape is fixed: every column is required,
-//! low-cardinality strings arrive as dictionary keys already, times increase. So each column
-//! chunk is encoded here in one pass with the encoding measured best for it:
+//! low-cardinality strings arrive as dictionary keys already, times increase. So each column is
+//! encoded here with the encoding measured best for it:
 //!
 //! | columns | encoding |
 //! |---|---|
 //! | `time`, `time_ns`, `lat`, `off` | `DELTA_BINARY_PACKED` |
-//! | `flags`, `mode`, `addr`, `qtime` (almost always 0) | `PLAIN` |
-//! | other integers | dictionary, `PLAIN` when the dictionary would pass 1 MiB |
-//! | any column holding one value in the whole chunk | a one-entry dictionary, one RLE run per page |
+//! | `flags`, `mode`, `addr`, `qtime` (almost always 0) | a one-entry dictionary while the chunk holds one value, then `PLAIN` |
+//! | other integers | dictionary (`PLAIN` when a sample of the chunk's first values is too varied); past 1 MiB of dictionary, `PLAIN` pages for the rest of the chunk |
 //! | `host`, `kind`, `op`, `fd_type`, `disk` | dictionary of the values used, from the keys |
-//! | `comm`, `path`, `path2` | dictionary, `PLAIN` when the dictionary would pass 1 MiB |
+//! | `comm`, `path`, `path2` | dictionary; past 1 MiB, `PLAIN` pages for the rest of the chunk |
+//!
+//! Pages are encoded and compressed as rows arrive, so the row group in progress costs its
+//! encoded size in memory (about 12 bytes per event), not its rows, and the reading thread's
+//! record batches are freed at once. The dictionary page is put in front of the chunk's data
+//! pages when the row group ends; each index page has the bit width of the dictionary at the time
+//! it was written.
 //!
 //! The parquet crate's page writer writes the page headers, and `append_column` splices each
 //! chunk into the row group and writes the footer, so the file is standard Parquet (version 1
-//! data pages, zstd): what the Arrow writer would write, with the same schema and the Arrow schema
-//! in its metadata, minus page indexes. Integer columns carry min/max statistics per chunk.
+//! data pages, zstd) with the same schema as the Arrow writer's and the Arrow schema in its
+//! metadata, minus page indexes. Integer and `host`/`kind`/`op`/`fd_type`/`disk` columns carry
+//! min/max statistics per chunk.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::Hash;
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -82,20 +87,19 @@ fn encoding_of(name: &str, t: &DataType) -> Enc {
 /// A Parquet file of events, written one row group at a time.
 pub(crate) struct DirectWriter<W: Write + Send> {
     file: SerializedFileWriter<W>,
-    columns: Vec<(ColumnDescPtr, Enc)>,
-    pending: VecDeque<RecordBatch>,
-    pending_rows: usize,
+    columns: Vec<Column>,
+    /// Rows in the row group in progress.
+    rows: usize,
     row_group_rows: usize,
-    level: ZstdLevel,
-    zstd: zstd::bulk::Compressor<'static>,
-    scratch: Scratch,
+    pager: Pager,
 }
 
-/// Buffers reused from one column chunk to the next.
-#[derive(Default)]
-struct Scratch {
+/// What every column's pages are made with: the compressor, the zstd level written in the
+/// metadata, and buffers reused from one page to the next.
+struct Pager {
+    zstd: zstd::bulk::Compressor<'static>,
+    level: ZstdLevel,
     ints: Vec<i64>,
-    idx: Vec<u32>,
     raw: Vec<u8>,
 }
 
@@ -119,7 +123,8 @@ impl<W: Write + Send> DirectWriter<W> {
                 if f.is_nullable() {
                     return Err(ParquetError::General(format!("column {} may hold NULL", f.name())));
                 }
-                Ok((file.schema_descr().column(i), encoding_of(f.name(), f.data_type())))
+                let wide = !matches!(f.data_type(), DataType::Int32);
+                Ok(Column::new(file.schema_descr().column(i), encoding_of(f.name(), f.data_type()), wide))
             })
             .collect::<Result<Vec<_>>>()?;
         let zstd = zstd::bulk::Compressor::new(level.compression_level())
@@ -127,63 +132,51 @@ impl<W: Write + Send> DirectWriter<W> {
         Ok(DirectWriter {
             file,
             columns,
-            pending: VecDeque::new(),
-            pending_rows: 0,
+            rows: 0,
             row_group_rows: props.max_row_group_row_count().unwrap_or(1 << 20).max(1),
-            level,
-            zstd,
-            scratch: Scratch::default(),
+            pager: Pager { zstd, level, ints: Vec::new(), raw: Vec::new() },
         })
     }
 
-    /// Appends rows; full row groups are encoded and written.
+    /// Encodes rows into the row group in progress; a full row group is written.
     pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        if batch.num_rows() == 0 {
-            return Ok(());
-        }
-        self.pending_rows += batch.num_rows();
-        self.pending.push_back(batch.clone());
-        while self.pending_rows >= self.row_group_rows {
-            self.flush_row_group(self.row_group_rows)?;
+        let n = batch.num_rows();
+        let mut at = 0;
+        while at < n {
+            let take = (n - at).min(self.row_group_rows - self.rows);
+            let part = if take == n { batch.clone() } else { batch.slice(at, take) };
+            for (c, a) in self.columns.iter_mut().zip(part.columns()) {
+                c.add(a, &mut self.pager)?;
+            }
+            self.rows += take;
+            at += take;
+            if self.rows == self.row_group_rows {
+                self.flush_row_group()?;
+            }
         }
         Ok(())
     }
 
-    /// Bytes of the rows buffered for the row group in progress.
+    /// Bytes held for the row group in progress: its encoded pages, dictionaries, and the values
+    /// waiting for a page.
     pub(crate) fn memory_size(&self) -> usize {
-        self.pending.iter().map(|b| b.get_array_memory_size()).sum()
+        self.columns.iter().map(Column::memory_size).sum()
     }
 
     /// Writes the last row group and the footer, and gives the sink back.
     pub(crate) fn into_inner(mut self) -> Result<W> {
-        if self.pending_rows > 0 {
-            self.flush_row_group(self.pending_rows)?;
+        if self.rows > 0 {
+            self.flush_row_group()?;
         }
         self.file.into_inner()
     }
 
-    /// Encodes the first `rows` buffered rows as one row group.
-    fn flush_row_group(&mut self, rows: usize) -> Result<()> {
-        let mut take = Vec::new();
-        let mut left = rows;
-        while left > 0 {
-            let Some(b) = self.pending.pop_front() else { break };
-            if b.num_rows() <= left {
-                left -= b.num_rows();
-                take.push(b);
-            } else {
-                take.push(b.slice(0, left));
-                self.pending.push_front(b.slice(left, b.num_rows() - left));
-                left = 0;
-            }
-        }
-        self.pending_rows -= rows;
+    /// Ends every column chunk and writes the row group.
+    fn flush_row_group(&mut self) -> Result<()> {
+        let rows = std::mem::take(&mut self.rows);
         let mut chunks = Vec::with_capacity(self.columns.len());
-        for (i, (descr, enc)) in self.columns.iter().enumerate() {
-            let arrays: Vec<&ArrayRef> = take.iter().map(|b| b.column(i)).collect();
-            let mut out = Chunk::new(descr.clone(), &mut self.zstd, self.level);
-            encode_column(&mut out, *enc, &arrays, &mut self.scratch)?;
-            chunks.push(out.finish(rows)?);
+        for c in &mut self.columns {
+            chunks.push(c.finish(rows, &mut self.pager)?);
         }
         let mut rg = self.file.next_row_group()?;
         for (bytes, close) in chunks {
@@ -194,76 +187,455 @@ impl<W: Write + Send> DirectWriter<W> {
     }
 }
 
-/// One column chunk being encoded into memory.
-struct Chunk<'a> {
-    descr: ColumnDescPtr,
-    zstd: &'a mut zstd::bulk::Compressor<'static>,
-    level: ZstdLevel,
-    sink: TrackedWrite<Vec<u8>>,
-    dict_offset: Option<i64>,
-    data_offset: Option<i64>,
-    uncompressed: i64,
-    encodings: Vec<Encoding>,
-    stats: Option<Statistics>,
+/// The dictionary of a column chunk, values in first-seen order.
+enum Dict {
+    None,
+    Ints(IntDict),
+    Strs(StrDict),
 }
 
-impl<'a> Chunk<'a> {
-    fn new(descr: ColumnDescPtr, zstd: &'a mut zstd::bulk::Compressor<'static>, level: ZstdLevel) -> Self {
-        Chunk {
+impl Dict {
+    fn len(&self) -> usize {
+        match self {
+            Dict::None => 0,
+            Dict::Ints(d) => d.values.len(),
+            Dict::Strs(d) => d.len,
+        }
+    }
+}
+
+/// Integers: by value in a table for those near the first ones seen (pids, tids, fds, syscall
+/// numbers: no hashing), in a hash map for the others.
+struct IntDict {
+    values: Vec<i64>,
+    map: HashMap<i64, u32, RandomState>,
+    /// The value of slot 0, and the slots (`u32::MAX`: not in the dictionary yet).
+    direct: Option<(i64, Vec<u32>)>,
+}
+
+impl IntDict {
+    /// A dictionary for a column whose first values span `min..=max`.
+    fn new(min: i64, max: i64) -> IntDict {
+        let range = (max as u64).wrapping_sub(min as u64);
+        // Room below the first values too (fds reused, pids of older processes).
+        let direct = (range < DIRECT_RANGE)
+            .then(|| (min.saturating_sub(((DIRECT_RANGE - range) / 4) as i64), vec![u32::MAX; DIRECT_RANGE as usize]));
+        IntDict { values: Vec::new(), map: HashMap::default(), direct }
+    }
+
+    #[inline]
+    fn index(&mut self, v: i64) -> u32 {
+        let values = &mut self.values;
+        let mut add = || {
+            values.push(v);
+            (values.len() - 1) as u32
+        };
+        if let Some((base, slots)) = &mut self.direct {
+            if let Some(s) = slots.get_mut(v.wrapping_sub(*base) as u64 as usize) {
+                if *s == u32::MAX {
+                    *s = add();
+                }
+                return *s;
+            }
+        }
+        *self.map.entry(v).or_insert_with(add)
+    }
+}
+
+/// Strings: the dictionary page's body is built as values arrive.
+#[derive(Default)]
+struct StrDict {
+    map: HashMap<Box<[u8]>, u32, RandomState>,
+    /// The values, length-prefixed (PLAIN), as the dictionary page holds them.
+    page: Vec<u8>,
+    len: usize,
+}
+
+impl StrDict {
+    #[inline]
+    fn index(&mut self, v: &[u8]) -> u32 {
+        if let Some(&i) = self.map.get(v) {
+            return i;
+        }
+        let i = self.len as u32;
+        self.map.insert(v.into(), i);
+        put_bytes(v, &mut self.page);
+        self.len += 1;
+        i
+    }
+
+    fn full(&self) -> bool {
+        self.len > DICT_LIMIT / 8 || self.page.len() > DICT_LIMIT
+    }
+}
+
+/// One column of the row group in progress: the pages encoded so far, and the values waiting
+/// for a page. Pages are encoded as rows arrive, so a row group costs its encoded size in memory,
+/// not its rows.
+struct Column {
+    descr: ColumnDescPtr,
+    enc: Enc,
+    /// 64-bit integers (else 32-bit).
+    wide: bool,
+    /// Data pages written (headers and compressed bodies); the dictionary page goes before them
+    /// when the chunk ends.
+    pages: TrackedWrite<Vec<u8>>,
+    uncompressed: i64,
+    encodings: Vec<Encoding>,
+    min_max: Option<(i64, i64)>,
+    dict: Dict,
+    /// Whether a data page refers to the dictionary.
+    dict_used: bool,
+    /// Whether the integer column chunk has chosen between a dictionary and plain pages.
+    decided: bool,
+    /// Past the dictionary's limit (or not worth one): plain pages from here on.
+    plain: bool,
+    /// Values waiting for a page: dictionary indices, integers, length-prefixed strings.
+    idx: Vec<u32>,
+    ints: Vec<i64>,
+    strs: Vec<u8>,
+    strs_n: usize,
+}
+
+impl Column {
+    fn new(descr: ColumnDescPtr, enc: Enc, wide: bool) -> Column {
+        let dict = match enc {
+            Enc::KeyDict | Enc::Strings => Dict::Strs(StrDict::default()),
+            _ => Dict::None,
+        };
+        Column {
             descr,
-            zstd,
-            level,
-            sink: TrackedWrite::new(Vec::new()),
-            dict_offset: None,
-            data_offset: None,
+            enc,
+            wide,
+            pages: TrackedWrite::new(Vec::new()),
             uncompressed: 0,
             encodings: vec![Encoding::RLE],
-            stats: None,
+            min_max: None,
+            dict,
+            dict_used: false,
+            decided: enc == Enc::Delta,
+            plain: enc == Enc::Delta,
+            idx: Vec::new(),
+            ints: Vec::new(),
+            strs: Vec::new(),
+            strs_n: 0,
         }
     }
 
-    /// Compresses `raw` and writes it as a dictionary page (`dict`) or a data page.
-    fn page(&mut self, raw: &[u8], num_values: usize, encoding: Encoding, dict: bool) -> Result<()> {
-        let compressed = self.zstd.compress(raw).map_err(|e| ParquetError::General(format!("zstd: {e}")))?;
-        let buf = Bytes::from(compressed);
-        let num_values = u32::try_from(num_values).map_err(|_| ParquetError::General("page too large".into()))?;
-        let page = if dict {
-            Page::DictionaryPage { buf, num_values, encoding, is_sorted: false }
-        } else {
-            Page::DataPage {
-                buf,
-                num_values,
-                encoding,
-                def_level_encoding: Encoding::RLE,
-                rep_level_encoding: Encoding::RLE,
-                statistics: None,
-            }
+    fn memory_size(&self) -> usize {
+        let dict = match &self.dict {
+            Dict::None => 0,
+            Dict::Ints(d) => d.values.len() * 24 + d.direct.as_ref().map_or(0, |(_, s)| s.len() * 4),
+            Dict::Strs(d) => d.page.len() * 2 + d.len * 16,
         };
-        let spec = SerializedPageWriter::new(&mut self.sink).write_page(CompressedPage::new(page, raw.len()))?;
-        let offset = spec.offset as i64;
-        if dict {
-            self.dict_offset = Some(offset);
-        } else if self.data_offset.is_none() {
-            self.data_offset = Some(offset);
+        self.pages.bytes_written() + dict + self.idx.len() * 4 + self.ints.len() * 8 + self.strs.len()
+    }
+
+    /// Largest dictionary, in entries, before the chunk goes on with plain pages. `Plain`
+    /// columns (almost always 0) keep a dictionary only while they hold one value.
+    fn dict_limit(&self) -> usize {
+        match self.enc {
+            Enc::Plain => 1,
+            _ if self.wide => DICT_LIMIT / 8,
+            _ => DICT_LIMIT / 4,
         }
-        self.uncompressed += spec.uncompressed_size as i64;
+    }
+
+    fn add(&mut self, a: &ArrayRef, p: &mut Pager) -> Result<()> {
+        match self.enc {
+            Enc::KeyDict => self.add_keys(a, p),
+            Enc::Strings => self.add_strings(a.as_string::<i32>(), p),
+            _ => {
+                let mut vals = std::mem::take(&mut p.ints);
+                let r = gather_ints(a, &mut vals).and_then(|()| self.add_ints(&vals, p));
+                p.ints = vals;
+                r
+            }
+        }
+    }
+
+    fn add_ints(&mut self, v: &[i64], p: &mut Pager) -> Result<()> {
+        let Some(&first) = v.first() else { return Ok(()) };
+        // Plain loops: the compiler vectorizes them (an iterator fold over Options it does not).
+        let (mut min, mut max) = self.min_max.unwrap_or((first, first));
+        for &x in v {
+            min = min.min(x);
+            max = max.max(x);
+        }
+        self.min_max = Some((min, max));
+        if self.decided && !self.plain {
+            return self.dict_ints(v, p, false);
+        }
+        self.ints.extend_from_slice(v);
+        self.settle_ints(p, false)
+    }
+
+    /// Chooses the integer chunk's encoding once `SAMPLE` values (or the chunk's end) are in,
+    /// then writes the full pages (all of them at the chunk's end, `last`).
+    fn settle_ints(&mut self, p: &mut Pager, last: bool) -> Result<()> {
+        if !self.decided {
+            if self.ints.len() < SAMPLE && !last {
+                return Ok(());
+            }
+            self.decided = true;
+            let sample = &self.ints[..self.ints.len().min(SAMPLE)];
+            // A sample with more than one distinct value in eight (inode numbers, sizes, return
+            // values of reads) says a dictionary would not pay.
+            self.plain = self.enc == Enc::IntDict && {
+                let mut seen: HashMap<i64, (), RandomState> = HashMap::default();
+                sample.iter().any(|&x| seen.insert(x, ()).is_none() && seen.len() > sample.len() / 8)
+            };
+            if !self.plain {
+                let (min, max) = sample.iter().fold((i64::MAX, i64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+                self.dict = Dict::Ints(IntDict::new(min, max));
+                // What the dictionary does not take comes back into `self.ints`.
+                let v = std::mem::take(&mut self.ints);
+                return self.dict_ints(&v, p, last);
+            }
+        }
+        let (wide, delta_pages) = (self.wide, self.enc == Enc::Delta);
+        while self.ints.len() >= PAGE_ROWS || (last && !self.ints.is_empty()) {
+            let n = self.ints.len().min(PAGE_ROWS);
+            p.raw.clear();
+            let encoding = if delta_pages {
+                delta(&self.ints[..n], &mut p.raw);
+                Encoding::DELTA_BINARY_PACKED
+            } else {
+                put_plain(&self.ints[..n], wide, &mut p.raw);
+                Encoding::PLAIN
+            };
+            self.data_page(p, n, encoding)?;
+            self.ints.drain(..n);
+        }
+        Ok(())
+    }
+
+    /// `v` through the dictionary; past its limit, the rest of the chunk is plain.
+    fn dict_ints(&mut self, v: &[i64], p: &mut Pager, last: bool) -> Result<()> {
+        let limit = self.dict_limit();
+        let Dict::Ints(d) = &mut self.dict else { return Err(ParquetError::General("no dictionary".into())) };
+        let mut taken = v.len();
+        if let Some(x) = same(v) {
+            // Columns most events leave at one value (0 flags, no inode, ...): one lookup.
+            let i = d.index(x);
+            if d.values.len() > limit {
+                taken = 0;
+            } else {
+                self.idx.resize(self.idx.len() + v.len(), i);
+            }
+        } else {
+            let mut cur: Option<(i64, u32)> = None;
+            for (k, &x) in v.iter().enumerate() {
+                let i = match cur {
+                    // Runs of one value are common (a thread's pid, tid, fd): no lookup.
+                    Some((c, i)) if c == x => i,
+                    _ => {
+                        let i = d.index(x);
+                        if d.values.len() > limit {
+                            taken = k;
+                            break;
+                        }
+                        cur = Some((x, i));
+                        i
+                    }
+                };
+                self.idx.push(i);
+            }
+        }
+        if taken == v.len() {
+            return self.index_pages(p, last);
+        }
+        self.index_pages(p, true)?;
+        self.plain = true;
+        self.ints.extend_from_slice(&v[taken..]);
+        self.settle_ints(p, last)
+    }
+
+    /// Dictionary arrays of strings: each array's keys map through a table as long as its
+    /// dictionary to the chunk dictionary's indices.
+    fn add_keys(&mut self, a: &ArrayRef, p: &mut Pager) -> Result<()> {
+        match a.data_type() {
+            DataType::Dictionary(k, _) if **k == DataType::Int16 => {
+                let d = a.as_dictionary::<Int16Type>();
+                self.remap_keys(d.keys().values(), d.values().as_string::<i32>())?;
+            }
+            DataType::Dictionary(k, _) if **k == DataType::Int8 => {
+                let d = a.as_dictionary::<Int8Type>();
+                self.remap_keys(d.keys().values(), d.values().as_string::<i32>())?;
+            }
+            t => return Err(ParquetError::General(format!("no direct encoding for {t}"))),
+        }
+        self.index_pages(p, false)
+    }
+
+    fn remap_keys<K: Copy + PartialEq + TryInto<usize> + std::fmt::Display>(
+        &mut self,
+        keys: &[K],
+        values: &StringArray,
+    ) -> Result<()> {
+        let Dict::Strs(d) = &mut self.dict else { return Err(ParquetError::General("no dictionary".into())) };
+        let mut remap = vec![u32::MAX; values.len()];
+        let mut slot = |k: K| -> Result<u32> {
+            let s = k.try_into().ok().and_then(|k: usize| remap.get_mut(k).map(|s| (k, s)));
+            let (k_, s) = s.ok_or_else(|| ParquetError::General(format!("dictionary key {k} out of range")))?;
+            if *s == u32::MAX {
+                *s = d.index(values.value(k_).as_bytes());
+            }
+            Ok(*s)
+        };
+        if let Some(k) = same(keys) {
+            let i = slot(k)?;
+            self.idx.resize(self.idx.len() + keys.len(), i);
+        } else {
+            for &k in keys {
+                let i = slot(k)?;
+                self.idx.push(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Strings through the dictionary until it is full, then plain.
+    fn add_strings(&mut self, a: &StringArray, p: &mut Pager) -> Result<()> {
+        // No NULLs in the events table: values by index, without the iterator's null checks.
+        let mut i = 0;
+        if !self.plain {
+            let Dict::Strs(d) = &mut self.dict else { return Err(ParquetError::General("no dictionary".into())) };
+            let mut prev: Option<(&[u8], u32)> = None;
+            while i < a.len() {
+                let v = a.value(i).as_bytes();
+                let k = match prev {
+                    // Runs of one value are common (a process's comm, a file read in a loop).
+                    Some((pv, k)) if pv == v => k,
+                    _ => {
+                        let k = d.index(v);
+                        if d.full() {
+                            break;
+                        }
+                        prev = Some((v, k));
+                        k
+                    }
+                };
+                self.idx.push(k);
+                i += 1;
+            }
+            let full = d.full();
+            self.index_pages(p, full)?;
+            if !full {
+                return Ok(());
+            }
+            self.plain = true;
+        }
+        for j in i..a.len() {
+            put_bytes(a.value(j).as_bytes(), &mut self.strs);
+            self.strs_n += 1;
+            if self.strs_n == PAGE_ROWS || self.strs.len() >= PAGE_BYTES {
+                self.strings_page(p)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn strings_page(&mut self, p: &mut Pager) -> Result<()> {
+        let n = std::mem::take(&mut self.strs_n);
+        let raw = std::mem::take(&mut self.strs);
+        let r = self.page(p, &raw, n, Encoding::PLAIN, false);
+        self.strs = raw;
+        self.strs.clear();
+        r
+    }
+
+    /// Pages of the dictionary indices waiting: full ones, or all (`all`).
+    fn index_pages(&mut self, p: &mut Pager, all: bool) -> Result<()> {
+        while self.idx.len() >= PAGE_ROWS || (all && !self.idx.is_empty()) {
+            let n = self.idx.len().min(PAGE_ROWS);
+            let width = bit_width(self.dict.len().saturating_sub(1) as u64).max(1);
+            p.raw.clear();
+            p.raw.push(width);
+            rle_hybrid(&self.idx[..n], width, &mut p.raw);
+            self.dict_used = true;
+            self.data_page(p, n, Encoding::PLAIN_DICTIONARY)?;
+            self.idx.drain(..n);
+        }
+        Ok(())
+    }
+
+    /// `p.raw` as a data page of `n` values.
+    fn data_page(&mut self, p: &mut Pager, n: usize, encoding: Encoding) -> Result<()> {
+        let raw = std::mem::take(&mut p.raw);
+        let r = self.page(p, &raw, n, encoding, false);
+        p.raw = raw;
+        r
+    }
+
+    /// Compresses `raw` and writes it as a data page, or as the dictionary page into `sink`.
+    fn page(&mut self, p: &mut Pager, raw: &[u8], num_values: usize, encoding: Encoding, dict: bool) -> Result<()> {
+        let spec = write_page(&mut self.pages, p, raw, num_values, encoding, dict)?;
+        self.uncompressed += spec;
         if !self.encodings.contains(&encoding) {
             self.encodings.push(encoding);
         }
         Ok(())
     }
 
-    fn finish(self, rows: usize) -> Result<(Bytes, ColumnCloseResult)> {
-        let bytes = Bytes::from(self.sink.into_inner()?);
-        let mut b = ColumnChunkMetaData::builder(self.descr)
-            .set_encodings(self.encodings)
+    /// Writes what waits, puts the dictionary page first, and gives the column chunk and its
+    /// metadata; the column is then ready for the next row group.
+    fn finish(&mut self, rows: usize, p: &mut Pager) -> Result<(Bytes, ColumnCloseResult)> {
+        match self.enc {
+            Enc::KeyDict => self.index_pages(p, true)?,
+            Enc::Strings => {
+                self.index_pages(p, true)?;
+                if self.strs_n > 0 {
+                    self.strings_page(p)?;
+                }
+            }
+            _ => {
+                self.settle_ints(p, true)?;
+                self.index_pages(p, true)?;
+            }
+        }
+        let mut stats = self.min_max.map(|(min, max)| int_stats(min, max, self.wide));
+        let mut head = TrackedWrite::new(Vec::new());
+        let mut dict_offset = None;
+        if self.dict_used {
+            p.raw.clear();
+            let n = match &self.dict {
+                Dict::None => 0,
+                Dict::Ints(d) => {
+                    put_plain(&d.values, self.wide, &mut p.raw);
+                    d.values.len()
+                }
+                Dict::Strs(d) => {
+                    p.raw.extend_from_slice(&d.page);
+                    if self.enc == Enc::KeyDict {
+                        if let (Some(min), Some(max)) = (d.map.keys().min(), d.map.keys().max()) {
+                            let ba = |v: &[u8]| Some(ByteArray::from(v.to_vec()));
+                            stats = Some(Statistics::byte_array(ba(min), ba(max), None, Some(0), false));
+                        }
+                    }
+                    d.len
+                }
+            };
+            let raw = std::mem::take(&mut p.raw);
+            let r = write_page(&mut head, p, &raw, n, Encoding::PLAIN_DICTIONARY, true);
+            p.raw = raw;
+            self.uncompressed += r?;
+            dict_offset = Some(0);
+        }
+        let data_offset = head.bytes_written() as i64;
+        let mut bytes = head.into_inner()?;
+        let pages = std::mem::replace(&mut self.pages, TrackedWrite::new(Vec::new())).into_inner()?;
+        bytes.extend_from_slice(&pages);
+        let bytes = Bytes::from(bytes);
+        let mut b = ColumnChunkMetaData::builder(self.descr.clone())
+            .set_encodings(std::mem::replace(&mut self.encodings, vec![Encoding::RLE]))
             .set_num_values(rows as i64)
-            .set_compression(Compression::ZSTD(self.level))
+            .set_compression(Compression::ZSTD(p.level))
             .set_total_compressed_size(bytes.len() as i64)
-            .set_total_uncompressed_size(self.uncompressed)
-            .set_data_page_offset(self.data_offset.unwrap_or(0))
-            .set_dictionary_page_offset(self.dict_offset);
-        if let Some(s) = self.stats {
+            .set_total_uncompressed_size(std::mem::take(&mut self.uncompressed))
+            .set_data_page_offset(data_offset)
+            .set_dictionary_page_offset(dict_offset);
+        if let Some(s) = stats {
             b = b.set_statistics(s);
         }
         let close = ColumnCloseResult {
@@ -274,57 +646,46 @@ impl<'a> Chunk<'a> {
             column_index: None,
             offset_index: None,
         };
+        // Ready for the next chunk.
+        self.min_max = None;
+        self.dict = match self.enc {
+            Enc::KeyDict | Enc::Strings => Dict::Strs(StrDict::default()),
+            _ => Dict::None,
+        };
+        self.dict_used = false;
+        self.decided = self.enc == Enc::Delta;
+        self.plain = self.enc == Enc::Delta;
         Ok((bytes, close))
     }
 }
 
-fn encode_column(out: &mut Chunk<'_>, enc: Enc, arrays: &[&ArrayRef], s: &mut Scratch) -> Result<()> {
-    let rows: usize = arrays.iter().map(|a| a.len()).sum();
-    match enc {
-        Enc::KeyDict => match one_key(arrays) {
-            Some(v) => {
-                let ba = Some(ByteArray::from(v.as_bytes().to_vec()));
-                out.stats = Some(Statistics::byte_array(ba.clone(), ba, None, Some(0), false));
-                s.raw.clear();
-                put_bytes(v.as_bytes(), &mut s.raw);
-                out.page(&s.raw, 1, Encoding::PLAIN_DICTIONARY, true)?;
-                one_value_pages(out, rows, &mut s.raw)
-            }
-            None => key_dict(out, arrays, s),
-        },
-        Enc::Strings => {
-            let strs: Vec<&StringArray> = arrays.iter().map(|a| a.as_string::<i32>()).collect();
-            strings(out, &strs, s)
+/// Compresses `raw` and writes it to `sink` as a dictionary page (`dict`) or a data page;
+/// returns its uncompressed size (header included).
+fn write_page(
+    sink: &mut TrackedWrite<Vec<u8>>,
+    p: &mut Pager,
+    raw: &[u8],
+    num_values: usize,
+    encoding: Encoding,
+    dict: bool,
+) -> Result<i64> {
+    let compressed = p.zstd.compress(raw).map_err(|e| ParquetError::General(format!("zstd: {e}")))?;
+    let buf = Bytes::from(compressed);
+    let num_values = u32::try_from(num_values).map_err(|_| ParquetError::General("page too large".into()))?;
+    let page = if dict {
+        Page::DictionaryPage { buf, num_values, encoding, is_sorted: false }
+    } else {
+        Page::DataPage {
+            buf,
+            num_values,
+            encoding,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
         }
-        _ => {
-            if let Some((v, wide)) = one_int(arrays) {
-                // Columns most events leave at 0 (flags, qtime, path-less calls' inode, ...): a
-                // one-entry dictionary, without copying or hashing the values.
-                out.stats = Some(int_stats(v, v, wide));
-                s.raw.clear();
-                put_plain(&[v], wide, &mut s.raw);
-                out.page(&s.raw, 1, Encoding::PLAIN_DICTIONARY, true)?;
-                return one_value_pages(out, rows, &mut s.raw);
-            }
-            let wide = gather_ints(arrays, &mut s.ints)?;
-            let Some(&first) = s.ints.first() else { return Ok(()) };
-            // Plain loops: the compiler vectorizes them (an iterator fold over Options it does not).
-            let (mut min, mut max) = (first, first);
-            for &v in &s.ints {
-                min = min.min(v);
-                max = max.max(v);
-            }
-            out.stats = Some(int_stats(min, max, wide));
-            let ints = std::mem::take(&mut s.ints);
-            let r = match enc {
-                Enc::Delta if wide => pages(out, &ints, Encoding::DELTA_BINARY_PACKED, &mut s.raw, delta),
-                Enc::IntDict => int_dict(out, &ints, wide, (min, max), s),
-                _ => plain_ints(out, &ints, wide, &mut s.raw),
-            };
-            s.ints = ints;
-            r
-        }
-    }
+    };
+    let spec = SerializedPageWriter::new(sink).write_page(CompressedPage::new(page, raw.len()))?;
+    Ok(spec.uncompressed_size as i64)
 }
 
 fn int_stats(min: i64, max: i64, wide: bool) -> Statistics {
@@ -335,26 +696,16 @@ fn int_stats(min: i64, max: i64, wide: bool) -> Statistics {
     }
 }
 
-/// The value of integer `arrays` when every row holds the same one, and whether it is 64-bit.
-fn one_int(arrays: &[&ArrayRef]) -> Option<(i64, bool)> {
-    let mut one = None;
-    let mut wide = true;
-    for a in arrays {
-        let v = match a.data_type() {
-            DataType::Int64 => same(a.as_primitive::<Int64Type>().values())?,
-            DataType::Timestamp(_, _) => same(a.as_primitive::<TimestampMicrosecondType>().values())?,
-            DataType::Int32 => {
-                wide = false;
-                i64::from(same(a.as_primitive::<Int32Type>().values())?)
-            }
-            _ => return None,
-        };
-        match one {
-            Some(o) if o != v => return None,
-            _ => one = Some(v),
-        }
+/// The integer values of `a` (widened to i64) into `into`.
+fn gather_ints(a: &ArrayRef, into: &mut Vec<i64>) -> Result<()> {
+    into.clear();
+    match a.data_type() {
+        DataType::Int64 => into.extend_from_slice(a.as_primitive::<Int64Type>().values()),
+        DataType::Timestamp(_, _) => into.extend_from_slice(a.as_primitive::<TimestampMicrosecondType>().values()),
+        DataType::Int32 => into.extend(a.as_primitive::<Int32Type>().values().iter().map(|&v| i64::from(v))),
+        t => return Err(ParquetError::General(format!("no direct encoding for {t}"))),
     }
-    one.map(|v| (v, wide))
+    Ok(())
 }
 
 /// The value of every element of `v`, if they are all the same.
@@ -369,82 +720,6 @@ fn same<T: Copy + PartialEq>(v: &[T]) -> Option<T> {
         }
     }
     blocks.remainder().iter().all(|&x| x == first).then_some(first)
-}
-
-/// The string of dictionary `arrays` when every row holds the same one.
-fn one_key<'a>(arrays: &[&'a ArrayRef]) -> Option<&'a str> {
-    let mut one: Option<&str> = None;
-    for a in arrays {
-        let (k, values) = match a.data_type() {
-            DataType::Dictionary(k, _) if **k == DataType::Int16 => {
-                let d = a.as_dictionary::<Int16Type>();
-                (same(d.keys().values())? as usize, d.values().as_string::<i32>())
-            }
-            DataType::Dictionary(k, _) if **k == DataType::Int8 => {
-                let d = a.as_dictionary::<Int8Type>();
-                (same(d.keys().values())? as usize, d.values().as_string::<i32>())
-            }
-            _ => return None,
-        };
-        if k >= values.len() {
-            return None; // key_dict reports it
-        }
-        let v = values.value(k);
-        match one {
-            Some(o) if o != v => return None,
-            _ => one = Some(v),
-        }
-    }
-    one
-}
-
-/// Data pages of `rows` indices into a one-entry dictionary: one RLE run each.
-fn one_value_pages(out: &mut Chunk<'_>, rows: usize, raw: &mut Vec<u8>) -> Result<()> {
-    let mut left = rows;
-    while left > 0 {
-        let n = left.min(PAGE_ROWS);
-        raw.clear();
-        raw.push(1); // bit width, as index_pages writes it for a dictionary of one
-        uleb((n as u64) << 1, raw);
-        raw.push(0);
-        out.page(raw, n, Encoding::PLAIN_DICTIONARY, false)?;
-        left -= n;
-    }
-    Ok(())
-}
-
-/// The integer values of `arrays` (widened to i64) into `into`; whether they are 64-bit.
-fn gather_ints(arrays: &[&ArrayRef], into: &mut Vec<i64>) -> Result<bool> {
-    into.clear();
-    let mut wide = true;
-    for a in arrays {
-        match a.data_type() {
-            DataType::Int64 => into.extend_from_slice(a.as_primitive::<Int64Type>().values()),
-            DataType::Timestamp(_, _) => into.extend_from_slice(a.as_primitive::<TimestampMicrosecondType>().values()),
-            DataType::Int32 => {
-                wide = false;
-                into.extend(a.as_primitive::<Int32Type>().values().iter().map(|&v| i64::from(v)));
-            }
-            t => return Err(ParquetError::General(format!("no direct encoding for {t}"))),
-        }
-    }
-    Ok(wide)
-}
-
-/// Data pages of `PAGE_ROWS` values each, encoded by `f`.
-fn pages(
-    out: &mut Chunk<'_>,
-    v: &[i64],
-    encoding: Encoding,
-    raw: &mut Vec<u8>,
-    mut f: impl FnMut(&[i64], &mut Vec<u8>),
-) -> Result<()> {
-    for page in v.chunks(PAGE_ROWS) {
-        raw.clear();
-        f(page, raw);
-        out.page(raw, page.len(), encoding, false)?;
-    }
-    Ok(())
 }
 
 fn put_plain(v: &[i64], wide: bool, raw: &mut Vec<u8>) {
@@ -463,186 +738,9 @@ fn put_plain(v: &[i64], wide: bool, raw: &mut Vec<u8>) {
     }
 }
 
-fn plain_ints(out: &mut Chunk<'_>, v: &[i64], wide: bool, raw: &mut Vec<u8>) -> Result<()> {
-    pages(out, v, Encoding::PLAIN, raw, |p, raw| put_plain(p, wide, raw))
-}
-
-/// Dictionary indices of `values` (the dictionary in first-seen order), or `None` when the
-/// dictionary would hold more than `max` entries.
-fn dictionary<K: Copy + Eq + Hash>(values: impl Iterator<Item = K>, max: usize, idx: &mut Vec<u32>) -> Option<Vec<K>> {
-    idx.clear();
-    let mut map: HashMap<K, u32, RandomState> = HashMap::default();
-    let mut dict = Vec::new();
-    let mut last: Option<(K, u32)> = None;
-    for v in values {
-        let i = match last {
-            // Runs of one value are common (a thread's pid, tid, fd): skip the hash.
-            Some((k, i)) if k == v => i,
-            _ => {
-                let i = *map.entry(v).or_insert_with(|| {
-                    dict.push(v);
-                    (dict.len() - 1) as u32
-                });
-                if dict.len() > max {
-                    return None;
-                }
-                last = Some((v, i));
-                i
-            }
-        };
-        idx.push(i);
-    }
-    Some(dict)
-}
-
-fn int_dict(out: &mut Chunk<'_>, v: &[i64], wide: bool, (min, max): (i64, i64), s: &mut Scratch) -> Result<()> {
-    let width = if wide { 8 } else { 4 };
-    // A first sample with more than one distinct value in eight (inode numbers, sizes, return
-    // values of reads) says the dictionary would not pay: plain, without hashing the rest.
-    let sample = &v[..v.len().min(SAMPLE)];
-    if dictionary(sample.iter().copied(), sample.len() / 8, &mut s.idx).is_none() {
-        return plain_ints(out, v, wide, &mut s.raw);
-    }
-    let range = (max as u64).wrapping_sub(min as u64);
-    let dict = if range < DIRECT_RANGE {
-        direct_dictionary(v, min, range as usize, DICT_LIMIT / width, &mut s.idx)
-    } else {
-        dictionary(v.iter().copied(), DICT_LIMIT / width, &mut s.idx)
-    };
-    let Some(dict) = dict else {
-        return plain_ints(out, v, wide, &mut s.raw);
-    };
-    s.raw.clear();
-    put_plain(&dict, wide, &mut s.raw);
-    out.page(&s.raw, dict.len(), Encoding::PLAIN_DICTIONARY, true)?;
-    index_pages(out, &s.idx, dict.len(), &mut s.raw)
-}
-
-/// [`dictionary`] of values within `min..=min + range`, indexed by value instead of hashed (pids,
-/// tids, fds, syscall numbers): the same dictionary, in the same order.
-fn direct_dictionary(v: &[i64], min: i64, range: usize, max: usize, idx: &mut Vec<u32>) -> Option<Vec<i64>> {
-    idx.clear();
-    idx.reserve(v.len());
-    let mut slots = vec![u32::MAX; range + 1];
-    let mut dict = Vec::new();
-    for &x in v {
-        let slot = slots.get_mut(x.wrapping_sub(min) as u64 as usize)?;
-        if *slot == u32::MAX {
-            if dict.len() == max {
-                return None;
-            }
-            *slot = dict.len() as u32;
-            dict.push(x);
-        }
-        idx.push(*slot);
-    }
-    Some(dict)
-}
-
-/// Data pages of dictionary indices.
-fn index_pages(out: &mut Chunk<'_>, idx: &[u32], dict_len: usize, raw: &mut Vec<u8>) -> Result<()> {
-    let width = bit_width(dict_len.saturating_sub(1) as u64).max(1);
-    for page in idx.chunks(PAGE_ROWS) {
-        raw.clear();
-        raw.push(width);
-        rle_hybrid(page, width, raw);
-        out.page(raw, page.len(), Encoding::PLAIN_DICTIONARY, false)?;
-    }
-    Ok(())
-}
-
-/// Strings: a dictionary, or plain when the dictionary would pass `DICT_LIMIT`.
-fn strings(out: &mut Chunk<'_>, arrays: &[&StringArray], s: &mut Scratch) -> Result<()> {
-    // No NULLs in the events table: values by index, without the iterator's null checks.
-    let all = || arrays.iter().flat_map(|a| (0..a.len()).map(move |i| a.value(i).as_bytes()));
-    let max_entries = DICT_LIMIT / 8;
-    if let Some(dict) = dictionary(all(), max_entries, &mut s.idx) {
-        if dict.iter().map(|d| d.len() + 4).sum::<usize>() <= DICT_LIMIT {
-            s.raw.clear();
-            for d in &dict {
-                put_bytes(d, &mut s.raw);
-            }
-            out.page(&s.raw, dict.len(), Encoding::PLAIN_DICTIONARY, true)?;
-            return index_pages(out, &s.idx, dict.len(), &mut s.raw);
-        }
-    }
-    s.raw.clear();
-    let mut n = 0;
-    for v in all() {
-        put_bytes(v, &mut s.raw);
-        n += 1;
-        if n == PAGE_ROWS || s.raw.len() >= PAGE_BYTES {
-            out.page(&s.raw, n, Encoding::PLAIN, false)?;
-            s.raw.clear();
-            n = 0;
-        }
-    }
-    if n > 0 {
-        out.page(&s.raw, n, Encoding::PLAIN, false)?;
-    }
-    Ok(())
-}
-
 fn put_bytes(v: &[u8], raw: &mut Vec<u8>) {
     raw.extend_from_slice(&(v.len() as u32).to_le_bytes());
     raw.extend_from_slice(v);
-}
-
-/// String dictionary arrays: the chunk's dictionary is the values its keys use, in first-use
-/// order; each array's keys are mapped through a table as long as its dictionary.
-fn key_dict(out: &mut Chunk<'_>, arrays: &[&ArrayRef], s: &mut Scratch) -> Result<()> {
-    let mut map: HashMap<&str, u32, RandomState> = HashMap::default();
-    let mut dict: Vec<&str> = Vec::new();
-    s.idx.clear();
-    for a in arrays {
-        match a.data_type() {
-            DataType::Dictionary(k, _) if **k == DataType::Int16 => {
-                let d = a.as_dictionary::<Int16Type>();
-                let keys = d.keys().values().iter().map(|&k| k as usize);
-                remap_keys(keys, d.values().as_string::<i32>(), &mut map, &mut dict, &mut s.idx)?;
-            }
-            DataType::Dictionary(k, _) if **k == DataType::Int8 => {
-                let d = a.as_dictionary::<Int8Type>();
-                let keys = d.keys().values().iter().map(|&k| k as usize);
-                remap_keys(keys, d.values().as_string::<i32>(), &mut map, &mut dict, &mut s.idx)?;
-            }
-            t => return Err(ParquetError::General(format!("no direct encoding for {t}"))),
-        }
-    }
-    if let (Some(min), Some(max)) = (dict.iter().min(), dict.iter().max()) {
-        let ba = |v: &str| Some(ByteArray::from(v.as_bytes().to_vec()));
-        out.stats = Some(Statistics::byte_array(ba(min), ba(max), None, Some(0), false));
-    }
-    s.raw.clear();
-    for d in &dict {
-        put_bytes(d.as_bytes(), &mut s.raw);
-    }
-    out.page(&s.raw, dict.len(), Encoding::PLAIN_DICTIONARY, true)?;
-    index_pages(out, &s.idx, dict.len(), &mut s.raw)
-}
-
-/// Appends to `idx` the chunk dictionary's index of each key's value, adding values to `dict`
-/// on first use.
-fn remap_keys<'a>(
-    keys: impl Iterator<Item = usize>,
-    values: &'a StringArray,
-    map: &mut HashMap<&'a str, u32, RandomState>,
-    dict: &mut Vec<&'a str>,
-    idx: &mut Vec<u32>,
-) -> Result<()> {
-    let mut remap = vec![u32::MAX; values.len()];
-    for k in keys {
-        let slot = remap.get_mut(k).ok_or_else(|| ParquetError::General(format!("dictionary key {k} out of range")))?;
-        if *slot == u32::MAX {
-            let v = values.value(k);
-            *slot = *map.entry(v).or_insert_with(|| {
-                dict.push(v);
-                (dict.len() - 1) as u32
-            });
-        }
-        idx.push(*slot);
-    }
-    Ok(())
 }
 
 /// Bits needed for `v`.
@@ -809,6 +907,8 @@ mod tests {
             Field::new("dev", DataType::Int64, false),
             Field::new("host", DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Utf8)), false),
             Field::new("nr", DataType::Int32, false),
+            Field::new("mode", DataType::Int64, false),
+            Field::new("ret", DataType::Int64, false),
         ]))
     }
 
@@ -816,10 +916,11 @@ mod tests {
     /// integers, runs and alternations, dictionaries that differ between batches, many distinct
     /// strings (forcing the plain fallback) and empty ones, columns of one value (in a chunk, or
     /// only in each batch), integers spanning just below and just above the range indexed by
-    /// value.
+    /// value, columns whose dictionary fills up in the middle of a chunk (which goes on plain).
     fn batches(rows: &[usize], distinct_paths: u64) -> Vec<RecordBatch> {
         let mut r = Rng(42);
         let mut t = -5i64;
+        let mut row = 0u64;
         let ops: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(vec!["read", "write", "unknown", "openat"])),
             Arc::new(StringArray::from(vec!["openat", "fsync"])),
@@ -851,6 +952,19 @@ mod tests {
                 let host = DictionaryArray::<Int16Type>::new(Int16Array::from(vec![1i16; n]), hosts);
                 let top = DIRECT_RANGE as i32 - 1 + (bi % 2) as i32;
                 let nr: Vec<i32> = (0..n).map(|i| [0, 1, top][i % 3]).collect();
+                // One value, then several (past a `PLAIN` column's dictionary of one).
+                let mode: Vec<i64> = (0..n).map(|i| if bi < 4 { 0o644 } else { (i % 3) as i64 }).collect();
+                // A few values, then a new one every row (past the dictionary's limit).
+                let ret: Vec<i64> = (0..n)
+                    .map(|i| {
+                        row += 1;
+                        if row < 20_000 {
+                            (i % 5) as i64
+                        } else {
+                            -(row as i64)
+                        }
+                    })
+                    .collect();
                 RecordBatch::try_new(
                     schema(),
                     vec![
@@ -866,6 +980,8 @@ mod tests {
                         Arc::new(Int64Array::from(dev)),
                         Arc::new(host),
                         Arc::new(Int32Array::from(nr)),
+                        Arc::new(Int64Array::from(mode)),
+                        Arc::new(Int64Array::from(ret)),
                     ],
                 )
                 .unwrap()
@@ -886,7 +1002,7 @@ mod tests {
     }
 
     /// Every value read back by the parquet crate's own reader, with the schema's types.
-    fn round_trip(rows: &[usize], row_group: usize, distinct_paths: u64) {
+    fn round_trip(rows: &[usize], row_group: usize, distinct_paths: u64) -> parquet::file::metadata::ParquetMetaData {
         let input = batches(rows, distinct_paths);
         let file = write(&input, row_group);
         let reader =
@@ -918,6 +1034,7 @@ mod tests {
             assert!(q.dictionary_page_offset().is_some());
             assert_eq!(rg.column(10).statistics().unwrap().min_bytes_opt(), Some(&b"h1"[..]));
         }
+        meta
     }
 
     fn arrow_cast_strings(a: &ArrayRef) -> Vec<String> {
@@ -933,7 +1050,13 @@ mod tests {
 
     #[test]
     fn many_distinct_strings_fall_back_to_plain_and_read_back() {
-        round_trip(&[200_000], 300_000, 1 << 40);
+        let meta = round_trip(&[200_000], 300_000, 1 << 40);
+        // The dictionary's first pages, then plain ones, in one column chunk.
+        for c in [7, 13] {
+            let e = meta.row_group(0).column(c).encodings().collect::<Vec<_>>();
+            assert!(e.contains(&Encoding::PLAIN) && e.contains(&Encoding::PLAIN_DICTIONARY), "column {c}: {e:?}");
+            assert!(meta.row_group(0).column(c).dictionary_page_offset().is_some());
+        }
     }
 
     #[test]
