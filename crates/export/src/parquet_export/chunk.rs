@@ -799,6 +799,31 @@ fn bitpack(values: impl Iterator<Item = u64>, width: u8, out: &mut Vec<u8>) {
     out.extend_from_slice(&(acc as u64).to_le_bytes()[..tail]);
 }
 
+/// `v` bit-packed in groups of 8 (the last one padded with zeros), as [`bitpack`] does.
+fn pack_groups(v: &[u32], width: u8, out: &mut Vec<u8>) {
+    let w = u32::from(width);
+    if w > 16 {
+        let pad = v.len().div_ceil(8) * 8 - v.len();
+        bitpack(v.iter().map(|&x| u64::from(x)).chain(std::iter::repeat_n(0, pad)), width, out);
+        return;
+    }
+    // Dictionaries of up to 65536 entries: a group of 8 fits in 128 bits and is `w` bytes.
+    let mut group = |g: &[u32]| {
+        let mut acc = 0u128;
+        for (k, &x) in g.iter().enumerate() {
+            acc |= u128::from(x) << (k as u32 * w);
+        }
+        out.extend_from_slice(&acc.to_le_bytes()[..w as usize]);
+    };
+    let mut groups = v.chunks_exact(8);
+    for g in &mut groups {
+        group(g);
+    }
+    if !groups.remainder().is_empty() {
+        group(groups.remainder());
+    }
+}
+
 /// Parquet's RLE / bit-packing hybrid of `v` (without the length prefix): runs of 16 or more
 /// equal values as RLE runs, the rest bit-packed in groups of 8 (the last one padded).
 fn rle_hybrid(v: &[u32], width: u8, out: &mut Vec<u8>) {
@@ -807,8 +832,7 @@ fn rle_hybrid(v: &[u32], width: u8, out: &mut Vec<u8>) {
         for part in lits.chunks(MAX_GROUPS * 8) {
             let groups = part.len().div_ceil(8);
             uleb(((groups as u64) << 1) | 1, out);
-            let pad = groups * 8 - part.len();
-            bitpack(part.iter().map(|&x| u64::from(x)).chain(std::iter::repeat_n(0, pad)), width, out);
+            pack_groups(part, width, out);
         }
     };
     let (mut lit_start, mut i) = (0, 0);
@@ -1079,6 +1103,15 @@ mod tests {
         let mut out = Vec::new();
         rle_hybrid(&many, 4, &mut out);
         assert_eq!(decode_hybrid(&out, 4, many.len()), many);
+        // Every width, groups packed 8 at a time (up to 16 bits) and value by value (wider).
+        for width in 1..=32u8 {
+            let max = if width == 32 { u32::MAX } else { (1u32 << width) - 1 };
+            let v: Vec<u32> =
+                (0..1003u32).map(|i| if i % 3 == 0 { max } else { i.wrapping_mul(2_654_435_761) & max }).collect();
+            let mut out = Vec::new();
+            rle_hybrid(&v, width, &mut out);
+            assert_eq!(decode_hybrid(&out, width, v.len()), v, "width {width}");
+        }
     }
 
     /// A reference decoder written from the format's description.
