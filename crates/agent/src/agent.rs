@@ -63,9 +63,9 @@ pub struct Agent {
     disks_seen: Vec<u32>,
 }
 
-/// The block devices there are now, by number (sorted).
-fn disk_numbers() -> Vec<u32> {
-    let mut v: Vec<u32> = latscope_probe::snapshot::block_devices().iter().map(|d| d.dev).collect();
+/// The numbers of `disks`, sorted.
+fn disk_numbers(disks: &[latscope_event::BlockDevice]) -> Vec<u32> {
+    let mut v: Vec<u32> = disks.iter().map(|d| d.dev).collect();
     v.sort_unstable();
     v
 }
@@ -80,7 +80,7 @@ impl Agent {
     pub fn start(cfg: AgentConfig) -> Result<Agent, AgentError> {
         let intervals = cfg.graphite.is_some();
         // Before the probes start: a disk that appears meanwhile is seen at the first refresh.
-        let disks_seen = disk_numbers();
+        let disks_seen = disk_numbers(&latscope_probe::snapshot::block_devices());
         let (plan, own) = sets::plan(&cfg.series);
         let mut probe_sets = Vec::with_capacity(plan.len());
         for members in plan {
@@ -220,7 +220,8 @@ impl Agent {
     /// rather than falling outside them. Their counts are kept. Returns what happened, one line
     /// per series, and what went wrong.
     fn follow_disks(&mut self) -> Vec<String> {
-        let now = disk_numbers();
+        let disks = latscope_probe::snapshot::block_devices();
+        let now = disk_numbers(&disks);
         if now == self.disks_seen {
             return Vec::new();
         }
@@ -250,7 +251,6 @@ impl Agent {
                 lines.push(format!("series {}: disks changed, probes started again for them", m.name));
             }
         }
-        let disks = latscope_probe::snapshot::block_devices();
         for s in self.series.iter_mut().filter(|s| s.cfg.by == By::Disk && !s.shared && s.is_running()) {
             match s.follow_disks(&disks) {
                 Ok(true) => lines.push(format!("series {}: disks changed, probes started again for them", s.cfg.name)),

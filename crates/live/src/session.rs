@@ -477,7 +477,7 @@ impl EventSource for LiveSession {
 impl CountSource for LiveSession {
     fn read_counts(&mut self) -> Result<Vec<(CountKey, Vec<u64>)>, SourceError> {
         let snap = self.probe.read_agg()?;
-        let by = self.count_by.ok_or("this session streams events")?;
+        let by = self.count_by.ok_or("events are streamed: the kernel keeps no counts for this view")?;
         Ok(snap
             .groups
             .into_iter()
