@@ -122,6 +122,16 @@ impl StrCol {
         self.data.extend_from_slice(&other.data);
         self.offsets.extend(other.offsets.iter().skip(1).map(|o| o + base));
     }
+    /// Append strings `r` of `other`.
+    pub fn append_range(&mut self, other: &StrCol, r: std::ops::Range<usize>) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        let (a, b) = (other.offsets[r.start], other.offsets[r.end]);
+        let base = self.data.len() as u32;
+        self.data.extend_from_slice(&other.data[a as usize..b as usize]);
+        self.offsets.extend(other.offsets[r.start + 1..=r.end].iter().map(|&o| o - a + base));
+    }
     /// Remove all strings, keeping the allocation.
     pub fn clear(&mut self) {
         self.offsets.clear();
@@ -185,6 +195,13 @@ macro_rules! columns {
                 self.comm.append(&other.comm);
                 self.path.append(&other.path);
                 self.path2.append(&other.path2);
+            }
+            /// Append events `r` of `other`, column by column.
+            pub fn append_range(&mut self, other: &EventBatch, r: std::ops::Range<usize>) {
+                $( self.$name.extend_from_slice(&other.$name[r.clone()]); )*
+                self.comm.append_range(&other.comm, r.clone());
+                self.path.append_range(&other.path, r.clone());
+                self.path2.append_range(&other.path2, r);
             }
             /// Event `i` as an owned row.
             pub fn get(&self, i: usize) -> Event {
@@ -321,6 +338,35 @@ pub fn op_name(kind: u8, nr: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_append_as_rows_do() {
+        let mut src = EventBatch::default();
+        for i in 0..10u64 {
+            let s = "x".repeat(i as usize % 4);
+            src.push(&Event {
+                ts: i,
+                pid: i as u32 * 3,
+                comm: s.clone(),
+                path: format!("/p{i}ü"),
+                ..Default::default()
+            });
+        }
+        for (a, b) in [(0, 10), (3, 7), (9, 10), (5, 5)] {
+            let mut by_range = EventBatch::default();
+            by_range.push(&src.get(2));
+            by_range.append_range(&src, a..b);
+            let mut by_row = EventBatch::default();
+            by_row.push(&src.get(2));
+            (a..b).for_each(|i| by_row.push_from(&src, i));
+            assert_eq!(by_range, by_row, "{a}..{b}");
+            assert!(by_range.check_lengths().is_ok());
+        }
+        // Into an empty column (no offsets at all yet).
+        let mut c = StrCol { offsets: Vec::new(), data: Vec::new() };
+        c.append_range(&src.path, 1..3);
+        assert_eq!((c.len(), c.get(0), c.get(1)), (2, "/p1ü", "/p2ü"));
+    }
 
     #[test]
     fn push_get_roundtrip() {

@@ -54,15 +54,21 @@ pub(crate) struct ScanReport {
 /// ([`latscope_scan::Scan`]) and calls `on_block(batch, rows, header, position)` with the rows
 /// `filter` takes (blocks with none are not passed on). Corrupt blocks are skipped, counted and
 /// reported; an error from `on_block` ends the scan.
+///
+/// `on_block` may take the batch over, leaving another in its place (one it is done with): the
+/// next block is decoded into whatever it leaves, so batches handed to another thread are
+/// neither copied nor allocated afresh.
 pub(crate) fn scan(
     path: &Path,
     filter: &Filter,
-    mut on_block: impl FnMut(&EventBatch, Rows<'_>, &TraceHeader, Position) -> Result<(), ExportError>,
+    mut on_block: impl FnMut(&mut EventBatch, Rows<'_>, &TraceHeader, Position) -> Result<(), ExportError>,
 ) -> Result<ScanReport, ExportError> {
     let opts = ScanOptions { filter: filter.clone(), ..Default::default() };
     let mut scan = Scan::open(path, InputFormat::Trace, opts)?;
     let header = scan.header().clone();
     let mut report = ScanReport { header, ..Default::default() };
+    let mut held = EventBatch::default();
+    let mut rows: Vec<u32> = Vec::new();
     loop {
         // Where the reader is before this block (the chunk borrows the scan): progress lags one
         // block, which a progress line does not show.
@@ -75,15 +81,24 @@ pub(crate) fn scan(
             .unwrap_or_default();
         let Some(chunk) = scan.next_batch() else { break };
         let chunk = chunk?;
-        let batch = chunk.batch;
-        report.events_read += batch.len() as u64;
+        let total = chunk.batch.len();
+        report.events_read += total as u64;
         let n = chunk.rows.len();
         if n == 0 {
             continue;
         }
-        let rows = if n == batch.len() { Rows::All } else { Rows::Some(chunk.rows) };
+        let all = n == total;
+        if !all {
+            rows.clear();
+            rows.extend_from_slice(chunk.rows);
+        }
         report.events_matched += n as u64;
-        on_block(batch, rows, &report.header, pos)?;
+        // `held` is empty between blocks: it takes the block for `on_block`, then gives the scan
+        // what `on_block` left (the block, or a batch to decode the next one into).
+        scan.swap_batch(&mut held);
+        let r = on_block(&mut held, if all { Rows::All } else { Rows::Some(&rows) }, &report.header, pos);
+        scan.swap_batch(&mut held);
+        r?;
     }
     let r = scan.report();
     report.corrupt_blocks = r.corrupt.len() as u64;

@@ -301,6 +301,13 @@ impl Scan {
         Some(Ok(Chunk { batch: &self.batch, rows: &self.rows, zone }))
     }
 
+    /// Exchanges the batch of the last chunk with `other`; the next block is decoded into what
+    /// `other` held (its allocations are reused, its contents overwritten). A consumer that hands
+    /// batches to another thread takes them over this way instead of copying them.
+    pub fn swap_batch(&mut self, other: &mut EventBatch) {
+        std::mem::swap(&mut self.batch, other);
+    }
+
     /// Calls `f` with every chunk; stops at the first error (`f`'s, or a read error).
     pub fn for_each<E: From<ScanError>>(&mut self, mut f: impl FnMut(Chunk<'_>) -> Result<(), E>) -> Result<(), E> {
         while let Some(c) = self.next_batch() {

@@ -1,4 +1,4 @@
-//! The events table's column chunks, encoded directly from the converted record batches.
+//! The events table's column chunks, encoded directly from the trace's event batches.
 //!
 //! The generic Arrow writer spends most of an export interning every value of every column (its
 //! dictionary encoder hashes and compares each string and integer) and building levels for
@@ -14,9 +14,11 @@
 //! | `host`, `kind`, `op`, `fd_type`, `disk` | dictionary of the values used, from the keys |
 //! | `comm`, `path`, `path2` | dictionary; past 1 MiB, `PLAIN` pages for the rest of the chunk |
 //!
+//! Each column's values are read from the event batch as the trace reader decoded it (wall-clock
+//! times, names and signed types are derived on the way), with no Arrow record batch in between.
 //! Pages are encoded and compressed as rows arrive, so the row group in progress costs its
 //! encoded size in memory (about 12 bytes per event), not its rows, and the reading thread's
-//! record batches are freed at once. The dictionary page is put in front of the chunk's data
+//! batches go back to it at once. The dictionary page is put in front of the chunk's data
 //! pages when the row group ends; each index page has the bit width of the dictionary at the time
 //! it was written.
 //!
@@ -31,11 +33,15 @@ use std::io::Write;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
+#[cfg(test)]
 use arrow_array::types::{Int16Type, Int32Type, Int64Type, Int8Type, TimestampMicrosecondType};
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_array::{Array, StringArray};
+#[cfg(test)]
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, SchemaRef};
 use bytes::Bytes;
 use foldhash::fast::RandomState;
+use latscope_event::{EventBatch, StrCol};
 use parquet::arrow::{add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::column::page::{CompressedPage, Page, PageWriter};
@@ -47,6 +53,8 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::statistics::Statistics;
 use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
+
+use super::convert::{dictionaries, fd_type_key, kind_key, op_key, Sel, TraceContext};
 
 /// Values per data page: pages of at most 512 KiB of integers before compression.
 const PAGE_ROWS: usize = 1 << 16;
@@ -84,10 +92,138 @@ fn encoding_of(name: &str, t: &DataType) -> Enc {
     }
 }
 
+/// Where a column of the events table comes from in an event batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Src {
+    Host,
+    Time,
+    TimeNs,
+    Lat,
+    Kind,
+    Op,
+    Nr,
+    Pid,
+    Tid,
+    Uid,
+    Comm,
+    Ret,
+    Fd,
+    FdType,
+    Path,
+    Path2,
+    Dev,
+    Disk,
+    Ino,
+    Bytes,
+    Off,
+    Flags,
+    Mode,
+    Dirfd,
+    Addr,
+    Cgroup,
+    Qtime,
+}
+
+impl Src {
+    /// The source of the events table's column `name`.
+    fn of(name: &str) -> Option<Src> {
+        Some(match name {
+            "host" => Src::Host,
+            "time" => Src::Time,
+            "time_ns" => Src::TimeNs,
+            "lat" => Src::Lat,
+            "kind" => Src::Kind,
+            "op" => Src::Op,
+            "nr" => Src::Nr,
+            "pid" => Src::Pid,
+            "tid" => Src::Tid,
+            "uid" => Src::Uid,
+            "comm" => Src::Comm,
+            "ret" => Src::Ret,
+            "fd" => Src::Fd,
+            "fd_type" => Src::FdType,
+            "path" => Src::Path,
+            "path2" => Src::Path2,
+            "dev" => Src::Dev,
+            "disk" => Src::Disk,
+            "ino" => Src::Ino,
+            "bytes" => Src::Bytes,
+            "off" => Src::Off,
+            "flags" => Src::Flags,
+            "mode" => Src::Mode,
+            "dirfd" => Src::Dirfd,
+            "addr" => Src::Addr,
+            "cgroup" => Src::Cgroup,
+            "qtime" => Src::Qtime,
+            _ => return None,
+        })
+    }
+}
+
+/// `f` of the selected values of `col`, appended to `out`.
+#[inline]
+fn gather<T: Copy>(col: &[T], sel: Sel<'_>, out: &mut Vec<i64>, f: impl Fn(T) -> i64) {
+    match sel {
+        Sel::Range(a, b) => out.extend(col[a..b].iter().map(|&v| f(v))),
+        Sel::Idx(r) => out.extend(r.iter().map(|&i| f(col[i as usize]))),
+    }
+}
+
+/// The selected values of an integer column, as the events table types them (unsigned trace
+/// fields as signed integers of the same width or wider, times on the wall clock).
+fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &mut Vec<i64>) {
+    out.clear();
+    out.reserve(sel.len());
+    match src {
+        Src::Time => gather(&b.ts, sel, out, |t| cx.wall_ns(t).div_euclid(1000)),
+        Src::TimeNs => gather(&b.ts, sel, out, |t| cx.wall_ns(t)),
+        Src::Lat => gather(&b.lat, sel, out, |v| v as i64),
+        Src::Nr => gather(&b.nr, sel, out, i64::from),
+        Src::Pid => gather(&b.pid, sel, out, |v| i64::from(v as i32)),
+        Src::Tid => gather(&b.tid, sel, out, |v| i64::from(v as i32)),
+        Src::Uid => gather(&b.uid, sel, out, i64::from),
+        Src::Ret => gather(&b.ret, sel, out, |v| v),
+        Src::Fd => gather(&b.fd, sel, out, i64::from),
+        Src::Dev => gather(&b.dev, sel, out, i64::from),
+        Src::Ino => gather(&b.ino, sel, out, |v| v as i64),
+        Src::Bytes => gather(&b.bytes, sel, out, |v| v as i64),
+        Src::Off => gather(&b.off, sel, out, |v| v),
+        Src::Flags => gather(&b.flags, sel, out, i64::from),
+        Src::Mode => gather(&b.mode, sel, out, i64::from),
+        Src::Dirfd => gather(&b.dirfd, sel, out, i64::from),
+        Src::Addr => gather(&b.addr, sel, out, |v| v as i64),
+        Src::Cgroup => gather(&b.cgroup, sel, out, |v| v as i64),
+        Src::Qtime => gather(&b.qtime, sel, out, |v| v as i64),
+        Src::Host | Src::Kind | Src::Op | Src::FdType | Src::Disk | Src::Comm | Src::Path | Src::Path2 => {}
+    }
+}
+
+/// The selected rows' keys of a dictionary column into `out` (cleared first).
+fn gather_keys(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &mut Vec<i16>) {
+    out.clear();
+    let each = |col: &[u8], out: &mut Vec<i16>, f: fn(u8) -> i16| match sel {
+        Sel::Range(a, e) => out.extend(col[a..e].iter().map(|&v| f(v))),
+        Sel::Idx(r) => out.extend(r.iter().map(|&i| f(col[i as usize]))),
+    };
+    match src {
+        Src::Kind => each(&b.kind, out, kind_key),
+        Src::FdType => each(&b.fd_type, out, fd_type_key),
+        Src::Op => match sel {
+            Sel::Range(a, e) => out.extend(b.kind[a..e].iter().zip(&b.nr[a..e]).map(|(&k, &nr)| op_key(k, nr))),
+            Sel::Idx(r) => out.extend(r.iter().map(|&i| op_key(b.kind[i as usize], b.nr[i as usize]))),
+        },
+        Src::Disk => cx.disk_keys(&b.dev, sel, out),
+        _ => out.resize(sel.len(), 0),
+    }
+}
+
 /// A Parquet file of events, written one row group at a time.
 pub(crate) struct DirectWriter<W: Write + Send> {
     file: SerializedFileWriter<W>,
     columns: Vec<Column>,
+    /// Where each column comes from in an event batch (`None`: a schema other than the events
+    /// table's, written from record batches in tests).
+    srcs: Option<Vec<Src>>,
     /// Rows in the row group in progress.
     rows: usize,
     row_group_rows: usize,
@@ -100,6 +236,7 @@ struct Pager {
     zstd: zstd::bulk::Compressor<'static>,
     level: ZstdLevel,
     ints: Vec<i64>,
+    keys: Vec<i16>,
     raw: Vec<u8>,
 }
 
@@ -129,16 +266,42 @@ impl<W: Write + Send> DirectWriter<W> {
             .collect::<Result<Vec<_>>>()?;
         let zstd = zstd::bulk::Compressor::new(level.compression_level())
             .map_err(|e| ParquetError::General(format!("zstd: {e}")))?;
+        let srcs = schema.fields().iter().map(|f| Src::of(f.name())).collect();
         Ok(DirectWriter {
             file,
             columns,
+            srcs,
             rows: 0,
             row_group_rows: props.max_row_group_row_count().unwrap_or(1 << 20).max(1),
-            pager: Pager { zstd, level, ints: Vec::new(), raw: Vec::new() },
+            pager: Pager { zstd, level, ints: Vec::new(), keys: Vec::new(), raw: Vec::new() },
         })
     }
 
+    /// Encodes the selected events of `b`, a batch of the trace `cx` describes, into the row
+    /// group in progress; a full row group is written.
+    pub(crate) fn write_events(&mut self, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>) -> Result<()> {
+        if self.srcs.is_none() {
+            return Err(ParquetError::General("not the events table's schema".into()));
+        }
+        let n = sel.len();
+        let mut at = 0;
+        while at < n {
+            let take = (n - at).min(self.row_group_rows - self.rows);
+            let part = sel.part(at, at + take);
+            for (c, &s) in self.columns.iter_mut().zip(self.srcs.iter().flatten()) {
+                c.add_events(s, cx, b, part, &mut self.pager)?;
+            }
+            self.rows += take;
+            at += take;
+            if self.rows == self.row_group_rows {
+                self.flush_row_group()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Encodes rows into the row group in progress; a full row group is written.
+    #[cfg(test)]
     pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let n = batch.num_rows();
         let mut at = 0;
@@ -341,10 +504,65 @@ impl Column {
         }
     }
 
+    /// The selected rows of `b`'s column `src`.
+    fn add_events(&mut self, src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, p: &mut Pager) -> Result<()> {
+        match (self.enc, src) {
+            (Enc::Strings, Src::Comm) => self.add_str_col(&b.comm, sel, p),
+            (Enc::Strings, Src::Path) => self.add_str_col(&b.path, sel, p),
+            (Enc::Strings, Src::Path2) => self.add_str_col(&b.path2, sel, p),
+            (Enc::KeyDict, _) => {
+                let d = dictionaries();
+                let values = match src {
+                    Src::Host => &cx.host,
+                    Src::Kind => &d.kind,
+                    Src::Op => &d.op,
+                    Src::FdType => &d.fd_type,
+                    Src::Disk => &cx.disk_names,
+                    s => return Err(ParquetError::General(format!("{s:?} is not a dictionary column"))),
+                };
+                let mut keys = std::mem::take(&mut p.keys);
+                gather_keys(src, cx, b, sel, &mut keys);
+                let r = self.remap_keys(&keys, values.as_string::<i32>());
+                p.keys = keys;
+                r?;
+                self.index_pages(p, false)
+            }
+            (Enc::Strings, s) => Err(ParquetError::General(format!("{s:?} is not a string column"))),
+            _ => {
+                // 64-bit signed columns need no conversion: a range of them is encoded in place.
+                if let Sel::Range(a, e) = sel {
+                    match src {
+                        Src::Ret => return self.add_ints(&b.ret[a..e], p),
+                        Src::Off => return self.add_ints(&b.off[a..e], p),
+                        _ => {}
+                    }
+                }
+                let mut vals = std::mem::take(&mut p.ints);
+                gather_events(src, cx, b, sel, &mut vals);
+                let r = self.add_ints(&vals, p);
+                p.ints = vals;
+                r
+            }
+        }
+    }
+
+    /// The selected strings of `c`.
+    fn add_str_col(&mut self, c: &StrCol, sel: Sel<'_>, p: &mut Pager) -> Result<()> {
+        let at = |j: usize| &c.data[c.offsets[j] as usize..c.offsets[j + 1] as usize];
+        match sel {
+            Sel::Range(a, e) => self.add_strings(e - a, |i| at(a + i), p),
+            Sel::Idx(r) => self.add_strings(r.len(), |i| at(r[i] as usize), p),
+        }
+    }
+
+    #[cfg(test)]
     fn add(&mut self, a: &ArrayRef, p: &mut Pager) -> Result<()> {
         match self.enc {
             Enc::KeyDict => self.add_keys(a, p),
-            Enc::Strings => self.add_strings(a.as_string::<i32>(), p),
+            Enc::Strings => {
+                let a = a.as_string::<i32>();
+                self.add_strings(a.len(), |i| a.value(i).as_bytes(), p)
+            }
             _ => {
                 let mut vals = std::mem::take(&mut p.ints);
                 let r = gather_ints(a, &mut vals).and_then(|()| self.add_ints(&vals, p));
@@ -453,6 +671,7 @@ impl Column {
 
     /// Dictionary arrays of strings: each array's keys map through a table as long as its
     /// dictionary to the chunk dictionary's indices.
+    #[cfg(test)]
     fn add_keys(&mut self, a: &ArrayRef, p: &mut Pager) -> Result<()> {
         match a.data_type() {
             DataType::Dictionary(k, _) if **k == DataType::Int16 => {
@@ -495,15 +714,14 @@ impl Column {
         Ok(())
     }
 
-    /// Strings through the dictionary until it is full, then plain.
-    fn add_strings(&mut self, a: &StringArray, p: &mut Pager) -> Result<()> {
-        // No NULLs in the events table: values by index, without the iterator's null checks.
+    /// `n` strings, `value(0..n)`, through the dictionary until it is full, then plain.
+    fn add_strings<'v>(&mut self, n: usize, value: impl Fn(usize) -> &'v [u8], p: &mut Pager) -> Result<()> {
         let mut i = 0;
         if !self.plain {
             let Dict::Strs(d) = &mut self.dict else { return Err(ParquetError::General("no dictionary".into())) };
             let mut prev: Option<(&[u8], u32)> = None;
-            while i < a.len() {
-                let v = a.value(i).as_bytes();
+            while i < n {
+                let v = value(i);
                 let k = match prev {
                     // Runs of one value are common (a process's comm, a file read in a loop).
                     Some((pv, k)) if pv == v => k,
@@ -526,8 +744,8 @@ impl Column {
             }
             self.plain = true;
         }
-        for j in i..a.len() {
-            put_bytes(a.value(j).as_bytes(), &mut self.strs);
+        for j in i..n {
+            put_bytes(value(j), &mut self.strs);
             self.strs_n += 1;
             if self.strs_n == PAGE_ROWS || self.strs.len() >= PAGE_BYTES {
                 self.strings_page(p)?;
@@ -697,6 +915,7 @@ fn int_stats(min: i64, max: i64, wide: bool) -> Statistics {
 }
 
 /// The integer values of `a` (widened to i64) into `into`.
+#[cfg(test)]
 fn gather_ints(a: &ArrayRef, into: &mut Vec<i64>) -> Result<()> {
     into.clear();
     match a.data_type() {
@@ -1065,6 +1284,88 @@ mod tests {
         let d = a.as_dictionary::<Int16Type>();
         let v = d.values().as_string::<i32>();
         d.keys().values().iter().map(|&k| v.value(k as usize).to_string()).collect()
+    }
+
+    /// The direct path (event batches, selections, row groups cut inside a batch, two traces of
+    /// different hosts and disks in one file) writes the very bytes the reference conversion to
+    /// record batches does.
+    #[test]
+    fn events_written_directly_match_the_reference_conversion() {
+        use super::super::convert::reference::EventConverter;
+        use crate::source::Rows;
+        use latscope_event::BlockDevice;
+        use latscope_trace::synth;
+
+        let mut rng = synth::Rng::new(7);
+        let disk = (259 << 20) | 3;
+        let headers = [synth::sample_header(), {
+            let mut h = synth::sample_header();
+            h.hostname = "other".into();
+            h.realtime_offset_ns = -5_000_000_000;
+            h.block_devices.push(BlockDevice { dev: disk, name: "nvme0n1".into(), ..Default::default() });
+            h
+        }];
+        let cxs: Vec<TraceContext> = headers.iter().map(|h| TraceContext::new(h, &h.hostname)).collect();
+        let blocks: Vec<(usize, EventBatch, Option<Vec<u32>>)> = [3000usize, 1, 7000, 2500, 40_000]
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| {
+                let mut b = synth::random_batch(&mut rng, n);
+                for i in 0..n {
+                    // Runs of one value, kinds and file types past the names, known disks.
+                    if i % 5 != 0 {
+                        b.pid[i] = 4242;
+                    }
+                    match i % 7 {
+                        0 => b.kind[i] = 9,
+                        1 => b.fd_type[i] = 200,
+                        2 => b.dev[i] = disk,
+                        3 => b.dev[i] = 253 << 20,
+                        4 => b.nr[i] = 5000,
+                        5 => b.dev[i] = 0,
+                        _ => {}
+                    }
+                    b.ts[i] = 1_000 + (i as u64) * 977;
+                }
+                let rows = (k % 2 == 1).then(|| (0..n as u32).filter(|i| i % 3 != 1).collect::<Vec<u32>>());
+                (k % 2, b, rows)
+            })
+            .collect();
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap()))
+            .set_max_row_group_row_count(Some(4096))
+            .build();
+        let schema = super::super::schema::event_schema();
+
+        let mut direct = DirectWriter::try_new(Vec::new(), &schema, &props).unwrap();
+        for (t, b, rows) in &blocks {
+            let sel = match rows {
+                None => Sel::Range(0, b.len()),
+                Some(r) => Sel::Idx(r),
+            };
+            direct.write_events(&cxs[*t], b, sel).unwrap();
+        }
+        let direct = direct.into_inner().unwrap();
+
+        let conv = EventConverter::new();
+        let mut reference = DirectWriter::try_new(Vec::new(), &schema, &props).unwrap();
+        for (t, b, rows) in &blocks {
+            let rows = rows.as_deref().map_or(Rows::All, Rows::Some);
+            let mut out = Vec::new();
+            conv.convert(&cxs[*t], b, rows, &mut out);
+            for r in &out {
+                reference.write(r).unwrap();
+            }
+        }
+        let reference = reference.into_inner().unwrap();
+        assert!(direct.len() > 100_000);
+        assert!(direct == reference, "the direct path's file differs from the reference");
+
+        // And what it wrote is what the reference conversion says, value for value.
+        let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(direct)).unwrap().build().unwrap();
+        let got: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
+        let expect: usize = blocks.iter().map(|(_, b, r)| r.as_ref().map_or(b.len(), Vec::len)).sum();
+        assert_eq!(got.iter().map(|b| b.num_rows()).sum::<usize>(), expect);
     }
 
     #[test]

@@ -8,11 +8,10 @@ mod sink;
 mod tables;
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
-use latscope_event::TraceHeader;
+use latscope_event::{EventBatch, TraceHeader};
 use latscope_filter::Filter;
 use latscope_scan::{InputFormat, Scan, ScanOptions};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
@@ -23,10 +22,10 @@ use serde::Serialize;
 pub use schema::{ColumnDoc, DISK_COLUMNS, EVENT_COLUMNS, PROCESS_COLUMNS, TRACE_COLUMNS};
 pub use sink::WrittenFile;
 
-use convert::{EventConverter, TraceContext};
+use convert::{Sel, TraceContext};
 use sink::{EventSink, PartWriter, Partitions};
 
-use crate::source::{scan, Position};
+use crate::source::{scan, Position, Rows};
 use crate::ExportError;
 
 /// Rows per row group of the events table (see [`ParquetOptions::row_group_rows`]).
@@ -35,8 +34,12 @@ pub const DEFAULT_ROW_GROUP_ROWS: usize = 1 << 20;
 pub const DEFAULT_ZSTD_LEVEL: i32 = 1;
 /// Partition files open at once in a partitioned export (each buffers up to one row group).
 pub const MAX_OPEN_PARTITIONS: usize = 4;
-/// Record batches in flight between the reading thread and the Parquet encoder.
-const PIPELINE_BATCHES: usize = 4;
+/// Blocks waiting between the reading thread and the Parquet encoder (besides the one each is
+/// working on): one keeps both busy.
+const PIPELINE_BLOCKS: usize = 1;
+/// Largest block handed to the encoder as it is (a recording's blocks may hold up to 1 Mi
+/// events); bigger ones go in parts of this many events.
+const HANDOVER_ROWS: usize = 1 << 16;
 
 /// Where the Parquet output goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,9 +206,11 @@ fn check_traces(traces: &[PathBuf]) -> Result<Vec<TraceHeader>, ExportError> {
 
 /// Exports `traces` to Parquet as `opts` says, calling `progress` after every block read.
 ///
-/// Memory stays bounded whatever the traces' sizes: one block read and a few converted ones in
-/// flight, and one row group per open output file. The events are encoded on a second thread
-/// while the next blocks are read. Nothing is left under a final name unless complete: files are
+/// Memory stays bounded whatever the traces' sizes: the block being read, at most four batches
+/// of up to 64 Ki events on their way to the encoder or back (one waiting, one being encoded,
+/// emptied ones to be used again), and one row group per open output file. The events are
+/// encoded on a second thread, straight from the batches the reader decoded, while the next
+/// block is read. Nothing is left under a final name unless complete: files are
 /// written under a temporary name and moved into place when finished; on error the files being
 /// written are removed (in a partitioned export, the parts finished before stay: each is a
 /// complete file).
@@ -219,8 +224,7 @@ pub fn export_parquet(
     }
     let props = writer_properties(opts)?;
     let headers = check_traces(traces)?;
-    let conv = EventConverter::new();
-    let schema = conv.schema().clone();
+    let schema = schema::event_schema();
     let sink = match &opts.output {
         Output::File(p) => {
             if p.is_dir() {
@@ -247,26 +251,50 @@ pub fn export_parquet(
         }
     };
 
-    let (tx, rx) = sync_channel::<(Arc<str>, RecordBatch)>(PIPELINE_BATCHES);
+    let (tx, rx) = sync_channel::<Block>(PIPELINE_BLOCKS);
+    // Batches the encoder is done with go back to the reader, to be decoded into again.
+    let (back_tx, back_rx) = sync_channel::<EventBatch>(1);
     let encoder = std::thread::Builder::new()
         .name("parquet-encode".into())
-        .spawn(move || encode_events(sink, rx))
+        .spawn(move || encode_events(sink, rx, back_tx))
         .map_err(|e| ExportError::Invalid(format!("cannot start the encoding thread: {e}")))?;
 
     let mut done = Vec::with_capacity(traces.len());
     let mut exported = 0u64;
-    let mut out = Vec::new();
     let mut result = Ok(());
     for (i, (path, header)) in traces.iter().zip(&headers).enumerate() {
         let host: Arc<str> = Arc::from(opts.host.as_deref().unwrap_or(header.hostname.as_str()));
-        let cx = TraceContext::new(header, &host);
+        let cx = Arc::new(TraceContext::new(header, &host));
         let scanned = scan(path, &opts.filter, |batch, rows, _header, pos: Position| {
-            out.clear();
-            conv.convert(&cx, batch, rows, &mut out);
-            for r in out.drain(..) {
-                exported += r.num_rows() as u64;
+            let mut send = |batch: EventBatch, rows: Option<Vec<u32>>| {
+                exported += rows.as_ref().map_or(batch.len(), Vec::len) as u64;
+                let block = Block { host: host.clone(), cx: cx.clone(), batch, rows };
                 // A closed channel means the encoder failed: its error is reported below.
-                tx.send((host.clone(), r)).map_err(|_| ExportError::Invalid("the Parquet encoder stopped".into()))?;
+                tx.send(block).map_err(|_| ExportError::Invalid("the Parquet encoder stopped".into()))
+            };
+            if batch.len() <= HANDOVER_ROWS {
+                let rows = match rows {
+                    Rows::All => None,
+                    Rows::Some(r) => Some(r.to_vec()),
+                };
+                let spare = back_rx.try_recv().unwrap_or_default();
+                send(std::mem::replace(batch, spare), rows)?;
+            } else {
+                // A big block goes in copied parts, so that memory holds a few parts, not blocks.
+                let n = match rows {
+                    Rows::All => batch.len(),
+                    Rows::Some(r) => r.len(),
+                };
+                for at in (0..n).step_by(HANDOVER_ROWS) {
+                    let end = n.min(at + HANDOVER_ROWS);
+                    let mut part = back_rx.try_recv().unwrap_or_default();
+                    part.clear();
+                    match rows {
+                        Rows::All => part.append_range(batch, at..end),
+                        Rows::Some(r) => r[at..end].iter().for_each(|&i| part.push_from(batch, i as usize)),
+                    }
+                    send(part, None)?;
+                }
             }
             progress(&Progress {
                 path,
@@ -315,11 +343,30 @@ pub fn export_parquet(
     })
 }
 
-/// The encoding thread: writes every batch it receives, then finishes the files. On error it
-/// returns at once, which closes the channel and stops the reader.
-fn encode_events(mut sink: EventSink, rx: Receiver<(Arc<str>, RecordBatch)>) -> Result<Vec<WrittenFile>, ExportError> {
-    for (host, batch) in rx {
-        sink.write(&host, &batch)?;
+/// A block's events on their way to the encoder.
+struct Block {
+    host: Arc<str>,
+    cx: Arc<TraceContext>,
+    batch: EventBatch,
+    /// The rows the filter took (`None`: all).
+    rows: Option<Vec<u32>>,
+}
+
+/// The encoding thread: writes every block it receives and hands its batch back, then finishes
+/// the files. On error it returns at once, which closes the channel and stops the reader.
+fn encode_events(
+    mut sink: EventSink,
+    rx: Receiver<Block>,
+    back: SyncSender<EventBatch>,
+) -> Result<Vec<WrittenFile>, ExportError> {
+    for b in rx {
+        let sel = match &b.rows {
+            None => Sel::Range(0, b.batch.len()),
+            Some(r) => Sel::Idx(r),
+        };
+        sink.write(&b.host, &b.cx, &b.batch, sel)?;
+        // A full channel (the reader has spares enough) drops the batch instead.
+        let _ = back.try_send(b.batch);
     }
     sink.finish()
 }
@@ -363,4 +410,72 @@ fn write_tables(
         }
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int32Type, Int64Type};
+    use arrow_array::RecordBatch;
+    use latscope_trace::{synth, Summary, TraceWriter};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    /// `(time_ns, pid, path)` of every row of the events file at `path`.
+    fn rows_of(path: &Path) -> Vec<(i64, i32, String)> {
+        let f = std::fs::File::open(path).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(f).unwrap().build().unwrap();
+        let got: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
+        let mut rows = Vec::new();
+        for b in &got {
+            let t = b.column_by_name("time_ns").unwrap().as_primitive::<Int64Type>();
+            let pid = b.column_by_name("pid").unwrap().as_primitive::<Int32Type>();
+            let path = b.column_by_name("path").unwrap().as_string::<i32>();
+            rows.extend((0..b.num_rows()).map(|i| (t.value(i), pid.value(i), path.value(i).to_string())));
+        }
+        rows
+    }
+
+    /// Blocks bigger than the encoder takes whole (copied in parts) and small ones (handed
+    /// over), whole and filtered: every event the filter takes arrives once, in order.
+    #[test]
+    fn big_and_small_blocks_arrive_whole_and_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.lst");
+        let header = synth::sample_header();
+        let mut rng = synth::Rng::new(11);
+        let mut w = TraceWriter::create(&trace, &header).unwrap();
+        let mut all = EventBatch::default();
+        for n in [HANDOVER_ROWS * 2 + 17, 5, HANDOVER_ROWS, HANDOVER_ROWS + 1, 3000] {
+            let mut b = synth::random_batch(&mut rng, n);
+            let first = all.len();
+            for (i, t) in b.ts.iter_mut().enumerate() {
+                *t = 1_000_000_000 + (first + i) as u64 * 1000;
+            }
+            w.write_batch(&b, 0).unwrap();
+            all.append(&b);
+        }
+        w.finish(Summary::default()).unwrap();
+        let expect = |keep: &dyn Fn(usize) -> bool| -> Vec<(i64, i32, String)> {
+            (0..all.len())
+                .filter(|&i| keep(i))
+                .map(|i| (all.ts[i] as i64 + header.realtime_offset_ns, all.pid[i] as i32, all.path.get(i).to_string()))
+                .collect()
+        };
+
+        let out = dir.path().join("all.parquet");
+        let s =
+            export_parquet(std::slice::from_ref(&trace), &ParquetOptions::new(Output::File(out.clone())), &mut |_| {})
+                .unwrap();
+        assert_eq!(s.events_exported, all.len() as u64);
+        assert_eq!(rows_of(&out), expect(&|_| true));
+
+        let out = dir.path().join("some.parquet");
+        let mut opts = ParquetOptions::new(Output::File(out.clone()));
+        opts.filter = Filter::parse("proc.pid < 2000000").unwrap();
+        export_parquet(&[trace], &opts, &mut |_| {}).unwrap();
+        let some = expect(&|i| all.pid[i] < 2_000_000);
+        assert!(some.len() > all.len() / 4 && some.len() < all.len() * 3 / 4);
+        assert_eq!(rows_of(&out), some);
+    }
 }

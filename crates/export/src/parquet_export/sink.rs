@@ -6,15 +6,15 @@ use std::io::{BufWriter, ErrorKind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::Int64Type;
-use arrow_array::{BooleanArray, RecordBatch};
+use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
+use latscope_event::EventBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 
 use super::chunk::DirectWriter;
+use super::convert::{Sel, TraceContext};
 use crate::ExportError;
 
 /// A Parquet file the export wrote.
@@ -138,15 +138,25 @@ impl PartWriter {
         Ok(w)
     }
 
-    /// Appends rows.
+    /// Appends the rows of a small table.
     pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<(), ExportError> {
         let Some(w) = self.writer.as_mut() else { return Ok(()) };
         match w {
-            Backend::Events(w) => w.write(batch),
-            Backend::Arrow(w) => w.write(batch),
+            Backend::Arrow(w) => w.write(batch).map_err(|e| ExportError::parquet(&self.tmp, e))?,
+            Backend::Events(_) => return Err(ExportError::Invalid("events are written from event batches".into())),
         }
-        .map_err(|e| ExportError::parquet(&self.tmp, e))?;
         self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    /// Appends the selected events of `b`, a batch of the trace `cx` describes.
+    pub(crate) fn write_events(&mut self, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>) -> Result<(), ExportError> {
+        let Some(w) = self.writer.as_mut() else { return Ok(()) };
+        match w {
+            Backend::Events(w) => w.write_events(cx, b, sel).map_err(|e| ExportError::parquet(&self.tmp, e))?,
+            Backend::Arrow(_) => return Err(ExportError::Invalid(format!("the {} table holds no events", self.table))),
+        }
+        self.rows += sel.len() as u64;
         Ok(())
     }
 
@@ -297,26 +307,39 @@ impl Partitions {
         Ok(&mut self.open[i].writer)
     }
 
-    /// Routes the rows of `batch` (events of `host`) to their hour's file.
-    pub(crate) fn write(&mut self, host: &Arc<str>, batch: &RecordBatch) -> Result<(), ExportError> {
-        let Some(col) = batch.column_by_name("time_ns") else {
-            return Err(ExportError::Invalid("events batch without time_ns".into()));
-        };
-        let t = col.as_primitive::<Int64Type>().values();
-        let (Some(&lo), Some(&hi)) = (t.iter().min(), t.iter().max()) else { return Ok(()) };
-        let (first, last) = (lo.div_euclid(NS_PER_HOUR), hi.div_euclid(NS_PER_HOUR));
-        if first == last {
-            return self.writer(host, first)?.write(batch);
+    /// Routes the selected events of `b` (a batch of the trace `cx` describes, from `host`) to
+    /// their hour's file.
+    pub(crate) fn write(
+        &mut self,
+        host: &Arc<str>,
+        cx: &TraceContext,
+        b: &EventBatch,
+        sel: Sel<'_>,
+    ) -> Result<(), ExportError> {
+        let hour = |ts: u64| cx.wall_ns(ts).div_euclid(NS_PER_HOUR);
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        match sel {
+            Sel::Range(a, e) => b.ts[a..e].iter().for_each(|&t| (lo, hi) = (lo.min(t), hi.max(t))),
+            Sel::Idx(r) => r.iter().for_each(|&i| (lo, hi) = (lo.min(b.ts[i as usize]), hi.max(b.ts[i as usize]))),
         }
-        // A block across an hour boundary (rare): one filtered copy per hour present.
-        let mut hours: Vec<i64> = t.iter().map(|v| v.div_euclid(NS_PER_HOUR)).collect();
+        if sel.len() == 0 {
+            return Ok(());
+        }
+        let (first, last) = (hour(lo), hour(hi));
+        if first == last {
+            return self.writer(host, first)?.write_events(cx, b, sel);
+        }
+        // A block across an hour boundary (rare): the rows of each hour present, in order.
+        let rows: Vec<u32> = match sel {
+            Sel::Range(a, e) => (a as u32..e as u32).collect(),
+            Sel::Idx(r) => r.to_vec(),
+        };
+        let mut hours: Vec<i64> = rows.iter().map(|&i| hour(b.ts[i as usize])).collect();
         hours.sort_unstable();
         hours.dedup();
         for h in hours {
-            let mask = BooleanArray::from(t.iter().map(|v| v.div_euclid(NS_PER_HOUR) == h).collect::<Vec<_>>());
-            let part = arrow_select::filter::filter_record_batch(batch, &mask)
-                .map_err(|e| ExportError::Invalid(format!("splitting a block by hour: {e}")))?;
-            self.writer(host, h)?.write(&part)?;
+            let part: Vec<u32> = rows.iter().copied().filter(|&i| hour(b.ts[i as usize]) == h).collect();
+            self.writer(host, h)?.write_events(cx, b, Sel::Idx(&part))?;
         }
         Ok(())
     }
@@ -337,11 +360,17 @@ impl Partitions {
 }
 
 impl EventSink {
-    /// Writes `batch`, events of `host`.
-    pub(crate) fn write(&mut self, host: &Arc<str>, batch: &RecordBatch) -> Result<(), ExportError> {
+    /// Writes the selected events of `b` (a batch of the trace `cx` describes, from `host`).
+    pub(crate) fn write(
+        &mut self,
+        host: &Arc<str>,
+        cx: &TraceContext,
+        b: &EventBatch,
+        sel: Sel<'_>,
+    ) -> Result<(), ExportError> {
         match self {
-            EventSink::Single(w) => w.write(batch),
-            EventSink::Partitioned(p) => p.write(host, batch),
+            EventSink::Single(w) => w.write_events(cx, b, sel),
+            EventSink::Partitioned(p) => p.write(host, cx, b, sel),
         }
     }
 
