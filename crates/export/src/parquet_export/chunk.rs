@@ -160,40 +160,31 @@ impl Src {
     }
 }
 
-/// `f` of the selected values of `col`, appended to `out`.
-#[inline]
-fn gather<T: Copy>(col: &[T], sel: Sel<'_>, out: &mut Vec<i64>, f: impl Fn(T) -> i64) {
-    match sel {
-        Sel::Range(a, b) => out.extend(col[a..b].iter().map(|&v| f(v))),
-        Sel::Idx(r) => out.extend(r.iter().map(|&i| f(col[i as usize]))),
-    }
-}
-
 /// The selected values of an integer column, as the events table types them (unsigned trace
 /// fields as signed integers of the same width or wider, times on the wall clock).
 fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &mut Vec<i64>) {
     out.clear();
     out.reserve(sel.len());
     match src {
-        Src::Time => gather(&b.ts, sel, out, |t| cx.wall_ns(t).div_euclid(1000)),
-        Src::TimeNs => gather(&b.ts, sel, out, |t| cx.wall_ns(t)),
-        Src::Lat => gather(&b.lat, sel, out, |v| v as i64),
-        Src::Nr => gather(&b.nr, sel, out, i64::from),
-        Src::Pid => gather(&b.pid, sel, out, |v| i64::from(v as i32)),
-        Src::Tid => gather(&b.tid, sel, out, |v| i64::from(v as i32)),
-        Src::Uid => gather(&b.uid, sel, out, i64::from),
-        Src::Ret => gather(&b.ret, sel, out, |v| v),
-        Src::Fd => gather(&b.fd, sel, out, i64::from),
-        Src::Dev => gather(&b.dev, sel, out, i64::from),
-        Src::Ino => gather(&b.ino, sel, out, |v| v as i64),
-        Src::Bytes => gather(&b.bytes, sel, out, |v| v as i64),
-        Src::Off => gather(&b.off, sel, out, |v| v),
-        Src::Flags => gather(&b.flags, sel, out, i64::from),
-        Src::Mode => gather(&b.mode, sel, out, i64::from),
-        Src::Dirfd => gather(&b.dirfd, sel, out, i64::from),
-        Src::Addr => gather(&b.addr, sel, out, |v| v as i64),
-        Src::Cgroup => gather(&b.cgroup, sel, out, |v| v as i64),
-        Src::Qtime => gather(&b.qtime, sel, out, |v| v as i64),
+        Src::Time => sel.gather(&b.ts, out, |t| cx.wall_ns(t).div_euclid(1000)),
+        Src::TimeNs => sel.gather(&b.ts, out, |t| cx.wall_ns(t)),
+        Src::Lat => sel.gather(&b.lat, out, |v| v as i64),
+        Src::Nr => sel.gather(&b.nr, out, i64::from),
+        Src::Pid => sel.gather(&b.pid, out, |v| i64::from(v as i32)),
+        Src::Tid => sel.gather(&b.tid, out, |v| i64::from(v as i32)),
+        Src::Uid => sel.gather(&b.uid, out, i64::from),
+        Src::Ret => sel.gather(&b.ret, out, |v| v),
+        Src::Fd => sel.gather(&b.fd, out, i64::from),
+        Src::Dev => sel.gather(&b.dev, out, i64::from),
+        Src::Ino => sel.gather(&b.ino, out, |v| v as i64),
+        Src::Bytes => sel.gather(&b.bytes, out, |v| v as i64),
+        Src::Off => sel.gather(&b.off, out, |v| v),
+        Src::Flags => sel.gather(&b.flags, out, i64::from),
+        Src::Mode => sel.gather(&b.mode, out, i64::from),
+        Src::Dirfd => sel.gather(&b.dirfd, out, i64::from),
+        Src::Addr => sel.gather(&b.addr, out, |v| v as i64),
+        Src::Cgroup => sel.gather(&b.cgroup, out, |v| v as i64),
+        Src::Qtime => sel.gather(&b.qtime, out, |v| v as i64),
         Src::Host | Src::Kind | Src::Op | Src::FdType | Src::Disk | Src::Comm | Src::Path | Src::Path2 => {}
     }
 }
@@ -201,13 +192,9 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out:
 /// The selected rows' keys of a dictionary column into `out` (cleared first).
 fn gather_keys(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &mut Vec<i16>) {
     out.clear();
-    let each = |col: &[u8], out: &mut Vec<i16>, f: fn(u8) -> i16| match sel {
-        Sel::Range(a, e) => out.extend(col[a..e].iter().map(|&v| f(v))),
-        Sel::Idx(r) => out.extend(r.iter().map(|&i| f(col[i as usize]))),
-    };
     match src {
-        Src::Kind => each(&b.kind, out, kind_key),
-        Src::FdType => each(&b.fd_type, out, fd_type_key),
+        Src::Kind => sel.gather(&b.kind, out, kind_key),
+        Src::FdType => sel.gather(&b.fd_type, out, fd_type_key),
         Src::Op => match sel {
             Sel::Range(a, e) => out.extend(b.kind[a..e].iter().zip(&b.nr[a..e]).map(|(&k, &nr)| op_key(k, nr))),
             Sel::Idx(r) => out.extend(r.iter().map(|&i| op_key(b.kind[i as usize], b.nr[i as usize]))),

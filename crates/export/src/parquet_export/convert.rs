@@ -32,6 +32,16 @@ impl<'a> Sel<'a> {
         }
     }
 
+    /// `f` of the selected values of `col`, appended to `out` (a range as a slice, which the
+    /// compiler vectorizes).
+    #[inline]
+    pub(crate) fn gather<T: Copy, U>(&self, col: &[T], out: &mut Vec<U>, mut f: impl FnMut(T) -> U) {
+        match *self {
+            Sel::Range(a, b) => out.extend(col[a..b].iter().map(|&v| f(v))),
+            Sel::Idx(r) => out.extend(r.iter().map(|&i| f(col[i as usize]))),
+        }
+    }
+
     /// The selection's rows `from..to` (positions in the selection, not in the batch).
     pub(crate) fn part(&self, from: usize, to: usize) -> Sel<'a> {
         match *self {
@@ -114,7 +124,7 @@ impl TraceContext {
     /// appended to `out`.
     pub(crate) fn disk_keys(&self, dev: &[u32], sel: Sel<'_>, out: &mut Vec<i16>) {
         let mut last = (0u32, 0i16);
-        let mut key = |dev: u32| {
+        let key = |dev: u32| {
             if dev == 0 {
                 return 0;
             }
@@ -124,10 +134,7 @@ impl TraceContext {
             }
             last.1
         };
-        match sel {
-            Sel::Range(a, b) => out.extend(dev[a..b].iter().map(|&d| key(d))),
-            Sel::Idx(r) => out.extend(r.iter().map(|&i| key(dev[i as usize]))),
-        }
+        sel.gather(dev, out, key);
     }
 }
 

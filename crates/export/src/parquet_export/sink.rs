@@ -316,14 +316,14 @@ impl Partitions {
         b: &EventBatch,
         sel: Sel<'_>,
     ) -> Result<(), ExportError> {
+        if sel.len() == 0 {
+            return Ok(());
+        }
         let hour = |ts: u64| cx.wall_ns(ts).div_euclid(NS_PER_HOUR);
         let (mut lo, mut hi) = (u64::MAX, 0u64);
         match sel {
             Sel::Range(a, e) => b.ts[a..e].iter().for_each(|&t| (lo, hi) = (lo.min(t), hi.max(t))),
             Sel::Idx(r) => r.iter().for_each(|&i| (lo, hi) = (lo.min(b.ts[i as usize]), hi.max(b.ts[i as usize]))),
-        }
-        if sel.len() == 0 {
-            return Ok(());
         }
         let (first, last) = (hour(lo), hour(hi));
         if first == last {
