@@ -373,6 +373,14 @@ impl IntDict {
         IntDict { values: Vec::new(), map: HashMap::default(), direct }
     }
 
+    /// The index of `v` if the table by value holds it.
+    #[inline]
+    fn known(&self, v: i64) -> Option<u32> {
+        let (base, slots) = self.direct.as_ref()?;
+        let &s = slots.get(v.wrapping_sub(*base) as u64 as usize)?;
+        (s != u32::MAX).then_some(s)
+    }
+
     #[inline]
     fn index(&mut self, v: i64) -> u32 {
         let values = &mut self.values;
@@ -393,25 +401,106 @@ impl IntDict {
 }
 
 /// Strings: the dictionary page's body is built as values arrive.
-#[derive(Default)]
 struct StrDict {
-    map: HashMap<Box<[u8]>, u32, RandomState>,
+    /// Each value's index, and where its bytes start in `page`.
+    map: HashMap<Box<[u8]>, (u32, usize), RandomState>,
     /// The values, length-prefixed (PLAIN), as the dictionary page holds them.
     page: Vec<u8>,
     len: usize,
+    /// The values looked up lately, by their [`StrKey`]: most lookups (a few command names and
+    /// paths over and over) end here without hashing the whole string or probing the map.
+    recent: Vec<Recent>,
+}
+
+/// Bits of the slot number of [`StrDict::recent`] (256 slots).
+const RECENT_BITS: u32 = 8;
+
+/// A string's length and its first and last 8 bytes (fewer for shorter strings): the whole
+/// string for strings of up to 16 bytes, a filter for longer ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StrKey {
+    len: usize,
+    head: u64,
+    tail: u64,
+}
+
+impl StrKey {
+    #[inline]
+    fn of(v: &[u8]) -> StrKey {
+        let n = v.len();
+        let le8 = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        let le4 = |b: &[u8]| u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes")));
+        let (head, tail) = if n >= 8 {
+            (le8(&v[..8]), le8(&v[n - 8..]))
+        } else if n >= 4 {
+            (le4(&v[..4]), le4(&v[n - 4..]))
+        } else {
+            (v.iter().rev().fold(0, |a, &c| (a << 8) | u64::from(c)), 0)
+        };
+        StrKey { len: n, head, tail }
+    }
+
+    /// Whether the key is the whole string.
+    fn exact(&self) -> bool {
+        self.len <= 16
+    }
+
+    fn slot(&self) -> usize {
+        let h = (self.head ^ self.tail.rotate_left(29) ^ self.len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> (64 - RECENT_BITS)) as usize
+    }
+}
+
+/// A slot of [`StrDict::recent`].
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    key: StrKey,
+    idx: u32,
+    /// Where the value's bytes start in the dictionary page.
+    at: usize,
+}
+
+/// A slot that matches no string (no slice is `usize::MAX` bytes long).
+const NO_RECENT: Recent = Recent { key: StrKey { len: usize::MAX, head: 0, tail: 0 }, idx: 0, at: 0 };
+
+impl Default for StrDict {
+    fn default() -> StrDict {
+        StrDict { map: HashMap::default(), page: Vec::new(), len: 0, recent: vec![NO_RECENT; 1 << RECENT_BITS] }
+    }
 }
 
 impl StrDict {
     #[inline]
     fn index(&mut self, v: &[u8]) -> u32 {
-        if let Some(&i) = self.map.get(v) {
-            return i;
+        self.index_keyed(v, StrKey::of(v))
+    }
+
+    /// The index of `v`, whose key is `key`.
+    #[inline]
+    fn index_keyed(&mut self, v: &[u8], key: StrKey) -> u32 {
+        let slot = key.slot();
+        let r = self.recent[slot];
+        if r.key == key && (key.exact() || self.page.get(r.at..r.at + v.len()) == Some(v)) {
+            return r.idx;
         }
-        let i = self.len as u32;
-        self.map.insert(v.into(), i);
-        put_bytes(v, &mut self.page);
-        self.len += 1;
-        i
+        self.look_up(v, key, slot)
+    }
+
+    /// The index of `v` from the map, or a new one; remembered in `recent[slot]`.
+    #[inline(never)]
+    fn look_up(&mut self, v: &[u8], key: StrKey, slot: usize) -> u32 {
+        let (idx, at) = match self.map.get(v) {
+            Some(&e) => e,
+            None => {
+                let e = (self.len as u32, self.page.len() + 4);
+                self.map.insert(v.into(), e);
+                put_bytes(v, &mut self.page);
+                self.len += 1;
+                e
+            }
+        };
+        self.recent[slot] = Recent { key, idx, at };
+        idx
     }
 
     fn full(&self) -> bool {
@@ -623,20 +712,26 @@ impl Column {
                 self.idx.resize(self.idx.len() + v.len(), i);
             }
         } else {
+            self.idx.reserve(v.len());
             let mut cur: Option<(i64, u32)> = None;
             for (k, &x) in v.iter().enumerate() {
-                let i = match cur {
-                    // Runs of one value are common (a thread's pid, tid, fd): no lookup.
-                    Some((c, i)) if c == x => i,
-                    _ => {
-                        let i = d.index(x);
-                        if d.values.len() > limit {
-                            taken = k;
-                            break;
+                let i = match d.known(x) {
+                    // Values in the table by value: one load, a branch that is almost always
+                    // taken.
+                    Some(i) => i,
+                    None => match cur {
+                        // Runs of one value are common (a thread's pid, tid, fd): no lookup.
+                        Some((c, i)) if c == x => i,
+                        _ => {
+                            let i = d.index(x);
+                            if d.values.len() > limit {
+                                taken = k;
+                                break;
+                            }
+                            cur = Some((x, i));
+                            i
                         }
-                        cur = Some((x, i));
-                        i
-                    }
+                    },
                 };
                 self.idx.push(i);
             }
@@ -700,20 +795,21 @@ impl Column {
         let mut i = 0;
         if !self.plain {
             let Dict::Strs(d) = &mut self.dict else { return Err(ParquetError::General("no dictionary".into())) };
-            let mut prev: Option<(&[u8], u32)> = None;
+            self.idx.reserve(n);
+            let mut prev = (NO_RECENT.key, 0);
             while i < n {
                 let v = value(i);
-                let k = match prev {
-                    // Runs of one value are common (a process's comm, a file read in a loop).
-                    Some((pv, k)) if pv == v => k,
-                    _ => {
-                        let k = d.index(v);
-                        if d.full() {
-                            break;
-                        }
-                        prev = Some((v, k));
-                        k
+                let key = StrKey::of(v);
+                let k = if key == prev.0 && key.exact() {
+                    // Runs of one value are common (a process's comm, no second path).
+                    prev.1
+                } else {
+                    let k = d.index_keyed(v, key);
+                    if d.full() {
+                        break;
                     }
+                    prev = (key, k);
+                    k
                 };
                 self.idx.push(k);
                 i += 1;
@@ -1025,20 +1121,23 @@ fn pack_groups(v: &[u32], width: u8, out: &mut Vec<u8>) {
         bitpack(v.iter().map(|&x| u64::from(x)).chain(std::iter::repeat_n(0, pad)), width, out);
         return;
     }
-    // Dictionaries of up to 65536 entries: a group of 8 fits in 128 bits and is `w` bytes.
-    let mut group = |g: &[u32]| {
-        let mut acc = 0u128;
-        for (k, &x) in g.iter().enumerate() {
-            acc |= u128::from(x) << (k as u32 * w);
-        }
-        out.extend_from_slice(&acc.to_le_bytes()[..w as usize]);
-    };
-    let mut groups = v.chunks_exact(8);
-    for g in &mut groups {
-        group(g);
+    // Dictionaries of up to 65536 entries: a group of 8 fits in 128 bits and is `w` bytes; in
+    // 64 bits (cheaper to shift) up to 256 entries.
+    macro_rules! groups {
+        ($acc:ty) => {
+            for g in v.chunks(8) {
+                let mut acc: $acc = 0;
+                for (k, &x) in g.iter().enumerate() {
+                    acc |= <$acc>::from(x) << (k as u32 * w);
+                }
+                out.extend_from_slice(&acc.to_le_bytes()[..w as usize]);
+            }
+        };
     }
-    if !groups.remainder().is_empty() {
-        group(groups.remainder());
+    if w <= 8 {
+        groups!(u64);
+    } else {
+        groups!(u128);
     }
 }
 
@@ -1053,10 +1152,19 @@ fn rle_hybrid(v: &[u32], width: u8, out: &mut Vec<u8>) {
             pack_groups(part, width, out);
         }
     };
-    let (mut lit_start, mut i) = (0, 0);
-    while i < v.len() {
-        let x = v[i];
-        let mut j = i + 1;
+    // A run of 16 or more covers a whole block of 8 aligned on 8: look for those (without a
+    // branch per value), then widen each to its run.
+    let (mut lit_start, mut blk) = (0, 0);
+    while blk + 8 <= v.len() {
+        let x = v[blk];
+        if !v[blk..blk + 8].iter().fold(true, |all, &y| all & (y == x)) {
+            blk += 8;
+            continue;
+        }
+        let (mut i, mut j) = (blk, blk + 8);
+        while i > lit_start && v[i - 1] == x {
+            i -= 1;
+        }
         while j < v.len() && v[j] == x {
             j += 1;
         }
@@ -1071,11 +1179,43 @@ fn rle_hybrid(v: &[u32], width: u8, out: &mut Vec<u8>) {
             out.extend_from_slice(&x.to_le_bytes()[..value_bytes]);
             lit_start = j;
         }
-        i = j;
+        blk = j.next_multiple_of(8);
     }
     if lit_start < v.len() {
         packed(&v[lit_start..], out);
     }
+}
+
+/// 32 values below 2^`width` packed as [`bitpack`] packs them (`4 * width` bytes), with shifts
+/// the compiler knows for each width: a delta miniblock.
+fn pack32(v: &[u64; 32], width: u8, out: &mut Vec<u8>) {
+    #[inline(always)]
+    fn pack<const W: u32>(v: &[u64; 32], out: &mut Vec<u8>) {
+        let mut words = [0u64; 33];
+        for (k, &x) in v.iter().enumerate() {
+            let bit = k as u32 * W;
+            let (i, s) = ((bit / 64) as usize, bit % 64);
+            words[i] |= x << s;
+            if s + W > 64 {
+                words[i + 1] |= x >> (64 - s);
+            }
+        }
+        let (start, n) = (out.len(), 4 * W as usize);
+        for w in &words[..n.div_ceil(8)] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        out.truncate(start + n);
+    }
+    macro_rules! widths {
+        ($($w:literal)*) => {
+            match width {
+                $($w => pack::<$w>(v, out),)*
+                _ => unreachable!("a width of {width} bits"),
+            }
+        };
+    }
+    widths!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+        33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64);
 }
 
 /// `DELTA_BINARY_PACKED` of `v`: blocks of 128 deltas in 4 miniblocks of 32.
@@ -1107,8 +1247,11 @@ fn delta(v: &[i64], out: &mut Vec<u8>) {
             if a >= n {
                 break; // miniblocks past the last value have no body
             }
-            let vals = deltas[a..b].iter().map(|&d| d.wrapping_sub(min) as u64);
-            bitpack(vals.chain(std::iter::repeat_n(0, MINI - (b - a))), w, out);
+            let mut vals = [0u64; MINI];
+            for (x, &d) in vals.iter_mut().zip(&deltas[a..b]) {
+                *x = d.wrapping_sub(min) as u64;
+            }
+            pack32(&vals, w, out);
         }
         rest = &rest[n..];
     }
@@ -1425,6 +1568,101 @@ mod tests {
             rle_hybrid(&v, width, &mut out);
             assert_eq!(decode_hybrid(&out, width, v.len()), v, "width {width}");
         }
+    }
+
+    /// Runs found value by value (each maximal run of 16 or more becomes an RLE run), the way
+    /// the hybrid was first written: the block-wise search must find the same runs.
+    fn rle_hybrid_value_by_value(v: &[u32], width: u8, out: &mut Vec<u8>) {
+        let value_bytes = usize::from(width).div_ceil(8);
+        let packed = |lits: &[u32], out: &mut Vec<u8>| {
+            for part in lits.chunks(MAX_GROUPS * 8) {
+                uleb(((part.len().div_ceil(8) as u64) << 1) | 1, out);
+                pack_groups(part, width, out);
+            }
+        };
+        let (mut lit_start, mut i) = (0, 0);
+        while i < v.len() {
+            let mut j = i + 1;
+            while j < v.len() && v[j] == v[i] {
+                j += 1;
+            }
+            if j - i >= 16 {
+                let lend = (8 - (i - lit_start) % 8) % 8;
+                if i + lend > lit_start {
+                    packed(&v[lit_start..i + lend], out);
+                }
+                uleb(((j - i - lend) as u64) << 1, out);
+                out.extend_from_slice(&v[i].to_le_bytes()[..value_bytes]);
+                lit_start = j;
+            }
+            i = j;
+        }
+        if lit_start < v.len() {
+            packed(&v[lit_start..], out);
+        }
+    }
+
+    #[test]
+    fn runs_found_blockwise_are_the_runs_found_value_by_value() {
+        let mut rng = Rng(7);
+        for case in 0..2000 {
+            // Runs of 1 to 40 values at every alignment, from 2 to 300 distinct values.
+            let distinct = 2 + case % 299;
+            let mut v = Vec::new();
+            let len = rng.next() as usize % 700;
+            while v.len() < len {
+                let run = 1 + rng.next() as usize % if case % 2 == 0 { 40 } else { 18 };
+                let x = (rng.next() % distinct as u64) as u32;
+                v.extend(std::iter::repeat_n(x, run));
+            }
+            let width = bit_width(distinct as u64 - 1).max(1);
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            rle_hybrid(&v, width, &mut fast);
+            rle_hybrid_value_by_value(&v, width, &mut slow);
+            assert_eq!(fast, slow, "case {case}: {v:?}");
+            assert_eq!(decode_hybrid(&fast, width, v.len()), v);
+        }
+    }
+
+    #[test]
+    fn miniblocks_pack_as_values_do_one_by_one() {
+        let mut rng = Rng(11);
+        for width in 0..=64u8 {
+            let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
+            for _ in 0..20 {
+                let mut v = [0u64; 32];
+                v.iter_mut().for_each(|x| *x = rng.next() & mask);
+                v[31] = mask; // the widest value, last
+                let (mut fast, mut slow) = (vec![0xaa], vec![0xaa]);
+                pack32(&v, width, &mut fast);
+                bitpack(v.iter().copied(), width, &mut slow);
+                assert_eq!(fast, slow, "width {width}");
+                assert_eq!(fast.len(), 1 + 4 * usize::from(width));
+            }
+        }
+    }
+
+    #[test]
+    fn strings_alike_at_both_ends_keep_their_own_indices() {
+        // Same length, first and last 8 bytes: only the middle differs (the recent table's key
+        // then is a filter, not the string); short strings of zero bytes; many strings sharing
+        // recent-table slots. Indices are first-seen order, as a plain map gives them.
+        let mut vals: Vec<Vec<u8>> =
+            vec![vec![], vec![0], vec![0, 0], vec![0, 0, 0], vec![0; 4], vec![0; 8], vec![0; 16]];
+        for m in 0..40u8 {
+            vals.push([b"/var/lib/".as_slice(), &[b'a' + m % 26, b'0' + m / 26], b"/data.file".as_slice()].concat());
+        }
+        vals.extend((0..2000).map(|i| format!("/srv/{i}").into_bytes()));
+        let mut rng = Rng(5);
+        let mut d = StrDict::default();
+        let mut expected: HashMap<Vec<u8>, u32> = HashMap::new();
+        for _ in 0..50_000 {
+            let v = &vals[rng.next() as usize % vals.len()];
+            let n = expected.len() as u32;
+            let want = *expected.entry(v.clone()).or_insert(n);
+            assert_eq!(d.index(v), want, "{:?}", String::from_utf8_lossy(v));
+        }
+        assert_eq!(d.len, expected.len());
     }
 
     /// A reference decoder written from the format's description.
