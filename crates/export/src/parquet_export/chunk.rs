@@ -1144,6 +1144,40 @@ fn pack_groups(v: &[u32], width: u8, out: &mut Vec<u8>) {
 /// Parquet's RLE / bit-packing hybrid of `v` (without the length prefix): runs of 16 or more
 /// equal values as RLE runs, the rest bit-packed in groups of 8 (the last one padded).
 fn rle_hybrid(v: &[u32], width: u8, out: &mut Vec<u8>) {
+    put_hybrid(v, width, long_runs(v), out);
+}
+
+/// The maximal runs of 16 or more equal values of `v`, in order, as `(start, end)`.
+fn long_runs(v: &[u32]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    // A run of 16 or more covers a whole block of 8 aligned on 8: look for those (without a
+    // branch per value), then widen each to its run.
+    let mut blk = 0;
+    std::iter::from_fn(move || {
+        while blk + 8 <= v.len() {
+            let x = v[blk];
+            if !v[blk..blk + 8].iter().fold(true, |all, &y| all & (y == x)) {
+                blk += 8;
+                continue;
+            }
+            let (mut i, mut j) = (blk, blk + 8);
+            while i > 0 && v[i - 1] == x {
+                i -= 1;
+            }
+            while j < v.len() && v[j] == x {
+                j += 1;
+            }
+            blk = j.next_multiple_of(8);
+            if j - i >= 16 {
+                return Some((i, j));
+            }
+        }
+        None
+    })
+}
+
+/// `v` as the hybrid with `runs` (maximal runs of 16 or more, in order) as RLE runs and the rest
+/// bit-packed.
+fn put_hybrid(v: &[u32], width: u8, runs: impl IntoIterator<Item = (usize, usize)>, out: &mut Vec<u8>) {
     let value_bytes = usize::from(width).div_ceil(8);
     let packed = |lits: &[u32], out: &mut Vec<u8>| {
         for part in lits.chunks(MAX_GROUPS * 8) {
@@ -1152,34 +1186,17 @@ fn rle_hybrid(v: &[u32], width: u8, out: &mut Vec<u8>) {
             pack_groups(part, width, out);
         }
     };
-    // A run of 16 or more covers a whole block of 8 aligned on 8: look for those (without a
-    // branch per value), then widen each to its run.
-    let (mut lit_start, mut blk) = (0, 0);
-    while blk + 8 <= v.len() {
-        let x = v[blk];
-        if !v[blk..blk + 8].iter().fold(true, |all, &y| all & (y == x)) {
-            blk += 8;
-            continue;
+    let mut lit_start = 0;
+    for (i, j) in runs {
+        // The literals before the run must fill whole groups of 8: lend them the run's first
+        // values.
+        let lend = (8 - (i - lit_start) % 8) % 8;
+        if i + lend > lit_start {
+            packed(&v[lit_start..i + lend], out);
         }
-        let (mut i, mut j) = (blk, blk + 8);
-        while i > lit_start && v[i - 1] == x {
-            i -= 1;
-        }
-        while j < v.len() && v[j] == x {
-            j += 1;
-        }
-        if j - i >= 16 {
-            // The literals before the run must fill whole groups of 8: lend them the run's first
-            // values.
-            let lend = (8 - (i - lit_start) % 8) % 8;
-            if i + lend > lit_start {
-                packed(&v[lit_start..i + lend], out);
-            }
-            uleb(((j - i - lend) as u64) << 1, out);
-            out.extend_from_slice(&x.to_le_bytes()[..value_bytes]);
-            lit_start = j;
-        }
-        blk = j.next_multiple_of(8);
+        uleb(((j - i - lend) as u64) << 1, out);
+        out.extend_from_slice(&v[i].to_le_bytes()[..value_bytes]);
+        lit_start = j;
     }
     if lit_start < v.len() {
         packed(&v[lit_start..], out);
@@ -1570,36 +1587,21 @@ mod tests {
         }
     }
 
-    /// Runs found value by value (each maximal run of 16 or more becomes an RLE run), the way
-    /// the hybrid was first written: the block-wise search must find the same runs.
-    fn rle_hybrid_value_by_value(v: &[u32], width: u8, out: &mut Vec<u8>) {
-        let value_bytes = usize::from(width).div_ceil(8);
-        let packed = |lits: &[u32], out: &mut Vec<u8>| {
-            for part in lits.chunks(MAX_GROUPS * 8) {
-                uleb(((part.len().div_ceil(8) as u64) << 1) | 1, out);
-                pack_groups(part, width, out);
-            }
-        };
-        let (mut lit_start, mut i) = (0, 0);
+    /// Maximal runs of 16 or more found value by value, the way the hybrid was first written:
+    /// the block-wise search must find the same runs.
+    fn long_runs_value_by_value(v: &[u32]) -> Vec<(usize, usize)> {
+        let (mut runs, mut i) = (Vec::new(), 0);
         while i < v.len() {
             let mut j = i + 1;
             while j < v.len() && v[j] == v[i] {
                 j += 1;
             }
             if j - i >= 16 {
-                let lend = (8 - (i - lit_start) % 8) % 8;
-                if i + lend > lit_start {
-                    packed(&v[lit_start..i + lend], out);
-                }
-                uleb(((j - i - lend) as u64) << 1, out);
-                out.extend_from_slice(&v[i].to_le_bytes()[..value_bytes]);
-                lit_start = j;
+                runs.push((i, j));
             }
             i = j;
         }
-        if lit_start < v.len() {
-            packed(&v[lit_start..], out);
-        }
+        runs
     }
 
     #[test]
@@ -1616,9 +1618,10 @@ mod tests {
                 v.extend(std::iter::repeat_n(x, run));
             }
             let width = bit_width(distinct as u64 - 1).max(1);
+            assert_eq!(long_runs(&v).collect::<Vec<_>>(), long_runs_value_by_value(&v), "case {case}: {v:?}");
             let (mut fast, mut slow) = (Vec::new(), Vec::new());
             rle_hybrid(&v, width, &mut fast);
-            rle_hybrid_value_by_value(&v, width, &mut slow);
+            put_hybrid(&v, width, long_runs_value_by_value(&v), &mut slow);
             assert_eq!(fast, slow, "case {case}: {v:?}");
             assert_eq!(decode_hybrid(&fast, width, v.len()), v);
         }
