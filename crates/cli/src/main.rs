@@ -88,8 +88,57 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("latscope: {e:#}");
+            eprintln!("latscope: {}", message(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// The error and its causes joined by ": ", leaving out a cause whose text the message already
+/// holds (errors that quote their source in their own text would otherwise say it twice).
+fn message(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::message;
+
+    /// An error that quotes its source in its own text, as many of the library crates' do.
+    #[derive(Debug)]
+    struct Quotes(std::io::Error);
+
+    impl std::fmt::Display for Quotes {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot read {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Quotes {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_cause_is_said_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "x.lst: no such file");
+        // Quoted by its wrapper: said once.
+        let e = anyhow::Error::new(Quotes(io())).context("hist");
+        assert_eq!(message(&e), "hist: cannot read x.lst: no such file");
+        // Not quoted: every cause, in order.
+        let e = anyhow::Error::new(io()).context("opening").context("hist");
+        assert_eq!(message(&e), "hist: opening: x.lst: no such file");
     }
 }

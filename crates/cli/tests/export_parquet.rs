@@ -214,6 +214,7 @@ fn bad_input_is_refused_and_writes_nothing() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("junk.lst") && err.contains("not a latscope trace"), "{err}");
+    assert_eq!(err.matches("not a latscope trace").count(), 1, "said once: {err}");
     assert_eq!(std::fs::read(&out).unwrap(), b"precious");
     // A bad filter says where.
     let o = latscope(&["export", "-r", s(&traces[0]), "--parquet", s(&out), "evt.latency >> 3"]);
@@ -240,6 +241,12 @@ fn bad_input_is_refused_and_writes_nothing() {
     let o = latscope(&["export", "-r", s(&traces[0]), "--parquet", s(&missing)]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("nowhere"), "{}", String::from_utf8_lossy(&o.stderr));
+    // A directory that takes no new files: the message names the file asked for, not a temporary.
+    let o = latscope(&["export", "-r", s(&traces[0]), "--parquet", "/proc/latscope-test.parquet"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot create /proc/latscope-test.parquet:") && !err.contains("tmp"), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "said once: {err}");
     // Only what was named is there: no temporary files left.
     let mut names: Vec<String> =
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();

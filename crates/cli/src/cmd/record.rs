@@ -76,7 +76,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let command_pid = session.command_pid();
     let writer = ThreadedTraceWriter::create_with(&a.file, session.header(), Default::default(), WRITER_QUEUE_BLOCKS)
-        .with_context(|| format!("cannot create trace file {}", a.file.display()))?;
+        .context("cannot create the trace file")?;
     let opts = RecorderOptions {
         flush_every: Duration::from_nanos(a.flush_every),
         duration: Some(Duration::from_nanos(a.duration)),

@@ -89,7 +89,8 @@ impl PartWriter {
             .create(true)
             .truncate(true)
             .open(&tmp)
-            .map_err(|e| ExportError::io("create", &tmp, e))?;
+            // Named after the file asked for: the temporary name is ours, not the user's.
+            .map_err(|e| ExportError::io("create", path, e))?;
         Self::start(file, tmp, Dest::Replace(path.to_path_buf()), table, schema, props)
     }
 
@@ -114,7 +115,7 @@ impl PartWriter {
                         .checked_add(1)
                         .ok_or_else(|| ExportError::Invalid(format!("{}: no free part number", dir.display())))?
                 }
-                Err(e) => return Err(ExportError::io("create", &tmp, e)),
+                Err(e) => return Err(ExportError::io("create a file in", dir, e)),
             }
         }
     }
