@@ -83,6 +83,17 @@ pub struct GraphiteConfig {
     pub prefix: String,
 }
 
+impl GraphiteConfig {
+    /// Whether `address` is `HOST:PORT` (resolved only when pushing: a receiver may come up after
+    /// the agent); the error says what is wrong.
+    pub fn check_address(address: &str) -> Result<(), String> {
+        match address.rsplit_once(':') {
+            Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0) => Ok(()),
+            _ => Err(format!("graphite address \"{address}\" is not HOST:PORT (e.g. \"localhost:2003\")")),
+        }
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
@@ -203,12 +214,7 @@ impl AgentConfig {
             None => None,
             Some(g) => {
                 let a = g.address.get_ref();
-                if a.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
-                    return Err(err(
-                        Some(g.address.span()),
-                        format!("graphite address \"{a}\" is not HOST:PORT (e.g. \"localhost:2003\")"),
-                    ));
-                }
+                GraphiteConfig::check_address(a).map_err(|m| err(Some(g.address.span()), m))?;
                 Some(GraphiteConfig { address: a.clone(), prefix: g.prefix.unwrap_or_else(|| "latscope".into()) })
             }
         };

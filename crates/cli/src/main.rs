@@ -96,7 +96,7 @@ fn main() -> ExitCode {
 
 /// The error and its causes joined by ": ", leaving out a cause whose text the message already
 /// holds (errors that quote their source in their own text would otherwise say it twice).
-fn message(e: &anyhow::Error) -> String {
+pub(crate) fn message(e: &anyhow::Error) -> String {
     let mut msg = String::new();
     for cause in e.chain() {
         let text = cause.to_string();

@@ -3,6 +3,8 @@
 
 use anyhow::{Context, Result};
 use latscope_agent::{Agent, AgentConfig, GraphiteConfig};
+use latscope_event::units::fmt_ns;
+use latscope_event::EventKind;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,7 +44,7 @@ pub struct Args {
     #[arg(short, long, value_name = "FILE")]
     pub config: PathBuf,
     /// Push to this carbon plaintext receiver (HOST:PORT) instead of the configuration's.
-    #[arg(long, value_name = "HOST:PORT")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = graphite_address)]
     pub graphite: Option<String>,
     /// Serve /metrics on this address instead of the configuration's (e.g. 0.0.0.0:9465).
     #[arg(long, value_name = "ADDR")]
@@ -50,6 +52,10 @@ pub struct Args {
     /// Check the configuration, print the series, and exit.
     #[arg(long)]
     pub check: bool,
+}
+
+fn graphite_address(s: &str) -> Result<String, String> {
+    GraphiteConfig::check_address(s).map(|()| s.to_string())
 }
 
 /// The configuration file with the command line's overrides.
@@ -68,19 +74,7 @@ fn load(a: &Args) -> Result<AgentConfig> {
 pub fn run(a: Args) -> Result<ExitCode> {
     let cfg = load(&a)?;
     if a.check {
-        println!(
-            "{}: {} series, /metrics on {}, every {:?}",
-            a.config.display(),
-            cfg.series.len(),
-            cfg.listen,
-            cfg.interval
-        );
-        for s in &cfg.series {
-            println!(
-                "  {}: by {:?}, {:?}, filter '{}', max {} label values",
-                s.name, s.by, s.kind, s.filter, s.max_labels
-            );
-        }
+        print!("{}", describe(&a.config, &cfg));
         return Ok(ExitCode::SUCCESS);
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -99,7 +93,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         eprintln!("latscope agent: series {name} streams events (not counted in the kernel): {why}");
     }
     // Reloads read the file again, with the command line's overrides.
-    let mut reload = || load(&a).map_err(|e| format!("{e:#}"));
+    let mut reload = || load(&a).map_err(|e| crate::message(&e));
     agent.run(&mut reload, &stop, &hup, &mut |line| eprintln!("latscope agent: {line}"));
     if let Some(g) = agent.stop(Duration::from_secs(2)) {
         eprintln!("latscope agent: stopped; Graphite: {} lines sent, {} dropped", g.sent, g.dropped);
@@ -107,4 +101,71 @@ pub fn run(a: Args) -> Result<ExitCode> {
         eprintln!("latscope agent: stopped");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `--check` prints: the configuration in its own words, one line per series.
+fn describe(file: &std::path::Path, cfg: &AgentConfig) -> String {
+    use std::fmt::Write;
+    let mut out = format!(
+        "{}: {} series, host {}, /metrics on {}, every {}",
+        file.display(),
+        cfg.series.len(),
+        cfg.host,
+        cfg.listen,
+        fmt_ns(cfg.interval.as_nanos() as u64)
+    );
+    match &cfg.graphite {
+        Some(g) => _ = write!(out, ", Graphite to {} under {}", g.address, g.prefix),
+        None => out.push_str(", no Graphite push"),
+    }
+    out.push('\n');
+    for s in &cfg.series {
+        let what = match s.kind {
+            EventKind::Syscall => "syscalls",
+            EventKind::Block => "block requests",
+            EventKind::Proc => "process events",
+        };
+        let by = s.by.label().map_or_else(|| "in one histogram".to_string(), |l| format!("by {l}"));
+        let filter = if s.filter.is_empty() { "every one".to_string() } else { format!("where {}", s.filter) };
+        let _ = writeln!(out, "  {}: {what} {by}, {filter}, at most {} label values", s.name, s.max_labels);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_describes_the_configuration_in_its_own_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.toml");
+        std::fs::write(
+            &f,
+            "host = \"db1\"\ninterval = \"15s\"\n[graphite]\naddress = \"carbon:2003\"\n\
+             [[series]]\nname = \"disks\"\nby = \"disk\"\n\
+             [[series]]\nname = \"files\"\nfilter = \"fd.type = file\"\nby = \"syscall\"\nmax_labels = 50\n",
+        )
+        .unwrap();
+        let text = describe(&f, &AgentConfig::load(&f).unwrap());
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].ends_with(
+                ": 2 series, host db1, /metrics on 127.0.0.1:9465, every 15.0s, Graphite to carbon:2003 under latscope"
+            ),
+            "{text}"
+        );
+        assert_eq!(lines[1], "  disks: block requests by disk, every one, at most 1000 label values");
+        assert_eq!(lines[2], "  files: syscalls by syscall, where fd.type = file, at most 50 label values");
+    }
+
+    #[test]
+    fn graphite_addresses_need_a_host_and_a_port() {
+        assert!(graphite_address("localhost:2003").is_ok());
+        assert!(graphite_address("[::1]:2003").is_ok());
+        for bad in ["nohost", ":2003", "host:", "host:0", "host:99999"] {
+            let e = graphite_address(bad).unwrap_err();
+            assert!(e.contains(bad) && e.contains("HOST:PORT"), "{e}");
+        }
+    }
 }
