@@ -254,6 +254,29 @@ fn bad_input_is_refused_and_writes_nothing() {
     assert_eq!(names, ["db1.example.com.lst", "junk.lst", "out.parquet", "web1.lst"]);
 }
 
+#[test]
+fn a_trace_cut_short_is_exported_up_to_its_last_whole_block_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = write_fleet(dir.path(), EVENTS);
+    let cut = dir.path().join("cut.lst");
+    let bytes = std::fs::read(&traces[0]).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let o = latscope(&["export", "-r", s(&cut), "--parquet", s(&dir.path().join("cut.parquet"))]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    // The warning names the file once and says what was kept.
+    let warning = err.lines().find(|l| l.starts_with("latscope: warning:")).unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(warning.matches("cut.lst").count(), 1, "{warning}");
+    assert!(warning.contains("complete blocks were read"), "{warning}");
+    let kept: u64 = out
+        .split("exported ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(kept > 0 && kept < EVENTS as u64, "{out}");
+}
+
 /// Path of a file next to the crate (docs and packaging live at the workspace root).
 pub fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel)

@@ -118,8 +118,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let read: u64 = s.traces.iter().map(|t| t.events_read).sum();
     let corrupt: u64 = s.traces.iter().map(|t| t.corrupt_blocks).sum();
     for t in &s.traces {
+        // Each warning is a sentence that names its file.
         for w in &t.warnings {
-            eprintln!("latscope: warning: {}: {w}", t.path.display());
+            eprintln!("latscope: warning: {w}");
         }
         if t.events_lost > 0 {
             eprintln!(
