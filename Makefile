@@ -50,9 +50,9 @@ demo: deps-test build
 test: deps-test
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	$(CARGO) build --release --locked
-	bash docs/gen-cli.sh --check
-	$(CARGO) test --workspace --locked --release -- --test-threads=1
+	$(CARGO) build --profile ci --locked
+	bash docs/gen-cli.sh --check target/ci/latscope
+	$(CARGO) test --workspace --locked --profile ci -- --test-threads=1
 
 bench: deps-bench build
 	bash bench/run.sh
