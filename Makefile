@@ -47,12 +47,18 @@ build: deps
 demo: deps-test build
 	bash demo/demo.sh $(OUT)/demo
 
-test: deps-test
-	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	$(CARGO) build --profile ci --locked
-	bash docs/gen-cli.sh --check target/ci/latscope
-	$(CARGO) test --workspace --locked --profile ci -- --test-threads=1
+# Each phase is timed (scripts/phase); the end of the run prints the phase times and the ten slowest
+# tests (scripts/run-tests.py), so growth is seen early. The build and every test binary use the
+# `ci` profile: release optimisation without LTO, so linking ~60 test binaries stays cheap.
+test:
+	@rm -f $(OUT)/test-phases.tsv
+	@OUT=$(OUT) scripts/phase deps $(MAKE) --no-print-directory deps-test
+	@OUT=$(OUT) scripts/phase fmt $(CARGO) fmt --all -- --check
+	@OUT=$(OUT) scripts/phase clippy $(CARGO) clippy --workspace --all-targets --locked --profile ci -- -D warnings
+	@OUT=$(OUT) scripts/phase build $(CARGO) build --profile ci --locked
+	@OUT=$(OUT) scripts/phase cli-docs bash docs/gen-cli.sh --check target/ci/latscope
+	@OUT=$(OUT) scripts/phase tests python3 scripts/run-tests.py --profile ci --out $(OUT)
+	@python3 scripts/run-tests.py --report --out $(OUT)
 
 bench: deps-bench build
 	bash bench/run.sh

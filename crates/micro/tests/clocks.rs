@@ -70,10 +70,16 @@ fn monotonic_and_raw_clocks_are_fine_grained() {
         p.sample(&mut h, 1_000_000).unwrap();
         assert_eq!(h.count(), 1_000_000);
         let g = granularity(&h).unwrap_or_else(|| panic!("{clock}: no granularity found: {h:?}"));
-        assert_eq!((g.step, g.coarse), (1, false), "{clock}: {g:?}");
         // Consecutive reads of a fine clock differ by its read cost: almost never 0.
         assert!(g.zero_share < 0.5, "{clock}: {g:?}");
         let notes = explain(&h, "microbench", "ns", &p.info().params).notes;
+        if clock == "tsc" {
+            // The TSC's step in nanoseconds depends on the CPU and on virtualisation (10 ns on some
+            // virtual machines): whatever it is, the explanation must name it.
+            assert!(g.step == 1 || notes.iter().any(|n| n.contains("multiples of")), "{clock}: {g:?} {notes:?}");
+            continue;
+        }
+        assert_eq!((g.step, g.coarse), (1, false), "{clock}: {g:?}");
         assert!(notes.iter().any(|n| n.contains("fine-grained")), "{clock}: {notes:?}");
     }
 }

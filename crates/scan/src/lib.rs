@@ -172,10 +172,14 @@ pub fn read_input(path: &Path) -> Result<Vec<u8>, ScanError> {
         std::fs::read(path).map_err(io)
     }
     .and_then(|data| {
-        // An Arrow IPC stream starts with the continuation marker; a latscope trace's schema
-        // message names its format version near the start.
-        let head = &data[..data.len().min(1 << 16)];
-        let is_trace = head.starts_with(&[0xff; 4]) && head.windows(23).any(|w| w == b"latscope.format_version");
+        // An Arrow IPC stream starts with the continuation marker and the length of its schema
+        // message; a latscope trace's schema message names its format version (anywhere in it:
+        // the header it carries grows with the machine's processes and disks).
+        let is_trace = data.starts_with(&[0xff; 4]) && data.len() >= 8 && {
+            let len = u32::from_le_bytes([data[4], data[5], data[6], data[7]]) as usize;
+            let schema = &data[8..data.len().min(8 + len)];
+            schema.windows(23).any(|w| w == b"latscope.format_version")
+        };
         if is_trace {
             Err(ScanError::TraceNotText { path: path.to_path_buf() })
         } else {
