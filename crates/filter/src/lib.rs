@@ -89,6 +89,7 @@ mod lexer;
 mod parser;
 mod pushdown;
 mod resolve;
+mod rich;
 mod strops;
 
 pub use context::{EvalContext, SockRoles};
@@ -171,6 +172,19 @@ impl Filter {
                     let info = c.field.info();
                     if !out.iter().any(|f| f.name == info.name) {
                         out.push(info);
+                    }
+                }
+                ExprKind::Rich(r) => {
+                    let mut fs = Vec::new();
+                    r.lhs.fields(&mut fs);
+                    if let rich::Rhs::Operand(o) = &r.rhs {
+                        o.fields(&mut fs);
+                    }
+                    for f in fs {
+                        let info = f.info();
+                        if !out.iter().any(|x| x.name == info.name) {
+                            out.push(info);
+                        }
                     }
                 }
             }
