@@ -521,6 +521,11 @@ fn check(c: &Check) -> Node {
                 Field::EvtIsIoRead => syscalls::SysDesc::READ,
                 Field::EvtIsIoWrite => syscalls::SysDesc::WRITE,
                 Field::EvtFailed => return Node::Failed { want },
+                Field::EvtIsWait => {
+                    let wait = (0..syscalls::syscall_count() as u16)
+                        .filter(|&nr| syscalls::desc(nr).class == latscope_event::SysClass::Wait);
+                    return Node::SysBits { set: SysSet::from_nrs(wait), neg: !want };
+                }
                 _ => {
                     // Other booleans (evt.is_wait, fd.connected): the general check.
                     let vals = vec![crate::rich::V::B(want)];
