@@ -424,8 +424,12 @@ pub(crate) fn compile(e: &Expr) -> (Node, Kinds) {
             (Node::Not(Box::new(n)), Kinds { may_true: k.may_false, may_false: k.may_true })
         }
         ExprKind::Rich(r) => {
-            // Absent values make a check false: it can be true only where its first field is.
-            let may_true = r.lhs.field().map_or(K_ALL, |f| f.info().kinds);
+            // An absent field makes a check false: on a field, it can be true only where the
+            // field is. Transformers may yield a value without one of their fields (`join`).
+            let may_true = match &r.lhs {
+                crate::rich::Operand::Field { field, .. } => field.info().kinds,
+                _ => K_ALL,
+            };
             (Node::Rich(r.clone()), Kinds { may_true, may_false: K_ALL })
         }
         ExprKind::Check(c) => {

@@ -838,6 +838,8 @@ fn libsinsp_language() {
             ("join(\"->\", (proc.name, fd.filename)) = httpd->access.log", "1000"),
             ("b64(concat(\"aHR0\", \"cGQ=\")) = httpd", "1111"),
             ("toupper(tolower(proc.name)) = TEST", "0001"),
+            // A transformer yields a value without some of its fields.
+            ("join(\"-\", (fd.name, proc.name)) = test", "0001"),
             // val(): a field against another.
             ("proc.name = val(proc.name)", "1111"),
             ("fd.filename = val(proc.name)", "0000"),
@@ -936,6 +938,8 @@ fn libsinsp_language() {
     assert!(err("proc.aname[x] = a").contains("takes a number in brackets"));
     assert!(err("evt.rawarg.data = a").contains("latscope records the arguments"));
     assert!(err("evt.arg exists").contains("takes an argument"));
+    let f = Filter::parse("join(\"-\", (fd.name, proc.name)) = test").unwrap();
+    assert!(f.needs_kinds().block, "{:?}", f.needs_kinds());
     // Nothing new reaches the kernel.
     let f =
         Filter::parse("proc.name == anyof (httpd) and tolower(proc.name) = httpd and proc.aname[1] = bash").unwrap();
