@@ -4,7 +4,7 @@
 //! caret, the push-down never drops a matching event and admits exactly the matches of the kinds
 //! it calls exact, its clauses are spans of the source, matches lie in `needs_kinds()`, `not (F)` is
 //! the complement of `F`, and every field used yields its value. The dictionary has every field
-//! (socket, argument and command-line fields, dates) and typical values.
+//! (socket, argument and command-line fields, dates), transformers, list modifiers and typical values.
 //!
 //! cargo +nightly fuzz run filter_parse fuzz/corpus/filter_parse fuzz/seeds/filter_parse -- -dict=fuzz/filter.dict
 #![no_main]

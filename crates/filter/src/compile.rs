@@ -86,6 +86,8 @@ pub(crate) enum Node {
     Or(Box<[Node]>),
     Not(Box<Node>),
     Exists(Field),
+    /// The general form (see [`crate::rich`]).
+    Rich(Box<crate::rich::Rich>),
     /// Numeric field within `lo..=hi`.
     Range {
         field: Field,
@@ -193,6 +195,7 @@ impl Node {
             Node::Or(items) => items.iter().any(|n| n.eval(b, row, ctx)),
             Node::Not(n) => !n.eval(b, row, ctx),
             Node::Exists(f) => f.exists(b, row, ctx),
+            Node::Rich(r) => r.eval(b, row, ctx),
             Node::Lat { kinds, lo, hi, neg } => {
                 if kind_bit(row_kind(b, row)) & kinds == 0 {
                     return false;
@@ -288,6 +291,7 @@ impl Node {
     fn cost(&self) -> u32 {
         match self {
             Node::Const(_) => 0,
+            Node::Rich(_) => 60,
             Node::And(v) | Node::Or(v) => v.iter().map(Node::cost).sum(),
             Node::Not(n) => n.cost(),
             Node::Lat { .. }
@@ -419,6 +423,15 @@ pub(crate) fn compile(e: &Expr) -> (Node, Kinds) {
             let (n, k) = compile(inner);
             (Node::Not(Box::new(n)), Kinds { may_true: k.may_false, may_false: k.may_true })
         }
+        ExprKind::Rich(r) => {
+            // An absent field makes a check false: on a field, it can be true only where the
+            // field is. Transformers may yield a value without one of their fields (`join`).
+            let may_true = match &r.lhs {
+                crate::rich::Operand::Field { field, .. } => field.info().kinds,
+                _ => K_ALL,
+            };
+            (Node::Rich(r.clone()), Kinds { may_true, may_false: K_ALL })
+        }
         ExprKind::Check(c) => {
             let node = check(c);
             let present = c.field.info().kinds;
@@ -511,7 +524,19 @@ fn check(c: &Check) -> Node {
                 Field::EvtIsIo => syscalls::SysDesc::IO,
                 Field::EvtIsIoRead => syscalls::SysDesc::READ,
                 Field::EvtIsIoWrite => syscalls::SysDesc::WRITE,
-                _ => return Node::Failed { want },
+                Field::EvtFailed => return Node::Failed { want },
+                Field::EvtIsWait => {
+                    let wait = (0..syscalls::syscall_count() as u16)
+                        .filter(|&nr| syscalls::desc(nr).class == latscope_event::SysClass::Wait);
+                    return Node::SysBits { set: SysSet::from_nrs(wait), neg: !want };
+                }
+                _ => {
+                    // Other booleans (evt.is_wait, fd.connected): the general check.
+                    let vals = vec![crate::rich::V::B(want)];
+                    let lhs = crate::rich::Operand::Field { field, arg: crate::rich::FieldArg::None };
+                    let rhs = crate::rich::Rhs::Vals(vals, Vec::new());
+                    return Node::Rich(Box::new(crate::rich::Rich { lhs, op: Op::Eq, modifier: None, rhs }));
+                }
             };
             Node::SysBits { set: SysSet::with_bits(bits), neg: !want }
         }
@@ -604,7 +629,18 @@ fn string_check(c: &Check, neg: bool) -> Node {
         Op::Glob => StrTest::Glob(bytes(first)),
         Op::Pmatch => StrTest::Pmatch(vals.iter().map(|v| strops::normalize_dir(v).into_boxed_slice()).collect()),
         // Ordering operators and `exists` never reach here (type-checked / handled above).
-        Op::Exists | Op::Lt | Op::Le | Op::Gt | Op::Ge => return Node::Exists(field),
+        // Ordering operators, `exists` and the general forms never reach here (type-checked, handled
+        // above, or compiled as `Node::Rich`).
+        Op::Exists
+        | Op::Lt
+        | Op::Le
+        | Op::Gt
+        | Op::Ge
+        | Op::Intersects
+        | Op::IGlob
+        | Op::Regex
+        | Op::BContains
+        | Op::BStartsWith => return Node::Exists(field),
     };
     Node::Str { field, test, neg, formats: field.formats() }
 }

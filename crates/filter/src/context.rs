@@ -38,6 +38,8 @@ struct Proc {
     cmdline: Option<Box<str>>,
     /// Where the arguments start in `cmdline` (`proc.args`).
     args_at: usize,
+    /// The command name (`proc.pname`, `proc.aname` of descendants).
+    comm: Option<Box<str>>,
 }
 
 impl Proc {
@@ -87,6 +89,10 @@ pub struct EvalContext {
     disks: IntMap<String>,
     realtime_offset_ns: i64,
     start_ns: u64,
+    /// `evt.num` of the first row of the batch observed last, less one.
+    num_base: u64,
+    /// Rows observed so far.
+    num_next: u64,
 }
 
 impl EvalContext {
@@ -95,7 +101,8 @@ impl EvalContext {
         let mut procs = IntMap::default();
         for p in &header.processes {
             let exe = (!p.exe.is_empty()).then(|| p.exe.clone());
-            let mut proc = Proc { ppid: Some(p.ppid), exe, ..Default::default() };
+            let comm = (!p.comm.is_empty()).then(|| p.comm.as_str().into());
+            let mut proc = Proc { ppid: Some(p.ppid), exe, comm, ..Default::default() };
             proc.set_cmdline(&p.comm, &p.cmdline);
             procs.insert(p.pid, proc);
         }
@@ -125,6 +132,8 @@ impl EvalContext {
             disks: header.block_devices.iter().map(|d| (d.dev, d.name.clone())).collect(),
             realtime_offset_ns: header.realtime_offset_ns,
             start_ns: header.start_ns,
+            num_base: 0,
+            num_next: 0,
         }
     }
 
@@ -138,6 +147,8 @@ impl EvalContext {
         for pid in self.exited.drain(..) {
             self.procs.remove(&pid);
         }
+        self.num_base = self.num_next;
+        self.num_next += batch.kind.len() as u64;
         // Most blocks hold neither process events nor connects and accepts: find the chunks
         // that do with a branch-free (vectorised) pass, and look at their rows only.
         const CHUNK: usize = 64;
@@ -182,6 +193,7 @@ impl EvalContext {
                 let comm = crate::helpers::str_at(&batch.comm, row).unwrap_or_default();
                 let entry = self.procs.entry(pid).or_default();
                 entry.exe = (!exe.is_empty()).then(|| exe.to_string());
+                entry.comm = (!comm.is_empty()).then(|| comm.into());
                 // Traces without the exec's argv: the arguments are unknown, not empty.
                 if argv.is_empty() {
                     entry.cmdline = None;
@@ -263,6 +275,14 @@ impl EvalContext {
     pub(crate) fn args(&self, pid: u32) -> Option<&str> {
         let p = self.procs.get(&pid)?;
         p.cmdline.as_deref()?.get(p.args_at..)
+    }
+    /// Command name of `pid`, if known.
+    pub(crate) fn comm(&self, pid: u32) -> Option<&str> {
+        self.procs.get(&pid)?.comm.as_deref()
+    }
+    /// `evt.num` of row `row` of the batch observed last: rows count from 1 across batches.
+    pub(crate) fn event_number(&self, row: usize) -> i128 {
+        i128::from(self.num_base) + row as i128 + 1
     }
     /// User name of `uid`, if known.
     pub(crate) fn user(&self, uid: u32) -> Option<&str> {

@@ -132,6 +132,34 @@ pub(crate) enum Field {
     BlkBytes,
     BlkLatency,
     BlkQtime,
+    EvtNum,
+    EvtRawtime,
+    EvtDir,
+    EvtLatencyNs,
+    EvtLatencyS,
+    EvtLatencyHuman,
+    EvtIsWait,
+    EvtSource,
+    EvtArgN,
+    EvtRawarg,
+    ProcAname,
+    ProcApid,
+    ProcPname,
+    ProcPcmdline,
+    ProcPexe,
+    ProcExepath,
+    FdTypechar,
+    FdIp,
+    FdNet,
+    FdSnet,
+    FdCnet,
+    FdConnected,
+    FsPathName,
+    FsPathNameraw,
+    FsPathSource,
+    FsPathSourceraw,
+    FsPathTarget,
+    FsPathTargetraw,
 }
 
 /// A field as listed by `latscope fields`.
@@ -215,7 +243,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 61] = [
+static FIELDS: [FieldInfo; 89] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation: syscall name (openat), block op (read, write, flush, ...) or process op (fork, exec, exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -277,6 +305,34 @@ static FIELDS: [FieldInfo; 61] = [
     info!("blk.bytes", BlkBytes, Size, K_BLK, "block", "request size"),
     info!("blk.latency", BlkLatency, Duration, K_BLK, "block", "issue to completion"),
     info!("blk.qtime", BlkQtime, Duration, K_BLK, "block", "time queued before issue (insert to issue)"),
+    info!("evt.num", EvtNum, Number, K_ALL, "all", "the event's number in the trace or session, from 1"),
+    info!("evt.rawtime", EvtRawtime, Timestamp, K_ALL, "all", "same as evt.time: ns since the Unix epoch"),
+    info!("evt.dir", EvtDir, String, K_ALL, "all", "direction as sysdig writes it: '<', latscope records each call once, at its return"),
+    info!("evt.latency.ns", EvtLatencyNs, Number, K_SYS | K_BLK, "syscall, block", "evt.latency in ns, a plain number"),
+    info!("evt.latency.s", EvtLatencyS, Number, K_SYS | K_BLK, "syscall, block", "evt.latency in whole seconds"),
+    info!("evt.latency.human", EvtLatencyHuman, String, K_SYS | K_BLK, "syscall, block", "evt.latency as printed (1.25ms)"),
+    info!("evt.is_wait", EvtIsWait, Bool, K_SYS, "syscall", "true for syscalls that wait (poll, epoll_wait, nanosleep, futex wait, ...)"),
+    info!("evt.source", EvtSource, String, K_VALID, "all", "the event source: syscall (sysdig's name for kernel events)"),
+    info!("evt.arg", EvtArgN, String, K_VALID, "all", "evt.arg[N]: the Nth argument (from 0) as evt.args prints it, without its name"),
+    info!("evt.rawarg", EvtRawarg, Number, K_SYS, "syscall", "evt.rawarg.NAME: an argument's raw value: fd, size, offset, pos, dirfd, flags, mode, res (numbers); name, path, oldpath, newpath (strings)"),
+    info!("proc.aname", ProcAname, String, K_ALL, "all", "proc.aname[N]: the command name of the Nth ancestor (0: the process, 1: its parent); without [N], any ancestor"),
+    info!("proc.apid", ProcApid, Number, K_ALL, "all", "proc.apid[N]: the pid of the Nth ancestor (0: the process, 1: its parent); without [N], any ancestor"),
+    info!("proc.pname", ProcPname, String, K_ALL, "all", "the parent's command name (from the process table; absent when unknown)"),
+    info!("proc.pcmdline", ProcPcmdline, String, K_ALL, "all", "the parent's proc.cmdline (absent when unknown)"),
+    info!("proc.pexe", ProcPexe, String, K_ALL, "all", "the parent's executable path (absent when unknown)"),
+    info!("proc.exepath", ProcExepath, String, K_ALL, "all", "same as proc.exe: the executable's full path"),
+    info!("fd.typechar", FdTypechar, String, K_SYS, "syscall", "fd type as one character: f file, d directory, 4 ipv4, 6 ipv6, u unix, p pipe, e event, s signalfd, l eventpoll, i inotify, t timerfd, n netlink, o other"),
+    info!("fd.ip", FdIp, String, K_SYS, "syscall", "either IP address of an IPv4/IPv6 socket: fd.ip = 10.0.0.1 matches either end, != neither; =, != and in only"),
+    info!("fd.net", FdNet, String, K_SYS, "syscall", "either end of an IPv4/IPv6 socket in a network: fd.net = 10.0.0.0/8; =, != and in only"),
+    info!("fd.snet", FdSnet, String, K_SYS, "syscall", "the server's end in a network (fd.snet = 10.0.0.0/8)"),
+    info!("fd.cnet", FdCnet, String, K_SYS, "syscall", "the client's end in a network (absent without a peer)"),
+    info!("fd.connected", FdConnected, Bool, K_SYS, "syscall", "true for an IPv4/IPv6 socket with a peer"),
+    info!("fs.path.name", FsPathName, String, K_SYS, "syscall", "the path of a file system call, made absolute (same as evt.arg.path)"),
+    info!("fs.path.nameraw", FsPathNameraw, String, K_SYS, "syscall", "same as fs.path.name (latscope records paths made absolute)"),
+    info!("fs.path.source", FsPathSource, String, K_SYS, "syscall", "the source path of rename, link, symlink (same as evt.arg.oldpath)"),
+    info!("fs.path.sourceraw", FsPathSourceraw, String, K_SYS, "syscall", "same as fs.path.source"),
+    info!("fs.path.target", FsPathTarget, String, K_SYS, "syscall", "the target path of rename, link, symlink (same as evt.arg.newpath)"),
+    info!("fs.path.targetraw", FsPathTargetraw, String, K_SYS, "syscall", "same as fs.path.target"),
 ];
 
 /// Every field a filter can test, with its type and a one-line description (for `latscope fields`).
@@ -292,6 +348,55 @@ pub(crate) fn lookup(name: &str) -> Option<&'static FieldInfo> {
 impl Field {
     pub(crate) fn info(self) -> &'static FieldInfo {
         &FIELDS[self as usize]
+    }
+
+    /// The field another name stands for (`proc.exepath` is `proc.exe`): the parser compiles
+    /// aliases as their field, so that they get its fast paths and kernel tests.
+    pub(crate) fn canonical(self) -> Field {
+        match self {
+            Field::EvtRawtime => Field::EvtTime,
+            Field::EvtLatencyNs => Field::EvtLatency,
+            Field::ProcExepath => Field::ProcExe,
+            Field::FsPathName | Field::FsPathNameraw => Field::EvtArgPath,
+            Field::FsPathSource | Field::FsPathSourceraw => Field::EvtArgOldpath,
+            Field::FsPathTarget | Field::FsPathTargetraw => Field::EvtArgNewpath,
+            f => f,
+        }
+    }
+
+    /// Fields that take an argument in brackets or after a dot (`proc.aname[2]`,
+    /// `evt.rawarg.size`), or hold several values: evaluated by [`crate::rich`].
+    pub(crate) fn is_rich(self) -> bool {
+        matches!(
+            self,
+            Field::EvtArgN
+                | Field::EvtRawarg
+                | Field::ProcAname
+                | Field::ProcApid
+                | Field::FdIp
+                | Field::FdNet
+                | Field::FdSnet
+                | Field::FdCnet
+        )
+    }
+}
+
+/// The character sysdig's `fd.typechar` gives an fd type.
+pub(crate) fn type_char(t: FdType) -> &'static str {
+    match t {
+        FdType::File | FdType::Memfd | FdType::Chardev | FdType::Blockdev => "f",
+        FdType::Directory => "d",
+        FdType::Ipv4 => "4",
+        FdType::Ipv6 => "6",
+        FdType::Unix => "u",
+        FdType::Pipe => "p",
+        FdType::Event => "e",
+        FdType::Signalfd => "s",
+        FdType::Eventpoll => "l",
+        FdType::Inotify => "i",
+        FdType::Timerfd => "t",
+        FdType::Netlink => "n",
+        _ => "o",
     }
 }
 
@@ -362,7 +467,10 @@ impl Field {
             Field::EvtLatency if sys || blk => i128::from(*b.lat.get(row)?),
             Field::EvtRawres if sys => i128::from(*b.ret.get(row)?),
             Field::EvtBuflen if sys || blk => i128::from(*b.bytes.get(row)?),
-            Field::EvtTime | Field::EvtDatetime => ctx.wall(*b.ts.get(row)?),
+            Field::EvtTime | Field::EvtDatetime | Field::EvtRawtime => ctx.wall(*b.ts.get(row)?),
+            Field::EvtNum => ctx.event_number(row),
+            Field::EvtLatencyNs if sys || blk => i128::from(*b.lat.get(row)?),
+            Field::EvtLatencyS if sys || blk => i128::from(*b.lat.get(row)? / 1_000_000_000),
             Field::EvtReltime => ctx.rel(*b.ts.get(row)?),
             Field::EvtCpu => i128::from(*b.cpu.get(row)?),
             Field::ProcPid => i128::from(*b.pid.get(row)?),
@@ -429,6 +537,8 @@ impl Field {
             Field::EvtIsIo => syscalls::desc(nr).has(syscalls::SysDesc::IO),
             Field::EvtIsIoRead => syscalls::desc(nr).has(syscalls::SysDesc::READ),
             Field::EvtIsIoWrite => syscalls::desc(nr).has(syscalls::SysDesc::WRITE),
+            Field::EvtIsWait => syscalls::desc(nr).class == latscope_event::SysClass::Wait,
+            Field::FdConnected => sock(b, row)?.peer.is_some(),
             _ => return None,
         })
     }
@@ -446,6 +556,7 @@ impl Field {
                 | Field::EvtArgFlags
                 | Field::EvtArgMode
                 | Field::EvtArgRes
+                | Field::EvtLatencyHuman
         )
     }
 
@@ -477,7 +588,14 @@ impl Field {
             | Field::FdRip
             | Field::FdL4proto
             | Field::ProcCmdline
-            | Field::ProcArgs => return self.string_ext(b, row, ctx, buf),
+            | Field::ProcArgs
+            | Field::ProcPname
+            | Field::ProcPcmdline
+            | Field::ProcPexe
+            | Field::EvtLatencyHuman
+            | Field::FdTypechar
+            | Field::EvtDir
+            | Field::EvtSource => return self.string_ext(b, row, ctx, buf),
             Field::EvtType => {
                 let nr = *b.nr.get(row)?;
                 match kind {
@@ -555,6 +673,23 @@ impl Field {
         let s: &'a str = match self {
             Field::ProcCmdline => ctx.cmdline(*b.pid.get(row)?)?,
             Field::ProcArgs => ctx.args(*b.pid.get(row)?)?,
+            Field::ProcPname => ctx.comm(ctx.ppid(*b.pid.get(row)?)?)?,
+            Field::ProcPcmdline => ctx.cmdline(ctx.ppid(*b.pid.get(row)?)?)?,
+            Field::ProcPexe => ctx.exe(ctx.ppid(*b.pid.get(row)?)?)?,
+            Field::EvtDir if kind < 3 => "<",
+            Field::EvtSource if kind < 3 => "syscall",
+            Field::EvtLatencyHuman if sys || blk => {
+                let buf = buf?;
+                latscope_event::units::write_ns(buf, *b.lat.get(row)?).ok()?;
+                return Some(buf.as_bytes());
+            }
+            Field::FdTypechar if sys => {
+                let (t, fd) = (*b.fd_type.get(row)?, *b.fd.get(row)?);
+                if t == 0 && fd == NO_FD {
+                    return None;
+                }
+                type_char(FdType::from_u8(t))
+            }
             Field::EvtArgs if kind < 3 => {
                 let buf = buf?;
                 let disk = if blk { b.dev.get(row).and_then(|&d| ctx.disk(d)) } else { None };

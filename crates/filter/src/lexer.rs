@@ -104,41 +104,65 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token>, FilterError> {
 }
 
 /// Read a quoted string starting at char index `i` (the quote); returns the text and the index after it.
+///
+/// `\xHH` escapes give bytes: several may spell one UTF-8 character (`\xc3\xa9` is é). A NUL
+/// byte is refused, as libsinsp refuses it: no field value can hold one.
 fn quoted(src: &str, chars: &[(usize, char)], i: usize) -> Result<(String, usize), FilterError> {
     let (start, q) = chars[i];
-    let mut s = String::new();
+    let mut s: Vec<u8> = Vec::new();
     let mut j = i + 1;
+    let push = |s: &mut Vec<u8>, c: char| s.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+    let nul = |p: usize, end: usize| {
+        FilterError::new(
+            format!("NUL byte in a string at column {}: no field value can hold one", column_of(src, p)),
+            src,
+            p,
+            end,
+        )
+    };
     while let Some(&(p, c)) = chars.get(j) {
         if c == q {
-            return Ok((s, j + 1));
+            return match String::from_utf8(s) {
+                Ok(s) => Ok((s, j + 1)),
+                Err(_) => Err(FilterError::new(
+                    format!(
+                        "the string starting at column {} is not UTF-8 once its \\x escapes are read; latscope compares text",
+                        column_of(src, start)
+                    ),
+                    src,
+                    start,
+                    p + 1,
+                )),
+            };
+        }
+        if c == '\0' {
+            return Err(nul(p, p + 1));
         }
         if c != '\\' {
-            s.push(c);
+            push(&mut s, c);
             j += 1;
             continue;
         }
         let Some(&(_, e)) = chars.get(j + 1) else { break };
         j += 2;
         match e {
-            'n' => s.push('\n'),
-            't' => s.push('\t'),
-            'r' => s.push('\r'),
-            '0' => s.push('\0'),
-            '\\' | '\'' | '"' => s.push(e),
+            'n' => s.push(b'\n'),
+            't' => s.push(b'\t'),
+            'r' => s.push(b'\r'),
+            '0' => return Err(nul(p, p + 2)),
+            '\\' | '\'' | '"' => push(&mut s, e),
             'x' => {
                 let hex: String = chars.get(j..j + 2).unwrap_or(&[]).iter().map(|&(_, c)| c).collect();
+                let end = chars.get(j + 2).map(|&(p, _)| p).unwrap_or(src.len());
                 match u8::from_str_radix(&hex, 16) {
-                    Ok(v) if hex.len() == 2 && v < 0x80 => {
-                        s.push(v as char);
+                    Ok(0) if hex.len() == 2 => return Err(nul(p, end)),
+                    Ok(v) if hex.len() == 2 && hex.chars().all(|c| c.is_ascii_hexdigit()) => {
+                        s.push(v);
                         j += 2;
                     }
                     _ => {
-                        let end = chars.get(j + 2).map(|&(p, _)| p).unwrap_or(src.len());
                         return Err(FilterError::new(
-                            format!(
-                                "bad escape at column {}: \\x needs two hex digits of an ASCII character (00-7f)",
-                                column_of(src, p)
-                            ),
+                            format!("bad escape at column {}: \\x needs two hex digits (\\x41)", column_of(src, p)),
                             src,
                             p,
                             end,
@@ -148,8 +172,8 @@ fn quoted(src: &str, chars: &[(usize, char)], i: usize) -> Result<(String, usize
             }
             // Unknown escapes keep the backslash (handy for globs and Windows-style paths).
             other => {
-                s.push('\\');
-                s.push(other);
+                s.push(b'\\');
+                push(&mut s, other);
             }
         }
     }
@@ -217,6 +241,10 @@ mod tests {
         assert!(e.message().starts_with("unterminated string starting at column 13"), "{e}");
         assert!(lex(r#""\x""#).is_err());
         assert!(lex(r#""\xff""#).is_err());
+        assert_eq!(toks(r#""\xc3\xa9""#)[0], Tok::Quoted("é".into()));
+        for nul in [r#""a\x00""#, r#""\0""#, "'a\0b'"] {
+            assert!(lex(nul).unwrap_err().message().starts_with("NUL byte in a string"), "{nul}");
+        }
         assert!(lex("'\\").is_err());
     }
 

@@ -15,25 +15,41 @@
 //!
 //! # Grammar
 //!
-//! The grammar is libsinsp's:
+//! The grammar is libsinsp's (falcosecurity/libs, `userspace/libsinsp/filter/parser.h`):
 //!
 //! ```text
 //! expr  := or
 //! or    := and ('or' and)*
 //! and   := not ('and' not)*
 //! not   := 'not' not | '(' expr ')' | check
-//! check := field 'exists'
-//!        | field ('=' | '==' | '!=' | '<' | '<=' | '>' | '>=') value
-//!        | field ('contains' | 'icontains' | 'startswith' | 'endswith' | 'glob') value
-//!        | field ('in' | 'pmatch') '(' value (','? value)* ')'
+//! check := lhs 'exists'
+//!        | lhs op rhs
+//!        | lhs op ('oneof' | 'anyof' | 'allof') list     (op: = != and the string operators)
+//!        | lhs ('in' | 'intersects' | 'pmatch') list
 //!        | boolfield                      (extension: same as boolfield = true)
-//! field := name ('.' name)+
+//! op    := '=' | '==' | '!=' | '<' | '<=' | '>' | '>=' | 'contains' | 'icontains' | 'startswith'
+//!        | 'endswith' | 'glob' | 'iglob' | 'regex' | 'bcontains' | 'bstartswith'
+//! lhs   := field | xform
+//! rhs   := value | 'val(' field ')' | xform
+//! xform := ('tolower' | 'toupper' | 'b64' | 'basename' | 'len') '(' (field | xform) ')'
+//!        | 'concat(' arg (',' arg)+ ')' | 'join(' arg ',' '(' (arg (',' arg)*)? ')' ')'
+//! list  := '(' (value (','? value)*)? ')'
+//! field := name ('.' name)+ ('[' arg ']')?        (proc.aname[2], evt.arg[0], evt.rawarg.size)
 //! value := bare word | 'single quoted' | "double quoted"
 //! ```
 //!
+//! Transformers, `val()`, modifiers, `regex`, `iglob`, fields with an argument or several values
+//! (`proc.aname`, `fd.ip`, `fd.net`), orderings on strings and `in` on booleans are evaluated by a
+//! general path that computes values per event (and may allocate); the kernel never tests them.
+//! Operators by type follow libsinsp: every field takes `exists = != in intersects`; numbers and
+//! strings the orderings; strings the string operators; `fd.ip` and the network fields only the
+//! equality and list ones; `bcontains`/`bstartswith` need a byte buffer, which no field is.
+//!
 //! - Keywords (`and`, `or`, `not`, `exists`, `in`, `contains`, ...) ignore case; field names too.
-//! - A bare value ends at white space or one of `( ) , = < > ' "` (and `!=`); quote anything else.
-//!   Quoted strings take the escapes `\\ \' \" \n \t \r \0 \xHH`; other backslashes stay as written.
+//! - A bare value ends at white space or one of `( ) , = ' "` (`<` and `>` written without a space
+//!   run on: `a->b`); quote anything else. Quoted strings take the escapes `\\ \' \" \n \t \r
+//!   \xHH` (several `\xHH` may spell one UTF-8 character); other backslashes stay as written. A
+//!   NUL byte (`\x00`, `\0`) is refused, as libsinsp refuses it.
 //! - Values are typed by their field (see [`fields()`]): durations take units (`evt.latency > 1ms`,
 //!   `>= 250us`, `> 5 ms`; a bare number is ns), sizes take units (`evt.buflen >= 4KiB`), booleans
 //!   are `true`/`false`, `evt.res` takes `SUCCESS` or errno names (`ENOENT`), `evt.rawres` takes
@@ -89,6 +105,7 @@ mod lexer;
 mod parser;
 mod pushdown;
 mod resolve;
+mod rich;
 mod strops;
 
 pub use context::{EvalContext, SockRoles};
@@ -171,6 +188,19 @@ impl Filter {
                     let info = c.field.info();
                     if !out.iter().any(|f| f.name == info.name) {
                         out.push(info);
+                    }
+                }
+                ExprKind::Rich(r) => {
+                    let mut fs = Vec::new();
+                    r.lhs.fields(&mut fs);
+                    if let rich::Rhs::Operand(o) = &r.rhs {
+                        o.fields(&mut fs);
+                    }
+                    for f in fs {
+                        let info = f.info();
+                        if !out.iter().any(|x| x.name == info.name) {
+                            out.push(info);
+                        }
                     }
                 }
             }

@@ -4,6 +4,7 @@ use crate::error::{column_of, did_you_mean, FilterError};
 use crate::fields::{self, Field, FieldInfo, FieldType};
 use crate::lexer::{lex, Sym, Tok, Token};
 use crate::resolve;
+use crate::rich::{self, FieldArg, Modifier, Operand, Rhs, Rich, Xform, V};
 
 /// Deepest nesting of parentheses and `not` accepted (keeps recursion bounded).
 pub(crate) const MAX_DEPTH: usize = 200;
@@ -28,6 +29,11 @@ pub(crate) enum Op {
     Glob,
     In,
     Pmatch,
+    Intersects,
+    IGlob,
+    Regex,
+    BContains,
+    BStartsWith,
 }
 
 impl Op {
@@ -47,6 +53,11 @@ impl Op {
             Op::Glob => "glob",
             Op::In => "in",
             Op::Pmatch => "pmatch",
+            Op::Intersects => "intersects",
+            Op::IGlob => "iglob",
+            Op::Regex => "regex",
+            Op::BContains => "bcontains",
+            Op::BStartsWith => "bstartswith",
         }
     }
     fn from_word(w: &str) -> Option<Op> {
@@ -59,11 +70,33 @@ impl Op {
             "glob" => Op::Glob,
             "in" => Op::In,
             "pmatch" => Op::Pmatch,
+            "intersects" => Op::Intersects,
+            "iglob" => Op::IGlob,
+            "regex" => Op::Regex,
+            "bcontains" => Op::BContains,
+            "bstartswith" => Op::BStartsWith,
             _ => return None,
         })
     }
     fn is_string_op(self) -> bool {
-        matches!(self, Op::Contains | Op::IContains | Op::StartsWith | Op::EndsWith | Op::Glob | Op::Pmatch)
+        matches!(
+            self,
+            Op::Contains
+                | Op::IContains
+                | Op::StartsWith
+                | Op::EndsWith
+                | Op::Glob
+                | Op::Pmatch
+                | Op::IGlob
+                | Op::Regex
+        )
+    }
+    fn is_list_op(self) -> bool {
+        matches!(self, Op::In | Op::Intersects | Op::Pmatch)
+    }
+    /// Operators a list modifier (`oneof`, `anyof`, `allof`) may follow.
+    fn takes_modifier(self) -> bool {
+        !(self.is_order_op() || self.is_list_op() || self == Op::Exists)
     }
     fn is_order_op(self) -> bool {
         matches!(self, Op::Lt | Op::Le | Op::Gt | Op::Ge)
@@ -92,6 +125,8 @@ pub(crate) enum ExprKind {
     Or(Vec<Expr>),
     Not(Box<Expr>),
     Check(Check),
+    /// The general form (transformers, `val()`, modifiers, ...): see [`crate::rich`].
+    Rich(Box<Rich>),
 }
 
 /// An expression and the byte range of its source text.
@@ -255,7 +290,26 @@ impl<'s> Parser<'s> {
                 ));
             }
         };
-        let info = self.field(&t, &word)?;
+        let (lhs, info) = if self.call_follows(&t) {
+            if word == "val" {
+                return Err(self.err_at(
+                    &t,
+                    format!(
+                        "val() at column {} compares with a field: it goes right of the operator",
+                        self.col(t.start)
+                    ),
+                ));
+            }
+            (self.transformer(&t, &word, 0)?, None)
+        } else {
+            let (info, arg) = self.field_ref(&t, &word)?;
+            (Operand::Field { field: info.field.canonical(), arg }, Some(info))
+        };
+        let ty = lhs.ty();
+        let name = match info {
+            Some(i) => i.name.to_string(),
+            None => self.src[t.start..t.end].to_string() + "(...)",
+        };
         let op_tok = self.peek();
         let op = match &op_tok.tok {
             Tok::Sym(s) => match s {
@@ -268,18 +322,17 @@ impl<'s> Parser<'s> {
             },
             Tok::Word(w) if Op::from_word(w).is_some() => Op::from_word(w).unwrap_or(Op::Exists),
             // Extension: a boolean field alone means `= true`.
-            Tok::Eof | Tok::RParen if info.ty == FieldType::Bool => {
-                return Ok(self.bool_shorthand(info, &t));
+            Tok::Eof | Tok::RParen if ty == FieldType::Bool && info.is_some() => {
+                return Ok(self.bool_shorthand(info.unwrap_or(fields::fields().first().expect("fields")), &t));
             }
-            Tok::Word(_) if info.ty == FieldType::Bool && is_connective(&op_tok) => {
-                return Ok(self.bool_shorthand(info, &t));
+            Tok::Word(_) if ty == FieldType::Bool && info.is_some() && is_connective(&op_tok) => {
+                return Ok(self.bool_shorthand(info.unwrap_or(fields::fields().first().expect("fields")), &t));
             }
             _ => {
                 return Err(self.err_at(
                     &op_tok,
                     format!(
-                        "expected an operator after {} at column {}, found {} (operators: = != < <= > >= contains icontains startswith endswith glob in pmatch exists)",
-                        info.name,
+                        "expected an operator after {name} at column {}, found {} (operators: = != < <= > >= contains icontains startswith endswith glob iglob regex in intersects pmatch exists)",
                         self.col(op_tok.start),
                         op_tok.describe(self.src)
                     ),
@@ -287,39 +340,288 @@ impl<'s> Parser<'s> {
             }
         };
         self.bump();
-        self.type_check(info, op, &op_tok)?;
+        self.type_check(&name, &lhs, op, &op_tok)?;
         let mut end = op_tok.end;
-        let vals = match op {
-            Op::Exists => Vec::new(),
-            Op::In | Op::Pmatch => {
-                let (vals, e) = self.list(info, op, &op_tok)?;
+        let mut modifier = None;
+        let rhs = if op == Op::Exists {
+            Rhs::None
+        } else if let Some(m) = self.modifier(op, &op_tok)? {
+            modifier = Some(m);
+            let (vals, e) = self.list(&lhs, info, op, &op_tok)?;
+            end = e;
+            self.rhs_vals(&lhs, op, vals)?
+        } else if op.is_list_op() {
+            let (vals, e) = self.list(&lhs, info, op, &op_tok)?;
+            end = e;
+            self.rhs_vals(&lhs, op, vals)?
+        } else {
+            let v = self.peek();
+            if matches!(&v.tok, Tok::Word(_)) && self.call_follows_peeked(&v) {
+                self.bump();
+                let Tok::Word(w) = &v.tok else { unreachable!("matched a word") };
+                let rhs = if w == "val" { self.val(&v)? } else { self.transformer(&v, w, 0)? };
+                end = self.toks[self.pos.saturating_sub(1)].end;
+                let (a, b) = (class(ty), class(rhs.ty()));
+                if a != b {
+                    return Err(self.err(
+                        v.start,
+                        end,
+                        format!(
+                            "cannot compare {name}, {}, with {}, {}",
+                            ty.with_article(),
+                            &self.src[v.start..end],
+                            rhs.ty().with_article()
+                        ),
+                    ));
+                }
+                Rhs::Operand(rhs)
+            } else {
+                let (lit, e) = self.value(&lhs, info, op, &op_tok)?;
                 end = e;
-                vals
-            }
-            _ => {
-                let (v, e) = self.value(info, op, &op_tok)?;
-                end = e;
-                vec![v]
+                self.rhs_vals(&lhs, op, vec![(lit, v.start, e)])?
             }
         };
-        Ok(Expr { kind: ExprKind::Check(Check { field: info.field, op, vals }), start: t.start, end })
+        // The column fast paths take plain fields with the operators and types they know.
+        let simple = match (&lhs, &rhs) {
+            (Operand::Field { field, arg: FieldArg::None }, Rhs::Vals(..) | Rhs::None) => {
+                !field.is_rich()
+                    && modifier.is_none()
+                    && match op {
+                        Op::Exists => true,
+                        Op::Eq | Op::Ne => true,
+                        Op::In | Op::Intersects => ty != FieldType::Bool,
+                        o if o.is_order_op() => ty.is_numeric(),
+                        Op::Contains | Op::IContains | Op::StartsWith | Op::EndsWith | Op::Glob | Op::Pmatch => true,
+                        _ => false,
+                    }
+            }
+            _ => false,
+        };
+        let kind = if simple {
+            let field = lhs.field().expect("a plain field");
+            let vals = match rhs {
+                Rhs::Vals(v, _) => v.into_iter().map(lit_of).collect(),
+                _ => Vec::new(),
+            };
+            let op = if op == Op::Intersects { Op::In } else { op };
+            ExprKind::Check(Check { field, op, vals })
+        } else {
+            ExprKind::Rich(Box::new(Rich { lhs, op, modifier, rhs }))
+        };
+        Ok(Expr { kind, start: t.start, end })
+    }
+
+    /// Is token `t` a name directly followed by `(` (a transformer or `val`)?
+    fn call_follows(&self, t: &Token) -> bool {
+        let next = self.peek();
+        next.tok == Tok::LParen && next.start == t.end && matches!(&t.tok, Tok::Word(w) if is_call_name(w))
+    }
+    /// [`Parser::call_follows`] for the token under the cursor.
+    fn call_follows_peeked(&self, t: &Token) -> bool {
+        let next = &self.toks[(self.pos + 1).min(self.toks.len() - 1)];
+        next.tok == Tok::LParen && next.start == t.end && matches!(&t.tok, Tok::Word(w) if is_call_name(w))
+    }
+
+    /// A list modifier after `op`, if one is there (`== anyof (a, b)`).
+    fn modifier(&mut self, op: Op, op_tok: &Token) -> Result<Option<Modifier>, FilterError> {
+        let t = self.peek();
+        let m = match &t.tok {
+            Tok::Word(w) if w == "oneof" => Modifier::One,
+            Tok::Word(w) if w == "anyof" => Modifier::Any,
+            Tok::Word(w) if w == "allof" => Modifier::All,
+            _ => return Ok(None),
+        };
+        let next = self.toks[(self.pos + 1).min(self.toks.len() - 1)].clone();
+        if next.tok != Tok::LParen {
+            // A value that happens to read `oneof`.
+            return Ok(None);
+        }
+        if next.start == t.end || t.start == op_tok.end {
+            return Err(self.err_at(
+                &t,
+                format!(
+                    "white space must surround the list modifier {} at column {}: {} {} (a, b)",
+                    t.describe(self.src),
+                    self.col(t.start),
+                    op.name(),
+                    t.describe(self.src).trim_matches('\'')
+                ),
+            ));
+        }
+        if !op.takes_modifier() {
+            return Err(self.err_at(
+                &t,
+                format!(
+                    "operator '{}' takes no {} list modifier (=, !=, contains, startswith, glob, ... do)",
+                    op.name(),
+                    t.describe(self.src)
+                ),
+            ));
+        }
+        self.bump();
+        Ok(Some(m))
+    }
+
+    /// `val(field)` (the name and `(` read): the field's value on the same event.
+    fn val(&mut self, name: &Token) -> Result<Operand, FilterError> {
+        self.bump();
+        let t = self.bump();
+        let Tok::Word(w) = &t.tok else {
+            return Err(self.err_at(
+                &t,
+                format!("val() takes a field at column {}, found {}", self.col(t.start), t.describe(self.src)),
+            ));
+        };
+        if self.call_follows(&t) {
+            return Err(
+                self.err_at(&t, format!("val() takes a field, not a transformer (column {})", self.col(t.start)))
+            );
+        }
+        let (info, arg) = self.field_ref(&t, w)?;
+        self.close(name)?;
+        Ok(Operand::Field { field: info.field.canonical(), arg })
+    }
+
+    /// Expect the `)` closing the call opened by `name`.
+    fn close(&mut self, name: &Token) -> Result<Token, FilterError> {
+        let t = self.bump();
+        if t.tok != Tok::RParen {
+            return Err(self.err_at(
+                &t,
+                format!(
+                    "expected ')' to close {}( at column {}, found {}",
+                    self.src.get(name.start..name.end).unwrap_or("?"),
+                    self.col(name.start),
+                    t.describe(self.src)
+                ),
+            ));
+        }
+        Ok(t)
+    }
+
+    /// A transformer call (the name read, `(` next): `tolower(proc.name)`, `len(fd.name)`,
+    /// `concat(a, b)`, `join("-", (a, b))`.
+    fn transformer(&mut self, name: &Token, word: &str, depth: usize) -> Result<Operand, FilterError> {
+        let Some(xf) = Xform::from_name(word) else {
+            let known = "tolower, toupper, b64, basename, len, concat, join";
+            return Err(self.err_at(
+                name,
+                format!("unknown transformer '{word}' at column {} (latscope knows {known})", self.col(name.start)),
+            ));
+        };
+        if depth > 16 {
+            return Err(self.err_at(name, "transformers nested too deeply".into()));
+        }
+        self.bump();
+        let mut args = Vec::new();
+        match xf {
+            Xform::Concat => loop {
+                args.push(self.xf_arg(depth, false)?);
+                let t = self.peek();
+                if t.tok == Tok::Comma {
+                    self.bump();
+                    continue;
+                }
+                if args.len() < 2 {
+                    return Err(self.err_at(&t, "concat() takes at least two arguments".into()));
+                }
+                break;
+            },
+            Xform::Join => {
+                // The separator: a string, a field or a transformer.
+                args.push(self.xf_arg(depth, false)?);
+                let c = self.bump();
+                let open = self.bump();
+                if c.tok != Tok::Comma || open.tok != Tok::LParen {
+                    return Err(self.err_at(&open, "join() takes a list second: join(\"-\", (a, b))".into()));
+                }
+                if self.peek().tok == Tok::RParen {
+                    self.bump();
+                } else {
+                    loop {
+                        args.push(self.xf_arg(depth, false)?);
+                        let t = self.bump();
+                        match t.tok {
+                            Tok::Comma => continue,
+                            Tok::RParen => break,
+                            _ => {
+                                return Err(self.err_at(
+                                    &t,
+                                    format!("expected ',' or ')' in join()'s list, found {}", t.describe(self.src)),
+                                ))
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {
+                let a = self.xf_arg(depth, true)?;
+                if xf != Xform::Len && a.ty() != FieldType::String {
+                    return Err(self.err_at(name, format!("{word}() takes a string, not {}", a.ty().with_article())));
+                }
+                args.push(a);
+            }
+        }
+        self.close(name)?;
+        Ok(Operand::Xf { xf, args })
+    }
+
+    /// One argument of a transformer: a field or a transformer; also quoted strings and numbers
+    /// unless `field_only`.
+    fn xf_arg(&mut self, depth: usize, field_only: bool) -> Result<Operand, FilterError> {
+        let t = self.bump();
+        match &t.tok {
+            Tok::Word(w) if self.call_follows(&t) => {
+                if w == "val" {
+                    return Err(self.err_at(&t, "val() cannot be nested in a transformer".into()));
+                }
+                self.transformer(&t, &w.clone(), depth + 1)
+            }
+            Tok::Word(w) if !field_only && parse_int(w).is_some() => Ok(Operand::Lit(V::N(parse_int(w).unwrap_or(0)))),
+            Tok::Word(w) if w.contains('.') => {
+                let (info, arg) = self.field_ref(&t, w)?;
+                Ok(Operand::Field { field: info.field.canonical(), arg })
+            }
+            Tok::Quoted(s) if !field_only => Ok(Operand::Lit(V::S(s.clone().into_bytes()))),
+            _ => Err(self.err_at(
+                &t,
+                format!(
+                    "expected a field or a transformer at column {}, found {}",
+                    self.col(t.start),
+                    t.describe(self.src)
+                ),
+            )),
+        }
     }
 
     fn bool_shorthand(&self, info: &FieldInfo, t: &Token) -> Expr {
         Expr {
-            kind: ExprKind::Check(Check { field: info.field, op: Op::Eq, vals: vec![Lit::Bool(true)] }),
+            kind: ExprKind::Check(Check { field: info.field.canonical(), op: Op::Eq, vals: vec![Lit::Bool(true)] }),
             start: t.start,
             end: t.end,
         }
     }
 
-    /// Resolve a field name (with an optional `[argument]`, which no field takes yet).
-    fn field(&self, t: &Token, word: &str) -> Result<&'static FieldInfo, FilterError> {
+    /// Resolve a field name with its argument: `proc.aname[2]`, `evt.arg[0]`, `evt.rawarg.size`.
+    fn field_ref(&self, t: &Token, word: &str) -> Result<(&'static FieldInfo, FieldArg), FilterError> {
         let (name, arg) = match word.find('[') {
             Some(i) => (&word[..i], Some(&word[i..])),
             None => (word, None),
         };
         let lower = name.to_ascii_lowercase();
+        if let Some(raw) = lower.strip_prefix("evt.rawarg.") {
+            if arg.is_none() && rich::rawarg(raw).is_some() {
+                return Ok((Field::EvtRawarg.info(), FieldArg::Name(raw.to_string())));
+            }
+            return Err(self.err(
+                t.start,
+                t.end,
+                format!(
+                    "evt.rawarg.{raw} at column {}: latscope records the arguments fd, size, offset, pos, dirfd, flags, mode, res, name, path, oldpath, newpath",
+                    self.col(t.start)
+                ),
+            ));
+        }
         let Some(info) = fields::lookup(&lower) else {
             let names = fields::fields().iter().map(|f| f.name);
             if name.contains(['\u{201c}', '\u{201d}', '\u{2018}', '\u{2019}']) {
@@ -338,27 +640,84 @@ impl<'s> Parser<'s> {
                 format!("unknown field '{name}' at column {}{}", self.col(t.start), did_you_mean(&lower, names)),
             ));
         };
-        if let Some(arg) = arg {
-            let s = t.start + name.len();
-            return Err(self.err(
-                s,
-                s + arg.len(),
-                format!("field {} takes no argument (at column {})", info.name, self.col(s)),
-            ));
+        let indexed = matches!(info.field, Field::ProcAname | Field::ProcApid | Field::EvtArgN);
+        let s = t.start + name.len();
+        match arg {
+            None if info.field == Field::EvtArgN || info.field == Field::EvtRawarg => Err(self.err(
+                t.start,
+                t.end,
+                format!("{} at column {} takes an argument: evt.arg[0], evt.rawarg.size", info.name, self.col(t.start)),
+            )),
+            None => Ok((info, FieldArg::None)),
+            Some(a) => {
+                let inner = a
+                    .strip_prefix('[')
+                    .and_then(|x| x.strip_suffix(']'))
+                    .filter(|x| !x.is_empty() && !x.contains(['[', ']', '"', '\'']));
+                let Some(inner) = inner else {
+                    return Err(self.err(
+                        s,
+                        s + a.len(),
+                        format!("bad field argument {a} at column {}: write {}[N]", self.col(s), info.name),
+                    ));
+                };
+                if !indexed {
+                    return Err(self.err(
+                        s,
+                        s + a.len(),
+                        format!("field {} takes no argument (at column {})", info.name, self.col(s)),
+                    ));
+                }
+                match inner.parse::<usize>() {
+                    Ok(i) if i < 4096 => Ok((info, FieldArg::Index(i))),
+                    // evt.arg[fd]: an argument by name.
+                    Err(_)
+                        if info.field == Field::EvtArgN
+                            && inner.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') =>
+                    {
+                        Ok((info, FieldArg::Name(inner.to_string())))
+                    }
+                    _ => Err(self.err(
+                        s,
+                        s + a.len(),
+                        format!(
+                            "{} takes a number in brackets at column {} ({}[1])",
+                            info.name,
+                            self.col(s),
+                            info.name
+                        ),
+                    )),
+                }
+            }
         }
-        Ok(info)
     }
 
-    fn type_check(&self, info: &FieldInfo, op: Op, t: &Token) -> Result<(), FilterError> {
-        let ty = info.ty;
-        let msg = if op.is_string_op() && ty != FieldType::String {
-            Some(format!("operator '{}' needs a string field; {} is {}", op.name(), info.name, ty.with_article()))
-        } else if op.is_order_op() && !ty.is_numeric() {
-            Some(format!("operator '{}' needs a numeric field; {} is {}", op.name(), info.name, ty.with_article()))
-        } else if op == Op::In && ty == FieldType::Bool {
-            Some(format!("operator 'in' does not apply to {}, a boolean; use = true or = false", info.name))
-        } else {
-            None
+    /// Which operators a value type takes, as libsinsp decides: every type `exists`, `=`, `!=`,
+    /// `in`, `intersects`; numbers and strings the orderings; strings the string operators;
+    /// addresses and networks (`fd.ip`, `fd.net`) only the equality and list ones; no field
+    /// latscope records is a byte buffer (`bcontains`, `bstartswith`).
+    fn type_check(&self, name: &str, lhs: &Operand, op: Op, t: &Token) -> Result<(), FilterError> {
+        let ty = lhs.ty();
+        let addr =
+            matches!(lhs, Operand::Field { field: Field::FdIp | Field::FdNet | Field::FdSnet | Field::FdCnet, .. });
+        let msg = match op {
+            Op::Exists | Op::Eq | Op::Ne | Op::In | Op::Intersects => None,
+            Op::BContains | Op::BStartsWith => Some(format!(
+                "operator '{}' needs a byte-buffer field (evt.buffer); {name} is {}, and latscope records no buffers",
+                op.name(),
+                ty.with_article()
+            )),
+            o if o.is_order_op() && (ty == FieldType::Bool || addr) => Some(format!(
+                "operator '{}' needs a number or a string; {name} is {}",
+                o.name(),
+                if addr { "an address" } else { ty.with_article() }
+            )),
+            o if o.is_string_op() && (ty != FieldType::String || addr) => Some(format!(
+                "operator '{}' needs a string field; {name} is {}",
+                o.name(),
+                if addr { "an address" } else { ty.with_article() }
+            )),
+            _ => None,
         };
         match msg {
             Some(m) => Err(self.err_at(t, m)),
@@ -366,37 +725,53 @@ impl<'s> Parser<'s> {
         }
     }
 
-    /// `( v, v, ... )` after `in` / `pmatch`; commas are optional.
-    fn list(&mut self, info: &FieldInfo, op: Op, op_tok: &Token) -> Result<(Vec<Lit>, usize), FilterError> {
+    /// `( v, v, ... )` after `in`, `intersects`, `pmatch` or a modifier: commas between values
+    /// are optional, but none may lead, trail or double; the list may be empty.
+    fn list(
+        &mut self,
+        lhs: &Operand,
+        info: Option<&FieldInfo>,
+        op: Op,
+        op_tok: &Token,
+    ) -> Result<(Vec<Spanned>, usize), FilterError> {
         let open = self.bump();
         if open.tok != Tok::LParen {
             return Err(self.err_at(
                 &open,
                 format!(
-                    "expected '(' after '{}' at column {}, found {}: write {} {} (a, b)",
+                    "expected '(' after '{}' at column {}, found {}: write {} (a, b)",
                     op.name(),
                     self.col(open.start),
                     open.describe(self.src),
-                    info.name,
                     op.name()
                 ),
             ));
         }
         let mut vals = Vec::new();
+        let mut after_comma = false;
         loop {
             let t = self.bump();
             match &t.tok {
-                Tok::RParen if vals.is_empty() => {
-                    return Err(self.err(
-                        open.start,
-                        t.end,
-                        format!("empty list after '{}' at column {}", op.name(), self.col(op_tok.start)),
-                    ));
+                Tok::RParen if after_comma => {
+                    return Err(
+                        self.err_at(&t, format!("a value is missing before ')' at column {}", self.col(t.start)))
+                    );
                 }
                 Tok::RParen => return Ok((vals, t.end)),
-                Tok::Comma if !vals.is_empty() => {}
-                Tok::Word(w) => vals.push(self.typed(info, op, w, false, t.start, t.end)?),
-                Tok::Quoted(s) => vals.push(self.typed(info, op, s, true, t.start, t.end)?),
+                Tok::Comma if !vals.is_empty() && !after_comma => after_comma = true,
+                Tok::Comma => {
+                    return Err(
+                        self.err_at(&t, format!("a value is missing before ',' at column {}", self.col(t.start)))
+                    );
+                }
+                Tok::Word(w) => {
+                    vals.push((self.typed_for(lhs, info, op, w, false, t.start, t.end)?, t.start, t.end));
+                    after_comma = false;
+                }
+                Tok::Quoted(s) => {
+                    vals.push((self.typed_for(lhs, info, op, s, true, t.start, t.end)?, t.start, t.end));
+                    after_comma = false;
+                }
                 Tok::Eof => {
                     return Err(self.err_at(
                         &open,
@@ -407,6 +782,7 @@ impl<'s> Parser<'s> {
                     ));
                 }
                 _ => {
+                    let _ = op_tok;
                     return Err(self.err_at(
                         &t,
                         format!("unexpected {} in the list at column {}", t.describe(self.src), self.col(t.start)),
@@ -416,22 +792,116 @@ impl<'s> Parser<'s> {
         }
     }
 
+    /// A value typed for the left side: by its field ([`Parser::typed`]) or, for transformers,
+    /// as text (a number for `len`).
+    #[allow(clippy::too_many_arguments)]
+    fn typed_for(
+        &self,
+        lhs: &Operand,
+        info: Option<&FieldInfo>,
+        op: Op,
+        text: &str,
+        quoted: bool,
+        start: usize,
+        end: usize,
+    ) -> Result<Lit, FilterError> {
+        let net = matches!(lhs, Operand::Field { field: Field::FdNet | Field::FdSnet | Field::FdCnet, .. });
+        let ip = matches!(lhs, Operand::Field { field: Field::FdIp, .. });
+        let ordered = op.is_order_op();
+        if net || ip {
+            let ok = if net { rich::parse_net(text).is_some() } else { resolve::ip(text).is_some() };
+            if !ok {
+                let what =
+                    if net { "a network (10.0.0.0/8, fe80::/10, or an address)" } else { "an IPv4 or IPv6 address" };
+                return Err(self.err(
+                    start,
+                    end,
+                    format!("bad value '{text}' at column {}: expected {what}", self.col(start)),
+                ));
+            }
+            return Ok(Lit::Str(if ip { resolve::canonical(Field::FdSip, text) } else { text.to_string() }));
+        }
+        match (info, lhs) {
+            (Some(info), Operand::Field { arg: FieldArg::None, .. }) if !(ordered && info.ty == FieldType::String) => {
+                self.typed(info, op, text, quoted, start, end)
+            }
+            _ => match lhs.ty() {
+                FieldType::String => Ok(Lit::Str(text.to_string())),
+                FieldType::Bool => match text {
+                    "true" => Ok(Lit::Bool(true)),
+                    "false" => Ok(Lit::Bool(false)),
+                    _ => Err(self.err(
+                        start,
+                        end,
+                        format!("bad value '{text}' at column {}: expected true or false", self.col(start)),
+                    )),
+                },
+                _ => parse_int(text).map(Lit::Num).ok_or_else(|| {
+                    self.err(
+                        start,
+                        end,
+                        format!("bad value '{text}' at column {}: expected an integer", self.col(start)),
+                    )
+                }),
+            },
+        }
+    }
+
+    /// The typed values as the right side, with `regex` patterns compiled.
+    fn rhs_vals(&self, lhs: &Operand, op: Op, vals: Vec<Spanned>) -> Result<Rhs, FilterError> {
+        let mut res = Vec::new();
+        if op == Op::Regex {
+            for (v, start, end) in &vals {
+                let Lit::Str(p) = v else { continue };
+                let re = regex::bytes::RegexBuilder::new(&format!("^(?:{p})$")).size_limit(1 << 20).build().map_err(
+                    |e| {
+                        let why = e.to_string();
+                        let last = why.lines().last().unwrap_or("").trim().to_string();
+                        self.err(*start, *end, format!("bad regular expression at column {}: {last}", self.col(*start)))
+                    },
+                )?;
+                res.push(re);
+            }
+        }
+        let _ = lhs;
+        Ok(Rhs::Vals(vals.into_iter().map(|(l, _, _)| val_of(l)).collect(), res))
+    }
+
     /// One value after a comparison operator.
-    fn value(&mut self, info: &FieldInfo, op: Op, op_tok: &Token) -> Result<(Lit, usize), FilterError> {
+    fn value(
+        &mut self,
+        lhs: &Operand,
+        info: Option<&FieldInfo>,
+        op: Op,
+        op_tok: &Token,
+    ) -> Result<(Lit, usize), FilterError> {
         let t = self.peek();
         match &t.tok {
             Tok::Quoted(s) => {
                 self.bump();
-                Ok((self.typed(info, op, s, true, t.start, t.end)?, t.end))
+                Ok((self.typed_for(lhs, info, op, s, true, t.start, t.end)?, t.end))
             }
             Tok::Word(w) if !is_connective(&t) => {
                 self.bump();
                 let mut text = w.clone();
                 let mut end = t.end;
+                // As in libsinsp, a bare value runs on through '<' and '>' written without a
+                // space (`a->b`); '=' still ends it.
+                loop {
+                    let n = self.peek();
+                    let glue = matches!(n.tok, Tok::Sym(Sym::Lt | Sym::Gt) | Tok::Word(_))
+                        && !self.src[n.start..n.end].contains('=');
+                    if n.start != end || !glue {
+                        break;
+                    }
+                    self.bump();
+                    text.push_str(&self.src[n.start..n.end]);
+                    end = n.end;
+                }
                 // `5 ms`, `5 parsecs`: a number followed by a word is one value with a unit.
                 let next = self.peek();
                 if let Tok::Word(unit) = &next.tok {
-                    let unit_type = matches!(info.ty, FieldType::Duration | FieldType::Size | FieldType::Timestamp);
+                    let unit_type = matches!(lhs.ty(), FieldType::Duration | FieldType::Size | FieldType::Timestamp);
                     let numeric = !w.is_empty() && w.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '_');
                     if unit_type && numeric && !is_connective(&next) {
                         self.bump();
@@ -439,7 +909,7 @@ impl<'s> Parser<'s> {
                         end = next.end;
                     }
                 }
-                Ok((self.typed(info, op, &text, false, t.start, end)?, end))
+                Ok((self.typed_for(lhs, info, op, &text, false, t.start, end)?, end))
             }
             _ => {
                 let hint = if t.tok == Tok::LParen { "; lists take 'in (a, b)'" } else { "" };
@@ -493,6 +963,40 @@ impl<'s> Parser<'s> {
                 Ok(Lit::Num(v))
             }
         }
+    }
+}
+
+/// A value and the byte range it was written at.
+type Spanned = (Lit, usize, usize);
+
+/// Names that open a call when `(` follows them directly.
+fn is_call_name(w: &str) -> bool {
+    w == "val" || Xform::from_name(w).is_some() || w == "getopt"
+}
+
+/// Values compared by the general checks: the class a type belongs to (so that `val()` compares
+/// numbers with numbers, strings with strings).
+fn class(ty: FieldType) -> u8 {
+    match ty {
+        FieldType::String => 0,
+        FieldType::Bool => 1,
+        _ => 2,
+    }
+}
+
+fn val_of(l: Lit) -> V {
+    match l {
+        Lit::Num(n) => V::N(n),
+        Lit::Str(s) => V::S(s.into_bytes()),
+        Lit::Bool(b) => V::B(b),
+    }
+}
+
+fn lit_of(v: V) -> Lit {
+    match v {
+        V::N(n) => Lit::Num(n),
+        V::S(s) => Lit::Str(String::from_utf8(s).unwrap_or_default()),
+        V::B(b) => Lit::Bool(b),
     }
 }
 

@@ -604,6 +604,11 @@ pub(crate) fn analyze(expr: Option<&Expr>, src: &str, kinds: u8) -> Pushdown {
     for e in tops {
         let kernel = match &e.kind {
             ExprKind::Check(c) => kernel_test(c),
+            // Transformers, val(), modifiers, indexed fields: never tested in the kernel.
+            ExprKind::Rich(r) => Err(match r.lhs.field() {
+                Some(f) => Residual::Operator { field: f.info().name, op: r.op.name() },
+                None => Residual::Field { field: "a transformer" },
+            }),
             ExprKind::Or(_) => Err(Residual::Or),
             ExprKind::Not(_) => Err(Residual::Not),
             ExprKind::And(_) => unreachable!("flattened by top_clauses"),

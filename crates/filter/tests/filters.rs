@@ -647,11 +647,20 @@ fn every_field_is_tested_somewhere() {
     let here = include_str!("filters.rs");
     for f in fields() {
         assert!(
-            here.matches(&format!("\"{} ", f.name)).count() + here.matches(&format!("({} ", f.name)).count() > 0,
+            here.matches(&format!("\"{} ", f.name)).count()
+                + here.matches(&format!("({} ", f.name)).count()
+                + here.matches(&format!("\"{}[", f.name)).count()
+                + here.matches(&format!("\"{}.", f.name)).count()
+                > 0,
             "{}",
             f.name
         );
-        let _ = Filter::parse(&format!("{} exists", f.name)).unwrap();
+        let with_arg = match f.name {
+            "evt.arg" => "evt.arg[0]".to_string(),
+            "evt.rawarg" => "evt.rawarg.fd".to_string(),
+            n => n.to_string(),
+        };
+        let _ = Filter::parse(&format!("{with_arg} exists")).unwrap();
     }
 }
 
@@ -729,13 +738,13 @@ fn errors_point_at_the_place() {
     assert!(err("proc.name = (a, b)").contains("lists take 'in (a, b)'"));
     assert!(err("proc.name httpd").starts_with("expected an operator after proc.name at column 11, found 'httpd'"));
     assert!(err("proc.name in httpd").starts_with("expected '(' after 'in'"));
-    assert!(err("proc.name in ()").starts_with("empty list after 'in'"));
+    assert!(err("proc.name in (a,)").starts_with("a value is missing before ')'"));
+    assert!(err("proc.name in (,a)").starts_with("a value is missing before ','"));
     assert!(err("proc.name in (a, b").contains("never closed"));
     assert!(err("proc.name = my app").contains("quote values that contain spaces"));
     assert!(err("proc.name = 'httpd").starts_with("unterminated string starting at column 13"));
-    assert_eq!(err("proc.name > 5"), "operator '>' needs a numeric field; proc.name is a string");
-    assert_eq!(err("evt.failed < 1"), "operator '<' needs a numeric field; evt.failed is a boolean");
-    assert!(err("evt.failed in (true)").contains("use = true or = false"));
+    assert_eq!(err("evt.failed < 1"), "operator '<' needs a number or a string; evt.failed is a boolean");
+    assert_eq!(err("proc.pid contains 1"), "operator 'contains' needs a string field; proc.pid is a number");
     assert!(err("evt.failed = maybe").contains("expected true or false"));
     assert!(err("proc.pid = abc").contains("expected an integer"));
     assert!(err("evt.time > 2026-13-22T22:30:13Z").starts_with(
@@ -773,4 +782,166 @@ fn needs_kinds() {
     assert_eq!(k("not evt.kind = block"), KindSet { syscall: true, block: false, proc: true });
     assert_eq!(k("not fd.type = file"), KindSet::ALL);
     assert_eq!(k("fd.sip = 1.2.3.4"), sys);
+}
+
+/// The rest of libsinsp's language: transformers, val(), list modifiers, regex, iglob,
+/// intersects, indexed fields, empty lists, escapes; and the refusals (NUL bytes, byte-buffer
+/// operators on text, modifiers without their spaces).
+#[test]
+fn libsinsp_language() {
+    let h = TraceHeader {
+        processes: vec![
+            ProcessInfo { pid: 1, ppid: 0, comm: "systemd".into(), exe: "/sbin/init".into(), ..Default::default() },
+            ProcessInfo {
+                pid: 50,
+                ppid: 1,
+                comm: "bash".into(),
+                exe: "/usr/bin/bash".into(),
+                cmdline: "bash -l".into(),
+                ..Default::default()
+            },
+            ProcessInfo {
+                pid: 100,
+                ppid: 50,
+                comm: "httpd".into(),
+                exe: "/usr/sbin/httpd".into(),
+                ..Default::default()
+            },
+        ],
+        ..header()
+    };
+    let tcp = Event {
+        nr: 44, // sendto
+        fd_type: FdType::Ipv4 as u8,
+        path: "10.0.0.1:80->192.168.1.7:5120".into(),
+        ..sys()
+    };
+    let open = Event {
+        nr: 257, // openat
+        path: "/etc/Hosts".into(),
+        flags: 0o101, // O_WRONLY|O_CREAT
+        mode: 0o644,
+        dirfd: -100,
+        ..sys()
+    };
+    let t = T::with_header(&[sys(), tcp, open, blk()], &h);
+    check(
+        &t,
+        &[
+            // Transformers.
+            ("tolower(fd.name) = /etc/hosts", "0010"),
+            ("toupper(proc.name) = HTTPD", "1110"),
+            ("basename(fd.name) = access.log", "1000"),
+            ("len(fd.name) = 10", "0010"),
+            ("len(fd.name) > 10", "1100"),
+            ("concat(proc.name, \"-\", fd.filename) = httpd-Hosts", "0010"),
+            ("join(\"->\", (proc.name, fd.filename)) = httpd->access.log", "1000"),
+            ("b64(concat(\"aHR0\", \"cGQ=\")) = httpd", "1111"),
+            ("toupper(tolower(proc.name)) = TEST", "0001"),
+            // A transformer yields a value without some of its fields.
+            ("join(\"-\", (fd.name, proc.name)) = test", "0001"),
+            // val(): a field against another.
+            ("proc.name = val(proc.name)", "1111"),
+            ("fd.filename = val(proc.name)", "0000"),
+            ("evt.buflen = val(evt.arg.size)", "1100"),
+            ("proc.pid > val(thread.tid)", "0000"),
+            // Modifiers.
+            ("proc.name == oneof (httpd, bash)", "1110"),
+            ("proc.name == oneof (httpd, httpd)", "0000"),
+            ("proc.name == anyof (bash, test)", "0001"),
+            ("proc.name != allof (bash, sh)", "1111"),
+            ("fd.name contains allof (/mnt, access)", "1000"),
+            ("fd.name startswith anyof (/etc, /var)", "0010"),
+            // regex (whole value), iglob, intersects, ordering on strings, in on booleans.
+            ("proc.name regex 'h.*d'", "1110"),
+            ("proc.name regex 'tt'", "0000"),
+            ("fd.name iglob '/ETC/h*'", "0010"),
+            ("proc.name intersects (httpd, x)", "1110"),
+            ("proc.name < i", "1110"),
+            ("proc.name >= test", "0001"),
+            ("evt.is_io in (true)", "1100"),
+            // Empty lists match nothing.
+            ("proc.name in ()", "0000"),
+            ("proc.pid intersects ()", "0000"),
+            // Ancestry and the parent.
+            ("proc.aname[0] = httpd", "1110"),
+            ("proc.aname[1] = bash", "1110"),
+            ("proc.aname[2] = systemd", "1110"),
+            ("proc.aname = systemd", "1110"),
+            ("proc.aname = httpd", "0000"),
+            ("proc.apid[1] = 50", "1110"),
+            ("proc.apid = 1", "1110"),
+            ("proc.pname = bash", "1110"),
+            ("proc.pexe = /usr/bin/bash", "1110"),
+            ("proc.pcmdline = 'bash -l'", "1110"),
+            ("proc.exepath = /usr/sbin/httpd", "1110"),
+            // Arguments by index and raw.
+            ("evt.arg[0] startswith 3", "1110"),
+            ("evt.arg[fd] startswith 3", "1110"),
+            ("evt.rawarg.size = 4096", "1100"),
+            ("evt.rawarg.flags = 65", "0010"),
+            ("evt.rawarg.mode = 420", "0010"),
+            ("evt.rawarg.dirfd = -100", "0010"),
+            ("evt.rawarg.res = 4096", "1110"),
+            // Sockets.
+            ("fd.ip = 192.168.1.7", "0100"),
+            ("fd.ip = 10.0.0.1", "0100"),
+            ("fd.ip != 10.0.0.1", "0000"),
+            ("fd.net = 192.168.0.0/16", "0100"),
+            ("fd.net in (172.16.0.0/12, 10.0.0.0/8)", "0100"),
+            ("fd.snet = 10.0.0.0/8", "0100"),
+            ("fd.cnet = 192.168.1.0/24", "0100"),
+            ("fd.cnet = 10.0.0.0/8", "0000"),
+            ("fd.connected = true", "0100"),
+            ("fd.typechar = f", "1010"),
+            ("fd.typechar = 4", "0100"),
+            // Event fields.
+            ("evt.num = 2", "0100"),
+            ("evt.num > 2", "0011"),
+            ("evt.rawtime = val(evt.time)", "1111"),
+            ("evt.dir = '<'", "1111"),
+            ("evt.source = syscall", "1111"),
+            ("evt.latency.ns = 2000000", "1110"),
+            ("evt.latency.s = 0", "1111"),
+            ("evt.latency.human = 2.00ms", "1110"),
+            ("evt.is_wait = false", "1110"),
+            ("fs.path.name = /etc/Hosts", "0010"),
+            ("fs.path.nameraw exists", "0010"),
+            ("fs.path.source exists", "0000"),
+            ("fs.path.sourceraw exists", "0000"),
+            ("fs.path.target exists", "0000"),
+            ("fs.path.targetraw exists", "0000"),
+            // Escapes.
+            ("proc.name = \"\\x68ttpd\"", "1110"),
+            ("proc.name = 'h\\x74tpd'", "1110"),
+        ],
+    );
+    assert!(err("proc.name = \"\\x00\"").starts_with("NUL byte in a string at column 14"));
+    assert!(err("proc.name contains 'a\\0'").starts_with("NUL byte in a string"));
+    assert!(err("fd.name bcontains 303000").starts_with("operator 'bcontains' needs a byte-buffer field"));
+    assert!(err("fd.ip contains 10.0").starts_with("operator 'contains' needs a string field; fd.ip is an address"));
+    assert!(err("fd.net = 10.0.0.0/33").contains("expected a network"));
+    assert!(err("proc.name ==oneof (a, b)").starts_with("white space must surround the list modifier"));
+    assert!(err("proc.name == oneof(a, b)").starts_with("white space must surround the list modifier"));
+    assert!(err("proc.pid > oneof (1, 2)").contains("takes no 'oneof' list modifier"));
+    assert!(err("val(proc.name) exists").starts_with("val() at column 1 compares with a field"));
+    assert!(err("proc.name = val(tolower(proc.name))").contains("not a transformer"));
+    assert!(err("proc.pid = val(proc.name)")
+        .starts_with("cannot compare proc.pid, a number, with val(proc.name), a string"));
+    assert!(
+        err("nosuch(proc.name) exists").starts_with("expected an operator after nosuch")
+            || err("nosuch(proc.name) exists").starts_with("unknown field")
+    );
+    assert!(err("getopt(proc.args) exists").starts_with("unknown transformer 'getopt'"));
+    let e = err("proc.name regex '('");
+    assert!(e.starts_with("bad regular expression at column 17"), "{e}");
+    assert!(err("proc.aname[x] = a").contains("takes a number in brackets"));
+    assert!(err("evt.rawarg.data = a").contains("latscope records the arguments"));
+    assert!(err("evt.arg exists").contains("takes an argument"));
+    let f = Filter::parse("join(\"-\", (fd.name, proc.name)) = test").unwrap();
+    assert!(f.needs_kinds().block, "{:?}", f.needs_kinds());
+    // Nothing new reaches the kernel.
+    let f =
+        Filter::parse("proc.name == anyof (httpd) and tolower(proc.name) = httpd and proc.aname[1] = bash").unwrap();
+    assert!(f.pushdown().kernel_clauses().next().is_none(), "{}", f.explain());
 }

@@ -27,6 +27,14 @@ const CORPUS: &[&str] = &[
     "evt.arg.dirfd = AT_FDCWD and evt.arg.flags contains O_CREAT and evt.arg.mode = 0644",
     "evt.args contains 'fd=3' or evt.arg.res in (ENOENT, ERESTARTNOHAND) or evt.arg.size >= 4KiB",
     "proc.cmdline contains 'http.server' and proc.args startswith -m",
+    "tolower(proc.name) = httpd and len(fd.name) > 3 or basename(fd.name) regex '.*\\.log'",
+    "proc.name == oneof (httpd, test) and fd.name startswith anyof (/mnt, /etc) or proc.name != allof (a, b)",
+    "join(\"->\", (proc.name, toupper(fd.filename))) = httpd->X and concat(proc.name, \"x\") iglob H*",
+    "proc.aname[1] = httpd and proc.apid = 1 and proc.pname exists and evt.arg[0] startswith 3",
+    "evt.rawarg.size >= 4096 and evt.buflen = val(evt.arg.size) and fd.ip = 10.0.0.1",
+    "fd.net = 10.0.0.0/8 and fd.snet in (::1/128) and not fd.connected and fd.typechar = 4",
+    "proc.name in () or proc.pid intersects (1, 2) or proc.name < m or evt.num > 2",
+    "proc.name = \"\\x68ttpd\" or evt.source = syscall",
 ];
 
 const PIECES: &[&str] = &[
@@ -86,6 +94,26 @@ const PIECES: &[&str] = &[
     "+01:00",
     "::1",
     "->",
+    "tolower(",
+    "len(",
+    "join(",
+    "concat(",
+    "b64(",
+    "val(",
+    " oneof ",
+    " anyof ",
+    " allof ",
+    "regex",
+    "iglob",
+    "intersects",
+    "bcontains",
+    "proc.aname[",
+    "evt.rawarg.",
+    "evt.arg[",
+    "fd.net",
+    "/8",
+    "\\x",
+    "()",
 ];
 
 fn mutate(r: &mut Rng, s: &str) -> String {

@@ -228,6 +228,66 @@ fn clause() -> impl Strategy<Value = String> {
             pick(&["fd=3", "/mnt", "O_RDONLY", "0", "SEEK_SET", "ENOENT", "*"])
         )
             .prop_map(|(f, o, v)| format!("{f} {o} '{v}'")),
+        // libsinsp's general forms: never tested in the kernel, mixed with what is.
+        (
+            pick(&["tolower(proc.name)", "toupper(proc.name)", "basename(fd.name)", "concat(proc.name, fd.name)"]),
+            pick(&["=", "!=", "contains", "startswith", "<", ">="]),
+            pick(&["httpd", "HTTPD", "a.log", "httpd/mnt/a.log", ""])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} '{v}'")),
+        (pick(&["len(fd.name)", "len(proc.name)"]), op.clone(), 0u32..12).prop_map(|(f, o, v)| format!("{f} {o} {v}")),
+        (
+            pick(&["proc.name", "fd.name", "fd.directory"]),
+            pick(&["==", "!=", "contains", "startswith", "glob"]),
+            pick(&["oneof", "anyof", "allof"]),
+            prop::collection::vec(pick(&["httpd", "test", "/mnt", "/mnt.*", "*.log", "h.*"]), 1..4)
+        )
+            .prop_map(|(f, o, m, v)| format!("{f} {o} {m} ({})", v.join(", "))),
+        (
+            pick(&["proc.name", "fd.name"]),
+            pick(&["regex", "iglob"]),
+            pick(&["h.*d", "HTTP*", "/MNT/*", ".*", "[a-z]+"])
+        )
+            .prop_map(|(f, o, v)| format!("{f} {o} '{v}'")),
+        (
+            pick(&["proc.name", "proc.pid", "evt.type", "fd.type", "evt.latency"]),
+            pick(&["intersects", "in"]),
+            0usize..3
+        )
+            .prop_map(|(f, o, n)| {
+                let v = match f.as_str() {
+                    "proc.name" => "httpd",
+                    "evt.type" => "read",
+                    "fd.type" => "file",
+                    _ => "1000",
+                };
+                format!("{f} {o} ({})", vec![v; n].join(", "))
+            }),
+        pick(&[
+            "proc.name = val(proc.pname)",
+            "proc.pid > val(thread.tid)",
+            "evt.buflen = val(evt.arg.size)",
+            "proc.aname[1] = httpd",
+            "proc.aname = httpd",
+            "proc.apid[1] = 2",
+            "proc.pname = httpd",
+            "evt.arg[0] startswith 3",
+            "evt.rawarg.size >= 4096",
+            "evt.rawarg.res < 0",
+            "fd.ip = 10.0.0.1",
+            "fd.ip != ::1",
+            "fd.net = 10.0.0.0/8",
+            "fd.snet in (10.0.0.0/24, ::1/128)",
+            "fd.cnet = 10.0.0.7/32",
+            "fd.connected = true",
+            "evt.is_wait = false",
+            "fd.typechar in (f, 4)",
+            "evt.num <= 3",
+            "evt.latency.human startswith 1",
+            "proc.name < m",
+            "evt.failed in (true)",
+            "proc.name = \"\\x68ttpd\""
+        ]),
     ]
 }
 

@@ -28,8 +28,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
             println!("{:w$}  {:9} {}", f.name, f.ty.name(), f.description);
         }
         println!(
-            "\nOperators: = == != < <= > >= contains icontains startswith endswith glob in (...) pmatch (...) exists"
+            "\nOperators: = == != < <= > >= contains icontains startswith endswith glob iglob regex in (...) intersects (...) pmatch (...) exists"
         );
+        println!("Modifiers: = anyof (a, b), oneof, allof. Transformers: tolower( ) toupper( ) b64( ) basename( ) len( ) concat( ) join( ); val(field) on the right.");
         println!("Combine with and, or, not and parentheses. Durations take units (1ms, 250us), sizes too (4KiB).");
     }
     Ok(ExitCode::SUCCESS)
