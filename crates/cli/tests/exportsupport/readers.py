@@ -4,12 +4,12 @@
 # different orders agree). Values are made canonical per type: integers as integers, strings as
 # strings, timestamps as microseconds since the epoch, dates as YYYY-MM-DD.
 #
-#   python3 readers.py ENGINE ROOT [SPARK_QUERIES_JSON]
+#   python3 readers.py ENGINE ROOT [QUERIES_JSON]
 #
-# ENGINE: pyarrow-read_table, pyarrow-dataset, pandas, polars, duckdb, spark, duckdb-queries. With
-# spark (or duckdb-queries: the queries only) and a
-# queries file ({"setup": [...], "queries": {name: sql}}), the documented queries also run in the
-# same JVM session, their rows printed under "queries".
+# ENGINE: pyarrow-read_table, pyarrow-dataset, pandas, polars, duckdb, spark, duckdb-queries.
+# With spark and a queries file ({"setup": [...], "queries": {name: sql}}), the queries also run
+# in the same JVM session (Spark starts slowly); duckdb-queries runs only the queries. Their
+# rows are printed under "queries", numbers as floats and times as microseconds.
 import datetime
 import hashlib
 import json
