@@ -50,7 +50,7 @@ pub enum Output {
     /// A directory: `events/host=H/date=YYYY-MM-DD/hour=0..23/part-N.parquet` and
     /// `processes/host=H/part-N.parquet` (likewise `disks`, `traces`). New parts are numbered
     /// after those already there: exporting into the same directory again adds files and never
-    /// replaces one.
+    /// replaces one. The partition keys ([`PARTITION_KEYS`]) are not columns of the files.
     Partitioned(PathBuf),
 }
 
