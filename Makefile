@@ -8,13 +8,14 @@ OUT ?= out
 # tmux drives the terminal UI in tests; e2fsprogs/xfsprogs make test file systems on loop devices;
 # chromium renders SVGs in tests; git, sqlite3 and tar are programs the replay tests record and replay;
 # prometheus (native histograms), graphite-carbon and python3-whisper (carbon-cache, whisper-fetch)
-# are the servers the export and replay tests scrape from and push to;
+# are the servers the export and replay tests scrape from and push to (prometheus ships promtool);
+# openjdk-17-jre-headless runs Spark (pyspark), one of the readers the Parquet export is read with;
 # strace/bpftrace/libbpf-tools/linux-perf/fio/hyperfine are benchmark anchors; bpftool/libbpf-dev
 # build bench/floor (the cost floor of any syscall-latency tracer).
 APT_BUILD := clang llvm libelf-dev zlib1g-dev pkg-config make gcc
-APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar prometheus graphite-carbon python3-whisper
+APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar prometheus graphite-carbon python3-whisper openjdk-17-jre-headless
 APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev curl
-PIP_TEST := pyarrow duckdb polars pytz
+PIP_TEST := pyarrow duckdb polars pytz pandas pyspark
 
 .PHONY: all build deps deps-test deps-bench demo test bench fmt lint clean vmlinux
 

@@ -268,12 +268,20 @@ impl Agent {
     }
 
     /// Rebuilds the metric set from the series.
+    ///
+    /// Prometheus takes the first sample of a series as its start: counts a series already holds
+    /// when first scraped are never in an `increase()`. So every series is published from the
+    /// start (a series without a grouping, and the counters, at zero), and a label value that
+    /// appears later is published at zero until a scrape has seen it, with its counts after.
     fn publish(&mut self) {
         let host = self.cfg.host.clone();
         let mut m = Metrics::new();
         let opts = HistogramOptions::default();
         let cpu_measured = self.run_time_stats.is_some();
-        for s in &self.series {
+        let scraped = self.shared.scrapes();
+        let empty = Histogram::new();
+        let mut fresh: Vec<(usize, String)> = Vec::new();
+        for (i, s) in self.series.iter().enumerate() {
             let name = s.cfg.name.as_str();
             let family = match s.cfg.kind {
                 EventKind::Block => names::BLOCK_LATENCY,
@@ -283,21 +291,37 @@ impl Agent {
                 EventKind::Block => "Block request latency (issue to completion), seconds.",
                 _ => "Syscall latency (entry to exit), seconds.",
             };
-            for (label, g) in s.groups.iter() {
+            let mut values: Vec<(&str, &Histogram)> = s.groups.iter().map(|(l, g)| (l, &g.total)).collect();
+            if s.cfg.by.label().is_none() && values.is_empty() {
+                values.push(("", &empty));
+            }
+            // The events and folded counters agree with the histograms published.
+            let (mut shown, mut other_held) = (0, false);
+            for (label, h) in values {
                 let mut labels = vec![(names::LABEL_HOST, host.as_str()), (crate::names::LABEL_SERIES, name)];
                 if let Some(l) = s.cfg.by.label() {
                     labels.push((l, label));
                 }
+                let h = match s.exposed.get(label) {
+                    Some(&at) if scraped > at => h,
+                    Some(_) => &empty,
+                    None => {
+                        fresh.push((i, label.to_string()));
+                        &empty
+                    }
+                };
+                shown += h.count();
+                other_held |= label == crate::config::OTHER && h.is_empty();
                 // Names and labels are checked by the configuration; a failure here is a bug.
-                let _ = m.histogram(family, help, &labels, &g.total, &opts, Some(s.created));
+                let _ = m.histogram(family, help, &labels, h, &opts, Some(s.created));
             }
             let l = [(names::LABEL_HOST, host.as_str()), (crate::names::LABEL_SERIES, name)];
-            let _ = m.counter(crate::names::EVENTS, "Events counted, all label values.", &l, s.groups.events() as f64);
+            let _ = m.counter(crate::names::EVENTS, "Events counted, all label values.", &l, shown as f64);
             let _ = m.counter(
                 crate::names::FOLDED,
                 "Events counted under the label value `other` because the series reached its max_labels.",
                 &l,
-                s.groups.folded() as f64,
+                if other_held { 0.0 } else { s.groups.folded() as f64 },
             );
             let _ = m.gauge(
                 crate::names::LABEL_VALUES,
@@ -346,6 +370,11 @@ impl Agent {
         let _ =
             m.counter(crate::names::REFRESHES, "Intervals the agent has read its series.", &h, self.refreshes as f64);
         self.shared.set(m);
+        // Scrapes counted from here on saw the new values at zero.
+        let now = self.shared.scrapes();
+        for (i, label) in fresh {
+            self.series[i].exposed.insert(label, now);
+        }
     }
 
     /// Pushes each series' interval (all values merged, then per value) to Graphite.

@@ -96,6 +96,7 @@ impl CappedGroups {
     }
 
     /// Events counted, all values.
+    #[cfg(test)]
     pub fn events(&self) -> u64 {
         self.groups.values().chain(self.other.as_ref()).map(|g| g.total.count()).sum()
     }

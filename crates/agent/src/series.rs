@@ -44,6 +44,12 @@ pub(crate) struct SeriesRun {
     pub shared_cpu_ns: u64,
     /// Series counted by the probes this series uses (1: probes of its own).
     pub set_size: usize,
+    /// Label values published so far, with the scrape count ([`SharedMetrics::scrapes`]) right
+    /// after they were first published at zero: a value shows its counts once a later scrape
+    /// has seen it at zero, so that Prometheus sees the start of every series.
+    ///
+    /// [`SharedMetrics::scrapes`]: latscope_export::prometheus::SharedMetrics::scrapes
+    pub exposed: HashMap<String, u64>,
 }
 
 impl SeriesRun {
@@ -67,6 +73,7 @@ impl SeriesRun {
             shared: false,
             shared_cpu_ns: 0,
             set_size: 1,
+            exposed: HashMap::new(),
         }
     }
 

@@ -9,7 +9,7 @@
 //!   types badly), the host. The processes, disks and traces tables go alongside. zstd pages;
 //!   row groups of 1 Mi events ([`parquet_export::DEFAULT_ROW_GROUP_ROWS`] says why). Output is
 //!   one file or a directory partitioned Hive-style,
-//!   `events/host=H/date=YYYY-MM-DD/hour=HH/part-N.parquet`. Memory is bounded whatever the
+//!   `events/host=H/date=YYYY-MM-DD/hour=0..23/part-N.parquet`. Memory is bounded whatever the
 //!   trace size; the Parquet encoding runs on a second thread while the trace is read. The
 //!   columns are listed in [`parquet_export::EVENT_COLUMNS`] and `docs/EXPORT.md`.
 //! * [`prometheus`]: a latscope [`Histogram`](latscope_hist::Histogram) as a Prometheus native

@@ -115,7 +115,7 @@ fn prometheus_reads_native_histograms_and_classic_buckets_with_latscopes_numbers
     // Each Prometheus got the format it asked for.
     let s = server.scrapes();
     assert!(s.protobuf >= 1 && s.text >= 1, "{s:?}");
-    assert_eq!(Format::negotiate(None), Format::OpenMetricsText);
+    assert_eq!(Format::negotiate(None), Format::PrometheusText);
 
     // An update is what the next scrape sees.
     shared.update(|m| m.counter("latscope_test_events", "Events.", &[("kind", "syscall")], 750.0)).unwrap();

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 /// and, next to it, the processes, disks and traces tables. OUT ending in `.parquet` is one file
 /// (the other tables go to OUT's stem + `.processes.parquet`, `.disks.parquet`,
 /// `.traces.parquet`); any other OUT is a directory partitioned Hive-style,
-/// `OUT/events/host=H/date=YYYY-MM-DD/hour=HH/part-N.parquet` (and `OUT/processes/host=H/...`):
+/// `OUT/events/host=H/date=YYYY-MM-DD/hour=0..23/part-N.parquet` (and `OUT/processes/host=H/...`):
 /// exporting into it again adds parts and never replaces one. zstd-compressed, row groups of
 /// 1 Mi events. Columns and fleet-wide SQL queries: docs/EXPORT.md.
 #[derive(clap::Args, Debug)]

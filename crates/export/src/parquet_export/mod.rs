@@ -19,7 +19,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use serde::Serialize;
 
-pub use schema::{ColumnDoc, DISK_COLUMNS, EVENT_COLUMNS, PROCESS_COLUMNS, TRACE_COLUMNS};
+pub use schema::{ColumnDoc, DISK_COLUMNS, EVENT_COLUMNS, PARTITION_KEYS, PROCESS_COLUMNS, TRACE_COLUMNS};
 pub use sink::WrittenFile;
 
 use convert::{Sel, TraceContext};
@@ -47,10 +47,10 @@ pub enum Output {
     /// The events in this one file (replaced if it exists); the other tables next to it as
     /// `STEM.processes.parquet`, `STEM.disks.parquet` and `STEM.traces.parquet`.
     File(PathBuf),
-    /// A directory: `events/host=H/date=YYYY-MM-DD/hour=HH/part-N.parquet` and
+    /// A directory: `events/host=H/date=YYYY-MM-DD/hour=0..23/part-N.parquet` and
     /// `processes/host=H/part-N.parquet` (likewise `disks`, `traces`). New parts are numbered
     /// after those already there: exporting into the same directory again adds files and never
-    /// replaces one.
+    /// replaces one. The partition keys ([`PARTITION_KEYS`]) are not columns of the files.
     Partitioned(PathBuf),
 }
 
@@ -247,6 +247,8 @@ pub fn export_parquet(
             if dir.exists() && !dir.is_dir() {
                 return Err(ExportError::Invalid(format!("{} exists and is not a directory", dir.display())));
             }
+            // The host is in the directory names, not in the files (see `PARTITION_KEYS`).
+            let schema = schema::without_partition_keys(&schema);
             EventSink::Partitioned(Partitions::new(dir.join("events"), schema, props.clone(), MAX_OPEN_PARTITIONS))
         }
     };
@@ -391,7 +393,7 @@ fn write_tables(
     let mut files = Vec::new();
     for table in ["processes", "disks", "traces"] {
         for group in &groups {
-            let batch = match table {
+            let mut batch = match table {
                 "processes" => tables::processes(group)?,
                 "disks" => tables::disks(group)?,
                 _ => tables::traces(group, filter)?,
@@ -402,6 +404,11 @@ fn write_tables(
                 }
                 Output::Partitioned(dir) => {
                     let d = dir.join(table).join(format!("host={}", sink::hive_escape(&group[0].host)));
+                    // The host is in the directory name, not in the file (see `PARTITION_KEYS`).
+                    let cols: Vec<usize> = (0..batch.num_columns())
+                        .filter(|&i| !schema::PARTITION_KEYS.contains(&batch.schema().field(i).name().as_str()))
+                        .collect();
+                    batch = batch.project(&cols).map_err(|e| ExportError::Invalid(format!("{table} table: {e}")))?;
                     PartWriter::create_part(&d, table, batch.schema(), props.clone())?
                 }
             };

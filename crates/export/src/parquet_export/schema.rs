@@ -136,6 +136,18 @@ pub(crate) fn event_schema() -> SchemaRef {
     Arc::new(Schema::new(EVENT_COLUMNS.iter().map(|c| Field::new(c.name, t(c.name), false)).collect::<Vec<_>>()))
 }
 
+/// The directory names of a partitioned export that are not columns of its files: a key that is
+/// both (as `host` once was) makes pyarrow and pandas refuse the dataset, Spark warn, and each
+/// engine pick one of the two types.
+pub const PARTITION_KEYS: &[&str] = &["host", "date", "hour"];
+
+/// `schema` without the columns the directory names hold (see [`PARTITION_KEYS`]).
+pub(crate) fn without_partition_keys(schema: &SchemaRef) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema.fields().iter().filter(|f| !PARTITION_KEYS.contains(&f.name().as_str())).cloned().collect::<Vec<_>>(),
+    ))
+}
+
 /// Arrow schema of a small table from its column docs (`NULL`-able where the doc says so).
 pub(crate) fn table_schema(cols: &[ColumnDoc]) -> SchemaRef {
     Arc::new(Schema::new(

@@ -251,7 +251,7 @@ const NS_PER_HOUR: i64 = 3_600_000_000_000;
 pub(crate) enum EventSink {
     /// Every event in one file.
     Single(Box<PartWriter>),
-    /// `root/host=H/date=YYYY-MM-DD/hour=HH/part-N.parquet`.
+    /// `root/host=H/date=YYYY-MM-DD/hour=0..23/part-N.parquet`.
     Partitioned(Partitions),
 }
 
@@ -285,7 +285,7 @@ impl Partitions {
         self.root
             .join(format!("host={}", hive_escape(host)))
             .join(format!("date={}", civil_date(hour.div_euclid(24))))
-            .join(format!("hour={:02}", hour.rem_euclid(24)))
+            .join(format!("hour={}", hour.rem_euclid(24)))
     }
 
     fn writer(&mut self, host: &Arc<str>, hour: i64) -> Result<&mut PartWriter, ExportError> {

@@ -2,6 +2,7 @@
 //! native histograms for scrapers that ask for it, OpenMetrics text with classic buckets for the
 //! others.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
@@ -110,8 +111,11 @@ pub enum Format {
     /// Prometheus protobuf (`io.prometheus.client.MetricFamily`, length-delimited): native
     /// histograms, and classic buckets alongside.
     Protobuf,
-    /// OpenMetrics 1.0 text: classic buckets only.
+    /// OpenMetrics 1.0 text: classic buckets only, `_created` of histograms.
     OpenMetricsText,
+    /// The Prometheus text format 0.0.4 (`text/plain; version=0.0.4`): classic buckets only;
+    /// what `promtool check metrics` reads and clients without an `Accept` header get.
+    PrometheusText,
 }
 
 /// Media type of the Prometheus protobuf format.
@@ -119,15 +123,18 @@ pub const PROTOBUF_CONTENT_TYPE: &str =
     "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
 /// Media type of the OpenMetrics text format.
 pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Media type of the Prometheus text format.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 impl Format {
-    /// The format to answer a request with this `Accept` header: protobuf when the client asks
-    /// for the delimited `io.prometheus.client.MetricFamily` protobuf at least as much as for any
-    /// text format (Prometheus does when native histograms are enabled), OpenMetrics text
-    /// otherwise (including no header).
+    /// The format to answer a request with this `Accept` header: the one the client gives the
+    /// highest quality (`q`) among the delimited `io.prometheus.client.MetricFamily` protobuf,
+    /// OpenMetrics text and `text/plain`; on a tie protobuf, then OpenMetrics (Prometheus lists
+    /// them in that order). Without a header, or with only wildcards (`*/*`, `text/*`), the
+    /// Prometheus text format, as Prometheus' own client libraries answer.
     pub fn negotiate(accept: Option<&str>) -> Format {
-        let Some(accept) = accept else { return Format::OpenMetricsText };
-        let (mut proto_q, mut text_q) = (0.0f64, 0.0f64);
+        let Some(accept) = accept else { return Format::PrometheusText };
+        let (mut proto_q, mut om_q, mut text_q) = (0.0f64, 0.0f64, 0.0f64);
         for range in accept.split(',') {
             let mut parts = range.split(';').map(str::trim);
             let media = parts.next().unwrap_or("").to_ascii_lowercase();
@@ -147,14 +154,17 @@ impl Format {
                 "application/vnd.google.protobuf" if proto != Some(false) && delimited != Some(false) => {
                     proto_q = proto_q.max(q)
                 }
-                "application/openmetrics-text" | "text/plain" | "text/*" | "*/*" => text_q = text_q.max(q),
+                "application/openmetrics-text" => om_q = om_q.max(q),
+                "text/plain" => text_q = text_q.max(q),
                 _ => {}
             }
         }
-        if proto_q > 0.0 && proto_q >= text_q {
+        if proto_q > 0.0 && proto_q >= om_q && proto_q >= text_q {
             Format::Protobuf
-        } else {
+        } else if om_q > 0.0 && om_q >= text_q {
             Format::OpenMetricsText
+        } else {
+            Format::PrometheusText
         }
     }
 
@@ -163,6 +173,7 @@ impl Format {
         match self {
             Format::Protobuf => PROTOBUF_CONTENT_TYPE,
             Format::OpenMetricsText => OPENMETRICS_CONTENT_TYPE,
+            Format::PrometheusText => TEXT_CONTENT_TYPE,
         }
     }
 }
@@ -329,7 +340,78 @@ impl Metrics {
             }
             Format::Protobuf => prometheus_client::encoding::prometheus_protobuf::encode_to_vec(&registry)
                 .map_err(|e| ExportError::Encode(e.to_string())),
+            Format::PrometheusText => Ok(self.text_004().into_bytes()),
         }
+    }
+
+    /// The Prometheus text format 0.0.4 (prometheus-client writes only OpenMetrics text, whose
+    /// `_total` and `_created` lines a 0.0.4 parser such as `promtool` takes for families of
+    /// their own, without help). Counters are named with `_total`, histograms have classic
+    /// buckets (`le` first, as in the OpenMetrics answer), `_sum` and `_count`.
+    fn text_004(&self) -> String {
+        use std::fmt::Write;
+        fn esc(v: &str, quote: bool) -> String {
+            let mut o = String::with_capacity(v.len());
+            for c in v.chars() {
+                match c {
+                    '\\' => o.push_str("\\\\"),
+                    '\n' => o.push_str("\\n"),
+                    '"' if quote => o.push_str("\\\""),
+                    c => o.push(c),
+                }
+            }
+            o
+        }
+        fn num(v: f64) -> String {
+            if v == f64::INFINITY {
+                "+Inf".into()
+            } else if v == f64::NEG_INFINITY {
+                "-Inf".into()
+            } else if v.is_nan() {
+                "NaN".into()
+            } else {
+                format!("{v}")
+            }
+        }
+        fn labels(first: Option<(&str, String)>, l: &[(String, String)]) -> String {
+            let all: Vec<String> = first
+                .into_iter()
+                .map(|(k, v)| format!("{k}=\"{v}\""))
+                .chain(l.iter().map(|(k, v)| format!("{k}=\"{}\"", esc(v, true))))
+                .collect();
+            if all.is_empty() {
+                String::new()
+            } else {
+                format!("{{{}}}", all.join(","))
+            }
+        }
+        let mut out = String::new();
+        for f in &self.families {
+            let (name, kind) = match f.kind {
+                Kind::Counter => (format!("{}_total", f.name), "counter"),
+                Kind::Gauge => (f.name.clone(), "gauge"),
+                Kind::Histogram => (f.name.clone(), "histogram"),
+            };
+            let _ = writeln!(out, "# HELP {name} {}", esc(&f.help, false));
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for (l, v) in &f.series {
+                match v {
+                    Value::Counter(x) | Value::Gauge(x) => {
+                        let _ = writeln!(out, "{name}{} {}", labels(None, l), num(*x));
+                    }
+                    Value::Histogram(h) => {
+                        let mut cum = 0u64;
+                        for (bound, c) in &h.classic {
+                            cum += c;
+                            let _ = writeln!(out, "{name}_bucket{} {cum}", labels(Some(("le", num(*bound))), l));
+                        }
+                        let _ = writeln!(out, "{name}_sum{} {}", labels(None, l), num(h.native.sum));
+                        let _ = writeln!(out, "{name}_count{} {}", labels(None, l), h.native.count);
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
@@ -375,12 +457,19 @@ impl Collector for Snapshot {
 /// exposition server; cloning shares. A scrape encodes the set current when it starts, without
 /// holding a lock while encoding.
 #[derive(Debug, Clone, Default)]
-pub struct SharedMetrics(Arc<RwLock<Arc<Metrics>>>);
+pub struct SharedMetrics(Arc<RwLock<Arc<Metrics>>>, Arc<AtomicU64>);
 
 impl SharedMetrics {
     /// Shares `m`.
     pub fn new(m: Metrics) -> SharedMetrics {
-        SharedMetrics(Arc::new(RwLock::new(Arc::new(m))))
+        SharedMetrics(Arc::new(RwLock::new(Arc::new(m))), Arc::default())
+    }
+
+    /// Scrapes answered through [`SharedMetrics::render`] so far. A scrape counts before it
+    /// takes the set: one counted after a [`SharedMetrics::set`] returned saw that set (the
+    /// agent uses this to show a new series at zero before its first counts).
+    pub fn scrapes(&self) -> u64 {
+        self.1.load(Ordering::SeqCst)
     }
 
     /// Replaces the whole set.
@@ -404,6 +493,7 @@ impl SharedMetrics {
     /// the metrics in another HTTP server.
     pub fn render(&self, accept: Option<&str>) -> Result<(&'static str, Vec<u8>), ExportError> {
         let format = Format::negotiate(accept);
+        self.1.fetch_add(1, Ordering::SeqCst);
         Ok((format.content_type(), self.get().encode(format)?))
     }
 }
@@ -419,20 +509,53 @@ mod tests {
     fn negotiation_follows_the_accept_header() {
         assert_eq!(Format::negotiate(Some(PROMETHEUS_2_42_NATIVE)), Format::Protobuf);
         assert_eq!(Format::negotiate(Some(PROMETHEUS_2_42)), Format::OpenMetricsText);
-        assert_eq!(Format::negotiate(None), Format::OpenMetricsText);
-        assert_eq!(Format::negotiate(Some("*/*")), Format::OpenMetricsText);
-        assert_eq!(Format::negotiate(Some("text/plain;q=1, application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.5")), Format::OpenMetricsText);
+        assert_eq!(Format::negotiate(None), Format::PrometheusText);
+        assert_eq!(Format::negotiate(Some("*/*")), Format::PrometheusText);
+        assert_eq!(Format::negotiate(Some("text/plain")), Format::PrometheusText);
+        assert_eq!(Format::negotiate(Some("text/plain;version=0.0.4")), Format::PrometheusText);
+        assert_eq!(Format::negotiate(Some("application/openmetrics-text;version=1.0.0")), Format::OpenMetricsText);
+        assert_eq!(Format::negotiate(Some("text/plain;q=1, application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.5")), Format::PrometheusText);
+        assert_eq!(
+            Format::negotiate(Some("text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5")),
+            Format::PrometheusText
+        );
         // Protobuf of something else, or the text protobuf encoding, is not what we write.
         assert_eq!(
             Format::negotiate(Some("application/vnd.google.protobuf;proto=other.Thing")),
-            Format::OpenMetricsText
+            Format::PrometheusText
         );
         assert_eq!(
             Format::negotiate(Some(
                 "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text"
             )),
-            Format::OpenMetricsText
+            Format::PrometheusText
         );
+    }
+
+    #[test]
+    fn the_prometheus_text_format_names_counters_with_total_and_helps_every_family() {
+        let mut m = Metrics::new();
+        let h: Histogram = [500u64, 2_000_000, 2_000_000, 30_000_000_000].into_iter().collect();
+        m.histogram("lat_seconds", "Latency.", &[("op", "r\"e\\a\nd")], &h, &HistogramOptions::default(), None)
+            .unwrap();
+        m.counter("events", "Events\nseen.", &[("op", "read")], 5.0).unwrap();
+        m.gauge("up", "Up.", &[], 1.0).unwrap();
+        let text = String::from_utf8(m.encode(Format::PrometheusText).unwrap()).unwrap();
+        assert!(
+            text.contains(
+                "# HELP events_total Events\\nseen.\n# TYPE events_total counter\nevents_total{op=\"read\"} 5\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE lat_seconds histogram\n"), "{text}");
+        let l = "op=\"r\\\"e\\\\a\\nd\"";
+        assert!(text.contains(&format!("lat_seconds_bucket{{le=\"0.000001\",{l}}} 1\n")), "{text}");
+        assert!(text.contains(&format!("lat_seconds_bucket{{le=\"+Inf\",{l}}} 4\n")), "{text}");
+        let sum = text.lines().find_map(|x| x.strip_prefix(&format!("lat_seconds_sum{{{l}}} "))).unwrap();
+        assert!((sum.parse::<f64>().unwrap() - 30.0040005).abs() < 1e-9, "{text}");
+        assert!(text.contains(&format!("lat_seconds_count{{{l}}} 4\n")), "{text}");
+        assert!(text.contains("# HELP up Up.\n# TYPE up gauge\nup 1\n"), "{text}");
+        assert!(!text.contains("_created") && !text.contains("# EOF"), "{text}");
     }
 
     #[test]

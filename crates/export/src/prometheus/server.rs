@@ -34,7 +34,7 @@ pub const WORKERS: usize = 4;
 pub struct Scrapes {
     /// Answered in the Prometheus protobuf format.
     pub protobuf: u64,
-    /// Answered in OpenMetrics text.
+    /// Answered in a text format (OpenMetrics or Prometheus text).
     pub text: u64,
 }
 
@@ -133,12 +133,10 @@ fn answer(req: Request, metrics: &SharedMetrics, counts: &Counts) -> std::io::Re
     match path {
         "/metrics" => {
             let accept = req.headers().iter().find(|h| h.field.equiv("Accept")).map(|h| h.value.as_str().to_string());
-            let format = Format::negotiate(accept.as_deref());
-            match metrics.get().encode(format) {
-                Ok(body) => {
-                    let c = if format == Format::Protobuf { &counts.protobuf } else { &counts.text };
+            match metrics.render(accept.as_deref()) {
+                Ok((ctype, body)) => {
+                    let c = if ctype == Format::Protobuf.content_type() { &counts.protobuf } else { &counts.text };
                     c.fetch_add(1, Ordering::Relaxed);
-                    let ctype = format.content_type();
                     let body = if head { Vec::new() } else { body };
                     req.respond(Response::from_data(body).with_header(header("Content-Type", ctype)))
                 }
