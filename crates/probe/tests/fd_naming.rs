@@ -61,7 +61,8 @@ fn run_workload(compat: bool) -> Seen {
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let _conn = listener.accept().unwrap();
     assert!(child.wait().unwrap().success());
-    let ino = std::fs::metadata(&out).unwrap().ino();
+    let meta = std::fs::metadata(&out).unwrap();
+    let (dev, ino) = (snapshot::kdev(meta.dev()), meta.ino());
     let mut seen = Seen { file_writes: vec![], zero_reads: 0, connect: vec![], pipe_writes: 0 };
     let deadline = Instant::now() + Duration::from_secs(20);
     while seen.file_writes.len() < 20 && Instant::now() < deadline {
@@ -69,7 +70,7 @@ fn run_workload(compat: bool) -> Seen {
         for i in 0..b.len() {
             let e = b.get(i);
             match e.op_name().as_str() {
-                "write" if e.ino == ino => seen.file_writes.push((e.fd_kind(), e.ino, e.bytes)),
+                "write" if (e.dev, e.ino) == (dev, ino) => seen.file_writes.push((e.fd_kind(), e.ino, e.bytes)),
                 "write" if e.fd_kind() == FdType::Pipe => seen.pipe_writes += 1,
                 "read" if e.fd_kind() == FdType::Chardev => seen.zero_reads += 1,
                 "connect" => seen.connect.push(e.fd_kind()),
