@@ -56,6 +56,7 @@ test: deps-test
 	$(CARGO) build --profile ci --locked
 	bash docs/gen-cli.sh --check target/ci/latscope
 	$(CARGO) test --workspace --locked --profile ci -- --test-threads=1
+	$(MAKE) test-kernels
 
 # Boot Debian 12's Linux 6.1 and 6.12 under QEMU and run the probe tests and a record / replay /
 # views / agent smoke run inside each (vmtest/, docs/KERNELS.md). KERNELS="6.1" for one.
