@@ -16,8 +16,11 @@ APT_BUILD := clang llvm libelf-dev zlib1g-dev pkg-config make gcc
 APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar prometheus graphite-carbon python3-whisper openjdk-17-jre-headless
 APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev curl
 PIP_TEST := pyarrow duckdb polars pytz pandas pyspark
+# test-kernels: QEMU boots other kernels (unpacked from Debian packages, never installed) from a
+# busybox initramfs.
+APT_VM := qemu-system-x86 busybox-static
 
-.PHONY: all build deps deps-test deps-bench demo test bench fmt lint clean vmlinux
+.PHONY: all build deps deps-test deps-bench demo test test-kernels bench fmt lint clean vmlinux
 
 all: build
 
@@ -59,7 +62,20 @@ test:
 	@OUT=$(OUT) scripts/phase build $(CARGO) build --profile ci --locked
 	@OUT=$(OUT) scripts/phase cli-docs bash docs/gen-cli.sh --check target/ci/latscope
 	@OUT=$(OUT) scripts/phase tests python3 scripts/run-tests.py --profile ci --out $(OUT)
+	@OUT=$(OUT) scripts/phase kernels $(MAKE) --no-print-directory test-kernels
 	@python3 scripts/run-tests.py --report --out $(OUT)
+
+# Boot Debian 12's Linux 6.1 and 6.12 under QEMU and run the probe tests and a record / replay /
+# views / agent smoke run inside each (vmtest/, docs/KERNELS.md). KERNELS="6.1" for one.
+KERNELS ?= 6.1 6.12
+test-kernels: deps
+	$(call apt_install,$(APT_VM))
+	$(CARGO) build --profile ci --locked
+	@mkdir -p $(OUT)/kernels
+	$(CARGO) test --profile ci --locked -p latscope-probe -p latscope-live --no-run --message-format=json \
+		| python3 -c 'import json,sys; print(*dict.fromkeys(m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m.get("target", {}).get("kind") == ["test"]), sep="\n")' \
+		> $(OUT)/kernels/tests.list
+	bash vmtest/run.sh $(OUT)/kernels $(OUT)/kernels/tests.list $(KERNELS)
 
 bench: deps-bench build
 	bash bench/run.sh

@@ -18,6 +18,7 @@ fn main() {
         "src/bpf/latscope.bpf.c",
         "src/bpf/latscope.h",
         "src/bpf/fdname.bpf.h",
+        "src/bpf/compat.bpf.h",
         "src/bpf/agg.bpf.h",
         "src/bpf/vmlinux.h",
     ] {

@@ -50,6 +50,8 @@ enum Command {
     Serve(cmd::serve::Args),
     Export(cmd::export::Args),
     Agent(cmd::agent::Args),
+    /// Check this machine for what the probes need, feature by feature.
+    Check(cmd::check::Args),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => cmd::serve::run(a),
         Command::Export(a) => cmd::export::run(a),
         Command::Agent(a) => cmd::agent::run(a),
+        Command::Check(a) => cmd::check::run(a),
     };
     match r {
         Ok(code) => code,

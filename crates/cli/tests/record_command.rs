@@ -188,3 +188,29 @@ fn a_failed_start_never_runs_the_command() {
     assert!(!marker.exists(), "the command ran although recording never started");
     assert!(!tmp.path().join("t.lst").exists(), "a failed start created the trace");
 }
+
+/// `check` says, feature by feature, what the probes need; where they load (root and BTF here),
+/// it says every probe runs, and it names every feature with the kernel that introduced it.
+#[test]
+fn check_lists_the_kernel_features_and_what_runs() {
+    if !require_bpf("check_lists_the_kernel_features_and_what_runs") {
+        return;
+    }
+    let out = latscope(&["check", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["probes"]["syscalls"], true, "{v}");
+    assert_eq!(v["probes"]["block"], true, "{v}");
+    let features = v["features"].as_array().unwrap();
+    let keys: Vec<&str> = features.iter().map(|f| f["key"].as_str().unwrap()).collect();
+    for k in ["btf", "ringbuf", "task_storage_map", "current_task_btf", "task_storage_tracing", "rdonly_cast"] {
+        assert!(keys.contains(&k), "{k} in {keys:?}");
+    }
+    assert!(features.iter().all(|f| f["since"].as_str().is_some_and(|s| s.contains('.'))), "{v}");
+    // A missing feature is either one with a fallback or named in the notes.
+    for f in features.iter().filter(|f| f["present"] == false) {
+        assert!(!f["fallback"].is_null(), "{f}: every probe runs, so what is missing has a fallback");
+    }
+    let text = latscope_ok(&["check"]);
+    assert!(text.contains("syscall probes:           run"), "{text}");
+}

@@ -65,11 +65,12 @@ fn views_sharing_one_probe_set_count_exactly_their_events() {
     assert_eq!(totals[3].get(&nr("write")), Some(&50), "{:?}", totals[3]);
     assert_eq!(totals[3].get(&nr("clock_nanosleep")), None, "sleeps have no fd");
     assert_eq!(totals[4], HashMap::from([(CountKey::All, 50)]));
-    // Latency: every sleep in a kernel bucket at or above 10 ms and well below 20 ms.
+    // Latency: every sleep in a kernel bucket at or above 10 ms (a sleep lasts at least what it
+    // asked for; no upper bound: a loaded or emulated machine wakes it late).
     let (_, sleeps) = &counts[1][0];
     for (i, &c) in sleeps.iter().enumerate().filter(|(_, c)| **c > 0) {
         let (lo, hi) = latscope_probe::agg_bucket_bounds(i);
-        assert!(hi > 10_000_000 && lo < 20_000_000, "{c} sleeps in [{lo}, {hi}) ns");
+        assert!(hi > 10_000_000, "{c} sleeps in [{lo}, {hi}) ns");
     }
     assert_eq!(counter.stats().lost, 0);
 }

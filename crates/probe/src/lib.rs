@@ -8,6 +8,7 @@
 //! ([`Probe::read_agg`]), which is what live views use when they can.
 
 mod decode;
+pub mod features;
 pub mod snapshot;
 
 pub use decode::{join, Decoder};
@@ -69,22 +70,15 @@ fn bpf<T>(r: libbpf_rs::Result<T>, context: &str) -> Result<T, ProbeError> {
     r.map_err(|source| ProbeError::Bpf { context: context.to_string(), source })
 }
 
-/// Check that this process can trace: root (or CAP_BPF+CAP_PERFMON), kernel BTF, and the tracepoints.
-/// The error is one line saying what is missing.
-pub fn check_environment() -> Result<(), ProbeError> {
+/// Check that this process can trace: x86_64, root (or CAP_BPF+CAP_PERFMON), and the kernel
+/// features every probe needs ([`features::KernelFeatures`]; what only some probes need is
+/// checked as they load). The error is one line saying what is missing.
+pub fn check_environment() -> Result<features::KernelFeatures, ProbeError> {
     let (_, release, machine) = snapshot::uname();
     if machine != "x86_64" {
         return Err(ProbeError::Unsupported(format!(
             "latscope's probes support x86_64 only (this machine is {machine}): the syscall table and argument layouts are x86_64's"
         )));
-    }
-    if let Some(v) = kernel_version(&release) {
-        if v < MIN_KERNEL {
-            return Err(ProbeError::Unsupported(format!(
-                "latscope needs Linux {}.{} or later (its probes use bpf_rdonly_cast and task storage in tp_btf programs); this kernel is {release}",
-                MIN_KERNEL.0, MIN_KERNEL.1
-            )));
-        }
     }
     let missing = missing_capabilities();
     if !missing.is_empty() {
@@ -95,12 +89,14 @@ pub fn check_environment() -> Result<(), ProbeError> {
             missing.join(", ")
         )));
     }
-    if std::fs::metadata("/sys/kernel/btf/vmlinux").is_err() {
-        return Err(ProbeError::Unsupported(
-            "this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): latscope needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (5.8 or later)".into(),
-        ));
+    let kf = features::KernelFeatures::probe();
+    if let Some(f) = kf.missing_for_all().next() {
+        return Err(ProbeError::Unsupported(format!(
+            "{}; this kernel is {release} (`latscope check` lists every feature)",
+            f.describe_missing()
+        )));
     }
-    Ok(())
+    Ok(kf)
 }
 
 /// The capabilities that let a non-root user run the probes: load BPF programs and attach them
@@ -108,26 +104,15 @@ pub fn check_environment() -> Result<(), ProbeError> {
 const CAPS: [(u32, &str); 4] =
     [(39, "CAP_BPF"), (38, "CAP_PERFMON"), (19, "CAP_SYS_PTRACE"), (2, "CAP_DAC_READ_SEARCH")];
 
-/// The capabilities of [`CAPS`] this process lacks (none for root).
-fn missing_capabilities() -> Vec<&'static str> {
+/// The capabilities loading and running the probes needs (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE,
+/// CAP_DAC_READ_SEARCH) that this process lacks: none for root.
+pub fn missing_capabilities() -> Vec<&'static str> {
     let eff = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_string())))
         .and_then(|v| u64::from_str_radix(&v, 16).ok())
         .unwrap_or(0);
     CAPS.iter().filter(|(bit, _)| eff & (1 << bit) == 0).map(|c| c.1).collect()
-}
-
-/// The oldest kernel the probes load on: `bpf_rdonly_cast` (a direct, fault-safe load of kernel
-/// memory) arrived in Linux 6.2.
-pub const MIN_KERNEL: (u32, u32) = (6, 2);
-
-/// `(major, minor)` of a kernel release string such as `6.18.0-1-amd64`.
-pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
-    let mut it = release.split(|c: char| !c.is_ascii_digit());
-    let major = it.next()?.parse().ok()?;
-    let minor = it.next()?.parse().ok()?;
-    Some((major, minor))
 }
 
 /// Which syscalls to trace.
@@ -232,6 +217,9 @@ pub struct ProbeConfig {
     pub agg_layout: Option<AggLayout>,
     /// Ring buffer size in bytes (rounded up to a power of two).
     pub ring_bytes: usize,
+    /// Name fds with probe reads even where the kernel has `bpf_rdonly_cast` (the way kernels
+    /// before 6.2 do it): lets tests compare the two variants of the syscall programs.
+    pub compat_fd_naming: bool,
 }
 
 impl Default for ProbeConfig {
@@ -250,6 +238,7 @@ impl Default for ProbeConfig {
             aggregate: None,
             agg_layout: None,
             ring_bytes: 64 << 20,
+            compat_fd_naming: false,
         }
     }
 }
@@ -385,7 +374,7 @@ pub const MAX_RECORDS_PER_POLL: usize = 16_384;
 impl Probe {
     /// Load, configure and attach the probes. `header` is the start snapshot (for naming open files).
     pub fn start(cfg: &ProbeConfig, header: &TraceHeader) -> Result<Probe, ProbeError> {
-        check_environment()?;
+        let kf = check_environment()?;
         let mut obj: Box<MaybeUninit<OpenObject>> = Box::new(MaybeUninit::uninit());
         // SAFETY: the skeleton borrows `obj`, which is boxed (stable address) and kept in the same
         // struct, declared after the skeleton so that it is dropped last.
@@ -417,6 +406,18 @@ impl Probe {
         // The exec program keeps its path for the execve event (the syscall's own argument is
         // gone by its exit): only when syscall events are streamed.
         let want_sys = cfg.syscalls != SyscallSel::Off;
+        if want_sys {
+            if let Some(f) = kf.missing_for_syscalls().next() {
+                return Err(ProbeError::Unsupported(format!(
+                    "{}; block and process probes still run here: record with --syscalls none \
+                     (`latscope check` lists every feature)",
+                    f.describe_missing()
+                )));
+            }
+        }
+        // Fd naming reads through bpf_rdonly_cast where the kernel has it, else through probe
+        // reads: two variants of the syscall programs, one loaded (see compat.bpf.h).
+        let fast = kf.has(features::key::RDONLY_CAST) && !cfg.compat_fd_naming;
         ro.stash_exec = u8::from(want_sys && cfg.aggregate.is_none());
         let want_exec = cfg.procs || ro.stash_exec != 0;
         bpf(open.maps.events.set_max_entries(ring as u32), "sizing the ring buffer")?;
@@ -436,8 +437,10 @@ impl Probe {
         ro.agg_fd = u8::from(layout.as_ref().is_some_and(|l| l.sys_fd_base.iter().flatten().any(|&b| b != AGG_NONE)));
         bpf(open.maps.agg.set_max_entries((agg_groups * AGG_BUCKETS) as u32), "sizing the in-kernel histograms")?;
 
-        open.progs.ls_sys_enter.set_autoload(want_sys);
-        open.progs.ls_sys_exit.set_autoload(want_sys);
+        open.progs.ls_sys_enter.set_autoload(want_sys && fast);
+        open.progs.ls_sys_exit.set_autoload(want_sys && fast);
+        open.progs.ls_sys_enter_compat.set_autoload(want_sys && !fast);
+        open.progs.ls_sys_exit_compat.set_autoload(want_sys && !fast);
         open.progs.ls_switch.set_autoload(want_sys);
         for p in [&mut open.progs.ls_rq_insert, &mut open.progs.ls_rq_issue, &mut open.progs.ls_rq_complete] {
             p.set_autoload(cfg.block);
@@ -448,7 +451,7 @@ impl Probe {
         open.progs.ls_exec.set_autoload(want_exec);
         open.progs.ls_exit.set_autoload(cfg.procs || follow);
 
-        let skel = bpf(open.load(), "loading the BPF programs (is this kernel 5.11 or later with BTF?)")?;
+        let skel = bpf(open.load(), "loading the BPF programs (`latscope check` lists the kernel features they need)")?;
 
         // The syscall layout table, shared with user space through latscope-event.
         for nr in 0..NR_MAX.min(syscalls::syscall_count()) {
@@ -530,8 +533,10 @@ impl Probe {
         let progs = [
             // First: entries in per-CPU slots must move with their task from the start.
             (&skel.progs.ls_switch, want_sys),
-            (&skel.progs.ls_sys_enter, want_sys),
-            (&skel.progs.ls_sys_exit, want_sys),
+            (&skel.progs.ls_sys_enter, want_sys && fast),
+            (&skel.progs.ls_sys_exit, want_sys && fast),
+            (&skel.progs.ls_sys_enter_compat, want_sys && !fast),
+            (&skel.progs.ls_sys_exit_compat, want_sys && !fast),
             (&skel.progs.ls_rq_insert, cfg.block),
             (&skel.progs.ls_rq_issue, cfg.block),
             (&skel.progs.ls_rq_complete, cfg.block),
@@ -830,21 +835,6 @@ pub fn sys_class_name(code: u32) -> &'static str {
         SysClass::Sync,
     ];
     ALL.iter().find(|c| **c as u32 == code).map(|c| c.name()).unwrap_or("other")
-}
-
-#[cfg(test)]
-mod version_tests {
-    use super::*;
-
-    #[test]
-    fn kernel_releases_parse_to_major_and_minor() {
-        assert_eq!(kernel_version("6.18.0-1-amd64"), Some((6, 18)));
-        assert_eq!(kernel_version("5.15.0"), Some((5, 15)));
-        assert_eq!(kernel_version("6.2"), Some((6, 2)));
-        assert_eq!(kernel_version("weird"), None);
-        assert!(kernel_version("5.19.3").unwrap() < MIN_KERNEL);
-        assert!(kernel_version("6.2.0").unwrap() >= MIN_KERNEL);
-    }
 }
 
 #[cfg(test)]

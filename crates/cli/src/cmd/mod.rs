@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod bench;
+pub mod check;
 pub mod events;
 pub mod export;
 pub mod fields;

@@ -2,7 +2,8 @@
 /*
  * Naming file descriptors in the kernel: what is behind an fd (device, inode, type, file
  * position) and, for inet sockets, their addresses. Included by latscope.bpf.c; needs
- * vmlinux.h, the libbpf headers and latscope.h first.
+ * vmlinux.h, the libbpf headers, latscope.h and compat.bpf.h first. Every function takes `fast`,
+ * a constant: whether this kernel has bpf_rdonly_cast (see compat.bpf.h).
  */
 #ifndef LATSCOPE_FDNAME_BPF_H
 #define LATSCOPE_FDNAME_BPF_H
@@ -20,17 +21,15 @@
 #define S_IFCHR 0020000
 #define S_IFIFO 0010000
 
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
-
-static __always_inline __u8 sock_type(struct file *f)
+static __always_inline __u8 sock_type(const bool fast, struct file *f)
 {
-	struct socket *sock = bpf_rdonly_cast(f->private_data, bpf_core_type_id_kernel(struct socket));
+	struct socket *sock = KCAST(fast, struct socket, KREAD(fast, f, private_data));
 	if (!sock)
 		return LS_FD_SOCKET;
-	struct sock *sk = sock->sk;
+	struct sock *sk = KREAD(fast, sock, sk);
 	if (!sk)
 		return LS_FD_SOCKET;
-	switch (sk->__sk_common.skc_family) {
+	switch (KREAD(fast, sk, __sk_common.skc_family)) {
 	case AF_INET: return LS_FD_IPV4;
 	case AF_INET6: return LS_FD_IPV6;
 	case AF_UNIX: return LS_FD_UNIX;
@@ -40,10 +39,10 @@ static __always_inline __u8 sock_type(struct file *f)
 }
 
 /* Anonymous inodes are told apart by their dentry name ("[eventfd]", "inotify", ...). */
-static __always_inline __u8 anon_type(struct file *f)
+static __always_inline __u8 anon_type(const bool fast, struct file *f)
 {
 	char name[12] = {};
-	bpf_probe_read_kernel_str(name, sizeof(name), f->f_path.dentry->d_name.name);
+	bpf_probe_read_kernel_str(name, sizeof(name), KREAD(fast, f, f_path.dentry, d_name.name));
 	if (name[0] == '[') {
 		if (name[1] == 'e' && name[2] == 'v' && name[5] == 't' && name[6] == 'f')
 			return LS_FD_EVENT;      /* [eventfd] */
@@ -60,7 +59,7 @@ static __always_inline __u8 anon_type(struct file *f)
 }
 
 /* The struct file behind fd in task's table, or NULL. */
-static __always_inline struct file *file_of(struct task_struct *task, __s64 fd)
+static __always_inline struct file *file_of(const bool fast, struct task_struct *task, __s64 fd)
 {
 	struct files_struct *files = task->files;
 	if (!files || fd < 0)
@@ -68,38 +67,35 @@ static __always_inline struct file *file_of(struct task_struct *task, __s64 fd)
 	struct fdtable *fdt = files->fdt;
 	if (!fdt || fd >= fdt->max_fds)
 		return NULL;
-	/* The slot fdt->fd[fd], read as the first word of a struct callback_head: a direct
-	 * (fault-safe) load instead of a bpf_probe_read_kernel() call. */
-	struct callback_head *slot = bpf_rdonly_cast((void *)((__u64)fdt->fd + fd * sizeof(void *)),
-						     bpf_core_type_id_kernel(struct callback_head));
-	return bpf_rdonly_cast(slot->next, bpf_core_type_id_kernel(struct file));
+	return fd_slot(fast, fdt->fd, fd);
 }
 
 /* The addresses of the inet socket behind fd (connect/accept): size written, or 0. */
-static __always_inline long sock_tuple(struct task_struct *task, __s64 fd, struct ls_sock_tuple *t)
+static __always_inline long sock_tuple(const bool fast, struct task_struct *task, __s64 fd,
+				      struct ls_sock_tuple *t)
 {
-	struct file *f = file_of(task, fd);
+	struct file *f = file_of(fast, task, fd);
 	if (!f)
 		return 0;
-	struct socket *sock = bpf_rdonly_cast(f->private_data, bpf_core_type_id_kernel(struct socket));
+	struct socket *sock = KCAST(fast, struct socket, KREAD(fast, f, private_data));
 	if (!sock)
 		return 0;
-	struct sock *sk = bpf_rdonly_cast(sock->sk, bpf_core_type_id_kernel(struct sock));
+	struct sock *sk = KCAST(fast, struct sock, KREAD(fast, sock, sk));
 	if (!sk)
 		return 0;
-	__u16 family = sk->__sk_common.skc_family;
+	__u16 family = KREAD(fast, sk, __sk_common.skc_family);
 	t->family = family;
-	t->lport = sk->__sk_common.skc_num;
-	t->rport = bpf_ntohs(sk->__sk_common.skc_dport);
-	t->proto = sk->sk_type == 3 /* SOCK_RAW */ ? 255 /* IPPROTO_RAW */ : sk->sk_protocol;
+	t->lport = KREAD(fast, sk, __sk_common.skc_num);
+	t->rport = bpf_ntohs(KREAD(fast, sk, __sk_common.skc_dport));
+	t->proto = KREAD(fast, sk, sk_type) == 3 /* SOCK_RAW */ ? 255 /* IPPROTO_RAW */ : KREAD(fast, sk, sk_protocol);
 	if (family == AF_INET) {
 		__builtin_memset(t->laddr, 0, sizeof(t->laddr));
 		__builtin_memset(t->raddr, 0, sizeof(t->raddr));
-		*(__u32 *)t->laddr = sk->__sk_common.skc_rcv_saddr;
-		*(__u32 *)t->raddr = sk->__sk_common.skc_daddr;
+		*(__u32 *)t->laddr = KREAD(fast, sk, __sk_common.skc_rcv_saddr);
+		*(__u32 *)t->raddr = KREAD(fast, sk, __sk_common.skc_daddr);
 	} else if (family == AF_INET6) {
-		__builtin_memcpy(t->laddr, &sk->__sk_common.skc_v6_rcv_saddr, 16);
-		__builtin_memcpy(t->raddr, &sk->__sk_common.skc_v6_daddr, 16);
+		KREAD_INTO(fast, (struct in6_addr *)t->laddr, sk, __sk_common.skc_v6_rcv_saddr);
+		KREAD_INTO(fast, (struct in6_addr *)t->raddr, sk, __sk_common.skc_v6_daddr);
 	} else {
 		return 0;
 	}
@@ -107,34 +103,34 @@ static __always_inline long sock_tuple(struct task_struct *task, __s64 fd, struc
 }
 
 /* Look up fd in the current task's table: device, inode, type, file position. */
-static __always_inline void fd_info(struct task_struct *task, __s64 fd, __u32 *dev, __u64 *ino, __u8 *type,
-				    __s64 *pos)
+static __always_inline void fd_info(const bool fast, struct task_struct *task, __s64 fd, __u32 *dev, __u64 *ino,
+				    __u8 *type, __s64 *pos)
 {
 	*dev = 0; *ino = 0; *type = LS_FD_UNKNOWN; *pos = -1;
-	struct file *f = file_of(task, fd);
+	struct file *f = file_of(fast, task, fd);
 	if (!f)
 		return;
-	struct inode *inode = f->f_inode;
+	struct inode *inode = KREAD(fast, f, f_inode);
 	if (!inode)
 		return;
-	__u16 mode = inode->i_mode;
-	struct super_block *sb = inode->i_sb;
-	*ino = inode->i_ino;
-	*dev = sb ? sb->s_dev : 0;
-	*pos = f->f_pos;
+	__u16 mode = KREAD(fast, inode, i_mode);
+	struct super_block *sb = KREAD(fast, inode, i_sb);
+	*ino = KREAD(fast, inode, i_ino);
+	*dev = sb ? KREAD(fast, sb, s_dev) : 0;
+	*pos = KREAD(fast, f, f_pos);
 	switch (mode & S_IFMT) {
 	case S_IFDIR: *type = LS_FD_DIR; return;
-	case S_IFSOCK: *type = sock_type(f); return;
+	case S_IFSOCK: *type = sock_type(fast, f); return;
 	case S_IFIFO: *type = LS_FD_PIPE; return;
 	case S_IFCHR: *type = LS_FD_CHR; return;
 	case S_IFBLK: *type = LS_FD_BLK; return;
 	}
-	unsigned long magic = sb ? sb->s_magic : 0;
+	unsigned long magic = sb ? KREAD(fast, sb, s_magic) : 0;
 	if (magic == ANON_INODE_FS_MAGIC) {
-		*type = anon_type(f);
+		*type = anon_type(fast, f);
 	} else if (magic == TMPFS_MAGIC) {
 		char name[6] = {};
-		bpf_probe_read_kernel(name, sizeof(name), f->f_path.dentry->d_name.name);
+		bpf_probe_read_kernel(name, sizeof(name), KREAD(fast, f, f_path.dentry, d_name.name));
 		*type = (name[0] == 'm' && name[1] == 'e' && name[2] == 'm' && name[3] == 'f' && name[4] == 'd' &&
 			 name[5] == ':') ? LS_FD_MEMFD : LS_FD_FILE;
 	} else {

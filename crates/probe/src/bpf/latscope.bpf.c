@@ -15,6 +15,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_core_read.h>
 #include "latscope.h"
+#include "compat.bpf.h"
 #include "fdname.bpf.h"
 #include "agg.bpf.h"
 
@@ -306,11 +307,11 @@ static __always_inline bool task_wanted(struct task_struct *task, struct ls_cpu 
 	return w;
 }
 
-static __always_inline void fill_start(struct ls_start *s, struct task_struct *task, struct pt_regs *regs,
-				       __u32 nr, struct ls_sys_desc *d, __u8 recheck);
+static __always_inline void fill_start(const bool fast, struct ls_start *s, struct task_struct *task,
+				       struct pt_regs *regs, __u32 nr, struct ls_sys_desc *d, __u8 recheck);
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
+/* The syscall entry; `fast`: this kernel has bpf_rdonly_cast (see compat.bpf.h). */
+static __always_inline int sys_enter(const bool fast, struct pt_regs *regs, long id)
 {
 	if (id < 0 || id >= LS_NR_MAX)
 		return 0;
@@ -336,7 +337,7 @@ int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
 	__u64 switches = c->switches;
 	c->task = 0;
 	barrier();
-	fill_start(&c->st, task, regs, nr, d, recheck);
+	fill_start(fast, &c->st, task, regs, nr, d, recheck);
 	barrier();
 	c->task = (__u64)task;
 	barrier();
@@ -346,9 +347,22 @@ int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
 		c->task = 0;
 		struct ls_start *s = bpf_task_storage_get(&starts, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (s)
-			fill_start(s, task, regs, nr, d, recheck);
+			fill_start(fast, s, task, regs, nr, d, recheck);
 	}
 	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(ls_sys_enter, struct pt_regs *regs, long id)
+{
+	return sys_enter(true, regs, id);
+}
+
+/* The same without bpf_rdonly_cast (kernels before 6.2): user space loads one of the two. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(ls_sys_enter_compat, struct pt_regs *regs, long id)
+{
+	return sys_enter(false, regs, id);
 }
 
 /* The entry of a syscall moved to task storage by sched_switch, consumed. */
@@ -396,8 +410,8 @@ static __always_inline void deref_off(struct ls_start *s, __u8 idx)
 }
 
 /* Save what the exit needs: number, arguments, the fd's identity, then the entry time. */
-static __always_inline void fill_start(struct ls_start *s, struct task_struct *task, struct pt_regs *regs,
-				       __u32 nr, struct ls_sys_desc *d, __u8 recheck)
+static __always_inline void fill_start(const bool fast, struct ls_start *s, struct task_struct *task,
+				       struct pt_regs *regs, __u32 nr, struct ls_sys_desc *d, __u8 recheck)
 {
 	s->nr = nr;
 	if (filter_comms) /* without a command-name filter (known at load), the verifier drops this */
@@ -422,7 +436,7 @@ static __always_inline void fill_start(struct ls_start *s, struct task_struct *t
 	/* Resolve the fd now: close() has removed it by the time the call returns. */
 	__u8 fdi = d->fd;
 	if (has_arg(fdi))
-		fd_info(task, (int)s->args[fdi], &s->dev, &s->ino, &s->fd_type, &s->pos);
+		fd_info(fast, task, (int)s->args[fdi], &s->dev, &s->ino, &s->fd_type, &s->pos);
 	else {
 		/* No fd: clear what the previous syscall of this task left. */
 		s->fd_type = LS_FD_UNKNOWN;
@@ -526,8 +540,8 @@ static __always_inline void fill_sys(struct ls_event *e, struct ls_start *s, str
 	}
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
+/* The syscall exit; `fast` as for sys_enter. */
+static __always_inline int sys_exit(const bool fast, long ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 zero = 0;
@@ -585,7 +599,7 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	__u8 fd_type = s->fd_type;
 	if ((d->bits & LS_RET_FD) && ret >= 0) {
 		__s64 pos;
-		fd_info(task, ret, &dev, &ino, &fd_type, &pos);
+		fd_info(fast, task, ret, &dev, &ino, &fd_type, &pos);
 	}
 	/* pipe, socketpair: the two fds the kernel wrote to user memory; the first names the event. */
 	__s32 pair[2] = { -1, -1 };
@@ -593,7 +607,7 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 		__s64 pos;
 		if (bpf_probe_read_user(pair, sizeof(pair), (void *)arg_or(s, d->addr, 0)))
 			pair[0] = pair[1] = -1;
-		fd_info(task, pair[0], &dev, &ino, &fd_type, &pos);
+		fd_info(fast, task, pair[0], &dev, &ino, &fd_type, &pos);
 	}
 	if (fdtype_mask && !(fdtype_mask & (1U << (fd_type & 31))))
 		return 0;
@@ -668,7 +682,7 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	    (fd_type == LS_FD_IPV4 || fd_type == LS_FD_IPV6)) {
 		/* connect names the socket it was given, accept the one it returns. */
 		__s64 sfd = (d->bits & LS_RET_FD) ? ret : (__s64)(int)arg_or(s, d->fd, (__u64)-1);
-		n1 = sock_tuple(task, sfd, (struct ls_sock_tuple *)sc->paths);
+		n1 = sock_tuple(fast, task, sfd, (struct ls_sock_tuple *)sc->paths);
 	}
 	if (n1 > LS_PATH_MAX)
 		n1 = LS_PATH_MAX;
@@ -691,6 +705,19 @@ int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
+SEC("tp_btf/sys_exit")
+int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
+{
+	return sys_exit(true, ret);
+}
+
+/* The same without bpf_rdonly_cast (kernels before 6.2). */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(ls_sys_exit_compat, struct pt_regs *regs, long ret)
+{
+	return sys_exit(false, ret);
+}
+
 /* ---- block requests ---- */
 
 static __always_inline __u32 rq_dev(struct request *rq)
@@ -698,7 +725,7 @@ static __always_inline __u32 rq_dev(struct request *rq)
 	struct block_device *part = rq->part;
 	if (part)
 		return part->bd_dev;
-	struct gendisk *disk = rq->q->disk;
+	struct gendisk *disk = rq_gendisk(rq);
 	if (!disk)
 		return 0;
 	return ((__u32)disk->major << 20) | (__u32)disk->first_minor;

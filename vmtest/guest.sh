@@ -1,0 +1,132 @@
+#!/bin/bash
+# The suites run inside the test VM (see vmtest/run.sh), on the kernel under test, in one boot.
+# Each suite writes RESULTS/<suite>.rc (its exit status) and RESULTS/<suite>.log. Ground truth
+# comes from workloads with known counts; nothing asserts a time (the guest is emulated).
+# usage: guest.sh REPO RESULTS
+REPO=$1
+RES=$2
+LS=$REPO/target/ci/latscope
+W=/tmp/vmtest
+mkdir -p $W
+cd $W || exit 1
+uname -r > "$RES/kernel"
+
+suite() {
+	local name=$1
+	shift
+	echo "vmtest: suite $name" >/dev/console
+	("$@") > "$RES/$name.log" 2>&1
+	echo $? > "$RES/$name.rc"
+}
+
+# The features this kernel offers, and whether every probe can run.
+check() {
+	"$LS" check
+	"$LS" check --json > "$RES/check.json"
+}
+
+# Tests left out here, with the reason: they assert what emulation's slowness changes.
+SKIP=(
+	# Counts the followed processes right after the start, while the script's `sleep 0.05`
+	# loop runs: ~40x slower process start makes a sleep that exits between the start's
+	# scan of /proc and the probes' attach likely, and it stays counted.
+	followed_children_leave_the_pid_filter_when_they_exit
+)
+
+# The probe-loading integration tests, built on the host (list in RESULTS/tests.list).
+probes() {
+	local rc=0 skip=() s
+	for s in "${SKIP[@]}"; do
+		echo "SKIPPED $s in the VM (see vmtest/guest.sh)"
+		skip+=(--skip "$s" --exact)
+	done
+	while read -r t; do
+		echo "== $t"
+		"$t" --test-threads=1 "${skip[@]}" || rc=1
+	done < "$RES/tests.list"
+	return $rc
+}
+
+fail() {
+	echo "FAILED: $*"
+	exit 1
+}
+
+# record -- CMD on a workload with known counts, then views of the trace and a replay of it.
+record() {
+	"$LS" record -w $W/t.lst -- dd if=/dev/zero of=$W/out bs=4096 count=25 status=none || fail "record"
+	"$LS" info -r $W/t.lst || fail "info"
+	local n
+	n=$("$LS" events -r $W/t.lst --json "proc.name = dd and evt.type = write and fd.name = $W/out" | grep -c '"bytes":4096')
+	echo "writes of 4096 bytes to $W/out: $n"
+	[ "$n" = 25 ] || fail "25 writes of 4096 bytes named by their file, got $n"
+	n=$("$LS" events -r $W/t.lst --json "proc.name = dd and evt.type = read and fd.type = chardev" | grep -c .)
+	echo "reads from /dev/zero: $n"
+	[ "$n" -ge 25 ] || fail "25 reads from a character device, got $n"
+	n=$("$LS" events -r $W/t.lst --json 'evt.kind = proc and proc.name = dd' | grep -c .)
+	echo "process events of dd: $n"
+	[ "$n" -ge 2 ] || fail "exec and exit of dd, got $n"
+}
+
+views() {
+	"$LS" spectrogram -r $W/t.lst --plain --colors none --width 80 'proc.name = dd' || fail "spectrogram -r"
+	"$LS" top -r $W/t.lst --by syscall 'proc.name = dd' | tee $W/top.txt || fail "top -r"
+	grep -q write $W/top.txt || fail "top names the writes"
+}
+
+# The live views, with a workload running beside them.
+live() {
+	(for i in 1 2 3 4 5 6; do dd if=/dev/zero of=$W/live bs=4096 count=10 status=none; sleep 0.5; done) &
+	"$LS" spectrogram --plain --colors none --width 80 -d 3s 'proc.name = dd' || fail "live spectrogram"
+	"$LS" top --by syscall --interval 1s --count 2 'proc.name = dd' || fail "live top"
+	wait
+}
+
+replay() {
+	rm -rf $W/root
+	"$LS" replay prepare -r $W/t.lst -o $W/plan.lsr --root $W/root || fail "replay prepare"
+	"$LS" replay run $W/plan.lsr --init --json --quiet --trace $W/replay.lst > $W/run.json || fail "replay run"
+	cat $W/run.json
+	local n
+	n=$("$LS" events -r $W/replay.lst --json 'evt.type = write' | grep -c '"bytes":4096')
+	echo "writes of 4096 bytes replayed and recorded: $n"
+	[ "$n" -ge 25 ] || fail "the replay's 25 writes recorded, got $n"
+}
+
+agent() {
+	cat > $W/agent.toml <<-TOML
+	listen = "127.0.0.1:19465"
+	interval = "1s"
+	host = "vmtest"
+
+	[[series]]
+	name = "sleeps"
+	filter = "proc.name = sleep and evt.type = clock_nanosleep"
+	by = "syscall"
+	TOML
+	"$LS" agent --config $W/agent.toml > $W/agent.log 2>&1 &
+	local pid=$! body=""
+	for i in $(seq 60); do
+		sleep 1
+		sleep 0.1
+		exec 3<>/dev/tcp/127.0.0.1/19465 2>/dev/null || continue
+		printf 'GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n' >&3
+		body=$(cat <&3)
+		exec 3>&-
+		echo "$body" | grep -q sleeps && break
+	done
+	kill $pid
+	wait $pid
+	cat $W/agent.log
+	echo "$body" | grep sleeps | head -20
+	echo "$body" | grep -q sleeps || fail "the agent's /metrics has the series"
+}
+
+suite check check
+suite probes probes
+suite record record
+suite views views
+suite live live
+suite replay replay
+suite agent agent
+echo done > "$RES/finished"

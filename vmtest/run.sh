@@ -1,0 +1,114 @@
+#!/bin/bash
+# make test-kernels: boot Debian 12's generic kernels under QEMU (software emulation) and run the
+# probe tests and a smoke run of latscope inside each, one boot per kernel; print kernel x suite.
+# The kernels are downloaded with apt-get download and unpacked with dpkg -x into CACHE (never
+# installed). The guest sees the host's root read-only over virtio 9p with a RAM overlay, so
+# it runs the binaries built here: target/ci/latscope and the test binaries in TESTS_LIST.
+# A kernel that cannot be downloaded is skipped with the reason (a failure under CI=true).
+# usage: run.sh CACHE TESTS_LIST [KERNEL...]     KERNEL: 6.1, 6.12 (default: both)
+set -u
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=$(mkdir -p "$1" && cd "$1" && pwd)
+TESTS=$2
+shift 2
+KERNELS=("$@")
+[ ${#KERNELS[@]} -eq 0 ] && KERNELS=(6.1 6.12)
+TIMEOUT=${VMTEST_TIMEOUT:-600}
+SUITES=(boot check probes record views live replay agent)
+declare -A RESULT
+
+# The newest generic (not -cloud, which lacks 9p; not -rt) amd64 image of a series in the apt lists.
+package_of() {
+	local re
+	case $1 in
+	6.1) re='^linux-image-6\.1\.0-[0-9]+-amd64$' ;;
+	6.12) re='^linux-image-6\.12\.[0-9]+\+deb12-amd64$' ;;
+	*) return 1 ;;
+	esac
+	apt-cache search --names-only "$re" 2>/dev/null | awk '{print $1}' | grep -E "$re" | sort -V | tail -1
+}
+
+fetch() { # kernel -> prints the unpacked directory, or fails with the reason on stderr
+	local k=$1 pkg dir
+	pkg=$(package_of "$k")
+	if [ -z "$pkg" ]; then
+		apt-get update -qq >/dev/null 2>&1
+		pkg=$(package_of "$k")
+	fi
+	[ -n "$pkg" ] || { echo "no package for Linux $k in the apt lists" >&2; return 1; }
+	dir=$CACHE/$pkg
+	if [ ! -e "$dir/.unpacked" ]; then
+		rm -rf "$dir" && mkdir -p "$dir/deb" || return 1
+		(cd "$dir/deb" && apt-get download -q "$pkg" >/dev/null 2>"$dir/download.log") ||
+			{ echo "apt-get download $pkg failed: $(tail -1 "$dir/download.log")" >&2; return 1; }
+		dpkg -x "$dir"/deb/*.deb "$dir/root" && dpkg-deb -f "$dir"/deb/*.deb Version > "$dir/version" &&
+			rm -rf "$dir/deb" && touch "$dir/.unpacked" || { echo "unpacking $pkg failed" >&2; return 1; }
+	fi
+	echo "$dir"
+}
+
+run_kernel() {
+	local k=$1 dir res log
+	res=$CACHE/results-$k
+	rm -rf "$res" && mkdir -p "$res"
+	if ! dir=$(fetch "$k" 2>"$res/skip"); then
+		RESULT[$k,boot]="SKIP ($(cat "$res/skip"))"
+		return
+	fi
+	cp "$TESTS" "$res/tests.list"
+	python3 "$REPO/vmtest/mkinitramfs.py" "$dir/root" /bin/busybox "$REPO/vmtest/init" "$dir/initramfs.cpio" >/dev/null ||
+		{ RESULT[$k,boot]="FAIL (initramfs)"; return; }
+	log=$res/console.log
+	echo "booting $(basename "$dir") ($(cat "$dir/version")); console: $log"
+	# TCG: this machine's /dev/kvm cannot run stock kernels.
+	timeout "$TIMEOUT" qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp 2 -m 2G \
+		-kernel "$dir"/root/boot/vmlinuz-* -initrd "$dir/initramfs.cpio" \
+		-append "console=ttyS0 quiet panic=-1 ls_repo=$REPO ls_ci=${CI:-}" \
+		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+		-virtfs local,path="$res",mount_tag=results,security_model=none \
+		-nic none -display none -no-reboot -serial file:"$log" </dev/null
+	local rc=$?
+	echo "$(cat "$dir/version")" > "$res/package-version"
+	if [ ! -e "$res/finished" ]; then
+		RESULT[$k,boot]="FAIL (rc $rc, see $log)"
+	else
+		RESULT[$k,boot]="pass ($(cat "$res/kernel"))"
+	fi
+	local s
+	for s in "${SUITES[@]:1}"; do
+		if [ -e "$res/$s.rc" ]; then
+			[ "$(cat "$res/$s.rc")" = 0 ] && RESULT[$k,$s]=pass || RESULT[$k,$s]="FAIL ($res/$s.log)"
+		fi
+	done
+}
+
+start=$SECONDS
+for k in "${KERNELS[@]}"; do
+	t0=$SECONDS
+	run_kernel "$k"
+	echo "Linux $k: $((SECONDS - t0)) s"
+done
+
+echo
+printf '%-8s' kernel
+for s in "${SUITES[@]}"; do printf ' %-8s' "$s"; done
+echo
+bad=0
+for k in "${KERNELS[@]}"; do
+	printf '%-8s' "$k"
+	for s in "${SUITES[@]}"; do
+		r=${RESULT[$k,$s]:-"-"}
+		case ${RESULT[$k,boot]:-} in SKIP*) r=${r/-/skip} ;; esac
+		printf ' %-8s' "${r%% *}"
+		case $r in FAIL*) bad=1 ;; SKIP*) [ "${CI:-}" = true ] && bad=1 ;; -) bad=1 ;; esac
+	done
+	echo
+done
+for k in "${KERNELS[@]}"; do
+	for s in "${SUITES[@]}"; do
+		r=${RESULT[$k,$s]:-"-"}
+		case $r in pass*|-) ;; *) echo "$k $s: $r" ;; esac
+	done
+done
+echo "test-kernels: $((SECONDS - start)) s"
+exit $bad
