@@ -392,6 +392,10 @@ fn worker(
             match r {
                 Ok(got) => {
                     col.done(op, got, t1 - t0, t1.saturating_sub(start));
+                    if w.clone_copied {
+                        w.clone_copied = false;
+                        col.clones_copied += 1;
+                    }
                     if op.kind == OpKind::Msync && w.msync_bytes > 0 {
                         col.bytes[OpKind::Msync as usize] += std::mem::take(&mut w.msync_bytes);
                     }
