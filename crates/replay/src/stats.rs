@@ -151,6 +151,9 @@ pub struct Stats {
     pub user: Option<String>,
     /// Stopped before the end (Ctrl-C).
     pub interrupted: bool,
+    /// The kernel, the sandbox's file systems and the disks' queue settings.
+    #[serde(default)]
+    pub env: crate::env::RunEnv,
     /// Wall time of the replay (ns).
     pub wall_ns: u64,
     /// Recorded time of the replayed operations (ns).

@@ -170,6 +170,7 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
         close_slots(&slots);
         return Err(e);
     }
+    let env = crate::env::collect(&roots);
     let sh = Shared {
         paths,
         roots: &roots,
@@ -295,6 +296,7 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
     stats.user = opts.user_name.clone();
     stats.interrupted = stop.load(Ordering::Relaxed);
     stats.max_loadavg = max_load;
+    stats.env = env;
     Ok(stats)
 }
 
