@@ -443,3 +443,238 @@ fn a_matrix_of_schedulers_runs_each_and_restores_every_setting() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("INTERRUPTED"));
     assert_eq!((queue(&dev, "scheduler"), queue(&dev, "read_ahead_kb"), queue(&dev, "nr_requests")), before);
 }
+
+/// Everyday programs on one tree, each recorded in one run of a shell script: the copies
+/// (`copy_file_range`, `sendfile`, cp's FICLONE attempts), moves, links, modes, sizes,
+/// extended attributes, FIFOs and `O_TMPFILE` files they make.
+const EVERYDAY: &str = r#"set -e
+cd "$1"
+mkdir -p src/sub
+dd if=/dev/zero of=src/a bs=4096 count=5 conv=fsync status=none
+head -c 30000 /dev/urandom > src/sub/b
+printf 'hello\n' > src/c
+cp src/a a.copy
+cp -r src dst_r
+cp -a src dst_a
+cp --reflink=auto src/sub/b b.reflink
+rsync -a src/ rs/
+mkdir mvdir
+mv dst_r mvdir/
+mv a.copy mvdir/
+mv pre/olddir mvdir/
+install -m 0755 src/c bin.c
+ln src/a a.hard
+ln -s src/c c.sym
+ln -s ../src/sub/b mvdir/b.sym
+truncate -s 10000 trunc
+truncate -s 5000 src/c
+fallocate -l 65536 falloc
+fallocate -c -o 0 -l 4096 pre/big
+python3 -c "import shutil; shutil.copyfile('src/sub/b', 'py.copyfile'); shutil.copy2('src/a', 'py.copy2')"
+python3 -c "
+import os
+fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o640)
+os.write(fd, b'x' * 3000)
+os.link('/proc/self/fd/%d' % fd, 'tmpfile.linked')
+"
+setfattr -n user.note -v hello src/c
+getfattr -d src/c > /dev/null
+mkfifo fifo
+tar cf t.tar src
+mkdir tx
+tar xf t.tar -C tx
+pre/tool.sh
+dd if=src/a of=dd.out bs=4096 conv=fsync status=none
+git init -q g
+cp src/a src/c g/
+git -C g add -A
+git -C g commit -q -m everyday
+sqlite3 db.sqlite 'create table t(a, b); begin; insert into t values(1, 2); insert into t values(3, 4); commit;'
+rm dst_a/c
+rmdir tx/src/sub 2>/dev/null || rm -r tx/src/sub
+"#;
+
+/// Every entry under `dir`: relative name -> (type, permission bits, size of a regular file,
+/// symlink target, link count of a regular file, extended attributes as (name, value size)).
+type Entry = (char, u32, u64, String, u64, Vec<(String, usize)>);
+fn full_tree(dir: &Path) -> BTreeMap<String, Entry> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            let md = std::fs::symlink_metadata(&path).unwrap();
+            let rel = path.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            let ft = md.file_type();
+            let t = if ft.is_dir() {
+                'd'
+            } else if ft.is_symlink() {
+                'l'
+            } else if ft.is_file() {
+                'f'
+            } else {
+                'o'
+            };
+            if t == 'd' {
+                stack.push(path.clone());
+            }
+            let target = if t == 'l' {
+                std::fs::read_link(&path).unwrap().to_string_lossy().into_owned()
+            } else {
+                String::new()
+            };
+            let (size, nlink) = if t == 'f' { (md.len(), md.nlink()) } else { (0, 0) };
+            out.insert(rel, (t, md.mode() & 0o7777, size, target, nlink, xattrs(&path)));
+        }
+    }
+    out
+}
+
+/// (name, value size) of each extended attribute of `p` (not following a symlink).
+fn xattrs(p: &Path) -> Vec<(String, usize)> {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let mut names = vec![0u8; 4096];
+    // SAFETY: a buffer of names.len() bytes and a NUL-terminated path.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr() as *mut libc::c_char, names.len()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    let mut out: Vec<(String, usize)> = names[..n as usize]
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|name| {
+            let cn = std::ffi::CString::new(name).unwrap();
+            // SAFETY: size query (NULL buffer) with NUL-terminated strings.
+            let size = unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), std::ptr::null_mut(), 0) };
+            (String::from_utf8_lossy(name).into_owned(), size.max(0) as usize)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn tree_diff(a: &BTreeMap<String, Entry>, b: &BTreeMap<String, Entry>) -> String {
+    let mut s = String::new();
+    for k in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
+        if a.get(k) != b.get(k) {
+            s += &format!("  {k}: recorded {:?}, replayed {:?}\n", a.get(k), b.get(k));
+        }
+    }
+    s
+}
+
+#[test]
+fn everyday_programs_replay_without_divergence_and_leave_the_same_tree() {
+    let t = "everyday_programs_replay";
+    if !require_bpf(t) {
+        return;
+    }
+    for tool in ["rsync", "python3", "git", "sqlite3", "tar", "setfattr", "getfattr", "fallocate", "install"] {
+        if !require_tool(t, tool) {
+            return;
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("w");
+    // What the workload finds: a directory it only moves, a file it only collapses (never
+    // read), a script it only runs.
+    std::fs::create_dir_all(w.join("pre/olddir")).unwrap();
+    std::fs::write(w.join("pre/big"), vec![7u8; 16384]).unwrap();
+    std::fs::write(w.join("pre/tool.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(w.join("pre/big"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::set_permissions(w.join("pre/tool.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = tmp.path().join("everyday.sh");
+    std::fs::write(&script, EVERYDAY).unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let env = [
+        ("HOME", p(&home)),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("GIT_AUTHOR_NAME", "t"),
+        ("GIT_AUTHOR_EMAIL", "t@example.com"),
+        ("GIT_COMMITTER_NAME", "t"),
+        ("GIT_COMMITTER_EMAIL", "t@example.com"),
+    ];
+    let trace = tmp.path().join("t.lst");
+    record(&trace, &["sh", p(&script), p(&w)], &env);
+    let plan = tmp.path().join("p.lsr");
+    let root = tmp.path().join("sb");
+    let stats = replay(&trace, &plan, &root, &[]);
+    assert_eq!(stats["divergences"], 0, "{}", serde_json::to_string_pretty(&stats["first_divergences"]).unwrap());
+    assert_eq!(stats["skipped"], 0, "{stats}");
+    // The copies were replayed as copies, by the calls the programs made.
+    let kinds = &stats["by_kind"];
+    for k in ["copy_file_range", "sendfile", "ficlone", "link_fd", "mknod", "setxattr", "rename", "link", "symlink"] {
+        assert!(kinds[k]["performed"].as_u64().unwrap_or(0) > 0, "no {k} replayed: {kinds}");
+    }
+    let info: Value = serde_json::from_str(&latscope_ok(&["replay", "info", p(&plan), "--json"])).unwrap();
+    let dropped = info["dropped"].as_array().unwrap();
+    assert!(
+        !dropped
+            .iter()
+            .any(|d| ["copy_file_range", "sendfile", "fsetxattr", "setxattr"].contains(&d["op"].as_str().unwrap())),
+        "a copy or attribute change was left out: {dropped:?}"
+    );
+    let (a, b) = (full_tree(&w), full_tree(&under_root(&root, &w)));
+    assert!(a.len() > 60, "{a:?}");
+    assert!(a == b, "the replayed tree differs from the recorded one:\n{}", tree_diff(&a, &b));
+    assert_eq!(a["mvdir/olddir"].0, 'd', "a moved directory stays a directory");
+    assert_eq!(a["a.hard"].4, 2);
+    assert_eq!(a["src/c"].5, vec![("user.note".to_string(), 5)]);
+}
+
+/// A change the replay cannot make (data spliced from a pipe into a file) is a divergence,
+/// never a silently empty file.
+#[test]
+fn a_change_the_replay_cannot_make_diverges() {
+    let t = "unreplayable_change_diverges";
+    if !require_bpf(t) || !require_tool(t, "python3") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("w");
+    std::fs::create_dir(&w).unwrap();
+    let code = format!(
+        "import os\nr, wr = os.pipe()\nos.write(wr, b'x' * 1000)\nfd = os.open('{}/spliced', os.O_WRONLY | os.O_CREAT, 0o644)\nassert os.splice(r, fd, 1000) == 1000\n",
+        p(&w)
+    );
+    let trace = tmp.path().join("t.lst");
+    record(&trace, &["python3", "-c", &code], &[]);
+    let stats = replay(&trace, &tmp.path().join("p.lsr"), &tmp.path().join("sb"), &[]);
+    assert!(stats["divergences"].as_u64().unwrap() >= 1, "{stats}");
+    let first = &stats["first_divergences"][0];
+    assert_eq!(first["op"], "splice (not replayed)", "{stats}");
+    assert!(first["path"].as_str().unwrap().ends_with("w/spliced"), "{first}");
+}
+
+/// A clone the recording made on a file system with reflinks (XFS), replayed in a sandbox that
+/// has none (ext4): done as a copy of the same bytes, counted and said, no divergence.
+#[test]
+fn a_clone_replays_as_a_copy_where_the_sandbox_cannot_clone() {
+    let t = "clone_replays_as_copy";
+    if !require_bpf(t) || !require_tool(t, "mkfs.xfs") || !require_tool(t, "mkfs.ext4") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let xfs = LoopFs::new("xfs", 300);
+    let ext4 = LoopFs::new("ext4", 64);
+    let src = xfs.mnt.join("src");
+    let mut data = vec![0u8; 200_000];
+    latscope_replay::pattern::fill(&mut data, 0);
+    std::fs::write(&src, &data).unwrap();
+    let trace = tmp.path().join("t.lst");
+    let script = format!("cp --reflink=always {0}/src {0}/clone && cat {0}/clone > /dev/null", p(&xfs.mnt));
+    record(&trace, &["sh", "-c", &script], &[]);
+    let root = ext4.mnt.join("sb");
+    let stats = replay(&trace, &tmp.path().join("p.lsr"), &root, &[]);
+    assert_eq!(stats["divergences"], 0, "{stats}");
+    assert_eq!(stats["by_kind"]["ficlone"]["performed"], 1, "{stats}");
+    assert_eq!(stats["clones_copied"], 1, "{stats}");
+    let text = latscope_ok(&["replay", "run", p(&tmp.path().join("p.lsr")), "--init", "--quiet"]);
+    assert!(text.contains("1 clones (FICLONE) done as copies"), "{text}");
+    let clone = std::fs::read(under_root(&root, &xfs.mnt.join("clone"))).unwrap();
+    assert_eq!(clone.len(), data.len());
+    assert!(clone == data, "the copy has the source's bytes (the generated pattern init wrote)");
+}

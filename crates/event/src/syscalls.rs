@@ -119,6 +119,10 @@ pub struct SysDesc {
     pub bits: u16,
     /// Broad class.
     pub class: SysClass,
+    /// The argument [`SysDesc::info`] reads.
+    pub infoarg: u8,
+    /// What a successful call's exit adds to the event for a replay (`INFO_*`).
+    pub info: u8,
 }
 
 impl SysDesc {
@@ -159,6 +163,23 @@ impl SysDesc {
     /// Changes the fd table or who shares it without an fd argument (clone, fork, unshare):
     /// recorded by `--syscalls io`, needed to replay fds.
     pub const FD_TABLE: u16 = 16384;
+    /// ioctl: for `FICLONERANGE` the probe reads `struct file_clone_range` at the argument: the
+    /// source fd into `addr`, its offset into `off2`, the length into `bytes`, the destination
+    /// offset into `off` (for `FICLONE` `addr` is the source fd itself).
+    pub const CLONE_RANGE: u16 = 32768;
+
+    /// [`SysDesc::info`]: the `struct stat` at `infoarg`: `st_mode` into `addr`, `st_size` into `off2`.
+    pub const INFO_STAT: u8 = 1;
+    /// [`SysDesc::info`]: the same from the `struct statx` at `infoarg`.
+    pub const INFO_STATX: u8 = 2;
+    /// [`SysDesc::info`]: the mode of the fd's file (the returned fd for calls that return one)
+    /// after the call into `addr`, its size into `off2`.
+    pub const INFO_FSIZE: u8 = 3;
+    /// [`SysDesc::info`]: an xattr value at `infoarg` that is a minimal POSIX ACL (a mode): its
+    /// permission bits, with [`SysDesc::ACL_MODE`], into `mode`.
+    pub const INFO_ACL: u8 = 4;
+    /// Set in `mode` by [`SysDesc::INFO_ACL`].
+    pub const ACL_MODE: u32 = 0x10000;
 
     const EMPTY: SysDesc = SysDesc {
         fd: NONE,
@@ -175,6 +196,8 @@ impl SysDesc {
         iovcnt: NONE,
         bits: 0,
         class: SysClass::Other,
+        infoarg: NONE,
+        info: 0,
     };
 
     /// True if the bit (any of the bits) is set.
@@ -185,6 +208,11 @@ impl SysDesc {
     pub fn is_io(&self) -> bool {
         self.has(Self::IO)
     }
+    /// `path2` is an extended attribute's name, not a path.
+    pub fn xattr_name(name: &str) -> bool {
+        name.contains("xattr")
+    }
+
     /// Takes, creates or returns a file descriptor, takes a path, changes the fd table, or
     /// syncs: recorded by `--syscalls io`. These are the calls a replay of file I/O needs.
     pub fn is_io_related(&self) -> bool {
@@ -195,7 +223,7 @@ impl SysDesc {
     }
 
     /// The argument slots, by name, for checks and messages.
-    pub fn slots(&self) -> [(&'static str, u8); 12] {
+    pub fn slots(&self) -> [(&'static str, u8); 13] {
         [
             ("fd", self.fd),
             ("dirfd", self.dirfd),
@@ -209,6 +237,7 @@ impl SysDesc {
             ("mode", self.mode),
             ("addr", self.addr),
             ("iovcnt", self.iovcnt),
+            ("infoarg", self.infoarg),
         ]
     }
 }
@@ -264,10 +293,21 @@ fn describe(name: &str) -> SysDesc {
         "tee" => SysDesc { fd: 1, addr: 0, count: 2, flags: 3, bits: W | SysDesc::ADDR_FD, class: Write, ..e },
         "vmsplice" => SysDesc { fd: 0, count: 1, iovcnt: 2, flags: 3, bits: W | SysDesc::IOV, class: Write, ..e },
         "getdents" | "getdents64" => SysDesc { fd: 0, count: 2, bits: R, class: Read, ..e },
-        "open" => SysDesc { path: 0, flags: 1, mode: 2, bits: FD, class: FileMeta, ..e },
-        "creat" => SysDesc { path: 0, mode: 1, bits: FD, class: FileMeta, ..e },
-        "openat" => SysDesc { dirfd: 0, path: 1, flags: 2, mode: 3, bits: FD, class: FileMeta, ..e },
-        "openat2" => SysDesc { dirfd: 0, path: 1, flags: 2, bits: FD | SysDesc::OPENAT2, class: FileMeta, ..e },
+        // info: the opened file's mode and size (a replay's starting tree)
+        "open" => SysDesc { path: 0, flags: 1, mode: 2, bits: FD, info: SysDesc::INFO_FSIZE, class: FileMeta, ..e },
+        "creat" => SysDesc { path: 0, mode: 1, bits: FD, info: SysDesc::INFO_FSIZE, class: FileMeta, ..e },
+        "openat" => {
+            SysDesc { dirfd: 0, path: 1, flags: 2, mode: 3, bits: FD, info: SysDesc::INFO_FSIZE, class: FileMeta, ..e }
+        }
+        "openat2" => SysDesc {
+            dirfd: 0,
+            path: 1,
+            flags: 2,
+            bits: FD | SysDesc::OPENAT2,
+            info: SysDesc::INFO_FSIZE,
+            class: FileMeta,
+            ..e
+        },
         "open_by_handle_at" => SysDesc { fd: 0, flags: 2, bits: FD, class: FileMeta, ..e },
         "eventfd" | "epoll_create" | "inotify_init" | "signalfd" | "io_uring_setup" | "perf_event_open" | "bpf" => {
             SysDesc { bits: FD, class: Other, ..e }
@@ -302,36 +342,57 @@ fn describe(name: &str) -> SysDesc {
         "sync" => SysDesc { class: Sync, ..e },
         "sync_file_range" => SysDesc { fd: 0, off: 1, count: 2, flags: 3, class: Sync, ..e },
         "msync" => SysDesc { addr: 0, count: 1, flags: 2, class: Sync, ..e },
-        "fallocate" => SysDesc { fd: 0, mode: 1, off: 2, count: 3, class: FileMeta, ..e },
+        // The file's size after the call: a collapse or insert says how large it was.
+        "fallocate" => SysDesc { fd: 0, mode: 1, off: 2, count: 3, info: SysDesc::INFO_FSIZE, class: FileMeta, ..e },
         "fadvise64" => SysDesc { fd: 0, off: 1, count: 2, flags: 3, class: FileMeta, ..e },
         "readahead" => SysDesc { fd: 0, off: 1, count: 2, class: FileMeta, ..e },
         "ftruncate" => SysDesc { fd: 0, count: 1, class: FileMeta, ..e },
         "truncate" => SysDesc { path: 0, count: 1, class: FileMeta, ..e },
-        "fstat" | "fstatfs" | "fchdir" | "fremovexattr" | "fchown" | "file_getattr" | "file_setattr" => {
-            SysDesc { fd: 0, class: FileMeta, ..e }
+        "fstat" => SysDesc { fd: 0, infoarg: 1, info: SysDesc::INFO_STAT, class: FileMeta, ..e },
+        "fremovexattr" => SysDesc { fd: 0, path2: 1, class: FileMeta, ..e },
+        "fstatfs" | "fchdir" | "fchown" | "file_getattr" | "file_setattr" => SysDesc { fd: 0, class: FileMeta, ..e },
+        // ioctl: the request (FIOCLEX, FIONCLEX set close-on-exec) and its argument (FICLONE's
+        // source fd); flock: the operation
+        "ioctl" => SysDesc { fd: 0, flags: 1, addr: 2, bits: SysDesc::CLONE_RANGE, class: FileMeta, ..e },
+        "flock" => SysDesc { fd: 0, flags: 1, class: FileMeta, ..e },
+        // xattrs: the name is `path2` (kept as given, not a path); a set's value is read when it
+        // is a minimal POSIX ACL (a mode)
+        "fgetxattr" => SysDesc { fd: 0, path2: 1, count: 3, class: FileMeta, ..e },
+        "fsetxattr" => {
+            SysDesc { fd: 0, path2: 1, count: 3, flags: 4, infoarg: 2, info: SysDesc::INFO_ACL, class: FileMeta, ..e }
         }
-        // ioctl: the request (FIOCLEX, FIONCLEX set close-on-exec); flock: the operation
-        "ioctl" | "flock" => SysDesc { fd: 0, flags: 1, class: FileMeta, ..e },
-        "fgetxattr" => SysDesc { fd: 0, count: 3, class: FileMeta, ..e },
-        "fsetxattr" => SysDesc { fd: 0, count: 3, flags: 4, class: FileMeta, ..e },
         "flistxattr" => SysDesc { fd: 0, count: 2, class: FileMeta, ..e },
         "fchmod" => SysDesc { fd: 0, mode: 1, class: FileMeta, ..e },
-        "stat" | "lstat" | "statfs" | "chdir" | "chroot" | "rmdir" | "unlink" | "chown" | "lchown" | "utime"
-        | "utimes" | "removexattr" | "lremovexattr" | "acct" | "swapon" | "swapoff" | "umount2" | "uselib" => {
-            SysDesc { path: 0, class: FileMeta, ..e }
+        "stat" | "lstat" => SysDesc { path: 0, infoarg: 1, info: SysDesc::INFO_STAT, class: FileMeta, ..e },
+        "statfs" | "chdir" | "chroot" | "rmdir" | "unlink" | "chown" | "lchown" | "utime" | "utimes" | "acct"
+        | "swapon" | "swapoff" | "umount2" | "uselib" => SysDesc { path: 0, class: FileMeta, ..e },
+        "removexattr" | "lremovexattr" => SysDesc { path: 0, path2: 1, class: FileMeta, ..e },
+        "getxattr" | "lgetxattr" => SysDesc { path: 0, path2: 1, count: 3, class: FileMeta, ..e },
+        "setxattr" | "lsetxattr" => {
+            SysDesc { path: 0, path2: 1, count: 3, flags: 4, infoarg: 2, info: SysDesc::INFO_ACL, class: FileMeta, ..e }
         }
-        "getxattr" | "lgetxattr" => SysDesc { path: 0, count: 3, class: FileMeta, ..e },
-        "setxattr" | "lsetxattr" => SysDesc { path: 0, count: 3, flags: 4, class: FileMeta, ..e },
         "listxattr" | "llistxattr" => SysDesc { path: 0, count: 2, class: FileMeta, ..e },
         "execve" => SysDesc { path: 0, bits: SysDesc::RENAMES, class: Process, ..e },
         "execveat" => SysDesc { dirfd: 0, path: 1, flags: 4, bits: SysDesc::RENAMES, class: Process, ..e },
         "access" | "chmod" | "mkdir" => SysDesc { path: 0, mode: 1, class: FileMeta, ..e },
         "mknod" => SysDesc { path: 0, mode: 1, addr: 2, class: FileMeta, ..e },
-        "readlink" => SysDesc { path: 0, count: 2, class: FileMeta, ..e },
+        // path2: the buffer, read at exit: the target
+        "readlink" => SysDesc { path: 0, path2: 1, count: 2, class: FileMeta, ..e },
         "rename" | "link" | "symlink" | "pivot_root" => SysDesc { path: 0, path2: 1, class: FileMeta, ..e },
         "mount" => SysDesc { path: 0, path2: 1, flags: 3, class: FileMeta, ..e },
-        "newfstatat" => SysDesc { dirfd: 0, path: 1, flags: 3, class: FileMeta, ..e },
-        "statx" => SysDesc { dirfd: 0, path: 1, flags: 2, mode: 3, class: FileMeta, ..e },
+        "newfstatat" => {
+            SysDesc { dirfd: 0, path: 1, flags: 3, infoarg: 2, info: SysDesc::INFO_STAT, class: FileMeta, ..e }
+        }
+        "statx" => SysDesc {
+            dirfd: 0,
+            path: 1,
+            flags: 2,
+            mode: 3,
+            infoarg: 4,
+            info: SysDesc::INFO_STATX,
+            class: FileMeta,
+            ..e
+        },
         "unlinkat" => SysDesc { dirfd: 0, path: 1, flags: 2, class: FileMeta, ..e },
         "mkdirat" | "fchmodat" => SysDesc { dirfd: 0, path: 1, mode: 2, class: FileMeta, ..e },
         "mknodat" => SysDesc { dirfd: 0, path: 1, mode: 2, addr: 3, class: FileMeta, ..e },
@@ -341,7 +402,7 @@ fn describe(name: &str) -> SysDesc {
         "fchownat" => SysDesc { dirfd: 0, path: 1, flags: 4, class: FileMeta, ..e },
         "futimesat" | "name_to_handle_at" => SysDesc { dirfd: 0, path: 1, class: FileMeta, ..e },
         "utimensat" => SysDesc { dirfd: 0, path: 1, flags: 3, class: FileMeta, ..e },
-        "readlinkat" => SysDesc { dirfd: 0, path: 1, count: 3, class: FileMeta, ..e },
+        "readlinkat" => SysDesc { dirfd: 0, path: 1, path2: 2, count: 3, class: FileMeta, ..e },
         "renameat" => SysDesc { dirfd: 0, path: 1, dirfd2: 2, path2: 3, class: FileMeta, ..e },
         "renameat2" | "linkat" => SysDesc { dirfd: 0, path: 1, dirfd2: 2, path2: 3, flags: 4, class: FileMeta, ..e },
         "symlinkat" => SysDesc { path: 0, dirfd2: 1, path2: 2, class: FileMeta, ..e },

@@ -32,6 +32,8 @@ pub struct Decoder {
     /// Records shorter than their declared size (never expected; counted, not trusted).
     pub malformed: u64,
     scratch: Event,
+    /// This process's mount namespace (for [`Decoder::renamed_type`]).
+    mnt_ns: Option<Option<std::path::PathBuf>>,
 }
 
 impl Decoder {
@@ -199,6 +201,23 @@ impl Decoder {
         true
     }
 
+    /// The type (`S_IFMT` bits) of what a rename just moved, by a look at its new name while
+    /// recording (a replay must know a directory never read for one); 0 if it is gone already
+    /// or the process sees another file system tree (another mount namespace; a process that
+    /// has exited already is taken to share ours).
+    fn renamed_type(&mut self, pid: u32, path: &str) -> u32 {
+        use std::os::unix::fs::MetadataExt;
+        if !path.starts_with('/') {
+            return 0;
+        }
+        let ns = |p: String| std::fs::read_link(p).ok();
+        let mine = self.mnt_ns.get_or_insert_with(|| ns("/proc/self/ns/mnt".into())).clone();
+        if ns(format!("/proc/{pid}/ns/mnt")).is_some_and(|theirs| Some(theirs) != mine) {
+            return 0;
+        }
+        std::fs::symlink_metadata(path).map(|m| m.mode() & libc::S_IFMT).unwrap_or(0)
+    }
+
     fn syscall(&mut self, e: &mut Event, p1: &str, p2: &str, raw1: &[u8]) {
         let d: &SysDesc = desc(e.nr);
         let ok = e.ret >= 0;
@@ -230,9 +249,18 @@ impl Decoder {
                 e.path.push_str(&p);
             }
         }
-        if d.path2 != NONE {
+        if d.path2 != NONE && SysDesc::xattr_name(name) {
+            e.path2 = p2.to_string();
+        } else if d.path2 != NONE && name.starts_with("readlink") {
+            // The target the kernel wrote (not NUL-terminated: its length is the result).
+            let n = (e.ret.max(0) as usize).min(p2.len());
+            e.path2 = if p2.is_char_boundary(n) { p2[..n].to_string() } else { String::new() };
+        } else if d.path2 != NONE {
             let dirfd2 = if d.dirfd2 != NONE { e.addr as i32 } else { AT_FDCWD };
             e.path2 = self.resolve(e.pid, dirfd2, p2);
+        }
+        if self.live && ok && matches!(name, "rename" | "renameat" | "renameat2") {
+            e.mode = self.renamed_type(e.pid, &e.path2);
         }
         if matches!(name, "socket" | "socketpair") {
             // The type's SOCK_NONBLOCK and SOCK_CLOEXEC bits, the flags of pipe2 and accept4.

@@ -484,6 +484,9 @@ impl Probe {
                 agg_pad: 0,
                 agg1_fds: layout.as_ref().and_then(|l| l.sys_fd_mask[0].get(nr).copied()).unwrap_or(0),
                 agg2_fds: layout.as_ref().and_then(|l| l.sys_fd_mask[1].get(nr).copied()).unwrap_or(0),
+                infoarg: d.infoarg,
+                info: d.info,
+                info_pad: 0,
             };
             bpf(
                 skel.maps.sys_desc.update(&(nr as u32).to_ne_bytes(), as_bytes(&v), MapFlags::ANY),
@@ -858,7 +861,7 @@ mod tests {
     #[test]
     fn record_layout_is_the_c_one() {
         assert_eq!(std::mem::size_of::<types::ls_event>(), 144);
-        assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 32);
+        assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 36);
         assert_eq!(std::mem::size_of::<types::ls_stats>(), 40);
         assert_eq!(std::mem::size_of_val(&types::ls_event::default().comm), ls_limits::LS_COMM_LEN.0 as usize);
     }
@@ -888,6 +891,7 @@ mod tests {
             (SysDesc::CLONE_ARGS, b::LS_CLONE_ARGS),
             (SysDesc::RENAMES, b::LS_RENAMES),
             (SysDesc::FD_TABLE, b::LS_FD_TABLE),
+            (SysDesc::CLONE_RANGE, b::LS_CLONE_RANGE),
         ] {
             assert_eq!(rust as u32, c.0, "SysDesc bit {rust}");
         }

@@ -43,6 +43,11 @@ pub struct Comparison {
     pub runs: (usize, usize),
     /// How significance was decided.
     pub method: String,
+    /// What differs between the runs other than what is compared (plan, speed, kernel, sandbox
+    /// file system, block settings, ...): when not empty, the runs are not comparable and the
+    /// differences below mix those in.
+    #[serde(default)]
+    pub differences: Vec<String>,
     /// One row per metric.
     pub rows: Vec<Row>,
 }
@@ -203,6 +208,49 @@ fn windows(s: &Stats) -> Vec<f64> {
     w[1..w.len() - 1].iter().map(|&n| n as f64 * scale).collect()
 }
 
+/// What differs between the runs of two sides that a comparison assumes equal, as
+/// `what: A-value vs B-value` (one line per thing; empty when the runs are comparable).
+pub fn differences(a: &Side, b: &Side) -> Vec<String> {
+    let mut out = Vec::new();
+    // `known`: a value a run does not have (statistics of an older version) is not a difference.
+    let mut check = |what: &str, known: bool, f: &dyn Fn(&Stats) -> String| {
+        let vals = |s: &Side| {
+            let mut v: Vec<String> = s.runs.iter().map(f).collect();
+            v.sort();
+            v.dedup();
+            v.join(" and ")
+        };
+        let (va, vb) = (vals(a), vals(b));
+        let all: std::collections::BTreeSet<String> =
+            a.runs.iter().chain(&b.runs).map(f).filter(|v| !known || !v.is_empty()).collect();
+        let mixed = all.len() > 1;
+        if mixed {
+            out.push(format!("{what}: {} vs {}", or_none(&va), or_none(&vb)));
+        }
+    };
+    check("plan", false, &|s| s.plan_id.clone());
+    check("speed", false, &|s| if s.speed == 0.0 { "as fast as possible".into() } else { format!("{}x", s.speed) });
+    check("page cache dropped", false, &|s| s.drop_caches.to_string());
+    check("real-time workers", false, &|s| s.realtime.to_string());
+    check("user", false, &|s| s.user.clone().unwrap_or_default());
+    check("kernel", true, &|s| s.env.kernel.clone());
+    check("sandbox file system", true, &|s| s.env.sandbox_fs.join(","));
+    let keys: std::collections::BTreeSet<&String> =
+        a.runs.iter().chain(&b.runs).flat_map(|s| s.env.block.keys()).collect();
+    for k in keys {
+        check(&format!("block {k}"), true, &|s| s.env.block.get(k).cloned().unwrap_or_default());
+    }
+    out
+}
+
+fn or_none(s: &str) -> &str {
+    if s.is_empty() {
+        "(none)"
+    } else {
+        s
+    }
+}
+
 /// Compare two sides.
 pub fn compare(a: &Side, b: &Side) -> Comparison {
     let repeated = a.runs.len() >= 2 && b.runs.len() >= 2;
@@ -217,6 +265,7 @@ pub fn compare(a: &Side, b: &Side) -> Comparison {
                 "one run per side: Welch's t-test over the runs' throughput windows (p < {ALPHA}) and non-overlapping 99% confidence intervals of percentiles; repeat runs for a verdict that accounts for run-to-run variation"
             )
         },
+        differences: differences(a, b),
         rows: Vec::new(),
     };
     let per_run = |side: &Side, f: &dyn Fn(&Stats) -> f64| -> Vec<f64> { side.runs.iter().map(f).collect() };
@@ -288,6 +337,13 @@ impl Comparison {
     pub fn text(&self) -> String {
         let mut o = String::new();
         let _ = writeln!(o, "A: {} ({} runs)   B: {} ({} runs)", self.a, self.runs.0, self.b, self.runs.1);
+        if !self.differences.is_empty() {
+            let _ =
+                writeln!(o, "NOT COMPARABLE: the runs differ in more than one thing; every difference below mixes in:");
+            for d in &self.differences {
+                let _ = writeln!(o, "  {d}");
+            }
+        }
         let _ = writeln!(o, "{:<22} {:>12} {:>12} {:>9}  beyond noise?", "metric", "A", "B", "change");
         for r in &self.rows {
             let f = |v: f64| {
@@ -387,5 +443,36 @@ mod tests {
         assert!(row("ops/s").beyond_noise.is_some());
         let same = compare(&a, &a);
         assert!(same.rows.iter().all(|r| r.beyond_noise != Some(true)), "{}", same.text());
+        assert!(same.differences.is_empty(), "{:?}", same.differences);
+    }
+
+    #[test]
+    fn runs_that_differ_in_more_than_one_thing_are_not_comparable() {
+        let mut ra = run_with(1e6, 1000, vec![100; 20]);
+        ra.env.kernel = "6.1.0".into();
+        ra.env.sandbox_fs = vec!["ext4".into()];
+        ra.env.block.insert("vda scheduler".into(), "mq-deadline".into());
+        let mut rb = ra.clone();
+        rb.speed = 1.0;
+        rb.env.kernel = "6.12.0".into();
+        rb.env.sandbox_fs = vec!["xfs".into()];
+        rb.env.block.insert("vda scheduler".into(), "none".into());
+        let c = compare(&Side { name: "a".into(), runs: vec![ra.clone()] }, &Side { name: "b".into(), runs: vec![rb] });
+        assert_eq!(
+            c.differences,
+            [
+                "speed: as fast as possible vs 1x",
+                "kernel: 6.1.0 vs 6.12.0",
+                "sandbox file system: ext4 vs xfs",
+                "block vda scheduler: mq-deadline vs none"
+            ]
+        );
+        let t = c.text();
+        assert!(t.find("NOT COMPARABLE").unwrap() < t.find("ops/s").unwrap(), "said before the verdicts:\n{t}");
+        // Statistics without an environment (an older version) are not a difference.
+        let mut old = ra.clone();
+        old.env = Default::default();
+        let c = compare(&Side { name: "a".into(), runs: vec![ra] }, &Side { name: "b".into(), runs: vec![old] });
+        assert!(c.differences.is_empty(), "{:?}", c.differences);
     }
 }

@@ -101,6 +101,9 @@ pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
                 if r < 0 && r != -(libc::EEXIST as i64) {
                     return Err(fail("create the directory", e.path, r));
                 }
+                // The recorded mode, whatever the umask (never setuid or setgid).
+                // SAFETY: fchmodat on a name in our directory fd.
+                unsafe { libc::fchmodat(dirfd, base.as_ptr(), e.mode & 0o1777, 0) };
                 rep.dirs += 1;
             }
             InitKind::File => {
@@ -132,6 +135,9 @@ pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
                     // SAFETY: fchown on our fd.
                     unsafe { libc::fchown(fd, u, g) };
                 }
+                // The recorded mode, whatever the umask (never setuid or setgid).
+                // SAFETY: fchmod on our fd.
+                unsafe { libc::fchmod(fd, e.mode & 0o1777) };
                 // SAFETY: closing the fd we opened.
                 unsafe { libc::close(fd) };
                 rep.files += 1;

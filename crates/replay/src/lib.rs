@@ -50,6 +50,7 @@
 
 pub mod compare;
 mod cpaths;
+pub mod env;
 mod error;
 mod init;
 pub mod matrix;

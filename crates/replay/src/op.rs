@@ -141,6 +141,31 @@ kinds! {
     /// msync(mapping `slot2` + `off`, `size`, `flags`); the first `mode` bytes of the range are
     /// written with generated data first (stores to a shared mapping are not recorded).
     Msync = 44, "msync";
+    /// copy_file_range(in `slot2` at [`Op::off2`], out `slot` at `off`, `size`); an offset of -1
+    /// is the fd's file position (which the call advances).
+    CopyRange = 45, "copy_file_range";
+    /// sendfile(out `slot` at its position, in `slot2` at [`Op::off2`] (-1: its position), `size`).
+    Sendfile = 46, "sendfile";
+    /// ioctl(`slot`, FICLONE, `slot2`), or FICLONERANGE (`flags`) of `size` bytes from
+    /// [`Op::off2`] to `off`; where the sandbox cannot clone, a copy of the same bytes.
+    Ficlone = 47, "ficlone";
+    /// mknodat(`path`, `mode`): a FIFO or an empty regular file (devices are not created).
+    Mknod = 48, "mknod";
+    /// linkat(`slot`, "", `path`, AT_EMPTY_PATH): a name for an open file (`O_TMPFILE`).
+    LinkFd = 49, "link_fd";
+    /// A change to the tree the replay cannot make (syscall number `flags`, `size` bytes, on
+    /// `path` if known): always a divergence, so that a run never looks faithful without it.
+    Unreplayed = 50, "unreplayed";
+    /// getxattr(`path`, or fgetxattr(`slot`), name literal `path2`, `size`); `mode` 1: not
+    /// following a final symlink (the `l` variants).
+    Getxattr = 51, "getxattr";
+    /// setxattr(`path` or `slot`, name literal `path2`, `size` bytes of generated data, `flags`);
+    /// `mode` as for getxattr.
+    Setxattr = 52, "setxattr";
+    /// listxattr(`path` or `slot`, `size`); `mode` as for getxattr.
+    Listxattr = 53, "listxattr";
+    /// removexattr(`path` or `slot`, name literal `path2`); `mode` as for getxattr.
+    Removexattr = 54, "removexattr";
 }
 
 /// One operation. 64 bytes on disk, little-endian, in field order; in memory the same 64 bytes
@@ -198,6 +223,12 @@ impl Op {
     pub const NOOP: u8 = 8;
     /// Stat through statx rather than newfstatat.
     pub const STATX: u8 = 16;
+    /// An fd operation recorded in its `*at(fd, "", AT_EMPTY_PATH)` form (which works on an
+    /// `O_PATH` fd, where fchmod and futimens fail with EBADF).
+    pub const AT_FORM: u8 = 32;
+    /// An fd operation recorded as a path call on `/proc/self/fd/N` (chmod, utimensat, ...),
+    /// replayed the same way (`flags`: AT_SYMLINK_NOFOLLOW as recorded).
+    pub const PROC_FD: u8 = 64;
 
     /// A dependency marker: wait until thread `thread` has completed `count` operations.
     pub fn wait(thread: u32, count: u32, seq: u32, ts: u64) -> Op {
@@ -212,6 +243,29 @@ impl Op {
     /// True for bits set.
     pub fn has(&self, bit: u8) -> bool {
         self.bits & bit != 0
+    }
+
+    /// The offset in the input file of a two-fd copy ([`OpKind::CopyRange`],
+    /// [`OpKind::Sendfile`], [`OpKind::Ficlone`]), stored in `path` (low 32 bits) and `path2`
+    /// (high); -1: the input fd's file position.
+    pub fn off2(&self) -> i64 {
+        ((self.path2 as u64) << 32 | self.path as u64) as i64
+    }
+
+    /// Set [`Op::off2`].
+    pub fn set_off2(&mut self, off: i64) {
+        self.path = off as u64 as u32;
+        self.path2 = ((off as u64) >> 32) as u32;
+    }
+
+    /// An extended-attribute call.
+    pub fn xattr(&self) -> bool {
+        matches!(self.kind, OpKind::Getxattr | OpKind::Setxattr | OpKind::Listxattr | OpKind::Removexattr)
+    }
+
+    /// A two-fd copy: `slot2` is its input fd.
+    pub fn copies(&self) -> bool {
+        matches!(self.kind, OpKind::CopyRange | OpKind::Sendfile | OpKind::Ficlone)
     }
 
     /// Append the 64-byte little-endian encoding.
@@ -296,20 +350,31 @@ impl Op {
                 | Getdents
                 | Dup
                 | Fcntl
-        ) || (self.kind == Mmap || self.kind == Syncfs) && self.slot != NONE
+                | CopyRange
+                | Sendfile
+                | Ficlone
+                | LinkFd
+        ) || (self.kind == Mmap || self.kind == Syncfs || self.xattr()) && self.slot != NONE
     }
 
     /// Reads data into a buffer of `size` bytes.
     pub fn reads_data(&self) -> bool {
         matches!(
             self.kind,
-            OpKind::Read | OpKind::Pread | OpKind::Readv | OpKind::Preadv | OpKind::Getdents | OpKind::Readlink
+            OpKind::Read
+                | OpKind::Pread
+                | OpKind::Readv
+                | OpKind::Preadv
+                | OpKind::Getdents
+                | OpKind::Readlink
+                | OpKind::Getxattr
+                | OpKind::Listxattr
         )
     }
 
     /// Writes `size` bytes of generated data.
     pub fn writes_data(&self) -> bool {
-        matches!(self.kind, OpKind::Write | OpKind::Pwrite | OpKind::Writev | OpKind::Pwritev)
+        matches!(self.kind, OpKind::Write | OpKind::Pwrite | OpKind::Writev | OpKind::Pwritev | OpKind::Setxattr)
     }
 
     /// Takes a path argument.
@@ -331,7 +396,9 @@ impl Op {
                 | Chmod
                 | Chown
                 | Utimens
-        )
+                | Mknod
+                | LinkFd
+        ) || (self.kind == Unreplayed || self.xattr()) && self.path != NONE
     }
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Number of operation kinds (size of per-kind arrays).
-pub(crate) const N_KINDS: usize = 45;
+pub(crate) const N_KINDS: usize = 55;
 
 /// Width of a throughput window (ns): completions are counted per window for the noise
 /// estimate of `compare`.
@@ -50,6 +50,7 @@ pub(crate) struct Collector {
     pub divergences: BTreeMap<(u8, i64, i64), u64>,
     pub examples: Vec<Example>,
     pub windows: Vec<u64>,
+    pub clones_copied: u64,
 }
 
 /// A divergence seen by a worker.
@@ -78,6 +79,7 @@ impl Collector {
             divergences: BTreeMap::new(),
             examples: Vec::new(),
             windows: Vec::with_capacity(1024),
+            clones_copied: 0,
         }
     }
 
@@ -92,7 +94,7 @@ impl Collector {
         }
         if got < 0 {
             self.failed[k] += 1;
-        } else if op.reads_data() || op.writes_data() {
+        } else if op.reads_data() || op.writes_data() || op.copies() {
             self.bytes[k] += got as u64;
         }
         match &mut self.lat[k] {
@@ -149,6 +151,9 @@ pub struct Stats {
     pub user: Option<String>,
     /// Stopped before the end (Ctrl-C).
     pub interrupted: bool,
+    /// The kernel, the sandbox's file systems and the disks' queue settings.
+    #[serde(default)]
+    pub env: crate::env::RunEnv,
     /// Wall time of the replay (ns).
     pub wall_ns: u64,
     /// Recorded time of the replayed operations (ns).
@@ -161,6 +166,10 @@ pub struct Stats {
     pub implicit: u64,
     /// Operations skipped at run time.
     pub skipped: u64,
+    /// Clones (FICLONE, FICLONERANGE) the recording made that the sandbox's file system could
+    /// not make, done as copies of the same bytes.
+    #[serde(default)]
+    pub clones_copied: u64,
     /// Skipped, by reason.
     pub skip_reasons: BTreeMap<String, u64>,
     /// Operations refused because their path led out of the sandbox.
@@ -313,6 +322,7 @@ impl Stats {
                 }
             }
             s.refused += c.refused;
+            s.clones_copied += c.clones_copied;
             if let Some(h) = &c.lateness {
                 lateness.get_or_insert_with(Histogram::new).merge(h);
             }
@@ -356,7 +366,16 @@ impl Stats {
             if matches!(kind, OpKind::Read | OpKind::Pread | OpKind::Readv | OpKind::Preadv) {
                 s.bytes_read += bytes[k];
             }
-            if matches!(kind, OpKind::Msync | OpKind::Write | OpKind::Pwrite | OpKind::Writev | OpKind::Pwritev) {
+            if matches!(
+                kind,
+                OpKind::Msync
+                    | OpKind::Write
+                    | OpKind::Pwrite
+                    | OpKind::Writev
+                    | OpKind::Pwritev
+                    | OpKind::CopyRange
+                    | OpKind::Sendfile
+            ) {
                 s.bytes_written += bytes[k];
             }
         }
@@ -410,7 +429,11 @@ impl Stats {
             s.first_divergences.push(DivergenceExample {
                 tid: plan.threads.get(e.thread as usize).map(|t| t.tid).unwrap_or(0),
                 index: e.index,
-                op: e.op.kind.name().to_string(),
+                op: if e.op.kind == OpKind::Unreplayed {
+                    format!("{} (not replayed)", latscope_event::syscall_name(e.op.flags as u16).unwrap_or("?"))
+                } else {
+                    e.op.kind.name().to_string()
+                },
                 path: path.and_then(|p| plan.paths.get(p)).map(|p| p.rel.clone()).unwrap_or_default(),
                 recorded: result(e.op.ret),
                 replayed: result(e.got),
@@ -451,6 +474,13 @@ impl Stats {
         );
         for (r, n) in &self.skip_reasons {
             let _ = writeln!(o, "  skipped {n}: {r}");
+        }
+        if self.clones_copied > 0 {
+            let _ = writeln!(
+                o,
+                "{} clones (FICLONE) done as copies: the sandbox's file system cannot clone what the recording cloned",
+                self.clones_copied
+            );
         }
         let _ = writeln!(o, "read {}, wrote {}", fmt_bytes(self.bytes_read), fmt_bytes(self.bytes_written));
         let _ = writeln!(o, "highest load average: {:.2}", self.max_loadavg);

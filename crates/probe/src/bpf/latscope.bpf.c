@@ -527,6 +527,15 @@ static __always_inline void fill_sys(struct ls_event *e, struct ls_start *s, str
 		e->off = s->pos;
 	}
 	e->off2 = (__s64)arg_or(s, d->off2, (__u64)-1);
+	if ((d->bits & LS_CLONE_RANGE) && e->flags == 0x4020940d /* FICLONERANGE */) {
+		/* struct file_clone_range: the source fd, its offset, the length, the destination offset. */
+		__s64 r[4] = { -1, -1, 0, -1 };
+		bpf_probe_read_user(r, sizeof(r), (void *)e->addr);
+		e->addr = (__u64)r[0];
+		e->off2 = r[1];
+		e->bytes = (__u64)r[2];
+		e->off = r[3];
+	}
 	if (d->bits & LS_OPENAT2) {
 		struct open_how how = {};
 		bpf_probe_read_user(&how, sizeof(how), (void *)arg_or(s, d->flags, 0));
@@ -538,6 +547,50 @@ static __always_inline void fill_sys(struct ls_event *e, struct ls_start *s, str
 		bpf_probe_read_user(&flags, sizeof(flags), (void *)arg_or(s, d->flags, 0));
 		e->flags = (__u32)flags;
 	}
+}
+
+/* What a successful call tells a replay about the tree (ls_sys_desc.info). */
+static __always_inline void fill_exit_info(const bool fast, struct ls_event *e, struct ls_start *s,
+					   struct ls_sys_desc *d, struct task_struct *task, long ret)
+{
+	if (!d->info || ret < 0)
+		return;
+	if (d->info == LS_INFO_FSIZE) {
+		struct file *f = file_of(fast, task, (d->bits & LS_RET_FD) ? (int)ret : (int)arg_or(s, d->fd, (__u64)-1));
+		struct inode *inode = f ? KREAD(fast, f, f_inode) : 0;
+		if (inode) {
+			e->addr = KREAD(fast, inode, i_mode);
+			e->off2 = KREAD(fast, inode, i_size);
+		}
+		return;
+	}
+	if (!has_arg(d->infoarg))
+		return;
+	void *buf = (void *)s->args[d->infoarg];
+	if (d->info == LS_INFO_ACL) {
+		/* struct posix_acl_xattr_header { u32 version; } then { u16 tag, perm; u32 id; } x 3:
+		 * user, group, other (a minimal ACL is a mode). */
+		__u16 v[14] = {};
+		if (e->bytes != 28 || bpf_probe_read_user(v, sizeof(v), buf))
+			return;
+		if (v[0] != 2 || v[2] != 1 || v[6] != 4 || v[10] != 0x20)
+			return;
+		e->mode = LS_ACL_MODE | (v[3] & 7) << 6 | (v[7] & 7) << 3 | (v[11] & 7);
+		return;
+	}
+	__u64 size = 0;
+	__u32 mode = 0;
+	if (d->info == LS_INFO_STATX) {
+		__u16 m = 0;
+		bpf_probe_read_user(&m, sizeof(m), buf + 28);       /* stx_mode */
+		bpf_probe_read_user(&size, sizeof(size), buf + 40); /* stx_size */
+		mode = m;
+	} else {
+		bpf_probe_read_user(&mode, sizeof(mode), buf + 24); /* st_mode (x86_64) */
+		bpf_probe_read_user(&size, sizeof(size), buf + 48); /* st_size */
+	}
+	e->addr = mode;
+	e->off2 = (__s64)size;
 }
 
 /* The syscall exit; `fast` as for sys_enter. */
@@ -644,6 +697,7 @@ static __always_inline int sys_exit(const bool fast, long ret)
 		}
 		fill_common(e, task);
 		fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
+		fill_exit_info(fast, e, s, d, task, ret);
 		if (d->bits & LS_FD_PAIR) {
 			e->fd = pair[0];
 			e->addr = pair[1] >= 0 ? pair[1] : 0;
@@ -659,6 +713,7 @@ static __always_inline int sys_exit(const bool fast, long ret)
 	struct ls_event *e = &sc->e;
 	fill_common(e, task);
 	fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
+	fill_exit_info(fast, e, s, d, task, ret);
 	long n1 = 0, n2 = 0;
 	if (has_arg(d->path) && d->class == LS_CLASS_PROCESS && ret == 0) {
 		/* A successful exec replaced the memory the path was in: take the kernel's copy. */

@@ -31,6 +31,7 @@ enum ls_desc_bits {
 	LS_IO = 1, LS_READ = 2, LS_WRITE = 4, LS_RET_FD = 8, LS_IOV = 16,
 	LS_OPENAT2 = 32, LS_OFF_PTR = 64, LS_FILE_POS = 128, LS_CLOSE = 256, LS_ADDR_FD = 512,
 	LS_SOCK = 1024, LS_FD_PAIR = 2048, LS_CLONE_ARGS = 4096, LS_RENAMES = 8192, LS_FD_TABLE = 16384,
+	LS_CLONE_RANGE = 32768,
 };
 
 /* fd types (mirrors FdType in crates/event). */
@@ -69,6 +70,21 @@ struct ls_sys_desc {
 	__u16 agg_pad;
 	__u32 agg1_fds; /* the fd groups (bits) that have a group from agg1 on, in order */
 	__u32 agg2_fds; /* the same from agg2 on */
+	__u8 infoarg;   /* the argument enum ls_exit_info reads (LS_ARG_NONE: none) */
+	__u8 info;      /* enum ls_exit_info: what the exit adds to the event for a replay */
+	__u16 info_pad;
+};
+
+/* What a successful call's exit reads for a replay's starting tree (ls_sys_desc.info). */
+enum ls_exit_info {
+	LS_INFO_NONE = 0,
+	LS_INFO_STAT = 1,  /* struct stat at infoarg: st_mode into addr, st_size into off2 */
+	LS_INFO_STATX = 2, /* struct statx at infoarg: the same */
+	LS_INFO_FSIZE = 3, /* the mode of the fd's file (the returned fd's for LS_RET_FD) after the
+	                    * call into addr, its size into off2 */
+	LS_INFO_ACL = 4,   /* an xattr value at infoarg that is a minimal POSIX ACL: its permission
+	                    * bits | LS_ACL_MODE into mode */
+	LS_ACL_MODE = 0x10000,
 };
 
 /*

@@ -421,6 +421,12 @@ impl Plan {
         if matches!(op.kind, OpKind::Open | OpKind::Dup) && op.slot2 != NONE && op.slot2 >= m.slots {
             return Err(format!("new slot {} of {}", op.slot2, m.slots));
         }
+        if op.copies() && op.slot2 >= m.slots {
+            return Err(format!("input slot {} of {}", op.slot2, m.slots));
+        }
+        if op.kind == OpKind::Mknod && !matches!(op.mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFREG | 0) {
+            return Err("mknod of something other than a FIFO or a regular file".into());
+        }
         if op.kind == OpKind::Dup && op.path != NONE && op.path >= m.slots {
             return Err(format!("replaced slot {} of {}", op.path, m.slots));
         }
@@ -432,6 +438,14 @@ impl Plan {
         }
         if matches!(op.kind, OpKind::Rename | OpKind::Link) && op.path2 >= npaths {
             return Err(format!("second path {} of {npaths}", op.path2));
+        }
+        if matches!(op.kind, OpKind::Getxattr | OpKind::Setxattr | OpKind::Removexattr)
+            && op.path2 as usize >= self.literals.len()
+        {
+            return Err(format!("attribute name {} of {}", op.path2, self.literals.len()));
+        }
+        if op.xattr() && op.slot == NONE && op.path == NONE {
+            return Err("an attribute call on neither an fd nor a path".into());
         }
         if op.kind == OpKind::Symlink {
             let depth = self.paths.get(op.path).map(|p| p.rel.matches('/').count()).unwrap_or(0);

@@ -21,6 +21,8 @@ pub enum ObjKind {
     Dir,
     /// A symlink.
     Symlink,
+    /// A FIFO (made by the replay only).
+    Fifo,
 }
 
 /// Whether an object exists before the replay starts.
@@ -49,6 +51,17 @@ pub struct Obj {
     detached: bool,
     /// Length of a pre-existing symlink's target (from readlink).
     link_len: u64,
+    /// A pre-existing symlink's target as recorded by readlink (rewritten to stay inside).
+    link_target: Option<String>,
+    /// Permission bits a stat found before the replay changed them.
+    init_mode: Option<u32>,
+    /// A chmod was replayed on it: later stats say nothing about its starting mode.
+    mode_changed: bool,
+    /// Executed, or found executable (`access(X_OK)`).
+    exec: bool,
+    /// What a stat following a final symlink found while the kind was unknown (mode, size):
+    /// the object's own if nothing shows it is a symlink.
+    followed: Option<(u32, u64)>,
     /// Last writer of each byte range.
     pub writers: Writers,
     /// Reading the size (reads, stats, non-extending writes) vs changing it.
@@ -64,6 +77,11 @@ impl Obj {
             size_wo: 0,
             detached: false,
             link_len: 0,
+            link_target: None,
+            init_mode: None,
+            mode_changed: false,
+            exec: false,
+            followed: None,
             writers: Writers::default(),
             size_res: Res::default(),
         }
@@ -270,6 +288,20 @@ impl World {
         self.set(m, dst, State::Present(o));
     }
 
+    /// A file no name refers to yet (`O_TMPFILE`).
+    pub fn anon_file(&mut self) -> u32 {
+        self.new_obj(ObjKind::File, Pre::No)
+    }
+
+    /// A name `dst` for object `o` (linking an open file).
+    pub fn link_obj(&mut self, m: &mut Mapper, o: u32, dst: u32) {
+        if let Some(par) = m.parent(dst) {
+            let po = self.present(m, par);
+            self.objs[po as usize].refine(ObjKind::Dir);
+        }
+        self.set(m, dst, State::Present(o));
+    }
+
     /// `a` and `b` swap places (renameat2 RENAME_EXCHANGE).
     pub fn exchange(&mut self, m: &mut Mapper, a: u32, b: u32) {
         let (oa, ob) = (self.present(m, a), self.present(m, b));
@@ -292,6 +324,48 @@ impl World {
         let ob = &mut self.objs[o as usize];
         ob.refine(ObjKind::Symlink);
         ob.link_len = ob.link_len.max(len);
+    }
+
+    /// What executed or executable symlinks lead to is executable too (`access(X_OK)` follows
+    /// them): called once every event is planned.
+    pub fn executable_targets(&mut self, m: &mut Mapper) {
+        for _ in 0..8 {
+            let mut changed = false;
+            for o in 0..self.objs.len() {
+                let ob = &self.objs[o];
+                let (Pre::Yes(p), true, ObjKind::Symlink) = (ob.pre, ob.exec, ob.kind) else { continue };
+                let Some(t) = ob.link_target.clone() else { continue };
+                let mut at = m.parent(p);
+                for c in t.split('/') {
+                    at = match (c, at) {
+                        ("" | ".", a) => a,
+                        ("..", Some(a)) => m.parent(a).or(Some(a)),
+                        (name, Some(a)) => Some(m.child(a, name)),
+                        (_, None) => None,
+                    };
+                }
+                let Some(q) = at else { continue };
+                if matches!(self.nodes.get(q as usize).map(|n| n.state), Some(State::Absent)) {
+                    continue;
+                }
+                let to = self.present(m, q);
+                if !self.objs[to as usize].exec {
+                    self.objs[to as usize].exec = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+    }
+
+    /// A pre-existing symlink's target (as the replay will create it).
+    pub fn link_target(&mut self, o: u32, target: String) {
+        let ob = &mut self.objs[o as usize];
+        ob.refine(ObjKind::Symlink);
+        ob.link_len = ob.link_len.max(target.len() as u64);
+        ob.link_target = Some(target);
     }
 
     /// Dependencies of an operation on path `p`: it looks up every ancestor; it reads or
@@ -352,6 +426,51 @@ impl World {
         }
     }
 
+    /// A stat found `mode` (type and permissions, 0 if not recorded) and `size`.
+    pub fn stat_evidence(&mut self, o: u32, mode: u32, size: u64, nofollow: bool) {
+        let k = match mode & libc::S_IFMT {
+            libc::S_IFDIR => ObjKind::Dir,
+            libc::S_IFREG => ObjKind::File,
+            libc::S_IFLNK => ObjKind::Symlink,
+            _ => return,
+        };
+        let ob = &mut self.objs[o as usize];
+        // Following a final symlink describes its target: the object's own only once known
+        // not to be a symlink (else at the end, if nothing said otherwise).
+        if !nofollow && ob.kind == ObjKind::Unknown {
+            if ob.followed.is_none() {
+                ob.followed = Some((mode, size));
+            }
+            return;
+        }
+        if !nofollow && ob.kind == ObjKind::Symlink {
+            return;
+        }
+        ob.refine(k);
+        if ob.kind != k {
+            return;
+        }
+        if ob.init_mode.is_none() && !ob.mode_changed {
+            ob.init_mode = Some(mode & 0o7777);
+        }
+        match k {
+            ObjKind::File => self.size_evidence(o, size),
+            ObjKind::Symlink => ob.link_len = ob.link_len.max(size),
+            _ => {}
+        }
+    }
+
+    /// A chmod was replayed on the object.
+    pub fn mode_changed(&mut self, o: u32) {
+        self.objs[o as usize].mode_changed = true;
+    }
+
+    /// The object was executed or found executable.
+    pub fn executable(&mut self, o: u32) {
+        // Not a kind: exec and access follow symlinks.
+        self.objs[o as usize].exec = true;
+    }
+
     /// `[off, off + len)` was written.
     pub fn wrote(&mut self, o: u32, off: u64, len: u64) {
         let ob = &mut self.objs[o as usize];
@@ -381,20 +500,34 @@ impl World {
             if e.rel == "." {
                 continue;
             }
-            let kind = match ob.kind {
+            let (mut okind, mut init_mode, mut init_size) = (ob.kind, ob.init_mode, ob.init_size);
+            if let (ObjKind::Unknown, Some((mode, size))) = (ob.kind, ob.followed) {
+                okind = if mode & libc::S_IFMT == libc::S_IFDIR { ObjKind::Dir } else { ObjKind::File };
+                init_mode = init_mode.or(Some(mode & 0o7777));
+                if okind == ObjKind::File && !ob.detached && size > ob.size_wo {
+                    init_size = init_size.max(size);
+                }
+            }
+            let kind = match okind {
+                ObjKind::Fifo => continue,
                 ObjKind::Dir => InitKind::Dir,
                 ObjKind::Symlink => InitKind::Symlink,
                 _ => InitKind::File,
             };
-            let mut entry = InitEntry { path, kind, mode: 0o644, size: 0, target: NONE };
+            // The mode a stat found (setuid and setgid bits left out), else a default.
+            let mode = |dflt: u32| init_mode.map(|m| m & 0o1777).unwrap_or(dflt);
+            let mut entry = InitEntry { path, kind, mode: mode(0o644), size: 0, target: NONE };
+            if kind == InitKind::File && ob.exec {
+                entry.mode = if init_mode.is_some() { entry.mode | 0o100 } else { 0o755 };
+            }
             match kind {
-                InitKind::Dir => entry.mode = 0o755,
-                InitKind::File => entry.size = ob.init_size,
+                InitKind::Dir => entry.mode = mode(0o755),
+                InitKind::File => entry.size = init_size,
                 InitKind::Symlink => {
                     // The target is not recorded, only its length: a name of that length in
                     // the link's own directory, which does not exist.
                     let n = ob.link_len.clamp(1, 255) as usize;
-                    literals.push("_".repeat(n));
+                    literals.push(ob.link_target.clone().unwrap_or_else(|| "_".repeat(n)));
                     entry.target = literals.len() as u32 - 1;
                     entry.mode = 0o777;
                 }

@@ -35,6 +35,14 @@ const MAP_FLAGS: u32 = (libc::MAP_SHARED
     | libc::MAP_NONBLOCK
     | libc::MAP_SYNC) as u32;
 
+/// `/proc/self/fd/N` (NUL-terminated) into `out`; its length with the NUL.
+fn proc_fd_name(fd: i32, out: &mut [u8; 32]) -> usize {
+    use std::io::Write;
+    let mut c = std::io::Cursor::new(&mut out[..]);
+    let _ = write!(c, "/proc/self/fd/{fd}\0");
+    c.position() as usize
+}
+
 /// Why an operation could not be attempted.
 pub(crate) enum NotDone {
     /// Its fd slot holds no fd.
@@ -52,13 +60,15 @@ pub(crate) struct Worker<'a> {
     dirs: Vec<(u32, u64, i32)>,
     /// Bytes written through the last msync (counted as written).
     pub msync_bytes: u64,
+    /// The last operation was a clone the sandbox's file system could not make, done as a copy.
+    pub clone_copied: bool,
 }
 
 const DIR_CACHE: usize = 64;
 
 impl<'a> Worker<'a> {
     pub fn new(sh: &'a Shared<'a>, buf: &'a mut [u8]) -> Worker<'a> {
-        Worker { sh, buf, dirs: vec![(NONE, 0, -1); DIR_CACHE], msync_bytes: 0 }
+        Worker { sh, buf, dirs: vec![(NONE, 0, -1); DIR_CACHE], msync_bytes: 0, clone_copied: false }
     }
 
     #[inline]
@@ -234,6 +244,19 @@ impl<'a> Worker<'a> {
                     }
                 }
                 Readahead => ret(libc::readahead(self.fd(op.slot)?, op.off, size) as i64),
+                Fstat | Fchmod | Fchown | Futimens if op.has(Op::PROC_FD) => {
+                    let fd = self.fd(op.slot)?;
+                    let mut name = [0u8; 32];
+                    let n = proc_fd_name(fd, &mut name);
+                    let p = CStr::from_bytes_with_nul(&name[..n]).unwrap_or(c".");
+                    let nofollow = (op.flags & AT_SYMLINK_NOFOLLOW) as i32;
+                    match op.kind {
+                        Fstat => self.stat_at(libc::AT_FDCWD, p, op.flags & AT_SYMLINK_NOFOLLOW, op),
+                        Fchmod => ret(libc::chmod(p.as_ptr(), op.mode & 0o7777) as i64),
+                        Fchown => ret(libc::fchownat(libc::AT_FDCWD, p.as_ptr(), u32::MAX, u32::MAX, nofollow) as i64),
+                        _ => ret(libc::utimensat(libc::AT_FDCWD, p.as_ptr(), std::ptr::null(), nofollow) as i64),
+                    }
+                }
                 Fstat => {
                     let fd = self.fd(op.slot)?;
                     self.stat_at(fd, c"", libc::AT_EMPTY_PATH as u32, op)
@@ -346,6 +369,13 @@ impl<'a> Worker<'a> {
                         })
                     }
                 }
+                Fchmod if op.has(Op::AT_FORM) => ret(libc::syscall(
+                    libc::SYS_fchmodat2,
+                    self.fd(op.slot)?,
+                    c"".as_ptr(),
+                    op.mode & 0o7777,
+                    libc::AT_EMPTY_PATH,
+                )),
                 Fchmod => ret(libc::fchmod(self.fd(op.slot)?, op.mode & 0o7777) as i64),
                 Chown | Utimens => {
                     let nofollow = op.flags & AT_SYMLINK_NOFOLLOW != 0;
@@ -363,8 +393,63 @@ impl<'a> Worker<'a> {
                         r
                     }
                 }
+                Fchown if op.has(Op::AT_FORM) => {
+                    let fd = self.fd(op.slot)?;
+                    ret(libc::fchownat(fd, c"".as_ptr(), u32::MAX, u32::MAX, libc::AT_EMPTY_PATH) as i64)
+                }
                 Fchown => ret(libc::fchown(self.fd(op.slot)?, u32::MAX, u32::MAX) as i64),
+                Futimens if op.has(Op::AT_FORM) => {
+                    ret(libc::utimensat(self.fd(op.slot)?, c"".as_ptr(), std::ptr::null(), libc::AT_EMPTY_PATH) as i64)
+                }
                 Futimens => ret(libc::futimens(self.fd(op.slot)?, std::ptr::null()) as i64),
+                CopyRange | Sendfile | Ficlone => {
+                    let (out, inp) = (self.fd(op.slot)?, self.fd(op.slot2)?);
+                    let mut off_in = op.off2();
+                    let in_ptr: *mut i64 = if off_in >= 0 { &mut off_in } else { std::ptr::null_mut() };
+                    match op.kind {
+                        CopyRange => {
+                            let mut off_out = op.off;
+                            let out_ptr: *mut i64 = if off_out >= 0 { &mut off_out } else { std::ptr::null_mut() };
+                            ret(libc::copy_file_range(inp, in_ptr, out, out_ptr, size, 0) as i64)
+                        }
+                        Sendfile => ret(libc::sendfile(out, inp, in_ptr, size) as i64),
+                        _ => self.ficlone(op, out, inp),
+                    }
+                }
+                Mknod => match self.parent(op.path) {
+                    Err(e) => e,
+                    Ok(d) => {
+                        let mode = op.mode & (libc::S_IFMT | 0o777);
+                        ret(libc::mknodat(d, sh.paths.base(op.path).as_ptr(), mode, 0) as i64)
+                    }
+                },
+                LinkFd => {
+                    let fd = self.fd(op.slot)?;
+                    match self.parent(op.path) {
+                        Err(e) => e,
+                        Ok(d) => {
+                            let base = sh.paths.base(op.path).as_ptr();
+                            let r = ret(libc::linkat(fd, c"".as_ptr(), d, base, libc::AT_EMPTY_PATH) as i64);
+                            if r == -(libc::EPERM as i64) || r == -(libc::ENOENT as i64) {
+                                // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH: the way programs
+                                // without it link an O_TMPFILE file.
+                                let mut name = [0u8; 32];
+                                let n = proc_fd_name(fd, &mut name);
+                                ret(libc::linkat(
+                                    libc::AT_FDCWD,
+                                    name[..n].as_ptr() as *const libc::c_char,
+                                    d,
+                                    base,
+                                    libc::AT_SYMLINK_FOLLOW,
+                                ) as i64)
+                            } else {
+                                r
+                            }
+                        }
+                    }
+                }
+                Unreplayed => -(libc::ENOTSUP as i64),
+                Getxattr | Setxattr | Listxattr | Removexattr => self.xattr(op, bufp)?,
                 Getdents => ret(libc::syscall(libc::SYS_getdents64, self.fd(op.slot)?, bufp, size)),
                 Dup => {
                     let old = self.fd(op.slot)?;
@@ -446,6 +531,94 @@ impl<'a> Worker<'a> {
                 }
             }
         };
+        Ok(r)
+    }
+
+    /// FICLONE / FICLONERANGE as recorded; a clone the recording made that the sandbox's file
+    /// system cannot make (no reflinks, another file system) is done as a copy of the same
+    /// bytes, and said ([`Worker::clone_copied`]).
+    unsafe fn ficlone(&mut self, op: &Op, out: i32, inp: i32) -> i64 {
+        const FICLONE: u64 = 0x4004_9409;
+        let r = if op.flags as u64 == FICLONE {
+            ret(libc::ioctl(out, FICLONE as _, inp) as i64)
+        } else {
+            // struct file_clone_range { s64 src_fd; u64 src_offset, src_length, dest_offset; }
+            let arg: [u64; 4] = [inp as u64, op.off2() as u64, op.size, op.off as u64];
+            ret(libc::ioctl(out, op.flags as _, arg.as_ptr()) as i64)
+        };
+        let cannot = [libc::EOPNOTSUPP, libc::EXDEV, libc::EINVAL, libc::ENOTTY, libc::EBADF];
+        if op.ret < 0 || r >= 0 || !cannot.iter().any(|&e| r == -(e as i64)) {
+            return r;
+        }
+        self.clone_copied = true;
+        let (mut from, mut to, len) = if op.flags as u64 == FICLONE {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(inp, &mut st) != 0 {
+                return sys::neg_errno();
+            }
+            // A whole-file clone replaces the destination's contents.
+            if libc::ftruncate(out, 0) != 0 {
+                return sys::neg_errno();
+            }
+            (0i64, 0i64, st.st_size as u64)
+        } else {
+            let len = if op.size == 0 {
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::fstat(inp, &mut st) != 0 {
+                    return sys::neg_errno();
+                }
+                (st.st_size as u64).saturating_sub(op.off2() as u64)
+            } else {
+                op.size
+            };
+            (op.off2(), op.off, len)
+        };
+        let mut left = len;
+        while left > 0 {
+            let n = libc::copy_file_range(inp, &mut from, out, &mut to, left as usize, 0);
+            if n < 0 {
+                return sys::neg_errno();
+            }
+            if n == 0 {
+                break;
+            }
+            left -= n as u64;
+        }
+        0
+    }
+
+    /// An extended-attribute call on the slot's fd or, for a path, through
+    /// `/proc/self/fd/N` of an `O_PATH` fd resolved beneath the sandbox (there is no `*at`
+    /// form before Linux 6.13; the magic link leads to the file itself, a symlink for the `l`
+    /// variants).
+    unsafe fn xattr(&self, op: &Op, bufp: *mut libc::c_void) -> Result<i64, NotDone> {
+        let name = self.sh.paths.literal(op.path2).as_ptr();
+        let size = op.size as usize;
+        let value = self.sh.pattern.at(0, size);
+        let vp = value.as_ptr() as *const libc::c_void;
+        if op.slot != NONE {
+            let fd = self.fd(op.slot)?;
+            return Ok(match op.kind {
+                OpKind::Getxattr => ret(libc::fgetxattr(fd, name, bufp, size) as i64),
+                OpKind::Setxattr => ret(libc::fsetxattr(fd, name, vp, value.len(), op.flags as i32) as i64),
+                OpKind::Listxattr => ret(libc::flistxattr(fd, bufp as *mut libc::c_char, size) as i64),
+                _ => ret(libc::fremovexattr(fd, name) as i64),
+            });
+        }
+        let fd = self.opath(op.path, op.mode & 1 != 0);
+        if fd < 0 {
+            return Ok(fd);
+        }
+        let mut buf = [0u8; 32];
+        let n = proc_fd_name(fd as i32, &mut buf);
+        let p = buf[..n].as_ptr() as *const libc::c_char;
+        let r = match op.kind {
+            OpKind::Getxattr => ret(libc::getxattr(p, name, bufp, size) as i64),
+            OpKind::Setxattr => ret(libc::setxattr(p, name, vp, value.len(), op.flags as i32) as i64),
+            OpKind::Listxattr => ret(libc::listxattr(p, bufp as *mut libc::c_char, size) as i64),
+            _ => ret(libc::removexattr(p, name) as i64),
+        };
+        libc::close(fd as i32);
         Ok(r)
     }
 

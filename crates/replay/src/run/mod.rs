@@ -170,6 +170,7 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
         close_slots(&slots);
         return Err(e);
     }
+    let env = crate::env::collect(&roots);
     let sh = Shared {
         paths,
         roots: &roots,
@@ -295,6 +296,7 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
     stats.user = opts.user_name.clone();
     stats.interrupted = stop.load(Ordering::Relaxed);
     stats.max_loadavg = max_load;
+    stats.env = env;
     Ok(stats)
 }
 
@@ -392,6 +394,10 @@ fn worker(
             match r {
                 Ok(got) => {
                     col.done(op, got, t1 - t0, t1.saturating_sub(start));
+                    if w.clone_copied {
+                        w.clone_copied = false;
+                        col.clones_copied += 1;
+                    }
                     if op.kind == OpKind::Msync && w.msync_bytes > 0 {
                         col.bytes[OpKind::Msync as usize] += std::mem::take(&mut w.msync_bytes);
                     }

@@ -58,10 +58,7 @@ impl Planner<'_> {
         let obj = if tmpfile {
             let d = self.w.present(&mut self.m, p);
             self.w.refine(d, ObjKind::Dir);
-            self.w.objs.push(self.w.objs[d as usize].clone());
-            let o = self.w.objs.len() as u32 - 1;
-            self.w.truncate(o, 0);
-            o
+            self.w.anon_file()
         } else if creates {
             self.w.create(&mut self.m, p, if dir { ObjKind::Dir } else { ObjKind::File }, flags & O_EXCL == 0)
         } else {
@@ -69,6 +66,10 @@ impl Planner<'_> {
             self.w.refine(o, if dir { ObjKind::Dir } else { ObjKind::File });
             o
         };
+        if !tmpfile {
+            // The file's mode and size when the open returned (recorded since this version).
+            self.w.stat_evidence(obj, b.addr[i] as u32, b.off2[i] as u64, flags & libc::O_NOFOLLOW as u32 != 0);
+        }
         if flags & O_TRUNC != 0 && flags & O_ACCMODE != 0 && !dir {
             self.w.objs[obj as usize].size_res.write(me, &mut self.deps);
             self.w.truncate(obj, 0);
@@ -353,15 +354,34 @@ impl Planner<'_> {
         }
         let me = self.begin_fd(i, f);
         let obj = self.obj_of(f);
+        // The file's size after the call (recorded since the probes read it; -1 before).
+        let after = b.off2[i];
         if obj != NONE && off >= 0 {
             let o = &mut self.w.objs[obj as usize];
-            if mode & FALLOC_FL_KEEP_SIZE == 0 {
+            let shifts = mode & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE) != 0;
+            if mode & FALLOC_FL_KEEP_SIZE == 0 || shifts {
                 o.size_res.write(me, &mut self.deps);
-                if ret == 0 {
-                    self.w.wrote(obj, off as u64, len);
-                }
             } else {
                 o.size_res.read(me, &mut self.deps);
+            }
+            if ret == 0 && after >= 0 {
+                let after = after as u64;
+                if mode & FALLOC_FL_COLLAPSE_RANGE != 0 {
+                    // It was `len` bytes longer; the data after the range moved down.
+                    self.w.size_evidence(obj, after + len);
+                    self.w.truncate(obj, after);
+                } else if mode & FALLOC_FL_INSERT_RANGE != 0 {
+                    self.w.size_evidence(obj, after.saturating_sub(len));
+                    self.w.truncate(obj, after);
+                } else if mode & FALLOC_FL_KEEP_SIZE != 0 {
+                    self.w.size_evidence(obj, after);
+                } else {
+                    self.w.wrote(obj, off as u64, len);
+                    // Larger than the allocated range: that was its size before.
+                    self.w.size_evidence(obj, after);
+                }
+            } else if ret == 0 && mode & FALLOC_FL_KEEP_SIZE == 0 && !shifts {
+                self.w.wrote(obj, off as u64, len);
             }
         }
         self.finish(me, Op { kind: OpKind::Fallocate, slot: f.slot, mode, off, size: len, ret, ..Op::blank() });
@@ -376,6 +396,9 @@ impl Planner<'_> {
         let obj = self.obj_of(f);
         if obj != NONE && self.ofds[f.ofd as usize].what == What::File {
             self.w.objs[obj as usize].size_res.read(me, &mut self.deps);
+        }
+        if obj != NONE && b.ret[i] == 0 {
+            self.w.stat_evidence(obj, b.addr[i] as u32, b.off2[i] as u64, true);
         }
         let bits = if statx { Op::STATX } else { 0 };
         self.finish(me, Op { kind: OpKind::Fstat, slot: f.slot, mode: b.mode[i], bits, ret: b.ret[i], ..Op::blank() });

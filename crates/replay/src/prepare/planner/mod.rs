@@ -2,6 +2,7 @@
 //! open file descriptions and address spaces, and emits each thread's operations with the
 //! dependencies that keep cross-thread causality.
 
+mod copies;
 mod files;
 mod memory;
 mod model;
@@ -13,6 +14,7 @@ use super::world::{ObjKind, World};
 use crate::op::{Op, OpKind, NONE};
 use crate::plan::MAX_IO_BYTES;
 use crate::source::TraceEvents;
+use latscope_event::syscalls::SysDesc;
 use latscope_event::{syscall_name, EventKind, FdType, ProcOp};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -39,6 +41,8 @@ const MAP_FIXED_NOREPLACE: u32 = 0x100000;
 const PROT_WRITE: u32 = 2;
 const SEEK_END: u32 = 2;
 const FALLOC_FL_KEEP_SIZE: u32 = 1;
+const FALLOC_FL_COLLAPSE_RANGE: u32 = 8;
+const FALLOC_FL_INSERT_RANGE: u32 = 0x20;
 const CLOSE_RANGE_UNSHARE: u32 = 2;
 const FIOCLEX: u32 = 0x5451;
 const FIONCLEX: u32 = 0x5450;
@@ -49,6 +53,7 @@ const EEXIST: i64 = 17;
 const ENOTEMPTY: i64 = 39;
 const EISDIR: i64 = 21;
 const ENOTDIR: i64 = 20;
+const EINVAL: i64 = 22;
 
 /// Reasons an operation is left out (printed by prepare and stored in the plan).
 pub mod why {
@@ -88,6 +93,16 @@ pub mod why {
     pub const NO_MAPPING: &str = "no file mapping at that address";
     /// Too large.
     pub const TOO_LARGE: &str = "more bytes than one call can transfer";
+    /// Data into a replayed file from something else.
+    pub const COPY_FROM_OTHER: &str =
+        "data copied into a file from a pipe, socket or file the replay does not have (replayed as a divergence)";
+    /// splice and tee.
+    pub const SPLICE: &str = "splice, tee and vmsplice go through a pipe, whose contents are not modelled";
+    /// Other ioctls.
+    pub const IOCTL: &str = "ioctl requests other than FICLONE, FICLONERANGE, FIOCLEX and FIONCLEX are not replayed";
+    /// xattrs.
+    pub const XATTR: &str =
+        "extended attributes: the recording holds neither names nor values (a change is replayed as a divergence)";
 }
 
 /// How each syscall is handled.
@@ -139,6 +154,9 @@ enum H {
     Unshare,
     Exec,
     Mknod,
+    Copy(OpKind),
+    Splice,
+    Xattr(OpKind),
     Unsupported,
     NotIo,
 }
@@ -212,6 +230,13 @@ fn handler(name: &str) -> H {
         "unshare" => H::Unshare,
         "execve" | "execveat" => H::Exec,
         "mknod" | "mknodat" => H::Mknod,
+        "copy_file_range" => H::Copy(K::CopyRange),
+        "sendfile" => H::Copy(K::Sendfile),
+        "splice" | "tee" | "vmsplice" => H::Splice,
+        "setxattr" | "lsetxattr" | "fsetxattr" => H::Xattr(K::Setxattr),
+        "getxattr" | "lgetxattr" | "fgetxattr" => H::Xattr(K::Getxattr),
+        "listxattr" | "llistxattr" | "flistxattr" => H::Xattr(K::Listxattr),
+        "removexattr" | "lremovexattr" | "fremovexattr" => H::Xattr(K::Removexattr),
         _ => {
             let d = latscope_event::syscalls::desc(latscope_event::syscall_nr(name).unwrap_or(u16::MAX));
             if d.is_io_related() {
@@ -463,6 +488,7 @@ impl<'a> Planner<'a> {
                 _ => {}
             }
         }
+        self.w.executable_targets(&mut self.m);
         let preopen = self
             .slots
             .iter()
@@ -605,9 +631,20 @@ impl<'a> Planner<'a> {
             | H::Chmod
             | H::Chown { .. }
             | H::Utimens => self.path_op(i, h),
+            H::Link if self.link_fd(i).is_some() => {}
             H::Rename | H::Link => self.two_paths(i, h),
             H::Symlink => self.symlink(i),
-            H::Fchmod => self.fd_simple(i, OpKind::Fchmod),
+            H::Fchmod => {
+                self.fd_simple(i, OpKind::Fchmod);
+                if ret == 0 {
+                    if let Ok(f) = self.usable(self.fd_of(pid, b.fd[i])) {
+                        let o = self.obj_of(f);
+                        if o != NONE {
+                            self.w.mode_changed(o);
+                        }
+                    }
+                }
+            }
             H::Fchown => self.fd_simple(i, OpKind::Fchown),
             H::Getdents => self.getdents(i),
             H::Dup => self.dup(i, b.fd[i], ret, NONE as i32, 0),
@@ -643,17 +680,10 @@ impl<'a> Planner<'a> {
                 }
             }
             H::Cwd => self.drop_op(why::CWD),
-            H::Ioctl => {
-                // FIOCLEX / FIONCLEX set and clear close-on-exec; nothing else is replayed.
-                let (fd, req) = (b.fd[i], b.flags[i]);
-                if ret == 0 && (req == FIOCLEX || req == FIONCLEX) {
-                    let table = self.proc_entry(pid).table;
-                    if let Some(f) = self.tables[table as usize].fds.get_mut(&fd) {
-                        f.cloexec = req == FIOCLEX;
-                    }
-                }
-                self.drop_op(why::UNSUPPORTED);
-            }
+            H::Ioctl => self.ioctl(i),
+            H::Copy(k) => self.copy(i, k),
+            H::Splice => self.splice(i),
+            H::Xattr(k) => self.xattr(i, k),
             H::Unshare => {
                 self.drop_op(why::NOT_IO);
                 if ret == 0 && b.flags[i] & CLONE_FILES != 0 {
@@ -667,8 +697,8 @@ impl<'a> Planner<'a> {
                     }
                 }
             }
-            H::Exec => self.drop_op(why::EXEC),
-            H::Mknod => self.drop_op(why::MKNOD),
+            H::Exec => self.exec(i),
+            H::Mknod => self.mknod(i),
             H::Unsupported => {
                 let fd = b.fd[i];
                 let r = if fd >= 0 { self.usable(self.fd_of(pid, fd)).err() } else { None };

@@ -35,15 +35,30 @@ impl Planner<'_> {
         let b = &self.ev.events;
         let (pid, tid, ret, flags) = (b.pid[i], b.tid[i], b.ret[i], b.flags[i]);
         let name = syscall_name(b.nr[i]).unwrap_or("");
+        // chmod("/proc/self/fd/N"), ...: an operation on fd N (an O_PATH fd, usually).
+        if matches!(h, H::Stat { .. } | H::Utimens | H::Chown { .. } | H::Chmod) {
+            if let Some(fd) = self.proc_fd(i) {
+                let k = match h {
+                    H::Stat { .. } => OpKind::Fstat,
+                    H::Utimens => OpKind::Futimens,
+                    H::Chown { .. } => OpKind::Fchown,
+                    _ => OpKind::Fchmod,
+                };
+                let statx = if matches!(h, H::Stat { statx: true, .. }) { Op::STATX } else { 0 };
+                return self.fd_at(i, fd, k, statx | Op::PROC_FD);
+            }
+        }
         // fstatat(fd, "", AT_EMPTY_PATH), futimens(fd): an operation on the fd.
         if matches!(h, H::Stat { at: true, .. } | H::Utimens | H::Chown { .. } | H::Chmod) {
             if let Some(f) = self.at_fd(i) {
                 let _ = f;
+                let _ = f;
+                let dirfd = self.ev.events.dirfd[i];
                 return match h {
-                    H::Stat { statx, .. } => self.fd_at(i, OpKind::Fstat, if statx { Op::STATX } else { 0 }),
-                    H::Utimens => self.fd_at(i, OpKind::Futimens, 0),
-                    H::Chown { .. } => self.fd_at(i, OpKind::Fchown, 0),
-                    _ => self.fd_at(i, OpKind::Fchmod, 0),
+                    H::Stat { statx, .. } => self.fd_at(i, dirfd, OpKind::Fstat, if statx { Op::STATX } else { 0 }),
+                    H::Utimens => self.fd_at(i, dirfd, OpKind::Futimens, 0),
+                    H::Chown { .. } => self.fd_at(i, dirfd, OpKind::Fchown, 0),
+                    _ => self.fd_at(i, dirfd, OpKind::Fchmod, 0),
                 };
             }
         }
@@ -86,6 +101,7 @@ impl Planner<'_> {
                 }
                 if ok {
                     let o = self.w.present(&mut self.m, p);
+                    self.w.stat_evidence(o, b.addr[i] as u32, b.off2[i] as u64, op.flags != 0);
                     if self.w.objs[o as usize].kind == ObjKind::File {
                         self.w.objs[o as usize].size_res.read(me, &mut self.deps);
                     }
@@ -96,7 +112,10 @@ impl Planner<'_> {
                 op.mode = b.mode[i];
                 op.flags = if name == "faccessat2" { flags } else { 0 };
                 if ok {
-                    self.w.present(&mut self.m, p);
+                    let o = self.w.present(&mut self.m, p);
+                    if op.mode & 1 != 0 {
+                        self.w.executable(o);
+                    }
                 }
             }
             H::Statfs => {
@@ -147,12 +166,30 @@ impl Planner<'_> {
                 op.size = b.bytes[i];
                 if ok {
                     let o = self.w.present(&mut self.m, p);
+                    let raw = b.path2.get(i);
+                    if !raw.is_empty() && !self.symlink_len.contains_key(&o) && self.w.is_pre_existing(o) {
+                        // The target the recording read (probes since this version record it),
+                        // made relative to the link when absolute, as for created symlinks.
+                        let depth = self.m.paths.entries[p as usize].rel.matches('/').count();
+                        let t = if raw.starts_with('/') {
+                            self.m.relative_target(p, raw)
+                        } else {
+                            crate::plan::target_stays_inside(raw, depth).then(|| raw.to_string())
+                        };
+                        if let Some(t) = t {
+                            self.symlink_len.insert(o, t.len() as u64);
+                            self.w.link_target(o, t);
+                        }
+                    }
                     match self.symlink_len.get(&o) {
                         // Created by the replay with a rewritten target: the length may differ.
                         Some(&l) if l != ret as u64 => op.bits |= Op::SIZE_UNKNOWN,
                         Some(_) => {}
                         None => self.w.link_len(o, ret as u64),
                     }
+                } else if e == EINVAL {
+                    // Not a symlink, but there.
+                    self.w.present(&mut self.m, p);
                 }
             }
             H::Chmod => {
@@ -160,7 +197,8 @@ impl Planner<'_> {
                 op.mode = b.mode[i];
                 op.flags = flags & AT_SYMLINK_NOFOLLOW;
                 if ok {
-                    self.w.present(&mut self.m, p);
+                    let o = self.w.present(&mut self.m, p);
+                    self.w.mode_changed(o);
                 }
             }
             H::Chown { nofollow } => {
@@ -186,10 +224,38 @@ impl Planner<'_> {
         }
         self.finish(me, op);
     }
-    /// An `*at` call on a directory fd itself, as an fd operation.
-    pub(super) fn fd_at(&mut self, i: usize, k: OpKind, bits: u8) {
+    /// A successful exec: the program, if the replay world has it, is executable.
+    pub(super) fn exec(&mut self, i: usize) {
+        self.drop_op(why::EXEC);
         let b = &self.ev.events;
-        let (pid, dirfd) = (b.pid[i], b.dirfd[i]);
+        // The program is part of the tree the workload found (its size is not recorded).
+        if b.ret[i] == 0 && self.sel {
+            if let Ok(p) = self.m.map(b.path.get(i)) {
+                let o = self.w.present(&mut self.m, p);
+                self.w.executable(o);
+            }
+        }
+    }
+    /// The fd N of a path `/proc/self/fd/N` (`/proc/thread-self/fd/N`, `/proc/PID/fd/N` of the
+    /// caller, `/dev/fd/N`): what programs use to reach an `O_PATH` fd by path.
+    pub(super) fn proc_fd(&self, i: usize) -> Option<i32> {
+        let b = &self.ev.events;
+        let path = b.path.get(i);
+        let n = if let Some(n) = path.strip_prefix("/dev/fd/") {
+            n
+        } else {
+            let (who, n) = path.strip_prefix("/proc/")?.split_once("/fd/")?;
+            if who != "self" && who != "thread-self" && who.parse::<u32>().ok() != Some(b.pid[i]) {
+                return None;
+            }
+            n
+        };
+        n.parse::<i32>().ok().filter(|&fd| fd >= 0)
+    }
+    /// An `*at` call on fd `dirfd` itself (or through `/proc/self/fd/N`), as an fd operation.
+    pub(super) fn fd_at(&mut self, i: usize, dirfd: i32, k: OpKind, bits: u8) {
+        let b = &self.ev.events;
+        let pid = b.pid[i];
         let f = match self.usable(self.fd_of(pid, dirfd)) {
             Ok(f) => f,
             Err(r) => {
@@ -201,13 +267,28 @@ impl Planner<'_> {
             return;
         }
         let me = self.begin_fd(i, f);
-        if k == OpKind::Fstat {
-            let obj = self.obj_of(f);
-            if obj != NONE && self.ofds[f.ofd as usize].what == What::File {
+        // The *at(fd, "", AT_EMPTY_PATH) form works on O_PATH fds, where fchmod, fchown and
+        // futimens fail: replayed in the same form.
+        let bits = if b.flags[i] & AT_EMPTY_PATH != 0 && k != OpKind::Fstat && bits & Op::PROC_FD == 0 {
+            bits | Op::AT_FORM
+        } else {
+            bits
+        };
+        // Through /proc/self/fd/N: the path call's flags (a final symlink is followed or not).
+        let flags = if bits & Op::PROC_FD != 0 { b.flags[i] & AT_SYMLINK_NOFOLLOW } else { 0 };
+        let obj = self.obj_of(f);
+        if k == OpKind::Fstat && obj != NONE {
+            if self.ofds[f.ofd as usize].what == What::File {
                 self.w.objs[obj as usize].size_res.read(me, &mut self.deps);
             }
+            if b.ret[i] == 0 {
+                self.w.stat_evidence(obj, b.addr[i] as u32, b.off2[i] as u64, true);
+            }
         }
-        self.finish(me, Op { kind: k, slot: f.slot, mode: b.mode[i], bits, ret: b.ret[i], ..Op::blank() });
+        if k == OpKind::Fchmod && obj != NONE && b.ret[i] == 0 {
+            self.w.mode_changed(obj);
+        }
+        self.finish(me, Op { kind: k, slot: f.slot, mode: b.mode[i], flags, bits, ret: b.ret[i], ..Op::blank() });
     }
     pub(super) fn two_paths(&mut self, i: usize, h: H) {
         let b = &self.ev.events;
@@ -233,6 +314,17 @@ impl Planner<'_> {
             op.flags = flags;
             let is_dir = |w: &World, p| w.known(p).is_some_and(|o| w.objs[o as usize].kind == ObjKind::Dir);
             if ok {
+                // What was moved, as the recorder saw it at its new name.
+                let t = match b.mode[i] & libc::S_IFMT {
+                    libc::S_IFDIR => Some(ObjKind::Dir),
+                    libc::S_IFREG => Some(ObjKind::File),
+                    libc::S_IFLNK => Some(ObjKind::Symlink),
+                    _ => None,
+                };
+                if let (Some(t), true) = (t, flags & RENAME_EXCHANGE == 0) {
+                    let o = self.w.present(&mut self.m, src);
+                    self.w.refine(o, t);
+                }
                 if is_dir(&self.w, src) || is_dir(&self.w, dst) {
                     op.bits |= Op::DIR_NS;
                 }

@@ -1,0 +1,396 @@
+//! Calls that move data between two fds (copy_file_range, sendfile, FICLONE) or change the
+//! tree in other ways (mknod, xattrs, linking an open file), and the marker for changes the
+//! replay cannot make.
+
+use super::*;
+
+const FICLONE: u32 = 0x4004_9409;
+const FICLONERANGE: u32 = 0x4020_940d;
+
+impl Planner<'_> {
+    /// A change to the tree the replay cannot make: an operation that always diverges, on
+    /// `path` (or the file of `fd` in the recording) if known.
+    pub(super) fn unreplayed(&mut self, i: usize, path: u32, reason: &'static str) {
+        self.drop_op(reason);
+        if !self.sel {
+            return;
+        }
+        let b = &self.ev.events;
+        let (pid, tid, ret, nr, bytes) = (b.pid[i], b.tid[i], b.ret[i], b.nr[i], b.bytes[i]);
+        let path = if path != NONE {
+            path
+        } else {
+            self.fd_of(pid, b.fd[i]).map(|f| self.ofds[f.ofd as usize].path).unwrap_or(NONE)
+        };
+        let me = self.begin(tid, pid);
+        self.finish(
+            me,
+            Op { kind: OpKind::Unreplayed, flags: nr as u32, size: bytes, ret: ret.max(0), path, ..Op::blank() },
+        );
+    }
+
+    /// Whether the fd of event `i` is a file the replay writes (a change to it matters).
+    fn writes_replayed_file(&self, i: usize) -> bool {
+        let b = &self.ev.events;
+        self.usable(self.fd_of(b.pid[i], b.fd[i])).is_ok_and(|f| self.ofds[f.ofd as usize].what == What::File)
+    }
+
+    /// copy_file_range, sendfile: `fd` is the output, `addr` the input.
+    pub(super) fn copy(&mut self, i: usize, k: OpKind) {
+        let b = &self.ev.events;
+        let (pid, ret, bytes, roff, roff2) = (b.pid[i], b.ret[i], b.bytes[i], b.off[i], b.off2[i]);
+        let out = self.fd_of(pid, b.fd[i]);
+        let inp = self.fd_of(pid, b.addr[i] as i32);
+        // Positions the call used and moved, whether replayed or not.
+        let in_pos = inp.map(|f| self.ofds[f.ofd as usize].pos);
+        let in_off = if roff2 >= 0 { roff2 } else { in_pos.unwrap_or(-1) };
+        let out_pos = out.map(|f| self.ofds[f.ofd as usize].pos);
+        // The probe gives the output's file position when the call used it; an explicit offset
+        // equal to it is taken for the position (the two cannot be told apart).
+        let out_uses_pos = k == OpKind::Sendfile || out_pos == Some(roff);
+        if ret > 0 {
+            if let (Some(f), true) = (inp, roff2 < 0) {
+                self.ofds[f.ofd as usize].pos = in_off + ret;
+            }
+            if let (Some(f), true) = (out, out_uses_pos) {
+                let o = &mut self.ofds[f.ofd as usize];
+                o.pos = if o.append { o.pos + ret } else { roff.max(0) + ret };
+            }
+        }
+        if errno(ret) == EBADF {
+            self.drop_op(why::EBADF);
+            return;
+        }
+        let (fo, fi) = match (self.usable(out), self.usable(inp)) {
+            (Ok(o), Ok(n))
+                if self.ofds[o.ofd as usize].what == What::File && self.ofds[n.ofd as usize].what == What::File =>
+            {
+                (o, n)
+            }
+            (o, n) => {
+                let reason = match (o, n) {
+                    (Err(r), _) | (_, Err(r)) => r,
+                    _ => why::NOT_FILE,
+                };
+                if ret > 0 && self.writes_replayed_file(i) {
+                    // Data from a pipe, socket or unknown fd into a replayed file.
+                    self.unreplayed(i, NONE, why::COPY_FROM_OTHER);
+                } else {
+                    self.drop_op(reason);
+                }
+                return;
+            }
+        };
+        if !self.sel {
+            return;
+        }
+        // No buffer: the kernel moves the data, so any length is replayed as recorded.
+        let me = self.begin_fd(i, fo);
+        let s = &mut self.slots[fi.slot as usize];
+        s.res.read(me, &mut self.deps);
+        s.used = true;
+        if roff2 < 0 {
+            self.ofds[fi.ofd as usize].pos_res.write(me, &mut self.deps);
+        }
+        if out_uses_pos {
+            self.ofds[fo.ofd as usize].pos_res.write(me, &mut self.deps);
+        }
+        let got = ret.max(0) as u64;
+        let (io, oo) = (self.obj_of(fi), self.obj_of(fo));
+        if io != NONE && in_off >= 0 {
+            let o = &mut self.w.objs[io as usize];
+            o.writers.readers_deps(in_off as u64, in_off as u64 + got, &mut self.deps);
+            o.size_res.read(me, &mut self.deps);
+            if ret >= 0 {
+                self.w.read_evidence(io, in_off as u64, bytes, got);
+            }
+        }
+        let append = self.ofds[fo.ofd as usize].append;
+        let at = if append && oo != NONE { self.w.size(oo) as i64 } else { roff };
+        if oo != NONE && at >= 0 {
+            let cur = self.w.size(oo);
+            let o = &mut self.w.objs[oo as usize];
+            if append || at as u64 + got > cur {
+                o.size_res.write(me, &mut self.deps);
+            } else {
+                o.size_res.read(me, &mut self.deps);
+            }
+            o.writers.write(at as u64, at as u64 + got, me);
+            self.w.wrote(oo, at as u64, got);
+        }
+        self.slots[fo.slot as usize].written = true;
+        let mut op = Op {
+            kind: k,
+            slot: fo.slot,
+            slot2: fi.slot,
+            size: bytes,
+            off: if out_uses_pos { -1 } else { roff },
+            ret,
+            ..Op::blank()
+        };
+        op.set_off2(if roff2 < 0 { -1 } else { roff2 });
+        self.finish(me, op);
+    }
+
+    /// splice, tee, vmsplice: through a pipe, whose contents the replay does not model.
+    pub(super) fn splice(&mut self, i: usize) {
+        let ret = self.ev.events.ret[i];
+        if ret > 0 && self.writes_replayed_file(i) {
+            self.unreplayed(i, NONE, why::SPLICE);
+        } else {
+            let b = &self.ev.events;
+            let r = self.usable(self.fd_of(b.pid[i], b.fd[i])).err();
+            self.drop_op(if r == Some(why::NOT_FILE) { why::NOT_FILE } else { why::SPLICE });
+        }
+    }
+
+    /// ioctl: FIOCLEX / FIONCLEX change close-on-exec; FICLONE / FICLONERANGE are replayed.
+    pub(super) fn ioctl(&mut self, i: usize) {
+        let b = &self.ev.events;
+        let (pid, fd, req, ret) = (b.pid[i], b.fd[i], b.flags[i], b.ret[i]);
+        if ret == 0 && (req == FIOCLEX || req == FIONCLEX) {
+            let table = self.proc_entry(pid).table;
+            if let Some(f) = self.tables[table as usize].fds.get_mut(&fd) {
+                f.cloexec = req == FIOCLEX;
+            }
+        }
+        if req != FICLONE && req != FICLONERANGE {
+            let r = self.usable(self.fd_of(pid, fd)).err();
+            self.drop_op(if r == Some(why::NOT_FILE) { why::NOT_FILE } else { why::IOCTL });
+            return;
+        }
+        let src = b.addr[i] as i32;
+        let (fo, fi) = match (self.usable(self.fd_of(pid, fd)), self.usable(self.fd_of(pid, src))) {
+            (Ok(o), Ok(n))
+                if self.ofds[o.ofd as usize].what == What::File && self.ofds[n.ofd as usize].what == What::File =>
+            {
+                (o, n)
+            }
+            (o, n) => {
+                let reason = match (o, n) {
+                    (Err(r), _) | (_, Err(r)) => r,
+                    _ => why::NOT_FILE,
+                };
+                if ret == 0 && self.writes_replayed_file(i) {
+                    self.unreplayed(i, NONE, why::COPY_FROM_OTHER);
+                } else {
+                    self.drop_op(reason);
+                }
+                return;
+            }
+        };
+        if !self.sel {
+            return;
+        }
+        let me = self.begin_fd(i, fo);
+        let s = &mut self.slots[fi.slot as usize];
+        s.res.read(me, &mut self.deps);
+        s.used = true;
+        let (io, oo) = (self.obj_of(fi), self.obj_of(fo));
+        let whole = req == FICLONE;
+        let (src_off, len, dst_off) = if whole { (0, 0, 0) } else { (b.off2[i].max(0), b.bytes[i], b.off[i].max(0)) };
+        if io != NONE {
+            let o = &mut self.w.objs[io as usize];
+            o.size_res.read(me, &mut self.deps);
+            let end = if whole || len == 0 { u64::MAX } else { src_off as u64 + len };
+            o.writers.readers_deps(src_off as u64, end, &mut self.deps);
+        }
+        if oo != NONE {
+            self.w.objs[oo as usize].size_res.write(me, &mut self.deps);
+            if ret == 0 {
+                let src_size = if io != NONE { self.w.size(io) } else { 0 };
+                if whole {
+                    self.w.truncate(oo, src_size);
+                } else {
+                    let n = if len == 0 { src_size.saturating_sub(src_off as u64) } else { len };
+                    self.w.wrote(oo, dst_off as u64, n);
+                }
+            }
+        }
+        self.slots[fo.slot as usize].written = true;
+        let mut op = Op { kind: OpKind::Ficlone, slot: fo.slot, slot2: fi.slot, flags: req, ret, ..Op::blank() };
+        if !whole {
+            op.off = dst_off;
+            op.size = len;
+            op.set_off2(src_off);
+        }
+        self.finish(me, op);
+    }
+
+    /// mknod, mknodat: FIFOs and regular files are made; devices are refused.
+    pub(super) fn mknod(&mut self, i: usize) {
+        let b = &self.ev.events;
+        let (pid, tid, ret, mode) = (b.pid[i], b.tid[i], b.ret[i], b.mode[i]);
+        let p = match self.m.map(b.path.get(i)) {
+            Ok(p) => p,
+            Err(u) => {
+                self.drop_op(u.reason());
+                return;
+            }
+        };
+        let fmt = mode & libc::S_IFMT;
+        if !matches!(fmt, libc::S_IFIFO | libc::S_IFREG | 0) {
+            if ret == 0 {
+                self.unreplayed(i, p, why::MKNOD);
+            } else {
+                self.drop_op(why::MKNOD);
+            }
+            return;
+        }
+        if !self.sel {
+            return;
+        }
+        let me = self.begin(tid, pid);
+        self.w.path_deps(&mut self.m, p, ret == 0, me, &mut self.deps);
+        if ret == 0 {
+            self.w.create(&mut self.m, p, if fmt == libc::S_IFIFO { ObjKind::Fifo } else { ObjKind::File }, false);
+        } else if errno(ret) == EEXIST {
+            self.w.present(&mut self.m, p);
+        } else if errno(ret) == ENOENT {
+            self.w.ancestors_are_dirs(&mut self.m, p);
+        }
+        self.finish(me, Op { kind: OpKind::Mknod, path: p, mode, ret, ..Op::blank() });
+    }
+
+    /// Extended attributes, on a path or an fd. The recording holds names and sizes, not
+    /// values: a set writes generated bytes, except a minimal POSIX ACL, which is a mode (a
+    /// chmod); names the kernel checks (`system.`, `security.`) cannot take generated values,
+    /// so setting them is a change the replay cannot make.
+    pub(super) fn xattr(&mut self, i: usize, k: OpKind) {
+        let b = &self.ev.events;
+        let (pid, tid, ret, flags, mode, bytes) = (b.pid[i], b.tid[i], b.ret[i], b.flags[i], b.mode[i], b.bytes[i]);
+        let name = syscall_name(b.nr[i]).unwrap_or("");
+        let attr = b.path2.get(i).to_string();
+        let on_fd = name.starts_with('f');
+        let nofollow = name.starts_with('l');
+        let (f, p) = if on_fd {
+            match self.fd_for(i) {
+                Some(f) => (Some(f), NONE),
+                None => return,
+            }
+        } else {
+            match self.m.map(b.path.get(i)) {
+                Ok(p) => (None, p),
+                Err(u) => {
+                    self.drop_op(u.reason());
+                    return;
+                }
+            }
+        };
+        let acl = k == OpKind::Setxattr && mode & SysDesc::ACL_MODE != 0 && attr == "system.posix_acl_access";
+        let checked = attr.starts_with("system.") || attr.starts_with("security.");
+        if k != OpKind::Listxattr && attr.is_empty() || k == OpKind::Setxattr && checked && !acl {
+            // Recorded without the name (an older trace), or a value the kernel checks.
+            if ret >= 0 && matches!(k, OpKind::Setxattr | OpKind::Removexattr) {
+                self.unreplayed(i, p, why::XATTR);
+            } else {
+                self.drop_op(why::XATTR);
+            }
+            return;
+        }
+        if !self.sel {
+            return;
+        }
+        if bytes > MAX_IO_BYTES {
+            self.drop_op(why::TOO_LARGE);
+            return;
+        }
+        let me = match f {
+            Some(f) => self.begin_fd(i, f),
+            None => {
+                let me = self.begin(tid, pid);
+                self.w.path_deps(&mut self.m, p, false, me, &mut self.deps);
+                me
+            }
+        };
+        let obj = match f {
+            Some(f) => self.obj_of(f),
+            None if ret >= 0 || errno(ret) == 61 => self.w.present(&mut self.m, p),
+            None => {
+                if errno(ret) == ENOENT {
+                    self.w.absent(&mut self.m, p);
+                }
+                NONE
+            }
+        };
+        let slot = f.map(|f| f.slot).unwrap_or(NONE);
+        if acl {
+            // Setting a minimal access ACL sets the mode and stores nothing.
+            if obj != NONE && ret == 0 {
+                self.w.mode_changed(obj);
+            }
+            let kind = if slot != NONE { OpKind::Fchmod } else { OpKind::Chmod };
+            self.finish(me, Op { kind, slot, path: p, mode: mode & 0o7777, ret, ..Op::blank() });
+            return;
+        }
+        let lit = if k == OpKind::Listxattr {
+            NONE
+        } else {
+            self.literals.push(attr);
+            self.literals.len() as u32 - 1
+        };
+        let size = if k == OpKind::Removexattr { 0 } else { bytes };
+        let op = Op {
+            kind: k,
+            slot,
+            path: p,
+            path2: lit,
+            size,
+            flags: if k == OpKind::Setxattr { flags } else { 0 },
+            mode: u32::from(nofollow),
+            ret,
+            ..Op::blank()
+        };
+        self.finish(me, op);
+    }
+
+    /// linkat(fd, "", dir, name, AT_EMPTY_PATH) and linkat(AT_FDCWD, "/proc/self/fd/N", ...,
+    /// AT_SYMLINK_FOLLOW): a name for an open file (an `O_TMPFILE` made visible). `None` if the
+    /// event is not one of those.
+    pub(super) fn link_fd(&mut self, i: usize) -> Option<()> {
+        let b = &self.ev.events;
+        let (pid, ret, flags) = (b.pid[i], b.ret[i], b.flags[i]);
+        let src = b.path.get(i);
+        let fd = if src.is_empty() && flags & AT_EMPTY_PATH != 0 {
+            b.dirfd[i]
+        } else {
+            let rest = src.strip_prefix("/proc/")?;
+            let (who, n) = rest.split_once("/fd/")?;
+            if who != "self" && who != "thread-self" && who.parse::<u32>().ok() != Some(pid) {
+                return None;
+            }
+            n.parse::<i32>().ok()?
+        };
+        let f = match self.usable(self.fd_of(pid, fd)) {
+            Ok(f) if self.ofds[f.ofd as usize].what == What::File => f,
+            Ok(_) => {
+                self.drop_op(why::NOT_FILE);
+                return Some(());
+            }
+            Err(r) => {
+                self.drop_op(r);
+                return Some(());
+            }
+        };
+        let dst = match self.m.map(b.path2.get(i)) {
+            Ok(p) => p,
+            Err(u) => {
+                self.drop_op(u.reason());
+                return Some(());
+            }
+        };
+        if !self.sel {
+            return Some(());
+        }
+        let me = self.begin_fd(i, f);
+        self.w.path_deps(&mut self.m, dst, ret == 0, me, &mut self.deps);
+        let obj = self.obj_of(f);
+        if ret == 0 && obj != NONE {
+            self.w.link_obj(&mut self.m, obj, dst);
+        } else if errno(ret) == EEXIST {
+            self.w.present(&mut self.m, dst);
+        }
+        self.finish(me, Op { kind: OpKind::LinkFd, slot: f.slot, path: dst, ret, ..Op::blank() });
+        Some(())
+    }
+}
