@@ -19,6 +19,7 @@ fn main() {
         "src/bpf/latscope.h",
         "src/bpf/fdname.bpf.h",
         "src/bpf/agg.bpf.h",
+        "src/bpf/why.bpf.h",
         "src/bpf/vmlinux.h",
     ] {
         println!("cargo:rerun-if-changed={f}");

@@ -52,6 +52,23 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::Path2 => p.path2 = e.path2.clone(),
                 Column::Off2 => p.off2 = e.off2,
                 Column::Cpu => p.cpu = e.cpu,
+                Column::WhyCpu => p.why_cpu = e.why_cpu,
+                Column::WhyRunq => p.why_runq = e.why_runq,
+                Column::WhyIo => p.why_io = e.why_io,
+                Column::WhyLock => p.why_lock = e.why_lock,
+                Column::WhyIpc => p.why_ipc = e.why_ipc,
+                Column::WhyTimer => p.why_timer = e.why_timer,
+                Column::WhyFault => p.why_fault = e.why_fault,
+                Column::WhyOther => p.why_other = e.why_other,
+                Column::WhyUnknown => p.why_unknown = e.why_unknown,
+                Column::WakerCtx => p.waker_ctx = e.waker_ctx,
+                Column::WakerTid => p.waker_tid = e.waker_tid,
+                Column::WakerCommLo => p.waker_comm_lo = e.waker_comm_lo,
+                Column::WakerCommHi => p.waker_comm_hi = e.waker_comm_hi,
+                Column::RunqTid => p.runq_tid = e.runq_tid,
+                Column::RunqCpu => p.runq_cpu = e.runq_cpu,
+                Column::WakeDev => p.wake_dev = e.wake_dev,
+                Column::WakeSector => p.wake_sector = e.wake_sector,
             }
         }
         out.push(&p);
