@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -52,9 +53,12 @@ static void pin(int cpu)
 /* ---- run queue ---- */
 static atomic_int stop;
 
+static atomic_int nspin;
+
 static void *spin(void *arg)
 {
 	pin((int)(long)arg);
+	printf("spinner%d %ld\n", atomic_fetch_add(&nspin, 1), (long)syscall(SYS_gettid));
 	volatile unsigned long x = 0;
 	while (!atomic_load(&stop))
 		x++;
@@ -97,6 +101,8 @@ static void do_runq(long n)
 }
 
 /* ---- futex ---- */
+#define MAXN 1000
+static long long wait_start[MAXN], released[MAXN]; /* ground truth, per round */
 static atomic_int word;   /* 0 free, 1 held */
 static atomic_int round_; /* the holder takes the lock for round r when round_ == r */
 static long hold_ms;
@@ -113,6 +119,7 @@ static void *holder(void *arg)
 		atomic_store(&round_, -r); /* tell the waiter the lock is held */
 		sleep_ms(hold_ms);
 		atomic_store(&word, 0);
+		released[r - 1] = ns_of(CLOCK_MONOTONIC);
 		syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	}
 	return NULL;
@@ -127,10 +134,15 @@ static void do_futex(long n, long ms)
 		atomic_store(&round_, r);
 		while (atomic_load(&round_) != -r)
 			sched_yield();
+		wait_start[r - 1] = ns_of(CLOCK_MONOTONIC);
 		while (atomic_load(&word) == 1)
 			syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
 	}
 	pthread_join(t, NULL);
+	long long truth = 0;
+	for (long r = 0; r < n; r++)
+		truth += released[r] > wait_start[r] ? released[r] - wait_start[r] : 0;
+	printf("blocked_ns %lld\n", truth);
 }
 
 /* ---- pipe ---- */
@@ -144,6 +156,7 @@ static void *writer(void *arg)
 	char c = 'x';
 	for (long i = 0; i < n; i++) {
 		sleep_ms(hold_ms);
+		released[i] = ns_of(CLOCK_MONOTONIC);
 		if (write(pfd[1], &c, 1) != 1)
 			die("write");
 	}
@@ -158,10 +171,16 @@ static void do_pipe(long n, long ms)
 	pthread_t t;
 	pthread_create(&t, NULL, writer, (void *)n);
 	char c;
-	for (long i = 0; i < n; i++)
+	for (long i = 0; i < n; i++) {
+		wait_start[i] = ns_of(CLOCK_MONOTONIC);
 		if (read(pfd[0], &c, 1) != 1)
 			die("read");
+	}
 	pthread_join(t, NULL);
+	long long truth = 0;
+	for (long i = 0; i < n; i++)
+		truth += released[i] > wait_start[i] ? released[i] - wait_start[i] : 0;
+	printf("blocked_ns %lld\n", truth);
 }
 
 /* ---- page faults ---- */
@@ -187,6 +206,8 @@ static void do_fault(const char *path, long n)
 	if (pipe(p))
 		die("pipe");
 	char buf[64];
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_THREAD, &ru0);
 	for (long i = 0; i < n; i++) {
 		/* write() copies from the mapping: the copy faults the page in, inside the call. */
 		if (write(p[1], m + i * 64 * pg, 64) != 64)
@@ -194,6 +215,8 @@ static void do_fault(const char *path, long n)
 		if (read(p[0], buf, sizeof(buf)) != 64)
 			die("read");
 	}
+	getrusage(RUSAGE_THREAD, &ru1);
+	printf("majflt %ld\n", ru1.ru_majflt - ru0.ru_majflt);
 }
 
 /* ---- fsync ---- */
@@ -222,6 +245,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("main %ld\n", (long)syscall(SYS_gettid));
 	const char *m = argv[1];
+	if (argc > 2 && atol(argv[2]) > MAXN) {
+		fprintf(stderr, "at most %d rounds\n", MAXN);
+		return 2;
+	}
 	if (!strcmp(m, "runq"))
 		do_runq(atol(argv[2]));
 	else if (!strcmp(m, "futex") && argc > 3)

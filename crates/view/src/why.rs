@@ -4,8 +4,11 @@
 //! The parts come from the `why_*` columns `record --why` fills; a call without them (recorded
 //! without `--why`, or faster than `--why-above`) has none and is counted apart.
 
+use latscope_event::syscalls::desc;
 use latscope_event::units::fmt_ns;
-use latscope_event::{comm_from_words, op_name, EventBatch, EventKind, TraceHeader, WHY_PARTS, WHY_PART_NAMES};
+use latscope_event::{
+    comm_from_words, op_name, syscall_name, EventBatch, EventKind, SysClass, TraceHeader, WHY_PARTS, WHY_PART_NAMES,
+};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -117,6 +120,17 @@ pub struct WhyAgg {
     pub by_waker: HashMap<(String, usize), u64>,
     /// Per operation (syscall name): calls, total latency and parts.
     pub by_op: HashMap<String, OpWhy>,
+    /// Count idle waits (poll, epoll_wait, futex, nanosleep, wait4, ...: the calls of
+    /// [`SysClass::Wait`] and the waits for children) too; by default they are left out.
+    pub with_waits: bool,
+    /// Idle waits left out.
+    pub waits_left_out: u64,
+}
+
+/// Whether syscall `nr` is an idle wait: a call whose latency is the time something else took
+/// (its class is [`SysClass::Wait`], or it waits for a child).
+pub fn is_idle_wait(nr: u16) -> bool {
+    desc(nr).class == SysClass::Wait || matches!(syscall_name(nr), Some("wait4" | "waitid" | "pause"))
 }
 
 /// The breakdown summed over the calls of one operation.
@@ -130,6 +144,12 @@ pub struct OpWhy {
     pub max_ns: u64,
     /// Summed parts (ns).
     pub parts: [u64; WHY_PARTS],
+    /// Time (ns) by the file or socket behind the call's fd (or its path).
+    pub files: HashMap<String, u64>,
+    /// Blocked time (ns) by waker.
+    pub wakers: HashMap<String, u64>,
+    /// I/O time (ns) by the device of the request that woke the call.
+    pub disks: HashMap<u32, u64>,
 }
 
 impl WhyAgg {
@@ -138,6 +158,10 @@ impl WhyAgg {
         for &r in rows {
             let i = r as usize;
             if b.kind[i] != EventKind::Syscall as u8 {
+                continue;
+            }
+            if !self.with_waits && is_idle_wait(b.nr[i]) {
+                self.waits_left_out += 1;
                 continue;
             }
             let p = b.why_parts(i);
@@ -155,11 +179,19 @@ impl WhyAgg {
                 self.parts[k] += v;
                 op.parts[k] += v;
             }
+            let path = b.path.get(i);
+            if !path.is_empty() {
+                *op.files.entry(path.to_string()).or_default() += b.lat[i];
+            }
+            if b.wake_dev[i] != 0 {
+                *op.disks.entry(b.wake_dev[i]).or_default() += p[2] + p[6];
+            }
             if let Some(w) = waker(b, i) {
                 // The waker ended the call's longest blocked interval: credit it with the blocked
                 // time of the dominant blocked part.
                 let (k, v) = (2..WHY_PARTS - 1).map(|k| (k, p[k])).max_by_key(|&(_, v)| v).unwrap_or((0, 0));
                 if v > 0 {
+                    *op.wakers.entry(w.clone()).or_default() += v;
                     *self.by_waker.entry((w, k)).or_default() += v;
                 }
             }
@@ -231,7 +263,7 @@ impl WhyAgg {
                 top_causes(&o.parts, o.total_ns, 2)
             );
         }
-        crate::text::clean(&s).into_owned()
+        clean_lines(&s)
     }
 
     /// The breakdown as JSON (all times in ns).
@@ -244,11 +276,104 @@ impl WhyAgg {
             "total_ns": self.total_ns,
             "parts_ns": parts,
             "wakers": self.ranked_wakers(n).into_iter().map(|(w, k, t)| json!({"waker": w, "cause": WHY_PART_NAMES[k], "blocked_ns": t})).collect::<Vec<_>>(),
+            "idle_waits_left_out": self.waits_left_out,
             "operations": self.ranked_ops(n).into_iter().map(|(op, o)| json!({
                 "op": op, "calls": o.calls, "total_ns": o.total_ns, "max_ns": o.max_ns,
+                "files": largest(&o.files, 3).into_iter().map(|(p, t)| json!({"path": p, "total_ns": t})).collect::<Vec<_>>(),
+                "wakers": largest(&o.wakers, 3).into_iter().map(|(w, t)| json!({"waker": w, "blocked_ns": t})).collect::<Vec<_>>(),
+                "disks": largest(&o.disks, 3).into_iter().map(|(d, t)| json!({"dev": d, "io_ns": t})).collect::<Vec<_>>(),
                 "parts_ns": WHY_PART_NAMES.iter().zip(o.parts).map(|(k, v)| ((*k).to_string(), json!(v))).collect::<Map<String, Value>>(),
             })).collect::<Vec<_>>(),
         })
+    }
+}
+
+/// Text with control characters escaped line by line ([`crate::text::clean`]): names and paths
+/// come from the traced system.
+fn clean_lines(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for l in s.lines() {
+        out.push_str(&crate::text::clean(l));
+        out.push('\n');
+    }
+    out
+}
+
+/// The largest `n` entries of a map of times, largest first.
+fn largest<K: Clone + Ord>(m: &HashMap<K, u64>, n: usize) -> Vec<(K, u64)> {
+    let mut v: Vec<(K, u64)> = m.iter().map(|(k, &t)| (k.clone(), t)).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
+}
+
+impl WhyAgg {
+    /// What a person writes in an incident ticket, on one screen: the slowest operations by
+    /// total time (idle waits left out unless [`WhyAgg::with_waits`]), each with its causes, the
+    /// files, wakers and disks behind them, then the time by cause over everything.
+    pub fn render_ticket(&self, h: &TraceHeader, n: usize, span_ns: u64) -> String {
+        let mut s = String::new();
+        if self.calls == 0 {
+            let _ = writeln!(
+                s,
+                "no call carries a breakdown ({} without one{}): record with `latscope record --why`",
+                self.without,
+                if self.waits_left_out > 0 {
+                    format!(", {} idle waits left out", self.waits_left_out)
+                } else {
+                    String::new()
+                }
+            );
+            return s;
+        }
+        let _ = writeln!(
+            s,
+            "{} calls took {} over {}{}",
+            self.calls,
+            fmt_ns(self.total_ns),
+            fmt_ns(span_ns),
+            if self.waits_left_out > 0 {
+                format!(
+                    " ({} idle waits left out: poll, epoll_wait, futex, sleeps, wait4; --waits counts them)",
+                    self.waits_left_out
+                )
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(s, "\nslowest operations by total time:");
+        for (k, (op, o)) in self.ranked_ops(n).into_iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "{}. {op}: {} calls, {} total, {} mean, {} max -- {}",
+                k + 1,
+                o.calls,
+                fmt_ns(o.total_ns),
+                fmt_ns(o.total_ns / o.calls.max(1)),
+                fmt_ns(o.max_ns),
+                top_causes(&o.parts, o.total_ns, 3)
+            );
+            let files = largest(&o.files, 3);
+            if !files.is_empty() {
+                let f: Vec<String> = files.iter().map(|(p, t)| format!("{p} ({})", fmt_ns(*t))).collect();
+                let _ = writeln!(s, "   files: {}", f.join(", "));
+            }
+            let disks = largest(&o.disks, 3);
+            if !disks.is_empty() {
+                let d: Vec<String> = disks
+                    .iter()
+                    .map(|(d, t)| format!("{} ({})", crate::events::disk_label(h, *d), fmt_ns(*t)))
+                    .collect();
+                let _ = writeln!(s, "   disks: {}", d.join(", "));
+            }
+            let wakers = largest(&o.wakers, 3);
+            if !wakers.is_empty() {
+                let w: Vec<String> = wakers.iter().map(|(w, t)| format!("{w} ({})", fmt_ns(*t))).collect();
+                let _ = writeln!(s, "   woken by: {}", w.join(", "));
+            }
+        }
+        let _ = writeln!(s, "\ntime by cause: {}", top_causes(&self.parts, self.total_ns, WHY_PARTS));
+        clean_lines(&s)
     }
 }
 
