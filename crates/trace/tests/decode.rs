@@ -311,6 +311,23 @@ fn files_without_later_columns_read_as_not_recorded() {
     let mut expected = b.clone();
     expected.off2 = vec![-1; n];
     expected.cpu = vec![0; n];
+    expected.why_cpu = vec![0; n];
+    expected.why_runq = vec![0; n];
+    expected.why_io = vec![0; n];
+    expected.why_lock = vec![0; n];
+    expected.why_ipc = vec![0; n];
+    expected.why_timer = vec![0; n];
+    expected.why_fault = vec![0; n];
+    expected.why_other = vec![0; n];
+    expected.why_unknown = vec![0; n];
+    expected.waker_comm_lo = vec![0; n];
+    expected.waker_comm_hi = vec![0; n];
+    expected.wake_sector = vec![0; n];
+    expected.waker_ctx = vec![0; n];
+    expected.waker_tid = vec![0; n];
+    expected.runq_tid = vec![0; n];
+    expected.runq_cpu = vec![0; n];
+    expected.wake_dev = vec![0; n];
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);
