@@ -20,6 +20,7 @@ fn main() {
         "src/bpf/fdname.bpf.h",
         "src/bpf/compat.bpf.h",
         "src/bpf/agg.bpf.h",
+        "src/bpf/why.bpf.h",
         "src/bpf/vmlinux.h",
     ] {
         println!("cargo:rerun-if-changed={f}");

@@ -41,6 +41,8 @@ enum Command {
     Heatmap(cmd::heatmap::Args),
     Hist(cmd::hist::Args),
     Top(cmd::top::Args),
+    /// Why was it slow: the slowest operations and their causes, recorded now or from a trace.
+    Why(cmd::why::Args),
     Timeline(cmd::timeline::Args),
     /// Run micro-benchmark probes continuously; summaries live, hourly histograms to a store.
     Bench(cmd::bench::Args),
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Heatmap(a) => cmd::heatmap::run(a),
         Command::Hist(a) => cmd::hist::run(a),
         Command::Top(a) => cmd::top::run(a),
+        Command::Why(a) => cmd::why::run(a),
         Command::Timeline(a) => cmd::timeline::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Replay(a) => cmd::replay::run(a),

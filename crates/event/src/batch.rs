@@ -289,6 +289,70 @@ columns! {
     /// The CPU the event ended on: the syscall's return, the block request's completion, the
     /// process event.
     cpu: u16,
+    /// Attribution (`record --why`): nanoseconds of the syscall's latency spent on CPU. The
+    /// `why_*` parts of a call add up to `lat`; all are 0 when the call carries no breakdown.
+    why_cpu: u64,
+    /// Attribution: runnable, waiting for a CPU (preempted, or woken and not yet running).
+    why_runq: u64,
+    /// Attribution: blocked in an I/O wait (block requests, writeback).
+    why_io: u64,
+    /// Attribution: blocked in a futex until another thread woke it.
+    why_lock: u64,
+    /// Attribution: blocked on a pipe or socket.
+    why_ipc: u64,
+    /// Attribution: blocked until a timer fired (sleeps, timeouts).
+    why_timer: u64,
+    /// Attribution: the I/O waits of a page fault taken inside the call.
+    why_fault: u64,
+    /// Attribution: blocked, woken by a task for another reason.
+    why_other: u64,
+    /// Attribution: time the probes could not attribute (a wake-up they did not see).
+    why_unknown: u64,
+    /// Who ended the call's longest blocked interval: 0 none, 1 a thread (`waker_tid`,
+    /// `waker_comm`), 2 a timer, 3 a softirq (its number in `waker_tid`).
+    waker_ctx: u8,
+    /// The waking thread's id (or the softirq's number).
+    waker_tid: u32,
+    /// The waking thread's command name: 16 bytes, NUL-padded, little-endian in two words
+    /// (see [`comm_from_words`]).
+    waker_comm_lo: u64,
+    /// The second word of `waker_comm_lo`.
+    waker_comm_hi: u64,
+    /// The thread that took the CPU on the call's longest preemption (0: none).
+    runq_tid: u32,
+    /// The CPU of that preemption.
+    runq_cpu: u16,
+    /// Device (`major << 20 | minor`) of the block request whose completion woke the call from
+    /// its longest I/O wait (0: none).
+    wake_dev: u32,
+    /// Sector of that request.
+    wake_sector: u64,
+}
+
+/// The parts of a call's latency recorded by attribution, in the order of [`WHY_PARTS`].
+pub const WHY_PART_NAMES: [&str; 9] = ["cpu", "runq", "io", "lock", "ipc", "timer", "fault", "other", "unknown"];
+
+/// Number of attribution parts.
+pub const WHY_PARTS: usize = WHY_PART_NAMES.len();
+
+/// A command name stored as two little-endian words (the `waker_comm_*` columns).
+pub fn comm_from_words(lo: u64, hi: u64) -> String {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&lo.to_le_bytes());
+    b[8..].copy_from_slice(&hi.to_le_bytes());
+    let n = b.iter().position(|&c| c == 0).unwrap_or(16);
+    String::from_utf8_lossy(&b[..n]).into_owned()
+}
+
+/// A command name as the two words of the `waker_comm_*` columns (at most 16 bytes kept).
+pub fn comm_to_words(s: &str) -> (u64, u64) {
+    let mut b = [0u8; 16];
+    let n = s.len().min(16);
+    b[..n].copy_from_slice(&s.as_bytes()[..n]);
+    (
+        u64::from_le_bytes(b[..8].try_into().unwrap_or_default()),
+        u64::from_le_bytes(b[8..].try_into().unwrap_or_default()),
+    )
 }
 
 impl EventBatch {
@@ -306,9 +370,41 @@ impl EventBatch {
     pub fn end(&self, i: usize) -> u64 {
         self.ts[i].saturating_add(self.lat[i])
     }
+    /// The attribution parts of event `i` (ns, in the order of [`WHY_PART_NAMES`]).
+    pub fn why_parts(&self, i: usize) -> [u64; WHY_PARTS] {
+        [
+            self.why_cpu[i],
+            self.why_runq[i],
+            self.why_io[i],
+            self.why_lock[i],
+            self.why_ipc[i],
+            self.why_timer[i],
+            self.why_fault[i],
+            self.why_other[i],
+            self.why_unknown[i],
+        ]
+    }
+    /// Whether event `i` carries an attribution breakdown.
+    pub fn has_why(&self, i: usize) -> bool {
+        self.why_parts(i).iter().any(|&p| p != 0)
+    }
 }
 
 impl Event {
+    /// The attribution parts (ns, in the order of [`WHY_PART_NAMES`]).
+    pub fn why_parts(&self) -> [u64; WHY_PARTS] {
+        [
+            self.why_cpu,
+            self.why_runq,
+            self.why_io,
+            self.why_lock,
+            self.why_ipc,
+            self.why_timer,
+            self.why_fault,
+            self.why_other,
+            self.why_unknown,
+        ]
+    }
     /// The kind, if the stored byte is valid.
     pub fn event_kind(&self) -> Option<EventKind> {
         EventKind::from_u8(self.kind)

@@ -16,7 +16,10 @@ mod syscall_table;
 pub mod syscalls;
 pub mod units;
 
-pub use batch::{op_name, Event, EventBatch, EventKind, ProcOp, StrCol, NO_FD};
+pub use batch::{
+    comm_from_words, comm_to_words, op_name, Event, EventBatch, EventKind, ProcOp, StrCol, NO_FD, WHY_PARTS,
+    WHY_PART_NAMES,
+};
 pub use block::{BlockOp, Rwbs};
 pub use fdtype::{l4_proto_name, parse_sock_name, sock_addr, sock_name, FdType, SockEnd, SockName};
 pub use header::{

@@ -64,6 +64,7 @@ pub struct SessionBuilder {
     count: Option<(CountBy, EventKind)>,
     signals: Vec<i32>,
     command_line: Vec<String>,
+    why_above_ns: Option<u64>,
 }
 
 impl Default for SessionBuilder {
@@ -82,6 +83,7 @@ impl Default for SessionBuilder {
             count: None,
             signals: vec![libc::SIGINT, libc::SIGTERM],
             command_line: std::env::args().collect(),
+            why_above_ns: None,
         }
     }
 }
@@ -160,6 +162,12 @@ impl SessionBuilder {
         self.signals = signals.to_vec();
         self
     }
+    /// Per-call attribution: syscalls at least this slow (ns; 0: all) carry the breakdown of their
+    /// latency into causes (see docs/WHY.md). Streaming sessions only.
+    pub fn why(mut self, above_ns: Option<u64>) -> Self {
+        self.why_above_ns = above_ns;
+        self
+    }
     /// The command line stored in the header (default: this process's).
     pub fn command_line(mut self, argv: Vec<String>) -> Self {
         self.command_line = argv;
@@ -228,6 +236,7 @@ impl SessionBuilder {
         cfg.cgroups = cgroups.iter().map(|c| c.id).collect();
         cfg.comms = self.comms.clone();
         cfg.ring_bytes = self.ring_bytes;
+        cfg.why_above_ns = self.why_above_ns;
         let command = match &self.command {
             Some(argv) => {
                 let c = Command::spawn(argv)?;

@@ -5,7 +5,7 @@
 //! from opens and from the start snapshot, (pid, fd) -> path for the rest, and
 //! each process's working directory for relative paths.
 
-use crate::skel::types::{ls_event, ls_sock_tuple};
+use crate::skel::types::{ls_event, ls_sock_tuple, ls_why};
 use latscope_event::syscalls::{desc, SysDesc, NONE};
 use latscope_event::{Event, EventBatch, EventKind, FdType, ProcOp, TraceHeader};
 use rustc_hash::FxHashMap;
@@ -15,6 +15,8 @@ use std::sync::Arc;
 const AT_FDCWD: i32 = -100;
 /// Size of the fixed part of a record.
 pub const RECORD_SIZE: usize = std::mem::size_of::<ls_event>();
+/// Size of the attribution that follows the fixed part when `ext` says so.
+pub const WHY_SIZE: usize = std::mem::size_of::<ls_why>();
 
 /// Decoding state: the path maps and the batch being filled.
 #[derive(Default)]
@@ -139,12 +141,15 @@ impl Decoder {
         // SAFETY: length checked; ls_event is plain old data; the ring buffer gives no alignment promise.
         let r: ls_event = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const ls_event) };
         let (l1, l2) = (r.path_len as usize, r.path2_len as usize);
-        if data.len() < RECORD_SIZE + l1 + l2 {
+        // Attribution (record --why) sits between the fixed part and the paths.
+        let w = if r.ext & 1 != 0 { WHY_SIZE } else { 0 };
+        let base = RECORD_SIZE + w;
+        if data.len() < base + l1 + l2 {
             self.malformed += 1;
             return;
         }
-        let raw1 = &data[RECORD_SIZE..RECORD_SIZE + l1];
-        let raw2 = &data[RECORD_SIZE + l1..RECORD_SIZE + l1 + l2];
+        let raw1 = &data[base..base + l1];
+        let raw2 = &data[base + l1..base + l1 + l2];
         let p1 = cstr(raw1);
 
         let mut e = std::mem::take(&mut self.scratch);
@@ -170,6 +175,13 @@ impl Decoder {
         e.qtime = r.qtime;
         e.off2 = r.off2;
         e.cpu = r.cpu;
+        if w != 0 {
+            // SAFETY: length checked above; ls_why is plain old data.
+            let y: ls_why = unsafe { std::ptr::read_unaligned(data[RECORD_SIZE..].as_ptr() as *const ls_why) };
+            set_why(&mut e, &y);
+        } else {
+            set_why(&mut e, &ls_why::default());
+        }
         e.comm.clear();
         let comm = r.comm.map(|c| c as u8);
         e.comm.push_str(&cstr(&comm));
@@ -361,6 +373,29 @@ impl Decoder {
 /// The socket's name from a `struct ls_sock_tuple`: `local->peer`, or `local` alone when there is
 /// no peer, with the protocol first unless it is TCP (`udp:10.0.0.1:53->10.0.0.2:41000`; see
 /// [`latscope_event::sock_name`]).
+/// Copy a record's attribution into the row (all zeros: none).
+fn set_why(e: &mut Event, y: &ls_why) {
+    let p = &y.part;
+    e.why_cpu = p[0];
+    e.why_runq = p[1];
+    e.why_io = p[2];
+    e.why_lock = p[3];
+    e.why_ipc = p[4];
+    e.why_timer = p[5];
+    e.why_fault = p[6];
+    e.why_other = p[7];
+    e.why_unknown = p[8];
+    e.waker_ctx = y.waker_ctx;
+    e.waker_tid = y.waker_tid;
+    let c: [u8; 16] = y.waker_comm.map(|c| c as u8);
+    e.waker_comm_lo = u64::from_le_bytes(c[..8].try_into().unwrap_or_default());
+    e.waker_comm_hi = u64::from_le_bytes(c[8..].try_into().unwrap_or_default());
+    e.runq_tid = y.rq_tid;
+    e.runq_cpu = y.rq_cpu;
+    e.wake_dev = y.wake_dev;
+    e.wake_sector = y.wake_sector;
+}
+
 fn sock_name(raw: &[u8]) -> Option<String> {
     if raw.len() != std::mem::size_of::<ls_sock_tuple>() {
         return None;

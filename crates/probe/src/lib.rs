@@ -220,6 +220,9 @@ pub struct ProbeConfig {
     /// Name fds with probe reads even where the kernel has `bpf_rdonly_cast` (the way kernels
     /// before 6.2 do it): lets tests compare the two variants of the syscall programs.
     pub compat_fd_naming: bool,
+    /// Per-call attribution: syscalls at least this slow (ns) carry the breakdown of their latency
+    /// into causes (on CPU, run queue, I/O, lock, ...; see docs/WHY.md). `None`: off. Streaming only.
+    pub why_above_ns: Option<u64>,
 }
 
 impl Default for ProbeConfig {
@@ -239,6 +242,7 @@ impl Default for ProbeConfig {
             agg_layout: None,
             ring_bytes: 64 << 20,
             compat_fd_naming: false,
+            why_above_ns: None,
         }
     }
 }
@@ -450,6 +454,25 @@ impl Probe {
         open.progs.ls_fork.set_autoload(cfg.procs || follow);
         open.progs.ls_exec.set_autoload(want_exec);
         open.progs.ls_exit.set_autoload(cfg.procs || follow);
+        // Attribution: the wake-up and context programs run only when asked for.
+        let why = want_sys && cfg.aggregate.is_none() && cfg.why_above_ns.is_some();
+        let ro = open.maps.rodata_data.as_deref_mut().expect("the BPF object has read-only data");
+        ro.why_mode = u8::from(why);
+        ro.why_min = cfg.why_above_ns.unwrap_or(0);
+        ro.why_nr_futex = syscalls::syscall_nr("futex").map_or(0xffff, u32::from);
+        ro.why_nr_futex_waitv = syscalls::syscall_nr("futex_waitv").map_or(0xffff, u32::from);
+        for p in [
+            &mut open.progs.ls_why_waking,
+            &mut open.progs.ls_why_fault,
+            &mut open.progs.ls_why_hrtimer_in,
+            &mut open.progs.ls_why_hrtimer_out,
+            &mut open.progs.ls_why_timer_in,
+            &mut open.progs.ls_why_timer_out,
+            &mut open.progs.ls_why_softirq_in,
+            &mut open.progs.ls_why_softirq_out,
+        ] {
+            p.set_autoload(why);
+        }
 
         let skel = bpf(open.load(), "loading the BPF programs (`latscope check` lists the kernel features they need)")?;
 
@@ -534,6 +557,17 @@ impl Probe {
         let attached_ns = snapshot::monotonic_ns();
         let mut links = Vec::new();
         let progs = [
+            // Attribution's context and wake-up programs before the switch program starts states;
+            // the ends of contexts before their starts (an end without its start is ignored, a
+            // start without its end would mark the CPU for good).
+            (&skel.progs.ls_why_hrtimer_out, why),
+            (&skel.progs.ls_why_timer_out, why),
+            (&skel.progs.ls_why_softirq_out, why),
+            (&skel.progs.ls_why_hrtimer_in, why),
+            (&skel.progs.ls_why_timer_in, why),
+            (&skel.progs.ls_why_softirq_in, why),
+            (&skel.progs.ls_why_fault, why),
+            (&skel.progs.ls_why_waking, why),
             // First: entries in per-CPU slots must move with their task from the start.
             (&skel.progs.ls_switch, want_sys),
             (&skel.progs.ls_sys_enter, want_sys && fast),

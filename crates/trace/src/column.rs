@@ -44,7 +44,24 @@ macro_rules! with_prim_columns {
             ]
             [
                 (Cpu, cpu, UInt16Type, UInt16, 0),
-                (Off2, off2, Int64Type, Int64, -1)
+                (Off2, off2, Int64Type, Int64, -1),
+                (WhyCpu, why_cpu, UInt64Type, UInt64, 0),
+                (WhyRunq, why_runq, UInt64Type, UInt64, 0),
+                (WhyIo, why_io, UInt64Type, UInt64, 0),
+                (WhyLock, why_lock, UInt64Type, UInt64, 0),
+                (WhyIpc, why_ipc, UInt64Type, UInt64, 0),
+                (WhyTimer, why_timer, UInt64Type, UInt64, 0),
+                (WhyFault, why_fault, UInt64Type, UInt64, 0),
+                (WhyOther, why_other, UInt64Type, UInt64, 0),
+                (WhyUnknown, why_unknown, UInt64Type, UInt64, 0),
+                (WakerCtx, waker_ctx, UInt8Type, UInt8, 0),
+                (WakerTid, waker_tid, UInt32Type, UInt32, 0),
+                (WakerCommLo, waker_comm_lo, UInt64Type, UInt64, 0),
+                (WakerCommHi, waker_comm_hi, UInt64Type, UInt64, 0),
+                (RunqTid, runq_tid, UInt32Type, UInt32, 0),
+                (RunqCpu, runq_cpu, UInt16Type, UInt16, 0),
+                (WakeDev, wake_dev, UInt32Type, UInt32, 0),
+                (WakeSector, wake_sector, UInt64Type, UInt64, 0)
             ]
         }
     };

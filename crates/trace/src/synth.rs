@@ -128,6 +128,23 @@ pub fn random_batch(rng: &mut Rng, n: usize) -> EventBatch {
             qtime: rng.next_u64(),
             off2: rng.next_u64() as i64,
             cpu: rng.below(1024) as u16,
+            why_cpu: rng.next_u64(),
+            why_runq: rng.next_u64(),
+            why_io: rng.next_u64(),
+            why_lock: rng.next_u64(),
+            why_ipc: rng.next_u64(),
+            why_timer: rng.next_u64(),
+            why_fault: rng.next_u64(),
+            why_other: rng.next_u64(),
+            why_unknown: rng.next_u64(),
+            waker_ctx: rng.below(4) as u8,
+            waker_tid: rng.next_u64() as u32,
+            waker_comm_lo: rng.next_u64(),
+            waker_comm_hi: rng.next_u64(),
+            runq_tid: rng.next_u64() as u32,
+            runq_cpu: rng.below(1024) as u16,
+            wake_dev: rng.next_u64() as u32,
+            wake_sector: rng.next_u64(),
             comm: rng.pick(STRINGS).to_string(),
             path: rng.pick(STRINGS).to_string(),
             path2: rng.pick(STRINGS).to_string(),
@@ -340,6 +357,7 @@ impl EventMix {
                 path2: String::new(),
                 off2: -1,
                 cpu: (pid % 2) as u16,
+                ..Default::default()
             };
             b.push(&ev);
         }

@@ -52,6 +52,23 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::Path2 => p.path2 = e.path2.clone(),
                 Column::Off2 => p.off2 = e.off2,
                 Column::Cpu => p.cpu = e.cpu,
+                Column::WhyCpu => p.why_cpu = e.why_cpu,
+                Column::WhyRunq => p.why_runq = e.why_runq,
+                Column::WhyIo => p.why_io = e.why_io,
+                Column::WhyLock => p.why_lock = e.why_lock,
+                Column::WhyIpc => p.why_ipc = e.why_ipc,
+                Column::WhyTimer => p.why_timer = e.why_timer,
+                Column::WhyFault => p.why_fault = e.why_fault,
+                Column::WhyOther => p.why_other = e.why_other,
+                Column::WhyUnknown => p.why_unknown = e.why_unknown,
+                Column::WakerCtx => p.waker_ctx = e.waker_ctx,
+                Column::WakerTid => p.waker_tid = e.waker_tid,
+                Column::WakerCommLo => p.waker_comm_lo = e.waker_comm_lo,
+                Column::WakerCommHi => p.waker_comm_hi = e.waker_comm_hi,
+                Column::RunqTid => p.runq_tid = e.runq_tid,
+                Column::RunqCpu => p.runq_cpu = e.runq_cpu,
+                Column::WakeDev => p.wake_dev = e.wake_dev,
+                Column::WakeSector => p.wake_sector = e.wake_sector,
             }
         }
         out.push(&p);
@@ -294,6 +311,23 @@ fn files_without_later_columns_read_as_not_recorded() {
     let mut expected = b.clone();
     expected.off2 = vec![-1; n];
     expected.cpu = vec![0; n];
+    expected.why_cpu = vec![0; n];
+    expected.why_runq = vec![0; n];
+    expected.why_io = vec![0; n];
+    expected.why_lock = vec![0; n];
+    expected.why_ipc = vec![0; n];
+    expected.why_timer = vec![0; n];
+    expected.why_fault = vec![0; n];
+    expected.why_other = vec![0; n];
+    expected.why_unknown = vec![0; n];
+    expected.waker_comm_lo = vec![0; n];
+    expected.waker_comm_hi = vec![0; n];
+    expected.wake_sector = vec![0; n];
+    expected.waker_ctx = vec![0; n];
+    expected.waker_tid = vec![0; n];
+    expected.runq_tid = vec![0; n];
+    expected.runq_cpu = vec![0; n];
+    expected.wake_dev = vec![0; n];
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);

@@ -190,6 +190,7 @@ fn write_constant_trace(path: &Path) -> EventBatch {
             comm: format!("comm-{i}"),
             path: if i.is_multiple_of(2) { String::new() } else { "/var/lib/x".into() },
             path2: String::new(),
+            ..Default::default()
         };
         let mut b = EventBatch::with_capacity(n);
         for _ in 0..n {

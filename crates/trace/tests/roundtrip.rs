@@ -140,6 +140,23 @@ fn projection_returns_right_values_and_fills_the_rest() {
                 Column::Path2 => ge.path2 == be.path2,
                 Column::Off2 => ge.off2 == be.off2,
                 Column::Cpu => ge.cpu == be.cpu,
+                Column::WhyCpu => ge.why_cpu == be.why_cpu,
+                Column::WhyRunq => ge.why_runq == be.why_runq,
+                Column::WhyIo => ge.why_io == be.why_io,
+                Column::WhyLock => ge.why_lock == be.why_lock,
+                Column::WhyIpc => ge.why_ipc == be.why_ipc,
+                Column::WhyTimer => ge.why_timer == be.why_timer,
+                Column::WhyFault => ge.why_fault == be.why_fault,
+                Column::WhyOther => ge.why_other == be.why_other,
+                Column::WhyUnknown => ge.why_unknown == be.why_unknown,
+                Column::WakerCtx => ge.waker_ctx == be.waker_ctx,
+                Column::WakerTid => ge.waker_tid == be.waker_tid,
+                Column::WakerCommLo => ge.waker_comm_lo == be.waker_comm_lo,
+                Column::WakerCommHi => ge.waker_comm_hi == be.waker_comm_hi,
+                Column::RunqTid => ge.runq_tid == be.runq_tid,
+                Column::RunqCpu => ge.runq_cpu == be.runq_cpu,
+                Column::WakeDev => ge.wake_dev == be.wake_dev,
+                Column::WakeSector => ge.wake_sector == be.wake_sector,
             };
             assert!(same, "column {name} row {i}");
         }

@@ -140,6 +140,9 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
             m.insert("addr".into(), json!(b.addr[i]));
             m.insert("dev".into(), json!(b.dev[i]));
             m.insert("ino".into(), json!(b.ino[i]));
+            if let Some(w) = crate::why::json(h, b, i) {
+                m.insert("why".into(), w);
+            }
         }
         Some(EventKind::Block) => {
             let op = BlockOp::from_u16(b.nr[i]);

@@ -26,7 +26,8 @@ const MAX_HELD: usize = 1_000_000;
   latscope events -r trace.lst 'proc.name = httpd and fd.type = file' --time rel
   latscope events -r trace.lst --sort end              # in the order calls completed
   latscope events -r trace.lst --window 60s            # order calls of up to a minute too
-  latscope events -r trace.lst 'evt.kind = block' --json | jq .latency_ns")]
+  latscope events -r trace.lst 'evt.kind = block' --json | jq .latency_ns
+  latscope events -r slow.lst --why 'evt.latency > 10ms'   # each call's causes (record --why)")]
 pub struct Args {
     #[command(flatten)]
     pub read: ReadArgs,
@@ -45,6 +46,11 @@ pub struct Args {
     /// bare number is seconds). Longer calls are printed late, marked '[late]'.
     #[arg(long, default_value = "5s", value_parser = parse_duration_secs_default, value_name = "DURATION")]
     pub window: u64,
+    /// Under each call recorded with `record --why`, its latency split into causes (on CPU, run
+    /// queue, block I/O, lock, pipe/socket, timer, page fault, other, unknown) and who woke it.
+    /// (JSON always carries it, as "why".)
+    #[arg(long)]
+    pub why: bool,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
@@ -63,7 +69,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 text.pop(); // the closing brace
                 text.push_str(",\"late\":true}");
             } else if late {
-                text.push_str(" [late]");
+                // After the event's own line (a --why breakdown follows it on the next line).
+                let at = text.find('\n').unwrap_or(text.len());
+                text.insert_str(at, " [late]");
             }
             text.push('\n');
             out.write_all(text.as_bytes())?;
@@ -76,7 +84,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
         let b = c.batch;
         for &i in c.rows {
             let i = i as usize;
-            let text = if json_lines { serde_json::to_string(&json(&header, b, i))? } else { line(&header, b, i, tf) };
+            let text = if json_lines {
+                serde_json::to_string(&json(&header, b, i))?
+            } else if a.why {
+                let mut t = line(&header, b, i, tf);
+                if let Some(w) = latscope_view::why::line(&header, b, i) {
+                    t.push('\n');
+                    t.push_str(&w);
+                }
+                t
+            } else {
+                line(&header, b, i, tf)
+            };
             order.push(b.ts[i], b.end(i), text, &mut print)?;
         }
     }

@@ -16,3 +16,4 @@ pub mod serve;
 pub mod spectrogram;
 pub mod timeline;
 pub mod top;
+pub mod why;

@@ -26,6 +26,7 @@ use std::time::Duration;
   latscope record -w svc.lst --cgroup system.slice/nginx.service   # or: --cgroup nginx.service
   latscope record -w trace.lst 'fd.type = file and evt.latency > 100us'
   latscope record -w build.lst -- make -j2            # a command from start to exit, with its children
+  latscope record -w slow.lst --why-above 1ms -- ./server   # and why each call over 1 ms took its time
   ssh host latscope record -w - -d 10s | latscope hist -r -   # a remote machine, as a stream")]
 pub struct Args {
     /// Trace file to write, '-' for standard output. Created with mode 0600 (a trace holds every
@@ -45,6 +46,14 @@ pub struct Args {
     /// of the recording is lost.
     #[arg(long, default_value = "1s", value_parser = parse_duration_ns, value_name = "DURATION")]
     pub flush_every: u64,
+    /// Record why each syscall took its time: its latency split into on CPU, run queue, block
+    /// I/O, lock (futex), pipe/socket, timer, page fault, other and unknown, with the waking
+    /// thread and the preempting one (see docs/WHY.md; view with `events --why`, `why -r`).
+    #[arg(long)]
+    pub why: bool,
+    /// With --why (implied): only calls at least this slow carry the breakdown (e.g. 1ms).
+    #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
+    pub why_above: Option<u64>,
     /// Leave the command running when recording stops before it exits.
     #[arg(long)]
     pub detach: bool,
@@ -65,7 +74,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if a.flush_every < 10_000_000 {
         anyhow::bail!("--flush-every must be at least 10ms");
     }
-    let mut session = a.live.session(a.filter.parse()?).block(!a.no_block).command(a.command.clone()).start()?;
+    let why = a.why_above.or(a.why.then_some(0));
+    let mut session =
+        a.live.session(a.filter.parse()?).block(!a.no_block).command(a.command.clone()).why(why).start()?;
     print_warnings(session.warnings());
     if a.live.follow && !a.quiet && !a.json {
         let n = session.followed_at_start().len();

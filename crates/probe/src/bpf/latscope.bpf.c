@@ -188,7 +188,7 @@ struct {
 
 struct ls_scratch {
 	struct ls_event e;
-	char paths[2 * LS_PATH_MAX];
+	char paths[sizeof(struct ls_why) + 2 * LS_PATH_MAX]; /* [struct ls_why] path path2 */
 };
 
 struct {
@@ -310,6 +310,8 @@ static __always_inline bool task_wanted(struct task_struct *task, struct ls_cpu 
 static __always_inline void fill_start(const bool fast, struct ls_start *s, struct task_struct *task,
 				       struct pt_regs *regs, __u32 nr, struct ls_sys_desc *d, __u8 recheck);
 
+#include "why.bpf.h"
+
 /* The syscall entry; `fast`: this kernel has bpf_rdonly_cast (see compat.bpf.h). */
 static __always_inline int sys_enter(const bool fast, struct pt_regs *regs, long id)
 {
@@ -384,6 +386,7 @@ int BPF_PROG(ls_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (!c)
 		return 0;
 	c->switches++;
+	struct ls_start *first = NULL;
 	if (c->task && c->task == (__u64)prev) {
 		/* prev blocks (or is preempted) inside a syscall: its entry moves with it. */
 		struct ls_start *s = bpf_task_storage_get(&starts, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -391,8 +394,11 @@ int BPF_PROG(ls_switch, bool preempt, struct task_struct *prev, struct task_stru
 			__builtin_memcpy(s, &c->st, sizeof(*s));
 		else
 			STAT_INC(lost);
+		first = s;
 	}
 	c->task = 0;
+	if (why_mode)
+		why_sched_switch(preempt, prev, next, first);
 	return 0;
 }
 
@@ -456,7 +462,7 @@ static __always_inline __u64 arg_or(struct ls_start *s, __u8 idx, __u64 dflt)
 static __always_inline void fill_common(struct ls_event *e, struct task_struct *task)
 {
 	e->cpu = bpf_get_smp_processor_id();
-	e->pad16 = 0;
+	e->ext = 0;
 	e->pad32 = 0;
 	e->pid = task->tgid;
 	e->tid = task->pid;
@@ -603,6 +609,7 @@ static __always_inline int sys_exit(const bool fast, long ret)
 		return 0;
 	struct ls_start st; /* filled below: whole, or only ts and nr on the lean histogram path */
 	__u64 switches = c->switches;
+	bool spilled = false; /* the call was switched out (its entry comes from task storage) */
 	barrier();
 	if (c->task == (__u64)task) {
 		if (agg_mode && !AGG_NEEDS_FD) {
@@ -617,10 +624,15 @@ static __always_inline int sys_exit(const bool fast, long ret)
 		c->task = 0;
 		barrier();
 		/* Preempted while reading the slot: the switch saved the entry in task storage. */
-		if (c->switches != switches && !take_spilled(task, &st))
-			return 0;
+		if (c->switches != switches) {
+			if (!take_spilled(task, &st))
+				return 0;
+			spilled = true;
+		}
 	} else if (!take_spilled(task, &st)) {
 		return 0;
+	} else {
+		spilled = true;
 	}
 	struct ls_start *s = &st;
 	if (!s->ts)
@@ -630,6 +642,13 @@ static __always_inline int sys_exit(const bool fast, long ret)
 	__u64 ts = s->ts;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 lat = now - ts;
+	/* The call's parts, taken (and its state closed) whether or not an event follows. */
+	struct ls_why *why = NULL;
+	if (why_mode && !agg_mode) {
+		why = why_take(task, spilled, ts, now, lat);
+		if (lat < why_min)
+			why = NULL;
+	}
 	if (lat < min_lat)
 		return 0;
 	__u32 nr = s->nr;
@@ -690,14 +709,30 @@ static __always_inline int sys_exit(const bool fast, long ret)
 	}
 
 	if (!has_arg(d->path) && !has_arg(d->path2) && !(d->bits & LS_SOCK)) {
-		struct ls_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-		if (!e) {
-			STAT_INC(lost);
-			return 0;
+		struct ls_event *e;
+		if (why) {
+			/* The parts follow the event: a record of its own size (the reserve's size is a constant). */
+			struct ls_event_why {
+				struct ls_event e;
+				struct ls_why w;
+			} *ew = bpf_ringbuf_reserve(&events, sizeof(*ew), 0);
+			if (!ew) {
+				STAT_INC(lost);
+				return 0;
+			}
+			__builtin_memcpy(&ew->w, why, sizeof(ew->w));
+			e = &ew->e;
+		} else {
+			e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+			if (!e) {
+				STAT_INC(lost);
+				return 0;
+			}
 		}
 		fill_common(e, task);
 		fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 		fill_exit_info(fast, e, s, d, task, ret);
+		e->ext = why ? LS_EXT_WHY : 0;
 		if (d->bits & LS_FD_PAIR) {
 			e->fd = pair[0];
 			e->addr = pair[1] >= 0 ? pair[1] : 0;
@@ -714,12 +749,21 @@ static __always_inline int sys_exit(const bool fast, long ret)
 	fill_common(e, task);
 	fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 	fill_exit_info(fast, e, s, d, task, ret);
+	/* With attribution, its parts come first and the paths after them. */
+	__u32 woff = 0;
+	e->ext = 0;
+	if (why) {
+		__builtin_memcpy(sc->paths, why, sizeof(struct ls_why));
+		woff = sizeof(struct ls_why);
+		e->ext = LS_EXT_WHY;
+	}
+	char *paths = sc->paths + woff;
 	long n1 = 0, n2 = 0;
 	if (has_arg(d->path) && d->class == LS_CLASS_PROCESS && ret == 0) {
 		/* A successful exec replaced the memory the path was in: take the kernel's copy. */
 		struct ls_exec_path *x = bpf_task_storage_get(&exec_paths, task, 0, 0);
 		if (x) {
-			n1 = bpf_probe_read_kernel_str(sc->paths, LS_PATH_MAX, x->path);
+			n1 = bpf_probe_read_kernel_str(paths, LS_PATH_MAX, x->path);
 			x->path[0] = 0;
 		}
 		if (n1 <= 0) {
@@ -727,7 +771,7 @@ static __always_inline int sys_exit(const bool fast, long ret)
 			n1 = 0;
 		}
 	} else if (has_arg(d->path)) {
-		n1 = bpf_probe_read_user_str(sc->paths, LS_PATH_MAX, (void *)s->args[d->path]);
+		n1 = bpf_probe_read_user_str(paths, LS_PATH_MAX, (void *)s->args[d->path]);
 		if (n1 < 0) {
 			STAT_INC(path_faults);
 			n1 = 0;
@@ -737,12 +781,12 @@ static __always_inline int sys_exit(const bool fast, long ret)
 	    (fd_type == LS_FD_IPV4 || fd_type == LS_FD_IPV6)) {
 		/* connect names the socket it was given, accept the one it returns. */
 		__s64 sfd = (d->bits & LS_RET_FD) ? ret : (__s64)(int)arg_or(s, d->fd, (__u64)-1);
-		n1 = sock_tuple(fast, task, sfd, (struct ls_sock_tuple *)sc->paths);
+		n1 = sock_tuple(fast, task, sfd, (struct ls_sock_tuple *)paths);
 	}
 	if (n1 > LS_PATH_MAX)
 		n1 = LS_PATH_MAX;
 	if (has_arg(d->path2)) {
-		n2 = bpf_probe_read_user_str(sc->paths + n1, LS_PATH_MAX, (void *)s->args[d->path2]);
+		n2 = bpf_probe_read_user_str(paths + n1, LS_PATH_MAX, (void *)s->args[d->path2]);
 		if (n2 < 0) {
 			STAT_INC(path_faults);
 			n2 = 0;
@@ -752,7 +796,7 @@ static __always_inline int sys_exit(const bool fast, long ret)
 		n2 = LS_PATH_MAX;
 	e->path_len = n1;
 	e->path2_len = n2;
-	__u64 size = sizeof(struct ls_event) + n1 + n2;
+	__u64 size = sizeof(struct ls_event) + woff + n1 + n2;
 	if (size > sizeof(struct ls_scratch))
 		return 0;
 	if (bpf_ringbuf_output(&events, sc, size, count_event()))
@@ -856,6 +900,8 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	__u64 now = bpf_ktime_get_ns();
 	__u64 lat = now - v->issue_ts;
 	__u32 dev = rq_dev(rq);
+	if (why_mode)
+		why_rq_done(dev, rq->__sector);
 	__u32 group = 0;
 	if (filter_devs || agg_dev_other != LS_AGG_NONE) {
 		__u32 *g = bpf_map_lookup_elem(&devs, &dev);
@@ -880,7 +926,7 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	__u32 opf = rq->cmd_flags;
 	e->kind = LS_BLOCK;
 	e->cpu = bpf_get_smp_processor_id();
-	e->pad16 = 0;
+	e->ext = 0;
 	e->pad32 = 0;
 	e->ts = v->issue_ts;
 	e->lat = lat;

@@ -111,7 +111,7 @@ struct ls_event {
 	__u16 path_len, path2_len;
 	char comm[LS_COMM_LEN];
 	__u16 cpu;     /* the CPU the event ended on */
-	__u16 pad16;
+	__u16 ext;     /* enum ls_ext_bits: what follows the fixed part */
 	__u32 pad32;
 };
 
@@ -133,6 +133,41 @@ struct ls_stats {
 	__u64 path_faults;   /* path arguments that could not be read */
 	__u64 blk_unpaired;  /* block completions without a seen issue */
 	__u64 not_followed;  /* children of followed processes the full pid filter could not take */
+};
+
+/*
+ * Per-call attribution ("why was it slow"): the parts a syscall's latency is split into. A
+ * syscall event whose `ext` has LS_EXT_WHY is followed (before its paths) by a struct ls_why.
+ */
+enum ls_why_part {
+	LS_WHY_CPU = 0,    /* running */
+	LS_WHY_RUNQ,       /* runnable, waiting for a CPU (preempted, or woken and not yet running) */
+	LS_WHY_IO,         /* blocked in an I/O wait (io_schedule: block requests, writeback) */
+	LS_WHY_LOCK,       /* blocked in a futex, woken by another thread */
+	LS_WHY_IPC,        /* blocked on a pipe or socket */
+	LS_WHY_TIMER,      /* blocked until a timer fired (sleeps, timeouts) */
+	LS_WHY_FAULT,      /* I/O wait of a page fault taken inside the call */
+	LS_WHY_OTHER,      /* blocked, woken by a task for another reason */
+	LS_WHY_UNKNOWN,    /* time the probes could not attribute (a wake-up they did not see) */
+	LS_WHY_PARTS,
+};
+
+/* Who ended the longest blocked interval of a call (struct ls_why.waker_ctx). */
+enum ls_waker_ctx { LS_WAKER_NONE = 0, LS_WAKER_TASK = 1, LS_WAKER_TIMER = 2, LS_WAKER_SOFTIRQ = 3 };
+
+/* Bits of ls_event.ext. */
+enum ls_ext_bits { LS_EXT_WHY = 1 };
+
+struct ls_why {
+	__u64 part[LS_WHY_PARTS]; /* ns; they add up to the event's lat */
+	__u64 wake_sector;        /* the block request whose completion woke the call (longest I/O wait) */
+	__u32 waker_tid;          /* LS_WAKER_TASK: the waking thread; LS_WAKER_SOFTIRQ: the softirq number */
+	__u32 rq_tid;             /* the thread that took the CPU on the call's longest preemption */
+	__u32 wake_dev;           /* device of wake_sector (0: none) */
+	__u16 rq_cpu;             /* the CPU of that preemption */
+	__u8 waker_ctx;           /* enum ls_waker_ctx */
+	__u8 pad;
+	char waker_comm[LS_COMM_LEN];
 };
 
 #endif

@@ -1,0 +1,134 @@
+//! `latscope why`: record with attribution (or read a trace) -> the slowest operations and why.
+
+use crate::args::{print_warnings, FilterArg, JsonArg, LiveArgs};
+use anyhow::{Context, Result};
+use latscope_event::units::parse_duration_secs_default;
+use latscope_live::{Recorder, RecorderOptions, WRITER_QUEUE_BLOCKS};
+use latscope_scan::{InputFormat, Scan, ScanOptions};
+use latscope_trace::ThreadedTraceWriter;
+use latscope_view::why::WhyAgg;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Why was it slow: the slowest operations by total time, each with its causes (on CPU, run
+/// queue, block I/O, lock, pipe/socket, timer, page fault, other), the files, disks and threads
+/// behind them, on one screen.
+///
+/// Records the whole machine (or the processes given, or a COMMAND) with attribution for
+/// --duration, or reads a trace recorded with `record --why` (-r). Idle waits (poll,
+/// epoll_wait, futex, sleeps, wait4: their time is what something else took) are left out
+/// unless --waits.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  latscope why                                   # the whole machine for 10 s
+  latscope why -d 30s -p \"$(pgrep -o postgres)\" -f
+  latscope why -- make -j2                       # a command from start to exit
+  latscope why -r slow.lst 'proc.name = nginx'   # a trace recorded with record --why
+  latscope why -r slow.lst --json | jq '.operations[0]'")]
+pub struct Args {
+    /// Read this trace (recorded with `record --why`) instead of recording.
+    #[arg(short = 'r', long = "read", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// How long to record (e.g. 10s, 1m; a bare number is seconds).
+    #[arg(short = 'd', long, default_value = "10s", value_parser = parse_duration_secs_default, value_name = "DURATION")]
+    pub duration: u64,
+    #[command(flatten)]
+    pub live: LiveArgs,
+    /// Operations shown.
+    #[arg(short = 'n', long, default_value = "5", value_name = "N")]
+    pub top: usize,
+    /// Count idle waits (poll, epoll_wait, futex, sleeps, wait4) too.
+    #[arg(long)]
+    pub waits: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
+    #[command(flatten)]
+    pub filter: FilterArg,
+    /// Command to run and record from start to exit (with its children).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// A private directory for the recording, removed with what it holds when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let p = std::env::temp_dir().join(format!("latscope-why-{}-{nanos}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&p)
+            .with_context(|| format!("cannot create the temporary directory {} (set TMPDIR elsewhere)", p.display()))?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn run(a: Args) -> Result<ExitCode> {
+    let filter = a.filter.parse()?;
+    let tmp;
+    let (path, mut status) = match &a.file {
+        Some(f) => {
+            if !a.command.is_empty() {
+                anyhow::bail!("why reads a trace (-r) or records (a COMMAND), not both: drop -r or the COMMAND");
+            }
+            (f.clone(), ExitCode::SUCCESS)
+        }
+        None => {
+            tmp = TempDir::new()?;
+            let path = tmp.0.join("why.lst");
+            let session = a.live.session(filter.clone()).block(true).command(a.command.clone()).why(Some(0)).start()?;
+            print_warnings(session.warnings());
+            let writer =
+                ThreadedTraceWriter::create_with(&path, session.header(), Default::default(), WRITER_QUEUE_BLOCKS)
+                    .context("cannot create the temporary trace")?;
+            let opts = RecorderOptions { duration: Some(Duration::from_nanos(a.duration)), ..Default::default() };
+            if !a.json.json {
+                eprintln!(
+                    "latscope: recording {} with attribution (Ctrl-C stops)...",
+                    if a.command.is_empty() { "for up to --duration".to_string() } else { a.command.join(" ") }
+                );
+            }
+            let rec = Recorder::new(session, writer, opts).run(|_| {})?;
+            if rec.stats.lost > 0 {
+                eprintln!("latscope: {} events lost (ring buffer full): totals are short", rec.stats.lost);
+            }
+            let st = match rec.command_status {
+                Some(s) if !a.command.is_empty() => ExitCode::from(s.clamp(0, 255) as u8),
+                _ => ExitCode::SUCCESS,
+            };
+            (path, st)
+        }
+    };
+    let opts = ScanOptions { filter, ..Default::default() };
+    let mut scan = Scan::open(&path, InputFormat::Trace, opts)?;
+    let header = scan.header().clone();
+    let mut agg = WhyAgg { with_waits: a.waits, ..Default::default() };
+    let (mut first, mut last) = (u64::MAX, 0u64);
+    while let Some(c) = scan.next_batch() {
+        let c = c?;
+        for &i in c.rows {
+            let i = i as usize;
+            first = first.min(c.batch.ts[i]);
+            last = last.max(c.batch.end(i));
+        }
+        agg.add(c.batch, c.rows);
+    }
+    if a.json.json {
+        println!("{}", agg.to_json(a.top));
+    } else {
+        print!("{}", agg.render_ticket(&header, a.top, last.saturating_sub(first.min(last))));
+    }
+    if crate::args::finish_scan(&scan.report()) != ExitCode::SUCCESS {
+        status = ExitCode::FAILURE;
+    }
+    Ok(status)
+}

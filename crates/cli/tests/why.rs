@@ -1,0 +1,266 @@
+//! Attribution against ground truth: workloads whose calls wait for one known cause (tests/why.c),
+//! recorded with `record --why`. For each: the parts of every call add up to its latency, the
+//! right cause holds the right share, and the waker is the thread that woke it.
+
+mod common;
+
+use common::{bin, compile_c, json_lines, latscope_ok, require_bpf};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const PARTS: [&str; 9] = ["cpu", "runq", "io", "lock", "ipc", "timer", "fault", "other", "unknown"];
+
+/// Record `why MODE ARGS...` with attribution; returns the trace and the workload's `key value`
+/// lines (thread ids, ground truth).
+fn record(tmp: &Path, args: &[&str], pre: Option<&str>) -> (PathBuf, HashMap<String, i64>) {
+    let work = compile_c("why.c", tmp);
+    let trace = tmp.join("t.lst");
+    let mut cmd = Command::new(bin());
+    cmd.args(["record", "-w"]).arg(&trace).args(["--why", "--quiet", "--no-block", "--"]);
+    match pre {
+        // A shell that moves itself (and so the workload it execs) into a cgroup first.
+        Some(pre) => {
+            let line = format!("{pre} && exec {} {}", work.display(), args.join(" "));
+            cmd.args(["sh", "-c", &line]);
+        }
+        None => {
+            cmd.arg(&work).args(args);
+        }
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "record failed: {}", String::from_utf8_lossy(&out.stderr));
+    let kv = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect();
+    (trace, kv)
+}
+
+/// The calls of the workload's main thread of type `ty`.
+fn calls(trace: &Path, tid: i64, ty: &str) -> Vec<Value> {
+    let ev = json_lines(&latscope_ok(&[
+        "events",
+        "-r",
+        trace.to_str().unwrap(),
+        "--json",
+        &format!("thread.tid = {tid} and evt.type in ({ty})"),
+    ]));
+    assert!(!ev.is_empty(), "no {ty} call of thread {tid}");
+    ev
+}
+
+fn part(e: &Value, p: &str) -> u64 {
+    e["why"]["parts_ns"][p].as_u64().unwrap_or_else(|| panic!("no part {p}: {e}"))
+}
+
+/// Every call carries a breakdown whose parts add up to its latency (within 1 %).
+fn assert_parts_add_up(ev: &[Value]) {
+    for e in ev {
+        let lat = e["latency_ns"].as_u64().unwrap();
+        let sum: u64 = PARTS.iter().map(|p| part(e, p)).sum();
+        assert!(sum.abs_diff(lat) * 100 <= lat, "parts add up to {sum} ns of {lat} ns: {e}");
+    }
+}
+
+/// Sum of part `p` over the calls.
+fn total(ev: &[Value], p: &str) -> u64 {
+    ev.iter().map(|e| part(e, p)).sum()
+}
+
+fn total_lat(ev: &[Value]) -> u64 {
+    ev.iter().map(|e| e["latency_ns"].as_u64().unwrap()).sum()
+}
+
+/// `got` within 5 % of `scale` from `want`.
+fn assert_share(what: &str, got: u64, want: u64, scale: u64) {
+    assert!(
+        got.abs_diff(want) * 100 <= scale * 5,
+        "{what}: {got} ns attributed, {want} ns true, more than 5 % of {scale} ns apart"
+    );
+}
+
+/// Two threads spin on the CPU of a thread reading /dev/zero: the thread's own CPU time inside
+/// the calls (its CPU clock, read around each call) is the on-CPU part; the rest is run queue.
+#[test]
+fn why_cpu_contention_is_run_queue_with_the_thread_cpu_time_as_on_cpu() {
+    if !require_bpf("why_cpu_contention_is_run_queue_with_the_thread_cpu_time_as_on_cpu") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record(tmp.path(), &["runq", "60"], None);
+    let ev = calls(&trace, kv["main"], "read");
+    let ev: Vec<Value> = ev.into_iter().filter(|e| e["bytes"] == 32u64 << 20).collect();
+    assert_eq!(ev.len(), 60);
+    assert_parts_add_up(&ev);
+    let (wall, cpu) = (kv["wall_ns"] as u64, kv["cpu_ns"] as u64);
+    let lat = total_lat(&ev);
+    // The user-space clocks frame the calls (a preemption between a clock and the call widens
+    // the frame, not the call, and adds no CPU time).
+    assert!(lat <= wall, "latency {lat} ns, wall {wall} ns");
+    assert_share("on CPU", total(&ev, "cpu"), cpu.min(lat), lat);
+    assert_share("run queue", total(&ev, "runq"), lat - cpu.min(lat), lat);
+    // Who took the CPU: named for preempted calls, never the thread itself. (Which thread it is
+    // depends on the scheduler: with lazy preemption the spinners mostly take the CPU when the
+    // call returns to user space, outside it.)
+    let named: Vec<u64> = ev.iter().filter_map(|e| e["why"]["preempted_by"]["tid"].as_u64()).collect();
+    assert!(!named.is_empty(), "preempters named");
+    assert!(!named.contains(&(kv["main"] as u64)), "{named:?}");
+}
+
+/// A thread holds a futex 20 ms at a time: the waiter's calls are lock time, woken by the holder.
+#[test]
+fn why_futex_held_by_another_thread_is_lock_time_woken_by_the_holder() {
+    if !require_bpf("why_futex_held_by_another_thread_is_lock_time_woken_by_the_holder") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record(tmp.path(), &["futex", "10", "20"], None);
+    let ev: Vec<Value> =
+        calls(&trace, kv["main"], "futex").into_iter().filter(|e| e["latency_ns"].as_u64() > Some(1_000_000)).collect();
+    assert!(!ev.is_empty());
+    assert_parts_add_up(&ev);
+    let lat = total_lat(&ev);
+    assert_share("lock", total(&ev, "lock"), kv["blocked_ns"] as u64, lat);
+    for e in &ev {
+        assert_eq!(e["why"]["waker"]["tid"], kv["holder"], "woken by the holder: {e}");
+        assert_eq!(e["why"]["waker"]["kind"], "thread");
+    }
+}
+
+/// A writer sleeps 20 ms before each write: the reader's reads are pipe time, woken by the writer.
+#[test]
+fn why_pipe_whose_writer_sleeps_is_pipe_time_woken_by_the_writer() {
+    if !require_bpf("why_pipe_whose_writer_sleeps_is_pipe_time_woken_by_the_writer") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record(tmp.path(), &["pipe", "10", "20"], None);
+    let ev: Vec<Value> = calls(&trace, kv["main"], "read").into_iter().filter(|e| e["fd_type"] == "pipe").collect();
+    assert_eq!(ev.len(), 10);
+    assert_parts_add_up(&ev);
+    let lat = total_lat(&ev);
+    assert_share("pipe", total(&ev, "ipc"), kv["blocked_ns"] as u64, lat);
+    for e in &ev {
+        assert_eq!(e["why"]["waker"]["tid"], kv["writer"], "woken by the writer: {e}");
+    }
+    // The front door names the reads first, their cause, their pipe and the writer.
+    let f = format!("proc.pid = {}", kv["main"]);
+    let j: Value = serde_json::from_str(&latscope_ok(&["why", "-r", trace.to_str().unwrap(), "--json", &f])).unwrap();
+    let top = &j["operations"][0];
+    assert_eq!(top["op"], "read", "{j}");
+    assert!(top["parts_ns"]["ipc"].as_u64().unwrap() * 100 >= top["total_ns"].as_u64().unwrap() * 90, "{top}");
+    assert!(top["files"][0]["path"].as_str().unwrap().starts_with("pipe:"), "{top}");
+    assert_eq!(top["wakers"][0]["waker"], format!("why/{}", kv["writer"]), "{top}");
+    let text = latscope_ok(&["why", "-r", trace.to_str().unwrap(), &f]);
+    assert!(text.contains("1. read: ") && text.contains("pipe/socket") && text.contains("woken by: why/"), "{text}");
+}
+
+/// nanosleep 20 ms: timer time of 20 ms per call, woken by a timer.
+#[test]
+fn why_sleep_is_timer_time_of_the_requested_length() {
+    if !require_bpf("why_sleep_is_timer_time_of_the_requested_length") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record(tmp.path(), &["sleep", "10", "20"], None);
+    let ev = calls(&trace, kv["main"], "nanosleep, clock_nanosleep");
+    assert_eq!(ev.len(), 10);
+    assert_parts_add_up(&ev);
+    assert_share("timer", total(&ev, "timer"), 10 * 20_000_000, total_lat(&ev));
+    assert!(ev.iter().all(|e| e["why"]["waker"]["kind"] == "timer"), "{ev:?}");
+}
+
+/// write() from pages of an uncached mmap'd file: the copy faults each page in from disk inside
+/// the call; the waits are page-fault time, one faulting call per major fault.
+#[test]
+fn why_reads_of_uncached_mapped_pages_are_page_fault_time() {
+    if !require_bpf("why_reads_of_uncached_mapped_pages_are_page_fault_time")
+        || !common::require_tool("why_fault", "mkfs.ext4")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // A file on a disk of its own, so that evicting it means reading it back from the device.
+    let lfs = common::LoopFs::new("ext4", 64);
+    let file = lfs.mnt.join("data");
+    std::fs::write(&file, vec![7u8; 40 << 20]).unwrap();
+    let (trace, kv) = record(tmp.path(), &["fault", file.to_str().unwrap(), "100"], None);
+    // The workload's own 64-byte writes to its pipe (its stdout is a pipe too).
+    let ev: Vec<Value> = calls(&trace, kv["main"], "write")
+        .into_iter()
+        .filter(|e| e["fd_type"] == "pipe" && e["bytes"] == 64 && e["fd"].as_i64() > Some(2))
+        .collect();
+    assert_eq!(ev.len(), 100);
+    assert_parts_add_up(&ev);
+    let faulting = ev.iter().filter(|e| part(e, "fault") > 0).count() as i64;
+    assert!(kv["majflt"] >= 90, "the workload took its major faults: {kv:?}");
+    assert!(faulting * 100 >= kv["majflt"] * 95, "{faulting} calls with fault time, {} major faults", kv["majflt"]);
+    // Of the time the calls were blocked (neither running nor runnable), the faults' share.
+    let blocked = total_lat(&ev) - total(&ev, "cpu") - total(&ev, "runq");
+    assert_share("page fault", total(&ev, "fault"), blocked, total_lat(&ev));
+}
+
+/// fsync of writes to a loop device throttled to 20 write I/Os per second (blkio cgroup v1, or
+/// io.max on cgroup v2): the time is block I/O.
+#[test]
+fn why_fsync_behind_a_throttled_device_is_block_io_time() {
+    if !require_bpf("why_fsync_behind_a_throttled_device_is_block_io_time") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let img = tmp.path().join("img");
+    std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
+    let dev = sh(&format!("losetup -f --show {}", img.display()));
+    let _detach = Defer(format!("losetup -d {dev}"));
+    let majmin = sh(&format!("lsblk -dno MAJ:MIN {dev}")).replace(' ', "");
+    let name = format!("latscope-why-{}", std::process::id());
+    let v1 = Path::new("/sys/fs/cgroup/blkio");
+    let (cg, limit) = if v1.join("blkio.throttle.write_iops_device").exists() {
+        (v1.join(&name), ("blkio.throttle.write_iops_device", format!("{majmin} 20")))
+    } else {
+        let root = Path::new("/sys/fs/cgroup");
+        if !std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default().contains("io") {
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("why_fsync: no blkio (v1) or io (v2) controller to throttle a device with");
+            }
+            eprintln!("SKIPPED why_fsync: no blkio (v1) or io (v2) controller to throttle a device with");
+            return;
+        }
+        let _ = std::fs::write(root.join("cgroup.subtree_control"), "+io");
+        (root.join(&name), ("io.max", format!("{majmin} wiops=20")))
+    };
+    std::fs::create_dir(&cg).unwrap();
+    let _rm = Defer(format!("rmdir {}", cg.display()));
+    std::fs::write(cg.join(limit.0), limit.1).unwrap();
+    let pre = format!("echo $$ > {}/cgroup.procs", cg.display());
+    let (trace, kv) = record(tmp.path(), &["fsync", &dev, "4"], Some(&pre));
+    let ev = calls(&trace, kv["main"], "fsync");
+    assert_eq!(ev.len(), 4);
+    assert_parts_add_up(&ev);
+    let lat = total_lat(&ev);
+    assert!(lat > 4 * 100_000_000, "the throttle held each fsync: {lat} ns");
+    // Everything but the call's own CPU time and its waits for a CPU is I/O.
+    let truth = lat - total(&ev, "cpu") - total(&ev, "runq");
+    assert_share("block I/O", total(&ev, "io"), truth, lat);
+    assert!(total(&ev, "io") * 100 >= lat * 90, "block I/O dominates: {} of {lat} ns", total(&ev, "io"));
+}
+
+fn sh(cmd: &str) -> String {
+    let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Runs a shell command when dropped (cleanup that must happen when an assertion fails).
+struct Defer(String);
+
+impl Drop for Defer {
+    fn drop(&mut self) {
+        let _ = Command::new("sh").arg("-c").arg(&self.0).status();
+    }
+}

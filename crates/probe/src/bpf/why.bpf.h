@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Per-call attribution: where the time of a syscall went, split into the parts of enum
+ * ls_why_part, which add up to its latency.
+ *
+ * A call that is never switched out ran on its CPU the whole time: it costs nothing here. When
+ * sched_switch moves a call's entry to task storage (the task blocked or was preempted inside
+ * it), the task gets an accounting state in `whys` as well. From then on, each switch out, wake-up
+ * and switch in of that task closes an interval and adds it to one part:
+ *
+ *   switch out  -> on CPU since the last mark; then runnable (preempted) or blocked
+ *   sched_waking -> blocked since the last mark, by cause (below); then runnable
+ *   switch in   -> runnable since the last mark (run-queue delay)
+ *   sys_exit    -> on CPU since the last mark
+ *
+ * The cause of a blocked interval: a page fault's I/O wait, an I/O wait (the task slept with
+ * in_iowait, as io_schedule does), a timer (the wake-up came from an hrtimer or timer-wheel
+ * callback), a futex (the call is futex), a pipe or socket (the call's fd is one, or network
+ * softirq woke it), else "other". What no program saw (a wake-up before the state existed) is
+ * "unknown", never dropped: the exit fills the difference to the latency into it.
+ *
+ * Only tasks inside a traced call have state, so other tasks pay a task-storage lookup that
+ * finds nothing on each switch and wake-up.
+ */
+#ifndef WHY_BPF_H
+#define WHY_BPF_H
+
+const volatile __u8 why_mode = 0;    /* record attribution */
+const volatile __u64 why_min = 0;    /* only calls at least this slow (ns) carry it */
+const volatile __u32 why_nr_futex = 0xffff, why_nr_futex_waitv = 0xffff; /* set by user space */
+
+enum why_state { WHY_RUN = 0, WHY_RUNNABLE = 1, WHY_BLOCKED = 2 };
+enum why_hint { WHY_HINT_IOWAIT = 1, WHY_HINT_FAULT = 2 };
+
+/* The accounting state of the call a task is in (valid while call_ts is the call's entry time). */
+struct ls_why_acc {
+	__u64 call_ts;
+	__u64 mark;           /* start of the open interval */
+	__u64 part[LS_WHY_PARTS];
+	__u64 best_wait;      /* the longest blocked interval so far (its waker is kept) */
+	__u64 best_runq;      /* the longest preemption so far (its preempter is kept) */
+	__u64 fault_call;     /* call_ts of the call that took a page fault in the kernel */
+	__u64 wake_sector;
+	__u32 wake_dev;
+	__u32 waker_tid;
+	char waker_comm[LS_COMM_LEN];
+	__u32 rq_tid, pend_tid;
+	__u16 rq_cpu, pend_cpu;
+	__u32 nr;
+	__u8 fd_type;
+	__u8 state;           /* enum why_state */
+	__u8 hint;            /* enum why_hint, of the blocked interval */
+	__u8 waker_ctx;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ls_why_acc);
+} whys SEC(".maps");
+
+/* What the CPU is doing now, as the wake-up programs need it, and the exit's output slot. */
+struct ls_why_cpu {
+	__u32 timer;          /* depth of hrtimer / timer-wheel callbacks running */
+	__u32 softirq;        /* softirq running: its number + 1 */
+	__u64 rq_ts;          /* the last block completion on this CPU */
+	__u64 rq_sector;
+	__u32 rq_dev;
+	__u32 pad;
+	struct ls_why out;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ls_why_cpu);
+} why_cpus SEC(".maps");
+
+/* A block completion wakes its waiter in the same call chain, right after the tracepoint. */
+#define WHY_RQ_WINDOW_NS 200000
+
+struct ls_why _ls_why_type = {};
+enum ls_why_part _ls_why_part_type = LS_WHY_CPU;
+enum ls_waker_ctx _ls_waker_ctx_type = LS_WAKER_NONE;
+enum ls_ext_bits _ls_ext_bits_type = LS_EXT_WHY;
+
+static __always_inline struct ls_why_cpu *why_cpu(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&why_cpus, &zero);
+}
+
+/* task_struct.state was renamed __state in 5.14. */
+struct task_struct___pre514 {
+	volatile long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline long why_task_state(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+}
+
+/* prev leaves the CPU inside a traced call. `first`: its entry was just spilled (the first
+ * switch out of this call), so its state starts here. */
+static __always_inline void why_switch_out(struct task_struct *prev, struct task_struct *next, bool preempt,
+					   struct ls_start *first, __u64 now)
+{
+	struct ls_why_acc *w;
+	if (first) {
+		w = bpf_task_storage_get(&whys, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!w)
+			return;
+		for (int i = 0; i < LS_WHY_PARTS; i++)
+			w->part[i] = 0;
+		w->call_ts = first->ts;
+		w->part[LS_WHY_CPU] = now > first->ts ? now - first->ts : 0;
+		w->best_wait = 0;
+		w->best_runq = 0;
+		w->wake_sector = 0;
+		w->wake_dev = 0;
+		w->waker_tid = 0;
+		w->waker_ctx = LS_WAKER_NONE;
+		w->waker_comm[0] = 0;
+		w->rq_tid = 0;
+		w->rq_cpu = 0;
+		w->nr = first->nr;
+		w->fd_type = first->fd_type;
+	} else {
+		w = bpf_task_storage_get(&whys, prev, 0, 0);
+		if (!w || !w->call_ts || w->state != WHY_RUN)
+			return;
+		w->part[LS_WHY_CPU] += now - w->mark;
+	}
+	w->mark = now;
+	if (preempt || why_task_state(prev) == 0 /* TASK_RUNNING */) {
+		w->state = WHY_RUNNABLE;
+		w->pend_tid = next->pid;
+		w->pend_cpu = bpf_get_smp_processor_id();
+		return;
+	}
+	w->state = WHY_BLOCKED;
+	w->pend_tid = 0;
+	__u8 hint = 0;
+	if (BPF_CORE_READ_BITFIELD(prev, in_iowait))
+		hint = WHY_HINT_IOWAIT;
+	if (hint && w->fault_call == w->call_ts)
+		hint |= WHY_HINT_FAULT;
+	w->hint = hint;
+}
+
+/* next takes the CPU: a runnable interval (run-queue delay) ends. */
+static __always_inline void why_switch_in(struct task_struct *next, __u64 now)
+{
+	struct ls_why_acc *w = bpf_task_storage_get(&whys, next, 0, 0);
+	if (!w || !w->call_ts || w->state == WHY_RUN)
+		return;
+	__u64 d = now - w->mark;
+	if (w->state == WHY_RUNNABLE) {
+		w->part[LS_WHY_RUNQ] += d;
+		if (w->pend_tid && d > w->best_runq) {
+			w->best_runq = d;
+			w->rq_tid = w->pend_tid;
+			w->rq_cpu = w->pend_cpu;
+		}
+	} else {
+		w->part[LS_WHY_UNKNOWN] += d; /* woken without a wake-up the programs saw */
+	}
+	w->mark = now;
+	w->state = WHY_RUN;
+}
+
+static __always_inline void why_sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
+					     struct ls_start *first)
+{
+	__u64 now = bpf_ktime_get_ns();
+	why_switch_out(prev, next, preempt, first, now);
+	why_switch_in(next, now);
+}
+
+/* The softirq that processes received packets (enum in the kernel, stable since 2.6). */
+#define WHY_NET_RX_SOFTIRQ 3
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(ls_why_waking, struct task_struct *p)
+{
+	struct ls_why_acc *w = bpf_task_storage_get(&whys, p, 0, 0);
+	if (!w || !w->call_ts || w->state != WHY_BLOCKED)
+		return 0;
+	struct ls_why_cpu *wc = why_cpu();
+	if (!wc)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 d = now - w->mark;
+	__u32 cause;
+	if (w->hint & WHY_HINT_FAULT)
+		cause = LS_WHY_FAULT;
+	else if (w->hint & WHY_HINT_IOWAIT)
+		cause = LS_WHY_IO;
+	else if (wc->timer)
+		cause = LS_WHY_TIMER;
+	else if (w->nr == why_nr_futex || w->nr == why_nr_futex_waitv)
+		cause = LS_WHY_LOCK;
+	else if (wc->softirq == WHY_NET_RX_SOFTIRQ + 1 ||
+		 (w->fd_type >= LS_FD_IPV4 && w->fd_type <= LS_FD_PIPE) || w->fd_type == LS_FD_NETLINK ||
+		 w->fd_type == LS_FD_SOCKET)
+		cause = LS_WHY_IPC;
+	else
+		cause = LS_WHY_OTHER;
+	if (cause < LS_WHY_PARTS)
+		w->part[cause] += d;
+	if (d >= w->best_wait) {
+		w->best_wait = d;
+		if (wc->timer) {
+			w->waker_ctx = LS_WAKER_TIMER;
+			w->waker_tid = 0;
+			w->waker_comm[0] = 0;
+		} else if (wc->softirq) {
+			w->waker_ctx = LS_WAKER_SOFTIRQ;
+			w->waker_tid = wc->softirq - 1;
+			w->waker_comm[0] = 0;
+		} else {
+			struct task_struct *cur = bpf_get_current_task_btf();
+			w->waker_ctx = LS_WAKER_TASK;
+			w->waker_tid = cur->pid;
+			task_comm(cur, (__u64 *)w->waker_comm);
+		}
+		if ((cause == LS_WHY_IO || cause == LS_WHY_FAULT) && wc->rq_ts && now - wc->rq_ts < WHY_RQ_WINDOW_NS) {
+			w->wake_dev = wc->rq_dev;
+			w->wake_sector = wc->rq_sector;
+		} else {
+			w->wake_dev = 0;
+			w->wake_sector = 0;
+		}
+	}
+	w->mark = now;
+	w->state = WHY_RUNNABLE;
+	w->pend_tid = 0;
+	return 0;
+}
+
+/* A page fault in kernel mode (a copy from or to user memory) inside a traced call: its I/O
+ * waits are the fault's. (No tracepoint marks the fault's end: later I/O waits of the same call
+ * count as the fault's too.) */
+SEC("tp_btf/page_fault_kernel")
+int BPF_PROG(ls_why_fault, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 zero = 0;
+	struct ls_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
+	if (!c)
+		return 0;
+	__u64 call_ts = 0;
+	if (c->task == (__u64)task) {
+		call_ts = c->st.ts;
+	} else {
+		struct ls_start *s = bpf_task_storage_get(&starts, task, 0, 0);
+		if (s)
+			call_ts = s->ts;
+	}
+	if (!call_ts)
+		return 0;
+	struct ls_why_acc *w = bpf_task_storage_get(&whys, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (w)
+		w->fault_call = call_ts;
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(ls_why_hrtimer_in)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (wc)
+		wc->timer++;
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(ls_why_hrtimer_out)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (wc && wc->timer)
+		wc->timer--;
+	return 0;
+}
+
+SEC("tp_btf/timer_expire_entry")
+int BPF_PROG(ls_why_timer_in)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (wc)
+		wc->timer++;
+	return 0;
+}
+
+SEC("tp_btf/timer_expire_exit")
+int BPF_PROG(ls_why_timer_out)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (wc && wc->timer)
+		wc->timer--;
+	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(ls_why_softirq_in, unsigned int vec)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (wc)
+		wc->softirq = vec + 1;
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(ls_why_softirq_out, unsigned int vec)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (wc)
+		wc->softirq = 0;
+	return 0;
+}
+
+/* A block request completed on this CPU: the wake-up that follows in the same call chain is its. */
+static __always_inline void why_rq_done(__u32 dev, __u64 sector)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (!wc)
+		return;
+	wc->rq_ts = bpf_ktime_get_ns();
+	wc->rq_dev = dev;
+	wc->rq_sector = sector;
+}
+
+/*
+ * At the call's exit: fill this CPU's output slot with the call's parts. `spilled`: the entry came
+ * from task storage (the call was switched out); otherwise it ran on its CPU throughout.
+ */
+static __always_inline struct ls_why *why_take(struct task_struct *task, bool spilled, __u64 call_ts, __u64 now,
+					       __u64 lat)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (!wc)
+		return NULL;
+	struct ls_why *o = &wc->out;
+	__builtin_memset(o, 0, sizeof(*o));
+	if (!spilled) {
+		o->part[LS_WHY_CPU] = lat;
+		return o;
+	}
+	struct ls_why_acc *w = bpf_task_storage_get(&whys, task, 0, 0);
+	if (!w || w->call_ts != call_ts) {
+		o->part[LS_WHY_UNKNOWN] = lat;
+		return o;
+	}
+	__u64 d = now - w->mark;
+	if (w->state == WHY_RUN)
+		w->part[LS_WHY_CPU] += d;
+	else
+		w->part[LS_WHY_UNKNOWN] += d;
+	__u64 sum = 0;
+	for (int i = 0; i < LS_WHY_PARTS; i++) {
+		o->part[i] = w->part[i];
+		sum += w->part[i];
+	}
+	if (sum < lat)
+		o->part[LS_WHY_UNKNOWN] += lat - sum;
+	o->wake_sector = w->wake_sector;
+	o->wake_dev = w->wake_dev;
+	o->waker_tid = w->waker_tid;
+	o->waker_ctx = w->waker_ctx;
+	__builtin_memcpy(o->waker_comm, w->waker_comm, LS_COMM_LEN);
+	o->rq_tid = w->rq_tid;
+	o->rq_cpu = w->rq_cpu;
+	w->call_ts = 0;
+	return o;
+}
+
+#endif

@@ -1,0 +1,439 @@
+//! Attribution views ("why was it slow"): one call's latency split into causes, and the split
+//! summed over many calls, by cause, by waker and by operation (docs/WHY.md).
+//!
+//! The parts come from the `why_*` columns `record --why` fills; a call without them (recorded
+//! without `--why`, or faster than `--why-above`) has none and is counted apart.
+
+use latscope_event::syscalls::desc;
+use latscope_event::units::fmt_ns;
+use latscope_event::{
+    comm_from_words, op_name, syscall_name, EventBatch, EventKind, SysClass, TraceHeader, WHY_PARTS, WHY_PART_NAMES,
+};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// What a person reads for each part.
+pub const PART_LABELS: [&str; WHY_PARTS] = [
+    "on CPU",
+    "run queue",
+    "block I/O",
+    "lock (futex)",
+    "pipe/socket",
+    "timer/sleep",
+    "page fault",
+    "other wait",
+    "unknown",
+];
+
+/// Names of the softirqs (the kernel's order, stable since 2.6).
+const SOFTIRQS: [&str; 10] =
+    ["hi", "timer", "net_tx", "net_rx", "block", "irq_poll", "tasklet", "sched", "hrtimer", "rcu"];
+
+/// Who woke a call from its longest blocked interval: `comm/tid`, `[timer]`, `[softirq:net_rx]`,
+/// or `None` when nothing did (it never blocked).
+pub fn waker(b: &EventBatch, i: usize) -> Option<String> {
+    match b.waker_ctx[i] {
+        1 => Some(format!("{}/{}", comm_from_words(b.waker_comm_lo[i], b.waker_comm_hi[i]), b.waker_tid[i])),
+        2 => Some("[timer]".into()),
+        3 => Some(format!("[softirq:{}]", SOFTIRQS.get(b.waker_tid[i] as usize).copied().unwrap_or("?"))),
+        _ => None,
+    }
+}
+
+/// The breakdown of call `i` as JSON: `parts_ns` (every part, zeros included; they add up to the
+/// latency), and the waker, the preempter and the waking block request where known. `None` when
+/// the call carries no breakdown.
+pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<Value> {
+    if b.kind[i] != EventKind::Syscall as u8 || !b.has_why(i) {
+        return None;
+    }
+    let mut parts = Map::new();
+    for (name, v) in WHY_PART_NAMES.iter().zip(b.why_parts(i)) {
+        parts.insert((*name).into(), json!(v));
+    }
+    let mut m = Map::new();
+    m.insert("parts_ns".into(), Value::Object(parts));
+    if b.waker_ctx[i] != 0 {
+        let kind = ["none", "thread", "timer", "softirq"][b.waker_ctx[i].min(3) as usize];
+        m.insert(
+            "waker".into(),
+            json!({
+                "kind": kind,
+                "tid": if b.waker_ctx[i] == 1 { json!(b.waker_tid[i]) } else { Value::Null },
+                "name": waker(b, i),
+            }),
+        );
+    }
+    if b.runq_tid[i] != 0 {
+        m.insert("preempted_by".into(), json!({ "tid": b.runq_tid[i], "cpu": b.runq_cpu[i] }));
+    }
+    if b.wake_dev[i] != 0 {
+        m.insert(
+            "woken_by_request".into(),
+            json!({ "disk": crate::events::disk_label(h, b.wake_dev[i]), "sector": b.wake_sector[i] }),
+        );
+    }
+    Some(Value::Object(m))
+}
+
+/// The breakdown of call `i` as one indented text line (`None` without one):
+/// `    why: block I/O 9.8ms (98%), on CPU 120us (1%), ... woken by kworker/u4:1/77`.
+pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
+    if b.kind[i] != EventKind::Syscall as u8 || !b.has_why(i) {
+        return None;
+    }
+    let lat = b.lat[i].max(1) as f64;
+    let mut parts: Vec<(usize, u64)> = b.why_parts(i).into_iter().enumerate().filter(|&(_, v)| v > 0).collect();
+    parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut s = String::from("    why:");
+    for (k, (p, v)) in parts.iter().enumerate() {
+        let sep = if k == 0 { " " } else { ", " };
+        let _ = write!(s, "{sep}{} {} ({:.0}%)", PART_LABELS[*p], fmt_ns(*v), *v as f64 * 100.0 / lat);
+    }
+    if let Some(w) = waker(b, i) {
+        let _ = write!(s, "; woken by {w}");
+    }
+    if b.runq_tid[i] != 0 {
+        let _ = write!(s, "; preempted by tid {} on cpu {}", b.runq_tid[i], b.runq_cpu[i]);
+    }
+    if b.wake_dev[i] != 0 {
+        let _ = write!(s, "; I/O {} sector {}", crate::events::disk_label(h, b.wake_dev[i]), b.wake_sector[i]);
+    }
+    Some(crate::text::clean(&s).into_owned())
+}
+
+/// Time of many calls by cause, by waker and by operation (the breakdown view, `top --by
+/// cause`, the `why` command).
+#[derive(Debug, Clone, Default)]
+pub struct WhyAgg {
+    /// Calls with a breakdown.
+    pub calls: u64,
+    /// Their total latency (ns).
+    pub total_ns: u64,
+    /// Calls of the kinds that could carry one but did not (recorded without `--why`, or
+    /// faster than `--why-above`).
+    pub without: u64,
+    /// Summed parts (ns), in the order of [`WHY_PART_NAMES`].
+    pub parts: [u64; WHY_PARTS],
+    /// Blocked time (ns) by waker (`comm/tid`, `[timer]`, ...) and the part it ended.
+    pub by_waker: HashMap<(String, usize), u64>,
+    /// Per operation (syscall name): calls, total latency and parts.
+    pub by_op: HashMap<String, OpWhy>,
+    /// Count idle waits (poll, epoll_wait, futex, nanosleep, wait4, ...: the calls of
+    /// [`SysClass::Wait`] and the waits for children) too; by default they are left out.
+    pub with_waits: bool,
+    /// Idle waits left out.
+    pub waits_left_out: u64,
+}
+
+/// Whether syscall `nr` is an idle wait: a call whose latency is the time something else took
+/// (its class is [`SysClass::Wait`], or it waits for a child).
+pub fn is_idle_wait(nr: u16) -> bool {
+    desc(nr).class == SysClass::Wait || matches!(syscall_name(nr), Some("wait4" | "waitid" | "pause"))
+}
+
+/// The breakdown summed over the calls of one operation.
+#[derive(Debug, Clone, Default)]
+pub struct OpWhy {
+    /// Calls.
+    pub calls: u64,
+    /// Total latency (ns).
+    pub total_ns: u64,
+    /// The slowest call (ns).
+    pub max_ns: u64,
+    /// Summed parts (ns).
+    pub parts: [u64; WHY_PARTS],
+    /// Time (ns) by the file or socket behind the call's fd (or its path).
+    pub files: HashMap<String, u64>,
+    /// Blocked time (ns) by waker.
+    pub wakers: HashMap<String, u64>,
+    /// I/O time (ns) by the device of the request that woke the call.
+    pub disks: HashMap<u32, u64>,
+}
+
+impl WhyAgg {
+    /// Add the rows `rows` of `b` (syscalls only; other kinds are ignored).
+    pub fn add(&mut self, b: &EventBatch, rows: &[u32]) {
+        for &r in rows {
+            let i = r as usize;
+            if b.kind[i] != EventKind::Syscall as u8 {
+                continue;
+            }
+            if !self.with_waits && is_idle_wait(b.nr[i]) {
+                self.waits_left_out += 1;
+                continue;
+            }
+            let p = b.why_parts(i);
+            if p.iter().all(|&v| v == 0) {
+                self.without += 1;
+                continue;
+            }
+            self.calls += 1;
+            self.total_ns += b.lat[i];
+            let op = self.by_op.entry(op_name(b.kind[i], b.nr[i])).or_default();
+            op.calls += 1;
+            op.total_ns += b.lat[i];
+            op.max_ns = op.max_ns.max(b.lat[i]);
+            for (k, v) in p.iter().enumerate() {
+                self.parts[k] += v;
+                op.parts[k] += v;
+            }
+            let path = b.path.get(i);
+            if !path.is_empty() {
+                *op.files.entry(path.to_string()).or_default() += b.lat[i];
+            }
+            if b.wake_dev[i] != 0 {
+                *op.disks.entry(b.wake_dev[i]).or_default() += p[2] + p[6];
+            }
+            if let Some(w) = waker(b, i) {
+                // The waker ended the call's longest blocked interval: credit it with the blocked
+                // time of the dominant blocked part.
+                let (k, v) = (2..WHY_PARTS - 1).map(|k| (k, p[k])).max_by_key(|&(_, v)| v).unwrap_or((0, 0));
+                if v > 0 {
+                    *op.wakers.entry(w.clone()).or_default() += v;
+                    *self.by_waker.entry((w, k)).or_default() += v;
+                }
+            }
+        }
+    }
+
+    /// Parts with time, largest first: (part index, ns).
+    pub fn ranked_parts(&self) -> Vec<(usize, u64)> {
+        let mut v: Vec<(usize, u64)> = self.parts.iter().copied().enumerate().filter(|&(_, x)| x > 0).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+
+    /// Wakers by the time they ended, largest first, at most `n`.
+    pub fn ranked_wakers(&self, n: usize) -> Vec<(&str, usize, u64)> {
+        let mut v: Vec<(&str, usize, u64)> = self.by_waker.iter().map(|((w, k), &t)| (w.as_str(), *k, t)).collect();
+        v.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
+        v.truncate(n);
+        v
+    }
+
+    /// Operations by total time, largest first, at most `n`.
+    pub fn ranked_ops(&self, n: usize) -> Vec<(&str, &OpWhy)> {
+        let mut v: Vec<(&str, &OpWhy)> = self.by_op.iter().map(|(k, o)| (k.as_str(), o)).collect();
+        v.sort_by(|a, b| b.1.total_ns.cmp(&a.1.total_ns).then(a.0.cmp(b.0)));
+        v.truncate(n);
+        v
+    }
+
+    /// The breakdown as text: time by cause (with a bar), by waker, by operation.
+    pub fn render_text(&self, n: usize) -> String {
+        let mut s = String::new();
+        if self.calls == 0 {
+            let _ = writeln!(
+                s,
+                "no call carries a breakdown ({} calls without one): record with `latscope record --why`",
+                self.without
+            );
+            return s;
+        }
+        let total = self.total_ns.max(1) as f64;
+        let _ = writeln!(s, "{} calls with a breakdown, {} in total", self.calls, fmt_ns(self.total_ns));
+        if self.without > 0 {
+            let _ =
+                writeln!(s, "({} calls without one: faster than --why-above, or not recorded with it)", self.without);
+        }
+        let _ = writeln!(s, "\ntime by cause");
+        for (k, v) in self.ranked_parts() {
+            let pct = v as f64 * 100.0 / total;
+            let bar = "#".repeat(((pct / 2.5).round() as usize).min(40));
+            let _ = writeln!(s, "  {:<13} {:>9} {:>5.1}%  {bar}", PART_LABELS[k], fmt_ns(v), pct);
+        }
+        let wakers = self.ranked_wakers(n);
+        if !wakers.is_empty() {
+            let _ = writeln!(s, "\nblocked time by waker (the longest wait of each call)");
+            for (w, k, t) in wakers {
+                let _ = writeln!(s, "  {:<32} {:>9}  {}", w, fmt_ns(t), PART_LABELS[k]);
+            }
+        }
+        let _ = writeln!(s, "\nby operation (total time; its two largest causes)");
+        for (op, o) in self.ranked_ops(n) {
+            let _ = writeln!(
+                s,
+                "  {:<18} {:>7} calls {:>9} total {:>9} max  {}",
+                op,
+                o.calls,
+                fmt_ns(o.total_ns),
+                fmt_ns(o.max_ns),
+                top_causes(&o.parts, o.total_ns, 2)
+            );
+        }
+        clean_lines(&s)
+    }
+
+    /// The breakdown as JSON (all times in ns).
+    pub fn to_json(&self, n: usize) -> Value {
+        let parts: Map<String, Value> =
+            WHY_PART_NAMES.iter().zip(self.parts).map(|(k, v)| ((*k).to_string(), json!(v))).collect();
+        json!({
+            "calls": self.calls,
+            "calls_without_breakdown": self.without,
+            "total_ns": self.total_ns,
+            "parts_ns": parts,
+            "wakers": self.ranked_wakers(n).into_iter().map(|(w, k, t)| json!({"waker": w, "cause": WHY_PART_NAMES[k], "blocked_ns": t})).collect::<Vec<_>>(),
+            "idle_waits_left_out": self.waits_left_out,
+            "operations": self.ranked_ops(n).into_iter().map(|(op, o)| json!({
+                "op": op, "calls": o.calls, "total_ns": o.total_ns, "max_ns": o.max_ns,
+                "files": largest(&o.files, 3).into_iter().map(|(p, t)| json!({"path": p, "total_ns": t})).collect::<Vec<_>>(),
+                "wakers": largest(&o.wakers, 3).into_iter().map(|(w, t)| json!({"waker": w, "blocked_ns": t})).collect::<Vec<_>>(),
+                "disks": largest(&o.disks, 3).into_iter().map(|(d, t)| json!({"dev": d, "io_ns": t})).collect::<Vec<_>>(),
+                "parts_ns": WHY_PART_NAMES.iter().zip(o.parts).map(|(k, v)| ((*k).to_string(), json!(v))).collect::<Map<String, Value>>(),
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Text with control characters escaped line by line ([`crate::text::clean`]): names and paths
+/// come from the traced system.
+fn clean_lines(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for l in s.lines() {
+        out.push_str(&crate::text::clean(l));
+        out.push('\n');
+    }
+    out
+}
+
+/// The largest `n` entries of a map of times, largest first.
+fn largest<K: Clone + Ord>(m: &HashMap<K, u64>, n: usize) -> Vec<(K, u64)> {
+    let mut v: Vec<(K, u64)> = m.iter().map(|(k, &t)| (k.clone(), t)).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
+}
+
+impl WhyAgg {
+    /// What a person writes in an incident ticket, on one screen: the slowest operations by
+    /// total time (idle waits left out unless [`WhyAgg::with_waits`]), each with its causes, the
+    /// files, wakers and disks behind them, then the time by cause over everything.
+    pub fn render_ticket(&self, h: &TraceHeader, n: usize, span_ns: u64) -> String {
+        let mut s = String::new();
+        if self.calls == 0 {
+            let _ = writeln!(
+                s,
+                "no call carries a breakdown ({} without one{}): record with `latscope record --why`",
+                self.without,
+                if self.waits_left_out > 0 {
+                    format!(", {} idle waits left out", self.waits_left_out)
+                } else {
+                    String::new()
+                }
+            );
+            return s;
+        }
+        let _ = writeln!(
+            s,
+            "{} calls took {} over {}{}",
+            self.calls,
+            fmt_ns(self.total_ns),
+            fmt_ns(span_ns),
+            if self.waits_left_out > 0 {
+                format!(
+                    " ({} idle waits left out: poll, epoll_wait, futex, sleeps, wait4; --waits counts them)",
+                    self.waits_left_out
+                )
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(s, "\nslowest operations by total time:");
+        for (k, (op, o)) in self.ranked_ops(n).into_iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "{}. {op}: {} calls, {} total, {} mean, {} max -- {}",
+                k + 1,
+                o.calls,
+                fmt_ns(o.total_ns),
+                fmt_ns(o.total_ns / o.calls.max(1)),
+                fmt_ns(o.max_ns),
+                top_causes(&o.parts, o.total_ns, 3)
+            );
+            let files = largest(&o.files, 3);
+            if !files.is_empty() {
+                let f: Vec<String> = files.iter().map(|(p, t)| format!("{p} ({})", fmt_ns(*t))).collect();
+                let _ = writeln!(s, "   files: {}", f.join(", "));
+            }
+            let disks = largest(&o.disks, 3);
+            if !disks.is_empty() {
+                let d: Vec<String> = disks
+                    .iter()
+                    .map(|(d, t)| format!("{} ({})", crate::events::disk_label(h, *d), fmt_ns(*t)))
+                    .collect();
+                let _ = writeln!(s, "   disks: {}", d.join(", "));
+            }
+            let wakers = largest(&o.wakers, 3);
+            if !wakers.is_empty() {
+                let w: Vec<String> = wakers.iter().map(|(w, t)| format!("{w} ({})", fmt_ns(*t))).collect();
+                let _ = writeln!(s, "   woken by: {}", w.join(", "));
+            }
+        }
+        let _ = writeln!(s, "\ntime by cause: {}", top_causes(&self.parts, self.total_ns, WHY_PARTS));
+        clean_lines(&s)
+    }
+}
+
+/// `block I/O 92%, on CPU 5%`: the `n` largest parts of `parts` as shares of `total`.
+pub fn top_causes(parts: &[u64; WHY_PARTS], total: u64, n: usize) -> String {
+    let mut v: Vec<(usize, u64)> = parts.iter().copied().enumerate().filter(|&(_, x)| x > 0).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.iter()
+        .take(n)
+        .map(|&(k, x)| format!("{} {:.0}%", PART_LABELS[k], x as f64 * 100.0 / total.max(1) as f64))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latscope_event::{comm_to_words, Event};
+
+    fn call(lat: u64, parts: [u64; WHY_PARTS], waker: &str, tid: u32) -> Event {
+        let (lo, hi) = comm_to_words(waker);
+        Event {
+            kind: 0,
+            nr: latscope_event::syscall_nr("read").unwrap(),
+            lat,
+            why_cpu: parts[0],
+            why_runq: parts[1],
+            why_io: parts[2],
+            why_lock: parts[3],
+            why_ipc: parts[4],
+            why_timer: parts[5],
+            why_fault: parts[6],
+            why_other: parts[7],
+            why_unknown: parts[8],
+            waker_ctx: u8::from(!waker.is_empty()),
+            waker_tid: tid,
+            waker_comm_lo: lo,
+            waker_comm_hi: hi,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn sums_by_cause_waker_and_operation() {
+        let mut b = EventBatch::default();
+        b.push(&call(1000, [100, 0, 0, 0, 900, 0, 0, 0, 0], "writer", 42));
+        b.push(&call(3000, [0, 0, 0, 0, 3000, 0, 0, 0, 0], "writer", 42));
+        b.push(&call(500, [0; WHY_PARTS], "", 0)); // no breakdown
+        let mut a = WhyAgg::default();
+        a.add(&b, &[0, 1, 2]);
+        assert_eq!((a.calls, a.without, a.total_ns), (2, 1, 4000));
+        assert_eq!(a.ranked_parts(), vec![(4, 3900), (0, 100)]);
+        assert_eq!(a.ranked_wakers(5), vec![("writer/42", 4, 3900)]);
+        let t = a.render_text(5);
+        assert!(t.contains("pipe/socket") && t.contains("writer/42"), "{t}");
+        let j = a.to_json(5);
+        assert_eq!(j["parts_ns"]["ipc"], 3900);
+        let h = TraceHeader::default();
+        assert_eq!(json(&h, &b, 0).unwrap()["waker"]["tid"], 42);
+        assert!(line(&h, &b, 1).unwrap().contains("pipe/socket 3.00us (100%); woken by writer/42"));
+        assert!(json(&h, &b, 2).is_none());
+    }
+}
