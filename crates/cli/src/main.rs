@@ -66,6 +66,8 @@ fn main() -> ExitCode {
         // SAFETY: setting a signal disposition before any thread is started.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
+    // A trace cut short because its reader went away is an error to report, not a quiet end.
+    let recording = matches!(cli.command, Command::Record(_));
     let r = match cli.command {
         Command::Record(a) => cmd::record::run(a),
         Command::Events(a) => cmd::events::run(a),
@@ -89,12 +91,16 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // A closed pipe (`latscope events | head`) is not an error worth a message.
-            if e.chain().any(|c| {
+            let broken_pipe = e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            }) {
+            });
+            if broken_pipe && !recording {
                 return ExitCode::SUCCESS;
             }
             eprintln!("latscope: {}", message(&e));
+            if broken_pipe {
+                eprintln!("latscope: the trace's reader closed the pipe before the recording ended: the trace it got is incomplete");
+            }
             ExitCode::from(2)
         }
     }

@@ -123,3 +123,139 @@ fn a_second_recorder_of_the_same_file_refuses() {
     latscope_ok(&["info", "-r", t.to_str().unwrap()]);
     assert!(!tmp.path().join("busy.lst.old").exists());
 }
+
+/// Every command that writes a file, run by root with its output in a world-writable sticky
+/// directory (as /tmp) where another user planted a symlink to a precious file, a dangling
+/// symlink, and a hard link to the precious file: each refuses, naming the output (and the
+/// symlink's target), the precious file keeps its bytes and mode, and no dangling link's target
+/// is created.
+#[test]
+fn outputs_planted_as_links_in_a_sticky_directory_are_never_written_through() {
+    use std::os::unix::fs::MetadataExt;
+    let t = tempfile::tempdir().unwrap();
+    let trace = t.path().join("t.lst");
+    let mut tr = common::replay_trace::T::new();
+    tr.open("/app/data", 0o102, 3, 1);
+    tr.fdop("pwrite64", 3, 4096, 0, 4096);
+    tr.fdop("close", 3, 0, -1, 0);
+    tr.write(&trace);
+    let plan = t.path().join("p.lsr");
+    let root = t.path().join("sb");
+    let ts = trace.to_str().unwrap();
+    let o = latscope(&["replay", "prepare", "-r", ts, "-o", plan.to_str().unwrap(), "--root", root.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let shared = t.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let precious = t.path().join("precious");
+    std::fs::write(&precious, b"keep me").unwrap();
+    let mode = std::fs::metadata(&precious).unwrap().mode();
+    let missing = t.path().join("made-by-the-link");
+    let plant = |target: &Path, link: &Path| {
+        std::os::unix::fs::symlink(target, link).unwrap();
+        let _ = std::os::unix::fs::lchown(link, Some(65534), Some(65534));
+    };
+    let mut n = 0;
+    for kind in ["symlink", "dangling", "hard"] {
+        let mut cmds: Vec<Vec<String>> = vec![
+            vec!["heatmap", "-r", ts, "-o", "OUT"],
+            vec!["hist", "-r", ts, "--svg", "OUT"],
+            vec!["timeline", "-r", ts, "-o", "OUT"],
+            vec!["replay", "prepare", "-r", ts, "--root", root.to_str().unwrap(), "-o", "OUT"],
+            vec!["export", "-r", ts, "--parquet", "OUT.parquet"],
+        ]
+        .into_iter()
+        .map(|v| v.into_iter().map(String::from).collect())
+        .collect();
+        if bpf_unavailable().is_none() {
+            cmds.push(["record", "-q", "-w", "OUT", "-d", "200ms"].map(String::from).to_vec());
+        }
+        for args in cmds {
+            n += 1;
+            let out = shared.join(format!("out{n}"));
+            let suffix = if args[0] == "export" { ".parquet" } else { "" };
+            let named = PathBuf::from(format!("{}{suffix}", out.display()));
+            match kind {
+                "symlink" => plant(&precious, &named),
+                "dangling" => plant(&missing, &named),
+                _ => std::fs::hard_link(&precious, &named).unwrap(),
+            }
+            let args: Vec<String> = args.iter().map(|a| a.replace("OUT", out.to_str().unwrap())).collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let r = latscope(&args);
+            let err = String::from_utf8_lossy(&r.stderr);
+            assert!(!r.status.success(), "{kind}: {args:?} succeeded");
+            assert!(err.contains(named.to_str().unwrap()), "{kind}: {args:?}: {err}");
+            let why = if kind == "hard" { "hard links" } else { "symbolic link (to " };
+            assert!(err.contains(why), "{kind}: {args:?}: {err}");
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+            assert_eq!(hash(&precious), b"keep me", "{kind}: {args:?} wrote the precious file");
+            assert_eq!(std::fs::metadata(&precious).unwrap().mode(), mode, "{kind}: {args:?}");
+            assert!(!missing.exists(), "{kind}: {args:?} created the dangling link's target");
+        }
+    }
+    // replay run --stats and the store, through a planted symlink too.
+    let stats = shared.join("stats.json");
+    plant(&precious, &stats);
+    let r =
+        latscope(&["replay", "run", plan.to_str().unwrap(), "--init", "--quiet", "--stats", stats.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success() && err.contains("symbolic link (to "), "{err}");
+    assert_eq!(hash(&precious), b"keep me");
+}
+
+/// `record -w FIFO` with nobody reading is refused at once (not a hang in open() with the
+/// probes attached, deaf to Ctrl-C and -d), and a recording whose reader closes the pipe
+/// (`record -w - | head -c 10`) says so and exits non-zero, its command stopped.
+#[test]
+fn a_fifo_without_a_reader_and_a_closed_pipe_are_reported() {
+    if !require_bpf("a_fifo_without_a_reader_and_a_closed_pipe_are_reported") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("p");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut child = Command::new(bin())
+        .args(["record", "-q", "-d", "60s", "-w"])
+        .arg(&fifo)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("record -w FIFO without a reader is still waiting after 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success() && err.contains("FIFO with no reader"), "{status:?}: {err}");
+
+    // A closed pipe: the reader takes 10 bytes and leaves.
+    let marker = tmp.path().join("still-running");
+    let script = format!("while :; do ls / >/dev/null; sleep 0.01; done; touch {}", marker.display());
+    let mut child = Command::new(bin())
+        .args(["record", "-q", "-d", "60s", "-w", "-", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut ten = [0u8; 10];
+    std::io::Read::read_exact(&mut out, &mut ten).unwrap();
+    drop(out);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "exit 0 after the reader left: {err}");
+    assert!(err.contains("closed the pipe") && err.to_lowercase().contains("broken pipe"), "{err}");
+    // The recorded command was stopped with the recording (its loop never ends by itself).
+    let comm_left = std::process::Command::new("pgrep").args(["-f", &script]).output().unwrap();
+    assert!(comm_left.stdout.is_empty(), "the recorded command is still running");
+}

@@ -314,3 +314,35 @@ fn realtime_workers_replay_a_timed_run() {
     let text = latscope_ok(&["replay", "run", s(&plan), "--init", "--speed", "10", "--realtime", "--quiet"]);
     assert!(text.contains("real-time workers (SCHED_FIFO)"), "{text}");
 }
+
+/// A hard link planted in the sandbox after `replay init`, at a file the plan opens with
+/// O_TRUNC, to a precious file outside: `replay run` refuses before it writes anything, and
+/// the outside file keeps its bytes.
+#[test]
+fn a_hard_link_planted_in_the_sandbox_is_refused_before_any_write() {
+    let t = tempfile::tempdir().unwrap();
+    let d = decoy(t.path());
+    let before = hash_tree(&d);
+    let mut tr = T::new();
+    // O_WRONLY|O_TRUNC of a file that existed (init creates it), and O_CREAT|O_TRUNC of a new one.
+    tr.open("/app/existing/file", 0o1001, 3, 1);
+    tr.fdop("write", 3, 100, 0, 100);
+    tr.fdop("close", 3, 0, -1, 0);
+    tr.open("/app/existing/new", 0o1101, 3, 1);
+    tr.fdop("write", 3, 100, 0, 100);
+    tr.fdop("close", 3, 0, -1, 0);
+    let trace = t.path().join("t.lst");
+    tr.write(&trace);
+    let plan = t.path().join("p.lsr");
+    let root = t.path().join("sb");
+    latscope_ok(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", s(&root)]);
+    for name in ["file", "new"] {
+        latscope_ok(&["replay", "init", s(&plan), "--quiet"]);
+        let victim = root.join("app/existing").join(name);
+        assert_eq!(victim.exists(), name == "file", "init created the file that existed, not the new one");
+        let _ = std::fs::remove_file(&victim);
+        std::fs::hard_link(d.join("secret"), &victim).unwrap();
+        fails_with(&["replay", "run", s(&plan), "--quiet"], "hard links");
+        assert_eq!(hash_tree(&d), before, "{name}: the file outside the sandbox changed");
+    }
+}

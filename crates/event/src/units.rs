@@ -121,14 +121,24 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
     if v < 0.0 {
         return Err(format!("negative duration '{s}'"));
     }
-    Ok((v * mul).round() as u64)
+    in_u64(v * mul, s, "duration", "about 584 years")
+}
+
+/// `x` rounded to a u64, or an out-of-range error (a float cast would saturate silently).
+fn in_u64(x: f64, s: &str, what: &str, max: &str) -> Result<u64, String> {
+    let r = x.round();
+    // 2^64 is the first f64 above u64::MAX.
+    if !r.is_finite() || r >= 18_446_744_073_709_551_616.0 {
+        return Err(format!("{what} '{s}' out of range (at most {max})"));
+    }
+    Ok(r as u64)
 }
 
 /// Parse a duration given in seconds by default: `10` is 10 s, `500ms` is 0.5 s.
 pub fn parse_duration_secs_default(s: &str) -> Result<u64, String> {
     if s.trim().chars().all(|c| c.is_ascii_digit() || c == '.') {
         let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number"))?;
-        return Ok((v * 1e9).round() as u64);
+        return in_u64(v * 1e9, s, "duration", "about 584 years");
     }
     parse_duration_ns(s)
 }
@@ -148,7 +158,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     if v < 0.0 {
         return Err(format!("negative size '{s}'"));
     }
-    Ok((v * mul).round() as u64)
+    in_u64(v * mul, s, "size", "16 EiB")
 }
 
 #[cfg(test)]

@@ -22,6 +22,11 @@ pub enum ExportError {
         source: std::io::Error,
     },
 
+    /// An output file could not be prepared or put in place (the message names it; a symlink
+    /// or a hard-linked file at the destination is refused).
+    #[error(transparent)]
+    Output(#[from] latscope_trace::OutputError),
+
     /// The Parquet encoder failed.
     #[error("cannot write Parquet file {}: {source}", path.display())]
     Parquet {

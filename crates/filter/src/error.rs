@@ -66,14 +66,46 @@ pub(crate) fn column_of(s: &str, byte: usize) -> usize {
     s[..byte].chars().count() + 1
 }
 
+/// Characters of the expression shown around the error, and of the message line: a huge
+/// filter (or field name) is echoed as a window with `…`, not in full.
+const MAX_SHOWN: usize = 120;
+const MAX_MESSAGE: usize = 240;
+
 impl fmt::Display for FilterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Control characters (tabs, newlines) would break the caret alignment: show them as spaces.
-        let shown: String = self.expr.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        // Control characters (tabs, newlines, escapes) would break the caret alignment or drive
+        // the terminal: spaces in the expression line, escaped in the message.
+        let chars: Vec<char> = self.expr.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
         let (pad, width) = self.char_span();
-        writeln!(f, "{}", self.message)?;
-        writeln!(f, "  {shown}")?;
-        write!(f, "  {}{}", " ".repeat(pad), "^".repeat(width))
+        let (from, to) = if chars.len() <= MAX_SHOWN {
+            (0, chars.len())
+        } else {
+            let from = pad.saturating_sub(MAX_SHOWN / 3);
+            (from, (from + MAX_SHOWN).min(chars.len()))
+        };
+        let mut line: String = if from > 0 { "…".into() } else { String::new() };
+        line.extend(&chars[from..to]);
+        if to < chars.len() {
+            line.push('…');
+        }
+        let caret_pad = pad - from + usize::from(from > 0);
+        let width = width.min(to.saturating_sub(pad)).max(1);
+        let more = if width < self.char_span().1 { "…" } else { "" };
+        let mut message = String::new();
+        for (i, c) in self.message.chars().enumerate() {
+            if i == MAX_MESSAGE {
+                message.push('…');
+                break;
+            }
+            if c.is_control() {
+                message.extend(c.escape_default());
+            } else {
+                message.push(c);
+            }
+        }
+        writeln!(f, "{message}")?;
+        writeln!(f, "  {line}")?;
+        write!(f, "  {}{}{more}", " ".repeat(caret_pad), "^".repeat(width))
     }
 }
 
@@ -117,6 +149,29 @@ pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 100 KB field name with escape bytes is echoed as a short window and an escaped,
+    /// shortened message, not 100,000 carets and raw escapes.
+    #[test]
+    fn huge_and_hostile_expressions_are_echoed_short_and_escaped() {
+        let name = format!("\x1b[31m{}", "x".repeat(100_000));
+        let expr = format!("{name} = 1");
+        let e = FilterError::new(format!("unknown field '{name}' at column 1"), &expr, 0, name.len());
+        let shown = e.to_string();
+        assert!(shown.len() < 1200, "{} bytes", shown.len());
+        assert!(!shown.contains('\x1b'), "{shown:?}");
+        assert!(shown.contains("\\u{1b}[31m") && shown.contains('…'), "{shown:?}");
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[2].trim_start().starts_with('^') && lines[2].ends_with('…'), "{:?}", lines[2]);
+        // An error at the end of a long expression: the caret is still under it.
+        let long = format!("proc.name = {} and", "a".repeat(500));
+        let e = FilterError::new("expected a condition", &long, long.len(), long.len());
+        let shown = e.to_string();
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines[2].chars().count(), lines[1].chars().count() + 1, "{shown}");
+        assert!(lines[1].starts_with("  …") && lines[1].ends_with("and"), "{shown}");
+    }
 
     #[test]
     fn display_has_caret_under_span() {

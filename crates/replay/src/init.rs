@@ -10,6 +10,10 @@ use crate::sys;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+/// Permission bits a plan may give what init creates: never set-user-ID or set-group-ID (a
+/// plan could otherwise leave a root-owned setuid file behind).
+pub(crate) const SAFE_MODE: u32 = 0o1777;
+
 /// Options of [`init`].
 #[derive(Default)]
 pub struct InitOptions<'a> {
@@ -60,8 +64,11 @@ pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
     let chunk = (PERIOD as usize).min(total.max(1) as usize);
     let pattern = Pattern::new(chunk as u64);
     let mut parent_cache: Option<(u32, i32)> = None;
+    // Messages name the paths under the roots in use (`--root` when given), not the plan's.
+    let mut shown_meta = plan.meta.clone();
+    shown_meta.sandbox = spec.clone();
     let fail = |what: &str, id: u32, r: i64| ReplayError::Sys {
-        what: format!("init: cannot {what} {}", plan.paths.display(&plan.meta, id)),
+        what: format!("init: cannot {what} {}", plan.paths.display(&shown_meta, id)),
         source: std::io::Error::from_raw_os_error((-r) as i32),
     };
     for e in &plan.init {
@@ -97,7 +104,7 @@ pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
         match e.kind {
             InitKind::Dir => {
                 // SAFETY: mkdirat with a directory fd and a NUL-terminated name.
-                let r = sys::ret(unsafe { libc::mkdirat(dirfd, base.as_ptr(), e.mode) } as i64);
+                let r = sys::ret(unsafe { libc::mkdirat(dirfd, base.as_ptr(), e.mode & SAFE_MODE) } as i64);
                 if r < 0 && r != -(libc::EEXIST as i64) {
                     return Err(fail("create the directory", e.path, r));
                 }
@@ -108,7 +115,13 @@ pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
             }
             InitKind::File => {
                 let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
-                let fd = sys::openat2(root, paths.rel(e.path), flags as u64, e.mode as u64, sys::RESOLVE_SANDBOX);
+                let fd = sys::openat2(
+                    root,
+                    paths.rel(e.path),
+                    flags as u64,
+                    (e.mode & SAFE_MODE) as u64,
+                    sys::RESOLVE_SANDBOX,
+                );
                 if fd < 0 {
                     return Err(fail("create the file", e.path, fd));
                 }

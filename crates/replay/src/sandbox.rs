@@ -156,10 +156,12 @@ fn read_marker(dir: &Path) -> Option<Marker> {
 }
 
 fn write_marker(dir: &Path, m: &Marker) -> Result<()> {
+    use std::io::Write;
     let p = dir.join(MARKER);
-    let tmp = dir.join(format!("{MARKER}.tmp"));
-    std::fs::write(&tmp, serde_json::to_vec(m).unwrap_or_default()).map_err(|e| ReplayError::io(&tmp, e))?;
-    std::fs::rename(&tmp, &p).map_err(|e| ReplayError::io(&p, e))
+    // The safe output: never through a link planted at the marker's name.
+    let mut f = latscope_trace::AtomicFile::create(&p)?;
+    f.write_all(&serde_json::to_vec(m).unwrap_or_default()).map_err(|e| ReplayError::io(&p, e))?;
+    Ok(f.commit()?)
 }
 
 fn wall_ns() -> i64 {
@@ -415,7 +417,7 @@ fn chown(p: &Path, uid: u32, gid: u32) -> Result<()> {
 }
 
 /// Refuse a sandbox tree that could lead a replay out: device nodes, FIFOs, sockets, mount
-/// points, symlinks whose target leaves the root. Walks without following symlinks; the trash
+/// points, symlinks whose target leaves the root, files with more than one hard link. Walks without following symlinks; the trash
 /// and the marker are not part of the tree.
 pub fn check_tree(root: &Path) -> Result<u64> {
     let root_dev = root.symlink_metadata().map_err(|e| ReplayError::io(root, e))?.dev();
@@ -447,6 +449,14 @@ pub fn check_tree(root: &Path) -> Result<u64> {
             }
             if md.dev() != root_dev {
                 return refuse("on another file system (a mount point)");
+            }
+            if !ft.is_dir() && md.nlink() > 1 {
+                // A replay opens files for writing (O_TRUNC too): through a hard link planted
+                // here it would write a file outside the sandbox.
+                return refuse(&format!(
+                    "a file with {} hard links (the same file has another name, maybe outside the sandbox)",
+                    md.nlink()
+                ));
             }
             if ft.is_symlink() {
                 let t = std::fs::read_link(&p).map_err(|e| ReplayError::io(&p, e))?;

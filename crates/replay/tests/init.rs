@@ -89,3 +89,31 @@ fn name_mode_never_touches_another_test() {
     assert!(other.join("theirs").exists());
     assert_eq!(std::fs::read_dir(t.path().join(".latscope/.trash")).unwrap().count(), 0);
 }
+
+/// A plan whose starting tree asks for set-user-ID and set-group-ID files and directories (a
+/// forged plan, or a recording of such files): init creates them without those bits, and an
+/// error names the root given with `--root`, not the plan's.
+#[test]
+fn init_never_creates_setuid_files_and_names_the_root_given() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("sb");
+    let mut r = Rec::new();
+    r.open(100, "/w/a/data", O_RDONLY, 3).pread(100, 3, 4096, 0, 4096).close(100, 3);
+    let mut p = plan_in(&r, &root);
+    for e in &mut p.init {
+        e.mode |= 0o6000;
+    }
+    p.validate().unwrap();
+    init(&p, &InitOptions::default()).unwrap();
+    for rel in ["w", "w/a", "w/a/data"] {
+        let mode = std::fs::metadata(root.join(rel)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o6000, 0, "{rel}: mode {mode:o}");
+    }
+    // --root at a directory whose parent is a file: the error names that root.
+    let blocker = t.path().join("file");
+    std::fs::write(&blocker, b"x").unwrap();
+    let other = blocker.join("sb2");
+    let e = init(&p, &InitOptions { root: Some(other.clone()), ..Default::default() }).unwrap_err().to_string();
+    assert!(e.contains(other.to_str().unwrap()) && !e.contains(root.to_str().unwrap()), "{e}");
+}

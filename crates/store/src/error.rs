@@ -18,6 +18,11 @@ pub enum StoreError {
         source: std::io::Error,
     },
 
+    /// The store or one of SQLite's files beside it is a symbolic link, has another hard
+    /// link, or is not a regular file: never written through (the message names both ends).
+    #[error("{0}")]
+    UnsafePath(#[from] latscope_trace::OutputError),
+
     /// The file is not a latscope store: not SQLite at all, or an SQLite database of something else.
     #[error("{}: not a latscope store: {detail}", path.display())]
     NotAStore {

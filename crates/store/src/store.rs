@@ -94,6 +94,38 @@ impl std::fmt::Debug for Store {
 
 const HIST_COLUMNS: &str = "series, hour, count, sum, min, max, updated, data";
 
+/// SQLite's files beside a database (rollback journal, write-ahead log, shared memory).
+const SIDE_FILES: [&str; 3] = ["-journal", "-wal", "-shm"];
+
+/// Refuse a store path, or a side file SQLite opens by name beside it, that is a symlink, a file
+/// with another hard link or not a regular file: SQLite resolves symlinks itself and creates
+/// its side files with `O_CREAT`, so a link planted there would make it create or write a file
+/// elsewhere. A writable store's file is created here (`O_NOFOLLOW`, mode 0644 less the umask)
+/// before SQLite opens it.
+fn check_paths(path: &Path, read_only: bool) -> Result<()> {
+    use latscope_trace::{open_in_place, InPlace};
+    let mut path = path.to_path_buf();
+    if read_only {
+        // Only read: a link to a store may be followed, and SQLite's side files are then
+        // beside the file it leads to.
+        if let Ok(real) = std::fs::canonicalize(&path) {
+            path = real;
+        }
+    } else {
+        // Looked at before anything is created.
+        open_in_place(&path, InPlace::CheckOnly, true)?;
+    }
+    for side in SIDE_FILES {
+        let mut p = path.as_os_str().to_owned();
+        p.push(side);
+        open_in_place(std::path::PathBuf::from(p), InPlace::CheckOnly, true)?;
+    }
+    if !read_only {
+        open_in_place(&path, InPlace::Create(0o644), true)?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Opens `path` for reading and writing, creating an empty store if it does not exist (or is
     /// an empty file).
@@ -111,6 +143,7 @@ impl Store {
     pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
         let io = |op: &str, source| StoreError::Io { path: path.clone(), op: op.to_string(), source };
+        check_paths(&path, opts.read_only)?;
         match std::fs::metadata(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !opts.read_only => {}
             Err(e) => return Err(io("opening the store", e)),

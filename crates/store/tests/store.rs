@@ -260,3 +260,61 @@ fn hours_are_utc_hours() {
     assert_eq!(Hour::containing(t), base());
     assert_eq!(base().to_string(), "2001-09-09T01:00Z");
 }
+
+/// A world-writable sticky directory (as /tmp) and a precious file outside it.
+fn sticky() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let precious = dir.path().join("precious");
+    std::fs::write(&precious, b"keep me").unwrap();
+    (dir, shared, precious)
+}
+
+fn plant(target: &std::path::Path, link: &std::path::Path) {
+    std::os::unix::fs::symlink(target, link).unwrap();
+    // Owned by another user, as one would plant it (only possible as root).
+    let _ = std::os::unix::fs::lchown(link, Some(65534), Some(65534));
+}
+
+/// Links planted where a store will be opened (the store's name, or the journal, WAL and
+/// shared-memory files SQLite creates beside it) are refused with both names, and nothing is
+/// created or written through them: a dangling link's target stays missing, a link to
+/// /dev/zero makes no /dev/zero-journal, a hard link to a precious file leaves it intact.
+#[test]
+fn links_planted_at_a_store_or_its_side_files_are_refused() {
+    let (dir, shared, precious) = sticky();
+    let missing = dir.path().join("made-by-the-link");
+    let zero_side_before: Vec<bool> =
+        ["-journal", "-wal", "-shm"].iter().map(|s| std::path::Path::new(&format!("/dev/zero{s}")).exists()).collect();
+    plant(&missing, &shared.join("dangling.db"));
+    plant(std::path::Path::new("/dev/zero"), &shared.join("zero.db"));
+    std::fs::hard_link(&precious, shared.join("hard.db")).unwrap();
+    for name in ["dangling.db", "zero.db", "hard.db"] {
+        let p = shared.join(name);
+        let e = Store::open(&p).map(|_| ()).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, StoreError::UnsafePath(_)), "{name}: {msg}");
+        assert!(msg.contains(p.to_str().unwrap()), "{name}: {msg}");
+        if name != "hard.db" {
+            assert!(msg.contains("symbolic link (to "), "{name}: {msg}");
+        }
+    }
+    // Side files: a store whose journal or WAL name is a planted link.
+    for side in ["-journal", "-wal", "-shm"] {
+        let p = shared.join(format!("s{side}.db"));
+        plant(&missing, &std::path::PathBuf::from(format!("{}{side}", p.display())));
+        let e = Store::open(&p).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains(&format!("s{side}.db{side}")), "{side}: {e}");
+    }
+    // Directly at a device: not a regular file.
+    let e = Store::open("/dev/zero").map(|_| ()).unwrap_err();
+    assert!(e.to_string().contains("character device"), "{e}");
+    assert!(!missing.exists(), "a link's target was created");
+    assert_eq!(std::fs::read(&precious).unwrap(), b"keep me");
+    let zero_side_after: Vec<bool> =
+        ["-journal", "-wal", "-shm"].iter().map(|s| std::path::Path::new(&format!("/dev/zero{s}")).exists()).collect();
+    assert_eq!(zero_side_before, zero_side_after, "SQLite created a file beside /dev/zero");
+}

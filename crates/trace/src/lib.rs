@@ -85,7 +85,9 @@ pub use meta::{
     KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC, KEY_KINDS, KEY_LAT_MAX, KEY_LAT_MIN, KEY_LOST_TOTAL, KEY_META_CRC,
     KEY_SEQ, KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
 };
-pub use output::{check_output_not_input, AtomicFile, Existing, OutputError, Staged, StagedOptions};
+pub use output::{
+    check_output_not_input, open_in_place, AtomicFile, Existing, InPlace, OutputError, Staged, StagedOptions,
+};
 pub use reader::{ReadOptions, ReadStats, TraceReader, MAX_BLOCK_BYTES, MAX_BLOCK_ROWS, MAX_HEADER_BYTES};
 pub use threaded::{ThreadedTraceWriter, DEFAULT_QUEUE_BATCHES};
 pub use writer::{Compression, TraceWriter, WriterOptions, DEFAULT_MAX_BLOCK_EVENTS, MAX_ENCODE_THREADS};

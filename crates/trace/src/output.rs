@@ -12,16 +12,27 @@
 //!   hold every process's paths and command lines), an exclusive lock that makes a second
 //!   writer of the same destination refuse, and the replaced file kept as `FILE.old`
 //!   ([`Existing`]).
+//! * [`open_in_place`]: the safe open of a file written in place (a database, a FIFO, a
+//!   device), used by [`Staged`] for non-regular destinations and by the store.
+//!
+//! No output follows a symlink at its final name or writes a regular file that has another
+//! name (a hard link): both are refused with a message naming them ([`OutputError::Symlink`]
+//! names the link's target). The destination's directory is opened once and every step works
+//! on its descriptor with the final name (`openat` with `O_NOFOLLOW` then `fstat`, `O_TMPFILE`,
+//! `linkat`, `renameat2` within the directory), so nothing checked in one step can be swapped
+//! before the next. The directory part of the path is resolved by the kernel, whose protections
+//! for symlinks in sticky world-writable directories apply to it.
 //!
 //! The destination `-` is standard output, written as a stream (refused when it is a
 //! terminal); an existing destination that is not a regular file (a FIFO, `/dev/null`, a
-//! terminal, `/dev/stdout`) is opened and written in place.
+//! terminal, `/dev/stdout`) is opened and written in place; a FIFO without a reader is refused
+//! ([`OutputError::NoReader`]) rather than waited for.
 //!
 //! Temporary files are unnamed (`O_TMPFILE`) where the file system supports it, so a crash
 //! before the commit leaves nothing behind; elsewhere they are named `.NAME.latscope-PID-N`
 //! next to the destination and removed when the output is dropped uncommitted.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr};
 use std::fs::{File, OpenOptions};
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -83,6 +94,48 @@ pub enum OutputError {
     IsDirectory {
         /// The destination.
         path: PathBuf,
+    },
+
+    /// The output is a symbolic link: never followed (it may have been planted to make a
+    /// privileged writer replace its target).
+    #[error(
+        "{}: is a symbolic link (to {}): not writing through it; write to the target's own path, or remove the link",
+        path.display(), target.display()
+    )]
+    Symlink {
+        /// The output as given.
+        path: PathBuf,
+        /// Where the link leads.
+        target: PathBuf,
+    },
+
+    /// The output is a regular file with more than one name: writing it would change a file
+    /// elsewhere too.
+    #[error(
+        "{}: has {links} hard links (the same file has another name, maybe outside this directory): not writing it; remove it or choose another file",
+        path.display()
+    )]
+    HardLinked {
+        /// The output as given.
+        path: PathBuf,
+        /// Its link count.
+        links: u64,
+    },
+
+    /// The output is a FIFO nobody reads: opening it would block.
+    #[error("{}: is a FIFO with no reader: start the reader first (for example `latscope events -r {} &`), then write to it", path.display(), path.display())]
+    NoReader {
+        /// The FIFO.
+        path: PathBuf,
+    },
+
+    /// The output must be a regular file and is something else.
+    #[error("{}: is {kind}, not a regular file", path.display())]
+    NotAFile {
+        /// The output as given.
+        path: PathBuf,
+        /// What it is ("a character device").
+        kind: &'static str,
     },
 
     /// Binary output to a terminal.
@@ -162,8 +215,8 @@ pub enum Existing {
 #[derive(Debug)]
 enum Target {
     /// A new file, not yet at the destination: an unnamed `O_TMPFILE` (`None`) or a named
-    /// temporary file next to it.
-    Temp(Option<PathBuf>),
+    /// temporary file next to it (its name in the destination's directory).
+    Temp(Option<CString>),
     /// Committed: the file is at the destination.
     Committed,
     /// Written in place (standard output, a FIFO, a device): nothing to commit.
@@ -177,7 +230,8 @@ enum Target {
 #[derive(Debug)]
 pub struct Staged {
     dest: PathBuf,
-    dir: PathBuf,
+    /// The destination's directory (none for a stream).
+    parent: Option<Parent>,
     file: File,
     target: Target,
     options: StagedOptions,
@@ -227,7 +281,11 @@ static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 static FORCE_NAMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn cstr(p: &Path) -> Result<CString, OutputError> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| OutputError::Io {
+    cbytes(p, p.as_os_str().as_bytes())
+}
+
+fn cbytes(p: &Path, b: &[u8]) -> Result<CString, OutputError> {
+    CString::new(b).map_err(|_| OutputError::Io {
         path: p.to_path_buf(),
         op: "using the path".into(),
         source: io::Error::new(io::ErrorKind::InvalidInput, "the path contains a NUL byte"),
@@ -254,9 +312,252 @@ fn lock_holder(dev: u64, ino: u64) -> Option<u32> {
     })
 }
 
+fn fstat(f: &File) -> io::Result<libc::stat> {
+    // SAFETY: fstat on a descriptor we own into a zeroed struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(f.as_raw_fd(), &mut st) } == 0 {
+        Ok(st)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn file_kind(mode: u32) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG => "a regular file",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFLNK => "a symbolic link",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFSOCK => "a socket",
+        _ => "a special file",
+    }
+}
+
+/// An output's directory, opened once, and the output's name in it. Every later step (looking
+/// at what is there, opening it, creating the new file, renaming it into place) works on the
+/// directory's descriptor with the final name, so nothing resolved in one step can be swapped
+/// under the next. The directory part is resolved by the kernel (its protections for symlinks
+/// in sticky directories apply); the final name is never followed.
+#[derive(Debug)]
+struct Parent {
+    dest: PathBuf,
+    dir: File,
+    name: CString,
+}
+
+/// What is at an output's name ([`Parent::inspect`]).
+enum Found {
+    Missing,
+    /// A regular file with one link.
+    File(libc::stat),
+    Dir,
+    /// A FIFO, a device or a socket: written in place.
+    Special(libc::stat),
+}
+
+impl Parent {
+    fn open(dest: &Path) -> Result<Parent, OutputError> {
+        let Some(name) = dest.file_name() else { return Err(OutputError::IsDirectory { path: dest.to_path_buf() }) };
+        if dest.as_os_str().as_bytes().ends_with(b"/") {
+            return Err(OutputError::IsDirectory { path: dest.to_path_buf() });
+        }
+        let dir_path = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let dir = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(dir_path)
+            .map_err(io_err(dir_path, "opening the directory"))?;
+        Ok(Parent { dest: dest.to_path_buf(), dir, name: cbytes(dest, name.as_bytes())? })
+    }
+
+    fn stat_name(&self, name: &CStr) -> io::Result<Option<libc::stat>> {
+        // SAFETY: fstatat on our directory with a NUL-terminated name into a zeroed struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::fstatat(self.dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        if r == 0 {
+            Ok(Some(st))
+        } else {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::NotFound {
+                Ok(None)
+            } else {
+                Err(e)
+            }
+        }
+    }
+
+    /// The refusal for a symlink at the name: names the link and where it leads.
+    fn symlink_error(&self) -> OutputError {
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: readlinkat into a buffer of the given size.
+        let n = unsafe {
+            libc::readlinkat(self.dir.as_raw_fd(), self.name.as_ptr(), buf.as_mut_ptr() as *mut libc::c_char, buf.len())
+        };
+        buf.truncate(n.max(0) as usize);
+        OutputError::Symlink { path: self.dest.clone(), target: PathBuf::from(OsStr::from_bytes(&buf)) }
+    }
+
+    /// What is at the name, without following it; a symlink or a file with more than one link
+    /// is refused.
+    fn inspect(&self) -> Result<Found, OutputError> {
+        let st = self.stat_name(&self.name).map_err(io_err(&self.dest, "looking at the file"))?;
+        let Some(st) = st else { return Ok(Found::Missing) };
+        self.judge(st)
+    }
+
+    fn judge(&self, st: libc::stat) -> Result<Found, OutputError> {
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFLNK => Err(self.symlink_error()),
+            libc::S_IFDIR => Ok(Found::Dir),
+            libc::S_IFREG if st.st_nlink > 1 => {
+                Err(OutputError::HardLinked { path: self.dest.clone(), links: st.st_nlink })
+            }
+            libc::S_IFREG => Ok(Found::File(st)),
+            _ => Ok(Found::Special(st)),
+        }
+    }
+
+    /// Open the name itself (`O_NOFOLLOW`, non-blocking so that a FIFO without a reader
+    /// never hangs), then check what was opened (`fstat`): the same refusals as
+    /// [`Parent::inspect`], on the file actually opened. `O_NONBLOCK` is cleared afterwards.
+    fn open_name(&self, flags: libc::c_int, mode: u32) -> Result<(File, libc::stat), OutputError> {
+        let fl = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+        // SAFETY: openat on our directory with a NUL-terminated name; the fd is owned by the File.
+        let fd = unsafe { libc::openat(self.dir.as_raw_fd(), self.name.as_ptr(), fl, mode as libc::c_uint) };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::ELOOP) => self.symlink_error(),
+                Some(libc::ENXIO) => OutputError::NoReader { path: self.dest.clone() },
+                Some(libc::EISDIR) => OutputError::IsDirectory { path: self.dest.clone() },
+                _ => io_err(&self.dest, "opening")(e),
+            });
+        }
+        let file = unsafe { File::from_raw_fd(fd) };
+        let st = fstat(&file).map_err(io_err(&self.dest, "looking at the opened file"))?;
+        if let Found::Dir = self.judge(st)? {
+            return Err(OutputError::IsDirectory { path: self.dest.clone() });
+        }
+        clear_nonblock(&file).map_err(io_err(&self.dest, "opening"))?;
+        Ok((file, st))
+    }
+
+    /// The directory opened again (another open file, so that a lock on it is ours alone).
+    fn reopen_dir(&self) -> Option<File> {
+        // SAFETY: openat on our directory; the fd is owned by the File.
+        let fd = unsafe {
+            libc::openat(self.dir.as_raw_fd(), c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        };
+        (fd >= 0).then(|| unsafe { File::from_raw_fd(fd) })
+    }
+
+    fn unlink(&self, name: &CStr) {
+        // SAFETY: unlinkat on our directory with a NUL-terminated name.
+        unsafe { libc::unlinkat(self.dir.as_raw_fd(), name.as_ptr(), 0) };
+    }
+
+    fn rename(&self, from: &CStr, to: &CStr, flags: libc::c_uint) -> io::Result<()> {
+        // SAFETY: renameat2 within our directory with NUL-terminated names. A rename never
+        // follows a symlink at either name: a link planted meanwhile is replaced, not its target.
+        let r =
+            unsafe { libc::renameat2(self.dir.as_raw_fd(), from.as_ptr(), self.dir.as_raw_fd(), to.as_ptr(), flags) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// The name with `suffix` appended (`FILE.old`).
+    fn sibling(&self, prefix: &str, suffix: &str) -> CString {
+        let mut v = prefix.as_bytes().to_vec();
+        v.extend_from_slice(self.name.as_bytes());
+        v.extend_from_slice(suffix.as_bytes());
+        CString::new(v).unwrap_or_default()
+    }
+
+    fn path_of(&self, name: &CStr) -> PathBuf {
+        self.dest.with_file_name(OsStr::from_bytes(name.to_bytes()))
+    }
+}
+
+fn clear_nonblock(f: &File) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own.
+    let fl = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+    if fl < 0 || unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// How [`open_in_place`] treats a missing file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InPlace {
+    /// Create it with these permission bits (less the umask).
+    Create(u32),
+    /// Only check: a missing file is fine, nothing is opened ([`open_in_place`] returns `None`).
+    CheckOnly,
+}
+
+/// Open a file to be written in place (a database, a FIFO, a device), the safe-open helper
+/// behind every output that is not replaced whole: the final name is never followed
+/// (`O_NOFOLLOW` on the directory's descriptor), a FIFO without a reader is refused instead of
+/// blocking, and what was opened is checked with `fstat`: a symlink or a regular file with more
+/// than one link (another name, perhaps outside the user's reach, for the same data) is refused
+/// with [`OutputError::Symlink`] / [`OutputError::HardLinked`], and so is anything but a regular
+/// file when `regular_only`.
+///
+/// With [`InPlace::CheckOnly`] nothing is created or opened when the file is missing, and an
+/// existing one is only looked at (for files another library opens by name, such as SQLite's
+/// journals): a check, so a program that can plant files in the directory between this check
+/// and the library's open could still race it; use it in directories such programs cannot
+/// write, or alongside [`InPlace::Create`] of the main file.
+pub fn open_in_place(path: impl AsRef<Path>, how: InPlace, regular_only: bool) -> Result<Option<File>, OutputError> {
+    let path = path.as_ref();
+    let parent = Parent::open(path)?;
+    let special = |st: &libc::stat| OutputError::NotAFile { path: path.to_path_buf(), kind: file_kind(st.st_mode) };
+    match (parent.inspect()?, how) {
+        (Found::Dir, _) => Err(OutputError::IsDirectory { path: path.to_path_buf() }),
+        (Found::Special(st), _) if regular_only => Err(special(&st)),
+        (Found::Missing, InPlace::CheckOnly) | (Found::File(_), InPlace::CheckOnly) => Ok(None),
+        (Found::Special(_), InPlace::CheckOnly) => Ok(None),
+        (_, InPlace::Create(mode)) => {
+            let (f, st) = parent.open_name(libc::O_RDWR | libc::O_CREAT, mode)?;
+            if regular_only && st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                return Err(special(&st));
+            }
+            Ok(Some(f))
+        }
+    }
+}
+
+/// Open a path that is a stream by nature (`/dev/stdout`, `/proc/self/fd/N`) for writing:
+/// followed, since these are the kernel's own links, but never blocking on a FIFO.
+fn open_stream(dest: &Path) -> Result<File, OutputError> {
+    let file = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(dest)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => OutputError::NoReader { path: dest.to_path_buf() },
+            _ => io_err(dest, "opening for writing")(e),
+        })?;
+    clear_nonblock(&file).map_err(io_err(dest, "opening for writing"))?;
+    Ok(file)
+}
+
 impl Staged {
     /// Prepare writing `dest`: check the destination, take the lock, create the temporary file.
     /// Nothing at `dest` changes until [`Staged::commit`].
+    ///
+    /// A symlink at `dest` is refused ([`OutputError::Symlink`], naming its target), and so is
+    /// a regular file with more than one link ([`OutputError::HardLinked`]); the final name is
+    /// never followed, at creation or at the commit.
     pub fn create(dest: impl AsRef<Path>, options: StagedOptions) -> Result<Staged, OutputError> {
         let dest = dest.as_ref().to_path_buf();
         if dest.as_os_str() == "-" {
@@ -272,42 +573,37 @@ impl Staged {
             let file = unsafe { File::from_raw_fd(fd) };
             return Ok(Staged::stream(dest, file, options));
         }
-        let meta = std::fs::metadata(&dest).ok();
-        if meta.as_ref().is_some_and(|m| m.is_dir()) {
-            return Err(OutputError::IsDirectory { path: dest });
-        }
-        if is_stream_path(&dest) || meta.as_ref().is_some_and(|m| !m.is_file()) {
-            let file = OpenOptions::new().write(true).open(&dest).map_err(io_err(&dest, "opening for writing"))?;
+        if is_stream_path(&dest) {
+            let file = open_stream(&dest)?;
             return Ok(Staged::stream(dest, file, options));
         }
-        // Through a symlink: replace the file it points to, keep the link.
-        let dest = if std::fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink()) && meta.is_some() {
-            std::fs::canonicalize(&dest).map_err(io_err(&dest, "resolving the symlink"))?
-        } else {
-            dest
+        let parent = Parent::open(&dest)?;
+        let existing = match parent.inspect()? {
+            Found::Dir => return Err(OutputError::IsDirectory { path: dest }),
+            Found::Special(_) => {
+                let (file, _) = parent.open_name(libc::O_WRONLY, 0)?;
+                return Ok(Staged::stream(dest, file, options));
+            }
+            Found::File(st) => Some(st),
+            Found::Missing => None,
         };
-        let dir = match dest.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if dest.file_name().is_none() {
-            return Err(OutputError::IsDirectory { path: dest });
-        }
         let mut existing_lock = None;
-        if let Some(m) = &meta {
+        if let Some(st) = &existing {
             if options.lock {
-                existing_lock = Some(((m.dev(), m.ino()), Self::lock_existing(&dest)?));
+                existing_lock = Some(((st.st_dev, st.st_ino), Self::lock_existing(&parent)?));
             }
             if options.existing == Existing::Refuse {
                 return Err(OutputError::Exists { path: dest });
             }
         }
-        let (file, target) = Self::temp(&dir, &dest, &options)?;
+        let (file, target) = Self::temp(&parent, &options)?;
         if options.lock {
             flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(io_err(&dest, "locking the new file"))?;
         }
-        let perm = match (&meta, options.exact_mode) {
-            (Some(m), false) => Some(m.permissions().mode() & 0o7777),
+        // A replaced file's permissions, without set-user-ID, set-group-ID and sticky bits: a
+        // file planted with them must not hand them to what latscope writes.
+        let perm = match (&existing, options.exact_mode) {
+            (Some(st), false) => Some(st.st_mode & 0o777),
             (_, true) => Some(options.mode),
             (None, false) => None,
         };
@@ -315,65 +611,85 @@ impl Staged {
             file.set_permissions(std::fs::Permissions::from_mode(mode))
                 .map_err(io_err(&dest, "setting permissions"))?;
         }
-        Ok(Staged { dest, dir, file, target, options, existing_lock })
+        Ok(Staged { dest, parent: Some(parent), file, target, options, existing_lock })
     }
 
     fn stream(dest: PathBuf, file: File, options: StagedOptions) -> Staged {
-        Staged { dest, dir: PathBuf::new(), file, target: Target::Stream, options, existing_lock: None }
+        Staged { dest, parent: None, file, target: Target::Stream, options, existing_lock: None }
     }
 
     /// Open and lock the existing destination; busy when another writer holds it.
-    fn lock_existing(dest: &Path) -> Result<Option<File>, OutputError> {
-        let f = match File::open(dest) {
-            Ok(f) => f,
+    fn lock_existing(parent: &Parent) -> Result<Option<File>, OutputError> {
+        let f = match parent.open_name(libc::O_RDONLY, 0) {
+            Ok((f, _)) => f,
             // Replaceable (the directory is writable) but not readable: no lock to take.
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return Ok(None),
-            Err(e) => return Err(io_err(dest, "opening the existing file to lock it")(e)),
+            Err(OutputError::Io { source, .. }) if source.kind() == io::ErrorKind::PermissionDenied => return Ok(None),
+            Err(OutputError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
         };
         match flock(&f, libc::LOCK_EX | libc::LOCK_NB) {
             Ok(()) => Ok(Some(f)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let m = f.metadata().map_err(io_err(dest, "reading the existing file"))?;
-                Err(OutputError::Busy { path: dest.to_path_buf(), pid: lock_holder(m.dev(), m.ino()) })
+                let m = f.metadata().map_err(io_err(&parent.dest, "reading the existing file"))?;
+                Err(OutputError::Busy { path: parent.dest.clone(), pid: lock_holder(m.dev(), m.ino()) })
             }
             // File systems without flock: no lock.
             Err(_) => Ok(None),
         }
     }
 
-    /// A new file in `dir`: unnamed when the file system allows, else named next to `dest`.
-    fn temp(dir: &Path, dest: &Path, options: &StagedOptions) -> Result<(File, Target), OutputError> {
+    /// A new file in the destination's directory: unnamed when the file system allows, else
+    /// named next to the destination (created exclusively, never through a link).
+    fn temp(parent: &Parent, options: &StagedOptions) -> Result<(File, Target), OutputError> {
         let mode = if options.exact_mode { options.mode } else { 0o666 };
+        let dest = &parent.dest;
+        let dir_shown = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         #[cfg(test)]
         let unnamed = !FORCE_NAMED.load(Ordering::Relaxed);
         #[cfg(not(test))]
         let unnamed = true;
-        match OpenOptions::new().read(true).write(true).mode(mode).custom_flags(libc::O_TMPFILE).open(dir) {
-            Ok(f) if unnamed => return Ok((f, Target::Temp(None))),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(io_err(dest, format!("creating the file in {}", dir.display()))(e));
+        if unnamed {
+            // SAFETY: openat on our directory; the fd is owned by the File.
+            let fd = unsafe {
+                libc::openat(
+                    parent.dir.as_raw_fd(),
+                    c".".as_ptr(),
+                    libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
+                    mode as libc::c_uint,
+                )
+            };
+            if fd >= 0 {
+                return Ok((unsafe { File::from_raw_fd(fd) }, Target::Temp(None)));
             }
             // Not supported here (EOPNOTSUPP, EISDIR on old kernels, EINVAL): a named file.
-            Err(_) => {}
         }
         for _ in 0..100 {
-            let name = Self::temp_name(dest);
-            match OpenOptions::new().read(true).write(true).create_new(true).mode(mode).open(&name) {
-                Ok(f) => return Ok((f, Target::Temp(Some(name)))),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(io_err(dest, format!("creating a temporary file in {}", dir.display()))(e)),
+            let name = Self::temp_name(parent);
+            // SAFETY: openat on our directory with a NUL-terminated name.
+            let fd = unsafe {
+                libc::openat(
+                    parent.dir.as_raw_fd(),
+                    name.as_ptr(),
+                    libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                    mode as libc::c_uint,
+                )
+            };
+            if fd >= 0 {
+                return Ok((unsafe { File::from_raw_fd(fd) }, Target::Temp(Some(name))));
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::AlreadyExists {
+                return Err(io_err(dest, format!("creating a temporary file in {}", dir_shown.display()))(e));
             }
         }
-        Err(io_err(dest, format!("creating a temporary file in {}", dir.display()))(io::Error::other("no free name")))
+        Err(io_err(dest, format!("creating a temporary file in {}", dir_shown.display()))(io::Error::other(
+            "no free name",
+        )))
     }
 
-    /// `.NAME.latscope-PID-N` next to `dest`.
-    fn temp_name(dest: &Path) -> PathBuf {
-        let mut name = OsString::from(".");
-        name.push(dest.file_name().unwrap_or(OsStr::new("out")));
-        name.push(format!(".latscope-{}-{}", std::process::id(), TEMP_SEQ.fetch_add(1, Ordering::Relaxed)));
-        dest.with_file_name(name)
+    /// `.NAME.latscope-PID-N` next to the destination.
+    fn temp_name(parent: &Parent) -> CString {
+        parent.sibling(".", &format!(".latscope-{}-{}", std::process::id(), TEMP_SEQ.fetch_add(1, Ordering::Relaxed)))
     }
 
     /// The destination.
@@ -399,26 +715,31 @@ impl Staged {
     /// Put the new file at the destination: `fdatasync` it, then rename it into place
     /// atomically (the existing file as [`Existing`] says), then `fsync` the directory. Returns
     /// the backup's path when the existing file was kept as `FILE.old`. A stream or an output
-    /// already committed: nothing to do (`Ok(None)`).
+    /// already committed: nothing to do (`Ok(None)`). A symlink or a hard-linked file that
+    /// appeared at the destination meanwhile is refused as at [`Staged::create`].
     pub fn commit(&mut self) -> Result<Option<PathBuf>, OutputError> {
         let named = match &self.target {
             Target::Temp(named) => named.clone(),
             _ => return Ok(None),
         };
+        let Some(parent) = self.parent.as_ref() else { return Ok(None) };
         let dest = self.dest.clone();
         self.file.sync_data().map_err(io_err(&dest, "syncing the new file"))?;
-        let dir = File::open(&self.dir).map_err(io_err(&self.dir, "opening the directory"))?;
-        // Commits into one directory take turns (another writer may be committing the same name).
-        let _ = flock(&dir, libc::LOCK_EX);
-        let existing = match std::fs::metadata(&dest) {
-            Ok(m) if m.is_dir() => return Err(OutputError::IsDirectory { path: dest }),
-            Ok(m) => Some((m.dev(), m.ino())),
-            Err(_) => None,
+        // Commits into one directory take turns (another writer may be committing the same
+        // name): a lock on a descriptor of our own, released when it closes at the end.
+        let turn = parent.reopen_dir();
+        if let Some(t) = &turn {
+            let _ = flock(t, libc::LOCK_EX);
+        }
+        let existing = match parent.inspect()? {
+            Found::Dir => return Err(OutputError::IsDirectory { path: dest }),
+            Found::File(st) | Found::Special(st) => Some((st.st_dev, st.st_ino)),
+            Found::Missing => None,
         };
         if let Some(id) = existing {
             if self.options.lock && self.existing_lock.as_ref().map(|(i, _)| *i) != Some(id) {
                 // Not the file locked when staging: someone else committed meanwhile.
-                self.existing_lock = Some((id, Self::lock_existing(&dest)?));
+                self.existing_lock = Some((id, Self::lock_existing(parent)?));
             }
             if self.options.existing == Existing::Refuse {
                 return Err(OutputError::Exists { path: dest });
@@ -427,13 +748,30 @@ impl Staged {
         let temp = match named {
             Some(n) => n,
             None => {
-                let n = Self::temp_name(&dest);
-                let from = cstr(Path::new(&format!("/proc/self/fd/{}", self.file.as_raw_fd())))?;
-                let to = cstr(&n)?;
-                // SAFETY: linkat with NUL-terminated paths; AT_SYMLINK_FOLLOW resolves the magic link.
-                let r = unsafe {
-                    libc::linkat(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW)
+                let n = Self::temp_name(parent);
+                // SAFETY: linkat of our unnamed file into our directory (AT_EMPTY_PATH needs
+                // CAP_DAC_READ_SEARCH; else through /proc's magic link to the descriptor).
+                let mut r = unsafe {
+                    libc::linkat(
+                        self.file.as_raw_fd(),
+                        c"".as_ptr(),
+                        parent.dir.as_raw_fd(),
+                        n.as_ptr(),
+                        libc::AT_EMPTY_PATH,
+                    )
                 };
+                if r != 0 {
+                    let from = cstr(Path::new(&format!("/proc/self/fd/{}", self.file.as_raw_fd())))?;
+                    r = unsafe {
+                        libc::linkat(
+                            libc::AT_FDCWD,
+                            from.as_ptr(),
+                            parent.dir.as_raw_fd(),
+                            n.as_ptr(),
+                            libc::AT_SYMLINK_FOLLOW,
+                        )
+                    };
+                }
                 if r != 0 {
                     return Err(io_err(&dest, "giving the new file a name")(io::Error::last_os_error()));
                 }
@@ -441,34 +779,33 @@ impl Staged {
                 n
             }
         };
+        let name = parent.name.clone();
+        let renamed = |e| io_err(&dest, "renaming the new file into place")(e);
         let backup = match (existing, self.options.existing) {
             (Some(_), Existing::Backup) => {
-                let mut old = dest.clone().into_os_string();
-                old.push(".old");
-                let old = PathBuf::from(old);
+                let old = parent.sibling("", ".old");
+                let old_path = parent.path_of(&old);
                 // Exchange, so that the destination always exists, then move the old file aside.
-                match rename2(&temp, &dest, libc::RENAME_EXCHANGE) {
-                    Ok(()) => std::fs::rename(&temp, &old).map_err(io_err(&old, "keeping the previous file"))?,
+                match parent.rename(&temp, &name, libc::RENAME_EXCHANGE) {
+                    Ok(()) => parent.rename(&temp, &old, 0).map_err(io_err(&old_path, "keeping the previous file"))?,
                     Err(_) => {
-                        std::fs::rename(&dest, &old).map_err(io_err(&old, "keeping the previous file"))?;
-                        std::fs::rename(&temp, &dest).map_err(io_err(&dest, "renaming the new file into place"))?;
+                        parent.rename(&name, &old, 0).map_err(io_err(&old_path, "keeping the previous file"))?;
+                        parent.rename(&temp, &name, 0).map_err(renamed)?;
                     }
                 }
-                Some(old)
+                Some(old_path)
             }
             (Some(_), _) => {
-                std::fs::rename(&temp, &dest).map_err(io_err(&dest, "renaming the new file into place"))?;
+                parent.rename(&temp, &name, 0).map_err(renamed)?;
                 None
             }
             (None, _) => {
-                match rename2(&temp, &dest, libc::RENAME_NOREPLACE) {
+                match parent.rename(&temp, &name, libc::RENAME_NOREPLACE) {
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                         return Err(OutputError::Exists { path: dest });
                     }
-                    Err(_) => {
-                        std::fs::rename(&temp, &dest).map_err(io_err(&dest, "renaming the new file into place"))?
-                    }
+                    Err(_) => parent.rename(&temp, &name, 0).map_err(renamed)?,
                 }
                 None
             }
@@ -476,29 +813,15 @@ impl Staged {
         self.target = Target::Committed;
         // The old file's lock is no longer needed: ours is on the file now at the destination.
         self.existing_lock = None;
-        dir.sync_all().map_err(io_err(&self.dir, "syncing the directory"))?;
+        parent.dir.sync_all().map_err(io_err(&dest, "syncing the directory"))?;
         Ok(backup)
-    }
-}
-
-fn rename2(from: &Path, to: &Path, flags: libc::c_uint) -> io::Result<()> {
-    let (f, t) = (
-        CString::new(from.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?,
-        CString::new(to.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?,
-    );
-    // SAFETY: renameat2 with NUL-terminated paths.
-    let r = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), flags) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 
 impl Drop for Staged {
     fn drop(&mut self) {
-        if let Target::Temp(Some(name)) = &self.target {
-            let _ = std::fs::remove_file(name);
+        if let (Target::Temp(Some(name)), Some(parent)) = (&self.target, &self.parent) {
+            parent.unlink(name);
         }
     }
 }

@@ -255,14 +255,16 @@ fn atomic_files_replace_only_when_committed_and_keep_permissions() {
     assert_ne!(m.ino(), ino, "a new file was renamed into place");
     assert_eq!(names(&dir), ["out.svg"]);
 
-    // Through a symlink: the target is replaced, the link stays.
+    // Through a symlink: refused, naming the link and its target; both stay as they were.
     let link = dir.join("link.svg");
     std::os::unix::fs::symlink(&path, &link).unwrap();
-    let mut f = AtomicFile::create(&link).unwrap();
-    f.write_all(b"third").unwrap();
-    f.commit().unwrap();
+    let e = AtomicFile::create(&link).unwrap_err();
+    assert!(matches!(e, OutputError::Symlink { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("link.svg") && msg.contains(path.to_str().unwrap()), "{msg}");
     assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
-    assert_eq!(std::fs::read(&path).unwrap(), b"third");
+    assert_eq!(std::fs::read(&path).unwrap(), b"second");
+    std::fs::remove_file(&link).unwrap();
 
     // A device is written in place; a directory is refused.
     let mut f = AtomicFile::create("/dev/null").unwrap();
@@ -273,4 +275,125 @@ fn atomic_files_replace_only_when_committed_and_keep_permissions() {
     assert!(e.to_string().contains("is a directory"), "{e}");
     let e = AtomicFile::create(dir.join("missing/x.svg")).unwrap_err();
     assert!(e.to_string().contains("missing"), "{e}");
+}
+
+/// A world-writable sticky directory (as /tmp), and a precious file outside it.
+fn sticky_dir(name: &str) -> (TmpDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tmpdir(name);
+    let shared = dir.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let precious = dir.join("precious");
+    std::fs::write(&precious, b"keep me").unwrap();
+    (dir, shared, precious)
+}
+
+/// A symlink `link -> target` owned by another user (nobody), as another user of the machine
+/// would plant it; not chowned where this test is not root (the attack is the same link).
+fn plant_symlink(target: &Path, link: &Path) {
+    std::os::unix::fs::symlink(target, link).unwrap();
+    let _ = std::os::unix::fs::lchown(link, Some(65534), Some(65534));
+}
+
+/// An attacker plants a symlink (to a precious file, or dangling) and a hard link (to the
+/// precious file) in a shared sticky directory where a privileged user then writes a trace, a
+/// derived output and a file written in place: every output is refused with a message naming
+/// the link (and the symlink's target), and the precious file keeps its bytes; a dangling
+/// link's target is not created.
+#[test]
+fn planted_links_in_a_sticky_directory_are_never_written_through() {
+    let (dir, shared, precious) = sticky_dir("planted");
+    let dangling_target = dir.join("created-by-the-attack");
+    plant_symlink(&precious, &shared.join("sym.lst"));
+    plant_symlink(&dangling_target, &shared.join("dangling.lst"));
+    std::fs::hard_link(&precious, shared.join("hard.lst")).unwrap();
+    for name in ["sym.lst", "dangling.lst", "hard.lst"] {
+        let out = shared.join(name);
+        let hard = name == "hard.lst";
+        let check = |e: &dyn std::fmt::Display, what: &str| {
+            let msg = e.to_string();
+            assert!(msg.contains(out.to_str().unwrap()), "{what} {name}: {msg}");
+            if hard {
+                assert!(msg.contains("hard links"), "{what} {name}: {msg}");
+            } else {
+                assert!(msg.contains("symbolic link") && msg.contains(&*dir.to_string_lossy()), "{what} {name}: {msg}");
+            }
+        };
+        for existing in [Existing::Backup, Existing::Replace] {
+            let opts = WriterOptions { existing, ..WriterOptions::default() };
+            let e = TraceWriter::create_with(&out, &sample_header(), opts).unwrap_err();
+            check(&e, "trace");
+        }
+        check(&AtomicFile::create(&out).unwrap_err(), "derived output");
+        check(
+            &latscope_trace::open_in_place(&out, latscope_trace::InPlace::Create(0o600), true).unwrap_err(),
+            "in place",
+        );
+        check(
+            &latscope_trace::open_in_place(&out, latscope_trace::InPlace::CheckOnly, true).unwrap_err(),
+            "check only",
+        );
+        assert_eq!(std::fs::read(&precious).unwrap(), b"keep me", "{name}");
+        assert!(!dangling_target.exists(), "{name}: the dangling link's target was created");
+        assert!(!dir.join("precious.old").exists() && !dir.join("created-by-the-attack.old").exists());
+    }
+    // Nothing was left in the shared directory but the planted links.
+    assert_eq!(names(&shared), ["dangling.lst", "hard.lst", "sym.lst"]);
+}
+
+/// A symlink planted after the output was staged (between the checks and the commit) is
+/// replaced by the commit, never followed: the rename works on the directory entry.
+#[test]
+fn a_symlink_planted_before_the_commit_is_refused_not_followed() {
+    let (_dir, shared, precious) = sticky_dir("race");
+    let out = shared.join("out.svg");
+    let mut f = AtomicFile::create(&out).unwrap();
+    f.write_all(b"<svg/>").unwrap();
+    plant_symlink(&precious, &out);
+    let e = f.commit().unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert_eq!(std::fs::read(&precious).unwrap(), b"keep me");
+    assert!(std::fs::symlink_metadata(&out).unwrap().file_type().is_symlink());
+}
+
+/// A file planted with set-user-ID and set-group-ID bits gives none of them to the output
+/// that replaces it.
+#[test]
+fn a_replaced_file_passes_on_no_setuid_bits() {
+    let (_dir, shared, _) = sticky_dir("setuid");
+    let out = shared.join("out.svg");
+    std::fs::write(&out, b"planted").unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    let mut f = AtomicFile::create(&out).unwrap();
+    f.write_all(b"<svg/>").unwrap();
+    f.commit().unwrap();
+    assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o7777, 0o755);
+}
+
+/// A FIFO nobody reads is refused at once instead of blocking the writer in open().
+#[test]
+fn a_fifo_without_a_reader_is_refused_without_blocking() {
+    let dir = tmpdir("fifo");
+    let fifo = dir.join("p");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = TraceWriter::create(&fifo, &sample_header()).unwrap_err();
+    assert!(e.to_string().contains("FIFO with no reader"), "{e}");
+    let e = AtomicFile::create(&fifo).unwrap_err();
+    assert!(e.to_string().contains("FIFO with no reader"), "{e}");
+    // With a reader it is written as a stream.
+    let reader = std::thread::spawn({
+        let fifo = fifo.clone();
+        move || std::fs::read(&fifo).unwrap()
+    });
+    let mut f = loop {
+        match AtomicFile::create(&fifo) {
+            Ok(f) => break f,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    };
+    f.write_all(b"streamed").unwrap();
+    f.commit().unwrap();
+    assert_eq!(reader.join().unwrap(), b"streamed");
 }

@@ -32,15 +32,18 @@ pub struct WrittenFile {
 
 /// Where a finished file goes.
 enum Dest {
-    /// This name, replacing what is there.
-    Replace(PathBuf),
+    /// This name, replacing what is there (written as a staged output: never through a link).
+    Replace(Box<latscope_trace::Staged>),
     /// `part-N.parquet` in this directory, with the first N free when it is finished.
     NextPart { dir: PathBuf, n: u32 },
 }
 
 /// One Parquet file being written under a temporary name; removed unless finished.
 pub(crate) struct PartWriter {
+    /// The file's name in messages: the destination, or the temporary part's name.
     tmp: PathBuf,
+    /// Whether `tmp` is a temporary name of ours (removed unless finished).
+    owns_tmp: bool,
     dest: Dest,
     table: &'static str,
     writer: Option<Backend>,
@@ -82,16 +85,9 @@ impl PartWriter {
         schema: SchemaRef,
         props: Arc<WriterProperties>,
     ) -> Result<PartWriter, ExportError> {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            // Named after the file asked for: the temporary name is ours, not the user's.
-            .map_err(|e| ExportError::io("create", path, e))?;
-        Self::start(file, tmp, Dest::Replace(path.to_path_buf()), table, schema, props)
+        let mut staged = latscope_trace::Staged::create(path, latscope_trace::StagedOptions::derived())?;
+        let file = staged.file().try_clone().map_err(|e| ExportError::io("create", path, e))?;
+        Self::start(file, path.to_path_buf(), false, Dest::Replace(Box::new(staged)), table, schema, props)
     }
 
     /// A new `part-N.parquet` in `dir` (created if missing), numbered after the parts there.
@@ -108,7 +104,15 @@ impl PartWriter {
             let tmp = dir.join(format!(".{}.tmp", part_name(n)));
             match OpenOptions::new().write(true).create_new(true).open(&tmp) {
                 Ok(file) => {
-                    return Self::start(file, tmp, Dest::NextPart { dir: dir.to_path_buf(), n }, table, schema, props)
+                    return Self::start(
+                        file,
+                        tmp,
+                        true,
+                        Dest::NextPart { dir: dir.to_path_buf(), n },
+                        table,
+                        schema,
+                        props,
+                    )
                 }
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                     n = n
@@ -123,12 +127,13 @@ impl PartWriter {
     fn start(
         file: File,
         tmp: PathBuf,
+        owns_tmp: bool,
         dest: Dest,
         table: &'static str,
         schema: SchemaRef,
         props: Arc<WriterProperties>,
     ) -> Result<PartWriter, ExportError> {
-        let mut w = PartWriter { tmp, dest, table, writer: None, rows: 0 };
+        let mut w = PartWriter { tmp, owns_tmp, dest, table, writer: None, rows: 0 };
         let out = BufWriter::with_capacity(1 << 20, file);
         let writer = if table == "events" {
             DirectWriter::try_new(out, &schema, &props).map(Backend::Events)
@@ -183,9 +188,9 @@ impl PartWriter {
         let bytes = file.metadata().map_err(|e| ExportError::io("stat", &self.tmp, e))?.len();
         drop(file);
         let path = match &mut self.dest {
-            Dest::Replace(p) => {
-                std::fs::rename(&self.tmp, &*p).map_err(|e| ExportError::io("rename into place", &*p, e))?;
-                p.clone()
+            Dest::Replace(staged) => {
+                staged.commit()?;
+                staged.path().to_path_buf()
             }
             Dest::NextPart { dir, n } => loop {
                 // A hard link never replaces: a part another export finished meanwhile is kept.
@@ -200,14 +205,14 @@ impl PartWriter {
                 }
             },
         };
-        self.tmp = PathBuf::new();
+        self.owns_tmp = false;
         Ok(WrittenFile { path, table: self.table, rows: self.rows, bytes })
     }
 }
 
 impl Drop for PartWriter {
     fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
+        if self.owns_tmp {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }

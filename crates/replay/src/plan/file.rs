@@ -499,6 +499,7 @@ pub(crate) mod tests {
             ..Default::default()
         };
         meta.counts.ops = 3;
+        meta.counts.init_dirs = 1;
         let paths = PathTable {
             entries: vec![
                 PathEntry { root: 0, parent: NONE, rel: "d".into() },
@@ -634,6 +635,31 @@ pub(crate) mod tests {
         let end = f.len() - 24;
         let whole = crc32c::crc32c(&f[..end]);
         f[end + 16..end + 20].copy_from_slice(&whole.to_le_bytes());
+    }
+
+    /// Forged limits (a 4 EiB read buffer, more slots than operations, a starting tree larger
+    /// than the header says) are refused by validation, before anything is allocated.
+    #[test]
+    fn forged_limits_and_init_sizes_are_refused_before_allocation() {
+        let mut p = sample();
+        p.meta.max_read = 1 << 62;
+        p.ops[3].size = 1 << 62;
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("max_read 4611686018427387904"), "{e}");
+        let mut p = sample();
+        p.meta.max_write = u64::MAX;
+        assert!(p.validate().unwrap_err().to_string().contains("max_write"));
+        let mut p = sample();
+        p.meta.slots = u32::MAX;
+        assert!(p.validate().unwrap_err().to_string().contains("fd slots"));
+        let mut p = sample();
+        p.init.push(InitEntry { path: 1, kind: InitKind::File, mode: 0o644, size: 1 << 50, target: NONE });
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("1125899906842624 bytes") && e.contains("header says 0 files (0 bytes)"), "{e}");
+        // The same entry with the header telling the truth is valid (init then writes it).
+        p.meta.counts.init_files = 1;
+        p.meta.counts.init_bytes = 1 << 50;
+        p.validate().unwrap();
     }
 
     #[test]

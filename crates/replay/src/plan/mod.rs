@@ -290,6 +290,9 @@ fn bad(msg: String) -> ReplayError {
     ReplayError::PlanInvalid(msg)
 }
 
+/// The most one read or write moves (Linux's `MAX_RW_COUNT`): a plan's larger limits are forged.
+pub const MAX_IO: u64 = 0x7fff_f000;
+
 impl Plan {
     /// Check every rule the executor relies on (see the module documentation).
     pub fn validate(&self) -> Result<()> {
@@ -324,6 +327,40 @@ impl Plan {
             if l.contains('\0') {
                 return Err(bad(format!("literal {i} holds a NUL byte")));
             }
+        }
+        // Limits the executor allocates by (buffers, slot tables): checked against what one
+        // system call can move and what the plan holds, before anything is allocated.
+        if m.max_read > MAX_IO || m.max_write > MAX_IO {
+            return Err(bad(format!(
+                "max_read {} / max_write {} bytes: above the {MAX_IO} bytes one read or write can move",
+                m.max_read, m.max_write
+            )));
+        }
+        let entries = self.ops.len() as u64 + self.preopen.len() as u64;
+        if m.slots as u64 > entries || m.maps as u64 > self.ops.len() as u64 {
+            return Err(bad(format!(
+                "{} fd slots and {} mapping slots for {entries} operations and open files",
+                m.slots, m.maps
+            )));
+        }
+        let (mut files, mut dirs, mut links, mut bytes) = (0u64, 0u64, 0u64, 0u64);
+        for e in &self.init {
+            match e.kind {
+                InitKind::File => files += 1,
+                InitKind::Dir => dirs += 1,
+                InitKind::Symlink => links += 1,
+            }
+            if e.kind == InitKind::File {
+                bytes = bytes.checked_add(e.size).ok_or_else(|| bad("init sizes overflow".into()))?;
+            }
+        }
+        let c = &m.counts;
+        if (files, dirs, links, bytes) != (c.init_files, c.init_dirs, c.init_symlinks, c.init_bytes) {
+            return Err(bad(format!(
+                "the starting tree holds {files} files ({bytes} bytes), {dirs} directories and {links} symlinks, \
+                 the header says {} files ({} bytes), {} directories and {} symlinks",
+                c.init_files, c.init_bytes, c.init_dirs, c.init_symlinks
+            )));
         }
         let nthreads = self.threads.len() as u32;
         if m.lanes == 0 && nthreads > 0 || m.lanes > nthreads {
