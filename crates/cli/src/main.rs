@@ -4,7 +4,8 @@
 mod args;
 mod cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 /// A Linux latency observatory: record every syscall's and block request's latency with eBPF,
@@ -53,7 +54,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return help_or_error(e),
+    };
     // `latscope events ... | head` should end quietly like other Unix tools, not panic on a
     // closed pipe: restore the default SIGPIPE action (Rust ignores it). Not for record and bench,
     // which must close their trace file or store cleanly whatever happens to their standard output,
@@ -109,6 +113,62 @@ pub(crate) fn message(e: &anyhow::Error) -> String {
         msg.push_str(&text);
     }
     msg
+}
+
+/// Prints a help text with its examples verbatim, or clap's error. clap wraps every section of a
+/// help text to the terminal's width, and would split a quoted argument or a pipeline of an
+/// example over two lines that no longer copy and paste: the examples are left out of what clap
+/// wraps and printed as written.
+fn help_or_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let (long, code, to_stderr) = match e.kind() {
+        ErrorKind::DisplayHelp => (!std::env::args().any(|a| a == "-h"), 0, false),
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => (false, 2, true),
+        _ => e.exit(),
+    };
+    let mut root = Cli::command();
+    root.build();
+    // The command whose help is asked for: the subcommand names among the arguments.
+    let mut path = Vec::new();
+    {
+        let mut c = &root;
+        for a in std::env::args().skip(1).filter(|a| !a.starts_with('-') && a != "help") {
+            match c.find_subcommand(&a) {
+                Some(s) => {
+                    path.push(a);
+                    c = s;
+                }
+                None => break,
+            }
+        }
+    }
+    let mut cmd = &mut root;
+    for n in &path {
+        cmd = cmd.find_subcommand_mut(n).expect("found above");
+    }
+    let examples = cmd.get_after_help().map(|h| h.to_string());
+    let mut bare = cmd.clone().after_help(None::<clap::builder::StyledStr>);
+    let help = if long { bare.render_long_help() } else { bare.render_help() };
+    let tty = if to_stderr { std::io::stderr().is_terminal() } else { std::io::stdout().is_terminal() };
+    let mut text = if tty { help.ansi().to_string() } else { help.to_string() };
+    let keep = text.trim_end().len();
+    text.truncate(keep);
+    text.push('\n');
+    if let Some(ex) = examples {
+        text.push('\n');
+        text.push_str(ex.trim_end());
+        text.push('\n');
+    }
+    let written = if to_stderr {
+        std::io::stderr().lock().write_all(text.as_bytes())
+    } else {
+        let mut o = std::io::stdout().lock();
+        o.write_all(text.as_bytes()).and_then(|_| o.flush())
+    };
+    if written.is_err() && !to_stderr {
+        return ExitCode::from(1);
+    }
+    ExitCode::from(code)
 }
 
 #[cfg(test)]

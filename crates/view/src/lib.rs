@@ -14,3 +14,4 @@ pub mod svg;
 pub mod text;
 pub mod timeline;
 pub mod top;
+pub mod waits;
