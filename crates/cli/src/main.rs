@@ -121,44 +121,40 @@ pub(crate) fn message(e: &anyhow::Error) -> String {
 /// wraps and printed as written.
 fn help_or_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
-    let (long, code, to_stderr) = match e.kind() {
-        ErrorKind::DisplayHelp => (!std::env::args().any(|a| a == "-h"), 0, false),
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => (false, 2, true),
+    let (code, to_stderr) = match e.kind() {
+        ErrorKind::DisplayHelp => (0, false),
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => (2, true),
         _ => e.exit(),
     };
     let mut root = Cli::command();
     root.build();
     // The command whose help is asked for: the subcommand names among the arguments.
-    let mut path = Vec::new();
-    {
-        let mut c = &root;
-        for a in std::env::args().skip(1).filter(|a| !a.starts_with('-') && a != "help") {
-            match c.find_subcommand(&a) {
-                Some(s) => {
-                    path.push(a);
-                    c = s;
-                }
-                None => break,
-            }
+    let mut cmd = &root;
+    for a in std::env::args().skip(1).filter(|a| !a.starts_with('-') && a != "help") {
+        match cmd.find_subcommand(&a) {
+            Some(s) => cmd = s,
+            None => break,
         }
     }
-    let mut cmd = &mut root;
-    for n in &path {
-        cmd = cmd.find_subcommand_mut(n).expect("found above");
-    }
-    let examples = cmd.get_after_help().map(|h| h.to_string());
-    let mut bare = cmd.clone().after_help(None::<clap::builder::StyledStr>);
-    let help = if long { bare.render_long_help() } else { bare.render_help() };
     let tty = if to_stderr { std::io::stderr().is_terminal() } else { std::io::stdout().is_terminal() };
-    let mut text = if tty { help.ansi().to_string() } else { help.to_string() };
-    let keep = text.trim_end().len();
-    text.truncate(keep);
-    text.push('\n');
-    if let Some(ex) = examples {
-        text.push('\n');
-        text.push_str(ex.trim_end());
-        text.push('\n');
-    }
+    let styled = |h: clap::builder::StyledStr| if tty { h.ansi().to_string() } else { h.to_string() };
+    // clap's text (short or long help, as clap chose) without its wrapped copy of the examples,
+    // then the examples as written.
+    let clap_text = e.render().to_string();
+    let long = cmd.clone().render_long_help().to_string() == clap_text;
+    let short = !long && cmd.clone().render_help().to_string() == clap_text;
+    let text = match cmd.get_after_help().map(|h| h.to_string()) {
+        Some(ex) if long || short => {
+            let mut bare = cmd.clone().after_help(clap::builder::Resettable::<clap::builder::StyledStr>::Reset);
+            let mut t = styled(if long { bare.render_long_help() } else { bare.render_help() });
+            t.truncate(t.trim_end().len());
+            t.push_str("\n\n");
+            t.push_str(ex.trim_end());
+            t.push('\n');
+            t
+        }
+        _ => styled(e.render()),
+    };
     let written = if to_stderr {
         std::io::stderr().lock().write_all(text.as_bytes())
     } else {

@@ -155,13 +155,17 @@ fn evt_type_names_the_syscall_and_block_requests_have_their_own_names() {
     assert!(info.contains("proc_exec") && info.contains("block_write") && !info.contains("proc exec"), "{info}");
 }
 
-/// The examples of a help text: the lines after `Examples:`, continuation lines (ending in `\`)
-/// joined.
+/// The examples of a help text: the indented lines after `Examples`, continuation lines (ending
+/// in `\`) joined.
 fn examples(help: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut cont = false;
-    for l in help.lines().skip_while(|l| !l.starts_with("Examples:")).skip(1) {
+    for l in help.lines().skip_while(|l| !l.starts_with("Examples")).skip(1) {
         if !l.starts_with("  ") && !cont {
+            // A heading within the examples (`Watch them with:`), or their end.
+            if l.ends_with(':') {
+                continue;
+            }
             break;
         }
         if cont {
@@ -187,7 +191,8 @@ fn commands(help: &str) -> Vec<String> {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| !l.is_empty())
-        .filter_map(|l| l.strip_prefix("  ")?.split_whitespace().next().map(str::to_string))
+        .filter_map(|l| l.strip_prefix("  ").filter(|r| r.starts_with(|c: char| c.is_ascii_lowercase())))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .filter(|c| c != "help" && !c.is_empty())
         .collect()
 }
