@@ -4,7 +4,8 @@
 mod args;
 mod cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 /// A Linux latency observatory: record every syscall's and block request's latency with eBPF,
@@ -57,7 +58,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return help_or_error(e),
+    };
     // `latscope events ... | head` should end quietly like other Unix tools, not panic on a
     // closed pipe: restore the default SIGPIPE action (Rust ignores it). Not for record and bench,
     // which must close their trace file or store cleanly whatever happens to their standard output,
@@ -121,6 +125,58 @@ pub(crate) fn message(e: &anyhow::Error) -> String {
         msg.push_str(&text);
     }
     msg
+}
+
+/// Prints a help text with its examples verbatim, or clap's error. clap wraps every section of a
+/// help text to the terminal's width, and would split a quoted argument or a pipeline of an
+/// example over two lines that no longer copy and paste: the examples are left out of what clap
+/// wraps and printed as written.
+fn help_or_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let (code, to_stderr) = match e.kind() {
+        ErrorKind::DisplayHelp => (0, false),
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => (2, true),
+        _ => e.exit(),
+    };
+    let mut root = Cli::command();
+    root.build();
+    // The command whose help is asked for: the subcommand names among the arguments.
+    let mut cmd = &root;
+    for a in std::env::args().skip(1).filter(|a| !a.starts_with('-') && a != "help") {
+        match cmd.find_subcommand(&a) {
+            Some(s) => cmd = s,
+            None => break,
+        }
+    }
+    let tty = if to_stderr { std::io::stderr().is_terminal() } else { std::io::stdout().is_terminal() };
+    let styled = |h: clap::builder::StyledStr| if tty { h.ansi().to_string() } else { h.to_string() };
+    // clap's text (short or long help, as clap chose) without its wrapped copy of the examples,
+    // then the examples as written.
+    let clap_text = e.render().to_string();
+    let long = cmd.clone().render_long_help().to_string() == clap_text;
+    let short = !long && cmd.clone().render_help().to_string() == clap_text;
+    let text = match cmd.get_after_help().map(|h| h.to_string()) {
+        Some(ex) if long || short => {
+            let mut bare = cmd.clone().after_help(clap::builder::Resettable::<clap::builder::StyledStr>::Reset);
+            let mut t = styled(if long { bare.render_long_help() } else { bare.render_help() });
+            t.truncate(t.trim_end().len());
+            t.push_str("\n\n");
+            t.push_str(ex.trim_end());
+            t.push('\n');
+            t
+        }
+        _ => styled(e.render()),
+    };
+    let written = if to_stderr {
+        std::io::stderr().lock().write_all(text.as_bytes())
+    } else {
+        let mut o = std::io::stdout().lock();
+        o.write_all(text.as_bytes()).and_then(|_| o.flush())
+    };
+    if written.is_err() && !to_stderr {
+        return ExitCode::from(1);
+    }
+    ExitCode::from(code)
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ fn every_fd_and_file_call_carries_what_a_replay_needs() {
     let ev = json_lines(&latscope_ok(&["events", "-r", f, "--json"]));
     let pid = ev
         .iter()
-        .find(|e| e["type"] == "exec" && e["path"].as_str().unwrap_or("").ends_with("/capture"))
+        .find(|e| e["type"] == "proc_exec" && e["path"].as_str().unwrap_or("").ends_with("/capture"))
         .expect("exec of the helper")["pid"]
         .as_u64()
         .unwrap();

@@ -23,7 +23,7 @@ pqf, traces = sys.argv[1], sys.argv[2:]
 f = pq.ParquetFile(pqf)
 t = f.read()
 OPS = {(0, 0): "read", (0, 17): "pread64", (0, 1): "write", (0, 257): "openat", (0, 74): "fsync", (0, 3): "close",
-       (1, 0): "read", (1, 1): "write", (2, 0): "fork", (2, 1): "exec", (2, 2): "exit"}
+       (1, 0): "block_read", (1, 1): "block_write", (2, 0): "proc_fork", (2, 1): "proc_exec", (2, 2): "proc_exit"}
 KINDS = ["syscall", "block", "proc"]
 FDT = {0: "unknown", 1: "file", 3: "ipv4"}
 total = 0

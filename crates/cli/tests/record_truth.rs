@@ -100,7 +100,7 @@ fn record_ground_truth() {
     // The workload is the process that exec'd our helper.
     let exec = ev
         .iter()
-        .find(|e| e["type"] == "exec" && e["path"].as_str().unwrap_or("").ends_with("/workload"))
+        .find(|e| e["type"] == "proc_exec" && e["path"].as_str().unwrap_or("").ends_with("/workload"))
         .expect("exec of the workload recorded");
     let pid = exec["pid"].as_u64().unwrap();
     let data = dir.join("data").to_string_lossy().into_owned();
@@ -661,7 +661,7 @@ fn record_exec_events_carry_program_and_arguments() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let f = trace.to_str().unwrap();
-    let execs = json_lines(&latscope_ok(&["events", "-r", f, "--json", "evt.type = exec"]));
+    let execs = json_lines(&latscope_ok(&["events", "-r", f, "--json", "evt.type = proc_exec"]));
     let got: Vec<(&str, &str)> =
         execs.iter().map(|e| (e["path"].as_str().unwrap(), e["args"].as_str().unwrap())).collect();
     let want_tail = [

@@ -419,14 +419,17 @@ impl Event {
     }
 }
 
-/// The operation name for a kind and `nr`: syscall name, block op name, or proc op name.
+/// The operation name for a kind and `nr`, as `evt.type` matches it and every output prints it:
+/// the syscall name (`write`), `block_` and the block op (`block_write`), `proc_` and the process
+/// op (`proc_exec`). Syscalls and block requests never share a name, so a query grouping by it
+/// never mixes them.
 pub fn op_name(kind: u8, nr: u16) -> String {
     match EventKind::from_u8(kind) {
         Some(EventKind::Syscall) => {
             crate::syscall_name(nr).map(str::to_string).unwrap_or_else(|| format!("syscall_{nr}"))
         }
-        Some(EventKind::Block) => BlockOp::from_u16(nr).name().to_string(),
-        Some(EventKind::Proc) => ProcOp::from_u16(nr).map(|p| p.name()).unwrap_or("proc?").to_string(),
+        Some(EventKind::Block) => format!("block_{}", BlockOp::from_u16(nr).name()),
+        Some(EventKind::Proc) => format!("proc_{}", ProcOp::from_u16(nr).map(|p| p.name()).unwrap_or("?")),
         None => format!("kind{kind}"),
     }
 }

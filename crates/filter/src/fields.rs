@@ -244,7 +244,7 @@ macro_rules! info {
 }
 
 static FIELDS: [FieldInfo; 89] = [
-    info!("evt.type", EvtType, String, K_VALID, "all", "operation: syscall name (openat), block op (read, write, flush, ...) or process op (fork, exec, exit)"),
+    info!("evt.type", EvtType, String, K_VALID, "all", "operation, as events print it: the syscall name (openat, write: syscalls only), block_ and the block op (block_write, block_flush, ...) or proc_ and the process op (proc_fork, proc_exec, proc_exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
     info!("evt.latency", EvtLatency, Duration, K_SYS | K_BLK, "syscall, block", "syscall entry to return, or block issue to completion"),
@@ -607,8 +607,21 @@ impl Field {
                             return Some(buf.as_bytes());
                         }
                     },
-                    1 => BlockOp::from_u16(nr).name(),
-                    2 => ProcOp::from_u16(nr)?.name(),
+                    // As events print them: `block_write`, `proc_exec`.
+                    1 => match BlockOp::from_u16(nr) {
+                        BlockOp::Read => "block_read",
+                        BlockOp::Write => "block_write",
+                        BlockOp::Flush => "block_flush",
+                        BlockOp::Discard => "block_discard",
+                        BlockOp::SecureErase => "block_secure_erase",
+                        BlockOp::WriteZeroes => "block_write_zeroes",
+                        BlockOp::Other(_) => "block_other",
+                    },
+                    2 => match ProcOp::from_u16(nr)? {
+                        ProcOp::Fork => "proc_fork",
+                        ProcOp::Exec => "proc_exec",
+                        ProcOp::Exit => "proc_exit",
+                    },
                     _ => return None,
                 }
             }

@@ -53,8 +53,8 @@
 //! - Values are typed by their field (see [`fields()`]): durations take units (`evt.latency > 1ms`,
 //!   `>= 250us`, `> 5 ms`; a bare number is ns), sizes take units (`evt.buflen >= 4KiB`), booleans
 //!   are `true`/`false`, `evt.res` takes `SUCCESS` or errno names (`ENOENT`), `evt.rawres` takes
-//!   numbers or errno names (`evt.rawres = ENOENT` means -2), `evt.type` takes syscall names, block
-//!   ops or proc ops, `fd.type` takes fd type names. Unknown names are errors, with suggestions.
+//!   numbers or errno names (`evt.rawres = ENOENT` means -2), `evt.type` takes syscall names
+//!   (syscalls only), `block_write`-style block ops or `proc_exec`-style proc ops, `fd.type` takes fd type names. Unknown names are errors, with suggestions.
 //! - Times (`evt.time`, `evt.datetime`) take ns since the Unix epoch or a date and time in RFC 3339
 //!   (`evt.time > 2026-11-22T22:30:13Z`, `>= 2026-11-22T23:30:13.250+01:00`, `< 2026-11-23`);
 //!   without a zone the time is UTC, the zone `latscope events` prints times in (`T` or a space

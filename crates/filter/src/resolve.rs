@@ -18,14 +18,32 @@ pub(crate) struct TypeSel {
 
 const PROC_OPS: [ProcOp; 3] = [ProcOp::Fork, ProcOp::Exec, ProcOp::Exit];
 
-/// `evt.type` name: a syscall name (or `syscall_N` for unnamed numbers), block op or proc op.
+/// The `evt.type` names of block and process events (as [`latscope_event::op_name`] prints them).
+const TYPE_NAMES: [&str; 10] = [
+    "block_read",
+    "block_write",
+    "block_flush",
+    "block_discard",
+    "block_secure_erase",
+    "block_write_zeroes",
+    "block_other",
+    "proc_fork",
+    "proc_exec",
+    "proc_exit",
+];
+
+/// `evt.type` name, as events print it: a syscall name (or `syscall_N` for unnamed numbers)
+/// matches syscalls only, `block_write` (`block_` and a `blk.op` name) block requests only,
+/// `proc_exec` (`proc_` and fork, exec or exit) process events only — as in sysdig, where
+/// `evt.type = write` is the syscall.
 pub(crate) fn evt_type(s: &str) -> Option<TypeSel> {
     let sys = syscalls::syscall_nr(s).or_else(|| {
         let n: u16 = s.strip_prefix("syscall_")?.parse().ok()?;
         (n.to_string() == s["syscall_".len()..] && syscalls::syscall_name(n).is_none()).then_some(n)
     });
-    let blk = blk_op(s).unwrap_or(0);
-    let proc = PROC_OPS.iter().find(|p| p.name() == s).map_or(0, |p| 1 << (*p as u16));
+    let blk = s.strip_prefix("block_").and_then(blk_op).unwrap_or(0);
+    let proc =
+        s.strip_prefix("proc_").and_then(|s| PROC_OPS.iter().find(|p| p.name() == s)).map_or(0, |p| 1 << (*p as u16));
     (sys.is_some() || blk != 0 || proc != 0).then_some(TypeSel { sys, blk, proc })
 }
 
@@ -121,9 +139,19 @@ pub(crate) fn validate(field: Field, s: &str) -> Result<(), (String, String)> {
     };
     match field {
         Field::EvtType if evt_type(s).is_none() => {
+            // A block or process op without its prefix (`flush`, `exec`): name the event type.
+            for (pre, other) in [("block_", "blk.op"), ("proc_", "")] {
+                let t = format!("{pre}{s}");
+                if evt_type(&t).is_some() {
+                    let alt = if other.is_empty() { String::new() } else { format!(", or {other} = {s}") };
+                    return Err((
+                        format!("unknown event type '{s}'"),
+                        format!("; did you mean {t}? (evt.type names syscalls; block requests are block_<op>{alt})"),
+                    ));
+                }
+            }
             let mut names: Vec<&str> = syscalls::all().map(|(_, n)| n).collect();
-            names.extend(BLOCK_OP_NAMES);
-            names.extend(PROC_OPS.iter().map(|p| p.name()));
+            names.extend(TYPE_NAMES);
             fail("event type", names)
         }
         Field::FdType if fd_type(s).is_none() => fail("fd type", FdType::ALL.iter().map(|t| t.name()).collect()),
@@ -157,11 +185,17 @@ mod tests {
     #[test]
     fn type_names() {
         assert_eq!(evt_type("openat"), Some(TypeSel { sys: Some(257), blk: 0, proc: 0 }));
-        assert_eq!(evt_type("read"), Some(TypeSel { sys: Some(0), blk: 1, proc: 0 }));
-        assert_eq!(evt_type("exit"), Some(TypeSel { sys: Some(60), blk: 0, proc: 4 }));
-        assert_eq!(evt_type("flush"), Some(TypeSel { sys: None, blk: 4, proc: 0 }));
-        assert_eq!(evt_type("exec"), Some(TypeSel { sys: None, blk: 0, proc: 2 }));
-        assert_eq!(evt_type("other"), Some(TypeSel { sys: None, blk: 64, proc: 0 }));
+        // A syscall name selects the syscall only; block and process events have their own names.
+        assert_eq!(evt_type("read"), Some(TypeSel { sys: Some(0), blk: 0, proc: 0 }));
+        assert_eq!(evt_type("write"), Some(TypeSel { sys: Some(1), blk: 0, proc: 0 }));
+        assert_eq!(evt_type("block_write"), Some(TypeSel { sys: None, blk: 2, proc: 0 }));
+        assert_eq!(evt_type("exit"), Some(TypeSel { sys: Some(60), blk: 0, proc: 0 }));
+        assert_eq!(evt_type("proc_exit"), Some(TypeSel { sys: None, blk: 0, proc: 4 }));
+        assert_eq!(evt_type("block_flush"), Some(TypeSel { sys: None, blk: 4, proc: 0 }));
+        assert_eq!(evt_type("proc_exec"), Some(TypeSel { sys: None, blk: 0, proc: 2 }));
+        assert_eq!(evt_type("block_other"), Some(TypeSel { sys: None, blk: 64, proc: 0 }));
+        assert_eq!(evt_type("flush"), None);
+        assert_eq!(evt_type("exec"), None);
         assert_eq!(evt_type("syscall_1000"), Some(TypeSel { sys: Some(1000), blk: 0, proc: 0 }));
         assert_eq!(evt_type("syscall_0"), None);
         assert_eq!(evt_type("syscall_01000"), None);

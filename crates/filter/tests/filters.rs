@@ -223,9 +223,14 @@ fn evt_fields() {
         &[
             ("evt.type = read", "10000"),
             ("evt.type = openat", "01000"),
-            ("evt.type = write", "00010"),
-            ("evt.type = fork", "00001"),
-            ("evt.type in (openat, fork, syscall_1000)", "01101"),
+            // A syscall name is the syscall only (as in sysdig); the block write and the process
+            // event have their own names, as events print them.
+            ("evt.type = write", "00000"),
+            ("evt.type = block_write", "00010"),
+            ("evt.type = fork", "00000"),
+            ("evt.type = proc_fork", "00001"),
+            ("evt.type in (openat, proc_fork, syscall_1000)", "01101"),
+            ("evt.type startswith block_", "00010"),
             ("evt.type != read", "01111"),
             ("evt.type startswith open", "01000"),
             ("evt.type = syscall_1000", "00100"),
@@ -625,8 +630,9 @@ fn block_fields() {
             ("blk.op = read", "00100"),
             ("blk.op in (flush, other)", "00011"),
             ("blk.op != write", "00111"),
-            ("evt.type = write", "01000"),
-            ("evt.type = other", "00001"),
+            ("evt.type = write", "00000"),
+            ("evt.type = block_write", "01000"),
+            ("evt.type = block_other", "00001"),
             ("blk.sector = 2048", "01111"),
             ("blk.bytes >= 64KiB", "01101"),
             ("blk.bytes exists", "01111"),
@@ -776,8 +782,11 @@ fn needs_kinds() {
     assert_eq!(k("evt.latency > 1ms"), KindSet { syscall: true, block: true, proc: false });
     assert_eq!(k("blk.disk = vda"), blk);
     assert_eq!(k("evt.type = openat"), sys);
-    assert_eq!(k("evt.type = read"), KindSet { syscall: true, block: true, proc: false });
-    assert_eq!(k("evt.type = exec"), KindSet { syscall: false, block: false, proc: true });
+    assert_eq!(k("evt.type = read"), sys);
+    assert_eq!(k("evt.type = block_read"), blk);
+    assert_eq!(k("evt.type = proc_exec"), KindSet { syscall: false, block: false, proc: true });
+    assert!(err("evt.type = exec").contains("did you mean proc_exec?"));
+    assert!(err("evt.type = flush").contains("did you mean block_flush?"));
     assert_eq!(k("evt.kind = block or fd.type = file"), KindSet { syscall: true, block: true, proc: false });
     assert_eq!(k("not evt.kind = block"), KindSet { syscall: true, block: false, proc: true });
     assert_eq!(k("not fd.type = file"), KindSet::ALL);

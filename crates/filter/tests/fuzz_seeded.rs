@@ -19,7 +19,7 @@ const CORPUS: &[&str] = &[
     "blk.dev = 253:0 and blk.bytes >= 4KiB and blk.qtime > 1 ms",
     "evt.time > 0 and evt.reltime <= 5s and fd.directory = /mnt/data",
     "thread.tid != 7 and proc.ppid exists and fd.filename endswith .log",
-    "evt.kind = proc and evt.type = exec",
+    "evt.kind = proc and evt.type = proc_exec",
     "fd.name = \"quoted \\\" value\" or proc.name = 'it\\'s'",
     "fd.sport = 80 and fd.cip != 10.0.0.7 or fd.port in (53, 5120) and fd.l4proto = udp",
     "fd.lip = ::1 and fd.rport > 1024 and not fd.rip startswith 10.",

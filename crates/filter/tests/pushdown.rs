@@ -89,9 +89,11 @@ fn which_filters_the_kernel_applies_exactly() {
     assert_eq!(why("proc.pid=7", blk).unwrap().reason, InexactReason::BlockProcessInUserSpace);
     assert!(exact("proc.pid=7", sys));
     assert!(exact("evt.latency >= 1ms", blk));
-    // `evt.type = write` is a syscall number in the kernel: block writes are told apart in user space.
+    // `evt.type = write` is a syscall number in the kernel, and matches no block request;
+    // `block_write` requests are told apart in user space.
     assert!(exact("evt.type = write", sys));
-    assert_eq!(why("evt.type = write", blk).unwrap().reason, InexactReason::BlockOpInUserSpace);
+    assert!(exact("evt.type = write", blk));
+    assert_eq!(why("evt.type = block_write", blk).unwrap().reason, InexactReason::BlockOpInUserSpace);
     // Kinds the filter cannot match are dropped whole: exact.
     assert!(exact("fd.type = file and proc.exe = /x", blk));
     assert!(exact("blk.op = write", sys));
@@ -150,8 +152,8 @@ fn sets_and_intersections() {
     assert_eq!(p("proc.name = a-very-long-process-name").comms, Some(vec!["a-very-long-pro".into()]));
     assert_eq!(p("evt.type in (openat, read)").syscalls, Some(vec![0, 257]));
     let d = p("evt.type = read");
-    assert_eq!((d.syscalls, d.kinds), (Some(vec![0]), None));
-    let d = p("evt.type = flush");
+    assert_eq!((d.syscalls, d.kinds), (Some(vec![0]), Some(KindSet { syscall: true, block: false, proc: false })));
+    let d = p("evt.type = block_flush");
     assert_eq!((d.syscalls, d.kinds), (Some(vec![]), Some(KindSet { syscall: false, block: true, proc: false })));
     let w = p("evt.is_io_write = true").syscalls.unwrap();
     assert!(w.contains(&1) && w.contains(&syscall_nr("pwrite64").unwrap()) && !w.contains(&0));

@@ -57,6 +57,11 @@ impl Command {
             .collect::<Result<_, _>>()?;
         let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
         ptrs.push(std::ptr::null());
+        // Written by the child if exec fails: made before fork (the child may not allocate).
+        let msg = format!(
+            "latscope: cannot execute the command '{}': not found (in PATH) or not executable\n",
+            argv[0].escape_debug()
+        );
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: plain syscalls; the child only calls async-signal-safe functions before exec.
         unsafe {
@@ -83,7 +88,6 @@ impl Command {
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
                 libc::signal(libc::SIGTTOU, libc::SIG_DFL);
                 libc::execvp(ptrs[0], ptrs.as_ptr());
-                let msg = b"latscope: cannot execute the command (not found or not executable)\n";
                 libc::write(2, msg.as_ptr() as *const _, msg.len());
                 libc::_exit(127);
             }

@@ -240,7 +240,7 @@ mod exactness {
         assert!(inexact_for("thread.tid=5", sys).is_some());
         assert!(inexact_for("proc.name=dd", EventKind::Block).is_some());
         // Block requests are told apart by type in user space; disks the header names are exact.
-        assert!(inexact_for("evt.type = write", EventKind::Block).is_some());
+        assert!(inexact_for("evt.type = block_write", EventKind::Block).is_some());
         assert_eq!(inexact_for("blk.disk = vda and evt.latency > 1ms", EventKind::Block), None);
         assert!(inexact_for("blk.disk = sdz", EventKind::Block).is_some());
     }

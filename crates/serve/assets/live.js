@@ -3,9 +3,9 @@
 const q = new URLSearchParams(location.search);
 const form = document.getElementById('controls');
 for (const k of ['filter', 'min', 'max', 'rows']) if (q.get(k)) form.elements[k].value = q.get(k);
-for (const k of ['block', 'stream']) form.elements[k].checked = q.get(k) === '1';
+for (const k of ['block', 'stream', 'waits']) form.elements[k].checked = q.get(k) === '1';
 const base = {};
-for (const k of ['filter', 'block', 'stream', 'min', 'max']) if (q.get(k)) base[k] = q.get(k);
+for (const k of ['filter', 'block', 'stream', 'min', 'max', 'waits']) if (q.get(k)) base[k] = q.get(k);
 const ROWS = Math.min(3600, Math.max(10, +(q.get('rows') || 120))), COLS = 56;
 const heat = document.getElementById('heatmap'), spec = document.getElementById('spectrogram');
 let view = null, sel = null, tablesTimer = null, gotTables = false;
@@ -115,7 +115,8 @@ async function tables() {
   let t;
   try { t = await LS.api('/api/live/tables', p); } catch (e) { document.getElementById('drillnote').textContent = e.message; tablesTimer = setTimeout(tables, 3000); return; }
   document.getElementById('drillscope').textContent = sel ? '(the selected cells)' : `(the last ${Math.round(t.seconds)} s; click a row to narrow the filter to it)`;
-  document.getElementById('drillnote').textContent = `${t.events} events` + (t.note ? ' — ' + t.note : '');
+  const waits = t.tables.length ? t.tables[0].note : null;
+  document.getElementById('drillnote').textContent = `${t.events} events` + (t.note ? ' — ' + t.note : '') + (waits ? ' — ' + waits : '');
   const box = document.getElementById('tables'), out = [];
   for (const tb of t.tables) {
     const table = LS.el('table', { class: 'grid', 'data-by': tb.by, 'data-events': tb.events });

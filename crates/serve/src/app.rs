@@ -129,6 +129,7 @@ impl App {
                     limit: p.int("limit", 1, MAX_TABLE_ROWS)?.unwrap_or(15) as usize,
                     filter: p.str("filter", crate::live::MAX_FILTER_CHARS)?.unwrap_or_default().trim().to_string(),
                     block: p.flag("block")?,
+                    waits: p.flag("waits")?,
                 }))
             }),
             _ if api => Response::error(404, format!("no API endpoint {path} (see docs/DASHBOARD.md)")),

@@ -206,6 +206,8 @@ pub struct TableQuery {
     pub filter: String,
     /// Block requests.
     pub block: bool,
+    /// Blocking waits ranked with the work (by default left out, and the tables say so).
+    pub waits: bool,
 }
 
 /// What a live request asks for.
@@ -512,7 +514,7 @@ fn tables(spec: &Spectrogram, feed: &mut dyn Feed, q: &TableQuery, interval: Dur
         }
     };
     let kind = if q.block { EventKind::Block } else { EventKind::Syscall };
-    let mut tops: Vec<Top> = TABLES.iter().map(|&by| Top::new(by)).collect();
+    let mut tops: Vec<Top> = TABLES.iter().map(|&by| Top::new(by).with_waits(q.waits)).collect();
     let mut first_ts = u64::MAX;
     let visited = feed.visit(spec, &dq, &mut |b, i, h| {
         if b.kind[i] == kind as u8 {
@@ -539,6 +541,8 @@ fn tables(spec: &Spectrogram, feed: &mut dyn Feed, q: &TableQuery, interval: Dur
         .iter()
         .map(|t| {
             let mut j = t.to_json(SortKey::Total, q.limit, secs);
+            // The page includes them with its box, not a flag.
+            j["note"] = json!(t.waits_note_with("tick \"blocking waits in tables\" to include them"));
             if let Some(rows) = j["rows"].as_array_mut() {
                 for r in rows {
                     let name = r["name"].as_str().unwrap_or("").to_string();
@@ -569,10 +573,7 @@ pub fn narrow_clause(by: GroupBy, name: &str, block: bool) -> Option<String> {
     let clause = match by {
         GroupBy::Proc if name != "?" => format!("proc.name = {q}"),
         GroupBy::Pid => format!("proc.pid = {}", pid_of(name)?),
-        GroupBy::Syscall | GroupBy::Op => match name.strip_prefix("blk:") {
-            Some(op) => format!("blk.op = {op}"),
-            None => format!("evt.type = {name}"),
-        },
+        GroupBy::Syscall | GroupBy::Op => format!("evt.type = {name}"),
         GroupBy::File => match name.strip_prefix('<').and_then(|n| n.strip_suffix('>')) {
             Some(t) => format!("fd.type = {t}"),
             None => format!("fd.name = {q}"),
@@ -625,7 +626,7 @@ mod tests {
         assert_eq!(narrow_clause(GroupBy::Proc, "postgres", false).as_deref(), Some("proc.name = 'postgres'"));
         assert_eq!(narrow_clause(GroupBy::Pid, "cat[812]", false).as_deref(), Some("proc.pid = 812"));
         assert_eq!(narrow_clause(GroupBy::Syscall, "pwrite64", false).as_deref(), Some("evt.type = pwrite64"));
-        assert_eq!(narrow_clause(GroupBy::Syscall, "blk:write", true).as_deref(), Some("blk.op = write"));
+        assert_eq!(narrow_clause(GroupBy::Syscall, "block_write", true).as_deref(), Some("evt.type = block_write"));
         assert_eq!(narrow_clause(GroupBy::File, "/tmp/it's", false).as_deref(), Some("fd.name = '/tmp/it\\'s'"));
         assert_eq!(narrow_clause(GroupBy::File, "<pipe>", false).as_deref(), Some("fd.type = pipe"));
         assert_eq!(narrow_clause(GroupBy::File, "<block device>", false), None);

@@ -5,7 +5,7 @@
 //! that per-group aggregation stays fast on large traces.
 
 use latscope_event::source::CountKey;
-use latscope_event::{dev_major_minor, op_name, BlockOp, EventBatch, EventKind, FdType, TraceHeader};
+use latscope_event::{dev_major_minor, op_name, EventBatch, EventKind, FdType, TraceHeader};
 use rustc_hash::FxHashMap;
 
 /// What to group events by.
@@ -17,7 +17,7 @@ pub enum GroupBy {
     Proc,
     /// Process: name and pid (`postgres[812]`).
     Pid,
-    /// Syscall name; block events by their op (`blk:read`, `blk:write`).
+    /// Syscall name; block requests by their `evt.type` (`block_read`, `block_write`).
     Syscall,
     /// File: the path of the fd or the path argument (`<pipe>`, `<socket>`... for unnamed fds).
     File,
@@ -25,7 +25,7 @@ pub enum GroupBy {
     Dir,
     /// Disk: the block device of a block request, or the device of the file behind an fd.
     Disk,
-    /// Operation: syscall name, or block op (`blk:read`); the same as `syscall`.
+    /// Operation: syscall name, or block request type (`block_read`); the same as `syscall`.
     Op,
     /// Client: the peer of a socket fd where the trace knows it (an fd name `local->peer`), else
     /// the process (`comm[pid]`).
@@ -232,14 +232,7 @@ impl Grouper {
             GroupBy::Pid => self.pid_group(b, i),
             GroupBy::Syscall | GroupBy::Op => {
                 let (k, n) = (b.kind[i], b.nr[i]);
-                let block = k == EventKind::Block as u8;
-                self.num(NumKey::Op(k, n), || {
-                    if block {
-                        format!("blk:{}", BlockOp::from_u16(n).name())
-                    } else {
-                        op_name(k, n)
-                    }
-                })
+                self.num(NumKey::Op(k, n), || op_name(k, n))
             }
             GroupBy::File | GroupBy::Dir => {
                 if b.kind[i] == EventKind::Block as u8 {
@@ -465,8 +458,8 @@ mod tests {
         };
         assert_eq!(names(GroupBy::Proc), ["cat", "cat", "kworker", "srv"]);
         assert_eq!(names(GroupBy::Pid), ["cat[7]", "cat[8]", "kworker[0]", "srv[9]"]);
-        assert_eq!(names(GroupBy::Syscall), ["read", "read", "blk:write", "read"]);
-        assert_eq!(names(GroupBy::Op), ["read", "read", "blk:write", "read"]);
+        assert_eq!(names(GroupBy::Syscall), ["read", "read", "block_write", "read"]);
+        assert_eq!(names(GroupBy::Op), ["read", "read", "block_write", "read"]);
         assert_eq!(names(GroupBy::File), ["/etc/hosts", "<pipe>", "<block device>", "10.0.0.1:80->10.0.0.2:5555"]);
         assert_eq!(names(GroupBy::Dir)[0], "/etc");
         assert_eq!(names(GroupBy::Disk)[2], "vda");

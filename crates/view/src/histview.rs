@@ -14,6 +14,7 @@
 use crate::group::{GroupBy, Grouper};
 use crate::heatmap::{EventPoints, YField, YUnit};
 use crate::svg::{self, Svg, SERIES_COLORS};
+use crate::waits::{is_wait, LeftOut};
 use latscope_event::source::{Chunk, ZonePlan};
 use latscope_event::{EventKind, TraceHeader};
 use latscope_hist::{Histogram, LogGrid, Peak, PeakOptions};
@@ -56,6 +57,8 @@ pub struct HistOptions {
     pub what: String,
     /// The filter the events were selected with, named in headings and titles.
     pub filter: Option<String>,
+    /// What was left out of the histograms (blocking waits), under the SVG's title.
+    pub note: Option<String>,
 }
 
 impl Default for HistOptions {
@@ -67,6 +70,7 @@ impl Default for HistOptions {
             peaks: PeakOptions::default(),
             what: "latency".into(),
             filter: None,
+            note: None,
         }
     }
 }
@@ -361,6 +365,9 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
     let height = top + block * groups.len().max(1) as f64 + 10.0;
     let mut s = Svg::new(w, height, "");
     s.text_fit(w / 2.0, 24.0, 17.0, "middle", "black", title, r#"class="title""#, w - 20.0);
+    if let Some(n) = &o.note {
+        s.text_fit(w / 2.0, 41.0, 11.0, "middle", "#444", n, r#"class="note""#, w - 20.0);
+    }
     let pw = w - left - right;
     for (gi, (name, h)) in groups.iter().enumerate() {
         let y0 = top + gi as f64 * block + 40.0;
@@ -468,12 +475,57 @@ pub struct HistBuilder {
     field: YField,
     grouper: Grouper,
     hists: Vec<Histogram>,
+    /// Blocking waits counted with the work.
+    with_waits: bool,
+    /// The blocking waits left out, by group (shown only when nothing else matched).
+    wait_hists: Vec<Histogram>,
+    left_out: LeftOut,
+}
+
+/// What [`HistBuilder::finish`] gives: the histograms by group, and the blocking waits left out.
+#[derive(Debug)]
+pub struct Hists {
+    /// The histograms with their group names (one named `all` when nothing was counted).
+    pub groups: Vec<(String, Histogram)>,
+    /// The blocking waits left out of them.
+    pub left_out: LeftOut,
+    /// The groups are the blocking waits, because nothing else matched.
+    pub only_waits: bool,
+}
+
+impl Hists {
+    /// What was left out and how to include it, if anything: the line under the histograms.
+    pub fn note(&self) -> Option<String> {
+        if self.only_waits {
+            return Some("only blocking waits matched: shown (idle time the callers chose, not work)".into());
+        }
+        self.left_out.note()
+    }
 }
 
 impl HistBuilder {
-    /// Histograms of `field` of the events of `kind`, one per group of `by`.
+    /// Histograms of `field` of the events of `kind`, one per group of `by`; blocking waits
+    /// ([`crate::waits`]) are left out unless [`HistBuilder::with_waits`].
     pub fn new(kind: EventKind, field: YField, by: GroupBy) -> Self {
-        HistBuilder { kind, field, grouper: Grouper::new(by), hists: Vec::new() }
+        HistBuilder {
+            kind,
+            field,
+            grouper: Grouper::new(by),
+            hists: Vec::new(),
+            with_waits: false,
+            wait_hists: Vec::new(),
+            left_out: LeftOut::default(),
+        }
+    }
+
+    /// Counts blocking waits with the work.
+    pub fn with_waits(mut self, yes: bool) -> Self {
+        self.with_waits = yes;
+        self
+    }
+
+    fn skips_waits(&self) -> bool {
+        !self.with_waits && self.kind == EventKind::Syscall
     }
 
     /// The columns read (by `EventBatch` field name).
@@ -481,11 +533,16 @@ impl HistBuilder {
         let mut c = vec!["kind"];
         c.extend(self.field.columns());
         c.extend(self.grouper.by().columns());
+        if self.skips_waits() {
+            c.extend(["nr", "lat"]);
+        }
+        c.sort_unstable();
+        c.dedup();
         c
     }
 
     fn fast(&self) -> bool {
-        self.grouper.by() == GroupBy::All && self.field == YField::Latency
+        self.grouper.by() == GroupBy::All && self.field == YField::Latency && !self.skips_waits()
     }
 
     /// What a source with zone maps may skip: a block of the kind only is counted from `lat`
@@ -532,18 +589,25 @@ impl HistBuilder {
             }
             let Some(v) = EventPoints::value(self.field, b, i, h) else { continue };
             let g = self.grouper.group(b, i, h);
-            while self.hists.len() <= g {
-                self.hists.push(Histogram::new());
+            let wait = self.skips_waits() && is_wait(b, i);
+            if wait {
+                self.left_out.add(b, i);
             }
-            self.hists[g].record(v as u64);
+            let hists = if wait { &mut self.wait_hists } else { &mut self.hists };
+            while hists.len() <= g {
+                hists.push(Histogram::new());
+            }
+            hists[g].record(v as u64);
         }
     }
 
-    /// The histograms with their group names (one named `all` when nothing was counted).
-    pub fn finish(self) -> Vec<(String, Histogram)> {
+    /// The histograms with their group names (one named `all` when nothing was counted), and
+    /// the blocking waits left out; when nothing but waits matched, the waits' histograms.
+    pub fn finish(self) -> Hists {
         let names = self.grouper.names().to_vec();
-        let mut v: Vec<(String, Histogram)> = self
-            .hists
+        let only_waits = !self.hists.iter().any(|h| h.count() > 0) && self.wait_hists.iter().any(|h| h.count() > 0);
+        let hists = if only_waits { self.wait_hists } else { self.hists };
+        let mut v: Vec<(String, Histogram)> = hists
             .into_iter()
             .enumerate()
             .filter(|(_, h)| h.count() > 0)
@@ -552,7 +616,7 @@ impl HistBuilder {
         if v.is_empty() {
             v.push(("all".into(), Histogram::new()));
         }
-        v
+        Hists { groups: v, left_out: self.left_out, only_waits }
     }
 }
 

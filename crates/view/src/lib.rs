@@ -14,4 +14,5 @@ pub mod svg;
 pub mod text;
 pub mod timeline;
 pub mod top;
+pub mod waits;
 pub mod why;

@@ -13,9 +13,8 @@ use crate::heatmap::{moved_bytes, YUnit};
 use crate::latagg::LatAgg;
 use crate::svg::{self, Svg, SERIES_COLORS};
 use latscope_event::source::{Chunk, ZonePlan};
-use latscope_event::syscalls::desc;
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
-use latscope_event::{EventBatch, EventKind, SysClass};
+use latscope_event::{EventBatch, EventKind};
 use serde_json::{json, Value};
 use std::fmt::Write;
 use std::sync::Arc;
@@ -129,7 +128,7 @@ impl Timeline {
             self.slots.resize_with(k + 1, Slot::default);
         }
         let bytes = if kind == EventKind::Block as u8 { b.bytes[i] } else { moved_bytes(b, i) };
-        let wait = !self.with_waits && kind == EventKind::Syscall as u8 && desc(b.nr[i]).class == SysClass::Wait;
+        let wait = !self.with_waits && crate::waits::is_wait(b, i);
         let s = &mut self.slots[k];
         s.count += 1;
         s.bytes += bytes;

@@ -5,6 +5,7 @@
 use crate::group::{GroupBy, Grouper};
 use crate::heatmap::moved_bytes;
 use crate::latagg::LatAgg;
+use crate::waits::{is_wait, LeftOut};
 use latscope_event::source::Chunk;
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
 use latscope_event::{EventBatch, EventKind, TraceHeader};
@@ -96,6 +97,11 @@ pub struct Top {
     first_ts: Option<u64>,
     last_end: u64,
     pcts: Vec<f64>,
+    /// Blocking waits are ranked with the work.
+    with_waits: bool,
+    /// The blocking waits left out, by group (shown only when nothing else matched).
+    wait_rows: Vec<TopRow>,
+    left_out: LeftOut,
 }
 
 /// Percentiles shown per row unless others are asked for.
@@ -133,7 +139,52 @@ impl Top {
             first_ts: None,
             last_end: 0,
             pcts: DEFAULT_PERCENTILES.to_vec(),
+            with_waits: false,
+            wait_rows: Vec::new(),
+            left_out: LeftOut::default(),
         }
+    }
+
+    /// Ranks blocking waits ([`crate::waits`]) with the work (by default they are left out, and
+    /// the table says so).
+    pub fn with_waits(mut self, yes: bool) -> Self {
+        self.with_waits = yes;
+        self
+    }
+
+    /// The blocking waits left out.
+    pub fn left_out(&self) -> &LeftOut {
+        &self.left_out
+    }
+
+    /// Whether the rows shown are the blocking waits, because nothing else matched (a filter that
+    /// asks for them: `evt.type = futex`).
+    pub fn showing_waits(&self) -> bool {
+        !self.rows.iter().any(|r| r.count > 0) && self.wait_rows.iter().any(|r| r.count > 0)
+    }
+
+    fn shown(&self) -> &[TopRow] {
+        if self.showing_waits() {
+            &self.wait_rows
+        } else {
+            &self.rows
+        }
+    }
+
+    /// What was left out and how to include it, if anything: the line under the table.
+    pub fn waits_note(&self) -> Option<String> {
+        self.waits_note_with(&format!("{} includes them", crate::waits::WAITS_FLAG))
+    }
+
+    /// [`Top::waits_note`] with another way to include the waits (`how`).
+    pub fn waits_note_with(&self, how: &str) -> Option<String> {
+        if self.showing_waits() {
+            return Some(format!(
+                "only blocking waits matched: shown ({} of idle time the callers chose)",
+                fmt_ns_f(self.left_out.total_ns() as f64)
+            ));
+        }
+        self.left_out.note_with(how)
     }
 
     /// Shows these percentiles (default p50 and p99).
@@ -157,11 +208,20 @@ impl Top {
             return;
         }
         let g = self.grouper.group(b, i, h);
-        if g >= self.rows.len() {
-            self.rows.resize_with(g + 1, TopRow::default);
-            self.rows[g].name = self.grouper.names()[g].clone();
+        let wait = !self.with_waits && is_wait(b, i);
+        if wait {
+            self.left_out.add(b, i);
         }
-        let r = &mut self.rows[g];
+        let rows = if wait { &mut self.wait_rows } else { &mut self.rows };
+        if g >= rows.len() {
+            let names = self.grouper.names();
+            let from = rows.len();
+            rows.resize_with(g + 1, TopRow::default);
+            for (k, r) in rows.iter_mut().enumerate().skip(from) {
+                r.name = names[k].clone();
+            }
+        }
+        let r = &mut rows[g];
         let lat = b.lat[i];
         r.count += 1;
         r.total_ns += u128::from(lat);
@@ -191,10 +251,11 @@ impl Top {
 
     /// Forgets the counts (live mode: one table per interval), keeping group names.
     pub fn reset(&mut self) {
-        for r in &mut self.rows {
+        for r in self.rows.iter_mut().chain(&mut self.wait_rows) {
             let name = std::mem::take(&mut r.name);
             *r = TopRow { name, ..Default::default() };
         }
+        self.left_out.clear();
         self.first_ts = None;
         self.last_end = 0;
     }
@@ -207,16 +268,16 @@ impl Top {
         }
     }
 
-    /// Events in all groups.
+    /// Events in all groups shown (blocking waits left out are not counted).
     pub fn total_count(&self) -> u64 {
-        self.rows.iter().map(|r| r.count).sum()
+        self.shown().iter().map(|r| r.count).sum()
     }
 
     /// The non-empty rows sorted by `key`, at most `n`, each with its percentiles (those asked
     /// for, in order).
     pub fn sorted(&self, key: SortKey, n: usize) -> Vec<(&TopRow, Vec<Option<u64>>)> {
         let mut v: Vec<(&TopRow, Vec<Option<u64>>, f64)> = self
-            .rows
+            .shown()
             .iter()
             .filter(|r| r.count > 0)
             .map(|r| {
@@ -270,9 +331,12 @@ impl Top {
         right[0] = false;
         let mut s = crate::text::table(&cells, &right, 0, 2);
         let shown = rows.len();
-        let groups = self.rows.iter().filter(|r| r.count > 0).count();
+        let groups = self.shown().iter().filter(|r| r.count > 0).count();
         if groups > shown {
             let _ = writeln!(s, "({} more {} groups; -n to show more)", groups - shown, self.by().name());
+        }
+        if let Some(n) = self.waits_note() {
+            let _ = writeln!(s, "({n})");
         }
         s
     }
@@ -304,9 +368,11 @@ impl Top {
             "by": self.by().name(),
             "seconds": secs,
             "events": self.total_count(),
-            "groups": self.rows.iter().filter(|r| r.count > 0).count(),
+            "groups": self.shown().iter().filter(|r| r.count > 0).count(),
             "percentiles": self.pcts,
             "rows": rows,
+            "waits_left_out": if self.with_waits || self.showing_waits() { Value::Null } else { self.left_out.to_json() },
+            "note": self.waits_note(),
         })
     }
 }
@@ -367,7 +433,7 @@ mod tests {
         assert!(txt.starts_with("SYSCALL"), "{txt}");
         assert!(txt.contains("(1 more syscall groups"), "{txt}");
         let j = t.to_json(SortKey::Bytes, 10, 1.0);
-        assert_eq!(j["rows"][0]["name"], "blk:read");
+        assert_eq!(j["rows"][0]["name"], "block_read");
         assert_eq!(j["rows"][0]["bytes"], 4096);
         t.reset();
         assert_eq!(t.total_count(), 0);

@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
   latscope export -r web1.lst -r web2.lst --parquet fleet/        # partitioned by host, date, hour
   latscope export -r traces/ --parquet fleet/                     # every *.lst in traces/
   latscope export -r trace.lst --parquet slow.parquet 'evt.latency > 1ms'
-  duckdb -c \"SELECT host, op, count(*), quantile_disc(lat, 0.99) / 1e6 AS p99_ms
-             FROM read_parquet('fleet/events/**/*.parquet', hive_partitioning = true)
-             GROUP BY ALL ORDER BY p99_ms DESC LIMIT 10\"")]
+  duckdb -c \"SELECT host, kind, op, count(*), quantile_disc(lat, 0.99) / 1e6 AS p99_ms \\
+             FROM read_parquet('fleet/events/**/*.parquet', hive_partitioning = true) \\
+             GROUP BY ALL ORDER BY p99_ms DESC LIMIT 10\"   # op: write (syscall) or block_write")]
 pub struct Args {
     /// Trace file to export; repeat for several (their host names tell them apart). A directory
     /// means every *.lst file in it.

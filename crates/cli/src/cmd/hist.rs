@@ -18,6 +18,10 @@ use std::process::ExitCode;
 /// count, min, mean, p50, p90, p99, p99.9, p99.99, max, the distribution on a log (default) or
 /// linear axis, and every peak with its mode, share of events and width — each peak is a population
 /// worth explaining (a cache tier, a device, a lock, a retry timeout, a clock's granularity).
+///
+/// Blocking waits (futex, poll, epoll_wait, nanosleep, wait4, ...: idle time their caller chose)
+/// are left out, and a line says how many and how long; --waits counts them. When nothing but
+/// waits matched the filter (evt.type = futex), they are shown.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope hist -r trace.lst                                  # all syscalls' latency
@@ -34,6 +38,9 @@ pub struct Args {
     /// Block requests instead of syscalls (implied by --input perf).
     #[arg(long)]
     pub block: bool,
+    /// Count blocking waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...) with the work.
+    #[arg(long)]
+    pub waits: bool,
     /// What to count: latency, size (bytes), qtime (block queue time), offset.
     #[arg(long, default_value = "latency", value_parser = YField::parse)]
     pub field: YField,
@@ -98,6 +105,8 @@ impl Args {
 pub fn run(a: Args) -> Result<ExitCode> {
     crate::args::check_output(Some(&a.read.file), a.svg.as_deref())?;
     let by = a.by.unwrap_or(GroupBy::All);
+    let mut note: Option<serde_json::Value> = None;
+    let mut note_text: Option<String> = None;
     let (mut groups, unit, what, code) = if a.read.input == InputArg::Text {
         a.read.text_takes_no_filter()?;
         if a.by.is_some() {
@@ -118,7 +127,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         if a.field == YField::Subsecond {
             bail!("--field subsecond is for heat maps");
         }
-        let mut hb = HistBuilder::new(kind, a.field, by);
+        let mut hb = HistBuilder::new(kind, a.field, by).with_waits(a.waits);
         let mut scan = a.read.open("hist", ScanPlan { columns: &hb.columns(), zone: hb.zone_plan() })?;
         let header = scan.header().clone();
         scan.for_each(|c| {
@@ -127,7 +136,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
         })?;
         let noun = if kind == EventKind::Block { "block I/O" } else { "syscall" };
         let what = format!("{noun} {}", a.field.label().to_lowercase());
-        (hb.finish(), a.field.unit(), what, finish_scan(&scan.report()))
+        let hists = hb.finish();
+        note_text = hists.note();
+        if !a.waits && !hists.only_waits && hists.left_out.count() > 0 {
+            note = Some(hists.left_out.to_json());
+        }
+        (hists.groups, a.field.unit(), what, finish_scan(&scan.report()))
     };
     let hidden = keep_largest(&mut groups, a.limit);
     let filter = a.read.filter.filter.clone().filter(|f| !f.trim().is_empty());
@@ -137,6 +151,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         bar_width: a.width.clamp(1, 400),
         what,
         filter,
+        note: note_text.clone(),
         ..Default::default()
     };
     let heading = |name: &str| match by {
@@ -152,13 +167,17 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let out = if a.json.json {
         let groups: Vec<_> = groups.iter().map(|(n, h)| histview::to_json(n, h, &o)).collect();
-        let j = serde_json::json!({ "what": o.what, "filter": o.filter, "by": by.name(), "groups": groups, "groups_not_shown": hidden });
+        let j = serde_json::json!({ "what": o.what, "filter": o.filter, "by": by.name(), "groups": groups,
+            "groups_not_shown": hidden, "waits_left_out": note, "note": note_text });
         format!("{}\n", serde_json::to_string(&j)?)
     } else {
         let texts: Vec<String> = groups.iter().map(|(n, h)| histview::render_text(&heading(n), h, &o)).collect();
         let mut s = texts.join("\n");
         if hidden > 0 {
             s.push_str(&format!("\n({hidden} more {} groups; -n to show more)\n", by.name()));
+        }
+        if let Some(n) = &note_text {
+            s.push_str(&format!("\n({n})\n"));
         }
         s
     };

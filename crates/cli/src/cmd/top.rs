@@ -19,8 +19,12 @@ use std::time::{Duration, Instant};
 /// moved and errors, sorted and limited. Drill down by adding a filter on the group you found
 /// (by client, then by operation, then by file).
 ///
+/// Blocking waits (futex, poll, epoll_wait, nanosleep, wait4, ...: idle time their caller chose)
+/// are left out of the rows, and a line under the table says how many and how long; --waits ranks
+/// them with the work. When nothing but waits matched the filter (evt.type = futex), they are shown.
+///
 /// From a trace with -r; live without it (root), refreshing every interval. Groups: proc (process
-/// name), pid, syscall, op (syscall name or blk:read ...), file, dir, disk, class (file, net, ipc,
+/// name), pid, syscall, op (syscall name or block_read ...), file, dir, disk, class (file, net, ipc,
 /// other), and client: the peer host of a TCP/UDP socket (named 'local->peer' from connect/accept
 /// or from /proc/net at the start of the recording), else the process (name[pid]).
 #[derive(clap::Args, Debug)]
@@ -61,6 +65,9 @@ pub struct Args {
     /// Block requests instead of syscalls.
     #[arg(long)]
     pub block: bool,
+    /// Rank blocking waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...) with the work.
+    #[arg(long)]
+    pub waits: bool,
     #[command(flatten)]
     pub json: JsonArg,
     /// Live: refresh interval (1s, 500ms; a bare number is seconds).
@@ -90,7 +97,9 @@ fn run_file(a: &Args, read: &ReadArgs) -> Result<ExitCode> {
     cols.extend(a.by.columns());
     let mut scan = read.open("top", ScanPlan { columns: &cols, zone: None })?;
     let header = scan.header().clone();
-    let mut top = Top::new(a.by).with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?);
+    let mut top = Top::new(a.by)
+        .with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?)
+        .with_waits(a.waits);
     scan.for_each(|c| {
         top.add_chunk(c, kind, &header);
         Ok::<(), anyhow::Error>(())
@@ -122,7 +131,9 @@ fn run_live(a: &Args) -> Result<ExitCode> {
     let tty = std::io::stdout().is_terminal() && !a.json.json;
     let interval = Duration::from_nanos(a.interval.max(10_000_000));
     let header = session.header().clone();
-    let mut top = Top::new(a.by).with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?);
+    let mut top = Top::new(a.by)
+        .with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?)
+        .with_waits(a.waits);
     let mut tables = 0u64;
     let (mut next, mut last) = (Instant::now() + interval, Instant::now());
     while !session.stop_requested() {

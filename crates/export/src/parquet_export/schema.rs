@@ -38,7 +38,7 @@ pub const EVENT_COLUMNS: &[ColumnDoc] = &[
     col("time_ns", I64, "the same instant in nanoseconds since the Unix epoch, exact (order and join on this)"),
     col("lat", I64, "latency in nanoseconds: syscall entry to return, block request issue to completion; 0 for process events"),
     col("kind", STR, "`syscall`, `block` (a block request) or `proc` (fork, exec, exit)"),
-    col("op", STR, "operation name: the syscall (`pread64`), the block op (`read`, `write`, `flush`, `discard`, ...) or the process op (`fork`, `exec`, `exit`)"),
+    col("op", STR, "operation name, as `evt.type` matches it and `latscope events` prints it: the syscall (`pread64`, `write`), the block request (`block_read`, `block_write`, `block_flush`, `block_discard`, ...) or the process event (`proc_fork`, `proc_exec`, `proc_exit`); a syscall and a block request never share a name, so `GROUP BY op` never mixes them"),
     col("nr", I32, "the operation as a number: x86-64 syscall number, the kernel's REQ_OP_* code, or 0 fork / 1 exec / 2 exit"),
     col("pid", I32, "process id (thread group id); for block requests the process that queued or issued the request"),
     col("tid", I32, "thread id"),

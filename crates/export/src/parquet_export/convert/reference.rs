@@ -215,8 +215,8 @@ mod tests {
         let col = |n: &str| r.column_by_name(n).unwrap().clone();
         assert_eq!(string_at(&col("host"), 2), "h1");
         assert_eq!(string_at(&col("op"), 0), "read");
-        assert_eq!(string_at(&col("op"), 1), "write");
-        assert_eq!(string_at(&col("op"), 2), "exec");
+        assert_eq!(string_at(&col("op"), 1), "block_write");
+        assert_eq!(string_at(&col("op"), 2), "proc_exec");
         assert_eq!(string_at(&col("disk"), 0), "vda1");
         assert_eq!(string_at(&col("disk"), 1), "");
         let kind = col("kind");

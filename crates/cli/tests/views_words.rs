@@ -1,0 +1,227 @@
+//! What a person reads around the numbers: rankings of work rather than idleness, event types
+//! that mean one thing, and `--help` examples that copy and paste at any terminal width. Each
+//! test runs the binary on a trace of known events.
+
+mod common;
+mod viewsupport;
+
+use common::{bin, latscope_ok};
+use latscope_event::{syscall_nr, Event, EventKind};
+use serde_json::Value;
+use std::process::Command;
+use viewsupport::write_trace;
+
+const START: u64 = 1_000_000_000_000;
+
+/// A server's day: 400 short reads and writes on files (the work), 20 futex waits of 500 ms and
+/// 20 epoll_waits of 300 ms (idle threads), 100 block writes of 4 ms, one exec.
+fn server_trace(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("t.lst");
+    let (read, write, futex, epoll) = (
+        syscall_nr("read").unwrap(),
+        syscall_nr("write").unwrap(),
+        syscall_nr("futex").unwrap(),
+        syscall_nr("epoll_wait").unwrap(),
+    );
+    let mut ev = Vec::new();
+    let mut t = START + 1000;
+    for i in 0..400u64 {
+        t += 1_000_000;
+        let (nr, path) = if i % 2 == 0 { (read, "/data/a") } else { (write, "/data/b") };
+        ev.push(Event {
+            kind: EventKind::Syscall as u8,
+            ts: t,
+            lat: 20_000 + i * 10,
+            nr,
+            ret: 4096,
+            fd: 3,
+            fd_type: 1,
+            bytes: 4096,
+            pid: 10,
+            tid: 10,
+            comm: "srv".into(),
+            path: path.into(),
+            ..Default::default()
+        });
+        if i % 4 == 0 {
+            ev.push(Event {
+                kind: EventKind::Block as u8,
+                ts: t + 1,
+                lat: 4_000_000,
+                nr: 1,
+                dev: 254 << 20,
+                bytes: 4096,
+                comm: "kworker".into(),
+                fd: -1,
+                ..Default::default()
+            });
+        }
+        if i % 20 == 0 {
+            for (nr, lat) in [(futex, 500_000_000), (epoll, 300_000_000)] {
+                ev.push(Event {
+                    kind: EventKind::Syscall as u8,
+                    ts: t + 2,
+                    lat,
+                    nr,
+                    fd: -1,
+                    pid: 10,
+                    tid: 11,
+                    comm: "srv".into(),
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    ev.push(Event { kind: EventKind::Proc as u8, ts: START + 5, nr: 1, comm: "srv".into(), ..Default::default() });
+    write_trace(&path, START, &ev);
+    path
+}
+
+fn json(args: &[&str]) -> Value {
+    serde_json::from_str(&latscope_ok(args)).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn names(rows: &Value) -> Vec<String> {
+    rows.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn rankings_leave_out_idle_waits_and_say_how_to_include_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = server_trace(dir.path());
+    let p = p.to_str().unwrap();
+    // top --by syscall ranks the work: futex and epoll_wait (20 s of sleeping) are not first.
+    let j = json(&["top", "-r", p, "--by", "syscall", "--json"]);
+    assert_eq!(names(&j["rows"]), ["write", "read"], "{j}");
+    assert_eq!(j["waits_left_out"]["count"], 40);
+    assert_eq!(j["waits_left_out"]["by_syscall"]["futex"], 20);
+    let t = latscope_ok(&["top", "-r", p, "--by", "syscall"]);
+    assert!(
+        t.contains("left out: 40 blocking waits (futex 20, epoll_wait 20;") && t.contains("--waits includes them"),
+        "{t}"
+    );
+    // By file: no "<no file>" row made of sleeping threads.
+    let j = json(&["top", "-r", p, "--by", "file", "--json"]);
+    assert_eq!(names(&j["rows"]), ["/data/b", "/data/a"], "{j}");
+    // --waits ranks them with the work, first by total time.
+    let j = json(&["top", "-r", p, "--by", "syscall", "--waits", "--json"]);
+    assert_eq!(names(&j["rows"])[..2], ["futex", "epoll_wait"], "{j}");
+    assert!(j["note"].is_null(), "{j}");
+    // A filter asking for waits gets them.
+    let t = latscope_ok(&["top", "-r", p, "--by", "syscall", "evt.type = futex"]);
+    assert!(t.contains("futex") && t.contains("only blocking waits matched"), "{t}");
+    // hist --by syscall agrees, in text, JSON and SVG.
+    let j = json(&["hist", "-r", p, "--by", "syscall", "--json"]);
+    let groups: Vec<&str> = j["groups"].as_array().unwrap().iter().map(|g| g["group"].as_str().unwrap()).collect();
+    assert_eq!(groups, ["read", "write"], "{j}");
+    assert_eq!(j["waits_left_out"]["count"], 40);
+    let t = latscope_ok(&["hist", "-r", p, "--by", "syscall"]);
+    assert!(t.contains("left out: 40 blocking waits") && t.contains("--waits"), "{t}");
+    let svg = dir.path().join("h.svg");
+    latscope_ok(&["hist", "-r", p, "--by", "syscall", "--svg", svg.to_str().unwrap()]);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("left out: 40 blocking waits"));
+    let j = json(&["hist", "-r", p, "--json"]);
+    assert_eq!(j["groups"][0]["stats"]["count"], 400, "{j}");
+    let j = json(&["hist", "-r", p, "--waits", "--json"]);
+    assert_eq!(j["groups"][0]["stats"]["count"], 440, "{j}");
+}
+
+#[test]
+fn evt_type_names_the_syscall_and_block_requests_have_their_own_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = server_trace(dir.path());
+    let p = p.to_str().unwrap();
+    let count = |f: &str| latscope_ok(&["events", "-r", p, f]).lines().count();
+    // 200 write syscalls, and no block write among them.
+    assert_eq!(count("evt.type in (write, pwrite64)"), 200);
+    assert_eq!(count("evt.type = block_write"), 100);
+    assert_eq!(count("evt.type = proc_exec"), 1);
+    let lines = latscope_ok(&["events", "-r", p, "evt.type = write"]);
+    assert!(!lines.contains("block_write"), "{lines}");
+    // The name a line prints is the name the filter takes, in JSON too.
+    let j: Value =
+        serde_json::from_str(latscope_ok(&["events", "-r", p, "--json", "evt.kind = block"]).lines().next().unwrap())
+            .unwrap();
+    assert_eq!(j["type"], "block_write");
+    // Views group them apart under the same names.
+    let j = json(&["top", "-r", p, "--by", "op", "--block", "--json"]);
+    assert_eq!(names(&j["rows"]), ["block_write"]);
+    // A bare block op is not a type: the error names the one meant.
+    let o = common::latscope(&["events", "-r", p, "evt.type = flush"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("did you mean block_flush?"));
+    // info spells types as events does.
+    let info = latscope_ok(&["info", "-r", p]);
+    assert!(info.contains("proc_exec") && info.contains("block_write") && !info.contains("proc exec"), "{info}");
+}
+
+/// The examples of a help text: the indented lines after `Examples`, continuation lines (ending
+/// in `\`) joined.
+fn examples(help: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cont = false;
+    for l in help.lines().skip_while(|l| !l.starts_with("Examples")).skip(1) {
+        if !l.starts_with("  ") && !cont {
+            // A heading within the examples (`Watch them with:`), or their end.
+            if l.ends_with(':') {
+                continue;
+            }
+            break;
+        }
+        if cont {
+            let last = out.last_mut().unwrap();
+            last.push('\n');
+            last.push_str(l);
+        } else {
+            out.push(l.trim_start().to_string());
+        }
+        cont = l.ends_with('\\');
+    }
+    out
+}
+
+fn help(cmd: &[&str], columns: u32) -> String {
+    let o = Command::new(bin()).args(cmd).arg("--help").env("COLUMNS", columns.to_string()).output().unwrap();
+    assert!(o.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn commands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.strip_prefix("  ").filter(|r| r.starts_with(|c: char| c.is_ascii_lowercase())))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help" && !c.is_empty())
+        .collect()
+}
+
+#[test]
+fn help_examples_are_verbatim_and_parse_as_shell_at_any_width() {
+    let mut all: Vec<Vec<String>> = vec![vec![]];
+    for c in commands(&help(&[], 200)) {
+        let subs = commands(&help(&[&c], 200));
+        all.push(vec![c.clone()]);
+        all.extend(subs.into_iter().map(|s| vec![c.clone(), s]));
+    }
+    assert!(all.len() > 15, "{all:?}");
+    let mut lines = 0;
+    for cmd in &all {
+        let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let wide = examples(&help(&args, 200));
+        let narrow = examples(&help(&args, 60));
+        assert!(!wide.is_empty(), "latscope {cmd:?} --help has no examples");
+        assert_eq!(wide, narrow, "latscope {cmd:?} --help: examples differ at 60 and 200 columns");
+        for ex in &wide {
+            lines += 1;
+            let o = Command::new("bash").args(["-n", "-c", ex]).output().unwrap();
+            assert!(
+                o.status.success(),
+                "latscope {cmd:?} --help: example does not parse as shell: {ex}\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+    assert!(lines > 60, "{lines} example lines");
+}
