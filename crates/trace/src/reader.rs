@@ -635,13 +635,19 @@ impl TraceReader {
         }
         let header_json =
             md.get(KEY_HEADER).ok_or_else(|| bad_header(format!("the {KEY_HEADER} metadata is missing")))?;
-        if let Some(crc) = md.get(KEY_HEADER_CRC) {
-            let computed = crc32c::crc32c(header_json.as_bytes());
-            if u32::from_str_radix(crc, 16).ok() != Some(computed) {
-                return Err(bad_header(format!(
-                    "header checksum mismatch (stored {crc}, computed {computed:08x}): the header is damaged"
-                )));
-            }
+        // Every writer of the format stores the header's checksum: a header without one has been
+        // altered (a renamed key must not make a changed host name or command line read as valid).
+        let computed = crc32c::crc32c(header_json.as_bytes());
+        let Some(crc) = md.get(KEY_HEADER_CRC) else {
+            return Err(bad_header(format!(
+                "the {KEY_HEADER_CRC} metadata is missing (computed {computed:08x}): the header was altered; a tool \
+                 that rewrites the header must store its checksum too"
+            )));
+        };
+        if u32::from_str_radix(crc, 16).ok() != Some(computed) {
+            return Err(bad_header(format!(
+                "header checksum mismatch (stored {crc}, computed {computed:08x}): the header is damaged"
+            )));
         }
         self.header =
             serde_json::from_str(header_json).map_err(|e| bad_header(format!("unreadable header JSON: {e}")))?;

@@ -9,7 +9,7 @@ use common::*;
 use latscope_event::{EventBatch, TraceHeader};
 use latscope_trace::{
     arrow_schema, ReadOptions, Summary, TraceError, TraceReader, TraceWriter, WarningKind, KEY_FORMAT_VERSION,
-    KEY_HEADER,
+    KEY_HEADER, KEY_HEADER_CRC,
 };
 
 /// A small 3-block trace; returns the batches, the block boundaries
@@ -346,9 +346,20 @@ fn non_trace_files_are_clear_errors() {
 }
 
 /// Write a stream with the latscope schema and chosen schema metadata through plain arrow-ipc
-/// (no per-block latscope metadata).
+/// (no per-block latscope metadata), keeping the header's checksum as a tool that copies the
+/// schema's metadata does.
 fn foreign_trace(path: &Path, version: &str, header: &str, batch: &EventBatch) {
-    let md = [(KEY_FORMAT_VERSION.to_string(), version.to_string()), (KEY_HEADER.to_string(), header.to_string())];
+    let crc = format!("{:08x}", crc32c::crc32c(header.as_bytes()));
+    foreign_trace_with(path, version, header, (KEY_HEADER_CRC, &crc), batch)
+}
+
+/// As `foreign_trace`, with the header checksum stored under `crc.0`.
+fn foreign_trace_with(path: &Path, version: &str, header: &str, crc: (&str, &str), batch: &EventBatch) {
+    let md = [
+        (KEY_FORMAT_VERSION.to_string(), version.to_string()),
+        (KEY_HEADER.to_string(), header.to_string()),
+        (crc.0.to_string(), crc.1.to_string()),
+    ];
     let schema = Arc::new(arrow_schema().with_metadata(md.into_iter().collect::<std::collections::HashMap<_, _>>()));
     // Build the record batch through the crate: write a trace, read it with arrow-ipc.
     let tmp = path.with_extension("tmp");
@@ -390,6 +401,27 @@ fn future_version_and_bad_headers_are_clear_errors() {
     let p = dir.join("badversion.lst");
     foreign_trace(&p, "one", &header, &b);
     assert!(open_err(&p).contains("is not a number"));
+}
+
+#[test]
+fn a_header_whose_checksum_key_was_renamed_is_refused_not_read_as_valid() {
+    let dir = tmpdir("renamedcrc");
+    let mut rng = Rng::new(14);
+    let b = random_batch(&mut rng, 10);
+    let mut header = sample_header();
+    let good = serde_json::to_string(&header).unwrap();
+    let crc = format!("{:08x}", crc32c::crc32c(good.as_bytes()));
+    header.hostname = "altered-host".into();
+    let altered = serde_json::to_string(&header).unwrap();
+    let p = dir.join("renamed.lst");
+    foreign_trace_with(&p, "1", &altered, ("latscope.header_crc32x", &crc), &b);
+    let e = open_err(&p);
+    assert!(e.contains("renamed.lst") && e.contains("latscope.header_crc32c metadata is missing"), "{e}");
+    assert!(e.contains("altered"), "{e}");
+    // The same altered header under the right key is a checksum mismatch.
+    let p = dir.join("mismatch.lst");
+    foreign_trace_with(&p, "1", &altered, (KEY_HEADER_CRC, &crc), &b);
+    assert!(open_err(&p).contains("header checksum mismatch"));
 }
 
 #[test]
