@@ -58,10 +58,12 @@
 
 mod app;
 pub mod auth;
-pub mod http;
 pub mod live;
 pub mod params;
 pub mod stored;
+
+/// The bounded HTTP server the dashboard runs on (the crate `latscope-http`).
+pub use latscope_http as http;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -154,7 +156,7 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr: opts.listen, source })?;
         let addr = http.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let access = auth::Access::new(opts.token.clone(), loopback.then_some(addr.port()));
+        let access = auth::Access::new(opts.token.clone(), loopback.then_some(addr.ip()));
         let live = opts.live_enabled.then(|| live::LiveHub::new(opts.live.clone(), stop.clone()));
         let app = Arc::new(app::App { access, store, live });
         Ok(Server { http, app, stop, addr })
