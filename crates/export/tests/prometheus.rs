@@ -144,3 +144,56 @@ fn concurrent_scrapes_are_all_answered_and_stop_ends_every_worker() {
     // Returns only once every worker has stopped.
     server.stop();
 }
+
+/// A loopback connection with a 4 KiB receive buffer (set before connecting, so the window stays
+/// small): answers pile up at the server at once.
+fn small_window(port: u16) -> std::net::TcpStream {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a descriptor we own; the sockaddr is fully initialised.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let size: libc::c_int = 4096;
+        let len = std::mem::size_of::<libc::c_int>() as u32;
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &size as *const _ as *const libc::c_void, len);
+        let mut a: libc::sockaddr_in = std::mem::zeroed();
+        a.sin_family = libc::AF_INET as u16;
+        a.sin_port = port.to_be();
+        a.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let alen = std::mem::size_of::<libc::sockaddr_in>() as u32;
+        let r = libc::connect(fd, &a as *const _ as *const libc::sockaddr, alen);
+        assert_eq!(r, 0, "connect: {}", std::io::Error::last_os_error());
+        std::net::TcpStream::from_raw_fd(fd)
+    }
+}
+
+#[test]
+fn scrapers_that_pipeline_and_never_read_do_not_block_other_scrapes() {
+    use std::io::Write;
+    let mut m = Metrics::new();
+    for i in 0..2000 {
+        m.gauge("latscope_test_gauge", "Gauge.", &[("i", &i.to_string())], f64::from(i)).unwrap();
+    }
+    let server = ExpositionServer::start("127.0.0.1:0", SharedMetrics::new(m)).unwrap();
+    let port = server.local_addr().port();
+    // Eight clients (more than a pool of worker threads would have) ask for 20 scrapes of
+    // ~80 KB each at once, and never read.
+    let one = format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/plain\r\n\r\n");
+    let hogs: Vec<_> = (0..8)
+        .map(|_| {
+            let mut s = small_window(port);
+            s.write_all(one.repeat(20).as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // Others are answered meanwhile (the read timeout, 30 s, is longer than the 20 s the server
+    // gives a client to take an answer: without it, the non-readers would be waited for).
+    for i in 0..5 {
+        let (status, _, body) = http_get(port, "/metrics", &[]).unwrap();
+        assert_eq!(status, 200, "scrape {i}");
+        assert!(String::from_utf8(body).unwrap().contains("latscope_test_gauge{i=\"1999\"} 1999"));
+    }
+    drop(hogs);
+    server.stop();
+}

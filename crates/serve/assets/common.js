@@ -1,16 +1,20 @@
 // Shared helpers of the latscope pages: the JSON API, number formats with units, small SVG charts.
 'use strict';
 const LS = {};
-// GET /api/...: JSON, or an exception with the server's message (and its JSON as .body).
-LS.api = async (path, params) => {
+// GET /api/... (or POST, for the live requests, which start probes): JSON, or an exception with
+// the server's message (and its JSON as .body).
+LS.api = async (path, params, method) => {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== '') q.set(k, v);
-  const r = await fetch(path + (q.toString() ? '?' + q : ''), { credentials: 'same-origin' });
+  const r = method === 'POST'
+    ? await fetch(path, { method: 'POST', body: q, credentials: 'same-origin' })
+    : await fetch(path + (q.toString() ? '?' + q : ''), { credentials: 'same-origin' });
   if (r.status === 401) { location.href = '/login?next=' + encodeURIComponent(location.pathname + location.search); throw new Error('login needed'); }
   const body = await r.json().catch(() => ({ error: 'bad reply (HTTP ' + r.status + ')' }));
   if (!r.ok || body.error) { const e = new Error(body.error || ('HTTP ' + r.status)); e.body = body; throw e; }
   return body;
 };
+LS.post = (path, params) => LS.api(path, params, 'POST');
 // Three significant digits, as latscope's text output prints them.
 LS.sig3 = v => v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
 LS.ns = ns => ns === null || ns === undefined ? '-' : ns < 1e3 ? Math.round(ns) + 'ns' : ns < 1e6 ? LS.sig3(ns / 1e3) + 'us' : ns < 1e9 ? LS.sig3(ns / 1e6) + 'ms' : LS.sig3(ns / 1e9) + 's';

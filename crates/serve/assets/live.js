@@ -25,7 +25,7 @@ function showFilterError(b) {
 
 async function poll() {
   let d;
-  try { d = await LS.api('/api/live', Object.assign({ rows: ROWS, cols: COLS }, base)); }
+  try { d = await LS.post('/api/live', Object.assign({ rows: ROWS, cols: COLS }, base)); }
   catch (e) {
     if (e.body && e.body.filter_error) return showFilterError(e.body);
     LS.fail(e); setTimeout(poll, 3000); return;
@@ -100,7 +100,7 @@ async function select(s) {
   const box = document.getElementById('cell'); box.hidden = false;
   const pre = document.getElementById('events');
   try {
-    const e = await LS.api('/api/live/events', p);
+    const e = await LS.post('/api/live/events', p);
     document.getElementById('cellinfo').textContent = `events ${e.query}: ${e.matched} matched` + (e.lines.length < e.matched ? `, the first ${e.lines.length} shown` : '') + (e.note ? ' — ' + e.note : '');
     pre.textContent = e.lines.join('\n');
     box.dataset.matched = e.matched;
@@ -113,7 +113,7 @@ async function tables() {
   const p = Object.assign({ rows: Math.min(ROWS, 60), limit: 15 }, base);
   if (sel) Object.assign(p, { r0: sel.r0, r1: sel.r1, c0: sel.c0, c1: sel.c1, cols: COLS });
   let t;
-  try { t = await LS.api('/api/live/tables', p); } catch (e) { document.getElementById('drillnote').textContent = e.message; tablesTimer = setTimeout(tables, 3000); return; }
+  try { t = await LS.post('/api/live/tables', p); } catch (e) { document.getElementById('drillnote').textContent = e.message; tablesTimer = setTimeout(tables, 3000); return; }
   document.getElementById('drillscope').textContent = sel ? '(the selected cells)' : `(the last ${Math.round(t.seconds)} s; click a row to narrow the filter to it)`;
   const waits = t.tables.length ? t.tables[0].note : null;
   document.getElementById('drillnote').textContent = `${t.events} events` + (t.note ? ' — ' + t.note : '') + (waits ? ' — ' + waits : '');

@@ -1,6 +1,6 @@
 //! Routes: the pages, their assets and the JSON API, behind the access check.
 
-use crate::auth::{local_target, Access, Verdict, COOKIE};
+use crate::auth::{local_target, same_origin, Access, Verdict, COOKIE};
 use crate::http::{Handler, Request, Response};
 use crate::live::{
     Ask, CellQuery, LiveError, LiveHub, TableQuery, ViewQuery, MAX_TABLE_ROWS, MAX_VIEW_COLS, MAX_VIEW_ROWS,
@@ -8,7 +8,6 @@ use crate::live::{
 use crate::params::{ParamError, Params};
 use crate::stored::{self, StoreReader, StoredError};
 use serde_json::json;
-use std::time::Duration;
 
 /// An embedded file: its name, type and content.
 struct Asset {
@@ -38,6 +37,10 @@ const SERIES_HTML: &str = include_str!("../assets/series.html");
 const LIVE_HTML: &str = include_str!("../assets/live.html");
 const LOGIN_HTML: &str = include_str!("../assets/login.html");
 
+/// The dashboard's content security policy.
+const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; \
+connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
 /// FNV-1a: the entity tag of an asset (changes with its content).
 fn etag(body: &[u8]) -> String {
     let h = body.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
@@ -54,6 +57,8 @@ pub struct App {
 impl Handler for App {
     fn handle(&self, req: &Request) -> Response {
         let mut r = self.route(req);
+        // Scripts and styles from this server only; never framed (clickjacking).
+        r.headers.push(("Content-Security-Policy", CSP.into()));
         if !r.headers.iter().any(|(k, _)| *k == "Cache-Control") {
             r.headers.push(("Cache-Control", "no-store".into()));
         }
@@ -73,6 +78,13 @@ impl App {
                 return Response::error(403, "cross-site requests are refused");
             }
         }
+        // Whatever changes or starts something is a POST, and a browser's POST must come from
+        // this server's own pages (another site's form or script cannot start probes here).
+        if req.method == "POST" {
+            if let Err(why) = same_origin(req) {
+                return Response::error(403, why);
+            }
+        }
         if let Some(name) = path.strip_prefix("/assets/") {
             return asset(req, name);
         }
@@ -82,7 +94,20 @@ impl App {
         if path == "/login" {
             return self.login(req);
         }
-        if !matches!(req.method.as_str(), "GET" | "HEAD") {
+        // Live requests start BPF sessions: POST only, so that no link, frame, image or
+        // navigation can start one.
+        let live = path == "/api/live" || path.starts_with("/api/live/");
+        if live && req.method != "POST" {
+            return Response::error(
+                405,
+                format!(
+                    "{} is not accepted here: live requests start probes, POST them (form-encoded parameters)",
+                    req.method
+                ),
+            )
+            .with_header("Allow", "POST");
+        }
+        if !live && !matches!(req.method.as_str(), "GET" | "HEAD") {
             return Response::error(405, format!("{} is not accepted here: use GET", req.method))
                 .with_header("Allow", "GET, HEAD");
         }
@@ -91,9 +116,10 @@ impl App {
             Verdict::WrongHost => {
                 return Response::error(
                     403,
-                    "this server answers to 127.0.0.1, localhost and [::1] only (a page of another site renamed to this address?)",
+                    "this server answers to localhost and loopback addresses only (a page of another site renamed to this address?)",
                 )
             }
+            Verdict::Throttled(after) => return throttled(after),
             Verdict::NeedsToken if api => {
                 return Response::error(401, "a token is needed: send 'Authorization: Bearer TOKEN' or log in at /login")
             }
@@ -105,7 +131,11 @@ impl App {
                 return Response::redirect(&format!("/login?{}", encode_query(&[("next".into(), target)])));
             }
         }
-        let p = Params::new(req.query.clone());
+        let mut pairs = req.query.clone();
+        if live {
+            pairs.extend(form_urlencoded::parse(&req.body).into_owned());
+        }
+        let p = Params::new(pairs);
         match path {
             "/" => html(OVERVIEW_HTML),
             "/series" => html(SERIES_HTML),
@@ -173,26 +203,30 @@ impl App {
                 if no_token {
                     return Response::redirect(&next);
                 }
-                if self.access.check(req) == Verdict::WrongHost {
+                if !self.access.host_ok(req) {
                     return Response::error(403, "wrong Host");
                 }
                 let token = get("token").unwrap_or("");
-                if self.access.token_matches(token) {
+                match self.access.verify(req, &[token]) {
                     // SameSite=Strict: other sites' pages never send it; HttpOnly: scripts never read it.
-                    Response::redirect(&next)
-                        .with_header("Set-Cookie", format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"))
-                } else {
-                    // Guesses cost time (a 16-character token is out of reach anyway).
-                    std::thread::sleep(Duration::from_millis(250));
-                    Response::redirect(&format!(
+                    Verdict::Allowed => Response::redirect(&next)
+                        .with_header("Set-Cookie", format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict")),
+                    Verdict::Throttled(after) => throttled(after),
+                    _ => Response::redirect(&format!(
                         "/login?{}",
                         encode_query(&[("next".into(), next), ("failed".into(), "1".into())])
-                    ))
+                    )),
                 }
             }
             m => Response::error(405, format!("{m} is not accepted at /login")),
         }
     }
+}
+
+/// Too many token guesses: 429, come back later.
+fn throttled(after: std::time::Duration) -> Response {
+    Response::error(429, "too many wrong tokens: try again later")
+        .with_header("Retry-After", after.as_secs().max(1).to_string())
 }
 
 fn html(body: &'static str) -> Response {

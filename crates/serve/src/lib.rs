@@ -29,18 +29,19 @@
 //!   ([`ServeError::NeedsToken`]), at least [`auth::MIN_TOKEN_CHARS`] characters, sent as
 //!   `Authorization: Bearer TOKEN` or as the cookie the login form (`/login`) sets (HttpOnly,
 //!   SameSite=Strict). It is compared in constant time and never logged or echoed.
-//! * On loopback, requests must name a loopback host (`Host: 127.0.0.1:PORT`, `localhost:PORT` or
-//!   `[::1]:PORT`), so a page of another site that rebinds its name to 127.0.0.1 cannot read the
-//!   API; browsers' cross-site API requests are refused (`Sec-Fetch-Site`). Pages carry a
-//!   content security policy that allows this server's scripts and styles only.
+//! * On loopback, requests must name a loopback host (`localhost` or a loopback address, the
+//!   one listened on included, any port), so a page of another site that rebinds its name to
+//!   127.0.0.1 cannot read the API; browsers' cross-site API requests are refused
+//!   (`Sec-Fetch-Site`). Pages carry a content security policy that allows this server's scripts
+//!   and styles only and forbids framing.
+//! * Live requests start BPF sessions: they are POSTs only, and a browser's POST must come from
+//!   this server's pages ([`auth::same_origin`]). The login form's `next` stays on this site
+//!   ([`auth::local_target`]); token checks are paced ([`auth::Pacer`]).
 //! * Nothing is written: the store is opened read-only and no endpoint writes a file.
-//! * Requests are bounded ([`http::Limits`]): request line and headers, query, body (only the
-//!   login form has one), query parameter values (numbers in range, filters of at most
-//!   [`live::MAX_FILTER_CHARS`] characters). A client has [`http::Limits::request_timeout`] to
-//!   send a request and [`http::Limits::write_timeout`] to take the response; connections are
-//!   capped in total and per client address, those beyond are answered 503 at once. Each
-//!   connection has its own thread, so a slow client holds only its own.
-//!
+//! * Requests and connections are bounded by the shared server ([`http::Limits`], the crate
+//!   `latscope-http`): sizes, framing, read and write deadlines, and a connection cap at which
+//!   idle and slow connections are closed first, with no quota per client address.
+
 //! # Example
 //!
 //! ```no_run
@@ -58,10 +59,12 @@
 
 mod app;
 pub mod auth;
-pub mod http;
 pub mod live;
 pub mod params;
 pub mod stored;
+
+/// The bounded HTTP server the dashboard runs on (the crate `latscope-http`).
+pub use latscope_http as http;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -154,7 +157,7 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr: opts.listen, source })?;
         let addr = http.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let access = auth::Access::new(opts.token.clone(), loopback.then_some(addr.port()));
+        let access = auth::Access::new(opts.token.clone(), loopback.then_some(addr.ip()));
         let live = opts.live_enabled.then(|| live::LiveHub::new(opts.live.clone(), stop.clone()));
         let app = Arc::new(app::App { access, store, live });
         Ok(Server { http, app, stop, addr })

@@ -30,6 +30,41 @@ impl Default for OpenOptions {
     }
 }
 
+/// Whether SQLite can use (or create) the `-shm` file of the store at `path`: it exists, or its
+/// directory can be written.
+fn shm_possible(path: &Path) -> bool {
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    if Path::new(&shm).exists() {
+        return true;
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return true };
+    // SAFETY: a valid NUL-terminated path. access() also says EROFS on a read-only mount, even
+    // to root.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// `path` as the path of an SQLite `file:` URI (RFC 3986: everything but unreserved characters
+/// and `/` percent-encoded), made absolute.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = String::new();
+    for &b in abs.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// One stored hourly histogram.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HourHistogram {
@@ -161,7 +196,16 @@ impl Store {
         } else {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
         } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&path, flags).map_err(|e| map_err(&path, "opening the store", e))?;
+        let conn = if opts.read_only && !shm_possible(&path) {
+            // Reading a WAL store needs its shared-memory file (`-shm`), which SQLite creates next
+            // to it; in a directory nobody can write (a read-only mount, a snapshot) with no
+            // `-shm` there, no writer can be running either: read the file as it is.
+            let uri = format!("file:{}?immutable=1", uri_path(&path));
+            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+        } else {
+            Connection::open_with_flags(&path, flags)
+        }
+        .map_err(|e| map_err(&path, "opening the store", e))?;
         let store = Store { conn, path, read_only: opts.read_only, busy_timeout: opts.busy_timeout };
         store.configure()?;
         store.identify()?;

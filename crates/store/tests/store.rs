@@ -317,4 +317,63 @@ fn links_planted_at_a_store_or_its_side_files_are_refused() {
     let zero_side_after: Vec<bool> =
         ["-journal", "-wal", "-shm"].iter().map(|s| std::path::Path::new(&format!("/dev/zero{s}")).exists()).collect();
     assert_eq!(zero_side_before, zero_side_after, "SQLite created a file beside /dev/zero");
+
+/// A directory nobody may write: a read-only bind mount of itself (as root, to whom permissions
+/// do not apply), or mode 0555. Undone on drop.
+struct ReadOnlyDir {
+    dir: std::path::PathBuf,
+    mounted: bool,
+}
+
+impl ReadOnlyDir {
+    fn new(dir: &std::path::Path) -> ReadOnlyDir {
+        use std::os::unix::fs::PermissionsExt;
+        let sh = |c: &str| std::process::Command::new("sh").arg("-c").arg(c).status().is_ok_and(|s| s.success());
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let d = dir.display();
+        let mounted = root && sh(&format!("mount --bind '{d}' '{d}' && mount -o remount,bind,ro '{d}'"));
+        if !mounted {
+            assert!(!root, "cannot make {d} a read-only mount");
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+        }
+        ReadOnlyDir { dir: dir.to_path_buf(), mounted }
+    }
+}
+
+impl Drop for ReadOnlyDir {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if self.mounted {
+            let _ = std::process::Command::new("umount").arg(&self.dir).status();
+        } else {
+            let _ = std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+}
+
+#[test]
+fn a_store_in_a_read_only_directory_can_be_read() {
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("ro");
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join("bench.db");
+    let id = {
+        let mut s = Store::open(&path).unwrap();
+        let id = s.ensure_series(&spec("reads")).unwrap();
+        s.merge(&[(id, base(), &hist([10, 20, 30]))]).unwrap();
+        id
+    };
+    let listing = |d: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        v.sort();
+        v
+    };
+    let files = listing(&dir);
+    let _ro = ReadOnlyDir::new(&dir);
+    let s = Store::open_read_only(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.hours(id, base()..base().next()).unwrap()[0].histogram.count(), 3);
+    assert_eq!(s.series().unwrap().len(), 1);
+    drop(s);
+    assert_eq!(listing(&dir), files, "nothing was created next to the store");
 }

@@ -48,7 +48,8 @@ pub struct Args {
     /// Stop a live session nobody has looked at for this long.
     #[arg(long, default_value = "30s", value_parser = duration, value_name = "DURATION")]
     pub live_idle: Duration,
-    /// Connections served at once (more are answered 503).
+    /// Connections open at once; at the cap the idlest or slowest is closed to make room (503 only
+    /// when every connection is being answered).
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub max_connections: usize,
 }

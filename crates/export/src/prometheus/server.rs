@@ -1,11 +1,11 @@
-//! A small HTTP server for Prometheus to scrape: `GET /metrics`.
+//! A small HTTP server for Prometheus to scrape: `GET /metrics`, on latscope's bounded HTTP
+//! server (`latscope-http`, the dashboard's too).
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use tiny_http::{Header, Method, Request, Response, Server};
+use latscope_http::{HttpServer, Limits, Request, Response, Running};
 
 use super::exposition::{Format, SharedMetrics};
 use crate::ExportError;
@@ -17,17 +17,20 @@ use crate::ExportError;
 /// * `GET /`: a line saying where the metrics are;
 /// * anything else: 404 (405 for other methods than GET and HEAD).
 ///
-/// [`WORKERS`] threads answer requests, so that a client slow to read its answer (or several
-/// Prometheus servers scraping at once) does not hold the others back.
+/// Each connection has its own thread, up to [`limits`]`().max_connections`; requests are bounded
+/// in size and time, and a client slow to send or to read holds only its own connection (at the
+/// cap, idle and slow connections are closed first): see `latscope-http`.
 pub struct ExpositionServer {
-    server: Arc<Server>,
+    running: Option<Running>,
     addr: SocketAddr,
-    threads: Vec<JoinHandle<()>>,
     counts: Arc<Counts>,
 }
 
-/// Threads answering requests.
-pub const WORKERS: usize = 4;
+/// The limits of the metrics server: a scrape is one small request; answers can be large (every
+/// series of every host), so clients get the default time to take them.
+pub fn limits() -> Limits {
+    Limits { max_connections: 32, max_head_bytes: 8 << 10, max_body_bytes: 0, ..Limits::default() }
+}
 
 /// Scrapes answered so far, by format.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,30 +54,21 @@ impl ExpositionServer {
             .to_socket_addrs()
             .map_err(|e| ExportError::Invalid(format!("cannot resolve the listen address: {e}")))?
             .collect();
-        let server = Server::http(&addrs[..]).map_err(|e| {
+        let listen_err = |e: std::io::Error| {
             ExportError::Invalid(format!(
                 "cannot listen on {}: {e}",
                 addrs.first().map_or("?".into(), |a| a.to_string())
             ))
-        })?;
-        let addr =
-            server.server_addr().to_ip().ok_or_else(|| ExportError::Invalid("the server has no IP address".into()))?;
+        };
+        let listener = TcpListener::bind(&addrs[..]).map_err(listen_err)?;
+        let server = HttpServer::from_listener(listener, limits()).map_err(listen_err)?;
+        let addr = server.local_addr().map_err(listen_err)?;
         let counts = Arc::new(Counts::default());
-        let mut me = ExpositionServer { server: Arc::new(server), addr, threads: Vec::new(), counts };
-        for i in 0..WORKERS {
-            let (s, c, m) = (me.server.clone(), me.counts.clone(), metrics.clone());
-            let t = std::thread::Builder::new()
-                .name(format!("metrics-http-{i}"))
-                .spawn(move || {
-                    for req in s.incoming_requests() {
-                        // A client that went away is nobody's problem.
-                        let _ = answer(req, &m, &c);
-                    }
-                })
-                .map_err(|e| ExportError::Invalid(format!("cannot start the HTTP threads: {e}")))?;
-            me.threads.push(t);
-        }
-        Ok(me)
+        let c = counts.clone();
+        let running = server
+            .spawn(Arc::new(move |req: &Request| answer(req, &metrics, &c)))
+            .map_err(|e| ExportError::Invalid(format!("cannot start the HTTP thread: {e}")))?;
+        Ok(ExpositionServer { running: Some(running), addr, counts })
     }
 
     /// Scrapes of `/metrics` answered so far, by format.
@@ -95,58 +89,30 @@ impl ExpositionServer {
         format!("http://{}/metrics", self.addr)
     }
 
-    /// Stops serving and waits for the threads.
+    /// Stops serving: closes the connections and waits for their threads.
     pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        // Each unblock ends one thread's wait.
-        for _ in &self.threads {
-            self.server.unblock();
-        }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        if let Some(r) = self.running.take() {
+            r.stop();
         }
     }
 }
 
-impl Drop for ExpositionServer {
-    fn drop(&mut self) {
-        self.shutdown();
+fn answer(req: &Request, metrics: &SharedMetrics, counts: &Counts) -> Response {
+    if !matches!(req.method.as_str(), "GET" | "HEAD") {
+        return Response::text(405, "only GET\n").with_header("Allow", "GET, HEAD");
     }
-}
-
-fn header(name: &str, value: &str) -> Header {
-    // Both are ASCII constants or encoder content types: never invalid.
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("valid header")
-}
-
-fn answer(req: Request, metrics: &SharedMetrics, counts: &Counts) -> std::io::Result<()> {
-    let head = *req.method() == Method::Head;
-    if !matches!(req.method(), Method::Get | Method::Head) {
-        return req.respond(
-            Response::from_string("only GET\n").with_status_code(405).with_header(header("Allow", "GET, HEAD")),
-        );
-    }
-    let path = req.url().split('?').next().unwrap_or("");
-    match path {
+    match req.path.as_str() {
         "/metrics" => {
-            let accept = req.headers().iter().find(|h| h.field.equiv("Accept")).map(|h| h.value.as_str().to_string());
-            match metrics.render(accept.as_deref()) {
+            match metrics.render(req.header("accept")) {
                 Ok((ctype, body)) => {
                     let c = if ctype == Format::Protobuf.content_type() { &counts.protobuf } else { &counts.text };
                     c.fetch_add(1, Ordering::Relaxed);
-                    let body = if head { Vec::new() } else { body };
-                    req.respond(Response::from_data(body).with_header(header("Content-Type", ctype)))
+                    Response::new(200, ctype, body)
                 }
-                Err(e) => req.respond(Response::from_string(format!("{e}\n")).with_status_code(500)),
+                Err(e) => Response::text(500, format!("{e}\n")),
             }
         }
-        "/" => req.respond(
-            Response::from_string("latscope metrics: /metrics\n")
-                .with_header(header("Content-Type", "text/plain; charset=utf-8")),
-        ),
-        _ => req.respond(Response::from_string("not found: the metrics are at /metrics\n").with_status_code(404)),
+        "/" => Response::text(200, "latscope metrics: /metrics\n"),
+        _ => Response::text(404, "not found: the metrics are at /metrics\n"),
     }
 }
