@@ -317,6 +317,7 @@ fn links_planted_at_a_store_or_its_side_files_are_refused() {
     let zero_side_after: Vec<bool> =
         ["-journal", "-wal", "-shm"].iter().map(|s| std::path::Path::new(&format!("/dev/zero{s}")).exists()).collect();
     assert_eq!(zero_side_before, zero_side_after, "SQLite created a file beside /dev/zero");
+}
 
 /// A directory nobody may write: a read-only bind mount of itself (as root, to whom permissions
 /// do not apply), or mode 0555. Undone on drop.

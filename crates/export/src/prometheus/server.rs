@@ -102,16 +102,14 @@ fn answer(req: &Request, metrics: &SharedMetrics, counts: &Counts) -> Response {
         return Response::text(405, "only GET\n").with_header("Allow", "GET, HEAD");
     }
     match req.path.as_str() {
-        "/metrics" => {
-            match metrics.render(req.header("accept")) {
-                Ok((ctype, body)) => {
-                    let c = if ctype == Format::Protobuf.content_type() { &counts.protobuf } else { &counts.text };
-                    c.fetch_add(1, Ordering::Relaxed);
-                    Response::new(200, ctype, body)
-                }
-                Err(e) => Response::text(500, format!("{e}\n")),
+        "/metrics" => match metrics.render(req.header("accept")) {
+            Ok((ctype, body)) => {
+                let c = if ctype == Format::Protobuf.content_type() { &counts.protobuf } else { &counts.text };
+                c.fetch_add(1, Ordering::Relaxed);
+                Response::new(200, ctype, body)
             }
-        }
+            Err(e) => Response::text(500, format!("{e}\n")),
+        },
         "/" => Response::text(200, "latscope metrics: /metrics\n"),
         _ => Response::text(404, "not found: the metrics are at /metrics\n"),
     }
