@@ -127,7 +127,10 @@ fn hostile_traces_touch_nothing_outside_the_sandbox() {
         e.path2 = "/app/up".into();
     });
     tr.sys(100, "unlink", |e| e.path = format!("/app/up/{dp}/secret"));
-    tr.sys(100, "mknodat", |e| e.path = "/app/dev".into());
+    tr.sys(100, "mknodat", |e| {
+        e.path = "/app/dev".into();
+        e.mode = libc::S_IFCHR | 0o600; // a character device: never created
+    });
     // And paths that map inside the sandbox although they name the decoy.
     tr.open(&format!("{dp}/sub/other"), 0o1101, 6, 1);
     tr.fdop("write", 6, 10, 0, 10);
@@ -140,7 +143,7 @@ fn hostile_traces_touch_nothing_outside_the_sandbox() {
         "'..' components (refused)",
         "pseudo file system",
         "symlink target outside the sandbox (refused)",
-        "device nodes and FIFOs are not created (refused)",
+        "device nodes and sockets are not created (refused)",
     ] {
         assert!(out.contains(why), "{why} not reported:\n{out}");
     }

@@ -124,10 +124,23 @@ fn clause() -> impl Strategy<Value = String> {
             .prop_map(|v| format!("proc.name in ({})", v.join(", "))),
         (
             eqop.clone(),
-            pick(&["read", "write", "openat", "close", "flush", "fork", "exec", "exit", "syscall_1000", "other"])
+            pick(&[
+                "read",
+                "write",
+                "openat",
+                "close",
+                "block_flush",
+                "fork",
+                "proc_fork",
+                "proc_exec",
+                "exit",
+                "proc_exit",
+                "syscall_1000",
+                "block_other"
+            ])
         )
             .prop_map(|(o, v)| format!("evt.type {o} {v}")),
-        prop::collection::vec(pick(&["read", "openat", "flush", "exit", "pwrite64"]), 1..4)
+        prop::collection::vec(pick(&["read", "openat", "block_flush", "exit", "pwrite64"]), 1..4)
             .prop_map(|v| format!("evt.type in ({})", v.join(", "))),
         (
             pick(&["evt.is_io", "evt.is_io_read", "evt.is_io_write", "evt.failed"]),
@@ -390,7 +403,7 @@ proptest! {
     fn resolved_names_agree_with_string_compare(
         events in prop::collection::vec(event(), 1..40),
         (field, value) in prop_oneof![
-            Just("evt.type").prop_flat_map(|f| (Just(f), prop::sample::select(vec!["read", "write", "openat", "close", "flush", "fork", "exit", "other", "syscall_1000", "discard"]))),
+            Just("evt.type").prop_flat_map(|f| (Just(f), prop::sample::select(vec!["read", "write", "openat", "close", "block_flush", "fork", "proc_exit", "block_other", "syscall_1000", "block_discard"]))),
             Just("fd.type").prop_flat_map(|f| (Just(f), prop::sample::select(vec!["file", "unknown", "ipv4", "pipe"]))),
             Just("blk.op").prop_flat_map(|f| (Just(f), prop::sample::select(vec!["read", "write", "flush", "other"]))),
             Just("evt.kind").prop_flat_map(|f| (Just(f), prop::sample::select(vec!["syscall", "block", "proc"]))),

@@ -371,7 +371,7 @@ impl Parent {
             .read(true)
             .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
             .open(dir_path)
-            .map_err(io_err(dir_path, "opening the directory"))?;
+            .map_err(io_err(dest, format!("creating the file in {}", dir_path.display())))?;
         Ok(Parent { dest: dest.to_path_buf(), dir, name: cbytes(dest, name.as_bytes())? })
     }
 

@@ -17,7 +17,9 @@ use arrow_ipc::CompressionType;
 use arrow_schema::{DataType, Field, Schema};
 use common::*;
 use latscope_event::{Event, EventBatch};
-use latscope_trace::{Column, Summary, TraceReader, TraceWriter, COLUMN_COUNT, KEY_FORMAT_VERSION, KEY_HEADER};
+use latscope_trace::{
+    Column, Summary, TraceReader, TraceWriter, COLUMN_COUNT, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC,
+};
 
 /// `b` with only `cols` kept, the other columns zero (empty strings): what a projected read returns.
 fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
@@ -187,9 +189,11 @@ fn arrow_columns(dir: &Path, b: &EventBatch) -> (Vec<Arc<Field>>, Vec<ArrayRef>)
 
 /// Write one record batch of `fields`/`cols` as an Arrow stream with the latscope schema metadata.
 fn write_stream(path: &Path, fields: Vec<Arc<Field>>, cols: Vec<ArrayRef>, compression: Option<CompressionType>) {
+    let header = serde_json::to_string(&sample_header()).unwrap();
     let md: HashMap<String, String> = [
         (KEY_FORMAT_VERSION.to_string(), "1".to_string()),
-        (KEY_HEADER.to_string(), serde_json::to_string(&sample_header()).unwrap()),
+        (KEY_HEADER_CRC.to_string(), format!("{:08x}", crc32c::crc32c(header.as_bytes()))),
+        (KEY_HEADER.to_string(), header),
     ]
     .into_iter()
     .collect();

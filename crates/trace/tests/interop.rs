@@ -217,8 +217,45 @@ fn value_counts(all: &EventBatch) -> serde_json::Value {
         )* };
     }
     num!(
-        kind, ts, lat, pid, tid, uid, nr, ret, fd, fd_type, dev, ino, bytes, off, flags, mode, dirfd, addr, cgroup,
-        qtime, off2, cpu
+        kind,
+        ts,
+        lat,
+        pid,
+        tid,
+        uid,
+        nr,
+        ret,
+        fd,
+        fd_type,
+        dev,
+        ino,
+        bytes,
+        off,
+        flags,
+        mode,
+        dirfd,
+        addr,
+        cgroup,
+        qtime,
+        off2,
+        cpu,
+        why_cpu,
+        why_runq,
+        why_io,
+        why_lock,
+        why_ipc,
+        why_timer,
+        why_fault,
+        why_other,
+        why_unknown,
+        waker_ctx,
+        waker_tid,
+        waker_comm_lo,
+        waker_comm_hi,
+        runq_tid,
+        runq_cpu,
+        wake_dev,
+        wake_sector
     );
     for (name, col) in [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2)] {
         let mut m: BTreeMap<String, u64> = BTreeMap::new();

@@ -80,7 +80,7 @@ pub mod why {
     /// exec.
     pub const EXEC: &str = "exec: programs are not run (the fds it closes are)";
     /// mknod.
-    pub const MKNOD: &str = "device nodes and FIFOs are not created (refused)";
+    pub const MKNOD: &str = "device nodes and sockets are not created (refused)";
     /// chdir.
     pub const CWD: &str = "working directory changes need no replay (paths are recorded absolute)";
     /// Symlink leading out.
