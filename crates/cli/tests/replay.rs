@@ -475,7 +475,10 @@ python3 -c "
 import os
 fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o640)
 os.write(fd, b'x' * 3000)
-os.link('/proc/self/fd/%d' % fd, 'tmpfile.linked')
+# A directory fd makes CPython call linkat with AT_SYMLINK_FOLLOW (plain link() would link the
+# /proc magic link itself, EXDEV).
+d = os.open('.', os.O_RDONLY | os.O_DIRECTORY)
+os.link('/proc/self/fd/%d' % fd, 'tmpfile.linked', dst_dir_fd=d)
 "
 setfattr -n user.note -v hello src/c
 getfattr -d src/c > /dev/null

@@ -12,7 +12,7 @@ mod sync;
 use crate::cpaths::CPaths;
 use crate::error::{ReplayError, Result};
 use crate::init::sandbox_spec;
-use crate::op::{Compare, OpKind, NONE};
+use crate::op::{Compare, OpKind};
 use crate::pattern::{AlignedBuf, Pattern};
 use crate::plan::Plan;
 use crate::sandbox::{check_tree, Sandbox};
@@ -22,7 +22,7 @@ use exec::{NotDone, Worker};
 use latscope_hist::Histogram;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use sync::{Progress, StartGate};
 
@@ -100,11 +100,6 @@ pub(crate) struct Shared<'a> {
     pub dir_gen: AtomicU64,
     /// Some operation diverged (msync stops writing into mappings).
     pub diverged: AtomicBool,
-    /// Refuse to open for writing a regular file with more than one link (one planted to lead
-    /// out of the sandbox): on unless the plan makes hard links itself.
-    pub guard_links: bool,
-    /// The path of a file refused so (`NONE` when none was).
-    pub linked: AtomicU32,
 }
 
 /// Replay `plan` in its initialised sandbox; statistics of what was done.
@@ -188,8 +183,6 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
         pattern: Pattern::new(plan.meta.max_write),
         dir_gen: AtomicU64::new(0),
         diverged: AtomicBool::new(false),
-        guard_links: !plan.ops.iter().any(|o| o.kind == OpKind::Link),
-        linked: AtomicU32::new(NONE),
     };
     let progress: Vec<Progress> = (0..plan.threads.len()).map(|_| Progress::default()).collect();
     // Only threads another one waits for publish their progress (a SeqCst store per operation).
@@ -298,14 +291,6 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
     let wall = end.saturating_sub(start);
     max_load = max_load.max(sys::loadavg1().unwrap_or(0.0));
     close_slots(&sh.slots);
-    let linked = sh.linked.load(Ordering::Relaxed);
-    if linked != NONE {
-        return Err(ReplayError::Sandbox(format!(
-            "{}: has more than one hard link (another name, maybe outside the sandbox, for the same file): \
-             not written; the sandbox was altered during the run (run 'latscope replay init PLAN' again)",
-            plan.paths.display(&shown_meta, linked)
-        )));
-    }
     let mut stats = Stats::merge(plan, cols, wall);
     stats.plan = opts.plan_name.clone();
     stats.speed = opts.speed;
