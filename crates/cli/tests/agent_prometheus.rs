@@ -110,8 +110,11 @@ fn prometheus_sees_every_sleep_of_the_run_with_exact_counts_and_sums() {
         let err = sum / true_sum - 1.0;
         eprintln!("{sel}: histogram_sum {sum:.6} s, measured {true_sum:.6} s ({:+.3} %)", err * 100.0);
         if sel == streamed {
-            // Exact latencies; the sleeper's own measurement adds a few µs per call.
-            assert!(err.abs() < 0.001, "{sel}: histogram_sum {sum} s, measured {true_sum} s");
+            // Exact latencies. The sleeper's own clock also counts its way into and out of the
+            // kernel (a few µs per call, more on a busy machine): the sum never exceeds what it
+            // measured, and stays within 50 µs per call of it.
+            let slack = 50e-6 * SLEEPS as f64 / true_sum;
+            assert!(err <= 1e-4 && err > -slack, "{sel}: histogram_sum {sum} s, measured {true_sum} s");
         }
     }
 

@@ -462,10 +462,11 @@ fn live_drill_down_narrows_the_view() {
     b.wait_for("+document.getElementById('heatmap').dataset.shown > 100", 60);
     assert_eq!(b.eval("document.body.dataset.mode"), serde_json::json!("counting"));
 
-    // Streaming both workloads: the tables name them and their syscalls.
+    // Streaming both workloads: the tables name them and their syscalls (blocking waits such as
+    // nanosleep included, as asked for with waits=1).
     let filter = "proc.name in (lsw-write, lsw-sleep)";
     let q: String = form_urlencoded(filter);
-    b.goto(&format!("{}live?filter={q}&stream=1", srv.url));
+    b.goto(&format!("{}live?filter={q}&stream=1&waits=1", srv.url));
     b.wait_ready(60);
     let names = |b: &mut Browser, by: &str| -> Vec<String> {
         let v = b.eval(&format!(
