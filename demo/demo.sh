@@ -64,8 +64,11 @@ python3 $WORK/net.py
 WL
 echo "see $WORK/workload.sh"
 
-step "latscope record -w $OUT/trace.lst -- sh workload.sh"
-"$LS" record -w "$OUT/trace.lst" --quiet -- sh "$WORK/workload.sh"
+step "What this kernel gives the probes, feature by feature: latscope check"
+"$LS" check || true
+
+step "latscope record --why -w $OUT/trace.lst -- sh workload.sh (each call's latency split into causes)"
+"$LS" record --why -w "$OUT/trace.lst" --quiet -- sh "$WORK/workload.sh"
 
 step "latscope info -r trace.lst"
 "$LS" info -r "$OUT/trace.lst" | head -40
@@ -75,6 +78,12 @@ step "Writes and fsyncs of the workload's files: latscope events -r trace.lst 'e
 
 step "Slow calls: latscope events -r trace.lst 'evt.latency > 5ms' (first 10)"
 "$LS" events -r "$OUT/trace.lst" -n 10 --time rel 'evt.latency > 5ms'
+
+step "Why was it slow: latscope why -r trace.lst (slowest work, each with its causes)"
+"$LS" why -r "$OUT/trace.lst"
+
+step "Each slow call with its breakdown and waker: latscope events --why -r trace.lst 'evt.latency > 5ms' (first 6)"
+"$LS" events --why -r "$OUT/trace.lst" -n 6 --time rel 'evt.latency > 5ms'
 
 step "Block requests on $(basename "$LOOPDEV"): latscope events -r trace.lst 'blk.disk = $(basename "$LOOPDEV")' (first 10)"
 "$LS" events -r "$OUT/trace.lst" -n 10 --time rel "blk.disk = $(basename "$LOOPDEV")"
