@@ -25,8 +25,8 @@
 //!
 //! The destination `-` is standard output, written as a stream (refused when it is a
 //! terminal); an existing destination that is not a regular file (a FIFO, `/dev/null`, a
-//! terminal, `/dev/stdout`) is opened and written in place; a FIFO without a reader is refused
-//! ([`OutputError::NoReader`]) rather than waited for.
+//! terminal, `/dev/stdout`) is opened and written in place; a FIFO gets a few seconds for its
+//! reader to open it (tried without blocking), then is refused ([`OutputError::NoReader`]).
 //!
 //! Temporary files are unnamed (`O_TMPFILE`) where the file system supports it, so a crash
 //! before the commit leaves nothing behind; elsewhere they are named `.NAME.latscope-PID-N`
@@ -123,7 +123,7 @@ pub enum OutputError {
     },
 
     /// The output is a FIFO nobody reads: opening it would block.
-    #[error("{}: is a FIFO with no reader: start the reader first (for example `latscope events -r {} &`), then write to it", path.display(), path.display())]
+    #[error("{}: is a FIFO with no reader (none opened it within 5 s): start the reader first (for example `latscope events -r {} &`), then write to it", path.display(), path.display())]
     NoReader {
         /// The FIFO.
         path: PathBuf,
@@ -428,7 +428,9 @@ impl Parent {
     fn open_name(&self, flags: libc::c_int, mode: u32) -> Result<(File, libc::stat), OutputError> {
         let fl = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
         // SAFETY: openat on our directory with a NUL-terminated name; the fd is owned by the File.
-        let fd = unsafe { libc::openat(self.dir.as_raw_fd(), self.name.as_ptr(), fl, mode as libc::c_uint) };
+        let fd = retry_for_reader(|| unsafe {
+            libc::openat(self.dir.as_raw_fd(), self.name.as_ptr(), fl, mode as libc::c_uint)
+        });
         if fd < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
@@ -536,17 +538,42 @@ pub fn open_in_place(path: impl AsRef<Path>, how: InPlace, regular_only: bool) -
     }
 }
 
+/// How long an output FIFO may take to get a reader (one started just after latscope), and how
+/// often it is tried meanwhile: never blocked in `open`, so signals and timers are served.
+const READER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const READER_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Runs a non-blocking open until it no longer fails with `ENXIO` (a FIFO without a reader) or
+/// [`READER_WAIT`] has passed; returns the last result (a descriptor, or -1 with `errno` set).
+fn retry_for_reader(mut open: impl FnMut() -> libc::c_int) -> libc::c_int {
+    let deadline = std::time::Instant::now() + READER_WAIT;
+    loop {
+        let fd = open();
+        if fd >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENXIO) {
+            return fd;
+        }
+        if std::time::Instant::now() >= deadline {
+            return fd;
+        }
+        std::thread::sleep(READER_POLL);
+    }
+}
+
 /// Open a path that is a stream by nature (`/dev/stdout`, `/proc/self/fd/N`) for writing:
 /// followed, since these are the kernel's own links, but never blocking on a FIFO.
 fn open_stream(dest: &Path) -> Result<File, OutputError> {
-    let file = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(dest)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENXIO) => OutputError::NoReader { path: dest.to_path_buf() },
-            _ => io_err(dest, "opening for writing")(e),
-        })?;
+    let open =
+        || OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC).open(dest);
+    let deadline = std::time::Instant::now() + READER_WAIT;
+    let mut r = open();
+    while matches!(&r, Err(e) if e.raw_os_error() == Some(libc::ENXIO)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(READER_POLL);
+        r = open();
+    }
+    let file = r.map_err(|e| match e.raw_os_error() {
+        Some(libc::ENXIO) => OutputError::NoReader { path: dest.to_path_buf() },
+        _ => io_err(dest, "opening for writing")(e),
+    })?;
     clear_nonblock(&file).map_err(io_err(dest, "opening for writing"))?;
     Ok(file)
 }
