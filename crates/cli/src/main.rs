@@ -102,6 +102,9 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("latscope: {}", message(&e));
+            if let Some(hint) = e.downcast_ref::<Hint>() {
+                eprintln!("latscope: {}", hint.0);
+            }
             if broken_pipe {
                 eprintln!("latscope: the trace's reader closed the pipe before the recording ended: the trace it got is incomplete");
             }
@@ -110,11 +113,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// What follows from an error, or what to do about it, attached with `anyhow::Context`: printed
+/// on its own line after the error's message.
+#[derive(Debug)]
+pub(crate) struct Hint(pub String);
+
+impl std::fmt::Display for Hint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The error and its causes joined by ": ", leaving out a cause whose text the message already
 /// holds (errors that quote their source in their own text would otherwise say it twice).
 pub(crate) fn message(e: &anyhow::Error) -> String {
     let mut msg = String::new();
-    for cause in e.chain() {
+    // A hint is said on a line of its own, after the error it follows from.
+    let skip = usize::from(e.downcast_ref::<Hint>().is_some());
+    for cause in e.chain().skip(skip) {
         let text = cause.to_string();
         if msg.contains(&text) {
             continue;

@@ -259,3 +259,115 @@ fn a_fifo_without_a_reader_and_a_closed_pipe_are_reported() {
     let comm_left = std::process::Command::new("pgrep").args(["-f", &script]).output().unwrap();
     assert!(comm_left.stdout.is_empty(), "the recorded command is still running");
 }
+
+/// Unmounts a file system mounted by a test, whatever happens to the test.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A trace disk that fills up ends the recording with the error, says that the recorded command
+/// was stopped with it (pid and signal), and leaves the blocks already written readable.
+#[test]
+fn a_full_trace_disk_says_the_command_was_stopped_and_keeps_what_was_written() {
+    if !require_bpf("a_full_trace_disk_says_the_command_was_stopped_and_keeps_what_was_written") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"]).arg(&mnt).status().unwrap();
+    assert!(st.success(), "mount tmpfs");
+    let _guard = Mounted(mnt.clone());
+    let trace = mnt.join("t.lst");
+    // A command that never ends by itself: only the recording's end can stop it.
+    let marker = tmp.path().join("finished");
+    let script =
+        format!("i=0; while [ $i -lt 100000 ]; do ls / >/dev/null; i=$((i+1)); done; touch {}", marker.display());
+    let o = Command::new(bin())
+        .args(["record", "-q", "-w"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a full disk must fail the recording: {err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(err.contains("stopped, and with it the recorded command (pid "), "the command's stop is not said: {err}");
+    assert!(err.contains("stay readable"), "{err}");
+    assert!(!marker.exists(), "the command ran to its end although the recording failed");
+    let info = Command::new(bin()).args(["info", "--json", "-r"]).arg(&trace).output().unwrap();
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        info.status.success(),
+        "the blocks written before the disk filled are unreadable: {}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("info --json: {e}: {text}"));
+    assert!(j["events"].as_u64().unwrap_or(0) > 0, "no events kept: {text}");
+}
+
+/// A reader that opened the FIFO (or the pipe) and takes nothing cannot hold the recording:
+/// `--duration` and Ctrl-C end it, a few seconds later at most, with a message saying the
+/// reader was given up.
+#[test]
+fn a_reader_that_stops_reading_cannot_hold_the_recording_past_its_end() {
+    if !require_bpf("a_reader_that_stops_reading_cannot_hold_the_recording_past_its_end") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("p");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // The reader: opens the FIFO and never reads (held open by this test).
+    let opener = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::File::open(fifo).unwrap())
+    };
+    let wait = |mut child: std::process::Child, what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+                return (st, err);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{what}: still running 60 s after its end with a reader that reads nothing");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let loop_cmd = ["--", "sh", "-c", "while :; do ls / >/dev/null; done"];
+    let child = Command::new(bin())
+        .args(["record", "-q", "-d", "2s", "-w"])
+        .arg(&fifo)
+        .args(loop_cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let held = opener.join().unwrap();
+    let (st, err) = wait(child, "record -d 2s -w FIFO");
+    assert!(!st.success() && err.contains("the reader took nothing"), "{st:?}: {err}");
+    drop(held);
+
+    // The same on a pipe, ended by SIGINT: the pipe's reader (kept by this test) reads nothing.
+    let mut child = Command::new(bin())
+        .args(["record", "-q", "-w", "-"])
+        .args(loop_cmd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _pipe = child.stdout.take().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill on our child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let (st, err) = wait(child, "record -w - after SIGINT");
+    assert!(!st.success() && err.contains("the reader took nothing"), "{st:?}: {err}");
+}

@@ -759,6 +759,9 @@ fn errors_point_at_the_place() {
     assert!(err("evt.time > yesterday").contains("a time is ns since the Unix epoch or a date and time"));
     assert!(err("evt.time > 2026-11-22 22:30:13").contains("quote values that contain spaces"));
     assert!(err("proc.pid = 99999999999999999999999").contains("out of range"));
+    // A duration past what 64 bits of nanoseconds hold is refused like an out-of-range pid.
+    assert!(err("evt.latency > 18446744073709551615s").contains("out of range (at most about 584 years)"));
+    assert!(err("evt.latency > 18446744073709551616ns").contains("out of range"));
     assert!(err("proc.name[1] = x").starts_with("field proc.name takes no argument"));
     assert!(err("httpd").starts_with("unknown field 'httpd'"));
     // Quotes around the whole filter (the shell's job) and typographic quotes pasted from a blog post.

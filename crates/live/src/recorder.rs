@@ -252,6 +252,8 @@ impl Recorder {
     pub fn finish(mut self, reason: StopReason) -> Result<Recording, RecordError> {
         // The recording ends now; reading out what is still buffered is not part of its length.
         let duration = self.started.elapsed();
+        // From here a trace's reader that takes nothing for a while is given up, not waited for.
+        latscope_trace::set_stopping();
         // A command still running is told first, so that its last events are recorded too.
         let mut command_status = self.session.command_status();
         if command_status.is_none() {

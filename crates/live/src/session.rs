@@ -283,6 +283,8 @@ impl SessionBuilder {
         let stop = Arc::new(AtomicBool::new(false));
         for &sig in &self.signals {
             signal_hook::flag::register(sig, stop.clone()).map_err(SessionError::Signals)?;
+            // A trace written to a pipe whose reader stopped reading gives up once stopping.
+            signal_hook::flag::register(sig, latscope_trace::stopping_flag()).map_err(SessionError::Signals)?;
         }
         if self.filter.is_match_all() && cfg.captures_for_replay() {
             header.capture.push(latscope_event::CAPTURE_REPLAY_V1.to_string());
@@ -369,6 +371,7 @@ impl LiveSession {
     /// Ask the session's users to stop.
     pub fn request_stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        latscope_trace::set_stopping();
     }
     /// Warnings about the options (a command name longer than the kernel keeps, ...).
     pub fn warnings(&self) -> &[String] {

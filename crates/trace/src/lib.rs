@@ -86,7 +86,8 @@ pub use meta::{
     KEY_SEQ, KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
 };
 pub use output::{
-    check_output_not_input, open_in_place, AtomicFile, Existing, InPlace, OutputError, Staged, StagedOptions,
+    check_output_not_input, open_in_place, set_stopping, stop_at, stopping_flag, AtomicFile, Existing, InPlace,
+    OutputError, Staged, StagedOptions, STALLED_READER,
 };
 pub use reader::{ReadOptions, ReadStats, TraceReader, MAX_BLOCK_BYTES, MAX_BLOCK_ROWS, MAX_HEADER_BYTES};
 pub use threaded::{ThreadedTraceWriter, DEFAULT_QUEUE_BATCHES};

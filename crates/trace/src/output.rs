@@ -37,7 +37,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -237,6 +237,12 @@ pub struct Staged {
     options: StagedOptions,
     /// The destination as found when staging (device, inode) and the lock held on it.
     existing_lock: Option<((u64, u64), Option<File>)>,
+    /// A pipe or FIFO written through an open file description of its own, switched to
+    /// non-blocking writes by [`Staged::write_all`] (a shared one, such as a `dup` of standard
+    /// output, must keep the flags its other users expect).
+    own_pipe: bool,
+    /// Whether [`Staged::write_all`] has made the descriptor non-blocking.
+    nonblocking: bool,
 }
 
 /// Options of [`Staged::create`].
@@ -497,6 +503,83 @@ fn clear_nonblock(f: &File) -> io::Result<()> {
     Ok(())
 }
 
+fn set_nonblock(f: &File) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own.
+    let fl = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+    if fl < 0 || unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn is_pipe(f: &File) -> bool {
+    f.metadata().is_ok_and(|m| m.file_type().is_fifo())
+}
+
+/// How long a stream's reader may take nothing once the process is stopping.
+pub const STALLED_READER: std::time::Duration = std::time::Duration::from_secs(5);
+
+static STOPPING: std::sync::LazyLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// The flag that says the process is stopping (see [`Staged::write_all`]); register it for the
+/// stop signals (`signal_hook::flag::register`) so that a signal counts while a write waits.
+pub fn stopping_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    STOPPING.clone()
+}
+
+static STOP_AT: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+/// Say when the process will stop (a recording's `--duration`): from then on it counts as
+/// stopping (see [`set_stopping`]), even while the header is still being written.
+pub fn stop_at(when: std::time::Instant) {
+    *STOP_AT.lock().unwrap_or_else(|e| e.into_inner()) = Some(when);
+}
+
+fn stopping() -> bool {
+    STOPPING.load(Ordering::Relaxed)
+        || STOP_AT.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|t| std::time::Instant::now() >= t)
+}
+
+/// Say the process is stopping: from now on a stream whose reader takes nothing for
+/// [`STALLED_READER`] is given up (see [`Staged::write_all`]).
+pub fn set_stopping() {
+    STOPPING.store(true, Ordering::Relaxed);
+}
+
+/// `write_all` on a non-blocking pipe: waits for room with `poll`, in short steps so that the
+/// stopping flag is seen, and gives up on a reader stalled for [`STALLED_READER`] once stopping.
+fn write_patiently(f: &File, mut buf: &[u8]) -> io::Result<()> {
+    let mut progress = std::time::Instant::now();
+    while !buf.is_empty() {
+        match (&*f).write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                buf = &buf[n..];
+                progress = std::time::Instant::now();
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if progress.elapsed() >= STALLED_READER && stopping() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "the reader took nothing for {} s and the recording is over: given up with {} bytes undelivered",
+                            STALLED_READER.as_secs(),
+                            buf.len()
+                        ),
+                    ));
+                }
+                let mut pfd = libc::pollfd { fd: f.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                // SAFETY: one pollfd, valid for the call. Errors (EINTR) just retry.
+                unsafe { libc::poll(&mut pfd, 1, 100) };
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// How [`open_in_place`] treats a missing file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InPlace {
@@ -591,6 +674,15 @@ impl Staged {
             if io::stdout().is_terminal() {
                 return Err(OutputError::Terminal);
             }
+            // A pipe on standard output is opened again (through /proc) for a description of
+            // our own, whose flags can change without surprising the pipe's other writers.
+            if let Ok(file) =
+                OpenOptions::new().write(true).custom_flags(libc::O_CLOEXEC | libc::O_NOCTTY).open("/proc/self/fd/1")
+            {
+                if is_pipe(&file) {
+                    return Ok(Staged::stream(dest, file, options, true));
+                }
+            }
             // A duplicate of standard output: dropping the file leaves fd 1 open.
             // SAFETY: dup of fd 1; the new descriptor is owned by the File.
             let fd = unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) };
@@ -598,18 +690,18 @@ impl Staged {
                 return Err(io_err(&dest, "using standard output")(io::Error::last_os_error()));
             }
             let file = unsafe { File::from_raw_fd(fd) };
-            return Ok(Staged::stream(dest, file, options));
+            return Ok(Staged::stream(dest, file, options, false));
         }
         if is_stream_path(&dest) {
             let file = open_stream(&dest)?;
-            return Ok(Staged::stream(dest, file, options));
+            return Ok(Staged::stream(dest, file, options, true));
         }
         let parent = Parent::open(&dest)?;
         let existing = match parent.inspect()? {
             Found::Dir => return Err(OutputError::IsDirectory { path: dest }),
             Found::Special(_) => {
                 let (file, _) = parent.open_name(libc::O_WRONLY, 0)?;
-                return Ok(Staged::stream(dest, file, options));
+                return Ok(Staged::stream(dest, file, options, true));
             }
             Found::File(st) => Some(st),
             Found::Missing => None,
@@ -638,11 +730,46 @@ impl Staged {
             file.set_permissions(std::fs::Permissions::from_mode(mode))
                 .map_err(io_err(&dest, "setting permissions"))?;
         }
-        Ok(Staged { dest, parent: Some(parent), file, target, options, existing_lock })
+        Ok(Staged {
+            dest,
+            parent: Some(parent),
+            file,
+            target,
+            options,
+            existing_lock,
+            own_pipe: false,
+            nonblocking: false,
+        })
     }
 
-    fn stream(dest: PathBuf, file: File, options: StagedOptions) -> Staged {
-        Staged { dest, parent: None, file, target: Target::Stream, options, existing_lock: None }
+    fn stream(dest: PathBuf, file: File, options: StagedOptions, own: bool) -> Staged {
+        let own_pipe = own && is_pipe(&file);
+        Staged {
+            dest,
+            parent: None,
+            file,
+            target: Target::Stream,
+            options,
+            existing_lock: None,
+            own_pipe,
+            nonblocking: false,
+        }
+    }
+
+    /// Write all of `buf`. To a pipe or FIFO this never blocks for good: the writes are
+    /// non-blocking, waited for with `poll`, and once the process is stopping ([`set_stopping`],
+    /// a stop signal) a reader that takes nothing for [`STALLED_READER`] makes it fail with
+    /// [`io::ErrorKind::TimedOut`], so that a reader that stopped reading cannot hold
+    /// `latscope record` past Ctrl-C or `--duration`.
+    pub fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        if !self.own_pipe {
+            return self.file.write_all(buf);
+        }
+        if !self.nonblocking {
+            set_nonblock(&self.file)?;
+            self.nonblocking = true;
+        }
+        write_patiently(&self.file, buf)
     }
 
     /// Open and lock the existing destination; busy when another writer holds it.

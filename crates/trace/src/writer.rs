@@ -146,7 +146,7 @@ impl TraceWriter {
         frame_metadata(&mut frame, &encoded.ipc_message);
 
         let mut out = Staged::create(&path, StagedOptions::trace(opts.existing))?;
-        out.file().write_all(&frame).map_err(|e| io("writing the header", e))?;
+        out.write_all(&frame).map_err(|e| io("writing the header", e))?;
         if !opts.staged {
             out.commit()?;
         }
@@ -333,7 +333,7 @@ impl TraceWriter {
         self.write_encoded(&block)?;
         let mut eos = [0u8; 8];
         eos[..4].copy_from_slice(&CONTINUATION);
-        self.out.file().write_all(&eos).map_err(|e| self.fail("writing the end-of-stream marker", e))?;
+        self.out.write_all(&eos).map_err(|e| self.fail("writing the end-of-stream marker", e))?;
         if self.sync_on_finish && self.out.is_file() {
             self.out.file().sync_all().map_err(|e| self.fail("syncing the trace file to disk", e))?;
         }
@@ -365,7 +365,7 @@ impl TraceWriter {
     /// Write an encoded block (the next one: blocks are numbered in the order they are planned).
     pub(crate) fn write_encoded(&mut self, block: &EncodedBlock) -> Result<(), TraceError> {
         self.check_failed()?;
-        let f = self.out.file();
+        let f = &mut self.out;
         let res = f.write_all(&block.frame).and_then(|()| f.write_all(&block.body));
         if let Err(e) = res {
             return Err(self.fail(&format!("writing block {}", self.seq), e));

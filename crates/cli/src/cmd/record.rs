@@ -31,7 +31,9 @@ use std::time::Duration;
 pub struct Args {
     /// Trace file to write, '-' for standard output. Created with mode 0600 (a trace holds every
     /// process's paths and command lines) and put in place once the probes are attached; a file
-    /// already there is kept as FILE.old; a file another recorder is writing is refused.
+    /// already there is kept as FILE.old; a file another recorder is writing is refused. A FIFO
+    /// or pipe gets 5 s to find a reader, and a reader that takes nothing for 5 s once the
+    /// recording is over (Ctrl-C, --duration) is given up, with an error.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub file: PathBuf,
     /// Stop after this long (e.g. 30s, 5m, 1h; a bare number is seconds).
@@ -86,8 +88,31 @@ pub fn run(a: Args) -> Result<ExitCode> {
         session.detach_command();
     }
     let command_pid = session.command_pid();
+    // --duration holds from here, even for a header that waits for a slow reader.
+    if let Some(end) = std::time::Instant::now().checked_add(Duration::from_nanos(a.duration)) {
+        latscope_trace::stop_at(end);
+    }
+    // A recording that fails (a full disk, a reader gone or stalled) has already stopped the
+    // command it ran: say so, and that what reached the file is still a readable trace.
+    let stopped = |e: anyhow::Error, wrote: bool| {
+        let kept = match a.file.to_str() {
+            Some("-") => String::new(),
+            _ if !wrote => String::new(),
+            _ => format!("; the blocks already in {} stay readable", a.file.display()),
+        };
+        let what = match command_pid {
+            Some(pid) if !a.detach => format!(
+                "the recording stopped, and with it the recorded command (pid {pid}, SIGTERM to its \
+                 process group; --detach leaves it running){kept}"
+            ),
+            _ if kept.is_empty() => return e,
+            _ => format!("the recording stopped{kept}"),
+        };
+        e.context(crate::Hint(what))
+    };
     let writer = ThreadedTraceWriter::create_with(&a.file, session.header(), Default::default(), WRITER_QUEUE_BLOCKS)
-        .context("cannot create the trace file")?;
+        .context("cannot create the trace file")
+        .map_err(|e| stopped(e, false))?;
     let opts = RecorderOptions {
         flush_every: Duration::from_nanos(a.flush_every),
         duration: Some(Duration::from_nanos(a.duration)),
@@ -99,10 +124,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
             let events = fmt_count(p.events as f64);
             eprint!("\rrecording {:>6.1}s  {events:>8} events  {} lost  ", p.elapsed.as_secs_f64(), p.lost);
         }
-    })?;
+    });
     if progress {
         eprint!("\r{:60}\r", "");
     }
+    let rec = rec.map_err(|e| stopped(e.into(), true))?;
+
     report(&a, &rec)?;
     if let (true, None, Some(pid)) = (a.detach, rec.command_status, command_pid) {
         eprintln!("latscope: recording stopped; the command (pid {pid}) is left running (--detach)");
