@@ -1,18 +1,18 @@
 #!/bin/bash
-# make test-kernels: boot Debian 12's generic kernels under QEMU (software emulation) and run the
+# make test-kernels: boot generic kernels (Debian 12's, Ubuntu's) under QEMU (software emulation) and run the
 # probe tests and a smoke run of latscope inside each, one boot per kernel; print kernel x suite.
 # The kernels are downloaded with apt-get download and unpacked with dpkg -x into CACHE (never
 # installed). The guest sees the host's root read-only over virtio 9p with a RAM overlay, so
 # it runs the binaries built here: target/ci/latscope and the test binaries in TESTS_LIST.
 # A kernel that cannot be downloaded is skipped with the reason (a failure under CI=true).
-# usage: run.sh CACHE TESTS_LIST [KERNEL...]     KERNEL: 6.1, 6.12 (default: both)
+# usage: run.sh CACHE TESTS_LIST [KERNEL...]     KERNEL: 6.1, 6.12 (Debian), 5.15, 5.13, 5.11 (Ubuntu)
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=$(mkdir -p "$1" && cd "$1" && pwd)
 TESTS=$2
 shift 2
 KERNELS=("$@")
-[ ${#KERNELS[@]} -eq 0 ] && KERNELS=(6.1 6.12)
+[ ${#KERNELS[@]} -eq 0 ] && KERNELS=(6.1 6.12 5.15 5.11)
 TIMEOUT=${VMTEST_TIMEOUT:-600}
 SUITES=(boot check probes record views live replay agent)
 declare -A RESULT
@@ -28,8 +28,60 @@ package_of() {
 	apt-cache search --names-only "$re" 2>/dev/null | awk '{print $1}' | grep -E "$re" | sort -V | tail -1
 }
 
+# Ubuntu's generic kernels, for the series Debian does not ship: 5.15 (Ubuntu 22.04's own), 5.13
+# and 5.11 (Ubuntu 20.04's hardware-enablement kernels). The image and its modules are two
+# packages, fetched from the archive's pool as its package index names them.
+UBUNTU=${UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}
+ubuntu_suite() {
+	case $1 in
+	5.15) echo jammy-updates ;;
+	5.11 | 5.13) echo focal-updates ;;
+	*) return 1 ;;
+	esac
+}
+
+# Kernel -> "image-file modules-file" (pool paths) of the newest generic build of the series.
+ubuntu_files() {
+	local k=$1 suite idx
+	suite=$(ubuntu_suite "$k") || return 1
+	idx=$CACHE/ubuntu-$suite-Packages
+	if [ ! -s "$idx" ]; then
+		curl -fsS --retry 3 -o "$idx.gz" "$UBUNTU/dists/$suite/main/binary-amd64/Packages.gz" &&
+			gunzip -f "$idx.gz" || { echo "cannot download Ubuntu's $suite package index from $UBUNTU" >&2; return 1; }
+	fi
+	local v
+	v=$(grep -oE "^Filename: pool/.*/linux-image-unsigned-${k//./\.}\.0-[0-9]+-generic_" "$idx" |
+		grep -oE -- "-${k//./\.}\.0-[0-9]+-generic" | sort -V | tail -1)
+	[ -n "$v" ] || { echo "no Linux $k generic image in Ubuntu's $suite index" >&2; return 1; }
+	echo "$(grep -E "^Filename: .*/linux-image-unsigned${v}_" "$idx" | tail -1 | cut -d' ' -f2)" \
+		"$(grep -E "^Filename: .*/linux-modules${v}_" "$idx" | tail -1 | cut -d' ' -f2)"
+}
+
+fetch_ubuntu() { # kernel -> prints the unpacked directory, or fails with the reason on stderr
+	local k=$1 files dir f
+	files=$(ubuntu_files "$k") || return 1
+	set -- $files
+	[ $# -eq 2 ] || { echo "Linux $k: the image or its modules are missing from Ubuntu's index" >&2; return 1; }
+	dir=$CACHE/$(basename "$1" .deb)
+	if [ ! -e "$dir/.unpacked" ]; then
+		rm -rf "$dir" && mkdir -p "$dir/deb" || return 1
+		for f in "$@"; do
+			curl -fsS --retry 3 -o "$dir/deb/$(basename "$f")" "$UBUNTU/$f" ||
+				{ echo "cannot download $UBUNTU/$f" >&2; return 1; }
+			dpkg -x "$dir/deb/$(basename "$f")" "$dir/root" || { echo "unpacking $f failed" >&2; return 1; }
+		done
+		echo "Ubuntu $(dpkg-deb -f "$dir"/deb/linux-image-*.deb Version)" > "$dir/version" &&
+			rm -rf "$dir/deb" && touch "$dir/.unpacked" || return 1
+	fi
+	echo "$dir"
+}
+
 fetch() { # kernel -> prints the unpacked directory, or fails with the reason on stderr
 	local k=$1 pkg dir
+	if ubuntu_suite "$k" >/dev/null; then
+		fetch_ubuntu "$k"
+		return
+	fi
 	pkg=$(package_of "$k")
 	if [ -z "$pkg" ]; then
 		apt-get update -qq >/dev/null 2>&1

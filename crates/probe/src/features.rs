@@ -133,8 +133,12 @@ impl KernelFeatures {
                 what: "task local storage in tracing programs (task_struct.bpf_storage)",
                 since: "5.13",
                 present: struct_has("task_struct", "bpf_storage"),
-                needed_for: SYSCALLS,
-                fallback: None,
+                needed_for: "per-call attribution (record --why)",
+                fallback: Some(
+                    "syscall probes keep a call that blocks in a hash map by thread id instead (32,768 \
+                     threads blocked in syscalls at once at most; more are counted lost); record --why \
+                     needs it",
+                ),
             },
             Feature {
                 key: key::RDONLY_CAST,
@@ -182,7 +186,8 @@ mod tests {
         assert!(k.features.iter().all(|f| !f.present));
         assert_eq!(k.missing_for_all().next().unwrap().key, key::BTF);
         let msg = k.get(key::TASK_STORAGE).unwrap().describe_missing();
-        assert!(msg.contains("5.13") && msg.contains("syscall probes"), "{msg}");
+        assert!(msg.contains("5.13") && msg.contains("hash map by thread id") && msg.contains("--why"), "{msg}");
+        assert!(!k.get(key::TASK_STORAGE).unwrap().blocks());
         // A missing kfunc with a fallback costs speed, not a capability.
         assert!(!k.get(key::RDONLY_CAST).unwrap().blocks());
     }

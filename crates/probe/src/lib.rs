@@ -220,6 +220,9 @@ pub struct ProbeConfig {
     /// Name fds with probe reads even where the kernel has `bpf_rdonly_cast` (the way kernels
     /// before 6.2 do it): lets tests compare the two variants of the syscall programs.
     pub compat_fd_naming: bool,
+    /// Keep per-thread state in hash maps by thread id even where the kernel has task storage
+    /// in tracing programs (the way kernels before 5.13 do it): lets tests run that variant.
+    pub compat_task_maps: bool,
     /// Per-call attribution: syscalls at least this slow (ns) carry the breakdown of their latency
     /// into causes (on CPU, run queue, I/O, lock, ...; see docs/WHY.md). `None`: off. Streaming only.
     pub why_above_ns: Option<u64>,
@@ -242,6 +245,7 @@ impl Default for ProbeConfig {
             agg_layout: None,
             ring_bytes: 64 << 20,
             compat_fd_naming: false,
+            compat_task_maps: false,
             why_above_ns: None,
         }
     }
@@ -375,6 +379,12 @@ pub struct Probe {
 /// to flush its blocks or notice a stop request.
 pub const MAX_RECORDS_PER_POLL: usize = 16_384;
 
+/// Threads that can be switched out inside a syscall at once where the kernel lacks task
+/// storage in tracing programs (the hash map by thread id that stands in for it).
+pub const TID_MAP_THREADS: u32 = 32_768;
+/// Execs in progress at once, likewise.
+const TID_MAP_EXECS: u32 = 4_096;
+
 impl Probe {
     /// Load, configure and attach the probes. `header` is the start snapshot (for naming open files).
     pub fn start(cfg: &ProbeConfig, header: &TraceHeader) -> Result<Probe, ProbeError> {
@@ -422,6 +432,26 @@ impl Probe {
         // Fd naming reads through bpf_rdonly_cast where the kernel has it, else through probe
         // reads: two variants of the syscall programs, one loaded (see compat.bpf.h).
         let fast = kf.has(features::key::RDONLY_CAST) && !cfg.compat_fd_naming;
+        // What the programs keep per thread: task storage where tracing programs have it, else
+        // hash maps by thread id, sized here (see compat.bpf.h).
+        let task_storage = kf.has(features::key::TASK_STORAGE) && !cfg.compat_task_maps;
+        let why_wanted = want_sys && cfg.aggregate.is_none() && cfg.why_above_ns.is_some();
+        if why_wanted && !task_storage {
+            let f = kf.get(features::key::TASK_STORAGE).expect("a known feature");
+            return Err(ProbeError::Unsupported(format!(
+                "per-call attribution (--why) needs {} (Linux {} and later), which this kernel {}; \
+                 record without --why here",
+                f.what,
+                f.since,
+                if cfg.compat_task_maps { "has, but the hash-map variant was asked for" } else { "lacks" }
+            )));
+        }
+        open.maps.rodata_data.as_deref_mut().expect("the BPF object has read-only data").task_storage =
+            u8::from(task_storage);
+        let (starts_tid, exec_tid) = if task_storage { (1, 1) } else { (TID_MAP_THREADS, TID_MAP_EXECS) };
+        bpf(open.maps.starts_tid.set_max_entries(starts_tid), "sizing the per-thread hash map")?;
+        bpf(open.maps.exec_paths_tid.set_max_entries(exec_tid), "sizing the per-thread hash map")?;
+        let ro = open.maps.rodata_data.as_deref_mut().expect("the BPF object has read-only data");
         ro.stash_exec = u8::from(want_sys && cfg.aggregate.is_none());
         let want_exec = cfg.procs || ro.stash_exec != 0;
         bpf(open.maps.events.set_max_entries(ring as u32), "sizing the ring buffer")?;
@@ -453,7 +483,8 @@ impl Probe {
         let follow = cfg.follow_children && !cfg.pids.is_empty();
         open.progs.ls_fork.set_autoload(cfg.procs || follow);
         open.progs.ls_exec.set_autoload(want_exec);
-        open.progs.ls_exit.set_autoload(cfg.procs || follow);
+        // Without task storage, exit also drops the hash entries of a thread that dies mid-call.
+        open.progs.ls_exit.set_autoload(cfg.procs || follow || (want_sys && !task_storage));
         // Attribution: the wake-up and context programs run only when asked for.
         let why = want_sys && cfg.aggregate.is_none() && cfg.why_above_ns.is_some();
         let ro = open.maps.rodata_data.as_deref_mut().expect("the BPF object has read-only data");
@@ -835,6 +866,12 @@ impl Probe {
                 if errno == libc::ENOENT {
                     break;
                 }
+                // ENOTSUPP (524): batch lookups of per-CPU arrays came after some kernels the
+                // probes run on (Ubuntu's 5.11 has none); one key at a time there.
+                if first && (errno == 524 || errno == libc::EINVAL) {
+                    self.read_agg_each(&mut sums)?;
+                    break;
+                }
                 return Err(ProbeError::Unsupported(format!(
                     "reading in-kernel histograms failed: {}",
                     std::io::Error::from_raw_os_error(errno)
@@ -850,6 +887,17 @@ impl Probe {
             .map(|(g, c)| (g as u32, c.to_vec()))
             .collect();
         Ok(AggSnapshot { groups })
+    }
+
+    /// [`Probe::read_agg`]'s sums, read one key at a time.
+    fn read_agg_each(&self, sums: &mut [u64]) -> Result<(), ProbeError> {
+        let map = &self.skel.maps.agg;
+        for (k, sum) in sums.iter_mut().enumerate() {
+            let key = (k as u32).to_ne_bytes();
+            let per_cpu = bpf(map.lookup_percpu(&key, MapFlags::ANY), "reading in-kernel histograms")?;
+            *sum = per_cpu.iter().flatten().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or([0; 8]))).sum();
+        }
+        Ok(())
     }
 }
 

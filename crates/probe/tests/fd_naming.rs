@@ -3,29 +3,15 @@
 //! `compat_fd_naming`. A known workload: 20 writes of 4096 bytes to a file, reads from
 //! /dev/zero, a TCP connection to a listener of this test, a pipe.
 
+mod common;
+
+use common::can_trace;
 use latscope_event::{FdType, SyscallSet};
 use latscope_probe::{features, snapshot, Probe, ProbeConfig};
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Root and BTF, or skipped (a failure under CI=true, where a root test that cannot run fails).
-fn can_trace(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let why = if unsafe { libc::geteuid() } != 0 {
-        "not running as root"
-    } else if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-        "kernel has no BTF"
-    } else {
-        return true;
-    };
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: cannot run under CI: {why}");
-    }
-    eprintln!("SKIPPED {test}: {why}");
-    false
-}
 
 /// What the probes saw of the workload: (syscall, fd type, file inode, bytes) of the writes to
 /// the file, the fd types of reads and of the connect, the pipe's.

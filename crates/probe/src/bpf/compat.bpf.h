@@ -70,4 +70,82 @@ static __always_inline struct gendisk *rq_gendisk(struct request *rq)
 	return ((struct request___rq_disk *)rq)->rq_disk;
 }
 
+/* Bytes of `w` (little-endian) before its first NUL byte kept, the rest zeroed; `*nul` is set
+ * when it has one. (w - 0x01..) & ~w & 0x80.. marks the first zero byte exactly with its
+ * lowest set bit (bytes above it may be marked wrongly, which does not matter here). */
+static __always_inline __u64 before_nul(__u64 w, bool *nul)
+{
+	__u64 t = (w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL;
+	*nul = t != 0;
+	return w & (((t & -t) >> 7) - 1);
+}
+
+/*
+ * The command name as two words, read straight from task_struct (cheaper than the helper), with
+ * the bytes after its NUL zeroed. Older kernels (5.15 was seen to; 6.1 pads with zeros) give a
+ * task its new name with strlcpy, which leaves the end of the old name after the NUL
+ * ("zzwl\0sh"), so the raw words are no key for the command-name filter's hash map.
+ */
+static __always_inline void task_comm(struct task_struct *task, __u64 out[2])
+{
+	const __u64 *c = (const __u64 *)task->comm;
+	bool nul;
+	out[0] = before_nul(c[0], &nul);
+	out[1] = nul ? 0 : before_nul(c[1], &nul);
+}
+
+/*
+ * Task local storage in tracing programs (Linux 5.13). Where the kernel lacks it, what the
+ * programs keep per thread goes to a preallocated hash map keyed by thread id instead, NAME_tid
+ * next to each task storage map NAME (sized by user space at load: one entry when unused).
+ * Its entries are deleted when taken and when the thread exits, so the map holds the threads in
+ * the middle of something (a syscall switched out, an exec); past its size, a call is counted
+ * lost. `task_storage` is set at load; the branch not taken is dead code the verifier drops.
+ */
+const volatile __u8 task_storage = 1;
+
+#define TASK_MAP(name, vtype, tid_entries)                  \
+	struct {                                            \
+		__uint(type, BPF_MAP_TYPE_TASK_STORAGE);    \
+		__uint(map_flags, BPF_F_NO_PREALLOC);       \
+		__type(key, int);                           \
+		__type(value, vtype);                       \
+	} name SEC(".maps");                                \
+	struct {                                            \
+		__uint(type, BPF_MAP_TYPE_HASH);            \
+		__uint(max_entries, tid_entries);           \
+		__type(key, __u32);                         \
+		__type(value, vtype);                       \
+	} name##_tid SEC(".maps")
+
+/* Zeros for a new hash entry (the largest value of a TASK_MAP fits). */
+static __u8 task_zero[LS_PATH_MAX];
+
+/* The value of `task` in TASK_MAP `name`: NULL when there is none (and `create` is false) or
+ * when the map is full. */
+#define TASK_GET(name, task, create) \
+	((typeof(name##_tid.value))task_get(&name, &name##_tid, (task), (create)))
+
+static __always_inline void *task_get(void *storage, void *by_tid, struct task_struct *task, const bool create)
+{
+	if (task_storage)
+		return bpf_task_storage_get(storage, task, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	__u32 tid = task->pid;
+	void *v = bpf_map_lookup_elem(by_tid, &tid);
+	if (v || !create)
+		return v;
+	bpf_map_update_elem(by_tid, &tid, task_zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(by_tid, &tid);
+}
+
+/* Done with the value of `task` in TASK_MAP `name`: its hash entry goes (task storage is freed
+ * with the task). */
+#define TASK_DONE(name, task)                           \
+	do {                                            \
+		if (!task_storage) {                    \
+			__u32 tid_ = (task)->pid;       \
+			bpf_map_delete_elem(&name##_tid, &tid_); \
+		}                                       \
+	} while (0)
+
 #endif

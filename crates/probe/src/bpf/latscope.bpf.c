@@ -122,12 +122,7 @@ struct {
 } cpus SEC(".maps");
 
 /* Entries of tasks switched out during a syscall (see struct ls_cpu). */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct ls_start);
-} starts SEC(".maps");
+TASK_MAP(starts, struct ls_start, 1);
 
 /*
  * The program of an exec in progress, as the kernel copied it (bprm->filename): the execve
@@ -137,12 +132,7 @@ struct ls_exec_path {
 	char path[LS_PATH_MAX];
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct ls_exec_path);
-} exec_paths SEC(".maps");
+TASK_MAP(exec_paths, struct ls_exec_path, 1);
 
 #define barrier() asm volatile("" ::: "memory")
 
@@ -241,13 +231,6 @@ static __always_inline void stat_lost_after_count(void)
 /* Aggregation that looks at the fd (its type): the only one that needs the fd resolved at entry. */
 #define AGG_NEEDS_FD (fdtype_mask || agg_group == LS_AGG_FDCLASS || agg_fd)
 
-/* The command name as two words, read straight from task_struct (cheaper than the helper). */
-static __always_inline void task_comm(struct task_struct *task, __u64 out[2])
-{
-	const __u64 *c = (const __u64 *)task->comm;
-	out[0] = c[0];
-	out[1] = c[1];
-}
 
 /*
  * Whether the current task is in a cgroup of the filter or below one. Its ancestors are looked
@@ -347,7 +330,7 @@ static __always_inline int sys_enter(const bool fast, struct pt_regs *regs, long
 		/* Preempted while writing the slot, which another task may have used meanwhile:
 		 * keep this entry in task storage instead. */
 		c->task = 0;
-		struct ls_start *s = bpf_task_storage_get(&starts, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		struct ls_start *s = TASK_GET(starts, task, true);
 		if (s)
 			fill_start(fast, s, task, regs, nr, d, recheck);
 	}
@@ -370,11 +353,12 @@ int BPF_PROG(ls_sys_enter_compat, struct pt_regs *regs, long id)
 /* The entry of a syscall moved to task storage by sched_switch, consumed. */
 static __always_inline bool take_spilled(struct task_struct *task, struct ls_start *st)
 {
-	struct ls_start *s = bpf_task_storage_get(&starts, task, 0, 0);
+	struct ls_start *s = TASK_GET(starts, task, false);
 	if (!s || !s->ts)
 		return false;
 	__builtin_memcpy(st, s, sizeof(*st));
 	s->ts = 0;
+	TASK_DONE(starts, task);
 	return true;
 }
 
@@ -389,7 +373,7 @@ int BPF_PROG(ls_switch, bool preempt, struct task_struct *prev, struct task_stru
 	struct ls_start *first = NULL;
 	if (c->task && c->task == (__u64)prev) {
 		/* prev blocks (or is preempted) inside a syscall: its entry moves with it. */
-		struct ls_start *s = bpf_task_storage_get(&starts, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		struct ls_start *s = TASK_GET(starts, prev, true);
 		if (s)
 			__builtin_memcpy(s, &c->st, sizeof(*s));
 		else
@@ -761,10 +745,11 @@ static __always_inline int sys_exit(const bool fast, long ret)
 	long n1 = 0, n2 = 0;
 	if (has_arg(d->path) && d->class == LS_CLASS_PROCESS && ret == 0) {
 		/* A successful exec replaced the memory the path was in: take the kernel's copy. */
-		struct ls_exec_path *x = bpf_task_storage_get(&exec_paths, task, 0, 0);
+		struct ls_exec_path *x = TASK_GET(exec_paths, task, false);
 		if (x) {
 			n1 = bpf_probe_read_kernel_str(paths, LS_PATH_MAX, x->path);
 			x->path[0] = 0;
+			TASK_DONE(exec_paths, task);
 		}
 		if (n1 <= 0) {
 			STAT_INC(path_faults);
@@ -1045,7 +1030,7 @@ int BPF_PROG(ls_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)) || !cgroup_wanted())
 		return 0;
 	if (stash_exec) {
-		struct ls_exec_path *x = bpf_task_storage_get(&exec_paths, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		struct ls_exec_path *x = TASK_GET(exec_paths, p, true);
 		if (x)
 			bpf_probe_read_kernel_str(x->path, sizeof(x->path), bprm->filename);
 	}
@@ -1057,6 +1042,9 @@ int BPF_PROG(ls_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(ls_exit, struct task_struct *p)
 {
+	/* A thread that exits in a syscall or an exec leaves no hash entry behind. */
+	TASK_DONE(starts, p);
+	TASK_DONE(exec_paths, p);
 	__u32 tgid = p->tgid;
 	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)))
 		return 0;
