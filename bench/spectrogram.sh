@@ -6,7 +6,8 @@
 #     `latscope record`, libbpf-tools `syscount -L` and bpftrace's per-tid start map + hist();
 #  2. the rate at which a trace file is turned into rows (events per second per core of CPU time),
 #     next to trace2heatmap.pl's published ~350 k lines/s, and the view's own counting rate.
-# Prints Markdown tables. Run as root: bash bench/spectrogram.sh  (N=... REPS=... to change the size)
+# Prints Markdown tables. Run as root: bash bench/spectrogram.sh  (N=... REPS=... to change the size;
+# BASE=path/to/old/latscope adds a previous build's rows, in the same run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LS=${LATSCOPE:-target/release/latscope}
@@ -40,6 +41,12 @@ results+=("$(with "latscope spectrogram proc.name=sgloop (in-kernel, comm pushed
 results+=("$(with "latscope spectrogram --by syscall (in-kernel, per-syscall histograms)" "$LS" spectrogram --plain --by syscall -d 600s)")
 results+=("$(with "latscope spectrogram --stream proc.name=sgloop (event stream, user-space counting)" "$LS" spectrogram --plain --stream -d 600s proc.name=sgloop)")
 results+=("$(with "latscope record -c sgloop (every event to a file)" "$LS" record -w "$WORK/r.lst" --quiet --no-block -c sgloop)")
+# A previous build (BASE=path/to/old/latscope), in the same run.
+if [ -n "${BASE:-}" ]; then
+	results+=("$(with "previous build: spectrogram (all syscalls, in-kernel histograms)" "$BASE" spectrogram --plain -d 600s)")
+	results+=("$(with "previous build: spectrogram proc.name=sgloop (in-kernel, comm pushed down)" "$BASE" spectrogram --plain -d 600s proc.name=sgloop)")
+	results+=("$(with "previous build: record -c sgloop (every event to a file)" "$BASE" record -w "$WORK/r0.lst" --quiet --no-block -c sgloop)")
+fi
 if command -v syscount >/dev/null; then
 	results+=("$(with "syscount -L (libbpf-tools, in-kernel counts and latency totals)" syscount -L)")
 fi

@@ -481,6 +481,7 @@ d = os.open('.', os.O_RDONLY | os.O_DIRECTORY)
 os.link('/proc/self/fd/%d' % fd, 'tmpfile.linked', dst_dir_fd=d)
 "
 setfattr -n user.note -v hello src/c
+getfattr -d src/c > /dev/null
 mkfifo fifo
 tar cf t.tar src
 mkdir tx

@@ -66,6 +66,9 @@ pub struct Obj {
     pub writers: Writers,
     /// Reading the size (reads, stats, non-extending writes) vs changing it.
     pub size_res: Res,
+    /// Reading its extended attributes (get, list) vs changing them (set, remove): orders
+    /// them across threads and processes as recorded.
+    pub xattrs: Res,
 }
 
 impl Obj {
@@ -84,6 +87,7 @@ impl Obj {
             followed: None,
             writers: Writers::default(),
             size_res: Res::default(),
+            xattrs: Res::default(),
         }
     }
     fn refine(&mut self, k: ObjKind) {

@@ -313,6 +313,14 @@ impl Planner<'_> {
                 NONE
             }
         };
+        if obj != NONE {
+            let x = &mut self.w.objs[obj as usize].xattrs;
+            if matches!(k, OpKind::Setxattr | OpKind::Removexattr) {
+                x.write(me, &mut self.deps);
+            } else {
+                x.read(me, &mut self.deps);
+            }
+        }
         let slot = f.map(|f| f.slot).unwrap_or(NONE);
         if acl {
             // Setting a minimal access ACL sets the mode and stores nothing.
