@@ -21,8 +21,10 @@
 //!   [`latscope_export::prometheus::ExpositionServer`]: Prometheus native histograms over
 //!   protobuf when the scraper asks for them, classic buckets in OpenMetrics text otherwise. The
 //!   histograms are `latscope_syscall_latency_seconds` and `latscope_block_latency_seconds`
-//!   with labels `host`, `series` and the grouping's label; the agent's own counters are in
-//!   [`names`];
+//!   with labels `host`, `series` and the grouping's label, their sums exact (kept by the
+//!   probes); beside them `latscope_syscall_errors_total` (failed calls) and, per operation
+//!   (label `op`), `latscope_block_queue_seconds`, `latscope_block_size_bytes` and
+//!   `latscope_block_bytes_total`; the agent's own counters are in [`names`];
 //! - **Graphite** (optional): per series and per label value, the interval's count, p50, p90,
 //!   p99 and max ([`latscope_export::graphite::GraphiteClient`]).
 //!
