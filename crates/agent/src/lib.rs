@@ -31,7 +31,8 @@
 //! Memory is bounded whatever the label cardinality: a series keeps at most
 //! [`SeriesConfig::max_labels`] label values (default [`DEFAULT_MAX_LABELS`]); latencies of
 //! further values are counted under the value [`OTHER`] and in the counter
-//! [`names::FOLDED`]. A label value costs one histogram (34 KiB), two with Graphite.
+//! [`names::FOLDED`]. A label value costs one histogram (34 KiB), two with Graphite; a block
+//! series' value six more (queue time and size per operation).
 //!
 //! [`Agent::reload`] applies a new configuration (the CLI does so on SIGHUP): unchanged series
 //! keep running with their counts; new and changed ones start from zero; removed ones stop; a
