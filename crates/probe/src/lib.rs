@@ -896,8 +896,8 @@ impl Probe {
         for (g, c) in counts.chunks(AGG_BUCKETS).enumerate() {
             if c.iter().any(|&v| v > 0) {
                 snap.groups.push((g as u32, c.to_vec()));
-                let s = &sums[g * sum_words..(g + 1) * sum_words];
-                snap.sums.push(AggSums { lat_ns: s[0], errors: s[1] });
+                let s: types::ls_agg_sum = from_words(&sums[g * sum_words..(g + 1) * sum_words]);
+                snap.sums.push(AggSums { lat_ns: s.lat, errors: s.errors });
             }
         }
         if self.blk_groups > 0 {
@@ -906,11 +906,9 @@ impl Probe {
             for (i, per_group) in blk.chunks(words * AGG_OPS.len()).enumerate() {
                 let ops: Vec<BlockAgg> = per_group
                     .chunks(words)
-                    .map(|w| BlockAgg {
-                        bytes: w[0],
-                        queue_ns: w[1],
-                        queue: w[2..2 + AGG_BUCKETS].to_vec(),
-                        size: w[2 + AGG_BUCKETS..2 + 2 * AGG_BUCKETS].to_vec(),
+                    .map(|w| {
+                        let b: types::ls_agg_blk = from_words(w);
+                        BlockAgg { bytes: b.bytes, queue_ns: b.qtime, queue: b.queue.to_vec(), size: b.size.to_vec() }
                     })
                     .collect();
                 if ops.iter().any(|o| o.requests() > 0) {
@@ -976,6 +974,15 @@ impl Probe {
         }
         Ok(sums)
     }
+}
+
+/// A value of a BTF type from the words a per-CPU map read gave for it (summed over CPUs: every
+/// field of the aggregates is a u64 count).
+fn from_words<T>(w: &[u64]) -> T {
+    assert!(std::mem::size_of_val(w) >= std::mem::size_of::<T>(), "a short value");
+    // SAFETY: `w` holds at least size_of::<T>() bytes; T is a plain #[repr(C)] struct of u64
+    // fields generated from BTF, valid for any bit pattern; the read is unaligned-safe.
+    unsafe { std::ptr::read_unaligned(w.as_ptr() as *const T) }
 }
 
 fn as_bytes<T>(v: &T) -> &[u8] {
