@@ -13,21 +13,23 @@
 # installed, else user + system time): "per core". The wall-clock column shows what the second
 # thread (latscope) or DuckDB's threads buy on this machine.
 #
-# Environment: LATSCOPE (default target/release/latscope), EVENTS (default 5000000), REPS (3),
-# BASE (a previous latscope binary: its export in the same run).
+# Environment: LATSCOPE (default target/$PROFILE/latscope), EVENTS (default 5000000), REPS (3),
+# BASE (a previous latscope binary: its export in the same run), PROFILE (cargo profile of the
+# builds, default release; `ci` reuses the test build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LS=${LATSCOPE:-target/release/latscope}
+PROFILE=${PROFILE:-release}
+LS=${LATSCOPE:-target/$PROFILE/latscope}
 EVENTS=${EVENTS:-5000000}
 REPS=${REPS:-3}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
 if [ ! -x "$LS" ]; then
-	cargo build --release --locked -p latscope >&2
+	cargo build --profile "$PROFILE" --locked -p latscope >&2
 fi
-cargo build --release --locked -p latscope --example synth_trace >&2
-SYNTH=target/release/examples/synth_trace
+cargo build --profile "$PROFILE" --locked -p latscope --example synth_trace >&2
+SYNTH=target/$PROFILE/examples/synth_trace
 "$SYNTH" "$WORK/t.lst" "$EVENTS" 2>/dev/null
 
 # Median of REPS runs: "cpu_seconds wall_seconds".

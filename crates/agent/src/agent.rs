@@ -12,6 +12,7 @@ use latscope_export::ExportError;
 use latscope_hist::Histogram;
 
 use crate::config::{AgentConfig, By, GraphiteConfig, SeriesConfig};
+use crate::groups::{Extras, Group};
 use crate::series::SeriesRun;
 use crate::sets::{self, ProbeSet};
 
@@ -291,29 +292,31 @@ impl Agent {
                 EventKind::Block => "Block request latency (issue to completion), seconds.",
                 _ => "Syscall latency (entry to exit), seconds.",
             };
-            let mut values: Vec<(&str, &Histogram)> = s.groups.iter().map(|(l, g)| (l, &g.total)).collect();
+            let mut values: Vec<(&str, Option<&Group>)> = s.groups.iter().map(|(l, g)| (l, Some(g))).collect();
             if s.cfg.by.label().is_none() && values.is_empty() {
-                values.push(("", &empty));
+                values.push(("", None));
             }
             // The events and folded counters agree with the histograms published.
             let (mut shown, mut other_held) = (0, false);
-            for (label, h) in values {
+            for (label, g) in values {
                 let mut labels = vec![(names::LABEL_HOST, host.as_str()), (crate::names::LABEL_SERIES, name)];
                 if let Some(l) = s.cfg.by.label() {
                     labels.push((l, label));
                 }
-                let h = match s.exposed.get(label) {
-                    Some(&at) if scraped > at => h,
-                    Some(_) => &empty,
+                let g = match s.exposed.get(label) {
+                    Some(&at) if scraped > at => g,
+                    Some(_) => None,
                     None => {
                         fresh.push((i, label.to_string()));
-                        &empty
+                        None
                     }
                 };
+                let h = g.map_or(&empty, |g| &g.total);
                 shown += h.count();
                 other_held |= label == crate::config::OTHER && h.is_empty();
                 // Names and labels are checked by the configuration; a failure here is a bug.
                 let _ = m.histogram(family, help, &labels, h, &opts, Some(s.created));
+                publish_extras(&mut m, s, &labels, g.map(|g| &g.extras), &empty);
             }
             let l = [(names::LABEL_HOST, host.as_str()), (crate::names::LABEL_SERIES, name)];
             let _ = m.counter(crate::names::EVENTS, "Events counted, all label values.", &l, shown as f64);
@@ -571,6 +574,44 @@ impl Agent {
             s.stop();
         }
         self.graphite.take().map(|(_, c)| c.close(flush))
+    }
+}
+
+/// The families beside a label value's latency histogram, with its labels (zero when `extras` is
+/// `None`: a value not yet seen at zero by a scrape): failed syscalls for syscall series; queue
+/// time, size and bytes per operation (label `op`) for block series.
+fn publish_extras(m: &mut Metrics, s: &SeriesRun, labels: &[(&str, &str)], extras: Option<&Extras>, empty: &Histogram) {
+    if s.cfg.kind != EventKind::Block {
+        let errors = extras.map_or(0, |e| e.errors);
+        let _ = m.counter(
+            names::SYSCALL_ERRORS,
+            "Syscalls that failed (returned a negative value).",
+            labels,
+            errors as f64,
+        );
+        return;
+    }
+    for (i, op) in latscope_probe::AGG_OPS.iter().enumerate() {
+        let mut l = labels.to_vec();
+        l.push((names::LABEL_OP, op));
+        let o = extras.and_then(|e| e.ops.get(i));
+        let _ = m.histogram(
+            names::BLOCK_QUEUE,
+            "Block request queue time (insert to issue; 0 when issued directly), seconds.",
+            &l,
+            o.map_or(empty, |o| &o.queue),
+            &HistogramOptions::default(),
+            Some(s.created),
+        );
+        let _ = m.histogram(
+            names::BLOCK_SIZE,
+            "Block request size, bytes.",
+            &l,
+            o.map_or(empty, |o| &o.size),
+            &HistogramOptions::bytes(),
+            Some(s.created),
+        );
+        let _ = m.counter(names::BLOCK_BYTES, "Bytes moved by block requests.", &l, o.map_or(0, |o| o.bytes) as f64);
     }
 }
 

@@ -11,6 +11,28 @@ pub(crate) struct Group {
     pub total: Histogram,
     /// Since the last [`CappedGroups::take_interval`] (only kept when intervals are wanted).
     pub interval: Option<Histogram>,
+    /// What else is counted for the label value since the series started.
+    pub extras: Extras,
+}
+
+/// Since the series started: failed syscalls, and block requests by operation.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Extras {
+    /// Syscalls that returned a negative value.
+    pub errors: u64,
+    /// Block requests, one per operation of [`latscope_probe::AGG_OPS`] (empty for syscall series).
+    pub ops: Vec<OpStats>,
+}
+
+/// Block requests of one operation.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OpStats {
+    /// Queue time (insert to issue), ns.
+    pub queue: Histogram,
+    /// Bytes of each request.
+    pub size: Histogram,
+    /// Bytes moved.
+    pub bytes: u64,
 }
 
 /// Histograms by label value, at most `max` values plus `other`.
@@ -18,15 +40,18 @@ pub(crate) struct Group {
 pub(crate) struct CappedGroups {
     max: usize,
     intervals: bool,
+    /// Block requests: each value keeps [`OpStats`] per operation.
+    block: bool,
     groups: HashMap<String, Group>,
     other: Option<Group>,
     folded: u64,
 }
 
 impl CappedGroups {
-    /// At most `max` label values; `intervals` keeps per-interval histograms too (for Graphite).
-    pub fn new(max: usize, intervals: bool) -> Self {
-        CappedGroups { max: max.max(1), intervals, groups: HashMap::new(), other: None, folded: 0 }
+    /// At most `max` label values; `intervals` keeps per-interval histograms too (for Graphite);
+    /// `block`: values of block requests, with queue times, sizes and bytes per operation.
+    pub fn new(max: usize, intervals: bool, block: bool) -> Self {
+        CappedGroups { max: max.max(1), intervals, block, groups: HashMap::new(), other: None, folded: 0 }
     }
 
     /// Keeps per-interval histograms from now on (or stops keeping them).
@@ -39,9 +64,22 @@ impl CappedGroups {
 
     /// Calls `f` on the histograms of `label` (or of `other` once the cap is reached and `label`
     /// is new). `n` is the number of events `f` records, for the folded count.
-    pub fn with(&mut self, label: &str, n: u64, mut f: impl FnMut(&mut Histogram)) {
-        let intervals = self.intervals;
-        let fresh = || Group { total: Histogram::new(), interval: intervals.then(Histogram::new) };
+    #[cfg(test)]
+    pub fn with(&mut self, label: &str, n: u64, f: impl FnMut(&mut Histogram)) {
+        self.with_extras(label, n, f, |_| {});
+    }
+
+    /// [`CappedGroups::with`], and `e` on the value's [`Extras`].
+    pub fn with_extras(&mut self, label: &str, n: u64, mut f: impl FnMut(&mut Histogram), e: impl FnOnce(&mut Extras)) {
+        let (intervals, block) = (self.intervals, self.block);
+        let fresh = || Group {
+            total: Histogram::new(),
+            interval: intervals.then(Histogram::new),
+            extras: Extras {
+                errors: 0,
+                ops: if block { vec![OpStats::default(); latscope_probe::AGG_OPS.len()] } else { Vec::new() },
+            },
+        };
         let g = if let Some(g) = self.groups.get_mut(label) {
             g
         } else if label == crate::config::OTHER {
@@ -54,6 +92,7 @@ impl CappedGroups {
             self.other.get_or_insert_with(fresh)
         };
         f(&mut g.total);
+        e(&mut g.extras);
         if let Some(i) = &mut g.interval {
             f(i);
         } else if intervals {
@@ -108,7 +147,7 @@ mod tests {
 
     #[test]
     fn values_past_the_cap_fold_into_other() {
-        let mut g = CappedGroups::new(3, true);
+        let mut g = CappedGroups::new(3, true, false);
         for i in 0..10u64 {
             g.with(&format!("p{i}"), 2, |h| h.record_n(1000 * (i + 1), 2));
         }

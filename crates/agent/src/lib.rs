@@ -21,15 +21,18 @@
 //!   [`latscope_export::prometheus::ExpositionServer`]: Prometheus native histograms over
 //!   protobuf when the scraper asks for them, classic buckets in OpenMetrics text otherwise. The
 //!   histograms are `latscope_syscall_latency_seconds` and `latscope_block_latency_seconds`
-//!   with labels `host`, `series` and the grouping's label; the agent's own counters are in
-//!   [`names`];
+//!   with labels `host`, `series` and the grouping's label, their sums exact (kept by the
+//!   probes); beside them `latscope_syscall_errors_total` (failed calls) and, per operation
+//!   (label `op`), `latscope_block_queue_seconds`, `latscope_block_size_bytes` and
+//!   `latscope_block_bytes_total`; the agent's own counters are in [`names`];
 //! - **Graphite** (optional): per series and per label value, the interval's count, p50, p90,
 //!   p99 and max ([`latscope_export::graphite::GraphiteClient`]).
 //!
 //! Memory is bounded whatever the label cardinality: a series keeps at most
 //! [`SeriesConfig::max_labels`] label values (default [`DEFAULT_MAX_LABELS`]); latencies of
 //! further values are counted under the value [`OTHER`] and in the counter
-//! [`names::FOLDED`]. A label value costs one histogram (34 KiB), two with Graphite.
+//! [`names::FOLDED`]. A label value costs one histogram (34 KiB), two with Graphite; a block
+//! series' value six more (queue time and size per operation).
 //!
 //! [`Agent::reload`] applies a new configuration (the CLI does so on SIGHUP): unchanged series
 //! keep running with their counts; new and changed ones start from zero; removed ones stop; a

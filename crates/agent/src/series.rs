@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use latscope_event::source::{CountKey, CountSource, EventSource};
+use latscope_event::source::{CountKey, EventSource};
 use latscope_event::{syscall_name, EventKind, FdType, SyscallSet};
 use latscope_filter::Filter;
-use latscope_live::{CountBy, LiveSession, SessionBuilder};
+use latscope_hist::Histogram;
+use latscope_live::{CountBy, KeyAggregate, LiveSession, SessionBuilder};
 
 use crate::config::{By, SeriesConfig};
 use crate::groups::CappedGroups;
@@ -23,8 +24,8 @@ pub(crate) struct SeriesRun {
     pub cfg: SeriesConfig,
     filter: Filter,
     session: Option<LiveSession>,
-    /// Cumulative kernel counts of the current session, per group, at the last read.
-    prev: HashMap<CountKey, Vec<u64>>,
+    /// Cumulative kernel aggregates of the current session, per key, at the last read.
+    prev: HashMap<CountKey, KeyAggregate>,
     pub groups: CappedGroups,
     pub created: SystemTime,
     /// Sessions started after a failure.
@@ -57,7 +58,7 @@ impl SeriesRun {
     pub fn new(cfg: SeriesConfig, intervals: bool) -> SeriesRun {
         let filter = Filter::parse(&cfg.filter).unwrap_or_default();
         SeriesRun {
-            groups: CappedGroups::new(cfg.max_labels, intervals),
+            groups: CappedGroups::new(cfg.max_labels, intervals, cfg.kind == EventKind::Block),
             cfg,
             filter,
             session: None,
@@ -109,7 +110,7 @@ impl SeriesRun {
 
     /// Takes `counts` (cumulative, of probes just started) as the point the next counts are
     /// added from.
-    pub fn set_baseline(&mut self, counts: Vec<(CountKey, Vec<u64>)>) {
+    pub fn set_baseline(&mut self, counts: Vec<(CountKey, KeyAggregate)>) {
         self.prev = counts.into_iter().collect();
     }
 
@@ -167,7 +168,7 @@ impl SeriesRun {
             self.lost_base += s.stats().lost;
             self.cpu_base += s.probe_run_time_ns();
         }
-        let first = match fresh.session.as_mut().map(|s| s.read_counts()) {
+        let first = match fresh.session.as_mut().map(|s| s.read_aggregates()) {
             Some(Ok(c)) => c,
             _ => Vec::new(),
         };
@@ -240,7 +241,21 @@ impl SeriesRun {
                             |n| n.as_str().into(),
                         ),
                     };
-                    self.groups.with(&label, 1, |h| h.record(lat));
+                    let failed = kind == EventKind::Syscall as u8 && b.ret[r] < 0;
+                    let (op, qtime, bytes) = (latscope_probe::agg_op(b.nr[r]), b.qtime[r], b.bytes[r]);
+                    self.groups.with_extras(
+                        &label,
+                        1,
+                        |h| h.record(lat),
+                        |e| {
+                            e.errors += u64::from(failed);
+                            if let Some(o) = e.ops.get_mut(op) {
+                                o.queue.record(qtime);
+                                o.size.record(bytes);
+                                o.bytes += bytes;
+                            }
+                        },
+                    );
                 }
             }
         }
@@ -259,7 +274,7 @@ impl SeriesRun {
             return;
         }
         let Some(s) = self.session.as_mut() else { return };
-        let counts = match s.read_counts() {
+        let counts = match s.read_aggregates() {
             Ok(c) => c,
             Err(e) => {
                 let e = format!("series {}: reading the in-kernel counts: {e}", self.cfg.name);
@@ -270,15 +285,14 @@ impl SeriesRun {
         self.add_counts(counts);
     }
 
-    /// Adds what cumulative kernel counts hold beyond the previous ones.
-    pub fn add_counts(&mut self, counts: Vec<(CountKey, Vec<u64>)>) {
-        for (key, c) in counts {
+    /// Adds what cumulative kernel aggregates hold beyond the previous ones.
+    pub fn add_counts(&mut self, counts: Vec<(CountKey, KeyAggregate)>) {
+        for (key, now) in counts {
             let prev = self.prev.entry(key).or_default();
-            prev.resize(c.len(), 0);
-            let delta: Vec<u64> = c.iter().zip(prev.iter()).map(|(a, b)| a.saturating_sub(*b)).collect();
-            *prev = c;
-            let n: u64 = delta.iter().sum();
-            if n == 0 {
+            let d = delta(&now, prev);
+            *prev = now;
+            let n: u64 = d.buckets.iter().sum();
+            if n == 0 && d.block.iter().all(|b| b.requests() == 0) {
                 continue;
             }
             let label = match key {
@@ -287,13 +301,58 @@ impl SeriesRun {
                 CountKey::Syscall(nr) => syscall_name(nr).map_or_else(|| format!("nr{nr}"), str::to_string),
                 CountKey::Dev(d) => self.disk_name(d),
             };
-            self.groups.with(&label, n, |h| {
-                for (i, &k) in delta.iter().enumerate().filter(|(_, k)| **k > 0) {
-                    // The middle of the kernel's bucket (16 per power of two: 3 to 6 % wide).
-                    let (lo, hi) = latscope_probe::agg_bucket_bounds(i);
-                    h.record_n(lo + (hi - lo) / 2, k);
-                }
-            });
+            let lat = from_buckets(&d.buckets, d.lat_ns);
+            self.groups.with_extras(
+                &label,
+                n,
+                |h| h.merge(&lat),
+                |e| {
+                    e.errors += d.errors;
+                    for (op, b) in e.ops.iter_mut().zip(&d.block) {
+                        op.queue.merge(&from_buckets(&b.queue, b.queue_ns));
+                        op.size.merge(&from_buckets(&b.size, b.bytes));
+                        op.bytes += b.bytes;
+                    }
+                },
+            );
         }
     }
+}
+
+/// What `now` holds beyond `prev` (cumulative aggregates of the same probes).
+fn delta(now: &KeyAggregate, prev: &KeyAggregate) -> KeyAggregate {
+    let sub = |a: &[u64], b: &[u64]| -> Vec<u64> {
+        a.iter().enumerate().map(|(i, v)| v.saturating_sub(b.get(i).copied().unwrap_or(0))).collect()
+    };
+    KeyAggregate {
+        buckets: sub(&now.buckets, &prev.buckets),
+        lat_ns: now.lat_ns.saturating_sub(prev.lat_ns),
+        errors: now.errors.saturating_sub(prev.errors),
+        block: now
+            .block
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let p = prev.block.get(i).cloned().unwrap_or_default();
+                latscope_probe::BlockAgg {
+                    bytes: b.bytes.saturating_sub(p.bytes),
+                    queue_ns: b.queue_ns.saturating_sub(p.queue_ns),
+                    queue: sub(&b.queue, &p.queue),
+                    size: sub(&b.size, &p.size),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// A histogram of in-kernel bucket counts: each bucket's values at its middle (the kernel's
+/// buckets are 3 to 6 % wide), the sum the exact one the kernel kept.
+fn from_buckets(counts: &[u64], sum: u64) -> Histogram {
+    let mut h = Histogram::new();
+    for (i, &k) in counts.iter().enumerate().filter(|(_, k)| **k > 0) {
+        let (lo, hi) = latscope_probe::agg_bucket_bounds(i);
+        h.record_n(lo + (hi - lo) / 2, k);
+    }
+    h.set_sum(u128::from(sum));
+    h
 }

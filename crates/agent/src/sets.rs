@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use latscope_filter::Filter;
-use latscope_live::{plan_sharing, CountBy, CountSpec, SharedCounter, ViewCounts};
+use latscope_live::{plan_sharing, CountBy, CountSpec, SharedCounter, ViewAggregates};
 
 use crate::config::{By, SeriesConfig};
 
@@ -97,10 +97,10 @@ impl ProbeSet {
         self.counter.is_some()
     }
 
-    /// Cumulative counts of the running probes, per member.
-    pub fn read(&self) -> Result<Vec<ViewCounts>, String> {
+    /// Cumulative aggregates of the running probes, per member.
+    pub fn read(&self) -> Result<Vec<ViewAggregates>, String> {
         let c = self.counter.as_ref().ok_or_else(|| format!("series {}: probes not running", self.names()))?;
-        c.read_counts().map_err(|e| format!("series {}: reading the in-kernel counts: {e}", self.names()))
+        c.read_aggregates().map_err(|e| format!("series {}: reading the in-kernel counts: {e}", self.names()))
     }
 
     /// Ends the probes after an error; [`ProbeSet::restart`] starts them again.

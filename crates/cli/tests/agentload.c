@@ -1,11 +1,16 @@
 /*
  * Known workload for the agent tests.
  *
- * usage: agentload sleep N     N x clock_nanosleep(10 ms); prints each call's duration in ns
- *                              (CLOCK_MONOTONIC around the call), one per line
+ * usage: agentload sleep N [MS] N x clock_nanosleep(MS ms, default 10); prints each call's duration in ns
+ *                              (CLOCK_MONOTONIC around the call), one per line; under SCHED_FIFO
+ *                              when allowed, so that nothing runs between the call's return and
+ *                              the clock read
  *        agentload calls K     one call each of K different cheap syscalls (K <= 12)
+ *        agentload fail N      N x fchdir(-1) (fails: EBADF) and N x fchdir on a directory (succeeds)
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +27,22 @@ static long long now_ns(void)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) { fprintf(stderr, "usage: agentload sleep|calls N\n"); return 2; }
+	if (argc != 3 && argc != 4) { fprintf(stderr, "usage: agentload sleep|calls|fail N [MS]\n"); return 2; }
 	int n = atoi(argv[2]);
+	if (!strcmp(argv[1], "fail")) {
+		int dir = open(".", O_RDONLY | O_DIRECTORY);
+		if (dir < 0) { perror("open ."); return 1; }
+		for (int i = 0; i < n; i++) {
+			if (syscall(SYS_fchdir, -1) != -1) { fprintf(stderr, "fchdir(-1) succeeded\n"); return 1; }
+			if (syscall(SYS_fchdir, dir) != 0) { perror("fchdir"); return 1; }
+		}
+		return 0;
+	}
 	if (!strcmp(argv[1], "sleep")) {
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		long ms = argc == 4 ? atol(argv[3]) : 10;
+		struct timespec ts = { ms / 1000, (ms % 1000) * 1000 * 1000 };
+		struct sched_param sp = { .sched_priority = 1 };
+		sched_setscheduler(0, SCHED_FIFO, &sp); /* best effort */
 		for (int i = 0; i < n; i++) {
 			long long t0 = now_ns();
 			syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, NULL);

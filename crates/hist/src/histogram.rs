@@ -243,6 +243,13 @@ impl Histogram {
         self.sum
     }
 
+    /// Replaces the sum: for a histogram built from bucket counts (each bucket's values recorded
+    /// as one value standing for them) whose exact sum was kept apart, as the probes' in-kernel
+    /// aggregates keep it. The mean then is exact too; counts, min and max are left as recorded.
+    pub fn set_sum(&mut self, sum: u128) {
+        self.sum = sum;
+    }
+
     /// Exact mean (`sum / count`, rounded to f64), `None` when empty.
     pub fn mean(&self) -> Option<f64> {
         (self.total > 0).then(|| self.sum as f64 / self.total as f64)

@@ -56,4 +56,6 @@ pub use recorder::{
     WRITER_QUEUE_BLOCKS,
 };
 pub use session::{CountBy, LiveSession, SessionBuilder, SessionError, RING_BYTES_RANGE};
-pub use shared::{plan_sharing, share_key, CountSpec, ShareKey, SharedCounter, ViewCounts};
+pub use shared::{
+    plan_sharing, share_key, CountSpec, KeyAggregate, ShareKey, SharedCounter, ViewAggregates, ViewCounts,
+};

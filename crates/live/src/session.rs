@@ -3,6 +3,7 @@
 
 use crate::cgroup::Cgroup;
 use crate::command::{Command, CommandError};
+use crate::shared::{snapshot_groups, KeyAggregate};
 use crate::{config, follow};
 use latscope_event::source::{Chunk, CountKey, CountSource, EventSource, SourceError, Zone};
 use latscope_event::{EventBatch, EventKind, SyscallSet, TraceHeader};
@@ -483,6 +484,34 @@ impl EventSource for LiveSession {
 
     fn describe(&self) -> String {
         "live: event stream".into()
+    }
+}
+
+impl LiveSession {
+    /// A counting session's cumulative aggregates per key: latency buckets, exact sums, failed
+    /// syscalls, and for block requests their queue times, sizes and bytes per operation.
+    pub fn read_aggregates(&mut self) -> Result<Vec<(CountKey, KeyAggregate)>, SourceError> {
+        let snap = self.probe.read_agg()?;
+        let by = self.count_by.ok_or("events are streamed: the kernel keeps no counts for this view")?;
+        let mut out: Vec<(CountKey, KeyAggregate)> = Vec::new();
+        for (g, counts, sums, block) in snapshot_groups(&snap) {
+            let key = match by {
+                CountBy::All => CountKey::All,
+                CountBy::Class => CountKey::Class(FD_CLASS_NAMES.get(g as usize).copied().unwrap_or("other")),
+                CountBy::Syscall => CountKey::Syscall(g as u16),
+                CountBy::Disk => CountKey::Dev(self.devs.get(g as usize).copied().unwrap_or(g)),
+            };
+            // Groups are distinct keys except for All over several disks: those add up.
+            match out.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, a)) => a.add(counts, sums, block),
+                None => {
+                    let mut a = KeyAggregate::default();
+                    a.add(counts, sums, block);
+                    out.push((key, a));
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

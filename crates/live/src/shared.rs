@@ -24,7 +24,8 @@ use latscope_event::source::CountKey;
 use latscope_event::{syscall_name, BlockDevice, EventKind, FdType, TraceHeader};
 use latscope_filter::Filter;
 use latscope_probe::{
-    AggGroup, AggLayout, Probe, ProbeConfig, ProbeError, ProbeStats, SyscallSel, AGG_GROUPS, AGG_NONE,
+    AggGroup, AggLayout, AggSnapshot, AggSums, BlockAgg, Probe, ProbeConfig, ProbeError, ProbeStats, SyscallSel,
+    AGG_GROUPS, AGG_NONE,
 };
 
 use crate::session::{CountBy, SessionError};
@@ -34,6 +35,58 @@ const NR_MAX: usize = 512;
 
 /// One view's cumulative counts: (key, one count per kernel bucket) per label with any count.
 pub type ViewCounts = Vec<(CountKey, Vec<u64>)>;
+
+/// One view's cumulative in-kernel aggregates per label with any count.
+pub type ViewAggregates = Vec<(CountKey, KeyAggregate)>;
+
+/// What the kernel counted for one label of a view, since the probes started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyAggregate {
+    /// Latencies: one count per kernel bucket ([`latscope_probe::agg_bucket_bounds`]).
+    pub buckets: Vec<u64>,
+    /// The exact sum of those latencies, ns.
+    pub lat_ns: u64,
+    /// Syscalls that returned a negative value (failed).
+    pub errors: u64,
+    /// Block requests: queue times, sizes and bytes, one per operation of
+    /// [`latscope_probe::AGG_OPS`] (empty for syscalls).
+    pub block: Vec<BlockAgg>,
+}
+
+impl KeyAggregate {
+    /// Adds a group's counts (its latency buckets and sums, and its block aggregates if any).
+    pub(crate) fn add(&mut self, buckets: &[u64], sums: AggSums, block: Option<&[BlockAgg]>) {
+        add_words(&mut self.buckets, buckets);
+        self.lat_ns += sums.lat_ns;
+        self.errors += sums.errors;
+        if let Some(ops) = block {
+            self.block.resize_with(ops.len().max(self.block.len()), BlockAgg::default);
+            for (mine, b) in self.block.iter_mut().zip(ops) {
+                mine.bytes += b.bytes;
+                mine.queue_ns += b.queue_ns;
+                add_words(&mut mine.queue, &b.queue);
+                add_words(&mut mine.size, &b.size);
+            }
+        }
+    }
+}
+
+fn add_words(to: &mut Vec<u64>, from: &[u64]) {
+    if to.len() < from.len() {
+        to.resize(from.len(), 0);
+    }
+    for (t, f) in to.iter_mut().zip(from) {
+        *t += f;
+    }
+}
+
+/// The snapshot's groups as (group, buckets, sums, block aggregates).
+pub(crate) fn snapshot_groups(snap: &AggSnapshot) -> impl Iterator<Item = (u32, &[u64], AggSums, Option<&[BlockAgg]>)> {
+    snap.groups.iter().enumerate().map(|(i, (g, c))| {
+        let block = snap.block.iter().find(|(bg, _)| bg == g).map(|(_, b)| b.as_slice());
+        (*g, c.as_slice(), snap.sums.get(i).copied().unwrap_or_default(), block)
+    })
+}
 
 /// A syscall's signature among views by fd: (view, the syscall's number if the view groups by it).
 type RowSig = Vec<(usize, Option<u16>)>;
@@ -364,14 +417,18 @@ impl SharedCounter {
     /// Cumulative counts since the start, for each view in the order given to
     /// [`SharedCounter::start`].
     pub fn read_counts(&self) -> Result<Vec<ViewCounts>, ProbeError> {
+        Ok(self.read_aggregates()?.into_iter().map(|v| v.into_iter().map(|(k, a)| (k, a.buckets)).collect()).collect())
+    }
+
+    /// Cumulative aggregates since the start (latency buckets, exact sums, failed syscalls,
+    /// block queue times, sizes and bytes), for each view in the order given to
+    /// [`SharedCounter::start`].
+    pub fn read_aggregates(&self) -> Result<Vec<ViewAggregates>, ProbeError> {
         let snap = self.probe.read_agg()?;
-        let mut out: Vec<HashMap<CountKey, Vec<u64>>> = vec![HashMap::new(); self.views];
-        for (g, counts) in &snap.groups {
-            for (view, key) in self.plan.contrib.get(*g as usize).map_or(&[][..], |c| c.as_slice()) {
-                let sum = out[*view].entry(*key).or_insert_with(|| vec![0; counts.len()]);
-                for (s, c) in sum.iter_mut().zip(counts) {
-                    *s += c;
-                }
+        let mut out: Vec<HashMap<CountKey, KeyAggregate>> = vec![HashMap::new(); self.views];
+        for (g, counts, sums, block) in snapshot_groups(&snap) {
+            for (view, key) in self.plan.contrib.get(g as usize).map_or(&[][..], |c| c.as_slice()) {
+                out[*view].entry(*key).or_default().add(counts, sums, block);
             }
         }
         Ok(out.into_iter().map(|m| m.into_iter().collect()).collect())

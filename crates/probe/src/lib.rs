@@ -300,21 +300,97 @@ pub struct ProbeStats {
 pub struct AggSnapshot {
     /// One row of [`AGG_BUCKETS`] counts per group that has any count; (group, counts).
     pub groups: Vec<(u32, Vec<u64>)>,
+    /// The totals of each group of [`AggSnapshot::groups`], in the same order.
+    pub sums: Vec<AggSums>,
+    /// Block requests by group and operation, for the groups that have any: (group, one
+    /// [`BlockAgg`] per [`AGG_OPS`] operation).
+    pub block: Vec<(u32, Vec<BlockAgg>)>,
+}
+
+/// What a group's bucket counts cannot give, kept apart in the kernel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AggSums {
+    /// The exact sum of the latencies counted, ns.
+    pub lat_ns: u64,
+    /// Syscalls counted that returned a negative value (failed).
+    pub errors: u64,
+}
+
+/// The block operations the in-kernel block aggregates tell apart, by index (LS_AGG_OP_*):
+/// `read`, `write`, and every other operation (flush, discard, ...).
+pub const AGG_OPS: [&str; 3] = ["read", "write", "other"];
+
+/// The index in [`AGG_OPS`] of a block request's operation (the kernel's REQ_OP code), as the
+/// probes count it.
+pub fn agg_op(code: u16) -> usize {
+    match code {
+        0 => types::ls_agg_ops::LS_AGG_OP_READ.0 as usize,
+        1 => types::ls_agg_ops::LS_AGG_OP_WRITE.0 as usize,
+        _ => types::ls_agg_ops::LS_AGG_OP_OTHER.0 as usize,
+    }
+}
+
+/// Block requests of one group and operation, counted in the kernel.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockAgg {
+    /// Bytes completed (the exact sum of `size`).
+    pub bytes: u64,
+    /// Queue times (insert to issue), ns (the exact sum of `queue`).
+    pub queue_ns: u64,
+    /// Queue time per in-kernel bucket ([`agg_bucket_bounds`]); 0 for requests issued without
+    /// passing a scheduler queue.
+    pub queue: Vec<u64>,
+    /// Bytes of each completion per in-kernel bucket (the same bounds, in bytes).
+    pub size: Vec<u64>,
+}
+
+impl BlockAgg {
+    /// Requests (completions) counted.
+    pub fn requests(&self) -> u64 {
+        self.size.iter().sum()
+    }
 }
 
 impl AggSnapshot {
     /// Counts added since `earlier` (a previous snapshot of the same probe).
     pub fn since(&self, earlier: &AggSnapshot) -> AggSnapshot {
-        let groups = self
-            .groups
+        let sub = |c: &[u64], p: Option<&[u64]>| -> Vec<u64> {
+            c.iter().enumerate().map(|(i, v)| v - p.map_or(0, |p| p.get(i).copied().unwrap_or(0).min(*v))).collect()
+        };
+        let mut groups = Vec::with_capacity(self.groups.len());
+        let mut sums = Vec::with_capacity(self.groups.len());
+        for (i, (g, c)) in self.groups.iter().enumerate() {
+            let prev = earlier.groups.iter().position(|(pg, _)| pg == g);
+            groups.push((*g, sub(c, prev.map(|j| earlier.groups[j].1.as_slice()))));
+            let (now, before) = (self.sums.get(i).copied().unwrap_or_default(), prev.and_then(|j| earlier.sums.get(j)));
+            let before = before.copied().unwrap_or_default();
+            sums.push(AggSums {
+                lat_ns: now.lat_ns.saturating_sub(before.lat_ns),
+                errors: now.errors.saturating_sub(before.errors),
+            });
+        }
+        let block = self
+            .block
             .iter()
-            .map(|(g, c)| {
-                let prev = earlier.groups.iter().find(|(pg, _)| pg == g).map(|(_, p)| p.as_slice());
-                let d = c.iter().enumerate().map(|(i, v)| v - prev.map_or(0, |p| p[i].min(*v))).collect();
-                (*g, d)
+            .map(|(g, ops)| {
+                let prev = earlier.block.iter().find(|(pg, _)| pg == g).map(|(_, p)| p);
+                let ops = ops
+                    .iter()
+                    .enumerate()
+                    .map(|(o, b)| {
+                        let p = prev.and_then(|p| p.get(o));
+                        BlockAgg {
+                            bytes: b.bytes.saturating_sub(p.map_or(0, |p| p.bytes)),
+                            queue_ns: b.queue_ns.saturating_sub(p.map_or(0, |p| p.queue_ns)),
+                            queue: sub(&b.queue, p.map(|p| p.queue.as_slice())),
+                            size: sub(&b.size, p.map(|p| p.size.as_slice())),
+                        }
+                    })
+                    .collect();
+                (*g, ops)
             })
             .collect();
-        AggSnapshot { groups }
+        AggSnapshot { groups, sums, block }
     }
 }
 
@@ -371,6 +447,9 @@ pub struct Probe {
     ncpus: usize,
     aggregating: bool,
     agg_groups: usize,
+    /// The first group of block requests, and the block groups the block aggregates hold.
+    blk_base: usize,
+    blk_groups: usize,
     attached_ns: u64,
 }
 
@@ -468,8 +547,18 @@ impl Probe {
             )));
         }
         ro.agg_dev_other = layout.as_ref().map_or(AGG_NONE, |l| l.dev_other) as u32;
+        ro.agg_blk_base = layout.as_ref().map_or(0, |l| l.dev_base);
         ro.agg_fd = u8::from(layout.as_ref().is_some_and(|l| l.sys_fd_base.iter().flatten().any(|&b| b != AGG_NONE)));
         bpf(open.maps.agg.set_max_entries((agg_groups * AGG_BUCKETS) as u32), "sizing the in-kernel histograms")?;
+        bpf(open.maps.agg_sums.set_max_entries(agg_groups as u32), "sizing the in-kernel sums")?;
+        // Block requests count in the groups from the first disk's on (all of them but a
+        // composite layout's syscall groups): only those have block aggregates.
+        let blk_base = layout.as_ref().map_or(0, |l| l.dev_base as usize).min(agg_groups);
+        let blk_groups = if cfg.block && cfg.aggregate.is_some() { (agg_groups - blk_base).max(1) } else { 0 };
+        bpf(
+            open.maps.agg_blk.set_max_entries((blk_groups.max(1) * AGG_OPS.len()) as u32),
+            "sizing the in-kernel block aggregates",
+        )?;
 
         open.progs.ls_sys_enter.set_autoload(want_sys && fast);
         open.progs.ls_sys_exit.set_autoload(want_sys && fast);
@@ -630,6 +719,8 @@ impl Probe {
             ncpus: bpf(libbpf_rs::num_possible_cpus(), "counting CPUs")?,
             aggregating: cfg.aggregate.is_some(),
             agg_groups,
+            blk_base,
+            blk_groups,
             attached_ns,
         };
         if !probe.aggregating {
@@ -826,14 +917,46 @@ impl Probe {
         self.decoder.borrow().malformed
     }
 
-    /// The cumulative in-kernel histograms (only with [`ProbeConfig::aggregate`]).
+    /// The cumulative in-kernel histograms (only with [`ProbeConfig::aggregate`]), with their
+    /// exact sums and, for block requests, their queue times, sizes and bytes.
     pub fn read_agg(&self) -> Result<AggSnapshot, ProbeError> {
-        let map = &self.skel.maps.agg;
-        let total = self.agg_groups * AGG_BUCKETS;
-        let mut sums = vec![0u64; total];
-        let chunk = 8192usize;
+        let counts = self.read_percpu(&self.skel.maps.agg, self.agg_groups * AGG_BUCKETS, 1)?;
+        let sum_words = std::mem::size_of::<types::ls_agg_sum>() / 8;
+        let sums = self.read_percpu(&self.skel.maps.agg_sums, self.agg_groups, sum_words)?;
+        let mut snap = AggSnapshot::default();
+        for (g, c) in counts.chunks(AGG_BUCKETS).enumerate() {
+            if c.iter().any(|&v| v > 0) {
+                snap.groups.push((g as u32, c.to_vec()));
+                let s: types::ls_agg_sum = from_words(&sums[g * sum_words..(g + 1) * sum_words]);
+                snap.sums.push(AggSums { lat_ns: s.lat, errors: s.errors });
+            }
+        }
+        if self.blk_groups > 0 {
+            let words = std::mem::size_of::<types::ls_agg_blk>() / 8;
+            let blk = self.read_percpu(&self.skel.maps.agg_blk, self.blk_groups * AGG_OPS.len(), words)?;
+            for (i, per_group) in blk.chunks(words * AGG_OPS.len()).enumerate() {
+                let ops: Vec<BlockAgg> = per_group
+                    .chunks(words)
+                    .map(|w| {
+                        let b: types::ls_agg_blk = from_words(w);
+                        BlockAgg { bytes: b.bytes, queue_ns: b.qtime, queue: b.queue.to_vec(), size: b.size.to_vec() }
+                    })
+                    .collect();
+                if ops.iter().any(|o| o.requests() > 0) {
+                    snap.block.push(((self.blk_base + i) as u32, ops));
+                }
+            }
+        }
+        Ok(snap)
+    }
+
+    /// The values of a per-CPU array of `entries` values of `words` u64 each, summed over CPUs
+    /// word by word (batched lookups: a few syscalls for the whole map).
+    fn read_percpu(&self, map: &libbpf_rs::MapMut, entries: usize, words: usize) -> Result<Vec<u64>, ProbeError> {
+        let mut sums = vec![0u64; entries * words];
+        let chunk = (8192 / words).clamp(1, entries.max(1));
         let mut keys = vec![0u32; chunk];
-        let mut vals = vec![0u64; chunk * self.ncpus];
+        let mut vals = vec![0u64; chunk * self.ncpus * words];
         let mut in_batch: u32 = 0;
         let mut out_batch: u32 = 0;
         let mut first = true;
@@ -843,7 +966,8 @@ impl Probe {
                 sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_batch_opts>() as _,
                 ..Default::default()
             };
-            // SAFETY: keys and vals have room for `count` entries of this per-CPU map.
+            // SAFETY: keys and vals have room for `count` entries of this per-CPU map (values of
+            // `words` u64 per CPU).
             let ret = unsafe {
                 libbpf_rs::libbpf_sys::bpf_map_lookup_batch(
                     std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(map)),
@@ -858,8 +982,13 @@ impl Probe {
             let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
             for i in 0..count as usize {
                 let k = keys[i] as usize;
-                if k < total {
-                    sums[k] += vals[i * self.ncpus..(i + 1) * self.ncpus].iter().sum::<u64>();
+                if k < entries {
+                    let out = &mut sums[k * words..(k + 1) * words];
+                    for cpu in vals[i * self.ncpus * words..(i + 1) * self.ncpus * words].chunks(words) {
+                        for (o, v) in out.iter_mut().zip(cpu) {
+                            *o += v;
+                        }
+                    }
                 }
             }
             if ret != 0 {
@@ -880,13 +1009,7 @@ impl Probe {
             in_batch = out_batch;
             first = false;
         }
-        let groups = sums
-            .chunks(AGG_BUCKETS)
-            .enumerate()
-            .filter(|(_, c)| c.iter().any(|&v| v > 0))
-            .map(|(g, c)| (g as u32, c.to_vec()))
-            .collect();
-        Ok(AggSnapshot { groups })
+        Ok(sums)
     }
 
     /// [`Probe::read_agg`]'s sums, read one key at a time.
@@ -899,6 +1022,15 @@ impl Probe {
         }
         Ok(())
     }
+}
+
+/// A value of a BTF type from the words a per-CPU map read gave for it (summed over CPUs: every
+/// field of the aggregates is a u64 count).
+fn from_words<T>(w: &[u64]) -> T {
+    assert!(std::mem::size_of_val(w) >= std::mem::size_of::<T>(), "a short value");
+    // SAFETY: `w` holds at least size_of::<T>() bytes; T is a plain #[repr(C)] struct of u64
+    // fields generated from BTF, valid for any bit pattern; the read is unaligned-safe.
+    unsafe { std::ptr::read_unaligned(w.as_ptr() as *const T) }
 }
 
 fn as_bytes<T>(v: &T) -> &[u8] {
@@ -925,6 +1057,15 @@ pub fn sys_class_name(code: u32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_ops_are_the_kernel_s() {
+        assert_eq!(AGG_OPS.len(), types::ls_agg_ops::LS_AGG_OPS.0 as usize);
+        assert_eq!(AGG_OPS[types::ls_agg_ops::LS_AGG_OP_WRITE.0 as usize], "write");
+        assert_eq!(AGG_OPS[types::ls_agg_ops::LS_AGG_OP_OTHER.0 as usize], "other");
+        assert_eq!(std::mem::size_of::<types::ls_agg_blk>(), (2 + 2 * AGG_BUCKETS) * 8);
+        assert_eq!(std::mem::size_of::<types::ls_agg_sum>(), 16);
+    }
 
     #[test]
     fn agg_buckets_match_bounds() {
@@ -1034,9 +1175,15 @@ mod tests {
 
     #[test]
     fn agg_diff() {
-        let a = AggSnapshot { groups: vec![(1, vec![1, 2, 3])] };
-        let b = AggSnapshot { groups: vec![(1, vec![2, 2, 5]), (2, vec![1, 0, 0])] };
+        let s = |lat_ns, errors| AggSums { lat_ns, errors };
+        let a = AggSnapshot { groups: vec![(1, vec![1, 2, 3])], sums: vec![s(10, 1)], ..Default::default() };
+        let b = AggSnapshot {
+            groups: vec![(1, vec![2, 2, 5]), (2, vec![1, 0, 0])],
+            sums: vec![s(25, 1), s(7, 1)],
+            ..Default::default()
+        };
         let d = b.since(&a);
         assert_eq!(d.groups, vec![(1, vec![1, 0, 2]), (2, vec![1, 0, 0])]);
+        assert_eq!(d.sums, vec![s(15, 0), s(7, 1)]);
     }
 }

@@ -16,6 +16,26 @@ struct {
 	__type(value, __u64);
 } agg SEC(".maps");
 
+/* Per group: exact latency sum and failed syscalls (sized by user space to the groups in use). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LS_AGG_GROUPS);
+	__type(key, __u32);
+	__type(value, struct ls_agg_sum);
+} agg_sums SEC(".maps");
+
+/* Per block group and operation: queue time, size and bytes (sized by user space to the block
+ * groups, which are the groups from agg_blk_base on). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LS_AGG_OPS);
+	__type(key, __u32);
+	__type(value, struct ls_agg_blk);
+} agg_blk SEC(".maps");
+
+/* The first group block requests count in (set by user space before load). */
+const volatile __u32 agg_blk_base = 0;
+
 /* fd type -> aggregation group for LS_AGG_FDCLASS, fd group for LS_AGG_COMPOSITE (filled by
  * user space). */
 struct {
@@ -59,12 +79,38 @@ static __always_inline __u32 popcount32(__u32 v)
 	return (((v + (v >> 4)) & 0x0F0F0F0F) * 0x01010101) >> 24;
 }
 
-static __always_inline void agg_add(__u32 group, __u64 lat)
+/* Counts a latency in a group; `failed`: a syscall that returned a negative value. The exact sum
+ * is kept apart because a bucket's middle is up to 3 % off its values (the mean would be too). */
+static __always_inline void agg_add(__u32 group, __u64 lat, bool failed)
 {
-	__u32 key = (group % LS_AGG_GROUPS) * LS_AGG_BUCKETS + lat_bucket(lat);
+	group %= LS_AGG_GROUPS;
+	__u32 key = group * LS_AGG_BUCKETS + lat_bucket(lat);
 	__u64 *v = bpf_map_lookup_elem(&agg, &key);
 	if (v)
 		(*v)++; /* no separate event counter: user space sums the histograms */
+	struct ls_agg_sum *s = bpf_map_lookup_elem(&agg_sums, &group);
+	if (s) {
+		s->lat += lat;
+		s->errors += failed;
+	}
+}
+
+/* A block request's queue time, size and bytes, by group and operation (REQ_OP_*). */
+static __always_inline void agg_blk_add(__u32 group, __u32 op, __u64 qtime, __u64 bytes)
+{
+	__u32 key = (group - agg_blk_base) * LS_AGG_OPS +
+		    (op == 0 ? LS_AGG_OP_READ : op == 1 ? LS_AGG_OP_WRITE : LS_AGG_OP_OTHER);
+	struct ls_agg_blk *b = bpf_map_lookup_elem(&agg_blk, &key);
+	if (!b)
+		return;
+	b->bytes += bytes;
+	b->qtime += qtime;
+	__u32 i = lat_bucket(qtime);
+	if (i < LS_AGG_BUCKETS)
+		b->queue[i]++;
+	i = lat_bucket(bytes);
+	if (i < LS_AGG_BUCKETS)
+		b->size[i]++;
 }
 
 #endif

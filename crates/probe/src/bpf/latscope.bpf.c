@@ -58,6 +58,7 @@ enum ls_fd_type _ls_fd_type_type = LS_FD_UNKNOWN;
 enum ls_rwbs _ls_rwbs_type = LS_RWBS_SYNC;
 enum ls_sys_class _ls_sys_class_type = LS_CLASS_PROCESS;
 enum ls_agg_group _ls_agg_group_type = LS_AGG_ALL;
+enum ls_agg_ops _ls_agg_ops_type = LS_AGG_OPS;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -637,7 +638,7 @@ static __always_inline int sys_exit(const bool fast, long ret)
 		return 0;
 	__u32 nr = s->nr;
 	if (agg_mode && !AGG_NEEDS_FD && agg_group != LS_AGG_SYSCLASS && agg_group != LS_AGG_COMPOSITE) {
-		agg_add(agg_group == LS_AGG_SYSCALL ? nr : 0, lat);
+		agg_add(agg_group == LS_AGG_SYSCALL ? nr : 0, lat, ret < 0);
 		return 0;
 	}
 	struct ls_sys_desc *d = bpf_map_lookup_elem(&sys_desc, &nr);
@@ -645,7 +646,7 @@ static __always_inline int sys_exit(const bool fast, long ret)
 		return 0;
 	if (agg_mode && agg_group == LS_AGG_COMPOSITE) {
 		if (d->agg0 != LS_AGG_NONE)
-			agg_add(d->agg0, lat);
+			agg_add(d->agg0, lat, ret < 0);
 		if (!agg_fd || (d->agg1 == LS_AGG_NONE && d->agg2 == LS_AGG_NONE))
 			return 0;
 	}
@@ -682,13 +683,13 @@ static __always_inline int sys_exit(const bool fast, long ret)
 				/* Only the fd groups some view counts have a group: bit `bit` of the masks. */
 				__u32 bit = group & 31, f1 = d->agg1_fds, f2 = d->agg2_fds;
 				if (d->agg1 != LS_AGG_NONE && ((f1 >> bit) & 1))
-					agg_add(d->agg1 + popcount32(f1 & ((1U << bit) - 1)), lat);
+					agg_add(d->agg1 + popcount32(f1 & ((1U << bit) - 1)), lat, ret < 0);
 				if (d->agg2 != LS_AGG_NONE && ((f2 >> bit) & 1))
-					agg_add(d->agg2 + popcount32(f2 & ((1U << bit) - 1)), lat);
+					agg_add(d->agg2 + popcount32(f2 & ((1U << bit) - 1)), lat, ret < 0);
 				return 0;
 			}
 		}
-		agg_add(group, lat);
+		agg_add(group, lat, ret < 0);
 		return 0;
 	}
 
@@ -900,7 +901,8 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	if (lat < min_lat)
 		goto done;
 	if (agg_mode) {
-		agg_add(group, lat);
+		agg_add(group, lat, false);
+		agg_blk_add(group, rq->cmd_flags & 0xff, v->insert_ts ? v->issue_ts - v->insert_ts : 0, nr_bytes);
 		goto done;
 	}
 	struct ls_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);

@@ -170,4 +170,24 @@ struct ls_why {
 	char waker_comm[LS_COMM_LEN];
 };
 
+/*
+ * In-kernel aggregation beyond the bucket counts of `agg` (see agg.bpf.h), per CPU: per group,
+ * what buckets cannot give (struct ls_agg_sum, map `agg_sums`); per block group and operation,
+ * the queue time, size and bytes of block requests (struct ls_agg_blk, map `agg_blk`, key
+ * (group - agg_blk_base) * LS_AGG_OPS + op).
+ */
+enum ls_agg_ops { LS_AGG_OP_READ = 0, LS_AGG_OP_WRITE = 1, LS_AGG_OP_OTHER = 2, LS_AGG_OPS = 3 };
+
+struct ls_agg_sum {
+	__u64 lat;    /* latencies counted, ns: the exact sum of the group's histogram */
+	__u64 errors; /* syscalls counted that returned a negative value (failed) */
+};
+
+struct ls_agg_blk {
+	__u64 bytes;                 /* bytes completed: the exact sum of `size` */
+	__u64 qtime;                 /* queue times (insert to issue), ns: the exact sum of `queue` */
+	__u64 queue[LS_AGG_BUCKETS]; /* queue time, the buckets of `agg` (0 when issued directly) */
+	__u64 size[LS_AGG_BUCKETS];  /* bytes of each completion, the same buckets */
+};
+
 #endif
