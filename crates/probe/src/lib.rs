@@ -998,7 +998,7 @@ impl Probe {
                 // ENOTSUPP (524): batch lookups of per-CPU arrays came after some kernels the
                 // probes run on (Ubuntu's 5.11 has none); one key at a time there.
                 if first && (errno == 524 || errno == libc::EINVAL) {
-                    self.read_agg_each(&mut sums)?;
+                    read_percpu_each(map, words, &mut sums)?;
                     break;
                 }
                 return Err(ProbeError::Unsupported(format!(
@@ -1011,17 +1011,20 @@ impl Probe {
         }
         Ok(sums)
     }
+}
 
-    /// [`Probe::read_agg`]'s sums, read one key at a time.
-    fn read_agg_each(&self, sums: &mut [u64]) -> Result<(), ProbeError> {
-        let map = &self.skel.maps.agg;
-        for (k, sum) in sums.iter_mut().enumerate() {
-            let key = (k as u32).to_ne_bytes();
-            let per_cpu = bpf(map.lookup_percpu(&key, MapFlags::ANY), "reading in-kernel histograms")?;
-            *sum = per_cpu.iter().flatten().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or([0; 8]))).sum();
+/// [`Probe::read_percpu`]'s sums, read one key at a time (`sums` holds `words` u64 per entry).
+fn read_percpu_each(map: &libbpf_rs::MapMut, words: usize, sums: &mut [u64]) -> Result<(), ProbeError> {
+    for (k, out) in sums.chunks_mut(words).enumerate() {
+        let key = (k as u32).to_ne_bytes();
+        let per_cpu = bpf(map.lookup_percpu(&key, MapFlags::ANY), "reading in-kernel histograms")?;
+        for cpu in per_cpu.iter().flatten() {
+            for (o, v) in out.iter_mut().zip(cpu.chunks_exact(8)) {
+                *o += u64::from_ne_bytes(v.try_into().unwrap_or([0; 8]));
+            }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// A value of a BTF type from the words a per-CPU map read gave for it (summed over CPUs: every
