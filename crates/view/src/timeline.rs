@@ -444,7 +444,7 @@ impl Timeline {
             11.0,
             "middle",
             "black",
-            "Time (s) — mouse over for the values of an interval",
+            "Time since the start — mouse over for the values of an interval",
             "",
         );
         s.finish()

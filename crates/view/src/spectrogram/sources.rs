@@ -122,6 +122,8 @@ pub struct FileFeed {
     /// Pacing: wall-clock start and speed.
     pace: Option<(Instant, f64)>,
     done: bool,
+    /// Said in the status line when nothing else is (e.g. why the file is not paced).
+    pub note: String,
 }
 
 /// Counts a file's events into rows.
@@ -152,6 +154,7 @@ impl FileFeed {
             filter_text: o.filter.clone(),
             pace: pace.map(|s| (Instant::now(), s)),
             done: false,
+            note: String::new(),
         }
     }
 
@@ -278,6 +281,8 @@ impl Feed for FileFeed {
             if !self.done {
                 note = format!("paced at {speed}x (n: draw the rest now)");
             }
+        } else {
+            note.clone_from(&self.note);
         }
         // A file drops nothing; what the recording lost is worth a word.
         let lost = self.source.lost();
