@@ -544,6 +544,7 @@ const LAYOUT_PROBLEMS_JS: &str = r#"(() => {
   const out = [];
   for (const t of document.querySelectorAll('table.grid')) {
     const head = t.querySelector('tr'); if (!head) continue;
+    if (head.getBoundingClientRect().height > 40) out.push(`${t.dataset.by || t.id}: the header row is stretched to ${head.getBoundingClientRect().height} px`);
     const ths = [...head.children];
     for (const tr of [...t.querySelectorAll('tr')].slice(1)) {
       let col = 0;

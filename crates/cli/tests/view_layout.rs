@@ -452,3 +452,18 @@ fn heatmap_size_rows_are_logarithmic_by_default_and_offsets_say_what_has_none() 
     let svg = std::fs::read_to_string(&out).unwrap();
     assert!(svg.contains("300 events without an offset"), "{}", svg.lines().find(|l| l.contains("subtitle")).unwrap());
 }
+
+#[test]
+fn timeline_ticks_are_round_values_and_the_time_axis_names_its_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path(), "t.lst", 40_000, 7_000_000_000, |i| 800 + (i * 7919) % 3_000_000, |_| "app".into());
+    let out = dir.path().join("tl.svg");
+    latscope_ok(&["timeline", "-r", t.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(&out).unwrap();
+    let labels = ticks(&svg);
+    assert!(labels.len() > 10, "{labels:?}");
+    for l in &labels {
+        assert!(!l.contains(".0"), "tick label {l:?} is not written round ({labels:?})");
+    }
+    assert!(svg.contains("Time since the start") && !svg.contains("Time (s)"));
+}

@@ -132,7 +132,7 @@ async function tables() {
   const box = document.getElementById('tables'), out = [];
   for (const tb of t.tables) {
     const table = LS.el('table', { class: 'grid', 'data-by': tb.by, 'data-events': tb.events });
-    table.append(LS.el('caption', { text: `by ${tb.by} (${tb.groups} group${tb.groups === 1 ? '' : 's'})` + (tb.scope ? ': ' + tb.scope : '') }),
+    table.append(LS.el('caption', { title: tb.scope_note, text: `by ${tb.by} (${tb.groups} group${tb.groups === 1 ? '' : 's'})` + (tb.scope ? ': ' + tb.scope : '') }),
       LS.el('tr', null, ...[tb.by, 'count', 'rate/s', 'p50', 'p99', 'max', 'total'].map((h, i) => LS.el('th', { class: i ? 'num' : '', text: h }))));
     for (const r of tb.rows) {
       const tr = LS.el('tr', { class: r.narrow ? 'narrow' : '', 'data-name': r.name, 'data-count': r.count, 'data-narrow': r.narrow, title: r.narrow ? 'narrow to: ' + r.narrow : 'no filter field names this group' },

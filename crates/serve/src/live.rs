@@ -557,7 +557,8 @@ fn tables(spec: &Spectrogram, feed: &mut dyn Feed, q: &TableQuery, interval: Dur
             // The page includes them with its box, not a flag.
             j["note"] = json!(t.waits_note_with("tick \"blocking waits in tables\" to include them"));
             if t.by() == GroupBy::Disk && !q.block {
-                j["scope"] = json!("block devices only (not proc, sysfs, cgroup, tmpfs, pipes or sockets)");
+                j["scope"] = json!("block devices only");
+                j["scope_note"] = json!("files on proc, sysfs, cgroup or tmpfs, pipes and sockets are on no disk");
             }
             if let Some(rows) = j["rows"].as_array_mut() {
                 for r in rows {
