@@ -586,7 +586,8 @@ impl Feed for CountFeed {
         // The same strips: a group keeps its number across the switch.
         let strips = std::mem::replace(&mut self.strips, Strips::new(None, events.header(), spec));
         let mut s = StreamFeed::with_strips(events, strips, &self.o);
-        s.note = "switched to the event stream: events from now on can be listed".into();
+        // Short: the status line is shared with the numbers and the key hints.
+        s.note = "events kept since the switch".into();
         spec.seal_until(self.next_row);
         self.stream = Some(s);
         Ok("switched to the event stream: select cells of the new rows to list their events".into())
