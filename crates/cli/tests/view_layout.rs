@@ -350,6 +350,17 @@ fn spectrogram_svg_fills_its_frame_from_the_fastest_event_to_a_labelled_right_ed
         let ticks = xticks(&svg);
         assert_eq!(ticks.first().map(|t| (t.0, t.1.as_str())), Some((x0, "1us")), "{rows}: {ticks:?}");
         assert_eq!(ticks.last().map(|t| (t.0, t.1.as_str())), Some((x0 + w, "10ms")), "{rows}: {ticks:?}");
+        // Row labels on round times, written so: 0.1s, 0.2s (0.5s apart for 300 rows of 10 ms).
+        let labels: Vec<&str> = svg
+            .lines()
+            .filter(|l| l.contains("class=\"rowlabel\""))
+            .map(|l| &l[l.find('>').unwrap() + 1..l.rfind("</text>").unwrap()])
+            .collect();
+        assert!(labels.len() >= 4, "{rows}: {labels:?}");
+        for l in &labels {
+            let (int, frac) = l.trim_end_matches('s').split_once('.').unwrap();
+            assert!(frac.len() == 1 && int.parse::<u32>().is_ok(), "{rows}: row label {l} ({labels:?})");
+        }
         // Every row's cells lie in the strip.
         for l in svg.lines().filter(|l| l.contains("<rect") && l.contains("<title>")) {
             let (x, y): (f64, f64) = (attr(l, "x").unwrap().parse().unwrap(), attr(l, "y").unwrap().parse().unwrap());

@@ -82,6 +82,18 @@ pub fn row_height(nrows: usize) -> f64 {
     (360.0 / nrows.max(1) as f64).floor().clamp(1.0, 24.0)
 }
 
+/// Rows between two row labels: at least `min_rows`, and as few more as make the time between
+/// labels a 1-2-5 multiple of a power of ten (`min_rows` when none within ten times as many).
+fn label_rows(min_rows: u64, interval_ns: u64) -> u64 {
+    (min_rows..=min_rows * 10).find(|&k| round_ns(k * interval_ns)).unwrap_or(min_rows)
+}
+
+/// Whether `ns` is 1, 2 or 5 times a power of ten.
+fn round_ns(ns: u64) -> bool {
+    let p = 10u64.pow(ns.max(1).ilog10());
+    ns % p == 0 && matches!(ns / p, 1 | 2 | 5)
+}
+
 /// A latency at an end of the axis: `100ns`, `1s` for a decade, `300ms` otherwise.
 fn edge_label(p: u64) -> String {
     if 10u64.pow(p.max(1).ilog10()) == p {
@@ -149,7 +161,11 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
         edge_label(axis.max_ns())
     );
     let mut y = top;
-    let label_every = ((24.0 / ch).ceil() as usize).max(1);
+    // Row labels at least 24 px apart, on round times (every 25 rows of 4 ms: 0.1s, 0.2s, ...).
+    let label_every = label_rows(((24.0 / ch).ceil() as u64).max(1), spec.interval_ns());
+    // Decimals for the label step when it is round, else for the rows (0.099s, not 0.10s).
+    let label_step = label_every * spec.interval_ns();
+    let label_step = if round_ns(label_step) { label_step } else { spec.interval_ns() };
     for g in &strips {
         if let Some(g) = g {
             let _ = writeln!(
@@ -163,13 +179,15 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
         let _ = writeln!(s, r#"<rect x="{left}" y="{y:.1}" width="{plot_w:.1}" height="{strip_h:.1}" fill="black"/>"#);
         for (k, idx) in (first..end).enumerate() {
             let ry = y + k as f64 * ch;
-            if k % label_every == 0 {
+            // Centred on its row; none so low that it would touch the axis labels below.
+            let label_y = ry + ch / 2.0 + 4.0;
+            if idx % label_every == 0 && label_y <= y + strip_h - 1.0 + ch.min(8.0) / 2.0 {
                 let _ = writeln!(
                     s,
                     r#"<text x="{:.1}" y="{:.1}" text-anchor="end" class="rowlabel">{}</text>"#,
                     left - 4.0,
-                    ry + ch.max(8.0) / 2.0 + 4.0,
-                    fmt_rel(idx * spec.interval_ns(), spec.interval_ns())
+                    label_y,
+                    fmt_rel(idx * spec.interval_ns(), label_step)
                 );
             }
             let (counts, _, _) = spec.columns(idx, *g, &mut maps);
