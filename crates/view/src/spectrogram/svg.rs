@@ -91,7 +91,7 @@ fn label_rows(min_rows: u64, interval_ns: u64) -> u64 {
 /// Whether `ns` is 1, 2 or 5 times a power of ten.
 fn round_ns(ns: u64) -> bool {
     let p = 10u64.pow(ns.max(1).ilog10());
-    ns % p == 0 && matches!(ns / p, 1 | 2 | 5)
+    ns.is_multiple_of(p) && matches!(ns / p, 1 | 2 | 5)
 }
 
 /// A latency at an end of the axis: `100ns`, `1s` for a decade, `300ms` otherwise.
