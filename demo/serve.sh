@@ -51,10 +51,11 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
 	"$LS" load -f "$WORK/load" --op write --rate 300 -d 60s --name demo-writer >/dev/null 2>&1 &
 	LOAD=$!
 	# Start the live sessions (shared with the browser: same filters), give them seconds of rows.
-	warm() { python3 - "${URL}api/live?$1" <<'PY'
+	warm() { python3 - "${URL}api/live" "$1" <<'PY'
 import json, sys, time, urllib.request
 for _ in range(100):
-    if json.load(urllib.request.urlopen(sys.argv[1])).get("state") == "running":
+    # Live requests start probes: POST only (form-encoded), as the page sends them.
+    if json.load(urllib.request.urlopen(sys.argv[1], data=sys.argv[2].encode())).get("state") == "running":
         break
     time.sleep(0.2)
 PY

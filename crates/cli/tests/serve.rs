@@ -536,3 +536,149 @@ fn form_urlencoded(s: &str) -> String {
         })
         .collect()
 }
+
+/// A script that returns what is wrong with the page's layout: a table header not over its
+/// values (numbers right-aligned, text left-aligned, edges within 1.5 px), a cell whose text is
+/// clipped, SVG text outside its SVG or overlapping another.
+const LAYOUT_PROBLEMS_JS: &str = r#"(() => {
+  const out = [];
+  for (const t of document.querySelectorAll('table.grid')) {
+    const head = t.querySelector('tr'); if (!head) continue;
+    if (head.getBoundingClientRect().height > 40) out.push(`${t.dataset.by || t.id}: the header row is stretched to ${head.getBoundingClientRect().height} px`);
+    const ths = [...head.children];
+    for (const tr of [...t.querySelectorAll('tr')].slice(1)) {
+      let col = 0;
+      [...tr.children].forEach(td => {
+        const i = col; col += td.colSpan || 1;
+        const th = ths[i]; if (!th || td.colSpan > 1) return;
+        const a = th.getBoundingClientRect(), b = td.getBoundingClientRect();
+        const num = td.classList.contains('num');
+        const ta = getComputedStyle(th).textAlign, tb = getComputedStyle(td).textAlign;
+        if (ta !== tb) out.push(`${t.dataset.by || t.id}: header '${th.textContent}' is aligned ${ta}, its values ${tb}`);
+        if (Math.abs(num ? a.right - b.right : a.left - b.left) > 1.5) out.push(`${t.dataset.by || t.id}: column '${th.textContent}' edges differ`);
+        if (td.scrollWidth > td.clientWidth + 1) out.push(`${t.dataset.by || t.id}: '${td.textContent}' is clipped`);
+      });
+    }
+  }
+  for (const svg of document.querySelectorAll('svg')) {
+    const r = svg.getBoundingClientRect();
+    const texts = [...svg.querySelectorAll('text')].filter(x => x.textContent.trim()).map(x => [x.textContent, x.getBoundingClientRect()]);
+    for (const [s, b] of texts) if (b.left < r.left - 0.5 || b.right > r.right + 0.5 || b.top < r.top - 0.5 || b.bottom > r.bottom + 0.5) out.push(`svg text '${s}' runs off its picture`);
+    for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
+      const [s, a] = texts[i], [u, b] = texts[j];
+      if (a.right - 0.5 > b.left && b.right - 0.5 > a.left && a.bottom - 0.5 > b.top && b.bottom - 0.5 > a.top) out.push(`svg texts '${s}' and '${u}' overlap`);
+    }
+  }
+  return out;
+})()"#;
+
+fn layout_problems(b: &mut Browser) -> Vec<String> {
+    let v = b.eval(LAYOUT_PROBLEMS_JS);
+    v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn series_page_peak_table_lines_up_and_chart_text_stays_inside() {
+    let Some(chrome) = viewsupport::chromium("series_page_peak_table_lines_up_and_chart_text_stays_inside") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("bench.db");
+    fixture(&db);
+    let srv = Serve::start(&["--store", db.to_str().unwrap(), "--no-live"], &[]);
+    let mut b = Browser::launch(&chrome, 1400, 900);
+    for page in [
+        "series?op=read-8GiB&hoursAgo=48&hours=&buckets=99",
+        "series?op=clock-1us&hoursAgo=6&buckets=40&scale=linear",
+        "",
+    ] {
+        b.goto(&format!("{}{page}", srv.url));
+        b.wait_ready(30);
+        let problems = layout_problems(&mut b);
+        assert!(problems.is_empty(), "{page}: {problems:#?}");
+        // Axis ticks are round: no trailing zeros (2us, not 2.00us).
+        let ticks = b.eval("[...document.querySelectorAll('svg.chart text:not(.peak)')].map(t => t.textContent)");
+        for t in ticks.as_array().unwrap() {
+            let t = t.as_str().unwrap();
+            assert!(
+                !t.contains(".0") && !t.ends_with("0us")
+                    || t.starts_with("10")
+                    || t.starts_with("20")
+                    || t.starts_with("50"),
+                "{page}: tick {t}"
+            );
+        }
+    }
+    b.goto(&format!("{}series?op=read-8GiB&hoursAgo=48&hours=&buckets=99", srv.url));
+    b.wait_ready(30);
+    assert!(b.eval("document.querySelectorAll('#peaks tr.peak').length").as_u64().unwrap() >= 2);
+    png_is_not_blank(&b.screenshot(&artifacts().join("series-peaks-aligned.png")));
+    drop(b);
+    srv.stop();
+}
+
+#[test]
+fn live_first_cell_clicked_keeps_events_and_tables_line_up_with_disks_only() {
+    let test = "live_first_cell_clicked_keeps_events_and_tables_line_up_with_disks_only";
+    if !common::require_bpf(test) {
+        return;
+    }
+    let Some(chrome) = viewsupport::chromium(test) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("a-directory-with-a-rather-long-name-for-this-test").join("and-one-more-level-below-it");
+    std::fs::create_dir_all(&deep).unwrap();
+    let file = deep.join("the-data-file.bin");
+    let _w = Load::start("lsw-first", "write", &file);
+    let srv = Serve::start(&[], &[]);
+    let mut b = Browser::launch(&chrome, 1400, 900);
+
+    // Counting in the kernel: no events kept yet.
+    b.goto(&format!("{}live?filter=proc.name%3Dlsw-first", srv.url));
+    b.wait_ready(60);
+    b.wait_for("+document.getElementById('heatmap').dataset.shown > 100", 60);
+    assert_eq!(b.eval("document.body.dataset.mode"), serde_json::json!("counting"));
+    // The axis starts at the decade below the fastest event, as the command line's pictures.
+    let min = b.eval("view.axis.min_ns").as_u64().unwrap();
+    assert_eq!(10u64.pow(min.ilog10()), min, "{min}");
+
+    // The first cell clicked switches to keeping events, and says so.
+    let xy = b.eval(
+        "(() => { const c = document.getElementById('heatmap'), W = c.width, H = c.height, L = 58, B = 16, n = ROWS; \
+         const cw = (W - L) / n, rh = (H - B) / view.axis.cols, off = n - view.rows.length; \
+         for (let k = view.rows.length - 1; k >= 0; k--) { const j = view.rows[k].counts.findIndex(x => x > 0); \
+           if (j >= 0) { c.scrollIntoView({block: 'center'}); const r2 = c.getBoundingClientRect(); \
+             return [r2.left + (L + (off + k + 0.5) * cw) * r2.width / W, r2.top + (H - B - (j + 0.5) * rh) * r2.height / H]; } } return null; })()",
+    );
+    let xy = xy.as_array().expect("a cell with events");
+    b.click_at(xy[0].as_f64().unwrap(), xy[1].as_f64().unwrap());
+    b.wait_for("document.getElementById('cellinfo').textContent.includes('From now on the last events are kept')", 30);
+    assert_eq!(b.eval("document.querySelector('input[name=stream]').checked"), serde_json::json!(true));
+    assert!(b.eval("location.search").as_str().unwrap().contains("stream=1"));
+
+    // The tables come: disks only, paths shortened in the middle, columns under their headers.
+    b.wait_for("document.body.dataset.mode === 'streaming'", 60);
+    b.wait_for("document.querySelectorAll('table[data-by=file] tr[data-name]').length > 0", 60);
+    b.wait_for("document.querySelectorAll('table[data-by=disk] tr[data-name]').length > 0", 60);
+    let disks = b.eval("[...document.querySelectorAll('table[data-by=disk] tr[data-name]')].map(r => r.dataset.name)");
+    for d in disks.as_array().unwrap() {
+        let d = d.as_str().unwrap();
+        assert!(
+            Path::new("/sys/class/block").join(d).exists() || d.contains(':') && !d.starts_with("0:"),
+            "not a disk: {d}"
+        );
+    }
+    let cell = b.eval(&format!(
+        "(() => {{ const r = [...document.querySelectorAll('table[data-by=file] tr[data-name]')].find(r => r.dataset.name === {:?}); \
+         return r ? [r.querySelector('td.name').textContent, r.querySelector('td.name').title] : null; }})()",
+        file.to_str().unwrap()
+    ));
+    let cell = cell.as_array().unwrap_or_else(|| panic!("no row of {}", file.display()));
+    let shown = cell[0].as_str().unwrap();
+    assert!(shown.contains('…') && shown.ends_with("/the-data-file.bin") && shown.starts_with('/'), "{shown}");
+    assert_eq!(cell[1].as_str().unwrap(), file.to_str().unwrap());
+    let problems = layout_problems(&mut b);
+    assert!(problems.is_empty(), "{problems:#?}");
+    png_is_not_blank(&b.screenshot(&artifacts().join("live-first-click.png")));
+    drop(b);
+    srv.stop();
+}

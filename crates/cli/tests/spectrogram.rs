@@ -610,3 +610,90 @@ fn tui_status_and_hints_fit_80_columns() {
     assert!(text.iter().any(|l| l.contains("FROZEN")), "{text:#?}");
     t.keys(&["q"]);
 }
+
+#[test]
+fn tui_first_drill_down_of_kernel_histograms_keeps_events_from_then_on_and_says_so_in_full() {
+    let test = "tui_first_drill_down_of_kernel_histograms_keeps_events_from_then_on_and_says_so_in_full";
+    if !require_bpf(test) || !require_tool(test, "tmux") {
+        return;
+    }
+    let name = "lsc-drill-first";
+    let cmd =
+        format!("{} spectrogram 250 --colors 256 'proc.name={name} and evt.type=nanosleep'; sleep 60", bin().display());
+    let t = Tmux::start("latscope-spectrogram-first-drill", 80, 24, &cmd);
+    for _ in 0..600 {
+        if t.text().iter().any(|l| l.contains("latscope spectrogram")) {
+            break;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    let l = load(&["--name", name, "--op", "nanosleep", "--sleep", "10ms", "--rate", "40", "-d", "12s"]);
+    sleep(Duration::from_millis(1500));
+    let text = t.text();
+    assert!(text.iter().any(|l| l.contains("in-kernel")), "counting in the kernel first:\n{text:#?}");
+    // The first drill-down: no "press s" cut at the edge, but the whole explanation, wrapped.
+    t.keys(&["Space"]);
+    t.keys(&["Enter"]);
+    // Switching attaches the streaming probes: a moment.
+    let mut text = t.text();
+    for _ in 0..100 {
+        if text.iter().any(|l| l.contains("events are kept from now on")) {
+            break;
+        }
+        sleep(Duration::from_millis(100));
+        text = t.text();
+    }
+    let screen = text.join("\n");
+    assert!(screen.contains("events are kept from now on"), "{screen}");
+    let said: String = text.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ");
+    assert!(said.contains("keeps no events") && said.contains("to list their events."), "{screen}");
+    assert!(text.iter().all(|l| l.chars().count() <= 80), "{screen}");
+    // Resume, let rows of events come, and drill down again: the events are listed.
+    t.keys(&["Escape"]);
+    t.keys(&["Space"]);
+    sleep(Duration::from_millis(2500));
+    t.keys(&["Space"]);
+    let start_col = (80 - GUTTER) / 2;
+    let target = screen_col(1e7, 80) - GUTTER;
+    let moves: Vec<&str> = vec!["Right"; target - start_col];
+    t.keys(&["Up"]);
+    t.keys(&moves);
+    t.keys(&["v", "Up", "Up", "Enter"]);
+    let text = t.text();
+    let listing = text.join("\n");
+    assert!(listing.contains("events ending"), "{listing}");
+    let n = text.iter().filter(|l| l.contains(name) && l.contains("nanosleep")).count();
+    assert!(n >= 10, "3 rows of 10 ms sleeps at 40/s should list ~30 events:\n{listing}");
+    t.keys(&["Escape", "q"]);
+    let mut l = l;
+    let _ = l.kill();
+    let _ = l.wait();
+}
+
+#[test]
+fn svg_of_a_file_on_a_terminal_says_it_is_drawn_at_once() {
+    if !require_tool("svg_of_a_file_on_a_terminal_says_it_is_drawn_at_once", "tmux") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.lst");
+    synthetic_trace(&f);
+    let svg = dir.path().join("t.svg");
+    let cmd = format!("{} spectrogram -r {} --svg {}; sleep 60", bin().display(), f.display(), svg.display());
+    let t = Tmux::start("latscope-spectrogram-svg-pace", 160, 24, &cmd);
+    let mut text = Vec::new();
+    for _ in 0..100 {
+        text = t.text();
+        if text.iter().any(|l| l.contains("end of input")) {
+            break;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    let screen = text.join("\n");
+    assert!(screen.contains("drawn at once, not at the recording's pace"), "said on screen:\n{screen}");
+    t.keys(&["q"]);
+    sleep(Duration::from_millis(500));
+    let after = t.text().join("\n");
+    assert!(after.contains("latscope: note: the file was drawn at once"), "said when done:\n{after}");
+    assert!(svg.exists());
+}

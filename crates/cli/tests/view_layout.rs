@@ -128,7 +128,8 @@ fn heatmap_ticks_are_round_values() {
         (&["--linear", "--maxlat", "15ms"][..], false),
         (&["--y", "offset"][..], true),
         (&["--y", "offset", "--log"][..], true),
-        (&["--y", "size"][..], true),
+        // Linear size rows (log is the default for sizes: one size here would be one row).
+        (&["--y", "size", "--linear"][..], true),
     ] {
         let out = dir.path().join("m.svg");
         let mut args = vec!["heatmap", "-r", t, "-o", out.to_str().unwrap()];
@@ -299,4 +300,181 @@ fn heatmap_refuses_to_write_svg_to_a_terminal() {
         std::process::Command::new("script").args(["-qec", &format!("{cmd} --json"), "/dev/null"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
     assert!(latscope(&["heatmap", "-r", t.to_str().unwrap()]).stdout.starts_with(b"<?xml"));
+}
+
+/// The `(x, label)` of each tick of an SVG whose tick texts carry `class="tick xtick"`.
+fn xticks(svg: &str) -> Vec<(f64, String)> {
+    svg.lines()
+        .filter(|l| l.contains("class=\"tick xtick\""))
+        .map(|l| {
+            let x: f64 = attr(l, "x").unwrap().parse().unwrap();
+            (x, l[l.find('>').unwrap() + 1..l.rfind("</text>").unwrap()].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn spectrogram_svg_fills_its_frame_from_the_fastest_event_to_a_labelled_right_edge() {
+    let dir = tempfile::tempdir().unwrap();
+    let chrome = chromium("spectrogram_svg_fills_its_frame_from_the_fastest_event_to_a_labelled_right_edge");
+    // Latencies from 2us to 5ms; 10, 29 and 300 rows.
+    for (rows, interval_ms) in [(10u64, 100u64), (29, 100), (300, 10)] {
+        let t = trace(
+            dir.path(),
+            "t.lst",
+            3000,
+            rows * interval_ms * 1_000_000,
+            |i| 2_000 + (i * 7919) % 5_000_000,
+            |_| "app".into(),
+        );
+        let out = dir.path().join(format!("s{rows}.svg"));
+        let o = latscope(&[
+            "spectrogram",
+            "-r",
+            t.to_str().unwrap(),
+            "--no-pace",
+            &interval_ms.to_string(),
+            "--svg",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let svg = std::fs::read_to_string(&out).unwrap();
+        // The strip: a sensible height whatever the number of rows.
+        let strip = svg.lines().find(|l| l.contains("fill=\"black\"")).unwrap();
+        let h: f64 = attr(strip, "height").unwrap().parse().unwrap();
+        let (x0, w): (f64, f64) =
+            (attr(strip, "x").unwrap().parse().unwrap(), attr(strip, "width").unwrap().parse().unwrap());
+        assert!((240.0..=420.0).contains(&h), "{rows} rows drawn {h} px high");
+        // The axis starts at the decade below the fastest event (no empty third) and its right
+        // edge is labelled.
+        let ticks = xticks(&svg);
+        assert_eq!(ticks.first().map(|t| (t.0, t.1.as_str())), Some((x0, "1us")), "{rows}: {ticks:?}");
+        assert_eq!(ticks.last().map(|t| (t.0, t.1.as_str())), Some((x0 + w, "10ms")), "{rows}: {ticks:?}");
+        // Row labels on round times, written so: 0.1s, 0.2s (0.5s apart for 300 rows of 10 ms).
+        let labels: Vec<&str> = svg
+            .lines()
+            .filter(|l| l.contains("class=\"rowlabel\""))
+            .map(|l| &l[l.find('>').unwrap() + 1..l.rfind("</text>").unwrap()])
+            .collect();
+        assert!(labels.len() >= 4, "{rows}: {labels:?}");
+        for l in &labels {
+            let (int, frac) = l.trim_end_matches('s').split_once('.').unwrap();
+            assert!(frac.len() == 1 && int.parse::<u32>().is_ok(), "{rows}: row label {l} ({labels:?})");
+        }
+        // Every row's cells lie in the strip.
+        for l in svg.lines().filter(|l| l.contains("<rect") && l.contains("<title>")) {
+            let (x, y): (f64, f64) = (attr(l, "x").unwrap().parse().unwrap(), attr(l, "y").unwrap().parse().unwrap());
+            let y0: f64 = attr(strip, "y").unwrap().parse().unwrap();
+            assert!(x >= x0 && x < x0 + w && y >= y0 && y < y0 + h, "{rows}: cell outside the strip: {l}");
+        }
+        if let Some(chrome) = &chrome {
+            assert_text_fits(&layout(chrome, &out, ""), &format!("spectrogram of {rows} rows"));
+        }
+    }
+    // --min and --max are kept as given.
+    let t = trace(dir.path(), "t.lst", 100, 1_000_000_000, |i| 2_000 + i, |_| "app".into());
+    let out = dir.path().join("given.svg");
+    let t = t.to_str().unwrap();
+    latscope_ok(&["spectrogram", "-r", t, "--no-pace", "--min", "1ns", "--max", "1s", "--svg", out.to_str().unwrap()]);
+    let ticks = xticks(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!((ticks[0].1.as_str(), ticks.last().unwrap().1.as_str()), ("1ns", "1s"), "{ticks:?}");
+}
+
+#[test]
+fn heatmap_time_axis_names_its_unit_and_few_columns_still_get_round_ticks() {
+    let dir = tempfile::tempdir().unwrap();
+    let chrome = chromium("heatmap_time_axis_names_its_unit_and_few_columns_still_get_round_ticks");
+    let t = trace(dir.path(), "t.lst", 3000, 15_000_000_000, |i| 1000 + (i * 7919) % 900_000, |_| "app".into());
+    let t = t.to_str().unwrap();
+    for extra in [&["--stepsec", "1"][..], &["--y", "subsecond"], &[], &["--y", "size"]] {
+        let out = dir.path().join("m.svg");
+        let mut args = vec!["heatmap", "-r", t, "-o", out.to_str().unwrap()];
+        args.extend(extra);
+        latscope_ok(&args);
+        let svg = std::fs::read_to_string(&out).unwrap();
+        let x: Vec<String> = xticks(&svg).into_iter().map(|t| t.1).collect();
+        assert!(x.len() >= 3, "{extra:?}: x ticks {x:?}");
+        assert!(x.iter().all(|l| !l.contains(".0")), "{extra:?}: {x:?}");
+        // The ticks carry their unit (ms, s); the title does not claim another.
+        let xlabel = svg.lines().find(|l| l.contains("class=\"xlabel\"")).unwrap();
+        assert!(xlabel.contains(">Time since the start<"), "{extra:?}: {xlabel}");
+        // No cell past the plot's frame.
+        let plot = svg.lines().find(|l| l.contains("class=\"plot\"")).unwrap();
+        let f = |l: &str, k: &str| -> f64 { attr(l, k).unwrap().parse().unwrap() };
+        let (px, py, pw, ph) = (f(plot, "x"), f(plot, "y"), f(plot, "width"), f(plot, "height"));
+        for l in svg.lines().filter(|l| l.contains("data-n=")) {
+            let (x, y, w, h) = (f(l, "x"), f(l, "y"), f(l, "width"), f(l, "height"));
+            assert!(
+                x >= px - 0.05 && y >= py - 0.05 && x + w <= px + pw + 0.05 && y + h <= py + ph + 0.05,
+                "{extra:?}: cell past the frame: {l}"
+            );
+        }
+        if let Some(chrome) = &chrome {
+            assert_text_fits(&layout(chrome, &out, ""), &format!("{extra:?}"));
+        }
+    }
+}
+
+#[test]
+fn heatmap_size_rows_are_logarithmic_by_default_and_offsets_say_what_has_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let read = latscope_event::syscall_nr("pread64").unwrap();
+    // 4 KiB, 16 KiB and 64 KiB reads, and some without an offset.
+    let events: Vec<Event> = (0..3000u64)
+        .map(|i| Event {
+            kind: EventKind::Syscall as u8,
+            ts: START + 1000 + i * 1_000_000,
+            lat: 5_000,
+            nr: read,
+            ret: 4096 << (2 * (i % 3)),
+            bytes: 4096 << (2 * (i % 3)),
+            fd: 3,
+            fd_type: 1,
+            off: if i % 10 == 0 { -1 } else { (i * 4096) as i64 },
+            comm: "app".into(),
+            path: "/srv/f".into(),
+            ..Default::default()
+        })
+        .collect();
+    let t = dir.path().join("sizes.lst");
+    write_trace(&t, START, &events);
+    let t = t.to_str().unwrap();
+    let j = json(&["heatmap", "-r", t, "--y", "size", "--json"]);
+    let y = &j["maps"][0]["y"];
+    assert_eq!(y["scale"], "log", "{y}");
+    let bounds = y["row_bounds"].as_array().unwrap();
+    let row_of =
+        |v: f64| bounds.iter().position(|b| b[0].as_f64().unwrap() <= v && v < b[1].as_f64().unwrap()).expect("a row");
+    let rows = [row_of(4096.0), row_of(16384.0), row_of(65536.0)];
+    assert!(rows[0] < rows[1] && rows[1] < rows[2], "each size has its own row: {rows:?}");
+    assert_eq!(json(&["heatmap", "-r", t, "--y", "size", "--linear", "--json"])["maps"][0]["y"]["scale"], "linear");
+    let out = dir.path().join("size.svg");
+    latscope_ok(&["heatmap", "-r", t, "--y", "size", "-o", out.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(&out).unwrap();
+    let y: Vec<String> = svg
+        .lines()
+        .filter(|l| l.contains("class=\"tick ytick\""))
+        .map(|l| l[l.find('>').unwrap() + 1..l.rfind("</text>").unwrap()].to_string())
+        .collect();
+    assert!(y.contains(&"4KiB".to_string()) && y.contains(&"64KiB".to_string()), "{y:?}");
+    assert!(svg.contains(">I/O size (log)</text>"));
+    let out = dir.path().join("off.svg");
+    latscope_ok(&["heatmap", "-r", t, "--y", "offset", "-o", out.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(svg.contains("300 events without an offset"), "{}", svg.lines().find(|l| l.contains("subtitle")).unwrap());
+}
+
+#[test]
+fn timeline_ticks_are_round_values_and_the_time_axis_names_its_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path(), "t.lst", 40_000, 7_000_000_000, |i| 800 + (i * 7919) % 3_000_000, |_| "app".into());
+    let out = dir.path().join("tl.svg");
+    latscope_ok(&["timeline", "-r", t.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(&out).unwrap();
+    let labels = ticks(&svg);
+    assert!(labels.len() > 10, "{labels:?}");
+    for l in &labels {
+        assert!(!l.contains(".0"), "tick label {l:?} is not written round ({labels:?})");
+    }
+    assert!(svg.contains("Time since the start") && !svg.contains("Time (s)"));
 }

@@ -21,6 +21,16 @@ LS.ns = ns => ns === null || ns === undefined ? '-' : ns < 1e3 ? Math.round(ns) 
 LS.bytes = b => { const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB']; let i = 0; while (b >= 1024 && i < 4) { b /= 1024; i++; } return i ? LS.sig3(b) + u[i] : Math.round(b) + 'B'; };
 // A value in a series' unit: ns, ps (loops, around a nanosecond), bytes, or a bare number.
 LS.val = (v, unit) => v === null || v === undefined ? '-' : unit === 'ns' ? LS.ns(v) : unit === 'ps' ? (v < 10000 && v > 0 ? (v / 1000).toFixed(2) + 'ns' : LS.ns(v / 1000)) : unit === 'bytes' ? LS.bytes(v) : String(v);
+// A label without trailing zeros: 1.00us -> 1us, 2.50ms -> 2.5ms, 10.0k -> 10k (axis ticks).
+LS.trimZeros = s => s.replace(/(\.\d*?)0+(?=[^\d]*$)/, '$1').replace(/\.(?=[^\d]*$)/, '');
+// `s` shortened to `n` characters in the middle, a path keeping its file name: rows of files in
+// one directory stay apart.
+LS.shortMiddle = (s, n) => {
+  if (s.length <= n) return s;
+  const slash = s.lastIndexOf('/');
+  const tail = slash > 0 && s.length - slash <= n - 8 ? s.slice(slash) : s.slice(s.length - Math.floor((n - 1) / 2));
+  return s.slice(0, n - 1 - tail.length) + '…' + tail;
+};
 LS.count = n => n < 1e3 ? String(Math.round(n * 10) / 10) : n < 1e6 ? LS.sig3(n / 1e3) + 'k' : n < 1e9 ? LS.sig3(n / 1e6) + 'M' : LS.sig3(n / 1e9) + 'G';
 LS.hour = secs => new Date(secs * 1000).toISOString().slice(0, 13).replace('T', ' ') + ':00';
 LS.pct = s => { const p = s * 100; return (p > 0 && p < 0.1 ? p.toFixed(3) : p.toFixed(1)) + ' %'; };

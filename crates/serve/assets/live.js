@@ -42,7 +42,7 @@ async function poll() {
   drawHeat(); drawSpec(); status();
   if (d.mode === 'streaming' && !tablesTimer && !sel) tables();
   if (d.mode !== 'streaming') {
-    document.getElementById('drillnote').textContent = 'The histograms are built in the kernel, which keeps no events: check “keep events” (or open ' + (d.streaming_reason ? '' : 'with stream=1') + ') to drill down by process, syscall, file, disk and client.';
+    document.getElementById('drillnote').textContent = 'The histograms are built in the kernel, which keeps no events: click a cell (or check “keep events”) to keep the last events from then on and drill down by process, syscall, file, disk and client.';
     document.getElementById('tables').replaceChildren();
     if (!document.body.dataset.ready) LS.ready();
   } else if (gotTables && !document.body.dataset.ready) LS.ready();
@@ -55,7 +55,7 @@ function status() {
     (d.lost ? ` — ${d.lost} LOST (ring buffer full)` : ' — none lost') + (d.filter ? ` — filter: ${d.filter}` : '');
   heat.dataset.shown = d.shown; heat.dataset.rows = d.rows.length; heat.dataset.below = d.below; heat.dataset.above = d.above;
   const leg = document.getElementById('legend');
-  if (!leg.childElementCount) for (const n of [1, 10, 100, 1000, 10000, 100000]) leg.append(LS.el('span', null, Object.assign(LS.el('i'), { style: '' }), LS.count(n)));
+  if (!leg.childElementCount) for (const n of [1, 10, 100, 1000, 10000, 100000]) leg.append(LS.el('span', null, Object.assign(LS.el('i'), { style: '' }), LS.trimZeros(LS.count(n))));
   leg.querySelectorAll('i').forEach((i, k) => { i.style.background = colorOf(10 ** k, d.palette); });
 }
 
@@ -70,7 +70,7 @@ function drawHeat() {
     ctx.fillRect(L + (off + k) * cw, H - B - (j + 1) * rh, Math.ceil(cw), Math.ceil(rh));
   }));
   ctx.fillStyle = '#ccc'; ctx.font = '10px sans-serif'; ctx.textAlign = 'right';
-  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) ctx.fillText(LS.ns(e), L - 4, Math.max(10, H - B - j * rh + 3)); });
+  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) ctx.fillText(LS.trimZeros(LS.ns(e)), L - 4, Math.max(10, H - B - j * rh + 3)); });
   // Labels at the edges are aligned inward so that none is cut by the canvas.
   for (let s = 0; s <= n; s += n >= 300 ? 60 : n >= 60 ? 10 : 5) { ctx.textAlign = s === 0 ? 'right' : s === n ? 'left' : 'center'; ctx.fillText(s === 0 ? 'now' : '-' + s + 's', L + (n - s) * cw, H - 3); }
   if (sel) { ctx.strokeStyle = '#fff'; ctx.lineWidth = 2; const k0 = sel.r0 - d.first_row + off, k1 = sel.r1 - d.first_row + off; ctx.strokeRect(L + k0 * cw, H - B - (sel.c1 + 1) * rh, (k1 - k0 + 1) * cw, (sel.c1 - sel.c0 + 1) * rh); }
@@ -89,20 +89,32 @@ function drawSpec() {
   const cw = (W - L) / d.axis.cols, rh = (H - T) / N, rows = d.rows.slice(-N), off = N - rows.length;
   rows.forEach((r, k) => r.counts.forEach((c, j) => { ctx.fillStyle = colorOf(c, d.palette); ctx.fillRect(L + j * cw, T + (off + k) * rh, Math.ceil(cw), Math.ceil(rh)); }));
   ctx.fillStyle = '#ccc'; ctx.font = '10px sans-serif'; ctx.textAlign = 'center';
-  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) { ctx.textAlign = j === d.axis.edges.length - 1 ? 'right' : 'center'; ctx.fillText(LS.ns(e), L + j * cw, 10); } });
+  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) { ctx.textAlign = j === d.axis.edges.length - 1 ? 'right' : 'center'; ctx.fillText(LS.trimZeros(LS.ns(e)), L + j * cw, 10); } });
   ctx.textAlign = 'right';
   for (let s = 0; s < N; s += 10) ctx.fillText(s === 0 ? 'now' : '-' + s + 's', L - 4, T + (N - s) * rh - 2);
 }
 
 async function select(s) {
   sel = s; drawHeat();
-  const p = Object.assign({ r0: s.r0, r1: s.r1, c0: s.c0, c1: s.c1, cols: COLS }, base);
+  // The first drill-down of a counting session switches it to keeping events, and says so.
+  const switched = view.mode !== 'streaming' && !base.stream;
+  if (switched) {
+    base.stream = '1'; form.elements.stream.checked = true;
+    const n = new URLSearchParams(base); if (q.get('rows')) n.set('rows', q.get('rows'));
+    history.replaceState(null, '', '/live?' + n);
+  }
+  // The axis the cell was picked on (it follows the fastest event when not set).
+  const p = Object.assign({ r0: s.r0, r1: s.r1, c0: s.c0, c1: s.c1, cols: COLS }, base, { min: view.axis.min_ns + 'ns', max: view.axis.max_ns + 'ns' });
   const box = document.getElementById('cell'); box.hidden = false;
   const pre = document.getElementById('events');
   try {
     const e = await LS.post('/api/live/events', p);
-    document.getElementById('cellinfo').textContent = `events ${e.query}: ${e.matched} matched` + (e.lines.length < e.matched ? `, the first ${e.lines.length} shown` : '') + (e.note ? ' — ' + e.note : '');
+    document.getElementById('cellinfo').textContent = switched
+      ? 'The histograms were built in the kernel, which keeps no events. From now on the last events are kept: click cells of the seconds from now on to list their events; the tables below fill as they come.'
+      : `events ${e.query}: ${e.matched} matched` + (e.lines.length < e.matched ? `, the first ${e.lines.length} shown` : '') + (e.note ? ' — ' + e.note : '');
+    if (switched) { sel = null; drawHeat(); }
     pre.textContent = e.lines.join('\n');
+    pre.hidden = switched;
     box.dataset.matched = e.matched;
   } catch (err) { pre.textContent = err.message; }
   if (view.mode === 'streaming') tables();
@@ -111,7 +123,7 @@ async function select(s) {
 async function tables() {
   clearTimeout(tablesTimer); tablesTimer = null;
   const p = Object.assign({ rows: Math.min(ROWS, 60), limit: 15 }, base);
-  if (sel) Object.assign(p, { r0: sel.r0, r1: sel.r1, c0: sel.c0, c1: sel.c1, cols: COLS });
+  if (sel) Object.assign(p, { r0: sel.r0, r1: sel.r1, c0: sel.c0, c1: sel.c1, cols: COLS, min: view.axis.min_ns + 'ns', max: view.axis.max_ns + 'ns' });
   let t;
   try { t = await LS.post('/api/live/tables', p); } catch (e) { document.getElementById('drillnote').textContent = e.message; tablesTimer = setTimeout(tables, 3000); return; }
   document.getElementById('drillscope').textContent = sel ? '(the selected cells)' : `(the last ${Math.round(t.seconds)} s; click a row to narrow the filter to it)`;
@@ -120,11 +132,11 @@ async function tables() {
   const box = document.getElementById('tables'), out = [];
   for (const tb of t.tables) {
     const table = LS.el('table', { class: 'grid', 'data-by': tb.by, 'data-events': tb.events });
-    table.append(LS.el('caption', { text: `by ${tb.by} (${tb.groups} groups)` }),
+    table.append(LS.el('caption', { title: tb.scope_note, text: `by ${tb.by} (${tb.groups} group${tb.groups === 1 ? '' : 's'})` + (tb.scope ? ': ' + tb.scope : '') }),
       LS.el('tr', null, ...[tb.by, 'count', 'rate/s', 'p50', 'p99', 'max', 'total'].map((h, i) => LS.el('th', { class: i ? 'num' : '', text: h }))));
     for (const r of tb.rows) {
       const tr = LS.el('tr', { class: r.narrow ? 'narrow' : '', 'data-name': r.name, 'data-count': r.count, 'data-narrow': r.narrow, title: r.narrow ? 'narrow to: ' + r.narrow : 'no filter field names this group' },
-        LS.el('td', { class: 'name', text: r.name }), LS.el('td', { class: 'num', text: String(r.count) }), LS.el('td', { class: 'num', text: LS.count(r.rate_per_s) }),
+        LS.el('td', { class: 'name', title: r.name, text: LS.shortMiddle(r.name, 34) }), LS.el('td', { class: 'num', text: String(r.count) }), LS.el('td', { class: 'num', text: LS.count(r.rate_per_s) }),
         LS.el('td', { class: 'num', text: LS.ns(r.p50_ns) }), LS.el('td', { class: 'num', text: LS.ns(r.p99_ns) }), LS.el('td', { class: 'num', text: LS.ns(r.max_ns) }), LS.el('td', { class: 'num', text: LS.ns(r.total_ns) }));
       if (r.narrow) tr.onclick = () => { const n = new URLSearchParams(base); n.set('filter', r.narrow); n.set('stream', '1'); if (q.get('rows')) n.set('rows', q.get('rows')); location.href = '/live?' + n; };
       table.append(tr);

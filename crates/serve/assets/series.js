@@ -29,7 +29,8 @@
   for (const n of m.notes) notes.append(LS.el('li', { class: 'note', text: n }));
   const peaks = document.getElementById('peaks');
   if (m.peaks.length) {
-    peaks.append(LS.el('tr', null, ...['peak', 'mode', 'share', 'values', 'from', 'to', 'tier'].map(t => LS.el('th', { text: t }))));
+    // Numbers right-aligned, their headers too: each header sits over its values.
+    peaks.append(LS.el('tr', null, ...['peak', 'mode', 'share', 'values', 'from', 'to', 'tier'].map((t, i) => LS.el('th', { class: i >= 1 && i <= 5 ? 'num' : null, text: t }))));
     m.peaks.forEach((p, i) => peaks.append(LS.el('tr', { class: 'peak', 'data-mode-low': p.mode_low, 'data-mode-high': p.mode_high, 'data-share': p.share, 'data-count': p.count },
       LS.el('td', { text: '#' + (i + 1) }), LS.el('td', { class: 'num', text: LS.val(p.mode_low, u) + '…' + LS.val(p.mode_high, u) }),
       LS.el('td', { class: 'num', text: LS.pct(p.share) }), LS.el('td', { class: 'num', text: String(p.count) }),
@@ -70,7 +71,7 @@ function chart(h, d, w, hgt, axis) {
     g.append(LS.svg('line', { x1: x0, x2: x0 + pw, y1: top + ph + 0.5, y2: top + ph + 0.5, stroke: '#999' }));
     for (const t of ticks(lo, hi, log)) {
       const x = xOf(t).toFixed(1);
-      g.append(LS.svg('line', { x1: x, x2: x, y1: top + ph, y2: top + ph + 4, stroke: '#999' }), LS.svg('text', { x, y: hgt - 4, 'text-anchor': 'middle', text: LS.val(t, u) }));
+      g.append(LS.svg('line', { x1: x, x2: x, y1: top + ph, y2: top + ph + 4, stroke: '#999' }), LS.svg('text', { x, y: hgt - 4, 'text-anchor': 'middle', text: LS.trimZeros(LS.val(t, u)) }));
     }
     if (zw) g.append(LS.svg('text', { x: left + 6, y: hgt - 4, 'text-anchor': 'middle', text: '0' }));
     g.append(LS.svg('text', { x: left - 4, y: top + 8, 'text-anchor': 'end', text: String(max) }), LS.svg('text', { x: left - 4, y: top + ph, 'text-anchor': 'end', text: '0' }));
@@ -79,7 +80,9 @@ function chart(h, d, w, hgt, axis) {
     const x = xOf((p.mode_low + p.mode_high) / 2).toFixed(1);
     const label = `${LS.val(p.mode_high, u)} ${LS.pct(p.share)}` + (p.tier ? ' ' + p.tier.replace('_', ' ') : '');
     g.append(LS.svg('line', { class: 'peak', x1: x, x2: x, y1: top, y2: top + ph, 'stroke-dasharray': '3 2' }, LS.svg('title', { text: 'peak: mode ' + LS.val(p.mode_low, u) + '…' + LS.val(p.mode_high, u) + ', ' + LS.pct(p.share) + ' of values, ' + p.count + ' values' + (p.tier ? ', ' + p.tier : '') })));
-    if (axis) g.append(LS.svg('text', { class: 'peak', x: +x + 3, y: top + 10 + 11 * (i % 3), text: label }));
+    // A label that would run past the right edge goes to the left of its line.
+    const right = +x + 3 + label.length * 5.6 > w - 2;
+    if (axis) g.append(LS.svg('text', { class: 'peak', x: right ? +x - 3 : +x + 3, 'text-anchor': right ? 'end' : 'start', y: top + 10 + 11 * (i % 3), text: label }));
   });
   return g;
 }

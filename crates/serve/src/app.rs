@@ -260,9 +260,9 @@ fn fields() -> Response {
 }
 
 fn view_query(p: &Params) -> Result<ViewQuery, ParamError> {
-    let min_ns = p.duration_ns("min", 1, 1_000_000_000_000)?.unwrap_or(1_000);
+    let min_ns = p.duration_ns("min", 1, 1_000_000_000_000)?;
     let max_ns = p.duration_ns("max", 2, 10_000_000_000_000)?.unwrap_or(10_000_000_000);
-    if min_ns >= max_ns {
+    if min_ns.is_some_and(|m| m >= max_ns) {
         return Err(ParamError::Invalid("min".into(), "must be below max".into()));
     }
     Ok(ViewQuery {

@@ -9,7 +9,7 @@
 //! thread, answered within a timeout, so a live view never blocks the store pages.
 
 use crate::params::{ParamError, Params};
-use latscope_event::{EventKind, SyscallSet, TraceHeader};
+use latscope_event::{dev_major_minor, EventBatch, EventKind, SyscallSet, TraceHeader};
 use latscope_filter::{Filter, FilterError};
 use latscope_live::{CountBy, SessionBuilder};
 use latscope_view::group::GroupBy;
@@ -170,8 +170,9 @@ pub struct ViewQuery {
     pub rows: usize,
     /// Latency columns (the heat map's rows).
     pub cols: usize,
-    /// Lowest latency shown, ns.
-    pub min_ns: u64,
+    /// Lowest latency shown, ns; `None`: the decade below the fastest event kept (1 ns before
+    /// any), as the command line's pictures start.
+    pub min_ns: Option<u64>,
     /// Highest latency shown, ns.
     pub max_ns: u64,
 }
@@ -428,7 +429,7 @@ fn view(
     counting: bool,
     streaming_reason: Option<&str>,
 ) -> Value {
-    let axis = Axis::new(q.min_ns, q.max_ns, q.cols);
+    let axis = view_axis(spec, q);
     let mut maps = MapCache::new(axis.clone());
     let last = spec.sealed();
     let first = spec.first_index().max(last.saturating_sub(q.rows as u64));
@@ -467,8 +468,18 @@ fn view(
     })
 }
 
+/// The latency axis of view `q`: from its `min_ns`, or from the decade below the fastest event
+/// (at least two decades below `max_ns`).
+fn view_axis(spec: &Spectrogram, q: &ViewQuery) -> Axis {
+    let min = q.min_ns.unwrap_or_else(|| {
+        let fastest = spec.lat_span().map_or(1, |(lo, _)| lo.max(1));
+        10u64.pow(fastest.ilog10()).min(q.max_ns / 100).max(1)
+    });
+    Axis::new(min, q.max_ns, q.cols)
+}
+
 fn rect(spec: &Spectrogram, c: &CellQuery) -> DrillQuery {
-    let axis = Axis::new(c.view.min_ns, c.view.max_ns, c.view.cols);
+    let axis = view_axis(spec, &c.view);
     let mut maps = MapCache::new(axis);
     let (c0, c1) = (c.c0.min(c.c1), c.c0.max(c.c1).min(c.view.cols.saturating_sub(1)));
     let (lat_lo, lat_hi) = maps.lat_range(Buckets::FINE, c0, c1);
@@ -520,7 +531,9 @@ fn tables(spec: &Spectrogram, feed: &mut dyn Feed, q: &TableQuery, interval: Dur
         if b.kind[i] == kind as u8 {
             first_ts = first_ts.min(b.ts[i]);
             for t in &mut tops {
-                t.add(b, i, h);
+                if t.by() != GroupBy::Disk || on_a_disk(b, i, h) {
+                    t.add(b, i, h);
+                }
             }
         }
     });
@@ -543,6 +556,10 @@ fn tables(spec: &Spectrogram, feed: &mut dyn Feed, q: &TableQuery, interval: Dur
             let mut j = t.to_json(SortKey::Total, q.limit, secs);
             // The page includes them with its box, not a flag.
             j["note"] = json!(t.waits_note_with("tick \"blocking waits in tables\" to include them"));
+            if t.by() == GroupBy::Disk && !q.block {
+                j["scope"] = json!("block devices only");
+                j["scope_note"] = json!("files on proc, sysfs, cgroup or tmpfs, pipes and sockets are on no disk");
+            }
             if let Some(rows) = j["rows"].as_array_mut() {
                 for r in rows {
                     let name = r["name"].as_str().unwrap_or("").to_string();
@@ -556,6 +573,14 @@ fn tables(spec: &Spectrogram, feed: &mut dyn Feed, q: &TableQuery, interval: Dur
         })
         .collect();
     json!({"events": visited.events, "note": visited.note, "seconds": secs, "tables": tables})
+}
+
+/// Whether event `i` is on a disk: a block request, or a syscall on a file of a block device (a
+/// known disk, or any device with a major number; proc, sysfs, cgroup, tmpfs, pipes and sockets
+/// live on anonymous devices, major 0, and are no disk).
+fn on_a_disk(b: &EventBatch, i: usize, h: &TraceHeader) -> bool {
+    let dev = b.dev[i];
+    b.kind[i] == EventKind::Block as u8 || h.disk_name(dev).is_some() || dev_major_minor(dev).0 != 0
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of event times.

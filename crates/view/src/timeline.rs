@@ -322,12 +322,13 @@ impl Timeline {
         let panels: [Panel; 3] = [
             (
                 "Operations per second",
-                |v| fmt_count(v.round()),
+                // Round tick values read round: 10k, 10MiB/s (not 10.0k).
+                |v| svg::trim_zeros(&fmt_count(v.round())),
                 vec![("ops/s", pts.iter().map(|p| Some(p.ops_per_sec)).collect())],
             ),
             (
                 "Throughput (bytes per second)",
-                |v| format!("{}/s", fmt_bytes(v as u64)),
+                |v| format!("{}/s", svg::trim_zeros(&fmt_bytes(v as u64))),
                 vec![("bytes/s", pts.iter().map(|p| Some(p.bytes_per_sec)).collect())],
             ),
             (
@@ -444,7 +445,7 @@ impl Timeline {
             11.0,
             "middle",
             "black",
-            "Time (s) — mouse over for the values of an interval",
+            "Time since the start — mouse over for the values of an interval",
             "",
         );
         s.finish()

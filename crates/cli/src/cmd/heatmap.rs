@@ -45,10 +45,11 @@ pub struct Args {
     /// Block requests instead of syscalls (implied by --input perf).
     #[arg(long)]
     pub block: bool,
-    /// Logarithmic rows (the default for latency and qtime from traces and perf input).
+    /// Logarithmic rows (the default for latency and qtime from traces and perf input, and for
+    /// size: 4 KiB and 64 KiB requests get rows of their own).
     #[arg(long, conflicts_with = "linear")]
     pub log: bool,
-    /// Linear rows (the default for size, offset, subsecond and text input).
+    /// Linear rows (the default for offset, subsecond and text input).
     #[arg(long)]
     pub linear: bool,
     /// Title (default: "Syscall Latency Heat Map", "Block I/O Size Heat Map", ...).
@@ -153,7 +154,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let opts = EventMapOptions {
         kind,
         y: a.y,
-        yspec: a.yspec(a.y, unit.clone(), unit == YUnit::Nanos && a.y != YField::Subsecond)?,
+        yspec: a.yspec(a.y, unit.clone(), (unit == YUnit::Nanos && a.y != YField::Subsecond) || a.y == YField::Size)?,
         step_sec: a.step_sec(),
         max_col: a.maxcol,
         per: a.per.unwrap_or(GroupBy::All),

@@ -46,12 +46,14 @@ pub struct Args {
     /// Draw this trace file (from 'latscope record') instead of the live system.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
     pub file: Option<PathBuf>,
-    /// Left edge of the latency axis (e.g. 1us).
-    #[arg(long, default_value = "1ns", value_parser = parse_duration_ns, value_name = "LATENCY")]
-    pub min: u64,
-    /// Right edge of the latency axis (e.g. 100ms).
-    #[arg(long, default_value = "10s", value_parser = parse_duration_ns, value_name = "LATENCY")]
-    pub max: u64,
+    /// Left edge of the latency axis (e.g. 1us) [default: 1ns; the --svg picture starts at the
+    /// decade below the fastest event].
+    #[arg(long, value_parser = parse_duration_ns, value_name = "LATENCY")]
+    pub min: Option<u64>,
+    /// Right edge of the latency axis (e.g. 100ms) [default: 10s; the --svg picture ends at the
+    /// decade above the slowest event].
+    #[arg(long, value_parser = parse_duration_ns, value_name = "LATENCY")]
+    pub max: Option<u64>,
     /// Split the view into one strip per group: class (file, net, ipc, other; live: in the
     /// kernel), syscall (live: in the kernel), disk (implies --block; live: in the kernel, the
     /// devices present at start), proc (needs the event stream).
@@ -135,7 +137,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let (interval_ms, filter_src) = split_words(&a.words)?;
     let filter = parse_filter(&filter_src)?;
     let ns = |v: u64| Some(v as f64);
-    check_range(("--min", ns(a.min)), ("--max", ns(a.max)), true, |v| YUnit::Nanos.fmt_short(v))?;
+    let (min_ns, max_ns) = (a.min.unwrap_or(1), a.max.unwrap_or(10_000_000_000));
+    check_range(("--min", ns(min_ns)), ("--max", ns(max_ns)), true, |v| YUnit::Nanos.fmt_short(v))?;
     if a.speed.is_nan() || a.speed <= 0.0 {
         bail!("--speed must be a positive number");
     }
@@ -154,8 +157,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let layout = Split::choose(&a.layout, matches!(a.by, Some(GroupBy::Class | GroupBy::Disk)), width);
     let what = if block { "block request latency" } else { "syscall latency" };
     let draw = DrawOptions {
-        min_ns: a.min,
-        max_ns: a.max,
+        min_ns,
+        max_ns,
         palette,
         split: a.by.is_some(),
         layout,
@@ -192,9 +195,22 @@ pub fn run(a: Args) -> Result<ExitCode> {
             title.push_str(&format!("\nfilter: {}", filter.source()));
         }
         let groups = a.by.is_some().then(|| spec.top_groups(a.top.max(1)));
-        let s = svg(&spec, &SvgOptions { min_ns: a.min, max_ns: a.max, cols: 200, palette, title, groups });
+        let o = SvgOptions {
+            min_ns,
+            max_ns,
+            cols: 200,
+            palette,
+            title,
+            groups,
+            fit_min: a.min.is_none(),
+            fit_max: a.max.is_none(),
+        };
+        let s = svg(&spec, &o);
         crate::args::write_output(Some(path), s.as_bytes())?;
         eprintln!("latscope: wrote {}", path.display());
+        if svg_unpaced(&a, plain) {
+            eprintln!("latscope: note: the file was {SVG_UNPACED}");
+        }
     }
     // What the file's reader met, said once the picture is done, as every reader says it.
     let damage = feed.damage();
@@ -233,9 +249,20 @@ fn file_feed(
     });
     let pace = (!plain && !a.no_pace && a.svg.is_none()).then_some(a.speed);
     let o = FeedOptions { kind, by: a.by, filter: filter_text, keep: a.keep };
-    let feed = FileFeed::new(Box::new(scan), reopen, &o, pace, &mut spec);
+    let mut feed = FileFeed::new(Box::new(scan), reopen, &o, pace, &mut spec);
+    if svg_unpaced(a, plain) {
+        feed.note = SVG_UNPACED.into();
+    }
     Ok((spec, Box::new(feed)))
 }
+
+/// Whether --svg is what stops the file from being drawn at the recording's pace (on a terminal,
+/// without --no-pace): said on screen and when done, as it is not what the terminal would do.
+fn svg_unpaced(a: &Args, plain: bool) -> bool {
+    a.file.is_some() && a.svg.is_some() && !plain && !a.no_pace
+}
+
+const SVG_UNPACED: &str = "drawn at once, not at the recording's pace: --svg needs every row (--no-pace to say so)";
 
 type Live = (Spectrogram, Box<dyn Feed>, std::sync::Arc<std::sync::atomic::AtomicBool>);
 

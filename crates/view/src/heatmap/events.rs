@@ -75,7 +75,9 @@ impl EventMaps {
             sub.push(super::grid_note(&m.bins));
         }
         if self.no_value > 0 {
-            sub.push(format!("{} events without a {}", self.no_value, o.y.name()));
+            let name = o.y.name();
+            let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+            sub.push(format!("{} without {article} {name}", crate::text::plural(self.no_value, "event")));
         }
         if self.groups > self.maps.len() && o.per != GroupBy::All {
             sub.push(format!("{} of {} groups", self.maps.len(), self.groups));

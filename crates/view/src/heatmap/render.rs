@@ -89,6 +89,19 @@ const RIGHT: f64 = 110.0;
 const MAP_TOP: f64 = 2.8;
 const MAP_BOTTOM: f64 = 4.0;
 const MIN_WIDTH: f64 = 640.0;
+/// A map with few columns gets wider cells, up to this plot width: its time axis gets room for
+/// ticks (cells stay at most 8 times as wide as high).
+const MIN_PLOT_WIDTH: f64 = 480.0;
+
+/// Width of a map's cells: the box size, or wider for a map with few columns.
+fn cell_width(cols: usize, b: f64) -> f64 {
+    let cols = cols.max(1) as f64;
+    if cols * b >= MIN_PLOT_WIDTH {
+        b
+    } else {
+        (MIN_PLOT_WIDTH / cols).floor().clamp(b, b * 8.0)
+    }
+}
 
 struct Placed<'a> {
     map: &'a HeatMap,
@@ -106,7 +119,7 @@ pub fn render_svg(maps: &[HeatMap], o: &RenderOptions) -> String {
     let b = o.boxsize.max(1.0);
     let mut width = MIN_WIDTH;
     for m in maps {
-        width = width.max(LEFT + m.bins.cols as f64 * b + RIGHT);
+        width = width.max(LEFT + m.bins.cols as f64 * cell_width(m.bins.cols, b) + RIGHT);
     }
     // The subtitle's parts, on as many lines (at most 3) as the width needs.
     let sub_size = fs - 1.0;
@@ -116,7 +129,7 @@ pub fn render_svg(maps: &[HeatMap], o: &RenderOptions) -> String {
     let mut placed = Vec::new();
     let mut y = head;
     for m in maps {
-        let w = m.bins.cols as f64 * b;
+        let w = m.bins.cols as f64 * cell_width(m.bins.cols, b);
         let h = m.rows as f64 * b;
         let block = h.max(legend_size(h, fs).1);
         placed.push(Placed { map: m, px: LEFT, py: y + MAP_TOP * fs, w, h });
@@ -167,6 +180,7 @@ fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions, width: f64) {
     let bins = &m.bins;
     let fs = o.font_size;
     let b = o.boxsize.max(1.0);
+    let bw = cell_width(bins.cols, b);
     let (px, py, w, h) = (p.px, p.py, p.w, p.h);
     let _ = writeln!(
         s,
@@ -196,7 +210,7 @@ fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions, width: f64) {
         }
         s.text(px - 6.0, yy + fs * 0.35, fs - 2.0, "end", "#333", &bins.unit.fmt_short(v), r#"class="tick ytick""#);
     }
-    let xt = thin(x_ticks(m, b), |t| svg::text_width(&fmt_secs(t), fs - 2.0) + 8.0);
+    let xt = thin(x_ticks(m, bw), |t| svg::text_width(&fmt_secs(t), fs - 2.0) + 8.0);
     for &(t, xx) in &xt {
         let xx = px + xx;
         s.line(xx, py + h, xx, py + h + 4.0, "#333", "");
@@ -208,7 +222,8 @@ fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions, width: f64) {
     s.line(px, py, px, py + h, "#333", "");
     s.line(px, py + h, px + w, py + h, "#333", "");
     // Axis titles.
-    s.text(px + w / 2.0, py + h + fs * 2.9, fs, "middle", "black", "Time (s)", r#"class="xlabel""#);
+    // The ticks carry their unit (ms, s): the title names the origin.
+    s.text(px + w / 2.0, py + h + fs * 2.9, fs, "middle", "black", "Time since the start", r#"class="xlabel""#);
     let yl = format!("{}{}", bins.label, if bins.scale == YScale::Log { " (log)" } else { "" });
     let (lx, ly) = (fs * 1.1, py + h / 2.0);
     let rotate = format!(r#"class="ylabel" transform="rotate(-90 {lx:.1} {ly:.1})""#);
@@ -219,7 +234,7 @@ fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions, width: f64) {
     let mut buf = String::with_capacity(64 * m.counts.iter().filter(|&&c| c > 0).count());
     for c in 0..bins.cols {
         let col = m.column(c);
-        let x = px + c as f64 * b;
+        let x = px + c as f64 * bw;
         for (r, &n) in col.iter().enumerate() {
             if n == 0 {
                 continue;
@@ -227,7 +242,7 @@ fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions, width: f64) {
             let y = py + (m.rows - 1 - r) as f64 * b;
             let _ = writeln!(
                 buf,
-                r#"<rect x="{x:.1}" y="{y:.1}" width="{b}" height="{b}" fill="{}" data-c="{c}" data-r="{r}" data-n="{n}"/>"#,
+                r#"<rect x="{x:.1}" y="{y:.1}" width="{bw}" height="{b}" fill="{}" data-c="{c}" data-r="{r}" data-n="{n}"/>"#,
                 heat_color(ratio(n, m.max_count, log))
             );
         }
@@ -239,7 +254,7 @@ fn draw_map(s: &mut Svg, k: usize, p: &Placed, o: &RenderOptions, width: f64) {
     // Highlight of the hovered cell.
     let _ = writeln!(
         s,
-        r#"<rect class="hl" id="hl{k}" x="0" y="0" width="{b}" height="{b}" fill="none" stroke="black" stroke-width="1.2" visibility="hidden" pointer-events="none"/>"#
+        r#"<rect class="hl" id="hl{k}" x="0" y="0" width="{bw}" height="{b}" fill="none" stroke="black" stroke-width="1.2" visibility="hidden" pointer-events="none"/>"#
     );
     draw_legend(s, m, px + w + 24.0, py, h, fs, log);
     s.raw("</g>\n");
@@ -339,7 +354,8 @@ fn x_ticks(m: &HeatMap, b: f64) -> Vec<(f64, f64)> {
     let w = bins.cols as f64 * b;
     let s0 = bins.col_start_sec(0);
     let s1 = bins.col_start_sec(bins.cols);
-    let target = ((w / 70.0).floor() as usize).clamp(1, 20);
+    // About one tick per 60 px, at least two; `thin` drops those whose labels would touch.
+    let target = ((w / 60.0).floor() as usize).clamp(2, 20);
     let step = svg::nice_step((s1 - s0) / target as f64);
     let first = (s0 / step).ceil() as i64;
     let last = (s1 / step).floor() as i64;
@@ -383,10 +399,11 @@ fn script(placed: &[Placed], details_max: f64) -> String {
         };
         let _ = writeln!(
             d,
-            "{{px:{:.1},py:{:.1},b:{},cols:{},rows:{},s0:{},st:{},wall0:{},ylabel:{},group:{},rl:[{}],cells:[{}]}},",
+            "{{px:{:.1},py:{:.1},b:{},bh:{},cols:{},rows:{},s0:{},st:{},wall0:{},ylabel:{},group:{},rl:[{}],cells:[{}]}},",
             p.px,
             p.py,
             p.w / bins.cols.max(1) as f64,
+            p.h / m.rows.max(1) as f64,
             bins.cols,
             m.rows,
             bins.col_start_sec(0),
@@ -433,7 +450,7 @@ function init(evt) {
     var mm = MAPS[mk];
     if (mm) {
       var col = parseInt(h[1], 10), row = parseInt(h[2], 10);
-      show(mk, col, row, mm.px + (col + 0.5) * mm.b, mm.py + (mm.rows - row - 0.5) * mm.b);
+      show(mk, col, row, mm.px + (col + 0.5) * mm.b, mm.py + (mm.rows - row - 0.5) * mm.bh);
     }
   }
 }
@@ -491,7 +508,7 @@ function show(k, c, r, x, y) {
     var hl = document.getElementById("hl" + q);
     if (q === k) {
       hl.setAttribute("x", m.px + c * m.b);
-      hl.setAttribute("y", m.py + (m.rows - 1 - r) * m.b);
+      hl.setAttribute("y", m.py + (m.rows - 1 - r) * m.bh);
       hl.setAttribute("visibility", "visible");
     } else {
       hl.setAttribute("visibility", "hidden");
@@ -530,8 +547,8 @@ function move(evt) {
   if (ctm) p = p.matrixTransform(ctm.inverse());
   for (var k = 0; k < MAPS.length; k++) {
     var m = MAPS[k];
-    if (p.x >= m.px && p.x < m.px + m.cols * m.b && p.y >= m.py && p.y < m.py + m.rows * m.b) {
-      var c = Math.floor((p.x - m.px) / m.b), r = m.rows - 1 - Math.floor((p.y - m.py) / m.b);
+    if (p.x >= m.px && p.x < m.px + m.cols * m.b && p.y >= m.py && p.y < m.py + m.rows * m.bh) {
+      var c = Math.floor((p.x - m.px) / m.b), r = m.rows - 1 - Math.floor((p.y - m.py) / m.bh);
       show(k, c, r, p.x, p.y);
       return;
     }

@@ -418,6 +418,22 @@ impl Spectrogram {
         (out, below, above)
     }
 
+    /// The latencies `[low, high)` of the sealed rows' events: the lowest bound of the fastest
+    /// bucket and the upper bound of the slowest, or `None` when no row holds an event.
+    pub fn lat_span(&self) -> Option<(u64, u64)> {
+        let mut span: Option<(u64, u64)> = None;
+        for row in &self.rows {
+            for (_, h) in &row.groups {
+                let (Some(b), Some(first), Some(last)) = (h.buckets, h.cells.first(), h.cells.last()) else {
+                    continue;
+                };
+                let (lo, hi) = (b.bounds(first.0 as usize).0, b.bounds(last.0 as usize).1);
+                span = Some(span.map_or((lo, hi), |(l, h)| (l.min(lo), h.max(hi))));
+            }
+        }
+        span
+    }
+
     /// Events in rows `from..to` (sealed rows only), all groups or one.
     pub fn events_in(&self, from: u64, to: u64, group: Option<u32>) -> u64 {
         (from..to)

@@ -122,6 +122,8 @@ pub struct FileFeed {
     /// Pacing: wall-clock start and speed.
     pace: Option<(Instant, f64)>,
     done: bool,
+    /// Said in the status line when nothing else is (e.g. why the file is not paced).
+    pub note: String,
 }
 
 /// Counts a file's events into rows.
@@ -152,6 +154,7 @@ impl FileFeed {
             filter_text: o.filter.clone(),
             pace: pace.map(|s| (Instant::now(), s)),
             done: false,
+            note: String::new(),
         }
     }
 
@@ -278,6 +281,8 @@ impl Feed for FileFeed {
             if !self.done {
                 note = format!("paced at {speed}x (n: draw the rest now)");
             }
+        } else {
+            note.clone_from(&self.note);
         }
         // A file drops nothing; what the recording lost is worth a word.
         let lost = self.source.lost();
@@ -581,7 +586,8 @@ impl Feed for CountFeed {
         // The same strips: a group keeps its number across the switch.
         let strips = std::mem::replace(&mut self.strips, Strips::new(None, events.header(), spec));
         let mut s = StreamFeed::with_strips(events, strips, &self.o);
-        s.note = "switched to the event stream: events from now on can be listed".into();
+        // Short: the status line is shared with the numbers and the key hints.
+        s.note = "events kept since the switch".into();
         spec.seal_until(self.next_row);
         self.stream = Some(s);
         Ok("switched to the event stream: select cells of the new rows to list their events".into())

@@ -24,6 +24,12 @@ pub struct SvgOptions {
     pub title: String,
     /// One strip per group (stacked), or `None` for one strip of everything.
     pub groups: Option<Vec<u32>>,
+    /// Start the axis at the decade below the fastest event instead of `min_ns` (when that is
+    /// higher): no empty band at the left.
+    pub fit_min: bool,
+    /// End the axis at the decade above the slowest event instead of `max_ns` (when that is
+    /// lower).
+    pub fit_max: bool,
 }
 
 impl Default for SvgOptions {
@@ -35,6 +41,8 @@ impl Default for SvgOptions {
             palette: Palette::TrueColor,
             title: "latscope spectrogram".into(),
             groups: None,
+            fit_min: false,
+            fit_max: false,
         }
     }
 }
@@ -44,21 +52,68 @@ fn hex(c: super::color::Color) -> String {
     format!("#{r:02x}{g:02x}{b:02x}")
 }
 
+/// The latency range drawn: `min_ns..max_ns`, narrowed to the decades holding events where
+/// `fit_min`/`fit_max` ask for it (at least two decades wide).
+pub fn axis_range(spec: &Spectrogram, o: &SvgOptions) -> (u64, u64) {
+    let (mut lo, mut hi) = (o.min_ns.max(1), o.max_ns.max(o.min_ns.max(1) + 1));
+    if let Some((dlo, dhi)) = spec.lat_span() {
+        let floor = |v: u64| 10u64.pow(v.max(1).ilog10());
+        let ceil = |v: u64| {
+            let f = floor(v);
+            if f == v {
+                v
+            } else {
+                f.saturating_mul(10)
+            }
+        };
+        if o.fit_min {
+            lo = lo.max(floor(dlo).min(hi / 100).max(1));
+        }
+        if o.fit_max {
+            hi = hi.min(ceil(dhi.max(1)).max(lo.saturating_mul(100)));
+        }
+    }
+    (lo, hi.max(lo + 1))
+}
+
+/// Height of a row in pixels: the strip about 360 px high whatever the number of rows (whole
+/// pixels, at most 24 a row, at least 1).
+pub fn row_height(nrows: usize) -> f64 {
+    (360.0 / nrows.max(1) as f64).floor().clamp(1.0, 24.0)
+}
+
+/// Rows between two row labels: at least `min_rows`, and as few more as make the time between
+/// labels a 1-2-5 multiple of a power of ten (`min_rows` when none within ten times as many).
+fn label_rows(min_rows: u64, interval_ns: u64) -> u64 {
+    (min_rows..=min_rows * 10).find(|&k| round_ns(k * interval_ns)).unwrap_or(min_rows)
+}
+
+/// Whether `ns` is 1, 2 or 5 times a power of ten.
+fn round_ns(ns: u64) -> bool {
+    let p = 10u64.pow(ns.max(1).ilog10());
+    ns.is_multiple_of(p) && matches!(ns / p, 1 | 2 | 5)
+}
+
+/// A latency at an end of the axis: `100ns`, `1s` for a decade, `300ms` otherwise.
+fn edge_label(p: u64) -> String {
+    if 10u64.pow(p.max(1).ilog10()) == p {
+        decade_label(p)
+    } else {
+        fmt_ns(p)
+    }
+}
+
 /// Draw every sealed row of `spec`.
 pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
     let pal = if o.palette == Palette::Mono { Palette::TrueColor } else { o.palette };
     let cols = o.cols.max(10);
-    let axis = Axis::new(o.min_ns, o.max_ns, cols);
+    let (min_ns, max_ns) = axis_range(spec, o);
+    let axis = Axis::new(min_ns, max_ns, cols);
     let mut maps = MapCache::new(axis.clone());
     let (first, end) = (spec.first_index(), spec.sealed());
     let nrows = (end - first) as usize;
     let cw = (800 / cols).max(2) as f64;
-    let ch: f64 = match nrows {
-        0..=100 => 6.0,
-        101..=300 => 3.0,
-        301..=1200 => 2.0,
-        _ => 1.0,
-    };
+    let ch = row_height(nrows);
     let strips: Vec<Option<u32>> = match &o.groups {
         Some(g) if !g.is_empty() => g.iter().map(|&g| Some(g)).collect(),
         _ => vec![None],
@@ -102,11 +157,15 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
         34.0 + extra,
         fmt_ns(spec.interval_ns()),
         nrows,
-        fmt_ns(axis.min_ns()),
-        fmt_ns(axis.max_ns())
+        edge_label(axis.min_ns()),
+        edge_label(axis.max_ns())
     );
     let mut y = top;
-    let label_every = ((24.0 / ch).ceil() as usize).max(1);
+    // Row labels at least 24 px apart, on round times (every 25 rows of 4 ms: 0.1s, 0.2s, ...).
+    let label_every = label_rows(((24.0 / ch).ceil() as u64).max(1), spec.interval_ns());
+    // Decimals for the label step when it is round, else for the rows (0.099s, not 0.10s).
+    let label_step = label_every * spec.interval_ns();
+    let label_step = if round_ns(label_step) { label_step } else { spec.interval_ns() };
     for g in &strips {
         if let Some(g) = g {
             let _ = writeln!(
@@ -120,13 +179,15 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
         let _ = writeln!(s, r#"<rect x="{left}" y="{y:.1}" width="{plot_w:.1}" height="{strip_h:.1}" fill="black"/>"#);
         for (k, idx) in (first..end).enumerate() {
             let ry = y + k as f64 * ch;
-            if k % label_every == 0 {
+            // Centred on its row; none so low that it would touch the axis labels below.
+            let label_y = ry + ch / 2.0 + 4.0;
+            if idx % label_every == 0 && label_y <= y + strip_h - 1.0 + ch.min(8.0) / 2.0 {
                 let _ = writeln!(
                     s,
-                    r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="end" class="rowlabel">{}</text>"#,
                     left - 4.0,
-                    ry + ch.max(8.0) - 1.0,
-                    fmt_rel(idx * spec.interval_ns(), spec.interval_ns())
+                    label_y,
+                    fmt_rel(idx * spec.interval_ns(), label_step)
                 );
             }
             let (counts, _, _) = spec.columns(idx, *g, &mut maps);
@@ -146,9 +207,14 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
                 );
             }
         }
-        // Decade grid.
-        for (c, p) in axis.decades() {
-            let x = left + c as f64 * cw;
+        // Decade grid, and the right edge labelled too (unless a decade's label is too near).
+        let mut ticks: Vec<(f64, String)> =
+            axis.decades().into_iter().map(|(c, p)| (left + c as f64 * cw, decade_label(p))).collect();
+        let edge = left + plot_w;
+        if ticks.last().is_none_or(|&(x, _)| edge - x >= 48.0) {
+            ticks.push((edge, edge_label(axis.max_ns())));
+        }
+        for (x, label) in ticks {
             let _ = writeln!(
                 s,
                 r##"<line x1="{x:.1}" y1="{y:.1}" x2="{x:.1}" y2="{:.1}" stroke="#666" stroke-width="0.5" stroke-dasharray="2,3"/>"##,
@@ -156,9 +222,8 @@ pub fn svg(spec: &Spectrogram, o: &SvgOptions) -> String {
             );
             let _ = writeln!(
                 s,
-                r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle" class="tick xtick">{label}</text>"#,
                 y + strip_h + 12.0,
-                decade_label(p)
             );
         }
         y += strip_h + 8.0 + 14.0;

@@ -147,6 +147,7 @@ const HELP: &[&str] = &[
     "mouse         click a cell, or drag a rectangle: lists its events",
     "tab           next strip (split views)",
     "s             live in-kernel aggregation keeps no events: switch to the event stream",
+    "              (the first enter or click does it too, and says so)",
     "n             trace files: stop pacing, draw the rest at once",
     "esc           close this panel / the event list, or unmark",
     "q, ctrl-c     quit",
@@ -161,6 +162,8 @@ struct App {
     dirty: bool,
     full_redraw: bool,
     drag: bool,
+    /// Terminal columns (overlay text is wrapped to them).
+    width: usize,
 }
 
 impl App {
@@ -214,8 +217,27 @@ impl App {
         self.follow_cursor(spec);
     }
 
-    fn drill(&mut self, feed: &mut dyn Feed, spec: &Spectrogram, limit: usize) {
+    fn drill(&mut self, feed: &mut dyn Feed, spec: &mut Spectrogram, limit: usize) {
         let Some((s, row, col)) = self.state.cursor else { return };
+        if !feed.status(spec).has_events {
+            // In-kernel histograms keep no events: the first drill-down switches to the event
+            // stream and says, in full, that events can be listed from now on.
+            let said = match feed.keep_events(spec) {
+                Ok(_) => "The histograms were built in the kernel, which keeps no events, so these cells cannot be \
+                          listed. latscope now streams the events and keeps the most recent ones (each event is \
+                          copied: more cost per syscall). Select cells of the rows from now on and press enter \
+                          (or click) to list their events."
+                    .to_string(),
+                Err(e) => format!("The histograms are built in the kernel, which keeps no events, and switching to the event stream failed: {e}"),
+            };
+            self.state.overlay = Some(Overlay {
+                title: "events are kept from now on  [esc close]".into(),
+                lines: wrap(&said, self.width.saturating_sub(2).max(20)),
+                top: 0,
+            });
+            self.state.anchor = None;
+            return;
+        }
         let Some(strip) = self.geo.strips.get(s) else { return };
         let (arow, acol) = self.state.anchor.unwrap_or((row, col));
         let (t_from, t_to, lat_lo, lat_hi) = selection_bounds(spec, &strip.axis, (row, arow), (col, acol));
@@ -409,6 +431,25 @@ impl App {
     }
 }
 
+/// `text` in lines of at most `width` characters, broken between words.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// What the terminal on stdin has for us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Input {
@@ -481,6 +522,7 @@ pub fn run_tui(feed: &mut dyn Feed, spec: &mut Spectrogram, opts: &RunOptions) -
         dirty: true,
         full_redraw: true,
         drag: false,
+        width: size.0 as usize,
     };
     let mut prev: Option<Screen> = None;
     let mut last_draw = Instant::now();
@@ -540,6 +582,7 @@ pub fn run_tui(feed: &mut dyn Feed, spec: &mut Spectrogram, opts: &RunOptions) -
         }
         if app.dirty || app.full_redraw || last_draw.elapsed() >= Duration::from_secs(1) {
             let (w, h) = size;
+            app.width = w as usize;
             let status = feed.status(spec);
             let mut status = status;
             if app.ended {
