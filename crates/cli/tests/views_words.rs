@@ -225,3 +225,126 @@ fn help_examples_are_verbatim_and_parse_as_shell_at_any_width() {
     }
     assert!(lines > 60, "{lines} example lines");
 }
+
+/// Writes as `find | xargs cat` and dd would make them: 8000 to a pipe (about 2 us), 2000
+/// buffered (about 40 us), 70 with O_DIRECT (about 220 us) and 40 with O_DIRECT|O_DSYNC (about
+/// 4 ms). Each slow population is under 1 % of the writes, the two together just over it.
+fn mixed_writes(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("w.lst");
+    let write = syscall_nr("write").unwrap();
+    let mut ev = Vec::new();
+    let mut t = START + 1000;
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut unit = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % 1_000_000) as f64 / 1_000_000.0
+    };
+    for (n, base, spread, file) in [
+        (8000, 2_000.0, 0.5, "pipe:[1]"),
+        (2000, 40_000.0, 0.2, "/data/log"),
+        (70, 220_000.0, 0.06, "/data/f1"),
+        (40, 4e6, 0.04, "/data/f2"),
+    ] {
+        for _ in 0..n {
+            t += 100_000;
+            // Triangular around the base: one population, no internal structure.
+            let lat = base * (1.0 + spread * (unit() + unit() - 1.0));
+            ev.push(Event {
+                kind: EventKind::Syscall as u8,
+                ts: t,
+                lat: lat as u64,
+                nr: write,
+                ret: 4096,
+                fd: 3,
+                fd_type: 1,
+                bytes: 4096,
+                pid: 20,
+                tid: 20,
+                comm: "dd".into(),
+                path: file.into(),
+                ..Default::default()
+            });
+        }
+    }
+    write_trace(&path, START, &ev);
+    path
+}
+
+/// `226us`, `4.00ms`, `1.5s` -> ns.
+fn ns(s: &str) -> f64 {
+    let i = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or_else(|| panic!("no unit in {s}"));
+    let (v, u) = s.split_at(i);
+    let v: f64 = v.parse().unwrap_or_else(|_| panic!("not a number: {s}"));
+    v * match u {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => panic!("unit {u} in {s}"),
+    }
+}
+
+#[test]
+fn each_peak_names_one_population_by_mode_marker_label_and_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = mixed_writes(dir.path());
+
+    let p = p.to_str().unwrap();
+    let t = latscope_ok(&["hist", "-r", p, "evt.type = write"]);
+    // Peak lines: `peak N: mode X[..Y], ...; 80% of it within A .. B (...)`.
+    let mut peaks = Vec::new();
+    for l in t.lines().map(str::trim).filter(|l| l.starts_with("peak ")) {
+        let k: usize = l[5..l.find(':').unwrap()].parse().unwrap();
+        let mode = ns(l.split("mode ").nth(1).unwrap().split(',').next().unwrap().split("..").next().unwrap());
+        let core = l.split("within ").nth(1).unwrap().split(" (").next().unwrap();
+        let (a, b) = core.split_once(" .. ").unwrap();
+        peaks.push((k, mode, ns(a), ns(b), l.to_string()));
+    }
+    // The 220 us and the 4 ms writes are peaks of their own, each range one population.
+    for want in [220_000.0, 4e6] {
+        let (_, mode, a, b, l) = peaks
+            .iter()
+            .find(|(_, m, ..)| (want * 0.9..want * 1.1).contains(m))
+            .unwrap_or_else(|| panic!("no peak at {want} ns:\n{t}"));
+        assert!(*a >= want * 0.9 && *b <= want * 1.1 && a <= mode && mode <= b, "{l}\n{t}");
+    }
+    for (k, mode, a, b, l) in &peaks {
+        // No range spans two populations: the narrowest is 2 us +-50 %, so 3x at most.
+        assert!(b / a < 3.0 && a <= mode && mode <= b, "{l}\n{t}");
+        // The marker sits on a bar holding the mode.
+        let bar = t.lines().find(|x| x.ends_with(&format!("◀ peak {k}"))).unwrap_or_else(|| panic!("peak {k}:\n{t}"));
+        let mut w = bar.split_whitespace();
+        let (lo, _, hi) = (ns(w.next().unwrap()), w.next(), ns(w.next().unwrap()));
+        assert!(lo <= *mode && *mode < hi * 1.01, "peak {k} mode {mode} marked on {bar}\n{t}");
+    }
+    // The SVG: each dashed line stands in the bar holding its label's value.
+    let svg_path = dir.path().join("w.svg");
+    latscope_ok(&["hist", "-r", p, "evt.type = write", "--svg", svg_path.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    let bars: Vec<(f64, f64, f64, f64)> = svg
+        .lines()
+        .filter(|l| l.contains(r#"class="bar""#))
+        .map(|l| {
+            let f = |n| viewsupport::attr(l, n).unwrap().parse::<f64>().unwrap();
+            (f("data-lo"), f("data-hi"), f("x"), f("x") + f("width"))
+        })
+        .collect();
+    let labels: Vec<&str> = svg
+        .split(r#"class="peaklabel""#)
+        .skip(1)
+        .map(|s| &s[s.find('>').unwrap() + 1..s.find("</").unwrap()])
+        .collect();
+    let lines: Vec<f64> = svg
+        .lines()
+        .filter(|l| l.contains(r#"class="peak""#))
+        .map(|l| viewsupport::attr(l, "x1").unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(labels.len(), peaks.len(), "{svg}");
+    for (label, x) in labels.iter().zip(&lines) {
+        let v = ns(label.split(": ").nth(1).unwrap().split(' ').next().unwrap());
+        let bar = bars.iter().find(|b| b.0 <= v * 1.005 && v < b.1).unwrap_or_else(|| panic!("no bar holds {label}"));
+        assert!(bar.2 - 0.5 <= *x && *x <= bar.3 + 0.5, "{label}: line at x={x}, its bar {bar:?}");
+    }
+}

@@ -203,14 +203,22 @@ pub fn describe_peak(k: usize, p: &Peak, u: &YUnit) -> String {
         format!("{:.0}% wide", (b as f64 / a as f64 - 1.0) * 100.0)
     };
     let (ca, cb) = distinct_pair(u, a as f64, b as f64);
-    format!(
+    let mut s = format!(
         "peak {}: mode {mode}, {:.1}% of events ({}); 80% of it within {ca} .. {cb} ({width}); basin {} .. {}",
         k + 1,
         p.share * 100.0,
         p.count,
         u.fmt(p.low as f64),
         u.fmt(p.high as f64)
-    )
+    );
+    if let Some(v) = p.unresolved {
+        let _ = write!(
+            s,
+            "; with a smaller cluster near {} in that range, too few events to tell from noise",
+            u.fmt(v as f64)
+        );
+    }
+    s
 }
 
 /// Two values with enough digits to tell them apart (when they differ).
@@ -331,7 +339,8 @@ pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
         .iter()
         .map(|p| {
             json!({"mode_low": p.mode_low, "mode_high": p.mode_high, "share": p.share, "count": p.count,
-                   "p10": p.core_low, "p90": p.core_high, "basin_low": p.low, "basin_high": p.high})
+                   "p10": p.core_low, "p90": p.core_high, "basin_low": p.low, "basin_high": p.high,
+                   "unresolved_cluster": p.unresolved})
         })
         .collect();
     let (bins, outside) = bins(h, &o.scale);
