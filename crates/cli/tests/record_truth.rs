@@ -440,7 +440,8 @@ fn record_many_threads_every_call_once_with_its_own_latency() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default())
+        .expect("the summary: stderr's last line, with a command");
     assert_eq!(summary["lost"], 0, "{summary}");
     let ev = json_lines(&latscope_ok(&[
         "events",

@@ -41,6 +41,7 @@ fn server_trace(dir: &std::path::Path) -> std::path::PathBuf {
             tid: 10,
             comm: "srv".into(),
             path: path.into(),
+            dev: (8 << 20) | 1,
             ..Default::default()
         });
         if i % 4 == 0 {
@@ -477,4 +478,29 @@ fn hist_svg_peak_labels_never_cross_another_peaks_line() {
         }
     }
     viewsupport::assert_text_fits(&layout, "hist");
+}
+
+#[test]
+fn json_spells_each_field_one_way_dev_as_major_minor_and_percentiles_with_their_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = server_trace(dir.path());
+    let p = p.to_str().unwrap();
+    let first = |f: &str| -> Value {
+        serde_json::from_str(latscope_ok(&["events", "-r", p, "--json", f]).lines().next().unwrap()).unwrap()
+    };
+    // A file's device and a block request's device read alike.
+    assert_eq!(first("evt.type = read")["dev"], "8:1");
+    assert_eq!(first("evt.type = block_write")["dev"], "254:0");
+    assert!(first("evt.type = futex")["dev"].is_null());
+    // Percentiles carry their unit in hist as in top and timeline.
+    let j = json(&["hist", "-r", p, "--json"]);
+    let st = &j["groups"][0]["stats"];
+    for k in ["p50_ns", "p99_ns", "min_ns", "mean_ns", "max_ns"] {
+        assert!(st[k].is_number(), "{k}: {st}");
+    }
+    assert!(st.get("p50").is_none(), "{st}");
+    let j = json(&["hist", "-r", p, "--json", "--field", "size"]);
+    assert!(j["groups"][0]["stats"]["p50_bytes"].is_number(), "{j}");
+    let j = json(&["top", "-r", p, "--by", "syscall", "--json"]);
+    assert!(j["rows"][0]["p50_ns"].is_number(), "{j}");
 }

@@ -351,8 +351,14 @@ pub fn render_text(name: &str, h: &Histogram, o: &HistOptions) -> String {
 pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
     let mut stats_obj = serde_json::Map::new();
     stats_obj.insert("count".into(), json!(h.count()));
+    // Named with their unit, as every JSON of latscope does (`p50_ns`, `max_bytes`).
+    let suffix = match o.unit {
+        YUnit::Nanos => "_ns",
+        YUnit::Bytes => "_bytes",
+        YUnit::Raw(_) => "",
+    };
     for (n, v) in stats(h) {
-        stats_obj.insert(n.into(), json!(v));
+        stats_obj.insert(format!("{n}{suffix}"), json!(v));
     }
     let peaks: Vec<Value> = h
         .peaks(&o.peaks)
