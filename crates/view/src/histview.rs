@@ -616,7 +616,9 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
                 marks[k].map(|b| b.to_string()).unwrap_or_default()
             );
             let (anchor, dx) = if end { ("end", -3.0) } else { ("start", 3.0) };
-            s.text(x + dx, ty, 10.0, anchor, "#222", text, r#"class="peaklabel""#);
+            // A white halo keeps a label readable where it passes over a bar.
+            let halo = r#"class="peaklabel" stroke="white" stroke-width="3" paint-order="stroke""#;
+            s.text(x + dx, ty, 10.0, anchor, "#222", text, halo);
         }
         s.raw("</g>\n");
     }
