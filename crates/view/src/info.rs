@@ -68,6 +68,8 @@ pub struct FileFacts {
     pub filtered: bool,
     /// When the recording ended (CLOCK_MONOTONIC ns), from its summary.
     pub end_ns: Option<u64>,
+    /// Block completions without an issue, from the summary.
+    pub block_completions_without_issue: Option<u64>,
 }
 
 fn kind_name(k: u8) -> &'static str {
@@ -101,6 +103,7 @@ pub fn to_json(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) -> Val
         "blocks": f.blocks,
         "warnings": f.warnings,
         "selection": selection(&h.command_line),
+        "block_completions_without_issue": f.block_completions_without_issue,
     })
 }
 
@@ -204,6 +207,15 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
     } else {
         field("lost", format!("at least {} events; the recording was not closed cleanly (no summary)", f.lost));
     }
+    if let Some(n) = f.block_completions_without_issue.filter(|&n| n > 0) {
+        field(
+            "unpaired",
+            format!(
+                "{n} block completions without an issue (not lost: issued before recording started, \
+                 or completed twice, as some flushes are)"
+            ),
+        );
+    }
     let kinds: Vec<Vec<String>> =
         c.by_kind.iter().map(|(k, n)| vec![n.to_string(), kind_name(*k).to_string()]).collect();
     let _ = writeln!(o, "by kind:");
@@ -265,6 +277,19 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
 mod tests {
     use super::*;
     use latscope_event::{Event, EventBatch};
+
+    #[test]
+    fn block_completions_without_an_issue_are_shown_and_not_called_lost() {
+        let h = TraceHeader::default();
+        let c = Census::new();
+        let f = FileFacts { closed_cleanly: true, block_completions_without_issue: Some(5), ..Default::default() };
+        let t = render_text(&h, &c, &f, false);
+        assert!(t.contains("unpaired:    5 block completions without an issue (not lost:"), "{t}");
+        assert!(t.contains("lost:        0 events"), "{t}");
+        assert_eq!(to_json(&h, &c, &f, false)["block_completions_without_issue"], 5);
+        let none = FileFacts { block_completions_without_issue: Some(0), ..f };
+        assert!(!render_text(&h, &c, &none, false).contains("unpaired"));
+    }
 
     #[test]
     fn selection_says_what_each_kind_of_event_was_recorded_for() {
