@@ -379,9 +379,14 @@ fn documented_queries_run_and_return_latscopes_numbers() {
             let row = results["disk_latency_by_host"].iter().find(|r| r[0] == h.name && r[1] == disk).unwrap();
             assert_eq!(num(&row[2]), num(&g["stats"]["count"]), "{} {disk}", h.name);
             for (col, p) in [(3, "p50"), (4, "p90"), (5, "p99")] {
-                same_percentile(&format!("{} {disk} {p}", h.name), num(&row[col]), 1e6, num(&g["stats"][p]));
+                same_percentile(
+                    &format!("{} {disk} {p}", h.name),
+                    num(&row[col]),
+                    1e6,
+                    num(&g["stats"][format!("{p}_ns").as_str()]),
+                );
             }
-            assert_eq!((num(&row[6]) * 1e6).round(), num(&g["stats"]["max"]));
+            assert_eq!((num(&row[6]) * 1e6).round(), num(&g["stats"]["max_ns"]));
         }
         // Syscall latency by operation: latscope hist --by syscall.
         let j = ls_json(&["hist", "-r", s(trace), "--by", "syscall", "-n", "100", "--json"]);
@@ -391,9 +396,9 @@ fn documented_queries_run_and_return_latscopes_numbers() {
             let op = g["group"].as_str().unwrap();
             let row = results["syscall_latency_by_host"].iter().find(|r| r[0] == h.name && r[1] == op).unwrap();
             assert_eq!(num(&row[2]), num(&g["stats"]["count"]), "{} {op}", h.name);
-            same_percentile(&format!("{} {op} p50", h.name), num(&row[3]), 1e3, num(&g["stats"]["p50"]));
-            same_percentile(&format!("{} {op} p99", h.name), num(&row[4]), 1e3, num(&g["stats"]["p99"]));
-            assert_eq!((num(&row[5]) * 1e3).round(), num(&g["stats"]["max"]));
+            same_percentile(&format!("{} {op} p50", h.name), num(&row[3]), 1e3, num(&g["stats"]["p50_ns"]));
+            same_percentile(&format!("{} {op} p99", h.name), num(&row[4]), 1e3, num(&g["stats"]["p99_ns"]));
+            assert_eq!((num(&row[5]) * 1e3).round(), num(&g["stats"]["max_ns"]));
         }
         // Slowest files: latscope top --by file (each file path belongs to one host here).
         let j = ls_json(&["top", "-r", s(trace), "--by", "file", "-n", "1000", "--json", "fd.type = file"]);

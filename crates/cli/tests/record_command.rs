@@ -214,3 +214,55 @@ fn check_lists_the_kernel_features_and_what_runs() {
     let text = latscope_ok(&["check"]);
     assert!(text.contains("syscall probes:           run"), "{text}");
 }
+
+#[test]
+fn a_command_is_execed_once_and_the_json_summary_never_mixes_with_its_output() {
+    if !require_bpf("a_command_is_execed_once_and_the_json_summary_never_mixes_with_its_output") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("t.lst");
+    let ts = t.to_str().unwrap();
+    // `echo` is found in the third PATH entry: execvp would try two execve calls first.
+    let path = "/nonexistent/a:/nonexistent/b:/usr/bin:/bin";
+    let o = Command::new(bin())
+        .args(["record", "-q", "--no-block", "--json", "-w", ts, "--", "echo", "hello"])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // stdout is the command's alone; the summary is stderr's last line.
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hello\n");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let last: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).expect("a JSON summary");
+    assert_eq!(last["command_status"], 0);
+    assert!(last.get("block_completions_without_issue").is_some(), "{last}");
+    let execs = json_lines(&latscope_ok(&["events", "-r", ts, "--json", "evt.type = execve"]));
+    assert_eq!(execs.len(), 1, "one execve, no failed PATH tries: {execs:?}");
+    assert_eq!(execs[0]["ret"], 0, "{:?}", execs[0]);
+    // --json=FILE: the summary in the file, nothing of it on either stream.
+    let sum = tmp.path().join("sum.json");
+    let o = Command::new(bin())
+        .args(["record", "-q", "--no-block", &format!("--json={}", sum.display()), "-w", ts, "--", "echo", "hi"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hi\n");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("command_status"));
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();
+    assert_eq!(s["command_status"], 0);
+    // Without a command, stdout as before.
+    let o = latscope(&["record", "-q", "--no-block", "--json", "-d", "200ms", "-c", "no-such-comm", "-w", ts]);
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert!(s["events"].is_u64());
+    // info says what the -c recording kept and why, not just "filter: (none)".
+    let info = latscope_ok(&["info", "-r", ts]);
+    assert!(
+        info.contains("selection:   syscalls of processes named no-such-comm (-c); fork/exec/exit of every process"),
+        "{info}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&latscope_ok(&["info", "-r", ts, "--json"])).unwrap();
+    assert!(j["selection"].as_str().unwrap().contains("block requests of every process"), "{j}");
+    // The summary's count of block completions without an issue is kept in the trace for info.
+    assert!(j["block_completions_without_issue"].is_u64(), "{j}");
+}

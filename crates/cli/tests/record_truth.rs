@@ -71,10 +71,13 @@ fn record_ground_truth() {
     let dir = tmp.path().join("files");
     std::fs::create_dir(&dir).unwrap();
     let trace = tmp.path().join("t.lst");
+    let summary_file = tmp.path().join("summary.json");
     let summary = Command::new(bin())
         .args(["record", "-w"])
         .arg(&trace)
-        .args(["--quiet", "--json", "--"])
+        .arg("--quiet")
+        .arg(format!("--json={}", summary_file.display()))
+        .arg("--")
         .arg(&work)
         .arg(&dir)
         .arg(&lfs.mnt)
@@ -82,7 +85,7 @@ fn record_ground_truth() {
         .output()
         .unwrap();
     assert!(summary.status.success(), "record failed: {}", String::from_utf8_lossy(&summary.stderr));
-    let s: Value = serde_json::from_slice(&summary.stdout).expect("summary is JSON");
+    let s: Value = serde_json::from_slice(&std::fs::read(&summary_file).unwrap()).expect("summary is JSON");
     assert_eq!(s["lost"], 0, "no event may be lost: {s}");
     assert_eq!(s["command_status"], 0, "workload failed: {s}");
 
@@ -437,7 +440,8 @@ fn record_many_threads_every_call_once_with_its_own_latency() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary: Value = serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default())
+        .expect("the summary: stderr's last line, with a command");
     assert_eq!(summary["lost"], 0, "{summary}");
     let ev = json_lines(&latscope_ok(&[
         "events",

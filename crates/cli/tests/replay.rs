@@ -21,7 +21,8 @@ fn record(trace: &Path, argv: &[&str], env: &[(&str, &str)]) {
     }
     let o = c.output().unwrap();
     assert!(o.status.success(), "record {argv:?}: {}", String::from_utf8_lossy(&o.stderr));
-    let s: Value = serde_json::from_slice(&o.stdout).expect("record summary");
+    let s: Value = serde_json::from_str(String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or_default())
+        .expect("the summary: stderr's last line, with a command");
     assert_eq!(s["lost"], 0, "{s}");
     assert_eq!(s["command_status"], 0, "{argv:?} failed: {s}");
 }

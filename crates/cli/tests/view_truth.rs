@@ -20,7 +20,8 @@ fn record(dir: &Path, name: &str, script: &str) -> PathBuf {
         .output()
         .unwrap();
     assert!(o.status.success(), "record failed: {}", String::from_utf8_lossy(&o.stderr));
-    let s: Value = serde_json::from_slice(&o.stdout).expect("summary is JSON");
+    let s: Value = serde_json::from_str(String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or_default())
+        .expect("the summary: stderr's last line, with a command");
     assert_eq!(s["lost"], 0, "no event may be lost: {s}");
     assert_eq!(s["command_status"], 0, "workload failed: {s}");
     trace

@@ -557,14 +557,14 @@ fn hist_percentiles_match_exact_values_and_peaks_are_found() {
     lats.sort_unstable();
     let st = &g["stats"];
     assert_eq!(st["count"].as_u64().unwrap(), lats.len() as u64);
-    assert_eq!(st["min"].as_f64().unwrap(), lats[0] as f64);
-    assert_eq!(st["max"].as_f64().unwrap(), *lats.last().unwrap() as f64);
+    assert_eq!(st["min_ns"].as_f64().unwrap(), lats[0] as f64);
+    assert_eq!(st["max_ns"].as_f64().unwrap(), *lats.last().unwrap() as f64);
     let mean = lats.iter().sum::<u64>() as f64 / lats.len() as f64;
-    assert!((st["mean"].as_f64().unwrap() - mean).abs() < 1e-6 * mean);
+    assert!((st["mean_ns"].as_f64().unwrap() - mean).abs() < 1e-6 * mean);
     for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("p99.99", 0.9999)] {
         let rank = ((q * lats.len() as f64).ceil() as usize).max(1);
         let exact = lats[rank - 1] as f64;
-        let got = st[name].as_f64().unwrap();
+        let got = st[format!("{name}_ns").as_str()].as_f64().unwrap();
         assert!(got >= exact && got <= exact * (1.0 + 1.0 / 128.0), "{name}: {got} vs exact {exact}");
     }
     let peaks = g["peaks"].as_array().unwrap();
@@ -605,7 +605,7 @@ fn hist_percentiles_match_exact_values_and_peaks_are_found() {
     let j: Value =
         serde_json::from_str(&latscope_ok(&["hist", "-r", p, "--block", "--field", "qtime", "--json"])).unwrap();
     let qmax = blk(&f).iter().map(|e| e.qtime).max().unwrap();
-    assert_eq!(j["groups"][0]["stats"]["max"].as_f64().unwrap(), qmax as f64);
+    assert_eq!(j["groups"][0]["stats"]["max_ns"].as_f64().unwrap(), qmax as f64);
     // Misuse is an error, not a panic.
     let o = latscope(&["hist", "-r", p, "--field", "qtime"]);
     assert_eq!(o.status.code(), Some(2));

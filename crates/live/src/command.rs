@@ -35,6 +35,28 @@ pub struct Command {
     grace: Duration,
 }
 
+/// Where `name` is run from: itself when it holds a `/`, else the first executable regular file
+/// of that name in a `PATH` directory (the default path when `PATH` is unset, as execvp does);
+/// `name` unchanged when none is found (exec then fails and says so).
+fn resolve(name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if name.contains('/') || name.is_empty() {
+        return name.into();
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in std::env::split_paths(&path) {
+        // An empty entry means the current directory.
+        let dir = if dir.as_os_str().is_empty() { ".".into() } else { dir };
+        let candidate = dir.join(name);
+        if let Ok(m) = std::fs::metadata(&candidate) {
+            if m.is_file() && m.permissions().mode() & 0o111 != 0 {
+                return candidate;
+            }
+        }
+    }
+    name.into()
+}
+
 /// The exit status the way shells report it: the exit code, or 128 + the signal number.
 fn decode_status(st: libc::c_int) -> i32 {
     if libc::WIFEXITED(st) {
@@ -57,6 +79,10 @@ impl Command {
             .collect::<Result<_, _>>()?;
         let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
         ptrs.push(std::ptr::null());
+        // The PATH search happens here, before the probes see the child: execvp's failed tries
+        // (one execve per PATH entry) would otherwise be recorded as the command's first calls.
+        let exe = CString::new(resolve(&argv[0]).into_os_string().into_encoded_bytes())
+            .map_err(|_| CommandError::Nul(argv[0].clone()))?;
         // Written by the child if exec fails: made before fork (the child may not allocate).
         let msg = format!(
             "latscope: cannot execute the command '{}': not found (in PATH) or not executable\n",
@@ -87,6 +113,8 @@ impl Command {
                 // command starts with the dispositions a shell would give it.
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
                 libc::signal(libc::SIGTTOU, libc::SIG_DFL);
+                libc::execv(exe.as_ptr(), ptrs.as_ptr());
+                // Not found, or a script without #! (execvp runs those with sh): as before.
                 libc::execvp(ptrs[0], ptrs.as_ptr());
                 libc::write(2, msg.as_ptr() as *const _, msg.len());
                 libc::_exit(127);

@@ -290,6 +290,7 @@ impl Recorder {
             lost: stats.lost,
             duration_ns: duration.as_nanos() as u64,
             end_ns: latscope_probe::snapshot::monotonic_ns(),
+            block_completions_without_issue: stats.blk_unpaired,
             ..Default::default()
         })?;
         Ok(Recording { reason, events: self.written, stats, malformed, duration, command_status, summary })

@@ -63,6 +63,11 @@ pub struct Summary {
     pub duration_ns: u64,
     /// CLOCK_MONOTONIC ns when the recording ended.
     pub end_ns: u64,
+    /// Block completions the probes saw without the request's issue: not losses (a request
+    /// issued before the probes were attached, or completed twice, as some flushes are). Absent
+    /// (0) in traces written before the field existed.
+    #[serde(default)]
+    pub block_completions_without_issue: u64,
 }
 
 /// The latscope metadata of one block, as stored in its message's `custom_metadata`.
@@ -369,9 +374,12 @@ mod tests {
 
     #[test]
     fn summary_json() {
-        let s = Summary { events: 1, lost: 2, blocks: 3, bytes: 4, duration_ns: 5, end_ns: 6 };
+        let s = Summary { events: 1, lost: 2, blocks: 3, bytes: 4, duration_ns: 5, end_ns: 6, ..Default::default() };
         let j = serde_json::to_string(&s).unwrap();
-        assert_eq!(j, r#"{"events":1,"lost":2,"blocks":3,"bytes":4,"duration_ns":5,"end_ns":6}"#);
+        assert_eq!(
+            j,
+            r#"{"events":1,"lost":2,"blocks":3,"bytes":4,"duration_ns":5,"end_ns":6,"block_completions_without_issue":0}"#
+        );
         assert_eq!(serde_json::from_str::<Summary>(&j).unwrap(), s);
     }
 }

@@ -314,6 +314,7 @@ impl TraceWriter {
                 summary.duration_ns
             },
             end_ns: summary.end_ns,
+            block_completions_without_issue: summary.block_completions_without_issue,
         };
         let json = serde_json::to_string(&summary).map_err(|e| TraceError::Encode {
             path: self.path.clone(),

@@ -138,7 +138,9 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
             m.insert("mode".into(), json!(b.mode[i]));
             m.insert("dirfd".into(), json!(b.dirfd[i]));
             m.insert("addr".into(), json!(b.addr[i]));
-            m.insert("dev".into(), json!(b.dev[i]));
+            // The file's device as block requests spell theirs (`major:minor`); 0 (no file) is null.
+            let (ma, mi) = dev_major_minor(b.dev[i]);
+            m.insert("dev".into(), if b.dev[i] == 0 { Value::Null } else { json!(format!("{ma}:{mi}")) });
             m.insert("ino".into(), json!(b.ino[i]));
             if let Some(w) = crate::why::json(h, b, i) {
                 m.insert("why".into(), w);

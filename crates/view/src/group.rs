@@ -27,8 +27,9 @@ pub enum GroupBy {
     Disk,
     /// Operation: syscall name, or block request type (`block_read`); the same as `syscall`.
     Op,
-    /// Client: the peer of a socket fd where the trace knows it (an fd name `local->peer`), else
-    /// the process (`comm[pid]`).
+    /// Client: the peer address of a socket fd where the trace knows it (from an fd name
+    /// `local->peer`, port dropped: one group per host, all its connections together), else the
+    /// process (`comm[pid]`).
     Client,
     /// The I/O class of the fd: `file`, `net`, `ipc`, `other`; block requests are `block`.
     Class,

@@ -59,6 +59,10 @@ pub struct HistOptions {
     pub filter: Option<String>,
     /// What was left out of the histograms (blocking waits), under the SVG's title.
     pub note: Option<String>,
+    /// SVG: one value axis for all panels (the default), or each panel its own.
+    pub shared_x: bool,
+    /// SVG: counts on a logarithmic axis, so that tails of a few events stay visible.
+    pub log_y: bool,
 }
 
 impl Default for HistOptions {
@@ -71,6 +75,8 @@ impl Default for HistOptions {
             what: "latency".into(),
             filter: None,
             note: None,
+            shared_x: true,
+            log_y: false,
         }
     }
 }
@@ -203,14 +209,22 @@ pub fn describe_peak(k: usize, p: &Peak, u: &YUnit) -> String {
         format!("{:.0}% wide", (b as f64 / a as f64 - 1.0) * 100.0)
     };
     let (ca, cb) = distinct_pair(u, a as f64, b as f64);
-    format!(
+    let mut s = format!(
         "peak {}: mode {mode}, {:.1}% of events ({}); 80% of it within {ca} .. {cb} ({width}); basin {} .. {}",
         k + 1,
         p.share * 100.0,
         p.count,
         u.fmt(p.low as f64),
         u.fmt(p.high as f64)
-    )
+    );
+    if let Some(v) = p.unresolved {
+        let _ = write!(
+            s,
+            "; with a smaller cluster near {} in that range, too few events to tell from noise",
+            u.fmt(v as f64)
+        );
+    }
+    s
 }
 
 /// Two values with enough digits to tell them apart (when they differ).
@@ -274,15 +288,29 @@ pub fn render_text(name: &str, h: &Histogram, o: &HistOptions) -> String {
     let _ = writeln!(s, "  {:>10}   {:<10} {:>10} {:>7}", "from", "to", "count", "share");
     let mut k = 0;
     while k < bins.len() {
-        // Collapse runs of 3 or more empty bins.
-        if bins[k].count == 0 {
+        // Collapse runs of 3 or more near-empty bins (each under 0.5 % of the events and a bar
+        // under one character, none a peak's) into a line saying how many events they hold: a
+        // sparse tail takes a line, not fifty.
+        let near_empty = |j: usize| {
+            let c = bins[j].count;
+            c as f64 * 200.0 < total && (c as f64 * o.bar_width as f64) < maxc as f64 && !marks.contains(&Some(j))
+        };
+        if near_empty(k) {
+            // Empty bins and near-empty ones make separate runs: a run never joins the sparse
+            // edges of two populations across the gap between them.
+            let empty = bins[k].count == 0;
             let mut e = k;
-            while e < bins.len() && bins[e].count == 0 {
+            while e < bins.len() && near_empty(e) && (bins[e].count == 0) == empty {
                 e += 1;
             }
             if e - k >= 3 {
-                let _ =
-                    writeln!(s, "  {:>10} - {:<10} {:>10}", labels[k].0, labels[e - 1].1, format!("({} empty)", e - k));
+                let n: u64 = bins[k..e].iter().map(|b| b.count).sum();
+                let what = if n == 0 {
+                    format!("({} empty)", e - k)
+                } else {
+                    format!("({} bins, {n} events, each under 0.5%)", e - k)
+                };
+                let _ = writeln!(s, "  {:>10} - {:<10} {what}", labels[k].0, labels[e - 1].1);
                 k = e;
                 continue;
             }
@@ -323,15 +351,22 @@ pub fn render_text(name: &str, h: &Histogram, o: &HistOptions) -> String {
 pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
     let mut stats_obj = serde_json::Map::new();
     stats_obj.insert("count".into(), json!(h.count()));
+    // Named with their unit, as every JSON of latscope does (`p50_ns`, `max_bytes`).
+    let suffix = match o.unit {
+        YUnit::Nanos => "_ns",
+        YUnit::Bytes => "_bytes",
+        YUnit::Raw(_) => "",
+    };
     for (n, v) in stats(h) {
-        stats_obj.insert(n.into(), json!(v));
+        stats_obj.insert(format!("{n}{suffix}"), json!(v));
     }
     let peaks: Vec<Value> = h
         .peaks(&o.peaks)
         .iter()
         .map(|p| {
             json!({"mode_low": p.mode_low, "mode_high": p.mode_high, "share": p.share, "count": p.count,
-                   "p10": p.core_low, "p90": p.core_high, "basin_low": p.low, "basin_high": p.high})
+                   "p10": p.core_low, "p90": p.core_high, "basin_low": p.low, "basin_high": p.high,
+                   "unresolved_cluster": p.unresolved})
         })
         .collect();
     let (bins, outside) = bins(h, &o.scale);
@@ -356,8 +391,73 @@ pub fn svg_title(o: &HistOptions, source: &str) -> String {
     format!("{} histogram{filter} — {source}", capitalize(&o.what))
 }
 
+/// Where each peak's label goes: `(row, anchored at its end)`, one row per label (row 0 on top),
+/// such that no label crosses another peak's dashed line. A peak's line starts just below its
+/// own label, so a label may only extend over the lines of labels in lower rows: choose each
+/// label's side (right of its line, or left of it) so that "extends over" has no cycle and the
+/// labels stay within `[left, right]`, then give rows in that order. `xs` are the lines' x,
+/// `widths` the labels' widths; with no such choice (a crowd of peaks), labels go right where
+/// they fit, in order of x.
+fn place_peak_labels(xs: &[f64], widths: &[f64], left: f64, right: f64) -> Vec<(usize, bool)> {
+    let n = xs.len();
+    let extent =
+        |k: usize, end: bool| if end { (xs[k] - 3.0 - widths[k], xs[k]) } else { (xs[k], xs[k] + 3.0 + widths[k]) };
+    let fits = |k: usize, end: bool| {
+        let (a, b) = extent(k, end);
+        a >= left && b <= right
+    };
+    // Brute force over sides: there are a handful of peaks (at most 2^10 choices tried).
+    let tries = if n <= 10 { 1u32 << n } else { 0 };
+    for mask in 0..tries {
+        let end = |k: usize| mask & (1 << k) != 0;
+        if !(0..n).all(|k| fits(k, end(k))) {
+            continue;
+        }
+        // over[a] holds the lines label a extends over (a margin of 2 px each side).
+        let over: Vec<Vec<usize>> = (0..n)
+            .map(|a| {
+                let (x1, x2) = extent(a, end(a));
+                (0..n).filter(|&b| b != a && xs[b] >= x1 - 2.0 && xs[b] <= x2 + 2.0).collect()
+            })
+            .collect();
+        // Rows in topological order (Kahn): a label above every line it extends over.
+        let mut indeg: Vec<usize> = vec![0; n];
+        for v in over.iter().flatten() {
+            indeg[*v] += 1;
+        }
+        let mut ready: Vec<usize> = (0..n).filter(|&k| indeg[k] == 0).collect();
+        let mut order = Vec::new();
+        while let Some(k) = ready.pop() {
+            order.push(k);
+            for &v in &over[k] {
+                indeg[v] -= 1;
+                if indeg[v] == 0 {
+                    ready.push(v);
+                }
+            }
+        }
+        if order.len() == n {
+            let mut out = vec![(0, false); n];
+            for (row, &k) in order.iter().enumerate() {
+                out[k] = (row, end(k));
+            }
+            return out;
+        }
+    }
+    let mut by_x: Vec<usize> = (0..n).collect();
+    by_x.sort_by(|&a, &b| xs[a].total_cmp(&xs[b]));
+    let mut out = vec![(0, false); n];
+    for (row, &k) in by_x.iter().enumerate() {
+        out[k] = (row, !fits(k, false));
+    }
+    out
+}
+
 /// Bar charts of the groups, stacked, with statistics and peaks marked. The value axis is
-/// logarithmic for `Log`/`Full` scales, linear for `Linear`.
+/// logarithmic for `Log`/`Full` scales, linear for `Linear`; with [`HistOptions::shared_x`] every
+/// panel has the same one (so that panels compare at a glance), and with
+/// [`HistOptions::log_y`] counts are on a log axis (tails stay visible). Bars are one colour:
+/// the panels are the same measure of different groups.
 pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str) -> String {
     let (w, ph, left, right) = (900.0, 220.0, 70.0, 30.0);
     let top = 50.0;
@@ -369,9 +469,29 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
         s.text_fit(w / 2.0, 41.0, 11.0, "middle", "#444", n, r#"class="note""#, w - 20.0);
     }
     let pw = w - left - right;
-    for (gi, (name, h)) in groups.iter().enumerate() {
+    let log = !matches!(o.scale, HistScale::Linear { .. });
+    // The panels' bins: with a shared axis, linear bins are cut from one range for all.
+    let scale = match (&o.scale, o.shared_x) {
+        (HistScale::Linear { bins: n, min, max }, true) => HistScale::Linear {
+            bins: *n,
+            min: min.or_else(|| groups.iter().filter_map(|(_, h)| h.min()).min()),
+            max: max.or_else(|| groups.iter().filter_map(|(_, h)| h.max()).max()),
+        },
+        (sc, _) => sc.clone(),
+    };
+    let all_bins: Vec<Vec<Bin>> = groups.iter().map(|(_, h)| bins(h, &scale).0).collect();
+    // The x range of a set of bins: on a log axis a bin starting at 0 is drawn from a tenth of
+    // the next edge.
+    let range = |bins: &[Bin]| -> Option<(f64, f64, f64)> {
+        let lo = bins.first()?.lo;
+        let hi = bins.last()?.hi;
+        let lo_log = if lo <= 0.0 { bins.get(1).map(|b| b.lo / 10.0).unwrap_or(0.1).max(1e-3) } else { lo };
+        Some((lo, lo_log, hi))
+    };
+    let shared = all_bins.iter().filter_map(|b| range(b)).reduce(|a, b| (a.0.min(b.0), a.1.min(b.1), a.2.max(b.2)));
+    for (gi, ((name, h), bins)) in groups.iter().zip(&all_bins).enumerate() {
         let y0 = top + gi as f64 * block + 40.0;
-        let color = SERIES_COLORS[gi % SERIES_COLORS.len()];
+        let color = SERIES_COLORS[0];
         let _ = writeln!(s, r#"<g class="hist" data-group="{}" data-count="{}">"#, svg::esc(name), h.count());
         s.text_fit(left, y0 - 26.0, 13.0, "start", "black", &format!("{name}: {} events", h.count()), "", pw);
         let st: Vec<String> = stats(h)
@@ -380,16 +500,15 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
             .collect();
         s.text_fit(left, y0 - 10.0, 10.0, "start", "#444", &st.join("   "), r#"class="stats""#, pw);
         s.rect(left, y0, pw, ph, "white", r##"stroke="#bbb" stroke-width="0.5""##);
-        let (bins, _) = bins(h, &o.scale);
-        if bins.is_empty() {
+        let own = range(bins);
+        let Some((lo, lo_log, hi)) = (if o.shared_x { shared } else { own }) else {
+            s.raw("</g>\n");
+            continue;
+        };
+        if own.is_none() {
             s.raw("</g>\n");
             continue;
         }
-        let log = !matches!(o.scale, HistScale::Linear { .. });
-        let lo = bins.first().map(|b| b.lo).unwrap_or(0.0);
-        let hi = bins.last().map(|b| b.hi).unwrap_or(1.0);
-        // On a log axis a bin starting at 0 is drawn from a tenth of the next edge.
-        let lo_log = if lo <= 0.0 { bins.get(1).map(|b| b.lo / 10.0).unwrap_or(0.1).max(1e-3) } else { lo };
         let xpos = |v: f64| -> f64 {
             if log {
                 let v = v.max(lo_log);
@@ -399,14 +518,23 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
             }
         };
         let maxc = bins.iter().map(|b| b.count).max().unwrap_or(1).max(1) as f64;
-        let labels = bin_labels(&bins, &o.unit);
-        for (b, (lo, hi)) in bins.iter().zip(&labels) {
+        // Bar heights: linear in the count, or on a log axis from 1 (a bar of one event is a
+        // sliver above the baseline, not nothing).
+        let height_of = |c: f64| -> f64 {
+            if o.log_y {
+                (1.0 + c.max(0.0)).log10() / (1.0 + maxc).log10().max(1e-12) * (ph - 10.0)
+            } else {
+                c / maxc * (ph - 10.0)
+            }
+        };
+        let labels = bin_labels(bins, &o.unit);
+        for (b, (blo, bhi)) in bins.iter().zip(&labels) {
             if b.count == 0 {
                 continue;
             }
             let (x1, x2) = (xpos(b.lo), xpos(b.hi));
-            let bh = b.count as f64 / maxc * (ph - 10.0);
-            let tip = format!("{lo}-{hi}: {} ({:.2}%)", b.count, b.count as f64 / h.count().max(1) as f64 * 100.0);
+            let bh = height_of(b.count as f64);
+            let tip = format!("{blo}-{bhi}: {} ({:.2}%)", b.count, b.count as f64 / h.count().max(1) as f64 * 100.0);
             let _ = writeln!(
                 s,
                 r#"<rect x="{x1:.2}" y="{:.2}" width="{:.2}" height="{bh:.2}" fill="{color}" class="bar" data-lo="{}" data-hi="{}" data-n="{}"><title>{}</title></rect>"#,
@@ -425,8 +553,18 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
             s.line(x, y0 + ph, x, y0 + ph + 4.0, "#333", "");
             s.text(x, y0 + ph + 15.0, 10.0, "middle", "#333", &o.unit.fmt_short(t), r#"class="tick""#);
         }
-        for t in svg::linear_ticks(0.0, maxc, 4) {
-            let y = y0 + ph - t / maxc * (ph - 10.0);
+        let yticks: Vec<f64> = if o.log_y {
+            let mut t = vec![1.0];
+            while t[t.len() - 1] * 10.0 <= maxc {
+                let next = t[t.len() - 1] * 10.0;
+                t.push(next);
+            }
+            t
+        } else {
+            svg::linear_ticks(0.0, maxc, 4)
+        };
+        for t in yticks {
+            let y = y0 + ph - height_of(t);
             s.line(left - 4.0, y, left, y, "#333", "");
             s.text(left - 6.0, y + 3.5, 10.0, "end", "#333", &svg::fmt_num(t), r#"class="tick""#);
         }
@@ -436,32 +574,51 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
             11.0,
             "middle",
             "black",
-            &format!("{}{}", o.what, if log { " (log)" } else { "" }),
+            &format!(
+                "{}{}{}",
+                o.what,
+                if log { " (log)" } else { "" },
+                if o.log_y { ", events on a log axis" } else { "" }
+            ),
             "",
         );
         // Peaks: a dashed line through the bar holding most of each peak's events, at the mode
-        // when the mode lies in that bar.
+        // when the mode lies in that bar, from just below its label down.
         let peaks = h.peaks(&o.peaks);
-        for (k, (p, bar)) in peaks.iter().zip(peak_bins(h, &bins, &peaks)).enumerate() {
-            let mode = (p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0;
-            let mut x = xpos(mode.max(lo_log));
-            if let Some(b) = bar.map(|i| &bins[i]) {
-                let (x1, x2) = (xpos(b.lo), xpos(b.hi));
-                if !(x1..=x2).contains(&x) {
-                    x = (x1 + x2) / 2.0;
+        let marks = peak_bins(h, bins, &peaks);
+        let xs: Vec<f64> = peaks
+            .iter()
+            .zip(&marks)
+            .map(|(p, bar)| {
+                let mode = (p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0;
+                let x = xpos(mode.max(lo_log));
+                match bar.map(|i| &bins[i]) {
+                    Some(b) if !(xpos(b.lo)..=xpos(b.hi)).contains(&x) => (xpos(b.lo) + xpos(b.hi)) / 2.0,
+                    _ => x,
                 }
-            }
+            })
+            .collect();
+        let texts: Vec<String> = peaks
+            .iter()
+            .enumerate()
+            .map(|(k, p)| format!("peak {}: {} ({:.1}%)", k + 1, o.unit.fmt(p.mode_low as f64), p.share * 100.0))
+            .collect();
+        let widths: Vec<f64> = texts.iter().map(|t| svg::text_width(t, 10.0)).collect();
+        let places = place_peak_labels(&xs, &widths, left + 1.0, left + pw - 1.0);
+        for (k, ((x, text), (row, end))) in xs.iter().zip(&texts).zip(places).enumerate() {
+            let ty = y0 + 12.0 + 12.0 * row as f64;
             let _ = writeln!(
                 s,
-                r##"<line x1="{x:.2}" y1="{y0:.1}" x2="{x:.2}" y2="{:.1}" stroke="#222" stroke-width="1" stroke-dasharray="3,3" class="peak" data-peak="{}" data-bar="{}"/>"##,
+                r##"<line x1="{x:.2}" y1="{:.1}" x2="{x:.2}" y2="{:.1}" stroke="#222" stroke-width="1" stroke-dasharray="3,3" class="peak" data-peak="{}" data-bar="{}"/>"##,
+                ty + 3.0,
                 y0 + ph,
                 k + 1,
-                bar.map(|b| b.to_string()).unwrap_or_default()
+                marks[k].map(|b| b.to_string()).unwrap_or_default()
             );
-            let label = format!("peak {}: {} ({:.1}%)", k + 1, o.unit.fmt(p.mode_low as f64), p.share * 100.0);
-            let anchor = if x > left + pw * 0.8 { "end" } else { "start" };
-            let dx = if anchor == "end" { -3.0 } else { 3.0 };
-            s.text(x + dx, y0 + 12.0 + 12.0 * k as f64, 10.0, anchor, "#222", &label, r#"class="peaklabel""#);
+            let (anchor, dx) = if end { ("end", -3.0) } else { ("start", 3.0) };
+            // A white halo keeps a label readable where it passes over a bar.
+            let halo = r#"class="peaklabel" stroke="white" stroke-width="3" paint-order="stroke""#;
+            s.text(x + dx, ty, 10.0, anchor, "#222", text, halo);
         }
         s.raw("</g>\n");
     }

@@ -68,6 +68,8 @@ pub struct FileFacts {
     pub filtered: bool,
     /// When the recording ended (CLOCK_MONOTONIC ns), from its summary.
     pub end_ns: Option<u64>,
+    /// Block completions without an issue, from the summary.
+    pub block_completions_without_issue: Option<u64>,
 }
 
 fn kind_name(k: u8) -> &'static str {
@@ -100,7 +102,70 @@ pub fn to_json(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) -> Val
         "closed_cleanly": f.closed_cleanly,
         "blocks": f.blocks,
         "warnings": f.warnings,
+        "selection": selection(&h.command_line),
+        "block_completions_without_issue": f.block_completions_without_issue,
     })
+}
+
+/// What a recording kept, from the options on its command line (`-c`, `-p`, `-f`, `--cgroup`, a
+/// command after `--`), and why it kept more than they name; `None` for a recording of the whole
+/// system. The probes select syscalls by process; process events by pid and cgroup only (a
+/// process has its name only once it runs: the fork and exec of a future `nginx` are seen so that
+/// its pid is known); block requests by device only (a request is often issued by a kernel
+/// thread on behalf of the process it is for).
+pub fn selection(command_line: &[String]) -> Option<String> {
+    let args = command_line.iter().skip_while(|a| *a != "record").skip(1);
+    let (mut comms, mut pids, mut cgroups, mut follow, mut command) = (vec![], vec![], vec![], false, false);
+    let mut it = args.peekable();
+    while let Some(a) = it.next() {
+        let mut value = |long: &str, short: Option<&str>| -> Option<String> {
+            if a == long || short == Some(a.as_str()) {
+                return it.next().cloned();
+            }
+            if let Some(v) = a.strip_prefix(long).and_then(|r| r.strip_prefix('=')) {
+                return Some(v.to_string());
+            }
+            short.and_then(|s| a.strip_prefix(s)).filter(|v| !v.is_empty() && !a.starts_with("--")).map(str::to_string)
+        };
+        if a == "--" {
+            command = true;
+            break;
+        } else if a == "-f" || a == "--follow" {
+            follow = true;
+        } else if let Some(v) = value("--comm", Some("-c")) {
+            comms.push(v);
+        } else if let Some(v) = value("--pid", Some("-p")) {
+            pids.push(v);
+        } else if let Some(v) = value("--cgroup", None) {
+            cgroups.push(v);
+        }
+    }
+    let mut of = Vec::new();
+    if command {
+        of.push("the command and its children".to_string());
+    }
+    if !pids.is_empty() {
+        of.push(format!("pid {}{}", pids.join(", "), if follow { " and their children (-f)" } else { "" }));
+    }
+    if !cgroups.is_empty() {
+        of.push(format!("cgroup {}", cgroups.join(", ")));
+    }
+    let blocks =
+        "block requests of every process (a request is often issued by a kernel thread for the process it serves)";
+    if comms.is_empty() {
+        if of.is_empty() {
+            return None;
+        }
+        return Some(format!("syscalls, fork/exec/exit of {}; {blocks}", of.join(" in ")));
+    }
+    let named = format!("processes named {}", comms.join(", "));
+    let procs = if of.is_empty() { "every process".to_string() } else { of.join(" in ") };
+    let scope = if of.is_empty() { named.clone() } else { format!("{named} among {procs}") };
+    Some(format!(
+        "syscalls of {scope} (-c); fork/exec/exit of {procs} (a process has its name only once it runs: \
+         these say which pids became {}); {blocks}",
+        comms.join(", ")
+    ))
 }
 
 /// The report as text, types sorted by count (the first 25 unless `verbose`), every table in
@@ -131,6 +196,9 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
             clean(h.filter.as_deref().unwrap_or("(none)"))
         ),
     );
+    if let Some(sel) = selection(&h.command_line) {
+        field("selection", clean(&sel).into_owned());
+    }
     field("events", format!("{}{}", c.total, if f.filtered { " matching the filter" } else { "" }));
     field("span", format!("{} ({} blocks)", fmt_ns(c.span_ns()), f.blocks));
     if f.closed_cleanly {
@@ -138,6 +206,15 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
         field("lost", format!("{} events (ring buffer full){warn}", f.lost));
     } else {
         field("lost", format!("at least {} events; the recording was not closed cleanly (no summary)", f.lost));
+    }
+    if let Some(n) = f.block_completions_without_issue.filter(|&n| n > 0) {
+        field(
+            "unpaired",
+            format!(
+                "{n} block completions without an issue (not lost: issued before recording started, \
+                 or completed twice, as some flushes are)"
+            ),
+        );
     }
     let kinds: Vec<Vec<String>> =
         c.by_kind.iter().map(|(k, n)| vec![n.to_string(), kind_name(*k).to_string()]).collect();
@@ -200,6 +277,35 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
 mod tests {
     use super::*;
     use latscope_event::{Event, EventBatch};
+
+    #[test]
+    fn block_completions_without_an_issue_are_shown_and_not_called_lost() {
+        let h = TraceHeader::default();
+        let c = Census::new();
+        let f = FileFacts { closed_cleanly: true, block_completions_without_issue: Some(5), ..Default::default() };
+        let t = render_text(&h, &c, &f, false);
+        assert!(t.contains("unpaired:    5 block completions without an issue (not lost:"), "{t}");
+        assert!(t.contains("lost:        0 events"), "{t}");
+        assert_eq!(to_json(&h, &c, &f, false)["block_completions_without_issue"], 5);
+        let none = FileFacts { block_completions_without_issue: Some(0), ..f };
+        assert!(!render_text(&h, &c, &none, false).contains("unpaired"));
+    }
+
+    #[test]
+    fn selection_says_what_each_kind_of_event_was_recorded_for() {
+        let cl = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(selection(&cl("latscope record -w t.lst")), None);
+        assert_eq!(selection(&cl("latscope record -w t.lst fd.type=file")), None);
+        let s = selection(&cl("latscope record -w t.lst -c nginx --duration 30s")).unwrap();
+        assert!(s.starts_with("syscalls of processes named nginx (-c); fork/exec/exit of every process"), "{s}");
+        assert!(s.contains("block requests of every process"), "{s}");
+        let s = selection(&cl("latscope record -w t.lst --comm=pg -p 12 -f")).unwrap();
+        assert!(s.starts_with("syscalls of processes named pg among pid 12 and their children (-f)"), "{s}");
+        let s = selection(&cl("latscope record -w t.lst -- make -c x")).unwrap();
+        assert!(s.starts_with("syscalls, fork/exec/exit of the command and its children;"), "{s}");
+        let s = selection(&cl("latscope record -w t.lst --cgroup nginx.service")).unwrap();
+        assert!(s.contains("of cgroup nginx.service"), "{s}");
+    }
 
     #[test]
     fn counts_kinds_types_and_span_of_the_rows_given() {

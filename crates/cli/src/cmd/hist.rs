@@ -28,6 +28,7 @@ use std::process::ExitCode;
   latscope hist -r trace.lst 'evt.type = pread64 and fd.type = file'
   latscope hist -r trace.lst --by syscall -n 5                # one histogram per syscall
   latscope hist -r trace.lst --block --by disk --svg disks.svg
+  latscope hist -r trace.lst --by syscall --svg tails.svg --log-y
   latscope hist -r trace.lst --block --field qtime
   latscope hist -r trace.lst --linear --min 0 --max 2ms --bins 40
   latscope hist -r trace.lst --full                           # every non-empty bucket
@@ -71,9 +72,16 @@ pub struct Args {
     /// Width of the longest bar, in characters.
     #[arg(long, default_value_t = 40)]
     pub width: usize,
-    /// Also draw the histogram(s) to this SVG file.
+    /// Also draw the histogram(s) to this SVG file (with --by, one panel per group, all on one
+    /// value axis so that they compare at a glance).
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// SVG: give each panel the value axis of its own data instead of one shared by all.
+    #[arg(long, requires = "svg")]
+    pub own_x: bool,
+    /// SVG: counts on a logarithmic axis, so that tails of a few events stay visible.
+    #[arg(long, requires = "svg")]
+    pub log_y: bool,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -152,6 +160,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
         what,
         filter,
         note: note_text.clone(),
+        shared_x: !a.own_x,
+        log_y: a.log_y,
         ..Default::default()
     };
     let heading = |name: &str| match by {

@@ -41,6 +41,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         warnings: report.warnings.clone(),
         filtered: !scan.filter().is_match_all(),
         end_ns: report.summary.map(|s| s.end_ns),
+        block_completions_without_issue: report.summary.map(|s| s.block_completions_without_issue),
     };
     if a.json.json {
         println!("{}", serde_json::to_string_pretty(&to_json(scan.header(), &census, &facts, a.verbose))?);

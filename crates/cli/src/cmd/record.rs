@@ -27,6 +27,7 @@ use std::time::Duration;
   latscope record -w trace.lst 'fd.type = file and evt.latency > 100us'
   latscope record -w build.lst -- make -j2            # a command from start to exit, with its children
   latscope record -w slow.lst --why-above 1ms -- ./server   # and why each call over 1 ms took its time
+  latscope record -w run.lst --json=run.json -- ./bench     # the summary for scripts, apart from its output
   ssh host latscope record -w - -d 10s | latscope hist -r -   # a remote machine, as a stream")]
 pub struct Args {
     /// Trace file to write, '-' for standard output. Created with mode 0600 (a trace holds every
@@ -62,9 +63,11 @@ pub struct Args {
     /// No progress line and no summary (errors and warnings still go to stderr).
     #[arg(short, long)]
     pub quiet: bool,
-    /// Print the final summary as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    /// The final summary as one JSON object: `--json=FILE` writes it to FILE (what scripts should
+    /// use); bare `--json` prints it on stdout when no COMMAND is given, and with a COMMAND (whose
+    /// output is on stdout) as the last line of stderr, never mixed with the command's output.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "-", value_name = "FILE")]
+    pub json: Option<PathBuf>,
     #[command(flatten)]
     pub filter: FilterArg,
     /// Command to run and record from start to exit (with its children).
@@ -76,11 +79,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if a.flush_every < 10_000_000 {
         anyhow::bail!("--flush-every must be at least 10ms");
     }
+    if let Some(j) = a.json.as_deref().filter(|j| j.as_os_str() != "-") {
+        crate::args::check_output(Some(&a.file), Some(j))?;
+    }
     let why = a.why_above.or(a.why.then_some(0));
     let mut session =
         a.live.session(a.filter.parse()?).block(!a.no_block).command(a.command.clone()).why(why).start()?;
     print_warnings(session.warnings());
-    if a.live.follow && !a.quiet && !a.json {
+    if a.live.follow && !a.quiet && a.json.is_none() {
         let n = session.followed_at_start().len();
         eprintln!("latscope: following {} given process(es) and the {n} running below them", a.live.pids.len());
     }
@@ -145,7 +151,7 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
     let secs = rec.duration.as_secs_f64().max(1e-9);
     let bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(rec.summary.bytes);
     let s = &rec.stats;
-    if a.json {
+    if a.json.is_some() {
         let j = serde_json::json!({
             "file": a.file,
             "reason": rec.reason.describe(),
@@ -153,7 +159,7 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
             "ring_events": s.events,
             "lost": s.lost,
             "path_faults": s.path_faults,
-            "block_unpaired": s.blk_unpaired,
+            "block_completions_without_issue": s.blk_unpaired,
             "not_followed": s.not_followed,
             "malformed": rec.malformed,
             "bytes": bytes,
@@ -161,7 +167,11 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
             "events_per_s": rec.events as f64 / secs,
             "command_status": rec.command_status,
         });
-        println!("{j}");
+        match a.json.as_deref() {
+            Some(p) if p.as_os_str() != "-" => crate::args::write_output(Some(p), format!("{j}\n").as_bytes())?,
+            _ if !a.command.is_empty() => eprintln!("{j}"),
+            _ => println!("{j}"),
+        }
     } else if !a.quiet {
         eprintln!(
             "latscope: {}: recorded {} events in {secs:.2} s ({} events/s) to {} ({}, {:.1} B/event)",
@@ -177,6 +187,13 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
         }
         if s.path_faults > 0 {
             eprintln!("latscope: {} path arguments could not be read from user memory", s.path_faults);
+        }
+        if s.blk_unpaired > 0 {
+            eprintln!(
+                "latscope: {} block completions had no issue to pair with (not a loss: a request issued \
+                 before recording started, or one the driver completed twice, as some flushes are)",
+                s.blk_unpaired
+            );
         }
         if let Some(st) = rec.command_status {
             eprintln!("latscope: the command exited with status {st}");

@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 ///
 /// From a trace with -r; live without it (root), refreshing every interval. Groups: proc (process
 /// name), pid, syscall, op (syscall name or block_read ...), file, dir, disk, class (file, net, ipc,
-/// other), and client: the peer host of a TCP/UDP socket (named 'local->peer' from connect/accept
-/// or from /proc/net at the start of the recording), else the process (name[pid]).
+/// other), and client: the peer address of a TCP/UDP socket, port dropped (one row per host, all
+/// its connections together; the peer is known from connect/accept or from /proc/net at the start
+/// of the recording), else the process (name[pid]).
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope top -r trace.lst --by proc
@@ -48,8 +49,8 @@ pub struct Args {
     pub input: InputArg,
     #[command(flatten)]
     pub filter: FilterArg,
-    /// Group by: proc, pid, syscall, op, file, dir, disk, class, client (the peer host of an
-    /// IPv4/IPv6 socket, else the process).
+    /// Group by: proc, pid, syscall, op, file, dir, disk, class, client (the peer address of an
+    /// IPv4/IPv6 socket, one row per host, else the process).
     #[arg(long, default_value = "proc", value_parser = GroupBy::parse)]
     pub by: GroupBy,
     /// Sort by: count, rate, total, avg, a percentile (p50, p99, p99.9, ...), max, bytes, errors,
