@@ -25,8 +25,10 @@ use std::time::{Duration, Instant};
 ///
 /// From a trace with -r; live without it (root), refreshing every interval. Groups: proc (process
 /// name), pid, syscall, op (syscall name or block_read ...), file, dir, disk, class (file, net, ipc,
-/// other), and client: the peer host of a TCP/UDP socket (named 'local->peer' from connect/accept
-/// or from /proc/net at the start of the recording), else the process (name[pid]).
+/// other), client: the peer host of a TCP/UDP socket (named 'local->peer' from connect/accept
+/// or from /proc/net at the start of the recording), else the process (name[pid]); container
+/// (its name, else its short id; host outside containers), pod (namespace/name) and cgroup (the
+/// cgroup v2 path), from the cgroups the recording found.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope top -r trace.lst --by proc
@@ -38,6 +40,7 @@ use std::time::{Duration, Instant};
   latscope top --by file 'fd.type = file' --interval 5s --count 3
   latscope top --by pid -p \"$(pgrep -o postgres)\" -f   # a server and the backends it forks
   latscope top --by syscall --cgroup system.slice/nginx.service
+  latscope top -r trace.lst --by container 'k8s.ns.name = shop'
   latscope top -r trace.lst --by dir --json | jq '.rows[0]'")]
 pub struct Args {
     /// Trace file (or perf script text with --input perf); without it, trace live.
@@ -49,7 +52,7 @@ pub struct Args {
     #[command(flatten)]
     pub filter: FilterArg,
     /// Group by: proc, pid, syscall, op, file, dir, disk, class, client (the peer host of an
-    /// IPv4/IPv6 socket, else the process).
+    /// IPv4/IPv6 socket, else the process), container, pod, cgroup.
     #[arg(long, default_value = "proc", value_parser = GroupBy::parse)]
     pub by: GroupBy,
     /// Sort by: count, rate, total, avg, a percentile (p50, p99, p99.9, ...), max, bytes, errors,
