@@ -335,3 +335,71 @@ impl<const N: usize> ConcatMaps for [BTreeMap<u32, u64>; N] {
         self.into_iter().flatten().collect()
     }
 }
+
+/// A live view meets a container started after it: the session walks the cgroup tree again and
+/// names the container from the runtime's state.
+#[test]
+fn live_top_names_a_container_started_after_it() {
+    let test = "live_top_names_a_container_started_after_it";
+    if !require_bpf(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let Some(cg2) = Cgroup2::get(&dir) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: no cgroup2 file system, and mounting one failed");
+        }
+        eprintln!("SKIPPED {test}: no cgroup2 file system, and mounting one failed");
+        return;
+    };
+    let state = dir.join("host");
+    std::fs::create_dir_all(&state).unwrap();
+    let id = fresh_id(20);
+    let mut top = Command::new(bin())
+        .args(["top", "--by", "container", "--json", "--interval", "1s", "--count", "6", "--syscalls", "io"])
+        .arg("evt.type = read and fd.name = /dev/zero and proc.name = dd")
+        .env("LATSCOPE_HOST_ROOT", &state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(top.stdout.take().unwrap());
+    let mut line = String::new();
+    use std::io::BufRead;
+    out.read_line(&mut line).unwrap();
+    assert!(!line.is_empty(), "live top printed nothing");
+
+    // The container starts: its cgroup, its state, its processes.
+    let mut tree = Tree { root: cg2.root.clone(), dirs: Vec::new() };
+    let cg = tree.mk(&format!("latscope-ctest-live-{}/system.slice/docker-{id}.scope", std::process::id()));
+    write(
+        &state,
+        &format!("var/lib/docker/containers/{id}/config.v2.json"),
+        r#"{"Name":"/late","Config":{"Image":"busybox:1.36"}}"#,
+    );
+    let mut kid = Command::new("sh")
+        .args(["-c", "read _; while :; do dd if=/dev/zero of=/dev/null bs=1 count=2000 status=none; done"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::fs::write(cg.join("cgroup.procs"), kid.id().to_string()).unwrap();
+    kid.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rows = Vec::new();
+    for _ in 0..5 {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let j: Value = serde_json::from_str(&line).unwrap();
+        for r in j["rows"].as_array().unwrap() {
+            rows.push((r["name"].as_str().unwrap().to_string(), r["count"].as_u64().unwrap()));
+        }
+    }
+    let _ = kid.kill();
+    let _ = kid.wait();
+    let o = top.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(rows.iter().any(|(n, c)| n == "late" && *c > 0), "no row for the container 'late': {rows:?}");
+    assert!(!rows.iter().any(|(n, _)| n.starts_with("<cgroup")), "a cgroup left unnamed: {rows:?}");
+}

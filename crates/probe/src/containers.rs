@@ -62,9 +62,16 @@ fn unescape(s: &str) -> String {
 /// Every cgroup of the cgroup2 hierarchy, with its container and pod (empty when no cgroup2
 /// file system is mounted).
 pub fn snapshot() -> Vec<CgroupInfo> {
+    snapshot_new(&|_| false)
+}
+
+/// Like [`snapshot`], for the cgroups not `known` (by id) only: the runtimes' state is read for
+/// those alone (a live session that meets a cgroup made after it started).
+pub fn snapshot_new(known: &dyn Fn(u64) -> bool) -> Vec<CgroupInfo> {
     let Some((mount, root)) = cgroup2_mount() else { return Vec::new() };
     let mut out = Vec::new();
     walk(&mount, &root, 0, &mut out);
+    out.retain(|c| !known(c.id));
     let host = std::env::var_os(HOST_ROOT_ENV).map_or_else(|| PathBuf::from("/"), PathBuf::from);
     let mut state = RuntimeState::new(&host);
     for c in &mut out {

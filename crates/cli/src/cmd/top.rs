@@ -3,7 +3,6 @@
 
 use crate::args::{finish_scan, print_warnings, FilterArg, InputArg, JsonArg, LiveArgs, ReadArgs, ScanPlan};
 use anyhow::{bail, Result};
-use latscope_event::source::EventSource;
 use latscope_event::units::parse_duration_secs_default;
 use latscope_event::EventKind;
 use latscope_view::group::GroupBy;
@@ -141,8 +140,9 @@ fn run_live(a: &Args) -> Result<ExitCode> {
     let (mut next, mut last) = (Instant::now() + interval, Instant::now());
     while !session.stop_requested() {
         let wait = next.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
-        if let Some(c) = session.next_chunk(wait).map_err(|e| anyhow::anyhow!("{e}"))? {
-            top.add_chunk(c, kind, &header);
+        // The session's header: it learns the cgroups of containers started since.
+        if let Some((c, h)) = session.next_chunk_and_header(wait).map_err(|e| anyhow::anyhow!("{e}"))? {
+            top.add_chunk(c, kind, h);
         }
         if Instant::now() < next {
             continue;
