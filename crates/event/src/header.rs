@@ -49,6 +49,11 @@ pub struct TraceHeader {
     /// written before the field existed. See [`TraceHeader::replay_readiness`].
     #[serde(default)]
     pub capture: Vec<String>,
+    /// The cgroup v2 cgroups of the recorded machine, with the containers and pods they belong
+    /// to (`container.*`, `k8s.*`, `cgroup.path`, `--by container`); empty in traces written
+    /// before the field existed or where no cgroup2 file system was mounted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroups: Vec<crate::CgroupInfo>,
 }
 
 /// Capture tag: every syscall that touches files or fds was recorded, unfiltered, with the

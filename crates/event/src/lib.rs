@@ -8,6 +8,7 @@
 pub mod args;
 mod batch;
 mod block;
+pub mod container;
 mod errno_table;
 mod fdtype;
 mod header;
@@ -21,6 +22,7 @@ pub use batch::{
     WHY_PART_NAMES,
 };
 pub use block::{BlockOp, Rwbs};
+pub use container::CgroupInfo;
 pub use fdtype::{l4_proto_name, parse_sock_name, sock_addr, sock_name, FdType, SockEnd, SockName};
 pub use header::{
     dev_major_minor, BlockDevice, FdInfo, Mount, ProcessInfo, TraceHeader, CAPTURE_REPLAY_V1, TRACE_FORMAT_VERSION,

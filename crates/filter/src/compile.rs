@@ -159,12 +159,6 @@ pub(crate) enum Node {
         devs: Box<[u32]>,
         neg: bool,
     },
-    /// `container.id`: host and/or cgroup ids.
-    Cgroup {
-        host: bool,
-        ids: Box<[u64]>,
-        neg: bool,
-    },
     /// `proc.name` equal to one of the names.
     Comm {
         names: Box<[Box<[u8]>]>,
@@ -267,10 +261,6 @@ impl Node {
             Node::Dev { devs, neg } => {
                 row_kind(b, row) == 1 && b.dev.get(row).is_some_and(|d| devs.contains(d) != *neg)
             }
-            Node::Cgroup { host, ids, neg } => match b.cgroup.get(row) {
-                Some(&c) => (if c <= 1 { *host } else { ids.contains(&c) }) != *neg,
-                None => false,
-            },
             Node::Comm { names, neg } => match bytes_at(&b.comm, row) {
                 Some(v) => names.iter().any(|n| v == &n[..]) != *neg,
                 None => false,
@@ -302,7 +292,6 @@ impl Node {
             | Node::EvtType { .. }
             | Node::Res { .. }
             | Node::Dev { .. }
-            | Node::Cgroup { .. }
             | Node::Failed { .. } => 2,
             Node::PortEither { .. } | Node::PortIn { .. } => 12,
             Node::Range { field, .. } | Node::NumIn { field, .. } | Node::Exists(field) => {
@@ -335,6 +324,17 @@ fn uses_context(f: Field) -> bool {
     matches!(
         f,
         Field::ProcPpid
+            | Field::ContainerId
+            | Field::ContainerFullId
+            | Field::ContainerName
+            | Field::ContainerType
+            | Field::ContainerImage
+            | Field::ContainerImageRepository
+            | Field::ContainerImageTag
+            | Field::K8sPodName
+            | Field::K8sNsName
+            | Field::K8sPodUid
+            | Field::CgroupPath
             | Field::ProcExe
             | Field::ProcCmdline
             | Field::ProcArgs
@@ -578,7 +578,10 @@ fn check(c: &Check) -> Node {
 
 fn string_check(c: &Check, neg: bool) -> Node {
     let field = c.field;
-    let vals: Vec<&str> = strs(&c.vals).collect();
+    let mut vals: Vec<&str> = strs(&c.vals).collect();
+    if field == Field::ContainerId && matches!(c.op, Op::Eq | Op::Ne | Op::In) {
+        vals = vals.into_iter().map(resolve::container_id).collect();
+    }
     let first = vals.first().copied().unwrap_or("");
     if matches!(c.op, Op::Eq | Op::Ne | Op::In) {
         // Enumerated fields compare the stored numbers.
@@ -611,10 +614,6 @@ fn string_check(c: &Check, neg: bool) -> Node {
                 };
             }
             Field::BlkDev => return Node::Dev { devs: vals.iter().filter_map(|v| resolve::blk_dev(v)).collect(), neg },
-            Field::ContainerId => {
-                let ids: Vec<Option<u64>> = vals.iter().filter_map(|v| resolve::container(v)).collect();
-                return Node::Cgroup { host: ids.contains(&None), ids: ids.iter().flatten().copied().collect(), neg };
-            }
             Field::ProcName => return Node::Comm { names: vals.iter().map(|v| bytes(comm_value(v))).collect(), neg },
             _ => {}
         }

@@ -2,7 +2,9 @@
 //! and the trace's clocks.
 
 use latscope_event::syscalls::{desc, SysDesc};
-use latscope_event::{parse_sock_name, EventBatch, EventKind, FdType, ProcOp, SockEnd, SockName, TraceHeader};
+use latscope_event::{
+    parse_sock_name, CgroupInfo, EventBatch, EventKind, FdType, ProcOp, SockEnd, SockName, TraceHeader,
+};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -93,6 +95,10 @@ pub struct EvalContext {
     num_base: u64,
     /// Rows observed so far.
     num_next: u64,
+    /// The cgroups of the header, by id (`container.*`, `k8s.*`, `cgroup.path`).
+    cgroups: HashMap<u64, CgroupInfo>,
+    /// The root cgroup (ids 0 and 1) when the header does not list it: the host.
+    root_cgroup: CgroupInfo,
 }
 
 impl EvalContext {
@@ -134,6 +140,25 @@ impl EvalContext {
             start_ns: header.start_ns,
             num_base: 0,
             num_next: 0,
+            cgroups: header.cgroups.iter().map(|c| (c.id, c.clone())).collect(),
+            root_cgroup: CgroupInfo { id: 1, path: "/".into(), ..Default::default() },
+        }
+    }
+
+    /// Learn cgroups the header did not list (cgroups that appeared during the recording).
+    pub fn add_cgroups(&mut self, cgroups: &[CgroupInfo]) {
+        for c in cgroups {
+            self.cgroups.insert(c.id, c.clone());
+        }
+    }
+
+    /// The cgroup with id `id`, with its container and pod: the trace's table, or the host for
+    /// the root cgroup (ids 0 and 1); `None` for cgroups the trace does not know.
+    pub fn cgroup(&self, id: u64) -> Option<&CgroupInfo> {
+        match self.cgroups.get(&id) {
+            Some(c) => Some(c),
+            None if id <= 1 => Some(&self.root_cgroup),
+            None => None,
         }
     }
 

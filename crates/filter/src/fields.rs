@@ -160,6 +160,17 @@ pub(crate) enum Field {
     FsPathSourceraw,
     FsPathTarget,
     FsPathTargetraw,
+    ContainerFullId,
+    ContainerName,
+    ContainerType,
+    ContainerImage,
+    ContainerImageRepository,
+    ContainerImageTag,
+    K8sPodName,
+    K8sNsName,
+    K8sPodUid,
+    CgroupPath,
+    CgroupId,
 }
 
 /// A field as listed by `latscope fields`.
@@ -243,7 +254,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 89] = [
+static FIELDS: [FieldInfo; 100] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation, as events print it: the syscall name (openat, write: syscalls only), block_ and the block op (block_write, block_flush, ...) or proc_ and the process op (proc_fork, proc_exec, proc_exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -297,7 +308,7 @@ static FIELDS: [FieldInfo; 89] = [
     info!("fd.lport", FdLport, Number, K_SYS, "syscall", "local port of an IPv4/IPv6 socket"),
     info!("fd.rport", FdRport, Number, K_SYS, "syscall", "remote port of an IPv4/IPv6 socket (absent without a peer)"),
     info!("fd.l4proto", FdL4proto, String, K_SYS, "syscall", "protocol of a socket: tcp, udp, udplite, sctp, mptcp, icmp, icmpv6, raw (IPv4/IPv6, named by its addresses), unix"),
-    info!("container.id", ContainerId, String, K_ALL, "all", "cgroup id of the task in lower-case hex; 'host' for the root cgroup (id 0 or 1)"),
+    info!("container.id", ContainerId, String, K_ALL, "all", "the container's short id (12 hex digits, as docker ps shows it; a full 64-digit id compares as its short id); 'host' outside containers; absent for cgroups the trace does not know"),
     info!("blk.dev", BlkDev, String, K_BLK, "block", "device as major:minor (8:0)"),
     info!("blk.disk", BlkDisk, String, K_BLK, "block", "device name from the trace header (vda, nvme0n1p1; absent when unknown)"),
     info!("blk.op", BlkOp, String, K_BLK, "block", "request operation: read, write, flush, discard, secure_erase, write_zeroes, other"),
@@ -333,6 +344,17 @@ static FIELDS: [FieldInfo; 89] = [
     info!("fs.path.sourceraw", FsPathSourceraw, String, K_SYS, "syscall", "same as fs.path.source"),
     info!("fs.path.target", FsPathTarget, String, K_SYS, "syscall", "the target path of rename, link, symlink (same as evt.arg.newpath)"),
     info!("fs.path.targetraw", FsPathTargetraw, String, K_SYS, "syscall", "same as fs.path.target"),
+    info!("container.full_id", ContainerFullId, String, K_ALL, "all", "the container's full id (64 hex digits); 'host' outside containers"),
+    info!("container.name", ContainerName, String, K_ALL, "all", "the container's name from the runtime's state (docker, podman, containerd, CRI-O); 'host' outside containers; absent when unknown"),
+    info!("container.type", ContainerType, String, K_ALL, "all", "the runtime, from the cgroup's name: docker, containerd, cri-o, podman, cri (a CRI runtime the cgroup does not name); 'host' outside containers"),
+    info!("container.image", ContainerImage, String, K_ALL, "all", "the container's image as configured (docker.io/library/nginx:1.27; absent when unknown)"),
+    info!("container.image.repository", ContainerImageRepository, String, K_ALL, "all", "the image without tag and digest (docker.io/library/nginx)"),
+    info!("container.image.tag", ContainerImageTag, String, K_ALL, "all", "the image's tag (1.27; absent without one)"),
+    info!("k8s.pod.name", K8sPodName, String, K_ALL, "all", "the Kubernetes pod's name (from the runtime's state or kubelet's pod log directory; absent outside pods)"),
+    info!("k8s.ns.name", K8sNsName, String, K_ALL, "all", "the pod's namespace"),
+    info!("k8s.pod.uid", K8sPodUid, String, K_ALL, "all", "the pod's uid (from the kubepods cgroup's name)"),
+    info!("cgroup.path", CgroupPath, String, K_ALL, "all", "the task's cgroup v2 cgroup, below the cgroup2 root (/system.slice/nginx.service; absent for cgroups the trace does not know)"),
+    info!("cgroup.id", CgroupId, Number, K_ALL, "all", "the task's cgroup v2 cgroup id (the directory's inode number)"),
 ];
 
 /// Every field a filter can test, with its type and a one-line description (for `latscope fields`).
@@ -477,6 +499,7 @@ impl Field {
             Field::ProcPpid => i128::from(ctx.ppid(*b.pid.get(row)?)?),
             Field::ThreadTid => i128::from(*b.tid.get(row)?),
             Field::UserUid => i128::from(*b.uid.get(row)?),
+            Field::CgroupId => i128::from(*b.cgroup.get(row)?),
             Field::FdNum if sys => {
                 let fd = *b.fd.get(row)?;
                 if fd == NO_FD {
@@ -550,7 +573,6 @@ impl Field {
             self,
             Field::EvtType
                 | Field::EvtRes
-                | Field::ContainerId
                 | Field::BlkDev
                 | Field::EvtArgs
                 | Field::EvtArgFlags
@@ -595,7 +617,18 @@ impl Field {
             | Field::EvtLatencyHuman
             | Field::FdTypechar
             | Field::EvtDir
-            | Field::EvtSource => return self.string_ext(b, row, ctx, buf),
+            | Field::EvtSource
+            | Field::ContainerId
+            | Field::ContainerFullId
+            | Field::ContainerName
+            | Field::ContainerType
+            | Field::ContainerImage
+            | Field::ContainerImageRepository
+            | Field::ContainerImageTag
+            | Field::K8sPodName
+            | Field::K8sNsName
+            | Field::K8sPodUid
+            | Field::CgroupPath => return self.string_ext(b, row, ctx, buf),
             Field::EvtType => {
                 let nr = *b.nr.get(row)?;
                 match kind {
@@ -652,11 +685,6 @@ impl Field {
             Field::FdName if sys => return bytes_at(&b.path, row).filter(|p| !p.is_empty()),
             Field::FdDirectory if sys => helpers::split_path(helpers::str_at(&b.path, row)?).0?,
             Field::FdFilename if sys => helpers::split_path(helpers::str_at(&b.path, row)?).1?,
-            Field::ContainerId => {
-                let buf = buf?;
-                helpers::write_container_id(buf, *b.cgroup.get(row)?);
-                return Some(buf.as_bytes());
-            }
             Field::BlkDev if blk => {
                 let (ma, mi) = latscope_event::dev_major_minor(*b.dev.get(row)?);
                 let buf = buf?;
@@ -689,6 +717,38 @@ impl Field {
             Field::ProcPname => ctx.comm(ctx.ppid(*b.pid.get(row)?)?)?,
             Field::ProcPcmdline => ctx.cmdline(ctx.ppid(*b.pid.get(row)?)?)?,
             Field::ProcPexe => ctx.exe(ctx.ppid(*b.pid.get(row)?)?)?,
+            Field::ContainerId
+            | Field::ContainerFullId
+            | Field::ContainerName
+            | Field::ContainerType
+            | Field::ContainerImage
+            | Field::ContainerImageRepository
+            | Field::ContainerImageTag
+            | Field::K8sPodName
+            | Field::K8sNsName
+            | Field::K8sPodUid
+            | Field::CgroupPath => {
+                let c = ctx.cgroup(*b.cgroup.get(row)?)?;
+                let host = c.container_id.is_empty();
+                let v = match self {
+                    Field::ContainerId if host => "host",
+                    Field::ContainerId => c.short_id(),
+                    Field::ContainerFullId if host => "host",
+                    Field::ContainerFullId => &c.container_id,
+                    Field::ContainerName if host => "host",
+                    Field::ContainerName => &c.container_name,
+                    Field::ContainerType if host => "host",
+                    Field::ContainerType => &c.runtime,
+                    Field::ContainerImage => &c.image,
+                    Field::ContainerImageRepository => c.image_repository(),
+                    Field::ContainerImageTag => c.image_tag(),
+                    Field::K8sPodName => &c.pod_name,
+                    Field::K8sNsName => &c.pod_namespace,
+                    Field::K8sPodUid => &c.pod_uid,
+                    _ => &c.path,
+                };
+                return (!v.is_empty()).then_some(v.as_bytes());
+            }
             Field::EvtDir if kind < 3 => "<",
             Field::EvtSource if kind < 3 => "syscall",
             Field::EvtLatencyHuman if sys || blk => {

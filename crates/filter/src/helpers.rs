@@ -47,18 +47,6 @@ pub fn split_path(path: &str) -> (Option<&str>, Option<&str>) {
     }
 }
 
-/// `container.id` of a cgroup id: `host` for the root cgroup (id 0 or 1), otherwise the id in
-/// lower-case hex (`1a2b`). The event model records cgroup ids, not container runtimes' ids.
-pub fn container_id(cgroup: u64) -> String {
-    let mut s = String::new();
-    write_container_id(&mut s, cgroup);
-    s
-}
-
-pub(crate) fn write_container_id(w: &mut impl std::fmt::Write, cgroup: u64) {
-    let _ = if cgroup <= 1 { w.write_str("host") } else { write!(w, "{cgroup:x}") };
-}
-
 /// `evt.res` of a syscall return value: `SUCCESS` when it did not fail, otherwise the errno
 /// name (`ENOENT`), or `E<n>` for numbers without a name.
 pub fn result_name(ret: i64) -> std::borrow::Cow<'static, str> {
@@ -236,10 +224,6 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(container_id(0), "host");
-        assert_eq!(container_id(1), "host");
-        assert_eq!(container_id(0x1a2b), "1a2b");
-        assert_eq!(container_id(u64::MAX), "ffffffffffffffff");
         assert_eq!(result_name(3), "SUCCESS");
         assert_eq!(result_name(-2), "ENOENT");
         assert_eq!(result_name(-4000), "E4000");

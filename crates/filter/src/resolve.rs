@@ -84,14 +84,15 @@ pub(crate) fn blk_dev(s: &str) -> Option<u32> {
     (canonical && a < (1 << 12) && b < (1 << 20)).then_some((a << 20) | b)
 }
 
-/// A `container.id` value: `host` (cgroups 0 and 1) or a cgroup id as printed (lower-case hex).
-/// `None` for text no cgroup id prints as (it can never match).
-pub(crate) fn container(s: &str) -> Option<Option<u64>> {
-    if s == "host" {
-        return Some(None);
+/// A `container.id` value as compared: a full 64-digit id stands for its short id (the first
+/// 12 digits, which is what the field holds).
+pub(crate) fn container_id(s: &str) -> &str {
+    let full = s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if full {
+        &s[..12]
+    } else {
+        s
     }
-    let v = u64::from_str_radix(s, 16).ok()?;
-    (v > 1 && format!("{v:x}") == s).then_some(Some(v))
 }
 
 /// Names `fd.l4proto` takes.
@@ -215,10 +216,9 @@ mod tests {
         assert_eq!(blk_dev("8:16"), Some((8 << 20) | 16));
         assert_eq!(blk_dev("08:16"), None);
         assert_eq!(blk_dev("vda"), None);
-        assert_eq!(container("host"), Some(None));
-        assert_eq!(container("1a"), Some(Some(26)));
-        assert_eq!(container("1A"), None);
-        assert_eq!(container("1"), None);
+        assert_eq!(container_id("host"), "host");
+        assert_eq!(container_id(&"ab".repeat(32)), "abababababab");
+        assert_eq!(container_id("abababababab"), "abababababab");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Parser and evaluator tests: every operator, every field, the seed's examples, and errors.
 
-use latscope_event::{BlockDevice, Event, EventBatch, FdType, ProcessInfo, TraceHeader};
+use latscope_event::{BlockDevice, CgroupInfo, Event, EventBatch, FdType, ProcessInfo, TraceHeader};
 use latscope_filter::{fields, EvalContext, FieldType, Filter, KindSet};
 
 fn header() -> TraceHeader {
@@ -13,9 +13,17 @@ fn header() -> TraceHeader {
         ],
         users: [(0, "root".to_string()), (1000, "alice".to_string())].into_iter().collect(),
         block_devices: vec![BlockDevice { dev: 253 << 20, name: "vda".into(), ..Default::default() }],
+        cgroups: vec![CgroupInfo {
+            container_name: "web".into(),
+            image: "nginx:1.27".into(),
+            ..CgroupInfo::from_path(0x1a2b, &format!("/system.slice/docker-{CONTAINER}.scope"))
+        }],
         ..Default::default()
     }
 }
+
+/// The docker container of cgroup 0x1a2b.
+const CONTAINER: &str = "1a2b3c4d5e6f00112233445566778899aabbccddeeff00112233445566778899";
 
 /// A syscall event: httpd (pid 100) reading 4 KiB from a file under /mnt in 2 ms.
 fn sys() -> Event {
@@ -331,11 +339,34 @@ fn proc_user_container_fields() {
             ("user.name = root", "010"),
             ("user.name exists", "110"),
             ("container.id = host", "101"),
-            ("container.id = 1a2b", "010"),
+            ("container.id = 1a2b3c4d5e6f", "010"),
+            ("container.id = 1a2b", "000"),
             ("container.id != host", "010"),
-            ("container.id in (host, 1a2b)", "111"),
+            ("container.id in (host, 1a2b3c4d5e6f)", "111"),
             ("container.id startswith 1a", "010"),
-            ("container.id = 1A2B", "000"),
+            ("container.id = 1A2B3C4D5E6F", "000"),
+            ("container.name = web", "010"),
+            ("container.name = host", "101"),
+            ("container.type = docker", "010"),
+            ("container.image.repository = nginx and container.image.tag = 1.27", "010"),
+            ("cgroup.id = 6699", "010"),
+            ("cgroup.path = /", "101"),
+            ("cgroup.path startswith /system.slice/docker-", "010"),
+            ("container.image.tag = 1.27", "010"),
+            ("container.image = nginx:1.27", "010"),
+            ("container.full_id = host", "101"),
+            ("k8s.pod.name exists", "000"),
+            ("k8s.ns.name exists", "000"),
+            ("k8s.pod.uid exists", "000"),
+        ],
+    );
+    // A full id compares as its short id, in every form that lists values.
+    check(
+        &t,
+        &[
+            (&format!("container.id = {CONTAINER}"), "010"),
+            (&format!("container.id in (host, {CONTAINER})"), "111"),
+            (&format!("container.full_id = {CONTAINER}"), "010"),
         ],
     );
 }
@@ -683,7 +714,7 @@ fn field_listing_and_values() {
     assert_eq!(get("evt.latency", 0).as_deref(), Some("2000000"));
     assert_eq!(get("evt.is_io", 0).as_deref(), Some("true"));
     assert_eq!(get("blk.dev", 1).as_deref(), Some("253:0"));
-    assert_eq!(get("container.id", 1).as_deref(), Some("1a2b"));
+    assert_eq!(get("container.id", 1).as_deref(), Some("1a2b3c4d5e6f"));
     assert_eq!(get("blk.dev", 0), None);
     assert_eq!(get("evt.time", 0).as_deref(), Some("1005000"));
     assert_eq!(get("evt.datetime", 0).as_deref(), Some("1970-01-01T00:00:00.001005000Z"));

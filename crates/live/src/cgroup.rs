@@ -102,6 +102,54 @@ impl Cgroup {
     }
 }
 
+/// The cgroups a live session knows, and the ones that appear while it runs: events of a cgroup
+/// the start snapshot did not list (a container started since) make it walk the cgroup tree
+/// again, before any view sees them, and add what it finds to the session's header and filter
+/// context. An id the walk does not find (the cgroup is gone) is not looked for again.
+#[derive(Debug)]
+pub(crate) struct CgroupWatch {
+    known: std::collections::HashSet<u64>,
+    /// Ids looked for and not found (the cgroup was gone before the walk): not looked for again.
+    missed: std::collections::HashSet<u64>,
+}
+
+impl CgroupWatch {
+    pub(crate) fn new(h: &latscope_event::TraceHeader) -> Self {
+        CgroupWatch { known: h.cgroups.iter().map(|c| c.id).collect(), missed: Default::default() }
+    }
+
+    fn is_new(&self, id: u64) -> bool {
+        id > 1 && !self.known.contains(&id) && !self.missed.contains(&id)
+    }
+
+    pub(crate) fn learn(
+        &mut self,
+        b: &latscope_event::EventBatch,
+        h: &mut latscope_event::TraceHeader,
+        ctx: &mut latscope_filter::EvalContext,
+    ) {
+        // Consecutive events mostly share a cgroup: compare with the last one first.
+        let mut last = 0;
+        let fresh = b.cgroup.iter().any(|&c| {
+            let new = c != last && self.is_new(c);
+            last = c;
+            new
+        });
+        if !fresh {
+            return;
+        }
+        let found = latscope_probe::containers::snapshot_new(&|id| self.known.contains(&id));
+        self.known.extend(found.iter().map(|c| c.id));
+        ctx.add_cgroups(&found);
+        h.cgroups.extend(found);
+        for &c in &b.cgroup {
+            if self.is_new(c) {
+                self.missed.insert(c);
+            }
+        }
+    }
+}
+
 /// Mount points of cgroup2 file systems, from /proc/self/mountinfo.
 fn cgroup2_mounts() -> Vec<PathBuf> {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };

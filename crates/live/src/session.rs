@@ -1,7 +1,7 @@
 //! A live session: the probes attached with a configuration built from what the user asked
 //! for, handing out filtered events (or in-kernel histogram counts) until asked to stop.
 
-use crate::cgroup::Cgroup;
+use crate::cgroup::{Cgroup, CgroupWatch};
 use crate::command::{Command, CommandError};
 use crate::shared::{snapshot_groups, KeyAggregate};
 use crate::{config, follow};
@@ -313,6 +313,7 @@ impl SessionBuilder {
         }
         Ok(LiveSession {
             ctx: EvalContext::new(&header),
+            cgroups: CgroupWatch::new(&header),
             probe,
             cfg,
             header,
@@ -340,6 +341,8 @@ pub struct LiveSession {
     header: TraceHeader,
     pub(crate) filter: Filter,
     pub(crate) ctx: EvalContext,
+    /// Cgroups that appear during the session, added to the header and the filter's context.
+    cgroups: CgroupWatch,
     batch: EventBatch,
     rows: Vec<u32>,
     command: Option<Command>,
@@ -453,6 +456,7 @@ impl LiveSession {
     fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
         self.batch.clear();
         self.probe.poll_into(&mut self.batch, wait)?;
+        self.cgroups.learn(&self.batch, &mut self.header, &mut self.ctx);
         self.ctx.observe(&self.batch);
         self.rows.clear();
         let all = self.filter.is_match_all();
@@ -462,6 +466,18 @@ impl LiveSession {
             }
         }
         Ok(())
+    }
+}
+
+impl LiveSession {
+    /// [`EventSource::next_chunk`], with the header as it is after the poll: cgroups met since
+    /// the start (containers started since) are in it.
+    pub fn next_chunk_and_header(&mut self, wait: Duration) -> Result<Option<(Chunk<'_>, &TraceHeader)>, SourceError> {
+        if self.count_by.is_some() {
+            return Err("these probes count in the kernel and stream no events".into());
+        }
+        self.poll(wait)?;
+        Ok(Some((Chunk { batch: &self.batch, rows: &self.rows, zone: Zone::default() }, &self.header)))
     }
 }
 
@@ -554,6 +570,7 @@ impl CountSource for LiveSession {
         }
         Ok(Box::new(LiveSession {
             ctx: EvalContext::new(&s.header),
+            cgroups: CgroupWatch::new(&s.header),
             probe,
             cfg,
             header: s.header,

@@ -7,6 +7,7 @@
 //! resolved) or aggregates latencies into per-CPU histograms in the kernel
 //! ([`Probe::read_agg`]), which is what live views use when they can.
 
+pub mod containers;
 mod decode;
 pub mod features;
 pub mod snapshot;

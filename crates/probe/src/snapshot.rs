@@ -314,6 +314,7 @@ pub fn take(command_line: Vec<String>, syscalls: SyscallSet, block: bool, filter
         fds,
         users: users(),
         capture: Vec::new(),
+        cgroups: crate::containers::snapshot(),
     }
 }
 

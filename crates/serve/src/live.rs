@@ -608,6 +608,12 @@ pub fn narrow_clause(by: GroupBy, name: &str, block: bool) -> Option<String> {
             Some(_) => format!("blk.dev = {q}"),
             None => format!("blk.disk = {q}"),
         },
+        GroupBy::Container if !name.starts_with('<') => format!("(container.name = {q} or container.id = {q})"),
+        GroupBy::Pod => match name.split_once('/') {
+            Some((ns, pod)) => format!("(k8s.ns.name = {} and k8s.pod.name = {})", quote(ns), quote(pod)),
+            None => format!("k8s.pod.uid = {}", quote(name.strip_prefix("pod ")?)),
+        },
+        GroupBy::Cgroup if name.starts_with('/') => format!("cgroup.path = {q}"),
         GroupBy::Client => match pid_of(name) {
             Some(pid) => format!("proc.pid = {pid}"),
             None => format!("fd.name contains {}", quote(&format!("->{name}:"))),
@@ -662,6 +668,17 @@ mod tests {
             Some("fd.name contains '->10.0.0.2:'")
         );
         assert_eq!(narrow_clause(GroupBy::Client, "srv[9]", false).as_deref(), Some("proc.pid = 9"));
+        assert_eq!(
+            narrow_clause(GroupBy::Container, "web", false).as_deref(),
+            Some("(container.name = 'web' or container.id = 'web')")
+        );
+        assert_eq!(narrow_clause(GroupBy::Container, "<cgroup 7>", false), None);
+        assert_eq!(
+            narrow_clause(GroupBy::Pod, "shop/api-7d9f", false).as_deref(),
+            Some("(k8s.ns.name = 'shop' and k8s.pod.name = 'api-7d9f')")
+        );
+        assert_eq!(narrow_clause(GroupBy::Pod, "<no pod>", false), None);
+        assert_eq!(narrow_clause(GroupBy::Cgroup, "/a.slice", false).as_deref(), Some("cgroup.path = '/a.slice'"));
         assert_eq!(narrow("", "evt.type = read"), "evt.type = read");
         assert_eq!(narrow("proc.name = a", "evt.type = read"), "proc.name = a and evt.type = read");
         assert_eq!(narrow("proc.name = a OR proc.name = b", "x"), "(proc.name = a OR proc.name = b) and x");

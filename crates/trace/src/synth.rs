@@ -207,6 +207,7 @@ pub fn sample_header() -> TraceHeader {
         }],
         users: [(0, "root".to_string()), (1000, "ünï".to_string())].into_iter().collect(),
         capture: vec!["replay-v1".into()],
+        cgroups: Vec::new(),
     }
 }
 

@@ -33,6 +33,13 @@ pub enum GroupBy {
     Client,
     /// The I/O class of the fd: `file`, `net`, `ipc`, `other`; block requests are `block`.
     Class,
+    /// Container: its name, else its short id; `host` outside containers (from the trace's
+    /// cgroup table).
+    Container,
+    /// Kubernetes pod: `namespace/name`, else `pod <uid>`; `<no pod>` outside pods.
+    Pod,
+    /// cgroup v2 cgroup, by path (`/system.slice/nginx.service`).
+    Cgroup,
 }
 
 impl GroupBy {
@@ -49,9 +56,12 @@ impl GroupBy {
             "op" | "operation" => Self::Op,
             "client" => Self::Client,
             "class" => Self::Class,
+            "container" => Self::Container,
+            "pod" => Self::Pod,
+            "cgroup" => Self::Cgroup,
             _ => {
                 return Err(format!(
-                    "unknown grouping '{s}' (use proc, pid, syscall, file, dir, disk, op, client or class)"
+                    "unknown grouping '{s}' (use proc, pid, syscall, file, dir, disk, op, client, class, container, pod or cgroup)"
                 ))
             }
         })
@@ -70,6 +80,9 @@ impl GroupBy {
             Self::Op => "op",
             Self::Client => "client",
             Self::Class => "class",
+            Self::Container => "container",
+            Self::Pod => "pod",
+            Self::Cgroup => "cgroup",
         }
     }
 
@@ -86,6 +99,9 @@ impl GroupBy {
             Self::Op => "OPERATION",
             Self::Client => "CLIENT",
             Self::Class => "CLASS",
+            Self::Container => "CONTAINER",
+            Self::Pod => "POD",
+            Self::Cgroup => "CGROUP",
         }
     }
 
@@ -99,6 +115,7 @@ impl GroupBy {
             Self::File | Self::Dir => &["kind", "path", "fd_type", "fd"],
             Self::Disk => &["kind", "dev", "fd_type"],
             Self::Class => &["kind", "fd_type"],
+            Self::Container | Self::Pod | Self::Cgroup => &["cgroup"],
         }
     }
 }
@@ -124,6 +141,8 @@ pub struct Grouper {
     /// `comm[pid]` groups: the command name in the label, which follows exec (the label is the
     /// latest name of the process, whatever events a filter let through before).
     pid_comm: FxHashMap<usize, Box<[u8]>>,
+    /// Groups of `--by container/pod/cgroup` by cgroup id.
+    cgroups: FxHashMap<u64, usize>,
 }
 
 /// The groups of `--by class`, in display order.
@@ -265,6 +284,16 @@ impl Grouper {
                 }
                 self.pid_group(b, i)
             }
+            GroupBy::Container | GroupBy::Pod | GroupBy::Cgroup => {
+                let id = b.cgroup[i];
+                if let Some(&g) = self.cgroups.get(&id) {
+                    return g;
+                }
+                let label = cgroup_label(self.by(), h, id);
+                let g = self.text(&label);
+                self.cgroups.insert(id, g);
+                g
+            }
             GroupBy::Class => {
                 if b.kind[i] == EventKind::Block as u8 {
                     return 4;
@@ -308,6 +337,23 @@ impl Grouper {
             CountKey::Syscall(nr) => self.num(NumKey::Op(EventKind::Syscall as u8, nr), || op_name(0, nr)),
             CountKey::Dev(d) => self.num(NumKey::Dev(d), || disk_name(h, d)),
         }
+    }
+}
+
+/// The group of cgroup `id` for `--by container`, `pod` or `cgroup`, from the header's cgroup table.
+pub fn cgroup_label(by: GroupBy, h: &TraceHeader, id: u64) -> String {
+    let Some(c) = h.cgroups.iter().find(|c| c.id == id) else {
+        return match by {
+            _ if id <= 1 && by == GroupBy::Cgroup => "/".into(),
+            GroupBy::Container if id <= 1 => "host".into(),
+            GroupBy::Pod if id <= 1 => "<no pod>".into(),
+            _ => format!("<cgroup {id}>"),
+        };
+    };
+    match by {
+        GroupBy::Container => c.container_label().to_string(),
+        GroupBy::Pod => c.pod_label().unwrap_or_else(|| "<no pod>".into()),
+        _ => c.path.clone(),
     }
 }
 

@@ -92,7 +92,8 @@ pub struct Args {
     /// Font family (default Verdana, then Helvetica, Arial, sans-serif).
     #[arg(long, value_name = "FONT")]
     pub fonttype: Option<String>,
-    /// One map per group, sharing axes: disk, op, proc (also pid, syscall, file, dir, client, class).
+    /// One map per group, sharing axes: disk, op, proc (also pid, syscall, file, dir, client, class,
+    /// container, pod, cgroup).
     #[arg(long, value_name = "GROUP", value_parser = GroupBy::parse)]
     pub per: Option<GroupBy>,
     /// With --per: at most this many maps (the groups with the most events).

@@ -45,7 +45,8 @@ pub struct Args {
     /// What to count: latency, size (bytes), qtime (block queue time), offset.
     #[arg(long, default_value = "latency", value_parser = YField::parse)]
     pub field: YField,
-    /// One histogram per group: proc, syscall, file, disk, op, class (also pid, dir, client).
+    /// One histogram per group: proc, syscall, file, disk, op, class, container, pod, cgroup (also
+    /// pid, dir, client).
     #[arg(long, value_name = "GROUP", value_parser = GroupBy::parse)]
     pub by: Option<GroupBy>,
     /// With --by: the groups with the most events, at most this many.

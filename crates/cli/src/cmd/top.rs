@@ -3,7 +3,6 @@
 
 use crate::args::{finish_scan, print_warnings, FilterArg, InputArg, JsonArg, LiveArgs, ReadArgs, ScanPlan};
 use anyhow::{bail, Result};
-use latscope_event::source::EventSource;
 use latscope_event::units::parse_duration_secs_default;
 use latscope_event::EventKind;
 use latscope_view::group::GroupBy;
@@ -25,9 +24,11 @@ use std::time::{Duration, Instant};
 ///
 /// From a trace with -r; live without it (root), refreshing every interval. Groups: proc (process
 /// name), pid, syscall, op (syscall name or block_read ...), file, dir, disk, class (file, net, ipc,
-/// other), and client: the peer address of a TCP/UDP socket, port dropped (one row per host, all
+/// other), client: the peer address of a TCP/UDP socket, port dropped (one row per host, all
 /// its connections together; the peer is known from connect/accept or from /proc/net at the start
-/// of the recording), else the process (name[pid]).
+/// of the recording), else the process (name[pid]); container (its name, else its short id; host
+/// outside containers), pod (namespace/name) and cgroup (the cgroup v2 path), from the cgroups the
+/// recording found.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope top -r trace.lst --by proc
@@ -39,6 +40,7 @@ use std::time::{Duration, Instant};
   latscope top --by file 'fd.type = file' --interval 5s --count 3
   latscope top --by pid -p \"$(pgrep -o postgres)\" -f   # a server and the backends it forks
   latscope top --by syscall --cgroup system.slice/nginx.service
+  latscope top -r trace.lst --by container 'k8s.ns.name = shop'
   latscope top -r trace.lst --by dir --json | jq '.rows[0]'")]
 pub struct Args {
     /// Trace file (or perf script text with --input perf); without it, trace live.
@@ -50,7 +52,7 @@ pub struct Args {
     #[command(flatten)]
     pub filter: FilterArg,
     /// Group by: proc, pid, syscall, op, file, dir, disk, class, client (the peer address of an
-    /// IPv4/IPv6 socket, one row per host, else the process).
+    /// IPv4/IPv6 socket, one row per host, else the process), container, pod, cgroup.
     #[arg(long, default_value = "proc", value_parser = GroupBy::parse)]
     pub by: GroupBy,
     /// Sort by: count, rate, total, avg, a percentile (p50, p99, p99.9, ...), max, bytes, errors,
@@ -139,8 +141,9 @@ fn run_live(a: &Args) -> Result<ExitCode> {
     let (mut next, mut last) = (Instant::now() + interval, Instant::now());
     while !session.stop_requested() {
         let wait = next.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
-        if let Some(c) = session.next_chunk(wait).map_err(|e| anyhow::anyhow!("{e}"))? {
-            top.add_chunk(c, kind, &header);
+        // The session's header: it learns the cgroups of containers started since.
+        if let Some((c, h)) = session.next_chunk_and_header(wait).map_err(|e| anyhow::anyhow!("{e}"))? {
+            top.add_chunk(c, kind, h);
         }
         if Instant::now() < next {
             continue;

@@ -1,0 +1,405 @@
+//! Containers and pods by name, on the kernel's real cgroups: the test lays out the cgroup v2
+//! paths docker, podman, containerd's CRI plugin, CRI-O and kubelet create, with the state files
+//! each runtime writes (below a directory given as LATSCOPE_HOST_ROOT), moves real processes
+//! into them, records, removes the cgroups and the state (the containers are gone), and checks
+//! that `container.*` / `k8s.*` / `cgroup.path` filters and `--by container/pod/cgroup` give
+//! each container's own name and exactly its processes' events.
+
+mod common;
+
+use common::{bin, latscope_ok, require_bpf};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A cgroup2 file system: the system's, or one this test mounted (unmounted on drop).
+struct Cgroup2 {
+    root: PathBuf,
+    mounted: bool,
+}
+
+impl Cgroup2 {
+    fn get(tmp: &Path) -> Option<Cgroup2> {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let found = info.lines().find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let point = left.split(' ').nth(4)?;
+            right.starts_with("cgroup2 ").then(|| PathBuf::from(point))
+        });
+        if let Some(root) = found {
+            return Some(Cgroup2 { root, mounted: false });
+        }
+        // Hybrid systems (cgroup v1 controllers) may have no cgroup2 mount: the unified
+        // hierarchy exists anyway, and is the one the kernel's cgroup ids refer to.
+        let root = tmp.join("cgroup2");
+        std::fs::create_dir(&root).ok()?;
+        let ok = Command::new("mount").args(["-t", "cgroup2", "none"]).arg(&root).status().ok()?.success();
+        ok.then_some(Cgroup2 { root, mounted: true })
+    }
+}
+
+impl Drop for Cgroup2 {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg("-l").arg(&self.root).status();
+        }
+    }
+}
+
+/// The test's cgroup tree, removed deepest first (processes moved back to the root) on drop.
+struct Tree {
+    root: PathBuf,
+    dirs: Vec<PathBuf>,
+}
+
+impl Tree {
+    fn mk(&mut self, rel: &str) -> PathBuf {
+        let mut d = self.root.clone();
+        for c in rel.split('/') {
+            d.push(c);
+            if !d.exists() {
+                std::fs::create_dir(&d).unwrap_or_else(|e| panic!("mkdir {}: {e}", d.display()));
+                self.dirs.push(d.clone());
+            }
+        }
+        d
+    }
+    fn remove(&mut self) {
+        for d in self.dirs.drain(..).rev() {
+            if let Ok(procs) = std::fs::read_to_string(d.join("cgroup.procs")) {
+                for p in procs.lines() {
+                    let _ = std::fs::write(self.root.join("cgroup.procs"), p);
+                }
+            }
+            let _ = std::fs::remove_dir(&d);
+        }
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// A 64-digit id no other run uses.
+fn fresh_id(n: u64) -> String {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let mut x = t ^ (u64::from(std::process::id()) << 32) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (0..4)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            format!("{x:016x}")
+        })
+        .collect()
+}
+
+fn uid_of(id: &str) -> String {
+    format!("{}-{}-{}-{}-{}", &id[..8], &id[8..12], &id[12..16], &id[16..20], &id[20..32])
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A process that waits for a line on stdin, then reads /dev/zero `n` times (one byte each).
+fn workload(n: usize) -> Child {
+    Command::new("sh")
+        .args(["-c", &format!("read _; exec dd if=/dev/zero of=/dev/null bs=1 count={n} status=none")])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The rows of `top --by BY --json` (name -> count).
+fn top(trace: &str, by: &str, filter: &str) -> BTreeMap<String, u64> {
+    let j: Value = serde_json::from_str(&latscope_ok(&["top", "-r", trace, "--by", by, "--json", filter])).unwrap();
+    j["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap().to_string(), r["count"].as_u64().unwrap()))
+        .collect()
+}
+
+/// The pids of the events `events` prints for `filter`, with their counts.
+fn event_pids(trace: &str, filter: &str) -> BTreeMap<u32, u64> {
+    let out = latscope_ok(&["events", "-r", trace, "--json", filter]);
+    let mut m = BTreeMap::new();
+    for l in out.lines().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(l).unwrap();
+        *m.entry(v["pid"].as_u64().unwrap() as u32).or_insert(0) += 1;
+    }
+    m
+}
+
+#[test]
+fn containers_and_pods_by_name_id_and_cgroup_match_exactly_their_processes() {
+    let test = "containers_and_pods_by_name_id_and_cgroup_match_exactly_their_processes";
+    if !require_bpf(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let Some(cg2) = Cgroup2::get(&dir) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: no cgroup2 file system, and mounting one failed");
+        }
+        eprintln!("SKIPPED {test}: no cgroup2 file system, and mounting one failed");
+        return;
+    };
+    let top_dir = format!("latscope-ctest-{}", std::process::id());
+    let mut tree = Tree { root: cg2.root.clone(), dirs: Vec::new() };
+    let state = dir.join("host");
+    let ids: Vec<String> = (0..6).map(fresh_id).collect();
+    let (u1, u2, u3) = (uid_of(&fresh_id(10)), uid_of(&fresh_id(11)), uid_of(&fresh_id(12)));
+    let us = |u: &str| u.replace('-', "_");
+
+    // (cgroup below the test's directory, reads, expected container label, pod label)
+    let layouts: Vec<(String, usize, String, &str)> = vec![
+        // docker, systemd driver, with its config.v2.json.
+        (format!("system.slice/docker-{}.scope", ids[0]), 101, "web".into(), "<no pod>"),
+        // docker, cgroupfs driver, no state readable: the short id.
+        (format!("docker/{}", ids[1]), 102, ids[1][..12].to_string(), "<no pod>"),
+        // podman: the container's processes in a child of its scope.
+        (format!("machine.slice/libpod-{}.scope/container", ids[2]), 103, "db".into(), "<no pod>"),
+        // containerd's CRI plugin, systemd driver.
+        (
+            format!(
+                "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{}.scope",
+                us(&u1),
+                ids[3]
+            ),
+            104,
+            "api".into(),
+            "shop/api-7d9f",
+        ),
+        // CRI-O, systemd driver.
+        (
+            format!(
+                "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{}.slice/crio-{}.scope",
+                us(&u2),
+                ids[4]
+            ),
+            105,
+            "cache".into(),
+            "prod/cache-0",
+        ),
+        // A CRI runtime with the cgroupfs driver; the pod named by kubelet's log directory only.
+        (format!("kubepods/burstable/pod{u3}/{}", ids[5]), 106, ids[5][..12].to_string(), "batch/job-42"),
+        // No container: a system service.
+        ("system.slice/plain.service".into(), 107, "host".into(), "<no pod>"),
+    ];
+
+    // The runtimes' state, as each writes it.
+    write(
+        &state,
+        &format!("var/lib/docker/containers/{}/config.v2.json", ids[0]),
+        r#"{"ID":"x","Name":"/web","Config":{"Image":"nginx:1.27","Labels":{}},"Image":"sha256:0123"}"#,
+    );
+    write(
+        &state,
+        "var/lib/containers/storage/overlay-containers/containers.json",
+        &format!(
+            r#"[{{"id":"{}","names":["db"],"image":"4567","layer":"89ab","metadata":"{{\"image-name\":\"docker.io/library/postgres:16\",\"image-id\":\"4567\",\"name\":\"db\",\"created-at\":1700000000}}","created":"2026-01-01T00:00:00Z","flags":{{}}}}]"#,
+            ids[2]
+        ),
+    );
+    write(
+        &state,
+        &format!("run/containerd/io.containerd.runtime.v2.task/k8s.io/{}/config.json", ids[3]),
+        &format!(
+            r#"{{"ociVersion":"1.1.0","process":{{"args":["/api"]}},"annotations":{{"io.kubernetes.cri.container-type":"container","io.kubernetes.cri.container-name":"api","io.kubernetes.cri.image-name":"registry.local:5000/shop/api:v2","io.kubernetes.cri.sandbox-id":"{}","io.kubernetes.cri.sandbox-name":"api-7d9f","io.kubernetes.cri.sandbox-namespace":"shop","io.kubernetes.cri.sandbox-uid":"{u1}"}}}}"#,
+            ids[3]
+        ),
+    );
+    write(
+        &state,
+        &format!("run/containers/storage/overlay-containers/{}/userdata/config.json", ids[4]),
+        &format!(
+            r#"{{"ociVersion":"1.0.2-dev","annotations":{{"io.kubernetes.container.name":"cache","io.kubernetes.cri-o.ImageName":"docker.io/library/redis:7","io.kubernetes.pod.name":"cache-0","io.kubernetes.pod.namespace":"prod","io.kubernetes.pod.uid":"{u2}"}}}}"#
+        ),
+    );
+    std::fs::create_dir_all(state.join(format!("var/log/pods/batch_job-42_{u3}/worker"))).unwrap();
+
+    // Real processes in real cgroups, waiting for the recorder.
+    let mut kids = Vec::new();
+    for (rel, n, _, _) in &layouts {
+        let cg = tree.mk(&format!("{top_dir}/{rel}"));
+        let kid = workload(*n);
+        std::fs::write(cg.join("cgroup.procs"), kid.id().to_string()).unwrap();
+        kids.push(kid);
+    }
+    let trace = dir.join("c.lst");
+    let rec = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--no-block", "--quiet", "--json", "--duration", "120", "--syscalls", "io"])
+        .env("LATSCOPE_HOST_ROOT", &state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..1200 {
+        if trace.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(trace.exists(), "the recorder did not start within 60 s");
+    for k in &mut kids {
+        k.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    for k in &mut kids {
+        assert!(k.wait().unwrap().success());
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let o = rec.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: Value = serde_json::from_slice(&o.stdout).expect("summary is JSON");
+    assert_eq!(s["lost"], 0, "{s}");
+
+    // The containers are gone: their cgroups and the runtimes' state.
+    tree.remove();
+    std::fs::remove_dir_all(&state).unwrap();
+
+    let t = trace.to_str().unwrap();
+    let pids: Vec<u32> = kids.iter().map(Child::id).collect();
+    let pid_list = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    let base = format!("evt.type = read and fd.name = /dev/zero and proc.pid in ({pid_list})");
+
+    // --by container: each container's name (or short id), its own count.
+    let want: BTreeMap<String, u64> = layouts.iter().map(|(_, n, c, _)| (c.clone(), *n as u64)).collect();
+    assert_eq!(top(t, "container", &base), want, "top --by container");
+    let mut want_pods: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, n, _, p) in &layouts {
+        *want_pods.entry(p.to_string()).or_default() += *n as u64;
+    }
+    assert_eq!(top(t, "pod", &base), want_pods, "top --by pod");
+    let want_cg: BTreeMap<String, u64> =
+        layouts.iter().map(|(rel, n, _, _)| (format!("/{top_dir}/{rel}"), *n as u64)).collect();
+    assert_eq!(top(t, "cgroup", &base), want_cg, "top --by cgroup");
+    let j: Value =
+        serde_json::from_str(&latscope_ok(&["hist", "-r", t, "--by", "container", "-n", "20", "--json", &base]))
+            .unwrap();
+    let hist: BTreeMap<String, u64> = j["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["group"].as_str().unwrap().to_string(), g["stats"]["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(hist, want, "hist --by container");
+
+    // Filters by name, id (short and full), type, image, pod, cgroup: exactly the processes put there.
+    let only = |i: usize| BTreeMap::from([(pids[i], layouts[i].1 as u64)]);
+    let short = |i: usize| ids[i][..12].to_string();
+    let cases: Vec<(String, BTreeMap<u32, u64>)> = vec![
+        ("container.name = web".into(), only(0)),
+        (format!("container.id = {}", short(0)), only(0)),
+        (format!("container.id = {}", ids[0]), only(0)),
+        (format!("container.full_id = {}", ids[0]), only(0)),
+        (format!("container.id in ({}, {})", short(1), ids[5]), [only(1), only(5)].concat_maps()),
+        ("container.image = nginx:1.27".into(), only(0)),
+        ("container.name = db and container.type = podman".into(), only(2)),
+        ("container.image.repository = docker.io/library/postgres".into(), only(2)),
+        ("container.image.tag = v2 and container.type = containerd".into(), only(3)),
+        ("container.name = cache and container.type = cri-o".into(), only(4)),
+        ("k8s.pod.name = api-7d9f and k8s.ns.name = shop".into(), only(3)),
+        (format!("k8s.pod.uid = {u2}"), only(4)),
+        ("k8s.ns.name = batch and container.type = cri".into(), only(5)),
+        ("container.type = docker".into(), [only(0), only(1)].concat_maps()),
+        ("container.id = host".into(), only(6)),
+        ("container.name = host and cgroup.path endswith /plain.service".into(), only(6)),
+        (format!("cgroup.path startswith /{top_dir}/kubepods"), [only(3), only(4), only(5)].concat_maps()),
+        ("not k8s.pod.name exists".into(), [only(0), only(1), only(2), only(6)].concat_maps()),
+    ];
+    for (f, want) in cases {
+        assert_eq!(event_pids(t, &format!("{base} and {f}")), want, "{f}");
+    }
+}
+
+trait ConcatMaps {
+    fn concat_maps(self) -> BTreeMap<u32, u64>;
+}
+
+impl<const N: usize> ConcatMaps for [BTreeMap<u32, u64>; N] {
+    fn concat_maps(self) -> BTreeMap<u32, u64> {
+        self.into_iter().flatten().collect()
+    }
+}
+
+/// A live view meets a container started after it: the session walks the cgroup tree again and
+/// names the container from the runtime's state.
+#[test]
+fn live_top_names_a_container_started_after_it() {
+    let test = "live_top_names_a_container_started_after_it";
+    if !require_bpf(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let Some(cg2) = Cgroup2::get(&dir) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: no cgroup2 file system, and mounting one failed");
+        }
+        eprintln!("SKIPPED {test}: no cgroup2 file system, and mounting one failed");
+        return;
+    };
+    let state = dir.join("host");
+    std::fs::create_dir_all(&state).unwrap();
+    let id = fresh_id(20);
+    let mut top = Command::new(bin())
+        .args(["top", "--by", "container", "--json", "--interval", "1s", "--count", "6", "--syscalls", "io"])
+        .arg("evt.type = read and fd.name = /dev/zero and proc.name = dd")
+        .env("LATSCOPE_HOST_ROOT", &state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(top.stdout.take().unwrap());
+    let mut line = String::new();
+    use std::io::BufRead;
+    out.read_line(&mut line).unwrap();
+    assert!(!line.is_empty(), "live top printed nothing");
+
+    // The container starts: its cgroup, its state, its processes.
+    let mut tree = Tree { root: cg2.root.clone(), dirs: Vec::new() };
+    let cg = tree.mk(&format!("latscope-ctest-live-{}/system.slice/docker-{id}.scope", std::process::id()));
+    write(
+        &state,
+        &format!("var/lib/docker/containers/{id}/config.v2.json"),
+        r#"{"Name":"/late","Config":{"Image":"busybox:1.36"}}"#,
+    );
+    let mut kid = Command::new("sh")
+        .args(["-c", "read _; while :; do dd if=/dev/zero of=/dev/null bs=1 count=2000 status=none; done"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::fs::write(cg.join("cgroup.procs"), kid.id().to_string()).unwrap();
+    kid.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rows = Vec::new();
+    for _ in 0..5 {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let j: Value = serde_json::from_str(&line).unwrap();
+        for r in j["rows"].as_array().unwrap() {
+            rows.push((r["name"].as_str().unwrap().to_string(), r["count"].as_u64().unwrap()));
+        }
+    }
+    let _ = kid.kill();
+    let _ = kid.wait();
+    let o = top.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(rows.iter().any(|(n, c)| n == "late" && *c > 0), "no row for the container 'late': {rows:?}");
+    assert!(!rows.iter().any(|(n, _)| n.starts_with("<cgroup")), "a cgroup left unnamed: {rows:?}");
+}
