@@ -263,6 +263,34 @@ impl TraceReader {
         self.last_meta.as_ref()
     }
 
+    /// The stack table of the trace (`record --why` with stacks): the entries of every
+    /// remaining block's metadata, read without decoding any column. An unreadable entry is a
+    /// corrupt block naming it; corrupt blocks are otherwise handled as by
+    /// [`TraceReader::next_batch_pruned`] (their entries are missing).
+    pub fn read_stack_table(&mut self) -> Result<latscope_event::StackTable, TraceError> {
+        let mut table = latscope_event::StackTable::default();
+        let mut bad: Option<String> = None;
+        let mut b = EventBatch::default();
+        while let Some(r) = self.next_batch_pruned(&mut b, |m| {
+            if let Some(s) = &m.stacks {
+                if let Err(e) = table.add_lines(s) {
+                    bad.get_or_insert(format!("block {}: {e}", m.seq.unwrap_or(0)));
+                }
+            }
+            Column::ALL
+        }) {
+            match r {
+                Ok(()) => {}
+                Err(e) if self.skip_corrupt && e.is_corrupt_block() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(detail) = bad {
+            return Err(TraceError::CorruptBlock { path: self.path.clone(), block: 0, offset: 0, detail });
+        }
+        Ok(table)
+    }
+
     /// Read every remaining block into one batch (corrupt blocks are skipped when the reader
     /// skips corrupt blocks, otherwise the first one is the error).
     pub fn read_all(&mut self) -> Result<EventBatch, TraceError> {
@@ -861,6 +889,10 @@ impl TraceReader {
             }
             for c in Column::ALL.into_iter().filter(|c| fill[c.index()]) {
                 fill_missing(out, c, out.len());
+            }
+            out.stacks.clear();
+            if let Some(st) = &bm.stacks {
+                out.stacks.push_str(st);
             }
         }
         if self.heap_pin.is_none() && !out.is_empty() {

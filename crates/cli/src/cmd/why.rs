@@ -85,7 +85,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
         None => {
             tmp = TempDir::new()?;
             let path = tmp.0.join("why.lst");
-            let session = a.live.session(filter.clone()).block(true).command(a.command.clone()).why(Some(0)).start()?;
+            let session = a
+                .live
+                .session(filter.clone())
+                .block(true)
+                .command(a.command.clone())
+                .why(Some(0))
+                .why_stacks(true)
+                .start()?;
             print_warnings(session.warnings());
             let writer =
                 ThreadedTraceWriter::create_with(&path, session.header(), Default::default(), WRITER_QUEUE_BLOCKS)
