@@ -42,7 +42,7 @@ const NR_MAX: usize = ls_limits::LS_NR_MAX.0 as usize;
 /// Frames kept per stack captured with attribution (deeper stacks are cut there).
 pub const STACK_DEPTH: usize = ls_stack_limits::LS_STACK_DEPTH.0 as usize;
 /// Distinct stacks each stack map holds (kernel, user); later new ones are missing.
-const STACK_ENTRIES: u32 = ls_stack_limits::LS_STACK_ENTRIES.0 as u32;
+const STACK_ENTRIES: u32 = ls_stack_limits::LS_STACK_ENTRIES.0;
 /// Processes the pid filter holds, given and followed (LS_PIDS_MAX, from BTF).
 pub const PIDS_MAX: usize = ls_limits::LS_PIDS_MAX.0 as usize;
 /// Cgroups the cgroup filter holds (LS_CGROUPS_MAX, from BTF).
