@@ -116,6 +116,20 @@ fn why_stacks_name_the_futex_wait_and_the_waiting_function_with_its_share() {
     }
     assert!((sum as f64 - total / 1000.0).abs() <= 0.01 * total / 1000.0 + 10.0, "folded {sum} us of {total} ns");
     assert!((lock_us as f64 * 1000.0 - lock).abs() <= 0.05 * lock, "folded lock {lock_us} us, true {lock} ns");
+
+    // top --by cause over the same filter: the lock and the sleep by cause, with the same truth;
+    // without --waits both are idle waits, left out and counted as such.
+    let c: Value =
+        serde_json::from_str(&latscope_ok(&["top", "-r", t, "--by", "cause", "--waits", "--json", &main])).unwrap();
+    let all = c["total_ns"].as_f64().unwrap();
+    let lock_part = c["parts_ns"]["lock"].as_f64().unwrap();
+    let timer_part = c["parts_ns"]["timer"].as_f64().unwrap();
+    assert!((lock_part - lock).abs() <= 0.05 * all, "lock part {lock_part} ns, true {lock} ns");
+    assert!((timer_part - nap).abs() <= 0.05 * all, "timer part {timer_part} ns, true {nap} ns");
+    assert_eq!(c["operations"][0]["op"], "futex", "{c}");
+    let c: Value = serde_json::from_str(&latscope_ok(&["top", "-r", t, "--by", "cause", "--json", &main])).unwrap();
+    assert_eq!(c["calls"], 0, "{c}");
+    assert!(c["idle_waits_left_out"].as_u64().unwrap() >= 20, "{c}");
 }
 
 /// A strict check of one folded line: non-empty frames without `;`, one space, a count.
