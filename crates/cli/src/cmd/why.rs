@@ -111,7 +111,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 .block(true)
                 .command(a.command.clone())
                 .why(Some(0))
-                .why_stacks(true)
+                .why_stacks(a.stacks || a.folded.is_some() || a.flame.is_some())
                 .start()?;
             print_warnings(session.warnings());
             let writer =

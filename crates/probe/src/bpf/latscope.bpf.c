@@ -484,14 +484,14 @@ static __always_inline __u64 count_event(void)
 }
 
 /*
- * The ring buffer's wake-up flag for an event: `flags` (count_event's), or a forced wake-up for
- * a call with a user stack that was kept by a threshold or blocked, so that user space reads its
- * addresses while the process still has them mapped (such calls are few, and already cost
- * context switches).
+ * The ring buffer's wake-up flag for an event: `flags` (count_event's), or, with a threshold
+ * (--why-above), a forced wake-up for a kept call with a user stack, so that user space reads
+ * its addresses while the process still has them mapped (such calls are few by design; for
+ * every call, a wake-up each would cost more than the calls).
  */
 static __always_inline __u64 why_wake(struct ls_why *why, __u64 flags)
 {
-	if (why && why->ustack > 0 && (why_min || why->kstack))
+	if (why && why_min && why->ustack > 0)
 		return BPF_RB_FORCE_WAKEUP;
 	return flags;
 }
