@@ -340,3 +340,56 @@ pub fn to_json(agg: &StackAgg, names: &mut StackNames, n: usize) -> Value {
         "notes": names.notes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latscope_event::{Event, Frame};
+
+    fn call(nr: &str, lat: u64, cpu: u64, lock: u64, k: u32, u: u32) -> Event {
+        Event {
+            kind: EventKind::Syscall as u8,
+            nr: latscope_event::syscall_nr(nr).unwrap(),
+            lat,
+            why_cpu: cpu,
+            why_lock: lock,
+            kstack: k,
+            ustack: u,
+            comm: "app".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn blocked_time_by_stack_folds_outermost_first() {
+        let mut t = StackTable::default();
+        let k = StackEntry {
+            id: 1,
+            kind: StackKind::Kernel,
+            frames: ["schedule+0x23", "futex_wait+0x67"]
+                .iter()
+                .map(|s| Frame { sym: Some(s.to_string()), ..Default::default() })
+                .collect(),
+            truncated: false,
+            missing: None,
+        };
+        let u =
+            StackEntry { id: 2, kind: StackKind::User, frames: vec![], truncated: false, missing: Some("gone".into()) };
+        t.add_lines(&(k.to_line() + &u.to_line())).unwrap();
+        let mut b = EventBatch::default();
+        b.push(&call("futex", 3_000_000, 1_000_000, 2_000_000, 1, 2));
+        b.push(&call("futex", 1_000_000, 0, 1_000_000, 1, 2));
+        b.push(&call("read", 5_000, 5_000, 0, 0, 0)); // never blocked: no weight
+        let rows: Vec<u32> = (0..b.len() as u32).collect();
+        let mut agg = StackAgg { with_waits: true, ..Default::default() };
+        agg.add(&b, &rows);
+        assert_eq!(agg.total_ns, 3_000_000);
+        let mut names = StackNames::new(t, None);
+        let f = folded(&agg, &mut names);
+        assert_eq!(f, "app;[user stack missing: gone];futex_wait_[k];schedule_[k] 3000\n");
+        // Idle waits are left out unless asked for.
+        let mut agg = StackAgg::default();
+        agg.add(&b, &rows);
+        assert_eq!((agg.total_ns, agg.waits_left_out), (0, 2));
+    }
+}
