@@ -122,6 +122,13 @@ agent() {
 	echo "$body" | grep -q sleeps || fail "the agent's /metrics has the series"
 }
 
+# Attribution with stacks: a sleep's kernel stack is captured and named.
+why_stacks() {
+	"$LS" record -w $W/why.lst --why-above 1ms --no-block -- sleep 0.2 || fail "record --why"
+	"$LS" why -r $W/why.lst --stacks --waits | tee $W/why.txt || fail "why --stacks"
+	grep -q nanosleep $W/why.txt || fail "the sleep's kernel stack names nanosleep"
+}
+
 suite check check
 suite probes probes
 suite record record
@@ -129,4 +136,5 @@ suite views views
 suite live live
 suite replay replay
 suite agent agent
+suite why why_stacks
 echo done > "$RES/finished"

@@ -156,6 +156,10 @@ macro_rules! columns {
             pub path: StrCol,
             /// Second path (rename, link, symlink targets).
             pub path2: StrCol,
+            /// Entries of the trace's stack table first used by these events (`kstack`,
+            /// `ustack`): one JSON object per line (docs/TRACE_FORMAT.md), stored in the
+            /// metadata of the block they are written in. Not a column: not per event.
+            pub stacks: String,
         }
 
         impl EventBatch {
@@ -166,14 +170,16 @@ macro_rules! columns {
                     comm: StrCol::new(),
                     path: StrCol::new(),
                     path2: StrCol::new(),
+                    stacks: String::new(),
                 }
             }
-            /// Remove all events, keeping allocations.
+            /// Remove all events (and stack table entries), keeping allocations.
             pub fn clear(&mut self) {
                 $( self.$name.clear(); )*
                 self.comm.clear();
                 self.path.clear();
                 self.path2.clear();
+                self.stacks.clear();
             }
             /// Append one event.
             pub fn push(&mut self, e: &Event) {
@@ -189,12 +195,13 @@ macro_rules! columns {
                 self.path.push(other.path.get(i));
                 self.path2.push(other.path2.get(i));
             }
-            /// Append all events of `other`.
+            /// Append all events of `other` (and its stack table entries).
             pub fn append(&mut self, other: &EventBatch) {
                 $( self.$name.extend_from_slice(&other.$name); )*
                 self.comm.append(&other.comm);
                 self.path.append(&other.path);
                 self.path2.append(&other.path2);
+                self.stacks.push_str(&other.stacks);
             }
             /// Append events `r` of `other`, column by column.
             pub fn append_range(&mut self, other: &EventBatch, r: std::ops::Range<usize>) {
@@ -327,6 +334,13 @@ columns! {
     wake_dev: u32,
     /// Sector of that request.
     wake_sector: u64,
+    /// The kernel stack where the call blocked (its longest blocked interval): an id in the
+    /// trace's stack table (0: none). Fresh from the probes (before the recorder resolves it),
+    /// the capture's reference: map id + 1, or a negative errno as `u32`.
+    kstack: u32,
+    /// The user stack of the call (at its entry): an id in the trace's stack table (0: none);
+    /// fresh from the probes, as `kstack`.
+    ustack: u32,
 }
 
 /// The parts of a call's latency recorded by attribution, in the order of [`WHY_PARTS`].

@@ -47,6 +47,7 @@ mod follow;
 mod recorder;
 mod session;
 mod shared;
+mod stacks;
 
 pub use cgroup::Cgroup;
 pub use command::{Command, CommandError};

@@ -122,12 +122,15 @@ pub struct Recorder {
     /// The writer's queue was full at the last flush: the pending blocks wait, the ring buffer is
     /// not read until they are queued.
     backlog: bool,
+    /// The stack table (`--why` with stacks).
+    stacks: crate::stacks::StackResolver,
 }
 
 impl Recorder {
     /// Start recording `session` into `writer` (created with the session's header), releasing
     /// the session's command.
     pub fn new(mut session: LiveSession, writer: ThreadedTraceWriter, opts: RecorderOptions) -> Recorder {
+        let stacks = crate::stacks::StackResolver::new(session.why_stacks());
         session.release_command();
         let now = Instant::now();
         Recorder {
@@ -141,6 +144,7 @@ impl Recorder {
             started: now,
             last_flush: now,
             backlog: false,
+            stacks,
         }
     }
 
@@ -204,12 +208,19 @@ impl Recorder {
 
     fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
         let s = &mut self.session;
+        let from = self.syscalls.len();
         if s.filter.is_match_all() {
-            return s.probe.poll_into_split(&mut self.syscalls, &mut self.other, wait);
+            s.probe.poll_into_split(&mut self.syscalls, &mut self.other, wait)?;
+        } else {
+            self.scratch.clear();
+            s.probe.poll_into(&mut self.scratch, wait)?;
+            keep_matching(s, &self.scratch, &mut self.syscalls, &mut self.other);
         }
-        self.scratch.clear();
-        s.probe.poll_into(&mut self.scratch, wait)?;
-        keep_matching(s, &self.scratch, &mut self.syscalls, &mut self.other);
+        // Stack references become ids of the trace's stack table, whose new entries travel in
+        // the block of the events that first use them.
+        if s.why_stacks() {
+            self.stacks.resolve(&s.probe, &mut self.syscalls, from);
+        }
         Ok(())
     }
 

@@ -66,6 +66,7 @@ pub struct SessionBuilder {
     signals: Vec<i32>,
     command_line: Vec<String>,
     why_above_ns: Option<u64>,
+    why_stacks: bool,
 }
 
 impl Default for SessionBuilder {
@@ -85,6 +86,7 @@ impl Default for SessionBuilder {
             signals: vec![libc::SIGINT, libc::SIGTERM],
             command_line: std::env::args().collect(),
             why_above_ns: None,
+            why_stacks: false,
         }
     }
 }
@@ -169,6 +171,12 @@ impl SessionBuilder {
         self.why_above_ns = above_ns;
         self
     }
+    /// With attribution: also record the kernel stack where each call blocked and its user
+    /// stack, into the trace's stack table (see docs/WHY.md).
+    pub fn why_stacks(mut self, on: bool) -> Self {
+        self.why_stacks = on;
+        self
+    }
     /// The command line stored in the header (default: this process's).
     pub fn command_line(mut self, argv: Vec<String>) -> Self {
         self.command_line = argv;
@@ -238,6 +246,7 @@ impl SessionBuilder {
         cfg.comms = self.comms.clone();
         cfg.ring_bytes = self.ring_bytes;
         cfg.why_above_ns = self.why_above_ns;
+        cfg.why_stacks = self.why_stacks;
         let command = match &self.command {
             Some(argv) => {
                 let c = Command::spawn(argv)?;
@@ -356,6 +365,10 @@ pub struct LiveSession {
 }
 
 impl LiveSession {
+    /// Whether calls carry stacks (attribution with stacks).
+    pub fn why_stacks(&self) -> bool {
+        self.cfg.why_stacks && self.cfg.why_above_ns.is_some()
+    }
     /// The start snapshot; `start_ns` is when the probes were attached.
     pub fn header(&self) -> &TraceHeader {
         &self.header

@@ -394,6 +394,8 @@ fn set_why(e: &mut Event, y: &ls_why) {
     e.runq_cpu = y.rq_cpu;
     e.wake_dev = y.wake_dev;
     e.wake_sector = y.wake_sector;
+    e.kstack = y.kstack as u32;
+    e.ustack = y.ustack as u32;
 }
 
 fn sock_name(raw: &[u8]) -> Option<String> {

@@ -29,7 +29,7 @@ mod skel {
 }
 use skel::*;
 
-use types::ls_limits;
+use types::{ls_limits, ls_stack_limits};
 
 /// Number of histogram buckets per group in in-kernel aggregation (LS_AGG_BUCKETS, from BTF).
 pub const AGG_BUCKETS: usize = ls_limits::LS_AGG_BUCKETS.0 as usize;
@@ -40,6 +40,10 @@ pub const AGG_GROUPS: usize = ls_limits::LS_AGG_GROUPS.0 as usize;
 pub const AGG_NONE: u16 = ls_limits::LS_AGG_NONE.0 as u16;
 /// Syscall numbers covered by the kernel's tables (LS_NR_MAX, from BTF).
 const NR_MAX: usize = ls_limits::LS_NR_MAX.0 as usize;
+/// Frames kept per stack captured with attribution (deeper stacks are cut there).
+pub const STACK_DEPTH: usize = ls_stack_limits::LS_STACK_DEPTH.0 as usize;
+/// Distinct stacks each stack map holds (kernel, user); later new ones are missing.
+const STACK_ENTRIES: u32 = ls_stack_limits::LS_STACK_ENTRIES.0;
 /// Processes the pid filter holds, given and followed (LS_PIDS_MAX, from BTF).
 pub const PIDS_MAX: usize = ls_limits::LS_PIDS_MAX.0 as usize;
 /// Cgroups the cgroup filter holds (LS_CGROUPS_MAX, from BTF).
@@ -227,6 +231,10 @@ pub struct ProbeConfig {
     /// Per-call attribution: syscalls at least this slow (ns) carry the breakdown of their latency
     /// into causes (on CPU, run queue, I/O, lock, ...; see docs/WHY.md). `None`: off. Streaming only.
     pub why_above_ns: Option<u64>,
+    /// With attribution: also capture, for each call that carries it, the kernel stack where it
+    /// blocked (its longest blocked interval) and its user stack (read back with
+    /// [`Probe::stack`]).
+    pub why_stacks: bool,
 }
 
 impl Default for ProbeConfig {
@@ -248,6 +256,7 @@ impl Default for ProbeConfig {
             compat_fd_naming: false,
             compat_task_maps: false,
             why_above_ns: None,
+            why_stacks: false,
         }
     }
 }
@@ -582,6 +591,12 @@ impl Probe {
         ro.why_min = cfg.why_above_ns.unwrap_or(0);
         ro.why_nr_futex = syscalls::syscall_nr("futex").map_or(0xffff, u32::from);
         ro.why_nr_futex_waitv = syscalls::syscall_nr("futex_waitv").map_or(0xffff, u32::from);
+        let stacks = why && cfg.why_stacks;
+        ro.why_stacks = u8::from(stacks);
+        // The stack maps are preallocated: one entry each when stacks are off.
+        let entries = if stacks { STACK_ENTRIES } else { 1 };
+        bpf(open.maps.why_kstacks.set_max_entries(entries), "sizing the kernel stack map")?;
+        bpf(open.maps.why_ustacks.set_max_entries(entries), "sizing the user stack map")?;
         for p in [
             &mut open.progs.ls_why_waking,
             &mut open.progs.ls_why_fault,
@@ -760,6 +775,20 @@ impl Probe {
             gen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         Ok(true)
+    }
+
+    /// The frames (innermost first) of stack `id` captured with attribution (an event's
+    /// `kstack`/`ustack` minus 1): from the kernel stack map or the user one. `None` if the map
+    /// has no such stack.
+    pub fn stack(&self, user: bool, id: u32) -> Option<Vec<u64>> {
+        let map = if user { &self.skel.maps.why_ustacks } else { &self.skel.maps.why_kstacks };
+        let v = map.lookup(&id.to_ne_bytes(), MapFlags::ANY).ok()??;
+        let frames = v
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+            .take_while(|&a| a != 0)
+            .collect();
+        Some(frames)
     }
 
     /// Processes in the kernel's pid filter now: the given ones and, when following, the

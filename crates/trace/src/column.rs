@@ -61,7 +61,9 @@ macro_rules! with_prim_columns {
                 (RunqTid, runq_tid, UInt32Type, UInt32, 0),
                 (RunqCpu, runq_cpu, UInt16Type, UInt16, 0),
                 (WakeDev, wake_dev, UInt32Type, UInt32, 0),
-                (WakeSector, wake_sector, UInt64Type, UInt64, 0)
+                (WakeSector, wake_sector, UInt64Type, UInt64, 0),
+                (Kstack, kstack, UInt32Type, UInt32, 0),
+                (Ustack, ustack, UInt32Type, UInt32, 0)
             ]
         }
     };
@@ -171,7 +173,7 @@ macro_rules! define_column {
             let comm = string_col(rb, index[Column::Comm.index()], n, "comm")?;
             let path = string_col(rb, index[Column::Path.index()], n, "path")?;
             let path2 = string_col(rb, index[Column::Path2.index()], n, "path2")?;
-            Ok(EventBatch { $($field,)* $($lfield,)* comm, path, path2 })
+            Ok(EventBatch { $($field,)* $($lfield,)* comm, path, path2, stacks: String::new() })
         }
     };
 }

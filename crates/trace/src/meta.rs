@@ -42,6 +42,9 @@ pub const KEY_BUFFER_CRCS: &str = "latscope.buffer_crc32c";
 /// Block metadata key: CRC-32C of the block's layout and latscope metadata (8 lower-case hex
 /// digits), see [`meta_digest`].
 pub const KEY_META_CRC: &str = "latscope.meta_crc32c";
+/// Block metadata key: entries of the stack table first used by the block's events (`kstack`,
+/// `ustack` columns), one JSON object per line (see [`latscope_event::StackEntry`]).
+pub const KEY_STACKS: &str = "latscope.stacks";
 /// Metadata key of the last (0-row) block of a cleanly closed trace: the [`Summary`] as JSON.
 pub const KEY_SUMMARY: &str = "latscope.summary";
 
@@ -101,6 +104,8 @@ pub struct BlockMeta {
     pub end_max: Option<u64>,
     /// The summary JSON ([`KEY_SUMMARY`]), only in the last block of a cleanly closed trace.
     pub summary: Option<String>,
+    /// Stack table entries ([`KEY_STACKS`]), in blocks whose events use new stacks.
+    pub stacks: Option<String>,
     /// CRC-32C of the layout and metadata ([`KEY_META_CRC`]).
     pub meta_crc32c: Option<u32>,
 }
@@ -140,6 +145,7 @@ impl BlockMeta {
                     )
                 }
                 KEY_SUMMARY => m.summary = Some(v.to_string()),
+                KEY_STACKS => m.stacks = Some(v.to_string()),
                 _ => {}
             }
         }
@@ -179,6 +185,9 @@ impl BlockMeta {
         }
         if let Some(s) = &self.summary {
             v.push((KEY_SUMMARY, s.clone()));
+        }
+        if let Some(s) = &self.stacks {
+            v.push((KEY_STACKS, s.clone()));
         }
         v
     }

@@ -123,6 +123,9 @@ pub struct TraceReader {
     /// Where to search for the next block if the current one turns out corrupt
     /// (`None`: its framing lengths are verified).
     resync_from: Option<u64>,
+    /// Where the block being read starts once its metadata checksum matched (its framing is
+    /// trusted); `None` before.
+    trusted_at: Option<u64>,
     last_meta: Option<BlockMeta>,
     dicts: HashMap<i64, ArrayRef>,
     /// A small allocation kept above the first batch on the heap (see [`steady_heap_before`]).
@@ -213,6 +216,7 @@ impl TraceReader {
             next_seq: 0,
             done: false,
             resync_from: None,
+            trusted_at: None,
             last_meta: None,
             dicts: HashMap::new(),
             heap_pin: None,
@@ -261,6 +265,34 @@ impl TraceReader {
     /// The latscope metadata of the last block read.
     pub fn last_block_meta(&self) -> Option<&BlockMeta> {
         self.last_meta.as_ref()
+    }
+
+    /// The stack table of the trace (`record --why` with stacks): the entries of every
+    /// remaining block's metadata, read without decoding any column. An unreadable entry is a
+    /// corrupt block naming it; corrupt blocks are otherwise handled as by
+    /// [`TraceReader::next_batch_pruned`] (their entries are missing).
+    pub fn read_stack_table(&mut self) -> Result<latscope_event::StackTable, TraceError> {
+        let mut table = latscope_event::StackTable::default();
+        let mut bad: Option<String> = None;
+        let mut b = EventBatch::default();
+        while let Some(r) = self.next_batch_pruned(&mut b, |m| {
+            if let Some(s) = &m.stacks {
+                if let Err(e) = table.add_lines(s) {
+                    bad.get_or_insert(format!("block {}: {e}", m.seq.unwrap_or(0)));
+                }
+            }
+            Column::ALL
+        }) {
+            match r {
+                Ok(()) => {}
+                Err(e) if self.skip_corrupt && e.is_corrupt_block() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(detail) = bad {
+            return Err(TraceError::CorruptBlock { path: self.path.clone(), block: 0, offset: 0, detail });
+        }
+        Ok(table)
     }
 
     /// Read every remaining block into one batch (corrupt blocks are skipped when the reader
@@ -390,18 +422,35 @@ impl TraceReader {
                         self.stats.corrupt_blocks += 1;
                         if !self.skip_corrupt {
                             self.done = true;
-                        } else if let Some(from) = self.resync_from.take() {
-                            match self.resync(from) {
-                                Ok(Some(next)) => self.pos = next,
-                                Ok(None) => {
-                                    self.done = true;
-                                    let start = from - 1;
-                                    let bytes = self.bytes_from(start);
-                                    self.warn(WarningKind::Unreadable { offset: start, bytes });
+                        } else {
+                            // A body that fails its checksums after its framing was trusted
+                            // (the metadata checksum matched) may have been framed by a damaged
+                            // metadata length, which no checksum covers: unless a message or the
+                            // end of the stream follows, search for the next block from there.
+                            let mut from = self.resync_from.take();
+                            if let (None, Some(start)) = (from, self.trusted_at.take()) {
+                                match self.next_is_message() {
+                                    Ok(false) => from = Some(start + 1),
+                                    Ok(true) => {}
+                                    Err(io) => {
+                                        self.done = true;
+                                        return Some(Err(io));
+                                    }
                                 }
-                                Err(io) => {
-                                    self.done = true;
-                                    return Some(Err(io));
+                            }
+                            if let Some(from) = from {
+                                match self.resync(from) {
+                                    Ok(Some(next)) => self.pos = next,
+                                    Ok(None) => {
+                                        self.done = true;
+                                        let start = from - 1;
+                                        let bytes = self.bytes_from(start);
+                                        self.warn(WarningKind::Unreadable { offset: start, bytes });
+                                    }
+                                    Err(io) => {
+                                        self.done = true;
+                                        return Some(Err(io));
+                                    }
                                 }
                             }
                         }
@@ -559,6 +608,23 @@ impl TraceReader {
         }
     }
 
+    /// Whether a block, the end-of-stream marker or the end of the file is at `self.pos`.
+    fn next_is_message(&mut self) -> Result<bool, TraceError> {
+        let p = self.pos;
+        let n = self.avail(p, 8)?;
+        if n == 0 {
+            return Ok(true);
+        }
+        if n == 8 {
+            let mut pre = [0u8; 8];
+            self.read_at(&mut pre, p)?;
+            if pre == [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0] {
+                return Ok(true);
+            }
+        }
+        self.is_block_at(p)
+    }
+
     fn is_block_at(&mut self, p: u64) -> Result<bool, TraceError> {
         if self.avail(p, 8)? < 8 {
             return Ok(false);
@@ -692,6 +758,7 @@ impl TraceReader {
         lazy: bool,
     ) -> Result<bool, TraceError> {
         let start = self.pos;
+        self.trusted_at = None;
         self.resync_from = None;
         // Nothing before this block is looked at again.
         self.src.release(start);
@@ -787,6 +854,7 @@ impl TraceReader {
         }
         if bm.meta_crc32c.is_some() {
             self.resync_from = None;
+            self.trusted_at = Some(start);
         }
         let block = bm.seq.unwrap_or(expected);
         if block > expected {
@@ -861,6 +929,10 @@ impl TraceReader {
             }
             for c in Column::ALL.into_iter().filter(|c| fill[c.index()]) {
                 fill_missing(out, c, out.len());
+            }
+            out.stacks.clear();
+            if let Some(st) = &bm.stacks {
+                out.stacks.push_str(st);
             }
         }
         if self.heap_pin.is_none() && !out.is_empty() {

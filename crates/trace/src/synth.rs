@@ -145,6 +145,8 @@ pub fn random_batch(rng: &mut Rng, n: usize) -> EventBatch {
             runq_cpu: rng.below(1024) as u16,
             wake_dev: rng.next_u64() as u32,
             wake_sector: rng.next_u64(),
+            kstack: rng.next_u64() as u32,
+            ustack: rng.next_u64() as u32,
             comm: rng.pick(STRINGS).to_string(),
             path: rng.pick(STRINGS).to_string(),
             path2: rng.pick(STRINGS).to_string(),

@@ -245,6 +245,8 @@ impl TraceWriter {
                 seq: Some(self.planned),
                 events_total: Some(self.events),
                 lost_total: Some(self.lost),
+                // New stack table entries go with the first block: no later than their events.
+                stacks: (start == 0 && !batch.stacks.is_empty()).then(|| batch.stacks.clone()),
                 ..Default::default()
             };
             parts.push((start..start + len, meta));

@@ -71,6 +71,8 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::RunqCpu => p.runq_cpu = e.runq_cpu,
                 Column::WakeDev => p.wake_dev = e.wake_dev,
                 Column::WakeSector => p.wake_sector = e.wake_sector,
+                Column::Kstack => p.kstack = e.kstack,
+                Column::Ustack => p.ustack = e.ustack,
             }
         }
         out.push(&p);
@@ -332,6 +334,8 @@ fn files_without_later_columns_read_as_not_recorded() {
     expected.runq_tid = vec![0; n];
     expected.runq_cpu = vec![0; n];
     expected.wake_dev = vec![0; n];
+    expected.kstack = vec![0; n];
+    expected.ustack = vec![0; n];
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);

@@ -255,7 +255,9 @@ fn value_counts(all: &EventBatch) -> serde_json::Value {
         runq_tid,
         runq_cpu,
         wake_dev,
-        wake_sector
+        wake_sector,
+        kstack,
+        ustack
     );
     for (name, col) in [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2)] {
         let mut m: BTreeMap<String, u64> = BTreeMap::new();

@@ -79,6 +79,55 @@ fn block_metadata() {
     assert_eq!(r.summary().unwrap().lost, 5);
 }
 
+/// The stack table travels in the metadata of the blocks whose events first use its entries:
+/// read back whole without decoding a column, checked by the block's metadata checksum.
+#[test]
+fn stack_table_roundtrips_in_block_metadata() {
+    use latscope_event::{Frame, StackEntry, StackKind};
+    let dir = tmpdir("stacks");
+    let path = dir.join("t.lst");
+    let mut rng = Rng::new(3);
+    let k = StackEntry {
+        id: 1,
+        kind: StackKind::Kernel,
+        frames: vec![Frame { addr: 0xffff_ffff_8100_1000, sym: Some("io_schedule+0x12".into()), ..Default::default() }],
+        truncated: true,
+        missing: None,
+    };
+    let u = StackEntry {
+        id: 2,
+        kind: StackKind::User,
+        frames: vec![Frame {
+            addr: 0x5555_0000_1234,
+            file: Some("/usr/bin/app".into()),
+            build_id: Some("abcd".into()),
+            off: Some(0x1234),
+            ..Default::default()
+        }],
+        truncated: false,
+        missing: None,
+    };
+    let gone =
+        StackEntry { id: 3, kind: StackKind::User, frames: vec![], truncated: false, missing: Some("exited".into()) };
+    let mut w = TraceWriter::create(&path, &sample_header()).unwrap();
+    let mut b = random_batch(&mut rng, 20);
+    b.stacks = k.to_line() + &u.to_line();
+    w.write_batch(&b, 0).unwrap();
+    let mut b2 = random_batch(&mut rng, 20);
+    b2.stacks = gone.to_line();
+    w.write_batch(&b2, 0).unwrap();
+    w.write_batch(&random_batch(&mut rng, 5), 0).unwrap();
+    w.finish(Summary::default()).unwrap();
+    let t = TraceReader::open(&path).unwrap().read_stack_table().unwrap();
+    assert_eq!(t.len(), 3);
+    assert_eq!((t.get(1), t.get(2), t.get(3)), (Some(&k), Some(&u), Some(&gone)));
+    // Decoding a block hands its entries along with its events.
+    let got = read_all_batches(&mut TraceReader::open(&path).unwrap());
+    assert_eq!(got[0].stacks, b.stacks);
+    assert_eq!(got[1].stacks, b2.stacks);
+    assert!(got[2].stacks.is_empty());
+}
+
 #[test]
 fn projection_returns_right_values_and_fills_the_rest() {
     let dir = tmpdir("projection");
@@ -157,6 +206,8 @@ fn projection_returns_right_values_and_fills_the_rest() {
                 Column::RunqCpu => ge.runq_cpu == be.runq_cpu,
                 Column::WakeDev => ge.wake_dev == be.wake_dev,
                 Column::WakeSector => ge.wake_sector == be.wake_sector,
+                Column::Kstack => ge.kstack == be.kstack,
+                Column::Ustack => ge.ustack == be.ustack,
             };
             assert!(same, "column {name} row {i}");
         }

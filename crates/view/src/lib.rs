@@ -10,6 +10,7 @@ pub mod histview;
 pub mod info;
 pub mod latagg;
 pub mod spectrogram;
+pub mod stacks;
 pub mod svg;
 pub mod text;
 pub mod timeline;

@@ -57,6 +57,10 @@ pub struct Args {
     /// With --why (implied): only calls at least this slow carry the breakdown (e.g. 1ms).
     #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
     pub why_above: Option<u64>,
+    /// With --why: do not capture stacks. By default each call that carries a breakdown also
+    /// carries the kernel stack where it blocked and its user stack (see `why --stacks`).
+    #[arg(long)]
+    pub no_stacks: bool,
     /// Leave the command running when recording stops before it exits.
     #[arg(long)]
     pub detach: bool,
@@ -83,8 +87,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
         crate::args::check_output(Some(&a.file), Some(j))?;
     }
     let why = a.why_above.or(a.why.then_some(0));
-    let mut session =
-        a.live.session(a.filter.parse()?).block(!a.no_block).command(a.command.clone()).why(why).start()?;
+    let mut session = a
+        .live
+        .session(a.filter.parse()?)
+        .block(!a.no_block)
+        .command(a.command.clone())
+        .why(why)
+        .why_stacks(!a.no_stacks)
+        .start()?;
     print_warnings(session.warnings());
     if a.live.follow && !a.quiet && a.json.is_none() {
         let n = session.followed_at_start().len();

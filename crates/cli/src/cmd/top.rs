@@ -41,7 +41,8 @@ use std::time::{Duration, Instant};
   latscope top --by pid -p \"$(pgrep -o postgres)\" -f   # a server and the backends it forks
   latscope top --by syscall --cgroup system.slice/nginx.service
   latscope top -r trace.lst --by container 'k8s.ns.name = shop'
-  latscope top -r trace.lst --by dir --json | jq '.rows[0]'")]
+  latscope top -r trace.lst --by dir --json | jq '.rows[0]'
+  latscope top -r slow.lst --by cause 'proc.name = nginx'   # time by cause (record --why)")]
 pub struct Args {
     /// Trace file (or perf script text with --input perf); without it, trace live.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
@@ -52,9 +53,11 @@ pub struct Args {
     #[command(flatten)]
     pub filter: FilterArg,
     /// Group by: proc, pid, syscall, op, file, dir, disk, class, client (the peer address of an
-    /// IPv4/IPv6 socket, one row per host, else the process), container, pod, cgroup.
-    #[arg(long, default_value = "proc", value_parser = GroupBy::parse)]
-    pub by: GroupBy,
+    /// IPv4/IPv6 socket, one row per host, else the process), container, pod, cgroup; or cause:
+    /// time by cause (on CPU, run queue, block I/O, lock, ...) with wakers and operations, from a
+    /// trace recorded with `record --why`.
+    #[arg(long, default_value = "proc", value_parser = TopBy::parse)]
+    pub by: TopBy,
     /// Sort by: count, rate, total, avg, a percentile (p50, p99, p99.9, ...), max, bytes, errors,
     /// name.
     #[arg(long, default_value = "total", value_parser = SortKey::parse)]
@@ -83,24 +86,82 @@ pub struct Args {
     pub live: LiveArgs,
 }
 
-pub fn run(a: Args) -> Result<ExitCode> {
-    match &a.file {
-        Some(f) => {
-            let read = ReadArgs { file: f.clone(), input: a.input, filter: a.filter.clone() };
-            run_file(&a, &read)
+/// What `--by` ranks: groups of events, or time by cause.
+#[derive(Debug, Clone, Copy)]
+pub enum TopBy {
+    /// Events grouped (see [`GroupBy`]).
+    Group(GroupBy),
+    /// Time by cause, from the attribution of `record --why`.
+    Cause,
+}
+
+impl TopBy {
+    fn parse(s: &str) -> Result<TopBy, String> {
+        match s {
+            "cause" | "why" => Ok(TopBy::Cause),
+            _ => GroupBy::parse(s).map(TopBy::Group).map_err(|e| e.replace(" or class)", ", class or cause)")),
         }
-        None if a.input != InputArg::Trace => bail!("--input applies to -r FILE"),
-        None => run_live(&a),
     }
 }
 
-fn run_file(a: &Args, read: &ReadArgs) -> Result<ExitCode> {
+pub fn run(a: Args) -> Result<ExitCode> {
+    let by = match a.by {
+        TopBy::Group(g) => g,
+        TopBy::Cause => return run_cause(&a),
+    };
+    match &a.file {
+        Some(f) => {
+            let read = ReadArgs { file: f.clone(), input: a.input, filter: a.filter.clone() };
+            run_file(&a, by, &read)
+        }
+        None if a.input != InputArg::Trace => bail!("--input applies to -r FILE"),
+        None => run_live(&a, by),
+    }
+}
+
+/// `--by cause`: the recorded breakdowns of the calls that match, summed by cause, waker and
+/// operation; idle waits left out unless --waits, as in the other rankings.
+fn run_cause(a: &Args) -> Result<ExitCode> {
+    let Some(f) = &a.file else {
+        bail!("--by cause reads a trace recorded with `latscope record --why` (-r FILE); live sessions count in the kernel and record no breakdown (`latscope why` records one and shows it)");
+    };
+    if a.input != InputArg::Trace || a.block {
+        bail!("--by cause applies to syscalls of a latscope trace (not --block, not --input perf)");
+    }
+    let read = ReadArgs { file: f.clone(), input: a.input, filter: a.filter.clone() };
+    let mut scan = read.open_all("top")?;
+    let mut agg = latscope_view::why::WhyAgg { with_waits: a.waits, ..Default::default() };
+    scan.for_each(|c| {
+        agg.add(c.batch, c.rows);
+        Ok::<(), anyhow::Error>(())
+    })?;
+    let report = scan.report();
+    let mut o = std::io::stdout().lock();
+    if a.json.json {
+        let mut j = agg.to_json(a.limit);
+        j["source"] = serde_json::json!(read.file.display().to_string());
+        writeln!(o, "{}", serde_json::to_string(&j)?)?;
+    } else {
+        write!(o, "{}", agg.render_text(a.limit))?;
+        if agg.waits_left_out > 0 {
+            writeln!(
+                o,
+                "\n{} idle waits (poll, futex, sleeps, wait4, ...) left out: --waits counts them",
+                agg.waits_left_out
+            )?;
+        }
+    }
+    o.flush()?;
+    Ok(finish_scan(&report))
+}
+
+fn run_file(a: &Args, by: GroupBy, read: &ReadArgs) -> Result<ExitCode> {
     let kind = read.kind(a.block);
     let mut cols = vec!["kind", "ts", "lat", "bytes", "nr", "ret"];
-    cols.extend(a.by.columns());
+    cols.extend(by.columns());
     let mut scan = read.open("top", ScanPlan { columns: &cols, zone: None })?;
     let header = scan.header().clone();
-    let mut top = Top::new(a.by)
+    let mut top = Top::new(by)
         .with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?)
         .with_waits(a.waits);
     scan.for_each(|c| {
@@ -125,16 +186,16 @@ fn run_file(a: &Args, read: &ReadArgs) -> Result<ExitCode> {
     Ok(finish_scan(&report))
 }
 
-fn run_live(a: &Args) -> Result<ExitCode> {
+fn run_live(a: &Args, by: GroupBy) -> Result<ExitCode> {
     let kind = if a.block { EventKind::Block } else { EventKind::Syscall };
-    let mut builder = a.live.session(a.filter.parse()?).need_fd_names(matches!(a.by, GroupBy::File | GroupBy::Dir));
+    let mut builder = a.live.session(a.filter.parse()?).need_fd_names(matches!(by, GroupBy::File | GroupBy::Dir));
     builder = if a.block { builder.syscalls(latscope_event::SyscallSet::None) } else { builder.block(false) };
     let mut session = builder.start()?;
     print_warnings(session.warnings());
     let tty = std::io::stdout().is_terminal() && !a.json.json;
     let interval = Duration::from_nanos(a.interval.max(10_000_000));
     let header = session.header().clone();
-    let mut top = Top::new(a.by)
+    let mut top = Top::new(by)
         .with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?)
         .with_waits(a.waits);
     let mut tables = 0u64;
@@ -172,7 +233,7 @@ fn run_live(a: &Args) -> Result<ExitCode> {
             writeln!(
                 o,
                 "latscope top — {noun} events by {} — {} events in {secs:.2} s — {when}{lost}",
-                a.by.name(),
+                by.name(),
                 top.total_count()
             )?;
             write!(o, "{}", top.render_text(a.sort, a.limit, secs))?;

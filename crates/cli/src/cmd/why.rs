@@ -1,11 +1,12 @@
 //! `latscope why`: record with attribution (or read a trace) -> the slowest operations and why.
 
-use crate::args::{print_warnings, FilterArg, JsonArg, LiveArgs};
+use crate::args::{print_warnings, write_output, FilterArg, JsonArg, LiveArgs};
 use anyhow::{Context, Result};
 use latscope_event::units::parse_duration_secs_default;
 use latscope_live::{Recorder, RecorderOptions, WRITER_QUEUE_BLOCKS};
 use latscope_scan::{InputFormat, Scan, ScanOptions};
 use latscope_trace::ThreadedTraceWriter;
+use latscope_view::stacks::{self, StackAgg, StackNames};
 use latscope_view::why::WhyAgg;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,7 +26,10 @@ use std::time::Duration;
   latscope why -d 30s -p \"$(pgrep -o postgres)\" -f
   latscope why -- make -j2                       # a command from start to exit
   latscope why -r slow.lst 'proc.name = nginx'   # a trace recorded with record --why
-  latscope why -r slow.lst --json | jq '.operations[0]'")]
+  latscope why -r slow.lst --json | jq '.operations[0]'
+  latscope why -r slow.lst --stacks -n 3          # blocked time by stack: where it waited, who called
+  latscope why -r slow.lst --flame blocked.svg --folded blocked.folded   # flame graph; flamegraph.pl input
+  latscope why -r slow.lst --stacks --binaries /srv/copy   # symbolize with the binaries copied from the host")]
 pub struct Args {
     /// Read this trace (recorded with `record --why`) instead of recording.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
@@ -41,6 +45,22 @@ pub struct Args {
     /// Count idle waits (poll, epoll_wait, futex, sleeps, wait4) too.
     #[arg(long)]
     pub waits: bool,
+    /// Show blocked time by stack instead: the kernel stack where calls blocked and their user
+    /// stack, the -n largest (text, or --json).
+    #[arg(long)]
+    pub stacks: bool,
+    /// Write blocked time by stack as folded stacks ("frame;frame;... microseconds", outermost
+    /// first) to FILE ('-' for stdout): flamegraph.pl, inferno and speedscope read it.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Write blocked time by stack as an interactive flame graph (SVG) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub flame: Option<PathBuf>,
+    /// Look up the recorded binaries under DIR (their recorded paths below it) to name user
+    /// frames, e.g. a copy of the recording machine's files; by default their recorded paths.
+    /// A binary whose build id differs from the recorded one is not used.
+    #[arg(long, value_name = "DIR")]
+    pub binaries: Option<PathBuf>,
     #[command(flatten)]
     pub json: JsonArg,
     #[command(flatten)]
@@ -85,7 +105,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
         None => {
             tmp = TempDir::new()?;
             let path = tmp.0.join("why.lst");
-            let session = a.live.session(filter.clone()).block(true).command(a.command.clone()).why(Some(0)).start()?;
+            let session = a
+                .live
+                .session(filter.clone())
+                .block(true)
+                .command(a.command.clone())
+                .why(Some(0))
+                .why_stacks(a.stacks || a.folded.is_some() || a.flame.is_some())
+                .start()?;
             print_warnings(session.warnings());
             let writer =
                 ThreadedTraceWriter::create_with(&path, session.header(), Default::default(), WRITER_QUEUE_BLOCKS)
@@ -108,10 +135,28 @@ pub fn run(a: Args) -> Result<ExitCode> {
             (path, st)
         }
     };
+    let want_stacks = a.stacks || a.folded.is_some() || a.flame.is_some();
+    let mut names = None;
+    if want_stacks {
+        if path.as_os_str() == "-" {
+            anyhow::bail!(
+                "--stacks, --folded and --flame read the trace's stack table first: give a file to -r, not '-'"
+            );
+        }
+        for o in [&a.folded, &a.flame].into_iter().flatten() {
+            crate::args::check_output(Some(&path), Some(o))?;
+        }
+        if a.flame.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+            crate::args::refuse_terminal(a.flame.as_deref(), "the flame graph", "--flame FILE")?;
+        }
+        let table = latscope_trace::TraceReader::open(&path)?.read_stack_table()?;
+        names = Some(StackNames::new(table, a.binaries.as_deref()));
+    }
     let opts = ScanOptions { filter, ..Default::default() };
     let mut scan = Scan::open(&path, InputFormat::Trace, opts)?;
     let header = scan.header().clone();
     let mut agg = WhyAgg { with_waits: a.waits, ..Default::default() };
+    let mut sagg = StackAgg { with_waits: a.waits, ..Default::default() };
     let (mut first, mut last) = (u64::MAX, 0u64);
     while let Some(c) = scan.next_batch() {
         let c = c?;
@@ -121,6 +166,34 @@ pub fn run(a: Args) -> Result<ExitCode> {
             last = last.max(c.batch.end(i));
         }
         agg.add(c.batch, c.rows);
+        if want_stacks {
+            sagg.add(c.batch, c.rows);
+        }
+    }
+    if let Some(names) = names.as_mut() {
+        let folded = stacks::folded(&sagg, names);
+        if let Some(f) = &a.folded {
+            write_output(Some(f), folded.as_bytes())?;
+        }
+        if let Some(f) = &a.flame {
+            let svg = stacks::flame_svg(&folded, "Blocked time by stack (latscope why)")
+                .map_err(|e| anyhow::anyhow!("cannot draw the flame graph: {e}"))?;
+            write_output(Some(f), &svg)?;
+        }
+        if a.stacks {
+            if a.json.json {
+                println!("{}", stacks::to_json(&sagg, names, a.top));
+            } else {
+                print!("{}", stacks::render_text(&sagg, names, a.top));
+            }
+        }
+        if a.stacks || [&a.folded, &a.flame].into_iter().flatten().any(|p| p.as_os_str() == "-") {
+            return Ok(if crate::args::finish_scan(&scan.report()) != ExitCode::SUCCESS {
+                ExitCode::FAILURE
+            } else {
+                status
+            });
+        }
     }
     if a.json.json {
         println!("{}", agg.to_json(a.top));

@@ -383,7 +383,7 @@ int BPF_PROG(ls_switch, bool preempt, struct task_struct *prev, struct task_stru
 	}
 	c->task = 0;
 	if (why_mode)
-		why_sched_switch(preempt, prev, next, first);
+		why_sched_switch(ctx, preempt, prev, next, first);
 	return 0;
 }
 
@@ -466,6 +466,19 @@ static __always_inline __u64 count_event(void)
 	if (++st->events & 1023)
 		return BPF_RB_NO_WAKEUP;
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+/*
+ * The ring buffer's wake-up flag for an event: `flags` (count_event's), or, with a threshold
+ * (--why-above), a forced wake-up for a kept call with a user stack, so that user space reads
+ * its addresses while the process still has them mapped (such calls are few by design; for
+ * every call, a wake-up each would cost more than the calls).
+ */
+static __always_inline __u64 why_wake(struct ls_why *why, __u64 flags)
+{
+	if (why && why_min && why->ustack > 0)
+		return BPF_RB_FORCE_WAKEUP;
+	return flags;
 }
 
 /* Fill the syscall-specific part of an event from the saved entry. */
@@ -585,7 +598,7 @@ static __always_inline void fill_exit_info(const bool fast, struct ls_event *e, 
 }
 
 /* The syscall exit; `fast` as for sys_enter. */
-static __always_inline int sys_exit(const bool fast, long ret)
+static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 zero = 0;
@@ -633,6 +646,9 @@ static __always_inline int sys_exit(const bool fast, long ret)
 		why = why_take(task, spilled, ts, now, lat);
 		if (lat < why_min)
 			why = NULL;
+		/* The user stack of a kept call: user registers are those of its entry. */
+		if (why && why_stacks)
+			why->ustack = why_stack_ref(bpf_get_stackid(ctx, &why_ustacks, BPF_F_USER_STACK));
 	}
 	if (lat < min_lat)
 		return 0;
@@ -722,7 +738,7 @@ static __always_inline int sys_exit(const bool fast, long ret)
 			e->fd = pair[0];
 			e->addr = pair[1] >= 0 ? pair[1] : 0;
 		}
-		bpf_ringbuf_submit(e, count_event());
+		bpf_ringbuf_submit(e, why_wake(why, count_event()));
 		return 0;
 	}
 
@@ -785,7 +801,7 @@ static __always_inline int sys_exit(const bool fast, long ret)
 	__u64 size = sizeof(struct ls_event) + woff + n1 + n2;
 	if (size > sizeof(struct ls_scratch))
 		return 0;
-	if (bpf_ringbuf_output(&events, sc, size, count_event()))
+	if (bpf_ringbuf_output(&events, sc, size, why_wake(why, count_event())))
 		stat_lost_after_count();
 	return 0;
 }
@@ -793,14 +809,14 @@ static __always_inline int sys_exit(const bool fast, long ret)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 {
-	return sys_exit(true, ret);
+	return sys_exit(ctx, true, ret);
 }
 
 /* The same without bpf_rdonly_cast (kernels before 6.2). */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(ls_sys_exit_compat, struct pt_regs *regs, long ret)
 {
-	return sys_exit(false, ret);
+	return sys_exit(ctx, false, ret);
 }
 
 /* ---- block requests ---- */

@@ -168,6 +168,10 @@ struct ls_why {
 	__u8 waker_ctx;           /* enum ls_waker_ctx */
 	__u8 pad;
 	char waker_comm[LS_COMM_LEN];
+	/* Stacks (record --why with stacks): an id in why_kstacks / why_ustacks plus 1; 0 none;
+	 * negative: -errno of the capture (the stack is missing). */
+	__s32 kstack;             /* kernel stack where the call blocked (its longest blocked interval) */
+	__s32 ustack;             /* user stack of the call */
 };
 
 /*
@@ -189,5 +193,8 @@ struct ls_agg_blk {
 	__u64 queue[LS_AGG_BUCKETS]; /* queue time, the buckets of `agg` (0 when issued directly) */
 	__u64 size[LS_AGG_BUCKETS];  /* bytes of each completion, the same buckets */
 };
+
+/* Stacks of record --why: frames kept per stack, stacks the maps hold. */
+enum ls_stack_limits { LS_STACK_DEPTH = 64, LS_STACK_ENTRIES = 8192 };
 
 #endif

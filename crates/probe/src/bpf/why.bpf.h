@@ -28,6 +28,7 @@
 const volatile __u8 why_mode = 0;    /* record attribution */
 const volatile __u64 why_min = 0;    /* only calls at least this slow (ns) carry it */
 const volatile __u32 why_nr_futex = 0xffff, why_nr_futex_waitv = 0xffff; /* set by user space */
+const volatile __u8 why_stacks = 0;  /* capture stacks: where a call blocked, and its user stack */
 
 enum why_state { WHY_RUN = 0, WHY_RUNNABLE = 1, WHY_BLOCKED = 2 };
 enum why_hint { WHY_HINT_IOWAIT = 1, WHY_HINT_FAULT = 2 };
@@ -51,6 +52,8 @@ struct ls_why_acc {
 	__u8 state;           /* enum why_state */
 	__u8 hint;            /* enum why_hint, of the blocked interval */
 	__u8 waker_ctx;
+	__s32 pend_kstack;    /* kernel stack of the open blocked interval (ls_why.kstack encoding) */
+	__s32 best_kstack;    /* that of the longest blocked interval (the first until one is woken) */
 };
 
 struct {
@@ -59,6 +62,31 @@ struct {
 	__type(key, int);
 	__type(value, struct ls_why_acc);
 } whys SEC(".maps");
+
+/*
+ * Stacks, deduplicated by the kernel (same frames, same id); user space reads each new id once.
+ * Sized to 1 entry by user space when stacks are off. An id the map cannot take (full, or its
+ * bucket holds other frames) is a missing stack, said as such in the trace.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, LS_STACK_ENTRIES);
+	__type(key, __u32);
+	__uint(value_size, LS_STACK_DEPTH * sizeof(__u64));
+} why_kstacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, LS_STACK_ENTRIES);
+	__type(key, __u32);
+	__uint(value_size, LS_STACK_DEPTH * sizeof(__u64));
+} why_ustacks SEC(".maps");
+
+/* A bpf_get_stackid() result as ls_why.kstack/ustack hold it: id + 1, or -errno. */
+static __always_inline __s32 why_stack_ref(long id)
+{
+	return id >= 0 ? (__s32)(id + 1) : (__s32)id;
+}
 
 /* What the CPU is doing now, as the wake-up programs need it, and the exit's output slot. */
 struct ls_why_cpu {
@@ -85,6 +113,7 @@ struct ls_why _ls_why_type = {};
 enum ls_why_part _ls_why_part_type = LS_WHY_CPU;
 enum ls_waker_ctx _ls_waker_ctx_type = LS_WAKER_NONE;
 enum ls_ext_bits _ls_ext_bits_type = LS_EXT_WHY;
+enum ls_stack_limits _ls_stack_limits_type = LS_STACK_DEPTH;
 
 static __always_inline struct ls_why_cpu *why_cpu(void)
 {
@@ -106,8 +135,8 @@ static __always_inline long why_task_state(struct task_struct *t)
 
 /* prev leaves the CPU inside a traced call. `first`: its entry was just spilled (the first
  * switch out of this call), so its state starts here. */
-static __always_inline void why_switch_out(struct task_struct *prev, struct task_struct *next, bool preempt,
-					   struct ls_start *first, __u64 now)
+static __always_inline void why_switch_out(void *ctx, struct task_struct *prev, struct task_struct *next,
+					   bool preempt, struct ls_start *first, __u64 now)
 {
 	struct ls_why_acc *w;
 	if (first) {
@@ -129,6 +158,8 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->rq_cpu = 0;
 		w->nr = first->nr;
 		w->fd_type = first->fd_type;
+		w->pend_kstack = 0;
+		w->best_kstack = 0;
 	} else {
 		w = bpf_task_storage_get(&whys, prev, 0, 0);
 		if (!w || !w->call_ts || w->state != WHY_RUN)
@@ -150,6 +181,12 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 	if (hint && w->fault_call == w->call_ts)
 		hint |= WHY_HINT_FAULT;
 	w->hint = hint;
+	if (why_stacks) {
+		/* The current task is still prev: its kernel stack is where it blocks. */
+		w->pend_kstack = why_stack_ref(bpf_get_stackid(ctx, &why_kstacks, 0));
+		if (!w->best_kstack)
+			w->best_kstack = w->pend_kstack;
+	}
 }
 
 /* next takes the CPU: a runnable interval (run-queue delay) ends. */
@@ -173,11 +210,11 @@ static __always_inline void why_switch_in(struct task_struct *next, __u64 now)
 	w->state = WHY_RUN;
 }
 
-static __always_inline void why_sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
-					     struct ls_start *first)
+static __always_inline void why_sched_switch(void *ctx, bool preempt, struct task_struct *prev,
+					     struct task_struct *next, struct ls_start *first)
 {
 	__u64 now = bpf_ktime_get_ns();
-	why_switch_out(prev, next, preempt, first, now);
+	why_switch_out(ctx, prev, next, preempt, first, now);
 	why_switch_in(next, now);
 }
 
@@ -214,6 +251,7 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 		w->part[cause] += d;
 	if (d >= w->best_wait) {
 		w->best_wait = d;
+		w->best_kstack = w->pend_kstack;
 		if (wc->timer) {
 			w->waker_ctx = LS_WAKER_TIMER;
 			w->waker_tid = 0;
@@ -374,6 +412,7 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 	__builtin_memcpy(o->waker_comm, w->waker_comm, LS_COMM_LEN);
 	o->rq_tid = w->rq_tid;
 	o->rq_cpu = w->rq_cpu;
+	o->kstack = w->best_kstack;
 	w->call_ts = 0;
 	return o;
 }

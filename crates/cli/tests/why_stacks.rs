@@ -1,0 +1,164 @@
+//! Stacks of `record --why` against ground truth: a thread waits for a lock another thread holds
+//! for known times, then sleeps a known time, each from a function of its own (tests/why_stacks.c,
+//! built with frame pointers). The stack views name the futex wait in the kernel and the
+//! waiting function in user space, with the lock's share of the blocked time; the folded output
+//! parses and the flame graph draws without overlapping text in headless Chromium.
+
+mod common;
+mod viewsupport;
+
+use common::{bin, latscope_ok, require_bpf};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use viewsupport::{assert_text_fits, chromium, layout};
+
+/// Build the workload with frame pointers and record it with attribution and stacks; returns
+/// the trace and the workload's `key value` lines (main thread id, lock and nap times).
+fn record(tmp: &Path) -> (PathBuf, HashMap<String, i64>) {
+    let work = tmp.join("why_stacks");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/why_stacks.c");
+    let st = Command::new("cc")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-Wall", "-o"])
+        .arg(&work)
+        .arg(&src)
+        .status()
+        .expect("cc runs");
+    assert!(st.success(), "compiling {} failed", src.display());
+    let trace = tmp.join("t.lst");
+    let out = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--why-above", "2ms", "--quiet", "--no-block", "--"])
+        .arg(&work)
+        .args(["10", "20"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "record failed: {}", String::from_utf8_lossy(&out.stderr));
+    let kv = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect();
+    (trace, kv)
+}
+
+fn strs(v: &Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_string()).collect()
+}
+
+/// The lock wait is the main thread's top blocking stack: the kernel's futex wait under the
+/// workload's own waiting function, with the lock's true share of the blocked time (within 5 %);
+/// the sleep is the other stack, under its own function. The folded output says the same.
+#[test]
+fn why_stacks_name_the_futex_wait_and_the_waiting_function_with_its_share() {
+    if !require_bpf("why_stacks_name_the_futex_wait_and_the_waiting_function_with_its_share") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record(tmp.path());
+    let t = trace.to_str().unwrap();
+    let main = format!("thread.tid = {}", kv["main"]);
+    let v: Value =
+        serde_json::from_str(&latscope_ok(&["why", "-r", t, "--stacks", "--waits", "--json", &main])).unwrap();
+    let stacks = v["stacks"].as_array().unwrap();
+    assert!(stacks.len() >= 2, "{v}");
+    let (lock, nap) = (kv["lock_ns"] as f64, kv["nap_ns"] as f64);
+    let total = v["total_blocked_ns"].as_f64().unwrap();
+
+    let top = &stacks[0];
+    let kernel = strs(&top["kernel"]);
+    let user = strs(&top["user"]);
+    assert!(kernel.iter().any(|f| f.starts_with("futex_wait") || f.starts_with("futex_do_wait")), "{kernel:?}");
+    assert!(kernel.iter().any(|f| f.starts_with("__x64_sys_futex")), "{kernel:?}");
+    assert_eq!(user.first().map(String::as_str), Some("wait_for_holder"), "{user:?}");
+    assert_eq!(top["op"], "futex");
+    assert_eq!(top["calls"], 10, "{top}");
+    // The lock's time and share, against the workload's clocks.
+    let got = top["blocked_ns"].as_f64().unwrap();
+    assert!((got - lock).abs() <= 0.05 * lock, "futex stack {got} ns blocked, the lock was held {lock} ns");
+    let share = top["share"].as_f64().unwrap();
+    let truth = lock / (lock + nap);
+    assert!((share - truth).abs() <= 0.05, "futex stack share {share:.3}, true share {truth:.3}");
+    assert!((total - (lock + nap)).abs() <= 0.05 * (lock + nap), "blocked {total} ns, true {} ns", lock + nap);
+
+    let second = &stacks[1];
+    assert!(strs(&second["kernel"]).iter().any(|f| f.starts_with("do_nanosleep")), "{second}");
+    assert_eq!(strs(&second["user"]).first().map(String::as_str), Some("take_a_nap"), "{second}");
+    for s in stacks {
+        assert_eq!(s["kernel_truncated"], false);
+        assert!(s["user_missing"].is_null() && s["kernel_missing"].is_null(), "{s}");
+    }
+
+    // Folded stacks: strict "frame;frame;... count" lines, outermost first, weighed in us.
+    let folded = tmp.path().join("b.folded");
+    latscope_ok(&["why", "-r", t, "--waits", "--folded", folded.to_str().unwrap(), &main]);
+    let text = std::fs::read_to_string(&folded).unwrap();
+    let re = regex_lite_line();
+    let mut sum = 0u64;
+    let mut lock_us = 0u64;
+    for line in text.lines() {
+        assert!(re(line), "not a folded line: {line:?}");
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        sum += n;
+        let frames: Vec<&str> = stack.split(';').collect();
+        if frames.contains(&"wait_for_holder") {
+            // The user function above the kernel's frames, the futex wait the innermost part.
+            let u = frames.iter().position(|f| *f == "wait_for_holder").unwrap();
+            let k = frames.iter().position(|f| f.starts_with("futex_wait") && f.ends_with("_[k]")).unwrap();
+            assert!(u < k, "{line}");
+            lock_us += n;
+        }
+    }
+    assert!((sum as f64 - total / 1000.0).abs() <= 0.01 * total / 1000.0 + 10.0, "folded {sum} us of {total} ns");
+    assert!((lock_us as f64 * 1000.0 - lock).abs() <= 0.05 * lock, "folded lock {lock_us} us, true {lock} ns");
+
+    // top --by cause over the same filter: the lock and the sleep by cause, with the same truth;
+    // without --waits both are idle waits, left out and counted as such.
+    let c: Value =
+        serde_json::from_str(&latscope_ok(&["top", "-r", t, "--by", "cause", "--waits", "--json", &main])).unwrap();
+    let all = c["total_ns"].as_f64().unwrap();
+    let lock_part = c["parts_ns"]["lock"].as_f64().unwrap();
+    let timer_part = c["parts_ns"]["timer"].as_f64().unwrap();
+    assert!((lock_part - lock).abs() <= 0.05 * all, "lock part {lock_part} ns, true {lock} ns");
+    assert!((timer_part - nap).abs() <= 0.05 * all, "timer part {timer_part} ns, true {nap} ns");
+    assert_eq!(c["operations"][0]["op"], "futex", "{c}");
+    let c: Value = serde_json::from_str(&latscope_ok(&["top", "-r", t, "--by", "cause", "--json", &main])).unwrap();
+    assert_eq!(c["calls"], 0, "{c}");
+    assert!(c["idle_waits_left_out"].as_u64().unwrap() >= 20, "{c}");
+}
+
+/// A strict check of one folded line: non-empty frames without `;`, one space, a count.
+fn regex_lite_line() -> impl Fn(&str) -> bool {
+    |line: &str| {
+        let Some((stack, n)) = line.rsplit_once(' ') else { return false };
+        !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && !stack.is_empty()
+            && stack.split(';').all(|f| !f.is_empty() && !f.contains('\n'))
+    }
+}
+
+/// The flame graph (inferno's SVG) opens in headless Chromium with its frames named, and no two
+/// texts overlap or run off the picture.
+#[test]
+fn why_flame_graph_draws_without_overlapping_text() {
+    if !require_bpf("why_flame_graph_draws_without_overlapping_text") {
+        return;
+    }
+    let Some(chrome) = chromium("why_flame_graph_draws_without_overlapping_text") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, _) = record(tmp.path());
+    let svg = tmp.path().join("flame.svg");
+    latscope_ok(&["why", "-r", trace.to_str().unwrap(), "--waits", "--flame", svg.to_str().unwrap()]);
+    let doc = std::fs::read_to_string(&svg).unwrap();
+    assert!(doc.contains("wait_for_holder"), "the flame graph names the waiting function");
+    let l = layout(&chrome, &svg, "");
+    let named: Vec<_> = l.iter().filter(|e| e.tag == "text" && e.visible && e.text.contains("futex")).collect();
+    assert!(!named.is_empty(), "a frame shows the futex wait");
+    assert_text_fits(&l, "flame graph");
+}
