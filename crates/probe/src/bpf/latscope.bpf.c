@@ -613,8 +613,9 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 		if (agg_mode && !AGG_NEEDS_FD) {
 			st.ts = c->st.ts;
 			st.nr = c->st.nr;
-			if (filter_comms)
-				st.recheck = c->st.recheck;
+			/* Always set: the compiler may load it before testing filter_comms, and kernels
+			 * before 6.1 refuse a read of stack never written (5.15 did). */
+			st.recheck = filter_comms ? c->st.recheck : 0;
 		} else {
 			__builtin_memcpy(&st, &c->st, sizeof(st));
 		}
