@@ -65,10 +65,11 @@ test:
 	@OUT=$(OUT) scripts/phase kernels $(MAKE) --no-print-directory test-kernels
 	@python3 scripts/run-tests.py --report --out $(OUT)
 
-# Boot Debian 12's Linux 6.1 and 6.12 and Ubuntu's 5.15 (22.04) and 5.11 (20.04's HWE kernel) under
-# QEMU and run the probe tests and a record / replay / views / agent smoke run inside each
-# (vmtest/, docs/KERNELS.md). KERNELS="6.1" for one; 5.13 (Ubuntu 20.04's) can be asked for too.
-KERNELS ?= 6.1 6.12 5.15 5.11
+# Boot Debian 12's Linux 6.1 and 6.12 and Ubuntu 22.04's 5.15 under QEMU and run the probe tests
+# and a record / replay / views / agent / why smoke run inside each (vmtest/, docs/KERNELS.md).
+# KERNELS="6.1" for one; Ubuntu 20.04's 5.11 and 5.13 can be asked for too (KERNELS=5.11: not in
+# the default set while an intermittent hang under emulation is open, see docs/KERNELS.md).
+KERNELS ?= 6.1 6.12 5.15
 test-kernels: deps
 	$(call apt_install,$(APT_VM))
 	$(CARGO) build --profile ci --locked

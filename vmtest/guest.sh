@@ -122,8 +122,16 @@ agent() {
 	echo "$body" | grep -q sleeps || fail "the agent's /metrics has the series"
 }
 
-# Attribution with stacks: a sleep's kernel stack is captured and named.
+# Attribution with stacks: a sleep's kernel stack is captured and named. Where tracing programs
+# lack task storage (before 5.13), record --why is refused, naming the feature.
 why_stacks() {
+	if python3 -c 'import json,sys; sys.exit(0 if any(f["key"] == "task_storage_tracing" and not f["present"] for f in json.load(open(sys.argv[1]))["features"]) else 1)' "$RES/check.json"; then
+		local err
+		err=$("$LS" record -w $W/why.lst --why-above 1ms --no-block -- sleep 0.2 2>&1) && fail "record --why ran without task storage"
+		echo "$err"
+		echo "$err" | grep -q "task local storage in tracing programs" || fail "the refusal names the feature"
+		return
+	fi
 	"$LS" record -w $W/why.lst --why-above 1ms --no-block -- sleep 0.2 || fail "record --why"
 	"$LS" why -r $W/why.lst --stacks --waits | tee $W/why.txt || fail "why --stacks"
 	grep -q nanosleep $W/why.txt || fail "the sleep's kernel stack names nanosleep"

@@ -12,9 +12,9 @@ CACHE=$(mkdir -p "$1" && cd "$1" && pwd)
 TESTS=$2
 shift 2
 KERNELS=("$@")
-[ ${#KERNELS[@]} -eq 0 ] && KERNELS=(6.1 6.12 5.15 5.11)
+[ ${#KERNELS[@]} -eq 0 ] && KERNELS=(6.1 6.12 5.15)
 TIMEOUT=${VMTEST_TIMEOUT:-600}
-SUITES=(boot check probes record views live replay agent)
+SUITES=(boot check probes record views live replay agent why)
 declare -A RESULT
 
 # The newest generic (not -cloud, which lacks 9p; not -rt) amd64 image of a series in the apt lists.

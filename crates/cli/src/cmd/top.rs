@@ -99,7 +99,7 @@ impl TopBy {
     fn parse(s: &str) -> Result<TopBy, String> {
         match s {
             "cause" | "why" => Ok(TopBy::Cause),
-            _ => GroupBy::parse(s).map(TopBy::Group).map_err(|e| e.replace(" or class)", ", class or cause)")),
+            _ => GroupBy::parse(s).map(TopBy::Group).map_err(|e| e.replace(" or cgroup)", ", cgroup or cause)")),
         }
     }
 }
