@@ -4,27 +4,13 @@
 //! buckets, and its failed calls. A known workload: a child making 7 failing fchdir calls (on
 //! a closed fd), 3 succeeding ones and 5 sleeps of 10 ms.
 
+mod common;
+
+use common::can_trace;
 use latscope_event::SyscallSet;
 use latscope_probe::{agg_bucket_bounds, snapshot, AggGroup, Probe, ProbeConfig, SyscallSel};
 use std::io::Write;
 use std::process::{Command, Stdio};
-
-/// Root and BTF, or skipped (a failure under CI=true, where a root test that cannot run fails).
-fn can_trace(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let why = if unsafe { libc::geteuid() } != 0 {
-        "not running as root"
-    } else if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-        "kernel has no BTF"
-    } else {
-        return true;
-    };
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: cannot run under CI: {why}");
-    }
-    eprintln!("SKIPPED {test}: {why}");
-    false
-}
 
 /// Waits for a line on stdin (the probes are attached by then), then the calls.
 const CHILD: &str = "import os, sys, time\n\
