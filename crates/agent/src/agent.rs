@@ -633,23 +633,7 @@ mod tests {
     use super::*;
     use std::process::Command;
 
-    /// Root and BTF, or skipped (a failure under CI=true, where a root test that cannot run fails).
-    fn can_trace(test: &str) -> bool {
-        let root = std::fs::read_to_string("/proc/self/status")
-            .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")));
-        let why = if !root {
-            "not running as root"
-        } else if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-            "kernel has no BTF"
-        } else {
-            return true;
-        };
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("{test}: cannot run under CI: {why}");
-        }
-        eprintln!("SKIPPED {test}: {why}");
-        false
-    }
+    use latscope_testkit::require_bpf as can_trace;
 
     fn events(agent: &Agent, series: &str) -> (u64, u64) {
         let s = agent.series.iter().find(|s| s.cfg.name == series).unwrap();

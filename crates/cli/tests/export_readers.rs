@@ -176,10 +176,7 @@ fn same_rows(name: &str, a: &Value, b: &Value) {
 #[test]
 fn spark_reads_the_export_and_runs_the_documented_queries() {
     let test = "spark_reads_the_export_and_runs_the_documented_queries";
-    let java = std::process::Command::new("java").arg("-version").output().is_ok_and(|o| o.status.success());
-    if !java {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{test}: java is not installed (make test installs it)");
-        eprintln!("SKIPPED {test}: java not installed");
+    if !latscope_testkit::require_tool(test, "java") {
         return;
     }
     if !require_python(test, &["pyspark", "pyarrow", "duckdb", "pytz"]) {

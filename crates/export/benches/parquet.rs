@@ -15,19 +15,8 @@ use std::time::{Duration, Instant};
 
 use latscope_event::{BlockDevice, Event, EventBatch, TraceHeader};
 use latscope_export::parquet_export::{export_parquet, Output, ParquetOptions};
+use latscope_trace::synth::Rng;
 use latscope_trace::{Summary, TraceReader, TraceWriter};
-
-/// xorshift64*: deterministic.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
 
 /// `n` events after `ts` (syscalls in one batch, block requests in another, as recorded).
 fn events(r: &mut Rng, n: usize, ts: &mut u64, paths: &[String]) -> [EventBatch; 2] {
@@ -109,7 +98,7 @@ fn write_trace(path: &Path, n_events: usize) {
     };
     let tmp = path.with_extension("partial");
     let mut w = TraceWriter::create(&tmp, &header).unwrap();
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = Rng::new(0x1234_5678_9abc_def1);
     let mut ts = 1_000_000_000u64;
     let mut left = n_events;
     while left > 0 {

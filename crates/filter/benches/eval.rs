@@ -11,24 +11,13 @@ use std::time::Instant;
 
 const N: usize = 1_000_000;
 
-/// xorshift64*: deterministic and dependency-free.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
 fn batch() -> EventBatch {
     let comms = ["httpd", "postgres", "nginx", "bash", "java", "python3", "sshd", "cron", "kworker/0:1", "systemd"];
     let paths = ["/var/www/index.html", "/mnt/data/log", "/tmp/x", "", "/usr/lib/libc.so.6"];
-    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut r = latscope_trace::synth::Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut b = EventBatch::with_capacity(N);
     for i in 0..N {
-        let x = r.next();
+        let x = r.next_u64();
         let block = x % 100 < 5;
         // Latency spread over 100ns .. 100ms, log-uniform.
         let lat = (100.0 * 10f64.powf((x >> 8) as f64 / (1u64 << 56) as f64 * 6.0)) as u64;

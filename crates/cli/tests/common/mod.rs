@@ -30,50 +30,9 @@ pub fn latscope_ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// Why this machine cannot run BPF tests, if it cannot.
-pub fn bpf_unavailable() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not running as root".into());
-    }
-    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        return Some("kernel has no BTF".into());
-    }
-    None
-}
-
-/// Returns true if the test may go on; otherwise prints SKIPPED (or panics under CI=true, where
-/// a root test that cannot run is a failure).
-pub fn require_bpf(test: &str) -> bool {
-    match bpf_unavailable() {
-        None => true,
-        Some(why) => {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{test}: cannot run under CI: {why}");
-            }
-            eprintln!("SKIPPED {test}: {why}");
-            false
-        }
-    }
-}
-
-/// Same contract as [`require_bpf`] for an external tool.
-pub fn require_tool(test: &str, tool: &str) -> bool {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if found {
-        return true;
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: {tool} is not installed (make test installs it)");
-    }
-    eprintln!("SKIPPED {test}: {tool} not installed");
-    false
-}
+/// Privilege and tool checks with CI semantics (skipped here, a failure under CI=true).
+#[allow(unused_imports)] // each test file uses some
+pub use latscope_testkit::{bpf_unavailable, require_bpf, require_tool};
 
 /// A file system on a loop device, mounted on a temporary directory; torn down on drop.
 pub struct LoopFs {

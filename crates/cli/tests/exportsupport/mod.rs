@@ -182,18 +182,8 @@ pub fn write_fleet(dir: &Path, events: usize) -> Vec<PathBuf> {
 }
 
 /// Whether `python3 -c 'import MODULE'` works; otherwise SKIPPED (or a failure under CI=true).
-pub fn require_python(test: &str, modules: &[&str]) -> bool {
-    let code = modules.iter().map(|m| format!("import {m}")).collect::<Vec<_>>().join("; ");
-    let ok = Command::new("python3").args(["-c", &code]).output().map(|o| o.status.success()).unwrap_or(false);
-    if ok {
-        return true;
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: python3 with {modules:?} is not installed (make test installs it)");
-    }
-    eprintln!("SKIPPED {test}: python3 with {modules:?} not installed");
-    false
-}
+#[allow(unused_imports)] // each test file uses some
+pub use latscope_testkit::require_python;
 
 /// Runs a Python script with arguments; returns stdout, panicking with stderr on failure.
 pub fn python(script: &str, args: &[&str]) -> String {

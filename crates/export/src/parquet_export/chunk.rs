@@ -1283,16 +1283,7 @@ mod tests {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
-    /// xorshift64*: deterministic.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-    }
+    use latscope_trace::synth::Rng;
 
     fn schema() -> SchemaRef {
         let dict = DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Utf8));
@@ -1320,7 +1311,7 @@ mod tests {
     /// only in each batch), integers spanning just below and just above the range indexed by
     /// value, columns whose dictionary fills up in the middle of a chunk (which goes on plain).
     fn batches(rows: &[usize], distinct_paths: u64) -> Vec<RecordBatch> {
-        let mut r = Rng(42);
+        let mut r = Rng::new(42);
         let mut t = -5i64;
         let mut row = 0u64;
         let ops: Vec<ArrayRef> = vec![
@@ -1332,23 +1323,31 @@ mod tests {
             .map(|(bi, &n)| {
                 let time: Vec<i64> = (0..n)
                     .map(|i| {
-                        t = if i == 7 { t.wrapping_add(i64::MAX) } else { t + (r.next() % 3000) as i64 };
+                        t = if i == 7 { t.wrapping_add(i64::MAX) } else { t + (r.next_u64() % 3000) as i64 };
                         t
                     })
                     .collect();
                 let lat: Vec<i64> = (0..n)
-                    .map(|i| if i % 1000 == 3 { i64::MIN } else { (r.next() >> (r.next() % 60)) as i64 })
+                    .map(|i| if i % 1000 == 3 { i64::MIN } else { (r.next_u64() >> (r.next_u64() % 60)) as i64 })
                     .collect();
                 let dict = &ops[bi % 2];
                 let keys: Vec<i16> =
-                    (0..n).map(|i| if i % 100 < 40 { 0 } else { (r.next() % dict.len() as u64) as i16 }).collect();
-                let pid: Vec<i32> = (0..n).map(|i| if i % 50 < 30 { 100 } else { (r.next() % 7) as i32 - 3 }).collect();
-                let ino: Vec<i64> = (0..n).map(|_| r.next() as i64).collect();
+                    (0..n).map(|i| if i % 100 < 40 { 0 } else { (r.next_u64() % dict.len() as u64) as i16 }).collect();
+                let pid: Vec<i32> =
+                    (0..n).map(|i| if i % 50 < 30 { 100 } else { (r.next_u64() % 7) as i32 - 3 }).collect();
+                let ino: Vec<i64> = (0..n).map(|_| r.next_u64() as i64).collect();
                 let flags: Vec<i64> = (0..n).map(|i| if i % 9 == 0 { 0o101 } else { 0 }).collect();
                 let fd: Vec<i32> = (0..n).map(|i| [i32::MIN, -1, 0, 3, i32::MAX][i % 5]).collect();
-                let path: Vec<String> = (0..n)
-                    .map(|i| if i % 4 == 0 { String::new() } else { format!("/data/f{}", r.next() % distinct_paths) })
-                    .collect();
+                let path: Vec<String> =
+                    (0..n)
+                        .map(|i| {
+                            if i % 4 == 0 {
+                                String::new()
+                            } else {
+                                format!("/data/f{}", r.next_u64() % distinct_paths)
+                            }
+                        })
+                        .collect();
                 let dev = vec![bi as i64; n];
                 let hosts: ArrayRef = Arc::new(StringArray::from(vec!["h0", "h1"]));
                 let host = DictionaryArray::<Int16Type>::new(Int16Array::from(vec![1i16; n]), hosts);
@@ -1551,10 +1550,10 @@ mod tests {
 
     #[test]
     fn min_max_of_every_length_and_position() {
-        let mut r = Rng(9);
+        let mut r = Rng::new(9);
         for n in 0..40 {
-            let v: Vec<i64> = (0..n).map(|_| r.next() as i64).collect();
-            let from = (r.next() as i64, r.next() as i64);
+            let v: Vec<i64> = (0..n).map(|_| r.next_u64() as i64).collect();
+            let from = (r.next_u64() as i64, r.next_u64() as i64);
             let from = (from.0.min(from.1), from.0.max(from.1));
             let expect = v.iter().fold(from, |(a, b), &x| (a.min(x), b.max(x)));
             assert_eq!(min_max(&v, from), expect, "n = {n}");
@@ -1606,15 +1605,15 @@ mod tests {
 
     #[test]
     fn runs_found_blockwise_are_the_runs_found_value_by_value() {
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
         for case in 0..2000 {
             // Runs of 1 to 40 values at every alignment, from 2 to 300 distinct values.
             let distinct = 2 + case % 299;
             let mut v = Vec::new();
-            let len = rng.next() as usize % 700;
+            let len = rng.next_u64() as usize % 700;
             while v.len() < len {
-                let run = 1 + rng.next() as usize % if case % 2 == 0 { 40 } else { 18 };
-                let x = (rng.next() % distinct as u64) as u32;
+                let run = 1 + rng.next_u64() as usize % if case % 2 == 0 { 40 } else { 18 };
+                let x = (rng.next_u64() % distinct as u64) as u32;
                 v.extend(std::iter::repeat_n(x, run));
             }
             let width = bit_width(distinct as u64 - 1).max(1);
@@ -1629,12 +1628,12 @@ mod tests {
 
     #[test]
     fn miniblocks_pack_as_values_do_one_by_one() {
-        let mut rng = Rng(11);
+        let mut rng = Rng::new(11);
         for width in 0..=64u8 {
             let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
             for _ in 0..20 {
                 let mut v = [0u64; 32];
-                v.iter_mut().for_each(|x| *x = rng.next() & mask);
+                v.iter_mut().for_each(|x| *x = rng.next_u64() & mask);
                 v[31] = mask; // the widest value, last
                 let (mut fast, mut slow) = (vec![0xaa], vec![0xaa]);
                 pack32(&v, width, &mut fast);
@@ -1656,11 +1655,11 @@ mod tests {
             vals.push([b"/var/lib/".as_slice(), &[b'a' + m % 26, b'0' + m / 26], b"/data.file".as_slice()].concat());
         }
         vals.extend((0..2000).map(|i| format!("/srv/{i}").into_bytes()));
-        let mut rng = Rng(5);
+        let mut rng = Rng::new(5);
         let mut d = StrDict::default();
         let mut expected: HashMap<Vec<u8>, u32> = HashMap::new();
         for _ in 0..50_000 {
-            let v = &vals[rng.next() as usize % vals.len()];
+            let v = &vals[rng.next_u64() as usize % vals.len()];
             let n = expected.len() as u32;
             let want = *expected.entry(v.clone()).or_insert(n);
             assert_eq!(d.index(v), want, "{:?}", String::from_utf8_lossy(v));

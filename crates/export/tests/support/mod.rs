@@ -8,24 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// True if `tool` is on PATH; otherwise prints SKIPPED, or panics under CI=true (where `make
-/// test` has installed it and a missing tool is a failure).
-pub fn require_tool(test: &str, tool: &str) -> bool {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if found {
-        return true;
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test}: {tool} is not installed (make test installs it)");
-    }
-    eprintln!("SKIPPED {test}: {tool} not installed");
-    false
-}
+/// True if `tool` is on PATH; otherwise SKIPPED, or a failure under CI=true.
+#[allow(unused_imports)] // each test file uses some
+pub use latscope_testkit::require_tool;
 
 /// A loopback port nobody listens on (right now).
 pub fn free_port() -> u16 {

@@ -44,18 +44,6 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// xorshift64*: offsets and file contents (no statistical subtlety needed, only speed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
 fn seed() -> u64 {
     (monotonic_ns() ^ (u64::from(std::process::id()) << 32)) | 1
 }
@@ -68,7 +56,8 @@ pub(crate) struct ReadProbe {
     buf: AlignedBuf,
     block_size: u64,
     blocks: u64,
-    rng: Rng,
+    /// Offsets and file contents (no statistical subtlety needed, only speed).
+    rng: fastrand::Rng,
 }
 
 impl ReadProbe {
@@ -154,7 +143,7 @@ impl ReadProbe {
             buf: AlignedBuf::new(block_size as usize),
             block_size,
             blocks: region / block_size,
-            rng: Rng(seed()),
+            rng: fastrand::Rng::with_seed(seed()),
         })
     }
 }
@@ -164,13 +153,13 @@ impl ReadProbe {
 fn fill(path: &Path, from: u64, to: u64) -> std::io::Result<()> {
     let mut f = OpenOptions::new().create(true).write(true).truncate(false).open(path)?;
     f.seek(SeekFrom::Start(from))?;
-    let mut rng = Rng(seed());
+    let mut rng = fastrand::Rng::with_seed(seed());
     let mut chunk = vec![0u8; 1 << 20];
     let mut at = from;
     while at < to {
         let n = (to - at).min(chunk.len() as u64) as usize;
         for w in chunk[..n].chunks_mut(8) {
-            let v = rng.next().to_le_bytes();
+            let v = rng.u64(..).to_le_bytes();
             w.copy_from_slice(&v[..w.len()]);
         }
         f.write_all(&chunk[..n])?;
@@ -187,7 +176,7 @@ impl Probe for ReadProbe {
     fn sample(&mut self, h: &mut Histogram, n: u64) -> Result<u64, ProbeError> {
         let bs = self.block_size as usize;
         for k in 0..n {
-            let offset = (self.rng.next() % self.blocks) * self.block_size;
+            let offset = self.rng.u64(..self.blocks) * self.block_size;
             let buf = &mut self.buf.as_mut()[..bs];
             let t0 = monotonic_ns();
             let r = self.file.read_at(buf, offset);
