@@ -266,3 +266,40 @@ fn a_command_is_execed_once_and_the_json_summary_never_mixes_with_its_output() {
     // The summary's count of block completions without an issue is kept in the trace for info.
     assert!(j["block_completions_without_issue"].is_u64(), "{j}");
 }
+
+/// A relative path opened by the command before it changes directory names the file it opened:
+/// the command's working directory at start is known, not read from /proc after the `cd`.
+#[test]
+fn a_relative_open_before_a_cd_names_the_file_in_the_first_directory() {
+    let t = "a_relative_open_before_a_cd_names_the_file_in_the_first_directory";
+    if !require_bpf(t) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("sub")).unwrap();
+    std::fs::write(tmp.path().join("first.txt"), "1").unwrap();
+    std::fs::write(tmp.path().join("sub/second.txt"), "2").unwrap();
+    let trace = tmp.path().join("t.lst");
+    let o = Command::new(bin())
+        .args(["record", "-q", "--no-block", "-w"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", "cat first.txt; cd sub; cat second.txt; sleep 0.3"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let opens = json_lines(&latscope_ok(&[
+        "events",
+        "-r",
+        trace.to_str().unwrap(),
+        "--json",
+        "evt.type = openat and fd.name contains .txt",
+    ]));
+    let paths: Vec<&str> = opens.iter().filter_map(|e| e["path"].as_str()).collect();
+    let dir = tmp.path().canonicalize().unwrap();
+    assert_eq!(
+        paths,
+        [format!("{}/first.txt", dir.display()), format!("{}/sub/second.txt", dir.display())],
+        "{opens:?}"
+    );
+}

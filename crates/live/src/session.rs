@@ -250,6 +250,13 @@ impl SessionBuilder {
         let command = match &self.command {
             Some(argv) => {
                 let c = Command::spawn(argv)?;
+                // The snapshot was taken before the command existed: its working directory (which
+                // relative paths resolve against) must be known now, not read from /proc after
+                // it may have changed it.
+                if let Some(p) = snapshot::process(c.pid()) {
+                    header.fds.extend(snapshot::fds_of(c.pid(), &snapshot::sockets()));
+                    header.processes.push(p);
+                }
                 cfg.pids.push(c.pid());
                 cfg.follow_children = true;
                 Some(c)
