@@ -682,3 +682,58 @@ fn a_clone_replays_as_a_copy_where_the_sandbox_cannot_clone() {
     assert_eq!(clone.len(), data.len());
     assert!(clone == data, "the copy has the source's bytes (the generated pattern init wrote)");
 }
+
+/// A script run by a relative path before it changes directory, rsync mirroring into a
+/// directory it reaches through an `O_PATH` fd (`utimensat(fd, ".")`) with `--delete`, sort's
+/// temporary files, sqlite3 in WAL mode, `git mv`: zero divergences and the same tree.
+#[test]
+fn rsync_mirrors_sort_and_sqlite_wal_replay_without_divergence() {
+    let t = "rsync_mirrors_sort_and_sqlite_wal_replay";
+    if !require_bpf(t) {
+        return;
+    }
+    for tool in ["rsync", "git", "sqlite3", "tar", "install"] {
+        if !require_tool(t, tool) {
+            return;
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("w");
+    std::fs::create_dir_all(w.join("src/a/b")).unwrap();
+    for i in 1..=5 {
+        std::fs::write(w.join(format!("src/a/f{i}")), vec![i as u8; i * 3000]).unwrap();
+    }
+    std::fs::write(w.join("src/a/b/g"), "hi\n").unwrap();
+    std::fs::write(tmp.path().join("mirror.sh"), MIRRORS).unwrap();
+    let trace = tmp.path().join("t.lst");
+    let mut c = Command::new(bin());
+    c.args(["record", "-w"]).arg(&trace).args(["--quiet", "--no-block", "--", "sh", "mirror.sh"]).arg(&w);
+    let o = c.current_dir(tmp.path()).env("GIT_CONFIG_NOSYSTEM", "1").env("HOME", tmp.path()).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let root = tmp.path().join("sb");
+    let stats = replay(&trace, &tmp.path().join("p.lsr"), &root, &[]);
+    assert_eq!(stats["divergences"], 0, "{}", serde_json::to_string_pretty(&stats["first_divergences"]).unwrap());
+    let (a, b) = (full_tree(&w), full_tree(&under_root(&root, &w)));
+    assert!(a == b, "the replayed tree differs from the recorded one:\n{}", tree_diff(&a, &b));
+    // The script was read from where it was run, not from the directory it moved to.
+    assert!(!under_root(&root, &w).join("mirror.sh").exists());
+    assert!(under_root(&root, tmp.path()).join("mirror.sh").exists());
+}
+
+const MIRRORS: &str = r#"set -e
+cd "$1"
+cp -al src hl
+rsync -a --delete src/ mirror/
+rm src/a/f1
+rsync -a --delete src/ mirror/
+install -D -m 755 src/a/f2 bin/tool
+truncate -s 100 src/a/f3
+mkdir tmpd
+seq 1 200000 | TMPDIR=$PWD/tmpd sort -S 64k -o sorted.txt
+sqlite3 db.sqlite 'PRAGMA journal_mode=WAL; create table t(a); insert into t values(1),(2),(3);' >/dev/null
+sqlite3 db.sqlite 'PRAGMA wal_checkpoint(TRUNCATE); delete from t where a=2;' >/dev/null
+git init -q repo && cp -r src repo/ && git -C repo add -A
+git -C repo -c user.name=a -c user.email=b@c commit -qm m
+git -C repo mv src moved && git -C repo -c user.name=a -c user.email=b@c commit -qm mv
+tar cf src.tar src && mkdir x && tar xf src.tar -C x && mv x/src x/moved
+"#;

@@ -50,9 +50,7 @@ impl Planner<'_> {
         }
         // fstatat(fd, "", AT_EMPTY_PATH), futimens(fd): an operation on the fd.
         if matches!(h, H::Stat { at: true, .. } | H::Utimens | H::Chown { .. } | H::Chmod) {
-            if let Some(f) = self.at_fd(i) {
-                let _ = f;
-                let _ = f;
+            if self.at_fd(i).is_some() {
                 let dirfd = self.ev.events.dirfd[i];
                 return match h {
                     H::Stat { statx, .. } => self.fd_at(i, dirfd, OpKind::Fstat, if statx { Op::STATX } else { 0 }),
@@ -269,11 +267,11 @@ impl Planner<'_> {
         let me = self.begin_fd(i, f);
         // The *at(fd, "", AT_EMPTY_PATH) form works on O_PATH fds, where fchmod, fchown and
         // futimens fail: replayed in the same form.
-        let bits = if b.flags[i] & AT_EMPTY_PATH != 0 && k != OpKind::Fstat && bits & Op::PROC_FD == 0 {
-            bits | Op::AT_FORM
-        } else {
-            bits
-        };
+        // So does utimensat(fd, ".") (rsync's receiver sets a directory's times so, through its
+        // O_PATH fd). The trace names both it and futimens(fd) by the fd's path; the AT form
+        // does what either did when it succeeded, and futimens fails as a failed one did.
+        let at_path = b.flags[i] & AT_EMPTY_PATH != 0 || (k == OpKind::Futimens && b.ret[i] == 0);
+        let bits = if at_path && k != OpKind::Fstat && bits & Op::PROC_FD == 0 { bits | Op::AT_FORM } else { bits };
         // Through /proc/self/fd/N: the path call's flags (a final symlink is followed or not).
         let flags = if bits & Op::PROC_FD != 0 { b.flags[i] & AT_SYMLINK_NOFOLLOW } else { 0 };
         let obj = self.obj_of(f);
