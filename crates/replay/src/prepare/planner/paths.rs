@@ -49,16 +49,14 @@ impl Planner<'_> {
             }
         }
         // fstatat(fd, "", AT_EMPTY_PATH), futimens(fd): an operation on the fd.
-        if matches!(h, H::Stat { at: true, .. } | H::Utimens | H::Chown { .. } | H::Chmod) {
-            if self.at_fd(i).is_some() {
-                let dirfd = self.ev.events.dirfd[i];
-                return match h {
-                    H::Stat { statx, .. } => self.fd_at(i, dirfd, OpKind::Fstat, if statx { Op::STATX } else { 0 }),
-                    H::Utimens => self.fd_at(i, dirfd, OpKind::Futimens, 0),
-                    H::Chown { .. } => self.fd_at(i, dirfd, OpKind::Fchown, 0),
-                    _ => self.fd_at(i, dirfd, OpKind::Fchmod, 0),
-                };
-            }
+        if matches!(h, H::Stat { at: true, .. } | H::Utimens | H::Chown { .. } | H::Chmod) && self.at_fd(i).is_some() {
+            let dirfd = self.ev.events.dirfd[i];
+            return match h {
+                H::Stat { statx, .. } => self.fd_at(i, dirfd, OpKind::Fstat, if statx { Op::STATX } else { 0 }),
+                H::Utimens => self.fd_at(i, dirfd, OpKind::Futimens, 0),
+                H::Chown { .. } => self.fd_at(i, dirfd, OpKind::Fchown, 0),
+                _ => self.fd_at(i, dirfd, OpKind::Fchmod, 0),
+            };
         }
         let p = match self.m.map(b.path.get(i)) {
             Ok(p) => p,
