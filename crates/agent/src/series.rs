@@ -241,12 +241,12 @@ impl SeriesRun {
                         By::Proc => b.comm.get(r).into(),
                         By::Container | By::Pod | By::Cgroup => {
                             let id = b.cgroup[r];
-                            if !self.cgroup_labels.contains_key(&id) {
+                            if let std::collections::hash_map::Entry::Vacant(e) = self.cgroup_labels.entry(id) {
                                 let (l, known) = cgroup_label(by, header, id);
-                                if !known {
-                                    unknown = l;
+                                if known {
+                                    e.insert(l);
                                 } else {
-                                    self.cgroup_labels.insert(id, l);
+                                    unknown = l;
                                 }
                             }
                             self.cgroup_labels.get(&id).map_or(unknown.as_str(), String::as_str).into()
