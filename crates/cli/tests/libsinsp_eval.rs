@@ -48,6 +48,8 @@ fn context_of(row: &Value) -> Result<&'static str, String> {
         (_, "PPME_SYSCALL_OPEN_X") if p(1) == "\"/opt/dir/SUBDIR/file.txt\"" => "open_creat",
         (_, "PPME_SYSCALL_OPEN_X") if p(1) == "\"/opt/dir/subdir/file.txt\"" => "open_subdir",
         (_, "PPME_SYSCALL_OPEN_X") if p(1) == "file_to_run" => "open_file_to_run",
+        (_, "PPME_SYSCALL_OPEN_X") if p(1) == r#""/p\xff/q\xff""# => "open_not_utf8",
+        ("generate_execve_exit_event_with_default_params", _) if p(1) == r#""/bin/bad\xff""# => "exec_not_utf8",
         ("generate_execve_enter_and_exit_event", _) if p(5) == "\"/myexe\"" && !tree => "exec_myexe",
         ("generate_execve_enter_and_exit_event", _) if p(5) == "\"/good-exe\"" && tree => "exec_tree",
         (_, "PPME_SOCKET_CONNECT_X") if test == "net_ipv4_compare" || test == "net_modifier_ip_compare" => "net4",
@@ -68,7 +70,7 @@ fn syscalls(ctx: &str) -> &'static str {
         "signalfd4" => "signalfd4",
         "timerfd_create" => "timerfd_create",
         "splice" => "splice",
-        "exec_myexe" | "exec_tree" => "execve",
+        "exec_myexe" | "exec_tree" | "exec_not_utf8" => "execve",
         "net4" | "net6" => "accept, accept4",
         _ => "openat",
     }
@@ -109,10 +111,16 @@ fn libsinsp_test_expressions_evaluate_as_libsinsp_on_recorded_events() {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     std::fs::set_permissions(dir.join("root/tmp/the_file"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    // A path and a program name with a byte that is not UTF-8 (0xff), as libsinsp's tests use.
+    use std::os::unix::ffi::OsStrExt;
+    let not_utf8 = |s: &[u8]| std::ffi::OsStr::from_bytes(s).to_os_string();
+    std::fs::create_dir_all(dir.join("root").join(not_utf8(b"p\xff"))).unwrap();
+    std::fs::write(dir.join("root").join(not_utf8(b"p\xff")).join(not_utf8(b"q\xff")), b"").unwrap();
     let exe = compile_c("libsinsp_events.c", &dir);
     for name in ["myexe", "init", "bash", "good-exe"] {
         std::fs::copy(&exe, dir.join(name)).unwrap();
     }
+    std::fs::copy(&exe, dir.join(not_utf8(b"bad\xff"))).unwrap();
 
     // One recording for every context.
     let trace = dir.join("t.lst");

@@ -3,7 +3,7 @@
 // find its one event in the recording. Paths are libsinsp's, below ROOT (the child chroots
 // there); command names come from exec'ing copies of this binary named like libsinsp's threads.
 //
-//   libsinsp_events all DIR   DIR/root: the test's file tree; DIR/{myexe,init,bash,good-exe}: copies
+//   libsinsp_events all DIR   DIR/root: the test's file tree; DIR/{myexe,init,bash,good-exe,bad\xff}: copies
 //   libsinsp_events chain N DIR   (internal) one level of the init -> bash x4 -> good-exe tree
 //   libsinsp_events idle          (internal) exit at once
 #define _GNU_SOURCE
@@ -75,10 +75,20 @@ static void net(const char *ctx, int family, const char *server, const char *cli
         inet_pton(AF_INET6, client, &b->sin6_addr);
         len = sizeof(struct sockaddr_in6);
     }
-    int l = socket(family, SOCK_STREAM, 0), k = socket(family, SOCK_STREAM, 0);
+    int l = socket(family, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(l, (void *)&s, len) || listen(l, 4) || bind(k, (void *)&c, len) || connect(k, (void *)&s, len)) {
+    // A new namespace's IPv6 addresses and routes may take a moment to be usable: retry.
+    int ok = 0;
+    for (int i = 0; i < 100 && !ok; i++) {
+        if (i) usleep(20000);
+        if (bind(l, (void *)&s, len) && errno != EINVAL) continue;
+        int k = socket(family, SOCK_STREAM, 0);
+        setsockopt(k, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        ok = !listen(l, 4) && !bind(k, (void *)&c, len) && !connect(k, (void *)&s, len);
+        if (!ok) close(k);
+    }
+    if (!ok) {
         perror("socket setup");
         exit(2);
     }
@@ -137,6 +147,13 @@ static void context(const char *ctx) {
         into_root();
         mark(ctx);
         syscall(SYS_openat, AT_FDCWD, "/tmp/file_to_run", O_RDONLY, 0);
+    } else if (!strcmp(ctx, "open_not_utf8")) {
+        into_root();
+        mark(ctx);
+        syscall(SYS_openat, AT_FDCWD, "/p\xff/q\xff", O_RDWR, 0);
+    } else if (!strcmp(ctx, "exec_not_utf8")) {
+        mark(ctx);
+        run_exec("bad\xff", (const char *const[]){"idle", NULL});
     } else if (!strcmp(ctx, "exec_myexe")) {
         mark(ctx);
         run_exec("myexe", (const char *const[]){"idle", NULL});
@@ -157,7 +174,8 @@ static void context(const char *ctx) {
 
 static const char *CONTEXTS[] = {"getcwd",     "epoll_einval",     "epoll_size", "signalfd4", "timerfd_create",
                                  "splice",     "open_eperm",       "open_creat", "open_subdir",
-                                 "open_file_to_run", "exec_myexe", "exec_tree",  "net4",      "net6", NULL};
+                                 "open_file_to_run", "open_not_utf8", "exec_not_utf8", "exec_myexe", "exec_tree",
+                                 "net4",       "net6",             NULL};
 
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "idle")) return 0;
