@@ -33,6 +33,12 @@ pub enum By {
     Class,
     /// By process name, the kernel's 15-character comm (label `proc`).
     Proc,
+    /// By container: its name, else its short id; `host` outside containers (label `container`).
+    Container,
+    /// By Kubernetes pod, `namespace/name` (label `pod`; `<no pod>` outside pods).
+    Pod,
+    /// By cgroup v2 path (label `cgroup`).
+    Cgroup,
 }
 
 impl By {
@@ -44,6 +50,9 @@ impl By {
             By::Syscall => Some("syscall"),
             By::Class => Some("class"),
             By::Proc => Some("proc"),
+            By::Container => Some("container"),
+            By::Pod => Some("pod"),
+            By::Cgroup => Some("cgroup"),
         }
     }
 
@@ -54,6 +63,9 @@ impl By {
             "syscall" => By::Syscall,
             "class" => By::Class,
             "proc" => By::Proc,
+            "container" => By::Container,
+            "pod" => By::Pod,
+            "cgroup" => By::Cgroup,
             _ => return None,
         })
     }
@@ -242,7 +254,7 @@ impl AgentConfig {
                     err(
                         Some(b.span()),
                         format!(
-                            "by = \"{}\" is not a grouping: use \"disk\", \"syscall\", \"class\", \"proc\" or \"all\"",
+                            "by = \"{}\" is not a grouping: use \"disk\", \"syscall\", \"class\", \"proc\", \"container\", \"pod\", \"cgroup\" or \"all\"",
                             b.get_ref()
                         ),
                     )
@@ -264,7 +276,7 @@ impl AgentConfig {
                 (By::Disk, EventKind::Syscall) => {
                     return Err(err(at, "by = \"disk\" groups block requests: remove kind = \"syscall\"".into()))
                 }
-                (By::Syscall | By::Class | By::Proc, EventKind::Block) => {
+                (By::Syscall | By::Class | By::Proc | By::Container | By::Pod | By::Cgroup, EventKind::Block) => {
                     return Err(err(
                         at,
                         format!(

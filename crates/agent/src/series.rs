@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use latscope_event::source::{CountKey, EventSource};
-use latscope_event::{syscall_name, EventKind, FdType, SyscallSet};
+use latscope_event::source::CountKey;
+use latscope_event::{syscall_name, EventKind, FdType, SyscallSet, TraceHeader};
 use latscope_filter::Filter;
 use latscope_hist::Histogram;
 use latscope_live::{CountBy, KeyAggregate, LiveSession, SessionBuilder};
@@ -51,6 +51,9 @@ pub(crate) struct SeriesRun {
     ///
     /// [`SharedMetrics::scrapes`]: latscope_export::prometheus::SharedMetrics::scrapes
     pub exposed: HashMap<String, u64>,
+    /// The label of each cgroup id met, for the groupings by container, pod and cgroup (only
+    /// those the session's cgroup table names: an unknown one may be named later).
+    cgroup_labels: HashMap<u64, String>,
 }
 
 impl SeriesRun {
@@ -75,6 +78,7 @@ impl SeriesRun {
             shared_cpu_ns: 0,
             set_size: 1,
             exposed: HashMap::new(),
+            cgroup_labels: HashMap::new(),
         }
     }
 
@@ -130,8 +134,9 @@ impl SeriesRun {
             By::Disk => Some(CountBy::Disk),
             By::Syscall => Some(CountBy::Syscall),
             By::Class => Some(CountBy::Class),
-            // The kernel has no per-process grouping: events are streamed and grouped here.
-            By::Proc => None,
+            // The kernel has no per-process (or per-cgroup) grouping: events are streamed and
+            // grouped here.
+            By::Proc | By::Container | By::Pod | By::Cgroup => None,
         };
         b = match count_by {
             Some(by) => b.count_in_kernel(by, self.cfg.kind).ring_bytes(latscope_live::RING_BYTES_RANGE.0),
@@ -140,7 +145,7 @@ impl SeriesRun {
         let session = b.start().map_err(|e| format!("series {}: {e}", self.cfg.name))?;
         self.disks = session.header().block_devices.iter().map(|d| (d.dev, d.name.clone())).collect();
         self.streaming_reason = match (count_by, session.streaming_reason()) {
-            (None, _) => Some("grouping by process is done in user space".into()),
+            (None, _) => Some(format!("grouping by {} is done in user space", self.cfg.by.label().unwrap_or("all"))),
             (Some(_), r) => r.map(str::to_string),
         };
         self.prev.clear();
@@ -211,7 +216,8 @@ impl SeriesRun {
         let mut error = None;
         if let Some(s) = self.session.as_mut() {
             for _ in 0..MAX_CHUNKS_PER_POLL {
-                let c = match s.next_chunk(Duration::ZERO) {
+                // The header as the session knows it now: cgroups made since it started are in it.
+                let (c, header) = match s.next_chunk_and_header(Duration::ZERO) {
                     Ok(Some(c)) => c,
                     Ok(None) => break,
                     Err(e) => {
@@ -223,6 +229,7 @@ impl SeriesRun {
                     break;
                 }
                 let b = c.batch;
+                let mut unknown = String::new();
                 for &r in c.rows {
                     let r = r as usize;
                     if b.kind[r] != kind {
@@ -232,6 +239,18 @@ impl SeriesRun {
                     let label: std::borrow::Cow<'_, str> = match by {
                         By::All => "".into(),
                         By::Proc => b.comm.get(r).into(),
+                        By::Container | By::Pod | By::Cgroup => {
+                            let id = b.cgroup[r];
+                            if let std::collections::hash_map::Entry::Vacant(e) = self.cgroup_labels.entry(id) {
+                                let (l, known) = cgroup_label(by, header, id);
+                                if known {
+                                    e.insert(l);
+                                } else {
+                                    unknown = l;
+                                }
+                            }
+                            self.cgroup_labels.get(&id).map_or(unknown.as_str(), String::as_str).into()
+                        }
                         By::Syscall => {
                             syscall_name(b.nr[r]).map_or_else(|| format!("nr{}", b.nr[r]).into(), Into::into)
                         }
@@ -355,4 +374,25 @@ fn from_buckets(counts: &[u64], sum: u64) -> Histogram {
     }
     h.set_sum(u128::from(sum));
     h
+}
+
+/// The label of cgroup `id` in a series grouped `by` container, pod or cgroup, from the cgroup
+/// table of `h` (the same names as `top --by`), and whether the table knows the cgroup.
+fn cgroup_label(by: By, h: &TraceHeader, id: u64) -> (String, bool) {
+    let Some(c) = h.cgroups.iter().find(|c| c.id == id) else {
+        let l = match by {
+            // The root cgroup (id 1) is the host's.
+            By::Cgroup if id <= 1 => "/".into(),
+            By::Container if id <= 1 => "host".into(),
+            By::Pod if id <= 1 => "<no pod>".into(),
+            _ => format!("<cgroup {id}>"),
+        };
+        return (l, id <= 1);
+    };
+    let l = match by {
+        By::Container => c.container_label().to_string(),
+        By::Pod => c.pod_label().unwrap_or_else(|| "<no pod>".into()),
+        _ => c.path.clone(),
+    };
+    (l, true)
 }

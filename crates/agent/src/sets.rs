@@ -16,7 +16,7 @@ pub(crate) fn count_by(by: By) -> Option<CountBy> {
         By::Disk => Some(CountBy::Disk),
         By::Syscall => Some(CountBy::Syscall),
         By::Class => Some(CountBy::Class),
-        By::Proc => None,
+        By::Proc | By::Container | By::Pod | By::Cgroup => None,
     }
 }
 

@@ -324,6 +324,66 @@ fn containers_and_pods_by_name_id_and_cgroup_match_exactly_their_processes() {
     for (f, want) in cases {
         assert_eq!(event_pids(t, &format!("{base} and {f}")), want, "{f}");
     }
+
+    // The Parquet export names the same containers, pods and cgroups, with the same counts.
+    let pq = dir.join("c.parquet");
+    latscope_ok(&["export", "-r", t, "--parquet", pq.to_str().unwrap()]);
+    if !python_has(test, "duckdb") {
+        return;
+    }
+    let sql = format!(
+        "SELECT container_id, container_name, container_image, pod_name, pod_namespace, cgroup_path, count(*) \
+         FROM '{}' WHERE op = 'read' AND path = '/dev/zero' AND pid IN ({pid_list}) GROUP BY ALL ORDER BY 7",
+        pq.display()
+    );
+    let o = Command::new("python3")
+        .args(["-c", "import duckdb, json, sys; print(json.dumps(duckdb.sql(sys.argv[1]).fetchall()))", &sql])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "duckdb: {}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<Vec<Value>> = serde_json::from_slice(&o.stdout).unwrap();
+    let got: Vec<[String; 7]> = rows
+        .iter()
+        .map(|r| std::array::from_fn(|i| r[i].as_str().map_or_else(|| r[i].to_string(), str::to_string)))
+        .collect();
+    let in_pod = |i: usize| layouts[i].3 != "<no pod>";
+    let want: Vec<[String; 7]> = (0..layouts.len())
+        .map(|i| {
+            let (rel, n, _, pod) = &layouts[i];
+            let (ns, name) = if in_pod(i) { pod.split_once('/').unwrap() } else { ("", "") };
+            [
+                if i == 6 { String::new() } else { ids[i].clone() },
+                ["web", "", "db", "api", "cache", "", ""][i].to_string(),
+                [
+                    "nginx:1.27",
+                    "",
+                    "docker.io/library/postgres:16",
+                    "registry.local:5000/shop/api:v2",
+                    "docker.io/library/redis:7",
+                    "",
+                    "",
+                ][i]
+                    .to_string(),
+                name.to_string(),
+                ns.to_string(),
+                format!("/{top_dir}/{rel}"),
+                n.to_string(),
+            ]
+        })
+        .collect();
+    assert_eq!(got, want, "the Parquet export's container columns");
+}
+
+/// Whether python3 can import `module`; if not, says SKIPPED (or fails under CI=true).
+fn python_has(test: &str, module: &str) -> bool {
+    let ok = Command::new("python3").args(["-c", &format!("import {module}")]).status().is_ok_and(|s| s.success());
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: python3 cannot import {module} (make deps installs it)");
+        }
+        eprintln!("SKIPPED part of {test}: python3 cannot import {module}");
+    }
+    ok
 }
 
 trait ConcatMaps {
@@ -402,4 +462,245 @@ fn live_top_names_a_container_started_after_it() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(rows.iter().any(|(n, c)| n == "late" && *c > 0), "no row for the container 'late': {rows:?}");
     assert!(!rows.iter().any(|(n, _)| n.starts_with("<cgroup")), "a cgroup left unnamed: {rows:?}");
+}
+
+#[path = "../../export/tests/support/mod.rs"]
+mod support;
+
+/// The agent's series and the dashboard's drill-down tables group by container, pod and cgroup:
+/// real processes in the cgroups docker and containerd's CRI plugin make (with their state
+/// files), each reading /dev/zero a known number of times; Prometheus scrapes the agent, and the
+/// dashboard's JSON API gives its tables.
+#[test]
+fn agent_series_and_dashboard_tables_group_by_container_pod_and_cgroup() {
+    let test = "agent_series_and_dashboard_tables_group_by_container_pod_and_cgroup";
+    if !require_bpf(test) || !common::require_tool(test, "prometheus") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let Some(cg2) = Cgroup2::get(&dir) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: no cgroup2 file system, and mounting one failed");
+        }
+        eprintln!("SKIPPED {test}: no cgroup2 file system, and mounting one failed");
+        return;
+    };
+    let top_dir = format!("latscope-ctest-agent-{}", std::process::id());
+    let mut tree = Tree { root: cg2.root.clone(), dirs: Vec::new() };
+    let state = dir.join("host");
+    let ids: Vec<String> = (30..33).map(fresh_id).collect();
+    let u1 = uid_of(&fresh_id(34));
+    // (cgroup, reads, container label, pod label)
+    let layouts: Vec<(String, u64, String, &str)> = vec![
+        (format!("system.slice/docker-{}.scope", ids[0]), 101, "web".into(), "<no pod>"),
+        (
+            format!(
+                "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{}.scope",
+                u1.replace('-', "_"),
+                ids[1]
+            ),
+            102,
+            "api".into(),
+            "shop/api-7d9f",
+        ),
+        (format!("docker/{}", ids[2]), 103, ids[2][..12].to_string(), "<no pod>"),
+        ("system.slice/plain.service".into(), 104, "host".into(), "<no pod>"),
+    ];
+    write(
+        &state,
+        &format!("var/lib/docker/containers/{}/config.v2.json", ids[0]),
+        r#"{"Name":"/web","Config":{"Image":"nginx:1.27"}}"#,
+    );
+    write(
+        &state,
+        &format!("run/containerd/io.containerd.runtime.v2.task/k8s.io/{}/config.json", ids[1]),
+        &format!(
+            r#"{{"annotations":{{"io.kubernetes.cri.container-type":"container","io.kubernetes.cri.container-name":"api","io.kubernetes.cri.image-name":"shop/api:v2","io.kubernetes.cri.sandbox-name":"api-7d9f","io.kubernetes.cri.sandbox-namespace":"shop","io.kubernetes.cri.sandbox-uid":"{u1}"}}}}"#
+        ),
+    );
+    let dd = dir.join("lsagdd");
+    std::fs::copy(["/usr/bin/dd", "/bin/dd"].iter().find(|p| Path::new(p).exists()).expect("dd is installed"), &dd)
+        .unwrap();
+    let mut kids = Vec::new();
+    for (rel, n, _, _) in &layouts {
+        let cg = tree.mk(&format!("{top_dir}/{rel}"));
+        let kid = Command::new("sh")
+            .args([
+                "-c",
+                &format!("read _; exec {} if=/dev/zero of=/dev/null bs=1 count={n} status=none", dd.display()),
+            ])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::fs::write(cg.join("cgroup.procs"), kid.id().to_string()).unwrap();
+        kids.push(kid);
+    }
+    let filter = "proc.name = lsagdd and evt.type = read and fd.name = /dev/zero";
+
+    // The agent: a series per grouping, and one by container capped at two labels.
+    let port = support::free_port();
+    let series = |name: &str, by: &str, extra: &str| {
+        format!("[[series]]\nname = \"{name}\"\nfilter = \"{filter}\"\nby = \"{by}\"\n{extra}\n")
+    };
+    let cfg = dir.join("agent.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\ninterval = \"1s\"\n\n{}{}{}{}",
+            series("by_container", "container", ""),
+            series("by_pod", "pod", ""),
+            series("by_cgroup", "cgroup", ""),
+            series("capped", "container", "max_labels = 2"),
+        ),
+    )
+    .unwrap();
+    let agent = support::Proc::spawn(
+        Command::new(bin()).args(["agent", "--config"]).arg(&cfg).env("LATSCOPE_HOST_ROOT", &state),
+        &dir.join("agent.log"),
+    );
+    let up =
+        support::wait_for(Duration::from_secs(60), || support::http_get(port, "/", &[]).ok().filter(|r| r.0 == 200));
+    assert!(up.is_some(), "the agent did not serve:\n{}", agent.output());
+    let prom = support::Prometheus::start(&[format!("127.0.0.1:{port}")], true);
+    prom.value("latscope_agent_refreshes_total");
+
+    // The dashboard, streaming the same events (fd.name has no kernel test).
+    let mut serve = KillOnDrop(
+        Command::new(bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--live-idle", "60s"])
+            .env("LATSCOPE_HOST_ROOT", &state)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(serve.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let sport: u16 =
+        line.trim().trim_end_matches('/').rsplit(':').next().unwrap().parse().expect("serve prints its URL");
+    let form = format!("filter={}&rows=120&limit=50", support::urlencode(filter));
+    let tables = || -> Option<Value> {
+        let (code, body) = post(sport, "/api/live/tables", &form).ok()?;
+        (code == 200).then(|| serde_json::from_slice(&body).ok())?
+    };
+    // The session runs before the workload starts.
+    assert!(support::wait_for(Duration::from_secs(60), || tables().filter(|t| t["tables"].is_array())).is_some());
+
+    for k in &mut kids {
+        k.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    for k in &mut kids {
+        assert!(k.wait().unwrap().success());
+    }
+    tree.remove();
+
+    let mut problems = Vec::new();
+    let total: u64 = layouts.iter().map(|l| l.1).sum();
+    let count = |q: &str| -> Option<f64> {
+        let r = prom.query(q);
+        r["data"]["result"][0]["value"][1].as_str().and_then(|s| s.parse().ok())
+    };
+    let hist = "latscope_syscall_latency_seconds";
+    let mut want: Vec<(String, f64)> = Vec::new();
+    for (rel, n, c, _) in &layouts {
+        want.push((format!("histogram_count({hist}{{series=\"by_container\",container=\"{c}\"}})"), *n as f64));
+        want.push((format!("histogram_count({hist}{{series=\"by_cgroup\",cgroup=\"/{top_dir}/{rel}\"}})"), *n as f64));
+    }
+    want.push((format!("histogram_count({hist}{{series=\"by_pod\",pod=\"shop/api-7d9f\"}})"), 102.0));
+    want.push((format!("histogram_count({hist}{{series=\"by_pod\",pod=\"<no pod>\"}})"), (total - 102) as f64));
+    want.push((format!("sum(histogram_count({hist}{{series=\"capped\"}}))"), total as f64));
+    for (q, w) in &want {
+        let mut last = None;
+        let ok = support::wait_for(Duration::from_secs(60), || {
+            last = count(q);
+            (last == Some(*w)).then_some(())
+        });
+        if ok.is_none() {
+            problems.push(format!("{q}: want {w}, got {last:?}"));
+        }
+    }
+    // Past the cap, containers count under `other`: two labels and `other`.
+    let r = prom.query(&format!("histogram_count({hist}{{series=\"capped\"}})"));
+    let mut labels: Vec<String> = r["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["metric"]["container"].as_str().unwrap_or("").to_string())
+        .collect();
+    labels.sort();
+    if labels.len() != 3 || !labels.contains(&"other".to_string()) {
+        problems.push(format!("series capped at 2 labels: {labels:?}"));
+    }
+
+    // The dashboard's tables: by container and by pod, each group its own count.
+    let rows_of = |t: &Value, by: &str| -> BTreeMap<String, u64> {
+        t["tables"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|x| x["by"] == by)
+            .flat_map(|x| x["rows"].as_array().cloned().unwrap_or_default())
+            .map(|r| (r["name"].as_str().unwrap_or("").to_string(), r["count"].as_u64().unwrap_or(0)))
+            .collect()
+    };
+    let want_c: BTreeMap<String, u64> = layouts.iter().map(|(_, n, c, _)| (c.clone(), *n)).collect();
+    let want_p: BTreeMap<String, u64> =
+        BTreeMap::from([("shop/api-7d9f".to_string(), 102), ("<no pod>".to_string(), total - 102)]);
+    let mut last = None;
+    let got = support::wait_for(Duration::from_secs(60), || {
+        let t = tables()?;
+        let g = (rows_of(&t, "container"), rows_of(&t, "pod"));
+        last = Some(g.clone());
+        (g.0 == want_c && g.1 == want_p).then_some(t)
+    });
+    match got {
+        None => problems.push(format!("dashboard tables: want {want_c:?} and {want_p:?}, got {last:?}")),
+        Some(t) => {
+            // A row narrows the filter to its container.
+            let narrow = t["tables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|x| x["by"] == "container")
+                .flat_map(|x| x["rows"].as_array().unwrap().clone())
+                .find(|r| r["name"] == "web")
+                .map(|r| r["narrow"].clone());
+            let want = format!("{filter} and (container.name = 'web' or container.id = 'web')");
+            if narrow != Some(Value::String(want.clone())) {
+                problems.push(format!("the web row narrows to {narrow:?}, not {want:?}"));
+            }
+        }
+    }
+    drop(serve);
+    assert!(problems.is_empty(), "{}\n{}", problems.join("\n"), agent.output());
+}
+
+/// A child process killed when dropped (also when the test fails).
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `POST path` with a form-encoded body on `127.0.0.1:port`: (status, body).
+fn post(port: u16, path: &str, form: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        s,
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+        form.len()
+    )?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    let split = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(buf.len());
+    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Ok((status, buf.get(split + 4..).unwrap_or(&[]).to_vec()))
 }

@@ -72,7 +72,7 @@ impl StrTest {
             StrTest::StartsWith(s) => v.starts_with(s),
             StrTest::EndsWith(s) => v.ends_with(s),
             StrTest::Glob(p) => strops::glob(p, v),
-            StrTest::Pmatch(dirs) => dirs.iter().any(|d| strops::under(v, d)),
+            StrTest::Pmatch(dirs) => dirs.iter().any(|d| strops::pmatch(v, d)),
         }
     }
 }

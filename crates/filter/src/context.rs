@@ -84,9 +84,12 @@ pub struct EvalContext {
     /// compared directly, so that `observe` costs next to nothing on other syscalls.
     sock_nrs: [u16; 4],
     servers: Servers,
-    /// Pids whose exit was seen in the previous batch: dropped at the next `observe`, so that
-    /// events of the same batch that precede the exit still find their process.
-    exited: Vec<u32>,
+    /// Pids whose exit was seen in the last batch (`[0]`) and the one before (`[1]`): dropped
+    /// two `observe`s later, so that events that precede the exit still find their process,
+    /// in the same batch and in the next one. A recording writes each flush's process events
+    /// in a block of their own before its syscalls: the syscalls of a process that exited in
+    /// that flush come in the block after its exit.
+    exited: [Vec<u32>; 2],
     users: IntMap<String>,
     disks: IntMap<String>,
     realtime_offset_ns: i64,
@@ -133,7 +136,7 @@ impl EvalContext {
             procs,
             sock_nrs,
             servers,
-            exited: Vec::new(),
+            exited: [Vec::new(), Vec::new()],
             users: header.users.iter().map(|(&u, n)| (u, n.clone())).collect(),
             disks: header.block_devices.iter().map(|d| (d.dev, d.name.clone())).collect(),
             realtime_offset_ns: header.realtime_offset_ns,
@@ -169,9 +172,10 @@ impl EvalContext {
     /// see it). Successful `accept`/`accept4` calls make their socket's local address a server
     /// address, `connect` calls their peer's. Call once per batch, before evaluating filters on it.
     pub fn observe(&mut self, batch: &EventBatch) {
-        for pid in self.exited.drain(..) {
+        for pid in self.exited[1].drain(..) {
             self.procs.remove(&pid);
         }
+        self.exited.swap(0, 1);
         self.num_base = self.num_next;
         self.num_next += batch.kind.len() as u64;
         // Most blocks hold neither process events nor connects and accepts: find the chunks
@@ -210,7 +214,9 @@ impl EvalContext {
                 let mut child = parent.and_then(|pp| self.procs.get(&pp)).cloned().unwrap_or_default();
                 child.ppid = parent;
                 self.procs.insert(pid, child);
-                self.exited.retain(|&p| p != pid);
+                for e in &mut self.exited {
+                    e.retain(|&p| p != pid);
+                }
             }
             Some(ProcOp::Exec) => {
                 let exe = crate::helpers::str_at(&batch.path, row).unwrap_or_default();
@@ -226,7 +232,7 @@ impl EvalContext {
                     entry.set_cmdline(comm, argv);
                 }
             }
-            Some(ProcOp::Exit) => self.exited.push(pid),
+            Some(ProcOp::Exit) => self.exited[0].push(pid),
             None => {}
         }
     }
@@ -386,8 +392,11 @@ mod tests {
         b.push(&p(2, 12, 0, ""));
         c.observe(&b);
         assert_eq!((c.ppid(11), c.exe(11)), (Some(10), Some("/usr/bin/cat")));
-        // The exit is applied at the next batch.
+        // The exit is applied two batches later: the next batch (a recording's syscall block
+        // after its process block) still sees the process.
         assert_eq!((c.ppid(12), c.exe(12)), (Some(10), Some("/usr/bin/bash")));
+        c.observe(&EventBatch::default());
+        assert_eq!(c.ppid(12), Some(10));
         c.observe(&EventBatch::default());
         assert_eq!(c.ppid(12), None);
         assert_eq!(c.ppid(11), Some(10));

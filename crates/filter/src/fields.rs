@@ -293,7 +293,7 @@ static FIELDS: [FieldInfo; 100] = [
     info!("thread.tid", ThreadTid, Number, K_ALL, "all", "thread id"),
     info!("user.uid", UserUid, Number, K_ALL, "all", "user id"),
     info!("user.name", UserName, String, K_ALL, "all", "user name (from the trace header; absent when unknown)"),
-    info!("fd.num", FdNum, Number, K_SYS, "syscall", "file descriptor argument (absent when the syscall takes none)"),
+    info!("fd.num", FdNum, Number, K_SYS, "syscall", "file descriptor argument (absent when the syscall takes none); for a call that creates one (open, socket, accept, ...) and failed, its result (the negative errno), as in sysdig"),
     info!("fd.type", FdType, String, K_SYS, "syscall", "type of the fd: file, directory, ipv4, ipv6, unix, pipe, event, signalfd, eventpoll, inotify, timerfd, memfd, chardev, blockdev, netlink, socket, anon, unknown"),
     info!("fd.name", FdName, String, K_SYS, "syscall", "path of the file behind the fd, or the path argument (absent when empty)"),
     info!("fd.directory", FdDirectory, String, K_SYS, "syscall", "directory part of fd.name (/a/b for /a/b/c)"),
@@ -503,6 +503,12 @@ impl Field {
             Field::FdNum if sys => {
                 let fd = *b.fd.get(row)?;
                 if fd == NO_FD {
+                    // As sysdig: a call that creates an fd (open, socket, accept, ...) and
+                    // failed has its result (the negative errno) as fd.num.
+                    let ret = *b.ret.get(row)?;
+                    if ret < 0 && syscalls::desc(*b.nr.get(row)?).has(SysDesc::RET_FD) {
+                        return Some(ret.into());
+                    }
                     return None;
                 }
                 i128::from(fd)

@@ -60,7 +60,8 @@
 //!   without a zone the time is UTC, the zone `latscope events` prints times in (`T` or a space
 //!   between date and time; quote values with a space). Events carry monotonic timestamps: the
 //!   context's clock offset from the trace header turns them into wall-clock time.
-//! - `pmatch (/a, /b)` is true when the value is one of the directories or under one of them.
+//! - `pmatch (/a, /b)` is true when the value is one of the directories or under one of them;
+//!   each component of a directory may be a glob (`/opt/*/bin`).
 //! - `glob` is a shell glob: `*` (matches `/` too), `?`, `[a-z]`, `[!x]`, `\` quotes.
 //! - A test on a field the event does not have is false, whatever the operator (`!=` included);
 //!   `not` negates that. Block fields are absent on syscall events and syscall fields on block

@@ -447,7 +447,7 @@ impl Rich {
             Op::BContains => strops::contains(ls, rs),
             Op::Glob => strops::glob(rs, ls),
             Op::IGlob => strops::glob(&rs.to_ascii_lowercase(), &ls.to_ascii_lowercase()),
-            Op::Pmatch => strops::under(ls, &strops::normalize_dir(&String::from_utf8_lossy(rs))),
+            Op::Pmatch => strops::pmatch(ls, &strops::normalize_dir(&String::from_utf8_lossy(rs))),
             Op::Regex => match &self.rhs {
                 Rhs::Vals(_, res) => res.get(i).is_some_and(|re| re.is_match(ls)),
                 _ => false,
@@ -484,7 +484,8 @@ impl Rich {
             match self.modifier {
                 Some(Modifier::One) => hits().count() == 1,
                 Some(Modifier::Any) => hits().next().is_some(),
-                Some(Modifier::All) => hits().count() == rhs.len(),
+                // As libsinsp: `allof ()` holds for no value (no empty truth).
+                Some(Modifier::All) => !rhs.is_empty() && hits().count() == rhs.len(),
                 None => hits().next().is_some(),
             }
         })

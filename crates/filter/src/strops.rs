@@ -39,6 +39,24 @@ pub(crate) fn under(value: &[u8], dir: &[u8]) -> bool {
     value.starts_with(dir) && (value.len() == dir.len() && !dir.is_empty() || value.get(dir.len()) == Some(&b'/'))
 }
 
+/// `pmatch`: is `value` the directory `dir` or under it, where each component of `dir` may be a
+/// glob (`*`, `?`, `[...]`) matching one component of `value` (libsinsp's path prefix search:
+/// `/opt/*/subdir` takes `/opt/dir/subdir/file`)? `dir` is normalized ([`normalize_dir`]).
+#[inline]
+pub(crate) fn pmatch(value: &[u8], dir: &[u8]) -> bool {
+    if !dir.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
+        return under(value, dir);
+    }
+    let mut v = value.split(|&b| b == b'/');
+    for p in dir.split(|&b| b == b'/') {
+        match v.next() {
+            Some(c) if glob(p, c) => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// A `pmatch` directory as stored: trailing slashes removed (so `/` becomes "").
 pub(crate) fn normalize_dir(d: &str) -> Vec<u8> {
     d.trim_end_matches('/').as_bytes().to_vec()

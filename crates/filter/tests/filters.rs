@@ -185,6 +185,16 @@ fn string_operators() {
             ("fd.name pmatch (/mnt/data/, /etc)", "10"),
             ("fd.name pmatch (/mn)", "00"),
             ("fd.name pmatch (/)", "10"),
+            // Each component of a pmatch path may be a glob (libsinsp's path prefix search).
+            ("fd.name pmatch (/mnt/*)", "10"),
+            ("fd.name pmatch (/*/d?ta)", "10"),
+            ("fd.name pmatch (/mnt/dat[a])", "10"),
+            ("fd.name pmatch (/mnt/dat[!a])", "00"),
+            ("fd.name pmatch (/*/*/*)", "10"),
+            ("fd.name pmatch (/*/*/*/*)", "00"),
+            ("fd.name pmatch (/mnt/*/x)", "00"),
+            ("fd.name pmatch (/m*)", "10"),
+            ("fd.name pmatch (/mnt/da)", "00"),
             ("proc.name startswith htt", "10"),
             ("proc.name in (httpd, test)", "11"),
             ("proc.name != httpd", "01"),
@@ -513,6 +523,28 @@ fn argument_fields() {
     check(&t, &[(&format!("evt.args = 'fd=3(<file>{long}) bytes=1 off=0'"), "1"), ("evt.args endswith 'off=0'", "1")]);
 }
 
+/// As sysdig: a failed call that creates an fd has its result as fd.num (libsinsp's
+/// `signed_int_compare` test: an open returning -1 has `fd.num < 0`, not `fd.num < -1`).
+#[test]
+fn fd_num_of_a_failed_open_is_its_result() {
+    let nr = |n: &str| latscope_event::syscall_nr(n).unwrap();
+    let call = |name: &str| Event { nr: nr(name), fd: -1, fd_type: 0, path: String::new(), bytes: 0, off: -1, ..sys() };
+    let failed = Event { fd: -1, fd_type: 0, ret: -1, path: "/tmp/the_file".into(), ..call("openat") };
+    let enoent = Event { ret: -2, ..failed.clone() };
+    let read_failed = Event { fd: 3, ret: -9, ..call("read") };
+    let t = T::new(&[failed, enoent, read_failed]);
+    check(
+        &t,
+        &[
+            ("fd.num < 0", "110"),
+            ("fd.num = -1", "100"),
+            ("fd.num < -1", "010"),
+            ("fd.num > -65535", "111"),
+            ("fd.num = 3", "001"),
+        ],
+    );
+}
+
 #[test]
 fn fd_fields() {
     let nofd = Event { fd: -1, fd_type: 0, path: String::new(), nr: 39, ..sys() };
@@ -525,6 +557,7 @@ fn fd_fields() {
             ("fd.num = 3", "10010"),
             ("fd.num exists", "10110"),
             ("fd.num > 4", "00100"),
+            ("fd.num < 0", "00000"),
             ("fd.type = file", "10000"),
             ("fd.type in (file, ipv4)", "10100"),
             ("fd.type != file", "00110"),
@@ -893,6 +926,11 @@ fn libsinsp_language() {
             ("proc.name == oneof (httpd, httpd)", "0000"),
             ("proc.name == anyof (bash, test)", "0001"),
             ("proc.name != allof (bash, sh)", "1111"),
+            // An empty list: no modifier holds for it (as in libsinsp; `allof ()` is not vacuously true).
+            ("proc.name == allof ()", "0000"),
+            ("proc.name != allof ()", "0000"),
+            ("proc.name == anyof ()", "0000"),
+            ("proc.name != oneof ()", "0000"),
             ("fd.name contains allof (/mnt, access)", "1000"),
             ("fd.name startswith anyof (/etc, /var)", "0010"),
             // regex (whole value), iglob, intersects, ordering on strings, in on booleans.

@@ -10,72 +10,11 @@
 //! apart). `LIBSINSP_EXPRESSIONS=path` measures another extract (a fresh one from a newer
 //! checkout); `LIBSINSP_REPORT=1` prints every expression latscope and libsinsp disagree on.
 
-use latscope_filter::{fields, Filter};
+use latscope_filter::Filter;
 
-/// Accepted by libsinsp, refused by latscope on purpose; each gap is listed in docs/FILTERS.md
-/// ("Compatibility with libsinsp"): bytes that are not UTF-8 (`\xff`), and Falco's named lists
-/// after a modifier (`== oneof allowed_processes`).
-fn known_gap(expr: &str) -> bool {
-    let named_list = ["oneof ", "anyof ", "allof "]
-        .iter()
-        .any(|m| expr.match_indices(m).any(|(i, _)| !expr[i + m.len()..].trim_start().starts_with('(')));
-    expr.contains("\\x") || named_list
-}
-
-/// Candidate field names of an expression: dotted words outside quotes that start where a field
-/// can start (after white space, `(` or `,`, or at the beginning).
-fn field_names(expr: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let b = expr.as_bytes();
-    let mut i = 0;
-    let mut quote: Option<u8> = None;
-    while i < b.len() {
-        let c = b[i];
-        if let Some(q) = quote {
-            if c == b'\\' {
-                i += 2;
-                continue;
-            }
-            if c == q {
-                quote = None;
-            }
-            i += 1;
-            continue;
-        }
-        if c == b'"' || c == b'\'' {
-            quote = Some(c);
-            i += 1;
-            continue;
-        }
-        let starts = c.is_ascii_alphabetic() && (i == 0 || matches!(b[i - 1], b' ' | b'\t' | b'\n' | b'(' | b','));
-        if !starts {
-            i += 1;
-            continue;
-        }
-        let mut j = i;
-        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_' || b[j] == b'.') {
-            j += 1;
-        }
-        let w = &expr[i..j];
-        let dotted = w.contains('.') && w.split('.').all(|p| p.starts_with(|c: char| c.is_ascii_alphabetic()));
-        if dotted {
-            out.push(w.to_ascii_lowercase());
-        }
-        i = j.max(i + 1);
-    }
-    out
-}
-
-fn known_field(name: &str) -> bool {
-    fields().iter().any(|f| f.name == name)
-        || name.strip_prefix("evt.rawarg.").is_some_and(|a| {
-            [
-                "fd", "size", "len", "offset", "pos", "dirfd", "flags", "mode", "res", "name", "path", "oldpath",
-                "newpath",
-            ]
-            .contains(&a)
-        })
-}
+#[path = "libsinsp/scope.rs"]
+mod scope;
+use scope::{in_scope, known_gap};
 
 #[test]
 fn libsinsp_test_expressions() {
@@ -97,8 +36,7 @@ fn libsinsp_test_expressions() {
         let src = row["src"].as_str().unwrap_or("?");
         let ours = Filter::parse(expr);
         let libsinsp_accepts = expect != "reject";
-        let names = field_names(expr);
-        let in_scope = !names.is_empty() && names.iter().all(|n| known_field(n));
+        let in_scope = in_scope(expr);
         if !libsinsp_accepts {
             rej_all += 1;
             if ours.is_err() {

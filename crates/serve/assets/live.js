@@ -42,7 +42,7 @@ async function poll() {
   drawHeat(); drawSpec(); status();
   if (d.mode === 'streaming' && !tablesTimer && !sel) tables();
   if (d.mode !== 'streaming') {
-    document.getElementById('drillnote').textContent = 'The histograms are built in the kernel, which keeps no events: click a cell (or check “keep events”) to keep the last events from then on and drill down by process, syscall, file, disk and client.';
+    document.getElementById('drillnote').textContent = 'The histograms are built in the kernel, which keeps no events: click a cell (or check “keep events”) to keep the last events from then on and drill down by process, syscall, file, disk, client, container and pod.';
     document.getElementById('tables').replaceChildren();
     if (!document.body.dataset.ready) LS.ready();
   } else if (gotTables && !document.body.dataset.ready) LS.ready();

@@ -64,7 +64,8 @@ pub const MAX_TABLE_ROWS: i64 = 200;
 /// How long a request waits for its session's thread.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The groupings of the drill-down tables, in the order shown.
-pub const TABLES: [GroupBy; 5] = [GroupBy::Proc, GroupBy::Syscall, GroupBy::File, GroupBy::Disk, GroupBy::Client];
+pub const TABLES: [GroupBy; 7] =
+    [GroupBy::Proc, GroupBy::Syscall, GroupBy::File, GroupBy::Disk, GroupBy::Client, GroupBy::Container, GroupBy::Pod];
 
 /// Why a live request failed before reaching a session.
 #[derive(Debug, thiserror::Error)]

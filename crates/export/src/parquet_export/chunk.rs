@@ -122,6 +122,8 @@ enum Src {
     Addr,
     Cgroup,
     Qtime,
+    /// One of the cgroup table's columns (`CGROUP_COLUMNS[i]`).
+    CgroupInfo(u8),
 }
 
 impl Src {
@@ -155,7 +157,7 @@ impl Src {
             "addr" => Src::Addr,
             "cgroup" => Src::Cgroup,
             "qtime" => Src::Qtime,
-            _ => return None,
+            c => Src::CgroupInfo(super::schema::CGROUP_COLUMNS.iter().position(|&x| x == c)? as u8),
         })
     }
 }
@@ -185,7 +187,15 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out:
         Src::Addr => sel.gather(&b.addr, out, |v| v as i64),
         Src::Cgroup => sel.gather(&b.cgroup, out, |v| v as i64),
         Src::Qtime => sel.gather(&b.qtime, out, |v| v as i64),
-        Src::Host | Src::Kind | Src::Op | Src::FdType | Src::Disk | Src::Comm | Src::Path | Src::Path2 => {}
+        Src::Host
+        | Src::Kind
+        | Src::Op
+        | Src::FdType
+        | Src::Disk
+        | Src::Comm
+        | Src::Path
+        | Src::Path2
+        | Src::CgroupInfo(_) => {}
     }
 }
 
@@ -200,6 +210,7 @@ fn gather_keys(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &
             Sel::Idx(r) => out.extend(r.iter().map(|&i| op_key(b.kind[i as usize], b.nr[i as usize]))),
         },
         Src::Disk => cx.disk_keys(&b.dev, sel, out),
+        Src::CgroupInfo(_) => cx.cgroup_keys(&b.cgroup, sel, out),
         _ => out.resize(sel.len(), 0),
     }
 }
@@ -594,6 +605,7 @@ impl Column {
                     Src::Op => &d.op,
                     Src::FdType => &d.fd_type,
                     Src::Disk => &cx.disk_names,
+                    Src::CgroupInfo(i) => &cx.cgroup_values[i as usize],
                     s => return Err(ParquetError::General(format!("{s:?} is not a dictionary column"))),
                 };
                 let mut keys = std::mem::take(&mut p.keys);

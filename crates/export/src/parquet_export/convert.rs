@@ -2,10 +2,11 @@
 //! disks), the names of kinds, operations and file types, and the selection of a block's rows.
 //! The encoder (`chunk`) reads event batches through them directly.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::{ArrayRef, StringArray};
-use latscope_event::{op_name, FdType, TraceHeader};
+use latscope_event::{op_name, CgroupInfo, FdType, TraceHeader};
 
 /// Syscall numbers given their own `op` entry; others are `unknown`.
 const SYSCALL_SLOTS: usize = 1024;
@@ -95,6 +96,11 @@ pub(crate) struct TraceContext {
     pub(crate) disk_names: ArrayRef,
     /// Device number of each name after the first.
     disk_devs: Vec<u32>,
+    /// Per column of `CGROUP_COLUMNS`: `""`, then that column's value for each cgroup of the
+    /// trace's cgroup table, in the table's order.
+    pub(crate) cgroup_values: Vec<ArrayRef>,
+    /// The key (1 + position in the table) of each cgroup id.
+    cgroup_keys: HashMap<u64, i16>,
 }
 
 impl TraceContext {
@@ -106,11 +112,31 @@ impl TraceContext {
             names.push(d.name.clone());
             devs.push(d.dev);
         }
+        let cgroups = &header.cgroups[..header.cgroups.len().min(i16::MAX as usize - 1)];
+        let column = |f: &dyn Fn(&CgroupInfo) -> &str| -> ArrayRef {
+            Arc::new(StringArray::from_iter_values(std::iter::once("").chain(cgroups.iter().map(f))))
+        };
+        let cgroup_values = vec![
+            column(&|c| &c.container_id),
+            column(&|c| &c.container_name),
+            column(&|c| &c.image),
+            column(&|c| &c.pod_name),
+            column(&|c| &c.pod_namespace),
+            column(&|c| &c.path),
+        ];
+        debug_assert_eq!(cgroup_values.len(), super::schema::CGROUP_COLUMNS.len());
+        // A cgroup listed twice keeps its first entry.
+        let mut cgroup_keys = HashMap::with_capacity(cgroups.len());
+        for (i, c) in cgroups.iter().enumerate() {
+            cgroup_keys.entry(c.id).or_insert(i as i16 + 1);
+        }
         TraceContext {
             host: Arc::new(StringArray::from(vec![host])),
             offset_ns: header.realtime_offset_ns,
             disk_names: Arc::new(StringArray::from(names)),
             disk_devs: devs,
+            cgroup_values,
+            cgroup_keys,
         }
     }
 
@@ -135,6 +161,22 @@ impl TraceContext {
             last.1
         };
         sel.gather(dev, out, key);
+    }
+}
+
+impl TraceContext {
+    /// The key of each selected row's cgroup in `cgroup_values` (0: a cgroup the trace's table
+    /// does not list), appended to `out`.
+    pub(crate) fn cgroup_keys(&self, cgroup: &[u64], sel: Sel<'_>, out: &mut Vec<i16>) {
+        // Consecutive events mostly come from the same task: one lookup per change of cgroup.
+        let mut last = (u64::MAX, 0i16);
+        let key = |id: u64| {
+            if id != last.0 {
+                last = (id, self.cgroup_keys.get(&id).copied().unwrap_or(0));
+            }
+            last.1
+        };
+        sel.gather(cgroup, out, key);
     }
 }
 

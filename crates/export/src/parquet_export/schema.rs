@@ -60,6 +60,12 @@ pub const EVENT_COLUMNS: &[ColumnDoc] = &[
     col("addr", I64, "address (mmap, munmap, msync; bit pattern of the unsigned value); second fd (dup2 target, sendfile/splice input)"),
     col("cgroup", I64, "cgroup id of the task"),
     col("qtime", I64, "block requests: queue time, insert to issue, nanoseconds; 0 otherwise"),
+    col("container_id", STR, "the container's full id (64 hex digits) from the trace's cgroup table; empty outside containers or for a cgroup the trace does not know"),
+    col("container_name", STR, "the container's name from the runtime's state, empty when unknown"),
+    col("container_image", STR, "the container's image as configured (`registry:5000/shop/api:v2`), empty when unknown"),
+    col("pod_name", STR, "the Kubernetes pod's name, empty outside pods"),
+    col("pod_namespace", STR, "the pod's namespace, empty outside pods"),
+    col("cgroup_path", STR, "the task's cgroup v2 path (`/system.slice/nginx.service`), empty for a cgroup the trace does not know"),
 ];
 
 /// The columns of the processes table (the processes running when each recording started).
@@ -109,6 +115,10 @@ pub const TRACE_COLUMNS: &[ColumnDoc] = &[
     col("corrupt_blocks", I64, "damaged blocks of the trace skipped by the export"),
 ];
 
+/// The events table's columns that name the task's cgroup, from the trace's cgroup table.
+pub(crate) const CGROUP_COLUMNS: [&str; 6] =
+    ["container_id", "container_name", "container_image", "pod_name", "pod_namespace", "cgroup_path"];
+
 fn dict(key: DataType) -> DataType {
     DataType::Dictionary(Box::new(key), Box::new(DataType::Utf8))
 }
@@ -124,6 +134,7 @@ pub(crate) fn event_schema() -> SchemaRef {
     let t = |name: &str| -> DataType {
         match name {
             "host" | "op" | "disk" => dict(DataType::Int16),
+            c if CGROUP_COLUMNS.contains(&c) => dict(DataType::Int16),
             "kind" | "fd_type" => dict(DataType::Int8),
             "time" => ts_type(),
             "comm" | "path" | "path2" => DataType::Utf8,

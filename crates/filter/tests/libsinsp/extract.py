@@ -5,8 +5,15 @@ Usage: extract.py CHECKOUT [COMMIT] > expressions.jsonl
 
 CHECKOUT is a clone of https://github.com/falcosecurity/libs. Reads the C++ tests under
 userspace/libsinsp/test and writes one JSON object per expression:
-  {"src": "file:line", "expect": "accept" | "reject" | "true" | "false", "expr": "..."}
+  {"src": "file:line", "expect": "accept" | "reject" | "true" | "false", "expr": "...",
+   "test": "TEST_F name", "event": {...}}
 "true"/"false": the test compiles the expression and expects that result on its event.
+"event" (with "true"/"false" only, when the test built one): the last call before the
+expression, in the same test, that built the event it is evaluated on, as written:
+  {"line": N, "call": "add_event_advance_ts" | "generate_..._event", "type": "PPME_..." (the event
+   type, add_event_advance_ts only), "params": ["...", ...] (the event's parameters, or the
+   generator's arguments, as C++ source text), "tree": true when the test set up
+   DEFAULT_TREE (libsinsp's made-up process tree: init, then bash ancestors)}
 Only calls whose expression is a string literal (or adjacent literals) are taken; calls built
 from variables are skipped. The first line is a header naming the source and the commit.
 """
@@ -121,6 +128,46 @@ def wrapper_of(s, start):
     return WRAPPERS.get(m.group(1)) if m else None
 
 
+EVENT_CALL = re.compile(r"\b(add_event_advance_ts|generate_\w+_event\w*)\s*\(")
+TEST_START = re.compile(r"\bTEST(?:_F)?\s*\(\s*\w+\s*,\s*(\w+)\s*\)")
+
+
+def args_of(s, i):
+    """The top-level arguments of the call whose '(' ends at s[i-1], as source text."""
+    out = []
+    while i < len(s):
+        j = skip_arg(s, i)
+        out.append(" ".join(s[i:j].split()))
+        if j >= len(s) or s[j] != ",":
+            break
+        i = j + 1
+    return out
+
+
+def context(s, start):
+    """The test around s[start] and the event it evaluates on (see the module's doc)."""
+    tests = [m for m in TEST_START.finditer(s, 0, start)]
+    if not tests:
+        return None, None
+    t = tests[-1]
+    event = None
+    for m in EVENT_CALL.finditer(s, t.end(), start):
+        line_start = s.rfind("\n", 0, m.start()) + 1
+        if re.match(r"\s*(static\s+)?(void|bool|inline|sinsp_evt\*?)\s", s[line_start:m.start()]) \
+                and "=" not in s[line_start:m.start()]:
+            continue
+        a = args_of(s, m.end())
+        event = {"line": s.count("\n", 0, m.start()) + 1, "call": m.group(1)}
+        if m.group(1) == "add_event_advance_ts":
+            event["type"] = a[2] if len(a) > 2 else None
+            event["params"] = a[4:]
+        else:
+            event["params"] = [x for x in a if x]
+    if event is not None and "DEFAULT_TREE" in s[t.end():start]:
+        event["tree"] = True
+    return t.group(1), event
+
+
 def extract(path, rel):
     s = open(path, encoding="utf-8", errors="replace").read()
     out = []
@@ -158,7 +205,14 @@ def extract(path, rel):
                 # filter_compiles answers whether it compiles, not the result.
                 w = {"true": "accept", "false": "reject"}.get(w, w)
             expect = w
-        out.append({"src": f"{rel}:{line}", "expect": expect, "expr": expr})
+        row = {"src": f"{rel}:{line}", "expect": expect, "expr": expr}
+        if expect in ("true", "false"):
+            test, event = context(s, m.start())
+            if test:
+                row["test"] = test
+            if event:
+                row["event"] = event
+        out.append(row)
     return out
 
 

@@ -122,6 +122,8 @@ impl EventConverter {
         };
         let mut disk_keys = Vec::with_capacity(n);
         cx.disk_keys(&b.dev, sel, &mut disk_keys);
+        let mut cgroup_keys = Vec::with_capacity(n);
+        cx.cgroup_keys(&b.cgroup, sel, &mut cgroup_keys);
         let dict16 = |keys: Vec<i16>, values: &ArrayRef| -> ArrayRef {
             Arc::new(DictionaryArray::<Int16Type>::new(Int16Array::from(keys), values.clone()))
         };
@@ -130,7 +132,7 @@ impl EventConverter {
         };
         let i64s = |v: Vec<i64>| -> ArrayRef { Arc::new(Int64Array::from(v)) };
         let i32s = |v: Vec<i32>| -> ArrayRef { Arc::new(Int32Array::from(v)) };
-        let columns: Vec<ArrayRef> = vec![
+        let mut columns: Vec<ArrayRef> = vec![
             dict16(vec![0; n], &cx.host),
             Arc::new(TimestampMicrosecondArray::from(time).with_timezone("UTC")),
             i64s(time_ns),
@@ -159,6 +161,7 @@ impl EventConverter {
             i64s(map(&b.cgroup, sel, |v| v as i64)),
             i64s(map(&b.qtime, sel, |v| v as i64)),
         ];
+        columns.extend(cx.cgroup_values.iter().map(|v| dict16(cgroup_keys.clone(), v)));
         // The columns follow `EVENT_COLUMNS` one for one, with the schema's types.
         RecordBatch::try_new(self.schema.clone(), columns).expect("columns match the events schema")
     }
