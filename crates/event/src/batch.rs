@@ -341,6 +341,16 @@ columns! {
     /// The user stack of the call (at its entry): an id in the trace's stack table (0: none);
     /// fresh from the probes, as `kstack`.
     ustack: u32,
+    /// Real group id.
+    gid: u32,
+    /// Audit login uid (`/proc/PID/loginuid`); `u32::MAX` when unset.
+    loginuid: u32,
+    /// Controlling terminal, encoded as `/proc/PID/stat`'s `tty_nr`; 0 none.
+    tty: u32,
+    /// Process id in the process's own pid namespace (0: not recorded).
+    vpid: u32,
+    /// Thread id in the thread's own pid namespace (0: not recorded).
+    vtid: u32,
 }
 
 /// The parts of a call's latency recorded by attribution, in the order of [`WHY_PARTS`].

@@ -63,7 +63,12 @@ macro_rules! with_prim_columns {
                 (WakeDev, wake_dev, UInt32Type, UInt32, 0),
                 (WakeSector, wake_sector, UInt64Type, UInt64, 0),
                 (Kstack, kstack, UInt32Type, UInt32, 0),
-                (Ustack, ustack, UInt32Type, UInt32, 0)
+                (Ustack, ustack, UInt32Type, UInt32, 0),
+                (Gid, gid, UInt32Type, UInt32, 0),
+                (Loginuid, loginuid, UInt32Type, UInt32, u32::MAX),
+                (Tty, tty, UInt32Type, UInt32, 0),
+                (Vpid, vpid, UInt32Type, UInt32, 0),
+                (Vtid, vtid, UInt32Type, UInt32, 0)
             ]
         }
     };
