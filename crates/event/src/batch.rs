@@ -160,6 +160,10 @@ macro_rules! columns {
             /// `ustack`): one JSON object per line (docs/TRACE_FORMAT.md), stored in the
             /// metadata of the block they are written in. Not a column: not per event.
             pub stacks: String,
+            /// Entries of the trace's cgroup table ([`crate::CgroupInfo`] as JSON, one a line)
+            /// for cgroups first met during the recording, stored in the metadata of the
+            /// block they are written in. Not a column: not per event.
+            pub cgroups: String,
         }
 
         impl EventBatch {
@@ -171,6 +175,7 @@ macro_rules! columns {
                     path: StrCol::new(),
                     path2: StrCol::new(),
                     stacks: String::new(),
+                    cgroups: String::new(),
                 }
             }
             /// Remove all events (and stack table entries), keeping allocations.
@@ -180,6 +185,7 @@ macro_rules! columns {
                 self.path.clear();
                 self.path2.clear();
                 self.stacks.clear();
+                self.cgroups.clear();
             }
             /// Append one event.
             pub fn push(&mut self, e: &Event) {
@@ -202,6 +208,7 @@ macro_rules! columns {
                 self.path.append(&other.path);
                 self.path2.append(&other.path2);
                 self.stacks.push_str(&other.stacks);
+                self.cgroups.push_str(&other.cgroups);
             }
             /// Append events `r` of `other`, column by column.
             pub fn append_range(&mut self, other: &EventBatch, r: std::ops::Range<usize>) {

@@ -466,10 +466,16 @@ impl LiveSession {
         }
     }
 
+    /// Learn the cgroups of `ids` the session does not know yet (see `CgroupWatch`): they join
+    /// its header and filter context; returns the new entries (for the trace's cgroup table).
+    pub(crate) fn learn_cgroups(&mut self, ids: &[u64]) -> Vec<latscope_event::CgroupInfo> {
+        self.cgroups.learn(ids, &mut self.header, &mut self.ctx)
+    }
+
     fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
         self.batch.clear();
         self.probe.poll_into(&mut self.batch, wait)?;
-        self.cgroups.learn(&self.batch, &mut self.header, &mut self.ctx);
+        self.cgroups.learn(&self.batch.cgroup, &mut self.header, &mut self.ctx);
         self.ctx.observe(&self.batch);
         self.rows.clear();
         let all = self.filter.is_match_all();

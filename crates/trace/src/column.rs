@@ -178,7 +178,7 @@ macro_rules! define_column {
             let comm = string_col(rb, index[Column::Comm.index()], n, "comm")?;
             let path = string_col(rb, index[Column::Path.index()], n, "path")?;
             let path2 = string_col(rb, index[Column::Path2.index()], n, "path2")?;
-            Ok(EventBatch { $($field,)* $($lfield,)* comm, path, path2, stacks: String::new() })
+            Ok(EventBatch { $($field,)* $($lfield,)* comm, path, path2, stacks: String::new(), cgroups: String::new() })
         }
     };
 }
