@@ -490,3 +490,63 @@ fn record_names_containers_started_after_it_began() {
     );
     assert_eq!(event_pids(t, &format!("{base} and container.image = busybox:1.36")), BTreeMap::from([(pids[0], 123)]));
 }
+
+/// The live spectrogram meets a container started after it: a filter on the container's name
+/// (which the session learns by walking the cgroup tree again) keeps its events.
+#[test]
+fn live_spectrogram_filters_a_container_started_after_it() {
+    let test = "live_spectrogram_filters_a_container_started_after_it";
+    if !require_bpf(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let Some(cg2) = Cgroup2::get(&dir) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: no cgroup2 file system, and mounting one failed");
+        }
+        eprintln!("SKIPPED {test}: no cgroup2 file system, and mounting one failed");
+        return;
+    };
+    let state = dir.join("host");
+    std::fs::create_dir_all(&state).unwrap();
+    let id = fresh_id(40);
+    let mut spec = Command::new(bin())
+        .args(["spectrogram", "--plain", "-d", "6s", "--syscalls", "io"])
+        .arg("container.name = spectral and evt.type = read and fd.name = /dev/zero")
+        .env("LATSCOPE_HOST_ROOT", &state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(spec.stdout.take().unwrap());
+    let mut line = String::new();
+    use std::io::{BufRead, Read};
+    out.read_line(&mut line).unwrap();
+    assert!(!line.is_empty(), "the live spectrogram printed nothing");
+
+    let mut tree = Tree { root: cg2.root.clone(), dirs: Vec::new() };
+    let cg = tree.mk(&format!("latscope-ctest-spec-{}/system.slice/docker-{id}.scope", std::process::id()));
+    write(
+        &state,
+        &format!("var/lib/docker/containers/{id}/config.v2.json"),
+        r#"{"Name":"/spectral","Config":{"Image":"busybox:1.36"}}"#,
+    );
+    let mut kid = Command::new("sh")
+        .args(["-c", "read _; while :; do dd if=/dev/zero of=/dev/null bs=1 count=2000 status=none; done"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::fs::write(cg.join("cgroup.procs"), kid.id().to_string()).unwrap();
+    kid.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let _ = kid.kill();
+    let _ = kid.wait();
+    let o = spec.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The closing line: "# N events in M rows; ...".
+    let last = rest.lines().rfind(|l| l.starts_with("# ") && l.contains(" events in ")).unwrap_or("");
+    let n: u64 = last.trim_start_matches("# ").split(' ').next().unwrap_or("").parse().unwrap_or(0);
+    assert!(n > 0, "no event of the container 'spectral' counted:\n{line}{rest}");
+}

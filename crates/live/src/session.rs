@@ -513,6 +513,13 @@ impl EventSource for LiveSession {
         Ok(Some(Chunk { batch: &self.batch, rows: &self.rows, zone: Zone::default() }))
     }
 
+    fn next_chunk_and_header(
+        &mut self,
+        wait: Duration,
+    ) -> Result<Option<(Chunk<'_>, Option<&TraceHeader>)>, SourceError> {
+        Ok(LiveSession::next_chunk_and_header(self, wait)?.map(|(c, h)| (c, Some(h))))
+    }
+
     fn lost(&self) -> u64 {
         self.probe.stats().lost
     }

@@ -398,6 +398,17 @@ impl EventSource for Scan {
         }
     }
 
+    fn next_chunk_and_header(
+        &mut self,
+        _wait: Duration,
+    ) -> Result<Option<(Chunk<'_>, Option<&TraceHeader>)>, latscope_event::source::SourceError> {
+        match Scan::next_batch_and_header(self) {
+            None => Ok(None),
+            Some(Ok((c, h))) => Ok(Some((c, Some(h)))),
+            Some(Err(e)) => Err(Box::new(e)),
+        }
+    }
+
     fn lost(&self) -> u64 {
         match &self.input {
             Input::Trace(r) => r.stats().lost_total,
