@@ -704,3 +704,150 @@ fn post(port: u16, path: &str, form: &str) -> std::io::Result<(u16, Vec<u8>)> {
     let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     Ok((status, buf.get(split + 4..).unwrap_or(&[]).to_vec()))
 }
+
+/// A recording meets containers started after it began: the recorder walks the cgroup tree
+/// again and stores the new cgroups in the trace, so that after the containers (cgroups and
+/// runtime state) are gone, filters and `--by container` give their names and exact counts.
+#[test]
+fn record_names_containers_started_after_it_began() {
+    let test = "record_names_containers_started_after_it_began";
+    if !require_bpf(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let Some(cg2) = Cgroup2::get(&dir) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: no cgroup2 file system, and mounting one failed");
+        }
+        eprintln!("SKIPPED {test}: no cgroup2 file system, and mounting one failed");
+        return;
+    };
+    let state = dir.join("host");
+    std::fs::create_dir_all(&state).unwrap();
+    let trace = dir.join("late.lst");
+    let rec = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--no-block", "--quiet", "--json", "--duration", "120", "--syscalls", "io"])
+        .env("LATSCOPE_HOST_ROOT", &state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..1200 {
+        if trace.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(trace.exists(), "the recorder did not start within 60 s");
+
+    // Two containers start after the recording did: docker's systemd layout with its state
+    // (named), and the cgroupfs layout without (its short id).
+    let (a, b) = (fresh_id(30), fresh_id(31));
+    let top_dir = format!("latscope-ctest-late-{}", std::process::id());
+    let mut tree = Tree { root: cg2.root.clone(), dirs: Vec::new() };
+    write(
+        &state,
+        &format!("var/lib/docker/containers/{a}/config.v2.json"),
+        r#"{"Name":"/late","Config":{"Image":"busybox:1.36"}}"#,
+    );
+    let layouts =
+        [(format!("{top_dir}/system.slice/docker-{a}.scope"), 123usize), (format!("{top_dir}/docker/{b}"), 45)];
+    let mut kids = Vec::new();
+    for (rel, n) in &layouts {
+        let cg = tree.mk(rel);
+        let kid = workload(*n);
+        std::fs::write(cg.join("cgroup.procs"), kid.id().to_string()).unwrap();
+        kids.push(kid);
+    }
+    for k in &mut kids {
+        k.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    for k in &mut kids {
+        assert!(k.wait().unwrap().success());
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let o = rec.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: Value = serde_json::from_slice(&o.stdout).expect("summary is JSON");
+    assert_eq!(s["lost"], 0, "{s}");
+    tree.remove();
+    std::fs::remove_dir_all(&state).unwrap();
+
+    let t = trace.to_str().unwrap();
+    let pids: Vec<u32> = kids.iter().map(Child::id).collect();
+    let base = format!("evt.type = read and fd.name = /dev/zero and proc.pid in ({}, {})", pids[0], pids[1]);
+    let want = BTreeMap::from([("late".to_string(), 123), (b[..12].to_string(), 45)]);
+    assert_eq!(top(t, "container", &base), want, "top --by container");
+    let want_cg = BTreeMap::from([(format!("/{}", layouts[0].0), 123), (format!("/{}", layouts[1].0), 45)]);
+    assert_eq!(top(t, "cgroup", &base), want_cg, "top --by cgroup");
+    assert_eq!(event_pids(t, &format!("{base} and container.name = late")), BTreeMap::from([(pids[0], 123)]));
+    assert_eq!(
+        event_pids(t, &format!("{base} and container.id = {} and container.type = docker", &b[..12])),
+        BTreeMap::from([(pids[1], 45)])
+    );
+    assert_eq!(event_pids(t, &format!("{base} and container.image = busybox:1.36")), BTreeMap::from([(pids[0], 123)]));
+}
+
+/// The live spectrogram meets a container started after it: a filter on the container's name
+/// (which the session learns by walking the cgroup tree again) keeps its events.
+#[test]
+fn live_spectrogram_filters_a_container_started_after_it() {
+    let test = "live_spectrogram_filters_a_container_started_after_it";
+    if !require_bpf(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let Some(cg2) = Cgroup2::get(&dir) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: no cgroup2 file system, and mounting one failed");
+        }
+        eprintln!("SKIPPED {test}: no cgroup2 file system, and mounting one failed");
+        return;
+    };
+    let state = dir.join("host");
+    std::fs::create_dir_all(&state).unwrap();
+    let id = fresh_id(40);
+    let mut spec = Command::new(bin())
+        .args(["spectrogram", "--plain", "-d", "6s", "--syscalls", "io"])
+        .arg("container.name = spectral and evt.type = read and fd.name = /dev/zero")
+        .env("LATSCOPE_HOST_ROOT", &state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(spec.stdout.take().unwrap());
+    let mut line = String::new();
+    use std::io::{BufRead, Read};
+    out.read_line(&mut line).unwrap();
+    assert!(!line.is_empty(), "the live spectrogram printed nothing");
+
+    let mut tree = Tree { root: cg2.root.clone(), dirs: Vec::new() };
+    let cg = tree.mk(&format!("latscope-ctest-spec-{}/system.slice/docker-{id}.scope", std::process::id()));
+    write(
+        &state,
+        &format!("var/lib/docker/containers/{id}/config.v2.json"),
+        r#"{"Name":"/spectral","Config":{"Image":"busybox:1.36"}}"#,
+    );
+    let mut kid = Command::new("sh")
+        .args(["-c", "read _; while :; do dd if=/dev/zero of=/dev/null bs=1 count=2000 status=none; done"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::fs::write(cg.join("cgroup.procs"), kid.id().to_string()).unwrap();
+    kid.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let _ = kid.kill();
+    let _ = kid.wait();
+    let o = spec.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The closing line: "# N events in M rows; ...".
+    let last = rest.lines().rfind(|l| l.starts_with("# ") && l.contains(" events in ")).unwrap_or("");
+    let n: u64 = last.trim_start_matches("# ").split(' ').next().unwrap_or("").parse().unwrap_or(0);
+    assert!(n > 0, "no event of the container 'spectral' counted:\n{line}{rest}");
+}

@@ -160,6 +160,10 @@ macro_rules! columns {
             /// `ustack`): one JSON object per line (docs/TRACE_FORMAT.md), stored in the
             /// metadata of the block they are written in. Not a column: not per event.
             pub stacks: String,
+            /// Entries of the trace's cgroup table ([`crate::CgroupInfo`] as JSON, one a line)
+            /// for cgroups first met during the recording, stored in the metadata of the
+            /// block they are written in. Not a column: not per event.
+            pub cgroups: String,
         }
 
         impl EventBatch {
@@ -171,6 +175,7 @@ macro_rules! columns {
                     path: StrCol::new(),
                     path2: StrCol::new(),
                     stacks: String::new(),
+                    cgroups: String::new(),
                 }
             }
             /// Remove all events (and stack table entries), keeping allocations.
@@ -180,6 +185,7 @@ macro_rules! columns {
                 self.path.clear();
                 self.path2.clear();
                 self.stacks.clear();
+                self.cgroups.clear();
             }
             /// Append one event.
             pub fn push(&mut self, e: &Event) {
@@ -202,6 +208,7 @@ macro_rules! columns {
                 self.path.append(&other.path);
                 self.path2.append(&other.path2);
                 self.stacks.push_str(&other.stacks);
+                self.cgroups.push_str(&other.cgroups);
             }
             /// Append events `r` of `other`, column by column.
             pub fn append_range(&mut self, other: &EventBatch, r: std::ops::Range<usize>) {
@@ -341,6 +348,16 @@ columns! {
     /// The user stack of the call (at its entry): an id in the trace's stack table (0: none);
     /// fresh from the probes, as `kstack`.
     ustack: u32,
+    /// Real group id.
+    gid: u32,
+    /// Audit login uid (`/proc/PID/loginuid`); `u32::MAX` when unset.
+    loginuid: u32,
+    /// Controlling terminal, encoded as `/proc/PID/stat`'s `tty_nr`; 0 none.
+    tty: u32,
+    /// Process id in the process's own pid namespace (0: not recorded).
+    vpid: u32,
+    /// Thread id in the thread's own pid namespace (0: not recorded).
+    vtid: u32,
 }
 
 /// The parts of a call's latency recorded by attribution, in the order of [`WHY_PARTS`].

@@ -54,6 +54,9 @@ pub struct TraceHeader {
     /// before the field existed or where no cgroup2 file system was mounted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cgroups: Vec<crate::CgroupInfo>,
+    /// Group names by gid (`group.name`); empty in traces written before the field existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups: BTreeMap<u32, String>,
 }
 
 /// Capture tag: every syscall that touches files or fds was recorded, unfiltered, with the

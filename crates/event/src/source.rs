@@ -93,6 +93,16 @@ pub trait EventSource {
     /// source is exhausted (the end of a file); live sources return empty chunks instead.
     fn next_chunk(&mut self, wait: Duration) -> Result<Option<Chunk<'_>>, SourceError>;
 
+    /// [`EventSource::next_chunk`], with the header when reading the chunk may have added to
+    /// it (cgroups met since the start: containers started since); `None` when it stays as
+    /// it was. Sources that learn while reading (a live session, a trace) override this.
+    fn next_chunk_and_header(
+        &mut self,
+        wait: Duration,
+    ) -> Result<Option<(Chunk<'_>, Option<&TraceHeader>)>, SourceError> {
+        Ok(self.next_chunk(wait)?.map(|c| (c, None)))
+    }
+
     /// Events lost before they reached the source (ring buffer full), so far.
     fn lost(&self) -> u64 {
         0

@@ -339,6 +339,7 @@ fn uses_context(f: Field) -> bool {
             | Field::ProcCmdline
             | Field::ProcArgs
             | Field::UserName
+            | Field::GroupName
             | Field::BlkDisk
             | Field::FdSip
             | Field::FdSport

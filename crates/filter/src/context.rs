@@ -91,6 +91,7 @@ pub struct EvalContext {
     /// that flush come in the block after its exit.
     exited: [Vec<u32>; 2],
     users: IntMap<String>,
+    groups: IntMap<String>,
     disks: IntMap<String>,
     realtime_offset_ns: i64,
     start_ns: u64,
@@ -138,6 +139,7 @@ impl EvalContext {
             servers,
             exited: [Vec::new(), Vec::new()],
             users: header.users.iter().map(|(&u, n)| (u, n.clone())).collect(),
+            groups: header.groups.iter().map(|(&g, n)| (g, n.clone())).collect(),
             disks: header.block_devices.iter().map(|d| (d.dev, d.name.clone())).collect(),
             realtime_offset_ns: header.realtime_offset_ns,
             start_ns: header.start_ns,
@@ -318,6 +320,11 @@ impl EvalContext {
     /// User name of `uid`, if known.
     pub(crate) fn user(&self, uid: u32) -> Option<&str> {
         self.users.get(&uid).map(String::as_str)
+    }
+
+    /// Group name of `gid`, if known.
+    pub(crate) fn group(&self, gid: u32) -> Option<&str> {
+        self.groups.get(&gid).map(String::as_str)
     }
     /// Name of block device `dev`, if known.
     pub(crate) fn disk(&self, dev: u32) -> Option<&str> {

@@ -171,6 +171,12 @@ pub(crate) enum Field {
     K8sPodUid,
     CgroupPath,
     CgroupId,
+    ProcTty,
+    UserLoginuid,
+    GroupGid,
+    GroupName,
+    ProcVpid,
+    ThreadVtid,
 }
 
 /// A field as listed by `latscope fields`.
@@ -254,7 +260,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 100] = [
+static FIELDS: [FieldInfo; 106] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation, as events print it: the syscall name (openat, write: syscalls only), block_ and the block op (block_write, block_flush, ...) or proc_ and the process op (proc_fork, proc_exec, proc_exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -355,6 +361,12 @@ static FIELDS: [FieldInfo; 100] = [
     info!("k8s.pod.uid", K8sPodUid, String, K_ALL, "all", "the pod's uid (from the kubepods cgroup's name)"),
     info!("cgroup.path", CgroupPath, String, K_ALL, "all", "the task's cgroup v2 cgroup, below the cgroup2 root (/system.slice/nginx.service; absent for cgroups the trace does not know)"),
     info!("cgroup.id", CgroupId, Number, K_ALL, "all", "the task's cgroup v2 cgroup id (the directory's inode number)"),
+    info!("proc.tty", ProcTty, Number, K_ALL, "all", "the controlling terminal's device number, as /proc/PID/stat's tty_nr (34816 is /dev/pts/0); 0 without one"),
+    info!("user.loginuid", UserLoginuid, Number, K_ALL, "all", "the audit login uid (/proc/PID/loginuid): the user who logged in, kept across su and sudo; -1 when unset"),
+    info!("group.gid", GroupGid, Number, K_ALL, "all", "the real group id"),
+    info!("group.name", GroupName, String, K_ALL, "all", "the group's name (from the trace header; absent when unknown)"),
+    info!("proc.vpid", ProcVpid, Number, K_ALL, "all", "the process id in the process's own pid namespace (1 for a container's first process)"),
+    info!("thread.vtid", ThreadVtid, Number, K_ALL, "all", "the thread id in the thread's own pid namespace"),
 ];
 
 /// Every field a filter can test, with its type and a one-line description (for `latscope fields`).
@@ -467,6 +479,12 @@ pub(crate) fn sock(b: &EventBatch, row: usize) -> Option<SockName<'_>> {
     parse_sock_name(helpers::str_at(&b.path, row)?)
 }
 
+/// `v`, or `None` for 0 (a column not recorded).
+#[inline]
+fn nonzero(v: u32) -> Option<u32> {
+    (v != 0).then_some(v)
+}
+
 #[inline]
 fn kind_of(b: &EventBatch, row: usize) -> Option<u8> {
     b.kind.get(row).copied()
@@ -499,6 +517,15 @@ impl Field {
             Field::ProcPpid => i128::from(ctx.ppid(*b.pid.get(row)?)?),
             Field::ThreadTid => i128::from(*b.tid.get(row)?),
             Field::UserUid => i128::from(*b.uid.get(row)?),
+            Field::GroupGid => i128::from(*b.gid.get(row)?),
+            Field::UserLoginuid => match *b.loginuid.get(row)? {
+                u32::MAX => -1,
+                u => i128::from(u),
+            },
+            Field::ProcTty => i128::from(*b.tty.get(row)?),
+            // 0: a trace recorded before the column existed.
+            Field::ProcVpid => i128::from(nonzero(*b.vpid.get(row)?)?),
+            Field::ThreadVtid => i128::from(nonzero(*b.vtid.get(row)?)?),
             Field::CgroupId => i128::from(*b.cgroup.get(row)?),
             Field::FdNum if sys => {
                 let fd = *b.fd.get(row)?;
@@ -681,6 +708,7 @@ impl Field {
             Field::ProcName => return bytes_at(&b.comm, row),
             Field::ProcExe => ctx.exe(*b.pid.get(row)?)?,
             Field::UserName => ctx.user(*b.uid.get(row)?)?,
+            Field::GroupName => ctx.group(*b.gid.get(row)?)?,
             Field::FdType if sys => {
                 let (t, fd) = (*b.fd_type.get(row)?, *b.fd.get(row)?);
                 if t == 0 && fd == NO_FD {

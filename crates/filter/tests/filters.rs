@@ -12,6 +12,7 @@ fn header() -> TraceHeader {
             ProcessInfo { pid: 200, ppid: 100, exe: "/opt/test/bin/test".into(), ..Default::default() },
         ],
         users: [(0, "root".to_string()), (1000, "alice".to_string())].into_iter().collect(),
+        groups: [(0, "root".to_string()), (1000, "staff".to_string())].into_iter().collect(),
         block_devices: vec![BlockDevice { dev: 253 << 20, name: "vda".into(), ..Default::default() }],
         cgroups: vec![CgroupInfo {
             container_name: "web".into(),
@@ -383,6 +384,42 @@ fn proc_user_container_fields() {
 
 /// `proc.cmdline` (command name and arguments) and `proc.args`: from the start snapshot, inherited
 /// at fork, replaced at exec (the exec event's name and argv).
+#[test]
+fn task_identity_fields() {
+    // httpd: gid 1000, logged in as 1000, on /dev/pts/1, in a pid namespace (vpid 7, vtid 8);
+    // the block event's issuer: root, no login uid, no tty, the initial namespace; the third
+    // from a trace recorded before the columns existed (vpid, vtid 0: absent).
+    let a = Event { gid: 1000, loginuid: 1000, tty: 34817, vpid: 7, vtid: 8, ..sys() };
+    let b = Event { gid: 0, loginuid: u32::MAX, tty: 0, vpid: 200, vtid: 200, ..blk() };
+    let c = Event { gid: 5, loginuid: u32::MAX, ..sys() };
+    let t = T::new(&[a, b, c]);
+    check(
+        &t,
+        &[
+            ("proc.tty = 34817", "100"),
+            ("proc.tty = 0", "011"),
+            ("proc.tty != 0", "100"),
+            ("user.loginuid = 1000", "100"),
+            ("user.loginuid = -1", "011"),
+            ("user.loginuid < 0", "011"),
+            ("group.gid = 1000", "100"),
+            ("group.gid in (0, 5)", "011"),
+            ("group.name = staff", "100"),
+            ("group.name = root", "010"),
+            ("group.name exists", "110"),
+            ("proc.vpid = 7", "100"),
+            ("thread.vtid = 8", "100"),
+            ("proc.vpid = val(proc.pid)", "010"),
+            ("proc.vpid exists", "110"),
+            ("thread.vtid exists", "110"),
+        ],
+    );
+    let get = |name: &str, row| fields().iter().find(|f| f.name == name).unwrap().value(&t.b, row, &t.ctx);
+    assert_eq!(get("user.loginuid", 1).as_deref(), Some("-1"));
+    assert_eq!(get("group.name", 0).as_deref(), Some("staff"));
+    assert_eq!(get("proc.vpid", 2), None);
+}
+
 #[test]
 fn cmdline_fields() {
     let mut h = header();

@@ -122,31 +122,34 @@ impl CgroupWatch {
         id > 1 && !self.known.contains(&id) && !self.missed.contains(&id)
     }
 
+    /// Learn the cgroups of `ids` (the `cgroup` column of events just polled) that are new;
+    /// returns the entries found (empty when none was new).
     pub(crate) fn learn(
         &mut self,
-        b: &latscope_event::EventBatch,
+        ids: &[u64],
         h: &mut latscope_event::TraceHeader,
         ctx: &mut latscope_filter::EvalContext,
-    ) {
+    ) -> Vec<latscope_event::CgroupInfo> {
         // Consecutive events mostly share a cgroup: compare with the last one first.
         let mut last = 0;
-        let fresh = b.cgroup.iter().any(|&c| {
+        let fresh = ids.iter().any(|&c| {
             let new = c != last && self.is_new(c);
             last = c;
             new
         });
         if !fresh {
-            return;
+            return Vec::new();
         }
         let found = latscope_probe::containers::snapshot_new(&|id| self.known.contains(&id));
         self.known.extend(found.iter().map(|c| c.id));
         ctx.add_cgroups(&found);
-        h.cgroups.extend(found);
-        for &c in &b.cgroup {
+        h.cgroups.extend(found.iter().cloned());
+        for &c in ids {
             if self.is_new(c) {
                 self.missed.insert(c);
             }
         }
+        found
     }
 }
 

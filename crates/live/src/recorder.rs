@@ -209,12 +209,29 @@ impl Recorder {
     fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
         let s = &mut self.session;
         let from = self.syscalls.len();
+        // Cgroups first met now (a container started since the start) are named before the
+        // filter sees their events, and their entries travel in the next block written.
+        let mut found = Vec::new();
         if s.filter.is_match_all() {
+            let from_other = self.other.len();
             s.probe.poll_into_split(&mut self.syscalls, &mut self.other, wait)?;
+            found.extend(s.learn_cgroups(&self.syscalls.cgroup[from..]));
+            found.extend(s.learn_cgroups(&self.other.cgroup[from_other..]));
         } else {
             self.scratch.clear();
             s.probe.poll_into(&mut self.scratch, wait)?;
+            found = s.learn_cgroups(&self.scratch.cgroup);
             keep_matching(s, &self.scratch, &mut self.syscalls, &mut self.other);
+        }
+        if !found.is_empty() {
+            // `other` is flushed first when it has events.
+            let to = if self.other.is_empty() { &mut self.syscalls } else { &mut self.other };
+            for c in &found {
+                if let Ok(j) = serde_json::to_string(c) {
+                    to.cgroups.push_str(&j);
+                    to.cgroups.push('\n');
+                }
+            }
         }
         // Stack references become ids of the trace's stack table, whose new entries travel in
         // the block of the events that first use them.

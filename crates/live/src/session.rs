@@ -473,10 +473,16 @@ impl LiveSession {
         }
     }
 
+    /// Learn the cgroups of `ids` the session does not know yet (see `CgroupWatch`): they join
+    /// its header and filter context; returns the new entries (for the trace's cgroup table).
+    pub(crate) fn learn_cgroups(&mut self, ids: &[u64]) -> Vec<latscope_event::CgroupInfo> {
+        self.cgroups.learn(ids, &mut self.header, &mut self.ctx)
+    }
+
     fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
         self.batch.clear();
         self.probe.poll_into(&mut self.batch, wait)?;
-        self.cgroups.learn(&self.batch, &mut self.header, &mut self.ctx);
+        self.cgroups.learn(&self.batch.cgroup, &mut self.header, &mut self.ctx);
         self.ctx.observe(&self.batch);
         self.rows.clear();
         let all = self.filter.is_match_all();
@@ -512,6 +518,13 @@ impl EventSource for LiveSession {
         }
         self.poll(wait)?;
         Ok(Some(Chunk { batch: &self.batch, rows: &self.rows, zone: Zone::default() }))
+    }
+
+    fn next_chunk_and_header(
+        &mut self,
+        wait: Duration,
+    ) -> Result<Option<(Chunk<'_>, Option<&TraceHeader>)>, SourceError> {
+        Ok(LiveSession::next_chunk_and_header(self, wait)?.map(|(c, h)| (c, Some(h))))
     }
 
     fn lost(&self) -> u64 {

@@ -159,6 +159,11 @@ impl Decoder {
         e.pid = r.pid;
         e.tid = r.tid;
         e.uid = r.uid;
+        e.gid = r.ids.gid;
+        e.loginuid = r.ids.loginuid;
+        e.tty = r.ids.tty;
+        e.vpid = r.ids.vpid;
+        e.vtid = r.ids.vtid;
         e.nr = r.nr;
         e.ret = r.ret;
         e.fd = r.fd;

@@ -1116,7 +1116,7 @@ mod tests {
 
     #[test]
     fn record_layout_is_the_c_one() {
-        assert_eq!(std::mem::size_of::<types::ls_event>(), 144);
+        assert_eq!(std::mem::size_of::<types::ls_event>(), 168);
         assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 36);
         assert_eq!(std::mem::size_of::<types::ls_stats>(), 40);
         assert_eq!(std::mem::size_of_val(&types::ls_event::default().comm), ls_limits::LS_COMM_LEN.0 as usize);

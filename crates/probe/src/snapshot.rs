@@ -273,7 +273,17 @@ fn proc_net_name(proto: &str, local: Option<&str>, remote: Option<&str>) -> Opti
 
 /// User names by uid from /etc/passwd.
 pub fn users() -> BTreeMap<u32, String> {
-    fs::read_to_string("/etc/passwd")
+    names_by_id("/etc/passwd")
+}
+
+/// Group names by gid from /etc/group.
+pub fn groups() -> BTreeMap<u32, String> {
+    names_by_id("/etc/group")
+}
+
+/// `name:x:ID:...` lines of a passwd-format file, by id.
+fn names_by_id(path: &str) -> BTreeMap<u32, String> {
+    fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {
@@ -315,6 +325,7 @@ pub fn take(command_line: Vec<String>, syscalls: SyscallSet, block: bool, filter
         users: users(),
         capture: Vec::new(),
         cgroups: crate::containers::snapshot(),
+        groups: groups(),
     }
 }
 

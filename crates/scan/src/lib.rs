@@ -155,6 +155,8 @@ pub struct Scan {
     filter: Filter,
     zone: Option<ZonePlan>,
     ctx: EvalContext,
+    /// How many of the header's cgroups `ctx` knows.
+    cgroups_seen: usize,
     rows: Vec<u32>,
     /// Recycled for every block: no allocation per block on the read path.
     batch: EventBatch,
@@ -215,7 +217,9 @@ impl Scan {
             Input::Memory { header, .. } => header,
         };
         let ctx = EvalContext::new(header);
+        let cgroups_seen = header.cgroups.len();
         Ok(Scan {
+            cgroups_seen,
             path: path.to_path_buf(),
             input,
             filter: opts.filter,
@@ -254,6 +258,37 @@ impl Scan {
     /// The next chunk of matching events, or `None` at the end. Corrupt blocks are skipped and
     /// recorded in the report.
     pub fn next_batch(&mut self) -> Option<Result<Chunk<'_>, ScanError>> {
+        Some(self.advance()?.map(|zone| Chunk { batch: &self.batch, rows: &self.rows, zone }))
+    }
+
+    /// [`Scan::next_batch`], with the header as it is after reading the block: cgroups the
+    /// recording met after it started (containers started since) are in it.
+    pub fn next_batch_and_header(&mut self) -> Option<Result<(Chunk<'_>, &TraceHeader), ScanError>> {
+        let zone = match self.advance()? {
+            Ok(z) => z,
+            Err(e) => return Some(Err(e)),
+        };
+        let header = match &self.input {
+            Input::Trace(r) => r.header(),
+            Input::Memory { header, .. } => header,
+        };
+        Some(Ok((Chunk { batch: &self.batch, rows: &self.rows, zone }, header)))
+    }
+
+    /// [`Scan::for_each`], with the header as [`Scan::next_batch_and_header`] gives it.
+    pub fn for_each_with_header<E: From<ScanError>>(
+        &mut self,
+        mut f: impl FnMut(Chunk<'_>, &TraceHeader) -> Result<(), E>,
+    ) -> Result<(), E> {
+        while let Some(r) = self.next_batch_and_header() {
+            let (c, h) = r?;
+            f(c, h)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the next block and selects its matching rows; the zone decision.
+    fn advance(&mut self) -> Option<Result<Zone, ScanError>> {
         let all = self.filter.is_match_all();
         let zone = match &mut self.input {
             Input::Memory { batch, done, .. } => {
@@ -285,6 +320,14 @@ impl Scan {
                 }
             },
         };
+        // Cgroups the trace met during the recording, read with this block's metadata.
+        if let Input::Trace(r) = &self.input {
+            let known = &r.header().cgroups;
+            if known.len() > self.cgroups_seen {
+                self.ctx.add_cgroups(&known[self.cgroups_seen..]);
+                self.cgroups_seen = known.len();
+            }
+        }
         let b = &self.batch;
         let n = b.len();
         if all {
@@ -302,7 +345,7 @@ impl Scan {
                 }
             }
         }
-        Some(Ok(Chunk { batch: &self.batch, rows: &self.rows, zone }))
+        Some(Ok(zone))
     }
 
     /// Exchanges the batch of the last chunk with `other`; the next block is decoded into what
@@ -351,6 +394,17 @@ impl EventSource for Scan {
         match self.next_batch() {
             None => Ok(None),
             Some(Ok(c)) => Ok(Some(c)),
+            Some(Err(e)) => Err(Box::new(e)),
+        }
+    }
+
+    fn next_chunk_and_header(
+        &mut self,
+        _wait: Duration,
+    ) -> Result<Option<(Chunk<'_>, Option<&TraceHeader>)>, latscope_event::source::SourceError> {
+        match Scan::next_batch_and_header(self) {
+            None => Ok(None),
+            Some(Ok((c, h))) => Ok(Some((c, Some(h)))),
             Some(Err(e)) => Err(Box::new(e)),
         }
     }

@@ -63,7 +63,12 @@ macro_rules! with_prim_columns {
                 (WakeDev, wake_dev, UInt32Type, UInt32, 0),
                 (WakeSector, wake_sector, UInt64Type, UInt64, 0),
                 (Kstack, kstack, UInt32Type, UInt32, 0),
-                (Ustack, ustack, UInt32Type, UInt32, 0)
+                (Ustack, ustack, UInt32Type, UInt32, 0),
+                (Gid, gid, UInt32Type, UInt32, 0),
+                (Loginuid, loginuid, UInt32Type, UInt32, u32::MAX),
+                (Tty, tty, UInt32Type, UInt32, 0),
+                (Vpid, vpid, UInt32Type, UInt32, 0),
+                (Vtid, vtid, UInt32Type, UInt32, 0)
             ]
         }
     };
@@ -173,7 +178,7 @@ macro_rules! define_column {
             let comm = string_col(rb, index[Column::Comm.index()], n, "comm")?;
             let path = string_col(rb, index[Column::Path.index()], n, "path")?;
             let path2 = string_col(rb, index[Column::Path2.index()], n, "path2")?;
-            Ok(EventBatch { $($field,)* $($lfield,)* comm, path, path2, stacks: String::new() })
+            Ok(EventBatch { $($field,)* $($lfield,)* comm, path, path2, stacks: String::new(), cgroups: String::new() })
         }
     };
 }

@@ -45,6 +45,10 @@ pub const KEY_META_CRC: &str = "latscope.meta_crc32c";
 /// Block metadata key: entries of the stack table first used by the block's events (`kstack`,
 /// `ustack` columns), one JSON object per line (see [`latscope_event::StackEntry`]).
 pub const KEY_STACKS: &str = "latscope.stacks";
+/// Block metadata key: cgroups first met during the recording (a container started after it
+/// began), one [`latscope_event::CgroupInfo`] JSON object per line; readers add them to the
+/// header's `cgroups`. In the block of the first events in them, or an earlier one.
+pub const KEY_CGROUPS: &str = "latscope.cgroups";
 /// Metadata key of the last (0-row) block of a cleanly closed trace: the [`Summary`] as JSON.
 pub const KEY_SUMMARY: &str = "latscope.summary";
 
@@ -106,6 +110,8 @@ pub struct BlockMeta {
     pub summary: Option<String>,
     /// Stack table entries ([`KEY_STACKS`]), in blocks whose events use new stacks.
     pub stacks: Option<String>,
+    /// Cgroup table entries ([`KEY_CGROUPS`]), in blocks written after new cgroups were met.
+    pub cgroups: Option<String>,
     /// CRC-32C of the layout and metadata ([`KEY_META_CRC`]).
     pub meta_crc32c: Option<u32>,
 }
@@ -146,6 +152,7 @@ impl BlockMeta {
                 }
                 KEY_SUMMARY => m.summary = Some(v.to_string()),
                 KEY_STACKS => m.stacks = Some(v.to_string()),
+                KEY_CGROUPS => m.cgroups = Some(v.to_string()),
                 _ => {}
             }
         }
@@ -188,6 +195,9 @@ impl BlockMeta {
         }
         if let Some(s) = &self.stacks {
             v.push((KEY_STACKS, s.clone()));
+        }
+        if let Some(s) = &self.cgroups {
+            v.push((KEY_CGROUPS, s.clone()));
         }
         v
     }

@@ -869,6 +869,17 @@ impl TraceReader {
                 format!("unexpected {t} message (only record batches follow the header)"),
             ));
         }
+        // Cgroups met during the recording join the header before any event in them is read
+        // (also from blocks the caller skips).
+        if let Some(lines) = &bm.cgroups {
+            for l in lines.lines().filter(|l| !l.trim().is_empty()) {
+                let c: latscope_event::CgroupInfo = serde_json::from_str(l)
+                    .map_err(|e| self.corrupt(block, start, format!("unreadable cgroup table entry: {e}")))?;
+                if !self.header.cgroups.iter().any(|k| k.id == c.id) {
+                    self.header.cgroups.push(c);
+                }
+            }
+        }
         let mut wanted = self.wanted;
         prune(&bm, &mut wanted);
         // Every column pruned: nothing to return. The block is passed over without touching

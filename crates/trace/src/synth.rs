@@ -147,6 +147,11 @@ pub fn random_batch(rng: &mut Rng, n: usize) -> EventBatch {
             wake_sector: rng.next_u64(),
             kstack: rng.next_u64() as u32,
             ustack: rng.next_u64() as u32,
+            gid: rng.next_u64() as u32,
+            loginuid: rng.next_u64() as u32,
+            tty: rng.next_u64() as u32,
+            vpid: rng.next_u64() as u32,
+            vtid: rng.next_u64() as u32,
             comm: rng.pick(STRINGS).to_string(),
             path: rng.pick(STRINGS).to_string(),
             path2: rng.pick(STRINGS).to_string(),
@@ -210,6 +215,7 @@ pub fn sample_header() -> TraceHeader {
         users: [(0, "root".to_string()), (1000, "ünï".to_string())].into_iter().collect(),
         capture: vec!["replay-v1".into()],
         cgroups: Vec::new(),
+        groups: [(0, "root".to_string()), (1000, "ünï".to_string())].into_iter().collect(),
     }
 }
 

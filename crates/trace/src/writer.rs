@@ -247,6 +247,7 @@ impl TraceWriter {
                 lost_total: Some(self.lost),
                 // New stack table entries go with the first block: no later than their events.
                 stacks: (start == 0 && !batch.stacks.is_empty()).then(|| batch.stacks.clone()),
+                cgroups: (start == 0 && !batch.cgroups.is_empty()).then(|| batch.cgroups.clone()),
                 ..Default::default()
             };
             parts.push((start..start + len, meta));

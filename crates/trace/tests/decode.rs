@@ -73,6 +73,11 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::WakeSector => p.wake_sector = e.wake_sector,
                 Column::Kstack => p.kstack = e.kstack,
                 Column::Ustack => p.ustack = e.ustack,
+                Column::Gid => p.gid = e.gid,
+                Column::Loginuid => p.loginuid = e.loginuid,
+                Column::Tty => p.tty = e.tty,
+                Column::Vpid => p.vpid = e.vpid,
+                Column::Vtid => p.vtid = e.vtid,
             }
         }
         out.push(&p);
@@ -336,6 +341,11 @@ fn files_without_later_columns_read_as_not_recorded() {
     expected.wake_dev = vec![0; n];
     expected.kstack = vec![0; n];
     expected.ustack = vec![0; n];
+    expected.gid = vec![0; n];
+    expected.loginuid = vec![u32::MAX; n];
+    expected.tty = vec![0; n];
+    expected.vpid = vec![0; n];
+    expected.vtid = vec![0; n];
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);

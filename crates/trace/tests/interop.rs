@@ -257,7 +257,12 @@ fn value_counts(all: &EventBatch) -> serde_json::Value {
         wake_dev,
         wake_sector,
         kstack,
-        ustack
+        ustack,
+        gid,
+        loginuid,
+        tty,
+        vpid,
+        vtid
     );
     for (name, col) in [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2)] {
         let mut m: BTreeMap<String, u64> = BTreeMap::new();

@@ -208,6 +208,11 @@ fn projection_returns_right_values_and_fills_the_rest() {
                 Column::WakeSector => ge.wake_sector == be.wake_sector,
                 Column::Kstack => ge.kstack == be.kstack,
                 Column::Ustack => ge.ustack == be.ustack,
+                Column::Gid => ge.gid == be.gid,
+                Column::Loginuid => ge.loginuid == be.loginuid,
+                Column::Tty => ge.tty == be.tty,
+                Column::Vpid => ge.vpid == be.vpid,
+                Column::Vtid => ge.vtid == be.vtid,
             };
             assert!(same, "column {name} row {i}");
         }

@@ -168,8 +168,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut maps = EventMapBuilder::new(opts.clone(), &header);
     // Zone maps: the map's columns start at the recording's start, known from the header.
     scan.set_zone(maps.zone_plan());
-    scan.for_each(|c| {
-        maps.add(c, &header);
+    scan.for_each_with_header(|c, header| {
+        maps.add(c, header);
         Ok::<(), anyhow::Error>(())
     })?;
     let wall = (header.realtime_offset_ns != 0).then(|| header.wall_ns(header.start_ns));

@@ -138,9 +138,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
         let mut hb = HistBuilder::new(kind, a.field, by).with_waits(a.waits);
         let mut scan = a.read.open("hist", ScanPlan { columns: &hb.columns(), zone: hb.zone_plan() })?;
-        let header = scan.header().clone();
-        scan.for_each(|c| {
-            hb.add(c, &header);
+        scan.for_each_with_header(|c, header| {
+            hb.add(c, header);
             Ok::<(), anyhow::Error>(())
         })?;
         let noun = if kind == EventKind::Block { "block I/O" } else { "syscall" };

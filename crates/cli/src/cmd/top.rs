@@ -160,12 +160,11 @@ fn run_file(a: &Args, by: GroupBy, read: &ReadArgs) -> Result<ExitCode> {
     let mut cols = vec!["kind", "ts", "lat", "bytes", "nr", "ret"];
     cols.extend(by.columns());
     let mut scan = read.open("top", ScanPlan { columns: &cols, zone: None })?;
-    let header = scan.header().clone();
     let mut top = Top::new(by)
         .with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?)
         .with_waits(a.waits);
-    scan.for_each(|c| {
-        top.add_chunk(c, kind, &header);
+    scan.for_each_with_header(|c, header| {
+        top.add_chunk(c, kind, header);
         Ok::<(), anyhow::Error>(())
     })?;
     let report = scan.report();

@@ -195,6 +195,7 @@ struct ls_rq {
 	__u64 cgroup;
 	__u32 pid, tid, uid;
 	char comm[LS_COMM_LEN];
+	struct ls_ids ids;
 };
 
 struct {
@@ -443,6 +444,49 @@ static __always_inline __u64 arg_or(struct ls_start *s, __u8 idx, __u64 dflt)
 	return has_arg(idx) ? s->args[idx] : dflt;
 }
 
+/* The number of a pid in the namespace at `level` (struct pid's numbers[level].nr): a probe
+ * read, since a direct load cannot take a variable index. Only for tasks in a child pid
+ * namespace; level 0 is the pid itself. */
+static __always_inline __u32 pid_nr_at(struct pid *p, __u32 level)
+{
+	__u64 base = 0;
+	int nr = 0;
+	bpf_probe_read_kernel(&base, sizeof(base), &p);
+	if (level > 64)
+		return 0;
+	bpf_probe_read_kernel(&nr, sizeof(nr),
+			      (void *)(base + bpf_core_field_offset(struct pid, numbers) +
+				       level * bpf_core_type_size(struct upid)));
+	return nr;
+}
+
+/* gid, login uid, controlling tty and namespace pids of `task` (direct loads; a probe read
+ * only inside a child pid namespace). */
+static __always_inline void fill_ids(struct ls_ids *e, struct task_struct *task)
+{
+	e->gid = task->cred->gid.val;
+	/* task_struct has loginuid only with CONFIG_AUDIT. */
+	e->loginuid = bpf_core_field_exists(task->loginuid) ? task->loginuid.val : 0xffffffff;
+	struct tty_struct *tty = task->signal->tty;
+	__u32 t = 0;
+	if (tty) {
+		/* As the kernel's new_encode_dev(tty_devnum()), /proc/PID/stat's tty_nr. */
+		__u32 major = tty->driver->major;
+		__u32 minor = tty->driver->minor_start + tty->index;
+		t = (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
+	}
+	e->tty = t;
+	__u32 level = task->thread_pid->level;
+	if (level) {
+		e->vtid = pid_nr_at(task->thread_pid, level);
+		e->vpid = pid_nr_at(task->group_leader->thread_pid, level);
+	} else {
+		e->vtid = task->pid;
+		e->vpid = task->tgid;
+	}
+	e->pad = 0;
+}
+
 /* Who made the call, by direct loads from task_struct rather than four helper calls. */
 static __always_inline void fill_common(struct ls_event *e, struct task_struct *task)
 {
@@ -454,6 +498,7 @@ static __always_inline void fill_common(struct ls_event *e, struct task_struct *
 	e->uid = task->cred->uid.val;
 	e->cgroup = task->cgroups->dfl_cgrp->kn->id;
 	task_comm(task, (__u64 *)e->comm);
+	fill_ids(&e->ids, task);
 }
 
 /* Count an event written and say whether to wake the reader: only every 1024th event per CPU
@@ -857,6 +902,7 @@ static __always_inline void rq_owner(struct ls_rq *v)
 	v->uid = (__u32)bpf_get_current_uid_gid();
 	v->cgroup = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(v->comm, sizeof(v->comm));
+	fill_ids(&v->ids, bpf_get_current_task_btf());
 }
 
 SEC("tp_btf/block_rq_insert")
@@ -941,6 +987,7 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	e->uid = v->uid;
 	e->cgroup = v->cgroup;
 	__builtin_memcpy(e->comm, v->comm, sizeof(e->comm));
+	e->ids = v->ids;
 	e->nr = opf & 0xff; /* REQ_OP_MASK */
 	e->flags = rq_flags(opf);
 	e->dev = dev;
@@ -984,6 +1031,7 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 	e->tid = p->pid;
 	e->uid = p->cred->uid.val;
 	e->cgroup = bpf_get_current_cgroup_id();
+	fill_ids(&e->ids, p);
 	e->nr = op;
 	e->ret = ret;
 	e->fd = -1;

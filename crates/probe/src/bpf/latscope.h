@@ -88,6 +88,19 @@ enum ls_exit_info {
 };
 
 /*
+ * The task's identity beyond pid/uid (group.gid, user.loginuid, proc.tty, proc.vpid,
+ * thread.vtid): read per event, since setgid, a write to /proc/self/loginuid and setsid change
+ * them without an event of their own.
+ */
+struct ls_ids {
+	__u32 gid;        /* real group id */
+	__u32 loginuid;   /* audit login uid; 4294967295 when unset */
+	__u32 tty;        /* controlling terminal, encoded as /proc/PID/stat's tty_nr; 0 none */
+	__u32 vpid, vtid; /* pid and tid in the task's own pid namespace */
+	__u32 pad;
+};
+
+/*
  * One event in the ring buffer. Events of path-taking syscalls are followed by
  * path_len bytes of the first path then path2_len bytes of the second.
  */
@@ -113,6 +126,7 @@ struct ls_event {
 	__u16 cpu;     /* the CPU the event ended on */
 	__u16 ext;     /* enum ls_ext_bits: what follows the fixed part */
 	__u32 pad32;
+	struct ls_ids ids;
 };
 
 /*

@@ -73,6 +73,16 @@ impl Strips {
         self.grouper.group(b, i, &self.header) as u32
     }
 
+    /// Take the cgroups a source learned since (containers started after it began).
+    fn learn(&mut self, h: Option<&TraceHeader>) {
+        if let Some(h) = h {
+            if h.cgroups.len() > self.header.cgroups.len() {
+                let n = self.header.cgroups.len();
+                self.header.cgroups.extend_from_slice(&h.cgroups[n..]);
+            }
+        }
+    }
+
     fn key(&mut self, k: CountKey) -> u32 {
         self.grouper.group_of_key(k, &self.header) as u32
     }
@@ -251,13 +261,16 @@ impl Feed for FileFeed {
         while self.counter.max_end < target.saturating_add(FILE_SLACK_NS)
             && started.elapsed() < Duration::from_millis(100)
         {
-            match self.source.next_chunk(Duration::ZERO).map_err(err)? {
+            match self.source.next_chunk_and_header(Duration::ZERO).map_err(err)? {
                 None => {
                     self.done = true;
                     spec.seal_until(spec.row_of(self.counter.max_end) + 1);
                     return Ok(false);
                 }
-                Some(c) => self.counter.count(spec, c),
+                Some((c, h)) => {
+                    self.counter.strips.learn(h);
+                    self.counter.count(spec, c)
+                }
             }
         }
         let max_end = self.counter.max_end;
@@ -374,9 +387,10 @@ impl StreamFeed {
 
 impl Feed for StreamFeed {
     fn pump(&mut self, spec: &mut Spectrogram, wait: Duration) -> Result<bool, String> {
-        let Some(c) = self.source.next_chunk(wait.min(Duration::from_millis(50))).map_err(err)? else {
+        let Some((c, h)) = self.source.next_chunk_and_header(wait.min(Duration::from_millis(50))).map_err(err)? else {
             return Ok(false);
         };
+        self.strips.learn(h);
         let b = c.batch;
         // The events drawn are kept for drill-down (only those: the batch is the source's).
         let mut kept = EventBatch::default();
