@@ -261,3 +261,36 @@ fn why_parquet_export_carries_the_breakdowns_and_the_stacks() {
         assert!(kernel.iter().any(|k| k.starts_with("__x64_sys_futex")), "{kernel:?}");
     }
 }
+
+/// `why --stacks`, `--folded` and `--flame` on a trace read from standard input (`-r -`) say
+/// what they say of the same trace as a file: the stack table is read from the blocks as they
+/// come.
+#[test]
+fn why_stacks_of_a_trace_on_standard_input_are_those_of_the_file() {
+    if !require_bpf("why_stacks_of_a_trace_on_standard_input_are_those_of_the_file") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, _) = record(tmp.path());
+    let piped = |args: &[&str]| -> String {
+        let out = Command::new(bin())
+            .args(["why", "-r", "-"])
+            .args(args)
+            .stdin(std::fs::File::open(&trace).unwrap())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "why -r - {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let t = trace.to_str().unwrap();
+    let json = piped(&["--stacks", "--waits", "--json"]);
+    assert_eq!(json, latscope_ok(&["why", "-r", t, "--stacks", "--waits", "--json"]));
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(strs(&v["stacks"][0]["user"]).first().map(String::as_str), Some("wait_for_holder"), "{v}");
+    let folded = piped(&["--waits", "--folded", "-"]);
+    assert!(folded.contains("wait_for_holder;") && folded.contains("futex"), "{folded}");
+    assert_eq!(folded, latscope_ok(&["why", "-r", t, "--waits", "--folded", "-"]));
+    let svg = tmp.path().join("stdin.svg");
+    piped(&["--waits", "--flame", svg.to_str().unwrap()]);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("wait_for_holder"));
+}

@@ -3,6 +3,7 @@
 use crate::args::{print_warnings, write_output, FilterArg, JsonArg, LiveArgs};
 use anyhow::{Context, Result};
 use latscope_event::units::parse_duration_secs_default;
+use latscope_event::StackTable;
 use latscope_live::{Recorder, RecorderOptions, WRITER_QUEUE_BLOCKS};
 use latscope_scan::{InputFormat, Scan, ScanOptions};
 use latscope_trace::ThreadedTraceWriter;
@@ -136,21 +137,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
     };
     let want_stacks = a.stacks || a.folded.is_some() || a.flame.is_some();
-    let mut names = None;
     if want_stacks {
-        if path.as_os_str() == "-" {
-            anyhow::bail!(
-                "--stacks, --folded and --flame read the trace's stack table first: give a file to -r, not '-'"
-            );
-        }
         for o in [&a.folded, &a.flame].into_iter().flatten() {
             crate::args::check_output(Some(&path), Some(o))?;
         }
         if a.flame.as_deref().is_some_and(|p| p.as_os_str() == "-") {
             crate::args::refuse_terminal(a.flame.as_deref(), "the flame graph", "--flame FILE")?;
         }
-        let table = latscope_trace::TraceReader::open(&path)?.read_stack_table()?;
-        names = Some(StackNames::new(table, a.binaries.as_deref()));
     }
     let opts = ScanOptions { filter, ..Default::default() };
     let mut scan = Scan::open(&path, InputFormat::Trace, opts)?;
@@ -158,6 +151,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut agg = WhyAgg { with_waits: a.waits, ..Default::default() };
     let mut sagg = StackAgg { with_waits: a.waits, ..Default::default() };
     let (mut first, mut last) = (u64::MAX, 0u64);
+    let mut table = StackTable::default();
     while let Some(c) = scan.next_batch() {
         let c = c?;
         for &i in c.rows {
@@ -168,8 +162,16 @@ pub fn run(a: Args) -> Result<ExitCode> {
         agg.add(c.batch, c.rows);
         if want_stacks {
             sagg.add(c.batch, c.rows);
+            // The stack table is in the metadata of the blocks that first use each stack: read
+            // as the blocks come, it works on a trace from standard input too.
+            if !c.batch.stacks.is_empty() {
+                table
+                    .add_lines(&c.batch.stacks)
+                    .map_err(|e| anyhow::anyhow!("{}: the trace's stack table: {e}", path.display()))?;
+            }
         }
     }
+    let mut names = want_stacks.then(|| StackNames::new(table, a.binaries.as_deref()));
     if let Some(names) = names.as_mut() {
         let folded = stacks::folded(&sagg, names);
         if let Some(f) = &a.folded {
