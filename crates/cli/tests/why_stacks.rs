@@ -294,3 +294,45 @@ fn why_stacks_of_a_trace_on_standard_input_are_those_of_the_file() {
     piped(&["--waits", "--flame", svg.to_str().unwrap()]);
     assert!(std::fs::read_to_string(&svg).unwrap().contains("wait_for_holder"));
 }
+
+/// The breakdown as a picture (`top --by cause --svg`, `why --svg`) opens in headless Chromium
+/// with a bar per operation labelled by name and total time, the causes in the legend, a time
+/// axis with units, the wakers, and no text overlapping another or running off the drawing.
+#[test]
+fn why_breakdown_svg_draws_causes_and_wakers_without_overlapping_text() {
+    let test = "why_breakdown_svg_draws_causes_and_wakers_without_overlapping_text";
+    if !require_bpf(test) {
+        return;
+    }
+    let Some(chrome) = chromium(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record(tmp.path());
+    let t = trace.to_str().unwrap();
+    let main = format!("thread.tid = {}", kv["main"]);
+    let top_svg = tmp.path().join("top.svg");
+    latscope_ok(&["top", "-r", t, "--by", "cause", "--waits", "--svg", top_svg.to_str().unwrap(), &main]);
+    let why_svg = tmp.path().join("why.svg");
+    latscope_ok(&["why", "-r", t, "--waits", "--svg", why_svg.to_str().unwrap(), &main]);
+    for svg in [&top_svg, &why_svg] {
+        let l = layout(&chrome, svg, "");
+        let texts: Vec<&str> = l.iter().filter(|e| e.tag == "text" && e.visible).map(|e| e.text.as_str()).collect();
+        for want in ["futex", "lock (futex)", "timer/sleep", "all operations", "[timer]"] {
+            assert!(texts.contains(&want), "{}: no text {want:?} in {texts:?}", svg.display());
+        }
+        // The futex bar's value: its 10 calls, with a unit.
+        assert!(texts.iter().any(|t| t.ends_with("ms in 10 calls")), "{texts:?}");
+        // The time axis: a tick in ms, and the holder thread woke the lock waits.
+        assert!(texts.iter().any(|t| t.ends_with("00ms")), "{texts:?}");
+        assert!(texts.iter().any(|t| t.ends_with("ms blocked")), "{texts:?}");
+        let holder = texts.iter().filter(|t| t.contains('/') && !t.starts_with('[')).count();
+        assert!(holder >= 1, "the lock's holder thread as a waker: {texts:?}");
+        assert_text_fits(&l, "breakdown");
+    }
+    // The lock's share of the futex bar is the recorded one: the futex calls were all lock.
+    let doc = std::fs::read_to_string(&top_svg).unwrap();
+    assert!(doc.contains("<title>futex, lock (futex): "), "a tooltip names the futex bar's lock time");
+    // --svg belongs to --by cause.
+    let out = common::latscope(&["top", "-r", t, "--by", "file", "--svg", tmp.path().join("x.svg").to_str().unwrap()]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--by cause"));
+    assert!(!tmp.path().join("x.svg").exists());
+}
