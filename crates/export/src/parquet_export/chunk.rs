@@ -9,10 +9,10 @@
 //! | columns | encoding |
 //! |---|---|
 //! | `time`, `time_ns`, `lat`, `off` | `DELTA_BINARY_PACKED` |
-//! | `flags`, `mode`, `addr`, `qtime` (almost always 0) | a one-entry dictionary while the chunk holds one value, then `PLAIN` |
+//! | `flags`, `mode`, `addr`, `qtime`, the `why_*` parts, `wake_sector` (almost always 0) | a one-entry dictionary while the chunk holds one value, then `PLAIN` |
 //! | other integers | dictionary (`PLAIN` when a sample of the chunk's first values is too varied); past 1 MiB of dictionary, `PLAIN` pages for the rest of the chunk |
-//! | `host`, `kind`, `op`, `fd_type`, `disk` | dictionary of the values used, from the keys |
-//! | `comm`, `path`, `path2` | dictionary; past 1 MiB, `PLAIN` pages for the rest of the chunk |
+//! | `host`, `kind`, `op`, `fd_type`, `disk`, `waker_kind` | dictionary of the values used, from the keys |
+//! | `comm`, `path`, `path2`, `waker_comm` | dictionary; past 1 MiB, `PLAIN` pages for the rest of the chunk |
 //!
 //! Each column's values are read from the event batch as the trace reader decoded it (wall-clock
 //! times, names and signed types are derived on the way), with no Arrow record batch in between.
