@@ -87,7 +87,7 @@ fn every_event_and_column_of_every_trace_is_exported() {
     let got = python(COMPARE, &[s(&out), s(&traces[0]), s(&traces[1])]);
     // 24 000 rows in row groups of 5000.
     assert_eq!(got.trim(), format!("5 {}", 2 * EVENTS));
-    for side in ["processes", "disks", "traces"] {
+    for side in ["processes", "disks", "traces", "stacks"] {
         assert!(dir.path().join(format!("fleet.{side}.parquet")).exists(), "{side}");
     }
 }
@@ -111,7 +111,7 @@ fn duck(setup: &[String], query: &str) -> Vec<Vec<serde_json::Value>> {
 
 fn views(root: &Path) -> Vec<String> {
     let mut v = vec!["SET TimeZone = 'UTC'".to_string()];
-    v.extend(["events", "processes", "disks", "traces"].iter().map(|t| {
+    v.extend(["events", "processes", "disks", "traces", "stacks"].iter().map(|t| {
         format!(
             "CREATE VIEW {t} AS SELECT * FROM read_parquet('{}/{t}/**/*.parquet', hive_partitioning = true)",
             root.display()
@@ -357,6 +357,40 @@ fn documented_queries_run_and_return_latscopes_numbers() {
     }
     let hosts = fleet_hosts(EVENTS);
     let truth: Vec<Vec<latscope_event::Event>> = hosts.iter().map(host_events).collect();
+
+    // Time by cause: the fsyncs of the fixture carry a breakdown (block I/O, CPU, run queue),
+    // every part summed as the events have it.
+    for (h, ev) in hosts.iter().zip(&truth) {
+        let fs: Vec<&latscope_event::Event> = ev.iter().filter(|e| e.kind == 0 && e.why_io > 0).collect();
+        let rows: Vec<_> = results["time_by_cause"].iter().filter(|r| r[0] == h.name).collect();
+        assert_eq!(rows.len(), 1, "only the fsyncs carry a breakdown: {rows:?}");
+        let r = rows[0];
+        assert_eq!((r[1].as_str(), num(&r[2])), (Some("fsync"), fs.len() as f64));
+        let sum = |f: fn(&latscope_event::Event) -> u64| fs.iter().map(|e| f(e)).sum::<u64>() as f64 / 1e6;
+        assert!((num(&r[3]) - sum(|e| e.lat)).abs() < 1e-6);
+        assert!((num(&r[4]) - sum(|e| e.why_cpu)).abs() < 1e-6);
+        assert!((num(&r[5]) - sum(|e| e.why_runq)).abs() < 1e-6);
+        assert!((num(&r[6]) - sum(|e| e.why_io)).abs() < 1e-6);
+        assert!((num(&r[11]) - sum(|e| e.why_unknown)).abs() < 1e-6);
+        let parts: f64 = (4..12).map(|c| num(&r[c])).sum();
+        assert!((parts - num(&r[3])).abs() < 1e-6, "parts add up to the latency: {r:?}");
+        // Blocked time by stack: the calls of stack 3 (user, in a binary not at hand: named by
+        // file and offset) under each kernel function of their kernel stack.
+        let blocked = |e: &&&latscope_event::Event| e.ustack == 3;
+        let want = fs.iter().filter(blocked).map(|e| e.lat - e.why_cpu - e.why_runq).sum::<u64>() as f64 / 1e6;
+        let row = |kf: &str| {
+            results["blocked_time_by_stack"]
+                .iter()
+                .find(|r| r[0] == h.name && r[1] == "postgres+0x1234" && r[2] == kf)
+                .unwrap_or_else(|| panic!("{} {kf}: {:?}", h.name, results["blocked_time_by_stack"]))
+                .clone()
+        };
+        let io = row("io_schedule");
+        assert_eq!(num(&io[3]), fs.iter().filter(blocked).count() as f64);
+        assert!((num(&io[4]) - want).abs() < 1e-6, "{io:?} vs {want}");
+        let jbd2 = row("jbd2_log_wait_commit");
+        assert_eq!(num(&jbd2[3]), fs.iter().filter(blocked).filter(|e| e.kstack == 2).count() as f64);
+    }
 
     // Counts per host and kind, and what the recordings lost.
     for (h, ev) in hosts.iter().zip(&truth) {

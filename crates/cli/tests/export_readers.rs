@@ -42,7 +42,7 @@ fn read_with(engine: &str, root: &Path, extra: &[&str]) -> Value {
 /// The columns each table has once read: the files' (without the partition keys) and the keys.
 fn expected_columns() -> BTreeMap<&'static str, Vec<&'static str>> {
     use latscope_export::parquet_export::{
-        DISK_COLUMNS, EVENT_COLUMNS, PARTITION_KEYS, PROCESS_COLUMNS, TRACE_COLUMNS,
+        DISK_COLUMNS, EVENT_COLUMNS, PARTITION_KEYS, PROCESS_COLUMNS, STACK_COLUMNS, TRACE_COLUMNS,
     };
     let mut m = BTreeMap::new();
     for (t, cols, keys) in [
@@ -50,6 +50,7 @@ fn expected_columns() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("processes", PROCESS_COLUMNS, &["host"][..]),
         ("disks", DISK_COLUMNS, &["host"][..]),
         ("traces", TRACE_COLUMNS, &["host"][..]),
+        ("stacks", STACK_COLUMNS, &["host"][..]),
     ] {
         let mut v: Vec<&str> = cols.iter().map(|c| c.name).filter(|n| !PARTITION_KEYS.contains(n)).collect();
         v.extend(keys);
@@ -89,6 +90,8 @@ fn every_reader_reads_the_partitioned_export_alike() {
     let reference = read_with(ENGINES[0], &root, &[]);
     assert_eq!(reference["events"]["rows"], 2 * EVENTS);
     assert_eq!(reference["traces"]["rows"], 2);
+    // Two hosts' stack tables of 4 + 3 + 2 + 1 frame rows (exportsupport::STACK_TABLE).
+    assert_eq!(reference["stacks"]["rows"], 20);
     // The partition keys as each engine types them (docs/EXPORT.md, "Partitions").
     let mut key_types = BTreeMap::new();
     for engine in ENGINES {

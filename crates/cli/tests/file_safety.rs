@@ -49,6 +49,8 @@ fn an_output_that_is_the_input_is_refused_and_the_input_kept() {
             vec!["hist", "-r", ts, "--svg", o],
             vec!["timeline", "-r", ts, "-o", o],
             vec!["spectrogram", "-r", ts, "--svg", o],
+            vec!["top", "-r", ts, "--by", "cause", "--svg", o],
+            vec!["why", "-r", ts, "--svg", o],
         ] {
             let r = latscope(&args);
             let err = String::from_utf8_lossy(&r.stderr);

@@ -2,9 +2,11 @@
 //! for known times, then sleeps a known time, each from a function of its own (tests/why_stacks.c,
 //! built with frame pointers). The stack views name the futex wait in the kernel and the
 //! waiting function in user space, with the lock's share of the blocked time; the folded output
-//! parses and the flame graph draws without overlapping text in headless Chromium.
+//! parses and the flame graph draws without overlapping text in headless Chromium. The Parquet
+//! export carries the same breakdowns and stacks, joined by DuckDB.
 
 mod common;
+mod exportsupport;
 mod viewsupport;
 
 use common::{bin, latscope_ok, require_bpf};
@@ -161,4 +163,176 @@ fn why_flame_graph_draws_without_overlapping_text() {
     let named: Vec<_> = l.iter().filter(|e| e.tag == "text" && e.visible && e.text.contains("futex")).collect();
     assert!(!named.is_empty(), "a frame shows the futex wait");
     assert_text_fits(&l, "flame graph");
+}
+
+/// The calls of a thread in a Parquet export, and the frames of their stacks, read by DuckDB:
+/// `{"calls": [[time_ns, op, lat, parts..., waker_kind, waker_tid, waker_comm, runq_tid],
+/// ...], "futex": [[user frame 0, [kernel frames innermost first]], ...]}`.
+const DUCK_WHY: &str = r#"
+import sys, json, duckdb
+pq, stacks, tid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+con = duckdb.connect()
+con.execute(f"CREATE VIEW events AS SELECT * FROM '{pq}'")
+con.execute(f"CREATE VIEW stacks AS SELECT * FROM '{stacks}'")
+parts = ["why_cpu", "why_runq", "why_io", "why_lock", "why_ipc", "why_timer", "why_fault", "why_other", "why_unknown"]
+calls = con.execute(f"SELECT time_ns, op, lat, {', '.join(parts)}, waker_kind, waker_tid, waker_comm, runq_tid "
+                    f"FROM events WHERE kind = 'syscall' AND tid = {tid} ORDER BY time_ns").fetchall()
+futex = con.execute(f"""
+    SELECT u.symbol, list(k.symbol ORDER BY k.frame)
+    FROM events e
+    JOIN stacks u ON u.stack_id = e.ustack AND u.frame = 0
+    JOIN stacks k ON k.stack_id = e.kstack
+    WHERE e.tid = {tid} AND e.op = 'futex' AND e.why_lock > 0
+    GROUP BY e.time_ns, u.symbol""").fetchall()
+print(json.dumps({"calls": calls, "futex": futex}))
+"#;
+
+/// `export --parquet` of a `record --why` trace: every call's parts in the events table add up
+/// to its latency and equal what `events --why --json` says, with the same waker; a DuckDB join
+/// of the futex waits to the stacks table names the waiting function and the kernel's futex
+/// wait, as `why --stacks` does.
+#[test]
+fn why_parquet_export_carries_the_breakdowns_and_the_stacks() {
+    let test = "why_parquet_export_carries_the_breakdowns_and_the_stacks";
+    if !require_bpf(test) || !exportsupport::require_python(test, &["duckdb", "pytz"]) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record(tmp.path());
+    let t = trace.to_str().unwrap();
+    let pq = tmp.path().join("why.parquet");
+    latscope_ok(&["export", "-r", t, "--parquet", pq.to_str().unwrap(), "-q"]);
+    let main = kv["main"];
+
+    // What `events --why --json` says of the main thread's calls, by start time.
+    let mut want: HashMap<i64, Value> = HashMap::new();
+    for line in latscope_ok(&["events", "-r", t, "--why", "--json", &format!("thread.tid = {main}")]).lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["kind"] != "syscall" {
+            continue;
+        }
+        want.insert(v["time_ns"].as_i64().unwrap(), v);
+    }
+    let got: Value = serde_json::from_str(&exportsupport::python(
+        DUCK_WHY,
+        &[pq.to_str().unwrap(), tmp.path().join("why.stacks.parquet").to_str().unwrap(), &main.to_string()],
+    ))
+    .unwrap();
+    let calls = got["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), want.len(), "the same calls in Parquet and in `events`");
+    let names = ["cpu", "runq", "io", "lock", "ipc", "timer", "fault", "other", "unknown"];
+    let mut with_why = 0;
+    for c in calls {
+        let c = c.as_array().unwrap();
+        let w = &want[&c[0].as_i64().unwrap()];
+        assert_eq!(c[2], w["latency_ns"], "{c:?}");
+        let parts: Vec<u64> = c[3..12].iter().map(|v| v.as_u64().unwrap()).collect();
+        let Some(why) = w.get("why") else {
+            assert!(parts.iter().all(|&p| p == 0), "a call without a breakdown has no parts: {c:?}");
+            continue;
+        };
+        with_why += 1;
+        assert_eq!(parts.iter().sum::<u64>(), c[2].as_u64().unwrap(), "parts add up to the latency: {c:?}");
+        for (k, n) in names.iter().enumerate() {
+            assert_eq!(parts[k], why["parts_ns"][n].as_u64().unwrap(), "{n} of {c:?}");
+        }
+        match why.get("waker") {
+            Some(wk) => {
+                assert_eq!(c[12], wk["kind"], "{c:?}");
+                if wk["kind"] == "thread" {
+                    assert_eq!(c[13], wk["tid"], "{c:?}");
+                    let name = wk["name"].as_str().unwrap();
+                    assert_eq!(format!("{}/{}", c[14].as_str().unwrap(), c[13]), name);
+                }
+            }
+            None => assert_eq!(c[12], "", "{c:?}"),
+        }
+        assert_eq!(c[15], why.get("preempted_by").map_or(serde_json::json!(0), |p| p["tid"].clone()), "{c:?}");
+    }
+    // Ten lock waits and ten naps at least (--why-above 2ms keeps them).
+    assert!(with_why >= 20, "{with_why} calls with a breakdown");
+
+    let futex = got["futex"].as_array().unwrap();
+    assert_eq!(futex.len(), 10, "each lock wait joins its stacks: {futex:?}");
+    for f in futex {
+        assert_eq!(f[0], "wait_for_holder", "{f}");
+        let kernel = strs(&f[1]);
+        assert!(kernel.iter().any(|k| k.starts_with("futex_wait") || k.starts_with("futex_do_wait")), "{kernel:?}");
+        assert!(kernel.iter().any(|k| k.starts_with("__x64_sys_futex")), "{kernel:?}");
+    }
+}
+
+/// `why --stacks`, `--folded` and `--flame` on a trace read from standard input (`-r -`) say
+/// what they say of the same trace as a file: the stack table is read from the blocks as they
+/// come.
+#[test]
+fn why_stacks_of_a_trace_on_standard_input_are_those_of_the_file() {
+    if !require_bpf("why_stacks_of_a_trace_on_standard_input_are_those_of_the_file") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, _) = record(tmp.path());
+    let piped = |args: &[&str]| -> String {
+        let out = Command::new(bin())
+            .args(["why", "-r", "-"])
+            .args(args)
+            .stdin(std::fs::File::open(&trace).unwrap())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "why -r - {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let t = trace.to_str().unwrap();
+    let json = piped(&["--stacks", "--waits", "--json"]);
+    assert_eq!(json, latscope_ok(&["why", "-r", t, "--stacks", "--waits", "--json"]));
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(strs(&v["stacks"][0]["user"]).first().map(String::as_str), Some("wait_for_holder"), "{v}");
+    let folded = piped(&["--waits", "--folded", "-"]);
+    assert!(folded.contains("wait_for_holder;") && folded.contains("futex"), "{folded}");
+    assert_eq!(folded, latscope_ok(&["why", "-r", t, "--waits", "--folded", "-"]));
+    let svg = tmp.path().join("stdin.svg");
+    piped(&["--waits", "--flame", svg.to_str().unwrap()]);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("wait_for_holder"));
+}
+
+/// The breakdown as a picture (`top --by cause --svg`, `why --svg`) opens in headless Chromium
+/// with a bar per operation labelled by name and total time, the causes in the legend, a time
+/// axis with units, the wakers, and no text overlapping another or running off the drawing.
+#[test]
+fn why_breakdown_svg_draws_causes_and_wakers_without_overlapping_text() {
+    let test = "why_breakdown_svg_draws_causes_and_wakers_without_overlapping_text";
+    if !require_bpf(test) {
+        return;
+    }
+    let Some(chrome) = chromium(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record(tmp.path());
+    let t = trace.to_str().unwrap();
+    let main = format!("thread.tid = {}", kv["main"]);
+    let top_svg = tmp.path().join("top.svg");
+    latscope_ok(&["top", "-r", t, "--by", "cause", "--waits", "--svg", top_svg.to_str().unwrap(), &main]);
+    let why_svg = tmp.path().join("why.svg");
+    latscope_ok(&["why", "-r", t, "--waits", "--svg", why_svg.to_str().unwrap(), &main]);
+    for svg in [&top_svg, &why_svg] {
+        let l = layout(&chrome, svg, "");
+        let texts: Vec<&str> = l.iter().filter(|e| e.tag == "text" && e.visible).map(|e| e.text.as_str()).collect();
+        for want in ["futex", "lock (futex)", "timer/sleep", "all operations", "[timer]"] {
+            assert!(texts.contains(&want), "{}: no text {want:?} in {texts:?}", svg.display());
+        }
+        // The futex bar's value: its 10 calls, with a unit.
+        assert!(texts.iter().any(|t| t.ends_with("ms in 10 calls")), "{texts:?}");
+        // The time axis: a tick in ms, and the holder thread woke the lock waits.
+        assert!(texts.iter().any(|t| t.ends_with("00ms")), "{texts:?}");
+        assert!(texts.iter().any(|t| t.ends_with("ms blocked")), "{texts:?}");
+        let holder = texts.iter().filter(|t| t.contains('/') && !t.starts_with('[')).count();
+        assert!(holder >= 1, "the lock's holder thread as a waker: {texts:?}");
+        assert_text_fits(&l, "breakdown");
+    }
+    // The lock's share of the futex bar is the recorded one: the futex calls were all lock.
+    let doc = std::fs::read_to_string(&top_svg).unwrap();
+    assert!(doc.contains("<title>futex, lock (futex): "), "a tooltip names the futex bar's lock time");
+    // --svg belongs to --by cause.
+    let out = common::latscope(&["top", "-r", t, "--by", "file", "--svg", tmp.path().join("x.svg").to_str().unwrap()]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--by cause"));
+    assert!(!tmp.path().join("x.svg").exists());
 }

@@ -48,6 +48,8 @@ pub(crate) struct ScanReport {
     pub duration_ns: Option<u64>,
     /// CLOCK_MONOTONIC ns of the end of the recording, from the summary.
     pub end_ns: Option<u64>,
+    /// The trace's stack table (`record --why`), from every block read, filtered out or not.
+    pub stacks: latscope_event::StackTable,
 }
 
 /// Reads every block of the trace at `path` through the shared filtered scan
@@ -82,6 +84,11 @@ pub(crate) fn scan(
         let Some(chunk) = scan.next_batch() else { break };
         let chunk = chunk?;
         let total = chunk.batch.len();
+        if !chunk.batch.stacks.is_empty() {
+            if let Err(e) = report.stacks.add_lines(&chunk.batch.stacks) {
+                report.warnings.push(format!("{}: {e} (those stacks are left out)", path.display()));
+            }
+        }
         report.events_read += total as u64;
         let n = chunk.rows.len();
         if n == 0 {
@@ -102,7 +109,8 @@ pub(crate) fn scan(
     }
     let r = scan.report();
     report.corrupt_blocks = r.corrupt.len() as u64;
-    report.warnings = r.corrupt.iter().map(|c| format!("{c} (skipped)")).chain(r.warnings).collect();
+    let stacks = std::mem::take(&mut report.warnings);
+    report.warnings = r.corrupt.iter().map(|c| format!("{c} (skipped)")).chain(r.warnings).chain(stacks).collect();
     report.lost = r.lost;
     report.duration_ns = r.summary.map(|s| s.duration_ns);
     report.end_ns = r.summary.map(|s| s.end_ns);

@@ -17,3 +17,4 @@ pub mod timeline;
 pub mod top;
 pub mod waits;
 pub mod why;
+pub mod whysvg;

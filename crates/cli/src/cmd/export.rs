@@ -3,9 +3,11 @@
 use crate::args::{FilterArg, JsonArg};
 use anyhow::{bail, Context, Result};
 use latscope_event::units::{fmt_bytes, fmt_count};
+use latscope_event::StackTable;
 use latscope_export::parquet_export::{
-    export_parquet, Output, ParquetOptions, Progress, DEFAULT_ROW_GROUP_ROWS, DEFAULT_ZSTD_LEVEL,
+    export_parquet, FrameNamer, Output, ParquetOptions, Progress, DEFAULT_ROW_GROUP_ROWS, DEFAULT_ZSTD_LEVEL,
 };
+use latscope_view::stacks::StackNames;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,9 +17,10 @@ use std::time::{Duration, Instant};
 ///
 /// Writes one row per event (typed columns: wall-clock time in UTC microseconds and exact
 /// nanoseconds, latency in ns, operation names and numbers, process, file, disk, sizes, host)
-/// and, next to it, the processes, disks and traces tables. OUT ending in `.parquet` is one file
-/// (the other tables go to OUT's stem + `.processes.parquet`, `.disks.parquet`,
-/// `.traces.parquet`); any other OUT is a directory partitioned Hive-style,
+/// with the breakdown of calls recorded with `record --why`, and, next to it, the processes,
+/// disks, traces and stacks tables (stacks: one row per frame, user frames named from the
+/// binaries at hand). OUT ending in `.parquet` is one file (the other tables go to OUT's stem +
+/// `.processes.parquet`, `.disks.parquet`, `.traces.parquet`, `.stacks.parquet`); any other OUT is a directory partitioned Hive-style,
 /// `OUT/events/host=H/date=YYYY-MM-DD/hour=0..23/part-N.parquet` (and `OUT/processes/host=H/...`):
 /// exporting into it again adds parts and never replaces one. zstd-compressed, row groups of
 /// 1 Mi events. Columns and fleet-wide SQL queries: docs/EXPORT.md.
@@ -49,9 +52,14 @@ pub struct Args {
     /// zstd compression level (1 fastest .. 22 smallest).
     #[arg(long, value_name = "LEVEL", default_value_t = DEFAULT_ZSTD_LEVEL)]
     pub zstd_level: i32,
-    /// Only the events table (no processes, disks and traces tables).
+    /// Only the events table (no processes, disks, traces and stacks tables).
     #[arg(long)]
     pub no_tables: bool,
+    /// Look up the recorded binaries under DIR (their recorded paths below it) to name the user
+    /// frames of the stacks table; by default their recorded paths. A binary whose build id
+    /// differs from the recorded one is not used.
+    #[arg(long, value_name = "DIR")]
+    pub binaries: Option<PathBuf>,
     /// No progress line.
     #[arg(short, long)]
     pub quiet: bool,
@@ -91,6 +99,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
     opts.row_group_rows = a.row_group_rows;
     opts.zstd_level = a.zstd_level;
     opts.tables = !a.no_tables;
+    // User frames named as the views name them (blazesym, from the binaries at hand).
+    let root = a.binaries.clone();
+    opts.frame_names = Some(FrameNamer(std::sync::Arc::new(move |table: &StackTable| {
+        let mut names = StackNames::new(table.clone(), root.as_deref());
+        table.iter().map(|e| (e.id, names.frames(e.id, e.kind))).collect()
+    })));
 
     let show = !a.quiet && std::io::stderr().is_terminal();
     let started = Instant::now();

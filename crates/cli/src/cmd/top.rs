@@ -1,7 +1,9 @@
 //! `latscope top`: a drill-down table by process, syscall, file, directory, disk, operation or
 //! client, from a recording or live.
 
-use crate::args::{finish_scan, print_warnings, FilterArg, InputArg, JsonArg, LiveArgs, ReadArgs, ScanPlan};
+use crate::args::{
+    finish_scan, print_warnings, write_output, FilterArg, InputArg, JsonArg, LiveArgs, ReadArgs, ScanPlan,
+};
 use anyhow::{bail, Result};
 use latscope_event::units::parse_duration_secs_default;
 use latscope_event::EventKind;
@@ -42,7 +44,8 @@ use std::time::{Duration, Instant};
   latscope top --by syscall --cgroup system.slice/nginx.service
   latscope top -r trace.lst --by container 'k8s.ns.name = shop'
   latscope top -r trace.lst --by dir --json | jq '.rows[0]'
-  latscope top -r slow.lst --by cause 'proc.name = nginx'   # time by cause (record --why)")]
+  latscope top -r slow.lst --by cause 'proc.name = nginx'   # time by cause (record --why)
+  latscope top -r slow.lst --by cause --svg causes.svg      # the same as stacked bars, by waker too")]
 pub struct Args {
     /// Trace file (or perf script text with --input perf); without it, trace live.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
@@ -84,6 +87,10 @@ pub struct Args {
     pub count: Option<u64>,
     #[command(flatten)]
     pub live: LiveArgs,
+    /// With --by cause: also draw the breakdown to FILE (SVG): time by cause as a stacked bar
+    /// per operation, blocked time by waker, with a legend.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 /// What `--by` ranks: groups of events, or time by cause.
@@ -109,6 +116,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
         TopBy::Group(g) => g,
         TopBy::Cause => return run_cause(&a),
     };
+    if a.svg.is_some() {
+        bail!("--svg draws the breakdown of --by cause; for pictures of latency see `latscope heatmap` and `latscope hist --svg`");
+    }
     match &a.file {
         Some(f) => {
             let read = ReadArgs { file: f.clone(), input: a.input, filter: a.filter.clone() };
@@ -128,6 +138,10 @@ fn run_cause(a: &Args) -> Result<ExitCode> {
     if a.input != InputArg::Trace || a.block {
         bail!("--by cause applies to syscalls of a latscope trace (not --block, not --input perf)");
     }
+    crate::args::check_output(Some(f), a.svg.as_deref())?;
+    if a.svg.is_some() {
+        crate::args::refuse_terminal(a.svg.as_deref(), "the breakdown", "--svg FILE")?;
+    }
     let read = ReadArgs { file: f.clone(), input: a.input, filter: a.filter.clone() };
     let mut scan = read.open_all("top")?;
     let mut agg = latscope_view::why::WhyAgg { with_waits: a.waits, ..Default::default() };
@@ -136,6 +150,13 @@ fn run_cause(a: &Args) -> Result<ExitCode> {
         Ok::<(), anyhow::Error>(())
     })?;
     let report = scan.report();
+    if let Some(p) = &a.svg {
+        let title = breakdown_title(&read.file, &read.filter);
+        write_output(Some(p), latscope_view::whysvg::render_svg(&agg, a.limit, &title).as_bytes())?;
+        if p.as_os_str() == "-" {
+            return Ok(finish_scan(&report));
+        }
+    }
     let mut o = std::io::stdout().lock();
     if a.json.json {
         let mut j = agg.to_json(a.limit);
@@ -248,4 +269,15 @@ fn run_live(a: &Args, by: GroupBy) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The title of a breakdown picture: the trace and the filter.
+pub fn breakdown_title(file: &std::path::Path, filter: &FilterArg) -> String {
+    let f = filter.filter.as_deref().unwrap_or("");
+    let name = file.file_name().map_or_else(|| file.display().to_string(), |n| n.to_string_lossy().into_owned());
+    if f.trim().is_empty() {
+        format!("Why was it slow: {name}")
+    } else {
+        format!("Why was it slow: {name}, {f}")
+    }
 }

@@ -3,6 +3,7 @@
 use crate::args::{print_warnings, write_output, FilterArg, JsonArg, LiveArgs};
 use anyhow::{Context, Result};
 use latscope_event::units::parse_duration_secs_default;
+use latscope_event::StackTable;
 use latscope_live::{Recorder, RecorderOptions, WRITER_QUEUE_BLOCKS};
 use latscope_scan::{InputFormat, Scan, ScanOptions};
 use latscope_trace::ThreadedTraceWriter;
@@ -27,6 +28,7 @@ use std::time::Duration;
   latscope why -- make -j2                       # a command from start to exit
   latscope why -r slow.lst 'proc.name = nginx'   # a trace recorded with record --why
   latscope why -r slow.lst --json | jq '.operations[0]'
+  latscope why -r slow.lst --svg why.svg           # time by cause per operation, by waker: a picture
   latscope why -r slow.lst --stacks -n 3          # blocked time by stack: where it waited, who called
   latscope why -r slow.lst --flame blocked.svg --folded blocked.folded   # flame graph; flamegraph.pl input
   latscope why -r slow.lst --stacks --binaries /srv/copy   # symbolize with the binaries copied from the host")]
@@ -56,6 +58,10 @@ pub struct Args {
     /// Write blocked time by stack as an interactive flame graph (SVG) to FILE.
     #[arg(long, value_name = "FILE")]
     pub flame: Option<PathBuf>,
+    /// Also draw the breakdown to FILE (SVG): time by cause as a stacked bar per operation,
+    /// blocked time by waker, with a legend.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
     /// Look up the recorded binaries under DIR (their recorded paths below it) to name user
     /// frames, e.g. a copy of the recording machine's files; by default their recorded paths.
     /// A binary whose build id differs from the recorded one is not used.
@@ -136,21 +142,17 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
     };
     let want_stacks = a.stacks || a.folded.is_some() || a.flame.is_some();
-    let mut names = None;
+    crate::args::check_output(Some(&path), a.svg.as_deref())?;
+    if a.svg.is_some() {
+        crate::args::refuse_terminal(a.svg.as_deref(), "the breakdown", "--svg FILE")?;
+    }
     if want_stacks {
-        if path.as_os_str() == "-" {
-            anyhow::bail!(
-                "--stacks, --folded and --flame read the trace's stack table first: give a file to -r, not '-'"
-            );
-        }
         for o in [&a.folded, &a.flame].into_iter().flatten() {
             crate::args::check_output(Some(&path), Some(o))?;
         }
         if a.flame.as_deref().is_some_and(|p| p.as_os_str() == "-") {
             crate::args::refuse_terminal(a.flame.as_deref(), "the flame graph", "--flame FILE")?;
         }
-        let table = latscope_trace::TraceReader::open(&path)?.read_stack_table()?;
-        names = Some(StackNames::new(table, a.binaries.as_deref()));
     }
     let opts = ScanOptions { filter, ..Default::default() };
     let mut scan = Scan::open(&path, InputFormat::Trace, opts)?;
@@ -158,6 +160,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut agg = WhyAgg { with_waits: a.waits, ..Default::default() };
     let mut sagg = StackAgg { with_waits: a.waits, ..Default::default() };
     let (mut first, mut last) = (u64::MAX, 0u64);
+    let mut table = StackTable::default();
     while let Some(c) = scan.next_batch() {
         let c = c?;
         for &i in c.rows {
@@ -168,6 +171,26 @@ pub fn run(a: Args) -> Result<ExitCode> {
         agg.add(c.batch, c.rows);
         if want_stacks {
             sagg.add(c.batch, c.rows);
+            // The stack table is in the metadata of the blocks that first use each stack: read
+            // as the blocks come, it works on a trace from standard input too.
+            if !c.batch.stacks.is_empty() {
+                table
+                    .add_lines(&c.batch.stacks)
+                    .map_err(|e| anyhow::anyhow!("{}: the trace's stack table: {e}", path.display()))?;
+            }
+        }
+    }
+    let mut names = want_stacks.then(|| StackNames::new(table, a.binaries.as_deref()));
+    if let Some(p) = &a.svg {
+        let title = match &a.file {
+            Some(f) => super::top::breakdown_title(f, &a.filter),
+            None => "Why was it slow".to_string(),
+        };
+        write_output(Some(p), latscope_view::whysvg::render_svg(&agg, a.top, &title).as_bytes())?;
+        if p.as_os_str() == "-" && !want_stacks {
+            // The picture is the output: no ticket mixed into it.
+            let ok = crate::args::finish_scan(&scan.report()) == ExitCode::SUCCESS;
+            return Ok(if ok { status } else { ExitCode::FAILURE });
         }
     }
     if let Some(names) = names.as_mut() {

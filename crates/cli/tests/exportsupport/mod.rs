@@ -50,7 +50,7 @@ pub fn host_events(h: &Host) -> Vec<Event> {
             let socket = r.below(10) == 0;
             // fsync is slow (a flush to disk), the rest from the page cache or a wait.
             let lat = if nr == ops[4] { r.log_uniform(20, 24) } else { r.log_uniform(9, 21) };
-            Event {
+            let mut e = Event {
                 kind: 0,
                 ts,
                 lat,
@@ -72,7 +72,11 @@ pub fn host_events(h: &Host) -> Vec<Event> {
                     format!("/data/{}/file{}.dat", h.name, r.below(12))
                 },
                 ..Default::default()
+            };
+            if nr == ops[4] {
+                with_breakdown(&mut e, i);
             }
+            e
         } else if k < 99 {
             let (dev, _) = h.disks[r.below(h.disks.len() as u64) as usize];
             Event {
@@ -111,6 +115,35 @@ pub fn host_events(h: &Host) -> Vec<Event> {
     }
     out
 }
+
+/// An fsync as `record --why` records it: mostly block I/O, woken by the block softirq, with
+/// the kernel stack where it waited ([`STACK_TABLE`] 1 or 2) and its user stack (3, or 4: lost).
+/// The parts add up to the latency. Consumes nothing of the random sequence.
+fn with_breakdown(e: &mut Event, i: usize) {
+    e.why_cpu = e.lat / 8;
+    e.why_runq = e.lat / 16;
+    e.why_unknown = (i % 3) as u64;
+    e.why_io = e.lat - e.why_cpu - e.why_runq - e.why_unknown;
+    e.waker_ctx = 3;
+    e.waker_tid = 4; // the block softirq
+    e.runq_tid = 77;
+    e.runq_cpu = 1;
+    e.kstack = 1 + (i % 2) as u32;
+    e.ustack = if i.is_multiple_of(5) { 4 } else { 3 };
+}
+
+/// The stack table of every fixture trace (JSON lines, as `record --why` stores them): two
+/// kernel stacks of an fsync's I/O wait, a user stack in a file not at hand, and a lost one.
+pub const STACK_TABLE: &str = concat!(
+    r#"{"id":1,"kind":"kernel","frames":[{"addr":18446744071579000000,"sym":"io_schedule+0x4a"},{"addr":18446744071579001000,"sym":"folio_wait_bit_common+0x130"},{"addr":18446744071579002000,"sym":"file_write_and_wait_range+0x91"},{"addr":18446744071579003000,"sym":"__x64_sys_fsync+0x3b"}]}"#,
+    "\n",
+    r#"{"id":2,"kind":"kernel","frames":[{"addr":18446744071579000000,"sym":"io_schedule+0x4a"},{"addr":18446744071579004000,"sym":"jbd2_log_wait_commit+0xa2"},{"addr":18446744071579003000,"sym":"__x64_sys_fsync+0x3b"}],"truncated":true}"#,
+    "\n",
+    r#"{"id":3,"kind":"user","frames":[{"addr":94000000000000,"file":"/usr/lib/fixture/postgres","build_id":"0a1b2c","off":4660},{"addr":94000000004096,"file":"/usr/lib/fixture/postgres","build_id":"0a1b2c","off":8756}]}"#,
+    "\n",
+    r#"{"id":4,"kind":"user","missing":"process exited"}"#,
+    "\n",
+);
 
 /// The trace header of a host.
 pub fn host_header(h: &Host) -> TraceHeader {
@@ -160,8 +193,11 @@ pub fn write_host_trace(dir: &Path, h: &Host) -> PathBuf {
     let path = dir.join(format!("{}.lst", h.name));
     let events = host_events(h);
     let mut w = TraceWriter::create(&path, &host_header(h)).unwrap();
-    for chunk in events.chunks(4096) {
+    for (n, chunk) in events.chunks(4096).enumerate() {
         let (mut sys, mut other) = (EventBatch::default(), EventBatch::default());
+        if n == 0 {
+            sys.stacks.push_str(STACK_TABLE);
+        }
         for e in chunk {
             if e.kind == 0 { &mut sys } else { &mut other }.push(e);
         }

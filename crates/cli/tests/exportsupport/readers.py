@@ -15,7 +15,7 @@ import hashlib
 import json
 import sys
 
-TABLES = ["events", "processes", "disks", "traces"]
+TABLES = ["events", "processes", "disks", "traces", "stacks"]
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 

@@ -9,10 +9,10 @@
 //! | columns | encoding |
 //! |---|---|
 //! | `time`, `time_ns`, `lat`, `off` | `DELTA_BINARY_PACKED` |
-//! | `flags`, `mode`, `addr`, `qtime` (almost always 0) | a one-entry dictionary while the chunk holds one value, then `PLAIN` |
+//! | `flags`, `mode`, `addr`, `qtime`, the `why_*` parts, `wake_sector` (almost always 0) | a one-entry dictionary while the chunk holds one value, then `PLAIN` |
 //! | other integers | dictionary (`PLAIN` when a sample of the chunk's first values is too varied); past 1 MiB of dictionary, `PLAIN` pages for the rest of the chunk |
-//! | `host`, `kind`, `op`, `fd_type`, `disk` | dictionary of the values used, from the keys |
-//! | `comm`, `path`, `path2` | dictionary; past 1 MiB, `PLAIN` pages for the rest of the chunk |
+//! | `host`, `kind`, `op`, `fd_type`, `disk`, `waker_kind` | dictionary of the values used, from the keys |
+//! | `comm`, `path`, `path2`, `waker_comm` | dictionary; past 1 MiB, `PLAIN` pages for the rest of the chunk |
 //!
 //! Each column's values are read from the event batch as the trace reader decoded it (wall-clock
 //! times, names and signed types are derived on the way), with no Arrow record batch in between.
@@ -41,7 +41,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, SchemaRef};
 use bytes::Bytes;
 use foldhash::fast::RandomState;
-use latscope_event::{EventBatch, StrCol};
+use latscope_event::{EventBatch, StrCol, WHY_PART_NAMES};
 use parquet::arrow::{add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::column::page::{CompressedPage, Page, PageWriter};
@@ -54,7 +54,7 @@ use parquet::file::statistics::Statistics;
 use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
 
-use super::convert::{dictionaries, fd_type_key, kind_key, op_key, Sel, TraceContext};
+use super::convert::{dictionaries, fd_type_key, kind_key, op_key, waker_comm, waker_kind_key, Sel, TraceContext};
 
 /// Values per data page: pages of at most 512 KiB of integers before compression.
 const PAGE_ROWS: usize = 1 << 16;
@@ -87,7 +87,9 @@ fn encoding_of(name: &str, t: &DataType) -> Enc {
         DataType::Dictionary(_, _) => Enc::KeyDict,
         DataType::Utf8 => Enc::Strings,
         DataType::Int64 | DataType::Timestamp(_, _) if matches!(name, "time" | "time_ns" | "lat" | "off") => Enc::Delta,
-        _ if matches!(name, "flags" | "mode" | "addr" | "qtime") => Enc::Plain,
+        _ if matches!(name, "flags" | "mode" | "addr" | "qtime" | "wake_sector") || name.starts_with("why_") => {
+            Enc::Plain
+        }
         _ => Enc::IntDict,
     }
 }
@@ -124,6 +126,17 @@ enum Src {
     Qtime,
     /// One of the cgroup table's columns (`CGROUP_COLUMNS[i]`).
     CgroupInfo(u8),
+    /// A `why_*` part, by its index in `WHY_PART_NAMES`.
+    Why(u8),
+    WakerKind,
+    WakerTid,
+    WakerComm,
+    RunqTid,
+    RunqCpu,
+    WakeDev,
+    WakeSector,
+    Kstack,
+    Ustack,
 }
 
 impl Src {
@@ -157,7 +170,20 @@ impl Src {
             "addr" => Src::Addr,
             "cgroup" => Src::Cgroup,
             "qtime" => Src::Qtime,
-            c => Src::CgroupInfo(super::schema::CGROUP_COLUMNS.iter().position(|&x| x == c)? as u8),
+            "waker_kind" => Src::WakerKind,
+            "waker_tid" => Src::WakerTid,
+            "waker_comm" => Src::WakerComm,
+            "runq_tid" => Src::RunqTid,
+            "runq_cpu" => Src::RunqCpu,
+            "wake_dev" => Src::WakeDev,
+            "wake_sector" => Src::WakeSector,
+            "kstack" => Src::Kstack,
+            "ustack" => Src::Ustack,
+            c if super::schema::CGROUP_COLUMNS.contains(&c) => Src::CgroupInfo(super::schema::CGROUP_COLUMNS.iter().position(|&x| x == c)? as u8),
+            _ => {
+                let part = name.strip_prefix("why_")?;
+                Src::Why(WHY_PART_NAMES.iter().position(|p| *p == part)? as u8)
+            }
         })
     }
 }
@@ -187,6 +213,44 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out:
         Src::Addr => sel.gather(&b.addr, out, |v| v as i64),
         Src::Cgroup => sel.gather(&b.cgroup, out, |v| v as i64),
         Src::Qtime => sel.gather(&b.qtime, out, |v| v as i64),
+        Src::Why(k) => {
+            let col = match k {
+                0 => &b.why_cpu,
+                1 => &b.why_runq,
+                2 => &b.why_io,
+                3 => &b.why_lock,
+                4 => &b.why_ipc,
+                5 => &b.why_timer,
+                6 => &b.why_fault,
+                7 => &b.why_other,
+                _ => &b.why_unknown,
+            };
+            sel.gather(col, out, |v| v as i64)
+        }
+        // A thread's id only: for a softirq the trace keeps its number there.
+        Src::WakerTid => match sel {
+            Sel::Range(a, e) => out.extend(b.waker_ctx[a..e].iter().zip(&b.waker_tid[a..e]).map(|(&c, &t)| {
+                if c == 1 {
+                    i64::from(t as i32)
+                } else {
+                    0
+                }
+            })),
+            Sel::Idx(r) => out.extend(r.iter().map(|&i| {
+                let i = i as usize;
+                if b.waker_ctx[i] == 1 {
+                    i64::from(b.waker_tid[i] as i32)
+                } else {
+                    0
+                }
+            })),
+        },
+        Src::RunqTid => sel.gather(&b.runq_tid, out, |v| i64::from(v as i32)),
+        Src::RunqCpu => sel.gather(&b.runq_cpu, out, i64::from),
+        Src::WakeDev => sel.gather(&b.wake_dev, out, i64::from),
+        Src::WakeSector => sel.gather(&b.wake_sector, out, |v| v as i64),
+        Src::Kstack => sel.gather(&b.kstack, out, |v| cx.stack_key(v)),
+        Src::Ustack => sel.gather(&b.ustack, out, |v| cx.stack_key(v)),
         Src::Host
         | Src::Kind
         | Src::Op
@@ -195,7 +259,9 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out:
         | Src::Comm
         | Src::Path
         | Src::Path2
-        | Src::CgroupInfo(_) => {}
+        | Src::CgroupInfo(_)
+        | Src::WakerKind
+        | Src::WakerComm => {}
     }
 }
 
@@ -211,6 +277,7 @@ fn gather_keys(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &
         },
         Src::Disk => cx.disk_keys(&b.dev, sel, out),
         Src::CgroupInfo(_) => cx.cgroup_keys(&b.cgroup, sel, out),
+        Src::WakerKind => sel.gather(&b.waker_ctx, out, waker_kind_key),
         _ => out.resize(sel.len(), 0),
     }
 }
@@ -236,6 +303,8 @@ struct Pager {
     ints: Vec<i64>,
     keys: Vec<i16>,
     raw: Vec<u8>,
+    /// Strings derived per row (`waker_comm`).
+    names: StrCol,
 }
 
 impl<W: Write + Send> DirectWriter<W> {
@@ -271,7 +340,7 @@ impl<W: Write + Send> DirectWriter<W> {
             srcs,
             rows: 0,
             row_group_rows: props.max_row_group_row_count().unwrap_or(1 << 20).max(1),
-            pager: Pager { zstd, level, ints: Vec::new(), keys: Vec::new(), raw: Vec::new() },
+            pager: Pager { zstd, level, ints: Vec::new(), keys: Vec::new(), raw: Vec::new(), names: StrCol::new() },
         })
     }
 
@@ -597,6 +666,23 @@ impl Column {
             (Enc::Strings, Src::Comm) => self.add_str_col(&b.comm, sel, p),
             (Enc::Strings, Src::Path) => self.add_str_col(&b.path, sel, p),
             (Enc::Strings, Src::Path2) => self.add_str_col(&b.path2, sel, p),
+            (Enc::Strings, Src::WakerComm) => {
+                let mut names = std::mem::take(&mut p.names);
+                names.clear();
+                let mut one = Vec::with_capacity(16);
+                let mut push = |i: usize| {
+                    waker_comm(b, i, &mut one);
+                    names.data.extend_from_slice(&one);
+                    names.offsets.push(names.data.len() as u32);
+                };
+                match sel {
+                    Sel::Range(a, e) => (a..e).for_each(&mut push),
+                    Sel::Idx(r) => r.iter().for_each(|&i| push(i as usize)),
+                }
+                let r = self.add_str_col(&names, Sel::Range(0, names.len()), p);
+                p.names = names;
+                r
+            }
             (Enc::KeyDict, _) => {
                 let d = dictionaries();
                 let values = match src {
@@ -606,6 +692,7 @@ impl Column {
                     Src::FdType => &d.fd_type,
                     Src::Disk => &cx.disk_names,
                     Src::CgroupInfo(i) => &cx.cgroup_values[i as usize],
+                    Src::WakerKind => &d.waker_kind,
                     s => return Err(ParquetError::General(format!("{s:?} is not a dictionary column"))),
                 };
                 let mut keys = std::mem::take(&mut p.keys);

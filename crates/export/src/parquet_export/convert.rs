@@ -15,6 +15,11 @@ const BLOCK_SLOTS: usize = 64;
 /// Process op codes given their own entry.
 const PROC_SLOTS: usize = 8;
 const KIND_NAMES: [&str; 4] = ["syscall", "block", "proc", "unknown"];
+/// `waker_kind` by the trace's `waker_ctx` (0 none, 1 a thread, 2 a timer, 3 a softirq).
+const WAKER_KINDS: [&str; 4] = ["", "thread", "timer", "softirq"];
+/// Names of the softirqs (the kernel's order, stable since 2.6), for `waker_comm`.
+const SOFTIRQS: [&str; 10] =
+    ["hi", "timer", "net_tx", "net_rx", "block", "irq_poll", "tasklet", "sched", "hrtimer", "rcu"];
 
 /// Which rows of a batch to write.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +62,7 @@ pub(crate) struct Dictionaries {
     pub(crate) kind: ArrayRef,
     pub(crate) op: ArrayRef,
     pub(crate) fd_type: ArrayRef,
+    pub(crate) waker_kind: ArrayRef,
 }
 
 pub(crate) fn dictionaries() -> &'static Dictionaries {
@@ -71,6 +77,7 @@ pub(crate) fn dictionaries() -> &'static Dictionaries {
             kind: Arc::new(StringArray::from(KIND_NAMES.to_vec())),
             op: Arc::new(StringArray::from(ops)),
             fd_type: Arc::new(StringArray::from(FdType::ALL.iter().map(|t| t.name()).collect::<Vec<_>>())),
+            waker_kind: Arc::new(StringArray::from(WAKER_KINDS.to_vec())),
         }
     })
 }
@@ -101,6 +108,9 @@ pub(crate) struct TraceContext {
     pub(crate) cgroup_values: Vec<ArrayRef>,
     /// The key (1 + position in the table) of each cgroup id.
     cgroup_keys: HashMap<u64, i16>,
+    /// Mixed into the trace's stack ids to make them unique across traces (see
+    /// [`TraceContext::stack_key`]).
+    stack_tag: u64,
 }
 
 impl TraceContext {
@@ -137,7 +147,16 @@ impl TraceContext {
             disk_devs: devs,
             cgroup_values,
             cgroup_keys,
+            stack_tag: stack_tag(host, header.wall_ns(header.start_ns)),
         }
+    }
+
+    /// The `stack_id` of the trace's stack `id` (0 stays 0: no stack). Ids are per trace; an
+    /// export holds many, so each is mixed with the trace's host and start: the same trace gives
+    /// the same ids in every export, two traces (practically) never share one.
+    #[inline]
+    pub(crate) fn stack_key(&self, id: u32) -> i64 {
+        stack_key(self.stack_tag, id)
     }
 
     /// Wall-clock ns since the epoch of a CLOCK_MONOTONIC time.
@@ -177,6 +196,56 @@ impl TraceContext {
             last.1
         };
         sel.gather(cgroup, out, key);
+    }
+}
+
+/// A trace's stack tag: a hash of its host name and start (wall-clock ns).
+pub(crate) fn stack_tag(host: &str, start_wall_ns: i64) -> u64 {
+    // FNV-1a: stable across versions and machines (a std hasher is not).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in host.bytes().chain(start_wall_ns.to_le_bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// `stack_id` of stack `id` of the trace tagged `tag`: splitmix64 of both (a bijection of `id`
+/// for one tag), positive (a BIGINT every engine reads alike), never 0.
+#[inline]
+pub(crate) fn stack_key(tag: u64, id: u32) -> i64 {
+    if id == 0 {
+        return 0;
+    }
+    let mut z = tag.wrapping_add(u64::from(id).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    ((z >> 1) as i64).max(1)
+}
+
+/// The `waker_kind` dictionary's key of a `waker_ctx` code.
+#[inline]
+pub(crate) fn waker_kind_key(ctx: u8) -> i16 {
+    i16::from(if ctx < 4 { ctx } else { 0 })
+}
+
+/// `waker_comm` of event `i`: the waking thread's command name, the softirq's name, or empty.
+pub(crate) fn waker_comm(b: &latscope_event::EventBatch, i: usize, out: &mut Vec<u8>) {
+    out.clear();
+    match b.waker_ctx[i] {
+        1 => {
+            let (lo, hi) = (b.waker_comm_lo[i].to_le_bytes(), b.waker_comm_hi[i].to_le_bytes());
+            let all = lo.iter().chain(hi.iter()).copied();
+            out.extend(all.take_while(|&c| c != 0));
+            // Kernel names are bytes: keep them valid UTF-8, as the trace reader does for comm.
+            if std::str::from_utf8(out).is_err() {
+                let s = String::from_utf8_lossy(out).into_owned();
+                out.clear();
+                out.extend_from_slice(s.as_bytes());
+            }
+        }
+        3 => out.extend_from_slice(SOFTIRQS.get(b.waker_tid[i] as usize).copied().unwrap_or("?").as_bytes()),
+        _ => {}
     }
 }
 

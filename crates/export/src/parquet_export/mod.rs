@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
-use latscope_event::{EventBatch, TraceHeader};
+use latscope_event::{EventBatch, StackTable, TraceHeader, WHY_PART_NAMES};
 use latscope_filter::Filter;
 use latscope_scan::{InputFormat, Scan, ScanOptions};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
@@ -19,7 +19,9 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use serde::Serialize;
 
-pub use schema::{ColumnDoc, DISK_COLUMNS, EVENT_COLUMNS, PARTITION_KEYS, PROCESS_COLUMNS, TRACE_COLUMNS};
+pub use schema::{
+    ColumnDoc, DISK_COLUMNS, EVENT_COLUMNS, PARTITION_KEYS, PROCESS_COLUMNS, STACK_COLUMNS, TRACE_COLUMNS,
+};
 pub use sink::WrittenFile;
 
 use convert::{Sel, TraceContext};
@@ -95,8 +97,26 @@ pub struct ParquetOptions {
     pub row_group_rows: usize,
     /// zstd level, 1 (fast, default) to 22.
     pub zstd_level: i32,
-    /// Also write the processes, disks and traces tables (default true).
+    /// Also write the processes, disks, traces and stacks tables (default true).
     pub tables: bool,
+    /// Names the frames of the stacks table (user frames symbolized from the binaries at hand,
+    /// as the views do); without it, kernel frames as named when recording and user frames as
+    /// `file+0xoffset`.
+    pub frame_names: Option<FrameNamer>,
+}
+
+/// The frame names of a trace's stacks, by stack id, innermost first, one per frame (a stack
+/// without frames: one name saying why). The CLI passes the views' symbolizer.
+#[derive(Clone)]
+pub struct FrameNamer(pub Arc<NameFrames>);
+
+/// What a [`FrameNamer`] calls: frame names by stack id for a trace's stack table.
+pub type NameFrames = dyn Fn(&StackTable) -> std::collections::HashMap<u32, Vec<String>> + Send + Sync;
+
+impl std::fmt::Debug for FrameNamer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FrameNamer")
+    }
 }
 
 impl ParquetOptions {
@@ -109,6 +129,7 @@ impl ParquetOptions {
             row_group_rows: DEFAULT_ROW_GROUP_ROWS,
             zstd_level: DEFAULT_ZSTD_LEVEL,
             tables: true,
+            frame_names: None,
         }
     }
 }
@@ -134,6 +155,8 @@ pub struct TraceExport {
     header: TraceHeader,
     #[serde(skip)]
     end_ns: Option<u64>,
+    #[serde(skip)]
+    stacks: StackTable,
 }
 
 /// What an export did.
@@ -188,12 +211,13 @@ fn writer_properties(o: &ParquetOptions) -> Result<Arc<WriterProperties>, Export
             .set_column_dictionary_enabled(ColumnPath::from(c), false)
             .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
     }
-    for c in ["flags", "mode", "addr", "qtime"] {
+    let plain = ["flags", "mode", "addr", "qtime", "wake_sector"].map(String::from);
+    for c in plain.into_iter().chain(WHY_PART_NAMES.iter().map(|p| format!("why_{p}"))) {
         b = b.set_column_dictionary_enabled(ColumnPath::from(c), false);
     }
     // Min/max of strings cost a comparison per row (a third of their encoding time) and prune
     // nothing useful (row groups mix operations, paths and kinds); the host's are kept.
-    for c in ["kind", "op", "comm", "fd_type", "path", "path2", "disk"] {
+    for c in ["kind", "op", "comm", "fd_type", "path", "path2", "disk", "waker_kind", "waker_comm"] {
         b = b.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::None);
     }
     Ok(Arc::new(b.build()))
@@ -319,6 +343,7 @@ pub fn export_parquet(
                 warnings: r.warnings,
                 header: r.header,
                 end_ns: r.end_ns,
+                stacks: r.stacks,
             }),
             Err(e) => {
                 result = Err(e);
@@ -373,7 +398,7 @@ fn encode_events(
     sink.finish()
 }
 
-/// The processes, disks and traces tables.
+/// The processes, disks, traces and stacks tables.
 fn write_tables(
     done: &[TraceExport],
     opts: &ParquetOptions,
@@ -391,11 +416,12 @@ fn write_tables(
         }
     };
     let mut files = Vec::new();
-    for table in ["processes", "disks", "traces"] {
+    for table in ["processes", "disks", "traces", "stacks"] {
         for group in &groups {
             let mut batch = match table {
                 "processes" => tables::processes(group)?,
                 "disks" => tables::disks(group)?,
+                "stacks" => tables::stacks(group, opts.frame_names.as_ref())?,
                 _ => tables::traces(group, filter)?,
             };
             let mut w = match &opts.output {

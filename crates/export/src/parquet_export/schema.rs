@@ -66,6 +66,42 @@ pub const EVENT_COLUMNS: &[ColumnDoc] = &[
     col("pod_name", STR, "the Kubernetes pod's name, empty outside pods"),
     col("pod_namespace", STR, "the pod's namespace, empty outside pods"),
     col("cgroup_path", STR, "the task's cgroup v2 path (`/system.slice/nginx.service`), empty for a cgroup the trace does not know"),
+    col("why_cpu", I64, "attribution (`record --why`): nanoseconds of the call on CPU; the `why_*` parts of a call add up to `lat`, and are all 0 when it carries no breakdown"),
+    col("why_runq", I64, "attribution: nanoseconds runnable, waiting for a CPU (preempted, or woken and not yet running)"),
+    col("why_io", I64, "attribution: nanoseconds blocked in an I/O wait (block requests, writeback)"),
+    col("why_lock", I64, "attribution: nanoseconds blocked in a futex until another thread woke it"),
+    col("why_ipc", I64, "attribution: nanoseconds blocked on a pipe or socket"),
+    col("why_timer", I64, "attribution: nanoseconds blocked until a timer fired (sleeps, timeouts)"),
+    col("why_fault", I64, "attribution: nanoseconds in the I/O waits of a page fault taken inside the call"),
+    col("why_other", I64, "attribution: nanoseconds blocked, woken by a thread for another reason"),
+    col("why_unknown", I64, "attribution: nanoseconds the probes could not attribute"),
+    col("waker_kind", STR, "who ended the call's longest blocked interval: `thread`, `timer`, `softirq`, or empty when nothing did"),
+    col("waker_tid", I32, "the waking thread's id (`waker_kind = 'thread'`), 0 otherwise"),
+    col("waker_comm", STR, "the waking thread's command name, or the softirq's name (`block`, `net_rx`); empty otherwise"),
+    col("runq_tid", I32, "the thread that took the CPU on the call's longest preemption, 0 when none"),
+    col("runq_cpu", I32, "the CPU of that preemption"),
+    col("wake_dev", I64, "device (`major * 1048576 + minor`) of the block request whose completion woke the call from its longest I/O wait, 0 when none"),
+    col("wake_sector", I64, "start sector of that request"),
+    col("kstack", I64, "the kernel stack where the call blocked: `stacks.stack_id` (0: none)"),
+    col("ustack", I64, "the user stack of the call: `stacks.stack_id` (0: none)"),
+];
+
+/// The columns of the stacks table (the stacks of calls recorded with `record --why`, one row per
+/// frame).
+pub const STACK_COLUMNS: &[ColumnDoc] = &[
+    col("host", STR, "host name"),
+    col("trace_start", TS, "start of the recording (joins with `traces.trace_start`)"),
+    col("stack_id", I64, "the stack, as `events.kstack` and `events.ustack` name it (unique across the traces of an export)"),
+    col("trace_stack_id", I32, "the stack's id in its trace's stack table (as `latscope why --stacks --json` counts them)"),
+    col("kind", STR, "`kernel` (where a call blocked) or `user` (the call's user stack)"),
+    col("frame", I32, "position in the stack, 0 the innermost frame"),
+    col("addr", I64, "the address as captured (kernel address; user: virtual address in the process; bit pattern of the unsigned value); 0 for a stack without frames"),
+    col("file_offset", I64, "user frames: the offset of `addr` in `file`; 0 otherwise (not NULL: pandas would read the column as floats)"),
+    col("symbol", STR, "the frame as latscope's views name it: kernel `function+0xoff` as named when recording, user functions from the binaries at hand, else `file+0xoffset` or the address; a stack without frames has one row saying why"),
+    ncol("file", STR, "user frames: the file mapped at `addr`; NULL otherwise"),
+    ncol("build_id", STR, "user frames: the GNU build id of `file`, lower-case hex; NULL when it has none"),
+    col("truncated", "BOOLEAN", "the capture stopped at its depth limit: outer frames may be missing"),
+    ncol("missing", STR, "why the stack has no frames (capture failed, process exited before its addresses were read); NULL when it has them"),
 ];
 
 /// The columns of the processes table (the processes running when each recording started).
@@ -135,9 +171,9 @@ pub(crate) fn event_schema() -> SchemaRef {
         match name {
             "host" | "op" | "disk" => dict(DataType::Int16),
             c if CGROUP_COLUMNS.contains(&c) => dict(DataType::Int16),
-            "kind" | "fd_type" => dict(DataType::Int8),
+            "kind" | "fd_type" | "waker_kind" => dict(DataType::Int8),
             "time" => ts_type(),
-            "comm" | "path" | "path2" => DataType::Utf8,
+            "comm" | "path" | "path2" | "waker_comm" => DataType::Utf8,
             _ => match EVENT_COLUMNS.iter().find(|c| c.name == name).map(|c| c.sql_type) {
                 Some(I32) => DataType::Int32,
                 _ => DataType::Int64,
@@ -189,6 +225,7 @@ mod tests {
             ("### The processes table", PROCESS_COLUMNS),
             ("### The disks table", DISK_COLUMNS),
             ("### The traces table", TRACE_COLUMNS),
+            ("### The stacks table", STACK_COLUMNS),
         ] {
             let section = doc.split(title).nth(1).unwrap_or_else(|| panic!("docs/EXPORT.md has no '{title}'"));
             let rows: Vec<String> = section

@@ -5,10 +5,12 @@ use std::sync::Arc;
 use arrow_array::{
     ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
-use latscope_event::dev_major_minor;
+use latscope_event::{dev_major_minor, StackKind, StackTable};
+use std::collections::HashMap;
 
-use super::schema::{table_schema, DISK_COLUMNS, PROCESS_COLUMNS, TRACE_COLUMNS};
-use super::TraceExport;
+use super::convert::{stack_key, stack_tag};
+use super::schema::{table_schema, DISK_COLUMNS, PROCESS_COLUMNS, STACK_COLUMNS, TRACE_COLUMNS};
+use super::{FrameNamer, TraceExport};
 use crate::ExportError;
 
 fn strs<'a>(v: impl IntoIterator<Item = &'a str>) -> ArrayRef {
@@ -103,6 +105,87 @@ pub(crate) fn traces(traces: &[&TraceExport], export_filter: Option<&str>) -> Re
             i64s(traces.iter().map(|t| t.events_exported as i64)),
             i64s(traces.iter().map(|t| t.events_lost as i64)),
             i64s(traces.iter().map(|t| t.corrupt_blocks as i64)),
+        ],
+    )
+}
+
+/// Frame names without a symbolizer: kernel frames as named when recording, user frames as
+/// `file+0xoffset` (the views' names when the binary is not at hand).
+fn plain_names(table: &StackTable) -> HashMap<u32, Vec<String>> {
+    table
+        .iter()
+        .map(|e| {
+            let names = e
+                .frames
+                .iter()
+                .map(|f| match (e.kind, &f.sym, &f.file, f.off) {
+                    (StackKind::Kernel, Some(s), _, _) => s.clone(),
+                    (StackKind::User, _, Some(file), Some(off)) => {
+                        format!("{}+{off:#x}", file.rsplit('/').next().unwrap_or(file))
+                    }
+                    _ => format!("{:#x}", f.addr),
+                })
+                .collect();
+            (e.id, names)
+        })
+        .collect()
+}
+
+/// One row per frame of every stack of each trace (a stack without frames: one row saying why).
+pub(crate) fn stacks(traces: &[&TraceExport], namer: Option<&FrameNamer>) -> Result<RecordBatch, ExportError> {
+    struct Row<'a> {
+        t: &'a TraceExport,
+        tag: u64,
+        e: &'a latscope_event::StackEntry,
+        frame: usize,
+        name: String,
+    }
+    let mut rows: Vec<Row<'_>> = Vec::new();
+    for t in traces {
+        let names = match namer {
+            Some(n) => (n.0)(&t.stacks),
+            None => plain_names(&t.stacks),
+        };
+        let tag = stack_tag(&t.host, t.header.wall_ns(t.header.start_ns));
+        let mut entries: Vec<_> = t.stacks.iter().collect();
+        entries.sort_by_key(|e| e.id);
+        for e in entries {
+            let n = names.get(&e.id);
+            if e.frames.is_empty() {
+                let what = if e.kind == StackKind::Kernel { "kernel" } else { "user" };
+                let name = n.and_then(|v| v.first().cloned()).unwrap_or_else(|| match &e.missing {
+                    Some(why) => format!("[{what} stack missing: {why}]"),
+                    None => format!("[no {what} stack]"),
+                });
+                rows.push(Row { t, tag, e, frame: 0, name });
+                continue;
+            }
+            for k in 0..e.frames.len() {
+                let name = n.and_then(|v| v.get(k).cloned()).unwrap_or_else(|| format!("{:#x}", e.frames[k].addr));
+                rows.push(Row { t, tag, e, frame: k, name });
+            }
+        }
+    }
+    fn frame<'r>(r: &Row<'r>) -> Option<&'r latscope_event::Frame> {
+        r.e.frames.get(r.frame)
+    }
+    let user = |r: &Row<'_>| r.e.kind == StackKind::User;
+    batch(
+        STACK_COLUMNS,
+        vec![
+            strs(rows.iter().map(|r| r.t.host.as_str())),
+            times(rows.iter().map(|r| Some(start_us(r.t)))),
+            i64s(rows.iter().map(|r| stack_key(r.tag, r.e.id))),
+            i32s(rows.iter().map(|r| r.e.id as i32)),
+            strs(rows.iter().map(|r| if user(r) { "user" } else { "kernel" })),
+            i32s(rows.iter().map(|r| r.frame as i32)),
+            i64s(rows.iter().map(|r| frame(r).map_or(0, |f| f.addr as i64))),
+            i64s(rows.iter().map(|r| frame(r).and_then(|f| f.off).filter(|_| user(r)).map_or(0, |o| o as i64))),
+            strs(rows.iter().map(|r| r.name.as_str())),
+            opt_strs(rows.iter().map(|r| frame(r).and_then(|f| f.file.as_deref()).filter(|_| user(r)))),
+            opt_strs(rows.iter().map(|r| frame(r).and_then(|f| f.build_id.as_deref()).filter(|_| user(r)))),
+            Arc::new(BooleanArray::from(rows.iter().map(|r| r.e.truncated).collect::<Vec<_>>())),
+            opt_strs(rows.iter().map(|r| r.e.missing.as_deref())),
         ],
     )
 }

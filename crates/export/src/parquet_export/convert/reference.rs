@@ -15,7 +15,7 @@ use arrow_schema::SchemaRef;
 use latscope_event::{EventBatch, StrCol};
 
 use super::super::schema::event_schema;
-use super::{dictionaries, fd_type_key, kind_key, op_key, Sel, TraceContext};
+use super::{dictionaries, fd_type_key, kind_key, op_key, waker_comm, waker_kind_key, Sel, TraceContext};
 use crate::source::Rows;
 
 /// Largest number of rows converted into one record batch: keeps every string column's bytes far
@@ -162,6 +162,40 @@ impl EventConverter {
             i64s(map(&b.qtime, sel, |v| v as i64)),
         ];
         columns.extend(cx.cgroup_values.iter().map(|v| dict16(cgroup_keys.clone(), v)));
+        for col in [
+            &b.why_cpu,
+            &b.why_runq,
+            &b.why_io,
+            &b.why_lock,
+            &b.why_ipc,
+            &b.why_timer,
+            &b.why_fault,
+            &b.why_other,
+            &b.why_unknown,
+        ] {
+            columns.push(i64s(map(col, sel, |v| v as i64)));
+        }
+        let rows: Vec<usize> = match sel {
+            Sel::Range(a, e) => (a..e).collect(),
+            Sel::Idx(r) => r.iter().map(|&i| i as usize).collect(),
+        };
+        columns.push(dict8(map(&b.waker_ctx, sel, |c| waker_kind_key(c) as i8), &d.waker_kind));
+        columns.push(i32s(rows.iter().map(|&i| if b.waker_ctx[i] == 1 { b.waker_tid[i] as i32 } else { 0 }).collect()));
+        let mut one = Vec::new();
+        let names: Vec<String> = rows
+            .iter()
+            .map(|&i| {
+                waker_comm(b, i, &mut one);
+                String::from_utf8_lossy(&one).into_owned()
+            })
+            .collect();
+        columns.push(Arc::new(StringArray::from(names)));
+        columns.push(i32s(map(&b.runq_tid, sel, |v| v as i32)));
+        columns.push(i32s(map(&b.runq_cpu, sel, i32::from)));
+        columns.push(i64s(map(&b.wake_dev, sel, i64::from)));
+        columns.push(i64s(map(&b.wake_sector, sel, |v| v as i64)));
+        columns.push(i64s(map(&b.kstack, sel, |v| cx.stack_key(v))));
+        columns.push(i64s(map(&b.ustack, sel, |v| cx.stack_key(v))));
         // The columns follow `EVENT_COLUMNS` one for one, with the schema's types.
         RecordBatch::try_new(self.schema.clone(), columns).expect("columns match the events schema")
     }
