@@ -179,7 +179,9 @@ impl Src {
             "wake_sector" => Src::WakeSector,
             "kstack" => Src::Kstack,
             "ustack" => Src::Ustack,
-            c if super::schema::CGROUP_COLUMNS.contains(&c) => Src::CgroupInfo(super::schema::CGROUP_COLUMNS.iter().position(|&x| x == c)? as u8),
+            c if super::schema::CGROUP_COLUMNS.contains(&c) => {
+                Src::CgroupInfo(super::schema::CGROUP_COLUMNS.iter().position(|&x| x == c)? as u8)
+            }
             _ => {
                 let part = name.strip_prefix("why_")?;
                 Src::Why(WHY_PART_NAMES.iter().position(|p| *p == part)? as u8)
