@@ -49,18 +49,17 @@ impl Planner<'_> {
             }
         }
         // fstatat(fd, "", AT_EMPTY_PATH), futimens(fd): an operation on the fd.
-        if matches!(h, H::Stat { at: true, .. } | H::Utimens | H::Chown { .. } | H::Chmod) {
-            if let Some(f) = self.at_fd(i) {
-                let _ = f;
-                let _ = f;
-                let dirfd = self.ev.events.dirfd[i];
-                return match h {
-                    H::Stat { statx, .. } => self.fd_at(i, dirfd, OpKind::Fstat, if statx { Op::STATX } else { 0 }),
-                    H::Utimens => self.fd_at(i, dirfd, OpKind::Futimens, 0),
-                    H::Chown { .. } => self.fd_at(i, dirfd, OpKind::Fchown, 0),
-                    _ => self.fd_at(i, dirfd, OpKind::Fchmod, 0),
-                };
-            }
+        if matches!(h, H::Stat { at: true, .. } | H::Utimens | H::Chown { .. } | H::Chmod) && self.at_fd(i).is_some() {
+            let dirfd = self.ev.events.dirfd[i];
+            return match h {
+                H::Stat { statx, .. } => self.fd_at(i, dirfd, OpKind::Fstat, if statx { Op::STATX } else { 0 }),
+                // utimensat(fd, NULL) (futimens) and utimensat(fd, ".") look the same in
+                // the recording; the AT_EMPTY_PATH form does what either did, also on an
+                // O_PATH fd (where futimens fails).
+                H::Utimens => self.fd_at(i, dirfd, OpKind::Futimens, Op::AT_FORM),
+                H::Chown { .. } => self.fd_at(i, dirfd, OpKind::Fchown, 0),
+                _ => self.fd_at(i, dirfd, OpKind::Fchmod, 0),
+            };
         }
         let p = match self.m.map(b.path.get(i)) {
             Ok(p) => p,
