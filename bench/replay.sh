@@ -156,7 +156,7 @@ for fs in $FS; do
 		RES[$fs.b_cpu]=$(printf '%s\n' "${v0[@]}" | cut -d' ' -f3 | median)
 		# Per round: this build's I/O ops per CPU-second over the previous build's.
 		RES[$fs.b_rounds]=$(paste -d' ' <(printf '%s\n' "${v[@]}" | cut -d' ' -f3) <(printf '%s\n' "${v0[@]}" | cut -d' ' -f3) |
-			awk '{ printf "%s%.2f", NR > 1 ? ", " : "", $1 / $2 }')
+			awk '{ printf "%s%.2f", (NR > 1 ? ", " : ""), $1 / $2 }')
 		rm -rf "$MNT/sb0"
 	fi
 	if [ "$ANCHORS" = 0 ]; then
