@@ -13,7 +13,7 @@ OUT ?= out
 # strace/bpftrace/libbpf-tools/linux-perf/fio/hyperfine are benchmark anchors; bpftool/libbpf-dev
 # build bench/floor (the cost floor of any syscall-latency tracer).
 APT_BUILD := clang llvm libelf-dev zlib1g-dev pkg-config make gcc
-APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar prometheus graphite-carbon python3-whisper openjdk-17-jre-headless rsync coreutils attr iproute2
+APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar prometheus graphite-carbon python3-whisper openjdk-17-jre-headless rsync coreutils attr iproute2 fio libdevel-nytprof-perl
 APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev curl
 PIP_TEST := pyarrow duckdb polars pytz pandas pyspark
 # test-kernels: QEMU boots other kernels (unpacked from Debian packages, never installed) from a

@@ -16,7 +16,10 @@
 #
 # Environment: LATSCOPE (default target/release/latscope), THREADS (16), OPS (32768 per thread
 # and direction), FILE_MIB (16 per thread), REPS (3, the median is printed), IORIOT_SRC (a
-# checkout of github.com/mimecast/ioriot, built into a temporary directory), FS ("tmpfs ext4").
+# checkout of github.com/mimecast/ioriot, built into a temporary directory), FS ("tmpfs ext4"),
+# BASE (a previous build of latscope: it records, prepares and replays the same load itself, its
+# runs interleaved with this build's, REPS rounds, and a table gives the ratio), ANCHORS (0: no
+# fio, I/O Riot or paced runs, for a quick same-run comparison with BASE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LS=${LATSCOPE:-$PWD/target/release/latscope}
@@ -24,6 +27,8 @@ THREADS=${THREADS:-16}
 OPS=${OPS:-32768}
 FILE_MIB=${FILE_MIB:-16}
 REPS=${REPS:-3}
+BASE=${BASE:-}
+ANCHORS=${ANCHORS:-1}
 FS=${FS:-tmpfs ext4}
 WORK=$(mktemp -d /tmp/latscope-replay-bench.XXXXXX)
 MNT=$WORK/mnt
@@ -39,8 +44,11 @@ trap cleanup EXIT
 [ "$(id -u)" = 0 ] || { echo "bench/replay.sh needs root (recording, mounts)"; exit 1; }
 [ -x "$LS" ] || cargo build --release --locked -p latscope >&2
 cc -O2 -Wall -pthread -o "$WORK/replay-load" bench/replay-load.c
+[ -z "$BASE" ] || [ -x "$BASE" ] || { echo "BASE=$BASE: not an executable latscope"; exit 1; }
 IORIOT=""
-if [ -n "${IORIOT_SRC:-}" ] && [ -d "$IORIOT_SRC/ioriot/src" ]; then
+if [ "$ANCHORS" = 0 ]; then
+	: # no anchors
+elif [ -n "${IORIOT_SRC:-}" ] && [ -d "$IORIOT_SRC/ioriot/src" ]; then
 	# A copy, built here, adjusted to run on this kind of machine: its hard-coded open-file
 	# limit (369216) is above what the kernel allows (it exits), and its mount filter knows no
 	# tmpfs (the bench's tmpfs mount is added, and only it).
@@ -57,7 +65,7 @@ if [ -n "${IORIOT_SRC:-}" ] && [ -d "$IORIOT_SRC/ioriot/src" ]; then
 else
 	echo "(I/O Riot skipped: set IORIOT_SRC to a checkout of github.com/mimecast/ioriot)"
 fi
-command -v fio >/dev/null || echo "(fio skipped: not installed; 'make bench' installs it)"
+[ "$ANCHORS" = 0 ] || command -v fio >/dev/null || echo "(fio skipped: not installed; 'make bench' installs it)"
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # Run a command; append "wall_s cpu_s" to $WORK/times.
@@ -116,17 +124,45 @@ for fs in $FS; do
 	"$LS" replay prepare -r "$WORK/cap.lst" -o "$WORK/plan.lsr" --root "$MNT/sb" >"$WORK/prep.txt"
 	ops=$("$LS" replay info "$WORK/plan.lsr" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["counts"]["ops"])')
 	rm -rf "$MNT/orig"
+	if [ -n "$BASE" ]; then
+		# The previous build's own capture and plan of the same load (its formats may differ).
+		mkdir -p "$MNT/orig"
+		"$BASE" record -w "$WORK/cap0.lst" --quiet --no-block --buffer-size 256MiB -- \
+			"$WORK/replay-load" "$MNT/orig" "$THREADS" "$OPS" "$FILE_MIB" 2>"$WORK/rec0.err"
+		"$BASE" replay prepare -r "$WORK/cap0.lst" -o "$WORK/plan0.lsr" --root "$MNT/sb0" >"$WORK/prep0.txt"
+		rm -rf "$MNT/orig" "$WORK/cap0.lst"
+	fi
 	RES[$fs.ops]=$ops
-	v=()
-	for _ in $(seq "$REPS"); do
-		"$LS" replay init "$WORK/plan.lsr" --quiet >/dev/null
-		timed "$LS" replay run "$WORK/plan.lsr" --json --quiet >"$WORK/run.json"
+	# One replay: LS, plan; appends "ops/s wall_ns io-ops-per-CPU-second" to the array named by $3.
+	one_run() {
+		"$1" replay init "$2" --quiet >/dev/null
+		timed "$1" replay run "$2" --json --quiet >"$WORK/run.json"
 		[ "$(jget "$WORK/run.json" 'd["divergences"]')" = 0 ] || { echo "the replay diverged"; cat "$WORK/run.json"; exit 1; }
-		v+=("$(jget "$WORK/run.json" 'd["ops_per_sec"]') $(jget "$WORK/run.json" 'd["wall_ns"]') $(per_cpu)")
+		local -n acc=$3
+		acc+=("$(jget "$WORK/run.json" 'd["ops_per_sec"]') $(jget "$WORK/run.json" 'd["wall_ns"]') $(per_cpu)")
+	}
+	v=()
+	v0=()
+	for _ in $(seq "$REPS"); do
+		# Rounds interleave the two builds, so that a change in the machine's load hits both.
+		[ -z "$BASE" ] || one_run "$BASE" "$WORK/plan0.lsr" v0
+		one_run "$LS" "$WORK/plan.lsr" v
 	done
 	RES[$fs.ls]=$(printf '%s\n' "${v[@]}" | cut -d' ' -f1 | median)
 	RES[$fs.ls_io]=$(printf '%s\n' "${v[@]}" | cut -d' ' -f2 | median | awk -v n="$io_ops" '{ printf "%.0f", n / ($1 / 1e9) }')
 	RES[$fs.ls_cpu]=$(printf '%s\n' "${v[@]}" | cut -d' ' -f3 | median)
+	if [ -n "$BASE" ]; then
+		RES[$fs.b_io]=$(printf '%s\n' "${v0[@]}" | cut -d' ' -f2 | median | awk -v n="$io_ops" '{ printf "%.0f", n / ($1 / 1e9) }')
+		RES[$fs.b_cpu]=$(printf '%s\n' "${v0[@]}" | cut -d' ' -f3 | median)
+		# Per round: this build's I/O ops per CPU-second over the previous build's.
+		RES[$fs.b_rounds]=$(paste -d' ' <(printf '%s\n' "${v[@]}" | cut -d' ' -f3) <(printf '%s\n' "${v0[@]}" | cut -d' ' -f3) |
+			awk '{ printf "%s%.2f", (NR > 1 ? ", " : ""), $1 / $2 }')
+		rm -rf "$MNT/sb0"
+	fi
+	if [ "$ANCHORS" = 0 ]; then
+		umount_fs
+		continue
+	fi
 	# At the recorded pace.
 	"$LS" replay init "$WORK/plan.lsr" --quiet >/dev/null
 	"$LS" replay run "$WORK/plan.lsr" --speed 1 --json --quiet >"$WORK/timed.json"
@@ -195,6 +231,15 @@ for fs in $FS; do
 	row "fio iolog replay" "${RES[$fs.fio]:-}" "${RES[$fs.fio_cpu]:-}" ""
 	row "I/O Riot" "${RES[$fs.ioriot]:-}" "${RES[$fs.ioriot_cpu]:-}" "${RES[$fs.ioriot_ops]:+ (performed ${RES[$fs.ioriot_ops]} of $((io_ops * 2)) ioops, lseeks included)}"
 done
+if [ -n "$BASE" ]; then
+	printf '\n### This build against the previous one (%s), same run, %s interleaved rounds, median\n\n' "$BASE" "$REPS"
+	printf '| file system | previous I/O ops/s (wall) | this build | ratio | previous I/O ops per CPU-second | this build | ratio | CPU ratio per round |\n|---|---|---|---|---|---|---|---|\n'
+	for fs in $FS; do
+		awk -v fs="$fs" -v bw="${RES[$fs.b_io]}" -v w="${RES[$fs.ls_io]}" -v bc="${RES[$fs.b_cpu]}" -v c="${RES[$fs.ls_cpu]}" -v r="${RES[$fs.b_rounds]}" 'BEGIN {
+			printf "| %s | %.0f | %.0f | %.2fx | %.0f | %.0f | %.2fx | %s |\n", fs, bw, w, w / bw, bc, c, c / bc, r }'
+	done
+fi
+[ "$ANCHORS" = 0 ] && exit 0
 printf '\n### At the recorded pace (--speed 1)\n\n| file system | workers | lateness p50 | p99 | max | duration vs recording | divergences |\n|---|---|---|---|---|---|---|\n'
 for fs in $FS; do
 	for w in "" rt_; do

@@ -499,8 +499,10 @@ rmdir tx/src/sub 2>/dev/null || rm -r tx/src/sub
 "#;
 
 /// Every entry under `dir`: relative name -> (type, permission bits, size of a regular file,
-/// symlink target, link count of a regular file, extended attributes as (name, value size)).
-type Entry = (char, u32, u64, String, u64, Vec<(String, usize)>);
+/// symlink target, link count of a regular file, extended attributes as (name, value size,
+/// value where the probes capture it: up to 256 bytes)).
+type Entry = (char, u32, u64, String, u64, Vec<Xattr>);
+type Xattr = (String, usize, Option<Vec<u8>>);
 fn full_tree(dir: &Path) -> BTreeMap<String, Entry> {
     use std::os::unix::fs::MetadataExt;
     let mut out = BTreeMap::new();
@@ -535,8 +537,8 @@ fn full_tree(dir: &Path) -> BTreeMap<String, Entry> {
     out
 }
 
-/// (name, value size) of each extended attribute of `p` (not following a symlink).
-fn xattrs(p: &Path) -> Vec<(String, usize)> {
+/// (name, value size, small value) of each extended attribute of `p` (not following a symlink).
+fn xattrs(p: &Path) -> Vec<Xattr> {
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
     let mut names = vec![0u8; 4096];
     // SAFETY: a buffer of names.len() bytes and a NUL-terminated path.
@@ -544,14 +546,18 @@ fn xattrs(p: &Path) -> Vec<(String, usize)> {
     if n <= 0 {
         return Vec::new();
     }
-    let mut out: Vec<(String, usize)> = names[..n as usize]
+    let mut out: Vec<Xattr> = names[..n as usize]
         .split(|&b| b == 0)
         .filter(|s| !s.is_empty())
         .map(|name| {
             let cn = std::ffi::CString::new(name).unwrap();
-            // SAFETY: size query (NULL buffer) with NUL-terminated strings.
-            let size = unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), std::ptr::null_mut(), 0) };
-            (String::from_utf8_lossy(name).into_owned(), size.max(0) as usize)
+            let mut v = vec![0u8; 65536];
+            // SAFETY: a buffer of v.len() bytes and NUL-terminated strings.
+            let size =
+                unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), v.as_mut_ptr() as *mut libc::c_void, v.len()) };
+            v.truncate(size.max(0) as usize);
+            let small = (v.len() <= 256).then_some(v);
+            (String::from_utf8_lossy(name).into_owned(), size.max(0) as usize, small)
         })
         .collect();
     out.sort();
@@ -626,13 +632,133 @@ fn everyday_programs_replay_without_divergence_and_leave_the_same_tree() {
     assert!(a == b, "the replayed tree differs from the recorded one:\n{}", tree_diff(&a, &b));
     assert_eq!(a["mvdir/olddir"].0, 'd', "a moved directory stays a directory");
     assert_eq!(a["a.hard"].4, 2);
-    assert_eq!(a["src/c"].5, vec![("user.note".to_string(), 5)]);
+    assert_eq!(a["src/c"].5, vec![("user.note".to_string(), 5, Some(b"hello".to_vec()))]);
 }
 
-/// A change the replay cannot make (data spliced from a pipe into a file) is a divergence,
-/// never a silently empty file.
+/// Record `script` (run by sh with the work directory as its argument) over `w`, prepare,
+/// initialise and replay it under `tmp/sb`: the run's statistics, and the recorded and
+/// replayed trees of `w`.
+fn replay_script(
+    tmp: &Path,
+    w: &Path,
+    script: &str,
+) -> (Value, BTreeMap<String, Entry>, BTreeMap<String, Entry>, String) {
+    let sh = tmp.join("workload.sh");
+    std::fs::write(&sh, script).unwrap();
+    let trace = tmp.join("t.lst");
+    record(&trace, &["sh", p(&sh), p(w)], &[]);
+    let plan = tmp.join("p.lsr");
+    let root = tmp.join("sb");
+    let prep = latscope_ok(&["replay", "prepare", "-r", p(&trace), "-o", p(&plan), "--root", p(&root)]);
+    latscope_ok(&["replay", "init", p(&plan), "--quiet"]);
+    let stats: Value = serde_json::from_str(&latscope_ok(&["replay", "run", p(&plan), "--json", "--quiet"])).unwrap();
+    (stats, full_tree(w), full_tree(&under_root(&root, w)), prep)
+}
+
+fn set_xattr(path: &Path, name: &str, value: &[u8]) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: NUL-terminated strings and a value of value.len() bytes.
+    let r = unsafe { libc::setxattr(c.as_ptr(), n.as_ptr(), value.as_ptr() as *const libc::c_void, value.len(), 0) };
+    assert_eq!(r, 0, "setxattr {}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+/// Attributes a file or directory had before the recording, which the workload only read or
+/// copied (`cp -a`, `rsync -aX`, `getfattr`), are part of the starting tree: the copies the
+/// replay makes get them, with the recorded values (up to 256 bytes) or values of the recorded
+/// size, and nothing diverges.
 #[test]
-fn a_change_the_replay_cannot_make_diverges() {
+fn attributes_found_before_the_recording_are_in_the_starting_tree() {
+    let t = "xattrs_before_recording";
+    if !require_bpf(t) {
+        return;
+    }
+    for tool in ["rsync", "getfattr", "setfattr"] {
+        if !require_tool(t, tool) {
+            return;
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("w");
+    std::fs::create_dir_all(w.join("src/d")).unwrap();
+    std::fs::write(w.join("src/f"), vec![3u8; 5000]).unwrap();
+    std::fs::write(w.join("src/plain"), b"no attributes").unwrap();
+    std::fs::write(w.join("src/d/g"), b"inside").unwrap();
+    set_xattr(&w.join("src/f"), "user.note", b"hello");
+    set_xattr(&w.join("src/f"), "user.bin", &[0, 0xff, 1]);
+    set_xattr(&w.join("src/f"), "user.big", &[7u8; 1000]);
+    set_xattr(&w.join("src/d"), "user.dir", b"x");
+    set_xattr(&w.join("src/d/g"), "user.g", b"");
+    let script = r#"set -e
+cd "$1"
+cp -a src cp_a
+rsync -aX src/ rs/
+getfattr -d -R src > /dev/null
+getfattr -n user.note --only-values src/f > note.txt
+"#;
+    let (stats, a, b, prep) = replay_script(tmp.path(), &w, script);
+    assert_eq!(stats["divergences"], 0, "{}", serde_json::to_string_pretty(&stats["first_divergences"]).unwrap());
+    assert!(prep.contains("5 extended attributes"), "{prep}");
+    let big = |t: &BTreeMap<String, Entry>, k: &str| t[k].5.iter().find(|x| x.0 == "user.big").map(|x| x.1);
+    // The 1000-byte value is not captured: init and the copies write generated bytes of its
+    // size, so the large values are compared by size.
+    for k in ["src/f", "cp_a/f", "rs/f"] {
+        assert_eq!(big(&a, k), Some(1000), "{k}");
+    }
+    assert_eq!(a["cp_a/f"].5, a["src/f"].5, "cp -a copied every attribute");
+    assert_eq!(a["rs/d"].5, vec![("user.dir".to_string(), 1, Some(b"x".to_vec()))]);
+    assert!(a == b, "the replayed tree differs from the recorded one:\n{}", tree_diff(&a, &b));
+}
+
+/// Copies through a pipe with splice (file to pipe to file, at the file positions and at
+/// explicit offsets) are replayed as a read of the source and a write of the same bytes to the
+/// destination: the replayed tree equals the recorded one, and nothing diverges.
+#[test]
+fn splice_copies_through_a_pipe_replay_with_their_effect_on_the_tree() {
+    let t = "splice_copies_replay";
+    if !require_bpf(t) || !require_tool(t, "python3") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("w");
+    std::fs::create_dir(&w).unwrap();
+    std::fs::write(w.join("src"), vec![5u8; 300_000]).unwrap();
+    let script = r#"set -e
+cd "$1"
+python3 - <<'EOF'
+import os
+r, wr = os.pipe()
+src = os.open('src', os.O_RDONLY)
+dst = os.open('copy', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+while True:
+    n = os.splice(src, wr, 65536)
+    if n == 0:
+        break
+    while n:
+        n -= os.splice(r, dst, n)
+# A range at explicit offsets on both sides.
+part = os.open('part', os.O_WRONLY | os.O_CREAT, 0o644)
+n = os.splice(src, wr, 10000, offset_src=4096)
+assert os.splice(r, part, n, offset_dst=50000) == n
+os.close(part)
+os.close(dst)
+EOF
+cat copy > /dev/null
+"#;
+    let (stats, a, b, prep) = replay_script(tmp.path(), &w, script);
+    assert_eq!(stats["divergences"], 0, "{}", serde_json::to_string_pretty(&stats["first_divergences"]).unwrap());
+    assert!(stats["by_kind"]["write"]["performed"].as_u64().unwrap_or(0) >= 5, "{stats}");
+    assert!(!prep.contains("splice between"), "{prep}");
+    assert_eq!(a["copy"].2, 300_000);
+    assert_eq!(a["part"].2, 60_000);
+    assert!(a == b, "the replayed tree differs from the recorded one:\n{}", tree_diff(&a, &b));
+}
+
+/// Data spliced into a file from a pipe the recording does not know (received from another
+/// process over a socket) is a change the replay cannot make: it diverges, never a silently
+/// short file.
+#[test]
+fn a_splice_from_an_unknown_pipe_diverges() {
     let t = "unreplayable_change_diverges";
     if !require_bpf(t) || !require_tool(t, "python3") {
         return;
@@ -641,7 +767,7 @@ fn a_change_the_replay_cannot_make_diverges() {
     let w = tmp.path().join("w");
     std::fs::create_dir(&w).unwrap();
     let code = format!(
-        "import os\nr, wr = os.pipe()\nos.write(wr, b'x' * 1000)\nfd = os.open('{}/spliced', os.O_WRONLY | os.O_CREAT, 0o644)\nassert os.splice(r, fd, 1000) == 1000\n",
+        "import os, socket\na, b = socket.socketpair()\nr, wr = os.pipe()\nsocket.send_fds(a, [b'p'], [r])\n_, fds, _, _ = socket.recv_fds(b, 1, 1)\nos.write(wr, b'x' * 1000)\nfd = os.open('{}/spliced', os.O_WRONLY | os.O_CREAT, 0o644)\nassert os.splice(fds[0], fd, 1000) == 1000\n",
         p(&w)
     );
     let trace = tmp.path().join("t.lst");
@@ -651,6 +777,59 @@ fn a_change_the_replay_cannot_make_diverges() {
     let first = &stats["first_divergences"][0];
     assert_eq!(first["op"], "splice (not replayed)", "{stats}");
     assert!(first["path"].as_str().unwrap().ends_with("w/spliced"), "{first}");
+}
+
+/// What the recording cannot see is said by prepare: stores through a shared writable mapping
+/// without an msync (the file is named), and operations submitted through io_uring (counted as
+/// not replayed, with the reason). A mapping that is msync'ed is replayed as a write of the
+/// synced range: the replayed tree equals the recorded one.
+#[test]
+fn mappings_and_io_uring_are_replayed_or_said() {
+    let t = "mmap_io_uring_said";
+    if !require_bpf(t) || !require_tool(t, "python3") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("w");
+    std::fs::create_dir(&w).unwrap();
+    std::fs::write(w.join("synced"), vec![1u8; 16384]).unwrap();
+    std::fs::write(w.join("unsynced"), vec![1u8; 8192]).unwrap();
+    let script = r#"set -e
+cd "$1"
+python3 - <<'EOF'
+import mmap, os
+fd = os.open('synced', os.O_RDWR)
+m = mmap.mmap(fd, 16384)
+m[100:5000] = b'y' * 4900
+m.flush(0, 8192)
+m.close()
+os.close(fd)
+fd = os.open('unsynced', os.O_RDWR)
+m = mmap.mmap(fd, 8192)
+m[0:10] = b'z' * 10
+m.close()
+os.close(fd)
+EOF
+"#;
+    let (stats, a, b, prep) = replay_script(tmp.path(), &w, script);
+    assert_eq!(stats["divergences"], 0, "{}", serde_json::to_string_pretty(&stats["first_divergences"]).unwrap());
+    assert!(stats["by_kind"]["msync"]["performed"].as_u64().unwrap_or(0) >= 1, "{stats}");
+    assert!(prep.contains("mapped shared and writable without an msync") && prep.contains("w/unsynced"), "{prep}");
+    assert!(!prep.contains("w/synced"), "the msync'ed file is not named: {prep}");
+    assert!(a == b, "the replayed tree differs from the recorded one:\n{}", tree_diff(&a, &b));
+    if !require_tool(t, "fio") {
+        return;
+    }
+    let trace = tmp.path().join("u.lst");
+    let f = format!("--filename={}", p(&w.join("ring")));
+    let argv =
+        ["fio", "--name=ring", "--ioengine=io_uring", "--rw=write", "--bs=4k", "--size=64k", &f, "--output=/dev/null"];
+    record(&trace, &argv, &[]);
+    let plan = tmp.path().join("u.lsr");
+    let out =
+        latscope_ok(&["replay", "prepare", "-r", p(&trace), "-o", p(&plan), "--root", p(&tmp.path().join("sb2"))]);
+    assert!(out.contains("submitted through io_uring"), "{out}");
+    assert!(out.contains("io_uring: the operations submitted through a ring are not visible"), "{out}");
 }
 
 /// A clone the recording made on a file system with reflinks (XFS), replayed in a sandbox that

@@ -180,6 +180,15 @@ impl SysDesc {
     pub const INFO_ACL: u8 = 4;
     /// Set in `mode` by [`SysDesc::INFO_ACL`].
     pub const ACL_MODE: u32 = 0x10000;
+    /// [`SysDesc::info`]: listxattr: the names the kernel wrote at `infoarg` (the result's
+    /// length, at most 512 bytes) are `path2`, NUL-separated.
+    pub const INFO_XLIST: u8 = 5;
+    /// [`SysDesc::info`]: getxattr: the value at `infoarg` (the result's length, if at most
+    /// [`SysDesc::XVALUE_MAX`] bytes) follows the name in `path2` (see [`SysDesc::split_xattr`]);
+    /// setxattr ([`SysDesc::INFO_ACL`]) adds its value the same way.
+    pub const INFO_XVALUE: u8 = 6;
+    /// The largest extended-attribute value the probes capture.
+    pub const XVALUE_MAX: usize = 256;
 
     const EMPTY: SysDesc = SysDesc {
         fd: NONE,
@@ -211,6 +220,30 @@ impl SysDesc {
     /// `path2` is an extended attribute's name, not a path.
     pub fn xattr_name(name: &str) -> bool {
         name.contains("xattr")
+    }
+    /// The `path2` of a getxattr or setxattr event: the attribute's name and, when the probes
+    /// captured it, its value (stored after a NUL, in hexadecimal).
+    pub fn split_xattr(path2: &str) -> (&str, Option<Vec<u8>>) {
+        let Some((name, hex)) = path2.split_once('\0') else { return (path2, None) };
+        let h = hex.as_bytes();
+        if h.len() % 2 != 0 {
+            return (name, None);
+        }
+        let digit = |c: u8| (c as char).to_digit(16);
+        let v: Option<Vec<u8>> = h.chunks(2).map(|p| Some((digit(p[0])? * 16 + digit(p[1])?) as u8)).collect();
+        (name, v)
+    }
+    /// The `path2` of a getxattr or setxattr event with a captured value (see
+    /// [`SysDesc::split_xattr`]).
+    pub fn join_xattr(name: &str, value: &[u8]) -> String {
+        use std::fmt::Write;
+        let mut s = String::with_capacity(name.len() + 1 + 2 * value.len());
+        s.push_str(name);
+        s.push('\0');
+        for b in value {
+            let _ = write!(s, "{b:02x}");
+        }
+        s
     }
 
     /// Takes, creates or returns a file descriptor, takes a path, changes the fd table, or
@@ -355,23 +388,30 @@ fn describe(name: &str) -> SysDesc {
         // source fd); flock: the operation
         "ioctl" => SysDesc { fd: 0, flags: 1, addr: 2, bits: SysDesc::CLONE_RANGE, class: FileMeta, ..e },
         "flock" => SysDesc { fd: 0, flags: 1, class: FileMeta, ..e },
-        // xattrs: the name is `path2` (kept as given, not a path); a set's value is read when it
-        // is a minimal POSIX ACL (a mode)
-        "fgetxattr" => SysDesc { fd: 0, path2: 1, count: 3, class: FileMeta, ..e },
+        // xattrs: the name is `path2` (kept as given, not a path), with the value got or set
+        // when small; a set's value is read when it is a minimal POSIX ACL (a mode); the
+        // names listxattr returned are `path2`
+        "fgetxattr" => {
+            SysDesc { fd: 0, path2: 1, count: 3, infoarg: 2, info: SysDesc::INFO_XVALUE, class: FileMeta, ..e }
+        }
         "fsetxattr" => {
             SysDesc { fd: 0, path2: 1, count: 3, flags: 4, infoarg: 2, info: SysDesc::INFO_ACL, class: FileMeta, ..e }
         }
-        "flistxattr" => SysDesc { fd: 0, count: 2, class: FileMeta, ..e },
+        "flistxattr" => SysDesc { fd: 0, count: 2, infoarg: 1, info: SysDesc::INFO_XLIST, class: FileMeta, ..e },
         "fchmod" => SysDesc { fd: 0, mode: 1, class: FileMeta, ..e },
         "stat" | "lstat" => SysDesc { path: 0, infoarg: 1, info: SysDesc::INFO_STAT, class: FileMeta, ..e },
         "statfs" | "chdir" | "chroot" | "rmdir" | "unlink" | "chown" | "lchown" | "utime" | "utimes" | "acct"
         | "swapon" | "swapoff" | "umount2" | "uselib" => SysDesc { path: 0, class: FileMeta, ..e },
         "removexattr" | "lremovexattr" => SysDesc { path: 0, path2: 1, class: FileMeta, ..e },
-        "getxattr" | "lgetxattr" => SysDesc { path: 0, path2: 1, count: 3, class: FileMeta, ..e },
+        "getxattr" | "lgetxattr" => {
+            SysDesc { path: 0, path2: 1, count: 3, infoarg: 2, info: SysDesc::INFO_XVALUE, class: FileMeta, ..e }
+        }
         "setxattr" | "lsetxattr" => {
             SysDesc { path: 0, path2: 1, count: 3, flags: 4, infoarg: 2, info: SysDesc::INFO_ACL, class: FileMeta, ..e }
         }
-        "listxattr" | "llistxattr" => SysDesc { path: 0, count: 2, class: FileMeta, ..e },
+        "listxattr" | "llistxattr" => {
+            SysDesc { path: 0, count: 2, infoarg: 1, info: SysDesc::INFO_XLIST, class: FileMeta, ..e }
+        }
         "execve" => SysDesc { path: 0, bits: SysDesc::RENAMES, class: Process, ..e },
         "execveat" => SysDesc { dirfd: 0, path: 1, flags: 4, bits: SysDesc::RENAMES, class: Process, ..e },
         "access" | "chmod" | "mkdir" => SysDesc { path: 0, mode: 1, class: FileMeta, ..e },

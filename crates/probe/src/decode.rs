@@ -194,7 +194,7 @@ impl Decoder {
         e.path2.clear();
 
         match EventKind::from_u8(r.kind) {
-            Some(EventKind::Syscall) => self.syscall(&mut e, &p1, &cstr(raw2), raw1),
+            Some(EventKind::Syscall) => self.syscall(&mut e, &p1, raw2, raw1),
             Some(EventKind::Proc) => self.proc(&mut e, &p1, raw2),
             _ => {}
         }
@@ -235,7 +235,8 @@ impl Decoder {
         std::fs::symlink_metadata(path).map(|m| m.mode() & libc::S_IFMT).unwrap_or(0)
     }
 
-    fn syscall(&mut self, e: &mut Event, p1: &str, p2: &str, raw1: &[u8]) {
+    fn syscall(&mut self, e: &mut Event, p1: &str, raw2: &[u8], raw1: &[u8]) {
+        let p2 = &*cstr(raw2);
         let d: &SysDesc = desc(e.nr);
         let ok = e.ret >= 0;
         let t = FdType::from_u8(e.fd_type);
@@ -266,8 +267,20 @@ impl Decoder {
                 e.path.push_str(&p);
             }
         }
-        if d.path2 != NONE && SysDesc::xattr_name(name) {
-            e.path2 = p2.to_string();
+        if d.info == SysDesc::INFO_XLIST && ok {
+            // The names, each NUL-terminated; a list longer than what was captured keeps its
+            // whole names only.
+            let n = (e.ret as usize).min(raw2.len());
+            let whole = raw2[..n].iter().rposition(|&c| c == 0).unwrap_or(0);
+            e.path2 = String::from_utf8_lossy(&raw2[..whole]).into_owned();
+        } else if d.path2 != NONE && SysDesc::xattr_name(name) {
+            // The name, then the value when it was captured.
+            let nul = raw2.iter().position(|&c| c == 0);
+            let value = nul.and_then(|k| raw2.get(k + 1..)).filter(|v| ok && !v.is_empty());
+            e.path2 = match value {
+                Some(v) => SysDesc::join_xattr(p2, v),
+                None => p2.to_string(),
+            };
         } else if d.path2 != NONE && name.starts_with("readlink") {
             // The target the kernel wrote (not NUL-terminated: its length is the result).
             let n = (e.ret.max(0) as usize).min(p2.len());
@@ -526,6 +539,41 @@ mod tests {
         assert_eq!(b.path.get(2), "/var/log/a");
         assert_eq!((b.path.get(3), b.path2.get(3)), ("/a", "/work/b"));
         assert_eq!(b.comm.get(0), "x");
+    }
+
+    /// Extended attributes: the names a list returned (NUL-separated, a cut-off name left
+    /// out) and the value a get returned or a set gave, after the name (in hex).
+    #[test]
+    fn xattr_events_carry_names_and_values() {
+        let h = TraceHeader::default();
+        let mut d = Decoder::new(&h, false);
+        let raw = |e: ls_event, p1: &str, payload: &[u8]| {
+            let mut e = e;
+            let b1: Vec<u8> = [p1.as_bytes(), &[0]].concat();
+            e.path_len = b1.len() as u16;
+            e.path2_len = payload.len() as u16;
+            // SAFETY: ls_event is plain old data.
+            let head = unsafe { std::slice::from_raw_parts(&e as *const ls_event as *const u8, RECORD_SIZE) };
+            [head, &b1, payload].concat()
+        };
+        let mut l = ev("listxattr", -1, 14);
+        l.bytes = 256;
+        d.record(&raw(l, "/f", b"user.a\0user.b\0"));
+        let mut cut = ev("listxattr", -1, 600);
+        cut.bytes = 1024;
+        d.record(&raw(cut, "/f", b"user.a\0user.lo"));
+        let mut g = ev("getxattr", -1, 3);
+        g.bytes = 256;
+        d.record(&raw(g, "/f", b"user.a\0\x00\xff\x01"));
+        let mut q = ev("getxattr", -1, 3);
+        q.bytes = 0;
+        d.record(&raw(q, "/f", b"user.a\0"));
+        let b = d.take();
+        assert_eq!(b.path2.get(0), "user.a\0user.b");
+        assert_eq!(b.path2.get(1), "user.a");
+        assert_eq!(b.path2.get(2), "user.a\u{0}00ff01");
+        assert_eq!(SysDesc::split_xattr(b.path2.get(2)), ("user.a", Some(vec![0, 0xff, 1])));
+        assert_eq!(SysDesc::split_xattr(b.path2.get(3)), ("user.a", None));
     }
 
     /// A successful exec: the program resolved against the working directory, the arguments

@@ -36,6 +36,11 @@ pub struct InitReport {
     pub symlinks: u64,
     /// Bytes written.
     pub bytes: u64,
+    /// Extended attributes set.
+    pub xattrs: u64,
+    /// Extended attributes that could not be set (path, name and why): the sandbox's file
+    /// system may not support them; the replay's calls on them diverge.
+    pub xattr_failures: Vec<String>,
     /// Where earlier trees of this test went.
     pub trashed: Vec<PathBuf>,
     /// The sandbox roots.
@@ -174,6 +179,7 @@ pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
         // SAFETY: closing the directory fd we opened.
         unsafe { libc::close(fd) };
     }
+    set_xattrs(plan, &paths, &sb, &mut rep, &shown_meta);
     for fd in &sb.roots {
         // Written data reaches the disk now, not during the run.
         // SAFETY: syncfs on our directory fd.
@@ -182,4 +188,42 @@ pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
     sb.mark(plan.id, "ready")?;
     rep.elapsed_ns = sys::now_ns() - t0;
     Ok(rep)
+}
+
+/// The extended attributes the starting tree had: on each entry through `/proc/self/fd/N` of an
+/// `O_PATH` fd resolved beneath the sandbox (which reaches a symlink itself, too).
+fn set_xattrs(plan: &Plan, paths: &CPaths, sb: &Sandbox, rep: &mut InitReport, shown: &crate::plan::PlanMeta) {
+    let mut generated = Vec::new();
+    for x in &plan.xattrs {
+        let root = sb.roots[paths.root(x.path)].as_raw_fd();
+        let name = paths.literal(x.name);
+        let value: &[u8] = if x.value != NONE {
+            &plan.values[x.value as usize]
+        } else {
+            generated.resize(x.size as usize, 0);
+            crate::pattern::fill(&mut generated, 0);
+            &generated
+        };
+        let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let fd = sys::openat2(root, paths.rel(x.path), flags as u64, 0, sys::RESOLVE_SANDBOX);
+        let r = if fd < 0 {
+            fd
+        } else {
+            let proc = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default();
+            // SAFETY: NUL-terminated strings and a value of value.len() bytes; closing our fd.
+            unsafe {
+                let r =
+                    libc::setxattr(proc.as_ptr(), name.as_ptr(), value.as_ptr() as *const libc::c_void, value.len(), 0);
+                let r = sys::ret(r as i64);
+                libc::close(fd as i32);
+                r
+            }
+        };
+        if r < 0 {
+            let e = std::io::Error::from_raw_os_error((-r) as i32);
+            rep.xattr_failures.push(format!("{} {}: {e}", plan.paths.display(shown, x.path), name.to_string_lossy()));
+        } else {
+            rep.xattrs += 1;
+        }
+    }
 }

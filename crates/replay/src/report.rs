@@ -36,11 +36,12 @@ pub fn describe_plan(p: &Plan) -> String {
     }
     let _ = writeln!(
         s,
-        "starting tree: {} directories, {} files ({}), {} symlinks; {} files open before the recording",
+        "starting tree: {} directories, {} files ({}), {} symlinks, {} extended attributes; {} files open before the recording",
         c.init_dirs,
         c.init_files,
         fmt_bytes(c.init_bytes),
         c.init_symlinks,
+        p.xattrs.len(),
         p.preopen.len()
     );
     let _ = writeln!(s, "sandbox ({}):", m.sandbox.mode);

@@ -179,7 +179,7 @@ struct {
 
 struct ls_scratch {
 	struct ls_event e;
-	char paths[sizeof(struct ls_why) + 2 * LS_PATH_MAX]; /* [struct ls_why] path path2 */
+	char paths[sizeof(struct ls_why) + 2 * LS_PATH_MAX + LS_XVALUE_MAX]; /* [struct ls_why] path path2 [xattr value] */
 };
 
 struct {
@@ -755,7 +755,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 		return 0;
 	}
 
-	if (!has_arg(d->path) && !has_arg(d->path2) && !(d->bits & LS_SOCK)) {
+	if (!has_arg(d->path) && !has_arg(d->path2) && !(d->bits & LS_SOCK) && d->info != LS_INFO_XLIST) {
 		struct ls_event *e;
 		if (why) {
 			/* The parts follow the event: a record of its own size (the reserve's size is a constant). */
@@ -842,6 +842,22 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	}
 	if (n2 > LS_PATH_MAX)
 		n2 = LS_PATH_MAX;
+	/* What an xattr call's starting tree needs: the names listed, a value got or set. The
+	 * buffer is filled when the call asked for data (a size of 0 only asks for the length). */
+	if ((d->info == LS_INFO_XLIST || d->info == LS_INFO_XVALUE || d->info == LS_INFO_ACL) && ret >= 0 &&
+	    e->bytes > 0 && has_arg(d->infoarg)) {
+		__u64 len = d->info == LS_INFO_ACL ? e->bytes : (__u64)ret;
+		void *src = (void *)s->args[d->infoarg];
+		if (d->info == LS_INFO_XLIST) {
+			if (len > LS_PATH_MAX)
+				len = LS_PATH_MAX;
+			if (len && !bpf_probe_read_user(paths + n1, len, src))
+				n2 = len;
+		} else if (n2 > 0 && len > 0 && len <= LS_XVALUE_MAX) {
+			if (bpf_probe_read_user(paths + n1 + n2, len, src) == 0)
+				n2 += len;
+		}
+	}
 	e->path_len = n1;
 	e->path2_len = n2;
 	__u64 size = sizeof(struct ls_event) + woff + n1 + n2;

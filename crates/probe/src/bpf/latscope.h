@@ -21,6 +21,7 @@ enum ls_limits {
 	LS_PIDS_MAX = 65536,    /* processes the pid filter holds (given, and children followed) */
 	LS_CGROUPS_MAX = 64,    /* cgroups the cgroup filter holds */
 	LS_CGROUP_DEPTH = 32,   /* cgroup levels below the root the cgroup filter looks at */
+	LS_XVALUE_MAX = 256,    /* bytes of an xattr value captured after its name (LS_INFO_XVALUE) */
 };
 
 enum ls_kind { LS_SYSCALL = 0, LS_BLOCK = 1, LS_PROC = 2 };
@@ -85,6 +86,11 @@ enum ls_exit_info {
 	LS_INFO_ACL = 4,   /* an xattr value at infoarg that is a minimal POSIX ACL: its permission
 	                    * bits | LS_ACL_MODE into mode */
 	LS_ACL_MODE = 0x10000,
+	LS_INFO_XLIST = 5,  /* listxattr: the names the kernel wrote at infoarg (ret bytes, at most
+	                     * LS_PATH_MAX) are the path2 payload */
+	LS_INFO_XVALUE = 6, /* getxattr: the value at infoarg (ret bytes, if at most LS_XVALUE_MAX)
+	                     * follows the name's NUL in the path2 payload; setxattr (LS_INFO_ACL)
+	                     * does the same with its `bytes` */
 };
 
 /*

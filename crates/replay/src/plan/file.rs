@@ -18,9 +18,9 @@ pub const PLAN_MAGIC: &[u8; 8] = b"LSREPLAY";
 /// The end record's marker.
 const END_MAGIC: &[u8; 8] = b"LSREPEND";
 /// Plan format version this build writes and reads.
-pub const PLAN_VERSION: u32 = 1;
+pub const PLAN_VERSION: u32 = 2;
 
-const SECTIONS: [&[u8; 4]; 7] = [b"META", b"PATH", b"LITR", b"THRD", b"OPS_", b"INIT", b"PREO"];
+const SECTIONS: [&[u8; 4]; 8] = [b"META", b"PATH", b"LITR", b"THRD", b"OPS_", b"INIT", b"PREO", b"XATR"];
 const SECTION_HEADER: usize = 32;
 /// Largest raw section accepted (a corrupt length must not make the reader allocate wildly).
 const MAX_RAW: u64 = 1 << 36;
@@ -101,6 +101,20 @@ fn sections(plan: &Plan) -> Result<Vec<Vec<u8>>> {
         put_u32(&mut b, p.path);
         put_u32(&mut b, p.flags);
         put_u64(&mut b, p.pos as u64);
+    }
+    raw.push(b);
+    let mut b = Vec::new();
+    put_u32(&mut b, plan.values.len() as u32);
+    for v in &plan.values {
+        put_u32(&mut b, v.len() as u32);
+        b.extend_from_slice(v);
+    }
+    put_u32(&mut b, plan.xattrs.len() as u32);
+    for x in &plan.xattrs {
+        put_u32(&mut b, x.path);
+        put_u32(&mut b, x.name);
+        put_u32(&mut b, x.value);
+        put_u32(&mut b, x.size);
     }
     raw.push(b);
     Ok(raw)
@@ -279,7 +293,20 @@ fn decode(bytes: &[u8]) -> std::result::Result<Plan, String> {
         preopen.push(Preopen { slot: c.u32()?, path: c.u32()?, flags: c.u32()?, pos: c.u64()? as i64 });
     }
     c.done()?;
-    Ok(Plan { id: 0, meta, paths: PathTable { entries }, literals, threads, ops, init, preopen })
+    let mut c = Cur::new(&raw[7], "XATR");
+    let n = c.u32()?;
+    let mut values = Vec::with_capacity(c.cap(n, 4));
+    for _ in 0..n {
+        let len = c.u32()? as usize;
+        values.push(c.take(len)?.to_vec());
+    }
+    let n = c.u32()?;
+    let mut xattrs = Vec::with_capacity(c.cap(n, 16));
+    for _ in 0..n {
+        xattrs.push(InitXattr { path: c.u32()?, name: c.u32()?, value: c.u32()?, size: c.u32()? });
+    }
+    c.done()?;
+    Ok(Plan { id: 0, meta, paths: PathTable { entries }, literals, threads, ops, init, preopen, values, xattrs })
 }
 
 /// The `OPS_` section (`u64 n`, then `n` 64-byte entries) decompressed as a stream: the count
@@ -516,7 +543,18 @@ pub(crate) mod tests {
             ThreadInfo { tid: 11, pid: 10, start: 2, len: 2, ops: 1, lane: 1, comm: "b".into() },
         ];
         let init = vec![InitEntry { path: 0, kind: InitKind::Dir, mode: 0o755, size: 0, target: NONE }];
-        Plan { id: 0, meta, paths, literals: vec![], threads, ops, init, preopen: vec![] }
+        Plan {
+            id: 0,
+            meta,
+            paths,
+            literals: vec![],
+            threads,
+            ops,
+            init,
+            preopen: vec![],
+            values: vec![],
+            xattrs: vec![],
+        }
     }
 
     #[test]

@@ -40,6 +40,11 @@ pub struct Plan {
     pub init: Vec<InitEntry>,
     /// Files open before the recording started that the replay uses: opened before the run.
     pub preopen: Vec<Preopen>,
+    /// Extended-attribute values the recording captured, by id (setxattr operations and
+    /// [`InitXattr`] refer to them).
+    pub values: Vec<Vec<u8>>,
+    /// Extended attributes of the starting tree, in path order.
+    pub xattrs: Vec<InitXattr>,
 }
 
 /// The plan's description (stored as JSON in the plan file).
@@ -133,6 +138,9 @@ pub struct PlanCounts {
     pub init_symlinks: u64,
     /// Bytes init writes.
     pub init_bytes: u64,
+    /// Extended attributes init sets.
+    #[serde(default)]
+    pub init_xattrs: u64,
 }
 
 /// Operations left out of the plan.
@@ -191,6 +199,23 @@ pub struct InitEntry {
     /// Literal id of a symlink's target ([`NONE`] otherwise).
     pub target: u32,
 }
+
+/// An extended attribute a path of the starting tree had when the recording started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InitXattr {
+    /// Path id (an entry of the starting tree).
+    pub path: u32,
+    /// Literal id of the attribute's name.
+    pub name: u32,
+    /// Value id ([`Plan::values`]) of the recorded value, or [`NONE`]: `size` bytes of
+    /// generated data.
+    pub value: u32,
+    /// Size of the value in bytes (when it was not captured).
+    pub size: u32,
+}
+
+/// The largest extended-attribute value a plan holds (Linux's `XATTR_SIZE_MAX`).
+pub const MAX_XATTR_VALUE: usize = 65536;
 
 /// A file open before the recording started, opened by the run before its clock starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -362,6 +387,23 @@ impl Plan {
                 c.init_files, c.init_bytes, c.init_dirs, c.init_symlinks
             )));
         }
+        let nlit = self.literals.len() as u32;
+        for x in &self.xattrs {
+            let value_ok = if x.value == NONE {
+                x.size as usize <= MAX_XATTR_VALUE
+            } else {
+                (x.value as usize) < self.values.len()
+            };
+            if x.path as usize >= self.paths.len() || x.name >= nlit || !value_ok {
+                return Err(bad(format!(
+                    "a starting attribute names path {}, name {}, value {} (size {}) out of range",
+                    x.path, x.name, x.value, x.size
+                )));
+            }
+        }
+        if self.values.iter().any(|v| v.len() > MAX_XATTR_VALUE) {
+            return Err(bad(format!("an attribute value above {MAX_XATTR_VALUE} bytes")));
+        }
         let nthreads = self.threads.len() as u32;
         if m.lanes == 0 && nthreads > 0 || m.lanes > nthreads {
             return Err(bad(format!("{} lanes for {nthreads} threads", m.lanes)));
@@ -480,6 +522,9 @@ impl Plan {
             && op.path2 as usize >= self.literals.len()
         {
             return Err(format!("attribute name {} of {}", op.path2, self.literals.len()));
+        }
+        if op.kind == OpKind::Setxattr && op.off != -1 && !(op.off >= 0 && (op.off as usize) < self.values.len()) {
+            return Err(format!("attribute value {} of {}", op.off, self.values.len()));
         }
         if op.xattr() && op.slot == NONE && op.path == NONE {
             return Err("an attribute call on neither an fd nor a path".into());

@@ -96,9 +96,12 @@ pub fn plan_events(ev: &TraceEvents, opts: &PrepareOptions) -> Result<Plan> {
     }
     let p = planner::Planner::new(ev, mapper).run();
     let mut literals = p.literals;
+    let mut values = p.values;
     let init = p.world.init_entries(&p.mapper, &mut literals);
+    let xattrs = p.world.init_xattrs(&p.mapper, &mut literals, &mut values);
 
-    let mut counts = PlanCounts { implicit: p.implicit, waits: p.waits, ..Default::default() };
+    let mut counts =
+        PlanCounts { implicit: p.implicit, waits: p.waits, init_xattrs: xattrs.len() as u64, ..Default::default() };
     for e in &init {
         match e.kind {
             crate::plan::InitKind::Dir => counts.init_dirs += 1,
@@ -163,6 +166,30 @@ pub fn plan_events(ev: &TraceEvents, opts: &PrepareOptions) -> Result<Plan> {
     for (what, n) in p.world.disagreements.iter().chain(p.notes.iter()) {
         warnings.push(format!("{n} times: {what}"));
     }
+    if !p.io_uring.is_empty() {
+        let (n, procs): (u64, usize) = (p.io_uring.values().sum(), p.io_uring.len());
+        warnings.push(format!(
+            "{n} operations were submitted through io_uring by {procs} processes: the recording does not see them and they are \
+             not replayed, so files they read or wrote are replayed without them (their contents and sizes may differ)"
+        ));
+    }
+    if !p.unsynced.is_empty() {
+        let name = |q: u32| match p.mapper.paths.get(q) {
+            Some(e) => match p.mapper.spec.roots.get(e.root as usize) {
+                Some(r) => format!("{}/{}", r.dir.trim_end_matches('/'), e.rel),
+                None => e.rel.clone(),
+            },
+            None => "?".into(),
+        };
+        let names: Vec<String> = p.unsynced.iter().take(5).map(|&q| name(q)).collect();
+        warnings.push(format!(
+            "{} files were mapped shared and writable without an msync ({}{}): stores through a mapping are not recorded, \
+             so the replayed files' contents may differ where the program stored (only what msync covered is written)",
+            p.unsynced.len(),
+            names.join(", "),
+            if p.unsynced.len() > 5 { ", ..." } else { "" }
+        ));
+    }
     let h = &ev.header;
     let meta = PlanMeta {
         plan_version: PLAN_VERSION,
@@ -187,7 +214,7 @@ pub fn plan_events(ev: &TraceEvents, opts: &PrepareOptions) -> Result<Plan> {
         lanes,
     };
     let preopen = p.preopen.into_iter().map(|(slot, path, flags, pos)| Preopen { slot, path, flags, pos }).collect();
-    let plan = Plan { id: 0, meta, paths: p.mapper.paths, literals, threads, ops, init, preopen };
+    let plan = Plan { id: 0, meta, paths: p.mapper.paths, literals, threads, ops, init, preopen, values, xattrs };
     debug_assert!(plan.ops.iter().all(|o| o.kind != OpKind::Wait || o.slot != NONE));
     plan.validate()?;
     Ok(plan)

@@ -8,7 +8,8 @@
 use super::mapping::Mapper;
 use super::res::{OpRef, Res, Writers};
 use crate::op::NONE;
-use crate::plan::{InitEntry, InitKind};
+use crate::plan::{InitEntry, InitKind, InitXattr};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What an object is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +70,22 @@ pub struct Obj {
     /// Reading its extended attributes (get, list) vs changing them (set, remove): orders
     /// them across threads and processes as recorded.
     pub xattrs: Res,
+    /// Extended attributes it had at the start, by name: (value size, value) where recorded.
+    xstart: BTreeMap<String, (Option<u64>, Option<Vec<u8>>)>,
+    /// Attribute names whose state the replay's own operations decide (set, removed, or found
+    /// missing): later calls say nothing about the start.
+    xknown: BTreeSet<String>,
+}
+
+/// What an extended-attribute call says about one attribute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum XattrEvidence {
+    /// It existed (with this size and value, where recorded).
+    Had(Option<u64>, Option<Vec<u8>>),
+    /// It did not exist.
+    Missing,
+    /// The call set or removed it.
+    Changed,
 }
 
 impl Obj {
@@ -88,6 +105,8 @@ impl Obj {
             writers: Writers::default(),
             size_res: Res::default(),
             xattrs: Res::default(),
+            xstart: BTreeMap::new(),
+            xknown: BTreeSet::new(),
         }
     }
     fn refine(&mut self, k: ObjKind) {
@@ -491,15 +510,74 @@ impl World {
         ob.writers.truncate(len);
     }
 
+    /// What an extended-attribute call on object `o` says about attribute `name`: an
+    /// attribute found before the replay changed it existed at the start (if the object did).
+    pub fn xattr_evidence(&mut self, o: u32, name: &str, ev: XattrEvidence) {
+        let ob = &mut self.objs[o as usize];
+        if ob.xknown.contains(name) {
+            return;
+        }
+        match ev {
+            XattrEvidence::Had(size, value) => {
+                if ob.pre == Pre::No {
+                    return;
+                }
+                let e = ob.xstart.entry(name.to_string()).or_default();
+                e.0 = size.or(e.0);
+                if value.is_some() {
+                    e.1 = value;
+                }
+            }
+            XattrEvidence::Missing | XattrEvidence::Changed => {
+                ob.xknown.insert(name.to_string());
+            }
+        }
+    }
+
+    /// The path an object has in the starting tree, if it is part of it.
+    fn init_path(ob: &Obj) -> Option<u32> {
+        match ob.pre {
+            Pre::Yes(p) => Some(p),
+            Pre::Maybe(p) if ob.init_size > 0 || !ob.xstart.is_empty() => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The extended attributes of the starting tree (recorded values go into `values`).
+    pub fn init_xattrs(&self, m: &Mapper, literals: &mut Vec<String>, values: &mut Vec<Vec<u8>>) -> Vec<InitXattr> {
+        let mut out = Vec::new();
+        for ob in &self.objs {
+            let Some(path) = Self::init_path(ob) else { continue };
+            if m.paths.entries[path as usize].rel == "." || ob.kind == ObjKind::Fifo {
+                continue;
+            }
+            for (name, (size, value)) in &ob.xstart {
+                literals.push(name.clone());
+                let name = literals.len() as u32 - 1;
+                let x = match value {
+                    Some(v) => {
+                        values.push(v.clone());
+                        InitXattr { path, name, value: values.len() as u32 - 1, size: v.len() as u32 }
+                    }
+                    None => InitXattr {
+                        path,
+                        name,
+                        value: NONE,
+                        size: size.unwrap_or(0).min(crate::plan::MAX_XATTR_VALUE as u64) as u32,
+                    },
+                };
+                out.push(x);
+            }
+        }
+        out.sort_by_key(|x| x.path);
+        out
+    }
+
     /// The starting tree: objects that exist before the replay, parents first.
     pub fn init_entries(&self, m: &Mapper, literals: &mut Vec<String>) -> Vec<InitEntry> {
         let mut v: Vec<(usize, u32, InitEntry)> = Vec::new();
         for ob in &self.objs {
-            let path = match ob.pre {
-                Pre::Yes(p) => p,
-                Pre::Maybe(p) if ob.init_size > 0 => p,
-                _ => continue,
-            };
+            let Some(path) = Self::init_path(ob) else { continue };
             let e = &m.paths.entries[path as usize];
             if e.rel == "." {
                 continue;

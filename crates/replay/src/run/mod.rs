@@ -96,6 +96,8 @@ pub(crate) struct Shared<'a> {
     pub maps: Vec<AtomicUsize>,
     pub map_off: Vec<AtomicU64>,
     pub pattern: Pattern,
+    /// Recorded extended-attribute values (setxattr of a recorded value).
+    pub values: &'a [Vec<u8>],
     /// Bumped by directory renames and removals: cached directory fds are looked up again.
     pub dir_gen: AtomicU64,
     /// Some operation diverged (msync stops writing into mappings).
@@ -181,6 +183,7 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
         maps: (0..plan.meta.maps).map(|_| AtomicUsize::new(0)).collect(),
         map_off: (0..plan.meta.maps).map(|_| AtomicU64::new(0)).collect(),
         pattern: Pattern::new(plan.meta.max_write),
+        values: &plan.values,
         dir_gen: AtomicU64::new(0),
         diverged: AtomicBool::new(false),
     };

@@ -84,7 +84,12 @@ pub fn replay(a: RunArgs) -> Result<ExitCode> {
     let user = a.user.as_deref().map(latscope_replay::sandbox::lookup_user).transpose()?;
     if a.init {
         let opts = InitOptions { root: a.place.root.clone(), owner: user, progress: None };
-        latscope_replay::init(&plan, &opts)?;
+        let rep = latscope_replay::init(&plan, &opts)?;
+        for f in &rep.xattr_failures {
+            eprintln!(
+                "warning: an extended attribute of the starting tree could not be set (its calls will diverge): {f}"
+            );
+        }
     }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -67,14 +67,18 @@ pub fn init(a: InitArgs) -> Result<ExitCode> {
         println!("moved the previous tree to {}", t.display());
     }
     println!(
-        "created {} directories, {} files ({}), {} symlinks in {} ({})",
+        "created {} directories, {} files ({}), {} symlinks, {} extended attributes in {} ({})",
         rep.dirs,
         rep.files,
         fmt_bytes(rep.bytes),
         rep.symlinks,
+        rep.xattrs,
         rep.roots.join(", "),
         fmt_ns(rep.elapsed_ns)
     );
+    for f in &rep.xattr_failures {
+        eprintln!("warning: an extended attribute of the starting tree could not be set (its calls will diverge): {f}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

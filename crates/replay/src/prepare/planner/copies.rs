@@ -132,16 +132,95 @@ impl Planner<'_> {
         self.finish(me, op);
     }
 
-    /// splice, tee, vmsplice: through a pipe, whose contents the replay does not model.
+    /// splice between a file and a pipe the model knows: file to pipe is replayed as a read of
+    /// the file's range, pipe to file as a write of the bytes it moved (generated data, as
+    /// every replayed write), so a copy through a pipe leaves the destination as large as it
+    /// was. tee and vmsplice touch no file. Data spliced into a file from a pipe the model does
+    /// not know is a change the replay cannot make.
     pub(super) fn splice(&mut self, i: usize) {
-        let ret = self.ev.events.ret[i];
-        if ret > 0 && self.writes_replayed_file(i) {
-            self.unreplayed(i, NONE, why::SPLICE);
-        } else {
-            let b = &self.ev.events;
-            let r = self.usable(self.fd_of(b.pid[i], b.fd[i])).err();
-            self.drop_op(if r == Some(why::NOT_FILE) { why::NOT_FILE } else { why::SPLICE });
+        let b = &self.ev.events;
+        let (pid, ret, roff, roff2) = (b.pid[i], b.ret[i], b.off[i], b.off2[i]);
+        if syscall_name(b.nr[i]) != Some("splice") {
+            self.drop_op(why::TEE);
+            return;
         }
+        let out = self.fd_of(pid, b.fd[i]);
+        let inp = self.fd_of(pid, b.addr[i] as i32);
+        let pipe = |f: Option<Fd>| f.is_some_and(|f| self.ofds[f.ofd as usize].what == What::Other(FdType::Pipe));
+        let file = |f: Option<Fd>| self.usable(f).is_ok_and(|f| self.ofds[f.ofd as usize].what == What::File);
+        let (f, write, off) = match (file(inp), file(out)) {
+            (true, false) if pipe(out) => (inp, false, roff2),
+            (false, true) if pipe(inp) => (out, true, roff),
+            _ => {
+                if ret > 0 && self.writes_replayed_file(i) {
+                    self.unreplayed(i, NONE, why::SPLICE_UNKNOWN);
+                } else {
+                    let r = [out, inp].into_iter().find_map(|f| self.usable(f).err());
+                    self.drop_op(if r == Some(why::NOT_FILE) || r.is_none() {
+                        why::NOT_FILE
+                    } else {
+                        why::SPLICE_UNKNOWN
+                    });
+                }
+                return;
+            }
+        };
+        let Some(f) = f else { return };
+        // The probe gives the output's file position when the call used it (an explicit offset
+        // equal to it is taken for the position); a NULL input offset is -1.
+        let pos = self.ofds[f.ofd as usize].pos;
+        let positional = if write { off == pos } else { off < 0 };
+        let at = if positional { pos } else { off };
+        if positional && ret > 0 {
+            self.ofds[f.ofd as usize].pos = at + ret;
+        }
+        if ret <= 0 || !self.sel {
+            self.drop_op(why::SPLICE_NOTHING);
+            return;
+        }
+        let n = ret as u64;
+        if n > MAX_IO_BYTES {
+            if write {
+                self.unreplayed(i, NONE, why::TOO_LARGE);
+            } else {
+                self.drop_op(why::TOO_LARGE);
+            }
+            return;
+        }
+        let me = self.begin_fd(i, f);
+        if positional {
+            self.first_pos(f, at);
+            self.ofds[f.ofd as usize].pos_res.write(me, &mut self.deps);
+        }
+        let obj = self.obj_of(f);
+        if write {
+            let append = self.ofds[f.ofd as usize].append;
+            let cur = if obj != NONE { self.w.size(obj) } else { 0 };
+            let at = if append && obj != NONE { cur as i64 } else { at };
+            if obj != NONE && at >= 0 {
+                let o = &mut self.w.objs[obj as usize];
+                if append || at as u64 + n > cur {
+                    o.size_res.write(me, &mut self.deps);
+                } else {
+                    o.size_res.read(me, &mut self.deps);
+                }
+                o.writers.write(at as u64, at as u64 + n, me);
+                self.w.wrote(obj, at as u64, n);
+            }
+            self.slots[f.slot as usize].written = true;
+        } else if obj != NONE && at >= 0 {
+            let o = &mut self.w.objs[obj as usize];
+            o.writers.readers_deps(at as u64, at as u64 + n, &mut self.deps);
+            o.size_res.read(me, &mut self.deps);
+            self.w.read_evidence(obj, at as u64, n, n);
+        }
+        let kind = match (write, positional) {
+            (true, true) => OpKind::Write,
+            (true, false) => OpKind::Pwrite,
+            (false, true) => OpKind::Read,
+            (false, false) => OpKind::Pread,
+        };
+        self.finish(me, Op { kind, slot: f.slot, size: n, off: at, ret, ..Op::blank() });
     }
 
     /// ioctl: FIOCLEX / FIONCLEX change close-on-exec; FICLONE / FICLONERANGE are replayed.
@@ -252,15 +331,22 @@ impl Planner<'_> {
         self.finish(me, Op { kind: OpKind::Mknod, path: p, mode, ret, ..Op::blank() });
     }
 
-    /// Extended attributes, on a path or an fd. The recording holds names and sizes, not
-    /// values: a set writes generated bytes, except a minimal POSIX ACL, which is a mode (a
-    /// chmod); names the kernel checks (`system.`, `security.`) cannot take generated values,
-    /// so setting them is a change the replay cannot make.
+    /// Extended attributes, on a path or an fd. The recording holds the names, the names a
+    /// list returned, and values up to 256 bytes: a set writes the recorded value, or
+    /// generated bytes of the recorded size; a minimal POSIX ACL is a mode (a chmod); names
+    /// the kernel checks (`system.`, `security.`) cannot take generated values, so setting them
+    /// without a recorded value is a change the replay cannot make. What the calls found
+    /// before the replay changed an attribute is part of the starting tree.
     pub(super) fn xattr(&mut self, i: usize, k: OpKind) {
         let b = &self.ev.events;
         let (pid, tid, ret, flags, mode, bytes) = (b.pid[i], b.tid[i], b.ret[i], b.flags[i], b.mode[i], b.bytes[i]);
         let name = syscall_name(b.nr[i]).unwrap_or("");
-        let attr = b.path2.get(i).to_string();
+        let (attr, value) = if k == OpKind::Listxattr {
+            (b.path2.get(i).to_string(), None)
+        } else {
+            let (a, v) = SysDesc::split_xattr(b.path2.get(i));
+            (a.to_string(), v)
+        };
         let on_fd = name.starts_with('f');
         let nofollow = name.starts_with('l');
         let (f, p) = if on_fd {
@@ -279,7 +365,9 @@ impl Planner<'_> {
         };
         let acl = k == OpKind::Setxattr && mode & SysDesc::ACL_MODE != 0 && attr == "system.posix_acl_access";
         let checked = attr.starts_with("system.") || attr.starts_with("security.");
-        if k != OpKind::Listxattr && attr.is_empty() || k == OpKind::Setxattr && checked && !acl {
+        let set_value = if k == OpKind::Setxattr { value.clone().filter(|v| v.len() as u64 == bytes) } else { None };
+        if k != OpKind::Listxattr && attr.is_empty() || k == OpKind::Setxattr && checked && !acl && set_value.is_none()
+        {
             // Recorded without the name (an older trace), or a value the kernel checks.
             if ret >= 0 && matches!(k, OpKind::Setxattr | OpKind::Removexattr) {
                 self.unreplayed(i, p, why::XATTR);
@@ -320,6 +408,7 @@ impl Planner<'_> {
             } else {
                 x.read(me, &mut self.deps);
             }
+            self.xattr_evidence(obj, k, &attr, ret, flags, bytes, value);
         }
         let slot = f.map(|f| f.slot).unwrap_or(NONE);
         if acl {
@@ -338,18 +427,72 @@ impl Planner<'_> {
             self.literals.len() as u32 - 1
         };
         let size = if k == OpKind::Removexattr { 0 } else { bytes };
+        // A set's recorded value, by id (-1: generated bytes).
+        let off = match set_value {
+            Some(v) => {
+                self.values.push(v);
+                self.values.len() as i64 - 1
+            }
+            None => -1,
+        };
         let op = Op {
             kind: k,
             slot,
             path: p,
             path2: lit,
             size,
+            off,
             flags: if k == OpKind::Setxattr { flags } else { 0 },
             mode: u32::from(nofollow),
             ret,
             ..Op::blank()
         };
         self.finish(me, op);
+    }
+
+    /// What an attribute call found, for the starting tree.
+    #[allow(clippy::too_many_arguments)]
+    fn xattr_evidence(
+        &mut self,
+        obj: u32,
+        k: OpKind,
+        attr: &str,
+        ret: i64,
+        flags: u32,
+        bytes: u64,
+        value: Option<Vec<u8>>,
+    ) {
+        use super::super::world::XattrEvidence as X;
+        const XATTR_REPLACE: u32 = 2;
+        const ENODATA: i64 = 61;
+        match k {
+            OpKind::Getxattr if ret >= 0 => {
+                // A size query (no buffer) gets the size alone.
+                let value = value.filter(|v| bytes > 0 && v.len() as i64 == ret);
+                self.w.xattr_evidence(obj, attr, X::Had(Some(ret as u64), value));
+            }
+            OpKind::Listxattr if ret > 0 && bytes > 0 => {
+                for n in attr.split('\0').filter(|n| !n.is_empty()) {
+                    self.w.xattr_evidence(obj, n, X::Had(None, None));
+                }
+            }
+            OpKind::Setxattr | OpKind::Removexattr => {
+                let existed = match k {
+                    OpKind::Setxattr => ret == 0 && flags & XATTR_REPLACE != 0 || errno(ret) == EEXIST,
+                    _ => ret == 0,
+                };
+                if existed {
+                    self.w.xattr_evidence(obj, attr, X::Had(None, None));
+                }
+                if ret == 0 {
+                    self.w.xattr_evidence(obj, attr, X::Changed);
+                }
+            }
+            _ => {}
+        }
+        if k != OpKind::Listxattr && errno(ret) == ENODATA {
+            self.w.xattr_evidence(obj, attr, X::Missing);
+        }
     }
 
     /// linkat(fd, "", dir, name, AT_EMPTY_PATH) and linkat(AT_FDCWD, "/proc/self/fd/N", ...,

@@ -49,6 +49,8 @@ impl Planner<'_> {
                 file_off: off,
                 shared_writable: flags & MAP_SHARED != 0 && prot & PROT_WRITE != 0,
                 res: Res::default(),
+                path: self.ofds[f.ofd as usize].path,
+                synced: false,
             });
             self.maps[map as usize].res.write(me, &mut self.deps);
             self.mms[mm as usize].maps.push(Mapping { addr: ret as u64, len, map });
@@ -63,6 +65,8 @@ impl Planner<'_> {
                 file_off: 0,
                 shared_writable: false,
                 res: Res::default(),
+                path: NONE,
+                synced: false,
             });
         }
         let _ = tid;
@@ -144,6 +148,9 @@ impl Planner<'_> {
         }
         let me = self.begin(tid, pid);
         self.maps[m.map as usize].res.read(me, &mut self.deps);
+        if ret == 0 {
+            self.maps[m.map as usize].synced = true;
+        }
         let ms = self.maps[m.map as usize].clone();
         let moff = addr - ms.addr0;
         let len = len.min(m.addr + m.len - addr);

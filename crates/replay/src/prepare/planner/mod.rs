@@ -96,8 +96,16 @@ pub mod why {
     /// Data into a replayed file from something else.
     pub const COPY_FROM_OTHER: &str =
         "data copied into a file from a pipe, socket or file the replay does not have (replayed as a divergence)";
-    /// splice and tee.
-    pub const SPLICE: &str = "splice, tee and vmsplice go through a pipe, whose contents are not modelled";
+    /// splice from or into a pipe the model does not know.
+    pub const SPLICE_UNKNOWN: &str =
+        "splice between a file and a pipe (or fd) the recording does not know (into a file: replayed as a divergence)";
+    /// splice that moved nothing.
+    pub const SPLICE_NOTHING: &str = "splice that moved no data (failed, or at the end of the file)";
+    /// tee and vmsplice.
+    pub const TEE: &str = "tee and vmsplice move data between pipes and memory, not files";
+    /// io_uring.
+    pub const IO_URING: &str =
+        "io_uring: the operations submitted through a ring are not visible to the recording (not replayed)";
     /// Other ioctls.
     pub const IOCTL: &str = "ioctl requests other than FICLONE, FICLONERANGE, FIOCLEX and FIONCLEX are not replayed";
     /// xattrs.
@@ -156,6 +164,7 @@ enum H {
     Mknod,
     Copy(OpKind),
     Splice,
+    IoUring,
     Xattr(OpKind),
     Unsupported,
     NotIo,
@@ -233,6 +242,7 @@ fn handler(name: &str) -> H {
         "copy_file_range" => H::Copy(K::CopyRange),
         "sendfile" => H::Copy(K::Sendfile),
         "splice" | "tee" | "vmsplice" => H::Splice,
+        "io_uring_enter" | "io_uring_register" => H::IoUring,
         "setxattr" | "lsetxattr" | "fsetxattr" => H::Xattr(K::Setxattr),
         "getxattr" | "lgetxattr" | "fgetxattr" => H::Xattr(K::Getxattr),
         "listxattr" | "llistxattr" | "flistxattr" => H::Xattr(K::Listxattr),
@@ -303,6 +313,10 @@ struct MapSlot {
     file_off: i64,
     shared_writable: bool,
     res: Res,
+    /// The mapped file's path (for messages).
+    path: u32,
+    /// An msync covered part of it (stores through it were replayed there).
+    synced: bool,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -388,6 +402,12 @@ pub struct Planned {
     pub span: u64,
     /// Events the model could not follow (a process's fd known nowhere, ...), by message.
     pub notes: BTreeMap<&'static str, u64>,
+    /// Recorded extended-attribute values, by id.
+    pub values: Vec<Vec<u8>>,
+    /// Operations submitted through io_uring_enter (not visible, not replayed), by process.
+    pub io_uring: BTreeMap<u32, u64>,
+    /// Paths of files mapped shared and writable that no msync covered.
+    pub unsynced: Vec<u32>,
 }
 
 /// The planner state.
@@ -417,6 +437,10 @@ pub struct Planner<'a> {
     notes: BTreeMap<&'static str, u64>,
     /// Length of the (rewritten) target of each symlink the replay creates, by object.
     symlink_len: FxHashMap<u32, u64>,
+    /// Recorded extended-attribute values that sets write, by id.
+    values: Vec<Vec<u8>>,
+    /// Operations submitted through io_uring_enter, by process.
+    io_uring: BTreeMap<u32, u64>,
     /// The event being handled: index, selected.
     cur: usize,
     sel: bool,
@@ -461,6 +485,8 @@ impl<'a> Planner<'a> {
             max_write: 0,
             notes: BTreeMap::new(),
             symlink_len: FxHashMap::default(),
+            values: Vec::new(),
+            io_uring: BTreeMap::new(),
             cur: 0,
             sel: false,
         }
@@ -489,6 +515,12 @@ impl<'a> Planner<'a> {
             }
         }
         self.w.executable_targets(&mut self.m);
+        // Files mapped shared and writable that no msync covered: stores through the mapping
+        // are not recorded, so nothing in the plan writes them.
+        let mut unsynced_maps: Vec<u32> =
+            self.maps.iter().filter(|m| m.shared_writable && !m.synced && m.obj != NONE).map(|m| m.path).collect();
+        unsynced_maps.sort_unstable();
+        unsynced_maps.dedup();
         let preopen = self
             .slots
             .iter()
@@ -516,6 +548,9 @@ impl<'a> Planner<'a> {
             t0: self.t0,
             span: self.span,
             notes: self.notes,
+            values: self.values,
+            io_uring: self.io_uring,
+            unsynced: unsynced_maps,
         }
     }
 
@@ -683,6 +718,12 @@ impl<'a> Planner<'a> {
             H::Ioctl => self.ioctl(i),
             H::Copy(k) => self.copy(i, k),
             H::Splice => self.splice(i),
+            H::IoUring => {
+                self.drop_op(why::IO_URING);
+                if self.sel && nr == latscope_event::syscall_nr("io_uring_enter").unwrap_or(u16::MAX) && ret > 0 {
+                    *self.io_uring.entry(pid).or_default() += ret as u64;
+                }
+            }
             H::Xattr(k) => self.xattr(i, k),
             H::Unshare => {
                 self.drop_op(why::NOT_IO);
