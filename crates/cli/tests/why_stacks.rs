@@ -156,13 +156,58 @@ fn why_flame_graph_draws_without_overlapping_text() {
     let tmp = tempfile::tempdir().unwrap();
     let (trace, _) = record(tmp.path());
     let svg = tmp.path().join("flame.svg");
-    latscope_ok(&["why", "-r", trace.to_str().unwrap(), "--waits", "--flame", svg.to_str().unwrap()]);
+    let folded = tmp.path().join("blocked.folded");
+    latscope_ok(&[
+        "why",
+        "-r",
+        trace.to_str().unwrap(),
+        "--waits",
+        "--flame",
+        svg.to_str().unwrap(),
+        "--folded",
+        folded.to_str().unwrap(),
+    ]);
     let doc = std::fs::read_to_string(&svg).unwrap();
     assert!(doc.contains("wait_for_holder"), "the flame graph names the waiting function");
     let l = layout(&chrome, &svg, "");
     let named: Vec<_> = l.iter().filter(|e| e.tag == "text" && e.visible && e.text.contains("futex")).collect();
     assert!(!named.is_empty(), "a frame shows the futex wait");
     assert_text_fits(&l, "flame graph");
+
+    // Brendan Gregg's flamegraph.pl (as Debian ships it, with Devel::NYTProf) draws the folded
+    // output: every line taken, the total its samples.
+    let fg = Path::new("/usr/share/perl5/Devel/NYTProf/flamegraph.pl");
+    if !fg.exists() {
+        latscope_testkit::skip(
+            "why_flame_graph_draws_without_overlapping_text",
+            "flamegraph.pl (libdevel-nytprof-perl) is not installed (make test installs it)",
+        );
+        return;
+    }
+    let text = std::fs::read_to_string(&folded).unwrap();
+    let total: u64 =
+        text.lines().map(|l| l.rsplit_once(' ').expect("`stack count` lines").1.parse::<u64>().unwrap()).sum();
+    assert!(total > 0, "{text}");
+    let out = Command::new("perl").arg(fg).arg(&folded).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("Ignored"), "flamegraph.pl refused the folded output: {err}");
+    let pl = String::from_utf8_lossy(&out.stdout);
+    assert!(pl.contains("wait_for_holder"), "flamegraph.pl names the waiting function");
+    let all = format!("all ({} samples, 100%)", thousands(total));
+    assert!(pl.contains(&all), "flamegraph.pl's total is not the folded total {total}");
+}
+
+/// 1234567 as flamegraph.pl prints counts: 1,234,567.
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The calls of a thread in a Parquet export, and the frames of their stacks, read by DuckDB:
