@@ -126,11 +126,12 @@ struct task_struct___pre514 {
 	volatile long state;
 } __attribute__((preserve_access_index));
 
+/* A direct load (t comes from the tracepoint, a pointer the verifier lets programs read). */
 static __always_inline long why_task_state(struct task_struct *t)
 {
 	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
-	return BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+		return t->__state;
+	return ((struct task_struct___pre514 *)t)->state;
 }
 
 /* prev leaves the CPU inside a traced call. `first`: its entry was just spilled (the first
