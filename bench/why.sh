@@ -52,7 +52,7 @@ if [ -n "$BASE" ]; then
 	VARIANTS+=("previous build: record --why|$BASE record -w $WORK/t.lst --quiet --no-block -c whyloop --why")
 fi
 [ -n "$OFFCPU" ] && VARIANTS+=("offcputime (libbpf-tools, all threads)|$OFFCPU")
-if command -v perf >/dev/null && perf sched record -h 2>&1 | grep -q -- --output; then
+if command -v perf >/dev/null && [[ $(perf sched record -h 2>&1 || true) == *--output* ]]; then
 	VARIANTS+=("perf sched record -a|perf sched record -a -o $WORK/perf.data")
 fi
 
