@@ -63,7 +63,9 @@ macro_rules! with_prim_columns {
                 (WakeDev, wake_dev, UInt32Type, UInt32, 0),
                 (WakeSector, wake_sector, UInt64Type, UInt64, 0),
                 (Kstack, kstack, UInt32Type, UInt32, 0),
-                (Ustack, ustack, UInt32Type, UInt32, 0)
+                (Ustack, ustack, UInt32Type, UInt32, 0),
+                (WakerWaitPart, waker_wait_part, UInt8Type, UInt8, 0),
+                (WakerWaitNs, waker_wait_ns, UInt64Type, UInt64, 0)
             ]
         }
     };

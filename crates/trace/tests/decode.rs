@@ -73,6 +73,8 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::WakeSector => p.wake_sector = e.wake_sector,
                 Column::Kstack => p.kstack = e.kstack,
                 Column::Ustack => p.ustack = e.ustack,
+                Column::WakerWaitPart => p.waker_wait_part = e.waker_wait_part,
+                Column::WakerWaitNs => p.waker_wait_ns = e.waker_wait_ns,
             }
         }
         out.push(&p);
@@ -336,6 +338,8 @@ fn files_without_later_columns_read_as_not_recorded() {
     expected.wake_dev = vec![0; n];
     expected.kstack = vec![0; n];
     expected.ustack = vec![0; n];
+    expected.waker_wait_part = vec![0; n];
+    expected.waker_wait_ns = vec![0; n];
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);

@@ -257,7 +257,9 @@ fn value_counts(all: &EventBatch) -> serde_json::Value {
         wake_dev,
         wake_sector,
         kstack,
-        ustack
+        ustack,
+        waker_wait_part,
+        waker_wait_ns
     );
     for (name, col) in [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2)] {
         let mut m: BTreeMap<String, u64> = BTreeMap::new();

@@ -208,6 +208,8 @@ fn projection_returns_right_values_and_fills_the_rest() {
                 Column::WakeSector => ge.wake_sector == be.wake_sector,
                 Column::Kstack => ge.kstack == be.kstack,
                 Column::Ustack => ge.ustack == be.ustack,
+                Column::WakerWaitPart => ge.waker_wait_part == be.waker_wait_part,
+                Column::WakerWaitNs => ge.waker_wait_ns == be.waker_wait_ns,
             };
             assert!(same, "column {name} row {i}");
         }
