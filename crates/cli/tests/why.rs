@@ -267,6 +267,25 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
     let truth = lat - total(&ev, "cpu") - total(&ev, "runq");
     assert_share("block I/O", total(&ev, "io"), truth, lat);
     assert!(total(&ev, "io") * 100 >= lat * 90, "block I/O dominates: {} of {lat} ns", total(&ev, "io"));
+
+    // Where the fsyncs blocked: the kernel stack goes through the block device's sync path
+    // (blkdev_fsync, which writes the dirty pages and waits for their writeback) down to the
+    // I/O wait (io_schedule), and that stack holds the block I/O time.
+    let f = format!("thread.tid = {} and evt.type = fsync", kv["main"]);
+    let v: Value =
+        serde_json::from_str(&latscope_ok(&["why", "-r", trace.to_str().unwrap(), "--stacks", "--json", &f])).unwrap();
+    let top = &v["stacks"][0];
+    let kernel: Vec<&str> = top["kernel"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    let has = |name: &str| kernel.iter().any(|f| f.split('+').next() == Some(name));
+    assert!(has("blkdev_fsync") && has("file_write_and_wait_range"), "the sync path: {kernel:?}");
+    assert!(has("io_schedule"), "the I/O wait: {kernel:?}");
+    assert!(
+        kernel.iter().position(|f| f.starts_with("io_schedule"))
+            < kernel.iter().position(|f| f.starts_with("blkdev_fsync")),
+        "innermost first: {kernel:?}"
+    );
+    assert_eq!(top["calls"], 4, "{top}");
+    assert_share("the sync stack's blocked time", top["blocked_ns"].as_u64().unwrap(), total(&ev, "io"), lat);
 }
 
 fn sh(cmd: &str) -> String {
