@@ -129,7 +129,26 @@ fn why_futex_held_by_another_thread_is_lock_time_woken_by_the_holder() {
     for e in &ev {
         assert_eq!(e["why"]["waker"]["tid"], kv["holder"], "woken by the holder: {e}");
         assert_eq!(e["why"]["waker"]["kind"], "thread");
+        // One level of cascade: the holder held the lock across a sleep, so it was itself
+        // waiting for a timer while the waiter waited for it.
+        assert_eq!(e["why"]["waker"]["was_in"]["cause"], "timer", "the holder was asleep: {e}");
     }
+    let was_in: u64 = ev.iter().map(|e| e["why"]["waker"]["was_in"]["ns"].as_u64().unwrap()).sum();
+    // The truth: the holder's sleeps, 20 ms each (its time waiting for a CPU after each sleep
+    // is in the lock wait too, but is not a wait of its own).
+    assert_share("the holder's sleep within the lock wait", was_in, ev.len() as u64 * 20_000_000, lat);
+    let t = trace.to_str().unwrap();
+    let f = format!("thread.tid = {} and evt.type = futex and evt.latency > 1ms", kv["main"]);
+    let text = latscope_ok(&["events", "-r", t, "--why", &f]);
+    assert!(text.contains(&format!("woken by why/{}, which was in timer/sleep ", kv["holder"])), "{text}");
+    let c: Value =
+        serde_json::from_str(&latscope_ok(&["top", "-r", t, "--by", "cause", "--waits", "--json", &f])).unwrap();
+    assert_eq!(c["wakers"][0]["waker"], format!("why/{}", kv["holder"]), "{c}");
+    assert_eq!(c["wakers"][0]["was_in"]["cause"], "timer", "{c}");
+    let j: Value = serde_json::from_str(&latscope_ok(&["why", "-r", t, "--waits", "--json", &f])).unwrap();
+    assert_eq!(j["operations"][0]["wakers"][0]["was_in"]["cause"], "timer", "{j}");
+    let text = latscope_ok(&["why", "-r", t, "--waits", &f]);
+    assert!(text.contains("which was in timer/sleep"), "{text}");
 }
 
 /// A writer sleeps 20 ms before each write: the reader's reads are pipe time, woken by the writer.
@@ -248,6 +267,25 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
     let truth = lat - total(&ev, "cpu") - total(&ev, "runq");
     assert_share("block I/O", total(&ev, "io"), truth, lat);
     assert!(total(&ev, "io") * 100 >= lat * 90, "block I/O dominates: {} of {lat} ns", total(&ev, "io"));
+
+    // Where the fsyncs blocked: the kernel stack goes through the block device's sync path
+    // (blkdev_fsync, which writes the dirty pages and waits for their writeback) down to the
+    // I/O wait (io_schedule), and that stack holds the block I/O time.
+    let f = format!("thread.tid = {} and evt.type = fsync", kv["main"]);
+    let v: Value =
+        serde_json::from_str(&latscope_ok(&["why", "-r", trace.to_str().unwrap(), "--stacks", "--json", &f])).unwrap();
+    let top = &v["stacks"][0];
+    let kernel: Vec<&str> = top["kernel"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    let has = |name: &str| kernel.iter().any(|f| f.split('+').next() == Some(name));
+    assert!(has("blkdev_fsync") && has("file_write_and_wait_range"), "the sync path: {kernel:?}");
+    assert!(has("io_schedule"), "the I/O wait: {kernel:?}");
+    assert!(
+        kernel.iter().position(|f| f.starts_with("io_schedule"))
+            < kernel.iter().position(|f| f.starts_with("blkdev_fsync")),
+        "innermost first: {kernel:?}"
+    );
+    assert_eq!(top["calls"], 4, "{top}");
+    assert_share("the sync stack's blocked time", top["blocked_ns"].as_u64().unwrap(), total(&ev, "io"), lat);
 }
 
 fn sh(cmd: &str) -> String {

@@ -358,6 +358,12 @@ columns! {
     vpid: u32,
     /// Thread id in the thread's own pid namespace (0: not recorded).
     vtid: u32,
+    /// One level of cascade: the part (an index in [`WHY_PART_NAMES`]) the waking thread was
+    /// itself blocked in for the most of the call's longest blocked interval, in the traced
+    /// calls it made meanwhile (`waker_wait_ns` 0: none seen).
+    waker_wait_part: u8,
+    /// How long (ns) the waking thread was blocked in `waker_wait_part` during that interval.
+    waker_wait_ns: u64,
 }
 
 /// The parts of a call's latency recorded by attribution, in the order of [`WHY_PARTS`].

@@ -414,6 +414,8 @@ fn set_why(e: &mut Event, y: &ls_why) {
     e.wake_sector = y.wake_sector;
     e.kstack = y.kstack as u32;
     e.ustack = y.ustack as u32;
+    e.waker_wait_part = y.waker_wait_part;
+    e.waker_wait_ns = y.waker_wait_ns;
 }
 
 fn sock_name(raw: &[u8]) -> Option<String> {

@@ -68,7 +68,9 @@ macro_rules! with_prim_columns {
                 (Loginuid, loginuid, UInt32Type, UInt32, u32::MAX),
                 (Tty, tty, UInt32Type, UInt32, 0),
                 (Vpid, vpid, UInt32Type, UInt32, 0),
-                (Vtid, vtid, UInt32Type, UInt32, 0)
+                (Vtid, vtid, UInt32Type, UInt32, 0),
+                (WakerWaitPart, waker_wait_part, UInt8Type, UInt8, 0),
+                (WakerWaitNs, waker_wait_ns, UInt64Type, UInt64, 0)
             ]
         }
     };

@@ -152,6 +152,8 @@ pub fn random_batch(rng: &mut Rng, n: usize) -> EventBatch {
             tty: rng.next_u64() as u32,
             vpid: rng.next_u64() as u32,
             vtid: rng.next_u64() as u32,
+            waker_wait_part: rng.below(9) as u8,
+            waker_wait_ns: rng.next_u64(),
             comm: rng.pick(STRINGS).to_string(),
             path: rng.pick(STRINGS).to_string(),
             path2: rng.pick(STRINGS).to_string(),

@@ -78,6 +78,8 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::Tty => p.tty = e.tty,
                 Column::Vpid => p.vpid = e.vpid,
                 Column::Vtid => p.vtid = e.vtid,
+                Column::WakerWaitPart => p.waker_wait_part = e.waker_wait_part,
+                Column::WakerWaitNs => p.waker_wait_ns = e.waker_wait_ns,
             }
         }
         out.push(&p);
@@ -346,6 +348,8 @@ fn files_without_later_columns_read_as_not_recorded() {
     expected.tty = vec![0; n];
     expected.vpid = vec![0; n];
     expected.vtid = vec![0; n];
+    expected.waker_wait_part = vec![0; n];
+    expected.waker_wait_ns = vec![0; n];
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);

@@ -262,7 +262,9 @@ fn value_counts(all: &EventBatch) -> serde_json::Value {
         loginuid,
         tty,
         vpid,
-        vtid
+        vtid,
+        waker_wait_part,
+        waker_wait_ns
     );
     for (name, col) in [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2)] {
         let mut m: BTreeMap<String, u64> = BTreeMap::new();

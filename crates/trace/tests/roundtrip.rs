@@ -213,6 +213,8 @@ fn projection_returns_right_values_and_fills_the_rest() {
                 Column::Tty => ge.tty == be.tty,
                 Column::Vpid => ge.vpid == be.vpid,
                 Column::Vtid => ge.vtid == be.vtid,
+                Column::WakerWaitPart => ge.waker_wait_part == be.waker_wait_part,
+                Column::WakerWaitNs => ge.waker_wait_ns == be.waker_wait_ns,
             };
             assert!(same, "column {name} row {i}");
         }

@@ -41,6 +41,18 @@ pub fn waker(b: &EventBatch, i: usize) -> Option<String> {
     }
 }
 
+/// What the waking thread of call `i` was itself blocked in during the call's longest wait (one
+/// level of cascade): (part index, ns), or `None` when nothing was seen.
+pub fn waker_wait(b: &EventBatch, i: usize) -> Option<(usize, u64)> {
+    let p = b.waker_wait_part[i] as usize;
+    (b.waker_ctx[i] == 1 && b.waker_wait_ns[i] > 0 && p < WHY_PARTS).then_some((p, b.waker_wait_ns[i]))
+}
+
+/// `, which was in block I/O 190ms`: the cascade as text, or nothing.
+fn waker_wait_text(w: Option<(usize, u64)>) -> String {
+    w.map_or(String::new(), |(p, t)| format!(", which was in {} {}", PART_LABELS[p], fmt_ns(t)))
+}
+
 /// The breakdown of call `i` as JSON: `parts_ns` (every part, zeros included; they add up to the
 /// latency), and the waker, the preempter and the waking block request where known. `None` when
 /// the call carries no breakdown.
@@ -62,6 +74,7 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<Value> {
                 "kind": kind,
                 "tid": if b.waker_ctx[i] == 1 { json!(b.waker_tid[i]) } else { Value::Null },
                 "name": waker(b, i),
+                "was_in": waker_wait(b, i).map(|(p, t)| json!({ "cause": WHY_PART_NAMES[p], "ns": t })),
             }),
         );
     }
@@ -92,7 +105,7 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
         let _ = write!(s, "{sep}{} {} ({:.0}%)", PART_LABELS[*p], fmt_ns(*v), *v as f64 * 100.0 / lat);
     }
     if let Some(w) = waker(b, i) {
-        let _ = write!(s, "; woken by {w}");
+        let _ = write!(s, "; woken by {w}{}", waker_wait_text(waker_wait(b, i)));
     }
     if b.runq_tid[i] != 0 {
         let _ = write!(s, "; preempted by tid {} on cpu {}", b.runq_tid[i], b.runq_cpu[i]);
@@ -118,6 +131,9 @@ pub struct WhyAgg {
     pub parts: [u64; WHY_PARTS],
     /// Blocked time (ns) by waker (`comm/tid`, `[timer]`, ...) and the part it ended.
     pub by_waker: HashMap<(String, usize), u64>,
+    /// What each waking thread was itself blocked in meanwhile (one level of cascade): ns by
+    /// part, summed over the waits it ended.
+    pub waker_waits: HashMap<String, [u64; WHY_PARTS]>,
     /// Per operation (syscall name): calls, total latency and parts.
     pub by_op: HashMap<String, OpWhy>,
     /// Count idle waits (poll, epoll_wait, futex, nanosleep, wait4, ...: the calls of
@@ -191,6 +207,9 @@ impl WhyAgg {
                 // time of the dominant blocked part.
                 let (k, v) = (2..WHY_PARTS - 1).map(|k| (k, p[k])).max_by_key(|&(_, v)| v).unwrap_or((0, 0));
                 if v > 0 {
+                    if let Some((wp, wt)) = waker_wait(b, i) {
+                        self.waker_waits.entry(w.clone()).or_default()[wp] += wt;
+                    }
                     *op.wakers.entry(w.clone()).or_default() += v;
                     *self.by_waker.entry((w, k)).or_default() += v;
                 }
@@ -211,6 +230,13 @@ impl WhyAgg {
         v.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
         v.truncate(n);
         v
+    }
+
+    /// What waker `w` was blocked in for the most while the calls it woke waited: (part, ns).
+    pub fn waker_was_in(&self, w: &str) -> Option<(usize, u64)> {
+        let p = self.waker_waits.get(w)?;
+        let (k, &t) = p.iter().enumerate().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))?;
+        (t > 0).then_some((k, t))
     }
 
     /// Operations by total time, largest first, at most `n`.
@@ -248,7 +274,8 @@ impl WhyAgg {
         if !wakers.is_empty() {
             let _ = writeln!(s, "\nblocked time by waker (the longest wait of each call)");
             for (w, k, t) in wakers {
-                let _ = writeln!(s, "  {:<32} {:>9}  {}", w, fmt_ns(t), PART_LABELS[k]);
+                let was = waker_wait_text(self.waker_was_in(w));
+                let _ = writeln!(s, "  {:<32} {:>9}  {}{was}", w, fmt_ns(t), PART_LABELS[k]);
             }
         }
         let _ = writeln!(s, "\nby operation (total time; its two largest causes)");
@@ -275,12 +302,14 @@ impl WhyAgg {
             "calls_without_breakdown": self.without,
             "total_ns": self.total_ns,
             "parts_ns": parts,
-            "wakers": self.ranked_wakers(n).into_iter().map(|(w, k, t)| json!({"waker": w, "cause": WHY_PART_NAMES[k], "blocked_ns": t})).collect::<Vec<_>>(),
+            "wakers": self.ranked_wakers(n).into_iter().map(|(w, k, t)| json!({"waker": w, "cause": WHY_PART_NAMES[k], "blocked_ns": t,
+                "was_in": self.waker_was_in(w).map(|(p, t)| json!({"cause": WHY_PART_NAMES[p], "ns": t}))})).collect::<Vec<_>>(),
             "idle_waits_left_out": self.waits_left_out,
             "operations": self.ranked_ops(n).into_iter().map(|(op, o)| json!({
                 "op": op, "calls": o.calls, "total_ns": o.total_ns, "max_ns": o.max_ns,
                 "files": largest(&o.files, 3).into_iter().map(|(p, t)| json!({"path": p, "total_ns": t})).collect::<Vec<_>>(),
-                "wakers": largest(&o.wakers, 3).into_iter().map(|(w, t)| json!({"waker": w, "blocked_ns": t})).collect::<Vec<_>>(),
+                "wakers": largest(&o.wakers, 3).into_iter().map(|(w, t)| json!({"waker": w, "blocked_ns": t,
+                    "was_in": self.waker_was_in(&w).map(|(p, t)| json!({"cause": WHY_PART_NAMES[p], "ns": t}))})).collect::<Vec<_>>(),
                 "disks": largest(&o.disks, 3).into_iter().map(|(d, t)| json!({"dev": d, "io_ns": t})).collect::<Vec<_>>(),
                 "parts_ns": WHY_PART_NAMES.iter().zip(o.parts).map(|(k, v)| ((*k).to_string(), json!(v))).collect::<Map<String, Value>>(),
             })).collect::<Vec<_>>(),
@@ -368,7 +397,10 @@ impl WhyAgg {
             }
             let wakers = largest(&o.wakers, 3);
             if !wakers.is_empty() {
-                let w: Vec<String> = wakers.iter().map(|(w, t)| format!("{w} ({})", fmt_ns(*t))).collect();
+                let w: Vec<String> = wakers
+                    .iter()
+                    .map(|(w, t)| format!("{w} ({}{})", fmt_ns(*t), waker_wait_text(self.waker_was_in(w))))
+                    .collect();
                 let _ = writeln!(s, "   woken by: {}", w.join(", "));
             }
         }

@@ -692,8 +692,10 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 		why = why_take(task, spilled, ts, now, lat);
 		if (lat < why_min)
 			why = NULL;
-		/* The user stack of a kept call: user registers are those of its entry. */
-		if (why && why_stacks)
+		/* The user stack of a kept call that blocked (user registers are those of its entry).
+		 * A call that never blocked has no blocked time for a stack to carry: none is taken,
+		 * which keeps short calls as cheap as without stacks. */
+		if (why && why_stacks && why->part[LS_WHY_CPU] + why->part[LS_WHY_RUNQ] < lat)
 			why->ustack = why_stack_ref(bpf_get_stackid(ctx, &why_ustacks, BPF_F_USER_STACK));
 	}
 	if (lat < min_lat)

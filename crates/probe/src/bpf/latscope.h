@@ -192,6 +192,12 @@ struct ls_why {
 	 * negative: -errno of the capture (the stack is missing). */
 	__s32 kstack;             /* kernel stack where the call blocked (its longest blocked interval) */
 	__s32 ustack;             /* user stack of the call */
+	/* One level of cascade (wPerf): what the waking thread (LS_WAKER_TASK) was itself blocked
+	 * in during the call's longest blocked interval, in the traced calls it made meanwhile:
+	 * the part (enum ls_why_part) it spent the most of that interval in, and how long. */
+	__u64 waker_wait_ns;      /* 0: none seen */
+	__u8 waker_wait_part;
+	__u8 pad2[7];
 };
 
 /*

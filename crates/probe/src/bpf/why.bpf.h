@@ -33,6 +33,9 @@ const volatile __u8 why_stacks = 0;  /* capture stacks: where a call blocked, an
 enum why_state { WHY_RUN = 0, WHY_RUNNABLE = 1, WHY_BLOCKED = 2 };
 enum why_hint { WHY_HINT_IOWAIT = 1, WHY_HINT_FAULT = 2 };
 
+/* Blocked intervals a task remembers for the threads it wakes (a power of two). */
+#define WHY_HIST 8
+
 /* The accounting state of the call a task is in (valid while call_ts is the call's entry time). */
 struct ls_why_acc {
 	__u64 call_ts;
@@ -54,6 +57,14 @@ struct ls_why_acc {
 	__u8 waker_ctx;
 	__s32 pend_kstack;    /* kernel stack of the open blocked interval (ls_why.kstack encoding) */
 	__s32 best_kstack;    /* that of the longest blocked interval (the first until one is woken) */
+	/* The cascade of the longest blocked interval: what its waker was blocked in meanwhile. */
+	__u64 casc_ns;
+	__u8 casc_part;
+	/* The task's last blocked intervals in traced calls, kept across its calls (a ring): a
+	 * thread it wakes later looks here for what it was itself waiting for meanwhile. */
+	__u8 hist_pos;
+	__u8 hist_part[WHY_HIST];
+	__u64 hist_start[WHY_HIST], hist_end[WHY_HIST];
 };
 
 struct {
@@ -126,11 +137,12 @@ struct task_struct___pre514 {
 	volatile long state;
 } __attribute__((preserve_access_index));
 
+/* A direct load (t comes from the tracepoint, a pointer the verifier lets programs read). */
 static __always_inline long why_task_state(struct task_struct *t)
 {
 	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
-	return BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+		return t->__state;
+	return ((struct task_struct___pre514 *)t)->state;
 }
 
 /* prev leaves the CPU inside a traced call. `first`: its entry was just spilled (the first
@@ -160,6 +172,8 @@ static __always_inline void why_switch_out(void *ctx, struct task_struct *prev, 
 		w->fd_type = first->fd_type;
 		w->pend_kstack = 0;
 		w->best_kstack = 0;
+		w->casc_ns = 0;
+		w->casc_part = 0;
 	} else {
 		w = bpf_task_storage_get(&whys, prev, 0, 0);
 		if (!w || !w->call_ts || w->state != WHY_RUN)
@@ -221,6 +235,37 @@ static __always_inline void why_sched_switch(void *ctx, bool preempt, struct tas
 /* The softirq that processes received packets (enum in the kernel, stable since 2.6). */
 #define WHY_NET_RX_SOFTIRQ 3
 
+/*
+ * One level of cascade (wPerf's): the waker `cur` ends w's blocked interval [w->mark, now]; of
+ * the blocked intervals cur remembers (those of its own traced calls), the time inside that
+ * interval by part, and the part with the most is kept: "lock, woken by the holder, which was in
+ * block I/O meanwhile". Costs a task-storage lookup of the waker, only for wake-ups of a traced
+ * call by a thread that end its longest wait so far.
+ */
+static __always_inline void why_cascade(struct ls_why_acc *w, struct task_struct *cur, __u64 now)
+{
+	w->casc_ns = 0;
+	w->casc_part = 0;
+	struct ls_why_acc *hw = bpf_task_storage_get(&whys, cur, 0, 0);
+	if (!hw)
+		return;
+	__u64 by_part[LS_WHY_PARTS] = {};
+	__u64 from = w->mark;
+	for (int i = 0; i < WHY_HIST; i++) {
+		__u64 s = hw->hist_start[i] > from ? hw->hist_start[i] : from;
+		__u64 e = hw->hist_end[i] < now ? hw->hist_end[i] : now;
+		__u32 p = hw->hist_part[i];
+		if (e > s && p < LS_WHY_PARTS)
+			by_part[p] += e - s;
+	}
+	for (int p = 0; p < LS_WHY_PARTS; p++) {
+		if (by_part[p] > w->casc_ns) {
+			w->casc_ns = by_part[p];
+			w->casc_part = p;
+		}
+	}
+}
+
 SEC("tp_btf/sched_waking")
 int BPF_PROG(ls_why_waking, struct task_struct *p)
 {
@@ -249,6 +294,12 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 		cause = LS_WHY_OTHER;
 	if (cause < LS_WHY_PARTS)
 		w->part[cause] += d;
+	/* Remembered for the threads this one wakes later (the cascade, below). */
+	__u32 h = w->hist_pos & (WHY_HIST - 1);
+	w->hist_part[h] = cause;
+	w->hist_start[h] = w->mark;
+	w->hist_end[h] = now;
+	w->hist_pos = h + 1;
 	if (d >= w->best_wait) {
 		w->best_wait = d;
 		w->best_kstack = w->pend_kstack;
@@ -265,6 +316,11 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 			w->waker_ctx = LS_WAKER_TASK;
 			w->waker_tid = cur->pid;
 			task_comm(cur, (__u64 *)w->waker_comm);
+			why_cascade(w, cur, now);
+		}
+		if (w->waker_ctx != LS_WAKER_TASK) {
+			w->casc_ns = 0;
+			w->casc_part = 0;
 		}
 		if ((cause == LS_WHY_IO || cause == LS_WHY_FAULT) && wc->rq_ts && now - wc->rq_ts < WHY_RQ_WINDOW_NS) {
 			w->wake_dev = wc->rq_dev;
@@ -413,6 +469,8 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 	o->rq_tid = w->rq_tid;
 	o->rq_cpu = w->rq_cpu;
 	o->kstack = w->best_kstack;
+	o->waker_wait_ns = w->casc_ns;
+	o->waker_wait_part = w->casc_part;
 	w->call_ts = 0;
 	return o;
 }

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# What per-call attribution (`record --why`) costs, against `record` without it and next to the
+# tools that measure the same thing (libbpf-tools `offcputime`, `perf sched record`), in the
+# same run. Two workloads (bench/whyloop.c): short calls that never block (1-byte read()s of
+# /dev/zero), and two threads on one CPU passing a byte through pipes, where every read blocks
+# (sched_switch and sched_waking fire for each call).
+#
+# The machine may be shared: the variants run round-robin, REPS rounds, and each figure is the
+# median over the rounds, as wall-clock and CPU time (the workload's user + system, which
+# includes what the programs do in its syscalls and switches). Then, with the kernel's BPF
+# run-time statistics on (sysctl kernel.bpf_stats_enabled=1), the tracer's programs' run time
+# (run_time_ns from /proc/PID/fdinfo of its program fds) per workload syscall: much steadier,
+# but it counts the programs' bodies only (not the tracepoints' dispatch), and other tasks'
+# switches during the run count too. perf sched runs no BPF program: no row there.
+#
+# Prints Markdown tables; run as root: bash bench/why.sh
+#   REPS (rounds, 5), SHORT_N (reads, 1000000), BLOCK_N (round trips, 100000), ATTACH_WAIT (s, 2),
+#   BASE=path/to/old/latscope adds a previous build's `record` and `record --why`, in the same run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LS=${LATSCOPE:-target/release/latscope}
+[ -x "$LS" ] || { echo "build first: cargo build --release (or set LATSCOPE=path)"; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "run as root: the tracers load eBPF programs"; exit 1; }
+BASE=${BASE:-}
+REPS=${REPS:-5}
+SHORT_N=${SHORT_N:-1000000}
+BLOCK_N=${BLOCK_N:-100000}
+ATTACH_WAIT=${ATTACH_WAIT:-2}
+WORK=$(mktemp -d)
+TRACER=""
+STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
+cleanup() {
+	[ -n "$TRACER" ] && kill -INT "$TRACER" 2>/dev/null && wait "$TRACER" 2>/dev/null
+	sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS"
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+# The workload has a command name of its own, which latscope's recordings filter on (-c).
+LOOP="$WORK/whyloop"
+cc -O2 -pthread -o "$LOOP" bench/whyloop.c
+OFFCPU=$(command -v offcputime || { [ -x /usr/sbin/offcputime ] && echo /usr/sbin/offcputime; } || true)
+
+# The variants: "label|command" (empty command: nothing runs alongside).
+VARIANTS=("no tracing|")
+VARIANTS+=("latscope record|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop")
+VARIANTS+=("latscope record --why --no-stacks|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why --no-stacks")
+VARIANTS+=("latscope record --why|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why")
+VARIANTS+=("latscope record --why-above 1ms|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why-above 1ms")
+if [ -n "$BASE" ]; then
+	VARIANTS+=("previous build: record|$BASE record -w $WORK/t.lst --quiet --no-block -c whyloop")
+	VARIANTS+=("previous build: record --why|$BASE record -w $WORK/t.lst --quiet --no-block -c whyloop --why")
+fi
+[ -n "$OFFCPU" ] && VARIANTS+=("offcputime (libbpf-tools, all threads)|$OFFCPU")
+if command -v perf >/dev/null && [[ $(perf sched record -h 2>&1 || true) == *--output* ]]; then
+	VARIANTS+=("perf sched record -a|perf sched record -a -o $WORK/perf.data")
+fi
+
+# Sum of run_time_ns and run_cnt over the BPF programs whose fds process $1 holds.
+prog_time() {
+	local f
+	for f in /proc/"$1"/fdinfo/*; do
+		awk '/^prog_id:/ {id=$2} /^run_time_ns:/ {t=$2} /^run_cnt:/ {c=$2}
+		     END { if (id != "" && c != "") print id, t, c }' "$f" 2>/dev/null
+	done | sort -u | awk '{t += $2; c += $3} END {print t + 0, c + 0}'
+}
+
+start_tracer() { # command: started, given time to attach; TRACER is its pid ("" for none)
+	TRACER=""
+	[ -z "$1" ] && return 0
+	# shellcheck disable=SC2086
+	$1 >/dev/null 2>&1 &
+	TRACER=$!
+	sleep "$ATTACH_WAIT"
+	kill -0 "$TRACER" 2>/dev/null || { TRACER=""; return 1; }
+}
+
+stop_tracer() {
+	[ -z "$TRACER" ] && return 0
+	kill -INT "$TRACER" 2>/dev/null || true
+	wait "$TRACER" 2>/dev/null || true
+	TRACER=""
+	rm -f "$WORK"/t.lst* "$WORK"/perf.data*
+}
+
+# One round: every variant once, both workloads under it. Lines "round|label|workload|wall cpu calls".
+run_round() {
+	local r=$1 v label cmd w
+	for v in "${VARIANTS[@]}"; do
+		label=${v%%|*}
+		cmd=${v#*|}
+		if ! start_tracer "$cmd"; then
+			echo "$r|$label|failed|0 0 1"
+			continue
+		fi
+		for w in short block; do
+			local n=$SHORT_N
+			[ $w = block ] && n=$BLOCK_N
+			echo "$r|$label|$w|$("$LOOP" $w "$n")"
+		done
+		stop_tracer
+	done
+}
+
+# Kernel-side cost: each BPF tracer alone, stats on; "label|workload|prog ns per call".
+run_stats() {
+	local v label cmd w
+	sysctl -qw kernel.bpf_stats_enabled=1
+	for v in "${VARIANTS[@]}"; do
+		label=${v%%|*}
+		cmd=${v#*|}
+		case $cmd in "" | perf*) continue ;; esac
+		start_tracer "$cmd" || continue
+		for w in short block; do
+			local n=$SHORT_N
+			[ $w = block ] && n=$BLOCK_N
+			local b a out
+			b=$(prog_time "$TRACER")
+			out=$("$LOOP" $w "$n")
+			a=$(prog_time "$TRACER")
+			echo "$label|$w|$(awk -v b="$b" -v a="$a" -v o="$out" 'BEGIN{
+				split(b, x, " "); split(a, y, " "); split(o, z, " ");
+				printf "%.0f %.2f", (y[1] - x[1]) / z[3], (y[2] - x[2]) / z[3] }')"
+		done
+		stop_tracer
+	done
+	sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS"
+}
+
+RAW="$WORK/raw"
+for r in $(seq "$REPS"); do run_round "$r" >>"$RAW"; done
+STATS="$WORK/stats"
+for _ in $(seq "${STATS_REPS:-3}"); do run_stats >>"$STATS"; done
+
+python3 - "$RAW" "$STATS" "$SHORT_N" "$BLOCK_N" "$REPS" <<'PY'
+import statistics, sys
+raw, stats, short_n, block_n, reps = sys.argv[1:]
+rows = {}  # (label, workload) -> [(wall ns/call, cpu ns/call)]
+order = []
+for line in open(raw):
+    r, label, w, vals = line.rstrip("\n").split("|")
+    if label not in order:
+        order.append(label)
+    if w == "failed":
+        continue
+    wall, cpu, calls = (int(x) for x in vals.split())
+    rows.setdefault((label, w), []).append((wall / calls, cpu / calls))
+med = lambda xs: statistics.median(xs) if xs else float("nan")
+def fig(label, w):
+    v = rows.get((label, w), [])
+    return med([a for a, _ in v]), med([b for _, b in v])
+names = {"short": f"short calls ({int(short_n)//1000} k reads of /dev/zero)",
+         "block": f"blocking calls (pipe ping-pong on one CPU, {int(block_n)//1000} k round trips)"}
+for w in ("short", "block"):
+    base_wall, base_cpu = fig("no tracing", w)
+    rec_wall, rec_cpu = fig("latscope record", w)
+    print(f"### {names[w]}: ns per syscall, median of {reps} rounds\n")
+    print("| running alongside | wall | added | CPU | added | added CPU / record's |")
+    print("|---|---|---|---|---|---|")
+    for label in order:
+        wall, cpu = fig(label, w)
+        if wall != wall:
+            print(f"| {label} | failed | | | | |")
+            continue
+        aw, ac = wall - base_wall, cpu - base_cpu
+        ratio = "-" if label == "no tracing" or rec_cpu - base_cpu <= 0 else f"{ac / (rec_cpu - base_cpu):.2f}x"
+        print(f"| {label} | {wall:.0f} | {aw:+.0f} | {cpu:.0f} | {ac:+.0f} | {ratio} |")
+    print()
+st = {}
+for line in open(stats):
+    label, w, vals = line.rstrip("\n").split("|")
+    ns, runs = (float(x) for x in vals.split())
+    st.setdefault((label, w), []).append((ns, runs))
+labels = [l for l in order if any((l, w) in st for w in ("short", "block"))]
+print("### In the kernel: the tracer's BPF programs' run time per workload syscall (bpf_stats, median)\n")
+print("| programs | short: ns | runs per call | / record's | blocking: ns | runs per call | / record's |")
+print("|---|---|---|---|---|---|---|")
+def kfig(label, w):
+    v = st.get((label, w), [])
+    return med([a for a, _ in v]), med([b for _, b in v])
+for label in labels:
+    cells = []
+    for w in ("short", "block"):
+        ns, runs = kfig(label, w)
+        rec, _ = kfig("latscope record", w)
+        ratio = f"{ns / rec:.2f}x" if rec == rec and rec > 0 and ns == ns else "-"
+        cells += [f"{ns:.0f}", f"{runs:.2f}", ratio]
+    print(f"| {label} | " + " | ".join(cells) + " |")
+print()
+print("Target: `record --why` costs at most 1.3x `record` (added CPU per syscall).")
+PY
