@@ -130,13 +130,18 @@ fn why_futex_held_by_another_thread_is_lock_time_woken_by_the_holder() {
         assert_eq!(e["why"]["waker"]["tid"], kv["holder"], "woken by the holder: {e}");
         assert_eq!(e["why"]["waker"]["kind"], "thread");
         // One level of cascade: the holder held the lock across a sleep, so it was itself
-        // waiting for a timer while the waiter waited for it.
-        assert_eq!(e["why"]["waker"]["was_in"]["cause"], "timer", "the holder was asleep: {e}");
+        // waiting for a timer while the waiter waited for it. (A wait that began after the
+        // holder woke, while it waited for a CPU to unlock, has no wait of the holder's in it.)
+        let was_in = &e["why"]["waker"]["was_in"];
+        assert!(was_in.is_null() || was_in["cause"] == "timer", "the holder was asleep: {e}");
     }
-    let was_in: u64 = ev.iter().map(|e| e["why"]["waker"]["was_in"]["ns"].as_u64().unwrap()).sum();
-    // The truth: the holder's sleeps, 20 ms each (its time waiting for a CPU after each sleep
-    // is in the lock wait too, but is not a wait of its own).
-    assert_share("the holder's sleep within the lock wait", was_in, ev.len() as u64 * 20_000_000, lat);
+    let was_in: u64 = ev.iter().map(|e| e["why"]["waker"]["was_in"]["ns"].as_u64().unwrap_or(0)).sum();
+    assert!(was_in > 0, "no cascade: {ev:?}");
+    // The truth: the holder's sleeps, 20 ms each, as far as the waits cover them (the waiter
+    // starts waiting a little after the holder took the lock; the holder's time waiting for a
+    // CPU after each sleep is in the lock wait too, but is not a wait of its own).
+    let truth = (ev.len() as u64 * 20_000_000).min(lat);
+    assert_share("the holder's sleep within the lock wait", was_in, truth, lat);
     let t = trace.to_str().unwrap();
     let f = format!("thread.tid = {} and evt.type = futex and evt.latency > 1ms", kv["main"]);
     let text = latscope_ok(&["events", "-r", t, "--why", &f]);
