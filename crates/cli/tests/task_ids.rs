@@ -123,4 +123,14 @@ fn tty_loginuid_gid_and_namespace_pids_match_what_the_tools_set() {
         others(&["m-ns"])
     );
     assert_eq!(these(&["m-ns"]).len(), 1);
+
+    // `events --json` carries the same values.
+    let json = latscope_ok(&["events", "-r", t, "--json", &format!("evt.type = openat and fd.name contains {d}/m-")]);
+    let rows: Vec<Value> =
+        json.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let row = |m: &str| rows.iter().find(|r| r["path"].as_str().is_some_and(|p| p.ends_with(m))).unwrap();
+    assert_eq!(row("m-login")["loginuid"], 4321);
+    assert_eq!(row("m-tty")["tty"], ttynr);
+    assert_eq!(row("m-gid")["gid"], gid);
+    assert_eq!((row("m-ns")["vpid"].as_u64(), row("m-ns")["vtid"].as_u64()), (Some(1), Some(1)));
 }

@@ -116,6 +116,12 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
     m.insert("pid".into(), json!(b.pid[i]));
     m.insert("tid".into(), json!(b.tid[i]));
     m.insert("uid".into(), json!(b.uid[i]));
+    m.insert("gid".into(), json!(b.gid[i]));
+    // As sysdig's user.loginuid: -1 when unset.
+    m.insert("loginuid".into(), json!(if b.loginuid[i] == u32::MAX { -1 } else { i64::from(b.loginuid[i]) }));
+    m.insert("tty".into(), json!(b.tty[i]));
+    m.insert("vpid".into(), json!(b.vpid[i]));
+    m.insert("vtid".into(), json!(b.vtid[i]));
     m.insert("comm".into(), json!(b.comm.get(i)));
     m.insert("cgroup".into(), json!(b.cgroup[i]));
     m.insert("cpu".into(), json!(b.cpu[i]));
