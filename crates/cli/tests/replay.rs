@@ -916,3 +916,35 @@ git -C repo -c user.name=a -c user.email=b@c commit -qm m
 git -C repo mv src moved && git -C repo -c user.name=a -c user.email=b@c commit -qm mv
 tar cf src.tar src && mkdir x && tar xf src.tar -C x && mv x/src x/moved
 "#;
+
+/// A command whose output goes to a file opened before the recording (`record -- CMD > log`):
+/// the file is in the starting tree even when the command only closes it, and the run replays
+/// without divergence.
+#[test]
+fn a_command_writing_to_a_file_opened_before_the_recording_replays() {
+    let t = "a_command_writing_to_a_file_opened_before_the_recording_replays";
+    if !require_bpf(t) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("res")).unwrap();
+    let log = std::fs::File::create(tmp.path().join("res/record.log")).unwrap();
+    let trace = tmp.path().join("t.lst");
+    let out = tmp.path().join("out");
+    let o = Command::new(bin())
+        .args(["record", "--quiet", "--no-block", "-w"])
+        .arg(&trace)
+        .args(["--", "sh", "-c"])
+        .arg(format!("echo start; dd if=/dev/zero of={} bs=4096 count=25 status=none; echo done", out.display()))
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .status()
+        .unwrap();
+    assert!(o.success());
+    let root = tmp.path().join("sb");
+    let stats = replay(&trace, &tmp.path().join("p.lsr"), &root, &[]);
+    assert_eq!(stats["divergences"], 0, "{}", serde_json::to_string_pretty(&stats["first_divergences"]).unwrap());
+    assert_eq!(std::fs::metadata(under_root(&root, &out)).unwrap().len(), 25 * 4096);
+    // The command's two lines were written to the log in the replay too.
+    assert_eq!(std::fs::metadata(under_root(&root, &tmp.path().join("res/record.log"))).unwrap().len(), 11);
+}

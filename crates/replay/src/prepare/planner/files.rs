@@ -107,6 +107,10 @@ impl Planner<'_> {
             self.implicit_close(f, tid, pid);
             return;
         }
+        if self.slots[f.slot as usize].pre.is_some() {
+            // Only closed, but opened by the run first: it must be in the starting tree.
+            self.obj_of(f);
+        }
         let me = self.begin(tid, pid);
         self.slots[f.slot as usize].res.write(me, &mut self.deps);
         self.slots[f.slot as usize].used = true;

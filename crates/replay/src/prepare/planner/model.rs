@@ -120,6 +120,11 @@ impl Planner<'_> {
         if f.slot == NONE || !self.slots[f.slot as usize].real() {
             return;
         }
+        // A file open before the recording that is only ever closed must still exist for the
+        // run to open it: its first use makes it part of the starting tree.
+        if self.slots[f.slot as usize].pre.is_some() {
+            self.obj_of(f);
+        }
         let me = self.begin(tid, pid);
         self.slots[f.slot as usize].res.write(me, &mut self.deps);
         self.slots[f.slot as usize].used = true;
