@@ -85,6 +85,15 @@ step "Why was it slow: latscope why -r trace.lst (slowest work, each with its ca
 step "Each slow call with its breakdown and waker: latscope events --why -r trace.lst 'evt.latency > 5ms' (first 6)"
 "$LS" events --why -r "$OUT/trace.lst" -n 6 --time rel 'evt.latency > 5ms'
 
+step "Where the blocked time went, by stack and drawn: latscope why -r trace.lst --stacks -n 2 --svg why.svg --flame blocked.svg --folded blocked.folded"
+"$LS" why -r "$OUT/trace.lst" --stacks -n 2 --svg "$OUT/why.svg" --flame "$OUT/blocked.svg" --folded "$OUT/blocked.folded" > "$WORK/stacks.txt"
+head -40 "$WORK/stacks.txt"
+echo "(blocked.folded is flamegraph.pl's, inferno's and speedscope's input; why.svg is time by cause and by waker)"
+
+step "Time by cause, by waker, by operation: latscope top -r trace.lst --by cause"
+"$LS" top -r "$OUT/trace.lst" --by cause > "$WORK/cause.txt"
+head -30 "$WORK/cause.txt"
+
 step "Block requests on $(basename "$LOOPDEV"): latscope events -r trace.lst 'blk.disk = $(basename "$LOOPDEV")' (first 10)"
 "$LS" events -r "$OUT/trace.lst" -n 10 --time rel "blk.disk = $(basename "$LOOPDEV")"
 
