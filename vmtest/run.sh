@@ -16,6 +16,7 @@ KERNELS=("$@")
 TIMEOUT=${VMTEST_TIMEOUT:-600}
 SUITES=(boot check probes record views live replay agent why)
 declare -A RESULT
+STALLS=()
 
 # The newest generic (not -cloud, which lacks 9p; not -rt) amd64 image of a series in the apt lists.
 package_of() {
@@ -99,6 +100,29 @@ fetch() { # kernel -> prints the unpacked directory, or fails with the reason on
 	echo "$dir"
 }
 
+# One boot: the suites in the guest, until it powers off, TIMEOUT passes, or its console shows a
+# stalled kernel (status 200).
+boot() {
+	local dir=$1 res=$2 log=$3 q
+	# TCG: this machine's /dev/kvm cannot run stock kernels.
+	timeout "$TIMEOUT" qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp 2 -m 2G \
+		-kernel "$dir"/root/boot/vmlinuz-* -initrd "$dir/initramfs.cpio" \
+		-append "console=ttyS0 quiet panic=-1 ls_repo=$REPO ls_ci=${CI:-}" \
+		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+		-virtfs local,path="$res",mount_tag=results,security_model=none \
+		-nic none -display none -no-reboot -serial file:"$log" </dev/null &
+	q=$!
+	while kill -0 "$q" 2>/dev/null; do
+		if grep -qE 'self-detected stall|rcu_preempt detected stalls|soft lockup' "$log" 2>/dev/null; then
+			kill "$q" 2>/dev/null
+			wait "$q" 2>/dev/null
+			return 200
+		fi
+		sleep 2
+	done
+	wait "$q"
+}
+
 run_kernel() {
 	local k=$1 dir res log
 	res=$CACHE/results-$k
@@ -112,14 +136,22 @@ run_kernel() {
 		{ RESULT[$k,boot]="FAIL (initramfs)"; return; }
 	log=$res/console.log
 	echo "booting $(basename "$dir") ($(cat "$dir/version")); console: $log"
-	# TCG: this machine's /dev/kvm cannot run stock kernels.
-	timeout "$TIMEOUT" qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp 2 -m 2G \
-		-kernel "$dir"/root/boot/vmlinuz-* -initrd "$dir/initramfs.cpio" \
-		-append "console=ttyS0 quiet panic=-1 ls_repo=$REPO ls_ci=${CI:-}" \
-		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
-		-virtfs local,path="$res",mount_tag=results,security_model=none \
-		-nic none -display none -no-reboot -serial file:"$log" </dev/null
-	local rc=$?
+	local rc attempt
+	for attempt in 1 2; do
+		boot "$dir" "$res" "$log"
+		rc=$?
+		[ "$rc" = 200 ] && [ "$attempt" = 1 ] || break
+		# The guest's kernel stalled (an RCU stall or soft lockup on its console): under TCG a
+		# vCPU can starve for tens of seconds. Said, kept, and booted once more; a second stall
+		# fails.
+		local during
+		during=$(grep -o 'vmtest: suite [a-z]*' "$log" | tail -1 | cut -d' ' -f3)
+		mv "$log" "$CACHE/stalled-$k-console.log"
+		STALLS+=("$k: the guest's kernel stalled during suite ${during:-?}, booted again (console: $CACHE/stalled-$k-console.log)")
+		find "$res" -mindepth 1 ! -name tests.list -delete
+		echo "Linux $k: the guest stalled; booting again"
+	done
+	[ "$rc" = 200 ] && rc="stalled twice"
 	echo "$(cat "$dir/version")" > "$res/package-version"
 	if [ ! -e "$res/finished" ]; then
 		RESULT[$k,boot]="FAIL (rc $rc, see $log)"
@@ -162,5 +194,6 @@ for k in "${KERNELS[@]}"; do
 		case $r in pass*|-) ;; *) echo "$k $s: $r" ;; esac
 	done
 done
+for l in "${STALLS[@]}"; do echo "stall: $l"; done
 echo "test-kernels: $((SECONDS - start)) s"
 exit $bad
