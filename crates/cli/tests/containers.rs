@@ -432,19 +432,7 @@ fn live_top_names_a_container_started_after_it() {
 
     // The container starts: its cgroup, its state, its processes.
     let mut tree = Tree { root: cg2.root.clone(), dirs: Vec::new() };
-    let cg = tree.mk(&format!("latscope-ctest-live-{}/system.slice/docker-{id}.scope", std::process::id()));
-    write(
-        &state,
-        &format!("var/lib/docker/containers/{id}/config.v2.json"),
-        r#"{"Name":"/late","Config":{"Image":"busybox:1.36"}}"#,
-    );
-    let mut kid = Command::new("sh")
-        .args(["-c", "read _; while :; do dd if=/dev/zero of=/dev/null bs=1 count=2000 status=none; done"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::fs::write(cg.join("cgroup.procs"), kid.id().to_string()).unwrap();
-    kid.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut kid = start_docker_container(&mut tree, &state, "live", &id, "late");
     let mut rows = Vec::new();
     for _ in 0..5 {
         line.clear();
@@ -827,19 +815,7 @@ fn live_spectrogram_filters_a_container_started_after_it() {
     assert!(!line.is_empty(), "the live spectrogram printed nothing");
 
     let mut tree = Tree { root: cg2.root.clone(), dirs: Vec::new() };
-    let cg = tree.mk(&format!("latscope-ctest-spec-{}/system.slice/docker-{id}.scope", std::process::id()));
-    write(
-        &state,
-        &format!("var/lib/docker/containers/{id}/config.v2.json"),
-        r#"{"Name":"/spectral","Config":{"Image":"busybox:1.36"}}"#,
-    );
-    let mut kid = Command::new("sh")
-        .args(["-c", "read _; while :; do dd if=/dev/zero of=/dev/null bs=1 count=2000 status=none; done"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::fs::write(cg.join("cgroup.procs"), kid.id().to_string()).unwrap();
-    kid.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut kid = start_docker_container(&mut tree, &state, "spec", &id, "spectral");
     let mut rest = String::new();
     out.read_to_string(&mut rest).unwrap();
     let _ = kid.kill();
@@ -850,4 +826,23 @@ fn live_spectrogram_filters_a_container_started_after_it() {
     let last = rest.lines().rfind(|l| l.starts_with("# ") && l.contains(" events in ")).unwrap_or("");
     let n: u64 = last.trim_start_matches("# ").split(' ').next().unwrap_or("").parse().unwrap_or(0);
     assert!(n > 0, "no event of the container 'spectral' counted:\n{line}{rest}");
+}
+
+/// A docker container started now: its cgroup (systemd layout) under a test directory named by
+/// `tag`, its state file naming it `name`, and a process in it reading /dev/zero in a loop.
+fn start_docker_container(tree: &mut Tree, state: &Path, tag: &str, id: &str, name: &str) -> Child {
+    let cg = tree.mk(&format!("latscope-ctest-{tag}-{}/system.slice/docker-{id}.scope", std::process::id()));
+    write(
+        state,
+        &format!("var/lib/docker/containers/{id}/config.v2.json"),
+        &format!(r#"{{"Name":"/{name}","Config":{{"Image":"busybox:1.36"}}}}"#),
+    );
+    let mut kid = Command::new("sh")
+        .args(["-c", "read _; while :; do dd if=/dev/zero of=/dev/null bs=1 count=2000 status=none; done"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::fs::write(cg.join("cgroup.procs"), kid.id().to_string()).unwrap();
+    kid.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    kid
 }
