@@ -10,6 +10,19 @@
  *   why sleep N MS       nanosleep MS ms, N times
  *   why fault FILE N     write()s to a pipe from N uncached pages of a mmap'd FILE
  *   why fsync FILE N     N times: write 64 KiB to FILE (a block device or a file) and fsync it
+ *   why dread FILE N KIB N O_DIRECT reads of KIB KiB from FILE, 1 MiB apart
+ *   why flock FILE N MS  a child process holds flock(FILE) MS ms while the main thread waits for
+ *                        it, N times (fcntl: the same with fcntl(F_SETLKW))
+ *   why wait N MS        N times: fork a child that sleeps MS ms and exits; wait4 for it
+ *   why poll KIND N MS   a writer sleeps MS ms then writes to a pipe; the main thread waits in KIND
+ *                        (poll, select, epoll) for it, N times; with MS 0 nobody writes and the
+ *                        waits time out after 20 ms
+ *   why tcp N MS         a peer sleeps MS ms then sends one byte over loopback TCP; recv, N times
+ *   why accept N MS      a peer sleeps MS ms then connects over loopback TCP; accept, N times
+ *   why sem N MS         a thread holds a SysV semaphore MS ms while the main thread waits in
+ *                        semop, N times
+ *   why cpu N            N reads of 16 MiB of /dev/zero (run it in a CPU-throttled cgroup);
+ *                        prints the wall and CPU time of the calls
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,7 +34,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/ipc.h>
 #include <sys/mman.h>
+#include <sys/select.h>
+#include <sys/sem.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -236,6 +260,290 @@ static void do_fsync(const char *path, long n)
 	close(fd);
 }
 
+/* ---- O_DIRECT reads ---- */
+static void do_dread(const char *path, long n, long kib)
+{
+	int fd = open(path, O_RDONLY | O_DIRECT);
+	if (fd < 0)
+		die("open");
+	void *buf;
+	size_t len = kib << 10;
+	if (kib < 4 || kib > 1024 || posix_memalign(&buf, 4096, len))
+		die("dread size");
+	for (long i = 0; i < n; i++)
+		if (pread(fd, buf, len, i * (1L << 20)) != (ssize_t)len)
+			die("pread");
+	close(fd);
+}
+
+/* ---- file locks held by another process ---- */
+static void file_lock(int fd, int fcntl_lock, int lock)
+{
+	if (fcntl_lock) {
+		struct flock fl = { .l_type = lock ? F_WRLCK : F_UNLCK, .l_whence = SEEK_SET };
+		if (fcntl(fd, F_SETLKW, &fl))
+			die("fcntl");
+	} else if (flock(fd, lock ? LOCK_EX : LOCK_UN)) {
+		die("flock");
+	}
+}
+
+static void do_flock(const char *path, long n, long ms, int fcntl_lock)
+{
+	/* The holder's release times, shared with the child. */
+	long long *rel = mmap(NULL, MAXN * sizeof(long long), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int go[2], held[2];
+	if (rel == MAP_FAILED || pipe(go) || pipe(held))
+		die("setup");
+	pid_t child = fork();
+	if (child == 0) {
+		int fd = open(path, O_RDWR | O_CREAT, 0600);
+		char c;
+		for (long r = 0; r < n; r++) {
+			if (read(go[0], &c, 1) != 1)
+				die("read");
+			file_lock(fd, fcntl_lock, 1);
+			if (write(held[1], &c, 1) != 1)
+				die("write");
+			sleep_ms(ms);
+			rel[r] = ns_of(CLOCK_MONOTONIC);
+			file_lock(fd, fcntl_lock, 0);
+		}
+		_exit(0);
+	}
+	printf("holder %d\n", child);
+	int fd = open(path, O_RDWR | O_CREAT, 0600);
+	char c = 'x';
+	for (long r = 0; r < n; r++) {
+		if (write(go[1], &c, 1) != 1 || read(held[0], &c, 1) != 1)
+			die("handshake");
+		wait_start[r] = ns_of(CLOCK_MONOTONIC);
+		file_lock(fd, fcntl_lock, 1);
+		file_lock(fd, fcntl_lock, 0);
+	}
+	waitpid(child, NULL, 0);
+	long long truth = 0;
+	for (long r = 0; r < n; r++)
+		truth += rel[r] > wait_start[r] ? rel[r] - wait_start[r] : 0;
+	printf("blocked_ns %lld\n", truth);
+}
+
+/* ---- wait4 for a child that sleeps ---- */
+static void do_wait(long n, long ms)
+{
+	long long *ends = mmap(NULL, MAXN * sizeof(long long), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (ends == MAP_FAILED)
+		die("mmap");
+	long long truth = 0;
+	for (long i = 0; i < n; i++) {
+		pid_t child = fork();
+		if (child == 0) {
+			sleep_ms(ms);
+			ends[i] = ns_of(CLOCK_MONOTONIC);
+			_exit(0);
+		}
+		printf("child%ld %d\n", i, child);
+		long long t0 = ns_of(CLOCK_MONOTONIC);
+		if (wait4(child, NULL, 0, NULL) != child)
+			die("wait4");
+		truth += ends[i] > t0 ? ends[i] - t0 : 0;
+	}
+	printf("blocked_ns %lld\n", truth);
+}
+
+/* ---- poll, select, epoll_wait on a pipe ---- */
+static void do_poll(const char *kind, long n, long ms)
+{
+	hold_ms = ms;
+	if (pipe(pfd))
+		die("pipe");
+	pthread_t t;
+	if (ms)
+		pthread_create(&t, NULL, writer, (void *)n);
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = pfd[0] };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, pfd[0], &ev))
+		die("epoll_ctl");
+	int timeout = ms ? -1 : 20;
+	for (long i = 0; i < n; i++) {
+		wait_start[i] = ns_of(CLOCK_MONOTONIC);
+		int r;
+		if (!strcmp(kind, "poll")) {
+			struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+			r = poll(&p, 1, timeout);
+		} else if (!strcmp(kind, "select")) {
+			fd_set s;
+			FD_ZERO(&s);
+			FD_SET(pfd[0], &s);
+			struct timeval tv = { 0, 20000 };
+			r = select(pfd[0] + 1, &s, NULL, NULL, ms ? NULL : &tv);
+		} else {
+			struct epoll_event out;
+			r = epoll_wait(ep, &out, 1, timeout);
+		}
+		if (r < 0)
+			die(kind);
+		char c;
+		if (r > 0 && read(pfd[0], &c, 1) != 1)
+			die("read");
+	}
+	if (ms)
+		pthread_join(t, NULL);
+	long long truth = 0;
+	for (long i = 0; i < n; i++)
+		truth += released[i] > wait_start[i] ? released[i] - wait_start[i] : 0;
+	printf("blocked_ns %lld\n", ms ? truth : n * 20000000LL);
+}
+
+/* ---- loopback TCP: recv from a peer that sleeps, accept of a peer that connects late ---- */
+static int listener(struct sockaddr_in *a)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	socklen_t len = sizeof(*a);
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (l < 0 || bind(l, (struct sockaddr *)a, sizeof(*a)) || listen(l, 16) ||
+	    getsockname(l, (struct sockaddr *)a, &len))
+		die("listen");
+	return l;
+}
+
+static struct sockaddr_in peer_addr;
+static long peer_n;
+static int peer_accepts; /* the peer connects late (accept) instead of sending late (recv) */
+
+static void *tcp_peer(void *arg)
+{
+	printf("peer %ld\n", (long)syscall(SYS_gettid));
+	fflush(stdout);
+	char c = 'x';
+	int s = -1;
+	for (long i = 0; i < peer_n; i++) {
+		if (peer_accepts || s < 0) {
+			if (s >= 0)
+				close(s);
+			s = socket(AF_INET, SOCK_STREAM, 0);
+			if (peer_accepts) {
+				sleep_ms(hold_ms);
+				released[i] = ns_of(CLOCK_MONOTONIC);
+			}
+			if (connect(s, (struct sockaddr *)&peer_addr, sizeof(peer_addr)))
+				die("connect");
+			if (peer_accepts)
+				continue;
+		}
+		sleep_ms(hold_ms);
+		released[i] = ns_of(CLOCK_MONOTONIC);
+		if (write(s, &c, 1) != 1)
+			die("write");
+	}
+	if (s >= 0)
+		close(s);
+	return NULL;
+}
+
+static void do_tcp(long n, long ms, int accepts)
+{
+	hold_ms = ms;
+	peer_n = n;
+	peer_accepts = accepts;
+	int l = listener(&peer_addr);
+	pthread_t t;
+	pthread_create(&t, NULL, tcp_peer, NULL);
+	int s = -1;
+	char c;
+	for (long i = 0; i < n; i++) {
+		if (accepts) {
+			wait_start[i] = ns_of(CLOCK_MONOTONIC);
+			s = accept(l, NULL, NULL);
+			if (s < 0)
+				die("accept");
+			close(s);
+			continue;
+		}
+		if (s < 0 && (s = accept(l, NULL, NULL)) < 0)
+			die("accept");
+		wait_start[i] = ns_of(CLOCK_MONOTONIC);
+		if (recv(s, &c, 1, 0) != 1)
+			die("recv");
+	}
+	pthread_join(t, NULL);
+	long long truth = 0;
+	for (long i = 0; i < n; i++)
+		truth += released[i] > wait_start[i] ? released[i] - wait_start[i] : 0;
+	printf("blocked_ns %lld\n", truth);
+}
+
+/* ---- SysV semaphore held by another thread ---- */
+static int semid;
+
+static void sem_op(int op)
+{
+	struct sembuf b = { 0, op, 0 };
+	while (semop(semid, &b, 1))
+		if (errno != EINTR)
+			die("semop");
+}
+
+static void *sem_holder(void *arg)
+{
+	long n = (long)arg;
+	printf("holder %ld\n", (long)syscall(SYS_gettid));
+	fflush(stdout);
+	for (long r = 1; r <= n; r++) {
+		while (atomic_load(&round_) != r)
+			sleep_ms(1);
+		sem_op(-1);
+		atomic_store(&round_, -r);
+		sleep_ms(hold_ms);
+		released[r - 1] = ns_of(CLOCK_MONOTONIC);
+		sem_op(1);
+	}
+	return NULL;
+}
+
+static void do_sem(long n, long ms)
+{
+	hold_ms = ms;
+	semid = semget(IPC_PRIVATE, 1, 0600);
+	if (semid < 0 || semctl(semid, 0, SETVAL, 1))
+		die("semget");
+	pthread_t t;
+	pthread_create(&t, NULL, sem_holder, (void *)n);
+	for (long r = 1; r <= n; r++) {
+		atomic_store(&round_, r);
+		while (atomic_load(&round_) != -r)
+			sched_yield();
+		wait_start[r - 1] = ns_of(CLOCK_MONOTONIC);
+		sem_op(-1);
+		sem_op(1);
+	}
+	pthread_join(t, NULL);
+	semctl(semid, 0, IPC_RMID);
+	long long truth = 0;
+	for (long r = 0; r < n; r++)
+		truth += released[r] > wait_start[r] ? released[r] - wait_start[r] : 0;
+	printf("blocked_ns %lld\n", truth);
+}
+
+/* ---- CPU-bound calls (under a CPU quota) ---- */
+static void do_cpu(long n)
+{
+	int z = open("/dev/zero", O_RDONLY);
+	static char buf[16 << 20];
+	long long wall = 0, cpu_ns = 0;
+	for (long i = 0; i < n; i++) {
+		long long c0 = ns_of(CLOCK_THREAD_CPUTIME_ID), w0 = ns_of(CLOCK_MONOTONIC);
+		if (read(z, buf, sizeof(buf)) != sizeof(buf))
+			die("read");
+		long long w1 = ns_of(CLOCK_MONOTONIC), c1 = ns_of(CLOCK_THREAD_CPUTIME_ID);
+		wall += w1 - w0;
+		cpu_ns += c1 - c0;
+	}
+	printf("wall_ns %lld\ncpu_ns %lld\n", wall, cpu_ns);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -262,6 +570,22 @@ int main(int argc, char **argv)
 		do_fault(argv[2], atol(argv[3]));
 	else if (!strcmp(m, "fsync") && argc > 3)
 		do_fsync(argv[2], atol(argv[3]));
+	else if (!strcmp(m, "dread") && argc > 4)
+		do_dread(argv[2], atol(argv[3]), atol(argv[4]));
+	else if ((!strcmp(m, "flock") || !strcmp(m, "fcntl")) && argc > 4)
+		do_flock(argv[2], atol(argv[3]), atol(argv[4]), !strcmp(m, "fcntl"));
+	else if (!strcmp(m, "wait") && argc > 3)
+		do_wait(atol(argv[2]), atol(argv[3]));
+	else if (!strcmp(m, "poll") && argc > 4)
+		do_poll(argv[2], atol(argv[3]), atol(argv[4]));
+	else if (!strcmp(m, "tcp") && argc > 3)
+		do_tcp(atol(argv[2]), atol(argv[3]), 0);
+	else if (!strcmp(m, "accept") && argc > 3)
+		do_tcp(atol(argv[2]), atol(argv[3]), 1);
+	else if (!strcmp(m, "sem") && argc > 3)
+		do_sem(atol(argv[2]), atol(argv[3]));
+	else if (!strcmp(m, "cpu"))
+		do_cpu(atol(argv[2]));
 	else {
 		fprintf(stderr, "unknown mode %s\n", m);
 		return 2;

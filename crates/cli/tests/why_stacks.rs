@@ -363,7 +363,7 @@ fn why_breakdown_svg_draws_causes_and_wakers_without_overlapping_text() {
     for svg in [&top_svg, &why_svg] {
         let l = layout(&chrome, svg, "");
         let texts: Vec<&str> = l.iter().filter(|e| e.tag == "text" && e.visible).map(|e| e.text.as_str()).collect();
-        for want in ["futex", "lock (futex)", "timer/sleep", "all operations", "[timer]"] {
+        for want in ["futex", "lock", "timer/sleep", "all operations", "[timer]"] {
             assert!(texts.contains(&want), "{}: no text {want:?} in {texts:?}", svg.display());
         }
         // The futex bar's value: its 10 calls, with a unit.
@@ -377,7 +377,7 @@ fn why_breakdown_svg_draws_causes_and_wakers_without_overlapping_text() {
     }
     // The lock's share of the futex bar is the recorded one: the futex calls were all lock.
     let doc = std::fs::read_to_string(&top_svg).unwrap();
-    assert!(doc.contains("<title>futex, lock (futex): "), "a tooltip names the futex bar's lock time");
+    assert!(doc.contains("<title>futex, lock: "), "a tooltip names the futex bar's lock time");
     // --svg belongs to --by cause.
     let out = common::latscope(&["top", "-r", t, "--by", "file", "--svg", tmp.path().join("x.svg").to_str().unwrap()]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--by cause"));

@@ -71,6 +71,42 @@ pub enum ProbeError {
     Ring(std::io::Error),
 }
 
+/// The part of a call's blocked waits that the call alone decides, by syscall number (what
+/// `why_nr_part` in why.bpf.h holds): lock for futexes, file locks and semaphores; pipe/socket for
+/// waits for fds and message queues. A timer or an I/O wait still takes precedence.
+fn why_nr_parts() -> [u8; 512] {
+    let part = |name: &str| latscope_event::WHY_PART_NAMES.iter().position(|p| *p == name).unwrap_or(0) as u8;
+    let (lock, ipc) = (part("lock"), part("ipc"));
+    let mut t = [0u8; 512];
+    let classes: [(&[&str], u8); 2] = [
+        (&["futex", "futex_waitv", "flock", "fcntl", "semop", "semtimedop"], lock),
+        (
+            &[
+                "poll",
+                "ppoll",
+                "select",
+                "pselect6",
+                "epoll_wait",
+                "epoll_pwait",
+                "epoll_pwait2",
+                "msgrcv",
+                "msgsnd",
+                "mq_timedreceive",
+                "mq_timedsend",
+            ],
+            ipc,
+        ),
+    ];
+    for (names, p) in classes {
+        for n in names {
+            if let Some(nr) = syscalls::syscall_nr(n).filter(|&nr| (nr as usize) < t.len()) {
+                t[nr as usize] = p;
+            }
+        }
+    }
+    t
+}
+
 fn bpf<T>(r: libbpf_rs::Result<T>, context: &str) -> Result<T, ProbeError> {
     r.map_err(|source| ProbeError::Bpf { context: context.to_string(), source })
 }
@@ -589,8 +625,7 @@ impl Probe {
         let ro = open.maps.rodata_data.as_deref_mut().expect("the BPF object has read-only data");
         ro.why_mode = u8::from(why);
         ro.why_min = cfg.why_above_ns.unwrap_or(0);
-        ro.why_nr_futex = syscalls::syscall_nr("futex").map_or(0xffff, u32::from);
-        ro.why_nr_futex_waitv = syscalls::syscall_nr("futex_waitv").map_or(0xffff, u32::from);
+        ro.why_nr_part = why_nr_parts();
         let stacks = why && cfg.why_stacks;
         ro.why_stacks = u8::from(stacks);
         // The stack maps are preallocated: one entry each when stacks are off.

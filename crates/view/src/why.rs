@@ -14,17 +14,8 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 /// What a person reads for each part.
-pub const PART_LABELS: [&str; WHY_PARTS] = [
-    "on CPU",
-    "run queue",
-    "block I/O",
-    "lock (futex)",
-    "pipe/socket",
-    "timer/sleep",
-    "page fault",
-    "other wait",
-    "unknown",
-];
+pub const PART_LABELS: [&str; WHY_PARTS] =
+    ["on CPU", "run queue", "block I/O", "lock", "pipe/socket", "timer/sleep", "page fault", "other wait", "unknown"];
 
 /// Names of the softirqs (the kernel's order, stable since 2.6).
 const SOFTIRQS: [&str; 10] =

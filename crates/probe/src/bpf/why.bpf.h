@@ -15,8 +15,8 @@
  *
  * The cause of a blocked interval: a page fault's I/O wait, an I/O wait (the task slept with
  * in_iowait, as io_schedule does), a timer (the wake-up came from an hrtimer or timer-wheel
- * callback), a futex (the call is futex), a pipe or socket (the call's fd is one, or network
- * softirq woke it), else "other". What no program saw (a wake-up before the state existed) is
+ * callback), a lock (the call is futex, flock, fcntl or semop), a pipe or socket (the call's fd
+ * is one, the call waits for fds or a message queue, or network softirq woke it), else "other". What no program saw (a wake-up before the state existed) is
  * "unknown", never dropped: the exit fills the difference to the latency into it.
  *
  * Only tasks inside a traced call have state, so other tasks pay a task-storage lookup that
@@ -27,7 +27,11 @@
 
 const volatile __u8 why_mode = 0;    /* record attribution */
 const volatile __u64 why_min = 0;    /* only calls at least this slow (ns) carry it */
-const volatile __u32 why_nr_futex = 0xffff, why_nr_futex_waitv = 0xffff; /* set by user space */
+/* The part a blocked wait of a call belongs to by the call alone (set by user space, by syscall
+ * number): LS_WHY_LOCK for futexes, file locks and semaphores, LS_WHY_IPC for waits for fds
+ * (poll, select, epoll) and message queues; 0 for the rest. */
+#define WHY_NR_SLOTS 512
+const volatile __u8 why_nr_part[WHY_NR_SLOTS] = {};
 const volatile __u8 why_stacks = 0;  /* capture stacks: where a call blocked, and its user stack */
 
 enum why_state { WHY_RUN = 0, WHY_RUNNABLE = 1, WHY_BLOCKED = 2 };
@@ -278,15 +282,16 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 d = now - w->mark;
 	__u32 cause;
+	__u8 by_nr = w->nr < WHY_NR_SLOTS ? why_nr_part[w->nr] : 0;
 	if (w->hint & WHY_HINT_FAULT)
 		cause = LS_WHY_FAULT;
 	else if (w->hint & WHY_HINT_IOWAIT)
 		cause = LS_WHY_IO;
 	else if (wc->timer)
 		cause = LS_WHY_TIMER;
-	else if (w->nr == why_nr_futex || w->nr == why_nr_futex_waitv)
+	else if (by_nr == LS_WHY_LOCK)
 		cause = LS_WHY_LOCK;
-	else if (wc->softirq == WHY_NET_RX_SOFTIRQ + 1 ||
+	else if (by_nr == LS_WHY_IPC || wc->softirq == WHY_NET_RX_SOFTIRQ + 1 ||
 		 (w->fd_type >= LS_FD_IPV4 && w->fd_type <= LS_FD_PIPE) || w->fd_type == LS_FD_NETLINK ||
 		 w->fd_type == LS_FD_SOCKET)
 		cause = LS_WHY_IPC;
