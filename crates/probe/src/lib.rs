@@ -641,6 +641,9 @@ impl Probe {
             &mut open.progs.ls_why_timer_out,
             &mut open.progs.ls_why_softirq_in,
             &mut open.progs.ls_why_softirq_out,
+            &mut open.progs.ls_why_softirq_raise,
+            &mut open.progs.ls_why_irq_in,
+            &mut open.progs.ls_why_irq_out,
         ] {
             p.set_autoload(why);
         }
@@ -734,9 +737,12 @@ impl Probe {
             (&skel.progs.ls_why_hrtimer_out, why),
             (&skel.progs.ls_why_timer_out, why),
             (&skel.progs.ls_why_softirq_out, why),
+            (&skel.progs.ls_why_irq_out, why),
             (&skel.progs.ls_why_hrtimer_in, why),
             (&skel.progs.ls_why_timer_in, why),
             (&skel.progs.ls_why_softirq_in, why),
+            (&skel.progs.ls_why_irq_in, why),
+            (&skel.progs.ls_why_softirq_raise, why),
             (&skel.progs.ls_why_fault, why),
             (&skel.progs.ls_why_waking, why),
             // First: entries in per-CPU slots must move with their task from the start.

@@ -112,6 +112,9 @@ struct ls_why_cpu {
 	__u32 rq_dev;
 	__u32 pad;
 	struct ls_why out;
+	__u32 hardirq;        /* depth of device interrupt handlers running */
+	__u32 net_tid;        /* the task that queued the packets of the pending net_rx softirq */
+	char net_comm[LS_COMM_LEN];
 };
 
 struct {
@@ -312,6 +315,16 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 			w->waker_ctx = LS_WAKER_TIMER;
 			w->waker_tid = 0;
 			w->waker_comm[0] = 0;
+		} else if (wc->softirq == WHY_NET_RX_SOFTIRQ + 1 && wc->net_tid) {
+			/* Packets a task sent on this machine (loopback, veth): the sender woke it. */
+			struct task_struct *cur = bpf_get_current_task_btf();
+			w->waker_ctx = LS_WAKER_TASK;
+			w->waker_tid = wc->net_tid;
+			__builtin_memcpy(w->waker_comm, wc->net_comm, LS_COMM_LEN);
+			w->casc_ns = 0;
+			w->casc_part = 0;
+			if (cur->pid == wc->net_tid)
+				why_cascade(w, cur, now);
 		} else if (wc->softirq) {
 			w->waker_ctx = LS_WAKER_SOFTIRQ;
 			w->waker_tid = wc->softirq - 1;
@@ -417,8 +430,52 @@ SEC("tp_btf/softirq_exit")
 int BPF_PROG(ls_why_softirq_out, unsigned int vec)
 {
 	struct ls_why_cpu *wc = why_cpu();
-	if (wc)
+	if (wc) {
 		wc->softirq = 0;
+		if (vec == WHY_NET_RX_SOFTIRQ)
+			wc->net_tid = 0;
+	}
+	return 0;
+}
+
+/*
+ * Who queued the packets the net_rx softirq will process: a task that raises it outside
+ * interrupts sent them on this machine (loopback, veth: the receiver's waker is that sender);
+ * raised by a device's interrupt, they came from the network (the waker stays the softirq).
+ */
+SEC("tp_btf/softirq_raise")
+int BPF_PROG(ls_why_softirq_raise, unsigned int vec)
+{
+	if (vec != WHY_NET_RX_SOFTIRQ)
+		return 0;
+	struct ls_why_cpu *wc = why_cpu();
+	if (!wc)
+		return 0;
+	struct task_struct *cur = bpf_get_current_task_btf();
+	if (wc->hardirq || !cur->pid) {
+		wc->net_tid = 0;
+	} else if (!wc->softirq) {
+		wc->net_tid = cur->pid;
+		task_comm(cur, (__u64 *)wc->net_comm);
+	}
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(ls_why_irq_in)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (wc)
+		wc->hardirq++;
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(ls_why_irq_out)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (wc && wc->hardirq)
+		wc->hardirq--;
 	return 0;
 }
 
