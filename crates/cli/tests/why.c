@@ -11,6 +11,8 @@
  *   why fault FILE N     write()s to a pipe from N uncached pages of a mmap'd FILE
  *   why fsync FILE N     N times: write 64 KiB to FILE (a block device or a file) and fsync it
  *   why dread FILE N KIB N O_DIRECT reads of KIB KiB from FILE, 1 MiB apart
+ *   why bread FILE N     N reads of 256 KiB from FILE, 1 MiB apart, out of the page cache first;
+ *                        prints the major faults of the calls
  *   why flock FILE N MS  a child process holds flock(FILE) MS ms while the main thread waits for
  *                        it, N times (fcntl: the same with fcntl(F_SETLKW))
  *   why wait N MS        N times: fork a child that sleeps MS ms and exits; wait4 for it
@@ -273,6 +275,26 @@ static void do_dread(const char *path, long n, long kib)
 	for (long i = 0; i < n; i++)
 		if (pread(fd, buf, len, i * (1L << 20)) != (ssize_t)len)
 			die("pread");
+	close(fd);
+}
+
+/* ---- buffered reads of an uncached file ---- */
+static void do_bread(const char *path, long n)
+{
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		die("open");
+	/* Out of the page cache, and no read-ahead beyond each read. */
+	if (posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) || posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM))
+		die("fadvise");
+	static char buf[256 << 10];
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_THREAD, &ru0);
+	for (long i = 0; i < n; i++)
+		if (pread(fd, buf, sizeof(buf), i * (1L << 20)) != sizeof(buf))
+			die("pread");
+	getrusage(RUSAGE_THREAD, &ru1);
+	printf("majflt %ld\n", ru1.ru_majflt - ru0.ru_majflt);
 	close(fd);
 }
 
@@ -572,6 +594,8 @@ int main(int argc, char **argv)
 		do_fsync(argv[2], atol(argv[3]));
 	else if (!strcmp(m, "dread") && argc > 4)
 		do_dread(argv[2], atol(argv[3]), atol(argv[4]));
+	else if (!strcmp(m, "bread") && argc > 3)
+		do_bread(argv[2], atol(argv[3]));
 	else if ((!strcmp(m, "flock") || !strcmp(m, "fcntl")) && argc > 4)
 		do_flock(argv[2], atol(argv[3]), atol(argv[4]), !strcmp(m, "fcntl"));
 	else if (!strcmp(m, "wait") && argc > 3)

@@ -15,10 +15,15 @@ const PARTS: [&str; 9] = ["cpu", "runq", "io", "lock", "ipc", "timer", "fault", 
 /// Record `why MODE ARGS...` with attribution; returns the trace and the workload's `key value`
 /// lines (thread ids, ground truth).
 fn record(tmp: &Path, args: &[&str], pre: Option<&str>) -> (PathBuf, HashMap<String, i64>) {
+    record_with(tmp, args, pre, &["--no-block"])
+}
+
+/// `record` with other flags of `record` than `--no-block`.
+fn record_with(tmp: &Path, args: &[&str], pre: Option<&str>, flags: &[&str]) -> (PathBuf, HashMap<String, i64>) {
     let work = compile_c("why.c", tmp);
-    let trace = tmp.join("t.lst");
+    let trace = tmp.join(format!("{}.lst", args.join("-").replace('/', "_")));
     let mut cmd = Command::new(bin());
-    cmd.args(["record", "-w"]).arg(&trace).args(["--why", "--quiet", "--no-block", "--"]);
+    cmd.args(["record", "-w"]).arg(&trace).args(["--why", "--quiet"]).args(flags).arg("--");
     match pre {
         // A shell that moves itself (and so the workload it execs) into a cgroup first.
         Some(pre) => {
@@ -291,6 +296,232 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
     );
     assert_eq!(top["calls"], 4, "{top}");
     assert_share("the sync stack's blocked time", top["blocked_ns"].as_u64().unwrap(), total(&ev, "io"), lat);
+}
+
+/// Records `why ARGS...`; its main thread's calls of type `ty` that waited more than 1 ms hold
+/// the workload's `blocked_ns` in part `p` (within 5 % of their latency), their parts add up, and
+/// each was woken by the thread `waker` printed (or, with `None`, by a timer).
+fn assert_blocked_in(args: &[&str], ty: &str, p: &str, waker: Option<&str>) -> Vec<Value> {
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record(tmp.path(), args, None);
+    let ev: Vec<Value> =
+        calls(&trace, kv["main"], ty).into_iter().filter(|e| e["latency_ns"].as_u64() > Some(1_000_000)).collect();
+    let n: usize = args[args.len() - 2].parse().unwrap();
+    assert_eq!(ev.len(), n, "{args:?}: {ev:?}");
+    assert_parts_add_up(&ev);
+    let lat = total_lat(&ev);
+    assert_share(&format!("{args:?}: {p}"), total(&ev, p), kv["blocked_ns"] as u64, lat);
+    for e in &ev {
+        match waker {
+            Some(w) => {
+                assert_eq!(e["why"]["waker"]["kind"], "thread", "{args:?}: {e}");
+                assert_eq!(e["why"]["waker"]["tid"], kv[w], "{args:?}: woken by the {w}: {e}");
+            }
+            None => assert_eq!(e["why"]["waker"]["kind"], "timer", "{args:?}: {e}"),
+        }
+    }
+    ev
+}
+
+/// flock and fcntl(F_SETLKW) on a file another process holds locked 20 ms: lock time, woken by
+/// the holder (neither a futex nor a pipe).
+#[test]
+fn why_file_locks_held_by_another_process_are_lock_time_woken_by_the_holder() {
+    if !require_bpf("why_file_locks_held_by_another_process_are_lock_time_woken_by_the_holder") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("lockfile");
+    for kind in ["flock", "fcntl"] {
+        let ev = assert_blocked_in(&[kind, file.to_str().unwrap(), "5", "20"], kind, "lock", Some("holder"));
+        // The holder held the lock across a sleep: the cascade says so.
+        assert!(ev.iter().any(|e| e["why"]["waker"]["was_in"]["cause"] == "timer"), "{ev:?}");
+    }
+}
+
+/// semop on a SysV semaphore another thread holds 20 ms: lock time, woken by the holder.
+#[test]
+fn why_semaphore_held_by_another_thread_is_lock_time_woken_by_the_holder() {
+    if !require_bpf("why_semaphore_held_by_another_thread_is_lock_time_woken_by_the_holder") {
+        return;
+    }
+    assert_blocked_in(&["sem", "5", "20"], "semop, semtimedop", "lock", Some("holder"));
+}
+
+/// poll, select and epoll_wait on a pipe a writer writes to after 20 ms: pipe/socket time, woken
+/// by the writer; with nobody writing, their 20 ms timeouts are timer time, woken by a timer.
+#[test]
+fn why_poll_select_epoll_are_pipe_time_woken_by_the_writer_or_timer_time() {
+    if !require_bpf("why_poll_select_epoll_are_pipe_time_woken_by_the_writer_or_timer_time") {
+        return;
+    }
+    let waits = "poll, ppoll, select, pselect6, epoll_wait, epoll_pwait";
+    for kind in ["poll", "select", "epoll"] {
+        assert_blocked_in(&["poll", kind, "5", "20"], waits, "ipc", Some("writer"));
+    }
+    assert_blocked_in(&["poll", "epoll", "5", "0"], waits, "timer", None);
+}
+
+/// Loopback TCP: recv from a peer that sends after 20 ms, and accept of a peer that connects after
+/// 20 ms, are pipe/socket time, woken by the peer (whose send ran the receive softirq), which was
+/// asleep meanwhile.
+#[test]
+fn why_loopback_tcp_recv_and_accept_are_socket_time_woken_by_the_peer() {
+    if !require_bpf("why_loopback_tcp_recv_and_accept_are_socket_time_woken_by_the_peer") {
+        return;
+    }
+    for (mode, ty) in [("tcp", "recvfrom, recv, read"), ("accept", "accept, accept4")] {
+        let ev = assert_blocked_in(&[mode, "5", "20"], ty, "ipc", Some("peer"));
+        assert!(ev.iter().all(|e| e["fd_type"] == "ipv4"), "{ev:?}");
+        assert!(ev.iter().any(|e| e["why"]["waker"]["was_in"]["cause"] == "timer"), "{ev:?}");
+    }
+}
+
+/// wait4 for a child that sleeps 20 ms then exits: other wait, woken by the exiting child.
+#[test]
+fn why_wait4_for_a_sleeping_child_is_other_wait_woken_by_the_child() {
+    if !require_bpf("why_wait4_for_a_sleeping_child_is_other_wait_woken_by_the_child") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record(tmp.path(), &["wait", "5", "20"], None);
+    let ev: Vec<Value> =
+        calls(&trace, kv["main"], "wait4").into_iter().filter(|e| e["latency_ns"].as_u64() > Some(1_000_000)).collect();
+    assert_eq!(ev.len(), 5);
+    assert_parts_add_up(&ev);
+    assert_share("other wait", total(&ev, "other"), kv["blocked_ns"] as u64, total_lat(&ev));
+    for (i, e) in ev.iter().enumerate() {
+        assert_eq!(e["why"]["waker"]["tid"], kv[&format!("child{i}")], "woken by its child: {e}");
+    }
+}
+
+/// CPU-bound calls (reads of 16 MiB of /dev/zero) in a cgroup whose CPU quota is 10 % (cgroup v1
+/// `cpu.cfs_quota_us`, or v2 `cpu.max`): the thread's CPU clock is the on-CPU part, and the time
+/// it was throttled (runnable, not allowed a CPU) is run queue.
+#[test]
+fn why_cpu_quota_throttling_is_run_queue_time_with_the_cpu_clock_on_cpu() {
+    if !require_bpf("why_cpu_quota_throttling_is_run_queue_time_with_the_cpu_clock_on_cpu") {
+        return;
+    }
+    let name = format!("latscope-why-cpu-{}", std::process::id());
+    let v1 = Path::new("/sys/fs/cgroup/cpu");
+    let v2 = Path::new("/sys/fs/cgroup");
+    let (cg, limits): (PathBuf, Vec<(&str, &str)>) = if v1.join("cpu.cfs_quota_us").exists() {
+        (v1.join(&name), vec![("cpu.cfs_period_us", "50000"), ("cpu.cfs_quota_us", "5000")])
+    } else if std::fs::read_to_string(v2.join("cgroup.controllers")).unwrap_or_default().contains("cpu") {
+        let _ = std::fs::write(v2.join("cgroup.subtree_control"), "+cpu");
+        (v2.join(&name), vec![("cpu.max", "5000 50000")])
+    } else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("why_cpu_quota: no cpu controller (v1 or v2) to throttle a thread with");
+        }
+        eprintln!("SKIPPED why_cpu_quota: no cpu controller (v1 or v2) to throttle a thread with");
+        return;
+    };
+    std::fs::create_dir(&cg).unwrap();
+    let _rm = Defer(format!("rmdir {}", cg.display()));
+    for (f, v) in limits {
+        std::fs::write(cg.join(f), v).unwrap();
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let pre = format!("echo $$ > {}/cgroup.procs", cg.display());
+    let (trace, kv) = record(tmp.path(), &["cpu", "20"], Some(&pre));
+    let stat = std::fs::read_to_string(cg.join("cpu.stat")).unwrap();
+    let throttled = stat.lines().find_map(|l| l.strip_prefix("nr_throttled ")).unwrap_or("0");
+    assert!(throttled.trim().parse::<u64>().unwrap() > 0, "the quota throttled the thread: {stat}");
+    let ev: Vec<Value> = calls(&trace, kv["main"], "read").into_iter().filter(|e| e["bytes"] == 16u64 << 20).collect();
+    assert_eq!(ev.len(), 20);
+    assert_parts_add_up(&ev);
+    let (wall, cpu) = (kv["wall_ns"] as u64, kv["cpu_ns"] as u64);
+    let lat = total_lat(&ev);
+    assert!(lat <= wall, "latency {lat} ns, wall {wall} ns");
+    assert_share("on CPU", total(&ev, "cpu"), cpu.min(lat), lat);
+    assert_share("run queue", total(&ev, "runq"), lat - cpu.min(lat), lat);
+}
+
+/// O_DIRECT reads of 512 KiB from a loop device: the time they were blocked is block I/O, that of
+/// their block requests (from insertion to completion), woken by a completion of the device.
+#[test]
+fn why_direct_reads_of_a_loop_device_are_block_io_of_their_requests() {
+    if !require_bpf("why_direct_reads_of_a_loop_device_are_block_io_of_their_requests") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let img = tmp.path().join("img");
+    std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
+    let dev = sh(&format!("losetup -f --show {}", img.display()));
+    let _detach = Defer(format!("losetup -d {dev}"));
+    let majmin = sh(&format!("lsblk -dno MAJ:MIN {dev}")).replace(' ', "");
+    let (trace, kv) = record_with(tmp.path(), &["dread", &dev, "10", "512"], None, &[]);
+    let ev: Vec<Value> =
+        calls(&trace, kv["main"], "pread64").into_iter().filter(|e| e["fd_type"] == "blockdev").collect();
+    assert_eq!(ev.len(), 10);
+    assert_parts_add_up(&ev);
+    let t = trace.to_str().unwrap();
+    let rq = json_lines(&latscope_ok(&["events", "-r", t, "--json", "evt.type = block_read"]));
+    let rq: Vec<(u64, u64)> = rq
+        .iter()
+        .filter(|r| r["dev"] == majmin.as_str())
+        .map(|r| {
+            let done = r["time_ns"].as_u64().unwrap() + r["latency_ns"].as_u64().unwrap();
+            (r["time_ns"].as_u64().unwrap() - r["qtime_ns"].as_u64().unwrap(), done)
+        })
+        .collect();
+    assert!(!rq.is_empty(), "block requests of {majmin} recorded");
+    // Per call: the union of its requests' spans (insertion to completion) within the call. (The
+    // call's own CPU time while its first request is already on the device is on CPU, not I/O:
+    // small next to a 512 KiB read.)
+    let mut truth = 0;
+    for e in &ev {
+        let (s, l) = (e["time_ns"].as_u64().unwrap(), e["latency_ns"].as_u64().unwrap());
+        let mut spans: Vec<(u64, u64)> =
+            rq.iter().filter(|&&(a, b)| a < s + l && b > s).map(|&(a, b)| (a.max(s), b.min(s + l))).collect();
+        spans.sort();
+        let mut cur: Option<(u64, u64)> = None;
+        for (a, b) in spans {
+            cur = match cur {
+                Some((c0, c1)) if a <= c1 => Some((c0, c1.max(b))),
+                Some((c0, c1)) => {
+                    truth += c1 - c0;
+                    Some((a, b))
+                }
+                None => Some((a, b)),
+            };
+        }
+        truth += cur.map_or(0, |(a, b)| b - a);
+        let by = e["why"]["woken_by_request"]["disk"].as_str().unwrap_or_default();
+        assert!(by.ends_with(&format!("({majmin})")), "woken by the completion of a request of {majmin}: {e}");
+    }
+    let lat = total_lat(&ev);
+    assert_share("block I/O", total(&ev, "io"), truth, lat);
+}
+
+/// Buffered reads of 256 KiB of an uncached file on a loop device (with stacks, as `--why`
+/// records by default): their blocked time is block I/O, woken by the device's completions; the
+/// copies to the user buffer fault (minor faults) and the user stack walk at each exit reads
+/// user memory, neither of which is a page fault's I/O wait.
+#[test]
+fn why_buffered_reads_of_an_uncached_file_are_block_io_not_page_fault() {
+    if !require_bpf("why_buffered_reads_of_an_uncached_file_are_block_io_not_page_fault")
+        || !common::require_tool("why_bread", "mkfs.ext4")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let lfs = common::LoopFs::new("ext4", 64);
+    let file = lfs.mnt.join("data");
+    std::fs::write(&file, vec![7u8; 24 << 20]).unwrap();
+    let (trace, kv) = record_with(tmp.path(), &["bread", file.to_str().unwrap(), "20"], None, &[]);
+    assert_eq!(kv["majflt"], 0, "no major fault: {kv:?}");
+    let ev: Vec<Value> = calls(&trace, kv["main"], "pread64").into_iter().filter(|e| e["bytes"] == 256 << 10).collect();
+    assert_eq!(ev.len(), 20);
+    assert_parts_add_up(&ev);
+    let lat = total_lat(&ev);
+    let blocked = lat - total(&ev, "cpu") - total(&ev, "runq");
+    assert_eq!(total(&ev, "fault"), 0, "{ev:?}");
+    assert_share("block I/O", total(&ev, "io"), blocked, lat);
+    let by_disk = ev.iter().filter(|e| !e["why"]["woken_by_request"]["disk"].is_null()).count();
+    assert!(by_disk * 10 >= ev.len() * 9, "woken by the device's completions: {ev:?}");
 }
 
 fn sh(cmd: &str) -> String {

@@ -163,8 +163,8 @@ enum ls_why_part {
 	LS_WHY_CPU = 0,    /* running */
 	LS_WHY_RUNQ,       /* runnable, waiting for a CPU (preempted, or woken and not yet running) */
 	LS_WHY_IO,         /* blocked in an I/O wait (io_schedule: block requests, writeback) */
-	LS_WHY_LOCK,       /* blocked in a futex, woken by another thread */
-	LS_WHY_IPC,        /* blocked on a pipe or socket */
+	LS_WHY_LOCK,       /* blocked on a lock: futex, file lock (flock, fcntl), semaphore */
+	LS_WHY_IPC,        /* blocked on a pipe or socket, or waiting for fds (poll, epoll) */
 	LS_WHY_TIMER,      /* blocked until a timer fired (sleeps, timeouts) */
 	LS_WHY_FAULT,      /* I/O wait of a page fault taken inside the call */
 	LS_WHY_OTHER,      /* blocked, woken by a task for another reason */

@@ -361,6 +361,10 @@ SEC("tp_btf/page_fault_kernel")
 int BPF_PROG(ls_why_fault, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
+	/* A fault with page faults disabled fails at once, reading nothing from disk: a probe's
+	 * read of user memory (the user stack walk at the call's exit), a copy that is retried. */
+	if (task->pagefault_disabled)
+		return 0;
 	__u32 zero = 0;
 	struct ls_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
 	if (!c)
