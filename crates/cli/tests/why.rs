@@ -370,7 +370,7 @@ fn why_loopback_tcp_recv_and_accept_are_socket_time_woken_by_the_peer() {
     if !require_bpf("why_loopback_tcp_recv_and_accept_are_socket_time_woken_by_the_peer") {
         return;
     }
-    for (mode, ty) in [("tcp", "recvfrom, recv, read"), ("accept", "accept, accept4")] {
+    for (mode, ty) in [("tcp", "recvfrom, read"), ("accept", "accept, accept4")] {
         let ev = assert_blocked_in(&[mode, "5", "20"], ty, "ipc", Some("peer"));
         assert!(ev.iter().all(|e| e["fd_type"] == "ipv4"), "{ev:?}");
         assert!(ev.iter().any(|e| e["why"]["waker"]["was_in"]["cause"] == "timer"), "{ev:?}");

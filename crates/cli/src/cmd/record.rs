@@ -50,7 +50,7 @@ pub struct Args {
     #[arg(long, default_value = "1s", value_parser = parse_duration_ns, value_name = "DURATION")]
     pub flush_every: u64,
     /// Record why each syscall took its time: its latency split into on CPU, run queue, block
-    /// I/O, lock (futex), pipe/socket, timer, page fault, other and unknown, with the waking
+    /// I/O, lock, pipe/socket, timer, page fault, other and unknown, with the waking
     /// thread and the preempting one (see docs/WHY.md; view with `events --why`, `why -r`).
     #[arg(long)]
     pub why: bool,
