@@ -13,6 +13,7 @@
  *   why dread FILE N KIB N O_DIRECT reads of KIB KiB from FILE, 1 MiB apart
  *   why bread FILE N     N reads of 256 KiB from FILE, 1 MiB apart, out of the page cache first;
  *                        prints the major faults of the calls
+ *   why bwrite FILE N    N buffered writes of 256 KiB to FILE (no sync)
  *   why flock FILE N MS  a child process holds flock(FILE) MS ms while the main thread waits for
  *                        it, N times (fcntl: the same with fcntl(F_SETLKW))
  *   why wait N MS        N times: fork a child that sleeps MS ms and exits; wait4 for it
@@ -295,6 +296,20 @@ static void do_bread(const char *path, long n)
 			die("pread");
 	getrusage(RUSAGE_THREAD, &ru1);
 	printf("majflt %ld\n", ru1.ru_majflt - ru0.ru_majflt);
+	close(fd);
+}
+
+/* ---- buffered writes (dirty pages) ---- */
+static void do_bwrite(const char *path, long n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		die("open");
+	static char buf[256 << 10];
+	memset(buf, 'w', sizeof(buf));
+	for (long i = 0; i < n; i++)
+		if (write(fd, buf, sizeof(buf)) != sizeof(buf))
+			die("write");
 	close(fd);
 }
 
@@ -594,6 +609,8 @@ int main(int argc, char **argv)
 		do_fsync(argv[2], atol(argv[3]));
 	else if (!strcmp(m, "dread") && argc > 4)
 		do_dread(argv[2], atol(argv[3]), atol(argv[4]));
+	else if (!strcmp(m, "bwrite") && argc > 3)
+		do_bwrite(argv[2], atol(argv[3]));
 	else if (!strcmp(m, "bread") && argc > 3)
 		do_bread(argv[2], atol(argv[3]));
 	else if ((!strcmp(m, "flock") || !strcmp(m, "fcntl")) && argc > 4)

@@ -524,6 +524,75 @@ fn why_buffered_reads_of_an_uncached_file_are_block_io_not_page_fault() {
     assert!(by_disk * 10 >= ev.len() * 9, "woken by the device's completions: {ev:?}");
 }
 
+/// Buffered writes to a file on a loop device whose writeback is throttled to 4 MiB/s (blkio v1
+/// `blkio.throttle.write_bps_device`, or v2 `io.max` on the writer's cgroup), with the device's
+/// dirty pages held to 2 MiB (`strict_limit`, `max_bytes`): the writer is paused in
+/// `balance_dirty_pages`, an I/O wait ended by a timer. Its blocked time is block I/O, woken by a
+/// timer, in a kernel stack through `balance_dirty_pages`.
+#[test]
+fn why_writes_throttled_by_dirty_page_balancing_are_block_io_in_balance_dirty_pages() {
+    if !require_bpf("why_writes_throttled_by_dirty_page_balancing_are_block_io_in_balance_dirty_pages")
+        || !common::require_tool("why_dirty", "mkfs.ext4")
+    {
+        return;
+    }
+    let lfs = common::LoopFs::new("ext4", 64);
+    let majmin = sh(&format!("lsblk -dno MAJ:MIN {}", lfs.dev)).replace(' ', "");
+    let bdi = PathBuf::from(format!("/sys/class/bdi/{majmin}"));
+    let v1 = Path::new("/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device");
+    let v2 = Path::new("/sys/fs/cgroup");
+    let v2_io = std::fs::read_to_string(v2.join("cgroup.controllers")).unwrap_or_default().contains("io");
+    if !bdi.join("max_bytes").exists() || !(v1.exists() || v2_io) {
+        let why = "no per-device dirty limit (max_bytes, Linux 6.2) or no blkio/io controller";
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("why_dirty: {why}");
+        }
+        eprintln!("SKIPPED why_dirty: {why}");
+        return;
+    }
+    // Loop devices keep their settings across attachments: put them back.
+    let was = |f: &str| std::fs::read_to_string(bdi.join(f)).unwrap().trim().to_string();
+    let _restore = Defer(format!(
+        "echo {} > {b}/strict_limit; echo {} > {b}/max_ratio",
+        was("strict_limit"),
+        was("max_ratio"),
+        b = bdi.display()
+    ));
+    std::fs::write(bdi.join("strict_limit"), "1").unwrap();
+    std::fs::write(bdi.join("max_bytes"), "2097152").unwrap();
+    // Writeback runs outside the writer on cgroup v1: the limit is the root's, on this device only.
+    let (pre, _undo) = if v1.exists() {
+        std::fs::write(v1, format!("{majmin} 4194304")).unwrap();
+        (None, vec![Defer(format!("echo '{majmin} 0' > {}", v1.display()))])
+    } else {
+        let _ = std::fs::write(v2.join("cgroup.subtree_control"), "+io");
+        let cg = v2.join(format!("latscope-why-dirty-{}", std::process::id()));
+        std::fs::create_dir(&cg).unwrap();
+        std::fs::write(cg.join("io.max"), format!("{majmin} wbps=4194304")).unwrap();
+        (Some(format!("echo $$ > {}/cgroup.procs", cg.display())), vec![Defer(format!("rmdir {}", cg.display()))])
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let file = lfs.mnt.join("dirty");
+    let (trace, kv) =
+        record_with(tmp.path(), &["bwrite", file.to_str().unwrap(), "48"], pre.as_deref(), &["--no-block"]);
+    let ev: Vec<Value> = calls(&trace, kv["main"], "write").into_iter().filter(|e| e["bytes"] == 256 << 10).collect();
+    assert_eq!(ev.len(), 48);
+    assert_parts_add_up(&ev);
+    let lat = total_lat(&ev);
+    let blocked = lat - total(&ev, "cpu") - total(&ev, "runq");
+    assert!(blocked * 2 > lat, "the throttle held the writes: {blocked} of {lat} ns blocked");
+    assert_share("block I/O", total(&ev, "io"), blocked, lat);
+    let paused: Vec<&Value> = ev.iter().filter(|e| part(e, "io") > 10_000_000).collect();
+    assert!(paused.iter().all(|e| e["why"]["waker"]["kind"] == "timer"), "the pauses end by a timer: {paused:?}");
+    let f = format!("thread.tid = {} and evt.type = write", kv["main"]);
+    let v: Value =
+        serde_json::from_str(&latscope_ok(&["why", "-r", trace.to_str().unwrap(), "--stacks", "--json", &f])).unwrap();
+    let top = &v["stacks"][0];
+    let kernel: Vec<&str> = top["kernel"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    assert!(kernel.iter().any(|f| f.starts_with("balance_dirty_pages")), "the pause: {kernel:?}");
+    assert!(kernel.iter().any(|f| f.starts_with("io_schedule")), "an I/O wait: {kernel:?}");
+}
+
 fn sh(cmd: &str) -> String {
     let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
     assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
