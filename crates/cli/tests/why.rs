@@ -574,9 +574,9 @@ fn why_writes_throttled_by_dirty_page_balancing_are_block_io_in_balance_dirty_pa
     let tmp = tempfile::tempdir().unwrap();
     let file = lfs.mnt.join("dirty");
     let (trace, kv) =
-        record_with(tmp.path(), &["bwrite", file.to_str().unwrap(), "48"], pre.as_deref(), &["--no-block"]);
+        record_with(tmp.path(), &["bwrite", file.to_str().unwrap(), "32"], pre.as_deref(), &["--no-block"]);
     let ev: Vec<Value> = calls(&trace, kv["main"], "write").into_iter().filter(|e| e["bytes"] == 256 << 10).collect();
-    assert_eq!(ev.len(), 48);
+    assert_eq!(ev.len(), 32);
     assert_parts_add_up(&ev);
     let lat = total_lat(&ev);
     let blocked = lat - total(&ev, "cpu") - total(&ev, "runq");
