@@ -130,7 +130,10 @@ fn why_stacks_name_the_futex_wait_and_the_waiting_function_with_its_share() {
     assert!((timer_part - nap).abs() <= 0.05 * all, "timer part {timer_part} ns, true {nap} ns");
     assert_eq!(c["operations"][0]["op"], "futex", "{c}");
     let c: Value = serde_json::from_str(&latscope_ok(&["top", "-r", t, "--by", "cause", "--json", &main])).unwrap();
-    assert_eq!(c["calls"], 0, "{c}");
+    // The thread's other calls (its execve, slowed by the run queue on a loaded machine) may
+    // remain; the lock waits and the naps may not.
+    let ops = c["operations"].as_array().unwrap();
+    assert!(ops.iter().all(|o| o["op"] != "futex" && o["op"] != "clock_nanosleep" && o["op"] != "nanosleep"), "{c}");
     assert!(c["idle_waits_left_out"].as_u64().unwrap() >= 20, "{c}");
 }
 
