@@ -682,3 +682,145 @@ fn live_first_cell_clicked_keeps_events_and_tables_line_up_with_disks_only() {
     drop(b);
     srv.stop();
 }
+
+/// POST a live API request (form-encoded `pairs`): the status and the JSON answer.
+fn post_live(addr: &str, path: &str, pairs: &[(&str, String)]) -> (u16, Value) {
+    let form: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", form_urlencoded(v))).collect();
+    let form = form.join("&");
+    let (status, _, body) = http(
+        addr,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        ),
+    );
+    (status, serde_json::from_str(&body).unwrap_or_else(|_| panic!("{path}: not JSON: {body}")))
+}
+
+/// The attribution workload (tests/why.c) under a command name of its own: the live sessions of
+/// these tests filter on it, so other processes (other tests' workloads) stay out.
+fn why_workload(dir: &Path, name: &str) -> PathBuf {
+    let built = common::compile_c("why.c", dir);
+    let named = dir.join(name);
+    std::fs::rename(&built, &named).unwrap();
+    named
+}
+
+/// The workload's `key value` lines (thread ids, ground truth).
+fn key_values(out: &[u8]) -> std::collections::HashMap<String, i64> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// A session with `why=1` records attribution: the breakdown of a selected rectangle names the
+/// true cause of a pipe read whose writer sleeps 20 ms (pipe/socket, the ground truth's time
+/// within 5 % of the reads' latency), the writer as the waker (which was in timer/sleep meanwhile)
+/// and the pipe read's kernel stack; a session without `why` is another session, which counts in
+/// the kernel and says it has no breakdown.
+#[test]
+fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
+    let test = "live_why_breakdown_of_a_cell_names_the_cause_and_the_waker";
+    if !common::require_bpf(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = "lswhy-api";
+    let work = why_workload(dir.path(), name);
+    let srv = Serve::start(&[], &[]);
+    let a = srv.addr();
+    let filter = format!("proc.name = {name}");
+    let view = |why: bool| -> Vec<(&str, String)> {
+        let mut v = vec![
+            ("filter", filter.clone()),
+            ("rows", "60".into()),
+            ("cols", "30".into()),
+            ("min", "1ms".into()),
+            ("max", "1s".into()),
+        ];
+        if why {
+            v.push(("why", "1".into()));
+        }
+        v
+    };
+    let running = |why: bool| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, v) = post_live(&a, "/api/live", &view(why));
+            assert_eq!(status, 200, "{v}");
+            if v["state"] == "running" {
+                return v;
+            }
+            assert_ne!(v["state"], "failed", "{v}");
+            assert!(Instant::now() < deadline, "the live session did not start: {v}");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    let v = running(true);
+    assert_eq!(v["mode"], "streaming", "{v}");
+    assert!(v["streaming_reason"].as_str().unwrap().contains("attribution"), "{v}");
+
+    // Ground truth: 20 reads of a pipe whose writer sleeps 20 ms before each write.
+    let out = Command::new(&work).args(["pipe", "20", "20"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kv = key_values(&out.stdout);
+    // The rows holding the reads are sealed a little after they end (the session is kept alive).
+    let end = Instant::now();
+    let mut v = running(true);
+    while end.elapsed() < Duration::from_millis(1500) {
+        std::thread::sleep(Duration::from_millis(300));
+        v = running(true);
+    }
+    let (first, sealed) = (v["first_row"].as_u64().unwrap(), v["sealed"].as_u64().unwrap());
+    let mut q = view(true);
+    q.extend([("r0", first.to_string()), ("r1", (sealed - 1).to_string()), ("c0", "0".into()), ("c1", "29".into())]);
+    let (status, e) = post_live(&a, "/api/live/events", &q);
+    assert_eq!(status, 200, "{e}");
+    let w = &e["why"];
+    let op = &w["operations"][0];
+    assert_eq!(op["op"], "read", "{w}");
+    assert_eq!(op["calls"], 20, "{w}");
+    let (ipc, total) = (op["parts_ns"]["ipc"].as_u64().unwrap(), op["total_ns"].as_u64().unwrap());
+    let truth = kv["blocked_ns"] as u64;
+    assert!(ipc.abs_diff(truth) * 100 <= total * 5, "pipe/socket {ipc} ns, truth {truth} ns, of {total} ns: {w}");
+    let parts = w["parts_ns"].as_object().unwrap();
+    assert_eq!(parts.values().map(|x| x.as_u64().unwrap()).sum::<u64>(), w["total_ns"].as_u64().unwrap(), "{w}");
+    let largest = parts.iter().max_by_key(|(_, x)| x.as_u64().unwrap()).unwrap().0;
+    assert_eq!(largest, "ipc", "{w}");
+    assert_eq!(w["labels"]["ipc"], "pipe/socket");
+    let waker = &w["wakers"][0];
+    assert_eq!(waker["waker"], format!("{name}/{}", kv["writer"]), "{w}");
+    assert_eq!(waker["cause"], "ipc", "{w}");
+    assert_eq!(waker["was_in"]["cause"], "timer", "the writer sleeps before each write: {w}");
+    // The writer's sleeps are idle waits: left out unless asked for.
+    assert!(w["idle_waits_left_out"].as_u64().unwrap() >= 20, "{w}");
+    let stack = &w["stacks"]["stacks"][0];
+    assert_eq!(stack["op"], "read", "{w}");
+    assert!(stack["kernel"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().contains("pipe_read")), "{stack}");
+    // Every read blocked in it (their user stacks may differ: libc keeps no frame pointers).
+    let blocked = w["stacks"]["total_blocked_ns"].as_u64().unwrap();
+    assert!(blocked >= ipc, "{blocked} ns blocked with a stack, {ipc} ns in pipe reads: {w}");
+
+    // The same filter without why: a session of its own, counting in the kernel, no breakdown.
+    let v = running(false);
+    assert_eq!(v["mode"], "counting", "{v}");
+    let mut q = view(false);
+    q.extend([("r0", v["first_row"].to_string()), ("c0", "0".into()), ("c1", "29".into())]);
+    let (status, e) = post_live(&a, "/api/live/events", &q);
+    assert_eq!(status, 200, "{e}");
+    assert!(e["why"].is_null() && e["why_note"].as_str().unwrap().contains("why=1"), "{e}");
+    let (_, _, body) = get(&a, "/api/health", "");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["live_sessions"], 2, "{body}");
+    // Attribution is per syscall: with block requests it is refused, saying so.
+    let mut q = view(true);
+    q.push(("block", "1".into()));
+    let (status, e) = post_live(&a, "/api/live", &q);
+    assert_eq!(status, 400);
+    assert!(e["error"].as_str().unwrap().contains("uncheck block requests"), "{e}");
+    srv.stop();
+}

@@ -19,6 +19,7 @@ use latscope_view::spectrogram::{Axis, Buckets, CountFeed, DrillQuery, Feed, Fee
 use latscope_view::stacks::StackAgg;
 use latscope_view::top::{SortKey, Top};
 use latscope_view::why::{WhyAgg, PART_LABELS};
+use latscope_view::whysvg::PART_COLORS;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -544,9 +545,13 @@ fn breakdown(spec: &Spectrogram, feed: &mut dyn Feed, q: &DrillQuery, waits: boo
     });
     let mut j = agg.to_json(WHY_ROWS);
     j["labels"] = WHY_PART_NAMES.iter().zip(PART_LABELS).map(|(k, l)| ((*k).to_string(), json!(l))).collect();
+    // The colours of the breakdown pictures (`top --by cause --svg`, `why --svg`).
+    j["colors"] = WHY_PART_NAMES.iter().zip(PART_COLORS).map(|(k, c)| ((*k).to_string(), json!(c))).collect();
     j["stacks"] = match feed.stack_names() {
         Some(names) => latscope_view::stacks::to_json(&by_stack, names, WHY_STACKS),
-        None => json!({"stacks": [], "total_blocked_ns": by_stack.total_ns, "note": "no blocked call carries a stack yet"}),
+        None => {
+            json!({"stacks": [], "total_blocked_ns": by_stack.total_ns, "note": "no blocked call carries a stack yet"})
+        }
     };
     if let Err(e) = visited {
         j["error"] = json!(e);
