@@ -824,3 +824,82 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
     assert!(e["error"].as_str().unwrap().contains("uncheck block requests"), "{e}");
     srv.stop();
 }
+
+/// Text of `root` whose lines overlap (each text node's line boxes against every other's), and
+/// how many line boxes there are.
+const TEXT_OVERLAPS_JS: &str = r#"((root) => {
+  const boxes = [];
+  const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let n; (n = walk.nextNode());) {
+    if (!n.textContent.trim()) continue;
+    const r = document.createRange(); r.selectNodeContents(n);
+    for (const b of r.getClientRects()) if (b.width > 0 && b.height > 0) boxes.push([n, n.textContent.trim().slice(0, 40), b]);
+  }
+  const out = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [n, s, a] = boxes[i], [m, u, b] = boxes[j];
+    if (n === m) continue;
+    if (a.right - 0.5 > b.left && b.right - 0.5 > a.left && a.bottom - 0.5 > b.top && b.bottom - 0.5 > a.top) out.push(`'${s}' and '${u}' overlap`);
+  }
+  return [boxes.length, out];
+})(document.getElementById('why'))"#;
+
+/// The live page with "why was it slow": a cell of pipe reads selected shows the breakdown, a
+/// stacked bar and tables with the pipe first and the writer as the waker, and the top blocking
+/// stack, with units on every number and no text overlapping.
+#[test]
+fn live_page_draws_the_breakdown_of_a_selected_cell() {
+    let test = "live_page_draws_the_breakdown_of_a_selected_cell";
+    if !common::require_bpf(test) {
+        return;
+    }
+    let Some(chrome) = viewsupport::chromium(test) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let name = "lswhy-page";
+    let work = why_workload(dir.path(), name);
+    let srv = Serve::start(&[], &[]);
+    let mut b = Browser::launch(&chrome, 1400, 1600);
+    let filter = form_urlencoded(&format!("proc.name = {name}"));
+    b.goto(&format!("{}live?filter={filter}&why=1&min=1ms&max=1s", srv.url));
+    b.wait_for("document.body.dataset.mode === 'streaming'", 60);
+    assert_eq!(b.eval("document.querySelector('input[name=why]').checked"), serde_json::json!(true));
+    // Reads of a pipe whose writer sleeps 20 ms, for up to 20 s (stopped at the end).
+    let child = Command::new(&work).args(["pipe", "1000", "20"]).stdout(Stdio::null()).spawn().unwrap();
+    let _load = Load(child);
+    b.wait_for("+document.getElementById('heatmap').dataset.shown >= 20", 60);
+    // The busiest cell of the latest row with events.
+    let xy = b.eval(
+        "(() => { const c = document.getElementById('heatmap'), W = c.width, H = c.height, L = 58, B = 16, n = ROWS; \
+         const cw = (W - L) / n, rh = (H - B) / view.axis.cols, off = n - view.rows.length; \
+         for (let k = view.rows.length - 1; k >= 0; k--) { const cs = view.rows[k].counts, m = Math.max(...cs); \
+           if (m > 0) { const j = cs.indexOf(m); c.scrollIntoView({block: 'center'}); const r2 = c.getBoundingClientRect(); \
+             return [r2.left + (L + (off + k + 0.5) * cw) * r2.width / W, r2.top + (H - B - (j + 0.5) * rh) * r2.height / H]; } } return null; })()",
+    );
+    let xy = xy.as_array().expect("a cell with events");
+    b.click_at(xy[0].as_f64().unwrap(), xy[1].as_f64().unwrap());
+    b.wait_for("+document.getElementById('why').dataset.calls > 0", 30);
+    b.eval("document.getElementById('why').scrollIntoView()");
+    assert_eq!(b.eval("document.querySelector('#whycause tr[data-part]').dataset.part"), serde_json::json!("ipc"));
+    assert_eq!(b.eval("document.querySelector('#whybar rect').dataset.part"), serde_json::json!("ipc"));
+    let label = b.eval("[...document.querySelectorAll('#whybar text')].map(t => t.textContent).join('|')");
+    assert!(label.as_str().unwrap().starts_with("pipe/socket "), "{label}");
+    let waker = b.eval("Object.assign({}, document.querySelector('#whywaker tr[data-waker]').dataset)");
+    assert!(waker["waker"].as_str().unwrap().starts_with(&format!("{name}/")), "{waker}");
+    assert_eq!(waker["wasIn"], "timer", "{waker}");
+    let stack = b.eval("document.querySelector('#whystacks pre.stack').textContent");
+    assert!(stack.as_str().unwrap().contains("pipe_read"), "{stack}");
+    // Units on every number of the tables.
+    let nums = b.eval("[...document.querySelectorAll('#why td.num')].map(t => t.textContent)");
+    for n in nums.as_array().unwrap() {
+        let n = n.as_str().unwrap();
+        assert!(["ns", "us", "ms", "s", " %"].iter().any(|u| n.ends_with(u)), "no unit: {n}");
+    }
+    let problems = layout_problems(&mut b);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let overlaps = b.eval(TEXT_OVERLAPS_JS);
+    assert!(overlaps[0].as_u64().unwrap() > 10, "{overlaps}");
+    assert!(overlaps[1].as_array().unwrap().is_empty(), "{overlaps}");
+    png_is_not_blank(&b.screenshot(&artifacts().join("live-why.png")));
+    drop(b);
+    srv.stop();
+}

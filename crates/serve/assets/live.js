@@ -142,8 +142,8 @@ function drawWhy(e) {
   const parts = Object.entries(w.parts_ns).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
   const total = Math.max(1, w.total_ns), bar = document.getElementById('whybar');
   bar.replaceChildren();
-  const W = bar.getBoundingClientRect().width || 960, H = 34;
-  bar.setAttribute('viewBox', `0 0 ${W} ${H}`);
+  // In pixels of the bar as laid out (no viewBox: labels are measured in the units drawn).
+  const W = bar.getBoundingClientRect().width - 2 || 960, H = 32;
   let x = 0;
   for (const [k, v] of parts) {
     const wd = v / total * W, label = `${w.labels[k]} ${LS.ns(v)} (${LS.pct(v / total)})`;
