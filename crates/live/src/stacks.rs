@@ -1,4 +1,5 @@
-//! The recorder's side of stacks (`record --why`): the probes hand over stack map ids; each new
+//! The recorder's (and a streaming live session's) side of stacks (`record --why`, the
+//! dashboard's `why=1`): the probes hand over stack map ids; each new
 //! stack is read from its map once, its kernel frames symbolized from kallsyms and its user
 //! frames normalized (file, build id, file offset) while the process still runs, deduplicated
 //! into the trace's stack table, and the events' `kstack`/`ustack` rewritten to its ids.

@@ -9,6 +9,9 @@ for (const k of ['filter', 'block', 'stream', 'min', 'max', 'waits', 'why']) if 
 const ROWS = Math.min(3600, Math.max(10, +(q.get('rows') || 120))), COLS = 56;
 const heat = document.getElementById('heatmap'), spec = document.getElementById('spectrogram');
 let view = null, sel = null, tablesTimer = null, gotTables = false;
+// cell=busiest: select the busiest cell of the latest second with events once there is one
+// (links and screenshots that open on a drill-down).
+let pick = q.get('cell') === 'busiest';
 
 const colorOf = (n, pal) => n <= 0 ? '#000' : pal[Math.min(pal.length - 1, Math.round(Math.log10(n) * 10))];
 const since = i => ((i - view.first_row) - (view.rows.length - 1)) * view.interval_ns / 1e9;
@@ -40,6 +43,10 @@ async function poll() {
   view = d;
   document.body.dataset.mode = d.mode;
   drawHeat(); drawSpec(); status();
+  if (pick && d.mode === 'streaming') {
+    const k = d.rows.map(r => r.counts.some(c => c > 0)).lastIndexOf(true);
+    if (k >= 0) { pick = false; const cs = d.rows[k].counts; select({ r0: d.rows[k].i, r1: d.rows[k].i, c0: cs.indexOf(Math.max(...cs)), c1: cs.indexOf(Math.max(...cs)) }); }
+  }
   if (d.mode === 'streaming' && !tablesTimer && !sel) tables();
   if (d.mode !== 'streaming') {
     document.getElementById('drillnote').textContent = 'The histograms are built in the kernel, which keeps no events: click a cell (or check “keep events”) to keep the last events from then on and drill down by process, syscall, file, disk, client, container and pod.';
@@ -139,6 +146,9 @@ function drawWhy(e) {
   const without = w.calls_without_breakdown ? `; ${w.calls_without_breakdown} calls without one` : '';
   document.getElementById('whyinfo').textContent = `${w.calls} calls with a breakdown, ${LS.ns(w.total_ns)} in total` + without + left;
   box.dataset.calls = w.calls;
+  // Nothing to break down (only idle waits, say): the line above says why, no empty picture.
+  for (const id of ['whybar', 'whycause', 'whywaker', 'whystacks']) document.getElementById(id).style.display = w.calls ? '' : 'none';
+  if (!w.calls) return;
   const parts = Object.entries(w.parts_ns).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
   const total = Math.max(1, w.total_ns), bar = document.getElementById('whybar');
   bar.replaceChildren();
