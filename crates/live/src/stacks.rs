@@ -4,7 +4,7 @@
 //! frames normalized (file, build id, file offset) while the process still runs, deduplicated
 //! into the trace's stack table, and the events' `kstack`/`ustack` rewritten to its ids.
 
-use blazesym::normalize::{NormalizeOpts, Normalizer, UserMeta};
+use blazesym::normalize::{NormalizeOpts, Normalizer, Reason, UserMeta};
 use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, Pid};
@@ -138,6 +138,12 @@ impl StackResolver {
         let frames = addrs
             .iter()
             .zip(&out.outputs)
+            // An address in no mapping is no return address: the frame-pointer walk went astray
+            // (code built without frame pointers leaves data in the register). Frames from
+            // there on would differ call by call and split one stack into many.
+            .take_while(|&(_, &(_, meta))| {
+                !matches!(out.meta.get(meta), Some(UserMeta::Unknown(u)) if u.reason == Reason::Unmapped)
+            })
             .map(|(&addr, &(off, meta))| match out.meta.get(meta) {
                 Some(UserMeta::Elf(elf)) => Frame {
                     addr,
