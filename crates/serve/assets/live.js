@@ -130,6 +130,7 @@ async function select(s) {
 
 // The breakdown of the selected cells (a session with why=1): time by cause as a stacked bar and
 // a table, blocked time by waker with what the waker was in, the top blocking stacks.
+const calls = n => n === 1 ? '1 call' : `${n} calls`;
 function drawWhy(e) {
   const box = document.getElementById('why'), note = document.getElementById('whynote');
   const w = e && e.why;
@@ -143,8 +144,8 @@ function drawWhy(e) {
     return;
   }
   const left = w.idle_waits_left_out ? `; ${w.idle_waits_left_out} idle waits left out (tick “blocking waits in tables” to count them)` : '';
-  const without = w.calls_without_breakdown ? `; ${w.calls_without_breakdown} calls without one` : '';
-  document.getElementById('whyinfo').textContent = `${w.calls} calls with a breakdown, ${LS.ns(w.total_ns)} in total` + without + left;
+  const without = w.calls_without_breakdown ? `; ${calls(w.calls_without_breakdown)} without one` : '';
+  document.getElementById('whyinfo').textContent = `${calls(w.calls)} with a breakdown, ${LS.ns(w.total_ns)} in total` + without + left;
   box.dataset.calls = w.calls;
   // Nothing to break down (only idle waits, say): the line above says why, no empty picture.
   for (const id of ['whybar', 'whycause', 'whywaker', 'whystacks']) document.getElementById(id).style.display = w.calls ? '' : 'none';
@@ -184,7 +185,7 @@ function drawWhy(e) {
   const st = document.getElementById('whystacks'), s = w.stacks;
   const kids = [LS.el('h3', null, 'Top blocking stacks ', LS.el('span', { class: 'sub', text: s.stacks.length ? `(${LS.ns(s.total_blocked_ns)} blocked in all)` : (s.note || 'no blocked call carries a stack') }))];
   s.stacks.forEach((k, i) => {
-    kids.push(LS.el('div', { class: 'sub', 'data-op': k.op, text: `${i + 1}. ${LS.ns(k.blocked_ns)} blocked (${LS.pct(k.share)}) in ${k.calls} calls: ${k.op} by ${k.comm}` }));
+    kids.push(LS.el('div', { class: 'sub', 'data-op': k.op, text: `${i + 1}. ${LS.ns(k.blocked_ns)} blocked (${LS.pct(k.share)}) in ${calls(k.calls)}: ${k.op} by ${k.comm}` }));
     kids.push(LS.el('pre', { class: 'stack', text: 'kernel (where it blocked):\n  ' + k.kernel.join('\n  ') + '\nuser:\n  ' + k.user.join('\n  ') }));
   });
   st.replaceChildren(...kids);
