@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # latscope serve in ~30 s: a short `latscope bench` into a store, the dashboard on a free loopback
 # port, a headless-Chromium screenshot of each page (overview, a series hour by hour with its
-# peaks explained, live with drill-down when run as root), then the server is stopped.
+# peaks explained, live with drill-down and a cell's breakdown by cause when run as root), then
+# the server is stopped.
 # Usage: demo/serve.sh OUTDIR (`make demo` builds first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,9 +63,12 @@ PY
 	}
 	warm "stream=1"
 	warm "stream=1&filter=proc.name%20%3D%20demo-writer"
+	warm "why=1&filter=proc.name%20%3D%20demo-writer%20and%20evt.type%20%3D%20write"
 	sleep 6
 	shot live "${URL}live?stream=1" 6000 1500
 	shot live-drill "${URL}live?stream=1&filter=proc.name%20%3D%20demo-writer" 6000 1500
+	# Why the writes of the busiest cell were slow: time by cause, wakers, blocking stacks.
+	shot live-why "${URL}live?why=1&filter=proc.name%20%3D%20demo-writer%20and%20evt.type%20%3D%20write&cell=busiest" 8000 2600
 else
 	echo "(not root or no BTF: no live page screenshot)"
 fi

@@ -682,3 +682,242 @@ fn live_first_cell_clicked_keeps_events_and_tables_line_up_with_disks_only() {
     drop(b);
     srv.stop();
 }
+
+/// POST a live API request (form-encoded `pairs`): the status and the JSON answer.
+fn post_live(addr: &str, path: &str, pairs: &[(&str, String)]) -> (u16, Value) {
+    let form: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", form_urlencoded(v))).collect();
+    let form = form.join("&");
+    let (status, _, body) = http(
+        addr,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        ),
+    );
+    (status, serde_json::from_str(&body).unwrap_or_else(|_| panic!("{path}: not JSON: {body}")))
+}
+
+/// The attribution workload (tests/why.c) under a command name of its own: the live sessions of
+/// these tests filter on it, so other processes (other tests' workloads) stay out.
+fn why_workload(dir: &Path, name: &str) -> PathBuf {
+    let built = common::compile_c("why.c", dir);
+    let named = dir.join(name);
+    std::fs::rename(&built, &named).unwrap();
+    named
+}
+
+/// The workload's `key value` lines (thread ids, ground truth).
+fn key_values(out: &[u8]) -> std::collections::HashMap<String, i64> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// A session with `why=1` records attribution: the breakdown of a selected rectangle names the
+/// true cause of a pipe read whose writer sleeps 20 ms (pipe/socket, the ground truth's time
+/// within 5 % of the reads' latency), the writer as the waker (which was in timer/sleep meanwhile)
+/// and the pipe read's kernel stack; a session without `why` is another session, which counts in
+/// the kernel and says it has no breakdown.
+#[test]
+fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
+    let test = "live_why_breakdown_of_a_cell_names_the_cause_and_the_waker";
+    if !common::require_bpf(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = "lswhy-api";
+    let work = why_workload(dir.path(), name);
+    let srv = Serve::start(&[], &[]);
+    let a = srv.addr();
+    let filter = format!("proc.name = {name}");
+    let view = |why: bool| -> Vec<(&str, String)> {
+        let mut v = vec![
+            ("filter", filter.clone()),
+            ("rows", "60".into()),
+            ("cols", "30".into()),
+            ("min", "1ms".into()),
+            ("max", "1s".into()),
+        ];
+        if why {
+            v.push(("why", "1".into()));
+        }
+        v
+    };
+    let running = |why: bool| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, v) = post_live(&a, "/api/live", &view(why));
+            assert_eq!(status, 200, "{v}");
+            if v["state"] == "running" {
+                return v;
+            }
+            assert_ne!(v["state"], "failed", "{v}");
+            assert!(Instant::now() < deadline, "the live session did not start: {v}");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    let v = running(true);
+    assert_eq!(v["mode"], "streaming", "{v}");
+    assert!(v["streaming_reason"].as_str().unwrap().contains("attribution"), "{v}");
+
+    // Ground truth: 20 reads of a pipe whose writer sleeps 20 ms before each write.
+    let out = Command::new(&work).args(["pipe", "20", "20"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kv = key_values(&out.stdout);
+    // The rows holding the reads are sealed a little after they end (the session is kept alive).
+    let end = Instant::now();
+    let mut v = running(true);
+    while end.elapsed() < Duration::from_millis(1500) {
+        std::thread::sleep(Duration::from_millis(300));
+        v = running(true);
+    }
+    let (first, sealed) = (v["first_row"].as_u64().unwrap(), v["sealed"].as_u64().unwrap());
+    let mut q = view(true);
+    q.extend([("r0", first.to_string()), ("r1", (sealed - 1).to_string()), ("c0", "0".into()), ("c1", "29".into())]);
+    let (status, e) = post_live(&a, "/api/live/events", &q);
+    assert_eq!(status, 200, "{e}");
+    let w = &e["why"];
+    let op = &w["operations"][0];
+    assert_eq!(op["op"], "read", "{w}");
+    assert_eq!(op["calls"], 20, "{w}");
+    let (ipc, total) = (op["parts_ns"]["ipc"].as_u64().unwrap(), op["total_ns"].as_u64().unwrap());
+    let truth = kv["blocked_ns"] as u64;
+    assert!(ipc.abs_diff(truth) * 100 <= total * 5, "pipe/socket {ipc} ns, truth {truth} ns, of {total} ns: {w}");
+    let parts = w["parts_ns"].as_object().unwrap();
+    assert_eq!(parts.values().map(|x| x.as_u64().unwrap()).sum::<u64>(), w["total_ns"].as_u64().unwrap(), "{w}");
+    let largest = parts.iter().max_by_key(|(_, x)| x.as_u64().unwrap()).unwrap().0;
+    assert_eq!(largest, "ipc", "{w}");
+    assert_eq!(w["labels"]["ipc"], "pipe/socket");
+    let waker = &w["wakers"][0];
+    assert_eq!(waker["waker"], format!("{name}/{}", kv["writer"]), "{w}");
+    assert_eq!(waker["cause"], "ipc", "{w}");
+    assert_eq!(waker["was_in"]["cause"], "timer", "the writer sleeps before each write: {w}");
+    // The writer's sleeps are idle waits: left out unless asked for.
+    assert!(w["idle_waits_left_out"].as_u64().unwrap() >= 20, "{w}");
+    let stack = &w["stacks"]["stacks"][0];
+    assert_eq!(stack["op"], "read", "{w}");
+    assert!(stack["kernel"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().contains("pipe_read")), "{stack}");
+    // Every read blocked in it, in one user stack: libc keeps no frame pointers, and the walk's
+    // frames beyond it that lead outside any mapping are dropped, not kept as noise that would
+    // split the stack (the last reads' user stacks may be missing: the process exited before
+    // they were read, and they say so).
+    let blocked = w["stacks"]["total_blocked_ns"].as_u64().unwrap();
+    assert!(blocked >= ipc, "{blocked} ns blocked with a stack, {ipc} ns in pipe reads: {w}");
+    let stacks = w["stacks"]["stacks"].as_array().unwrap();
+    assert_eq!(stacks.iter().filter(|s| s["user_missing"].is_null()).count(), 1, "{w}");
+    assert!(stacks.iter().all(|s| s["kernel"] == stack["kernel"]), "{w}");
+
+    // The same filter without why: a session of its own, counting in the kernel, no breakdown.
+    let v = running(false);
+    assert_eq!(v["mode"], "counting", "{v}");
+    let mut q = view(false);
+    q.extend([("r0", v["first_row"].to_string()), ("c0", "0".into()), ("c1", "29".into())]);
+    let (status, e) = post_live(&a, "/api/live/events", &q);
+    assert_eq!(status, 200, "{e}");
+    assert!(e["why"].is_null() && e["why_note"].as_str().unwrap().contains("why=1"), "{e}");
+    let (_, _, body) = get(&a, "/api/health", "");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["live_sessions"], 2, "{body}");
+    // Attribution is per syscall: with block requests it is refused, saying so.
+    let mut q = view(true);
+    q.push(("block", "1".into()));
+    let (status, e) = post_live(&a, "/api/live", &q);
+    assert_eq!(status, 400);
+    assert!(e["error"].as_str().unwrap().contains("uncheck block requests"), "{e}");
+    srv.stop();
+}
+
+/// Text of `root` whose lines overlap (each text node's line boxes against every other's), and
+/// how many line boxes there are.
+const TEXT_OVERLAPS_JS: &str = r#"((root) => {
+  const boxes = [];
+  const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let n; (n = walk.nextNode());) {
+    if (!n.textContent.trim()) continue;
+    const r = document.createRange(); r.selectNodeContents(n);
+    for (const b of r.getClientRects()) if (b.width > 0 && b.height > 0) boxes.push([n, n.textContent.trim().slice(0, 40), b]);
+  }
+  const out = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [n, s, a] = boxes[i], [m, u, b] = boxes[j];
+    if (n === m) continue;
+    if (a.right - 0.5 > b.left && b.right - 0.5 > a.left && a.bottom - 0.5 > b.top && b.bottom - 0.5 > a.top) out.push(`'${s}' and '${u}' overlap`);
+  }
+  return [boxes.length, out];
+})(document.getElementById('why'))"#;
+
+/// The live page with "why was it slow": a cell of pipe reads selected (clicked, then opened with
+/// `cell=busiest`) shows the breakdown, a stacked bar and tables with the pipe first and the
+/// writer as the waker, and the top blocking stack, with units on every number and no text
+/// overlapping.
+#[test]
+fn live_page_draws_the_breakdown_of_a_selected_cell() {
+    let test = "live_page_draws_the_breakdown_of_a_selected_cell";
+    if !common::require_bpf(test) {
+        return;
+    }
+    let Some(chrome) = viewsupport::chromium(test) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let name = "lswhy-page";
+    let work = why_workload(dir.path(), name);
+    let srv = Serve::start(&[], &[]);
+    let mut b = Browser::launch(&chrome, 1400, 1600);
+    let filter = form_urlencoded(&format!("proc.name = {name}"));
+    b.goto(&format!("{}live?filter={filter}&why=1&min=1ms&max=1s", srv.url));
+    b.wait_for("document.body.dataset.mode === 'streaming'", 60);
+    assert_eq!(b.eval("document.querySelector('input[name=why]').checked"), serde_json::json!(true));
+    // Reads of a pipe whose writer sleeps 20 ms, for up to 20 s (stopped at the end).
+    let child = Command::new(&work).args(["pipe", "1000", "20"]).stdout(Stdio::null()).spawn().unwrap();
+    let _load = Load(child);
+    b.wait_for("+document.getElementById('heatmap').dataset.shown >= 20", 60);
+    // A cell of the latest row with events holding reads (the writer's sleeps, ~20 ms too, are
+    // idle waits with no breakdown unless asked for, and may fall in a column of their own).
+    let xy = b.eval(
+        "(async () => { const c = document.getElementById('heatmap'), W = c.width, H = c.height, L = 58, B = 16, n = ROWS; \
+         const d = view, cw = (W - L) / n, rh = (H - B) / d.axis.cols, off = n - d.rows.length; \
+         for (let k = d.rows.length - 1; k >= 0; k--) for (let j = 0; j < d.axis.cols; j++) { if (!d.rows[k].counts[j]) continue; \
+           const e = await LS.post('/api/live/events', Object.assign({ r0: d.rows[k].i, c0: j, cols: COLS }, base, { min: d.axis.min_ns + 'ns', max: d.axis.max_ns + 'ns' })); \
+           if (e.why && e.why.operations.some(o => o.op === 'read')) { c.scrollIntoView({block: 'center'}); const r2 = c.getBoundingClientRect(); \
+             return [r2.left + (L + (off + k + 0.5) * cw) * r2.width / W, r2.top + (H - B - (j + 0.5) * rh) * r2.height / H]; } } return null; })()",
+    );
+    let xy = xy.as_array().expect("a cell with events");
+    b.click_at(xy[0].as_f64().unwrap(), xy[1].as_f64().unwrap());
+    b.wait_for("+document.getElementById('why').dataset.calls > 0", 30);
+    b.eval("document.getElementById('why').scrollIntoView()");
+    assert_eq!(b.eval("document.querySelector('#whycause tr[data-part]').dataset.part"), serde_json::json!("ipc"));
+    assert_eq!(b.eval("document.querySelector('#whybar rect').dataset.part"), serde_json::json!("ipc"));
+    let label = b.eval("[...document.querySelectorAll('#whybar text')].map(t => t.textContent).join('|')");
+    assert!(label.as_str().unwrap().starts_with("pipe/socket "), "{label}");
+    let waker = b.eval("Object.assign({}, document.querySelector('#whywaker tr[data-waker]').dataset)");
+    assert!(waker["waker"].as_str().unwrap().starts_with(&format!("{name}/")), "{waker}");
+    assert_eq!(waker["wasIn"], "timer", "{waker}");
+    let stack = b.eval("document.querySelector('#whystacks pre.stack').textContent");
+    assert!(stack.as_str().unwrap().contains("pipe_read"), "{stack}");
+    // Units on every number of the tables.
+    let nums = b.eval("[...document.querySelectorAll('#why td.num')].map(t => t.textContent)");
+    for n in nums.as_array().unwrap() {
+        let n = n.as_str().unwrap();
+        assert!(["ns", "us", "ms", "s", " %"].iter().any(|u| n.ends_with(u)), "no unit: {n}");
+    }
+    let problems = layout_problems(&mut b);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let overlaps = b.eval(TEXT_OVERLAPS_JS);
+    assert!(overlaps[0].as_u64().unwrap() > 10, "{overlaps}");
+    assert!(overlaps[1].as_array().unwrap().is_empty(), "{overlaps}");
+    png_is_not_blank(&b.screenshot(&artifacts().join("live-why.png")));
+
+    // A link that opens on a drill-down (cell=busiest; blocking waits counted, as the busiest
+    // cell may hold only the writer's sleeps): the same session, a breakdown drawn.
+    b.goto(&format!("{}live?filter={filter}&why=1&waits=1&min=1ms&max=1s&cell=busiest", srv.url));
+    b.wait_for("+document.getElementById('why').dataset.calls > 0", 30);
+    let parts = b.eval("[...document.querySelectorAll('#whycause tr[data-part]')].map(r => r.dataset.part)");
+    assert!(parts[0] == "ipc" || parts[0] == "timer", "{parts}");
+    let problems = layout_problems(&mut b);
+    assert!(problems.is_empty(), "{problems:#?}");
+    drop(b);
+    srv.stop();
+}

@@ -166,7 +166,8 @@ impl SessionBuilder {
         self
     }
     /// Per-call attribution: syscalls at least this slow (ns; 0: all) carry the breakdown of their
-    /// latency into causes (see docs/WHY.md). Streaming sessions only.
+    /// latency into causes (see docs/WHY.md). Streaming sessions only: with it,
+    /// [`SessionBuilder::count_in_kernel`] streams syscalls (see [`LiveSession::streaming_reason`]).
     pub fn why(mut self, above_ns: Option<u64>) -> Self {
         self.why_above_ns = above_ns;
         self
@@ -267,6 +268,10 @@ impl SessionBuilder {
         let mut count_by = None;
         if let Some((by, kind)) = self.count {
             streaming_reason = config::inexact(&self.filter, &header, kind, cfg.follow_children);
+            if streaming_reason.is_none() && self.why_above_ns.is_some() && kind == EventKind::Syscall {
+                // The kernel's histograms keep no per-call breakdown.
+                streaming_reason = Some("attribution (why) is recorded per call".into());
+            }
             if streaming_reason.is_none() {
                 count_by = Some(by);
             }
@@ -344,6 +349,7 @@ impl SessionBuilder {
             warnings,
             followed,
             not_followed,
+            stacks: None,
         })
     }
 }
@@ -369,6 +375,9 @@ pub struct LiveSession {
     warnings: Vec<String>,
     followed: Vec<u32>,
     not_followed: u64,
+    /// Stacks of the events handed out (attribution with stacks; made at the first poll: a
+    /// recorder reads the probes itself and keeps its own).
+    stacks: Option<crate::stacks::StackResolver>,
 }
 
 impl LiveSession {
@@ -482,6 +491,12 @@ impl LiveSession {
     fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
         self.batch.clear();
         self.probe.poll_into(&mut self.batch, wait)?;
+        if self.why_stacks() {
+            // Stack references become ids of a stack table whose new entries travel in
+            // `batch.stacks`, as in a recorded trace.
+            let r = self.stacks.get_or_insert_with(|| crate::stacks::StackResolver::new(true));
+            r.resolve(&self.probe, &mut self.batch, 0);
+        }
         self.cgroups.learn(&self.batch.cgroup, &mut self.header, &mut self.ctx);
         self.ctx.observe(&self.batch);
         self.rows.clear();
@@ -618,6 +633,7 @@ impl CountSource for LiveSession {
             warnings: s.warnings,
             followed: s.followed,
             not_followed,
+            stacks: None,
         }))
     }
 

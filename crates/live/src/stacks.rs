@@ -1,9 +1,10 @@
-//! The recorder's side of stacks (`record --why`): the probes hand over stack map ids; each new
+//! The recorder's (and a streaming live session's) side of stacks (`record --why`, the
+//! dashboard's `why=1`): the probes hand over stack map ids; each new
 //! stack is read from its map once, its kernel frames symbolized from kallsyms and its user
 //! frames normalized (file, build id, file offset) while the process still runs, deduplicated
 //! into the trace's stack table, and the events' `kstack`/`ustack` rewritten to its ids.
 
-use blazesym::normalize::{NormalizeOpts, Normalizer, UserMeta};
+use blazesym::normalize::{NormalizeOpts, Normalizer, Reason, UserMeta};
 use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, Pid};
@@ -137,6 +138,12 @@ impl StackResolver {
         let frames = addrs
             .iter()
             .zip(&out.outputs)
+            // An address in no mapping is no return address: the frame-pointer walk went astray
+            // (code built without frame pointers leaves data in the register). Frames from
+            // there on would differ call by call and split one stack into many.
+            .take_while(|&(_, &(_, meta))| {
+                !matches!(out.meta.get(meta), Some(UserMeta::Unknown(u)) if u.reason == Reason::Unmapped)
+            })
             .map(|(&addr, &(off, meta))| match out.meta.get(meta) {
                 Some(UserMeta::Elf(elf)) => Frame {
                     addr,

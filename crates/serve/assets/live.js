@@ -3,12 +3,15 @@
 const q = new URLSearchParams(location.search);
 const form = document.getElementById('controls');
 for (const k of ['filter', 'min', 'max', 'rows']) if (q.get(k)) form.elements[k].value = q.get(k);
-for (const k of ['block', 'stream', 'waits']) form.elements[k].checked = q.get(k) === '1';
+for (const k of ['block', 'stream', 'waits', 'why']) form.elements[k].checked = q.get(k) === '1';
 const base = {};
-for (const k of ['filter', 'block', 'stream', 'min', 'max', 'waits']) if (q.get(k)) base[k] = q.get(k);
+for (const k of ['filter', 'block', 'stream', 'min', 'max', 'waits', 'why']) if (q.get(k)) base[k] = q.get(k);
 const ROWS = Math.min(3600, Math.max(10, +(q.get('rows') || 120))), COLS = 56;
 const heat = document.getElementById('heatmap'), spec = document.getElementById('spectrogram');
 let view = null, sel = null, tablesTimer = null, gotTables = false;
+// cell=busiest: select the busiest cell of the latest second with events once there is one
+// (links and screenshots that open on a drill-down).
+let pick = q.get('cell') === 'busiest';
 
 const colorOf = (n, pal) => n <= 0 ? '#000' : pal[Math.min(pal.length - 1, Math.round(Math.log10(n) * 10))];
 const since = i => ((i - view.first_row) - (view.rows.length - 1)) * view.interval_ns / 1e9;
@@ -40,6 +43,10 @@ async function poll() {
   view = d;
   document.body.dataset.mode = d.mode;
   drawHeat(); drawSpec(); status();
+  if (pick && d.mode === 'streaming') {
+    const k = d.rows.map(r => r.counts.some(c => c > 0)).lastIndexOf(true);
+    if (k >= 0) { pick = false; const cs = d.rows[k].counts; select({ r0: d.rows[k].i, r1: d.rows[k].i, c0: cs.indexOf(Math.max(...cs)), c1: cs.indexOf(Math.max(...cs)) }); }
+  }
   if (d.mode === 'streaming' && !tablesTimer && !sel) tables();
   if (d.mode !== 'streaming') {
     document.getElementById('drillnote').textContent = 'The histograms are built in the kernel, which keeps no events: click a cell (or check “keep events”) to keep the last events from then on and drill down by process, syscall, file, disk, client, container and pod.';
@@ -116,8 +123,72 @@ async function select(s) {
     pre.textContent = e.lines.join('\n');
     pre.hidden = switched;
     box.dataset.matched = e.matched;
+    drawWhy(switched ? null : e);
   } catch (err) { pre.textContent = err.message; }
   if (view.mode === 'streaming') tables();
+}
+
+// The breakdown of the selected cells (a session with why=1): time by cause as a stacked bar and
+// a table, blocked time by waker with what the waker was in, the top blocking stacks.
+const calls = n => n === 1 ? '1 call' : `${n} calls`;
+function drawWhy(e) {
+  const box = document.getElementById('why'), note = document.getElementById('whynote');
+  const w = e && e.why;
+  box.hidden = !w; note.hidden = !e || !!w;
+  if (!w) {
+    if (e) {
+      note.replaceChildren('No breakdown: this session records no attribution. ',
+        LS.el('a', { href: '/live?' + new URLSearchParams(Object.assign({}, base, { why: '1' })), text: 'Record why it was slow' }),
+        ' (a session of its own, from then on; costs more per syscall).');
+    }
+    return;
+  }
+  const left = w.idle_waits_left_out ? `; ${w.idle_waits_left_out} idle waits left out (tick “blocking waits in tables” to count them)` : '';
+  const without = w.calls_without_breakdown ? `; ${calls(w.calls_without_breakdown)} without one` : '';
+  document.getElementById('whyinfo').textContent = `${calls(w.calls)} with a breakdown, ${LS.ns(w.total_ns)} in total` + without + left;
+  box.dataset.calls = w.calls;
+  // Nothing to break down (only idle waits, say): the line above says why, no empty picture.
+  for (const id of ['whybar', 'whycause', 'whywaker', 'whystacks']) document.getElementById(id).style.display = w.calls ? '' : 'none';
+  if (!w.calls) return;
+  const parts = Object.entries(w.parts_ns).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
+  const total = Math.max(1, w.total_ns), bar = document.getElementById('whybar');
+  bar.replaceChildren();
+  // In pixels of the bar as laid out (no viewBox: labels are measured in the units drawn).
+  const W = bar.getBoundingClientRect().width - 2 || 960, H = 32;
+  let x = 0;
+  for (const [k, v] of parts) {
+    const wd = v / total * W, label = `${w.labels[k]} ${LS.ns(v)} (${LS.pct(v / total)})`;
+    bar.append(LS.svg('rect', { x, y: 0, width: Math.max(wd, 0.5), height: H, fill: w.colors[k], 'data-part': k }, LS.svg('title', { text: label })));
+    // A label only where it fits inside its segment.
+    const t = LS.svg('text', { x: x + 6, y: H / 2 + 4, text: label });
+    bar.append(t);
+    if (t.getComputedTextLength() > wd - 12) t.remove();
+    x += wd;
+  }
+  const cause = document.getElementById('whycause');
+  cause.replaceChildren(LS.el('caption', { text: 'time by cause' }),
+    LS.el('tr', null, ...['cause', 'time', 'share'].map((h, i) => LS.el('th', { class: i ? 'num' : '', text: h }))));
+  for (const [k, v] of parts) {
+    cause.append(LS.el('tr', { 'data-part': k, 'data-ns': v },
+      LS.el('td', null, LS.el('i', { class: 'swatch', style: 'background:' + w.colors[k] }), w.labels[k]),
+      LS.el('td', { class: 'num', text: LS.ns(v) }), LS.el('td', { class: 'num', text: LS.pct(v / total) })));
+  }
+  const waker = document.getElementById('whywaker');
+  waker.replaceChildren(LS.el('caption', { text: 'blocked time by waker (the longest wait of each call)' }),
+    LS.el('tr', null, ...['waker', 'ended', 'blocked', 'which was in'].map((h, i) => LS.el('th', { class: i === 2 ? 'num' : '', text: h }))));
+  for (const k of w.wakers) {
+    waker.append(LS.el('tr', { 'data-waker': k.waker, 'data-cause': k.cause, 'data-ns': k.blocked_ns, 'data-was-in': k.was_in ? k.was_in.cause : '' },
+      LS.el('td', { class: 'name', title: k.waker, text: LS.shortMiddle(k.waker, 34) }), LS.el('td', { text: w.labels[k.cause] }),
+      LS.el('td', { class: 'num', text: LS.ns(k.blocked_ns) }), LS.el('td', { text: k.was_in ? `${w.labels[k.was_in.cause]} ${LS.ns(k.was_in.ns)}` : '-' })));
+  }
+  if (!w.wakers.length) waker.append(LS.el('tr', null, LS.el('td', { colspan: 4, text: 'no call was woken by another thread, a timer or a softirq' })));
+  const st = document.getElementById('whystacks'), s = w.stacks;
+  const kids = [LS.el('h3', null, 'Top blocking stacks ', LS.el('span', { class: 'sub', text: s.stacks.length ? `(${LS.ns(s.total_blocked_ns)} blocked in all)` : (s.note || 'no blocked call carries a stack') }))];
+  s.stacks.forEach((k, i) => {
+    kids.push(LS.el('div', { class: 'sub', 'data-op': k.op, text: `${i + 1}. ${LS.ns(k.blocked_ns)} blocked (${LS.pct(k.share)}) in ${calls(k.calls)}: ${k.op} by ${k.comm}` }));
+    kids.push(LS.el('pre', { class: 'stack', text: 'kernel (where it blocked):\n  ' + k.kernel.join('\n  ') + '\nuser:\n  ' + k.user.join('\n  ') }));
+  });
+  st.replaceChildren(...kids);
 }
 
 async function tables() {

@@ -289,5 +289,6 @@ fn cell_query(p: &Params) -> Result<Option<CellQuery>, ParamError> {
         c0: c0 as usize,
         c1: c1 as usize,
         limit: p.int("limit", 1, 2000)?.unwrap_or(200) as usize,
+        waits: p.flag("waits")?,
     }))
 }

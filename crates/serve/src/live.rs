@@ -9,14 +9,17 @@
 //! thread, answered within a timeout, so a live view never blocks the store pages.
 
 use crate::params::{ParamError, Params};
-use latscope_event::{dev_major_minor, EventBatch, EventKind, SyscallSet, TraceHeader};
+use latscope_event::{dev_major_minor, EventBatch, EventKind, SyscallSet, TraceHeader, WHY_PART_NAMES};
 use latscope_filter::{Filter, FilterError};
 use latscope_live::{CountBy, SessionBuilder};
 use latscope_view::group::GroupBy;
 use latscope_view::spectrogram::color::{color, Palette};
 use latscope_view::spectrogram::model::MapCache;
 use latscope_view::spectrogram::{Axis, Buckets, CountFeed, DrillQuery, Feed, FeedOptions, Spectrogram, StreamFeed};
+use latscope_view::stacks::StackAgg;
 use latscope_view::top::{SortKey, Top};
+use latscope_view::why::{WhyAgg, PART_LABELS};
+use latscope_view::whysvg::PART_COLORS;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -121,6 +124,8 @@ impl LiveError {
 struct Key {
     filter: String,
     block: bool,
+    /// Attribution recorded: a session of its own, never shared with one without.
+    why: bool,
 }
 
 enum State {
@@ -193,6 +198,8 @@ pub struct CellQuery {
     pub c1: usize,
     /// Most event lines returned.
     pub limit: usize,
+    /// Blocking waits counted in the breakdown of a `why` session (by default left out).
+    pub waits: bool,
 }
 
 /// Drill-down tables: the events of the last `secs` rows (or of a rectangle).
@@ -233,8 +240,10 @@ impl LiveHub {
         self.slots.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|s| !s.done.load(Ordering::Acquire)).count()
     }
 
-    /// Answers a live request: parses the filter (`filter`), the kind (`block=1`) and whether to
-    /// keep events (`stream=1`), finds or starts the session, and asks it.
+    /// Answers a live request: parses the filter (`filter`), the kind (`block=1`), whether to
+    /// keep events (`stream=1`) and whether to record attribution (`why=1`: each syscall's
+    /// latency split into causes, with stacks; the session streams), finds or starts the
+    /// session, and asks it.
     pub fn request(&self, p: &Params, ask: Ask) -> Result<Value, LiveError> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(LiveError::Stopping);
@@ -243,14 +252,20 @@ impl LiveHub {
         let filter = Filter::parse(src.trim()).map_err(LiveError::Filter)?;
         let block = p.flag("block")?;
         let stream = p.flag("stream")?;
+        let why = p.flag("why")?;
         let kinds = filter.needs_kinds();
+        if why && block {
+            return Err(LiveError::Nothing(
+                "attribution (why) is recorded for syscalls: uncheck block requests or why was it slow".into(),
+            ));
+        }
         if block && !kinds.block {
             return Err(LiveError::Nothing("the filter can only match syscalls: uncheck block requests".into()));
         }
         if !block && !kinds.syscall {
             return Err(LiveError::Nothing("the filter matches no syscall: check block requests".into()));
         }
-        let key = Key { filter: filter.source().to_string(), block };
+        let key = Key { filter: filter.source().to_string(), block, why };
         let slot = self.slot(key, filter)?;
         slot.touch();
         let state = match &*slot.state.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -320,7 +335,7 @@ impl LiveHub {
         std::thread::Builder::new()
             .name("latscope-live".into())
             .spawn(move || {
-                run_session(&s2, &rx, filter, key.block, &opts, &stop);
+                run_session(&s2, &rx, filter, &key, &opts, &stop);
                 // Done before the commands' receiver goes: a request that cannot send knows why.
                 s2.done.store(true, Ordering::Release);
                 drop(rx);
@@ -331,7 +346,8 @@ impl LiveHub {
     }
 }
 
-fn run_session(slot: &Slot, rx: &Receiver<Cmd>, filter: Filter, block: bool, opts: &LiveOptions, stop: &AtomicBool) {
+fn run_session(slot: &Slot, rx: &Receiver<Cmd>, filter: Filter, key: &Key, opts: &LiveOptions, stop: &AtomicBool) {
+    let (block, why) = (key.block, key.why);
     let kind = if block { EventKind::Block } else { EventKind::Syscall };
     let filter_text = filter.source().to_string();
     let builder = SessionBuilder::new()
@@ -341,6 +357,10 @@ fn run_session(slot: &Slot, rx: &Receiver<Cmd>, filter: Filter, block: bool, opt
         .syscalls(if block { SyscallSet::None } else { SyscallSet::All })
         .block(block)
         .filter(filter)
+        // Every call carries its breakdown and, when it blocked, its stacks; counting in the
+        // kernel then gives way to the event stream.
+        .why(why.then_some(0))
+        .why_stacks(why)
         .count_in_kernel(CountBy::All, kind);
     let session = match builder.start() {
         Ok(s) => s,
@@ -369,7 +389,7 @@ fn run_session(slot: &Slot, rx: &Receiver<Cmd>, filter: Filter, block: bool, opt
                     let _ = tx.send(view(&spec, feed.as_ref(), &header, &q, counting, streaming_reason.as_deref()));
                 }
                 Cmd::Events(q, tx) => {
-                    let _ = tx.send(events(&spec, feed.as_mut(), &q));
+                    let _ = tx.send(events(&spec, feed.as_mut(), &q, why));
                 }
                 Cmd::Tables(q, tx) => {
                     let _ = tx.send(tables(&spec, feed.as_mut(), &q, opts.interval));
@@ -488,8 +508,12 @@ fn rect(spec: &Spectrogram, c: &CellQuery) -> DrillQuery {
     DrillQuery { t_from: spec.row_start(r0), t_to: spec.row_start(r1 + 1), lat_lo, lat_hi, group: None, limit: c.limit }
 }
 
-fn events(spec: &Spectrogram, feed: &mut dyn Feed, c: &CellQuery) -> Value {
+fn events(spec: &Spectrogram, feed: &mut dyn Feed, c: &CellQuery, why: bool) -> Value {
     let q = rect(spec, c);
+    let (breakdown, why_note) = match why {
+        true => (breakdown(spec, feed, &q, c.waits), None),
+        false => (Value::Null, Some("this session records no attribution: ask for why=1 (the page's “why was it slow”) to break each call's latency into causes, from then on")),
+    };
     match feed.drill(spec, &q) {
         Ok(r) => json!({
             "query": q.describe(spec.origin_ns()),
@@ -498,9 +522,41 @@ fn events(spec: &Spectrogram, feed: &mut dyn Feed, c: &CellQuery) -> Value {
             "matched": r.matched,
             "lines": r.lines,
             "note": r.note,
+            "why": breakdown,
+            "why_note": why_note,
         }),
         Err(e) => json!({"error": e}),
     }
+}
+
+/// Most wakers and operations of a breakdown.
+const WHY_ROWS: usize = 10;
+/// Most stacks of a breakdown.
+const WHY_STACKS: usize = 5;
+
+/// The breakdown of the syscalls inside `q` (`top --by cause`'s aggregation): time by cause,
+/// blocked time by waker with what the waker was in, operations, and the blocking stacks.
+fn breakdown(spec: &Spectrogram, feed: &mut dyn Feed, q: &DrillQuery, waits: bool) -> Value {
+    let mut agg = WhyAgg { with_waits: waits, ..Default::default() };
+    let mut by_stack = StackAgg { with_waits: waits, ..Default::default() };
+    let visited = feed.visit(spec, q, &mut |b, i, _| {
+        agg.add(b, &[i as u32]);
+        by_stack.add(b, &[i as u32]);
+    });
+    let mut j = agg.to_json(WHY_ROWS);
+    j["labels"] = WHY_PART_NAMES.iter().zip(PART_LABELS).map(|(k, l)| ((*k).to_string(), json!(l))).collect();
+    // The colours of the breakdown pictures (`top --by cause --svg`, `why --svg`).
+    j["colors"] = WHY_PART_NAMES.iter().zip(PART_COLORS).map(|(k, c)| ((*k).to_string(), json!(c))).collect();
+    j["stacks"] = match feed.stack_names() {
+        Some(names) => latscope_view::stacks::to_json(&by_stack, names, WHY_STACKS),
+        None => {
+            json!({"stacks": [], "total_blocked_ns": by_stack.total_ns, "note": "no blocked call carries a stack yet"})
+        }
+    };
+    if let Err(e) = visited {
+        j["error"] = json!(e);
+    }
+    j
 }
 
 fn tables(spec: &Spectrogram, feed: &mut dyn Feed, q: &TableQuery, interval: Duration) -> Value {

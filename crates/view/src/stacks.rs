@@ -129,6 +129,12 @@ impl StackNames {
         }
     }
 
+    /// Add stack table entries (JSON lines, as a block's or a live batch's `stacks`); ids are
+    /// unique within a recording, so names already made stay right.
+    pub fn add_lines(&mut self, text: &str) -> Result<(), String> {
+        self.table.add_lines(text)
+    }
+
     /// The stack table.
     pub fn table(&self) -> &StackTable {
         &self.table

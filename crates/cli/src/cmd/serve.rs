@@ -15,7 +15,8 @@ fn duration(s: &str) -> Result<Duration, String> {
 
 /// Serve the web dashboard: the hourly histograms of a store with their peaks explained, and the
 /// host's latency live (heat map, spectrogram, drill-down by process, syscall, file, disk and
-/// client, the events of a cell).
+/// client, the events of a cell and, with "why was it slow" ticked, their time by cause, waker
+/// and blocking stack).
 ///
 /// Pages: / (every series: latest histogram, p50/p99 by hour), /series?id=N (hour by hour:
 /// hoursAgo, hours, buckets, scale=log|linear), /live (needs root; the probes run only while the

@@ -102,6 +102,12 @@ pub trait Feed {
     fn visit(&mut self, _spec: &Spectrogram, _q: &DrillQuery, _f: &mut Visitor<'_>) -> Result<Visited, String> {
         Ok(Visited { events: 0, note: Some("this source keeps no events".into()) })
     }
+
+    /// The names of the stacks the kept events refer to (`kstack`, `ustack`), when the source
+    /// records attribution with stacks; `None` when it records none.
+    fn stack_names(&mut self) -> Option<&mut crate::stacks::StackNames> {
+        None
+    }
 }
 
 /// What [`Feed::visit`] calls for each event: the batch, the row, the source's header.

@@ -8,8 +8,9 @@ use super::render::FeedStatus;
 use super::{Buckets, GroupOrder, Spectrogram};
 use crate::events::{line, TimeFormat};
 use crate::group::{GroupBy, Grouper};
+use crate::stacks::StackNames;
 use latscope_event::source::{Chunk, CountKey, CountSource, EventSource, SourceError, ZonePlan};
-use latscope_event::{EventBatch, EventKind, TraceHeader};
+use latscope_event::{EventBatch, EventKind, StackTable, TraceHeader};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -363,6 +364,8 @@ pub struct StreamFeed {
     pub note: String,
     /// Events ending at or after this are not drawn (set by `finish`).
     until: u64,
+    /// The stack table the kept events refer to, from the entries the chunks carry.
+    stacks: Option<StackNames>,
 }
 
 impl StreamFeed {
@@ -381,6 +384,7 @@ impl StreamFeed {
             filter_text: o.filter.clone(),
             note: String::new(),
             until: u64::MAX,
+            stacks: None,
         }
     }
 }
@@ -392,6 +396,10 @@ impl Feed for StreamFeed {
         };
         self.strips.learn(h);
         let b = c.batch;
+        if !b.stacks.is_empty() {
+            let names = self.stacks.get_or_insert_with(|| StackNames::new(StackTable::default(), None));
+            names.add_lines(&b.stacks)?;
+        }
         // The events drawn are kept for drill-down (only those: the batch is the source's).
         let mut kept = EventBatch::default();
         let mut groups = Vec::new();
@@ -443,6 +451,10 @@ impl Feed for StreamFeed {
 
     fn visit(&mut self, _spec: &Spectrogram, q: &DrillQuery, f: &mut Visitor<'_>) -> Result<Visited, String> {
         Ok(self.window.visit(self.source.header(), q, f))
+    }
+
+    fn stack_names(&mut self) -> Option<&mut StackNames> {
+        self.stacks.as_mut()
     }
 }
 
@@ -589,6 +601,10 @@ impl Feed for CountFeed {
                 ),
             }),
         }
+    }
+
+    fn stack_names(&mut self) -> Option<&mut StackNames> {
+        self.stream.as_mut().and_then(|s| s.stack_names())
     }
 
     fn keep_events(&mut self, spec: &mut Spectrogram) -> Result<String, String> {
