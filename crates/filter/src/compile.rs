@@ -331,17 +331,8 @@ fn uses_context(f: Field) -> bool {
                 | Field::UserName
                 | Field::GroupName
                 | Field::BlkDisk
-                | Field::FdSip
-                | Field::FdSport
-                | Field::FdCip
-                | Field::FdCport
-                | Field::FdPort
-                | Field::FdLip
-                | Field::FdRip
-                | Field::FdLport
-                | Field::FdRport
-                | Field::FdL4proto
         )
+        || f.of_socket()
 }
 
 /// A string test on a field that formats its value, out of line: its buffer would otherwise

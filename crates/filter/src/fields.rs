@@ -201,27 +201,18 @@ impl FieldInfo {
     /// accept, connect, duplicate and close fds and change directory (see
     /// [`Filter::tests_fd_names`](crate::Filter::tests_fd_names)).
     pub fn reads_fd_names(&self) -> bool {
-        matches!(
-            self.field,
-            Field::FdName
-                | Field::FdDirectory
-                | Field::FdFilename
-                | Field::FdSip
-                | Field::FdSport
-                | Field::FdCip
-                | Field::FdCport
-                | Field::FdPort
-                | Field::FdLip
-                | Field::FdRip
-                | Field::FdLport
-                | Field::FdRport
-                | Field::FdL4proto
-                | Field::EvtArgs
-                | Field::EvtArgName
-                | Field::EvtArgPath
-                | Field::EvtArgOldpath
-                | Field::EvtArgNewpath
-        )
+        self.field.of_socket()
+            || matches!(
+                self.field,
+                Field::FdName
+                    | Field::FdDirectory
+                    | Field::FdFilename
+                    | Field::EvtArgs
+                    | Field::EvtArgName
+                    | Field::EvtArgPath
+                    | Field::EvtArgOldpath
+                    | Field::EvtArgNewpath
+            )
     }
 
     /// The field's value for event `row`, formatted as filters compare it (`None` when the event
@@ -414,6 +405,23 @@ impl Field {
                 | Field::K8sNsName
                 | Field::K8sPodUid
                 | Field::CgroupPath
+        )
+    }
+
+    /// The socket fields (addresses, ports, protocol): read from the fd's name taken apart.
+    pub(crate) fn of_socket(self) -> bool {
+        matches!(
+            self,
+            Field::FdSip
+                | Field::FdSport
+                | Field::FdCip
+                | Field::FdCport
+                | Field::FdPort
+                | Field::FdLip
+                | Field::FdRip
+                | Field::FdLport
+                | Field::FdRport
+                | Field::FdL4proto
         )
     }
 
