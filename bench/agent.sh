@@ -12,19 +12,12 @@
 # Prints Markdown tables. Run as root: bash bench/agent.sh  (N=... REPS=... NAMES=... to change the size)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LS=${LATSCOPE:-target/release/latscope}
+# shellcheck source=lib/common.sh
+. bench/lib/common.sh
 BASE=${BASE:-}
-[ -x "$LS" ] || { echo "build first: cargo build --release (or set LATSCOPE=path)"; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "run as root: the agent loads eBPF programs"; exit 1; }
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+need_latscope
+need_root "the agent loads eBPF programs"
+mount_tracefs
 LOOP="$WORK/sgloop"
 cc -O2 -o "$LOOP" bench/spectrogram-loop.c
 cc -O2 -o "$WORK/agent-names" bench/agent-names.c

@@ -9,32 +9,13 @@
 # PROFILE (cargo profile of the builds, default release; `ci` reuses the test build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PROFILE=${PROFILE:-release}
-LS=${LATSCOPE:-target/$PROFILE/latscope}
+# shellcheck source=lib/common.sh
+. bench/lib/common.sh
 EVENTS=${EVENTS:-10000000}
 REPS=${REPS:-3}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 
-if [ ! -x "$LS" ]; then
-	cargo build --profile "$PROFILE" --locked -p latscope >&2
-fi
-cargo build --profile "$PROFILE" --locked -p latscope --example synth_trace >&2
-"target/$PROFILE/examples/synth_trace" "$WORK/c.lst" "$EVENTS" 0 containers 2>/dev/null
-
-cpu() {
-	local all=()
-	for _ in $(seq "$REPS"); do
-		if command -v perf >/dev/null 2>&1; then
-			perf stat -x, -e task-clock -o "$WORK/time" "$@" >/dev/null 2>&1
-			all+=("$(awk -F, '/task-clock/ {print $1 / 1000}' "$WORK/time")")
-		else
-			/usr/bin/time -o "$WORK/time" -f "%U %S" "$@" >/dev/null 2>&1
-			all+=("$(awk '{print $1 + $2}' "$WORK/time")")
-		fi
-	done
-	printf '%s\n' "${all[@]}" | sort -n | sed -n "$(((REPS + 1) / 2))p"
-}
+build_synth
+"$SYNTH" "$WORK/c.lst" "$EVENTS" 0 containers 2>/dev/null
 
 ID=$(printf '1%.0s' $(seq 12))
 echo "| view (one core, $((EVENTS / 1000000)) M events) | CPU | rate | vs the proc.name case |"

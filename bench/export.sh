@@ -18,18 +18,12 @@
 # builds, default release; `ci` reuses the test build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PROFILE=${PROFILE:-release}
-LS=${LATSCOPE:-target/$PROFILE/latscope}
+# shellcheck source=lib/common.sh
+. bench/lib/common.sh
 EVENTS=${EVENTS:-5000000}
 REPS=${REPS:-3}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 
-if [ ! -x "$LS" ]; then
-	cargo build --profile "$PROFILE" --locked -p latscope >&2
-fi
-cargo build --profile "$PROFILE" --locked -p latscope --example synth_trace >&2
-SYNTH=target/$PROFILE/examples/synth_trace
+build_synth
 "$SYNTH" "$WORK/t.lst" "$EVENTS" 2>/dev/null
 
 # Median of REPS runs: "cpu_seconds wall_seconds".
@@ -39,17 +33,11 @@ measure() {
 		rm -rf "$WORK/out" "$WORK"/out.*
 		local s e c
 		s=$(date +%s.%N)
-		if command -v perf >/dev/null 2>&1; then
-			perf stat -x, -e task-clock -o "$WORK/time" "$@" >/dev/null 2>"$WORK/err" || { cat "$WORK/err" >&2; exit 1; }
-			c=$(awk -F, '/task-clock/ {print $1 / 1000}' "$WORK/time")
-		else
-			/usr/bin/time -o "$WORK/time" -f "%U %S" "$@" >/dev/null 2>"$WORK/err" || { cat "$WORK/err" >&2; exit 1; }
-			c=$(awk '{print $1 + $2}' "$WORK/time")
-		fi
+		c=$(cpu_once "$@") || { cat "$WORK/err" >&2; exit 1; }
 		e=$(date +%s.%N)
 		all+=("$c $(echo "$e - $s" | bc -l)")
 	done
-	printf '%s\n' "${all[@]}" | sort -n | sed -n "$(((REPS + 1) / 2))p"
+	median "${all[@]}"
 }
 
 size_of() { du -cb "$@" 2>/dev/null | tail -1 | cut -f1; }

@@ -9,13 +9,12 @@
 # SECTIONS=overhead,writer (default both); writer: RATES (events/s), DUR (s per run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LS=${LATSCOPE:-target/release/latscope}
+# shellcheck source=lib/common.sh
+. bench/lib/common.sh
 BASE=${BASE:-}
 SECTIONS=${SECTIONS:-overhead,writer}
-# The anchors (syscount, bpftrace, perf trace) attach classic tracepoints, which need tracefs.
-mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+# The anchors (syscount, bpftrace, perf trace) attach classic tracepoints.
+mount_tracefs
 cc -O2 -o "$WORK/readloop" bench/readloop.c
 N=${N:-5000000}
 REPS=${REPS:-3}

@@ -10,20 +10,13 @@
 # BASE=path/to/old/latscope adds a previous build's rows, in the same run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LS=${LATSCOPE:-target/release/latscope}
-[ -x "$LS" ] || { echo "build first: cargo build --release (or set LATSCOPE=path)"; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "run as root: the live spectrogram loads eBPF programs"; exit 1; }
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=lib/common.sh
+. bench/lib/common.sh
+need_latscope
+need_root "the live spectrogram loads eBPF programs"
 # The loop gets a name of its own (its comm) so that other benchmarks' filters do not pick it up.
 # The anchors (syscount, bpftrace) attach classic tracepoints, which need tracefs mounted.
-mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+mount_tracefs
 LOOP="$WORK/sgloop"
 cc -O2 -o "$LOOP" bench/spectrogram-loop.c
 N=${N:-3000000}

@@ -10,20 +10,16 @@
 #    only (like a recording of syscalls), and cases where the zone-map shortcut cannot apply
 #    (columns narrower than a block's time span, a filter) next to ones where it can.
 #
-# Environment: LATSCOPE (default target/release/latscope), EVENTS (default 10000000), REPS (3).
+# Environment: LATSCOPE (default target/$PROFILE/latscope), EVENTS (default 10000000), REPS (3),
+# PROFILE (cargo profile of the builds, default release; `ci` reuses the test build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LS=${LATSCOPE:-target/release/latscope}
+# shellcheck source=lib/common.sh
+. bench/lib/common.sh
 EVENTS=${EVENTS:-10000000}
 REPS=${REPS:-3}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 
-if [ ! -x "$LS" ]; then
-	cargo build --release --locked -p latscope >&2
-fi
-cargo build --release --locked -p latscope --example synth_trace >&2
-SYNTH=target/release/examples/synth_trace
+build_synth
 
 # 1 M "time latency" lines in microseconds, a header line first (deterministic).
 awk 'BEGIN { srand(1); t = 17442020318913; print "time latency";
@@ -46,23 +42,7 @@ wall() {
 		e=$(date +%s.%N)
 		best+=("$(echo "$e - $s" | bc -l)")
 	done
-	printf '%s\n' "${best[@]}" | sort -n | sed -n "$(((REPS + 1) / 2))p"
-}
-
-# Median CPU seconds (user + sys) of REPS runs: perf's task-clock when perf is installed (time's
-# user and system figures have a resolution of 10 ms).
-cpu() {
-	local all=()
-	for _ in $(seq "$REPS"); do
-		if command -v perf >/dev/null 2>&1; then
-			perf stat -x, -e task-clock -o "$WORK/time" "$@" >/dev/null 2>&1
-			all+=("$(awk -F, '/task-clock/ {print $1 / 1000}' "$WORK/time")")
-		else
-			/usr/bin/time -o "$WORK/time" -f "%U %S" "$@" >/dev/null 2>&1
-			all+=("$(awk '{print $1 + $2}' "$WORK/time")")
-		fi
-	done
-	printf '%s\n' "${all[@]}" | sort -n | sed -n "$(((REPS + 1) / 2))p"
+	median "${best[@]}"
 }
 
 echo "| view | input | time | rate | vs reference |"

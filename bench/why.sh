@@ -18,24 +18,24 @@
 #   BASE=path/to/old/latscope adds a previous build's `record` and `record --why`, in the same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LS=${LATSCOPE:-target/release/latscope}
-[ -x "$LS" ] || { echo "build first: cargo build --release (or set LATSCOPE=path)"; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "run as root: the tracers load eBPF programs"; exit 1; }
+# shellcheck source=lib/common.sh
+. bench/lib/common.sh
+need_latscope
+need_root "the tracers load eBPF programs"
 BASE=${BASE:-}
 REPS=${REPS:-5}
 SHORT_N=${SHORT_N:-1000000}
 BLOCK_N=${BLOCK_N:-100000}
 ATTACH_WAIT=${ATTACH_WAIT:-2}
-WORK=$(mktemp -d)
 TRACER=""
 STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
 cleanup() {
 	[ -n "$TRACER" ] && kill -INT "$TRACER" 2>/dev/null && wait "$TRACER" 2>/dev/null
 	sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS"
-	rm -rf "$WORK"
+	bench_cleanup
 }
 trap cleanup EXIT
-mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+mount_tracefs
 # The workload has a command name of its own, which latscope's recordings filter on (-c).
 LOOP="$WORK/whyloop"
 cc -O2 -pthread -o "$LOOP" bench/whyloop.c

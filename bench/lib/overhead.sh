@@ -1,6 +1,6 @@
 # Shared by bench/spectrogram.sh and bench/agent.sh: the CPU a tool running alongside adds to
 # each call of a tight syscall loop. Sourced; uses the caller's LOOP (the loop binary), N (calls
-# per run), REPS (runs) and PIDS (an array of background pids the caller's cleanup kills).
+# per run), REPS (runs) and PIDS (background pids, stopped at exit: bench/lib/common.sh).
 
 # Lowest CPU ns per call over REPS runs of the loop (the run least disturbed by other work).
 loop_ns() {

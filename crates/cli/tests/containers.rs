@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{bin, latscope_ok, require_bpf};
+use common::{bin, latscope_json, latscope_ok, require_bpf};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -120,7 +120,7 @@ fn workload(n: usize) -> Child {
 
 /// The rows of `top --by BY --json` (name -> count).
 fn top(trace: &str, by: &str, filter: &str) -> BTreeMap<String, u64> {
-    let j: Value = serde_json::from_str(&latscope_ok(&["top", "-r", trace, "--by", by, "--json", filter])).unwrap();
+    let j = latscope_json(&["top", "-r", trace, "--by", by, "--json", filter]);
     j["rows"]
         .as_array()
         .unwrap()
@@ -287,9 +287,7 @@ fn containers_and_pods_by_name_id_and_cgroup_match_exactly_their_processes() {
     let want_cg: BTreeMap<String, u64> =
         layouts.iter().map(|(rel, n, _, _)| (format!("/{top_dir}/{rel}"), *n as u64)).collect();
     assert_eq!(top(t, "cgroup", &base), want_cg, "top --by cgroup");
-    let j: Value =
-        serde_json::from_str(&latscope_ok(&["hist", "-r", t, "--by", "container", "-n", "20", "--json", &base]))
-            .unwrap();
+    let j = latscope_json(&["hist", "-r", t, "--by", "container", "-n", "20", "--json", &base]);
     let hist: BTreeMap<String, u64> = j["groups"]
         .as_array()
         .unwrap()

@@ -4,7 +4,7 @@
 mod common;
 mod exportsupport;
 
-use common::{latscope, latscope_ok};
+use common::{latscope, latscope_json, latscope_ok};
 use exportsupport::*;
 use std::path::{Path, PathBuf};
 
@@ -303,11 +303,6 @@ fn num(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-/// `latscope ARGS --json` parsed.
-fn ls_json(args: &[&str]) -> serde_json::Value {
-    serde_json::from_str(&latscope_ok(args)).unwrap()
-}
-
 /// latscope's value `ls` (ns) for a percentile DuckDB gave as `duck` (in units of `scale` ns) is
 /// the same rank within the histogram's resolution.
 fn same_percentile(what: &str, duck: f64, scale: f64, ls: f64) {
@@ -407,7 +402,7 @@ fn documented_queries_run_and_return_latscopes_numbers() {
 
     for (h, trace) in hosts.iter().zip(&traces) {
         // p99 by disk: latscope hist --block --by disk.
-        let j = ls_json(&["hist", "-r", s(trace), "--block", "--by", "disk", "-n", "100", "--json"]);
+        let j = latscope_json(&["hist", "-r", s(trace), "--block", "--by", "disk", "-n", "100", "--json"]);
         for g in j["groups"].as_array().unwrap() {
             let disk = g["group"].as_str().unwrap();
             let row = results["disk_latency_by_host"].iter().find(|r| r[0] == h.name && r[1] == disk).unwrap();
@@ -423,7 +418,7 @@ fn documented_queries_run_and_return_latscopes_numbers() {
             assert_eq!((num(&row[6]) * 1e6).round(), num(&g["stats"]["max_ns"]));
         }
         // Syscall latency by operation: latscope hist --by syscall.
-        let j = ls_json(&["hist", "-r", s(trace), "--by", "syscall", "-n", "100", "--json"]);
+        let j = latscope_json(&["hist", "-r", s(trace), "--by", "syscall", "-n", "100", "--json"]);
         let groups = j["groups"].as_array().unwrap();
         assert_eq!(groups.len(), 6);
         for g in groups {
@@ -435,7 +430,7 @@ fn documented_queries_run_and_return_latscopes_numbers() {
             assert_eq!((num(&row[5]) * 1e3).round(), num(&g["stats"]["max_ns"]));
         }
         // Slowest files: latscope top --by file (each file path belongs to one host here).
-        let j = ls_json(&["top", "-r", s(trace), "--by", "file", "-n", "1000", "--json", "fd.type = file"]);
+        let j = latscope_json(&["top", "-r", s(trace), "--by", "file", "-n", "1000", "--json", "fd.type = file"]);
         let rows = j["rows"].as_array().unwrap();
         assert_eq!(rows.len(), 12);
         for t in rows.iter().take(5) {
@@ -451,7 +446,7 @@ fn documented_queries_run_and_return_latscopes_numbers() {
         // The heat map: latscope heatmap's matrix, cell by cell (10 log rows per decade, 1 s
         // columns as the query's seconds).
         // Six decades in 60 rows: 10 per decade, as the query's rows.
-        let j = ls_json(&[
+        let j = latscope_json(&[
             "heatmap",
             "-r",
             s(trace),

@@ -261,7 +261,7 @@ fn a_command_is_execed_once_and_the_json_summary_never_mixes_with_its_output() {
         info.contains("selection:   syscalls of processes named no-such-comm (-c); fork/exec/exit of every process"),
         "{info}"
     );
-    let j: serde_json::Value = serde_json::from_str(&latscope_ok(&["info", "-r", ts, "--json"])).unwrap();
+    let j = latscope_json(&["info", "-r", ts, "--json"]);
     assert!(j["selection"].as_str().unwrap().contains("block requests of every process"), "{j}");
     // The summary's count of block completions without an issue is kept in the trace for info.
     assert!(j["block_completions_without_issue"].is_u64(), "{j}");

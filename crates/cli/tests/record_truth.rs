@@ -190,7 +190,7 @@ fn record_ground_truth() {
     }
 
     // info agrees on totals and reports a clean close.
-    let info: Value = serde_json::from_str(&latscope_ok(&["info", "-r", trace.to_str().unwrap(), "--json"])).unwrap();
+    let info = latscope_json(&["info", "-r", trace.to_str().unwrap(), "--json"]);
     assert_eq!(info["events"].as_u64().unwrap() as usize, ev.len());
     assert_eq!(info["closed_cleanly"], true);
     assert_eq!(info["lost"], 0);

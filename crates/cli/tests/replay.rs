@@ -38,7 +38,7 @@ fn replay(trace: &Path, plan: &Path, root: &Path, extra: &[&str]) -> Value {
     latscope_ok(&["replay", "init", p(plan), "--quiet"]);
     let mut args = vec!["replay", "run", p(plan), "--json", "--quiet"];
     args.extend_from_slice(extra);
-    serde_json::from_str(&latscope_ok(&args)).expect("run statistics are JSON")
+    latscope_json(&args)
 }
 
 fn p(x: &Path) -> &str {
@@ -229,9 +229,7 @@ fn replay_reproduces_a_workload_operation_for_operation_and_byte_for_byte() {
     latscope_ok(&["replay", "prepare", "-r", p(&trace), "-o", p(&plan), "--root", p(&root)]);
     latscope_ok(&["replay", "init", p(&plan), "--quiet"]);
     // The replay, recorded by latscope's own probes (run --trace).
-    let stats: Value =
-        serde_json::from_str(&latscope_ok(&["replay", "run", p(&plan), "--json", "--quiet", "--trace", p(&rtrace)]))
-            .unwrap();
+    let stats = latscope_json(&["replay", "run", p(&plan), "--json", "--quiet", "--trace", p(&rtrace)]);
     assert_eq!(stats["divergences"], 0, "{}", serde_json::to_string_pretty(&stats["first_divergences"]).unwrap());
     assert_eq!(stats["skipped"], 0);
     assert_eq!(stats["ops"], stats["planned_ops"]);
@@ -619,7 +617,7 @@ fn everyday_programs_replay_without_divergence_and_leave_the_same_tree() {
     for k in ["copy_file_range", "sendfile", "ficlone", "link_fd", "mknod", "setxattr", "rename", "link", "symlink"] {
         assert!(kinds[k]["performed"].as_u64().unwrap_or(0) > 0, "no {k} replayed: {kinds}");
     }
-    let info: Value = serde_json::from_str(&latscope_ok(&["replay", "info", p(&plan), "--json"])).unwrap();
+    let info = latscope_json(&["replay", "info", p(&plan), "--json"]);
     let dropped = info["dropped"].as_array().unwrap();
     assert!(
         !dropped
@@ -651,7 +649,7 @@ fn replay_script(
     let root = tmp.join("sb");
     let prep = latscope_ok(&["replay", "prepare", "-r", p(&trace), "-o", p(&plan), "--root", p(&root)]);
     latscope_ok(&["replay", "init", p(&plan), "--quiet"]);
-    let stats: Value = serde_json::from_str(&latscope_ok(&["replay", "run", p(&plan), "--json", "--quiet"])).unwrap();
+    let stats = latscope_json(&["replay", "run", p(&plan), "--json", "--quiet"]);
     (stats, full_tree(w), full_tree(&under_root(&root, w)), prep)
 }
 

@@ -7,7 +7,6 @@
 mod common;
 use common::replay_trace::T;
 use common::*;
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn s(p: &Path) -> &str {
@@ -46,6 +45,23 @@ fn decoy(dir: &Path) -> PathBuf {
     d
 }
 
+/// A prepared plan of a hand-written trace, all in one directory.
+struct Prepared {
+    trace: PathBuf,
+    plan: PathBuf,
+    root: PathBuf,
+    /// What `replay prepare` printed.
+    out: String,
+}
+
+/// Writes `tr` to `dir`/t.lst and prepares it into `dir`/p.lsr with the sandbox `dir`/sb.
+fn prepare(dir: &Path, tr: &T) -> Prepared {
+    let (trace, plan, root) = (dir.join("t.lst"), dir.join("p.lsr"), dir.join("sb"));
+    tr.write(&trace);
+    let out = latscope_ok(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", s(&root)]);
+    Prepared { trace, plan, root, out }
+}
+
 fn fails_with(args: &[&str], needle: &str) {
     let o = latscope(args);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -57,7 +73,6 @@ fn fails_with(args: &[&str], needle: &str) {
 #[test]
 fn prepare_init_run_compare_from_the_command_line() {
     let t = tempfile::tempdir().unwrap();
-    let trace = t.path().join("t.lst");
     let mut tr = T::new();
     tr.open("/app/data", 0o102, 3, 1);
     for i in 0..200 {
@@ -65,27 +80,21 @@ fn prepare_init_run_compare_from_the_command_line() {
         tr.fdop("pread64", 3, 4096, i * 2048, 4096);
     }
     tr.fdop("close", 3, 0, -1, 0);
-    tr.write(&trace);
-    let plan = t.path().join("p.lsr");
-    let root = t.path().join("sb");
-    let out = latscope_ok(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", s(&root)]);
+    let Prepared { trace, plan, root, out } = prepare(t.path(), &tr);
     assert!(out.contains("402 operations in 1 threads"), "{out}");
-    let info: Value = serde_json::from_str(&latscope_ok(&["replay", "info", s(&plan), "--json"])).unwrap();
+    let info = latscope_json(&["replay", "info", s(&plan), "--json"]);
     assert_eq!(info["counts"]["ops"], 402);
     let mut files = Vec::new();
     for k in 0..2 {
         latscope_ok(&["replay", "init", s(&plan), "--quiet"]);
         let f = t.path().join(format!("run{k}.json"));
-        let st: Value =
-            serde_json::from_str(&latscope_ok(&["replay", "run", s(&plan), "--json", "--quiet", "--stats", s(&f)]))
-                .unwrap();
+        let st = latscope_json(&["replay", "run", s(&plan), "--json", "--quiet", "--stats", s(&f)]);
         assert_eq!((st["divergences"].as_u64(), st["ops"].as_u64()), (Some(0), Some(402)), "{st}");
         files.push(f);
     }
     let text = latscope_ok(&["replay", "run", s(&plan), "--init", "--quiet"]);
     assert!(text.contains("divergences from the recorded results: 0"), "{text}");
-    let c: Value =
-        serde_json::from_str(&latscope_ok(&["replay", "compare", s(&files[0]), s(&files[1]), "--json"])).unwrap();
+    let c = latscope_json(&["replay", "compare", s(&files[0]), s(&files[1]), "--json"]);
     let metrics: Vec<&str> = c["rows"].as_array().unwrap().iter().map(|r| r["metric"].as_str().unwrap()).collect();
     assert!(metrics.contains(&"ops/s") && metrics.contains(&"pread p99"), "{metrics:?}");
     let text = latscope_ok(&["replay", "compare", s(&files[0]), s(&files[1])]);
@@ -134,11 +143,7 @@ fn hostile_traces_touch_nothing_outside_the_sandbox() {
     // And paths that map inside the sandbox although they name the decoy.
     tr.open(&format!("{dp}/sub/other"), 0o1101, 6, 1);
     tr.fdop("write", 6, 10, 0, 10);
-    let trace = t.path().join("t.lst");
-    tr.write(&trace);
-    let plan = t.path().join("p.lsr");
-    let root = t.path().join("sb");
-    let out = latscope_ok(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", s(&root)]);
+    let Prepared { plan, root, out, .. } = prepare(t.path(), &tr);
     for why in [
         "'..' components (refused)",
         "pseudo file system",
@@ -148,7 +153,7 @@ fn hostile_traces_touch_nothing_outside_the_sandbox() {
         assert!(out.contains(why), "{why} not reported:\n{out}");
     }
     latscope_ok(&["replay", "init", s(&plan), "--quiet"]);
-    let st: Value = serde_json::from_str(&latscope_ok(&["replay", "run", s(&plan), "--json", "--quiet"])).unwrap();
+    let st = latscope_json(&["replay", "run", s(&plan), "--json", "--quiet"]);
     // The device node the recording made is not made: the one divergence, said, never silent.
     assert_eq!(st["divergences"], 1, "{st}");
     assert_eq!(st["first_divergences"][0]["op"], "mknodat (not replayed)", "{st}");
@@ -170,11 +175,7 @@ fn symlinks_planted_between_prepare_and_run_are_refused() {
     tr.fdop("close", 3, 0, -1, 0);
     tr.open("/app/existing/file", 0o1101, 3, 1);
     tr.fdop("write", 3, 100, 0, 100);
-    let trace = t.path().join("t.lst");
-    tr.write(&trace);
-    let plan = t.path().join("p.lsr");
-    let root = t.path().join("sb");
-    latscope_ok(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", s(&root)]);
+    let Prepared { plan, root, .. } = prepare(t.path(), &tr);
     for (name, target) in
         [("app/dir", d.clone()), ("app/dir", PathBuf::from("../../decoy")), ("app/existing", d.clone())]
     {
@@ -201,11 +202,7 @@ fn damaged_and_forged_plans_are_refused() {
     let mut tr = T::new();
     tr.open("/app/f", 0o1101, 3, 1);
     tr.fdop("write", 3, 100, 0, 100);
-    let trace = t.path().join("t.lst");
-    tr.write(&trace);
-    let plan = t.path().join("p.lsr");
-    let root = t.path().join("sb");
-    latscope_ok(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", s(&root)]);
+    let Prepared { plan, root, .. } = prepare(t.path(), &tr);
     let good = std::fs::read(&plan).unwrap();
     let bad = t.path().join("bad.lsr");
     for cut in [0, 5, 20, good.len() / 2, good.len() - 1] {
@@ -251,11 +248,7 @@ fn a_user_who_cannot_write_the_sandbox_is_refused() {
     let t = tempfile::tempdir().unwrap();
     let mut tr = T::new();
     tr.open("/app/f", 0o1101, 3, 1);
-    let trace = t.path().join("t.lst");
-    tr.write(&trace);
-    let plan = t.path().join("p.lsr");
-    let root = t.path().join("sb");
-    latscope_ok(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", s(&root)]);
+    let Prepared { plan, .. } = prepare(t.path(), &tr);
     // tempdir is 0700 root: nobody cannot even reach the sandbox.
     latscope_ok(&["replay", "init", s(&plan), "--quiet"]);
     fails_with(&["replay", "run", s(&plan), "--user", "nobody"], "cannot write the sandbox");
@@ -266,18 +259,7 @@ fn a_user_who_cannot_write_the_sandbox_is_refused() {
     std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let root2 = open.join("sb");
     latscope_ok(&["replay", "init", s(&plan), "--root", s(&root2), "--user", "nobody", "--quiet"]);
-    let st: Value = serde_json::from_str(&latscope_ok(&[
-        "replay",
-        "run",
-        s(&plan),
-        "--root",
-        s(&root2),
-        "--user",
-        "nobody",
-        "--json",
-        "--quiet",
-    ]))
-    .unwrap();
+    let st = latscope_json(&["replay", "run", s(&plan), "--root", s(&root2), "--user", "nobody", "--json", "--quiet"]);
     assert_eq!(st["divergences"], 0, "{st}");
     assert_eq!(st["user"], "nobody");
 }
@@ -291,28 +273,14 @@ fn realtime_workers_replay_a_timed_run() {
         return;
     }
     let t = tempfile::tempdir().unwrap();
-    let trace = t.path().join("t.lst");
     let mut tr = T::new();
     tr.open("/app/data", 0o102, 3, 1);
     for i in 0..50 {
         tr.fdop("pwrite64", 3, 4096, i * 4096, 4096);
     }
     tr.fdop("close", 3, 0, -1, 0);
-    tr.write(&trace);
-    let plan = t.path().join("p.lsr");
-    latscope_ok(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", s(&t.path().join("sb"))]);
-    let st: Value = serde_json::from_str(&latscope_ok(&[
-        "replay",
-        "run",
-        s(&plan),
-        "--init",
-        "--speed",
-        "10",
-        "--realtime",
-        "--json",
-        "--quiet",
-    ]))
-    .unwrap();
+    let plan = prepare(t.path(), &tr).plan;
+    let st = latscope_json(&["replay", "run", s(&plan), "--init", "--speed", "10", "--realtime", "--json", "--quiet"]);
     assert_eq!((st["divergences"].as_u64(), st["ops"].as_u64()), (Some(0), Some(52)), "{st}");
     assert_eq!(st["realtime"], true);
     assert!(st["lateness"]["p99_ns"].is_u64(), "a timed run reports lateness: {st}");
@@ -336,11 +304,7 @@ fn a_hard_link_planted_in_the_sandbox_is_refused_before_any_write() {
     tr.open("/app/existing/new", 0o1101, 3, 1);
     tr.fdop("write", 3, 100, 0, 100);
     tr.fdop("close", 3, 0, -1, 0);
-    let trace = t.path().join("t.lst");
-    tr.write(&trace);
-    let plan = t.path().join("p.lsr");
-    let root = t.path().join("sb");
-    latscope_ok(&["replay", "prepare", "-r", s(&trace), "-o", s(&plan), "--root", s(&root)]);
+    let Prepared { plan, root, .. } = prepare(t.path(), &tr);
     for name in ["file", "new"] {
         latscope_ok(&["replay", "init", s(&plan), "--quiet"]);
         let victim = root.join("app/existing").join(name);

@@ -67,20 +67,11 @@ impl Drop for Serve {
 
 /// One raw HTTP/1.1 exchange: status, head, body.
 fn http(addr: &str, request: &str) -> (u16, String, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    // The server may answer (431, 413) and close before taking all of a request too large.
-    let _ = s.write_all(request.as_bytes());
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, head.to_string(), body.to_string())
+    common::http::exchange(addr, request.as_bytes(), Duration::from_secs(30))
 }
 
 fn get(addr: &str, path: &str, extra: &str) -> (u16, String, String) {
-    http(addr, &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n"))
+    common::http::get(addr, path, extra, Duration::from_secs(30))
 }
 
 /// A deterministic pseudo-random number in [0, 1).

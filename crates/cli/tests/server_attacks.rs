@@ -76,23 +76,10 @@ fn agent(test: &str) -> Option<Target> {
     Some(t)
 }
 
-/// One raw exchange on a new connection: status, head, body (status 0: no answer).
-fn exchange(addr: &str, request: &[u8], timeout: Duration) -> (u16, String, String) {
-    let Ok(mut s) = TcpStream::connect(addr) else { return (0, String::new(), String::new()) };
-    s.set_read_timeout(Some(timeout)).unwrap();
-    s.set_write_timeout(Some(timeout)).unwrap();
-    let _ = s.write_all(request);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, head.to_string(), body.to_string())
-}
+use common::http::exchange;
 
 fn get(addr: &str, path: &str, extra: &str) -> (u16, String, String) {
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n");
-    exchange(addr, req.as_bytes(), Duration::from_secs(8))
+    common::http::get(addr, path, extra, Duration::from_secs(8))
 }
 
 fn post(addr: &str, path: &str, extra: &str, body: &str) -> (u16, String, String) {

@@ -358,6 +358,17 @@ impl Tmux {
         let o = Command::new("tmux").args(["capture-pane", "-p", "-t", &self.0]).output().unwrap();
         String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect()
     }
+    /// The screen's text once a line contains `what`, or after `secs` seconds (the caller asserts).
+    fn wait_for(&self, what: &str, secs: u64) -> Vec<String> {
+        let until = std::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            let text = self.text();
+            if text.iter().any(|l| l.contains(what)) || std::time::Instant::now() > until {
+                return text;
+            }
+            sleep(Duration::from_millis(100));
+        }
+    }
     fn keys(&self, keys: &[&str]) {
         let st = Command::new("tmux").args(["send-keys", "-t", &self.0]).args(keys).status().unwrap();
         assert!(st.success());
@@ -376,6 +387,22 @@ impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).output();
     }
+}
+
+/// In a frozen view `width` columns wide: selects the 10 ms column over the three rows above the
+/// newest and lists their events. Returns how many listed lines are nanosleeps of `comm`, and the
+/// screen (which must show the listing).
+fn list_10ms_events(t: &Tmux, width: usize, comm: &str) -> (usize, String) {
+    let start_col = (width - GUTTER) / 2; // the cursor starts mid-axis on the newest row
+    let target = screen_col(1e7, width) - GUTTER;
+    let moves: Vec<&str> = vec!["Right"; target - start_col];
+    t.keys(&["Up"]);
+    t.keys(&moves);
+    t.keys(&["v", "Up", "Up", "Enter"]);
+    let text = t.text();
+    let listing = text.join("\n");
+    assert!(listing.contains("events ending"), "{listing}");
+    (text.iter().filter(|l| l.contains(comm) && l.contains("nanosleep")).count(), listing)
 }
 
 /// Green, yellow or red class (1, 2, 3) of a palette index of the scale; 0 for black.
@@ -443,13 +470,10 @@ fn tui_colours_follow_a_resize_and_drill_down_lists_events() {
         bin().display()
     );
     let t = Tmux::start("latscope-spectrogram-test", 120, 30, &cmd);
-    // Wait for the probes to attach (the status bar shows then).
-    for _ in 0..600 {
-        if t.text().iter().any(|l| l.contains("latscope spectrogram")) {
-            break;
-        }
-        sleep(Duration::from_millis(100));
-    }
+    // Wait for the probes to attach (the status bar shows then; its title is shortened to fit,
+    // the interval is always there).
+    let text = t.wait_for("250ms/row", 60);
+    assert!(text.iter().any(|l| l.contains("250ms/row")), "the view did not start:\n{text:#?}");
     sleep(Duration::from_millis(300));
     let a = load(&["--op", "nanosleep", "--sleep", "100us", "--rate", "1500", "-d", "5s"]);
     let b = load(&["--op", "nanosleep", "--sleep", "10ms", "--rate", "40", "-d", "5s"]);
@@ -482,16 +506,7 @@ fn tui_colours_follow_a_resize_and_drill_down_lists_events() {
 
     // Drill-down: freeze, select the 10 ms column over 3 rows, list its events.
     t.keys(&["Space"]);
-    let start_col = (160 - GUTTER) / 2; // the cursor starts mid-axis on the newest row
-    let target = c10ms - GUTTER;
-    let moves: Vec<&str> = vec!["Right"; target - start_col];
-    t.keys(&["Up"]);
-    t.keys(&moves);
-    t.keys(&["v", "Up", "Up", "Enter"]);
-    let text = t.text();
-    let listing = text.join("\n");
-    assert!(listing.contains("events ending"), "{listing}");
-    let n = text.iter().filter(|l| l.contains("latscope-load") && l.contains("nanosleep")).count();
+    let (n, listing) = list_10ms_events(&t, 160, "latscope-load");
     assert!(n >= 20, "3 rows of 10 ms calls at 40/s should list ~30 events:\n{listing}");
     t.keys(&["Escape", "q"]);
     let _ = a.wait_with_output();
@@ -580,14 +595,7 @@ fn tui_status_and_hints_fit_80_columns() {
     let filter = "proc.name != nothing-at-all and evt.type in (nanosleep, read, write) and evt.latency >= 0";
     let cmd = format!("{} spectrogram -r {} --no-pace --by proc '{filter}'; sleep 60", bin().display(), f.display());
     let t = Tmux::start("latscope-spectrogram-80", 80, 24, &cmd);
-    let mut text = Vec::new();
-    for _ in 0..100 {
-        text = t.text();
-        if text.iter().any(|l| l.contains("end of input")) {
-            break;
-        }
-        sleep(Duration::from_millis(100));
-    }
+    let text = t.wait_for("end of input", 10);
     let check = |text: &[String], what: &str| {
         let top = &text[0];
         let bottom = text.iter().rev().find(|l| !l.trim().is_empty()).unwrap();
@@ -621,12 +629,8 @@ fn tui_first_drill_down_of_kernel_histograms_keeps_events_from_then_on_and_says_
     let cmd =
         format!("{} spectrogram 250 --colors 256 'proc.name={name} and evt.type=nanosleep'; sleep 60", bin().display());
     let t = Tmux::start("latscope-spectrogram-first-drill", 80, 24, &cmd);
-    for _ in 0..600 {
-        if t.text().iter().any(|l| l.contains("latscope spectrogram")) {
-            break;
-        }
-        sleep(Duration::from_millis(100));
-    }
+    let text = t.wait_for("250ms/row", 60);
+    assert!(text.iter().any(|l| l.contains("250ms/row")), "the view did not start:\n{text:#?}");
     let l = load(&["--name", name, "--op", "nanosleep", "--sleep", "10ms", "--rate", "40", "-d", "12s"]);
     sleep(Duration::from_millis(1500));
     let text = t.text();
@@ -635,14 +639,7 @@ fn tui_first_drill_down_of_kernel_histograms_keeps_events_from_then_on_and_says_
     t.keys(&["Space"]);
     t.keys(&["Enter"]);
     // Switching attaches the streaming probes: a moment.
-    let mut text = t.text();
-    for _ in 0..100 {
-        if text.iter().any(|l| l.contains("events are kept from now on")) {
-            break;
-        }
-        sleep(Duration::from_millis(100));
-        text = t.text();
-    }
+    let text = t.wait_for("events are kept from now on", 10);
     let screen = text.join("\n");
     assert!(screen.contains("events are kept from now on"), "{screen}");
     let said: String = text.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ");
@@ -653,16 +650,7 @@ fn tui_first_drill_down_of_kernel_histograms_keeps_events_from_then_on_and_says_
     t.keys(&["Space"]);
     sleep(Duration::from_millis(2500));
     t.keys(&["Space"]);
-    let start_col = (80 - GUTTER) / 2;
-    let target = screen_col(1e7, 80) - GUTTER;
-    let moves: Vec<&str> = vec!["Right"; target - start_col];
-    t.keys(&["Up"]);
-    t.keys(&moves);
-    t.keys(&["v", "Up", "Up", "Enter"]);
-    let text = t.text();
-    let listing = text.join("\n");
-    assert!(listing.contains("events ending"), "{listing}");
-    let n = text.iter().filter(|l| l.contains(name) && l.contains("nanosleep")).count();
+    let (n, listing) = list_10ms_events(&t, 80, name);
     assert!(n >= 10, "3 rows of 10 ms sleeps at 40/s should list ~30 events:\n{listing}");
     t.keys(&["Escape", "q"]);
     let mut l = l;
@@ -681,14 +669,7 @@ fn svg_of_a_file_on_a_terminal_says_it_is_drawn_at_once() {
     let svg = dir.path().join("t.svg");
     let cmd = format!("{} spectrogram -r {} --svg {}; sleep 60", bin().display(), f.display(), svg.display());
     let t = Tmux::start("latscope-spectrogram-svg-pace", 160, 24, &cmd);
-    let mut text = Vec::new();
-    for _ in 0..100 {
-        text = t.text();
-        if text.iter().any(|l| l.contains("end of input")) {
-            break;
-        }
-        sleep(Duration::from_millis(100));
-    }
+    let text = t.wait_for("end of input", 10);
     let screen = text.join("\n");
     assert!(screen.contains("drawn at once, not at the recording's pace"), "said on screen:\n{screen}");
     t.keys(&["q"]);

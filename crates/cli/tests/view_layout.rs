@@ -5,9 +5,8 @@
 mod common;
 mod viewsupport;
 
-use common::{latscope, latscope_ok};
+use common::{latscope, latscope_json, latscope_ok};
 use latscope_event::{Event, EventKind};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use viewsupport::*;
 
@@ -47,10 +46,6 @@ fn trace(
     p
 }
 
-fn json(args: &[&str]) -> Value {
-    serde_json::from_str(&latscope_ok(args)).unwrap()
-}
-
 const ROUND_STEPS: [f64; 17] =
     [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0];
 
@@ -64,7 +59,7 @@ fn heatmap_columns_fit_the_time_the_data_span() {
         for extra in [&[][..], &["--linear"], &["--per", "proc"], &["--y", "offset"]] {
             let mut args = vec!["heatmap", "-r", t, "--json"];
             args.extend(extra);
-            let j = json(&args);
+            let j = latscope_json(&args);
             let x = &j["maps"][0]["x"];
             let (got, cols) = (x["step"].as_f64().unwrap(), x["cols"].as_u64().unwrap());
             assert!(ROUND_STEPS.iter().any(|s| (s - got).abs() < 1e-12), "{span_s} s {extra:?}: step {got}");
@@ -75,11 +70,11 @@ fn heatmap_columns_fit_the_time_the_data_span() {
             assert_eq!(total, 4000, "{span_s} s {extra:?}");
         }
         // --stepsec keeps its meaning, and --maxcol counts 1 s columns.
-        let j = json(&["heatmap", "-r", t, "--json", "--stepsec", "1"]);
+        let j = latscope_json(&["heatmap", "-r", t, "--json", "--stepsec", "1"]);
         assert_eq!(j["maps"][0]["x"]["step"], 1.0);
         let last_ns = 1000 + 3999 * (span / 4000);
         assert_eq!(j["maps"][0]["x"]["cols"].as_u64().unwrap(), last_ns / 1_000_000_000 + 1);
-        let j = json(&["heatmap", "-r", t, "--json", "--maxcol", "0"]);
+        let j = latscope_json(&["heatmap", "-r", t, "--json", "--maxcol", "0"]);
         assert_eq!((j["maps"][0]["x"]["step"].as_f64(), j["maps"][0]["x"]["cols"].as_u64()), (Some(1.0), Some(1)));
     }
     // Two-column text chooses too, in its own time unit; trace2heatmap.pl's option names work.
@@ -87,10 +82,10 @@ fn heatmap_columns_fit_the_time_the_data_span() {
     let lines: String = (0..3000).map(|i| format!("{} {}\n", i * 2500, 100 + i % 700)).collect();
     std::fs::write(&text, lines).unwrap();
     let tx = text.to_str().unwrap();
-    let j = json(&["heatmap", "--input", "text", "-r", tx, "--unitstime=us", "--unitslabel=us", "--json"]);
+    let j = latscope_json(&["heatmap", "--input", "text", "-r", tx, "--unitstime=us", "--unitslabel=us", "--json"]);
     assert_eq!(j["maps"][0]["x"]["step"], 0.05, "7.5 s of text in 50 ms columns");
     assert_eq!(j["maps"][0]["y"]["unit"], "us");
-    let j = json(&["heatmap", "--input", "text", "-r", tx, "--unitstime=us", "--unitslatency=us", "--json"]);
+    let j = latscope_json(&["heatmap", "--input", "text", "-r", tx, "--unitstime=us", "--unitslatency=us", "--json"]);
     assert_eq!(j["maps"][0]["y"]["unit"], "us");
     let out = dir.path().join("t.svg");
     latscope_ok(&[
@@ -439,7 +434,7 @@ fn heatmap_size_rows_are_logarithmic_by_default_and_offsets_say_what_has_none() 
     let t = dir.path().join("sizes.lst");
     write_trace(&t, START, &events);
     let t = t.to_str().unwrap();
-    let j = json(&["heatmap", "-r", t, "--y", "size", "--json"]);
+    let j = latscope_json(&["heatmap", "-r", t, "--y", "size", "--json"]);
     let y = &j["maps"][0]["y"];
     assert_eq!(y["scale"], "log", "{y}");
     let bounds = y["row_bounds"].as_array().unwrap();
@@ -447,7 +442,10 @@ fn heatmap_size_rows_are_logarithmic_by_default_and_offsets_say_what_has_none() 
         |v: f64| bounds.iter().position(|b| b[0].as_f64().unwrap() <= v && v < b[1].as_f64().unwrap()).expect("a row");
     let rows = [row_of(4096.0), row_of(16384.0), row_of(65536.0)];
     assert!(rows[0] < rows[1] && rows[1] < rows[2], "each size has its own row: {rows:?}");
-    assert_eq!(json(&["heatmap", "-r", t, "--y", "size", "--linear", "--json"])["maps"][0]["y"]["scale"], "linear");
+    assert_eq!(
+        latscope_json(&["heatmap", "-r", t, "--y", "size", "--linear", "--json"])["maps"][0]["y"]["scale"],
+        "linear"
+    );
     let out = dir.path().join("size.svg");
     latscope_ok(&["heatmap", "-r", t, "--y", "size", "-o", out.to_str().unwrap()]);
     let svg = std::fs::read_to_string(&out).unwrap();

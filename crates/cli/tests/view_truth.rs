@@ -55,7 +55,7 @@ fn hist_peaks_sit_on_the_bars_of_known_sleeps() {
     );
     let t = trace.to_str().unwrap();
     let filter = "proc.name = latscope-load and evt.type = nanosleep";
-    let j: Value = serde_json::from_str(&latscope_ok(&["hist", "-r", t, filter, "--json"])).unwrap();
+    let j = latscope_json(&["hist", "-r", t, filter, "--json"]);
     let g = &j["groups"][0];
     assert_eq!(g["stats"]["count"], 2000, "every sleep counted once");
     assert_eq!(j["filter"], filter);
@@ -215,7 +215,7 @@ fn timeline_latency_leaves_out_blocking_waits_and_says_so() {
     let trace =
         record(tmp.path(), "waits", "sleep 0.6 & dd if=/dev/zero of=/dev/null bs=4k count=20000 2>/dev/null; wait");
     let t = trace.to_str().unwrap();
-    let j: Value = serde_json::from_str(&latscope_ok(&["timeline", "-r", t, "--json"])).unwrap();
+    let j = latscope_json(&["timeline", "-r", t, "--json"]);
     let pts = j["points"].as_array().unwrap();
     let waits: u64 = pts.iter().map(|p| p["waits"].as_u64().unwrap()).sum();
     assert!(waits >= 2, "the sleep and the wait are blocking waits: {waits}");
@@ -233,7 +233,7 @@ fn timeline_latency_leaves_out_blocking_waits_and_says_so() {
     );
     // Asked for, the waits are in: the sleep is the largest latency, and if the mean rises
     // above the p99 somewhere the table says why.
-    let j: Value = serde_json::from_str(&latscope_ok(&["timeline", "-r", t, "--json", "--waits"])).unwrap();
+    let j = latscope_json(&["timeline", "-r", t, "--json", "--waits"]);
     let max = j["points"].as_array().unwrap().iter().filter_map(|p| p["max_ns"].as_u64()).max().unwrap();
     assert!(max >= 600_000_000, "{max}");
     let text = latscope_ok(&["timeline", "-r", t, "--waits"]);
@@ -283,7 +283,7 @@ fn top_names_pseudo_file_systems_and_unix_sockets() {
     let rec = Command::new(bin())
         .args(["record", "-w"])
         .arg(&trace)
-        .args(["--quiet", "-c", "python3", "-c", "sh", "-c", "cat", "--duration", "8s"])
+        .args(["--quiet", "-c", "python3", "-c", "sh", "-c", "cat", "--duration", "60s"])
         .spawn()
         .unwrap();
     // Attached: the file exists, then the probes get time to load.
@@ -301,6 +301,10 @@ fn top_names_pseudo_file_systems_and_unix_sockets() {
     assert!(Command::new("python3").args(["-c", &client]).status().unwrap().success());
     let sh = format!("echo hello | cat > {shm}; cat {shm} > /dev/null; rm {shm}");
     assert!(Command::new("sh").args(["-c", &sh]).status().unwrap().success());
+    // The work is done: stopping the recorder (it drains what the probes saw) beats waiting out a
+    // fixed duration.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
     let o = rec.wait_with_output().unwrap();
     assert!(o.status.success());
     let _ = srv.wait();

@@ -5,7 +5,7 @@
 mod common;
 mod viewsupport;
 
-use common::{bin, latscope, latscope_ok};
+use common::{bin, latscope, latscope_json, latscope_ok};
 use latscope_event::{Event, EventKind};
 use latscope_trace::synth::Rng;
 use serde_json::Value;
@@ -140,7 +140,7 @@ fn heatmap_text_cells_equal_trace2heatmap_rule() {
         // The JSON matrix says the same.
         let mut args: Vec<&str> = args.iter().copied().filter(|a| *a != "-o" && *a != out.to_str().unwrap()).collect();
         args.push("--json");
-        let j: Value = serde_json::from_str(&latscope_ok(&args)).unwrap();
+        let j = latscope_json(&args);
         let m = &j["maps"][0];
         let mut from_json = BTreeMap::new();
         for (c, col) in m["counts"].as_array().unwrap().iter().enumerate() {
@@ -356,7 +356,7 @@ fn heatmap_from_perf_script_pairs_issue_and_complete() {
         if linear {
             args.push("--linear");
         }
-        let j: Value = serde_json::from_str(&latscope_ok(&args)).unwrap();
+        let j = latscope_json(&args);
         let m = &j["maps"][0];
         assert_eq!(m["total"], 400, "{y}");
         let pts: Vec<(f64, f64)> = truth
@@ -376,7 +376,7 @@ fn heatmap_from_perf_script_pairs_issue_and_complete() {
     let svg = dir.path().join("p.svg");
     latscope_ok(&["heatmap", "--input", "perf", "-r", ps, "-o", svg.to_str().unwrap()]);
     assert!(std::fs::read_to_string(&svg).unwrap().contains("Block I/O Latency Heat Map"));
-    let j: Value = serde_json::from_str(&latscope_ok(&["hist", "--input", "perf", "-r", ps, "--json"])).unwrap();
+    let j = latscope_json(&["hist", "--input", "perf", "-r", ps, "--json"]);
     assert_eq!(j["groups"][0]["stats"]["count"], 400);
     assert_eq!(j["groups"][0]["peaks"].as_array().unwrap().len(), 2, "{}", j["groups"][0]["peaks"]);
     let out = latscope_ok(&["timeline", "--input", "perf", "-r", ps, "--json"]);
@@ -473,7 +473,7 @@ fn heatmap_from_trace_known_events_known_cells() {
     ] {
         let mut args = vec!["heatmap", "-r", p, "--json"];
         args.extend(extra.iter().copied());
-        let j: Value = serde_json::from_str(&latscope_ok(&args)).unwrap();
+        let j = latscope_json(&args);
         let m = &j["maps"][0];
         let (ymin, ymax) = (m["y"]["min"].as_f64().unwrap(), m["y"]["max"].as_f64().unwrap());
         let pts: Vec<(f64, f64)> = sys_pts.iter().copied().filter(|&(_, v)| v >= ymin && v <= ymax).collect();
@@ -483,13 +483,13 @@ fn heatmap_from_trace_known_events_known_cells() {
         assert_eq!(not_shown as usize + pts.len(), sys_pts.len(), "{extra:?}");
     }
     // Log rows by default for latency; a decade is a row edge.
-    let j: Value = serde_json::from_str(&latscope_ok(&["heatmap", "-r", p, "--json"])).unwrap();
+    let j = latscope_json(&["heatmap", "-r", p, "--json"]);
     assert_eq!(j["maps"][0]["y"]["scale"], "log");
     let edges: Vec<f64> =
         j["maps"][0]["y"]["row_bounds"].as_array().unwrap().iter().map(|b| b[0].as_f64().unwrap()).collect();
     assert!(edges.contains(&100_000.0), "{edges:?}");
     // A filter: only alpha's events.
-    let j: Value = serde_json::from_str(&latscope_ok(&["heatmap", "-r", p, "proc.name = alpha", "--json"])).unwrap();
+    let j = latscope_json(&["heatmap", "-r", p, "proc.name = alpha", "--json"]);
     assert_eq!(j["maps"][0]["total"].as_u64().unwrap(), sys(&f).iter().filter(|e| e.comm == "alpha").count() as u64);
 }
 
@@ -497,8 +497,7 @@ fn heatmap_from_trace_known_events_known_cells() {
 fn heatmap_per_disk_offset_size_and_subsecond_cells_match_the_events() {
     let f = fixture();
     let p = f.path.to_str().unwrap();
-    let j: Value =
-        serde_json::from_str(&latscope_ok(&["heatmap", "-r", p, "--block", "--per", "disk", "--json"])).unwrap();
+    let j = latscope_json(&["heatmap", "-r", p, "--block", "--per", "disk", "--json"]);
     let maps = j["maps"].as_array().unwrap();
     assert_eq!(maps.len(), 2);
     for m in maps {
@@ -515,8 +514,7 @@ fn heatmap_per_disk_offset_size_and_subsecond_cells_match_the_events() {
     let by_offset: fn(&Event) -> f64 = |e| e.off as f64 * 512.0;
     let by_size: fn(&Event) -> f64 = |e| e.bytes as f64;
     for (y, val) in [("offset", by_offset), ("size", by_size)] {
-        let j: Value =
-            serde_json::from_str(&latscope_ok(&["heatmap", "-r", p, "--block", "--y", y, "--json"])).unwrap();
+        let j = latscope_json(&["heatmap", "-r", p, "--block", "--y", y, "--json"]);
         let m = &j["maps"][0];
         // Sizes take log rows by default (4 KiB and 64 KiB apart), offsets linear ones.
         assert_eq!(m["y"]["scale"], if y == "size" { "log" } else { "linear" });
@@ -524,7 +522,7 @@ fn heatmap_per_disk_offset_size_and_subsecond_cells_match_the_events() {
         assert_eq!(counts(m), expected_from_bounds(m, &pts), "{y}");
     }
     // Subsecond: 50 rows of 20 ms, one column per wall-clock second.
-    let j: Value = serde_json::from_str(&latscope_ok(&["heatmap", "-r", p, "--y", "subsecond", "--json"])).unwrap();
+    let j = latscope_json(&["heatmap", "-r", p, "--y", "subsecond", "--json"]);
     let m = &j["maps"][0];
     assert_eq!(m["y"]["rows"], 50);
     assert_eq!(m["y"]["row_bounds"][1][0].as_f64().unwrap(), 20_000_000.0);
@@ -551,7 +549,7 @@ fn heatmap_per_disk_offset_size_and_subsecond_cells_match_the_events() {
 fn hist_percentiles_match_exact_values_and_peaks_are_found() {
     let f = fixture();
     let p = f.path.to_str().unwrap();
-    let j: Value = serde_json::from_str(&latscope_ok(&["hist", "-r", p, "--json"])).unwrap();
+    let j = latscope_json(&["hist", "-r", p, "--json"]);
     let g = &j["groups"][0];
     let mut lats: Vec<u64> = sys(&f).iter().map(|e| e.lat).collect();
     lats.sort_unstable();
@@ -583,15 +581,12 @@ fn hist_percentiles_match_exact_values_and_peaks_are_found() {
         assert!(t.contains(s), "missing {s:?} in:\n{t}");
     }
     // Per group.
-    let j: Value = serde_json::from_str(&latscope_ok(&["hist", "-r", p, "--by", "syscall", "--json"])).unwrap();
+    let j = latscope_json(&["hist", "-r", p, "--by", "syscall", "--json"]);
     let names: Vec<&str> = j["groups"].as_array().unwrap().iter().map(|g| g["group"].as_str().unwrap()).collect();
     assert_eq!(names, ["read", "pread64", "openat"]);
     assert_eq!(j["groups"][1]["stats"]["count"], 4000);
     // Linear bins over a given range, and the SVG.
-    let j: Value = serde_json::from_str(&latscope_ok(&[
-        "hist", "-r", p, "--linear", "--min", "0", "--max", "20us", "--bins", "20", "--json",
-    ]))
-    .unwrap();
+    let j = latscope_json(&["hist", "-r", p, "--linear", "--min", "0", "--max", "20us", "--bins", "20", "--json"]);
     let bins = j["groups"][0]["bins"].as_array().unwrap();
     assert_eq!(bins[0][0].as_f64().unwrap(), 0.0);
     assert_eq!(bins[0][1].as_f64().unwrap(), 1000.0);
@@ -602,8 +597,7 @@ fn hist_percentiles_match_exact_values_and_peaks_are_found() {
     assert_eq!(s.matches(r#"<g class="hist""#).count(), 2);
     assert!(s.contains("peak 1:"));
     // Block queue time.
-    let j: Value =
-        serde_json::from_str(&latscope_ok(&["hist", "-r", p, "--block", "--field", "qtime", "--json"])).unwrap();
+    let j = latscope_json(&["hist", "-r", p, "--block", "--field", "qtime", "--json"]);
     let qmax = blk(&f).iter().map(|e| e.qtime).max().unwrap();
     assert_eq!(j["groups"][0]["stats"]["max_ns"].as_f64().unwrap(), qmax as f64);
     // Misuse is an error, not a panic.
@@ -615,7 +609,7 @@ fn hist_percentiles_match_exact_values_and_peaks_are_found() {
 fn top_groups_match_the_events_and_sort_and_limit_by_any_key() {
     let f = fixture();
     let p = f.path.to_str().unwrap();
-    let j: Value = serde_json::from_str(&latscope_ok(&["top", "-r", p, "--by", "proc", "--json"])).unwrap();
+    let j = latscope_json(&["top", "-r", p, "--by", "proc", "--json"]);
     let rows = j["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     // beta: 4000 preads of ~1.1 ms: the most total time.
@@ -637,21 +631,17 @@ fn top_groups_match_the_events_and_sort_and_limit_by_any_key() {
     let secs = j["seconds"].as_f64().unwrap();
     assert!((rows[0]["rate_per_s"].as_f64().unwrap() - beta.len() as f64 / secs).abs() < 1e-6);
     // By file, sorted by count, limited.
-    let j: Value =
-        serde_json::from_str(&latscope_ok(&["top", "-r", p, "--by", "file", "--sort", "count", "-n", "1", "--json"]))
-            .unwrap();
+    let j = latscope_json(&["top", "-r", p, "--by", "file", "--sort", "count", "-n", "1", "--json"]);
     assert_eq!(j["rows"].as_array().unwrap().len(), 1);
     assert_eq!(j["rows"][0]["name"], "/data/logs/app.log");
     assert_eq!(j["groups"], 3);
     // By directory, by disk (block), drill-down with a filter.
     let t = latscope_ok(&["top", "-r", p, "--by", "dir"]);
     assert!(t.contains("/data/db") && t.contains("/data/logs") && t.contains("/etc"), "{t}");
-    let j: Value = serde_json::from_str(&latscope_ok(&["top", "-r", p, "--block", "--by", "disk", "--json"])).unwrap();
+    let j = latscope_json(&["top", "-r", p, "--block", "--by", "disk", "--json"]);
     let names: Vec<&str> = j["rows"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"vda") && names.contains(&"loop3"), "{names:?}");
-    let j: Value =
-        serde_json::from_str(&latscope_ok(&["top", "-r", p, "proc.name = alpha", "--by", "syscall", "--json"]))
-            .unwrap();
+    let j = latscope_json(&["top", "-r", p, "proc.name = alpha", "--by", "syscall", "--json"]);
     let names: Vec<&str> = j["rows"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["read", "openat"]);
     let t = latscope_ok(&["top", "-r", p, "--by", "client", "-n", "5"]);
@@ -664,7 +654,7 @@ fn top_groups_match_the_events_and_sort_and_limit_by_any_key() {
 fn timeline_counts_by_completion_interval() {
     let f = fixture();
     let p = f.path.to_str().unwrap();
-    let j: Value = serde_json::from_str(&latscope_ok(&["timeline", "-r", p, "--interval", "500ms", "--json"])).unwrap();
+    let j = latscope_json(&["timeline", "-r", p, "--interval", "500ms", "--json"]);
     let pts = j["points"].as_array().unwrap();
     let mut expect: BTreeMap<usize, (u64, u64, u64)> = BTreeMap::new();
     let openat = latscope_event::syscall_nr("openat").unwrap();
@@ -1003,17 +993,7 @@ fn top_shows_the_percentiles_asked_for_in_aligned_columns() {
             );
         }
     }
-    let j: Value = serde_json::from_str(&latscope_ok(&[
-        "top",
-        "-r",
-        p,
-        "--by",
-        "syscall",
-        "--percentiles",
-        "50,90,99,99.9",
-        "--json",
-    ]))
-    .unwrap();
+    let j = latscope_json(&["top", "-r", p, "--by", "syscall", "--percentiles", "50,90,99,99.9", "--json"]);
     let mut lats: Vec<u64> =
         sys(&f).iter().filter(|e| e.nr == latscope_event::syscall_nr("read").unwrap()).map(|e| e.lat).collect();
     lats.sort_unstable();

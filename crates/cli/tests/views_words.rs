@@ -5,7 +5,7 @@
 mod common;
 mod viewsupport;
 
-use common::{bin, latscope_ok};
+use common::{bin, latscope_json, latscope_ok};
 use latscope_event::{syscall_nr, Event, EventKind};
 use serde_json::Value;
 use std::process::Command;
@@ -78,10 +78,6 @@ fn server_trace(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
-fn json(args: &[&str]) -> Value {
-    serde_json::from_str(&latscope_ok(args)).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
 fn names(rows: &Value) -> Vec<String> {
     rows.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string()).collect()
 }
@@ -92,7 +88,7 @@ fn rankings_leave_out_idle_waits_and_say_how_to_include_them() {
     let p = server_trace(dir.path());
     let p = p.to_str().unwrap();
     // top --by syscall ranks the work: futex and epoll_wait (20 s of sleeping) are not first.
-    let j = json(&["top", "-r", p, "--by", "syscall", "--json"]);
+    let j = latscope_json(&["top", "-r", p, "--by", "syscall", "--json"]);
     assert_eq!(names(&j["rows"]), ["write", "read"], "{j}");
     assert_eq!(j["waits_left_out"]["count"], 40);
     assert_eq!(j["waits_left_out"]["by_syscall"]["futex"], 20);
@@ -102,17 +98,17 @@ fn rankings_leave_out_idle_waits_and_say_how_to_include_them() {
         "{t}"
     );
     // By file: no "<no file>" row made of sleeping threads.
-    let j = json(&["top", "-r", p, "--by", "file", "--json"]);
+    let j = latscope_json(&["top", "-r", p, "--by", "file", "--json"]);
     assert_eq!(names(&j["rows"]), ["/data/b", "/data/a"], "{j}");
     // --waits ranks them with the work, first by total time.
-    let j = json(&["top", "-r", p, "--by", "syscall", "--waits", "--json"]);
+    let j = latscope_json(&["top", "-r", p, "--by", "syscall", "--waits", "--json"]);
     assert_eq!(names(&j["rows"])[..2], ["futex", "epoll_wait"], "{j}");
     assert!(j["note"].is_null(), "{j}");
     // A filter asking for waits gets them.
     let t = latscope_ok(&["top", "-r", p, "--by", "syscall", "evt.type = futex"]);
     assert!(t.contains("futex") && t.contains("only blocking waits matched"), "{t}");
     // hist --by syscall agrees, in text, JSON and SVG.
-    let j = json(&["hist", "-r", p, "--by", "syscall", "--json"]);
+    let j = latscope_json(&["hist", "-r", p, "--by", "syscall", "--json"]);
     let groups: Vec<&str> = j["groups"].as_array().unwrap().iter().map(|g| g["group"].as_str().unwrap()).collect();
     assert_eq!(groups, ["read", "write"], "{j}");
     assert_eq!(j["waits_left_out"]["count"], 40);
@@ -121,9 +117,9 @@ fn rankings_leave_out_idle_waits_and_say_how_to_include_them() {
     let svg = dir.path().join("h.svg");
     latscope_ok(&["hist", "-r", p, "--by", "syscall", "--svg", svg.to_str().unwrap()]);
     assert!(std::fs::read_to_string(&svg).unwrap().contains("left out: 40 blocking waits"));
-    let j = json(&["hist", "-r", p, "--json"]);
+    let j = latscope_json(&["hist", "-r", p, "--json"]);
     assert_eq!(j["groups"][0]["stats"]["count"], 400, "{j}");
-    let j = json(&["hist", "-r", p, "--waits", "--json"]);
+    let j = latscope_json(&["hist", "-r", p, "--waits", "--json"]);
     assert_eq!(j["groups"][0]["stats"]["count"], 440, "{j}");
 }
 
@@ -145,7 +141,7 @@ fn evt_type_names_the_syscall_and_block_requests_have_their_own_names() {
             .unwrap();
     assert_eq!(j["type"], "block_write");
     // Views group them apart under the same names.
-    let j = json(&["top", "-r", p, "--by", "op", "--block", "--json"]);
+    let j = latscope_json(&["top", "-r", p, "--by", "op", "--block", "--json"]);
     assert_eq!(names(&j["rows"]), ["block_write"]);
     // A bare block op is not a type: the error names the one meant.
     let o = common::latscope(&["events", "-r", p, "evt.type = flush"]);
@@ -493,14 +489,14 @@ fn json_spells_each_field_one_way_dev_as_major_minor_and_percentiles_with_their_
     assert_eq!(first("evt.type = block_write")["dev"], "254:0");
     assert!(first("evt.type = futex")["dev"].is_null());
     // Percentiles carry their unit in hist as in top and timeline.
-    let j = json(&["hist", "-r", p, "--json"]);
+    let j = latscope_json(&["hist", "-r", p, "--json"]);
     let st = &j["groups"][0]["stats"];
     for k in ["p50_ns", "p99_ns", "min_ns", "mean_ns", "max_ns"] {
         assert!(st[k].is_number(), "{k}: {st}");
     }
     assert!(st.get("p50").is_none(), "{st}");
-    let j = json(&["hist", "-r", p, "--json", "--field", "size"]);
+    let j = latscope_json(&["hist", "-r", p, "--json", "--field", "size"]);
     assert!(j["groups"][0]["stats"]["p50_bytes"].is_number(), "{j}");
-    let j = json(&["top", "-r", p, "--by", "syscall", "--json"]);
+    let j = latscope_json(&["top", "-r", p, "--by", "syscall", "--json"]);
     assert!(j["rows"][0]["p50_ns"].is_number(), "{j}");
 }

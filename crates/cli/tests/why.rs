@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{bin, compile_c, json_lines, latscope_ok, require_bpf};
+use common::{bin, compile_c, json_lines, latscope_json, latscope_ok, require_bpf};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -151,11 +151,10 @@ fn why_futex_held_by_another_thread_is_lock_time_woken_by_the_holder() {
     let f = format!("thread.tid = {} and evt.type = futex and evt.latency > 1ms", kv["main"]);
     let text = latscope_ok(&["events", "-r", t, "--why", &f]);
     assert!(text.contains(&format!("woken by why/{}, which was in timer/sleep ", kv["holder"])), "{text}");
-    let c: Value =
-        serde_json::from_str(&latscope_ok(&["top", "-r", t, "--by", "cause", "--waits", "--json", &f])).unwrap();
+    let c = latscope_json(&["top", "-r", t, "--by", "cause", "--waits", "--json", &f]);
     assert_eq!(c["wakers"][0]["waker"], format!("why/{}", kv["holder"]), "{c}");
     assert_eq!(c["wakers"][0]["was_in"]["cause"], "timer", "{c}");
-    let j: Value = serde_json::from_str(&latscope_ok(&["why", "-r", t, "--waits", "--json", &f])).unwrap();
+    let j = latscope_json(&["why", "-r", t, "--waits", "--json", &f]);
     assert_eq!(j["operations"][0]["wakers"][0]["was_in"]["cause"], "timer", "{j}");
     let text = latscope_ok(&["why", "-r", t, "--waits", &f]);
     assert!(text.contains("which was in timer/sleep"), "{text}");
@@ -179,7 +178,7 @@ fn why_pipe_whose_writer_sleeps_is_pipe_time_woken_by_the_writer() {
     }
     // The front door names the reads first, their cause, their pipe and the writer.
     let f = format!("proc.pid = {}", kv["main"]);
-    let j: Value = serde_json::from_str(&latscope_ok(&["why", "-r", trace.to_str().unwrap(), "--json", &f])).unwrap();
+    let j = latscope_json(&["why", "-r", trace.to_str().unwrap(), "--json", &f]);
     let top = &j["operations"][0];
     assert_eq!(top["op"], "read", "{j}");
     assert!(top["parts_ns"]["ipc"].as_u64().unwrap() * 100 >= top["total_ns"].as_u64().unwrap() * 90, "{top}");
@@ -282,8 +281,7 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
     // (blkdev_fsync, which writes the dirty pages and waits for their writeback) down to the
     // I/O wait (io_schedule), and that stack holds the block I/O time.
     let f = format!("thread.tid = {} and evt.type = fsync", kv["main"]);
-    let v: Value =
-        serde_json::from_str(&latscope_ok(&["why", "-r", trace.to_str().unwrap(), "--stacks", "--json", &f])).unwrap();
+    let v = latscope_json(&["why", "-r", trace.to_str().unwrap(), "--stacks", "--json", &f]);
     let top = &v["stacks"][0];
     let kernel: Vec<&str> = top["kernel"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
     let has = |name: &str| kernel.iter().any(|f| f.split('+').next() == Some(name));

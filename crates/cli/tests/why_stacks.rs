@@ -9,7 +9,7 @@ mod common;
 mod exportsupport;
 mod viewsupport;
 
-use common::{bin, latscope_ok, require_bpf};
+use common::{bin, latscope_json, latscope_ok, require_bpf};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -64,8 +64,7 @@ fn why_stacks_name_the_futex_wait_and_the_waiting_function_with_its_share() {
     let (trace, kv) = record(tmp.path());
     let t = trace.to_str().unwrap();
     let main = format!("thread.tid = {}", kv["main"]);
-    let v: Value =
-        serde_json::from_str(&latscope_ok(&["why", "-r", t, "--stacks", "--waits", "--json", &main])).unwrap();
+    let v = latscope_json(&["why", "-r", t, "--stacks", "--waits", "--json", &main]);
     let stacks = v["stacks"].as_array().unwrap();
     assert!(stacks.len() >= 2, "{v}");
     let (lock, nap) = (kv["lock_ns"] as f64, kv["nap_ns"] as f64);
@@ -121,15 +120,14 @@ fn why_stacks_name_the_futex_wait_and_the_waiting_function_with_its_share() {
 
     // top --by cause over the same filter: the lock and the sleep by cause, with the same truth;
     // without --waits both are idle waits, left out and counted as such.
-    let c: Value =
-        serde_json::from_str(&latscope_ok(&["top", "-r", t, "--by", "cause", "--waits", "--json", &main])).unwrap();
+    let c = latscope_json(&["top", "-r", t, "--by", "cause", "--waits", "--json", &main]);
     let all = c["total_ns"].as_f64().unwrap();
     let lock_part = c["parts_ns"]["lock"].as_f64().unwrap();
     let timer_part = c["parts_ns"]["timer"].as_f64().unwrap();
     assert!((lock_part - lock).abs() <= 0.05 * all, "lock part {lock_part} ns, true {lock} ns");
     assert!((timer_part - nap).abs() <= 0.05 * all, "timer part {timer_part} ns, true {nap} ns");
     assert_eq!(c["operations"][0]["op"], "futex", "{c}");
-    let c: Value = serde_json::from_str(&latscope_ok(&["top", "-r", t, "--by", "cause", "--json", &main])).unwrap();
+    let c = latscope_json(&["top", "-r", t, "--by", "cause", "--json", &main]);
     // The thread's other calls (its execve, slowed by the run queue on a loaded machine) may
     // remain; the lock waits and the naps may not.
     let ops = c["operations"].as_array().unwrap();

@@ -321,37 +321,18 @@ impl Node {
 
 /// Fields read through a hash lookup in the context, or by taking a name apart.
 fn uses_context(f: Field) -> bool {
-    matches!(
-        f,
-        Field::ProcPpid
-            | Field::ContainerId
-            | Field::ContainerFullId
-            | Field::ContainerName
-            | Field::ContainerType
-            | Field::ContainerImage
-            | Field::ContainerImageRepository
-            | Field::ContainerImageTag
-            | Field::K8sPodName
-            | Field::K8sNsName
-            | Field::K8sPodUid
-            | Field::CgroupPath
-            | Field::ProcExe
-            | Field::ProcCmdline
-            | Field::ProcArgs
-            | Field::UserName
-            | Field::GroupName
-            | Field::BlkDisk
-            | Field::FdSip
-            | Field::FdSport
-            | Field::FdCip
-            | Field::FdCport
-            | Field::FdPort
-            | Field::FdLip
-            | Field::FdRip
-            | Field::FdLport
-            | Field::FdRport
-            | Field::FdL4proto
-    )
+    f.of_cgroup()
+        || matches!(
+            f,
+            Field::ProcPpid
+                | Field::ProcExe
+                | Field::ProcCmdline
+                | Field::ProcArgs
+                | Field::UserName
+                | Field::GroupName
+                | Field::BlkDisk
+        )
+        || f.of_socket()
 }
 
 /// A string test on a field that formats its value, out of line: its buffer would otherwise

@@ -201,27 +201,18 @@ impl FieldInfo {
     /// accept, connect, duplicate and close fds and change directory (see
     /// [`Filter::tests_fd_names`](crate::Filter::tests_fd_names)).
     pub fn reads_fd_names(&self) -> bool {
-        matches!(
-            self.field,
-            Field::FdName
-                | Field::FdDirectory
-                | Field::FdFilename
-                | Field::FdSip
-                | Field::FdSport
-                | Field::FdCip
-                | Field::FdCport
-                | Field::FdPort
-                | Field::FdLip
-                | Field::FdRip
-                | Field::FdLport
-                | Field::FdRport
-                | Field::FdL4proto
-                | Field::EvtArgs
-                | Field::EvtArgName
-                | Field::EvtArgPath
-                | Field::EvtArgOldpath
-                | Field::EvtArgNewpath
-        )
+        self.field.of_socket()
+            || matches!(
+                self.field,
+                Field::FdName
+                    | Field::FdDirectory
+                    | Field::FdFilename
+                    | Field::EvtArgs
+                    | Field::EvtArgName
+                    | Field::EvtArgPath
+                    | Field::EvtArgOldpath
+                    | Field::EvtArgNewpath
+            )
     }
 
     /// The field's value for event `row`, formatted as filters compare it (`None` when the event
@@ -396,6 +387,42 @@ impl Field {
             Field::FsPathTarget | Field::FsPathTargetraw => Field::EvtArgNewpath,
             f => f,
         }
+    }
+
+    /// The container, pod and cgroup-path fields: read from the entry of the event's cgroup in
+    /// the context.
+    pub(crate) fn of_cgroup(self) -> bool {
+        matches!(
+            self,
+            Field::ContainerId
+                | Field::ContainerFullId
+                | Field::ContainerName
+                | Field::ContainerType
+                | Field::ContainerImage
+                | Field::ContainerImageRepository
+                | Field::ContainerImageTag
+                | Field::K8sPodName
+                | Field::K8sNsName
+                | Field::K8sPodUid
+                | Field::CgroupPath
+        )
+    }
+
+    /// The socket fields (addresses, ports, protocol): read from the fd's name taken apart.
+    pub(crate) fn of_socket(self) -> bool {
+        matches!(
+            self,
+            Field::FdSip
+                | Field::FdSport
+                | Field::FdCip
+                | Field::FdCport
+                | Field::FdPort
+                | Field::FdLip
+                | Field::FdRip
+                | Field::FdLport
+                | Field::FdRport
+                | Field::FdL4proto
+        )
     }
 
     /// Fields that take an argument in brackets or after a dot (`proc.aname[2]`,
@@ -628,40 +655,6 @@ impl Field {
         let sys = kind == 0;
         let blk = kind == 1;
         let s: &'a str = match self {
-            Field::EvtArgs
-            | Field::EvtArgName
-            | Field::EvtArgPath
-            | Field::EvtArgOldpath
-            | Field::EvtArgNewpath
-            | Field::EvtArgFlags
-            | Field::EvtArgMode
-            | Field::EvtArgWhence
-            | Field::EvtArgRes
-            | Field::FdSip
-            | Field::FdCip
-            | Field::FdLip
-            | Field::FdRip
-            | Field::FdL4proto
-            | Field::ProcCmdline
-            | Field::ProcArgs
-            | Field::ProcPname
-            | Field::ProcPcmdline
-            | Field::ProcPexe
-            | Field::EvtLatencyHuman
-            | Field::FdTypechar
-            | Field::EvtDir
-            | Field::EvtSource
-            | Field::ContainerId
-            | Field::ContainerFullId
-            | Field::ContainerName
-            | Field::ContainerType
-            | Field::ContainerImage
-            | Field::ContainerImageRepository
-            | Field::ContainerImageTag
-            | Field::K8sPodName
-            | Field::K8sNsName
-            | Field::K8sPodUid
-            | Field::CgroupPath => return self.string_ext(b, row, ctx, buf),
             Field::EvtType => {
                 let nr = *b.nr.get(row)?;
                 match kind {
@@ -727,7 +720,8 @@ impl Field {
             }
             Field::BlkDisk if blk => ctx.disk(*b.dev.get(row)?)?,
             Field::BlkOp if blk => BlockOp::from_u16(*b.nr.get(row)?).name(),
-            _ => return None,
+            // The argument, socket, command-line and container fields.
+            _ => return self.string_ext(b, row, ctx, buf),
         };
         Some(s.as_bytes())
     }
@@ -751,17 +745,7 @@ impl Field {
             Field::ProcPname => ctx.comm(ctx.ppid(*b.pid.get(row)?)?)?,
             Field::ProcPcmdline => ctx.cmdline(ctx.ppid(*b.pid.get(row)?)?)?,
             Field::ProcPexe => ctx.exe(ctx.ppid(*b.pid.get(row)?)?)?,
-            Field::ContainerId
-            | Field::ContainerFullId
-            | Field::ContainerName
-            | Field::ContainerType
-            | Field::ContainerImage
-            | Field::ContainerImageRepository
-            | Field::ContainerImageTag
-            | Field::K8sPodName
-            | Field::K8sNsName
-            | Field::K8sPodUid
-            | Field::CgroupPath => {
+            f if f.of_cgroup() => {
                 let c = ctx.cgroup(*b.cgroup.get(row)?)?;
                 let host = c.container_id.is_empty();
                 let v = match self {

@@ -29,14 +29,14 @@ impl Cgroup {
     /// in `.service`, `.scope` or `.slice`, looked up by name in the cgroup2 tree. The error says
     /// what was looked for and what to do.
     pub fn resolve(spec: &str) -> Result<Cgroup, String> {
-        let mounts = cgroup2_mounts();
-        let Some(v2) = preferred_mount(&mounts) else {
+        let Some((v2, _)) = latscope_probe::containers::cgroup2_mount() else {
             return Err(format!(
                 "--cgroup {spec}: this system has no cgroup v2 hierarchy mounted (--cgroup needs cgroup v2; \
                  only cgroup v1 is in use here): mount it (mount -t cgroup2 none {CGROUP_ROOT}/unified) or \
                  boot with systemd.unified_cgroup_hierarchy=1"
             ));
         };
+        let v2 = v2.as_path();
         let given = Path::new(spec);
         let candidates: Vec<PathBuf> = if given.is_absolute() {
             vec![given.to_path_buf()]
@@ -153,46 +153,6 @@ impl CgroupWatch {
     }
 }
 
-/// Mount points of cgroup2 file systems, from /proc/self/mountinfo.
-fn cgroup2_mounts() -> Vec<PathBuf> {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
-    info.lines()
-        .filter_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            let point = left.split(' ').nth(4)?;
-            (right.split(' ').next()? == "cgroup2").then(|| PathBuf::from(unescape(point)))
-        })
-        .collect()
-}
-
-/// /sys/fs/cgroup when the unified hierarchy is there, else its hybrid place, else any.
-fn preferred_mount(mounts: &[PathBuf]) -> Option<&Path> {
-    let root = Path::new(CGROUP_ROOT);
-    mounts
-        .iter()
-        .find(|m| m.as_path() == root)
-        .or_else(|| mounts.iter().find(|m| m.starts_with(root)))
-        .or(mounts.first())
-        .map(PathBuf::as_path)
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(s: &str) -> String {
-    let mut out = Vec::new();
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Directories named `name` below `dir` (cgroup trees are shallow; the depth bound is a guard).
 fn find_named(dir: &Path, name: &str, depth: usize, found: &mut Vec<PathBuf>) {
     if depth > latscope_probe::CGROUP_DEPTH {
@@ -227,27 +187,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mountinfo_paths_are_unescaped() {
-        assert_eq!(unescape("/sys/fs/cgroup"), "/sys/fs/cgroup");
-        assert_eq!(unescape("/mnt/a\\040b"), "/mnt/a b");
-        assert_eq!(unescape("/x\\"), "/x\\");
-    }
-
-    #[test]
-    fn the_unified_mount_is_preferred() {
-        let m = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
-        assert_eq!(preferred_mount(&m(&["/other", "/sys/fs/cgroup"])), Some(Path::new("/sys/fs/cgroup")));
-        assert_eq!(
-            preferred_mount(&m(&["/other", "/sys/fs/cgroup/unified"])),
-            Some(Path::new("/sys/fs/cgroup/unified"))
-        );
-        assert_eq!(preferred_mount(&m(&["/other"])), Some(Path::new("/other")));
-        assert_eq!(preferred_mount(&[]), None);
-    }
-
-    #[test]
     fn a_missing_cgroup_is_named_with_what_to_do() {
-        if cgroup2_mounts().is_empty() {
+        if latscope_probe::containers::cgroup2_mount().is_none() {
             let e = Cgroup::resolve("x").unwrap_err();
             assert!(e.contains("no cgroup v2"), "{e}");
             return;
@@ -262,10 +203,9 @@ mod tests {
 
     #[test]
     fn the_root_cgroup_resolves_to_its_inode() {
-        let mounts = cgroup2_mounts();
-        let Some(v2) = preferred_mount(&mounts) else { return };
+        let Some((v2, _)) = latscope_probe::containers::cgroup2_mount() else { return };
         let c = Cgroup::resolve(v2.to_str().unwrap()).unwrap();
-        assert_eq!(c.id, std::fs::metadata(v2).unwrap().ino());
+        assert_eq!(c.id, std::fs::metadata(&v2).unwrap().ino());
         // Relative to the mount: "." is the root itself.
         assert_eq!(Cgroup::resolve(".").unwrap().id, c.id);
     }

@@ -7,6 +7,7 @@
 //! The runtimes' files are read below `$LATSCOPE_HOST_ROOT` when it is set (`/host` when
 //! latscope runs in a container with the host's root mounted there), else below `/`.
 
+use crate::snapshot::unescape;
 use latscope_event::CgroupInfo;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -22,13 +23,19 @@ const MAX_CGROUPS: usize = 65_536;
 /// Cgroup trees are shallow; deeper directories are not walked.
 const MAX_DEPTH: usize = 32;
 
-/// The cgroup2 mount to walk and the path of its root within the hierarchy (`/` unless the
-/// mount shows a subtree), from /proc/self/mountinfo: /sys/fs/cgroup or /sys/fs/cgroup/unified
-/// first, else any.
-fn cgroup2_mount() -> Option<(PathBuf, String)> {
-    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut found: Vec<(PathBuf, String)> = info
-        .lines()
+/// Where cgroup file systems are mounted by convention.
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// The cgroup2 mount to use and the path of its root within the hierarchy (`/` unless the
+/// mount shows a subtree), from /proc/self/mountinfo: /sys/fs/cgroup when the unified
+/// hierarchy is there, else its hybrid place below it (/sys/fs/cgroup/unified), else any.
+pub fn cgroup2_mount() -> Option<(PathBuf, String)> {
+    preferred_mount(cgroup2_mounts(&fs::read_to_string("/proc/self/mountinfo").ok()?))
+}
+
+/// The cgroup2 mounts of a mountinfo text: (mount point, root within the hierarchy).
+fn cgroup2_mounts(info: &str) -> Vec<(PathBuf, String)> {
+    info.lines()
         .filter_map(|l| {
             let (left, right) = l.split_once(" - ")?;
             if right.split(' ').next()? != "cgroup2" {
@@ -37,26 +44,22 @@ fn cgroup2_mount() -> Option<(PathBuf, String)> {
             let f: Vec<&str> = left.split(' ').collect();
             Some((PathBuf::from(unescape(f.get(4)?)), unescape(f.get(3)?)))
         })
-        .collect();
-    found.sort_by_key(|(p, _)| !p.starts_with("/sys/fs/cgroup"));
-    found.into_iter().next()
+        .collect()
 }
 
-/// Undo mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
+fn preferred_mount(mounts: Vec<(PathBuf, String)>) -> Option<(PathBuf, String)> {
+    let root = Path::new(CGROUP_ROOT);
+    let rank = |p: &Path| {
+        if p == root {
+            0
+        } else if p.starts_with(root) {
+            1
         } else {
-            out.push(b[i]);
-            i += 1;
+            2
         }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    };
+    // The first of the best rank (min_by_key keeps the first of equals).
+    mounts.into_iter().min_by_key(|(p, _)| rank(p))
 }
 
 /// Every cgroup of the cgroup2 hierarchy, with its container and pod (empty when no cgroup2
@@ -246,10 +249,19 @@ mod tests {
     const ID: &str = "3f4e8a2b9c1d0e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f";
 
     #[test]
-    fn mountinfo_escapes() {
-        assert_eq!(unescape("/a\\040b"), "/a b");
-        assert_eq!(unescape("/plain"), "/plain");
-        assert_eq!(unescape("/end\\04"), "/end\\04");
+    fn the_unified_mount_is_preferred() {
+        let line = |point: &str, fs: &str| format!("30 1 0:26 / {point} rw,nosuid - {fs} {fs} rw\n");
+        let pick = |lines: &[String]| preferred_mount(cgroup2_mounts(&lines.concat())).map(|(p, _)| p);
+        let other = line("/other", "cgroup2");
+        let unified = line("/sys/fs/cgroup", "cgroup2");
+        let hybrid = line("/sys/fs/cgroup/unified", "cgroup2");
+        assert_eq!(pick(&[other.clone(), unified]), Some(PathBuf::from("/sys/fs/cgroup")));
+        assert_eq!(pick(&[other.clone(), hybrid]), Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(pick(&[other.clone(), line("/sys/fs/cgroup/cpu", "cgroup")]), Some(PathBuf::from("/other")));
+        assert_eq!(pick(&[]), None);
+        // Escaped mount points, and the root of a mount that shows a subtree.
+        let sub = "31 1 0:26 /kubepods/pod\\0401 /mnt/a\\040b rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(cgroup2_mounts(sub), vec![(PathBuf::from("/mnt/a b"), "/kubepods/pod 1".to_string())]);
     }
 
     /// Each runtime's files as it writes them give the name, image and pod.

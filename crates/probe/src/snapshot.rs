@@ -78,21 +78,25 @@ pub fn mounts() -> Vec<Mount> {
         .collect()
 }
 
-fn unescape(s: &str) -> String {
-    // mountinfo escapes space, tab, newline and backslash as \ooo.
+/// A path or source field of /proc/self/mountinfo with its octal escapes undone (the kernel
+/// writes space, tab, newline and backslash as `\ooo`).
+pub(crate) fn unescape(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() {
-            if let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 4]).unwrap_or("x"), 8) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
+        // Three octal digits of at most 0o377.
+        let esc = b[i] == b'\\'
+            && i + 3 < b.len()
+            && (b'0'..=b'3').contains(&b[i + 1])
+            && b[i + 2..i + 4].iter().all(|c| (b'0'..=b'7').contains(c));
+        if esc {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
         }
-        out.push(b[i]);
-        i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
 }
@@ -447,5 +451,7 @@ mod tests {
         assert_eq!(unescape("/mnt/a\\040b"), "/mnt/a b");
         assert_eq!(unescape("/plain"), "/plain");
         assert_eq!(unescape("/x\\"), "/x\\");
+        assert_eq!(unescape("/end\\04"), "/end\\04");
+        assert_eq!(unescape("/not\\400octal\\08"), "/not\\400octal\\08");
     }
 }

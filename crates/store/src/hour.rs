@@ -64,25 +64,12 @@ impl Hour {
 
 impl fmt::Display for Hour {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let days = self.0.div_euclid(86_400);
-        let hour = self.0.rem_euclid(86_400) / HOUR_SECS;
-        let (y, m, d) = civil_from_days(days);
-        write!(f, "{y:04}-{m:02}-{d:02}T{hour:02}:00Z")
+        match chrono::DateTime::from_timestamp(self.0, 0) {
+            Some(t) => write!(f, "{}", t.format("%Y-%m-%dT%H:00Z")),
+            // Past chrono's range (±262,000 years): the hours saturate there.
+            None => write!(f, "{} s after 1970-01-01T00:00Z", self.0),
+        }
     }
-}
-
-/// Proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]
@@ -98,6 +85,10 @@ mod tests {
         // 2000-02-29 13:xx UTC (a leap day).
         assert_eq!(Hour::from_unix_secs(951_831_000).to_string(), "2000-02-29T13:00Z");
         assert_eq!(Hour::from_unix_secs(-1).to_string(), "1969-12-31T23:00Z");
+        assert_eq!(
+            Hour::from_unix_secs(i64::MAX).to_string(),
+            format!("{} s after 1970-01-01T00:00Z", i64::MAX / 3600 * 3600)
+        );
         let h = Hour::from_unix_secs(1_800_000_000);
         assert_eq!(Hour::containing(h.start()), h);
         assert_eq!(Hour::containing(h.start() - Duration::from_nanos(1)), h.plus(-1));

@@ -71,21 +71,8 @@ pub fn fmt_secs(s: f64) -> String {
 
 /// Wall-clock ns since the epoch as `2024-05-01 10:01:02.123 UTC`.
 pub fn fmt_wall(ns: i64) -> String {
-    let secs = ns.div_euclid(1_000_000_000);
-    let ms = ns.rem_euclid(1_000_000_000) / 1_000_000;
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{ms:03} UTC", sod / 3600, sod / 60 % 60, sod % 60)
+    // Every i64 of ns is within chrono's range; the milliseconds are cut, not rounded.
+    chrono::DateTime::from_timestamp_nanos(ns).format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string()
 }
 
 /// Ticks for a linear axis over `[lo, hi]`: about `target` values at a 1-2-5 step, all inside.

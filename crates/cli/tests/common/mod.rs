@@ -2,6 +2,7 @@
 //! loop-device file systems, running the binary.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod replay_trace;
 
 use std::path::{Path, PathBuf};
@@ -28,6 +29,12 @@ pub fn latscope_ok(args: &[&str]) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Like [`latscope_ok`], with standard output parsed as one JSON document.
+pub fn latscope_json(args: &[&str]) -> serde_json::Value {
+    let out = latscope_ok(args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("latscope {args:?}: output is not JSON ({e}):\n{out}"))
 }
 
 /// Privilege and tool checks with CI semantics (skipped here, a failure under CI=true).

@@ -218,19 +218,12 @@ impl Drop for PartWriter {
     }
 }
 
-/// `YYYY-MM-DD` of a day number (days since 1970-01-01), proleptic Gregorian calendar.
+/// `YYYY-MM-DD` of a day number (days since 1970-01-01), proleptic Gregorian calendar; the
+/// number itself past chrono's range (±262,000 years: no event time reaches it).
 pub(crate) fn civil_date(days: i64) -> String {
-    // Howard Hinnant's days_from_civil inverse (http://howardhinnant.github.io/date_algorithms.html).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+    days.checked_mul(86_400)
+        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
+        .map_or_else(|| days.to_string(), |t| t.format("%Y-%m-%d").to_string())
 }
 
 /// A partition directory value escaped as Hive does (`%XX` for characters that are not letters,

@@ -35,6 +35,41 @@ impl Planner<'_> {
         self.usable(self.fd_of(b.pid[i], b.fd[i])).is_ok_and(|f| self.ofds[f.ofd as usize].what == What::File)
     }
 
+    /// The output and input of a call that moves data between two fds (event `i`), when both
+    /// are replayed regular files. Otherwise `None`, with the call dropped, or marked a change
+    /// the replay cannot make when it `moved` data from another kind of fd into a replayed file.
+    fn file_pair(&mut self, i: usize, out: Option<Fd>, inp: Option<Fd>, moved: bool) -> Option<(Fd, Fd)> {
+        match (self.usable(out), self.usable(inp)) {
+            (Ok(o), Ok(n))
+                if self.ofds[o.ofd as usize].what == What::File && self.ofds[n.ofd as usize].what == What::File =>
+            {
+                Some((o, n))
+            }
+            (o, n) => {
+                let reason = match (o, n) {
+                    (Err(r), _) | (_, Err(r)) => r,
+                    _ => why::NOT_FILE,
+                };
+                if moved && self.writes_replayed_file(i) {
+                    // Data from a pipe, socket or unknown fd into a replayed file.
+                    self.unreplayed(i, NONE, why::COPY_FROM_OTHER);
+                } else {
+                    self.drop_op(reason);
+                }
+                None
+            }
+        }
+    }
+
+    /// Begins event `i` on output `fo`, reading input `fi` (see [`Planner::begin_fd`]).
+    fn begin_pair(&mut self, i: usize, fo: Fd, fi: Fd) -> OpRef {
+        let me = self.begin_fd(i, fo);
+        let s = &mut self.slots[fi.slot as usize];
+        s.res.read(me, &mut self.deps);
+        s.used = true;
+        me
+    }
+
     /// copy_file_range, sendfile: `fd` is the output, `addr` the input.
     pub(super) fn copy(&mut self, i: usize, k: OpKind) {
         let b = &self.ev.events;
@@ -61,34 +96,12 @@ impl Planner<'_> {
             self.drop_op(why::EBADF);
             return;
         }
-        let (fo, fi) = match (self.usable(out), self.usable(inp)) {
-            (Ok(o), Ok(n))
-                if self.ofds[o.ofd as usize].what == What::File && self.ofds[n.ofd as usize].what == What::File =>
-            {
-                (o, n)
-            }
-            (o, n) => {
-                let reason = match (o, n) {
-                    (Err(r), _) | (_, Err(r)) => r,
-                    _ => why::NOT_FILE,
-                };
-                if ret > 0 && self.writes_replayed_file(i) {
-                    // Data from a pipe, socket or unknown fd into a replayed file.
-                    self.unreplayed(i, NONE, why::COPY_FROM_OTHER);
-                } else {
-                    self.drop_op(reason);
-                }
-                return;
-            }
-        };
+        let Some((fo, fi)) = self.file_pair(i, out, inp, ret > 0) else { return };
         if !self.sel {
             return;
         }
         // No buffer: the kernel moves the data, so any length is replayed as recorded.
-        let me = self.begin_fd(i, fo);
-        let s = &mut self.slots[fi.slot as usize];
-        s.res.read(me, &mut self.deps);
-        s.used = true;
+        let me = self.begin_pair(i, fo, fi);
         if roff2 < 0 {
             self.ofds[fi.ofd as usize].pos_res.write(me, &mut self.deps);
         }
@@ -98,25 +111,13 @@ impl Planner<'_> {
         let got = ret.max(0) as u64;
         let (io, oo) = (self.obj_of(fi), self.obj_of(fo));
         if io != NONE && in_off >= 0 {
-            let o = &mut self.w.objs[io as usize];
-            o.writers.readers_deps(in_off as u64, in_off as u64 + got, &mut self.deps);
-            o.size_res.read(me, &mut self.deps);
-            if ret >= 0 {
-                self.w.read_evidence(io, in_off as u64, bytes, got);
-            }
+            self.read_range(me, io, in_off as u64, got, (ret >= 0).then_some(bytes));
         }
         let append = self.ofds[fo.ofd as usize].append;
         let at = if append && oo != NONE { self.w.size(oo) as i64 } else { roff };
         if oo != NONE && at >= 0 {
             let cur = self.w.size(oo);
-            let o = &mut self.w.objs[oo as usize];
-            if append || at as u64 + got > cur {
-                o.size_res.write(me, &mut self.deps);
-            } else {
-                o.size_res.read(me, &mut self.deps);
-            }
-            o.writers.write(at as u64, at as u64 + got, me);
-            self.w.wrote(oo, at as u64, got);
+            self.write_range(me, oo, at as u64, got, cur, append);
         }
         self.slots[fo.slot as usize].written = true;
         let mut op = Op {
@@ -198,21 +199,11 @@ impl Planner<'_> {
             let cur = if obj != NONE { self.w.size(obj) } else { 0 };
             let at = if append && obj != NONE { cur as i64 } else { at };
             if obj != NONE && at >= 0 {
-                let o = &mut self.w.objs[obj as usize];
-                if append || at as u64 + n > cur {
-                    o.size_res.write(me, &mut self.deps);
-                } else {
-                    o.size_res.read(me, &mut self.deps);
-                }
-                o.writers.write(at as u64, at as u64 + n, me);
-                self.w.wrote(obj, at as u64, n);
+                self.write_range(me, obj, at as u64, n, cur, append);
             }
             self.slots[f.slot as usize].written = true;
         } else if obj != NONE && at >= 0 {
-            let o = &mut self.w.objs[obj as usize];
-            o.writers.readers_deps(at as u64, at as u64 + n, &mut self.deps);
-            o.size_res.read(me, &mut self.deps);
-            self.w.read_evidence(obj, at as u64, n, n);
+            self.read_range(me, obj, at as u64, n, Some(n));
         }
         let kind = match (write, positional) {
             (true, true) => OpKind::Write,
@@ -239,32 +230,11 @@ impl Planner<'_> {
             return;
         }
         let src = b.addr[i] as i32;
-        let (fo, fi) = match (self.usable(self.fd_of(pid, fd)), self.usable(self.fd_of(pid, src))) {
-            (Ok(o), Ok(n))
-                if self.ofds[o.ofd as usize].what == What::File && self.ofds[n.ofd as usize].what == What::File =>
-            {
-                (o, n)
-            }
-            (o, n) => {
-                let reason = match (o, n) {
-                    (Err(r), _) | (_, Err(r)) => r,
-                    _ => why::NOT_FILE,
-                };
-                if ret == 0 && self.writes_replayed_file(i) {
-                    self.unreplayed(i, NONE, why::COPY_FROM_OTHER);
-                } else {
-                    self.drop_op(reason);
-                }
-                return;
-            }
-        };
+        let Some((fo, fi)) = self.file_pair(i, self.fd_of(pid, fd), self.fd_of(pid, src), ret == 0) else { return };
         if !self.sel {
             return;
         }
-        let me = self.begin_fd(i, fo);
-        let s = &mut self.slots[fi.slot as usize];
-        s.res.read(me, &mut self.deps);
-        s.used = true;
+        let me = self.begin_pair(i, fo, fi);
         let (io, oo) = (self.obj_of(fi), self.obj_of(fo));
         let whole = req == FICLONE;
         let (src_off, len, dst_off) = if whole { (0, 0, 0) } else { (b.off2[i].max(0), b.bytes[i], b.off[i].max(0)) };

@@ -107,13 +107,7 @@ impl Planner<'_> {
             self.implicit_close(f, tid, pid);
             return;
         }
-        if self.slots[f.slot as usize].pre.is_some() {
-            // Only closed, but opened by the run first: it must be in the starting tree.
-            self.obj_of(f);
-        }
-        let me = self.begin(tid, pid);
-        self.slots[f.slot as usize].res.write(me, &mut self.deps);
-        self.slots[f.slot as usize].used = true;
+        let me = self.begin_close(f, tid, pid);
         self.tables[table as usize].fdnum.entry(fd).or_default().write(me, &mut self.deps);
         self.finish(me, Op { kind: OpKind::Close, slot: f.slot, ret, ..Op::blank() });
     }
@@ -176,6 +170,28 @@ impl Planner<'_> {
         s.used = true;
         me
     }
+    /// Op `me` reads `[at, at + got)` of object `obj`: it depends on that range's writers and
+    /// on the size. `asked`: the bytes asked for, when the result is evidence of the file's size.
+    pub(super) fn read_range(&mut self, me: OpRef, obj: u32, at: u64, got: u64, asked: Option<u64>) {
+        let o = &mut self.w.objs[obj as usize];
+        o.writers.readers_deps(at, at + got, &mut self.deps);
+        o.size_res.read(me, &mut self.deps);
+        if let Some(asked) = asked {
+            self.w.read_evidence(obj, at, asked, got);
+        }
+    }
+    /// Op `me` writes `[at, at + n)` of object `obj`, which is `cur` bytes long: an append or a
+    /// write past the end changes the size, any other only depends on it.
+    pub(super) fn write_range(&mut self, me: OpRef, obj: u32, at: u64, n: u64, cur: u64, append: bool) {
+        let o = &mut self.w.objs[obj as usize];
+        if append || at + n > cur {
+            o.size_res.write(me, &mut self.deps);
+        } else {
+            o.size_res.read(me, &mut self.deps);
+        }
+        o.writers.write(at, at + n, me);
+        self.w.wrote(obj, at, n);
+    }
     pub(super) fn first_pos(&mut self, f: Fd, off: i64) {
         let s = &mut self.slots[f.slot as usize];
         if s.first_pos.is_none() && off >= 0 {
@@ -225,13 +241,7 @@ impl Planner<'_> {
         }
         let obj = self.obj_of(f);
         if obj != NONE && self.ofds[f.ofd as usize].what == What::File && off >= 0 {
-            let got = ret.max(0) as u64;
-            let o = &mut self.w.objs[obj as usize];
-            o.writers.readers_deps(off as u64, off as u64 + got, &mut self.deps);
-            o.size_res.read(me, &mut self.deps);
-            if ret >= 0 {
-                self.w.read_evidence(obj, off as u64, bytes, got);
-            }
+            self.read_range(me, obj, off as u64, ret.max(0) as u64, (ret >= 0).then_some(bytes));
         }
         self.finish(me, Op { kind: k, slot: f.slot, size: bytes, off, ret, ..Op::blank() });
     }
@@ -272,15 +282,7 @@ impl Planner<'_> {
             }
         }
         if obj != NONE && off >= 0 {
-            let got = ret.max(0) as u64;
-            let o = &mut self.w.objs[obj as usize];
-            if append || off as u64 + got > cur {
-                o.size_res.write(me, &mut self.deps);
-            } else {
-                o.size_res.read(me, &mut self.deps);
-            }
-            o.writers.write(off as u64, off as u64 + got, me);
-            self.w.wrote(obj, off as u64, got);
+            self.write_range(me, obj, off as u64, ret.max(0) as u64, cur, append);
         }
         self.slots[f.slot as usize].written = true;
         self.finish(me, Op { kind: k, slot: f.slot, size: bytes, off, ret, ..Op::blank() });

@@ -120,6 +120,11 @@ impl Planner<'_> {
         if f.slot == NONE || !self.slots[f.slot as usize].real() {
             return;
         }
+        let me = self.begin_close(f, tid, pid);
+        self.finish(me, Op { kind: OpKind::Close, slot: f.slot, bits: Op::IMPLICIT, ..Op::blank() });
+    }
+    /// Begins the close of slot `f` (recorded or implicit) in the stream of `tid`.
+    pub(super) fn begin_close(&mut self, f: Fd, tid: u32, pid: u32) -> OpRef {
         // A file open before the recording that is only ever closed must still exist for the
         // run to open it: its first use makes it part of the starting tree.
         if self.slots[f.slot as usize].pre.is_some() {
@@ -128,7 +133,7 @@ impl Planner<'_> {
         let me = self.begin(tid, pid);
         self.slots[f.slot as usize].res.write(me, &mut self.deps);
         self.slots[f.slot as usize].used = true;
-        self.finish(me, Op { kind: OpKind::Close, slot: f.slot, bits: Op::IMPLICIT, ..Op::blank() });
+        me
     }
     /// A copy of `table` for a new process: every replayable fd is duplicated (fork's
     /// inheritance), in the stream of `tid`.
