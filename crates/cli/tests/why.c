@@ -10,6 +10,8 @@
  *   why sleep N MS       nanosleep MS ms, N times
  *   why fault FILE N     write()s to a pipe from N uncached pages of a mmap'd FILE
  *   why fsync FILE N     N times: write 64 KiB to FILE (a block device or a file) and fsync it
+ *   why fsynclock FILE N a thread holds a lock while it writes 64 KiB to FILE and fsyncs it; the
+ *                        main thread waits for the lock, N times; prints the fsyncs' time
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -236,6 +238,52 @@ static void do_fsync(const char *path, long n)
 	close(fd);
 }
 
+/* ---- a lock held across an fsync (the cascade through block I/O) ---- */
+static int lock_fd;
+static long long fsync_ns; /* ground truth: the holder's time in fsync */
+
+static void *fsync_holder(void *arg)
+{
+	long n = (long)arg;
+	printf("holder %ld\n", (long)syscall(SYS_gettid));
+	fflush(stdout);
+	static char buf[65536];
+	memset(buf, 'b', sizeof(buf));
+	for (long r = 1; r <= n; r++) {
+		while (atomic_load(&round_) != r)
+			sleep_ms(1);
+		atomic_store(&word, 1);
+		atomic_store(&round_, -r); /* tell the waiter the lock is held */
+		if (pwrite(lock_fd, buf, sizeof(buf), r * (off_t)sizeof(buf)) != sizeof(buf))
+			die("pwrite");
+		long long t0 = ns_of(CLOCK_MONOTONIC);
+		if (fsync(lock_fd))
+			die("fsync");
+		fsync_ns += ns_of(CLOCK_MONOTONIC) - t0;
+		atomic_store(&word, 0);
+		syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	}
+	return NULL;
+}
+
+static void do_fsynclock(const char *path, long n)
+{
+	lock_fd = open(path, O_WRONLY | O_CREAT, 0600);
+	if (lock_fd < 0)
+		die("open");
+	pthread_t t;
+	pthread_create(&t, NULL, fsync_holder, (void *)n);
+	for (long r = 1; r <= n; r++) {
+		atomic_store(&round_, r);
+		while (atomic_load(&round_) != -r)
+			sched_yield();
+		while (atomic_load(&word) == 1)
+			syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+	}
+	pthread_join(t, NULL);
+	printf("fsync_ns %lld\n", fsync_ns);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -262,6 +310,8 @@ int main(int argc, char **argv)
 		do_fault(argv[2], atol(argv[3]));
 	else if (!strcmp(m, "fsync") && argc > 3)
 		do_fsync(argv[2], atol(argv[3]));
+	else if (!strcmp(m, "fsynclock") && argc > 3)
+		do_fsynclock(argv[2], atol(argv[3]));
 	else {
 		fprintf(stderr, "unknown mode %s\n", m);
 		return 2;
