@@ -508,4 +508,32 @@ mod tests {
         assert!(line(&h, &b, 1).unwrap().contains("pipe/socket 3.00us (100%); woken by writer/42"));
         assert!(json(&h, &b, 2).is_none());
     }
+
+    #[test]
+    fn the_requests_behind_io_waits_are_shown_by_call_and_by_disk() {
+        let mut e = call(800_000_000, [0, 0, 800_000_000, 0, 0, 0, 0, 0, 0], "", 0);
+        (e.wake_dev, e.wake_sector) = ((7 << 20) | 1, 112);
+        (e.wake_held_ns, e.wake_queue_ns, e.wake_device_ns) = (799_000_000, 10_000, 50_000);
+        let mut b = EventBatch::default();
+        b.push(&e);
+        let h = TraceHeader::default();
+        let l = line(&h, &b, 0).unwrap();
+        assert!(
+            l.contains(
+                "sector 112; requests that ended the I/O waits: held 799ms before them, queued 10.0us, device 50.0us"
+            ),
+            "{l}"
+        );
+        let j = json(&h, &b, 0).unwrap();
+        assert_eq!(j["io_requests"]["held_ns"], 799_000_000);
+        assert_eq!(j["io_requests"]["device_ns"], 50_000);
+        let mut a = WhyAgg::default();
+        a.add(&b, &[0]);
+        let d = &a.to_json(5)["operations"][0]["disks"][0];
+        assert_eq!((d["io_ns"].as_u64(), d["requests"]["held_ns"].as_u64()), (Some(800_000_000), Some(799_000_000)));
+        assert!(a.render_ticket(&h, 5, 1).contains("held 799ms before them"));
+        // A trace recorded before the request times: none shown.
+        b.wake_device_ns[0] = 0;
+        assert!(!line(&h, &b, 0).unwrap().contains("held") && json(&h, &b, 0).unwrap().get("io_requests").is_none());
+    }
 }
