@@ -26,6 +26,8 @@
  *                        semop, N times
  *   why cpu N            N reads of 16 MiB of /dev/zero (run it in a CPU-throttled cgroup);
  *                        prints the wall and CPU time of the calls
+ *   why fsynclock FILE N a thread holds a lock while it writes 64 KiB to FILE and fsyncs it; the
+ *                        main thread waits for the lock, N times; prints the fsyncs' time
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -581,6 +583,52 @@ static void do_cpu(long n)
 	printf("wall_ns %lld\ncpu_ns %lld\n", wall, cpu_ns);
 }
 
+/* ---- a lock held across an fsync (the cascade through block I/O) ---- */
+static int lock_fd;
+static long long fsync_ns; /* ground truth: the holder's time in fsync */
+
+static void *fsync_holder(void *arg)
+{
+	long n = (long)arg;
+	printf("holder %ld\n", (long)syscall(SYS_gettid));
+	fflush(stdout);
+	static char buf[65536];
+	memset(buf, 'b', sizeof(buf));
+	for (long r = 1; r <= n; r++) {
+		while (atomic_load(&round_) != r)
+			sleep_ms(1);
+		atomic_store(&word, 1);
+		atomic_store(&round_, -r); /* tell the waiter the lock is held */
+		if (pwrite(lock_fd, buf, sizeof(buf), r * (off_t)sizeof(buf)) != sizeof(buf))
+			die("pwrite");
+		long long t0 = ns_of(CLOCK_MONOTONIC);
+		if (fsync(lock_fd))
+			die("fsync");
+		fsync_ns += ns_of(CLOCK_MONOTONIC) - t0;
+		atomic_store(&word, 0);
+		syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	}
+	return NULL;
+}
+
+static void do_fsynclock(const char *path, long n)
+{
+	lock_fd = open(path, O_WRONLY | O_CREAT, 0600);
+	if (lock_fd < 0)
+		die("open");
+	pthread_t t;
+	pthread_create(&t, NULL, fsync_holder, (void *)n);
+	for (long r = 1; r <= n; r++) {
+		atomic_store(&round_, r);
+		while (atomic_load(&round_) != -r)
+			sched_yield();
+		while (atomic_load(&word) == 1)
+			syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+	}
+	pthread_join(t, NULL);
+	printf("fsync_ns %lld\n", fsync_ns);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -627,6 +675,8 @@ int main(int argc, char **argv)
 		do_sem(atol(argv[2]), atol(argv[3]));
 	else if (!strcmp(m, "cpu"))
 		do_cpu(atol(argv[2]));
+	else if (!strcmp(m, "fsynclock") && argc > 3)
+		do_fsynclock(argv[2], atol(argv[3]));
 	else {
 		fprintf(stderr, "unknown mode %s\n", m);
 		return 2;

@@ -233,20 +233,23 @@ fn why_reads_of_uncached_mapped_pages_are_page_fault_time() {
     assert_share("page fault", total(&ev, "fault"), blocked, total_lat(&ev));
 }
 
-/// fsync of writes to a loop device throttled to 20 write I/Os per second (blkio cgroup v1, or
-/// io.max on cgroup v2): the time is block I/O.
-#[test]
-fn why_fsync_behind_a_throttled_device_is_block_io_time() {
-    if !require_bpf("why_fsync_behind_a_throttled_device_is_block_io_time") {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let img = tmp.path().join("img");
+/// A loop device throttled to 20 write I/Os per second (blkio cgroup v1, or io.max on cgroup v2)
+/// in a cgroup of its own: `dev` and `pre`, a shell command that moves the shell into the
+/// cgroup. Dropping it removes both. `None` (said) where there is no controller to throttle with.
+struct ThrottledLoop {
+    dev: String,
+    pre: String,
+    _rm: Defer,
+    _detach: Defer,
+}
+
+fn throttled_loop(tmp: &Path, test: &str) -> Option<ThrottledLoop> {
+    let img = tmp.join("img");
     std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
     let dev = sh(&format!("losetup -f --show {}", img.display()));
-    let _detach = Defer(format!("losetup -d {dev}"));
+    let detach = Defer(format!("losetup -d {dev}"));
     let majmin = sh(&format!("lsblk -dno MAJ:MIN {dev}")).replace(' ', "");
-    let name = format!("latscope-why-{}", std::process::id());
+    let name = format!("latscope-why-{}-{test}", std::process::id());
     let v1 = Path::new("/sys/fs/cgroup/blkio");
     let (cg, limit) = if v1.join("blkio.throttle.write_iops_device").exists() {
         (v1.join(&name), ("blkio.throttle.write_iops_device", format!("{majmin} 20")))
@@ -254,19 +257,34 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
         let root = Path::new("/sys/fs/cgroup");
         if !std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default().contains("io") {
             if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("why_fsync: no blkio (v1) or io (v2) controller to throttle a device with");
+                panic!("{test}: no blkio (v1) or io (v2) controller to throttle a device with");
             }
-            eprintln!("SKIPPED why_fsync: no blkio (v1) or io (v2) controller to throttle a device with");
-            return;
+            eprintln!("SKIPPED {test}: no blkio (v1) or io (v2) controller to throttle a device with");
+            return None;
         }
         let _ = std::fs::write(root.join("cgroup.subtree_control"), "+io");
         (root.join(&name), ("io.max", format!("{majmin} wiops=20")))
     };
     std::fs::create_dir(&cg).unwrap();
-    let _rm = Defer(format!("rmdir {}", cg.display()));
+    let rm = Defer(format!("rmdir {}", cg.display()));
     std::fs::write(cg.join(limit.0), limit.1).unwrap();
     let pre = format!("echo $$ > {}/cgroup.procs", cg.display());
-    let (trace, kv) = record(tmp.path(), &["fsync", &dev, "4"], Some(&pre));
+    Some(ThrottledLoop { dev, pre, _rm: rm, _detach: detach })
+}
+
+/// fsync of writes to a throttled loop device: the time is block I/O; the requests that ended
+/// its waits were held before they existed (the throttle) for that time, and spent little of it
+/// queued or on the device.
+#[test]
+fn why_fsync_behind_a_throttled_device_is_block_io_time() {
+    if !require_bpf("why_fsync_behind_a_throttled_device_is_block_io_time") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(tl) = throttled_loop(tmp.path(), "why_fsync") else {
+        return;
+    };
+    let (trace, kv) = record_with(tmp.path(), &["fsync", &tl.dev, "4"], Some(&tl.pre), &[]);
     let ev = calls(&trace, kv["main"], "fsync");
     assert_eq!(ev.len(), 4);
     assert_parts_add_up(&ev);
@@ -276,11 +294,30 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
     let truth = lat - total(&ev, "cpu") - total(&ev, "runq");
     assert_share("block I/O", total(&ev, "io"), truth, lat);
     assert!(total(&ev, "io") * 100 >= lat * 90, "block I/O dominates: {} of {lat} ns", total(&ev, "io"));
+    // The requests behind the waits: each call's I/O is the throttle holding its writes before
+    // they became requests (within 5 % of the call), the requests themselves were quick.
+    for e in &ev {
+        let (io, l) = (part(e, "io"), e["latency_ns"].as_u64().unwrap());
+        let r = &e["why"]["io_requests"];
+        let held = r["held_ns"].as_u64().unwrap_or_else(|| panic!("no request times: {e}"));
+        assert_share("held before the request", held, io, l);
+        let (q, d) = (r["queue_ns"].as_u64().unwrap(), r["device_ns"].as_u64().unwrap());
+        assert!(d > 0 && (q + d) * 100 <= l * 5, "queued {q} ns, on the device {d} ns, of {l} ns: {e}");
+        assert!(e["why"]["woken_by_request"]["disk"].as_str().unwrap().contains(&tl.dev[5..]), "{e}");
+    }
+    let t = trace.to_str().unwrap();
+    let f = format!("thread.tid = {} and evt.type = fsync", kv["main"]);
+    let text = latscope_ok(&["events", "-r", t, "--why", &f]);
+    assert!(text.contains("requests that ended the I/O waits: held "), "{text}");
+    let j = latscope_json(&["why", "-r", t, "--json", &f]);
+    let disk = &j["operations"][0]["disks"][0];
+    let held = disk["requests"]["held_ns"].as_u64().unwrap();
+    assert_share("the why view's held time", held, total(&ev, "io"), lat);
+    assert!(latscope_ok(&["why", "-r", t, &f]).contains("requests that ended the I/O waits: held "));
 
     // Where the fsyncs blocked: the kernel stack goes through the block device's sync path
     // (blkdev_fsync, which writes the dirty pages and waits for their writeback) down to the
     // I/O wait (io_schedule), and that stack holds the block I/O time.
-    let f = format!("thread.tid = {} and evt.type = fsync", kv["main"]);
     let v = latscope_json(&["why", "-r", trace.to_str().unwrap(), "--stacks", "--json", &f]);
     let top = &v["stacks"][0];
     let kernel: Vec<&str> = top["kernel"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
@@ -294,6 +331,45 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
     );
     assert_eq!(top["calls"], 4, "{top}");
     assert_share("the sync stack's blocked time", top["blocked_ns"].as_u64().unwrap(), total(&ev, "io"), lat);
+}
+
+/// A thread holds a lock across an fsync of a throttled loop device while the main thread waits
+/// for it: the wait is lock time, woken by the holder, which was in block I/O for the fsync's
+/// time (one level of cascade through block I/O).
+#[test]
+fn why_lock_held_across_a_throttled_fsync_cascades_to_block_io() {
+    if !require_bpf("why_lock_held_across_a_throttled_fsync_cascades_to_block_io") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(tl) = throttled_loop(tmp.path(), "why_fsynclock") else {
+        return;
+    };
+    let (trace, kv) = record_with(tmp.path(), &["fsynclock", &tl.dev, "4"], Some(&tl.pre), &[]);
+    let ev: Vec<Value> =
+        calls(&trace, kv["main"], "futex").into_iter().filter(|e| e["latency_ns"].as_u64() > Some(1_000_000)).collect();
+    assert!(!ev.is_empty());
+    assert_parts_add_up(&ev);
+    let lat = total_lat(&ev);
+    assert!(lat > 4 * 100_000_000, "the throttle held each fsync, and the lock with it: {lat} ns");
+    assert_share("lock", total(&ev, "lock"), lat - total(&ev, "cpu") - total(&ev, "runq"), lat);
+    for e in &ev {
+        assert_eq!(e["why"]["waker"]["tid"], kv["holder"], "woken by the holder: {e}");
+        let was_in = &e["why"]["waker"]["was_in"];
+        assert!(was_in.is_null() || was_in["cause"] == "io", "the holder was in block I/O: {e}");
+    }
+    // The truth: the holder's fsyncs (its clock around each), as far as the waits cover them
+    // (the waiter starts waiting a little after the holder took the lock and wrote; the
+    // holder's time on CPU in fsync is no wait of its own).
+    let was_in: u64 = ev.iter().map(|e| e["why"]["waker"]["was_in"]["ns"].as_u64().unwrap_or(0)).sum();
+    let truth = (kv["fsync_ns"] as u64).min(lat);
+    assert_share("the holder's fsync within the lock wait", was_in, truth, lat);
+    let t = trace.to_str().unwrap();
+    let f = format!("thread.tid = {} and evt.type = futex and evt.latency > 1ms", kv["main"]);
+    let text = latscope_ok(&["events", "-r", t, "--why", &f]);
+    assert!(text.contains(&format!("woken by why/{}, which was in block I/O ", kv["holder"])), "{text}");
+    let j = latscope_json(&["why", "-r", t, "--waits", "--json", &f]);
+    assert_eq!(j["operations"][0]["wakers"][0]["was_in"]["cause"], "io", "{j}");
 }
 
 /// Records `why ARGS...`; its main thread's calls of type `ty` that waited more than 1 ms hold
@@ -583,8 +659,7 @@ fn why_writes_throttled_by_dirty_page_balancing_are_block_io_in_balance_dirty_pa
     let paused: Vec<&Value> = ev.iter().filter(|e| part(e, "io") > 10_000_000).collect();
     assert!(paused.iter().all(|e| e["why"]["waker"]["kind"] == "timer"), "the pauses end by a timer: {paused:?}");
     let f = format!("thread.tid = {} and evt.type = write", kv["main"]);
-    let v: Value =
-        serde_json::from_str(&latscope_ok(&["why", "-r", trace.to_str().unwrap(), "--stacks", "--json", &f])).unwrap();
+    let v = latscope_json(&["why", "-r", trace.to_str().unwrap(), "--stacks", "--json", &f]);
     let top = &v["stacks"][0];
     let kernel: Vec<&str> = top["kernel"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
     assert!(kernel.iter().any(|f| f.starts_with("balance_dirty_pages")), "the pause: {kernel:?}");

@@ -364,6 +364,16 @@ columns! {
     waker_wait_part: u8,
     /// How long (ns) the waking thread was blocked in `waker_wait_part` during that interval.
     waker_wait_ns: u64,
+    /// The block requests whose completions ended the call's I/O waits (`wake_dev` names the
+    /// one of the longest): of each such wait, the time (ns) before its request existed (was
+    /// inserted, or issued straight to the driver: the bio was held by cgroup I/O throttling or
+    /// a plug, or not yet submitted), summed over the waits.
+    wake_held_ns: u64,
+    /// Those requests' time queued (insert to issue; their block events' `qtime`), summed (ns).
+    wake_queue_ns: u64,
+    /// Those requests' time on the device (issue to completion; their block events' latency),
+    /// summed (ns).
+    wake_device_ns: u64,
 }
 
 /// The parts of a call's latency recorded by attribution, in the order of [`WHY_PARTS`].

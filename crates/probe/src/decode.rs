@@ -416,6 +416,9 @@ fn set_why(e: &mut Event, y: &ls_why) {
     e.ustack = y.ustack as u32;
     e.waker_wait_part = y.waker_wait_part;
     e.waker_wait_ns = y.waker_wait_ns;
+    e.wake_held_ns = y.wake_held_ns;
+    e.wake_queue_ns = y.wake_queue_ns;
+    e.wake_device_ns = y.wake_device_ns;
 }
 
 fn sock_name(raw: &[u8]) -> Option<String> {

@@ -70,7 +70,10 @@ macro_rules! with_prim_columns {
                 (Vpid, vpid, UInt32Type, UInt32, 0),
                 (Vtid, vtid, UInt32Type, UInt32, 0),
                 (WakerWaitPart, waker_wait_part, UInt8Type, UInt8, 0),
-                (WakerWaitNs, waker_wait_ns, UInt64Type, UInt64, 0)
+                (WakerWaitNs, waker_wait_ns, UInt64Type, UInt64, 0),
+                (WakeHeldNs, wake_held_ns, UInt64Type, UInt64, 0),
+                (WakeQueueNs, wake_queue_ns, UInt64Type, UInt64, 0),
+                (WakeDeviceNs, wake_device_ns, UInt64Type, UInt64, 0)
             ]
         }
     };

@@ -80,6 +80,9 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::Vtid => p.vtid = e.vtid,
                 Column::WakerWaitPart => p.waker_wait_part = e.waker_wait_part,
                 Column::WakerWaitNs => p.waker_wait_ns = e.waker_wait_ns,
+                Column::WakeHeldNs => p.wake_held_ns = e.wake_held_ns,
+                Column::WakeQueueNs => p.wake_queue_ns = e.wake_queue_ns,
+                Column::WakeDeviceNs => p.wake_device_ns = e.wake_device_ns,
             }
         }
         out.push(&p);
@@ -350,6 +353,9 @@ fn files_without_later_columns_read_as_not_recorded() {
     expected.vtid = vec![0; n];
     expected.waker_wait_part = vec![0; n];
     expected.waker_wait_ns = vec![0; n];
+    expected.wake_held_ns = vec![0; n];
+    expected.wake_queue_ns = vec![0; n];
+    expected.wake_device_ns = vec![0; n];
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);

@@ -264,7 +264,10 @@ fn value_counts(all: &EventBatch) -> serde_json::Value {
         vpid,
         vtid,
         waker_wait_part,
-        waker_wait_ns
+        waker_wait_ns,
+        wake_held_ns,
+        wake_queue_ns,
+        wake_device_ns
     );
     for (name, col) in [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2)] {
         let mut m: BTreeMap<String, u64> = BTreeMap::new();

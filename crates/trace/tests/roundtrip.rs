@@ -215,6 +215,9 @@ fn projection_returns_right_values_and_fills_the_rest() {
                 Column::Vtid => ge.vtid == be.vtid,
                 Column::WakerWaitPart => ge.waker_wait_part == be.waker_wait_part,
                 Column::WakerWaitNs => ge.waker_wait_ns == be.waker_wait_ns,
+                Column::WakeHeldNs => ge.wake_held_ns == be.wake_held_ns,
+                Column::WakeQueueNs => ge.wake_queue_ns == be.wake_queue_ns,
+                Column::WakeDeviceNs => ge.wake_device_ns == be.wake_device_ns,
             };
             assert!(same, "column {name} row {i}");
         }

@@ -45,8 +45,8 @@ fn waker_wait_text(w: Option<(usize, u64)>) -> String {
 }
 
 /// The breakdown of call `i` as JSON: `parts_ns` (every part, zeros included; they add up to the
-/// latency), and the waker, the preempter and the waking block request where known. `None` when
-/// the call carries no breakdown.
+/// latency), and the waker, the preempter, the waking block request and the times of the
+/// requests that ended its I/O waits where known. `None` when the call carries no breakdown.
 pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<Value> {
     if b.kind[i] != EventKind::Syscall as u8 || !b.has_why(i) {
         return None;
@@ -78,6 +78,13 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<Value> {
             json!({ "disk": crate::events::disk_label(h, b.wake_dev[i]), "sector": b.wake_sector[i] }),
         );
     }
+    if b.wake_device_ns[i] != 0 {
+        // Summed over the call's I/O waits that a request's completion ended.
+        m.insert(
+            "io_requests".into(),
+            json!({ "held_ns": b.wake_held_ns[i], "queue_ns": b.wake_queue_ns[i], "device_ns": b.wake_device_ns[i] }),
+        );
+    }
     Some(Value::Object(m))
 }
 
@@ -104,7 +111,25 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
     if b.wake_dev[i] != 0 {
         let _ = write!(s, "; I/O {} sector {}", crate::events::disk_label(h, b.wake_dev[i]), b.wake_sector[i]);
     }
+    if b.wake_device_ns[i] != 0 {
+        let _ = write!(s, "; {}", request_times(b.wake_held_ns[i], b.wake_queue_ns[i], b.wake_device_ns[i]));
+    }
     Some(crate::text::clean(&s).into_owned())
+}
+
+/// `requests that ended the I/O waits: held 750ms before them, queued 10us, device 50us`: the
+/// times of the requests whose completions ended I/O waits, summed (nothing for a trace
+/// recorded before they were).
+fn request_times(held: u64, queue: u64, device: u64) -> String {
+    if device == 0 {
+        return String::new();
+    }
+    format!(
+        "requests that ended the I/O waits: held {} before them, queued {}, device {}",
+        fmt_ns(held),
+        fmt_ns(queue),
+        fmt_ns(device)
+    )
 }
 
 /// Time of many calls by cause, by waker and by operation (the breakdown view, `top --by
@@ -157,6 +182,9 @@ pub struct OpWhy {
     pub wakers: HashMap<String, u64>,
     /// I/O time (ns) by the device of the request that woke the call.
     pub disks: HashMap<u32, u64>,
+    /// By the same device: the times of the requests that ended the calls' I/O waits, summed
+    /// (ns): the waits before they existed, queued, on the device.
+    pub disk_requests: HashMap<u32, [u64; 3]>,
 }
 
 impl WhyAgg {
@@ -192,6 +220,10 @@ impl WhyAgg {
             }
             if b.wake_dev[i] != 0 {
                 *op.disks.entry(b.wake_dev[i]).or_default() += p[2] + p[6];
+                let r = op.disk_requests.entry(b.wake_dev[i]).or_default();
+                r[0] += b.wake_held_ns[i];
+                r[1] += b.wake_queue_ns[i];
+                r[2] += b.wake_device_ns[i];
             }
             if let Some(w) = waker(b, i) {
                 // The waker ended the call's longest blocked interval: credit it with the blocked
@@ -301,7 +333,10 @@ impl WhyAgg {
                 "files": largest(&o.files, 3).into_iter().map(|(p, t)| json!({"path": p, "total_ns": t})).collect::<Vec<_>>(),
                 "wakers": largest(&o.wakers, 3).into_iter().map(|(w, t)| json!({"waker": w, "blocked_ns": t,
                     "was_in": self.waker_was_in(&w).map(|(p, t)| json!({"cause": WHY_PART_NAMES[p], "ns": t}))})).collect::<Vec<_>>(),
-                "disks": largest(&o.disks, 3).into_iter().map(|(d, t)| json!({"dev": d, "io_ns": t})).collect::<Vec<_>>(),
+                "disks": largest(&o.disks, 3).into_iter().map(|(d, t)| {
+                    let r = o.disk_requests.get(&d).copied().unwrap_or_default();
+                    json!({"dev": d, "io_ns": t, "requests": {"held_ns": r[0], "queue_ns": r[1], "device_ns": r[2]}})
+                }).collect::<Vec<_>>(),
                 "parts_ns": WHY_PART_NAMES.iter().zip(o.parts).map(|(k, v)| ((*k).to_string(), json!(v))).collect::<Map<String, Value>>(),
             })).collect::<Vec<_>>(),
         })
@@ -382,7 +417,12 @@ impl WhyAgg {
             if !disks.is_empty() {
                 let d: Vec<String> = disks
                     .iter()
-                    .map(|(d, t)| format!("{} ({})", crate::events::disk_label(h, *d), fmt_ns(*t)))
+                    .map(|(d, t)| {
+                        let r = o.disk_requests.get(d).copied().unwrap_or_default();
+                        let times =
+                            if r[2] > 0 { format!("; {}", request_times(r[0], r[1], r[2])) } else { String::new() };
+                        format!("{} ({}{times})", crate::events::disk_label(h, *d), fmt_ns(*t))
+                    })
                     .collect();
                 let _ = writeln!(s, "   disks: {}", d.join(", "));
             }
@@ -458,5 +498,33 @@ mod tests {
         assert_eq!(json(&h, &b, 0).unwrap()["waker"]["tid"], 42);
         assert!(line(&h, &b, 1).unwrap().contains("pipe/socket 3.00us (100%); woken by writer/42"));
         assert!(json(&h, &b, 2).is_none());
+    }
+
+    #[test]
+    fn the_requests_behind_io_waits_are_shown_by_call_and_by_disk() {
+        let mut e = call(800_000_000, [0, 0, 800_000_000, 0, 0, 0, 0, 0, 0], "", 0);
+        (e.wake_dev, e.wake_sector) = ((7 << 20) | 1, 112);
+        (e.wake_held_ns, e.wake_queue_ns, e.wake_device_ns) = (799_000_000, 10_000, 50_000);
+        let mut b = EventBatch::default();
+        b.push(&e);
+        let h = TraceHeader::default();
+        let l = line(&h, &b, 0).unwrap();
+        assert!(
+            l.contains(
+                "sector 112; requests that ended the I/O waits: held 799ms before them, queued 10.0us, device 50.0us"
+            ),
+            "{l}"
+        );
+        let j = json(&h, &b, 0).unwrap();
+        assert_eq!(j["io_requests"]["held_ns"], 799_000_000);
+        assert_eq!(j["io_requests"]["device_ns"], 50_000);
+        let mut a = WhyAgg::default();
+        a.add(&b, &[0]);
+        let d = &a.to_json(5)["operations"][0]["disks"][0];
+        assert_eq!((d["io_ns"].as_u64(), d["requests"]["held_ns"].as_u64()), (Some(800_000_000), Some(799_000_000)));
+        assert!(a.render_ticket(&h, 5, 1).contains("held 799ms before them"));
+        // A trace recorded before the request times: none shown.
+        b.wake_device_ns[0] = 0;
+        assert!(!line(&h, &b, 0).unwrap().contains("held") && json(&h, &b, 0).unwrap().get("io_requests").is_none());
     }
 }

@@ -9,7 +9,7 @@
 //! | columns | encoding |
 //! |---|---|
 //! | `time`, `time_ns`, `lat`, `off` | `DELTA_BINARY_PACKED` |
-//! | `flags`, `mode`, `addr`, `qtime`, the `why_*` parts, `wake_sector` (almost always 0) | a one-entry dictionary while the chunk holds one value, then `PLAIN` |
+//! | `flags`, `mode`, `addr`, `qtime`, the `why_*` parts, `wake_sector` and the `wake_*_ns` times (almost always 0) | a one-entry dictionary while the chunk holds one value, then `PLAIN` |
 //! | other integers | dictionary (`PLAIN` when a sample of the chunk's first values is too varied); past 1 MiB of dictionary, `PLAIN` pages for the rest of the chunk |
 //! | `host`, `kind`, `op`, `fd_type`, `disk`, `waker_kind` | dictionary of the values used, from the keys |
 //! | `comm`, `path`, `path2`, `waker_comm` | dictionary; past 1 MiB, `PLAIN` pages for the rest of the chunk |
@@ -87,7 +87,10 @@ fn encoding_of(name: &str, t: &DataType) -> Enc {
         DataType::Dictionary(_, _) => Enc::KeyDict,
         DataType::Utf8 => Enc::Strings,
         DataType::Int64 | DataType::Timestamp(_, _) if matches!(name, "time" | "time_ns" | "lat" | "off") => Enc::Delta,
-        _ if matches!(name, "flags" | "mode" | "addr" | "qtime" | "wake_sector") || name.starts_with("why_") => {
+        _ if matches!(name, "flags" | "mode" | "addr" | "qtime" | "wake_sector")
+            || name.starts_with("why_")
+            || (name.starts_with("wake_") && name.ends_with("_ns")) =>
+        {
             Enc::Plain
         }
         _ => Enc::IntDict,
@@ -137,6 +140,9 @@ enum Src {
     WakeSector,
     Kstack,
     Ustack,
+    WakeHeld,
+    WakeQueue,
+    WakeDevice,
 }
 
 impl Src {
@@ -179,6 +185,9 @@ impl Src {
             "wake_sector" => Src::WakeSector,
             "kstack" => Src::Kstack,
             "ustack" => Src::Ustack,
+            "wake_held_ns" => Src::WakeHeld,
+            "wake_queue_ns" => Src::WakeQueue,
+            "wake_device_ns" => Src::WakeDevice,
             c if super::schema::CGROUP_COLUMNS.contains(&c) => {
                 Src::CgroupInfo(super::schema::CGROUP_COLUMNS.iter().position(|&x| x == c)? as u8)
             }
@@ -253,6 +262,9 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out:
         Src::WakeSector => sel.gather(&b.wake_sector, out, |v| v as i64),
         Src::Kstack => sel.gather(&b.kstack, out, |v| cx.stack_key(v)),
         Src::Ustack => sel.gather(&b.ustack, out, |v| cx.stack_key(v)),
+        Src::WakeHeld => sel.gather(&b.wake_held_ns, out, |v| v as i64),
+        Src::WakeQueue => sel.gather(&b.wake_queue_ns, out, |v| v as i64),
+        Src::WakeDevice => sel.gather(&b.wake_device_ns, out, |v| v as i64),
         Src::Host
         | Src::Kind
         | Src::Op

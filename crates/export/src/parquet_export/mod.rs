@@ -211,7 +211,8 @@ fn writer_properties(o: &ParquetOptions) -> Result<Arc<WriterProperties>, Export
             .set_column_dictionary_enabled(ColumnPath::from(c), false)
             .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
     }
-    let plain = ["flags", "mode", "addr", "qtime", "wake_sector"].map(String::from);
+    let plain = ["flags", "mode", "addr", "qtime", "wake_sector", "wake_held_ns", "wake_queue_ns", "wake_device_ns"]
+        .map(String::from);
     for c in plain.into_iter().chain(WHY_PART_NAMES.iter().map(|p| format!("why_{p}"))) {
         b = b.set_column_dictionary_enabled(ColumnPath::from(c), false);
     }

@@ -84,6 +84,9 @@ pub const EVENT_COLUMNS: &[ColumnDoc] = &[
     col("wake_sector", I64, "start sector of that request"),
     col("kstack", I64, "the kernel stack where the call blocked: `stacks.stack_id` (0: none)"),
     col("ustack", I64, "the user stack of the call: `stacks.stack_id` (0: none)"),
+    col("wake_held_ns", I64, "the block requests whose completions ended the call's I/O waits: of each wait, nanoseconds before its request existed (inserted, or issued straight to the driver: the bio held by cgroup I/O throttling or a plug, or not yet submitted), summed"),
+    col("wake_queue_ns", I64, "those requests' queue time, insert to issue, nanoseconds, summed (their block events' `qtime`)"),
+    col("wake_device_ns", I64, "those requests' device time, issue to completion, nanoseconds, summed (their block events' `lat`)"),
 ];
 
 /// The columns of the stacks table (the stacks of calls recorded with `record --why`, one row per

@@ -968,7 +968,8 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	__u64 lat = now - v->issue_ts;
 	__u32 dev = rq_dev(rq);
 	if (why_mode)
-		why_rq_done(dev, rq->__sector);
+		why_rq_done(dev, rq->__sector, v->insert_ts ? v->insert_ts : v->issue_ts,
+			    v->insert_ts ? v->issue_ts - v->insert_ts : 0, lat);
 	__u32 group = 0;
 	if (filter_devs || agg_dev_other != LS_AGG_NONE) {
 		__u32 *g = bpf_map_lookup_elem(&devs, &dev);

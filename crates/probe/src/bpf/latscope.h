@@ -198,6 +198,14 @@ struct ls_why {
 	__u64 waker_wait_ns;      /* 0: none seen */
 	__u8 waker_wait_part;
 	__u8 pad2[7];
+	/* The block requests whose completions ended the call's I/O waits, summed over those
+	 * waits, ns: of each wait, the time before its request existed (was inserted, or issued
+	 * straight to the driver): the bio held by cgroup I/O throttling or a plug, or not yet
+	 * submitted; the request's time queued (insert to issue) and on the device (issue to
+	 * completion). */
+	__u64 wake_held_ns;
+	__u64 wake_queue_ns;
+	__u64 wake_device_ns;
 };
 
 /*

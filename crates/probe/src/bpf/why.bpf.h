@@ -69,6 +69,9 @@ struct ls_why_acc {
 	__u8 hist_pos;
 	__u8 hist_part[WHY_HIST];
 	__u64 hist_start[WHY_HIST], hist_end[WHY_HIST];
+	/* The requests that ended the call's I/O waits: the waits before they existed, their
+	 * time queued, on the device (summed). */
+	__u64 wake_held, wake_queue, wake_device;
 };
 
 struct {
@@ -115,6 +118,7 @@ struct ls_why_cpu {
 	__u32 hardirq;        /* depth of device interrupt handlers running */
 	__u32 net_tid;        /* the task that queued the packets of the pending net_rx softirq */
 	char net_comm[LS_COMM_LEN];
+	__u64 rq_start, rq_queue, rq_device; /* that request's insert (or issue), queue and device times */
 };
 
 struct {
@@ -170,6 +174,9 @@ static __always_inline void why_switch_out(void *ctx, struct task_struct *prev, 
 		w->best_runq = 0;
 		w->wake_sector = 0;
 		w->wake_dev = 0;
+		w->wake_held = 0;
+		w->wake_queue = 0;
+		w->wake_device = 0;
 		w->waker_tid = 0;
 		w->waker_ctx = LS_WAKER_NONE;
 		w->waker_comm[0] = 0;
@@ -302,6 +309,15 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 		cause = LS_WHY_OTHER;
 	if (cause < LS_WHY_PARTS)
 		w->part[cause] += d;
+	/* A block request's completion ended an I/O wait: of the wait, the time before the request
+	 * existed (its bio held by cgroup I/O throttling or a plug, or not yet submitted), then its
+	 * time queued and on the device, summed over the call's I/O waits. */
+	bool by_rq = (cause == LS_WHY_IO || cause == LS_WHY_FAULT) && wc->rq_ts && now - wc->rq_ts < WHY_RQ_WINDOW_NS;
+	if (by_rq) {
+		w->wake_held += wc->rq_start > w->mark ? wc->rq_start - w->mark : 0;
+		w->wake_queue += wc->rq_queue;
+		w->wake_device += wc->rq_device;
+	}
 	/* Remembered for the threads this one wakes later (the cascade, below). */
 	__u32 h = w->hist_pos & (WHY_HIST - 1);
 	w->hist_part[h] = cause;
@@ -340,7 +356,7 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 			w->casc_ns = 0;
 			w->casc_part = 0;
 		}
-		if ((cause == LS_WHY_IO || cause == LS_WHY_FAULT) && wc->rq_ts && now - wc->rq_ts < WHY_RQ_WINDOW_NS) {
+		if (by_rq) {
 			w->wake_dev = wc->rq_dev;
 			w->wake_sector = wc->rq_sector;
 		} else {
@@ -483,8 +499,10 @@ int BPF_PROG(ls_why_irq_out)
 	return 0;
 }
 
-/* A block request completed on this CPU: the wake-up that follows in the same call chain is its. */
-static __always_inline void why_rq_done(__u32 dev, __u64 sector)
+/* A block request completed on this CPU: the wake-up that follows in the same call chain is its.
+ * `start`: when it was inserted (or issued, when it went straight to the driver); `queue`,
+ * `device`: its time queued and on the device (ns). */
+static __always_inline void why_rq_done(__u32 dev, __u64 sector, __u64 start, __u64 queue, __u64 device)
 {
 	struct ls_why_cpu *wc = why_cpu();
 	if (!wc)
@@ -492,6 +510,9 @@ static __always_inline void why_rq_done(__u32 dev, __u64 sector)
 	wc->rq_ts = bpf_ktime_get_ns();
 	wc->rq_dev = dev;
 	wc->rq_sector = sector;
+	wc->rq_start = start;
+	wc->rq_queue = queue;
+	wc->rq_device = device;
 }
 
 /*
@@ -537,6 +558,9 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 	o->kstack = w->best_kstack;
 	o->waker_wait_ns = w->casc_ns;
 	o->waker_wait_part = w->casc_part;
+	o->wake_held_ns = w->wake_held;
+	o->wake_queue_ns = w->wake_queue;
+	o->wake_device_ns = w->wake_device;
 	w->call_ts = 0;
 	return o;
 }

@@ -196,6 +196,9 @@ impl EventConverter {
         columns.push(i64s(map(&b.wake_sector, sel, |v| v as i64)));
         columns.push(i64s(map(&b.kstack, sel, |v| cx.stack_key(v))));
         columns.push(i64s(map(&b.ustack, sel, |v| cx.stack_key(v))));
+        columns.push(i64s(map(&b.wake_held_ns, sel, |v| v as i64)));
+        columns.push(i64s(map(&b.wake_queue_ns, sel, |v| v as i64)));
+        columns.push(i64s(map(&b.wake_device_ns, sel, |v| v as i64)));
         // The columns follow `EVENT_COLUMNS` one for one, with the schema's types.
         RecordBatch::try_new(self.schema.clone(), columns).expect("columns match the events schema")
     }
