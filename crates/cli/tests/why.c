@@ -10,7 +10,7 @@
  *   why sleep N MS       nanosleep MS ms, N times
  *   why fault FILE N     write()s to a pipe from N uncached pages of a mmap'd FILE
  *   why fsync FILE N     N times: write 64 KiB to FILE (a block device or a file) and fsync it
- *   why dread FILE N KIB N O_DIRECT reads of KIB KiB from FILE, 1 MiB apart
+ *   why dread FILE N KIB N O_DIRECT reads of KIB KiB from FILE, 1 MiB apart; prints their CPU time
  *   why bread FILE N     N reads of 256 KiB from FILE, 1 MiB apart, out of the page cache first;
  *                        prints the major faults of the calls
  *   why bwrite FILE N    N buffered writes of 256 KiB to FILE (no sync)
@@ -275,9 +275,14 @@ static void do_dread(const char *path, long n, long kib)
 	size_t len = kib << 10;
 	if (kib < 4 || kib > 1024 || posix_memalign(&buf, 4096, len))
 		die("dread size");
-	for (long i = 0; i < n; i++)
+	long long cpu_ns = 0;
+	for (long i = 0; i < n; i++) {
+		long long c0 = ns_of(CLOCK_THREAD_CPUTIME_ID);
 		if (pread(fd, buf, len, i * (1L << 20)) != (ssize_t)len)
 			die("pread");
+		cpu_ns += ns_of(CLOCK_THREAD_CPUTIME_ID) - c0;
+	}
+	printf("cpu_ns %lld\n", cpu_ns);
 	close(fd);
 }
 
