@@ -12,13 +12,18 @@ use std::process::Command;
 
 const PARTS: [&str; 9] = ["cpu", "runq", "io", "lock", "ipc", "timer", "fault", "other", "unknown"];
 
-/// Record `why MODE ARGS...` with attribution; returns the trace and the workload's `key value`
-/// lines (thread ids, ground truth).
+/// Record `why MODE ARGS...` with attribution and stacks; returns the trace and the workload's
+/// `key value` lines (thread ids, ground truth).
 fn record(tmp: &Path, args: &[&str], pre: Option<&str>) -> (PathBuf, HashMap<String, i64>) {
+    record_with(tmp, &["--why", "--stacks"], args, pre)
+}
+
+/// `record` with these attribution flags.
+fn record_with(tmp: &Path, flags: &[&str], args: &[&str], pre: Option<&str>) -> (PathBuf, HashMap<String, i64>) {
     let work = compile_c("why.c", tmp);
     let trace = tmp.join("t.lst");
     let mut cmd = Command::new(bin());
-    cmd.args(["record", "-w"]).arg(&trace).args(["--why", "--quiet", "--no-block", "--"]);
+    cmd.args(["record", "-w"]).arg(&trace).args(flags).args(["--quiet", "--no-block", "--"]);
     match pre {
         // A shell that moves itself (and so the workload it execs) into a cgroup first.
         Some(pre) => {
@@ -199,6 +204,40 @@ fn why_sleep_is_timer_time_of_the_requested_length() {
     assert!(ev.iter().all(|e| e["why"]["waker"]["kind"] == "timer"), "{ev:?}");
 }
 
+/// `--why-above 10ms --stacks` over sleeps of 2 ms and of 20 ms: the 20 ms sleeps (and only
+/// they) carry a breakdown and both stacks, the kernel one in the sleep's path; the 2 ms ones
+/// carry neither.
+#[test]
+fn why_above_keeps_stacks_only_for_calls_at_or_above_the_threshold() {
+    if !require_bpf("why_above_keeps_stacks_only_for_calls_at_or_above_the_threshold") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Ten 2 ms sleeps in one process, then five 20 ms sleeps in another (same command name).
+    let short = format!("{} sleep 10 2", tmp.path().join("why").display());
+    let (trace, _) = record_with(tmp.path(), &["--why-above", "10ms", "--stacks"], &["sleep", "5", "20"], Some(&short));
+    let t = trace.to_str().unwrap();
+    let sleeps = "proc.name = why and evt.type in (nanosleep, clock_nanosleep)";
+    let ev = json_lines(&latscope_ok(&["events", "-r", t, "--json", sleeps]));
+    let (long, short): (Vec<&Value>, Vec<&Value>) =
+        ev.iter().partition(|e| e["latency_ns"].as_u64().unwrap() >= 10_000_000);
+    assert_eq!((long.len(), short.len()), (5, 10), "{ev:?}");
+    assert!(long.iter().all(|e| e["why"].is_object()), "{long:?}");
+    assert!(short.iter().all(|e| e.get("why").is_none_or(Value::is_null)), "{short:?}");
+    // Every kept sleep carries both stacks: the kernel one through the sleep's path.
+    let v: Value =
+        serde_json::from_str(&latscope_ok(&["why", "-r", t, "--stacks", "--waits", "--json", sleeps])).unwrap();
+    assert_eq!(v["calls_without_stack"], 0, "{v}");
+    let stacks = v["stacks"].as_array().unwrap();
+    assert_eq!(stacks.iter().map(|s| s["calls"].as_u64().unwrap()).sum::<u64>(), 5, "{v}");
+    for s in stacks {
+        let kernel = s["kernel"].as_array().unwrap();
+        assert!(kernel.iter().any(|f| f.as_str().unwrap().contains("nanosleep")), "{s}");
+        assert!(!s["user"].as_array().unwrap().is_empty(), "{s}");
+        assert!(s["user_missing"].is_null() && s["kernel_missing"].is_null(), "{s}");
+    }
+}
+
 /// write() from pages of an uncached mmap'd file: the copy faults each page in from disk inside
 /// the call; the waits are page-fault time, one faulting call per major fault.
 #[test]
@@ -275,7 +314,8 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
 
     // Where the fsyncs blocked: the kernel stack goes through the block device's sync path
     // (blkdev_fsync, which writes the dirty pages and waits for their writeback) down to the
-    // I/O wait (io_schedule), and that stack holds the block I/O time.
+    // writeback wait (__filemap_fdatawait_range; the scheduler's own frames below it, such as
+    // io_schedule, are left out by the kernel), and that stack holds the block I/O time.
     let f = format!("thread.tid = {} and evt.type = fsync", kv["main"]);
     let v: Value =
         serde_json::from_str(&latscope_ok(&["why", "-r", trace.to_str().unwrap(), "--stacks", "--json", &f])).unwrap();
@@ -283,12 +323,16 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
     let kernel: Vec<&str> = top["kernel"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
     let has = |name: &str| kernel.iter().any(|f| f.split('+').next() == Some(name));
     assert!(has("blkdev_fsync") && has("file_write_and_wait_range"), "the sync path: {kernel:?}");
-    assert!(has("io_schedule"), "the I/O wait: {kernel:?}");
+    assert!(has("__filemap_fdatawait_range"), "the writeback wait: {kernel:?}");
     assert!(
-        kernel.iter().position(|f| f.starts_with("io_schedule"))
+        kernel.iter().position(|f| f.starts_with("__filemap_fdatawait_range"))
             < kernel.iter().position(|f| f.starts_with("blkdev_fsync")),
         "innermost first: {kernel:?}"
     );
+    // Neither the capture's frames nor the switch's.
+    let switch =
+        ["bpf_", "__bpf_trace", "__traceiter_", "__schedule", "schedule+", "__switch_to", "finish_task_switch"];
+    assert!(!kernel.iter().any(|f| switch.iter().any(|s| f.starts_with(s))), "{kernel:?}");
     assert_eq!(top["calls"], 4, "{top}");
     assert_share("the sync stack's blocked time", top["blocked_ns"].as_u64().unwrap(), total(&ev, "io"), lat);
 }
