@@ -58,10 +58,10 @@ pub struct Args {
     /// With --why (implied): only calls at least this slow carry the breakdown (e.g. 1ms).
     #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
     pub why_above: Option<u64>,
-    /// With --why (implied): each call that carries a breakdown and blocked also carries the
-    /// kernel stack where it blocked longest and its user stack (view with `why --stacks`,
-    /// `--folded`, `--flame`). Off by default: with --why alone, a stack for every call that
-    /// blocks costs about 1 us each; with --why-above only the slow calls' are taken.
+    /// With --why (implied): calls that carry a breakdown and blocked also carry the kernel stack
+    /// where they blocked longest and their user stack (view with `why --stacks`, `--folded`,
+    /// `--flame`). Off by default: a stack costs a walk of the kernel's unwinder (about 1 us);
+    /// with --why-above, only calls at or above the threshold take one.
     #[arg(long)]
     pub stacks: bool,
     /// Accepted for scripts written when stacks were on by default: stacks are off unless
