@@ -351,3 +351,17 @@ impl Drop for Defer {
         let _ = Command::new("sh").arg("-c").arg(&self.0).status();
     }
 }
+
+/// `--no-stacks` (stacks were on by default once) is accepted but contradicts `--stacks`: said,
+/// before anything is recorded or written.
+#[test]
+fn record_stacks_with_no_stacks_is_refused_before_recording() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.lst");
+    let out =
+        Command::new(bin()).args(["record", "-w"]).arg(&trace).args(["--stacks", "--no-stacks"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--stacks") && err.contains("--no-stacks"), "{err}");
+    assert!(!trace.exists(), "nothing written");
+}
