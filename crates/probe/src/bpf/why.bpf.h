@@ -154,9 +154,13 @@ static __always_inline __s32 why_task_kstack(struct task_struct *task)
 		if (!v)
 			return -EEXIST;
 	}
-	for (int i = 0; i < LS_STACK_DEPTH; i++)
+	/* Both are zero-filled past their frames: equal up to the first zero, equal. */
+	for (int i = 0; i < LS_STACK_DEPTH; i++) {
 		if (v->ip[i] != b->ip[i])
 			return -EEXIST; /* another stack with the same hash */
+		if (!b->ip[i])
+			break;
+	}
 	return (__s32)(id + 1);
 }
 
