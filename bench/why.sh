@@ -15,7 +15,8 @@
 #
 # Prints Markdown tables; run as root: bash bench/why.sh
 #   REPS (rounds, 5), SHORT_N (reads, 1000000), BLOCK_N (round trips, 100000), ATTACH_WAIT (s, 2),
-#   BASE=path/to/old/latscope adds a previous build's `record` and `record --why`, in the same run.
+#   BASE=path/to/old/latscope adds a previous build's `record`, `record --why` and `record --why-above 1ms`
+#   (with that build's defaults), in the same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
@@ -44,12 +45,14 @@ OFFCPU=$(command -v offcputime || { [ -x /usr/sbin/offcputime ] && echo /usr/sbi
 # The variants: "label|command" (empty command: nothing runs alongside).
 VARIANTS=("no tracing|")
 VARIANTS+=("latscope record|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop")
-VARIANTS+=("latscope record --why --no-stacks|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why --no-stacks")
 VARIANTS+=("latscope record --why|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why")
-VARIANTS+=("latscope record --why-above 1ms|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why-above 1ms")
+VARIANTS+=("latscope record --why --stacks|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why --stacks")
+VARIANTS+=("latscope record --why-above 1ms --stacks|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why-above 1ms --stacks")
 if [ -n "$BASE" ]; then
+	# BASE's own defaults: a build from before stacks were opt-in takes them with --why.
 	VARIANTS+=("previous build: record|$BASE record -w $WORK/t.lst --quiet --no-block -c whyloop")
 	VARIANTS+=("previous build: record --why|$BASE record -w $WORK/t.lst --quiet --no-block -c whyloop --why")
+	VARIANTS+=("previous build: record --why-above 1ms|$BASE record -w $WORK/t.lst --quiet --no-block -c whyloop --why-above 1ms")
 fi
 [ -n "$OFFCPU" ] && VARIANTS+=("offcputime (libbpf-tools, all threads)|$OFFCPU")
 if command -v perf >/dev/null && [[ $(perf sched record -h 2>&1 || true) == *--output* ]]; then
@@ -71,6 +74,16 @@ start_tracer() { # command: started, given time to attach; TRACER is its pid (""
 	# shellcheck disable=SC2086
 	$1 >/dev/null 2>&1 &
 	TRACER=$!
+	# latscope puts its trace file in place once its probes are attached (the verifier can
+	# take seconds on a busy machine): wait for it, up to 60 s.
+	if [[ $1 == *" -w $WORK/t.lst "* ]]; then
+		local i
+		for i in $(seq 600); do
+			[ -e "$WORK/t.lst" ] && break
+			kill -0 "$TRACER" 2>/dev/null || break
+			sleep 0.1
+		done
+	fi
 	sleep "$ATTACH_WAIT"
 	kill -0 "$TRACER" 2>/dev/null || { TRACER=""; return 1; }
 }

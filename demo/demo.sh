@@ -67,8 +67,8 @@ echo "see $WORK/workload.sh"
 step "What this kernel gives the probes, feature by feature: latscope check"
 "$LS" check || true
 
-step "latscope record --why -w $OUT/trace.lst -- sh workload.sh (each call's latency split into causes)"
-"$LS" record --why -w "$OUT/trace.lst" --quiet -- sh "$WORK/workload.sh"
+step "latscope record --why --stacks -w $OUT/trace.lst -- sh workload.sh (each call's latency split into causes)"
+"$LS" record --why --stacks -w "$OUT/trace.lst" --quiet -- sh "$WORK/workload.sh"
 
 step "latscope info -r trace.lst"
 "$LS" info -r "$OUT/trace.lst" | head -40

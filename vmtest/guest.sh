@@ -132,7 +132,7 @@ why_stacks() {
 		echo "$err" | grep -q "task local storage in tracing programs" || fail "the refusal names the feature"
 		return
 	fi
-	"$LS" record -w $W/why.lst --why-above 1ms --no-block -- sleep 0.2 || fail "record --why"
+	"$LS" record -w $W/why.lst --why-above 1ms --stacks --no-block -- sleep 0.2 || fail "record --why"
 	"$LS" why -r $W/why.lst --stacks --waits | tee $W/why.txt || fail "why --stacks"
 	grep -q nanosleep $W/why.txt || fail "the sleep's kernel stack names nanosleep"
 }

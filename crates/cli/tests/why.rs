@@ -12,18 +12,18 @@ use std::process::Command;
 
 const PARTS: [&str; 9] = ["cpu", "runq", "io", "lock", "ipc", "timer", "fault", "other", "unknown"];
 
-/// Record `why MODE ARGS...` with attribution; returns the trace and the workload's `key value`
-/// lines (thread ids, ground truth).
+/// Record `why MODE ARGS...` with attribution and stacks; returns the trace and the workload's
+/// `key value` lines (thread ids, ground truth).
 fn record(tmp: &Path, args: &[&str], pre: Option<&str>) -> (PathBuf, HashMap<String, i64>) {
-    record_with(tmp, args, pre, &["--no-block"])
+    record_with(tmp, args, pre, &["--why", "--stacks", "--no-block"])
 }
 
-/// `record` with other flags of `record` than `--no-block`.
+/// `record` with these flags of `record` (attribution, `--no-block`).
 fn record_with(tmp: &Path, args: &[&str], pre: Option<&str>, flags: &[&str]) -> (PathBuf, HashMap<String, i64>) {
     let work = compile_c("why.c", tmp);
     let trace = tmp.join(format!("{}.lst", args.join("-").replace('/', "_")));
     let mut cmd = Command::new(bin());
-    cmd.args(["record", "-w"]).arg(&trace).args(["--why", "--quiet"]).args(flags).arg("--");
+    cmd.args(["record", "-w"]).arg(&trace).arg("--quiet").args(flags).arg("--");
     match pre {
         // A shell that moves itself (and so the workload it execs) into a cgroup first.
         Some(pre) => {
@@ -203,6 +203,45 @@ fn why_sleep_is_timer_time_of_the_requested_length() {
     assert!(ev.iter().all(|e| e["why"]["waker"]["kind"] == "timer"), "{ev:?}");
 }
 
+/// `--why-above 10ms --stacks` over sleeps of 2 ms and of 20 ms: the 20 ms sleeps (and only
+/// they) carry a breakdown and both stacks, the kernel one in the sleep's path; the 2 ms ones
+/// carry neither.
+#[test]
+fn why_above_keeps_stacks_only_for_calls_at_or_above_the_threshold() {
+    if !require_bpf("why_above_keeps_stacks_only_for_calls_at_or_above_the_threshold") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Ten 2 ms sleeps in one process, then five 20 ms sleeps in another (same command name).
+    let short = format!("{} sleep 10 2", tmp.path().join("why").display());
+    let (trace, _) = record_with(
+        tmp.path(),
+        &["sleep", "5", "20"],
+        Some(&short),
+        &["--why-above", "10ms", "--stacks", "--no-block"],
+    );
+    let t = trace.to_str().unwrap();
+    let sleeps = "proc.name = why and evt.type in (nanosleep, clock_nanosleep)";
+    let ev = json_lines(&latscope_ok(&["events", "-r", t, "--json", sleeps]));
+    let (long, short): (Vec<&Value>, Vec<&Value>) =
+        ev.iter().partition(|e| e["latency_ns"].as_u64().unwrap() >= 10_000_000);
+    assert_eq!((long.len(), short.len()), (5, 10), "{ev:?}");
+    assert!(long.iter().all(|e| e["why"].is_object()), "{long:?}");
+    assert!(short.iter().all(|e| e.get("why").is_none_or(Value::is_null)), "{short:?}");
+    // Every kept sleep carries both stacks: the kernel one through the sleep's path.
+    let v: Value =
+        serde_json::from_str(&latscope_ok(&["why", "-r", t, "--stacks", "--waits", "--json", sleeps])).unwrap();
+    assert_eq!(v["calls_without_stack"], 0, "{v}");
+    let stacks = v["stacks"].as_array().unwrap();
+    assert_eq!(stacks.iter().map(|s| s["calls"].as_u64().unwrap()).sum::<u64>(), 5, "{v}");
+    for s in stacks {
+        let kernel = s["kernel"].as_array().unwrap();
+        assert!(kernel.iter().any(|f| f.as_str().unwrap().contains("nanosleep")), "{s}");
+        assert!(!s["user"].as_array().unwrap().is_empty(), "{s}");
+        assert!(s["user_missing"].is_null() && s["kernel_missing"].is_null(), "{s}");
+    }
+}
+
 /// write() from pages of an uncached mmap'd file: the copy faults each page in from disk inside
 /// the call; the waits are page-fault time, one faulting call per major fault.
 #[test]
@@ -284,7 +323,7 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
     let Some(tl) = throttled_loop(tmp.path(), "why_fsync") else {
         return;
     };
-    let (trace, kv) = record_with(tmp.path(), &["fsync", &tl.dev, "4"], Some(&tl.pre), &[]);
+    let (trace, kv) = record_with(tmp.path(), &["fsync", &tl.dev, "4"], Some(&tl.pre), &["--why", "--stacks"]);
     let ev = calls(&trace, kv["main"], "fsync");
     assert_eq!(ev.len(), 4);
     assert_parts_add_up(&ev);
@@ -317,18 +356,23 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
 
     // Where the fsyncs blocked: the kernel stack goes through the block device's sync path
     // (blkdev_fsync, which writes the dirty pages and waits for their writeback) down to the
-    // I/O wait (io_schedule), and that stack holds the block I/O time.
+    // writeback wait (__filemap_fdatawait_range; the scheduler's own frames below it, such as
+    // io_schedule, are left out by the kernel), and that stack holds the block I/O time.
     let v = latscope_json(&["why", "-r", trace.to_str().unwrap(), "--stacks", "--json", &f]);
     let top = &v["stacks"][0];
     let kernel: Vec<&str> = top["kernel"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
     let has = |name: &str| kernel.iter().any(|f| f.split('+').next() == Some(name));
     assert!(has("blkdev_fsync") && has("file_write_and_wait_range"), "the sync path: {kernel:?}");
-    assert!(has("io_schedule"), "the I/O wait: {kernel:?}");
+    assert!(has("__filemap_fdatawait_range"), "the writeback wait: {kernel:?}");
     assert!(
-        kernel.iter().position(|f| f.starts_with("io_schedule"))
+        kernel.iter().position(|f| f.starts_with("__filemap_fdatawait_range"))
             < kernel.iter().position(|f| f.starts_with("blkdev_fsync")),
         "innermost first: {kernel:?}"
     );
+    // Neither the capture's frames nor the switch's.
+    let switch =
+        ["bpf_", "__bpf_trace", "__traceiter_", "__schedule", "schedule+", "__switch_to", "finish_task_switch"];
+    assert!(!kernel.iter().any(|f| switch.iter().any(|s| f.starts_with(s))), "{kernel:?}");
     assert_eq!(top["calls"], 4, "{top}");
     assert_share("the sync stack's blocked time", top["blocked_ns"].as_u64().unwrap(), total(&ev, "io"), lat);
 }
@@ -345,7 +389,7 @@ fn why_lock_held_across_a_throttled_fsync_cascades_to_block_io() {
     let Some(tl) = throttled_loop(tmp.path(), "why_fsynclock") else {
         return;
     };
-    let (trace, kv) = record_with(tmp.path(), &["fsynclock", &tl.dev, "4"], Some(&tl.pre), &[]);
+    let (trace, kv) = record_with(tmp.path(), &["fsynclock", &tl.dev, "4"], Some(&tl.pre), &["--why", "--stacks"]);
     let ev: Vec<Value> =
         calls(&trace, kv["main"], "futex").into_iter().filter(|e| e["latency_ns"].as_u64() > Some(1_000_000)).collect();
     assert!(!ev.is_empty());
@@ -526,7 +570,7 @@ fn why_direct_reads_of_a_loop_device_are_block_io_of_their_requests() {
     let dev = sh(&format!("losetup -f --show {}", img.display()));
     let _detach = Defer(format!("losetup -d {dev}"));
     let majmin = sh(&format!("lsblk -dno MAJ:MIN {dev}")).replace(' ', "");
-    let (trace, kv) = record_with(tmp.path(), &["dread", &dev, "10", "512"], None, &[]);
+    let (trace, kv) = record_with(tmp.path(), &["dread", &dev, "10", "512"], None, &["--why", "--stacks"]);
     let ev: Vec<Value> =
         calls(&trace, kv["main"], "pread64").into_iter().filter(|e| e["fd_type"] == "blockdev").collect();
     assert_eq!(ev.len(), 10);
@@ -588,7 +632,7 @@ fn why_buffered_reads_of_an_uncached_file_are_block_io_not_page_fault() {
     let lfs = common::LoopFs::new("ext4", 64);
     let file = lfs.mnt.join("data");
     std::fs::write(&file, vec![7u8; 24 << 20]).unwrap();
-    let (trace, kv) = record_with(tmp.path(), &["bread", file.to_str().unwrap(), "20"], None, &[]);
+    let (trace, kv) = record_with(tmp.path(), &["bread", file.to_str().unwrap(), "20"], None, &["--why", "--stacks"]);
     assert_eq!(kv["majflt"], 0, "no major fault: {kv:?}");
     let ev: Vec<Value> = calls(&trace, kv["main"], "pread64").into_iter().filter(|e| e["bytes"] == 256 << 10).collect();
     assert_eq!(ev.len(), 20);
@@ -650,8 +694,12 @@ fn why_writes_throttled_by_dirty_page_balancing_are_block_io_in_balance_dirty_pa
     };
     let tmp = tempfile::tempdir().unwrap();
     let file = lfs.mnt.join("dirty");
-    let (trace, kv) =
-        record_with(tmp.path(), &["bwrite", file.to_str().unwrap(), "32"], pre.as_deref(), &["--no-block"]);
+    let (trace, kv) = record_with(
+        tmp.path(),
+        &["bwrite", file.to_str().unwrap(), "32"],
+        pre.as_deref(),
+        &["--why", "--stacks", "--no-block"],
+    );
     let ev: Vec<Value> = calls(&trace, kv["main"], "write").into_iter().filter(|e| e["bytes"] == 256 << 10).collect();
     assert_eq!(ev.len(), 32);
     assert_parts_add_up(&ev);
@@ -666,7 +714,13 @@ fn why_writes_throttled_by_dirty_page_balancing_are_block_io_in_balance_dirty_pa
     let top = &v["stacks"][0];
     let kernel: Vec<&str> = top["kernel"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
     assert!(kernel.iter().any(|f| f.starts_with("balance_dirty_pages")), "the pause: {kernel:?}");
-    assert!(kernel.iter().any(|f| f.starts_with("io_schedule")), "an I/O wait: {kernel:?}");
+    // The pause is the kernel's I/O wait with a timeout (io_schedule_timeout), a scheduler
+    // function the kernel leaves out of a switched-out task's stack: the stack starts at
+    // balance_dirty_pages, under the write.
+    assert!(
+        kernel.iter().any(|f| f.starts_with("generic_perform_write") || f.contains("write_iter")),
+        "the write: {kernel:?}"
+    );
 }
 
 fn sh(cmd: &str) -> String {
@@ -682,4 +736,18 @@ impl Drop for Defer {
     fn drop(&mut self) {
         let _ = Command::new("sh").arg("-c").arg(&self.0).status();
     }
+}
+
+/// `--no-stacks` (stacks were on by default once) is accepted but contradicts `--stacks`: said,
+/// before anything is recorded or written.
+#[test]
+fn record_stacks_with_no_stacks_is_refused_before_recording() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.lst");
+    let out =
+        Command::new(bin()).args(["record", "-w"]).arg(&trace).args(["--stacks", "--no-stacks"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--stacks") && err.contains("--no-stacks"), "{err}");
+    assert!(!trace.exists(), "nothing written");
 }

@@ -23,7 +23,7 @@ pub struct StackAgg {
     pub with_waits: bool,
     /// Idle waits left out.
     pub waits_left_out: u64,
-    /// Calls with a breakdown that blocked but carry no stack (recorded with `--no-stacks`).
+    /// Calls with a breakdown that blocked but carry no stack (recorded without `--stacks`).
     pub without_stack: u64,
     /// Blocked time (ns) of all calls counted.
     pub total_ns: u64,
@@ -266,7 +266,7 @@ pub fn render_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
     if agg.by_stack.is_empty() {
         let _ = writeln!(
             s,
-            "no blocked call carries a stack ({} without one{}): record with `latscope record --why` (stacks are on unless --no-stacks)",
+            "no blocked call carries a stack ({} without one{}): record with `latscope record --why --stacks`",
             agg.without_stack,
             if agg.waits_left_out > 0 {
                 format!(", {} idle waits left out: --waits counts them", agg.waits_left_out)

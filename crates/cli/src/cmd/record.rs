@@ -27,6 +27,7 @@ use std::time::Duration;
   latscope record -w trace.lst 'fd.type = file and evt.latency > 100us'
   latscope record -w build.lst -- make -j2            # a command from start to exit, with its children
   latscope record -w slow.lst --why-above 1ms -- ./server   # and why each call over 1 ms took its time
+  latscope record -w slow.lst --why-above 10ms --stacks -p 1234   # with the stacks of those calls
   latscope record -w run.lst --json=run.json -- ./bench     # the summary for scripts, apart from its output
   ssh host latscope record -w - -d 10s | latscope hist -r -   # a remote machine, as a stream")]
 pub struct Args {
@@ -57,9 +58,15 @@ pub struct Args {
     /// With --why (implied): only calls at least this slow carry the breakdown (e.g. 1ms).
     #[arg(long, value_parser = parse_duration_ns, value_name = "DURATION")]
     pub why_above: Option<u64>,
-    /// With --why: do not capture stacks. By default each call that carries a breakdown also
-    /// carries the kernel stack where it blocked and its user stack (see `why --stacks`).
+    /// With --why (implied): calls that carry a breakdown and blocked also carry the kernel stack
+    /// where they blocked longest and their user stack (view with `why --stacks`, `--folded`,
+    /// `--flame`). Off by default: a stack costs a walk of the kernel's unwinder (about 1 us);
+    /// with --why-above, only calls at or above the threshold take one.
     #[arg(long)]
+    pub stacks: bool,
+    /// Accepted for scripts written when stacks were on by default: stacks are off unless
+    /// --stacks.
+    #[arg(long, hide = true, conflicts_with = "stacks")]
     pub no_stacks: bool,
     /// Leave the command running when recording stops before it exits.
     #[arg(long)]
@@ -86,14 +93,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if let Some(j) = a.json.as_deref().filter(|j| j.as_os_str() != "-") {
         crate::args::check_output(Some(&a.file), Some(j))?;
     }
-    let why = a.why_above.or(a.why.then_some(0));
+    let why = a.why_above.or((a.why || a.stacks).then_some(0));
     let mut session = a
         .live
         .session(a.filter.parse()?)
         .block(!a.no_block)
         .command(a.command.clone())
         .why(why)
-        .why_stacks(!a.no_stacks)
+        .why_stacks(a.stacks)
         .start()?;
     print_warnings(session.warnings());
     if a.live.follow && !a.quiet && a.json.is_none() {

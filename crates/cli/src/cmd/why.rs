@@ -48,7 +48,8 @@ pub struct Args {
     #[arg(long)]
     pub waits: bool,
     /// Show blocked time by stack instead: the kernel stack where calls blocked and their user
-    /// stack, the -n largest (text, or --json).
+    /// stack, the -n largest (text, or --json). When recording, stacks are recorded; a trace read
+    /// with -r has them if recorded with `record --stacks`.
     #[arg(long)]
     pub stacks: bool,
     /// Write blocked time by stack as folded stacks ("frame;frame;... microseconds", outermost

@@ -59,8 +59,8 @@ struct ls_why_acc {
 	__u8 state;           /* enum why_state */
 	__u8 hint;            /* enum why_hint, of the blocked interval */
 	__u8 waker_ctx;
-	__s32 pend_kstack;    /* kernel stack of the open blocked interval (ls_why.kstack encoding) */
-	__s32 best_kstack;    /* that of the longest blocked interval (the first until one is woken) */
+	__u8 kstack_due;      /* the blocked interval just woken is to give its kernel stack (below) */
+	__s32 best_kstack;    /* kernel stack of the longest blocked interval (ls_why.kstack encoding) */
 	/* The cascade of the longest blocked interval: what its waker was blocked in meanwhile. */
 	__u64 casc_ns;
 	__u8 casc_part;
@@ -82,16 +82,37 @@ struct {
 } whys SEC(".maps");
 
 /*
- * Stacks, deduplicated by the kernel (same frames, same id); user space reads each new id once.
- * Sized to 1 entry by user space when stacks are off. An id the map cannot take (full, or its
- * bucket holds other frames) is a missing stack, said as such in the trace.
+ * Stacks, deduplicated (same frames, same id); user space reads each new id once. Sized to 1
+ * entry by user space when stacks are off. An id the map cannot take (full, or its slot holds
+ * other frames) is a missing stack, said as such in the trace.
+ *
+ * Kernel stacks are those of a task being switched in (bpf_get_task_stack, not the current
+ * task's), which a stack trace map cannot take: they go to a hash map keyed by a hash of their
+ * frames, read back by user space the same way (the id is the key).
  */
+struct ls_kstack {
+	__u64 ip[LS_STACK_DEPTH];
+};
+
+#ifndef EEXIST
+#define EFAULT 14
+#define EEXIST 17
+#endif
+
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, LS_STACK_ENTRIES);
 	__type(key, __u32);
-	__uint(value_size, LS_STACK_DEPTH * sizeof(__u64));
+	__type(value, struct ls_kstack);
 } why_kstacks SEC(".maps");
+
+/* Where a kernel stack is copied before it is looked up (too large for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ls_kstack);
+} why_kbuf SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
@@ -104,6 +125,50 @@ struct {
 static __always_inline __s32 why_stack_ref(long id)
 {
 	return id >= 0 ? (__s32)(id + 1) : (__s32)id;
+}
+
+/*
+ * The kernel stack of `task`, which is not running (it is being switched in): where it blocked,
+ * as the kernel saved it when it switched out. The kernel leaves out the scheduler's own frames
+ * (__schedule, schedule, io_schedule, schedule_timeout, ...: its stack_trace_save_tsk), so the
+ * stack starts at the function that waited. Stored once per distinct stack, under a 30-bit hash
+ * of its frames (an id + 1 that stays positive); as why_stack_ref.
+ */
+static __always_inline __s32 why_task_kstack(struct task_struct *task)
+{
+	__u32 zero = 0;
+	struct ls_kstack *b = bpf_map_lookup_elem(&why_kbuf, &zero);
+	if (!b)
+		return -EFAULT;
+	/* Zero-fills the buffer past the frames it copies. */
+	long n = bpf_get_task_stack(task, b->ip, sizeof(b->ip), 0);
+	if (n <= 0)
+		return n < 0 ? (__s32)n : -EFAULT;
+	__u64 h = 0xcbf29ce484222325ULL;
+	for (int i = 0; i < LS_STACK_DEPTH; i++) {
+		if (!b->ip[i])
+			break;
+		h = (h ^ b->ip[i]) * 0x100000001b3ULL;
+	}
+	__u32 id = (__u32)(h ^ (h >> 32)) & 0x3fffffff;
+	struct ls_kstack *v = bpf_map_lookup_elem(&why_kstacks, &id);
+	if (!v) {
+		long err = bpf_map_update_elem(&why_kstacks, &id, b, BPF_NOEXIST);
+		if (err == -EEXIST) /* another CPU stored it meanwhile: compared below */
+			v = bpf_map_lookup_elem(&why_kstacks, &id);
+		else
+			return err ? (__s32)err : (__s32)(id + 1);
+		if (!v)
+			return -EEXIST;
+	}
+	/* Both are zero-filled past their frames: equal up to the first zero, equal. */
+	for (int i = 0; i < LS_STACK_DEPTH; i++) {
+		if (v->ip[i] != b->ip[i])
+			return -EEXIST; /* another stack with the same hash */
+		if (!b->ip[i])
+			break;
+	}
+	return (__s32)(id + 1);
 }
 
 /* What the CPU is doing now, as the wake-up programs need it, and the exit's output slot. */
@@ -158,7 +223,7 @@ static __always_inline long why_task_state(struct task_struct *t)
 
 /* prev leaves the CPU inside a traced call. `first`: its entry was just spilled (the first
  * switch out of this call), so its state starts here. */
-static __always_inline void why_switch_out(void *ctx, struct task_struct *prev, struct task_struct *next,
+static __always_inline void why_switch_out(struct task_struct *prev, struct task_struct *next,
 					   bool preempt, struct ls_start *first, __u64 now)
 {
 	struct ls_why_acc *w;
@@ -184,7 +249,7 @@ static __always_inline void why_switch_out(void *ctx, struct task_struct *prev, 
 		w->rq_cpu = 0;
 		w->nr = first->nr;
 		w->fd_type = first->fd_type;
-		w->pend_kstack = 0;
+		w->kstack_due = 0;
 		w->best_kstack = 0;
 		w->casc_ns = 0;
 		w->casc_part = 0;
@@ -209,12 +274,6 @@ static __always_inline void why_switch_out(void *ctx, struct task_struct *prev, 
 	if (hint && w->fault_call == w->call_ts)
 		hint |= WHY_HINT_FAULT;
 	w->hint = hint;
-	if (why_stacks) {
-		/* The current task is still prev: its kernel stack is where it blocks. */
-		w->pend_kstack = why_stack_ref(bpf_get_stackid(ctx, &why_kstacks, 0));
-		if (!w->best_kstack)
-			w->best_kstack = w->pend_kstack;
-	}
 }
 
 /* next takes the CPU: a runnable interval (run-queue delay) ends. */
@@ -233,16 +292,25 @@ static __always_inline void why_switch_in(struct task_struct *next, __u64 now)
 		}
 	} else {
 		w->part[LS_WHY_UNKNOWN] += d; /* woken without a wake-up the programs saw */
+		/* Its stack, if the call has none yet (as if it were the longest). */
+		w->kstack_due = why_stacks && !w->best_kstack && d >= why_min;
 	}
 	w->mark = now;
 	w->state = WHY_RUN;
+	/* The kernel stack is taken here, where the blocked interval's length is known (a walk of
+	 * the unwinder, the dearest thing the programs do), and only for the interval whose waker
+	 * is kept, and not below the --why-above threshold: the task is still where it blocked. */
+	if (w->kstack_due) {
+		w->kstack_due = 0;
+		w->best_kstack = why_task_kstack(next);
+	}
 }
 
 static __always_inline void why_sched_switch(void *ctx, bool preempt, struct task_struct *prev,
 					     struct task_struct *next, struct ls_start *first)
 {
 	__u64 now = bpf_ktime_get_ns();
-	why_switch_out(ctx, prev, next, preempt, first, now);
+	why_switch_out(prev, next, preempt, first, now);
 	why_switch_in(next, now);
 }
 
@@ -326,7 +394,8 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 	w->hist_pos = h + 1;
 	if (d >= w->best_wait) {
 		w->best_wait = d;
-		w->best_kstack = w->pend_kstack;
+		/* Its kernel stack, at the switch in (only intervals of --why-above or longer). */
+		w->kstack_due = why_stacks && d >= why_min;
 		if (wc->timer) {
 			w->waker_ctx = LS_WAKER_TIMER;
 			w->waker_tid = 0;
