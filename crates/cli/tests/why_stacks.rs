@@ -222,7 +222,8 @@ con = duckdb.connect()
 con.execute(f"CREATE VIEW events AS SELECT * FROM '{pq}'")
 con.execute(f"CREATE VIEW stacks AS SELECT * FROM '{stacks}'")
 parts = ["why_cpu", "why_runq", "why_io", "why_lock", "why_ipc", "why_timer", "why_fault", "why_other", "why_unknown"]
-calls = con.execute(f"SELECT time_ns, op, lat, {', '.join(parts)}, waker_kind, waker_tid, waker_comm, runq_tid "
+calls = con.execute(f"SELECT time_ns, op, lat, {', '.join(parts)}, waker_kind, waker_tid, waker_comm, runq_tid, "
+                    f"waker_was_in, waker_was_in_ns "
                     f"FROM events WHERE kind = 'syscall' AND tid = {tid} ORDER BY time_ns").fetchall()
 futex = con.execute(f"""
     SELECT u.symbol, list(k.symbol ORDER BY k.frame)
@@ -235,7 +236,8 @@ print(json.dumps({"calls": calls, "futex": futex}))
 "#;
 
 /// `export --parquet` of a `record --why` trace: every call's parts in the events table add up
-/// to its latency and equal what `events --why --json` says, with the same waker; a DuckDB join
+/// to its latency and equal what `events --why --json` says, with the same waker and what that
+/// waker was itself blocked in (`waker_was_in`, `waker_was_in_ns`); a DuckDB join
 /// of the futex waits to the stacks table names the waiting function and the kernel's futex
 /// wait, as `why --stacks` does.
 #[test]
@@ -269,6 +271,7 @@ fn why_parquet_export_carries_the_breakdowns_and_the_stacks() {
     assert_eq!(calls.len(), want.len(), "the same calls in Parquet and in `events`");
     let names = ["cpu", "runq", "io", "lock", "ipc", "timer", "fault", "other", "unknown"];
     let mut with_why = 0;
+    let mut cascades = Vec::new();
     for c in calls {
         let c = c.as_array().unwrap();
         let w = &want[&c[0].as_i64().unwrap()];
@@ -276,6 +279,7 @@ fn why_parquet_export_carries_the_breakdowns_and_the_stacks() {
         let parts: Vec<u64> = c[3..12].iter().map(|v| v.as_u64().unwrap()).collect();
         let Some(why) = w.get("why") else {
             assert!(parts.iter().all(|&p| p == 0), "a call without a breakdown has no parts: {c:?}");
+            assert_eq!((c[16].as_str(), c[17].as_u64()), (Some(""), Some(0)), "nor a cascade: {c:?}");
             continue;
         };
         with_why += 1;
@@ -295,9 +299,19 @@ fn why_parquet_export_carries_the_breakdowns_and_the_stacks() {
             None => assert_eq!(c[12], "", "{c:?}"),
         }
         assert_eq!(c[15], why.get("preempted_by").map_or(serde_json::json!(0), |p| p["tid"].clone()), "{c:?}");
+        // The one-level cascade: `was_in` {cause, ns}, or an empty name and 0.
+        match why.get("waker").and_then(|wk| wk.get("was_in")).filter(|v| !v.is_null()) {
+            Some(was) => {
+                assert_eq!((&c[16], &c[17]), (&was["cause"], &was["ns"]), "{c:?}");
+                cascades.push(c[16].as_str().unwrap().to_string());
+            }
+            None => assert_eq!((c[16].as_str(), c[17].as_u64()), (Some(""), Some(0)), "{c:?}"),
+        }
     }
     // Ten lock waits and ten naps at least (--why-above 2ms keeps them).
     assert!(with_why >= 20, "{with_why} calls with a breakdown");
+    // The holder sleeps with the lock held: the lock waits' waker was asleep.
+    assert!(cascades.iter().any(|c| c == "timer"), "no cascade through the holder's sleep: {cascades:?}");
 
     let futex = got["futex"].as_array().unwrap();
     assert_eq!(futex.len(), 10, "each lock wait joins its stacks: {futex:?}");

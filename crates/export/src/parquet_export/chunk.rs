@@ -9,9 +9,9 @@
 //! | columns | encoding |
 //! |---|---|
 //! | `time`, `time_ns`, `lat`, `off` | `DELTA_BINARY_PACKED` |
-//! | `flags`, `mode`, `addr`, `qtime`, the `why_*` parts, `wake_sector` and the `wake_*_ns` times (almost always 0) | a one-entry dictionary while the chunk holds one value, then `PLAIN` |
+//! | `flags`, `mode`, `addr`, `qtime`, the `why_*` parts, `wake_sector`, the `wake_*_ns` times and `waker_was_in_ns` (almost always 0) | a one-entry dictionary while the chunk holds one value, then `PLAIN` |
 //! | other integers | dictionary (`PLAIN` when a sample of the chunk's first values is too varied); past 1 MiB of dictionary, `PLAIN` pages for the rest of the chunk |
-//! | `host`, `kind`, `op`, `fd_type`, `disk`, `waker_kind` | dictionary of the values used, from the keys |
+//! | `host`, `kind`, `op`, `fd_type`, `disk`, `waker_kind`, `waker_was_in` | dictionary of the values used, from the keys |
 //! | `comm`, `path`, `path2`, `waker_comm` | dictionary; past 1 MiB, `PLAIN` pages for the rest of the chunk |
 //!
 //! Each column's values are read from the event batch as the trace reader decoded it (wall-clock
@@ -54,7 +54,10 @@ use parquet::file::statistics::Statistics;
 use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
 
-use super::convert::{dictionaries, fd_type_key, kind_key, op_key, waker_comm, waker_kind_key, Sel, TraceContext};
+use super::convert::{
+    dictionaries, fd_type_key, kind_key, op_key, waker_comm, waker_kind_key, waker_was_in_key, waker_was_in_ns, Sel,
+    TraceContext,
+};
 
 /// Values per data page: pages of at most 512 KiB of integers before compression.
 const PAGE_ROWS: usize = 1 << 16;
@@ -89,7 +92,8 @@ fn encoding_of(name: &str, t: &DataType) -> Enc {
         DataType::Int64 | DataType::Timestamp(_, _) if matches!(name, "time" | "time_ns" | "lat" | "off") => Enc::Delta,
         _ if matches!(name, "flags" | "mode" | "addr" | "qtime" | "wake_sector")
             || name.starts_with("why_")
-            || (name.starts_with("wake_") && name.ends_with("_ns")) =>
+            || (name.starts_with("wake_") && name.ends_with("_ns"))
+            || name == "waker_was_in_ns" =>
         {
             Enc::Plain
         }
@@ -143,6 +147,8 @@ enum Src {
     WakeHeld,
     WakeQueue,
     WakeDevice,
+    WakerWasIn,
+    WakerWasInNs,
 }
 
 impl Src {
@@ -188,6 +194,8 @@ impl Src {
             "wake_held_ns" => Src::WakeHeld,
             "wake_queue_ns" => Src::WakeQueue,
             "wake_device_ns" => Src::WakeDevice,
+            "waker_was_in" => Src::WakerWasIn,
+            "waker_was_in_ns" => Src::WakerWasInNs,
             c if super::schema::CGROUP_COLUMNS.contains(&c) => {
                 Src::CgroupInfo(super::schema::CGROUP_COLUMNS.iter().position(|&x| x == c)? as u8)
             }
@@ -265,6 +273,7 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out:
         Src::WakeHeld => sel.gather(&b.wake_held_ns, out, |v| v as i64),
         Src::WakeQueue => sel.gather(&b.wake_queue_ns, out, |v| v as i64),
         Src::WakeDevice => sel.gather(&b.wake_device_ns, out, |v| v as i64),
+        Src::WakerWasInNs => each_row(sel, out, |i| waker_was_in_ns(b, i)),
         Src::Host
         | Src::Kind
         | Src::Op
@@ -275,7 +284,16 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out:
         | Src::Path2
         | Src::CgroupInfo(_)
         | Src::WakerKind
-        | Src::WakerComm => {}
+        | Src::WakerComm
+        | Src::WakerWasIn => {}
+    }
+}
+
+/// `f` of each selected row's index, appended to `out`: for values derived from several fields.
+fn each_row<U>(sel: Sel<'_>, out: &mut Vec<U>, f: impl FnMut(usize) -> U) {
+    match sel {
+        Sel::Range(a, e) => out.extend((a..e).map(f)),
+        Sel::Idx(r) => out.extend(r.iter().map(|&i| i as usize).map(f)),
     }
 }
 
@@ -292,6 +310,7 @@ fn gather_keys(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &
         Src::Disk => cx.disk_keys(&b.dev, sel, out),
         Src::CgroupInfo(_) => cx.cgroup_keys(&b.cgroup, sel, out),
         Src::WakerKind => sel.gather(&b.waker_ctx, out, waker_kind_key),
+        Src::WakerWasIn => each_row(sel, out, |i| waker_was_in_key(b, i)),
         _ => out.resize(sel.len(), 0),
     }
 }
@@ -707,6 +726,7 @@ impl Column {
                     Src::Disk => &cx.disk_names,
                     Src::CgroupInfo(i) => &cx.cgroup_values[i as usize],
                     Src::WakerKind => &d.waker_kind,
+                    Src::WakerWasIn => &d.waker_was_in,
                     s => return Err(ParquetError::General(format!("{s:?} is not a dictionary column"))),
                 };
                 let mut keys = std::mem::take(&mut p.keys);

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::{ArrayRef, StringArray};
-use latscope_event::{op_name, CgroupInfo, FdType, TraceHeader};
+use latscope_event::{op_name, CgroupInfo, EventBatch, FdType, TraceHeader, WHY_PART_NAMES};
 
 /// Syscall numbers given their own `op` entry; others are `unknown`.
 const SYSCALL_SLOTS: usize = 1024;
@@ -63,6 +63,8 @@ pub(crate) struct Dictionaries {
     pub(crate) op: ArrayRef,
     pub(crate) fd_type: ArrayRef,
     pub(crate) waker_kind: ArrayRef,
+    /// `""`, then `WHY_PART_NAMES` (key `1 + part`).
+    pub(crate) waker_was_in: ArrayRef,
 }
 
 pub(crate) fn dictionaries() -> &'static Dictionaries {
@@ -78,6 +80,7 @@ pub(crate) fn dictionaries() -> &'static Dictionaries {
             op: Arc::new(StringArray::from(ops)),
             fd_type: Arc::new(StringArray::from(FdType::ALL.iter().map(|t| t.name()).collect::<Vec<_>>())),
             waker_kind: Arc::new(StringArray::from(WAKER_KINDS.to_vec())),
+            waker_was_in: Arc::new(StringArray::from([""].iter().chain(&WHY_PART_NAMES).copied().collect::<Vec<_>>())),
         }
     })
 }
@@ -229,8 +232,31 @@ pub(crate) fn waker_kind_key(ctx: u8) -> i16 {
     i16::from(if ctx < 4 { ctx } else { 0 })
 }
 
+/// The `waker_was_in` dictionary's key of event `i` (`1 +` its waker's part in
+/// `WHY_PART_NAMES`), 0 when no cascade was seen: the views' rule (a waking thread, blocked a
+/// while in a known part).
+#[inline]
+pub(crate) fn waker_was_in_key(b: &EventBatch, i: usize) -> i16 {
+    let p = b.waker_wait_part[i] as usize;
+    if b.waker_ctx[i] == 1 && b.waker_wait_ns[i] > 0 && p < WHY_PART_NAMES.len() {
+        p as i16 + 1
+    } else {
+        0
+    }
+}
+
+/// `waker_was_in_ns` of event `i`: 0 whenever `waker_was_in` is empty.
+#[inline]
+pub(crate) fn waker_was_in_ns(b: &EventBatch, i: usize) -> i64 {
+    if waker_was_in_key(b, i) > 0 {
+        b.waker_wait_ns[i] as i64
+    } else {
+        0
+    }
+}
+
 /// `waker_comm` of event `i`: the waking thread's command name, the softirq's name, or empty.
-pub(crate) fn waker_comm(b: &latscope_event::EventBatch, i: usize, out: &mut Vec<u8>) {
+pub(crate) fn waker_comm(b: &EventBatch, i: usize, out: &mut Vec<u8>) {
     out.clear();
     match b.waker_ctx[i] {
         1 => {

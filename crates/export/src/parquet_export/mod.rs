@@ -211,14 +211,24 @@ fn writer_properties(o: &ParquetOptions) -> Result<Arc<WriterProperties>, Export
             .set_column_dictionary_enabled(ColumnPath::from(c), false)
             .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
     }
-    let plain = ["flags", "mode", "addr", "qtime", "wake_sector", "wake_held_ns", "wake_queue_ns", "wake_device_ns"]
-        .map(String::from);
+    let plain = [
+        "flags",
+        "mode",
+        "addr",
+        "qtime",
+        "wake_sector",
+        "wake_held_ns",
+        "wake_queue_ns",
+        "wake_device_ns",
+        "waker_was_in_ns",
+    ]
+    .map(String::from);
     for c in plain.into_iter().chain(WHY_PART_NAMES.iter().map(|p| format!("why_{p}"))) {
         b = b.set_column_dictionary_enabled(ColumnPath::from(c), false);
     }
     // Min/max of strings cost a comparison per row (a third of their encoding time) and prune
     // nothing useful (row groups mix operations, paths and kinds); the host's are kept.
-    for c in ["kind", "op", "comm", "fd_type", "path", "path2", "disk", "waker_kind", "waker_comm"] {
+    for c in ["kind", "op", "comm", "fd_type", "path", "path2", "disk", "waker_kind", "waker_comm", "waker_was_in"] {
         b = b.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::None);
     }
     Ok(Arc::new(b.build()))

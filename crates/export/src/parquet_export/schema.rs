@@ -87,6 +87,8 @@ pub const EVENT_COLUMNS: &[ColumnDoc] = &[
     col("wake_held_ns", I64, "the block requests whose completions ended the call's I/O waits: of each wait, nanoseconds before its request existed (inserted, or issued straight to the driver: the bio held by cgroup I/O throttling or a plug, or not yet submitted), summed"),
     col("wake_queue_ns", I64, "those requests' queue time, insert to issue, nanoseconds, summed (their block events' `qtime`)"),
     col("wake_device_ns", I64, "those requests' device time, issue to completion, nanoseconds, summed (their block events' `lat`)"),
+    col("waker_was_in", STR, "one level of cascade: the `why_*` part (`io`, `lock`...) the waking thread (`waker_kind = 'thread'`) was itself blocked in during the call's longest blocked interval, as `top --by cause --json` names it in `was_in.cause`; empty when none was seen"),
+    col("waker_was_in_ns", I64, "nanoseconds the waking thread spent blocked in `waker_was_in` during that interval, 0 when none"),
 ];
 
 /// The columns of the stacks table (the stacks of calls recorded with `record --why`, one row per
@@ -174,7 +176,7 @@ pub(crate) fn event_schema() -> SchemaRef {
         match name {
             "host" | "op" | "disk" => dict(DataType::Int16),
             c if CGROUP_COLUMNS.contains(&c) => dict(DataType::Int16),
-            "kind" | "fd_type" | "waker_kind" => dict(DataType::Int8),
+            "kind" | "fd_type" | "waker_kind" | "waker_was_in" => dict(DataType::Int8),
             "time" => ts_type(),
             "comm" | "path" | "path2" | "waker_comm" => DataType::Utf8,
             _ => match EVENT_COLUMNS.iter().find(|c| c.name == name).map(|c| c.sql_type) {

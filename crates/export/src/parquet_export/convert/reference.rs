@@ -15,7 +15,10 @@ use arrow_schema::SchemaRef;
 use latscope_event::{EventBatch, StrCol};
 
 use super::super::schema::event_schema;
-use super::{dictionaries, fd_type_key, kind_key, op_key, waker_comm, waker_kind_key, Sel, TraceContext};
+use super::{
+    dictionaries, fd_type_key, kind_key, op_key, waker_comm, waker_kind_key, waker_was_in_key, waker_was_in_ns, Sel,
+    TraceContext,
+};
 use crate::source::Rows;
 
 /// Largest number of rows converted into one record batch: keeps every string column's bytes far
@@ -199,6 +202,8 @@ impl EventConverter {
         columns.push(i64s(map(&b.wake_held_ns, sel, |v| v as i64)));
         columns.push(i64s(map(&b.wake_queue_ns, sel, |v| v as i64)));
         columns.push(i64s(map(&b.wake_device_ns, sel, |v| v as i64)));
+        columns.push(dict8(rows.iter().map(|&i| waker_was_in_key(b, i) as i8).collect(), &d.waker_was_in));
+        columns.push(i64s(rows.iter().map(|&i| waker_was_in_ns(b, i)).collect()));
         // The columns follow `EVENT_COLUMNS` one for one, with the schema's types.
         RecordBatch::try_new(self.schema.clone(), columns).expect("columns match the events schema")
     }
