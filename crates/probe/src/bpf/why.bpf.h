@@ -16,8 +16,9 @@
  * The cause of a blocked interval: a page fault's I/O wait, an I/O wait (the task slept with
  * in_iowait, as io_schedule does), a timer (the wake-up came from an hrtimer or timer-wheel
  * callback), a lock (the call is futex, flock, fcntl or semop), a pipe or socket (the call's fd
- * is one, the call waits for fds or a message queue, or network softirq woke it), else "other". What no program saw (a wake-up before the state existed) is
- * "unknown", never dropped: the exit fills the difference to the latency into it.
+ * is one, the call waits for fds or a message queue, or network softirq woke it), else "other".
+ * What no program saw (a wake-up before the state existed) is "unknown", never dropped: the
+ * exit fills the difference to the latency into it.
  *
  * Only tasks inside a traced call have state, so other tasks pay a task-storage lookup that
  * finds nothing on each switch and wake-up.
