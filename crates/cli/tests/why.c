@@ -101,6 +101,30 @@ static long long ns_of(clockid_t c)
 	return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+/* N reads of LEN bytes of /dev/zero: kernel work with no wait of its own. Their wall time and
+ * the thread's CPU time in them (the ground truth of their on-CPU part). */
+struct times {
+	long long wall, cpu;
+};
+
+static struct times zero_reads(size_t len, long n)
+{
+	static char buf[32 << 20];
+	struct times tm = { 0, 0 };
+	int z = open("/dev/zero", O_RDONLY);
+	if (z < 0 || len > sizeof(buf))
+		die("zero_reads");
+	for (long i = 0; i < n; i++) {
+		long long c0 = ns_of(CLOCK_THREAD_CPUTIME_ID), w0 = ns_of(CLOCK_MONOTONIC);
+		if (read(z, buf, len) != (ssize_t)len)
+			die("read");
+		tm.wall += ns_of(CLOCK_MONOTONIC) - w0;
+		tm.cpu += ns_of(CLOCK_THREAD_CPUTIME_ID) - c0;
+	}
+	close(z);
+	return tm;
+}
+
 static void do_runq(long n)
 {
 	int cpu = sched_getcpu();
@@ -112,21 +136,11 @@ static void do_runq(long n)
 	/* Reads of 32 MiB of /dev/zero: kernel work that yields to the spinners at its
 	 * rescheduling points. The thread's own CPU time in the calls is the ground truth of the
 	 * on-CPU part; the rest of their wall time it waited for the CPU. */
-	int z = open("/dev/zero", O_RDONLY);
-	static char buf[32 << 20];
-	long long wall = 0, cpu_ns = 0;
-	for (long i = 0; i < n; i++) {
-		long long c0 = ns_of(CLOCK_THREAD_CPUTIME_ID), w0 = ns_of(CLOCK_MONOTONIC);
-		if (read(z, buf, sizeof(buf)) != sizeof(buf))
-			die("read");
-		long long w1 = ns_of(CLOCK_MONOTONIC), c1 = ns_of(CLOCK_THREAD_CPUTIME_ID);
-		wall += w1 - w0;
-		cpu_ns += c1 - c0;
-	}
+	struct times tm = zero_reads(32 << 20, n);
 	atomic_store(&stop, 1);
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
-	printf("wall_ns %lld\ncpu_ns %lld\n", wall, cpu_ns);
+	printf("wall_ns %lld\ncpu_ns %lld\n", tm.wall, tm.cpu);
 }
 
 /* ---- futex ---- */
@@ -574,18 +588,8 @@ static void do_sem(long n, long ms)
 /* ---- CPU-bound calls (under a CPU quota) ---- */
 static void do_cpu(long n)
 {
-	int z = open("/dev/zero", O_RDONLY);
-	static char buf[16 << 20];
-	long long wall = 0, cpu_ns = 0;
-	for (long i = 0; i < n; i++) {
-		long long c0 = ns_of(CLOCK_THREAD_CPUTIME_ID), w0 = ns_of(CLOCK_MONOTONIC);
-		if (read(z, buf, sizeof(buf)) != sizeof(buf))
-			die("read");
-		long long w1 = ns_of(CLOCK_MONOTONIC), c1 = ns_of(CLOCK_THREAD_CPUTIME_ID);
-		wall += w1 - w0;
-		cpu_ns += c1 - c0;
-	}
-	printf("wall_ns %lld\ncpu_ns %lld\n", wall, cpu_ns);
+	struct times tm = zero_reads(16 << 20, n);
+	printf("wall_ns %lld\ncpu_ns %lld\n", tm.wall, tm.cpu);
 }
 
 /* ---- a lock held across an fsync (the cascade through block I/O) ---- */
