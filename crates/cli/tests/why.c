@@ -26,6 +26,7 @@
  *                        semop, N times
  *   why cpu N            N reads of 16 MiB of /dev/zero (run it in a CPU-throttled cgroup);
  *                        prints the wall and CPU time of the calls
+ *   why wakeq N MS CPU   on CPU, a thread spins while the main thread sleeps MS ms, N times
  *   why fsynclock FILE N a thread holds a lock while it writes 64 KiB to FILE and fsyncs it; the
  *                        main thread waits for the lock, N times; prints the fsyncs' time
  */
@@ -143,6 +144,20 @@ static void do_runq(long n)
 	printf("wall_ns %lld\ncpu_ns %lld\n", tm.wall, tm.cpu);
 }
 
+
+/* ---- run queue after a wake-up ---- */
+static void do_wakeq(long n, long ms, int cpu)
+{
+	pin(cpu);
+	pthread_t t;
+	pthread_create(&t, NULL, spin, (void *)(long)cpu);
+	sleep_ms(50);
+	/* Each sleep ends with a wake-up onto a CPU the spinner holds. */
+	for (long i = 0; i < n; i++)
+		sleep_ms(ms);
+	atomic_store(&stop, 1);
+	pthread_join(t, NULL);
+}
 /* ---- futex ---- */
 #define MAXN 1000
 static long long wait_start[MAXN], released[MAXN]; /* ground truth, per round */
@@ -653,6 +668,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(m, "runq"))
 		do_runq(atol(argv[2]));
+	else if (!strcmp(m, "wakeq") && argc > 4)
+		do_wakeq(atol(argv[2]), atol(argv[3]), atoi(argv[4]));
 	else if (!strcmp(m, "futex") && argc > 3)
 		do_futex(atol(argv[2]), atol(argv[3]));
 	else if (!strcmp(m, "pipe") && argc > 3)

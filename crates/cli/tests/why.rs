@@ -20,9 +20,19 @@ fn record(tmp: &Path, args: &[&str], pre: Option<&str>) -> (PathBuf, HashMap<Str
 
 /// `record` with these flags of `record` (attribution, `--no-block`).
 fn record_with(tmp: &Path, args: &[&str], pre: Option<&str>, flags: &[&str]) -> (PathBuf, HashMap<String, i64>) {
+    record_by(Command::new(bin()), tmp, args, pre, flags)
+}
+
+/// `record_with`, run by `cmd` (latscope, or a command that runs it).
+fn record_by(
+    mut cmd: Command,
+    tmp: &Path,
+    args: &[&str],
+    pre: Option<&str>,
+    flags: &[&str],
+) -> (PathBuf, HashMap<String, i64>) {
     let work = compile_c("why.c", tmp);
     let trace = tmp.join(format!("{}.lst", args.join("-").replace('/', "_")));
-    let mut cmd = Command::new(bin());
     cmd.args(["record", "-w"]).arg(&trace).arg("--quiet").args(flags).arg("--");
     match pre {
         // A shell that moves itself (and so the workload it execs) into a cgroup first.
@@ -112,9 +122,44 @@ fn why_cpu_contention_is_run_queue_with_the_thread_cpu_time_as_on_cpu() {
     // Who took the CPU: named for preempted calls, never the thread itself. (Which thread it is
     // depends on the scheduler: with lazy preemption the spinners mostly take the CPU when the
     // call returns to user space, outside it.)
-    let named: Vec<u64> = ev.iter().filter_map(|e| e["why"]["preempted_by"]["tid"].as_u64()).collect();
+    let named: Vec<u64> = ev.iter().filter_map(|e| e["why"]["cpu_held_by"]["tid"].as_u64()).collect();
     assert!(!named.is_empty(), "preempters named");
     assert!(!named.contains(&(kv["main"] as u64)), "{named:?}");
+}
+
+/// A thread that sleeps on a CPU another thread spins on waits for the CPU after each wake-up:
+/// that run-queue time names the thread that held the CPU (mostly the spinner), never the
+/// sleeper.
+#[test]
+fn why_run_queue_after_a_wake_up_names_the_thread_that_held_the_cpu() {
+    if !require_bpf("why_run_queue_after_a_wake_up_names_the_thread_that_held_the_cpu") {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(0, |n| n.get()) < 2 {
+        latscope_testkit::skip("why_run_queue_after_a_wake_up_names_the_thread_that_held_the_cpu", "needs 2 CPUs");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // The recorder on CPU 0, the sleeper and the spinner on CPU 1: the recorder's own wake-ups
+    // (its ring buffer's) do not run on the sleeper's CPU.
+    let mut pinned = Command::new("taskset");
+    pinned.args(["-c", "0"]).arg(bin());
+    let (trace, kv) = record_by(pinned, tmp.path(), &["wakeq", "40", "2", "1"], None, &["--why", "--no-block"]);
+    let ev: Vec<Value> = calls(&trace, kv["main"], "nanosleep, clock_nanosleep")
+        .into_iter()
+        // The 2 ms sleeps, not the 50 ms one before them.
+        .filter(|e| (1_000_000..40_000_000).contains(&e["latency_ns"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(ev.len(), 40, "the 2 ms sleeps");
+    assert_parts_add_up(&ev);
+    let held: Vec<u64> =
+        ev.iter().filter(|e| part(e, "runq") > 0).filter_map(|e| e["why"]["cpu_held_by"]["tid"].as_u64()).collect();
+    // The thread named is the last that ran before the sleeper got the CPU back: the spinner,
+    // but for a kernel worker that ran on that CPU meanwhile; never the sleeper itself.
+    let spinner = kv["spinner0"] as u64;
+    assert!(held.len() * 2 >= ev.len(), "waits for the CPU named: {held:?}");
+    assert!(held.iter().filter(|&&t| t == spinner).count() * 10 >= held.len() * 8, "spinner {spinner}: {held:?}");
+    assert!(!held.contains(&(kv["main"] as u64)), "{held:?}");
 }
 
 /// A thread holds a futex 20 ms at a time: the waiter's calls are lock time, woken by the holder.

@@ -298,7 +298,7 @@ fn why_parquet_export_carries_the_breakdowns_and_the_stacks() {
             }
             None => assert_eq!(c[12], "", "{c:?}"),
         }
-        assert_eq!(c[15], why.get("preempted_by").map_or(serde_json::json!(0), |p| p["tid"].clone()), "{c:?}");
+        assert_eq!(c[15], why.get("cpu_held_by").map_or(serde_json::json!(0), |p| p["tid"].clone()), "{c:?}");
         // The one-level cascade: `was_in` {cause, ns}, or an empty name and 0.
         match why.get("waker").and_then(|wk| wk.get("was_in")).filter(|v| !v.is_null()) {
             Some(was) => {

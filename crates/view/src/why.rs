@@ -70,7 +70,7 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<Value> {
         );
     }
     if b.runq_tid[i] != 0 {
-        m.insert("preempted_by".into(), json!({ "tid": b.runq_tid[i], "cpu": b.runq_cpu[i] }));
+        m.insert("cpu_held_by".into(), json!({ "tid": b.runq_tid[i], "cpu": b.runq_cpu[i] }));
     }
     if b.wake_dev[i] != 0 {
         m.insert(
@@ -106,7 +106,7 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
         let _ = write!(s, "; woken by {w}{}", waker_wait_text(waker_wait(b, i)));
     }
     if b.runq_tid[i] != 0 {
-        let _ = write!(s, "; preempted by tid {} on cpu {}", b.runq_tid[i], b.runq_cpu[i]);
+        let _ = write!(s, "; CPU held by tid {} on cpu {}", b.runq_tid[i], b.runq_cpu[i]);
     }
     if b.wake_dev[i] != 0 {
         let _ = write!(s, "; I/O {} sector {}", crate::events::disk_label(h, b.wake_dev[i]), b.wake_sector[i]);

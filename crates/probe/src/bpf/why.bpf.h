@@ -277,8 +277,8 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 	w->hint = hint;
 }
 
-/* next takes the CPU: a runnable interval (run-queue delay) ends. */
-static __always_inline void why_switch_in(struct task_struct *next, __u64 now)
+/* next takes the CPU from prev: a runnable interval (run-queue delay) ends. */
+static __always_inline void why_switch_in(struct task_struct *prev, struct task_struct *next, __u64 now)
 {
 	struct ls_why_acc *w = bpf_task_storage_get(&whys, next, 0, 0);
 	if (!w || !w->call_ts || w->state == WHY_RUN)
@@ -286,10 +286,17 @@ static __always_inline void why_switch_in(struct task_struct *next, __u64 now)
 	__u64 d = now - w->mark;
 	if (w->state == WHY_RUNNABLE) {
 		w->part[LS_WHY_RUNQ] += d;
-		if (w->pend_tid && d > w->best_runq) {
+		/* Who held the CPU: the thread that preempted it, or, after a wake-up, the one it
+		 * takes the CPU from now (none when the CPU was idle: a wake-up's own latency). */
+		__u32 tid = w->pend_tid, cpu = w->pend_cpu;
+		if (!tid) {
+			tid = prev->pid;
+			cpu = bpf_get_smp_processor_id();
+		}
+		if (tid && d > w->best_runq) {
 			w->best_runq = d;
-			w->rq_tid = w->pend_tid;
-			w->rq_cpu = w->pend_cpu;
+			w->rq_tid = tid;
+			w->rq_cpu = cpu;
 		}
 	} else {
 		w->part[LS_WHY_UNKNOWN] += d; /* woken without a wake-up the programs saw */
@@ -312,7 +319,7 @@ static __always_inline void why_sched_switch(void *ctx, bool preempt, struct tas
 {
 	__u64 now = bpf_ktime_get_ns();
 	why_switch_out(prev, next, preempt, first, now);
-	why_switch_in(next, now);
+	why_switch_in(prev, next, now);
 }
 
 /* The softirq that processes received packets (enum in the kernel, stable since 2.6). */
