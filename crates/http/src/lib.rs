@@ -10,7 +10,9 @@
 //!   its answers holds its own connection only, and only that long.
 //! * **Connections**: one thread each, at most [`Limits::max_connections`]. At the cap a new
 //!   connection is not refused while another can be let go: the server closes, in this order,
-//!   the connection idle the longest (kept alive between requests, or connected and silent),
+//!   the connection idle the longest (kept alive between requests, or connected and silent for
+//!   more than a grace of 250 ms: a client that sends at once is not cut off by its own server
+//!   thread's delay in reading it),
 //!   then one waiting out a penalty ([`Request::wait`]), then the one whose request has been
 //!   arriving the longest, then the one slowest to take its response. Only when every connection
 //!   is inside its handler is the newcomer answered 503. So a crowd of slow or idle clients
@@ -74,6 +76,11 @@ pub struct Limits {
     pub write_timeout: Duration,
     /// Requests served on one connection before it is closed.
     pub max_requests_per_connection: u32,
+    /// How long a new connection is left to send its first request before it counts as idle at
+    /// the connection cap (until then it is closed last): a client that connects and sends at
+    /// once must not lose its connection to a crowd because its server thread had not read it
+    /// yet, on a loaded machine.
+    pub fresh_grace: Duration,
 }
 
 impl Default for Limits {
@@ -87,6 +94,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(20),
             max_requests_per_connection: 1000,
+            fresh_grace: Duration::from_millis(250),
         }
     }
 }
@@ -279,6 +287,8 @@ struct ConnState {
     phase: Phase,
     since: Instant,
     evicted: bool,
+    /// Connected, and no request has begun yet.
+    fresh: bool,
 }
 
 /// A connection as the accept loop sees it: to close it from outside and to choose whom to close.
@@ -308,6 +318,7 @@ impl Conn {
         }
         s.phase = phase;
         s.since = Instant::now();
+        s.fresh &= phase == Phase::Idle;
         true
     }
 
@@ -420,23 +431,25 @@ impl HttpServer {
         let conn = Arc::new(Conn {
             id: self.registry.next_id.fetch_add(1, Ordering::Relaxed),
             stream: handle,
-            st: Mutex::new(ConnState { phase: Phase::Idle, since: Instant::now(), evicted: false }),
+            st: Mutex::new(ConnState { phase: Phase::Idle, since: Instant::now(), evicted: false, fresh: true }),
             cv: Condvar::new(),
         });
         {
             let mut conns = self.registry.lock();
             if conns.len() >= self.limits.max_connections.max(1) {
-                // Make room: the connection doing the least for its client goes first.
+                // Make room: the connection doing the least for its client goes first; one
+                // just connected, within its grace, last.
                 let victim = conns
                     .iter()
                     .enumerate()
                     .filter_map(|(i, c)| {
                         let s = c.lock();
-                        (s.phase != Phase::Handling && !s.evicted).then_some((s.phase, s.since, i))
+                        let young = s.fresh && s.since.elapsed() < self.limits.fresh_grace;
+                        (s.phase != Phase::Handling && !s.evicted).then_some((young, s.phase, s.since, i))
                     })
                     .min();
                 match victim {
-                    Some((_, _, i)) => {
+                    Some((_, _, _, i)) => {
                         conns.swap_remove(i).evict();
                         self.counters.evicted.fetch_add(1, Ordering::Relaxed);
                     }
@@ -786,6 +799,43 @@ fn write_response(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+
+    /// At the cap, a connection idle between requests is closed before one just connected that
+    /// has not sent its request yet, though the newcomer connected first.
+    #[test]
+    fn at_the_cap_a_new_connection_within_its_grace_is_closed_last() {
+        let limits = Limits { max_connections: 2, fresh_grace: Duration::from_secs(60), ..Limits::default() };
+        let server = HttpServer::bind("127.0.0.1:0".parse().unwrap(), limits).unwrap();
+        let counters = server.counters();
+        let run = server.spawn(Arc::new(|_: &Request| Response::text(200, "ok"))).unwrap();
+        let addr = run.addr;
+        let read_answer = |s: &mut TcpStream| {
+            let mut buf = [0u8; 512];
+            let n = s.read(&mut buf).unwrap();
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        };
+        let req = format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        // First a silent connection, then one served and kept alive (idle since after it).
+        let mut fresh = TcpStream::connect(addr).unwrap();
+        let mut kept = TcpStream::connect(addr).unwrap();
+        kept.write_all(req.as_bytes()).unwrap();
+        assert!(read_answer(&mut kept).starts_with("HTTP/1.1 200"));
+        while counters.open.load(Ordering::Acquire) < 2 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // A newcomer at the cap: the kept-alive connection makes room.
+        let mut newcomer = TcpStream::connect(addr).unwrap();
+        newcomer.write_all(req.as_bytes()).unwrap();
+        assert!(read_answer(&mut newcomer).starts_with("HTTP/1.1 200"));
+        kept.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(kept.read(&mut [0u8; 16]).unwrap_or(0), 0, "the kept-alive connection was closed");
+        // The silent one, still open, is served.
+        fresh.write_all(req.as_bytes()).unwrap();
+        assert!(read_answer(&mut fresh).starts_with("HTTP/1.1 200"));
+        assert_eq!(counters.evicted.load(Ordering::Relaxed), 1);
+        run.stop();
+    }
 
     #[test]
     fn percent_decoding() {
