@@ -244,7 +244,9 @@ fn why_sleep_is_timer_time_of_the_requested_length() {
     let ev = calls(&trace, kv["main"], "nanosleep, clock_nanosleep");
     assert_eq!(ev.len(), 10);
     assert_parts_add_up(&ev);
-    assert_share("timer", total(&ev, "timer"), 10 * 20_000_000, total_lat(&ev));
+    let parts: Vec<&Value> = ev.iter().map(|e| &e["why"]).collect();
+    let timer = total(&ev, "timer");
+    assert!(timer.abs_diff(10 * 20_000_000) * 20 <= total_lat(&ev), "timer {timer} ns of 200 ms: {parts:?}");
     assert!(ev.iter().all(|e| e["why"]["waker"]["kind"] == "timer"), "{ev:?}");
 }
 

@@ -810,10 +810,15 @@ mod tests {
         let counters = server.counters();
         let run = server.spawn(Arc::new(|_: &Request| Response::text(200, "ok"))).unwrap();
         let addr = run.addr;
+        // An answer, to the end of its body ("ok"): the head and the body may come apart.
         let read_answer = |s: &mut TcpStream| {
-            let mut buf = [0u8; 512];
-            let n = s.read(&mut buf).unwrap();
-            String::from_utf8_lossy(&buf[..n]).into_owned()
+            let (mut text, mut buf) = (String::new(), [0u8; 512]);
+            while !text.ends_with("\r\n\r\nok") {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "closed after {text:?}");
+                text.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+            text
         };
         let req = format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n");
         // First a silent connection, then one served and kept alive (idle since after it).
