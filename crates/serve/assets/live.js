@@ -137,7 +137,7 @@ function drawWhy(e) {
   box.hidden = !w; note.hidden = !e || !!w;
   if (!w) {
     if (e) {
-      note.replaceChildren('No breakdown: this session records no attribution. ',
+      note.replaceChildren('No breakdown: this live view records no attribution. ',
         LS.el('a', { href: '/live?' + new URLSearchParams(Object.assign({}, base, { why: '1' })), text: 'Record why it was slow' }),
         ' (a session of its own, from then on; costs more per syscall).');
     }

@@ -512,7 +512,7 @@ fn events(spec: &Spectrogram, feed: &mut dyn Feed, c: &CellQuery, why: bool) -> 
     let q = rect(spec, c);
     let (breakdown, why_note) = match why {
         true => (breakdown(spec, feed, &q, c.waits), None),
-        false => (Value::Null, Some("this session records no attribution: ask for why=1 (the page's “why was it slow”) to break each call's latency into causes, from then on")),
+        false => (Value::Null, Some("this live view records no attribution: ask for why=1 (the page's “why was it slow”) to break each call's latency into causes, from then on")),
     };
     match feed.drill(spec, &q) {
         Ok(r) => json!({
