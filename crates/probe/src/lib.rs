@@ -73,12 +73,14 @@ pub enum ProbeError {
 
 /// The part of a call's blocked waits that the call alone decides, by syscall number (what
 /// `why_nr_part` in why.bpf.h holds): lock for futexes, file locks and semaphores; pipe/socket for
-/// waits for fds and message queues. A timer or an I/O wait still takes precedence.
+/// waits for fds and message queues; timer for sleeps, used only for a wait whose wake-up the
+/// probes did not see (a sleep a signal ends is other wait). A timer's wake-up or an I/O wait
+/// still takes precedence.
 fn why_nr_parts() -> [u8; 512] {
     let part = |name: &str| latscope_event::WHY_PART_NAMES.iter().position(|p| *p == name).unwrap_or(0) as u8;
-    let (lock, ipc) = (part("lock"), part("ipc"));
+    let (lock, ipc, timer) = (part("lock"), part("ipc"), part("timer"));
     let mut t = [0u8; 512];
-    let classes: [(&[&str], u8); 2] = [
+    let classes: [(&[&str], u8); 3] = [
         (&["futex", "futex_waitv", "flock", "fcntl", "semop", "semtimedop"], lock),
         (
             &[
@@ -96,6 +98,7 @@ fn why_nr_parts() -> [u8; 512] {
             ],
             ipc,
         ),
+        (&["nanosleep", "clock_nanosleep"], timer),
     ];
     for (names, p) in classes {
         for n in names {
@@ -339,6 +342,9 @@ pub struct ProbeStats {
     pub blk_unpaired: u64,
     /// Children of followed processes that were not followed: the pid filter was full.
     pub not_followed: u64,
+    /// With attribution: blocked intervals of traced calls whose wake-up no program saw (found
+    /// ended when the thread was switched in); attributed from the call alone, with no waker.
+    pub wakeups_unseen: u64,
 }
 
 /// Cumulative in-kernel histograms: `counts[group][bucket]`, summed over CPUs.
@@ -647,6 +653,8 @@ impl Probe {
         ] {
             p.set_autoload(why);
         }
+        // The tests' way into why_cause (BPF_PROG_TEST_RUN), never part of a recording.
+        open.progs.ls_why_cause_test.set_autoload(false);
 
         let skel = bpf(open.load(), "loading the BPF programs (`latscope check` lists the kernel features they need)")?;
 
@@ -979,6 +987,7 @@ impl Probe {
             t.path_faults += s.path_faults;
             t.blk_unpaired += s.blk_unpaired;
             t.not_followed += s.not_followed;
+            t.wakeups_unseen += s.wakeups_unseen;
         }
         t
     }
@@ -1132,6 +1141,75 @@ pub fn sys_class_name(code: u32) -> &'static str {
 mod tests {
     use super::*;
 
+    /// The cause of a blocked interval (why.bpf.h's why_cause, run in the kernel through its
+    /// test program with BPF_PROG_TEST_RUN), with the table user space gives it: a wake-up's
+    /// context first (after I/O waits), and, for an interval whose wake-up no program saw, what
+    /// the call says by itself (its I/O-wait hint, syscall number, fd type), else unknown.
+    #[test]
+    fn why_cause_of_a_wait_whose_wake_up_was_not_seen_is_the_call_s_own() {
+        if !latscope_testkit::require_bpf("why_cause_of_a_wait_whose_wake_up_was_not_seen_is_the_call_s_own") {
+            return;
+        }
+        let mut obj = MaybeUninit::uninit();
+        let mut open = LatscopeSkelBuilder::default().open(&mut obj).unwrap();
+        for mut p in open.open_object_mut().progs_mut() {
+            p.set_autoload(false);
+        }
+        open.progs.ls_why_cause_test.set_autoload(true);
+        // Only its read-only data (the table) is needed: no other map is made.
+        for mut m in open.open_object_mut().maps_mut() {
+            if !m.name().to_string_lossy().contains(".rodata") {
+                m.set_autocreate(false).unwrap();
+            }
+        }
+        open.maps.rodata_data.as_deref_mut().unwrap().why_nr_part = why_nr_parts();
+        let skel = open.load().unwrap();
+        const UNSEEN: u8 = 0;
+        const TASK: u8 = 1;
+        const TIMER: u8 = 2;
+        const NET_RX: u8 = 3;
+        let (iowait, fault) = (1u8, 2u8);
+        let cause = |call: &str, fd: FdType, hint: u8, by: u8| -> &'static str {
+            let nr = syscalls::syscall_nr(call).unwrap() as u32;
+            // struct ls_why_cause_case
+            let mut ctx = [0u8; 8];
+            ctx[..4].copy_from_slice(&nr.to_ne_bytes());
+            ctx[4] = hint;
+            ctx[5] = fd as u8;
+            ctx[6] = by;
+            let input = libbpf_rs::ProgramInput { context_in: Some(&mut ctx), ..Default::default() };
+            let out = skel.progs.ls_why_cause_test.test_run(input).unwrap();
+            latscope_event::WHY_PART_NAMES[out.return_value as usize]
+        };
+        use FdType::*;
+        // Not seen: the call alone.
+        assert_eq!(cause("nanosleep", Unknown, 0, UNSEEN), "timer");
+        assert_eq!(cause("clock_nanosleep", Unknown, 0, UNSEEN), "timer");
+        for call in ["futex", "flock", "fcntl", "semop"] {
+            assert_eq!(cause(call, Unknown, 0, UNSEEN), "lock", "{call}");
+        }
+        for call in ["poll", "epoll_wait", "select", "msgrcv"] {
+            assert_eq!(cause(call, Unknown, 0, UNSEEN), "ipc", "{call}");
+        }
+        for fd in [Pipe, Unix, Ipv4, Ipv6, Netlink, Socket] {
+            assert_eq!(cause("read", fd, 0, UNSEEN), "ipc", "{fd:?}");
+        }
+        assert_eq!(cause("fsync", File, iowait, UNSEEN), "io");
+        assert_eq!(cause("write", File, iowait | fault, UNSEEN), "fault");
+        assert_eq!(cause("read", File, 0, UNSEEN), "unknown");
+        assert_eq!(cause("wait4", Unknown, 0, UNSEEN), "unknown");
+        // Seen: the wake-up's context comes first, after I/O waits; a sleep a task ends (a
+        // signal) is other wait, a futex wait a timer ends is timer.
+        assert_eq!(cause("nanosleep", Unknown, 0, TIMER), "timer");
+        assert_eq!(cause("nanosleep", Unknown, 0, TASK), "other");
+        assert_eq!(cause("futex", Unknown, 0, TIMER), "timer");
+        assert_eq!(cause("futex", Unknown, 0, TASK), "lock");
+        assert_eq!(cause("fsync", File, iowait, TIMER), "io");
+        assert_eq!(cause("read", File, 0, NET_RX), "ipc");
+        assert_eq!(cause("read", File, 0, TASK), "other");
+        assert_eq!(cause("read", Pipe, 0, TASK), "ipc");
+    }
+
     #[test]
     fn block_ops_are_the_kernel_s() {
         assert_eq!(AGG_OPS.len(), types::ls_agg_ops::LS_AGG_OPS.0 as usize);
@@ -1159,7 +1237,7 @@ mod tests {
     fn record_layout_is_the_c_one() {
         assert_eq!(std::mem::size_of::<types::ls_event>(), 168);
         assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 36);
-        assert_eq!(std::mem::size_of::<types::ls_stats>(), 40);
+        assert_eq!(std::mem::size_of::<types::ls_stats>(), 48);
         assert_eq!(std::mem::size_of_val(&types::ls_event::default().comm), ls_limits::LS_COMM_LEN.0 as usize);
     }
 

@@ -153,6 +153,7 @@ struct ls_stats {
 	__u64 path_faults;   /* path arguments that could not be read */
 	__u64 blk_unpaired;  /* block completions without a seen issue */
 	__u64 not_followed;  /* children of followed processes the full pid filter could not take */
+	__u64 wakeups_unseen; /* --why: blocked intervals found ended at a switch in, no wake-up seen */
 };
 
 /*
@@ -168,7 +169,8 @@ enum ls_why_part {
 	LS_WHY_TIMER,      /* blocked until a timer fired (sleeps, timeouts) */
 	LS_WHY_FAULT,      /* I/O wait of a page fault taken inside the call */
 	LS_WHY_OTHER,      /* blocked, woken by a task for another reason */
-	LS_WHY_UNKNOWN,    /* time the probes could not attribute (a wake-up they did not see) */
+	LS_WHY_UNKNOWN,    /* blocked, not attributed: a wake-up the probes did not see, of a call
+	                    * that says nothing of its cause by itself */
 	LS_WHY_PARTS,
 };
 

@@ -13,12 +13,15 @@
  *   switch in   -> runnable since the last mark (run-queue delay)
  *   sys_exit    -> on CPU since the last mark
  *
- * The cause of a blocked interval: a page fault's I/O wait, an I/O wait (the task slept with
- * in_iowait, as io_schedule does), a timer (the wake-up came from an hrtimer or timer-wheel
- * callback), a lock (the call is futex, flock, fcntl or semop), a pipe or socket (the call's fd
- * is one, the call waits for fds or a message queue, or network softirq woke it), else "other".
- * What no program saw (a wake-up before the state existed) is "unknown", never dropped: the
- * exit fills the difference to the latency into it.
+ * The cause of a blocked interval (why_cause): a page fault's I/O wait, an I/O wait (the task
+ * slept with in_iowait, as io_schedule does), a timer (the wake-up came from an hrtimer or
+ * timer-wheel callback), a lock (the call is futex, flock, fcntl or semop), a pipe or socket (the
+ * call's fd is one, the call waits for fds or a message queue, or network softirq woke it), else
+ * "other". A blocked interval whose wake-up no program saw (its program found task storage in
+ * use on its CPU) is found ended at the switch in: its cause is what the call alone says (the
+ * same rules without the wake-up's context; a sleep is a timer), else "unknown", and it has no
+ * waker. Time outside any interval (before the state existed) is "unknown" too, never dropped:
+ * the exit fills the difference to the latency into it.
  *
  * Only tasks inside a traced call have state, so other tasks pay a task-storage lookup that
  * finds nothing on each switch and wake-up.
@@ -30,7 +33,8 @@ const volatile __u8 why_mode = 0;    /* record attribution */
 const volatile __u64 why_min = 0;    /* only calls at least this slow (ns) carry it */
 /* The part a blocked wait of a call belongs to by the call alone (set by user space, by syscall
  * number): LS_WHY_LOCK for futexes, file locks and semaphores, LS_WHY_IPC for waits for fds
- * (poll, select, epoll) and message queues; 0 for the rest. */
+ * (poll, select, epoll) and message queues, LS_WHY_TIMER for sleeps (used only when the
+ * wake-up was not seen: a sleep a signal ends is "other"); 0 for the rest. */
 #define WHY_NR_SLOTS 512
 const volatile __u8 why_nr_part[WHY_NR_SLOTS] = {};
 const volatile __u8 why_stacks = 0;  /* capture stacks: where a call blocked, and its user stack */
@@ -222,6 +226,68 @@ static __always_inline long why_task_state(struct task_struct *t)
 	return ((struct task_struct___pre514 *)t)->state;
 }
 
+/* The softirq that processes received packets (enum in the kernel, stable since 2.6). */
+#define WHY_NET_RX_SOFTIRQ 3
+
+/* How a blocked interval ended, as far as the programs know. */
+enum why_wake {
+	WHY_WAKE_UNSEEN = 0, /* no program saw its wake-up: found ended at the switch in */
+	WHY_WAKE_TASK = 1,   /* woken by a task, or in a softirq other than net_rx */
+	WHY_WAKE_TIMER = 2,  /* in an hrtimer or timer-wheel callback */
+	WHY_WAKE_NET_RX = 3, /* in the network receive softirq */
+};
+
+/*
+ * The cause (enum ls_why_part) of a blocked interval of a call: its I/O-wait hint (enum
+ * why_hint), its syscall number and fd type, and how the interval ended. The wake-up's context
+ * comes first after I/O waits (a futex wait that times out is a timer); without it, only what
+ * the call says by itself is left, and a call that says nothing is unknown.
+ */
+static __always_inline __u32 why_cause(__u8 hint, __u32 nr, __u8 fd_type, enum why_wake by)
+{
+	__u8 by_nr = nr < WHY_NR_SLOTS ? why_nr_part[nr] : 0;
+	if (hint & WHY_HINT_FAULT)
+		return LS_WHY_FAULT;
+	if (hint & WHY_HINT_IOWAIT)
+		return LS_WHY_IO;
+	if (by == WHY_WAKE_TIMER)
+		return LS_WHY_TIMER;
+	if (by_nr == LS_WHY_LOCK)
+		return LS_WHY_LOCK;
+	if (by_nr == LS_WHY_IPC || by == WHY_WAKE_NET_RX || (fd_type >= LS_FD_IPV4 && fd_type <= LS_FD_PIPE) ||
+	    fd_type == LS_FD_NETLINK || fd_type == LS_FD_SOCKET)
+		return LS_WHY_IPC;
+	if (by != WHY_WAKE_UNSEEN)
+		return LS_WHY_OTHER;
+	/* A sleep ends by its timer or by a signal; the timer is what it waits for. */
+	if (by_nr == LS_WHY_TIMER)
+		return LS_WHY_TIMER;
+	return LS_WHY_UNKNOWN;
+}
+
+/* For the probe crate's tests (BPF_PROG_TEST_RUN), never loaded by a recording: why_cause of
+ * the inputs given, as the return value. */
+struct ls_why_cause_case {
+	__u32 nr;
+	__u8 hint, fd_type, by, pad;
+};
+
+SEC("syscall")
+int ls_why_cause_test(struct ls_why_cause_case *c)
+{
+	return why_cause(c->hint, c->nr, c->fd_type, c->by);
+}
+
+/* A blocked interval ended now, remembered for the threads this one wakes later (the cascade). */
+static __always_inline void why_remember(struct ls_why_acc *w, __u32 cause, __u64 now)
+{
+	__u32 h = w->hist_pos & (WHY_HIST - 1);
+	w->hist_part[h] = cause;
+	w->hist_start[h] = w->mark;
+	w->hist_end[h] = now;
+	w->hist_pos = h + 1;
+}
+
 /* prev leaves the CPU inside a traced call. `first`: its entry was just spilled (the first
  * switch out of this call), so its state starts here. */
 static __always_inline void why_switch_out(struct task_struct *prev, struct task_struct *next,
@@ -299,9 +365,26 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 			w->rq_cpu = cpu;
 		}
 	} else {
-		w->part[LS_WHY_UNKNOWN] += d; /* woken without a wake-up the programs saw */
-		/* Its stack, if the call has none yet (as if it were the longest). */
-		w->kstack_due = why_stacks && !w->best_kstack && d >= why_min;
+		/* Woken without a wake-up the programs saw (its program found task storage in use on
+		 * its CPU): runnable time is in d too (the wake-up's time is not known). The cause is
+		 * the call's own; the waker is not known. */
+		STAT_INC(wakeups_unseen);
+		__u32 cause = why_cause(w->hint, w->nr, w->fd_type, WHY_WAKE_UNSEEN);
+		if (cause < LS_WHY_PARTS)
+			w->part[cause] += d;
+		why_remember(w, cause, now);
+		if (d >= w->best_wait) {
+			/* The longest wait so far: no waker, no request, its stack (as a wake-up does). */
+			w->best_wait = d;
+			w->kstack_due = why_stacks && d >= why_min;
+			w->waker_ctx = LS_WAKER_NONE;
+			w->waker_tid = 0;
+			w->waker_comm[0] = 0;
+			w->casc_ns = 0;
+			w->casc_part = 0;
+			w->wake_dev = 0;
+			w->wake_sector = 0;
+		}
 	}
 	w->mark = now;
 	w->state = WHY_RUN;
@@ -321,9 +404,6 @@ static __always_inline void why_sched_switch(void *ctx, bool preempt, struct tas
 	why_switch_out(prev, next, preempt, first, now);
 	why_switch_in(prev, next, now);
 }
-
-/* The softirq that processes received packets (enum in the kernel, stable since 2.6). */
-#define WHY_NET_RX_SOFTIRQ 3
 
 /*
  * One level of cascade (wPerf's): the waker `cur` ends w's blocked interval [w->mark, now]; of
@@ -367,22 +447,12 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 d = now - w->mark;
-	__u32 cause;
-	__u8 by_nr = w->nr < WHY_NR_SLOTS ? why_nr_part[w->nr] : 0;
-	if (w->hint & WHY_HINT_FAULT)
-		cause = LS_WHY_FAULT;
-	else if (w->hint & WHY_HINT_IOWAIT)
-		cause = LS_WHY_IO;
-	else if (wc->timer)
-		cause = LS_WHY_TIMER;
-	else if (by_nr == LS_WHY_LOCK)
-		cause = LS_WHY_LOCK;
-	else if (by_nr == LS_WHY_IPC || wc->softirq == WHY_NET_RX_SOFTIRQ + 1 ||
-		 (w->fd_type >= LS_FD_IPV4 && w->fd_type <= LS_FD_PIPE) || w->fd_type == LS_FD_NETLINK ||
-		 w->fd_type == LS_FD_SOCKET)
-		cause = LS_WHY_IPC;
-	else
-		cause = LS_WHY_OTHER;
+	enum why_wake by = WHY_WAKE_TASK;
+	if (wc->timer)
+		by = WHY_WAKE_TIMER;
+	else if (wc->softirq == WHY_NET_RX_SOFTIRQ + 1)
+		by = WHY_WAKE_NET_RX;
+	__u32 cause = why_cause(w->hint, w->nr, w->fd_type, by);
 	if (cause < LS_WHY_PARTS)
 		w->part[cause] += d;
 	/* A block request's completion ended an I/O wait: of the wait, the time before the request
@@ -394,12 +464,7 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 		w->wake_queue += wc->rq_queue;
 		w->wake_device += wc->rq_device;
 	}
-	/* Remembered for the threads this one wakes later (the cascade, below). */
-	__u32 h = w->hist_pos & (WHY_HIST - 1);
-	w->hist_part[h] = cause;
-	w->hist_start[h] = w->mark;
-	w->hist_end[h] = now;
-	w->hist_pos = h + 1;
+	why_remember(w, cause, now);
 	if (d >= w->best_wait) {
 		w->best_wait = d;
 		/* Its kernel stack, at the switch in (only intervals of --why-above or longer). */
