@@ -237,6 +237,7 @@ fn a_command_is_execed_once_and_the_json_summary_never_mixes_with_its_output() {
     let last: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).expect("a JSON summary");
     assert_eq!(last["command_status"], 0);
     assert!(last.get("block_completions_without_issue").is_some(), "{last}");
+    assert!(last["wakeups_unseen"].is_u64(), "{last}");
     let execs = json_lines(&latscope_ok(&["events", "-r", ts, "--json", "evt.type = execve"]));
     assert_eq!(execs.len(), 1, "one execve, no failed PATH tries: {execs:?}");
     assert_eq!(execs[0]["ret"], 0, "{:?}", execs[0]);
@@ -265,6 +266,7 @@ fn a_command_is_execed_once_and_the_json_summary_never_mixes_with_its_output() {
     assert!(j["selection"].as_str().unwrap().contains("block requests of every process"), "{j}");
     // The summary's count of block completions without an issue is kept in the trace for info.
     assert!(j["block_completions_without_issue"].is_u64(), "{j}");
+    assert!(j["wakeups_unseen"].is_u64(), "{j}");
 }
 
 /// A relative path opened by the command before it changes directory names the file it opened:

@@ -99,6 +99,9 @@ pub struct Recording {
     pub duration: Duration,
     /// The recorded command's exit status (the code, or 128 + signal), if it ran to its end.
     pub command_status: Option<i32>,
+    /// Runs of the probes' programs the kernel skipped (it does not re-enter a program on a
+    /// CPU), read at the end; `None` where the kernel does not count them.
+    pub program_runs_skipped: Option<u64>,
     /// The summary written at the end of the file.
     pub summary: Summary,
 }
@@ -312,6 +315,7 @@ impl Recorder {
         }
         let stats = self.session.stats();
         let malformed = self.session.malformed();
+        let program_runs_skipped = self.session.probe.recursion_misses();
         self.flush_wait()?;
         let summary = self.writer.finish(Summary {
             events: self.written,
@@ -319,9 +323,20 @@ impl Recorder {
             duration_ns: duration.as_nanos() as u64,
             end_ns: latscope_probe::snapshot::monotonic_ns(),
             block_completions_without_issue: stats.blk_unpaired,
+            wakeups_unseen: stats.wakeups_unseen,
+            program_runs_skipped,
             ..Default::default()
         })?;
-        Ok(Recording { reason, events: self.written, stats, malformed, duration, command_status, summary })
+        Ok(Recording {
+            reason,
+            events: self.written,
+            stats,
+            malformed,
+            duration,
+            command_status,
+            program_runs_skipped,
+            summary,
+        })
     }
 }
 

@@ -16,7 +16,7 @@ pub use decode::{join, Decoder};
 
 use latscope_event::syscalls::{self, SysClass};
 use latscope_event::{EventBatch, FdType, TraceHeader};
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
@@ -990,6 +990,31 @@ impl Probe {
             t.wakeups_unseen += s.wakeups_unseen;
         }
         t
+    }
+
+    /// Runs of the loaded programs that the kernel skipped because the same program was already
+    /// running on that CPU (it does not re-enter a program: an interrupt's tracepoint while the
+    /// program runs), summed: the kernel's `recursion_misses`. `None` when the kernel does not
+    /// count them (before Linux 5.12).
+    pub fn recursion_misses(&self) -> Option<u64> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let field_end = std::mem::offset_of!(libbpf_rs::libbpf_sys::bpf_prog_info, recursion_misses) + 8;
+        let mut total = 0;
+        let mut counted = false;
+        for p in self.skel.object().progs().filter(|p| p.autoload()) {
+            let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            // SAFETY: the fd is the program's (loaded), `info` is a zeroed bpf_prog_info of `len`
+            // bytes (no pointer fields set, so the kernel writes only into it).
+            let r =
+                unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(p.as_fd().as_raw_fd(), &mut info, &mut len) };
+            // The kernel says how much of the structure it knows: without the field, nothing.
+            if r == 0 && len as usize >= field_end {
+                total += info.recursion_misses;
+                counted = true;
+            }
+        }
+        counted.then_some(total)
     }
 
     /// Records the decoder found malformed (never expected; reported with the stats).

@@ -75,6 +75,14 @@ pub struct Summary {
     /// (0) in traces written before the field existed.
     #[serde(default)]
     pub block_completions_without_issue: u64,
+    /// With attribution (`--why`): blocked intervals whose wake-up the probes did not see,
+    /// attributed from the call alone. Absent (0) in traces written before the field existed.
+    #[serde(default)]
+    pub wakeups_unseen: u64,
+    /// Runs of the probes' programs the kernel skipped (it does not re-enter a program on a
+    /// CPU): its `recursion_misses`. Absent where the kernel does not count them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program_runs_skipped: Option<u64>,
 }
 
 /// The latscope metadata of one block, as stored in its message's `custom_metadata`.
@@ -397,8 +405,12 @@ mod tests {
         let j = serde_json::to_string(&s).unwrap();
         assert_eq!(
             j,
-            r#"{"events":1,"lost":2,"blocks":3,"bytes":4,"duration_ns":5,"end_ns":6,"block_completions_without_issue":0}"#
+            r#"{"events":1,"lost":2,"blocks":3,"bytes":4,"duration_ns":5,"end_ns":6,"block_completions_without_issue":0,"wakeups_unseen":0}"#
         );
         assert_eq!(serde_json::from_str::<Summary>(&j).unwrap(), s);
+        let skipped = Summary { program_runs_skipped: Some(7), ..s };
+        let j = serde_json::to_string(&skipped).unwrap();
+        assert!(j.ends_with(r#","program_runs_skipped":7}"#), "{j}");
+        assert_eq!(serde_json::from_str::<Summary>(&j).unwrap(), skipped);
     }
 }

@@ -318,6 +318,8 @@ impl TraceWriter {
             },
             end_ns: summary.end_ns,
             block_completions_without_issue: summary.block_completions_without_issue,
+            wakeups_unseen: summary.wakeups_unseen,
+            program_runs_skipped: summary.program_runs_skipped,
         };
         let json = serde_json::to_string(&summary).map_err(|e| TraceError::Encode {
             path: self.path.clone(),

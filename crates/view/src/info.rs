@@ -70,6 +70,10 @@ pub struct FileFacts {
     pub end_ns: Option<u64>,
     /// Block completions without an issue, from the summary.
     pub block_completions_without_issue: Option<u64>,
+    /// With attribution: wake-ups the probes did not see, from the summary.
+    pub wakeups_unseen: Option<u64>,
+    /// Runs of the probes' programs the kernel skipped, from the summary (where it counts them).
+    pub program_runs_skipped: Option<u64>,
 }
 
 fn kind_name(k: u8) -> &'static str {
@@ -104,6 +108,8 @@ pub fn to_json(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) -> Val
         "warnings": f.warnings,
         "selection": selection(&h.command_line),
         "block_completions_without_issue": f.block_completions_without_issue,
+        "wakeups_unseen": f.wakeups_unseen,
+        "program_runs_skipped": f.program_runs_skipped,
     })
 }
 
@@ -216,6 +222,15 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
             ),
         );
     }
+    if let Some(n) = f.wakeups_unseen.filter(|&n| n > 0) {
+        field(
+            "unseen",
+            format!("{n} wake-ups not seen by the probes (--why): attributed from the call alone, with no waker"),
+        );
+    }
+    if let Some(n) = f.program_runs_skipped.filter(|&n| n > 0) {
+        field("skipped", format!("{n} program runs (the kernel does not re-enter a program on a CPU)"));
+    }
     let kinds: Vec<Vec<String>> =
         c.by_kind.iter().map(|(k, n)| vec![n.to_string(), kind_name(*k).to_string()]).collect();
     let _ = writeln!(o, "by kind:");
@@ -289,6 +304,22 @@ mod tests {
         assert_eq!(to_json(&h, &c, &f, false)["block_completions_without_issue"], 5);
         let none = FileFacts { block_completions_without_issue: Some(0), ..f };
         assert!(!render_text(&h, &c, &none, false).contains("unpaired"));
+    }
+
+    #[test]
+    fn unseen_wake_ups_and_skipped_program_runs_are_shown_when_there_are_any() {
+        let h = TraceHeader::default();
+        let c = Census::new();
+        let f = FileFacts { wakeups_unseen: Some(3), program_runs_skipped: Some(2), ..Default::default() };
+        let t = render_text(&h, &c, &f, false);
+        assert!(t.contains("unseen:      3 wake-ups not seen by the probes (--why)"), "{t}");
+        assert!(t.contains("skipped:     2 program runs (the kernel does not re-enter"), "{t}");
+        let j = to_json(&h, &c, &f, false);
+        assert_eq!((j["wakeups_unseen"].clone(), j["program_runs_skipped"].clone()), (3.into(), 2.into()));
+        let none = FileFacts { wakeups_unseen: Some(0), program_runs_skipped: None, ..f };
+        let t = render_text(&h, &c, &none, false);
+        assert!(!t.contains("unseen") && !t.contains("skipped"), "{t}");
+        assert!(to_json(&h, &c, &none, false)["program_runs_skipped"].is_null());
     }
 
     #[test]

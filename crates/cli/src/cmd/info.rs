@@ -42,6 +42,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
         filtered: !scan.filter().is_match_all(),
         end_ns: report.summary.map(|s| s.end_ns),
         block_completions_without_issue: report.summary.map(|s| s.block_completions_without_issue),
+        wakeups_unseen: report.summary.map(|s| s.wakeups_unseen),
+        program_runs_skipped: report.summary.and_then(|s| s.program_runs_skipped),
     };
     if a.json.json {
         println!("{}", serde_json::to_string_pretty(&to_json(scan.header(), &census, &facts, a.verbose))?);

@@ -169,7 +169,7 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
     let bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(rec.summary.bytes);
     let s = &rec.stats;
     if a.json.is_some() {
-        let j = serde_json::json!({
+        let mut j = serde_json::json!({
             "file": a.file,
             "reason": rec.reason.describe(),
             "events": rec.events,
@@ -183,7 +183,12 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
             "duration_s": secs,
             "events_per_s": rec.events as f64 / secs,
             "command_status": rec.command_status,
+            "wakeups_unseen": s.wakeups_unseen,
         });
+        // Only where the kernel counts them: never a 0 that was not measured.
+        if let Some(n) = rec.program_runs_skipped {
+            j["program_runs_skipped"] = n.into();
+        }
         match a.json.as_deref() {
             Some(p) if p.as_os_str() != "-" => crate::args::write_output(Some(p), format!("{j}\n").as_bytes())?,
             _ if !a.command.is_empty() => eprintln!("{j}"),
@@ -211,6 +216,16 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
                  before recording started, or one the driver completed twice, as some flushes are)",
                 s.blk_unpaired
             );
+        }
+        if s.wakeups_unseen > 0 {
+            eprintln!(
+                "latscope: {} wake-ups not seen (--why): those blocked intervals are attributed from the call \
+                 alone (its syscall, fd, I/O wait), with no waker",
+                s.wakeups_unseen
+            );
+        }
+        if let Some(n) = rec.program_runs_skipped.filter(|&n| n > 0) {
+            eprintln!("latscope: {n} program runs skipped: the kernel does not re-enter a program on a CPU");
         }
         if let Some(st) = rec.command_status {
             eprintln!("latscope: the command exited with status {st}");
