@@ -233,28 +233,43 @@ fn why_pipe_whose_writer_sleeps_is_pipe_time_woken_by_the_writer() {
     assert!(text.contains("1. read: ") && text.contains("pipe/socket") && text.contains("woken by: why/"), "{text}");
 }
 
-/// nanosleep 20 ms: timer time of 20 ms per call, woken by a timer.
+/// nanosleep 20 ms: timer time of 20 ms per call, woken by a timer. A sleep whose wake-up the
+/// probes did not see (its program found task storage in use on the CPU: the kernel does not
+/// re-enter it, and other tracers use it too) is timer time as well, from the call alone, with no
+/// waker: as many as the recording's summary counts, at most.
 #[test]
 fn why_sleep_is_timer_time_of_the_requested_length() {
     if !require_bpf("why_sleep_is_timer_time_of_the_requested_length") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let (trace, kv) = record(tmp.path(), &["sleep", "10", "20"], None);
+    let sum = tmp.path().join("summary.json");
+    let json = format!("--json={}", sum.display());
+    let (trace, kv) =
+        record_with(tmp.path(), &["sleep", "10", "20"], None, &["--why", "--stacks", "--no-block", &json]);
     let ev = calls(&trace, kv["main"], "nanosleep, clock_nanosleep");
     assert_eq!(ev.len(), 10);
     assert_parts_add_up(&ev);
     let parts: Vec<&Value> = ev.iter().map(|e| &e["why"]).collect();
-    // A wake-up whose program could not read the sleeper's state (task storage is not re-entered
-    // on a CPU, and other BPF programs, of other tracers too, use it) leaves its sleep unknown,
-    // never timer: said, and rare (one sleep in some runs of the test suite, with other tracers
-    // at work). Every other sleep is timer.
-    let missed = ev.iter().filter(|e| part(e, "unknown") > 1_000_000).count() as u64;
-    assert!(missed <= 1, "{missed} sleeps without their wake-up: {parts:?}");
     let timer = total(&ev, "timer");
-    let truth = (10 - missed) * 20_000_000;
-    assert!(timer.abs_diff(truth) * 20 <= total_lat(&ev), "timer {timer} ns of {truth} ns: {parts:?}");
-    assert!(ev.iter().all(|e| e["why"]["waker"]["kind"] == "timer"), "{ev:?}");
+    assert!(timer.abs_diff(10 * 20_000_000) * 20 <= total_lat(&ev), "timer {timer} ns of 200 ms: {parts:?}");
+    assert!(ev.iter().all(|e| part(e, "unknown") < 1_000_000), "no sleep is unknown: {parts:?}");
+    let summary: Value = serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();
+    let unseen = summary["wakeups_unseen"].as_u64().unwrap_or_else(|| panic!("wakeups_unseen: {summary}"));
+    let no_waker = ev.iter().filter(|e| e["why"]["waker"].is_null()).count() as u64;
+    assert!(no_waker <= unseen, "{no_waker} sleeps without a waker, {unseen} wake-ups unseen: {parts:?}");
+    assert!(ev.iter().all(|e| e["why"]["waker"].is_null() || e["why"]["waker"]["kind"] == "timer"), "{parts:?}");
+    // The kernel's count of program runs it skipped (Linux 5.12 and later): a number.
+    if kernel_at_least(5, 12) {
+        assert!(summary["program_runs_skipped"].is_u64(), "{summary}");
+    }
+}
+
+/// The running kernel is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = rel.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse::<u32>().ok());
+    (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (major, minor)
 }
 
 /// `--why-above 10ms --stacks` over sleeps of 2 ms and of 20 ms: the 20 ms sleeps (and only
