@@ -165,6 +165,16 @@ static atomic_int word;   /* 0 free, 1 held */
 static atomic_int round_; /* the holder takes the lock for round r when round_ == r */
 static long hold_ms;
 
+/* A lock another thread (the holder) takes in each round, then holds while the main thread waits
+ * for it. */
+struct held_lock {
+	void (*take)(void);    /* the holder takes it */
+	void (*hold)(long r);  /* what the holder does with it in round r */
+	void (*release)(void); /* the holder releases it */
+	void (*wait)(void);    /* the main thread waits for it (and lets it go) */
+};
+static const struct held_lock *held;
+
 static void *holder(void *arg)
 {
 	long n = (long)arg;
@@ -173,19 +183,20 @@ static void *holder(void *arg)
 	for (long r = 1; r <= n; r++) {
 		while (atomic_load(&round_) != r)
 			sleep_ms(1);
-		atomic_store(&word, 1);
+		held->take();
 		atomic_store(&round_, -r); /* tell the waiter the lock is held */
-		sleep_ms(hold_ms);
-		atomic_store(&word, 0);
+		held->hold(r);
 		released[r - 1] = ns_of(CLOCK_MONOTONIC);
-		syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+		held->release();
 	}
 	return NULL;
 }
 
-static void do_futex(long n, long ms)
+/* n rounds of `l`, each waited for by the main thread once the holder has it; returns the time
+ * from each wait's start to the release, summed (the ground truth of the lock's part). */
+static long long held_rounds(const struct held_lock *l, long n)
 {
-	hold_ms = ms;
+	held = l;
 	pthread_t t;
 	pthread_create(&t, NULL, holder, (void *)n);
 	for (long r = 1; r <= n; r++) {
@@ -193,14 +204,43 @@ static void do_futex(long n, long ms)
 		while (atomic_load(&round_) != -r)
 			sched_yield();
 		wait_start[r - 1] = ns_of(CLOCK_MONOTONIC);
-		while (atomic_load(&word) == 1)
-			syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+		l->wait();
 	}
 	pthread_join(t, NULL);
 	long long truth = 0;
 	for (long r = 0; r < n; r++)
 		truth += released[r] > wait_start[r] ? released[r] - wait_start[r] : 0;
-	printf("blocked_ns %lld\n", truth);
+	return truth;
+}
+
+static void sleep_hold(long r)
+{
+	(void)r;
+	sleep_ms(hold_ms);
+}
+
+static void futex_take(void)
+{
+	atomic_store(&word, 1);
+}
+
+static void futex_release(void)
+{
+	atomic_store(&word, 0);
+	syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void futex_wait(void)
+{
+	while (atomic_load(&word) == 1)
+		syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void do_futex(long n, long ms)
+{
+	static const struct held_lock futex_lock = { futex_take, sleep_hold, futex_release, futex_wait };
+	hold_ms = ms;
+	printf("blocked_ns %lld\n", held_rounds(&futex_lock, n));
 }
 
 /* ---- pipe ---- */
@@ -561,44 +601,31 @@ static void sem_op(int op)
 			die("semop");
 }
 
-static void *sem_holder(void *arg)
+static void sem_take(void)
 {
-	long n = (long)arg;
-	printf("holder %ld\n", (long)syscall(SYS_gettid));
-	fflush(stdout);
-	for (long r = 1; r <= n; r++) {
-		while (atomic_load(&round_) != r)
-			sleep_ms(1);
-		sem_op(-1);
-		atomic_store(&round_, -r);
-		sleep_ms(hold_ms);
-		released[r - 1] = ns_of(CLOCK_MONOTONIC);
-		sem_op(1);
-	}
-	return NULL;
+	sem_op(-1);
+}
+
+static void sem_release(void)
+{
+	sem_op(1);
+}
+
+static void sem_wait_for(void)
+{
+	sem_op(-1);
+	sem_op(1);
 }
 
 static void do_sem(long n, long ms)
 {
+	static const struct held_lock sem_lock = { sem_take, sleep_hold, sem_release, sem_wait_for };
 	hold_ms = ms;
 	semid = semget(IPC_PRIVATE, 1, 0600);
 	if (semid < 0 || semctl(semid, 0, SETVAL, 1))
 		die("semget");
-	pthread_t t;
-	pthread_create(&t, NULL, sem_holder, (void *)n);
-	for (long r = 1; r <= n; r++) {
-		atomic_store(&round_, r);
-		while (atomic_load(&round_) != -r)
-			sched_yield();
-		wait_start[r - 1] = ns_of(CLOCK_MONOTONIC);
-		sem_op(-1);
-		sem_op(1);
-	}
-	pthread_join(t, NULL);
+	long long truth = held_rounds(&sem_lock, n);
 	semctl(semid, 0, IPC_RMID);
-	long long truth = 0;
-	for (long r = 0; r < n; r++)
-		truth += released[r] > wait_start[r] ? released[r] - wait_start[r] : 0;
 	printf("blocked_ns %lld\n", truth);
 }
 
@@ -613,45 +640,26 @@ static void do_cpu(long n)
 static int lock_fd;
 static long long fsync_ns; /* ground truth: the holder's time in fsync */
 
-static void *fsync_holder(void *arg)
+/* The holder writes 64 KiB and fsyncs them while it holds the lock. */
+static void fsync_hold(long r)
 {
-	long n = (long)arg;
-	printf("holder %ld\n", (long)syscall(SYS_gettid));
-	fflush(stdout);
 	static char buf[65536];
 	memset(buf, 'b', sizeof(buf));
-	for (long r = 1; r <= n; r++) {
-		while (atomic_load(&round_) != r)
-			sleep_ms(1);
-		atomic_store(&word, 1);
-		atomic_store(&round_, -r); /* tell the waiter the lock is held */
-		if (pwrite(lock_fd, buf, sizeof(buf), r * (off_t)sizeof(buf)) != sizeof(buf))
-			die("pwrite");
-		long long t0 = ns_of(CLOCK_MONOTONIC);
-		if (fsync(lock_fd))
-			die("fsync");
-		fsync_ns += ns_of(CLOCK_MONOTONIC) - t0;
-		atomic_store(&word, 0);
-		syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-	}
-	return NULL;
+	if (pwrite(lock_fd, buf, sizeof(buf), r * (off_t)sizeof(buf)) != sizeof(buf))
+		die("pwrite");
+	long long t0 = ns_of(CLOCK_MONOTONIC);
+	if (fsync(lock_fd))
+		die("fsync");
+	fsync_ns += ns_of(CLOCK_MONOTONIC) - t0;
 }
 
 static void do_fsynclock(const char *path, long n)
 {
+	static const struct held_lock fsync_lock = { futex_take, fsync_hold, futex_release, futex_wait };
 	lock_fd = open(path, O_WRONLY | O_CREAT, 0600);
 	if (lock_fd < 0)
 		die("open");
-	pthread_t t;
-	pthread_create(&t, NULL, fsync_holder, (void *)n);
-	for (long r = 1; r <= n; r++) {
-		atomic_store(&round_, r);
-		while (atomic_load(&round_) != -r)
-			sched_yield();
-		while (atomic_load(&word) == 1)
-			syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
-	}
-	pthread_join(t, NULL);
+	held_rounds(&fsync_lock, n);
 	printf("fsync_ns %lld\n", fsync_ns);
 }
 

@@ -315,14 +315,10 @@ fn why_above_keeps_stacks_only_for_calls_at_or_above_the_threshold() {
 /// the call; the waits are page-fault time, one faulting call per major fault.
 #[test]
 fn why_reads_of_uncached_mapped_pages_are_page_fault_time() {
-    if !require_bpf("why_reads_of_uncached_mapped_pages_are_page_fault_time")
-        || !common::require_tool("why_fault", "mkfs.ext4")
-    {
+    let Some(lfs) = ext4_loop("why_reads_of_uncached_mapped_pages_are_page_fault_time") else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().unwrap();
-    // A file on a disk of its own, so that evicting it means reading it back from the device.
-    let lfs = common::LoopFs::new("ext4", 64);
     let file = lfs.mnt.join("data");
     std::fs::write(&file, vec![7u8; 40 << 20]).unwrap();
     let (trace, kv) = record(tmp.path(), &["fault", file.to_str().unwrap(), "100"], None);
@@ -341,6 +337,12 @@ fn why_reads_of_uncached_mapped_pages_are_page_fault_time() {
     assert_share("page fault", total(&ev, "fault"), blocked, total_lat(&ev));
 }
 
+/// Root, BPF and mkfs.ext4, else `None` (said): then an ext4 file system of 64 MiB on a loop
+/// device of its own, so that evicting a file means reading it back from the device.
+fn ext4_loop(test: &str) -> Option<common::LoopFs> {
+    (require_bpf(test) && common::require_tool(test, "mkfs.ext4")).then(|| common::LoopFs::new("ext4", 64))
+}
+
 /// A loop device throttled to 20 write I/Os per second (blkio cgroup v1, or io.max on cgroup v2)
 /// in a cgroup of its own: `dev` and `pre`, a shell command that moves the shell into the
 /// cgroup. Dropping it removes both. `None` (said) where there is no controller to throttle with.
@@ -348,15 +350,12 @@ struct ThrottledLoop {
     dev: String,
     pre: String,
     _rm: Defer,
-    _detach: Defer,
+    _lo: common::LoopDev,
 }
 
-fn throttled_loop(tmp: &Path, test: &str) -> Option<ThrottledLoop> {
-    let img = tmp.join("img");
-    std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
-    let dev = sh(&format!("losetup -f --show {}", img.display()));
-    let detach = Defer(format!("losetup -d {dev}"));
-    let majmin = sh(&format!("lsblk -dno MAJ:MIN {dev}")).replace(' ', "");
+fn throttled_loop(test: &str) -> Option<ThrottledLoop> {
+    let lo = common::LoopDev::new(64);
+    let (dev, majmin) = (lo.dev.clone(), &lo.majmin);
     let name = format!("latscope-why-{}-{test}", std::process::id());
     let v1 = Path::new("/sys/fs/cgroup/blkio");
     let (cg, limit) = if v1.join("blkio.throttle.write_iops_device").exists() {
@@ -377,7 +376,7 @@ fn throttled_loop(tmp: &Path, test: &str) -> Option<ThrottledLoop> {
     let rm = Defer(format!("rmdir {}", cg.display()));
     std::fs::write(cg.join(limit.0), limit.1).unwrap();
     let pre = format!("echo $$ > {}/cgroup.procs", cg.display());
-    Some(ThrottledLoop { dev, pre, _rm: rm, _detach: detach })
+    Some(ThrottledLoop { dev, pre, _rm: rm, _lo: lo })
 }
 
 /// fsync of writes to a throttled loop device: the time is block I/O; the requests that ended
@@ -389,7 +388,7 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let Some(tl) = throttled_loop(tmp.path(), "why_fsync") else {
+    let Some(tl) = throttled_loop("why_fsync") else {
         return;
     };
     let (trace, kv) = record_with(tmp.path(), &["fsync", &tl.dev, "4"], Some(&tl.pre), &["--why", "--stacks"]);
@@ -455,7 +454,7 @@ fn why_lock_held_across_a_throttled_fsync_cascades_to_block_io() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let Some(tl) = throttled_loop(tmp.path(), "why_fsynclock") else {
+    let Some(tl) = throttled_loop("why_fsynclock") else {
         return;
     };
     let (trace, kv) = record_with(tmp.path(), &["fsynclock", &tl.dev, "4"], Some(&tl.pre), &["--why", "--stacks"]);
@@ -634,12 +633,9 @@ fn why_direct_reads_of_a_loop_device_are_block_io_of_their_requests() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let img = tmp.path().join("img");
-    std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
-    let dev = sh(&format!("losetup -f --show {}", img.display()));
-    let _detach = Defer(format!("losetup -d {dev}"));
-    let majmin = sh(&format!("lsblk -dno MAJ:MIN {dev}")).replace(' ', "");
-    let (trace, kv) = record_with(tmp.path(), &["dread", &dev, "10", "512"], None, &["--why", "--stacks"]);
+    let lo = common::LoopDev::new(64);
+    let majmin = &lo.majmin;
+    let (trace, kv) = record_with(tmp.path(), &["dread", &lo.dev, "10", "512"], None, &["--why", "--stacks"]);
     let ev: Vec<Value> =
         calls(&trace, kv["main"], "pread64").into_iter().filter(|e| e["fd_type"] == "blockdev").collect();
     assert_eq!(ev.len(), 10);
@@ -692,13 +688,10 @@ fn why_direct_reads_of_a_loop_device_are_block_io_of_their_requests() {
 /// user memory, neither of which is a page fault's I/O wait.
 #[test]
 fn why_buffered_reads_of_an_uncached_file_are_block_io_not_page_fault() {
-    if !require_bpf("why_buffered_reads_of_an_uncached_file_are_block_io_not_page_fault")
-        || !common::require_tool("why_bread", "mkfs.ext4")
-    {
+    let Some(lfs) = ext4_loop("why_buffered_reads_of_an_uncached_file_are_block_io_not_page_fault") else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().unwrap();
-    let lfs = common::LoopFs::new("ext4", 64);
     let file = lfs.mnt.join("data");
     std::fs::write(&file, vec![7u8; 24 << 20]).unwrap();
     let (trace, kv) = record_with(tmp.path(), &["bread", file.to_str().unwrap(), "20"], None, &["--why", "--stacks"]);
@@ -721,13 +714,11 @@ fn why_buffered_reads_of_an_uncached_file_are_block_io_not_page_fault() {
 /// timer, in a kernel stack through `balance_dirty_pages`.
 #[test]
 fn why_writes_throttled_by_dirty_page_balancing_are_block_io_in_balance_dirty_pages() {
-    if !require_bpf("why_writes_throttled_by_dirty_page_balancing_are_block_io_in_balance_dirty_pages")
-        || !common::require_tool("why_dirty", "mkfs.ext4")
-    {
+    let Some(lfs) = ext4_loop("why_writes_throttled_by_dirty_page_balancing_are_block_io_in_balance_dirty_pages")
+    else {
         return;
-    }
-    let lfs = common::LoopFs::new("ext4", 64);
-    let majmin = sh(&format!("lsblk -dno MAJ:MIN {}", lfs.dev)).replace(' ', "");
+    };
+    let majmin = lfs.majmin();
     let bdi = PathBuf::from(format!("/sys/class/bdi/{majmin}"));
     let v1 = Path::new("/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device");
     let v2 = Path::new("/sys/fs/cgroup");
@@ -790,12 +781,6 @@ fn why_writes_throttled_by_dirty_page_balancing_are_block_io_in_balance_dirty_pa
         kernel.iter().any(|f| f.starts_with("generic_perform_write") || f.contains("write_iter")),
         "the write: {kernel:?}"
     );
-}
-
-fn sh(cmd: &str) -> String {
-    let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
-    assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 /// Runs a shell command when dropped (cleanup that must happen when an assertion fails).

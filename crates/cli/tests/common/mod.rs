@@ -86,6 +86,43 @@ impl LoopFs {
     pub fn name(&self) -> String {
         self.dev.trim_start_matches("/dev/").to_string()
     }
+    /// The loop device's `major:minor`.
+    #[allow(dead_code)] // each test file uses some
+    pub fn majmin(&self) -> String {
+        majmin(&self.dev)
+    }
+}
+
+/// `major:minor` of a block device (`/dev/loop3`).
+pub fn majmin(dev: &str) -> String {
+    sh(&format!("lsblk -dno MAJ:MIN {dev}")).expect("lsblk").replace(' ', "")
+}
+
+/// A loop device over an image of `size_mb` MiB, without a file system; detached when dropped.
+pub struct LoopDev {
+    /// The device (`/dev/loop3`).
+    pub dev: String,
+    /// Its `major:minor`.
+    pub majmin: String,
+    _dir: tempfile::TempDir,
+}
+
+impl LoopDev {
+    #[allow(dead_code)] // each test file uses some
+    pub fn new(size_mb: u64) -> LoopDev {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let image = dir.path().join("image");
+        std::fs::File::create(&image).unwrap().set_len(size_mb << 20).unwrap();
+        let dev = sh(&format!("losetup -f --show {}", image.display())).expect("losetup");
+        let majmin = majmin(&dev);
+        LoopDev { dev, majmin, _dir: dir }
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        let _ = sh(&format!("losetup -d {}", self.dev));
+    }
 }
 
 impl Drop for LoopFs {
