@@ -543,41 +543,28 @@ int BPF_PROG(ls_why_fault, unsigned long address, struct pt_regs *regs, unsigned
 	return 0;
 }
 
-SEC("tp_btf/hrtimer_expire_entry")
-int BPF_PROG(ls_why_hrtimer_in)
-{
-	struct ls_why_cpu *wc = why_cpu();
-	if (wc)
-		wc->timer++;
-	return 0;
-}
+/* The programs ls_why_<prog>_in and _out, on the tracepoints <tp>_entry and <tp>_exit: they
+ * raise and lower the depth `field` of this CPU's struct ls_why_cpu. */
+#define WHY_DEPTH_PROGS(prog, tp, field)                \
+	SEC("tp_btf/" #tp "_entry")                     \
+	int BPF_PROG(ls_why_##prog##_in)                \
+	{                                               \
+		struct ls_why_cpu *wc = why_cpu();      \
+		if (wc)                                 \
+			wc->field++;                    \
+		return 0;                               \
+	}                                               \
+	SEC("tp_btf/" #tp "_exit")                      \
+	int BPF_PROG(ls_why_##prog##_out)               \
+	{                                               \
+		struct ls_why_cpu *wc = why_cpu();      \
+		if (wc && wc->field)                    \
+			wc->field--;                    \
+		return 0;                               \
+	}
 
-SEC("tp_btf/hrtimer_expire_exit")
-int BPF_PROG(ls_why_hrtimer_out)
-{
-	struct ls_why_cpu *wc = why_cpu();
-	if (wc && wc->timer)
-		wc->timer--;
-	return 0;
-}
-
-SEC("tp_btf/timer_expire_entry")
-int BPF_PROG(ls_why_timer_in)
-{
-	struct ls_why_cpu *wc = why_cpu();
-	if (wc)
-		wc->timer++;
-	return 0;
-}
-
-SEC("tp_btf/timer_expire_exit")
-int BPF_PROG(ls_why_timer_out)
-{
-	struct ls_why_cpu *wc = why_cpu();
-	if (wc && wc->timer)
-		wc->timer--;
-	return 0;
-}
+WHY_DEPTH_PROGS(hrtimer, hrtimer_expire, timer)
+WHY_DEPTH_PROGS(timer, timer_expire, timer)
 
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(ls_why_softirq_in, unsigned int vec)
@@ -623,23 +610,7 @@ int BPF_PROG(ls_why_softirq_raise, unsigned int vec)
 	return 0;
 }
 
-SEC("tp_btf/irq_handler_entry")
-int BPF_PROG(ls_why_irq_in)
-{
-	struct ls_why_cpu *wc = why_cpu();
-	if (wc)
-		wc->hardirq++;
-	return 0;
-}
-
-SEC("tp_btf/irq_handler_exit")
-int BPF_PROG(ls_why_irq_out)
-{
-	struct ls_why_cpu *wc = why_cpu();
-	if (wc && wc->hardirq)
-		wc->hardirq--;
-	return 0;
-}
+WHY_DEPTH_PROGS(irq, irq_handler, hardirq)
 
 /* A block request completed on this CPU: the wake-up that follows in the same call chain is its.
  * `start`: when it was inserted (or issued, when it went straight to the driver); `queue`,
