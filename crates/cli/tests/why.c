@@ -165,6 +165,15 @@ static atomic_int word;   /* 0 free, 1 held */
 static atomic_int round_; /* the holder takes the lock for round r when round_ == r */
 static long hold_ms;
 
+/* The ground truth of n rounds: from each wait's start to the release that ended it, summed. */
+static long long blocked_truth(long n)
+{
+	long long truth = 0;
+	for (long r = 0; r < n; r++)
+		truth += released[r] > wait_start[r] ? released[r] - wait_start[r] : 0;
+	return truth;
+}
+
 /* A lock another thread (the holder) takes in each round, then holds while the main thread waits
  * for it. */
 struct held_lock {
@@ -192,8 +201,8 @@ static void *holder(void *arg)
 	return NULL;
 }
 
-/* n rounds of `l`, each waited for by the main thread once the holder has it; returns the time
- * from each wait's start to the release, summed (the ground truth of the lock's part). */
+/* n rounds of `l`, each waited for by the main thread once the holder has it; returns their
+ * ground truth. */
 static long long held_rounds(const struct held_lock *l, long n)
 {
 	held = l;
@@ -207,10 +216,7 @@ static long long held_rounds(const struct held_lock *l, long n)
 		l->wait();
 	}
 	pthread_join(t, NULL);
-	long long truth = 0;
-	for (long r = 0; r < n; r++)
-		truth += released[r] > wait_start[r] ? released[r] - wait_start[r] : 0;
-	return truth;
+	return blocked_truth(n);
 }
 
 static void sleep_hold(long r)
@@ -275,10 +281,7 @@ static void do_pipe(long n, long ms)
 			die("read");
 	}
 	pthread_join(t, NULL);
-	long long truth = 0;
-	for (long i = 0; i < n; i++)
-		truth += released[i] > wait_start[i] ? released[i] - wait_start[i] : 0;
-	printf("blocked_ns %lld\n", truth);
+	printf("blocked_ns %lld\n", blocked_truth(n));
 }
 
 /* ---- page faults ---- */
@@ -504,10 +507,7 @@ static void do_poll(const char *kind, long n, long ms)
 	}
 	if (ms)
 		pthread_join(t, NULL);
-	long long truth = 0;
-	for (long i = 0; i < n; i++)
-		truth += released[i] > wait_start[i] ? released[i] - wait_start[i] : 0;
-	printf("blocked_ns %lld\n", ms ? truth : n * 20000000LL);
+	printf("blocked_ns %lld\n", ms ? blocked_truth(n) : n * 20000000LL);
 }
 
 /* ---- loopback TCP: recv from a peer that sleeps, accept of a peer that connects late ---- */
@@ -584,10 +584,7 @@ static void do_tcp(long n, long ms, int accepts)
 			die("recv");
 	}
 	pthread_join(t, NULL);
-	long long truth = 0;
-	for (long i = 0; i < n; i++)
-		truth += released[i] > wait_start[i] ? released[i] - wait_start[i] : 0;
-	printf("blocked_ns %lld\n", truth);
+	printf("blocked_ns %lld\n", blocked_truth(n));
 }
 
 /* ---- SysV semaphore held by another thread ---- */

@@ -379,19 +379,31 @@ fn throttled_loop(test: &str) -> Option<ThrottledLoop> {
     Some(ThrottledLoop { dev, pre, _rm: rm, _lo: lo })
 }
 
+/// Root and BPF, and a throttled loop device, else `None` (said): then `why MODE DEV 4` recorded
+/// with attribution and stacks, in the device's cgroup (the temporary directory and the device
+/// live as long as what is returned).
+fn record_throttled(
+    test: &str,
+    mode: &str,
+) -> Option<(tempfile::TempDir, ThrottledLoop, PathBuf, HashMap<String, i64>)> {
+    if !require_bpf(test) {
+        return None;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tl = throttled_loop(test)?;
+    let (trace, kv) = record_with(tmp.path(), &[mode, &tl.dev, "4"], Some(&tl.pre), &["--why", "--stacks"]);
+    Some((tmp, tl, trace, kv))
+}
+
 /// fsync of writes to a throttled loop device: the time is block I/O; the requests that ended
 /// its waits were held before they existed (the throttle) for that time, and spent little of it
 /// queued or on the device.
 #[test]
 fn why_fsync_behind_a_throttled_device_is_block_io_time() {
-    if !require_bpf("why_fsync_behind_a_throttled_device_is_block_io_time") {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let Some(tl) = throttled_loop("why_fsync") else {
+    let Some((_tmp, tl, trace, kv)) = record_throttled("why_fsync_behind_a_throttled_device_is_block_io_time", "fsync")
+    else {
         return;
     };
-    let (trace, kv) = record_with(tmp.path(), &["fsync", &tl.dev, "4"], Some(&tl.pre), &["--why", "--stacks"]);
     let ev = calls(&trace, kv["main"], "fsync");
     assert_eq!(ev.len(), 4);
     assert_parts_add_up(&ev);
@@ -450,14 +462,11 @@ fn why_fsync_behind_a_throttled_device_is_block_io_time() {
 /// time (one level of cascade through block I/O).
 #[test]
 fn why_lock_held_across_a_throttled_fsync_cascades_to_block_io() {
-    if !require_bpf("why_lock_held_across_a_throttled_fsync_cascades_to_block_io") {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let Some(tl) = throttled_loop("why_fsynclock") else {
+    let Some((_tmp, _tl, trace, kv)) =
+        record_throttled("why_lock_held_across_a_throttled_fsync_cascades_to_block_io", "fsynclock")
+    else {
         return;
     };
-    let (trace, kv) = record_with(tmp.path(), &["fsynclock", &tl.dev, "4"], Some(&tl.pre), &["--why", "--stacks"]);
     let ev: Vec<Value> =
         calls(&trace, kv["main"], "futex").into_iter().filter(|e| e["latency_ns"].as_u64() > Some(1_000_000)).collect();
     assert!(!ev.is_empty());
