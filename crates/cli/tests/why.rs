@@ -69,6 +69,11 @@ fn calls(trace: &Path, tid: i64, ty: &str) -> Vec<Value> {
     ev
 }
 
+/// The calls of `calls` that waited: those of more than 1 ms.
+fn waits(trace: &Path, tid: i64, ty: &str) -> Vec<Value> {
+    calls(trace, tid, ty).into_iter().filter(|e| e["latency_ns"].as_u64() > Some(1_000_000)).collect()
+}
+
 fn part(e: &Value, p: &str) -> u64 {
     e["why"]["parts_ns"][p].as_u64().unwrap_or_else(|| panic!("no part {p}: {e}"))
 }
@@ -170,8 +175,7 @@ fn why_futex_held_by_another_thread_is_lock_time_woken_by_the_holder() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let (trace, kv) = record(tmp.path(), &["futex", "10", "20"], None);
-    let ev: Vec<Value> =
-        calls(&trace, kv["main"], "futex").into_iter().filter(|e| e["latency_ns"].as_u64() > Some(1_000_000)).collect();
+    let ev = waits(&trace, kv["main"], "futex");
     assert!(!ev.is_empty());
     assert_parts_add_up(&ev);
     let lat = total_lat(&ev);
@@ -467,8 +471,7 @@ fn why_lock_held_across_a_throttled_fsync_cascades_to_block_io() {
     else {
         return;
     };
-    let ev: Vec<Value> =
-        calls(&trace, kv["main"], "futex").into_iter().filter(|e| e["latency_ns"].as_u64() > Some(1_000_000)).collect();
+    let ev = waits(&trace, kv["main"], "futex");
     assert!(!ev.is_empty());
     assert_parts_add_up(&ev);
     let lat = total_lat(&ev);
@@ -499,8 +502,7 @@ fn why_lock_held_across_a_throttled_fsync_cascades_to_block_io() {
 fn assert_blocked_in(args: &[&str], ty: &str, p: &str, waker: Option<&str>) -> Vec<Value> {
     let tmp = tempfile::tempdir().unwrap();
     let (trace, kv) = record(tmp.path(), args, None);
-    let ev: Vec<Value> =
-        calls(&trace, kv["main"], ty).into_iter().filter(|e| e["latency_ns"].as_u64() > Some(1_000_000)).collect();
+    let ev = waits(&trace, kv["main"], ty);
     let n: usize = args[args.len() - 2].parse().unwrap();
     assert_eq!(ev.len(), n, "{args:?}: {ev:?}");
     assert_parts_add_up(&ev);
@@ -580,8 +582,7 @@ fn why_wait4_for_a_sleeping_child_is_other_wait_woken_by_the_child() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let (trace, kv) = record(tmp.path(), &["wait", "5", "20"], None);
-    let ev: Vec<Value> =
-        calls(&trace, kv["main"], "wait4").into_iter().filter(|e| e["latency_ns"].as_u64() > Some(1_000_000)).collect();
+    let ev = waits(&trace, kv["main"], "wait4");
     assert_eq!(ev.len(), 5);
     assert_parts_add_up(&ev);
     assert_share("other wait", total(&ev, "other"), kv["blocked_ns"] as u64, total_lat(&ev));
