@@ -18,7 +18,7 @@
  * timer-wheel callback), a lock (the call is futex, flock, fcntl or semop), a pipe or socket (the
  * call's fd is one, the call waits for fds or a message queue, or network softirq woke it), else
  * "other". A blocked interval whose wake-up no program saw (its program found task storage in
- * use on its CPU) is found ended at the switch in: its cause is what the call alone says (the
+ * use on its CPU, or raced the switch out) is found ended at the switch in: its cause is what the call alone says (the
  * same rules without the wake-up's context; a sleep is a timer), else "unknown", and it has no
  * waker. Time outside any interval (before the state existed) is "unknown" too, never dropped:
  * the exit fills the difference to the latency into it.
@@ -366,8 +366,9 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 		}
 	} else {
 		/* Woken without a wake-up the programs saw (its program found task storage in use on
-		 * its CPU): runnable time is in d too (the wake-up's time is not known). The cause is
-		 * the call's own; the waker is not known. */
+		 * its CPU, or ran on another CPU before this thread's switch out was recorded):
+		 * runnable time is in d too (the wake-up's time is not known). The cause is the
+		 * call's own; the waker is not known. */
 		STAT_INC(wakeups_unseen);
 		__u32 cause = why_cause(w->hint, w->nr, w->fd_type, WHY_WAKE_UNSEEN);
 		if (cause < LS_WHY_PARTS)
