@@ -73,6 +73,13 @@ struct ls_why_acc {
 	/* The requests that ended the call's I/O waits: the waits before they existed, their
 	 * time queued, on the device (summed). */
 	__u64 wake_held, wake_queue, wake_device;
+	/* The call's last page fault in the kernel (address, and the file behind it where
+	 * bpf_find_vma resolved it: ino 0 otherwise), and the one whose I/O wait was the longest. */
+	__u64 flt_addr, flt_ino, flt_off;
+	__u32 flt_dev;
+	__u64 best_fault;
+	__u64 bf_addr, bf_ino, bf_off;
+	__u32 bf_dev;
 };
 
 struct {
@@ -254,6 +261,11 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->best_kstack = 0;
 		w->casc_ns = 0;
 		w->casc_part = 0;
+		w->best_fault = 0;
+		w->bf_addr = 0;
+		w->bf_ino = 0;
+		w->bf_off = 0;
+		w->bf_dev = 0;
 	} else {
 		w = bpf_task_storage_get(&whys, prev, 0, 0);
 		if (!w || !w->call_ts || w->state != WHY_RUN)
@@ -385,6 +397,14 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 		cause = LS_WHY_OTHER;
 	if (cause < LS_WHY_PARTS)
 		w->part[cause] += d;
+	/* The fault behind the longest of the call's fault waits (the last fault before it). */
+	if (cause == LS_WHY_FAULT && d >= w->best_fault) {
+		w->best_fault = d;
+		w->bf_addr = w->flt_addr;
+		w->bf_ino = w->flt_ino;
+		w->bf_off = w->flt_off;
+		w->bf_dev = w->flt_dev;
+	}
 	/* A block request's completion ended an I/O wait: of the wait, the time before the request
 	 * existed (its bio held by cgroup I/O throttling or a plug, or not yet submitted), then its
 	 * time queued and on the device, summed over the call's I/O waits. */
@@ -473,8 +493,16 @@ int BPF_PROG(ls_why_fault, unsigned long address, struct pt_regs *regs, unsigned
 	if (!call_ts)
 		return 0;
 	struct ls_why_acc *w = bpf_task_storage_get(&whys, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (w)
-		w->fault_call = call_ts;
+	if (!w)
+		return 0;
+	w->fault_call = call_ts;
+	/* The file mapped at the address, looked up only here: a fault inside a traced call. */
+	struct ls_vma_file f = { .addr = address };
+	vma_file(&f);
+	w->flt_addr = address;
+	w->flt_ino = f.ino;
+	w->flt_off = f.off;
+	w->flt_dev = f.dev;
 	return 0;
 }
 
@@ -638,6 +666,10 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 	o->wake_held_ns = w->wake_held;
 	o->wake_queue_ns = w->wake_queue;
 	o->wake_device_ns = w->wake_device;
+	o->fault_addr = w->bf_addr;
+	o->fault_ino = w->bf_ino;
+	o->fault_off = w->bf_off;
+	o->fault_dev = w->bf_dev;
 	w->call_ts = 0;
 	return o;
 }
