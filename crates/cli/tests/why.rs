@@ -3,6 +3,7 @@
 //! right cause holds the right share, and the waker is the thread that woke it.
 
 mod common;
+mod exportsupport;
 
 use common::{bin, compile_c, json_lines, latscope_json, latscope_ok, require_bpf};
 use serde_json::Value;
@@ -329,6 +330,36 @@ fn why_reads_of_uncached_mapped_pages_are_page_fault_time() {
     // The breakdown lists the fault time under the file.
     let ticket = latscope_ok(&["why", "-r", trace.to_str().unwrap(), &format!("thread.tid = {}", kv["main"])]);
     assert!(ticket.contains(&format!("page faults in: {}", file.display())), "{ticket}");
+    // The Parquet export carries the file and offset of each faulting call.
+    if exportsupport::require_python("why_reads_of_uncached_mapped_pages_are_page_fault_time", &["duckdb", "pytz"]) {
+        let pq = tmp.path().join("fault.parquet");
+        latscope_ok(&["export", "-r", trace.to_str().unwrap(), "--parquet", pq.to_str().unwrap(), "-q"]);
+        let got: Value = serde_json::from_str(&exportsupport::python(
+            r#"
+import sys, json, duckdb
+rows = duckdb.connect().execute(
+    f"SELECT time_ns, fault_path, fault_off FROM '{sys.argv[1]}' WHERE tid = {int(sys.argv[2])} AND why_fault > 0"
+).fetchall()
+print(json.dumps([list(r) for r in rows]))
+"#,
+            &[pq.to_str().unwrap(), &kv["main"].to_string()],
+        ))
+        .unwrap();
+        let want: HashMap<i64, &Value> = ev
+            .iter()
+            .filter(|e| part(e, "fault") > 0)
+            .map(|e| (e["time_ns"].as_i64().unwrap(), &e["why"]["page_fault"]))
+            .collect();
+        let rows = got.as_array().unwrap();
+        assert!(rows.len() >= want.len(), "{} faulting calls in Parquet, {} in events", rows.len(), want.len());
+        let mut matched = 0;
+        for r in rows.iter().filter(|r| want.contains_key(&r[0].as_i64().unwrap())) {
+            let w = want[&r[0].as_i64().unwrap()];
+            assert_eq!((&r[1], &r[2]), (&w["path"], &w["offset_bytes"]), "{r}");
+            matched += 1;
+        }
+        assert_eq!(matched, want.len(), "every faulting call of `events` is in Parquet");
+    }
 }
 
 /// Each call with page-fault time names the mapped `file` and, as the offset, page i*64 of it
