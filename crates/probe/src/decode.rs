@@ -3,7 +3,9 @@
 //! The kernel side reports, for fd-based calls, the device and inode behind
 //! the fd; this stage keeps the maps that name them: (device, inode) -> path
 //! from opens and from the start snapshot, (pid, fd) -> path for the rest, and
-//! each process's working directory for relative paths.
+//! each process's working directory for relative paths. With attribution, it also
+//! names the file behind a call's page fault: by the inode the kernel found mapped
+//! at the address, or by the process's recorded mmap calls.
 
 use crate::skel::types::{ls_event, ls_sock_tuple, ls_why};
 use latscope_event::syscalls::{desc, SysDesc, NONE};
