@@ -30,6 +30,8 @@ pub struct Decoder {
     /// The files each process mapped during the recording (mmap calls seen), by start address:
     /// they name the file behind a page fault the kernel did not resolve.
     maps: FxHashMap<u32, BTreeMap<u64, Mapping>>,
+    /// Inodes behind page faults already looked for in /proc maps (once each).
+    maps_looked: rustc_hash::FxHashSet<(u32, u64)>,
     /// Read /proc for a process's cwd on first sight (live recording only).
     live: bool,
     /// Events decoded into this batch since the last take.
@@ -249,7 +251,7 @@ impl Decoder {
     fn name_fault(&mut self, e: &mut Event, (dev, ino, off): (u32, u64, u64)) {
         if ino != 0 {
             e.fault_off = off as i64;
-            if !self.by_inode.contains_key(&(dev, ino)) && self.live {
+            if self.live && !self.by_inode.contains_key(&(dev, ino)) && self.maps_looked.insert((dev, ino)) {
                 self.name_mapped_files([e.pid]);
             }
             if let Some(p) = self.by_inode.get(&(dev, ino)) {
