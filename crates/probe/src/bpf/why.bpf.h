@@ -280,14 +280,12 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->pend_cpu = bpf_get_smp_processor_id();
 		return;
 	}
-	w->state = WHY_BLOCKED;
 	w->pend_tid = 0;
 	__u8 hint = 0;
 	if (BPF_CORE_READ_BITFIELD(prev, in_iowait))
 		hint = WHY_HINT_IOWAIT;
 	if (hint && w->fault_call == w->call_ts)
 		hint |= WHY_HINT_FAULT;
-	w->hint = hint;
 	/* The file mapped at the fault's address, looked up once per fault and only for a fault
 	 * that waits for I/O (a major fault): not at the fault itself, where most faults are minor
 	 * and the look-up (the mm's lock, and its release deferred to an irq_work with interrupts
@@ -300,6 +298,10 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->flt_off = f.off;
 		w->flt_dev = f.dev;
 	}
+	/* Published last: the wake-up can come on another CPU while this program still runs (the
+	 * task waits already), and reads the hint and the fault's file once it sees the state. */
+	w->hint = hint;
+	w->state = WHY_BLOCKED;
 }
 
 /* next takes the CPU from prev: a runnable interval (run-queue delay) ends. */
