@@ -79,6 +79,10 @@ struct ls_why_acc {
 	__u32 flt_dev;
 	__u8 flt_looked;      /* the file of flt_addr was looked up */
 	__u64 best_fault;
+	/* The fault of the longest fault wait: the last fault (flt_*) while bf_cur, else bf_*. Its
+	 * file is copied only when the task faults again or exits the call: the wake-up that makes
+	 * it the longest may come on another CPU while the switch out still looks the file up. */
+	__u8 bf_cur;
 	__u64 bf_addr, bf_ino, bf_off;
 	__u32 bf_dev;
 };
@@ -263,6 +267,7 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->casc_ns = 0;
 		w->casc_part = 0;
 		w->best_fault = 0;
+		w->bf_cur = 0;
 		w->bf_addr = 0;
 		w->bf_ino = 0;
 		w->bf_off = 0;
@@ -280,12 +285,14 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->pend_cpu = bpf_get_smp_processor_id();
 		return;
 	}
+	w->state = WHY_BLOCKED;
 	w->pend_tid = 0;
 	__u8 hint = 0;
 	if (BPF_CORE_READ_BITFIELD(prev, in_iowait))
 		hint = WHY_HINT_IOWAIT;
 	if (hint && w->fault_call == w->call_ts)
 		hint |= WHY_HINT_FAULT;
+	w->hint = hint;
 	/* The file mapped at the fault's address, looked up once per fault and only for a fault
 	 * that waits for I/O (a major fault): not at the fault itself, where most faults are minor
 	 * and the look-up (the mm's lock, and its release deferred to an irq_work with interrupts
@@ -298,10 +305,6 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->flt_off = f.off;
 		w->flt_dev = f.dev;
 	}
-	/* Published last: the wake-up can come on another CPU while this program still runs (the
-	 * task waits already), and reads the hint and the fault's file once it sees the state. */
-	w->hint = hint;
-	w->state = WHY_BLOCKED;
 }
 
 /* next takes the CPU from prev: a runnable interval (run-queue delay) ends. */
@@ -412,13 +415,10 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 		cause = LS_WHY_OTHER;
 	if (cause < LS_WHY_PARTS)
 		w->part[cause] += d;
-	/* The fault behind the longest of the call's fault waits (the last fault before it). */
+	/* The fault behind the longest of the call's fault waits: the last fault before it. */
 	if (cause == LS_WHY_FAULT && d >= w->best_fault) {
 		w->best_fault = d;
-		w->bf_addr = w->flt_addr;
-		w->bf_ino = w->flt_ino;
-		w->bf_off = w->flt_off;
-		w->bf_dev = w->flt_dev;
+		w->bf_cur = 1;
 	}
 	/* A block request's completion ended an I/O wait: of the wait, the time before the request
 	 * existed (its bio held by cgroup I/O throttling or a plug, or not yet submitted), then its
@@ -510,6 +510,14 @@ int BPF_PROG(ls_why_fault, unsigned long address, struct pt_regs *regs, unsigned
 	struct ls_why_acc *w = bpf_task_storage_get(&whys, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!w)
 		return 0;
+	/* The previous fault of the call, if its wait is the longest so far, is kept. */
+	if (w->bf_cur && w->fault_call == call_ts) {
+		w->bf_cur = 0;
+		w->bf_addr = w->flt_addr;
+		w->bf_ino = w->flt_ino;
+		w->bf_off = w->flt_off;
+		w->bf_dev = w->flt_dev;
+	}
 	w->fault_call = call_ts;
 	/* Its file is looked up if it waits for I/O (why_switch_out). */
 	w->flt_addr = address;
@@ -678,10 +686,17 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 	o->wake_held_ns = w->wake_held;
 	o->wake_queue_ns = w->wake_queue;
 	o->wake_device_ns = w->wake_device;
-	o->fault_addr = w->bf_addr;
-	o->fault_ino = w->bf_ino;
-	o->fault_off = w->bf_off;
-	o->fault_dev = w->bf_dev;
+	if (w->bf_cur) {
+		o->fault_addr = w->flt_addr;
+		o->fault_ino = w->flt_ino;
+		o->fault_off = w->flt_off;
+		o->fault_dev = w->flt_dev;
+	} else {
+		o->fault_addr = w->bf_addr;
+		o->fault_ino = w->bf_ino;
+		o->fault_off = w->bf_off;
+		o->fault_dev = w->bf_dev;
+	}
 	w->call_ts = 0;
 	return o;
 }
