@@ -203,7 +203,9 @@ fn check_lists_the_kernel_features_and_what_runs() {
     assert_eq!(v["probes"]["block"], true, "{v}");
     let features = v["features"].as_array().unwrap();
     let keys: Vec<&str> = features.iter().map(|f| f["key"].as_str().unwrap()).collect();
-    for k in ["btf", "ringbuf", "task_storage_map", "current_task_btf", "task_storage_tracing", "rdonly_cast"] {
+    for k in
+        ["btf", "ringbuf", "task_storage_map", "current_task_btf", "task_storage_tracing", "rdonly_cast", "find_vma"]
+    {
         assert!(keys.contains(&k), "{k} in {keys:?}");
     }
     assert!(features.iter().all(|f| f["since"].as_str().is_some_and(|s| s.contains('.'))), "{v}");

@@ -8,7 +8,9 @@
  *   why futex N MS       a thread holds a lock MS ms while the main thread waits in futex, N times
  *   why pipe N MS        a writer sleeps MS ms then writes; the main thread reads, N times
  *   why sleep N MS       nanosleep MS ms, N times
- *   why fault FILE N     write()s to a pipe from N uncached pages of a mmap'd FILE
+ *   why fault FILE N [GATE]  write()s to a pipe from N uncached pages of a mmap'd FILE (page
+ *                        i*64); with GATE: maps it, closes its fd, makes GATE.ready, and
+ *                        waits for GATE to exist before the writes
  *   why fsync FILE N     N times: write 64 KiB to FILE (a block device or a file) and fsync it
  *   why dread FILE N KIB N O_DIRECT reads of KIB KiB from FILE, 1 MiB apart; prints their CPU time
  *   why bread FILE N     N reads of 256 KiB from FILE, 1 MiB apart, out of the page cache first;
@@ -285,7 +287,7 @@ static void do_pipe(long n, long ms)
 }
 
 /* ---- page faults ---- */
-static void do_fault(const char *path, long n)
+static void do_fault(const char *path, long n, const char *gate)
 {
 	int fd = open(path, O_RDONLY);
 	if (fd < 0)
@@ -303,6 +305,19 @@ static void do_fault(const char *path, long n)
 	if (m == MAP_FAILED)
 		die("mmap");
 	madvise(m, st.st_size, MADV_RANDOM);
+	printf("pgsize %ld\n", pg);
+	if (gate) {
+		/* Mapped before the recording: the fd closed, GATE.ready made; then wait for GATE. */
+		close(fd);
+		char ready[4096];
+		snprintf(ready, sizeof(ready), "%s.ready", gate);
+		int r = open(ready, O_WRONLY | O_CREAT, 0600);
+		if (r < 0)
+			die("open ready");
+		close(r);
+		while (access(gate, F_OK))
+			sleep_ms(10);
+	}
 	int p[2];
 	if (pipe(p))
 		die("pipe");
@@ -685,7 +700,7 @@ int main(int argc, char **argv)
 		for (long i = 0; i < atol(argv[2]); i++)
 			sleep_ms(atol(argv[3]));
 	} else if (!strcmp(m, "fault") && argc > 3)
-		do_fault(argv[2], atol(argv[3]));
+		do_fault(argv[2], atol(argv[3]), argc > 4 ? argv[4] : NULL);
 	else if (!strcmp(m, "fsync") && argc > 3)
 		do_fsync(argv[2], atol(argv[3]));
 	else if (!strcmp(m, "dread") && argc > 4)

@@ -3,6 +3,7 @@
 //! right cause holds the right share, and the waker is the thread that woke it.
 
 mod common;
+mod exportsupport;
 
 use common::{bin, compile_c, json_lines, latscope_json, latscope_ok, require_bpf};
 use serde_json::Value;
@@ -316,7 +317,8 @@ fn why_above_keeps_stacks_only_for_calls_at_or_above_the_threshold() {
 }
 
 /// write() from pages of an uncached mmap'd file: the copy faults each page in from disk inside
-/// the call; the waits are page-fault time, one faulting call per major fault.
+/// the call; the waits are page-fault time, one faulting call per major fault, each naming the
+/// mapped file and the page it faulted on (page i*64 in the i-th call).
 #[test]
 fn why_reads_of_uncached_mapped_pages_are_page_fault_time() {
     let Some(lfs) = ext4_loop("why_reads_of_uncached_mapped_pages_are_page_fault_time") else {
@@ -339,6 +341,136 @@ fn why_reads_of_uncached_mapped_pages_are_page_fault_time() {
     // Of the time the calls were blocked (neither running nor runnable), the faults' share.
     let blocked = total_lat(&ev) - total(&ev, "cpu") - total(&ev, "runq");
     assert_share("page fault", total(&ev, "fault"), blocked, total_lat(&ev));
+    assert_faults_name_the_file(&ev, file.to_str().unwrap(), kv["pgsize"]);
+    // The breakdown lists the fault time under the file.
+    let ticket = latscope_ok(&["why", "-r", trace.to_str().unwrap(), &format!("thread.tid = {}", kv["main"])]);
+    assert!(ticket.contains(&format!("page faults in: {}", file.display())), "{ticket}");
+    // The Parquet export carries the file and offset of each faulting call.
+    if exportsupport::require_python("why_reads_of_uncached_mapped_pages_are_page_fault_time", &["duckdb", "pytz"]) {
+        let pq = tmp.path().join("fault.parquet");
+        latscope_ok(&["export", "-r", trace.to_str().unwrap(), "--parquet", pq.to_str().unwrap(), "-q"]);
+        let got: Value = serde_json::from_str(&exportsupport::python(
+            r#"
+import sys, json, duckdb
+rows = duckdb.connect().execute(
+    f"SELECT time_ns, fault_path, fault_off FROM '{sys.argv[1]}' WHERE tid = {int(sys.argv[2])} AND why_fault > 0"
+).fetchall()
+print(json.dumps([list(r) for r in rows]))
+"#,
+            &[pq.to_str().unwrap(), &kv["main"].to_string()],
+        ))
+        .unwrap();
+        let want: HashMap<i64, &Value> = ev
+            .iter()
+            .filter(|e| part(e, "fault") > 0)
+            .map(|e| (e["time_ns"].as_i64().unwrap(), &e["why"]["page_fault"]))
+            .collect();
+        let rows = got.as_array().unwrap();
+        assert!(rows.len() >= want.len(), "{} faulting calls in Parquet, {} in events", rows.len(), want.len());
+        let mut matched = 0;
+        for r in rows.iter().filter(|r| want.contains_key(&r[0].as_i64().unwrap())) {
+            let w = want[&r[0].as_i64().unwrap()];
+            assert_eq!((&r[1], &r[2]), (&w["path"], &w["offset_bytes"]), "{r}");
+            matched += 1;
+        }
+        assert_eq!(matched, want.len(), "every faulting call of `events` is in Parquet");
+    }
+}
+
+/// Each call with page-fault time names the mapped `file` and, as the offset, page i*64 of it
+/// (`ev` in workload order).
+fn assert_faults_name_the_file(ev: &[Value], file: &str, pgsize: i64) {
+    let mut named = 0;
+    for (i, e) in ev.iter().enumerate() {
+        if part(e, "fault") == 0 {
+            continue;
+        }
+        let f = &e["why"]["page_fault"];
+        assert_eq!(f["path"].as_str(), Some(file), "call {i}: {e}");
+        let off = f["offset_bytes"].as_i64().unwrap_or_else(|| panic!("call {i}: no offset: {e}"));
+        assert_eq!(off / pgsize, i as i64 * 64, "call {i}: offset {off} bytes is not in page {}: {e}", i * 64);
+        named += 1;
+    }
+    assert!(named >= 90, "{named} calls named the file");
+}
+
+/// A file mapped (and its fd closed) before the recording started: the kernel looks up the
+/// mapping at each fault (bpf_find_vma, Linux 5.17), and the recorder names its inode from the
+/// process's maps; the faults name the file and page as when the mmap was recorded. On a kernel
+/// without bpf_find_vma nothing can name it: the faults say so, with no name.
+#[test]
+fn why_page_faults_in_a_file_mapped_before_the_recording_name_it() {
+    const TEST: &str = "why_page_faults_in_a_file_mapped_before_the_recording_name_it";
+    if !require_bpf(TEST) || !common::require_tool("why_fault_premapped", "mkfs.ext4") {
+        return;
+    }
+    let find_vma =
+        std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default().windows(17).any(|w| w == b"BPF_FUNC_find_vma");
+    let tmp = tempfile::tempdir().unwrap();
+    let lfs = common::LoopFs::new("ext4", 64);
+    let file = lfs.mnt.join("data");
+    std::fs::write(&file, vec![7u8; 40 << 20]).unwrap();
+    let work = compile_c("why.c", tmp.path());
+    let gate = tmp.path().join("gate");
+    let ready = tmp.path().join("gate.ready");
+    let mut w = Command::new(&work)
+        .args(["fault", file.to_str().unwrap(), "100", gate.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _kill = Defer(format!("kill {} 2>/dev/null", w.id()));
+    wait_for(&ready);
+    let trace = tmp.path().join("pre.lst");
+    let rec = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--quiet", "--why", "--no-block", "--duration", "120", "-p", &w.id().to_string()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&trace); // in place once the probes are attached
+    std::fs::write(&gate, b"").unwrap();
+    let status = w.wait().unwrap();
+    assert!(status.success());
+    // SAFETY: signalling our own child, as Ctrl-C would.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let out = rec.wait_with_output().unwrap();
+    assert!(out.status.success(), "record failed: {}", String::from_utf8_lossy(&out.stderr));
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut w.stdout.take().unwrap(), &mut stdout).unwrap();
+    let kv: HashMap<String, i64> = stdout
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect();
+    let ev: Vec<Value> = calls(&trace, kv["main"], "write")
+        .into_iter()
+        .filter(|e| e["fd_type"] == "pipe" && e["bytes"] == 64 && e["fd"].as_i64() > Some(2))
+        .collect();
+    assert_eq!(ev.len(), 100);
+    assert!(kv["majflt"] >= 90, "the workload took its major faults: {kv:?}");
+    // No mmap or open of the file was recorded: the names come from the kernel's look-up.
+    assert!(!latscope_ok(&["events", "-r", trace.to_str().unwrap(), "evt.type in (mmap, openat)"]).contains("data"));
+    if find_vma {
+        assert_faults_name_the_file(&ev, file.to_str().unwrap(), kv["pgsize"]);
+    } else {
+        let faulting: Vec<&Value> = ev.iter().filter(|e| part(e, "fault") > 0).collect();
+        assert!(faulting.len() >= 90, "{} calls with fault time", faulting.len());
+        assert!(faulting.iter().all(|e| e["why"]["page_fault"]["path"].is_null()), "never a guessed name");
+    }
+}
+
+/// Wait until `file` exists, up to 60 s.
+fn wait_for(file: &Path) {
+    for _ in 0..1200 {
+        if file.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{} did not appear within 60 s", file.display());
 }
 
 /// Root, BPF and mkfs.ext4, else `None` (said): then an ext4 file system of 64 MiB on a loop

@@ -156,6 +156,9 @@ macro_rules! columns {
             pub path: StrCol,
             /// Second path (rename, link, symlink targets).
             pub path2: StrCol,
+            /// The file behind the call's page fault with the longest I/O wait (`fault_addr`),
+            /// empty when there was none or it could not be named.
+            pub fault_path: StrCol,
             /// Entries of the trace's stack table first used by these events (`kstack`,
             /// `ustack`): one JSON object per line (docs/TRACE_FORMAT.md), stored in the
             /// metadata of the block they are written in. Not a column: not per event.
@@ -174,6 +177,7 @@ macro_rules! columns {
                     comm: StrCol::new(),
                     path: StrCol::new(),
                     path2: StrCol::new(),
+                    fault_path: StrCol::new(),
                     stacks: String::new(),
                     cgroups: String::new(),
                 }
@@ -184,6 +188,7 @@ macro_rules! columns {
                 self.comm.clear();
                 self.path.clear();
                 self.path2.clear();
+                self.fault_path.clear();
                 self.stacks.clear();
                 self.cgroups.clear();
             }
@@ -193,6 +198,7 @@ macro_rules! columns {
                 self.comm.push(&e.comm);
                 self.path.push(&e.path);
                 self.path2.push(&e.path2);
+                self.fault_path.push(&e.fault_path);
             }
             /// Append event `i` of `other` (no intermediate row).
             pub fn push_from(&mut self, other: &EventBatch, i: usize) {
@@ -200,6 +206,7 @@ macro_rules! columns {
                 self.comm.push(other.comm.get(i));
                 self.path.push(other.path.get(i));
                 self.path2.push(other.path2.get(i));
+                self.fault_path.push(other.fault_path.get(i));
             }
             /// Append all events of `other` (and its stack table entries).
             pub fn append(&mut self, other: &EventBatch) {
@@ -207,6 +214,7 @@ macro_rules! columns {
                 self.comm.append(&other.comm);
                 self.path.append(&other.path);
                 self.path2.append(&other.path2);
+                self.fault_path.append(&other.fault_path);
                 self.stacks.push_str(&other.stacks);
                 self.cgroups.push_str(&other.cgroups);
             }
@@ -215,7 +223,8 @@ macro_rules! columns {
                 $( self.$name.extend_from_slice(&other.$name[r.clone()]); )*
                 self.comm.append_range(&other.comm, r.clone());
                 self.path.append_range(&other.path, r.clone());
-                self.path2.append_range(&other.path2, r);
+                self.path2.append_range(&other.path2, r.clone());
+                self.fault_path.append_range(&other.fault_path, r);
             }
             /// Event `i` as an owned row.
             pub fn get(&self, i: usize) -> Event {
@@ -224,6 +233,7 @@ macro_rules! columns {
                     comm: self.comm.get(i).to_string(),
                     path: self.path.get(i).to_string(),
                     path2: self.path2.get(i).to_string(),
+                    fault_path: self.fault_path.get(i).to_string(),
                 }
             }
             /// Check that every column has the same length (used after decoding files).
@@ -232,7 +242,12 @@ macro_rules! columns {
                 $( if self.$name.len() != n {
                     return Err(format!("column {} has {} rows, expected {}", stringify!($name), self.$name.len(), n));
                 } )*
-                for (name, c) in [("comm", &self.comm), ("path", &self.path), ("path2", &self.path2)] {
+                for (name, c) in [
+                    ("comm", &self.comm),
+                    ("path", &self.path),
+                    ("path2", &self.path2),
+                    ("fault_path", &self.fault_path),
+                ] {
                     if c.len() != n {
                         return Err(format!("column {} has {} rows, expected {}", name, c.len(), n));
                     }
@@ -251,6 +266,8 @@ macro_rules! columns {
             pub path: String,
             /// Second path.
             pub path2: String,
+            /// The file behind the call's longest-waited page fault (empty: none, or unknown).
+            pub fault_path: String,
         }
     };
 }
@@ -374,6 +391,11 @@ columns! {
     /// Those requests' time on the device (issue to completion; their block events' latency),
     /// summed (ns).
     wake_device_ns: u64,
+    /// The user address of the call's page fault with the longest I/O wait (its `why_fault`
+    /// time; 0: none).
+    fault_addr: u64,
+    /// The byte offset in the file (`fault_path`) of that fault's address (-1: unknown).
+    fault_off: i64,
 }
 
 /// The parts of a call's latency recorded by attribution, in the order of [`WHY_PARTS`].

@@ -3,13 +3,16 @@
 //! The kernel side reports, for fd-based calls, the device and inode behind
 //! the fd; this stage keeps the maps that name them: (device, inode) -> path
 //! from opens and from the start snapshot, (pid, fd) -> path for the rest, and
-//! each process's working directory for relative paths.
+//! each process's working directory for relative paths. With attribution, it also
+//! names the file behind a call's page fault: by the inode the kernel found mapped
+//! at the address, or by the process's recorded mmap calls.
 
 use crate::skel::types::{ls_event, ls_sock_tuple, ls_why};
 use latscope_event::syscalls::{desc, SysDesc, NONE};
 use latscope_event::{Event, EventBatch, EventKind, FdType, ProcOp, TraceHeader};
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const AT_FDCWD: i32 = -100;
@@ -24,6 +27,11 @@ pub struct Decoder {
     by_inode: FxHashMap<(u32, u64), Arc<str>>,
     by_fd: FxHashMap<(u32, i32), Arc<str>>,
     cwd: FxHashMap<u32, Arc<str>>,
+    /// The files each process mapped during the recording (mmap calls seen), by start address:
+    /// they name the file behind a page fault the kernel did not resolve.
+    maps: FxHashMap<u32, BTreeMap<u64, Mapping>>,
+    /// Inodes behind page faults already looked for in /proc maps (once each).
+    maps_looked: rustc_hash::FxHashSet<(u32, u64)>,
     /// Read /proc for a process's cwd on first sight (live recording only).
     live: bool,
     /// Events decoded into this batch since the last take.
@@ -36,6 +44,16 @@ pub struct Decoder {
     scratch: Event,
     /// This process's mount namespace (for [`Decoder::renamed_type`]).
     mnt_ns: Option<Option<std::path::PathBuf>>,
+}
+
+/// A file mapping made by a recorded mmap call: `[start, end)` maps `path` from byte `off`.
+#[derive(Clone, Debug)]
+struct Mapping {
+    end: u64,
+    off: u64,
+    dev: u32,
+    ino: u64,
+    path: Arc<str>,
 }
 
 impl Decoder {
@@ -65,6 +83,17 @@ impl Decoder {
             d.by_fd.insert((f.pid, f.fd), path);
         }
         d
+    }
+
+    /// Name the files processes `pids` map now (their /proc maps) by inode, where nothing named
+    /// them yet: a page fault in a file mapped before the recording started (its fd closed
+    /// since) is named by them. For a recording with attribution, at its start.
+    pub fn name_mapped_files(&mut self, pids: impl IntoIterator<Item = u32>) {
+        for pid in pids {
+            for (dev, ino, path) in proc_maps_files(pid) {
+                self.by_inode.entry((dev, ino)).or_insert_with(|| Arc::from(path));
+            }
+        }
     }
 
     /// Take the decoded events, leaving an empty batch.
@@ -180,13 +209,16 @@ impl Decoder {
         e.qtime = r.qtime;
         e.off2 = r.off2;
         e.cpu = r.cpu;
-        if w != 0 {
+        // The file the kernel found behind the call's fault: (device, inode, offset).
+        let fault_file = if w != 0 {
             // SAFETY: length checked above; ls_why is plain old data.
             let y: ls_why = unsafe { std::ptr::read_unaligned(data[RECORD_SIZE..].as_ptr() as *const ls_why) };
             set_why(&mut e, &y);
+            (y.fault_dev, y.fault_ino, y.fault_off)
         } else {
             set_why(&mut e, &ls_why::default());
-        }
+            (0, 0, 0)
+        };
         e.comm.clear();
         let comm = r.comm.map(|c| c as u8);
         e.comm.push_str(&cstr(&comm));
@@ -198,11 +230,83 @@ impl Decoder {
             Some(EventKind::Proc) => self.proc(&mut e, &p1, raw2),
             _ => {}
         }
+        e.fault_path.clear();
+        e.fault_off = -1;
+        if e.fault_addr != 0 {
+            self.name_fault(&mut e, fault_file);
+        }
         match &mut self.other {
             Some(o) if e.kind != EventKind::Syscall as u8 => o.push(&e),
             _ => self.batch.push(&e),
         }
         self.scratch = e;
+    }
+
+    /// The file behind the call's page fault at `e.fault_addr`: the one the kernel found mapped
+    /// there (`file`: device, inode, offset; inode 0 when it could not look), named by its
+    /// inode; else the mapping of a recorded mmap call of the process that covers the address.
+    /// While recording, an inode no open named is looked for in the process's /proc maps (a
+    /// file mapped before the recording, its fd closed since). Neither: left unnamed (its
+    /// offset too, unless the kernel gave it).
+    fn name_fault(&mut self, e: &mut Event, (dev, ino, off): (u32, u64, u64)) {
+        if ino != 0 {
+            e.fault_off = off as i64;
+            if self.live && !self.by_inode.contains_key(&(dev, ino)) && self.maps_looked.insert((dev, ino)) {
+                self.name_mapped_files([e.pid]);
+            }
+            if let Some(p) = self.by_inode.get(&(dev, ino)) {
+                e.fault_path.push_str(p);
+                return;
+            }
+        }
+        let addr = e.fault_addr;
+        let Some((start, m)) = self.maps.get(&e.pid).and_then(|m| m.range(..=addr).next_back()) else { return };
+        // The kernel's file, when it named one, must be the mapping's (else the mapping is stale).
+        if addr >= m.end || (ino != 0 && m.ino != 0 && (m.dev, m.ino) != (dev, ino)) {
+            return;
+        }
+        e.fault_path.push_str(&m.path);
+        if ino == 0 {
+            e.fault_off = (m.off + (addr - start)) as i64;
+        }
+    }
+
+    /// Forget what process `pid` mapped in `[start, end)` (munmap, or a new mapping over it).
+    fn unmap(&mut self, pid: u32, start: u64, end: u64) {
+        let Some(maps) = self.maps.get_mut(&pid) else { return };
+        let hit: Vec<u64> = maps.range(..end).filter(|(_, m)| m.end > start).map(|(&s, _)| s).collect();
+        for s in hit {
+            let Some(m) = maps.remove(&s) else { continue };
+            // What lies outside the range stays mapped.
+            if s < start {
+                maps.insert(s, Mapping { end: start, ..m.clone() });
+            }
+            if m.end > end {
+                let off = m.off + (end - s);
+                maps.insert(end, Mapping { off, ..m });
+            }
+        }
+    }
+
+    /// Follow the process's mappings: mmap (of a file: kept), munmap, mremap (the old range
+    /// goes; the new one is not followed).
+    fn track_maps(&mut self, e: &Event, name: &str) {
+        let page = |n: u64| n.saturating_add(4095) & !4095;
+        match name {
+            "mmap" => {
+                let start = e.ret as u64;
+                let end = start.saturating_add(page(e.bytes));
+                self.unmap(e.pid, start, end);
+                const MAP_ANONYMOUS: u32 = 0x20;
+                if e.fd >= 0 && e.flags & MAP_ANONYMOUS == 0 && !e.path.is_empty() && e.off >= 0 {
+                    let m =
+                        Mapping { end, off: e.off as u64, dev: e.dev, ino: e.ino, path: Arc::from(e.path.as_str()) };
+                    self.maps.entry(e.pid).or_default().insert(start, m);
+                }
+            }
+            "munmap" | "mremap" => self.unmap(e.pid, e.addr, e.addr.saturating_add(page(e.bytes))),
+            _ => {}
+        }
     }
 
     /// connect/accept: name the socket by the addresses the kernel sent (`raw1`), under its fd
@@ -289,6 +393,9 @@ impl Decoder {
             let dirfd2 = if d.dirfd2 != NONE { e.addr as i32 } else { AT_FDCWD };
             e.path2 = self.resolve(e.pid, dirfd2, p2);
         }
+        if ok && matches!(name, "mmap" | "munmap" | "mremap") {
+            self.track_maps(e, name);
+        }
         if self.live && ok && matches!(name, "rename" | "renameat" | "renameat2") {
             e.mode = self.renamed_type(e.pid, &e.path2);
         }
@@ -368,8 +475,13 @@ impl Decoder {
                 for (fd, path) in inherited {
                     self.by_fd.insert((e.pid, fd), path);
                 }
+                // and its mappings (a new thread shares them under the same pid)
+                if let Some(m) = self.maps.get(&parent).filter(|_| parent != e.pid).cloned() {
+                    self.maps.insert(e.pid, m);
+                }
             }
             Some(ProcOp::Exec) => {
+                self.maps.remove(&e.pid);
                 e.path = self.resolve(e.pid, AT_FDCWD, p1);
                 // The argument area: NUL-separated arguments, joined by spaces.
                 for (i, a) in raw2.split(|&c| c == 0).filter(|a| !a.is_empty()).enumerate() {
@@ -381,6 +493,7 @@ impl Decoder {
             }
             Some(ProcOp::Exit) => {
                 self.cwd.remove(&e.pid);
+                self.maps.remove(&e.pid);
                 self.by_fd.retain(|(p, _), _| *p != e.pid);
             }
             None => {}
@@ -419,6 +532,24 @@ fn set_why(e: &mut Event, y: &ls_why) {
     e.wake_held_ns = y.wake_held_ns;
     e.wake_queue_ns = y.wake_queue_ns;
     e.wake_device_ns = y.wake_device_ns;
+    e.fault_addr = y.fault_addr;
+}
+
+/// The files process `pid` maps now, from /proc/PID/maps: (kernel device number, inode, path).
+fn proc_maps_files(pid: u32) -> Vec<(u32, u64, String)> {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return Vec::new() };
+    // "start-end perms offset major:minor inode   path" (major, minor in hex)
+    maps.lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(6, ' ');
+            let (_, _, _, dev, ino) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+            let path = f.next()?.trim_start();
+            let (major, minor) = dev.split_once(':')?;
+            let dev = (u32::from_str_radix(major, 16).ok()? << 20) | u32::from_str_radix(minor, 16).ok()?;
+            let ino: u64 = ino.parse().ok()?;
+            (ino != 0 && path.starts_with('/')).then(|| (dev, ino, path.to_string()))
+        })
+        .collect()
 }
 
 fn sock_name(raw: &[u8]) -> Option<String> {
@@ -654,6 +785,86 @@ mod tests {
         let b = d.take();
         assert_eq!(b.path.get(0), "udp:10.0.0.1:41000->10.0.0.7:53");
         assert_eq!(b.path.get(1), "udp:10.0.0.1:41000->10.0.0.7:53");
+    }
+
+    /// A record carrying attribution whose longest-waited fault was at `addr`; `file`: what the
+    /// kernel resolved there (device, inode, offset), inode 0 for nothing.
+    fn faulting(nr: &str, addr: u64, file: (u32, u64, u64)) -> Vec<u8> {
+        let mut e = ev(nr, 5, 4096);
+        e.ext = 1;
+        // SAFETY: all-zero is a valid ls_why.
+        let mut y: ls_why = unsafe { std::mem::zeroed() };
+        y.part[6] = 1_000_000;
+        y.fault_addr = addr;
+        (y.fault_dev, y.fault_ino, y.fault_off) = file;
+        // SAFETY: plain old data.
+        let head = unsafe { std::slice::from_raw_parts(&e as *const ls_event as *const u8, RECORD_SIZE) };
+        let why = unsafe { std::slice::from_raw_parts(&y as *const ls_why as *const u8, WHY_SIZE) };
+        [head, why].concat()
+    }
+
+    /// The file behind a page fault: by inode where the kernel resolved it; else by the
+    /// recorded mmap call whose range holds the address (offset from the mapping's), until
+    /// munmap takes it away; never a name for an address no recorded mapping covers.
+    #[test]
+    fn page_faults_are_named_by_inode_or_by_recorded_mmap() {
+        let h = TraceHeader {
+            fds: vec![FdInfo {
+                pid: 10,
+                fd: 3,
+                path: "/data/m".into(),
+                fd_type: 1,
+                dev: 5,
+                ino: 77,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut d = Decoder::new(&h, false);
+        // mmap(NULL, 3 pages, PROT_READ, MAP_SHARED, 3, 8192) = 0x7000_0000
+        let mut m = ev("mmap", 3, 0x7000_0000);
+        (m.addr, m.bytes, m.off, m.flags, m.fd_type, m.dev, m.ino) = (0, 3 * 4096, 8192, 1, 1, 5, 77);
+        d.record(&rec(m, "", ""));
+        d.record(&faulting("write", 0x7000_1010, (0, 0, 0))); // not resolved: by the mapping
+        d.record(&faulting("write", 0x6000_0000, (5, 77, 123))); // resolved: by inode
+        d.record(&faulting("write", 0x7000_4000, (0, 0, 0))); // past the mapping
+        d.record(&faulting("write", 0x6000_0000, (5, 99, 4096))); // an inode not known: offset only
+        let mut u = ev("munmap", -1, 0);
+        (u.addr, u.bytes) = (0x7000_0000, 4096);
+        d.record(&rec(u, "", ""));
+        d.record(&faulting("write", 0x7000_0010, (0, 0, 0))); // unmapped now
+        d.record(&faulting("write", 0x7000_2000, (0, 0, 0))); // the rest of it stays
+        d.record(&rec(ev("write", 5, 1), "", "")); // no fault
+        let b = d.take();
+        let got: Vec<(&str, i64)> = (1..b.len()).map(|i| (b.fault_path.get(i), b.fault_off[i])).collect();
+        assert_eq!(
+            got,
+            [
+                ("/data/m", 8192 + 0x1010),
+                ("/data/m", 123),
+                ("", -1),
+                ("", 4096),
+                ("", -1), // the munmap
+                ("", -1),
+                ("/data/m", 8192 + 0x2000),
+                ("", -1),
+            ]
+        );
+        assert_eq!(b.fault_addr[1], 0x7000_1010);
+    }
+
+    /// This process's /proc maps name its own executable by the kernel's device number and inode.
+    #[test]
+    fn proc_maps_name_mapped_files_by_inode() {
+        use std::os::unix::fs::MetadataExt;
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let m = std::fs::metadata(&exe).unwrap();
+        let dev = (libc::major(m.dev()) << 20) | libc::minor(m.dev());
+        let files = proc_maps_files(std::process::id());
+        assert!(files.contains(&(dev, m.ino(), exe.to_string_lossy().into_owned())), "{files:?}");
+        let mut d = Decoder::new(&TraceHeader::default(), false);
+        d.name_mapped_files([std::process::id()]);
+        assert_eq!(d.by_inode.get(&(dev, m.ino())).map(|p| p.to_string()), Some(exe.to_string_lossy().into_owned()));
     }
 
     #[test]

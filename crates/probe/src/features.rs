@@ -66,6 +66,8 @@ pub mod key {
     pub const TASK_STORAGE: &str = "task_storage_tracing";
     /// The bpf_rdonly_cast kfunc.
     pub const RDONLY_CAST: &str = "rdonly_cast";
+    /// The bpf_find_vma helper.
+    pub const FIND_VMA: &str = "find_vma";
 }
 
 const SYSCALLS: &str = "syscall probes (record's syscall events, top, spectrogram, agent's syscall views)";
@@ -149,6 +151,17 @@ impl KernelFeatures {
                 fallback: Some(
                     "syscall probes name fds with bpf_probe_read_kernel instead (same results, a little more \
                      time per syscall on an fd)",
+                ),
+            },
+            Feature {
+                key: key::FIND_VMA,
+                what: "the bpf_find_vma helper",
+                since: "5.17",
+                present: enum_has("bpf_func_id", "BPF_FUNC_find_vma"),
+                needed_for: "naming the file behind a page fault in the kernel (record --why)",
+                fallback: Some(
+                    "the file behind a page fault is named by the recorded mmap calls only (a file mapped \
+                     before the recording stays unknown)",
                 ),
             },
         ];

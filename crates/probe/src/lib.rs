@@ -773,7 +773,12 @@ impl Probe {
             }
         }
 
-        let decoder = Rc::new(RefCell::new(Decoder::new(header, true)));
+        let mut decoder = Decoder::new(header, true);
+        if why {
+            // Files mapped before now name the page faults in them (docs/WHY.md).
+            decoder.name_mapped_files(header.processes.iter().map(|p| p.pid));
+        }
+        let decoder = Rc::new(RefCell::new(decoder));
         let mut probe = Probe {
             rb: None,
             links,

@@ -15,7 +15,8 @@ use latscope_event::{EventBatch, StrCol};
 
 /// Calls `$mac!` with the fixed-width columns, `(Variant, field, ArrowType, DataType, missing)`,
 /// in two groups: those of the first version of the format, which precede the three string
-/// columns `comm`, `path`, `path2` in the schema, and those added since, which follow them.
+/// columns `comm`, `path`, `path2` in the schema, and those added since, which follow them
+/// (and precede the later string column `fault_path`, the last).
 /// `missing` is the value of a later column in a file written before it existed.
 macro_rules! with_prim_columns {
     ($mac:ident) => {
@@ -73,7 +74,9 @@ macro_rules! with_prim_columns {
                 (WakerWaitNs, waker_wait_ns, UInt64Type, UInt64, 0),
                 (WakeHeldNs, wake_held_ns, UInt64Type, UInt64, 0),
                 (WakeQueueNs, wake_queue_ns, UInt64Type, UInt64, 0),
-                (WakeDeviceNs, wake_device_ns, UInt64Type, UInt64, 0)
+                (WakeDeviceNs, wake_device_ns, UInt64Type, UInt64, 0),
+                (FaultAddr, fault_addr, UInt64Type, UInt64, 0),
+                (FaultOff, fault_off, Int64Type, Int64, -1)
             ]
         }
     };
@@ -104,16 +107,19 @@ macro_rules! define_column {
                     "`), added after the first version: a file without it reads as `", stringify!($lmiss), "`.")]
                 $lvar,
             )*
+            /// The `fault_path` column (`EventBatch::fault_path`), added after the first
+            /// version: a file without it reads as empty strings.
+            FaultPath,
         }
 
         /// Number of columns of the schema this crate writes ([`Column::ALL`]).
         pub const COLUMN_COUNT: usize =
-            [$(stringify!($var),)* "comm", "path", "path2", $(stringify!($lvar),)*].len();
+            [$(stringify!($var),)* "comm", "path", "path2", $(stringify!($lvar),)* "fault_path"].len();
 
         impl Column {
             /// Every column, in schema order.
             pub const ALL: [Column; COLUMN_COUNT] =
-                [$(Column::$var,)* Column::Comm, Column::Path, Column::Path2, $(Column::$lvar,)*];
+                [$(Column::$var,)* Column::Comm, Column::Path, Column::Path2, $(Column::$lvar,)* Column::FaultPath];
 
             /// The column's name in the schema (the [`EventBatch`] field name).
             pub fn name(self) -> &'static str {
@@ -123,6 +129,7 @@ macro_rules! define_column {
                     Column::Path => "path",
                     Column::Path2 => "path2",
                     $(Column::$lvar => stringify!($lfield),)*
+                    Column::FaultPath => "fault_path",
                 }
             }
 
@@ -130,7 +137,7 @@ macro_rules! define_column {
             pub fn data_type(self) -> DataType {
                 match self {
                     $(Column::$var => DataType::$dt,)*
-                    Column::Comm | Column::Path | Column::Path2 => DataType::Utf8,
+                    Column::Comm | Column::Path | Column::Path2 | Column::FaultPath => DataType::Utf8,
                     $(Column::$lvar => DataType::$ldt,)*
                 }
             }
@@ -140,6 +147,7 @@ macro_rules! define_column {
             pub fn optional(self) -> bool {
                 match self {
                     $(Column::$lvar => true,)*
+                    Column::FaultPath => true,
                     _ => false,
                 }
             }
@@ -153,6 +161,11 @@ macro_rules! define_column {
                     b.$lfield.clear();
                     b.$lfield.resize(n, $lmiss);
                 })*
+                Column::FaultPath => {
+                    b.fault_path.data.clear();
+                    b.fault_path.offsets.clear();
+                    b.fault_path.offsets.resize(n + 1, 0);
+                }
                 _ => {}
             }
         }
@@ -167,6 +180,7 @@ macro_rules! define_column {
             cols.push(string_array(&b.path, n, "path")?);
             cols.push(string_array(&b.path2, n, "path2")?);
             $(cols.push(Arc::new(PrimitiveArray::<$laty>::new(ScalarBuffer::from(b.$lfield.clone()), None)));)*
+            cols.push(string_array(&b.fault_path, n, "fault_path")?);
             Ok(cols)
         }
 
@@ -183,7 +197,10 @@ macro_rules! define_column {
             let comm = string_col(rb, index[Column::Comm.index()], n, "comm")?;
             let path = string_col(rb, index[Column::Path.index()], n, "path")?;
             let path2 = string_col(rb, index[Column::Path2.index()], n, "path2")?;
-            Ok(EventBatch { $($field,)* $($lfield,)* comm, path, path2, stacks: String::new(), cgroups: String::new() })
+            let fault_path = string_col(rb, index[Column::FaultPath.index()], n, "fault_path")?;
+            Ok(EventBatch {
+                $($field,)* $($lfield,)* comm, path, path2, fault_path, stacks: String::new(), cgroups: String::new()
+            })
         }
     };
 }

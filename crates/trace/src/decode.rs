@@ -252,8 +252,12 @@ impl Decoder {
             };
         }
         with_prim_columns!(decode_columns);
-        for (c, col) in [(Column::Comm, &mut out.comm), (Column::Path, &mut out.path), (Column::Path2, &mut out.path2)]
-        {
+        for (c, col) in [
+            (Column::Comm, &mut out.comm),
+            (Column::Path, &mut out.path),
+            (Column::Path2, &mut out.path2),
+            (Column::FaultPath, &mut out.fault_path),
+        ] {
             let i = c.index();
             if wanted[i] {
                 check_node(&nodes, layout, i, n)?;

@@ -163,6 +163,7 @@ impl Encoder {
                 Column::Comm => &batch.comm,
                 Column::Path => &batch.path,
                 Column::Path2 => &batch.path2,
+                Column::FaultPath => &batch.fault_path,
                 _ => return Err(format!("column {c} has no encoder")),
             };
             buf = self.push_strings(&mut out.body, buf, col, range.clone(), &mut scratch)?;
@@ -395,11 +396,12 @@ pub(crate) fn constant_frame(out: &mut Vec<u8>, value: &[u8], len: usize) {
 pub(crate) fn validate_batch(b: &EventBatch) -> Result<(), String> {
     b.check_lengths()?;
     let n = b.len();
-    for c in [Column::Comm, Column::Path, Column::Path2] {
+    for c in [Column::Comm, Column::Path, Column::Path2, Column::FaultPath] {
         let col = match c {
             Column::Comm => &b.comm,
             Column::Path => &b.path,
-            _ => &b.path2,
+            Column::Path2 => &b.path2,
+            _ => &b.fault_path,
         };
         let offsets: &[u32] = if col.offsets.is_empty() { &[0] } else { &col.offsets };
         if offsets.len() != n + 1 {

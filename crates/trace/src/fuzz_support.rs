@@ -270,7 +270,12 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
         )*)* };
     }
     crate::column::with_prim_columns!(zero);
-    for (c, col) in [(Column::Comm, &mut out.comm), (Column::Path, &mut out.path), (Column::Path2, &mut out.path2)] {
+    for (c, col) in [
+        (Column::Comm, &mut out.comm),
+        (Column::Path, &mut out.path),
+        (Column::Path2, &mut out.path2),
+        (Column::FaultPath, &mut out.fault_path),
+    ] {
         if !cols.contains(&c) {
             col.offsets.iter_mut().for_each(|o| *o = 0);
             col.data.clear();

@@ -1261,7 +1261,9 @@ fn describe_foreign(first: &[u8]) -> String {
 /// Append `src`'s events to `dst`; false (and nothing appended) when a string column would
 /// exceed 4 GiB.
 fn append(dst: &mut EventBatch, src: &EventBatch) -> bool {
-    for (d, s) in [(&dst.comm, &src.comm), (&dst.path, &src.path), (&dst.path2, &src.path2)] {
+    for (d, s) in
+        [(&dst.comm, &src.comm), (&dst.path, &src.path), (&dst.path2, &src.path2), (&dst.fault_path, &src.fault_path)]
+    {
         if d.data.len() + s.data.len() > u32::MAX as usize {
             return false;
         }
@@ -1272,7 +1274,12 @@ fn append(dst: &mut EventBatch, src: &EventBatch) -> bool {
         };
     }
     crate::column::with_prim_columns!(ext);
-    for (d, s) in [(&mut dst.comm, &src.comm), (&mut dst.path, &src.path), (&mut dst.path2, &src.path2)] {
+    for (d, s) in [
+        (&mut dst.comm, &src.comm),
+        (&mut dst.path, &src.path),
+        (&mut dst.path2, &src.path2),
+        (&mut dst.fault_path, &src.fault_path),
+    ] {
         append_str(d, s);
     }
     true

@@ -157,9 +157,12 @@ pub fn random_batch(rng: &mut Rng, n: usize) -> EventBatch {
             wake_held_ns: rng.next_u64(),
             wake_queue_ns: rng.next_u64(),
             wake_device_ns: rng.next_u64(),
+            fault_addr: rng.next_u64(),
+            fault_off: rng.next_u64() as i64,
             comm: rng.pick(STRINGS).to_string(),
             path: rng.pick(STRINGS).to_string(),
             path2: rng.pick(STRINGS).to_string(),
+            fault_path: rng.pick(STRINGS).to_string(),
         };
         b.push(&e);
     }

@@ -385,7 +385,7 @@ impl TraceWriter {
 /// What events `r` of `b` take decoded: [`decoded_row_bytes`] per event, the final string
 /// offsets, and the strings.
 pub(crate) fn decoded_bytes(b: &EventBatch, r: std::ops::Range<usize>) -> u64 {
-    let strings: u64 = [&b.comm, &b.path, &b.path2]
+    let strings: u64 = [&b.comm, &b.path, &b.path2, &b.fault_path]
         .iter()
         .map(|c| match (c.offsets.get(r.start), c.offsets.get(r.end)) {
             (Some(&a), Some(&z)) => u64::from(z.saturating_sub(a)) + 4,

@@ -83,6 +83,9 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::WakeHeldNs => p.wake_held_ns = e.wake_held_ns,
                 Column::WakeQueueNs => p.wake_queue_ns = e.wake_queue_ns,
                 Column::WakeDeviceNs => p.wake_device_ns = e.wake_device_ns,
+                Column::FaultAddr => p.fault_addr = e.fault_addr,
+                Column::FaultOff => p.fault_off = e.fault_off,
+                Column::FaultPath => p.fault_path = e.fault_path.clone(),
             }
         }
         out.push(&p);
@@ -356,6 +359,9 @@ fn files_without_later_columns_read_as_not_recorded() {
     expected.wake_held_ns = vec![0; n];
     expected.wake_queue_ns = vec![0; n];
     expected.wake_device_ns = vec![0; n];
+    expected.fault_addr = vec![0; n];
+    expected.fault_off = vec![-1; n];
+    expected.fault_path = latscope_event::StrCol { offsets: vec![0; n + 1], data: Vec::new() };
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);

@@ -267,9 +267,13 @@ fn value_counts(all: &EventBatch) -> serde_json::Value {
         waker_wait_ns,
         wake_held_ns,
         wake_queue_ns,
-        wake_device_ns
+        wake_device_ns,
+        fault_addr,
+        fault_off
     );
-    for (name, col) in [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2)] {
+    for (name, col) in
+        [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2), ("fault_path", &all.fault_path)]
+    {
         let mut m: BTreeMap<String, u64> = BTreeMap::new();
         for i in 0..all.len() {
             *m.entry(col.get(i).to_string()).or_default() += 1;

@@ -218,6 +218,9 @@ fn projection_returns_right_values_and_fills_the_rest() {
                 Column::WakeHeldNs => ge.wake_held_ns == be.wake_held_ns,
                 Column::WakeQueueNs => ge.wake_queue_ns == be.wake_queue_ns,
                 Column::WakeDeviceNs => ge.wake_device_ns == be.wake_device_ns,
+                Column::FaultAddr => ge.fault_addr == be.fault_addr,
+                Column::FaultOff => ge.fault_off == be.fault_off,
+                Column::FaultPath => ge.fault_path == be.fault_path,
             };
             assert!(same, "column {name} row {i}");
         }

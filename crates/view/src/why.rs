@@ -85,7 +85,33 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<Value> {
             json!({ "held_ns": b.wake_held_ns[i], "queue_ns": b.wake_queue_ns[i], "device_ns": b.wake_device_ns[i] }),
         );
     }
+    if b.fault_addr[i] != 0 {
+        let path = b.fault_path.get(i);
+        m.insert(
+            "page_fault".into(),
+            json!({
+                "path": (!path.is_empty()).then_some(path),
+                "offset_bytes": (b.fault_off[i] >= 0).then_some(b.fault_off[i]),
+                "address": format!("{:#x}", b.fault_addr[i]),
+            }),
+        );
+    }
     Some(Value::Object(m))
+}
+
+/// `page fault in /data/f at offset 262144 bytes`: the file behind call `i`'s longest-waited
+/// page fault (an unknown file when the recording could not name it), or `None` without one.
+pub fn fault_text(b: &EventBatch, i: usize) -> Option<String> {
+    if b.fault_addr[i] == 0 {
+        return None;
+    }
+    let path = b.fault_path.get(i);
+    let mut s =
+        if path.is_empty() { "page fault in an unknown file".to_string() } else { format!("page fault in {path}") };
+    if b.fault_off[i] >= 0 {
+        let _ = write!(s, " at offset {} bytes", b.fault_off[i]);
+    }
+    Some(s)
 }
 
 /// The breakdown of call `i` as one indented text line (`None` without one):
@@ -113,6 +139,9 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
     }
     if b.wake_device_ns[i] != 0 {
         let _ = write!(s, "; {}", request_times(b.wake_held_ns[i], b.wake_queue_ns[i], b.wake_device_ns[i]));
+    }
+    if let Some(f) = fault_text(b, i) {
+        let _ = write!(s, "; {f}");
     }
     Some(crate::text::clean(&s).into_owned())
 }
@@ -157,7 +186,12 @@ pub struct WhyAgg {
     pub with_waits: bool,
     /// Idle waits left out.
     pub waits_left_out: u64,
+    /// Page-fault time (ns) by the file behind the faults ([`UNKNOWN_FILE`] when unnamed).
+    pub fault_files: HashMap<String, u64>,
 }
+
+/// How the views list page-fault time whose file the recording could not name.
+pub const UNKNOWN_FILE: &str = "(unknown file)";
 
 /// Whether syscall `nr` is an idle wait: a call whose latency is the time something else took
 /// (its class is [`SysClass::Wait`], or it waits for a child).
@@ -178,6 +212,8 @@ pub struct OpWhy {
     pub parts: [u64; WHY_PARTS],
     /// Time (ns) by the file or socket behind the call's fd (or its path).
     pub files: HashMap<String, u64>,
+    /// Page-fault time (ns) by the file behind the faults ([`UNKNOWN_FILE`] when unnamed).
+    pub fault_files: HashMap<String, u64>,
     /// Blocked time (ns) by waker.
     pub wakers: HashMap<String, u64>,
     /// I/O time (ns) by the device of the request that woke the call.
@@ -217,6 +253,12 @@ impl WhyAgg {
             let path = b.path.get(i);
             if !path.is_empty() {
                 *op.files.entry(path.to_string()).or_default() += b.lat[i];
+            }
+            if p[6] > 0 && b.fault_addr[i] != 0 {
+                let f = b.fault_path.get(i);
+                let f = if f.is_empty() { UNKNOWN_FILE } else { f };
+                *op.fault_files.entry(f.to_string()).or_default() += p[6];
+                *self.fault_files.entry(f.to_string()).or_default() += p[6];
             }
             if b.wake_dev[i] != 0 {
                 *op.disks.entry(b.wake_dev[i]).or_default() += p[2] + p[6];
@@ -301,6 +343,13 @@ impl WhyAgg {
                 let _ = writeln!(s, "  {:<32} {:>9}  {}{was}", w, fmt_ns(t), PART_LABELS[k]);
             }
         }
+        let faults = largest(&self.fault_files, n);
+        if !faults.is_empty() {
+            let _ = writeln!(s, "\npage-fault time by file");
+            for (f, t) in faults {
+                let _ = writeln!(s, "  {:<32} {:>9}", f, fmt_ns(t));
+            }
+        }
         let _ = writeln!(s, "\nby operation (total time; its two largest causes)");
         for (op, o) in self.ranked_ops(n) {
             let _ = writeln!(
@@ -328,9 +377,11 @@ impl WhyAgg {
             "wakers": self.ranked_wakers(n).into_iter().map(|(w, k, t)| json!({"waker": w, "cause": WHY_PART_NAMES[k], "blocked_ns": t,
                 "was_in": self.waker_was_in(w).map(|(p, t)| json!({"cause": WHY_PART_NAMES[p], "ns": t}))})).collect::<Vec<_>>(),
             "idle_waits_left_out": self.waits_left_out,
+            "page_fault_files": largest(&self.fault_files, n).into_iter().map(|(p, t)| json!({"path": p, "fault_ns": t})).collect::<Vec<_>>(),
             "operations": self.ranked_ops(n).into_iter().map(|(op, o)| json!({
                 "op": op, "calls": o.calls, "total_ns": o.total_ns, "max_ns": o.max_ns,
                 "files": largest(&o.files, 3).into_iter().map(|(p, t)| json!({"path": p, "total_ns": t})).collect::<Vec<_>>(),
+                "page_fault_files": largest(&o.fault_files, 3).into_iter().map(|(p, t)| json!({"path": p, "fault_ns": t})).collect::<Vec<_>>(),
                 "wakers": largest(&o.wakers, 3).into_iter().map(|(w, t)| json!({"waker": w, "blocked_ns": t,
                     "was_in": self.waker_was_in(&w).map(|(p, t)| json!({"cause": WHY_PART_NAMES[p], "ns": t}))})).collect::<Vec<_>>(),
                 "disks": largest(&o.disks, 3).into_iter().map(|(d, t)| {
@@ -412,6 +463,11 @@ impl WhyAgg {
             if !files.is_empty() {
                 let f: Vec<String> = files.iter().map(|(p, t)| format!("{p} ({})", fmt_ns(*t))).collect();
                 let _ = writeln!(s, "   files: {}", f.join(", "));
+            }
+            let faults = largest(&o.fault_files, 3);
+            if !faults.is_empty() {
+                let f: Vec<String> = faults.iter().map(|(p, t)| format!("{p} ({})", fmt_ns(*t))).collect();
+                let _ = writeln!(s, "   page faults in: {}", f.join(", "));
             }
             let disks = largest(&o.disks, 3);
             if !disks.is_empty() {
@@ -526,5 +582,34 @@ mod tests {
         // A trace recorded before the request times: none shown.
         b.wake_device_ns[0] = 0;
         assert!(!line(&h, &b, 0).unwrap().contains("held") && json(&h, &b, 0).unwrap().get("io_requests").is_none());
+    }
+
+    /// A call's page-fault time is shown with the file behind the fault (and the offset in
+    /// it), summed by that file; an unnamed file is said to be unknown.
+    #[test]
+    fn page_fault_time_is_shown_under_its_file() {
+        let mut b = EventBatch::default();
+        let mut e = call(2_000_000, [100_000, 0, 0, 0, 0, 0, 1_900_000, 0, 0], "", 0);
+        (e.fault_addr, e.fault_off, e.fault_path) = (0x7f00_0000_1000, 262_144, "/data/f".into());
+        b.push(&e);
+        (e.fault_off, e.fault_path) = (-1, String::new());
+        b.push(&e);
+        let h = TraceHeader::default();
+        let l = line(&h, &b, 0).unwrap();
+        assert!(l.ends_with("; page fault in /data/f at offset 262144 bytes"), "{l}");
+        assert!(line(&h, &b, 1).unwrap().ends_with("; page fault in an unknown file"));
+        let j = json(&h, &b, 0).unwrap();
+        assert_eq!(
+            (j["page_fault"]["path"].as_str(), j["page_fault"]["offset_bytes"].as_i64()),
+            (Some("/data/f"), Some(262_144))
+        );
+        assert!(json(&h, &b, 1).unwrap()["page_fault"]["path"].is_null());
+        let mut a = WhyAgg::default();
+        a.add(&b, &[0, 1]);
+        let t = a.render_ticket(&h, 5, 1);
+        assert!(t.contains("page faults in: (unknown file) (1.90ms), /data/f (1.90ms)"), "{t}");
+        let t = a.render_text(5);
+        assert!(t.contains("page-fault time by file") && t.contains("/data/f"), "{t}");
+        assert_eq!(a.to_json(5)["page_fault_files"][0]["fault_ns"], 1_900_000);
     }
 }

@@ -9,10 +9,10 @@
 //! | columns | encoding |
 //! |---|---|
 //! | `time`, `time_ns`, `lat`, `off` | `DELTA_BINARY_PACKED` |
-//! | `flags`, `mode`, `addr`, `qtime`, the `why_*` parts, `wake_sector`, the `wake_*_ns` times and `waker_was_in_ns` (almost always 0) | a one-entry dictionary while the chunk holds one value, then `PLAIN` |
+//! | `flags`, `mode`, `addr`, `qtime`, the `why_*` parts, `wake_sector`, the `wake_*_ns` times, `waker_was_in_ns` and `fault_off` (almost always one value) | a one-entry dictionary while the chunk holds one value, then `PLAIN` |
 //! | other integers | dictionary (`PLAIN` when a sample of the chunk's first values is too varied); past 1 MiB of dictionary, `PLAIN` pages for the rest of the chunk |
 //! | `host`, `kind`, `op`, `fd_type`, `disk`, `waker_kind`, `waker_was_in` | dictionary of the values used, from the keys |
-//! | `comm`, `path`, `path2`, `waker_comm` | dictionary; past 1 MiB, `PLAIN` pages for the rest of the chunk |
+//! | `comm`, `path`, `path2`, `waker_comm`, `fault_path` | dictionary; past 1 MiB, `PLAIN` pages for the rest of the chunk |
 //!
 //! Each column's values are read from the event batch as the trace reader decoded it (wall-clock
 //! times, names and signed types are derived on the way), with no Arrow record batch in between.
@@ -93,7 +93,8 @@ fn encoding_of(name: &str, t: &DataType) -> Enc {
         _ if matches!(name, "flags" | "mode" | "addr" | "qtime" | "wake_sector")
             || name.starts_with("why_")
             || (name.starts_with("wake_") && name.ends_with("_ns"))
-            || name == "waker_was_in_ns" =>
+            || name == "waker_was_in_ns"
+            || name == "fault_off" =>
         {
             Enc::Plain
         }
@@ -120,6 +121,8 @@ enum Src {
     FdType,
     Path,
     Path2,
+    FaultPath,
+    FaultOff,
     Dev,
     Disk,
     Ino,
@@ -171,6 +174,8 @@ impl Src {
             "fd_type" => Src::FdType,
             "path" => Src::Path,
             "path2" => Src::Path2,
+            "fault_path" => Src::FaultPath,
+            "fault_off" => Src::FaultOff,
             "dev" => Src::Dev,
             "disk" => Src::Disk,
             "ino" => Src::Ino,
@@ -274,6 +279,7 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out:
         Src::WakeQueue => sel.gather(&b.wake_queue_ns, out, |v| v as i64),
         Src::WakeDevice => sel.gather(&b.wake_device_ns, out, |v| v as i64),
         Src::WakerWasInNs => each_row(sel, out, |i| waker_was_in_ns(b, i)),
+        Src::FaultOff => sel.gather(&b.fault_off, out, |v| v),
         Src::Host
         | Src::Kind
         | Src::Op
@@ -282,6 +288,7 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out:
         | Src::Comm
         | Src::Path
         | Src::Path2
+        | Src::FaultPath
         | Src::CgroupInfo(_)
         | Src::WakerKind
         | Src::WakerComm
@@ -699,6 +706,7 @@ impl Column {
             (Enc::Strings, Src::Comm) => self.add_str_col(&b.comm, sel, p),
             (Enc::Strings, Src::Path) => self.add_str_col(&b.path, sel, p),
             (Enc::Strings, Src::Path2) => self.add_str_col(&b.path2, sel, p),
+            (Enc::Strings, Src::FaultPath) => self.add_str_col(&b.fault_path, sel, p),
             (Enc::Strings, Src::WakerComm) => {
                 let mut names = std::mem::take(&mut p.names);
                 names.clear();

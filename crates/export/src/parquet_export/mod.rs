@@ -221,6 +221,7 @@ fn writer_properties(o: &ParquetOptions) -> Result<Arc<WriterProperties>, Export
         "wake_queue_ns",
         "wake_device_ns",
         "waker_was_in_ns",
+        "fault_off",
     ]
     .map(String::from);
     for c in plain.into_iter().chain(WHY_PART_NAMES.iter().map(|p| format!("why_{p}"))) {
@@ -228,7 +229,19 @@ fn writer_properties(o: &ParquetOptions) -> Result<Arc<WriterProperties>, Export
     }
     // Min/max of strings cost a comparison per row (a third of their encoding time) and prune
     // nothing useful (row groups mix operations, paths and kinds); the host's are kept.
-    for c in ["kind", "op", "comm", "fd_type", "path", "path2", "disk", "waker_kind", "waker_comm", "waker_was_in"] {
+    for c in [
+        "kind",
+        "op",
+        "comm",
+        "fd_type",
+        "path",
+        "path2",
+        "disk",
+        "waker_kind",
+        "waker_comm",
+        "waker_was_in",
+        "fault_path",
+    ] {
         b = b.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::None);
     }
     Ok(Arc::new(b.build()))

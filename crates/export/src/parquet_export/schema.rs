@@ -89,6 +89,8 @@ pub const EVENT_COLUMNS: &[ColumnDoc] = &[
     col("wake_device_ns", I64, "those requests' device time, issue to completion, nanoseconds, summed (their block events' `lat`)"),
     col("waker_was_in", STR, "one level of cascade: the `why_*` part (`io`, `lock`...) the waking thread (`waker_kind = 'thread'`) was itself blocked in during the call's longest blocked interval, as `top --by cause --json` names it in `was_in.cause`; empty when none was seen"),
     col("waker_was_in_ns", I64, "nanoseconds the waking thread spent blocked in `waker_was_in` during that interval, 0 when none"),
+    col("fault_path", STR, "the file behind the call's page fault with the longest I/O wait (its `why_fault` time); empty when none, or when the recording could not name it"),
+    col("fault_off", I64, "the byte offset in that file of the faulting address, -1 when unknown"),
 ];
 
 /// The columns of the stacks table (the stacks of calls recorded with `record --why`, one row per
@@ -178,7 +180,7 @@ pub(crate) fn event_schema() -> SchemaRef {
             c if CGROUP_COLUMNS.contains(&c) => dict(DataType::Int16),
             "kind" | "fd_type" | "waker_kind" | "waker_was_in" => dict(DataType::Int8),
             "time" => ts_type(),
-            "comm" | "path" | "path2" | "waker_comm" => DataType::Utf8,
+            "comm" | "path" | "path2" | "waker_comm" | "fault_path" => DataType::Utf8,
             _ => match EVENT_COLUMNS.iter().find(|c| c.name == name).map(|c| c.sql_type) {
                 Some(I32) => DataType::Int32,
                 _ => DataType::Int64,

@@ -148,4 +148,46 @@ static __always_inline void *task_get(void *storage, void *by_tid, struct task_s
 		}                                       \
 	} while (0)
 
+/*
+ * bpf_find_vma (Linux 5.17): the mapping of a task at a user address. Found by CO-RE (the
+ * helper's number in the kernel's enum bpf_func_id): on older kernels the call, and the callback
+ * with it, is dead code the verifier drops.
+ */
+struct ls_vma_file {
+	__u64 addr;  /* in: the user address */
+	__u64 ino;   /* out: inode of the file mapped there (0: none, or anonymous memory) */
+	__u64 off;   /* out: byte offset of addr in that file */
+	__u32 dev;   /* out: its file system's device (s_dev, as ls_event.dev) */
+	__u32 pad;
+};
+
+/* Pages of 4 KiB (x86-64: vm_pgoff counts them). */
+#define LS_PAGE_SHIFT 12
+
+static long vma_file_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct ls_vma_file *f = data;
+	struct file *file = BPF_CORE_READ(vma, vm_file);
+	if (!file)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	if (!inode)
+		return 0;
+	f->ino = BPF_CORE_READ(inode, i_ino);
+	f->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	f->off = (f->addr - BPF_CORE_READ(vma, vm_start)) + ((__u64)BPF_CORE_READ(vma, vm_pgoff) << LS_PAGE_SHIFT);
+	return 0;
+}
+
+/* The file mapped at f->addr in the current task, into *f; false where the kernel lacks
+ * bpf_find_vma or did not find it (the mm's lock is taken, no mapping there). */
+static __always_inline bool vma_file(struct ls_vma_file *f)
+{
+	f->ino = 0;
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma))
+		return false;
+	long err = bpf_find_vma(bpf_get_current_task_btf(), f->addr, vma_file_cb, f, 0);
+	return err == 0 && f->ino != 0;
+}
+
 #endif

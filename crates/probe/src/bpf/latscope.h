@@ -208,6 +208,14 @@ struct ls_why {
 	__u64 wake_held_ns;
 	__u64 wake_queue_ns;
 	__u64 wake_device_ns;
+	/* The page fault whose I/O wait was the call's longest (LS_WHY_FAULT time; fault_addr 0:
+	 * none): the user address it faulted on and, where the kernel resolved it (bpf_find_vma,
+	 * Linux 5.17), the file mapped there (fault_ino 0: not resolved) and the byte offset in it. */
+	__u64 fault_addr;
+	__u64 fault_ino;
+	__u64 fault_off;
+	__u32 fault_dev;
+	__u32 pad3;
 };
 
 /*

@@ -77,6 +77,18 @@ struct ls_why_acc {
 	/* The requests that ended the call's I/O waits: the waits before they existed, their
 	 * time queued, on the device (summed). */
 	__u64 wake_held, wake_queue, wake_device;
+	/* The call's last page fault in the kernel (address, and the file behind it where
+	 * bpf_find_vma resolved it: ino 0 otherwise), and the one whose I/O wait was the longest. */
+	__u64 flt_addr, flt_ino, flt_off;
+	__u32 flt_dev;
+	__u8 flt_looked;      /* the file of flt_addr was looked up */
+	__u64 best_fault;
+	/* The fault of the longest fault wait: the last fault (flt_*) while bf_cur, else bf_*. Its
+	 * file is copied only when the task faults again or exits the call: the wake-up that makes
+	 * it the longest may come on another CPU while the switch out still looks the file up. */
+	__u8 bf_cur;
+	__u64 bf_addr, bf_ino, bf_off;
+	__u32 bf_dev;
 };
 
 struct {
@@ -320,6 +332,12 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->best_kstack = 0;
 		w->casc_ns = 0;
 		w->casc_part = 0;
+		w->best_fault = 0;
+		w->bf_cur = 0;
+		w->bf_addr = 0;
+		w->bf_ino = 0;
+		w->bf_off = 0;
+		w->bf_dev = 0;
 	} else {
 		w = bpf_task_storage_get(&whys, prev, 0, 0);
 		if (!w || !w->call_ts || w->state != WHY_RUN)
@@ -341,6 +359,18 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 	if (hint && w->fault_call == w->call_ts)
 		hint |= WHY_HINT_FAULT;
 	w->hint = hint;
+	/* The file mapped at the fault's address, looked up once per fault and only for a fault
+	 * that waits for I/O (a major fault): not at the fault itself, where most faults are minor
+	 * and the look-up (the mm's lock, and its release deferred to an irq_work with interrupts
+	 * off) costs about 5 us each. prev is the current task here. */
+	if ((hint & WHY_HINT_FAULT) && !w->flt_looked) {
+		w->flt_looked = 1;
+		struct ls_vma_file f = { .addr = w->flt_addr };
+		vma_file(&f);
+		w->flt_ino = f.ino;
+		w->flt_off = f.off;
+		w->flt_dev = f.dev;
+	}
 }
 
 /* next takes the CPU from prev: a runnable interval (run-queue delay) ends. */
@@ -456,6 +486,11 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 	__u32 cause = why_cause(w->hint, w->nr, w->fd_type, by);
 	if (cause < LS_WHY_PARTS)
 		w->part[cause] += d;
+	/* The fault behind the longest of the call's fault waits: the last fault before it. */
+	if (cause == LS_WHY_FAULT && d >= w->best_fault) {
+		w->best_fault = d;
+		w->bf_cur = 1;
+	}
 	/* A block request's completion ended an I/O wait: of the wait, the time before the request
 	 * existed (its bio held by cgroup I/O throttling or a plug, or not yet submitted), then its
 	 * time queued and on the device, summed over the call's I/O waits. */
@@ -539,8 +574,21 @@ int BPF_PROG(ls_why_fault, unsigned long address, struct pt_regs *regs, unsigned
 	if (!call_ts)
 		return 0;
 	struct ls_why_acc *w = bpf_task_storage_get(&whys, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (w)
-		w->fault_call = call_ts;
+	if (!w)
+		return 0;
+	/* The previous fault of the call, if its wait is the longest so far, is kept. */
+	if (w->bf_cur && w->fault_call == call_ts) {
+		w->bf_cur = 0;
+		w->bf_addr = w->flt_addr;
+		w->bf_ino = w->flt_ino;
+		w->bf_off = w->flt_off;
+		w->bf_dev = w->flt_dev;
+	}
+	w->fault_call = call_ts;
+	/* Its file is looked up if it waits for I/O (why_switch_out). */
+	w->flt_addr = address;
+	w->flt_ino = 0;
+	w->flt_looked = 0;
 	return 0;
 }
 
@@ -675,6 +723,17 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 	o->wake_held_ns = w->wake_held;
 	o->wake_queue_ns = w->wake_queue;
 	o->wake_device_ns = w->wake_device;
+	if (w->bf_cur) {
+		o->fault_addr = w->flt_addr;
+		o->fault_ino = w->flt_ino;
+		o->fault_off = w->flt_off;
+		o->fault_dev = w->flt_dev;
+	} else {
+		o->fault_addr = w->bf_addr;
+		o->fault_ino = w->bf_ino;
+		o->fault_off = w->bf_off;
+		o->fault_dev = w->bf_dev;
+	}
 	w->call_ts = 0;
 	return o;
 }

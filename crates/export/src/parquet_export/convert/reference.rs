@@ -102,7 +102,9 @@ impl EventConverter {
                 }
             }
         };
-        let fits = |e: usize| [&b.comm, &b.path, &b.path2].iter().all(|c| bytes(c, start..e) <= CHUNK_STRING_BYTES);
+        let fits = |e: usize| {
+            [&b.comm, &b.path, &b.path2, &b.fault_path].iter().all(|c| bytes(c, start..e) <= CHUNK_STRING_BYTES)
+        };
         if fits(end) {
             return end;
         }
@@ -204,6 +206,8 @@ impl EventConverter {
         columns.push(i64s(map(&b.wake_device_ns, sel, |v| v as i64)));
         columns.push(dict8(rows.iter().map(|&i| waker_was_in_key(b, i) as i8).collect(), &d.waker_was_in));
         columns.push(i64s(rows.iter().map(|&i| waker_was_in_ns(b, i)).collect()));
+        columns.push(strings(&b.fault_path, sel));
+        columns.push(i64s(map(&b.fault_off, sel, |v| v)));
         // The columns follow `EVENT_COLUMNS` one for one, with the schema's types.
         RecordBatch::try_new(self.schema.clone(), columns).expect("columns match the events schema")
     }
