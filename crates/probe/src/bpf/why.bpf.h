@@ -290,9 +290,17 @@ int ls_why_cause_test(struct ls_why_cause_case *c)
 	return why_cause(c->hint, c->nr, c->fd_type, c->by);
 }
 
-/* A blocked interval ended now, remembered for the threads this one wakes later (the cascade). */
-static __always_inline void why_remember(struct ls_why_acc *w, __u32 cause, __u64 now)
+/* A blocked interval of d ns, of `cause`, ended now: added to its part; if a page fault's wait,
+ * the longest so far keeps its fault (the call's last one); remembered for the threads this one
+ * wakes later (the cascade). */
+static __always_inline void why_blocked_end(struct ls_why_acc *w, __u32 cause, __u64 d, __u64 now)
 {
+	if (cause < LS_WHY_PARTS)
+		w->part[cause] += d;
+	if (cause == LS_WHY_FAULT && d >= w->best_fault) {
+		w->best_fault = d;
+		w->bf_cur = 1;
+	}
 	__u32 h = w->hist_pos & (WHY_HIST - 1);
 	w->hist_part[h] = cause;
 	w->hist_start[h] = w->mark;
@@ -401,9 +409,7 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 		 * call's own; the waker is not known. */
 		STAT_INC(wakeups_unseen);
 		__u32 cause = why_cause(w->hint, w->nr, w->fd_type, WHY_WAKE_UNSEEN);
-		if (cause < LS_WHY_PARTS)
-			w->part[cause] += d;
-		why_remember(w, cause, now);
+		why_blocked_end(w, cause, d, now);
 		if (d >= w->best_wait) {
 			/* The longest wait so far: no waker, no request, its stack (as a wake-up does). */
 			w->best_wait = d;
@@ -484,13 +490,7 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 	else if (wc->softirq == WHY_NET_RX_SOFTIRQ + 1)
 		by = WHY_WAKE_NET_RX;
 	__u32 cause = why_cause(w->hint, w->nr, w->fd_type, by);
-	if (cause < LS_WHY_PARTS)
-		w->part[cause] += d;
-	/* The fault behind the longest of the call's fault waits: the last fault before it. */
-	if (cause == LS_WHY_FAULT && d >= w->best_fault) {
-		w->best_fault = d;
-		w->bf_cur = 1;
-	}
+	why_blocked_end(w, cause, d, now);
 	/* A block request's completion ended an I/O wait: of the wait, the time before the request
 	 * existed (its bio held by cgroup I/O throttling or a plug, or not yet submitted), then its
 	 * time queued and on the device, summed over the call's I/O waits. */
@@ -500,7 +500,6 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 		w->wake_queue += wc->rq_queue;
 		w->wake_device += wc->rq_device;
 	}
-	why_remember(w, cause, now);
 	if (d >= w->best_wait) {
 		w->best_wait = d;
 		/* Its kernel stack, at the switch in (only intervals of --why-above or longer). */
