@@ -12,6 +12,8 @@
  *                        i*64); with GATE: maps it, closes its fd, makes GATE.ready, and
  *                        waits for GATE to exist before the writes
  *   why fsync FILE N     N times: write 64 KiB to FILE (a block device or a file) and fsync it
+ *   why fsyncnew DIR N   N times: create a file in DIR, write 64 KiB to it and fsync it (a
+ *                        journalling file system commits the new blocks for the fsync)
  *   why dread FILE N KIB N O_DIRECT reads of KIB KiB from FILE, 1 MiB apart; prints their CPU time
  *   why bread FILE N     N reads of 256 KiB from FILE, 1 MiB apart, out of the page cache first;
  *                        prints the major faults of the calls
@@ -350,6 +352,16 @@ static void do_fsync(const char *path, long n)
 			die("fsync");
 	}
 	close(fd);
+}
+
+/* New files: each fsync also waits for the commit of the file system's metadata. */
+static void do_fsyncnew(const char *dir, long n)
+{
+	char path[4096];
+	for (long i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/f%ld", dir, i);
+		do_fsync(path, 1);
+	}
 }
 
 /* ---- O_DIRECT reads ---- */
@@ -703,6 +715,8 @@ int main(int argc, char **argv)
 		do_fault(argv[2], atol(argv[3]), argc > 4 ? argv[4] : NULL);
 	else if (!strcmp(m, "fsync") && argc > 3)
 		do_fsync(argv[2], atol(argv[3]));
+	else if (!strcmp(m, "fsyncnew") && argc > 3)
+		do_fsyncnew(argv[2], atol(argv[3]));
 	else if (!strcmp(m, "dread") && argc > 4)
 		do_dread(argv[2], atol(argv[3]), atol(argv[4]));
 	else if (!strcmp(m, "bwrite") && argc > 3)

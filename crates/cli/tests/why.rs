@@ -531,6 +531,39 @@ fn record_throttled(
     Some((tmp, tl, trace, kv))
 }
 
+/// fsync of new files on ext4: the journal thread (jbd2) commits their new blocks, and each
+/// fsync waits for that commit: its wait is woken by the journal thread, "which was in" block
+/// I/O (the journal's writes and the cache flush), for most of the wait. The journal thread is
+/// in no traced call: its I/O waits are remembered for the cascade all the same.
+#[test]
+fn why_fsync_of_new_files_waits_for_the_journal_thread_in_block_io() {
+    let test = "why_fsync_of_new_files_waits_for_the_journal_thread_in_block_io";
+    let Some(lfs) = ext4_loop(test) else {
+        return;
+    };
+    let dir = lfs.mnt.join("new");
+    std::fs::create_dir(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record_with(tmp.path(), &["fsyncnew", dir.to_str().unwrap(), "20"], None, &["--why"]);
+    let ev = calls(&trace, kv["main"], "fsync");
+    assert_eq!(ev.len(), 20);
+    assert_parts_add_up(&ev);
+    let journal: Vec<&Value> =
+        ev.iter().filter(|e| e["why"]["waker"]["name"].as_str().is_some_and(|n| n.starts_with("jbd2/"))).collect();
+    assert!(journal.len() * 2 >= ev.len(), "most fsyncs wait for the journal thread: {ev:?}");
+    let (mut waited, mut in_io) = (0, 0);
+    for e in &journal {
+        let was = &e["why"]["waker"]["was_in"];
+        assert_eq!(was["cause"], "io", "the journal thread was in block I/O: {e}");
+        let ns = was["ns"].as_u64().unwrap();
+        // The wait for the journal is not an I/O wait of the call's own: "other".
+        assert!(ns > 0 && ns <= part(e, "other"), "{e}");
+        waited += part(e, "other");
+        in_io += ns;
+    }
+    assert!(in_io * 2 >= waited, "of {waited} ns waiting for the journal thread, {in_io} ns its block I/O");
+}
+
 /// fsync of writes to a throttled loop device: the time is block I/O; the requests that ended
 /// its waits were held before they existed (the throttle) for that time, and spent little of it
 /// queued or on the device.

@@ -89,6 +89,10 @@ struct ls_why_acc {
 	__u8 bf_cur;
 	__u64 bf_addr, bf_ino, bf_off;
 	__u32 bf_dev;
+	/* A kernel thread (never in a traced call) in an I/O wait since `mark`: its waits are
+	 * remembered in the ring above for the cascade of the threads it wakes (a file system's
+	 * journal thread that an fsync waits for, a flusher). */
+	__u8 kio;
 };
 
 struct {
@@ -308,6 +312,24 @@ static __always_inline void why_blocked_end(struct ls_why_acc *w, __u32 cause, _
 	w->hist_pos = h + 1;
 }
 
+/* Kernel threads: PF_KTHREAD in task_struct.flags (stable since 2.6). */
+#define WHY_PF_KTHREAD 0x00200000
+
+/* prev, a kernel thread, blocks in an I/O wait: the start is kept (true), for the cascade of
+ * the threads it wakes when that wait is over. Only I/O waits: a kernel thread's other waits
+ * are mostly for work, not part of what its wakees waited for. */
+static __always_inline bool why_kthread_io_wait(struct task_struct *prev, bool preempt, __u64 now)
+{
+	if (!(prev->flags & WHY_PF_KTHREAD) || preempt || !BPF_CORE_READ_BITFIELD(prev, in_iowait))
+		return false;
+	struct ls_why_acc *w = bpf_task_storage_get(&whys, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!w)
+		return true;
+	w->kio = 1;
+	w->mark = now;
+	return true;
+}
+
 /* prev leaves the CPU inside a traced call. `first`: its entry was just spilled (the first
  * switch out of this call), so its state starts here. */
 static __always_inline void why_switch_out(struct task_struct *prev, struct task_struct *next,
@@ -347,6 +369,8 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->bf_off = 0;
 		w->bf_dev = 0;
 	} else {
+		if (why_kthread_io_wait(prev, preempt, now))
+			return;
 		w = bpf_task_storage_get(&whys, prev, 0, 0);
 		if (!w || !w->call_ts || w->state != WHY_RUN)
 			return;
@@ -477,7 +501,15 @@ SEC("tp_btf/sched_waking")
 int BPF_PROG(ls_why_waking, struct task_struct *p)
 {
 	struct ls_why_acc *w = bpf_task_storage_get(&whys, p, 0, 0);
-	if (!w || !w->call_ts || w->state != WHY_BLOCKED)
+	if (!w)
+		return 0;
+	if (w->kio) {
+		/* A kernel thread's I/O wait is over: remembered, for the cascade. */
+		w->kio = 0;
+		why_blocked_end(w, LS_WHY_IO, 0, bpf_ktime_get_ns());
+		return 0;
+	}
+	if (!w->call_ts || w->state != WHY_BLOCKED)
 		return 0;
 	struct ls_why_cpu *wc = why_cpu();
 	if (!wc)
