@@ -409,7 +409,15 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 static __always_inline void why_switch_in(struct task_struct *prev, struct task_struct *next, __u64 now)
 {
 	struct ls_why_acc *w = bpf_task_storage_get(&whys, next, 0, 0);
-	if (!w || !w->call_ts || w->state == WHY_RUN)
+	if (!w)
+		return;
+	if (w->kio) {
+		/* A kernel thread's I/O wait whose wake-up was not seen ends here at the latest. */
+		w->kio = 0;
+		why_blocked_end(w, LS_WHY_IO, 0, now);
+		return;
+	}
+	if (!w->call_ts || w->state == WHY_RUN)
 		return;
 	__u64 d = now - w->mark;
 	if (w->state == WHY_RUNNABLE) {
