@@ -459,40 +459,33 @@ impl WhyAgg {
                 fmt_ns(o.max_ns),
                 top_causes(&o.parts, o.total_ns, 3)
             );
-            let files = largest(&o.files, 3);
-            if !files.is_empty() {
-                let f: Vec<String> = files.iter().map(|(p, t)| format!("{p} ({})", fmt_ns(*t))).collect();
-                let _ = writeln!(s, "   files: {}", f.join(", "));
-            }
-            let faults = largest(&o.fault_files, 3);
-            if !faults.is_empty() {
-                let f: Vec<String> = faults.iter().map(|(p, t)| format!("{p} ({})", fmt_ns(*t))).collect();
-                let _ = writeln!(s, "   page faults in: {}", f.join(", "));
-            }
-            let disks = largest(&o.disks, 3);
-            if !disks.is_empty() {
-                let d: Vec<String> = disks
-                    .iter()
-                    .map(|(d, t)| {
-                        let r = o.disk_requests.get(d).copied().unwrap_or_default();
-                        let times =
-                            if r[2] > 0 { format!("; {}", request_times(r[0], r[1], r[2])) } else { String::new() };
-                        format!("{} ({}{times})", crate::events::disk_label(h, *d), fmt_ns(*t))
-                    })
-                    .collect();
-                let _ = writeln!(s, "   disks: {}", d.join(", "));
-            }
-            let wakers = largest(&o.wakers, 3);
-            if !wakers.is_empty() {
-                let w: Vec<String> = wakers
-                    .iter()
-                    .map(|(w, t)| format!("{w} ({}{})", fmt_ns(*t), waker_wait_text(self.waker_was_in(w))))
-                    .collect();
-                let _ = writeln!(s, "   woken by: {}", w.join(", "));
-            }
+            let named = |v: Vec<(String, u64)>| v.into_iter().map(|(p, t)| format!("{p} ({})", fmt_ns(t))).collect();
+            list_line(&mut s, "files", named(largest(&o.files, 3)));
+            list_line(&mut s, "page faults in", named(largest(&o.fault_files, 3)));
+            let disks = largest(&o.disks, 3)
+                .into_iter()
+                .map(|(d, t)| {
+                    let r = o.disk_requests.get(&d).copied().unwrap_or_default();
+                    let times = if r[2] > 0 { format!("; {}", request_times(r[0], r[1], r[2])) } else { String::new() };
+                    format!("{} ({}{times})", crate::events::disk_label(h, d), fmt_ns(t))
+                })
+                .collect();
+            list_line(&mut s, "disks", disks);
+            let wakers = largest(&o.wakers, 3)
+                .into_iter()
+                .map(|(w, t)| format!("{w} ({}{})", fmt_ns(t), waker_wait_text(self.waker_was_in(&w))))
+                .collect();
+            list_line(&mut s, "woken by", wakers);
         }
         let _ = writeln!(s, "\ntime by cause: {}", top_causes(&self.parts, self.total_ns, WHY_PARTS));
         clean_lines(&s)
+    }
+}
+
+/// `   label: a, b, c` on a line of its own, when there are items.
+fn list_line(s: &mut String, label: &str, items: Vec<String>) {
+    if !items.is_empty() {
+        let _ = writeln!(s, "   {label}: {}", items.join(", "));
     }
 }
 
