@@ -90,7 +90,7 @@ impl Decoder {
     /// since) is named by them. For a recording with attribution, at its start.
     pub fn name_mapped_files(&mut self, pids: impl IntoIterator<Item = u32>) {
         for pid in pids {
-            for (dev, ino, path) in proc_maps_files(pid) {
+            for (dev, ino, path) in crate::snapshot::mapped_files(pid) {
                 self.by_inode.entry((dev, ino)).or_insert_with(|| Arc::from(path));
             }
         }
@@ -535,23 +535,6 @@ fn set_why(e: &mut Event, y: &ls_why) {
     e.fault_addr = y.fault_addr;
 }
 
-/// The files process `pid` maps now, from /proc/PID/maps: (kernel device number, inode, path).
-fn proc_maps_files(pid: u32) -> Vec<(u32, u64, String)> {
-    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return Vec::new() };
-    // "start-end perms offset major:minor inode   path" (major, minor in hex)
-    maps.lines()
-        .filter_map(|l| {
-            let mut f = l.splitn(6, ' ');
-            let (_, _, _, dev, ino) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
-            let path = f.next()?.trim_start();
-            let (major, minor) = dev.split_once(':')?;
-            let dev = (u32::from_str_radix(major, 16).ok()? << 20) | u32::from_str_radix(minor, 16).ok()?;
-            let ino: u64 = ino.parse().ok()?;
-            (ino != 0 && path.starts_with('/')).then(|| (dev, ino, path.to_string()))
-        })
-        .collect()
-}
-
 fn sock_name(raw: &[u8]) -> Option<String> {
     if raw.len() != std::mem::size_of::<ls_sock_tuple>() {
         return None;
@@ -632,20 +615,17 @@ mod tests {
         e
     }
 
+    /// A start snapshot where process 10 has `path` (device 5, inode 77) open as fd 3.
+    fn with_file_at_fd3(path: &str) -> TraceHeader {
+        let fd = FdInfo { pid: 10, fd: 3, path: path.into(), fd_type: 1, dev: 5, ino: 77, ..Default::default() };
+        TraceHeader { fds: vec![fd], ..Default::default() }
+    }
+
     #[test]
     fn paths_follow_opens_cwd_and_snapshot() {
         let h = TraceHeader {
             processes: vec![ProcessInfo { pid: 10, cwd: "/work".into(), ..Default::default() }],
-            fds: vec![FdInfo {
-                pid: 10,
-                fd: 3,
-                path: "/var/log/a".into(),
-                fd_type: 1,
-                dev: 5,
-                ino: 77,
-                ..Default::default()
-            }],
-            ..Default::default()
+            ..with_file_at_fd3("/var/log/a")
         };
         let mut d = Decoder::new(&h, false);
         // relative open resolved against the snapshot cwd; returned fd 4 named by inode afterwards
@@ -808,18 +788,7 @@ mod tests {
     /// munmap takes it away; never a name for an address no recorded mapping covers.
     #[test]
     fn page_faults_are_named_by_inode_or_by_recorded_mmap() {
-        let h = TraceHeader {
-            fds: vec![FdInfo {
-                pid: 10,
-                fd: 3,
-                path: "/data/m".into(),
-                fd_type: 1,
-                dev: 5,
-                ino: 77,
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
+        let h = with_file_at_fd3("/data/m");
         let mut d = Decoder::new(&h, false);
         // mmap(NULL, 3 pages, PROT_READ, MAP_SHARED, 3, 8192) = 0x7000_0000
         let mut m = ev("mmap", 3, 0x7000_0000);
@@ -859,8 +828,8 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let m = std::fs::metadata(&exe).unwrap();
-        let dev = (libc::major(m.dev()) << 20) | libc::minor(m.dev());
-        let files = proc_maps_files(std::process::id());
+        let dev = crate::snapshot::kdev(m.dev());
+        let files = crate::snapshot::mapped_files(std::process::id());
         assert!(files.contains(&(dev, m.ino(), exe.to_string_lossy().into_owned())), "{files:?}");
         let mut d = Decoder::new(&TraceHeader::default(), false);
         d.name_mapped_files([std::process::id()]);
