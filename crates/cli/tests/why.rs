@@ -661,10 +661,10 @@ fn why_lock_held_across_a_throttled_fsync_cascades_to_block_io() {
     assert_eq!(j["operations"][0]["wakers"][0]["was_in"]["cause"], "io", "{j}");
 }
 
-/// Records `why ARGS...`; its main thread's calls of type `ty` that waited more than 1 ms hold
-/// the workload's `blocked_ns` in part `p` (within 5 % of their latency), their parts add up, and
-/// each was woken by the thread `waker` printed (or, with `None`, by a timer).
-fn assert_blocked_in(args: &[&str], ty: &str, p: &str, waker: Option<&str>) -> Vec<Value> {
+/// `why ARGS` (N, its second-last argument, calls of type `ty`) recorded: the N calls, whose
+/// parts add up, with part `p` the workload's blocked time (within 5 %); and the workload's
+/// `key value` lines.
+fn blocked_in(args: &[&str], ty: &str, p: &str) -> (Vec<Value>, HashMap<String, i64>) {
     let tmp = tempfile::tempdir().unwrap();
     let (trace, kv) = record(tmp.path(), args, None);
     let ev = waits(&trace, kv["main"], ty);
@@ -673,6 +673,14 @@ fn assert_blocked_in(args: &[&str], ty: &str, p: &str, waker: Option<&str>) -> V
     assert_parts_add_up(&ev);
     let lat = total_lat(&ev);
     assert_share(&format!("{args:?}: {p}"), total(&ev, p), kv["blocked_ns"] as u64, lat);
+    (ev, kv)
+}
+
+/// Records `why ARGS...`; its main thread's calls of type `ty` that waited more than 1 ms hold
+/// the workload's `blocked_ns` in part `p` (within 5 % of their latency), their parts add up, and
+/// each was woken by the thread `waker` printed (or, with `None`, by a timer).
+fn assert_blocked_in(args: &[&str], ty: &str, p: &str, waker: Option<&str>) -> Vec<Value> {
+    let (ev, kv) = blocked_in(args, ty, p);
     for e in &ev {
         match waker {
             Some(w) => {
@@ -745,12 +753,7 @@ fn why_wait4_for_a_sleeping_child_is_other_wait_woken_by_the_child() {
     if !require_bpf("why_wait4_for_a_sleeping_child_is_other_wait_woken_by_the_child") {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let (trace, kv) = record(tmp.path(), &["wait", "5", "20"], None);
-    let ev = waits(&trace, kv["main"], "wait4");
-    assert_eq!(ev.len(), 5);
-    assert_parts_add_up(&ev);
-    assert_share("other wait", total(&ev, "other"), kv["blocked_ns"] as u64, total_lat(&ev));
+    let (ev, kv) = blocked_in(&["wait", "5", "20"], "wait4", "other");
     for (i, e) in ev.iter().enumerate() {
         assert_eq!(e["why"]["waker"]["tid"], kv[&format!("child{i}")], "woken by its child: {e}");
     }
