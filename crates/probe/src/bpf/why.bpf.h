@@ -79,16 +79,14 @@ struct ls_why_acc {
 	__u64 wake_held, wake_queue, wake_device;
 	/* The call's last page fault in the kernel (address, and the file behind it where
 	 * bpf_find_vma resolved it: ino 0 otherwise), and the one whose I/O wait was the longest. */
-	__u64 flt_addr, flt_ino, flt_off;
-	__u32 flt_dev;
-	__u8 flt_looked;      /* the file of flt_addr was looked up */
+	struct ls_vma_file flt;
+	__u8 flt_looked;      /* the file of flt.addr was looked up */
 	__u64 best_fault;
-	/* The fault of the longest fault wait: the last fault (flt_*) while bf_cur, else bf_*. Its
+	/* The fault of the longest fault wait: the last fault (flt) while bf_cur, else bf. Its
 	 * file is copied only when the task faults again or exits the call: the wake-up that makes
 	 * it the longest may come on another CPU while the switch out still looks the file up. */
 	__u8 bf_cur;
-	__u64 bf_addr, bf_ino, bf_off;
-	__u32 bf_dev;
+	struct ls_vma_file bf;
 	/* A kernel thread (never in a traced call) in an I/O wait since `mark`: its waits are
 	 * remembered in the ring above for the cascade of the threads it wakes (a file system's
 	 * journal thread that an fsync waits for, a flusher). */
@@ -364,10 +362,7 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->casc_part = 0;
 		w->best_fault = 0;
 		w->bf_cur = 0;
-		w->bf_addr = 0;
-		w->bf_ino = 0;
-		w->bf_off = 0;
-		w->bf_dev = 0;
+		w->bf = (struct ls_vma_file){};
 	} else {
 		if (why_kthread_io_wait(prev, preempt, now))
 			return;
@@ -397,11 +392,10 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 	 * off) costs about 5 us each. prev is the current task here. */
 	if ((hint & WHY_HINT_FAULT) && !w->flt_looked) {
 		w->flt_looked = 1;
-		struct ls_vma_file f = { .addr = w->flt_addr };
+		/* (on the stack: bpf_find_vma takes its callback's data there) */
+		struct ls_vma_file f = { .addr = w->flt.addr };
 		vma_file(&f);
-		w->flt_ino = f.ino;
-		w->flt_off = f.off;
-		w->flt_dev = f.dev;
+		w->flt = f;
 	}
 }
 
@@ -618,15 +612,12 @@ int BPF_PROG(ls_why_fault, unsigned long address, struct pt_regs *regs, unsigned
 	/* The previous fault of the call, if its wait is the longest so far, is kept. */
 	if (w->bf_cur && w->fault_call == call_ts) {
 		w->bf_cur = 0;
-		w->bf_addr = w->flt_addr;
-		w->bf_ino = w->flt_ino;
-		w->bf_off = w->flt_off;
-		w->bf_dev = w->flt_dev;
+		w->bf = w->flt;
 	}
 	w->fault_call = call_ts;
 	/* Its file is looked up if it waits for I/O (why_switch_out). */
-	w->flt_addr = address;
-	w->flt_ino = 0;
+	w->flt.addr = address;
+	w->flt.ino = 0;
 	w->flt_looked = 0;
 	return 0;
 }
@@ -762,17 +753,11 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 	o->wake_held_ns = w->wake_held;
 	o->wake_queue_ns = w->wake_queue;
 	o->wake_device_ns = w->wake_device;
-	if (w->bf_cur) {
-		o->fault_addr = w->flt_addr;
-		o->fault_ino = w->flt_ino;
-		o->fault_off = w->flt_off;
-		o->fault_dev = w->flt_dev;
-	} else {
-		o->fault_addr = w->bf_addr;
-		o->fault_ino = w->bf_ino;
-		o->fault_off = w->bf_off;
-		o->fault_dev = w->bf_dev;
-	}
+	struct ls_vma_file *f = w->bf_cur ? &w->flt : &w->bf;
+	o->fault_addr = f->addr;
+	o->fault_ino = f->ino;
+	o->fault_off = f->off;
+	o->fault_dev = f->dev;
 	w->call_ts = 0;
 	return o;
 }
