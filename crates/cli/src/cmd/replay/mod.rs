@@ -1,7 +1,7 @@
 //! `latscope replay`: prepare a plan from a trace, build its starting tree, replay it, compare runs.
 //! One module per step; each parses its arguments, calls `latscope_replay` and prints.
 
-mod compare;
+pub(crate) mod compare;
 mod plan;
 mod push;
 mod run;
