@@ -186,6 +186,11 @@ pub struct RunAgg {
     stacks: Option<(StackAgg, StackAgg, StackTable)>,
     heat: Option<LogStream>,
     last_ns: u64,
+    /// The window of the last event, and where it starts.
+    win: usize,
+    win_start: u64,
+    /// The groupings (by index) whose groups add up to all syscalls and all block requests.
+    derived_totals: [Option<usize>; 2],
 }
 
 fn dim_agg(dim: Dim, by: GroupBy, waits: bool) -> DimAgg {
@@ -195,7 +200,10 @@ fn dim_agg(dim: Dim, by: GroupBy, waits: bool) -> DimAgg {
 impl RunAgg {
     /// A run whose header is `header` (time zero its start).
     pub fn new(o: &DiffOptions, header: &TraceHeader) -> RunAgg {
-        let dims = o.dims.iter().filter(|d| **d != Dim::Cause).map(|&d| dim_agg(d, d.group_by(), o.waits)).collect();
+        let dims: Vec<DimAgg> =
+            o.dims.iter().filter(|d| **d != Dim::Cause).map(|&d| dim_agg(d, d.group_by(), o.waits)).collect();
+        let derived_totals =
+            [dims.iter().position(|d| d.dim == Dim::Syscall), dims.iter().position(|d| d.dim == Dim::Disk)];
         let why = o
             .dims
             .contains(&Dim::Cause)
@@ -216,13 +224,16 @@ impl RunAgg {
             stacks,
             heat: o.heatmap.then(|| LogStream::auto(header.start_ns, None, None)),
             last_ns: header.start_ns,
+            derived_totals,
+            win: 0,
+            win_start: header.start_ns,
             o: o.clone(),
         }
     }
 
     /// The columns read (by `EventBatch` field name).
     pub fn columns(&self) -> Vec<&'static str> {
-        let mut c = vec!["kind", "ts", "lat", "nr", "ret", "bytes", "fd_type"];
+        let mut c = vec!["kind", "ts", "lat", "nr"];
         for d in &self.dims {
             c.extend(d.dim.group_by().columns());
         }
@@ -238,6 +249,7 @@ impl RunAgg {
     fn fit(&mut self, mut w: u64) -> usize {
         while w >= MAX_WINDOWS as u64 {
             self.width_ns *= 2;
+            self.win_start = u64::MAX / 2;
             w /= 2;
             for d in self.dims.iter_mut().chain(self.totals.iter_mut()) {
                 for v in d.windows.iter_mut() {
@@ -264,10 +276,19 @@ impl RunAgg {
             }
             let ts = b.ts[i];
             self.last_ns = self.last_ns.max(b.end(i));
-            let rel = ts.saturating_sub(self.start_ns);
-            let w = self.fit(rel / self.width_ns);
+            // Most events fall in the window of the one before: no division.
+            let w = if (self.win_start..self.win_start + self.width_ns).contains(&ts) {
+                self.win
+            } else {
+                let rel = ts.saturating_sub(self.start_ns);
+                let w = self.fit(rel / self.width_ns);
+                (self.win, self.win_start) = (w, self.start_ns + w as u64 * self.width_ns);
+                w
+            };
             let kind = if k == sys { EventKind::Syscall } else { EventKind::Block };
-            for d in self.dims.iter_mut().chain(self.totals.iter_mut()) {
+            // The totals are the sums of the syscall and disk groupings when those are kept.
+            let totals = self.totals.iter_mut().zip(self.derived_totals).filter(|(_, d)| d.is_none()).map(|(t, _)| t);
+            for d in self.dims.iter_mut().chain(totals) {
                 if d.dim.kind() != kind {
                     continue;
                 }
@@ -335,7 +356,22 @@ impl RunAgg {
                 .collect();
             DimRun { dim: d.dim, groups }
         };
+        let dims: Vec<DimRun> = self.dims.into_iter().map(groups).collect();
         let [sys, blk] = self.totals;
+        let total = |t: DimAgg, from: Option<usize>| -> DimRun {
+            let Some(k) = from else { return groups(t) };
+            // One group, `all`: the sum of the grouping's groups.
+            let mut all = GroupRun { name: "all".into(), count: 0, lat: Histogram::new(), windows: vec![0; full] };
+            for g in &dims[k].groups {
+                all.count += g.count;
+                all.lat.merge(&g.lat);
+                for (x, y) in all.windows.iter_mut().zip(&g.windows) {
+                    *x += y;
+                }
+            }
+            DimRun { dim: t.dim, groups: if all.count > 0 { vec![all] } else { Vec::new() } }
+        };
+        let totals = [total(sys, self.derived_totals[0]), total(blk, self.derived_totals[1])];
         let why = self.why.map(|(agg, wins, totals)| {
             let mut wins = wins;
             wins.resize(full, [0; WHY_PARTS]);
@@ -351,8 +387,8 @@ impl RunAgg {
             name: name.to_string(),
             secs: dur as f64 / 1e9,
             window_secs: self.width_ns as f64 / 1e9,
-            totals: [groups(sys), groups(blk)],
-            dims: self.dims.into_iter().map(groups).collect(),
+            totals,
+            dims,
             why,
             stacks,
             heat: self.heat,
