@@ -23,8 +23,10 @@
 //!
 //! # Sides: what several runs say
 //!
-//! One run per side: the side's variance is the run's sampling variance (infinite degrees of
-//! freedom). Two or more: the variance of the runs' log values around their mean (run-to-run
+//! One run per side: the side's variance is the run's sampling variance plus an assumed
+//! run-to-run noise ([`Settings::run_noise`], 10 %: two recordings of one workload differ by
+//! more than their sampling noise, and one run cannot show by how much), with infinite degrees
+//! of freedom. Two or more: the variance of the runs' log values around their mean (run-to-run
 //! noise, which includes the sampling noise), never below their mean sampling variance, divided
 //! by the number of runs, with `runs - 1` degrees of freedom.
 //!
@@ -59,7 +61,7 @@
 //!
 //! let a: Histogram = (0..10_000u64).map(|i| 1_000 + i % 1000).collect();
 //! let b: Histogram = (0..10_000u64).map(|i| 2_000 + 2 * (i % 1000)).collect();
-//! let s = Settings::default();
+//! let s = Settings { run_noise: 0.0, ..Settings::default() }; // synthetic: no run-to-run noise
 //! let mut o = compare(&[quantile(&a, 0.5).unwrap()], &[quantile(&b, 0.5).unwrap()], &s);
 //! judge(&mut [&mut o], &s);
 //! assert_eq!(o.verdict, Verdict::Increase);
@@ -89,11 +91,22 @@ pub struct Settings {
     pub min_support: u64,
     /// How the p-values of the metrics compared together are adjusted.
     pub correction: Correction,
+    /// The run-to-run noise assumed for a side of one run (the standard deviation of a metric's
+    /// log between runs, 0.1: 10 %), added to its variance: one run cannot show it, and two
+    /// runs of one workload differ by more than their sampling noise. Sides of several runs
+    /// measure it instead.
+    pub run_noise: f64,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { alpha: 0.05, min_change: 0.05, min_support: 10, correction: Correction::BenjaminiHochberg }
+        Settings {
+            alpha: 0.05,
+            min_change: 0.05,
+            min_support: 10,
+            correction: Correction::BenjaminiHochberg,
+            run_noise: 0.1,
+        }
     }
 }
 
@@ -285,14 +298,15 @@ impl Outcome {
     }
 }
 
-/// A side's runs: mean log, variance of that mean, degrees of freedom.
-fn side(runs: &[Estimate]) -> (f64, f64, f64) {
+/// A side's runs: mean log, variance of that mean, degrees of freedom; `run_noise` is added to
+/// the variance of a single run.
+fn side(runs: &[Estimate], run_noise: f64) -> (f64, f64, f64) {
     let k = runs.len() as f64;
     let ys: Vec<f64> = runs.iter().map(|e| ln1(e.value)).collect();
     let mean = ys.iter().sum::<f64>() / k;
     let within = runs.iter().map(|e| e.var_log).sum::<f64>() / k;
     if runs.len() == 1 {
-        return (mean, within, f64::INFINITY);
+        return (mean, within + run_noise * run_noise, f64::INFINITY);
     }
     let between = ys.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / (k - 1.0);
     (mean, between.max(within) / k, k - 1.0)
@@ -305,8 +319,8 @@ pub fn compare(a: &[Estimate], b: &[Estimate], s: &Settings) -> Outcome {
     if a.is_empty() || b.is_empty() {
         return Outcome::not_compared(0.0, 0.0, Verdict::NotCompared, "no runs on one side");
     }
-    let (ma, va, dfa) = side(a);
-    let (mb, vb, dfb) = side(b);
+    let (ma, va, dfa) = side(a, s.run_noise);
+    let (mb, vb, dfb) = side(b, s.run_noise);
     let support = (a.iter().map(|e| e.support).min().unwrap_or(0), b.iter().map(|e| e.support).min().unwrap_or(0));
     // A side's value: its run's, or the geometric mean of its runs.
     let val = |runs: &[Estimate], m: f64| if runs.len() == 1 { runs[0].value } else { m.exp() };

@@ -30,7 +30,7 @@ fn sample(r: &mut Rng, n: usize, m: f64, s: f64, shift: f64) -> Histogram {
 const QS: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
 
 fn strict() -> Settings {
-    Settings { min_change: 0.0, correction: Correction::None, ..Default::default() }
+    Settings { min_change: 0.0, correction: Correction::None, run_noise: 0.0, ..Default::default() }
 }
 
 #[test]
@@ -58,7 +58,8 @@ fn quantile_intervals_hold_their_level_when_nothing_changed() {
 fn a_known_delay_is_found_with_its_size_and_nothing_else_is_flagged() {
     // B's calls take 20 us more: each quantile q of a lognormal moves from x_q to x_q + 20 us.
     let mut r = Rng(2);
-    let s = Settings::default();
+    // Samples of a known distribution have no run-to-run noise.
+    let s = Settings { run_noise: 0.0, ..Settings::default() };
     let (m, sd, d) = (100_000.0, 0.5, 20_000.0);
     let (a, b) = (sample(&mut r, 50_000, m, sd, 0.0), sample(&mut r, 50_000, m, sd, d));
     let (c, e) = (sample(&mut r, 50_000, m, sd, 0.0), sample(&mut r, 50_000, m, sd, 0.0));
@@ -119,7 +120,7 @@ fn many_metrics_compared_together_keep_the_chance_of_any_false_verdict_at_alpha(
 fn a_percentile_resting_on_few_operations_is_too_few_to_tell() {
     let mut r = Rng(4);
     let (a, b) = (sample(&mut r, 2_000, 1e5, 1.0, 0.0), sample(&mut r, 2_000, 3e5, 1.0, 0.0));
-    let s = Settings::default();
+    let s = Settings { run_noise: 0.0, ..Settings::default() };
     let o = compare(&[quantile(&a, 0.999).unwrap()], &[quantile(&b, 0.999).unwrap()], &s);
     assert_eq!(o.verdict, Verdict::TooFew);
     assert_eq!(o.note, "rests on A: 2 operations, B: 2 operations; 10 needed");
@@ -141,7 +142,7 @@ fn a_change_below_the_threshold_is_the_same_and_above_it_a_change() {
     let mut r = Rng(5);
     let (a, b) = (sample(&mut r, 400_000, 1e6, 0.3, 0.0), sample(&mut r, 400_000, 1.02e6, 0.3, 0.0));
     let (qa, qb) = (quantile(&a, 0.5).unwrap(), quantile(&b, 0.5).unwrap());
-    let s = Settings::default();
+    let s = Settings { run_noise: 0.0, ..Settings::default() };
     let mut o = compare(&[qa], &[qb], &s);
     judge(&mut [&mut o], &s);
     assert_eq!(o.verdict, Verdict::Same, "{o:?}");
@@ -163,7 +164,7 @@ fn repeated_runs_carry_their_run_to_run_noise_into_the_interval() {
     // side, whose scatter measures that noise, about as often as the level allows.
     let mut r = Rng(6);
     let trials = 200;
-    let (mut single, mut repeated) = (0, 0);
+    let (mut single, mut repeated, mut assumed) = (0, 0, 0);
     let s = strict();
     for _ in 0..trials {
         let mut run = |r: &mut Rng| {
@@ -175,6 +176,11 @@ fn repeated_runs_carry_their_run_to_run_noise_into_the_interval() {
         let mut o = compare(&a[..1], &b[..1], &s);
         judge(&mut [&mut o], &s);
         single += usize::from(o.verdict.changed());
+        // One run per side with the default assumption of 10 % run-to-run noise.
+        let d = Settings::default();
+        let mut o = compare(&a[..1], &b[..1], &d);
+        judge(&mut [&mut o], &d);
+        assumed += usize::from(o.verdict.changed());
         let mut o = compare(&a, &b, &s);
         judge(&mut [&mut o], &s);
         repeated += usize::from(o.verdict.changed());
@@ -182,12 +188,13 @@ fn repeated_runs_carry_their_run_to_run_noise_into_the_interval() {
     }
     assert!(single as f64 / trials as f64 > 0.5, "{single}");
     assert!(repeated as f64 / trials as f64 <= 0.09, "{repeated}");
+    assert!(assumed as f64 / trials as f64 <= 0.05, "{assumed}");
 }
 
 #[test]
 fn rates_are_normalised_and_bursts_widen_their_interval() {
     // 1000 calls in 10 s against 2000 in 20 s: the same rate.
-    let s = Settings::default();
+    let s = Settings { run_noise: 0.0, ..Settings::default() };
     let mut o = compare(&[rate(1000, 10.0, &[]).unwrap()], &[rate(2000, 20.0, &[]).unwrap()], &s);
     judge(&mut [&mut o], &s);
     assert_eq!((o.a, o.b), (100.0, 100.0));

@@ -57,6 +57,11 @@ pub struct Args {
     /// error rate) or none.
     #[arg(long, default_value = "bh", value_parser = Correction::parse)]
     pub correction: Correction,
+    /// The run-to-run noise assumed for a side of one recording (or run), in percent: two
+    /// recordings of one workload differ by more than the noise inside each; measure yours with
+    /// an A/A comparison. Sides of several recordings measure it instead.
+    #[arg(long, default_value = "10%", value_name = "PERCENT")]
+    pub run_noise: String,
     /// Operations an estimate must rest on (beyond a percentile, or counted) to be judged.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub min_ops: u64,
@@ -111,7 +116,7 @@ fn sides(a: &Args) -> Result<(Vec<PathBuf>, Vec<PathBuf>, String)> {
 pub fn parse_percent(s: &str) -> Result<f64> {
     match s.trim().trim_end_matches('%').trim().parse::<f64>() {
         Ok(v) if v >= 0.0 && v.is_finite() => Ok(v / 100.0),
-        _ => bail!("--min-change {s:?}: give a percentage such as 5% (0 for none)"),
+        _ => bail!("{s:?}: give a percentage such as 5% (0 for none)"),
     }
 }
 
@@ -180,11 +185,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if fa.is_empty() || fb.is_empty() {
         bail!("each side needs at least one recording");
     }
-    let min_change = parse_percent(&a.min_change)?;
+    let min_change = parse_percent(&a.min_change).context("--min-change")?;
     if !(a.alpha > 0.0 && a.alpha < 1.0) {
         bail!("--alpha must be between 0 and 1 (e.g. 0.05), not {}", a.alpha);
     }
-    let settings = Settings { alpha: a.alpha, min_change, min_support: a.min_ops, correction: a.correction };
+    let run_noise = parse_percent(&a.run_noise).context("--run-noise")?;
+    let settings = Settings { alpha: a.alpha, min_change, min_support: a.min_ops, correction: a.correction, run_noise };
     let inputs: Vec<&PathBuf> = fa.iter().chain(&fb).collect();
     let outputs = [&a.svg, &a.heatmap, &a.flame, &a.flame_cpu, &a.folded];
     for o in outputs.iter().copied().flatten() {

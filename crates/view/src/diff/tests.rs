@@ -21,6 +21,11 @@ fn workload(seed: u64, secs: f64) -> Steady {
 fn opts() -> DiffOptions {
     DiffOptions { dims: vec![Dim::Syscall, Dim::Proc, Dim::File, Disk], ..Default::default() }
 }
+
+/// Recordings drawn from a known distribution have no run-to-run noise: none is assumed.
+fn exact() -> DiffOptions {
+    DiffOptions { settings: Settings { run_noise: 0.0, ..Settings::default() }, ..opts() }
+}
 use Dim::Disk;
 
 /// A recording of `w`, read as `latscope diff` reads one (latency scaled by `scale`).
@@ -46,7 +51,8 @@ fn changed(d: &Diff) -> Vec<String> {
 #[test]
 fn twenty_a_a_pairs_of_one_workload_give_no_verdict_of_change() {
     let o = opts();
-    let strict = DiffOptions { settings: Settings { min_change: 0.0, ..Settings::default() }, ..opts() };
+    let strict =
+        DiffOptions { settings: Settings { min_change: 0.0, run_noise: 0.0, ..Settings::default() }, ..opts() };
     let mut flagged_strict = 0;
     for k in 0..20 {
         let (a, b) = (run(&workload(2 * k, 3.0), &o, 1.0), run(&workload(2 * k + 1, 3.0), &o, 1.0));
@@ -67,7 +73,7 @@ fn twenty_a_a_pairs_of_one_workload_give_no_verdict_of_change() {
 
 #[test]
 fn a_delay_in_one_call_type_is_found_with_its_size_and_nothing_else() {
-    let o = opts();
+    let o = exact();
     let a = run(&workload(100, 4.0), &o, 1.0);
     let mut w = workload(101, 4.0);
     w.calls[1].delay_ns = 25_000.0;
@@ -99,7 +105,7 @@ fn a_delay_in_one_call_type_is_found_with_its_size_and_nothing_else() {
 
 #[test]
 fn a_slower_disk_is_found_on_the_disk_alone() {
-    let o = opts();
+    let o = exact();
     let a = run(&workload(200, 4.0), &o, 1.0);
     let mut w = workload(201, 4.0);
     w.disk.as_mut().unwrap().median_ns *= 1.5;
@@ -116,7 +122,7 @@ fn a_slower_disk_is_found_on_the_disk_alone() {
 
 #[test]
 fn groups_on_one_side_only_are_listed_and_rates_are_per_second() {
-    let o = opts();
+    let o = exact();
     let mut wa = workload(300, 2.0);
     wa.calls.push(SteadyCall::new("fsync", 50.0, 2_000_000.0, 0.3));
     // B recorded twice as long at the same rates: nothing changed per second.
@@ -142,7 +148,7 @@ fn recordings_repeated_per_side_put_run_to_run_noise_in_the_interval() {
     // per side, whose scatter the interval takes in, seldom.
     let o = DiffOptions {
         dims: vec![Dim::Syscall],
-        settings: Settings { min_change: 0.0, correction: Correction::None, ..Settings::default() },
+        settings: Settings { min_change: 0.0, correction: Correction::None, run_noise: 0.0, ..Settings::default() },
         ..Default::default()
     };
     let mut rng = latscope_trace::synth::Rng::new(7);
@@ -171,7 +177,7 @@ fn recordings_repeated_per_side_put_run_to_run_noise_in_the_interval() {
 
 #[test]
 fn a_diff_reads_as_text_json_and_pictures() {
-    let o = DiffOptions { heatmap: true, ..opts() };
+    let o = DiffOptions { heatmap: true, ..exact() };
     let a = run(&workload(400, 2.0), &o, 1.0);
     let mut w = workload(401, 2.0);
     w.calls[0].delay_ns = 30_000.0;

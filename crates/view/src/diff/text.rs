@@ -67,9 +67,11 @@ pub fn method(d: &Diff) -> String {
     let noise = if runs.0 >= 2 && runs.1 >= 2 {
         "intervals from the scatter of the recordings of each side (run-to-run noise included)".to_string()
     } else {
-        "one recording on a side: its intervals hold the noise inside it only, and two recordings of one workload differ by more \
-         (give several per side, --a A1 A2 --b B1 B2, for run-to-run noise)"
-            .to_string()
+        format!(
+            "one recording on a side: its interval holds the noise inside it and an assumed run-to-run noise of {}% (--run-noise); \
+             give several recordings per side (--a A1 A2 --b B1 B2) to measure it instead",
+            crate::svg::fmt_num(s.run_noise * 100.0)
+        )
     };
     format!(
         "{}% intervals; a change is one whose interval lies beyond ±{}% (--min-change), at a {} of {}% over {} comparisons; \

@@ -60,6 +60,11 @@ pub struct CompareArgs {
     /// The smallest change that counts, in percent.
     #[arg(long, default_value = "5%", value_name = "PERCENT")]
     min_change: String,
+    /// The run-to-run noise assumed for a side of one recording (or run), in percent: two
+    /// recordings of one workload differ by more than the noise inside each; measure yours with
+    /// an A/A comparison. Sides of several recordings measure it instead.
+    #[arg(long, default_value = "10%", value_name = "PERCENT")]
+    run_noise: String,
     /// JSON.
     #[arg(long)]
     json: bool,
@@ -82,7 +87,11 @@ pub fn compare_files(fa: &[PathBuf], fb: &[PathBuf], s: &Settings, json: bool) -
 }
 
 pub fn compare(a: CompareArgs) -> Result<ExitCode> {
-    let settings = Settings { min_change: crate::cmd::diff::parse_percent(&a.min_change)?, ..Default::default() };
+    let settings = Settings {
+        min_change: crate::cmd::diff::parse_percent(&a.min_change).context("--min-change")?,
+        run_noise: crate::cmd::diff::parse_percent(&a.run_noise).context("--run-noise")?,
+        ..Default::default()
+    };
     let Some(plan_file) = a.matrix else {
         let [fa, fb] = a.files.as_slice() else {
             bail!("give two statistics files (or --matrix PLAN --device DEV --set SETTING=VALUES)");
