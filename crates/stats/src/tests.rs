@@ -167,7 +167,7 @@ fn repeated_runs_carry_their_run_to_run_noise_into_the_interval() {
     let (mut single, mut repeated, mut assumed) = (0, 0, 0);
     let s = strict();
     for _ in 0..trials {
-        let mut run = |r: &mut Rng| {
+        let run = |r: &mut Rng| {
             let f = (0.1 * r.normal()).exp();
             quantile(&sample(r, 5_000, 1e5 * f, 0.5, 0.0), 0.5).unwrap()
         };

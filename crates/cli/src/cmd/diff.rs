@@ -128,6 +128,9 @@ fn is_json(p: &Path) -> bool {
     buf[..n].iter().find(|c| !c.is_ascii_whitespace()).is_some_and(|c| *c == b'{' || *c == b'[')
 }
 
+/// One recording's run, once a reader thread has read it.
+type Slot = std::sync::Mutex<Option<Result<(Run, ExitCode)>>>;
+
 /// Reads every recording (several at once), each into a run.
 fn read_runs(
     files: &[&PathBuf],
@@ -138,8 +141,7 @@ fn read_runs(
     let filter = parse_filter(filter)?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(files.len()).max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<(Run, ExitCode)>>>> =
-        files.iter().map(|_| Default::default()).collect();
+    let results: Vec<Slot> = files.iter().map(|_| Default::default()).collect();
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| loop {

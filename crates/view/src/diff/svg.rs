@@ -184,6 +184,9 @@ fn diverging(ratio: f64) -> String {
     format!("#{:02x}{:02x}{:02x}", mix(c1.0, c2.0), mix(c1.1, c2.1), mix(c1.2, c2.2))
 }
 
+/// A cell's colour and count, or nothing for an empty cell.
+type CellFn<'a> = Box<dyn Fn(usize) -> Option<(String, String)> + 'a>;
+
 /// Three heat maps side by side: A and B on one colour scale (events per cell per recording,
 /// logarithmic), and B - A (red: more in B, blue: more in A).
 pub fn heat_svg(a: &HeatMap, b: &HeatMap, title: &str, subtitle: &str) -> String {
@@ -201,7 +204,7 @@ pub fn heat_svg(a: &HeatMap, b: &HeatMap, title: &str, subtitle: &str) -> String
     let max = a.max_count.max(b.max_count).max(1) as f64;
     let diffs: Vec<i64> = a.counts.iter().zip(&b.counts).map(|(&x, &y)| y as i64 - x as i64).collect();
     let dmax = diffs.iter().map(|d| d.unsigned_abs()).max().unwrap_or(0).max(1) as f64;
-    let panels: [(&str, Box<dyn Fn(usize) -> Option<(String, String)>>); 3] = [
+    let panels: [(&str, CellFn); 3] = [
         (
             "A",
             Box::new(|i| {
@@ -348,8 +351,7 @@ pub fn diff_flame(diff: &str, title: &str, count_name: &str) -> Result<Vec<u8>, 
     let mut out = Vec::new();
     if lines.is_empty() {
         opt.title = format!("{title}: no stack on either side");
-        inferno::flamegraph::from_lines(&mut opt, ["[no stacks] 1"].into_iter(), &mut out)
-            .map_err(|e| e.to_string())?;
+        inferno::flamegraph::from_lines(&mut opt, ["[no stacks] 1"], &mut out).map_err(|e| e.to_string())?;
         return Ok(out);
     }
     inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), &mut out).map_err(|e| e.to_string())?;
