@@ -221,3 +221,31 @@ fn a_diff_reads_as_text_json_and_pictures() {
     // inferno names kernel frames without their `_[k]`; the stack only A has is drawn (blue).
     assert!(flame.contains("ext4_sync (300 us blocked") && flame.contains("vfs_read (1,800 us blocked"), "{flame}");
 }
+
+#[test]
+fn time_by_cause_is_compared_per_second_of_recording() {
+    // Every call a quarter on CPU and three quarters in block I/O; in B the I/O part doubled.
+    let o = DiffOptions { dims: vec![Dim::Syscall, Dim::Cause], ..exact() };
+    let why = |w: &Steady, io_scale: f64| -> Run {
+        let h = w.header();
+        let mut b = EventBatch::default();
+        for mut e in w.events() {
+            e.why_cpu = e.lat / 4;
+            e.why_io = ((e.lat - e.lat / 4) as f64 * io_scale) as u64;
+            e.lat = e.why_cpu + e.why_io;
+            b.push(&e);
+        }
+        let rows: Vec<u32> = (0..b.len() as u32).collect();
+        let mut agg = RunAgg::new(&o, &h);
+        agg.add(Chunk { batch: &b, rows: &rows, zone: Zone::default() }, &h);
+        agg.finish("why", Some((w.secs * 1e9) as u64), None)
+    };
+    let d = diff(&[why(&workload(500, 3.0), 1.0)], &[why(&workload(501, 3.0), 2.0)], &o);
+    let cause = d.dims.iter().find(|x| x.by == "cause").expect("a cause grouping");
+    let get = |name: &str| &cause.groups.iter().find(|g| g.name == name).unwrap().metrics[0];
+    let io = get("block I/O");
+    assert_eq!(io.outcome.verdict, Verdict::Increase, "{:?}", io.outcome);
+    assert!((io.outcome.change - 1.0).abs() < 0.15, "{:?}", io.outcome);
+    assert!(!get("on CPU").outcome.verdict.changed(), "{:?}", get("on CPU").outcome);
+    assert!(text::render_text(&d).contains("time by cause (per second of recording)"));
+}
