@@ -65,6 +65,7 @@ pub mod sandbox;
 mod source;
 mod stats;
 mod sys;
+pub mod xattrs;
 
 pub use error::{ReplayError, Result};
 pub use init::{init, sandbox_spec, InitOptions, InitReport};
@@ -79,3 +80,4 @@ pub use report::describe_plan;
 pub use run::{run, Live, RunOptions};
 pub use source::{read_trace, TraceEvents};
 pub use stats::{DivergenceCount, DivergenceExample, KindStats, Lateness, Stats, WINDOW_NS};
+pub use xattrs::{XattrLimits, XattrPolicy};
