@@ -444,10 +444,11 @@ impl Sandbox {
     /// tree while the replay runs (a FIFO where a file was opens forever), so root replays
     /// another user's sandbox only as that user (`run --user`).
     pub fn check_owner(&self, user: Option<(u32, u32)>) -> Result<()> {
-        let runs_as = user.map(|u| u.0).unwrap_or(at::me().0);
+        let me = at::me().0;
+        let runs_as = user.map(|u| u.0).unwrap_or(me);
         for (r, fd) in self.spec.roots.iter().zip(&self.roots) {
             let st = at::fstat(fd.as_raw_fd()).map_err(|e| ReplayError::io(&r.dir, e))?;
-            if st.st_uid != runs_as {
+            if st.st_uid != me && st.st_uid != runs_as {
                 return Err(ReplayError::Sandbox(format!(
                     "{} belongs to uid {} (an 'init --user'), and the replay would run as uid {runs_as}: run it as \
                      its owner ('run --user {}'), or initialise it again for this user",
