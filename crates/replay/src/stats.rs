@@ -29,7 +29,7 @@ pub(crate) enum Skip {
     NoMapping = 1,
     /// The run was stopped.
     Stopped = 2,
-    /// It sets or removes an extended attribute of a namespace that can grant privilege.
+    /// It sets an extended attribute of a namespace that can grant privilege.
     Privileged = 3,
 }
 
@@ -37,7 +37,7 @@ const SKIP_REASONS: [&str; 4] = [
     "its fd is not open in the replay (the open or dup that made it diverged)",
     "its mapping does not exist in the replay (the mmap diverged)",
     "the run was stopped (Ctrl-C)",
-    "it changes an extended attribute whose namespace can grant privilege (trusted, security, system: \
+    "it sets an extended attribute whose namespace can grant privilege (trusted, security, system: \
      only with --xattr-namespaces; security.capability never)",
 ];
 

@@ -78,7 +78,7 @@ impl XattrPolicy {
         v.join(",")
     }
 
-    /// Whether an attribute named `name` may be set or removed; else why not.
+    /// Whether an attribute named `name` may be set; else why not.
     pub fn allows(&self, name: &[u8]) -> std::result::Result<(), &'static str> {
         if name == CAPABILITY.as_bytes() {
             return Err("file capabilities (security.capability) are never restored: they grant privilege to whoever runs the file");
@@ -134,7 +134,7 @@ pub struct XattrBudget {
     pub bytes: u64,
     /// Attributes of the starting tree the policy leaves out.
     pub refused_init: u64,
-    /// `setxattr` and `removexattr` operations of the run the policy leaves out.
+    /// `setxattr` operations of the run the policy leaves out.
     pub refused_ops: u64,
     /// The first few left out: `name (why)`.
     pub refused_names: Vec<String>,
@@ -200,14 +200,12 @@ pub fn budget(plan: &Plan, policy: &XattrPolicy, limits: &XattrLimits) -> Result
         };
         add(&mut b, x.path as u64, x.name, size)?;
     }
-    for op in plan.ops.iter().filter(|o| matches!(o.kind, OpKind::Setxattr | OpKind::Removexattr)) {
+    // Removing an attribute takes away; only sets are counted and checked.
+    for op in plan.ops.iter().filter(|o| o.kind == OpKind::Setxattr) {
         let name = name_of(op.path2);
         if let Err(why) = policy.allows(name) {
             b.refused_ops += 1;
             refuse(&mut b, name, why);
-            continue;
-        }
-        if op.kind == OpKind::Removexattr {
             continue;
         }
         let size = match op.off {
@@ -220,7 +218,7 @@ pub fn budget(plan: &Plan, policy: &XattrPolicy, limits: &XattrLimits) -> Result
     Ok(b)
 }
 
-/// Per literal id: whether the run may set or remove an attribute of that name.
+/// Per literal id: whether the run may set an attribute of that name.
 pub(crate) fn allowed_names(plan: &Plan, policy: &XattrPolicy) -> Vec<bool> {
     plan.literals.iter().map(|l| policy.allows(l.as_bytes()).is_ok()).collect()
 }

@@ -50,8 +50,8 @@ pub struct RunOptions<'a> {
     pub on_tick: Option<&'a mut dyn FnMut(&Live)>,
     /// The plan file's name, for the report.
     pub plan_name: String,
-    /// Namespaces of extended attributes set or removed besides `user.*` (never
-    /// `security.capability`); calls on others are skipped.
+    /// Namespaces of extended attributes set besides `user.*` (never `security.capability`);
+    /// sets of others are skipped.
     pub xattrs: XattrPolicy,
     /// Bounds on the extended attributes set, checked before anything is written.
     pub xattr_limits: XattrLimits,
@@ -106,7 +106,7 @@ pub(crate) struct Shared<'a> {
     pub pattern: Pattern,
     /// Recorded extended-attribute values (setxattr of a recorded value).
     pub values: &'a [Vec<u8>],
-    /// Per literal id: whether an attribute of that name may be set or removed.
+    /// Per literal id: whether an attribute of that name may be set.
     pub xattr_ok: Vec<bool>,
     /// Bumped by directory renames and removals: cached directory fds are looked up again.
     pub dir_gen: AtomicU64,

@@ -57,7 +57,7 @@ pub struct Xattrs {
     /// default: trusted.* holds metadata the kernel trusts (overlayfs redirects and whiteouts),
     /// security.* labels (SELinux, Smack, AppArmor, IMA/EVM) decide what a program may do,
     /// system.* POSIX ACLs can give any user access to a file. security.capability (file
-    /// capabilities) is never set. Attributes left out are said, and their calls skipped.
+    /// capabilities) is never set. Attributes left out are said, and setting them skipped.
     #[arg(long, value_name = "LIST", default_value = "user", value_parser = latscope_replay::XattrPolicy::parse)]
     xattr_namespaces: latscope_replay::XattrPolicy,
 }
