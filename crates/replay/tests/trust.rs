@@ -321,6 +321,11 @@ fn root_replays_a_sandbox_another_user_owns_only_as_that_user() {
     assert_eq!(std::fs::metadata(&root).unwrap().uid(), 0);
     let trash = root.join(sandbox::ROOT_TRASH);
     assert_eq!((std::fs::metadata(&trash).unwrap().mode() & 0o777, rep.trashed.len()), (0o700, 1));
+    // Anything in root's tree that another user owns (they could change it during the run) is
+    // refused before the run.
+    std::os::unix::fs::lchown(root.join("w/f"), Some(NOBODY), Some(NOBODY)).unwrap();
+    let e = run(&p, &mut RunOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("w/f") && e.contains("owned by uid 65534"), "{e}");
 }
 
 #[test]

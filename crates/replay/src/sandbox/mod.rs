@@ -277,8 +277,9 @@ fn fresh_root(dir: &Path, stamp: i64, trashed: &mut Vec<PathBuf>) -> Result<Owne
             dir.display()
         )));
     }
-    // Taken over first: whoever owned it (the user of an earlier 'init --user') can no longer
-    // add, swap or plant anything while the old tree moves out and the new one is built.
+    // Taken over before anything moves: whoever owned it (the user of an earlier 'init --user',
+    // or whoever made the empty directory) can no longer add, swap or plant anything while the
+    // old tree moves out and the new one is built.
     let st = at::fstat(d).map_err(|e| ReplayError::io(dir, e))?;
     let (uid, gid) = at::me();
     // SAFETY: fchown and fchmod on our fd.
@@ -292,6 +293,8 @@ fn fresh_root(dir: &Path, stamp: i64, trashed: &mut Vec<PathBuf>) -> Result<Owne
         }
         libc::fchmod(d, st.st_mode & 0o755);
     }
+    // Listed again: what its owner added meanwhile goes to the trash too.
+    let entries = at::names(d).map_err(|e| ReplayError::io(dir, e))?;
     let old: Vec<CString> = entries
         .into_iter()
         .filter(|n| n.as_bytes() != ROOT_TRASH.as_bytes() && n.as_bytes() != MARKER.as_bytes())
@@ -549,7 +552,9 @@ pub fn purge(spec: &SandboxSpec) -> Result<Vec<PathBuf>> {
 }
 
 /// Refuse a sandbox tree that could lead a replay out: device nodes, FIFOs, sockets, mount
-/// points, symlinks whose target leaves the root, files with more than one hard link. Walks
+/// points, symlinks whose target leaves the root, files with more than one hard link, and
+/// anything another user than the root's owner owns (they could change it while the replay
+/// runs: init and the replay only ever make things of the root's owner). Walks
 /// from the root's fd without following symlinks (a directory swapped for a symlink meanwhile
 /// is refused, not followed); the trash and the marker are not part of the tree.
 pub fn check_tree(root: &Path) -> Result<u64> {
@@ -559,7 +564,8 @@ pub fn check_tree(root: &Path) -> Result<u64> {
 
 /// [`check_tree`] of the root open as `root` (`shown` names it).
 pub fn check_tree_at(root: i32, shown: &Path) -> Result<u64> {
-    let root_dev = at::fstat(root).map_err(|e| ReplayError::io(shown, e))?.st_dev;
+    let root_st = at::fstat(root).map_err(|e| ReplayError::io(shown, e))?;
+    let (root_dev, root_uid) = (root_st.st_dev, root_st.st_uid);
     // Directories to look into, as paths (bytes) relative to the root.
     let mut stack: Vec<(Vec<u8>, usize)> = vec![(Vec::new(), 0)];
     let mut n = 0u64;
@@ -608,6 +614,12 @@ pub fn check_tree_at(root: i32, shown: &Path) -> Result<u64> {
             }
             if st.st_dev != root_dev {
                 return refuse("on another file system (a mount point)");
+            }
+            if st.st_uid != root_uid {
+                return refuse(&format!(
+                    "owned by uid {}, not by the sandbox's owner (uid {root_uid}), who could change it meanwhile",
+                    st.st_uid
+                ));
             }
             if ft != libc::S_IFDIR && st.st_nlink > 1 {
                 // A replay opens files for writing (O_TRUNC too): through a hard link planted
