@@ -222,13 +222,14 @@ impl Request {
             }
         }
         let evicted = || self.conn.as_ref().is_some_and(|c| c.lock().evicted);
-        let got = gate.acquire(client, evicted);
+        // Made at once, so that the place is given back however this ends.
+        let permit = gate.acquire(client, evicted).then(|| BusyPermit { gate: Some(gate.clone()), client });
         if let Some(c) = &self.conn {
             if !c.enter(Phase::Handling) {
                 return None;
             }
         }
-        got.then(|| BusyPermit { gate: Some(gate.clone()), client })
+        permit
     }
 
     /// The first value of header `name` (lower case).

@@ -149,7 +149,7 @@ fn thousands_of_large_attributes_are_refused_before_anything_is_written() {
         let f = format!("/w/f{i}");
         r.path_op(100, "newfstatat", &f, 0);
         r.sys(100, 100, "getxattr", |e| {
-            e.path = f.clone().into();
+            e.path = f.clone();
             e.path2 = "user.big".into();
             e.bytes = 65536;
             e.ret = 65536;
