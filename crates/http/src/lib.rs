@@ -23,8 +23,8 @@
 //!   most [`Limits::max_busy_per_client`] per client ([`Client`]: on loopback the user owning the
 //!   client's socket, else its address), handed out fairly (the client holding fewest first,
 //!   then in order of arrival). As many requests of a client may wait as it may hold, and as
-//!   many in all as there are places; beyond, a request is refused at once (the handler answers
-//!   503). A waiting request can be closed at the connection cap like an idle one, and waits at
+//!   many in all as there are places, though a client with nothing held or waiting always gets
+//!   in line; beyond, a request is refused at once (the handler answers 503). A waiting request can be closed at the connection cap like an idle one, and waits at
 //!   most [`Limits::busy_wait`]. So a crowd of busy clients holds a bounded number of
 //!   connections inside handlers, and quick pages stay answered.
 //! * **Who**: on loopback, [`Request::peer_uid`] is the user owning the client's socket (asked
@@ -340,7 +340,9 @@ impl BusyGate {
         let end = Instant::now() + self.wait;
         let mut s = self.lock();
         let queued = s.queue.iter().filter(|(_, c)| *c == client).count();
-        if queued >= self.per_client || s.queue.len() >= self.max {
+        let held = s.held.get(&client).copied().unwrap_or(0);
+        // A client holding and waiting for nothing always gets in line (it is next in turn).
+        if queued >= self.per_client || s.queue.len() >= self.max && queued + held > 0 {
             return false;
         }
         let ticket = s.next;
@@ -1061,6 +1063,45 @@ mod tests {
         assert!(read_answer(&mut fresh).starts_with("HTTP/1.1 200"));
         assert_eq!(counters.evicted.load(Ordering::Relaxed), 1);
         run.stop();
+    }
+
+    /// Places for long work: a freed place goes to the waiting client holding the fewest, a
+    /// client waits for no more places than its share, and a newcomer always gets in line.
+    #[test]
+    fn a_freed_busy_place_goes_to_the_waiting_client_holding_the_fewest() {
+        let limits =
+            Limits { max_busy: 2, max_busy_per_client: 2, busy_wait: Duration::from_secs(20), ..Limits::default() };
+        let gate = Arc::new(BusyGate::new(&limits));
+        let (a, b, c) = (Client::User(1), Client::User(2), Client::User(3));
+        assert!(gate.acquire(a, || false) && gate.acquire(a, || false), "a holds both places");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiters: Vec<_> = [a, a, b]
+            .into_iter()
+            .enumerate()
+            .map(|(i, who)| {
+                let (gate, tx) = (gate.clone(), tx.clone());
+                std::thread::sleep(Duration::from_millis(50));
+                std::thread::spawn(move || {
+                    let got = gate.acquire(who, || false);
+                    tx.send((i, got)).unwrap();
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        // a waits for two already (its share): a third is refused at once; c, new, gets in line.
+        assert!(!gate.acquire(a, || false));
+        assert_eq!(gate.lock().queue.len(), 3);
+        gate.release(a);
+        assert_eq!(rx.recv().unwrap(), (2, true), "b, holding nothing, goes first");
+        gate.release(a);
+        assert_eq!(rx.recv().unwrap(), (0, true), "then a, in order of arrival");
+        assert!(!gate.acquire(c, || true), "c gets in line, and leaves when its connection goes");
+        gate.release(a);
+        gate.release(b);
+        assert_eq!(rx.recv().unwrap(), (1, true));
+        for w in waiters {
+            w.join().unwrap();
+        }
     }
 
     #[test]
