@@ -173,7 +173,7 @@ pub fn run_matrix(plan: &Plan, opts: &mut MatrixOptions) -> Result<MatrixResult>
             if let Some(f) = opts.on_step.as_mut() {
                 f(&format!("{}={v} run {} of {}", opts.setting, r + 1, opts.repeat));
             }
-            init(plan, &InitOptions { root: opts.root.clone(), owner: None, progress: None })?;
+            init(plan, &InitOptions { root: opts.root.clone(), ..Default::default() })?;
             let stats: Stats = run(
                 plan,
                 &mut RunOptions {
