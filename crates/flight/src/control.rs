@@ -132,7 +132,13 @@ fn peer(s: &UnixStream) -> Option<(i32, u32)> {
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: SO_PEERCRED fills a ucred of the given length.
     let r = unsafe {
-        libc::getsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut c as *mut libc::ucred).cast(), &mut len)
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut len,
+        )
     };
     (r == 0).then_some((c.pid, c.uid))
 }
@@ -160,9 +166,8 @@ fn answer(s: UnixStream, recorders: &Mutex<Vec<FlightHandle>>) -> std::io::Resul
 }
 
 fn request(line: &str, handles: &[FlightHandle], pid: i32, uid: u32) -> Value {
-    let list = || -> Vec<Value> {
-        handles.iter().map(|h| json!({"recorder": h.name(), "triggers": h.triggers()})).collect()
-    };
+    let list =
+        || -> Vec<Value> { handles.iter().map(|h| json!({"recorder": h.name(), "triggers": h.triggers()})).collect() };
     match line.split_once(' ').map_or((line, ""), |(a, b)| (a, b.trim())) {
         ("list", "") => json!({"recorders": list()}),
         ("fire", name) if !name.is_empty() => {

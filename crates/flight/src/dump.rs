@@ -401,7 +401,8 @@ impl Dumper {
             (slots, stacks, lost, st.tables.clone())
         };
         let first_ns = slots.iter().filter_map(|s| s.block.ts_range()).map(|r| r.0).min().unwrap_or(from_ns);
-        let condition = self.conditions.iter().find(|(n, _)| *n == f.trigger).map(|(_, c)| c.clone()).unwrap_or_default();
+        let condition =
+            self.conditions.iter().find(|(n, _)| *n == f.trigger).map(|(_, c)| c.clone()).unwrap_or_default();
         let mut header = tables.header_at(first_ns, Some(crate::tables::snapshot_now()));
         let suffix = format!("-{}", f.trigger);
         let path = files::new_name(&self.opts.dir, DUMP_PREFIX, header.wall_ns(f.at_ns), &suffix);
@@ -482,7 +483,8 @@ impl Dumper {
             return;
         }
         if stopping && now < limit {
-            a.short.get_or_insert_with(|| "the recording stopped before the window after the trigger had passed".into());
+            a.short
+                .get_or_insert_with(|| "the recording stopped before the window after the trigger had passed".into());
         }
         self.finish(a);
     }
@@ -502,7 +504,8 @@ impl Dumper {
         let path = a.path.clone();
         let took = a.started.elapsed();
         let first_readable = a.first_readable.unwrap_or(took);
-        let (triggers, at_ns, from, to, short) = (a.triggers.clone(), a.at_ns, a.first_ns, a.last_end_ns, a.short.clone());
+        let (triggers, at_ns, from, to, short) =
+            (a.triggers.clone(), a.at_ns, a.first_ns, a.last_end_ns, a.short.clone());
         let Active { writer, .. } = a;
         match writer.finish(summary) {
             Ok(s) => {

@@ -112,7 +112,9 @@ mod tests {
         assert_eq!(stamp(t), "20261118T110640.123Z");
         assert!(is_ours("flight-20261019T091320.123Z-slowpg.lst", DUMP_PREFIX));
         assert!(is_ours("trace-20261019T091320.123Z.lst", ROTATE_PREFIX));
-        for not in ["flight-2026.lst", "flight-20261019T091320.123Z-x.lst.old", "trace-20261019T091320.123Zx.lst", "x.lst"] {
+        for not in
+            ["flight-2026.lst", "flight-20261019T091320.123Z-x.lst.old", "trace-20261019T091320.123Zx.lst", "x.lst"]
+        {
             assert!(!is_ours(not, DUMP_PREFIX) && !is_ours(not, ROTATE_PREFIX), "{not}");
         }
         let dir = tempfile::tempdir().unwrap();

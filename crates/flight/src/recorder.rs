@@ -90,7 +90,10 @@ impl FlightOptions {
         }
         match std::fs::metadata(&self.dir) {
             Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(format!("{} is not a directory: a flight recorder writes its dumps into a directory", self.dir.display())),
+            Ok(_) => Err(format!(
+                "{} is not a directory: a flight recorder writes its dumps into a directory",
+                self.dir.display()
+            )),
             Err(e) => Err(format!("{}: {e} (create the directory for the dumps first)", self.dir.display())),
         }
     }
@@ -205,8 +208,10 @@ impl FlightRecorder {
         let (tx, rx) = mpsc::channel();
         let dumper = Dumper::new(dopts, shared.clone(), conditions, manual, opts.ring.span_ns, Box::new(on_event));
         let io = |e| TraceError::Io { path: opts.dir.clone(), op: "starting the dumper thread".into(), source: e };
-        let dumper = std::thread::Builder::new().name("latscope-dump".into()).spawn(move || dumper.run(rx)).map_err(io)?;
-        let consumer = RingConsumer { shared: shared.clone(), watch: Watch::new(&opts.triggers, header), dumper: tx.clone() };
+        let dumper =
+            std::thread::Builder::new().name("latscope-dump".into()).spawn(move || dumper.run(rx)).map_err(io)?;
+        let consumer =
+            RingConsumer { shared: shared.clone(), watch: Watch::new(&opts.triggers, header), dumper: tx.clone() };
         let worker = Worker::start(consumer, opts.dir.join("(ring)"), latscope_live::WRITER_QUEUE_BLOCKS)?;
         let handle = FlightHandle {
             name: name.to_string(),
@@ -288,7 +293,8 @@ impl Consumer for RingConsumer {
             let mut st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
             st.tables.observe(batch);
             st.ring.push(blocks, now);
-            let (bytes, blocks, span, events) = (st.ring.bytes(), st.ring.len() as u64, st.ring.span_ns(), st.ring.events_in);
+            let (bytes, blocks, span, events) =
+                (st.ring.bytes(), st.ring.len() as u64, st.ring.span_ns(), st.ring.events_in);
             drop(st);
             let mut s = self.shared.stats.lock().unwrap_or_else(|p| p.into_inner());
             (s.ring_bytes, s.ring_blocks, s.ring_span_ns, s.events) = (bytes, blocks, span, events);

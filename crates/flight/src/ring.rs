@@ -56,7 +56,7 @@ impl RingSize {
     pub fn describe(&self) -> String {
         let b = latscope_event::units::fmt_bytes(self.max_bytes);
         match self.span_ns {
-            Some(ns) => format!("the last {} or {b}, whichever is less", latscope_event::units::fmt_ns(ns)),
+            Some(ns) => format!("the last {} or {b} (whichever is less)", latscope_event::units::fmt_ns(ns)),
             None => format!("the last {b}"),
         }
     }
@@ -77,9 +77,7 @@ pub fn time_or_size(part: &str) -> Result<Amount, String> {
     let part = part.trim();
     let unit = part.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '_').trim();
     if part.is_empty() || unit.is_empty() {
-        return Err(format!(
-            "'{part}' is neither a time (30s, 10m, 1h) nor a size (512MiB, 2GiB): give a unit"
-        ));
+        return Err(format!("'{part}' is neither a time (30s, 10m, 1h) nor a size (512MiB, 2GiB): give a unit"));
     }
     if let Ok(ns) = latscope_event::units::parse_duration_ns(part) {
         return Ok(Amount::Time(ns));
@@ -211,7 +209,11 @@ impl Ring {
 
     /// File bytes of the blocks a window from `from_ns` on takes.
     pub(crate) fn file_bytes_from(&self, from_ns: u64) -> u64 {
-        self.slots.iter().filter(|s| s.block.end_max().is_some_and(|e| e >= from_ns)).map(|s| s.block.file_bytes()).sum()
+        self.slots
+            .iter()
+            .filter(|s| s.block.end_max().is_some_and(|e| e >= from_ns))
+            .map(|s| s.block.file_bytes())
+            .sum()
     }
 }
 
@@ -221,9 +223,15 @@ mod tests {
 
     #[test]
     fn ring_sizes_parse_as_times_sizes_or_both() {
-        assert_eq!(RingSize::parse("30s").unwrap(), RingSize { span_ns: Some(30_000_000_000), max_bytes: DEFAULT_RING_BYTES });
+        assert_eq!(
+            RingSize::parse("30s").unwrap(),
+            RingSize { span_ns: Some(30_000_000_000), max_bytes: DEFAULT_RING_BYTES }
+        );
         assert_eq!(RingSize::parse("2GiB").unwrap(), RingSize { span_ns: None, max_bytes: 2 << 30 });
-        assert_eq!(RingSize::parse("10m, 512MiB").unwrap(), RingSize { span_ns: Some(600_000_000_000), max_bytes: 512 << 20 });
+        assert_eq!(
+            RingSize::parse("10m, 512MiB").unwrap(),
+            RingSize { span_ns: Some(600_000_000_000), max_bytes: 512 << 20 }
+        );
         for (bad, what) in [
             ("500ms", "under a second"),
             ("1KiB", "under the smallest"),

@@ -92,7 +92,9 @@ impl Rotator {
     ) -> Result<Rotator, String> {
         match std::fs::metadata(&dir) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(format!("{} is not a directory: --rotate writes its files into a directory", dir.display())),
+            Ok(_) => {
+                return Err(format!("{} is not a directory: --rotate writes its files into a directory", dir.display()))
+            }
             Err(e) => return Err(format!("{}: {e} (create the directory first)", dir.display())),
         }
         if keep == Some(0) {
@@ -217,7 +219,8 @@ impl Rotating {
 
     fn due(&self) -> bool {
         let Some(o) = &self.open else { return false };
-        self.every.bytes.is_some_and(|b| o.writer.bytes() >= b) || self.every.time.is_some_and(|t| o.opened.elapsed() >= t)
+        self.every.bytes.is_some_and(|b| o.writer.bytes() >= b)
+            || self.every.time.is_some_and(|t| o.opened.elapsed() >= t)
     }
 }
 

@@ -99,7 +99,11 @@ impl Tables {
     /// met since; processes: the start's, those learned from process events (the newest
     /// word), and `now` (a snapshot of the running processes and their open files, taken when
     /// the file is begun), except those that exited before `start_ns`.
-    pub(crate) fn header_at(&self, start_ns: u64, now: Option<(Vec<ProcessInfo>, Vec<latscope_event::FdInfo>)>) -> TraceHeader {
+    pub(crate) fn header_at(
+        &self,
+        start_ns: u64,
+        now: Option<(Vec<ProcessInfo>, Vec<latscope_event::FdInfo>)>,
+    ) -> TraceHeader {
         let mut h = self.header.clone();
         h.start_ns = start_ns;
         // A file that starts mid-recording is no complete capture of file I/O.
@@ -172,7 +176,10 @@ mod tests {
         t.observe(&b);
         let h = t.header_at(25, None);
         let p7 = h.processes.iter().find(|p| p.pid == 7).unwrap();
-        assert_eq!((p7.ppid, p7.comm.as_str(), p7.exe.as_str(), p7.cmdline.as_str()), (1, "pg", "/usr/bin/pg", "pg -D /data"));
+        assert_eq!(
+            (p7.ppid, p7.comm.as_str(), p7.exe.as_str(), p7.cmdline.as_str()),
+            (1, "pg", "/usr/bin/pg", "pg -D /data")
+        );
         assert!(h.processes.iter().any(|p| p.pid == 5), "exited after the window's start: kept");
         assert!(h.cgroups.iter().any(|c| c.id == 42));
         assert_eq!(h.start_ns, 25);

@@ -277,15 +277,13 @@ impl Trigger {
         let lead = text.len() - trimmed.len();
         // `NAME:` then white space: no filter starts so (fields have dots; times have digits).
         let (name, from) = match trimmed.find(':') {
-            Some(i)
-                if valid_name(&trimmed[..i])
-                    && trimmed[i + 1..].starts_with(|c: char| c.is_whitespace()) =>
-            {
+            Some(i) if valid_name(&trimmed[..i]) && trimmed[i + 1..].starts_with(|c: char| c.is_whitespace()) => {
                 (trimmed[..i].to_string(), lead + i + 1)
             }
-            Some(i) if !trimmed[..i].contains(|c: char| c.is_whitespace() || c == '.' || c == '(')
-                && !trimmed[..i].is_empty()
-                && trimmed[..i].chars().next().is_some_and(|c| c.is_ascii_alphabetic()) =>
+            Some(i)
+                if !trimmed[..i].contains(|c: char| c.is_whitespace() || c == '.' || c == '(')
+                    && !trimmed[..i].is_empty()
+                    && trimmed[..i].chars().next().is_some_and(|c| c.is_ascii_alphabetic()) =>
             {
                 return Err(TriggerError::new(
                     format!(
@@ -323,7 +321,12 @@ impl Trigger {
                     let (pad, width) = e.char_span();
                     let start = src.char_indices().nth(pad).map_or(src.len(), |(i, _)| i);
                     let end = src[start..].char_indices().nth(width).map_or(src.len(), |(i, _)| start + i);
-                    TriggerError::new(format!("invalid filter: {}", e.message()), text, first.at + start, first.at + end)
+                    TriggerError::new(
+                        format!("invalid filter: {}", e.message()),
+                        text,
+                        first.at + start,
+                        first.at + end,
+                    )
                 })?;
                 if f.is_match_all() {
                     return Err(TriggerError::new("the filter matches every event", text, first.at, text.len()));
@@ -398,7 +401,9 @@ fn duration(text: &str, t: Option<&Tok<'_>>, what: &str) -> Result<u64, TriggerE
 /// `of SUBJECT` starting at `toks[i]` (after `of`), up to a word in `stop`; returns the subject
 /// and the index of the first word after it.
 fn parse_subject(text: &str, toks: &[Tok<'_>], mut i: usize, stop: &[&str]) -> Result<(Subject, usize), TriggerError> {
-    let Some(first) = toks.get(i) else { return Err(err_end(text, "'of' needs what to measure: syscalls, 'disk NAME', 'block' or (FILTER)")) };
+    let Some(first) = toks.get(i) else {
+        return Err(err_end(text, "'of' needs what to measure: syscalls, 'disk NAME', 'block' or (FILTER)"));
+    };
     let at = |j: usize| toks.get(j).map(|t| t.s);
     let stops = |j: usize| at(j).is_none_or(|s| stop.contains(&s) || s.starts_with('>'));
     if first.s.starts_with('(') {
@@ -407,7 +412,12 @@ fn parse_subject(text: &str, toks: &[Tok<'_>], mut i: usize, stop: &[&str]) -> R
             let (pad, width) = e.char_span();
             let start = inner.char_indices().nth(pad).map_or(inner.len(), |(k, _)| k);
             let end = inner[start..].char_indices().nth(width).map_or(inner.len(), |(k, _)| start + k);
-            TriggerError::new(format!("invalid filter: {}", e.message()), text, first.at + 1 + start, first.at + 1 + end)
+            TriggerError::new(
+                format!("invalid filter: {}", e.message()),
+                text,
+                first.at + 1 + start,
+                first.at + 1 + end,
+            )
         })?;
         let k = f.needs_kinds();
         let block = k.block && !k.syscall;
@@ -440,7 +450,9 @@ fn parse_subject(text: &str, toks: &[Tok<'_>], mut i: usize, stop: &[&str]) -> R
                 return Err(err_at(
                     text,
                     t,
-                    format!("'{n}' is not a syscall (say 'disk NAME' for block requests, or give a filter in parentheses)"),
+                    format!(
+                        "'{n}' is not a syscall (say 'disk NAME' for block requests, or give a filter in parentheses)"
+                    ),
                 ));
             }
         }
@@ -464,7 +476,11 @@ fn parse_subject(text: &str, toks: &[Tok<'_>], mut i: usize, stop: &[&str]) -> R
         i += 2;
     }
     if clauses.is_empty() {
-        return Err(err_at(text, first, "say what to measure: syscall names, 'on PATH', 'disk NAME', 'block' or (FILTER)"));
+        return Err(err_at(
+            text,
+            first,
+            "say what to measure: syscall names, 'on PATH', 'disk NAME', 'block' or (FILTER)",
+        ));
     }
     let f = Filter::parse(&clauses.join(" and ")).map_err(|e| err_at(text, first, e.message().to_string()))?;
     Ok((Subject { block: false, filter: Some(Box::new(f)) }, i))
@@ -490,7 +506,8 @@ fn after_gt<'a>(text: &str, toks: &[Tok<'a>], i: usize) -> Result<(Tok<'a>, usiz
 
 fn parse_percentile(text: &str, toks: &[Tok<'_>]) -> Result<Percentile, TriggerError> {
     let p = toks[0];
-    let n: f64 = p.s[1..].parse().map_err(|_| err_at(text, &p, format!("'{}' is not a percentile (p50, p99, p99.9)", p.s)))?;
+    let n: f64 =
+        p.s[1..].parse().map_err(|_| err_at(text, &p, format!("'{}' is not a percentile (p50, p99, p99.9)", p.s)))?;
     if !(n > 0.0 && n < 100.0) {
         return Err(err_at(
             text,
@@ -507,7 +524,9 @@ fn parse_percentile(text: &str, toks: &[Tok<'_>]) -> Result<Percentile, TriggerE
     }
     match toks.get(i) {
         Some(t) if t.s == "over" => {}
-        Some(t) => return Err(err_at(text, t, format!("expected 'over' and a window (like 'over 10s'), found '{}'", t.s))),
+        Some(t) => {
+            return Err(err_at(text, t, format!("expected 'over' and a window (like 'over 10s'), found '{}'", t.s)))
+        }
         None => return Err(err_end(text, "'over' and a window are missing (like 'p99 over 10s > 20ms')")),
     }
     let window_ns = duration(text, toks.get(i + 1), "the window")?;
@@ -534,7 +553,11 @@ fn parse_rate(text: &str, toks: &[Tok<'_>]) -> Result<Rate, TriggerError> {
         let (s, next) = parse_subject(text, toks, i + 1, &[])?;
         if s.block != (counted == Counted::Requests) {
             let what = if counted == Counted::Requests { "block requests" } else { "syscalls" };
-            return Err(err_at(text, &toks[i + 1], format!("'{}' counts {what}: the subject must be {what} too", toks[0].s)));
+            return Err(err_at(
+                text,
+                &toks[i + 1],
+                format!("'{}' counts {what}: the subject must be {what} too", toks[0].s),
+            ));
         }
         subject = s;
         i = next;
@@ -614,7 +637,9 @@ mod tests {
         let TriggerKind::Percentile(p) = &t.kind else { panic!("{t:?}") };
         assert!(!p.subject.block);
         assert!(matches!(parse("u: signal usr1").kind, TriggerKind::Signal(s) if s == libc::SIGUSR1));
-        assert!(matches!(parse("f: file /run/dump-now").kind, TriggerKind::File(ref p) if p == std::path::Path::new("/run/dump-now")));
+        assert!(
+            matches!(parse("f: file /run/dump-now").kind, TriggerKind::File(ref p) if p == std::path::Path::new("/run/dump-now"))
+        );
         assert!(matches!(parse("now: manual").kind, TriggerKind::Manual));
         assert!(matches!(parse("requests of disk sda > 5000/s").kind, TriggerKind::Rate(ref r) if r.subject.block));
         // A filter that starts with a time is not a name.

@@ -81,7 +81,8 @@ impl Watch {
     pub(crate) fn new(triggers: &[Trigger], header: &TraceHeader) -> Watch {
         let mut calls = Vec::new();
         let mut windows = Vec::new();
-        let disks = |pd: &mut Pushdown| pd.resolve_disks(|n| header.block_devices.iter().find(|d| d.name == n).map(|d| d.dev));
+        let disks =
+            |pd: &mut Pushdown| pd.resolve_disks(|n| header.block_devices.iter().find(|d| d.name == n).map(|d| d.dev));
         for t in triggers {
             match &t.kind {
                 TriggerKind::Call(f) => {

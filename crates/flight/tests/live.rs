@@ -14,9 +14,7 @@ const MS: u64 = 1_000_000;
 
 /// A Python workload that names itself `comm` first (prctl), then runs `body`.
 fn python(comm: &str, body: &str) -> Command {
-    let code = format!(
-        "import ctypes, os, sys, time\nctypes.CDLL(None).prctl(15, b'{comm}', 0, 0, 0)\n{body}\n"
-    );
+    let code = format!("import ctypes, os, sys, time\nctypes.CDLL(None).prctl(15, b'{comm}', 0, 0, 0)\n{body}\n");
     let mut c = Command::new("python3");
     c.arg("-c").arg(code).stdout(Stdio::piped());
     c
@@ -40,7 +38,8 @@ fn record(
         .expect("probes");
     let events: Events = Arc::default();
     let e = events.clone();
-    let ring = FlightRecorder::start(session.header(), opts, "test", move |x| e.lock().unwrap().push(x.clone())).unwrap();
+    let ring =
+        FlightRecorder::start(session.header(), opts, "test", move |x| e.lock().unwrap().push(x.clone())).unwrap();
     let ropts = RecorderOptions { duration: Some(Duration::from_secs(secs)), ..Default::default() };
     let rec = std::thread::spawn(move || Recorder::new(session, ring, ropts).run(|_| {}).unwrap());
     let mut children: Vec<_> = workloads.into_iter().map(|mut c| c.spawn().unwrap()).collect();
@@ -62,7 +61,9 @@ fn done(events: &[FlightEvent]) -> Vec<DumpReport> {
 
 #[test]
 fn every_stall_is_in_a_dump_with_the_seconds_before_it_and_its_breakdown_and_nothing_else_is_written() {
-    if !latscope_testkit::require_bpf("every_stall_is_in_a_dump_...") || !latscope_testkit::require_python("every_stall_is_in_a_dump_...", &["ctypes"]) {
+    if !latscope_testkit::require_bpf("every_stall_is_in_a_dump_...")
+        || !latscope_testkit::require_python("every_stall_is_in_a_dump_...", &["ctypes"])
+    {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -105,7 +106,17 @@ fn every_stall_is_in_a_dump_with_the_seconds_before_it_and_its_breakdown_and_not
         let i = slow[0];
         assert!(b.ts[i] >= began, "the stall that began at {began}");
         // Its breakdown: a sleep is time until a timer.
-        let parts = [b.why_cpu[i], b.why_runq[i], b.why_io[i], b.why_lock[i], b.why_ipc[i], b.why_timer[i], b.why_fault[i], b.why_other[i], b.why_unknown[i]];
+        let parts = [
+            b.why_cpu[i],
+            b.why_runq[i],
+            b.why_io[i],
+            b.why_lock[i],
+            b.why_ipc[i],
+            b.why_timer[i],
+            b.why_fault[i],
+            b.why_other[i],
+            b.why_unknown[i],
+        ];
         assert_eq!(parts.iter().sum::<u64>(), b.lat[i], "the parts add up to the latency");
         assert!(b.why_timer[i] >= 250 * MS, "{parts:?}");
         // The seconds before it: the background's fsyncs from 2 s before the stall ended on.
@@ -119,7 +130,9 @@ fn every_stall_is_in_a_dump_with_the_seconds_before_it_and_its_breakdown_and_not
 
 #[test]
 fn percentile_and_rate_triggers_fire_once_the_workload_crosses_them_and_not_before() {
-    if !latscope_testkit::require_bpf("percentile_and_rate_triggers_...") || !latscope_testkit::require_python("percentile_and_rate_triggers_...", &["ctypes"]) {
+    if !latscope_testkit::require_bpf("percentile_and_rate_triggers_...")
+        || !latscope_testkit::require_python("percentile_and_rate_triggers_...", &["ctypes"])
+    {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -93,7 +93,10 @@ fn done(events: &[FlightEvent]) -> Vec<latscope_flight::DumpReport> {
 }
 
 fn outcomes(events: &[FlightEvent]) -> Vec<Outcome> {
-    events.iter().filter_map(|e| if let FlightEvent::Fired { outcome, .. } = e { Some(outcome.clone()) } else { None }).collect()
+    events
+        .iter()
+        .filter_map(|e| if let FlightEvent::Fired { outcome, .. } = e { Some(outcome.clone()) } else { None })
+        .collect()
 }
 
 #[test]
@@ -102,22 +105,28 @@ fn a_trigger_writes_the_window_before_and_after_it_as_an_ordinary_trace_and_exte
     let mut o = FlightOptions::new(dir.path(), RingSize::parse("1s").unwrap());
     o.triggers.push(Trigger::parse("slow: evt.latency > 100ms and proc.name = stall", "t1").unwrap());
     o.before = Some(Duration::from_millis(800));
-    o.after = Duration::from_millis(300);
+    o.after = Duration::from_millis(1200);
     o.flush_every = Duration::from_millis(50);
     let (mut rec, events) = start(o);
     let mut seq = 0;
     let mut at = Vec::new();
-    // 2.75 s of background at 20 k events/s, a batch every 50 ms; slow calls at 1.5 s (dumped),
-    // 1.7 s (in the after window: extends the dump), 2.5 s (the dump is over, but within the
-    // minimum gap: not dumped).
-    for i in 0..55 {
+    // 4.5 s of background at 20 k events/s, a batch every 50 ms; slow calls at 1.5 s (dumped),
+    // 2.5 s (in the window after: extends the dump to 3.7 s), 4.3 s (the dump is over, but
+    // within the minimum gap: not dumped). A trigger reports once a second at most.
+    for i in 0..90 {
         let mut b = background(1000, 50 * MS, &mut seq);
         if i == 0 {
             // A stack first met long before the trigger: its entry leaves the ring with its block.
-            let e = StackEntry { id: 1, kind: StackKind::Kernel, frames: Vec::new(), truncated: false, missing: Some("t".into()) };
+            let e = StackEntry {
+                id: 1,
+                kind: StackKind::Kernel,
+                frames: Vec::new(),
+                truncated: false,
+                missing: Some("t".into()),
+            };
             b.stacks = e.to_line();
         }
-        if [30, 34, 50].contains(&i) {
+        if [30, 50, 86].contains(&i) {
             let s = stall(150 * MS);
             at.push(s.ts + s.lat);
             b.push(&s);
@@ -128,7 +137,10 @@ fn a_trigger_writes_the_window_before_and_after_it_as_an_ordinary_trace_and_exte
     rec.finish(Summary::default()).unwrap();
     let ev = events.lock().unwrap().clone();
     let o = outcomes(&ev);
-    assert!(matches!(o[..], [Outcome::Dumping(_), Outcome::Extended(_), Outcome::Suppressed(ref why)] if why.contains("minimum gap")), "{o:?}");
+    assert!(
+        matches!(o[..], [Outcome::Dumping(_), Outcome::Extended(_), Outcome::Suppressed(ref why)] if why.contains("minimum gap")),
+        "{o:?}"
+    );
     let d = done(&ev);
     assert_eq!(d.len(), 1, "{ev:?}");
     assert_eq!(dumps(dir.path()), vec![d[0].path.clone()], "nothing else written");
@@ -146,7 +158,7 @@ fn a_trigger_writes_the_window_before_and_after_it_as_an_ordinary_trace_and_exte
     let first = *b.ts.iter().min().unwrap();
     let last = (0..b.len()).map(|i| b.end(i)).max().unwrap();
     assert!(first <= at[0] - 700 * MS, "the window before: from {} ms before", (at[0] - first) / MS);
-    assert!(last >= at[1] + 250 * MS, "the window after the second, extending trigger");
+    assert!(last >= at[1] + 1100 * MS, "the window after the second, extending trigger");
     assert_eq!(h.start_ns, first, "the header starts with the window");
     let stalls: Vec<usize> = (0..b.len()).filter(|&i| b.comm.get(i) == "stall").collect();
     assert_eq!(stalls.len(), 2, "the two slow calls, with their breakdown");
@@ -186,7 +198,15 @@ fn memory_stays_inside_the_ring_whatever_the_rate() {
 fn keep_and_the_disk_budget_delete_the_oldest_dumps_and_only_them() {
     let dir = tempfile::tempdir().unwrap();
     // Three old dumps of 1 MiB and a file that is not ours.
-    for (i, n) in ["flight-20200101T000000.000Z-old.lst", "flight-20200102T000000.000Z-old.lst", "flight-20200103T000000.000Z-old.lst", "notes.lst"].iter().enumerate() {
+    for (i, n) in [
+        "flight-20200101T000000.000Z-old.lst",
+        "flight-20200102T000000.000Z-old.lst",
+        "flight-20200103T000000.000Z-old.lst",
+        "notes.lst",
+    ]
+    .iter()
+    .enumerate()
+    {
         std::fs::write(dir.path().join(n), vec![i as u8; 1 << 20]).unwrap();
     }
     let mut o = FlightOptions::new(dir.path(), RingSize::parse("2s").unwrap());
@@ -220,15 +240,21 @@ fn keep_and_the_disk_budget_delete_the_oldest_dumps_and_only_them() {
     assert!(h.fire("nothing", "test").unwrap_err().contains("no trigger 'nothing'"));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     feeder.join().unwrap();
-    let left: Vec<String> = dumps(dir.path()).iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let left: Vec<String> =
+        dumps(dir.path()).iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
     // The budget (2.5 MiB) took the oldest old dump at the first trigger; --keep 3 the next two.
     assert_eq!(left.len(), 3, "{left:?}");
     assert!(left.iter().all(|n| !n.contains("-old")), "{left:?}");
     assert!(dir.path().join("notes.lst").exists(), "not ours: untouched");
-    let deleted: Vec<String> = events.lock().unwrap().iter().filter_map(|e| match e {
-        FlightEvent::Deleted { why, .. } => Some(why.clone()),
-        _ => None,
-    }).collect();
+    let deleted: Vec<String> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            FlightEvent::Deleted { why, .. } => Some(why.clone()),
+            _ => None,
+        })
+        .collect();
     assert!(deleted[0].contains("disk budget"), "{deleted:?}");
     assert!(deleted.iter().any(|w| w.contains("--keep 3")), "{deleted:?}");
     assert_eq!(h.stats().dumps, 3);
@@ -251,7 +277,10 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(self.0.path()).status();
+        let ok = std::process::Command::new("umount").arg(self.0.path()).status().is_ok_and(|s| s.success());
+        if !ok {
+            let _ = std::process::Command::new("umount").arg("-l").arg(self.0.path()).status();
+        }
     }
 }
 
@@ -268,11 +297,17 @@ fn fill(path: &Path) {
 fn a_full_disk_stops_the_dump_with_a_message_and_the_ring_runs_on() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        latscope_testkit::skip("a_full_disk_stops_the_dump_with_a_message_and_the_ring_runs_on", "mounting a tmpfs needs root");
+        latscope_testkit::skip(
+            "a_full_disk_stops_the_dump_with_a_message_and_the_ring_runs_on",
+            "mounting a tmpfs needs root",
+        );
         return;
     }
     let Some(fs) = Tmpfs::mount("4m") else {
-        latscope_testkit::skip("a_full_disk_stops_the_dump_with_a_message_and_the_ring_runs_on", "mount -t tmpfs failed");
+        latscope_testkit::skip(
+            "a_full_disk_stops_the_dump_with_a_message_and_the_ring_runs_on",
+            "mount -t tmpfs failed",
+        );
         return;
     };
     let dir = fs.0.path().to_path_buf();
@@ -302,7 +337,9 @@ fn a_full_disk_stops_the_dump_with_a_message_and_the_ring_runs_on() {
     // The disk fills while the window after the trigger is written.
     let filler = dir.join("filler");
     fill(&filler);
-    wait_for(&events, "the failure", Duration::from_secs(10), |e| e.iter().any(|x| matches!(x, FlightEvent::Failed { .. })));
+    wait_for(&events, "the failure", Duration::from_secs(10), |e| {
+        e.iter().any(|x| matches!(x, FlightEvent::Failed { .. }))
+    });
     let failed = events.lock().unwrap().iter().find_map(|x| match x {
         FlightEvent::Failed { path, error, kept } => Some((path.clone(), error.clone(), *kept)),
         _ => None,
@@ -312,8 +349,7 @@ fn a_full_disk_stops_the_dump_with_a_message_and_the_ring_runs_on() {
     assert!(error.contains("disk is full") && error.contains("ring keeps running"), "{error}");
     assert!(kept);
     // What was written is readable: the window before the trigger at least.
-    let mut r = TraceReader::open(&first).unwrap();
-    let b = r.read_all().unwrap();
+    let b = TraceReader::open(&first).unwrap().read_all().unwrap();
     assert!(!b.is_empty());
     // No room: the next trigger writes nothing, and says why.
     let o = h.fire("now", "test").unwrap();
@@ -332,5 +368,6 @@ fn a_full_disk_stops_the_dump_with_a_message_and_the_ring_runs_on() {
     let mut r = TraceReader::open(&d[0].path).unwrap();
     r.read_all().unwrap();
     assert!(r.warnings().is_empty() && r.summary().is_some());
+    drop(r);
     drop(fs);
 }
