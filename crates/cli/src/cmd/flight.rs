@@ -86,7 +86,8 @@ impl KeepArgs {
     fn parse_triggers(&self) -> Result<Vec<Trigger>> {
         let mut v = Vec::new();
         for (i, t) in self.triggers.iter().enumerate() {
-            let t = Trigger::parse(t, &format!("t{}", i + 1)).map_err(|e| anyhow::anyhow!("invalid --trigger:\n{e}"))?;
+            let t =
+                Trigger::parse(t, &format!("t{}", i + 1)).map_err(|e| anyhow::anyhow!("invalid --trigger:\n{e}"))?;
             v.push(t);
         }
         Ok(v)
@@ -161,7 +162,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
         bail!("-w - (standard output) takes one trace: --ring and --rotate write files into a directory");
     }
     if !dir.is_dir() {
-        bail!("{} is not a directory: with --ring or --rotate, -w names the directory the files go to (create it first)", dir.display());
+        bail!(
+            "{} is not a directory: with --ring or --rotate, -w names the directory the files go to (create it first)",
+            dir.display()
+        );
     }
     let triggers = a.keep.parse_triggers()?;
     let mut fopts = None;
@@ -205,9 +209,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 }
             };
             if !a.quiet && !json {
-                eprintln!("latscope: flight recorder: keeping {ring} in memory; writing nothing until a trigger fires");
+                eprintln!("latscope: flight recorder: keeping in memory {ring}; writing nothing until a trigger fires");
                 eprintln!("latscope: triggers: {}; by hand: {socket}", describe.join(", "));
-                eprintln!("latscope: dumps go to {} (at most {} kept)", dir.display(), a.keep.keep.unwrap_or(DEFAULT_KEEP));
+                eprintln!(
+                    "latscope: dumps go to {} (at most {} kept)",
+                    dir.display(),
+                    a.keep.keep.unwrap_or(DEFAULT_KEEP)
+                );
             }
             let handle = sink.handle();
             let r = Recorder::new(session, sink, opts).run(|p| {
@@ -256,7 +264,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
             let quiet = a.quiet;
             let sink = Rotator::start(session.header(), dir.clone(), every, a.keep.keep, move |e| match e {
                 RotateEvent::Closed { path, events, bytes } if json => {
-                    println!("{}", serde_json::json!({"event": "closed", "file": path, "events": events, "bytes": bytes}))
+                    println!(
+                        "{}",
+                        serde_json::json!({"event": "closed", "file": path, "events": events, "bytes": bytes})
+                    )
                 }
                 RotateEvent::Closed { path, events, bytes } if !quiet => {
                     eprintln!("latscope: closed {}: {events} events, {}", path.display(), fmt_bytes(*bytes))
@@ -267,7 +278,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
             .map_err(anyhow::Error::msg)?;
             let r = Recorder::new(session, sink, opts).run(|p| {
                 if progress {
-                    eprint!("\rrecording {:>6.1}s  {:>8} events  {} lost  ", p.elapsed.as_secs_f64(), fmt_count(p.events as f64), p.lost);
+                    eprint!(
+                        "\rrecording {:>6.1}s  {:>8} events  {} lost  ",
+                        p.elapsed.as_secs_f64(),
+                        fmt_count(p.events as f64),
+                        p.lost
+                    );
                 }
             });
             if progress {

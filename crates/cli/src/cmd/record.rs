@@ -123,7 +123,9 @@ pub fn start_session(a: &Args) -> Result<LiveSession> {
 pub fn run(mut a: Args) -> Result<ExitCode> {
     if a.keep.active() {
         if a.json.as_deref().is_some_and(|j| j.as_os_str() != "-") {
-            anyhow::bail!("with --ring or --rotate, --json prints one JSON line per event on standard output: use bare --json");
+            anyhow::bail!(
+                "with --ring or --rotate, --json prints one JSON line per event on standard output: use bare --json"
+            );
         }
         return super::flight::run(a);
     }

@@ -79,7 +79,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     for (_, v) in &answers {
         for r in v["recorders"].as_array().into_iter().flatten() {
             let name = r["recorder"].as_str().unwrap_or("?");
-            let triggers: Vec<&str> = r["triggers"].as_array().into_iter().flatten().filter_map(|t| t.as_str()).collect();
+            let triggers: Vec<&str> =
+                r["triggers"].as_array().into_iter().flatten().filter_map(|t| t.as_str()).collect();
             known.push(format!("{name}: {}", triggers.join(", ")));
         }
         for r in v["results"].as_array().into_iter().flatten() {
