@@ -210,8 +210,11 @@ impl FlightRecorder {
         let io = |e| TraceError::Io { path: opts.dir.clone(), op: "starting the dumper thread".into(), source: e };
         let dumper =
             std::thread::Builder::new().name("latscope-dump".into()).spawn(move || dumper.run(rx)).map_err(io)?;
-        let consumer =
-            RingConsumer { shared: shared.clone(), watch: Watch::new(&opts.triggers, header), dumper: tx.clone() };
+        let consumer = RingConsumer {
+            shared: shared.clone(),
+            watch: Watch::new(&opts.triggers, header, opts.flush_every.as_nanos() as u64),
+            dumper: tx.clone(),
+        };
         let worker = Worker::start(consumer, opts.dir.join("(ring)"), latscope_live::WRITER_QUEUE_BLOCKS)?;
         let handle = FlightHandle {
             name: name.to_string(),

@@ -71,6 +71,10 @@ pub(crate) struct Watch {
     windows: Vec<Window>,
     ctx: EvalContext,
     header: TraceHeader,
+    /// How late an event may come after one that ended later (a recorder hands over syscalls
+    /// and the other kinds in separate batches, flushed together): a slot is complete this long
+    /// after its end.
+    late_ns: u64,
 }
 
 fn failed(ret: i64) -> bool {
@@ -78,7 +82,7 @@ fn failed(ret: i64) -> bool {
 }
 
 impl Watch {
-    pub(crate) fn new(triggers: &[Trigger], header: &TraceHeader) -> Watch {
+    pub(crate) fn new(triggers: &[Trigger], header: &TraceHeader, late_ns: u64) -> Watch {
         let mut calls = Vec::new();
         let mut windows = Vec::new();
         let disks =
@@ -111,7 +115,7 @@ impl Watch {
                 _ => {}
             }
         }
-        Watch { calls, windows, ctx: EvalContext::new(header), header: header.clone() }
+        Watch { calls, windows, ctx: EvalContext::new(header), header: header.clone(), late_ns }
     }
 
     /// Whether any trigger looks at events.
@@ -137,6 +141,7 @@ impl Watch {
         }
         if !self.windows.is_empty() {
             let clock = b.ts.iter().zip(&b.lat).map(|(&t, &l)| t.saturating_add(l)).max().unwrap_or(0);
+            let clock = clock.saturating_sub(self.late_ns);
             for w in &mut self.windows {
                 w.observe(b, &self.ctx, clock, &mut fired);
             }
@@ -292,7 +297,8 @@ impl Window {
                 h.record(lat);
             }
         }
-        // Slots before the clock's are complete: evaluate the windows that end with each.
+        // Slots before the clock's (less what may come late) are complete: evaluate the windows
+        // that end with each.
         let current = clock_ns / self.slot_ns;
         if self.evaluated_to == 0 {
             // The first batch: windows start here (no window reaches before the recording).
@@ -358,7 +364,7 @@ mod tests {
     const S: u64 = 1_000_000_000;
 
     fn watch(t: &str) -> Watch {
-        Watch::new(&[Trigger::parse(t, "t").unwrap()], &TraceHeader::default())
+        Watch::new(&[Trigger::parse(t, "t").unwrap()], &TraceHeader::default(), S)
     }
 
     /// `per_sec` calls of `comm` a second for `secs` seconds from `from_s`, the first

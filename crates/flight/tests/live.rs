@@ -31,17 +31,21 @@ fn record(
     secs: u64,
     workloads: Vec<Command>,
 ) -> (Vec<FlightEvent>, Vec<String>) {
-    let session = SessionBuilder::new()
-        .comms(comms.iter().map(|s| s.to_string()).collect())
-        .why(why_above)
-        .start()
-        .expect("probes");
     let events: Events = Arc::default();
     let e = events.clone();
-    let ring =
-        FlightRecorder::start(session.header(), opts, "test", move |x| e.lock().unwrap().push(x.clone())).unwrap();
-    let ropts = RecorderOptions { duration: Some(Duration::from_secs(secs)), ..Default::default() };
-    let rec = std::thread::spawn(move || Recorder::new(session, ring, ropts).run(|_| {}).unwrap());
+    let comms: Vec<String> = comms.iter().map(|s| s.to_string()).collect();
+    let (started, wait) = std::sync::mpsc::channel();
+    // A session stays on the thread that started it (its probes are not Send).
+    let rec = std::thread::spawn(move || {
+        let session = SessionBuilder::new().comms(comms).why(why_above).start().expect("probes");
+        let ring =
+            FlightRecorder::start(session.header(), opts, "test", move |x| e.lock().unwrap().push(x.clone())).unwrap();
+        let ropts = RecorderOptions { duration: Some(Duration::from_secs(secs)), ..Default::default() };
+        let rec = Recorder::new(session, ring, ropts);
+        started.send(()).unwrap();
+        rec.run(|_| {}).unwrap()
+    });
+    wait.recv().unwrap();
     let mut children: Vec<_> = workloads.into_iter().map(|mut c| c.spawn().unwrap()).collect();
     let mut lines = Vec::new();
     for c in &mut children {
@@ -82,11 +86,13 @@ fn every_stall_is_in_a_dump_with_the_seconds_before_it_and_its_breakdown_and_not
             data.path().display()
         ),
     );
-    // Two stalls of 300 ms, at moments the recorder does not know: 3.5 s and 7 s in.
+    // Two stalls of 300 ms, at moments the recorder does not know: 3.5 s and 7 s in (it waits
+    // in calls of 100 ms, too short to fire).
     let stall = python(
         "lsflt_stall",
-        "time.sleep(3.5)\nprint(time.monotonic_ns(), flush=True)\ntime.sleep(0.3)\ntime.sleep(3.2)\n\
-         print(time.monotonic_ns(), flush=True)\ntime.sleep(0.3)\ntime.sleep(2)",
+        "def wait(s):\n    for _ in range(int(s * 10)): time.sleep(0.1)\n\
+         wait(3.5)\nprint(time.monotonic_ns(), flush=True)\ntime.sleep(0.3)\nwait(3.2)\n\
+         print(time.monotonic_ns(), flush=True)\ntime.sleep(0.3)\nwait(2)",
     );
     let (events, lines) = record(o, &["lsflt_bg", "lsflt_stall"], Some(100 * MS), 11, vec![bg, stall]);
     let stalls: Vec<u64> = lines.iter().filter_map(|l| l.trim().parse().ok()).collect();
@@ -151,13 +157,13 @@ fn percentile_and_rate_triggers_fire_once_the_workload_crosses_them_and_not_befo
          \x20       else:\n            os.getppid()\n        i += 1\n\
          phase(200, 4)\nprint(time.monotonic_ns(), flush=True)\nphase(33, 4)",
     );
-    // Failed stat calls: at most 50 a second for 4 s, then about 200.
+    // Failed stat calls: at most 50 a second for 4 s, then hundreds.
     let err = python(
         "lsflt_err",
         "def phase(n, pause, secs):\n    end = time.monotonic() + secs\n    while time.monotonic() < end:\n\
          \x20       for _ in range(n):\n            try: os.stat('/nonexistent-latscope')\n            except OSError: pass\n\
          \x20       time.sleep(pause)\n\
-         phase(1, 0.02, 4)\nprint(time.monotonic_ns(), flush=True)\nphase(10, 0.05, 4)",
+         phase(1, 0.02, 4)\nprint(time.monotonic_ns(), flush=True)\nphase(50, 0.05, 4)",
     );
     let (events, lines) = record(o, &["lsflt_pct", "lsflt_err"], None, 10, vec![pct, err]);
     let crossed: Vec<u64> = lines.iter().filter_map(|l| l.trim().parse().ok()).collect();
