@@ -175,7 +175,9 @@ impl Rotating {
         let first_ns = b.ts_range().map_or(self.start.start_ns, |r| r.0);
         // The first file is the recording's start as it is; later ones start mid-recording.
         let header = if self.events == 0 { self.start.clone() } else { self.tables.header_at(first_ns, None) };
-        let path = files::new_name(&self.dir, ROTATE_PREFIX, header.wall_ns(first_ns.max(header.start_ns)), "");
+        // Named by the time it is begun: names sort as the files follow one another (a file's
+        // first block may hold a call that began before the last file's end).
+        let path = files::new_name(&self.dir, ROTATE_PREFIX, wall_now(), "");
         let opts = WriterOptions { existing: Existing::Refuse, threads: 1, ..Default::default() };
         let writer = TraceWriter::create_with(&path, &header, opts)?;
         self.open = Some(Open {
@@ -250,7 +252,7 @@ impl Consumer for Rotating {
         if self.open.is_none() && self.events == 0 {
             // Nothing recorded: one empty file, so the capture is not silently absent.
             let header = self.start.clone();
-            let path = files::new_name(&self.dir, ROTATE_PREFIX, header.wall_ns(header.start_ns), "");
+            let path = files::new_name(&self.dir, ROTATE_PREFIX, wall_now(), "");
             let opts = WriterOptions { existing: Existing::Refuse, threads: 1, ..Default::default() };
             let w = TraceWriter::create_with(&path, &header, opts)?;
             w.finish(summary)?;
@@ -259,4 +261,9 @@ impl Consumer for Rotating {
         self.close(summary)?;
         Ok(Summary { events: self.events, ..summary })
     }
+}
+
+/// Wall-clock ns since the epoch, now.
+fn wall_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }

@@ -272,6 +272,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 RotateEvent::Closed { path, events, bytes } if !quiet => {
                     eprintln!("latscope: closed {}: {events} events, {}", path.display(), fmt_bytes(*bytes))
                 }
+                RotateEvent::Deleted { path } if json => {
+                    println!("{}", serde_json::json!({"event": "deleted", "file": path}))
+                }
                 RotateEvent::Deleted { path } if !quiet => eprintln!("latscope: deleted {} (--keep)", path.display()),
                 _ => {}
             })
