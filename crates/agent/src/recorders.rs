@@ -5,7 +5,7 @@
 use crate::config::RecorderConfig;
 #[cfg(test)]
 use latscope_flight::Outcome;
-use latscope_flight::{FlightEvent, FlightHandle, FlightRecorder, FlightStats};
+use latscope_flight::{FlightHandle, FlightRecorder, FlightStats};
 use latscope_live::{Recorder, RecorderOptions, SessionBuilder};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,30 +38,6 @@ fn add(a: &FlightStats, b: &FlightStats) -> FlightStats {
         failed: a.failed + b.failed,
         deleted: a.deleted + b.deleted,
         bytes_written: a.bytes_written + b.bytes_written,
-    }
-}
-
-/// A log line for a flight recorder's event.
-fn line(name: &str, e: &FlightEvent) -> String {
-    match e {
-        FlightEvent::Fired { trigger, reason, outcome, .. } => {
-            format!("recorder {name}: trigger {trigger} fired: {reason}; {outcome}")
-        }
-        FlightEvent::Done(r) => format!(
-            "recorder {name}: wrote {}: {} events, {} bytes, {} lost, complete {:.2} s after the trigger{}",
-            r.path.display(),
-            r.events,
-            r.bytes,
-            r.lost,
-            r.took.as_secs_f64(),
-            r.short.as_ref().map_or_else(String::new, |s| format!(" (short: {s})"))
-        ),
-        FlightEvent::Failed { path, error, kept } => format!(
-            "recorder {name}: dump {} failed: {error}{}",
-            path.as_ref().map_or_else(|| "-".into(), |p| p.display().to_string()),
-            if *kept { " (what was written is kept)" } else { "" }
-        ),
-        FlightEvent::Deleted { path, why } => format!("recorder {name}: deleted {} ({why})", path.display()),
     }
 }
 
@@ -107,8 +83,9 @@ impl RecorderRun {
                     .map_err(|e| format!("recorder {}: {e}", cfg.name))
                     .and_then(|s| {
                         let n = cfg.name.clone();
+                        let offset = s.header().realtime_offset_ns;
                         FlightRecorder::start(s.header(), cfg.flight_options(), &cfg.name, move |e| {
-                            let _ = log.send(line(&n, e));
+                            let _ = log.send(format!("recorder {n}: {}", e.line(offset)));
                         })
                         .map(|r| (s, r))
                         .map_err(|e| format!("recorder {}: {e}", cfg.name))

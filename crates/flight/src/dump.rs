@@ -106,6 +106,66 @@ pub enum FlightEvent {
     },
 }
 
+impl FlightEvent {
+    /// The event in words, times as `HH:MM:SS.mmm` UTC (`realtime_offset_ns`: the recording's,
+    /// to turn its monotonic times into wall-clock ones).
+    pub fn line(&self, realtime_offset_ns: i64) -> String {
+        let clock = |mono: u64| {
+            let wall = i128::from(mono) + i128::from(realtime_offset_ns);
+            let (secs, ns) = (wall.div_euclid(1_000_000_000), wall.rem_euclid(1_000_000_000));
+            i64::try_from(secs)
+                .ok()
+                .and_then(|s| chrono::DateTime::from_timestamp(s, ns as u32))
+                .map_or_else(|| format!("{mono} ns"), |t| t.format("%H:%M:%S%.3f").to_string())
+        };
+        match self {
+            FlightEvent::Fired { trigger, reason, at_ns, outcome } => {
+                format!("trigger {trigger} fired at {}: {reason}; {outcome}", clock(*at_ns))
+            }
+            FlightEvent::Done(r) => format!(
+                "wrote {}: {} events from {} to {} ({}), {}, {} lost; readable {} after the trigger, complete after {}",
+                r.path.display(),
+                r.events,
+                clock(r.from_ns),
+                clock(r.to_ns),
+                fmt_ns(r.to_ns.saturating_sub(r.from_ns)),
+                fmt_bytes(r.bytes),
+                r.lost,
+                fmt_ns(r.first_readable.as_nanos() as u64),
+                fmt_ns(r.took.as_nanos() as u64)
+            ),
+            FlightEvent::Failed { path, error, kept } => format!(
+                "error: dump{} failed: {error}{}",
+                path.as_ref().map_or_else(String::new, |p| format!(" {}", p.display())),
+                if *kept { " (what was written is kept, readable)" } else { "" }
+            ),
+            FlightEvent::Deleted { path, why } => format!("deleted {} ({why})", path.display()),
+        }
+    }
+
+    /// The event as one JSON object (`event`: `fired`, `dumped`, `failed`, `deleted`).
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            FlightEvent::Fired { trigger, reason, at_ns, outcome } => json!({
+                "event": "fired", "trigger": trigger, "reason": reason, "at_ns": at_ns,
+                "dump": match outcome { Outcome::Dumping(p) | Outcome::Extended(p) => Some(p), _ => None },
+                "outcome": outcome.to_string(),
+            }),
+            FlightEvent::Done(r) => json!({
+                "event": "dumped", "file": r.path, "triggers": r.triggers, "events": r.events, "bytes": r.bytes,
+                "lost": r.lost, "from_ns": r.from_ns, "to_ns": r.to_ns, "at_ns": r.at_ns,
+                "readable_after_s": r.first_readable.as_secs_f64(), "complete_after_s": r.took.as_secs_f64(),
+                "short": r.short,
+            }),
+            FlightEvent::Failed { path, error, kept } => {
+                json!({"event": "failed", "file": path, "error": error, "kept": kept})
+            }
+            FlightEvent::Deleted { path, why } => json!({"event": "deleted", "file": path, "why": why}),
+        }
+    }
+}
+
 /// A flight recorder's counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FlightStats {

@@ -5,8 +5,8 @@ use super::record::{start_session, Args};
 use anyhow::{bail, Context, Result};
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, parse_duration_ns, parse_size};
 use latscope_flight::{
-    ControlServer, FlightEvent, FlightOptions, FlightRecorder, Outcome, RingSize, RotateEvent, RotateEvery, Rotator,
-    Trigger, DEFAULT_KEEP,
+    ControlServer, FlightEvent, FlightOptions, FlightRecorder, RingSize, RotateEvent, RotateEvery, Rotator, Trigger,
+    DEFAULT_KEEP,
 };
 use latscope_live::{Recorder, RecorderOptions, Recording};
 use std::io::IsTerminal;
@@ -94,63 +94,17 @@ impl KeepArgs {
     }
 }
 
-/// `HH:MM:SS.mmm` (UTC) of a monotonic time, given the recording's clock offset.
-fn clock(offset: i64, mono_ns: u64) -> String {
-    let t = latscope_filter::helpers::rfc3339(i128::from(mono_ns) + i128::from(offset));
-    t.get(11..23).map_or(t.clone(), str::to_string)
-}
-
 /// One line per event of the flight recorder (JSON with --json).
 fn print_event(e: &FlightEvent, offset: i64, json: bool) {
     if json {
-        let v = match e {
-            FlightEvent::Fired { trigger, reason, at_ns, outcome } => serde_json::json!({
-                "event": "fired", "trigger": trigger, "reason": reason, "at_ns": at_ns,
-                "dump": match outcome { Outcome::Dumping(p) | Outcome::Extended(p) => Some(p), _ => None },
-                "outcome": outcome.to_string(),
-            }),
-            FlightEvent::Done(r) => serde_json::json!({
-                "event": "dumped", "file": r.path, "triggers": r.triggers, "events": r.events, "bytes": r.bytes,
-                "lost": r.lost, "from_ns": r.from_ns, "to_ns": r.to_ns, "at_ns": r.at_ns,
-                "readable_after_s": r.first_readable.as_secs_f64(), "complete_after_s": r.took.as_secs_f64(),
-                "short": r.short,
-            }),
-            FlightEvent::Failed { path, error, kept } => {
-                serde_json::json!({"event": "failed", "file": path, "error": error, "kept": kept})
-            }
-            FlightEvent::Deleted { path, why } => serde_json::json!({"event": "deleted", "file": path, "why": why}),
-        };
-        println!("{v}");
+        println!("{}", e.to_json());
         return;
     }
-    match e {
-        FlightEvent::Fired { trigger, reason, at_ns, outcome } => {
-            eprintln!("latscope: trigger {trigger} fired at {}: {reason}; {outcome}", clock(offset, *at_ns))
+    eprintln!("latscope: {}", e.line(offset));
+    if let FlightEvent::Done(r) = e {
+        if let Some(s) = &r.short {
+            eprintln!("latscope: warning: {} holds less than asked: {s}", r.path.display());
         }
-        FlightEvent::Done(r) => {
-            eprintln!(
-                "latscope: wrote {}: {} events from {} to {} ({}), {}, {} lost; readable {} after the trigger, \
-                 complete after {}",
-                r.path.display(),
-                r.events,
-                clock(offset, r.from_ns),
-                clock(offset, r.to_ns),
-                fmt_ns(r.to_ns.saturating_sub(r.from_ns)),
-                fmt_bytes(r.bytes),
-                r.lost,
-                fmt_ns(r.first_readable.as_nanos() as u64),
-                fmt_ns(r.took.as_nanos() as u64)
-            );
-            if let Some(s) = &r.short {
-                eprintln!("latscope: warning: {} holds less than asked: {s}", r.path.display());
-            }
-        }
-        FlightEvent::Failed { path, error, kept } => {
-            let p = path.as_ref().map_or_else(String::new, |p| format!(" {}", p.display()));
-            let k = if *kept { " (what was written is kept, readable)" } else { "" };
-            eprintln!("latscope: error: dump{p} failed: {error}{k}");
-        }
-        FlightEvent::Deleted { path, why } => eprintln!("latscope: deleted {} ({why})", path.display()),
     }
 }
 
@@ -195,6 +149,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
             let describe: Vec<String> = o.triggers.iter().map(|t| format!("{} ({})", t.name, t.condition)).collect();
             let ring = o.ring.describe();
             let sink = FlightRecorder::start(session.header(), o, &dir.display().to_string(), move |e| {
+                if progress {
+                    // Over the progress line, which the next second redraws.
+                    eprint!("\r{:70}\r", "");
+                }
                 print_event(e, offset, json)
             })?;
             let control = ControlServer::start(a.keep.socket.clone(), "record");
