@@ -233,7 +233,7 @@ fn compute(path: &Path) -> Result<Views, DumpError> {
                     "why": latscope_view::why::line(&header, &b, i).map(|l| l.trim().trim_start_matches("why: ").to_string()),
                 });
                 slowest.push((lat, row));
-                slowest.sort_by(|a, b| b.0.cmp(&a.0));
+                slowest.sort_by_key(|s| std::cmp::Reverse(s.0));
                 slowest.truncate(SLOWEST);
             }
         }
