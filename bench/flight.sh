@@ -5,14 +5,15 @@
 #     time (the probes' programs, which both run alike) and in latscope's process (decoding,
 #     encoding, writing or keeping in the ring, testing the triggers), per event, as the sum;
 #     rounds interleaved, medians of REPS;
-#  2. memory: latscope's peak RSS at paced rates, with a ring of 64 MiB and of 10 s (whose
-#     256 MiB byte cap applies), next to `record`'s at the same rate;
+#  2. memory: latscope's peak RSS at paced rates, with rings of 16 MiB, 64 MiB and 5 s (whose
+#     256 MiB byte cap applies), and what each ring held at the end, next to `record`'s;
 #  3. from a trigger to the dump: readable at its name (the window before the trigger written) and
 #     complete (the window after it has passed, --after 0s), and the dump's size;
 #  4. the highest paced rate kept without loss, for both.
 # The machine may be shared (other builds, other benchmarks): medians of interleaved rounds, CPU
 # time rather than wall time. Prints Markdown tables; run as root: bash bench/flight.sh
-#   REPS (3), N (loop calls per round, 2000000), DUR (s per paced run, 5), RATES (events/s).
+#   REPS (3), N (loop calls per round, 2000000), DUR (s per paced run, 5), MEM_DUR (s per memory
+#   run, 8: long enough to fill the rings), RATES (events/s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
@@ -22,6 +23,7 @@ need_root "the probes are eBPF programs"
 REPS=${REPS:-3}
 N=${N:-2000000}
 DUR=${DUR:-5}
+MEM_DUR=${MEM_DUR:-8}
 RATES=${RATES:-250000 500000 1000000 1500000}
 TRACER=""
 cleanup() {
@@ -41,7 +43,18 @@ start() { # mode [ring] -> TRACER (latscope recording -c readloop, waited until 
 		--socket "$WORK/t.sock" "${TRIGGERS[@]}" >"$WORK/out.json" 2>"$WORK/err" & ;;
 	esac
 	TRACER=$!
-	sleep 3
+	wait_attached "$TRACER"
+}
+wait_attached() { # pid: until its BPF programs are attached (links made; a loaded machine takes seconds), then 1 s
+	for _ in $(seq 600); do
+		if grep -qs link_type /proc/"$1"/fdinfo/* 2>/dev/null; then
+			sleep 1
+			return
+		fi
+		sleep 0.1
+	done
+	echo "latscope did not attach its probes within 60 s" >&2
+	exit 1
 }
 stop() {
 	kill -INT "$TRACER"
@@ -95,30 +108,31 @@ done
 echo "(no tracing: $base CPU ns/call)"
 
 echo
-echo "### Memory: peak RSS at a paced rate ($DUR s each)"
+echo "### Memory: peak RSS at a paced rate ($MEM_DUR s each: the rings fill)"
 echo
-echo "| target events/s | record -w FILE | --ring 64MiB | --ring 10s (at most 256 MiB) |"
-echo "|---|---|---|---|"
-rss_at() { # mode ring rate -> "peak_rss_MB lost"
+echo "| target events/s | record -w FILE | --ring 16MiB: peak RSS (the ring held at the end) | --ring 64MiB | --ring 5s (at most 256 MiB) |"
+echo "|---|---|---|---|---|"
+rss_at() { # mode ring rate secs -> "peak_rss_MB lost ring_MiB ring_s loop_rate"
 	start "$1" "$2"
-	"$WORK/readloop" $(($3 * DUR)) "$3" mix >/dev/null
+	local w
+	read -r w _ <<<"$("$WORK/readloop" $(($3 * $4)) "$3" mix)"
 	sleep 1
 	local rss
 	rss=$(awk '/VmHWM/ {print $2}' /proc/"$TRACER"/status)
 	stop
-	echo "$((rss / 1024)) $(lost)"
+	python3 -c "import json; l=[json.loads(x) for x in open('$WORK/out.json') if x.strip()][-1]; print($rss // 1024, l['lost'], round(l.get('ring_bytes', 0) / 2**20, 1), round(l.get('ring_span_s', 0), 1), round(1e9 / $w))"
 }
 for rate in $RATES; do
-	read -r a la <<<"$(rss_at record - "$rate")"
-	read -r b lb <<<"$(rss_at ring 64MiB "$rate")"
-	read -r c lc <<<"$(rss_at ring 10s "$rate")"
-	echo "| $rate | $a MB (lost $la) | $b MB (lost $lb) | $c MB (lost $lc) |"
+	read -r a la _ <<<"$(rss_at record - "$rate" "$MEM_DUR")"
+	read -r b lb bb bs _ <<<"$(rss_at ring 16MiB "$rate" "$MEM_DUR")"
+	read -r c lc cb cs _ <<<"$(rss_at ring 64MiB "$rate" "$MEM_DUR")"
+	read -r d ld db ds _ <<<"$(rss_at ring 5s "$rate" "$MEM_DUR")"
+	echo "| $rate | $a MB (lost $la) | $b MB ($bb MiB, $bs s; lost $lb) | $c MB ($cb MiB, $cs s; lost $lc) | $d MB ($db MiB, $ds s; lost $ld) |"
 done
 
-echo
 echo "### From a trigger to the dump (ring 30s, paced at 500000 events/s, --after 0s; 3 dumps)"
 echo
-echo "| dump | events | size | readable at its name after | complete after (includes the 1.3 s a block may take to arrive) |"
+echo "| dump | events | size | from the trigger to the file at its name (the window before written) | to the complete file (--after 0s: the 1.3 s a block may take to arrive, then the rest) |"
 echo "|---|---|---|---|---|"
 start ring 30s
 "$WORK/readloop" $((500000 * 20)) 500000 mix >/dev/null &
@@ -139,12 +153,12 @@ for l in open(sys.argv[1]):
 PY
 
 echo
-echo "### Events per second kept without loss ($DUR s each, paced)"
+echo "### Events per second kept without loss ($DUR s each, paced; the loop's own rate is what it reached)"
 echo
-echo "| target events/s | record -w FILE: lost | --ring 64MiB: lost |"
-echo "|---|---|---|"
+echo "| target events/s | loop reached | record -w FILE: lost | --ring 64MiB: lost |"
+echo "|---|---|---|---|"
 for rate in $RATES 2000000; do
-	read -r _ la <<<"$(rss_at record - "$rate")"
-	read -r _ lb <<<"$(rss_at ring 64MiB "$rate")"
-	echo "| $rate | $la | $lb |"
+	read -r _ la _ _ ra <<<"$(rss_at record - "$rate" "$DUR")"
+	read -r _ lb _ _ rb <<<"$(rss_at ring 64MiB "$rate" "$DUR")"
+	echo "| $rate | $ra / $rb | $la | $lb |"
 done

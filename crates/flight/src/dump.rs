@@ -64,9 +64,11 @@ pub struct DumpReport {
     pub to_ns: u64,
     /// When the first trigger fired (CLOCK_MONOTONIC ns).
     pub at_ns: u64,
-    /// From the trigger to the window before it being readable at its name.
+    /// From the trigger (`at_ns`: the end of the call that fired it, the end of the window
+    /// measured, or the moment it was asked for) to the window before it being readable at its
+    /// name.
     pub first_readable: Duration,
-    /// From the trigger to the complete file.
+    /// From the trigger to the complete file (the window after it included).
     pub took: Duration,
     /// Why it holds less than asked, if it does.
     pub short: Option<String>,
@@ -254,7 +256,6 @@ struct Active {
     /// Stack table entries of earlier blocks, for the first block with syscalls.
     stacks_before: String,
     committed: bool,
-    started: Instant,
     first_readable: Option<Duration>,
     missed: u64,
     short: Option<String>,
@@ -278,6 +279,11 @@ pub(crate) struct Dumper {
 /// CLOCK_MONOTONIC now, ns.
 pub(crate) fn mono_ns() -> u64 {
     latscope_probe::snapshot::monotonic_ns()
+}
+
+/// Time since `mono` (CLOCK_MONOTONIC ns).
+fn since(mono: u64) -> Duration {
+    Duration::from_nanos(mono_ns().saturating_sub(mono))
 }
 
 impl Dumper {
@@ -493,7 +499,6 @@ impl Dumper {
             last_end_ns: 0,
             stacks_before,
             committed: false,
-            started: Instant::now(),
             first_readable: None,
             missed: 0,
             short: None,
@@ -507,7 +512,7 @@ impl Dumper {
         match r {
             Ok(()) => {
                 a.committed = true;
-                a.first_readable = Some(a.started.elapsed());
+                a.first_readable = Some(since(a.at_ns));
                 self.active = Some(a);
                 Ok(path)
             }
@@ -562,7 +567,7 @@ impl Dumper {
             });
         }
         let path = a.path.clone();
-        let took = a.started.elapsed();
+        let took = since(a.at_ns);
         let first_readable = a.first_readable.unwrap_or(took);
         let (triggers, at_ns, from, to, short) =
             (a.triggers.clone(), a.at_ns, a.first_ns, a.last_end_ns, a.short.clone());

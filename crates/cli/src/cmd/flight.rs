@@ -212,7 +212,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     "{}",
                     serde_json::json!({"event": "end", "reason": r.reason.describe(), "events": r.events,
                         "lost": r.stats.lost, "fired": s.fired, "dumps": s.dumps, "suppressed": s.suppressed,
-                        "failed": s.failed, "bytes_written": s.bytes_written})
+                        "failed": s.failed, "bytes_written": s.bytes_written, "ring_bytes": s.ring_bytes,
+                        "ring_span_s": s.ring_span_ns as f64 / 1e9})
                 );
             }
             r
