@@ -124,6 +124,7 @@ impl App {
                 )
             }
             Verdict::Throttled(after) => return throttled(after),
+            Verdict::OtherUser(uid) => return other_user(uid, self.access.owner()),
             Verdict::NeedsToken if api => {
                 return Response::error(401, "a token is needed: send 'Authorization: Bearer TOKEN' or log in at /login")
             }
@@ -140,6 +141,22 @@ impl App {
             pairs.extend(form_urlencoded::parse(&req.body).into_owned());
         }
         let p = Params::new(pairs);
+        // Store queries, dumps' views (a trace file read) and live requests take long: a bounded,
+        // fairly shared number at once, so that a crowd of them cannot hold every connection
+        // inside a handler.
+        let heavy = live
+            || path.starts_with("/api/dump")
+            || matches!(path, "/api/overview" | "/api/series" | "/api/series/detail");
+        let _permit = match heavy {
+            true => match req.busy() {
+                Some(p) => Some(p),
+                None => {
+                    return Response::error(503, "the dashboard is busy with other requests: try again in a moment")
+                        .with_header("Retry-After", "2")
+                }
+            },
+            false => None,
+        };
         match path {
             "/" => html(OVERVIEW_HTML),
             "/series" => html(SERIES_HTML),
@@ -277,6 +294,20 @@ fn download(path: &std::path::Path) -> Result<Response, crate::dumps::DumpError>
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     Ok(Response::new(200, "application/vnd.apache.arrow.stream", body)
         .with_header("Content-Disposition", format!("attachment; filename=\"{name}\"")))
+}
+
+/// A local user other than the one the dashboard answers without a token: 403, saying how to
+/// let them in.
+fn other_user(uid: Option<u32>, owner: Option<u32>) -> Response {
+    let who = uid.map_or("a user the kernel did not name".to_string(), |u| format!("uid {u}"));
+    let owner = owner.map_or(String::new(), |o| format!("uid {o} and "));
+    Response::error(
+        403,
+        format!(
+            "this dashboard has no token, so it answers only {owner}root; this connection is {who}: start \
+             'latscope serve' with a token (LATSCOPE_TOKEN) to let other users in with it"
+        ),
+    )
 }
 
 /// Too many token guesses: 429, come back later.
