@@ -78,6 +78,12 @@ fn kill_9_during_a_dump_leaves_every_earlier_dump_readable() {
     std::thread::sleep(Duration::from_secs(1));
     let first = dump_path(&fire(&socket, "now"));
     wait_line(&rx, &mut seen, "latscope: wrote");
+    // The recorder says its triggers; a name it does not have fires nothing, and says so.
+    let list = latscope_ok(&["trigger", "--list", "--socket", socket.to_str().unwrap()]);
+    assert!(list.lines().any(|l| l.ends_with(": now")), "{list}");
+    let o = latscope(&["trigger", "nope", "--socket", socket.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("'nope'"), "{err}");
     let second = dump_path(&fire(&socket, "now"));
     // The window before the trigger is written at once: the file is at its name.
     let t = Instant::now();

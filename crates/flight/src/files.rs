@@ -59,7 +59,9 @@ pub fn list(dir: &Path, prefix: &str) -> Vec<Listed> {
             md.is_file().then(|| Listed { path: e.path(), bytes: md.len() })
         })
         .collect();
-    v.sort_by(|a, b| a.path.cmp(&b.path));
+    // By the name without `.lst`: a second file begun within the same millisecond (`NAME-2.lst`)
+    // sorts after the first (`NAME.lst`; '-' sorts before '.').
+    v.sort_by_cached_key(|l| l.path.with_extension(""));
     v
 }
 
@@ -127,6 +129,14 @@ mod tests {
         assert_eq!(names, ["flight-20261019T091320.000Z-a.lst", "flight-20261019T091321.000Z-b.lst"]);
         let n = new_name(dir.path(), DUMP_PREFIX, 1_795_000_000_000_000_000 + 1_000_000_000 * 60, "-a");
         assert!(!n.exists());
+        // Two files begun in the same millisecond: the second is newer.
+        let (a, b) = (new_name(dir.path(), ROTATE_PREFIX, t, ""), dir.path().join("trace-20261118T110640.123Z.lst"));
+        assert_eq!(a, b);
+        std::fs::write(&a, b"x").unwrap();
+        let second = new_name(dir.path(), ROTATE_PREFIX, t, "");
+        std::fs::write(&second, b"x").unwrap();
+        let l: Vec<PathBuf> = list(dir.path(), ROTATE_PREFIX).into_iter().map(|x| x.path).collect();
+        assert_eq!(l, [a, second]);
         assert!(free_bytes(dir.path()).is_some_and(|b| b > 0));
     }
 }

@@ -371,3 +371,118 @@ fn a_full_disk_stops_the_dump_with_a_message_and_the_ring_runs_on() {
     drop(r);
     drop(fs);
 }
+
+#[test]
+fn a_signal_and_a_file_appearing_fire_their_triggers_and_a_file_already_there_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let dumps_dir = dir.path().join("dumps");
+    std::fs::create_dir(&dumps_dir).unwrap();
+    let (go, already) = (dir.path().join("go"), dir.path().join("already"));
+    std::fs::write(&already, b"").unwrap();
+    let mut o = FlightOptions::new(&dumps_dir, RingSize::parse("2s").unwrap());
+    o.triggers.push(Trigger::parse("sig: signal USR2", "t1").unwrap());
+    o.triggers.push(Trigger::parse(&format!("f: file {}", go.display()), "t2").unwrap());
+    o.triggers.push(Trigger::parse(&format!("old: file {}", already.display()), "t3").unwrap());
+    o.after = Duration::from_millis(100);
+    o.flush_every = Duration::from_millis(50);
+    o.min_gap = Duration::ZERO;
+    let (rec, events) = start(o);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let feeder = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut rec = rec;
+            let mut seq = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                rec.write_batch(background(200, 50 * MS, &mut seq), 0).unwrap();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            rec.finish(Summary::default()).unwrap();
+        })
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    // SAFETY: raise has no preconditions; the recorder handles SIGUSR2 (the process lives on).
+    assert_eq!(unsafe { libc::raise(libc::SIGUSR2) }, 0);
+    wait_for(&events, "the signal's dump", Duration::from_secs(10), |e| done(e).len() == 1);
+    std::fs::write(&go, b"").unwrap();
+    wait_for(&events, "the file's dump", Duration::from_secs(10), |e| done(e).len() == 2);
+    // A second more: the file already there when the recorder started still fires nothing.
+    std::thread::sleep(Duration::from_millis(600));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    feeder.join().unwrap();
+    let ev = events.lock().unwrap().clone();
+    let fired: Vec<(String, String)> = ev
+        .iter()
+        .filter_map(|e| match e {
+            FlightEvent::Fired { trigger, reason, .. } => Some((trigger.clone(), reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fired.len(), 2, "{fired:?}");
+    assert_eq!(fired[0], ("sig".to_string(), "SIGUSR2 received".to_string()));
+    assert_eq!(fired[1], ("f".to_string(), format!("{} appeared or was touched", go.display())));
+    let d = done(&ev);
+    assert_eq!(dumps(&dumps_dir), vec![d[0].path.clone(), d[1].path.clone()], "one dump each, nothing else");
+    for (r, name) in d.iter().zip(["sig", "f"]) {
+        let mut t = TraceReader::open(&r.path).unwrap();
+        assert!(!t.read_all().unwrap().is_empty() && t.warnings().is_empty(), "{:?}", t.warnings());
+        assert_eq!(t.header().flight.as_ref().unwrap().trigger, name);
+    }
+}
+
+#[test]
+fn rotation_by_size_closes_each_file_at_its_size_and_every_file_is_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let every = latscope_flight::RotateEvery::parse("1MiB").unwrap();
+    let log: Arc<Mutex<Vec<latscope_flight::RotateEvent>>> = Arc::default();
+    let l = log.clone();
+    let mut rot = latscope_flight::Rotator::start(&header(), dir.path().to_path_buf(), every, Some(3), move |e| {
+        l.lock().unwrap().push(e.clone())
+    })
+    .unwrap();
+    let closed = |log: &[latscope_flight::RotateEvent]| {
+        log.iter()
+            .filter_map(|e| match e {
+                latscope_flight::RotateEvent::Closed { path, events, bytes } => Some((path.clone(), *events, *bytes)),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    // Batches of 8 Ki calls until five files have been closed at their size.
+    let (mut seq, mut fed, mut batches) = (0, 0u64, 0);
+    while closed(&log.lock().unwrap()).len() < 5 {
+        assert!(batches < 2000, "five files of 1 MiB not closed after {fed} events: {:?}", log.lock().unwrap());
+        let b = background(8192, 10 * MS, &mut seq);
+        fed += b.len() as u64;
+        rot.write_batch(b, 0).unwrap();
+        batches += 1;
+    }
+    rot.finish(Summary::default()).unwrap();
+    let log = log.lock().unwrap().clone();
+    let c = closed(&log);
+    // Every file but the last was closed once it held 1 MiB, not much later (a batch's blocks).
+    for (path, _, bytes) in &c[..c.len() - 1] {
+        assert!((1 << 20..3 << 20).contains(bytes), "{}: {bytes} bytes", path.display());
+    }
+    assert_eq!(c.iter().map(|(_, e, _)| e).sum::<u64>(), fed, "every event in one file");
+    let deleted: Vec<PathBuf> = log
+        .iter()
+        .filter_map(|e| match e {
+            latscope_flight::RotateEvent::Deleted { path } => Some(path.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deleted.len(), c.len() - 3, "--keep 3");
+    let left: Vec<PathBuf> = latscope_flight::files::list(dir.path(), latscope_flight::files::ROTATE_PREFIX)
+        .into_iter()
+        .map(|l| l.path)
+        .collect();
+    assert_eq!(left, c[c.len() - 3..].iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>(), "the newest 3");
+    for (path, events, bytes) in &c[c.len() - 3..] {
+        let mut r = TraceReader::open(path).unwrap();
+        let b = r.read_all().unwrap();
+        assert!(r.warnings().is_empty(), "{}: {:?}", path.display(), r.warnings());
+        assert_eq!((b.len() as u64, r.summary().unwrap().events), (*events, *events));
+        assert_eq!(std::fs::metadata(path).unwrap().len(), *bytes);
+    }
+}
