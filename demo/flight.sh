@@ -16,6 +16,12 @@ cleanup() {
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
+wait_dumps() { # N: until the recorder has written N dumps (a loaded machine takes seconds)
+	for _ in $(seq 300); do
+		[ "$(grep -c '^latscope: wrote' "$WORK/record.err")" -ge "$1" ] && return
+		sleep 0.1
+	done
+}
 DUMPS="$OUT/dumps"
 rm -rf "$DUMPS"
 mkdir -p "$DUMPS"
@@ -25,7 +31,7 @@ cp "$(command -v sleep)" "$WORK/stall"
 echo "== latscope record -w $DUMPS --ring 20s --why-above 50ms --trigger 'slow: evt.latency > 200ms and proc.name = stall' --trigger 'now: manual' --after 2s"
 "$LS" record -w "$DUMPS" --ring 20s --why-above 50ms --after 2s --min-gap 2s --no-block \
 	--trigger 'slow: evt.latency > 200ms and proc.name = stall' --trigger 'now: manual' \
-	--socket "$WORK/flight.sock" -d 40s 2>"$WORK/record.err" &
+	--socket "$WORK/flight.sock" -d 60s 2>"$WORK/record.err" &
 REC=$!
 for _ in $(seq 150); do [ -S "$WORK/flight.sock" ] && break; sleep 0.2; done
 sed 's/^/    /' "$WORK/record.err"
@@ -34,10 +40,11 @@ BG=$!
 sleep 4
 echo "== a stall of 300 ms: the trigger fires, the 20 s before it and 2 s after are written"
 "$WORK/stall" 0.3
-sleep 5
+wait_dumps 1
+sleep 2.5 # past --min-gap, counted from the start of the last dump
 echo "== latscope trigger now --socket ...: a dump by hand"
 "$LS" trigger now --socket "$WORK/flight.sock"
-sleep 5
+wait_dumps 2
 kill "$BG" 2>/dev/null || true
 wait "$BG" 2>/dev/null || true
 kill -INT "$REC"
