@@ -130,6 +130,7 @@ for rate in $RATES; do
 	echo "| $rate | $a MB (lost $la) | $b MB ($bb MiB, $bs s; lost $lb) | $c MB ($cb MiB, $cs s; lost $lc) | $d MB ($db MiB, $ds s; lost $ld) |"
 done
 
+echo
 echo "### From a trigger to the dump (ring 30s, paced at 500000 events/s, --after 0s; 3 dumps)"
 echo
 echo "| dump | events | size | from the trigger to the file at its name (the window before written) | to the complete file (--after 0s: the 1.3 s a block may take to arrive, then the rest) |"
