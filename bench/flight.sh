@@ -13,7 +13,7 @@
 # The machine may be shared (other builds, other benchmarks): medians of interleaved rounds, CPU
 # time rather than wall time. Prints Markdown tables; run as root: bash bench/flight.sh
 #   REPS (3), N (loop calls per round, 2000000), DUR (s per paced run, 5), MEM_DUR (s per memory
-#   run, 8: long enough to fill the rings), RATES (events/s).
+#   run, 8: long enough to fill the rings at the higher rates), RATES (events/s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
