@@ -140,7 +140,17 @@ impl CgroupWatch {
         if !fresh {
             return Vec::new();
         }
-        let found = latscope_probe::containers::snapshot_new(&|id| self.known.contains(&id));
+        let mut found = latscope_probe::containers::snapshot_new(&|id| self.known.contains(&id));
+        // Names come from files the containers' owners write: each within its bounds, and the
+        // table within its own (what is cut or left out is counted in the header).
+        let room = latscope_event::bounds::MAX_CGROUPS.saturating_sub(h.cgroups.len());
+        if found.len() > room {
+            h.truncated.entries += (found.len() - room) as u64;
+            found.truncate(room);
+        }
+        for c in &mut found {
+            c.bound(latscope_event::bounds::MAX_PATH, &mut h.truncated);
+        }
         self.known.extend(found.iter().map(|c| c.id));
         ctx.add_cgroups(&found);
         h.cgroups.extend(found.iter().cloned());

@@ -127,6 +127,9 @@ pub struct Recorder {
     backlog: bool,
     /// The stack table (`--why` with stacks).
     stacks: crate::stacks::StackResolver,
+    /// What the session's header had cut when the recording started (the header written); what
+    /// it cuts later (cgroups met during the recording) goes in the summary.
+    header_cut: latscope_event::Truncation,
 }
 
 impl Recorder {
@@ -136,6 +139,7 @@ impl Recorder {
         let stacks = crate::stacks::StackResolver::new(session.why_stacks());
         session.release_command();
         let now = Instant::now();
+        let header_cut = session.header().truncated;
         Recorder {
             session,
             writer,
@@ -148,6 +152,7 @@ impl Recorder {
             last_flush: now,
             backlog: false,
             stacks,
+            header_cut,
         }
     }
 
@@ -317,6 +322,14 @@ impl Recorder {
         let malformed = self.session.malformed();
         let program_runs_skipped = self.session.probe.recursion_misses();
         self.flush_wait()?;
+        // Cut since the start: cgroup entries (in the header the session keeps) and stacks.
+        let now_cut = self.session.header().truncated;
+        let mut truncated = latscope_event::Truncation {
+            values: now_cut.values.saturating_sub(self.header_cut.values),
+            bytes: now_cut.bytes.saturating_sub(self.header_cut.bytes),
+            entries: now_cut.entries.saturating_sub(self.header_cut.entries),
+        };
+        truncated.add(&self.stacks.truncation());
         let summary = self.writer.finish(Summary {
             events: self.written,
             lost: stats.lost,
@@ -325,6 +338,7 @@ impl Recorder {
             block_completions_without_issue: stats.blk_unpaired,
             wakeups_unseen: stats.wakeups_unseen,
             program_runs_skipped,
+            truncated,
             ..Default::default()
         })?;
         Ok(Recording {

@@ -8,7 +8,8 @@ use blazesym::normalize::{NormalizeOpts, Normalizer, Reason, UserMeta};
 use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, Pid};
-use latscope_event::{EventBatch, EventKind, Frame, StackEntry, StackKind};
+use latscope_event::bounds::{MAX_STACKS, MAX_STACK_FRAMES, MAX_STACK_TABLE_BYTES};
+use latscope_event::{EventBatch, EventKind, Frame, StackEntry, StackKind, Truncation};
 use latscope_probe::{Probe, STACK_DEPTH};
 use std::collections::HashMap;
 
@@ -23,6 +24,13 @@ pub(crate) struct StackResolver {
     next: u32,
     symbolizer: Option<Symbolizer>,
     normalizer: Option<Normalizer>,
+    /// Frames and JSON bytes of the table so far: it stays within what readers keep.
+    frames: usize,
+    bytes: usize,
+    /// The entry the calls get once the table is full (created then).
+    full: Option<u32>,
+    /// Entries cut to their bounds, and stacks left out because the table was full.
+    truncated: Truncation,
 }
 
 impl StackResolver {
@@ -36,6 +44,10 @@ impl StackResolver {
             next: 1,
             symbolizer: None,
             normalizer: None,
+            frames: 0,
+            bytes: 0,
+            full: None,
+            truncated: Truncation::default(),
         };
         if warm {
             r.symbolize_kernel(&[0]);
@@ -135,6 +147,10 @@ impl StackResolver {
             .get_or_insert_with(|| Normalizer::builder().enable_build_ids(true).enable_build_id_caching(true).build());
         let opts = NormalizeOpts { sorted_addrs: false, map_files: false, ..Default::default() };
         let out = n.normalize_user_addrs_opts(Pid::from(pid), addrs, &opts).ok()?;
+        // Each file's name as the kernel has it: the normalizer drops the " (deleted)" of a file
+        // removed or replaced while mapped (and of a file named so).
+        let maps = std::fs::File::open(format!("/proc/{pid}/maps")).ok();
+        let mut names: HashMap<usize, Option<(String, bool)>> = HashMap::new();
         let frames = addrs
             .iter()
             .zip(&out.outputs)
@@ -145,31 +161,132 @@ impl StackResolver {
                 !matches!(out.meta.get(meta), Some(UserMeta::Unknown(u)) if u.reason == Reason::Unmapped)
             })
             .map(|(&addr, &(off, meta))| match out.meta.get(meta) {
-                Some(UserMeta::Elf(elf)) => Frame {
-                    addr,
-                    file: Some(elf.path.to_string_lossy().into_owned()),
-                    build_id: elf.build_id.as_ref().map(|b| b.iter().map(|x| format!("{x:02x}")).collect()),
-                    off: Some(off),
-                    ..Default::default()
-                },
+                Some(UserMeta::Elf(elf)) => {
+                    let path = elf.path.to_string_lossy().into_owned();
+                    let kernel = names.entry(meta).or_insert_with(|| maps.as_ref().and_then(|m| mapped_file(m, addr)));
+                    let (file, deleted) = match kernel {
+                        Some((name, deleted)) => (name.clone(), *deleted),
+                        // Without the ioctl (before Linux 6.11): a file no longer at its path.
+                        None => (path.clone(), std::fs::symlink_metadata(&path).is_err()),
+                    };
+                    Frame {
+                        addr,
+                        file: Some(file),
+                        build_id: elf.build_id.as_ref().map(|b| b.iter().map(|x| format!("{x:02x}")).collect()),
+                        off: Some(off),
+                        deleted,
+                        ..Default::default()
+                    }
+                }
                 _ => Frame { addr, ..Default::default() },
             })
             .collect();
         Some(frames)
     }
 
-    /// The table id of `e`'s content, adding it (to the table and `out`) when new.
+    /// What was cut or left out to keep the table within its bounds.
+    pub(crate) fn truncation(&self) -> Truncation {
+        self.truncated
+    }
+
+    /// The table id of `e`'s content, adding it (to the table and `out`) when new. Past the
+    /// table's bounds (which readers apply too) a new stack gets the one entry saying the table is
+    /// full, and is counted as left out.
     fn add(&mut self, mut e: StackEntry, out: &mut String) -> u32 {
+        e.bound(&mut self.truncated);
         let key = e.to_line();
         if let Some(&t) = self.by_content.get(&key) {
             return t;
         }
+        // Room is kept for the entry that says the table is full.
+        let room = (self.next as usize) < MAX_STACKS - 1
+            && self.frames + e.frames.len() <= MAX_STACK_FRAMES
+            && self.bytes + key.len() + 256 <= MAX_STACK_TABLE_BYTES;
+        if !room {
+            self.truncated.entries += 1;
+            return self.table_full(out);
+        }
         e.id = self.next;
         self.next += 1;
-        out.push_str(&e.to_line());
+        let line = e.to_line();
+        self.frames += e.frames.len();
+        self.bytes += line.len();
+        out.push_str(&line);
         self.by_content.insert(key, e.id);
         e.id
     }
+
+    /// The id of the entry that stands for the stacks left out of a full table.
+    fn table_full(&mut self, out: &mut String) -> u32 {
+        if let Some(id) = self.full {
+            return id;
+        }
+        let e = StackEntry {
+            id: self.next,
+            kind: StackKind::User,
+            frames: Vec::new(),
+            truncated: false,
+            missing: Some(format!(
+                "the trace's stack table was full ({MAX_STACKS} stacks, {MAX_STACK_FRAMES} frames or \
+                 {MAX_STACK_TABLE_BYTES} bytes): later new stacks were not kept"
+            )),
+        };
+        self.next += 1;
+        out.push_str(&e.to_line());
+        self.full = Some(e.id);
+        e.id
+    }
+}
+
+/// The name the kernel gives the file process `pid` maps at `addr`, and whether it had been
+/// deleted (removed, or replaced at its path), as `/proc/PID/maps` shows it (`PATH (deleted)`),
+/// which the normalizer's path leaves out. Asked with the `PROCMAP_QUERY` ioctl (Linux 6.11), one
+/// call per file, not by reading the process's whole map; `None` where it cannot tell.
+fn mapped_file(maps: &std::fs::File, addr: u64) -> Option<(String, bool)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    #[repr(C)]
+    #[derive(Default)]
+    struct ProcmapQuery {
+        size: u64,
+        query_flags: u64,
+        query_addr: u64,
+        vma_start: u64,
+        vma_end: u64,
+        vma_flags: u64,
+        vma_page_size: u64,
+        vma_offset: u64,
+        inode: u64,
+        dev_major: u32,
+        dev_minor: u32,
+        vma_name_size: u32,
+        build_id_size: u32,
+        vma_name_addr: u64,
+        build_id_addr: u64,
+    }
+    // _IOWR(PROCFS_IOCTL_MAGIC 0x9f, 17, struct procmap_query)
+    const PROCMAP_QUERY: libc::c_ulong = 0xc068_6611;
+    let mut name = vec![0u8; libc::PATH_MAX as usize + 16];
+    let mut q = ProcmapQuery {
+        size: std::mem::size_of::<ProcmapQuery>() as u64,
+        query_addr: addr,
+        vma_name_size: name.len() as u32,
+        vma_name_addr: name.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    // SAFETY: the kernel writes the struct (of the size it is told) and at most `vma_name_size`
+    // bytes at `vma_name_addr`, both ours and alive for the call.
+    let r = unsafe { libc::ioctl(maps.as_raw_fd(), PROCMAP_QUERY, &mut q as *mut ProcmapQuery) };
+    if r != 0 || q.vma_name_size == 0 || q.inode == 0 {
+        return None;
+    }
+    name.truncate(q.vma_name_size.saturating_sub(1) as usize);
+    let name = String::from_utf8_lossy(&name).into_owned();
+    let Some(base) = name.strip_suffix(" (deleted)") else { return Some((name, false)) };
+    // A file whose name itself ends in " (deleted)" is still there, with the mapping's inode.
+    let dev = libc::makedev(q.dev_major, q.dev_minor);
+    let same = std::fs::metadata(&name).is_ok_and(|m| m.ino() == q.inode && m.dev() == dev);
+    Some(if same { (name, false) } else { (base.to_string(), true) })
 }
 
 /// A kernel frame of the capture machinery, not of the traced call.

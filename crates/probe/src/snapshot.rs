@@ -2,7 +2,10 @@
 //! processes and their open files. It goes into the trace header so that a
 //! trace can be read (and replayed) on another machine.
 
-use latscope_event::{BlockDevice, FdInfo, FdType, Mount, ProcessInfo, SyscallSet, TraceHeader, TRACE_FORMAT_VERSION};
+use latscope_event::bounds::{cut_read, MAX_CMDLINE, MAX_PATH};
+use latscope_event::{
+    BlockDevice, FdInfo, FdType, Mount, ProcessInfo, SyscallSet, TraceHeader, Truncation, TRACE_FORMAT_VERSION,
+};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -153,6 +156,30 @@ pub fn block_devices() -> Vec<BlockDevice> {
 
 /// One process from /proc/PID.
 pub fn process(pid: u32) -> Option<ProcessInfo> {
+    process_bounded(pid, &mut Truncation::default())
+}
+
+/// The command line of a process, arguments joined by spaces, read up to
+/// [`latscope_event::bounds::MAX_CMDLINE`] bytes (its owner chooses its length: megabytes are a
+/// few `execve` arguments away); a longer one is cut with a marker, counted in `t`.
+fn cmdline(path: &str, t: &mut Truncation) -> String {
+    use std::io::Read;
+    let Ok(mut f) = fs::File::open(path) else { return String::new() };
+    let mut buf = Vec::new();
+    let _ = (&mut f).take(MAX_CMDLINE as u64).read_to_end(&mut buf);
+    let unread = std::io::copy(&mut f, &mut std::io::sink()).unwrap_or(0);
+    let mut s = buf
+        .split(|&c| c == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    cut_read(&mut s, MAX_CMDLINE, unread, t);
+    s
+}
+
+/// [`process`], counting what was cut to its bounds in `t`.
+pub fn process_bounded(pid: u32, t: &mut Truncation) -> Option<ProcessInfo> {
     let base = format!("/proc/{pid}");
     let status = fs::read_to_string(format!("{base}/status")).ok()?;
     let mut p = ProcessInfo { pid, ..Default::default() };
@@ -167,15 +194,8 @@ pub fn process(pid: u32) -> Option<ProcessInfo> {
     }
     p.exe = fs::read_link(format!("{base}/exe")).map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
     p.cwd = fs::read_link(format!("{base}/cwd")).map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
-    p.cmdline = fs::read(format!("{base}/cmdline"))
-        .map(|b| {
-            b.split(|&c| c == 0)
-                .filter(|s| !s.is_empty())
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default();
+    p.cmdline = cmdline(&format!("{base}/cmdline"), t);
+    p.bound(MAX_CMDLINE, MAX_PATH, t);
     Some(p)
 }
 
@@ -322,10 +342,11 @@ pub fn take(command_line: Vec<String>, syscalls: SyscallSet, block: bool, filter
     let boottime = clock_ns(libc::CLOCK_BOOTTIME);
     let boot_time_ns = (clock_ns(libc::CLOCK_REALTIME)).saturating_sub(boottime);
     let pids = pids();
-    let processes: Vec<ProcessInfo> = pids.iter().filter_map(|&p| process(p)).collect();
+    let mut truncated = Truncation::default();
+    let processes: Vec<ProcessInfo> = pids.iter().filter_map(|&p| process_bounded(p, &mut truncated)).collect();
     let socks = sockets();
     let fds: Vec<FdInfo> = pids.iter().flat_map(|&p| fds_of(p, &socks)).collect();
-    TraceHeader {
+    let mut h = TraceHeader {
         format_version: TRACE_FORMAT_VERSION,
         latscope_version: env!("CARGO_PKG_VERSION").to_string(),
         hostname,
@@ -347,7 +368,12 @@ pub fn take(command_line: Vec<String>, syscalls: SyscallSet, block: bool, filter
         capture: Vec::new(),
         cgroups: crate::containers::snapshot(),
         groups: groups(),
-    }
+        truncated,
+    };
+    // Names of containers, users and files come from files anyone may write: each within its
+    // bound for live views too (the trace writer also bounds the whole header).
+    h.bound_fields();
+    h
 }
 
 #[cfg(test)]

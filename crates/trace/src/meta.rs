@@ -9,6 +9,10 @@ pub const KEY_FORMAT_VERSION: &str = "latscope.format_version";
 pub const KEY_HEADER: &str = "latscope.header";
 /// Schema metadata key: CRC-32C of the header JSON (8 lower-case hex digits).
 pub const KEY_HEADER_CRC: &str = "latscope.header_crc32c";
+/// Schema metadata key: CRC-32C of the schema itself, [`schema_digest`] (8 lower-case hex
+/// digits): the columns' names, types and order, and the other `latscope.*` schema metadata.
+/// Absent in files written before it existed (their schema is read unchecked).
+pub const KEY_SCHEMA_CRC: &str = "latscope.schema_crc32c";
 /// Block metadata key: block number, from 0 (decimal).
 pub const KEY_SEQ: &str = "latscope.seq";
 /// Block metadata key: CRC-32C of the message body (8 lower-case hex digits).
@@ -83,6 +87,11 @@ pub struct Summary {
     /// CPU): its `recursion_misses`. Absent where the kernel does not count them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program_runs_skipped: Option<u64>,
+    /// What the writer cut to keep blocks within what readers accept: stack and cgroup table
+    /// entries cut short or left out (the recorder's stack table full, an entry larger than its
+    /// bound). Absent when nothing was.
+    #[serde(default, skip_serializing_if = "latscope_event::Truncation::is_empty")]
+    pub truncated: latscope_event::Truncation,
 }
 
 /// The latscope metadata of one block, as stored in its message's `custom_metadata`.
@@ -348,6 +357,66 @@ pub(crate) fn meta_digest_parts<'a>(
         c = crc32c::crc32c_append(c, &[0]);
     }
     c
+}
+
+/// CRC-32C of a schema as latscope reads it: for each field in order its name, a 0 byte, its type
+/// (a stable name: `uint64`, `utf8`, ...), a 0 byte, `1` or `0` for nullable, a 0 byte, and its
+/// metadata pairs sorted by key (key, 0, value, 0); then a 0xff byte and the schema's `latscope.*`
+/// metadata pairs sorted by key, except [`KEY_HEADER`] (which [`KEY_HEADER_CRC`] covers) and
+/// [`KEY_SCHEMA_CRC`] itself, as key, 0, value, 0.
+pub fn schema_digest(schema: &arrow_schema::Schema) -> u32 {
+    let mut c = 0u32;
+    let mut put = |b: &[u8]| {
+        c = crc32c::crc32c_append(c, b);
+        c = crc32c::crc32c_append(c, &[0]);
+    };
+    for f in schema.fields() {
+        put(f.name().as_bytes());
+        put(type_name(f.data_type()).as_bytes());
+        put(if f.is_nullable() { b"1" } else { b"0" });
+        let mut md: Vec<(&String, &String)> = f.metadata().iter().collect();
+        md.sort_unstable();
+        for (k, v) in md {
+            put(k.as_bytes());
+            put(v.as_bytes());
+        }
+    }
+    put(&[0xff]);
+    let mut md: Vec<(&String, &String)> = schema
+        .metadata()
+        .iter()
+        .filter(|(k, _)| k.starts_with("latscope.") && *k != KEY_HEADER && *k != KEY_SCHEMA_CRC)
+        .collect();
+    md.sort_unstable();
+    for (k, v) in md {
+        put(k.as_bytes());
+        put(v.as_bytes());
+    }
+    c
+}
+
+/// A type's name for [`schema_digest`], the same in every Arrow version for the types latscope
+/// writes (others, which only other tools write, by their debug form).
+fn type_name(t: &arrow_schema::DataType) -> String {
+    use arrow_schema::DataType as T;
+    match t {
+        T::Boolean => "bool".into(),
+        T::Int8 => "int8".into(),
+        T::Int16 => "int16".into(),
+        T::Int32 => "int32".into(),
+        T::Int64 => "int64".into(),
+        T::UInt8 => "uint8".into(),
+        T::UInt16 => "uint16".into(),
+        T::UInt32 => "uint32".into(),
+        T::UInt64 => "uint64".into(),
+        T::Float32 => "float32".into(),
+        T::Float64 => "float64".into(),
+        T::Utf8 => "utf8".into(),
+        T::LargeUtf8 => "large_utf8".into(),
+        T::Binary => "binary".into(),
+        T::LargeBinary => "large_binary".into(),
+        other => format!("{other:?}"),
+    }
 }
 
 /// Append the encapsulation prefix (continuation marker, padded metadata length) and the
