@@ -682,6 +682,9 @@ impl TraceReader {
             }
         };
         let msg = arrow_ipc::root_as_message(&meta).map_err(|e| bad_header(e.to_string()))?;
+        if body_len != 0 && msg.header_as_schema().is_some() {
+            return Err(bad_header(format!("the schema message declares a body of {body_len} bytes; it has none")));
+        }
         let Some(fb_schema) = msg.header_as_schema() else {
             return Err(not_trace(format!(
                 "an Arrow IPC stream that starts with a {} message instead of a schema",
