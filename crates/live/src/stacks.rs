@@ -308,3 +308,45 @@ fn missing(kind: StackKind, r: i32) -> StackEntry {
     };
     gone(kind, &why)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// Map `path` (one page) into this process; the address.
+    fn map(path: &std::path::Path) -> (std::fs::File, u64) {
+        let f = std::fs::File::open(path).unwrap();
+        // SAFETY: a private read-only mapping of a file we opened; never unmapped (the test ends).
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_PRIVATE, f.as_raw_fd(), 0) };
+        assert_ne!(p, libc::MAP_FAILED);
+        (f, p as u64)
+    }
+
+    /// A library removed while mapped was recorded under its path as if it were still there (the
+    /// normalizer drops `/proc/PID/maps`' " (deleted)"): the frame says it was deleted; a file
+    /// whose name itself ends in " (deleted)" keeps its name and is not taken for deleted.
+    #[test]
+    fn a_file_deleted_while_mapped_is_named_as_deleted() {
+        let maps = std::fs::File::open("/proc/self/maps").unwrap();
+        let d = std::env::temp_dir().join(format!("latscope-mapped-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let gone = d.join("x.so");
+        std::fs::write(&gone, vec![1u8; 4096]).unwrap();
+        let (_f1, a1) = map(&gone);
+        std::fs::remove_file(&gone).unwrap();
+        let named = d.join("y.so (deleted)");
+        std::fs::write(&named, vec![2u8; 4096]).unwrap();
+        let (_f2, a2) = map(&named);
+        match mapped_file(&maps, a1) {
+            // Kernels before 6.11 lack the ioctl: the recorder falls back on the path's existence.
+            None => println!("SKIPPED the PROCMAP_QUERY part: this kernel lacks the ioctl"),
+            Some(got) => {
+                assert_eq!(got, (gone.display().to_string(), true));
+                assert_eq!(mapped_file(&maps, a2), Some((named.display().to_string(), false)));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

@@ -74,6 +74,8 @@ pub struct FileFacts {
     pub wakeups_unseen: Option<u64>,
     /// Runs of the probes' programs the kernel skipped, from the summary (where it counts them).
     pub program_runs_skipped: Option<u64>,
+    /// What the writer cut from the blocks' stack and cgroup tables, from the summary.
+    pub blocks_truncated: latscope_event::Truncation,
 }
 
 fn kind_name(k: u8) -> &'static str {
@@ -110,6 +112,7 @@ pub fn to_json(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) -> Val
         "block_completions_without_issue": f.block_completions_without_issue,
         "wakeups_unseen": f.wakeups_unseen,
         "program_runs_skipped": f.program_runs_skipped,
+        "truncated": {"header": h.truncated, "blocks": f.blocks_truncated},
     })
 }
 
@@ -231,6 +234,18 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
     if let Some(n) = f.program_runs_skipped.filter(|&n| n > 0) {
         field("skipped", format!("{n} program runs (the kernel does not re-enter a program on a CPU)"));
     }
+    // Names past their bounds (command lines, container names, stack tables): cut, and said.
+    for (what, t) in [("header", &h.truncated), ("blocks", &f.blocks_truncated)] {
+        if !t.is_empty() {
+            field(
+                "truncated",
+                format!(
+                    "{what}: {} to stay within what readers accept (cut values end with …[cut N bytes])",
+                    t.describe()
+                ),
+            );
+        }
+    }
     let kinds: Vec<Vec<String>> =
         c.by_kind.iter().map(|(k, n)| vec![n.to_string(), kind_name(*k).to_string()]).collect();
     let _ = writeln!(o, "by kind:");
@@ -292,6 +307,25 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
 mod tests {
     use super::*;
     use latscope_event::{Event, EventBatch};
+
+    #[test]
+    fn values_cut_to_their_bounds_are_counted() {
+        let mut h = TraceHeader::default();
+        h.truncated = latscope_event::Truncation { values: 40, bytes: 78_000_000, entries: 0 };
+        let f = FileFacts {
+            blocks_truncated: latscope_event::Truncation { values: 0, bytes: 0, entries: 3 },
+            ..Default::default()
+        };
+        let t = render_text(&h, &Census::new(), &f, false);
+        assert!(t.contains("truncated:   header: 40 values cut short (78000000 bytes)"), "{t}");
+        assert!(t.contains("truncated:   blocks: 3 entries left out"), "{t}");
+        let j = to_json(&h, &Census::new(), &f, false);
+        assert_eq!(j["truncated"]["header"]["values"], 40);
+        assert_eq!(j["truncated"]["blocks"]["entries"], 3);
+        assert!(
+            !render_text(&TraceHeader::default(), &Census::new(), &FileFacts::default(), false).contains("truncated")
+        );
+    }
 
     #[test]
     fn block_completions_without_an_issue_are_shown_and_not_called_lost() {
