@@ -228,7 +228,7 @@ fn processes_with_huge_command_lines_leave_recordings_readable() {
     let o = Command::new(bin())
         .args(["record", "-w"])
         .arg(&t)
-        .args(["--quiet", "--no-block", "--syscalls", "none", "--", "true"])
+        .args(["--quiet", "--no-block", "--", "true"])
         .output()
         .unwrap();
     for mut k in kids {
@@ -248,4 +248,60 @@ fn processes_with_huge_command_lines_leave_recordings_readable() {
         .collect();
     assert_eq!(cut.len(), 40);
     assert!(cut.iter().all(|c| c.len() <= 32 << 10 && c.contains("…[cut ")), "{}", &cut[0][cut[0].len() - 40..]);
+}
+
+/// A library deleted while its code ran was recorded under its path as if still there (the
+/// " (deleted)" of /proc/PID/maps dropped): a recorded user frame in it says so, and `why`
+/// shows it.
+#[test]
+fn a_library_deleted_while_mapped_is_shown_as_deleted() {
+    if !require_bpf("a_library_deleted_while_mapped_is_shown_as_deleted") || !require_tool("cc", "deleted library") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // The blocking call is made from the library itself (a raw syscall, no libc wrapper), so
+    // the stack's innermost frame is in it.
+    std::fs::write(
+        d.join("slow.c"),
+        "#include <time.h>\n\
+         void slow(void) { struct timespec t = {0, 30000000}; long r;\n\
+         __asm__ volatile (\"syscall\" : \"=a\"(r) : \"a\"(35L), \"D\"(&t), \"S\"(0L) : \"rcx\", \"r11\", \"memory\"); (void)r; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("main.c"),
+        "#include <dlfcn.h>\n#include <unistd.h>\n#include <stdio.h>\n\
+         int main(int c, char **v) { void *h = dlopen(v[1], RTLD_NOW); if (!h) { puts(dlerror()); return 1; }\n\
+         void (*f)(void) = (void (*)(void))dlsym(h, \"slow\"); unlink(v[1]);\n\
+         for (int i = 0; i < 5; i++) f(); return 0; }\n",
+    )
+    .unwrap();
+    let lib = d.join("libslow.so");
+    for (args, what) in [
+        (vec!["-shared", "-fPIC", "-O1", "-fno-omit-frame-pointer", "-o", lib.to_str().unwrap(), "slow.c"], "libslow"),
+        (vec!["-O1", "-fno-omit-frame-pointer", "-o", "main", "main.c", "-ldl"], "main"),
+    ] {
+        let st = Command::new("cc").args(&args).current_dir(d).status().unwrap();
+        assert!(st.success(), "compiling {what}");
+    }
+    let t = d.join("t.lst");
+    let o = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&t)
+        .args(["--why-above", "10ms", "--stacks", "--quiet", "--no-block", "--"])
+        .arg(d.join("main"))
+        .arg(&lib)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(!lib.exists());
+    let v = latscope_json(&["why", "-r", t.to_str().unwrap(), "--stacks", "--waits", "--json"]);
+    let user: Vec<String> = v["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["user"].as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_string()))
+        .collect();
+    assert!(user.iter().any(|f| f.starts_with("libslow.so (deleted)+0x")), "{user:?}");
 }

@@ -70,13 +70,15 @@ pub fn push_escaped(out: &mut String, c: char) {
 /// which no terminal acts on when the text is shown as it is. Such characters only occur inside
 /// JSON strings, where a `\u` escape means the character itself.
 pub fn json_ascii_controls(json: String) -> String {
-    if !json.bytes().any(|b| matches!(b, 0x7f | 0xc2 | 0xd8 | 0xe2 | 0xef)) || !json.chars().any(is_control) {
+    // C0 characters are escaped by serde inside strings; outside them they are the document's
+    // own whitespace (pretty printing's newlines), left as they are.
+    let raw = |c: char| c as u32 >= 0x7f && is_control(c);
+    if !json.bytes().any(|b| matches!(b, 0x7f | 0xc2 | 0xd8 | 0xe2 | 0xef)) || !json.chars().any(raw) {
         return json;
     }
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
-        if is_control(c) {
-            // C0 characters are already escaped by serde: only the others reach here.
+        if raw(c) {
             let _ = write!(out, "\\u{:04x}", c as u32);
         } else {
             out.push(c);
@@ -116,5 +118,10 @@ mod tests {
         assert_eq!(serde_json::from_str::<String>(&j).unwrap(), v);
         let plain = serde_json::to_string("plain ü").unwrap();
         assert_eq!(json_ascii_controls(plain.clone()), plain);
+        // Pretty-printed: its newlines and indentation stay.
+        let pretty = serde_json::to_string_pretty(&serde_json::json!({"a": v, "b": [1]})).unwrap();
+        let out = json_ascii_controls(pretty.clone());
+        assert_eq!(out.lines().count(), pretty.lines().count());
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["a"], v);
     }
 }
