@@ -27,6 +27,11 @@
 //! [`std::io::Read`] with [`TraceReader::from_reader`]). No input makes a reader panic or
 //! allocate beyond one block's bounds ([`MAX_BLOCK_ROWS`], [`MAX_BLOCK_BYTES`]).
 //!
+//! Files latscope reads by name that other users may control (container runtimes' state,
+//! `/proc` and `/sys` files, the files behind a process's mappings) are read through
+//! [`safe_read`]: regular files only, never blocking on a FIFO, inside the directory they
+//! belong to, and a bounded number of bytes.
+//!
 //! The writer encodes blocks straight from [`EventBatch`](latscope_event::EventBatch) columns;
 //! [`ThreadedTraceWriter`] does it off the caller's thread, on one thread per CPU
 //! ([`WriterOptions::threads`]).
@@ -73,6 +78,7 @@ pub mod fuzz_support;
 mod meta;
 mod output;
 mod reader;
+pub mod safe_read;
 mod source;
 pub mod synth;
 mod threaded;
