@@ -104,6 +104,9 @@ pub struct Recording {
     pub program_runs_skipped: Option<u64>,
     /// The summary written at the end of the file.
     pub summary: Summary,
+    /// With stacks: what the stack table did (distinct stacks, the missing ones by reason, the
+    /// reads of processes' mappings).
+    pub stacks: Option<crate::StackStats>,
 }
 
 /// Records a [`LiveSession`] into a trace file (see the crate documentation).
@@ -317,6 +320,7 @@ impl Recorder {
         let malformed = self.session.malformed();
         let program_runs_skipped = self.session.probe.recursion_misses();
         self.flush_wait()?;
+        let stacks = self.session.why_stacks().then(|| self.stacks.stats(&self.session.probe));
         let summary = self.writer.finish(Summary {
             events: self.written,
             lost: stats.lost,
@@ -325,6 +329,7 @@ impl Recorder {
             block_completions_without_issue: stats.blk_unpaired,
             wakeups_unseen: stats.wakeups_unseen,
             program_runs_skipped,
+            stacks_missing: stacks.as_ref().map(|s| s.missing).unwrap_or_default(),
             ..Default::default()
         })?;
         Ok(Recording {
@@ -336,6 +341,7 @@ impl Recorder {
             command_status,
             program_runs_skipped,
             summary,
+            stacks,
         })
     }
 }

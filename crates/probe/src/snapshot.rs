@@ -14,23 +14,6 @@ pub fn kdev(st_dev: u64) -> u32 {
     (major << 20) | (minor & 0xfffff)
 }
 
-/// The files process `pid` maps now, from /proc/PID/maps: (kernel device number, inode, path).
-pub fn mapped_files(pid: u32) -> Vec<(u32, u64, String)> {
-    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return Vec::new() };
-    // "start-end perms offset major:minor inode   path" (major, minor in hex)
-    maps.lines()
-        .filter_map(|l| {
-            let mut f = l.splitn(6, ' ');
-            let (_, _, _, dev, ino) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
-            let path = f.next()?.trim_start();
-            let (major, minor) = dev.split_once(':')?;
-            let dev = kdev(libc::makedev(u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?));
-            let ino: u64 = ino.parse().ok()?;
-            (ino != 0 && path.starts_with('/')).then(|| (dev, ino, path.to_string()))
-        })
-        .collect()
-}
-
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes into the timespec we own.

@@ -3,10 +3,12 @@
 //! ELF files behind a process's mappings, ...).
 //!
 //! * Only regular files are read. A FIFO, a device, a socket or a directory is refused
-//!   ([`NotRegular`], as an [`io::Error`] of kind `InvalidInput`): the file is opened with
-//!   `O_NONBLOCK` (a FIFO without a writer opens at once instead of waiting for one) and checked
-//!   with `fstat` before a byte is read. `/proc` and `/sys` files are regular files.
-//! * The last component is not followed when it is a symlink ([`read_file`], `O_NOFOLLOW`), or,
+//!   ([`NotRegular`], as an [`io::Error`] of kind `InvalidInput`): the name is looked up with
+//!   `O_PATH`, which opens nothing (a FIFO waits for no writer, no device's driver runs), and
+//!   what it names is checked with `fstat` before it is opened for reading (`O_NONBLOCK`,
+//!   through `/proc/self/fd`: the same inode, not a second lookup of the name). `/proc` and
+//!   `/sys` files are regular files.
+//! * The last component is not followed when it is a symlink ([`read_file`]: refused), or,
 //!   below a directory ([`read_file_beneath`]), no component may lead outside it: `openat2` with
 //!   `RESOLVE_IN_ROOT` (Linux 5.6) resolves `..` and absolute symlinks as if the directory were
 //!   the root, so a runtime's state below `$LATSCOPE_HOST_ROOT` is read from the host's tree as
@@ -84,24 +86,34 @@ fn cstr(p: &OsStr) -> io::Result<CString> {
     CString::new(p.as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))
 }
 
-const READ_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+/// How names are looked up: `O_PATH` opens nothing (no device's driver runs, no FIFO waits);
+/// the file is opened for reading only once `fstat` says it is a regular file.
+const PATH_FLAGS: libc::c_int = libc::O_PATH | libc::O_CLOEXEC;
 
-/// `fd` as a File, if it is a regular file; closed otherwise.
+/// The regular file that the `O_PATH` descriptor `fd` (taken over) refers to, opened for
+/// reading through `/proc/self/fd` (the same inode, never a new lookup of the name); anything
+/// else is refused.
 fn regular(fd: libc::c_int) -> io::Result<File> {
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: a descriptor we just opened and own.
-    let f = unsafe { File::from_raw_fd(fd) };
+    let path = unsafe { File::from_raw_fd(fd) };
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat on our descriptor into a stat buffer of the right type.
-    if unsafe { libc::fstat(f.as_raw_fd(), &mut st) } != 0 {
+    if unsafe { libc::fstat(path.as_raw_fd(), &mut st) } != 0 {
         return Err(io::Error::last_os_error());
     }
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, NotRegular { kind: kind_of(st.st_mode) }));
     }
-    Ok(f)
+    let c = CString::new(format!("/proc/self/fd/{}", path.as_raw_fd())).expect("no NUL");
+    // SAFETY: open with a NUL-terminated path; the descriptor is owned by the File.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(unsafe { File::from_raw_fd(fd) })
 }
 
 /// Open `path` for reading if it is a regular file, without following a symlink at its last
@@ -109,7 +121,7 @@ fn regular(fd: libc::c_int) -> io::Result<File> {
 pub fn open_file(path: impl AsRef<Path>) -> io::Result<File> {
     let c = cstr(path.as_ref().as_os_str())?;
     // SAFETY: open with a NUL-terminated path; the descriptor is owned by `regular`.
-    regular(unsafe { libc::open(c.as_ptr(), READ_FLAGS | libc::O_NOFOLLOW) })
+    regular(unsafe { libc::open(c.as_ptr(), PATH_FLAGS | libc::O_NOFOLLOW) })
 }
 
 /// Like [`open_file`], following a symlink at the last component (the kernel's own links such
@@ -117,14 +129,14 @@ pub fn open_file(path: impl AsRef<Path>) -> io::Result<File> {
 pub fn open_file_following(path: impl AsRef<Path>) -> io::Result<File> {
     let c = cstr(path.as_ref().as_os_str())?;
     // SAFETY: as in open_file.
-    regular(unsafe { libc::open(c.as_ptr(), READ_FLAGS) })
+    regular(unsafe { libc::open(c.as_ptr(), PATH_FLAGS) })
 }
 
 /// Open `rel` below the directory `root` for reading, if it is a regular file inside it: `..`
 /// and absolute symlinks resolve as if `root` were `/`; the last component is not followed.
 pub fn open_file_beneath(root: impl AsRef<Path>, rel: impl AsRef<Path>) -> io::Result<File> {
     let dir = open_dir(root.as_ref())?;
-    let fd = open_beneath(&dir, rel.as_ref(), READ_FLAGS | libc::O_NOFOLLOW)?;
+    let fd = open_beneath(&dir, rel.as_ref(), PATH_FLAGS | libc::O_NOFOLLOW)?;
     regular(fd)
 }
 
@@ -306,7 +318,7 @@ mod tests {
         refused_as(read_file(t.path(), 100), "a directory");
         let link = t.path().join("zero");
         symlink("/dev/zero", &link).unwrap();
-        assert_eq!(read_file(&link, 100).unwrap_err().raw_os_error(), Some(libc::ELOOP));
+        refused_as(read_file(&link, 100), "a symlink");
         // Followed where asked, and still refused as a device.
         refused_as(read_file_following(&link, 100), "a character device");
         // Below a directory, an absolute link resolves inside it: no /dev/zero there.
@@ -349,9 +361,9 @@ mod tests {
         assert_eq!(names, vec![OsString::from("c.json")]);
         // The component-by-component way refuses links and `..` outright.
         let dir = open_dir(&root).unwrap();
-        assert!(open_by_components(&dir, Path::new("var/lib/docker/c.json"), READ_FLAGS).is_err());
-        assert!(open_by_components(&dir, Path::new("data/../data/docker/c.json"), READ_FLAGS).is_err());
-        let fd = open_by_components(&dir, Path::new("data/docker/c.json"), READ_FLAGS).unwrap();
+        assert!(open_by_components(&dir, Path::new("var/lib/docker/c.json"), PATH_FLAGS).is_err());
+        assert!(open_by_components(&dir, Path::new("data/../data/docker/c.json"), PATH_FLAGS).is_err());
+        let fd = open_by_components(&dir, Path::new("data/docker/c.json"), PATH_FLAGS).unwrap();
         assert!(regular(fd).is_ok());
     }
 }

@@ -320,6 +320,7 @@ impl TraceWriter {
             block_completions_without_issue: summary.block_completions_without_issue,
             wakeups_unseen: summary.wakeups_unseen,
             program_runs_skipped: summary.program_runs_skipped,
+            stacks_missing: summary.stacks_missing,
         };
         let json = serde_json::to_string(&summary).map_err(|e| TraceError::Encode {
             path: self.path.clone(),
