@@ -12,6 +12,7 @@ pub mod container;
 mod errno_table;
 mod fdtype;
 mod header;
+pub mod shown;
 pub mod source;
 mod stacks;
 mod syscall_table;

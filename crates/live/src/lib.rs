@@ -57,7 +57,7 @@ pub use recorder::{
     WRITER_QUEUE_BLOCKS,
 };
 pub use session::{CountBy, LiveSession, SessionBuilder, SessionError, RING_BYTES_RANGE};
-pub use stacks::{StackStats, MAX_STACKS};
 pub use shared::{
     plan_sharing, share_key, CountSpec, KeyAggregate, ShareKey, SharedCounter, ViewAggregates, ViewCounts,
 };
+pub use stacks::{StackStats, MAX_STACKS};

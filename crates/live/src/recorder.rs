@@ -40,6 +40,11 @@ pub const WRITER_QUEUE_BLOCKS: usize = 2;
 /// written and recycled).
 pub const MEMORY_BOUND_BYTES: u64 = 64 << 20;
 
+/// A block's metadata (the stack table entries and cgroups its events met first) is kept
+/// under this many bytes, plus one event's: a block is cut early rather than made larger than
+/// readers take (1 MiB), however many new stacks arrive at once.
+const BLOCK_META_BUDGET: usize = 256 << 10;
+
 /// Why a recording ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -212,7 +217,7 @@ impl Recorder {
         self.finish(reason)
     }
 
-    fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
+    fn poll(&mut self, wait: Duration) -> Result<(), RecordError> {
         let s = &mut self.session;
         let from = self.syscalls.len();
         // Cgroups first met now (a container started since the start) are named before the
@@ -240,9 +245,24 @@ impl Recorder {
             }
         }
         // Stack references become ids of the trace's stack table, whose new entries travel in
-        // the block of the events that first use them.
-        if s.why_stacks() {
-            self.stacks.resolve(&s.probe, &mut self.syscalls, from);
+        // the block of the events that first use them: a block whose entries reach the budget
+        // is written, and the rest of the events go to the next one.
+        let mut at = from;
+        while self.session.why_stacks() {
+            at = self.stacks.resolve_within(&self.session.probe, &mut self.syscalls, at, BLOCK_META_BUDGET);
+            if at >= self.syscalls.len() {
+                break;
+            }
+            let mut head = self.writer.spare_batch();
+            head.append_range(&self.syscalls, 0..at);
+            let mut tail = self.writer.spare_batch();
+            tail.append_range(&self.syscalls, at..self.syscalls.len());
+            head.stacks = std::mem::take(&mut self.syscalls.stacks);
+            head.cgroups = std::mem::take(&mut self.syscalls.cgroups);
+            self.syscalls = head;
+            self.flush_wait()?;
+            self.syscalls = tail;
+            at = 0;
         }
         Ok(())
     }

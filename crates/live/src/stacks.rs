@@ -14,7 +14,7 @@ use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
 use latscope_event::{EventBatch, EventKind, Frame, StackEntry, StackKind};
-use latscope_probe::procmaps::UserAddr;
+use latscope_probe::procmaps::{Gone, UserAddr};
 use latscope_probe::{Probe, STACK_DEPTH};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -46,6 +46,7 @@ enum Missing {
     Capture(i32),
     NotHeld,
     Exited,
+    Execd,
     TableFull,
 }
 
@@ -67,7 +68,7 @@ impl Missing {
             Missing::Unreadable => &mut m.unreadable,
             Missing::Capture(_) => &mut m.capture_failed,
             Missing::NotHeld => &mut m.not_held,
-            Missing::Exited => &mut m.process_exited,
+            Missing::Exited | Missing::Execd => &mut m.process_exited,
             Missing::TableFull => &mut m.table_full,
         };
         *n += 1;
@@ -83,10 +84,10 @@ impl Missing {
             Missing::Capture(e) => format!("the capture failed: {}", std::io::Error::from_raw_os_error(e)),
             Missing::NotHeld => "its frames were no longer held when its event was read".into(),
             Missing::Exited => "the process had exited before its stack was read".into(),
-            Missing::TableFull => format!(
-                "the trace's stack table was full ({MAX_STACKS} stacks, {} per user)",
-                MAX_STACKS / 4
-            ),
+            Missing::Execd => "the process had run another program (exec) before its stack was read".into(),
+            Missing::TableFull => {
+                format!("the trace's stack table was full ({MAX_STACKS} stacks, {} per user)", MAX_STACKS / 4)
+            }
         }
     }
 }
@@ -95,9 +96,9 @@ impl Missing {
 pub(crate) struct StackResolver {
     /// Kernel stack key -> table id.
     kernel: HashMap<u64, u32>,
-    /// pid -> (user stack key -> table id): user addresses mean something only in their
-    /// process (and its image: forgotten when it execs or exits).
-    user: HashMap<u32, HashMap<u64, u32>>,
+    /// pid -> (its generation, user stack key -> table id): user addresses mean something only
+    /// in their process and its image (a new generation after an exec; forgotten at its exit).
+    user: HashMap<u32, (u32, HashMap<u64, u32>)>,
     user_keys: usize,
     /// A 128-bit hash of an entry's content (its line with id 0) -> table id: one entry per
     /// distinct stack, without keeping every line.
@@ -137,22 +138,41 @@ impl StackResolver {
     /// Rewrite the stack references of events `from..` of `b` (those of the probe's last poll)
     /// to table ids, appending the new table entries to `b.stacks`.
     pub(crate) fn resolve(&mut self, probe: &Probe, b: &mut EventBatch, from: usize) {
-        // User stacks first: their processes may exit any time, kernel stacks keep.
+        self.resolve_within(probe, b, from, usize::MAX);
+    }
+
+    /// Like [`StackResolver::resolve`], event by event, stopping before an event (not the
+    /// batch's first) once the batch's metadata (its new stack entries and cgroups) has
+    /// reached `budget` bytes; returns where it stopped (`b.len()`: done). A block's metadata
+    /// stays within what readers take whatever the stacks (the recorder cuts the block there).
+    pub(crate) fn resolve_within(&mut self, probe: &Probe, b: &mut EventBatch, from: usize, budget: usize) -> usize {
         for i in from..b.len() {
-            if b.kind[i] == EventKind::Syscall as u8 && b.ustack[i] != 0 {
-                b.ustack[i] = self.user_stack(probe, b.pid[i], b.uid[i], b.ustack[i], &mut b.stacks);
+            if i > 0 && b.stacks.len() + b.cgroups.len() >= budget {
+                self.forget_changed(probe);
+                return i;
             }
-        }
-        for i in from..b.len() {
-            if b.kind[i] == EventKind::Syscall as u8 && b.kstack[i] != 0 {
+            if b.kind[i] != EventKind::Syscall as u8 {
+                continue;
+            }
+            // User stacks first: their processes may exit any time, kernel stacks keep.
+            if b.ustack[i] != 0 {
+                // The stack is taken at the call's exit.
+                let at = b.ts[i].saturating_add(b.lat[i]);
+                b.ustack[i] = self.user_stack(probe, (b.pid[i], b.uid[i], at), b.ustack[i], &mut b.stacks);
+            }
+            if b.kstack[i] != 0 {
                 b.kstack[i] = self.kernel_stack(probe, b.uid[i], b.kstack[i], &mut b.stacks);
             }
         }
-        // Processes that exec'd or exited: their addresses mean something else from now on.
+        self.forget_changed(probe);
+        b.len()
+    }
+
+    /// Processes that exited or exec'd: their pids may be another process's, or image, from
+    /// now on.
+    fn forget_changed(&mut self, probe: &Probe) {
         for pid in probe.maps_changed() {
-            if let Some(m) = self.user.remove(&pid) {
-                self.user_keys -= m.len();
-            }
+            self.forget_user(pid);
         }
     }
 
@@ -166,7 +186,9 @@ impl StackResolver {
         if (r as i32) < 0 {
             return self.missing(StackKind::Kernel, Missing::of_errno(-(r as i32)), out);
         }
-        let Some(key) = probe.stack_key(r) else { return self.missing(StackKind::Kernel, Missing::NotHeld, out) };
+        let Some((key, _)) = probe.stack_key(r) else {
+            return self.missing(StackKind::Kernel, Missing::NotHeld, out);
+        };
         if let Some(&t) = self.kernel.get(&key) {
             return t;
         }
@@ -192,23 +214,34 @@ impl StackResolver {
         self.missing(StackKind::Kernel, Missing::TableFull, out)
     }
 
-    fn user_stack(&mut self, probe: &Probe, pid: u32, uid: u32, r: u32, out: &mut String) -> u32 {
+    fn forget_user(&mut self, pid: u32) {
+        if let Some((_, m)) = self.user.remove(&pid) {
+            self.user_keys -= m.len();
+        }
+    }
+
+    /// The table id of the user stack `r` of an event of process `pid` (user `uid`) taken at
+    /// `at` ns.
+    fn user_stack(&mut self, probe: &Probe, (pid, uid, at): (u32, u32, u64), r: u32, out: &mut String) -> u32 {
         if (r as i32) < 0 {
             return self.missing(StackKind::User, Missing::of_errno(-(r as i32)), out);
         }
-        let Some(key) = probe.stack_key(r) else { return self.missing(StackKind::User, Missing::NotHeld, out) };
-        if let Some(&t) = self.user.get(&pid).and_then(|m| m.get(&key)) {
+        let Some((key, gen)) = probe.stack_key(r) else { return self.missing(StackKind::User, Missing::NotHeld, out) };
+        if let Some(&t) = self.user.get(&pid).filter(|(g, _)| *g == gen).and_then(|(_, m)| m.get(&key)) {
             return t;
         }
         let Some(addrs) = probe.stack_frames(true, key) else {
             return self.missing(StackKind::User, Missing::NotHeld, out);
         };
         let truncated = addrs.len() >= STACK_DEPTH;
-        let Some(norm) = probe.normalize_user(pid, &addrs) else {
-            return self.missing(StackKind::User, Missing::Exited, out);
+        let norm = match probe.normalize_user(pid, gen, at, &addrs) {
+            Ok(n) => n,
+            Err(Gone::Exited) => return self.missing(StackKind::User, Missing::Exited, out),
+            Err(Gone::Execd) => return self.missing(StackKind::User, Missing::Execd, out),
         };
-        // Addresses whose mappings were not read (the bounds) may be named later: not kept.
-        let complete = !norm.iter().any(|a| *a == UserAddr::Unknown);
+        // What the bounds kept from being read or checked may be named later: not kept.
+        let complete = norm.verified && !norm.addrs.iter().any(|a| *a == UserAddr::Unknown);
+        let norm = norm.addrs;
         let frames: Vec<Frame> = addrs
             .iter()
             .zip(norm)
@@ -237,7 +270,12 @@ impl StackResolver {
                 self.user.clear();
                 self.user_keys = 0;
             }
-            if self.user.entry(pid).or_default().insert(key, t).is_none() {
+            let slot = self.user.entry(pid).or_insert_with(|| (gen, HashMap::new()));
+            if slot.0 != gen {
+                self.user_keys -= slot.1.len();
+                *slot = (gen, HashMap::new());
+            }
+            if slot.1.insert(key, t).is_none() {
                 self.user_keys += 1;
             }
         }

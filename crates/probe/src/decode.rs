@@ -33,9 +33,11 @@ pub struct Decoder {
     /// What live processes map (their /proc maps, read within bounds): the file behind a page
     /// fault no open named, and the files of user stacks' frames.
     pub(crate) procmaps: crate::procmaps::MapsCache,
-    /// The stack keys of the events decoded since the last poll began: an event's `kstack` /
-    /// `ustack` is an index here plus 1 until the stack table names it (see `Probe::stack_key`).
-    pub(crate) stack_keys: Vec<u64>,
+    /// The stack keys of the events decoded since the last poll began, with the generation of
+    /// the event's process then (see [`crate::procmaps::MapsCache::generation`]): an event's
+    /// `kstack` / `ustack` is an index here plus 1 until the stack table names it (see
+    /// `Probe::stack_key`).
+    pub(crate) stack_keys: Vec<(u64, u32)>,
     /// Processes that exec'd or exited in the events decoded since the last poll began.
     pub(crate) maps_changed: Vec<u32>,
     /// Read /proc for a process's cwd on first sight (live recording only).
@@ -101,19 +103,17 @@ impl Decoder {
         }
     }
 
-    /// A new poll begins: the stack keys of the last one are done with, and the mappings of
-    /// the processes that exec'd or exited in it are forgotten.
+    /// A new poll begins: the stack keys and the processes that changed of the last one are
+    /// done with.
     pub(crate) fn begin_poll(&mut self) {
         self.stack_keys.clear();
-        for pid in std::mem::take(&mut self.maps_changed) {
-            self.procmaps.forget(pid);
-        }
+        self.maps_changed.clear();
     }
 
     /// An event's stack reference from the record's status and key (see `struct ls_why`).
-    fn stack_ref(&mut self, status: i32, key: u64) -> u32 {
+    fn stack_ref(&mut self, status: i32, key: u64, pid: u32) -> u32 {
         if status > 0 && key != 0 {
-            self.stack_keys.push(key);
+            self.stack_keys.push((key, self.procmaps.generation(pid)));
             self.stack_keys.len() as u32
         } else if status < 0 {
             status as u32
@@ -240,8 +240,8 @@ impl Decoder {
             // SAFETY: length checked above; ls_why is plain old data.
             let y: ls_why = unsafe { std::ptr::read_unaligned(data[RECORD_SIZE..].as_ptr() as *const ls_why) };
             set_why(&mut e, &y);
-            e.kstack = self.stack_ref(y.kstack, y.kstack_key);
-            e.ustack = self.stack_ref(y.ustack, y.ustack_key);
+            e.kstack = self.stack_ref(y.kstack, y.kstack_key, r.pid);
+            e.ustack = self.stack_ref(y.ustack, y.ustack_key, r.pid);
             (y.fault_dev, y.fault_ino, y.fault_off)
         } else {
             set_why(&mut e, &ls_why::default());
@@ -513,8 +513,8 @@ impl Decoder {
             }
             Some(ProcOp::Exec) => {
                 self.maps.remove(&e.pid);
-                // Its kept mappings are forgotten at the next poll: the stacks of this poll's
-                // events, older, are named from them.
+                // A new image: the stacks of the old one are not named from it.
+                self.procmaps.exec(e.pid);
                 self.maps_changed.push(e.pid);
                 e.path = self.resolve(e.pid, AT_FDCWD, p1);
                 // The argument area: NUL-separated arguments, joined by spaces.
@@ -528,8 +528,7 @@ impl Decoder {
             Some(ProcOp::Exit) => {
                 self.cwd.remove(&e.pid);
                 self.maps.remove(&e.pid);
-                // Its kept mappings are forgotten at the next poll: the stacks of this poll's
-                // events, older, are named from them.
+                self.procmaps.exit(e.pid);
                 self.maps_changed.push(e.pid);
                 self.by_fd.retain(|(p, _), _| *p != e.pid);
             }

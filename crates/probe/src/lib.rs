@@ -153,8 +153,7 @@ const CAPS: [(u32, &str); 4] =
 /// The capabilities loading and running the probes needs (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE,
 /// CAP_DAC_READ_SEARCH) that this process lacks: none for root.
 pub fn missing_capabilities() -> Vec<&'static str> {
-    let eff = std::fs::read_to_string("/proc/self/status")
-        .ok()
+    let eff = snapshot::read_text("/proc/self/status", snapshot::SMALL)
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_string())))
         .and_then(|v| u64::from_str_radix(&v, 16).ok())
         .unwrap_or(0);
@@ -836,9 +835,10 @@ impl Probe {
         Ok(true)
     }
 
-    /// The key of the stack an event of the last poll refers to: `r` is its `kstack`/`ustack`
-    /// as decoded (positive: captured; see [`Probe::stack_frames`]). Valid until the next poll.
-    pub fn stack_key(&self, r: u32) -> Option<u64> {
+    /// The key of the stack an event of the last poll refers to, and the generation of its
+    /// process then (for [`Probe::normalize_user`]): `r` is its `kstack`/`ustack` as decoded
+    /// (positive: captured; see [`Probe::stack_frames`]). Valid until the next poll.
+    pub fn stack_key(&self, r: u32) -> Option<(u64, u32)> {
         let i = (r as i32).checked_sub(1).filter(|&i| i >= 0)? as usize;
         self.decoder.borrow().stack_keys.get(i).copied()
     }
@@ -850,10 +850,17 @@ impl Probe {
         self.stacks.as_ref()?.get(user, key)
     }
 
-    /// What each of `addrs` is in process `pid` (file, offset and build id), from its /proc
-    /// maps read within the bounds of [`procmaps`]; `None` when the process is gone.
-    pub fn normalize_user(&self, pid: u32, addrs: &[u64]) -> Option<Vec<procmaps::UserAddr>> {
-        self.decoder.borrow_mut().procmaps.normalize(pid, addrs)
+    /// What each of `addrs` is in process `pid` (file, offset and build id) for a stack taken
+    /// at `at_ns` in generation `gen` of the process ([`Probe::stack_key`]), from its /proc maps
+    /// read within the bounds of [`procmaps`]; [`procmaps::Gone`] when it exited or exec'd.
+    pub fn normalize_user(
+        &self,
+        pid: u32,
+        gen: u32,
+        at_ns: u64,
+        addrs: &[u64],
+    ) -> Result<procmaps::Normalized, procmaps::Gone> {
+        self.decoder.borrow_mut().procmaps.normalize(pid, gen, at_ns, addrs)
     }
 
     /// The processes that exec'd or exited in the events of the last poll: what their

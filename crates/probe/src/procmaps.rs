@@ -4,9 +4,15 @@
 //!
 //! * each process's mappings are read once and kept (parsed, sorted by address): an address
 //!   they cover costs a binary search, however many new addresses a process calls from;
-//! * they are read again only for an address they do not cover (a library loaded since), at
-//!   most once per [`MapsLimits::refresh_every`] per process, and forgotten when the process
-//!   execs or exits (the decoder sees both);
+//! * they are read again only for an address they do not cover, for a stack taken after they
+//!   were read (a library loaded since), and per process at most at [`MapsLimits::proc_bytes_per_sec`]
+//!   (a process with a few KiB of mappings is read again within milliseconds, one with
+//!   megabytes about once a second, and never more often than [`MapsLimits::refresh_every`]):
+//!   an address that mappings read after its stack was taken do not cover is no return address
+//!   ([`UserAddr::Unmapped`]); where they could not be read again, the answer says it is not
+//!   verified ([`Normalized::verified`]) and a caller does not keep it;
+//! * a process that execs gets a new generation ([`MapsCache::exec`], from the decoder's exec
+//!   events): a stack of an image that is gone is not named from its successor's mappings;
 //! * every read takes at most [`MapsLimits::read_max`] bytes (a process may have 65,530
 //!   mappings: about 6 MB), and all reads together at most [`MapsLimits::bytes_per_sec`] on
 //!   average (a token bucket): past it, an address no kept mapping covers is left unnamed
@@ -32,6 +38,8 @@ pub struct MapsLimits {
     pub read_max: usize,
     /// A process's mappings are read again at most this often (for an address not covered).
     pub refresh_every: Duration,
+    /// And at most this many bytes of one process's mappings per second (on average).
+    pub proc_bytes_per_sec: u64,
     /// Bytes of `/proc/PID/maps` read per second, on average over all processes.
     pub bytes_per_sec: u64,
     /// Bytes that may be read at once after a quiet time (the bucket's size).
@@ -46,7 +54,8 @@ impl Default for MapsLimits {
     fn default() -> Self {
         MapsLimits {
             read_max: 8 << 20,
-            refresh_every: Duration::from_secs(1),
+            refresh_every: Duration::from_millis(10),
+            proc_bytes_per_sec: 4 << 20,
             bytes_per_sec: 16 << 20,
             burst_bytes: 32 << 20,
             max_mappings: 1 << 20,
@@ -68,6 +77,26 @@ pub struct MapsStats {
     pub refused: u64,
     /// Build ids read (files opened).
     pub build_ids: u64,
+}
+
+/// What [`MapsCache::normalize`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Normalized {
+    /// What each address is.
+    pub addrs: Vec<UserAddr>,
+    /// Every [`UserAddr::Unmapped`] was checked against mappings read after the stack was
+    /// taken; `false` when they could not be read again (the limits): a library loaded since
+    /// may hold such an address, so the answer is not to be kept.
+    pub verified: bool,
+}
+
+/// Why a process's addresses cannot be named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gone {
+    /// The process exited.
+    Exited,
+    /// The process exec'd since the stack was taken: its image then is gone.
+    Execd,
 }
 
 /// What an address of a process is.
@@ -107,6 +136,10 @@ struct Mapping {
 struct Proc {
     maps: Vec<Mapping>,
     read_at: Instant,
+    /// Bytes of the last read.
+    bytes: usize,
+    /// When it was read, CLOCK_MONOTONIC ns (the probes' clock).
+    read_ns: u64,
     /// The read was cut: addresses past the last mapping are unknown, not unmapped.
     truncated: bool,
 }
@@ -144,6 +177,8 @@ impl Bucket {
 pub struct MapsCache {
     limits: MapsLimits,
     procs: FxHashMap<u32, Proc>,
+    /// Execs seen per process (its generation); processes that never exec'd are at 0.
+    gens: FxHashMap<u32, u32>,
     mappings: usize,
     bytes: Bucket,
     ids: Bucket,
@@ -169,6 +204,7 @@ impl MapsCache {
         MapsCache {
             limits,
             procs: FxHashMap::default(),
+            gens: FxHashMap::default(),
             mappings: 0,
             bytes: Bucket::new(limits.bytes_per_sec, limits.burst_bytes.max(limits.read_max as u64)),
             ids: Bucket::new(limits.build_ids_per_sec, limits.build_ids_per_sec * 4),
@@ -183,11 +219,30 @@ impl MapsCache {
         self.stats
     }
 
-    /// Forget process `pid`'s mappings (it exec'd or exited).
-    pub fn forget(&mut self, pid: u32) {
+    fn forget(&mut self, pid: u32) {
         if let Some(p) = self.procs.remove(&pid) {
             self.mappings -= p.maps.len();
         }
+    }
+
+    /// Process `pid` exec'd: its mappings are forgotten and its generation moves on.
+    pub fn exec(&mut self, pid: u32) {
+        self.forget(pid);
+        if self.gens.len() >= self.limits.max_mappings {
+            self.gens.clear();
+        }
+        *self.gens.entry(pid).or_default() += 1;
+    }
+
+    /// Process `pid` exited: its mappings and generation are forgotten.
+    pub fn exit(&mut self, pid: u32) {
+        self.forget(pid);
+        self.gens.remove(&pid);
+    }
+
+    /// Process `pid`'s generation: the execs seen of it (see [`MapsCache::normalize`]).
+    pub fn generation(&self, pid: u32) -> u32 {
+        self.gens.get(&pid).copied().unwrap_or(0)
     }
 
     /// Read process `pid`'s mappings now if they are not kept (within the limits): at the start
@@ -196,43 +251,49 @@ impl MapsCache {
         self.procs.contains_key(&pid) || self.read(pid)
     }
 
-    /// What each of `addrs` is in process `pid`; `None` when its mappings cannot be read (the
-    /// process is gone).
-    pub fn normalize(&mut self, pid: u32, addrs: &[u64]) -> Option<Vec<UserAddr>> {
+    /// What each of `addrs` is in process `pid`, for a stack taken at `at_ns` (CLOCK_MONOTONIC)
+    /// in generation `gen` of the process ([`MapsCache::generation`] when its event was
+    /// decoded); [`Gone`] when the process exited or exec'd since.
+    pub fn normalize(&mut self, pid: u32, gen: u32, at_ns: u64, addrs: &[u64]) -> Result<Normalized, Gone> {
+        if gen != self.generation(pid) {
+            return Err(Gone::Execd);
+        }
         if !self.procs.contains_key(&pid) && !self.read(pid) {
             // Gone, or not read for (the limits): say which.
             return if std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                Some(vec![UserAddr::Unknown; addrs.len()])
+                Ok(Normalized { addrs: vec![UserAddr::Unknown; addrs.len()], verified: false })
             } else {
-                None
+                Err(Gone::Exited)
             };
         }
         let mut found: Vec<Option<usize>> = addrs.iter().map(|&a| self.find(pid, a)).collect();
-        if found.iter().any(Option::is_none) && self.refresh(pid) {
+        // A miss may be a mapping made after the read: read again (within the limits).
+        let stale = |c: &MapsCache| c.procs.get(&pid).is_none_or(|p| p.read_ns < at_ns);
+        if found.iter().any(Option::is_none) && stale(self) && self.refresh(pid) {
             found = addrs.iter().map(|&a| self.find(pid, a)).collect();
         }
-        let p = self.procs.get(&pid)?;
+        let verified = !stale(self) || found.iter().all(Option::is_some);
+        let Some(p) = self.procs.get(&pid) else { return Err(Gone::Exited) };
         let last_end = p.maps.last().map_or(0, |m| m.end);
         let truncated = p.truncated;
         let hits: Vec<Option<Mapping>> = found.iter().map(|i| i.map(|i| p.maps[i].clone())).collect();
-        Some(
-            addrs
-                .iter()
-                .zip(hits)
-                .map(|(&a, m)| match m {
-                    Some(m) => match &m.path {
-                        Some(path) => UserAddr::File {
-                            path: path.clone(),
-                            off: a - m.start + m.off,
-                            build_id: self.build_id(pid, &m),
-                        },
-                        None => UserAddr::Anonymous,
+        let addrs = addrs
+            .iter()
+            .zip(hits)
+            .map(|(&a, m)| match m {
+                Some(m) => match &m.path {
+                    Some(path) => UserAddr::File {
+                        path: path.clone(),
+                        off: a - m.start + m.off,
+                        build_id: self.build_id(pid, &m),
                     },
-                    None if truncated && a >= last_end => UserAddr::Unknown,
-                    None => UserAddr::Unmapped,
-                })
-                .collect(),
-        )
+                    None => UserAddr::Anonymous,
+                },
+                None if truncated && a >= last_end => UserAddr::Unknown,
+                None => UserAddr::Unmapped,
+            })
+            .collect();
+        Ok(Normalized { addrs, verified })
     }
 
     /// The file process `pid` maps at `addr`, if it is file `(dev, ino)` (the one the kernel
@@ -265,7 +326,11 @@ impl MapsCache {
 
     /// Read `pid`'s mappings again, if its last read is old enough and the budget allows.
     fn refresh(&mut self, pid: u32) -> bool {
-        let recent = self.procs.get(&pid).is_some_and(|p| p.read_at.elapsed() < self.limits.refresh_every);
+        let l = self.limits;
+        let recent = self.procs.get(&pid).is_some_and(|p| {
+            let paced = Duration::from_secs_f64(p.bytes as f64 / l.proc_bytes_per_sec.max(1) as f64);
+            p.read_at.elapsed() < l.refresh_every.max(paced)
+        });
         if recent {
             self.stats.refused += 1;
             return false;
@@ -278,6 +343,7 @@ impl MapsCache {
             self.stats.refused += 1;
             return false;
         }
+        // Mappings read from here on cover what the process maps at the time of the read.
         let Ok(b) = safe_read::read_file(format!("/proc/{pid}/maps"), self.limits.read_max) else {
             self.forget(pid);
             return false;
@@ -296,7 +362,9 @@ impl MapsCache {
         maps.sort_by_key(|m| m.start);
         self.forget(pid);
         self.mappings += maps.len();
-        self.procs.insert(pid, Proc { maps, read_at: Instant::now(), truncated: b.truncated });
+        let read_ns = crate::snapshot::monotonic_ns();
+        let bytes = b.data.len();
+        self.procs.insert(pid, Proc { maps, read_at: Instant::now(), bytes, read_ns, truncated: b.truncated });
         self.evict(pid);
         true
     }
@@ -473,7 +541,7 @@ mod tests {
         let local = 0u64;
         let stack = &local as *const u64 as u64;
         let mut c = MapsCache::default();
-        let got = c.normalize(me, &[code, stack, 16]).unwrap();
+        let got = c.normalize(me, 0, 0, &[code, stack, 16]).unwrap().addrs;
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         match &got[0] {
             UserAddr::File { path, build_id, .. } => {
@@ -487,31 +555,40 @@ mod tests {
         assert_eq!(got[1], UserAddr::Anonymous);
         assert_eq!(got[2], UserAddr::Unmapped);
         for k in 0..1000 {
-            c.normalize(me, &[code + k]).unwrap();
+            c.normalize(me, 0, 0, &[code + k]).unwrap();
         }
         assert_eq!(c.stats().reads, 1, "{:?}", c.stats());
+        // After an exec, the old image's stacks are not named from the new one.
+        c.exec(me);
+        assert_eq!(c.normalize(me, 0, 0, &[code]), Err(Gone::Execd));
+        assert!(c.normalize(me, 1, 0, &[code]).is_ok());
     }
 
-    /// A process mapping a new file past its last read: read again at most once per interval.
+    /// An address no mapping covers: unmapped for a stack taken before the maps were read;
+    /// for one taken after, read again, at most once per interval, else not verified (a
+    /// library loaded since may hold it).
     #[test]
     fn a_miss_reads_again_at_most_once_per_interval() {
         let mut c = MapsCache::new(MapsLimits { refresh_every: Duration::from_secs(3600), ..Default::default() });
         let me = std::process::id();
-        c.normalize(me, &[16]).unwrap();
+        let unmapped = |verified| Normalized { addrs: vec![UserAddr::Unmapped], verified };
+        assert_eq!(c.normalize(me, 0, 0, &[16]).unwrap(), unmapped(true));
+        let later = crate::snapshot::monotonic_ns() + 1_000_000_000;
         for a in 0..100 {
-            assert_eq!(c.normalize(me, &[32 + a]).unwrap(), vec![UserAddr::Unmapped]);
+            assert_eq!(c.normalize(me, 0, 0, &[32 + a]).unwrap(), unmapped(true));
+            assert_eq!(c.normalize(me, 0, later, &[32 + a]).unwrap(), unmapped(false));
         }
         assert_eq!(c.stats().reads, 1);
-        assert_eq!(c.stats().refused, 101);
+        assert_eq!(c.stats().refused, 100);
         // A gone process has no mappings.
-        assert_eq!(c.normalize(u32::MAX - 1, &[16]), None);
+        assert_eq!(c.normalize(u32::MAX - 1, 0, 0, &[16]), Err(Gone::Exited));
     }
 
     /// Reads stop at the limit; what lies past it is unknown, not unmapped.
     #[test]
     fn a_read_cut_at_the_limit_leaves_later_addresses_unknown() {
         let mut c = MapsCache::new(MapsLimits { read_max: 200, ..Default::default() });
-        let got = c.normalize(std::process::id(), &[u64::MAX - 4096]).unwrap();
+        let got = c.normalize(std::process::id(), 0, 0, &[u64::MAX - 4096]).unwrap().addrs;
         assert_eq!(got, vec![UserAddr::Unknown]);
         assert_eq!(c.stats().truncated, 1);
     }

@@ -1,8 +1,12 @@
 //! A snapshot of the machine being recorded: clocks, mounts, block devices,
 //! processes and their open files. It goes into the trace header so that a
 //! trace can be read (and replayed) on another machine.
+//!
+//! Every file is read through [`latscope_trace::safe_read`]: regular files only (a FIFO or a
+//! device is refused without blocking), a bounded number of bytes each ([`read_text`]).
 
 use latscope_event::{BlockDevice, FdInfo, FdType, Mount, ProcessInfo, SyscallSet, TraceHeader, TRACE_FORMAT_VERSION};
+use latscope_trace::safe_read;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -41,8 +45,23 @@ pub fn realtime_offset_ns() -> i64 {
     best.1
 }
 
+/// Bytes read of a /proc or /sys file by default: their text is short (a status, a number).
+pub(crate) const SMALL: usize = 64 << 10;
+/// Bytes read of a table that grows with the machine (mountinfo, /proc/net/*, /etc/passwd):
+/// a bound far above real ones; a longer one is read to there.
+pub(crate) const TABLE: usize = 32 << 20;
+/// Bytes read of a command line (`/proc/PID/cmdline`); a longer one is cut, ending in `...`.
+pub(crate) const CMDLINE: usize = 128 << 10;
+
+/// The text of the regular file `path`, at most `max` bytes of it (invalid UTF-8 replaced),
+/// not following a symlink at its last component; `None` when it cannot be read or is not a
+/// regular file.
+pub(crate) fn read_text(path: &str, max: usize) -> Option<String> {
+    safe_read::read_file(path, max).ok().map(|b| b.text().into_owned())
+}
+
 fn read_trim(path: &str) -> Option<String> {
-    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    read_text(path, SMALL).map(|s| s.trim().to_string())
 }
 
 /// Host name, kernel release and machine (`uname -n -r -m`).
@@ -59,7 +78,7 @@ pub fn uname() -> (String, String, String) {
 
 /// Mounts from /proc/self/mountinfo (device numbers included, unlike /proc/mounts).
 pub fn mounts() -> Vec<Mount> {
-    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    let Some(text) = read_text("/proc/self/mountinfo", TABLE) else { return Vec::new() };
     text.lines()
         .filter_map(|l| {
             let (left, right) = l.split_once(" - ")?;
@@ -137,7 +156,7 @@ pub fn block_devices() -> Vec<BlockDevice> {
 /// One process from /proc/PID.
 pub fn process(pid: u32) -> Option<ProcessInfo> {
     let base = format!("/proc/{pid}");
-    let status = fs::read_to_string(format!("{base}/status")).ok()?;
+    let status = read_text(&format!("{base}/status"), SMALL)?;
     let mut p = ProcessInfo { pid, ..Default::default() };
     for l in status.lines() {
         if let Some(v) = l.strip_prefix("Name:\t") {
@@ -150,13 +169,19 @@ pub fn process(pid: u32) -> Option<ProcessInfo> {
     }
     p.exe = fs::read_link(format!("{base}/exe")).map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
     p.cwd = fs::read_link(format!("{base}/cwd")).map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
-    p.cmdline = fs::read(format!("{base}/cmdline"))
+    p.cmdline = safe_read::read_file(format!("{base}/cmdline"), CMDLINE)
         .map(|b| {
-            b.split(|&c| c == 0)
+            let mut c = b
+                .data
+                .split(|&c| c == 0)
                 .filter(|s| !s.is_empty())
                 .map(|s| String::from_utf8_lossy(s).into_owned())
                 .collect::<Vec<_>>()
-                .join(" ")
+                .join(" ");
+            if b.truncated {
+                c.push_str("...");
+            }
+            c
         })
         .unwrap_or_default();
     Some(p)
@@ -199,7 +224,7 @@ pub fn fds_of(pid: u32, sockets: &Sockets) -> Vec<FdInfo> {
 /// File position and open flags of one fd, from /proc/PID/fdinfo/FD (`pos:` decimal, `flags:`
 /// octal, O_CLOEXEC included).
 pub fn fdinfo(pid: u32, fd: i32) -> Option<(i64, u32)> {
-    parse_fdinfo(&fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?)
+    parse_fdinfo(&read_text(&format!("/proc/{pid}/fdinfo/{fd}"), SMALL)?)
 }
 
 fn parse_fdinfo(text: &str) -> Option<(i64, u32)> {
@@ -231,7 +256,7 @@ pub fn sockets() -> Sockets {
         ("/proc/net/unix", FdType::Unix, "", 6),
         ("/proc/net/netlink", FdType::Netlink, "", 9),
     ] {
-        if let Ok(s) = fs::read_to_string(file) {
+        if let Some(s) = read_text(file, TABLE) {
             for l in s.lines().skip(1) {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 if let Some(i) = f.get(col).and_then(|x| x.parse::<u64>().ok()) {
@@ -287,7 +312,9 @@ pub fn groups() -> BTreeMap<u32, String> {
 
 /// `name:x:ID:...` lines of a passwd-format file, by id.
 fn names_by_id(path: &str) -> BTreeMap<u32, String> {
-    fs::read_to_string(path)
+    // Root's own files, which some systems make links: followed.
+    safe_read::read_file_following(path, TABLE)
+        .map(|b| b.text().into_owned())
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {

@@ -87,9 +87,9 @@ mod writer;
 pub use column::{arrow_schema, Column, COLUMN_COUNT};
 pub use error::{TraceError, Warning, WarningKind};
 pub use meta::{
-    meta_digest, BlockMeta, StacksMissing, Summary, KEY_BUFFER_CRCS, KEY_CRC, KEY_END_MAX, KEY_END_MIN, KEY_EVENTS_TOTAL,
-    KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC, KEY_KINDS, KEY_LAT_MAX, KEY_LAT_MIN, KEY_LOST_TOTAL, KEY_META_CRC,
-    KEY_SEQ, KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
+    meta_digest, BlockMeta, StacksMissing, Summary, KEY_BUFFER_CRCS, KEY_CRC, KEY_END_MAX, KEY_END_MIN,
+    KEY_EVENTS_TOTAL, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC, KEY_KINDS, KEY_LAT_MAX, KEY_LAT_MIN,
+    KEY_LOST_TOTAL, KEY_META_CRC, KEY_SEQ, KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
 };
 pub use output::{
     check_output_not_input, open_in_place, set_stopping, stop_at, stopping_flag, AtomicFile, Existing, InPlace,

@@ -344,7 +344,10 @@ mod tests {
         let t = render_text(&h, &c, &f, false);
         assert!(t.contains("stacks:      6 stack references missing (user_quota 5, hash_collision 1)"), "{t}");
         let j = to_json(&h, &c, &f, false);
-        assert_eq!((j["stacks_missing"]["user_quota"].clone(), j["stacks_missing"]["hash_collision"].clone()), (5.into(), 1.into()));
+        assert_eq!(
+            (j["stacks_missing"]["user_quota"].clone(), j["stacks_missing"]["hash_collision"].clone()),
+            (5.into(), 1.into())
+        );
     }
 
     #[test]
