@@ -283,4 +283,121 @@ mod tests {
         // Relative to the mount: "." is the root itself.
         assert_eq!(Cgroup::resolve(".").unwrap().id, c.id);
     }
+
+    /// A test tree of cgroups below the cgroup2 mount, removed deepest first on drop.
+    struct Tree(Vec<PathBuf>);
+
+    impl Tree {
+        /// Make `p` and what is missing above it.
+        fn mk(&mut self, p: PathBuf) -> PathBuf {
+            let mut missing = Vec::new();
+            let mut q = p.clone();
+            while !q.exists() {
+                missing.push(q.clone());
+                if !q.pop() {
+                    break;
+                }
+            }
+            for d in missing.into_iter().rev() {
+                std::fs::create_dir(&d).unwrap_or_else(|e| panic!("mkdir {}: {e}", d.display()));
+                self.0.push(d);
+            }
+            p
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            for d in self.0.iter().rev() {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+
+    /// The cgroup2 mount, if this test may make cgroups in it (root).
+    fn writable_v2(test: &str) -> Option<PathBuf> {
+        let Some((v2, _)) = latscope_probe::containers::cgroup2_mount() else {
+            latscope_testkit::skip(test, "no cgroup2 file system is mounted");
+            return None;
+        };
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            latscope_testkit::skip(test, "making cgroups needs root");
+            return None;
+        }
+        Some(v2)
+    }
+
+    /// A cgroup a user makes in a subtree delegated to it (below `user@UID.service`), named
+    /// like a system unit, does not make `--cgroup UNIT` ambiguous: the unit of the system's
+    /// manager (in slices only) is the one; two such units are ambiguous, said with the names
+    /// escaped.
+    #[test]
+    fn a_same_named_cgroup_in_a_delegated_subtree_does_not_make_a_unit_ambiguous() {
+        let test = "a_same_named_cgroup_in_a_delegated_subtree_does_not_make_a_unit_ambiguous";
+        let Some(v2) = writable_v2(test) else { return };
+        let me = std::process::id();
+        let unit = format!("latscope-unit-{me}.service");
+        let mut t = Tree(Vec::new());
+        let real = t.mk(v2.join(format!("latscope-sys-{me}.slice")).join(&unit));
+        let user = v2.join(format!("latscope-user-{me}.slice/user@65534.service/app.slice"));
+        t.mk(user.join(&unit));
+        let c = Cgroup::resolve(&unit).unwrap();
+        assert_eq!(c.path, real.canonicalize().unwrap());
+        // Two units of the manager: ambiguous, and the error prints no raw escape sequences.
+        let evil = format!("latscope-\u{1b}]0;t\u{7}-{me}.service");
+        t.mk(v2.join(format!("latscope-a-{me}.slice")).join(&evil));
+        t.mk(v2.join(format!("latscope-b-{me}.slice")).join(&evil));
+        let e = Cgroup::resolve(&evil).unwrap_err();
+        assert!(e.contains("2 cgroups are named"), "{e}");
+        assert!(!e.contains('\u{1b}') && !e.contains('\u{7}') && e.contains("\\u{1b}]0;t\\u{7}"), "{e:?}");
+        let e = Cgroup::resolve(&format!("latscope-\u{1b}[31m-none-{me}.service")).unwrap_err();
+        assert!(!e.contains('\u{1b}'), "{e:?}");
+    }
+
+    /// Cgroups made while a session runs, among thousands, are named from their ids alone:
+    /// the tree is not walked again (where the kernel opens cgroups by id), whatever its size;
+    /// one 40 levels deep is named with its whole path.
+    #[test]
+    fn new_cgroups_among_thousands_are_named_without_walking_the_tree() {
+        let test = "new_cgroups_among_thousands_are_named_without_walking_the_tree";
+        let Some(v2) = writable_v2(test) else { return };
+        let me = std::process::id();
+        let top = v2.join(format!("latscope-many-{me}"));
+        let mut t = Tree(Vec::new());
+        for i in 0..2000 {
+            t.mk(top.join(format!("c{i}")));
+        }
+        let mut h =
+            latscope_event::TraceHeader { cgroups: latscope_probe::containers::snapshot(), ..Default::default() };
+        let mut ctx = latscope_filter::EvalContext::new(&h);
+        let mut w = CgroupWatch::new(&h);
+        if !w.namer.as_ref().is_some_and(|n| n.by_handle()) {
+            latscope_testkit::skip(test, "the kernel does not open cgroups by id here");
+            return;
+        }
+        let mut deep = top.join("deep");
+        for i in 0..40 {
+            deep = deep.join(format!("d{i}"));
+        }
+        let mut new: Vec<PathBuf> = (0..10).map(|i| t.mk(top.join(format!("new{i}")))).collect();
+        new.push(t.mk(deep));
+        let ids: Vec<u64> = new.iter().map(|p| std::fs::metadata(p).unwrap().ino()).collect();
+        // Each event's cgroup, many events each.
+        let events: Vec<u64> = ids.iter().flat_map(|&id| std::iter::repeat_n(id, 100)).collect();
+        let found = w.learn(&events, &mut h, &mut ctx);
+        assert_eq!(w.walks, 0);
+        let rel = |p: &PathBuf| format!("/{}", p.strip_prefix(&v2).unwrap().display());
+        let mut got: Vec<(u64, String)> = found.iter().map(|c| (c.id, c.path.clone())).collect();
+        got.sort();
+        let mut want: Vec<(u64, String)> = ids.iter().zip(&new).map(|(&id, p)| (id, rel(p))).collect();
+        want.sort();
+        if latscope_probe::containers::cgroup2_mount().is_some_and(|(_, root)| root == "/") {
+            assert_eq!(got, want);
+        } else {
+            assert_eq!(got.len(), want.len());
+        }
+        // Known now: met again, nothing is looked up.
+        assert!(w.learn(&events, &mut h, &mut ctx).is_empty());
+    }
 }
