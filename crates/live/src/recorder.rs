@@ -40,6 +40,11 @@ pub const WRITER_QUEUE_BLOCKS: usize = 2;
 /// written and recycled).
 pub const MEMORY_BOUND_BYTES: u64 = 64 << 20;
 
+/// A block's metadata (the stack table entries and cgroups its events met first) is kept
+/// under this many bytes, plus one event's: a block is cut early rather than made larger than
+/// readers take (1 MiB), however many new stacks arrive at once.
+const BLOCK_META_BUDGET: usize = 256 << 10;
+
 /// Why a recording ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -104,6 +109,9 @@ pub struct Recording {
     pub program_runs_skipped: Option<u64>,
     /// The summary written at the end of the file.
     pub summary: Summary,
+    /// With stacks: what the stack table did (distinct stacks, the missing ones by reason, the
+    /// reads of processes' mappings).
+    pub stacks: Option<crate::StackStats>,
 }
 
 /// Records a [`LiveSession`] into a trace file (see the crate documentation).
@@ -214,7 +222,7 @@ impl Recorder {
         self.finish(reason)
     }
 
-    fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
+    fn poll(&mut self, wait: Duration) -> Result<(), RecordError> {
         let s = &mut self.session;
         let from = self.syscalls.len();
         // Cgroups first met now (a container started since the start) are named before the
@@ -242,9 +250,24 @@ impl Recorder {
             }
         }
         // Stack references become ids of the trace's stack table, whose new entries travel in
-        // the block of the events that first use them.
-        if s.why_stacks() {
-            self.stacks.resolve(&s.probe, &mut self.syscalls, from);
+        // the block of the events that first use them: a block whose entries reach the budget
+        // is written, and the rest of the events go to the next one.
+        let mut at = from;
+        while self.session.why_stacks() {
+            at = self.stacks.resolve_within(&self.session.probe, &mut self.syscalls, at, BLOCK_META_BUDGET);
+            if at >= self.syscalls.len() {
+                break;
+            }
+            let mut head = self.writer.spare_batch();
+            head.append_range(&self.syscalls, 0..at);
+            let mut tail = self.writer.spare_batch();
+            tail.append_range(&self.syscalls, at..self.syscalls.len());
+            head.stacks = std::mem::take(&mut self.syscalls.stacks);
+            head.cgroups = std::mem::take(&mut self.syscalls.cgroups);
+            self.syscalls = head;
+            self.flush_wait()?;
+            self.syscalls = tail;
+            at = 0;
         }
         Ok(())
     }
@@ -330,6 +353,7 @@ impl Recorder {
             entries: now_cut.entries.saturating_sub(self.header_cut.entries),
         };
         truncated.add(&self.stacks.truncation());
+        let stacks = self.session.why_stacks().then(|| self.stacks.stats(&self.session.probe));
         let summary = self.writer.finish(Summary {
             events: self.written,
             lost: stats.lost,
@@ -339,6 +363,7 @@ impl Recorder {
             wakeups_unseen: stats.wakeups_unseen,
             program_runs_skipped,
             truncated,
+            stacks_missing: stacks.as_ref().map(|s| s.missing).unwrap_or_default(),
             ..Default::default()
         })?;
         Ok(Recording {
@@ -350,6 +375,7 @@ impl Recorder {
             command_status,
             program_runs_skipped,
             summary,
+            stacks,
         })
     }
 }

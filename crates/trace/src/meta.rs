@@ -92,6 +92,81 @@ pub struct Summary {
     /// bound). Absent when nothing was.
     #[serde(default, skip_serializing_if = "latscope_event::Truncation::is_empty")]
     pub truncated: latscope_event::Truncation,
+    /// With stacks (`--why --stacks`): events' stack references that are missing (the entry
+    /// they refer to says why), by reason. Absent when none is, and in traces written before
+    /// the field existed.
+    #[serde(default, skip_serializing_if = "StacksMissing::is_none")]
+    pub stacks_missing: StacksMissing,
+}
+
+/// Stack references of a recording's events that are missing, by reason (kernel and user
+/// stacks together); see docs/WHY.md.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StacksMissing {
+    /// The stack map held another stack under the stack's hash.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hash_collision: u64,
+    /// The stack map was full.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub map_full: u64,
+    /// The stack's user had stored more new stacks than its share of the stack map since the
+    /// recorder last read it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub user_quota: u64,
+    /// The stack could not be read (no user stack, or its memory was not mapped).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unreadable: u64,
+    /// The capture failed otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub capture_failed: u64,
+    /// The stack's frames were no longer held when its event was read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_held: u64,
+    /// The process had exited before its user stack was read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub process_exited: u64,
+    /// The trace's stack table was full (in all, or the user's share of it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub table_full: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl StacksMissing {
+    /// No stack is missing.
+    pub fn is_none(&self) -> bool {
+        self.total() == 0
+    }
+
+    /// Missing stack references, all reasons.
+    pub fn total(&self) -> u64 {
+        self.reasons().iter().map(|(_, n)| n).sum()
+    }
+
+    /// `3 stacks missing (user_quota 2, hash_collision 1)`: the reasons that count, most
+    /// first.
+    pub fn describe(&self) -> String {
+        let mut r: Vec<(&str, u64)> = self.reasons().into_iter().filter(|(_, n)| *n > 0).collect();
+        r.sort_by(|a, b| b.1.cmp(&a.1));
+        let parts: Vec<String> = r.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        format!("{} stacks missing ({})", self.total(), parts.join(", "))
+    }
+
+    /// (reason, count) of each reason, in a fixed order (the JSON names).
+    pub fn reasons(&self) -> [(&'static str, u64); 8] {
+        [
+            ("hash_collision", self.hash_collision),
+            ("map_full", self.map_full),
+            ("user_quota", self.user_quota),
+            ("unreadable", self.unreadable),
+            ("capture_failed", self.capture_failed),
+            ("not_held", self.not_held),
+            ("process_exited", self.process_exited),
+            ("table_full", self.table_full),
+        ]
+    }
 }
 
 /// The latscope metadata of one block, as stored in its message's `custom_metadata`.
@@ -481,5 +556,9 @@ mod tests {
         let j = serde_json::to_string(&skipped).unwrap();
         assert!(j.ends_with(r#","program_runs_skipped":7}"#), "{j}");
         assert_eq!(serde_json::from_str::<Summary>(&j).unwrap(), skipped);
+        let missing = Summary { stacks_missing: StacksMissing { user_quota: 3, ..Default::default() }, ..s };
+        let j = serde_json::to_string(&missing).unwrap();
+        assert!(j.ends_with(r#","stacks_missing":{"user_quota":3}}"#), "{j}");
+        assert_eq!(serde_json::from_str::<Summary>(&j).unwrap(), missing);
     }
 }

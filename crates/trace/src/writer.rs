@@ -368,6 +368,7 @@ impl TraceWriter {
                 t.add(&self.truncated);
                 t
             },
+            stacks_missing: summary.stacks_missing,
         };
         let json = serde_json::to_string(&summary).map_err(|e| TraceError::Encode {
             path: self.path.clone(),

@@ -103,7 +103,8 @@ fn largest(m: &HashMap<String, u64>) -> &str {
 /// The binaries are opened by the names the recording stored, which any user of the recorded
 /// machine chooses: each is opened without blocking and used only if it is a regular file of at
 /// most [`MAX_BINARY_BYTES`] (a FIFO or a device there is refused, not waited on or read), below
-/// the `--binaries` directory only inside it ([`latscope_trace::input::open_in_root`]), and its
+/// the `--binaries` directory only inside it ([`latscope_trace::safe_read`]; a path with `..` is
+/// refused), and its
 /// symbols are read from the file itself (no separate debug file, whose name the binary would
 /// give). The symbolizer reads the file through the descriptor opened and checked.
 pub struct StackNames {
@@ -212,7 +213,7 @@ impl StackNames {
     }
 
     fn check(&mut self, file: &str, build_id: Option<&str>) -> Option<PathBuf> {
-        use latscope_trace::input::{open_in_root, open_regular};
+        use latscope_trace::safe_read::{open_file_beneath_following, open_file_following};
         use std::os::fd::AsRawFd;
         let shown = match &self.root {
             Some(r) => r.join(file.trim_start_matches('/')),
@@ -225,9 +226,18 @@ impl StackNames {
             ));
             return None;
         }
+        // A recorded path is absolute and plain (the kernel's name of a mapped file): one with
+        // `..` is crafted, and could lead out of the --binaries directory.
+        if self.root.is_some() && Path::new(file).components().any(|c| c == std::path::Component::ParentDir) {
+            self.notes.push(format!(
+                "{}: a path with `..` is refused (it could lead out of --binaries): its frames are shown as file offsets",
+                shown.display()
+            ));
+            return None;
+        }
         let opened = match &self.root {
-            Some(r) => open_in_root(r, Path::new(file), MAX_BINARY_BYTES),
-            None => open_regular(Path::new(file), MAX_BINARY_BYTES),
+            Some(r) => open_file_beneath_following(r, file.trim_start_matches('/')),
+            None => open_file_following(file),
         };
         let f = match opened {
             Ok(f) => f,
@@ -236,10 +246,18 @@ impl StackNames {
                 return None;
             }
             Err(e) => {
-                self.notes.push(format!("{e}: its frames are shown as file offsets"));
+                self.notes.push(format!("{}: {e}: its frames are shown as file offsets", shown.display()));
                 return None;
             }
         };
+        let size = f.metadata().map_or(u64::MAX, |m| m.len());
+        if size > MAX_BINARY_BYTES {
+            self.notes.push(format!(
+                "{} is {size} bytes, more than the {MAX_BINARY_BYTES} read of a binary: its frames are shown as file offsets",
+                shown.display()
+            ));
+            return None;
+        }
         let p = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
         self.open.push(f);
         let found = blazesym::helper::read_elf_build_id(&p);

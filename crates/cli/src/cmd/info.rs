@@ -45,6 +45,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
         wakeups_unseen: report.summary.map(|s| s.wakeups_unseen),
         program_runs_skipped: report.summary.and_then(|s| s.program_runs_skipped),
         blocks_truncated: report.summary.map(|s| s.truncated).unwrap_or_default(),
+        stacks_missing: report.summary.map_or_else(Vec::new, |s| {
+            let mut r: Vec<(String, u64)> =
+                s.stacks_missing.reasons().iter().filter(|(_, n)| *n > 0).map(|(k, n)| (k.to_string(), *n)).collect();
+            r.sort_by(|a, b| b.1.cmp(&a.1));
+            r
+        }),
     };
     if a.json.json {
         let j = serde_json::to_string_pretty(&to_json(scan.header(), &census, &facts, a.verbose))?;
