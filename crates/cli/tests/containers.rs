@@ -899,6 +899,7 @@ fn a_fifo_planted_as_container_state_does_not_block_record() {
         assert!(kid.wait().unwrap().success());
     } else {
         let _ = kid.kill();
+        let _ = kid.wait();
         let _ = rec.kill();
     }
     // SAFETY: signalling our own child.

@@ -263,7 +263,7 @@ impl StackResolver {
             Err(Gone::Execd) => return self.missing(StackKind::User, Missing::Execd, out),
         };
         // What the bounds kept from being read or checked may be named later: not kept.
-        let complete = norm.verified && !norm.addrs.iter().any(|a| *a == UserAddr::Unknown);
+        let complete = norm.verified && !norm.addrs.contains(&UserAddr::Unknown);
         let norm = norm.addrs;
         let frames: Vec<Frame> = addrs
             .iter()

@@ -269,10 +269,13 @@ fn join_hierarchy(root: &str, rel: &str) -> String {
 struct RuntimeState {
     root: PathBuf,
     /// Containers of the containers/storage library (podman, CRI-O): id to (name, image).
-    storage: Option<(Instant, HashMap<String, (String, String)>)>,
+    storage: Option<StateList>,
     /// Kubelet's pod log directories: pod uid to (namespace, name).
-    pods: Option<(Instant, HashMap<String, (String, String)>)>,
+    pods: Option<StateList>,
 }
+
+/// A list of a runtime's state (a key to two names), and when it was read.
+type StateList = (Instant, HashMap<String, (String, String)>);
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
@@ -286,7 +289,7 @@ fn set(slot: &mut String, v: &str) {
 
 /// A cached list, read again when `key` is not in it and it is older than `STATE_REREAD`.
 fn lookup(
-    cache: &mut Option<(Instant, HashMap<String, (String, String)>)>,
+    cache: &mut Option<StateList>,
     key: &str,
     read: impl FnOnce() -> HashMap<String, (String, String)>,
 ) -> Option<(String, String)> {

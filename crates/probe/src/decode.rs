@@ -866,7 +866,7 @@ mod tests {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let m = std::fs::metadata(&exe).unwrap();
         let dev = crate::snapshot::kdev(m.dev());
-        let code = proc_maps_name_mapped_files_by_inode as usize as u64;
+        let code = proc_maps_name_mapped_files_by_inode as *const () as usize as u64;
         let mut d = Decoder::new(&TraceHeader::default(), true);
         d.name_mapped_files([std::process::id()]);
         let (path, _) = d.procmaps.file_at(std::process::id(), code, dev, m.ino()).expect("named");

@@ -556,7 +556,7 @@ mod tests {
     #[test]
     fn addresses_are_named_from_one_read_of_the_maps() {
         let me = std::process::id();
-        let code = addresses_are_named_from_one_read_of_the_maps as usize as u64;
+        let code = addresses_are_named_from_one_read_of_the_maps as *const () as usize as u64;
         let local = 0u64;
         let stack = &local as *const u64 as u64;
         let mut c = MapsCache::default();

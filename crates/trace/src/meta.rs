@@ -149,7 +149,7 @@ impl StacksMissing {
     /// first.
     pub fn describe(&self) -> String {
         let mut r: Vec<(&str, u64)> = self.reasons().into_iter().filter(|(_, n)| *n > 0).collect();
-        r.sort_by(|a, b| b.1.cmp(&a.1));
+        r.sort_by_key(|b| std::cmp::Reverse(b.1));
         let parts: Vec<String> = r.iter().map(|(k, n)| format!("{k} {n}")).collect();
         format!("{} stacks missing ({})", self.total(), parts.join(", "))
     }

@@ -322,8 +322,10 @@ mod tests {
 
     #[test]
     fn values_cut_to_their_bounds_are_counted() {
-        let mut h = TraceHeader::default();
-        h.truncated = latscope_event::Truncation { values: 40, bytes: 78_000_000, entries: 0 };
+        let h = TraceHeader {
+            truncated: latscope_event::Truncation { values: 40, bytes: 78_000_000, entries: 0 },
+            ..Default::default()
+        };
         let f = FileFacts {
             blocks_truncated: latscope_event::Truncation { values: 0, bytes: 0, entries: 3 },
             ..Default::default()

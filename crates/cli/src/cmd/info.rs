@@ -48,7 +48,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         stacks_missing: report.summary.map_or_else(Vec::new, |s| {
             let mut r: Vec<(String, u64)> =
                 s.stacks_missing.reasons().iter().filter(|(_, n)| *n > 0).map(|(k, n)| (k.to_string(), *n)).collect();
-            r.sort_by(|a, b| b.1.cmp(&a.1));
+            r.sort_by_key(|b| std::cmp::Reverse(b.1));
             r
         }),
     };
