@@ -14,7 +14,6 @@ mod errno_table;
 pub mod escape;
 mod fdtype;
 mod header;
-pub mod shown;
 pub mod source;
 mod stacks;
 mod syscall_table;

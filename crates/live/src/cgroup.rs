@@ -249,7 +249,7 @@ fn in_slices_only(v2: &Path, p: &Path) -> bool {
 
 /// A name as messages print it: control and text-reordering characters escaped.
 fn shown(s: &str) -> std::borrow::Cow<'_, str> {
-    latscope_event::shown::escaped(s)
+    latscope_event::escape::escape_controls(s)
 }
 
 fn shown_path(p: &Path) -> String {
@@ -361,7 +361,7 @@ mod tests {
         t.mk(v2.join(format!("latscope-b-{me}.slice")).join(&evil));
         let e = Cgroup::resolve(&evil).unwrap_err();
         assert!(e.contains("2 cgroups are named"), "{e}");
-        assert!(!e.contains('\u{1b}') && !e.contains('\u{7}') && e.contains("\\u{1b}]0;t\\u{7}"), "{e:?}");
+        assert!(!e.contains('\u{1b}') && !e.contains('\u{7}') && e.contains("\\x1b]0;t\\x07"), "{e:?}");
         let e = Cgroup::resolve(&format!("latscope-\u{1b}[31m-none-{me}.service")).unwrap_err();
         assert!(!e.contains('\u{1b}'), "{e:?}");
     }
