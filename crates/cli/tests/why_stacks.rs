@@ -475,7 +475,7 @@ fn a_process_calling_from_ever_new_addresses_does_not_blind_record_why_stacks() 
     let v = latscope_json(&["why", "-r", t, "--stacks", "--waits", "--json", &format!("thread.tid = {main}")]);
     let futex = v["stacks"].as_array().unwrap().iter().find(|s| s["op"] == "futex").expect("the futex stack");
     assert_eq!(strs(&futex["user"]).first().map(String::as_str), Some("wait_for_holder"), "{v}");
-    assert_eq!(futex["calls"], 10, "{futex}");
+    assert_eq!(futex["calls"], 10, "{v}");
     for s in v["stacks"].as_array().unwrap() {
         assert!(s["user_missing"].is_null() && s["kernel_missing"].is_null(), "the victim lost a stack: {s}");
     }
