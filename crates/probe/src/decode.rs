@@ -40,6 +40,10 @@ pub struct Decoder {
     pub(crate) stack_keys: Vec<(u64, u32)>,
     /// Processes that exec'd or exited in the events decoded since the last poll began.
     pub(crate) maps_changed: Vec<u32>,
+    /// Processes that exited in the events decoded since the last poll began: forgotten by the
+    /// maps cache when the next poll begins, once this poll's stacks (some taken just before
+    /// the exit) are named.
+    exited: Vec<u32>,
     /// Read /proc for a process's cwd on first sight (live recording only).
     live: bool,
     /// Events decoded into this batch since the last take.
@@ -108,6 +112,9 @@ impl Decoder {
     pub(crate) fn begin_poll(&mut self) {
         self.stack_keys.clear();
         self.maps_changed.clear();
+        for pid in self.exited.drain(..) {
+            self.procmaps.exit(pid);
+        }
     }
 
     /// An event's stack reference from the record's status and key (see `struct ls_why`).
@@ -514,7 +521,7 @@ impl Decoder {
             Some(ProcOp::Exec) => {
                 self.maps.remove(&e.pid);
                 // A new image: the stacks of the old one are not named from it.
-                self.procmaps.exec(e.pid);
+                self.procmaps.exec(e.pid, e.ts.saturating_add(e.lat));
                 self.maps_changed.push(e.pid);
                 e.path = self.resolve(e.pid, AT_FDCWD, p1);
                 // The argument area: NUL-separated arguments, joined by spaces.
@@ -528,7 +535,7 @@ impl Decoder {
             Some(ProcOp::Exit) => {
                 self.cwd.remove(&e.pid);
                 self.maps.remove(&e.pid);
-                self.procmaps.exit(e.pid);
+                self.exited.push(e.pid);
                 self.maps_changed.push(e.pid);
                 self.by_fd.retain(|(p, _), _| *p != e.pid);
             }

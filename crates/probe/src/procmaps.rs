@@ -182,7 +182,8 @@ pub struct MapsCache {
     limits: MapsLimits,
     procs: FxHashMap<u32, Proc>,
     /// Execs seen per process (its generation); processes that never exec'd are at 0.
-    gens: FxHashMap<u32, u32>,
+    /// Per process: the execs seen of it, and when the last one ended (CLOCK_MONOTONIC ns).
+    gens: FxHashMap<u32, (u32, u64)>,
     mappings: usize,
     bytes: Bucket,
     ids: Bucket,
@@ -229,13 +230,15 @@ impl MapsCache {
         }
     }
 
-    /// Process `pid` exec'd: its mappings are forgotten and its generation moves on.
-    pub fn exec(&mut self, pid: u32) {
+    /// Process `pid` exec'd, the new image running from `at_ns` (CLOCK_MONOTONIC) on: its
+    /// mappings are forgotten and its generation moves on.
+    pub fn exec(&mut self, pid: u32, at_ns: u64) {
         self.forget(pid);
         if self.gens.len() >= self.limits.max_mappings {
             self.gens.clear();
         }
-        *self.gens.entry(pid).or_default() += 1;
+        let g = self.gens.entry(pid).or_default();
+        *g = (g.0 + 1, at_ns);
     }
 
     /// Process `pid` exited: its mappings and generation are forgotten.
@@ -246,7 +249,7 @@ impl MapsCache {
 
     /// Process `pid`'s generation: the execs seen of it (see [`MapsCache::normalize`]).
     pub fn generation(&self, pid: u32) -> u32 {
-        self.gens.get(&pid).copied().unwrap_or(0)
+        self.gens.get(&pid).map_or(0, |g| g.0)
     }
 
     /// Read process `pid`'s mappings now if they are not kept (within the limits): at the start
@@ -259,7 +262,10 @@ impl MapsCache {
     /// in generation `gen` of the process ([`MapsCache::generation`] when its event was
     /// decoded); [`Gone`] when the process exited or exec'd since.
     pub fn normalize(&mut self, pid: u32, gen: u32, at_ns: u64, addrs: &[u64]) -> Result<Normalized, Gone> {
-        if gen != self.generation(pid) {
+        // An event decoded before its process's exec event (the two may be read in either
+        // order) has the old generation; its stack, taken after the exec, is of the new image.
+        let after_exec = self.gens.get(&pid).is_some_and(|g| g.1 <= at_ns);
+        if gen != self.generation(pid) && !after_exec {
             return Err(Gone::Execd);
         }
         if !self.procs.contains_key(&pid) && !self.read(pid) {
@@ -578,9 +584,14 @@ mod tests {
         }
         assert_eq!(c.stats().reads, 1, "{:?}", c.stats());
         // After an exec, the old image's stacks are not named from the new one.
-        c.exec(me);
+        c.exec(me, u64::MAX);
         assert_eq!(c.normalize(me, 0, 0, &[code]), Err(Gone::Execd));
         assert!(c.normalize(me, 1, 0, &[code]).is_ok());
+        // An event decoded before its exec event has the old generation: its stack, taken after
+        // the exec, is of the new image; one taken before is not.
+        c.exec(me, 100);
+        assert!(c.normalize(me, 1, 200, &[code]).is_ok());
+        assert_eq!(c.normalize(me, 1, 50, &[code]), Err(Gone::Execd));
     }
 
     /// An address no mapping covers: unmapped for a stack taken before the maps were read;
