@@ -8,8 +8,10 @@
 pub mod args;
 mod batch;
 mod block;
+pub mod bounds;
 pub mod container;
 mod errno_table;
+pub mod escape;
 mod fdtype;
 mod header;
 pub mod source;
@@ -23,7 +25,8 @@ pub use batch::{
     WHY_PART_NAMES,
 };
 pub use block::{BlockOp, Rwbs};
-pub use container::CgroupInfo;
+pub use bounds::Truncation;
+pub use container::{CgroupIndex, CgroupInfo};
 pub use fdtype::{l4_proto_name, parse_sock_name, sock_addr, sock_name, FdType, SockEnd, SockName};
 pub use header::{
     dev_major_minor, BlockDevice, FdInfo, FlightInfo, Mount, ProcessInfo, TraceHeader, CAPTURE_REPLAY_V1,

@@ -30,8 +30,20 @@ pub struct Decoder {
     /// The files each process mapped during the recording (mmap calls seen), by start address:
     /// they name the file behind a page fault the kernel did not resolve.
     maps: FxHashMap<u32, BTreeMap<u64, Mapping>>,
-    /// Inodes behind page faults already looked for in /proc maps (once each).
-    maps_looked: rustc_hash::FxHashSet<(u32, u64)>,
+    /// What live processes map (their /proc maps, read within bounds): the file behind a page
+    /// fault no open named, and the files of user stacks' frames.
+    pub(crate) procmaps: crate::procmaps::MapsCache,
+    /// The stack keys of the events decoded since the last poll began, with the generation of
+    /// the event's process then (see [`crate::procmaps::MapsCache::generation`]): an event's
+    /// `kstack` / `ustack` is an index here plus 1 until the stack table names it (see
+    /// `Probe::stack_key`).
+    pub(crate) stack_keys: Vec<(u64, u32)>,
+    /// Processes that exec'd or exited in the events decoded since the last poll began.
+    pub(crate) maps_changed: Vec<u32>,
+    /// Processes that exited in the events decoded since the last poll began: forgotten by the
+    /// maps cache when the next poll begins, once this poll's stacks (some taken just before
+    /// the exit) are named.
+    exited: Vec<u32>,
     /// Read /proc for a process's cwd on first sight (live recording only).
     live: bool,
     /// Events decoded into this batch since the last take.
@@ -85,14 +97,35 @@ impl Decoder {
         d
     }
 
-    /// Name the files processes `pids` map now (their /proc maps) by inode, where nothing named
-    /// them yet: a page fault in a file mapped before the recording started (its fd closed
-    /// since) is named by them. For a recording with attribution, at its start.
+    /// Read what processes `pids` map now (their /proc maps, within the bounds of
+    /// [`crate::procmaps`]): a page fault in a file mapped before the recording started (its
+    /// fd closed since) is named from them, even if the process exits before its event is
+    /// read. For a recording with attribution, at its start.
     pub fn name_mapped_files(&mut self, pids: impl IntoIterator<Item = u32>) {
         for pid in pids {
-            for (dev, ino, path) in crate::snapshot::mapped_files(pid) {
-                self.by_inode.entry((dev, ino)).or_insert_with(|| Arc::from(path));
-            }
+            self.procmaps.prime(pid);
+        }
+    }
+
+    /// A new poll begins: the stack keys and the processes that changed of the last one are
+    /// done with.
+    pub(crate) fn begin_poll(&mut self) {
+        self.stack_keys.clear();
+        self.maps_changed.clear();
+        for pid in self.exited.drain(..) {
+            self.procmaps.exit(pid);
+        }
+    }
+
+    /// An event's stack reference from the record's status and key (see `struct ls_why`).
+    fn stack_ref(&mut self, status: i32, key: u64, pid: u32) -> u32 {
+        if status > 0 && key != 0 {
+            self.stack_keys.push((key, self.procmaps.generation(pid)));
+            self.stack_keys.len() as u32
+        } else if status < 0 {
+            status as u32
+        } else {
+            0
         }
     }
 
@@ -214,6 +247,8 @@ impl Decoder {
             // SAFETY: length checked above; ls_why is plain old data.
             let y: ls_why = unsafe { std::ptr::read_unaligned(data[RECORD_SIZE..].as_ptr() as *const ls_why) };
             set_why(&mut e, &y);
+            e.kstack = self.stack_ref(y.kstack, y.kstack_key, r.pid);
+            e.ustack = self.stack_ref(y.ustack, y.ustack_key, r.pid);
             (y.fault_dev, y.fault_ino, y.fault_off)
         } else {
             set_why(&mut e, &ls_why::default());
@@ -246,17 +281,20 @@ impl Decoder {
     /// there (`file`: device, inode, offset; inode 0 when it could not look), named by its
     /// inode; else the mapping of a recorded mmap call of the process that covers the address.
     /// While recording, an inode no open named is looked for in the process's /proc maps (a
-    /// file mapped before the recording, its fd closed since). Neither: left unnamed (its
-    /// offset too, unless the kernel gave it).
+    /// file mapped before the recording, its fd closed since; read within the bounds of
+    /// [`crate::procmaps`]). Neither: left unnamed (its offset too, unless the kernel gave it).
     fn name_fault(&mut self, e: &mut Event, (dev, ino, off): (u32, u64, u64)) {
         if ino != 0 {
             e.fault_off = off as i64;
-            if self.live && !self.by_inode.contains_key(&(dev, ino)) && self.maps_looked.insert((dev, ino)) {
-                self.name_mapped_files([e.pid]);
-            }
             if let Some(p) = self.by_inode.get(&(dev, ino)) {
                 e.fault_path.push_str(p);
                 return;
+            }
+            if self.live {
+                if let Some((p, _)) = self.procmaps.file_at(e.pid, e.fault_addr, dev, ino) {
+                    e.fault_path.push_str(&p);
+                    return;
+                }
             }
         }
         let addr = e.fault_addr;
@@ -482,6 +520,9 @@ impl Decoder {
             }
             Some(ProcOp::Exec) => {
                 self.maps.remove(&e.pid);
+                // A new image: the stacks of the old one are not named from it.
+                self.procmaps.exec(e.pid, e.ts.saturating_add(e.lat));
+                self.maps_changed.push(e.pid);
                 e.path = self.resolve(e.pid, AT_FDCWD, p1);
                 // The argument area: NUL-separated arguments, joined by spaces.
                 for (i, a) in raw2.split(|&c| c == 0).filter(|a| !a.is_empty()).enumerate() {
@@ -494,6 +535,8 @@ impl Decoder {
             Some(ProcOp::Exit) => {
                 self.cwd.remove(&e.pid);
                 self.maps.remove(&e.pid);
+                self.exited.push(e.pid);
+                self.maps_changed.push(e.pid);
                 self.by_fd.retain(|(p, _), _| *p != e.pid);
             }
             None => {}
@@ -525,8 +568,8 @@ fn set_why(e: &mut Event, y: &ls_why) {
     e.runq_cpu = y.rq_cpu;
     e.wake_dev = y.wake_dev;
     e.wake_sector = y.wake_sector;
-    e.kstack = y.kstack as u32;
-    e.ustack = y.ustack as u32;
+    e.kstack = 0;
+    e.ustack = 0;
     e.waker_wait_part = y.waker_wait_part;
     e.waker_wait_ns = y.waker_wait_ns;
     e.wake_held_ns = y.wake_held_ns;
@@ -822,18 +865,21 @@ mod tests {
         assert_eq!(b.fault_addr[1], 0x7000_1010);
     }
 
-    /// This process's /proc maps name its own executable by the kernel's device number and inode.
+    /// This process's /proc maps name its own executable at an address of its code, by the
+    /// kernel's device number and inode; another inode at that address is not named.
     #[test]
     fn proc_maps_name_mapped_files_by_inode() {
         use std::os::unix::fs::MetadataExt;
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let m = std::fs::metadata(&exe).unwrap();
         let dev = crate::snapshot::kdev(m.dev());
-        let files = crate::snapshot::mapped_files(std::process::id());
-        assert!(files.contains(&(dev, m.ino(), exe.to_string_lossy().into_owned())), "{files:?}");
-        let mut d = Decoder::new(&TraceHeader::default(), false);
+        let code = proc_maps_name_mapped_files_by_inode as *const () as usize as u64;
+        let mut d = Decoder::new(&TraceHeader::default(), true);
         d.name_mapped_files([std::process::id()]);
-        assert_eq!(d.by_inode.get(&(dev, m.ino())).map(|p| p.to_string()), Some(exe.to_string_lossy().into_owned()));
+        let (path, _) = d.procmaps.file_at(std::process::id(), code, dev, m.ino()).expect("named");
+        assert_eq!(&*path, exe.to_str().unwrap());
+        assert_eq!(d.procmaps.file_at(std::process::id(), code, dev, m.ino() + 1), None);
+        assert_eq!(d.procmaps.stats().reads, 1);
     }
 
     #[test]

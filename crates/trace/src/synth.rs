@@ -228,6 +228,7 @@ pub fn sample_header() -> TraceHeader {
         cgroups: Vec::new(),
         groups: [(0, "root".to_string()), (1000, "ünï".to_string())].into_iter().collect(),
         flight: None,
+        truncated: Default::default(),
     }
 }
 

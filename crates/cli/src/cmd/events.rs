@@ -85,7 +85,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         for &i in c.rows {
             let i = i as usize;
             let text = if json_lines {
-                serde_json::to_string(&json(&header, b, i))?
+                latscope_event::escape::json_ascii_controls(serde_json::to_string(&json(&header, b, i))?)
             } else if a.why {
                 let mut t = line(&header, b, i, tf);
                 if let Some(w) = latscope_view::why::line(&header, b, i) {

@@ -55,9 +55,10 @@ pub struct Args {
     /// Only the events table (no processes, disks, traces and stacks tables).
     #[arg(long)]
     pub no_tables: bool,
-    /// Look up the recorded binaries under DIR (their recorded paths below it) to name the user
-    /// frames of the stacks table; by default their recorded paths. A binary whose build id
-    /// differs from the recorded one is not used.
+    /// Look up the recorded binaries under DIR (their recorded paths below it, as if DIR were /:
+    /// never outside it) to name the user frames of the stacks table; by default their recorded
+    /// paths. Only regular files are read; a binary whose build id differs from the recorded one
+    /// is not used.
     #[arg(long, value_name = "DIR")]
     pub binaries: Option<PathBuf>,
     /// No progress line.

@@ -73,7 +73,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let wall = (header.realtime_offset_ns != 0).then(|| header.wall_ns(header.start_ns));
     let out = a.output.as_deref();
     if a.json.json {
-        write_output(out, format!("{}\n", serde_json::to_string(&tl.to_json(wall))?).as_bytes())?;
+        write_output(
+            out,
+            format!("{}\n", latscope_event::escape::json_ascii_controls(serde_json::to_string(&tl.to_json(wall))?))
+                .as_bytes(),
+        )?;
     } else if out.is_some() {
         let noun = if kind == EventKind::Block { "Block I/O" } else { "Syscall" };
         let title = a.title.clone().unwrap_or_else(|| format!("{noun} load and latency"));

@@ -161,7 +161,7 @@ fn run_cause(a: &Args) -> Result<ExitCode> {
     if a.json.json {
         let mut j = agg.to_json(a.limit);
         j["source"] = serde_json::json!(read.file.display().to_string());
-        writeln!(o, "{}", serde_json::to_string(&j)?)?;
+        writeln!(o, "{}", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))?;
     } else {
         write!(o, "{}", agg.render_text(a.limit))?;
         if agg.waits_left_out > 0 {
@@ -194,7 +194,7 @@ fn run_file(a: &Args, by: GroupBy, read: &ReadArgs) -> Result<ExitCode> {
     if a.json.json {
         let mut j = top.to_json(a.sort, a.limit, secs);
         j["source"] = serde_json::json!(read.file.display().to_string());
-        writeln!(o, "{}", serde_json::to_string(&j)?)?;
+        writeln!(o, "{}", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))?;
     } else {
         let f = scan.filter();
         let matching = if f.is_match_all() { String::new() } else { format!(" matching '{}'", f.source()) };
@@ -238,7 +238,7 @@ fn run_live(a: &Args, by: GroupBy) -> Result<ExitCode> {
             let mut j = top.to_json(a.sort, a.limit, secs);
             j["lost"] = serde_json::json!(lost);
             j["not_followed"] = serde_json::json!(not_followed);
-            writeln!(o, "{}", serde_json::to_string(&j)?)?;
+            writeln!(o, "{}", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))?;
         } else {
             if tty {
                 write!(o, "\x1b[H\x1b[2J")?;

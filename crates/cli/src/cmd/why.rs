@@ -63,9 +63,10 @@ pub struct Args {
     /// blocked time by waker, with a legend.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
-    /// Look up the recorded binaries under DIR (their recorded paths below it) to name user
-    /// frames, e.g. a copy of the recording machine's files; by default their recorded paths.
-    /// A binary whose build id differs from the recorded one is not used.
+    /// Look up the recorded binaries under DIR (their recorded paths below it, as if DIR were /:
+    /// never outside it) to name user frames, e.g. a copy of the recording machine's files; by
+    /// default their recorded paths. Only regular files are read; a binary whose build id
+    /// differs from the recorded one is not used.
     #[arg(long, value_name = "DIR")]
     pub binaries: Option<PathBuf>,
     #[command(flatten)]
@@ -206,7 +207,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
         if a.stacks {
             if a.json.json {
-                println!("{}", stacks::to_json(&sagg, names, a.top));
+                println!(
+                    "{}",
+                    latscope_event::escape::json_ascii_controls(stacks::to_json(&sagg, names, a.top).to_string())
+                );
             } else {
                 print!("{}", stacks::render_text(&sagg, names, a.top));
             }
@@ -220,7 +224,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
     }
     if a.json.json {
-        println!("{}", agg.to_json(a.top));
+        println!("{}", latscope_event::escape::json_ascii_controls(agg.to_json(a.top).to_string()));
     } else {
         print!("{}", agg.render_ticket(&header, a.top, last.saturating_sub(first.min(last))));
     }

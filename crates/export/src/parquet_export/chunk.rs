@@ -305,19 +305,21 @@ fn each_row<U>(sel: Sel<'_>, out: &mut Vec<U>, f: impl FnMut(usize) -> U) {
 }
 
 /// The selected rows' keys of a dictionary column into `out` (cleared first).
-fn gather_keys(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &mut Vec<i16>) {
+fn gather_keys(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &mut Vec<i32>) {
     out.clear();
     match src {
-        Src::Kind => sel.gather(&b.kind, out, kind_key),
-        Src::FdType => sel.gather(&b.fd_type, out, fd_type_key),
+        Src::Kind => sel.gather(&b.kind, out, |k| i32::from(kind_key(k))),
+        Src::FdType => sel.gather(&b.fd_type, out, |t| i32::from(fd_type_key(t))),
         Src::Op => match sel {
-            Sel::Range(a, e) => out.extend(b.kind[a..e].iter().zip(&b.nr[a..e]).map(|(&k, &nr)| op_key(k, nr))),
-            Sel::Idx(r) => out.extend(r.iter().map(|&i| op_key(b.kind[i as usize], b.nr[i as usize]))),
+            Sel::Range(a, e) => {
+                out.extend(b.kind[a..e].iter().zip(&b.nr[a..e]).map(|(&k, &nr)| i32::from(op_key(k, nr))))
+            }
+            Sel::Idx(r) => out.extend(r.iter().map(|&i| i32::from(op_key(b.kind[i as usize], b.nr[i as usize])))),
         },
         Src::Disk => cx.disk_keys(&b.dev, sel, out),
         Src::CgroupInfo(_) => cx.cgroup_keys(&b.cgroup, sel, out),
-        Src::WakerKind => sel.gather(&b.waker_ctx, out, waker_kind_key),
-        Src::WakerWasIn => each_row(sel, out, |i| waker_was_in_key(b, i)),
+        Src::WakerKind => sel.gather(&b.waker_ctx, out, |c| i32::from(waker_kind_key(c))),
+        Src::WakerWasIn => each_row(sel, out, |i| i32::from(waker_was_in_key(b, i))),
         _ => out.resize(sel.len(), 0),
     }
 }
@@ -341,7 +343,7 @@ struct Pager {
     zstd: zstd::bulk::Compressor<'static>,
     level: ZstdLevel,
     ints: Vec<i64>,
-    keys: Vec<i16>,
+    keys: Vec<i32>,
     raw: Vec<u8>,
     /// Strings derived per row (`waker_comm`).
     names: StrCol,
@@ -891,6 +893,10 @@ impl Column {
     #[cfg(test)]
     fn add_keys(&mut self, a: &ArrayRef, p: &mut Pager) -> Result<()> {
         match a.data_type() {
+            DataType::Dictionary(k, _) if **k == DataType::Int32 => {
+                let d = a.as_dictionary::<Int32Type>();
+                self.remap_keys(d.keys().values(), d.values().as_string::<i32>())?;
+            }
             DataType::Dictionary(k, _) if **k == DataType::Int16 => {
                 let d = a.as_dictionary::<Int16Type>();
                 self.remap_keys(d.keys().values(), d.values().as_string::<i32>())?;

@@ -110,7 +110,7 @@ pub(crate) struct TraceContext {
     /// trace's cgroup table, in the table's order.
     pub(crate) cgroup_values: Vec<ArrayRef>,
     /// The key (1 + position in the table) of each cgroup id.
-    cgroup_keys: HashMap<u64, i16>,
+    cgroup_keys: HashMap<u64, i32>,
     /// Mixed into the trace's stack ids to make them unique across traces (see
     /// [`TraceContext::stack_key`]).
     stack_tag: u64,
@@ -125,7 +125,8 @@ impl TraceContext {
             names.push(d.name.clone());
             devs.push(d.dev);
         }
-        let cgroups = &header.cgroups[..header.cgroups.len().min(i16::MAX as usize - 1)];
+        // Every cgroup of the table (at most MAX_CGROUPS, which readers keep) has a key.
+        let cgroups = &header.cgroups[..header.cgroups.len().min(latscope_event::bounds::MAX_CGROUPS)];
         let column = |f: &dyn Fn(&CgroupInfo) -> &str| -> ArrayRef {
             Arc::new(StringArray::from_iter_values(std::iter::once("").chain(cgroups.iter().map(f))))
         };
@@ -141,7 +142,7 @@ impl TraceContext {
         // A cgroup listed twice keeps its first entry.
         let mut cgroup_keys = HashMap::with_capacity(cgroups.len());
         for (i, c) in cgroups.iter().enumerate() {
-            cgroup_keys.entry(c.id).or_insert(i as i16 + 1);
+            cgroup_keys.entry(c.id).or_insert(i as i32 + 1);
         }
         TraceContext {
             host: Arc::new(StringArray::from(vec![host])),
@@ -170,14 +171,14 @@ impl TraceContext {
 
     /// The key of each selected row's disk in `disk_names` (0: none, or not a known disk),
     /// appended to `out`.
-    pub(crate) fn disk_keys(&self, dev: &[u32], sel: Sel<'_>, out: &mut Vec<i16>) {
-        let mut last = (0u32, 0i16);
+    pub(crate) fn disk_keys(&self, dev: &[u32], sel: Sel<'_>, out: &mut Vec<i32>) {
+        let mut last = (0u32, 0i32);
         let key = |dev: u32| {
             if dev == 0 {
                 return 0;
             }
             if dev != last.0 {
-                let k = self.disk_devs.iter().position(|&x| x == dev).map_or(0, |p| p as i16 + 1);
+                let k = self.disk_devs.iter().position(|&x| x == dev).map_or(0, |p| p as i32 + 1);
                 last = (dev, k);
             }
             last.1
@@ -189,9 +190,9 @@ impl TraceContext {
 impl TraceContext {
     /// The key of each selected row's cgroup in `cgroup_values` (0: a cgroup the trace's table
     /// does not list), appended to `out`.
-    pub(crate) fn cgroup_keys(&self, cgroup: &[u64], sel: Sel<'_>, out: &mut Vec<i16>) {
+    pub(crate) fn cgroup_keys(&self, cgroup: &[u64], sel: Sel<'_>, out: &mut Vec<i32>) {
         // Consecutive events mostly come from the same task: one lookup per change of cgroup.
-        let mut last = (u64::MAX, 0i16);
+        let mut last = (u64::MAX, 0i32);
         let key = |id: u64| {
             if id != last.0 {
                 last = (id, self.cgroup_keys.get(&id).copied().unwrap_or(0));

@@ -535,4 +535,43 @@ mod tests {
         assert!(some.len() > all.len() / 4 && some.len() < all.len() * 3 / 4);
         assert_eq!(rows_of(&out), some);
     }
+
+    /// Past 32,766 cgroups in a trace, the container columns of the events in the others were
+    /// silently empty (16-bit dictionary keys): every cgroup the trace names has its values.
+    #[test]
+    fn events_in_any_of_forty_thousand_cgroups_carry_their_container_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.lst");
+        let mut header = synth::sample_header();
+        let n = 40_000u64;
+        header.cgroups = (1..=n)
+            .map(|i| latscope_event::CgroupInfo {
+                id: 1000 + i,
+                path: format!("/c{i}"),
+                container_id: format!("{i:064x}"),
+                container_name: format!("web-{i}"),
+                ..Default::default()
+            })
+            .collect();
+        let mut rng = synth::Rng::new(12);
+        let mut b = synth::random_batch(&mut rng, 4);
+        for (c, i) in b.cgroup.iter_mut().zip([1u64, 32_766, 32_767, n]) {
+            *c = 1000 + i;
+        }
+        let mut w = TraceWriter::create(&trace, &header).unwrap();
+        w.write_batch(&b, 0).unwrap();
+        w.finish(Summary::default()).unwrap();
+        let out = dir.path().join("c.parquet");
+        export_parquet(&[trace], &ParquetOptions::new(Output::File(out.clone())), &mut |_| {}).unwrap();
+        let f = std::fs::File::open(&out).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(f).unwrap().build().unwrap();
+        let mut names = Vec::new();
+        for rb in reader {
+            let rb = rb.unwrap();
+            let d = rb.column_by_name("container_name").unwrap().as_dictionary::<Int32Type>();
+            let values = d.values().as_string::<i32>();
+            names.extend(d.keys().values().iter().map(|&k| values.value(k as usize).to_string()));
+        }
+        assert_eq!(names, ["web-1", "web-32766", "web-32767", "web-40000"]);
+    }
 }

@@ -107,6 +107,7 @@ pub const STACK_COLUMNS: &[ColumnDoc] = &[
     col("symbol", STR, "the frame as latscope's views name it: kernel `function+0xoff` as named when recording, user functions from the binaries at hand, else `file+0xoffset` or the address; a stack without frames has one row saying why"),
     ncol("file", STR, "user frames: the file mapped at `addr`; NULL otherwise"),
     ncol("build_id", STR, "user frames: the GNU build id of `file`, lower-case hex; NULL when it has none"),
+    col("file_deleted", "BOOLEAN", "user frames: `file` had been deleted (removed, or replaced at its path) while the process mapped it, what `/proc/PID/maps` shows as `(deleted)`"),
     col("truncated", "BOOLEAN", "the capture stopped at its depth limit: outer frames may be missing"),
     ncol("missing", STR, "why the stack has no frames (capture failed, process exited before its addresses were read); NULL when it has them"),
 ];
@@ -177,7 +178,8 @@ pub(crate) fn event_schema() -> SchemaRef {
     let t = |name: &str| -> DataType {
         match name {
             "host" | "op" | "disk" => dict(DataType::Int16),
-            c if CGROUP_COLUMNS.contains(&c) => dict(DataType::Int16),
+            // A trace may name more cgroups than 16-bit keys count.
+            c if CGROUP_COLUMNS.contains(&c) => dict(DataType::Int32),
             "kind" | "fd_type" | "waker_kind" | "waker_was_in" => dict(DataType::Int8),
             "time" => ts_type(),
             "comm" | "path" | "path2" | "waker_comm" | "fault_path" => DataType::Utf8,

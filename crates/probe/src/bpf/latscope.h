@@ -190,8 +190,9 @@ struct ls_why {
 	__u8 waker_ctx;           /* enum ls_waker_ctx */
 	__u8 pad;
 	char waker_comm[LS_COMM_LEN];
-	/* Stacks (record --why with stacks): an id in why_kstacks / why_ustacks plus 1; 0 none;
-	 * negative: -errno of the capture (the stack is missing). */
+	/* Stacks (record --why with stacks): 1 captured (its key below), 0 none, negative: -errno
+	 * of the capture (the stack is missing: -EEXIST a hash collision, -E2BIG a full map,
+	 * -EDQUOT the user's quota of new stacks used up; see why.bpf.h). */
 	__s32 kstack;             /* kernel stack where the call blocked (its longest blocked interval) */
 	__s32 ustack;             /* user stack of the call */
 	/* One level of cascade (wPerf): what the waking thread (LS_WAKER_TASK) was itself blocked
@@ -216,6 +217,10 @@ struct ls_why {
 	__u64 fault_off;
 	__u32 fault_dev;
 	__u32 pad3;
+	/* The captured stacks' keys in why_kstacks / why_ustacks: a 64-bit hash of the frames,
+	 * never 0 (0: none). */
+	__u64 kstack_key;
+	__u64 ustack_key;
 };
 
 /*
@@ -238,7 +243,8 @@ struct ls_agg_blk {
 	__u64 size[LS_AGG_BUCKETS];  /* bytes of each completion, the same buckets */
 };
 
-/* Stacks of record --why: frames kept per stack, stacks the maps hold. */
-enum ls_stack_limits { LS_STACK_DEPTH = 64, LS_STACK_ENTRIES = 8192 };
+/* Stacks of record --why: frames kept per stack, stacks each map holds, and the new stacks one
+ * user may store in a map between two reads by user space (a quarter of it: see why.bpf.h). */
+enum ls_stack_limits { LS_STACK_DEPTH = 64, LS_STACK_ENTRIES = 8192, LS_STACK_USER_QUOTA = 2048 };
 
 #endif

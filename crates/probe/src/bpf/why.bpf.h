@@ -66,6 +66,7 @@ struct ls_why_acc {
 	__u8 waker_ctx;
 	__u8 kstack_due;      /* the blocked interval just woken is to give its kernel stack (below) */
 	__s32 best_kstack;    /* kernel stack of the longest blocked interval (ls_why.kstack encoding) */
+	__u64 best_kkey;      /* and its key (ls_why.kstack_key) */
 	/* The cascade of the longest blocked interval: what its waker was blocked in meanwhile. */
 	__u64 casc_ns;
 	__u8 casc_part;
@@ -101,15 +102,31 @@ struct {
 } whys SEC(".maps");
 
 /*
- * Stacks, deduplicated (same frames, same id); user space reads each new id once. Sized to 1
- * entry by user space when stacks are off. An id the map cannot take (full, or its slot holds
- * other frames) is a missing stack, said as such in the trace.
+ * Stacks (record --why --stacks). Each distinct stack is stored once, in a hash map of its kind
+ * (why_kstacks, why_ustacks), under a 64-bit hash of its frames; the event carries the key
+ * (ls_why.kstack_key / ustack_key) and a status (ls_why.kstack / ustack: 1, or -errno when the
+ * stack is missing). Both maps are sized to 1 entry by user space when stacks are off.
  *
- * Kernel stacks are those of a task being switched in (bpf_get_task_stack, not the current
- * task's), which a stack trace map cannot take: they go to a hash map keyed by a hash of their
- * frames, read back by user space the same way (the id is the key).
+ * The maps are a hand-over, not a store: after each read of the ring buffer, user space drains
+ * them (BPF_MAP_LOOKUP_AND_DELETE_BATCH) into a table of its own, so they only ever hold the
+ * stacks first seen since the last read. Because the key is a 64-bit hash, a key names the
+ * same frames for the whole recording (two distinct stacks share one with a probability of
+ * about 2^-64 per pair, and the frames are compared when both are stored at once): user space
+ * keeps what it drained by key, and a stack stored again after a drain is the one it has.
+ *
+ * So that no user can fill a map for everyone between two drains (a process calling from ever
+ * new addresses makes a new user stack per call), each user (the task's uid) may store at most
+ * LS_STACK_USER_QUOTA new stacks per map between two drains (why_stack_epoch, which user space
+ * bumps at each drain); past it, its stacks are missing with -EDQUOT, and only its own. A stack
+ * already stored costs no quota.
+ *
+ * Kernel stacks are those of a task being switched in (bpf_get_task_stack), user stacks those
+ * of the current task at its syscall's exit (bpf_get_stack with BPF_F_USER_STACK): each is read
+ * into a per-CPU buffer of its own (the two capture points run in different programs), hashed,
+ * and stored if new. A later change of how stacks are captured (DWARF unwinding from a copy of
+ * the user stack, say) only changes what goes into the buffer and the map's value.
  */
-struct ls_kstack {
+struct ls_stack {
 	__u64 ip[LS_STACK_DEPTH];
 };
 
@@ -117,77 +134,145 @@ struct ls_kstack {
 #define EFAULT 14
 #define EEXIST 17
 #endif
+#ifndef EDQUOT
+#define EDQUOT 122
+#endif
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, LS_STACK_ENTRIES);
-	__type(key, __u32);
-	__type(value, struct ls_kstack);
+	__type(key, __u64);
+	__type(value, struct ls_stack);
 } why_kstacks SEC(".maps");
 
-/* Where a kernel stack is copied before it is looked up (too large for the BPF stack). */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct ls_kstack);
-} why_kbuf SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, LS_STACK_ENTRIES);
-	__type(key, __u32);
-	__uint(value_size, LS_STACK_DEPTH * sizeof(__u64));
+	__type(key, __u64);
+	__type(value, struct ls_stack);
 } why_ustacks SEC(".maps");
 
-/* A bpf_get_stackid() result as ls_why.kstack/ustack hold it: id + 1, or -errno. */
-static __always_inline __s32 why_stack_ref(long id)
+/* Where a stack is read before it is looked up (too large for the BPF stack): [0] kernel
+ * stacks (sched_switch), [1] user stacks (sys_exit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct ls_stack);
+} why_sbuf SEC(".maps");
+
+/* New stacks a user stored in the current epoch, per map kind (index 0 kernel, 1 user). */
+struct ls_stack_quota {
+	__u32 epoch;
+	__u32 used[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct ls_stack_quota);
+} why_stack_quota SEC(".maps");
+
+/* Bumped by user space each time it drains the stack maps: quotas start again. */
+volatile __u32 why_stack_epoch = 1;
+
+/* May `uid` store one more new stack of kind `k` (0 kernel, 1 user) in this epoch? Counts it. */
+static __always_inline bool why_stack_quota_take(__u32 uid, __u32 k)
 {
-	return id >= 0 ? (__s32)(id + 1) : (__s32)id;
+	__u32 epoch = why_stack_epoch;
+	struct ls_stack_quota *q = bpf_map_lookup_elem(&why_stack_quota, &uid);
+	if (!q) {
+		struct ls_stack_quota fresh = { .epoch = epoch };
+		fresh.used[k & 1] = 1;
+		/* A full LRU map evicts another user's count: it starts again, never blocks. */
+		bpf_map_update_elem(&why_stack_quota, &uid, &fresh, BPF_ANY);
+		return true;
+	}
+	if (q->epoch != epoch) {
+		q->epoch = epoch;
+		q->used[0] = 0;
+		q->used[1] = 0;
+	}
+	if (q->used[k & 1] >= LS_STACK_USER_QUOTA)
+		return false;
+	__sync_fetch_and_add(&q->used[k & 1], 1);
+	return true;
 }
 
 /*
- * The kernel stack of `task`, which is not running (it is being switched in): where it blocked,
- * as the kernel saved it when it switched out. The kernel leaves out the scheduler's own frames
- * (__schedule, schedule, io_schedule, schedule_timeout, ...: its stack_trace_save_tsk), so the
- * stack starts at the function that waited. Stored once per distinct stack, under a 30-bit hash
- * of its frames (an id + 1 that stays positive); as why_stack_ref.
+ * Store the stack in `b` (zero-filled past its frames) in `map` unless it is there: its key in
+ * *key; returns 1, or -errno (the stack is missing): -EEXIST another stack under the same key,
+ * -EDQUOT the user's quota used up, -E2BIG (or -ENOMEM) the map full.
  */
-static __always_inline __s32 why_task_kstack(struct task_struct *task)
+static __always_inline __s32 why_store_stack(void *map, struct ls_stack *b, __u32 uid, __u32 kind, __u64 *key)
 {
-	__u32 zero = 0;
-	struct ls_kstack *b = bpf_map_lookup_elem(&why_kbuf, &zero);
-	if (!b)
-		return -EFAULT;
-	/* Zero-fills the buffer past the frames it copies. */
-	long n = bpf_get_task_stack(task, b->ip, sizeof(b->ip), 0);
-	if (n <= 0)
-		return n < 0 ? (__s32)n : -EFAULT;
+	/* FNV-1a over the frames. */
 	__u64 h = 0xcbf29ce484222325ULL;
 	for (int i = 0; i < LS_STACK_DEPTH; i++) {
 		if (!b->ip[i])
 			break;
 		h = (h ^ b->ip[i]) * 0x100000001b3ULL;
 	}
-	__u32 id = (__u32)(h ^ (h >> 32)) & 0x3fffffff;
-	struct ls_kstack *v = bpf_map_lookup_elem(&why_kstacks, &id);
+	if (!h)
+		h = 1;
+	struct ls_stack *v = bpf_map_lookup_elem(map, &h);
 	if (!v) {
-		long err = bpf_map_update_elem(&why_kstacks, &id, b, BPF_NOEXIST);
+		if (!why_stack_quota_take(uid, kind))
+			return -EDQUOT;
+		long err = bpf_map_update_elem(map, &h, b, BPF_NOEXIST);
 		if (err == -EEXIST) /* another CPU stored it meanwhile: compared below */
-			v = bpf_map_lookup_elem(&why_kstacks, &id);
+			v = bpf_map_lookup_elem(map, &h);
+		else if (err)
+			return (__s32)err;
 		else
-			return err ? (__s32)err : (__s32)(id + 1);
+			goto stored;
 		if (!v)
 			return -EEXIST;
 	}
 	/* Both are zero-filled past their frames: equal up to the first zero, equal. */
 	for (int i = 0; i < LS_STACK_DEPTH; i++) {
 		if (v->ip[i] != b->ip[i])
-			return -EEXIST; /* another stack with the same hash */
+			return -EEXIST; /* another stack with the same key */
 		if (!b->ip[i])
 			break;
 	}
-	return (__s32)(id + 1);
+stored:
+	*key = h;
+	return 1;
+}
+
+/*
+ * The kernel stack of `task`, which is not running (it is being switched in): where it blocked,
+ * as the kernel saved it when it switched out. The kernel leaves out the scheduler's own frames
+ * (__schedule, schedule, io_schedule, schedule_timeout, ...: its stack_trace_save_tsk), so the
+ * stack starts at the function that waited. As why_store_stack.
+ */
+static __always_inline __s32 why_task_kstack(struct task_struct *task, __u64 *key)
+{
+	__u32 idx = 0;
+	struct ls_stack *b = bpf_map_lookup_elem(&why_sbuf, &idx);
+	if (!b)
+		return -EFAULT;
+	/* Zero-fills the buffer past the frames it copies. */
+	long n = bpf_get_task_stack(task, b->ip, sizeof(b->ip), 0);
+	if (n <= 0)
+		return n < 0 ? (__s32)n : -EFAULT;
+	return why_store_stack(&why_kstacks, b, task->cred->uid.val, 0, key);
+}
+
+/* The user stack of the current task (at its syscall's exit: the registers of its entry). As
+ * why_store_stack. */
+static __always_inline __s32 why_user_stack(void *ctx, struct task_struct *task, __u64 *key)
+{
+	__u32 idx = 1;
+	struct ls_stack *b = bpf_map_lookup_elem(&why_sbuf, &idx);
+	if (!b)
+		return -EFAULT;
+	long n = bpf_get_stack(ctx, b->ip, sizeof(b->ip), BPF_F_USER_STACK);
+	if (n <= 0)
+		return n < 0 ? (__s32)n : -EFAULT;
+	return why_store_stack(&why_ustacks, b, task->cred->uid.val, 1, key);
 }
 
 /* What the CPU is doing now, as the wake-up programs need it, and the exit's output slot. */
@@ -358,6 +443,7 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->fd_type = first->fd_type;
 		w->kstack_due = 0;
 		w->best_kstack = 0;
+		w->best_kkey = 0;
 		w->casc_ns = 0;
 		w->casc_part = 0;
 		w->best_fault = 0;
@@ -456,7 +542,7 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 	 * is kept, and not below the --why-above threshold: the task is still where it blocked. */
 	if (w->kstack_due) {
 		w->kstack_due = 0;
-		w->best_kstack = why_task_kstack(next);
+		w->best_kstack = why_task_kstack(next, &w->best_kkey);
 	}
 }
 
@@ -748,6 +834,7 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 	o->rq_tid = w->rq_tid;
 	o->rq_cpu = w->rq_cpu;
 	o->kstack = w->best_kstack;
+	o->kstack_key = w->best_kstack > 0 ? w->best_kkey : 0;
 	o->waker_wait_ns = w->casc_ns;
 	o->waker_wait_part = w->casc_part;
 	o->wake_held_ns = w->wake_held;

@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow_array::types::{Int16Type, Int8Type};
+use arrow_array::types::{Int16Type, Int32Type, Int8Type};
 use arrow_array::{
     ArrayRef, DictionaryArray, Int16Array, Int32Array, Int64Array, Int8Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
@@ -132,6 +132,9 @@ impl EventConverter {
         let dict16 = |keys: Vec<i16>, values: &ArrayRef| -> ArrayRef {
             Arc::new(DictionaryArray::<Int16Type>::new(Int16Array::from(keys), values.clone()))
         };
+        let dict32 = |keys: Vec<i32>, values: &ArrayRef| -> ArrayRef {
+            Arc::new(DictionaryArray::<Int32Type>::new(Int32Array::from(keys), values.clone()))
+        };
         let dict8 = |keys: Vec<i8>, values: &ArrayRef| -> ArrayRef {
             Arc::new(DictionaryArray::<Int8Type>::new(Int8Array::from(keys), values.clone()))
         };
@@ -155,7 +158,7 @@ impl EventConverter {
             strings(&b.path, sel),
             strings(&b.path2, sel),
             i64s(map(&b.dev, sel, i64::from)),
-            dict16(disk_keys, &cx.disk_names),
+            dict16(disk_keys.iter().map(|&k| k as i16).collect(), &cx.disk_names),
             i64s(map(&b.ino, sel, |v| v as i64)),
             i64s(map(&b.bytes, sel, |v| v as i64)),
             i64s(map(&b.off, sel, |v| v)),
@@ -166,7 +169,7 @@ impl EventConverter {
             i64s(map(&b.cgroup, sel, |v| v as i64)),
             i64s(map(&b.qtime, sel, |v| v as i64)),
         ];
-        columns.extend(cx.cgroup_values.iter().map(|v| dict16(cgroup_keys.clone(), v)));
+        columns.extend(cx.cgroup_values.iter().map(|v| dict32(cgroup_keys.clone(), v)));
         for col in [
             &b.why_cpu,
             &b.why_runq,
