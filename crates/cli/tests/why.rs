@@ -5,7 +5,7 @@
 mod common;
 mod exportsupport;
 
-use common::{bin, compile_c, json_lines, latscope_json, latscope_ok, require_bpf};
+use common::{bin, compile_c, json_lines, latscope_json, latscope_ok, require_bpf, throttled_loop, Defer, ThrottledLoop};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -479,42 +479,6 @@ fn ext4_loop(test: &str) -> Option<common::LoopFs> {
     (require_bpf(test) && common::require_tool(test, "mkfs.ext4")).then(|| common::LoopFs::new("ext4", 64))
 }
 
-/// A loop device throttled to 20 write I/Os per second (blkio cgroup v1, or io.max on cgroup v2)
-/// in a cgroup of its own: `dev` and `pre`, a shell command that moves the shell into the
-/// cgroup. Dropping it removes both. `None` (said) where there is no controller to throttle with.
-struct ThrottledLoop {
-    dev: String,
-    pre: String,
-    _rm: Defer,
-    _lo: common::LoopDev,
-}
-
-fn throttled_loop(test: &str) -> Option<ThrottledLoop> {
-    let lo = common::LoopDev::new(64);
-    let (dev, majmin) = (lo.dev.clone(), &lo.majmin);
-    let name = format!("latscope-why-{}-{test}", std::process::id());
-    let v1 = Path::new("/sys/fs/cgroup/blkio");
-    let (cg, limit) = if v1.join("blkio.throttle.write_iops_device").exists() {
-        (v1.join(&name), ("blkio.throttle.write_iops_device", format!("{majmin} 20")))
-    } else {
-        let root = Path::new("/sys/fs/cgroup");
-        if !std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default().contains("io") {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{test}: no blkio (v1) or io (v2) controller to throttle a device with");
-            }
-            eprintln!("SKIPPED {test}: no blkio (v1) or io (v2) controller to throttle a device with");
-            return None;
-        }
-        let _ = std::fs::write(root.join("cgroup.subtree_control"), "+io");
-        (root.join(&name), ("io.max", format!("{majmin} wiops=20")))
-    };
-    std::fs::create_dir(&cg).unwrap();
-    let rm = Defer(format!("rmdir {}", cg.display()));
-    std::fs::write(cg.join(limit.0), limit.1).unwrap();
-    let pre = format!("echo $$ > {}/cgroup.procs", cg.display());
-    Some(ThrottledLoop { dev, pre, _rm: rm, _lo: lo })
-}
-
 /// Root and BPF, and a throttled loop device, else `None` (said): then `why MODE DEV 4` recorded
 /// with attribution and stacks, in the device's cgroup (the temporary directory and the device
 /// live as long as what is returned).
@@ -970,15 +934,6 @@ fn why_writes_throttled_by_dirty_page_balancing_are_block_io_in_balance_dirty_pa
         kernel.iter().any(|f| f.starts_with("generic_perform_write") || f.contains("write_iter")),
         "the write: {kernel:?}"
     );
-}
-
-/// Runs a shell command when dropped (cleanup that must happen when an assertion fails).
-struct Defer(String);
-
-impl Drop for Defer {
-    fn drop(&mut self) {
-        let _ = Command::new("sh").arg("-c").arg(&self.0).status();
-    }
 }
 
 /// `--no-stacks` (stacks were on by default once) is accepted but contradicts `--stacks`: said,

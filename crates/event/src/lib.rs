@@ -17,10 +17,11 @@ mod stacks;
 mod syscall_table;
 pub mod syscalls;
 pub mod units;
+pub mod waits;
 
 pub use batch::{
-    comm_from_words, comm_to_words, op_name, Event, EventBatch, EventKind, ProcOp, StrCol, NO_FD, WHY_PARTS,
-    WHY_PART_NAMES,
+    comm_from_words, comm_to_words, op_name, wake_flags, Event, EventBatch, EventKind, LockKind, ProcOp, StrCol, NO_FD,
+    WHY_PARTS, WHY_PART_NAMES,
 };
 pub use block::{BlockOp, Rwbs};
 pub use container::CgroupInfo;

@@ -177,6 +177,7 @@ pub(crate) enum Field {
     GroupName,
     ProcVpid,
     ThreadVtid,
+    EvtWait,
 }
 
 /// A field as listed by `latscope fields`.
@@ -251,7 +252,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 106] = [
+static FIELDS: [FieldInfo; 107] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation, as events print it: the syscall name (openat, write: syscalls only), block_ and the block op (block_write, block_flush, ...) or proc_ and the process op (proc_fork, proc_exec, proc_exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -358,6 +359,7 @@ static FIELDS: [FieldInfo; 106] = [
     info!("group.name", GroupName, String, K_ALL, "all", "the group's name (from the trace header; absent when unknown)"),
     info!("proc.vpid", ProcVpid, Number, K_ALL, "all", "the process id in the process's own pid namespace (1 for a container's first process)"),
     info!("thread.vtid", ThreadVtid, Number, K_ALL, "all", "the thread id in the thread's own pid namespace"),
+    info!("evt.wait", EvtWait, String, K_SYS, "syscall", "how the call's latency counts in rankings (the idle rule, record --why): work, on_someone (a wait another thread of the recording ended), idle_timeout (its own timeout ended it), idle_outside (outside work ended it), idle_by_syscall (a blocking wait without a breakdown)"),
 ];
 
 /// Every field a filter can test, with its type and a one-line description (for `latscope fields`).
@@ -768,6 +770,7 @@ impl Field {
                 return (!v.is_empty()).then_some(v.as_bytes());
             }
             Field::EvtDir if kind < 3 => "<",
+            Field::EvtWait if sys => latscope_event::waits::wait_kind(b, row).name(),
             Field::EvtSource if kind < 3 => "syscall",
             Field::EvtLatencyHuman if sys || blk => {
                 let buf = buf?;

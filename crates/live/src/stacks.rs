@@ -51,6 +51,11 @@ impl StackResolver {
             if b.kind[i] == EventKind::Syscall as u8 && b.ustack[i] != 0 {
                 b.ustack[i] = self.user_stack(probe, b.pid[i], b.ustack[i] as i32, &mut b.stacks);
             }
+            // The waker's, where it ended the wait: read in its thread's /proc entry (its
+            // process's maps), the waker's process not being recorded.
+            if b.kind[i] == EventKind::Syscall as u8 && b.waker_ustack[i] != 0 {
+                b.waker_ustack[i] = self.user_stack(probe, b.waker_tid[i], b.waker_ustack[i] as i32, &mut b.stacks);
+            }
         }
         for i in from..b.len() {
             if b.kind[i] == EventKind::Syscall as u8 && b.kstack[i] != 0 {

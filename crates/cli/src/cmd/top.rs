@@ -164,12 +164,8 @@ fn run_cause(a: &Args) -> Result<ExitCode> {
         writeln!(o, "{}", serde_json::to_string(&j)?)?;
     } else {
         write!(o, "{}", agg.render_text(a.limit))?;
-        if agg.waits_left_out > 0 {
-            writeln!(
-                o,
-                "\n{} idle waits (poll, futex, sleeps, wait4, ...) left out: --waits counts them",
-                agg.waits_left_out
-            )?;
+        if let Some(n) = agg.waits.note() {
+            writeln!(o, "\n{n}")?;
         }
     }
     o.flush()?;
@@ -180,6 +176,7 @@ fn run_file(a: &Args, by: GroupBy, read: &ReadArgs) -> Result<ExitCode> {
     let kind = read.kind(a.block);
     let mut cols = vec!["kind", "ts", "lat", "bytes", "nr", "ret"];
     cols.extend(by.columns());
+    cols.extend(latscope_view::waits::COLUMNS);
     let mut scan = read.open("top", ScanPlan { columns: &cols, zone: None })?;
     let mut top = Top::new(by)
         .with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?)
