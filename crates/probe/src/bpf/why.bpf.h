@@ -110,6 +110,10 @@ struct ls_why_acc {
 	__u64 lock_addr;
 	__s64 lock_start, lock_len;
 	__u32 lock_op, lock_word;
+	/* The task's page faults (min_flt + maj_flt) when the call's last fault in the kernel
+	 * began: the kernel counts a fault when it is done, so an I/O wait while the count is
+	 * still this one is inside that fault, and one after it is not the fault's. */
+	__u64 flt_cnt;
 	/* The futex this thread was last woken on by another (it may hold it now), across calls:
 	 * its entry in why_fxs says whether it is blocked (see below). */
 	__u64 fx_held;
@@ -542,7 +546,9 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 	__u8 hint = 0;
 	if (BPF_CORE_READ_BITFIELD(prev, in_iowait))
 		hint = WHY_HINT_IOWAIT;
-	if (hint && w->fault_call == w->call_ts)
+	/* Inside the call's last page fault: the task's fault count is still the one at its start
+	 * (a buffered read's I/O waits after a minor fault of its copy are not the fault's). */
+	if (hint && w->fault_call == w->call_ts && prev->min_flt + prev->maj_flt == w->flt_cnt)
 		hint |= WHY_HINT_FAULT;
 	w->hint = hint;
 	/* The file mapped at the fault's address, looked up once per fault and only for a fault
@@ -748,13 +754,17 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 	}
 	bool by_rq = (cause == LS_WHY_IO || cause == LS_WHY_FAULT) && rq_recent;
 	why_blocked_end(w, cause, d, now, by_rq ? wc->rq_dev : 0);
-	/* A block request's completion ended an I/O wait: of the wait, the time before the request
-	 * existed (its bio held by cgroup I/O throttling or a plug, or not yet submitted), then its
-	 * time queued and on the device, summed over the call's I/O waits. */
+	/* A block request's completion ended an I/O wait: the wait split into the time before the
+	 * request existed (its bio held by cgroup I/O throttling or a plug, or not yet submitted),
+	 * its time queued and on the device, each clipped to the wait (a readahead request queued
+	 * before it adds only what it spent queued during it), so that the three add up to the
+	 * wait; summed over the call's I/O waits. */
 	if (by_rq) {
-		w->wake_held += wc->rq_start > w->mark ? wc->rq_start - w->mark : 0;
-		w->wake_queue += wc->rq_queue;
-		w->wake_device += wc->rq_device;
+		__u64 from = w->mark, ins = wc->rq_start, iss = wc->rq_start + wc->rq_queue;
+		__u64 qs = ins > from ? ins : from, ds = iss > from ? iss : from;
+		w->wake_held += ins > from ? ins - from : 0;
+		w->wake_queue += iss > qs ? iss - qs : 0;
+		w->wake_device += now > ds ? now - ds : 0;
 	}
 	if (d >= w->best_wait) {
 		w->best_wait = d;
@@ -822,8 +832,9 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 }
 
 /* A page fault in kernel mode (a copy from or to user memory) inside a traced call: its I/O
- * waits are the fault's. (No tracepoint marks the fault's end: later I/O waits of the same call
- * count as the fault's too.) */
+ * waits are the fault's. No tracepoint marks the fault's end; the kernel counts the fault in the
+ * task's min_flt or maj_flt when it is done (a fault it retries after waiting, when the retry is
+ * done): an I/O wait while the count is still the one taken here is inside it. */
 SEC("tp_btf/page_fault_kernel")
 int BPF_PROG(ls_why_fault, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
@@ -855,6 +866,7 @@ int BPF_PROG(ls_why_fault, unsigned long address, struct pt_regs *regs, unsigned
 		w->bf = w->flt;
 	}
 	w->fault_call = call_ts;
+	w->flt_cnt = task->min_flt + task->maj_flt;
 	/* Its file is looked up if it waits for I/O (why_switch_out). */
 	w->flt.addr = address;
 	w->flt.ino = 0;
