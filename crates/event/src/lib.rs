@@ -9,6 +9,7 @@ pub mod args;
 mod batch;
 mod block;
 pub mod container;
+pub mod locks;
 mod errno_table;
 mod fdtype;
 mod header;

@@ -451,6 +451,13 @@ fn wait_and_lock_fields() {
             ("evt.wait startswith idle", "01101"),
             ("evt.wait = idle_by_syscall", "00001"),
             ("evt.wait exists", "11101"),
+            ("lock.kind = futex", "10000"),
+            ("lock.kind in (futex, flock)", "11000"),
+            ("lock.kind exists", "11000"),
+            ("lock.addr = 2130710528", "10000"),
+            ("lock.addr exists", "10000"),
+            ("lock.owner = 42", "10000"),
+            ("lock.owner exists", "10000"),
         ],
     );
 }
