@@ -5,6 +5,7 @@
 //! without `--why`, or faster than `--why-above`) has none and is counted apart.
 
 use crate::waits::wait_kind;
+use latscope_chain::{ChainIndex, RootAgg};
 use latscope_event::units::fmt_ns;
 use latscope_event::{comm_from_words, op_name, EventBatch, EventKind, TraceHeader, WHY_PARTS, WHY_PART_NAMES};
 use serde_json::{json, Map, Value};
@@ -71,6 +72,9 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<Value> {
     m.insert("wait".into(), json!(wait_kind(b, i).name()));
     if b.lock_owner[i] != 0 {
         m.insert("held_by".into(), json!({"tid": b.lock_owner[i], "name": waited_on(b, i)}));
+    }
+    if let Some(l) = crate::locks::lock_json(b, i) {
+        m.insert("lock".into(), l);
     }
     if b.waker_ctx[i] != 0 {
         let kind = ["none", "thread", "timer", "softirq"][b.waker_ctx[i].min(3) as usize];
@@ -146,6 +150,9 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
     if let Some(w) = waker(b, i) {
         let _ = write!(s, "; woken by {w}{}", waker_wait_text(waker_wait(b, i)));
     }
+    if let Some(l) = crate::locks::lock_text(b, i).filter(|_| b.why_lock[i] > 0) {
+        let _ = write!(s, "; lock {l}");
+    }
     if b.lock_owner[i] != 0 && waited_on(b, i) != waker(b, i) {
         let _ = write!(s, "; held by {}", waited_on(b, i).unwrap_or_default());
     }
@@ -166,6 +173,21 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
         let _ = write!(s, "; {f}");
     }
     Some(crate::text::clean(&s).into_owned())
+}
+
+/// `    chain: lock 200ms on app/13 (futex: lock 190ms) on app/14 (fsync: block I/O 185ms) ->
+/// loop0(7:0)'s device time 185ms`: call `i`'s chain of waits as an indented line, when it goes
+/// through another thread or ends at a device (`None` for a wait its own timer ended, one no
+/// wake-up was seen for, a call that never blocked).
+pub fn chain_line(h: &TraceHeader, chains: &ChainIndex, b: &EventBatch, i: usize) -> Option<String> {
+    let c = chains.chain(b, i).filter(|c| c.links.len() > 1 || matches!(c.root, latscope_chain::Root::Device(_)))?;
+    let text = c.text(&PART_LABELS, |d| crate::events::disk_label(h, d), fmt_ns);
+    Some(crate::text::clean(&format!("    chain: {text}")).into_owned())
+}
+
+/// Call `i`'s chain of waits as JSON ([`Chain::to_json`], devices named as the trace's disks).
+pub fn chain_json(h: &TraceHeader, chains: &ChainIndex, b: &EventBatch, i: usize) -> Option<Value> {
+    Some(chains.chain(b, i)?.to_json(|d| crate::events::disk_label(h, d)))
 }
 
 /// `requests that ended the I/O waits: held 750ms before them, queued 10us, device 50us`: the
@@ -213,6 +235,8 @@ pub struct WhyAgg {
     pub waits: crate::waits::LeftOut,
     /// Page-fault time (ns) by the file behind the faults ([`UNKNOWN_FILE`] when unnamed).
     pub fault_files: HashMap<String, u64>,
+    /// Where the calls' chains of waits end (counted when added with chains).
+    pub roots: RootAgg,
 }
 
 /// How the views list page-fault time whose file the recording could not name.
@@ -246,6 +270,12 @@ pub struct OpWhy {
 impl WhyAgg {
     /// Add the rows `rows` of `b` (syscalls only; other kinds are ignored).
     pub fn add(&mut self, b: &EventBatch, rows: &[u32]) {
+        self.add_with_chains(b, rows, None);
+    }
+
+    /// [`WhyAgg::add`], counting where each call's chain of waits ends (through the calls of
+    /// `chains`, the recording's indexed).
+    pub fn add_with_chains(&mut self, b: &EventBatch, rows: &[u32], chains: Option<&ChainIndex>) {
         for &r in rows {
             let i = r as usize;
             if b.kind[i] != EventKind::Syscall as u8 {
@@ -262,6 +292,9 @@ impl WhyAgg {
             }
             self.calls += 1;
             self.total_ns += b.lat[i];
+            if let Some(c) = chains.and_then(|x| x.chain(b, i)) {
+                self.roots.add(&c);
+            }
             let op = self.by_op.entry(op_name(b.kind[i], b.nr[i])).or_default();
             op.calls += 1;
             op.total_ns += b.lat[i];
@@ -398,6 +431,7 @@ impl WhyAgg {
                 "was_in": self.waker_was_in(w).map(|(p, t)| json!({"cause": WHY_PART_NAMES[p], "ns": t}))})).collect::<Vec<_>>(),
             "idle_waits_left_out": self.waits_left_out,
             "waits": self.waits.to_json(),
+            "chain_roots": self.roots_json(None, n),
             "page_fault_files": largest(&self.fault_files, n).into_iter().map(|(p, t)| json!({"path": p, "fault_ns": t})).collect::<Vec<_>>(),
             "operations": self.ranked_ops(n).into_iter().map(|(op, o)| json!({
                 "op": op, "calls": o.calls, "total_ns": o.total_ns, "max_ns": o.max_ns,
@@ -488,7 +522,55 @@ impl WhyAgg {
             list_line(&mut s, "woken by", wakers);
         }
         let _ = writeln!(s, "\ntime by cause: {}", top_causes(&self.parts, self.total_ns, WHY_PARTS));
+        if let Some(r) = self.roots_text(h, 4) {
+            let _ = writeln!(s, "{r}");
+        }
         clean_lines(&s)
+    }
+}
+
+impl WhyAgg {
+    /// `where the waits end: 62% at loop0(7:0)'s device time (4 calls), 30% at app/12 running
+    /// (2 calls)`: the chains' roots by their share of the calls' longest waits, the `n` largest.
+    pub fn roots_text(&self, h: &TraceHeader, n: usize) -> Option<String> {
+        if self.roots.chains == 0 || self.roots.wait_ns == 0 {
+            return None;
+        }
+        let items: Vec<String> = self
+            .roots
+            .ranked()
+            .into_iter()
+            .take(n)
+            .map(|(root, calls, ns)| {
+                format!(
+                    "{:.0}% at {} ({calls} call{})",
+                    ns as f64 * 100.0 / self.roots.wait_ns as f64,
+                    root.label(|d| crate::events::disk_label(h, d)),
+                    if calls == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        Some(format!("where the longest waits end (their chains of waits): {}", items.join(", ")))
+    }
+
+    /// The chains' roots as JSON: `[{"root", "kind", "calls", "ns", "share"}]`, the `n` largest;
+    /// `h` names devices (without it, as `major:minor`).
+    pub fn roots_json(&self, h: Option<&TraceHeader>, n: usize) -> Value {
+        let disk = |d: u32| match h {
+            Some(h) => crate::events::disk_label(h, d),
+            None => format!("{}:{}", d >> 20, d & 0xfffff),
+        };
+        let total = self.roots.wait_ns.max(1) as f64;
+        Value::Array(
+            self.roots
+                .ranked()
+                .into_iter()
+                .take(n)
+                .map(|(root, calls, ns)| {
+                    json!({"root": root.label(disk), "kind": root.kind(), "calls": calls, "ns": ns, "share": ns as f64 / total})
+                })
+                .collect(),
+        )
     }
 }
 

@@ -16,4 +16,5 @@ pub mod serve;
 pub mod spectrogram;
 pub mod timeline;
 pub mod top;
+pub mod top_why;
 pub mod why;
