@@ -19,7 +19,7 @@
  *                        prints the major faults of the calls
  *   why bwrite FILE N    N buffered writes of 256 KiB to FILE (no sync)
  *   why flock FILE N MS  a child process holds flock(FILE) MS ms while the main thread waits for
- *                        it, N times (fcntl: the same with fcntl(F_SETLKW))
+ *                        it, N times (fcntl: the same with fcntl(F_SETLKW) on bytes 4096-8191)
  *   why wait N MS        N times: fork a child that sleeps MS ms and exits; wait4 for it
  *   why poll KIND N MS   a writer sleeps MS ms then writes to a pipe; the main thread waits in KIND
  *                        (poll, select, epoll) for it, N times; with MS 0 nobody writes and the
@@ -440,7 +440,8 @@ static void do_bwrite(const char *path, long n)
 static void file_lock(int fd, int fcntl_lock, int lock)
 {
 	if (fcntl_lock) {
-		struct flock fl = { .l_type = lock ? F_WRLCK : F_UNLCK, .l_whence = SEEK_SET };
+		/* A range: bytes 4096-8191. */
+		struct flock fl = { .l_type = lock ? F_WRLCK : F_UNLCK, .l_whence = SEEK_SET, .l_start = 4096, .l_len = 4096 };
 		if (fcntl(fd, F_SETLKW, &fl))
 			die("fcntl");
 	} else if (flock(fd, lock ? LOCK_EX : LOCK_UN)) {
@@ -780,6 +781,9 @@ static void do_srv(long n, long ms, const char *portfile)
 	for (int i = 0; i < SRV_WORKERS; i++)
 		pthread_join(t[i], NULL);
 	printf("worker %ld\nworker1 %ld\n", srv_tid[0], srv_tid[1]);
+	/* The locks' addresses: the mutex's futex word, and the condition variable's (an 8-byte
+	 * word at its end: glibc waits on one of its halves). */
+	printf("srv_lock %lu\nsrv_cond %lu\n", (unsigned long)&srv_lock, (unsigned long)&srv_qc + sizeof(srv_qc) - 8);
 	printf("lock_ns %lld\nqueue_ns %lld\n", srv_lock_ns, srv_queue_ns);
 }
 
@@ -996,6 +1000,7 @@ static void do_chain(const char *path, long n)
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 	printf("waited_ns %lld\nfsync_ns %lld\n", waited, chain_fsync_ns);
+	printf("lock1 %lu\nlock2 %lu\n", (unsigned long)&chain_l1, (unsigned long)&chain_l2);
 }
 
 int main(int argc, char **argv)
