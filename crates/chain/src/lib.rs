@@ -484,7 +484,16 @@ impl ChainIndex {
                             cur = c.clone();
                         }
                         _ => {
-                            links.push(Link { tid, comm: comm.clone(), op: None, part: 0, from, to, ns: span, parts: Some(parts) });
+                            links.push(Link {
+                                tid,
+                                comm: comm.clone(),
+                                op: None,
+                                part: 0,
+                                from,
+                                to,
+                                ns: span,
+                                parts: Some(parts),
+                            });
                             break Root::Running { tid, comm };
                         }
                     }
@@ -572,7 +581,18 @@ mod tests {
     /// A call of `tid` from `ts` to `end` blocked in `part` from `ws` to `we`, woken by thread
     /// `waker` (traced), or by a block completion of `dev` when `waker` is 0.
     #[allow(clippy::too_many_arguments)]
-    fn call(tid: u32, comm: &str, nr: &str, ts: u64, end: u64, part: usize, ws: u64, we: u64, waker: u32, dev: u32) -> Event {
+    fn call(
+        tid: u32,
+        comm: &str,
+        nr: &str,
+        ts: u64,
+        end: u64,
+        part: usize,
+        ws: u64,
+        we: u64,
+        waker: u32,
+        dev: u32,
+    ) -> Event {
         let mut e = Event {
             tid,
             pid: 1,
@@ -623,8 +643,15 @@ mod tests {
         assert_eq!(who, [(1, 199 * MS), (2, 194 * MS), (3, 175 * MS)]);
         assert_eq!(c.root, Root::Device(7 << 20));
         assert_eq!(c.root_ns, 175 * MS);
-        let text = c.text(&["cpu", "runq", "I/O", "lock", "ipc", "timer", "fault", "other", "?"], |d| format!("dev{d}"), |n| format!("{}ms", n / MS));
-        assert_eq!(text, "lock 199ms on b/2 (futex: lock 194ms) on c/3 (fsync: I/O 175ms) -> dev7340032's device time 175ms");
+        let text = c.text(
+            &["cpu", "runq", "I/O", "lock", "ipc", "timer", "fault", "other", "?"],
+            |d| format!("dev{d}"),
+            |n| format!("{}ms", n / MS),
+        );
+        assert_eq!(
+            text,
+            "lock 199ms on b/2 (futex: lock 194ms) on c/3 (fsync: I/O 175ms) -> dev7340032's device time 175ms"
+        );
         let j = c.to_json(|_| "loop0".into());
         assert_eq!(j["root"]["dev"], "7:0");
         assert_eq!(j["root"]["label"], "loop0's device time");

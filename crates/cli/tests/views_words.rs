@@ -104,7 +104,10 @@ fn rankings_leave_out_idle_waits_and_say_how_to_include_them() {
     let j = latscope_json(&["top", "-r", p, "--by", "syscall", "--waits", "--json"]);
     assert_eq!(names(&j["rows"])[..2], ["futex", "epoll_wait"], "{j}");
     // ... and still say what kinds of waits they are.
-    assert!(j["note"].as_str().unwrap().starts_with("idle waits ranked with the work (--waits): 40 with no breakdown"), "{j}");
+    assert!(
+        j["note"].as_str().unwrap().starts_with("idle waits ranked with the work (--waits): 40 with no breakdown"),
+        "{j}"
+    );
     // A filter asking for waits gets them.
     let t = latscope_ok(&["top", "-r", p, "--by", "syscall", "evt.type = futex"]);
     assert!(t.contains("futex") && t.contains("only blocking waits matched"), "{t}");

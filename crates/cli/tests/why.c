@@ -16,7 +16,8 @@
  *                        journalling file system commits the new blocks for the fsync)
  *   why dread FILE N KIB N O_DIRECT reads of KIB KiB from FILE, 1 MiB apart; prints their CPU time
  *   why bread FILE N     N reads of 256 KiB from FILE, 1 MiB apart, out of the page cache first;
- *                        prints the major faults of the calls
+ *                        prints the major faults of the calls; then N sequential reads of 1 MiB
+ *                        (read-ahead on) into freshly mapped memory, with their faults
  *   why bwrite FILE N    N buffered writes of 256 KiB to FILE (no sync)
  *   why flock FILE N MS  a child process holds flock(FILE) MS ms while the main thread waits for
  *                        it, N times (fcntl: the same with fcntl(F_SETLKW) on bytes 4096-8191)
@@ -419,6 +420,26 @@ static void do_bread(const char *path, long n)
 			die("pread");
 	getrusage(RUSAGE_THREAD, &ru1);
 	printf("majflt %ld\n", ru1.ru_majflt - ru0.ru_majflt);
+	/* Then N sequential reads of 1 MiB, out of the page cache again and with read-ahead, each
+	 * into freshly mapped memory: the copy's first touch of each page is a minor fault between
+	 * the read's I/O waits, and read-ahead requests are queued before the waits they end. */
+	fdatasync(fd);
+	if (posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) || posix_fadvise(fd, 0, 0, POSIX_FADV_NORMAL))
+		die("fadvise");
+	long minflt = 0, majflt = 0;
+	for (long i = 0; i < n; i++) {
+		char *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			die("mmap");
+		getrusage(RUSAGE_THREAD, &ru0);
+		if (read(fd, m, 1 << 20) != 1 << 20)
+			die("read");
+		getrusage(RUSAGE_THREAD, &ru1);
+		minflt += ru1.ru_minflt - ru0.ru_minflt;
+		majflt += ru1.ru_majflt - ru0.ru_majflt;
+		munmap(m, 1 << 20);
+	}
+	printf("fresh_minflt %ld\nfresh_majflt %ld\n", minflt, majflt);
 	close(fd);
 }
 

@@ -124,7 +124,8 @@ fn waits_ended_by_the_recording_s_threads_rank_and_timeouts_and_outside_requests
     let got: u64 = fx.iter().map(lat).sum();
     assert_near("the workers' waits on the lock and the queue", got, truth, truth, 5);
     // The requests' reads: a client outside the recording sent them.
-    let reads = events(trace, &format!("evt.type in (recvfrom, read) and fd.type = ipv4 and evt.latency > 1ms and {not_gil}"));
+    let reads =
+        events(trace, &format!("evt.type in (recvfrom, read) and fd.type = ipv4 and evt.latency > 1ms and {not_gil}"));
     assert!(reads.len() >= 15, "{reads:?}");
     let kinds: Vec<&str> = reads.iter().map(|e| e["why"]["wait"].as_str().unwrap_or("")).collect();
     assert!(kinds.iter().filter(|k| **k == "idle_outside").count() + 1 >= kinds.len(), "{kinds:?}");
@@ -155,7 +156,9 @@ fn waits_ended_by_the_recording_s_threads_rank_and_timeouts_and_outside_requests
     assert!(kinds["on_someone"]["count"].as_u64() >= Some(on), "{j}");
     let text = latscope_ok(&["top", "-r", t, "--by", "syscall", &only_srv]);
     assert!(
-        text.contains("ended by their own timeout") && text.contains("by outside work") && text.contains("waits on another thread"),
+        text.contains("ended by their own timeout")
+            && text.contains("by outside work")
+            && text.contains("waits on another thread"),
         "{text}"
     );
     // why and top --by cause: the lock ranks (first, but for sleeps that a loaded machine kept
@@ -328,7 +331,12 @@ fn a_chain_of_waits_names_each_holder_down_to_the_throttled_disk() {
     assert_near("the waits ending at the disk", root_ns, truth, waited, 5);
     let text = latscope_ok(&["events", "-r", t, "--why", &main]);
     let want = format!("on why/{} (futex: lock ", kv["middle"]);
-    assert!(text.contains("    chain: lock ") && text.contains(&want) && text.contains(&format!("on why/{} (fsync: block I/O ", kv["fsyncer"])), "{text}");
+    assert!(
+        text.contains("    chain: lock ")
+            && text.contains(&want)
+            && text.contains(&format!("on why/{} (fsync: block I/O ", kv["fsyncer"])),
+        "{text}"
+    );
     assert!(text.contains(&format!("-> {disk}")) && text.contains("'s device time"), "{text}");
     // why: the share of the waits ending at the disk, as the workload's clocks give it.
     let w = latscope_json(&["why", "-r", t, "--waits", "--json", &main]);
@@ -339,11 +347,21 @@ fn a_chain_of_waits_names_each_holder_down_to_the_throttled_disk() {
     let want = truth as f64 / first as f64;
     assert!((share - want).abs() <= 0.05, "share {share}, the fsyncs' {want}: {w}");
     let text = latscope_ok(&["why", "-r", t, &main]);
-    assert!(text.contains("where the longest waits end (their chains of waits): ") && text.contains(&format!("at {disk}")), "{text}");
+    assert!(
+        text.contains("where the longest waits end (their chains of waits): ") && text.contains(&format!("at {disk}")),
+        "{text}"
+    );
     // top --by lock: lock 1 held by the middle thread (itself waiting for lock 2), lock 2 by the
     // fsyncer, in block I/O meanwhile; the holders' stacks at the release are recorded.
     let j = latscope_json(&["top", "-r", t, "--by", "lock", "--json", &format!("proc.pid = {}", kv["main"])]);
-    let find = |addr: i64| j["locks"].as_array().unwrap().iter().find(|l| l["addr"] == format!("{addr:#x}")).unwrap_or_else(|| panic!("{j}"));
+    let find = |addr: i64| {
+        j["locks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["addr"] == format!("{addr:#x}"))
+            .unwrap_or_else(|| panic!("{j}"))
+    };
     let (l1, l2) = (find(kv["lock1"]), find(kv["lock2"]));
     assert_eq!(l1["holders"][0]["holder"], format!("why/{}", kv["middle"]), "{l1}");
     assert!(l1["holders"][0]["meanwhile_ns"]["lock"].as_u64() > Some(0), "{l1}");

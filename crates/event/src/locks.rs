@@ -98,7 +98,13 @@ pub fn lock_text(b: &EventBatch, i: usize) -> Option<String> {
         LockKey::Futex { addr, .. } => format!("futex {addr:#x} ({})", futex_op(b.lock_op[i])),
         LockKey::File { fcntl: false, .. } => {
             let op = b.lock_op[i];
-            let how = if op & 2 != 0 { "LOCK_EX" } else if op & 1 != 0 { "LOCK_SH" } else { "LOCK_UN" };
+            let how = if op & 2 != 0 {
+                "LOCK_EX"
+            } else if op & 1 != 0 {
+                "LOCK_SH"
+            } else {
+                "LOCK_UN"
+            };
             format!("flock {} ({how}{})", file(b), if op & 4 != 0 { "|LOCK_NB" } else { "" })
         }
         LockKey::File { fcntl: true, start, len, .. } => {
@@ -155,4 +161,3 @@ pub fn lock_json(b: &EventBatch, i: usize) -> Option<Value> {
     }
     Some(v)
 }
-

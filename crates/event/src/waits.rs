@@ -125,7 +125,8 @@ mod tests {
     use crate::{syscall_nr, Event};
 
     fn call(name: &str, lat: u64, wait_part: usize, ctx: u8, flags: u8) -> Event {
-        let mut e = Event { nr: syscall_nr(name).unwrap(), lat, waker_ctx: ctx, wake_flags: flags, ..Default::default() };
+        let mut e =
+            Event { nr: syscall_nr(name).unwrap(), lat, waker_ctx: ctx, wake_flags: flags, ..Default::default() };
         e.why_cpu = lat / 10;
         let w = lat - lat / 10;
         match wait_part {

@@ -438,7 +438,8 @@ fn wait_and_lock_fields() {
         lock_owner: 42,
         ..sys()
     };
-    let fl = Event { nr: nr("flock"), lat: 1000, why_lock: 1000, waker_ctx: 1, wake_flags: KNOWN, lock_kind: 2, ..sys() };
+    let fl =
+        Event { nr: nr("flock"), lat: 1000, why_lock: 1000, waker_ctx: 1, wake_flags: KNOWN, lock_kind: 2, ..sys() };
     let poll = Event { nr: nr("poll"), lat: 1000, why_timer: 1000, waker_ctx: 2, wake_flags: KNOWN, ..sys() };
     let old = Event { nr: nr("epoll_wait"), lat: 1000, ..sys() };
     let t = T::new(&[fx, fl, poll, blk(), old]);

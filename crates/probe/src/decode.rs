@@ -238,7 +238,9 @@ impl Decoder {
         }
         // A robust mutex's word names a thread of the caller's process; another value with the
         // waiters bit (a condition variable's sequence) is none.
-        if e.lock_owner != 0 && e.wake_flags & latscope_event::wake_flags::HELD == 0 && !matches!(e.lock_op & 127, 6 | 8 | 13)
+        if e.lock_owner != 0
+            && e.wake_flags & latscope_event::wake_flags::HELD == 0
+            && !matches!(e.lock_op & 127, 6 | 8 | 13)
             && !self.is_thread_of(e.pid, e.lock_owner)
         {
             e.lock_owner = 0;

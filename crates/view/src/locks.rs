@@ -6,10 +6,10 @@
 //! did while they held it (their own parts, through the chain of waits).
 
 use crate::stacks::StackNames;
-pub use latscope_event::locks::{futex_op, lock_json, lock_key, lock_text, LockKey};
 use crate::text::clean;
 use crate::why::waited_on;
 use latscope_chain::{ChainIndex, RUNNING};
+pub use latscope_event::locks::{futex_op, lock_json, lock_key, lock_text, LockKey};
 use latscope_event::units::fmt_ns;
 use latscope_event::{EventBatch, EventKind, StackKind, WHY_PARTS, WHY_PART_NAMES};
 use latscope_hist::Histogram;
@@ -274,7 +274,15 @@ mod tests {
         b.push(&wait(11, 0x1000, 5_000_000, 12));
         b.push(&wait(13, 0x1004, 3_000_000, 12));
         b.push(&wait(11, 0x2000, 1_000_000, 13));
-        let mut f = Event { lock_kind: 3, lock_op: 7, lock_start: 100, lock_len: 50, lock_word: 1, path: "/db".into(), ..wait(14, 0, 2_000_000, 15) };
+        let mut f = Event {
+            lock_kind: 3,
+            lock_op: 7,
+            lock_start: 100,
+            lock_len: 50,
+            lock_word: 1,
+            path: "/db".into(),
+            ..wait(14, 0, 2_000_000, 15)
+        };
         f.nr = syscall_nr("fcntl").unwrap();
         b.push(&f);
         let mut a = LockAgg::default();

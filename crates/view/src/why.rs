@@ -40,7 +40,8 @@ pub fn waited_on(b: &EventBatch, i: usize) -> Option<String> {
         return waker(b, i);
     }
     // A timer's wake-up has no name of its own: the recording keeps the holder's there.
-    let comm = if b.waker_ctx[i] == 1 { String::new() } else { comm_from_words(b.waker_comm_lo[i], b.waker_comm_hi[i]) };
+    let comm =
+        if b.waker_ctx[i] == 1 { String::new() } else { comm_from_words(b.waker_comm_lo[i], b.waker_comm_hi[i]) };
     Some(if comm.is_empty() { format!("thread {owner}") } else { format!("{comm}/{owner}") })
 }
 
@@ -241,7 +242,6 @@ pub struct WhyAgg {
 
 /// How the views list page-fault time whose file the recording could not name.
 pub const UNKNOWN_FILE: &str = "(unknown file)";
-
 
 /// The breakdown summed over the calls of one operation.
 #[derive(Debug, Clone, Default)]

@@ -90,7 +90,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
             let i = i as usize;
             let text = if json_lines {
                 let mut v = json(&header, b, i);
-                if let Some(ch) = latscope_view::why::chain_json(&header, &chains, b, i).filter(|_| v["why"].is_object()) {
+                if let Some(ch) =
+                    latscope_view::why::chain_json(&header, &chains, b, i).filter(|_| v["why"].is_object())
+                {
                     v["why"]["chain"] = ch;
                 }
                 serde_json::to_string(&v)?

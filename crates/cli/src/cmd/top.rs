@@ -1,9 +1,7 @@
 //! `latscope top`: a drill-down table by process, syscall, file, directory, disk, operation or
 //! client, from a recording or live.
 
-use crate::args::{
-    finish_scan, print_warnings, FilterArg, InputArg, JsonArg, LiveArgs, ReadArgs, ScanPlan,
-};
+use crate::args::{finish_scan, print_warnings, FilterArg, InputArg, JsonArg, LiveArgs, ReadArgs, ScanPlan};
 use anyhow::{bail, Result};
 use latscope_event::units::parse_duration_secs_default;
 use latscope_event::EventKind;

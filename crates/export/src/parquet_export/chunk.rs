@@ -90,8 +90,10 @@ fn encoding_of(name: &str, t: &DataType) -> Enc {
         DataType::Dictionary(_, _) => Enc::KeyDict,
         DataType::Utf8 => Enc::Strings,
         DataType::Int64 | DataType::Timestamp(_, _) if matches!(name, "time" | "time_ns" | "lat" | "off") => Enc::Delta,
-        _ if matches!(name, "flags" | "mode" | "addr" | "qtime" | "wake_sector" | "lock_addr" | "lock_owner" | "chain_root_ns")
-            || name.starts_with("why_")
+        _ if matches!(
+            name,
+            "flags" | "mode" | "addr" | "qtime" | "wake_sector" | "lock_addr" | "lock_owner" | "chain_root_ns"
+        ) || name.starts_with("why_")
             || (name.starts_with("wake_") && name.ends_with("_ns"))
             || name == "waker_was_in_ns"
             || name == "fault_off" =>
@@ -307,7 +309,9 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, d: Option<&Derived
         Src::WakeDevice => sel.gather(&b.wake_device_ns, out, |v| v as i64),
         Src::WakerWasInNs => each_row(sel, out, |i| waker_was_in_ns(b, i)),
         Src::FaultOff => sel.gather(&b.fault_off, out, |v| v),
-        Src::LockAddr => each_row(sel, out, |i| if matches!(b.lock_kind[i], 1 | 4 | 5) { b.lock_addr[i] as i64 } else { 0 }),
+        Src::LockAddr => {
+            each_row(sel, out, |i| if matches!(b.lock_kind[i], 1 | 4 | 5) { b.lock_addr[i] as i64 } else { 0 })
+        }
         Src::LockOwner => sel.gather(&b.lock_owner, out, |v| i64::from(v as i32)),
         Src::ChainRootNs => match d {
             Some(d) if !d.chain_root_ns.is_empty() => sel.gather(&d.chain_root_ns, out, |v| v),
@@ -755,10 +759,12 @@ impl Column {
         p: &mut Pager,
     ) -> Result<()> {
         match (self.enc, src) {
-            (Enc::Strings, Src::Chain | Src::ChainRoot) => match d.map(|d| if src == Src::Chain { &d.chain } else { &d.chain_root }) {
-                Some(c) if c.len() == b.len() => self.add_str_col(c, sel, p),
-                _ => self.add_derived_strings(sel, p, |_, _| {}),
-            },
+            (Enc::Strings, Src::Chain | Src::ChainRoot) => {
+                match d.map(|d| if src == Src::Chain { &d.chain } else { &d.chain_root }) {
+                    Some(c) if c.len() == b.len() => self.add_str_col(c, sel, p),
+                    _ => self.add_derived_strings(sel, p, |_, _| {}),
+                }
+            }
             (Enc::Strings, Src::Lock) => self.add_derived_strings(sel, p, |i, out| {
                 if let Some(l) = latscope_event::locks::lock_text(b, i) {
                     out.extend_from_slice(l.as_bytes());
@@ -827,7 +833,12 @@ impl Column {
 
     /// The selected strings of `c`.
     /// A string column made per row by `f` (which appends row `i`'s value to the buffer).
-    fn add_derived_strings(&mut self, sel: Sel<'_>, p: &mut Pager, mut f: impl FnMut(usize, &mut Vec<u8>)) -> Result<()> {
+    fn add_derived_strings(
+        &mut self,
+        sel: Sel<'_>,
+        p: &mut Pager,
+        mut f: impl FnMut(usize, &mut Vec<u8>),
+    ) -> Result<()> {
         let mut names = std::mem::take(&mut p.names);
         names.clear();
         let mut push = |i: usize| {
