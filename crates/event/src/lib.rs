@@ -14,15 +14,17 @@ mod errno_table;
 pub mod escape;
 mod fdtype;
 mod header;
+pub mod locks;
 pub mod source;
 mod stacks;
 mod syscall_table;
 pub mod syscalls;
 pub mod units;
+pub mod waits;
 
 pub use batch::{
-    comm_from_words, comm_to_words, op_name, Event, EventBatch, EventKind, ProcOp, StrCol, NO_FD, WHY_PARTS,
-    WHY_PART_NAMES,
+    comm_from_words, comm_to_words, op_name, wake_flags, Event, EventBatch, EventKind, LockKind, ProcOp, StrCol, NO_FD,
+    WHY_PARTS, WHY_PART_NAMES,
 };
 pub use block::{BlockOp, Rwbs};
 pub use bounds::Truncation;

@@ -186,6 +186,14 @@ impl StackResolver {
             if b.kstack[i] != 0 {
                 b.kstack[i] = self.kernel_stack(probe, b.uid[i], b.kstack[i], &mut b.stacks);
             }
+            // The waker's, where it ended the wait: read in its thread's /proc entry (its
+            // process's maps), the waker's process not being recorded; in the table under
+            // the waiting call's user.
+            if b.waker_ustack[i] != 0 {
+                let at = b.ts[i].saturating_add(b.lat[i]);
+                b.waker_ustack[i] =
+                    self.user_stack(probe, (b.waker_tid[i], b.uid[i], at), b.waker_ustack[i], &mut b.stacks);
+            }
         }
         self.forget_changed(probe);
         b.len()

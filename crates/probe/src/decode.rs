@@ -129,6 +129,12 @@ impl Decoder {
         }
     }
 
+    /// Whether thread `tid` belongs to process `pid`: while recording, by /proc (a thread that
+    /// exited since is not known); otherwise not known (false).
+    fn is_thread_of(&self, pid: u32, tid: u32) -> bool {
+        self.live && std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists()
+    }
+
     /// Take the decoded events, leaving an empty batch.
     pub fn take(&mut self) -> EventBatch {
         std::mem::replace(&mut self.batch, EventBatch::with_capacity(8192))
@@ -249,6 +255,8 @@ impl Decoder {
             set_why(&mut e, &y);
             e.kstack = self.stack_ref(y.kstack, y.kstack_key, r.pid);
             e.ustack = self.stack_ref(y.ustack, y.ustack_key, r.pid);
+            // The waker's process is found by its thread: /proc/TID/maps are its process's.
+            e.waker_ustack = self.stack_ref(y.waker_ustack, y.waker_ustack_key, y.waker_tid);
             (y.fault_dev, y.fault_ino, y.fault_off)
         } else {
             set_why(&mut e, &ls_why::default());
@@ -264,6 +272,15 @@ impl Decoder {
             Some(EventKind::Syscall) => self.syscall(&mut e, &p1, raw2, raw1),
             Some(EventKind::Proc) => self.proc(&mut e, &p1, raw2),
             _ => {}
+        }
+        // A robust mutex's word names a thread of the caller's process; another value with the
+        // waiters bit (a condition variable's sequence) is none.
+        if e.lock_owner != 0
+            && e.wake_flags & latscope_event::wake_flags::HELD == 0
+            && !matches!(e.lock_op & 127, 6 | 8 | 13)
+            && !self.is_thread_of(e.pid, e.lock_owner)
+        {
+            e.lock_owner = 0;
         }
         e.fault_path.clear();
         e.fault_off = -1;
@@ -544,9 +561,6 @@ impl Decoder {
     }
 }
 
-/// The socket's name from a `struct ls_sock_tuple`: `local->peer`, or `local` alone when there is
-/// no peer, with the protocol first unless it is TCP (`udp:10.0.0.1:53->10.0.0.2:41000`; see
-/// [`latscope_event::sock_name`]).
 /// Copy a record's attribution into the row (all zeros: none).
 fn set_why(e: &mut Event, y: &ls_why) {
     let p = &y.part;
@@ -576,6 +590,40 @@ fn set_why(e: &mut Event, y: &ls_why) {
     e.wake_queue_ns = y.wake_queue_ns;
     e.wake_device_ns = y.wake_device_ns;
     e.fault_addr = y.fault_addr;
+    e.wait_start = y.wait_start;
+    e.wait_end = y.wait_end;
+    e.wake_flags = y.wake_flags;
+    e.lock_kind = y.lock_kind;
+    e.lock_addr = y.lock_addr;
+    e.lock_op = y.lock_op;
+    e.lock_word = y.lock_word;
+    e.lock_start = y.lock_start;
+    e.lock_len = y.lock_len;
+    e.waker_wait_dev = y.waker_wait_dev;
+    e.lock_owner = lock_owner(y);
+}
+
+/// The thread that held the lock of a call, where the lock or the programs say: a futex wait
+/// its timeout ended while another thread held the futex (the programs' holder); a PI futex's
+/// owner (the word holds its thread id: FUTEX_LOCK_PI, FUTEX_LOCK_PI2, FUTEX_TRYLOCK_PI); a
+/// robust mutex's (the word holds its owner's id with FUTEX_WAITERS set while others wait:
+/// taken when that thread is one of the caller's process). 0: not known (then the thread that
+/// woke the call released it).
+fn lock_owner(y: &ls_why) -> u32 {
+    const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
+    const FUTEX_WAITERS: u32 = 0x8000_0000;
+    if y.wake_flags & latscope_event::wake_flags::HELD != 0 {
+        return y.holder_tid;
+    }
+    if y.lock_kind != latscope_event::LockKind::Futex as u8 {
+        return 0;
+    }
+    let cmd = y.lock_op & 127; // FUTEX_CMD_MASK (private and clock flags off)
+    let owner = y.lock_word & FUTEX_TID_MASK;
+    if matches!(cmd, 6 | 8 | 13) {
+        return owner;
+    }
+    owner * u32::from(y.lock_word & FUTEX_WAITERS != 0 && owner > 0)
 }
 
 fn sock_name(raw: &[u8]) -> Option<String> {

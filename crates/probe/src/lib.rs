@@ -79,11 +79,8 @@ pub enum ProbeError {
 /// probes did not see (a sleep a signal ends is other wait). A timer's wake-up or an I/O wait
 /// still takes precedence.
 fn why_nr_parts() -> [u8; 512] {
-    let part = |name: &str| latscope_event::WHY_PART_NAMES.iter().position(|p| *p == name).unwrap_or(0) as u8;
-    let (lock, ipc, timer) = (part("lock"), part("ipc"), part("timer"));
-    let mut t = [0u8; 512];
-    let classes: [(&[&str], u8); 3] = [
-        (&["futex", "futex_waitv", "flock", "fcntl", "semop", "semtimedop"], lock),
+    why_nr_table(&[
+        (&["futex", "futex_waitv", "flock", "fcntl", "semop", "semtimedop"], why_part("lock")),
         (
             &[
                 "poll",
@@ -98,14 +95,37 @@ fn why_nr_parts() -> [u8; 512] {
                 "mq_timedreceive",
                 "mq_timedsend",
             ],
-            ipc,
+            why_part("ipc"),
         ),
-        (&["nanosleep", "clock_nanosleep"], timer),
-    ];
-    for (names, p) in classes {
-        for n in names {
+        (&["nanosleep", "clock_nanosleep"], why_part("timer")),
+    ])
+}
+
+/// The index of attribution part `name`.
+fn why_part(name: &str) -> u8 {
+    latscope_event::WHY_PART_NAMES.iter().position(|p| *p == name).unwrap_or(0) as u8
+}
+
+/// What the lock fields of a call's attribution describe, by syscall number (`why_nr_lock` in
+/// why.bpf.h, `enum ls_lock_kind`): which of its arguments name the lock it waits for.
+fn why_nr_locks() -> [u8; 512] {
+    use types::ls_lock_kind as k;
+    why_nr_table(&[
+        (&["futex"], k::LS_LOCK_FUTEX.0 as u8),
+        (&["futex_waitv"], k::LS_LOCK_FUTEXV.0 as u8),
+        (&["flock"], k::LS_LOCK_FLOCK.0 as u8),
+        (&["fcntl"], k::LS_LOCK_FCNTL.0 as u8),
+        (&["semop", "semtimedop"], k::LS_LOCK_SEM.0 as u8),
+    ])
+}
+
+/// A table by syscall number: `value` for each syscall named with it, 0 for the rest.
+fn why_nr_table(classes: &[(&[&str], u8)]) -> [u8; 512] {
+    let mut t = [0u8; 512];
+    for (names, v) in classes {
+        for n in names.iter() {
             if let Some(nr) = syscalls::syscall_nr(n).filter(|&nr| (nr as usize) < t.len()) {
-                t[nr as usize] = p;
+                t[nr as usize] = *v;
             }
         }
     }
@@ -635,6 +655,9 @@ impl Probe {
         ro.why_mode = u8::from(why);
         ro.why_min = cfg.why_above_ns.unwrap_or(0);
         ro.why_nr_part = why_nr_parts();
+        ro.why_nr_lock = why_nr_locks();
+        // The futex holders map (an LRU hash, preallocated): one entry without attribution.
+        bpf(open.maps.why_fxs.set_max_entries(if why { 4096 } else { 1 }), "sizing the futex holders map")?;
         let stacks = why && cfg.why_stacks;
         ro.why_stacks = u8::from(stacks);
         // The stack maps are preallocated: one entry each when stacks are off.

@@ -148,7 +148,7 @@ function drawWhy(e) {
   document.getElementById('whyinfo').textContent = `${calls(w.calls)} with a breakdown, ${LS.ns(w.total_ns)} in total` + without + left;
   box.dataset.calls = w.calls;
   // Nothing to break down (only idle waits, say): the line above says why, no empty picture.
-  for (const id of ['whybar', 'whycause', 'whywaker', 'whystacks']) document.getElementById(id).style.display = w.calls ? '' : 'none';
+  for (const id of ['whybar', 'whycause', 'whywaker', 'whyroots', 'whystacks']) document.getElementById(id).style.display = w.calls ? '' : 'none';
   if (!w.calls) return;
   const parts = Object.entries(w.parts_ns).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
   const total = Math.max(1, w.total_ns), bar = document.getElementById('whybar');
@@ -182,6 +182,17 @@ function drawWhy(e) {
       LS.el('td', { class: 'num', text: LS.ns(k.blocked_ns) }), LS.el('td', { text: k.was_in ? `${w.labels[k.was_in.cause]} ${LS.ns(k.was_in.ns)}` : '-' })));
   }
   if (!w.wakers.length) waker.append(LS.el('tr', null, LS.el('td', { colspan: 4, text: 'no call was woken by another thread, a timer or a softirq' })));
+  // Where the chains of waits end: each call's longest wait followed through the threads it
+  // waited on, down to a device, a timer, outside work or a thread that was running.
+  const roots = document.getElementById('whyroots');
+  roots.replaceChildren(LS.el('caption', { text: 'where the longest waits end (chains of waits)' }),
+    LS.el('tr', null, ...['root', 'calls', 'time', 'share'].map((h, i) => LS.el('th', { class: i ? 'num' : '', text: h }))));
+  for (const r of w.chain_roots || []) {
+    roots.append(LS.el('tr', { 'data-root': r.kind, 'data-ns': r.ns },
+      LS.el('td', { class: 'name', title: r.root, text: LS.shortMiddle(r.root, 40) }), LS.el('td', { class: 'num', text: String(r.calls) }),
+      LS.el('td', { class: 'num', text: LS.ns(r.ns) }), LS.el('td', { class: 'num', text: LS.pct(r.share) })));
+  }
+  if (!(w.chain_roots || []).length) roots.append(LS.el('tr', null, LS.el('td', { colspan: 4, text: 'no chain of waits: no call waited on another thread or a device' })));
   const st = document.getElementById('whystacks'), s = w.stacks;
   const kids = [LS.el('h3', null, 'Top blocking stacks ', LS.el('span', { class: 'sub', text: s.stacks.length ? `(${LS.ns(s.total_blocked_ns)} blocked in all)` : (s.note || 'no blocked call carries a stack') }))];
   s.stacks.forEach((k, i) => {

@@ -12,6 +12,7 @@ use crate::params::{ParamError, Params};
 use latscope_event::{dev_major_minor, EventBatch, EventKind, SyscallSet, TraceHeader, WHY_PART_NAMES};
 use latscope_filter::{Filter, FilterError};
 use latscope_live::{CountBy, SessionBuilder};
+use latscope_view::chain::ChainIndex;
 use latscope_view::group::GroupBy;
 use latscope_view::spectrogram::color::{color, Palette};
 use latscope_view::spectrogram::model::MapCache;
@@ -539,11 +540,18 @@ const WHY_STACKS: usize = 5;
 fn breakdown(spec: &Spectrogram, feed: &mut dyn Feed, q: &DrillQuery, waits: bool) -> Value {
     let mut agg = WhyAgg { with_waits: waits, ..Default::default() };
     let mut by_stack = StackAgg { with_waits: waits, ..Default::default() };
-    let visited = feed.visit(spec, q, &mut |b, i, _| {
-        agg.add(b, &[i as u32]);
+    // The chains of waits go through every kept call, not only the selected ones.
+    let mut chains = ChainIndex::new();
+    let all = DrillQuery { t_from: 0, t_to: u64::MAX, lat_lo: 0, lat_hi: u64::MAX, group: None, limit: 0 };
+    let _ = feed.visit(spec, &all, &mut |b, i, _| chains.add_row(b, i));
+    let mut header = None;
+    let visited = feed.visit(spec, q, &mut |b, i, h| {
+        agg.add_with_chains(b, &[i as u32], Some(&chains));
         by_stack.add(b, &[i as u32]);
+        header.get_or_insert_with(|| h.clone());
     });
     let mut j = agg.to_json(WHY_ROWS);
+    j["chain_roots"] = agg.roots_json(header.as_ref(), WHY_ROWS);
     j["labels"] = WHY_PART_NAMES.iter().zip(PART_LABELS).map(|(k, l)| ((*k).to_string(), json!(l))).collect();
     // The colours of the breakdown pictures (`top --by cause --svg`, `why --svg`).
     j["colors"] = WHY_PART_NAMES.iter().zip(PART_COLORS).map(|(k, c)| ((*k).to_string(), json!(c))).collect();

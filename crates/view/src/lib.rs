@@ -10,6 +10,9 @@ pub mod heatmap;
 pub mod histview;
 pub mod info;
 pub mod latagg;
+pub mod locks;
+/// The chains of waits (`latscope-chain`), as the views use them.
+pub use latscope_chain as chain;
 pub mod spectrogram;
 pub mod stacks;
 pub mod svg;

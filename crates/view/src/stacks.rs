@@ -6,7 +6,6 @@
 //! the recording stored); kernel frames carry the names kallsyms gave them when recording.
 
 use crate::text::clean;
-use crate::why::is_idle_wait;
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use latscope_event::units::fmt_ns;
@@ -23,6 +22,8 @@ pub struct StackAgg {
     pub with_waits: bool,
     /// Idle waits left out.
     pub waits_left_out: u64,
+    /// The waits seen, by kind ([`crate::waits`]).
+    pub waits: crate::waits::LeftOut,
     /// Calls with a breakdown that blocked but carry no stack (recorded without `--stacks`).
     pub without_stack: u64,
     /// Weigh calls by their time on CPU instead (by user stack and operation: where a call was
@@ -68,7 +69,7 @@ impl StackAgg {
             if t == 0 {
                 continue;
             }
-            if !self.with_waits && is_idle_wait(b.nr[i]) {
+            if self.waits.classify(b, i, self.with_waits) {
                 self.waits_left_out += 1;
                 continue;
             }

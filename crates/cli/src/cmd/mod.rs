@@ -18,5 +18,6 @@ pub mod serve;
 pub mod spectrogram;
 pub mod timeline;
 pub mod top;
+pub mod top_why;
 pub mod trigger;
 pub mod why;

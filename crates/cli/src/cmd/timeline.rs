@@ -58,7 +58,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
         refuse_terminal(a.output.as_deref(), "the timeline chart", "-o FILE (or --json)")?;
     }
     let kind = a.read.kind(a.block);
-    let cols = ["kind", "ts", "lat", "bytes", "nr", "ret"];
+    let mut cols = vec!["kind", "ts", "lat", "bytes", "nr", "ret"];
+    cols.extend(latscope_view::waits::COLUMNS);
     let mut scan = a.read.open("timeline", ScanPlan { columns: &cols, zone: None })?;
     let header = scan.header().clone();
     let mut tl = Timeline::new(header.start_ns, a.interval, MAX_INTERVALS).with_waits(a.waits);

@@ -161,6 +161,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let header = scan.header().clone();
     let mut agg = WhyAgg { with_waits: a.waits, ..Default::default() };
     let mut sagg = StackAgg { with_waits: a.waits, ..Default::default() };
+    // Every call of each block (not only those the filter took): the chains go through them.
+    let mut chains = latscope_view::chain::ChainIndex::new();
     let (mut first, mut last) = (u64::MAX, 0u64);
     let mut table = StackTable::default();
     while let Some(c) = scan.next_batch() {
@@ -170,7 +172,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
             first = first.min(c.batch.ts[i]);
             last = last.max(c.batch.end(i));
         }
-        agg.add(c.batch, c.rows);
+        chains.add(c.batch);
+        agg.add_with_chains(c.batch, c.rows, Some(&chains));
         if want_stacks {
             sagg.add(c.batch, c.rows);
             // The stack table is in the metadata of the blocks that first use each stack: read
@@ -185,7 +188,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut names = want_stacks.then(|| StackNames::new(table, a.binaries.as_deref()));
     if let Some(p) = &a.svg {
         let title = match &a.file {
-            Some(f) => super::top::breakdown_title(f, &a.filter),
+            Some(f) => super::top_why::breakdown_title(f, &a.filter),
             None => "Why was it slow".to_string(),
         };
         write_output(Some(p), latscope_view::whysvg::render_svg(&agg, a.top, &title).as_bytes())?;
@@ -224,7 +227,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
     }
     if a.json.json {
-        println!("{}", latscope_event::escape::json_ascii_controls(agg.to_json(a.top).to_string()));
+        let mut j = agg.to_json(a.top);
+        j["chain_roots"] = agg.roots_json(Some(&header), a.top);
+        println!("{}", latscope_event::escape::json_ascii_controls(j.to_string()));
     } else {
         print!("{}", agg.render_ticket(&header, a.top, last.saturating_sub(first.min(last))));
     }

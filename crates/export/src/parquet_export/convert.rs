@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::{ArrayRef, StringArray};
+use latscope_event::waits::WaitKind;
 use latscope_event::{op_name, CgroupInfo, EventBatch, FdType, TraceHeader, WHY_PART_NAMES};
 
 /// Syscall numbers given their own `op` entry; others are `unknown`.
@@ -65,6 +66,8 @@ pub(crate) struct Dictionaries {
     pub(crate) waker_kind: ArrayRef,
     /// `""`, then `WHY_PART_NAMES` (key `1 + part`).
     pub(crate) waker_was_in: ArrayRef,
+    /// The wait kinds, in the order of `WaitKind::ALL` (key: the kind's index).
+    pub(crate) wait: ArrayRef,
 }
 
 pub(crate) fn dictionaries() -> &'static Dictionaries {
@@ -81,6 +84,7 @@ pub(crate) fn dictionaries() -> &'static Dictionaries {
             fd_type: Arc::new(StringArray::from(FdType::ALL.iter().map(|t| t.name()).collect::<Vec<_>>())),
             waker_kind: Arc::new(StringArray::from(WAKER_KINDS.to_vec())),
             waker_was_in: Arc::new(StringArray::from([""].iter().chain(&WHY_PART_NAMES).copied().collect::<Vec<_>>())),
+            wait: Arc::new(StringArray::from(WaitKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>())),
         }
     })
 }

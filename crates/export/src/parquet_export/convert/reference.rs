@@ -211,6 +211,19 @@ impl EventConverter {
         columns.push(i64s(rows.iter().map(|&i| waker_was_in_ns(b, i)).collect()));
         columns.push(strings(&b.fault_path, sel));
         columns.push(i64s(map(&b.fault_off, sel, |v| v)));
+        columns.push(dict8(rows.iter().map(|&i| latscope_event::waits::wait_kind(b, i) as i8).collect(), &d.wait));
+        let locks: Vec<String> =
+            rows.iter().map(|&i| latscope_event::locks::lock_text(b, i).unwrap_or_default()).collect();
+        columns.push(Arc::new(StringArray::from(locks)));
+        columns.push(i64s(
+            rows.iter().map(|&i| if matches!(b.lock_kind[i], 1 | 4 | 5) { b.lock_addr[i] as i64 } else { 0 }).collect(),
+        ));
+        columns.push(i32s(map(&b.lock_owner, sel, |v| v as i32)));
+        // The chains go through other blocks' calls: this reference has none (the writer is
+        // given none either).
+        columns.push(Arc::new(StringArray::from(vec![""; rows.len()])));
+        columns.push(Arc::new(StringArray::from(vec![""; rows.len()])));
+        columns.push(i64s(vec![0; rows.len()]));
         // The columns follow `EVENT_COLUMNS` one for one, with the schema's types.
         RecordBatch::try_new(self.schema.clone(), columns).expect("columns match the events schema")
     }
