@@ -5,6 +5,7 @@ pub mod bench;
 pub mod check;
 pub mod events;
 pub mod export;
+pub mod export_perfetto;
 pub mod fields;
 pub mod heatmap;
 pub mod hist;
