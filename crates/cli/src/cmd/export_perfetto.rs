@@ -1,14 +1,14 @@
 //! `latscope export --perfetto FILE`: one trace -> a Perfetto trace (wiring only: the export is
 //! `latscope_export::perfetto`).
 
-use crate::args::{parse_filter, FilterArg};
+use crate::args::{parse_filter, FilterArg, WindowArgs};
 use anyhow::{anyhow, bail, Result};
 use latscope_event::units::{fmt_bytes, fmt_count, parse_duration_secs_default, parse_size};
 use latscope_export::perfetto::{export_perfetto, PerfettoOptions, Progress, DEFAULT_MAX_BYTES};
 use latscope_export::ExportError;
 use latscope_scan::{InputFormat, Scan, ScanOptions};
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -19,14 +19,9 @@ pub struct PerfettoArgs {
     /// with trace_processor. One trace (-r) at a time.
     #[arg(long, value_name = "FILE")]
     pub perfetto: Option<PathBuf>,
-    /// Perfetto: only events that began at or after TIME: time into the recording (10s, 1m30s,
-    /// 2.5), or a wall-clock time in UTC (2026-11-22T10:32:00Z, or 10:32:00 on the recording's
-    /// first day).
-    #[arg(long, value_name = "TIME")]
-    pub from: Option<String>,
-    /// Perfetto: only events that began before TIME (as --from).
-    #[arg(long, value_name = "TIME")]
-    pub to: Option<String>,
+    // Perfetto: a window (--from TIME --to TIME).
+    #[command(flatten)]
+    pub window: WindowArgs,
     /// Perfetto: largest file (the Perfetto UI in a browser holds about 2 GB, and a trace takes
     /// two to four times its size there; trace_processor reads up to 4 GiB). A larger export is
     /// refused, saying which window fits, or cut into parts with --split.
@@ -45,8 +40,8 @@ impl PerfettoArgs {
     /// Refuses the options of `--perfetto` without it (a Parquet export takes none of them).
     pub fn refuse_without_perfetto(&self) -> Result<()> {
         let given = [
-            ("--from", self.from.is_some()),
-            ("--to", self.to.is_some()),
+            ("--from", self.window.from.is_some()),
+            ("--to", self.window.to.is_some()),
             ("--max-size", self.max_size.is_some()),
             ("--split", self.split),
             ("--counter-interval", self.counter_interval.is_some()),
@@ -56,36 +51,6 @@ impl PerfettoArgs {
         }
         Ok(())
     }
-}
-
-/// A `--from`/`--to` time as a filter clause on the event's start: `evt.reltime` for a time
-/// into the recording, `evt.time` for a wall-clock time.
-fn bound(flag: &str, v: &str, op: &str, trace: &Path) -> Result<String> {
-    let t = v.trim();
-    if let Ok(ns) = parse_duration_secs_default(t) {
-        return Ok(format!("evt.reltime {op} {ns}ns"));
-    }
-    // A time of day: on the recording's first day (UTC).
-    let tod = t.split(':').collect::<Vec<_>>();
-    if !t.contains('-') && (tod.len() == 2 || tod.len() == 3) {
-        let num = |s: &str| s.parse::<f64>().ok().filter(|x| *x >= 0.0);
-        let (h, m, s) = (num(tod[0]), num(tod[1]), tod.get(2).map_or(Some(0.0), |s| num(s)));
-        let (Some(h), Some(m), Some(s)) = (h, m, s) else {
-            bail!("{flag} {v}: not a time (10s, 2.5, 10:32:00, 2026-11-22T10:32:00Z)");
-        };
-        if h >= 24.0 || m >= 60.0 || s >= 61.0 {
-            bail!("{flag} {v}: not a time of day (HH:MM:SS, UTC)");
-        }
-        let header = Scan::open(trace, InputFormat::Trace, ScanOptions::default())?.header().clone();
-        let start = header.wall_ns(header.start_ns);
-        let day = start - start.rem_euclid(86_400_000_000_000);
-        let at = day + ((h * 3600.0 + m * 60.0 + s) * 1e9).round() as i64;
-        return Ok(format!("evt.time {op} {at}"));
-    }
-    // A date and time: the filter's own syntax checks it (and says how to write one).
-    let clause = format!("evt.time {op} {t}");
-    parse_filter(&clause).map_err(|e| anyhow!("{flag} {v}: {e}"))?;
-    Ok(clause)
 }
 
 pub fn run(files: &[PathBuf], p: &PerfettoArgs, filter: &FilterArg, quiet: bool, json: bool) -> Result<ExitCode> {
@@ -98,11 +63,9 @@ pub fn run(files: &[PathBuf], p: &PerfettoArgs, filter: &FilterArg, quiet: bool,
     if let Some(f) = filter.filter.as_deref().filter(|f| !f.trim().is_empty()) {
         clauses.push(format!("({f})"));
     }
-    if let Some(v) = &p.from {
-        clauses.push(bound("--from", v, ">=", trace)?);
-    }
-    if let Some(v) = &p.to {
-        clauses.push(bound("--to", v, "<", trace)?);
+    if p.window.is_set() {
+        let header = Scan::open(trace, InputFormat::Trace, ScanOptions::default())?.header().clone();
+        clauses.extend(p.window.clause(&header)?);
     }
     let mut opts = PerfettoOptions::new(&out);
     opts.filter = parse_filter(&clauses.join(" and "))?;
@@ -170,7 +133,7 @@ pub fn run(files: &[PathBuf], p: &PerfettoArgs, filter: &FilterArg, quiet: bool,
     } else {
         let l = &s.links;
         println!(
-            "exported {} of {} events as slices ({} threads of {} processes, {} disks) in {secs:.2} s",
+            "exported {} of {} events as slices ({} threads of {} process(es), {} disk(s)) in {secs:.2} s",
             s.events_exported, s.events_read, s.threads, s.processes, s.disks
         );
         println!(

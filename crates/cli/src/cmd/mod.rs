@@ -16,5 +16,6 @@ pub mod replay;
 pub mod serve;
 pub mod spectrogram;
 pub mod timeline;
+pub mod timeline_threads;
 pub mod top;
 pub mod why;

@@ -28,6 +28,8 @@ use std::collections::{HashMap, VecDeque};
 use foldhash::fast::RandomState;
 use serde::Serialize;
 
+use latscope_event::can_wake;
+
 use super::slices::Held;
 
 /// How many links were made, and how many could not be.
@@ -48,6 +50,16 @@ struct Pending {
     c_seq: u64,
     lo: u64,
     hi: u64,
+    /// The woken call's main blocked part (for [`can_wake`]); 0 for requests.
+    part: usize,
+    /// A call in the window that cannot end such a wait by its kind: taken if no call that can
+    /// comes before one of the two leaves.
+    fallback: Option<u64>,
+}
+
+/// The syscall number of a call's slice.
+fn nr(h: &Held) -> u16 {
+    h.name_key as u16
 }
 
 /// What a held slice waits for: its links not yet found (the waking thread, the request).
@@ -68,6 +80,8 @@ pub struct Linker {
     by_request: HashMap<(u32, u64), VecDeque<u64>, RandomState>,
     waiting_waker: HashMap<u32, Vec<Pending>, RandomState>,
     waiting_request: HashMap<(u32, u64), Vec<Pending>, RandomState>,
+    /// Calls held as the fallback waker of calls waiting (see [`Pending::fallback`]).
+    fallback_of: HashMap<u64, Vec<u64>, RandomState>,
     next_flow: u64,
     pool: Vec<Held>,
     /// Links made and missed.
@@ -88,6 +102,7 @@ impl Linker {
             by_request: HashMap::default(),
             waiting_waker: HashMap::default(),
             waiting_request: HashMap::default(),
+            fallback_of: HashMap::default(),
             next_flow: 1,
             pool: Vec::new(),
             stats: LinkStats::default(),
@@ -130,11 +145,12 @@ impl Linker {
         f
     }
 
-    /// Takes a slice. `wake`: the thread that woke it and the window its waking call must end in
-    /// (`lo..=end`); `request`: the disk and sector of the request whose completion woke it.
+    /// Takes a slice. `wake`: the thread that woke it, the start of the window its waking call
+    /// must end in (`lo..=end`) and the part it was blocked in; `request`: the disk and sector
+    /// of the request whose completion woke it.
     /// A call's slice carries its thread in `h.tid` (it may itself be a waker); a request's its
     /// disk and sector in `h.request`.
-    pub fn push(&mut self, mut h: Held, wake: Option<(u32, u64)>, request: Option<(u32, u64)>) {
+    pub fn push(&mut self, mut h: Held, wake: Option<(u32, u64, usize)>, request: Option<(u32, u64)>) {
         let seq = self.front_seq + self.queue.len() as u64;
         h.seq = seq;
         self.watermark = self.watermark.max(h.end);
@@ -146,15 +162,19 @@ impl Linker {
         let mut waiting = Waiting::default();
         // This call as the waker of calls that arrived before it.
         if h.tid != 0 {
+            let front = self.front_seq;
             if let Some(list) = self.waiting_waker.get_mut(&h.tid) {
                 let mut found = Vec::new();
-                list.retain(|p| {
-                    if p.c_seq < self.front_seq {
+                list.retain_mut(|p| {
+                    if p.c_seq < front {
                         return false;
                     }
                     if h.ts < p.hi && h.end >= p.lo {
-                        found.push(p.c_seq);
-                        return false;
+                        if can_wake(nr(&h), p.part) {
+                            found.push(p.c_seq);
+                            return false;
+                        }
+                        p.fallback.get_or_insert(seq);
                     }
                     true
                 });
@@ -174,10 +194,11 @@ impl Linker {
         }
         // This request as the one that woke calls that arrived before it.
         if let Some(key) = h.request {
+            let front = self.front_seq;
             if let Some(list) = self.waiting_request.get_mut(&key) {
                 let mut found = Vec::new();
                 list.retain(|p| {
-                    if p.c_seq < self.front_seq {
+                    if p.c_seq < front {
                         return false;
                     }
                     if h.end >= p.lo && h.end <= p.hi && h.ts < p.hi {
@@ -200,10 +221,11 @@ impl Linker {
                 }
             }
         }
-        // Its own waker among the calls held.
-        if let Some((wtid, lo)) = wake {
+        // Its own waker among the calls held: the first in the window that can end its wait,
+        // else wait for one (the first in the window is the fallback).
+        if let Some((wtid, lo, part)) = wake {
             let hi = h.end;
-            let mut best = None;
+            let (mut best, mut first) = (None, None);
             if let Some(d) = self.by_tid.get(&wtid) {
                 // Latest first: calls of one thread end in the order they began.
                 for &s in d.iter().rev() {
@@ -212,7 +234,10 @@ impl Linker {
                         break;
                     }
                     if c.ts < hi {
-                        best = Some(s);
+                        first = Some(s);
+                        if can_wake(nr(c), part) {
+                            best = Some(s);
+                        }
                     }
                 }
             }
@@ -226,7 +251,16 @@ impl Linker {
                     self.stats.wakeups_linked += 1;
                 }
                 None => {
-                    self.waiting_waker.entry(wtid).or_default().push(Pending { c_seq: seq, lo, hi });
+                    if let Some(d) = first {
+                        self.fallback_of.entry(d).or_default().push(seq);
+                    }
+                    self.waiting_waker.entry(wtid).or_default().push(Pending {
+                        c_seq: seq,
+                        lo,
+                        hi,
+                        part,
+                        fallback: first,
+                    });
                     waiting.waker = Some(wtid);
                 }
             }
@@ -252,7 +286,13 @@ impl Linker {
                     self.stats.requests_linked += 1;
                 }
                 None => {
-                    self.waiting_request.entry(key).or_default().push(Pending { c_seq: seq, lo, hi });
+                    self.waiting_request.entry(key).or_default().push(Pending {
+                        c_seq: seq,
+                        lo,
+                        hi,
+                        part: 0,
+                        fallback: None,
+                    });
                     waiting.request = Some(key);
                 }
             }
@@ -278,9 +318,10 @@ impl Linker {
             if !due {
                 return Ok(());
             }
-            let Some((mut h, waiting)) = self.queue.pop_front() else { return Ok(()) };
+            let Some((mut h, mut waiting)) = self.queue.pop_front() else { return Ok(()) };
             self.front_seq += 1;
             if self.hold_ns > 0 {
+                self.settle(&mut h, &mut waiting);
                 self.forget(&h, waiting);
             }
             let r = out(&h);
@@ -294,6 +335,41 @@ impl Linker {
                 self.pool.push(h);
             }
             r?;
+        }
+    }
+
+    /// Links a slice about to leave with its fallback: as the fallback waker of calls still
+    /// waiting, and as a woken call still waiting with a fallback (which came after it, so is
+    /// still held).
+    fn settle(&mut self, h: &mut Held, waiting: &mut Waiting) {
+        if let Some(cs) = self.fallback_of.remove(&h.seq) {
+            for c in cs {
+                let Some((q, w)) = c.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize)) else {
+                    continue;
+                };
+                let Some(wtid) = w.waker.filter(|&t| t == h.tid) else { continue };
+                let Some(list) = self.waiting_waker.get_mut(&wtid) else { continue };
+                let Some(at) = list.iter().position(|p| p.c_seq == c && p.fallback == Some(h.seq)) else { continue };
+                list.swap_remove(at);
+                let f = self.next_flow;
+                self.next_flow += 1;
+                h.flows_out.push(f);
+                q.flows_in.push(f);
+                w.waker = None;
+                self.stats.wakeups_linked += 1;
+            }
+        }
+        let Some(wtid) = waiting.waker else { return };
+        let Some(list) = self.waiting_waker.get_mut(&wtid) else { return };
+        let Some(at) = list.iter().position(|p| p.c_seq == h.seq) else { return };
+        let Some(d) = list[at].fallback.filter(|&d| d >= self.front_seq) else { return };
+        list.swap_remove(at);
+        let f = self.flow();
+        if let Some(d) = self.held_mut(d) {
+            d.flows_out.push(f);
+            h.flows_in.push(f);
+            waiting.waker = None;
+            self.stats.wakeups_linked += 1;
         }
     }
 
@@ -372,7 +448,7 @@ mod tests {
                 }
             }
             let woken = call(&mut l, 1, 0, 60);
-            l.push(woken, Some((2, 50)), None);
+            l.push(woken, Some((2, 50, 7)), None);
             if !waker_first {
                 for (a, b) in waker {
                     let h = call(&mut l, 2, a, b);
@@ -389,13 +465,52 @@ mod tests {
         }
     }
 
+    /// A lock wait is ended by a futex: of the waker's calls in the window, its futex is taken,
+    /// held before the woken call or arriving after it; a write alone is taken for want of one.
+    #[test]
+    fn a_call_that_can_end_the_wait_is_preferred_to_the_first_in_the_window() {
+        let futex = latscope_event::syscall_nr("futex").unwrap();
+        let write = latscope_event::syscall_nr("write").unwrap();
+        for (futex_first, with_futex) in [(true, true), (false, true), (true, false)] {
+            let mut l = Linker::new(1_000, 100);
+            let mut calls = vec![(write, 40, 52)];
+            if with_futex {
+                calls.push((futex, 53, 58));
+            }
+            let mk = |l: &mut Linker, (nr, a, b): (u16, u64, u64)| {
+                let mut h = call(l, 2, a, b);
+                h.name_key = u32::from(nr);
+                h
+            };
+            if futex_first {
+                for c in calls.clone() {
+                    let h = mk(&mut l, c);
+                    l.push(h, None, None);
+                }
+            }
+            let woken = call(&mut l, 1, 0, 60);
+            l.push(woken, Some((2, 50, 3)), None);
+            if !futex_first {
+                for c in calls.clone() {
+                    let h = mk(&mut l, c);
+                    l.push(h, None, None);
+                }
+            }
+            let v = all(&mut l);
+            let w = v.iter().find(|x| x.0 == 1).unwrap();
+            let want = if with_futex { 53 } else { 40 };
+            let d = v.iter().find(|x| x.0 == 2 && x.1 == want).unwrap();
+            assert_eq!((w.3.len(), &d.2), (1, &w.3), "({futex_first}, {with_futex}): {v:?}");
+        }
+    }
+
     #[test]
     fn a_wakeup_whose_waker_made_no_call_then_is_counted_not_guessed() {
         let mut l = Linker::new(1_000, 100);
         let early = call(&mut l, 2, 10, 20);
         l.push(early, None, None);
         let woken = call(&mut l, 1, 0, 60);
-        l.push(woken, Some((2, 50)), None);
+        l.push(woken, Some((2, 50, 7)), None);
         let late = call(&mut l, 2, 70, 80);
         l.push(late, None, None);
         let v = all(&mut l);

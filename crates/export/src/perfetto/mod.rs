@@ -233,7 +233,10 @@ impl Export<'_> {
                     // The wake-up ended the call's longest blocked interval; when that was its
                     // last, it came within the call's CPU and run-queue time before its end.
                     let after = b.why_cpu[i].saturating_add(b.why_runq[i]);
-                    wake = Some((b.waker_tid[i], end.saturating_sub(after).max(ts)));
+                    let parts = b.why_parts(i);
+                    // The blocked part the call spent the most in (io, lock, ipc, ...).
+                    let part = (2..parts.len()).fold(2, |m, k| if parts[k] > parts[m] { k } else { m });
+                    wake = Some((b.waker_tid[i], end.saturating_sub(after).max(ts), part));
                 }
                 if b.wake_dev[i] != 0 {
                     request = Some((b.wake_dev[i], b.wake_sector[i]));
