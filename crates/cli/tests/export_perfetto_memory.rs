@@ -1,5 +1,5 @@
 //! `latscope export --perfetto` holds bounded memory whatever the trace size: the peak resident
-//! size of an export of 2 M events is that of an export of 500 k events, give or take, with every
+//! size of an export of 1.2 M events is that of an export of 300 k events, give or take, with every
 //! call carrying a wake-up to link (the slices wait in the bounded hold queue). Its own test
 //! binary: the peak is measured over this process's children.
 
@@ -51,8 +51,8 @@ fn perfetto_export_memory_does_not_grow_with_the_trace() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (small, big) = (dir.path().join("small.lst"), dir.path().join("big.lst"));
-    write(&small, 500_000);
-    write(&big, 2_000_000);
+    write(&small, 300_000);
+    write(&big, 1_200_000);
     let out = dir.path().join("out.pftrace");
     let j = common::latscope_json(&[
         "export",
@@ -66,7 +66,7 @@ fn perfetto_export_memory_does_not_grow_with_the_trace() {
     let after_small = children_max_rss();
     common::latscope_ok(&["export", "-q", "-r", big.to_str().unwrap(), "--perfetto", out.to_str().unwrap()]);
     let after_big = children_max_rss();
-    eprintln!("peak resident size: 500 k events {} MiB, 2 M events {} MiB", after_small >> 20, after_big >> 20);
+    eprintln!("peak resident size: 300 k events {} MiB, 1.2 M events {} MiB", after_small >> 20, after_big >> 20);
     assert!(after_big <= after_small + after_small / 4 + (16 << 20), "{after_small} -> {after_big} bytes");
     assert!(after_big < 256 << 20, "{after_big} bytes");
 }

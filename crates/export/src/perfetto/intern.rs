@@ -191,15 +191,15 @@ impl Interner {
         self.args[i]
     }
 
-    /// The iid of a string value.
+    /// The iid of a string value (UTF-8 bytes).
     #[inline]
-    pub fn string(&mut self, s: &str) -> u64 {
-        if let Some(&iid) = self.strings.get(s.as_bytes()) {
+    pub fn string(&mut self, s: &[u8]) -> u64 {
+        if let Some(&iid) = self.strings.get(s) {
             return iid;
         }
-        let iid = self.add(interned::DEBUG_ANNOTATION_STRING_VALUES, s.as_bytes());
+        let iid = self.add(interned::DEBUG_ANNOTATION_STRING_VALUES, s);
         self.string_bytes += s.len();
-        self.strings.insert(s.as_bytes().into(), iid);
+        self.strings.insert(s.into(), iid);
         iid
     }
 

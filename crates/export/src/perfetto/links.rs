@@ -46,6 +46,13 @@ pub struct LinkStats {
     pub requests_not_linked: u64,
 }
 
+/// Most held calls of a thread (or requests of a sector) looked at for one link, latest first: a
+/// recording's calls of one thread follow each other, so the look-up stops at the first that
+/// ended before the window anyway; traces whose calls overlap on a thread are cut short.
+const MAX_CANDIDATES: usize = 64;
+/// Most calls waiting at once for a call of one thread (or a request of one sector).
+const MAX_WAITING: usize = 64;
+
 struct Pending {
     c_seq: u64,
     lo: u64,
@@ -228,7 +235,7 @@ impl Linker {
             let (mut best, mut first) = (None, None);
             if let Some(d) = self.by_tid.get(&wtid) {
                 // Latest first: calls of one thread end in the order they began.
-                for &s in d.iter().rev() {
+                for &s in d.iter().rev().take(MAX_CANDIDATES) {
                     let Some(c) = self.held(s) else { continue };
                     if c.end < lo {
                         break;
@@ -254,13 +261,12 @@ impl Linker {
                     if let Some(d) = first {
                         self.fallback_of.entry(d).or_default().push(seq);
                     }
-                    self.waiting_waker.entry(wtid).or_default().push(Pending {
-                        c_seq: seq,
-                        lo,
-                        hi,
-                        part,
-                        fallback: first,
-                    });
+                    let list = self.waiting_waker.entry(wtid).or_default();
+                    if list.len() >= MAX_WAITING {
+                        // The oldest gives way (counted as not linked when it leaves).
+                        list.remove(0);
+                    }
+                    list.push(Pending { c_seq: seq, lo, hi, part, fallback: first });
                     waiting.waker = Some(wtid);
                 }
             }
@@ -269,7 +275,7 @@ impl Linker {
             let (lo, hi) = (h.ts, h.end);
             let mut best: Option<(u64, u64)> = None;
             if let Some(d) = self.by_request.get(&key) {
-                for &s in d.iter() {
+                for &s in d.iter().rev().take(MAX_CANDIDATES) {
                     let Some(r) = self.held(s) else { continue };
                     if r.end >= lo && r.end <= hi && r.ts < hi && best.is_none_or(|(_, e)| r.end >= e) {
                         best = Some((s, r.end));
@@ -286,13 +292,11 @@ impl Linker {
                     self.stats.requests_linked += 1;
                 }
                 None => {
-                    self.waiting_request.entry(key).or_default().push(Pending {
-                        c_seq: seq,
-                        lo,
-                        hi,
-                        part: 0,
-                        fallback: None,
-                    });
+                    let list = self.waiting_request.entry(key).or_default();
+                    if list.len() >= MAX_WAITING {
+                        list.remove(0);
+                    }
+                    list.push(Pending { c_seq: seq, lo, hi, part: 0, fallback: None });
                     waiting.request = Some(key);
                 }
             }

@@ -226,7 +226,7 @@ impl Export<'_> {
         match EventKind::from_u8(b.kind[i]) {
             Some(EventKind::Syscall) => {
                 let tid = b.tid[i];
-                h.track = self.tracks.thread_lane(b.pid[i], tid, b.comm.get(i), b.cgroup[i], ts, end);
+                h.track = self.tracks.thread_lane(b.pid[i], tid, slices::raw(&b.comm, i), b.cgroup[i], ts, end);
                 h.tid = tid;
                 SliceBuilder { h: &mut h }.syscall(&self.header, b, i);
                 if b.waker_ctx[i] == 1 && b.waker_tid[i] != 0 && b.waker_tid[i] != tid {

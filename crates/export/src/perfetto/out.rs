@@ -23,6 +23,8 @@ use crate::ExportError;
 
 /// The sequence id of every packet (one writer).
 const SEQUENCE: u64 = 1;
+/// Packets are gathered in memory and written to the file this many bytes at a time.
+const FLUSH_BYTES: usize = 1 << 20;
 
 /// A file written.
 #[derive(Debug, Clone, Serialize)]
@@ -60,8 +62,9 @@ pub struct Out {
     done: Vec<WrittenPart>,
     start_ns: u64,
     realtime_offset_ns: i64,
+    /// Packets not yet written to the file (written out past [`FLUSH_BYTES`]).
+    buf: Vec<u8>,
     pkt: Vec<u8>,
-    ev: Vec<u8>,
     interned: Vec<u8>,
     /// Times the interning tables were cleared, all files.
     pub interning_resets: u64,
@@ -78,8 +81,8 @@ impl Out {
             done: Vec::new(),
             start_ns,
             realtime_offset_ns,
+            buf: Vec::with_capacity(FLUSH_BYTES + (64 << 10)),
             pkt: Vec::with_capacity(4096),
-            ev: Vec::with_capacity(1024),
             interned: Vec::with_capacity(1024),
             interning_resets: 0,
         }
@@ -105,24 +108,21 @@ impl Out {
         self.index
     }
 
+    /// Appends the packet in `pkt` (a rare one: clock, sequence start, descriptor).
     fn write_packet(&mut self) -> Result<(), ExportError> {
+        let start = self.buf.len();
+        proto::bytes(&mut self.buf, proto::TRACE_PACKET, &self.pkt);
+        self.wrote(start)
+    }
+
+    /// Counts the packets appended since `start` and writes the gathered ones out when enough.
+    fn wrote(&mut self, start: usize) -> Result<(), ExportError> {
         let p = self.part.as_mut().expect("a part is open");
-        // `Trace.packet`: the packet's key and length, then the packet.
-        let mut head = [0u8; 11];
-        head[0] = (proto::TRACE_PACKET << 3 | 2) as u8;
-        let mut n = 1;
-        let mut v = self.pkt.len() as u64;
-        while v >= 0x80 {
-            head[n] = v as u8 | 0x80;
-            v >>= 7;
-            n += 1;
+        p.bytes += (self.buf.len() - start) as u64;
+        if self.buf.len() >= FLUSH_BYTES {
+            p.file.write_all(&self.buf).map_err(|e| ExportError::io("write", p.path.clone(), e))?;
+            self.buf.clear();
         }
-        head[n] = v as u8;
-        n += 1;
-        let io = |e| ExportError::io("write", p.path.clone(), e);
-        p.file.write_all(&head[..n]).map_err(io)?;
-        p.file.write_all(&self.pkt).map_err(io)?;
-        p.bytes += (n + self.pkt.len()) as u64;
         Ok(())
     }
 
@@ -225,62 +225,69 @@ impl Out {
             self.start_sequence(false)?;
         }
         let p = self.part.as_mut().expect("a part is open");
-        let it = &mut p.interner;
-        // The event's fields first (interning as it goes), then the packet around them.
-        let ev = &mut self.ev;
-        ev.clear();
-        proto::uint(ev, event::TYPE, if h.instant { event::TYPE_INSTANT } else { event::TYPE_SLICE_BEGIN });
-        proto::uint(ev, event::TRACK_UUID, h.track);
-        let key = h.name_key;
-        proto::uint(ev, event::NAME_IID, it.name(key, || name_of(key)));
-        proto::uint(ev, event::CATEGORY_IIDS, it.category(h.cat as usize));
-        for &(arg, val) in &h.args {
-            let m = proto::begin(ev, event::DEBUG_ANNOTATIONS);
-            proto::uint(ev, annotation::NAME_IID, it.arg(arg));
-            match val {
-                Val::U(v) => proto::uint(ev, annotation::UINT_VALUE, v),
-                Val::I(v) => proto::int(ev, annotation::INT_VALUE, v),
-                Val::Interned(o, l) => {
-                    let s = std::str::from_utf8(&h.strs[o as usize..(o + l) as usize]).unwrap_or("");
-                    proto::uint(ev, annotation::STRING_VALUE_IID, it.string(s));
-                }
-                Val::Plain(o, l) => proto::bytes(ev, annotation::STRING_VALUE, &h.strs[o as usize..(o + l) as usize]),
-            }
-            proto::end(ev, m);
-        }
-        for &f in flows_out {
-            proto::fixed64(ev, event::FLOW_IDS, f);
-        }
-        if h.instant {
-            for &f in flows_in {
-                proto::fixed64(ev, event::TERMINATING_FLOW_IDS, f);
-            }
-        }
-        self.interned.clear();
-        it.take_new(&mut self.interned);
         p.slices += 1;
         if p.first_ns == 0 || h.ts < p.first_ns {
             p.first_ns = h.ts;
         }
         p.last_ns = p.last_ns.max(h.ts);
-        self.timed(h.ts);
-        if !self.interned.is_empty() {
-            proto::bytes(&mut self.pkt, packet::INTERNED_DATA, &self.interned);
+        let it = &mut p.interner;
+        let b = &mut self.buf;
+        let start = b.len();
+        // The packet is written in place: its length and the event's in a fixed number of bytes
+        // (nothing moves), the entries the event interned after it (field order is free).
+        let pm = proto::begin_fixed(b, proto::TRACE_PACKET, 3);
+        proto::uint(b, packet::TIMESTAMP, h.ts);
+        proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+        proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+        let em = proto::begin_fixed(b, packet::TRACK_EVENT, 3);
+        proto::uint(b, event::TYPE, if h.instant { event::TYPE_INSTANT } else { event::TYPE_SLICE_BEGIN });
+        proto::uint(b, event::TRACK_UUID, h.track);
+        let key = h.name_key;
+        proto::uint(b, event::NAME_IID, it.name(key, || name_of(key)));
+        proto::uint(b, event::CATEGORY_IIDS, it.category(h.cat as usize));
+        for &(arg, val) in &h.args {
+            let m = proto::begin(b, event::DEBUG_ANNOTATIONS);
+            proto::uint(b, annotation::NAME_IID, it.arg(arg));
+            match val {
+                Val::U(v) => proto::uint(b, annotation::UINT_VALUE, v),
+                Val::I(v) => proto::int(b, annotation::INT_VALUE, v),
+                Val::Interned(o, l) => {
+                    proto::uint(b, annotation::STRING_VALUE_IID, it.string(&h.strs[o as usize..(o + l) as usize]))
+                }
+                Val::Plain(o, l) => proto::bytes(b, annotation::STRING_VALUE, &h.strs[o as usize..(o + l) as usize]),
+            }
+            proto::end(b, m);
         }
-        proto::bytes(&mut self.pkt, packet::TRACK_EVENT, &self.ev);
-        self.write_packet()?;
+        for &f in flows_out {
+            proto::fixed64(b, event::FLOW_IDS, f);
+        }
         if h.instant {
-            return Ok(());
+            for &f in flows_in {
+                proto::fixed64(b, event::TERMINATING_FLOW_IDS, f);
+            }
         }
-        self.timed(h.end);
-        let m = proto::begin(&mut self.pkt, packet::TRACK_EVENT);
-        proto::uint(&mut self.pkt, event::TYPE, event::TYPE_SLICE_END);
-        proto::uint(&mut self.pkt, event::TRACK_UUID, h.track);
-        for &f in flows_in {
-            proto::fixed64(&mut self.pkt, event::TERMINATING_FLOW_IDS, f);
+        proto::end_fixed(b, em, 3);
+        self.interned.clear();
+        it.take_new(&mut self.interned);
+        if !self.interned.is_empty() {
+            proto::bytes(b, packet::INTERNED_DATA, &self.interned);
         }
-        proto::end(&mut self.pkt, m);
-        self.write_packet()
+        proto::end_fixed(b, pm, 3);
+        if !h.instant {
+            let pm = proto::begin(b, proto::TRACE_PACKET);
+            proto::uint(b, packet::TIMESTAMP, h.end);
+            proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+            proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+            let m = proto::begin(b, packet::TRACK_EVENT);
+            proto::uint(b, event::TYPE, event::TYPE_SLICE_END);
+            proto::uint(b, event::TRACK_UUID, h.track);
+            for &f in flows_in {
+                proto::fixed64(b, event::TERMINATING_FLOW_IDS, f);
+            }
+            proto::end(b, m);
+            proto::end(b, pm);
+        }
+        self.wrote(start)
     }
 
     /// Writes a counter's value from `ts` on.
@@ -300,7 +307,9 @@ impl Out {
 
     /// Finishes the current file (moved into place under its name).
     pub fn close_part(&mut self) -> Result<(), ExportError> {
-        if let Some(p) = self.part.take() {
+        if let Some(mut p) = self.part.take() {
+            p.file.write_all(&self.buf).map_err(|e| ExportError::io("write", p.path.clone(), e))?;
+            self.buf.clear();
             p.file.commit()?;
             self.done.push(WrittenPart {
                 path: p.path,

@@ -207,6 +207,29 @@ pub fn end(b: &mut Vec<u8>, m: Mark) {
     b[at] = v as u8;
 }
 
+/// Starts a nested message whose length is written in exactly `n` bytes ([`end_fixed`]): a
+/// redundant varint when shorter, as Perfetto's own protozero writer writes the lengths of
+/// nested messages, so that the body is never moved.
+#[inline]
+pub fn begin_fixed(b: &mut Vec<u8>, field: u32, n: usize) -> Mark {
+    key(b, field, LEN);
+    b.resize(b.len() + n, 0);
+    Mark(b.len())
+}
+
+/// Ends a nested message begun with [`begin_fixed`]`(.., n)`; its body must be shorter than
+/// `2^(7n)` bytes.
+#[inline]
+pub fn end_fixed(b: &mut [u8], m: Mark, n: usize) {
+    let len = b.len() - m.0;
+    debug_assert!(len < 1 << (7 * n), "a body of {len} bytes in a {n}-byte length");
+    let at = m.0 - n;
+    for k in 0..n {
+        let byte = (len >> (7 * k)) as u8 & 0x7f;
+        b[at + k] = if k + 1 < n { byte | 0x80 } else { byte };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +240,27 @@ mod tests {
             let mut b = Vec::new();
             put_varint(&mut b, v);
             assert_eq!((b.len(), varint_len(v)), (n, n), "{v}");
+        }
+    }
+
+    /// A length in a fixed number of bytes reads back as the same varint.
+    #[test]
+    fn fixed_lengths_are_redundant_varints_of_the_body_length() {
+        for (len, n) in [(0usize, 2), (5, 2), (127, 2), (128, 2), (16383, 2), (70000, 3)] {
+            let mut b = Vec::new();
+            let m = begin_fixed(&mut b, 1, n);
+            b.resize(b.len() + len, 7);
+            end_fixed(&mut b, m, n);
+            let (mut v, mut shift, mut i) = (0usize, 0, 1);
+            loop {
+                v |= ((b[i] & 0x7f) as usize) << shift;
+                shift += 7;
+                i += 1;
+                if b[i - 1] & 0x80 == 0 {
+                    break;
+                }
+            }
+            assert_eq!((v, i - 1), (len, n));
         }
     }
 

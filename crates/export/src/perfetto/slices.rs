@@ -80,23 +80,32 @@ pub fn name_of(key: u32) -> String {
     latscope_event::op_name((key >> 16) as u8, key as u16)
 }
 
+/// String `i` of a column as the bytes stored (UTF-8, checked by the trace reader).
+#[inline]
+pub fn raw(c: &latscope_event::StrCol, i: usize) -> &[u8] {
+    &c.data[c.offsets[i] as usize..c.offsets[i + 1] as usize]
+}
+
 /// Fills a [`Held`] (reused: its vectors keep their room).
 pub struct SliceBuilder<'a> {
     pub h: &'a mut Held,
 }
 
 impl SliceBuilder<'_> {
-    fn str_at(&mut self, s: &str) -> (u32, u32) {
+    fn str_at(&mut self, s: &[u8]) -> (u32, u32) {
         let at = self.h.strs.len() as u32;
-        self.h.strs.extend_from_slice(s.as_bytes());
+        self.h.strs.extend_from_slice(s);
         (at, s.len() as u32)
     }
     fn interned(&mut self, a: Arg, s: &str) {
+        self.interned_bytes(a, s.as_bytes());
+    }
+    fn interned_bytes(&mut self, a: Arg, s: &[u8]) {
         let (o, l) = self.str_at(s);
         self.h.args.push((a, Val::Interned(o, l)));
     }
     fn plain(&mut self, a: Arg, s: &str) {
-        let (o, l) = self.str_at(s);
+        let (o, l) = self.str_at(s.as_bytes());
         self.h.args.push((a, Val::Plain(o, l)));
     }
     fn u(&mut self, a: Arg, v: u64) {
@@ -115,13 +124,13 @@ impl SliceBuilder<'_> {
                 self.i(Arg::Offset, b.off[i]);
             }
         }
-        let p = b.path.get(i);
+        let p = raw(&b.path, i);
         if !p.is_empty() {
-            self.interned(Arg::Path, p);
+            self.interned_bytes(Arg::Path, p);
         }
-        let p2 = b.path2.get(i);
+        let p2 = raw(&b.path2, i);
         if !p2.is_empty() {
-            self.interned(Arg::Path2, p2);
+            self.interned_bytes(Arg::Path2, p2);
         }
         if b.bytes[i] != 0 {
             self.u(Arg::Bytes, b.bytes[i]);
@@ -131,10 +140,10 @@ impl SliceBuilder<'_> {
             let name = errno_name(-b.ret[i]).map(str::to_string).unwrap_or_else(|| format!("E{}", -b.ret[i]));
             self.interned(Arg::Error, &name);
         }
-        if !b.has_why(i) {
+        let parts = b.why_parts(i);
+        if parts.iter().all(|&p| p == 0) {
             return;
         }
-        let parts = b.why_parts(i);
         let mut main = 0;
         for (k, &v) in parts.iter().enumerate() {
             if v != 0 {

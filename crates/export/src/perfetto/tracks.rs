@@ -124,8 +124,8 @@ impl Tracks {
     pub fn new(header: &TraceHeader) -> Tracks {
         let mut t = Tracks {
             tracks: HashMap::default(),
-            // Fixed, well away from small numbers: uuids are the export's own.
-            next_uuid: 0x6c61_7473_0000_0001,
+            // Small numbers: a uuid is written twice per slice.
+            next_uuid: 1,
             procs: HashMap::default(),
             threads: HashMap::default(),
             disks: HashMap::default(),
@@ -200,9 +200,10 @@ impl Tracks {
 
     /// The track of a call of thread `tid` of `pid` from `ts` to `end`: the thread's own, or a
     /// lane beside it when the call overlaps another on that thread.
-    pub fn thread_lane(&mut self, pid: u32, tid: u32, comm: &str, cgroup: u64, ts: u64, end: u64) -> u64 {
+    pub fn thread_lane(&mut self, pid: u32, tid: u32, comm: &[u8], cgroup: u64, ts: u64, end: u64) -> u64 {
         if let Some(th) = self.threads.get_mut(&(pid, tid)) {
-            if th.comm != comm && !comm.is_empty() {
+            if th.comm.as_bytes() != comm && !comm.is_empty() {
+                let comm = String::from_utf8_lossy(comm);
                 th.comm = comm.to_string();
                 if let Some(t) = self.tracks.get_mut(&th.uuid) {
                     t.name = comm.to_string();
@@ -210,7 +211,7 @@ impl Tracks {
                 }
                 if tid == pid {
                     // The main thread renamed (an exec): its process too.
-                    self.rename_process(pid, comm, None);
+                    self.rename_process(pid, &comm, None);
                 }
             }
             let th = self.threads.get_mut(&(pid, tid)).expect("looked up above");
@@ -218,6 +219,7 @@ impl Tracks {
                 return u;
             }
         } else {
+            let comm = &*String::from_utf8_lossy(comm);
             let p = self.process(pid, comm, cgroup);
             // The main thread names its process better than the first thread seen did.
             if tid == pid && self.snapshot.get(&pid).is_none() {
@@ -362,14 +364,14 @@ mod tests {
     fn calls_that_follow_each_other_share_the_threads_track_and_overlaps_take_lanes() {
         let h = TraceHeader::default();
         let mut t = Tracks::new(&h);
-        let a = t.thread_lane(10, 11, "app", 0, 100, 200);
-        assert_eq!(t.thread_lane(10, 11, "app", 0, 201, 300), a);
+        let a = t.thread_lane(10, 11, b"app", 0, 100, 200);
+        assert_eq!(t.thread_lane(10, 11, b"app", 0, 201, 300), a);
         // Touching is overlapping for Perfetto's nesting (an end and a begin at one instant).
-        let b = t.thread_lane(10, 11, "app", 0, 300, 400);
+        let b = t.thread_lane(10, 11, b"app", 0, 300, 400);
         assert_ne!(b, a);
         // The thread's own track is free again after 300.
-        assert_eq!(t.thread_lane(10, 11, "app", 0, 350, 360), a);
-        let c = t.thread_lane(10, 11, "app", 0, 355, 358);
+        assert_eq!(t.thread_lane(10, 11, b"app", 0, 350, 360), a);
+        let c = t.thread_lane(10, 11, b"app", 0, 355, 358);
         assert!(c != a && c != b);
         assert_eq!(t.parent_and_version(b).0, a, "a lane is a child of its thread's track");
         let p = t.parent_and_version(a).0;
