@@ -118,6 +118,9 @@ COLUMNS=${COLUMNS:-120} "$LS" spectrogram -r "$OUT/trace.lst" --no-pace 100 --sv
 step "Heat maps, histograms, tables and timelines: demo/views.sh"
 bash demo/views.sh "$OUT/trace.lst" "$OUT/views"
 
+step "Did it get worse? Two recordings compared, with intervals and verdicts: demo/diff.sh"
+bash demo/diff.sh "$OUT/diff" "$WORK/mnt"
+
 step "The spectrogram write-up's storage tests on ext4 (loop device) and tmpfs: demo/spectrogram.sh"
 DURATION=${DURATION:-3} bash demo/spectrogram.sh "$OUT/storage"
 

@@ -121,6 +121,7 @@ impl App {
                 )
             }
             Verdict::Throttled(after) => return throttled(after),
+            Verdict::OtherUser(uid) => return other_user(uid, self.access.owner()),
             Verdict::NeedsToken if api => {
                 return Response::error(401, "a token is needed: send 'Authorization: Bearer TOKEN' or log in at /login")
             }
@@ -137,6 +138,19 @@ impl App {
             pairs.extend(form_urlencoded::parse(&req.body).into_owned());
         }
         let p = Params::new(pairs);
+        // Store queries and live requests take long: a bounded, fairly shared number at once, so
+        // that a crowd of them cannot hold every connection inside a handler.
+        let heavy = live || matches!(path, "/api/overview" | "/api/series" | "/api/series/detail");
+        let _permit = match heavy {
+            true => match req.busy() {
+                Some(p) => Some(p),
+                None => {
+                    return Response::error(503, "the dashboard is busy with other requests: try again in a moment")
+                        .with_header("Retry-After", "2")
+                }
+            },
+            false => None,
+        };
         match path {
             "/" => html(OVERVIEW_HTML),
             "/series" => html(SERIES_HTML),
@@ -228,6 +242,20 @@ impl App {
             m => Response::error(405, format!("{m} is not accepted at /login")),
         }
     }
+}
+
+/// A local user other than the one the dashboard answers without a token: 403, saying how to
+/// let them in.
+fn other_user(uid: Option<u32>, owner: Option<u32>) -> Response {
+    let who = uid.map_or("a user the kernel did not name".to_string(), |u| format!("uid {u}"));
+    let owner = owner.map_or(String::new(), |o| format!("uid {o} and "));
+    Response::error(
+        403,
+        format!(
+            "this dashboard has no token, so it answers only {owner}root; this connection is {who}: start \
+             'latscope serve' with a token (LATSCOPE_TOKEN) to let other users in with it"
+        ),
+    )
 }
 
 /// Too many token guesses: 429, come back later.

@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod bench;
 pub mod check;
+pub mod diff;
 pub mod events;
 pub mod export;
 pub mod export_perfetto;

@@ -25,6 +25,8 @@ fn duration(s: &str) -> Result<Duration, String> {
 ///
 /// It listens on 127.0.0.1 unless told otherwise; any other address needs --token (sent by the
 /// browser as a cookie after the login form, or by scripts as 'Authorization: Bearer TOKEN').
+/// Without a token it answers only the user who started it and root: other local users are
+/// refused (the kernel says who owns each connection); give a token to let them in with it.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope serve --store bench.db                         # http://127.0.0.1:8080/
@@ -77,6 +79,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     drop(out);
     let store = a.store.as_ref().map_or("no store (--store FILE)".to_string(), |p| p.display().to_string());
     eprintln!("latscope: dashboard at {url} ({store}; Ctrl-C stops)");
+    eprintln!("latscope: {}", server.notice());
     server.run()?;
     eprintln!("latscope: stopped");
     Ok(ExitCode::SUCCESS)
