@@ -533,4 +533,45 @@ fn perfetto_flows_follow_a_request_through_queue_lock_and_disk_in_the_logs_order
             .any(|x| x["kind"] == "thread" && x["tid"].as_u64() == Some(t) && x["name"] == "pipeline"));
     }
     assert!(slices.iter().any(|s| s["name"] == "proc_exit" && s["pid"].as_u64() == Some(client)));
+
+    // The same recording as `timeline --threads --json`: every call of the trace drawn, and its
+    // wake-ups join the client, the holder and the worker in the log's order too.
+    let t = latscope_json(&["timeline", "-r", s(&trace), "--threads", "--rows", "1000", "--json"]);
+    let all = json_lines(&latscope_ok(&["events", "-r", s(&trace), "--json", "--window", "1000s"]));
+    let calls = all.iter().filter(|e| e["kind"] == "syscall").count() as u64;
+    assert_eq!(t["calls"].as_u64().unwrap(), calls, "{t}");
+    assert_eq!(t["dropped"], 0, "{t}");
+    let tl_call_end = |w: &Value, who: &str| -> Option<u64> {
+        let tid = w[who]["tid"].as_u64()?;
+        let ts = w[who]["ts_ns"].as_u64()?;
+        t["threads"].as_array()?.iter().filter(|r| r["tid"].as_u64() == Some(tid)).find_map(|r| {
+            r["calls"]
+                .as_array()?
+                .iter()
+                .find(|c| c["ts_ns"].as_u64() == Some(ts))
+                .map(|c| ts + c["latency_ns"].as_u64().unwrap())
+        })
+    };
+    let wakes: Vec<(u64, u64, u64)> = t["wakeups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["from"]["tid"].as_u64().unwrap(), w["to"]["tid"].as_u64().unwrap(), tl_call_end(w, "to").unwrap()))
+        .collect();
+    let woke = |from: u64, to: u64, after: u64, before: u64, what: &str| {
+        wakes
+            .iter()
+            .filter(|&&(f, w, end)| f == from && w == to && end >= after && end <= before)
+            .map(|&(_, _, end)| end)
+            .min()
+            .unwrap_or_else(|| panic!("no wake-up {what} ({from} -> {to}) between {after} and {before}: {t}"))
+    };
+    for r in 0..REQUESTS {
+        let (queued, dequeued, locked) = (step(r, "queued"), step(r, "dequeued"), step(r, "locked"));
+        let (answered, received) = (step(r, "answered"), step(r, "received"));
+        let q = woke(client, worker, queued, dequeued, "queue");
+        let l = woke(holder, worker, dequeued, locked, "lock");
+        let a = woke(worker, client, answered, received, "answer");
+        assert!(q < l && l < a, "request {r}: wake-ups out of order: {q} {l} {a}");
+    }
 }
