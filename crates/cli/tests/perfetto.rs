@@ -8,7 +8,7 @@
 mod common;
 
 use common::{bin, compile_c, json_lines, latscope, latscope_json, latscope_ok, require_bpf};
-use latscope_event::{comm_to_words, syscall_nr, BlockDevice, Event, EventKind, ProcessInfo, TraceHeader};
+use latscope_event::{comm_to_words, syscall_nr, BlockDevice, CgroupInfo, Event, EventKind, ProcessInfo, TraceHeader};
 use latscope_trace::synth::{BusyServer, Layout};
 use latscope_trace::Summary;
 use serde_json::Value;
@@ -105,6 +105,7 @@ fn assert_same_events(trace: &Path, filter: &str, v: &Value) {
 /// - 14 (`stray`) is woken by tid 99, which is not in the trace: no flow;
 /// - a fork, an exec and an exit of process 20.
 fn why_trace(dir: &Path) -> PathBuf {
+    const CGROUP: u64 = 4242;
     let futex = syscall_nr("futex").unwrap();
     let nr = |s: &str| syscall_nr(s).unwrap();
     let call = |tid: u32, comm: &str, n: u16, ts: u64, end: u64| Event {
@@ -119,6 +120,7 @@ fn why_trace(dir: &Path) -> PathBuf {
         dirfd: -1,
         off2: -1,
         comm: comm.into(),
+        cgroup: CGROUP,
         ..Default::default()
     };
     let woken = |mut e: Event, waker: u32, wcomm: &str, cpu: u64, runq: u64, part: &str| {
@@ -217,6 +219,16 @@ fn why_trace(dir: &Path) -> PathBuf {
             cmdline: "app --serve".into(),
             ..Default::default()
         }],
+        // Process 10 runs in a container.
+        cgroups: vec![CgroupInfo {
+            id: CGROUP,
+            path: format!("/system.slice/docker-{}.scope", "ab".repeat(32)),
+            runtime: "docker".into(),
+            container_id: "ab".repeat(32),
+            container_name: "web".into(),
+            image: "nginx:1.27".into(),
+            ..Default::default()
+        }],
         ..Default::default()
     };
     let path = dir.join("why.lst");
@@ -263,6 +275,8 @@ fn perfetto_export_parses_with_perfettos_schema_and_its_slices_are_the_events() 
     assert_eq!(thread(12)["name"], "worker");
     let app = tracks.iter().find(|t| t["kind"] == "process" && t["pid"] == 10).unwrap();
     assert_eq!((app["name"].as_str(), app["cmdline"][1].as_str()), (Some("app"), Some("--serve")));
+    let labels: Vec<&str> = app["labels"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    assert!(labels.contains(&"container=web") && labels.contains(&"image=nginx:1.27"), "{labels:?}");
     let child = tracks.iter().find(|t| t["kind"] == "process" && t["pid"] == 20).unwrap();
     assert_eq!(child["name"], "child");
 

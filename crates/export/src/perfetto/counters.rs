@@ -155,3 +155,66 @@ impl Counters {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latscope_event::{syscall_nr, Event};
+
+    fn ev(kind: EventKind, nr: &str, end: u64, lat: u64, ret: i64, bytes: u64) -> Event {
+        Event {
+            kind: kind as u8,
+            ts: end - lat,
+            lat,
+            nr: if kind == EventKind::Syscall { syscall_nr(nr).unwrap() } else { 0 },
+            ret,
+            bytes,
+            ..Default::default()
+        }
+    }
+
+    /// One second of 100 reads of 1..100 µs (4 KiB each), a 900 ms sleep, two block requests of
+    /// 8 KiB and 7 lost events; nothing the next second; one read the second after.
+    #[test]
+    fn counters_are_rates_percentiles_bytes_and_losses_per_interval_and_fall_back_to_zero() {
+        let s = 1_000_000_000;
+        let mut b = EventBatch::default();
+        for k in 0..100u64 {
+            b.push(&ev(EventKind::Syscall, "read", s / 2 + k, (k + 1) * 1000, 4096, 4096));
+        }
+        b.push(&ev(EventKind::Syscall, "nanosleep", s - 1, 900_000_000, 0, 0));
+        b.push(&ev(EventKind::Block, "", s / 4, 200_000, 0, 8192));
+        b.push(&ev(EventKind::Block, "", s / 3, 300_000, 0, 8192));
+        b.push(&ev(EventKind::Syscall, "read", 2 * s + 5, 1000, 10, 10));
+        let mut c = Counters::new(0, s, 0);
+        (0..b.len()).for_each(|i| c.add(&b, i));
+        c.lost(s / 2, 7);
+        let mut got: Vec<(Counter, u64, f64)> = Vec::new();
+        c.drain(u64::MAX, true, &mut |k, ts, v| {
+            got.push((k, ts, v));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        let at = |k: Counter, ts: u64| -> f64 {
+            let v: Vec<f64> = got.iter().filter(|g| g.0 as usize == k as usize && g.1 == ts).map(|g| g.2).collect();
+            assert_eq!(v.len(), 1, "{:?} at {ts}: {v:?}", k as usize);
+            v[0]
+        };
+        assert_eq!(at(Counter::SyscallRate, 0), 101.0, "the sleep counts as a call");
+        assert_eq!(at(Counter::SyscallBytes, 0), 100.0 * 4096.0);
+        assert_eq!(at(Counter::BlockRate, 0), 2.0);
+        assert_eq!(at(Counter::BlockBytes, 0), 16384.0);
+        assert_eq!(at(Counter::Lost, 0), 7.0);
+        // Percentiles of the reads only (the sleep's length is the caller's choice), within the
+        // histogram's bucket width.
+        let near = |v: f64, want: f64| (v - want).abs() <= want * 0.03;
+        let (p50, p99) = (at(Counter::SyscallP50, 0), at(Counter::SyscallP99, 0));
+        assert!(near(p50, 50_000.0) && near(p99, 99_000.0), "p50 {p50} p99 {p99}");
+        assert!(near(at(Counter::BlockP99, 0), 300_000.0));
+        // The empty second falls back to zero; the next counts its own.
+        assert_eq!(at(Counter::SyscallRate, s), 0.0);
+        assert_eq!(at(Counter::SyscallRate, 2 * s), 1.0);
+        assert_eq!(at(Counter::SyscallBytes, 2 * s), 10.0);
+        assert_eq!(c.late, 0);
+    }
+}
