@@ -162,7 +162,7 @@ impl ThreadTimeline {
             r.calls.sort_by_key(|c| (c.ts, c.end));
         }
         if self.rows.len() > max_rows {
-            self.rows.sort_by(|a, b| b.busy_ns.cmp(&a.busy_ns));
+            self.rows.sort_by_key(|r| std::cmp::Reverse(r.busy_ns));
             self.rows.truncate(max_rows);
         }
         self.rows.sort_by_key(|r| (r.pid, r.tid));

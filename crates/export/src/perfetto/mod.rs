@@ -355,8 +355,7 @@ pub fn export_perfetto(
     };
     let mut read = 0u64;
     let mut lost_seen = 0u64;
-    loop {
-        let Some(r) = scan.next_batch_and_header() else { break };
+    while let Some(r) = scan.next_batch_and_header() {
         let (chunk, h) = r?;
         ex.tracks.learn_cgroups(h);
         let b = chunk.batch;

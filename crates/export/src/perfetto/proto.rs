@@ -113,7 +113,7 @@ const LEN: u32 = 2;
 #[inline]
 pub fn varint_len(v: u64) -> usize {
     // 1 + floor(bits / 7), with 0 taking one byte.
-    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// Appends `v` as a varint.

@@ -222,7 +222,7 @@ impl Tracks {
             let comm = &*String::from_utf8_lossy(comm);
             let p = self.process(pid, comm, cgroup);
             // The main thread names its process better than the first thread seen did.
-            if tid == pid && self.snapshot.get(&pid).is_none() {
+            if tid == pid && !self.snapshot.contains_key(&pid) {
                 self.rename_process(pid, comm, None);
             }
             let name = if comm.is_empty() { format!("tid {tid}") } else { comm.to_string() };
