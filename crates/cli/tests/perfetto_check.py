@@ -203,7 +203,8 @@ def main():
     for path in sys.argv[1:]:
         # Slice ids unique over all files (each file is a trace of its own).
         uid += check(path, out, out["errors"], uid) + 1
-    json.dump(out, sys.stdout)
+    # One string: json.dump would write it to the pipe in millions of small pieces.
+    sys.stdout.write(json.dumps(out))
 
 
 if __name__ == "__main__":
