@@ -12,6 +12,7 @@ run() { # name, command...
 	"$@" 2>&1 | tee -a "$OUT/$name.md"
 }
 run record bash bench/record.sh
+run flight bash bench/flight.sh
 run why bash bench/why.sh
 run spectrogram bash bench/spectrogram.sh
 run agent bash bench/agent.sh

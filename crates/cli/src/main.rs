@@ -58,6 +58,8 @@ enum Command {
     Agent(cmd::agent::Args),
     /// Check this machine for what the probes need, feature by feature.
     Check(cmd::check::Args),
+    /// Fire a running flight recorder's trigger by name (record --ring, the agent's recorders).
+    Trigger(cmd::trigger::Args),
 }
 
 fn main() -> ExitCode {
@@ -98,6 +100,7 @@ fn main() -> ExitCode {
         Command::Export(a) => cmd::export::run(a),
         Command::Agent(a) => cmd::agent::run(a),
         Command::Check(a) => cmd::check::run(a),
+        Command::Trigger(a) => cmd::trigger::run(a),
     };
     match r {
         Ok(code) => code,

@@ -11,11 +11,12 @@
 //! * **Connections**: one thread each, at most [`Limits::max_connections`]. At the cap a new
 //!   connection is not refused while another can be let go: the server closes, in this order,
 //!   the connection idle the longest (kept alive between requests, or connected and silent for
-//!   more than a grace of 250 ms: a client that sends at once is not cut off by its own server
-//!   thread's delay in reading it),
-//!   then one waiting out a penalty ([`Request::wait`]), then the one whose request has been
-//!   arriving the longest, then the one slowest to take its response. Only when every connection
-//!   is inside its handler is the newcomer answered 503. So a crowd of slow or idle clients
+//!   more than a grace of 250 ms: within its first 250 ms a connection whose first request is
+//!   not yet handled is closed last, so that a client that sends at once is not cut off by its
+//!   own server thread's delay in reading it), then one waiting out a penalty ([`Request::wait`]), then the one whose request has been
+//!   arriving the longest, then the one slowest to take its response. While the only ones left
+//!   to close are within their grace, new connections wait in the kernel's queue; only when
+//!   every connection is inside its handler is the newcomer answered 503. So a crowd of slow or idle clients
 //!   cannot keep out a client that sends its request and reads its answer, and there is no
 //!   per-address quota to shut out everyone behind one address (a tunnel, a proxy).
 //! * **Long work**: a handler about to do long work (a database query, a wait for another
@@ -24,8 +25,11 @@
 //!   client's socket, else its address), handed out fairly (the client holding fewest first,
 //!   then in order of arrival). As many requests of a client may wait as it may hold, and as
 //!   many in all as there are places, though a client with nothing held or waiting always gets
-//!   in line; beyond, a request is refused at once (the handler answers 503). A waiting request can be closed at the connection cap like an idle one, and waits at
-//!   most [`Limits::busy_wait`]. So a crowd of busy clients holds a bounded number of
+//!   in line; beyond, a request is refused (the handler answers 503) after
+//!   [`Limits::busy_refusal_delay`], spent like a penalty, so that a client retrying at once
+//!   cannot spin the server nor crowd the connection cap with requests being handled. A waiting
+//!   request can be closed at the connection cap like an idle one, and waits at most
+//!   [`Limits::busy_wait`]. So a crowd of busy clients holds a bounded number of
 //!   connections inside handlers, and quick pages stay answered.
 //! * **Who**: on loopback, [`Request::peer_uid`] is the user owning the client's socket (asked
 //!   of the kernel, see [`tcp_peer_uid`]), for servers that answer only some users.
@@ -92,8 +96,8 @@ pub struct Limits {
     pub write_timeout: Duration,
     /// Requests served on one connection before it is closed.
     pub max_requests_per_connection: u32,
-    /// How long a new connection is left to send its first request before it counts as idle at
-    /// the connection cap (until then it is closed last): a client that connects and sends at
+    /// How long a new connection is left to send and have read its first request before it
+    /// counts as idle or slow at the connection cap (until then it is closed last): a client that connects and sends at
     /// once must not lose its connection to a crowd because its server thread had not read it
     /// yet, on a loaded machine.
     pub fresh_grace: Duration,
@@ -103,6 +107,9 @@ pub struct Limits {
     pub max_busy_per_client: usize,
     /// How long a request waits for its turn to do long work before it is answered 503.
     pub busy_wait: Duration,
+    /// How long a request that may not even wait for a place (its client has as many waiting as
+    /// it may hold) waits, as a penalty, before it is answered 503.
+    pub busy_refusal_delay: Duration,
 }
 
 impl Default for Limits {
@@ -120,6 +127,7 @@ impl Default for Limits {
             max_busy: 16,
             max_busy_per_client: 4,
             busy_wait: Duration::from_secs(10),
+            busy_refusal_delay: Duration::from_secs(1),
         }
     }
 }
@@ -223,7 +231,15 @@ impl Request {
         }
         let evicted = || self.conn.as_ref().is_some_and(|c| c.lock().evicted);
         // Made at once, so that the place is given back however this ends.
-        let permit = gate.acquire(client, evicted).then(|| BusyPermit { gate: Some(gate.clone()), client });
+        let permit = match gate.acquire(client, evicted) {
+            Acquired::Place => Some(BusyPermit { gate: Some(gate.clone()), client }),
+            Acquired::Timeout => None,
+            Acquired::Refused => {
+                // Still in the waiting phase: closed first at the cap while it waits.
+                let _ = self.wait(gate.refusal_delay);
+                return None;
+            }
+        };
         if let Some(c) = &self.conn {
             if !c.enter(Phase::Handling) {
                 return None;
@@ -296,6 +312,17 @@ struct BusyGate {
     max: usize,
     per_client: usize,
     wait: Duration,
+    refusal_delay: Duration,
+}
+
+/// How a wait for a place ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Acquired {
+    Place,
+    /// The client may not wait: as many of its requests wait already as it may hold.
+    Refused,
+    /// No place came in time, or the connection was closed.
+    Timeout,
 }
 
 #[derive(Debug, Default)]
@@ -326,6 +353,7 @@ impl BusyGate {
             max: limits.max_busy.max(1),
             per_client: limits.max_busy_per_client.max(1),
             wait: limits.busy_wait,
+            refusal_delay: limits.busy_refusal_delay,
         }
     }
 
@@ -336,14 +364,14 @@ impl BusyGate {
     /// Waits for a place for `client`; false at once when as many of its requests wait already
     /// as it may hold (or as many requests wait as there are places), else after the longest
     /// wait or once `gone()`.
-    fn acquire(&self, client: Client, gone: impl Fn() -> bool) -> bool {
+    fn acquire(&self, client: Client, gone: impl Fn() -> bool) -> Acquired {
         let end = Instant::now() + self.wait;
         let mut s = self.lock();
         let queued = s.queue.iter().filter(|(_, c)| *c == client).count();
         let held = s.held.get(&client).copied().unwrap_or(0);
         // A client holding and waiting for nothing always gets in line (it is next in turn).
         if queued >= self.per_client || s.queue.len() >= self.max && queued + held > 0 {
-            return false;
+            return Acquired::Refused;
         }
         let ticket = s.next;
         s.next += 1;
@@ -355,13 +383,13 @@ impl BusyGate {
                 *s.held.entry(client).or_insert(0) += 1;
                 // Another place may be free for the next in turn.
                 self.cv.notify_all();
-                return true;
+                return Acquired::Place;
             }
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() || gone() {
                 s.queue.retain(|(t, _)| *t != ticket);
                 self.cv.notify_all();
-                return false;
+                return Acquired::Timeout;
             }
             // Woken when a place frees; every 50 ms to notice a closed connection.
             s = self.cv.wait_timeout(s, left.min(Duration::from_millis(50))).unwrap_or_else(|e| e.into_inner()).0;
@@ -496,8 +524,10 @@ struct ConnState {
     phase: Phase,
     since: Instant,
     evicted: bool,
-    /// Connected, and no request has begun yet.
+    /// Connected, and no request has been handled yet (its first may be arriving).
     fresh: bool,
+    /// When it was accepted.
+    born: Instant,
 }
 
 /// A connection as the accept loop sees it: to close it from outside and to choose whom to close.
@@ -531,7 +561,9 @@ impl Conn {
         }
         s.phase = phase;
         s.since = Instant::now();
-        s.fresh &= phase == Phase::Idle;
+        // A first request still being read keeps the grace: on a loaded machine its thread may have
+        // begun reading it and then waited for a CPU.
+        s.fresh &= matches!(phase, Phase::Idle | Phase::Reading);
         true
     }
 
@@ -605,6 +637,13 @@ impl HttpServer {
     /// connection thread has ended (within the write timeout).
     pub fn run(self, handler: Arc<dyn Handler>, stop: Arc<AtomicBool>) -> std::io::Result<()> {
         while !stop.load(Ordering::Relaxed) {
+            if self.only_newcomers_to_close() {
+                // Leave the next connection in the kernel's queue until a thread has read one of
+                // these (or its grace ends): closing one just connected to let in the next would
+                // let a crowd reconnecting at once cut off clients before they are ever read.
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
             match self.listener.accept() {
                 Ok((stream, peer)) => self.admit(stream, peer, &handler, &stop),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -636,6 +675,26 @@ impl HttpServer {
         Ok(())
     }
 
+    /// At the cap, and the only connections that could be closed are within their grace.
+    fn only_newcomers_to_close(&self) -> bool {
+        let conns = self.registry.lock();
+        if conns.len() < self.limits.max_connections.max(1) {
+            return false;
+        }
+        let mut young = false;
+        for c in conns.iter() {
+            let s = c.lock();
+            if s.phase == Phase::Handling || s.evicted {
+                continue;
+            }
+            if !(s.fresh && s.born.elapsed() < self.limits.fresh_grace) {
+                return false;
+            }
+            young = true;
+        }
+        young
+    }
+
     fn admit(&self, stream: TcpStream, peer: SocketAddr, handler: &Arc<dyn Handler>, stop: &Arc<AtomicBool>) {
         let _ = stream.set_nonblocking(false);
         let _ = stream.set_nodelay(true);
@@ -649,7 +708,13 @@ impl HttpServer {
             stream: handle,
             local,
             uid: OnceLock::new(),
-            st: Mutex::new(ConnState { phase: Phase::Idle, since: Instant::now(), evicted: false, fresh: true }),
+            st: Mutex::new(ConnState {
+                phase: Phase::Idle,
+                since: Instant::now(),
+                evicted: false,
+                fresh: true,
+                born: Instant::now(),
+            }),
             cv: Condvar::new(),
         });
         {
@@ -662,7 +727,7 @@ impl HttpServer {
                     .enumerate()
                     .filter_map(|(i, c)| {
                         let s = c.lock();
-                        let young = s.fresh && s.since.elapsed() < self.limits.fresh_grace;
+                        let young = s.fresh && s.born.elapsed() < self.limits.fresh_grace;
                         (s.phase != Phase::Handling && !s.evicted).then_some((young, s.phase, s.since, i))
                     })
                     .min();
@@ -1073,7 +1138,8 @@ mod tests {
             Limits { max_busy: 2, max_busy_per_client: 2, busy_wait: Duration::from_secs(20), ..Limits::default() };
         let gate = Arc::new(BusyGate::new(&limits));
         let (a, b, c) = (Client::User(1), Client::User(2), Client::User(3));
-        assert!(gate.acquire(a, || false) && gate.acquire(a, || false), "a holds both places");
+        let place = Acquired::Place;
+        assert!(gate.acquire(a, || false) == place && gate.acquire(a, || false) == place, "a holds both places");
         let (tx, rx) = std::sync::mpsc::channel();
         let waiters: Vec<_> = [a, a, b]
             .into_iter()
@@ -1082,20 +1148,20 @@ mod tests {
                 let (gate, tx) = (gate.clone(), tx.clone());
                 std::thread::sleep(Duration::from_millis(50));
                 std::thread::spawn(move || {
-                    let got = gate.acquire(who, || false);
+                    let got = gate.acquire(who, || false) == Acquired::Place;
                     tx.send((i, got)).unwrap();
                 })
             })
             .collect();
         std::thread::sleep(Duration::from_millis(200));
-        // a waits for two already (its share): a third is refused at once; c, new, gets in line.
-        assert!(!gate.acquire(a, || false));
+        // a waits for two already (its share): a third is refused without a wait for a place; c, new, gets in line.
+        assert_eq!(gate.acquire(a, || false), Acquired::Refused);
         assert_eq!(gate.lock().queue.len(), 3);
         gate.release(a);
         assert_eq!(rx.recv().unwrap(), (2, true), "b, holding nothing, goes first");
         gate.release(a);
         assert_eq!(rx.recv().unwrap(), (0, true), "then a, in order of arrival");
-        assert!(!gate.acquire(c, || true), "c gets in line, and leaves when its connection goes");
+        assert_eq!(gate.acquire(c, || true), Acquired::Timeout, "c gets in line, and leaves when its connection goes");
         gate.release(a);
         gate.release(b);
         assert_eq!(rx.recv().unwrap(), (1, true));

@@ -30,12 +30,15 @@ const ASSETS: &[Asset] = &[
     asset!("overview.js", "text/javascript; charset=utf-8"),
     asset!("series.js", "text/javascript; charset=utf-8"),
     asset!("live.js", "text/javascript; charset=utf-8"),
+    asset!("dumps.js", "text/javascript; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 
 const OVERVIEW_HTML: &str = include_str!("../assets/overview.html");
 const SERIES_HTML: &str = include_str!("../assets/series.html");
 const LIVE_HTML: &str = include_str!("../assets/live.html");
+const DUMPS_HTML: &str = include_str!("../assets/dumps.html");
+const DUMP_HTML: &str = include_str!("../assets/dump.html");
 const LOGIN_HTML: &str = include_str!("../assets/login.html");
 
 /// The dashboard's content security policy.
@@ -53,6 +56,7 @@ pub struct App {
     pub(crate) access: Access,
     pub(crate) store: Option<StoreReader>,
     pub(crate) live: Option<LiveHub>,
+    pub(crate) dumps: crate::dumps::Dumps,
 }
 
 impl Handler for App {
@@ -138,9 +142,12 @@ impl App {
             pairs.extend(form_urlencoded::parse(&req.body).into_owned());
         }
         let p = Params::new(pairs);
-        // Store queries and live requests take long: a bounded, fairly shared number at once, so
-        // that a crowd of them cannot hold every connection inside a handler.
-        let heavy = live || matches!(path, "/api/overview" | "/api/series" | "/api/series/detail");
+        // Store queries, dumps' views (a trace file read) and live requests take long: a bounded,
+        // fairly shared number at once, so that a crowd of them cannot hold every connection
+        // inside a handler.
+        let heavy = live
+            || path.starts_with("/api/dump")
+            || matches!(path, "/api/overview" | "/api/series" | "/api/series/detail");
         let _permit = match heavy {
             true => match req.busy() {
                 Some(p) => Some(p),
@@ -155,6 +162,25 @@ impl App {
             "/" => html(OVERVIEW_HTML),
             "/series" => html(SERIES_HTML),
             "/live" => html(LIVE_HTML),
+            "/dumps" => html(DUMPS_HTML),
+            "/dump" => html(DUMP_HTML),
+            "/api/dumps" => dump_response(self.dumps.list().map(|v| Response::json(200, &v))),
+            "/api/dump" => dump_response(
+                self.dumps.path(&p).and_then(|f| self.dumps.views(&f)).map(|v| Response::json(200, &v.json)),
+            ),
+            "/api/dump/heatmap.svg" => dump_response(
+                self.dumps
+                    .path(&p)
+                    .and_then(|f| self.dumps.views(&f))
+                    .map(|v| Response::new(200, "image/svg+xml", v.heatmap.clone())),
+            ),
+            "/api/dump/why.svg" => dump_response(
+                self.dumps
+                    .path(&p)
+                    .and_then(|f| self.dumps.views(&f))
+                    .map(|v| Response::new(200, "image/svg+xml", v.why.clone())),
+            ),
+            "/api/dump/file" => dump_response(self.dumps.path(&p).and_then(|f| download(&f))),
             "/api/health" => Response::json(
                 200,
                 &json!({"ok": true, "store": self.store.is_some(), "live_sessions": self.live.as_ref().map(|l| l.sessions())}),
@@ -184,7 +210,7 @@ impl App {
                 }))
             }),
             _ if api => Response::error(404, format!("no API endpoint {path} (see docs/DASHBOARD.md)")),
-            _ => Response::text(404, format!("no page {path}: the pages are /, /series and /live")),
+            _ => Response::text(404, format!("no page {path}: the pages are /, /series, /live and /dumps")),
         }
     }
 
@@ -242,6 +268,39 @@ impl App {
             m => Response::error(405, format!("{m} is not accepted at /login")),
         }
     }
+}
+
+/// A dump's answer, or its error with the status that fits.
+fn dump_response(r: Result<Response, crate::dumps::DumpError>) -> Response {
+    use crate::dumps::DumpError;
+    match r {
+        Ok(r) => r,
+        Err(e @ DumpError::NoDirs) => Response::json(200, &json!({"error": e.to_string(), "no_dirs": true})),
+        Err(e @ DumpError::Param(_)) => Response::error(400, e.to_string()),
+        Err(e @ DumpError::NotFound(_)) => Response::error(404, e.to_string()),
+        Err(e) => Response::error(500, e.to_string()),
+    }
+}
+
+/// Largest dump handed out whole (a response is held in memory).
+const MAX_DOWNLOAD: u64 = 512 << 20;
+
+/// The dump's file, as an attachment.
+fn download(path: &std::path::Path) -> Result<Response, crate::dumps::DumpError> {
+    use crate::dumps::DumpError;
+    let len = path.metadata().map_err(|e| DumpError::Read(e.to_string()))?.len();
+    if len > MAX_DOWNLOAD {
+        return Err(DumpError::Read(format!(
+            "{} is {} bytes, more than this server hands out ({MAX_DOWNLOAD}): copy it from {}",
+            path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            len,
+            path.parent().map(|p| p.display().to_string()).unwrap_or_default()
+        )));
+    }
+    let body = std::fs::read(path).map_err(|e| DumpError::Read(e.to_string()))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok(Response::new(200, "application/vnd.apache.arrow.stream", body)
+        .with_header("Content-Disposition", format!("attachment; filename=\"{name}\"")))
 }
 
 /// A local user other than the one the dashboard answers without a token: 403, saying how to

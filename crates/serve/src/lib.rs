@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `/` | every series of the store: its latest hour (count, p50, p99, max, the histogram as a sparkline) and its p50/p99 trend over the hours kept | `/api/overview` |
 //! | `/series?id=N` (or `?op=NAME`) | one series hour by hour (`hoursAgo`, `hours`, `buckets`, `scale=log\|linear`), the window merged with its peaks annotated (mode, share, tier) and explained (clock granularity, cache tiers, cache-size estimate) | `/api/series/detail` |
+//! | `/dumps`, `/dump?d=N&f=NAME` | flight recorders' dumps in the directories given (`--dumps DIR`), newest first, each with what fired it; a dump's views: the latency heat map, the breakdown by cause, the slowest calls with their why, the processes, and the file | `/api/dumps`, `/api/dump`, `/api/dump/heatmap.svg`, `/api/dump/why.svg`, `/api/dump/file` |
 //! | `/live` | the host's syscall (or block request) latency now: a heat map and a spectrogram of one-second rows, a filter box, drill-down tables by process, syscall, file, disk, client, container and pod, the events of a selected cell and (with `why=1`) why they were slow: time by cause, by waker, by blocking stack; every thread's calls of the last seconds and who woke whom | `/api/live`, `/api/live/tables`, `/api/live/threads`, `/api/live/events` |
 //!
 //! # Data
@@ -43,6 +44,8 @@
 //!   ([`auth::local_target`]); token checks are paced per client ([`auth::Pacer`]), so guesses
 //!   never lock out the right token.
 //! * Nothing is written: the store is opened read-only and no endpoint writes a file.
+//!   A dump is read only when its name is a flight recorder's and it is a regular file in a
+//!   directory given.
 //! * Requests and connections are bounded by the shared server ([`http::Limits`], the crate
 //!   `latscope-http`): sizes, framing, read and write deadlines, a connection cap at which idle
 //!   and slow connections are closed first, with no quota per client address, and a bounded,
@@ -65,6 +68,7 @@
 
 mod app;
 pub mod auth;
+pub mod dumps;
 pub mod live;
 pub mod params;
 pub mod stored;
@@ -98,6 +102,8 @@ pub struct ServeOptions {
     pub live: LiveOptions,
     /// Serve the live page (it needs root or CAP_BPF/CAP_PERFMON).
     pub live_enabled: bool,
+    /// Directories of flight recorders' dumps, listed on `/dumps`.
+    pub dumps: Vec<PathBuf>,
 }
 
 impl Default for ServeOptions {
@@ -109,6 +115,7 @@ impl Default for ServeOptions {
             limits: Limits::default(),
             live: LiveOptions::default(),
             live_enabled: true,
+            dumps: Vec::new(),
         }
     }
 }
@@ -195,7 +202,8 @@ impl Server {
             },
         };
         let live = opts.live_enabled.then(|| live::LiveHub::new(opts.live.clone(), stop.clone()));
-        let app = Arc::new(app::App { access, store, live });
+        let dumps = dumps::Dumps::new(opts.dumps.clone());
+        let app = Arc::new(app::App { access, store, live, dumps });
         Ok(Server { http, app, stop, addr, notice })
     }
 

@@ -227,6 +227,7 @@ pub fn sample_header() -> TraceHeader {
         capture: vec!["replay-v1".into()],
         cgroups: Vec::new(),
         groups: [(0, "root".to_string()), (1000, "ünï".to_string())].into_iter().collect(),
+        flight: None,
     }
 }
 
