@@ -35,7 +35,7 @@ pub use header::{
     TRACE_FORMAT_VERSION,
 };
 pub use stacks::{Frame, StackEntry, StackKind, StackTable};
-pub use syscalls::{syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};
+pub use syscalls::{can_wake, syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};
 
 /// The symbolic name of an errno value (`ENOENT` for 2, `ERESTARTSYS` for 512), if it has one:
 /// the user-visible errnos and the kernel-internal ones (512 to 531) a tracer sees at syscall exit.

@@ -8,7 +8,7 @@ const base = {};
 for (const k of ['filter', 'block', 'stream', 'min', 'max', 'waits', 'why']) if (q.get(k)) base[k] = q.get(k);
 const ROWS = Math.min(3600, Math.max(10, +(q.get('rows') || 120))), COLS = 56;
 const heat = document.getElementById('heatmap'), spec = document.getElementById('spectrogram');
-let view = null, sel = null, tablesTimer = null, gotTables = false;
+let view = null, sel = null, tablesTimer = null, gotTables = false, threadsTimer = null;
 // cell=busiest: select the busiest cell of the latest second with events once there is one
 // (links and screenshots that open on a drill-down).
 let pick = q.get('cell') === 'busiest';
@@ -48,6 +48,7 @@ async function poll() {
     if (k >= 0) { pick = false; const cs = d.rows[k].counts; select({ r0: d.rows[k].i, r1: d.rows[k].i, c0: cs.indexOf(Math.max(...cs)), c1: cs.indexOf(Math.max(...cs)) }); }
   }
   if (d.mode === 'streaming' && !tablesTimer && !sel) tables();
+  if (d.mode === 'streaming' && !threadsTimer) threadsView();
   if (d.mode !== 'streaming') {
     document.getElementById('drillnote').textContent = 'The histograms are built in the kernel, which keeps no events: click a cell (or check “keep events”) to keep the last events from then on and drill down by process, syscall, file, disk, client, container and pod.';
     document.getElementById('tables').replaceChildren();
@@ -229,6 +230,23 @@ async function tables() {
   gotTables = true;
   if (view && !document.body.dataset.ready) LS.ready();
   if (!sel) tablesTimer = setTimeout(tables, 2000);
+}
+
+// The threads view (`latscope timeline --threads` of the last seconds), redrawn every 2 s: the
+// server draws the SVG (its text escaped); it is parsed as SVG, with no script, and put in place.
+async function threadsView() {
+  let t;
+  try { t = await LS.post('/api/live/threads', Object.assign({ seconds: 5, rows: 30 }, base)); }
+  catch (e) { document.getElementById('threadsinfo').textContent = e.message; threadsTimer = setTimeout(threadsView, 3000); return; }
+  const box = document.getElementById('threadsvg');
+  document.getElementById('threads').hidden = false;
+  if (t.svg) {
+    const doc = new DOMParser().parseFromString(t.svg, 'image/svg+xml');
+    const svg = document.importNode(doc.documentElement, true);
+    svg.setAttribute('data-threads', t.threads); svg.setAttribute('data-wakeups', t.wakeups); svg.setAttribute('data-calls', t.calls);
+    box.replaceChildren(svg);
+  } else if (t.error) box.replaceChildren(LS.el('p', { class: 'error', text: t.error }));
+  threadsTimer = setTimeout(threadsView, 2000);
 }
 
 poll();

@@ -17,6 +17,7 @@ pub mod spectrogram;
 pub mod stacks;
 pub mod svg;
 pub mod text;
+pub mod threads;
 pub mod timeline;
 pub mod top;
 pub mod waits;
