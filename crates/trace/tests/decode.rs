@@ -374,6 +374,18 @@ fn files_without_later_columns_read_as_not_recorded() {
     expected.fault_addr = vec![0; n];
     expected.fault_off = vec![-1; n];
     expected.fault_path = latscope_event::StrCol { offsets: vec![0; n + 1], data: Vec::new() };
+    expected.wait_start = vec![0; n];
+    expected.wait_end = vec![0; n];
+    expected.wake_flags = vec![0; n];
+    expected.lock_kind = vec![0; n];
+    expected.lock_addr = vec![0; n];
+    expected.lock_op = vec![0; n];
+    expected.lock_word = vec![0; n];
+    expected.lock_owner = vec![0; n];
+    expected.lock_start = vec![0; n];
+    expected.lock_len = vec![0; n];
+    expected.waker_ustack = vec![0; n];
+    expected.waker_wait_dev = vec![0; n];
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);
