@@ -79,7 +79,7 @@ impl StackResolver {
                     .map(|(&addr, sym)| Frame { addr, sym, ..Default::default() })
                     .skip_while(|f| f.sym.as_deref().is_some_and(is_capture_frame))
                     .collect();
-                StackEntry { id: 0, kind: StackKind::Kernel, frames, truncated, missing: None }
+                StackEntry { id: 0, kind: StackKind::Kernel, frames, truncated, missing: None, cut: None }
             }
             None => gone(StackKind::Kernel, "not in the kernel's stack map when read"),
         };
@@ -100,7 +100,9 @@ impl StackResolver {
             Some(addrs) => {
                 let truncated = addrs.len() >= STACK_DEPTH;
                 match self.normalize(pid, &addrs) {
-                    Some(frames) => StackEntry { id: 0, kind: StackKind::User, frames, truncated, missing: None },
+                    Some(frames) => {
+                        StackEntry { id: 0, kind: StackKind::User, frames, truncated, missing: None, cut: None }
+                    }
                     None => gone(StackKind::User, "the process had exited before its stack was read"),
                 }
             }
@@ -178,7 +180,7 @@ fn is_capture_frame(sym: &str) -> bool {
 }
 
 fn gone(kind: StackKind, why: &str) -> StackEntry {
-    StackEntry { id: 0, kind, frames: Vec::new(), truncated: false, missing: Some(why.to_string()) }
+    StackEntry { id: 0, kind, frames: Vec::new(), truncated: false, missing: Some(why.to_string()), cut: None }
 }
 
 /// The entry of a capture that failed with `-errno`.

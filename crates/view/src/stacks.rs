@@ -7,14 +7,13 @@
 
 use crate::text::clean;
 use crate::why::is_idle_wait;
-use blazesym::symbolize::source::{Elf, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use latscope_event::units::fmt_ns;
 use latscope_event::{op_name, EventBatch, EventKind, StackEntry, StackKind, StackTable};
+use latscope_stacks::Symbols;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Blocked time summed by (user stack, kernel stack).
 #[derive(Debug, Clone, Default)]
@@ -97,14 +96,31 @@ fn largest(m: &HashMap<String, u64>) -> &str {
 /// Frame names of the trace's stacks, innermost first, user frames symbolized on demand.
 pub struct StackNames {
     table: StackTable,
-    /// Where the recorded binaries are: their recorded paths are looked up under it (None: as
-    /// recorded, on this machine).
-    root: Option<PathBuf>,
-    symbolizer: Symbolizer,
-    cache: HashMap<u32, Vec<String>>,
+    symbols: Symbols,
+    cache: HashMap<u32, Vec<NamedFrame>>,
     /// Files whose build id differs from the recorded one (not symbolized), and files missing.
     pub notes: Vec<String>,
-    checked: HashMap<String, bool>,
+}
+
+/// A frame as the views show it: its name (a function, `file+0xoffset` when it could not be
+/// named, or a bracketed note), where the debug information places it, and whether it is a
+/// function inlined into the next frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedFrame {
+    /// The function, or what stands for it.
+    pub name: String,
+    /// `file:line` from the debug information, when it has them.
+    pub source: Option<String>,
+    /// Inlined into the next (outer) frame.
+    pub inlined: bool,
+    /// The recorded frame it comes from (its position in the stack table's entry).
+    pub frame: usize,
+}
+
+impl NamedFrame {
+    fn plain(name: String, frame: usize) -> NamedFrame {
+        NamedFrame { name, source: None, inlined: false, frame }
+    }
 }
 
 /// How a stack is shown when it has no frames.
@@ -119,14 +135,7 @@ pub fn missing_frame(e: Option<&StackEntry>, kind: StackKind) -> String {
 impl StackNames {
     /// Names for the stacks of `table`; binaries are read under `root` when given.
     pub fn new(table: StackTable, root: Option<&Path>) -> StackNames {
-        StackNames {
-            table,
-            root: root.map(Path::to_path_buf),
-            symbolizer: Symbolizer::builder().enable_code_info(false).build(),
-            cache: HashMap::new(),
-            notes: Vec::new(),
-            checked: HashMap::new(),
-        }
+        StackNames { table, symbols: Symbols::new(root), cache: HashMap::new(), notes: Vec::new() }
     }
 
     /// Add stack table entries (JSON lines, as a block's or a live batch's `stacks`); ids are
@@ -140,79 +149,82 @@ impl StackNames {
         &self.table
     }
 
-    /// The frames of stack `id`, innermost first (one bracketed frame when it has none; a last
-    /// `[truncated]` frame when the capture was cut).
+    /// The frame names of stack `id`, innermost first, functions inlined at an address before
+    /// the function they were inlined into (one bracketed frame when it has none; a last
+    /// `[truncated]` or `[cut short: ...]` frame when the capture or the unwinding stopped early).
     pub fn frames(&mut self, id: u32, kind: StackKind) -> Vec<String> {
+        self.detailed(id, kind).into_iter().map(|f| f.name).collect()
+    }
+
+    /// One name per recorded frame of stack `id` (the function containing the address, with
+    /// the innermost function inlined there in front: `leaf <- outer`), as a table of frames
+    /// wants them; a stack without frames has one name saying why.
+    pub fn frame_names(&mut self, id: u32, kind: StackKind) -> Vec<String> {
+        let d = self.detailed(id, kind);
+        let Some(e) = self.table.get(id) else { return d.into_iter().map(|f| f.name).collect() };
+        if e.frames.is_empty() {
+            return d.into_iter().take(1).map(|f| f.name).collect();
+        }
+        (0..e.frames.len())
+            .map(|k| {
+                let at: Vec<&NamedFrame> = d.iter().filter(|f| f.frame == k).collect();
+                match (at.first(), at.last()) {
+                    (Some(inner), Some(outer)) if at.len() > 1 => format!("{} <- {}", inner.name, outer.name),
+                    (Some(f), _) => f.name.clone(),
+                    _ => format!("{:#x}", e.frames[k].addr),
+                }
+            })
+            .collect()
+    }
+
+    /// The frames of stack `id` with their source lines (see [`StackNames::frames`]).
+    pub fn detailed(&mut self, id: u32, kind: StackKind) -> Vec<NamedFrame> {
         if let Some(v) = self.cache.get(&id) {
             return v.clone();
         }
         let e = self.table.get(id).cloned();
         let mut v = match &e {
             Some(e) if !e.frames.is_empty() => match e.kind {
-                StackKind::Kernel => {
-                    e.frames.iter().map(|f| f.sym.clone().unwrap_or_else(|| format!("{:#x}", f.addr))).collect()
-                }
+                StackKind::Kernel => e
+                    .frames
+                    .iter()
+                    .enumerate()
+                    .map(|(k, f)| NamedFrame::plain(f.sym.clone().unwrap_or_else(|| format!("{:#x}", f.addr)), k))
+                    .collect(),
                 StackKind::User => self.user_frames(e),
             },
-            _ => vec![missing_frame(e.as_ref(), kind)],
+            _ => vec![NamedFrame::plain(missing_frame(e.as_ref(), kind), 0)],
         };
-        if e.as_ref().is_some_and(|e| e.truncated) {
-            v.push("[truncated]".into());
+        let n = e.as_ref().map_or(0, |e| e.frames.len());
+        if let Some(cut) = e.as_ref().and_then(|e| e.cut.as_deref()) {
+            v.push(NamedFrame::plain(format!("[cut short: {cut}]"), n));
+        } else if e.as_ref().is_some_and(|e| e.truncated) {
+            v.push(NamedFrame::plain("[truncated]".into(), n));
         }
+        self.notes.clone_from(&self.symbols.notes);
         self.cache.insert(id, v.clone());
         v
     }
 
-    /// Whether `file` (as recorded) is at hand with the recorded build id.
-    fn usable(&mut self, file: &str, build_id: Option<&str>) -> Option<PathBuf> {
-        let p = match &self.root {
-            Some(r) => r.join(file.trim_start_matches('/')),
-            None => PathBuf::from(file),
-        };
-        let key = format!("{}\0{}", p.display(), build_id.unwrap_or(""));
-        let ok = *self.checked.entry(key).or_insert_with(|| {
-            let found = blazesym::helper::read_elf_build_id(&p);
-            match (found, build_id) {
-                (Err(_), _) => {
-                    self.notes.push(format!("{} is not at hand: its frames are shown as file offsets", p.display()));
-                    false
-                }
-                (Ok(have), Some(want)) => {
-                    let have: Option<String> = have.map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
-                    if have.as_deref() != Some(want) {
-                        self.notes.push(format!(
-                            "{} is not the recorded binary (build id {} here, {want} recorded): its frames are shown as file offsets",
-                            p.display(),
-                            have.as_deref().unwrap_or("none")
-                        ));
-                        return false;
-                    }
-                    true
-                }
-                (Ok(_), None) => true,
-            }
-        });
-        ok.then_some(p)
-    }
-
-    fn user_frames(&mut self, e: &StackEntry) -> Vec<String> {
+    fn user_frames(&mut self, e: &StackEntry) -> Vec<NamedFrame> {
         let mut out = Vec::with_capacity(e.frames.len());
         for (n, f) in e.frames.iter().enumerate() {
             let (Some(file), Some(off)) = (&f.file, f.off) else {
-                out.push(format!("{:#x}", f.addr));
+                out.push(NamedFrame::plain(format!("{:#x}", f.addr), n));
                 continue;
             };
             let base = file.rsplit('/').next().unwrap_or(file);
-            let name = self.usable(file, f.build_id.as_deref()).and_then(|p| {
-                // A return address points after its call: look up the call itself.
-                let o = if n > 0 { off.saturating_sub(1) } else { off };
-                let src = Source::Elf(Elf::new(p));
-                match self.symbolizer.symbolize(&src, Input::FileOffset(&[o])).ok()?.pop()? {
-                    Symbolized::Sym(s) => Some(s.name.to_string()),
-                    Symbolized::Unknown(_) => None,
-                }
-            });
-            out.push(name.unwrap_or_else(|| format!("{base}+{off:#x}")));
+            // A return address points after its call: look up the call itself.
+            let o = if n > 0 { off.saturating_sub(1) } else { off };
+            match self.symbols.name(file, f.build_id.as_deref(), o) {
+                Some(names) => out.extend(names.into_iter().map(|x| NamedFrame {
+                    source: x.source(),
+                    name: x.function,
+                    inlined: x.inlined,
+                    frame: n,
+                })),
+                None => out.push(NamedFrame::plain(format!("{base}+{off:#x}"), n)),
+            }
         }
         out
     }
@@ -230,9 +242,17 @@ pub fn folded(agg: &StackAgg, names: &mut StackNames) -> String {
     let mut lines: HashMap<String, u64> = HashMap::new();
     for (&(u, k), s) in agg.ranked() {
         let mut frames = vec![folded_frame(largest(&s.comms))];
-        let mut user = names.frames(u, StackKind::User);
+        let mut user = names.detailed(u, StackKind::User);
         user.reverse();
-        frames.extend(user.iter().map(|f| folded_frame(f)));
+        // Inlined functions marked as flame graph tools mark them (`_[i]`, drawn in aqua).
+        frames.extend(user.iter().map(|f| {
+            let n = folded_frame(&f.name);
+            if f.inlined {
+                n + "_[i]"
+            } else {
+                n
+            }
+        }));
         let mut kernel = names.frames(k, StackKind::Kernel);
         kernel.reverse();
         // Functions without their offsets: one box per function, as flame graphs draw them.
@@ -304,14 +324,37 @@ pub fn render_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
             let _ = writeln!(s, "     {}", clean(&f));
         }
         let _ = writeln!(s, "   user:");
-        for f in names.frames(u, StackKind::User) {
-            let _ = writeln!(s, "     {}", clean(&f));
-        }
+        write_user_frames(&mut s, names, u);
     }
     for note in &names.notes {
         let _ = writeln!(s, "\nnote: {}", clean(note));
     }
     s
+}
+
+/// The user frames of stack `u`, one a line, with their source lines and inlined functions
+/// marked.
+pub fn write_user_frames(s: &mut String, names: &mut StackNames, u: u32) {
+    for f in names.detailed(u, StackKind::User) {
+        let _ = match (&f.source, f.inlined) {
+            (Some(src), true) => writeln!(s, "     {}  ({src}, inlined)", clean(&f.name)),
+            (Some(src), false) => writeln!(s, "     {}  ({src})", clean(&f.name)),
+            (None, true) => writeln!(s, "     {}  (inlined)", clean(&f.name)),
+            (None, false) => writeln!(s, "     {}", clean(&f.name)),
+        };
+    }
+}
+
+/// The frames of stack `id` as JSON objects: `name`, `source` (`file:line`, null when
+/// unknown), `inlined`.
+pub fn frames_json(names: &mut StackNames, id: u32, kind: StackKind) -> Value {
+    Value::Array(
+        names
+            .detailed(id, kind)
+            .into_iter()
+            .map(|f| json!({"name": f.name, "source": f.source, "inlined": f.inlined}))
+            .collect(),
+    )
 }
 
 /// The `n` stacks with the most blocked time, as JSON.
@@ -333,7 +376,9 @@ pub fn to_json(agg: &StackAgg, names: &mut StackNames, n: usize) -> Value {
                 "kernel_truncated": ke.as_ref().is_some_and(|e| e.truncated),
                 "kernel_missing": ke.and_then(|e| e.missing),
                 "user": names.frames(u, StackKind::User),
+                "user_frames": frames_json(names, u, StackKind::User),
                 "user_truncated": ue.as_ref().is_some_and(|e| e.truncated),
+                "user_cut": ue.as_ref().and_then(|e| e.cut.clone()),
                 "user_missing": ue.and_then(|e| e.missing),
             })
         })
@@ -378,9 +423,16 @@ mod tests {
                 .collect(),
             truncated: false,
             missing: None,
+            cut: None,
         };
-        let u =
-            StackEntry { id: 2, kind: StackKind::User, frames: vec![], truncated: false, missing: Some("gone".into()) };
+        let u = StackEntry {
+            id: 2,
+            kind: StackKind::User,
+            frames: vec![],
+            truncated: false,
+            missing: Some("gone".into()),
+            cut: None,
+        };
         t.add_lines(&(k.to_line() + &u.to_line())).unwrap();
         let mut b = EventBatch::default();
         b.push(&call("futex", 3_000_000, 1_000_000, 2_000_000, 1, 2));
