@@ -100,8 +100,8 @@ impl StackResolver {
             Some(addrs) => {
                 let truncated = addrs.len() >= STACK_DEPTH;
                 match self.normalize(pid, &addrs) {
-                    Some(frames) => {
-                        StackEntry { id: 0, kind: StackKind::User, frames, truncated, missing: None, cut: None }
+                    Some((frames, cut)) => {
+                        StackEntry { id: 0, kind: StackKind::User, frames, truncated, missing: None, cut }
                     }
                     None => gone(StackKind::User, "the process had exited before its stack was read"),
                 }
@@ -129,23 +129,32 @@ impl StackResolver {
         }
     }
 
-    /// The file, build id and file offset of each address in process `pid`; `None` when the
-    /// process is gone.
-    fn normalize(&mut self, pid: u32, addrs: &[u64]) -> Option<Vec<Frame>> {
+    /// The file, build id and file offset of each address in process `pid`, and where and why
+    /// the frames stop early; `None` when the process is gone.
+    fn normalize(&mut self, pid: u32, addrs: &[u64]) -> Option<(Vec<Frame>, Option<String>)> {
         let n = self
             .normalizer
             .get_or_insert_with(|| Normalizer::builder().enable_build_ids(true).enable_build_id_caching(true).build());
         let opts = NormalizeOpts { sorted_addrs: false, map_files: false, ..Default::default() };
         let out = n.normalize_user_addrs_opts(Pid::from(pid), addrs, &opts).ok()?;
+        // An address in no mapping is no return address: the frame-pointer walk went astray
+        // (code built without frame pointers leaves data in the register). Frames from there on
+        // would differ call by call and split one stack into many: the stack is cut there.
+        let good = out
+            .outputs
+            .iter()
+            .take_while(
+                |&&(_, meta)| !matches!(out.meta.get(meta), Some(UserMeta::Unknown(u)) if u.reason == Reason::Unmapped),
+            )
+            .count();
+        // Said without the stray address, which differs call by call.
+        let cut = (good < addrs.len()).then(|| {
+            format!("the frame-pointer walk left the mapped code after frame {good} (code without frame pointers)")
+        });
         let frames = addrs
             .iter()
             .zip(&out.outputs)
-            // An address in no mapping is no return address: the frame-pointer walk went astray
-            // (code built without frame pointers leaves data in the register). Frames from
-            // there on would differ call by call and split one stack into many.
-            .take_while(|&(_, &(_, meta))| {
-                !matches!(out.meta.get(meta), Some(UserMeta::Unknown(u)) if u.reason == Reason::Unmapped)
-            })
+            .take(good)
             .map(|(&addr, &(off, meta))| match out.meta.get(meta) {
                 Some(UserMeta::Elf(elf)) => Frame {
                     addr,
@@ -157,7 +166,7 @@ impl StackResolver {
                 _ => Frame { addr, ..Default::default() },
             })
             .collect();
-        Some(frames)
+        Some((frames, cut))
     }
 
     /// The table id of `e`'s content, adding it (to the table and `out`) when new.

@@ -1,12 +1,10 @@
-//! What the stages need from an ELF file: its loadable segments (file offsets to virtual
-//! addresses), its build id, and the sections unwinding reads. Parsed with the `object` crate;
-//! compressed sections (`SHF_COMPRESSED`, zlib or zstd) are decompressed.
+//! What naming needs from an ELF file beyond blazesym: its loadable segments (file offsets to
+//! virtual addresses, to read a separate debug file by address) and its build id. Parsed with
+//! the `object` crate.
 
 use object::read::elf::{ElfFile64, ProgramHeader};
-use object::{Object, ObjectSection};
-use std::ops::Range;
+use object::Object;
 use std::path::Path;
-use std::sync::Arc;
 
 /// A loadable segment (`PT_LOAD`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,48 +19,24 @@ pub struct Load {
     pub exec: bool,
 }
 
-/// The parts of an ELF file the unwinder needs, read once per file.
-#[derive(Debug, Clone, Default)]
-pub struct UnwindSections {
-    /// `.text`: its address range and bytes (prologue and epilogue analysis).
-    pub text: Option<(Range<u64>, Arc<[u8]>)>,
-    /// `.eh_frame`.
-    pub eh_frame: Option<(Range<u64>, Arc<[u8]>)>,
-    /// `.eh_frame_hdr` (the index of `.eh_frame`).
-    pub eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
-    /// `.debug_frame` (uncompressed).
-    pub debug_frame: Option<Arc<[u8]>>,
-    /// `.got`'s address range.
-    pub got: Option<Range<u64>>,
-}
-
-impl UnwindSections {
-    /// True when the file has unwind tables of either kind.
-    pub fn has_tables(&self) -> bool {
-        self.eh_frame.is_some() || self.debug_frame.is_some()
-    }
-}
-
-/// An ELF file's segments, build id and unwind sections.
+/// An ELF file's segments and build id.
 #[derive(Debug, Clone, Default)]
 pub struct ElfInfo {
     /// The loadable segments.
     pub loads: Vec<Load>,
     /// The GNU build id (`NT_GNU_BUILD_ID`).
     pub build_id: Option<Vec<u8>>,
-    /// What unwinding needs.
-    pub unwind: UnwindSections,
 }
 
 impl ElfInfo {
-    /// Reads `path` (64-bit ELF only). `sections`: read the unwind sections too.
-    pub fn read(path: &Path, sections: bool) -> std::io::Result<ElfInfo> {
+    /// Reads `path` (64-bit ELF only).
+    pub fn read(path: &Path) -> std::io::Result<ElfInfo> {
         let data = std::fs::read(path)?;
-        Self::parse(&data, sections).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        Self::parse(&data).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
     }
 
     /// Parses the bytes of an ELF file.
-    pub fn parse(data: &[u8], sections: bool) -> Result<ElfInfo, String> {
+    pub fn parse(data: &[u8]) -> Result<ElfInfo, String> {
         let f = ElfFile64::<object::Endianness>::parse(data).map_err(|e| format!("not a 64-bit ELF file: {e}"))?;
         let endian = f.endian();
         let mut loads = Vec::new();
@@ -77,20 +51,7 @@ impl ElfInfo {
             }
         }
         let build_id = f.build_id().ok().flatten().map(<[u8]>::to_vec);
-        let mut unwind = UnwindSections::default();
-        if sections {
-            let get = |name: &str| -> Option<(Range<u64>, Arc<[u8]>)> {
-                let s = f.section_by_name(name)?;
-                let data = s.uncompressed_data().ok()?;
-                Some((s.address()..s.address() + s.size(), Arc::from(&*data)))
-            };
-            unwind.text = get(".text");
-            unwind.eh_frame = get(".eh_frame");
-            unwind.eh_frame_hdr = get(".eh_frame_hdr");
-            unwind.debug_frame = get(".debug_frame").map(|(_, d)| d);
-            unwind.got = f.section_by_name(".got").map(|s| s.address()..s.address() + s.size());
-        }
-        Ok(ElfInfo { loads, build_id, unwind })
+        Ok(ElfInfo { loads, build_id })
     }
 
     /// The virtual address (as linked) of file offset `off`, if a loadable segment holds it.
@@ -114,11 +75,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn this_test_binary_has_loads_a_build_id_and_eh_frame() {
+    fn this_test_binary_has_loads_and_a_build_id() {
         let me = std::env::current_exe().unwrap();
-        let info = ElfInfo::read(&me, true).unwrap();
+        let info = ElfInfo::read(&me).unwrap();
         assert!(info.loads.iter().any(|l| l.exec), "{:?}", info.loads);
-        assert!(info.unwind.eh_frame.is_some());
+        assert!(info.build_id.is_some());
         // The first loadable segment maps offset 0 at its vaddr.
         let l = info.loads[0];
         assert_eq!(info.vaddr_of(l.offset), Some(l.vaddr));

@@ -210,7 +210,7 @@ impl Symbols {
     }
 
     fn vaddr(&mut self, p: &Path, off: u64) -> Option<u64> {
-        let loads = self.loads.entry(p.to_path_buf()).or_insert_with(|| ElfInfo::read(p, false).ok().map(|i| i.loads));
+        let loads = self.loads.entry(p.to_path_buf()).or_insert_with(|| ElfInfo::read(p).ok().map(|i| i.loads));
         vaddr_of(loads.as_deref()?, off)
     }
 }

@@ -214,8 +214,10 @@ impl StackNames {
                 continue;
             };
             let base = file.rsplit('/').next().unwrap_or(file);
-            // A return address points after its call: look up the call itself.
-            let o = if n > 0 { off.saturating_sub(1) } else { off };
+            // User stacks are taken in system calls: the first address is the one after the
+            // `syscall` instruction, the others return addresses, after their calls. One byte
+            // back is the instruction itself (in the function inlined there, on its line).
+            let o = off.saturating_sub(1);
             match self.symbols.name(file, f.build_id.as_deref(), o) {
                 Some(names) => out.extend(names.into_iter().map(|x| NamedFrame {
                     source: x.source(),
