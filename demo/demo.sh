@@ -108,8 +108,14 @@ echo "(all clients are on 127.0.0.1 here; each connection, by its addresses:)"
 step "The whole trace as a spectrogram: latscope spectrogram -r trace.lst --no-pace 100"
 COLUMNS=${COLUMNS:-120} "$LS" spectrogram -r "$OUT/trace.lst" --no-pace 100 --svg "$OUT/spectrogram.svg" | tail -25 || true
 
+step "Catching rare latency: a flight recorder keeps the last 20 s in memory and writes them when a stall fires its trigger: demo/flight.sh"
+bash demo/flight.sh "$OUT/flight"
+
 step "Heat maps, histograms, tables and timelines: demo/views.sh"
 bash demo/views.sh "$OUT/trace.lst" "$OUT/views"
+
+step "Did it get worse? Two recordings compared, with intervals and verdicts: demo/diff.sh"
+bash demo/diff.sh "$OUT/diff" "$WORK/mnt"
 
 step "The spectrogram write-up's storage tests on ext4 (loop device) and tmpfs: demo/spectrogram.sh"
 DURATION=${DURATION:-3} bash demo/spectrogram.sh "$OUT/storage"

@@ -57,6 +57,31 @@ pub struct TraceHeader {
     /// Group names by gid (`group.name`); empty in traces written before the field existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub groups: BTreeMap<u32, String>,
+    /// Set in a flight recorder's dump (`record --ring`): the trigger that had the window
+    /// written. Its `processes`, `fds` and `cgroups` are then those known when the dump was
+    /// taken (the recording's start, and what was learned since), and `start_ns` is the
+    /// window's first event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flight: Option<FlightInfo>,
+}
+
+/// What had a flight recorder write a dump (see [`TraceHeader::flight`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightInfo {
+    /// The trigger's name.
+    pub trigger: String,
+    /// The trigger as configured (`evt.latency > 150ms`, `p99 of fsync over 10s > 20ms`, ...).
+    pub condition: String,
+    /// What fired it, in words (the call, the percentile measured, who asked).
+    pub reason: String,
+    /// CLOCK_MONOTONIC ns it fired at: the end of the call that fired it, the end of the
+    /// window measured, or the moment it was asked for.
+    pub at_ns: u64,
+    /// The window asked for before `at_ns` and after it, ns (the dump holds whole blocks: a
+    /// little more).
+    pub before_ns: u64,
+    /// See `before_ns`.
+    pub after_ns: u64,
 }
 
 /// Capture tag: every syscall that touches files or fds was recorded, unfiltered, with the
@@ -163,7 +188,11 @@ impl TraceHeader {
         if self.capture.iter().any(|c| c == CAPTURE_REPLAY_V1) {
             return Ok(());
         }
-        let why = if self.syscalls == "none" {
+        let why = if self.flight.is_some() {
+            "it is a flight recorder's dump (record --ring): it starts in the middle of a recording, with files \
+             already open and processes already running"
+                .to_string()
+        } else if self.syscalls == "none" {
             "it was recorded with --syscalls none: it holds no syscalls".to_string()
         } else if let Some(f) = &self.filter {
             format!("it was recorded with the filter `{f}`, which drops calls a replay needs (the opens, closes, dups and forks that give the kept calls their fds)")

@@ -26,7 +26,8 @@ pub use block::{BlockOp, Rwbs};
 pub use container::CgroupInfo;
 pub use fdtype::{l4_proto_name, parse_sock_name, sock_addr, sock_name, FdType, SockEnd, SockName};
 pub use header::{
-    dev_major_minor, BlockDevice, FdInfo, Mount, ProcessInfo, TraceHeader, CAPTURE_REPLAY_V1, TRACE_FORMAT_VERSION,
+    dev_major_minor, BlockDevice, FdInfo, FlightInfo, Mount, ProcessInfo, TraceHeader, CAPTURE_REPLAY_V1,
+    TRACE_FORMAT_VERSION,
 };
 pub use stacks::{Frame, StackEntry, StackKind, StackTable};
 pub use syscalls::{syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};

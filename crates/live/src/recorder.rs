@@ -7,6 +7,40 @@ use latscope_probe::{ProbeError, ProbeStats};
 use latscope_trace::{Summary, ThreadedTraceWriter, TraceError};
 use std::time::{Duration, Instant};
 
+/// Where a [`Recorder`]'s blocks go: a trace file ([`ThreadedTraceWriter`]), or a stage of its
+/// own beside it (a flight recorder's ring, rotating files) that takes the same batches.
+///
+/// Batches are moved in and handed back cleared for reuse through
+/// [`BlockSink::spare_batch`]; a sink that cannot keep up hands a batch back from
+/// [`BlockSink::try_write_batch`] (the recorder then stops reading the ring buffer and the
+/// kernel counts what it drops), so memory stays bounded whatever the event rate.
+pub trait BlockSink {
+    /// A cleared batch to fill, recycled when there is one.
+    fn spare_batch(&self) -> EventBatch;
+    /// Take `batch` (one or more blocks) unless the sink is full: then it is handed back.
+    /// `lost_total`: events the probes have lost since the recording started.
+    fn try_write_batch(&mut self, batch: EventBatch, lost_total: u64) -> Result<Option<EventBatch>, TraceError>;
+    /// Take `batch`, waiting for room.
+    fn write_batch(&mut self, batch: EventBatch, lost_total: u64) -> Result<(), TraceError>;
+    /// End: everything taken is dealt with; `summary` holds the recording's counters.
+    fn finish(self, summary: Summary) -> Result<Summary, TraceError>;
+}
+
+impl BlockSink for ThreadedTraceWriter {
+    fn spare_batch(&self) -> EventBatch {
+        ThreadedTraceWriter::spare_batch(self)
+    }
+    fn try_write_batch(&mut self, batch: EventBatch, lost_total: u64) -> Result<Option<EventBatch>, TraceError> {
+        ThreadedTraceWriter::try_write_batch(self, batch, lost_total)
+    }
+    fn write_batch(&mut self, batch: EventBatch, lost_total: u64) -> Result<(), TraceError> {
+        ThreadedTraceWriter::write_batch(self, batch, lost_total)
+    }
+    fn finish(self, summary: Summary) -> Result<Summary, TraceError> {
+        ThreadedTraceWriter::finish(self, summary)
+    }
+}
+
 /// How a recording is cut into blocks and when it ends.
 #[derive(Debug, Clone, Copy)]
 pub struct RecorderOptions {
@@ -106,15 +140,16 @@ pub struct Recording {
     pub summary: Summary,
 }
 
-/// Records a [`LiveSession`] into a trace file (see the crate documentation).
+/// Records a [`LiveSession`] into a trace file, or another [`BlockSink`] (see the crate
+/// documentation).
 ///
 /// Syscalls and the other kinds (block requests, process events) go to separate blocks, flushed
 /// together, so that readers after one kind skip the other's blocks whole. Each poll consumes a
 /// bounded number of ring-buffer records, so blocks are flushed on time and stop requests are
 /// seen within one poll even when producers keep the ring buffer full.
-pub struct Recorder {
+pub struct Recorder<W: BlockSink = ThreadedTraceWriter> {
     session: LiveSession,
-    writer: ThreadedTraceWriter,
+    writer: W,
     opts: RecorderOptions,
     syscalls: EventBatch,
     other: EventBatch,
@@ -129,10 +164,10 @@ pub struct Recorder {
     stacks: crate::stacks::StackResolver,
 }
 
-impl Recorder {
+impl<W: BlockSink> Recorder<W> {
     /// Start recording `session` into `writer` (created with the session's header), releasing
     /// the session's command.
-    pub fn new(mut session: LiveSession, writer: ThreadedTraceWriter, opts: RecorderOptions) -> Recorder {
+    pub fn new(mut session: LiveSession, writer: W, opts: RecorderOptions) -> Recorder<W> {
         let stacks = crate::stacks::StackResolver::new(session.why_stacks());
         session.release_command();
         let now = Instant::now();

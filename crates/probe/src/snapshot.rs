@@ -347,6 +347,7 @@ pub fn take(command_line: Vec<String>, syscalls: SyscallSet, block: bool, filter
         capture: Vec::new(),
         cgroups: crate::containers::snapshot(),
         groups: groups(),
+        flight: None,
     }
 }
 

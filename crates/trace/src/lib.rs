@@ -73,6 +73,7 @@ pub mod fuzz_support;
 mod meta;
 mod output;
 mod reader;
+mod sealed;
 mod source;
 pub mod synth;
 mod threaded;
@@ -90,6 +91,7 @@ pub use output::{
     OutputError, Staged, StagedOptions, STALLED_READER,
 };
 pub use reader::{ReadOptions, ReadStats, TraceReader, MAX_BLOCK_BYTES, MAX_BLOCK_ROWS, MAX_HEADER_BYTES};
+pub use sealed::{BlockSealer, SealedBlock};
 pub use threaded::{ThreadedTraceWriter, DEFAULT_QUEUE_BATCHES};
 pub use writer::{Compression, TraceWriter, WriterOptions, DEFAULT_MAX_BLOCK_EVENTS, MAX_ENCODE_THREADS};
 

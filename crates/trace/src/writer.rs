@@ -14,6 +14,7 @@ use crate::column::{arrow_schema, decoded_row_bytes};
 use crate::encode::{validate_batch, EncodedBlock, Encoder};
 use crate::meta::{frame_metadata, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC};
 use crate::output::{Existing, Staged, StagedOptions};
+use crate::sealed::SealedBlock;
 use crate::TraceError;
 
 /// How block buffers are compressed.
@@ -370,15 +371,57 @@ impl TraceWriter {
 
     /// Write an encoded block (the next one: blocks are numbered in the order they are planned).
     pub(crate) fn write_encoded(&mut self, block: &EncodedBlock) -> Result<(), TraceError> {
+        self.write_parts(&block.frame, &block.body)
+    }
+
+    fn write_parts(&mut self, frame: &[u8], body: &[u8]) -> Result<(), TraceError> {
         self.check_failed()?;
         let f = &mut self.out;
-        let res = f.write_all(&block.frame).and_then(|()| f.write_all(&block.body));
+        let res = f.write_all(frame).and_then(|()| f.write_all(body));
         if let Err(e) = res {
             return Err(self.fail(&format!("writing block {}", self.seq), e));
         }
-        self.offset += block.len() as u64;
+        self.offset += (frame.len() + body.len()) as u64;
         self.seq += 1;
         Ok(())
+    }
+
+    /// Write a block sealed earlier ([`SealedBlock`]) as the next block: its body as it is,
+    /// its metadata given this file's block number and running counts, with `lost_total` (the
+    /// events lost so far, as this file counts them) and `stacks_before` (stack table entries,
+    /// one JSON object per line, that its events use but earlier blocks of the recording
+    /// brought: a file that starts mid-recording needs them) put before its own entries.
+    ///
+    /// The block is in the kernel's hands when this returns.
+    pub fn write_sealed(&mut self, b: &SealedBlock, lost_total: u64, stacks_before: &str) -> Result<(), TraceError> {
+        self.check_failed()?;
+        self.lost = self.lost.max(lost_total);
+        let (seq, events, lost) = (self.planned, self.events + b.events() as u64, self.lost);
+        let mut block = std::mem::take(&mut self.block);
+        let edit = |m: &mut BlockMeta| {
+            m.seq = Some(seq);
+            m.events_total = Some(events);
+            m.lost_total = Some(lost);
+            if !stacks_before.is_empty() {
+                let mut s = stacks_before.to_string();
+                if !s.ends_with('\n') {
+                    s.push('\n');
+                }
+                s.push_str(m.stacks.as_deref().unwrap_or(""));
+                m.stacks = Some(s);
+            }
+        };
+        let r = self
+            .encoder
+            .reframe(&b.frame, b.body.len(), edit, &mut block.frame)
+            .map_err(|detail| TraceError::Encode { path: self.path.clone(), block: seq, detail });
+        let r = r.and_then(|()| {
+            self.planned += 1;
+            self.events = events;
+            self.write_parts(&block.frame, &b.body)
+        });
+        self.block = block;
+        r
     }
 }
 

@@ -186,6 +186,21 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
     field("format", format!("latscope trace v{}, written by latscope {}", h.format_version, h.latscope_version));
     field("host", format!("{} ({} {}, {} CPUs)", clean(&h.hostname), clean(&h.kernel), clean(&h.machine), h.cpus));
     field("recorded", clean(&h.command_line.join(" ")).into_owned());
+    if let Some(fl) = &h.flight {
+        // A flight recorder's dump: what fired, and the window around it.
+        let at = if h.realtime_offset_ns != 0 { fmt_wall(h.wall_ns(fl.at_ns)) } else { format!("{} ns", fl.at_ns) };
+        field(
+            "dump of",
+            format!(
+                "a flight recorder: trigger {} ({}) fired at {at}: {}; window {} before, {} after",
+                clean(&fl.trigger),
+                clean(&fl.condition),
+                clean(&fl.reason),
+                fmt_ns(fl.before_ns),
+                fmt_ns(fl.after_ns)
+            ),
+        );
+    }
     if h.realtime_offset_ns != 0 {
         let start = h.wall_ns(h.start_ns);
         field("started", fmt_wall(start));

@@ -3,6 +3,7 @@
 //! Each module takes event batches or aggregates and renders one kind of output;
 //! none of them knows where the events came from (live probes or a trace file).
 
+pub mod diff;
 pub mod events;
 pub mod group;
 pub mod heatmap;

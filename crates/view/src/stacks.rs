@@ -24,6 +24,9 @@ pub struct StackAgg {
     pub waits_left_out: u64,
     /// Calls with a breakdown that blocked but carry no stack (recorded without `--stacks`).
     pub without_stack: u64,
+    /// Weigh calls by their time on CPU instead (by user stack and operation: where a call was
+    /// on CPU in the kernel is not recorded, so the kernel stack is left out).
+    pub on_cpu: bool,
     /// Blocked time (ns) of all calls counted.
     pub total_ns: u64,
     /// Per (user stack id, kernel stack id): calls, blocked ns, and the operation with the most.
@@ -60,7 +63,7 @@ impl StackAgg {
             if b.kind[i] != EventKind::Syscall as u8 {
                 continue;
             }
-            let t = blocked_ns(b, i);
+            let t = if self.on_cpu { b.why_parts(i)[0] } else { blocked_ns(b, i) };
             if t == 0 {
                 continue;
             }
@@ -73,7 +76,8 @@ impl StackAgg {
                 continue;
             }
             self.total_ns += t;
-            let s = self.by_stack.entry((b.ustack[i], b.kstack[i])).or_default();
+            let key = (b.ustack[i], if self.on_cpu { 0 } else { b.kstack[i] });
+            let s = self.by_stack.entry(key).or_default();
             s.calls += 1;
             s.blocked_ns += t;
             *s.ops.entry(op_name(b.kind[i], b.nr[i])).or_default() += t;
@@ -255,10 +259,15 @@ pub fn folded(agg: &StackAgg, names: &mut StackNames) -> String {
                 n
             }
         }));
-        let mut kernel = names.frames(k, StackKind::Kernel);
-        kernel.reverse();
-        // Functions without their offsets: one box per function, as flame graphs draw them.
-        frames.extend(kernel.iter().map(|f| format!("{}_[k]", folded_frame(f.split('+').next().unwrap_or(f)))));
+        if agg.on_cpu {
+            // The call itself stands for the kernel code it ran.
+            frames.push(format!("{}_[k]", folded_frame(largest(&s.ops))));
+        } else {
+            let mut kernel = names.frames(k, StackKind::Kernel);
+            kernel.reverse();
+            // Functions without their offsets: one box per function, as flame graphs draw them.
+            frames.extend(kernel.iter().map(|f| format!("{}_[k]", folded_frame(f.split('+').next().unwrap_or(f)))));
+        }
         let us = s.blocked_ns.div_ceil(1000);
         *lines.entry(frames.join(";")).or_default() += us;
     }
@@ -447,6 +456,12 @@ mod tests {
         let mut names = StackNames::new(t, None);
         let f = folded(&agg, &mut names);
         assert_eq!(f, "app;[user stack missing: gone];futex_wait_[k];schedule_[k] 3000\n");
+        // On CPU: by user stack and call.
+        let mut cpu = StackAgg { with_waits: true, on_cpu: true, ..Default::default() };
+        cpu.add(&b, &rows);
+        assert_eq!((cpu.total_ns, cpu.without_stack), (1_000_000, 1));
+        let f = folded(&cpu, &mut names);
+        assert_eq!(f, "app;[user stack missing: gone];futex_[k] 1000\n");
         // Idle waits are left out unless asked for.
         let mut agg = StackAgg::default();
         agg.add(&b, &rows);

@@ -200,12 +200,13 @@ impl Top {
         self.grouper.by()
     }
 
-    /// Adds event `i` (process events are ignored).
+    /// Adds event `i` (process events are ignored); returns its group, `None` for a blocking
+    /// wait left out (or a process event).
     #[inline]
-    pub fn add(&mut self, b: &EventBatch, i: usize, h: &TraceHeader) {
+    pub fn add(&mut self, b: &EventBatch, i: usize, h: &TraceHeader) -> Option<usize> {
         let kind = b.kind[i];
         if kind == EventKind::Proc as u8 {
-            return;
+            return None;
         }
         let g = self.grouper.group(b, i, h);
         let wait = !self.with_waits && is_wait(b, i);
@@ -237,6 +238,7 @@ impl Top {
         let ts = b.ts[i];
         self.first_ts = Some(self.first_ts.map_or(ts, |f| f.min(ts)));
         self.last_end = self.last_end.max(b.end(i));
+        (!wait).then_some(g)
     }
 
     /// Adds the events of `kind` among the chunk's rows.
@@ -244,7 +246,7 @@ impl Top {
         let k = kind as u8;
         for &i in c.rows {
             if c.batch.kind[i as usize] == k {
-                self.add(c.batch, i as usize, h);
+                let _ = self.add(c.batch, i as usize, h);
             }
         }
     }
@@ -258,6 +260,11 @@ impl Top {
         self.left_out.clear();
         self.first_ts = None;
         self.last_end = 0;
+    }
+
+    /// The non-empty rows shown, with their group numbers (as [`Top::add`] returns them).
+    pub fn rows(&self) -> impl Iterator<Item = (usize, &TopRow)> {
+        self.shown().iter().enumerate().filter(|(_, r)| r.count > 0)
     }
 
     /// Seconds between the first event's start and the last event's end (at least 1 ns).
@@ -414,7 +421,7 @@ mod tests {
         let h = TraceHeader::default();
         let mut t = Top::new(GroupBy::Syscall);
         for i in 0..b.len() {
-            t.add(&b, i, &h);
+            let _ = t.add(&b, i, &h);
         }
         assert_eq!(t.total_count(), 12);
         let rows = t.sorted(SortKey::Total, 10);
@@ -443,7 +450,7 @@ mod tests {
         // Other percentiles, in columns as wide as their widest cell.
         let mut t = Top::new(GroupBy::Syscall).with_percentiles(parse_percentiles("50,90,99,99.9").unwrap());
         for i in 0..b.len() {
-            t.add(&b, i, &h);
+            let _ = t.add(&b, i, &h);
         }
         let txt = t.render_text(SortKey::Pct(90.0), 10, 1.0);
         let lines: Vec<&str> = txt.lines().collect();

@@ -3,9 +3,11 @@
 pub mod agent;
 pub mod bench;
 pub mod check;
+pub mod diff;
 pub mod events;
 pub mod export;
 pub mod fields;
+pub mod flight;
 pub mod heatmap;
 pub mod hist;
 pub mod info;
@@ -16,4 +18,5 @@ pub mod serve;
 pub mod spectrogram;
 pub mod timeline;
 pub mod top;
+pub mod trigger;
 pub mod why;
