@@ -406,7 +406,7 @@ fn why_stacks_of_a_trace_on_standard_input_are_those_of_the_file() {
         let out = Command::new(bin())
             .args(["why", "-r", "-"])
             .args(args)
-            .stdin(std::fs::File::open(&trace).unwrap())
+            .stdin(std::fs::File::open(trace).unwrap())
             .output()
             .unwrap();
         assert!(out.status.success(), "why -r - {args:?}: {}", String::from_utf8_lossy(&out.stderr));

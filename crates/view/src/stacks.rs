@@ -467,4 +467,35 @@ mod tests {
         agg.add(&b, &rows);
         assert_eq!((agg.total_ns, agg.waits_left_out), (0, 2));
     }
+
+    /// A user stack whose walk was cut (the recorder says where) ends in a frame saying so,
+    /// outermost in the folded output; frames of a file not at hand are its offsets, with a note.
+    #[test]
+    fn a_cut_user_stack_says_where_it_stops() {
+        let mut t = StackTable::default();
+        let u = StackEntry {
+            id: 1,
+            kind: StackKind::User,
+            frames: vec![Frame {
+                addr: 0x1000,
+                file: Some("/nonexistent/app".into()),
+                build_id: None,
+                off: Some(0x1234),
+                ..Default::default()
+            }],
+            truncated: true,
+            missing: None,
+            cut: Some("after frame 1".into()),
+        };
+        t.add_lines(&u.to_line()).unwrap();
+        let mut names = StackNames::new(t, None);
+        assert_eq!(names.frames(1, StackKind::User), ["app+0x1234", "[cut short: after frame 1]"]);
+        assert_eq!(names.frame_names(1, StackKind::User), ["app+0x1234"]);
+        assert!(names.notes.iter().any(|n| n.contains("/nonexistent/app is not at hand")), "{:?}", names.notes);
+        let mut b = EventBatch::default();
+        b.push(&call("futex", 2_000_000, 0, 2_000_000, 0, 1));
+        let mut agg = StackAgg { with_waits: true, ..Default::default() };
+        agg.add(&b, &[0]);
+        assert_eq!(folded(&agg, &mut names), "app;[cut short: after frame 1];app+0x1234 2000\n");
+    }
 }

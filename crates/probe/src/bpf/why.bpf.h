@@ -105,9 +105,13 @@ struct {
  * entry by user space when stacks are off. An id the map cannot take (full, or its slot holds
  * other frames) is a missing stack, said as such in the trace.
  *
+ * Both kinds go to a hash map keyed by a 30-bit hash of their frames (the id is the key).
  * Kernel stacks are those of a task being switched in (bpf_get_task_stack, not the current
- * task's), which a stack trace map cannot take: they go to a hash map keyed by a hash of their
- * frames, read back by user space the same way (the id is the key).
+ * task's), which a stack trace map cannot take. User stacks are not put in a stack trace map
+ * either: its id is the hash modulo its 8192 buckets, so that among n distinct stacks two share
+ * a bucket (and the second is lost) with a chance of about n^2/16384: one in two at 100
+ * stacks, which a frame-pointer walk that strays into data (a different stack per call) reaches
+ * soon. Over 2^30 keys the same n^2/2^31 is one in 2000 at 1000 stacks.
  */
 struct ls_kstack {
 	__u64 ip[LS_STACK_DEPTH];
@@ -134,35 +138,25 @@ struct {
 } why_kbuf SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, LS_STACK_ENTRIES);
 	__type(key, __u32);
-	__uint(value_size, LS_STACK_DEPTH * sizeof(__u64));
+	__type(value, struct ls_kstack);
 } why_ustacks SEC(".maps");
 
-/* A bpf_get_stackid() result as ls_why.kstack/ustack hold it: id + 1, or -errno. */
-static __always_inline __s32 why_stack_ref(long id)
-{
-	return id >= 0 ? (__s32)(id + 1) : (__s32)id;
-}
+/* Where a user stack is copied (not why_kbuf: a switch may come while it is being stored). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ls_kstack);
+} why_ubuf SEC(".maps");
 
-/*
- * The kernel stack of `task`, which is not running (it is being switched in): where it blocked,
- * as the kernel saved it when it switched out. The kernel leaves out the scheduler's own frames
- * (__schedule, schedule, io_schedule, schedule_timeout, ...: its stack_trace_save_tsk), so the
- * stack starts at the function that waited. Stored once per distinct stack, under a 30-bit hash
- * of its frames (an id + 1 that stays positive); as why_stack_ref.
- */
-static __always_inline __s32 why_task_kstack(struct task_struct *task)
+/* Stores the frames in b (zero-filled past them) in `map` once per distinct stack, under a
+ * 30-bit hash of its frames. Returns what ls_why.kstack/ustack hold: the id + 1 (positive), or
+ * -errno. */
+static __always_inline __s32 why_store_stack(void *map, struct ls_kstack *b)
 {
-	__u32 zero = 0;
-	struct ls_kstack *b = bpf_map_lookup_elem(&why_kbuf, &zero);
-	if (!b)
-		return -EFAULT;
-	/* Zero-fills the buffer past the frames it copies. */
-	long n = bpf_get_task_stack(task, b->ip, sizeof(b->ip), 0);
-	if (n <= 0)
-		return n < 0 ? (__s32)n : -EFAULT;
 	__u64 h = 0xcbf29ce484222325ULL;
 	for (int i = 0; i < LS_STACK_DEPTH; i++) {
 		if (!b->ip[i])
@@ -170,11 +164,11 @@ static __always_inline __s32 why_task_kstack(struct task_struct *task)
 		h = (h ^ b->ip[i]) * 0x100000001b3ULL;
 	}
 	__u32 id = (__u32)(h ^ (h >> 32)) & 0x3fffffff;
-	struct ls_kstack *v = bpf_map_lookup_elem(&why_kstacks, &id);
+	struct ls_kstack *v = bpf_map_lookup_elem(map, &id);
 	if (!v) {
-		long err = bpf_map_update_elem(&why_kstacks, &id, b, BPF_NOEXIST);
+		long err = bpf_map_update_elem(map, &id, b, BPF_NOEXIST);
 		if (err == -EEXIST) /* another CPU stored it meanwhile: compared below */
-			v = bpf_map_lookup_elem(&why_kstacks, &id);
+			v = bpf_map_lookup_elem(map, &id);
 		else
 			return err ? (__s32)err : (__s32)(id + 1);
 		if (!v)
@@ -188,6 +182,39 @@ static __always_inline __s32 why_task_kstack(struct task_struct *task)
 			break;
 	}
 	return (__s32)(id + 1);
+}
+
+/*
+ * The kernel stack of `task`, which is not running (it is being switched in): where it blocked,
+ * as the kernel saved it when it switched out. The kernel leaves out the scheduler's own frames
+ * (__schedule, schedule, io_schedule, schedule_timeout, ...: its stack_trace_save_tsk), so the
+ * stack starts at the function that waited. As why_store_stack.
+ */
+static __always_inline __s32 why_task_kstack(struct task_struct *task)
+{
+	__u32 zero = 0;
+	struct ls_kstack *b = bpf_map_lookup_elem(&why_kbuf, &zero);
+	if (!b)
+		return -EFAULT;
+	/* Zero-fills the buffer past the frames it copies. */
+	long n = bpf_get_task_stack(task, b->ip, sizeof(b->ip), 0);
+	if (n <= 0)
+		return n < 0 ? (__s32)n : -EFAULT;
+	return why_store_stack(&why_kstacks, b);
+}
+
+/* The current task's user stack (frame pointers), as why_store_stack. */
+static __always_inline __s32 why_user_stack(void *ctx)
+{
+	__u32 zero = 0;
+	struct ls_kstack *b = bpf_map_lookup_elem(&why_ubuf, &zero);
+	if (!b)
+		return -EFAULT;
+	/* Zero-fills the buffer past the frames it copies. */
+	long n = bpf_get_stack(ctx, b->ip, sizeof(b->ip), BPF_F_USER_STACK);
+	if (n <= 0)
+		return n < 0 ? (__s32)n : -EFAULT;
+	return why_store_stack(&why_ustacks, b);
 }
 
 /* What the CPU is doing now, as the wake-up programs need it, and the exit's output slot. */
