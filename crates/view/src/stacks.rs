@@ -496,6 +496,6 @@ mod tests {
         b.push(&call("futex", 2_000_000, 0, 2_000_000, 0, 1));
         let mut agg = StackAgg { with_waits: true, ..Default::default() };
         agg.add(&b, &[0]);
-        assert_eq!(folded(&agg, &mut names), "app;[cut short: after frame 1];app+0x1234 2000\n");
+        assert_eq!(folded(&agg, &mut names), "app;[cut short: after frame 1];app+0x1234;[no kernel stack]_[k] 2000\n");
     }
 }
