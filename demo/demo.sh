@@ -79,6 +79,13 @@ step "Writes and fsyncs of the workload's files: latscope events -r trace.lst 'e
 step "Slow calls: latscope events -r trace.lst 'evt.latency > 5ms' (first 10)"
 "$LS" events -r "$OUT/trace.lst" -n 10 --time rel 'evt.latency > 5ms'
 
+step "Every thread over time, as a Perfetto trace: latscope export -r trace.lst --perfetto trace.pftrace (open it at https://ui.perfetto.dev)"
+"$LS" export -r "$OUT/trace.lst" --perfetto "$OUT/trace.pftrace"
+
+step "The same story without Perfetto: latscope timeline -r trace.lst --threads (the threads of the TCP test, then as HTML)"
+"$LS" timeline -r "$OUT/trace.lst" --threads --rows 8 --width 110 'proc.name = python3'
+"$LS" timeline -r "$OUT/trace.lst" --threads --rows 20 -o "$OUT/threads.html"
+
 step "Why was it slow: latscope why -r trace.lst (slowest work, each with its causes)"
 "$LS" why -r "$OUT/trace.lst"
 

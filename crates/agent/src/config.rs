@@ -497,9 +497,13 @@ impl RecorderConfig {
 
 /// This machine's host name (the kernel's node name).
 pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
+    // uname(2): no file to read.
+    let (name, _, _) = latscope_probe::snapshot::uname();
+    if name.is_empty() {
+        "localhost".into()
+    } else {
+        name
+    }
 }
 
 #[cfg(test)]

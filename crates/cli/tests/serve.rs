@@ -803,6 +803,17 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
     assert_eq!(stacks.iter().filter(|s| s["user_missing"].is_null()).count(), 1, "{w}");
     assert!(stacks.iter().all(|s| s["kernel"] == stack["kernel"]), "{w}");
 
+    // The threads view of the session (`timeline --threads` of its last seconds): the reader and
+    // the writer, each write drawn waking the read it ended.
+    let mut tq = view(true);
+    tq.extend([("seconds", "60".into()), ("rows", "10".into())]);
+    let (status, t) = post_live(&a, "/api/live/threads", &tq);
+    assert_eq!(status, 200, "{t}");
+    assert!(t["threads"].as_u64().unwrap() >= 2, "{t}");
+    assert!(t["wakeups"].as_u64().unwrap() >= 15, "20 writes woke 20 reads: {t}");
+    let svg = t["svg"].as_str().unwrap();
+    assert!(svg.starts_with("<?xml") && svg.contains(&format!("{name}/{}", kv["writer"])), "{svg}");
+
     // The same filter without why: a session of its own, counting in the kernel, no breakdown.
     let v = running(false);
     assert_eq!(v["mode"], "counting", "{v}");

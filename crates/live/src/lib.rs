@@ -60,3 +60,4 @@ pub use session::{CountBy, LiveSession, SessionBuilder, SessionError, RING_BYTES
 pub use shared::{
     plan_sharing, share_key, CountSpec, KeyAggregate, ShareKey, SharedCounter, ViewAggregates, ViewCounts,
 };
+pub use stacks::{StackStats, MAX_STACKS};

@@ -74,6 +74,11 @@ pub const WRITER_QUEUE_BLOCKS: usize = 2;
 /// written and recycled).
 pub const MEMORY_BOUND_BYTES: u64 = 64 << 20;
 
+/// A block's metadata (the stack table entries and cgroups its events met first) is kept
+/// under this many bytes, plus one event's: a block is cut early rather than made larger than
+/// readers take (1 MiB), however many new stacks arrive at once.
+const BLOCK_META_BUDGET: usize = 256 << 10;
+
 /// Why a recording ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -138,6 +143,9 @@ pub struct Recording {
     pub program_runs_skipped: Option<u64>,
     /// The summary written at the end of the file.
     pub summary: Summary,
+    /// With stacks: what the stack table did (distinct stacks, the missing ones by reason, the
+    /// reads of processes' mappings).
+    pub stacks: Option<crate::StackStats>,
 }
 
 /// Records a [`LiveSession`] into a trace file, or another [`BlockSink`] (see the crate
@@ -162,6 +170,9 @@ pub struct Recorder<W: BlockSink = ThreadedTraceWriter> {
     backlog: bool,
     /// The stack table (`--why` with stacks).
     stacks: crate::stacks::StackResolver,
+    /// What the session's header had cut when the recording started (the header written); what
+    /// it cuts later (cgroups met during the recording) goes in the summary.
+    header_cut: latscope_event::Truncation,
 }
 
 impl<W: BlockSink> Recorder<W> {
@@ -171,6 +182,7 @@ impl<W: BlockSink> Recorder<W> {
         let stacks = crate::stacks::StackResolver::new(session.why_stacks());
         session.release_command();
         let now = Instant::now();
+        let header_cut = session.header().truncated;
         Recorder {
             session,
             writer,
@@ -183,6 +195,7 @@ impl<W: BlockSink> Recorder<W> {
             last_flush: now,
             backlog: false,
             stacks,
+            header_cut,
         }
     }
 
@@ -244,7 +257,7 @@ impl<W: BlockSink> Recorder<W> {
         self.finish(reason)
     }
 
-    fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
+    fn poll(&mut self, wait: Duration) -> Result<(), RecordError> {
         let s = &mut self.session;
         let from = self.syscalls.len();
         // Cgroups first met now (a container started since the start) are named before the
@@ -272,9 +285,24 @@ impl<W: BlockSink> Recorder<W> {
             }
         }
         // Stack references become ids of the trace's stack table, whose new entries travel in
-        // the block of the events that first use them.
-        if s.why_stacks() {
-            self.stacks.resolve(&s.probe, &mut self.syscalls, from);
+        // the block of the events that first use them: a block whose entries reach the budget
+        // is written, and the rest of the events go to the next one.
+        let mut at = from;
+        while self.session.why_stacks() {
+            at = self.stacks.resolve_within(&self.session.probe, &mut self.syscalls, at, BLOCK_META_BUDGET);
+            if at >= self.syscalls.len() {
+                break;
+            }
+            let mut head = self.writer.spare_batch();
+            head.append_range(&self.syscalls, 0..at);
+            let mut tail = self.writer.spare_batch();
+            tail.append_range(&self.syscalls, at..self.syscalls.len());
+            head.stacks = std::mem::take(&mut self.syscalls.stacks);
+            head.cgroups = std::mem::take(&mut self.syscalls.cgroups);
+            self.syscalls = head;
+            self.flush_wait()?;
+            self.syscalls = tail;
+            at = 0;
         }
         Ok(())
     }
@@ -352,6 +380,15 @@ impl<W: BlockSink> Recorder<W> {
         let malformed = self.session.malformed();
         let program_runs_skipped = self.session.probe.recursion_misses();
         self.flush_wait()?;
+        // Cut since the start: cgroup entries (in the header the session keeps) and stacks.
+        let now_cut = self.session.header().truncated;
+        let mut truncated = latscope_event::Truncation {
+            values: now_cut.values.saturating_sub(self.header_cut.values),
+            bytes: now_cut.bytes.saturating_sub(self.header_cut.bytes),
+            entries: now_cut.entries.saturating_sub(self.header_cut.entries),
+        };
+        truncated.add(&self.stacks.truncation());
+        let stacks = self.session.why_stacks().then(|| self.stacks.stats(&self.session.probe));
         let summary = self.writer.finish(Summary {
             events: self.written,
             lost: stats.lost,
@@ -360,6 +397,8 @@ impl<W: BlockSink> Recorder<W> {
             block_completions_without_issue: stats.blk_unpaired,
             wakeups_unseen: stats.wakeups_unseen,
             program_runs_skipped,
+            truncated,
+            stacks_missing: stacks.as_ref().map(|s| s.missing).unwrap_or_default(),
             ..Default::default()
         })?;
         Ok(Recording {
@@ -371,6 +410,7 @@ impl<W: BlockSink> Recorder<W> {
             command_status,
             program_runs_skipped,
             summary,
+            stacks,
         })
     }
 }

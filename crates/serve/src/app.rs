@@ -3,7 +3,8 @@
 use crate::auth::{local_target, same_origin, Access, Verdict, COOKIE};
 use crate::http::{Handler, Request, Response};
 use crate::live::{
-    Ask, CellQuery, LiveError, LiveHub, TableQuery, ViewQuery, MAX_TABLE_ROWS, MAX_VIEW_COLS, MAX_VIEW_ROWS,
+    Ask, CellQuery, LiveError, LiveHub, TableQuery, ThreadsQuery, ViewQuery, MAX_TABLE_ROWS, MAX_VIEW_COLS,
+    MAX_VIEW_ROWS,
 };
 use crate::params::{ParamError, Params};
 use crate::stored::{self, StoreReader, StoredError};
@@ -200,6 +201,12 @@ impl App {
                     filter: p.str("filter", crate::live::MAX_FILTER_CHARS)?.unwrap_or_default().trim().to_string(),
                     block: p.flag("block")?,
                     waits: p.flag("waits")?,
+                }))
+            }),
+            "/api/live/threads" => self.live(&p, |p| {
+                Ok(Ask::Threads(ThreadsQuery {
+                    seconds: p.int("seconds", 1, 600)?.unwrap_or(5) as u64,
+                    rows: p.int("rows", 1, 200)?.unwrap_or(30) as usize,
                 }))
             }),
             _ if api => Response::error(404, format!("no API endpoint {path} (see docs/DASHBOARD.md)")),

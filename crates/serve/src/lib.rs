@@ -9,7 +9,7 @@
 //! | `/` | every series of the store: its latest hour (count, p50, p99, max, the histogram as a sparkline) and its p50/p99 trend over the hours kept | `/api/overview` |
 //! | `/series?id=N` (or `?op=NAME`) | one series hour by hour (`hoursAgo`, `hours`, `buckets`, `scale=log\|linear`), the window merged with its peaks annotated (mode, share, tier) and explained (clock granularity, cache tiers, cache-size estimate) | `/api/series/detail` |
 //! | `/dumps`, `/dump?d=N&f=NAME` | flight recorders' dumps in the directories given (`--dumps DIR`), newest first, each with what fired it; a dump's views: the latency heat map, the breakdown by cause, the slowest calls with their why, the processes, and the file | `/api/dumps`, `/api/dump`, `/api/dump/heatmap.svg`, `/api/dump/why.svg`, `/api/dump/file` |
-//! | `/live` | the host's syscall (or block request) latency now: a heat map and a spectrogram of one-second rows, a filter box, drill-down tables by process, syscall, file, disk, client, container and pod, the events of a selected cell and (with `why=1`) why they were slow: time by cause, by waker, by blocking stack | `/api/live`, `/api/live/tables`, `/api/live/events` |
+//! | `/live` | the host's syscall (or block request) latency now: a heat map and a spectrogram of one-second rows, a filter box, drill-down tables by process, syscall, file, disk, client, container and pod, the events of a selected cell and (with `why=1`) why they were slow: time by cause, by waker, by blocking stack; every thread's calls of the last seconds and who woke whom | `/api/live`, `/api/live/tables`, `/api/live/threads`, `/api/live/events` |
 //!
 //! # Data
 //!

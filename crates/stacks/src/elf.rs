@@ -1,6 +1,5 @@
-//! What naming needs from an ELF file beyond blazesym: its loadable segments (file offsets to
-//! virtual addresses, to read a separate debug file by address) and its build id. Parsed with
-//! the `object` crate.
+//! An ELF file's loadable segments (file offsets to virtual addresses) and build id, parsed with
+//! the `object` crate (for tests and tools that place a symbol's address in the file).
 
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::Object;

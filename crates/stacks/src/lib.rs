@@ -1,8 +1,8 @@
-//! latscope's user stacks (`record --why --stacks`, `--profile`):
+//! Naming the user frames of latscope's stacks (`why --stacks`, `export --parquet`):
 //!
-//! - [`symbolize`]: a recorded frame (file, build id, offset) to the function there, with the
-//!   functions inlined at it and source lines, from the binaries and their debug files;
-//! - [`elf`]: what the other parts read from ELF files.
+//! - [`symbolize`]: an offset in a binary to the function there, with the functions inlined at
+//!   it and source lines, from the binary's symbol tables and DWARF;
+//! - [`elf`]: an ELF file's segments and build id.
 
 #![warn(missing_docs)]
 
@@ -10,3 +10,6 @@ pub mod elf;
 pub mod symbolize;
 
 pub use symbolize::{FrameName, Symbols};
+
+/// The GNU build id of an ELF file, reading only its headers and notes (blazesym's).
+pub use blazesym::helper::read_elf_build_id;

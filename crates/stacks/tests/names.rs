@@ -1,9 +1,8 @@
 //! Naming frames against ground truth: `nm -D` places libc's clock_nanosleep and fdatasync, and
 //! the functions of a stripped shared library (only `.dynsym` left, no debug file anywhere);
-//! a frame at any of their offsets is named as `nm -D` names it. A program built with `-g`
-//! names an inlined function with its line, before the function it was inlined into.
+//! a frame at any of their offsets is named as `nm -D` names it.
 
-use latscope_stacks::elf::{hex, ElfInfo};
+use latscope_stacks::elf::ElfInfo;
 use latscope_stacks::Symbols;
 use latscope_testkit::require_tool;
 use std::path::{Path, PathBuf};
@@ -28,17 +27,12 @@ fn offset_of(file: &Path, va: u64) -> u64 {
     va - l.vaddr + l.offset
 }
 
-fn build_id(file: &Path) -> Option<String> {
-    ElfInfo::read(file).unwrap().build_id.map(|b| hex(&b))
-}
-
 /// The outermost name at each of a few offsets inside `name` (start, middle, last byte).
 fn assert_named(s: &mut Symbols, file: &Path, name: &str) {
     let (va, size) = nm_dynamic(file, name).unwrap_or_else(|| panic!("nm -D has no {name} in {}", file.display()));
-    let id = build_id(file);
     for va in [va, va + size / 2, va + size.max(1) - 1] {
         let off = offset_of(file, va);
-        let got = s.name(file.to_str().unwrap(), id.as_deref(), off).unwrap_or_else(|| panic!("{name}+{off:#x}"));
+        let got = s.name(file, off).unwrap_or_else(|| panic!("{name}+{off:#x}"));
         let outer = got.iter().rfind(|f| !f.inlined).expect("a function");
         assert_eq!(outer.function, name, "{}+{off:#x}: {got:?}", file.display());
     }
@@ -55,17 +49,16 @@ fn libc_functions_are_named_as_its_dynamic_symbol_table_names_them() {
     if !require_tool("libc_functions_are_named_as_its_dynamic_symbol_table_names_them", "nm") {
         return;
     }
-    let mut s = Symbols::new(None);
+    let mut s = Symbols::new();
     let libc = libc();
     for f in ["clock_nanosleep", "fdatasync", "nanosleep", "read"] {
         assert_named(&mut s, &libc, f);
     }
-    assert!(s.notes.is_empty(), "{:?}", s.notes);
 }
 
 #[test]
-fn a_stripped_library_is_named_from_its_dynamic_symbols_and_a_changed_one_is_not() {
-    let test = "a_stripped_library_is_named_from_its_dynamic_symbols_and_a_changed_one_is_not";
+fn a_stripped_library_is_named_from_its_dynamic_symbols() {
+    let test = "a_stripped_library_is_named_from_its_dynamic_symbols";
     if !require_tool(test, "cc") || !require_tool(test, "nm") || !require_tool(test, "strip") {
         return;
     }
@@ -84,21 +77,10 @@ fn a_stripped_library_is_named_from_its_dynamic_symbols_and_a_changed_one_is_not
     ok(Command::new("strip").arg("--strip-all").arg(&so));
     let out = Command::new("nm").arg(&so).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("no symbols"), "stripped: no .symtab");
-    let mut s = Symbols::new(None);
+    let mut s = Symbols::new();
     assert_named(&mut s, &so, "exported_wait");
     assert_named(&mut s, &so, "exported_other");
 
-    // Another build at the recorded path: its frames are offsets, and a note says why.
-    let (va, _) = nm_dynamic(&so, "exported_wait").unwrap();
-    let off = offset_of(&so, va);
-    let mut s = Symbols::new(None);
-    assert_eq!(s.name(so.to_str().unwrap(), Some("00112233445566778899"), off), None);
-    assert!(
-        s.notes.iter().any(|n| n.contains("is not the recorded binary") && n.contains("00112233445566778899")),
-        "{:?}",
-        s.notes
-    );
-    let mut s = Symbols::new(None);
-    assert_eq!(s.name(tmp.path().join("gone.so").to_str().unwrap(), None, off), None);
-    assert!(s.notes.iter().any(|n| n.contains("is not at hand")), "{:?}", s.notes);
+    // A file that is not there names nothing.
+    assert_eq!(s.name(&tmp.path().join("gone.so"), 0x1000), None);
 }

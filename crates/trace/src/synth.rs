@@ -162,6 +162,18 @@ pub fn random_batch(rng: &mut Rng, n: usize) -> EventBatch {
             wake_device_ns: rng.next_u64(),
             fault_addr: rng.next_u64(),
             fault_off: rng.next_u64() as i64,
+            wait_start: rng.next_u64(),
+            wait_end: rng.next_u64(),
+            wake_flags: rng.below(16) as u8,
+            lock_kind: rng.below(6) as u8,
+            lock_addr: rng.next_u64(),
+            lock_op: rng.next_u64() as u32,
+            lock_word: rng.next_u64() as u32,
+            lock_owner: rng.next_u64() as u32,
+            lock_start: rng.next_u64() as i64,
+            lock_len: rng.next_u64() as i64,
+            waker_ustack: rng.next_u64() as u32,
+            waker_wait_dev: rng.next_u64() as u32,
             comm: rng.pick(STRINGS).to_string(),
             path: rng.pick(STRINGS).to_string(),
             path2: rng.pick(STRINGS).to_string(),
@@ -228,6 +240,7 @@ pub fn sample_header() -> TraceHeader {
         cgroups: Vec::new(),
         groups: [(0, "root".to_string()), (1000, "ünï".to_string())].into_iter().collect(),
         flight: None,
+        truncated: Default::default(),
     }
 }
 

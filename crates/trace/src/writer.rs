@@ -12,7 +12,10 @@ use latscope_event::{EventBatch, TraceHeader, TRACE_FORMAT_VERSION};
 
 use crate::column::{arrow_schema, decoded_row_bytes};
 use crate::encode::{validate_batch, EncodedBlock, Encoder};
-use crate::meta::{frame_metadata, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC};
+use crate::meta::{
+    frame_metadata, schema_digest, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC,
+    KEY_SCHEMA_CRC,
+};
 use crate::output::{Existing, Staged, StagedOptions};
 use crate::sealed::SealedBlock;
 use crate::TraceError;
@@ -104,6 +107,8 @@ pub struct TraceWriter {
     offset: u64,
     started: Instant,
     failed: Option<String>,
+    /// What the writer cut from blocks' stack and cgroup tables (added to the summary's).
+    truncated: latscope_event::Truncation,
 }
 
 impl TraceWriter {
@@ -127,13 +132,19 @@ impl TraceWriter {
 
         let mut header = header.clone();
         header.format_version = TRACE_FORMAT_VERSION;
+        // Whatever the recorded machine's users made of it, the header stays within what every
+        // reader accepts (values cut are marked, and counted in the header).
+        header.bound();
         let header_json = serde_json::to_string(&header).map_err(|e| bad(format!("header to JSON: {e}")))?;
         let metadata = HashMap::from([
             (KEY_FORMAT_VERSION.to_string(), TRACE_FORMAT_VERSION.to_string()),
             (KEY_HEADER_CRC.to_string(), format!("{:08x}", crc32c::crc32c(header_json.as_bytes()))),
             (KEY_HEADER.to_string(), header_json),
         ]);
-        let schema = Arc::new(arrow_schema().with_metadata(metadata));
+        let mut schema = arrow_schema().with_metadata(metadata);
+        let schema_crc = format!("{:08x}", schema_digest(&schema));
+        schema.metadata.insert(KEY_SCHEMA_CRC.to_string(), schema_crc);
+        let schema = Arc::new(schema);
         let encoder = Encoder::new(opts.compression).map_err(bad)?;
 
         // The schema message is arrow-ipc's (once per file); the blocks are encoded directly.
@@ -143,6 +154,13 @@ impl TraceWriter {
             &mut DictionaryTracker::new(false),
             &options,
         );
+        if encoded.ipc_message.len() as u64 > crate::MAX_HEADER_BYTES {
+            return Err(bad(format!(
+                "the header takes {} bytes, more than the {} a reader accepts",
+                encoded.ipc_message.len(),
+                crate::MAX_HEADER_BYTES
+            )));
+        }
         let mut frame = Vec::with_capacity(encoded.ipc_message.len() + 16);
         frame_metadata(&mut frame, &encoded.ipc_message);
 
@@ -167,6 +185,7 @@ impl TraceWriter {
             lost: 0,
             started: Instant::now(),
             failed: None,
+            truncated: Default::default(),
         })
     }
 
@@ -231,10 +250,34 @@ impl TraceWriter {
     /// metadata (number, running counts). Counts them as written. A block has at most
     /// [`WriterOptions::max_block_events`] events and decodes to at most
     /// [`crate::MAX_BLOCK_BYTES`].
+    ///
+    /// The batch's new stack and cgroup table entries go with its first block, each entry within
+    /// its bounds; when they take more than a block's metadata may hold, the first ones go in
+    /// blocks of 0 events before it (no later than the events that use them).
     pub(crate) fn plan(&mut self, batch: &EventBatch, lost_total: u64) -> Vec<(std::ops::Range<usize>, BlockMeta)> {
         self.lost = self.lost.max(lost_total);
         let n = batch.len();
         let mut parts = Vec::with_capacity(n / self.max_block_events + 1);
+        let mut tables = crate::tables::split(&batch.stacks, &batch.cgroups, &mut self.truncated);
+        let last_tables = tables.pop();
+        for (stacks, cgroups) in tables {
+            parts.push((
+                0..0,
+                BlockMeta {
+                    seq: Some(self.planned),
+                    events_total: Some(self.events),
+                    lost_total: Some(self.lost),
+                    stacks: (!stacks.is_empty()).then_some(stacks),
+                    cgroups: (!cgroups.is_empty()).then_some(cgroups),
+                    ..Default::default()
+                },
+            ));
+            self.planned += 1;
+        }
+        let (mut first_stacks, mut first_cgroups) = match last_tables {
+            Some((s, c)) => ((!s.is_empty()).then_some(s), (!c.is_empty()).then_some(c)),
+            None => (None, None),
+        };
         let mut start = 0;
         loop {
             let mut len = (n - start).min(self.max_block_events);
@@ -247,8 +290,8 @@ impl TraceWriter {
                 events_total: Some(self.events),
                 lost_total: Some(self.lost),
                 // New stack table entries go with the first block: no later than their events.
-                stacks: (start == 0 && !batch.stacks.is_empty()).then(|| batch.stacks.clone()),
-                cgroups: (start == 0 && !batch.cgroups.is_empty()).then(|| batch.cgroups.clone()),
+                stacks: first_stacks.take(),
+                cgroups: first_cgroups.take(),
                 ..Default::default()
             };
             parts.push((start..start + len, meta));
@@ -321,6 +364,12 @@ impl TraceWriter {
             block_completions_without_issue: summary.block_completions_without_issue,
             wakeups_unseen: summary.wakeups_unseen,
             program_runs_skipped: summary.program_runs_skipped,
+            truncated: {
+                let mut t = summary.truncated;
+                t.add(&self.truncated);
+                t
+            },
+            stacks_missing: summary.stacks_missing,
         };
         let json = serde_json::to_string(&summary).map_err(|e| TraceError::Encode {
             path: self.path.clone(),

@@ -14,7 +14,7 @@
 use crate::group::{GroupBy, Grouper};
 use crate::heatmap::{EventPoints, YField, YUnit};
 use crate::svg::{self, Svg, SERIES_COLORS};
-use crate::waits::{is_wait, LeftOut};
+use crate::waits::LeftOut;
 use latscope_event::source::{Chunk, ZonePlan};
 use latscope_event::{EventKind, TraceHeader};
 use latscope_hist::{Histogram, LogGrid, Peak, PeakOptions};
@@ -681,17 +681,13 @@ impl HistBuilder {
         self
     }
 
-    fn skips_waits(&self) -> bool {
-        !self.with_waits && self.kind == EventKind::Syscall
-    }
-
     /// The columns read (by `EventBatch` field name).
     pub fn columns(&self) -> Vec<&'static str> {
         let mut c = vec!["kind"];
         c.extend(self.field.columns());
         c.extend(self.grouper.by().columns());
-        if self.skips_waits() {
-            c.extend(["nr", "lat"]);
+        if self.kind == EventKind::Syscall {
+            c.extend(crate::waits::COLUMNS);
         }
         c.sort_unstable();
         c.dedup();
@@ -699,7 +695,8 @@ impl HistBuilder {
     }
 
     fn fast(&self) -> bool {
-        self.grouper.by() == GroupBy::All && self.field == YField::Latency && !self.skips_waits()
+        // Syscalls are classified (idle or not, and the kinds of waits counted) even with --waits.
+        self.grouper.by() == GroupBy::All && self.field == YField::Latency && self.kind != EventKind::Syscall
     }
 
     /// What a source with zone maps may skip: a block of the kind only is counted from `lat`
@@ -746,10 +743,7 @@ impl HistBuilder {
             }
             let Some(v) = EventPoints::value(self.field, b, i, h) else { continue };
             let g = self.grouper.group(b, i, h);
-            let wait = self.skips_waits() && is_wait(b, i);
-            if wait {
-                self.left_out.add(b, i);
-            }
+            let wait = self.kind == EventKind::Syscall && self.left_out.classify(b, i, self.with_waits);
             let hists = if wait { &mut self.wait_hists } else { &mut self.hists };
             while hists.len() <= g {
                 hists.push(Histogram::new());

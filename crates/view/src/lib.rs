@@ -10,10 +10,14 @@ pub mod heatmap;
 pub mod histview;
 pub mod info;
 pub mod latagg;
+pub mod locks;
+/// The chains of waits (`latscope-chain`), as the views use them.
+pub use latscope_chain as chain;
 pub mod spectrogram;
 pub mod stacks;
 pub mod svg;
 pub mod text;
+pub mod threads;
 pub mod timeline;
 pub mod top;
 pub mod waits;

@@ -68,6 +68,8 @@ pub struct Timeline {
     pub dropped: u64,
     /// Blocking waits are in the latency statistics.
     with_waits: bool,
+    /// The waits seen, by kind, and the idle ones left out.
+    left_out: crate::waits::LeftOut,
 }
 
 impl Timeline {
@@ -81,6 +83,7 @@ impl Timeline {
             early: 0,
             dropped: 0,
             with_waits: false,
+            left_out: crate::waits::LeftOut::default(),
         }
     }
 
@@ -128,7 +131,7 @@ impl Timeline {
             self.slots.resize_with(k + 1, Slot::default);
         }
         let bytes = if kind == EventKind::Block as u8 { b.bytes[i] } else { moved_bytes(b, i) };
-        let wait = !self.with_waits && crate::waits::is_wait(b, i);
+        let wait = self.left_out.classify(b, i, self.with_waits);
         let s = &mut self.slots[k];
         s.count += 1;
         s.bytes += bytes;
@@ -220,13 +223,7 @@ impl Timeline {
 
     /// What the latency statistics leave out, and why, if anything: for tables and charts.
     pub fn waits_note(&self) -> Option<String> {
-        let w = self.waits();
-        (w > 0).then(|| {
-            format!(
-                "latency leaves out {w} blocking waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...: \
-                 they last as long as the caller chooses; --waits includes them)"
-            )
-        })
+        self.left_out.note().map(|n| format!("latency {}", n.replacen("left out:", "leaves out", 1)))
     }
 
     /// A table, one line per interval.
@@ -290,8 +287,9 @@ impl Timeline {
             "latency_rule": if self.with_waits {
                 "latency statistics of every event"
             } else {
-                "latency statistics leave out blocking waits (syscalls of class wait), counted in waits"
+                "latency statistics leave out idle waits (ended by their own timeout or by outside work; without a breakdown, syscalls of class wait), counted in waits"
             },
+            "wait_kinds": self.left_out.kinds_json(),
             "completed_before_start": self.early,
             "not_counted": self.dropped,
             "points": pts,

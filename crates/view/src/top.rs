@@ -5,7 +5,7 @@
 use crate::group::{GroupBy, Grouper};
 use crate::heatmap::moved_bytes;
 use crate::latagg::LatAgg;
-use crate::waits::{is_wait, LeftOut};
+use crate::waits::LeftOut;
 use latscope_event::source::Chunk;
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
 use latscope_event::{EventBatch, EventKind, TraceHeader};
@@ -209,10 +209,7 @@ impl Top {
             return None;
         }
         let g = self.grouper.group(b, i, h);
-        let wait = !self.with_waits && is_wait(b, i);
-        if wait {
-            self.left_out.add(b, i);
-        }
+        let wait = self.left_out.classify(b, i, self.with_waits);
         let rows = if wait { &mut self.wait_rows } else { &mut self.rows };
         if g >= rows.len() {
             let names = self.grouper.names();
@@ -379,6 +376,7 @@ impl Top {
             "percentiles": self.pcts,
             "rows": rows,
             "waits_left_out": if self.with_waits || self.showing_waits() { Value::Null } else { self.left_out.to_json() },
+            "wait_kinds": self.left_out.kinds_json(),
             "note": self.waits_note(),
         })
     }

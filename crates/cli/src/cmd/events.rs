@@ -78,19 +78,33 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
         Ok(())
     };
+    // The calls of every block read (not only those the filter took): chains of waits go
+    // through them.
+    let mut chains = latscope_view::chain::ChainIndex::new();
     while left.get() > 0 {
         let Some(c) = scan.next_batch() else { break };
         let c = c?;
         let b = c.batch;
+        chains.add(b);
         for &i in c.rows {
             let i = i as usize;
             let text = if json_lines {
-                serde_json::to_string(&json(&header, b, i))?
+                let mut v = json(&header, b, i);
+                if let Some(ch) =
+                    latscope_view::why::chain_json(&header, &chains, b, i).filter(|_| v["why"].is_object())
+                {
+                    v["why"]["chain"] = ch;
+                }
+                latscope_event::escape::json_ascii_controls(serde_json::to_string(&v)?)
             } else if a.why {
                 let mut t = line(&header, b, i, tf);
                 if let Some(w) = latscope_view::why::line(&header, b, i) {
                     t.push('\n');
                     t.push_str(&w);
+                }
+                if let Some(ch) = latscope_view::why::chain_line(&header, &chains, b, i) {
+                    t.push('\n');
+                    t.push_str(&ch);
                 }
                 t
             } else {

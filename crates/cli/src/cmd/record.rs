@@ -214,6 +214,12 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
         if let Some(n) = rec.program_runs_skipped {
             j["program_runs_skipped"] = n.into();
         }
+        if let Some(st) = &rec.stacks {
+            j["stacks"] = serde_json::json!({
+                "distinct": st.entries, "missing": st.missing,
+                "maps_reads": st.maps.reads, "maps_bytes": st.maps.bytes, "maps_reads_refused": st.maps.refused,
+            });
+        }
         match a.json.as_deref() {
             Some(p) if p.as_os_str() != "-" => crate::args::write_output(Some(p), format!("{j}\n").as_bytes())?,
             _ if !a.command.is_empty() => eprintln!("{j}"),
@@ -248,6 +254,9 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
                  alone (its syscall, fd, I/O wait), with no waker",
                 s.wakeups_unseen
             );
+        }
+        if let Some(m) = rec.stacks.as_ref().map(|st| st.missing).filter(|m| !m.is_none()) {
+            eprintln!("latscope: {} (each missing stack's entry says why: see `why --stacks`)", m.describe());
         }
         if let Some(n) = rec.program_runs_skipped.filter(|&n| n > 0) {
             eprintln!("latscope: {n} program runs skipped: the kernel does not re-enter a program on a CPU");

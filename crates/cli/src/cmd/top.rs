@@ -1,9 +1,7 @@
 //! `latscope top`: a drill-down table by process, syscall, file, directory, disk, operation or
 //! client, from a recording or live.
 
-use crate::args::{
-    finish_scan, print_warnings, write_output, FilterArg, InputArg, JsonArg, LiveArgs, ReadArgs, ScanPlan,
-};
+use crate::args::{finish_scan, print_warnings, FilterArg, InputArg, JsonArg, LiveArgs, ReadArgs, ScanPlan};
 use anyhow::{bail, Result};
 use latscope_event::units::parse_duration_secs_default;
 use latscope_event::EventKind;
@@ -45,7 +43,8 @@ use std::time::{Duration, Instant};
   latscope top -r trace.lst --by container 'k8s.ns.name = shop'
   latscope top -r trace.lst --by dir --json | jq '.rows[0]'
   latscope top -r slow.lst --by cause 'proc.name = nginx'   # time by cause (record --why)
-  latscope top -r slow.lst --by cause --svg causes.svg      # the same as stacked bars, by waker too")]
+  latscope top -r slow.lst --by cause --svg causes.svg      # the same as stacked bars, by waker too
+  latscope top -r slow.lst --by lock 'proc.name = app'      # which lock, who waited, who held it")]
 pub struct Args {
     /// Trace file (or perf script text with --input perf); without it, trace live.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
@@ -57,8 +56,9 @@ pub struct Args {
     pub filter: FilterArg,
     /// Group by: proc, pid, syscall, op, file, dir, disk, class, client (the peer address of an
     /// IPv4/IPv6 socket, one row per host, else the process), container, pod, cgroup; or cause:
-    /// time by cause (on CPU, run queue, block I/O, lock, ...) with wakers and operations, from a
-    /// trace recorded with `record --why`.
+    /// time by cause (on CPU, run queue, block I/O, lock, ...) with wakers and operations, or
+    /// lock: waits by lock (futex address, file and range, semaphore) with their waiters and
+    /// holders, from a trace recorded with `record --why`.
     #[arg(long, default_value = "proc", value_parser = TopBy::parse)]
     pub by: TopBy,
     /// Sort by: count, rate, total, avg, a percentile (p50, p99, p99.9, ...), max, bytes, errors,
@@ -100,13 +100,16 @@ pub enum TopBy {
     Group(GroupBy),
     /// Time by cause, from the attribution of `record --why`.
     Cause,
+    /// Waits by lock, from the attribution of `record --why`.
+    Lock,
 }
 
 impl TopBy {
     fn parse(s: &str) -> Result<TopBy, String> {
         match s {
             "cause" | "why" => Ok(TopBy::Cause),
-            _ => GroupBy::parse(s).map(TopBy::Group).map_err(|e| e.replace(" or cgroup)", ", cgroup or cause)")),
+            "lock" | "locks" => Ok(TopBy::Lock),
+            _ => GroupBy::parse(s).map(TopBy::Group).map_err(|e| e.replace(" or cgroup)", ", cgroup, cause or lock)")),
         }
     }
 }
@@ -114,7 +117,8 @@ impl TopBy {
 pub fn run(a: Args) -> Result<ExitCode> {
     let by = match a.by {
         TopBy::Group(g) => g,
-        TopBy::Cause => return run_cause(&a),
+        TopBy::Cause => return super::top_why::run_cause(&a),
+        TopBy::Lock => return super::top_why::run_lock(&a),
     };
     if a.svg.is_some() {
         bail!("--svg draws the breakdown of --by cause; for pictures of latency see `latscope heatmap` and `latscope hist --svg`");
@@ -129,57 +133,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
 }
 
-/// `--by cause`: the recorded breakdowns of the calls that match, summed by cause, waker and
-/// operation; idle waits left out unless --waits, as in the other rankings.
-fn run_cause(a: &Args) -> Result<ExitCode> {
-    let Some(f) = &a.file else {
-        bail!("--by cause reads a trace recorded with `latscope record --why` (-r FILE); live sessions count in the kernel and record no breakdown (`latscope why` records one and shows it)");
-    };
-    if a.input != InputArg::Trace || a.block {
-        bail!("--by cause applies to syscalls of a latscope trace (not --block, not --input perf)");
-    }
-    crate::args::check_output(Some(f), a.svg.as_deref())?;
-    if a.svg.is_some() {
-        crate::args::refuse_terminal(a.svg.as_deref(), "the breakdown", "--svg FILE")?;
-    }
-    let read = ReadArgs { file: f.clone(), input: a.input, filter: a.filter.clone() };
-    let mut scan = read.open_all("top")?;
-    let mut agg = latscope_view::why::WhyAgg { with_waits: a.waits, ..Default::default() };
-    scan.for_each(|c| {
-        agg.add(c.batch, c.rows);
-        Ok::<(), anyhow::Error>(())
-    })?;
-    let report = scan.report();
-    if let Some(p) = &a.svg {
-        let title = breakdown_title(&read.file, &read.filter);
-        write_output(Some(p), latscope_view::whysvg::render_svg(&agg, a.limit, &title).as_bytes())?;
-        if p.as_os_str() == "-" {
-            return Ok(finish_scan(&report));
-        }
-    }
-    let mut o = std::io::stdout().lock();
-    if a.json.json {
-        let mut j = agg.to_json(a.limit);
-        j["source"] = serde_json::json!(read.file.display().to_string());
-        writeln!(o, "{}", serde_json::to_string(&j)?)?;
-    } else {
-        write!(o, "{}", agg.render_text(a.limit))?;
-        if agg.waits_left_out > 0 {
-            writeln!(
-                o,
-                "\n{} idle waits (poll, futex, sleeps, wait4, ...) left out: --waits counts them",
-                agg.waits_left_out
-            )?;
-        }
-    }
-    o.flush()?;
-    Ok(finish_scan(&report))
-}
-
 fn run_file(a: &Args, by: GroupBy, read: &ReadArgs) -> Result<ExitCode> {
     let kind = read.kind(a.block);
     let mut cols = vec!["kind", "ts", "lat", "bytes", "nr", "ret"];
     cols.extend(by.columns());
+    cols.extend(latscope_view::waits::COLUMNS);
     let mut scan = read.open("top", ScanPlan { columns: &cols, zone: None })?;
     let mut top = Top::new(by)
         .with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?)
@@ -194,7 +152,7 @@ fn run_file(a: &Args, by: GroupBy, read: &ReadArgs) -> Result<ExitCode> {
     if a.json.json {
         let mut j = top.to_json(a.sort, a.limit, secs);
         j["source"] = serde_json::json!(read.file.display().to_string());
-        writeln!(o, "{}", serde_json::to_string(&j)?)?;
+        writeln!(o, "{}", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))?;
     } else {
         let f = scan.filter();
         let matching = if f.is_match_all() { String::new() } else { format!(" matching '{}'", f.source()) };
@@ -238,7 +196,7 @@ fn run_live(a: &Args, by: GroupBy) -> Result<ExitCode> {
             let mut j = top.to_json(a.sort, a.limit, secs);
             j["lost"] = serde_json::json!(lost);
             j["not_followed"] = serde_json::json!(not_followed);
-            writeln!(o, "{}", serde_json::to_string(&j)?)?;
+            writeln!(o, "{}", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))?;
         } else {
             if tty {
                 write!(o, "\x1b[H\x1b[2J")?;
@@ -269,15 +227,4 @@ fn run_live(a: &Args, by: GroupBy) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The title of a breakdown picture: the trace and the filter.
-pub fn breakdown_title(file: &std::path::Path, filter: &FilterArg) -> String {
-    let f = filter.filter.as_deref().unwrap_or("");
-    let name = file.file_name().map_or_else(|| file.display().to_string(), |n| n.to_string_lossy().into_owned());
-    if f.trim().is_empty() {
-        format!("Why was it slow: {name}")
-    } else {
-        format!("Why was it slow: {name}, {f}")
-    }
 }

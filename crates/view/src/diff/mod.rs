@@ -24,7 +24,8 @@ use crate::group::GroupBy;
 use crate::heatmap::LogStream;
 use crate::stacks::{StackAgg, StackNames};
 use crate::top::Top;
-use crate::why::{is_idle_wait, WhyAgg, PART_LABELS};
+use crate::waits::is_idle;
+use crate::why::{WhyAgg, PART_LABELS};
 use latscope_event::source::Chunk;
 use latscope_event::{EventKind, StackTable, TraceHeader, WHY_PARTS};
 use latscope_hist::Histogram;
@@ -311,7 +312,7 @@ impl RunAgg {
             if k == sys {
                 if let Some((_, wins, totals)) = self.why.as_mut() {
                     let p = b.why_parts(i);
-                    if p.iter().any(|&v| v > 0) && (self.o.waits || !is_idle_wait(b.nr[i])) {
+                    if p.iter().any(|&v| v > 0) && (self.o.waits || !is_idle(b, i)) {
                         if wins.len() <= w {
                             wins.resize(w + 1, [0; WHY_PARTS]);
                         }
