@@ -95,6 +95,7 @@ impl StackEntry {
             cut_opt(&mut f.build_id, MAX_NAME, t);
         }
         cut_opt(&mut self.missing, MAX_TEXT, t);
+        cut_opt(&mut self.cut, MAX_TEXT, t);
         // Escaped as JSON, names can take six bytes per byte: outer frames go until it fits.
         let mut len = json_len(self);
         if len > MAX_ENTRY_JSON {
