@@ -34,6 +34,7 @@ PARALLEL_PACKAGES = {
     "latscope-filter",
     "latscope-hist",
     "latscope-view",
+    "latscope-stacks",
     "latscope-scan",
     "latscope-store",
 }

@@ -25,6 +25,7 @@ fn trace_with_frame(dir: &Path, file: &str) -> PathBuf {
         frames: vec![Frame { addr: 0xffff_ffff_8100_0000, sym: Some("futex_wait+0x67".into()), ..Default::default() }],
         truncated: false,
         missing: None,
+        cut: None,
     };
     let u = StackEntry {
         id: 2,
@@ -35,6 +36,7 @@ fn trace_with_frame(dir: &Path, file: &str) -> PathBuf {
         ],
         truncated: false,
         missing: None,
+        cut: None,
     };
     let mut b = EventBatch::default();
     b.push(&Event {

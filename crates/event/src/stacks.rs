@@ -73,6 +73,10 @@ pub struct StackEntry {
     /// could be read, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing: Option<String>,
+    /// Where and why the unwinding of a copied user stack stopped before the stack's end (the
+    /// copy's end, a frame in no known mapping, no unwind information), when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
 }
 
 impl StackEntry {
@@ -91,6 +95,7 @@ impl StackEntry {
             cut_opt(&mut f.build_id, MAX_NAME, t);
         }
         cut_opt(&mut self.missing, MAX_TEXT, t);
+        cut_opt(&mut self.cut, MAX_TEXT, t);
         // Escaped as JSON, names can take six bytes per byte: outer frames go until it fits.
         let mut len = json_len(self);
         if len > MAX_ENTRY_JSON {
@@ -189,9 +194,16 @@ mod tests {
             }],
             truncated: false,
             missing: None,
+            cut: None,
         };
-        let u =
-            StackEntry { id: 2, kind: StackKind::User, frames: vec![], truncated: false, missing: Some("gone".into()) };
+        let u = StackEntry {
+            id: 2,
+            kind: StackKind::User,
+            frames: vec![],
+            truncated: false,
+            missing: Some("gone".into()),
+            cut: None,
+        };
         let mut t = StackTable::default();
         t.add_lines(&(k.to_line() + &u.to_line())).unwrap();
         assert_eq!(t.get(1), Some(&k));

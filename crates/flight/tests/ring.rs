@@ -123,6 +123,7 @@ fn a_trigger_writes_the_window_before_and_after_it_as_an_ordinary_trace_and_exte
                 frames: Vec::new(),
                 truncated: false,
                 missing: Some("t".into()),
+                cut: None,
             };
             b.stacks = e.to_line();
         }

@@ -209,7 +209,7 @@ impl StackResolver {
 
     fn missing(&mut self, kind: StackKind, why: Missing, out: &mut String) -> u32 {
         why.count(&mut self.missing);
-        let e = StackEntry { id: 0, kind, frames: Vec::new(), truncated: false, missing: Some(why.words()) };
+        let e = StackEntry { id: 0, kind, frames: Vec::new(), truncated: false, missing: Some(why.words()), cut: None };
         self.add(e, u32::MAX, out)
     }
 
@@ -236,7 +236,7 @@ impl StackResolver {
             .map(|(&addr, sym)| Frame { addr, sym, ..Default::default() })
             .skip_while(|f| f.sym.as_deref().is_some_and(is_capture_frame))
             .collect();
-        let e = StackEntry { id: 0, kind: StackKind::Kernel, frames, truncated, missing: None };
+        let e = StackEntry { id: 0, kind: StackKind::Kernel, frames, truncated, missing: None, cut: None };
         let t = self.add(e, uid, out);
         if t != 0 {
             self.kernel.insert(key, t);
@@ -273,13 +273,18 @@ impl StackResolver {
         // What the bounds kept from being read or checked may be named later: not kept.
         let complete = norm.verified && !norm.addrs.contains(&UserAddr::Unknown);
         let norm = norm.addrs;
+        // An address in no mapping is no return address: the frame-pointer walk went astray
+        // (code built without frame pointers leaves data in the register). Frames from there on
+        // would differ call by call and split one stack into many: the stack is cut there, and
+        // says so (without the stray address, which differs call by call).
+        let good = norm.iter().take_while(|a| **a != UserAddr::Unmapped).count();
+        let cut = (good < norm.len()).then(|| {
+            format!("the frame-pointer walk left the mapped code after frame {good} (code without frame pointers)")
+        });
         let frames: Vec<Frame> = addrs
             .iter()
             .zip(norm)
-            // An address in no mapping is no return address: the frame-pointer walk went
-            // astray (code built without frame pointers leaves data in the register). Frames
-            // from there on would differ call by call and split one stack into many.
-            .take_while(|(_, a)| *a != UserAddr::Unmapped)
+            .take(good)
             .map(|(&addr, a)| match a {
                 UserAddr::File { path, off, build_id, deleted } => Frame {
                     addr,
@@ -292,7 +297,7 @@ impl StackResolver {
                 _ => Frame { addr, ..Default::default() },
             })
             .collect();
-        let e = StackEntry { id: 0, kind: StackKind::User, frames, truncated, missing: None };
+        let e = StackEntry { id: 0, kind: StackKind::User, frames, truncated, missing: None, cut };
         let t = self.add(e, uid, out);
         if t == 0 {
             return self.missing(StackKind::User, Missing::TableFull, out);

@@ -81,6 +81,7 @@ mod tests {
                 frames: vec![frame.clone(); 64],
                 truncated: false,
                 missing: None,
+                cut: None,
             };
             stacks.push_str(&e.to_line());
         }

@@ -93,6 +93,7 @@ fn stack_table_roundtrips_in_block_metadata() {
         frames: vec![Frame { addr: 0xffff_ffff_8100_1000, sym: Some("io_schedule+0x12".into()), ..Default::default() }],
         truncated: true,
         missing: None,
+        cut: None,
     };
     let u = StackEntry {
         id: 2,
@@ -106,9 +107,16 @@ fn stack_table_roundtrips_in_block_metadata() {
         }],
         truncated: false,
         missing: None,
+        cut: Some("a frame in no known mapping".into()),
     };
-    let gone =
-        StackEntry { id: 3, kind: StackKind::User, frames: vec![], truncated: false, missing: Some("exited".into()) };
+    let gone = StackEntry {
+        id: 3,
+        kind: StackKind::User,
+        frames: vec![],
+        truncated: false,
+        missing: Some("exited".into()),
+        cut: None,
+    };
     let mut w = TraceWriter::create(&path, &sample_header()).unwrap();
     let mut b = random_batch(&mut rng, 20);
     b.stacks = k.to_line() + &u.to_line();

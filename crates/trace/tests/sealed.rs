@@ -29,6 +29,7 @@ fn recording() -> (Vec<EventBatch>, Vec<Arc<SealedBlock>>) {
             frames: Vec::new(),
             truncated: false,
             missing: Some("test".into()),
+            cut: None,
         };
         b.stacks = e.to_line();
         let sealed = sealer.seal(&b, u64::from(i) * 3).unwrap();

@@ -85,6 +85,7 @@ fn big_stack(id: u32, frames: usize) -> StackEntry {
             .collect(),
         truncated: false,
         missing: None,
+        cut: None,
     }
 }
 
@@ -145,6 +146,7 @@ fn a_crafted_stack_table_is_bounded_when_read() {
                 frames: (0..per_stack).map(|i| Frame { addr: i as u64, ..Default::default() }).collect(),
                 truncated: false,
                 missing: None,
+                cut: None,
             };
             b.stacks.push_str(&e.to_line());
             next += 1;

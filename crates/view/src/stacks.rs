@@ -6,10 +6,9 @@
 //! the recording stored); kernel frames carry the names kallsyms gave them when recording.
 
 use crate::text::clean;
-use blazesym::symbolize::source::{Elf, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use latscope_event::units::fmt_ns;
 use latscope_event::{op_name, EventBatch, EventKind, StackEntry, StackKind, StackTable};
+use latscope_stacks::Symbols;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -106,15 +105,15 @@ fn largest(m: &HashMap<String, u64>) -> &str {
 /// most [`MAX_BINARY_BYTES`] (a FIFO or a device there is refused, not waited on or read), below
 /// the `--binaries` directory only inside it ([`latscope_trace::safe_read`]; a path with `..` is
 /// refused), and its
-/// symbols are read from the file itself (no separate debug file, whose name the binary would
-/// give). The symbolizer reads the file through the descriptor opened and checked.
+/// symbols and DWARF are read from the file itself (no separate debug file, whose name the
+/// binary would give). The symbolizer reads the file through the descriptor opened and checked.
 pub struct StackNames {
     table: StackTable,
     /// Where the recorded binaries are: their recorded paths are looked up under it (None: as
     /// recorded, on this machine).
     root: Option<PathBuf>,
-    symbolizer: Symbolizer,
-    cache: HashMap<u32, Vec<String>>,
+    symbols: Symbols,
+    cache: HashMap<u32, Vec<NamedFrame>>,
     /// Files whose build id differs from the recorded one (not symbolized), and files missing.
     pub notes: Vec<String>,
     /// Per recorded file and build id: the descriptor's path (`/proc/self/fd/N`) to symbolize
@@ -122,6 +121,27 @@ pub struct StackNames {
     checked: HashMap<String, Option<PathBuf>>,
     /// The binaries opened: kept open so that their descriptors' paths stay theirs.
     open: Vec<std::fs::File>,
+}
+
+/// A frame as the views show it: its name (a function, `file+0xoffset` when it could not be
+/// named, or a bracketed note), where the debug information places it, and whether it is a
+/// function inlined into the next frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedFrame {
+    /// The function, or what stands for it.
+    pub name: String,
+    /// `file:line` from the debug information, when it has them.
+    pub source: Option<String>,
+    /// Inlined into the next (outer) frame.
+    pub inlined: bool,
+    /// The recorded frame it comes from (its position in the stack table's entry).
+    pub frame: usize,
+}
+
+impl NamedFrame {
+    fn plain(name: String, frame: usize) -> NamedFrame {
+        NamedFrame { name, source: None, inlined: false, frame }
+    }
 }
 
 /// Largest binary read to name frames.
@@ -145,7 +165,7 @@ impl StackNames {
         StackNames {
             table,
             root: root.map(Path::to_path_buf),
-            symbolizer: Symbolizer::builder().enable_code_info(false).build(),
+            symbols: Symbols::new(),
             cache: HashMap::new(),
             notes: Vec::new(),
             checked: HashMap::new(),
@@ -178,24 +198,57 @@ impl StackNames {
         v
     }
 
-    /// The frames of stack `id`, innermost first (one bracketed frame when it has none; a last
-    /// `[truncated]` frame when the capture was cut).
+    /// The frame names of stack `id`, innermost first, functions inlined at an address before
+    /// the function they were inlined into (one bracketed frame when it has none; a last
+    /// `[truncated]` or `[cut short: ...]` frame when the capture or the unwinding stopped early).
     pub fn frames(&mut self, id: u32, kind: StackKind) -> Vec<String> {
+        self.detailed(id, kind).into_iter().map(|f| f.name).collect()
+    }
+
+    /// One name per recorded frame of stack `id` (the function containing the address, with
+    /// the innermost function inlined there in front: `leaf <- outer`), as a table of frames
+    /// wants them; a stack without frames has one name saying why.
+    pub fn frame_names(&mut self, id: u32, kind: StackKind) -> Vec<String> {
+        let d = self.detailed(id, kind);
+        let Some(e) = self.table.get(id) else { return d.into_iter().map(|f| f.name).collect() };
+        if e.frames.is_empty() {
+            return d.into_iter().take(1).map(|f| f.name).collect();
+        }
+        (0..e.frames.len())
+            .map(|k| {
+                let at: Vec<&NamedFrame> = d.iter().filter(|f| f.frame == k).collect();
+                match (at.first(), at.last()) {
+                    (Some(inner), Some(outer)) if at.len() > 1 => format!("{} <- {}", inner.name, outer.name),
+                    (Some(f), _) => f.name.clone(),
+                    _ => format!("{:#x}", e.frames[k].addr),
+                }
+            })
+            .collect()
+    }
+
+    /// The frames of stack `id` with their source lines (see [`StackNames::frames`]).
+    pub fn detailed(&mut self, id: u32, kind: StackKind) -> Vec<NamedFrame> {
         if let Some(v) = self.cache.get(&id) {
             return v.clone();
         }
         let e = self.table.get(id).cloned();
         let mut v = match &e {
             Some(e) if !e.frames.is_empty() => match e.kind {
-                StackKind::Kernel => {
-                    e.frames.iter().map(|f| f.sym.clone().unwrap_or_else(|| format!("{:#x}", f.addr))).collect()
-                }
+                StackKind::Kernel => e
+                    .frames
+                    .iter()
+                    .enumerate()
+                    .map(|(k, f)| NamedFrame::plain(f.sym.clone().unwrap_or_else(|| format!("{:#x}", f.addr)), k))
+                    .collect(),
                 StackKind::User => self.user_frames(e),
             },
-            _ => vec![missing_frame(e.as_ref(), kind)],
+            _ => vec![NamedFrame::plain(missing_frame(e.as_ref(), kind), 0)],
         };
-        if e.as_ref().is_some_and(|e| e.truncated) {
-            v.push("[truncated]".into());
+        let n = e.as_ref().map_or(0, |e| e.frames.len());
+        if let Some(cut) = e.as_ref().and_then(|e| e.cut.as_deref()) {
+            v.push(NamedFrame::plain(format!("[cut short: {cut}]"), n));
+        } else if e.as_ref().is_some_and(|e| e.truncated) {
+            v.push(NamedFrame::plain("[truncated]".into(), n));
         }
         self.cache.insert(id, v.clone());
         v
@@ -261,7 +314,7 @@ impl StackNames {
         }
         let p = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
         self.open.push(f);
-        let found = blazesym::helper::read_elf_build_id(&p);
+        let found = latscope_stacks::read_elf_build_id(&p);
         match (found, build_id) {
             (Err(_), _) => {
                 self.notes
@@ -284,38 +337,31 @@ impl StackNames {
         }
     }
 
-    fn user_frames(&mut self, e: &StackEntry) -> Vec<String> {
+    fn user_frames(&mut self, e: &StackEntry) -> Vec<NamedFrame> {
         let mut out = Vec::with_capacity(e.frames.len());
         for (n, f) in e.frames.iter().enumerate() {
             let (Some(file), Some(off)) = (&f.file, f.off) else {
-                out.push(format!("{:#x}", f.addr));
+                out.push(NamedFrame::plain(format!("{:#x}", f.addr), n));
                 continue;
             };
             let base = file.rsplit('/').next().unwrap_or(file);
             let base = if f.deleted { format!("{base} (deleted)") } else { base.to_string() };
-            let name = self.usable(file, f.build_id.as_deref()).and_then(|p| {
-                // A return address points after its call: look up the call itself.
-                let o = if n > 0 { off.saturating_sub(1) } else { off };
-                // The binary's own symbols only: a separate debug file would be opened by a name
-                // the binary gives.
-                let mut elf = Elf::new(p);
-                elf.debug_syms = false;
-                let src = Source::Elf(elf);
-                match self.symbolizer.symbolize(&src, Input::FileOffset(&[o])).ok()?.pop()? {
-                    Symbolized::Sym(s) => {
-                        // A binary is anyone's: its symbol names are bounded like other names.
-                        let mut name = s.name.to_string();
-                        latscope_event::bounds::cut(
-                            &mut name,
-                            latscope_event::bounds::MAX_TEXT,
-                            &mut Default::default(),
-                        );
-                        Some(name)
-                    }
-                    Symbolized::Unknown(_) => None,
-                }
-            });
-            out.push(name.unwrap_or_else(|| format!("{base}+{off:#x}")));
+            // User stacks are taken in system calls: the first address is the one after the
+            // `syscall` instruction, the others return addresses, after their calls. One byte
+            // back is the instruction itself (in the function inlined there, on its line).
+            let o = off.saturating_sub(1);
+            let names = self.usable(file, f.build_id.as_deref()).and_then(|p| self.symbols.name(&p, o));
+            match names {
+                Some(names) => out.extend(names.into_iter().map(|x| {
+                    // A binary is anyone's: its names (function, file) are bounded like others.
+                    let bound = |mut t: String| {
+                        latscope_event::bounds::cut(&mut t, latscope_event::bounds::MAX_TEXT, &mut Default::default());
+                        t
+                    };
+                    NamedFrame { source: x.source().map(bound), name: bound(x.function), inlined: x.inlined, frame: n }
+                })),
+                None => out.push(NamedFrame::plain(format!("{base}+{off:#x}"), n)),
+            }
         }
         out
     }
@@ -345,9 +391,17 @@ pub fn folded(agg: &StackAgg, names: &mut StackNames) -> String {
     let mut lines: HashMap<String, u64> = HashMap::new();
     for (&(u, k), s) in agg.ranked() {
         let mut frames = vec![folded_frame(largest(&s.comms))];
-        let mut user = names.frames(u, StackKind::User);
+        let mut user = names.detailed(u, StackKind::User);
         user.reverse();
-        frames.extend(user.iter().map(|f| folded_frame(f)));
+        // Inlined functions marked as flame graph tools mark them (`_[i]`, drawn in aqua).
+        frames.extend(user.iter().map(|f| {
+            let n = folded_frame(&f.name);
+            if f.inlined {
+                n + "_[i]"
+            } else {
+                n
+            }
+        }));
         if agg.on_cpu {
             // The call itself stands for the kernel code it ran.
             frames.push(format!("{}_[k]", folded_frame(largest(&s.ops))));
@@ -426,14 +480,37 @@ pub fn render_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
             let _ = writeln!(s, "     {}", clean(&f));
         }
         let _ = writeln!(s, "   user:");
-        for f in names.frames(u, StackKind::User) {
-            let _ = writeln!(s, "     {}", clean(&f));
-        }
+        write_user_frames(&mut s, names, u);
     }
     for note in names.all_notes() {
         let _ = writeln!(s, "\nnote: {}", clean(&note));
     }
     s
+}
+
+/// The user frames of stack `u`, one a line, with their source lines and inlined functions
+/// marked.
+pub fn write_user_frames(s: &mut String, names: &mut StackNames, u: u32) {
+    for f in names.detailed(u, StackKind::User) {
+        let _ = match (&f.source, f.inlined) {
+            (Some(src), true) => writeln!(s, "     {}  ({src}, inlined)", clean(&f.name)),
+            (Some(src), false) => writeln!(s, "     {}  ({src})", clean(&f.name)),
+            (None, true) => writeln!(s, "     {}  (inlined)", clean(&f.name)),
+            (None, false) => writeln!(s, "     {}", clean(&f.name)),
+        };
+    }
+}
+
+/// The frames of stack `id` as JSON objects: `name`, `source` (`file:line`, null when
+/// unknown), `inlined`.
+pub fn frames_json(names: &mut StackNames, id: u32, kind: StackKind) -> Value {
+    Value::Array(
+        names
+            .detailed(id, kind)
+            .into_iter()
+            .map(|f| json!({"name": f.name, "source": f.source, "inlined": f.inlined}))
+            .collect(),
+    )
 }
 
 /// The `n` stacks with the most blocked time, as JSON.
@@ -455,7 +532,9 @@ pub fn to_json(agg: &StackAgg, names: &mut StackNames, n: usize) -> Value {
                 "kernel_truncated": ke.as_ref().is_some_and(|e| e.truncated),
                 "kernel_missing": ke.and_then(|e| e.missing),
                 "user": names.frames(u, StackKind::User),
+                "user_frames": frames_json(names, u, StackKind::User),
                 "user_truncated": ue.as_ref().is_some_and(|e| e.truncated),
+                "user_cut": ue.as_ref().and_then(|e| e.cut.clone()),
                 "user_missing": ue.and_then(|e| e.missing),
             })
         })
@@ -500,9 +579,16 @@ mod tests {
                 .collect(),
             truncated: false,
             missing: None,
+            cut: None,
         };
-        let u =
-            StackEntry { id: 2, kind: StackKind::User, frames: vec![], truncated: false, missing: Some("gone".into()) };
+        let u = StackEntry {
+            id: 2,
+            kind: StackKind::User,
+            frames: vec![],
+            truncated: false,
+            missing: Some("gone".into()),
+            cut: None,
+        };
         t.add_lines(&(k.to_line() + &u.to_line())).unwrap();
         let mut b = EventBatch::default();
         b.push(&call("futex", 3_000_000, 1_000_000, 2_000_000, 1, 2));
@@ -538,6 +624,7 @@ mod tests {
             frames: vec![Frame { sym: Some("sched;ule\u{202e}+0x23".into()), ..Default::default() }],
             truncated: false,
             missing: None,
+            cut: None,
         };
         let u = StackEntry {
             id: 2,
@@ -548,6 +635,7 @@ mod tests {
             ],
             truncated: false,
             missing: None,
+            cut: None,
         };
         t.add_lines(&(k.to_line() + &u.to_line())).unwrap();
         let mut b = EventBatch::default();
@@ -638,6 +726,7 @@ mod tests {
                 frames: vec![Frame { addr: 1, file: Some(file.into()), off: Some(0x10), ..Default::default() }],
                 truncated: false,
                 missing: None,
+                cut: None,
             };
             t.add_lines(&u.to_line()).unwrap();
             let mut names = StackNames::new(t, Some(&root));
@@ -646,5 +735,35 @@ mod tests {
             assert!(names.notes.iter().any(|n| n.contains(note)), "{file}: {:?}", names.notes);
         }
         let _ = std::fs::remove_dir_all(&d);
+    }
+    /// A user stack whose walk was cut (the recorder says where) ends in a frame saying so,
+    /// outermost in the folded output; frames of a file not at hand are its offsets, with a note.
+    #[test]
+    fn a_cut_user_stack_says_where_it_stops() {
+        let mut t = StackTable::default();
+        let u = StackEntry {
+            id: 1,
+            kind: StackKind::User,
+            frames: vec![Frame {
+                addr: 0x1000,
+                file: Some("/nonexistent/app".into()),
+                build_id: None,
+                off: Some(0x1234),
+                ..Default::default()
+            }],
+            truncated: true,
+            missing: None,
+            cut: Some("after frame 1".into()),
+        };
+        t.add_lines(&u.to_line()).unwrap();
+        let mut names = StackNames::new(t, None);
+        assert_eq!(names.frames(1, StackKind::User), ["app+0x1234", "[cut short: after frame 1]"]);
+        assert_eq!(names.frame_names(1, StackKind::User), ["app+0x1234"]);
+        assert!(names.notes.iter().any(|n| n.contains("/nonexistent/app is not at hand")), "{:?}", names.notes);
+        let mut b = EventBatch::default();
+        b.push(&call("futex", 2_000_000, 0, 2_000_000, 0, 1));
+        let mut agg = StackAgg { with_waits: true, ..Default::default() };
+        agg.add(&b, &[0]);
+        assert_eq!(folded(&agg, &mut names), "app;[cut short: after frame 1];app+0x1234;[no kernel stack]_[k] 2000\n");
     }
 }

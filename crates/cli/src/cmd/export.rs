@@ -123,7 +123,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let root = a.binaries.clone();
     opts.frame_names = Some(FrameNamer(std::sync::Arc::new(move |table: &StackTable| {
         let mut names = StackNames::new(table.clone(), root.as_deref());
-        table.iter().map(|e| (e.id, names.frames(e.id, e.kind))).collect()
+        table.iter().map(|e| (e.id, names.frame_names(e.id, e.kind))).collect()
     })));
 
     let show = !a.quiet && std::io::stderr().is_terminal();
