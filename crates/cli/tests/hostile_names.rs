@@ -115,7 +115,7 @@ fn why_folded_and_flame_escape_hostile_names() {
     latscope_ok(&["why", "-r", t, "--flame", svg.to_str().unwrap()]);
     let bytes = std::fs::read(&svg).unwrap();
     assert!(!bytes.iter().any(|&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t')));
-    if require_tool("python3", "why_folded_and_flame_escape_hostile_names") {
+    if require_tool("why_folded_and_flame_escape_hostile_names", "python3") {
         let st = Command::new("python3")
             .args(["-c", "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])"])
             .arg(&svg)
@@ -257,7 +257,9 @@ fn processes_with_huge_command_lines_leave_recordings_readable() {
 /// shows it.
 #[test]
 fn a_library_deleted_while_mapped_is_shown_as_deleted() {
-    if !require_bpf("a_library_deleted_while_mapped_is_shown_as_deleted") || !require_tool("cc", "deleted library") {
+    if !require_bpf("a_library_deleted_while_mapped_is_shown_as_deleted")
+        || !require_tool("a_library_deleted_while_mapped_is_shown_as_deleted", "cc")
+    {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

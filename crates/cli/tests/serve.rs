@@ -903,7 +903,7 @@ fn live_page_draws_the_breakdown_of_a_selected_cell() {
     let nums = b.eval("[...document.querySelectorAll('#why td.num')].map(t => t.textContent)");
     for n in nums.as_array().unwrap() {
         let n = n.as_str().unwrap();
-        assert!(["ns", "us", "ms", "s", " %"].iter().any(|u| n.ends_with(u)), "no unit: {n}");
+        assert!(["ns", "us", "ms", "s", " %", " call"].iter().any(|u| n.ends_with(u)), "no unit: {n}");
     }
     let problems = layout_problems(&mut b);
     assert!(problems.is_empty(), "{problems:#?}");

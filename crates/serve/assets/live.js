@@ -190,7 +190,7 @@ function drawWhy(e) {
     LS.el('tr', null, ...['root', 'calls', 'time', 'share'].map((h, i) => LS.el('th', { class: i ? 'num' : '', text: h }))));
   for (const r of w.chain_roots || []) {
     roots.append(LS.el('tr', { 'data-root': r.kind, 'data-ns': r.ns },
-      LS.el('td', { class: 'name', title: r.root, text: LS.shortMiddle(r.root, 40) }), LS.el('td', { class: 'num', text: String(r.calls) }),
+      LS.el('td', { class: 'name', title: r.root, text: LS.shortMiddle(r.root, 40) }), LS.el('td', { class: 'num', text: calls(r.calls) }),
       LS.el('td', { class: 'num', text: LS.ns(r.ns) }), LS.el('td', { class: 'num', text: LS.pct(r.share) })));
   }
   if (!(w.chain_roots || []).length) roots.append(LS.el('tr', null, LS.el('td', { colspan: 4, text: 'no chain of waits: no call waited on another thread or a device' })));

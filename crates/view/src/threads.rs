@@ -317,11 +317,20 @@ impl ThreadTimeline {
         let step = nice_time_step_ns(span / 8.0);
         let first = ((self.from - origin_ns.min(self.from)) as f64 / step).ceil() * step;
         let last = (self.to - origin_ns.min(self.to)) as f64;
+        let mut last_x = f64::NEG_INFINITY;
         for t in linear_ticks(first, last, 8).into_iter().filter(|t| *t >= first) {
             let at = origin_ns.min(self.from) + t as u64;
             let tx = x(at);
+            // A window shorter than a tick step (a live page's first moments) puts ticks on
+            // one place: one label each.
+            if tx - last_x < 48.0 {
+                continue;
+            }
+            last_x = tx;
             svg.line(tx, top - 6.0, tx, y(self.rows.len()), "#ddd", "");
-            svg.text(tx, top - 9.0, 10.0, "middle", "#444", &format!("+{}", fmt_ns(t as u64)), "");
+            // A label at the right edge would run off the picture if centred on its tick.
+            let anchor = if tx > W - PAD - 30.0 { "end" } else { "middle" };
+            svg.text(tx, top - 9.0, 10.0, anchor, "#444", &format!("+{}", fmt_ns(t as u64)), "");
         }
         for (ri, r) in self.rows.iter().enumerate() {
             let ry = y(ri);
