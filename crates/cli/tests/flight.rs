@@ -120,11 +120,15 @@ fn rotation_writes_complete_files_and_keeps_the_newest() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
+    // A steady workload, so every file has calls of its own even on an idle machine.
+    let mut busy = Command::new("sh").args(["-c", "while :; do sleep 0.02; done"]).spawn().unwrap();
     let o = Command::new(bin())
         .args(["record", "--no-block", "--rotate", "1s", "--keep", "2", "-d", "6s", "--json", "-w"])
         .arg(dir.path())
         .output()
         .unwrap();
+    let _ = busy.kill();
+    let _ = busy.wait();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let events: Vec<serde_json::Value> =
         String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -137,10 +141,11 @@ fn rotation_writes_complete_files_and_keeps_the_newest() {
         let mut r = TraceReader::open(&f).unwrap();
         let b = r.read_all().unwrap();
         assert!(!b.is_empty() && r.warnings().is_empty(), "{}: {:?}", f.display(), r.warnings());
-        assert_eq!(r.summary().unwrap().events as usize, b.len());
+        assert_eq!(r.summary().unwrap().events as usize, b.len(), "{}", f.display());
         // A later file starts where its events do.
         let (first, last) = (*b.ts.iter().min().unwrap(), *b.ts.iter().max().unwrap());
-        assert!((first..=last).contains(&r.header().start_ns), "{first} {} {last}", r.header().start_ns);
+        let start = r.header().start_ns;
+        assert!((first..=last).contains(&start), "{}: events {first}..={last} ns, start {start} ns", f.display());
     }
 }
 

@@ -110,6 +110,7 @@ impl Rotator {
             open: None,
             events: 0,
             last_lost: 0,
+            last_end_ns: 0,
             on_event: Box::new(on_event),
         };
         let worker = Worker::start(c, dir, latscope_live::WRITER_QUEUE_BLOCKS).map_err(|e| e.to_string())?;
@@ -167,12 +168,16 @@ struct Rotating {
     events: u64,
     /// Losses counted when the last block was sealed.
     last_lost: u64,
+    /// Where the last closed file ended: a later file's start when its first block holds no
+    /// event times.
+    last_end_ns: u64,
     on_event: Box<dyn FnMut(&RotateEvent) + Send>,
 }
 
 impl Rotating {
     fn begin(&mut self, b: &SealedBlock, lost_before: u64) -> Result<(), TraceError> {
-        let first_ns = b.ts_range().map_or(self.start.start_ns, |r| r.0);
+        let fallback = if self.events == 0 { self.start.start_ns } else { self.last_end_ns };
+        let first_ns = b.ts_range().map_or(fallback, |r| r.0);
         // The first file is the recording's start as it is; later ones start mid-recording.
         let header = if self.events == 0 { self.start.clone() } else { self.tables.header_at(first_ns, None) };
         // Named by the time it is begun: names sort as the files follow one another (a file's
@@ -195,6 +200,7 @@ impl Rotating {
 
     fn close(&mut self, summary: Summary) -> Result<(), TraceError> {
         let Some(o) = self.open.take() else { return Ok(()) };
+        self.last_end_ns = self.last_end_ns.max(o.last_end_ns);
         let s = Summary {
             lost: o.last_lost.saturating_sub(o.base_lost).max(summary.lost.saturating_sub(o.base_lost)),
             duration_ns: o.last_end_ns.saturating_sub(o.first_ns),
