@@ -8,6 +8,7 @@ use crate::{config, follow};
 use latscope_event::source::{Chunk, CountKey, CountSource, EventSource, SourceError, Zone};
 use latscope_event::{EventBatch, EventKind, SyscallSet, TraceHeader};
 use latscope_filter::{EvalContext, Filter};
+use latscope_probe::starttimes::StartTimes;
 use latscope_probe::{snapshot, AggGroup, Probe, ProbeConfig, ProbeError, ProbeStats, SyscallSel, FD_CLASS_NAMES};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -236,10 +237,13 @@ impl SessionBuilder {
     /// Check the environment and the options, take the start snapshot, load and attach the
     /// probes. The command, if any, is started but held until [`LiveSession::release_command`].
     pub fn start(self) -> Result<LiveSession, SessionError> {
+        let mut times = StartTimes::begin();
         let (mut warnings, cgroups) = self.check()?;
         latscope_probe::check_environment()?;
+        times.step("checking the options and the kernel");
         let filter_text = (!self.filter.is_match_all()).then(|| self.filter.source().to_string());
         let mut header = snapshot::take(self.command_line.clone(), self.syscalls, self.block, filter_text);
+        times.step("the /proc snapshot (processes, fds, mounts, disks)");
         let mut cfg = config::base(self.syscalls, self.block);
         cfg.pids = self.pids.clone();
         cfg.follow_children = self.follow && !self.pids.is_empty();
@@ -311,8 +315,16 @@ impl SessionBuilder {
         if self.filter.is_match_all() && cfg.captures_for_replay() {
             header.capture.push(latscope_event::CAPTURE_REPLAY_V1.to_string());
         }
+        times.step("configuring");
         let mut probe = Probe::start(&cfg, &header)?;
         header.start_ns = probe.attached_ns();
+        times.extend(probe.start_times());
+        // What opened between the snapshot and the attach is named too (a file opened in that
+        // gap would otherwise stay unnamed: its open was never seen).
+        let (procs, fds) = snapshot::reconcile(&mut header);
+        header.bound_fields();
+        probe.learn(&procs, &fds);
+        times.step("naming what opened during the load (second /proc pass)");
         // Forks are followed from here on; the descendants of the given pids already running
         // join now (the pids map was filled before the programs attached).
         let mut followed = Vec::new();
@@ -350,6 +362,7 @@ impl SessionBuilder {
             followed,
             not_followed,
             stacks: None,
+            start_times: times,
         })
     }
 }
@@ -378,12 +391,19 @@ pub struct LiveSession {
     /// Stacks of the events handed out (attribution with stacks; made at the first poll: a
     /// recorder reads the probes itself and keeps its own).
     stacks: Option<crate::stacks::StackResolver>,
+    /// How long each step of the start took.
+    start_times: StartTimes,
 }
 
 impl LiveSession {
     /// Whether calls carry stacks (attribution with stacks).
     pub fn why_stacks(&self) -> bool {
         self.cfg.why_stacks && self.cfg.why_above_ns.is_some()
+    }
+    /// How long each step of the start took: the snapshot, the probes' load and attach
+    /// ([`latscope_probe::starttimes`]).
+    pub fn start_times(&self) -> &StartTimes {
+        &self.start_times
     }
     /// The start snapshot; `start_ns` is when the probes were attached.
     pub fn header(&self) -> &TraceHeader {
@@ -606,6 +626,11 @@ impl CountSource for LiveSession {
         // The counting probes detach first: both sets at once would count twice.
         drop(s.probe);
         let mut probe = Probe::start(&cfg, &s.header)?;
+        let mut header = s.header;
+        // Files opened while counting were never seen opening: named from /proc now.
+        let (procs, fds) = snapshot::reconcile(&mut header);
+        header.bound_fields();
+        probe.learn(&procs, &fds);
         // The children the counting probes followed are not in the new filter: find them again.
         let mut not_followed = s.not_followed;
         if cfg.follow_children {
@@ -617,11 +642,12 @@ impl CountSource for LiveSession {
             })?;
         }
         Ok(Box::new(LiveSession {
-            ctx: EvalContext::new(&s.header),
-            cgroups: CgroupWatch::new(&s.header),
+            ctx: EvalContext::new(&header),
+            cgroups: CgroupWatch::new(&header),
+            start_times: probe.start_times().clone(),
             probe,
             cfg,
-            header: s.header,
+            header,
             filter: s.filter,
             batch: EventBatch::default(),
             rows: Vec::new(),

@@ -9,7 +9,7 @@
 
 use crate::skel::types::{ls_event, ls_sock_tuple, ls_why};
 use latscope_event::syscalls::{desc, SysDesc, NONE};
-use latscope_event::{Event, EventBatch, EventKind, FdType, ProcOp, TraceHeader};
+use latscope_event::{Event, EventBatch, EventKind, FdInfo, FdType, ProcOp, ProcessInfo, TraceHeader};
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -72,12 +72,19 @@ impl Decoder {
     /// A decoder primed with the open files and working directories of the start snapshot.
     pub fn new(header: &TraceHeader, live: bool) -> Self {
         let mut d = Decoder { live, batch: EventBatch::with_capacity(8192), ..Default::default() };
-        for p in &header.processes {
+        d.learn(&header.processes, &header.fds);
+        d
+    }
+
+    /// Learn the working directories of `processes` and the names of `fds` (from a start
+    /// snapshot, or what was added to it once the probes attached).
+    pub fn learn(&mut self, processes: &[ProcessInfo], fds: &[FdInfo]) {
+        for p in processes {
             if !p.cwd.is_empty() {
-                d.cwd.insert(p.pid, Arc::from(p.cwd.as_str()));
+                self.cwd.insert(p.pid, Arc::from(p.cwd.as_str()));
             }
         }
-        for f in &header.fds {
+        for f in fds {
             let path: Arc<str> = Arc::from(f.path.as_str());
             let t = FdType::from_u8(f.fd_type);
             // IP sockets by `local->peer`, bound unix sockets by their path (from the snapshot).
@@ -90,11 +97,10 @@ impl Decoder {
                         FdType::File | FdType::Directory | FdType::Chardev | FdType::Blockdev | FdType::Memfd
                     ))
             {
-                d.by_inode.insert((f.dev, f.ino), path.clone());
+                self.by_inode.insert((f.dev, f.ino), path.clone());
             }
-            d.by_fd.insert((f.pid, f.fd), path);
+            self.by_fd.insert((f.pid, f.fd), path);
         }
-        d
     }
 
     /// Read what processes `pids` map now (their /proc maps, within the bounds of

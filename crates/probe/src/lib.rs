@@ -13,6 +13,7 @@ pub mod features;
 pub mod procmaps;
 pub mod snapshot;
 mod stackstore;
+pub mod starttimes;
 
 pub use decode::{join, Decoder};
 
@@ -524,6 +525,8 @@ pub struct Probe {
     blk_base: usize,
     blk_groups: usize,
     attached_ns: u64,
+    /// How long each step of [`Probe::start`] took.
+    start_times: starttimes::StartTimes,
     /// With stacks: what was drained from the stack maps (see `stackstore`).
     stacks: Option<stackstore::StackStore>,
 }
@@ -542,13 +545,16 @@ const TID_MAP_EXECS: u32 = 4_096;
 impl Probe {
     /// Load, configure and attach the probes. `header` is the start snapshot (for naming open files).
     pub fn start(cfg: &ProbeConfig, header: &TraceHeader) -> Result<Probe, ProbeError> {
+        let mut times = starttimes::StartTimes::begin();
         let kf = check_environment()?;
+        times.step("checking the environment");
         let mut obj: Box<MaybeUninit<OpenObject>> = Box::new(MaybeUninit::uninit());
         // SAFETY: the skeleton borrows `obj`, which is boxed (stable address) and kept in the same
         // struct, declared after the skeleton so that it is dropped last.
         let obj_ref: &'static mut MaybeUninit<OpenObject> = unsafe { &mut *(obj.as_mut() as *mut _) };
         let builder = LatscopeSkelBuilder::default();
         let mut open = bpf(builder.open(obj_ref), "opening the BPF object")?;
+        times.step("opening the BPF object");
 
         let ro = open.maps.rodata_data.as_deref_mut().expect("the BPF object has read-only data");
         ro.self_tgid = std::process::id();
@@ -682,7 +688,12 @@ impl Probe {
         // The tests' way into why_cause (BPF_PROG_TEST_RUN), never part of a recording.
         open.progs.ls_why_cause_test.set_autoload(false);
 
+        let verifier = starttimes::VerifierLog::install(open.open_object_mut().progs_mut());
         let skel = bpf(open.load(), "loading the BPF programs (`latscope check` lists the kernel features they need)")?;
+        times.step("loading (BTF, maps, programs)");
+        if let Some(v) = verifier {
+            times.verifier = v.finish();
+        }
 
         // The syscall layout table, shared with user space through latscope-event.
         for nr in 0..NR_MAX.min(syscalls::syscall_count()) {
@@ -760,6 +771,7 @@ impl Probe {
             )?;
         }
 
+        times.step("filling the tables");
         // Time zero of the recording: the probes are loaded and about to attach. Taken here, not
         // before loading, so that views do not show the load time as an idle stretch.
         let attached_ns = snapshot::monotonic_ns();
@@ -798,6 +810,7 @@ impl Probe {
                 links.push(bpf(p.attach(), &format!("attaching {name}"))?);
             }
         }
+        times.step("attaching");
 
         let mut decoder = Decoder::new(header, true);
         if why {
@@ -818,6 +831,7 @@ impl Probe {
             blk_base,
             blk_groups,
             attached_ns,
+            start_times: times,
             stacks: stacks.then(stackstore::StackStore::default),
         };
         if !probe.aggregating {
@@ -835,6 +849,7 @@ impl Probe {
             )?;
             probe.rb = Some(bpf(b.build(), "setting up the ring buffer")?);
         }
+        probe.start_times.step("setting up the ring buffer");
         Ok(probe)
     }
 
@@ -1048,6 +1063,19 @@ impl Probe {
             }
         }
         total
+    }
+
+    /// Name what a start snapshot brought up to date after the probes attached
+    /// ([`snapshot::reconcile`]) holds: processes started and fds opened before the attach
+    /// that the snapshot taken before it missed. Call before the first poll.
+    pub fn learn(&mut self, processes: &[latscope_event::ProcessInfo], fds: &[latscope_event::FdInfo]) {
+        self.decoder.borrow_mut().learn(processes, fds);
+    }
+
+    /// How long each step of loading and attaching the probes took (and, with
+    /// [`starttimes::ENV`] set, how long the kernel's verifier took per program).
+    pub fn start_times(&self) -> &starttimes::StartTimes {
+        &self.start_times
     }
 
     /// CLOCK_MONOTONIC ns at which the probes were attached: time zero of what they saw.

@@ -233,6 +233,65 @@ pub fn fds_of(pid: u32, sockets: &Sockets) -> Vec<FdInfo> {
         .collect()
 }
 
+/// Bring a start snapshot taken before the probes attached up to date once they are: the
+/// processes started and the fds opened (or replaced) in between are added, so that every fd
+/// open when recording starts has a name. An fd whose link still reads as in `header` is taken
+/// as unchanged (one readlink per fd; the full look, with stat and fdinfo, only for the others).
+/// Returns what was added: (processes, fds), for the decoder of a live session.
+pub fn reconcile(header: &mut TraceHeader) -> (Vec<ProcessInfo>, Vec<FdInfo>) {
+    let mut known: std::collections::HashMap<(u32, i32), usize> =
+        header.fds.iter().enumerate().map(|(i, f)| ((f.pid, f.fd), i)).collect();
+    let seen: std::collections::HashSet<u32> = header.processes.iter().map(|p| p.pid).collect();
+    let mut truncated = Truncation::default();
+    let mut procs = Vec::new();
+    let mut changed: Vec<(u32, i32)> = Vec::new();
+    for pid in pids() {
+        if !seen.contains(&pid) {
+            if let Some(p) = process_bounded(pid, &mut truncated) {
+                procs.push(p);
+            }
+        }
+        let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
+        for e in dir.flatten() {
+            let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let same = known.get(&(pid, fd)).is_some_and(|&i| {
+                fs::read_link(e.path()).is_ok_and(|l| l.as_os_str().as_encoded_bytes() == header.fds[i].path.as_bytes())
+            });
+            if !same {
+                changed.push((pid, fd));
+            }
+        }
+    }
+    let mut fds = Vec::new();
+    if !changed.is_empty() {
+        // Sockets by inode only when some fd needs a look (reading /proc/net costs).
+        let socks = sockets();
+        let mut last_pid = None;
+        let mut of_pid: Vec<FdInfo> = Vec::new();
+        for (pid, fd) in changed {
+            if last_pid != Some(pid) {
+                of_pid = fds_of(pid, &socks);
+                last_pid = Some(pid);
+            }
+            if let Some(f) = of_pid.iter().find(|f| f.fd == fd) {
+                fds.push(f.clone());
+            }
+        }
+    }
+    for f in &fds {
+        match known.get(&(f.pid, f.fd)) {
+            Some(&i) => header.fds[i] = f.clone(),
+            None => {
+                known.insert((f.pid, f.fd), header.fds.len());
+                header.fds.push(f.clone());
+            }
+        }
+    }
+    header.processes.extend(procs.iter().cloned());
+    header.truncated.add(&truncated);
+    (procs, fds)
+}
+
 /// File position and open flags of one fd, from /proc/PID/fdinfo/FD (`pos:` decimal, `flags:`
 /// octal, O_CLOEXEC included).
 pub fn fdinfo(pid: u32, fd: i32) -> Option<(i64, u32)> {

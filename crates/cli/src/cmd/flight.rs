@@ -2,6 +2,7 @@
 //! and `record --rotate` (rotating files): the recording into the sinks of crates/flight.
 
 use super::record::{start_session, Args};
+use super::started::{announce, Announce};
 use anyhow::{bail, Context, Result};
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, parse_duration_ns, parse_size};
 use latscope_flight::{
@@ -138,6 +139,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let session = start_session(&a)?;
     let offset = session.header().realtime_offset_ns;
     let json = a.json.is_some();
+    let how = match (json, a.quiet) {
+        (true, _) => Announce::JsonStdout,
+        (false, true) => Announce::Quiet,
+        (false, false) => Announce::Text,
+    };
+    announce(&session, &dir, how);
     let opts = RecorderOptions {
         flush_every: Duration::from_nanos(a.flush_every),
         duration: a.duration.map(Duration::from_nanos),

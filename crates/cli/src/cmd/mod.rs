@@ -17,6 +17,7 @@ pub mod record;
 pub mod replay;
 pub mod serve;
 pub mod spectrogram;
+pub mod started;
 pub mod timeline;
 pub mod timeline_threads;
 pub mod top;

@@ -1,5 +1,6 @@
 //! `latscope record`: probes -> (filter) -> trace file.
 
+use super::started::{announce, Announce};
 use crate::args::{print_warnings, FilterArg, LiveArgs};
 use anyhow::{Context, Result};
 use latscope_event::units::{fmt_bytes, fmt_count, parse_duration_ns, parse_duration_secs_default};
@@ -166,6 +167,13 @@ pub fn run(mut a: Args) -> Result<ExitCode> {
         duration: Some(Duration::from_nanos(duration)),
         ..Default::default()
     };
+    let how = match (&a.json, a.quiet) {
+        (Some(j), _) if j.as_os_str() == "-" => Announce::JsonStderr,
+        (_, true) => Announce::Quiet,
+        _ => Announce::Text,
+    };
+    let attach_s = session.start_times().total().as_secs_f64();
+    announce(&session, &a.file, how);
     let progress = !a.quiet && std::io::stderr().is_terminal();
     let rec = Recorder::new(session, writer, opts).run(|p| {
         if progress {
@@ -178,7 +186,7 @@ pub fn run(mut a: Args) -> Result<ExitCode> {
     }
     let rec = rec.map_err(|e| stopped(e.into(), true))?;
 
-    report(&a, &rec)?;
+    report(&a, &rec, attach_s)?;
     if let (true, None, Some(pid)) = (a.detach, rec.command_status, command_pid) {
         eprintln!("latscope: recording stopped; the command (pid {pid}) is left running (--detach)");
     }
@@ -189,7 +197,7 @@ pub fn run(mut a: Args) -> Result<ExitCode> {
     })
 }
 
-fn report(a: &Args, rec: &Recording) -> Result<()> {
+fn report(a: &Args, rec: &Recording, attach_s: f64) -> Result<()> {
     let secs = rec.duration.as_secs_f64().max(1e-9);
     let bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(rec.summary.bytes);
     let s = &rec.stats;
@@ -209,6 +217,7 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
             "events_per_s": rec.events as f64 / secs,
             "command_status": rec.command_status,
             "wakeups_unseen": s.wakeups_unseen,
+            "attach_s": attach_s,
         });
         // Only where the kernel counts them: never a 0 that was not measured.
         if let Some(n) = rec.program_runs_skipped {
