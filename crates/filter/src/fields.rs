@@ -154,6 +154,7 @@ pub(crate) enum Field {
     FdSnet,
     FdCnet,
     FdConnected,
+    FdNamed,
     FsPathName,
     FsPathNameraw,
     FsPathSource,
@@ -255,7 +256,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 110] = [
+static FIELDS: [FieldInfo; 111] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation, as events print it: the syscall name (openat, write: syscalls only), block_ and the block op (block_write, block_flush, ...) or proc_ and the process op (proc_fork, proc_exec, proc_exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -339,6 +340,7 @@ static FIELDS: [FieldInfo; 110] = [
     info!("fd.snet", FdSnet, String, K_SYS, "syscall", "the server's end in a network (fd.snet = 10.0.0.0/8)"),
     info!("fd.cnet", FdCnet, String, K_SYS, "syscall", "the client's end in a network (absent without a peer)"),
     info!("fd.connected", FdConnected, Bool, K_SYS, "syscall", "true for an IPv4/IPv6 socket with a peer"),
+    info!("fd.named", FdNamed, Bool, K_SYS, "syscall", "whether the call's fd has a name (fd.name): false for an fd whose opening the recording never saw and /proc did not name (views show it as <file>); absent for calls without an fd"),
     info!("fs.path.name", FsPathName, String, K_SYS, "syscall", "the path of a file system call, made absolute (same as evt.arg.path)"),
     info!("fs.path.nameraw", FsPathNameraw, String, K_SYS, "syscall", "same as fs.path.name (latscope records paths made absolute)"),
     info!("fs.path.source", FsPathSource, String, K_SYS, "syscall", "the source path of rename, link, symlink (same as evt.arg.oldpath)"),
@@ -632,6 +634,12 @@ impl Field {
             Field::EvtIsIoWrite => syscalls::desc(nr).has(syscalls::SysDesc::WRITE),
             Field::EvtIsWait => syscalls::desc(nr).class == latscope_event::SysClass::Wait,
             Field::FdConnected => sock(b, row)?.peer.is_some(),
+            Field::FdNamed => {
+                if *b.fd.get(row)? < 0 {
+                    return None;
+                }
+                crate::helpers::fd_name(b, row).is_some()
+            }
             _ => return None,
         })
     }

@@ -57,6 +57,7 @@ fn evaluation_allocates_nothing_per_event() {
         "fd.cnet",
         "evt.is_wait",
         "fd.connected",
+        "fd.named",
     ];
     for f in fields().iter().filter(|f| !general.contains(&f.name)) {
         let n = f.name;

@@ -944,6 +944,23 @@ fn needs_kinds() {
 /// intersects, indexed fields, empty lists, escapes; and the refusals (NUL bytes, byte-buffer
 /// operators on text, modifiers without their spaces).
 #[test]
+fn fd_named_tells_unnamed_fds_from_named_ones_and_calls_without_an_fd() {
+    let unnamed = Event { path: String::new(), ..sys() };
+    let no_fd = Event { nr: 39, fd: -1, path: String::new(), ..sys() }; // getpid
+    let t = T::new(&[sys(), unnamed, no_fd, blk()]);
+    check(
+        &t,
+        &[
+            ("fd.named = false", "0100"),
+            ("fd.named = true", "1000"),
+            ("fd.named exists", "1100"),
+            ("not fd.named exists", "0011"),
+            ("fd.named = false and fd.type = file", "0100"),
+        ],
+    );
+}
+
+#[test]
 fn libsinsp_language() {
     let h = TraceHeader {
         processes: vec![

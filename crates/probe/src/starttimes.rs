@@ -113,10 +113,16 @@ impl VerifierLog {
 }
 
 /// `prog 'NAME': -- BEGIN PROG LOAD LOG -- ... verification time N usec ...`.
+/// The program is named with the verifier's counts (`processed N insns ... peak_states N`).
 fn parse(msg: &str) -> Option<(String, Duration)> {
     let name = msg.split_once("prog '")?.1.split_once('\'')?.0;
     let us = msg.split_once("verification time ")?.1.split_whitespace().next()?.parse().ok()?;
-    Some((name.to_string(), Duration::from_micros(us)))
+    let counts = msg.lines().find_map(|l| l.strip_prefix("processed ")).map(|c| c.replace(" (limit 1000000)", ""));
+    let name = match counts {
+        Some(c) => format!("{name} (processed {c})"),
+        None => name.to_string(),
+    };
+    Some((name, Duration::from_micros(us)))
 }
 
 #[cfg(test)]
@@ -127,7 +133,8 @@ mod tests {
     fn a_load_log_gives_the_program_and_its_verification_time() {
         let m = "libbpf: prog 'ls_sys_exit': -- BEGIN PROG LOAD LOG --\nverification time 1234 usec\n\
                  stack depth 312\nprocessed 73730 insns\n-- END PROG LOAD LOG --\n";
-        assert_eq!(parse(m), Some(("ls_sys_exit".to_string(), Duration::from_micros(1234))));
+        let want = "ls_sys_exit (processed 73730 insns)".to_string();
+        assert_eq!(parse(m), Some((want, Duration::from_micros(1234))));
         assert_eq!(parse("libbpf: prog 'x': -- BEGIN PROG LOAD LOG --\n-- END"), None);
     }
 
