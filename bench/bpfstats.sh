@@ -7,6 +7,10 @@
 # bpf_cost LABEL CMD... -> prints "LABEL|enter_ns|exit_ns|total_ns" (the tracer runs alone, started
 # and stopped around the loop).
 bpf_progs() {
+	if ! command -v bpftool >/dev/null; then
+		python3 "$(dirname "${BASH_SOURCE[0]}")/lib/bpf_progs.py"
+		return
+	fi
 	bpftool prog show -j | python3 -c '
 import json, sys
 for p in json.load(sys.stdin):

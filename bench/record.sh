@@ -107,6 +107,32 @@ for r in "${costs[@]}"; do
 	echo "| $name | $en | $ex | $tot | $ratio |"
 done
 
+# Where record's in-kernel ns go: the same recording with one part of the per-call work
+# switched off at load (LATSCOPE_ABLATE, constants the verifier folds: no run-time test), the
+# difference to the full recording being that part's cost. Such recordings are incomplete.
+echo
+echo "Ablation: latscope record -c readloop with one part switched off (bpf_stats, ns per syscall):"
+echo
+full=""
+echo "| switched off | sys_enter ns | sys_exit ns | total ns | saved ns |"
+echo "|---|---|---|---|---|"
+for part in none ring fd task filter ring,fd,task,filter; do
+	r=$(bpf_cost "$part" env LATSCOPE_ABLATE="$part" "$LS" record -w "$WORK/t.lst" --quiet --no-block -c readloop)
+	IFS='|' read -r name en ex tot <<<"$r"
+	[ "$part" = none ] && full=$tot
+	saved=$(awk -v f="$full" -v t="$tot" 'BEGIN{ if (f+0==f && t+0==t) printf "%.0f", f-t; else print "-" }')
+	label=$part
+	case $part in
+	none) label="nothing (full recording)" ;;
+	ring) label="ring buffer reserve/commit" ;;
+	fd) label="fd naming (device, inode, type, position at entry and for returned fds)" ;;
+	task) label="task fields (ids, uid, cgroup, comm, namespaces)" ;;
+	filter) label="per-event filter (pid filter of -c)" ;;
+	ring,fd,task,filter) label="all four" ;;
+	esac
+	echo "| $label | $en | $ex | $tot | $saved |"
+done
+
 # Highest rate with no loss: pace the loop at increasing rates for 10 s each, record everything.
 echo
 echo "| target rate (events/s, 10 s) | events written | lost |"

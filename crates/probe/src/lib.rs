@@ -133,6 +133,25 @@ fn why_nr_table(classes: &[(&[&str], u8)]) -> [u8; 512] {
     t
 }
 
+/// For benchmarks: the environment variable naming parts of the per-call work to switch off
+/// at load (comma-separated `ring`, `fd`, `task`, `filter`), to measure what each costs
+/// (bench/record.sh). A recording made so is incomplete: never for real use.
+pub const ABLATE_ENV: &str = "LATSCOPE_ABLATE";
+
+/// The `ablate` bits of [`ABLATE_ENV`] (LS_ABLATE_* in latscope.bpf.c).
+fn ablate_bits() -> u8 {
+    let v = std::env::var(ABLATE_ENV).unwrap_or_default();
+    v.split(',').fold(0, |b, p| {
+        b | match p.trim() {
+            "ring" => 1,
+            "fd" => 2,
+            "task" => 4,
+            "filter" => 8,
+            _ => 0,
+        }
+    })
+}
+
 fn bpf<T>(r: libbpf_rs::Result<T>, context: &str) -> Result<T, ProbeError> {
     r.map_err(|source| ProbeError::Bpf { context: context.to_string(), source })
 }
@@ -577,6 +596,7 @@ impl Probe {
         let ring = cfg.ring_bytes.max(1 << 20).next_power_of_two();
         ro.wake_bytes = (ring / 8) as u64;
         ro.proc_events = u8::from(cfg.procs);
+        ro.ablate = ablate_bits();
         // The exec program keeps its path for the execve event (the syscall's own argument is
         // gone by its exit): only when syscall events are streamed.
         let want_sys = cfg.syscalls != SyscallSel::Off;

@@ -39,6 +39,14 @@ const volatile __u32 fdtype_mask = 0;
 const volatile __u64 wake_bytes = 256 * 1024;
 const volatile __u8 proc_events = 1;  /* emit process events (fork, exec, exit) */
 const volatile __u8 stash_exec = 0;   /* keep the program of an exec for its syscall's event */
+/* Benchmarks only (LATSCOPE_ABLATE): parts of the per-call work switched off at load, to measure
+ * what each costs. A constant: the verifier drops the code of the parts switched off, and with
+ * the default 0 the programs are what they are without it. */
+const volatile __u8 ablate = 0;
+#define LS_ABLATE_RING 1   /* build the event in scratch space, never reserve or commit it */
+#define LS_ABLATE_FD 2     /* no fd identity (device, inode, type, position) */
+#define LS_ABLATE_TASK 4   /* no task fields (ids, uid, cgroup, comm) */
+#define LS_ABLATE_FILTER 8 /* no pid/comm/cgroup filter: every task is wanted */
 
 /* Bumped by user space whenever the pid filter changes, so that verdicts cached per task are
  * taken again (a process started behind a gate made syscalls before its pid was added). */
@@ -100,6 +108,14 @@ static __always_inline bool has_arg(__u8 idx)
  * never touches task storage. `switches` counts context switches on the CPU so that a program
  * preempted halfway through the slot can tell and fall back to task storage.
  */
+/* Who made a call: what every syscall event carries about its task. */
+struct ls_who {
+	__u64 cgroup;
+	__u64 comm[2];
+	struct ls_ids ids;
+	__u32 pid, tid, uid, pad;
+};
+
 struct ls_cpu {
 	struct ls_start st;
 	__u64 task;      /* owner of st (task_struct address), 0 when free */
@@ -267,7 +283,7 @@ static __always_inline bool task_wanted_uncached(__u32 tgid, const __u64 comm[2]
  * the CPU's slot. */
 static __always_inline bool task_wanted(struct task_struct *task, struct ls_cpu *c)
 {
-	if (!filter_pids && !filter_comms && !filter_cgroups)
+	if ((!filter_pids && !filter_comms && !filter_cgroups) || (ablate & LS_ABLATE_FILTER))
 		return true;
 	__u32 gen = filter_gen, tgid = task->tgid;
 	__u64 comm[2] = {};
@@ -427,7 +443,7 @@ static __always_inline void fill_start(const bool fast, struct ls_start *s, stru
 	}
 	/* Resolve the fd now: close() has removed it by the time the call returns. */
 	__u8 fdi = d->fd;
-	if (has_arg(fdi))
+	if (has_arg(fdi) && !(ablate & LS_ABLATE_FD))
 		fd_info(fast, task, (int)s->args[fdi], &s->dev, &s->ino, &s->fd_type, &s->pos);
 	else {
 		/* No fd: clear what the previous syscall of this task left. */
@@ -487,18 +503,46 @@ static __always_inline void fill_ids(struct ls_ids *e, struct task_struct *task)
 	e->pad = 0;
 }
 
-/* Who made the call, by direct loads from task_struct rather than four helper calls. */
-static __always_inline void fill_common(struct ls_event *e, struct task_struct *task)
+/* Who made the call ending now, by direct loads from task_struct rather than four helper calls. */
+static __always_inline void who_fill(struct ls_who *w, struct task_struct *task)
+{
+	w->pid = task->tgid;
+	w->tid = task->pid;
+	w->uid = task->cred->uid.val;
+	w->cgroup = task->cgroups->dfl_cgrp->kn->id;
+	task_comm(task, w->comm);
+	fill_ids(&w->ids, task);
+}
+
+/*
+ * The same as a global function: the verifier checks it once, on its own, rather than on every
+ * path of the exit program that reaches it, which took most of the time the programs took to
+ * load (each of the task's fields is a typed load checked against the kernel's BTF). Global
+ * functions taking pointers to memory exist from Linux 5.12 on: only the variant of the syscall
+ * programs for kernels with bpf_rdonly_cast (6.2) calls it (see compat.bpf.h).
+ */
+__noinline int who_now(struct ls_who *w)
+{
+	if (!w)
+		return 0;
+	who_fill(w, bpf_get_current_task_btf());
+	return 0;
+}
+
+/* The event's who-fields from what who_now put in the CPU's slot. */
+static __always_inline void fill_common(struct ls_event *e, const struct ls_who *w)
 {
 	e->cpu = bpf_get_smp_processor_id();
 	e->ext = 0;
 	e->pad32 = 0;
-	e->pid = task->tgid;
-	e->tid = task->pid;
-	e->uid = task->cred->uid.val;
-	e->cgroup = task->cgroups->dfl_cgrp->kn->id;
-	task_comm(task, (__u64 *)e->comm);
-	fill_ids(&e->ids, task);
+	if (ablate & LS_ABLATE_TASK)
+		return;
+	e->pid = w->pid;
+	e->tid = w->tid;
+	e->uid = w->uid;
+	e->cgroup = w->cgroup;
+	__builtin_memcpy(e->comm, w->comm, sizeof(w->comm));
+	e->ids = w->ids;
 }
 
 /* Count an event written and say whether to wake the reader: only every 1024th event per CPU
@@ -718,7 +762,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	__u32 dev = s->dev;
 	__u64 ino = s->ino;
 	__u8 fd_type = s->fd_type;
-	if ((d->bits & LS_RET_FD) && ret >= 0) {
+	if ((d->bits & LS_RET_FD) && ret >= 0 && !(ablate & LS_ABLATE_FD)) {
 		__s64 pos;
 		fd_info(fast, task, ret, &dev, &ino, &fd_type, &pos);
 	}
@@ -757,9 +801,22 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 		return 0;
 	}
 
+	/* On the stack, not in the CPU's slot: the program may be preempted before it is used. */
+	struct ls_who who = {};
+	if (!(ablate & LS_ABLATE_TASK)) {
+		if (fast)
+			who_now(&who);
+		else
+			who_fill(&who, task);
+	}
 	if (!has_arg(d->path) && !has_arg(d->path2) && !(d->bits & LS_SOCK) && d->info != LS_INFO_XLIST) {
 		struct ls_event *e;
-		if (why) {
+		if (ablate & LS_ABLATE_RING) {
+			struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+			if (!sc)
+				return 0;
+			e = &sc->e;
+		} else if (why) {
 			/* The parts follow the event: a record of its own size (the reserve's size is a constant). */
 			struct ls_event_why {
 				struct ls_event e;
@@ -778,7 +835,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 				return 0;
 			}
 		}
-		fill_common(e, task);
+		fill_common(e, &who);
 		fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 		fill_exit_info(fast, e, s, d, task, ret);
 		e->ext = why ? LS_EXT_WHY : 0;
@@ -786,7 +843,10 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 			e->fd = pair[0];
 			e->addr = pair[1] >= 0 ? pair[1] : 0;
 		}
-		bpf_ringbuf_submit(e, why_wake(why, count_event()));
+		if (ablate & LS_ABLATE_RING)
+			count_event();
+		else
+			bpf_ringbuf_submit(e, why_wake(why, count_event()));
 		return 0;
 	}
 
@@ -795,7 +855,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	if (!sc)
 		return 0;
 	struct ls_event *e = &sc->e;
-	fill_common(e, task);
+	fill_common(e, &who);
 	fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 	fill_exit_info(fast, e, s, d, task, ret);
 	/* With attribution, its parts come first and the paths after them. */
@@ -865,7 +925,9 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	__u64 size = sizeof(struct ls_event) + woff + n1 + n2;
 	if (size > sizeof(struct ls_scratch))
 		return 0;
-	if (bpf_ringbuf_output(&events, sc, size, why_wake(why, count_event())))
+	if (ablate & LS_ABLATE_RING)
+		count_event();
+	else if (bpf_ringbuf_output(&events, sc, size, why_wake(why, count_event())))
 		stat_lost_after_count();
 	return 0;
 }
