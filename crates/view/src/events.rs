@@ -81,7 +81,8 @@ fn push_digits(s: &mut String, v: u64, width: usize) {
 /// Pads what was written from byte `from` on with spaces to `width` characters, on the left
 /// (`{:>width$}`) or on the right (`{:<width$}`).
 fn pad(s: &mut String, from: usize, width: usize, left: bool) {
-    let n = s[from..].chars().count();
+    let t = &s.as_bytes()[from..];
+    let n = if t.is_ascii() { t.len() } else { s[from..].chars().count() };
     if n < width {
         const SPACES: &str = "                                ";
         let fill = &SPACES[..(width - n).min(SPACES.len())];
@@ -152,6 +153,12 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) -> String
     write_line(&mut s, h, b, i, tf);
     s
 }
+
+/// The columns [`write_line`] reads (a scan of a trace need decode no other).
+pub const LINE_COLUMNS: &[&str] = &[
+    "kind", "ts", "lat", "comm", "pid", "tid", "nr", "ret", "fd", "fd_type", "path", "path2", "dirfd", "bytes", "off",
+    "off2", "flags", "mode", "addr", "dev", "qtime",
+];
 
 /// [`line`] appended to `s`.
 pub fn write_line(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) {
