@@ -40,7 +40,7 @@ fn may_hold_control(s: &str) -> bool {
 /// without a branch per byte (the compiler vectorises the inner fold).
 #[inline]
 pub fn printable_ascii(b: &[u8]) -> bool {
-    b.chunks(32).all(|c| c.iter().fold(true, |ok, &x| ok & (x >= 0x20) & (x < 0x7f)))
+    b.chunks(32).all(|c| c.iter().fold(true, |ok, x| ok & (0x20..0x7f).contains(x)))
 }
 
 /// `s` with every control character ([`is_control`]) written as an escape: `\n`, `\r`, `\t`,

@@ -141,11 +141,14 @@ pub fn write_bytes(w: &mut impl Write, b: u64) -> fmt::Result {
         return w.write_str("B");
     }
     if b < EXACT_LIMIT {
-        let (d, u) = match b {
-            ..0x10_0000 => (1u64 << 10, "KiB"),
-            ..0x4000_0000 => (1 << 20, "MiB"),
-            ..0x100_0000_0000 => (1 << 30, "GiB"),
-            _ => (1 << 40, "TiB"),
+        let (d, u) = if b < 1 << 20 {
+            (1u64 << 10, "KiB")
+        } else if b < 1 << 30 {
+            (1 << 20, "MiB")
+        } else if b < 1 << 40 {
+            (1 << 30, "GiB")
+        } else {
+            (1 << 40, "TiB")
         };
         if let Some(r) = write_sig3_int(w, b, d) {
             r?;

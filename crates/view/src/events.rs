@@ -506,7 +506,7 @@ mod tests {
                         pid: k as u32 * 31,
                         tid: k as u32 * 37,
                         uid: 1000,
-                        loginuid: if k % 2 == 0 { u32::MAX } else { 1000 },
+                        loginuid: if k.is_multiple_of(2) { u32::MAX } else { 1000 },
                         nr,
                         ret,
                         fd: (k % 5) as i32 - 1,
@@ -516,7 +516,7 @@ mod tests {
                         bytes: k * 4096,
                         off: k as i64 * 512 - 1,
                         off2: -1,
-                        dev: if k % 3 == 0 {
+                        dev: if k.is_multiple_of(3) {
                             0
                         } else if k % 3 == 1 {
                             7 << 20
