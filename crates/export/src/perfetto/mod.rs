@@ -353,10 +353,18 @@ pub fn export_perfetto(
         ex.tracks.learn_cgroups(h);
         let b = chunk.batch;
         read += b.len() as u64;
+        // Each slice due is written as the next arrives, so that the slices written are reused
+        // for the next ones while they are still in the cache.
         if chunk.all_rows() {
-            (0..b.len()).for_each(|i| ex.add(b, i));
+            for i in 0..b.len() {
+                ex.add(b, i);
+                ex.drain(false)?;
+            }
         } else {
-            chunk.rows.iter().for_each(|&i| ex.add(b, i as usize));
+            for &i in chunk.rows.iter() {
+                ex.add(b, i as usize);
+                ex.drain(false)?;
+            }
         }
         let (bytes, size, lost) =
             scan.reader().map(|r| r.stats()).map_or((0, 0, 0), |s| (s.bytes, s.file_size, s.lost_total));
