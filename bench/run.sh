@@ -17,6 +17,7 @@ run why bash bench/why.sh
 run spectrogram bash bench/spectrogram.sh
 run agent bash bench/agent.sh
 run views bash bench/views.sh
+run events bash bench/events.sh
 run diff bash bench/diff.sh
 run export bash bench/export.sh
 run hist cargo bench --locked -q -p latscope-hist

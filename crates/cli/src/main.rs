@@ -71,11 +71,13 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return help_or_error(e),
     };
-    // `latscope events ... | head` should end quietly like other Unix tools, not panic on a
-    // closed pipe: restore the default SIGPIPE action (Rust ignores it). Not for record and bench,
-    // which must close their trace file or store cleanly whatever happens to their standard output,
-    // and not for serve, whose clients may close their connections while it writes to them.
-    if !matches!(cli.command, Command::Record(_) | Command::Bench(_) | Command::Serve(_)) {
+    // `latscope hist ... | head` should end quietly like other Unix tools, not panic on a closed
+    // pipe: restore the default SIGPIPE action (Rust ignores it). Not for record and bench, which
+    // must close their trace file or store cleanly whatever happens to their standard output, not
+    // for serve, whose clients may close their connections while it writes to them, and not for
+    // events, whose output is long and piped most: it stops at the closed pipe's error and exits
+    // with status 0, as ripgrep does, so that `set -o pipefail` scripts see no failure.
+    if !matches!(cli.command, Command::Record(_) | Command::Bench(_) | Command::Serve(_) | Command::Events(_)) {
         // SAFETY: setting a signal disposition before any thread is started.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }

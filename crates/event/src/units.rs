@@ -21,6 +21,26 @@ pub fn write_ns(w: &mut impl Write, ns: u64) -> fmt::Result {
 
 /// [`fmt_ns_f`] into a writer, without allocating.
 pub fn write_ns_f(w: &mut impl Write, ns: f64) -> fmt::Result {
+    // Whole nanoseconds (every event's latency) take the integer path, which writes the same
+    // text without formatting floats.
+    if ns >= 0.0 && ns < EXACT_LIMIT as f64 && ns.fract() == 0.0 {
+        let n = ns as u64;
+        if n < 1000 {
+            write_u64(w, n)?;
+            return w.write_str("ns");
+        }
+        let (d, u) = if n < 1_000_000 {
+            (1_000, "us")
+        } else if n < 1_000_000_000 {
+            (1_000_000, "ms")
+        } else {
+            (1_000_000_000, "s")
+        };
+        if let Some(r) = write_sig3_int(w, n, d) {
+            r?;
+            return w.write_str(u);
+        }
+    }
     let (v, u) = if ns < 1e3 {
         return write!(w, "{ns:.0}ns");
     } else if ns < 1e6 {
@@ -32,6 +52,63 @@ pub fn write_ns_f(w: &mut impl Write, ns: f64) -> fmt::Result {
     };
     write_sig3(w, v)?;
     w.write_str(u)
+}
+
+/// Below this, `n / d` and `n * 100` are exact or close enough in `f64` that [`write_sig3_int`]
+/// rounds as the float formatting does (2^51: 26 days in ns, 2 PiB).
+const EXACT_LIMIT: u64 = 1 << 51;
+
+/// An integer in decimal, without the formatting machinery.
+fn write_u64(w: &mut impl Write, mut n: u64) -> fmt::Result {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    w.write_str(std::str::from_utf8(&buf[at..]).unwrap_or_default())
+}
+
+/// [`write_sig3`] of `n / d` (`n >= d`, `n` below [`EXACT_LIMIT`]) in integers: the same text, as
+/// the float formatting rounds the correctly rounded quotient to the nearest. `None` on an exact
+/// decimal tie (`1.125` to two places), which the float path decides as it always has.
+fn write_sig3_int(w: &mut impl Write, n: u64, d: u64) -> Option<fmt::Result> {
+    if n >= EXACT_LIMIT {
+        return None;
+    }
+    let places = if n >= 100 * d {
+        0
+    } else if n >= 10 * d {
+        1
+    } else {
+        2
+    };
+    let scale = [1u64, 10, 100][places];
+    let (mut q, r) = ((n * scale) / d, (n * scale) % d);
+    match (2 * r).cmp(&d) {
+        std::cmp::Ordering::Greater => q += 1,
+        std::cmp::Ordering::Equal => return None,
+        std::cmp::Ordering::Less => {}
+    }
+    Some((|| {
+        write_u64(w, q / scale)?;
+        if places > 0 {
+            let f = q % scale;
+            let digits = [b'.', b'0' + (f / 10 % 10) as u8, b'0' + (f % 10) as u8];
+            // `.d` or `.dd`: the last `places` digits.
+            let text = if places == 1 { [digits[0], digits[2]] } else { [digits[0], digits[1]] };
+            w.write_str(std::str::from_utf8(&text).unwrap_or_default())?;
+            if places == 2 {
+                w.write_str(std::str::from_utf8(&digits[2..]).unwrap_or_default())?;
+            }
+        }
+        Ok(())
+    })())
 }
 
 fn write_sig3(w: &mut impl Write, v: f64) -> fmt::Result {
@@ -59,6 +136,25 @@ pub fn fmt_bytes(b: u64) -> String {
 
 /// [`fmt_bytes`] into a writer, without allocating.
 pub fn write_bytes(w: &mut impl Write, b: u64) -> fmt::Result {
+    if b < 1024 {
+        write_u64(w, b)?;
+        return w.write_str("B");
+    }
+    if b < EXACT_LIMIT {
+        let (d, u) = if b < 1 << 20 {
+            (1u64 << 10, "KiB")
+        } else if b < 1 << 30 {
+            (1 << 20, "MiB")
+        } else if b < 1 << 40 {
+            (1 << 30, "GiB")
+        } else {
+            (1 << 40, "TiB")
+        };
+        if let Some(r) = write_sig3_int(w, b, d) {
+            r?;
+            return w.write_str(u);
+        }
+    }
     let f = b as f64;
     const K: f64 = 1024.0;
     let (v, u) = if f < K {
@@ -163,6 +259,67 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
+
+    /// The float formatting the integer paths stand in for.
+    fn float_ns(ns: f64) -> String {
+        let (v, u) = if ns < 1e3 {
+            return format!("{ns:.0}ns");
+        } else if ns < 1e6 {
+            (ns / 1e3, "us")
+        } else if ns < 1e9 {
+            (ns / 1e6, "ms")
+        } else {
+            (ns / 1e9, "s")
+        };
+        format!("{}{u}", sig3(v))
+    }
+
+    fn float_bytes(b: u64) -> String {
+        let f = b as f64;
+        let k = 1024f64;
+        let (v, u) = if f < k {
+            return format!("{b}B");
+        } else if f < k * k {
+            (f / k, "KiB")
+        } else if f < k * k * k {
+            (f / (k * k), "MiB")
+        } else if f < k * k * k * k {
+            (f / (k * k * k), "GiB")
+        } else {
+            (f / (k * k * k * k), "TiB")
+        };
+        format!("{}{u}", sig3(v))
+    }
+
+    #[test]
+    fn integer_formatting_writes_what_float_formatting_wrote() {
+        // Every value up to 2 M, every boundary of every unit, ties, and a spread of large values.
+        let mut values: Vec<u64> = (0..2_000_000).collect();
+        for p in 3..16 {
+            let b = 10u64.pow(p);
+            values.extend(b.saturating_sub(3000)..b + 3000);
+            values.extend([b * 99995 / 100000, b * 9995 / 10000, b / 1000 * 1125, b + b / 200]);
+        }
+        for k in 1..5u32 {
+            let b = 1u64 << (10 * k);
+            values.extend(b.saturating_sub(3000)..b + 3000);
+            values.extend((1..2000).map(|m| b / 1000 * m + b / 2000));
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..1_000_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x >> (x % 60));
+        }
+        values.extend([EXACT_LIMIT - 1, EXACT_LIMIT, u64::MAX]);
+        for v in values {
+            assert_eq!(fmt_ns(v), float_ns(v as f64), "{v} ns");
+            assert_eq!(fmt_bytes(v), float_bytes(v), "{v} bytes");
+        }
+        assert_eq!(fmt_ns_f(812.5), "812ns");
+        assert_eq!(fmt_ns_f(1500.4), "1.50us");
+    }
     use super::*;
     #[test]
     fn formats() {

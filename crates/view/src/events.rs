@@ -1,15 +1,22 @@
 //! One line per event, like sysdig's default output, or one JSON object per event, in the order
 //! of their start (or end) time ([`Reorder`]).
+//!
+//! [`write_line`] and [`write_json`] append to a reused buffer without allocating per event (the
+//! JSON members in the order `serde_json` writes a map's: sorted by name); [`line`] and [`json`]
+//! are the same as a `String` and a `serde_json::Value`.
 
+use latscope_chain::ChainIndex;
+use latscope_event::escape::{json_ascii_controls, printable_ascii};
 use latscope_event::syscalls::desc;
-use latscope_event::units::{fmt_bytes, fmt_ns};
+use latscope_event::units::{write_bytes, write_ns};
 use latscope_event::{
-    args, dev_major_minor, format_result, op_name, BlockOp, EventBatch, EventKind, FdType, ProcOp, Rwbs, TraceHeader,
+    args, dev_major_minor, errno_name, format_result, op_name, syscall_name, BlockOp, EventBatch, EventKind, FdType,
+    ProcOp, Rwbs, TraceHeader,
 };
 use serde_json::{json, Map, Value};
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
 use std::fmt::Write;
+
+pub use crate::reorder::{Reorder, SortBy};
 
 /// How to print the time column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,18 +34,103 @@ pub use latscope_event::args::open_flags;
 
 /// Format a monotonic timestamp per `fmt`.
 pub fn fmt_time(h: &TraceHeader, ts: u64, fmt: TimeFormat) -> String {
+    let mut s = String::new();
+    write_time(&mut s, h, ts, fmt);
+    s
+}
+
+/// [`fmt_time`] appended to `s`.
+pub fn write_time(s: &mut String, h: &TraceHeader, ts: u64, fmt: TimeFormat) {
     match fmt {
-        TimeFormat::Monotonic => ts.to_string(),
+        TimeFormat::Monotonic => push_int(s, ts),
         TimeFormat::Relative => {
             let rel = ts.saturating_sub(h.start_ns);
-            format!("{}.{:09}", rel / 1_000_000_000, rel % 1_000_000_000)
+            push_int(s, rel / 1_000_000_000);
+            s.push('.');
+            push_digits(s, rel % 1_000_000_000, 9);
         }
         TimeFormat::Wall => {
             let w = h.wall_ns(ts).max(0) as u64;
-            let secs = w / 1_000_000_000;
-            let day = secs % 86_400;
-            format!("{:02}:{:02}:{:02}.{:09}", day / 3600, day / 60 % 60, day % 60, w % 1_000_000_000)
+            let day = w / 1_000_000_000 % 86_400;
+            push_digits(s, day / 3600, 2);
+            s.push(':');
+            push_digits(s, day / 60 % 60, 2);
+            s.push(':');
+            push_digits(s, day % 60, 2);
+            s.push('.');
+            push_digits(s, w % 1_000_000_000, 9);
         }
+    }
+}
+
+/// An integer in decimal, as `Display` writes it.
+fn push_int(s: &mut String, v: impl itoa::Integer) {
+    s.push_str(itoa::Buffer::new().format(v));
+}
+
+/// `v` zero-padded to at least `width` digits (`{:0width$}`).
+fn push_digits(s: &mut String, v: u64, width: usize) {
+    let mut buf = itoa::Buffer::new();
+    let d = buf.format(v);
+    for _ in d.len()..width {
+        s.push('0');
+    }
+    s.push_str(d);
+}
+
+/// Pads what was written from byte `from` on with spaces to `width` characters, on the left
+/// (`{:>width$}`) or on the right (`{:<width$}`).
+fn pad(s: &mut String, from: usize, width: usize, left: bool) {
+    let t = &s.as_bytes()[from..];
+    let n = if t.is_ascii() { t.len() } else { s[from..].chars().count() };
+    if n < width {
+        const SPACES: &str = "                                ";
+        let fill = &SPACES[..(width - n).min(SPACES.len())];
+        if left {
+            s.insert_str(from, fill);
+        } else {
+            s.push_str(fill);
+        }
+    }
+}
+
+/// The operation's name as [`op_name`] spells it.
+fn write_op_name(s: &mut String, kind: u8, nr: u16) {
+    match EventKind::from_u8(kind) {
+        Some(EventKind::Syscall) => match syscall_name(nr) {
+            Some(n) => s.push_str(n),
+            None => {
+                s.push_str("syscall_");
+                push_int(s, nr);
+            }
+        },
+        Some(EventKind::Block) => {
+            s.push_str("block_");
+            s.push_str(BlockOp::from_u16(nr).name());
+        }
+        Some(EventKind::Proc) => {
+            s.push_str("proc_");
+            s.push_str(ProcOp::from_u16(nr).map(|p| p.name()).unwrap_or("?"));
+        }
+        None => {
+            s.push_str("kind");
+            push_int(s, kind);
+        }
+    }
+}
+
+/// A syscall's result as [`format_result`] spells it.
+fn write_result(s: &mut String, ret: i64) {
+    if (-4095..0).contains(&ret) {
+        match errno_name(-ret) {
+            Some(n) => s.push_str(n),
+            None => {
+                s.push('E');
+                push_int(s, -ret);
+            }
+        }
+    } else {
+        push_int(s, ret);
     }
 }
 
@@ -58,38 +150,63 @@ pub fn syscall_args(b: &EventBatch, i: usize) -> String {
 /// One event as a text line, with control characters escaped ([`crate::text::clean`]).
 pub fn line(h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) -> String {
     let mut s = String::with_capacity(160);
-    let _ = write!(
-        s,
-        "{} {:>8} {:<15} {:>7}/{:<7} ",
-        fmt_time(h, b.ts[i], tf),
-        fmt_ns(b.lat[i]),
-        b.comm.get(i),
-        b.pid[i],
-        b.tid[i]
-    );
+    write_line(&mut s, h, b, i, tf);
+    s
+}
+
+/// The columns [`write_line`] reads (a scan of a trace need decode no other).
+pub const LINE_COLUMNS: &[&str] = &[
+    "kind", "ts", "lat", "comm", "pid", "tid", "nr", "ret", "fd", "fd_type", "path", "path2", "dirfd", "bytes", "off",
+    "off2", "flags", "mode", "addr", "dev", "qtime",
+];
+
+/// [`line`] appended to `s`.
+pub fn write_line(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) {
+    let from = s.len();
+    write_time(s, h, b.ts[i], tf);
+    s.push(' ');
+    let at = s.len();
+    let _ = write_ns(s, b.lat[i]);
+    pad(s, at, 8, true);
+    s.push(' ');
+    let at = s.len();
+    s.push_str(b.comm.get(i));
+    pad(s, at, 15, false);
+    s.push(' ');
+    let at = s.len();
+    push_int(s, b.pid[i]);
+    pad(s, at, 7, true);
+    s.push('/');
+    let at = s.len();
+    push_int(s, b.tid[i]);
+    pad(s, at, 7, false);
+    s.push(' ');
     match EventKind::from_u8(b.kind[i]) {
         Some(EventKind::Syscall) => {
-            s.push_str(&op_name(b.kind[i], b.nr[i]));
+            write_op_name(s, b.kind[i], b.nr[i]);
             let at = s.len();
             s.push(' ');
-            let _ = args::write_syscall_args(&mut s, b, i);
+            let _ = args::write_syscall_args(s, b, i);
             if s.len() == at + 1 {
                 s.truncate(at); // no arguments: no second space
             }
-            let _ = write!(s, " = {}", format_result(b.ret[i]));
+            s.push_str(" = ");
+            write_result(s, b.ret[i]);
             let d = desc(b.nr[i]);
             if d.is_io() && b.ret[i] > 0 {
-                let _ = write!(s, " ({})", fmt_bytes(b.ret[i] as u64));
+                s.push_str(" (");
+                let _ = write_bytes(s, b.ret[i] as u64);
+                s.push(')');
             }
         }
         Some(EventKind::Block) => {
             let _ = write!(s, "block_{} ", BlockOp::from_u16(b.nr[i]).name());
-            let _ = args::write_block_args(&mut s, b, i, h.disk_name(b.dev[i]));
+            let _ = args::write_block_args(s, b, i, h.disk_name(b.dev[i]));
         }
         Some(EventKind::Proc) => match ProcOp::from_u16(b.nr[i]) {
             Some(op) => {
                 let _ = write!(s, "proc_{} ", op.name());
-                let _ = args::write_proc_args(&mut s, b, i);
+                let _ = args::write_proc_args(s, b, i);
             }
             None => s.push_str("proc_?"),
         },
@@ -98,10 +215,182 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) -> String
         }
     }
     // Names and paths come from the traced system: no control character reaches the terminal.
-    match crate::text::clean(&s) {
-        std::borrow::Cow::Borrowed(_) => s,
-        std::borrow::Cow::Owned(c) => c,
+    if !printable_ascii(&s.as_bytes()[from..]) {
+        if let std::borrow::Cow::Owned(c) = crate::text::clean(&s[from..]) {
+            s.truncate(from);
+            s.push_str(&c);
+        }
     }
+}
+
+/// JSON members appended to a buffer, in the order given (which must be `serde_json`'s: sorted).
+struct Members<'a> {
+    s: &'a mut String,
+    first: bool,
+}
+
+impl Members<'_> {
+    fn key(&mut self, k: &str) {
+        if !self.first {
+            self.s.push(',');
+        }
+        self.first = false;
+        self.s.push('"');
+        self.s.push_str(k);
+        self.s.push_str("\":");
+    }
+    fn int(&mut self, k: &str, v: impl itoa::Integer) {
+        self.key(k);
+        push_int(self.s, v);
+    }
+    fn str(&mut self, k: &str, v: &str) {
+        self.key(k);
+        push_json_str(self.s, v);
+    }
+    fn op_name(&mut self, k: &str, kind: u8, nr: u16) {
+        self.key(k);
+        self.s.push('"');
+        write_op_name(self.s, kind, nr);
+        self.s.push('"');
+    }
+    fn dev(&mut self, k: &str, dev: u32) {
+        let (ma, mi) = dev_major_minor(dev);
+        self.key(k);
+        self.s.push('"');
+        push_int(self.s, ma);
+        self.s.push(':');
+        push_int(self.s, mi);
+        self.s.push('"');
+    }
+}
+
+/// `v` as a JSON string, as `serde_json` writes it and [`json_ascii_controls`] shows it.
+fn push_json_str(s: &mut String, v: &str) {
+    if printable_ascii(v.as_bytes()) && !v.bytes().any(|c| c == b'"' || c == b'\\') {
+        s.push('"');
+        s.push_str(v);
+        s.push('"');
+    } else {
+        s.push_str(&json_ascii_controls(serde_json::to_string(v).unwrap_or_default()));
+    }
+}
+
+/// [`json`] serialised, as `serde_json` writes it with [`json_ascii_controls`] applied, appended
+/// to `s`; with `chains`, a call's breakdown carries its chain of waits (`"why":{"chain":...}`).
+pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, chains: Option<&ChainIndex>) {
+    let kind = EventKind::from_u8(b.kind[i]);
+    s.push('{');
+    let mut m = Members { s: &mut *s, first: true };
+    let loginuid = if b.loginuid[i] == u32::MAX { -1 } else { i64::from(b.loginuid[i]) };
+    match kind {
+        Some(EventKind::Syscall) => {
+            m.int("addr", b.addr[i]);
+            m.int("bytes", b.bytes[i]);
+            m.int("cgroup", b.cgroup[i]);
+            m.str("comm", b.comm.get(i));
+            m.int("cpu", b.cpu[i]);
+            if b.dev[i] == 0 {
+                m.key("dev");
+                m.s.push_str("null");
+            } else {
+                m.dev("dev", b.dev[i]);
+            }
+            m.int("dirfd", b.dirfd[i]);
+            m.int("fd", b.fd[i]);
+            m.str("fd_type", FdType::from_u8(b.fd_type[i]).name());
+            m.int("flags", b.flags[i]);
+            m.int("gid", b.gid[i]);
+            m.int("ino", b.ino[i]);
+            m.str("kind", "syscall");
+            m.int("latency_ns", b.lat[i]);
+            m.int("loginuid", loginuid);
+            m.int("mode", b.mode[i]);
+            m.int("nr", b.nr[i]);
+            m.int("offset", b.off[i]);
+            m.int("offset2", b.off2[i]);
+            m.str("path", b.path.get(i));
+            m.str("path2", b.path2.get(i));
+            m.int("pid", b.pid[i]);
+            m.key("res");
+            m.s.push('"');
+            if (-4095..0).contains(&b.ret[i]) {
+                write_result(m.s, b.ret[i]);
+            } else {
+                m.s.push_str("SUCCESS");
+            }
+            m.s.push('"');
+            m.int("ret", b.ret[i]);
+        }
+        Some(EventKind::Block) => {
+            m.int("bytes", b.bytes[i]);
+            m.int("cgroup", b.cgroup[i]);
+            m.str("comm", b.comm.get(i));
+            m.int("cpu", b.cpu[i]);
+            m.dev("dev", b.dev[i]);
+            m.key("disk");
+            match h.disk_name(b.dev[i]) {
+                Some(d) => push_json_str(m.s, d),
+                None => m.s.push_str("null"),
+            }
+            m.int("error", b.ret[i]);
+            m.int("gid", b.gid[i]);
+            m.str("kind", "block");
+            m.int("latency_ns", b.lat[i]);
+            m.int("loginuid", loginuid);
+            let op = BlockOp::from_u16(b.nr[i]);
+            m.str("op", op.name());
+            m.int("pid", b.pid[i]);
+            m.int("qtime_ns", b.qtime[i]);
+            m.key("rwbs");
+            m.s.push('"');
+            let _ = Rwbs::write(m.s, op, b.flags[i]);
+            m.s.push('"');
+            m.int("sector", b.off[i]);
+        }
+        Some(EventKind::Proc) => {
+            if b.nr[i] == ProcOp::Exec as u16 {
+                m.str("args", b.path2.get(i));
+            }
+            m.int("cgroup", b.cgroup[i]);
+            m.str("comm", b.comm.get(i));
+            m.int("cpu", b.cpu[i]);
+            m.int("gid", b.gid[i]);
+            m.str("kind", "proc");
+            m.int("latency_ns", b.lat[i]);
+            m.int("loginuid", loginuid);
+            m.str("path", b.path.get(i));
+            m.int("pid", b.pid[i]);
+            m.int("ret", b.ret[i]);
+        }
+        None => {
+            m.int("cgroup", b.cgroup[i]);
+            m.str("comm", b.comm.get(i));
+            m.int("cpu", b.cpu[i]);
+            m.int("gid", b.gid[i]);
+            m.str("kind", "unknown");
+            m.int("latency_ns", b.lat[i]);
+            m.int("loginuid", loginuid);
+            m.int("pid", b.pid[i]);
+        }
+    }
+    m.int("tid", b.tid[i]);
+    m.int("time_ns", h.wall_ns(b.ts[i]));
+    m.int("ts_ns", b.ts[i]);
+    m.int("tty", b.tty[i]);
+    m.op_name("type", b.kind[i], b.nr[i]);
+    m.int("uid", b.uid[i]);
+    m.int("vpid", b.vpid[i]);
+    m.int("vtid", b.vtid[i]);
+    if kind == Some(EventKind::Syscall) {
+        if let Some(mut w) = crate::why::json(h, b, i) {
+            if let Some(ch) = chains.and_then(|c| crate::why::chain_json(h, c, b, i)) {
+                w["chain"] = ch;
+            }
+            m.key("why");
+            m.s.push_str(&json_ascii_controls(serde_json::to_string(&w).unwrap_or_default()));
+        }
+    }
+    s.push('}');
 }
 
 /// One event as a JSON object (all columns plus decoded names).
@@ -176,175 +465,149 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
     Value::Object(m)
 }
 
-/// Which time events are printed in the order of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortBy {
-    /// When the call or request began (the time printed).
-    Start,
-    /// When it completed.
-    End,
-}
-
-/// One held event: its key, its arrival number (ties keep arrival order) and what is printed.
-struct Held<T> {
-    key: u64,
-    seq: u64,
-    item: T,
-}
-
-impl<T> PartialEq for Held<T> {
-    fn eq(&self, o: &Self) -> bool {
-        (self.key, self.seq) == (o.key, o.seq)
-    }
-}
-impl<T> Eq for Held<T> {}
-impl<T> PartialOrd for Held<T> {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl<T> Ord for Held<T> {
-    fn cmp(&self, o: &Self) -> Ordering {
-        (self.key, self.seq).cmp(&(o.key, o.seq))
-    }
-}
-
-/// Puts events back in the order of their start (or end) time, with bounded memory.
-///
-/// Recordings hold events in the order they completed, and the syscall and block request streams
-/// are interleaved block by block, so a long call, or a block of the other stream, arrives after
-/// events that began later. `Reorder` holds each event until the latest completion seen (the
-/// watermark) is `window` past its key, or until it holds `max_held` events (then the earliest
-/// goes out): every event whose key is within the window of its arrival comes out in order.
-/// An event whose key is before that of one already released (a call longer than the window
-/// minus the interleaving, a few seconds' worth) comes out at once, marked late.
-pub struct Reorder<T> {
-    by: SortBy,
-    window_ns: u64,
-    max_held: usize,
-    held: BinaryHeap<Reverse<Held<T>>>,
-    seq: u64,
-    watermark: u64,
-    released: Option<u64>,
-    late: u64,
-}
-
-impl<T> Reorder<T> {
-    /// Orders by `by`, holding events until the watermark is `window_ns` past them, at most
-    /// `max_held` at a time (at least 1).
-    pub fn new(by: SortBy, window_ns: u64, max_held: usize) -> Self {
-        Reorder {
-            by,
-            window_ns,
-            max_held: max_held.max(1),
-            held: BinaryHeap::new(),
-            seq: 0,
-            watermark: 0,
-            released: None,
-            late: 0,
-        }
-    }
-
-    /// Takes an event that began at `start` and ended at `end`; calls `out(item, late)` for every
-    /// event that can go out now, in order.
-    pub fn push<E>(
-        &mut self,
-        start: u64,
-        end: u64,
-        item: T,
-        out: &mut impl FnMut(T, bool) -> Result<(), E>,
-    ) -> Result<(), E> {
-        let key = match self.by {
-            SortBy::Start => start,
-            SortBy::End => end,
-        };
-        self.watermark = self.watermark.max(end);
-        if self.released.is_some_and(|r| key < r) {
-            self.late += 1;
-            return out(item, true);
-        }
-        self.seq += 1;
-        self.held.push(Reverse(Held { key, seq: self.seq, item }));
-        let due = self.watermark.saturating_sub(self.window_ns);
-        while let Some(Reverse(top)) = self.held.peek() {
-            if top.key > due && self.held.len() <= self.max_held {
-                break;
-            }
-            let Some(Reverse(h)) = self.held.pop() else { break };
-            self.released = Some(h.key);
-            out(h.item, false)?;
-        }
-        Ok(())
-    }
-
-    /// Lets every held event out, in order.
-    pub fn finish<E>(&mut self, out: &mut impl FnMut(T, bool) -> Result<(), E>) -> Result<(), E> {
-        while let Some(Reverse(h)) = self.held.pop() {
-            self.released = Some(h.key);
-            out(h.item, false)?;
-        }
-        Ok(())
-    }
-
-    /// Events that came out late (out of order).
-    pub fn late(&self) -> u64 {
-        self.late
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use latscope_event::{syscall_nr, BlockDevice, Event};
 
-    /// Events as (start, end) in the order they arrive, through a reorder window; returns
-    /// (start, late) as they come out.
-    fn reorder(by: SortBy, window: u64, max: usize, events: &[(u64, u64)]) -> Vec<(u64, bool)> {
-        let mut r = Reorder::new(by, window, max);
-        let mut got = Vec::new();
-        let mut out = |x: (u64, u64), late: bool| {
-            got.push((if by == SortBy::Start { x.0 } else { x.1 }, late));
-            Ok::<(), ()>(())
+    /// Events of every kind and shape: errors, unknown errnos and syscalls, escapes, empty and
+    /// non-ASCII names, unset and set login uids, devices with and without names.
+    fn assorted() -> (TraceHeader, EventBatch) {
+        let h = TraceHeader {
+            start_ns: 1_000,
+            realtime_offset_ns: 1_795_868_479_000_000_000,
+            block_devices: vec![BlockDevice { dev: 7 << 20, name: "loop\"0\u{85}".into(), ..Default::default() }],
+            ..Default::default()
         };
-        for &(s, e) in events {
-            r.push(s, e, (s, e), &mut out).unwrap();
+        let mut b = EventBatch::default();
+        let names = ["cat", "", "évil\x1b[2J\u{202e}", "a\"b\\c\u{7f}", "kworker/u4:1-events_unbound"];
+        let paths = ["/etc/hosts", "", "/tmp/x\ny\t\u{2028}", "/日本/ü"];
+        let nrs: Vec<u16> = ["read", "openat", "pread64", "getpid", "lseek", "renameat2", "futex", "mmap"]
+            .iter()
+            .map(|n| syscall_nr(n).unwrap())
+            .chain([999, 4000])
+            .collect();
+        let mut k = 0u64;
+        for kind in [0u8, 1, 2, 9] {
+            for (n, &nr) in nrs.iter().enumerate() {
+                for ret in [-2i64, -512, -4000, -4096, 0, 4096, 1 << 40] {
+                    k += 1;
+                    let nr = if kind == 2 {
+                        (n % 4) as u16
+                    } else if kind == 1 {
+                        (n % 5) as u16
+                    } else {
+                        nr
+                    };
+                    b.push(&Event {
+                        kind,
+                        ts: 1_000 + k * 1_234_567_891,
+                        lat: k * k * 7919,
+                        pid: k as u32 * 31,
+                        tid: k as u32 * 37,
+                        uid: 1000,
+                        loginuid: if k.is_multiple_of(2) { u32::MAX } else { 1000 },
+                        nr,
+                        ret,
+                        fd: (k % 5) as i32 - 1,
+                        fd_type: (k % 4) as u8,
+                        dirfd: -100,
+                        flags: (k * 0o101) as u32,
+                        bytes: k * 4096,
+                        off: k as i64 * 512 - 1,
+                        off2: -1,
+                        dev: if k.is_multiple_of(3) {
+                            0
+                        } else if k % 3 == 1 {
+                            7 << 20
+                        } else {
+                            (254 << 20) | 3
+                        },
+                        ino: k * 11,
+                        qtime: k * 13,
+                        comm: names[k as usize % names.len()].into(),
+                        path: paths[k as usize % paths.len()].into(),
+                        path2: paths[(k as usize + 1) % paths.len()].into(),
+                        ..Default::default()
+                    });
+                }
+            }
         }
-        r.finish(&mut out).unwrap();
-        got
+        (h, b)
     }
 
     #[test]
-    fn reorder_sorts_within_the_window_and_marks_what_is_longer() {
-        // Completion order of two streams interleaved: syscalls [0..10] ms, then block requests
-        // that began earlier, calls every 100 ms to 9.9 s, then an 11 s call that began at the
-        // very start.
-        let mut ev: Vec<(u64, u64)> = (0..10).map(|k| (k * 1_000_000 + 500_000, (k + 1) * 1_000_000)).collect();
-        ev.extend((0..5).map(|k| (k * 1_500_000, k * 1_500_000 + 100_000)));
-        ev.extend((1..100).map(|k| (k * 100_000_000, k * 100_000_000 + 1000)));
-        ev.push((10, 11_000_000_000));
-        ev.extend((0..3).map(|k| (11_000_000_000 + k, 11_000_000_100 + k)));
-        let got = reorder(SortBy::Start, 2_000_000_000, 1000, &ev);
-        assert_eq!(got.len(), ev.len());
-        let starts: Vec<u64> = got.iter().map(|g| g.0).collect();
-        let mut sorted = starts.clone();
-        sorted.sort_unstable();
-        // Everything is in start order except the 10 s call, longer than the window: it comes
-        // out as soon as it arrives, after events that began later, marked late.
-        let late: Vec<_> = got.iter().filter(|g| g.1).collect();
-        assert_eq!(late, vec![&(10, true)]);
-        let on_time: Vec<u64> = got.iter().filter(|g| !g.1).map(|g| g.0).collect();
-        assert!(on_time.windows(2).all(|w| w[0] <= w[1]), "{on_time:?}");
-        // A window longer than the call: everything in order, nothing late.
-        let got = reorder(SortBy::Start, 20_000_000_000, 1000, &ev);
-        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), sorted);
-        assert!(got.iter().all(|g| !g.1));
-        // By end time.
-        let got = reorder(SortBy::End, 2_000_000_000, 1000, &ev);
-        assert!(got.windows(2).all(|w| w[0].0 <= w[1].0) && got.iter().all(|g| !g.1), "{got:?}");
-        let got = reorder(SortBy::Start, u64::MAX, 3, &[(5, 6), (4, 7), (3, 8), (2, 9), (1, 10)]);
-        // Memory is bounded: with room for 3, the earliest held goes out when a fourth comes, and
-        // one that began before it is late.
-        assert_eq!(got, vec![(2, false), (1, true), (3, false), (4, false), (5, false)]);
+    fn written_json_is_what_serde_json_writes_for_the_value() {
+        let (h, b) = assorted();
+        let mut s = String::new();
+        for i in 0..b.len() {
+            s.clear();
+            write_json(&mut s, &h, &b, i, None);
+            let want = json_ascii_controls(serde_json::to_string(&json(&h, &b, i)).unwrap());
+            assert_eq!(s, want, "event {i}");
+        }
+    }
+
+    #[test]
+    fn written_lines_are_what_formatting_wrote() {
+        // The line as it was formatted with `format!` before it was written by hand.
+        fn formatted(h: &TraceHeader, b: &EventBatch, i: usize, tf: TimeFormat) -> String {
+            let time = match tf {
+                TimeFormat::Monotonic => b.ts[i].to_string(),
+                TimeFormat::Relative => {
+                    let rel = b.ts[i].saturating_sub(h.start_ns);
+                    format!("{}.{:09}", rel / 1_000_000_000, rel % 1_000_000_000)
+                }
+                TimeFormat::Wall => {
+                    let w = h.wall_ns(b.ts[i]).max(0) as u64;
+                    let day = w / 1_000_000_000 % 86_400;
+                    format!("{:02}:{:02}:{:02}.{:09}", day / 3600, day / 60 % 60, day % 60, w % 1_000_000_000)
+                }
+            };
+            let mut s = format!(
+                "{} {:>8} {:<15} {:>7}/{:<7} ",
+                time,
+                latscope_event::units::fmt_ns(b.lat[i]),
+                b.comm.get(i),
+                b.pid[i],
+                b.tid[i]
+            );
+            match EventKind::from_u8(b.kind[i]) {
+                Some(EventKind::Syscall) => {
+                    s.push_str(&op_name(b.kind[i], b.nr[i]));
+                    let args = args::syscall_args(b, i);
+                    if !args.is_empty() {
+                        s.push(' ');
+                        s.push_str(&args);
+                    }
+                    let _ = write!(s, " = {}", format_result(b.ret[i]));
+                    if desc(b.nr[i]).is_io() && b.ret[i] > 0 {
+                        let _ = write!(s, " ({})", latscope_event::units::fmt_bytes(b.ret[i] as u64));
+                    }
+                }
+                Some(EventKind::Block) => {
+                    let _ = write!(s, "block_{} ", BlockOp::from_u16(b.nr[i]).name());
+                    let _ = args::write_block_args(&mut s, b, i, h.disk_name(b.dev[i]));
+                }
+                Some(EventKind::Proc) => match ProcOp::from_u16(b.nr[i]) {
+                    Some(op) => {
+                        let _ = write!(s, "proc_{} ", op.name());
+                        let _ = args::write_proc_args(&mut s, b, i);
+                    }
+                    None => s.push_str("proc_?"),
+                },
+                None => {
+                    let _ = write!(s, "unknown kind {}", b.kind[i]);
+                }
+            }
+            crate::text::clean(&s).into_owned()
+        }
+        let (h, b) = assorted();
+        for tf in [TimeFormat::Wall, TimeFormat::Relative, TimeFormat::Monotonic] {
+            for i in 0..b.len() {
+                assert_eq!(line(&h, &b, i, tf), formatted(&h, &b, i, tf), "event {i}");
+            }
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod histview;
 pub mod info;
 pub mod latagg;
 pub mod locks;
+pub mod reorder;
 /// The chains of waits (`latscope-chain`), as the views use them.
 pub use latscope_chain as chain;
 pub mod spectrogram;

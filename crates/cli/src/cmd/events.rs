@@ -1,11 +1,13 @@
 //! `latscope events`: a recording -> filter -> one line (or JSON object) per event, in the order
 //! of the time shown.
 
-use crate::args::{finish_scan, JsonArg, ReadArgs, TimeFormatArg};
+use crate::args::{finish_scan, JsonArg, ReadArgs, ScanPlan, TimeFormatArg};
 use anyhow::Result;
 use latscope_event::units::parse_duration_secs_default;
-use latscope_view::events::{json, line, Reorder, SortBy};
-use std::io::{BufWriter, Write};
+use latscope_view::events::{write_json, write_line, SortBy, LINE_COLUMNS};
+use latscope_view::reorder::OrderedWriter;
+use latscope_view::why;
+use std::io::BufWriter;
 use std::process::ExitCode;
 
 /// Most events held for reordering (a few hundred bytes each).
@@ -54,71 +56,51 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    let mut scan = a.read.open_all("events")?;
+    let json = a.json.json;
+    // Plain lines read a third of the columns: the others (attribution, stacks) stay undecoded.
+    let mut scan = if json || a.why {
+        a.read.open_all("events")?
+    } else {
+        a.read.open("events", ScanPlan { columns: LINE_COLUMNS, zone: None })?
+    };
     let tf = a.time.format();
     let header = scan.header().clone();
     let by = if a.sort == "end" { SortBy::End } else { SortBy::Start };
-    let mut order = Reorder::new(by, a.window, MAX_HELD);
-    let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    let left = std::cell::Cell::new(a.limit.unwrap_or(u64::MAX));
-    let json_lines = a.json.json;
-    let mut print = |mut text: String, late: bool| -> std::io::Result<()> {
-        if left.get() > 0 {
-            left.set(left.get() - 1);
-            if late && json_lines {
-                text.pop(); // the closing brace
-                text.push_str(",\"late\":true}");
-            } else if late {
-                // After the event's own line (a --why breakdown follows it on the next line).
-                let at = text.find('\n').unwrap_or(text.len());
-                text.insert_str(at, " [late]");
-            }
-            text.push('\n');
-            out.write_all(text.as_bytes())?;
-        }
-        Ok(())
-    };
+    let out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    let mut w = OrderedWriter::new(by, a.window, MAX_HELD, out, a.limit.unwrap_or(u64::MAX), json);
     // The calls of every block read (not only those the filter took): chains of waits go
     // through them.
     let mut chains = latscope_view::chain::ChainIndex::new();
-    while left.get() > 0 {
+    while !w.full() {
         let Some(c) = scan.next_batch() else { break };
         let c = c?;
         let b = c.batch;
-        chains.add(b);
+        if json || a.why {
+            chains.add(b);
+        }
         for &i in c.rows {
             let i = i as usize;
-            let text = if json_lines {
-                let mut v = json(&header, b, i);
-                if let Some(ch) =
-                    latscope_view::why::chain_json(&header, &chains, b, i).filter(|_| v["why"].is_object())
-                {
-                    v["why"]["chain"] = ch;
+            w.push_with(b.ts[i], b.end(i), |s| {
+                if json {
+                    write_json(s, &header, b, i, Some(&chains));
+                    return;
                 }
-                latscope_event::escape::json_ascii_controls(serde_json::to_string(&v)?)
-            } else if a.why {
-                let mut t = line(&header, b, i, tf);
-                if let Some(w) = latscope_view::why::line(&header, b, i) {
-                    t.push('\n');
-                    t.push_str(&w);
+                write_line(s, &header, b, i, tf);
+                if a.why {
+                    for extra in
+                        [why::line(&header, b, i), why::chain_line(&header, &chains, b, i)].into_iter().flatten()
+                    {
+                        s.push('\n');
+                        s.push_str(&extra);
+                    }
                 }
-                if let Some(ch) = latscope_view::why::chain_line(&header, &chains, b, i) {
-                    t.push('\n');
-                    t.push_str(&ch);
-                }
-                t
-            } else {
-                line(&header, b, i, tf)
-            };
-            order.push(b.ts[i], b.end(i), text, &mut print)?;
+            })?;
         }
     }
-    order.finish(&mut print)?;
-    out.flush()?;
-    if order.late() > 0 {
+    let (_, late) = w.finish()?;
+    if late > 0 {
         eprintln!(
-            "latscope: {} events printed late, out of {} order (a --window longer than the longest call orders them)",
-            order.late(),
+            "latscope: {late} events printed late, out of {} order (a --window longer than the longest call orders them)",
             a.sort
         );
     }

@@ -1,0 +1,355 @@
+//! Events put back in the order of their start (or end) time with bounded memory ([`Reorder`]),
+//! and the text of held events kept without an allocation per event ([`OrderedWriter`]).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// Which time events are printed in the order of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortBy {
+    /// When the call or request began (the time printed).
+    Start,
+    /// When it completed.
+    End,
+}
+
+/// Puts events back in the order of their start (or end) time, with bounded memory.
+///
+/// Recordings hold events in the order they completed, and the syscall and block request streams
+/// are interleaved block by block, so a long call, or a block of the other stream, arrives after
+/// events that began later. `Reorder` holds each event until the latest completion seen (the
+/// watermark) is `window` past its key, or until it holds `max_held` events (then the earliest
+/// goes out): every event whose key is within the window of its arrival comes out in order.
+/// An event whose key is before that of one already released (a call longer than the window
+/// minus the interleaving, a few seconds' worth) comes out at once, marked late.
+///
+/// Held events are ordered by (key, arrival number) in a B-tree: events arrive nearly in key
+/// order and leave from the front, so both ends of the tree stay in cache (a binary heap of a
+/// million events misses the cache on every level of every pop).
+pub struct Reorder<T> {
+    by: SortBy,
+    window_ns: u64,
+    max_held: usize,
+    held: BTreeMap<(u64, u64), T>,
+    seq: u64,
+    watermark: u64,
+    released: Option<u64>,
+    late: u64,
+}
+
+impl<T> Reorder<T> {
+    /// Orders by `by`, holding events until the watermark is `window_ns` past them, at most
+    /// `max_held` at a time (at least 1).
+    pub fn new(by: SortBy, window_ns: u64, max_held: usize) -> Self {
+        Reorder {
+            by,
+            window_ns,
+            max_held: max_held.max(1),
+            held: BTreeMap::new(),
+            seq: 0,
+            watermark: 0,
+            released: None,
+            late: 0,
+        }
+    }
+
+    /// Takes an event that began at `start` and ended at `end`; calls `out(item, late)` for every
+    /// event that can go out now, in order.
+    pub fn push<E>(
+        &mut self,
+        start: u64,
+        end: u64,
+        item: T,
+        out: &mut impl FnMut(T, bool) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let key = match self.by {
+            SortBy::Start => start,
+            SortBy::End => end,
+        };
+        self.watermark = self.watermark.max(end);
+        if self.released.is_some_and(|r| key < r) {
+            self.late += 1;
+            return out(item, true);
+        }
+        self.seq += 1;
+        self.held.insert((key, self.seq), item);
+        let due = self.watermark.saturating_sub(self.window_ns);
+        while let Some((&(first, _), _)) = self.held.first_key_value() {
+            if first > due && self.held.len() <= self.max_held {
+                break;
+            }
+            let Some(((k, _), item)) = self.held.pop_first() else { break };
+            self.released = Some(k);
+            out(item, false)?;
+        }
+        Ok(())
+    }
+
+    /// Lets every held event out, in order.
+    pub fn finish<E>(&mut self, out: &mut impl FnMut(T, bool) -> Result<(), E>) -> Result<(), E> {
+        while let Some(((k, _), item)) = self.held.pop_first() {
+            self.released = Some(k);
+            out(item, false)?;
+        }
+        Ok(())
+    }
+
+    /// Events that came out late (out of order).
+    pub fn late(&self) -> u64 {
+        self.late
+    }
+}
+
+/// Where a held text is in a [`HeldText`].
+#[derive(Debug, Clone, Copy)]
+pub struct TextRef {
+    chunk: u32,
+    start: u32,
+    len: u32,
+}
+
+/// Texts held for reordering, written straight into chunks of 4 MiB that are reused once every
+/// text in them has gone out (events leave roughly in the order they came): no allocation or copy
+/// per event, and no more memory than the text itself.
+pub struct HeldText {
+    chunks: Vec<(String, u32)>,
+    free: Vec<u32>,
+    cur: u32,
+}
+
+const CHUNK_BYTES: usize = 4 << 20;
+/// Room left in a chunk before an event is written into it (longer texts grow the chunk).
+const ROOM: usize = 64 << 10;
+
+/// A chunk, backed by huge pages where the kernel offers them on request (transparent huge
+/// pages in `madvise` mode): a million held events fill hundreds of megabytes, and faulting them
+/// in 4 KiB pages costs as much as formatting them.
+fn new_chunk() -> String {
+    let s = String::with_capacity(CHUNK_BYTES);
+    const HUGE: usize = 2 << 20;
+    let p = s.as_ptr() as usize;
+    let start = p.next_multiple_of(HUGE);
+    let end = (p + CHUNK_BYTES) / HUGE * HUGE;
+    if end > start {
+        // SAFETY: advice on memory this String owns and has not touched; it changes how the kernel
+        // backs the pages, not their contents or validity. Refused advice is harmless.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+    s
+}
+
+impl Default for HeldText {
+    fn default() -> Self {
+        HeldText { chunks: vec![(new_chunk(), 0)], free: Vec::new(), cur: 0 }
+    }
+}
+
+impl HeldText {
+    /// Keeps the text `write` appends to the string it is given.
+    pub fn write(&mut self, write: impl FnOnce(&mut String)) -> TextRef {
+        let (buf, _) = &self.chunks[self.cur as usize];
+        if !buf.is_empty() && buf.len() + ROOM > buf.capacity() {
+            self.cur = match self.free.pop() {
+                Some(k) => k,
+                None => {
+                    self.chunks.push((new_chunk(), 0));
+                    (self.chunks.len() - 1) as u32
+                }
+            };
+        }
+        let (buf, live) = &mut self.chunks[self.cur as usize];
+        let start = buf.len();
+        write(buf);
+        *live += 1;
+        TextRef { chunk: self.cur, start: start as u32, len: (buf.len() - start) as u32 }
+    }
+
+    /// Keeps a copy of `text`.
+    pub fn push(&mut self, text: &str) -> TextRef {
+        self.write(|s| s.push_str(text))
+    }
+
+    /// The text `r` refers to (until it is released).
+    pub fn get(&self, r: TextRef) -> &[u8] {
+        &self.chunks[r.chunk as usize].0.as_bytes()[r.start as usize..(r.start + r.len) as usize]
+    }
+
+    /// Lets `r`'s room be reused once the rest of its chunk has gone too.
+    pub fn release(&mut self, r: TextRef) {
+        let (buf, live) = &mut self.chunks[r.chunk as usize];
+        *live -= 1;
+        if *live == 0 {
+            buf.clear();
+            if r.chunk != self.cur {
+                self.free.push(r.chunk);
+            }
+        }
+    }
+}
+
+/// Event texts (lines, or JSON objects) written to `out` in the order of [`Reorder`], each
+/// followed by a newline, at most `limit` of them. A late event is marked: ` [late]` at the end of
+/// its first line, or `"late":true` as the JSON object's last member.
+pub struct OrderedWriter<W: Write> {
+    order: Reorder<TextRef>,
+    state: Out<W>,
+}
+
+struct Out<W> {
+    held: HeldText,
+    out: W,
+    left: u64,
+    json: bool,
+}
+
+impl<W: Write> Out<W> {
+    fn emit(&mut self, r: TextRef, late: bool) -> std::io::Result<()> {
+        if self.left > 0 {
+            self.left -= 1;
+            let text = self.held.get(r);
+            if late && self.json {
+                let body = text.strip_suffix(b"}").unwrap_or(text);
+                self.out.write_all(body)?;
+                self.out.write_all(b",\"late\":true}\n")?;
+            } else if late {
+                // After the event's own line (a --why breakdown follows it on the next line).
+                let at = text.iter().position(|&c| c == b'\n').unwrap_or(text.len());
+                self.out.write_all(&text[..at])?;
+                self.out.write_all(b" [late]")?;
+                self.out.write_all(&text[at..])?;
+                self.out.write_all(b"\n")?;
+            } else {
+                self.out.write_all(text)?;
+                self.out.write_all(b"\n")?;
+            }
+        }
+        self.held.release(r);
+        Ok(())
+    }
+}
+
+impl<W: Write> OrderedWriter<W> {
+    /// Writes to `out` (give it a large buffer) at most `limit` events, reordered as
+    /// [`Reorder::new`] says; `json` says how late events are marked.
+    pub fn new(by: SortBy, window_ns: u64, max_held: usize, out: W, limit: u64, json: bool) -> Self {
+        OrderedWriter {
+            order: Reorder::new(by, window_ns, max_held),
+            state: Out { held: HeldText::default(), out, left: limit, json },
+        }
+    }
+
+    /// Takes the text of an event that began at `start` and ended at `end` (without a trailing
+    /// newline) and writes what can go out now.
+    pub fn push(&mut self, start: u64, end: u64, text: &str) -> std::io::Result<()> {
+        self.push_with(start, end, |s| s.push_str(text))
+    }
+
+    /// [`OrderedWriter::push`] of the text `write` appends to the string it is given (held
+    /// where it is written: no copy).
+    pub fn push_with(&mut self, start: u64, end: u64, write: impl FnOnce(&mut String)) -> std::io::Result<()> {
+        let r = self.state.held.write(write);
+        let st = &mut self.state;
+        self.order.push(start, end, r, &mut |r, late| st.emit(r, late))
+    }
+
+    /// Whether `limit` events have been written (nothing more will be).
+    pub fn full(&self) -> bool {
+        self.state.left == 0
+    }
+
+    /// Writes every held event, flushes and returns the writer and how many events came out late.
+    pub fn finish(mut self) -> std::io::Result<(W, u64)> {
+        let st = &mut self.state;
+        self.order.finish(&mut |r, late| st.emit(r, late))?;
+        self.state.out.flush()?;
+        Ok((self.state.out, self.order.late()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Events as (start, end) in the order they arrive, through a reorder window; returns
+    /// (start, late) as they come out.
+    fn reorder(by: SortBy, window: u64, max: usize, events: &[(u64, u64)]) -> Vec<(u64, bool)> {
+        let mut r = Reorder::new(by, window, max);
+        let mut got = Vec::new();
+        let mut out = |x: (u64, u64), late: bool| {
+            got.push((if by == SortBy::Start { x.0 } else { x.1 }, late));
+            Ok::<(), ()>(())
+        };
+        for &(s, e) in events {
+            r.push(s, e, (s, e), &mut out).unwrap();
+        }
+        r.finish(&mut out).unwrap();
+        got
+    }
+
+    #[test]
+    fn reorder_sorts_within_the_window_and_marks_what_is_longer() {
+        // Completion order of two streams interleaved: syscalls [0..10] ms, then block requests
+        // that began earlier, calls every 100 ms to 9.9 s, then an 11 s call that began at the
+        // very start.
+        let mut ev: Vec<(u64, u64)> = (0..10).map(|k| (k * 1_000_000 + 500_000, (k + 1) * 1_000_000)).collect();
+        ev.extend((0..5).map(|k| (k * 1_500_000, k * 1_500_000 + 100_000)));
+        ev.extend((1..100).map(|k| (k * 100_000_000, k * 100_000_000 + 1000)));
+        ev.push((10, 11_000_000_000));
+        ev.extend((0..3).map(|k| (11_000_000_000 + k, 11_000_000_100 + k)));
+        let got = reorder(SortBy::Start, 2_000_000_000, 1000, &ev);
+        assert_eq!(got.len(), ev.len());
+        let starts: Vec<u64> = got.iter().map(|g| g.0).collect();
+        let mut sorted = starts.clone();
+        sorted.sort_unstable();
+        // Everything is in start order except the 10 s call, longer than the window: it comes
+        // out as soon as it arrives, after events that began later, marked late.
+        let late: Vec<_> = got.iter().filter(|g| g.1).collect();
+        assert_eq!(late, vec![&(10, true)]);
+        let on_time: Vec<u64> = got.iter().filter(|g| !g.1).map(|g| g.0).collect();
+        assert!(on_time.windows(2).all(|w| w[0] <= w[1]), "{on_time:?}");
+        // A window longer than the call: everything in order, nothing late.
+        let got = reorder(SortBy::Start, 20_000_000_000, 1000, &ev);
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), sorted);
+        assert!(got.iter().all(|g| !g.1));
+        // By end time.
+        let got = reorder(SortBy::End, 2_000_000_000, 1000, &ev);
+        assert!(got.windows(2).all(|w| w[0].0 <= w[1].0) && got.iter().all(|g| !g.1), "{got:?}");
+        let got = reorder(SortBy::Start, u64::MAX, 3, &[(5, 6), (4, 7), (3, 8), (2, 9), (1, 10)]);
+        // Memory is bounded: with room for 3, the earliest held goes out when a fourth comes, and
+        // one that began before it is late.
+        assert_eq!(got, vec![(2, false), (1, true), (3, false), (4, false), (5, false)]);
+    }
+
+    #[test]
+    fn held_texts_come_out_in_order_marked_late_and_their_room_is_reused() {
+        let mut w = OrderedWriter::new(SortBy::Start, 100, 1_000_000, Vec::new(), u64::MAX, false);
+        // 200 000 lines of ~40 bytes (several chunks), each arriving 1 ns after it began; one that
+        // began long before arrives after its window and is late.
+        for k in 0..200_000u64 {
+            let s = 1000 + k * 10;
+            w.push(s, s + 1, &format!("line {k:>8} began at {s:>12}")).unwrap();
+        }
+        w.push(5, 2_000_000, "old\n    why: a second line").unwrap();
+        let chunks = w.state.held.chunks.len();
+        assert!(chunks <= 3, "{chunks} chunks for a window of ~10 events");
+        let (out, late) = w.finish().unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 200_002);
+        assert_eq!(late, 1);
+        let old = lines.iter().position(|l| l.starts_with("old")).unwrap();
+        assert_eq!(lines[old], "old [late]");
+        assert_eq!(lines[old + 1], "    why: a second line");
+        let on_time: Vec<&str> = lines.iter().copied().filter(|l| l.starts_with("line")).collect();
+        assert!(on_time.iter().enumerate().all(|(k, l)| l.starts_with(&format!("line {k:>8} "))));
+        // JSON: the mark is the object's last member; a limit stops the output.
+        let mut w = OrderedWriter::new(SortBy::Start, 0, 10, Vec::new(), 2, true);
+        w.push(10, 11, "{\"a\":1}").unwrap();
+        w.push(5, 12, "{\"a\":2}").unwrap();
+        w.push(20, 21, "{\"a\":3}").unwrap();
+        assert!(w.full());
+        let (out, late) = w.finish().unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "{\"a\":1}\n{\"a\":2,\"late\":true}\n");
+        assert_eq!(late, 1);
+    }
+}
