@@ -18,23 +18,9 @@ use serde_json::{json, Value};
 
 /// The columns the rule reads (by `EventBatch` field name): a view that projects its columns
 /// adds them.
-pub const COLUMNS: [&str; 15] = [
-    "kind",
-    "nr",
-    "lat",
-    "why_cpu",
-    "why_runq",
-    "why_io",
-    "why_lock",
-    "why_ipc",
-    "why_timer",
-    "why_fault",
-    "why_other",
-    "why_unknown",
-    "waker_ctx",
-    "waker_tid",
-    "wake_flags",
-];
+pub fn columns() -> impl Iterator<Item = &'static str> {
+    ["kind", "nr", "lat", "wake_flags"].into_iter().chain(latscope_event::WHY_COLUMNS)
+}
 
 /// The flag that includes the waits, named in every note.
 pub const WAITS_FLAG: &str = "--waits";

@@ -137,7 +137,7 @@ fn run_file(a: &Args, by: GroupBy, read: &ReadArgs) -> Result<ExitCode> {
     let kind = read.kind(a.block);
     let mut cols = vec!["kind", "ts", "lat", "bytes", "nr", "ret"];
     cols.extend(by.columns());
-    cols.extend(latscope_view::waits::COLUMNS);
+    cols.extend(latscope_view::waits::columns());
     let mut scan = read.open("top", ScanPlan { columns: &cols, zone: None })?;
     let mut top = Top::new(by)
         .with_percentiles(parse_percentiles(&a.percentiles).map_err(anyhow::Error::msg)?)
