@@ -56,7 +56,8 @@ demo: deps-test build
 
 # Each phase is timed (scripts/phase); the end of the run prints the phase times and the ten slowest
 # tests (scripts/run-tests.py), so growth is seen early. The build and every test binary use the
-# `ci` profile: release optimisation without LTO, so linking ~60 test binaries stays cheap.
+# `ci` profile: release optimisation without LTO, so linking the test binaries stays cheap (each
+# crate's tests/*.rs are one binary, tests/it/main.rs: scripts/test-binaries.py).
 test:
 	@rm -f $(OUT)/test-phases.tsv
 	@OUT=$(OUT) scripts/phase deps $(MAKE) --no-print-directory deps-test

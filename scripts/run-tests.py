@@ -7,6 +7,10 @@ global state two at a time, then the rest one after another with one test thread
 slowest tests and binaries and one closing line; `--report` prints the phase times (`scripts/phase`
 writes them).
 
+A crate's integration tests are one binary, `it` (scripts/test-binaries.py), with a module per
+file of tests/. Each module runs in a process of its own, as when each file was a binary:
+`latscope::it::why` is one entry of the report, its tests `latscope::it::why::<test>`.
+
 A test that printed `SKIPPED <name>: <why>` (the project's tests do that where they need root or
 BPF and have neither) is counted as skipped, not passed. libtest's per-test timings need its
 JSON output, which stable Rust keeps behind `-Z unstable-options`: RUSTC_BOOTSTRAP=1 allows it
@@ -38,6 +42,17 @@ PARALLEL_PACKAGES = {
     "latscope-scan",
     "latscope-store",
 }
+# Test files of other packages that qualify as well (package, module of the `it` binary or a
+# binary of its own): they run latscope on generated traces and read its output with Python
+# readers, Spark or headless Chromium (each with a profile of its own); none loads a probe.
+PARALLEL_MODULES = {
+    ("latscope", "views_words"),
+    ("latscope", "view_layout"),
+    ("latscope", "export_parquet"),
+    ("latscope", "export_readers"),
+    ("latscope", "export_memory"),
+    ("latscope", "export_perfetto_memory"),
+}
 
 
 def cargo_build(profile, filt):
@@ -65,9 +80,41 @@ def cargo_build(profile, filt):
         bins.append((name, target["name"], kind, msg["executable"]))
     if proc.wait() != 0:
         sys.exit("scripts/run-tests.py: building the test binaries failed (cargo's messages above)")
+    jobs = [j for b in bins for j in split_modules(b)]
     if filt:
-        bins = [b for b in bins if filt in f"{b[0]}::{b[1]}"]
-    return bins
+        jobs = [j for j in jobs if filt in j.label]
+    return jobs
+
+
+class Job:
+    """One run of a test binary: the whole binary, or the tests of one module of a merged one."""
+
+    def __init__(self, pkg, target, kind, exe, module=None, names=()):
+        self.pkg, self.target, self.kind, self.exe, self.module = pkg, target, kind, exe, module
+        self.names = list(names)
+        # Tests are named package::target::test (libtest's name has the module); binaries and
+        # modules package::target[::module].
+        self.prefix = f"{pkg}::{target}" if kind != "lib" else f"{pkg}::lib"
+        self.label = self.prefix + (f"::{module}" if module else "")
+        self.parallel = pkg in PARALLEL_PACKAGES or (pkg, module or target) in PARALLEL_MODULES
+
+
+def split_modules(b):
+    """A merged binary (target `it`) as one job per top-level module, each with its tests named
+    exactly; any other binary as one job."""
+    pkg, target, kind, exe = b
+    if target != "it":
+        return [Job(pkg, target, kind, exe)]
+    out = subprocess.run([exe, "--list", "--format", "terse"], stdout=subprocess.PIPE, text=True,
+                         cwd=find_manifest_dir(pkg) or ".")
+    modules = {}
+    for line in out.stdout.splitlines():
+        if line.endswith(": test"):
+            name = line[: -len(": test")]
+            modules.setdefault(name.split("::", 1)[0], []).append(name)
+    if out.returncode != 0 or not modules:
+        return [Job(pkg, target, kind, exe)]
+    return [Job(pkg, target, kind, exe, m, names) for m, names in sorted(modules.items())]
 
 
 class Results:
@@ -93,12 +140,12 @@ class Results:
 LIBTEST_JSON = ["-Z", "unstable-options", "--format", "json", "--report-time", "--show-output"]
 
 
-def run_binary(b, threads, results):
-    pkg, target, kind, exe = b
-    label = f"{pkg}::{target}" if kind != "lib" else f"{pkg}::lib"
-    cmd = [exe] + LIBTEST_JSON + [f"--test-threads={threads}"]
+def run_binary(job, threads, results):
+    cmd = [job.exe] + LIBTEST_JSON + [f"--test-threads={threads}"]
+    if job.module:
+        cmd += ["--exact"] + job.names
     # Test binaries run with the package's directory as the working directory, as under cargo.
-    run_json(label, cmd, find_manifest_dir(pkg) or ".", results)
+    run_json(job.label, cmd, find_manifest_dir(job.pkg) or ".", results, job.prefix)
 
 
 def run_doctests(profile, results):
@@ -118,8 +165,10 @@ def run_doctests(profile, results):
         print("no doc tests found", flush=True)
 
 
-def run_json(label, cmd, cwd, results):
-    """Runs a libtest command with JSON output and records each test's outcome and time."""
+def run_json(label, cmd, cwd, results, prefix=None):
+    """Runs a libtest command with JSON output and records each test's outcome and time (each
+    test named `prefix::<libtest's name>`; the run as a whole is `label`)."""
+    prefix = prefix or label
     env = dict(os.environ, RUSTC_BOOTSTRAP="1")
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -141,7 +190,7 @@ def run_json(label, cmd, cwd, results):
             continue
         if ev.get("type") != "test":
             continue
-        name = f"{label}::{ev['name']}"
+        name = f"{prefix}::{ev['name']}"
         event = ev.get("event")
         if event == "started":
             started[name] = time.monotonic()
@@ -230,13 +279,16 @@ def main():
         report(args.out)
         return 0
     os.makedirs(args.out, exist_ok=True)
-    bins = cargo_build(args.profile, args.filter)
+    check = subprocess.run([sys.executable, "scripts/test-binaries.py", "--check"])
+    if check.returncode != 0:
+        return 1
     find_manifest_dir("")
-    parallel = [b for b in bins if b[0] in PARALLEL_PACKAGES]
-    serial = [b for b in bins if b[0] not in PARALLEL_PACKAGES]
+    jobs = cargo_build(args.profile, args.filter)
+    parallel = [j for j in jobs if j.parallel]
+    serial = [j for j in jobs if not j.parallel]
     results = Results()
     t0 = time.monotonic()
-    print(f"running {len(parallel)} test binaries {args.jobs} at a time, then {len(serial)} one at a time",
+    print(f"running {len(parallel)} test binaries or modules {args.jobs} at a time, then {len(serial)} one at a time",
           flush=True)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(lambda b: run_binary(b, 1, results), parallel))
@@ -257,7 +309,7 @@ def main():
         for name, _ in results.failures:
             print(f"    {name}")
     slowest(args.out)
-    print("\nslowest test binaries:")
+    print("\nslowest test binaries (a merged binary's modules each on their own):")
     for label, secs, code in sorted(results.binaries, key=lambda b: -b[1])[:10]:
         print(f"  {secs:8.1f} s  {label}" + (f"  (exit {code})" if code else ""))
     status = "FAILED" if results.failures else "ok"

@@ -116,7 +116,14 @@ fn child_process() {
 
 fn spawn(role: &str, env: &[(&str, String)]) -> Child {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "child_process", "--nocapture", "--test-threads=1"]).env("STORE_CHILD", role);
+    // Its full name in the test binary: the module path without the crate's name.
+    c.args([
+        "--exact",
+        concat!(module_path!(), "::child_process").split_once("::").unwrap().1,
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("STORE_CHILD", role);
     for (k, v) in env {
         c.env(k, v);
     }

@@ -159,7 +159,16 @@ fn a_writer_killed_after_the_commit_leaves_a_readable_file() {
     let path = dir.join("t.lst");
     let old = write_trace(&path, 9, WriterOptions::default());
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "a_writer_killed_after_the_commit_leaves_a_readable_file", "--nocapture", "--test-threads=1"])
+        // Its full name in the test binary: the module path without the crate's name.
+        .args([
+            "--exact",
+            concat!(module_path!(), "::a_writer_killed_after_the_commit_leaves_a_readable_file")
+                .split_once("::")
+                .unwrap()
+                .1,
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("LATSCOPE_TEST_KILLED_WRITER", &path)
         .stdout(std::process::Stdio::piped())
         .spawn()

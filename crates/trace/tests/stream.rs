@@ -215,8 +215,15 @@ fn standard_input_and_output() {
     let events: usize = batches.iter().map(|b| b.len()).sum();
     let child = |mode: &str| {
         let mut c = Command::new(std::env::current_exe().unwrap());
-        c.args(["--exact", "standard_input_and_output", "--nocapture", "--test-threads=1", "-q"])
-            .env("LATSCOPE_TEST_STDIO", mode);
+        // Its full name in the test binary: the module path without the crate's name.
+        c.args([
+            "--exact",
+            concat!(module_path!(), "::standard_input_and_output").split_once("::").unwrap().1,
+            "--nocapture",
+            "--test-threads=1",
+            "-q",
+        ])
+        .env("LATSCOPE_TEST_STDIO", mode);
         c
     };
     let run_read = |stdin: Stdio, feed: Option<&[u8]>| {
