@@ -13,6 +13,7 @@ mod errno_table;
 mod fdtype;
 mod header;
 pub mod source;
+pub mod span;
 mod stacks;
 mod syscall_table;
 pub mod syscalls;
@@ -28,6 +29,7 @@ pub use fdtype::{l4_proto_name, parse_sock_name, sock_addr, sock_name, FdType, S
 pub use header::{
     dev_major_minor, BlockDevice, FdInfo, Mount, ProcessInfo, TraceHeader, CAPTURE_REPLAY_V1, TRACE_FORMAT_VERSION,
 };
+pub use span::Span;
 pub use stacks::{Frame, StackEntry, StackKind, StackTable};
 pub use syscalls::{syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};
 

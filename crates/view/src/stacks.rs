@@ -6,7 +6,6 @@
 //! the recording stored); kernel frames carry the names kallsyms gave them when recording.
 
 use crate::text::clean;
-use crate::why::is_idle_wait;
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use latscope_event::units::fmt_ns;
@@ -65,7 +64,7 @@ impl StackAgg {
             if t == 0 {
                 continue;
             }
-            if !self.with_waits && is_idle_wait(b.nr[i]) {
+            if !self.with_waits && crate::waits::is_wait(b, i) {
                 self.waits_left_out += 1;
                 continue;
             }

@@ -1,26 +1,102 @@
-//! The one definition of an idle wait, shared by every view that ranks or summarises latency.
+//! The one rule for what a latency view counts, shared by every view: idle waits are left out.
 //!
 //! Blocking waits — the syscalls of [`SysClass::Wait`]: nanosleep, clock_nanosleep, poll, ppoll,
 //! select, pselect6, epoll_wait, futex, wait4, waitid, pause, io_getevents, ... — last as long as
 //! their caller chooses to wait, not as long as the system makes it. A thread pool parked in
-//! futex or an event loop in epoll_wait would otherwise rank first in "what is slow" and pull
-//! every mean above the 99th percentile of the real work. `timeline` leaves them out of its
-//! latency statistics; `top`, `hist` and the dashboard's drill-down leave them out of their rows;
-//! each says how many it left out and that `--waits` includes them.
+//! futex or an event loop in epoll_wait would otherwise rank first in "what is slow", fill the
+//! top rows of a heat map and pull every mean above the 99th percentile of the real work.
+//!
+//! Every view — `heatmap`, `hist`, `top`, `timeline`, `spectrogram`, `why`, the dashboard — asks
+//! [`Counted::counts`] (or [`is_wait`]) whether it counts an event, so that they all count the
+//! same events, and says in its header line what it counted and left out
+//! ([`Counted::headline`]: `31046 syscall events (8437 idle waits left out)`). `--waits` (the
+//! dashboard's "blocking waits" box) counts the waits too. The rule reads the columns
+//! [`COLUMNS`]; a view that projects its scan asks for them.
 
 use latscope_event::syscalls::desc;
 use latscope_event::units::fmt_ns_f;
 use latscope_event::{op_name, EventBatch, EventKind, SysClass};
 use serde_json::{json, Value};
+use std::fmt::Write;
 
-/// Whether event `i` is a blocking wait (a syscall of class wait).
+/// Whether event `i` is an idle wait: THE rule every view applies (today: a syscall of the wait
+/// class; the event is passed whole so that the rule may look at more of it).
 #[inline]
 pub fn is_wait(b: &EventBatch, i: usize) -> bool {
     b.kind[i] == EventKind::Syscall as u8 && desc(b.nr[i]).class == SysClass::Wait
 }
 
+/// The columns [`is_wait`] reads (by `EventBatch` field name): a view projecting its scan adds
+/// them.
+pub const COLUMNS: &[&str] = &["kind", "nr"];
+
 /// The flag that includes the waits, named in every note.
 pub const WAITS_FLAG: &str = "--waits";
+
+/// What a view counts: every event of its kind, less the idle waits unless they are asked for
+/// (`--waits`); the waits left out are counted by syscall, for the header line and the notes.
+#[derive(Debug, Clone, Default)]
+pub struct Counted {
+    with_waits: bool,
+    left_out: LeftOut,
+}
+
+impl Counted {
+    /// The rule, with the waits counted too when `with_waits`.
+    pub fn new(with_waits: bool) -> Self {
+        Counted { with_waits, left_out: LeftOut::default() }
+    }
+
+    /// Whether the waits are counted (`--waits`).
+    pub fn with_waits(&self) -> bool {
+        self.with_waits
+    }
+
+    /// Whether the view counts event `i`; a wait it leaves out is remembered as left out.
+    #[inline]
+    pub fn counts(&mut self, b: &EventBatch, i: usize) -> bool {
+        if self.with_waits || !is_wait(b, i) {
+            return true;
+        }
+        self.left_out.add(b, i);
+        false
+    }
+
+    /// The waits left out.
+    pub fn left_out(&self) -> &LeftOut {
+        &self.left_out
+    }
+
+    /// Forgets the waits left out (live views: one table per interval).
+    pub fn clear(&mut self) {
+        self.left_out.clear();
+    }
+
+    /// The header line of a view that counted `n` events of `kind`: `31046 syscall events (8437
+    /// idle waits left out)`, `... (idle waits included)` with `--waits`, `2983 block I/O events`.
+    pub fn headline(&self, n: u64, kind: EventKind) -> String {
+        let noun = if kind == EventKind::Block { "block I/O" } else { "syscall" };
+        let mut s = format!("{n} {noun} events");
+        if kind == EventKind::Syscall {
+            let w = self.left_out.count();
+            if self.with_waits {
+                s.push_str(" (idle waits included)");
+            } else if w > 0 {
+                let _ = write!(s, " ({w} idle waits left out)");
+            }
+        }
+        s
+    }
+
+    /// The rule and what it left out, for JSON: `{"idle_waits": "left out" | "included",
+    /// "left_out": {...}}`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "idle_waits": if self.with_waits { "included" } else { "left out" },
+            "left_out": if self.with_waits { Value::Null } else { self.left_out.to_json() },
+        })
+    }
+}
 
 /// The blocking waits a view left out: how many, how long in all, and of which syscalls.
 #[derive(Debug, Clone, Default)]
@@ -81,7 +157,7 @@ impl LeftOut {
         let n = self.count();
         (n > 0).then(|| {
             format!(
-                "left out: {n} blocking waits ({}; {} in all): idle time the caller chose, not work; {how}",
+                "left out: {n} idle waits ({}; {} in all): time the caller chose to wait, not work; {how}",
                 self.names(4),
                 fmt_ns_f(self.total_ns() as f64)
             )
@@ -116,7 +192,23 @@ mod tests {
         l.add(&b, 0);
         l.add(&b, 1);
         let n = l.note().unwrap();
-        assert!(n.contains("3 blocking waits (futex 2, epoll_wait 1; 3.00ms in all)") && n.contains("--waits"), "{n}");
+        assert!(n.contains("3 idle waits (futex 2, epoll_wait 1; 3.00ms in all)") && n.contains("--waits"), "{n}");
         assert_eq!(l.to_json()["by_syscall"]["futex"], 2);
+    }
+
+    #[test]
+    fn the_header_line_says_what_a_view_counted_and_left_out() {
+        let mut b = EventBatch::default();
+        for name in ["futex", "read", "futex", "epoll_wait"] {
+            b.push(&Event { kind: 0, nr: syscall_nr(name).unwrap(), lat: 1000, ..Default::default() });
+        }
+        let mut c = Counted::new(false);
+        let n = (0..b.len()).filter(|&i| c.counts(&b, i)).count() as u64;
+        assert_eq!(c.headline(n, EventKind::Syscall), "1 syscall events (3 idle waits left out)");
+        let mut all = Counted::new(true);
+        let n = (0..b.len()).filter(|&i| all.counts(&b, i)).count() as u64;
+        assert_eq!(all.headline(n, EventKind::Syscall), "4 syscall events (idle waits included)");
+        assert_eq!(Counted::new(false).headline(7, EventKind::Block), "7 block I/O events");
+        assert_eq!(c.to_json()["left_out"]["count"], 3);
     }
 }

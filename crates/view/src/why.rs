@@ -4,10 +4,9 @@
 //! The parts come from the `why_*` columns `record --why` fills; a call without them (recorded
 //! without `--why`, or faster than `--why-above`) has none and is counted apart.
 
-use latscope_event::syscalls::desc;
 use latscope_event::units::fmt_ns;
 use latscope_event::{
-    comm_from_words, op_name, syscall_name, EventBatch, EventKind, SysClass, TraceHeader, WHY_PARTS, WHY_PART_NAMES,
+    comm_from_words, op_name, EventBatch, EventKind, TraceHeader, WHY_PARTS, WHY_PART_NAMES,
 };
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -181,8 +180,8 @@ pub struct WhyAgg {
     pub waker_waits: HashMap<String, [u64; WHY_PARTS]>,
     /// Per operation (syscall name): calls, total latency and parts.
     pub by_op: HashMap<String, OpWhy>,
-    /// Count idle waits (poll, epoll_wait, futex, nanosleep, wait4, ...: the calls of
-    /// [`SysClass::Wait`] and the waits for children) too; by default they are left out.
+    /// Count idle waits ([`crate::waits::is_wait`]: poll, epoll_wait, futex, nanosleep, wait4,
+    /// ...) too; by default they are left out.
     pub with_waits: bool,
     /// Idle waits left out.
     pub waits_left_out: u64,
@@ -192,12 +191,6 @@ pub struct WhyAgg {
 
 /// How the views list page-fault time whose file the recording could not name.
 pub const UNKNOWN_FILE: &str = "(unknown file)";
-
-/// Whether syscall `nr` is an idle wait: a call whose latency is the time something else took
-/// (its class is [`SysClass::Wait`], or it waits for a child).
-pub fn is_idle_wait(nr: u16) -> bool {
-    desc(nr).class == SysClass::Wait || matches!(syscall_name(nr), Some("wait4" | "waitid" | "pause"))
-}
 
 /// The breakdown summed over the calls of one operation.
 #[derive(Debug, Clone, Default)]
@@ -231,7 +224,7 @@ impl WhyAgg {
             if b.kind[i] != EventKind::Syscall as u8 {
                 continue;
             }
-            if !self.with_waits && is_idle_wait(b.nr[i]) {
+            if !self.with_waits && crate::waits::is_wait(b, i) {
                 self.waits_left_out += 1;
                 continue;
             }
