@@ -5,6 +5,7 @@
 //! that readers which need two fields (say time and latency for a heat map) touch
 //! only those, and so that the Arrow trace format maps onto it one to one.
 
+pub mod argnames;
 pub mod args;
 mod batch;
 mod block;

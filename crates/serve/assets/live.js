@@ -58,7 +58,7 @@ async function poll() {
 
 function status() {
   const d = view, mode = d.mode === 'counting' ? 'counted in the kernel (no events copied)' : 'events kept: ' + (d.streaming_reason || 'drill-down');
-  document.getElementById('status').textContent = `${d.source} — ${mode} — ${LS.count(d.events_per_s)} events/s — ${d.events_total} events since start` +
+  document.getElementById('status').textContent = `${d.source} — ${mode} — ${LS.count(d.events_per_s)} events/s — ${d.events_total} events since start${d.counted || ''}` +
     (d.lost ? ` — ${d.lost} LOST (ring buffer full)` : ' — none lost') + (d.filter ? ` — filter: ${d.filter}` : '');
   heat.dataset.shown = d.shown; heat.dataset.rows = d.rows.length; heat.dataset.below = d.below; heat.dataset.above = d.above;
   const leg = document.getElementById('legend');
@@ -143,7 +143,7 @@ function drawWhy(e) {
     }
     return;
   }
-  const left = w.idle_waits_left_out ? `; ${w.idle_waits_left_out} idle waits left out (tick “blocking waits in tables” to count them)` : '';
+  const left = w.idle_waits_left_out ? `; ${w.idle_waits_left_out} idle waits left out (tick “count idle waits” to count them)` : '';
   const without = w.calls_without_breakdown ? `; ${calls(w.calls_without_breakdown)} without one` : '';
   document.getElementById('whyinfo').textContent = `${calls(w.calls)} with a breakdown, ${LS.ns(w.total_ns)} in total` + without + left;
   box.dataset.calls = w.calls;

@@ -14,7 +14,7 @@
 use crate::group::{GroupBy, Grouper};
 use crate::heatmap::{EventPoints, YField, YUnit};
 use crate::svg::{self, Svg, SERIES_COLORS};
-use crate::waits::{is_wait, LeftOut};
+use crate::waits::{Counted, LeftOut};
 use latscope_event::source::{Chunk, ZonePlan};
 use latscope_event::{EventKind, TraceHeader};
 use latscope_hist::{Histogram, LogGrid, Peak, PeakOptions};
@@ -147,9 +147,11 @@ pub fn stats(h: &Histogram) -> Vec<(&'static str, Option<f64>)> {
     v
 }
 
-/// For each peak, the displayed bin holding most of its events (`None` when none of its events is
-/// shown): where its marker goes. A bin is never marked for the events of a neighbouring peak, and
-/// among bins holding equally many of the peak's events the one holding its mode wins.
+/// For each peak, the displayed bin holding its mode: where its marker goes, so that the marker,
+/// the mode the peak line gives and the dashed line of the SVG describe one bar. When the mode
+/// lies outside the bins shown (`--linear --min/--max`), the bin holding most of the peak's events
+/// (`None` when none of them is shown). A bin is never marked for the events of a neighbouring
+/// peak.
 pub fn peak_bins(h: &Histogram, bins: &[Bin], peaks: &[Peak]) -> Vec<Option<usize>> {
     let (Some(first), Some(last)) = (bins.first(), bins.last()) else { return vec![None; peaks.len()] };
     let bin_of = |mid: f64| {
@@ -171,8 +173,11 @@ pub fn peak_bins(h: &Histogram, bins: &[Bin], peaks: &[Peak]) -> Vec<Option<usiz
         .iter()
         .zip(&per)
         .map(|(p, counts)| {
-            let holds_mode = |b: usize| bin_of((p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0) == Some(b);
-            (0..bins.len()).filter(|&b| counts[b] > 0).max_by_key(|&b| (counts[b], holds_mode(b), std::cmp::Reverse(b)))
+            // The mode bucket's midpoint: the bin a bucket of the mode is counted in.
+            let mode = if p.mode_high == 0 { 0.0 } else { (p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0 };
+            bin_of(mode)
+                .filter(|&b| counts[b] > 0)
+                .or_else(|| (0..bins.len()).filter(|&b| counts[b] > 0).max_by_key(|&b| (counts[b], std::cmp::Reverse(b))))
         })
         .collect()
 }
@@ -355,7 +360,7 @@ pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
     let suffix = match o.unit {
         YUnit::Nanos => "_ns",
         YUnit::Bytes => "_bytes",
-        YUnit::Raw(_) => "",
+        YUnit::Raw(_) | YUnit::Scaled(..) => "",
     };
     for (n, v) in stats(h) {
         stats_obj.insert(format!("{n}{suffix}"), json!(v));
@@ -582,8 +587,8 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
             ),
             "",
         );
-        // Peaks: a dashed line through the bar holding most of each peak's events, at the mode
-        // when the mode lies in that bar, from just below its label down.
+        // Peaks: a dashed line through the bar holding each peak's mode, at the mode, from just
+        // below its label down.
         let peaks = h.peaks(&o.peaks);
         let marks = peak_bins(h, bins, &peaks);
         let xs: Vec<f64> = peaks
@@ -632,11 +637,10 @@ pub struct HistBuilder {
     field: YField,
     grouper: Grouper,
     hists: Vec<Histogram>,
-    /// Blocking waits counted with the work.
-    with_waits: bool,
-    /// The blocking waits left out, by group (shown only when nothing else matched).
+    /// What the histograms count ([`crate::waits`]).
+    counted: Counted,
+    /// The idle waits left out, by group (shown only when nothing else matched).
     wait_hists: Vec<Histogram>,
-    left_out: LeftOut,
 }
 
 /// What [`HistBuilder::finish`] gives: the histograms by group, and the blocking waits left out.
@@ -644,9 +648,9 @@ pub struct HistBuilder {
 pub struct Hists {
     /// The histograms with their group names (one named `all` when nothing was counted).
     pub groups: Vec<(String, Histogram)>,
-    /// The blocking waits left out of them.
-    pub left_out: LeftOut,
-    /// The groups are the blocking waits, because nothing else matched.
+    /// What they count: the idle waits left out of them.
+    pub counted: Counted,
+    /// The groups are the idle waits, because nothing else matched.
     pub only_waits: bool,
 }
 
@@ -654,9 +658,23 @@ impl Hists {
     /// What was left out and how to include it, if anything: the line under the histograms.
     pub fn note(&self) -> Option<String> {
         if self.only_waits {
-            return Some("only blocking waits matched: shown (idle time the callers chose, not work)".into());
+            return Some("only idle waits matched: shown (time the callers chose to wait, not work)".into());
         }
-        self.left_out.note()
+        self.counted.left_out().note()
+    }
+
+    /// The idle waits left out.
+    pub fn left_out(&self) -> &LeftOut {
+        self.counted.left_out()
+    }
+
+    /// The header line: what the histograms counted and left out, for events of `kind`.
+    pub fn headline(&self, kind: EventKind) -> String {
+        let n = self.groups.iter().map(|(_, h)| h.count()).sum();
+        if self.only_waits {
+            return format!("{n} syscall events, all idle waits (nothing else matched)");
+        }
+        self.counted.headline(n, kind)
     }
 }
 
@@ -669,20 +687,19 @@ impl HistBuilder {
             field,
             grouper: Grouper::new(by),
             hists: Vec::new(),
-            with_waits: false,
+            counted: Counted::new(false),
             wait_hists: Vec::new(),
-            left_out: LeftOut::default(),
         }
     }
 
-    /// Counts blocking waits with the work.
+    /// Counts idle waits with the work.
     pub fn with_waits(mut self, yes: bool) -> Self {
-        self.with_waits = yes;
+        self.counted = Counted::new(yes);
         self
     }
 
     fn skips_waits(&self) -> bool {
-        !self.with_waits && self.kind == EventKind::Syscall
+        !self.counted.with_waits() && self.kind == EventKind::Syscall
     }
 
     /// The columns read (by `EventBatch` field name).
@@ -691,7 +708,7 @@ impl HistBuilder {
         c.extend(self.field.columns());
         c.extend(self.grouper.by().columns());
         if self.skips_waits() {
-            c.extend(["nr", "lat"]);
+            c.extend(crate::waits::COLUMNS);
         }
         c.sort_unstable();
         c.dedup();
@@ -746,10 +763,7 @@ impl HistBuilder {
             }
             let Some(v) = EventPoints::value(self.field, b, i, h) else { continue };
             let g = self.grouper.group(b, i, h);
-            let wait = self.skips_waits() && is_wait(b, i);
-            if wait {
-                self.left_out.add(b, i);
-            }
+            let wait = self.kind == EventKind::Syscall && !self.counted.counts(b, i);
             let hists = if wait { &mut self.wait_hists } else { &mut self.hists };
             while hists.len() <= g {
                 hists.push(Histogram::new());
@@ -773,18 +787,35 @@ impl HistBuilder {
         if v.is_empty() {
             v.push(("all".into(), Histogram::new()));
         }
-        Hists { groups: v, left_out: self.left_out, only_waits }
+        Hists { groups: v, counted: self.counted, only_waits }
     }
 }
 
-/// A histogram of the values (second column) of trace2heatmap.pl's two-column text, rounded to
-/// integers in the input's own unit.
-pub fn from_pairs(values: &[f64]) -> Histogram {
-    let mut h = Histogram::new();
-    for &v in values {
-        h.record_signed(v.round() as i64);
+/// A histogram of the values (second column) of trace2heatmap.pl's two-column text, with the
+/// unit to print them in. In a time unit (`label` s, ms, us or ns) the values are recorded in ns
+/// and printed as times (`784us` for `0.784` ms); otherwise, in the input's own unit, multiplied
+/// by the power of ten that keeps their decimals (up to 6 places, within the histogram's range),
+/// so that `0.784` is never rounded to `1`.
+pub fn from_pairs(values: &[f64], label: &str) -> (Histogram, YUnit) {
+    let record = |scale: f64| {
+        let mut h = Histogram::new();
+        for &v in values {
+            h.record_signed((v * scale).round() as i64);
+        }
+        h
+    };
+    if let Ok(per_sec) = crate::heatmap::text::units_per_sec(label) {
+        return (record(1e9 / per_sec), YUnit::Nanos);
     }
-    h
+    let largest = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let exact = |scale: f64| values.iter().all(|v| ((v * scale) - (v * scale).round()).abs() < 1e-4);
+    let mut k = 0;
+    while k < 6 && !exact(10f64.powi(k)) && largest * 10f64.powi(k + 1) < (1u64 << 40) as f64 {
+        k += 1;
+    }
+    let scale = 10f64.powi(k);
+    let unit = if k == 0 { YUnit::Raw(label.to_string()) } else { YUnit::Scaled(label.to_string(), k) };
+    (record(scale), unit)
 }
 
 /// Sorts groups by count (then name) and keeps at most `limit`; returns how many were left out.
@@ -879,7 +910,7 @@ mod tests {
     }
 
     #[test]
-    fn peak_marks_sit_on_the_tallest_bar_of_each_peak_and_modes_inside_cores() {
+    fn peak_marks_sit_on_the_bar_holding_the_mode_and_modes_inside_cores() {
         let h = sleeps();
         let peaks = h.peaks(&PeakOptions::default());
         assert_eq!(peaks.len(), 2, "{peaks:#?}");
@@ -891,10 +922,13 @@ mod tests {
             let marks = peak_bins(&h, &b, &peaks);
             for (p, m) in peaks.iter().zip(&marks) {
                 let m = m.expect("each peak is marked");
-                // The tallest bar among those within the peak's basin.
+                // The bar holding the mode, which the peak line names.
+                let mode = (p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0;
+                assert!(b[m].lo <= mode && mode < b[m].hi, "{scale:?}: {p:?} marked on {:?}", b[m]);
+                // And with these sharp peaks, it is the tallest bar of the peak too.
                 let tallest =
                     b.iter().filter(|x| x.hi > p.low as f64 && x.lo <= p.high as f64).map(|x| x.count).max().unwrap();
-                assert_eq!(b[m].count, tallest, "{scale:?}: {p:?} marked on {:?}", b[m]);
+                assert!(b[m].count * 2 >= tallest, "{scale:?}: {p:?} marked on {:?}", b[m]);
             }
             let t = render_text("all", &h, &HistOptions { scale: scale.clone(), ..Default::default() });
             for line in t.lines().filter(|l| l.contains("◀ peak")) {

@@ -441,7 +441,8 @@ mod tests {
         assert_eq!(rows[1].0.name, "read");
         assert_eq!(rows[1].0.count, 10);
         assert_eq!(rows[1].0.bytes, 1000);
-        assert_eq!(rows[1].1, [Some(5000), Some(10_000)]);
+        // p50 is the histogram's: the top of the bucket holding 5000 (5000 ..= 5023).
+        assert_eq!(rows[1].1, [Some(5023), Some(10_000)]);
 
         assert_eq!(rows[1].0.total_ns, 55_000);
         let rows = t.sorted(SortKey::Count, 1);
@@ -477,8 +478,28 @@ mod tests {
         }
         let j = t.to_json(SortKey::Count, 10, 1.0);
         assert_eq!(j["rows"][0]["p99.9_ns"], 10_000);
-        assert_eq!(j["rows"][0]["p90_ns"], 9_000);
+        assert_eq!(j["rows"][0]["p90_ns"], 9_023);
         assert!(parse_percentiles("50,abc").is_err() && parse_percentiles("0").is_err());
         assert_eq!(shorten("/very/long/path/file.txt", 10), "…/file.txt");
+    }
+
+    #[test]
+    fn a_table_sorted_by_a_percentile_shows_that_percentile() {
+        let read = latscope_event::syscall_nr("read").unwrap();
+        let mut b = EventBatch::with_capacity(8);
+        for (k, comm) in ["a", "a", "b"].iter().enumerate() {
+            b.push(&Event { kind: 0, nr: read, ts: k as u64, lat: 1000 * (k as u64 + 1), comm: (*comm).into(), ..Default::default() });
+        }
+        let h = TraceHeader::default();
+        let mut t = Top::new(GroupBy::Proc);
+        for i in 0..b.len() {
+            t.add(&b, i, &h);
+        }
+        let key = SortKey::parse("p99.9").unwrap();
+        assert_eq!(t.percentile_columns(key), [50.0, 99.0, 99.9]);
+        let txt = t.render_text(key, 10, 1.0);
+        assert!(txt.lines().next().unwrap().contains("P99.9"), "{txt}");
+        assert_eq!(t.to_json(key, 10, 1.0)["rows"][0]["p99.9_ns"], 3000);
+        assert_eq!(t.percentile_columns(SortKey::Pct(99.0)), [50.0, 99.0]);
     }
 }

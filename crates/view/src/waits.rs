@@ -26,6 +26,13 @@ pub fn is_wait(b: &EventBatch, i: usize) -> bool {
     b.kind[i] == EventKind::Syscall as u8 && desc(b.nr[i]).class == SysClass::Wait
 }
 
+/// The syscalls [`is_wait`] may take for idle waits, for a source that cannot apply the rule per
+/// event (histograms counted in the kernel): such a source leaves all of them out
+/// (`latscope_live::SessionBuilder::count_without`) and its views say so.
+pub fn wait_syscalls() -> Vec<u16> {
+    (0..latscope_event::syscalls::syscall_count() as u16).filter(|&nr| desc(nr).class == SysClass::Wait).collect()
+}
+
 /// The columns [`is_wait`] reads (by `EventBatch` field name): a view projecting its scan adds
 /// them.
 pub const COLUMNS: &[&str] = &["kind", "nr"];

@@ -222,7 +222,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if a.json.json {
         println!("{}", agg.to_json(a.top));
     } else {
-        print!("{}", agg.render_ticket(&header, a.top, last.saturating_sub(first.min(last))));
+        // Over the time covered: the recording (within the filter's time window), as every view.
+        let events = (first <= last).then(|| latscope_event::Span::new(first, last));
+        print!("{}", agg.render_ticket(&header, a.top, scan.covered(events).map_or(0, |c| c.ns())));
     }
     if crate::args::finish_scan(&scan.report()) != ExitCode::SUCCESS {
         status = ExitCode::FAILURE;

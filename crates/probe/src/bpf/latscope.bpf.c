@@ -961,7 +961,18 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	__u64 key = (__u64)rq;
 	struct ls_rq *v = bpf_map_lookup_elem(&inflight, &key);
 	if (!v || !v->issue_ts) {
-		STAT_INC(blk_unpaired);
+		/* The flush machinery ends a request it sequenced with a completion of no bytes: a
+		 * write with PREFLUSH|FUA once its data completed (the entry is gone then), or an empty
+		 * flush (fsync's) that was never issued itself, the device's work being the flush
+		 * request, which is paired and recorded (block_flush). These are counted apart: an
+		 * fsync-heavy workload has thousands of them, and no request was missed. */
+		__u32 opf = rq->cmd_flags;
+		__u32 seq = (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH)) |
+			    (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_FUA));
+		if (nr_bytes == 0 && ((opf & seq) || (opf & 0xff) == REQ_OP_FLUSH))
+			STAT_INC(blk_flush_ends);
+		else
+			STAT_INC(blk_unpaired);
 		return 0;
 	}
 	__u64 now = bpf_ktime_get_ns();
