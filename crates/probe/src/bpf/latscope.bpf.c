@@ -964,12 +964,11 @@ int BPF_PROG(ls_rq_complete, struct request *rq, blk_status_t error, unsigned in
 		/* The flush machinery ends a request it sequenced with a completion of no bytes: a
 		 * write with PREFLUSH|FUA once its data completed (the entry is gone then), or an empty
 		 * flush (fsync's) that was never issued itself, the device's work being the flush
-		 * request, which is paired and recorded (block_flush). These are counted apart: an
-		 * fsync-heavy workload has thousands of them, and no request was missed. */
-		__u32 opf = rq->cmd_flags;
-		__u32 seq = (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH)) |
-			    (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_FUA));
-		if (nr_bytes == 0 && ((opf & seq) || (opf & 0xff) == REQ_OP_FLUSH))
+		 * request, which is paired and recorded (block_flush). It clears PREFLUSH (and FUA
+		 * where the device lacks it) from the request first, so the sign is the empty
+		 * completion. These are counted apart: an fsync-heavy workload has thousands of them,
+		 * and no request was missed. */
+		if (nr_bytes == 0)
 			STAT_INC(blk_flush_ends);
 		else
 			STAT_INC(blk_unpaired);
