@@ -78,6 +78,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
         Ok(())
     };
+    // Syscalls printed, and those with a breakdown: --why says so when none had one.
+    let (mut calls, mut explained) = (0u64, 0u64);
     while left.get() > 0 {
         let Some(c) = scan.next_batch() else { break };
         let c = c?;
@@ -88,7 +90,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 serde_json::to_string(&json(&header, b, i))?
             } else if a.why {
                 let mut t = line(&header, b, i, tf);
+                calls += u64::from(b.kind[i] == latscope_event::EventKind::Syscall as u8);
                 if let Some(w) = latscope_view::why::line(&header, b, i) {
+                    explained += 1;
                     t.push('\n');
                     t.push_str(&w);
                 }
@@ -101,6 +105,17 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     order.finish(&mut print)?;
     out.flush()?;
+    if a.why && calls > 0 && explained == 0 {
+        let recorded_with = header.command_line.iter().any(|w| w == "why" || w.starts_with("--why"));
+        eprintln!(
+            "latscope: --why: none of these {calls} calls carries a breakdown: {}",
+            if recorded_with {
+                "none was slower than the recording's --why-above"
+            } else {
+                "the trace was recorded without --why (record with `latscope record --why`, or run `latscope why`)"
+            }
+        );
+    }
     if order.late() > 0 {
         eprintln!(
             "latscope: {} events printed late, out of {} order (a --window longer than the longest call orders them)",
