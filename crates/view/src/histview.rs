@@ -63,6 +63,8 @@ pub struct HistOptions {
     pub shared_x: bool,
     /// SVG: counts on a logarithmic axis, so that tails of a few events stay visible.
     pub log_y: bool,
+    /// SVG: the picture's width in pixels (at least 400).
+    pub svg_width: f64,
 }
 
 impl Default for HistOptions {
@@ -77,6 +79,7 @@ impl Default for HistOptions {
             note: None,
             shared_x: true,
             log_y: false,
+            svg_width: 900.0,
         }
     }
 }
@@ -215,9 +218,9 @@ pub fn describe_peak(k: usize, p: &Peak, u: &YUnit) -> String {
     };
     let (ca, cb) = distinct_pair(u, a as f64, b as f64);
     let mut s = format!(
-        "peak {}: mode {mode}, {:.1}% of events ({}); 80% of it within {ca} .. {cb} ({width}); basin {} .. {}",
+        "peak {}: mode {mode}, {}% of events ({}); 80% of it within {ca} .. {cb} ({width}); basin {} .. {}",
         k + 1,
-        p.share * 100.0,
+        fmt_share(p.share),
         p.count,
         u.fmt(p.low as f64),
         u.fmt(p.high as f64)
@@ -230,6 +233,21 @@ pub fn describe_peak(k: usize, p: &Peak, u: &YUnit) -> String {
         );
     }
     s
+}
+
+/// A share as a percentage without the `%`: one decimal, but two significant digits for a tiny one
+/// (`0.0024`) and as many as it takes for nearly all not to read as all (`99.998`, not `100.0`).
+pub fn fmt_share(share: f64) -> String {
+    let p = share * 100.0;
+    if p > 0.0 && p < 0.1 {
+        let digits = (-p.log10()).ceil() as usize + 1;
+        format!("{p:.digits$}")
+    } else if (99.95..100.0).contains(&p) {
+        let digits = ((-(100.0 - p).log10()).ceil() as usize + 1).min(8);
+        format!("{p:.digits$}")
+    } else {
+        format!("{p:.1}")
+    }
 }
 
 /// Two values with enough digits to tell them apart (when they differ).
@@ -362,19 +380,37 @@ pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
         YUnit::Bytes => "_bytes",
         YUnit::Raw(_) | YUnit::Scaled(..) => "",
     };
+    // Values in the unit named: text input with fractions is counted in 10^-k steps and given
+    // back as the input wrote it.
+    let per = match o.unit {
+        YUnit::Scaled(_, k) => Some(10f64.powi(k)),
+        _ => None,
+    };
+    let val = |x: f64| match per {
+        Some(per) => json!(x / per),
+        None => json!(x as u64),
+    };
     for (n, v) in stats(h) {
-        stats_obj.insert(format!("{n}{suffix}"), json!(v));
+        // Whole values stay integers (as `top` and `timeline` write them); the mean is a fraction.
+        let v = match (n, v) {
+            ("mean", Some(m)) => json!(per.map_or(m, |per| m / per)),
+            (_, Some(x)) => val(x),
+            (_, None) => Value::Null,
+        };
+        stats_obj.insert(format!("{n}{suffix}"), v);
     }
     let peaks: Vec<Value> = h
         .peaks(&o.peaks)
         .iter()
         .map(|p| {
-            json!({"mode_low": p.mode_low, "mode_high": p.mode_high, "share": p.share, "count": p.count,
-                   "p10": p.core_low, "p90": p.core_high, "basin_low": p.low, "basin_high": p.high,
-                   "unresolved_cluster": p.unresolved})
+            let v = |x: u64| val(x as f64);
+            json!({"mode_low": v(p.mode_low), "mode_high": v(p.mode_high), "share": p.share, "count": p.count,
+                   "p10": v(p.core_low), "p90": v(p.core_high), "basin_low": v(p.low), "basin_high": v(p.high),
+                   "unresolved_cluster": p.unresolved.map(v)})
         })
         .collect();
     let (bins, outside) = bins(h, &o.scale);
+    let edge = |x: f64| per.map_or(x, |per| x / per);
     json!({
         "group": name,
         "what": o.what,
@@ -382,10 +418,10 @@ pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
         "stats": stats_obj,
         "clamped_high": h.clamped_high(),
         "peaks": peaks,
-        "bins": bins.iter().map(|b| json!([b.lo, b.hi, b.count])).collect::<Vec<_>>(),
+        "bins": bins.iter().map(|b| json!([edge(b.lo), edge(b.hi), b.count])).collect::<Vec<_>>(),
         "bins_rule": "each bin is [lo, hi): a histogram bucket is counted whole in the bin of its midpoint",
         "outside_range": outside,
-        "buckets": h.iter().map(|(lo, hi, c)| json!([lo, hi, c])).collect::<Vec<_>>(),
+        "buckets": h.iter().map(|(lo, hi, c)| json!([val(lo as f64), val(hi as f64), c])).collect::<Vec<_>>(),
         "buckets_rule": "every non-empty histogram bucket, [low, high] inclusive, at most 1/128 of low wide",
     })
 }
@@ -411,21 +447,18 @@ fn place_peak_labels(xs: &[f64], widths: &[f64], left: f64, right: f64) -> Vec<(
         let (a, b) = extent(k, end);
         a >= left && b <= right
     };
-    // Brute force over sides: there are a handful of peaks (at most 2^10 choices tried).
-    let tries = if n <= 10 { 1u32 << n } else { 0 };
-    for mask in 0..tries {
-        let end = |k: usize| mask & (1 << k) != 0;
+    // Rows for a choice of sides, if one exists: a label above every line it extends over (a
+    // margin of 2 px each side), in topological order (Kahn).
+    let rows_for = |end: &dyn Fn(usize) -> bool| -> Option<Vec<(usize, bool)>> {
         if !(0..n).all(|k| fits(k, end(k))) {
-            continue;
+            return None;
         }
-        // over[a] holds the lines label a extends over (a margin of 2 px each side).
         let over: Vec<Vec<usize>> = (0..n)
             .map(|a| {
                 let (x1, x2) = extent(a, end(a));
                 (0..n).filter(|&b| b != a && xs[b] >= x1 - 2.0 && xs[b] <= x2 + 2.0).collect()
             })
             .collect();
-        // Rows in topological order (Kahn): a label above every line it extends over.
         let mut indeg: Vec<usize> = vec![0; n];
         for v in over.iter().flatten() {
             indeg[*v] += 1;
@@ -441,13 +474,24 @@ fn place_peak_labels(xs: &[f64], widths: &[f64], left: f64, right: f64) -> Vec<(
                 }
             }
         }
-        if order.len() == n {
+        (order.len() == n).then(|| {
             let mut out = vec![(0, false); n];
             for (row, &k) in order.iter().enumerate() {
                 out[k] = (row, end(k));
             }
-            return out;
+            out
+        })
+    };
+    // Brute force over sides for a handful of peaks (at most 2^10 choices tried); for a crowd,
+    // right of the line where it fits, else left.
+    if n <= 10 {
+        for mask in 0..1u32 << n {
+            if let Some(out) = rows_for(&|k| mask & (1 << k) != 0) {
+                return out;
+            }
         }
+    } else if let Some(out) = rows_for(&|k| !fits(k, false)) {
+        return out;
     }
     let mut by_x: Vec<usize> = (0..n).collect();
     by_x.sort_by(|&a, &b| xs[a].total_cmp(&xs[b]));
@@ -464,7 +508,7 @@ fn place_peak_labels(xs: &[f64], widths: &[f64], left: f64, right: f64) -> Vec<(
 /// [`HistOptions::log_y`] counts are on a log axis (tails stay visible). Bars are one colour:
 /// the panels are the same measure of different groups.
 pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str) -> String {
-    let (w, ph, left, right) = (900.0, 220.0, 70.0, 30.0);
+    let (w, ph, left, right) = (o.svg_width.max(400.0), 220.0, 70.0, 30.0);
     let top = 50.0;
     let block = ph + 110.0;
     let height = top + block * groups.len().max(1) as f64 + 10.0;
@@ -606,9 +650,11 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
         let texts: Vec<String> = peaks
             .iter()
             .enumerate()
-            .map(|(k, p)| format!("peak {}: {} ({:.1}%)", k + 1, o.unit.fmt(p.mode_low as f64), p.share * 100.0))
+            .map(|(k, p)| format!("peak {}: {} ({}%)", k + 1, o.unit.fmt(p.mode_low as f64), fmt_share(p.share)))
             .collect();
-        let widths: Vec<f64> = texts.iter().map(|t| svg::text_width(t, 10.0)).collect();
+        // Measured wide: a browser's font may be a little wider than Verdana's metrics, and a
+        // label that spills over another peak's line is the collision this placement avoids.
+        let widths: Vec<f64> = texts.iter().map(|t| svg::text_width(t, 10.0) * 1.08 + 4.0).collect();
         let places = place_peak_labels(&xs, &widths, left + 1.0, left + pw - 1.0);
         for (k, ((x, text), (row, end))) in xs.iter().zip(&texts).zip(places).enumerate() {
             let ty = y0 + 12.0 + 12.0 * row as f64;
@@ -944,6 +990,14 @@ mod tests {
         assert_eq!(YUnit::Nanos.fmt_digits(1_020_000.0, 4), "1.020ms");
         assert_eq!(YUnit::Nanos.fmt_digits(108.0, 5), "108ns");
         assert_eq!(YUnit::Bytes.fmt_digits(4096.0 + 512.0, 4), "4.500KiB");
+    }
+
+    #[test]
+    fn nearly_all_never_reads_as_all_and_a_sliver_never_as_none() {
+        assert_eq!(fmt_share(0.999_997_6), "99.99976");
+        assert_eq!(fmt_share(0.000_002_4), "0.00024");
+        assert_eq!(fmt_share(0.5), "50.0");
+        assert_eq!(fmt_share(1.0), "100.0");
     }
 
     #[test]

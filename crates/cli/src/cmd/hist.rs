@@ -88,6 +88,9 @@ pub struct Args {
     /// SVG: counts on a logarithmic axis, so that tails of a few events stay visible.
     #[arg(long, requires = "svg")]
     pub log_y: bool,
+    /// SVG: the picture's width in pixels (400 to 4000).
+    #[arg(long, requires = "svg", default_value_t = 900, value_parser = clap::value_parser!(u32).range(400..=4000), value_name = "PX")]
+    pub svg_width: u32,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -169,6 +172,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         note: [headline.clone(), note_text.clone()].into_iter().flatten().reduce(|a, b| format!("{a}; {b}")),
         shared_x: !a.own_x,
         log_y: a.log_y,
+        svg_width: f64::from(a.svg_width),
         ..Default::default()
     };
     let heading = |name: &str| match by {

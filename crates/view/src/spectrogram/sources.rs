@@ -417,6 +417,9 @@ pub struct StreamFeed {
     stacks: Option<StackNames>,
     /// What the rows count: idle waits left out unless asked for.
     counted: Counted,
+    /// The source does not trace the idle waits at all (switched from in-kernel counting, which
+    /// left them out in the kernel).
+    waits_untraced: bool,
 }
 
 impl StreamFeed {
@@ -437,6 +440,7 @@ impl StreamFeed {
             until: u64::MAX,
             stacks: None,
             counted: Counted::new(o.waits),
+            waits_untraced: false,
         }
     }
 }
@@ -482,7 +486,11 @@ impl Feed for StreamFeed {
             drops: Some(self.source.lost()),
             note: self.note.clone(),
             has_events: true,
-            counted: counted_note(&self.counted, self.kind),
+            counted: if self.waits_untraced && !self.counted.with_waits() {
+                " (idle waits not traced: left out in the kernel)".into()
+            } else {
+                counted_note(&self.counted, self.kind)
+            },
         }
     }
 
@@ -674,6 +682,7 @@ impl Feed for CountFeed {
         // The same strips: a group keeps its number across the switch.
         let strips = std::mem::replace(&mut self.strips, Strips::new(None, events.header(), spec));
         let mut s = StreamFeed::with_strips(events, strips, &self.o);
+        s.waits_untraced = self.o.kind == EventKind::Syscall && !self.o.waits;
         // Short: the status line is shared with the numbers and the key hints.
         s.note = "events kept since the switch".into();
         spec.seal_until(self.next_row);
