@@ -15,7 +15,10 @@ OUT ?= out
 APT_BUILD := clang llvm libelf-dev zlib1g-dev pkg-config make gcc
 APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar prometheus graphite-carbon python3-whisper openjdk-17-jre-headless rsync coreutils attr iproute2 fio libdevel-nytprof-perl
 APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev curl
-PIP_TEST := pyarrow duckdb polars pytz pandas pyspark
+# Python packages: the Parquet export's readers (pyarrow, duckdb, polars, pandas, pyspark); perfetto
+# ships Perfetto's own trace schema (perfetto_trace_pb2), which every exported Perfetto trace is
+# parsed with.
+PIP_TEST := pyarrow duckdb polars pytz pandas pyspark perfetto
 # test-kernels: QEMU boots other kernels (unpacked from Debian packages, never installed) from a
 # busybox initramfs.
 APT_VM := qemu-system-x86 busybox-static

@@ -13,6 +13,11 @@
 # installed, else user + system time): "per core". The wall-clock column shows what the second
 # thread (latscope) or DuckDB's threads buy on this machine.
 #
+# `latscope export --perfetto` on the same trace, and on one laid out as a `record --why`
+# recording (every call woken by another thread: the links the export holds slices for), with
+# the peak resident size of the Perfetto export of traces of EVENTS and EVENTS/5 events (memory
+# must not grow with the trace).
+#
 # Environment: LATSCOPE (default target/$PROFILE/latscope), EVENTS (default 5000000), REPS (3),
 # BASE (a previous latscope binary: its export in the same run), PROFILE (cargo profile of the
 # builds, default release; `ci` reuses the test build).
@@ -89,3 +94,22 @@ else
 	echo
 	echo "(pyarrow not installed: no pyarrow or DuckDB anchor)"
 fi
+
+echo
+echo "Perfetto export (\`latscope export --perfetto\`), same trace and a --why layout of it:"
+echo
+echo "| what | CPU | events/s per core | wall | events/s wall | bytes/event | speed per core vs latscope export (one file) |"
+echo "|---|---|---|---|---|---|---|"
+pf=$(measure "$LS" export -q -r "$WORK/t.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)
+row "latscope export --perfetto" "$pf" "$(size_of "$WORK/out.pftrace")" "${one% *}"
+"$SYNTH" "$WORK/why.lst" "$EVENTS" 20 why 2>/dev/null
+pw=$(measure "$LS" export -q -r "$WORK/why.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)
+row "latscope export --perfetto, --why layout (flows)" "$pw" "$(size_of "$WORK/out.pftrace")" "${one% *}"
+rm -f "$WORK/t.lst" "$WORK/out.pftrace"
+small=$((EVENTS / 5))
+"$SYNTH" "$WORK/small.lst" "$small" 20 why 2>/dev/null
+peak() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
+rs=$(peak "$LS" export -q -r "$WORK/small.lst" --perfetto "$WORK/s.pftrace" --max-size 64GiB)
+rb=$(peak "$LS" export -q -r "$WORK/why.lst" --perfetto "$WORK/b.pftrace" --max-size 64GiB)
+echo
+echo "Peak resident size of the Perfetto export (--why layout): $small events $((rs / 1024)) MiB, $EVENTS events $((rb / 1024)) MiB."

@@ -12,10 +12,12 @@ run() { # name, command...
 	"$@" 2>&1 | tee -a "$OUT/$name.md"
 }
 run record bash bench/record.sh
+run flight bash bench/flight.sh
 run why bash bench/why.sh
 run spectrogram bash bench/spectrogram.sh
 run agent bash bench/agent.sh
 run views bash bench/views.sh
+run diff bash bench/diff.sh
 run export bash bench/export.sh
 run hist cargo bench --locked -q -p latscope-hist
 run filter cargo bench --locked -q -p latscope-filter

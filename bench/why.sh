@@ -16,7 +16,7 @@
 # Prints Markdown tables; run as root: bash bench/why.sh
 #   REPS (rounds, 5), SHORT_N (reads, 1000000), BLOCK_N (round trips, 100000), ATTACH_WAIT (s, 2),
 #   BASE=path/to/old/latscope adds a previous build's `record`, `record --why` and `record --why-above 1ms`
-#   (with that build's defaults), in the same run.
+#   (with that build's defaults), in the same run; BASE_STACKS=1 its `record --why --stacks` too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
@@ -53,6 +53,10 @@ if [ -n "$BASE" ]; then
 	VARIANTS+=("previous build: record|$BASE record -w $WORK/t.lst --quiet --no-block -c whyloop")
 	VARIANTS+=("previous build: record --why|$BASE record -w $WORK/t.lst --quiet --no-block -c whyloop --why")
 	VARIANTS+=("previous build: record --why-above 1ms|$BASE record -w $WORK/t.lst --quiet --no-block -c whyloop --why-above 1ms")
+	# BASE_STACKS=1: a BASE that has --stacks, with it (the stack maps' cost across builds).
+	if [ -n "${BASE_STACKS:-}" ]; then
+		VARIANTS+=("previous build: record --why --stacks|$BASE record -w $WORK/t.lst --quiet --no-block -c whyloop --why --stacks")
+	fi
 fi
 [ -n "$OFFCPU" ] && VARIANTS+=("offcputime (libbpf-tools, all threads)|$OFFCPU")
 if command -v perf >/dev/null && [[ $(perf sched record -h 2>&1 || true) == *--output* ]]; then

@@ -79,6 +79,13 @@ step "Writes and fsyncs of the workload's files: latscope events -r trace.lst 'e
 step "Slow calls: latscope events -r trace.lst 'evt.latency > 5ms' (first 10)"
 "$LS" events -r "$OUT/trace.lst" -n 10 --time rel 'evt.latency > 5ms'
 
+step "Every thread over time, as a Perfetto trace: latscope export -r trace.lst --perfetto trace.pftrace (open it at https://ui.perfetto.dev)"
+"$LS" export -r "$OUT/trace.lst" --perfetto "$OUT/trace.pftrace"
+
+step "The same story without Perfetto: latscope timeline -r trace.lst --threads (the threads of the TCP test, then as HTML)"
+"$LS" timeline -r "$OUT/trace.lst" --threads --rows 8 --width 110 'proc.name = python3'
+"$LS" timeline -r "$OUT/trace.lst" --threads --rows 20 -o "$OUT/threads.html"
+
 step "Why was it slow: latscope why -r trace.lst (slowest work, each with its causes)"
 "$LS" why -r "$OUT/trace.lst"
 
@@ -108,8 +115,14 @@ echo "(all clients are on 127.0.0.1 here; each connection, by its addresses:)"
 step "The whole trace as a spectrogram: latscope spectrogram -r trace.lst --no-pace 100"
 COLUMNS=${COLUMNS:-120} "$LS" spectrogram -r "$OUT/trace.lst" --no-pace 100 --svg "$OUT/spectrogram.svg" | tail -25 || true
 
+step "Catching rare latency: a flight recorder keeps the last 20 s in memory and writes them when a stall fires its trigger: demo/flight.sh"
+bash demo/flight.sh "$OUT/flight"
+
 step "Heat maps, histograms, tables and timelines: demo/views.sh"
 bash demo/views.sh "$OUT/trace.lst" "$OUT/views"
+
+step "Did it get worse? Two recordings compared, with intervals and verdicts: demo/diff.sh"
+bash demo/diff.sh "$OUT/diff" "$WORK/mnt"
 
 step "The spectrogram write-up's storage tests on ext4 (loop device) and tmpfs: demo/spectrogram.sh"
 DURATION=${DURATION:-3} bash demo/spectrogram.sh "$OUT/storage"

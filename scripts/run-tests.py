@@ -34,6 +34,7 @@ PARALLEL_PACKAGES = {
     "latscope-filter",
     "latscope-hist",
     "latscope-view",
+    "latscope-stacks",
     "latscope-scan",
     "latscope-store",
 }
@@ -208,6 +209,14 @@ def slowest(out):
             print(f"  {secs:8.2f} s  {name}  ({outcome})")
 
 
+def panic_summary(output, lines=6, width=400):
+    """The panic message of a failed test's output (its first lines, each cut to `width`)."""
+    text = output.splitlines()
+    at = next((i for i, l in enumerate(text) if "panicked at" in l), None)
+    keep = text[at:at + lines] if at is not None else text[-lines:]
+    return " | ".join(l[:width] + ("..." if len(l) > width else "") for l in keep if l.strip())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="ci")
@@ -255,6 +264,9 @@ def main():
     print(f"\ntest result: {status}. {counts['ok']} passed; {counts['FAILED']} failed; "
           f"{counts['ignored']} ignored; 0 measured; 0 filtered out; finished in {wall:.2f}s")
     print(f"tests: {counts['ok']} passed, {counts['FAILED']} failed, {counts['SKIPPED'] + counts['ignored']} skipped")
+    # Last, so that a log cut to its end still says why each test failed.
+    for name, output in results.failures:
+        print(f"why {name} failed: {panic_summary(output)}")
     return 1 if results.failures else 0
 
 

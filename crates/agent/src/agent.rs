@@ -13,6 +13,7 @@ use latscope_hist::Histogram;
 
 use crate::config::{AgentConfig, By, GraphiteConfig, SeriesConfig};
 use crate::groups::{Extras, Group};
+use crate::recorders::RecorderRun;
 use crate::series::SeriesRun;
 use crate::sets::{self, ProbeSet};
 
@@ -62,6 +63,11 @@ pub struct Agent {
     refreshes: u64,
     /// Block devices (numbers, sorted) when the probes last learnt them.
     disks_seen: Vec<u32>,
+    /// The flight recorders.
+    recorders: Vec<RecorderRun>,
+    /// The socket `latscope trigger` fires the recorders' triggers through, and why there is
+    /// none when it could not be made.
+    control: Result<latscope_flight::ControlServer, String>,
 }
 
 /// The numbers of `disks`, sorted.
@@ -98,6 +104,17 @@ impl Agent {
         for set in &probe_sets {
             adopt(set, &mut series);
         }
+        let mut recorders = Vec::with_capacity(cfg.recorders.len());
+        for r in &cfg.recorders {
+            let mut run = RecorderRun::new(r.clone());
+            run.start().map_err(AgentError::Series)?;
+            recorders.push(run);
+        }
+        let control = if recorders.is_empty() {
+            Err("no recorder".to_string())
+        } else {
+            latscope_flight::ControlServer::start(None, "agent")
+        };
         let shared = SharedMetrics::default();
         let server = ExpositionServer::start(cfg.listen, shared.clone())?;
         let graphite = match &cfg.graphite {
@@ -117,7 +134,10 @@ impl Agent {
             reloads_failed: 0,
             refreshes: 0,
             disks_seen,
+            recorders,
+            control,
         };
+        agent.hand_recorders();
         agent.publish();
         Ok(agent)
     }
@@ -151,6 +171,30 @@ impl Agent {
     /// The series that run probes of their own, and why they do not share: (series, reason).
     pub fn own_probes(&self) -> Vec<(String, String)> {
         self.own.clone()
+    }
+
+    /// The socket `latscope trigger` fires the recorders' triggers through, or why there is
+    /// none.
+    pub fn trigger_socket(&self) -> Result<&std::path::Path, &str> {
+        self.control.as_ref().map(|c| c.path()).map_err(String::as_str)
+    }
+
+    /// What the flight recorders said since the last call (triggers fired, dumps written,
+    /// failed, deleted), one line each.
+    pub fn recorder_log(&mut self) -> Vec<String> {
+        self.recorders.iter().flat_map(|r| r.take_log()).collect()
+    }
+
+    /// The flight recorders' counters, by name.
+    pub fn recorder_stats(&self) -> Vec<(String, latscope_flight::FlightStats)> {
+        self.recorders.iter().map(|r| (r.cfg.name.clone(), r.stats())).collect()
+    }
+
+    /// Give the trigger socket the running recorders' handles.
+    fn hand_recorders(&self) {
+        if let Ok(c) = &self.control {
+            c.set(self.recorders.iter().filter_map(RecorderRun::handle).collect());
+        }
     }
 
     /// Reads the events of streaming series (call often: their ring buffers are bounded).
@@ -209,6 +253,25 @@ impl Agent {
             if let Some(e) = s.last_error.take() {
                 problems.push(e);
             }
+        }
+        let mut restarted = false;
+        for r in &mut self.recorders {
+            if let Some(why) = r.reap() {
+                problems.push(why);
+            }
+            if !r.is_running() {
+                match r.start() {
+                    Ok(()) => {
+                        r.restarts += 1;
+                        restarted = true;
+                        problems.push(format!("recorder {}: restarted", r.cfg.name));
+                    }
+                    Err(e) => problems.push(format!("{e} (retrying next interval)")),
+                }
+            }
+        }
+        if restarted {
+            self.hand_recorders();
         }
         self.refreshes += 1;
         self.publish();
@@ -372,6 +435,7 @@ impl Agent {
         }
         let _ =
             m.counter(crate::names::REFRESHES, "Intervals the agent has read its series.", &h, self.refreshes as f64);
+        self.publish_recorders(&mut m, &host);
         self.shared.set(m);
         // Scrapes counted from here on saw the new values at zero.
         let now = self.shared.scrapes();
@@ -381,6 +445,36 @@ impl Agent {
     }
 
     /// Pushes each series' interval (all values merged, then per value) to Graphite.
+    /// The flight recorders' counters and gauges, labelled `host`, `recorder`.
+    fn publish_recorders(&self, m: &mut Metrics, host: &str) {
+        use crate::names as n;
+        for r in &self.recorders {
+            let s = r.stats();
+            let l = [(names::LABEL_HOST, host), (n::LABEL_RECORDER, r.cfg.name.as_str())];
+            let counters: [(&str, &str, u64); 8] = [
+                (n::FLIGHT_FIRED, "Triggers of the flight recorder fired.", s.fired),
+                (n::FLIGHT_DUMPS, "Dumps the flight recorder wrote (complete files).", s.dumps),
+                (n::FLIGHT_DUMP_BYTES, "Bytes of the dumps written.", s.bytes_written),
+                (
+                    n::FLIGHT_SUPPRESSED,
+                    "Triggers that wrote nothing (within the minimum gap, no disk space).",
+                    s.suppressed,
+                ),
+                (n::FLIGHT_FAILED, "Dumps that stopped on an error (a full disk).", s.failed),
+                (n::FLIGHT_DELETED, "Old dumps deleted (keep, disk_budget).", s.deleted),
+                (n::FLIGHT_EVENTS, "Events that went through the ring.", s.events),
+                (n::FLIGHT_RESTARTS, "Restarts of the recorder after a failure.", r.restarts),
+            ];
+            for (name, help, v) in counters {
+                let _ = m.counter(name, help, &l, v as f64);
+            }
+            let _ = m.gauge(n::FLIGHT_KEPT, "Dumps in the recorder's directory.", &l, r.dumps_kept() as f64);
+            let _ = m.gauge(n::FLIGHT_RING_BYTES, "Memory the ring's blocks take, bytes.", &l, s.ring_bytes as f64);
+            let _ =
+                m.gauge(n::FLIGHT_RING_SECONDS, "The time the ring covers, seconds.", &l, s.ring_span_ns as f64 * 1e-9);
+        }
+    }
+
     fn push_graphite(&mut self) {
         let Some((g, client)) = &self.graphite else { return };
         let ts = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
@@ -431,6 +525,13 @@ impl Agent {
         // Start the new probe sets and the new and changed series' own probes before stopping
         // anything, so that a failure leaves the running configuration as it was. Sets whose
         // series are all the same keep running.
+        // New and changed recorders start first: one that cannot start changes nothing.
+        let mut new_recorders = Vec::new();
+        for r in cfg.recorders.iter().filter(|r| !self.recorders.iter().any(|x| x.cfg == **r)) {
+            let mut run = RecorderRun::new(r.clone());
+            run.start().map_err(AgentError::Series)?;
+            new_recorders.push(run);
+        }
         let (plan, own) = sets::plan(&cfg.series);
         let mut kept_sets = Vec::new();
         let mut new_sets = Vec::new();
@@ -498,6 +599,24 @@ impl Agent {
             self.run_time_stats = if cfg.probe_cpu { latscope_probe::enable_run_time_stats().ok() } else { None };
         }
         summary.stopped = old.into_iter().map(|r| r.cfg.name).collect();
+        let mut recorders = Vec::new();
+        for r in std::mem::take(&mut self.recorders) {
+            if cfg.recorders.contains(&r.cfg) {
+                summary.kept.push(r.cfg.name.clone());
+                recorders.push(r);
+            } else if !cfg.recorders.iter().any(|x| x.name == r.cfg.name) {
+                summary.stopped.push(r.cfg.name.clone());
+            }
+        }
+        for r in new_recorders {
+            summary.started.push(r.cfg.name.clone());
+            recorders.push(r);
+        }
+        self.recorders = recorders;
+        if self.control.is_err() && !self.recorders.is_empty() {
+            self.control = latscope_flight::ControlServer::start(None, "agent");
+        }
+        self.hand_recorders();
         if let Some(server) = server {
             if let Some(s) = self.server.replace(server) {
                 s.stop();
@@ -542,6 +661,9 @@ impl Agent {
                 next = next.min(Instant::now() + self.cfg.interval);
             }
             self.poll();
+            for l in self.recorder_log() {
+                log(&l);
+            }
             if Instant::now() >= next {
                 for p in self.refresh() {
                     log(&p);
@@ -570,6 +692,9 @@ impl Agent {
     /// queued lines). Returns what Graphite sent and dropped.
     pub fn stop(mut self, flush: Duration) -> Option<GraphiteStats> {
         self.refresh();
+        for r in &mut self.recorders {
+            r.stop();
+        }
         if let Some(s) = self.server.take() {
             s.stop();
         }
@@ -833,5 +958,66 @@ mod tests {
                 assert!(line.is_none(), "{text}");
             }
         }
+    }
+
+    #[test]
+    fn a_recorder_dumps_when_fired_keeps_its_dumps_and_metrics_count_them() {
+        if !can_trace("a_recorder_dumps_when_fired_keeps_its_dumps_and_metrics_count_them") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("pg");
+        let cfg = AgentConfig::parse(
+            &format!(
+                r#"
+                listen = "127.0.0.1:0"
+                [[recorder]]
+                name = "pg"
+                dir = "{}"
+                ring = "5s"
+                filter = "proc.name = lsag_none"
+                triggers = ["now: manual"]
+                after = "200ms"
+                min_gap = "0s"
+                keep = 2
+                "#,
+                dir.display()
+            ),
+            "agent.toml".as_ref(),
+        )
+        .unwrap();
+        let mut agent = Agent::start(cfg).unwrap();
+        assert!(dir.is_dir(), "the directory is made");
+        for n in 1..=3u64 {
+            let o = agent.recorders[0].fire("now").unwrap();
+            assert!(matches!(o, latscope_flight::Outcome::Dumping(_)), "{o}");
+            let t = Instant::now();
+            while agent.recorder_stats()[0].1.dumps < n {
+                assert!(t.elapsed() < Duration::from_secs(20), "dump {n} not written");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let log = agent.recorder_log();
+        assert!(log.iter().any(|l| l.starts_with("recorder pg: trigger now fired")), "{log:?}");
+        assert!(log.iter().any(|l| l.contains("--keep 2")), "the oldest goes: {log:?}");
+        agent.refresh();
+        let text =
+            String::from_utf8(agent.metrics().encode(latscope_export::prometheus::Format::OpenMetricsText).unwrap())
+                .unwrap();
+        let value = |name: &str| -> Option<f64> {
+            text.lines()
+                .find(|l| l.starts_with(name) && l.contains("recorder=\"pg\""))
+                .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        };
+        assert_eq!(value("latscope_agent_flight_dumps_total"), Some(3.0), "{text}");
+        assert_eq!(value("latscope_agent_flight_dumps_kept"), Some(2.0), "{text}");
+        assert_eq!(value("latscope_agent_flight_dumps_deleted_total"), Some(1.0), "{text}");
+        assert!(value("latscope_agent_flight_ring_bytes").is_some());
+        // `latscope trigger pg/now` reaches it through the agent's socket.
+        let sock = agent.trigger_socket().unwrap().to_path_buf();
+        let v = latscope_flight::control::ask(&sock, "fire pg/now").unwrap();
+        assert!(v["results"][0]["outcome"].as_str().unwrap().starts_with("dumping to"), "{v}");
+        agent.stop(Duration::from_secs(1));
+        assert!(!sock.exists(), "the socket goes with the agent");
     }
 }

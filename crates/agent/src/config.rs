@@ -123,6 +123,42 @@ pub struct AgentConfig {
     pub probe_cpu: bool,
     /// The series, in file order.
     pub series: Vec<SeriesConfig>,
+    /// The flight recorders, in file order.
+    pub recorders: Vec<RecorderConfig>,
+}
+
+/// One flight recorder (`[[recorder]]`): what it keeps in its ring, its triggers, where its
+/// dumps go and how many are kept (see `latscope_flight`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecorderConfig {
+    /// Name (letters, digits, `_`): the `recorder` label, and `latscope trigger NAME/TRIGGER`.
+    pub name: String,
+    /// The directory of its dumps (created, mode 0700, if missing).
+    pub dir: PathBuf,
+    /// What the ring keeps.
+    pub ring: latscope_flight::RingSize,
+    /// Which events it records (default: every one).
+    pub filter: String,
+    /// Which syscalls (default all).
+    pub syscalls: latscope_event::SyscallSet,
+    /// Block requests too (default true).
+    pub block: bool,
+    /// Attribution for calls at least this slow, ns (`why_above`; none by default).
+    pub why_above_ns: Option<u64>,
+    /// With attribution: the stacks of those calls.
+    pub stacks: bool,
+    /// The triggers as written (`NAME: CONDITION`), checked.
+    pub triggers: Vec<String>,
+    /// The window before a trigger (default: the whole ring).
+    pub before: Option<Duration>,
+    /// The window after it.
+    pub after: Duration,
+    /// Minimum time between two dumps.
+    pub min_gap: Duration,
+    /// At most this many dumps kept.
+    pub keep: usize,
+    /// At most this many bytes of dumps.
+    pub disk_budget: Option<u64>,
 }
 
 /// A configuration that cannot be used: the file, the line (when the problem is at one place) and
@@ -149,6 +185,27 @@ struct Raw {
     graphite: Option<RawGraphite>,
     #[serde(default)]
     series: Vec<RawSeries>,
+    #[serde(default)]
+    recorder: Vec<RawRecorder>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRecorder {
+    name: Spanned<String>,
+    dir: Spanned<String>,
+    ring: Spanned<String>,
+    triggers: Spanned<Vec<Spanned<String>>>,
+    filter: Option<Spanned<String>>,
+    syscalls: Option<Spanned<String>>,
+    block: Option<bool>,
+    why_above: Option<Spanned<String>>,
+    stacks: Option<bool>,
+    before: Option<Spanned<String>>,
+    after: Option<Spanned<String>>,
+    min_gap: Option<Spanned<String>>,
+    keep: Option<Spanned<i64>>,
+    disk_budget: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -230,8 +287,11 @@ impl AgentConfig {
                 Some(GraphiteConfig { address: a.clone(), prefix: g.prefix.unwrap_or_else(|| "latscope".into()) })
             }
         };
-        if raw.series.is_empty() {
-            return Err(err(None, "no series: add at least one [[series]] table with a name".into()));
+        if raw.series.is_empty() && raw.recorder.is_empty() {
+            return Err(err(
+                None,
+                "no series and no recorder: add at least one [[series]] or [[recorder]] table with a name".into(),
+            ));
         }
         let mut series: Vec<SeriesConfig> = Vec::new();
         for r in &raw.series {
@@ -300,6 +360,23 @@ impl AgentConfig {
                 max_labels: cap(&r.max_labels, default_cap)?,
             });
         }
+        let mut recorders: Vec<RecorderConfig> = Vec::new();
+        for r in &raw.recorder {
+            let rc = recorder(r, &err)?;
+            if recorders.iter().any(|x| x.name == rc.name) {
+                return Err(err(Some(r.name.span()), format!("a recorder named \"{}\" is already defined", rc.name)));
+            }
+            if recorders.iter().any(|x| x.dir == rc.dir) {
+                return Err(err(
+                    Some(r.dir.span()),
+                    format!(
+                        "dir = \"{}\" is another recorder's: each keeps its dumps in a directory of its own",
+                        rc.dir.display()
+                    ),
+                ));
+            }
+            recorders.push(rc);
+        }
         Ok(AgentConfig {
             listen,
             interval,
@@ -307,15 +384,126 @@ impl AgentConfig {
             graphite,
             probe_cpu: raw.probe_cpu.unwrap_or(false),
             series,
+            recorders,
         })
+    }
+}
+
+/// One `[[recorder]]` table, checked; `err` makes an error at a span.
+fn recorder(
+    r: &RawRecorder,
+    err: &dyn Fn(Option<Range<usize>>, String) -> ConfigError,
+) -> Result<RecorderConfig, ConfigError> {
+    let name = r.name.get_ref();
+    if name.is_empty()
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        || name.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return Err(err(
+            Some(r.name.span()),
+            format!("recorder name \"{name}\": use letters, digits and _, not starting with a digit"),
+        ));
+    }
+    let at = |what: &str, m: String| format!("recorder \"{name}\": {what}: {m}");
+    let dir = PathBuf::from(r.dir.get_ref());
+    if !dir.is_absolute() {
+        return Err(err(Some(r.dir.span()), at("dir", "give an absolute path".into())));
+    }
+    let ring =
+        latscope_flight::RingSize::parse(r.ring.get_ref()).map_err(|m| err(Some(r.ring.span()), at("ring", m)))?;
+    let dur = |v: &Option<Spanned<String>>, what: &str| -> Result<Option<Duration>, ConfigError> {
+        match v {
+            None => Ok(None),
+            Some(s) => latscope_event::units::parse_duration_ns(s.get_ref())
+                .map(|ns| Some(Duration::from_nanos(ns)))
+                .map_err(|m| err(Some(s.span()), at(what, m))),
+        }
+    };
+    let filter = r.filter.as_ref().map(|f| f.get_ref().clone()).unwrap_or_default();
+    if let Err(e) = Filter::parse(&filter) {
+        return Err(err(r.filter.as_ref().map(|f| f.span()), at("invalid filter", format!("\n{e}"))));
+    }
+    let syscalls = match &r.syscalls {
+        None => latscope_event::SyscallSet::All,
+        Some(s) => latscope_event::SyscallSet::parse(s.get_ref())
+            .ok_or_else(|| err(Some(s.span()), at("syscalls", "use \"all\", \"io\" or \"none\"".into())))?,
+    };
+    let mut triggers = Vec::new();
+    for (i, t) in r.triggers.get_ref().iter().enumerate() {
+        let parsed = latscope_flight::Trigger::parse(t.get_ref(), &format!("t{}", i + 1))
+            .map_err(|e| err(Some(t.span()), at("invalid trigger", format!("\n{e}"))))?;
+        if let latscope_flight::TriggerKind::Signal(s) = parsed.kind {
+            if s == libc::SIGHUP {
+                return Err(err(
+                    Some(t.span()),
+                    at("trigger", "SIGHUP reloads the agent's configuration: use USR1 or USR2".into()),
+                ));
+            }
+        }
+        triggers.push(t.get_ref().clone());
+    }
+    let keep = match &r.keep {
+        None => latscope_flight::DEFAULT_KEEP,
+        Some(k) if *k.get_ref() >= 1 && *k.get_ref() <= 100_000 => *k.get_ref() as usize,
+        Some(k) => return Err(err(Some(k.span()), at("keep", "use 1 to 100000".into()))),
+    };
+    let disk_budget = match &r.disk_budget {
+        None => None,
+        Some(b) => Some(
+            latscope_event::units::parse_size(b.get_ref()).map_err(|m| err(Some(b.span()), at("disk_budget", m)))?,
+        ),
+    };
+    let rc = RecorderConfig {
+        name: name.clone(),
+        dir,
+        ring,
+        filter,
+        syscalls,
+        block: r.block.unwrap_or(true),
+        why_above_ns: dur(&r.why_above, "why_above")?.map(|d| d.as_nanos() as u64),
+        stacks: r.stacks.unwrap_or(false),
+        triggers,
+        before: dur(&r.before, "before")?,
+        after: dur(&r.after, "after")?.unwrap_or(latscope_flight::DEFAULT_AFTER),
+        min_gap: dur(&r.min_gap, "min_gap")?.unwrap_or(latscope_flight::DEFAULT_MIN_GAP),
+        keep,
+        disk_budget,
+    };
+    // The checks a recorder makes at start that do not need its directory.
+    let mut o = rc.flight_options();
+    o.dir = std::env::temp_dir();
+    o.check().map_err(|m| err(Some(r.triggers.span()), at("recorder", m)))?;
+    Ok(rc)
+}
+
+impl RecorderConfig {
+    /// The flight recorder's options.
+    pub fn flight_options(&self) -> latscope_flight::FlightOptions {
+        let mut o = latscope_flight::FlightOptions::new(&self.dir, self.ring);
+        o.triggers = self
+            .triggers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| latscope_flight::Trigger::parse(t, &format!("t{}", i + 1)).ok())
+            .collect();
+        o.before = self.before;
+        o.after = self.after;
+        o.min_gap = self.min_gap;
+        o.keep = Some(self.keep);
+        o.disk_budget = self.disk_budget;
+        o
     }
 }
 
 /// This machine's host name (the kernel's node name).
 pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
+    // uname(2): no file to read.
+    let (name, _, _) = latscope_probe::snapshot::uname();
+    if name.is_empty() {
+        "localhost".into()
+    } else {
+        name
+    }
 }
 
 #[cfg(test)]
@@ -392,5 +580,54 @@ max_labels = 20
             assert!(e.message.contains(what), "{text}: {e}");
         }
         assert!(parse("").unwrap_err().message.contains("no series"));
+    }
+
+    #[test]
+    fn a_recorder_parses_and_its_errors_name_the_line() {
+        let c = parse(
+            r#"
+[[recorder]]
+name = "pg"
+dir = "/var/lib/latscope/flight/pg"
+ring = "30s,512MiB"
+filter = "proc.name = postgres"
+why_above = "50ms"
+triggers = ["slow: evt.latency > 150ms", "p99 of fsync over 10s > 20ms", "usr: signal USR1"]
+before = "20s"
+after = "5s"
+min_gap = "1m"
+keep = 10
+disk_budget = "2GiB"
+"#,
+        )
+        .unwrap();
+        assert!(c.series.is_empty());
+        let r = &c.recorders[0];
+        assert_eq!((r.name.as_str(), r.ring.span_ns, r.ring.max_bytes), ("pg", Some(30_000_000_000), 512 << 20));
+        assert_eq!((r.why_above_ns, r.keep, r.disk_budget), (Some(50_000_000), 10, Some(2 << 30)));
+        assert_eq!(
+            (r.before, r.after, r.min_gap),
+            (Some(Duration::from_secs(20)), Duration::from_secs(5), Duration::from_secs(60))
+        );
+        let o = r.flight_options();
+        let names: Vec<&str> = o.triggers.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["slow", "t2", "usr"]);
+        let base = "[[recorder]]\nname = \"a\"\ndir = \"/tmp/a\"\nring = \"30s\"\n";
+        let cases = [
+            (format!("{base}triggers = [\"x: manual\"]\nring2 = 1\n"), 6, "unknown field"),
+            ("[[recorder]]\nname = \"a\"\ndir = \"/tmp/a\"\nring = \"lots\"\ntriggers = [\"x: manual\"]\n".to_string(), 4, "ring"),
+            (format!("{base}triggers = [\n  \"x: manual\",\n  \"p99 over ten > 1ms\",\n]\n"), 7, "invalid trigger"),
+            (format!("{base}triggers = [\"h: signal HUP\"]\n"), 5, "SIGHUP reloads"),
+            (format!("{base}triggers = []\n"), 5, "at least one trigger"),
+            (format!("{base}triggers = [\"x: manual\"]\nbefore = \"1m\"\n"), 5, "longer than the ring"),
+            (format!("{base}triggers = [\"x: manual\"]\nkeep = 0\n"), 6, "keep"),
+            ("[[recorder]]\nname = \"a\"\ndir = \"rel\"\nring = \"1s\"\ntriggers = [\"x: manual\"]\n".to_string(), 3, "absolute"),
+            (format!("{base}triggers = [\"x: manual\"]\n[[recorder]]\nname = \"b\"\ndir = \"/tmp/a\"\nring = \"1s\"\ntriggers = [\"x: manual\"]\n"), 8, "another recorder's"),
+        ];
+        for (text, line, what) in cases {
+            let e = parse(&text).expect_err(&text);
+            assert_eq!(e.line, Some(line), "{text}: {e}");
+            assert!(e.message.contains(what), "{text}: {e}");
+        }
     }
 }

@@ -63,13 +63,14 @@
 mod agent;
 mod config;
 mod groups;
+mod recorders;
 mod series;
 mod sets;
 
 pub use agent::{Agent, AgentError, ReloadSummary};
 pub use config::{
-    host_name, AgentConfig, By, ConfigError, GraphiteConfig, SeriesConfig, DEFAULT_INTERVAL, DEFAULT_LISTEN,
-    DEFAULT_MAX_LABELS, OTHER,
+    host_name, AgentConfig, By, ConfigError, GraphiteConfig, RecorderConfig, SeriesConfig, DEFAULT_INTERVAL,
+    DEFAULT_LISTEN, DEFAULT_MAX_LABELS, OTHER,
 };
 
 /// The agent's own metric and label names (the latency histograms use
@@ -97,4 +98,28 @@ pub mod names {
     pub const RELOADS: &str = "latscope_agent_reloads";
     /// Counter: intervals the agent has read its series.
     pub const REFRESHES: &str = "latscope_agent_refreshes";
+    /// Label: the flight recorder's name (`[[recorder]]`).
+    pub const LABEL_RECORDER: &str = "recorder";
+    /// Counter: a flight recorder's triggers fired; labels `host`, `recorder`.
+    pub const FLIGHT_FIRED: &str = "latscope_agent_flight_triggers_fired";
+    /// Counter: dumps a flight recorder wrote (complete files).
+    pub const FLIGHT_DUMPS: &str = "latscope_agent_flight_dumps";
+    /// Counter: bytes of those dumps.
+    pub const FLIGHT_DUMP_BYTES: &str = "latscope_agent_flight_dump_bytes";
+    /// Counter: triggers that wrote nothing (within the minimum gap, no disk space).
+    pub const FLIGHT_SUPPRESSED: &str = "latscope_agent_flight_dumps_suppressed";
+    /// Counter: dumps that stopped on an error (a full disk).
+    pub const FLIGHT_FAILED: &str = "latscope_agent_flight_dumps_failed";
+    /// Counter: old dumps deleted (`keep`, `disk_budget`).
+    pub const FLIGHT_DELETED: &str = "latscope_agent_flight_dumps_deleted";
+    /// Gauge: dumps in the recorder's directory now.
+    pub const FLIGHT_KEPT: &str = "latscope_agent_flight_dumps_kept";
+    /// Counter: events that went through the ring.
+    pub const FLIGHT_EVENTS: &str = "latscope_agent_flight_events";
+    /// Gauge: memory the ring's blocks take, bytes.
+    pub const FLIGHT_RING_BYTES: &str = "latscope_agent_flight_ring_bytes";
+    /// Gauge: the time the ring covers, seconds.
+    pub const FLIGHT_RING_SECONDS: &str = "latscope_agent_flight_ring_seconds";
+    /// Counter: restarts of a recorder after a failure.
+    pub const FLIGHT_RESTARTS: &str = "latscope_agent_flight_restarts";
 }

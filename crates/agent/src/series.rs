@@ -54,7 +54,35 @@ pub(crate) struct SeriesRun {
     /// The label of each cgroup id met, for the groupings by container, pod and cgroup (only
     /// those the session's cgroup table names: an unknown one may be named later).
     cgroup_labels: HashMap<u64, String>,
+    /// The session's cgroup table by id (its header's `cgroups`, indexed as they are appended:
+    /// a label is found without scanning the table, however many cgroups there are).
+    cgroup_index: CgroupIndex,
 }
+
+/// Where each cgroup id is in a header's cgroup table, kept up to date as the table grows.
+#[derive(Debug, Default)]
+struct CgroupIndex {
+    at: HashMap<u64, usize>,
+    indexed: usize,
+}
+
+impl CgroupIndex {
+    /// The entry of `id` in `h`'s table, indexing the entries appended since the last call.
+    fn get<'h>(&mut self, h: &'h TraceHeader, id: u64) -> Option<&'h latscope_event::CgroupInfo> {
+        if h.cgroups.len() < self.indexed {
+            // Another session's table.
+            *self = CgroupIndex::default();
+        }
+        for (i, c) in h.cgroups.iter().enumerate().skip(self.indexed) {
+            self.at.insert(c.id, i);
+        }
+        self.indexed = h.cgroups.len();
+        h.cgroups.get(*self.at.get(&id)?).filter(|c| c.id == id)
+    }
+}
+
+/// Cgroup labels remembered per series; the memory starts over past it.
+const MAX_CGROUP_LABELS: usize = 1 << 16;
 
 impl SeriesRun {
     /// A series, not started yet; `intervals` keeps per-interval histograms (for Graphite).
@@ -79,6 +107,7 @@ impl SeriesRun {
             set_size: 1,
             exposed: HashMap::new(),
             cgroup_labels: HashMap::new(),
+            cgroup_index: CgroupIndex::default(),
         }
     }
 
@@ -105,6 +134,7 @@ impl SeriesRun {
     /// Takes over the session of `fresh` (the same series, started anew): counts so far are kept.
     pub fn adopt_session(&mut self, fresh: SeriesRun) {
         self.session = fresh.session;
+        self.cgroup_index = CgroupIndex::default();
         self.disks = fresh.disks;
         self.streaming_reason = fresh.streaming_reason;
         self.shared = false;
@@ -154,6 +184,7 @@ impl SeriesRun {
         }
         self.starts += 1;
         self.session = Some(session);
+        self.cgroup_index = CgroupIndex::default();
         Ok(())
     }
 
@@ -241,8 +272,11 @@ impl SeriesRun {
                         By::Proc => b.comm.get(r).into(),
                         By::Container | By::Pod | By::Cgroup => {
                             let id = b.cgroup[r];
+                            if self.cgroup_labels.len() >= MAX_CGROUP_LABELS {
+                                self.cgroup_labels.clear();
+                            }
                             if let std::collections::hash_map::Entry::Vacant(e) = self.cgroup_labels.entry(id) {
-                                let (l, known) = cgroup_label(by, header, id);
+                                let (l, known) = cgroup_label(by, self.cgroup_index.get(header, id), id);
                                 if known {
                                     e.insert(l);
                                 } else {
@@ -376,10 +410,10 @@ fn from_buckets(counts: &[u64], sum: u64) -> Histogram {
     h
 }
 
-/// The label of cgroup `id` in a series grouped `by` container, pod or cgroup, from the cgroup
-/// table of `h` (the same names as `top --by`), and whether the table knows the cgroup.
-fn cgroup_label(by: By, h: &TraceHeader, id: u64) -> (String, bool) {
-    let Some(c) = h.cgroups.iter().find(|c| c.id == id) else {
+/// The label of cgroup `id` in a series grouped `by` container, pod or cgroup, from its entry
+/// in the cgroup table (the same names as `top --by`), and whether the table knows the cgroup.
+fn cgroup_label(by: By, entry: Option<&latscope_event::CgroupInfo>, id: u64) -> (String, bool) {
+    let Some(c) = entry else {
         let l = match by {
             // The root cgroup (id 1) is the host's.
             By::Cgroup if id <= 1 => "/".into(),

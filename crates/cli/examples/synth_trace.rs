@@ -1,5 +1,5 @@
 //! Writes the synthetic trace of a busy server for benchmarks ([`latscope_trace::synth::BusyServer`]):
-//! `synth_trace OUT.lst EVENTS [BLOCK_EVERY [mixed | containers]]`.
+//! `synth_trace OUT.lst EVENTS [BLOCK_EVERY [mixed | containers | why]]`.
 //!
 //! Syscalls (read, pread64, write, openat, close from a few processes) with a bimodal latency
 //! distribution, one block request every BLOCK_EVERY events (default 20; 0: none), timestamps
@@ -7,7 +7,9 @@
 //! requests in separate blocks, flushed together every 64 Ki events; with `mixed`, both kinds
 //! share blocks (as other writers or older latscope versions may lay them out). With
 //! `containers`, each of the four processes runs in a docker container of its own (the header's
-//! cgroup table names them `c0` to `c3`; the `cgroup` column points there).
+//! cgroup table names them `c0` to `c3`; the `cgroup` column points there). With `why`, as if
+//! recorded with `record --why`: every syscall carries a breakdown (half on CPU, half lock) and
+//! was woken by the thread of the call before it (what the Perfetto export links as flows).
 
 use latscope_event::CgroupInfo;
 use latscope_trace::synth::{BusyServer, Layout};
@@ -24,6 +26,32 @@ fn main() {
         block_every: args.get(3).map(|s| s.parse().expect("BLOCK_EVERY is a number")).unwrap_or(20),
         layout: if args.get(4).is_some_and(|s| s == "mixed") { Layout::Mixed } else { Layout::ByKind },
     };
+    if args.get(4).is_some_and(|s| s == "why") {
+        let mut header = server.header();
+        header.command_line = vec!["latscope".into(), "record".into(), "--why".into()];
+        let mut w = TraceWriter::create(&args[1], &header).expect("create the trace");
+        let mut prev = 0u32;
+        let summary = server
+            .for_each_batch(|b| {
+                let mut b = b.clone();
+                for i in 0..b.len() {
+                    if b.kind[i] == 0 {
+                        b.why_cpu[i] = b.lat[i] / 2;
+                        b.why_lock[i] = b.lat[i] - b.lat[i] / 2;
+                        if prev != 0 && prev != b.tid[i] {
+                            b.waker_ctx[i] = 1;
+                            b.waker_tid[i] = prev;
+                        }
+                        prev = b.tid[i];
+                    }
+                }
+                w.write_batch(&b, 0)
+            })
+            .expect("write the trace");
+        let s = w.finish(summary).expect("finish the trace");
+        eprintln!("wrote {} events to {} ({} bytes)", s.events, args[1], s.bytes);
+        return;
+    }
     if args.get(4).is_some_and(|s| s == "containers") {
         let mut header = server.header();
         header.cgroups = (0..4u64)

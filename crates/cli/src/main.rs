@@ -18,6 +18,7 @@ use std::process::ExitCode;
   latscope info -r trace.lst
   latscope spectrogram 'proc.name = postgres'
   latscope heatmap -r trace.lst --block -o disk.svg
+  latscope diff before.lst after.lst
   latscope export -r trace.lst --parquet trace.parquet
 Run 'latscope COMMAND --help' for each command's options.")]
 struct Cli {
@@ -44,6 +45,8 @@ enum Command {
     Top(cmd::top::Args),
     /// Why was it slow: the slowest operations and their causes, recorded now or from a trace.
     Why(cmd::why::Args),
+    /// Did it get worse? Two recordings (or sets of repeats) compared, with intervals and verdicts.
+    Diff(cmd::diff::Args),
     Timeline(cmd::timeline::Args),
     /// Run micro-benchmark probes continuously; summaries live, hourly histograms to a store.
     Bench(cmd::bench::Args),
@@ -55,9 +58,15 @@ enum Command {
     Agent(cmd::agent::Args),
     /// Check this machine for what the probes need, feature by feature.
     Check(cmd::check::Args),
+    /// Fire a running flight recorder's trigger by name (record --ring, the agent's recorders).
+    Trigger(cmd::trigger::Args),
 }
 
 fn main() -> ExitCode {
+    if let Some(hint) = second_read(&std::env::args().collect::<Vec<_>>()) {
+        eprintln!("{hint}");
+        return ExitCode::from(2);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return help_or_error(e),
@@ -83,6 +92,7 @@ fn main() -> ExitCode {
         Command::Hist(a) => cmd::hist::run(a),
         Command::Top(a) => cmd::top::run(a),
         Command::Why(a) => cmd::why::run(a),
+        Command::Diff(a) => cmd::diff::run(a),
         Command::Timeline(a) => cmd::timeline::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Replay(a) => cmd::replay::run(a),
@@ -90,6 +100,7 @@ fn main() -> ExitCode {
         Command::Export(a) => cmd::export::run(a),
         Command::Agent(a) => cmd::agent::run(a),
         Command::Check(a) => cmd::check::run(a),
+        Command::Trigger(a) => cmd::trigger::run(a),
     };
     match r {
         Ok(code) => code,
@@ -141,6 +152,41 @@ pub(crate) fn message(e: &anyhow::Error) -> String {
         msg.push_str(&text);
     }
     msg
+}
+
+/// `hist` or `top` given two recordings (`-r A -r B`): what to run instead, `diff` with them.
+fn second_read(args: &[String]) -> Option<String> {
+    let cmd = args.get(1).filter(|c| *c == "hist" || *c == "top")?;
+    let mut files = Vec::new();
+    let mut by = None;
+    let mut it = args.iter().skip(2);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-r" | "--read" => files.extend(it.next().cloned()),
+            "--by" => by = it.next().cloned(),
+            _ if a.starts_with("--read=") => files.push(a["--read=".len()..].to_string()),
+            _ if a.starts_with("--by=") => by = Some(a["--by=".len()..].to_string()),
+            _ if a.starts_with("-r") && a.len() > 2 && !a.starts_with("--") => files.push(a[2..].to_string()),
+            _ => {}
+        }
+    }
+    if files.len() < 2 {
+        return None;
+    }
+    let by = by
+        .filter(|b| ["syscall", "proc", "file", "disk", "cause"].contains(&b.as_str()))
+        .map(|b| format!(" --by {b}"))
+        .unwrap_or_default();
+    let quote =
+        |f: &str| if f.contains(|c: char| c.is_whitespace() || c == '\'') { format!("'{f}'") } else { f.to_string() };
+    Some(format!(
+        "latscope: {cmd} reads one recording (-r); to compare two, run:\n  latscope diff {} {} [FILTER]{by}\n\
+         It gives, per group and percentile (p50, p90, p99, p99.9) and rate, the change with a 95% interval and a verdict\n\
+         (--svg draws both histograms overlaid, --heatmap both heat maps and their difference;\n\
+         several recordings per side: --a A1 A2 --b B1 B2).",
+        quote(&files[0]),
+        quote(&files[1])
+    ))
 }
 
 /// Prints a help text with its examples verbatim, or clap's error. clap wraps every section of a

@@ -844,3 +844,71 @@ fn start_docker_container(tree: &mut Tree, state: &Path, tag: &str, id: &str, na
     kid.stdin.take().unwrap().write_all(b"go\n").unwrap();
     kid
 }
+
+/// A FIFO planted as a container's `config.v2.json` (where docker keeps its state; anyone who
+/// can write there, or make a runtime write there, chooses what it is) does not keep `record`
+/// from starting: the snapshot refuses it without waiting for a writer, the container's
+/// events are recorded under its short id, and the recording ends on time.
+#[test]
+fn a_fifo_planted_as_container_state_does_not_block_record() {
+    let test = "a_fifo_planted_as_container_state_does_not_block_record";
+    if !require_bpf(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let Some(cg2) = Cgroup2::get(&dir) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test}: no cgroup2 file system, and mounting one failed");
+        }
+        eprintln!("SKIPPED {test}: no cgroup2 file system, and mounting one failed");
+        return;
+    };
+    let state = dir.join("host");
+    let id = fresh_id(50);
+    let fifo = state.join(format!("var/lib/docker/containers/{id}/config.v2.json"));
+    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+    let mut tree = Tree { root: cg2.root.clone(), dirs: Vec::new() };
+    let cg = tree.mk(&format!("latscope-ctest-fifo-{}/system.slice/docker-{id}.scope", std::process::id()));
+    let mut kid = workload(77);
+    std::fs::write(cg.join("cgroup.procs"), kid.id().to_string()).unwrap();
+
+    let trace = dir.join("fifo.lst");
+    let mut rec = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--no-block", "--quiet", "--duration", "60", "--syscalls", "io"])
+        .env("LATSCOPE_HOST_ROOT", &state)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Started: its trace is in place once the probes are attached (a minute on a loaded
+    // machine at most; before the fix it waited for the FIFO's writer for ever).
+    for _ in 0..1200 {
+        if trace.exists() || rec.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = trace.exists();
+    if started {
+        kid.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        assert!(kid.wait().unwrap().success());
+    } else {
+        let _ = kid.kill();
+        let _ = kid.wait();
+        let _ = rec.kill();
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let o = rec.wait_with_output().unwrap();
+    tree.remove();
+    assert!(started, "record did not start: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = trace.to_str().unwrap();
+    let base = format!("evt.type = read and fd.name = /dev/zero and proc.pid = {}", kid.id());
+    assert_eq!(top(t, "container", &base), BTreeMap::from([(id[..12].to_string(), 77)]));
+}

@@ -315,3 +315,55 @@ fn a_hard_link_planted_in_the_sandbox_is_refused_before_any_write() {
         assert_eq!(hash_tree(&d), before, "{name}: the file outside the sandbox changed");
     }
 }
+
+/// After `init --user nobody`, nobody owns the sandbox and puts a FIFO where root keeps the
+/// marker: root's next `run` and `init` say what they found at once instead of blocking on it
+/// (or reading /dev/zero through a symlink). Attribute
+/// namespaces are named on the command line.
+#[test]
+fn a_fifo_planted_as_the_marker_by_the_sandbox_user_hangs_neither_run_nor_init() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "CI runs as root");
+        eprintln!("SKIPPED a_fifo_planted_as_the_marker_by_the_sandbox_user_hangs_neither_run_nor_init: needs root");
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let t = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(t.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut tr = T::new();
+    tr.open("/app/f", 0o1101, 3, 1);
+    let Prepared { plan, root, .. } = prepare(t.path(), &tr);
+    fails_with(&["replay", "init", s(&plan), "--xattr-namespaces", "capability"], "not a namespace");
+    latscope_ok(&["replay", "init", s(&plan), "--user", "nobody", "--xattr-namespaces", "user,system", "--quiet"]);
+    let marker = root.join(".latscope-sandbox");
+    let st = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("rm {0} && mkfifo {0}", s(&marker)))
+        .uid(65534)
+        .gid(65534)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for args in
+        [vec!["replay", "run", s(&plan), "--user", "nobody", "--quiet"], vec!["replay", "init", s(&plan), "--quiet"]]
+    {
+        let mut child = std::process::Command::new(bin())
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{args:?} blocked on the FIFO");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("is a FIFO owned by uid 65534"), "{args:?}: {err}");
+    }
+}

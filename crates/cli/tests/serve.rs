@@ -803,6 +803,17 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
     assert_eq!(stacks.iter().filter(|s| s["user_missing"].is_null()).count(), 1, "{w}");
     assert!(stacks.iter().all(|s| s["kernel"] == stack["kernel"]), "{w}");
 
+    // The threads view of the session (`timeline --threads` of its last seconds): the reader and
+    // the writer, each write drawn waking the read it ended.
+    let mut tq = view(true);
+    tq.extend([("seconds", "60".into()), ("rows", "10".into())]);
+    let (status, t) = post_live(&a, "/api/live/threads", &tq);
+    assert_eq!(status, 200, "{t}");
+    assert!(t["threads"].as_u64().unwrap() >= 2, "{t}");
+    assert!(t["wakeups"].as_u64().unwrap() >= 15, "20 writes woke 20 reads: {t}");
+    let svg = t["svg"].as_str().unwrap();
+    assert!(svg.starts_with("<?xml") && svg.contains(&format!("{name}/{}", kv["writer"])), "{svg}");
+
     // The same filter without why: a session of its own, counting in the kernel, no breakdown.
     let v = running(false);
     assert_eq!(v["mode"], "counting", "{v}");
@@ -892,7 +903,7 @@ fn live_page_draws_the_breakdown_of_a_selected_cell() {
     let nums = b.eval("[...document.querySelectorAll('#why td.num')].map(t => t.textContent)");
     for n in nums.as_array().unwrap() {
         let n = n.as_str().unwrap();
-        assert!(["ns", "us", "ms", "s", " %"].iter().any(|u| n.ends_with(u)), "no unit: {n}");
+        assert!(["ns", "us", "ms", "s", " %", " call"].iter().any(|u| n.ends_with(u)), "no unit: {n}");
     }
     let problems = layout_problems(&mut b);
     assert!(problems.is_empty(), "{problems:#?}");
@@ -911,4 +922,110 @@ fn live_page_draws_the_breakdown_of_a_selected_cell() {
     assert!(problems.is_empty(), "{problems:#?}");
     drop(b);
     srv.stop();
+}
+
+/// A flight recorder's dump, as one writes it: a header saying what fired it, a slow call with
+/// its breakdown among ordinary ones.
+fn write_dump(path: &Path) -> u64 {
+    use latscope_event::{Event, FlightInfo, TraceHeader};
+    let start = 1_000_000_000_000u64;
+    let slow_lat = 212_000_000;
+    let header = TraceHeader {
+        hostname: "db1".into(),
+        start_ns: start,
+        realtime_offset_ns: 1_795_000_000_000_000_000 - start as i64,
+        syscalls: "all".into(),
+        flight: Some(FlightInfo {
+            trigger: "slow".into(),
+            condition: "evt.latency > 150ms".into(),
+            reason: "fsync on /data/db by pg (pid 7) took 212ms".into(),
+            at_ns: start + 2_000_000_000,
+            before_ns: 2_000_000_000,
+            after_ns: 1_000_000_000,
+        }),
+        ..Default::default()
+    };
+    let fsync = latscope_event::syscall_nr("fsync").unwrap();
+    let write = latscope_event::syscall_nr("write").unwrap();
+    let mut events = Vec::new();
+    for i in 0..300u64 {
+        events.push(Event {
+            ts: start + i * 10_000_000,
+            lat: 50_000,
+            nr: write,
+            pid: 7,
+            tid: 7,
+            fd: 3,
+            comm: "pg".into(),
+            path: "/data/db".into(),
+            ..Default::default()
+        });
+    }
+    events.push(Event {
+        ts: start + 2_000_000_000 - slow_lat,
+        lat: slow_lat,
+        nr: fsync,
+        pid: 7,
+        tid: 7,
+        fd: 3,
+        why_io: slow_lat - 1_000_000,
+        why_cpu: 1_000_000,
+        comm: "pg".into(),
+        path: "/data/db".into(),
+        ..Default::default()
+    });
+    events.sort_by_key(|e| e.ts);
+    latscope_trace::synth::write_events(path, &header, &events, latscope_trace::Summary::default()).unwrap();
+    slow_lat
+}
+
+#[test]
+fn the_dumps_page_lists_each_dump_with_links_to_its_views() {
+    let Some(chrome) = viewsupport::chromium("the_dumps_page_lists_each_dump_with_links_to_its_views") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let name = "flight-20261118T110642.000Z-slow.lst";
+    let slow = write_dump(&dir.path().join(name));
+    // Not dumps: a file of another name, and a link with a dump's name.
+    std::fs::write(dir.path().join("notes.lst"), b"x").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.path().join("flight-20261118T110643.000Z-x.lst")).unwrap();
+    let srv = Serve::start(&["--no-live", "--dumps", dir.path().to_str().unwrap()], &[]);
+    let addr = srv.addr();
+    let (st, _, body) = get(&addr, "/api/dumps", "");
+    assert_eq!(st, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let dumps = v["dumps"].as_array().unwrap();
+    assert_eq!(dumps.len(), 1, "{v}");
+    assert_eq!(
+        (dumps[0]["file"].as_str(), dumps[0]["trigger"].as_str(), dumps[0]["events"].as_u64()),
+        (Some(name), Some("slow"), Some(301))
+    );
+    let (st, _, body) = get(&addr, &format!("/api/dump?d=0&f={name}"), "");
+    assert_eq!(st, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["slowest"][0]["lat_ns"].as_u64(), Some(slow));
+    assert!(v["slowest"][0]["why"].as_str().unwrap().starts_with("block I/O 211ms"), "{v}");
+    for bad in ["../../etc/passwd", "notes.lst", "flight-20261118T110643.000Z-x.lst"] {
+        let (st, _, body) = get(&addr, &format!("/api/dump?d=0&f={bad}"), "");
+        assert_eq!(st, 404, "{bad}: {body}");
+    }
+    let (st, head, body) = get(&addr, &format!("/api/dump/heatmap.svg?d=0&f={name}"), "");
+    assert!(st == 200 && head.to_ascii_lowercase().contains("content-type: image/svg+xml") && body.contains("<svg"));
+
+    let mut b = Browser::launch(&chrome, 1400, 1000);
+    b.goto(&format!("{}dumps", srv.url));
+    b.wait_ready(30);
+    let link = b.eval("document.querySelector('tr.dump a').getAttribute('href')");
+    assert_eq!(link, serde_json::json!(format!("/dump?d=0&f={name}")));
+    b.click("tr.dump a");
+    b.wait_for("location.pathname === '/dump' && document.body.dataset.ready === '1'", 30);
+    let t = b.text();
+    assert!(t.contains("trigger slow (evt.latency > 150ms) fired at 2026-11-18 11:06:42.000 UTC"), "{t}");
+    let first = b.eval("[...document.querySelectorAll('#slowest tr.call')[0].children].map(c => c.textContent)");
+    assert_eq!(first[1], "212ms");
+    assert_eq!(first[3], "fsync");
+    b.wait_for(
+        "document.getElementById('heatmap').naturalWidth > 0 && document.getElementById('why').naturalWidth > 0",
+        30,
+    );
+    png_is_not_blank(&b.screenshot(&artifacts().join("dump.png")));
 }

@@ -43,7 +43,13 @@ fn burst_trace(dir: &std::path::Path) -> std::path::PathBuf {
         ev.push(sys("read", START + 5 * SEC + k * 968_000, 5_000));
     }
     // The end of the recording.
-    ev.push(Event { kind: EventKind::Proc as u8, nr: 3, ts: START + 19_208_000_000, comm: "app".into(), ..Default::default() });
+    ev.push(Event {
+        kind: EventKind::Proc as u8,
+        nr: 3,
+        ts: START + 19_208_000_000,
+        comm: "app".into(),
+        ..Default::default()
+    });
     ev.sort_by_key(|e| e.ts + e.lat);
     let p = dir.join("burst.lst");
     write_trace(&p, START, &ev);
@@ -94,7 +100,8 @@ fn rates_divide_by_the_time_covered_recording_filter_window_and_last_interval() 
     assert!(text.contains("the interval at 19s covers 208ms of its 1s"), "{text}");
     // The timeline's rates over the filter's window: the burst's second is 1032/s.
     let t = latscope_json(&["timeline", "-r", p, "--json", &format!("evt.type = read and {window}")]);
-    let busy: Vec<&serde_json::Value> = t["points"].as_array().unwrap().iter().filter(|x| x["count"].as_u64() > Some(0)).collect();
+    let busy: Vec<&serde_json::Value> =
+        t["points"].as_array().unwrap().iter().filter(|x| x["count"].as_u64() > Some(0)).collect();
     assert_eq!(busy.len(), 1, "{t}");
     assert!((busy[0]["ops_per_s"].as_f64().unwrap() - 1032.0).abs() < 1e-6, "{t}");
 }
@@ -128,7 +135,9 @@ fn every_view_counts_the_same_events_and_says_what_it_left_out_in_its_header() {
 fn counts_in<'a>(dir: &'a tempfile::TempDir) {
     let p: &'a str = Box::leak(work_and_waits(dir.path()).to_str().unwrap().to_string().into_boxed_str());
     let svg: &'a str = Box::leak(dir.path().join("m.svg").to_str().unwrap().to_string().into_boxed_str());
-    for (waits, head) in [(false, "400 syscall events (40 idle waits left out)"), (true, "440 syscall events (idle waits included)")] {
+    for (waits, head) in
+        [(false, "400 syscall events (40 idle waits left out)"), (true, "440 syscall events (idle waits included)")]
+    {
         let with = |mut v: Vec<&'a str>| {
             if waits {
                 v.push("--waits");

@@ -16,10 +16,11 @@
  *                        journalling file system commits the new blocks for the fsync)
  *   why dread FILE N KIB N O_DIRECT reads of KIB KiB from FILE, 1 MiB apart; prints their CPU time
  *   why bread FILE N     N reads of 256 KiB from FILE, 1 MiB apart, out of the page cache first;
- *                        prints the major faults of the calls
+ *                        prints the major faults of the calls; then N sequential reads of 1 MiB
+ *                        (read-ahead on) into freshly mapped memory, with their faults
  *   why bwrite FILE N    N buffered writes of 256 KiB to FILE (no sync)
  *   why flock FILE N MS  a child process holds flock(FILE) MS ms while the main thread waits for
- *                        it, N times (fcntl: the same with fcntl(F_SETLKW))
+ *                        it, N times (fcntl: the same with fcntl(F_SETLKW) on bytes 4096-8191)
  *   why wait N MS        N times: fork a child that sleeps MS ms and exits; wait4 for it
  *   why poll KIND N MS   a writer sleeps MS ms then writes to a pipe; the main thread waits in KIND
  *                        (poll, select, epoll) for it, N times; with MS 0 nobody writes and the
@@ -33,6 +34,21 @@
  *   why wakeq N MS CPU   on CPU, a thread spins while the main thread sleeps MS ms, N times
  *   why fsynclock FILE N a thread holds a lock while it writes 64 KiB to FILE and fsyncs it; the
  *                        main thread waits for the lock, N times; prints the fsyncs' time
+ *   why srv N MS PORTFILE a server: an acceptor polls (30 ms timeouts) and accepts N connections,
+ *                        which it queues for two workers (a condition variable); each worker reads
+ *                        the request, then takes a lock it holds MS ms (a sleep), and replies;
+ *                        writes its port to PORTFILE; prints the workers' time in the lock and
+ *                        in the queue (ground truth)
+ *   why cli N PORTFILE   two threads, N connections in all to the server of PORTFILE: each
+ *                        connects, works 20 ms (a sleep), sends a request and waits for the reply
+ *   why gil N MS         three threads share a GIL as CPython passes it (ceval_gil.c: a condition
+ *                        variable waited on with 5 ms timeouts, after which the waiter asks the
+ *                        holder to drop it, which waits for the switch); each holds it for N
+ *                        slices of MS ms of CPU; prints their time waiting for it
+ *   why chain FILE N     N rounds of a chain of three threads: the main thread waits for lock 1,
+ *                        held by a thread that waits for lock 2, held by a thread that writes 64
+ *                        KiB to FILE and fsyncs it; prints the main thread's waits and the fsyncs'
+ *                        time (each fsync within a wait)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -404,6 +420,26 @@ static void do_bread(const char *path, long n)
 			die("pread");
 	getrusage(RUSAGE_THREAD, &ru1);
 	printf("majflt %ld\n", ru1.ru_majflt - ru0.ru_majflt);
+	/* Then N sequential reads of 1 MiB, out of the page cache again and with read-ahead, each
+	 * into freshly mapped memory: the copy's first touch of each page is a minor fault between
+	 * the read's I/O waits, and read-ahead requests are queued before the waits they end. */
+	fdatasync(fd);
+	if (posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) || posix_fadvise(fd, 0, 0, POSIX_FADV_NORMAL))
+		die("fadvise");
+	long minflt = 0, majflt = 0;
+	for (long i = 0; i < n; i++) {
+		char *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			die("mmap");
+		getrusage(RUSAGE_THREAD, &ru0);
+		if (read(fd, m, 1 << 20) != 1 << 20)
+			die("read");
+		getrusage(RUSAGE_THREAD, &ru1);
+		minflt += ru1.ru_minflt - ru0.ru_minflt;
+		majflt += ru1.ru_majflt - ru0.ru_majflt;
+		munmap(m, 1 << 20);
+	}
+	printf("fresh_minflt %ld\nfresh_majflt %ld\n", minflt, majflt);
 	close(fd);
 }
 
@@ -425,7 +461,8 @@ static void do_bwrite(const char *path, long n)
 static void file_lock(int fd, int fcntl_lock, int lock)
 {
 	if (fcntl_lock) {
-		struct flock fl = { .l_type = lock ? F_WRLCK : F_UNLCK, .l_whence = SEEK_SET };
+		/* A range: bytes 4096-8191. */
+		struct flock fl = { .l_type = lock ? F_WRLCK : F_UNLCK, .l_whence = SEEK_SET, .l_start = 4096, .l_len = 4096 };
 		if (fcntl(fd, F_SETLKW, &fl))
 			die("fcntl");
 	} else if (flock(fd, lock ? LOCK_EX : LOCK_UN)) {
@@ -687,6 +724,306 @@ static void do_fsynclock(const char *path, long n)
 	printf("fsync_ns %lld\n", fsync_ns);
 }
 
+/* ---- a server: an acceptor, a queue, workers that share a lock (the idle rule) ---- */
+#define SRV_WORKERS 2
+static pthread_mutex_t srv_qm = PTHREAD_MUTEX_INITIALIZER, srv_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t srv_qc = PTHREAD_COND_INITIALIZER;
+static int srv_q[MAXN + SRV_WORKERS], srv_head, srv_tail;
+static long long srv_lock_ns, srv_queue_ns; /* ground truth, summed over the workers */
+static long srv_hold;
+static long srv_tid[SRV_WORKERS]; /* printed at the end: printing meanwhile takes stdout's lock */
+
+static void *srv_worker(void *arg)
+{
+	srv_tid[(long)arg] = (long)syscall(SYS_gettid);
+	long long lock_ns = 0, queue_ns = 0;
+	for (;;) {
+		long long t0 = ns_of(CLOCK_MONOTONIC);
+		pthread_mutex_lock(&srv_qm);
+		while (srv_head == srv_tail)
+			pthread_cond_wait(&srv_qc, &srv_qm);
+		int fd = srv_q[srv_head++];
+		pthread_mutex_unlock(&srv_qm);
+		queue_ns += ns_of(CLOCK_MONOTONIC) - t0;
+		if (fd < 0)
+			break;
+		char c;
+		if (recv(fd, &c, 1, 0) != 1)
+			die("recv");
+		t0 = ns_of(CLOCK_MONOTONIC);
+		pthread_mutex_lock(&srv_lock);
+		lock_ns += ns_of(CLOCK_MONOTONIC) - t0;
+		sleep_ms(srv_hold);
+		pthread_mutex_unlock(&srv_lock);
+		if (send(fd, &c, 1, 0) != 1)
+			die("send");
+		close(fd);
+	}
+	pthread_mutex_lock(&srv_qm);
+	srv_lock_ns += lock_ns;
+	srv_queue_ns += queue_ns;
+	pthread_mutex_unlock(&srv_qm);
+	return NULL;
+}
+
+static void srv_push(int fd)
+{
+	pthread_mutex_lock(&srv_qm);
+	srv_q[srv_tail++] = fd;
+	pthread_cond_signal(&srv_qc);
+	pthread_mutex_unlock(&srv_qm);
+}
+
+static void do_srv(long n, long ms, const char *portfile)
+{
+	srv_hold = ms;
+	printf("acceptor %ld\n", (long)syscall(SYS_gettid));
+	struct sockaddr_in a;
+	int l = listener(&a);
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", portfile);
+	FILE *f = fopen(tmp, "w");
+	if (!f || fprintf(f, "%d\n", ntohs(a.sin_port)) < 0 || fclose(f) || rename(tmp, portfile))
+		die("portfile");
+	pthread_t t[SRV_WORKERS];
+	for (int i = 0; i < SRV_WORKERS; i++)
+		pthread_create(&t[i], NULL, srv_worker, (void *)(long)i);
+	for (long i = 0; i < n; i++) {
+		struct pollfd p = { .fd = l, .events = POLLIN };
+		while (poll(&p, 1, 30) == 0)
+			;
+		int c = accept(l, NULL, NULL);
+		if (c < 0)
+			die("accept");
+		srv_push(c);
+	}
+	for (int i = 0; i < SRV_WORKERS; i++)
+		srv_push(-1);
+	for (int i = 0; i < SRV_WORKERS; i++)
+		pthread_join(t[i], NULL);
+	printf("worker %ld\nworker1 %ld\n", srv_tid[0], srv_tid[1]);
+	/* The locks' addresses: the mutex's futex word, and the condition variable's (an 8-byte
+	 * word at its end: glibc waits on one of its halves). */
+	printf("srv_lock %lu\nsrv_cond %lu\n", (unsigned long)&srv_lock, (unsigned long)&srv_qc + sizeof(srv_qc) - 8);
+	printf("lock_ns %lld\nqueue_ns %lld\n", srv_lock_ns, srv_queue_ns);
+}
+
+static struct sockaddr_in cli_addr;
+
+static void *cli_thread(void *arg)
+{
+	long n = (long)arg;
+	for (long i = 0; i < n; i++) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		if (s < 0 || connect(s, (struct sockaddr *)&cli_addr, sizeof(cli_addr)))
+			die("connect");
+		sleep_ms(20);
+		char c = 'r';
+		if (send(s, &c, 1, 0) != 1 || recv(s, &c, 1, 0) != 1)
+			die("request");
+		close(s);
+	}
+	return NULL;
+}
+
+static void do_cli(long n, const char *portfile)
+{
+	int port = 0;
+	for (int i = 0; i < 6000 && !port; i++) {
+		FILE *f = fopen(portfile, "r");
+		if (!f || fscanf(f, "%d", &port) != 1)
+			sleep_ms(10);
+		if (f)
+			fclose(f);
+	}
+	if (!port)
+		die("no server");
+	memset(&cli_addr, 0, sizeof(cli_addr));
+	cli_addr.sin_family = AF_INET;
+	cli_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cli_addr.sin_port = htons(port);
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, cli_thread, (void *)(n / 2 + (i == 0 ? n % 2 : 0)));
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+}
+
+/* ---- a GIL, as CPython passes it (Python/ceval_gil.c, FORCE_SWITCHING) ---- */
+#define GIL_THREADS 3
+static pthread_mutex_t gil_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gil_c, gil_sw = PTHREAD_COND_INITIALIZER;
+static int gil_locked;
+static unsigned long gil_switch;
+static atomic_int gil_drop;
+static long long gil_wait_ns[GIL_THREADS];
+static long gil_tid[GIL_THREADS];
+
+static void take_gil(int id)
+{
+	long long t0 = ns_of(CLOCK_MONOTONIC);
+	pthread_mutex_lock(&gil_m);
+	while (gil_locked) {
+		unsigned long saved = gil_switch;
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_nsec += 5000000;
+		if (dl.tv_nsec >= 1000000000) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000;
+		}
+		int r = pthread_cond_timedwait(&gil_c, &gil_m, &dl);
+		/* Timed out with the GIL still held by the same thread: ask it to drop it. */
+		if (r == ETIMEDOUT && gil_locked && gil_switch == saved)
+			atomic_store(&gil_drop, 1);
+	}
+	gil_locked = 1;
+	gil_switch++;
+	atomic_store(&gil_drop, 0);
+	pthread_cond_signal(&gil_sw);
+	pthread_mutex_unlock(&gil_m);
+	gil_wait_ns[id] += ns_of(CLOCK_MONOTONIC) - t0;
+}
+
+/* Drop it and, asked to, wait until another thread took it (FORCE_SWITCHING). */
+static void drop_gil(int id)
+{
+	long long t0 = ns_of(CLOCK_MONOTONIC);
+	pthread_mutex_lock(&gil_m);
+	gil_locked = 0;
+	pthread_cond_signal(&gil_c);
+	unsigned long s = gil_switch;
+	while (gil_switch == s)
+		pthread_cond_wait(&gil_sw, &gil_m);
+	pthread_mutex_unlock(&gil_m);
+	gil_wait_ns[id] += ns_of(CLOCK_MONOTONIC) - t0;
+}
+
+static long gil_slices, gil_ms;
+
+static void *gil_thread(void *arg)
+{
+	int id = (int)(long)arg;
+	gil_tid[id] = (long)syscall(SYS_gettid);
+	take_gil(id);
+	for (long i = 0; i < gil_slices; i++) {
+		long long cpu0 = ns_of(CLOCK_THREAD_CPUTIME_ID);
+		volatile unsigned long x = 0;
+		/* MS ms of CPU, checking for a drop request as the eval loop does. */
+		while (ns_of(CLOCK_THREAD_CPUTIME_ID) - cpu0 < gil_ms * 1000000LL) {
+			for (int k = 0; k < 2000; k++)
+				x++;
+			if (atomic_load(&gil_drop)) {
+				drop_gil(id);
+				take_gil(id);
+			}
+		}
+	}
+	/* Done: released without waiting for a switch (the others may be done too). */
+	pthread_mutex_lock(&gil_m);
+	gil_locked = 0;
+	pthread_cond_signal(&gil_c);
+	pthread_mutex_unlock(&gil_m);
+	return NULL;
+}
+
+static void do_gil(long n, long ms)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&gil_c, &ca);
+	gil_slices = n;
+	gil_ms = ms;
+	pthread_t t[GIL_THREADS];
+	for (int i = 0; i < GIL_THREADS; i++)
+		pthread_create(&t[i], NULL, gil_thread, (void *)(long)i);
+	long long total = 0;
+	for (int i = 0; i < GIL_THREADS; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < GIL_THREADS; i++) {
+		total += gil_wait_ns[i];
+		printf("gil%d %ld\n", i, gil_tid[i]);
+	}
+	printf("gil_wait_ns %lld\n", total);
+}
+
+/* ---- a chain of waits: lock 1, held by a thread waiting for lock 2, held across an fsync ---- */
+static pthread_mutex_t chain_l1 = PTHREAD_MUTEX_INITIALIZER, chain_l2 = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int chain_stage; /* 3r+1: the fsyncer holds lock 2; 3r+2: the middle holds lock 1 */
+static int chain_fd;
+static long chain_n;
+static long long chain_fsync_ns;
+
+static void *chain_fsyncer(void *arg)
+{
+	(void)arg;
+	printf("fsyncer %ld\n", (long)syscall(SYS_gettid));
+	fflush(stdout);
+	static char buf[65536];
+	memset(buf, 'c', sizeof(buf));
+	for (long r = 0; r < chain_n; r++) {
+		while (atomic_load(&chain_stage) != 3 * r)
+			sleep_ms(1);
+		pthread_mutex_lock(&chain_l2);
+		atomic_store(&chain_stage, 3 * r + 1);
+		/* Until both others wait. */
+		while (atomic_load(&chain_stage) != 3 * r + 2)
+			sched_yield();
+		sleep_ms(5);
+		if (pwrite(chain_fd, buf, sizeof(buf), r * (off_t)sizeof(buf)) != sizeof(buf))
+			die("pwrite");
+		long long t0 = ns_of(CLOCK_MONOTONIC);
+		if (fsync(chain_fd))
+			die("fsync");
+		chain_fsync_ns += ns_of(CLOCK_MONOTONIC) - t0;
+		pthread_mutex_unlock(&chain_l2);
+	}
+	return NULL;
+}
+
+static void *chain_middle(void *arg)
+{
+	(void)arg;
+	printf("middle %ld\n", (long)syscall(SYS_gettid));
+	fflush(stdout);
+	for (long r = 0; r < chain_n; r++) {
+		while (atomic_load(&chain_stage) != 3 * r + 1)
+			sched_yield();
+		pthread_mutex_lock(&chain_l1);
+		atomic_store(&chain_stage, 3 * r + 2);
+		pthread_mutex_lock(&chain_l2);
+		pthread_mutex_unlock(&chain_l2);
+		pthread_mutex_unlock(&chain_l1);
+	}
+	return NULL;
+}
+
+static void do_chain(const char *path, long n)
+{
+	chain_fd = open(path, O_WRONLY | O_CREAT, 0600);
+	if (chain_fd < 0)
+		die("open");
+	chain_n = n;
+	pthread_t t[2];
+	pthread_create(&t[0], NULL, chain_fsyncer, NULL);
+	pthread_create(&t[1], NULL, chain_middle, NULL);
+	long long waited = 0;
+	for (long r = 0; r < n; r++) {
+		while (atomic_load(&chain_stage) != 3 * r + 2)
+			sched_yield();
+		long long t0 = ns_of(CLOCK_MONOTONIC);
+		pthread_mutex_lock(&chain_l1);
+		waited += ns_of(CLOCK_MONOTONIC) - t0;
+		pthread_mutex_unlock(&chain_l1);
+		atomic_store(&chain_stage, 3 * (r + 1));
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	printf("waited_ns %lld\nfsync_ns %lld\n", waited, chain_fsync_ns);
+	printf("lock1 %lu\nlock2 %lu\n", (unsigned long)&chain_l1, (unsigned long)&chain_l2);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -739,6 +1076,14 @@ int main(int argc, char **argv)
 		do_cpu(atol(argv[2]));
 	else if (!strcmp(m, "fsynclock") && argc > 3)
 		do_fsynclock(argv[2], atol(argv[3]));
+	else if (!strcmp(m, "srv") && argc > 4)
+		do_srv(atol(argv[2]), atol(argv[3]), argv[4]);
+	else if (!strcmp(m, "cli") && argc > 3)
+		do_cli(atol(argv[2]), argv[3]);
+	else if (!strcmp(m, "gil") && argc > 3)
+		do_gil(atol(argv[2]), atol(argv[3]));
+	else if (!strcmp(m, "chain") && argc > 3)
+		do_chain(argv[2], atol(argv[3]));
 	else {
 		fprintf(stderr, "unknown mode %s\n", m);
 		return 2;

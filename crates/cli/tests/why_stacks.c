@@ -5,8 +5,12 @@
  *   why_stacks N MS   N rounds: a thread holds a lock MS ms while the main thread waits for it in
  *                     futex (wait_for_holder), then the main thread sleeps MS/4 ms (take_a_nap)
  *
- * Prints `main TID`, `lock_ns` (release minus wait start, summed) and `nap_ns` (the sleeps' wall
- * time, summed). The futex wait is a `syscall` instruction inside wait_for_holder itself, so
+ * Meanwhile a third thread (napper) naps 5 times in two ways: in a function inlined into another
+ * (nap_inline into nap_outer, a `syscall` instruction), and in libc's clock_nanosleep (from
+ * libc_nap; libc, built without frame pointers, is named through its dynamic symbol table).
+ *
+ * Prints `main TID`, `napper TID`, `lock_ns` (release minus wait start, summed) and `nap_ns`
+ * (the sleeps' wall time, summed). The futex wait is a `syscall` instruction inside wait_for_holder itself, so
  * that its frame is the user stack's first whatever libc's wrappers do with frame pointers.
  */
 #define _GNU_SOURCE
@@ -79,6 +83,45 @@ __attribute__((noinline)) void take_a_nap(long ms)
 	(void)ret;
 }
 
+/* A nanosleep of `ms` with the syscall instruction here, inlined into its caller. */
+static inline __attribute__((always_inline)) void nap_inline(long ms)
+{
+	struct timespec t = { 0, ms * 1000000L };
+	register long r10 asm("r10") = 0;
+	long ret;
+	asm volatile("syscall" /* nap_inline's syscall */
+		     : "=a"(ret)
+		     : "0"((long)SYS_nanosleep), "D"(&t), "S"(0L), "d"(0L), "r"(r10)
+		     : "rcx", "r11", "memory");
+	(void)ret;
+}
+
+__attribute__((noinline)) void nap_outer(long ms)
+{
+	nap_inline(ms);
+	asm volatile("" ::: "memory");
+}
+
+/* libc's clock_nanosleep, which the recorded stack names from libc's .dynsym. */
+__attribute__((noinline)) void libc_nap(long ms)
+{
+	struct timespec t = { 0, ms * 1000000L };
+	clock_nanosleep(CLOCK_MONOTONIC, 0, &t, NULL);
+	asm volatile("" ::: "memory");
+}
+
+static void *napper(void *arg)
+{
+	long ms = (long)arg;
+	printf("napper %ld\n", (long)syscall(SYS_gettid));
+	fflush(stdout);
+	for (int i = 0; i < 5; i++) {
+		nap_outer(ms);
+		libc_nap(ms);
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -91,7 +134,8 @@ int main(int argc, char **argv)
 		return 2;
 	printf("main %ld\n", (long)syscall(SYS_gettid));
 	fflush(stdout);
-	pthread_t t;
+	pthread_t t, n;
+	pthread_create(&n, NULL, napper, (void *)(hold_ms / 4));
 	pthread_create(&t, NULL, holder, NULL);
 	long long lock_ns = 0, nap_ns = 0;
 	for (long r = 1; r <= rounds; r++) {
@@ -107,6 +151,7 @@ int main(int argc, char **argv)
 		nap_ns += ns_of(CLOCK_MONOTONIC) - n0;
 	}
 	pthread_join(t, NULL);
+	pthread_join(n, NULL);
 	printf("lock_ns %lld\nnap_ns %lld\n", lock_ns, nap_ns);
 	return 0;
 }

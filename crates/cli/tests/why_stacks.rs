@@ -3,7 +3,9 @@
 //! built with frame pointers). The stack views name the futex wait in the kernel and the
 //! waiting function in user space, with the lock's share of the blocked time; the folded output
 //! parses and the flame graph draws without overlapping text in headless Chromium. The Parquet
-//! export carries the same breakdowns and stacks, joined by DuckDB.
+//! export carries the same breakdowns and stacks, joined by DuckDB. A third thread's naps name
+//! a function inlined into another with their source lines, and libc's clock_nanosleep through
+//! libc's dynamic symbol table. One recording serves every test.
 
 mod common;
 mod exportsupport;
@@ -14,10 +16,22 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use viewsupport::{assert_text_fits, chromium, layout};
 
-/// Build the workload with frame pointers and record it with attribution and stacks; returns
-/// the trace and the workload's `key value` lines (main thread id, lock and nap times).
+/// The workload built with frame pointers and recorded with attribution and stacks, once for
+/// all the tests of this file (under Cargo's directory for test files); the trace and the
+/// workload's `key value` lines (main and napper thread ids, lock and nap times).
+fn recording() -> &'static (PathBuf, HashMap<String, i64>) {
+    static REC: OnceLock<(PathBuf, HashMap<String, i64>)> = OnceLock::new();
+    REC.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("why_stacks");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        record(&dir)
+    })
+}
+
 fn record(tmp: &Path) -> (PathBuf, HashMap<String, i64>) {
     let work = tmp.join("why_stacks");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/why_stacks.c");
@@ -61,7 +75,7 @@ fn why_stacks_name_the_futex_wait_and_the_waiting_function_with_its_share() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let (trace, kv) = record(tmp.path());
+    let (trace, kv) = recording();
     let t = trace.to_str().unwrap();
     let main = format!("thread.tid = {}", kv["main"]);
     let v = latscope_json(&["why", "-r", t, "--stacks", "--waits", "--json", &main]);
@@ -120,7 +134,8 @@ fn why_stacks_name_the_futex_wait_and_the_waiting_function_with_its_share() {
     assert!((lock_us as f64 * 1000.0 - lock).abs() <= 0.05 * lock, "folded lock {lock_us} us, true {lock} ns");
 
     // top --by cause over the same filter: the lock and the sleep by cause, with the same truth;
-    // without --waits both are idle waits, left out and counted as such.
+    // without --waits the lock's waits (on its holder, a thread of the recording) stay and the
+    // naps (ended by their own timer) are idle, left out and counted as such.
     let c = latscope_json(&["top", "-r", t, "--by", "cause", "--waits", "--json", &main]);
     let all = c["total_ns"].as_f64().unwrap();
     let lock_part = c["parts_ns"]["lock"].as_f64().unwrap();
@@ -130,10 +145,68 @@ fn why_stacks_name_the_futex_wait_and_the_waiting_function_with_its_share() {
     assert_eq!(c["operations"][0]["op"], "futex", "{c}");
     let c = latscope_json(&["top", "-r", t, "--by", "cause", "--json", &main]);
     // The thread's other calls (its execve, slowed by the run queue on a loaded machine) may
-    // remain; the lock waits and the naps may not.
+    // remain; the naps may not.
     let ops = c["operations"].as_array().unwrap();
-    assert!(ops.iter().all(|o| o["op"] != "futex" && o["op"] != "clock_nanosleep" && o["op"] != "nanosleep"), "{c}");
-    assert!(c["idle_waits_left_out"].as_u64().unwrap() >= 20, "{c}");
+    assert_eq!(ops[0]["op"], "futex", "{c}");
+    assert!(ops.iter().all(|o| o["op"] != "clock_nanosleep" && o["op"] != "nanosleep"), "{c}");
+    assert!(c["idle_waits_left_out"].as_u64().unwrap() >= 10, "{c}");
+    assert!(c["waits"]["kinds"]["idle_timeout"]["count"].as_u64().unwrap() >= 10, "{c}");
+}
+
+/// The line of the first line of the workload's source containing `text`.
+fn line_of(text: &str) -> usize {
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/why_stacks.c")).unwrap();
+    1 + src.lines().position(|l| l.contains(text)).unwrap_or_else(|| panic!("no {text:?} in why_stacks.c"))
+}
+
+/// The napper thread's naps: the `syscall` instruction of nap_inline, inlined into nap_outer,
+/// is named by both functions, innermost first, each with its line in the source (the
+/// instruction's, the call's); its clock_nanosleep calls through libc are named
+/// `clock_nanosleep` (libc's exported name, from its dynamic symbol table), never
+/// `libc.so.6+0x...`. The text view and the folded output say the same.
+#[test]
+fn why_stacks_name_inlined_functions_with_their_lines_and_libc_functions() {
+    let test = "why_stacks_name_inlined_functions_with_their_lines_and_libc_functions";
+    if !require_bpf(test) {
+        return;
+    }
+    let (trace, kv) = recording();
+    let t = trace.to_str().unwrap();
+    let napper = format!("thread.tid = {}", kv["napper"]);
+    let v = latscope_json(&["why", "-r", t, "--stacks", "--waits", "--json", &napper]);
+    let stacks = v["stacks"].as_array().unwrap();
+    let (syscall_line, call_line) = (line_of("nap_inline's syscall"), line_of("\tnap_inline(ms);"));
+    let inline = stacks.iter().find(|s| s["op"] == "nanosleep").expect("the inlined nap's stack");
+    assert_eq!(inline["calls"], 5, "{inline}");
+    let f = inline["user_frames"].as_array().unwrap();
+    assert_eq!(f[0]["name"], "nap_inline", "{inline}");
+    assert_eq!(f[0]["inlined"], true, "{inline}");
+    assert_eq!(f[0]["source"], format!("why_stacks.c:{syscall_line}"), "{inline}");
+    assert_eq!((&f[1]["name"], &f[1]["inlined"]), (&"nap_outer".into(), &false.into()), "{inline}");
+    assert_eq!(f[1]["source"], format!("why_stacks.c:{call_line}"), "{inline}");
+    assert_eq!(f[2]["name"], "napper", "{inline}");
+    assert_eq!(strs(&inline["user"])[..3], ["nap_inline", "nap_outer", "napper"]);
+
+    // libc's frames: clock_nanosleep first (its callers in the workload may be skipped: libc
+    // keeps no frame pointer for the walk), five calls in all; the workload's frames named (a
+    // function libc does not export, such as start_thread, is named only in its separate debug
+    // file, which is not read: it may show as an offset).
+    let libc: Vec<&Value> = stacks.iter().filter(|s| s["op"] == "clock_nanosleep").collect();
+    assert_eq!(libc.iter().map(|s| s["calls"].as_u64().unwrap()).sum::<u64>(), 5, "{v}");
+    for s in &libc {
+        let user = strs(&s["user"]);
+        assert_eq!(user[0], "clock_nanosleep", "{s}");
+        assert!(user.iter().all(|f| !f.starts_with("why_stacks+0x")), "a frame not named: {user:?}");
+    }
+
+    let text = latscope_ok(&["why", "-r", t, "--stacks", "--waits", &napper]);
+    assert!(text.contains(&format!("     nap_inline  (why_stacks.c:{syscall_line}, inlined)\n")), "{text}");
+    assert!(text.contains(&format!("     nap_outer  (why_stacks.c:{call_line})\n")), "{text}");
+    assert!(text.contains("     clock_nanosleep"), "{text}");
+    let folded = latscope_ok(&["why", "-r", t, "--waits", "--folded", "-", &napper]);
+    // Outermost first; an inlined function marked `_[i]` as flame graph tools mark them.
+    assert!(folded.lines().any(|l| l.contains(";napper;nap_outer;nap_inline_[i];") && l.contains("_[k]")), "{folded}");
+    assert!(folded.lines().any(|l| l.contains(";clock_nanosleep;") && l.contains("_[k]")), "{folded}");
 }
 
 /// A strict check of one folded line: non-empty frames without `;`, one space, a count.
@@ -156,7 +229,7 @@ fn why_flame_graph_draws_without_overlapping_text() {
     }
     let Some(chrome) = chromium("why_flame_graph_draws_without_overlapping_text") else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let (trace, _) = record(tmp.path());
+    let (trace, _) = recording();
     let svg = tmp.path().join("flame.svg");
     let folded = tmp.path().join("blocked.folded");
     latscope_ok(&[
@@ -247,7 +320,7 @@ fn why_parquet_export_carries_the_breakdowns_and_the_stacks() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let (trace, kv) = record(tmp.path());
+    let (trace, kv) = recording();
     let t = trace.to_str().unwrap();
     let pq = tmp.path().join("why.parquet");
     latscope_ok(&["export", "-r", t, "--parquet", pq.to_str().unwrap(), "-q"]);
@@ -332,12 +405,12 @@ fn why_stacks_of_a_trace_on_standard_input_are_those_of_the_file() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let (trace, _) = record(tmp.path());
+    let (trace, _) = recording();
     let piped = |args: &[&str]| -> String {
         let out = Command::new(bin())
             .args(["why", "-r", "-"])
             .args(args)
-            .stdin(std::fs::File::open(&trace).unwrap())
+            .stdin(std::fs::File::open(trace).unwrap())
             .output()
             .unwrap();
         assert!(out.status.success(), "why -r - {args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -369,7 +442,7 @@ fn why_breakdown_svg_draws_causes_and_wakers_without_overlapping_text() {
     }
     let Some(chrome) = chromium(test) else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let (trace, kv) = record(tmp.path());
+    let (trace, kv) = recording();
     let t = trace.to_str().unwrap();
     let main = format!("thread.tid = {}", kv["main"]);
     let top_svg = tmp.path().join("top.svg");
@@ -398,4 +471,95 @@ fn why_breakdown_svg_draws_causes_and_wakers_without_overlapping_text() {
     let out = common::latscope(&["top", "-r", t, "--by", "file", "--svg", tmp.path().join("x.svg").to_str().unwrap()]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--by cause"));
     assert!(!tmp.path().join("x.svg").exists());
+}
+
+/// Build `tests/NAME.c` into `dir` with frame pointers; returns the program.
+fn build(dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/{name}.c"));
+    let st = Command::new("cc")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("cc runs");
+    assert!(st.success(), "compiling {} failed", src.display());
+    out
+}
+
+/// An unprivileged process with 36,000 mappings that calls from ever new addresses (a new user
+/// stack per call: 18,000, more than the kernel's stack maps hold) does not blind `record --why
+/// --stacks`: no event is lost, its /proc maps are read a bounded number of times (not once per
+/// stack), a workload started after it flooded the maps still gets every stack, and the
+/// flooder's stacks past its share of the trace's stack table are missing, counted by reason in
+/// the summaries `record` and `info` print.
+#[test]
+fn a_process_calling_from_ever_new_addresses_does_not_blind_record_why_stacks() {
+    let test = "a_process_calling_from_ever_new_addresses_does_not_blind_record_why_stacks";
+    if !require_bpf(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (flood, victim) = (build(tmp.path(), "stack_flood"), build(tmp.path(), "why_stacks"));
+    let pages = 18_000;
+    let (fout, vout) = (tmp.path().join("flood.out"), tmp.path().join("victim.out"));
+    // The victim starts once the flooder has made 10,000 new stacks (its second line).
+    let script = format!(
+        "{} {pages} 1 65534 | {{ read ready; read flooded; {} 10 20 > {v}; cat > {f}; }}",
+        flood.display(),
+        victim.display(),
+        f = fout.display(),
+        v = vout.display()
+    );
+    let (trace, json) = (tmp.path().join("t.lst"), tmp.path().join("rec.json"));
+    let out = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--why", "--stacks", "--quiet", "--no-block", "--buffer-size", "8MiB"])
+        .arg(format!("--json={}", json.display()))
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "record failed: {}", String::from_utf8_lossy(&out.stderr));
+    let flood_out = std::fs::read_to_string(&fout).unwrap();
+    assert!(flood_out.contains(&format!("calls {pages}")), "the flooder ran to its end: {flood_out}");
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(rec["lost"], 0, "events lost while a process flooded the stacks: {rec}");
+
+    // Its maps were read a few times, not once per stack: every process at the start (the
+    // recorder reads what they map then), the few processes since, and a process's maps again
+    // at most at 4 MiB/s (the flooder's are megabytes: about once a second).
+    let t = trace.to_str().unwrap();
+    let info = latscope_json(&["info", "-r", t, "--json"]);
+    let at_start = info["header"]["processes"].as_u64().unwrap();
+    let reads = rec["stacks"]["maps_reads"].as_u64().unwrap();
+    let secs = rec["duration_s"].as_f64().unwrap().ceil() as u64;
+    assert!(
+        reads <= at_start + 20 + 2 * secs,
+        "{reads} reads of /proc maps ({at_start} processes at the start, {secs} s): {rec}"
+    );
+
+    // The victim's stacks are all there: its lock waits under its waiting function.
+    let main: i64 = std::fs::read_to_string(&vout)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("main ").and_then(|v| v.trim().parse().ok()))
+        .expect("the victim's main thread");
+    let v = latscope_json(&["why", "-r", t, "--stacks", "--waits", "--json", &format!("thread.tid = {main}")]);
+    let futex = v["stacks"].as_array().unwrap().iter().find(|s| s["op"] == "futex").expect("the futex stack");
+    assert_eq!(strs(&futex["user"]).first().map(String::as_str), Some("wait_for_holder"), "{v}");
+    assert_eq!(futex["calls"], 10, "{v}");
+    for s in v["stacks"].as_array().unwrap() {
+        assert!(s["user_missing"].is_null() && s["kernel_missing"].is_null(), "the victim lost a stack: {s}");
+    }
+
+    // The flooder's stacks past its share are missing, and said so with their reason, the
+    // same in record's summary and in `info`.
+    let missing = &rec["stacks"]["missing"];
+    let total: u64 = missing.as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+    let share = u64::from(latscope_live::MAX_STACKS / 4);
+    assert!(total >= (pages - share) / 2, "{total} missing stacks of {pages} distinct ones: {rec}");
+    assert_eq!(&info["stacks_missing"], missing, "{info}");
+    let text = latscope_ok(&["info", "-r", t]);
+    assert!(text.contains(&format!("stacks:      {total} stack references missing (")), "{text}");
 }

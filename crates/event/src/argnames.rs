@@ -118,8 +118,7 @@ const AT_FLAGS: &[(u64, &str)] = &[
     (0x8000, "AT_RECURSIVE"),
 ];
 const AT_REMOVEDIR: &[(u64, &str)] = &[(0x200, "AT_REMOVEDIR")];
-const AT_EACCESS: &[(u64, &str)] =
-    &[(0x200, "AT_EACCESS"), (0x100, "AT_SYMLINK_NOFOLLOW"), (0x1000, "AT_EMPTY_PATH")];
+const AT_EACCESS: &[(u64, &str)] = &[(0x200, "AT_EACCESS"), (0x100, "AT_SYMLINK_NOFOLLOW"), (0x1000, "AT_EMPTY_PATH")];
 const ACCESS_MODE: &[(u64, &str)] = &[(4, "R_OK"), (2, "W_OK"), (1, "X_OK")];
 const O_CLOEXEC: u64 = 0o2000000;
 const O_NONBLOCK: u64 = 0o4000;
@@ -159,7 +158,8 @@ const RWF: &[(u64, &str)] = &[
     (0x40, "RWF_ATOMIC"),
     (0x80, "RWF_DONTCACHE"),
 ];
-const SPLICE: &[(u64, &str)] = &[(1, "SPLICE_F_MOVE"), (2, "SPLICE_F_NONBLOCK"), (4, "SPLICE_F_MORE"), (8, "SPLICE_F_GIFT")];
+const SPLICE: &[(u64, &str)] =
+    &[(1, "SPLICE_F_MOVE"), (2, "SPLICE_F_NONBLOCK"), (4, "SPLICE_F_MORE"), (8, "SPLICE_F_GIFT")];
 const FCNTL_CMD: &[(u64, &str)] = &[
     (0, "F_DUPFD"),
     (1, "F_GETFD"),
@@ -568,8 +568,7 @@ pub fn specs(name: &str) -> &'static [ArgSpec] {
     }
 }
 
-const WHENCE: &[(u64, &str)] =
-    &[(0, "SEEK_SET"), (1, "SEEK_CUR"), (2, "SEEK_END"), (3, "SEEK_DATA"), (4, "SEEK_HOLE")];
+const WHENCE: &[(u64, &str)] = &[(0, "SEEK_SET"), (1, "SEEK_CUR"), (2, "SEEK_END"), (3, "SEEK_DATA"), (4, "SEEK_HOLE")];
 
 /// Whether argument `spec` of an event with these `flags` and `mode` is printed.
 pub fn shown(spec: &ArgSpec, flags: u32, _mode: u32) -> bool {

@@ -271,12 +271,38 @@ mod tests {
         });
         assert_eq!(syscall_args(&b, 0), "dirfd=AT_FDCWD path=/nope flags=O_WRONLY|O_CREAT|O_CLOEXEC mode=00");
         // Without O_CREAT the mode means nothing and is left out, as strace does.
-        let b = one(Event { kind: 0, nr: syscall_nr("openat").unwrap(), fd: -1, dirfd: -100, flags: 0o2000000, path: "/etc".into(), mode: 0o777, ..Default::default() });
+        let b = one(Event {
+            kind: 0,
+            nr: syscall_nr("openat").unwrap(),
+            fd: -1,
+            dirfd: -100,
+            flags: 0o2000000,
+            path: "/etc".into(),
+            mode: 0o777,
+            ..Default::default()
+        });
         assert_eq!(syscall_args(&b, 0), "dirfd=AT_FDCWD path=/etc flags=O_RDONLY|O_CLOEXEC");
         // fcntl(F_SETLK) names its command and leaves out the struct flock pointer.
-        let b = one(Event { kind: 0, nr: syscall_nr("fcntl").unwrap(), fd: 3, fd_type: 1, flags: 6, mode: 0x2553_1277, path: "/db".into(), ..Default::default() });
+        let b = one(Event {
+            kind: 0,
+            nr: syscall_nr("fcntl").unwrap(),
+            fd: 3,
+            fd_type: 1,
+            flags: 6,
+            mode: 0x2553_1277,
+            path: "/db".into(),
+            ..Default::default()
+        });
         assert_eq!(syscall_args(&b, 0), "fd=3(<file>/db) cmd=F_SETLK");
-        let b = one(Event { kind: 0, nr: syscall_nr("fadvise64").unwrap(), fd: 3, off: 0, bytes: 0, flags: 4, ..Default::default() });
+        let b = one(Event {
+            kind: 0,
+            nr: syscall_nr("fadvise64").unwrap(),
+            fd: 3,
+            off: 0,
+            bytes: 0,
+            flags: 4,
+            ..Default::default()
+        });
         assert_eq!(syscall_args(&b, 0), "fd=3 bytes=0 off=0 advice=POSIX_FADV_DONTNEED");
         let b = one(Event {
             kind: 0,

@@ -396,6 +396,97 @@ columns! {
     fault_addr: u64,
     /// The byte offset in the file (`fault_path`) of that fault's address (-1: unknown).
     fault_off: i64,
+    /// The start (CLOCK_MONOTONIC ns) of the call's longest blocked interval, the one whose
+    /// waker is kept (0: none, and in older files).
+    wait_start: u64,
+    /// The end of that interval: its wake-up (or the switch in, when no wake-up was seen).
+    wait_end: u64,
+    /// How that interval ended ([`wake_flags`]: the waker in the recording's set, a kernel
+    /// thread, a timeout while a thread held the futex); 0 in older files.
+    wake_flags: u8,
+    /// The kind of lock the call waited for ([`LockKind`] as a byte; 0 none).
+    lock_kind: u8,
+    /// The lock's address: a futex's (its `uaddr`), a semaphore set's id (0: none, or a file
+    /// lock: its file is the call's fd).
+    lock_addr: u64,
+    /// The lock operation: a futex's `op`, flock's operation, fcntl's command, a semaphore
+    /// operation's `sem_op`.
+    lock_op: u32,
+    /// A futex's word when the call blocked; for fcntl the lock's `l_type`, `| 0x10000` when
+    /// its range is counted from the end of the file.
+    lock_word: u32,
+    /// The thread that held the lock, where the lock says (a PI or robust futex's owner, from
+    /// its word) or the programs saw it (a futex wait its timeout ended while another thread
+    /// held the futex); 0 unknown: then the waker is the one that released it.
+    lock_owner: u32,
+    /// A file lock's range (fcntl: the start of its struct flock, absolute for `SEEK_CUR`); a
+    /// semaphore's number in its set.
+    lock_start: i64,
+    /// A file lock's length (0: to the end of the file).
+    lock_len: i64,
+    /// The waking thread's user stack where it ended the call's longest wait (a lock's
+    /// release): an id in the trace's stack table, as `ustack` (0: none).
+    waker_ustack: u32,
+    /// The device (`major << 20 | minor`) whose request's completion ended the waking kernel
+    /// thread's I/O wait of `waker_wait_ns` (0: none, or not known).
+    waker_wait_dev: u32,
+}
+
+/// Bits of the `wake_flags` column.
+pub mod wake_flags {
+    /// Set by every recording that knows these bits (a call with a breakdown recorded before
+    /// them has 0).
+    pub const KNOWN: u8 = 1;
+    /// The waking thread is in the recording's set of threads (its pid, command-name and cgroup
+    /// filter keep it; a whole-machine recording has every thread but latscope's).
+    pub const TRACED: u8 = 2;
+    /// The waking thread is a kernel thread.
+    pub const KTHREAD: u8 = 4;
+    /// A futex wait its timeout ended while another thread (`lock_owner`) held the futex.
+    pub const HELD: u8 = 8;
+}
+
+/// What kind of lock a call waited for (the `lock_kind` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum LockKind {
+    /// None.
+    None = 0,
+    /// A futex (`lock_addr`, `lock_op`, `lock_word`).
+    Futex = 1,
+    /// flock on the call's fd.
+    Flock = 2,
+    /// fcntl record lock on the call's fd (`lock_start`, `lock_len`).
+    Fcntl = 3,
+    /// A SysV semaphore (`lock_addr` the set, `lock_start` the number).
+    Sem = 4,
+    /// futex_waitv (`lock_addr`: the first futex's address).
+    FutexWaitv = 5,
+}
+
+impl LockKind {
+    /// Decode the stored byte; unknown values are [`LockKind::None`].
+    pub fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Self::Futex,
+            2 => Self::Flock,
+            3 => Self::Fcntl,
+            4 => Self::Sem,
+            5 => Self::FutexWaitv,
+            _ => Self::None,
+        }
+    }
+    /// Lower-case name, as the filter field `lock.kind` matches it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "",
+            Self::Futex => "futex",
+            Self::Flock => "flock",
+            Self::Fcntl => "fcntl",
+            Self::Sem => "sem",
+            Self::FutexWaitv => "futex_waitv",
+        }
+    }
 }
 
 /// The parts of a call's latency recorded by attribution, in the order of [`WHY_PARTS`].

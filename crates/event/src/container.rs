@@ -10,7 +10,9 @@
 //! what the runtimes' state on disk says (names, images, pods) and stores the result in the trace
 //! header as [`CgroupInfo`].
 
+use crate::bounds::{cut, json_len, Truncation, MAX_ENTRY_JSON, MAX_NAME};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// One cgroup v2 cgroup of the recorded machine, and the container and pod it belongs to.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +58,27 @@ impl CgroupInfo {
         c
     }
 
+    /// Cut the path to `path` bytes and the names to [`crate::bounds::MAX_NAME`], each cut marked
+    /// and counted in `t` (a container's name, image or pod comes from files its owner writes).
+    pub fn bound(&mut self, path: usize, t: &mut Truncation) {
+        cut(&mut self.path, path, t);
+        for s in [
+            &mut self.runtime,
+            &mut self.container_id,
+            &mut self.container_name,
+            &mut self.image,
+            &mut self.pod_name,
+            &mut self.pod_namespace,
+            &mut self.pod_uid,
+        ] {
+            cut(s, MAX_NAME, t);
+        }
+        // Escaped as JSON a value can take six bytes per byte: keep the line within its bound.
+        if json_len(self) > MAX_ENTRY_JSON {
+            cut(&mut self.path, MAX_ENTRY_JSON / 12, t);
+        }
+    }
+
     /// The short container id sysdig shows: the first 12 digits (empty outside containers).
     pub fn short_id(&self) -> &str {
         self.container_id.get(..12).unwrap_or(&self.container_id)
@@ -91,6 +114,31 @@ impl CgroupInfo {
         } else {
             None
         }
+    }
+}
+
+/// Cgroups by id over a table that only grows (a trace header's `cgroups`, to which readers
+/// append the cgroups met during the recording): each lookup in constant time, the first entry
+/// of an id winning, as a linear search would.
+#[derive(Debug, Clone, Default)]
+pub struct CgroupIndex {
+    by_id: HashMap<u64, usize>,
+    indexed: usize,
+}
+
+impl CgroupIndex {
+    /// The entry of cgroup `id` in `table` (indexing the entries added since the last call).
+    pub fn get<'a>(&mut self, table: &'a [CgroupInfo], id: u64) -> Option<&'a CgroupInfo> {
+        if table.len() < self.indexed {
+            // Another table: start over.
+            self.by_id.clear();
+            self.indexed = 0;
+        }
+        for (i, c) in table.iter().enumerate().skip(self.indexed) {
+            self.by_id.entry(c.id).or_insert(i);
+        }
+        self.indexed = table.len();
+        self.by_id.get(&id).and_then(|&i| table.get(i))
     }
 }
 

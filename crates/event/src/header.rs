@@ -1,5 +1,9 @@
 //! The trace file header: what the recorded machine looked like.
 
+use crate::bounds::{
+    cut, cut_opt, json_len, Truncation, MAX_ARGS, MAX_CGROUPS, MAX_CMDLINE, MAX_FILTER, MAX_HEADER_JSON, MAX_NAME,
+    MAX_PATH, MAX_TEXT,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -57,6 +61,35 @@ pub struct TraceHeader {
     /// Group names by gid (`group.name`); empty in traces written before the field existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub groups: BTreeMap<u32, String>,
+    /// Set in a flight recorder's dump (`record --ring`): the trigger that had the window
+    /// written. Its `processes`, `fds` and `cgroups` are then those known when the dump was
+    /// taken (the recording's start, and what was learned since), and `start_ns` is the
+    /// window's first event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flight: Option<FlightInfo>,
+    /// What the writer cut to keep the header within its bounds ([`TraceHeader::bound`]): values
+    /// cut short end with a marker (`…[cut N bytes]`). Absent when nothing was.
+    #[serde(default, skip_serializing_if = "Truncation::is_empty")]
+    pub truncated: Truncation,
+}
+
+/// What had a flight recorder write a dump (see [`TraceHeader::flight`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightInfo {
+    /// The trigger's name.
+    pub trigger: String,
+    /// The trigger as configured (`evt.latency > 150ms`, `p99 of fsync over 10s > 20ms`, ...).
+    pub condition: String,
+    /// What fired it, in words (the call, the percentile measured, who asked).
+    pub reason: String,
+    /// CLOCK_MONOTONIC ns it fired at: the end of the call that fired it, the end of the
+    /// window measured, or the moment it was asked for.
+    pub at_ns: u64,
+    /// The window asked for before `at_ns` and after it, ns (the dump holds whole blocks: a
+    /// little more).
+    pub before_ns: u64,
+    /// See `before_ns`.
+    pub after_ns: u64,
 }
 
 /// Capture tag: every syscall that touches files or fds was recorded, unfiltered, with the
@@ -143,6 +176,17 @@ pub struct FdInfo {
     pub flags: u32,
 }
 
+impl ProcessInfo {
+    /// Cut the command line to `cmdline` bytes, the paths to `path`, the name to
+    /// [`crate::bounds::MAX_NAME`], counting in `t`.
+    pub fn bound(&mut self, cmdline: usize, path: usize, t: &mut Truncation) {
+        cut(&mut self.comm, MAX_NAME, t);
+        cut(&mut self.exe, path, t);
+        cut(&mut self.cmdline, cmdline, t);
+        cut(&mut self.cwd, path, t);
+    }
+}
+
 fn unknown_pos() -> i64 {
     -1
 }
@@ -163,7 +207,11 @@ impl TraceHeader {
         if self.capture.iter().any(|c| c == CAPTURE_REPLAY_V1) {
             return Ok(());
         }
-        let why = if self.syscalls == "none" {
+        let why = if self.flight.is_some() {
+            "it is a flight recorder's dump (record --ring): it starts in the middle of a recording, with files \
+             already open and processes already running"
+                .to_string()
+        } else if self.syscalls == "none" {
             "it was recorded with --syscalls none: it holds no syscalls".to_string()
         } else if let Some(f) = &self.filter {
             format!("it was recorded with the filter `{f}`, which drops calls a replay needs (the opens, closes, dups and forks that give the kept calls their fds)")
@@ -183,6 +231,126 @@ impl TraceHeader {
             )
         };
         Err(format!("this trace cannot be replayed faithfully: {why}; {RECORD_FOR_REPLAY}"))
+    }
+
+    /// Cut every value the recorded machine controls to its bound ([`crate::bounds`]), each cut
+    /// marked, and count what was cut in [`TraceHeader::truncated`] (added to what it held);
+    /// returns this call's counts. Cheap when nothing is over its bound; readers apply it to
+    /// every header they read.
+    pub fn bound_fields(&mut self) -> Truncation {
+        let mut t = Truncation::default();
+        for s in
+            [&mut self.latscope_version, &mut self.hostname, &mut self.kernel, &mut self.machine, &mut self.syscalls]
+        {
+            cut(s, MAX_NAME, &mut t);
+        }
+        if self.command_line.len() > MAX_ARGS {
+            t.entries += (self.command_line.len() - MAX_ARGS) as u64;
+            self.command_line.truncate(MAX_ARGS);
+        }
+        for a in &mut self.command_line {
+            cut(a, MAX_TEXT, &mut t);
+        }
+        cut_opt(&mut self.filter, MAX_FILTER, &mut t);
+        for m in &mut self.mounts {
+            cut(&mut m.mount_point, MAX_PATH, &mut t);
+            cut(&mut m.source, MAX_PATH, &mut t);
+            cut(&mut m.fstype, MAX_NAME, &mut t);
+            cut(&mut m.options, MAX_TEXT, &mut t);
+        }
+        for d in &mut self.block_devices {
+            cut(&mut d.name, MAX_NAME, &mut t);
+            cut_opt(&mut d.scheduler, MAX_NAME, &mut t);
+            cut_opt(&mut d.parent, MAX_NAME, &mut t);
+        }
+        for p in &mut self.processes {
+            p.bound(MAX_CMDLINE, MAX_PATH, &mut t);
+        }
+        for f in &mut self.fds {
+            cut(&mut f.path, MAX_PATH, &mut t);
+        }
+        for v in self.users.values_mut().chain(self.groups.values_mut()) {
+            cut(v, MAX_NAME, &mut t);
+        }
+        for c in &mut self.capture {
+            cut(c, MAX_NAME, &mut t);
+        }
+        if self.cgroups.len() > MAX_CGROUPS {
+            t.entries += (self.cgroups.len() - MAX_CGROUPS) as u64;
+            self.cgroups.truncate(MAX_CGROUPS);
+        }
+        for c in &mut self.cgroups {
+            c.bound(MAX_PATH, &mut t);
+        }
+        self.truncated.add(&t);
+        t
+    }
+
+    /// [`TraceHeader::bound_fields`], then, while the header as JSON is larger than
+    /// [`crate::bounds::MAX_HEADER_JSON`], the values of its largest tables cut shorter (command
+    /// lines, then paths), then the last entries of its tables dropped (open files, then
+    /// processes, cgroups, users, groups, mounts, block devices), so that every reader accepts it.
+    /// Returns this call's counts (also added to [`TraceHeader::truncated`]). What the trace
+    /// writer calls on every header it writes.
+    pub fn bound(&mut self) -> Truncation {
+        let mut t = self.bound_fields();
+        let mut size = json_len(self);
+        // Shorter and shorter values of the tables that grow with the machine.
+        for (cmdline, path) in [(4096, MAX_PATH), (256, 1024), (64, 256)] {
+            if size <= MAX_HEADER_JSON {
+                break;
+            }
+            let mut step = Truncation::default();
+            for p in &mut self.processes {
+                p.bound(cmdline, path, &mut step);
+            }
+            for f in &mut self.fds {
+                cut(&mut f.path, path, &mut step);
+            }
+            for c in &mut self.cgroups {
+                c.bound(path, &mut step);
+            }
+            t.add(&step);
+            self.truncated.add(&step);
+            size = json_len(self);
+        }
+        // Then whole entries, from the end of each table, until the rest fits.
+        macro_rules! drop_tail {
+            ($v:expr) => {
+                while size > MAX_HEADER_JSON && !$v.is_empty() {
+                    let over = size - MAX_HEADER_JSON;
+                    let (mut freed, mut n) = (0, 0);
+                    for e in $v.iter().rev() {
+                        if freed >= over {
+                            break;
+                        }
+                        freed += json_len(e) + 1;
+                        n += 1;
+                    }
+                    let keep = $v.len() - n;
+                    $v.truncate(keep);
+                    t.entries += n as u64;
+                    self.truncated.entries += n as u64;
+                    size = json_len(self);
+                }
+            };
+        }
+        drop_tail!(self.fds);
+        drop_tail!(self.processes);
+        drop_tail!(self.cgroups);
+        drop_tail!(self.mounts);
+        drop_tail!(self.block_devices);
+        drop_tail!(self.command_line);
+        for map in [&mut self.users, &mut self.groups] {
+            while size > MAX_HEADER_JSON {
+                let Some((&k, v)) = map.iter().next_back() else { break };
+                size = size.saturating_sub(json_len(&k) + json_len(v) + 4);
+                map.remove(&k);
+                t.entries += 1;
+                self.truncated.entries += 1;
+            }
+        }
+        t
     }
 
     /// The mount whose mount point is the longest prefix of `path`.

@@ -9,30 +9,36 @@ pub mod argnames;
 pub mod args;
 mod batch;
 mod block;
+pub mod bounds;
 pub mod container;
 mod errno_table;
+pub mod escape;
 mod fdtype;
 mod header;
+pub mod locks;
 pub mod source;
 pub mod span;
 mod stacks;
 mod syscall_table;
 pub mod syscalls;
 pub mod units;
+pub mod waits;
 
 pub use batch::{
-    comm_from_words, comm_to_words, op_name, Event, EventBatch, EventKind, ProcOp, StrCol, NO_FD, WHY_PARTS,
-    WHY_PART_NAMES,
+    comm_from_words, comm_to_words, op_name, wake_flags, Event, EventBatch, EventKind, LockKind, ProcOp, StrCol, NO_FD,
+    WHY_PARTS, WHY_PART_NAMES,
 };
 pub use block::{BlockOp, Rwbs};
-pub use container::CgroupInfo;
+pub use bounds::Truncation;
+pub use container::{CgroupIndex, CgroupInfo};
 pub use fdtype::{l4_proto_name, parse_sock_name, sock_addr, sock_name, FdType, SockEnd, SockName};
 pub use header::{
-    dev_major_minor, BlockDevice, FdInfo, Mount, ProcessInfo, TraceHeader, CAPTURE_REPLAY_V1, TRACE_FORMAT_VERSION,
+    dev_major_minor, BlockDevice, FdInfo, FlightInfo, Mount, ProcessInfo, TraceHeader, CAPTURE_REPLAY_V1,
+    TRACE_FORMAT_VERSION,
 };
 pub use span::Span;
 pub use stacks::{Frame, StackEntry, StackKind, StackTable};
-pub use syscalls::{syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};
+pub use syscalls::{can_wake, syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};
 
 /// The symbolic name of an errno value (`ENOENT` for 2, `ERESTARTSYS` for 512), if it has one:
 /// the user-visible errnos and the kernel-internal ones (512 to 531) a tracer sees at syscall exit.

@@ -507,6 +507,39 @@ pub fn syscall_nr(name: &str) -> Option<u16> {
     crate::syscall_table::SYSCALL_NAMES.iter().position(|n| !n.is_empty() && *n == name).map(|i| i as u16)
 }
 
+/// Whether a call of syscall `nr` can wake a thread blocked in the attribution part `part` (an
+/// index of [`crate::WHY_PART_NAMES`]): a lock wait (3) is ended by a futex, file-lock or
+/// semaphore operation or a close; a pipe or socket wait (4) by data written or sent, a
+/// connection, a shutdown or a close; any call may end the other parts' waits. The views and
+/// the Perfetto export prefer such a call of the waking thread when several were in progress
+/// around a wake-up.
+pub fn can_wake(nr: u16, part: usize) -> bool {
+    let name = syscall_name(nr).unwrap_or("");
+    match part {
+        3 => matches!(name, "futex" | "flock" | "fcntl" | "semop" | "semtimedop" | "close"),
+        4 => matches!(
+            name,
+            "write"
+                | "writev"
+                | "pwrite64"
+                | "pwritev"
+                | "pwritev2"
+                | "sendto"
+                | "sendmsg"
+                | "sendmmsg"
+                | "splice"
+                | "tee"
+                | "vmsplice"
+                | "connect"
+                | "shutdown"
+                | "close"
+                | "mq_timedsend"
+                | "msgsnd"
+        ),
+        _ => true,
+    }
+}
+
 /// All known syscall names with numbers.
 pub fn all() -> impl Iterator<Item = (u16, &'static str)> {
     crate::syscall_table::SYSCALL_NAMES.iter().enumerate().filter(|(_, n)| !n.is_empty()).map(|(i, n)| (i as u16, *n))
@@ -515,6 +548,14 @@ pub fn all() -> impl Iterator<Item = (u16, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn lock_and_pipe_waits_are_ended_by_the_calls_that_release_or_send() {
+        let n = |s| syscall_nr(s).unwrap();
+        assert!(can_wake(n("futex"), 3) && !can_wake(n("write"), 3));
+        assert!(can_wake(n("write"), 4) && can_wake(n("sendto"), 4) && !can_wake(n("futex"), 4));
+        assert!(can_wake(n("nanosleep"), 7));
+    }
+
     #[test]
     fn lookups() {
         assert_eq!(syscall_nr("openat"), Some(257));

@@ -52,6 +52,17 @@ pub enum ExportError {
         why: &'static str,
     },
 
+    /// A Perfetto trace would be larger than allowed (`at_ns`: how far into the recording the
+    /// export had got, ns since its start).
+    #[error("the Perfetto trace would be larger than {limit} bytes (passed at {:.3} s into the recording)", *at_ns as f64 / 1e9)]
+    TooLarge {
+        /// The limit, bytes.
+        limit: u64,
+        /// The start of the event being written when the file reached it, ns since the start
+        /// of the recording.
+        at_ns: u64,
+    },
+
     /// The metrics encoder failed.
     #[error("cannot encode metrics: {0}")]
     Encode(String),

@@ -122,8 +122,12 @@ pub fn metric_path<S: AsRef<str>>(components: &[S]) -> String {
 
 /// Graphite's text for a value (`f64` printed without exponent, as carbon parses it).
 fn format_line(path: &str, value: f64, timestamp: i64) -> String {
-    // A space or line break inside the path would break the line apart.
-    let path: String = path.chars().map(|c| if c.is_whitespace() || c.is_control() { '_' } else { c }).collect();
+    // A space or line break inside the path would break the line apart; other control characters
+    // (bidirectional overrides included) would reach whatever shows the path.
+    let path: String = path
+        .chars()
+        .map(|c| if c.is_whitespace() || c.is_control() || latscope_event::escape::is_control(c) { '_' } else { c })
+        .collect();
     format!("{path} {value} {timestamp}\n")
 }
 
@@ -365,6 +369,10 @@ mod tests {
         assert_eq!(sanitize_component(""), "_");
         assert_eq!(format_line("a b\nc", 0.25, 7), "a_b_c 0.25 7\n");
         assert_eq!(format_line("x", 1e-7, 7), "x 0.0000001 7\n");
+        // Names from the traced system: no control character of any kind reaches carbon.
+        let evil = "lib/\x1b[31mEVIL\x1b]0;t\x07\nname.so\r\u{202e}\u{9b}";
+        assert_eq!(format_line(evil, 1.0, 7), "lib/_[31mEVIL_]0;t__name.so___ 1 7\n");
+        assert_eq!(metric_path(&["latscope", evil]), "latscope.lib___31mEVIL__0_t__name_so___");
     }
 
     #[test]

@@ -71,6 +71,7 @@
 mod error;
 pub mod graphite;
 pub mod parquet_export;
+pub mod perfetto;
 pub mod prometheus;
 mod source;
 

@@ -109,6 +109,14 @@ pub(crate) fn scan(
     }
     let r = scan.report();
     report.corrupt_blocks = r.corrupt.len() as u64;
+    let cut = report.stacks.truncation();
+    if !cut.is_empty() {
+        report.warnings.push(format!(
+            "{}: the stack table is past its bounds: {} (their calls show a missing stack)",
+            path.display(),
+            cut.describe()
+        ));
+    }
     let stacks = std::mem::take(&mut report.warnings);
     report.warnings = r.corrupt.iter().map(|c| format!("{c} (skipped)")).chain(r.warnings).chain(stacks).collect();
     report.lost = r.lost;

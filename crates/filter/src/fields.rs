@@ -177,6 +177,10 @@ pub(crate) enum Field {
     GroupName,
     ProcVpid,
     ThreadVtid,
+    EvtWait,
+    LockKind,
+    LockAddr,
+    LockOwner,
 }
 
 /// A field as listed by `latscope fields`.
@@ -251,7 +255,7 @@ macro_rules! info {
     };
 }
 
-static FIELDS: [FieldInfo; 106] = [
+static FIELDS: [FieldInfo; 110] = [
     info!("evt.type", EvtType, String, K_VALID, "all", "operation, as events print it: the syscall name (openat, write: syscalls only), block_ and the block op (block_write, block_flush, ...) or proc_ and the process op (proc_fork, proc_exec, proc_exit)"),
     info!("evt.category", EvtCategory, String, K_VALID, "all", "class of the operation: read, write, file-meta, net, wait, memory, process, sync, other (syscalls); block; proc"),
     info!("evt.kind", EvtKind, String, K_VALID, "all", "what produced the event: syscall, block or proc"),
@@ -358,6 +362,10 @@ static FIELDS: [FieldInfo; 106] = [
     info!("group.name", GroupName, String, K_ALL, "all", "the group's name (from the trace header; absent when unknown)"),
     info!("proc.vpid", ProcVpid, Number, K_ALL, "all", "the process id in the process's own pid namespace (1 for a container's first process)"),
     info!("thread.vtid", ThreadVtid, Number, K_ALL, "all", "the thread id in the thread's own pid namespace"),
+    info!("evt.wait", EvtWait, String, K_SYS, "syscall", "how the call's latency counts in rankings (the idle rule, record --why): work, on_someone (a wait another thread of the recording ended), idle_timeout (its own timeout ended it), idle_outside (outside work ended it), idle_by_syscall (a blocking wait without a breakdown)"),
+    info!("lock.kind", LockKind, String, K_SYS, "syscall", "the lock a call waited for (record --why): futex, futex_waitv, flock, fcntl, sem; absent without one"),
+    info!("lock.addr", LockAddr, Number, K_SYS, "syscall", "the lock's address: a futex's (uaddr), a semaphore set's id; absent for file locks (their file is fd.name) and without a lock"),
+    info!("lock.owner", LockOwner, Number, K_SYS, "syscall", "the thread that held the lock, where known: a PI or robust futex's owner, or the holder of a futex whose wait its timeout ended; absent when not known"),
 ];
 
 /// Every field a filter can test, with its type and a one-line description (for `latscope fields`).
@@ -554,6 +562,8 @@ impl Field {
             Field::ProcVpid => i128::from(nonzero(*b.vpid.get(row)?)?),
             Field::ThreadVtid => i128::from(nonzero(*b.vtid.get(row)?)?),
             Field::CgroupId => i128::from(*b.cgroup.get(row)?),
+            Field::LockAddr if sys && matches!(*b.lock_kind.get(row)?, 1 | 4 | 5) => i128::from(*b.lock_addr.get(row)?),
+            Field::LockOwner if sys => i128::from(nonzero(*b.lock_owner.get(row)?)?),
             Field::FdNum if sys => {
                 let fd = *b.fd.get(row)?;
                 if fd == NO_FD {
@@ -768,6 +778,11 @@ impl Field {
                 return (!v.is_empty()).then_some(v.as_bytes());
             }
             Field::EvtDir if kind < 3 => "<",
+            Field::EvtWait if sys => latscope_event::waits::wait_kind(b, row).name(),
+            Field::LockKind if sys => match latscope_event::LockKind::from_u8(*b.lock_kind.get(row)?) {
+                latscope_event::LockKind::None => return None,
+                k => k.name(),
+            },
             Field::EvtSource if kind < 3 => "syscall",
             Field::EvtLatencyHuman if sys || blk => {
                 let buf = buf?;

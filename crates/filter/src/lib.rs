@@ -258,7 +258,8 @@ impl TimeWindow {
         let clamp = |v: i128| v.clamp(0, i128::from(u64::MAX)) as u64;
         let off = i128::from(realtime_offset_ns);
         let from_wall = self.wall.map(|(lo, hi)| (lo - off, hi - off));
-        let from_rel = self.rel.map(|(lo, hi)| (lo.saturating_add(i128::from(start_ns)), hi.saturating_add(i128::from(start_ns))));
+        let from_rel =
+            self.rel.map(|(lo, hi)| (lo.saturating_add(i128::from(start_ns)), hi.saturating_add(i128::from(start_ns))));
         let w = match (from_wall, from_rel) {
             (Some(a), Some(b)) => (a.0.max(b.0), a.1.min(b.1)),
             (Some(a), None) | (None, Some(a)) => a,

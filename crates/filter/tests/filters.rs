@@ -420,6 +420,49 @@ fn task_identity_fields() {
     assert_eq!(get("proc.vpid", 2), None);
 }
 
+/// The idle rule and the lock a call waited for (record --why): a futex wait a thread of the
+/// recording ended, with its address and owner; an flock; a poll its timeout ended; a block event
+/// (neither); a call recorded without attribution (idle by its syscall when a wait).
+#[test]
+fn wait_and_lock_fields() {
+    use latscope_event::wake_flags::{KNOWN, TRACED};
+    let nr = |n: &str| latscope_event::syscall_nr(n).unwrap();
+    let fx = Event {
+        nr: nr("futex"),
+        lat: 1000,
+        why_lock: 1000,
+        waker_ctx: 1,
+        wake_flags: KNOWN | TRACED,
+        lock_kind: 1,
+        lock_addr: 0x7f00_1000,
+        lock_owner: 42,
+        ..sys()
+    };
+    let fl =
+        Event { nr: nr("flock"), lat: 1000, why_lock: 1000, waker_ctx: 1, wake_flags: KNOWN, lock_kind: 2, ..sys() };
+    let poll = Event { nr: nr("poll"), lat: 1000, why_timer: 1000, waker_ctx: 2, wake_flags: KNOWN, ..sys() };
+    let old = Event { nr: nr("epoll_wait"), lat: 1000, ..sys() };
+    let t = T::new(&[fx, fl, poll, blk(), old]);
+    check(
+        &t,
+        &[
+            ("evt.wait = on_someone", "10000"),
+            ("evt.wait = idle_outside", "01000"),
+            ("evt.wait = idle_timeout", "00100"),
+            ("evt.wait startswith idle", "01101"),
+            ("evt.wait = idle_by_syscall", "00001"),
+            ("evt.wait exists", "11101"),
+            ("lock.kind = futex", "10000"),
+            ("lock.kind in (futex, flock)", "11000"),
+            ("lock.kind exists", "11000"),
+            ("lock.addr = 2130710528", "10000"),
+            ("lock.addr exists", "10000"),
+            ("lock.owner = 42", "10000"),
+            ("lock.owner exists", "10000"),
+        ],
+    );
+}
+
 #[test]
 fn cmdline_fields() {
     let mut h = header();

@@ -550,7 +550,11 @@ mod tests {
                         .iter()
                         .find(|p| p.low as f64 <= m && m <= p.high as f64)
                         .unwrap_or_else(|| panic!("{m}: {peaks:#?}"));
-                    assert!((p.share - w).abs() <= tol, "{mix:?} {sigma} {n} seed {seed}: {m} share {} not {w}: {p:?}", p.share);
+                    assert!(
+                        (p.share - w).abs() <= tol,
+                        "{mix:?} {sigma} {n} seed {seed}: {m} share {} not {w}: {p:?}",
+                        p.share
+                    );
                     let mode = (p.mode_low + p.mode_high) as f64 / 2.0;
                     assert!(mode > m / 1.35 && mode < m * 1.35, "{m}: mode {mode}: {p:?}");
                 }

@@ -11,13 +11,28 @@
 //! * **Connections**: one thread each, at most [`Limits::max_connections`]. At the cap a new
 //!   connection is not refused while another can be let go: the server closes, in this order,
 //!   the connection idle the longest (kept alive between requests, or connected and silent for
-//!   more than a grace of 250 ms: a client that sends at once is not cut off by its own server
-//!   thread's delay in reading it),
-//!   then one waiting out a penalty ([`Request::wait`]), then the one whose request has been
-//!   arriving the longest, then the one slowest to take its response. Only when every connection
-//!   is inside its handler is the newcomer answered 503. So a crowd of slow or idle clients
+//!   more than a grace of 250 ms: within its first 250 ms a connection whose first request is
+//!   not yet handled is closed last, so that a client that sends at once is not cut off by its
+//!   own server thread's delay in reading it), then one waiting out a penalty ([`Request::wait`]), then the one whose request has been
+//!   arriving the longest, then the one slowest to take its response. While the only ones left
+//!   to close are within their grace, new connections wait in the kernel's queue; only when
+//!   every connection is inside its handler is the newcomer answered 503. So a crowd of slow or idle clients
 //!   cannot keep out a client that sends its request and reads its answer, and there is no
 //!   per-address quota to shut out everyone behind one address (a tunnel, a proxy).
+//! * **Long work**: a handler about to do long work (a database query, a wait for another
+//!   thread) asks for a place first ([`Request::busy`]): at most [`Limits::max_busy`] at once, at
+//!   most [`Limits::max_busy_per_client`] per client ([`Client`]: on loopback the user owning the
+//!   client's socket, else its address), handed out fairly (the client holding fewest first,
+//!   then in order of arrival). As many requests of a client may wait as it may hold, and as
+//!   many in all as there are places, though a client with nothing held or waiting always gets
+//!   in line; beyond, a request is refused (the handler answers 503) after
+//!   [`Limits::busy_refusal_delay`], spent like a penalty, so that a client retrying at once
+//!   cannot spin the server nor crowd the connection cap with requests being handled. A waiting
+//!   request can be closed at the connection cap like an idle one, and waits at most
+//!   [`Limits::busy_wait`]. So a crowd of busy clients holds a bounded number of
+//!   connections inside handlers, and quick pages stay answered.
+//! * **Who**: on loopback, [`Request::peer_uid`] is the user owning the client's socket (asked
+//!   of the kernel, see [`tcp_peer_uid`]), for servers that answer only some users.
 //! * **Framing**: requests are parsed by `httparse`; a request with two `Host` or two
 //!   `Content-Length` headers, a `Content-Length` that is not a plain decimal number, both
 //!   `Transfer-Encoding` and `Content-Length`, or (HTTP/1.1) no `Host` is refused with 400 and the
@@ -44,11 +59,16 @@
 
 #![warn(missing_docs)]
 
+mod peer;
+
+pub use peer::tcp_peer_uid;
+
+use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -76,11 +96,20 @@ pub struct Limits {
     pub write_timeout: Duration,
     /// Requests served on one connection before it is closed.
     pub max_requests_per_connection: u32,
-    /// How long a new connection is left to send its first request before it counts as idle at
-    /// the connection cap (until then it is closed last): a client that connects and sends at
+    /// How long a new connection is left to send and have read its first request before it
+    /// counts as idle or slow at the connection cap (until then it is closed last): a client that connects and sends at
     /// once must not lose its connection to a crowd because its server thread had not read it
     /// yet, on a loaded machine.
     pub fresh_grace: Duration,
+    /// Requests doing long work at once ([`Request::busy`]; as many more may wait).
+    pub max_busy: usize,
+    /// Requests of one client doing long work at once (as many more may wait for a place).
+    pub max_busy_per_client: usize,
+    /// How long a request waits for its turn to do long work before it is answered 503.
+    pub busy_wait: Duration,
+    /// How long a request that may not even wait for a place (its client has as many waiting as
+    /// it may hold) waits, as a penalty, before it is answered 503.
+    pub busy_refusal_delay: Duration,
 }
 
 impl Default for Limits {
@@ -95,6 +124,10 @@ impl Default for Limits {
             write_timeout: Duration::from_secs(20),
             max_requests_per_connection: 1000,
             fresh_grace: Duration::from_millis(250),
+            max_busy: 16,
+            max_busy_per_client: 4,
+            busy_wait: Duration::from_secs(10),
+            busy_refusal_delay: Duration::from_secs(1),
         }
     }
 }
@@ -115,6 +148,20 @@ pub struct Request {
     /// The client.
     pub peer: SocketAddr,
     conn: Option<Arc<Conn>>,
+    /// The user owning the client's socket, once asked (or set, for requests made directly).
+    uid: OnceLock<Option<u32>>,
+    busy: Option<Arc<BusyGate>>,
+}
+
+/// Who a client is, for sharing out places fairly and pacing: on loopback the user owning the
+/// client's socket when the kernel says, else its address (an IPv6 client's /64 network, which
+/// one host usually has whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Client {
+    /// A local user, by uid.
+    User(u32),
+    /// An address.
+    Address(IpAddr),
 }
 
 impl Request {
@@ -129,7 +176,76 @@ impl Request {
             body: body.to_vec(),
             peer,
             conn: None,
+            uid: OnceLock::new(),
+            busy: None,
         }
+    }
+
+    /// The same request, as made by a client socket owned by `uid` (for tests and for handlers
+    /// called directly).
+    pub fn with_peer_uid(self, uid: Option<u32>) -> Request {
+        let _ = self.uid.set(uid);
+        self
+    }
+
+    /// The user owning the client's socket, when the client is on this machine's loopback and
+    /// the kernel says (see [`tcp_peer_uid`]); looked up once per connection.
+    pub fn peer_uid(&self) -> Option<u32> {
+        *self.uid.get_or_init(|| {
+            let c = self.conn.as_ref()?;
+            *c.uid.get_or_init(|| tcp_peer_uid(c.local, self.peer).ok())
+        })
+    }
+
+    /// Who the client is ([`Client`]).
+    pub fn client(&self) -> Client {
+        if let Some(u) = self.peer_uid() {
+            return Client::User(u);
+        }
+        match self.peer.ip() {
+            IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+                let mut o = v6.octets();
+                o[8..].fill(0);
+                Client::Address(IpAddr::from(o))
+            }
+            IpAddr::V6(v6) => {
+                Client::Address(IpAddr::V4(v6.to_ipv4_mapped().unwrap_or(std::net::Ipv4Addr::UNSPECIFIED)))
+            }
+            ip => Client::Address(ip),
+        }
+    }
+
+    /// A place to do long work (see the crate documentation), held until the permit is
+    /// dropped; `None` when none came within [`Limits::busy_wait`] (answer 503) or the
+    /// connection was closed meanwhile (nothing will be sent). While it waits, the connection
+    /// is among the first closed when the server is at its connection cap.
+    pub fn busy(&self) -> Option<BusyPermit> {
+        let Some(gate) = &self.busy else {
+            return Some(BusyPermit { gate: None, client: self.client() });
+        };
+        let client = self.client();
+        if let Some(c) = &self.conn {
+            if !c.enter(Phase::Waiting) {
+                return None;
+            }
+        }
+        let evicted = || self.conn.as_ref().is_some_and(|c| c.lock().evicted);
+        // Made at once, so that the place is given back however this ends.
+        let permit = match gate.acquire(client, evicted) {
+            Acquired::Place => Some(BusyPermit { gate: Some(gate.clone()), client }),
+            Acquired::Timeout => None,
+            Acquired::Refused => {
+                // Still in the waiting phase: closed first at the cap while it waits.
+                let _ = self.wait(gate.refusal_delay);
+                return None;
+            }
+        };
+        if let Some(c) = &self.conn {
+            if !c.enter(Phase::Handling) {
+                return None;
+            }
+        }
+        permit
     }
 
     /// The first value of header `name` (lower case).
@@ -169,6 +285,127 @@ impl Request {
         s.phase = Phase::Handling;
         s.since = Instant::now();
         true
+    }
+}
+
+/// A place to do long work, from [`Request::busy`]; given back when dropped.
+#[derive(Debug)]
+pub struct BusyPermit {
+    gate: Option<Arc<BusyGate>>,
+    client: Client,
+}
+
+impl Drop for BusyPermit {
+    fn drop(&mut self) {
+        if let Some(g) = &self.gate {
+            g.release(self.client);
+        }
+    }
+}
+
+/// The places for long work, handed out fairly: when one frees, the waiting client holding the
+/// fewest gets it (the earliest of its requests), no client more than its share.
+#[derive(Debug)]
+struct BusyGate {
+    st: Mutex<BusyState>,
+    cv: Condvar,
+    max: usize,
+    per_client: usize,
+    wait: Duration,
+    refusal_delay: Duration,
+}
+
+/// How a wait for a place ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Acquired {
+    Place,
+    /// The client may not wait: as many of its requests wait already as it may hold.
+    Refused,
+    /// No place came in time, or the connection was closed.
+    Timeout,
+}
+
+#[derive(Debug, Default)]
+struct BusyState {
+    total: usize,
+    held: HashMap<Client, usize>,
+    /// Waiting requests: (ticket, client), in order of arrival.
+    queue: Vec<(u64, Client)>,
+    next: u64,
+}
+
+impl BusyState {
+    /// The ticket whose turn it is, if a place is free.
+    fn turn(&self, max: usize, per_client: usize) -> Option<u64> {
+        if self.total >= max {
+            return None;
+        }
+        let held = |c: &Client| self.held.get(c).copied().unwrap_or(0);
+        self.queue.iter().filter(|(_, c)| held(c) < per_client).min_by_key(|(t, c)| (held(c), *t)).map(|(t, _)| *t)
+    }
+}
+
+impl BusyGate {
+    fn new(limits: &Limits) -> BusyGate {
+        BusyGate {
+            st: Mutex::new(BusyState::default()),
+            cv: Condvar::new(),
+            max: limits.max_busy.max(1),
+            per_client: limits.max_busy_per_client.max(1),
+            wait: limits.busy_wait,
+            refusal_delay: limits.busy_refusal_delay,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BusyState> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for a place for `client`; false at once when as many of its requests wait already
+    /// as it may hold (or as many requests wait as there are places), else after the longest
+    /// wait or once `gone()`.
+    fn acquire(&self, client: Client, gone: impl Fn() -> bool) -> Acquired {
+        let end = Instant::now() + self.wait;
+        let mut s = self.lock();
+        let queued = s.queue.iter().filter(|(_, c)| *c == client).count();
+        let held = s.held.get(&client).copied().unwrap_or(0);
+        // A client holding and waiting for nothing always gets in line (it is next in turn).
+        if queued >= self.per_client || s.queue.len() >= self.max && queued + held > 0 {
+            return Acquired::Refused;
+        }
+        let ticket = s.next;
+        s.next += 1;
+        s.queue.push((ticket, client));
+        loop {
+            if s.turn(self.max, self.per_client) == Some(ticket) {
+                s.queue.retain(|(t, _)| *t != ticket);
+                s.total += 1;
+                *s.held.entry(client).or_insert(0) += 1;
+                // Another place may be free for the next in turn.
+                self.cv.notify_all();
+                return Acquired::Place;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() || gone() {
+                s.queue.retain(|(t, _)| *t != ticket);
+                self.cv.notify_all();
+                return Acquired::Timeout;
+            }
+            // Woken when a place frees; every 50 ms to notice a closed connection.
+            s = self.cv.wait_timeout(s, left.min(Duration::from_millis(50))).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    fn release(&self, client: Client) {
+        let mut s = self.lock();
+        s.total = s.total.saturating_sub(1);
+        if let Some(n) = s.held.get_mut(&client) {
+            *n -= 1;
+            if *n == 0 {
+                s.held.remove(&client);
+            }
+        }
+        self.cv.notify_all();
     }
 }
 
@@ -287,14 +524,20 @@ struct ConnState {
     phase: Phase,
     since: Instant,
     evicted: bool,
-    /// Connected, and no request has begun yet.
+    /// Connected, and no request has been handled yet (its first may be arriving).
     fresh: bool,
+    /// When it was accepted.
+    born: Instant,
 }
 
 /// A connection as the accept loop sees it: to close it from outside and to choose whom to close.
 struct Conn {
     id: u64,
     stream: TcpStream,
+    /// The server's address of the connection.
+    local: SocketAddr,
+    /// The user owning the client's socket, once looked up.
+    uid: OnceLock<Option<u32>>,
     st: Mutex<ConnState>,
     cv: Condvar,
 }
@@ -318,7 +561,9 @@ impl Conn {
         }
         s.phase = phase;
         s.since = Instant::now();
-        s.fresh &= phase == Phase::Idle;
+        // A first request still being read keeps the grace: on a loaded machine its thread may have
+        // begun reading it and then waited for a CPU.
+        s.fresh &= matches!(phase, Phase::Idle | Phase::Reading);
         true
     }
 
@@ -352,6 +597,7 @@ pub struct HttpServer {
     limits: Limits,
     counters: Arc<Counters>,
     registry: Arc<Registry>,
+    busy: Arc<BusyGate>,
 }
 
 impl HttpServer {
@@ -363,7 +609,8 @@ impl HttpServer {
     /// Serves a socket already bound.
     pub fn from_listener(listener: TcpListener, limits: Limits) -> std::io::Result<HttpServer> {
         listener.set_nonblocking(true)?;
-        Ok(HttpServer { listener, limits, counters: Arc::default(), registry: Arc::default() })
+        let busy = Arc::new(BusyGate::new(&limits));
+        Ok(HttpServer { listener, limits, counters: Arc::default(), registry: Arc::default(), busy })
     }
 
     /// The address bound (with the port chosen when 0 was asked for).
@@ -390,6 +637,13 @@ impl HttpServer {
     /// connection thread has ended (within the write timeout).
     pub fn run(self, handler: Arc<dyn Handler>, stop: Arc<AtomicBool>) -> std::io::Result<()> {
         while !stop.load(Ordering::Relaxed) {
+            if self.only_newcomers_to_close() {
+                // Leave the next connection in the kernel's queue until a thread has read one of
+                // these (or its grace ends): closing one just connected to let in the next would
+                // let a crowd reconnecting at once cut off clients before they are ever read.
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
             match self.listener.accept() {
                 Ok((stream, peer)) => self.admit(stream, peer, &handler, &stop),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -421,6 +675,26 @@ impl HttpServer {
         Ok(())
     }
 
+    /// At the cap, and the only connections that could be closed are within their grace.
+    fn only_newcomers_to_close(&self) -> bool {
+        let conns = self.registry.lock();
+        if conns.len() < self.limits.max_connections.max(1) {
+            return false;
+        }
+        let mut young = false;
+        for c in conns.iter() {
+            let s = c.lock();
+            if s.phase == Phase::Handling || s.evicted {
+                continue;
+            }
+            if !(s.fresh && s.born.elapsed() < self.limits.fresh_grace) {
+                return false;
+            }
+            young = true;
+        }
+        young
+    }
+
     fn admit(&self, stream: TcpStream, peer: SocketAddr, handler: &Arc<dyn Handler>, stop: &Arc<AtomicBool>) {
         let _ = stream.set_nonblocking(false);
         let _ = stream.set_nodelay(true);
@@ -428,10 +702,19 @@ impl HttpServer {
             refuse(stream);
             return;
         };
+        let local = stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
         let conn = Arc::new(Conn {
             id: self.registry.next_id.fetch_add(1, Ordering::Relaxed),
             stream: handle,
-            st: Mutex::new(ConnState { phase: Phase::Idle, since: Instant::now(), evicted: false, fresh: true }),
+            local,
+            uid: OnceLock::new(),
+            st: Mutex::new(ConnState {
+                phase: Phase::Idle,
+                since: Instant::now(),
+                evicted: false,
+                fresh: true,
+                born: Instant::now(),
+            }),
             cv: Condvar::new(),
         });
         {
@@ -444,7 +727,7 @@ impl HttpServer {
                     .enumerate()
                     .filter_map(|(i, c)| {
                         let s = c.lock();
-                        let young = s.fresh && s.since.elapsed() < self.limits.fresh_grace;
+                        let young = s.fresh && s.born.elapsed() < self.limits.fresh_grace;
                         (s.phase != Phase::Handling && !s.evicted).then_some((young, s.phase, s.since, i))
                     })
                     .min();
@@ -465,10 +748,12 @@ impl HttpServer {
         }
         self.counters.open.fetch_add(1, Ordering::AcqRel);
         let (limits, counters, registry) = (self.limits.clone(), self.counters.clone(), self.registry.clone());
-        let (handler, stop) = (handler.clone(), stop.clone());
+        let (handler, stop, busy) = (handler.clone(), stop.clone(), self.busy.clone());
         let id = conn.id;
         let spawned = std::thread::Builder::new().name("latscope-http-conn".into()).spawn(move || {
-            serve_connection(stream, peer, &conn, &limits, handler.as_ref(), &stop, &counters);
+            let ctx =
+                ConnCtx { limits: &limits, handler: handler.as_ref(), stop: &stop, counters: &counters, busy: &busy };
+            serve_connection(stream, peer, &conn, &ctx);
             registry.remove(conn.id);
             counters.open.fetch_sub(1, Ordering::AcqRel);
         });
@@ -532,15 +817,17 @@ enum ReadError {
     Status(u16, &'static str),
 }
 
-fn serve_connection(
-    mut stream: TcpStream,
-    peer: SocketAddr,
-    conn: &Arc<Conn>,
-    limits: &Limits,
-    handler: &dyn Handler,
-    stop: &AtomicBool,
-    counters: &Counters,
-) {
+/// What every connection of a server shares.
+struct ConnCtx<'a> {
+    limits: &'a Limits,
+    handler: &'a dyn Handler,
+    stop: &'a AtomicBool,
+    counters: &'a Counters,
+    busy: &'a Arc<BusyGate>,
+}
+
+fn serve_connection(mut stream: TcpStream, peer: SocketAddr, conn: &Arc<Conn>, ctx: &ConnCtx) {
+    let ConnCtx { limits, handler, stop, counters, busy } = *ctx;
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     for served in 0..limits.max_requests_per_connection {
         if stop.load(Ordering::Relaxed) {
@@ -563,6 +850,7 @@ fn serve_connection(
             break;
         }
         req.conn = Some(conn.clone());
+        req.busy = Some(busy.clone());
         let keep_alive = keep && served + 1 < limits.max_requests_per_connection && !stop.load(Ordering::Relaxed);
         let head_only = req.method == "HEAD";
         let resp = handler.handle(&req);
@@ -673,7 +961,7 @@ fn read_request(
         .any(|(_, v)| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")));
     // HTTP/1.0 clients get one answer per connection.
     let keep = version == 1 && !close;
-    Ok((Request { method, path, query, headers, body, peer, conn: None }, keep))
+    Ok((Request { method, path, query, headers, body, peer, conn: None, uid: OnceLock::new(), busy: None }, keep))
 }
 
 /// Checks the headers that frame a request (RFC 9112 sections 3.2 and 6.3), returns the body's
@@ -840,6 +1128,46 @@ mod tests {
         assert!(read_answer(&mut fresh).starts_with("HTTP/1.1 200"));
         assert_eq!(counters.evicted.load(Ordering::Relaxed), 1);
         run.stop();
+    }
+
+    /// Places for long work: a freed place goes to the waiting client holding the fewest, a
+    /// client waits for no more places than its share, and a newcomer always gets in line.
+    #[test]
+    fn a_freed_busy_place_goes_to_the_waiting_client_holding_the_fewest() {
+        let limits =
+            Limits { max_busy: 2, max_busy_per_client: 2, busy_wait: Duration::from_secs(20), ..Limits::default() };
+        let gate = Arc::new(BusyGate::new(&limits));
+        let (a, b, c) = (Client::User(1), Client::User(2), Client::User(3));
+        let place = Acquired::Place;
+        assert!(gate.acquire(a, || false) == place && gate.acquire(a, || false) == place, "a holds both places");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiters: Vec<_> = [a, a, b]
+            .into_iter()
+            .enumerate()
+            .map(|(i, who)| {
+                let (gate, tx) = (gate.clone(), tx.clone());
+                std::thread::sleep(Duration::from_millis(50));
+                std::thread::spawn(move || {
+                    let got = gate.acquire(who, || false) == Acquired::Place;
+                    tx.send((i, got)).unwrap();
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        // a waits for two already (its share): a third is refused without a wait for a place; c, new, gets in line.
+        assert_eq!(gate.acquire(a, || false), Acquired::Refused);
+        assert_eq!(gate.lock().queue.len(), 3);
+        gate.release(a);
+        assert_eq!(rx.recv().unwrap(), (2, true), "b, holding nothing, goes first");
+        gate.release(a);
+        assert_eq!(rx.recv().unwrap(), (0, true), "then a, in order of arrival");
+        assert_eq!(gate.acquire(c, || true), Acquired::Timeout, "c gets in line, and leaves when its connection goes");
+        gate.release(a);
+        gate.release(b);
+        assert_eq!(rx.recv().unwrap(), (1, true));
+        for w in waiters {
+            w.join().unwrap();
+        }
     }
 
     #[test]

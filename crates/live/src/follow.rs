@@ -10,7 +10,9 @@ fn parents() -> HashMap<u32, u32> {
     let Ok(rd) = std::fs::read_dir("/proc") else { return m };
     for e in rd.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // Regular files only, a bounded size (latscope_trace::safe_read): a stat line is short.
+        let Ok(stat) = latscope_trace::safe_read::read_file(format!("/proc/{pid}/stat"), 4096) else { continue };
+        let stat = stat.text();
         if let Some((state, ppid)) = parse_stat(&stat) {
             if state != 'Z' && state != 'X' {
                 m.insert(pid, ppid);

@@ -53,10 +53,11 @@ pub use cgroup::Cgroup;
 pub use command::{Command, CommandError};
 pub use latscope_event::SyscallSet;
 pub use recorder::{
-    Progress, RecordError, Recorder, RecorderOptions, Recording, StopReason, BLOCK_EVENTS, MEMORY_BOUND_BYTES,
-    WRITER_QUEUE_BLOCKS,
+    BlockSink, Progress, RecordError, Recorder, RecorderOptions, Recording, StopReason, BLOCK_EVENTS,
+    MEMORY_BOUND_BYTES, WRITER_QUEUE_BLOCKS,
 };
 pub use session::{CountBy, LiveSession, SessionBuilder, SessionError, RING_BYTES_RANGE};
 pub use shared::{
     plan_sharing, share_key, CountSpec, KeyAggregate, ShareKey, SharedCounter, ViewAggregates, ViewCounts,
 };
+pub use stacks::{StackStats, MAX_STACKS};

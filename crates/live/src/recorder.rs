@@ -7,6 +7,40 @@ use latscope_probe::{ProbeError, ProbeStats};
 use latscope_trace::{Summary, ThreadedTraceWriter, TraceError};
 use std::time::{Duration, Instant};
 
+/// Where a [`Recorder`]'s blocks go: a trace file ([`ThreadedTraceWriter`]), or a stage of its
+/// own beside it (a flight recorder's ring, rotating files) that takes the same batches.
+///
+/// Batches are moved in and handed back cleared for reuse through
+/// [`BlockSink::spare_batch`]; a sink that cannot keep up hands a batch back from
+/// [`BlockSink::try_write_batch`] (the recorder then stops reading the ring buffer and the
+/// kernel counts what it drops), so memory stays bounded whatever the event rate.
+pub trait BlockSink {
+    /// A cleared batch to fill, recycled when there is one.
+    fn spare_batch(&self) -> EventBatch;
+    /// Take `batch` (one or more blocks) unless the sink is full: then it is handed back.
+    /// `lost_total`: events the probes have lost since the recording started.
+    fn try_write_batch(&mut self, batch: EventBatch, lost_total: u64) -> Result<Option<EventBatch>, TraceError>;
+    /// Take `batch`, waiting for room.
+    fn write_batch(&mut self, batch: EventBatch, lost_total: u64) -> Result<(), TraceError>;
+    /// End: everything taken is dealt with; `summary` holds the recording's counters.
+    fn finish(self, summary: Summary) -> Result<Summary, TraceError>;
+}
+
+impl BlockSink for ThreadedTraceWriter {
+    fn spare_batch(&self) -> EventBatch {
+        ThreadedTraceWriter::spare_batch(self)
+    }
+    fn try_write_batch(&mut self, batch: EventBatch, lost_total: u64) -> Result<Option<EventBatch>, TraceError> {
+        ThreadedTraceWriter::try_write_batch(self, batch, lost_total)
+    }
+    fn write_batch(&mut self, batch: EventBatch, lost_total: u64) -> Result<(), TraceError> {
+        ThreadedTraceWriter::write_batch(self, batch, lost_total)
+    }
+    fn finish(self, summary: Summary) -> Result<Summary, TraceError> {
+        ThreadedTraceWriter::finish(self, summary)
+    }
+}
+
 /// How a recording is cut into blocks and when it ends.
 #[derive(Debug, Clone, Copy)]
 pub struct RecorderOptions {
@@ -39,6 +73,11 @@ pub const WRITER_QUEUE_BLOCKS: usize = 2;
 /// The memory the recorder holds beyond the ring buffer, at most (blocks being filled, queued,
 /// written and recycled).
 pub const MEMORY_BOUND_BYTES: u64 = 64 << 20;
+
+/// A block's metadata (the stack table entries and cgroups its events met first) is kept
+/// under this many bytes, plus one event's: a block is cut early rather than made larger than
+/// readers take (1 MiB), however many new stacks arrive at once.
+const BLOCK_META_BUDGET: usize = 256 << 10;
 
 /// Why a recording ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,17 +143,21 @@ pub struct Recording {
     pub program_runs_skipped: Option<u64>,
     /// The summary written at the end of the file.
     pub summary: Summary,
+    /// With stacks: what the stack table did (distinct stacks, the missing ones by reason, the
+    /// reads of processes' mappings).
+    pub stacks: Option<crate::StackStats>,
 }
 
-/// Records a [`LiveSession`] into a trace file (see the crate documentation).
+/// Records a [`LiveSession`] into a trace file, or another [`BlockSink`] (see the crate
+/// documentation).
 ///
 /// Syscalls and the other kinds (block requests, process events) go to separate blocks, flushed
 /// together, so that readers after one kind skip the other's blocks whole. Each poll consumes a
 /// bounded number of ring-buffer records, so blocks are flushed on time and stop requests are
 /// seen within one poll even when producers keep the ring buffer full.
-pub struct Recorder {
+pub struct Recorder<W: BlockSink = ThreadedTraceWriter> {
     session: LiveSession,
-    writer: ThreadedTraceWriter,
+    writer: W,
     opts: RecorderOptions,
     syscalls: EventBatch,
     other: EventBatch,
@@ -127,15 +170,19 @@ pub struct Recorder {
     backlog: bool,
     /// The stack table (`--why` with stacks).
     stacks: crate::stacks::StackResolver,
+    /// What the session's header had cut when the recording started (the header written); what
+    /// it cuts later (cgroups met during the recording) goes in the summary.
+    header_cut: latscope_event::Truncation,
 }
 
-impl Recorder {
+impl<W: BlockSink> Recorder<W> {
     /// Start recording `session` into `writer` (created with the session's header), releasing
     /// the session's command.
-    pub fn new(mut session: LiveSession, writer: ThreadedTraceWriter, opts: RecorderOptions) -> Recorder {
+    pub fn new(mut session: LiveSession, writer: W, opts: RecorderOptions) -> Recorder<W> {
         let stacks = crate::stacks::StackResolver::new(session.why_stacks());
         session.release_command();
         let now = Instant::now();
+        let header_cut = session.header().truncated;
         Recorder {
             session,
             writer,
@@ -148,6 +195,7 @@ impl Recorder {
             last_flush: now,
             backlog: false,
             stacks,
+            header_cut,
         }
     }
 
@@ -209,7 +257,7 @@ impl Recorder {
         self.finish(reason)
     }
 
-    fn poll(&mut self, wait: Duration) -> Result<(), ProbeError> {
+    fn poll(&mut self, wait: Duration) -> Result<(), RecordError> {
         let s = &mut self.session;
         let from = self.syscalls.len();
         // Cgroups first met now (a container started since the start) are named before the
@@ -237,9 +285,24 @@ impl Recorder {
             }
         }
         // Stack references become ids of the trace's stack table, whose new entries travel in
-        // the block of the events that first use them.
-        if s.why_stacks() {
-            self.stacks.resolve(&s.probe, &mut self.syscalls, from);
+        // the block of the events that first use them: a block whose entries reach the budget
+        // is written, and the rest of the events go to the next one.
+        let mut at = from;
+        while self.session.why_stacks() {
+            at = self.stacks.resolve_within(&self.session.probe, &mut self.syscalls, at, BLOCK_META_BUDGET);
+            if at >= self.syscalls.len() {
+                break;
+            }
+            let mut head = self.writer.spare_batch();
+            head.append_range(&self.syscalls, 0..at);
+            let mut tail = self.writer.spare_batch();
+            tail.append_range(&self.syscalls, at..self.syscalls.len());
+            head.stacks = std::mem::take(&mut self.syscalls.stacks);
+            head.cgroups = std::mem::take(&mut self.syscalls.cgroups);
+            self.syscalls = head;
+            self.flush_wait()?;
+            self.syscalls = tail;
+            at = 0;
         }
         Ok(())
     }
@@ -325,6 +388,15 @@ impl Recorder {
         let malformed = self.session.malformed();
         let program_runs_skipped = self.session.probe.recursion_misses();
         self.flush_wait()?;
+        // Cut since the start: cgroup entries (in the header the session keeps) and stacks.
+        let now_cut = self.session.header().truncated;
+        let mut truncated = latscope_event::Truncation {
+            values: now_cut.values.saturating_sub(self.header_cut.values),
+            bytes: now_cut.bytes.saturating_sub(self.header_cut.bytes),
+            entries: now_cut.entries.saturating_sub(self.header_cut.entries),
+        };
+        truncated.add(&self.stacks.truncation());
+        let stacks = self.session.why_stacks().then(|| self.stacks.stats(&self.session.probe));
         let summary = self.writer.finish(Summary {
             events: self.written,
             lost: stats.lost,
@@ -333,6 +405,8 @@ impl Recorder {
             block_completions_without_issue: stats.blk_unpaired,
             wakeups_unseen: stats.wakeups_unseen,
             program_runs_skipped,
+            truncated,
+            stacks_missing: stacks.as_ref().map(|s| s.missing).unwrap_or_default(),
             ..Default::default()
         })?;
         Ok(Recording {
@@ -344,6 +418,7 @@ impl Recorder {
             command_status,
             program_runs_skipped,
             summary,
+            stacks,
         })
     }
 }

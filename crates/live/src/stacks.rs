@@ -1,28 +1,128 @@
 //! The recorder's (and a streaming live session's) side of stacks (`record --why`, the
-//! dashboard's `why=1`): the probes hand over stack map ids; each new
-//! stack is read from its map once, its kernel frames symbolized from kallsyms and its user
-//! frames normalized (file, build id, file offset) while the process still runs, deduplicated
-//! into the trace's stack table, and the events' `kstack`/`ustack` rewritten to its ids.
+//! dashboard's `why=1`): the probes hand over stack keys and drain the kernel's stack maps
+//! after each poll (`latscope_probe`, `bpf/why.bpf.h`); each new stack is read once, its kernel
+//! frames symbolized from kallsyms and its user frames normalized (file, build id, file offset)
+//! from the process's mappings while it still runs ([`latscope_probe::procmaps`], bounded),
+//! deduplicated into the trace's stack table, and the events' `kstack`/`ustack` rewritten to
+//! its ids.
+//!
+//! The table is bounded ([`MAX_STACKS`], a quarter of it per user, and the frames and bytes
+//! readers keep: [`latscope_event::bounds`]), each entry is cut to its own bounds (counted in
+//! [`StackResolver::truncation`]), and every stack that could not be recorded is an entry
+//! saying why, counted by reason ([`StackStats::missing`]) for the recording's summary: nothing
+//! is dropped silently.
 
-use blazesym::normalize::{NormalizeOpts, Normalizer, Reason, UserMeta};
 use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
-use blazesym::{MaybeDefault, Pid};
-use latscope_event::{EventBatch, EventKind, Frame, StackEntry, StackKind};
+use blazesym::MaybeDefault;
+use latscope_event::bounds::{MAX_STACK_FRAMES, MAX_STACK_TABLE_BYTES};
+use latscope_event::{EventBatch, EventKind, Frame, StackEntry, StackKind, Truncation};
+use latscope_probe::procmaps::{Gone, UserAddr};
 use latscope_probe::{Probe, STACK_DEPTH};
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+/// Distinct stacks a trace's table holds at most; each user (uid) may add a quarter of them.
+/// Past that, or past the frames and bytes readers keep of a table
+/// ([`MAX_STACK_FRAMES`], [`MAX_STACK_TABLE_BYTES`]), new stacks are missing ("the trace's
+/// stack table was full"). Readers keep more stacks than this
+/// ([`latscope_event::bounds::MAX_STACKS`]).
+pub const MAX_STACKS: u32 = 1 << 16;
+/// (pid, key) pairs remembered; the memory starts over past it (the table keeps its ids).
+const MAX_USER_KEYS: usize = 1 << 20;
+
+/// What the stack table did (see the module documentation).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StackStats {
+    /// Distinct entries in the table (missing ones included).
+    pub entries: u64,
+    /// Stack references of events that are missing, by reason.
+    pub missing: latscope_trace::StacksMissing,
+    /// Reads of processes' /proc maps, and what their bounds refused.
+    pub maps: latscope_probe::procmaps::MapsStats,
+}
+
+/// Why a stack is missing: the summary's key and the table entry's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    Collision,
+    MapFull,
+    UserQuota,
+    Unreadable,
+    Capture(i32),
+    NotHeld,
+    Exited,
+    Execd,
+    TableFull,
+}
+
+impl Missing {
+    fn of_errno(e: i32) -> Missing {
+        match e {
+            libc::EEXIST => Missing::Collision,
+            libc::ENOMEM | libc::E2BIG => Missing::MapFull,
+            libc::EDQUOT => Missing::UserQuota,
+            libc::EFAULT => Missing::Unreadable,
+            e => Missing::Capture(e),
+        }
+    }
+    fn count(self, m: &mut latscope_trace::StacksMissing) {
+        let n = match self {
+            Missing::Collision => &mut m.hash_collision,
+            Missing::MapFull => &mut m.map_full,
+            Missing::UserQuota => &mut m.user_quota,
+            Missing::Unreadable => &mut m.unreadable,
+            Missing::Capture(_) => &mut m.capture_failed,
+            Missing::NotHeld => &mut m.not_held,
+            Missing::Exited | Missing::Execd => &mut m.process_exited,
+            Missing::TableFull => &mut m.table_full,
+        };
+        *n += 1;
+    }
+    fn words(self) -> String {
+        match self {
+            Missing::Collision => "the stack map held another stack under its hash (a hash collision)".into(),
+            Missing::MapFull => "the stack map was full".into(),
+            Missing::UserQuota => "its user had stored more new stacks than its share of the stack map since the \
+                                   recorder last read it"
+                .into(),
+            Missing::Unreadable => "the stack could not be read (no user stack, or its memory was not mapped)".into(),
+            Missing::Capture(e) => format!("the capture failed: {}", std::io::Error::from_raw_os_error(e)),
+            Missing::NotHeld => "its frames were no longer held when its event was read".into(),
+            Missing::Exited => "the process had exited before its stack was read".into(),
+            Missing::Execd => "the process had run another program (exec) before its stack was read".into(),
+            Missing::TableFull => {
+                format!(
+                    "the trace's stack table was full ({MAX_STACKS} stacks, {} per user, {MAX_STACK_FRAMES} \
+                     frames or {MAX_STACK_TABLE_BYTES} bytes)",
+                    MAX_STACKS / 4
+                )
+            }
+        }
+    }
+}
 
 /// Builds the stack table while recording.
 pub(crate) struct StackResolver {
-    /// Kernel stack map id -> table id.
-    kernel: HashMap<u32, u32>,
-    /// (pid, user stack map id) -> table id: user addresses mean something only in their process.
-    user: HashMap<(u32, u32), u32>,
-    /// An entry's content (its line with id 0) -> table id: one entry per distinct stack.
-    by_content: HashMap<String, u32>,
+    /// Kernel stack key -> table id.
+    kernel: HashMap<u64, u32>,
+    /// pid -> (its generation, user stack key -> table id): user addresses mean something only
+    /// in their process and its image (a new generation after an exec; forgotten at its exit).
+    user: HashMap<u32, (u32, HashMap<u64, u32>)>,
+    user_keys: usize,
+    /// A 128-bit hash of an entry's content (its line with id 0) -> table id: one entry per
+    /// distinct stack, without keeping every line.
+    by_content: HashMap<u128, u32>,
+    /// Entries each user added.
+    per_uid: HashMap<u32, u32>,
     next: u32,
+    missing: latscope_trace::StacksMissing,
     symbolizer: Option<Symbolizer>,
-    normalizer: Option<Normalizer>,
+    /// Frames and JSON bytes of the table so far: it stays within what readers keep.
+    frames: usize,
+    bytes: usize,
+    /// Entries cut to their bounds.
+    truncated: Truncation,
 }
 
 impl StackResolver {
@@ -32,10 +132,15 @@ impl StackResolver {
         let mut r = StackResolver {
             kernel: HashMap::new(),
             user: HashMap::new(),
+            user_keys: 0,
             by_content: HashMap::new(),
+            per_uid: HashMap::new(),
             next: 1,
+            missing: Default::default(),
             symbolizer: None,
-            normalizer: None,
+            frames: 0,
+            bytes: 0,
+            truncated: Truncation::default(),
         };
         if warm {
             r.symbolize_kernel(&[0]);
@@ -43,71 +148,174 @@ impl StackResolver {
         r
     }
 
-    /// Rewrite the stack references of events `from..` of `b` to table ids, appending the new
-    /// table entries to `b.stacks`.
+    /// What was cut from entries to keep each within its bounds (frames, names).
+    pub(crate) fn truncation(&self) -> Truncation {
+        self.truncated
+    }
+
+    /// What the table did so far.
+    pub(crate) fn stats(&self, probe: &Probe) -> StackStats {
+        StackStats { entries: u64::from(self.next - 1), missing: self.missing, maps: probe.maps_stats() }
+    }
+
+    /// Rewrite the stack references of events `from..` of `b` (those of the probe's last poll)
+    /// to table ids, appending the new table entries to `b.stacks`.
     pub(crate) fn resolve(&mut self, probe: &Probe, b: &mut EventBatch, from: usize) {
-        // User stacks first: their processes may exit any time, kernel stacks keep.
+        self.resolve_within(probe, b, from, usize::MAX);
+    }
+
+    /// Like [`StackResolver::resolve`], event by event, stopping before an event (not the
+    /// batch's first) once the batch's metadata (its new stack entries and cgroups) has
+    /// reached `budget` bytes; returns where it stopped (`b.len()`: done). A block's metadata
+    /// stays within what readers take whatever the stacks (the recorder cuts the block there).
+    pub(crate) fn resolve_within(&mut self, probe: &Probe, b: &mut EventBatch, from: usize, budget: usize) -> usize {
         for i in from..b.len() {
-            if b.kind[i] == EventKind::Syscall as u8 && b.ustack[i] != 0 {
-                b.ustack[i] = self.user_stack(probe, b.pid[i], b.ustack[i] as i32, &mut b.stacks);
+            if i > 0 && b.stacks.len() + b.cgroups.len() >= budget {
+                self.forget_changed(probe);
+                return i;
+            }
+            if b.kind[i] != EventKind::Syscall as u8 {
+                continue;
+            }
+            // User stacks first: their processes may exit any time, kernel stacks keep.
+            if b.ustack[i] != 0 {
+                // The stack is taken at the call's exit.
+                let at = b.ts[i].saturating_add(b.lat[i]);
+                b.ustack[i] = self.user_stack(probe, (b.pid[i], b.uid[i], at), b.ustack[i], &mut b.stacks);
+            }
+            if b.kstack[i] != 0 {
+                b.kstack[i] = self.kernel_stack(probe, b.uid[i], b.kstack[i], &mut b.stacks);
+            }
+            // The waker's, where it ended the wait: read in its thread's /proc entry (its
+            // process's maps), the waker's process not being recorded; in the table under
+            // the waiting call's user.
+            if b.waker_ustack[i] != 0 {
+                let at = b.ts[i].saturating_add(b.lat[i]);
+                b.waker_ustack[i] =
+                    self.user_stack(probe, (b.waker_tid[i], b.uid[i], at), b.waker_ustack[i], &mut b.stacks);
             }
         }
-        for i in from..b.len() {
-            if b.kind[i] == EventKind::Syscall as u8 && b.kstack[i] != 0 {
-                b.kstack[i] = self.kernel_stack(probe, b.kstack[i] as i32, &mut b.stacks);
-            }
+        self.forget_changed(probe);
+        b.len()
+    }
+
+    /// Processes that exited or exec'd: their pids may be another process's, or image, from
+    /// now on.
+    fn forget_changed(&mut self, probe: &Probe) {
+        for pid in probe.maps_changed() {
+            self.forget_user(pid);
         }
     }
 
-    fn kernel_stack(&mut self, probe: &Probe, r: i32, out: &mut String) -> u32 {
-        if r < 0 {
-            return self.add(missing(StackKind::Kernel, r), out);
-        }
-        let id = (r - 1) as u32;
-        if let Some(&t) = self.kernel.get(&id) {
-            return t;
-        }
-        let e = match probe.stack(false, id) {
-            Some(addrs) => {
-                let truncated = addrs.len() >= STACK_DEPTH;
-                let syms = self.symbolize_kernel(&addrs);
-                // The frames of the capture itself (the BPF program and the tracepoint's call
-                // into it) come first: where the call blocked starts after them.
-                let frames: Vec<Frame> = addrs
-                    .iter()
-                    .zip(syms)
-                    .map(|(&addr, sym)| Frame { addr, sym, ..Default::default() })
-                    .skip_while(|f| f.sym.as_deref().is_some_and(is_capture_frame))
-                    .collect();
-                StackEntry { id: 0, kind: StackKind::Kernel, frames, truncated, missing: None }
-            }
-            None => gone(StackKind::Kernel, "not in the kernel's stack map when read"),
-        };
-        let t = self.add(e, out);
-        self.kernel.insert(id, t);
-        t
+    fn missing(&mut self, kind: StackKind, why: Missing, out: &mut String) -> u32 {
+        why.count(&mut self.missing);
+        let e = StackEntry { id: 0, kind, frames: Vec::new(), truncated: false, missing: Some(why.words()), cut: None };
+        self.add(e, u32::MAX, out)
     }
 
-    fn user_stack(&mut self, probe: &Probe, pid: u32, r: i32, out: &mut String) -> u32 {
-        if r < 0 {
-            return self.add(missing(StackKind::User, r), out);
+    fn kernel_stack(&mut self, probe: &Probe, uid: u32, r: u32, out: &mut String) -> u32 {
+        if (r as i32) < 0 {
+            return self.missing(StackKind::Kernel, Missing::of_errno(-(r as i32)), out);
         }
-        let id = (r - 1) as u32;
-        if let Some(&t) = self.user.get(&(pid, id)) {
+        let Some((key, _)) = probe.stack_key(r) else {
+            return self.missing(StackKind::Kernel, Missing::NotHeld, out);
+        };
+        if let Some(&t) = self.kernel.get(&key) {
             return t;
         }
-        let e = match probe.stack(true, id) {
-            Some(addrs) => {
-                let truncated = addrs.len() >= STACK_DEPTH;
-                match self.normalize(pid, &addrs) {
-                    Some(frames) => StackEntry { id: 0, kind: StackKind::User, frames, truncated, missing: None },
-                    None => gone(StackKind::User, "the process had exited before its stack was read"),
-                }
-            }
-            None => gone(StackKind::User, "not in the user stack map when read"),
+        let Some(addrs) = probe.stack_frames(false, key) else {
+            return self.missing(StackKind::Kernel, Missing::NotHeld, out);
         };
-        let t = self.add(e, out);
-        self.user.insert((pid, id), t);
+        let truncated = addrs.len() >= STACK_DEPTH;
+        let syms = self.symbolize_kernel(&addrs);
+        // The frames of the capture itself (the BPF program and the tracepoint's call into it)
+        // come first: where the call blocked starts after them.
+        let frames: Vec<Frame> = addrs
+            .iter()
+            .zip(syms)
+            .map(|(&addr, sym)| Frame { addr, sym, ..Default::default() })
+            .skip_while(|f| f.sym.as_deref().is_some_and(is_capture_frame))
+            .collect();
+        let e = StackEntry { id: 0, kind: StackKind::Kernel, frames, truncated, missing: None, cut: None };
+        let t = self.add(e, uid, out);
+        if t != 0 {
+            self.kernel.insert(key, t);
+            return t;
+        }
+        self.missing(StackKind::Kernel, Missing::TableFull, out)
+    }
+
+    fn forget_user(&mut self, pid: u32) {
+        if let Some((_, m)) = self.user.remove(&pid) {
+            self.user_keys -= m.len();
+        }
+    }
+
+    /// The table id of the user stack `r` of an event of process `pid` (user `uid`) taken at
+    /// `at` ns.
+    fn user_stack(&mut self, probe: &Probe, (pid, uid, at): (u32, u32, u64), r: u32, out: &mut String) -> u32 {
+        if (r as i32) < 0 {
+            return self.missing(StackKind::User, Missing::of_errno(-(r as i32)), out);
+        }
+        let Some((key, gen)) = probe.stack_key(r) else { return self.missing(StackKind::User, Missing::NotHeld, out) };
+        if let Some(&t) = self.user.get(&pid).filter(|(g, _)| *g == gen).and_then(|(_, m)| m.get(&key)) {
+            return t;
+        }
+        let Some(addrs) = probe.stack_frames(true, key) else {
+            return self.missing(StackKind::User, Missing::NotHeld, out);
+        };
+        let truncated = addrs.len() >= STACK_DEPTH;
+        let norm = match probe.normalize_user(pid, gen, at, &addrs) {
+            Ok(n) => n,
+            Err(Gone::Exited) => return self.missing(StackKind::User, Missing::Exited, out),
+            Err(Gone::Execd) => return self.missing(StackKind::User, Missing::Execd, out),
+        };
+        // What the bounds kept from being read or checked may be named later: not kept.
+        let complete = norm.verified && !norm.addrs.contains(&UserAddr::Unknown);
+        let norm = norm.addrs;
+        // An address in no mapping is no return address: the frame-pointer walk went astray
+        // (code built without frame pointers leaves data in the register). Frames from there on
+        // would differ call by call and split one stack into many: the stack is cut there, and
+        // says so (without the stray address, which differs call by call).
+        let good = norm.iter().take_while(|a| **a != UserAddr::Unmapped).count();
+        let cut = (good < norm.len()).then(|| {
+            format!("the frame-pointer walk left the mapped code after frame {good} (code without frame pointers)")
+        });
+        let frames: Vec<Frame> = addrs
+            .iter()
+            .zip(norm)
+            .take(good)
+            .map(|(&addr, a)| match a {
+                UserAddr::File { path, off, build_id, deleted } => Frame {
+                    addr,
+                    file: Some(path.to_string()),
+                    build_id: build_id.map(|b| b.to_string()),
+                    off: Some(off),
+                    deleted,
+                    ..Default::default()
+                },
+                _ => Frame { addr, ..Default::default() },
+            })
+            .collect();
+        let e = StackEntry { id: 0, kind: StackKind::User, frames, truncated, missing: None, cut };
+        let t = self.add(e, uid, out);
+        if t == 0 {
+            return self.missing(StackKind::User, Missing::TableFull, out);
+        }
+        if complete {
+            if self.user_keys >= MAX_USER_KEYS {
+                self.user.clear();
+                self.user_keys = 0;
+            }
+            let slot = self.user.entry(pid).or_insert_with(|| (gen, HashMap::new()));
+            if slot.0 != gen {
+                self.user_keys -= slot.1.len();
+                *slot = (gen, HashMap::new());
+            }
+            if slot.1.insert(key, t).is_none() {
+                self.user_keys += 1;
+            }
+        }
         t
     }
 
@@ -127,43 +335,30 @@ impl StackResolver {
         }
     }
 
-    /// The file, build id and file offset of each address in process `pid`; `None` when the
-    /// process is gone.
-    fn normalize(&mut self, pid: u32, addrs: &[u64]) -> Option<Vec<Frame>> {
-        let n = self
-            .normalizer
-            .get_or_insert_with(|| Normalizer::builder().enable_build_ids(true).enable_build_id_caching(true).build());
-        let opts = NormalizeOpts { sorted_addrs: false, map_files: false, ..Default::default() };
-        let out = n.normalize_user_addrs_opts(Pid::from(pid), addrs, &opts).ok()?;
-        let frames = addrs
-            .iter()
-            .zip(&out.outputs)
-            // An address in no mapping is no return address: the frame-pointer walk went astray
-            // (code built without frame pointers leaves data in the register). Frames from
-            // there on would differ call by call and split one stack into many.
-            .take_while(|&(_, &(_, meta))| {
-                !matches!(out.meta.get(meta), Some(UserMeta::Unknown(u)) if u.reason == Reason::Unmapped)
-            })
-            .map(|(&addr, &(off, meta))| match out.meta.get(meta) {
-                Some(UserMeta::Elf(elf)) => Frame {
-                    addr,
-                    file: Some(elf.path.to_string_lossy().into_owned()),
-                    build_id: elf.build_id.as_ref().map(|b| b.iter().map(|x| format!("{x:02x}")).collect()),
-                    off: Some(off),
-                    ..Default::default()
-                },
-                _ => Frame { addr, ..Default::default() },
-            })
-            .collect();
-        Some(frames)
-    }
-
-    /// The table id of `e`'s content, adding it (to the table and `out`) when new.
-    fn add(&mut self, mut e: StackEntry, out: &mut String) -> u32 {
-        let key = e.to_line();
+    /// The table id of `e`'s content (cut to its bounds), adding it (to the table and `out`)
+    /// when new; 0 when it is new and the table has no room for it (in all, or for user `uid`;
+    /// `u32::MAX`: the entries that say a stack is missing, which are few and always fit).
+    fn add(&mut self, mut e: StackEntry, uid: u32, out: &mut String) -> u32 {
+        let mut cut = self.truncated;
+        e.bound(&mut cut);
+        let line = e.to_line();
+        let key = content_hash(&line);
         if let Some(&t) = self.by_content.get(&key) {
             return t;
         }
+        if uid != u32::MAX {
+            // Room is kept for the entries that say why stacks are missing.
+            let fits = self.frames + e.frames.len() <= MAX_STACK_FRAMES
+                && self.bytes + line.len() + (64 << 10) <= MAX_STACK_TABLE_BYTES;
+            let used = self.per_uid.entry(uid).or_default();
+            if self.next > MAX_STACKS || *used >= MAX_STACKS / 4 || !fits {
+                return 0;
+            }
+            *used += 1;
+        }
+        self.truncated = cut;
+        self.frames += e.frames.len();
+        self.bytes += line.len();
         e.id = self.next;
         self.next += 1;
         out.push_str(&e.to_line());
@@ -172,22 +367,18 @@ impl StackResolver {
     }
 }
 
+/// 128 bits of SipHash over `s` (two keys): distinct contents never share one in practice.
+fn content_hash(s: &str) -> u128 {
+    let h = |seed: u64| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        seed.hash(&mut h);
+        s.hash(&mut h);
+        h.finish()
+    };
+    (u128::from(h(0x5eed)) << 64) | u128::from(h(0xfeed))
+}
+
 /// A kernel frame of the capture machinery, not of the traced call.
 fn is_capture_frame(sym: &str) -> bool {
     ["bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_", "bpf_get_stack"].iter().any(|p| sym.starts_with(p))
-}
-
-fn gone(kind: StackKind, why: &str) -> StackEntry {
-    StackEntry { id: 0, kind, frames: Vec::new(), truncated: false, missing: Some(why.to_string()) }
-}
-
-/// The entry of a capture that failed with `-errno`.
-fn missing(kind: StackKind, r: i32) -> StackEntry {
-    let why = match -r {
-        libc::EEXIST => "the stack map's slot for it held another stack (a hash collision)".to_string(),
-        libc::ENOMEM | libc::E2BIG => "the stack map was full".to_string(),
-        libc::EFAULT => "the stack could not be read (no user stack, or its memory was not mapped)".to_string(),
-        e => format!("the capture failed: {}", std::io::Error::from_raw_os_error(e)),
-    };
-    gone(kind, &why)
 }

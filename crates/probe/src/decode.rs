@@ -30,8 +30,20 @@ pub struct Decoder {
     /// The files each process mapped during the recording (mmap calls seen), by start address:
     /// they name the file behind a page fault the kernel did not resolve.
     maps: FxHashMap<u32, BTreeMap<u64, Mapping>>,
-    /// Inodes behind page faults already looked for in /proc maps (once each).
-    maps_looked: rustc_hash::FxHashSet<(u32, u64)>,
+    /// What live processes map (their /proc maps, read within bounds): the file behind a page
+    /// fault no open named, and the files of user stacks' frames.
+    pub(crate) procmaps: crate::procmaps::MapsCache,
+    /// The stack keys of the events decoded since the last poll began, with the generation of
+    /// the event's process then (see [`crate::procmaps::MapsCache::generation`]): an event's
+    /// `kstack` / `ustack` is an index here plus 1 until the stack table names it (see
+    /// `Probe::stack_key`).
+    pub(crate) stack_keys: Vec<(u64, u32)>,
+    /// Processes that exec'd or exited in the events decoded since the last poll began.
+    pub(crate) maps_changed: Vec<u32>,
+    /// Processes that exited in the events decoded since the last poll began: forgotten by the
+    /// maps cache when the next poll begins, once this poll's stacks (some taken just before
+    /// the exit) are named.
+    exited: Vec<u32>,
     /// Read /proc for a process's cwd on first sight (live recording only).
     live: bool,
     /// Events decoded into this batch since the last take.
@@ -85,15 +97,42 @@ impl Decoder {
         d
     }
 
-    /// Name the files processes `pids` map now (their /proc maps) by inode, where nothing named
-    /// them yet: a page fault in a file mapped before the recording started (its fd closed
-    /// since) is named by them. For a recording with attribution, at its start.
+    /// Read what processes `pids` map now (their /proc maps, within the bounds of
+    /// [`crate::procmaps`]): a page fault in a file mapped before the recording started (its
+    /// fd closed since) is named from them, even if the process exits before its event is
+    /// read. For a recording with attribution, at its start.
     pub fn name_mapped_files(&mut self, pids: impl IntoIterator<Item = u32>) {
         for pid in pids {
-            for (dev, ino, path) in crate::snapshot::mapped_files(pid) {
-                self.by_inode.entry((dev, ino)).or_insert_with(|| Arc::from(path));
-            }
+            self.procmaps.prime(pid);
         }
+    }
+
+    /// A new poll begins: the stack keys and the processes that changed of the last one are
+    /// done with.
+    pub(crate) fn begin_poll(&mut self) {
+        self.stack_keys.clear();
+        self.maps_changed.clear();
+        for pid in self.exited.drain(..) {
+            self.procmaps.exit(pid);
+        }
+    }
+
+    /// An event's stack reference from the record's status and key (see `struct ls_why`).
+    fn stack_ref(&mut self, status: i32, key: u64, pid: u32) -> u32 {
+        if status > 0 && key != 0 {
+            self.stack_keys.push((key, self.procmaps.generation(pid)));
+            self.stack_keys.len() as u32
+        } else if status < 0 {
+            status as u32
+        } else {
+            0
+        }
+    }
+
+    /// Whether thread `tid` belongs to process `pid`: while recording, by /proc (a thread that
+    /// exited since is not known); otherwise not known (false).
+    fn is_thread_of(&self, pid: u32, tid: u32) -> bool {
+        self.live && std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists()
     }
 
     /// Take the decoded events, leaving an empty batch.
@@ -214,6 +253,10 @@ impl Decoder {
             // SAFETY: length checked above; ls_why is plain old data.
             let y: ls_why = unsafe { std::ptr::read_unaligned(data[RECORD_SIZE..].as_ptr() as *const ls_why) };
             set_why(&mut e, &y);
+            e.kstack = self.stack_ref(y.kstack, y.kstack_key, r.pid);
+            e.ustack = self.stack_ref(y.ustack, y.ustack_key, r.pid);
+            // The waker's process is found by its thread: /proc/TID/maps are its process's.
+            e.waker_ustack = self.stack_ref(y.waker_ustack, y.waker_ustack_key, y.waker_tid);
             (y.fault_dev, y.fault_ino, y.fault_off)
         } else {
             set_why(&mut e, &ls_why::default());
@@ -229,6 +272,15 @@ impl Decoder {
             Some(EventKind::Syscall) => self.syscall(&mut e, &p1, raw2, raw1),
             Some(EventKind::Proc) => self.proc(&mut e, &p1, raw2),
             _ => {}
+        }
+        // A robust mutex's word names a thread of the caller's process; another value with the
+        // waiters bit (a condition variable's sequence) is none.
+        if e.lock_owner != 0
+            && e.wake_flags & latscope_event::wake_flags::HELD == 0
+            && !matches!(e.lock_op & 127, 6 | 8 | 13)
+            && !self.is_thread_of(e.pid, e.lock_owner)
+        {
+            e.lock_owner = 0;
         }
         e.fault_path.clear();
         e.fault_off = -1;
@@ -246,17 +298,20 @@ impl Decoder {
     /// there (`file`: device, inode, offset; inode 0 when it could not look), named by its
     /// inode; else the mapping of a recorded mmap call of the process that covers the address.
     /// While recording, an inode no open named is looked for in the process's /proc maps (a
-    /// file mapped before the recording, its fd closed since). Neither: left unnamed (its
-    /// offset too, unless the kernel gave it).
+    /// file mapped before the recording, its fd closed since; read within the bounds of
+    /// [`crate::procmaps`]). Neither: left unnamed (its offset too, unless the kernel gave it).
     fn name_fault(&mut self, e: &mut Event, (dev, ino, off): (u32, u64, u64)) {
         if ino != 0 {
             e.fault_off = off as i64;
-            if self.live && !self.by_inode.contains_key(&(dev, ino)) && self.maps_looked.insert((dev, ino)) {
-                self.name_mapped_files([e.pid]);
-            }
             if let Some(p) = self.by_inode.get(&(dev, ino)) {
                 e.fault_path.push_str(p);
                 return;
+            }
+            if self.live {
+                if let Some((p, _)) = self.procmaps.file_at(e.pid, e.fault_addr, dev, ino) {
+                    e.fault_path.push_str(&p);
+                    return;
+                }
             }
         }
         let addr = e.fault_addr;
@@ -482,6 +537,9 @@ impl Decoder {
             }
             Some(ProcOp::Exec) => {
                 self.maps.remove(&e.pid);
+                // A new image: the stacks of the old one are not named from it.
+                self.procmaps.exec(e.pid, e.ts.saturating_add(e.lat));
+                self.maps_changed.push(e.pid);
                 e.path = self.resolve(e.pid, AT_FDCWD, p1);
                 // The argument area: NUL-separated arguments, joined by spaces.
                 for (i, a) in raw2.split(|&c| c == 0).filter(|a| !a.is_empty()).enumerate() {
@@ -494,6 +552,8 @@ impl Decoder {
             Some(ProcOp::Exit) => {
                 self.cwd.remove(&e.pid);
                 self.maps.remove(&e.pid);
+                self.exited.push(e.pid);
+                self.maps_changed.push(e.pid);
                 self.by_fd.retain(|(p, _), _| *p != e.pid);
             }
             None => {}
@@ -501,9 +561,6 @@ impl Decoder {
     }
 }
 
-/// The socket's name from a `struct ls_sock_tuple`: `local->peer`, or `local` alone when there is
-/// no peer, with the protocol first unless it is TCP (`udp:10.0.0.1:53->10.0.0.2:41000`; see
-/// [`latscope_event::sock_name`]).
 /// Copy a record's attribution into the row (all zeros: none).
 fn set_why(e: &mut Event, y: &ls_why) {
     let p = &y.part;
@@ -525,14 +582,48 @@ fn set_why(e: &mut Event, y: &ls_why) {
     e.runq_cpu = y.rq_cpu;
     e.wake_dev = y.wake_dev;
     e.wake_sector = y.wake_sector;
-    e.kstack = y.kstack as u32;
-    e.ustack = y.ustack as u32;
+    e.kstack = 0;
+    e.ustack = 0;
     e.waker_wait_part = y.waker_wait_part;
     e.waker_wait_ns = y.waker_wait_ns;
     e.wake_held_ns = y.wake_held_ns;
     e.wake_queue_ns = y.wake_queue_ns;
     e.wake_device_ns = y.wake_device_ns;
     e.fault_addr = y.fault_addr;
+    e.wait_start = y.wait_start;
+    e.wait_end = y.wait_end;
+    e.wake_flags = y.wake_flags;
+    e.lock_kind = y.lock_kind;
+    e.lock_addr = y.lock_addr;
+    e.lock_op = y.lock_op;
+    e.lock_word = y.lock_word;
+    e.lock_start = y.lock_start;
+    e.lock_len = y.lock_len;
+    e.waker_wait_dev = y.waker_wait_dev;
+    e.lock_owner = lock_owner(y);
+}
+
+/// The thread that held the lock of a call, where the lock or the programs say: a futex wait
+/// its timeout ended while another thread held the futex (the programs' holder); a PI futex's
+/// owner (the word holds its thread id: FUTEX_LOCK_PI, FUTEX_LOCK_PI2, FUTEX_TRYLOCK_PI); a
+/// robust mutex's (the word holds its owner's id with FUTEX_WAITERS set while others wait:
+/// taken when that thread is one of the caller's process). 0: not known (then the thread that
+/// woke the call released it).
+fn lock_owner(y: &ls_why) -> u32 {
+    const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
+    const FUTEX_WAITERS: u32 = 0x8000_0000;
+    if y.wake_flags & latscope_event::wake_flags::HELD != 0 {
+        return y.holder_tid;
+    }
+    if y.lock_kind != latscope_event::LockKind::Futex as u8 {
+        return 0;
+    }
+    let cmd = y.lock_op & 127; // FUTEX_CMD_MASK (private and clock flags off)
+    let owner = y.lock_word & FUTEX_TID_MASK;
+    if matches!(cmd, 6 | 8 | 13) {
+        return owner;
+    }
+    owner * u32::from(y.lock_word & FUTEX_WAITERS != 0 && owner > 0)
 }
 
 fn sock_name(raw: &[u8]) -> Option<String> {
@@ -822,18 +913,21 @@ mod tests {
         assert_eq!(b.fault_addr[1], 0x7000_1010);
     }
 
-    /// This process's /proc maps name its own executable by the kernel's device number and inode.
+    /// This process's /proc maps name its own executable at an address of its code, by the
+    /// kernel's device number and inode; another inode at that address is not named.
     #[test]
     fn proc_maps_name_mapped_files_by_inode() {
         use std::os::unix::fs::MetadataExt;
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         let m = std::fs::metadata(&exe).unwrap();
         let dev = crate::snapshot::kdev(m.dev());
-        let files = crate::snapshot::mapped_files(std::process::id());
-        assert!(files.contains(&(dev, m.ino(), exe.to_string_lossy().into_owned())), "{files:?}");
-        let mut d = Decoder::new(&TraceHeader::default(), false);
+        let code = proc_maps_name_mapped_files_by_inode as *const () as usize as u64;
+        let mut d = Decoder::new(&TraceHeader::default(), true);
         d.name_mapped_files([std::process::id()]);
-        assert_eq!(d.by_inode.get(&(dev, m.ino())).map(|p| p.to_string()), Some(exe.to_string_lossy().into_owned()));
+        let (path, _) = d.procmaps.file_at(std::process::id(), code, dev, m.ino()).expect("named");
+        assert_eq!(&*path, exe.to_str().unwrap());
+        assert_eq!(d.procmaps.file_at(std::process::id(), code, dev, m.ino() + 1), None);
+        assert_eq!(d.procmaps.stats().reads, 1);
     }
 
     #[test]

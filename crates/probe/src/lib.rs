@@ -10,7 +10,9 @@
 pub mod containers;
 mod decode;
 pub mod features;
+pub mod procmaps;
 pub mod snapshot;
+mod stackstore;
 
 pub use decode::{join, Decoder};
 
@@ -77,11 +79,8 @@ pub enum ProbeError {
 /// probes did not see (a sleep a signal ends is other wait). A timer's wake-up or an I/O wait
 /// still takes precedence.
 fn why_nr_parts() -> [u8; 512] {
-    let part = |name: &str| latscope_event::WHY_PART_NAMES.iter().position(|p| *p == name).unwrap_or(0) as u8;
-    let (lock, ipc, timer) = (part("lock"), part("ipc"), part("timer"));
-    let mut t = [0u8; 512];
-    let classes: [(&[&str], u8); 3] = [
-        (&["futex", "futex_waitv", "flock", "fcntl", "semop", "semtimedop"], lock),
+    why_nr_table(&[
+        (&["futex", "futex_waitv", "flock", "fcntl", "semop", "semtimedop"], why_part("lock")),
         (
             &[
                 "poll",
@@ -96,14 +95,37 @@ fn why_nr_parts() -> [u8; 512] {
                 "mq_timedreceive",
                 "mq_timedsend",
             ],
-            ipc,
+            why_part("ipc"),
         ),
-        (&["nanosleep", "clock_nanosleep"], timer),
-    ];
-    for (names, p) in classes {
-        for n in names {
+        (&["nanosleep", "clock_nanosleep"], why_part("timer")),
+    ])
+}
+
+/// The index of attribution part `name`.
+fn why_part(name: &str) -> u8 {
+    latscope_event::WHY_PART_NAMES.iter().position(|p| *p == name).unwrap_or(0) as u8
+}
+
+/// What the lock fields of a call's attribution describe, by syscall number (`why_nr_lock` in
+/// why.bpf.h, `enum ls_lock_kind`): which of its arguments name the lock it waits for.
+fn why_nr_locks() -> [u8; 512] {
+    use types::ls_lock_kind as k;
+    why_nr_table(&[
+        (&["futex"], k::LS_LOCK_FUTEX.0 as u8),
+        (&["futex_waitv"], k::LS_LOCK_FUTEXV.0 as u8),
+        (&["flock"], k::LS_LOCK_FLOCK.0 as u8),
+        (&["fcntl"], k::LS_LOCK_FCNTL.0 as u8),
+        (&["semop", "semtimedop"], k::LS_LOCK_SEM.0 as u8),
+    ])
+}
+
+/// A table by syscall number: `value` for each syscall named with it, 0 for the rest.
+fn why_nr_table(classes: &[(&[&str], u8)]) -> [u8; 512] {
+    let mut t = [0u8; 512];
+    for (names, v) in classes {
+        for n in names.iter() {
             if let Some(nr) = syscalls::syscall_nr(n).filter(|&nr| (nr as usize) < t.len()) {
-                t[nr as usize] = p;
+                t[nr as usize] = *v;
             }
         }
     }
@@ -151,8 +173,7 @@ const CAPS: [(u32, &str); 4] =
 /// The capabilities loading and running the probes needs (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE,
 /// CAP_DAC_READ_SEARCH) that this process lacks: none for root.
 pub fn missing_capabilities() -> Vec<&'static str> {
-    let eff = std::fs::read_to_string("/proc/self/status")
-        .ok()
+    let eff = snapshot::read_text("/proc/self/status", snapshot::SMALL)
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_string())))
         .and_then(|v| u64::from_str_radix(&v, 16).ok())
         .unwrap_or(0);
@@ -507,6 +528,8 @@ pub struct Probe {
     blk_base: usize,
     blk_groups: usize,
     attached_ns: u64,
+    /// With stacks: what was drained from the stack maps (see `stackstore`).
+    stacks: Option<stackstore::StackStore>,
 }
 
 /// Most ring-buffer records one poll consumes: under a sustained event rate the producers can
@@ -636,6 +659,9 @@ impl Probe {
         ro.why_mode = u8::from(why);
         ro.why_min = cfg.why_above_ns.unwrap_or(0);
         ro.why_nr_part = why_nr_parts();
+        ro.why_nr_lock = why_nr_locks();
+        // The futex holders map (an LRU hash, preallocated): one entry without attribution.
+        bpf(open.maps.why_fxs.set_max_entries(if why { 4096 } else { 1 }), "sizing the futex holders map")?;
         let stacks = why && cfg.why_stacks;
         ro.why_stacks = u8::from(stacks);
         // The stack maps are preallocated: one entry each when stacks are off.
@@ -796,6 +822,7 @@ impl Probe {
             blk_base,
             blk_groups,
             attached_ns,
+            stacks: stacks.then(stackstore::StackStore::default),
         };
         if !probe.aggregating {
             let dec = probe.decoder.clone();
@@ -835,18 +862,57 @@ impl Probe {
         Ok(true)
     }
 
-    /// The frames (innermost first) of stack `id` captured with attribution (an event's
-    /// `kstack`/`ustack` minus 1): from the kernel stack map or the user one. `None` if the map
-    /// has no such stack.
-    pub fn stack(&self, user: bool, id: u32) -> Option<Vec<u64>> {
-        let map = if user { &self.skel.maps.why_ustacks } else { &self.skel.maps.why_kstacks };
-        let v = map.lookup(&id.to_ne_bytes(), MapFlags::ANY).ok()??;
-        let frames = v
-            .chunks_exact(8)
-            .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
-            .take_while(|&a| a != 0)
-            .collect();
-        Some(frames)
+    /// The key of the stack an event of the last poll refers to, and the generation of its
+    /// process then (for [`Probe::normalize_user`]): `r` is its `kstack`/`ustack` as decoded
+    /// (positive: captured; see [`Probe::stack_frames`]). Valid until the next poll.
+    pub fn stack_key(&self, r: u32) -> Option<(u64, u32)> {
+        let i = (r as i32).checked_sub(1).filter(|&i| i >= 0)? as usize;
+        self.decoder.borrow().stack_keys.get(i).copied()
+    }
+
+    /// The frames (innermost first) of the stack with key `key` captured with attribution,
+    /// kernel or user, drained from the kernel's maps after the poll that read its event.
+    /// `None` when it is not held (any more: the store keeps the recent stacks by key, bounded).
+    pub fn stack_frames(&self, user: bool, key: u64) -> Option<std::sync::Arc<[u64]>> {
+        self.stacks.as_ref()?.get(user, key)
+    }
+
+    /// What each of `addrs` is in process `pid` (file, offset and build id) for a stack taken
+    /// at `at_ns` in generation `gen` of the process ([`Probe::stack_key`]), from its /proc maps
+    /// read within the bounds of [`procmaps`]; [`procmaps::Gone`] when it exited or exec'd.
+    pub fn normalize_user(
+        &self,
+        pid: u32,
+        gen: u32,
+        at_ns: u64,
+        addrs: &[u64],
+    ) -> Result<procmaps::Normalized, procmaps::Gone> {
+        self.decoder.borrow_mut().procmaps.normalize(pid, gen, at_ns, addrs)
+    }
+
+    /// The processes that exec'd or exited in the events of the last poll: what their
+    /// addresses meant is gone (a stack table forgets it).
+    pub fn maps_changed(&self) -> Vec<u32> {
+        self.decoder.borrow().maps_changed.clone()
+    }
+
+    /// What reading processes' /proc maps cost so far (see [`procmaps`]).
+    pub fn maps_stats(&self) -> procmaps::MapsStats {
+        self.decoder.borrow().procmaps.stats()
+    }
+
+    /// Move the stacks stored since the last call out of the kernel's maps (they hold only new
+    /// stacks, so that nobody fills them for good), and start the users' quotas again.
+    fn drain_stacks(&mut self) {
+        let Some(store) = self.stacks.as_mut() else { return };
+        store.drain(&self.skel.maps.why_kstacks, false);
+        store.drain(&self.skel.maps.why_ustacks, true);
+        if let Some(data) = self.skel.maps.data_data.as_deref_mut() {
+            // SAFETY: the u32 in the mapped .data section, which lives as long as the skeleton;
+            // the programs only read it.
+            let epoch = unsafe { std::sync::atomic::AtomicU32::from_ptr(&mut data.why_stack_epoch as *mut u32) };
+            epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     /// Processes in the kernel's pid filter now: the given ones and, when following, the
@@ -894,6 +960,15 @@ impl Probe {
     /// Consume up to [`MAX_RECORDS_PER_POLL`] records into the decoder's batch, waiting up to
     /// `timeout` for the first when there are none.
     fn poll_raw(&mut self, timeout: Duration) -> Result<(), ProbeError> {
+        self.decoder.borrow_mut().begin_poll();
+        let r = self.consume(timeout);
+        // Every event read refers to stacks stored before it was written: drained now, they
+        // are in the store when its stack references are resolved.
+        self.drain_stacks();
+        r
+    }
+
+    fn consume(&mut self, timeout: Duration) -> Result<(), ProbeError> {
         let Some(rb) = &self.rb else {
             std::thread::sleep(timeout);
             return Ok(());
@@ -937,6 +1012,7 @@ impl Probe {
     /// Read what is already in the ring buffer (at most [`MAX_RECORDS_PER_POLL`] records)
     /// without waiting.
     pub fn drain(&mut self) -> Result<EventBatch, ProbeError> {
+        self.decoder.borrow_mut().begin_poll();
         if let Some(rb) = &self.rb {
             let n = rb.consume_raw_n(MAX_RECORDS_PER_POLL);
             if n < 0 {
@@ -944,6 +1020,7 @@ impl Probe {
             }
             self.consumed += n as u64;
         }
+        self.drain_stacks();
         Ok(self.decoder.borrow_mut().take())
     }
 

@@ -1,8 +1,15 @@
 //! A snapshot of the machine being recorded: clocks, mounts, block devices,
 //! processes and their open files. It goes into the trace header so that a
 //! trace can be read (and replayed) on another machine.
+//!
+//! Every file is read through [`latscope_trace::safe_read`]: regular files only (a FIFO or a
+//! device is refused without blocking), a bounded number of bytes each ([`read_text`]).
 
-use latscope_event::{BlockDevice, FdInfo, FdType, Mount, ProcessInfo, SyscallSet, TraceHeader, TRACE_FORMAT_VERSION};
+use latscope_event::bounds::{cut_read, MAX_CMDLINE, MAX_PATH};
+use latscope_event::{
+    BlockDevice, FdInfo, FdType, Mount, ProcessInfo, SyscallSet, TraceHeader, Truncation, TRACE_FORMAT_VERSION,
+};
+use latscope_trace::safe_read;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -12,23 +19,6 @@ pub fn kdev(st_dev: u64) -> u32 {
     let major = libc::major(st_dev);
     let minor = libc::minor(st_dev);
     (major << 20) | (minor & 0xfffff)
-}
-
-/// The files process `pid` maps now, from /proc/PID/maps: (kernel device number, inode, path).
-pub fn mapped_files(pid: u32) -> Vec<(u32, u64, String)> {
-    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return Vec::new() };
-    // "start-end perms offset major:minor inode   path" (major, minor in hex)
-    maps.lines()
-        .filter_map(|l| {
-            let mut f = l.splitn(6, ' ');
-            let (_, _, _, dev, ino) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
-            let path = f.next()?.trim_start();
-            let (major, minor) = dev.split_once(':')?;
-            let dev = kdev(libc::makedev(u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?));
-            let ino: u64 = ino.parse().ok()?;
-            (ino != 0 && path.starts_with('/')).then(|| (dev, ino, path.to_string()))
-        })
-        .collect()
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -58,8 +48,21 @@ pub fn realtime_offset_ns() -> i64 {
     best.1
 }
 
+/// Bytes read of a /proc or /sys file by default: their text is short (a status, a number).
+pub(crate) const SMALL: usize = 64 << 10;
+/// Bytes read of a table that grows with the machine (mountinfo, /proc/net/*, /etc/passwd):
+/// a bound far above real ones; a longer one is read to there.
+pub(crate) const TABLE: usize = 32 << 20;
+
+/// The text of the regular file `path`, at most `max` bytes of it (invalid UTF-8 replaced),
+/// not following a symlink at its last component; `None` when it cannot be read or is not a
+/// regular file.
+pub(crate) fn read_text(path: &str, max: usize) -> Option<String> {
+    safe_read::read_file(path, max).ok().map(|b| b.text().into_owned())
+}
+
 fn read_trim(path: &str) -> Option<String> {
-    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    read_text(path, SMALL).map(|s| s.trim().to_string())
 }
 
 /// Host name, kernel release and machine (`uname -n -r -m`).
@@ -76,7 +79,7 @@ pub fn uname() -> (String, String, String) {
 
 /// Mounts from /proc/self/mountinfo (device numbers included, unlike /proc/mounts).
 pub fn mounts() -> Vec<Mount> {
-    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    let Some(text) = read_text("/proc/self/mountinfo", TABLE) else { return Vec::new() };
     text.lines()
         .filter_map(|l| {
             let (left, right) = l.split_once(" - ")?;
@@ -153,8 +156,32 @@ pub fn block_devices() -> Vec<BlockDevice> {
 
 /// One process from /proc/PID.
 pub fn process(pid: u32) -> Option<ProcessInfo> {
+    process_bounded(pid, &mut Truncation::default())
+}
+
+/// The command line of a process, arguments joined by spaces, read up to
+/// [`latscope_event::bounds::MAX_CMDLINE`] bytes (its owner chooses its length: megabytes are a
+/// few `execve` arguments away); a longer one is cut with a marker, counted in `t`.
+fn cmdline(path: &str, t: &mut Truncation) -> String {
+    use std::io::Read;
+    let Ok(mut f) = safe_read::open_file(path) else { return String::new() };
+    let mut buf = Vec::new();
+    let _ = (&mut f).take(MAX_CMDLINE as u64).read_to_end(&mut buf);
+    let unread = std::io::copy(&mut f, &mut std::io::sink()).unwrap_or(0);
+    let mut s = buf
+        .split(|&c| c == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    cut_read(&mut s, MAX_CMDLINE, unread, t);
+    s
+}
+
+/// [`process`], counting what was cut to its bounds in `t`.
+pub fn process_bounded(pid: u32, t: &mut Truncation) -> Option<ProcessInfo> {
     let base = format!("/proc/{pid}");
-    let status = fs::read_to_string(format!("{base}/status")).ok()?;
+    let status = read_text(&format!("{base}/status"), SMALL)?;
     let mut p = ProcessInfo { pid, ..Default::default() };
     for l in status.lines() {
         if let Some(v) = l.strip_prefix("Name:\t") {
@@ -167,15 +194,8 @@ pub fn process(pid: u32) -> Option<ProcessInfo> {
     }
     p.exe = fs::read_link(format!("{base}/exe")).map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
     p.cwd = fs::read_link(format!("{base}/cwd")).map(|x| x.to_string_lossy().into_owned()).unwrap_or_default();
-    p.cmdline = fs::read(format!("{base}/cmdline"))
-        .map(|b| {
-            b.split(|&c| c == 0)
-                .filter(|s| !s.is_empty())
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default();
+    p.cmdline = cmdline(&format!("{base}/cmdline"), t);
+    p.bound(MAX_CMDLINE, MAX_PATH, t);
     Some(p)
 }
 
@@ -216,7 +236,7 @@ pub fn fds_of(pid: u32, sockets: &Sockets) -> Vec<FdInfo> {
 /// File position and open flags of one fd, from /proc/PID/fdinfo/FD (`pos:` decimal, `flags:`
 /// octal, O_CLOEXEC included).
 pub fn fdinfo(pid: u32, fd: i32) -> Option<(i64, u32)> {
-    parse_fdinfo(&fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?)
+    parse_fdinfo(&read_text(&format!("/proc/{pid}/fdinfo/{fd}"), SMALL)?)
 }
 
 fn parse_fdinfo(text: &str) -> Option<(i64, u32)> {
@@ -248,7 +268,7 @@ pub fn sockets() -> Sockets {
         ("/proc/net/unix", FdType::Unix, "", 6),
         ("/proc/net/netlink", FdType::Netlink, "", 9),
     ] {
-        if let Ok(s) = fs::read_to_string(file) {
+        if let Some(s) = read_text(file, TABLE) {
             for l in s.lines().skip(1) {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 if let Some(i) = f.get(col).and_then(|x| x.parse::<u64>().ok()) {
@@ -304,7 +324,9 @@ pub fn groups() -> BTreeMap<u32, String> {
 
 /// `name:x:ID:...` lines of a passwd-format file, by id.
 fn names_by_id(path: &str) -> BTreeMap<u32, String> {
-    fs::read_to_string(path)
+    // Root's own files, which some systems make links: followed.
+    safe_read::read_file_following(path, TABLE)
+        .map(|b| b.text().into_owned())
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {
@@ -322,10 +344,11 @@ pub fn take(command_line: Vec<String>, syscalls: SyscallSet, block: bool, filter
     let boottime = clock_ns(libc::CLOCK_BOOTTIME);
     let boot_time_ns = (clock_ns(libc::CLOCK_REALTIME)).saturating_sub(boottime);
     let pids = pids();
-    let processes: Vec<ProcessInfo> = pids.iter().filter_map(|&p| process(p)).collect();
+    let mut truncated = Truncation::default();
+    let processes: Vec<ProcessInfo> = pids.iter().filter_map(|&p| process_bounded(p, &mut truncated)).collect();
     let socks = sockets();
     let fds: Vec<FdInfo> = pids.iter().flat_map(|&p| fds_of(p, &socks)).collect();
-    TraceHeader {
+    let mut h = TraceHeader {
         format_version: TRACE_FORMAT_VERSION,
         latscope_version: env!("CARGO_PKG_VERSION").to_string(),
         hostname,
@@ -347,7 +370,13 @@ pub fn take(command_line: Vec<String>, syscalls: SyscallSet, block: bool, filter
         capture: Vec::new(),
         cgroups: crate::containers::snapshot(),
         groups: groups(),
-    }
+        flight: None,
+        truncated,
+    };
+    // Names of containers, users and files come from files anyone may write: each within its
+    // bound for live views too (the trace writer also bounds the whole header).
+    h.bound_fields();
+    h
 }
 
 #[cfg(test)]

@@ -1,27 +1,26 @@
-//! Two replays side by side, and whether each difference is beyond run-to-run noise.
+//! Two replays side by side, and whether each difference is beyond run-to-run noise, judged by
+//! the statistics `latscope diff` uses (`latscope_stats`, docs/DIFF.md):
 //!
-//! How a difference is judged (also in docs/REPLAY.md):
-//!
-//! * With two or more runs on each side (the matrix's repeats, or files holding several runs),
-//!   every metric is compared across runs with Welch's t-test; a difference is beyond noise when
-//!   the two-sided p-value is below 0.01. This is the honest measure: it sees everything that
-//!   varies between runs (caches, other tenants, placement).
-//! * With one run on each side, there is no run-to-run spread to measure, so the spread inside
-//!   the runs stands in for it: throughput (ops/s, total time) by Welch's t-test over the
-//!   completions per 10 ms window (the first and last windows left out), latency percentiles by
-//!   distribution-free 99% confidence intervals of each quantile (the ranks `nq ± 2.576
-//!   sqrt(nq(1-q))` of each histogram) that must not overlap. Windows of one run are not
-//!   independent, so this under-states noise: repeat runs for a verdict that matters.
+//! * per metric, an interval of the change B / A - 1: with one run per side from the spread
+//!   inside the runs (the distribution-free interval of each latency percentile; the throughput
+//!   windows' batch means for ops/s), with two or more from the scatter of the runs (never
+//!   below the spread inside them), so run-to-run noise is in it;
+//! * a change is declared when its interval lies wholly beyond `--min-change` (5 %), after the
+//!   correction for the number of metrics compared (Benjamini-Hochberg); a percentile resting
+//!   on fewer than 10 operations beyond it is "too few to tell";
+//! * a timed run that fell behind its pace is marked, and its rates are not compared (its
+//!   throughput is the machine's, not the plan's);
+//! * the runs must differ in one thing only; a setting the kernel derives from another
+//!   (`nr_requests`, reset when the scheduler changes) is said as derived, not as a second
+//!   difference.
 
 use crate::stats::Stats;
-use latscope_hist::Histogram;
+use latscope_stats::{judge, quantile, value, windows as window_rate, Estimate, Outcome, Settings, Verdict};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
-/// p-value below which a difference is reported as beyond noise.
-pub const ALPHA: f64 = 0.01;
-/// z of a two-sided 99% interval.
-const Z99: f64 = 2.576;
+/// Percentiles compared per operation kind.
+const PERCENTILES: [(&str, f64); 4] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999)];
 
 /// One side of a comparison: a name and its runs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -30,6 +29,10 @@ pub struct Side {
     pub name: String,
     /// Runs of the same plan under the same conditions.
     pub runs: Vec<Stats>,
+    /// Settings the kernel changed by itself when this side's setting was made (`nr_requests=64`
+    /// after `scheduler=mq-deadline`): derived, not set by the user.
+    #[serde(default)]
+    pub derived: Vec<String>,
 }
 
 /// The comparison of two sides.
@@ -48,6 +51,16 @@ pub struct Comparison {
     /// differences below mix those in.
     #[serde(default)]
     pub differences: Vec<String>,
+    /// Settings that differ because the kernel derived them from the one compared (not a
+    /// second difference).
+    #[serde(default)]
+    pub derived: Vec<String>,
+    /// Timed runs that fell behind their pace (their rates are not compared).
+    #[serde(default)]
+    pub behind: Vec<String>,
+    /// Metrics compared (the number the verdicts are corrected for).
+    #[serde(default)]
+    pub comparisons: usize,
     /// One row per metric.
     pub rows: Vec<Row>,
 }
@@ -55,147 +68,48 @@ pub struct Comparison {
 /// One metric on both sides.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Row {
-    /// `ops/s`, `total time`, `<op> p50`, `<op> p99`.
+    /// `ops/s`, `<op> p50`, `<op> p99`, ...
     pub metric: String,
     /// Unit: `ops/s`, `ns`.
     pub unit: String,
-    /// Value of side A (mean over its runs).
+    /// Value of side A (the geometric mean over its runs).
     pub a: f64,
     /// Value of side B.
     pub b: f64,
     /// (B - A) / A in percent.
     pub change_pct: f64,
-    /// Whether the difference is beyond run-to-run noise; `None` when it cannot be told.
+    /// Whether the difference is a change beyond noise and the threshold; `None` when it cannot
+    /// be told (too few operations, not compared).
     pub beyond_noise: Option<bool>,
-    /// The evidence (p-value, intervals).
+    /// The evidence (interval, adjusted p-value) or why there is no verdict.
     pub evidence: String,
+    /// The verdict.
+    #[serde(default)]
+    pub verdict: Option<Verdict>,
+    /// The 95 % interval of the change, in percent.
+    #[serde(default)]
+    pub ci_pct: Option<(f64, f64)>,
+    /// The p-value adjusted for the number of metrics compared.
+    #[serde(default)]
+    pub q: Option<f64>,
 }
 
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len().max(1) as f64
-}
-
-fn var(v: &[f64]) -> f64 {
-    let m = mean(v);
-    v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (v.len().max(2) - 1) as f64
-}
-
-/// Welch's t-test: the two-sided p-value of a difference of means (`None` without spread).
-pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
-    if a.len() < 2 || b.len() < 2 {
+/// A timed run that fell behind its pace: its lateness p99 exceeds 5 % of its schedule (and
+/// 1 ms). Says how far.
+pub fn behind(s: &Stats) -> Option<String> {
+    let l = s.lateness.as_ref()?;
+    if s.speed <= 0.0 {
         return None;
     }
-    let (va, vb) = (var(a) / a.len() as f64, var(b) / b.len() as f64);
-    let se2 = va + vb;
-    if se2 <= 0.0 || !se2.is_finite() {
-        return Some(if mean(a) == mean(b) { 1.0 } else { 0.0 });
-    }
-    let t = (mean(a) - mean(b)) / se2.sqrt();
-    let df = se2 * se2 / (va * va / (a.len() as f64 - 1.0) + vb * vb / (b.len() as f64 - 1.0));
-    Some(student_t_two_sided(t, df))
-}
-
-/// P(|T| >= |t|) for Student's t with `df` degrees of freedom.
-pub fn student_t_two_sided(t: f64, df: f64) -> f64 {
-    let x = df / (df + t * t);
-    inc_beta(df / 2.0, 0.5, x).clamp(0.0, 1.0)
-}
-
-/// The regularised incomplete beta function I_x(a, b) (continued fraction, Numerical Recipes).
-fn inc_beta(a: f64, b: f64, x: f64) -> f64 {
-    if x <= 0.0 {
-        return 0.0;
-    }
-    if x >= 1.0 {
-        return 1.0;
-    }
-    let ln_front = ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln();
-    let front = ln_front.exp();
-    if x < (a + 1.0) / (a + b + 2.0) {
-        front * beta_cf(a, b, x) / a
-    } else {
-        1.0 - front * beta_cf(b, a, 1.0 - x) / b
-    }
-}
-
-fn beta_cf(a: f64, b: f64, x: f64) -> f64 {
-    let tiny = 1e-300;
-    let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
-    let mut c = 1.0;
-    let mut d = 1.0 - qab * x / qap;
-    if d.abs() < tiny {
-        d = tiny;
-    }
-    d = 1.0 / d;
-    let mut h = d;
-    for m in 1..300 {
-        let m = m as f64;
-        let m2 = 2.0 * m;
-        let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < tiny {
-            d = tiny;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < tiny {
-            c = tiny;
-        }
-        d = 1.0 / d;
-        h *= d * c;
-        let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < tiny {
-            d = tiny;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < tiny {
-            c = tiny;
-        }
-        d = 1.0 / d;
-        let del = d * c;
-        h *= del;
-        if (del - 1.0).abs() < 3e-14 {
-            break;
-        }
-    }
-    h
-}
-
-fn ln_gamma(x: f64) -> f64 {
-    // Lanczos approximation (g = 7, n = 9).
-    const G: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        return std::f64::consts::PI.ln() - (std::f64::consts::PI * x).sin().ln() - ln_gamma(1.0 - x);
-    }
-    let x = x - 1.0;
-    let mut a = G[0];
-    let t = x + 7.5;
-    for (i, g) in G.iter().enumerate().skip(1) {
-        a += g / (x + i as f64);
-    }
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
-}
-
-/// A 99% confidence interval of quantile `q` of the values in `h`.
-fn quantile_ci(h: &Histogram, q: f64) -> Option<(u64, u64)> {
-    let n = h.count() as f64;
-    if n < 1.0 {
-        return None;
-    }
-    let half = Z99 * (n * q * (1.0 - q)).sqrt();
-    let lo = ((n * q - half).floor() / n).clamp(0.0, 1.0);
-    let hi = ((n * q + half).ceil() / n).clamp(0.0, 1.0);
-    Some((h.value_at_quantile(lo)?, h.value_at_quantile(hi)?))
+    let schedule = s.recorded_ns as f64 / s.speed;
+    let limit = (0.05 * schedule).max(1e6);
+    (l.p99_ns as f64 > limit).then(|| {
+        format!(
+            "lateness p99 {} against a {} schedule (more than 5 %)",
+            latscope_event::units::fmt_ns(l.p99_ns),
+            latscope_event::units::fmt_ns(schedule as u64)
+        )
+    })
 }
 
 /// The steady-state windows of a run (first and last left out), as ops per second.
@@ -209,8 +123,13 @@ fn windows(s: &Stats) -> Vec<f64> {
 }
 
 /// What differs between the runs of two sides that a comparison assumes equal, as
-/// `what: A-value vs B-value` (one line per thing; empty when the runs are comparable).
+/// `what: A-value vs B-value` (one line per thing; empty when the runs are comparable), and the
+/// settings the kernel derived from another that differs (`nr_requests` with the scheduler).
 pub fn differences(a: &Side, b: &Side) -> Vec<String> {
+    differences_and_derived(a, b).0
+}
+
+fn differences_and_derived(a: &Side, b: &Side) -> (Vec<String>, Vec<String>) {
     let mut out = Vec::new();
     // `known`: a value a run does not have (statistics of an older version) is not a difference.
     let mut check = |what: &str, known: bool, f: &dyn Fn(&Stats) -> String| {
@@ -223,8 +142,7 @@ pub fn differences(a: &Side, b: &Side) -> Vec<String> {
         let (va, vb) = (vals(a), vals(b));
         let all: std::collections::BTreeSet<String> =
             a.runs.iter().chain(&b.runs).map(f).filter(|v| !known || !v.is_empty()).collect();
-        let mixed = all.len() > 1;
-        if mixed {
+        if all.len() > 1 {
             out.push(format!("{what}: {} vs {}", or_none(&va), or_none(&vb)));
         }
     };
@@ -240,7 +158,23 @@ pub fn differences(a: &Side, b: &Side) -> Vec<String> {
     for k in keys {
         check(&format!("block {k}"), true, &|s| s.env.block.get(k).cloned().unwrap_or_default());
     }
-    out
+    // A setting a side says the kernel derived, or `nr_requests` where the disk's scheduler
+    // differs too (the kernel resets it to the new scheduler's depth): derived, not a second
+    // difference.
+    let said: Vec<&str> =
+        a.derived.iter().chain(&b.derived).filter_map(|d| d.split_once('=').map(|(k, _)| k)).collect();
+    let schedulers: Vec<String> = out
+        .iter()
+        .filter_map(|d| d.strip_prefix("block ")?.split_once(" scheduler:").map(|(disk, _)| disk.to_string()))
+        .collect();
+    let (derived, kept): (Vec<String>, Vec<String>) = out.into_iter().partition(|d| {
+        let Some(rest) = d.strip_prefix("block ") else { return false };
+        let Some((disk, setting)) = rest.split_once(' ') else { return false };
+        let setting = setting.split(':').next().unwrap_or("");
+        said.contains(&setting) || (setting == "nr_requests" && schedulers.iter().any(|s| s == disk))
+    });
+    let derived = derived.into_iter().map(|d| format!("{d} (the kernel sets it with the scheduler)")).collect();
+    (kept, derived)
 }
 
 fn or_none(s: &str) -> &str {
@@ -251,83 +185,121 @@ fn or_none(s: &str) -> &str {
     }
 }
 
-/// Compare two sides.
+/// Compare two sides with the default [`Settings`].
 pub fn compare(a: &Side, b: &Side) -> Comparison {
+    compare_with(a, b, &Settings::default())
+}
+
+/// Compare two sides.
+pub fn compare_with(a: &Side, b: &Side, s: &Settings) -> Comparison {
     let repeated = a.runs.len() >= 2 && b.runs.len() >= 2;
+    let (differences, derived) = differences_and_derived(a, b);
     let mut c = Comparison {
         a: a.name.clone(),
         b: b.name.clone(),
         runs: (a.runs.len(), b.runs.len()),
         method: if repeated {
-            format!("Welch's t-test across runs, beyond noise when p < {ALPHA}")
+            format!(
+                "across runs: 95% intervals from the runs' scatter; a change is beyond {:.0}% at a {} of {}%",
+                s.min_change * 100.0,
+                s.correction.describe(),
+                s.alpha * 100.0
+            )
         } else {
             format!(
-                "one run per side: Welch's t-test over the runs' throughput windows (p < {ALPHA}) and non-overlapping 99% confidence intervals of percentiles; repeat runs for a verdict that accounts for run-to-run variation"
+                "one run per side: 95% intervals from the spread inside each run (percentiles: order statistics; ops/s: throughput windows) and an assumed run-to-run noise of {:.0}% per side (--run-noise); a change is beyond {:.0}% at a {} of {}%; repeat runs to measure the run-to-run noise instead",
+                s.run_noise * 100.0,
+                s.min_change * 100.0,
+                s.correction.describe(),
+                s.alpha * 100.0
             )
         },
-        differences: differences(a, b),
-        rows: Vec::new(),
+        differences,
+        derived,
+        ..Default::default()
     };
-    let per_run = |side: &Side, f: &dyn Fn(&Stats) -> f64| -> Vec<f64> { side.runs.iter().map(f).collect() };
-    let mut push = |metric: String, unit: &str, va: Vec<f64>, vb: Vec<f64>, single: Option<(Option<bool>, String)>| {
-        let (ma, mb) = (mean(&va), mean(&vb));
-        let change = if ma != 0.0 { 100.0 * (mb - ma) / ma } else { 0.0 };
-        let (beyond, evidence) = if repeated {
-            match welch_p(&va, &vb) {
-                Some(p) => (Some(p < ALPHA), format!("p = {p:.3}")),
-                None => (None, "no spread".into()),
+    for (side, tag) in [(a, "A"), (b, "B")] {
+        for (i, r) in side.runs.iter().enumerate() {
+            if let Some(why) = behind(r) {
+                c.behind.push(format!("{tag} run {} fell behind its pace: {why}", i + 1));
             }
-        } else {
-            single.unwrap_or((None, "one run per side: repeat runs".into()))
+        }
+    }
+    let mut outs: Vec<(String, String, Outcome)> = Vec::new();
+    // Throughput: not compared when a run fell behind its pace.
+    let tp =
+        |side: &Side| -> Option<Vec<Estimate>> {
+            side.runs
+                .iter()
+                .map(|r| {
+                    if side.runs.len() >= 2 {
+                        Some(value(r.ops_per_sec, r.ops))
+                    } else {
+                        window_rate(&windows(r), r.ops)
+                    }
+                })
+                .collect()
         };
-        c.rows.push(Row {
-            metric,
-            unit: unit.into(),
-            a: ma,
-            b: mb,
-            change_pct: change,
-            beyond_noise: beyond,
-            evidence,
-        });
-    };
-    // Throughput and total time.
-    let single_tp = || -> (Option<bool>, String) {
-        let (wa, wb) =
-            (a.runs.first().map(windows).unwrap_or_default(), b.runs.first().map(windows).unwrap_or_default());
-        if wa.len() < 5 || wb.len() < 5 {
-            return (None, "runs too short for a noise estimate (fewer than 5 throughput windows): repeat runs".into());
-        }
-        match welch_p(&wa, &wb) {
-            Some(p) => (Some(p < ALPHA), format!("p = {p:.3} over {} and {} windows", wa.len(), wb.len())),
-            None => (None, "no spread".into()),
+    let mean = |side: &Side| side.runs.iter().map(|r| r.ops_per_sec).sum::<f64>() / side.runs.len().max(1) as f64;
+    let o = if !c.behind.is_empty() {
+        Outcome::not_compared(mean(a), mean(b), Verdict::NotCompared, "a run fell behind its pace: rates not compared")
+    } else {
+        match (tp(a), tp(b)) {
+            (Some(ea), Some(eb)) => latscope_stats::compare(&ea, &eb, s),
+            _ => Outcome::not_compared(
+                mean(a),
+                mean(b),
+                Verdict::TooFew,
+                "runs too short for a noise estimate (fewer than 5 throughput windows): repeat runs",
+            ),
         }
     };
-    let tp = single_tp();
-    push("ops/s".into(), "ops/s", per_run(a, &|s| s.ops_per_sec), per_run(b, &|s| s.ops_per_sec), Some(tp.clone()));
-    push("total time".into(), "ns", per_run(a, &|s| s.wall_ns as f64), per_run(b, &|s| s.wall_ns as f64), Some(tp));
-    // Latency percentiles per kind present on both sides.
+    outs.push(("ops/s".into(), "ops/s".into(), o));
+    // Latency percentiles per kind present in every run of both sides.
     let kinds: Vec<String> = a
         .runs
         .first()
-        .map(|s| s.by_kind.keys().filter(|k| b.runs.iter().all(|r| r.by_kind.contains_key(*k))).cloned().collect())
+        .map(|s| {
+            s.by_kind
+                .keys()
+                .filter(|k| {
+                    a.runs.iter().chain(&b.runs).all(|r| r.by_kind.get(*k).is_some_and(|x| x.latency.count() > 0))
+                })
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default();
     for k in kinds {
-        for (label, q) in [("p50", 0.5), ("p99", 0.99)] {
-            let f = |s: &Stats| s.by_kind.get(&k).and_then(|x| x.latency.value_at_quantile(q)).unwrap_or(0) as f64;
-            let single = match (a.runs.first(), b.runs.first()) {
-                (Some(ra), Some(rb)) => {
-                    let (ha, hb) = (&ra.by_kind[&k].latency, &rb.by_kind[&k].latency);
-                    match (quantile_ci(ha, q), quantile_ci(hb, q)) {
-                        (Some((a0, a1)), Some((b0, b1))) => {
-                            (Some(a1 < b0 || b1 < a0), format!("99% intervals {a0}-{a1} ns and {b0}-{b1} ns"))
-                        }
-                        _ => (None, "no samples".into()),
-                    }
-                }
-                _ => (None, "no runs".into()),
+        for (label, q) in PERCENTILES {
+            let est = |side: &Side| -> Vec<Estimate> {
+                side.runs.iter().filter_map(|r| quantile(&r.by_kind[&k].latency, q)).collect()
             };
-            push(format!("{k} {label}"), "ns", per_run(a, &f), per_run(b, &f), Some(single));
+            outs.push((format!("{k} {label}"), "ns".into(), latscope_stats::compare(&est(a), &est(b), s)));
         }
+    }
+    let mut refs: Vec<&mut Outcome> = outs.iter_mut().map(|(_, _, o)| o).collect();
+    c.comparisons = judge(&mut refs, s);
+    for (metric, unit, o) in outs {
+        let evidence = match (o.ci, o.q) {
+            (Some((lo, hi)), Some(q)) => format!("{:+.1}% .. {:+.1}%, p = {q:.3}", lo * 100.0, hi * 100.0),
+            _ => o.note.clone(),
+        };
+        c.rows.push(Row {
+            metric,
+            unit,
+            a: o.a,
+            b: o.b,
+            change_pct: o.change * 100.0,
+            beyond_noise: match o.verdict {
+                Verdict::Increase | Verdict::Decrease => Some(true),
+                Verdict::Same | Verdict::Unclear => Some(false),
+                Verdict::TooFew | Verdict::NotCompared => None,
+            },
+            evidence,
+            verdict: Some(o.verdict),
+            ci_pct: o.ci.map(|(l, h)| (l * 100.0, h * 100.0)),
+            q: o.q,
+        });
     }
     c
 }
@@ -344,6 +316,12 @@ impl Comparison {
                 let _ = writeln!(o, "  {d}");
             }
         }
+        for d in &self.derived {
+            let _ = writeln!(o, "derived: {d}");
+        }
+        for d in &self.behind {
+            let _ = writeln!(o, "BEHIND ITS PACE: {d}");
+        }
         let _ = writeln!(o, "{:<22} {:>12} {:>12} {:>9}  beyond noise?", "metric", "A", "B", "change");
         for r in &self.rows {
             let f = |v: f64| {
@@ -353,10 +331,12 @@ impl Comparison {
                     latscope_event::units::fmt_count(v)
                 }
             };
-            let verdict = match r.beyond_noise {
-                Some(true) => "yes",
-                Some(false) => "no",
-                None => "?",
+            let verdict = match r.verdict {
+                Some(Verdict::Increase | Verdict::Decrease) => "yes",
+                Some(Verdict::Same) => "no (same)",
+                Some(Verdict::Unclear) => "no",
+                Some(Verdict::TooFew) => "too few to tell",
+                Some(Verdict::NotCompared) | None => "not compared",
             };
             let _ = writeln!(
                 o,
@@ -368,7 +348,7 @@ impl Comparison {
                 r.evidence
             );
         }
-        let _ = writeln!(o, "method: {}", self.method);
+        let _ = writeln!(o, "{} metrics compared; method: {}", self.comparisons, self.method);
         o
     }
 }
@@ -394,61 +374,146 @@ pub fn read_side(path: &std::path::Path) -> crate::Result<Side> {
     if runs.is_empty() {
         return Err(crate::ReplayError::PlanFile { path: path.to_path_buf(), detail: "holds no runs".into() });
     }
-    Ok(Side { name: path.display().to_string(), runs })
+    Ok(Side { name: path.display().to_string(), runs, derived: Vec::new() })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use latscope_hist::Histogram;
 
-    #[test]
-    fn t_distribution_matches_tables() {
-        // Two-sided critical values: t(0.05, 10) = 2.228, t(0.01, 30) = 2.750, t(0.05, inf) ~ 1.960.
-        assert!((student_t_two_sided(2.228, 10.0) - 0.05).abs() < 1e-3);
-        assert!((student_t_two_sided(2.750, 30.0) - 0.01).abs() < 1e-3);
-        assert!((student_t_two_sided(1.960, 1e6) - 0.05).abs() < 1e-3);
-        assert!((student_t_two_sided(0.0, 5.0) - 1.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn welch_tells_shifts_from_noise() {
-        let a = [100.0, 102.0, 98.0, 101.0, 99.0];
-        let b = [110.0, 112.0, 108.0, 111.0, 109.0];
-        assert!(welch_p(&a, &b).unwrap() < 0.001);
-        let c = [101.0, 99.0, 100.5, 98.5, 101.5];
-        assert!(welch_p(&a, &c).unwrap() > 0.5);
-    }
-
-    fn run_with(ops_s: f64, lat: u64, windows: Vec<u64>) -> Stats {
-        let mut h = Histogram::new();
-        for i in 0..10_000u64 {
-            h.record(lat + i % 100);
+    /// splitmix64: runs drawn from known distributions.
+    struct Rng(u64);
+    impl Rng {
+        fn unit(&mut self) -> f64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (((z ^ (z >> 31)) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
         }
-        let mut s = Stats { ops_per_sec: ops_s, wall_ns: (1e9 * 1e6 / ops_s) as u64, windows, ..Default::default() };
+        fn normal(&mut self) -> f64 {
+            (-2.0 * self.unit().ln()).sqrt() * (2.0 * std::f64::consts::PI * self.unit()).cos()
+        }
+    }
+
+    /// A run of a plan: `n` preads of lognormal latency (median `lat` ns), `n` completions over
+    /// 10 ms windows at `ops_s` with Poisson-like scatter.
+    fn run(r: &mut Rng, ops_s: f64, lat: f64, n: usize) -> Stats {
+        let h: Histogram = (0..n).map(|_| (lat * (0.4 * r.normal()).exp()) as u64).collect();
+        let per_window = ops_s / 100.0;
+        let windows: Vec<u64> = (0..((n as f64 / per_window) as usize + 2))
+            .map(|_| (per_window + per_window.sqrt() * r.normal()) as u64)
+            .collect();
+        let mut s = Stats {
+            ops: n as u64,
+            ops_per_sec: ops_s,
+            wall_ns: (n as f64 / ops_s * 1e9) as u64,
+            window_ns: 10_000_000,
+            windows,
+            ..Default::default()
+        };
         s.by_kind.insert("pread".into(), crate::stats::KindStats { latency: h, ..Default::default() });
         s
     }
 
+    fn side(name: &str, runs: Vec<Stats>) -> Side {
+        Side { name: name.into(), runs, derived: Vec::new() }
+    }
+
     #[test]
-    fn single_runs_use_windows_and_quantile_intervals() {
-        let a = Side { name: "a".into(), runs: vec![run_with(1e6, 1000, vec![100; 20])] };
-        let mut wb = vec![100; 20];
-        for (i, w) in wb.iter_mut().enumerate() {
-            *w += (i % 3) as u64; // noise
+    fn a_a_runs_of_one_plan_are_not_flagged() {
+        // Twenty pairs of runs of one plan (one run per side, then three), each run's speed
+        // scattered by 2 % as runs of one plan are: nothing is flagged, and every percentile
+        // rests on enough operations to be judged.
+        let mut r = Rng(11);
+        let mut flagged = 0;
+        for _ in 0..20 {
+            let one = |r: &mut Rng| {
+                let f = (0.02 * r.normal()).exp();
+                run(r, 50_000.0 * f, 20_000.0 / f, 20_000)
+            };
+            let (a, b) = (one(&mut r), one(&mut r));
+            let c = compare(&side("a", vec![a]), &side("b", vec![b]));
+            assert_eq!(c.comparisons, 5, "{}", c.text());
+            flagged += usize::from(c.rows.iter().any(|x| x.beyond_noise == Some(true)));
+            let (a, b): (Vec<Stats>, Vec<Stats>) =
+                ((0..3).map(|_| one(&mut r)).collect(), (0..3).map(|_| one(&mut r)).collect());
+            let c = compare(&side("a", a), &side("b", b));
+            assert!(c.method.contains("across runs"));
+            flagged += usize::from(c.rows.iter().any(|x| x.beyond_noise == Some(true)));
         }
-        let b = Side { name: "b".into(), runs: vec![run_with(1.01e6, 5000, wb)] };
+        assert!(flagged <= 2, "{flagged} of 40 A/A comparisons flagged");
+        // A plan 30 % slower, run three times on each side, is found at every percentile with
+        // its size.
+        let a = side("a", (0..3).map(|_| run(&mut r, 50_000.0, 20_000.0, 20_000)).collect());
+        let b = side("b", (0..3).map(|_| run(&mut r, 50_000.0, 26_000.0, 20_000)).collect());
         let c = compare(&a, &b);
-        let row = |m: &str| c.rows.iter().find(|r| r.metric == m).unwrap().clone();
-        assert_eq!(row("pread p50").beyond_noise, Some(true), "{:?}", row("pread p50"));
-        assert!(row("ops/s").beyond_noise.is_some());
-        let same = compare(&a, &a);
-        assert!(same.rows.iter().all(|r| r.beyond_noise != Some(true)), "{}", same.text());
-        assert!(same.differences.is_empty(), "{:?}", same.differences);
+        for row in c.rows.iter().filter(|x| x.metric.starts_with("pread p") && !x.metric.ends_with("p99.9")) {
+            assert_eq!(row.beyond_noise, Some(true), "{}", c.text());
+            let tol = if row.metric.ends_with("p99.9") { 15.0 } else { 5.0 };
+            assert!((row.change_pct - 30.0).abs() < tol, "{}", c.text());
+        }
+    }
+
+    #[test]
+    fn a_percentile_from_one_operation_is_too_few_to_tell() {
+        let mut r = Rng(12);
+        let mut a = run(&mut r, 50_000.0, 20_000.0, 20_000);
+        let mut b = run(&mut r, 50_000.0, 20_000.0, 20_000);
+        for (s, v) in [(&mut a, 3003u64), (&mut b, 2777)] {
+            let h: Histogram = [v].into_iter().collect();
+            s.by_kind.insert("lseek".into(), crate::stats::KindStats { latency: h, ..Default::default() });
+        }
+        let c = compare(&side("a", vec![a]), &side("b", vec![b]));
+        let row = c.rows.iter().find(|x| x.metric == "lseek p99").unwrap();
+        assert_eq!((row.beyond_noise, row.verdict), (None, Some(Verdict::TooFew)), "{}", c.text());
+        assert!(row.evidence.contains("A: 0 operations"), "{}", row.evidence);
+        assert!(c.text().contains("too few to tell"));
+    }
+
+    #[test]
+    fn a_run_that_fell_behind_its_pace_is_marked_and_its_rates_not_compared() {
+        let mut r = Rng(13);
+        let mut a = run(&mut r, 1_000.0, 20_000.0, 2_000);
+        let mut b = run(&mut r, 3_260.0, 20_000.0, 2_000);
+        for s in [&mut a, &mut b] {
+            s.speed = 1.0;
+            s.recorded_ns = 2_000_000_000;
+        }
+        let lateness = |p99_ns| Some(crate::stats::Lateness { p99_ns, ..Default::default() });
+        (a.lateness, b.lateness) = (lateness(2_100_000_000), lateness(50_000));
+        let c = compare(&side("a", vec![a]), &side("b", vec![b]));
+        assert_eq!(c.behind.len(), 1, "{:?}", c.behind);
+        assert!(c.behind[0].starts_with("A run 1 fell behind its pace: lateness p99 2.10s"), "{:?}", c.behind);
+        let ops = &c.rows[0];
+        assert_eq!((ops.metric.as_str(), ops.beyond_noise), ("ops/s", None));
+        assert_eq!(ops.verdict, Some(Verdict::NotCompared));
+        let t = c.text();
+        assert!(t.contains("BEHIND ITS PACE") && t.contains("not compared"), "{t}");
+    }
+
+    #[test]
+    fn nr_requests_reset_by_a_scheduler_change_is_derived_not_a_second_difference() {
+        let mut r = Rng(14);
+        let mut ra = run(&mut r, 50_000.0, 20_000.0, 20_000);
+        ra.env.block.insert("vda scheduler".into(), "none".into());
+        ra.env.block.insert("vda nr_requests".into(), "256".into());
+        let mut rb = run(&mut r, 50_000.0, 20_000.0, 20_000);
+        rb.env.block.insert("vda scheduler".into(), "mq-deadline".into());
+        rb.env.block.insert("vda nr_requests".into(), "64".into());
+        let c = compare(&side("a", vec![ra.clone()]), &side("b", vec![rb.clone()]));
+        assert_eq!(c.differences, ["block vda scheduler: none vs mq-deadline"]);
+        assert_eq!(c.derived, ["block vda nr_requests: 256 vs 64 (the kernel sets it with the scheduler)"]);
+        // The same scheduler, another nr_requests: the user set it, a difference.
+        rb.env.block.insert("vda scheduler".into(), "none".into());
+        let c = compare(&side("a", vec![ra]), &side("b", vec![rb]));
+        assert_eq!(c.differences, ["block vda nr_requests: 256 vs 64"]);
     }
 
     #[test]
     fn runs_that_differ_in_more_than_one_thing_are_not_comparable() {
-        let mut ra = run_with(1e6, 1000, vec![100; 20]);
+        let mut ra = run(&mut Rng(15), 1e6, 1000.0, 10_000);
         ra.env.kernel = "6.1.0".into();
         ra.env.sandbox_fs = vec!["ext4".into()];
         ra.env.block.insert("vda scheduler".into(), "mq-deadline".into());
@@ -457,7 +522,7 @@ mod tests {
         rb.env.kernel = "6.12.0".into();
         rb.env.sandbox_fs = vec!["xfs".into()];
         rb.env.block.insert("vda scheduler".into(), "none".into());
-        let c = compare(&Side { name: "a".into(), runs: vec![ra.clone()] }, &Side { name: "b".into(), runs: vec![rb] });
+        let c = compare(&side("a", vec![ra.clone()]), &side("b", vec![rb]));
         assert_eq!(
             c.differences,
             [
@@ -472,7 +537,7 @@ mod tests {
         // Statistics without an environment (an older version) are not a difference.
         let mut old = ra.clone();
         old.env = Default::default();
-        let c = compare(&Side { name: "a".into(), runs: vec![ra] }, &Side { name: "b".into(), runs: vec![old] });
+        let c = compare(&side("a", vec![ra]), &side("b", vec![old]));
         assert!(c.differences.is_empty(), "{:?}", c.differences);
     }
 }

@@ -7,12 +7,16 @@ use crate::pattern::{Pattern, PERIOD};
 use crate::plan::{InitKind, Plan};
 use crate::sandbox::{self, Sandbox};
 use crate::sys;
+use crate::xattrs::{self, XattrLimits, XattrPolicy};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// Permission bits a plan may give what init creates: never set-user-ID or set-group-ID (a
-/// plan could otherwise leave a root-owned setuid file behind).
-pub(crate) const SAFE_MODE: u32 = 0o1777;
+/// Permission bits a plan may give what a replay creates or changes (init, and the run's
+/// creates, chmods and mknods): never set-user-ID or set-group-ID (a root-owned setuid file
+/// would be root's to anyone who runs it), and never write permission for the group or others
+/// (a root-owned file that other users can write, or a directory where they can plant things,
+/// would let them change what root replays, reads or later runs).
+pub(crate) const SAFE_MODE: u32 = 0o1755;
 
 /// Options of [`init`].
 #[derive(Default)]
@@ -21,6 +25,11 @@ pub struct InitOptions<'a> {
     pub root: Option<PathBuf>,
     /// Give everything to this user and group (for runs as that user).
     pub owner: Option<(u32, u32)>,
+    /// Namespaces of extended attributes restored besides `user.*` (never
+    /// `security.capability`).
+    pub xattrs: XattrPolicy,
+    /// Bounds on the extended attributes restored, checked before anything is written.
+    pub xattr_limits: XattrLimits,
     /// Called as bytes are written: (done, total).
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
 }
@@ -41,6 +50,11 @@ pub struct InitReport {
     /// Extended attributes that could not be set (path, name and why): the sandbox's file
     /// system may not support them; the replay's calls on them diverge.
     pub xattr_failures: Vec<String>,
+    /// Extended attributes of the starting tree left out because their namespace can grant
+    /// privilege (see [`XattrPolicy`]); the replay's calls on them diverge.
+    pub xattrs_refused: u64,
+    /// The first few of them: `name (why)`.
+    pub xattrs_refused_names: Vec<String>,
     /// Where earlier trees of this test went.
     pub trashed: Vec<PathBuf>,
     /// The sandbox roots.
@@ -61,10 +75,17 @@ pub fn sandbox_spec(plan: &Plan, root: Option<&Path>) -> Result<crate::plan::San
 pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
     let t0 = sys::now_ns();
     let spec = sandbox_spec(plan, opts.root.as_deref())?;
-    let (sb, trashed) = Sandbox::create_fresh(&spec, plan.id, opts.owner)?;
+    // What the attributes would cost is known before anything is written.
+    let budget = xattrs::budget(plan, &opts.xattrs, &opts.xattr_limits)?;
+    let (sb, trashed) = Sandbox::create_fresh(&spec, plan.id)?;
     let paths = CPaths::new(plan);
-    let mut rep =
-        InitReport { trashed, roots: spec.roots.iter().map(|r| r.dir.clone()).collect(), ..Default::default() };
+    let mut rep = InitReport {
+        trashed,
+        roots: spec.roots.iter().map(|r| r.dir.clone()).collect(),
+        xattrs_refused: budget.refused_init,
+        xattrs_refused_names: budget.refused_names,
+        ..Default::default()
+    };
     let total: u64 = plan.init.iter().filter(|e| e.kind == InitKind::File).map(|e| e.size).sum();
     let chunk = (PERIOD as usize).min(total.max(1) as usize);
     let pattern = Pattern::new(chunk as u64);
@@ -113,9 +134,21 @@ pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
                 if r < 0 && r != -(libc::EEXIST as i64) {
                     return Err(fail("create the directory", e.path, r));
                 }
-                // The recorded mode, whatever the umask (never setuid or setgid).
-                // SAFETY: fchmodat on a name in our directory fd.
-                unsafe { libc::fchmodat(dirfd, base.as_ptr(), e.mode & 0o1777, 0) };
+                // The recorded mode whatever the umask (see SAFE_MODE), on the directory itself.
+                let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+                // SAFETY: openat of a name in our directory fd; fchmod, fchown and close on
+                // the fd just opened.
+                unsafe {
+                    let fd = libc::openat(dirfd, base.as_ptr(), flags);
+                    if fd < 0 {
+                        return Err(fail("open the directory", e.path, sys::neg_errno()));
+                    }
+                    libc::fchmod(fd, e.mode & SAFE_MODE);
+                    if let Some((u, g)) = opts.owner {
+                        libc::fchown(fd, u, g);
+                    }
+                    libc::close(fd);
+                }
                 rep.dirs += 1;
             }
             InitKind::File => {
@@ -153,9 +186,9 @@ pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
                     // SAFETY: fchown on our fd.
                     unsafe { libc::fchown(fd, u, g) };
                 }
-                // The recorded mode, whatever the umask (never setuid or setgid).
+                // The recorded mode, whatever the umask (see SAFE_MODE).
                 // SAFETY: fchmod on our fd.
-                unsafe { libc::fchmod(fd, e.mode & 0o1777) };
+                unsafe { libc::fchmod(fd, e.mode & SAFE_MODE) };
                 // SAFETY: closing the fd we opened.
                 unsafe { libc::close(fd) };
                 rep.files += 1;
@@ -170,7 +203,7 @@ pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
                 rep.symlinks += 1;
             }
         }
-        if let (Some((u, g)), InitKind::Dir | InitKind::Symlink) = (opts.owner, e.kind) {
+        if let (Some((u, g)), InitKind::Symlink) = (opts.owner, e.kind) {
             // SAFETY: fchownat on a name in our directory fd, not following symlinks.
             unsafe { libc::fchownat(dirfd, base.as_ptr(), u, g, libc::AT_SYMLINK_NOFOLLOW) };
         }
@@ -179,24 +212,39 @@ pub fn init(plan: &Plan, opts: &InitOptions) -> Result<InitReport> {
         // SAFETY: closing the directory fd we opened.
         unsafe { libc::close(fd) };
     }
-    set_xattrs(plan, &paths, &sb, &mut rep, &shown_meta);
+    set_xattrs(plan, &paths, &sb, &mut rep, &shown_meta, &opts.xattrs);
     for fd in &sb.roots {
         // Written data reaches the disk now, not during the run.
         // SAFETY: syncfs on our directory fd.
         unsafe { libc::syncfs(fd.as_raw_fd()) };
     }
     sb.mark(plan.id, "ready")?;
+    // Only now the user gets the roots: nothing they do can meddle with the build.
+    if let Some(owner) = opts.owner {
+        sb.hand_over(owner)?;
+    }
     rep.elapsed_ns = sys::now_ns() - t0;
     Ok(rep)
 }
 
 /// The extended attributes the starting tree had: on each entry through `/proc/self/fd/N` of an
 /// `O_PATH` fd resolved beneath the sandbox (which reaches a symlink itself, too).
-fn set_xattrs(plan: &Plan, paths: &CPaths, sb: &Sandbox, rep: &mut InitReport, shown: &crate::plan::PlanMeta) {
+fn set_xattrs(
+    plan: &Plan,
+    paths: &CPaths,
+    sb: &Sandbox,
+    rep: &mut InitReport,
+    shown: &crate::plan::PlanMeta,
+    policy: &XattrPolicy,
+) {
     let mut generated = Vec::new();
     for x in &plan.xattrs {
         let root = sb.roots[paths.root(x.path)].as_raw_fd();
         let name = paths.literal(x.name);
+        // Counted by the budget; the name the kernel sees is the one checked.
+        if policy.allows(name.to_bytes()).is_err() {
+            continue;
+        }
         let value: &[u8] = if x.value != NONE {
             &plan.values[x.value as usize]
         } else {

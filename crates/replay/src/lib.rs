@@ -29,7 +29,11 @@
 //! `openat2(RESOLVE_BENEATH)` from a sandbox directory fd, and a sandbox that holds device
 //! nodes, FIFOs, mount points or escaping symlinks is refused ([`sandbox::check_tree`]). A plan
 //! file is versioned and checksummed; one that decodes but breaks a rule the executor relies on
-//! is refused by [`Plan::validate`].
+//! is refused by [`Plan::validate`]. Nothing a plan asks for grants privilege: what init and run
+//! create is never set-id nor writable by the group or others, only attributes of namespaces
+//! that grant nothing are set unless more are allowed ([`xattrs`]; `security.capability`
+//! never), and their number and size are checked before anything is written. Nothing in a
+//! sandbox another user owns (after `init --user`) is trusted by root ([`sandbox`]).
 //!
 //! The plan file format, the meaning of every operation field and the statistics are
 //! described in docs/REPLAY.md.
@@ -65,6 +69,7 @@ pub mod sandbox;
 mod source;
 mod stats;
 mod sys;
+pub mod xattrs;
 
 pub use error::{ReplayError, Result};
 pub use init::{init, sandbox_spec, InitOptions, InitReport};
@@ -79,3 +84,4 @@ pub use report::describe_plan;
 pub use run::{run, Live, RunOptions};
 pub use source::{read_trace, TraceEvents};
 pub use stats::{DivergenceCount, DivergenceExample, KindStats, Lateness, Stats, WINDOW_NS};
+pub use xattrs::{XattrLimits, XattrPolicy};

@@ -2,7 +2,7 @@
 //! init and run, repeated; then each value is compared with the first. Every setting the
 //! matrix touches is restored afterwards, on error and on Ctrl-C too.
 
-use crate::compare::{compare, Comparison, Side};
+use crate::compare::{compare_with, Comparison, Side};
 use crate::error::{ReplayError, Result};
 use crate::init::{init, InitOptions};
 use crate::plan::Plan;
@@ -41,6 +41,8 @@ pub struct MatrixOptions<'a> {
     pub plan_name: String,
     /// Override of `/sys/block` (tests).
     pub sys_block: PathBuf,
+    /// How the comparisons are judged.
+    pub settings: latscope_stats::Settings,
 }
 
 /// The matrix's results.
@@ -145,6 +147,7 @@ pub fn run_matrix(plan: &Plan, opts: &mut MatrixOptions) -> Result<MatrixResult>
     let stop = opts.stop.unwrap_or(&local);
     'values: for v in &opts.values {
         let p = q.join(&opts.setting);
+        let before: Vec<(&str, Option<String>)> = SETTINGS.iter().map(|s| (*s, current(&q, s).ok())).collect();
         std::fs::write(&p, v).map_err(|e| ReplayError::Sys {
             what: format!("cannot set {} to {v:?} (is it a valid value for this device?)", p.display()),
             source: e,
@@ -152,7 +155,16 @@ pub fn run_matrix(plan: &Plan, opts: &mut MatrixOptions) -> Result<MatrixResult>
         if current(&q, &opts.setting)? != *v && opts.setting == "scheduler" {
             return Err(ReplayError::Usage(format!("{} did not take {v}", p.display())));
         }
-        let mut side = Side { name: format!("{}={v}", opts.setting), runs: Vec::new() };
+        // What the kernel changed by itself with it (nr_requests with the scheduler): derived.
+        let derived = before
+            .iter()
+            .filter(|(k, _)| *k != opts.setting)
+            .filter_map(|(k, was)| {
+                let now = current(&q, k).ok()?;
+                (Some(&now) != was.as_ref()).then(|| format!("{k}={now}"))
+            })
+            .collect();
+        let mut side = Side { name: format!("{}={v}", opts.setting), runs: Vec::new(), derived };
         for r in 0..opts.repeat {
             if stop.load(Ordering::Relaxed) {
                 res.interrupted = true;
@@ -161,7 +173,7 @@ pub fn run_matrix(plan: &Plan, opts: &mut MatrixOptions) -> Result<MatrixResult>
             if let Some(f) = opts.on_step.as_mut() {
                 f(&format!("{}={v} run {} of {}", opts.setting, r + 1, opts.repeat));
             }
-            init(plan, &InitOptions { root: opts.root.clone(), owner: None, progress: None })?;
+            init(plan, &InitOptions { root: opts.root.clone(), ..Default::default() })?;
             let stats: Stats = run(
                 plan,
                 &mut RunOptions {
@@ -188,7 +200,7 @@ pub fn run_matrix(plan: &Plan, opts: &mut MatrixOptions) -> Result<MatrixResult>
     }
     if let Some(base) = res.sides.first().filter(|s| !s.runs.is_empty()) {
         for s in res.sides.iter().skip(1).filter(|s| !s.runs.is_empty()) {
-            let mut c = compare(base, s);
+            let mut c = compare_with(base, s, &opts.settings);
             // The setting the matrix varies is the difference it measures.
             let varied = format!(" {}:", opts.setting);
             c.differences.retain(|d| !(d.starts_with("block ") && d.contains(&varied)));

@@ -29,12 +29,16 @@ pub(crate) enum Skip {
     NoMapping = 1,
     /// The run was stopped.
     Stopped = 2,
+    /// It sets an extended attribute of a namespace that can grant privilege.
+    Privileged = 3,
 }
 
-const SKIP_REASONS: [&str; 3] = [
+const SKIP_REASONS: [&str; 4] = [
     "its fd is not open in the replay (the open or dup that made it diverged)",
     "its mapping does not exist in the replay (the mmap diverged)",
     "the run was stopped (Ctrl-C)",
+    "it sets an extended attribute whose namespace can grant privilege (trusted, security, system: \
+     only with --xattr-namespaces; security.capability never)",
 ];
 
 /// One worker's counts (no sharing, no locks; merged at the end).
@@ -43,7 +47,7 @@ pub(crate) struct Collector {
     pub implicit: [u64; N_KINDS],
     pub failed: [u64; N_KINDS],
     pub bytes: [u64; N_KINDS],
-    pub skipped: [[u64; 3]; N_KINDS],
+    pub skipped: [[u64; 4]; N_KINDS],
     pub refused: u64,
     pub lat: Vec<Option<Box<Histogram>>>,
     pub lateness: Option<Box<Histogram>>,
@@ -72,7 +76,7 @@ impl Collector {
             implicit: [0; N_KINDS],
             failed: [0; N_KINDS],
             bytes: [0; N_KINDS],
-            skipped: [[0; 3]; N_KINDS],
+            skipped: [[0; 4]; N_KINDS],
             refused: 0,
             lat: (0..N_KINDS).map(|_| None).collect(),
             lateness: timed.then(|| Box::new(Histogram::new())),
@@ -307,7 +311,7 @@ impl Stats {
         let mut lat: Vec<Option<Histogram>> = (0..N_KINDS).map(|_| None).collect();
         let (mut performed, mut implicit, mut failed, mut bytes) =
             ([0u64; N_KINDS], [0u64; N_KINDS], [0u64; N_KINDS], [0u64; N_KINDS]);
-        let mut skipped = [[0u64; 3]; N_KINDS];
+        let mut skipped = [[0u64; 4]; N_KINDS];
         for c in cols {
             for k in 0..N_KINDS {
                 performed[k] += c.performed[k];

@@ -97,6 +97,39 @@ pub fn advise_huge_pages(ptr: *mut u8, len: usize) {
     }
 }
 
+/// The signal that interrupts a worker blocked in a system call once the run is stopped.
+const INTERRUPT: libc::c_int = libc::SIGURG;
+
+extern "C" fn on_interrupt(_: libc::c_int) {}
+
+/// Installs a handler of [`INTERRUPT`] that does nothing, without `SA_RESTART`: a system call
+/// it interrupts (an open that waits for a FIFO's other end, say) fails with `EINTR` instead of
+/// waiting on, so a stopped run ends.
+pub fn install_interrupt_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: a zeroed sigaction with a handler that does nothing (async-signal-safe).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_interrupt as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(INTERRUPT, &sa, std::ptr::null_mut());
+        }
+    });
+}
+
+/// The calling thread, for [`interrupt`].
+pub fn this_thread() -> u64 {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as u64 }
+}
+
+/// Interrupts a system call `thread` (a running, not yet joined thread) is blocked in.
+pub fn interrupt(thread: u64) {
+    // SAFETY: the caller guarantees the thread has not been joined, so its id is valid.
+    unsafe { libc::pthread_kill(thread as libc::pthread_t, INTERRUPT) };
+}
+
 /// Ask for precise timer wake-ups (the default slack is 50 µs).
 pub fn set_timer_slack_ns(ns: u64) {
     // SAFETY: prctl with integer arguments.

@@ -8,7 +8,7 @@ const base = {};
 for (const k of ['filter', 'block', 'stream', 'min', 'max', 'waits', 'why']) if (q.get(k)) base[k] = q.get(k);
 const ROWS = Math.min(3600, Math.max(10, +(q.get('rows') || 120))), COLS = 56;
 const heat = document.getElementById('heatmap'), spec = document.getElementById('spectrogram');
-let view = null, sel = null, tablesTimer = null, gotTables = false;
+let view = null, sel = null, tablesTimer = null, gotTables = false, threadsTimer = null;
 // cell=busiest: select the busiest cell of the latest second with events once there is one
 // (links and screenshots that open on a drill-down).
 let pick = q.get('cell') === 'busiest';
@@ -48,6 +48,7 @@ async function poll() {
     if (k >= 0) { pick = false; const cs = d.rows[k].counts; select({ r0: d.rows[k].i, r1: d.rows[k].i, c0: cs.indexOf(Math.max(...cs)), c1: cs.indexOf(Math.max(...cs)) }); }
   }
   if (d.mode === 'streaming' && !tablesTimer && !sel) tables();
+  if (d.mode === 'streaming' && !threadsTimer) threadsView();
   if (d.mode !== 'streaming') {
     document.getElementById('drillnote').textContent = 'The histograms are built in the kernel, which keeps no events: click a cell (or check “keep events”) to keep the last events from then on and drill down by process, syscall, file, disk, client, container and pod.';
     document.getElementById('tables').replaceChildren();
@@ -180,7 +181,7 @@ function drawWhy(e) {
   document.getElementById('whyinfo').textContent = `${calls(w.calls)} with a breakdown, ${LS.ns(w.total_ns)} in total` + without + left;
   box.dataset.calls = w.calls;
   // Nothing to break down (only idle waits, say): the line above says why, no empty picture.
-  for (const id of ['whybar', 'whycause', 'whywaker', 'whystacks']) document.getElementById(id).style.display = w.calls ? '' : 'none';
+  for (const id of ['whybar', 'whycause', 'whywaker', 'whyroots', 'whystacks']) document.getElementById(id).style.display = w.calls ? '' : 'none';
   if (!w.calls) return;
   const parts = Object.entries(w.parts_ns).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
   const total = Math.max(1, w.total_ns), bar = document.getElementById('whybar');
@@ -214,6 +215,17 @@ function drawWhy(e) {
       LS.el('td', { class: 'num', text: LS.ns(k.blocked_ns) }), LS.el('td', { text: k.was_in ? `${w.labels[k.was_in.cause]} ${LS.ns(k.was_in.ns)}` : '-' })));
   }
   if (!w.wakers.length) waker.append(LS.el('tr', null, LS.el('td', { colspan: 4, text: 'no call was woken by another thread, a timer or a softirq' })));
+  // Where the chains of waits end: each call's longest wait followed through the threads it
+  // waited on, down to a device, a timer, outside work or a thread that was running.
+  const roots = document.getElementById('whyroots');
+  roots.replaceChildren(LS.el('caption', { text: 'where the longest waits end (chains of waits)' }),
+    LS.el('tr', null, ...['root', 'calls', 'time', 'share'].map((h, i) => LS.el('th', { class: i ? 'num' : '', text: h }))));
+  for (const r of w.chain_roots || []) {
+    roots.append(LS.el('tr', { 'data-root': r.kind, 'data-ns': r.ns },
+      LS.el('td', { class: 'name', title: r.root, text: LS.shortMiddle(r.root, 40) }), LS.el('td', { class: 'num', text: calls(r.calls) }),
+      LS.el('td', { class: 'num', text: LS.ns(r.ns) }), LS.el('td', { class: 'num', text: LS.pct(r.share) })));
+  }
+  if (!(w.chain_roots || []).length) roots.append(LS.el('tr', null, LS.el('td', { colspan: 4, text: 'no chain of waits: no call waited on another thread or a device' })));
   const st = document.getElementById('whystacks'), s = w.stacks;
   const kids = [LS.el('h3', null, 'Top blocking stacks ', LS.el('span', { class: 'sub', text: s.stacks.length ? `(${LS.ns(s.total_blocked_ns)} blocked in all)` : (s.note || 'no blocked call carries a stack') }))];
   s.stacks.forEach((k, i) => {
@@ -250,6 +262,23 @@ async function tables() {
   gotTables = true;
   if (view && !document.body.dataset.ready) LS.ready();
   if (!sel) tablesTimer = setTimeout(tables, 2000);
+}
+
+// The threads view (`latscope timeline --threads` of the last seconds), redrawn every 2 s: the
+// server draws the SVG (its text escaped); it is parsed as SVG, with no script, and put in place.
+async function threadsView() {
+  let t;
+  try { t = await LS.post('/api/live/threads', Object.assign({ seconds: 5, rows: 30 }, base)); }
+  catch (e) { document.getElementById('threadsinfo').textContent = e.message; threadsTimer = setTimeout(threadsView, 3000); return; }
+  const box = document.getElementById('threadsvg');
+  document.getElementById('threads').hidden = false;
+  if (t.svg) {
+    const doc = new DOMParser().parseFromString(t.svg, 'image/svg+xml');
+    const svg = document.importNode(doc.documentElement, true);
+    svg.setAttribute('data-threads', t.threads); svg.setAttribute('data-wakeups', t.wakeups); svg.setAttribute('data-calls', t.calls);
+    box.replaceChildren(svg);
+  } else if (t.error) box.replaceChildren(LS.el('p', { class: 'error', text: t.error }));
+  threadsTimer = setTimeout(threadsView, 2000);
 }
 
 poll();

@@ -3,7 +3,8 @@
 use crate::auth::{local_target, same_origin, Access, Verdict, COOKIE};
 use crate::http::{Handler, Request, Response};
 use crate::live::{
-    Ask, CellQuery, LiveError, LiveHub, TableQuery, ViewQuery, MAX_TABLE_ROWS, MAX_VIEW_COLS, MAX_VIEW_ROWS,
+    Ask, CellQuery, LiveError, LiveHub, TableQuery, ThreadsQuery, ViewQuery, MAX_TABLE_ROWS, MAX_VIEW_COLS,
+    MAX_VIEW_ROWS,
 };
 use crate::params::{ParamError, Params};
 use crate::stored::{self, StoreReader, StoredError};
@@ -29,12 +30,15 @@ const ASSETS: &[Asset] = &[
     asset!("overview.js", "text/javascript; charset=utf-8"),
     asset!("series.js", "text/javascript; charset=utf-8"),
     asset!("live.js", "text/javascript; charset=utf-8"),
+    asset!("dumps.js", "text/javascript; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 
 const OVERVIEW_HTML: &str = include_str!("../assets/overview.html");
 const SERIES_HTML: &str = include_str!("../assets/series.html");
 const LIVE_HTML: &str = include_str!("../assets/live.html");
+const DUMPS_HTML: &str = include_str!("../assets/dumps.html");
+const DUMP_HTML: &str = include_str!("../assets/dump.html");
 const LOGIN_HTML: &str = include_str!("../assets/login.html");
 
 /// The dashboard's content security policy.
@@ -52,6 +56,7 @@ pub struct App {
     pub(crate) access: Access,
     pub(crate) store: Option<StoreReader>,
     pub(crate) live: Option<LiveHub>,
+    pub(crate) dumps: crate::dumps::Dumps,
 }
 
 impl Handler for App {
@@ -120,6 +125,7 @@ impl App {
                 )
             }
             Verdict::Throttled(after) => return throttled(after),
+            Verdict::OtherUser(uid) => return other_user(uid, self.access.owner()),
             Verdict::NeedsToken if api => {
                 return Response::error(401, "a token is needed: send 'Authorization: Bearer TOKEN' or log in at /login")
             }
@@ -136,10 +142,45 @@ impl App {
             pairs.extend(form_urlencoded::parse(&req.body).into_owned());
         }
         let p = Params::new(pairs);
+        // Store queries, dumps' views (a trace file read) and live requests take long: a bounded,
+        // fairly shared number at once, so that a crowd of them cannot hold every connection
+        // inside a handler.
+        let heavy = live
+            || path.starts_with("/api/dump")
+            || matches!(path, "/api/overview" | "/api/series" | "/api/series/detail");
+        let _permit = match heavy {
+            true => match req.busy() {
+                Some(p) => Some(p),
+                None => {
+                    return Response::error(503, "the dashboard is busy with other requests: try again in a moment")
+                        .with_header("Retry-After", "2")
+                }
+            },
+            false => None,
+        };
         match path {
             "/" => html(OVERVIEW_HTML),
             "/series" => html(SERIES_HTML),
             "/live" => html(LIVE_HTML),
+            "/dumps" => html(DUMPS_HTML),
+            "/dump" => html(DUMP_HTML),
+            "/api/dumps" => dump_response(self.dumps.list().map(|v| Response::json(200, &v))),
+            "/api/dump" => dump_response(
+                self.dumps.path(&p).and_then(|f| self.dumps.views(&f)).map(|v| Response::json(200, &v.json)),
+            ),
+            "/api/dump/heatmap.svg" => dump_response(
+                self.dumps
+                    .path(&p)
+                    .and_then(|f| self.dumps.views(&f))
+                    .map(|v| Response::new(200, "image/svg+xml", v.heatmap.clone())),
+            ),
+            "/api/dump/why.svg" => dump_response(
+                self.dumps
+                    .path(&p)
+                    .and_then(|f| self.dumps.views(&f))
+                    .map(|v| Response::new(200, "image/svg+xml", v.why.clone())),
+            ),
+            "/api/dump/file" => dump_response(self.dumps.path(&p).and_then(|f| download(&f))),
             "/api/health" => Response::json(
                 200,
                 &json!({"ok": true, "store": self.store.is_some(), "live_sessions": self.live.as_ref().map(|l| l.sessions())}),
@@ -162,8 +203,14 @@ impl App {
                     waits: p.flag("waits")?,
                 }))
             }),
+            "/api/live/threads" => self.live(&p, |p| {
+                Ok(Ask::Threads(ThreadsQuery {
+                    seconds: p.int("seconds", 1, 600)?.unwrap_or(5) as u64,
+                    rows: p.int("rows", 1, 200)?.unwrap_or(30) as usize,
+                }))
+            }),
             _ if api => Response::error(404, format!("no API endpoint {path} (see docs/DASHBOARD.md)")),
-            _ => Response::text(404, format!("no page {path}: the pages are /, /series and /live")),
+            _ => Response::text(404, format!("no page {path}: the pages are /, /series, /live and /dumps")),
         }
     }
 
@@ -221,6 +268,53 @@ impl App {
             m => Response::error(405, format!("{m} is not accepted at /login")),
         }
     }
+}
+
+/// A dump's answer, or its error with the status that fits.
+fn dump_response(r: Result<Response, crate::dumps::DumpError>) -> Response {
+    use crate::dumps::DumpError;
+    match r {
+        Ok(r) => r,
+        Err(e @ DumpError::NoDirs) => Response::json(200, &json!({"error": e.to_string(), "no_dirs": true})),
+        Err(e @ DumpError::Param(_)) => Response::error(400, e.to_string()),
+        Err(e @ DumpError::NotFound(_)) => Response::error(404, e.to_string()),
+        Err(e) => Response::error(500, e.to_string()),
+    }
+}
+
+/// Largest dump handed out whole (a response is held in memory).
+const MAX_DOWNLOAD: u64 = 512 << 20;
+
+/// The dump's file, as an attachment.
+fn download(path: &std::path::Path) -> Result<Response, crate::dumps::DumpError> {
+    use crate::dumps::DumpError;
+    let len = path.metadata().map_err(|e| DumpError::Read(e.to_string()))?.len();
+    if len > MAX_DOWNLOAD {
+        return Err(DumpError::Read(format!(
+            "{} is {} bytes, more than this server hands out ({MAX_DOWNLOAD}): copy it from {}",
+            path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            len,
+            path.parent().map(|p| p.display().to_string()).unwrap_or_default()
+        )));
+    }
+    let body = std::fs::read(path).map_err(|e| DumpError::Read(e.to_string()))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok(Response::new(200, "application/vnd.apache.arrow.stream", body)
+        .with_header("Content-Disposition", format!("attachment; filename=\"{name}\"")))
+}
+
+/// A local user other than the one the dashboard answers without a token: 403, saying how to
+/// let them in.
+fn other_user(uid: Option<u32>, owner: Option<u32>) -> Response {
+    let who = uid.map_or("a user the kernel did not name".to_string(), |u| format!("uid {u}"));
+    let owner = owner.map_or(String::new(), |o| format!("uid {o} and "));
+    Response::error(
+        403,
+        format!(
+            "this dashboard has no token, so it answers only {owner}root; this connection is {who}: start \
+             'latscope serve' with a token (LATSCOPE_TOKEN) to let other users in with it"
+        ),
+    )
 }
 
 /// Too many token guesses: 429, come back later.

@@ -3,7 +3,8 @@
 //! loopback the `Host` header (a page of another site that rebinds its name to 127.0.0.1 must not
 //! read the API), and for requests that change something, their origin.
 
-use crate::http::Request;
+use crate::http::{Client, Request};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -15,63 +16,80 @@ pub const COOKIE: &str = "latscope_token";
 /// Shortest token accepted.
 pub const MIN_TOKEN_CHARS: usize = 16;
 
-/// Token comparisons per second once the burst is spent (right or wrong, from every client
-/// together).
+/// Token comparisons per second for one client once its burst is spent.
 pub const GUESSES_PER_SEC: u32 = 5;
-/// Wrong tokens answered at once before comparisons are spaced out.
+/// Token comparisons one client gets at once before they are spaced out.
 pub const GUESS_BURST: u32 = 10;
-/// The longest a request waits for its turn to be compared; beyond, it is answered 429 at once.
-pub const MAX_GUESS_WAIT: Duration = Duration::from_secs(10);
+/// Clients whose pacing is remembered at once (the longest unseen is forgotten beyond).
+pub const MAX_PACED_CLIENTS: usize = 4096;
 
-/// Paces token comparisons: each reserves a turn, one every 1/[`GUESSES_PER_SEC`] s beyond a
-/// burst of [`GUESS_BURST`]; a right token gives its turn back. A right token is paced like a
-/// wrong one while guesses are being made (otherwise a fast answer would give the guess away),
-/// and nothing is compared without a turn: at most `GUESS_BURST + GUESSES_PER_SEC x seconds`
-/// guesses are ever answered, however many connections ask.
+/// Paces token comparisons per client ([`Client`]: on loopback the user owning the client's
+/// socket, else its address or IPv6 /64): each client has a bucket of [`GUESS_BURST`]
+/// comparisons refilled at [`GUESSES_PER_SEC`]; a request with a token takes one (a right
+/// token gives it back), and a client with an empty bucket is answered 429 with nothing
+/// compared. So one client guesses at most `GUESS_BURST + GUESSES_PER_SEC x seconds` tokens,
+/// however many connections it opens, and its guesses never make another client wait or lock
+/// out the right token. A guesser with many addresses gets a bucket per address: tokens have
+/// at least [`MIN_TOKEN_CHARS`] characters, far beyond guessing at any such rate.
 #[derive(Debug)]
 pub struct Pacer {
-    /// When the reserved turns end.
-    busy_until: Mutex<Instant>,
-    interval: Duration,
-    burst: u32,
-    max_wait: Duration,
+    buckets: Mutex<HashMap<Client, Bucket>>,
+    per_sec: f64,
+    burst: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
 }
 
 impl Default for Pacer {
     fn default() -> Self {
-        Pacer::new(GUESSES_PER_SEC, GUESS_BURST, MAX_GUESS_WAIT)
+        Pacer::new(GUESSES_PER_SEC, GUESS_BURST)
     }
 }
 
 impl Pacer {
-    /// `per_sec` comparisons a second after a burst of `burst`, waits of at most `max_wait`.
-    pub fn new(per_sec: u32, burst: u32, max_wait: Duration) -> Pacer {
-        Pacer {
-            busy_until: Mutex::new(Instant::now()),
-            interval: Duration::from_secs(1) / per_sec.max(1),
-            burst,
-            max_wait,
-        }
+    /// `per_sec` comparisons a second per client after a burst of `burst`.
+    pub fn new(per_sec: u32, burst: u32) -> Pacer {
+        Pacer { buckets: Mutex::new(HashMap::new()), per_sec: per_sec.max(1) as f64, burst: burst.max(1) as f64 }
     }
 
-    /// A turn: how long to wait before comparing, or (too many queued) how long to come back
-    /// after, with no turn taken.
-    pub fn reserve(&self) -> Result<Duration, Duration> {
+    fn refill(&self, b: &mut Bucket, now: Instant) {
+        b.tokens = (b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * self.per_sec).min(self.burst);
+        b.at = now;
+    }
+
+    /// A comparison for `who`, or (its bucket empty) how long until it has one again.
+    pub fn take(&self, who: Client) -> Result<(), Duration> {
         let now = Instant::now();
-        let mut until = self.busy_until.lock().unwrap_or_else(|e| e.into_inner());
-        let end = (*until).max(now) + self.interval;
-        let wait = end.saturating_duration_since(now + self.interval * self.burst);
-        if wait > self.max_wait {
-            return Err(wait - self.max_wait + Duration::from_secs(1));
+        let mut m = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if !m.contains_key(&who) && m.len() >= MAX_PACED_CLIENTS {
+            // Full buckets say nothing: forgotten first; else the client unseen the longest.
+            m.retain(|_, b| b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * self.per_sec < self.burst);
+            if m.len() >= MAX_PACED_CLIENTS {
+                if let Some(k) = m.iter().min_by_key(|(_, b)| b.at).map(|(k, _)| *k) {
+                    m.remove(&k);
+                }
+            }
         }
-        *until = end;
-        Ok(wait)
+        let b = m.entry(who).or_insert(Bucket { tokens: self.burst, at: now });
+        self.refill(b, now);
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - b.tokens) / self.per_sec))
+        }
     }
 
-    /// Gives a turn back (the token was right).
-    pub fn refund(&self) {
-        let mut until = self.busy_until.lock().unwrap_or_else(|e| e.into_inner());
-        *until = until.checked_sub(self.interval).unwrap_or(*until);
+    /// Gives `who`'s comparison back (the token was right).
+    pub fn refund(&self, who: Client) {
+        let mut m = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = m.get_mut(&who) {
+            b.tokens = (b.tokens + 1.0).min(self.burst);
+        }
     }
 }
 
@@ -80,6 +98,8 @@ pub struct Access {
     token: Option<String>,
     /// The address a loopback server listens on (then only loopback host names are answered).
     loopback: Option<IpAddr>,
+    /// Without a token: the user answered (with root), told by the owner of the client's socket.
+    owner: Option<u32>,
     pacer: Pacer,
 }
 
@@ -89,6 +109,7 @@ impl std::fmt::Debug for Access {
         f.debug_struct("Access")
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("loopback", &self.loopback)
+            .field("owner", &self.owner)
             .finish()
     }
 }
@@ -104,13 +125,28 @@ pub enum Verdict {
     WrongHost,
     /// Too many token guesses: come back after this long (nothing was compared).
     Throttled(Duration),
+    /// No token is set and the client's socket belongs to another user than the one the server
+    /// answers (`None`: the kernel did not say whose it is).
+    OtherUser(Option<u32>),
 }
 
 impl Access {
     /// A policy: `token` if one is required, `loopback` the address when the server listens on
     /// a loopback address (then only loopback host names are answered).
     pub fn new(token: Option<String>, loopback: Option<IpAddr>) -> Access {
-        Access { token, loopback, pacer: Pacer::default() }
+        Access { token, loopback, owner: None, pacer: Pacer::default() }
+    }
+
+    /// Without a token, answers only clients whose socket belongs to `uid` or root (on
+    /// loopback: see `latscope_http::tcp_peer_uid`).
+    pub fn only_user(mut self, uid: u32) -> Access {
+        self.owner = Some(uid);
+        self
+    }
+
+    /// The user answered without a token, if only one is.
+    pub fn owner(&self) -> Option<u32> {
+        self.owner
     }
 
     /// Whether a token is required.
@@ -133,7 +169,11 @@ impl Access {
             return Verdict::WrongHost;
         }
         if self.token.is_none() {
-            return Verdict::Allowed;
+            return match (self.owner, req.peer_uid()) {
+                (None, _) => Verdict::Allowed,
+                (Some(o), Some(u)) if u == o || u == 0 => Verdict::Allowed,
+                (Some(_), u) => Verdict::OtherUser(u),
+            };
         }
         let bearer = req.header("authorization").and_then(|v| v.strip_prefix("Bearer ")).map(str::trim);
         let cookie = req.header("cookie").and_then(|c| cookie_value(c, COOKIE));
@@ -141,21 +181,19 @@ impl Access {
         self.verify(req, &given)
     }
 
-    /// Compares the tokens `given` with the request (paced, see [`Pacer`]); none given: no turn
-    /// is taken.
+    /// Compares the tokens `given` with the request (paced per client, see [`Pacer`]); none
+    /// given: nothing is taken.
     pub fn verify(&self, req: &Request, given: &[&str]) -> Verdict {
         let Some(token) = &self.token else { return Verdict::Allowed };
         if given.is_empty() {
             return Verdict::NeedsToken;
         }
-        match self.pacer.reserve() {
-            Err(after) => return Verdict::Throttled(after),
-            // Closed while waiting: nothing will be sent anyway.
-            Ok(wait) if !wait.is_zero() && !req.wait(wait) => return Verdict::Throttled(wait),
-            Ok(_) => {}
+        let who = req.client();
+        if let Err(after) = self.pacer.take(who) {
+            return Verdict::Throttled(after);
         }
         if given.iter().any(|g| bool::from(g.as_bytes().ct_eq(token.as_bytes()))) {
-            self.pacer.refund();
+            self.pacer.refund(who);
             Verdict::Allowed
         } else {
             Verdict::NeedsToken
@@ -331,21 +369,28 @@ mod tests {
     }
 
     #[test]
-    fn token_guesses_are_paced_after_a_burst() {
-        let p = Pacer::new(5, 3, Duration::from_secs(2));
+    fn token_guesses_are_paced_per_client_after_a_burst() {
+        let p = Pacer::new(5, 3);
+        let (guesser, user) = (Client::User(65534), Client::User(0));
         for _ in 0..3 {
-            assert_eq!(p.reserve(), Ok(Duration::ZERO));
+            assert_eq!(p.take(guesser), Ok(()));
         }
-        let w = p.reserve().unwrap();
+        let w = p.take(guesser).unwrap_err();
         assert!(w > Duration::ZERO && w <= Duration::from_millis(200), "{w:?}");
-        // Queued up to the longest wait, then refused without a turn.
-        let mut refused = false;
-        for _ in 0..20 {
-            if p.reserve().is_err() {
-                refused = true;
-                break;
-            }
+        // Another client is not slowed by the guesser, and a right token gives its turn back.
+        for _ in 0..10 {
+            assert_eq!(p.take(user), Ok(()));
+            p.refund(user);
         }
-        assert!(refused);
+    }
+
+    #[test]
+    fn without_a_token_only_the_owner_and_root_are_answered() {
+        let a = Access::new(None, Some(LO)).only_user(1000);
+        let host = ("host", "127.0.0.1:8080");
+        assert_eq!(a.check(&req(&[host]).with_peer_uid(Some(1000))), Verdict::Allowed);
+        assert_eq!(a.check(&req(&[host]).with_peer_uid(Some(0))), Verdict::Allowed);
+        assert_eq!(a.check(&req(&[host]).with_peer_uid(Some(65534))), Verdict::OtherUser(Some(65534)));
+        assert_eq!(a.check(&req(&[host]).with_peer_uid(None)), Verdict::OtherUser(None));
     }
 }

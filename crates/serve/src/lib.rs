@@ -8,7 +8,8 @@
 //! |---|---|---|
 //! | `/` | every series of the store: its latest hour (count, p50, p99, max, the histogram as a sparkline) and its p50/p99 trend over the hours kept | `/api/overview` |
 //! | `/series?id=N` (or `?op=NAME`) | one series hour by hour (`hoursAgo`, `hours`, `buckets`, `scale=log\|linear`), the window merged with its peaks annotated (mode, share, tier) and explained (clock granularity, cache tiers, cache-size estimate) | `/api/series/detail` |
-//! | `/live` | the host's syscall (or block request) latency now: a heat map and a spectrogram of one-second rows, a filter box, drill-down tables by process, syscall, file, disk, client, container and pod, the events of a selected cell and (with `why=1`) why they were slow: time by cause, by waker, by blocking stack | `/api/live`, `/api/live/tables`, `/api/live/events` |
+//! | `/dumps`, `/dump?d=N&f=NAME` | flight recorders' dumps in the directories given (`--dumps DIR`), newest first, each with what fired it; a dump's views: the latency heat map, the breakdown by cause, the slowest calls with their why, the processes, and the file | `/api/dumps`, `/api/dump`, `/api/dump/heatmap.svg`, `/api/dump/why.svg`, `/api/dump/file` |
+//! | `/live` | the host's syscall (or block request) latency now: a heat map and a spectrogram of one-second rows, a filter box, drill-down tables by process, syscall, file, disk, client, container and pod, the events of a selected cell and (with `why=1`) why they were slow: time by cause, by waker, by blocking stack; every thread's calls of the last seconds and who woke whom | `/api/live`, `/api/live/tables`, `/api/live/threads`, `/api/live/events` |
 //!
 //! # Data
 //!
@@ -29,6 +30,10 @@
 //!   ([`ServeError::NeedsToken`]), at least [`auth::MIN_TOKEN_CHARS`] characters, sent as
 //!   `Authorization: Bearer TOKEN` or as the cookie the login form (`/login`) sets (HttpOnly,
 //!   SameSite=Strict). It is compared in constant time and never logged or echoed.
+//! * On loopback without a token, only the user running the server and root are answered: the
+//!   kernel says who owns each client's socket (`latscope_http::tcp_peer_uid`), so another
+//!   local user cannot read what root recorded. Where it cannot say, [`Server::notice`] says so
+//!   loudly at the start.
 //! * On loopback, requests must name a loopback host (`localhost` or a loopback address, the
 //!   one listened on included, any port), so a page of another site that rebinds its name to
 //!   127.0.0.1 cannot read the API; browsers' cross-site API requests are refused
@@ -36,11 +41,15 @@
 //!   and styles only and forbids framing.
 //! * Live requests start BPF sessions: they are POSTs only, and a browser's POST must come from
 //!   this server's pages ([`auth::same_origin`]). The login form's `next` stays on this site
-//!   ([`auth::local_target`]); token checks are paced ([`auth::Pacer`]).
+//!   ([`auth::local_target`]); token checks are paced per client ([`auth::Pacer`]), so guesses
+//!   never lock out the right token.
 //! * Nothing is written: the store is opened read-only and no endpoint writes a file.
+//!   A dump is read only when its name is a flight recorder's and it is a regular file in a
+//!   directory given.
 //! * Requests and connections are bounded by the shared server ([`http::Limits`], the crate
-//!   `latscope-http`): sizes, framing, read and write deadlines, and a connection cap at which
-//!   idle and slow connections are closed first, with no quota per client address.
+//!   `latscope-http`): sizes, framing, read and write deadlines, a connection cap at which idle
+//!   and slow connections are closed first, with no quota per client address, and a bounded,
+//!   fairly shared number of store and live requests at once (`Request::busy`).
 
 //! # Example
 //!
@@ -59,6 +68,7 @@
 
 mod app;
 pub mod auth;
+pub mod dumps;
 pub mod live;
 pub mod params;
 pub mod stored;
@@ -92,6 +102,8 @@ pub struct ServeOptions {
     pub live: LiveOptions,
     /// Serve the live page (it needs root or CAP_BPF/CAP_PERFMON).
     pub live_enabled: bool,
+    /// Directories of flight recorders' dumps, listed on `/dumps`.
+    pub dumps: Vec<PathBuf>,
 }
 
 impl Default for ServeOptions {
@@ -103,6 +115,7 @@ impl Default for ServeOptions {
             limits: Limits::default(),
             live: LiveOptions::default(),
             live_enabled: true,
+            dumps: Vec::new(),
         }
     }
 }
@@ -135,12 +148,27 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
+/// Whether the owner of a loopback client's socket can be found here: a connection to a
+/// listener of our own on `ip` must come out as ours (`me`).
+fn peer_lookup_works(ip: std::net::IpAddr, me: u32) -> Result<(), String> {
+    let l = std::net::TcpListener::bind((ip, 0)).map_err(|e| e.to_string())?;
+    let local = l.local_addr().map_err(|e| e.to_string())?;
+    let _c = std::net::TcpStream::connect(local).map_err(|e| e.to_string())?;
+    let (_s, peer) = l.accept().map_err(|e| e.to_string())?;
+    match http::tcp_peer_uid(local, peer) {
+        Ok(u) if u == me => Ok(()),
+        Ok(u) => Err(format!("our own socket came out as uid {u}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// A bound dashboard server.
 pub struct Server {
     http: http::HttpServer,
     app: Arc<app::App>,
     stop: Arc<AtomicBool>,
     addr: SocketAddr,
+    notice: String,
 }
 
 impl Server {
@@ -157,10 +185,32 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr: opts.listen, source })?;
         let addr = http.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let access = auth::Access::new(opts.token.clone(), loopback.then_some(addr.ip()));
+        let mut access = auth::Access::new(opts.token.clone(), loopback.then_some(addr.ip()));
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let notice = match (&opts.token, loopback) {
+            (Some(_), _) => "every request needs the token".to_string(),
+            (None, _) => match peer_lookup_works(addr.ip(), me) {
+                Ok(()) => {
+                    access = access.only_user(me);
+                    format!("no token: only uid {me} (who started it) and root are answered, other local users are refused; give a token (LATSCOPE_TOKEN) to let them in with it")
+                }
+                Err(why) => format!(
+                    "WARNING: no token, and the kernel cannot say which user a local connection belongs to ({why}): \
+                     EVERY local user can read this dashboard; give a token (LATSCOPE_TOKEN)"
+                ),
+            },
+        };
         let live = opts.live_enabled.then(|| live::LiveHub::new(opts.live.clone(), stop.clone()));
-        let app = Arc::new(app::App { access, store, live });
-        Ok(Server { http, app, stop, addr })
+        let dumps = dumps::Dumps::new(opts.dumps.clone());
+        let app = Arc::new(app::App { access, store, live, dumps });
+        Ok(Server { http, app, stop, addr, notice })
+    }
+
+    /// Who is answered, in a sentence for the start of the server (a line starting with
+    /// `WARNING` when every local user is).
+    pub fn notice(&self) -> &str {
+        &self.notice
     }
 
     /// The address listened on.

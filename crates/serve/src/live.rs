@@ -12,11 +12,13 @@ use crate::params::{ParamError, Params};
 use latscope_event::{dev_major_minor, EventBatch, EventKind, SyscallSet, TraceHeader, WHY_PART_NAMES};
 use latscope_filter::{Filter, FilterError};
 use latscope_live::{CountBy, SessionBuilder};
+use latscope_view::chain::ChainIndex;
 use latscope_view::group::GroupBy;
 use latscope_view::spectrogram::color::{color, Palette};
 use latscope_view::spectrogram::model::MapCache;
 use latscope_view::spectrogram::{Axis, Buckets, CountFeed, DrillQuery, Feed, FeedOptions, Spectrogram, StreamFeed};
 use latscope_view::stacks::StackAgg;
+use latscope_view::threads::ThreadTimeline;
 use latscope_view::top::{SortKey, Top};
 use latscope_view::why::{WhyAgg, PART_LABELS};
 use latscope_view::whysvg::PART_COLORS;
@@ -141,6 +143,7 @@ enum Cmd {
     View(ViewQuery, Sender<Value>),
     Events(CellQuery, Sender<Value>),
     Tables(TableQuery, Sender<Value>),
+    Threads(ThreadsQuery, Sender<Value>),
     KeepEvents(Sender<Value>),
 }
 
@@ -222,6 +225,15 @@ pub struct TableQuery {
     pub waits: bool,
 }
 
+/// The threads view: every thread's calls of the last `seconds` rows and who woke whom.
+#[derive(Debug, Clone)]
+pub struct ThreadsQuery {
+    /// Rows (seconds) back from the latest.
+    pub seconds: u64,
+    /// Most threads shown (the busiest).
+    pub rows: usize,
+}
+
 /// What a live request asks for.
 pub enum Ask {
     /// The rows.
@@ -230,6 +242,8 @@ pub enum Ask {
     Events(CellQuery),
     /// Drill-down tables.
     Tables(TableQuery),
+    /// The threads view.
+    Threads(ThreadsQuery),
 }
 
 impl LiveHub {
@@ -304,6 +318,7 @@ impl LiveHub {
             Ask::View(q) => Cmd::View(q, tx),
             Ask::Events(q) => Cmd::Events(q, tx),
             Ask::Tables(q) => Cmd::Tables(q, tx),
+            Ask::Threads(q) => Cmd::Threads(q, tx),
         });
         if let Err(LiveError::Ended) = sent {
             return Ok(json!({"state": "starting"}));
@@ -400,6 +415,9 @@ fn run_session(slot: &Slot, rx: &Receiver<Cmd>, filter: Filter, key: &Key, opts:
                 }
                 Cmd::Tables(q, tx) => {
                     let _ = tx.send(tables(&spec, feed.as_mut(), &q, opts.interval));
+                }
+                Cmd::Threads(q, tx) => {
+                    let _ = tx.send(threads(&spec, feed.as_mut(), &q, why));
                 }
                 Cmd::KeepEvents(tx) => {
                     if counting {
@@ -547,11 +565,18 @@ const WHY_STACKS: usize = 5;
 fn breakdown(spec: &Spectrogram, feed: &mut dyn Feed, q: &DrillQuery, waits: bool) -> Value {
     let mut agg = WhyAgg { with_waits: waits, ..Default::default() };
     let mut by_stack = StackAgg { with_waits: waits, ..Default::default() };
-    let visited = feed.visit(spec, q, &mut |b, i, _| {
-        agg.add(b, &[i as u32]);
+    // The chains of waits go through every kept call, not only the selected ones.
+    let mut chains = ChainIndex::new();
+    let all = DrillQuery { t_from: 0, t_to: u64::MAX, lat_lo: 0, lat_hi: u64::MAX, group: None, limit: 0 };
+    let _ = feed.visit(spec, &all, &mut |b, i, _| chains.add_row(b, i));
+    let mut header = None;
+    let visited = feed.visit(spec, q, &mut |b, i, h| {
+        agg.add_with_chains(b, &[i as u32], Some(&chains));
         by_stack.add(b, &[i as u32]);
+        header.get_or_insert_with(|| h.clone());
     });
     let mut j = agg.to_json(WHY_ROWS);
+    j["chain_roots"] = agg.roots_json(header.as_ref(), WHY_ROWS);
     j["labels"] = WHY_PART_NAMES.iter().zip(PART_LABELS).map(|(k, l)| ((*k).to_string(), json!(l))).collect();
     // The colours of the breakdown pictures (`top --by cause --svg`, `why --svg`).
     j["colors"] = WHY_PART_NAMES.iter().zip(PART_COLORS).map(|(k, c)| ((*k).to_string(), json!(c))).collect();
@@ -638,6 +663,42 @@ fn tables(spec: &Spectrogram, feed: &mut dyn Feed, q: &TableQuery, interval: Dur
         })
         .collect();
     json!({"events": visited.events, "note": visited.note, "seconds": secs, "tables": tables})
+}
+
+/// Most calls the threads view draws.
+const MAX_THREAD_CALLS: usize = 50_000;
+
+/// Every thread's calls of the last `q.seconds` rows (the one filling now included) as
+/// `timeline --threads` draws them: the SVG, and the numbers it shows.
+fn threads(spec: &Spectrogram, feed: &mut dyn Feed, q: &ThreadsQuery, why: bool) -> Value {
+    let from = spec.row_start(spec.sealed().saturating_sub(q.seconds).max(spec.first_index()));
+    let dq = DrillQuery { t_from: from, t_to: u64::MAX, lat_lo: 0, lat_hi: u64::MAX, group: None, limit: 0 };
+    let mut tl = ThreadTimeline::new(from.max(1), u64::MAX, MAX_THREAD_CALLS);
+    let visited = feed.visit(spec, &dq, &mut |b, i, _| tl.add(b, i));
+    let visited = match visited {
+        Ok(v) => v,
+        Err(e) => return json!({"error": e}),
+    };
+    tl.finish(q.rows);
+    let (f, t) = tl.window();
+    let sub = format!(
+        "{} calls of {} threads over the last {} s{}",
+        tl.calls(),
+        tl.rows().len(),
+        q.seconds,
+        if why { "" } else { "; tick “why was it slow” to colour each call by its cause and draw who woke whom" }
+    );
+    json!({
+        "svg": tl.render_svg("Threads: calls and wake-ups", &sub, f),
+        "calls": tl.calls(),
+        "threads": tl.rows().len(),
+        "wakeups": tl.wakes().len(),
+        "dropped": tl.dropped,
+        "from_ns": f,
+        "to_ns": t,
+        "events": visited.events,
+        "note": visited.note,
+    })
 }
 
 /// Whether event `i` is on a disk: a block request, or a syscall on a file of a block device (a

@@ -76,7 +76,19 @@ macro_rules! with_prim_columns {
                 (WakeQueueNs, wake_queue_ns, UInt64Type, UInt64, 0),
                 (WakeDeviceNs, wake_device_ns, UInt64Type, UInt64, 0),
                 (FaultAddr, fault_addr, UInt64Type, UInt64, 0),
-                (FaultOff, fault_off, Int64Type, Int64, -1)
+                (FaultOff, fault_off, Int64Type, Int64, -1),
+                (WaitStart, wait_start, UInt64Type, UInt64, 0),
+                (WaitEnd, wait_end, UInt64Type, UInt64, 0),
+                (WakeFlags, wake_flags, UInt8Type, UInt8, 0),
+                (LockKind, lock_kind, UInt8Type, UInt8, 0),
+                (LockAddr, lock_addr, UInt64Type, UInt64, 0),
+                (LockOp, lock_op, UInt32Type, UInt32, 0),
+                (LockWord, lock_word, UInt32Type, UInt32, 0),
+                (LockOwner, lock_owner, UInt32Type, UInt32, 0),
+                (LockStart, lock_start, Int64Type, Int64, 0),
+                (LockLen, lock_len, Int64Type, Int64, 0),
+                (WakerUstack, waker_ustack, UInt32Type, UInt32, 0),
+                (WakerWaitDev, waker_wait_dev, UInt32Type, UInt32, 0)
             ]
         }
     };

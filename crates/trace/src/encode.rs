@@ -41,13 +41,6 @@ pub(crate) struct EncodedBlock {
     pub events: usize,
 }
 
-impl EncodedBlock {
-    /// Bytes the block takes in the file.
-    pub fn len(&self) -> usize {
-        self.frame.len() + self.body.len()
-    }
-}
-
 /// What is reused from one block to the next: zstd contexts, the remembered frames of constant
 /// buffers, scratch space, the flatbuffer builder.
 pub(crate) struct Encoder {
@@ -253,6 +246,38 @@ impl Encoder {
             body.extend_from_slice(&(-1i64).to_le_bytes());
             body.extend_from_slice(raw);
         }
+        Ok(())
+    }
+
+    /// The latscope metadata of a block this encoder framed (`frame`: marker, length, message).
+    pub(crate) fn frame_meta(&self, frame: &[u8]) -> Result<BlockMeta, String> {
+        let msg = frame.get(8..).ok_or("frame shorter than its prefix")?;
+        let msg = arrow_ipc::root_as_message(msg).map_err(|e| format!("unreadable message: {e}"))?;
+        BlockMeta::from_message(&msg)
+    }
+
+    /// Frame again a block framed earlier (`frame`, with a body of `body_len` bytes) with its
+    /// metadata changed by `edit` (its checksum recomputed), into `out`. The body is unchanged:
+    /// buffers, compression and row count are taken from the old message.
+    pub(crate) fn reframe(
+        &mut self,
+        frame: &[u8],
+        body_len: usize,
+        edit: impl FnOnce(&mut BlockMeta),
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        let msg = frame.get(8..).ok_or("frame shorter than its prefix")?;
+        let msg = arrow_ipc::root_as_message(msg).map_err(|e| format!("unreadable message: {e}"))?;
+        let rb = msg.header_as_record_batch().ok_or("not a record batch")?;
+        self.buffers.clear();
+        self.buffers.extend(rb.buffers().into_iter().flatten().map(|b| (b.offset(), b.length())));
+        let rows = usize::try_from(rb.length()).map_err(|_| "negative row count")?;
+        let compressed = rb.compression().is_some();
+        let mut meta = BlockMeta::from_message(&msg)?;
+        edit(&mut meta);
+        let message = self.message(body_len, rows, compressed, &meta.to_pairs());
+        out.clear();
+        frame_metadata(out, message);
         Ok(())
     }
 

@@ -285,6 +285,12 @@ pub enum WarningKind {
         /// Number of bytes skipped.
         bytes: u64,
     },
+    /// Something the file holds is past a reader's bound (a value longer than its bound, a table
+    /// with more entries than its bound): it was cut short or left out, as `detail` says.
+    Bounded {
+        /// What was cut or left out, and where.
+        detail: String,
+    },
 }
 
 impl fmt::Display for Warning {
@@ -328,6 +334,7 @@ impl fmt::Display for WarningKind {
                 f,
                 "no intact block found in the {bytes} bytes from byte {offset} to the end of the file: they were skipped"
             ),
+            WarningKind::Bounded { detail } => f.write_str(detail),
         }
     }
 }

@@ -27,6 +27,11 @@
 //! [`std::io::Read`] with [`TraceReader::from_reader`]). No input makes a reader panic or
 //! allocate beyond one block's bounds ([`MAX_BLOCK_ROWS`], [`MAX_BLOCK_BYTES`]).
 //!
+//! Files latscope reads by name that other users may control (container runtimes' state,
+//! `/proc` and `/sys` files, the files behind a process's mappings) are read through
+//! [`safe_read`]: regular files only, never blocking on a FIFO, inside the directory they
+//! belong to, and a bounded number of bytes.
+//!
 //! The writer encodes blocks straight from [`EventBatch`](latscope_event::EventBatch) columns;
 //! [`ThreadedTraceWriter`] does it off the caller's thread, on one thread per CPU
 //! ([`WriterOptions::threads`]).
@@ -73,23 +78,27 @@ pub mod fuzz_support;
 mod meta;
 mod output;
 mod reader;
+pub mod safe_read;
+mod sealed;
 mod source;
 pub mod synth;
+mod tables;
 mod threaded;
 mod writer;
 
 pub use column::{arrow_schema, Column, COLUMN_COUNT};
 pub use error::{TraceError, Warning, WarningKind};
 pub use meta::{
-    meta_digest, BlockMeta, Summary, KEY_BUFFER_CRCS, KEY_CRC, KEY_END_MAX, KEY_END_MIN, KEY_EVENTS_TOTAL,
-    KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC, KEY_KINDS, KEY_LAT_MAX, KEY_LAT_MIN, KEY_LOST_TOTAL, KEY_META_CRC,
-    KEY_SEQ, KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
+    meta_digest, schema_digest, BlockMeta, StacksMissing, Summary, KEY_BUFFER_CRCS, KEY_CRC, KEY_END_MAX, KEY_END_MIN,
+    KEY_EVENTS_TOTAL, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC, KEY_KINDS, KEY_LAT_MAX, KEY_LAT_MIN,
+    KEY_LOST_TOTAL, KEY_META_CRC, KEY_SCHEMA_CRC, KEY_SEQ, KEY_SUMMARY, KEY_TS_MAX, KEY_TS_MIN,
 };
 pub use output::{
     check_output_not_input, open_in_place, set_stopping, stop_at, stopping_flag, AtomicFile, Existing, InPlace,
     OutputError, Staged, StagedOptions, STALLED_READER,
 };
 pub use reader::{ReadOptions, ReadStats, TraceReader, MAX_BLOCK_BYTES, MAX_BLOCK_ROWS, MAX_HEADER_BYTES};
+pub use sealed::{BlockSealer, SealedBlock};
 pub use threaded::{ThreadedTraceWriter, DEFAULT_QUEUE_BATCHES};
 pub use writer::{Compression, TraceWriter, WriterOptions, DEFAULT_MAX_BLOCK_EVENTS, MAX_ENCODE_THREADS};
 

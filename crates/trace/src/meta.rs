@@ -9,6 +9,10 @@ pub const KEY_FORMAT_VERSION: &str = "latscope.format_version";
 pub const KEY_HEADER: &str = "latscope.header";
 /// Schema metadata key: CRC-32C of the header JSON (8 lower-case hex digits).
 pub const KEY_HEADER_CRC: &str = "latscope.header_crc32c";
+/// Schema metadata key: CRC-32C of the schema itself, [`schema_digest`] (8 lower-case hex
+/// digits): the columns' names, types and order, and the other `latscope.*` schema metadata.
+/// Absent in files written before it existed (their schema is read unchecked).
+pub const KEY_SCHEMA_CRC: &str = "latscope.schema_crc32c";
 /// Block metadata key: block number, from 0 (decimal).
 pub const KEY_SEQ: &str = "latscope.seq";
 /// Block metadata key: CRC-32C of the message body (8 lower-case hex digits).
@@ -83,6 +87,86 @@ pub struct Summary {
     /// CPU): its `recursion_misses`. Absent where the kernel does not count them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program_runs_skipped: Option<u64>,
+    /// What the writer cut to keep blocks within what readers accept: stack and cgroup table
+    /// entries cut short or left out (the recorder's stack table full, an entry larger than its
+    /// bound). Absent when nothing was.
+    #[serde(default, skip_serializing_if = "latscope_event::Truncation::is_empty")]
+    pub truncated: latscope_event::Truncation,
+    /// With stacks (`--why --stacks`): events' stack references that are missing (the entry
+    /// they refer to says why), by reason. Absent when none is, and in traces written before
+    /// the field existed.
+    #[serde(default, skip_serializing_if = "StacksMissing::is_none")]
+    pub stacks_missing: StacksMissing,
+}
+
+/// Stack references of a recording's events that are missing, by reason (kernel and user
+/// stacks together); see docs/WHY.md.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StacksMissing {
+    /// The stack map held another stack under the stack's hash.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hash_collision: u64,
+    /// The stack map was full.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub map_full: u64,
+    /// The stack's user had stored more new stacks than its share of the stack map since the
+    /// recorder last read it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub user_quota: u64,
+    /// The stack could not be read (no user stack, or its memory was not mapped).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unreadable: u64,
+    /// The capture failed otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub capture_failed: u64,
+    /// The stack's frames were no longer held when its event was read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_held: u64,
+    /// The process had exited before its user stack was read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub process_exited: u64,
+    /// The trace's stack table was full (in all, or the user's share of it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub table_full: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl StacksMissing {
+    /// No stack is missing.
+    pub fn is_none(&self) -> bool {
+        self.total() == 0
+    }
+
+    /// Missing stack references, all reasons.
+    pub fn total(&self) -> u64 {
+        self.reasons().iter().map(|(_, n)| n).sum()
+    }
+
+    /// `3 stacks missing (user_quota 2, hash_collision 1)`: the reasons that count, most
+    /// first.
+    pub fn describe(&self) -> String {
+        let mut r: Vec<(&str, u64)> = self.reasons().into_iter().filter(|(_, n)| *n > 0).collect();
+        r.sort_by_key(|b| std::cmp::Reverse(b.1));
+        let parts: Vec<String> = r.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        format!("{} stacks missing ({})", self.total(), parts.join(", "))
+    }
+
+    /// (reason, count) of each reason, in a fixed order (the JSON names).
+    pub fn reasons(&self) -> [(&'static str, u64); 8] {
+        [
+            ("hash_collision", self.hash_collision),
+            ("map_full", self.map_full),
+            ("user_quota", self.user_quota),
+            ("unreadable", self.unreadable),
+            ("capture_failed", self.capture_failed),
+            ("not_held", self.not_held),
+            ("process_exited", self.process_exited),
+            ("table_full", self.table_full),
+        ]
+    }
 }
 
 /// The latscope metadata of one block, as stored in its message's `custom_metadata`.
@@ -350,6 +434,66 @@ pub(crate) fn meta_digest_parts<'a>(
     c
 }
 
+/// CRC-32C of a schema as latscope reads it: for each field in order its name, a 0 byte, its type
+/// (a stable name: `uint64`, `utf8`, ...), a 0 byte, `1` or `0` for nullable, a 0 byte, and its
+/// metadata pairs sorted by key (key, 0, value, 0); then a 0xff byte and the schema's `latscope.*`
+/// metadata pairs sorted by key, except [`KEY_HEADER`] (which [`KEY_HEADER_CRC`] covers) and
+/// [`KEY_SCHEMA_CRC`] itself, as key, 0, value, 0.
+pub fn schema_digest(schema: &arrow_schema::Schema) -> u32 {
+    let mut c = 0u32;
+    let mut put = |b: &[u8]| {
+        c = crc32c::crc32c_append(c, b);
+        c = crc32c::crc32c_append(c, &[0]);
+    };
+    for f in schema.fields() {
+        put(f.name().as_bytes());
+        put(type_name(f.data_type()).as_bytes());
+        put(if f.is_nullable() { b"1" } else { b"0" });
+        let mut md: Vec<(&String, &String)> = f.metadata().iter().collect();
+        md.sort_unstable();
+        for (k, v) in md {
+            put(k.as_bytes());
+            put(v.as_bytes());
+        }
+    }
+    put(&[0xff]);
+    let mut md: Vec<(&String, &String)> = schema
+        .metadata()
+        .iter()
+        .filter(|(k, _)| k.starts_with("latscope.") && *k != KEY_HEADER && *k != KEY_SCHEMA_CRC)
+        .collect();
+    md.sort_unstable();
+    for (k, v) in md {
+        put(k.as_bytes());
+        put(v.as_bytes());
+    }
+    c
+}
+
+/// A type's name for [`schema_digest`], the same in every Arrow version for the types latscope
+/// writes (others, which only other tools write, by their debug form).
+fn type_name(t: &arrow_schema::DataType) -> String {
+    use arrow_schema::DataType as T;
+    match t {
+        T::Boolean => "bool".into(),
+        T::Int8 => "int8".into(),
+        T::Int16 => "int16".into(),
+        T::Int32 => "int32".into(),
+        T::Int64 => "int64".into(),
+        T::UInt8 => "uint8".into(),
+        T::UInt16 => "uint16".into(),
+        T::UInt32 => "uint32".into(),
+        T::UInt64 => "uint64".into(),
+        T::Float32 => "float32".into(),
+        T::Float64 => "float64".into(),
+        T::Utf8 => "utf8".into(),
+        T::LargeUtf8 => "large_utf8".into(),
+        T::Binary => "binary".into(),
+        T::LargeBinary => "large_binary".into(),
+        other => format!("{other:?}"),
+    }
+}
+
 /// Append the encapsulation prefix (continuation marker, padded metadata length) and the
 /// metadata flatbuffer padded to a multiple of 8 bytes to `out`.
 pub(crate) fn frame_metadata(out: &mut Vec<u8>, metadata: &[u8]) {
@@ -412,5 +556,9 @@ mod tests {
         let j = serde_json::to_string(&skipped).unwrap();
         assert!(j.ends_with(r#","program_runs_skipped":7}"#), "{j}");
         assert_eq!(serde_json::from_str::<Summary>(&j).unwrap(), skipped);
+        let missing = Summary { stacks_missing: StacksMissing { user_quota: 3, ..Default::default() }, ..s };
+        let j = serde_json::to_string(&missing).unwrap();
+        assert!(j.ends_with(r#","stacks_missing":{"user_quota":3}}"#), "{j}");
+        assert_eq!(serde_json::from_str::<Summary>(&j).unwrap(), missing);
     }
 }

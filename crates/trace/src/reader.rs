@@ -19,7 +19,8 @@ use latscope_event::{EventBatch, StrCol, TraceHeader, TRACE_FORMAT_VERSION};
 use crate::column::{fill_missing, from_record_batch, COLUMN_COUNT};
 use crate::decode::{Decoder, Layout};
 use crate::meta::{
-    meta_digest, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC, KEY_SEQ,
+    meta_digest, schema_digest, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC,
+    KEY_SCHEMA_CRC, KEY_SEQ,
 };
 use crate::source::Source;
 use crate::{Column, TraceError, Warning, WarningKind};
@@ -130,6 +131,10 @@ pub struct TraceReader {
     dicts: HashMap<i64, ArrayRef>,
     /// A small allocation kept above the first batch on the heap (see [`steady_heap_before`]).
     heap_pin: Option<Vec<u8>>,
+    /// The ids in `header.cgroups` (cgroups met during the recording join it as blocks are read).
+    cgroup_ids: std::collections::HashSet<u64>,
+    /// Cgroup table entries of blocks left out: past [`latscope_event::bounds::MAX_CGROUPS`].
+    cgroups_left_out: u64,
 }
 
 /// One framed message, or why there is none.
@@ -220,6 +225,8 @@ impl TraceReader {
             last_meta: None,
             dicts: HashMap::new(),
             heap_pin: None,
+            cgroup_ids: Default::default(),
+            cgroups_left_out: 0,
         };
         r.read_header(opts.projection.as_deref(), what)?;
         Ok(r)
@@ -675,6 +682,9 @@ impl TraceReader {
             }
         };
         let msg = arrow_ipc::root_as_message(&meta).map_err(|e| bad_header(e.to_string()))?;
+        if body_len != 0 && msg.header_as_schema().is_some() {
+            return Err(bad_header(format!("the schema message declares a body of {body_len} bytes; it has none")));
+        }
         let Some(fb_schema) = msg.header_as_schema() else {
             return Err(not_trace(format!(
                 "an Arrow IPC stream that starts with a {} message instead of a schema",
@@ -715,8 +725,31 @@ impl TraceReader {
                 "header checksum mismatch (stored {crc}, computed {computed:08x}): the header is damaged"
             )));
         }
+        // The columns' names and types (a flipped bit could rename `fault_off`, which would then
+        // read as absent): checked where the writer stored their checksum, which every latscope
+        // since it existed does; older files are read unchecked.
+        if let Some(stored) = md.get(KEY_SCHEMA_CRC) {
+            let computed = schema_digest(&schema);
+            if u32::from_str_radix(stored, 16).ok() != Some(computed) {
+                return Err(bad_header(format!(
+                    "schema checksum mismatch (stored {stored}, computed {computed:08x}): the column names, types or \
+                     format metadata of the schema message are damaged"
+                )));
+            }
+        }
         self.header =
             serde_json::from_str(header_json).map_err(|e| bad_header(format!("unreadable header JSON: {e}")))?;
+        // Values past their bounds (a header not written by a latscope that bounds them) are cut.
+        let cut = self.header.bound_fields();
+        if !cut.is_empty() {
+            self.warn(WarningKind::Bounded {
+                detail: format!(
+                    "the header holds values past their bounds: {} (marked …[cut N bytes])",
+                    cut.describe()
+                ),
+            });
+        }
+        self.cgroup_ids = self.header.cgroups.iter().map(|c| c.id).collect();
         let mut file_index = [None; COLUMN_COUNT];
         for c in Column::ALL {
             let Some((i, f)) = schema.fields().find(c.name()) else {
@@ -872,13 +905,7 @@ impl TraceReader {
         // Cgroups met during the recording join the header before any event in them is read
         // (also from blocks the caller skips).
         if let Some(lines) = &bm.cgroups {
-            for l in lines.lines().filter(|l| !l.trim().is_empty()) {
-                let c: latscope_event::CgroupInfo = serde_json::from_str(l)
-                    .map_err(|e| self.corrupt(block, start, format!("unreadable cgroup table entry: {e}")))?;
-                if !self.header.cgroups.iter().any(|k| k.id == c.id) {
-                    self.header.cgroups.push(c);
-                }
-            }
+            self.add_cgroups(lines, block, start)?;
         }
         let mut wanted = self.wanted;
         prune(&bm, &mut wanted);
@@ -979,6 +1006,45 @@ impl TraceReader {
         }
         self.stats.events += out.len() as u64;
         Ok(true)
+    }
+
+    /// Add the cgroup table entries of block `block` (at `start`) to the header's: each within its
+    /// bounds, new ids only, at most [`latscope_event::bounds::MAX_CGROUPS`] in all (the rest
+    /// left out, with a warning).
+    fn add_cgroups(&mut self, lines: &str, block: u64, start: u64) -> Result<(), TraceError> {
+        use latscope_event::bounds::{MAX_CGROUPS, MAX_PATH};
+        let mut t = latscope_event::Truncation::default();
+        let mut left_out = 0u64;
+        for l in lines.lines().filter(|l| !l.trim().is_empty()) {
+            let mut c: latscope_event::CgroupInfo = serde_json::from_str(l)
+                .map_err(|e| self.corrupt(block, start, format!("unreadable cgroup table entry: {e}")))?;
+            if self.cgroup_ids.contains(&c.id) {
+                continue;
+            }
+            if self.header.cgroups.len() >= MAX_CGROUPS {
+                left_out += 1;
+                continue;
+            }
+            c.bound(MAX_PATH, &mut t);
+            self.cgroup_ids.insert(c.id);
+            self.header.cgroups.push(c);
+        }
+        if !t.is_empty() {
+            self.header.truncated.add(&t);
+        }
+        if left_out > 0 {
+            if self.cgroups_left_out == 0 {
+                self.warn(WarningKind::Bounded {
+                    detail: format!(
+                        "block {block} at byte {start}: the trace names more than {MAX_CGROUPS} cgroups; the others \
+                         are left out (their events show as <cgroup ID>)"
+                    ),
+                });
+            }
+            self.cgroups_left_out += left_out;
+            self.header.truncated.entries += left_out;
+        }
+        Ok(())
     }
 
     /// Which buffers of the block to read, when it has per-buffer checksums and the columns

@@ -15,6 +15,9 @@
 //!   `latscope record` writes it or with both kinds mixed in one block ([`Layout`]): what the
 //!   view benchmarks (`bench/views.sh`, through the `synth_trace` example) read.
 //! * [`write_events`]: hand-made events (a test's ground truth) written as a trace.
+//! * [`Steady`]: a steady workload of known latency distributions, seeded: two seeds are two
+//!   recordings of one workload (an A/A comparison), a delay added to one call or a slower disk
+//!   a known change (A/B): what the tests of `latscope diff` compare.
 //!
 //! [`EventMix`] and [`BusyServer`] keep the generators they were first measured with
 //! (xorshift64* and xorshift), so that the traces they write, and the figures measured on them,
@@ -159,6 +162,18 @@ pub fn random_batch(rng: &mut Rng, n: usize) -> EventBatch {
             wake_device_ns: rng.next_u64(),
             fault_addr: rng.next_u64(),
             fault_off: rng.next_u64() as i64,
+            wait_start: rng.next_u64(),
+            wait_end: rng.next_u64(),
+            wake_flags: rng.below(16) as u8,
+            lock_kind: rng.below(6) as u8,
+            lock_addr: rng.next_u64(),
+            lock_op: rng.next_u64() as u32,
+            lock_word: rng.next_u64() as u32,
+            lock_owner: rng.next_u64() as u32,
+            lock_start: rng.next_u64() as i64,
+            lock_len: rng.next_u64() as i64,
+            waker_ustack: rng.next_u64() as u32,
+            waker_wait_dev: rng.next_u64() as u32,
             comm: rng.pick(STRINGS).to_string(),
             path: rng.pick(STRINGS).to_string(),
             path2: rng.pick(STRINGS).to_string(),
@@ -224,6 +239,8 @@ pub fn sample_header() -> TraceHeader {
         capture: vec!["replay-v1".into()],
         cgroups: Vec::new(),
         groups: [(0, "root".to_string()), (1000, "ünï".to_string())].into_iter().collect(),
+        flight: None,
+        truncated: Default::default(),
     }
 }
 
@@ -514,6 +531,131 @@ impl BusyServer {
     }
 }
 
+/// One kind of call of a [`Steady`] workload: arrivals a Poisson process at `per_sec`, latency
+/// lognormal with median `median_ns` and log standard deviation `sigma`, plus `delay_ns`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SteadyCall {
+    /// The syscall (ignored for the disk: block reads).
+    pub syscall: &'static str,
+    /// Calls per second.
+    pub per_sec: f64,
+    /// Median latency before the delay (ns).
+    pub median_ns: f64,
+    /// Standard deviation of the log latency.
+    pub sigma: f64,
+    /// Added to every latency (ns): a known delay.
+    pub delay_ns: f64,
+}
+
+impl SteadyCall {
+    /// `syscall` at `per_sec`, lognormal around `median_ns` with `sigma`, no delay.
+    pub fn new(syscall: &'static str, per_sec: f64, median_ns: f64, sigma: f64) -> SteadyCall {
+        SteadyCall { syscall, per_sec, median_ns, sigma, delay_ns: 0.0 }
+    }
+
+    /// The `q` quantile of its latency (`z` the standard normal's `q` quantile).
+    pub fn quantile_ns(&self, z: f64) -> f64 {
+        self.median_ns * (self.sigma * z).exp() + self.delay_ns
+    }
+}
+
+/// A steady workload with known latency distributions (see [`SteadyCall`]): process "app"
+/// (pid 100) calling each syscall on its own file (`/data/<syscall>`), and block reads on disk
+/// "vda" (254:0). Seeded: the same seed gives the same events; two seeds are two recordings of
+/// one workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Steady {
+    /// The seed.
+    pub seed: u64,
+    /// Seconds recorded.
+    pub secs: f64,
+    /// The syscalls made.
+    pub calls: Vec<SteadyCall>,
+    /// Block requests, if any.
+    pub disk: Option<SteadyCall>,
+}
+
+impl Steady {
+    /// The trace header: host "steady", started at 1000 s.
+    pub fn header(&self) -> TraceHeader {
+        TraceHeader {
+            format_version: TRACE_FORMAT_VERSION,
+            hostname: "steady".into(),
+            start_ns: 1_000_000_000_000,
+            syscalls: "all".into(),
+            block: self.disk.is_some(),
+            block_devices: vec![BlockDevice { dev: 254 << 20, name: "vda".into(), ..Default::default() }],
+            ..Default::default()
+        }
+    }
+
+    /// The events, in time order.
+    pub fn events(&self) -> Vec<Event> {
+        let mut rng = Rng::new(self.seed);
+        let start = self.header().start_ns;
+        let span = (self.secs * 1e9) as u64;
+        let mut out = Vec::new();
+        let all = self.calls.iter().map(|c| (c, false)).chain(self.disk.iter().map(|c| (c, true)));
+        for (k, (c, block)) in all.enumerate() {
+            let mut t = 0.0f64;
+            loop {
+                let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                t += -(1.0 - u).ln() / c.per_sec * 1e9;
+                if t >= span as f64 {
+                    break;
+                }
+                let (u1, u2) = ((rng.next_u64() >> 11) as f64 + 0.5, (rng.next_u64() >> 11) as f64);
+                let z = (-2.0 * (u1 / (1u64 << 53) as f64).ln()).sqrt()
+                    * (2.0 * std::f64::consts::PI * u2 / (1u64 << 53) as f64).cos();
+                let lat = (c.median_ns * (c.sigma * z).exp() + c.delay_ns).max(1.0) as u64;
+                out.push(if block {
+                    Event {
+                        kind: EventKind::Block as u8,
+                        ts: start + t as u64,
+                        lat,
+                        dev: 254 << 20,
+                        bytes: 4096,
+                        comm: "app".into(),
+                        pid: 100,
+                        tid: 100,
+                        ..Default::default()
+                    }
+                } else {
+                    Event {
+                        kind: EventKind::Syscall as u8,
+                        ts: start + t as u64,
+                        lat,
+                        nr: latscope_event::syscall_nr(c.syscall).expect("a known syscall"),
+                        ret: 4096,
+                        fd: 3 + k as i32,
+                        fd_type: 1,
+                        bytes: 4096,
+                        pid: 100,
+                        tid: 100 + k as u32,
+                        comm: "app".into(),
+                        path: format!("/data/{}", c.syscall),
+                        ..Default::default()
+                    }
+                });
+            }
+        }
+        out.sort_by_key(|e| e.ts);
+        out
+    }
+
+    /// Writes the trace at `path` and returns its summary (duration `secs`).
+    pub fn write(&self, path: impl AsRef<Path>) -> Result<Summary, TraceError> {
+        let start = self.header().start_ns;
+        let span = (self.secs * 1e9) as u64;
+        write_events(
+            path,
+            &self.header(),
+            &self.events(),
+            Summary { duration_ns: span, end_ns: start + span, ..Default::default() },
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,5 +737,27 @@ mod tests {
 
         let none = BusyServer { block_every: 0, ..by_kind };
         assert_eq!(busy_blocks(&none).0.iter().map(|(_, b)| b).sum::<usize>(), 0);
+    }
+
+    #[test]
+    fn a_steady_workload_has_its_rates_and_quantiles() {
+        let mut slow = SteadyCall::new("pread64", 2000.0, 50_000.0, 0.5);
+        slow.delay_ns = 10_000.0;
+        let w = Steady {
+            seed: 9,
+            secs: 5.0,
+            calls: vec![SteadyCall::new("read", 1000.0, 20_000.0, 0.5), slow.clone()],
+            disk: Some(SteadyCall::new("", 200.0, 1_000_000.0, 0.3)),
+        };
+        let ev = w.events();
+        assert_eq!(ev, w.events(), "seeded");
+        assert!(ev.windows(2).all(|p| p[0].ts <= p[1].ts));
+        let pread = latscope_event::syscall_nr("pread64").unwrap();
+        let mut lat: Vec<u64> = ev.iter().filter(|e| e.kind == 0 && e.nr == pread).map(|e| e.lat).collect();
+        assert!((lat.len() as f64 - 10_000.0).abs() < 400.0, "{}", lat.len());
+        lat.sort_unstable();
+        let median = lat[lat.len() / 2] as f64;
+        assert!((median / slow.quantile_ns(0.0) - 1.0).abs() < 0.03, "{median}");
+        assert!((ev.iter().filter(|e| e.kind == 1).count() as f64 - 1000.0).abs() < 120.0);
     }
 }

@@ -12,8 +12,12 @@ use latscope_event::{EventBatch, TraceHeader, TRACE_FORMAT_VERSION};
 
 use crate::column::{arrow_schema, decoded_row_bytes};
 use crate::encode::{validate_batch, EncodedBlock, Encoder};
-use crate::meta::{frame_metadata, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC};
+use crate::meta::{
+    frame_metadata, schema_digest, BlockMeta, Summary, CONTINUATION, KEY_FORMAT_VERSION, KEY_HEADER, KEY_HEADER_CRC,
+    KEY_SCHEMA_CRC,
+};
 use crate::output::{Existing, Staged, StagedOptions};
+use crate::sealed::SealedBlock;
 use crate::TraceError;
 
 /// How block buffers are compressed.
@@ -103,6 +107,8 @@ pub struct TraceWriter {
     offset: u64,
     started: Instant,
     failed: Option<String>,
+    /// What the writer cut from blocks' stack and cgroup tables (added to the summary's).
+    truncated: latscope_event::Truncation,
 }
 
 impl TraceWriter {
@@ -126,13 +132,19 @@ impl TraceWriter {
 
         let mut header = header.clone();
         header.format_version = TRACE_FORMAT_VERSION;
+        // Whatever the recorded machine's users made of it, the header stays within what every
+        // reader accepts (values cut are marked, and counted in the header).
+        header.bound();
         let header_json = serde_json::to_string(&header).map_err(|e| bad(format!("header to JSON: {e}")))?;
         let metadata = HashMap::from([
             (KEY_FORMAT_VERSION.to_string(), TRACE_FORMAT_VERSION.to_string()),
             (KEY_HEADER_CRC.to_string(), format!("{:08x}", crc32c::crc32c(header_json.as_bytes()))),
             (KEY_HEADER.to_string(), header_json),
         ]);
-        let schema = Arc::new(arrow_schema().with_metadata(metadata));
+        let mut schema = arrow_schema().with_metadata(metadata);
+        let schema_crc = format!("{:08x}", schema_digest(&schema));
+        schema.metadata.insert(KEY_SCHEMA_CRC.to_string(), schema_crc);
+        let schema = Arc::new(schema);
         let encoder = Encoder::new(opts.compression).map_err(bad)?;
 
         // The schema message is arrow-ipc's (once per file); the blocks are encoded directly.
@@ -142,6 +154,13 @@ impl TraceWriter {
             &mut DictionaryTracker::new(false),
             &options,
         );
+        if encoded.ipc_message.len() as u64 > crate::MAX_HEADER_BYTES {
+            return Err(bad(format!(
+                "the header takes {} bytes, more than the {} a reader accepts",
+                encoded.ipc_message.len(),
+                crate::MAX_HEADER_BYTES
+            )));
+        }
         let mut frame = Vec::with_capacity(encoded.ipc_message.len() + 16);
         frame_metadata(&mut frame, &encoded.ipc_message);
 
@@ -166,6 +185,7 @@ impl TraceWriter {
             lost: 0,
             started: Instant::now(),
             failed: None,
+            truncated: Default::default(),
         })
     }
 
@@ -230,10 +250,34 @@ impl TraceWriter {
     /// metadata (number, running counts). Counts them as written. A block has at most
     /// [`WriterOptions::max_block_events`] events and decodes to at most
     /// [`crate::MAX_BLOCK_BYTES`].
+    ///
+    /// The batch's new stack and cgroup table entries go with its first block, each entry within
+    /// its bounds; when they take more than a block's metadata may hold, the first ones go in
+    /// blocks of 0 events before it (no later than the events that use them).
     pub(crate) fn plan(&mut self, batch: &EventBatch, lost_total: u64) -> Vec<(std::ops::Range<usize>, BlockMeta)> {
         self.lost = self.lost.max(lost_total);
         let n = batch.len();
         let mut parts = Vec::with_capacity(n / self.max_block_events + 1);
+        let mut tables = crate::tables::split(&batch.stacks, &batch.cgroups, &mut self.truncated);
+        let last_tables = tables.pop();
+        for (stacks, cgroups) in tables {
+            parts.push((
+                0..0,
+                BlockMeta {
+                    seq: Some(self.planned),
+                    events_total: Some(self.events),
+                    lost_total: Some(self.lost),
+                    stacks: (!stacks.is_empty()).then_some(stacks),
+                    cgroups: (!cgroups.is_empty()).then_some(cgroups),
+                    ..Default::default()
+                },
+            ));
+            self.planned += 1;
+        }
+        let (mut first_stacks, mut first_cgroups) = match last_tables {
+            Some((s, c)) => ((!s.is_empty()).then_some(s), (!c.is_empty()).then_some(c)),
+            None => (None, None),
+        };
         let mut start = 0;
         loop {
             let mut len = (n - start).min(self.max_block_events);
@@ -246,8 +290,8 @@ impl TraceWriter {
                 events_total: Some(self.events),
                 lost_total: Some(self.lost),
                 // New stack table entries go with the first block: no later than their events.
-                stacks: (start == 0 && !batch.stacks.is_empty()).then(|| batch.stacks.clone()),
-                cgroups: (start == 0 && !batch.cgroups.is_empty()).then(|| batch.cgroups.clone()),
+                stacks: first_stacks.take(),
+                cgroups: first_cgroups.take(),
                 ..Default::default()
             };
             parts.push((start..start + len, meta));
@@ -320,6 +364,12 @@ impl TraceWriter {
             block_completions_without_issue: summary.block_completions_without_issue,
             wakeups_unseen: summary.wakeups_unseen,
             program_runs_skipped: summary.program_runs_skipped,
+            truncated: {
+                let mut t = summary.truncated;
+                t.add(&self.truncated);
+                t
+            },
+            stacks_missing: summary.stacks_missing,
         };
         let json = serde_json::to_string(&summary).map_err(|e| TraceError::Encode {
             path: self.path.clone(),
@@ -370,15 +420,57 @@ impl TraceWriter {
 
     /// Write an encoded block (the next one: blocks are numbered in the order they are planned).
     pub(crate) fn write_encoded(&mut self, block: &EncodedBlock) -> Result<(), TraceError> {
+        self.write_parts(&block.frame, &block.body)
+    }
+
+    fn write_parts(&mut self, frame: &[u8], body: &[u8]) -> Result<(), TraceError> {
         self.check_failed()?;
         let f = &mut self.out;
-        let res = f.write_all(&block.frame).and_then(|()| f.write_all(&block.body));
+        let res = f.write_all(frame).and_then(|()| f.write_all(body));
         if let Err(e) = res {
             return Err(self.fail(&format!("writing block {}", self.seq), e));
         }
-        self.offset += block.len() as u64;
+        self.offset += (frame.len() + body.len()) as u64;
         self.seq += 1;
         Ok(())
+    }
+
+    /// Write a block sealed earlier ([`SealedBlock`]) as the next block: its body as it is,
+    /// its metadata given this file's block number and running counts, with `lost_total` (the
+    /// events lost so far, as this file counts them) and `stacks_before` (stack table entries,
+    /// one JSON object per line, that its events use but earlier blocks of the recording
+    /// brought: a file that starts mid-recording needs them) put before its own entries.
+    ///
+    /// The block is in the kernel's hands when this returns.
+    pub fn write_sealed(&mut self, b: &SealedBlock, lost_total: u64, stacks_before: &str) -> Result<(), TraceError> {
+        self.check_failed()?;
+        self.lost = self.lost.max(lost_total);
+        let (seq, events, lost) = (self.planned, self.events + b.events() as u64, self.lost);
+        let mut block = std::mem::take(&mut self.block);
+        let edit = |m: &mut BlockMeta| {
+            m.seq = Some(seq);
+            m.events_total = Some(events);
+            m.lost_total = Some(lost);
+            if !stacks_before.is_empty() {
+                let mut s = stacks_before.to_string();
+                if !s.ends_with('\n') {
+                    s.push('\n');
+                }
+                s.push_str(m.stacks.as_deref().unwrap_or(""));
+                m.stacks = Some(s);
+            }
+        };
+        let r = self
+            .encoder
+            .reframe(&b.frame, b.body.len(), edit, &mut block.frame)
+            .map_err(|detail| TraceError::Encode { path: self.path.clone(), block: seq, detail });
+        let r = r.and_then(|()| {
+            self.planned += 1;
+            self.events = events;
+            self.write_parts(&block.frame, &b.body)
+        });
+        self.block = block;
+        r
     }
 }
 

@@ -544,3 +544,55 @@ fn full_disk_keeps_the_file_readable() {
         out.messages
     );
 }
+
+/// The schema's column names and types were outside every checksum: a bit flip renaming
+/// `fault_off` to `fault_kff` made the column read as absent (-1 everywhere), silently. Every byte
+/// of the schema message flipped: an error naming the header, or a read identical to the
+/// original (a flip in padding), never a silent misread.
+#[test]
+fn a_bit_flip_in_the_schema_is_an_error_naming_the_header_never_a_silent_misread() {
+    let dir = tmpdir("schemaflip");
+    let path = dir.join("t.lst");
+    let (batches, bounds, _) = small_trace(&path);
+    let full = std::fs::read(&path).unwrap();
+    let bad = dir.join("bad.lst");
+
+    // The column renamed by one bit ('o' 0x6f -> 'k' 0x6b).
+    let at = full.windows(9).position(|w| w == b"fault_off").unwrap();
+    assert!((at as u64) < bounds[0]);
+    let mut data = full.clone();
+    data[at + 6] ^= 0x04;
+    assert_eq!(&data[at..at + 9], b"fault_kff");
+    std::fs::write(&bad, &data).unwrap();
+    let e = open_err(&bad);
+    assert!(e.contains("bad trace header at byte 0: schema checksum mismatch"), "{e}");
+    assert!(e.contains("column names, types"), "{e}");
+
+    // Every byte of the schema message (its header JSON excepted: its own checksum covers it,
+    // see header_damage_is_detected), each bit in turn.
+    let header_json = serde_json::to_string(&sample_header()).unwrap();
+    let json_at = full.windows(16).position(|w| w == &header_json.as_bytes()[..16]).unwrap();
+    let json_end = json_at + header_json.len();
+    let want = concat(&batches);
+    let good = TraceReader::open(&path).unwrap().header().clone();
+    for pos in (0..bounds[0] as usize).filter(|p| !(json_at..json_end).contains(p)) {
+        for bit in [pos % 8, (pos + 3) % 8] {
+            let mut data = full.clone();
+            data[pos] ^= 1 << bit;
+            std::fs::write(&bad, &data).unwrap();
+            let Ok(mut r) = TraceReader::open(&bad) else { continue };
+            assert_eq!(r.header(), &good, "flip at {pos} bit {bit}");
+            // Read on: the same events, or an error or warning that says what is wrong.
+            let res = r.read_all();
+            let silent = matches!(&res, Ok(b) if *b != want) && r.warnings().is_empty();
+            assert!(!silent, "flip at {pos} bit {bit} read silently wrong");
+        }
+    }
+
+    // A file written before the schema checksum existed is read as before (unchecked).
+    let mut rng = Rng::new(15);
+    let b = random_batch(&mut rng, 10);
+    let p = dir.join("older.lst");
+    foreign_trace(&p, "1", &header_json, &b);
+    assert_eq!(TraceReader::open(&p).unwrap().read_all().unwrap(), b);
+}

@@ -86,6 +86,18 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::FaultAddr => p.fault_addr = e.fault_addr,
                 Column::FaultOff => p.fault_off = e.fault_off,
                 Column::FaultPath => p.fault_path = e.fault_path.clone(),
+                Column::WaitStart => p.wait_start = e.wait_start,
+                Column::WaitEnd => p.wait_end = e.wait_end,
+                Column::WakeFlags => p.wake_flags = e.wake_flags,
+                Column::LockKind => p.lock_kind = e.lock_kind,
+                Column::LockAddr => p.lock_addr = e.lock_addr,
+                Column::LockOp => p.lock_op = e.lock_op,
+                Column::LockWord => p.lock_word = e.lock_word,
+                Column::LockOwner => p.lock_owner = e.lock_owner,
+                Column::LockStart => p.lock_start = e.lock_start,
+                Column::LockLen => p.lock_len = e.lock_len,
+                Column::WakerUstack => p.waker_ustack = e.waker_ustack,
+                Column::WakerWaitDev => p.waker_wait_dev = e.waker_wait_dev,
             }
         }
         out.push(&p);
@@ -362,6 +374,18 @@ fn files_without_later_columns_read_as_not_recorded() {
     expected.fault_addr = vec![0; n];
     expected.fault_off = vec![-1; n];
     expected.fault_path = latscope_event::StrCol { offsets: vec![0; n + 1], data: Vec::new() };
+    expected.wait_start = vec![0; n];
+    expected.wait_end = vec![0; n];
+    expected.wake_flags = vec![0; n];
+    expected.lock_kind = vec![0; n];
+    expected.lock_addr = vec![0; n];
+    expected.lock_op = vec![0; n];
+    expected.lock_word = vec![0; n];
+    expected.lock_owner = vec![0; n];
+    expected.lock_start = vec![0; n];
+    expected.lock_len = vec![0; n];
+    expected.waker_ustack = vec![0; n];
+    expected.waker_wait_dev = vec![0; n];
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);

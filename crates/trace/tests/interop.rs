@@ -269,7 +269,19 @@ fn value_counts(all: &EventBatch) -> serde_json::Value {
         wake_queue_ns,
         wake_device_ns,
         fault_addr,
-        fault_off
+        fault_off,
+        wait_start,
+        wait_end,
+        wake_flags,
+        lock_kind,
+        lock_addr,
+        lock_op,
+        lock_word,
+        lock_owner,
+        lock_start,
+        lock_len,
+        waker_ustack,
+        waker_wait_dev
     );
     for (name, col) in
         [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2), ("fault_path", &all.fault_path)]

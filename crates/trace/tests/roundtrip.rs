@@ -93,6 +93,7 @@ fn stack_table_roundtrips_in_block_metadata() {
         frames: vec![Frame { addr: 0xffff_ffff_8100_1000, sym: Some("io_schedule+0x12".into()), ..Default::default() }],
         truncated: true,
         missing: None,
+        cut: None,
     };
     let u = StackEntry {
         id: 2,
@@ -106,9 +107,16 @@ fn stack_table_roundtrips_in_block_metadata() {
         }],
         truncated: false,
         missing: None,
+        cut: Some("a frame in no known mapping".into()),
     };
-    let gone =
-        StackEntry { id: 3, kind: StackKind::User, frames: vec![], truncated: false, missing: Some("exited".into()) };
+    let gone = StackEntry {
+        id: 3,
+        kind: StackKind::User,
+        frames: vec![],
+        truncated: false,
+        missing: Some("exited".into()),
+        cut: None,
+    };
     let mut w = TraceWriter::create(&path, &sample_header()).unwrap();
     let mut b = random_batch(&mut rng, 20);
     b.stacks = k.to_line() + &u.to_line();
@@ -221,6 +229,18 @@ fn projection_returns_right_values_and_fills_the_rest() {
                 Column::FaultAddr => ge.fault_addr == be.fault_addr,
                 Column::FaultOff => ge.fault_off == be.fault_off,
                 Column::FaultPath => ge.fault_path == be.fault_path,
+                Column::WaitStart => ge.wait_start == be.wait_start,
+                Column::WaitEnd => ge.wait_end == be.wait_end,
+                Column::WakeFlags => ge.wake_flags == be.wake_flags,
+                Column::LockKind => ge.lock_kind == be.lock_kind,
+                Column::LockAddr => ge.lock_addr == be.lock_addr,
+                Column::LockOp => ge.lock_op == be.lock_op,
+                Column::LockWord => ge.lock_word == be.lock_word,
+                Column::LockOwner => ge.lock_owner == be.lock_owner,
+                Column::LockStart => ge.lock_start == be.lock_start,
+                Column::LockLen => ge.lock_len == be.lock_len,
+                Column::WakerUstack => ge.waker_ustack == be.waker_ustack,
+                Column::WakerWaitDev => ge.waker_wait_dev == be.waker_wait_dev,
             };
             assert!(same, "column {name} row {i}");
         }

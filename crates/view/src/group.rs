@@ -143,6 +143,8 @@ pub struct Grouper {
     pid_comm: FxHashMap<usize, Box<[u8]>>,
     /// Groups of `--by container/pod/cgroup` by cgroup id.
     cgroups: FxHashMap<u64, usize>,
+    /// The header's cgroup table by id (it grows as a trace is read).
+    cgroup_index: latscope_event::CgroupIndex,
 }
 
 /// The groups of `--by class`, in display order.
@@ -289,7 +291,8 @@ impl Grouper {
                 if let Some(&g) = self.cgroups.get(&id) {
                     return g;
                 }
-                let label = cgroup_label(self.by(), h, id);
+                let by = self.by();
+                let label = cgroup_label_of(by, self.cgroup_index.get(&h.cgroups, id), id);
                 let g = self.text(&label);
                 self.cgroups.insert(id, g);
                 g
@@ -340,9 +343,15 @@ impl Grouper {
     }
 }
 
-/// The group of cgroup `id` for `--by container`, `pod` or `cgroup`, from the header's cgroup table.
+/// The group of cgroup `id` for `--by container`, `pod` or `cgroup`, from the header's cgroup table
+/// (a linear search: [`latscope_event::CgroupIndex`] looks up many).
 pub fn cgroup_label(by: GroupBy, h: &TraceHeader, id: u64) -> String {
-    let Some(c) = h.cgroups.iter().find(|c| c.id == id) else {
+    cgroup_label_of(by, h.cgroups.iter().find(|c| c.id == id), id)
+}
+
+/// The group of cgroup `id` whose table entry is `c` (`None`: the table does not know it).
+pub fn cgroup_label_of(by: GroupBy, c: Option<&latscope_event::CgroupInfo>, id: u64) -> String {
+    let Some(c) = c else {
         return match by {
             _ if id <= 1 && by == GroupBy::Cgroup => "/".into(),
             GroupBy::Container if id <= 1 => "host".into(),

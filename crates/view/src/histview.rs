@@ -178,9 +178,9 @@ pub fn peak_bins(h: &Histogram, bins: &[Bin], peaks: &[Peak]) -> Vec<Option<usiz
         .map(|(p, counts)| {
             // The mode bucket's midpoint: the bin a bucket of the mode is counted in.
             let mode = if p.mode_high == 0 { 0.0 } else { (p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0 };
-            bin_of(mode)
-                .filter(|&b| counts[b] > 0)
-                .or_else(|| (0..bins.len()).filter(|&b| counts[b] > 0).max_by_key(|&b| (counts[b], std::cmp::Reverse(b))))
+            bin_of(mode).filter(|&b| counts[b] > 0).or_else(|| {
+                (0..bins.len()).filter(|&b| counts[b] > 0).max_by_key(|&b| (counts[b], std::cmp::Reverse(b)))
+            })
         })
         .collect()
 }
@@ -744,16 +744,12 @@ impl HistBuilder {
         self
     }
 
-    fn skips_waits(&self) -> bool {
-        !self.counted.with_waits() && self.kind == EventKind::Syscall
-    }
-
     /// The columns read (by `EventBatch` field name).
     pub fn columns(&self) -> Vec<&'static str> {
         let mut c = vec!["kind"];
         c.extend(self.field.columns());
         c.extend(self.grouper.by().columns());
-        if self.skips_waits() {
+        if self.kind == EventKind::Syscall {
             c.extend(crate::waits::COLUMNS);
         }
         c.sort_unstable();
@@ -762,7 +758,8 @@ impl HistBuilder {
     }
 
     fn fast(&self) -> bool {
-        self.grouper.by() == GroupBy::All && self.field == YField::Latency && !self.skips_waits()
+        // Syscalls are classified (idle or not, and the kinds of waits counted) even with --waits.
+        self.grouper.by() == GroupBy::All && self.field == YField::Latency && self.kind != EventKind::Syscall
     }
 
     /// What a source with zone maps may skip: a block of the kind only is counted from `lat`

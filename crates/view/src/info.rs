@@ -80,6 +80,11 @@ pub struct FileFacts {
     pub wakeups_unseen: Option<u64>,
     /// Runs of the probes' programs the kernel skipped, from the summary (where it counts them).
     pub program_runs_skipped: Option<u64>,
+    /// What the writer cut from the blocks' stack and cgroup tables, from the summary.
+    pub blocks_truncated: latscope_event::Truncation,
+    /// With stacks: events' stack references that are missing, by reason (those that count),
+    /// from the summary.
+    pub stacks_missing: Vec<(String, u64)>,
 }
 
 fn kind_name(k: u8) -> &'static str {
@@ -117,6 +122,8 @@ pub fn to_json(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) -> Val
         "block_completions_without_issue": f.block_completions_without_issue,
         "wakeups_unseen": f.wakeups_unseen,
         "program_runs_skipped": f.program_runs_skipped,
+        "truncated": {"header": h.truncated, "blocks": f.blocks_truncated},
+        "stacks_missing": f.stacks_missing.iter().map(|(k, n)| (k.clone(), json!(n))).collect::<serde_json::Map<_, _>>(),
     })
 }
 
@@ -193,6 +200,21 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
     field("format", format!("latscope trace v{}, written by latscope {}", h.format_version, h.latscope_version));
     field("host", format!("{} ({} {}, {} CPUs)", clean(&h.hostname), clean(&h.kernel), clean(&h.machine), h.cpus));
     field("recorded", clean(&h.command_line.join(" ")).into_owned());
+    if let Some(fl) = &h.flight {
+        // A flight recorder's dump: what fired, and the window around it.
+        let at = if h.realtime_offset_ns != 0 { fmt_wall(h.wall_ns(fl.at_ns)) } else { format!("{} ns", fl.at_ns) };
+        field(
+            "dump of",
+            format!(
+                "a flight recorder: trigger {} ({}) fired at {at}: {}; window {} before, {} after",
+                clean(&fl.trigger),
+                clean(&fl.condition),
+                clean(&fl.reason),
+                fmt_ns(fl.before_ns),
+                fmt_ns(fl.after_ns)
+            ),
+        );
+    }
     if h.realtime_offset_ns != 0 {
         let start = h.wall_ns(h.start_ns);
         field("started", fmt_wall(start));
@@ -260,6 +282,26 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
     if let Some(n) = f.program_runs_skipped.filter(|&n| n > 0) {
         field("skipped", format!("{n} program runs (the kernel does not re-enter a program on a CPU)"));
     }
+    // Names past their bounds (command lines, container names, stack tables): cut, and said.
+    for (what, t) in [("header", &h.truncated), ("blocks", &f.blocks_truncated)] {
+        if !t.is_empty() {
+            field(
+                "truncated",
+                format!(
+                    "{what}: {} to stay within what readers accept (cut values end with …[cut N bytes])",
+                    t.describe()
+                ),
+            );
+        }
+    }
+    if !f.stacks_missing.is_empty() {
+        let n: u64 = f.stacks_missing.iter().map(|(_, n)| n).sum();
+        let parts: Vec<String> = f.stacks_missing.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        field(
+            "stacks",
+            format!("{n} stack references missing ({}): each missing stack's entry says why", parts.join(", ")),
+        );
+    }
     let kinds: Vec<Vec<String>> =
         c.by_kind.iter().map(|(k, n)| vec![n.to_string(), kind_name(*k).to_string()]).collect();
     let _ = writeln!(o, "by kind:");
@@ -323,6 +365,27 @@ mod tests {
     use latscope_event::{Event, EventBatch};
 
     #[test]
+    fn values_cut_to_their_bounds_are_counted() {
+        let h = TraceHeader {
+            truncated: latscope_event::Truncation { values: 40, bytes: 78_000_000, entries: 0 },
+            ..Default::default()
+        };
+        let f = FileFacts {
+            blocks_truncated: latscope_event::Truncation { values: 0, bytes: 0, entries: 3 },
+            ..Default::default()
+        };
+        let t = render_text(&h, &Census::new(), &f, false);
+        assert!(t.contains("truncated:   header: 40 values cut short (78000000 bytes)"), "{t}");
+        assert!(t.contains("truncated:   blocks: 3 entries left out"), "{t}");
+        let j = to_json(&h, &Census::new(), &f, false);
+        assert_eq!(j["truncated"]["header"]["values"], 40);
+        assert_eq!(j["truncated"]["blocks"]["entries"], 3);
+        assert!(
+            !render_text(&TraceHeader::default(), &Census::new(), &FileFacts::default(), false).contains("truncated")
+        );
+    }
+
+    #[test]
     fn block_completions_without_an_issue_are_shown_and_not_called_lost() {
         let h = TraceHeader::default();
         let c = Census::new();
@@ -347,8 +410,24 @@ mod tests {
         assert_eq!((j["wakeups_unseen"].clone(), j["program_runs_skipped"].clone()), (3.into(), 2.into()));
         let none = FileFacts { wakeups_unseen: Some(0), program_runs_skipped: None, ..f };
         let t = render_text(&h, &c, &none, false);
-        assert!(!t.contains("unseen") && !t.contains("skipped"), "{t}");
+        assert!(!t.contains("unseen") && !t.contains("skipped") && !t.contains("stacks:"), "{t}");
         assert!(to_json(&h, &c, &none, false)["program_runs_skipped"].is_null());
+    }
+
+    /// Missing stacks are said with their reasons, in the text and the JSON.
+    #[test]
+    fn missing_stacks_are_said_with_their_reasons() {
+        let h = TraceHeader::default();
+        let c = Census::new();
+        let missing = vec![("user_quota".to_string(), 5), ("hash_collision".to_string(), 1)];
+        let f = FileFacts { stacks_missing: missing, ..Default::default() };
+        let t = render_text(&h, &c, &f, false);
+        assert!(t.contains("stacks:      6 stack references missing (user_quota 5, hash_collision 1)"), "{t}");
+        let j = to_json(&h, &c, &f, false);
+        assert_eq!(
+            (j["stacks_missing"]["user_quota"].clone(), j["stacks_missing"]["hash_collision"].clone()),
+            (5.into(), 1.into())
+        );
     }
 
     #[test]

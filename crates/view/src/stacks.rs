@@ -6,10 +6,9 @@
 //! the recording stored); kernel frames carry the names kallsyms gave them when recording.
 
 use crate::text::clean;
-use blazesym::symbolize::source::{Elf, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use latscope_event::units::fmt_ns;
 use latscope_event::{op_name, EventBatch, EventKind, StackEntry, StackKind, StackTable};
+use latscope_stacks::Symbols;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -22,8 +21,13 @@ pub struct StackAgg {
     pub with_waits: bool,
     /// Idle waits left out.
     pub waits_left_out: u64,
+    /// The waits seen, by kind ([`crate::waits`]).
+    pub waits: crate::waits::LeftOut,
     /// Calls with a breakdown that blocked but carry no stack (recorded without `--stacks`).
     pub without_stack: u64,
+    /// Weigh calls by their time on CPU instead (by user stack and operation: where a call was
+    /// on CPU in the kernel is not recorded, so the kernel stack is left out).
+    pub on_cpu: bool,
     /// Blocked time (ns) of all calls counted.
     pub total_ns: u64,
     /// Per (user stack id, kernel stack id): calls, blocked ns, and the operation with the most.
@@ -60,11 +64,11 @@ impl StackAgg {
             if b.kind[i] != EventKind::Syscall as u8 {
                 continue;
             }
-            let t = blocked_ns(b, i);
+            let t = if self.on_cpu { b.why_parts(i)[0] } else { blocked_ns(b, i) };
             if t == 0 {
                 continue;
             }
-            if !self.with_waits && crate::waits::is_wait(b, i) {
+            if self.waits.classify(b, i, self.with_waits) {
                 self.waits_left_out += 1;
                 continue;
             }
@@ -73,7 +77,8 @@ impl StackAgg {
                 continue;
             }
             self.total_ns += t;
-            let s = self.by_stack.entry((b.ustack[i], b.kstack[i])).or_default();
+            let key = (b.ustack[i], if self.on_cpu { 0 } else { b.kstack[i] });
+            let s = self.by_stack.entry(key).or_default();
             s.calls += 1;
             s.blocked_ns += t;
             *s.ops.entry(op_name(b.kind[i], b.nr[i])).or_default() += t;
@@ -94,17 +99,56 @@ fn largest(m: &HashMap<String, u64>) -> &str {
 }
 
 /// Frame names of the trace's stacks, innermost first, user frames symbolized on demand.
+///
+/// The binaries are opened by the names the recording stored, which any user of the recorded
+/// machine chooses: each is opened without blocking and used only if it is a regular file of at
+/// most [`MAX_BINARY_BYTES`] (a FIFO or a device there is refused, not waited on or read), below
+/// the `--binaries` directory only inside it ([`latscope_trace::safe_read`]; a path with `..` is
+/// refused), and its
+/// symbols and DWARF are read from the file itself (no separate debug file, whose name the
+/// binary would give). The symbolizer reads the file through the descriptor opened and checked.
 pub struct StackNames {
     table: StackTable,
     /// Where the recorded binaries are: their recorded paths are looked up under it (None: as
     /// recorded, on this machine).
     root: Option<PathBuf>,
-    symbolizer: Symbolizer,
-    cache: HashMap<u32, Vec<String>>,
+    symbols: Symbols,
+    cache: HashMap<u32, Vec<NamedFrame>>,
     /// Files whose build id differs from the recorded one (not symbolized), and files missing.
     pub notes: Vec<String>,
-    checked: HashMap<String, bool>,
+    /// Per recorded file and build id: the descriptor's path (`/proc/self/fd/N`) to symbolize
+    /// from, or none when the file is not usable.
+    checked: HashMap<String, Option<PathBuf>>,
+    /// The binaries opened: kept open so that their descriptors' paths stay theirs.
+    open: Vec<std::fs::File>,
 }
+
+/// A frame as the views show it: its name (a function, `file+0xoffset` when it could not be
+/// named, or a bracketed note), where the debug information places it, and whether it is a
+/// function inlined into the next frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedFrame {
+    /// The function, or what stands for it.
+    pub name: String,
+    /// `file:line` from the debug information, when it has them.
+    pub source: Option<String>,
+    /// Inlined into the next (outer) frame.
+    pub inlined: bool,
+    /// The recorded frame it comes from (its position in the stack table's entry).
+    pub frame: usize,
+}
+
+impl NamedFrame {
+    fn plain(name: String, frame: usize) -> NamedFrame {
+        NamedFrame { name, source: None, inlined: false, frame }
+    }
+}
+
+/// Largest binary read to name frames.
+pub const MAX_BINARY_BYTES: u64 = 4 << 30;
+
+/// Most binaries opened to name frames (each stays open while names are made).
+const MAX_BINARIES: usize = 512;
 
 /// How a stack is shown when it has no frames.
 pub fn missing_frame(e: Option<&StackEntry>, kind: StackKind) -> String {
@@ -121,10 +165,11 @@ impl StackNames {
         StackNames {
             table,
             root: root.map(Path::to_path_buf),
-            symbolizer: Symbolizer::builder().enable_code_info(false).build(),
+            symbols: Symbols::new(),
             cache: HashMap::new(),
             notes: Vec::new(),
             checked: HashMap::new(),
+            open: Vec::new(),
         }
     }
 
@@ -139,87 +184,204 @@ impl StackNames {
         &self.table
     }
 
-    /// The frames of stack `id`, innermost first (one bracketed frame when it has none; a last
-    /// `[truncated]` frame when the capture was cut).
+    /// The notes ([`StackNames::notes`]), and one saying what the stack table left out or cut to
+    /// stay within its bounds, if anything.
+    pub fn all_notes(&self) -> Vec<String> {
+        let mut v = self.notes.clone();
+        let t = self.table.truncation();
+        if !t.is_empty() {
+            v.push(format!(
+                "the trace's stack table is past its bounds: {} (their calls show a missing stack)",
+                t.describe()
+            ));
+        }
+        v
+    }
+
+    /// The frame names of stack `id`, innermost first, functions inlined at an address before
+    /// the function they were inlined into (one bracketed frame when it has none; a last
+    /// `[truncated]` or `[cut short: ...]` frame when the capture or the unwinding stopped early).
     pub fn frames(&mut self, id: u32, kind: StackKind) -> Vec<String> {
+        self.detailed(id, kind).into_iter().map(|f| f.name).collect()
+    }
+
+    /// One name per recorded frame of stack `id` (the function containing the address, with
+    /// the innermost function inlined there in front: `leaf <- outer`), as a table of frames
+    /// wants them; a stack without frames has one name saying why.
+    pub fn frame_names(&mut self, id: u32, kind: StackKind) -> Vec<String> {
+        let d = self.detailed(id, kind);
+        let Some(e) = self.table.get(id) else { return d.into_iter().map(|f| f.name).collect() };
+        if e.frames.is_empty() {
+            return d.into_iter().take(1).map(|f| f.name).collect();
+        }
+        (0..e.frames.len())
+            .map(|k| {
+                let at: Vec<&NamedFrame> = d.iter().filter(|f| f.frame == k).collect();
+                match (at.first(), at.last()) {
+                    (Some(inner), Some(outer)) if at.len() > 1 => format!("{} <- {}", inner.name, outer.name),
+                    (Some(f), _) => f.name.clone(),
+                    _ => format!("{:#x}", e.frames[k].addr),
+                }
+            })
+            .collect()
+    }
+
+    /// The frames of stack `id` with their source lines (see [`StackNames::frames`]).
+    pub fn detailed(&mut self, id: u32, kind: StackKind) -> Vec<NamedFrame> {
         if let Some(v) = self.cache.get(&id) {
             return v.clone();
         }
         let e = self.table.get(id).cloned();
         let mut v = match &e {
             Some(e) if !e.frames.is_empty() => match e.kind {
-                StackKind::Kernel => {
-                    e.frames.iter().map(|f| f.sym.clone().unwrap_or_else(|| format!("{:#x}", f.addr))).collect()
-                }
+                StackKind::Kernel => e
+                    .frames
+                    .iter()
+                    .enumerate()
+                    .map(|(k, f)| NamedFrame::plain(f.sym.clone().unwrap_or_else(|| format!("{:#x}", f.addr)), k))
+                    .collect(),
                 StackKind::User => self.user_frames(e),
             },
-            _ => vec![missing_frame(e.as_ref(), kind)],
+            _ => vec![NamedFrame::plain(missing_frame(e.as_ref(), kind), 0)],
         };
-        if e.as_ref().is_some_and(|e| e.truncated) {
-            v.push("[truncated]".into());
+        let n = e.as_ref().map_or(0, |e| e.frames.len());
+        if let Some(cut) = e.as_ref().and_then(|e| e.cut.as_deref()) {
+            v.push(NamedFrame::plain(format!("[cut short: {cut}]"), n));
+        } else if e.as_ref().is_some_and(|e| e.truncated) {
+            v.push(NamedFrame::plain("[truncated]".into(), n));
         }
         self.cache.insert(id, v.clone());
         v
     }
 
-    /// Whether `file` (as recorded) is at hand with the recorded build id.
+    /// The path to symbolize `file` (as recorded) from, if it is at hand, safe to read and has
+    /// the recorded build id.
     fn usable(&mut self, file: &str, build_id: Option<&str>) -> Option<PathBuf> {
-        let p = match &self.root {
+        let key = format!("{file}\0{}", build_id.unwrap_or(""));
+        if let Some(p) = self.checked.get(&key) {
+            return p.clone();
+        }
+        let p = self.check(file, build_id);
+        self.checked.insert(key, p.clone());
+        p
+    }
+
+    fn check(&mut self, file: &str, build_id: Option<&str>) -> Option<PathBuf> {
+        use latscope_trace::safe_read::{open_file_beneath_following, open_file_following};
+        use std::os::fd::AsRawFd;
+        let shown = match &self.root {
             Some(r) => r.join(file.trim_start_matches('/')),
             None => PathBuf::from(file),
         };
-        let key = format!("{}\0{}", p.display(), build_id.unwrap_or(""));
-        let ok = *self.checked.entry(key).or_insert_with(|| {
-            let found = blazesym::helper::read_elf_build_id(&p);
-            match (found, build_id) {
-                (Err(_), _) => {
-                    self.notes.push(format!("{} is not at hand: its frames are shown as file offsets", p.display()));
-                    false
-                }
-                (Ok(have), Some(want)) => {
-                    let have: Option<String> = have.map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
-                    if have.as_deref() != Some(want) {
-                        self.notes.push(format!(
-                            "{} is not the recorded binary (build id {} here, {want} recorded): its frames are shown as file offsets",
-                            p.display(),
-                            have.as_deref().unwrap_or("none")
-                        ));
-                        return false;
-                    }
-                    true
-                }
-                (Ok(_), None) => true,
+        if self.open.len() >= MAX_BINARIES {
+            self.notes.push(format!(
+                "{}: more than {MAX_BINARIES} binaries: its frames are shown as file offsets",
+                shown.display()
+            ));
+            return None;
+        }
+        // A recorded path is absolute and plain (the kernel's name of a mapped file): one with
+        // `..` is crafted, and could lead out of the --binaries directory.
+        if self.root.is_some() && Path::new(file).components().any(|c| c == std::path::Component::ParentDir) {
+            self.notes.push(format!(
+                "{}: a path with `..` is refused (it could lead out of --binaries): its frames are shown as file offsets",
+                shown.display()
+            ));
+            return None;
+        }
+        let opened = match &self.root {
+            Some(r) => open_file_beneath_following(r, file.trim_start_matches('/')),
+            None => open_file_following(file),
+        };
+        let f = match opened {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.notes.push(format!("{} is not at hand: its frames are shown as file offsets", shown.display()));
+                return None;
             }
-        });
-        ok.then_some(p)
+            Err(e) => {
+                self.notes.push(format!("{}: {e}: its frames are shown as file offsets", shown.display()));
+                return None;
+            }
+        };
+        let size = f.metadata().map_or(u64::MAX, |m| m.len());
+        if size > MAX_BINARY_BYTES {
+            self.notes.push(format!(
+                "{} is {size} bytes, more than the {MAX_BINARY_BYTES} read of a binary: its frames are shown as file offsets",
+                shown.display()
+            ));
+            return None;
+        }
+        let p = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+        self.open.push(f);
+        let found = latscope_stacks::read_elf_build_id(&p);
+        match (found, build_id) {
+            (Err(_), _) => {
+                self.notes
+                    .push(format!("{} is not an ELF file: its frames are shown as file offsets", shown.display()));
+                None
+            }
+            (Ok(have), Some(want)) => {
+                let have: Option<String> = have.map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
+                if have.as_deref() != Some(want) {
+                    self.notes.push(format!(
+                        "{} is not the recorded binary (build id {} here, {want} recorded): its frames are shown as file offsets",
+                        shown.display(),
+                        have.as_deref().unwrap_or("none")
+                    ));
+                    return None;
+                }
+                Some(p)
+            }
+            (Ok(_), None) => Some(p),
+        }
     }
 
-    fn user_frames(&mut self, e: &StackEntry) -> Vec<String> {
+    fn user_frames(&mut self, e: &StackEntry) -> Vec<NamedFrame> {
         let mut out = Vec::with_capacity(e.frames.len());
         for (n, f) in e.frames.iter().enumerate() {
             let (Some(file), Some(off)) = (&f.file, f.off) else {
-                out.push(format!("{:#x}", f.addr));
+                out.push(NamedFrame::plain(format!("{:#x}", f.addr), n));
                 continue;
             };
             let base = file.rsplit('/').next().unwrap_or(file);
-            let name = self.usable(file, f.build_id.as_deref()).and_then(|p| {
-                // A return address points after its call: look up the call itself.
-                let o = if n > 0 { off.saturating_sub(1) } else { off };
-                let src = Source::Elf(Elf::new(p));
-                match self.symbolizer.symbolize(&src, Input::FileOffset(&[o])).ok()?.pop()? {
-                    Symbolized::Sym(s) => Some(s.name.to_string()),
-                    Symbolized::Unknown(_) => None,
-                }
-            });
-            out.push(name.unwrap_or_else(|| format!("{base}+{off:#x}")));
+            let base = if f.deleted { format!("{base} (deleted)") } else { base.to_string() };
+            // User stacks are taken in system calls: the first address is the one after the
+            // `syscall` instruction, the others return addresses, after their calls. One byte
+            // back is the instruction itself (in the function inlined there, on its line).
+            let o = off.saturating_sub(1);
+            let names = self.usable(file, f.build_id.as_deref()).and_then(|p| self.symbols.name(&p, o));
+            match names {
+                Some(names) => out.extend(names.into_iter().map(|x| {
+                    // A binary is anyone's: its names (function, file) are bounded like others.
+                    let bound = |mut t: String| {
+                        latscope_event::bounds::cut(&mut t, latscope_event::bounds::MAX_TEXT, &mut Default::default());
+                        t
+                    };
+                    NamedFrame { source: x.source().map(bound), name: bound(x.function), inlined: x.inlined, frame: n }
+                })),
+                None => out.push(NamedFrame::plain(format!("{base}+{off:#x}"), n)),
+            }
         }
         out
     }
 }
 
-/// A frame name as folded stacks can hold it (no `;`, no line break).
-fn folded_frame(s: &str) -> String {
-    s.replace([';', '\n', '\r'], ":")
+/// A frame name as folded stacks hold it, one rule for every frame (command names, functions,
+/// files): a backslash is written `\\`, a `;` (which separates frames) `\x3b`, and control
+/// characters as terminals show them ([`latscope_event::escape::escape_controls`]: `\n`, `\r`,
+/// `\t`, `\x1b`, `\u{202e}`, ...), so that a line is one stack whatever the names hold and no
+/// byte of it acts on a terminal or breaks a flame graph's XML.
+pub fn folded_frame(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            ';' => out.push_str("\\x3b"),
+            c => latscope_event::escape::push_escaped(&mut out, c),
+        }
+    }
+    out
 }
 
 /// The folded stacks ("frame;frame;... count", outermost frame first), weighed by blocked time
@@ -229,13 +391,26 @@ pub fn folded(agg: &StackAgg, names: &mut StackNames) -> String {
     let mut lines: HashMap<String, u64> = HashMap::new();
     for (&(u, k), s) in agg.ranked() {
         let mut frames = vec![folded_frame(largest(&s.comms))];
-        let mut user = names.frames(u, StackKind::User);
+        let mut user = names.detailed(u, StackKind::User);
         user.reverse();
-        frames.extend(user.iter().map(|f| folded_frame(f)));
-        let mut kernel = names.frames(k, StackKind::Kernel);
-        kernel.reverse();
-        // Functions without their offsets: one box per function, as flame graphs draw them.
-        frames.extend(kernel.iter().map(|f| format!("{}_[k]", folded_frame(f.split('+').next().unwrap_or(f)))));
+        // Inlined functions marked as flame graph tools mark them (`_[i]`, drawn in aqua).
+        frames.extend(user.iter().map(|f| {
+            let n = folded_frame(&f.name);
+            if f.inlined {
+                n + "_[i]"
+            } else {
+                n
+            }
+        }));
+        if agg.on_cpu {
+            // The call itself stands for the kernel code it ran.
+            frames.push(format!("{}_[k]", folded_frame(largest(&s.ops))));
+        } else {
+            let mut kernel = names.frames(k, StackKind::Kernel);
+            kernel.reverse();
+            // Functions without their offsets: one box per function, as flame graphs draw them.
+            frames.extend(kernel.iter().map(|f| format!("{}_[k]", folded_frame(f.split('+').next().unwrap_or(f)))));
+        }
         let us = s.blocked_ns.div_ceil(1000);
         *lines.entry(frames.join(";")).or_default() += us;
     }
@@ -256,6 +431,8 @@ pub fn flame_svg(folded: &str, title: &str) -> Result<Vec<u8>, String> {
     opt.deterministic = true;
     let mut out = Vec::new();
     inferno::flamegraph::from_lines(&mut opt, folded.lines(), &mut out).map_err(|e| e.to_string())?;
+    // Names come from the traced system: what is written must be XML a browser opens.
+    crate::svg::check_xml(&out).map_err(|e| format!("the flame graph is not valid SVG ({e}); nothing was written"))?;
     Ok(out)
 }
 
@@ -303,14 +480,37 @@ pub fn render_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
             let _ = writeln!(s, "     {}", clean(&f));
         }
         let _ = writeln!(s, "   user:");
-        for f in names.frames(u, StackKind::User) {
-            let _ = writeln!(s, "     {}", clean(&f));
-        }
+        write_user_frames(&mut s, names, u);
     }
-    for note in &names.notes {
-        let _ = writeln!(s, "\nnote: {}", clean(note));
+    for note in names.all_notes() {
+        let _ = writeln!(s, "\nnote: {}", clean(&note));
     }
     s
+}
+
+/// The user frames of stack `u`, one a line, with their source lines and inlined functions
+/// marked.
+pub fn write_user_frames(s: &mut String, names: &mut StackNames, u: u32) {
+    for f in names.detailed(u, StackKind::User) {
+        let _ = match (&f.source, f.inlined) {
+            (Some(src), true) => writeln!(s, "     {}  ({src}, inlined)", clean(&f.name)),
+            (Some(src), false) => writeln!(s, "     {}  ({src})", clean(&f.name)),
+            (None, true) => writeln!(s, "     {}  (inlined)", clean(&f.name)),
+            (None, false) => writeln!(s, "     {}", clean(&f.name)),
+        };
+    }
+}
+
+/// The frames of stack `id` as JSON objects: `name`, `source` (`file:line`, null when
+/// unknown), `inlined`.
+pub fn frames_json(names: &mut StackNames, id: u32, kind: StackKind) -> Value {
+    Value::Array(
+        names
+            .detailed(id, kind)
+            .into_iter()
+            .map(|f| json!({"name": f.name, "source": f.source, "inlined": f.inlined}))
+            .collect(),
+    )
 }
 
 /// The `n` stacks with the most blocked time, as JSON.
@@ -332,7 +532,9 @@ pub fn to_json(agg: &StackAgg, names: &mut StackNames, n: usize) -> Value {
                 "kernel_truncated": ke.as_ref().is_some_and(|e| e.truncated),
                 "kernel_missing": ke.and_then(|e| e.missing),
                 "user": names.frames(u, StackKind::User),
+                "user_frames": frames_json(names, u, StackKind::User),
                 "user_truncated": ue.as_ref().is_some_and(|e| e.truncated),
+                "user_cut": ue.as_ref().and_then(|e| e.cut.clone()),
                 "user_missing": ue.and_then(|e| e.missing),
             })
         })
@@ -342,7 +544,7 @@ pub fn to_json(agg: &StackAgg, names: &mut StackNames, n: usize) -> Value {
         "calls_without_stack": agg.without_stack,
         "idle_waits_left_out": agg.waits_left_out,
         "stacks": stacks,
-        "notes": names.notes,
+        "notes": names.all_notes(),
     })
 }
 
@@ -377,9 +579,16 @@ mod tests {
                 .collect(),
             truncated: false,
             missing: None,
+            cut: None,
         };
-        let u =
-            StackEntry { id: 2, kind: StackKind::User, frames: vec![], truncated: false, missing: Some("gone".into()) };
+        let u = StackEntry {
+            id: 2,
+            kind: StackKind::User,
+            frames: vec![],
+            truncated: false,
+            missing: Some("gone".into()),
+            cut: None,
+        };
         t.add_lines(&(k.to_line() + &u.to_line())).unwrap();
         let mut b = EventBatch::default();
         b.push(&call("futex", 3_000_000, 1_000_000, 2_000_000, 1, 2));
@@ -392,9 +601,169 @@ mod tests {
         let mut names = StackNames::new(t, None);
         let f = folded(&agg, &mut names);
         assert_eq!(f, "app;[user stack missing: gone];futex_wait_[k];schedule_[k] 3000\n");
+        // On CPU: by user stack and call.
+        let mut cpu = StackAgg { with_waits: true, on_cpu: true, ..Default::default() };
+        cpu.add(&b, &rows);
+        assert_eq!((cpu.total_ns, cpu.without_stack), (1_000_000, 1));
+        let f = folded(&cpu, &mut names);
+        assert_eq!(f, "app;[user stack missing: gone];futex_[k] 1000\n");
         // Idle waits are left out unless asked for.
         let mut agg = StackAgg::default();
         agg.add(&b, &rows);
         assert_eq!((agg.total_ns, agg.waits_left_out), (0, 2));
+    }
+
+    /// A library named to attack terminals and parsers, as a stack's user frame and a command name.
+    const EVIL: &str = "lib/\x1b[31mEVIL\x1b]0;t\x07\nname.so";
+
+    fn hostile_table(file: &str) -> (StackAgg, StackNames) {
+        let mut t = StackTable::default();
+        let k = StackEntry {
+            id: 1,
+            kind: StackKind::Kernel,
+            frames: vec![Frame { sym: Some("sched;ule\u{202e}+0x23".into()), ..Default::default() }],
+            truncated: false,
+            missing: None,
+            cut: None,
+        };
+        let u = StackEntry {
+            id: 2,
+            kind: StackKind::User,
+            frames: vec![
+                Frame { addr: 1, file: Some(file.into()), off: Some(0x10), ..Default::default() },
+                Frame { addr: 2, file: Some("/x.so".into()), off: Some(0x20), deleted: true, ..Default::default() },
+            ],
+            truncated: false,
+            missing: None,
+            cut: None,
+        };
+        t.add_lines(&(k.to_line() + &u.to_line())).unwrap();
+        let mut b = EventBatch::default();
+        let mut e = call("read", 3_000_000, 0, 3_000_000, 1, 2);
+        e.comm = "a;b\x1b\\c".into();
+        b.push(&e);
+        let mut agg = StackAgg { with_waits: true, ..Default::default() };
+        agg.add(&b, &[0]);
+        (agg, StackNames::new(t, None))
+    }
+
+    /// `why --folded -` printed raw ESC and BEL bytes and let a `;` or a newline in a name split a
+    /// frame: one stack is one line, every frame escaped by one rule.
+    #[test]
+    fn folded_stacks_escape_names_one_stack_per_line() {
+        let (agg, mut names) = hostile_table(&format!("/tmp/{EVIL}"));
+        let f = folded(&agg, &mut names);
+        assert!(!f.bytes().any(|b| b < 0x20 && b != b'\n'), "{f:?}");
+        assert!(!f.chars().any(|c| c != '\n' && latscope_event::escape::is_control(c)), "{f:?}");
+        let lines: Vec<&str> = f.lines().collect();
+        assert_eq!(lines.len(), 1, "{f:?}");
+        let (stack, us) = lines[0].rsplit_once(' ').unwrap();
+        assert_eq!(us, "3000");
+        let frames: Vec<&str> = stack.split(';').collect();
+        assert_eq!(
+            frames,
+            [
+                "a\\x3bb\\x1b\\\\c",
+                "x.so (deleted)+0x20",
+                "\\x1b[31mEVIL\\x1b]0\\x3bt\\x07\\nname.so+0x10",
+                "sched\\x3bule\\u{202e}_[k]"
+            ],
+            "{f:?}"
+        );
+        assert_eq!(folded_frame("a\\b;c\nd"), "a\\\\b\\x3bc\\nd");
+    }
+
+    /// `why --flame` wrote SVG that was not well-formed XML from such names: it is now, and a
+    /// document that is not would be refused rather than written.
+    #[test]
+    fn flame_graphs_of_hostile_names_are_well_formed_xml() {
+        let (agg, mut names) = hostile_table(&format!("/tmp/{EVIL}"));
+        let svg = flame_svg(&folded(&agg, &mut names), "t").unwrap();
+        crate::svg::check_xml(&svg).unwrap();
+        let text = String::from_utf8(svg).unwrap();
+        assert!(text.contains("x.so (deleted)+0x20"), "{text}");
+        // Raw names fed to inferno directly would not pass the check.
+        let raw = format!("{};x {}\n", EVIL.replace(['\n', ';'], ":"), 10);
+        assert!(flame_svg(&raw, "t").unwrap_err().contains("not valid SVG"));
+    }
+
+    /// A user frame's file naming a FIFO hung `why --stacks` (opening it waited for a writer):
+    /// it is refused at once, and a device likewise.
+    #[test]
+    fn a_frame_file_naming_a_fifo_or_a_device_is_refused_without_waiting() {
+        use std::os::unix::ffi::OsStrExt;
+        let d = std::env::temp_dir().join(format!("latscope-stacks-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let fifo = d.join("lib.so");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for file in [fifo.to_str().unwrap(), "/dev/zero"] {
+            let (agg, mut names) = hostile_table(file);
+            let text = render_text(&agg, &mut names, 5);
+            assert!(text.contains("+0x10"), "{text}");
+            assert!(text.contains("not a regular file ("), "{text}");
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// With `--binaries DIR`, a recorded path with `..` read a file outside DIR: it is refused,
+    /// and a symlink inside DIR leads nowhere outside it.
+    #[test]
+    fn binaries_below_a_directory_never_come_from_outside_it() {
+        let d = std::env::temp_dir().join(format!("latscope-stacks-root-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let root = d.join("copy");
+        std::fs::create_dir_all(root.join("lib")).unwrap();
+        std::fs::copy("/proc/self/exe", d.join("outside.so")).unwrap();
+        std::os::unix::fs::symlink(d.join("outside.so"), root.join("lib/link.so")).unwrap();
+        for (file, note) in [("/lib/../../outside.so", "`..`"), ("/lib/link.so", "not at hand")] {
+            let mut t = StackTable::default();
+            let u = StackEntry {
+                id: 2,
+                kind: StackKind::User,
+                frames: vec![Frame { addr: 1, file: Some(file.into()), off: Some(0x10), ..Default::default() }],
+                truncated: false,
+                missing: None,
+                cut: None,
+            };
+            t.add_lines(&u.to_line()).unwrap();
+            let mut names = StackNames::new(t, Some(&root));
+            let f = names.frames(2, StackKind::User);
+            assert!(f[0].ends_with("+0x10"), "{file}: {f:?}");
+            assert!(names.notes.iter().any(|n| n.contains(note)), "{file}: {:?}", names.notes);
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+    /// A user stack whose walk was cut (the recorder says where) ends in a frame saying so,
+    /// outermost in the folded output; frames of a file not at hand are its offsets, with a note.
+    #[test]
+    fn a_cut_user_stack_says_where_it_stops() {
+        let mut t = StackTable::default();
+        let u = StackEntry {
+            id: 1,
+            kind: StackKind::User,
+            frames: vec![Frame {
+                addr: 0x1000,
+                file: Some("/nonexistent/app".into()),
+                build_id: None,
+                off: Some(0x1234),
+                ..Default::default()
+            }],
+            truncated: true,
+            missing: None,
+            cut: Some("after frame 1".into()),
+        };
+        t.add_lines(&u.to_line()).unwrap();
+        let mut names = StackNames::new(t, None);
+        assert_eq!(names.frames(1, StackKind::User), ["app+0x1234", "[cut short: after frame 1]"]);
+        assert_eq!(names.frame_names(1, StackKind::User), ["app+0x1234"]);
+        assert!(names.notes.iter().any(|n| n.contains("/nonexistent/app is not at hand")), "{:?}", names.notes);
+        let mut b = EventBatch::default();
+        b.push(&call("futex", 2_000_000, 0, 2_000_000, 0, 1));
+        let mut agg = StackAgg { with_waits: true, ..Default::default() };
+        agg.add(&b, &[0]);
+        assert_eq!(folded(&agg, &mut names), "app;[cut short: after frame 1];app+0x1234;[no kernel stack]_[k] 2000\n");
     }
 }

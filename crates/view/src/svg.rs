@@ -5,7 +5,10 @@
 
 use std::fmt::Write;
 
-/// Escape text for XML content and attribute values.
+/// Escape text for XML content and attribute values: control characters as visible escapes, as
+/// terminals show them ([`latscope_event::escape::escape_controls`]: XML 1.0 forbids most C0
+/// characters even as character references, and the others would act in a viewer), then XML's
+/// five special characters as entities.
 pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -15,17 +18,84 @@ pub fn esc(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push(' '),
-            c => out.push(c),
+            c => latscope_event::escape::push_escaped(&mut out, c),
         }
     }
     out
 }
 
-/// A JSON string literal safe to embed in an XML CDATA section (no `]]>`, no `<`).
+/// A JSON string literal safe to embed in an XML CDATA section (no `]]>`, no `<`, no character
+/// XML forbids: control characters as `\u` escapes, the same string to the script).
 pub fn js_str(s: &str) -> String {
     let j = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
-    j.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026")
+    latscope_event::escape::json_ascii_controls(j)
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+/// Check that `doc` is well-formed XML 1.0 without a character XML forbids (C0 controls other
+/// than tab, newline and carriage return, U+FFFE, U+FFFF), raw or as a character reference; the
+/// error says where. Every SVG written from names the traced system chose can be checked.
+pub fn check_xml(doc: &[u8]) -> Result<(), String> {
+    let text = std::str::from_utf8(doc).map_err(|e| format!("not UTF-8 at byte {}", e.valid_up_to()))?;
+    let allowed = |u: u32| {
+        matches!(u, 0x9 | 0xa | 0xd) || (0x20..=0xd7ff).contains(&u) || (0xe000..=0xfffd).contains(&u) || u >= 0x10000
+    };
+    if let Some((at, c)) = text.char_indices().find(|&(_, c)| !allowed(c as u32)) {
+        return Err(format!("character U+{:04X} at byte {at}, which XML forbids", c as u32));
+    }
+    let mut rest = text;
+    while let Some(i) = rest.find("&#") {
+        let after = &rest[i + 2..];
+        let end = after
+            .find(';')
+            .ok_or_else(|| format!("an unterminated character reference at byte {}", text.len() - rest.len() + i))?;
+        let r = &after[..end];
+        let v = match r.strip_prefix('x').or_else(|| r.strip_prefix('X')) {
+            Some(h) => u32::from_str_radix(h, 16).ok(),
+            None => r.parse::<u32>().ok(),
+        };
+        if !v.is_some_and(allowed) {
+            return Err(format!(
+                "the character reference &#{r}; at byte {}, which XML forbids",
+                text.len() - rest.len() + i
+            ));
+        }
+        rest = &after[end..];
+    }
+    let mut reader = quick_xml::Reader::from_str(text);
+    let mut depth = 0i64;
+    let mut roots = 0;
+    loop {
+        match reader.read_event() {
+            Ok(quick_xml::events::Event::Start(_)) => {
+                if depth == 0 {
+                    roots += 1;
+                }
+                depth += 1;
+            }
+            Ok(quick_xml::events::Event::End(_)) => depth -= 1,
+            Ok(quick_xml::events::Event::Empty(_)) if depth == 0 => roots += 1,
+            Ok(quick_xml::events::Event::GeneralRef(r)) => {
+                // Every entity must be one XML predefines (character references are checked above).
+                let name = String::from_utf8_lossy(&r).into_owned();
+                if !name.starts_with('#') && !matches!(name.as_str(), "lt" | "gt" | "amp" | "quot" | "apos") {
+                    return Err(format!(
+                        "the entity &{name}; at byte {}, which XML does not define",
+                        reader.buffer_position()
+                    ));
+                }
+            }
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(_) => {}
+            Err(e) => return Err(format!("not well-formed XML at byte {}: {e}", reader.error_position())),
+        }
+    }
+    if depth != 0 || roots != 1 {
+        return Err(format!("not well-formed XML: {roots} root elements, {depth} left open at the end"));
+    }
+    Ok(())
 }
 
 /// A number for labels: integers as they are (`1200`), others with 4 significant digits and no
@@ -325,6 +395,24 @@ mod tests {
     #[test]
     fn escaping() {
         assert_eq!(esc("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+        assert_eq!(
+            esc("lib/\x1b[31mEVIL\x1b]0;t\x07\nname.so\u{fffe}"),
+            "lib/\\x1b[31mEVIL\\x1b]0;t\\x07\\nname.so\\u{fffe}"
+        );
+        assert!(
+            check_xml(format!("<svg><text>{}</text></svg>", esc("a\x1b\u{9b}\u{202e}<&\u{ffff}")).as_bytes()).is_ok()
+        );
+        assert!(!js_str("a\u{ffff}\u{9b}").contains('\u{ffff}'));
+        for bad in [
+            "<svg><text>a\x1bb</text></svg>",
+            "<svg><text>&#27;</text></svg>",
+            "<svg><a></svg>",
+            "<svg/><svg/>",
+            "<svg>&#xfffe;</svg>",
+            "<svg>\u{ffff}</svg>",
+        ] {
+            assert!(check_xml(bad.as_bytes()).is_err(), "{bad}");
+        }
         assert_eq!(js_str("]]></script>"), r#""]]\u003e\u003c/script\u003e""#);
     }
 

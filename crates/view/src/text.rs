@@ -5,41 +5,17 @@
 //! hide lines, and a newline could forge an output line. Every text view passes such strings
 //! through [`clean`], which writes control characters as escapes, as `ls -b` and sysdig do:
 //! `\n`, `\r`, `\t`, `\x1b` (other C0 characters and DEL likewise), `\u{85}` for C1 controls and
-//! for the Unicode bidirectional overrides (which can reorder what a line appears to say). JSON and
-//! SVG output escape by their own rules (`serde_json`, [`crate::svg::esc`]).
+//! for the Unicode bidirectional controls (which can reorder what a line appears to say): the rule
+//! of [`latscope_event::escape`], which every output format starts from. Folded stacks, SVG and
+//! JSON add their own syntax's escapes ([`crate::stacks::folded_frame`], [`crate::svg::esc`],
+//! `serde_json`).
 
 use std::borrow::Cow;
-use std::fmt::Write;
 
-/// Whether `c` is written as an escape.
-fn is_control(c: char) -> bool {
-    let u = c as u32;
-    u < 0x20 || (0x7f..=0x9f).contains(&u) || (0x202a..=0x202e).contains(&u) || (0x2066..=0x2069).contains(&u)
-}
-
-/// `s` with every control character escaped; borrowed when there is none (the common case).
+/// `s` with every control character escaped ([`latscope_event::escape::escape_controls`]);
+/// borrowed when there is none (the common case).
 pub fn clean(s: &str) -> Cow<'_, str> {
-    // Every control character's UTF-8 encoding starts with a byte below 0x20, 0x7f, 0xc2 (C1) or
-    // 0xe2 (the bidi controls): a byte scan finds the clean strings without decoding them.
-    if !s.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2 || b == 0xe2) || !s.chars().any(is_control) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if is_control(c) => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
+    latscope_event::escape::escape_controls(s)
 }
 
 /// Rows of cells as aligned columns: each column as wide as its widest cell (in characters),
@@ -122,8 +98,8 @@ mod tests {
         for u in (0u32..0x100).chain(0x2000..0x2100) {
             let c = char::from_u32(u).unwrap();
             let out = clean(&c.to_string()).into_owned();
-            assert!(!out.chars().any(is_control), "U+{u:04X} -> {out:?}");
-            assert_eq!(out == c.to_string(), !is_control(c), "U+{u:04X}");
+            assert!(!out.chars().any(latscope_event::escape::is_control), "U+{u:04X} -> {out:?}");
+            assert_eq!(out == c.to_string(), !latscope_event::escape::is_control(c), "U+{u:04X}");
         }
     }
 }

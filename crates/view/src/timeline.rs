@@ -14,11 +14,11 @@
 
 use crate::heatmap::{moved_bytes, YUnit};
 use crate::latagg::LatAgg;
-use crate::waits::Counted;
 use crate::svg::{self, Svg, SERIES_COLORS};
+use crate::waits::Counted;
 use latscope_event::source::{Chunk, ZonePlan};
-use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
 use latscope_event::span::per_sec;
+use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
 use latscope_event::{EventBatch, EventKind, Span};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -266,13 +266,7 @@ impl Timeline {
 
     /// What the counts leave out, and why, if anything: for tables and charts.
     pub fn waits_note(&self) -> Option<String> {
-        let w = self.waits();
-        (w > 0).then(|| {
-            format!(
-                "left out: {w} idle waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...: \
-                 they last as long as the caller chooses; --waits counts them)"
-            )
-        })
+        self.counted.left_out().note()
     }
 
     /// Intervals the counts cover only in part (where the recording or the filter's window
@@ -360,8 +354,9 @@ impl Timeline {
             "latency_rule": if self.counted.with_waits() {
                 "every event, idle waits included"
             } else {
-                "idle waits (syscalls of class wait) left out of counts, rates and latency, counted in waits"
+                "idle waits (ended by their own timeout or by outside work; without a breakdown, syscalls of class wait) left out of counts, rates and latency, counted in waits"
             },
+            "wait_kinds": self.counted.left_out().kinds_json(),
             "completed_before_start": self.early,
             "not_counted": self.dropped,
             "points": pts,
@@ -486,7 +481,11 @@ impl Timeline {
                 "{} - {}{}: {} events, {} ops/s, {}/s, p50 {}, p99 {}, max {}, mean {}{}",
                 svg::fmt_secs(p.t),
                 svg::fmt_secs(p.t + secs),
-                if p.secs < secs * (1.0 - 1e-9) { format!(" ({} covered)", svg::fmt_secs(p.secs)) } else { String::new() },
+                if p.secs < secs * (1.0 - 1e-9) {
+                    format!(" ({} covered)", svg::fmt_secs(p.secs))
+                } else {
+                    String::new()
+                },
                 p.count,
                 fmt_count((p.ops_per_sec * 10.0).round() / 10.0),
                 fmt_bytes(p.bytes_per_sec as u64),

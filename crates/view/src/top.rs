@@ -207,12 +207,13 @@ impl Top {
         self.grouper.by()
     }
 
-    /// Adds event `i` (process events are ignored).
+    /// Adds event `i` (process events are ignored); returns its group, `None` for a blocking
+    /// wait left out (or a process event).
     #[inline]
-    pub fn add(&mut self, b: &EventBatch, i: usize, h: &TraceHeader) {
+    pub fn add(&mut self, b: &EventBatch, i: usize, h: &TraceHeader) -> Option<usize> {
         let kind = b.kind[i];
         if kind == EventKind::Proc as u8 {
-            return;
+            return None;
         }
         let g = self.grouper.group(b, i, h);
         let wait = !self.counted.counts(b, i);
@@ -241,6 +242,7 @@ impl Top {
         let ts = b.ts[i];
         self.first_ts = Some(self.first_ts.map_or(ts, |f| f.min(ts)));
         self.last_end = self.last_end.max(b.end(i));
+        (!wait).then_some(g)
     }
 
     /// Adds the events of `kind` among the chunk's rows.
@@ -248,7 +250,7 @@ impl Top {
         let k = kind as u8;
         for &i in c.rows {
             if c.batch.kind[i as usize] == k {
-                self.add(c.batch, i as usize, h);
+                let _ = self.add(c.batch, i as usize, h);
             }
         }
     }
@@ -262,6 +264,11 @@ impl Top {
         self.counted.clear();
         self.first_ts = None;
         self.last_end = 0;
+    }
+
+    /// The non-empty rows shown, with their group numbers (as [`Top::add`] returns them).
+    pub fn rows(&self) -> impl Iterator<Item = (usize, &TopRow)> {
+        self.shown().iter().enumerate().filter(|(_, r)| r.count > 0)
     }
 
     /// The events' own span, from the first start to the last end: the time covered by an
@@ -390,6 +397,7 @@ impl Top {
             "rows": rows,
             "counted": self.counted.to_json(),
             "waits_left_out": if self.counted.with_waits() || self.showing_waits() { Value::Null } else { self.left_out().to_json() },
+            "wait_kinds": self.left_out().kinds_json(),
             "note": self.waits_note(),
         })
     }
@@ -432,7 +440,7 @@ mod tests {
         let h = TraceHeader::default();
         let mut t = Top::new(GroupBy::Syscall);
         for i in 0..b.len() {
-            t.add(&b, i, &h);
+            let _ = t.add(&b, i, &h);
         }
         assert_eq!(t.total_count(), 12);
         let rows = t.sorted(SortKey::Total, 10);
@@ -462,7 +470,7 @@ mod tests {
         // Other percentiles, in columns as wide as their widest cell.
         let mut t = Top::new(GroupBy::Syscall).with_percentiles(parse_percentiles("50,90,99,99.9").unwrap());
         for i in 0..b.len() {
-            t.add(&b, i, &h);
+            let _ = t.add(&b, i, &h);
         }
         let txt = t.render_text(SortKey::Pct(90.0), 10, 1.0);
         let lines: Vec<&str> = txt.lines().collect();
@@ -488,7 +496,14 @@ mod tests {
         let read = latscope_event::syscall_nr("read").unwrap();
         let mut b = EventBatch::with_capacity(8);
         for (k, comm) in ["a", "a", "b"].iter().enumerate() {
-            b.push(&Event { kind: 0, nr: read, ts: k as u64, lat: 1000 * (k as u64 + 1), comm: (*comm).into(), ..Default::default() });
+            b.push(&Event {
+                kind: 0,
+                nr: read,
+                ts: k as u64,
+                lat: 1000 * (k as u64 + 1),
+                comm: (*comm).into(),
+                ..Default::default()
+            });
         }
         let h = TraceHeader::default();
         let mut t = Top::new(GroupBy::Proc);

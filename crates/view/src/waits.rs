@@ -1,47 +1,63 @@
-//! The one rule for what a latency view counts, shared by every view: idle waits are left out.
+//! The one rule for what a latency view counts, shared by every view: idle time is left out.
 //!
-//! Blocking waits — the syscalls of [`SysClass::Wait`]: nanosleep, clock_nanosleep, poll, ppoll,
-//! select, pselect6, epoll_wait, futex, wait4, waitid, pause, io_getevents, ... — last as long as
-//! their caller chooses to wait, not as long as the system makes it. A thread pool parked in
-//! futex or an event loop in epoll_wait would otherwise rank first in "what is slow", fill the
-//! top rows of a heat map and pull every mean above the 99th percentile of the real work.
+//! A wait whose latency is the time the caller chose to wait, or outside work took to arrive,
+//! would otherwise rank first in "what is slow", fill the top rows of a heat map and pull every
+//! mean above the 99th percentile of the real work: a thread pool parked in futex, an event loop
+//! in epoll_wait, an acceptor's poll. A wait that another thread of the recording ended (a
+//! mutex's release, a condition signalled, a pipe written) is not idle: its caller waited on
+//! someone, and it counts with the work. The rule ([`latscope_event::waits::wait_kind`]) follows
+//! the wake-up where the recording kept it (`record --why`), and the syscall's name where it did
+//! not.
 //!
-//! Every view — `heatmap`, `hist`, `top`, `timeline`, `spectrogram`, `why`, the dashboard — asks
-//! [`Counted::counts`] (or [`is_wait`]) whether it counts an event, so that they all count the
-//! same events, and says in its header line what it counted and left out
-//! ([`Counted::headline`]: `31046 syscall events (8437 idle waits left out)`). `--waits` (the
-//! dashboard's "blocking waits" box) counts the waits too. The rule reads the columns
+//! Every view — `heatmap`, `hist`, `top`, `timeline`, `spectrogram`, `why`, `top --by cause`, the
+//! dashboard — asks [`Counted::counts`] (or [`LeftOut::classify`]) whether it counts an event, so
+//! that they all count the same events, and says in its header line what it counted and left
+//! out ([`Counted::headline`]: `31046 syscall events (8437 idle waits left out)`), and under its
+//! table how many waits of each kind it saw and how long they took ([`LeftOut::note`]). `--waits`
+//! (the dashboard's "blocking waits" box) counts the idle ones too. The rule reads the columns
 //! [`COLUMNS`]; a view that projects its scan asks for them.
 
-use latscope_event::syscalls::desc;
 use latscope_event::units::fmt_ns_f;
-use latscope_event::{op_name, EventBatch, EventKind, SysClass};
+pub use latscope_event::waits::{is_idle, wait_kind, WaitKind};
+use latscope_event::{op_name, EventBatch, EventKind};
 use serde_json::{json, Value};
 use std::fmt::Write;
 
-/// Whether event `i` is an idle wait: THE rule every view applies (today: a syscall of the wait
-/// class; the event is passed whole so that the rule may look at more of it).
-#[inline]
-pub fn is_wait(b: &EventBatch, i: usize) -> bool {
-    b.kind[i] == EventKind::Syscall as u8 && desc(b.nr[i]).class == SysClass::Wait
-}
-
-/// The syscalls [`is_wait`] may take for idle waits, for a source that cannot apply the rule per
-/// event (histograms counted in the kernel): such a source leaves all of them out
-/// (`latscope_live::SessionBuilder::count_without`) and its views say so.
-pub fn wait_syscalls() -> Vec<u16> {
-    (0..latscope_event::syscalls::syscall_count() as u16).filter(|&nr| desc(nr).class == SysClass::Wait).collect()
-}
-
-/// The columns [`is_wait`] reads (by `EventBatch` field name): a view projecting its scan adds
-/// them.
-pub const COLUMNS: &[&str] = &["kind", "nr"];
+/// The columns the rule reads (by `EventBatch` field name): a view that projects its columns
+/// adds them.
+pub const COLUMNS: [&str; 15] = [
+    "kind",
+    "nr",
+    "lat",
+    "why_cpu",
+    "why_runq",
+    "why_io",
+    "why_lock",
+    "why_ipc",
+    "why_timer",
+    "why_fault",
+    "why_other",
+    "why_unknown",
+    "waker_ctx",
+    "waker_tid",
+    "wake_flags",
+];
 
 /// The flag that includes the waits, named in every note.
 pub const WAITS_FLAG: &str = "--waits";
 
+/// The syscalls idle by their name ([`latscope_event::waits::is_wait_syscall`]), for a source
+/// that cannot apply the rule per event (histograms counted in the kernel): such a source leaves
+/// all of them out (`latscope_live::SessionBuilder::count_without`) and its views say so.
+pub fn wait_syscalls() -> Vec<u16> {
+    (0..latscope_event::syscalls::syscall_count() as u16)
+        .filter(|&nr| latscope_event::waits::is_wait_syscall(nr))
+        .collect()
+}
+
 /// What a view counts: every event of its kind, less the idle waits unless they are asked for
-/// (`--waits`); the waits left out are counted by syscall, for the header line and the notes.
+/// (`--waits`); the waits seen are counted by kind, those left out by syscall, for the header
+/// line and the notes.
 #[derive(Debug, Clone, Default)]
 pub struct Counted {
     with_waits: bool,
@@ -49,32 +65,29 @@ pub struct Counted {
 }
 
 impl Counted {
-    /// The rule, with the waits counted too when `with_waits`.
+    /// The rule, with the idle waits counted too when `with_waits`.
     pub fn new(with_waits: bool) -> Self {
         Counted { with_waits, left_out: LeftOut::default() }
     }
 
-    /// Whether the waits are counted (`--waits`).
+    /// Whether the idle waits are counted (`--waits`).
     pub fn with_waits(&self) -> bool {
         self.with_waits
     }
 
-    /// Whether the view counts event `i`; a wait it leaves out is remembered as left out.
+    /// Whether the view counts event `i`; a wait is remembered by its kind, and as left out when
+    /// it is.
     #[inline]
     pub fn counts(&mut self, b: &EventBatch, i: usize) -> bool {
-        if self.with_waits || !is_wait(b, i) {
-            return true;
-        }
-        self.left_out.add(b, i);
-        false
+        !self.left_out.classify(b, i, self.with_waits)
     }
 
-    /// The waits left out.
+    /// The waits seen and left out.
     pub fn left_out(&self) -> &LeftOut {
         &self.left_out
     }
 
-    /// Forgets the waits left out (live views: one table per interval).
+    /// Forgets the waits seen (live views: one table per interval).
     pub fn clear(&mut self) {
         self.left_out.clear();
     }
@@ -105,25 +118,44 @@ impl Counted {
     }
 }
 
-/// The blocking waits a view left out: how many, how long in all, and of which syscalls.
+/// The waits a view saw, by kind, and the idle ones it left out: how many, how long in all, and
+/// of which syscalls.
 #[derive(Debug, Clone, Default)]
 pub struct LeftOut {
-    /// Per syscall number: events and their summed latency (ns).
+    /// Per syscall number: idle waits left out and their summed latency (ns).
     by_nr: Vec<(u16, u64, u128)>,
+    /// Per [`WaitKind`] (its index in [`WaitKind::ALL`]): waits seen and their latency (ns).
+    kinds: [(u64, u128); 5],
 }
 
 impl LeftOut {
-    /// Counts event `i` as left out.
+    /// Classifies event `i` (a syscall) by [`wait_kind`] and counts it; true when the view leaves
+    /// it out (it is idle and `with_waits` is off).
     #[inline]
-    pub fn add(&mut self, b: &EventBatch, i: usize) {
-        let (nr, lat) = (b.nr[i], b.lat[i]);
-        match self.by_nr.iter_mut().find(|e| e.0 == nr) {
-            Some(e) => {
-                e.1 += 1;
-                e.2 += u128::from(lat);
-            }
-            None => self.by_nr.push((nr, 1, u128::from(lat))),
+    pub fn classify(&mut self, b: &EventBatch, i: usize, with_waits: bool) -> bool {
+        if b.kind[i] != EventKind::Syscall as u8 {
+            return false;
         }
+        let k = wait_kind(b, i);
+        if k == WaitKind::Work {
+            return false;
+        }
+        let lat = b.lat[i];
+        let t = &mut self.kinds[k as usize];
+        t.0 += 1;
+        t.1 += u128::from(lat);
+        let out = !with_waits && k.is_idle();
+        if out {
+            let nr = b.nr[i];
+            match self.by_nr.iter_mut().find(|e| e.0 == nr) {
+                Some(e) => {
+                    e.1 += 1;
+                    e.2 += u128::from(lat);
+                }
+                None => self.by_nr.push((nr, 1, u128::from(lat))),
+            }
+        }
+        out
     }
 
     /// Waits left out.
@@ -136,9 +168,15 @@ impl LeftOut {
         self.by_nr.iter().map(|e| e.2).sum()
     }
 
+    /// The waits seen of kind `k`: how many, and their summed latency (ns).
+    pub fn kind(&self, k: WaitKind) -> (u64, u128) {
+        self.kinds[k as usize]
+    }
+
     /// Forgets them (live views: one table per interval).
     pub fn clear(&mut self) {
         self.by_nr.clear();
+        self.kinds = Default::default();
     }
 
     /// The syscalls left out, most time first, with their counts: `futex 812, epoll_wait 40`.
@@ -153,54 +191,142 @@ impl LeftOut {
         s.join(", ")
     }
 
-    /// The line a view prints under its table, if it left anything out: what, how much time,
-    /// why, and how to include it (`--waits`).
+    /// `30 ended by their own timeout (600ms), 10 by outside work (4.10s)`: the idle kinds seen.
+    fn idle_kinds(&self) -> String {
+        let words = [
+            (WaitKind::Timeout, "ended by their own timeout"),
+            (WaitKind::Outside, "by outside work"),
+            (WaitKind::ByName, "with no breakdown to say how they ended"),
+        ];
+        words
+            .iter()
+            .filter(|(k, _)| self.kind(*k).0 > 0)
+            .map(|(k, w)| format!("{} {w} ({})", self.kind(*k).0, fmt_ns_f(self.kind(*k).1 as f64)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The line a view prints under its table, if it saw any wait: the waits on other threads
+    /// ranked with the work, and the idle ones left out (how many of each kind, how long, of
+    /// which syscalls) and how to include them (`--waits`); with `--waits`, what was ranked.
     pub fn note(&self) -> Option<String> {
         self.note_with(&format!("{WAITS_FLAG} includes them"))
     }
 
     /// [`LeftOut::note`] with another way to include them (`how`), for pages without flags.
     pub fn note_with(&self, how: &str) -> Option<String> {
+        let (on, on_ns) = self.kind(WaitKind::OnSomeone);
+        let ranked_on = (on > 0).then(|| {
+            format!("{on} waits on another thread of the recording ranked with the work ({})", fmt_ns_f(on_ns as f64))
+        });
         let n = self.count();
-        (n > 0).then(|| {
-            format!(
-                "left out: {n} idle waits ({}; {} in all): time the caller chose to wait, not work; {how}",
+        if n > 0 {
+            let mut s = format!(
+                "left out: {n} blocking waits ({}; {} in all) as idle time, not work: {}",
                 self.names(4),
-                fmt_ns_f(self.total_ns() as f64)
-            )
-        })
+                fmt_ns_f(self.total_ns() as f64),
+                self.idle_kinds()
+            );
+            if let Some(r) = ranked_on {
+                s.push_str("; ");
+                s.push_str(&r);
+            }
+            s.push_str("; ");
+            s.push_str(how);
+            return Some(s);
+        }
+        let idle: u64 = [WaitKind::Timeout, WaitKind::Outside, WaitKind::ByName].iter().map(|k| self.kind(*k).0).sum();
+        match (idle, ranked_on) {
+            (0, None) => None,
+            (0, Some(r)) => Some(r),
+            (_, r) => Some(format!(
+                "idle waits ranked with the work ({WAITS_FLAG}): {}{}",
+                self.idle_kinds(),
+                r.map(|r| format!("; {r}")).unwrap_or_default()
+            )),
+        }
     }
 
-    /// The same for JSON: `{"count", "total_ns", "by_syscall": {name: count}, "include_with"}`.
+    /// The same for JSON: `{"count", "total_ns", "by_syscall": {name: count}, "include_with",
+    /// "kinds": {kind: {"count", "total_ns"}}}` (the kinds of [`WaitKind::name`] seen).
     pub fn to_json(&self) -> Value {
         let by: serde_json::Map<String, Value> =
             self.by_nr.iter().map(|e| (op_name(EventKind::Syscall as u8, e.0), json!(e.1))).collect();
-        json!({"count": self.count(), "total_ns": self.total_ns() as f64, "by_syscall": by, "include_with": WAITS_FLAG})
+        json!({"count": self.count(), "total_ns": self.total_ns() as f64, "by_syscall": by, "include_with": WAITS_FLAG,
+            "kinds": self.kinds_json()})
+    }
+
+    /// The waits seen by kind: `{"on_someone": {"count", "total_ns"}, "idle_timeout": ...}`.
+    pub fn kinds_json(&self) -> Value {
+        let m: serde_json::Map<String, Value> = WaitKind::ALL
+            .iter()
+            .filter(|k| **k != WaitKind::Work)
+            .map(|k| (k.name().to_string(), json!({"count": self.kind(*k).0, "total_ns": self.kind(*k).1 as f64})))
+            .collect();
+        Value::Object(m)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use latscope_event::{syscall_nr, Event};
+    use latscope_event::{syscall_nr, wake_flags, Event};
 
     #[test]
-    fn waits_are_syscalls_of_the_wait_class_only() {
+    fn waits_without_a_breakdown_are_idle_by_their_syscall() {
         let mut b = EventBatch::default();
         for (kind, name) in [(0, "futex"), (0, "epoll_wait"), (0, "read"), (1, "")] {
             let nr = if kind == 0 { syscall_nr(name).unwrap() } else { 0 };
             b.push(&Event { kind, nr, lat: 1_000_000, ..Default::default() });
         }
-        let w: Vec<bool> = (0..b.len()).map(|i| is_wait(&b, i)).collect();
+        let w: Vec<bool> = (0..b.len()).map(|i| is_idle(&b, i)).collect();
         assert_eq!(w, [true, true, false, false]);
         let mut l = LeftOut::default();
         assert!(l.note().is_none());
-        l.add(&b, 0);
-        l.add(&b, 0);
-        l.add(&b, 1);
+        assert!(l.classify(&b, 0, false) && l.classify(&b, 0, false) && l.classify(&b, 1, false));
+        assert!(!l.classify(&b, 2, false));
         let n = l.note().unwrap();
-        assert!(n.contains("3 idle waits (futex 2, epoll_wait 1; 3.00ms in all)") && n.contains("--waits"), "{n}");
+        assert!(n.contains("3 blocking waits (futex 2, epoll_wait 1; 3.00ms in all)") && n.contains("--waits"), "{n}");
+        assert!(n.contains("3 with no breakdown to say how they ended (3.00ms)"), "{n}");
         assert_eq!(l.to_json()["by_syscall"]["futex"], 2);
+        assert_eq!(l.to_json()["kinds"]["idle_by_syscall"]["count"], 3);
+    }
+
+    /// With a breakdown, the wake-up decides: a futex released by a thread of the recording is
+    /// ranked (and said to be), a poll its timeout ended is left out; both are counted, with
+    /// `--waits` too.
+    #[test]
+    fn the_note_counts_each_kind_of_wait() {
+        let mut b = EventBatch::default();
+        let k = wake_flags::KNOWN;
+        let on = Event {
+            nr: syscall_nr("futex").unwrap(),
+            lat: 2_000_000,
+            why_lock: 2_000_000,
+            waker_ctx: 1,
+            wake_flags: k | wake_flags::TRACED,
+            ..Default::default()
+        };
+        let timeout = Event {
+            nr: syscall_nr("poll").unwrap(),
+            lat: 500_000_000,
+            why_timer: 500_000_000,
+            waker_ctx: 2,
+            wake_flags: k,
+            ..Default::default()
+        };
+        b.push(&on);
+        b.push(&timeout);
+        let mut l = LeftOut::default();
+        assert!(!l.classify(&b, 0, false) && l.classify(&b, 1, false));
+        let n = l.note().unwrap();
+        assert!(n.contains("left out: 1 blocking waits (poll 1; 500ms in all)"), "{n}");
+        assert!(n.contains("1 ended by their own timeout (500ms)"), "{n}");
+        assert!(n.contains("1 waits on another thread of the recording ranked with the work (2.00ms)"), "{n}");
+        let mut l = LeftOut::default();
+        assert!(!l.classify(&b, 0, true) && !l.classify(&b, 1, true));
+        let n = l.note().unwrap();
+        assert!(n.starts_with("idle waits ranked with the work (--waits): 1 ended by their own timeout"), "{n}");
     }
 
     #[test]

@@ -4,10 +4,10 @@
 //! The parts come from the `why_*` columns `record --why` fills; a call without them (recorded
 //! without `--why`, or faster than `--why-above`) has none and is counted apart.
 
+use crate::waits::wait_kind;
+use latscope_chain::{ChainIndex, RootAgg};
 use latscope_event::units::fmt_ns;
-use latscope_event::{
-    comm_from_words, op_name, EventBatch, EventKind, TraceHeader, WHY_PARTS, WHY_PART_NAMES,
-};
+use latscope_event::{comm_from_words, op_name, EventBatch, EventKind, TraceHeader, WHY_PARTS, WHY_PART_NAMES};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -29,6 +29,20 @@ pub fn waker(b: &EventBatch, i: usize) -> Option<String> {
         3 => Some(format!("[softirq:{}]", SOFTIRQS.get(b.waker_tid[i] as usize).copied().unwrap_or("?"))),
         _ => None,
     }
+}
+
+/// The thread call `i` waited on, where known: the holder of the lock it waited for
+/// (`lock_owner`: a PI or robust futex's owner, or the thread that held a futex whose wait its
+/// timeout ended), else whoever ended its longest wait ([`waker`]).
+pub fn waited_on(b: &EventBatch, i: usize) -> Option<String> {
+    let owner = b.lock_owner[i];
+    if owner == 0 || (b.waker_ctx[i] == 1 && b.waker_tid[i] == owner) {
+        return waker(b, i);
+    }
+    // A timer's wake-up has no name of its own: the recording keeps the holder's there.
+    let comm =
+        if b.waker_ctx[i] == 1 { String::new() } else { comm_from_words(b.waker_comm_lo[i], b.waker_comm_hi[i]) };
+    Some(if comm.is_empty() { format!("thread {owner}") } else { format!("{comm}/{owner}") })
 }
 
 /// What the waking thread of call `i` was itself blocked in during the call's longest wait (one
@@ -56,6 +70,13 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<Value> {
     }
     let mut m = Map::new();
     m.insert("parts_ns".into(), Value::Object(parts));
+    m.insert("wait".into(), json!(wait_kind(b, i).name()));
+    if b.lock_owner[i] != 0 {
+        m.insert("held_by".into(), json!({"tid": b.lock_owner[i], "name": waited_on(b, i)}));
+    }
+    if let Some(l) = crate::locks::lock_json(b, i) {
+        m.insert("lock".into(), l);
+    }
     if b.waker_ctx[i] != 0 {
         let kind = ["none", "thread", "timer", "softirq"][b.waker_ctx[i].min(3) as usize];
         m.insert(
@@ -130,6 +151,16 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
     if let Some(w) = waker(b, i) {
         let _ = write!(s, "; woken by {w}{}", waker_wait_text(waker_wait(b, i)));
     }
+    if let Some(l) = crate::locks::lock_text(b, i).filter(|_| b.why_lock[i] > 0) {
+        let _ = write!(s, "; lock {l}");
+    }
+    if b.lock_owner[i] != 0 && waited_on(b, i) != waker(b, i) {
+        let _ = write!(s, "; held by {}", waited_on(b, i).unwrap_or_default());
+    }
+    let k = wait_kind(b, i);
+    if k.is_idle() {
+        let _ = write!(s, "; {}", k.label());
+    }
     if b.runq_tid[i] != 0 {
         let _ = write!(s, "; CPU held by tid {} on cpu {}", b.runq_tid[i], b.runq_cpu[i]);
     }
@@ -143,6 +174,21 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
         let _ = write!(s, "; {f}");
     }
     Some(crate::text::clean(&s).into_owned())
+}
+
+/// `    chain: lock 200ms on app/13 (futex: lock 190ms) on app/14 (fsync: block I/O 185ms) ->
+/// loop0(7:0)'s device time 185ms`: call `i`'s chain of waits as an indented line, when it goes
+/// through another thread or ends at a device (`None` for a wait its own timer ended, one no
+/// wake-up was seen for, a call that never blocked).
+pub fn chain_line(h: &TraceHeader, chains: &ChainIndex, b: &EventBatch, i: usize) -> Option<String> {
+    let c = chains.chain(b, i).filter(|c| c.links.len() > 1 || matches!(c.root, latscope_chain::Root::Device(_)))?;
+    let text = c.text(&PART_LABELS, |d| crate::events::disk_label(h, d), fmt_ns);
+    Some(crate::text::clean(&format!("    chain: {text}")).into_owned())
+}
+
+/// Call `i`'s chain of waits as JSON ([`Chain::to_json`], devices named as the trace's disks).
+pub fn chain_json(h: &TraceHeader, chains: &ChainIndex, b: &EventBatch, i: usize) -> Option<Value> {
+    Some(chains.chain(b, i)?.to_json(|d| crate::events::disk_label(h, d)))
 }
 
 /// `requests that ended the I/O waits: held 750ms before them, queued 10us, device 50us`: the
@@ -180,13 +226,18 @@ pub struct WhyAgg {
     pub waker_waits: HashMap<String, [u64; WHY_PARTS]>,
     /// Per operation (syscall name): calls, total latency and parts.
     pub by_op: HashMap<String, OpWhy>,
-    /// Count idle waits ([`crate::waits::is_wait`]: poll, epoll_wait, futex, nanosleep, wait4,
-    /// ...) too; by default they are left out.
+    /// Count idle waits (ended by their own timeout or by outside work; without a breakdown,
+    /// poll, epoll_wait, futex, nanosleep, wait4, ...: [`crate::waits`]) too; by default they
+    /// are left out.
     pub with_waits: bool,
     /// Idle waits left out.
     pub waits_left_out: u64,
+    /// The waits seen, by kind, and those left out ([`crate::waits::LeftOut`]).
+    pub waits: crate::waits::LeftOut,
     /// Page-fault time (ns) by the file behind the faults ([`UNKNOWN_FILE`] when unnamed).
     pub fault_files: HashMap<String, u64>,
+    /// Where the calls' chains of waits end (counted when added with chains).
+    pub roots: RootAgg,
 }
 
 /// How the views list page-fault time whose file the recording could not name.
@@ -219,12 +270,18 @@ pub struct OpWhy {
 impl WhyAgg {
     /// Add the rows `rows` of `b` (syscalls only; other kinds are ignored).
     pub fn add(&mut self, b: &EventBatch, rows: &[u32]) {
+        self.add_with_chains(b, rows, None);
+    }
+
+    /// [`WhyAgg::add`], counting where each call's chain of waits ends (through the calls of
+    /// `chains`, the recording's indexed).
+    pub fn add_with_chains(&mut self, b: &EventBatch, rows: &[u32], chains: Option<&ChainIndex>) {
         for &r in rows {
             let i = r as usize;
             if b.kind[i] != EventKind::Syscall as u8 {
                 continue;
             }
-            if !self.with_waits && crate::waits::is_wait(b, i) {
+            if self.waits.classify(b, i, self.with_waits) {
                 self.waits_left_out += 1;
                 continue;
             }
@@ -235,6 +292,9 @@ impl WhyAgg {
             }
             self.calls += 1;
             self.total_ns += b.lat[i];
+            if let Some(c) = chains.and_then(|x| x.chain(b, i)) {
+                self.roots.add(&c);
+            }
             let op = self.by_op.entry(op_name(b.kind[i], b.nr[i])).or_default();
             op.calls += 1;
             op.total_ns += b.lat[i];
@@ -260,9 +320,9 @@ impl WhyAgg {
                 r[1] += b.wake_queue_ns[i];
                 r[2] += b.wake_device_ns[i];
             }
-            if let Some(w) = waker(b, i) {
-                // The waker ended the call's longest blocked interval: credit it with the blocked
-                // time of the dominant blocked part.
+            if let Some(w) = waited_on(b, i) {
+                // The waker ended the call's longest blocked interval (or the lock's holder kept
+                // it waiting): credit it with the blocked time of the dominant blocked part.
                 let (k, v) = (2..WHY_PARTS - 1).map(|k| (k, p[k])).max_by_key(|&(_, v)| v).unwrap_or((0, 0));
                 if v > 0 {
                     if let Some((wp, wt)) = waker_wait(b, i) {
@@ -370,6 +430,8 @@ impl WhyAgg {
             "wakers": self.ranked_wakers(n).into_iter().map(|(w, k, t)| json!({"waker": w, "cause": WHY_PART_NAMES[k], "blocked_ns": t,
                 "was_in": self.waker_was_in(w).map(|(p, t)| json!({"cause": WHY_PART_NAMES[p], "ns": t}))})).collect::<Vec<_>>(),
             "idle_waits_left_out": self.waits_left_out,
+            "waits": self.waits.to_json(),
+            "chain_roots": self.roots_json(None, n),
             "page_fault_files": largest(&self.fault_files, n).into_iter().map(|(p, t)| json!({"path": p, "fault_ns": t})).collect::<Vec<_>>(),
             "operations": self.ranked_ops(n).into_iter().map(|(op, o)| json!({
                 "op": op, "calls": o.calls, "total_ns": o.total_ns, "max_ns": o.max_ns,
@@ -425,21 +487,10 @@ impl WhyAgg {
             );
             return s;
         }
-        let _ = writeln!(
-            s,
-            "{} calls took {} over {}{}",
-            self.calls,
-            fmt_ns(self.total_ns),
-            fmt_ns(span_ns),
-            if self.waits_left_out > 0 {
-                format!(
-                    " ({} idle waits left out: poll, epoll_wait, futex, sleeps, wait4; --waits counts them)",
-                    self.waits_left_out
-                )
-            } else {
-                String::new()
-            }
-        );
+        let _ = writeln!(s, "{} calls took {} over {}", self.calls, fmt_ns(self.total_ns), fmt_ns(span_ns));
+        if let Some(n) = self.waits.note() {
+            let _ = writeln!(s, "({n})");
+        }
         let _ = writeln!(s, "\nslowest operations by total time:");
         for (k, (op, o)) in self.ranked_ops(n).into_iter().enumerate() {
             let _ = writeln!(
@@ -471,7 +522,55 @@ impl WhyAgg {
             list_line(&mut s, "woken by", wakers);
         }
         let _ = writeln!(s, "\ntime by cause: {}", top_causes(&self.parts, self.total_ns, WHY_PARTS));
+        if let Some(r) = self.roots_text(h, 4) {
+            let _ = writeln!(s, "{r}");
+        }
         clean_lines(&s)
+    }
+}
+
+impl WhyAgg {
+    /// `where the waits end: 62% at loop0(7:0)'s device time (4 calls), 30% at app/12 running
+    /// (2 calls)`: the chains' roots by their share of the calls' longest waits, the `n` largest.
+    pub fn roots_text(&self, h: &TraceHeader, n: usize) -> Option<String> {
+        if self.roots.chains == 0 || self.roots.wait_ns == 0 {
+            return None;
+        }
+        let items: Vec<String> = self
+            .roots
+            .ranked()
+            .into_iter()
+            .take(n)
+            .map(|(root, calls, ns)| {
+                format!(
+                    "{:.0}% at {} ({calls} call{})",
+                    ns as f64 * 100.0 / self.roots.wait_ns as f64,
+                    root.label(|d| crate::events::disk_label(h, d)),
+                    if calls == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        Some(format!("where the longest waits end (their chains of waits): {}", items.join(", ")))
+    }
+
+    /// The chains' roots as JSON: `[{"root", "kind", "calls", "ns", "share"}]`, the `n` largest;
+    /// `h` names devices (without it, as `major:minor`).
+    pub fn roots_json(&self, h: Option<&TraceHeader>, n: usize) -> Value {
+        let disk = |d: u32| match h {
+            Some(h) => crate::events::disk_label(h, d),
+            None => format!("{}:{}", d >> 20, d & 0xfffff),
+        };
+        let total = self.roots.wait_ns.max(1) as f64;
+        Value::Array(
+            self.roots
+                .ranked()
+                .into_iter()
+                .take(n)
+                .map(|(root, calls, ns)| {
+                    json!({"root": root.label(disk), "kind": root.kind(), "calls": calls, "ns": ns, "share": ns as f64 / total})
+                })
+                .collect(),
+        )
     }
 }
 

@@ -77,4 +77,3 @@ pub fn print_warnings(warnings: &[String]) {
         eprintln!("latscope: warning: {w}");
     }
 }
-

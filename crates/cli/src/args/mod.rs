@@ -7,7 +7,9 @@
 mod live;
 mod output;
 mod read;
+mod window;
 
 pub use live::*;
 pub use output::*;
 pub use read::*;
+pub use window::*;

@@ -148,4 +148,3 @@ pub fn check_range(
     }
     Ok(())
 }
-

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 /// Run unattended: named series (a filter and a grouping each) counted in the kernel, served on
 /// /metrics for Prometheus (native histograms over protobuf, classic buckets in text) and pushed
-/// to Graphite (count, p50, p90, p99, max per interval).
+/// to Graphite (count, p50, p90, p99, max per interval); and flight recorders ([[recorder]]: the
+/// last seconds kept in memory, written to a directory when a trigger fires, the oldest dumps
+/// deleted, counted on /metrics; `latscope trigger RECORDER/NAME` fires one by hand).
 ///
 /// The configuration (TOML) names the series; SIGHUP reloads it (unchanged series keep their
 /// counts; a configuration with an error is logged and the running one kept). Each series keeps
@@ -38,9 +40,16 @@ A configuration:
   by = \"syscall\"
   [[series]]
   name = \"disks\"
-  by = \"disk\"")]
+  by = \"disk\"
+  [[recorder]]                 # a flight recorder: the last 30 s kept, written when a trigger fires
+  name = \"pg\"
+  dir = \"/var/lib/latscope/flight/pg\"
+  ring = \"30s\"
+  why_above = \"50ms\"
+  triggers = [\"slow: evt.latency > 150ms and proc.name = postgres\", \"p99 of fsync over 10s > 20ms\"]")]
 pub struct Args {
-    /// Configuration file (TOML): listen, interval, host, max_labels, [graphite], [[series]].
+    /// Configuration file (TOML): listen, interval, host, max_labels, [graphite], [[series]],
+    /// [[recorder]].
     #[arg(short, long, value_name = "FILE")]
     pub config: PathBuf,
     /// Push to this carbon plaintext receiver (HOST:PORT) instead of the configuration's.
@@ -85,7 +94,28 @@ pub fn run(a: Args) -> Result<ExitCode> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone()).context("cannot install signal handlers")?;
     let mut agent = Agent::start(cfg)?;
     let addr = agent.local_addr().map_or_else(|| "?".into(), |a| a.to_string());
-    eprintln!("latscope agent: {} series, metrics on http://{addr}/metrics", agent.config().series.len());
+    eprintln!(
+        "latscope agent: {} series, {} flight recorders, metrics on http://{addr}/metrics",
+        agent.config().series.len(),
+        agent.config().recorders.len()
+    );
+    for r in &agent.config().recorders {
+        eprintln!(
+            "latscope agent: recorder {}: keeping in memory {}; dumps in {} (at most {} kept)",
+            r.name,
+            r.ring.describe(),
+            r.dir.display(),
+            r.keep
+        );
+    }
+    match agent.trigger_socket() {
+        Ok(p) => eprintln!(
+            "latscope agent: fire a recorder's trigger by hand: latscope trigger RECORDER/NAME ({})",
+            p.display()
+        ),
+        Err(e) if !agent.config().recorders.is_empty() => eprintln!("latscope agent: warning: no trigger socket: {e}"),
+        Err(_) => {}
+    }
     for set in agent.probe_sets().iter().filter(|s| s.len() > 1) {
         eprintln!("latscope agent: series {} share one probe set", set.join(", "));
     }
@@ -107,9 +137,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
 fn describe(file: &std::path::Path, cfg: &AgentConfig) -> String {
     use std::fmt::Write;
     let mut out = format!(
-        "{}: {} series, host {}, /metrics on {}, every {}",
+        "{}: {} series, {} recorders, host {}, /metrics on {}, every {}",
         file.display(),
         cfg.series.len(),
+        cfg.recorders.len(),
         cfg.host,
         cfg.listen,
         fmt_ns(cfg.interval.as_nanos() as u64)
@@ -119,6 +150,20 @@ fn describe(file: &std::path::Path, cfg: &AgentConfig) -> String {
         None => out.push_str(", no Graphite push"),
     }
     out.push('\n');
+    for r in &cfg.recorders {
+        let _ = writeln!(
+            out,
+            "  recorder {}: keeps {}{}; dumps to {} ({} after each trigger, at most one per {}, {} kept); triggers: {}",
+            r.name,
+            r.ring.describe(),
+            if r.filter.is_empty() { String::new() } else { format!(" of the events where {}", r.filter) },
+            r.dir.display(),
+            fmt_ns(r.after.as_nanos() as u64),
+            fmt_ns(r.min_gap.as_nanos() as u64),
+            r.keep,
+            r.triggers.join("; ")
+        );
+    }
     for s in &cfg.series {
         let what = match s.kind {
             EventKind::Syscall => "syscalls",
@@ -151,7 +196,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(
             lines[0].ends_with(
-                ": 2 series, host db1, /metrics on 127.0.0.1:9465, every 15.0s, Graphite to carbon:2003 under latscope"
+                ": 2 series, 0 recorders, host db1, /metrics on 127.0.0.1:9465, every 15.0s, Graphite to carbon:2003 under latscope"
             ),
             "{text}"
         );

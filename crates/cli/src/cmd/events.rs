@@ -80,14 +80,24 @@ pub fn run(a: Args) -> Result<ExitCode> {
     };
     // Syscalls printed, and those with a breakdown: --why says so when none had one.
     let (mut calls, mut explained) = (0u64, 0u64);
+    // The calls of every block read (not only those the filter took): chains of waits go
+    // through them.
+    let mut chains = latscope_view::chain::ChainIndex::new();
     while left.get() > 0 {
         let Some(c) = scan.next_batch() else { break };
         let c = c?;
         let b = c.batch;
+        chains.add(b);
         for &i in c.rows {
             let i = i as usize;
             let text = if json_lines {
-                serde_json::to_string(&json(&header, b, i))?
+                let mut v = json(&header, b, i);
+                if let Some(ch) =
+                    latscope_view::why::chain_json(&header, &chains, b, i).filter(|_| v["why"].is_object())
+                {
+                    v["why"]["chain"] = ch;
+                }
+                latscope_event::escape::json_ascii_controls(serde_json::to_string(&v)?)
             } else if a.why {
                 let mut t = line(&header, b, i, tf);
                 calls += u64::from(b.kind[i] == latscope_event::EventKind::Syscall as u8);
@@ -95,6 +105,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     explained += 1;
                     t.push('\n');
                     t.push_str(&w);
+                }
+                if let Some(ch) = latscope_view::why::chain_line(&header, &chains, b, i) {
+                    t.push('\n');
+                    t.push_str(&ch);
                 }
                 t
             } else {

@@ -1,4 +1,5 @@
-//! `latscope export`: traces -> Parquet (one file, or Hive-style partitions by host, date, hour).
+//! `latscope export`: traces -> Parquet (one file, or Hive-style partitions by host, date, hour),
+//! or one trace -> a Perfetto trace (`export_perfetto.rs`).
 
 use crate::args::{FilterArg, JsonArg};
 use anyhow::{bail, Context, Result};
@@ -13,7 +14,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-/// Export traces to Parquet for query engines (DuckDB, Spark, Trino, pandas, Polars).
+/// Export traces to Parquet for query engines (DuckDB, Spark, Trino, pandas, Polars), or a
+/// trace to Perfetto's trace format for ui.perfetto.dev (--perfetto).
 ///
 /// Writes one row per event (typed columns: wall-clock time in UTC microseconds and exact
 /// nanoseconds, latency in ns, operation names and numbers, process, file, disk, sizes, host)
@@ -24,12 +26,23 @@ use std::time::{Duration, Instant};
 /// `OUT/events/host=H/date=YYYY-MM-DD/hour=0..23/part-N.parquet` (and `OUT/processes/host=H/...`):
 /// exporting into it again adds parts and never replaces one. zstd-compressed, row groups of
 /// 1 Mi events. Columns and fleet-wide SQL queries: docs/EXPORT.md.
+///
+/// With --perfetto FILE: every thread's calls over time as a Perfetto trace (open it at
+/// ui.perfetto.dev): a track per process and thread, each syscall a slice (with its fd, path,
+/// bytes, result and the --why breakdown as arguments), each block request a slice on its disk,
+/// wake-ups as flows from the waking call to the woken one (and from a block request to the call
+/// its completion woke), counters per interval. --from/--to export a window. A file larger than
+/// --max-size (512MiB: what the Perfetto UI loads in a browser) is refused, or cut into parts by
+/// time with --split. docs/PERFETTO.md says what each track means.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope export -r trace.lst --parquet trace.parquet
   latscope export -r web1.lst -r web2.lst --parquet fleet/        # partitioned by host, date, hour
   latscope export -r traces/ --parquet fleet/                     # every *.lst in traces/
   latscope export -r trace.lst --parquet slow.parquet 'evt.latency > 1ms'
+  latscope export -r slow.lst --perfetto slow.pftrace                # then open it at ui.perfetto.dev
+  latscope export -r slow.lst --perfetto spike.pftrace --from 10:32:00 --to 10:32:05 'proc.name = app'
+  latscope export -r big.lst --perfetto big.pftrace --split          # big.part1.pftrace, big.part2...
   duckdb -c \"SELECT host, kind, op, count(*), quantile_disc(lat, 0.99) / 1e6 AS p99_ms \\
              FROM read_parquet('fleet/events/**/*.parquet', hive_partitioning = true) \\
              GROUP BY ALL ORDER BY p99_ms DESC LIMIT 10\"   # op: write (syscall) or block_write")]
@@ -39,8 +52,10 @@ pub struct Args {
     #[arg(short = 'r', long = "read", value_name = "TRACE", required = true)]
     pub files: Vec<PathBuf>,
     /// Output: a .parquet file, or a directory to partition into.
-    #[arg(long, value_name = "OUT")]
-    pub parquet: PathBuf,
+    #[arg(long, value_name = "OUT", required_unless_present = "perfetto", conflicts_with = "perfetto")]
+    pub parquet: Option<PathBuf>,
+    #[command(flatten)]
+    pub perfetto: super::export_perfetto::PerfettoArgs,
     #[command(flatten)]
     pub filter: FilterArg,
     /// Host name to write instead of each trace's own.
@@ -55,9 +70,10 @@ pub struct Args {
     /// Only the events table (no processes, disks, traces and stacks tables).
     #[arg(long)]
     pub no_tables: bool,
-    /// Look up the recorded binaries under DIR (their recorded paths below it) to name the user
-    /// frames of the stacks table; by default their recorded paths. A binary whose build id
-    /// differs from the recorded one is not used.
+    /// Look up the recorded binaries under DIR (their recorded paths below it, as if DIR were /:
+    /// never outside it) to name the user frames of the stacks table; by default their recorded
+    /// paths. Only regular files are read; a binary whose build id differs from the recorded one
+    /// is not used.
     #[arg(long, value_name = "DIR")]
     pub binaries: Option<PathBuf>,
     /// No progress line.
@@ -91,9 +107,13 @@ fn trace_files(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let files = trace_files(&a.files)?;
+    let Some(parquet) = a.parquet.clone() else {
+        return super::export_perfetto::run(&files, &a.perfetto, &a.filter, a.quiet, a.json.json);
+    };
+    a.perfetto.refuse_without_perfetto()?;
     // An output that is one of the traces (a path, a symlink, a hard link) is refused up front.
-    latscope_trace::check_output_not_input(&files, &a.parquet)?;
-    let mut opts = ParquetOptions::new(Output::from_path(&a.parquet));
+    latscope_trace::check_output_not_input(&files, &parquet)?;
+    let mut opts = ParquetOptions::new(Output::from_path(&parquet));
     opts.filter = a.filter.parse()?;
     opts.host = a.host.clone();
     opts.row_group_rows = a.row_group_rows;
@@ -103,7 +123,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let root = a.binaries.clone();
     opts.frame_names = Some(FrameNamer(std::sync::Arc::new(move |table: &StackTable| {
         let mut names = StackNames::new(table.clone(), root.as_deref());
-        table.iter().map(|e| (e.id, names.frames(e.id, e.kind))).collect()
+        table.iter().map(|e| (e.id, names.frame_names(e.id, e.kind))).collect()
     })));
 
     let show = !a.quiet && std::io::stderr().is_terminal();
@@ -169,7 +189,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             ev_bytes as f64 / s.events_exported.max(1) as f64,
             match events.as_slice() {
                 [one] => format!(": {}", one.path.display()),
-                _ => format!(" under {}", a.parquet.join("events").display()),
+                _ => format!(" under {}", parquet.join("events").display()),
             }
         );
         for f in s.files.iter().filter(|f| f.table != "events") {

@@ -190,7 +190,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         let groups: Vec<_> = groups.iter().map(|(n, h)| histview::to_json(n, h, &o)).collect();
         let j = serde_json::json!({ "what": o.what, "filter": o.filter, "by": by.name(), "groups": groups,
             "groups_not_shown": hidden, "counted": counted, "waits_left_out": note, "note": note_text });
-        format!("{}\n", serde_json::to_string(&j)?)
+        format!("{}\n", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))
     } else {
         let texts: Vec<String> = groups.iter().map(|(n, h)| histview::render_text(&heading(n), h, &o)).collect();
         let f = o.filter.as_deref().map_or(String::new(), |f| format!(" matching '{f}'"));

@@ -45,9 +45,17 @@ pub fn run(a: Args) -> Result<ExitCode> {
         block_completions_without_issue: report.summary.map(|s| s.block_completions_without_issue),
         wakeups_unseen: report.summary.map(|s| s.wakeups_unseen),
         program_runs_skipped: report.summary.and_then(|s| s.program_runs_skipped),
+        blocks_truncated: report.summary.map(|s| s.truncated).unwrap_or_default(),
+        stacks_missing: report.summary.map_or_else(Vec::new, |s| {
+            let mut r: Vec<(String, u64)> =
+                s.stacks_missing.reasons().iter().filter(|(_, n)| *n > 0).map(|(k, n)| (k.to_string(), *n)).collect();
+            r.sort_by_key(|b| std::cmp::Reverse(b.1));
+            r
+        }),
     };
     if a.json.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(scan.header(), &census, &facts, a.verbose))?);
+        let j = serde_json::to_string_pretty(&to_json(scan.header(), &census, &facts, a.verbose))?;
+        println!("{}", latscope_event::escape::json_ascii_controls(j));
     } else {
         print!("{}", render_text(scan.header(), &census, &facts, a.verbose));
     }

@@ -3,7 +3,7 @@
 use crate::args::{print_warnings, FilterArg, LiveArgs};
 use anyhow::{Context, Result};
 use latscope_event::units::{fmt_bytes, fmt_count, parse_duration_ns, parse_duration_secs_default};
-use latscope_live::{Recorder, RecorderOptions, Recording, WRITER_QUEUE_BLOCKS};
+use latscope_live::{LiveSession, Recorder, RecorderOptions, Recording, WRITER_QUEUE_BLOCKS};
 use latscope_trace::ThreadedTraceWriter;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -29,7 +29,13 @@ use std::time::Duration;
   latscope record -w slow.lst --why-above 1ms -- ./server   # and why each call over 1 ms took its time
   latscope record -w slow.lst --why-above 10ms --stacks -p 1234   # with the stacks of those calls
   latscope record -w run.lst --json=run.json -- ./bench     # the summary for scripts, apart from its output
-  ssh host latscope record -w - -d 10s | latscope hist -r -   # a remote machine, as a stream")]
+  ssh host latscope record -w - -d 10s | latscope hist -r -   # a remote machine, as a stream
+  latscope record -w /var/tmp/flight --ring 30s --why-above 50ms --trigger 'slow: evt.latency > 150ms'
+                                                      # a flight recorder: the 30 s before each slow call
+  latscope record -w dumps --ring 1m --trigger 'pg: p99 of fsync on /var/lib/pg over 10s > 20ms' \\
+      --trigger 'errs: errors > 100/s' --before 30s --after 10s --min-gap 5m --keep 50
+  latscope trigger slow                               # fire it by hand (or: --trigger 'usr: signal USR1')
+  latscope record -w /data/capture --rotate 1GiB --keep 24   # days of capture, one complete file per GiB")]
 pub struct Args {
     /// Trace file to write, '-' for standard output. Created with mode 0600 (a trace holds every
     /// process's paths and command lines) and put in place once the probes are attached; a file
@@ -38,9 +44,10 @@ pub struct Args {
     /// recording is over (Ctrl-C, --duration) is given up, with an error.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub file: PathBuf,
-    /// Stop after this long (e.g. 30s, 5m, 1h; a bare number is seconds).
-    #[arg(short = 'd', long, default_value = "1h", value_parser = parse_duration_secs_default, value_name = "DURATION")]
-    pub duration: u64,
+    /// Stop after this long (e.g. 30s, 5m, 1h; a bare number is seconds). Default 1h; with
+    /// --ring or --rotate, until stopped.
+    #[arg(short = 'd', long, value_parser = parse_duration_secs_default, value_name = "DURATION")]
+    pub duration: Option<u64>,
     #[command(flatten)]
     pub live: LiveArgs,
     /// Do not record block requests.
@@ -80,18 +87,18 @@ pub struct Args {
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "-", value_name = "FILE")]
     pub json: Option<PathBuf>,
     #[command(flatten)]
+    pub keep: super::flight::KeepArgs,
+    #[command(flatten)]
     pub filter: FilterArg,
     /// Command to run and record from start to exit (with its children).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 
-pub fn run(a: Args) -> Result<ExitCode> {
+/// The live session of a recording (to a file, a ring or rotating files).
+pub fn start_session(a: &Args) -> Result<LiveSession> {
     if a.flush_every < 10_000_000 {
         anyhow::bail!("--flush-every must be at least 10ms");
-    }
-    if let Some(j) = a.json.as_deref().filter(|j| j.as_os_str() != "-") {
-        crate::args::check_output(Some(&a.file), Some(j))?;
     }
     let why = a.why_above.or((a.why || a.stacks).then_some(0));
     let mut session = a
@@ -110,9 +117,27 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if a.detach {
         session.detach_command();
     }
+    Ok(session)
+}
+
+pub fn run(mut a: Args) -> Result<ExitCode> {
+    if a.keep.active() {
+        if a.json.as_deref().is_some_and(|j| j.as_os_str() != "-") {
+            anyhow::bail!(
+                "with --ring or --rotate, --json prints one JSON line per event on standard output: use bare --json"
+            );
+        }
+        return super::flight::run(a);
+    }
+    a.keep.check()?;
+    let duration = *a.duration.get_or_insert(3_600_000_000_000);
+    if let Some(j) = a.json.as_deref().filter(|j| j.as_os_str() != "-") {
+        crate::args::check_output(Some(&a.file), Some(j))?;
+    }
+    let session = start_session(&a)?;
     let command_pid = session.command_pid();
     // --duration holds from here, even for a header that waits for a slow reader.
-    if let Some(end) = std::time::Instant::now().checked_add(Duration::from_nanos(a.duration)) {
+    if let Some(end) = std::time::Instant::now().checked_add(Duration::from_nanos(duration)) {
         latscope_trace::stop_at(end);
     }
     // A recording that fails (a full disk, a reader gone or stalled) has already stopped the
@@ -138,7 +163,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         .map_err(|e| stopped(e, false))?;
     let opts = RecorderOptions {
         flush_every: Duration::from_nanos(a.flush_every),
-        duration: Some(Duration::from_nanos(a.duration)),
+        duration: Some(Duration::from_nanos(duration)),
         ..Default::default()
     };
     let progress = !a.quiet && std::io::stderr().is_terminal();
@@ -190,6 +215,12 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
         if let Some(n) = rec.program_runs_skipped {
             j["program_runs_skipped"] = n.into();
         }
+        if let Some(st) = &rec.stacks {
+            j["stacks"] = serde_json::json!({
+                "distinct": st.entries, "missing": st.missing,
+                "maps_reads": st.maps.reads, "maps_bytes": st.maps.bytes, "maps_reads_refused": st.maps.refused,
+            });
+        }
         match a.json.as_deref() {
             Some(p) if p.as_os_str() != "-" => crate::args::write_output(Some(p), format!("{j}\n").as_bytes())?,
             _ if !a.command.is_empty() => eprintln!("{j}"),
@@ -224,6 +255,9 @@ fn report(a: &Args, rec: &Recording) -> Result<()> {
                  alone (its syscall, fd, I/O wait), with no waker",
                 s.wakeups_unseen
             );
+        }
+        if let Some(m) = rec.stacks.as_ref().map(|st| st.missing).filter(|m| !m.is_none()) {
+            eprintln!("latscope: {} (each missing stack's entry says why: see `why --stacks`)", m.describe());
         }
         if let Some(n) = rec.program_runs_skipped.filter(|&n| n > 0) {
             eprintln!("latscope: {n} program runs skipped: the kernel does not re-enter a program on a CPU");

@@ -1,4 +1,5 @@
-//! `latscope timeline`: events -> operations/s, throughput and p50/p99/max latency per interval.
+//! `latscope timeline`: events -> operations/s, throughput and p50/p99/max latency per interval;
+//! with `--threads`, every thread's calls over a window (`timeline_threads.rs`).
 
 use crate::args::{finish_scan, refuse_terminal, shown, write_output, JsonArg, ReadArgs, ScanPlan};
 use anyhow::{bail, Result};
@@ -17,13 +18,22 @@ use std::process::ExitCode;
 /// recording, or the edges of a filter's time window, only in part). Idle waits (sleeps, polls,
 /// futex and child waits), whose length the caller chooses, are left out unless --waits, as in
 /// every view. Text table on stdout, an SVG line chart with -o, or JSON.
+///
+/// With --threads: every thread's story over a window instead, one row per thread, each call a
+/// bar coloured by the part of its latency that took most of it (record --why: on CPU, run
+/// queue, block I/O, lock, pipe/socket, ...), and the wake-ups: which thread's call woke which.
+/// Text in the terminal (a letter per column of time), SVG or HTML (-o FILE.svg, FILE.html; the
+/// bars' tooltips name each call, arrows draw the wake-ups), or JSON. --from/--to choose the
+/// window (default: the whole recording, at most 200,000 calls).
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope timeline -r trace.lst                         # table, 1 s intervals
   latscope timeline -r trace.lst --block -o load.svg     # next to: latscope heatmap --block
   latscope timeline -r trace.lst 'fd.type = file' --interval 100ms -o io.svg
   latscope timeline --input perf -r out.blockio -o load.svg
-  latscope timeline -r trace.lst --json | jq '.points[] | .p99_ns'")]
+  latscope timeline -r trace.lst --json | jq '.points[] | .p99_ns'
+  latscope timeline -r slow.lst --threads --from 10s --to 10.5s        # who waited for whom
+  latscope timeline -r slow.lst --threads --from 10:32:00 --to 10:32:01 -o threads.html 'proc.name = app'")]
 pub struct Args {
     #[command(flatten)]
     pub read: ReadArgs,
@@ -45,6 +55,18 @@ pub struct Args {
     /// operations, rates and latency; by default they are left out and counted apart.
     #[arg(long)]
     pub waits: bool,
+    /// Every thread's calls over a window, and who woke whom, instead of the load per interval.
+    #[arg(long)]
+    pub threads: bool,
+    #[command(flatten)]
+    pub window: crate::args::WindowArgs,
+    /// With --threads: most threads shown (the busiest).
+    #[arg(long, value_name = "N", default_value_t = 40)]
+    pub rows: usize,
+    /// With --threads: width of the text rows in characters (default: the terminal's, or
+    /// $COLUMNS, or 120).
+    #[arg(long, value_name = "COLUMNS")]
+    pub width: Option<usize>,
 }
 
 /// Most intervals a timeline may have.
@@ -52,6 +74,12 @@ const MAX_INTERVALS: usize = 100_000;
 
 pub fn run(a: Args) -> Result<ExitCode> {
     crate::args::check_output(Some(&a.read.file), a.output.as_deref())?;
+    if a.threads {
+        return super::timeline_threads::run(&a);
+    }
+    if a.window.is_set() {
+        bail!("--from and --to go with --threads (for the load per interval, filter: 'evt.reltime >= 10s')");
+    }
     if a.interval == 0 {
         bail!("--interval must be positive");
     }
@@ -59,7 +87,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
         refuse_terminal(a.output.as_deref(), "the timeline chart", "-o FILE (or --json)")?;
     }
     let kind = a.read.kind(a.block);
-    let cols = ["kind", "ts", "lat", "bytes", "nr", "ret"];
+    let mut cols = vec!["kind", "ts", "lat", "bytes", "nr", "ret"];
+    cols.extend(latscope_view::waits::COLUMNS);
     let mut scan = a.read.open("timeline", ScanPlan { columns: &cols, zone: None })?;
     let header = scan.header().clone();
     let mut tl = Timeline::new(header.start_ns, a.interval, MAX_INTERVALS).with_waits(a.waits);
@@ -76,16 +105,16 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let wall = (header.realtime_offset_ns != 0).then(|| header.wall_ns(header.start_ns));
     let out = a.output.as_deref();
     if a.json.json {
-        write_output(out, format!("{}\n", serde_json::to_string(&tl.to_json(wall))?).as_bytes())?;
+        write_output(
+            out,
+            format!("{}\n", latscope_event::escape::json_ascii_controls(serde_json::to_string(&tl.to_json(wall))?))
+                .as_bytes(),
+        )?;
     } else if out.is_some() {
         let noun = if kind == EventKind::Block { "Block I/O" } else { "Syscall" };
         let title = a.title.clone().unwrap_or_else(|| format!("{noun} load and latency"));
-        let mut sub = format!(
-            "{}; {}; {} intervals",
-            a.read.file.display(),
-            tl.headline(kind),
-            fmt_secs(tl.interval_secs())
-        );
+        let mut sub =
+            format!("{}; {}; {} intervals", a.read.file.display(), tl.headline(kind), fmt_secs(tl.interval_secs()));
         if !scan.filter().is_match_all() {
             sub.push_str(&format!("; filter: {}", scan.filter().source()));
         }

@@ -63,9 +63,10 @@ pub struct Args {
     /// blocked time by waker, with a legend.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
-    /// Look up the recorded binaries under DIR (their recorded paths below it) to name user
-    /// frames, e.g. a copy of the recording machine's files; by default their recorded paths.
-    /// A binary whose build id differs from the recorded one is not used.
+    /// Look up the recorded binaries under DIR (their recorded paths below it, as if DIR were /:
+    /// never outside it) to name user frames, e.g. a copy of the recording machine's files; by
+    /// default their recorded paths. Only regular files are read; a binary whose build id
+    /// differs from the recorded one is not used.
     #[arg(long, value_name = "DIR")]
     pub binaries: Option<PathBuf>,
     #[command(flatten)]
@@ -160,6 +161,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let header = scan.header().clone();
     let mut agg = WhyAgg { with_waits: a.waits, ..Default::default() };
     let mut sagg = StackAgg { with_waits: a.waits, ..Default::default() };
+    // Every call of each block (not only those the filter took): the chains go through them.
+    let mut chains = latscope_view::chain::ChainIndex::new();
     let (mut first, mut last) = (u64::MAX, 0u64);
     let mut table = StackTable::default();
     while let Some(c) = scan.next_batch() {
@@ -169,7 +172,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
             first = first.min(c.batch.ts[i]);
             last = last.max(c.batch.end(i));
         }
-        agg.add(c.batch, c.rows);
+        chains.add(c.batch);
+        agg.add_with_chains(c.batch, c.rows, Some(&chains));
         if want_stacks {
             sagg.add(c.batch, c.rows);
             // The stack table is in the metadata of the blocks that first use each stack: read
@@ -184,7 +188,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut names = want_stacks.then(|| StackNames::new(table, a.binaries.as_deref()));
     if let Some(p) = &a.svg {
         let title = match &a.file {
-            Some(f) => super::top::breakdown_title(f, &a.filter),
+            Some(f) => super::top_why::breakdown_title(f, &a.filter),
             None => "Why was it slow".to_string(),
         };
         write_output(Some(p), latscope_view::whysvg::render_svg(&agg, a.top, &title).as_bytes())?;
@@ -206,7 +210,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
         if a.stacks {
             if a.json.json {
-                println!("{}", stacks::to_json(&sagg, names, a.top));
+                println!(
+                    "{}",
+                    latscope_event::escape::json_ascii_controls(stacks::to_json(&sagg, names, a.top).to_string())
+                );
             } else {
                 print!("{}", stacks::render_text(&sagg, names, a.top));
             }
@@ -220,7 +227,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
     }
     if a.json.json {
-        println!("{}", agg.to_json(a.top));
+        let mut j = agg.to_json(a.top);
+        j["chain_roots"] = agg.roots_json(Some(&header), a.top);
+        println!("{}", latscope_event::escape::json_ascii_controls(j.to_string()));
     } else {
         // Over the time covered: the recording (within the filter's time window), as every view.
         let events = (first <= last).then(|| latscope_event::Span::new(first, last));

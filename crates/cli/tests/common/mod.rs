@@ -146,3 +146,53 @@ pub fn compile_c(src: &str, dir: &Path) -> PathBuf {
 pub fn json_lines(s: &str) -> Vec<serde_json::Value> {
     s.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("valid JSON line")).collect()
 }
+
+/// Runs a shell command when dropped (cleanup that must happen when an assertion fails).
+#[allow(dead_code)] // each test file uses some
+pub struct Defer(pub String);
+
+impl Drop for Defer {
+    fn drop(&mut self) {
+        let _ = Command::new("sh").arg("-c").arg(&self.0).status();
+    }
+}
+
+/// A loop device throttled to 20 write I/Os per second (blkio cgroup v1, or io.max on cgroup v2)
+/// in a cgroup of its own: `dev` and `pre`, a shell command that moves the shell into the
+/// cgroup. Dropping it removes both. `None` (said) where there is no controller to throttle with.
+#[allow(dead_code)] // each test file uses some
+pub struct ThrottledLoop {
+    /// The device (`/dev/loop3`).
+    pub dev: String,
+    /// A shell command that moves the shell into the device's cgroup.
+    pub pre: String,
+    _rm: Defer,
+    _lo: LoopDev,
+}
+
+#[allow(dead_code)] // each test file uses some
+pub fn throttled_loop(test: &str) -> Option<ThrottledLoop> {
+    let lo = LoopDev::new(64);
+    let (dev, majmin) = (lo.dev.clone(), &lo.majmin);
+    let name = format!("latscope-why-{}-{test}", std::process::id());
+    let v1 = Path::new("/sys/fs/cgroup/blkio");
+    let (cg, limit) = if v1.join("blkio.throttle.write_iops_device").exists() {
+        (v1.join(&name), ("blkio.throttle.write_iops_device", format!("{majmin} 20")))
+    } else {
+        let root = Path::new("/sys/fs/cgroup");
+        if !std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default().contains("io") {
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("{test}: no blkio (v1) or io (v2) controller to throttle a device with");
+            }
+            eprintln!("SKIPPED {test}: no blkio (v1) or io (v2) controller to throttle a device with");
+            return None;
+        }
+        let _ = std::fs::write(root.join("cgroup.subtree_control"), "+io");
+        (root.join(&name), ("io.max", format!("{majmin} wiops=20")))
+    };
+    std::fs::create_dir(&cg).unwrap();
+    let rm = Defer(format!("rmdir {}", cg.display()));
+    std::fs::write(cg.join(limit.0), limit.1).unwrap();
+    let pre = format!("echo $$ > {}/cgroup.procs", cg.display());
+    Some(ThrottledLoop { dev, pre, _rm: rm, _lo: lo })
+}

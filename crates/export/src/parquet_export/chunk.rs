@@ -90,8 +90,10 @@ fn encoding_of(name: &str, t: &DataType) -> Enc {
         DataType::Dictionary(_, _) => Enc::KeyDict,
         DataType::Utf8 => Enc::Strings,
         DataType::Int64 | DataType::Timestamp(_, _) if matches!(name, "time" | "time_ns" | "lat" | "off") => Enc::Delta,
-        _ if matches!(name, "flags" | "mode" | "addr" | "qtime" | "wake_sector")
-            || name.starts_with("why_")
+        _ if matches!(
+            name,
+            "flags" | "mode" | "addr" | "qtime" | "wake_sector" | "lock_addr" | "lock_owner" | "chain_root_ns"
+        ) || name.starts_with("why_")
             || (name.starts_with("wake_") && name.ends_with("_ns"))
             || name == "waker_was_in_ns"
             || name == "fault_off" =>
@@ -152,6 +154,26 @@ enum Src {
     WakeDevice,
     WakerWasIn,
     WakerWasInNs,
+    Wait,
+    Lock,
+    LockAddr,
+    LockOwner,
+    /// Derived by the reader (the chain goes through other blocks' calls): see [`Derived`].
+    Chain,
+    ChainRoot,
+    ChainRootNs,
+}
+
+/// Values of the events table that the batch alone cannot give, by row of the batch: the
+/// chain of waits of each event (through calls of earlier blocks), computed by the reader.
+#[derive(Debug, Default)]
+pub(crate) struct Derived {
+    /// The chain as JSON (empty: none).
+    pub(crate) chain: StrCol,
+    /// Its root's label.
+    pub(crate) chain_root: StrCol,
+    /// The ns ending at the root.
+    pub(crate) chain_root_ns: Vec<i64>,
 }
 
 impl Src {
@@ -201,6 +223,13 @@ impl Src {
             "wake_device_ns" => Src::WakeDevice,
             "waker_was_in" => Src::WakerWasIn,
             "waker_was_in_ns" => Src::WakerWasInNs,
+            "wait" => Src::Wait,
+            "lock" => Src::Lock,
+            "lock_addr" => Src::LockAddr,
+            "lock_owner" => Src::LockOwner,
+            "chain" => Src::Chain,
+            "chain_root" => Src::ChainRoot,
+            "chain_root_ns" => Src::ChainRootNs,
             c if super::schema::CGROUP_COLUMNS.contains(&c) => {
                 Src::CgroupInfo(super::schema::CGROUP_COLUMNS.iter().position(|&x| x == c)? as u8)
             }
@@ -214,7 +243,7 @@ impl Src {
 
 /// The selected values of an integer column, as the events table types them (unsigned trace
 /// fields as signed integers of the same width or wider, times on the wall clock).
-fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &mut Vec<i64>) {
+fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, d: Option<&Derived>, sel: Sel<'_>, out: &mut Vec<i64>) {
     out.clear();
     out.reserve(sel.len());
     match src {
@@ -280,6 +309,14 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out:
         Src::WakeDevice => sel.gather(&b.wake_device_ns, out, |v| v as i64),
         Src::WakerWasInNs => each_row(sel, out, |i| waker_was_in_ns(b, i)),
         Src::FaultOff => sel.gather(&b.fault_off, out, |v| v),
+        Src::LockAddr => {
+            each_row(sel, out, |i| if matches!(b.lock_kind[i], 1 | 4 | 5) { b.lock_addr[i] as i64 } else { 0 })
+        }
+        Src::LockOwner => sel.gather(&b.lock_owner, out, |v| i64::from(v as i32)),
+        Src::ChainRootNs => match d {
+            Some(d) if !d.chain_root_ns.is_empty() => sel.gather(&d.chain_root_ns, out, |v| v),
+            _ => out.resize(sel.len(), 0),
+        },
         Src::Host
         | Src::Kind
         | Src::Op
@@ -292,7 +329,11 @@ fn gather_events(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out:
         | Src::CgroupInfo(_)
         | Src::WakerKind
         | Src::WakerComm
-        | Src::WakerWasIn => {}
+        | Src::WakerWasIn
+        | Src::Wait
+        | Src::Lock
+        | Src::Chain
+        | Src::ChainRoot => {}
     }
 }
 
@@ -305,19 +346,22 @@ fn each_row<U>(sel: Sel<'_>, out: &mut Vec<U>, f: impl FnMut(usize) -> U) {
 }
 
 /// The selected rows' keys of a dictionary column into `out` (cleared first).
-fn gather_keys(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &mut Vec<i16>) {
+fn gather_keys(src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, out: &mut Vec<i32>) {
     out.clear();
     match src {
-        Src::Kind => sel.gather(&b.kind, out, kind_key),
-        Src::FdType => sel.gather(&b.fd_type, out, fd_type_key),
+        Src::Kind => sel.gather(&b.kind, out, |k| i32::from(kind_key(k))),
+        Src::FdType => sel.gather(&b.fd_type, out, |t| i32::from(fd_type_key(t))),
         Src::Op => match sel {
-            Sel::Range(a, e) => out.extend(b.kind[a..e].iter().zip(&b.nr[a..e]).map(|(&k, &nr)| op_key(k, nr))),
-            Sel::Idx(r) => out.extend(r.iter().map(|&i| op_key(b.kind[i as usize], b.nr[i as usize]))),
+            Sel::Range(a, e) => {
+                out.extend(b.kind[a..e].iter().zip(&b.nr[a..e]).map(|(&k, &nr)| i32::from(op_key(k, nr))))
+            }
+            Sel::Idx(r) => out.extend(r.iter().map(|&i| i32::from(op_key(b.kind[i as usize], b.nr[i as usize])))),
         },
         Src::Disk => cx.disk_keys(&b.dev, sel, out),
         Src::CgroupInfo(_) => cx.cgroup_keys(&b.cgroup, sel, out),
-        Src::WakerKind => sel.gather(&b.waker_ctx, out, waker_kind_key),
-        Src::WakerWasIn => each_row(sel, out, |i| waker_was_in_key(b, i)),
+        Src::WakerKind => sel.gather(&b.waker_ctx, out, |c| i32::from(waker_kind_key(c))),
+        Src::WakerWasIn => each_row(sel, out, |i| i32::from(waker_was_in_key(b, i))),
+        Src::Wait => each_row(sel, out, |i| latscope_event::waits::wait_kind(b, i) as i32),
         _ => out.resize(sel.len(), 0),
     }
 }
@@ -341,7 +385,7 @@ struct Pager {
     zstd: zstd::bulk::Compressor<'static>,
     level: ZstdLevel,
     ints: Vec<i64>,
-    keys: Vec<i16>,
+    keys: Vec<i32>,
     raw: Vec<u8>,
     /// Strings derived per row (`waker_comm`).
     names: StrCol,
@@ -386,7 +430,13 @@ impl<W: Write + Send> DirectWriter<W> {
 
     /// Encodes the selected events of `b`, a batch of the trace `cx` describes, into the row
     /// group in progress; a full row group is written.
-    pub(crate) fn write_events(&mut self, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>) -> Result<()> {
+    pub(crate) fn write_events(
+        &mut self,
+        cx: &TraceContext,
+        b: &EventBatch,
+        d: Option<&Derived>,
+        sel: Sel<'_>,
+    ) -> Result<()> {
         if self.srcs.is_none() {
             return Err(ParquetError::General("not the events table's schema".into()));
         }
@@ -396,7 +446,7 @@ impl<W: Write + Send> DirectWriter<W> {
             let take = (n - at).min(self.row_group_rows - self.rows);
             let part = sel.part(at, at + take);
             for (c, &s) in self.columns.iter_mut().zip(self.srcs.iter().flatten()) {
-                c.add_events(s, cx, b, part, &mut self.pager)?;
+                c.add_events(s, cx, b, d, part, &mut self.pager)?;
             }
             self.rows += take;
             at += take;
@@ -701,8 +751,27 @@ impl Column {
     }
 
     /// The selected rows of `b`'s column `src`.
-    fn add_events(&mut self, src: Src, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>, p: &mut Pager) -> Result<()> {
+    fn add_events(
+        &mut self,
+        src: Src,
+        cx: &TraceContext,
+        b: &EventBatch,
+        d: Option<&Derived>,
+        sel: Sel<'_>,
+        p: &mut Pager,
+    ) -> Result<()> {
         match (self.enc, src) {
+            (Enc::Strings, Src::Chain | Src::ChainRoot) => {
+                match d.map(|d| if src == Src::Chain { &d.chain } else { &d.chain_root }) {
+                    Some(c) if c.len() == b.len() => self.add_str_col(c, sel, p),
+                    _ => self.add_derived_strings(sel, p, |_, _| {}),
+                }
+            }
+            (Enc::Strings, Src::Lock) => self.add_derived_strings(sel, p, |i, out| {
+                if let Some(l) = latscope_event::locks::lock_text(b, i) {
+                    out.extend_from_slice(l.as_bytes());
+                }
+            }),
             (Enc::Strings, Src::Comm) => self.add_str_col(&b.comm, sel, p),
             (Enc::Strings, Src::Path) => self.add_str_col(&b.path, sel, p),
             (Enc::Strings, Src::Path2) => self.add_str_col(&b.path2, sel, p),
@@ -735,6 +804,7 @@ impl Column {
                     Src::CgroupInfo(i) => &cx.cgroup_values[i as usize],
                     Src::WakerKind => &d.waker_kind,
                     Src::WakerWasIn => &d.waker_was_in,
+                    Src::Wait => &d.wait,
                     s => return Err(ParquetError::General(format!("{s:?} is not a dictionary column"))),
                 };
                 let mut keys = std::mem::take(&mut p.keys);
@@ -755,7 +825,7 @@ impl Column {
                     }
                 }
                 let mut vals = std::mem::take(&mut p.ints);
-                gather_events(src, cx, b, sel, &mut vals);
+                gather_events(src, cx, b, d, sel, &mut vals);
                 let r = self.add_ints(&vals, p);
                 p.ints = vals;
                 r
@@ -764,6 +834,28 @@ impl Column {
     }
 
     /// The selected strings of `c`.
+    /// A string column made per row by `f` (which appends row `i`'s value to the buffer).
+    fn add_derived_strings(
+        &mut self,
+        sel: Sel<'_>,
+        p: &mut Pager,
+        mut f: impl FnMut(usize, &mut Vec<u8>),
+    ) -> Result<()> {
+        let mut names = std::mem::take(&mut p.names);
+        names.clear();
+        let mut push = |i: usize| {
+            f(i, &mut names.data);
+            names.offsets.push(names.data.len() as u32);
+        };
+        match sel {
+            Sel::Range(a, e) => (a..e).for_each(&mut push),
+            Sel::Idx(r) => r.iter().for_each(|&i| push(i as usize)),
+        }
+        let r = self.add_str_col(&names, Sel::Range(0, names.len()), p);
+        p.names = names;
+        r
+    }
+
     fn add_str_col(&mut self, c: &StrCol, sel: Sel<'_>, p: &mut Pager) -> Result<()> {
         let at = |j: usize| &c.data[c.offsets[j] as usize..c.offsets[j + 1] as usize];
         match sel {
@@ -891,6 +983,10 @@ impl Column {
     #[cfg(test)]
     fn add_keys(&mut self, a: &ArrayRef, p: &mut Pager) -> Result<()> {
         match a.data_type() {
+            DataType::Dictionary(k, _) if **k == DataType::Int32 => {
+                let d = a.as_dictionary::<Int32Type>();
+                self.remap_keys(d.keys().values(), d.values().as_string::<i32>())?;
+            }
             DataType::Dictionary(k, _) if **k == DataType::Int16 => {
                 let d = a.as_dictionary::<Int16Type>();
                 self.remap_keys(d.keys().values(), d.values().as_string::<i32>())?;
@@ -1642,7 +1738,7 @@ mod tests {
                 None => Sel::Range(0, b.len()),
                 Some(r) => Sel::Idx(r),
             };
-            direct.write_events(&cxs[*t], b, sel).unwrap();
+            direct.write_events(&cxs[*t], b, None, sel).unwrap();
         }
         let direct = direct.into_inner().unwrap();
 

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::{ArrayRef, StringArray};
+use latscope_event::waits::WaitKind;
 use latscope_event::{op_name, CgroupInfo, EventBatch, FdType, TraceHeader, WHY_PART_NAMES};
 
 /// Syscall numbers given their own `op` entry; others are `unknown`.
@@ -65,6 +66,8 @@ pub(crate) struct Dictionaries {
     pub(crate) waker_kind: ArrayRef,
     /// `""`, then `WHY_PART_NAMES` (key `1 + part`).
     pub(crate) waker_was_in: ArrayRef,
+    /// The wait kinds, in the order of `WaitKind::ALL` (key: the kind's index).
+    pub(crate) wait: ArrayRef,
 }
 
 pub(crate) fn dictionaries() -> &'static Dictionaries {
@@ -81,6 +84,7 @@ pub(crate) fn dictionaries() -> &'static Dictionaries {
             fd_type: Arc::new(StringArray::from(FdType::ALL.iter().map(|t| t.name()).collect::<Vec<_>>())),
             waker_kind: Arc::new(StringArray::from(WAKER_KINDS.to_vec())),
             waker_was_in: Arc::new(StringArray::from([""].iter().chain(&WHY_PART_NAMES).copied().collect::<Vec<_>>())),
+            wait: Arc::new(StringArray::from(WaitKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>())),
         }
     })
 }
@@ -110,7 +114,7 @@ pub(crate) struct TraceContext {
     /// trace's cgroup table, in the table's order.
     pub(crate) cgroup_values: Vec<ArrayRef>,
     /// The key (1 + position in the table) of each cgroup id.
-    cgroup_keys: HashMap<u64, i16>,
+    cgroup_keys: HashMap<u64, i32>,
     /// Mixed into the trace's stack ids to make them unique across traces (see
     /// [`TraceContext::stack_key`]).
     stack_tag: u64,
@@ -125,7 +129,8 @@ impl TraceContext {
             names.push(d.name.clone());
             devs.push(d.dev);
         }
-        let cgroups = &header.cgroups[..header.cgroups.len().min(i16::MAX as usize - 1)];
+        // Every cgroup of the table (at most MAX_CGROUPS, which readers keep) has a key.
+        let cgroups = &header.cgroups[..header.cgroups.len().min(latscope_event::bounds::MAX_CGROUPS)];
         let column = |f: &dyn Fn(&CgroupInfo) -> &str| -> ArrayRef {
             Arc::new(StringArray::from_iter_values(std::iter::once("").chain(cgroups.iter().map(f))))
         };
@@ -141,7 +146,7 @@ impl TraceContext {
         // A cgroup listed twice keeps its first entry.
         let mut cgroup_keys = HashMap::with_capacity(cgroups.len());
         for (i, c) in cgroups.iter().enumerate() {
-            cgroup_keys.entry(c.id).or_insert(i as i16 + 1);
+            cgroup_keys.entry(c.id).or_insert(i as i32 + 1);
         }
         TraceContext {
             host: Arc::new(StringArray::from(vec![host])),
@@ -170,14 +175,14 @@ impl TraceContext {
 
     /// The key of each selected row's disk in `disk_names` (0: none, or not a known disk),
     /// appended to `out`.
-    pub(crate) fn disk_keys(&self, dev: &[u32], sel: Sel<'_>, out: &mut Vec<i16>) {
-        let mut last = (0u32, 0i16);
+    pub(crate) fn disk_keys(&self, dev: &[u32], sel: Sel<'_>, out: &mut Vec<i32>) {
+        let mut last = (0u32, 0i32);
         let key = |dev: u32| {
             if dev == 0 {
                 return 0;
             }
             if dev != last.0 {
-                let k = self.disk_devs.iter().position(|&x| x == dev).map_or(0, |p| p as i16 + 1);
+                let k = self.disk_devs.iter().position(|&x| x == dev).map_or(0, |p| p as i32 + 1);
                 last = (dev, k);
             }
             last.1
@@ -189,9 +194,9 @@ impl TraceContext {
 impl TraceContext {
     /// The key of each selected row's cgroup in `cgroup_values` (0: a cgroup the trace's table
     /// does not list), appended to `out`.
-    pub(crate) fn cgroup_keys(&self, cgroup: &[u64], sel: Sel<'_>, out: &mut Vec<i16>) {
+    pub(crate) fn cgroup_keys(&self, cgroup: &[u64], sel: Sel<'_>, out: &mut Vec<i32>) {
         // Consecutive events mostly come from the same task: one lookup per change of cgroup.
-        let mut last = (u64::MAX, 0i16);
+        let mut last = (u64::MAX, 0i32);
         let key = |id: u64| {
             if id != last.0 {
                 last = (id, self.cgroup_keys.get(&id).copied().unwrap_or(0));

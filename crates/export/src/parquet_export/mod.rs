@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
+use latscope_chain::ChainIndex;
 use latscope_event::{EventBatch, StackTable, TraceHeader, WHY_PART_NAMES};
 use latscope_filter::Filter;
 use latscope_scan::{InputFormat, Scan, ScanOptions};
@@ -24,6 +25,7 @@ pub use schema::{
 };
 pub use sink::WrittenFile;
 
+use chunk::Derived;
 use convert::{Sel, TraceContext};
 use sink::{EventSink, PartWriter, Partitions};
 
@@ -315,10 +317,14 @@ pub fn export_parquet(
     for (i, (path, header)) in traces.iter().zip(&headers).enumerate() {
         let host: Arc<str> = Arc::from(opts.host.as_deref().unwrap_or(header.hostname.as_str()));
         let cx = Arc::new(TraceContext::new(header, &host));
+        // The calls of every block read, for the chains of waits (which go through them).
+        let mut chains = ChainIndex::new();
         let scanned = scan(path, &opts.filter, |batch, rows, _header, pos: Position| {
+            chains.add(batch);
             let mut send = |batch: EventBatch, rows: Option<Vec<u32>>| {
                 exported += rows.as_ref().map_or(batch.len(), Vec::len) as u64;
-                let block = Block { host: host.clone(), cx: cx.clone(), batch, rows };
+                let derived = derive(header, &chains, &batch, rows.as_deref());
+                let block = Block { host: host.clone(), cx: cx.clone(), batch, rows, derived };
                 // A closed channel means the encoder failed: its error is reported below.
                 tx.send(block).map_err(|_| ExportError::Invalid("the Parquet encoder stopped".into()))
             };
@@ -401,6 +407,37 @@ struct Block {
     batch: EventBatch,
     /// The rows the filter took (`None`: all).
     rows: Option<Vec<u32>>,
+    /// What the batch alone cannot give (the chains of waits), by row of `batch`.
+    derived: Derived,
+}
+
+/// The chains of waits of the rows `rows` of `b` (all: `None`), by row of `b` (empty for the
+/// others), through the calls `chains` indexed; devices named by `h`'s disks.
+fn derive(h: &TraceHeader, chains: &ChainIndex, b: &EventBatch, rows: Option<&[u32]>) -> Derived {
+    let mut d = Derived { chain_root_ns: vec![0; b.len()], ..Default::default() };
+    let mut want = vec![rows.is_none(); b.len()];
+    for &r in rows.unwrap_or(&[]) {
+        want[r as usize] = true;
+    }
+    let disk = |dev: u32| {
+        let mut s = String::new();
+        let _ = latscope_event::args::write_disk(&mut s, dev, h.disk_name(dev));
+        s
+    };
+    for (i, w) in want.iter().enumerate() {
+        match chains.chain(b, i).filter(|_| *w) {
+            Some(c) => {
+                d.chain.push(&c.to_json(disk).to_string());
+                d.chain_root.push(&c.root.label(disk));
+                d.chain_root_ns[i] = c.root_ns as i64;
+            }
+            None => {
+                d.chain.push("");
+                d.chain_root.push("");
+            }
+        }
+    }
+    d
 }
 
 /// The encoding thread: writes every block it receives and hands its batch back, then finishes
@@ -415,7 +452,7 @@ fn encode_events(
             None => Sel::Range(0, b.batch.len()),
             Some(r) => Sel::Idx(r),
         };
-        sink.write(&b.host, &b.cx, &b.batch, sel)?;
+        sink.write(&b.host, &b.cx, &b.batch, Some(&b.derived), sel)?;
         // A full channel (the reader has spares enough) drops the batch instead.
         let _ = back.try_send(b.batch);
     }
@@ -534,5 +571,44 @@ mod tests {
         let some = expect(&|i| all.pid[i] < 2_000_000);
         assert!(some.len() > all.len() / 4 && some.len() < all.len() * 3 / 4);
         assert_eq!(rows_of(&out), some);
+    }
+
+    /// Past 32,766 cgroups in a trace, the container columns of the events in the others were
+    /// silently empty (16-bit dictionary keys): every cgroup the trace names has its values.
+    #[test]
+    fn events_in_any_of_forty_thousand_cgroups_carry_their_container_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.lst");
+        let mut header = synth::sample_header();
+        let n = 40_000u64;
+        header.cgroups = (1..=n)
+            .map(|i| latscope_event::CgroupInfo {
+                id: 1000 + i,
+                path: format!("/c{i}"),
+                container_id: format!("{i:064x}"),
+                container_name: format!("web-{i}"),
+                ..Default::default()
+            })
+            .collect();
+        let mut rng = synth::Rng::new(12);
+        let mut b = synth::random_batch(&mut rng, 4);
+        for (c, i) in b.cgroup.iter_mut().zip([1u64, 32_766, 32_767, n]) {
+            *c = 1000 + i;
+        }
+        let mut w = TraceWriter::create(&trace, &header).unwrap();
+        w.write_batch(&b, 0).unwrap();
+        w.finish(Summary::default()).unwrap();
+        let out = dir.path().join("c.parquet");
+        export_parquet(&[trace], &ParquetOptions::new(Output::File(out.clone())), &mut |_| {}).unwrap();
+        let f = std::fs::File::open(&out).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(f).unwrap().build().unwrap();
+        let mut names = Vec::new();
+        for rb in reader {
+            let rb = rb.unwrap();
+            let d = rb.column_by_name("container_name").unwrap().as_dictionary::<Int32Type>();
+            let values = d.values().as_string::<i32>();
+            names.extend(d.keys().values().iter().map(|&k| values.value(k as usize).to_string()));
+        }
+        assert_eq!(names, ["web-1", "web-32766", "web-32767", "web-40000"]);
     }
 }

@@ -91,6 +91,13 @@ pub const EVENT_COLUMNS: &[ColumnDoc] = &[
     col("waker_was_in_ns", I64, "nanoseconds the waking thread spent blocked in `waker_was_in` during that interval, 0 when none"),
     col("fault_path", STR, "the file behind the call's page fault with the longest I/O wait (its `why_fault` time); empty when none, or when the recording could not name it"),
     col("fault_off", I64, "the byte offset in that file of the faulting address, -1 when unknown"),
+    col("wait", STR, "how the call's latency counts in rankings (the idle rule, docs/WHY.md): `work`, `on_someone` (a wait another thread of the recording ended), `idle_timeout` (its own timeout ended it), `idle_outside` (outside work ended it), `idle_by_syscall` (a blocking wait without a breakdown)"),
+    col("lock", STR, "the lock the call waited for, as `latscope events --why` names it (`futex 0x7f3a5c0010a8 (FUTEX_WAIT_PRIVATE)`, `fcntl write lock /db bytes 0-4095 (F_SETLKW)`); empty when none"),
+    col("lock_addr", I64, "the lock's address: a futex's (bit pattern of the unsigned value), a semaphore set's id; 0 for file locks and when none"),
+    col("lock_owner", I32, "the thread that held the lock, where known (a PI or robust futex's owner, the holder of a futex whose wait its timeout ended); 0 otherwise"),
+    col("chain", STR, "the call's chain of waits as JSON, as `latscope events --json` has it in `why.chain`: the threads it waited on, each with what it was blocked in and for how long, down to the root; empty when the call never blocked"),
+    col("chain_root", STR, "where that chain ends, as `latscope why` names it (`loop0 (7:0)'s device time`, `app/12 running`, `a timer`, `outside work (curl/77)`); empty when none"),
+    col("chain_root_ns", I64, "nanoseconds of the call's longest wait that end at `chain_root`, 0 when none"),
 ];
 
 /// The columns of the stacks table (the stacks of calls recorded with `record --why`, one row per
@@ -107,6 +114,7 @@ pub const STACK_COLUMNS: &[ColumnDoc] = &[
     col("symbol", STR, "the frame as latscope's views name it: kernel `function+0xoff` as named when recording, user functions from the binaries at hand, else `file+0xoffset` or the address; a stack without frames has one row saying why"),
     ncol("file", STR, "user frames: the file mapped at `addr`; NULL otherwise"),
     ncol("build_id", STR, "user frames: the GNU build id of `file`, lower-case hex; NULL when it has none"),
+    col("file_deleted", "BOOLEAN", "user frames: `file` had been deleted (removed, or replaced at its path) while the process mapped it, what `/proc/PID/maps` shows as `(deleted)`"),
     col("truncated", "BOOLEAN", "the capture stopped at its depth limit: outer frames may be missing"),
     ncol("missing", STR, "why the stack has no frames (capture failed, process exited before its addresses were read); NULL when it has them"),
 ];
@@ -177,10 +185,11 @@ pub(crate) fn event_schema() -> SchemaRef {
     let t = |name: &str| -> DataType {
         match name {
             "host" | "op" | "disk" => dict(DataType::Int16),
-            c if CGROUP_COLUMNS.contains(&c) => dict(DataType::Int16),
-            "kind" | "fd_type" | "waker_kind" | "waker_was_in" => dict(DataType::Int8),
+            // A trace may name more cgroups than 16-bit keys count.
+            c if CGROUP_COLUMNS.contains(&c) => dict(DataType::Int32),
+            "kind" | "fd_type" | "waker_kind" | "waker_was_in" | "wait" => dict(DataType::Int8),
             "time" => ts_type(),
-            "comm" | "path" | "path2" | "waker_comm" | "fault_path" => DataType::Utf8,
+            "comm" | "path" | "path2" | "waker_comm" | "fault_path" | "lock" | "chain" | "chain_root" => DataType::Utf8,
             _ => match EVENT_COLUMNS.iter().find(|c| c.name == name).map(|c| c.sql_type) {
                 Some(I32) => DataType::Int32,
                 _ => DataType::Int64,

@@ -13,7 +13,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 
-use super::chunk::DirectWriter;
+use super::chunk::{Derived, DirectWriter};
 use super::convert::{Sel, TraceContext};
 use crate::ExportError;
 
@@ -156,10 +156,16 @@ impl PartWriter {
     }
 
     /// Appends the selected events of `b`, a batch of the trace `cx` describes.
-    pub(crate) fn write_events(&mut self, cx: &TraceContext, b: &EventBatch, sel: Sel<'_>) -> Result<(), ExportError> {
+    pub(crate) fn write_events(
+        &mut self,
+        cx: &TraceContext,
+        b: &EventBatch,
+        d: Option<&Derived>,
+        sel: Sel<'_>,
+    ) -> Result<(), ExportError> {
         let Some(w) = self.writer.as_mut() else { return Ok(()) };
         match w {
-            Backend::Events(w) => w.write_events(cx, b, sel).map_err(|e| ExportError::parquet(&self.tmp, e))?,
+            Backend::Events(w) => w.write_events(cx, b, d, sel).map_err(|e| ExportError::parquet(&self.tmp, e))?,
             Backend::Arrow(_) => return Err(ExportError::Invalid(format!("the {} table holds no events", self.table))),
         }
         self.rows += sel.len() as u64;
@@ -313,6 +319,7 @@ impl Partitions {
         host: &Arc<str>,
         cx: &TraceContext,
         b: &EventBatch,
+        d: Option<&Derived>,
         sel: Sel<'_>,
     ) -> Result<(), ExportError> {
         if sel.len() == 0 {
@@ -326,7 +333,7 @@ impl Partitions {
         }
         let (first, last) = (hour(lo), hour(hi));
         if first == last {
-            return self.writer(host, first)?.write_events(cx, b, sel);
+            return self.writer(host, first)?.write_events(cx, b, d, sel);
         }
         // A block across an hour boundary (rare): the rows of each hour present, in order.
         let rows: Vec<u32> = match sel {
@@ -338,7 +345,7 @@ impl Partitions {
         hours.dedup();
         for h in hours {
             let part: Vec<u32> = rows.iter().copied().filter(|&i| hour(b.ts[i as usize]) == h).collect();
-            self.writer(host, h)?.write_events(cx, b, Sel::Idx(&part))?;
+            self.writer(host, h)?.write_events(cx, b, d, Sel::Idx(&part))?;
         }
         Ok(())
     }
@@ -365,11 +372,12 @@ impl EventSink {
         host: &Arc<str>,
         cx: &TraceContext,
         b: &EventBatch,
+        d: Option<&Derived>,
         sel: Sel<'_>,
     ) -> Result<(), ExportError> {
         match self {
-            EventSink::Single(w) => w.write_events(cx, b, sel),
-            EventSink::Partitioned(p) => p.write(host, cx, b, sel),
+            EventSink::Single(w) => w.write_events(cx, b, d, sel),
+            EventSink::Partitioned(p) => p.write(host, cx, b, d, sel),
         }
     }
 

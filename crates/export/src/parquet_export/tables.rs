@@ -121,7 +121,8 @@ fn plain_names(table: &StackTable) -> HashMap<u32, Vec<String>> {
                 .map(|f| match (e.kind, &f.sym, &f.file, f.off) {
                     (StackKind::Kernel, Some(s), _, _) => s.clone(),
                     (StackKind::User, _, Some(file), Some(off)) => {
-                        format!("{}+{off:#x}", file.rsplit('/').next().unwrap_or(file))
+                        let base = file.rsplit('/').next().unwrap_or(file);
+                        format!("{base}{}+{off:#x}", if f.deleted { " (deleted)" } else { "" })
                     }
                     _ => format!("{:#x}", f.addr),
                 })
@@ -184,6 +185,7 @@ pub(crate) fn stacks(traces: &[&TraceExport], namer: Option<&FrameNamer>) -> Res
             strs(rows.iter().map(|r| r.name.as_str())),
             opt_strs(rows.iter().map(|r| frame(r).and_then(|f| f.file.as_deref()).filter(|_| user(r)))),
             opt_strs(rows.iter().map(|r| frame(r).and_then(|f| f.build_id.as_deref()).filter(|_| user(r)))),
+            Arc::new(BooleanArray::from(rows.iter().map(|r| frame(r).is_some_and(|f| f.deleted)).collect::<Vec<_>>())),
             Arc::new(BooleanArray::from(rows.iter().map(|r| r.e.truncated).collect::<Vec<_>>())),
             opt_strs(rows.iter().map(|r| r.e.missing.as_deref())),
         ],

@@ -184,6 +184,17 @@ fn valid_name(name: &str, colons: bool) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || (colons && c == ':'))
 }
 
+/// A label value as every encoding exposes it: control characters written as visible escapes
+/// (`\x1b`, `\r`, `\u{202e}`: [`latscope_event::escape::escape_controls`], the rule of the
+/// terminal views), and at most [`latscope_event::bounds::MAX_TEXT`] bytes (cut values marked).
+/// Values name what the traced system chose (containers, cgroups, processes): unescaped, an ESC or
+/// a bidirectional override would reach every terminal and dashboard that shows the label.
+pub fn label_value(v: &str) -> String {
+    let mut s = latscope_event::escape::escape_controls(v).into_owned();
+    latscope_event::bounds::cut(&mut s, latscope_event::bounds::MAX_TEXT, &mut Default::default());
+    s
+}
+
 /// `s` made into a valid metric or label name: every character other than ASCII letters,
 /// digits and `_` becomes `_`, and a leading digit gets a `_` before it.
 pub fn sanitize_name(s: &str) -> String {
@@ -241,7 +252,7 @@ impl Metrics {
                 });
             }
         }
-        let labels: Vec<(String, String)> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let labels: Vec<(String, String)> = labels.iter().map(|(k, v)| (k.to_string(), label_value(v))).collect();
         let family = match self.families.iter_mut().position(|f| f.name == name) {
             Some(i) if self.families[i].kind != kind => {
                 return Err(ExportError::Name {
@@ -548,7 +559,9 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("# TYPE lat_seconds histogram\n"), "{text}");
-        let l = "op=\"r\\\"e\\\\a\\nd\"";
+        // A newline in a label value is shown as `\n` (escape_controls), whose backslash the text
+        // format escapes.
+        let l = "op=\"r\\\"e\\\\a\\\\nd\"";
         assert!(text.contains(&format!("lat_seconds_bucket{{le=\"0.000001\",{l}}} 1\n")), "{text}");
         assert!(text.contains(&format!("lat_seconds_bucket{{le=\"+Inf\",{l}}} 4\n")), "{text}");
         let sum = text.lines().find_map(|x| x.strip_prefix(&format!("lat_seconds_sum{{{l}}} "))).unwrap();
@@ -556,6 +569,37 @@ mod tests {
         assert!(text.contains(&format!("lat_seconds_count{{{l}}} 4\n")), "{text}");
         assert!(text.contains("# HELP up Up.\n# TYPE up gauge\nup 1\n"), "{text}");
         assert!(!text.contains("_created") && !text.contains("# EOF"), "{text}");
+    }
+
+    /// Label values name containers, cgroups and processes the traced system chose: they carried
+    /// raw ESC, BEL, CR and bidirectional overrides into every scrape. Every encoding now carries
+    /// them as visible escapes.
+    #[test]
+    fn label_values_carry_no_control_character_in_any_encoding() {
+        let evil = "lib/\x1b[31mEVIL\x1b]0;t\x07\r\nname\u{202e}\u{9b}.so";
+        let mut m = Metrics::new();
+        let h: Histogram = [500u64, 2_000_000].into_iter().collect();
+        m.histogram("latscope_x_seconds", "x", &[("container", evil)], &h, &HistogramOptions::default(), None).unwrap();
+        m.counter("latscope_y", "y", &[("host", evil)], 1.0).unwrap();
+        for f in [Format::PrometheusText, Format::OpenMetricsText, Format::Protobuf] {
+            let out = m.encode(f).unwrap();
+            let text = String::from_utf8_lossy(&out);
+            assert!(!text.contains('\u{202e}') && !text.contains('\u{9b}'), "{f:?}");
+            assert!(!text.contains("\x1b[") && !text.contains('\x07') && !text.contains('\r'), "{f:?}: {text}");
+            if f == Format::Protobuf {
+                // Binary, with the value as it is stored.
+                assert!(text.contains(r"lib/\x1b[31mEVIL\x1b]0;t\x07\r\nname\u{202e}\u{9b}.so"), "{text}");
+            } else {
+                assert!(!out.iter().any(|&b| b < 0x20 && b != b'\n'), "{f:?}: {text}");
+                // The value as the text formats escape a backslash: `\\x1b`.
+                assert!(
+                    text.contains(r#"container="lib/\\x1b[31mEVIL\\x1b]0;t\\x07\\r\\nname\\u{202e}\\u{9b}.so""#),
+                    "{text}"
+                );
+            }
+        }
+        assert_eq!(label_value("plain/ü"), "plain/ü");
+        assert!(label_value(&"x".repeat(10_000)).len() <= latscope_event::bounds::MAX_TEXT);
     }
 
     #[test]

@@ -8,8 +8,8 @@ mod native;
 mod server;
 
 pub use exposition::{
-    sanitize_name, Format, HistogramOptions, Metrics, SharedMetrics, LATENCY_BOUNDS_SECONDS, OPENMETRICS_CONTENT_TYPE,
-    PROTOBUF_CONTENT_TYPE, SIZE_BOUNDS_BYTES, TEXT_CONTENT_TYPE,
+    label_value, sanitize_name, Format, HistogramOptions, Metrics, SharedMetrics, LATENCY_BOUNDS_SECONDS,
+    OPENMETRICS_CONTENT_TYPE, PROTOBUF_CONTENT_TYPE, SIZE_BOUNDS_BYTES, TEXT_CONTENT_TYPE,
 };
 pub use native::{
     schema_for_resolution, schema_resolution, NativeHistogram, NativeOptions, DEFAULT_ZERO_THRESHOLD, NS_TO_SECONDS,

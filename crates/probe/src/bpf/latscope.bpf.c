@@ -696,7 +696,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 		 * A call that never blocked has no blocked time for a stack to carry: none is taken,
 		 * which keeps short calls as cheap as without stacks. */
 		if (why && why_stacks && why->part[LS_WHY_CPU] + why->part[LS_WHY_RUNQ] < lat)
-			why->ustack = why_stack_ref(bpf_get_stackid(ctx, &why_ustacks, BPF_F_USER_STACK));
+			why->ustack = why_user_stack(ctx, task, &why->ustack_key);
 	}
 	if (lat < min_lat)
 		return 0;

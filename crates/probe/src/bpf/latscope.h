@@ -183,6 +183,26 @@ enum ls_waker_ctx { LS_WAKER_NONE = 0, LS_WAKER_TASK = 1, LS_WAKER_TIMER = 2, LS
 /* Bits of ls_event.ext. */
 enum ls_ext_bits { LS_EXT_WHY = 1 };
 
+/* Bits of ls_why.wake_flags: what is known of the end of the call's longest blocked interval. */
+enum ls_wake_flags {
+	LS_WAKE_KNOWN = 1,   /* set by every recording that knows these bits (older traces: 0) */
+	LS_WAKE_TRACED = 2,  /* the waking thread is in the recording's set (passes its pid, command
+	                      * name and cgroup filter); a whole-machine recording has every thread */
+	LS_WAKE_KTHREAD = 4, /* the waking thread is a kernel thread */
+	LS_WAKE_HELD = 8,    /* a futex wait its timeout ended while another thread held the futex
+	                      * (holder_tid): contention, not idle time */
+};
+
+/* What the lock fields of struct ls_why describe (by syscall: the why_nr_lock table). */
+enum ls_lock_kind {
+	LS_LOCK_NONE = 0,
+	LS_LOCK_FUTEX = 1,   /* futex: lock_addr the address, lock_op the operation, lock_word the word */
+	LS_LOCK_FLOCK = 2,   /* flock: the fd's file, lock_op the operation */
+	LS_LOCK_FCNTL = 3,   /* fcntl: the fd's file, lock_op the command, the range of its struct flock */
+	LS_LOCK_SEM = 4,     /* semop, semtimedop: lock_addr the semaphore set, lock_start the number */
+	LS_LOCK_FUTEXV = 5,  /* futex_waitv: lock_addr the first futex's address */
+};
+
 struct ls_why {
 	__u64 part[LS_WHY_PARTS]; /* ns; they add up to the event's lat */
 	__u64 wake_sector;        /* the block request whose completion woke the call (longest I/O wait) */
@@ -193,8 +213,9 @@ struct ls_why {
 	__u8 waker_ctx;           /* enum ls_waker_ctx */
 	__u8 pad;
 	char waker_comm[LS_COMM_LEN];
-	/* Stacks (record --why with stacks): an id in why_kstacks / why_ustacks plus 1; 0 none;
-	 * negative: -errno of the capture (the stack is missing). */
+	/* Stacks (record --why with stacks): 1 captured (its key below), 0 none, negative: -errno
+	 * of the capture (the stack is missing: -EEXIST a hash collision, -E2BIG a full map,
+	 * -EDQUOT the user's quota of new stacks used up; see why.bpf.h). */
 	__s32 kstack;             /* kernel stack where the call blocked (its longest blocked interval) */
 	__s32 ustack;             /* user stack of the call */
 	/* One level of cascade (wPerf): what the waking thread (LS_WAKER_TASK) was itself blocked
@@ -219,6 +240,30 @@ struct ls_why {
 	__u64 fault_off;
 	__u32 fault_dev;
 	__u32 pad3;
+	/* The captured stacks' keys in why_kstacks / why_ustacks: a 64-bit hash of the frames,
+	 * never 0 (0: none). */
+	__u64 kstack_key;
+	__u64 ustack_key;
+	__u64 waker_ustack_key; /* the waker's user stack's key (waker_ustack > 0) */
+	/* The longest blocked interval (the one whose waker is kept): CLOCK_MONOTONIC ns, 0 none. */
+	__u64 wait_start;
+	__u64 wait_end;
+	/* The lock the call waited for (lock_kind), as it was when the call first blocked: a
+	 * futex's address, operation and word; a file lock's range (fcntl: its struct flock, the
+	 * start made absolute for SEEK_CUR; lock_word its l_type, | 0x10000 for SEEK_END); a
+	 * semaphore's set and number. */
+	__u64 lock_addr;
+	__s64 lock_start;
+	__s64 lock_len;
+	__u32 lock_op;
+	__u32 lock_word;
+	__u32 holder_tid;     /* LS_WAKE_HELD: the thread that held the futex when the timeout ended */
+	__s32 waker_ustack;   /* the waking thread's user stack at the wake-up (stacks), as ustack (its key in waker_ustack_key) */
+	__u32 waker_wait_dev; /* the device whose completion ended the waker's I/O wait of waker_wait_ns
+	                       * (kernel threads; 0: not known) */
+	__u8 lock_kind;       /* enum ls_lock_kind */
+	__u8 wake_flags;      /* enum ls_wake_flags, of the longest blocked interval */
+	__u8 pad4[2];
 };
 
 /*
@@ -241,7 +286,8 @@ struct ls_agg_blk {
 	__u64 size[LS_AGG_BUCKETS];  /* bytes of each completion, the same buckets */
 };
 
-/* Stacks of record --why: frames kept per stack, stacks the maps hold. */
-enum ls_stack_limits { LS_STACK_DEPTH = 64, LS_STACK_ENTRIES = 8192 };
+/* Stacks of record --why: frames kept per stack, stacks each map holds, and the new stacks one
+ * user may store in a map between two reads by user space (a quarter of it: see why.bpf.h). */
+enum ls_stack_limits { LS_STACK_DEPTH = 64, LS_STACK_ENTRIES = 8192, LS_STACK_USER_QUOTA = 2048 };
 
 #endif

@@ -38,6 +38,9 @@ const volatile __u64 why_min = 0;    /* only calls at least this slow (ns) carry
 #define WHY_NR_SLOTS 512
 const volatile __u8 why_nr_part[WHY_NR_SLOTS] = {};
 const volatile __u8 why_stacks = 0;  /* capture stacks: where a call blocked, and its user stack */
+/* The lock a call's wait is for, by syscall number (enum ls_lock_kind; set by user space): what
+ * the switch out that starts its state reads of the lock's identity. */
+const volatile __u8 why_nr_lock[WHY_NR_SLOTS] = {};
 
 enum why_state { WHY_RUN = 0, WHY_RUNNABLE = 1, WHY_BLOCKED = 2 };
 enum why_hint { WHY_HINT_IOWAIT = 1, WHY_HINT_FAULT = 2 };
@@ -66,6 +69,7 @@ struct ls_why_acc {
 	__u8 waker_ctx;
 	__u8 kstack_due;      /* the blocked interval just woken is to give its kernel stack (below) */
 	__s32 best_kstack;    /* kernel stack of the longest blocked interval (ls_why.kstack encoding) */
+	__u64 best_kkey;      /* and its key (ls_why.kstack_key) */
 	/* The cascade of the longest blocked interval: what its waker was blocked in meanwhile. */
 	__u64 casc_ns;
 	__u8 casc_part;
@@ -91,6 +95,30 @@ struct ls_why_acc {
 	 * remembered in the ring above for the cascade of the threads it wakes (a file system's
 	 * journal thread that an fsync waits for, a flusher). */
 	__u8 kio;
+	/* The device whose completion ended each remembered interval (0: none, or not I/O), and
+	 * that of the cascade's largest I/O wait. */
+	__u32 hist_dev[WHY_HIST];
+	__u32 casc_dev;
+	/* The longest blocked interval: [wait_start, wait_end], how it ended (enum ls_wake_flags),
+	 * the thread that held the futex a timeout ended it in (LS_WAKE_HELD), and the waker's user
+	 * stack at the wake-up. */
+	__u64 wait_start, wait_end;
+	__u8 wake_flags;
+	__u32 holder_tid;
+	__s32 waker_ustack;
+	__u64 waker_ukey;
+	/* The lock the call waits for (as struct ls_why has it), read when the call first blocks. */
+	__u8 lock_kind;
+	__u64 lock_addr;
+	__s64 lock_start, lock_len;
+	__u32 lock_op, lock_word;
+	/* The task's page faults (min_flt + maj_flt) when the call's last fault in the kernel
+	 * began: the kernel counts a fault when it is done, so an I/O wait while the count is
+	 * still this one is inside that fault, and one after it is not the fault's. */
+	__u64 flt_cnt;
+	/* The futex this thread was last woken on by another (it may hold it now), across calls:
+	 * its entry in why_fxs says whether it is blocked (see below). */
+	__u64 fx_held;
 };
 
 struct {
@@ -101,15 +129,31 @@ struct {
 } whys SEC(".maps");
 
 /*
- * Stacks, deduplicated (same frames, same id); user space reads each new id once. Sized to 1
- * entry by user space when stacks are off. An id the map cannot take (full, or its slot holds
- * other frames) is a missing stack, said as such in the trace.
+ * Stacks (record --why --stacks). Each distinct stack is stored once, in a hash map of its kind
+ * (why_kstacks, why_ustacks), under a 64-bit hash of its frames; the event carries the key
+ * (ls_why.kstack_key / ustack_key) and a status (ls_why.kstack / ustack: 1, or -errno when the
+ * stack is missing). Both maps are sized to 1 entry by user space when stacks are off.
  *
- * Kernel stacks are those of a task being switched in (bpf_get_task_stack, not the current
- * task's), which a stack trace map cannot take: they go to a hash map keyed by a hash of their
- * frames, read back by user space the same way (the id is the key).
+ * The maps are a hand-over, not a store: after each read of the ring buffer, user space drains
+ * them (BPF_MAP_LOOKUP_AND_DELETE_BATCH) into a table of its own, so they only ever hold the
+ * stacks first seen since the last read. Because the key is a 64-bit hash, a key names the
+ * same frames for the whole recording (two distinct stacks share one with a probability of
+ * about 2^-64 per pair, and the frames are compared when both are stored at once): user space
+ * keeps what it drained by key, and a stack stored again after a drain is the one it has.
+ *
+ * So that no user can fill a map for everyone between two drains (a process calling from ever
+ * new addresses makes a new user stack per call), each user (the task's uid) may store at most
+ * LS_STACK_USER_QUOTA new stacks per map between two drains (why_stack_epoch, which user space
+ * bumps at each drain); past it, its stacks are missing with -EDQUOT, and only its own. A stack
+ * already stored costs no quota.
+ *
+ * Kernel stacks are those of a task being switched in (bpf_get_task_stack), user stacks those
+ * of the current task at its syscall's exit (bpf_get_stack with BPF_F_USER_STACK): each is read
+ * into a per-CPU buffer of its own (the two capture points run in different programs), hashed,
+ * and stored if new. A later change of how stacks are captured (DWARF unwinding from a copy of
+ * the user stack, say) only changes what goes into the buffer and the map's value.
  */
-struct ls_kstack {
+struct ls_stack {
 	__u64 ip[LS_STACK_DEPTH];
 };
 
@@ -117,77 +161,192 @@ struct ls_kstack {
 #define EFAULT 14
 #define EEXIST 17
 #endif
+#ifndef EDQUOT
+#define EDQUOT 122
+#endif
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, LS_STACK_ENTRIES);
-	__type(key, __u32);
-	__type(value, struct ls_kstack);
+	__type(key, __u64);
+	__type(value, struct ls_stack);
 } why_kstacks SEC(".maps");
 
-/* Where a kernel stack is copied before it is looked up (too large for the BPF stack). */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct ls_kstack);
-} why_kbuf SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, LS_STACK_ENTRIES);
-	__type(key, __u32);
-	__uint(value_size, LS_STACK_DEPTH * sizeof(__u64));
+	__type(key, __u64);
+	__type(value, struct ls_stack);
 } why_ustacks SEC(".maps");
 
-/* A bpf_get_stackid() result as ls_why.kstack/ustack hold it: id + 1, or -errno. */
-static __always_inline __s32 why_stack_ref(long id)
+/* Where a stack is read before it is looked up (too large for the BPF stack): [0] kernel
+ * stacks (sched_switch), [1] user stacks (sys_exit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct ls_stack);
+} why_sbuf SEC(".maps");
+
+/* New stacks a user stored in the current epoch, per map kind (index 0 kernel, 1 user). */
+struct ls_stack_quota {
+	__u32 epoch;
+	__u32 used[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct ls_stack_quota);
+} why_stack_quota SEC(".maps");
+
+/* Bumped by user space each time it drains the stack maps: quotas start again. */
+volatile __u32 why_stack_epoch = 1;
+
+/* May `uid` store one more new stack of kind `k` (0 kernel, 1 user) in this epoch? Counts it. */
+static __always_inline bool why_stack_quota_take(__u32 uid, __u32 k)
 {
-	return id >= 0 ? (__s32)(id + 1) : (__s32)id;
+	__u32 epoch = why_stack_epoch;
+	struct ls_stack_quota *q = bpf_map_lookup_elem(&why_stack_quota, &uid);
+	if (!q) {
+		struct ls_stack_quota fresh = { .epoch = epoch };
+		fresh.used[k & 1] = 1;
+		/* A full LRU map evicts another user's count: it starts again, never blocks. */
+		bpf_map_update_elem(&why_stack_quota, &uid, &fresh, BPF_ANY);
+		return true;
+	}
+	if (q->epoch != epoch) {
+		q->epoch = epoch;
+		q->used[0] = 0;
+		q->used[1] = 0;
+	}
+	if (q->used[k & 1] >= LS_STACK_USER_QUOTA)
+		return false;
+	__sync_fetch_and_add(&q->used[k & 1], 1);
+	return true;
 }
 
 /*
- * The kernel stack of `task`, which is not running (it is being switched in): where it blocked,
- * as the kernel saved it when it switched out. The kernel leaves out the scheduler's own frames
- * (__schedule, schedule, io_schedule, schedule_timeout, ...: its stack_trace_save_tsk), so the
- * stack starts at the function that waited. Stored once per distinct stack, under a 30-bit hash
- * of its frames (an id + 1 that stays positive); as why_stack_ref.
+ * Who holds a futex, for the waits on it that their timeout ends: the thread last woken on it by
+ * another thread (by key: its address in the process), and whether that thread is blocked now.
+ * A lock built on a futex and a timed wait (CPython's GIL: a condition variable waited on with a
+ * 5 ms timeout, after which the waiter asks the holder to drop it) passes it from the releaser
+ * to the thread it wakes: `handoffs` counts the wake-ups made by the thread last woken, of
+ * `wakes`. A timeout on such a futex (a quarter of its wake-ups or more are hand-offs) while its
+ * holder is not blocked ended a wait for a thread that held it: lock contention, not idle time.
+ * A queue's condition variable, which producers signal and consumers wait on, has no hand-offs.
+ * A futex is known by its 8-byte word: glibc's condition variable waits on either of two
+ * adjacent 4-byte words (its two groups of waiters), one condition all the same.
+ * LRU: sized by user space (one entry without attribution).
  */
-static __always_inline __s32 why_task_kstack(struct task_struct *task)
+struct why_fx_key {
+	__u64 addr;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct why_fx {
+	__u32 holder;
+	__u32 wakes;
+	__u32 handoffs;
+	__u32 blocked;
+	__u64 comm[2];        /* the holder's command name */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct why_fx_key);
+	__type(value, struct why_fx);
+} why_fxs SEC(".maps");
+
+/* t, which w belongs to, blocks (1) or is woken (0): said in the entry of the futex it was last
+ * woken on, if it is the holder there still (else it holds none: forgotten). */
+static __always_inline void why_fx_mark(struct ls_why_acc *w, struct task_struct *t, __u32 blocked)
 {
-	__u32 zero = 0;
-	struct ls_kstack *b = bpf_map_lookup_elem(&why_kbuf, &zero);
-	if (!b)
-		return -EFAULT;
-	/* Zero-fills the buffer past the frames it copies. */
-	long n = bpf_get_task_stack(task, b->ip, sizeof(b->ip), 0);
-	if (n <= 0)
-		return n < 0 ? (__s32)n : -EFAULT;
+	struct why_fx_key k = { .addr = w->fx_held, .tgid = t->tgid };
+	struct why_fx *v = bpf_map_lookup_elem(&why_fxs, &k);
+	if (v && v->holder == t->pid)
+		v->blocked = blocked;
+	else
+		w->fx_held = 0;
+}
+
+
+/*
+ * Store the stack in `b` (zero-filled past its frames) in `map` unless it is there: its key in
+ * *key; returns 1, or -errno (the stack is missing): -EEXIST another stack under the same key,
+ * -EDQUOT the user's quota used up, -E2BIG (or -ENOMEM) the map full.
+ */
+static __always_inline __s32 why_store_stack(void *map, struct ls_stack *b, __u32 uid, __u32 kind, __u64 *key)
+{
+	/* FNV-1a over the frames. */
 	__u64 h = 0xcbf29ce484222325ULL;
 	for (int i = 0; i < LS_STACK_DEPTH; i++) {
 		if (!b->ip[i])
 			break;
 		h = (h ^ b->ip[i]) * 0x100000001b3ULL;
 	}
-	__u32 id = (__u32)(h ^ (h >> 32)) & 0x3fffffff;
-	struct ls_kstack *v = bpf_map_lookup_elem(&why_kstacks, &id);
+	if (!h)
+		h = 1;
+	struct ls_stack *v = bpf_map_lookup_elem(map, &h);
 	if (!v) {
-		long err = bpf_map_update_elem(&why_kstacks, &id, b, BPF_NOEXIST);
+		if (!why_stack_quota_take(uid, kind))
+			return -EDQUOT;
+		long err = bpf_map_update_elem(map, &h, b, BPF_NOEXIST);
 		if (err == -EEXIST) /* another CPU stored it meanwhile: compared below */
-			v = bpf_map_lookup_elem(&why_kstacks, &id);
+			v = bpf_map_lookup_elem(map, &h);
+		else if (err)
+			return (__s32)err;
 		else
-			return err ? (__s32)err : (__s32)(id + 1);
+			goto stored;
 		if (!v)
 			return -EEXIST;
 	}
 	/* Both are zero-filled past their frames: equal up to the first zero, equal. */
 	for (int i = 0; i < LS_STACK_DEPTH; i++) {
 		if (v->ip[i] != b->ip[i])
-			return -EEXIST; /* another stack with the same hash */
+			return -EEXIST; /* another stack with the same key */
 		if (!b->ip[i])
 			break;
 	}
-	return (__s32)(id + 1);
+stored:
+	*key = h;
+	return 1;
+}
+
+/*
+ * The kernel stack of `task`, which is not running (it is being switched in): where it blocked,
+ * as the kernel saved it when it switched out. The kernel leaves out the scheduler's own frames
+ * (__schedule, schedule, io_schedule, schedule_timeout, ...: its stack_trace_save_tsk), so the
+ * stack starts at the function that waited. As why_store_stack.
+ */
+static __always_inline __s32 why_task_kstack(struct task_struct *task, __u64 *key)
+{
+	__u32 idx = 0;
+	struct ls_stack *b = bpf_map_lookup_elem(&why_sbuf, &idx);
+	if (!b)
+		return -EFAULT;
+	/* Zero-fills the buffer past the frames it copies. */
+	long n = bpf_get_task_stack(task, b->ip, sizeof(b->ip), 0);
+	if (n <= 0)
+		return n < 0 ? (__s32)n : -EFAULT;
+	return why_store_stack(&why_kstacks, b, task->cred->uid.val, 0, key);
+}
+
+/* The user stack of the current task (at its syscall's exit: the registers of its entry). As
+ * why_store_stack. */
+static __always_inline __s32 why_user_stack(void *ctx, struct task_struct *task, __u64 *key)
+{
+	__u32 idx = 1;
+	struct ls_stack *b = bpf_map_lookup_elem(&why_sbuf, &idx);
+	if (!b)
+		return -EFAULT;
+	long n = bpf_get_stack(ctx, b->ip, sizeof(b->ip), BPF_F_USER_STACK);
+	if (n <= 0)
+		return n < 0 ? (__s32)n : -EFAULT;
+	return why_store_stack(&why_ustacks, b, task->cred->uid.val, 1, key);
 }
 
 /* What the CPU is doing now, as the wake-up programs need it, and the exit's output slot. */
@@ -203,6 +362,7 @@ struct ls_why_cpu {
 	__u32 net_tid;        /* the task that queued the packets of the pending net_rx softirq */
 	char net_comm[LS_COMM_LEN];
 	__u64 rq_start, rq_queue, rq_device; /* that request's insert (or issue), queue and device times */
+	__u8 net_traced;      /* net_tid is in the recording's set (why_traced) */
 };
 
 struct {
@@ -220,6 +380,8 @@ enum ls_why_part _ls_why_part_type = LS_WHY_CPU;
 enum ls_waker_ctx _ls_waker_ctx_type = LS_WAKER_NONE;
 enum ls_ext_bits _ls_ext_bits_type = LS_EXT_WHY;
 enum ls_stack_limits _ls_stack_limits_type = LS_STACK_DEPTH;
+enum ls_lock_kind _ls_lock_kind_type = LS_LOCK_NONE;
+enum ls_wake_flags _ls_wake_flags_type = LS_WAKE_KNOWN;
 
 static __always_inline struct ls_why_cpu *why_cpu(void)
 {
@@ -295,7 +457,7 @@ int ls_why_cause_test(struct ls_why_cause_case *c)
 /* A blocked interval of d ns, of `cause`, ended now: added to its part; if a page fault's wait,
  * the longest so far keeps its fault (the call's last one); remembered for the threads this one
  * wakes later (the cascade). */
-static __always_inline void why_blocked_end(struct ls_why_acc *w, __u32 cause, __u64 d, __u64 now)
+static __always_inline void why_blocked_end(struct ls_why_acc *w, __u32 cause, __u64 d, __u64 now, __u32 dev)
 {
 	if (cause < LS_WHY_PARTS)
 		w->part[cause] += d;
@@ -307,6 +469,7 @@ static __always_inline void why_blocked_end(struct ls_why_acc *w, __u32 cause, _
 	w->hist_part[h] = cause;
 	w->hist_start[h] = w->mark;
 	w->hist_end[h] = now;
+	w->hist_dev[h] = dev;
 	w->hist_pos = h + 1;
 }
 
@@ -326,6 +489,84 @@ static __always_inline bool why_kthread_io_wait(struct task_struct *prev, bool p
 	w->kio = 1;
 	w->mark = now;
 	return true;
+}
+
+/* struct flock as x86-64 user space passes it to fcntl. */
+struct why_flock {
+	__s16 type, whence;
+	__u32 pad;
+	__s64 start, len;
+	__s32 pid;
+	__u32 pad2;
+};
+
+/*
+ * The lock call `s` waits for, read when it first blocks (the current task's memory): a futex's
+ * address, operation and word (which a PI or robust mutex's owner writes its thread id into); a
+ * file lock's operation, and for fcntl the range of its struct flock; a semaphore's set, number
+ * and operation. A word the read cannot take stays 0.
+ */
+static __always_inline void why_lock_of(struct ls_why_acc *w, struct ls_start *s)
+{
+	__u32 nr = s->nr;
+	__u8 kind = nr < WHY_NR_SLOTS ? why_nr_lock[nr] : 0;
+	w->lock_kind = kind;
+	w->lock_addr = 0;
+	w->lock_start = 0;
+	w->lock_len = 0;
+	w->lock_op = 0;
+	w->lock_word = 0;
+	if (kind == LS_LOCK_FUTEX || kind == LS_LOCK_FUTEXV) {
+		__u64 addr = s->args[0];
+		__u32 op = (__u32)s->args[1];
+		if (kind == LS_LOCK_FUTEXV) {
+			/* struct futex_waitv: val, uaddr, flags: the first futex of the vector */
+			__u64 fw[3] = {};
+			bpf_probe_read_user(fw, sizeof(fw), (void *)addr);
+			addr = fw[1];
+			op = (__u32)fw[2];
+		}
+		__u32 word = 0;
+		bpf_probe_read_user(&word, sizeof(word), (void *)addr);
+		w->lock_addr = addr;
+		w->lock_op = op;
+		w->lock_word = word;
+	} else if (kind == LS_LOCK_FLOCK) {
+		w->lock_op = (__u32)s->args[1];
+	} else if (kind == LS_LOCK_FCNTL) {
+		__u32 cmd = (__u32)s->args[1];
+		w->lock_op = cmd;
+		/* F_GETLK, F_SETLK, F_SETLKW and the open file description ones take a struct flock */
+		struct why_flock fl = {};
+		if (((cmd >= 5 && cmd <= 7) || (cmd >= 36 && cmd <= 38)) &&
+		    !bpf_probe_read_user(&fl, sizeof(fl), (void *)s->args[2])) {
+			__s64 start = fl.start;
+			if (fl.whence == 1 /* SEEK_CUR */ && s->pos >= 0)
+				start += s->pos;
+			w->lock_start = start;
+			w->lock_len = fl.len;
+			w->lock_word = (__u16)fl.type | (fl.whence == 2 /* SEEK_END */ ? 0x10000 : 0);
+		}
+	} else if (kind == LS_LOCK_SEM) {
+		/* struct sembuf: sem_num, sem_op, sem_flg (the first of the call's operations) */
+		__u16 sb[3] = {};
+		w->lock_addr = s->args[0];
+		if (!bpf_probe_read_user(sb, sizeof(sb), (void *)s->args[1])) {
+			w->lock_start = sb[0];
+			w->lock_op = (__u32)(__s32)(__s16)sb[1];
+		}
+	}
+}
+
+/* Whether `t`, the current task, is in the recording's set of threads: not latscope, and kept
+ * by its pid, command-name and cgroup filter (the verdict cached for the CPU's current task). */
+static __always_inline bool why_traced(struct task_struct *t)
+{
+	if (t->tgid == self_tgid)
+		return false;
+	__u32 zero = 0;
+	struct ls_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
+	return c && task_wanted(t, c);
 }
 
 /* prev leaves the CPU inside a traced call. `first`: its entry was just spilled (the first
@@ -358,11 +599,19 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->fd_type = first->fd_type;
 		w->kstack_due = 0;
 		w->best_kstack = 0;
+		w->best_kkey = 0;
 		w->casc_ns = 0;
 		w->casc_part = 0;
 		w->best_fault = 0;
 		w->bf_cur = 0;
 		w->bf = (struct ls_vma_file){};
+		w->casc_dev = 0;
+		w->wait_start = 0;
+		w->wait_end = 0;
+		w->wake_flags = LS_WAKE_KNOWN;
+		w->holder_tid = 0;
+		w->waker_ustack = 0;
+		why_lock_of(w, first);
 	} else {
 		if (why_kthread_io_wait(prev, preempt, now))
 			return;
@@ -380,10 +629,14 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 	}
 	w->state = WHY_BLOCKED;
 	w->pend_tid = 0;
+	if (w->fx_held)
+		why_fx_mark(w, prev, 1);
 	__u8 hint = 0;
 	if (BPF_CORE_READ_BITFIELD(prev, in_iowait))
 		hint = WHY_HINT_IOWAIT;
-	if (hint && w->fault_call == w->call_ts)
+	/* Inside the call's last page fault: the task's fault count is still the one at its start
+	 * (a buffered read's I/O waits after a minor fault of its copy are not the fault's). */
+	if (hint && w->fault_call == w->call_ts && prev->min_flt + prev->maj_flt == w->flt_cnt)
 		hint |= WHY_HINT_FAULT;
 	w->hint = hint;
 	/* The file mapped at the fault's address, looked up once per fault and only for a fault
@@ -408,7 +661,7 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 	if (w->kio) {
 		/* A kernel thread's I/O wait whose wake-up was not seen ends here at the latest. */
 		w->kio = 0;
-		why_blocked_end(w, LS_WHY_IO, 0, now);
+		why_blocked_end(w, LS_WHY_IO, 0, now, 0);
 		return;
 	}
 	if (!w->call_ts || w->state == WHY_RUN)
@@ -435,10 +688,18 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 		 * call's own; the waker is not known. */
 		STAT_INC(wakeups_unseen);
 		__u32 cause = why_cause(w->hint, w->nr, w->fd_type, WHY_WAKE_UNSEEN);
-		why_blocked_end(w, cause, d, now);
+		why_blocked_end(w, cause, d, now, 0);
+		if (w->fx_held)
+			why_fx_mark(w, next, 0);
 		if (d >= w->best_wait) {
 			/* The longest wait so far: no waker, no request, its stack (as a wake-up does). */
 			w->best_wait = d;
+			w->wait_start = w->mark;
+			w->wait_end = now;
+			w->wake_flags = LS_WAKE_KNOWN;
+			w->holder_tid = 0;
+			w->waker_ustack = 0;
+			w->casc_dev = 0;
 			w->kstack_due = why_stacks && d >= why_min;
 			w->waker_ctx = LS_WAKER_NONE;
 			w->waker_tid = 0;
@@ -456,7 +717,7 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 	 * is kept, and not below the --why-above threshold: the task is still where it blocked. */
 	if (w->kstack_due) {
 		w->kstack_due = 0;
-		w->best_kstack = why_task_kstack(next);
+		w->best_kstack = why_task_kstack(next, &w->best_kkey);
 	}
 }
 
@@ -483,13 +744,18 @@ static __always_inline void why_cascade(struct ls_why_acc *w, struct task_struct
 	if (!hw)
 		return;
 	__u64 by_part[LS_WHY_PARTS] = {};
-	__u64 from = w->mark;
+	__u64 from = w->mark, io_max = 0;
+	w->casc_dev = 0;
 	for (int i = 0; i < WHY_HIST; i++) {
 		__u64 s = hw->hist_start[i] > from ? hw->hist_start[i] : from;
 		__u64 e = hw->hist_end[i] < now ? hw->hist_end[i] : now;
 		__u32 p = hw->hist_part[i];
 		if (e > s && p < LS_WHY_PARTS)
 			by_part[p] += e - s;
+		if (e > s && p == LS_WHY_IO && e - s > io_max) {
+			io_max = e - s;
+			w->casc_dev = hw->hist_dev[i];
+		}
 	}
 	for (int p = 0; p < LS_WHY_PARTS; p++) {
 		if (by_part[p] > w->casc_ns) {
@@ -499,24 +765,65 @@ static __always_inline void why_cascade(struct ls_why_acc *w, struct task_struct
 	}
 }
 
+/*
+ * The futex wait of `w` (thread p) ends by `by`: a task's wake-up makes p the futex's holder
+ * (counting a hand-off when the waker was the holder); a timer's ends a wait for the holder when
+ * the futex is handed off (see why_fxs) and its holder is another thread, not blocked: true, with
+ * the holder in *holder.
+ */
+static __always_inline bool why_fx_wake(struct ls_why_acc *w, struct task_struct *p, enum why_wake by,
+					__u32 *holder, __u64 comm[2])
+{
+	struct why_fx_key k = { .addr = w->lock_addr & ~7ULL, .tgid = p->tgid };
+	struct why_fx *v = bpf_map_lookup_elem(&why_fxs, &k);
+	if (by == WHY_WAKE_TASK) {
+		struct task_struct *cur = bpf_get_current_task_btf();
+		if (v) {
+			v->wakes++;
+			if (v->holder == cur->pid)
+				v->handoffs++;
+			v->holder = p->pid;
+			v->blocked = 0;
+			task_comm(p, v->comm);
+		} else {
+			struct why_fx n = { .holder = p->pid, .wakes = 1 };
+			task_comm(p, n.comm);
+			bpf_map_update_elem(&why_fxs, &k, &n, BPF_ANY);
+		}
+		w->fx_held = k.addr;
+		return false;
+	}
+	if (by != WHY_WAKE_TIMER || !v || !v->holder || v->holder == p->pid || v->blocked || v->wakes < 2 ||
+	    v->handoffs * 4 < v->wakes)
+		return false;
+	*holder = v->holder;
+	comm[0] = v->comm[0];
+	comm[1] = v->comm[1];
+	return true;
+}
+
 SEC("tp_btf/sched_waking")
 int BPF_PROG(ls_why_waking, struct task_struct *p)
 {
 	struct ls_why_acc *w = bpf_task_storage_get(&whys, p, 0, 0);
 	if (!w)
 		return 0;
-	if (w->kio) {
-		/* A kernel thread's I/O wait is over: remembered, for the cascade. */
-		w->kio = 0;
-		why_blocked_end(w, LS_WHY_IO, 0, bpf_ktime_get_ns());
-		return 0;
-	}
-	if (!w->call_ts || w->state != WHY_BLOCKED)
-		return 0;
 	struct ls_why_cpu *wc = why_cpu();
 	if (!wc)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
+	/* A block request's completion on this CPU just before: this wake-up is its. */
+	bool rq_recent = wc->rq_ts && now - wc->rq_ts < WHY_RQ_WINDOW_NS;
+	if (w->kio) {
+		/* A kernel thread's I/O wait is over: remembered, for the cascade, with its device. */
+		w->kio = 0;
+		why_blocked_end(w, LS_WHY_IO, 0, now, rq_recent ? wc->rq_dev : 0);
+		return 0;
+	}
+	if (!w->call_ts || w->state != WHY_BLOCKED)
+		return 0;
+	if (w->fx_held)
+		why_fx_mark(w, p, 0);
 	__u64 d = now - w->mark;
 	enum why_wake by = WHY_WAKE_TASK;
 	if (wc->timer)
@@ -524,24 +831,43 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 	else if (wc->softirq == WHY_NET_RX_SOFTIRQ + 1)
 		by = WHY_WAKE_NET_RX;
 	__u32 cause = why_cause(w->hint, w->nr, w->fd_type, by);
-	why_blocked_end(w, cause, d, now);
-	/* A block request's completion ended an I/O wait: of the wait, the time before the request
-	 * existed (its bio held by cgroup I/O throttling or a plug, or not yet submitted), then its
-	 * time queued and on the device, summed over the call's I/O waits. */
-	bool by_rq = (cause == LS_WHY_IO || cause == LS_WHY_FAULT) && wc->rq_ts && now - wc->rq_ts < WHY_RQ_WINDOW_NS;
+	/* A futex wait its timeout ended while another thread held the futex is lock time. */
+	__u32 holder = 0;
+	__u64 holder_comm[2] = {};
+	bool held = false;
+	if (w->lock_kind == LS_LOCK_FUTEX && (cause == LS_WHY_LOCK || cause == LS_WHY_TIMER)) {
+		held = why_fx_wake(w, p, by, &holder, holder_comm);
+		if (held)
+			cause = LS_WHY_LOCK;
+	}
+	bool by_rq = (cause == LS_WHY_IO || cause == LS_WHY_FAULT) && rq_recent;
+	why_blocked_end(w, cause, d, now, by_rq ? wc->rq_dev : 0);
+	/* A block request's completion ended an I/O wait: the wait split into the time before the
+	 * request existed (its bio held by cgroup I/O throttling or a plug, or not yet submitted),
+	 * its time queued and on the device, each clipped to the wait (a readahead request queued
+	 * before it adds only what it spent queued during it), so that the three add up to the
+	 * wait; summed over the call's I/O waits. */
 	if (by_rq) {
-		w->wake_held += wc->rq_start > w->mark ? wc->rq_start - w->mark : 0;
-		w->wake_queue += wc->rq_queue;
-		w->wake_device += wc->rq_device;
+		__u64 from = w->mark, ins = wc->rq_start, iss = wc->rq_start + wc->rq_queue;
+		__u64 qs = ins > from ? ins : from, ds = iss > from ? iss : from;
+		w->wake_held += ins > from ? ins - from : 0;
+		w->wake_queue += iss > qs ? iss - qs : 0;
+		w->wake_device += now > ds ? now - ds : 0;
 	}
 	if (d >= w->best_wait) {
 		w->best_wait = d;
+		w->wait_start = w->mark;
+		w->wait_end = now;
+		w->holder_tid = holder;
+		w->waker_ustack = 0;
+		__u8 flags = LS_WAKE_KNOWN | (held ? LS_WAKE_HELD : 0);
 		/* Its kernel stack, at the switch in (only intervals of --why-above or longer). */
 		w->kstack_due = why_stacks && d >= why_min;
 		if (wc->timer) {
+			/* A timer has no name: with LS_WAKE_HELD, the comm is the futex holder's. */
 			w->waker_ctx = LS_WAKER_TIMER;
 			w->waker_tid = 0;
-			w->waker_comm[0] = 0;
+			__builtin_memcpy(w->waker_comm, holder_comm, LS_COMM_LEN);
 		} else if (wc->softirq == WHY_NET_RX_SOFTIRQ + 1 && wc->net_tid) {
 			/* Packets a task sent on this machine (loopback, veth): the sender woke it. */
 			struct task_struct *cur = bpf_get_current_task_btf();
@@ -550,6 +876,9 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 			__builtin_memcpy(w->waker_comm, wc->net_comm, LS_COMM_LEN);
 			w->casc_ns = 0;
 			w->casc_part = 0;
+			w->casc_dev = 0;
+			if (wc->net_traced)
+				flags |= LS_WAKE_TRACED;
 			if (cur->pid == wc->net_tid)
 				why_cascade(w, cur, now);
 		} else if (wc->softirq) {
@@ -561,11 +890,20 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 			w->waker_ctx = LS_WAKER_TASK;
 			w->waker_tid = cur->pid;
 			task_comm(cur, (__u64 *)w->waker_comm);
+			if (cur->flags & WHY_PF_KTHREAD)
+				flags |= LS_WAKE_KTHREAD;
+			else if (why_traced(cur))
+				flags |= LS_WAKE_TRACED;
 			why_cascade(w, cur, now);
+			/* Where the waker was when it ended the wait (a lock's release), with stacks. */
+			if (w->kstack_due && !(cur->flags & WHY_PF_KTHREAD))
+				w->waker_ustack = why_user_stack(ctx, cur, &w->waker_ukey);
 		}
+		w->wake_flags = flags;
 		if (w->waker_ctx != LS_WAKER_TASK) {
 			w->casc_ns = 0;
 			w->casc_part = 0;
+			w->casc_dev = 0;
 		}
 		if (by_rq) {
 			w->wake_dev = wc->rq_dev;
@@ -582,8 +920,9 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 }
 
 /* A page fault in kernel mode (a copy from or to user memory) inside a traced call: its I/O
- * waits are the fault's. (No tracepoint marks the fault's end: later I/O waits of the same call
- * count as the fault's too.) */
+ * waits are the fault's. No tracepoint marks the fault's end; the kernel counts the fault in the
+ * task's min_flt or maj_flt when it is done (a fault it retries after waiting, when the retry is
+ * done): an I/O wait while the count is still the one taken here is inside it. */
 SEC("tp_btf/page_fault_kernel")
 int BPF_PROG(ls_why_fault, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
@@ -615,6 +954,7 @@ int BPF_PROG(ls_why_fault, unsigned long address, struct pt_regs *regs, unsigned
 		w->bf = w->flt;
 	}
 	w->fault_call = call_ts;
+	w->flt_cnt = task->min_flt + task->maj_flt;
 	/* Its file is looked up if it waits for I/O (why_switch_out). */
 	w->flt.addr = address;
 	w->flt.ino = 0;
@@ -685,6 +1025,7 @@ int BPF_PROG(ls_why_softirq_raise, unsigned int vec)
 	} else if (!wc->softirq) {
 		wc->net_tid = cur->pid;
 		task_comm(cur, (__u64 *)wc->net_comm);
+		wc->net_traced = why_traced(cur);
 	}
 	return 0;
 }
@@ -719,6 +1060,7 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 		return NULL;
 	struct ls_why *o = &wc->out;
 	__builtin_memset(o, 0, sizeof(*o));
+	o->wake_flags = LS_WAKE_KNOWN;
 	if (!spilled) {
 		o->part[LS_WHY_CPU] = lat;
 		return o;
@@ -748,6 +1090,7 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 	o->rq_tid = w->rq_tid;
 	o->rq_cpu = w->rq_cpu;
 	o->kstack = w->best_kstack;
+	o->kstack_key = w->best_kstack > 0 ? w->best_kkey : 0;
 	o->waker_wait_ns = w->casc_ns;
 	o->waker_wait_part = w->casc_part;
 	o->wake_held_ns = w->wake_held;
@@ -758,6 +1101,19 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 	o->fault_ino = f->ino;
 	o->fault_off = f->off;
 	o->fault_dev = f->dev;
+	o->wait_start = w->wait_start;
+	o->wait_end = w->wait_end;
+	o->wake_flags = w->wake_flags;
+	o->holder_tid = w->holder_tid;
+	o->waker_ustack = w->waker_ustack;
+	o->waker_ustack_key = w->waker_ukey;
+	o->waker_wait_dev = w->casc_dev;
+	o->lock_kind = w->lock_kind;
+	o->lock_addr = w->lock_addr;
+	o->lock_start = w->lock_start;
+	o->lock_len = w->lock_len;
+	o->lock_op = w->lock_op;
+	o->lock_word = w->lock_word;
 	w->call_ts = 0;
 	return o;
 }

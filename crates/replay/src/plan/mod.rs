@@ -387,6 +387,13 @@ impl Plan {
                 c.init_files, c.init_bytes, c.init_dirs, c.init_symlinks
             )));
         }
+        if c.init_xattrs != self.xattrs.len() as u64 {
+            return Err(bad(format!(
+                "the starting tree holds {} extended attributes, the header says {}",
+                self.xattrs.len(),
+                c.init_xattrs
+            )));
+        }
         let nlit = self.literals.len() as u32;
         for x in &self.xattrs {
             let value_ok = if x.value == NONE {

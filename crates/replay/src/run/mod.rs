@@ -15,9 +15,10 @@ use crate::init::sandbox_spec;
 use crate::op::{Compare, OpKind};
 use crate::pattern::{AlignedBuf, Pattern};
 use crate::plan::Plan;
-use crate::sandbox::{check_tree, Sandbox};
+use crate::sandbox::{check_tree_at, Sandbox};
 use crate::stats::{Collector, Skip, Stats};
 use crate::sys;
+use crate::xattrs::{XattrLimits, XattrPolicy};
 use exec::{NotDone, Worker};
 use latscope_hist::Histogram;
 use std::os::fd::AsRawFd;
@@ -49,6 +50,11 @@ pub struct RunOptions<'a> {
     pub on_tick: Option<&'a mut dyn FnMut(&Live)>,
     /// The plan file's name, for the report.
     pub plan_name: String,
+    /// Namespaces of extended attributes set besides `user.*` (never `security.capability`);
+    /// sets of others are skipped.
+    pub xattrs: XattrPolicy,
+    /// Bounds on the extended attributes set, checked before anything is written.
+    pub xattr_limits: XattrLimits,
 }
 
 /// A running replay's counters (for progress lines and live export).
@@ -86,6 +92,8 @@ struct WorkerLive {
     late: Mutex<Histogram>,
     /// CLOCK_MONOTONIC when the worker finished (0 while running).
     finished_ns: AtomicU64,
+    /// The worker's thread (0 until it started), to interrupt it once the run is stopped.
+    thread: AtomicU64,
 }
 
 /// What every worker shares.
@@ -98,6 +106,8 @@ pub(crate) struct Shared<'a> {
     pub pattern: Pattern,
     /// Recorded extended-attribute values (setxattr of a recorded value).
     pub values: &'a [Vec<u8>],
+    /// Per literal id: whether an attribute of that name may be set.
+    pub xattr_ok: Vec<bool>,
     /// Bumped by directory renames and removals: cached directory fds are looked up again.
     pub dir_gen: AtomicU64,
     /// Some operation diverged (msync stops writing into mappings).
@@ -127,9 +137,11 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
     // Messages name the paths under the roots in use (`--root` when given), not the plan's.
     let mut shown_meta = plan.meta.clone();
     shown_meta.sandbox = spec.clone();
+    crate::xattrs::budget(plan, &opts.xattrs, &opts.xattr_limits)?;
     let sb = Sandbox::open_ready(&spec, plan.id)?;
-    for r in &spec.roots {
-        check_tree(std::path::Path::new(&r.dir))?;
+    sb.check_owner(opts.user)?;
+    for (r, fd) in spec.roots.iter().zip(&sb.roots) {
+        check_tree_at(fd.as_raw_fd(), std::path::Path::new(&r.dir))?;
     }
     sb.mark(plan.id, "used")?;
     let roots: Vec<i32> = sb.roots.iter().map(|f| f.as_raw_fd()).collect();
@@ -138,7 +150,14 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
     // Files open before the recording: opened now, at their recorded position.
     for p in &plan.preopen {
         let flags = (p.flags & !(libc::O_CREAT | libc::O_TRUNC | libc::O_EXCL) as u32) as u64 | libc::O_CLOEXEC as u64;
-        let fd = sys::openat2(roots[paths.root(p.path)], paths.rel(p.path), flags, 0, sys::RESOLVE_SANDBOX);
+        // Without blocking: a FIFO put there since the tree was checked must not hang the run.
+        let nb = libc::O_NONBLOCK as u64;
+        let mut fd = sys::openat2(roots[paths.root(p.path)], paths.rel(p.path), flags | nb, 0, sys::RESOLVE_SANDBOX);
+        if fd >= 0 && !preopened_file(fd as i32, flags & nb == 0) {
+            // SAFETY: closing the fd just opened.
+            unsafe { libc::close(fd as i32) };
+            fd = -(libc::EINVAL as i64);
+        }
         if fd < 0 {
             close_slots(&slots);
             return Err(ReplayError::Sys {
@@ -184,6 +203,7 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
         map_off: (0..plan.meta.maps).map(|_| AtomicU64::new(0)).collect(),
         pattern: Pattern::new(plan.meta.max_write),
         values: &plan.values,
+        xattr_ok: crate::xattrs::allowed_names(plan, &opts.xattrs),
         dir_gen: AtomicU64::new(0),
         diverged: AtomicBool::new(false),
     };
@@ -202,6 +222,7 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
     for l in &mut lanes {
         l.sort_by_key(|&i| plan.thread_ops(i).first().map(|o| o.seq).unwrap_or(0));
     }
+    sys::install_interrupt_handler();
     let local_stop = AtomicBool::new(false);
     let stop = opts.stop.unwrap_or(&local_stop);
     let total: u64 = plan.threads.iter().map(|t| t.ops as u64).sum();
@@ -223,6 +244,7 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
                 std::thread::Builder::new()
                     .name(format!("replay-{w}"))
                     .spawn_scoped(s, move || {
+                        live.thread.store(sys::this_thread(), Ordering::Release);
                         if realtime {
                             sys::set_realtime();
                         }
@@ -241,6 +263,7 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
         start = sys::now_ns() + if timed { 2_000_000 } else { 0 };
         gate.open(start);
         let mut ticks = 0u64;
+        let mut stopping_ticks = 0u32;
         let mut finished = 0usize;
         let tick = std::time::Duration::from_millis(100);
         let mut next = std::time::Instant::now() + tick;
@@ -261,6 +284,17 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
             if stop.load(Ordering::Relaxed) {
                 for p in &progress {
                     p.wake();
+                }
+                // A worker still busy a tick after the stop may be blocked in a system call
+                // (an open waiting for a FIFO's writer): interrupted, it sees the stop.
+                stopping_ticks += 1;
+                if stopping_ticks > 2 {
+                    for w in &live {
+                        let t = w.thread.load(Ordering::Acquire);
+                        if t != 0 && w.finished_ns.load(Ordering::Acquire) == 0 {
+                            sys::interrupt(t);
+                        }
+                    }
                 }
             }
             if let Some(f) = opts.on_tick.as_mut() {
@@ -304,6 +338,23 @@ pub fn run(plan: &Plan, opts: &mut RunOptions) -> Result<Stats> {
     stats.max_loadavg = max_load;
     stats.env = env;
     Ok(stats)
+}
+
+/// Whether `fd` (opened with O_NONBLOCK) is a regular file or a directory, as a file open
+/// before the recording is; O_NONBLOCK is then cleared unless the recording had it.
+fn preopened_file(fd: i32, clear_nonblock: bool) -> bool {
+    // SAFETY: fstat into a zeroed struct, fcntl on the fd just opened.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 || !matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR) {
+            return false;
+        }
+        if clear_nonblock {
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    true
 }
 
 fn close_slots(slots: &[AtomicI32]) {
@@ -425,6 +476,7 @@ fn worker(
                 }
                 Err(NotDone::NoFd) => col.skip(op, Skip::NoFd),
                 Err(NotDone::NoMapping) => col.skip(op, Skip::NoMapping),
+                Err(NotDone::Privileged) => col.skip(op, Skip::Privileged),
             }
             done += 1;
             if publish {

@@ -375,7 +375,7 @@ impl Feed for FileFeed {
                 let i = i as usize;
                 let end = b.end(i);
                 min_end = min_end.min(end);
-                let left_out = self.counter.sift && crate::waits::is_wait(b, i);
+                let left_out = self.counter.sift && crate::waits::is_idle(b, i);
                 if end < q.t_from || end >= q.t_to || !wanted(b, i, kind) || left_out {
                     continue;
                 }

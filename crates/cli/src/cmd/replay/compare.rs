@@ -2,22 +2,26 @@
 
 use super::Place;
 use anyhow::{bail, Context, Result};
-use latscope_replay::compare::read_side;
+use latscope_replay::compare::{read_side, Side};
 use latscope_replay::matrix::{run_matrix, MatrixOptions};
 use latscope_replay::read_plan;
+use latscope_stats::Settings;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// Put two replays side by side (ops/s, total time, p50 and p99 latency per operation kind)
-/// and say whether each difference is beyond run-to-run noise: with several runs per side
-/// (files holding lists of runs, or the matrix's repeats) by Welch's t-test across runs
-/// (p < 0.01); with one run per side by Welch's t-test over 10 ms throughput windows and
-/// non-overlapping 99% confidence intervals of the percentiles (this under-states noise: repeat
-/// runs). With --matrix, runs init + run for each value of a block-device setting, --repeat
-/// times each, compares every value with the first, and restores every setting afterwards,
-/// even on Ctrl-C.
+/// Put two replays side by side (ops/s, and p50, p90, p99, p99.9 latency per operation kind)
+/// and say whether each difference is a change beyond noise, as `latscope diff` does: a 95 %
+/// interval of each change (with several runs per side, files holding lists of runs or the
+/// matrix's repeats, from the runs' scatter; with one run per side from the spread inside the
+/// runs, which under-states noise: repeat runs), a change only beyond --min-change (5 %) after
+/// the correction for the number of metrics (Benjamini-Hochberg), "too few to tell" for a
+/// percentile resting on fewer than 10 operations. A timed run that fell behind its pace is
+/// marked and its rates are not compared. With --matrix, runs init + run for each value of a
+/// block-device setting, --repeat times each, compares every value with the first (settings the
+/// kernel derives from it, such as nr_requests after a scheduler change, are said as derived),
+/// and restores every setting afterwards, even on Ctrl-C.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope replay compare before.json after.json
@@ -53,19 +57,46 @@ pub struct CompareArgs {
     /// Write the matrix's runs and comparisons (JSON) here.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
+    /// The smallest change that counts, in percent.
+    #[arg(long, default_value = "5%", value_name = "PERCENT")]
+    min_change: String,
+    /// The run-to-run noise assumed for a side of one recording (or run), in percent: two
+    /// recordings of one workload differ by more than the noise inside each; measure yours with
+    /// an A/A comparison. Sides of several recordings measure it instead.
+    #[arg(long, default_value = "10%", value_name = "PERCENT")]
+    run_noise: String,
     /// JSON.
     #[arg(long)]
     json: bool,
 }
 
+/// Compares the runs in the files of side A with those of side B and prints the comparison.
+pub fn compare_files(fa: &[PathBuf], fb: &[PathBuf], s: &Settings, json: bool) -> Result<ExitCode> {
+    let side = |files: &[PathBuf]| -> Result<Side> {
+        let mut side = Side::default();
+        for f in files {
+            let one = read_side(f)?;
+            side.name = if side.name.is_empty() { one.name } else { format!("{},{}", side.name, one.name) };
+            side.runs.extend(one.runs);
+        }
+        Ok(side)
+    };
+    let c = latscope_replay::compare::compare_with(&side(fa)?, &side(fb)?, s);
+    print!("{}", if json { serde_json::to_string_pretty(&c)? + "\n" } else { c.text() });
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn compare(a: CompareArgs) -> Result<ExitCode> {
+    let settings = Settings {
+        min_change: crate::cmd::diff::parse_percent(&a.min_change).context("--min-change")?,
+        run_noise: crate::cmd::diff::parse_percent(&a.run_noise).context("--run-noise")?,
+        ..Default::default()
+    };
     let Some(plan_file) = a.matrix else {
         let [fa, fb] = a.files.as_slice() else {
             bail!("give two statistics files (or --matrix PLAN --device DEV --set SETTING=VALUES)");
         };
-        let c = latscope_replay::compare::compare(&read_side(fa)?, &read_side(fb)?);
-        print!("{}", if a.json { serde_json::to_string_pretty(&c)? + "\n" } else { c.text() });
-        return Ok(ExitCode::SUCCESS);
+        return compare_files(std::slice::from_ref(fa), std::slice::from_ref(fb), &settings, a.json);
     };
     crate::args::check_output(Some(&plan_file), a.output.as_deref())?;
     let plan = read_plan(&plan_file)?;
@@ -91,6 +122,7 @@ pub fn compare(a: CompareArgs) -> Result<ExitCode> {
         on_step: Some(&mut step),
         plan_name: plan_file.display().to_string(),
         sys_block: PathBuf::from("/sys/block"),
+        settings,
     };
     let res = run_matrix(&plan, &mut opts)?;
     if let Some(o) = &a.output {

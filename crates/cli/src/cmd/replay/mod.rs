@@ -1,7 +1,7 @@
 //! `latscope replay`: prepare a plan from a trace, build its starting tree, replay it, compare runs.
 //! One module per step; each parses its arguments, calls `latscope_replay` and prints.
 
-mod compare;
+pub(crate) mod compare;
 mod plan;
 mod push;
 mod run;
@@ -47,6 +47,19 @@ pub struct Place {
     /// Use this sandbox directory instead of the plan's (plans prepared with --root).
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+}
+
+/// Which extended attributes init and run set.
+#[derive(clap::Args, Debug)]
+pub struct Xattrs {
+    /// Namespaces of extended attributes restored and replayed besides user.* (comma-separated:
+    /// trusted, security, system, or all). Each can grant privilege, so only user.* is by
+    /// default: trusted.* holds metadata the kernel trusts (overlayfs redirects and whiteouts),
+    /// security.* labels (SELinux, Smack, AppArmor, IMA/EVM) decide what a program may do,
+    /// system.* POSIX ACLs can give any user access to a file. security.capability (file
+    /// capabilities) is never set. Attributes left out are said, and setting them skipped.
+    #[arg(long, value_name = "LIST", default_value = "user", value_parser = latscope_replay::XattrPolicy::parse)]
+    xattr_namespaces: latscope_replay::XattrPolicy,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {

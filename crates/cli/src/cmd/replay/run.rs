@@ -1,7 +1,7 @@
 //! `latscope replay run`.
 
 use super::push::Push;
-use super::{progress_line, Place};
+use super::{progress_line, Place, Xattrs};
 use anyhow::{Context, Result};
 use latscope_event::units::{fmt_ns, parse_duration_ns};
 use latscope_live::{Recorder, RecorderOptions, SessionBuilder, SyscallSet};
@@ -32,6 +32,8 @@ pub struct RunArgs {
     plan: PathBuf,
     #[command(flatten)]
     place: Place,
+    #[command(flatten)]
+    xattrs: Xattrs,
     /// Speed: 0 as fast as dependencies allow, 1 the recorded pace, 2 twice as fast, 0.5 half.
     #[arg(short, long, default_value_t = 0.0, value_name = "FACTOR")]
     speed: f64,
@@ -83,13 +85,14 @@ pub fn replay(a: RunArgs) -> Result<ExitCode> {
     let plan = read_plan(&a.plan)?;
     let user = a.user.as_deref().map(latscope_replay::sandbox::lookup_user).transpose()?;
     if a.init {
-        let opts = InitOptions { root: a.place.root.clone(), owner: user, progress: None };
+        let opts = InitOptions {
+            root: a.place.root.clone(),
+            owner: user,
+            xattrs: a.xattrs.xattr_namespaces,
+            ..Default::default()
+        };
         let rep = latscope_replay::init(&plan, &opts)?;
-        for f in &rep.xattr_failures {
-            eprintln!(
-                "warning: an extended attribute of the starting tree could not be set (its calls will diverge): {f}"
-            );
-        }
+        super::tree::warn_xattrs(&rep);
     }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -129,6 +132,8 @@ pub fn replay(a: RunArgs) -> Result<ExitCode> {
         stop: Some(&stop),
         on_tick: Some(&mut tick),
         plan_name: a.plan.display().to_string(),
+        xattrs: a.xattrs.xattr_namespaces,
+        ..Default::default()
     };
     let stats = latscope_replay::run(&plan, &mut opts);
     drop(opts);

@@ -1,6 +1,6 @@
 //! `latscope replay init` and `purge`.
 
-use super::{progress_line, Place};
+use super::{progress_line, Place, Xattrs};
 use anyhow::Result;
 use latscope_event::units::{fmt_bytes, fmt_ns};
 use latscope_replay::{read_plan, InitOptions};
@@ -15,13 +15,16 @@ use std::process::ExitCode;
 #[command(after_help = "Examples:
   latscope replay init plan.lsr
   latscope replay init plan.lsr --root /mnt/xfs/sb      # elsewhere than the plan says (--root plans)
-  latscope replay init plan.lsr --user postgres         # for 'run --user postgres'")]
+  latscope replay init plan.lsr --user postgres         # for 'run --user postgres'
+  latscope replay init plan.lsr --xattr-namespaces system   # POSIX ACLs too")]
 pub struct InitArgs {
     /// Plan file.
     #[arg(value_name = "PLAN")]
     plan: PathBuf,
     #[command(flatten)]
     place: Place,
+    #[command(flatten)]
+    xattrs: Xattrs,
     /// Give the tree to this user (name or uid), for runs as that user.
     #[arg(long, value_name = "USER")]
     user: Option<String>,
@@ -54,7 +57,13 @@ pub fn init(a: InitArgs) -> Result<ExitCode> {
             l(&format!("init: {} of {} written", fmt_bytes(done), fmt_bytes(total)));
         }
     };
-    let opts = InitOptions { root: a.place.root, owner, progress: Some(&progress) };
+    let opts = InitOptions {
+        root: a.place.root,
+        owner,
+        progress: Some(&progress),
+        xattrs: a.xattrs.xattr_namespaces,
+        ..Default::default()
+    };
     let rep = latscope_replay::init(&plan, &opts)?;
     if line.is_some() {
         eprint!("\r\x1b[K");
@@ -76,10 +85,23 @@ pub fn init(a: InitArgs) -> Result<ExitCode> {
         rep.roots.join(", "),
         fmt_ns(rep.elapsed_ns)
     );
+    warn_xattrs(&rep);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Says which attributes of the starting tree were not set, and why.
+pub fn warn_xattrs(rep: &latscope_replay::InitReport) {
     for f in &rep.xattr_failures {
         eprintln!("warning: an extended attribute of the starting tree could not be set (its calls will diverge): {f}");
     }
-    Ok(ExitCode::SUCCESS)
+    if rep.xattrs_refused > 0 {
+        eprintln!(
+            "warning: {} extended attributes of the starting tree were not set, as their namespace can grant \
+             privilege (its calls will diverge): {}",
+            rep.xattrs_refused,
+            rep.xattrs_refused_names.join(", ")
+        );
+    }
 }
 
 pub fn purge(a: PurgeArgs) -> Result<ExitCode> {

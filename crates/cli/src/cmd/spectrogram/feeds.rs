@@ -47,7 +47,8 @@ pub(super) fn svg_unpaced(a: &Args, plain: bool) -> bool {
     a.file.is_some() && a.draw.svg.is_some() && !plain && !a.trace.no_pace
 }
 
-pub(super) const SVG_UNPACED: &str = "drawn at once, not at the recording's pace: --svg needs every row (--no-pace to say so)";
+pub(super) const SVG_UNPACED: &str =
+    "drawn at once, not at the recording's pace: --svg needs every row (--no-pace to say so)";
 
 pub(super) type Live = (Spectrogram, Box<dyn Feed>, std::sync::Arc<std::sync::atomic::AtomicBool>);
 
@@ -89,4 +90,3 @@ pub(super) fn live_feed(a: &Args, filter: latscope_filter::Filter, kind: EventKi
     };
     Ok((spec, feed, stop))
 }
-

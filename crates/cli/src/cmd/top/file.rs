@@ -1,8 +1,8 @@
-//! `latscope top -r FILE`: the table of a recording, and `--by cause`, its time by cause.
+//! `latscope top -r FILE`: the table of a recording.
 
 use super::Args;
-use crate::args::{finish_scan, write_output, FilterArg, InputArg, ReadArgs, ScanPlan};
-use anyhow::{bail, Result};
+use crate::args::{finish_scan, ReadArgs, ScanPlan};
+use anyhow::Result;
 use latscope_view::group::GroupBy;
 use std::io::Write;
 use std::process::ExitCode;
@@ -28,7 +28,7 @@ pub(super) fn run_file(a: &Args, by: GroupBy, read: &ReadArgs) -> Result<ExitCod
     if a.output.json.json {
         let mut j = top.to_json(sort, limit, secs);
         j["source"] = serde_json::json!(read.file.display().to_string());
-        writeln!(o, "{}", serde_json::to_string(&j)?)?;
+        writeln!(o, "{}", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))?;
     } else {
         let f = scan.filter();
         let matching = if f.is_match_all() { String::new() } else { format!(" matching '{}'", f.source()) };
@@ -41,63 +41,4 @@ pub(super) fn run_file(a: &Args, by: GroupBy, read: &ReadArgs) -> Result<ExitCod
     }
     o.flush()?;
     Ok(finish_scan(&report))
-}
-
-/// `--by cause`: the recorded breakdowns of the calls that match, summed by cause, waker and
-/// operation; idle waits left out unless --waits, as in the other rankings.
-pub(super) fn run_cause(a: &Args) -> Result<ExitCode> {
-    let Some(f) = &a.source.file else {
-        bail!("--by cause reads a trace recorded with `latscope record --why` (-r FILE); live sessions count in the kernel and record no breakdown (`latscope why` records one and shows it)");
-    };
-    if a.source.input != InputArg::Trace || a.source.block {
-        bail!("--by cause applies to syscalls of a latscope trace (not --block, not --input perf)");
-    }
-    let svg = a.output.svg.as_deref();
-    crate::args::check_output(Some(f), svg)?;
-    if svg.is_some() {
-        crate::args::refuse_terminal(svg, "the breakdown", "--svg FILE")?;
-    }
-    let read = a.read(f);
-    let mut scan = read.open_all("top")?;
-    let mut agg = latscope_view::why::WhyAgg { with_waits: a.rank.waits, ..Default::default() };
-    scan.for_each(|c| {
-        agg.add(c.batch, c.rows);
-        Ok::<(), anyhow::Error>(())
-    })?;
-    let report = scan.report();
-    if let Some(p) = svg {
-        let title = breakdown_title(&read.file, &read.filter);
-        write_output(Some(p), latscope_view::whysvg::render_svg(&agg, a.rank.limit, &title).as_bytes())?;
-        if p.as_os_str() == "-" {
-            return Ok(finish_scan(&report));
-        }
-    }
-    let mut o = std::io::stdout().lock();
-    if a.output.json.json {
-        let mut j = agg.to_json(a.rank.limit);
-        j["source"] = serde_json::json!(read.file.display().to_string());
-        writeln!(o, "{}", serde_json::to_string(&j)?)?;
-    } else {
-        write!(o, "{}", agg.render_text(a.rank.limit))?;
-        if agg.waits_left_out > 0 {
-            writeln!(
-                o,
-                "\n{} idle waits (poll, futex, sleeps, wait4, ...) left out: --waits counts them",
-                agg.waits_left_out
-            )?;
-        }
-    }
-    o.flush()?;
-    Ok(finish_scan(&report))
-}
-
-/// The title of a breakdown picture: the trace and the filter.
-pub fn breakdown_title(file: &std::path::Path, filter: &FilterArg) -> String {
-    let f = filter.filter.as_deref().unwrap_or("");
-    let name = file.file_name().map_or_else(|| file.display().to_string(), |n| n.to_string_lossy().into_owned());
-    if f.trim().is_empty() {
-        format!("Why was it slow: {name}")
-    } else {
-        format!("Why was it slow: {name}, {f}")
-    }
 }

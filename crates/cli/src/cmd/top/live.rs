@@ -44,7 +44,7 @@ pub(super) fn run_live(a: &Args, by: GroupBy) -> Result<ExitCode> {
             let mut j = top.to_json(sort, limit, secs);
             j["lost"] = serde_json::json!(lost);
             j["not_followed"] = serde_json::json!(not_followed);
-            writeln!(o, "{}", serde_json::to_string(&j)?)?;
+            writeln!(o, "{}", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))?;
         } else {
             if tty {
                 write!(o, "\x1b[H\x1b[2J")?;

@@ -4,8 +4,6 @@
 mod file;
 mod live;
 
-pub use file::breakdown_title;
-
 use crate::args::{FilterArg, InputArg, JsonArg, LiveArgs, ReadArgs};
 use anyhow::{bail, Result};
 use latscope_event::units::parse_duration_secs_default;
@@ -48,7 +46,8 @@ use std::process::ExitCode;
   latscope top -r trace.lst --by container 'k8s.ns.name = shop'
   latscope top -r trace.lst --by dir --json | jq '.rows[0]'
   latscope top -r slow.lst --by cause 'proc.name = nginx'   # time by cause (record --why)
-  latscope top -r slow.lst --by cause --svg causes.svg      # the same as stacked bars, by waker too")]
+  latscope top -r slow.lst --by cause --svg causes.svg      # the same as stacked bars, by waker too
+  latscope top -r slow.lst --by lock 'proc.name = app'      # which lock, who waited, who held it")]
 pub struct Args {
     #[command(flatten)]
     pub source: Source,
@@ -84,8 +83,9 @@ pub struct Source {
 pub struct Rank {
     /// Group by: proc, pid, syscall, op, file, dir, disk, class, client (the peer address of an
     /// IPv4/IPv6 socket, one row per host, else the process), container, pod, cgroup; or cause:
-    /// time by cause (on CPU, run queue, block I/O, lock, ...) with wakers and operations, from a
-    /// trace recorded with `record --why`.
+    /// time by cause (on CPU, run queue, block I/O, lock, ...) with wakers and operations, or
+    /// lock: waits by lock (futex address, file and range, semaphore) with their waiters and
+    /// holders, from a trace recorded with `record --why`.
     #[arg(long, default_value = "proc", value_parser = TopBy::parse)]
     pub by: TopBy,
     /// Sort by: count, rate, total, avg, a percentile (p50, p99, p99.9, ...; shown as a column
@@ -134,13 +134,16 @@ pub enum TopBy {
     Group(GroupBy),
     /// Time by cause, from the attribution of `record --why`.
     Cause,
+    /// Waits by lock, from the attribution of `record --why`.
+    Lock,
 }
 
 impl TopBy {
     fn parse(s: &str) -> Result<TopBy, String> {
         match s {
             "cause" | "why" => Ok(TopBy::Cause),
-            _ => GroupBy::parse(s).map(TopBy::Group).map_err(|e| e.replace(" or cgroup)", ", cgroup or cause)")),
+            "lock" | "locks" => Ok(TopBy::Lock),
+            _ => GroupBy::parse(s).map(TopBy::Group).map_err(|e| e.replace(" or cgroup)", ", cgroup, cause or lock)")),
         }
     }
 }
@@ -162,7 +165,8 @@ impl Args {
 pub fn run(a: Args) -> Result<ExitCode> {
     let by = match a.rank.by {
         TopBy::Group(g) => g,
-        TopBy::Cause => return file::run_cause(&a),
+        TopBy::Cause => return super::top_why::run_cause(&a),
+        TopBy::Lock => return super::top_why::run_lock(&a),
     };
     if a.output.svg.is_some() {
         bail!("--svg draws the breakdown of --by cause; for pictures of latency see `latscope heatmap` and `latscope hist --svg`");

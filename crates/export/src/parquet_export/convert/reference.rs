@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow_array::types::{Int16Type, Int8Type};
+use arrow_array::types::{Int16Type, Int32Type, Int8Type};
 use arrow_array::{
     ArrayRef, DictionaryArray, Int16Array, Int32Array, Int64Array, Int8Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
@@ -132,6 +132,9 @@ impl EventConverter {
         let dict16 = |keys: Vec<i16>, values: &ArrayRef| -> ArrayRef {
             Arc::new(DictionaryArray::<Int16Type>::new(Int16Array::from(keys), values.clone()))
         };
+        let dict32 = |keys: Vec<i32>, values: &ArrayRef| -> ArrayRef {
+            Arc::new(DictionaryArray::<Int32Type>::new(Int32Array::from(keys), values.clone()))
+        };
         let dict8 = |keys: Vec<i8>, values: &ArrayRef| -> ArrayRef {
             Arc::new(DictionaryArray::<Int8Type>::new(Int8Array::from(keys), values.clone()))
         };
@@ -155,7 +158,7 @@ impl EventConverter {
             strings(&b.path, sel),
             strings(&b.path2, sel),
             i64s(map(&b.dev, sel, i64::from)),
-            dict16(disk_keys, &cx.disk_names),
+            dict16(disk_keys.iter().map(|&k| k as i16).collect(), &cx.disk_names),
             i64s(map(&b.ino, sel, |v| v as i64)),
             i64s(map(&b.bytes, sel, |v| v as i64)),
             i64s(map(&b.off, sel, |v| v)),
@@ -166,7 +169,7 @@ impl EventConverter {
             i64s(map(&b.cgroup, sel, |v| v as i64)),
             i64s(map(&b.qtime, sel, |v| v as i64)),
         ];
-        columns.extend(cx.cgroup_values.iter().map(|v| dict16(cgroup_keys.clone(), v)));
+        columns.extend(cx.cgroup_values.iter().map(|v| dict32(cgroup_keys.clone(), v)));
         for col in [
             &b.why_cpu,
             &b.why_runq,
@@ -208,6 +211,19 @@ impl EventConverter {
         columns.push(i64s(rows.iter().map(|&i| waker_was_in_ns(b, i)).collect()));
         columns.push(strings(&b.fault_path, sel));
         columns.push(i64s(map(&b.fault_off, sel, |v| v)));
+        columns.push(dict8(rows.iter().map(|&i| latscope_event::waits::wait_kind(b, i) as i8).collect(), &d.wait));
+        let locks: Vec<String> =
+            rows.iter().map(|&i| latscope_event::locks::lock_text(b, i).unwrap_or_default()).collect();
+        columns.push(Arc::new(StringArray::from(locks)));
+        columns.push(i64s(
+            rows.iter().map(|&i| if matches!(b.lock_kind[i], 1 | 4 | 5) { b.lock_addr[i] as i64 } else { 0 }).collect(),
+        ));
+        columns.push(i32s(map(&b.lock_owner, sel, |v| v as i32)));
+        // The chains go through other blocks' calls: this reference has none (the writer is
+        // given none either).
+        columns.push(Arc::new(StringArray::from(vec![""; rows.len()])));
+        columns.push(Arc::new(StringArray::from(vec![""; rows.len()])));
+        columns.push(i64s(vec![0; rows.len()]));
         // The columns follow `EVENT_COLUMNS` one for one, with the schema's types.
         RecordBatch::try_new(self.schema.clone(), columns).expect("columns match the events schema")
     }

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Speed of `latscope diff` against two `latscope hist` runs, printed as a Markdown table: two
+# synthetic traces of EVENTS events each (a busy server, BusyServer in latscope_trace::synth: one
+# with a block request every 20 events, one every 25), compared with the default groupings
+# (syscall, disk), with every grouping (--by all: syscall, proc, file, disk), and drawn (--svg,
+# --heatmap); next to `hist -r A` plus `hist -r B` (the anchor: the same files read twice by the
+# fastest view). Wall seconds (median of REPS runs) and CPU seconds (user + system, all threads).
+#
+# Environment: LATSCOPE (default target/$PROFILE/latscope), EVENTS (default 5000000), REPS (3),
+# PROFILE (cargo profile of the builds, default release; `ci` reuses the test build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=lib/common.sh
+. bench/lib/common.sh
+EVENTS=${EVENTS:-5000000}
+REPS=${REPS:-3}
+
+build_synth
+"$SYNTH" "$WORK/a.lst" "$EVENTS" 20 2>/dev/null
+"$SYNTH" "$WORK/b.lst" "$EVENTS" 25 2>/dev/null
+
+# Median wall seconds of REPS runs of a command.
+wall() {
+	local all=()
+	for _ in $(seq "$REPS"); do
+		local s e
+		s=$(date +%s.%N)
+		"$@" >/dev/null 2>&1
+		e=$(date +%s.%N)
+		all+=("$(echo "$e - $s" | bc -l)")
+	done
+	median "${all[@]}"
+}
+
+cpu_model=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+echo "CPU: $cpu_model, $(nproc) CPUs; load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| command | wall | CPU | vs two hist runs (wall, CPU) |"
+echo "|---|---|---|---|"
+h_wall=$(echo "$(wall "$LS" hist -r "$WORK/a.lst") + $(wall "$LS" hist -r "$WORK/b.lst")" | bc -l)
+h_cpu=$(echo "$(cpu "$LS" hist -r "$WORK/a.lst") + $(cpu "$LS" hist -r "$WORK/b.lst")" | bc -l)
+printf '| hist -r A; hist -r B (%s M events each) | %.3f s | %.3f s | 1.00x, 1.00x |\n' "$(echo "$EVENTS / 1000000" | bc)" "$h_wall" "$h_cpu"
+for v in "diff A B (syscall, disk)|" "diff A B --by all (syscall, proc, file, disk)|--by all" \
+	"diff A B --svg --heatmap|--svg $WORK/h.svg --heatmap $WORK/m.svg"; do
+	IFS='|' read -r name extra <<<"$v"
+	# shellcheck disable=SC2206
+	args=(diff "$WORK/a.lst" "$WORK/b.lst" $extra)
+	w=$(wall "$LS" "${args[@]}")
+	c=$(cpu "$LS" "${args[@]}")
+	printf '| %s | %.3f s | %.3f s | %.2fx, %.2fx |\n' "$name" "$w" "$c" "$(echo "$w / $h_wall" | bc -l)" "$(echo "$c / $h_cpu" | bc -l)"
+done

@@ -1,0 +1,220 @@
+//! Counter tracks: per interval, syscalls and block requests per second, their p50 and p99
+//! latency, bytes per second, and events the recording lost.
+//!
+//! An event counts in the interval in which it completed (as `latscope timeline` counts it).
+//! Intervals are written once the latest completion read is `hold_ns` past their end (events
+//! arrive in about the order they completed); an event for an interval already written is
+//! counted as late and left out of the counters (never out of the slices). Blocking waits
+//! (sleeps, polls, futex and child waits: their length is chosen by the caller) count as calls
+//! but are left out of the latency percentiles, as in `latscope timeline`.
+
+use std::collections::BTreeMap;
+
+use latscope_event::syscalls::desc;
+use latscope_event::{syscall_name, EventBatch, EventKind, SysClass};
+use latscope_hist::Histogram;
+
+use super::tracks::Counter;
+
+#[derive(Default)]
+struct Interval {
+    calls: u64,
+    call_bytes: u64,
+    call_lat: Option<Histogram>,
+    requests: u64,
+    request_bytes: u64,
+    request_lat: Option<Histogram>,
+    lost: u64,
+}
+
+/// The open intervals and what was written.
+pub struct Counters {
+    origin: u64,
+    interval: u64,
+    hold_ns: u64,
+    open: BTreeMap<u64, Interval>,
+    /// The next interval to write (those before are written).
+    next: u64,
+    /// The last interval written had values (a zero follows it when the next is empty).
+    last_nonzero: bool,
+    pool: Vec<Histogram>,
+    /// Events that came after their interval was written.
+    pub late: u64,
+}
+
+/// Whether syscall `nr` is a blocking wait whose length the caller chooses.
+fn is_idle_wait(nr: u16) -> bool {
+    desc(nr).class == SysClass::Wait || matches!(syscall_name(nr), Some("wait4" | "waitid" | "pause"))
+}
+
+impl Counters {
+    /// Intervals of `interval` ns from `origin`.
+    pub fn new(origin: u64, interval: u64, hold_ns: u64) -> Counters {
+        Counters {
+            origin,
+            interval: interval.max(1),
+            hold_ns,
+            open: BTreeMap::new(),
+            next: 0,
+            last_nonzero: false,
+            pool: Vec::new(),
+            late: 0,
+        }
+    }
+
+    fn slot(&mut self, end: u64) -> Option<&mut Interval> {
+        let k = end.saturating_sub(self.origin) / self.interval;
+        if k < self.next {
+            self.late += 1;
+            return None;
+        }
+        Some(self.open.entry(k).or_default())
+    }
+
+    /// Counts event `i`.
+    pub fn add(&mut self, b: &EventBatch, i: usize) {
+        let kind = b.kind[i];
+        let end = b.end(i);
+        let lat = b.lat[i];
+        if kind == EventKind::Syscall as u8 {
+            let d = desc(b.nr[i]);
+            let bytes = if d.is_io() && b.ret[i] > 0 { b.ret[i] as u64 } else { 0 };
+            let wait = is_idle_wait(b.nr[i]);
+            let mut pool = std::mem::take(&mut self.pool);
+            if let Some(s) = self.slot(end) {
+                s.calls += 1;
+                s.call_bytes += bytes;
+                if !wait {
+                    s.call_lat.get_or_insert_with(|| pool.pop().unwrap_or_default()).record(lat);
+                }
+            }
+            self.pool = pool;
+        } else if kind == EventKind::Block as u8 {
+            let bytes = b.bytes[i];
+            let mut pool = std::mem::take(&mut self.pool);
+            if let Some(s) = self.slot(end) {
+                s.requests += 1;
+                s.request_bytes += bytes;
+                s.request_lat.get_or_insert_with(|| pool.pop().unwrap_or_default()).record(lat);
+            }
+            self.pool = pool;
+        }
+    }
+
+    /// Counts `n` events lost by the recording, reported with a block read at `at`.
+    pub fn lost(&mut self, at: u64, n: u64) {
+        if let Some(s) = self.slot(at) {
+            s.lost += n;
+        }
+    }
+
+    /// Writes (with `out(counter, ts, value)`) every interval the watermark is `hold_ns` past, or
+    /// every one with `all`.
+    pub fn drain<E>(
+        &mut self,
+        watermark: u64,
+        all: bool,
+        out: &mut impl FnMut(Counter, u64, f64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let secs = self.interval as f64 / 1e9;
+        loop {
+            let Some((&k, _)) = self.open.first_key_value() else { return Ok(()) };
+            let end = self.origin.saturating_add((k + 1).saturating_mul(self.interval));
+            if !all && end.saturating_add(self.hold_ns) > watermark {
+                return Ok(());
+            }
+            let Some((_, mut s)) = self.open.pop_first() else { return Ok(()) };
+            let start = self.origin + k * self.interval;
+            if self.last_nonzero && k > self.next {
+                // Back to zero after the intervals without events.
+                let t = self.origin + self.next * self.interval;
+                for c in [Counter::SyscallRate, Counter::SyscallBytes, Counter::BlockRate, Counter::BlockBytes] {
+                    out(c, t, 0.0)?;
+                }
+            }
+            out(Counter::SyscallRate, start, s.calls as f64 / secs)?;
+            out(Counter::SyscallBytes, start, s.call_bytes as f64 / secs)?;
+            out(Counter::BlockRate, start, s.requests as f64 / secs)?;
+            out(Counter::BlockBytes, start, s.request_bytes as f64 / secs)?;
+            out(Counter::Lost, start, s.lost as f64)?;
+            for (h, p50, p99) in [
+                (s.call_lat.take(), Counter::SyscallP50, Counter::SyscallP99),
+                (s.request_lat.take(), Counter::BlockP50, Counter::BlockP99),
+            ] {
+                if let Some(mut h) = h {
+                    if let [Some(a), Some(b)] = h.percentiles(&[50.0, 99.0])[..] {
+                        out(p50, start, a as f64)?;
+                        out(p99, start, b as f64)?;
+                    }
+                    h.reset();
+                    self.pool.push(h);
+                }
+            }
+            self.last_nonzero = true;
+            self.next = k + 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latscope_event::{syscall_nr, Event};
+
+    fn ev(kind: EventKind, nr: &str, end: u64, lat: u64, ret: i64, bytes: u64) -> Event {
+        Event {
+            kind: kind as u8,
+            ts: end - lat,
+            lat,
+            nr: if kind == EventKind::Syscall { syscall_nr(nr).unwrap() } else { 0 },
+            ret,
+            bytes,
+            ..Default::default()
+        }
+    }
+
+    /// One second of 100 reads of 1..100 µs (4 KiB each), a 900 ms sleep, two block requests of
+    /// 8 KiB and 7 lost events; nothing the next second; one read the second after.
+    #[test]
+    fn counters_are_rates_percentiles_bytes_and_losses_per_interval_and_fall_back_to_zero() {
+        let s = 1_000_000_000;
+        let mut b = EventBatch::default();
+        for k in 0..100u64 {
+            b.push(&ev(EventKind::Syscall, "read", s / 2 + k, (k + 1) * 1000, 4096, 4096));
+        }
+        b.push(&ev(EventKind::Syscall, "nanosleep", s - 1, 900_000_000, 0, 0));
+        b.push(&ev(EventKind::Block, "", s / 4, 200_000, 0, 8192));
+        b.push(&ev(EventKind::Block, "", s / 3, 300_000, 0, 8192));
+        b.push(&ev(EventKind::Syscall, "read", 2 * s + 5, 1000, 10, 10));
+        let mut c = Counters::new(0, s, 0);
+        (0..b.len()).for_each(|i| c.add(&b, i));
+        c.lost(s / 2, 7);
+        let mut got: Vec<(Counter, u64, f64)> = Vec::new();
+        c.drain(u64::MAX, true, &mut |k, ts, v| {
+            got.push((k, ts, v));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        let at = |k: Counter, ts: u64| -> f64 {
+            let v: Vec<f64> = got.iter().filter(|g| g.0 as usize == k as usize && g.1 == ts).map(|g| g.2).collect();
+            assert_eq!(v.len(), 1, "{:?} at {ts}: {v:?}", k as usize);
+            v[0]
+        };
+        assert_eq!(at(Counter::SyscallRate, 0), 101.0, "the sleep counts as a call");
+        assert_eq!(at(Counter::SyscallBytes, 0), 100.0 * 4096.0);
+        assert_eq!(at(Counter::BlockRate, 0), 2.0);
+        assert_eq!(at(Counter::BlockBytes, 0), 16384.0);
+        assert_eq!(at(Counter::Lost, 0), 7.0);
+        // Percentiles of the reads only (the sleep's length is the caller's choice), within the
+        // histogram's bucket width.
+        let near = |v: f64, want: f64| (v - want).abs() <= want * 0.03;
+        let (p50, p99) = (at(Counter::SyscallP50, 0), at(Counter::SyscallP99, 0));
+        assert!(near(p50, 50_000.0) && near(p99, 99_000.0), "p50 {p50} p99 {p99}");
+        assert!(near(at(Counter::BlockP99, 0), 300_000.0));
+        // The empty second falls back to zero; the next counts its own.
+        assert_eq!(at(Counter::SyscallRate, s), 0.0);
+        assert_eq!(at(Counter::SyscallRate, 2 * s), 1.0);
+        assert_eq!(at(Counter::SyscallBytes, 2 * s), 10.0);
+        assert_eq!(c.late, 0);
+    }
+}

@@ -1,0 +1,217 @@
+//! Interning per sequence (Perfetto's `InternedData`): slice names, categories, argument names
+//! and repeated string values (paths, error names) are written once and referred to by number.
+//!
+//! The tables are bounded: past [`MAX_STRINGS`] string values or [`MAX_BYTES`] of them, the next
+//! packet clears the sequence's incremental state (`SEQ_INCREMENTAL_STATE_CLEARED`) and the
+//! tables start afresh, as Perfetto's own `TraceWriter` does; a trace of any length holds at
+//! most that much in them.
+
+use std::collections::HashMap;
+
+use foldhash::fast::RandomState;
+
+use super::proto::{self, interned};
+
+/// Most string values interned before the tables are cleared.
+pub const MAX_STRINGS: usize = 32_768;
+/// Most bytes of interned strings before the tables are cleared.
+pub const MAX_BYTES: usize = 2 << 20;
+
+/// The argument names of slices (debug annotations), interned once per generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Arg {
+    Fd,
+    Path,
+    Path2,
+    Bytes,
+    Ret,
+    Error,
+    Offset,
+    WhyCpu,
+    WhyRunq,
+    WhyIo,
+    WhyLock,
+    WhyIpc,
+    WhyTimer,
+    WhyFault,
+    WhyOther,
+    WhyUnknown,
+    WhyMain,
+    Waker,
+    WakerWasIn,
+    CpuHeldBy,
+    WokenByRequest,
+    FaultPath,
+    Disk,
+    Sector,
+    QueuedNs,
+    Rwbs,
+    Issuer,
+    ExitCode,
+    ParentPid,
+    Args,
+}
+
+impl Arg {
+    const ALL: usize = Arg::Args as usize + 1;
+
+    /// The name shown in Perfetto's argument list (`debug.NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Arg::Fd => "fd",
+            Arg::Path => "path",
+            Arg::Path2 => "path2",
+            Arg::Bytes => "bytes",
+            Arg::Ret => "ret",
+            Arg::Error => "error",
+            Arg::Offset => "offset",
+            Arg::WhyCpu => "why.cpu_ns",
+            Arg::WhyRunq => "why.runq_ns",
+            Arg::WhyIo => "why.io_ns",
+            Arg::WhyLock => "why.lock_ns",
+            Arg::WhyIpc => "why.ipc_ns",
+            Arg::WhyTimer => "why.timer_ns",
+            Arg::WhyFault => "why.fault_ns",
+            Arg::WhyOther => "why.other_ns",
+            Arg::WhyUnknown => "why.unknown_ns",
+            Arg::WhyMain => "why.main",
+            Arg::Waker => "why.waker",
+            Arg::WakerWasIn => "why.waker_was_in",
+            Arg::CpuHeldBy => "why.cpu_held_by",
+            Arg::WokenByRequest => "why.woken_by_request",
+            Arg::FaultPath => "why.page_fault_in",
+            Arg::Disk => "disk",
+            Arg::Sector => "sector",
+            Arg::QueuedNs => "queued_ns",
+            Arg::Rwbs => "rwbs",
+            Arg::Issuer => "issuer",
+            Arg::ExitCode => "exit_code",
+            Arg::ParentPid => "parent_pid",
+            Arg::Args => "args",
+        }
+    }
+
+    /// The attribution parts, in the order of `WHY_PART_NAMES`.
+    pub const WHY: [Arg; 9] = [
+        Arg::WhyCpu,
+        Arg::WhyRunq,
+        Arg::WhyIo,
+        Arg::WhyLock,
+        Arg::WhyIpc,
+        Arg::WhyTimer,
+        Arg::WhyFault,
+        Arg::WhyOther,
+        Arg::WhyUnknown,
+    ];
+}
+
+/// The interning tables of one sequence.
+pub struct Interner {
+    /// Slice names by key (kind and operation number, or a fixed name's key).
+    names: HashMap<u32, u64, RandomState>,
+    categories: [u64; 4],
+    args: [u64; Arg::ALL],
+    strings: HashMap<Box<[u8]>, u64, RandomState>,
+    string_bytes: usize,
+    next_iid: u64,
+    /// Entries added since the last [`Interner::take_new`], encoded as `InternedData` fields.
+    new: Vec<u8>,
+    /// The tables were cleared: the next packet must say so.
+    cleared: bool,
+    /// Times the tables were cleared because they were full.
+    pub resets: u64,
+}
+
+impl Default for Interner {
+    fn default() -> Self {
+        Interner {
+            names: HashMap::default(),
+            categories: [0; 4],
+            args: [0; Arg::ALL],
+            strings: HashMap::default(),
+            string_bytes: 0,
+            next_iid: 1,
+            new: Vec::new(),
+            cleared: true,
+            resets: 0,
+        }
+    }
+}
+
+impl Interner {
+    fn add(&mut self, field: u32, s: &[u8]) -> u64 {
+        let iid = self.next_iid;
+        self.next_iid += 1;
+        let out = &mut self.new;
+        let m = proto::begin(out, field);
+        proto::uint(out, interned::IID, iid);
+        proto::bytes(out, interned::NAME, s);
+        proto::end(out, m);
+        iid
+    }
+
+    /// Clears the tables when full (before a packet's entries are interned, so that one packet
+    /// never refers to two generations).
+    pub fn maybe_reset(&mut self) {
+        if self.strings.len() >= MAX_STRINGS || self.string_bytes >= MAX_BYTES {
+            self.resets += 1;
+            *self = Interner { resets: self.resets, ..Interner::default() };
+        }
+    }
+
+    /// The iid of the slice name under `key`, made by `name` the first time.
+    #[inline]
+    pub fn name(&mut self, key: u32, name: impl FnOnce() -> String) -> u64 {
+        if let Some(&iid) = self.names.get(&key) {
+            return iid;
+        }
+        let iid = self.add(interned::EVENT_NAMES, name().as_bytes());
+        self.names.insert(key, iid);
+        iid
+    }
+
+    /// The iid of category `i` (0 syscall, 1 block, 2 proc, 3 latscope).
+    #[inline]
+    pub fn category(&mut self, i: usize) -> u64 {
+        if self.categories[i] == 0 {
+            let name = ["syscall", "block", "proc", "latscope"][i];
+            self.categories[i] = self.add(interned::EVENT_CATEGORIES, name.as_bytes());
+        }
+        self.categories[i]
+    }
+
+    /// The iid of an argument name.
+    #[inline]
+    pub fn arg(&mut self, a: Arg) -> u64 {
+        let i = a as usize;
+        if self.args[i] == 0 {
+            self.args[i] = self.add(interned::DEBUG_ANNOTATION_NAMES, a.name().as_bytes());
+        }
+        self.args[i]
+    }
+
+    /// The iid of a string value (UTF-8 bytes).
+    #[inline]
+    pub fn string(&mut self, s: &[u8]) -> u64 {
+        if let Some(&iid) = self.strings.get(s) {
+            return iid;
+        }
+        let iid = self.add(interned::DEBUG_ANNOTATION_STRING_VALUES, s);
+        self.string_bytes += s.len();
+        self.strings.insert(s.into(), iid);
+        iid
+    }
+
+    /// Whether the next packet starts a generation (it must carry `SEQ_INCREMENTAL_STATE_CLEARED`
+    /// and the packet defaults); reading it says it will.
+    pub fn take_cleared(&mut self) -> bool {
+        std::mem::take(&mut self.cleared)
+    }
+
+    /// The entries added since the last call, as the body of an `InternedData` (empty: none).
+    pub fn take_new(&mut self, into: &mut Vec<u8>) {
+        into.extend_from_slice(&self.new);
+        self.new.clear();
+    }
+}

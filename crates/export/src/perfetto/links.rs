@@ -1,0 +1,560 @@
+//! Wake-ups and block requests as flows, found while the slices wait to be written.
+//!
+//! A trace holds events in the order they completed, syscalls and block requests in blocks of
+//! their own, so a call arrives before or after the call of another thread that woke it, and
+//! before or after the block request whose completion ended its wait. Slices are therefore held
+//! for a while ([`Linker`]: until the latest completion read is `hold_ns` past their arrival,
+//! at most `max_held` of them) and written in the order they arrived; a link found while both
+//! ends are held becomes a flow (Perfetto `flow_ids` on the start of the waking slice,
+//! `terminating_flow_ids` on the end of the woken one, so that a trace processor, which reads
+//! events in time order, always meets the waker first).
+//!
+//! Which call woke a call: `record --why` keeps, for each call that blocked, the thread that
+//! ended its longest blocked interval (`waker_tid`), not the instant. The wake-up came at the
+//! end of that interval, and after it the call ran (or waited for a CPU) until it returned:
+//! when that interval was the call's last, the wake-up lies within the call's CPU and run-queue
+//! time before its end. The waking call is the waker thread's first call (calls of one thread
+//! follow each other) that began before the woken call ended and ended inside that last stretch:
+//! the one in progress at the wake-up when the waker was in a traced call then. A wake-up that
+//! came from outside a traced call (an exiting child, a call the filter left out) or at the end
+//! of an earlier interval finds none and is counted as not linked rather than guessed.
+//!
+//! Which request: the call's `wake_dev` and `wake_sector` name the request whose completion
+//! ended its longest I/O wait; the request of that disk and sector that completed inside the
+//! call (the latest such, when the sector was written again) is it.
+
+use std::collections::{HashMap, VecDeque};
+
+use foldhash::fast::RandomState;
+use serde::Serialize;
+
+use latscope_event::can_wake;
+
+use super::slices::Held;
+
+/// How many links were made, and how many could not be.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LinkStats {
+    /// Calls whose waking thread's call was found: one flow each.
+    pub wakeups_linked: u64,
+    /// Calls woken by a thread whose waking call was not found (not traced, filtered out,
+    /// outside the window, or the wake-up did not end the call's last wait).
+    pub wakeups_not_linked: u64,
+    /// Calls whose waking block request was found: one flow each.
+    pub requests_linked: u64,
+    /// Calls woken by a block request that was not found in the export.
+    pub requests_not_linked: u64,
+}
+
+/// Most held calls of a thread (or requests of a sector) looked at for one link, latest first: a
+/// recording's calls of one thread follow each other, so the look-up stops at the first that
+/// ended before the window anyway; traces whose calls overlap on a thread are cut short.
+const MAX_CANDIDATES: usize = 64;
+/// Most calls waiting at once for a call of one thread (or a request of one sector).
+const MAX_WAITING: usize = 64;
+
+struct Pending {
+    c_seq: u64,
+    lo: u64,
+    hi: u64,
+    /// The woken call's main blocked part (for [`can_wake`]); 0 for requests.
+    part: usize,
+    /// A call in the window that cannot end such a wait by its kind: taken if no call that can
+    /// comes before one of the two leaves.
+    fallback: Option<u64>,
+}
+
+/// The syscall number of a call's slice.
+fn nr(h: &Held) -> u16 {
+    h.name_key as u16
+}
+
+/// What a held slice waits for: its links not yet found (the waking thread, the request).
+#[derive(Debug, Clone, Copy, Default)]
+struct Waiting {
+    waker: Option<u32>,
+    request: Option<(u32, u64)>,
+}
+
+/// The hold queue and the indexes that find links (see the module documentation).
+pub struct Linker {
+    queue: VecDeque<(Held, Waiting)>,
+    front_seq: u64,
+    hold_ns: u64,
+    max_held: usize,
+    watermark: u64,
+    by_tid: HashMap<u32, VecDeque<u64>, RandomState>,
+    by_request: HashMap<(u32, u64), VecDeque<u64>, RandomState>,
+    waiting_waker: HashMap<u32, Vec<Pending>, RandomState>,
+    waiting_request: HashMap<(u32, u64), Vec<Pending>, RandomState>,
+    /// Calls held as the fallback waker of calls waiting (see [`Pending::fallback`]).
+    fallback_of: HashMap<u64, Vec<u64>, RandomState>,
+    next_flow: u64,
+    pool: Vec<Held>,
+    /// Links made and missed.
+    pub stats: LinkStats,
+}
+
+impl Linker {
+    /// Holds slices until the latest end read is `hold_ns` past their arrival, at most
+    /// `max_held` at a time (`hold_ns` 0: written at once, nothing linked).
+    pub fn new(hold_ns: u64, max_held: usize) -> Linker {
+        Linker {
+            queue: VecDeque::new(),
+            front_seq: 0,
+            hold_ns,
+            max_held: max_held.max(1),
+            watermark: 0,
+            by_tid: HashMap::default(),
+            by_request: HashMap::default(),
+            waiting_waker: HashMap::default(),
+            waiting_request: HashMap::default(),
+            fallback_of: HashMap::default(),
+            next_flow: 1,
+            pool: Vec::new(),
+            stats: LinkStats::default(),
+        }
+    }
+
+    /// Whether slices are held for links.
+    pub fn linking(&self) -> bool {
+        self.hold_ns > 0
+    }
+
+    /// Starts holding slices for links (a trace that turned out to carry wake-ups).
+    pub fn start_linking(&mut self, hold_ns: u64) {
+        self.hold_ns = hold_ns;
+    }
+
+    /// An empty slice to fill (its vectors keep the room of a slice written before).
+    pub fn blank(&mut self) -> Held {
+        self.pool.pop().unwrap_or_default()
+    }
+
+    /// The latest end time read.
+    pub fn watermark(&self) -> u64 {
+        self.watermark
+    }
+
+    fn held_mut(&mut self, seq: u64) -> Option<&mut Held> {
+        let i = seq.checked_sub(self.front_seq)?;
+        self.queue.get_mut(i as usize).map(|(h, _)| h)
+    }
+
+    fn held(&self, seq: u64) -> Option<&Held> {
+        let i = seq.checked_sub(self.front_seq)?;
+        self.queue.get(i as usize).map(|(h, _)| h)
+    }
+
+    fn flow(&mut self) -> u64 {
+        let f = self.next_flow;
+        self.next_flow += 1;
+        f
+    }
+
+    /// Takes a slice. `wake`: the thread that woke it, the start of the window its waking call
+    /// must end in (`lo..=end`) and the part it was blocked in; `request`: the disk and sector
+    /// of the request whose completion woke it.
+    /// A call's slice carries its thread in `h.tid` (it may itself be a waker); a request's its
+    /// disk and sector in `h.request`.
+    pub fn push(&mut self, mut h: Held, wake: Option<(u32, u64, usize)>, request: Option<(u32, u64)>) {
+        let seq = self.front_seq + self.queue.len() as u64;
+        h.seq = seq;
+        self.watermark = self.watermark.max(h.end);
+        h.arrived = self.watermark;
+        if self.hold_ns == 0 {
+            self.queue.push_back((h, Waiting::default()));
+            return;
+        }
+        let mut waiting = Waiting::default();
+        // This call as the waker of calls that arrived before it.
+        if h.tid != 0 {
+            let front = self.front_seq;
+            if let Some(list) = self.waiting_waker.get_mut(&h.tid) {
+                let mut found = Vec::new();
+                list.retain_mut(|p| {
+                    if p.c_seq < front {
+                        return false;
+                    }
+                    if h.ts < p.hi && h.end >= p.lo {
+                        if can_wake(nr(&h), p.part) {
+                            found.push(p.c_seq);
+                            return false;
+                        }
+                        p.fallback.get_or_insert(seq);
+                    }
+                    true
+                });
+                if list.is_empty() {
+                    self.waiting_waker.remove(&h.tid);
+                }
+                for c in found {
+                    let f = self.flow();
+                    h.flows_out.push(f);
+                    if let Some(q) = self.queue.get_mut((c - self.front_seq) as usize) {
+                        q.0.flows_in.push(f);
+                        q.1.waker = None;
+                    }
+                    self.stats.wakeups_linked += 1;
+                }
+            }
+        }
+        // This request as the one that woke calls that arrived before it.
+        if let Some(key) = h.request {
+            let front = self.front_seq;
+            if let Some(list) = self.waiting_request.get_mut(&key) {
+                let mut found = Vec::new();
+                list.retain(|p| {
+                    if p.c_seq < front {
+                        return false;
+                    }
+                    if h.end >= p.lo && h.end <= p.hi && h.ts < p.hi {
+                        found.push(p.c_seq);
+                        return false;
+                    }
+                    true
+                });
+                if list.is_empty() {
+                    self.waiting_request.remove(&key);
+                }
+                for c in found {
+                    let f = self.flow();
+                    h.flows_out.push(f);
+                    if let Some(q) = self.queue.get_mut((c - self.front_seq) as usize) {
+                        q.0.flows_in.push(f);
+                        q.1.request = None;
+                    }
+                    self.stats.requests_linked += 1;
+                }
+            }
+        }
+        // Its own waker among the calls held: the first in the window that can end its wait,
+        // else wait for one (the first in the window is the fallback).
+        if let Some((wtid, lo, part)) = wake {
+            let hi = h.end;
+            let (mut best, mut first) = (None, None);
+            if let Some(d) = self.by_tid.get(&wtid) {
+                // Latest first: calls of one thread end in the order they began.
+                for &s in d.iter().rev().take(MAX_CANDIDATES) {
+                    let Some(c) = self.held(s) else { continue };
+                    if c.end < lo {
+                        break;
+                    }
+                    if c.ts < hi {
+                        first = Some(s);
+                        if can_wake(nr(c), part) {
+                            best = Some(s);
+                        }
+                    }
+                }
+            }
+            match best {
+                Some(s) => {
+                    let f = self.flow();
+                    if let Some(d) = self.held_mut(s) {
+                        d.flows_out.push(f);
+                    }
+                    h.flows_in.push(f);
+                    self.stats.wakeups_linked += 1;
+                }
+                None => {
+                    if let Some(d) = first {
+                        self.fallback_of.entry(d).or_default().push(seq);
+                    }
+                    let list = self.waiting_waker.entry(wtid).or_default();
+                    if list.len() >= MAX_WAITING {
+                        // The oldest gives way (counted as not linked when it leaves).
+                        list.remove(0);
+                    }
+                    list.push(Pending { c_seq: seq, lo, hi, part, fallback: first });
+                    waiting.waker = Some(wtid);
+                }
+            }
+        }
+        if let Some(key) = request {
+            let (lo, hi) = (h.ts, h.end);
+            let mut best: Option<(u64, u64)> = None;
+            if let Some(d) = self.by_request.get(&key) {
+                for &s in d.iter().rev().take(MAX_CANDIDATES) {
+                    let Some(r) = self.held(s) else { continue };
+                    if r.end >= lo && r.end <= hi && r.ts < hi && best.is_none_or(|(_, e)| r.end >= e) {
+                        best = Some((s, r.end));
+                    }
+                }
+            }
+            match best {
+                Some((s, _)) => {
+                    let f = self.flow();
+                    if let Some(r) = self.held_mut(s) {
+                        r.flows_out.push(f);
+                    }
+                    h.flows_in.push(f);
+                    self.stats.requests_linked += 1;
+                }
+                None => {
+                    let list = self.waiting_request.entry(key).or_default();
+                    if list.len() >= MAX_WAITING {
+                        list.remove(0);
+                    }
+                    list.push(Pending { c_seq: seq, lo, hi, part: 0, fallback: None });
+                    waiting.request = Some(key);
+                }
+            }
+        }
+        if h.tid != 0 {
+            self.by_tid.entry(h.tid).or_default().push_back(seq);
+        }
+        if let Some(key) = h.request {
+            self.by_request.entry(key).or_default().push_back(seq);
+        }
+        self.queue.push_back((h, waiting));
+    }
+
+    /// Writes (with `out`) every slice due: those the watermark is `hold_ns` past, and the oldest
+    /// beyond `max_held`; every slice with `all`.
+    pub fn drain<E>(&mut self, all: bool, out: &mut impl FnMut(&Held) -> Result<(), E>) -> Result<(), E> {
+        loop {
+            let Some((front, _)) = self.queue.front() else { return Ok(()) };
+            let due = all
+                || self.hold_ns == 0
+                || self.queue.len() > self.max_held
+                || front.arrived.saturating_add(self.hold_ns) <= self.watermark;
+            if !due {
+                return Ok(());
+            }
+            let Some((mut h, mut waiting)) = self.queue.pop_front() else { return Ok(()) };
+            self.front_seq += 1;
+            if self.hold_ns > 0 {
+                self.settle(&mut h, &mut waiting);
+                self.forget(&h, waiting);
+            }
+            let r = out(&h);
+            h.args.clear();
+            h.strs.clear();
+            h.flows_out.clear();
+            h.flows_in.clear();
+            h.tid = 0;
+            h.request = None;
+            if self.pool.len() < 64 {
+                self.pool.push(h);
+            }
+            r?;
+        }
+    }
+
+    /// Links a slice about to leave with its fallback: as the fallback waker of calls still
+    /// waiting, and as a woken call still waiting with a fallback (which came after it, so is
+    /// still held).
+    fn settle(&mut self, h: &mut Held, waiting: &mut Waiting) {
+        if let Some(cs) = self.fallback_of.remove(&h.seq) {
+            for c in cs {
+                let Some((q, w)) = c.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize)) else {
+                    continue;
+                };
+                let Some(wtid) = w.waker.filter(|&t| t == h.tid) else { continue };
+                let Some(list) = self.waiting_waker.get_mut(&wtid) else { continue };
+                let Some(at) = list.iter().position(|p| p.c_seq == c && p.fallback == Some(h.seq)) else { continue };
+                list.swap_remove(at);
+                let f = self.next_flow;
+                self.next_flow += 1;
+                h.flows_out.push(f);
+                q.flows_in.push(f);
+                w.waker = None;
+                self.stats.wakeups_linked += 1;
+            }
+        }
+        let Some(wtid) = waiting.waker else { return };
+        let Some(list) = self.waiting_waker.get_mut(&wtid) else { return };
+        let Some(at) = list.iter().position(|p| p.c_seq == h.seq) else { return };
+        let Some(d) = list[at].fallback.filter(|&d| d >= self.front_seq) else { return };
+        list.swap_remove(at);
+        let f = self.flow();
+        if let Some(d) = self.held_mut(d) {
+            d.flows_out.push(f);
+            h.flows_in.push(f);
+            waiting.waker = None;
+            self.stats.wakeups_linked += 1;
+        }
+    }
+
+    /// Takes a slice that leaves out of the indexes, and counts its link as missed if it waited.
+    fn forget(&mut self, h: &Held, waiting: Waiting) {
+        if h.tid != 0 {
+            if let Some(d) = self.by_tid.get_mut(&h.tid) {
+                d.pop_front();
+                if d.is_empty() {
+                    self.by_tid.remove(&h.tid);
+                }
+            }
+        }
+        if let Some(key) = h.request {
+            if let Some(d) = self.by_request.get_mut(&key) {
+                d.pop_front();
+                if d.is_empty() {
+                    self.by_request.remove(&key);
+                }
+            }
+        }
+        if let Some(w) = waiting.waker {
+            self.stats.wakeups_not_linked += 1;
+            if let Some(list) = self.waiting_waker.get_mut(&w) {
+                list.retain(|p| p.c_seq != h.seq);
+                if list.is_empty() {
+                    self.waiting_waker.remove(&w);
+                }
+            }
+        }
+        if let Some(key) = waiting.request {
+            self.stats.requests_not_linked += 1;
+            if let Some(list) = self.waiting_request.get_mut(&key) {
+                list.retain(|p| p.c_seq != h.seq);
+                if list.is_empty() {
+                    self.waiting_request.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(l: &mut Linker, tid: u32, ts: u64, end: u64) -> Held {
+        let mut h = l.blank();
+        h.ts = ts;
+        h.end = end;
+        h.tid = tid;
+        h
+    }
+
+    /// Drains everything; returns (tid, ts, flows out, flows in) of each slice in order.
+    fn all(l: &mut Linker) -> Vec<(u32, u64, Vec<u64>, Vec<u64>)> {
+        let mut v = Vec::new();
+        l.drain(true, &mut |h: &Held| {
+            v.push((h.tid, h.ts, h.flows_out.clone(), h.flows_in.clone()));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        v
+    }
+
+    #[test]
+    fn the_waking_call_is_the_wakers_first_call_ending_after_the_window_opens() {
+        for waker_first in [true, false] {
+            let mut l = Linker::new(1_000, 100);
+            // Thread 2's calls: one before the window, the one in progress at the wake-up, one after.
+            let waker = [(10, 20), (40, 55), (58, 90)];
+            if waker_first {
+                for (a, b) in waker {
+                    let h = call(&mut l, 2, a, b);
+                    l.push(h, None, None);
+                }
+            }
+            let woken = call(&mut l, 1, 0, 60);
+            l.push(woken, Some((2, 50, 7)), None);
+            if !waker_first {
+                for (a, b) in waker {
+                    let h = call(&mut l, 2, a, b);
+                    l.push(h, None, None);
+                }
+            }
+            let v = all(&mut l);
+            let w = v.iter().find(|x| x.0 == 1).unwrap();
+            let d = v.iter().find(|x| x.0 == 2 && x.1 == 40).unwrap();
+            assert_eq!(w.3.len(), 1, "{v:?}");
+            assert_eq!(d.2, w.3, "the call 40..55 woke it ({waker_first}): {v:?}");
+            assert_eq!(l.stats.wakeups_linked, 1);
+            assert!(v.iter().filter(|x| x.0 == 2 && x.1 != 40).all(|x| x.2.is_empty()));
+        }
+    }
+
+    /// A lock wait is ended by a futex: of the waker's calls in the window, its futex is taken,
+    /// held before the woken call or arriving after it; a write alone is taken for want of one.
+    #[test]
+    fn a_call_that_can_end_the_wait_is_preferred_to_the_first_in_the_window() {
+        let futex = latscope_event::syscall_nr("futex").unwrap();
+        let write = latscope_event::syscall_nr("write").unwrap();
+        for (futex_first, with_futex) in [(true, true), (false, true), (true, false)] {
+            let mut l = Linker::new(1_000, 100);
+            let mut calls = vec![(write, 40, 52)];
+            if with_futex {
+                calls.push((futex, 53, 58));
+            }
+            let mk = |l: &mut Linker, (nr, a, b): (u16, u64, u64)| {
+                let mut h = call(l, 2, a, b);
+                h.name_key = u32::from(nr);
+                h
+            };
+            if futex_first {
+                for c in calls.clone() {
+                    let h = mk(&mut l, c);
+                    l.push(h, None, None);
+                }
+            }
+            let woken = call(&mut l, 1, 0, 60);
+            l.push(woken, Some((2, 50, 3)), None);
+            if !futex_first {
+                for c in calls.clone() {
+                    let h = mk(&mut l, c);
+                    l.push(h, None, None);
+                }
+            }
+            let v = all(&mut l);
+            let w = v.iter().find(|x| x.0 == 1).unwrap();
+            let want = if with_futex { 53 } else { 40 };
+            let d = v.iter().find(|x| x.0 == 2 && x.1 == want).unwrap();
+            assert_eq!((w.3.len(), &d.2), (1, &w.3), "({futex_first}, {with_futex}): {v:?}");
+        }
+    }
+
+    #[test]
+    fn a_wakeup_whose_waker_made_no_call_then_is_counted_not_guessed() {
+        let mut l = Linker::new(1_000, 100);
+        let early = call(&mut l, 2, 10, 20);
+        l.push(early, None, None);
+        let woken = call(&mut l, 1, 0, 60);
+        l.push(woken, Some((2, 50, 7)), None);
+        let late = call(&mut l, 2, 70, 80);
+        l.push(late, None, None);
+        let v = all(&mut l);
+        assert!(v.iter().all(|x| x.2.is_empty() && x.3.is_empty()), "{v:?}");
+        assert_eq!((l.stats.wakeups_linked, l.stats.wakeups_not_linked), (0, 1));
+    }
+
+    #[test]
+    fn a_request_link_takes_the_latest_completion_inside_the_call() {
+        let mut l = Linker::new(1_000, 100);
+        for (ts, end) in [(5, 8), (20, 30), (32, 45), (70, 80)] {
+            let mut r = l.blank();
+            r.ts = ts;
+            r.end = end;
+            r.request = Some((7, 100));
+            l.push(r, None, None);
+        }
+        let c = call(&mut l, 1, 10, 60);
+        l.push(c, None, Some((7, 100)));
+        let v = all(&mut l);
+        let got: Vec<u64> = v.iter().filter(|x| !x.2.is_empty()).map(|x| x.1).collect();
+        assert_eq!(got, vec![32]);
+        assert_eq!(l.stats.requests_linked, 1);
+    }
+
+    #[test]
+    fn slices_leave_in_arrival_order_once_the_watermark_passes_or_the_queue_is_full() {
+        let mut l = Linker::new(100, 3);
+        let mut out = Vec::new();
+        for i in 0..10u64 {
+            let h = call(&mut l, 1 + i as u32, i * 50, i * 50 + 10);
+            l.push(h, None, None);
+            l.drain(false, &mut |h: &Held| {
+                out.push(h.ts);
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            assert!(l.queue.len() <= 3);
+        }
+        // The hold is 100 ns: a slice leaves two arrivals (100 ns) later.
+        assert_eq!(out, (0..8).map(|j| j * 50).collect::<Vec<u64>>());
+    }
+}

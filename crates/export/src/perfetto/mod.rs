@@ -1,0 +1,417 @@
+//! A trace as a Perfetto trace (protobuf `TracePacket`s) for ui.perfetto.dev and trace_processor:
+//! every thread's calls over time, what woke them, the disks' requests, counters.
+//!
+//! - A track per process (named, with its command line and container as process labels) and
+//!   per thread (named by its command name); each syscall a slice on its thread, entry to
+//!   return, named by the syscall, with its fd, path, bytes, result and, from `record --why`,
+//!   its breakdown (the parts' totals: the trace records how long each part took, not when, so
+//!   they are arguments, not child slices), waker and what the waker was in.
+//! - A track per disk, each block request a slice from issue to completion, its queue time on
+//!   the disk's queue lanes.
+//! - Process events (fork, exec, exit) as instants on their process.
+//! - Wake-ups as flows from the waking thread's call to the woken call, and from a block
+//!   request to the call its completion woke; chains of wake-ups follow as chains of flows
+//!   (see [`links`](self) for how a waking call is found, and when none is).
+//! - Counter tracks per interval: syscalls and block requests per second, p50 and p99 latency,
+//!   bytes per second, events lost.
+//!
+//! One slice per event, its duration the event's latency: a trace processor's slice table (less
+//! the `latscope`-category queue slices) holds what `latscope events` prints for the same filter.
+//! Streamed: the trace is read once, slices are held only while their links may still come
+//! (bounded by count), interning tables are cleared when they grow; memory does not grow with
+//! the trace. A file larger than [`PerfettoOptions::max_bytes`] is refused, or cut into parts
+//! by time with [`PerfettoOptions::split`].
+
+mod counters;
+mod intern;
+mod links;
+mod out;
+mod proto;
+mod slices;
+mod tracks;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use foldhash::fast::RandomState;
+use latscope_event::{EventBatch, EventKind, ProcOp, TraceHeader};
+use latscope_filter::Filter;
+use latscope_scan::{InputFormat, Scan, ScanOptions};
+use latscope_trace::Column;
+use serde::Serialize;
+
+pub use links::LinkStats;
+pub use out::WrittenPart;
+
+use counters::Counters;
+use links::Linker;
+use out::Out;
+use slices::{Held, SliceBuilder, QUEUED_KEY};
+use tracks::Tracks;
+
+use crate::ExportError;
+
+/// Largest file written by default: the Perfetto UI runs in a browser, where a trace takes two
+/// to four times its size in memory and about 2 GB is available.
+pub const DEFAULT_MAX_BYTES: u64 = 512 << 20;
+/// How long (ns of the trace, past their arrival) slices wait for the other end of their links:
+/// a recording writes syscalls and block requests in blocks of their own, flushed every second.
+pub const DEFAULT_HOLD_NS: u64 = 2_000_000_000;
+/// Most slices held for links at once.
+pub const DEFAULT_MAX_HELD: usize = 1 << 17;
+/// Interval of the counter tracks.
+pub const DEFAULT_INTERVAL_NS: u64 = 1_000_000_000;
+
+/// How to export.
+#[derive(Debug, Clone)]
+pub struct PerfettoOptions {
+    /// The file (with [`PerfettoOptions::split`], parts `STEM.partN.EXT` beside it).
+    pub output: PathBuf,
+    /// Only the events this filter takes.
+    pub filter: Filter,
+    /// Largest file: a larger export is refused ([`ExportError::TooLarge`]) or, with `split`,
+    /// continued in a new file.
+    pub max_bytes: u64,
+    /// Cut the export into files of at most `max_bytes` by time.
+    pub split: bool,
+    /// Interval of the counter tracks (ns).
+    pub interval_ns: u64,
+    /// How long slices wait for their links (ns of trace time past their arrival).
+    pub hold_ns: u64,
+    /// Most slices waiting for links at once (the export's memory bound).
+    pub max_held: usize,
+}
+
+impl PerfettoOptions {
+    /// Every event to `output`, with the defaults.
+    pub fn new(output: impl Into<PathBuf>) -> PerfettoOptions {
+        PerfettoOptions {
+            output: output.into(),
+            filter: Filter::parse("").expect("the empty filter parses"),
+            max_bytes: DEFAULT_MAX_BYTES,
+            split: false,
+            interval_ns: DEFAULT_INTERVAL_NS,
+            hold_ns: DEFAULT_HOLD_NS,
+            max_held: DEFAULT_MAX_HELD,
+        }
+    }
+}
+
+/// What an export did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PerfettoSummary {
+    /// The trace read.
+    pub trace: PathBuf,
+    /// The files written, in time order.
+    pub files: Vec<WrittenPart>,
+    /// Bytes of all files.
+    pub bytes_written: u64,
+    /// Events read.
+    pub events_read: u64,
+    /// Events exported (one slice each).
+    pub events_exported: u64,
+    /// Queue-time slices of block requests (besides the events' slices).
+    pub queue_slices: u64,
+    /// Events the recording lost.
+    pub events_lost: u64,
+    /// Damaged blocks skipped.
+    pub corrupt_blocks: u64,
+    /// Processes, threads and disks with a track.
+    pub processes: usize,
+    /// Threads with a track.
+    pub threads: usize,
+    /// Disks with a track.
+    pub disks: usize,
+    /// Wake-ups and requests linked as flows, and those that could not be.
+    pub links: LinkStats,
+    /// Flows dropped because their ends fell in two files.
+    pub flows_cut_between_files: u64,
+    /// Events left out of the counter tracks (they came after their interval was written).
+    pub counter_events_late: u64,
+    /// Times the interning tables were cleared because they grew.
+    pub interning_resets: u64,
+    /// Reader warnings (file cut short, ...), as sentences.
+    pub warnings: Vec<String>,
+}
+
+/// Where an export is, for progress reports.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Bytes of the trace read.
+    pub bytes_read: u64,
+    /// Its size.
+    pub file_size: u64,
+    /// Events exported so far.
+    pub events_exported: u64,
+    /// Bytes written so far.
+    pub bytes_written: u64,
+}
+
+/// The columns the export reads (with no filter, only those are decoded).
+const COLUMNS: &[&str] = &[
+    "kind",
+    "ts",
+    "lat",
+    "pid",
+    "tid",
+    "nr",
+    "ret",
+    "fd",
+    "off",
+    "dev",
+    "bytes",
+    "flags",
+    "cgroup",
+    "qtime",
+    "comm",
+    "path",
+    "path2",
+    "why_cpu",
+    "why_runq",
+    "why_io",
+    "why_lock",
+    "why_ipc",
+    "why_timer",
+    "why_fault",
+    "why_other",
+    "why_unknown",
+    "waker_ctx",
+    "waker_tid",
+    "waker_comm_lo",
+    "waker_comm_hi",
+    "runq_tid",
+    "runq_cpu",
+    "wake_dev",
+    "wake_sector",
+    "waker_wait_part",
+    "waker_wait_ns",
+    "fault_addr",
+    "fault_path",
+];
+
+/// Whether the recording was made with attribution (`--why`, `--why-above`, `--stacks`, or
+/// `latscope why`): its calls may carry wake-ups to link.
+fn recorded_why(h: &TraceHeader) -> bool {
+    h.command_line.get(1).is_some_and(|c| c == "why")
+        || h.command_line.iter().any(|a| a.starts_with("--why") || a == "--stacks")
+}
+
+/// The state of one export.
+struct Export<'a> {
+    header: TraceHeader,
+    opts: &'a PerfettoOptions,
+    tracks: Tracks,
+    linker: Linker,
+    counters: Counters,
+    out: Out,
+    /// Flows with one end written: the file it is in.
+    flow_file: HashMap<u64, u32, RandomState>,
+    flows_cut: u64,
+    exported: u64,
+    queue_slices: u64,
+}
+
+impl Export<'_> {
+    /// Takes event `i` of `b`.
+    fn add(&mut self, b: &EventBatch, i: usize) {
+        self.exported += 1;
+        self.counters.add(b, i);
+        let (ts, end) = (b.ts[i], b.end(i));
+        let mut h = self.linker.blank();
+        h.ts = ts;
+        h.end = end;
+        h.name_key = u32::from(b.kind[i]) << 16 | u32::from(b.nr[i]);
+        let mut wake = None;
+        let mut request = None;
+        match EventKind::from_u8(b.kind[i]) {
+            Some(EventKind::Syscall) => {
+                let tid = b.tid[i];
+                h.track = self.tracks.thread_lane(b.pid[i], tid, slices::raw(&b.comm, i), b.cgroup[i], ts, end);
+                h.tid = tid;
+                SliceBuilder { h: &mut h }.syscall(&self.header, b, i);
+                if b.waker_ctx[i] == 1 && b.waker_tid[i] != 0 && b.waker_tid[i] != tid {
+                    // The wake-up ended the call's longest blocked interval; when that was its
+                    // last, it came within the call's CPU and run-queue time before its end.
+                    let after = b.why_cpu[i].saturating_add(b.why_runq[i]);
+                    let parts = b.why_parts(i);
+                    // The blocked part the call spent the most in (io, lock, ipc, ...).
+                    let part = (2..parts.len()).fold(2, |m, k| if parts[k] > parts[m] { k } else { m });
+                    wake = Some((b.waker_tid[i], end.saturating_sub(after).max(ts), part));
+                }
+                if b.wake_dev[i] != 0 {
+                    request = Some((b.wake_dev[i], b.wake_sector[i]));
+                }
+                if (wake.is_some() || request.is_some()) && !self.linker.linking() {
+                    self.linker.start_linking(self.opts.hold_ns);
+                }
+            }
+            Some(EventKind::Block) => {
+                let dev = b.dev[i];
+                if b.qtime[i] > 0 && b.qtime[i] <= ts {
+                    let mut q = self.linker.blank();
+                    q.ts = ts - b.qtime[i];
+                    q.end = ts;
+                    q.name_key = QUEUED_KEY;
+                    q.track = self.tracks.disk_lane(&self.header, dev, q.ts, q.end, true);
+                    SliceBuilder { h: &mut q }.queued(&self.header, b, i);
+                    self.linker.push(q, None, None);
+                    self.queue_slices += 1;
+                }
+                h.track = self.tracks.disk_lane(&self.header, dev, ts, end, false);
+                h.request = Some((dev, b.off[i] as u64));
+                SliceBuilder { h: &mut h }.block(&self.header, b, i);
+            }
+            Some(EventKind::Proc) | None => {
+                let pid = b.pid[i];
+                h.track = self.tracks.process(pid, b.comm.get(i), b.cgroup[i]);
+                h.instant = true;
+                h.end = ts;
+                if b.nr[i] == ProcOp::Exec as u16 {
+                    let args = b.path2.get(i);
+                    self.tracks.rename_process(pid, b.comm.get(i), (!args.is_empty()).then_some(args));
+                }
+                SliceBuilder { h: &mut h }.proc(b, i);
+            }
+        }
+        self.linker.push(h, wake, request);
+    }
+
+    /// Writes what is due (everything with `all`).
+    fn drain(&mut self, all: bool) -> Result<(), ExportError> {
+        let Export { tracks, linker, counters, out, flow_file, flows_cut, opts, header, .. } = self;
+        let start = header.start_ns;
+        let mut keep_out: Vec<u64> = Vec::new();
+        let mut keep_in: Vec<u64> = Vec::new();
+        linker.drain(all, &mut |h: &Held| {
+            let part = out.part_number().max(1);
+            keep_out.clear();
+            keep_in.clear();
+            for (list, keep) in [(&h.flows_out, &mut keep_out), (&h.flows_in, &mut keep_in)] {
+                for &f in list {
+                    match flow_file.remove(&f) {
+                        None => {
+                            flow_file.insert(f, part);
+                            keep.push(f);
+                        }
+                        Some(p) if p == part => keep.push(f),
+                        Some(_) => *flows_cut += 1,
+                    }
+                }
+            }
+            out.slice(tracks, h, &keep_out, &keep_in)?;
+            let bytes = out.bytes();
+            if bytes >= opts.max_bytes / 10 * 9 {
+                if !opts.split {
+                    if bytes >= opts.max_bytes {
+                        return Err(ExportError::TooLarge { limit: opts.max_bytes, at_ns: h.ts.saturating_sub(start) });
+                    }
+                } else if flow_file.is_empty() || bytes >= opts.max_bytes {
+                    out.close_part()?;
+                    out.open_part()?;
+                }
+            }
+            Ok(())
+        })?;
+        counters.drain(linker.watermark(), all, &mut |c, ts, v| out.counter(tracks, tracks.counter(c), ts, v))
+    }
+}
+
+/// Exports the trace at `path` as `opts` says, calling `progress` after every block read.
+///
+/// Nothing is left under a final name unless complete: each file is written under a
+/// temporary name and moved into place when finished; on error the file being written is
+/// removed (with `split`, the parts finished before stay: each is a complete trace).
+pub fn export_perfetto(
+    path: &Path,
+    opts: &PerfettoOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<PerfettoSummary, ExportError> {
+    if opts.max_bytes < 1 << 20 {
+        return Err(ExportError::Invalid(format!(
+            "a Perfetto file of at most {} bytes holds too little: allow 1 MiB or more",
+            opts.max_bytes
+        )));
+    }
+    if opts.interval_ns == 0 {
+        return Err(ExportError::Invalid("the counters' interval must be positive".into()));
+    }
+    let columns =
+        opts.filter.is_match_all().then(|| COLUMNS.iter().filter_map(|c| Column::from_name(c)).collect::<Vec<_>>());
+    let mut scan =
+        Scan::open(path, InputFormat::Trace, ScanOptions { filter: opts.filter.clone(), columns, zone: None })?;
+    let header = scan.header().clone();
+    let hold = if recorded_why(&header) { opts.hold_ns } else { 0 };
+    let mut ex = Export {
+        tracks: Tracks::new(&header),
+        linker: Linker::new(hold, opts.max_held),
+        counters: Counters::new(header.start_ns, opts.interval_ns, opts.hold_ns),
+        out: Out::new(&opts.output, opts.split, header.start_ns, header.realtime_offset_ns),
+        header,
+        opts,
+        flow_file: HashMap::default(),
+        flows_cut: 0,
+        exported: 0,
+        queue_slices: 0,
+    };
+    let mut read = 0u64;
+    let mut lost_seen = 0u64;
+    while let Some(r) = scan.next_batch_and_header() {
+        let (chunk, h) = r?;
+        ex.tracks.learn_cgroups(h);
+        let b = chunk.batch;
+        read += b.len() as u64;
+        if chunk.all_rows() {
+            (0..b.len()).for_each(|i| ex.add(b, i));
+        } else {
+            chunk.rows.iter().for_each(|&i| ex.add(b, i as usize));
+        }
+        let (bytes, size, lost) =
+            scan.reader().map(|r| r.stats()).map_or((0, 0, 0), |s| (s.bytes, s.file_size, s.lost_total));
+        if lost > lost_seen {
+            ex.counters.lost(ex.linker.watermark(), lost - lost_seen);
+            lost_seen = lost;
+        }
+        ex.drain(false)?;
+        progress(&Progress {
+            bytes_read: bytes,
+            file_size: size,
+            events_exported: ex.exported,
+            bytes_written: ex.out.bytes(),
+        });
+    }
+    ex.drain(true)?;
+    let report = scan.report();
+    let (processes, threads, disks) = ex.tracks.counts();
+    let interning_resets = ex.out.interning_resets;
+    let files = ex.out.finish()?;
+    Ok(PerfettoSummary {
+        trace: path.to_path_buf(),
+        bytes_written: files.iter().map(|f| f.bytes).sum(),
+        files,
+        events_read: read,
+        events_exported: ex.exported,
+        queue_slices: ex.queue_slices,
+        events_lost: report.lost,
+        corrupt_blocks: report.corrupt.len() as u64,
+        processes,
+        threads,
+        disks,
+        links: ex.linker.stats,
+        flows_cut_between_files: ex.flows_cut,
+        counter_events_late: ex.counters.late,
+        interning_resets,
+        warnings: report.corrupt.iter().map(|c| format!("{c} (skipped)")).chain(report.warnings).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_column_read_exists() {
+        for c in COLUMNS {
+            assert!(Column::from_name(c).is_some(), "{c}");
+        }
+    }
+}

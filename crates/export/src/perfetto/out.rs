@@ -1,0 +1,334 @@
+//! The files: packets of one sequence, its interning and track descriptors, cut into parts.
+//!
+//! Every file is a complete Perfetto trace by itself: a clock snapshot (latscope's timestamps
+//! are CLOCK_MONOTONIC, made the trace's clock, with CLOCK_REALTIME beside it so that the UI can
+//! show the time of day), a packet that starts the sequence (`SEQ_INCREMENTAL_STATE_CLEARED`,
+//! the packet defaults: timestamps in CLOCK_MONOTONIC), and each track's descriptor before the
+//! first event on it. All packets are of one sequence (`trusted_packet_sequence_id` 1): one
+//! writer.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use foldhash::fast::RandomState;
+use latscope_trace::AtomicFile;
+use serde::Serialize;
+
+use super::intern::Interner;
+use super::proto::{self, annotation, clock, event, packet};
+use super::slices::{name_of, Held, Val};
+use super::tracks::Tracks;
+use crate::ExportError;
+
+/// The sequence id of every packet (one writer).
+const SEQUENCE: u64 = 1;
+/// Packets are gathered in memory and written to the file this many bytes at a time.
+const FLUSH_BYTES: usize = 1 << 20;
+
+/// A file written.
+#[derive(Debug, Clone, Serialize)]
+pub struct WrittenPart {
+    /// Where.
+    pub path: PathBuf,
+    /// Its size.
+    pub bytes: u64,
+    /// Slices (events) in it.
+    pub slices: u64,
+    /// CLOCK_MONOTONIC ns of the first and last event start in it (0 when none).
+    pub first_ns: u64,
+    /// The latest event start in it.
+    pub last_ns: u64,
+}
+
+struct Part {
+    file: AtomicFile,
+    path: PathBuf,
+    bytes: u64,
+    interner: Interner,
+    /// Track descriptors written to this file, with the version written.
+    declared: HashMap<u64, u32, RandomState>,
+    slices: u64,
+    first_ns: u64,
+    last_ns: u64,
+}
+
+/// The packet writer (see the module documentation).
+pub struct Out {
+    dest: PathBuf,
+    split: bool,
+    part: Option<Part>,
+    index: u32,
+    done: Vec<WrittenPart>,
+    start_ns: u64,
+    realtime_offset_ns: i64,
+    /// Packets not yet written to the file (written out past [`FLUSH_BYTES`]).
+    buf: Vec<u8>,
+    pkt: Vec<u8>,
+    interned: Vec<u8>,
+    /// Times the interning tables were cleared, all files.
+    pub interning_resets: u64,
+}
+
+impl Out {
+    /// Writes to `dest`, or with `split` to `STEM.partN.EXT` beside it (N from 1).
+    pub fn new(dest: &Path, split: bool, start_ns: u64, realtime_offset_ns: i64) -> Out {
+        Out {
+            dest: dest.to_path_buf(),
+            split,
+            part: None,
+            index: 0,
+            done: Vec::new(),
+            start_ns,
+            realtime_offset_ns,
+            buf: Vec::with_capacity(FLUSH_BYTES + (64 << 10)),
+            pkt: Vec::with_capacity(4096),
+            interned: Vec::with_capacity(1024),
+            interning_resets: 0,
+        }
+    }
+
+    /// The name of part `n` of `dest` when split: `trace.part2.pftrace`.
+    pub fn part_path(dest: &Path, n: u32) -> PathBuf {
+        let stem = dest.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = match dest.extension() {
+            Some(e) => format!("{stem}.part{n}.{}", e.to_string_lossy()),
+            None => format!("{stem}.part{n}"),
+        };
+        dest.with_file_name(name)
+    }
+
+    /// Bytes of the file being written.
+    pub fn bytes(&self) -> u64 {
+        self.part.as_ref().map_or(0, |p| p.bytes)
+    }
+
+    /// Files finished so far and the current one's number (from 1; 0 before the first).
+    pub fn part_number(&self) -> u32 {
+        self.index
+    }
+
+    /// Appends the packet in `pkt` (a rare one: clock, sequence start, descriptor).
+    fn write_packet(&mut self) -> Result<(), ExportError> {
+        let start = self.buf.len();
+        proto::bytes(&mut self.buf, proto::TRACE_PACKET, &self.pkt);
+        self.wrote(start)
+    }
+
+    /// Counts the packets appended since `start` and writes the gathered ones out when enough.
+    fn wrote(&mut self, start: usize) -> Result<(), ExportError> {
+        let p = self.part.as_mut().expect("a part is open");
+        p.bytes += (self.buf.len() - start) as u64;
+        if self.buf.len() >= FLUSH_BYTES {
+            p.file.write_all(&self.buf).map_err(|e| ExportError::io("write", p.path.clone(), e))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Opens the next file and starts its sequence.
+    pub fn open_part(&mut self) -> Result<(), ExportError> {
+        self.index += 1;
+        let path = if self.split { Self::part_path(&self.dest, self.index) } else { self.dest.clone() };
+        let file = AtomicFile::create(&path)?;
+        self.part = Some(Part {
+            file,
+            path,
+            bytes: 0,
+            interner: Interner::default(),
+            declared: HashMap::default(),
+            slices: 0,
+            first_ns: 0,
+            last_ns: 0,
+        });
+        // The clock: latscope's timestamps are CLOCK_MONOTONIC; the wall clock beside it.
+        self.pkt.clear();
+        proto::uint(&mut self.pkt, packet::TIMESTAMP, self.start_ns);
+        proto::uint(&mut self.pkt, packet::TIMESTAMP_CLOCK_ID, clock::MONOTONIC);
+        proto::uint(&mut self.pkt, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+        let m = proto::begin(&mut self.pkt, packet::CLOCK_SNAPSHOT);
+        let c = proto::begin(&mut self.pkt, clock::CLOCKS);
+        proto::uint(&mut self.pkt, clock::CLOCK_ID, clock::MONOTONIC);
+        proto::uint(&mut self.pkt, clock::TIMESTAMP, self.start_ns);
+        proto::end(&mut self.pkt, c);
+        if self.realtime_offset_ns != 0 {
+            let c = proto::begin(&mut self.pkt, clock::CLOCKS);
+            proto::uint(&mut self.pkt, clock::CLOCK_ID, clock::REALTIME);
+            proto::uint(
+                &mut self.pkt,
+                clock::TIMESTAMP,
+                (self.start_ns as i64).saturating_add(self.realtime_offset_ns).max(0) as u64,
+            );
+            proto::end(&mut self.pkt, c);
+        }
+        proto::uint(&mut self.pkt, clock::PRIMARY_TRACE_CLOCK, clock::MONOTONIC);
+        proto::end(&mut self.pkt, m);
+        self.write_packet()?;
+        self.start_sequence(true)
+    }
+
+    /// A packet clearing the sequence's incremental state and setting the packet defaults.
+    fn start_sequence(&mut self, first: bool) -> Result<(), ExportError> {
+        self.pkt.clear();
+        proto::uint(&mut self.pkt, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+        proto::uint(&mut self.pkt, packet::SEQUENCE_FLAGS, packet::SEQ_INCREMENTAL_STATE_CLEARED);
+        let d = proto::begin(&mut self.pkt, packet::TRACE_PACKET_DEFAULTS);
+        proto::uint(&mut self.pkt, proto::DEFAULTS_TIMESTAMP_CLOCK_ID, clock::MONOTONIC);
+        proto::end(&mut self.pkt, d);
+        if first {
+            proto::uint(&mut self.pkt, packet::FIRST_PACKET_ON_SEQUENCE, 1);
+        }
+        self.write_packet()?;
+        if let Some(p) = self.part.as_mut() {
+            p.interner.take_cleared();
+        }
+        Ok(())
+    }
+
+    /// Writes the descriptor of `uuid` (and its parents first) unless this file has it.
+    fn declare(&mut self, tracks: &Tracks, uuid: u64) -> Result<(), ExportError> {
+        let (parent, version) = tracks.parent_and_version(uuid);
+        let p = self.part.as_ref().expect("a part is open");
+        if p.declared.get(&uuid) == Some(&version) {
+            return Ok(());
+        }
+        if parent != 0 {
+            self.declare(tracks, parent)?;
+        }
+        self.pkt.clear();
+        proto::uint(&mut self.pkt, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+        tracks.encode(uuid, &mut self.pkt);
+        self.write_packet()?;
+        self.part.as_mut().expect("a part is open").declared.insert(uuid, version);
+        Ok(())
+    }
+
+    /// Starts a timestamped packet of the sequence.
+    fn timed(&mut self, ts: u64) {
+        self.pkt.clear();
+        proto::uint(&mut self.pkt, packet::TIMESTAMP, ts);
+        proto::uint(&mut self.pkt, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+        proto::uint(&mut self.pkt, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+    }
+
+    /// Writes a slice (two packets: its begin, with its name and arguments, and its end) or an
+    /// instant. `flows_out`/`flows_in`: the flows to keep (those whose other end is in this file).
+    pub fn slice(&mut self, tracks: &Tracks, h: &Held, flows_out: &[u64], flows_in: &[u64]) -> Result<(), ExportError> {
+        if self.part.is_none() {
+            self.open_part()?;
+        }
+        self.declare(tracks, h.track)?;
+        let p = self.part.as_mut().expect("a part is open");
+        p.interner.maybe_reset();
+        if p.interner.take_cleared() {
+            self.interning_resets += 1;
+            self.start_sequence(false)?;
+        }
+        let p = self.part.as_mut().expect("a part is open");
+        p.slices += 1;
+        if p.first_ns == 0 || h.ts < p.first_ns {
+            p.first_ns = h.ts;
+        }
+        p.last_ns = p.last_ns.max(h.ts);
+        let it = &mut p.interner;
+        let b = &mut self.buf;
+        let start = b.len();
+        // The packet is written in place: its length and the event's in a fixed number of bytes
+        // (nothing moves), the entries the event interned after it (field order is free).
+        let pm = proto::begin_fixed(b, proto::TRACE_PACKET, 3);
+        proto::uint(b, packet::TIMESTAMP, h.ts);
+        proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+        proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+        let em = proto::begin_fixed(b, packet::TRACK_EVENT, 3);
+        proto::uint(b, event::TYPE, if h.instant { event::TYPE_INSTANT } else { event::TYPE_SLICE_BEGIN });
+        proto::uint(b, event::TRACK_UUID, h.track);
+        let key = h.name_key;
+        proto::uint(b, event::NAME_IID, it.name(key, || name_of(key)));
+        proto::uint(b, event::CATEGORY_IIDS, it.category(h.cat as usize));
+        for &(arg, val) in &h.args {
+            let m = proto::begin(b, event::DEBUG_ANNOTATIONS);
+            proto::uint(b, annotation::NAME_IID, it.arg(arg));
+            match val {
+                Val::U(v) => proto::uint(b, annotation::UINT_VALUE, v),
+                Val::I(v) => proto::int(b, annotation::INT_VALUE, v),
+                Val::Interned(o, l) => {
+                    proto::uint(b, annotation::STRING_VALUE_IID, it.string(&h.strs[o as usize..(o + l) as usize]))
+                }
+                Val::Plain(o, l) => proto::bytes(b, annotation::STRING_VALUE, &h.strs[o as usize..(o + l) as usize]),
+            }
+            proto::end(b, m);
+        }
+        for &f in flows_out {
+            proto::fixed64(b, event::FLOW_IDS, f);
+        }
+        if h.instant {
+            for &f in flows_in {
+                proto::fixed64(b, event::TERMINATING_FLOW_IDS, f);
+            }
+        }
+        proto::end_fixed(b, em, 3);
+        self.interned.clear();
+        it.take_new(&mut self.interned);
+        if !self.interned.is_empty() {
+            proto::bytes(b, packet::INTERNED_DATA, &self.interned);
+        }
+        proto::end_fixed(b, pm, 3);
+        if !h.instant {
+            let pm = proto::begin(b, proto::TRACE_PACKET);
+            proto::uint(b, packet::TIMESTAMP, h.end);
+            proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+            proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+            let m = proto::begin(b, packet::TRACK_EVENT);
+            proto::uint(b, event::TYPE, event::TYPE_SLICE_END);
+            proto::uint(b, event::TRACK_UUID, h.track);
+            for &f in flows_in {
+                proto::fixed64(b, event::TERMINATING_FLOW_IDS, f);
+            }
+            proto::end(b, m);
+            proto::end(b, pm);
+        }
+        self.wrote(start)
+    }
+
+    /// Writes a counter's value from `ts` on.
+    pub fn counter(&mut self, tracks: &Tracks, uuid: u64, ts: u64, value: f64) -> Result<(), ExportError> {
+        if self.part.is_none() {
+            self.open_part()?;
+        }
+        self.declare(tracks, uuid)?;
+        self.timed(ts);
+        let m = proto::begin(&mut self.pkt, packet::TRACK_EVENT);
+        proto::uint(&mut self.pkt, event::TYPE, event::TYPE_COUNTER);
+        proto::uint(&mut self.pkt, event::TRACK_UUID, uuid);
+        proto::double(&mut self.pkt, event::DOUBLE_COUNTER_VALUE, value);
+        proto::end(&mut self.pkt, m);
+        self.write_packet()
+    }
+
+    /// Finishes the current file (moved into place under its name).
+    pub fn close_part(&mut self) -> Result<(), ExportError> {
+        if let Some(mut p) = self.part.take() {
+            p.file.write_all(&self.buf).map_err(|e| ExportError::io("write", p.path.clone(), e))?;
+            self.buf.clear();
+            p.file.commit()?;
+            self.done.push(WrittenPart {
+                path: p.path,
+                bytes: p.bytes,
+                slices: p.slices,
+                first_ns: p.first_ns,
+                last_ns: p.last_ns,
+            });
+        }
+        Ok(())
+    }
+
+    /// Finishes the last file (an empty trace is one file with its clock alone) and returns
+    /// every file written.
+    pub fn finish(mut self) -> Result<Vec<WrittenPart>, ExportError> {
+        if self.part.is_none() && self.done.is_empty() {
+            self.open_part()?;
+        }
+        self.close_part()?;
+        Ok(self.done)
+    }
+}

@@ -1,0 +1,237 @@
+//! One event as one slice: its track, times, name and arguments, held until it is written.
+//!
+//! A syscall is a slice on its thread from entry to return, a block request a slice on its disk
+//! from issue to completion, a process event (fork, exec, exit) an instant on its process: one
+//! slice per event, with the event's latency as its duration, so that a trace processor's slice
+//! table counts what `latscope events` prints. Its arguments are kept as a list of
+//! `(name, value)` that the writer encodes (interning names and repeated strings for the file
+//! it goes to): a new column is one more `push` in [`SliceBuilder`].
+
+use latscope_event::units::fmt_ns;
+use latscope_event::{
+    comm_from_words, dev_major_minor, errno_name, BlockOp, EventBatch, ProcOp, Rwbs, TraceHeader, WHY_PARTS,
+};
+
+use super::intern::Arg;
+
+/// What a person reads for each attribution part (as `latscope why` says them).
+pub const PART_LABELS: [&str; WHY_PARTS] =
+    ["on CPU", "run queue", "block I/O", "lock", "pipe/socket", "timer/sleep", "page fault", "other wait", "unknown"];
+
+/// The kernel's softirqs, by number.
+const SOFTIRQS: [&str; 10] =
+    ["hi", "timer", "net_tx", "net_rx", "block", "irq_poll", "tasklet", "sched", "hrtimer", "rcu"];
+
+/// An argument's value.
+#[derive(Debug, Clone, Copy)]
+pub enum Val {
+    U(u64),
+    I(i64),
+    /// A string in the slice's `strs`, interned in the file (repeated values: paths, names).
+    Interned(u32, u32),
+    /// A string in the slice's `strs`, written as it is (values that rarely repeat).
+    Plain(u32, u32),
+}
+
+/// The category of a slice (an index of the interner's categories).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cat {
+    Syscall = 0,
+    Block = 1,
+    Proc = 2,
+    Latscope = 3,
+}
+
+/// A slice waiting to be written.
+#[derive(Debug, Default)]
+pub struct Held {
+    /// Arrival number (position in the hold queue).
+    pub seq: u64,
+    pub ts: u64,
+    pub end: u64,
+    /// An instant (a process event) rather than a slice.
+    pub instant: bool,
+    pub track: u64,
+    /// The slice name's key: kind << 16 | number (see [`name_of`]).
+    pub name_key: u32,
+    pub cat: u8,
+    pub args: Vec<(Arg, Val)>,
+    pub strs: Vec<u8>,
+    /// Flows that start at this slice (it woke a call, its completion ended a wait).
+    pub flows_out: Vec<u64>,
+    /// Flows that end at this slice (what woke it).
+    pub flows_in: Vec<u64>,
+    /// The latest end seen when it arrived.
+    pub arrived: u64,
+    /// The thread (syscalls) it is indexed under for wake-up links, 0 none.
+    pub tid: u32,
+    /// The request key (block requests) it is indexed under, `None` none.
+    pub request: Option<(u32, u64)>,
+}
+
+/// Key of the queue-time slices of block requests.
+pub const QUEUED_KEY: u32 = 0xff_0000;
+
+/// The name of a slice key.
+pub fn name_of(key: u32) -> String {
+    if key == QUEUED_KEY {
+        return "queued".into();
+    }
+    latscope_event::op_name((key >> 16) as u8, key as u16)
+}
+
+/// String `i` of a column as the bytes stored (UTF-8, checked by the trace reader).
+#[inline]
+pub fn raw(c: &latscope_event::StrCol, i: usize) -> &[u8] {
+    &c.data[c.offsets[i] as usize..c.offsets[i + 1] as usize]
+}
+
+/// Fills a [`Held`] (reused: its vectors keep their room).
+pub struct SliceBuilder<'a> {
+    pub h: &'a mut Held,
+}
+
+impl SliceBuilder<'_> {
+    fn str_at(&mut self, s: &[u8]) -> (u32, u32) {
+        let at = self.h.strs.len() as u32;
+        self.h.strs.extend_from_slice(s);
+        (at, s.len() as u32)
+    }
+    fn interned(&mut self, a: Arg, s: &str) {
+        self.interned_bytes(a, s.as_bytes());
+    }
+    fn interned_bytes(&mut self, a: Arg, s: &[u8]) {
+        let (o, l) = self.str_at(s);
+        self.h.args.push((a, Val::Interned(o, l)));
+    }
+    fn plain(&mut self, a: Arg, s: &str) {
+        let (o, l) = self.str_at(s.as_bytes());
+        self.h.args.push((a, Val::Plain(o, l)));
+    }
+    fn u(&mut self, a: Arg, v: u64) {
+        self.h.args.push((a, Val::U(v)));
+    }
+    fn i(&mut self, a: Arg, v: i64) {
+        self.h.args.push((a, Val::I(v)));
+    }
+
+    /// A syscall: fd and path, bytes, offset, result, and the `record --why` breakdown.
+    pub fn syscall(&mut self, h: &TraceHeader, b: &EventBatch, i: usize) {
+        self.h.cat = Cat::Syscall as u8;
+        if b.fd[i] != latscope_event::NO_FD {
+            self.i(Arg::Fd, i64::from(b.fd[i]));
+            if b.off[i] >= 0 {
+                self.i(Arg::Offset, b.off[i]);
+            }
+        }
+        let p = raw(&b.path, i);
+        if !p.is_empty() {
+            self.interned_bytes(Arg::Path, p);
+        }
+        let p2 = raw(&b.path2, i);
+        if !p2.is_empty() {
+            self.interned_bytes(Arg::Path2, p2);
+        }
+        if b.bytes[i] != 0 {
+            self.u(Arg::Bytes, b.bytes[i]);
+        }
+        self.i(Arg::Ret, b.ret[i]);
+        if (-4095..0).contains(&b.ret[i]) {
+            let name = errno_name(-b.ret[i]).map(str::to_string).unwrap_or_else(|| format!("E{}", -b.ret[i]));
+            self.interned(Arg::Error, &name);
+        }
+        let parts = b.why_parts(i);
+        if parts.iter().all(|&p| p == 0) {
+            return;
+        }
+        let mut main = 0;
+        for (k, &v) in parts.iter().enumerate() {
+            if v != 0 {
+                self.u(Arg::WHY[k], v);
+            }
+            if v > parts[main] {
+                main = k;
+            }
+        }
+        self.interned(Arg::WhyMain, PART_LABELS[main]);
+        if let Some(w) = waker(b, i) {
+            self.interned(Arg::Waker, &w);
+        }
+        let part = b.waker_wait_part[i] as usize;
+        if b.waker_ctx[i] == 1 && b.waker_wait_ns[i] > 0 && part < WHY_PARTS {
+            self.plain(Arg::WakerWasIn, &format!("{} {}", PART_LABELS[part], fmt_ns(b.waker_wait_ns[i])));
+        }
+        if b.runq_tid[i] != 0 {
+            self.plain(Arg::CpuHeldBy, &format!("tid {} on CPU {}", b.runq_tid[i], b.runq_cpu[i]));
+        }
+        if b.wake_dev[i] != 0 {
+            let (ma, mi) = dev_major_minor(b.wake_dev[i]);
+            let disk = h.disk_name(b.wake_dev[i]).map_or_else(|| format!("{ma}:{mi}"), |n| format!("{n} ({ma}:{mi})"));
+            self.plain(Arg::WokenByRequest, &format!("{disk} sector {}", b.wake_sector[i]));
+        }
+        if b.fault_addr[i] != 0 {
+            let fp = b.fault_path.get(i);
+            self.interned(Arg::FaultPath, if fp.is_empty() { "an unknown file" } else { fp });
+        }
+    }
+
+    /// A block request: disk, sector, size, time queued, flags, the process that queued it.
+    pub fn block(&mut self, h: &TraceHeader, b: &EventBatch, i: usize) {
+        self.h.cat = Cat::Block as u8;
+        let (ma, mi) = dev_major_minor(b.dev[i]);
+        let disk = h.disk_name(b.dev[i]).map_or_else(|| format!("{ma}:{mi}"), str::to_string);
+        self.interned(Arg::Disk, &disk);
+        self.u(Arg::Sector, b.off[i] as u64);
+        self.u(Arg::Bytes, b.bytes[i]);
+        self.u(Arg::QueuedNs, b.qtime[i]);
+        self.interned(Arg::Rwbs, &Rwbs::format(BlockOp::from_u16(b.nr[i]), b.flags[i]));
+        let comm = b.comm.get(i);
+        if b.pid[i] != 0 || !comm.is_empty() {
+            self.interned(Arg::Issuer, &format!("{comm}/{}", b.pid[i]));
+        }
+        if b.ret[i] != 0 {
+            self.i(Arg::Error, b.ret[i]);
+        }
+    }
+
+    /// A process event: the parent of a fork, the program and arguments of an exec, the code
+    /// of an exit.
+    pub fn proc(&mut self, b: &EventBatch, i: usize) {
+        self.h.cat = Cat::Proc as u8;
+        match ProcOp::from_u16(b.nr[i]) {
+            Some(ProcOp::Fork) => self.i(Arg::ParentPid, b.ret[i]),
+            Some(ProcOp::Exec) => {
+                let p = b.path.get(i);
+                if !p.is_empty() {
+                    self.interned(Arg::Path, p);
+                }
+                let a = b.path2.get(i);
+                if !a.is_empty() {
+                    self.plain(Arg::Args, a);
+                }
+            }
+            Some(ProcOp::Exit) => self.i(Arg::ExitCode, b.ret[i]),
+            None => self.i(Arg::Ret, b.ret[i]),
+        }
+    }
+
+    /// The queue time of block request `i` (insert to issue) as a slice of its own.
+    pub fn queued(&mut self, h: &TraceHeader, b: &EventBatch, i: usize) {
+        self.h.cat = Cat::Latscope as u8;
+        let (ma, mi) = dev_major_minor(b.dev[i]);
+        let disk = h.disk_name(b.dev[i]).map_or_else(|| format!("{ma}:{mi}"), str::to_string);
+        self.interned(Arg::Disk, &disk);
+        self.u(Arg::Sector, b.off[i] as u64);
+        self.u(Arg::Bytes, b.bytes[i]);
+    }
+}
+
+/// Who woke call `i` from its longest blocked interval: `comm/tid`, `[timer]`, `[softirq:NAME]`.
+pub fn waker(b: &EventBatch, i: usize) -> Option<String> {
+    match b.waker_ctx[i] {
+        1 => Some(format!("{}/{}", comm_from_words(b.waker_comm_lo[i], b.waker_comm_hi[i]), b.waker_tid[i])),
+        2 => Some("[timer]".into()),
+        3 => Some(format!("[softirq:{}]", SOFTIRQS.get(b.waker_tid[i] as usize).copied().unwrap_or("?"))),
+        _ => None,
+    }
+}

@@ -1,0 +1,15 @@
+//! Naming the user frames of latscope's stacks (`why --stacks`, `export --parquet`):
+//!
+//! - [`symbolize`]: an offset in a binary to the function there, with the functions inlined at
+//!   it and source lines, from the binary's symbol tables and DWARF;
+//! - [`elf`]: an ELF file's segments and build id.
+
+#![warn(missing_docs)]
+
+pub mod elf;
+pub mod symbolize;
+
+pub use symbolize::{FrameName, Symbols};
+
+/// The GNU build id of an ELF file, reading only its headers and notes (blazesym's).
+pub use blazesym::helper::read_elf_build_id;
