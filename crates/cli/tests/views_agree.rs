@@ -210,20 +210,31 @@ fn arguments_read_as_strace_names_them_and_pointers_are_left_out() {
     (adv.flags, adv.off, adv.bytes) = (4, 0, 0);
     let mut map = sys("mmap", START + 30, 1000);
     (map.fd, map.fd_type, map.mode, map.flags, map.addr, map.bytes, map.path) = (-1, 0, 3, 0x22, 0, 8192, "".into());
+    let mut fx = sys("futex", START + 40, 1000);
+    (fx.fd, fx.fd_type, fx.addr, fx.flags, fx.ret, fx.path) = (-1, 0, 0x7f3a_5c00_10a8, 128, -11, "".into());
     let p = dir.path().join("args.lst");
-    write_trace(&p, START, &[lock, adv, map]);
+    write_trace(&p, START, &[lock, adv, map, fx]);
     let p = p.to_str().unwrap();
     let lines = latscope_ok(&["events", "-r", p]);
     let l: Vec<&str> = lines.lines().collect();
     assert!(l[0].contains("fcntl fd=3(<file>/db/main.db) cmd=F_SETLK = 4096") && !l[0].contains("mode="), "{}", l[0]);
     assert!(l[1].contains("advice=POSIX_FADV_DONTNEED"), "{}", l[1]);
     assert!(l[2].contains("addr=NULL prot=PROT_READ|PROT_WRITE flags=MAP_PRIVATE|MAP_ANONYMOUS"), "{}", l[2]);
+    assert!(
+        l[3].contains("futex uaddr=0x7f3a5c0010a8 op=FUTEX_WAIT_PRIVATE = ") && l[3].contains("EAGAIN"),
+        "{}",
+        l[3]
+    );
     let j = common::json_lines(&latscope_ok(&["events", "-r", p, "--json"]));
     assert_eq!(j[0]["args"]["cmd"], "F_SETLK");
     assert!(j[0]["args"].get("arg").is_none(), "{}", j[0]);
     assert_eq!(j[1]["args"]["advice"], "POSIX_FADV_DONTNEED");
     // The filter compares the names the lines show.
     assert_eq!(latscope_ok(&["events", "-r", p, "evt.arg.flags = F_SETLK"]).lines().count(), 1);
+    assert_eq!(latscope_ok(&["events", "-r", p, "evt.arg.flags = FUTEX_WAIT_PRIVATE"]).lines().count(), 1);
+    assert_eq!(latscope_ok(&["events", "-r", p, "evt.arg.mode = 'PROT_READ|PROT_WRITE'"]).lines().count(), 1);
+    // A value the line leaves out is absent to the filter too: fcntl(F_SETLK)'s struct flock.
+    assert_eq!(latscope_ok(&["events", "-r", p, "evt.type = fcntl and evt.arg.mode exists"]).lines().count(), 0);
 }
 
 #[test]

@@ -57,6 +57,9 @@ pub enum Show {
     Dev,
     /// The last fd of close_range (`~0` for all).
     LastFd,
+    /// A futex operation: the command with its private and clock flags
+    /// (`FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME`).
+    FutexOp,
 }
 
 /// One decoded argument of a syscall: the slot it is read from, the name printed, how it reads,
@@ -195,6 +198,25 @@ const FCNTL_CMD: &[(u64, &str)] = &[
     (1037, "F_GET_FILE_RW_HINT"),
     (1038, "F_SET_FILE_RW_HINT"),
 ];
+/// futex(2) commands (the operation less FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME).
+const FUTEX_CMD: &[(u64, &str)] = &[
+    (0, "FUTEX_WAIT"),
+    (1, "FUTEX_WAKE"),
+    (2, "FUTEX_FD"),
+    (3, "FUTEX_REQUEUE"),
+    (4, "FUTEX_CMP_REQUEUE"),
+    (5, "FUTEX_WAKE_OP"),
+    (6, "FUTEX_LOCK_PI"),
+    (7, "FUTEX_UNLOCK_PI"),
+    (8, "FUTEX_TRYLOCK_PI"),
+    (9, "FUTEX_WAIT_BITSET"),
+    (10, "FUTEX_WAKE_BITSET"),
+    (11, "FUTEX_WAIT_REQUEUE_PI"),
+    (12, "FUTEX_CMP_REQUEUE_PI"),
+    (13, "FUTEX_LOCK_PI2"),
+];
+const FUTEX_PRIVATE_FLAG: u64 = 128;
+const FUTEX_CLOCK_REALTIME: u64 = 256;
 const CLOSE_RANGE: &[(u64, &str)] = &[(2, "CLOSE_RANGE_UNSHARE"), (4, "CLOSE_RANGE_CLOEXEC")];
 const SYNC_FILE_RANGE: &[(u64, &str)] =
     &[(1, "SYNC_FILE_RANGE_WAIT_BEFORE"), (2, "SYNC_FILE_RANGE_WRITE"), (4, "SYNC_FILE_RANGE_WAIT_AFTER")];
@@ -564,6 +586,9 @@ pub fn specs(name: &str) -> &'static [ArgSpec] {
         "clone" | "clone3" => list![a(Flags, "flags", CloneFlags)],
         "unshare" => list![a(Flags, "flags", Bits(CLONE_NS, "0"))],
         "prctl" => list![a(Flags, "option", Enum(PRCTL, "PR_"))],
+        // The futex word's address (which lock) and the operation; the value, timeout and second
+        // address depend on the operation and are not recorded.
+        "futex" => list![a(Addr, "uaddr", Ptr), a(Flags, "op", FutexOp)],
         _ => list![],
     }
 }
@@ -643,7 +668,25 @@ pub fn write_value(w: &mut impl Write, spec: &ArgSpec, v: u64, flags: u32) -> fm
         Dev => write!(w, "makedev(0x{:x}, 0x{:x})", (v >> 8) & 0xfff, (v & 0xff) | ((v >> 12) & 0xfff00)),
         LastFd if v as u32 == u32::MAX => w.write_str("~0"),
         LastFd => write!(w, "{}", v as u32),
+        FutexOp => write_futex_op(w, v),
     }
+}
+
+/// A futex operation as strace names it: `FUTEX_WAIT_PRIVATE`,
+/// `FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME`, `0x7f /* FUTEX_??? */`.
+pub fn write_futex_op(w: &mut impl Write, v: u64) -> fmt::Result {
+    let cmd = v & !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
+    match FUTEX_CMD.iter().find(|e| e.0 == cmd) {
+        Some((_, n)) => w.write_str(n)?,
+        None => write!(w, "0x{cmd:x} /* FUTEX_??? */")?,
+    }
+    if v & FUTEX_PRIVATE_FLAG != 0 {
+        w.write_str("_PRIVATE")?;
+    }
+    if v & FUTEX_CLOCK_REALTIME != 0 {
+        w.write_str("|FUTEX_CLOCK_REALTIME")?;
+    }
+    Ok(())
 }
 
 /// The decoded arguments of an event of syscall `name` whose columns hold these `flags`, `mode`
@@ -888,6 +931,10 @@ mod tests {
         assert_eq!(show("prctl", "option", 15, 0), "PR_SET_NAME");
         assert_eq!(show("unlinkat", "flags", 0x200, 0), "AT_REMOVEDIR");
         assert_eq!(show("inotify_add_watch", "mask", 0x18 | 0x100, 0), "IN_CLOSE|IN_CREATE");
+        assert_eq!(show("futex", "op", 128, 0), "FUTEX_WAIT_PRIVATE");
+        assert_eq!(show("futex", "op", 1, 0), "FUTEX_WAKE");
+        assert_eq!(show("futex", "op", 9 | 128 | 256, 0), "FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME");
+        assert_eq!(show("futex", "uaddr", 0x7f12_3456_7890, 0), "0x7f1234567890");
     }
 
     #[test]

@@ -103,6 +103,21 @@ pub fn write_flags(w: &mut impl Write, b: &EventBatch, i: usize) -> Option<fmt::
     Some(argnames::write_value(w, spec, u64::from(f), f))
 }
 
+/// The `mode` column of syscall event `i` as printed (decoded by [`crate::argnames`]: `0644`,
+/// `PROT_READ|PROT_WRITE`, `SOCK_STREAM`, fcntl's argument by its command, ...); nothing when
+/// the syscall has no such argument or the event line leaves it out (open's mode without
+/// `O_CREAT`, fcntl's `struct flock` pointer).
+pub fn write_mode(w: &mut impl Write, b: &EventBatch, i: usize) -> Option<fmt::Result> {
+    let nr = *b.nr.get(i)?;
+    if desc(nr).mode == NONE {
+        return None;
+    }
+    let name = crate::syscall_name(nr).unwrap_or("");
+    let spec = argnames::specs(name).iter().find(|s| s.slot == argnames::Slot::Mode)?;
+    let (f, m) = (*b.flags.get(i)?, *b.mode.get(i)?);
+    argnames::shown(spec, f, m).then(|| argnames::write_value(w, spec, u64::from(m), f))
+}
+
 /// The arguments part of syscall event `i` (`fd=3(<file>/etc/hosts) bytes=4096 off=0`): the fd
 /// with its type and name, then the arguments the syscall has (see [`SysDesc`]). Nothing for
 /// rows out of range.

@@ -592,8 +592,8 @@ mod tests {
             (Some(10_000), Some(10_000), Some(10_000), Some(10_000.0))
         );
         let text = t.render_text();
-        assert!(text.contains("left out: 1 idle waits") && text.contains("--waits"), "{text}");
-        assert!(t.render_svg("t", None).contains("left out: 1 idle waits"));
+        assert!(text.contains("left out: 1 blocking waits") && text.contains("--waits"), "{text}");
+        assert!(t.render_svg("t", None).contains("left out: 1 blocking waits"));
         // With the waits, the mean (9 ms) is above the p99 (10 us): the table says why.
         let t = run(true);
         let p = &t.points()[0];
