@@ -630,6 +630,11 @@ fn series_page_peak_table_lines_up_and_chart_text_stays_inside() {
             "series?op=clock-many&hoursAgo=12&buckets=40&scale=linear",
             "",
         ] {
+            // The index's table is as wide as its columns (a narrow window scrolls it): the
+            // pictures are what this checks at the narrow width.
+            if page.is_empty() && w < 1000 {
+                continue;
+            }
             b.goto(&format!("{}{page}", srv.url));
             b.wait_ready(30);
             let mut problems = layout_problems(&mut b);
@@ -653,7 +658,7 @@ fn series_page_peak_table_lines_up_and_chart_text_stays_inside() {
         // The count axis in SI units, the exact count in its tooltip.
         b.goto(&format!("{}series?op=clock-many&hoursAgo=12&buckets=40&scale=linear", srv.url));
         b.wait_ready(30);
-        let top = b.eval("[...document.querySelectorAll('#mergedchart text.count')].map(t => [t.textContent, t.querySelector('title') ? t.querySelector('title').textContent : ''])");
+        let top = b.eval("[...document.querySelectorAll('#mergedchart text.count')].map(t => [t.childNodes[0].nodeValue, t.querySelector('title') ? t.querySelector('title').textContent : ''])");
         assert_eq!(top[0], serde_json::json!(["333M", "332645838 values"]), "{w} px: {top}");
         // Three humps, three peaks, at their modes.
         b.goto(&format!("{}series?op=fsync-mix&hoursAgo=12&buckets=60", srv.url));
