@@ -288,7 +288,7 @@ impl Top {
     pub fn percentile_columns(&self, key: SortKey) -> Vec<f64> {
         let mut v = self.pcts.clone();
         if let SortKey::Pct(q) = key {
-            if !v.iter().any(|&p| p == q) {
+            if !v.contains(&q) {
                 v.push(q);
                 v.sort_by(f64::total_cmp);
             }

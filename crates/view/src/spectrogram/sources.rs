@@ -231,9 +231,8 @@ impl FileCounter {
             if z.empty {
                 return;
             }
-            let all = rows.len() == n;
-            for k in 0..if all { n } else { rows.len() } {
-                let i = if all { k } else { rows[k] as usize };
+            for &r in rows {
+                let i = r as usize;
                 if (z.all_kind || b.kind[i] == kind) && b.lat[i] > 0 && counted.counts(b, i) {
                     let g = if self.simple { 0 } else { self.strips.group(b, i) };
                     let end = z.at.unwrap_or_else(|| b.end(i));
