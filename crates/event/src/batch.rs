@@ -495,6 +495,23 @@ pub const WHY_PART_NAMES: [&str; 9] = ["cpu", "runq", "io", "lock", "ipc", "time
 /// Number of attribution parts.
 pub const WHY_PARTS: usize = WHY_PART_NAMES.len();
 
+/// The columns (by `EventBatch` field name) of the attribution parts, in the order of
+/// [`WHY_PART_NAMES`], and of who ended the call's wait: what a view that reads a breakdown
+/// projects.
+pub const WHY_COLUMNS: [&str; WHY_PARTS + 2] = [
+    "why_cpu",
+    "why_runq",
+    "why_io",
+    "why_lock",
+    "why_ipc",
+    "why_timer",
+    "why_fault",
+    "why_other",
+    "why_unknown",
+    "waker_ctx",
+    "waker_tid",
+];
+
 /// A command name stored as two little-endian words (the `waker_comm_*` columns).
 pub fn comm_from_words(lo: u64, hi: u64) -> String {
     let mut b = [0u8; 16];

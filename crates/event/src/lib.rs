@@ -26,7 +26,7 @@ pub mod waits;
 
 pub use batch::{
     comm_from_words, comm_to_words, op_name, wake_flags, Event, EventBatch, EventKind, LockKind, ProcOp, StrCol, NO_FD,
-    WHY_PARTS, WHY_PART_NAMES,
+    WHY_COLUMNS, WHY_PARTS, WHY_PART_NAMES,
 };
 pub use block::{BlockOp, Rwbs};
 pub use bounds::Truncation;

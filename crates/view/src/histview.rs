@@ -750,7 +750,7 @@ impl HistBuilder {
         c.extend(self.field.columns());
         c.extend(self.grouper.by().columns());
         if self.kind == EventKind::Syscall {
-            c.extend(crate::waits::COLUMNS);
+            c.extend(crate::waits::columns());
         }
         c.sort_unstable();
         c.dedup();

@@ -15,7 +15,7 @@
 //! out ([`Counted::headline`]: `31046 syscall events (8437 idle waits left out)`), and under its
 //! table how many waits of each kind it saw and how long they took ([`LeftOut::note`]). `--waits`
 //! (the dashboard's "blocking waits" box) counts the idle ones too. The rule reads the columns
-//! [`COLUMNS`]; a view that projects its scan asks for them.
+//! [`columns`]; a view that projects its scan asks for them.
 
 use latscope_event::units::fmt_ns_f;
 pub use latscope_event::waits::{is_idle, wait_kind, WaitKind};
@@ -25,23 +25,9 @@ use std::fmt::Write;
 
 /// The columns the rule reads (by `EventBatch` field name): a view that projects its columns
 /// adds them.
-pub const COLUMNS: [&str; 15] = [
-    "kind",
-    "nr",
-    "lat",
-    "why_cpu",
-    "why_runq",
-    "why_io",
-    "why_lock",
-    "why_ipc",
-    "why_timer",
-    "why_fault",
-    "why_other",
-    "why_unknown",
-    "waker_ctx",
-    "waker_tid",
-    "wake_flags",
-];
+pub fn columns() -> impl Iterator<Item = &'static str> {
+    ["kind", "nr", "lat", "wake_flags"].into_iter().chain(latscope_event::WHY_COLUMNS)
+}
 
 /// The flag that includes the waits, named in every note.
 pub const WAITS_FLAG: &str = "--waits";

@@ -88,7 +88,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let kind = a.read.kind(a.block);
     let mut cols = vec!["kind", "ts", "lat", "bytes", "nr", "ret"];
-    cols.extend(latscope_view::waits::COLUMNS);
+    cols.extend(latscope_view::waits::columns());
     let mut scan = a.read.open("timeline", ScanPlan { columns: &cols, zone: None })?;
     let header = scan.header().clone();
     let mut tl = Timeline::new(header.start_ns, a.interval, MAX_INTERVALS).with_waits(a.waits);

@@ -52,6 +52,9 @@ pub struct LinkStats {
 const MAX_CANDIDATES: usize = 64;
 /// Most calls waiting at once for a call of one thread (or a request of one sector).
 const MAX_WAITING: usize = 64;
+/// Slices written kept for reuse, with the room of their vectors: slices leave in bursts (a
+/// watermark that jumps), and refilling an emptied pool costs an allocation per vector.
+const POOL: usize = 1024;
 
 struct Pending {
     c_seq: u64,
@@ -260,6 +263,9 @@ impl Linker {
                 None => {
                     if let Some(d) = first {
                         self.fallback_of.entry(d).or_default().push(seq);
+                        if let Some(c) = self.held_mut(d) {
+                            c.is_fallback = true;
+                        }
                     }
                     let list = self.waiting_waker.entry(wtid).or_default();
                     if list.len() >= MAX_WAITING {
@@ -335,7 +341,8 @@ impl Linker {
             h.flows_in.clear();
             h.tid = 0;
             h.request = None;
-            if self.pool.len() < 64 {
+            h.is_fallback = false;
+            if self.pool.len() < POOL {
                 self.pool.push(h);
             }
             r?;
@@ -346,7 +353,8 @@ impl Linker {
     /// waiting, and as a woken call still waiting with a fallback (which came after it, so is
     /// still held).
     fn settle(&mut self, h: &mut Held, waiting: &mut Waiting) {
-        if let Some(cs) = self.fallback_of.remove(&h.seq) {
+        // The flag spares most slices a look-up in a table larger than the cache.
+        if let Some(cs) = if h.is_fallback { self.fallback_of.remove(&h.seq) } else { None } {
             for c in cs {
                 let Some((q, w)) = c.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize)) else {
                     continue;

@@ -148,7 +148,7 @@ pub struct Progress {
 }
 
 /// The columns the export reads (with no filter, only those are decoded).
-const COLUMNS: &[&str] = &[
+const OWN_COLUMNS: &[&str] = &[
     "kind",
     "ts",
     "lat",
@@ -166,17 +166,6 @@ const COLUMNS: &[&str] = &[
     "comm",
     "path",
     "path2",
-    "why_cpu",
-    "why_runq",
-    "why_io",
-    "why_lock",
-    "why_ipc",
-    "why_timer",
-    "why_fault",
-    "why_other",
-    "why_unknown",
-    "waker_ctx",
-    "waker_tid",
     "waker_comm_lo",
     "waker_comm_hi",
     "runq_tid",
@@ -188,6 +177,11 @@ const COLUMNS: &[&str] = &[
     "fault_addr",
     "fault_path",
 ];
+
+/// Every column the export reads: its own and the breakdown's.
+fn columns() -> impl Iterator<Item = &'static str> {
+    OWN_COLUMNS.iter().copied().chain(latscope_event::WHY_COLUMNS)
+}
 
 /// Whether the recording was made with attribution (`--why`, `--why-above`, `--stacks`, or
 /// `latscope why`): its calls may carry wake-ups to link.
@@ -335,8 +329,7 @@ pub fn export_perfetto(
     if opts.interval_ns == 0 {
         return Err(ExportError::Invalid("the counters' interval must be positive".into()));
     }
-    let columns =
-        opts.filter.is_match_all().then(|| COLUMNS.iter().filter_map(|c| Column::from_name(c)).collect::<Vec<_>>());
+    let columns = opts.filter.is_match_all().then(|| columns().filter_map(Column::from_name).collect::<Vec<_>>());
     let mut scan =
         Scan::open(path, InputFormat::Trace, ScanOptions { filter: opts.filter.clone(), columns, zone: None })?;
     let header = scan.header().clone();
@@ -360,10 +353,18 @@ pub fn export_perfetto(
         ex.tracks.learn_cgroups(h);
         let b = chunk.batch;
         read += b.len() as u64;
+        // Each slice due is written as the next arrives, so that the slices written are reused
+        // for the next ones while they are still in the cache.
         if chunk.all_rows() {
-            (0..b.len()).for_each(|i| ex.add(b, i));
+            for i in 0..b.len() {
+                ex.add(b, i);
+                ex.drain(false)?;
+            }
         } else {
-            chunk.rows.iter().for_each(|&i| ex.add(b, i as usize));
+            for &i in chunk.rows.iter() {
+                ex.add(b, i as usize);
+                ex.drain(false)?;
+            }
         }
         let (bytes, size, lost) =
             scan.reader().map(|r| r.stats()).map_or((0, 0, 0), |s| (s.bytes, s.file_size, s.lost_total));
@@ -410,7 +411,7 @@ mod tests {
 
     #[test]
     fn every_column_read_exists() {
-        for c in COLUMNS {
+        for c in columns() {
             assert!(Column::from_name(c).is_some(), "{c}");
         }
     }

@@ -7,10 +7,10 @@
 //! `(name, value)` that the writer encodes (interning names and repeated strings for the file
 //! it goes to): a new column is one more `push` in [`SliceBuilder`].
 
-use latscope_event::units::fmt_ns;
-use latscope_event::{
-    comm_from_words, dev_major_minor, errno_name, BlockOp, EventBatch, ProcOp, Rwbs, TraceHeader, WHY_PARTS,
-};
+use std::fmt::{self, Write as _};
+
+use latscope_event::units::write_ns;
+use latscope_event::{dev_major_minor, errno_name, BlockOp, EventBatch, ProcOp, Rwbs, TraceHeader, WHY_PARTS};
 
 use super::intern::Arg;
 
@@ -67,6 +67,8 @@ pub struct Held {
     pub tid: u32,
     /// The request key (block requests) it is indexed under, `None` none.
     pub request: Option<(u32, u64)>,
+    /// Whether it is the fallback waker of a call held (see the linker).
+    pub is_fallback: bool,
 }
 
 /// Key of the queue-time slices of block requests.
@@ -91,7 +93,31 @@ pub struct SliceBuilder<'a> {
     pub h: &'a mut Held,
 }
 
+/// Text formatted straight into a slice's string bytes: a slice's arguments cost no allocation.
+struct Strs<'a>(&'a mut Vec<u8>);
+
+impl fmt::Write for Strs<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
 impl SliceBuilder<'_> {
+    /// Writes text with `f` at the end of the slice's strings: its offset and length.
+    fn written(&mut self, f: impl FnOnce(&mut Strs) -> fmt::Result) -> (u32, u32) {
+        let at = self.h.strs.len();
+        let _ = f(&mut Strs(&mut self.h.strs));
+        (at as u32, (self.h.strs.len() - at) as u32)
+    }
+    fn interned_with(&mut self, a: Arg, f: impl FnOnce(&mut Strs) -> fmt::Result) {
+        let (o, l) = self.written(f);
+        self.h.args.push((a, Val::Interned(o, l)));
+    }
+    fn plain_with(&mut self, a: Arg, f: impl FnOnce(&mut Strs) -> fmt::Result) {
+        let (o, l) = self.written(f);
+        self.h.args.push((a, Val::Plain(o, l)));
+    }
     fn str_at(&mut self, s: &[u8]) -> (u32, u32) {
         let at = self.h.strs.len() as u32;
         self.h.strs.extend_from_slice(s);
@@ -137,8 +163,10 @@ impl SliceBuilder<'_> {
         }
         self.i(Arg::Ret, b.ret[i]);
         if (-4095..0).contains(&b.ret[i]) {
-            let name = errno_name(-b.ret[i]).map(str::to_string).unwrap_or_else(|| format!("E{}", -b.ret[i]));
-            self.interned(Arg::Error, &name);
+            match errno_name(-b.ret[i]) {
+                Some(name) => self.interned(Arg::Error, name),
+                None => self.interned_with(Arg::Error, |w| write!(w, "E{}", -b.ret[i])),
+            }
         }
         let parts = b.why_parts(i);
         if parts.iter().all(|&p| p == 0) {
@@ -154,20 +182,29 @@ impl SliceBuilder<'_> {
             }
         }
         self.interned(Arg::WhyMain, PART_LABELS[main]);
-        if let Some(w) = waker(b, i) {
-            self.interned(Arg::Waker, &w);
+        if (1..=3).contains(&b.waker_ctx[i]) {
+            self.interned_with(Arg::Waker, |w| write_waker(w, b, i));
         }
         let part = b.waker_wait_part[i] as usize;
         if b.waker_ctx[i] == 1 && b.waker_wait_ns[i] > 0 && part < WHY_PARTS {
-            self.plain(Arg::WakerWasIn, &format!("{} {}", PART_LABELS[part], fmt_ns(b.waker_wait_ns[i])));
+            self.plain_with(Arg::WakerWasIn, |w| {
+                write!(w, "{} ", PART_LABELS[part])?;
+                write_ns(w, b.waker_wait_ns[i])
+            });
         }
         if b.runq_tid[i] != 0 {
-            self.plain(Arg::CpuHeldBy, &format!("tid {} on CPU {}", b.runq_tid[i], b.runq_cpu[i]));
+            self.plain_with(Arg::CpuHeldBy, |w| write!(w, "tid {} on CPU {}", b.runq_tid[i], b.runq_cpu[i]));
         }
         if b.wake_dev[i] != 0 {
             let (ma, mi) = dev_major_minor(b.wake_dev[i]);
-            let disk = h.disk_name(b.wake_dev[i]).map_or_else(|| format!("{ma}:{mi}"), |n| format!("{n} ({ma}:{mi})"));
-            self.plain(Arg::WokenByRequest, &format!("{disk} sector {}", b.wake_sector[i]));
+            let name = h.disk_name(b.wake_dev[i]);
+            self.plain_with(Arg::WokenByRequest, |w| {
+                match name {
+                    Some(n) => write!(w, "{n} ({ma}:{mi})")?,
+                    None => write!(w, "{ma}:{mi}")?,
+                }
+                write!(w, " sector {}", b.wake_sector[i])
+            });
         }
         if b.fault_addr[i] != 0 {
             let fp = b.fault_path.get(i);
@@ -178,19 +215,28 @@ impl SliceBuilder<'_> {
     /// A block request: disk, sector, size, time queued, flags, the process that queued it.
     pub fn block(&mut self, h: &TraceHeader, b: &EventBatch, i: usize) {
         self.h.cat = Cat::Block as u8;
-        let (ma, mi) = dev_major_minor(b.dev[i]);
-        let disk = h.disk_name(b.dev[i]).map_or_else(|| format!("{ma}:{mi}"), str::to_string);
-        self.interned(Arg::Disk, &disk);
+        self.disk(h, b.dev[i]);
         self.u(Arg::Sector, b.off[i] as u64);
         self.u(Arg::Bytes, b.bytes[i]);
         self.u(Arg::QueuedNs, b.qtime[i]);
-        self.interned(Arg::Rwbs, &Rwbs::format(BlockOp::from_u16(b.nr[i]), b.flags[i]));
+        self.interned_with(Arg::Rwbs, |w| Rwbs::write(w, BlockOp::from_u16(b.nr[i]), b.flags[i]));
         let comm = b.comm.get(i);
         if b.pid[i] != 0 || !comm.is_empty() {
-            self.interned(Arg::Issuer, &format!("{comm}/{}", b.pid[i]));
+            self.interned_with(Arg::Issuer, |w| write!(w, "{comm}/{}", b.pid[i]));
         }
         if b.ret[i] != 0 {
             self.i(Arg::Error, b.ret[i]);
+        }
+    }
+
+    /// The disk's name, or its major:minor.
+    fn disk(&mut self, h: &TraceHeader, dev: u32) {
+        match h.disk_name(dev) {
+            Some(n) => self.interned(Arg::Disk, n),
+            None => {
+                let (ma, mi) = dev_major_minor(dev);
+                self.interned_with(Arg::Disk, |w| write!(w, "{ma}:{mi}"));
+            }
         }
     }
 
@@ -218,20 +264,24 @@ impl SliceBuilder<'_> {
     /// The queue time of block request `i` (insert to issue) as a slice of its own.
     pub fn queued(&mut self, h: &TraceHeader, b: &EventBatch, i: usize) {
         self.h.cat = Cat::Latscope as u8;
-        let (ma, mi) = dev_major_minor(b.dev[i]);
-        let disk = h.disk_name(b.dev[i]).map_or_else(|| format!("{ma}:{mi}"), str::to_string);
-        self.interned(Arg::Disk, &disk);
+        self.disk(h, b.dev[i]);
         self.u(Arg::Sector, b.off[i] as u64);
         self.u(Arg::Bytes, b.bytes[i]);
     }
 }
 
-/// Who woke call `i` from its longest blocked interval: `comm/tid`, `[timer]`, `[softirq:NAME]`.
-pub fn waker(b: &EventBatch, i: usize) -> Option<String> {
+/// Who woke call `i` from its longest blocked interval (`waker_ctx` 1 to 3): `comm/tid`,
+/// `[timer]`, `[softirq:NAME]`.
+fn write_waker(w: &mut impl fmt::Write, b: &EventBatch, i: usize) -> fmt::Result {
     match b.waker_ctx[i] {
-        1 => Some(format!("{}/{}", comm_from_words(b.waker_comm_lo[i], b.waker_comm_hi[i]), b.waker_tid[i])),
-        2 => Some("[timer]".into()),
-        3 => Some(format!("[softirq:{}]", SOFTIRQS.get(b.waker_tid[i] as usize).copied().unwrap_or("?"))),
-        _ => None,
+        1 => {
+            let mut c = [0u8; 16];
+            c[..8].copy_from_slice(&b.waker_comm_lo[i].to_le_bytes());
+            c[8..].copy_from_slice(&b.waker_comm_hi[i].to_le_bytes());
+            let n = c.iter().position(|&x| x == 0).unwrap_or(16);
+            write!(w, "{}/{}", String::from_utf8_lossy(&c[..n]), b.waker_tid[i])
+        }
+        2 => w.write_str("[timer]"),
+        _ => write!(w, "[softirq:{}]", SOFTIRQS.get(b.waker_tid[i] as usize).copied().unwrap_or("?")),
     }
 }

@@ -131,19 +131,8 @@ impl Default for DiffOptions {
     }
 }
 
-/// The columns the breakdown and stacks read.
-const WHY_COLUMNS: [&str; 29] = [
-    "why_cpu",
-    "why_runq",
-    "why_io",
-    "why_lock",
-    "why_ipc",
-    "why_timer",
-    "why_fault",
-    "why_other",
-    "why_unknown",
-    "waker_ctx",
-    "waker_tid",
+/// The columns the breakdown's details and the stacks read, beside the breakdown's own.
+const DETAIL_COLUMNS: [&str; 18] = [
     "waker_comm_lo",
     "waker_comm_hi",
     "waker_wait_part",
@@ -239,7 +228,8 @@ impl RunAgg {
             c.extend(d.dim.group_by().columns());
         }
         if self.why.is_some() || self.stacks.is_some() {
-            c.extend(WHY_COLUMNS);
+            c.extend(latscope_event::WHY_COLUMNS);
+            c.extend(DETAIL_COLUMNS);
         }
         c.sort_unstable();
         c.dedup();

@@ -49,7 +49,7 @@ impl EventMapOptions {
         c.extend(self.y.columns());
         c.extend(self.per.columns());
         if self.kind == EventKind::Syscall && !self.waits {
-            c.extend(crate::waits::COLUMNS);
+            c.extend(crate::waits::columns());
         }
         c
     }

@@ -21,7 +21,7 @@ pub(super) fn file_feed(
 ) -> Result<(Spectrogram, Box<dyn Feed>)> {
     let mut cols = vec!["kind", "ts", "lat"];
     cols.extend(a.view.by.map(|b| b.columns()).unwrap_or(&[]));
-    cols.extend(latscope_view::waits::COLUMNS);
+    cols.extend(latscope_view::waits::columns());
     let filter_text = if filter.is_match_all() { String::new() } else { filter.source().to_string() };
     let opts = ScanOptions { filter: filter.clone(), columns: Some(columns(&cols)), zone: None };
     let mut scan = Scan::open(path, InputFormat::Trace, opts)?;

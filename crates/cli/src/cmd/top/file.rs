@@ -13,7 +13,7 @@ pub(super) fn run_file(a: &Args, by: GroupBy, read: &ReadArgs) -> Result<ExitCod
     let kind = read.kind(a.source.block);
     let mut cols = vec!["kind", "ts", "lat", "bytes", "nr", "ret"];
     cols.extend(by.columns());
-    cols.extend(latscope_view::waits::COLUMNS);
+    cols.extend(latscope_view::waits::columns());
     let mut scan = read.open("top", ScanPlan { columns: &cols, zone: None })?;
     let mut top = a.table(by)?;
     scan.for_each_with_header(|c, header| {
