@@ -53,11 +53,16 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/kernel/btf/vmlinux ]; then
 	LOAD=$!
 	# Start the live sessions (shared with the browser: same filters), give them seconds of rows.
 	warm() { python3 - "${URL}api/live" "$1" <<'PY'
-import json, sys, time, urllib.request
+import json, sys, time, urllib.error, urllib.request
 for _ in range(100):
-    # Live requests start probes: POST only (form-encoded), as the page sends them.
-    if json.load(urllib.request.urlopen(sys.argv[1], data=sys.argv[2].encode())).get("state") == "running":
-        break
+    # Live requests start probes: POST only (form-encoded), as the page sends them. Loading the
+    # probes of the event stream may take longer than a request waits on a busy machine (503).
+    try:
+        if json.load(urllib.request.urlopen(sys.argv[1], data=sys.argv[2].encode())).get("state") == "running":
+            break
+    except urllib.error.HTTPError as e:
+        if e.code != 503:
+            raise
     time.sleep(0.2)
 PY
 	}

@@ -88,6 +88,9 @@ fn record_ground_truth() {
     let s: Value = serde_json::from_slice(&std::fs::read(&summary_file).unwrap()).expect("summary is JSON");
     assert_eq!(s["lost"], 0, "no event may be lost: {s}");
     assert_eq!(s["command_status"], 0, "workload failed: {s}");
+    // The flush machinery's completions without data (fsync on the loop device's ext4) are
+    // counted as such, not as completions without an issue.
+    assert!(s["block_flush_ends"].as_u64().unwrap() >= 1, "{s}");
 
     let ev = json_lines(&latscope_ok(&["events", "-r", trace.to_str().unwrap(), "--json"]));
     // Syscalls and the other kinds are written in separate blocks (readers skip kinds by block).
@@ -144,6 +147,25 @@ fn record_ground_truth() {
     assert_eq!(rn.len(), 1);
     assert_eq!(rn[0]["path2"], renamed.as_str());
     assert_eq!(rn[0]["ret"], 0);
+    // Arguments named as strace names them: fcntl's command (its struct flock pointer left out),
+    // fadvise's advice, futex's word and operation.
+    let lock = on(&["fcntl"], &renamed);
+    assert_eq!(lock.len(), 1, "one fcntl on {renamed}");
+    assert_eq!(lock[0]["args"]["cmd"], "F_SETLK", "{}", lock[0]);
+    assert!(lock[0]["args"].get("arg").is_none(), "the struct flock pointer is left out: {}", lock[0]);
+    let adv = on(&["fadvise64"], &renamed);
+    assert_eq!(adv.len(), 1, "one fadvise64 on {renamed}");
+    assert_eq!(adv[0]["args"]["advice"], "POSIX_FADV_DONTNEED", "{}", adv[0]);
+    let word = std::fs::read_to_string(dir.join("futex_addr")).unwrap();
+    let fx: Vec<&Value> =
+        of_type(&ev, pid, &["futex"]).into_iter().filter(|e| e["args"]["uaddr"] == word.as_str()).collect();
+    assert_eq!(fx.len(), 1, "one futex on the word at {word}");
+    assert_eq!(
+        (fx[0]["args"]["op"].as_str(), fx[0]["ret"].as_i64()),
+        (Some("FUTEX_WAIT_PRIVATE"), Some(-11)),
+        "{}",
+        fx[0]
+    );
     let sub = dir.join("sub").to_string_lossy().into_owned();
     let mk = on(&["mkdir"], &sub);
     assert_eq!(mk.len(), 1);

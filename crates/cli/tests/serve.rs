@@ -448,7 +448,8 @@ fn live_drill_down_narrows_the_view() {
     let mut b = Browser::launch(&chrome, 1400, 1600);
 
     // In-kernel counting first: the heat map fills, no events are kept.
-    b.goto(&format!("{}live?filter=proc.name%3Dlsw-sleep", srv.url));
+    // The sleeps are idle waits: counted when asked for.
+    b.goto(&format!("{}live?filter=proc.name%3Dlsw-sleep&waits=1", srv.url));
     b.wait_ready(60);
     b.wait_for("+document.getElementById('heatmap').dataset.shown > 100", 60);
     assert_eq!(b.eval("document.body.dataset.mode"), serde_json::json!("counting"));
@@ -568,6 +569,23 @@ fn layout_problems(b: &mut Browser) -> Vec<String> {
     v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect()
 }
 
+/// What is wrong with the peaks of the page's charts: a peak's label over another peak's dashed
+/// line (each line starts just below its own label).
+const PEAK_LINES_JS: &str = r#"(() => {
+  const out = [];
+  for (const svg of document.querySelectorAll('svg.chart')) {
+    const lines = [...svg.querySelectorAll('line.peak')].map(l => l.getBoundingClientRect());
+    const texts = [...svg.querySelectorAll('text.peak')].map(t => [t.textContent, t.getBoundingClientRect()]);
+    texts.forEach(([s, r], i) => lines.forEach((l, j) => {
+      const x = l.left + l.width / 2;
+      if (j !== i && r.left - 1 < x && x < r.right + 1 && l.top < r.bottom) out.push(`peak label '${s}' crosses the line of peak ${j + 1}`);
+    }));
+  }
+  return out;
+})()"#;
+
+/// The series pages at a wide and a narrow window: text inside the charts and apart, peak labels
+/// off other peaks' lines, counts in SI units; three humps of a mixture are three peaks.
 #[test]
 fn series_page_peak_table_lines_up_and_chart_text_stays_inside() {
     let Some(chrome) = viewsupport::chromium("series_page_peak_table_lines_up_and_chart_text_stays_inside") else {
@@ -576,35 +594,84 @@ fn series_page_peak_table_lines_up_and_chart_text_stays_inside() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bench.db");
     fixture(&db);
-    let srv = Serve::start(&["--store", db.to_str().unwrap(), "--no-live"], &[]);
-    let mut b = Browser::launch(&chrome, 1400, 900);
-    for page in [
-        "series?op=read-8GiB&hoursAgo=48&hours=&buckets=99",
-        "series?op=clock-1us&hoursAgo=6&buckets=40&scale=linear",
-        "",
-    ] {
-        b.goto(&format!("{}{page}", srv.url));
-        b.wait_ready(30);
-        let problems = layout_problems(&mut b);
-        assert!(problems.is_empty(), "{page}: {problems:#?}");
-        // Axis ticks are round: no trailing zeros (2us, not 2.00us).
-        let ticks = b.eval("[...document.querySelectorAll('svg.chart text:not(.peak)')].map(t => t.textContent)");
-        for t in ticks.as_array().unwrap() {
-            let t = t.as_str().unwrap();
-            assert!(
-                !t.contains(".0") && !t.ends_with("0us")
-                    || t.starts_with("10")
-                    || t.starts_with("20")
-                    || t.starts_with("50"),
-                "{page}: tick {t}"
-            );
+    // fsync-like latencies with humps at 0.7, 2 and 5 ms (50, 30 and 20 %), and a series whose
+    // tallest bar holds tens of millions of values.
+    {
+        let mut store = Store::open(&db).unwrap();
+        let mix = store.ensure_series(&SeriesSpec::new("fsync-mix", kind::MICROBENCH, unit::NANOSECONDS)).unwrap();
+        let many = store.ensure_series(&SeriesSpec::new("clock-many", kind::MICROBENCH, unit::NANOSECONDS)).unwrap();
+        let mut x = 0x0bad_cafe_f00d_d00du64;
+        for back in 0..6i64 {
+            let mut h = Histogram::new();
+            for k in 0..3_000 {
+                let c = if k % 10 < 5 {
+                    700_000.0
+                } else if k % 10 < 8 {
+                    2_000_000.0
+                } else {
+                    5_000_000.0
+                };
+                let (u, v) = (unit_f(&mut x), unit_f(&mut x));
+                h.record((c * (0.8 + 0.2 * (u + v))) as u64);
+            }
+            let mut m = Histogram::new();
+            m.record_n(1_000, 55_440_973);
+            m.record_n(2_000, 20_000_000);
+            m.record_n(3_000, 7_000_000);
+            store.merge(&[(mix, Hour::now().plus(-back), &h), (many, Hour::now().plus(-back), &m)]).unwrap();
         }
     }
-    b.goto(&format!("{}series?op=read-8GiB&hoursAgo=48&hours=&buckets=99", srv.url));
-    b.wait_ready(30);
-    assert!(b.eval("document.querySelectorAll('#peaks tr.peak').length").as_u64().unwrap() >= 2);
-    png_is_not_blank(&b.screenshot(&artifacts().join("series-peaks-aligned.png")));
-    drop(b);
+    let srv = Serve::start(&["--store", db.to_str().unwrap(), "--no-live"], &[]);
+    for (w, h) in [(1400, 900), (700, 900)] {
+        let mut b = Browser::launch(&chrome, w, h);
+        for page in [
+            "series?op=read-8GiB&hoursAgo=48&hours=&buckets=99",
+            "series?op=clock-1us&hoursAgo=6&buckets=40&scale=linear",
+            "series?op=fsync-mix&hoursAgo=12&buckets=60",
+            "series?op=clock-many&hoursAgo=12&buckets=40&scale=linear",
+            "",
+        ] {
+            // The index's table is as wide as its columns (a narrow window scrolls it): the
+            // pictures are what this checks at the narrow width.
+            if page.is_empty() && w < 1000 {
+                continue;
+            }
+            b.goto(&format!("{}{page}", srv.url));
+            b.wait_ready(30);
+            let mut problems = layout_problems(&mut b);
+            problems.extend(b.eval(PEAK_LINES_JS).as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()));
+            assert!(problems.is_empty(), "{w} px: {page}: {problems:#?}");
+            // Axis ticks are round: no trailing zeros (2us, not 2.00us).
+            let ticks = b.eval(
+                "[...document.querySelectorAll('svg.chart text:not(.peak):not(.count)')].map(t => t.textContent)",
+            );
+            for t in ticks.as_array().unwrap() {
+                let t = t.as_str().unwrap();
+                assert!(
+                    !t.contains(".0") && !t.ends_with("0us")
+                        || t.starts_with("10")
+                        || t.starts_with("20")
+                        || t.starts_with("50"),
+                    "{w} px: {page}: tick {t}"
+                );
+            }
+        }
+        // The count axis in SI units, the exact count in its tooltip.
+        b.goto(&format!("{}series?op=clock-many&hoursAgo=12&buckets=40&scale=linear", srv.url));
+        b.wait_ready(30);
+        let top = b.eval("[...document.querySelectorAll('#mergedchart text.count')].map(t => [t.childNodes[0].nodeValue, t.querySelector('title') ? t.querySelector('title').textContent : ''])");
+        assert_eq!(top[0], serde_json::json!(["333M", "332645838 values"]), "{w} px: {top}");
+        // Three humps, three peaks, at their modes.
+        b.goto(&format!("{}series?op=fsync-mix&hoursAgo=12&buckets=60", srv.url));
+        b.wait_ready(30);
+        let peaks = b.eval("[...document.querySelectorAll('#peaks tr.peak')].map(r => r.textContent)");
+        assert_eq!(peaks.as_array().unwrap().len(), 3, "{w} px: {peaks}");
+        b.goto(&format!("{}series?op=read-8GiB&hoursAgo=48&hours=&buckets=99", srv.url));
+        b.wait_ready(30);
+        assert!(b.eval("document.querySelectorAll('#peaks tr.peak').length").as_u64().unwrap() >= 2);
+        png_is_not_blank(&b.screenshot(&artifacts().join(format!("series-peaks-aligned-{w}.png"))));
+        drop(b);
+    }
     srv.stop();
 }
 
@@ -631,6 +698,34 @@ fn live_first_cell_clicked_keeps_events_and_tables_line_up_with_disks_only() {
     // The axis starts at the decade below the fastest event, as the command line's pictures.
     let min = b.eval("view.axis.min_ns").as_u64().unwrap();
     assert_eq!(10u64.pow(min.ilog10()), min, "{min}");
+    // Every decade of the latency axis is labelled (every second or third when they would touch),
+    // inside the canvas and apart from the others.
+    let max = b.eval("view.axis.max_ns").as_f64().unwrap();
+    let labels = b.eval(
+        "(() => { const c = document.getElementById('heatmap'); return { W: c.width, H: c.height, l: JSON.parse(c.dataset.labels) }; })()",
+    );
+    let (cw, ch) = (labels["W"].as_f64().unwrap(), labels["H"].as_f64().unwrap());
+    let l = labels["l"].as_array().unwrap();
+    let decades = l.iter().filter(|x| x["text"].as_str().is_some_and(|t| !t.starts_with('-') && t != "now")).count();
+    let spanned = (max / min as f64).log10().floor() as usize + 1;
+    assert!(decades >= spanned.min(3) && decades >= 2, "{decades} latency labels for {spanned} decades: {l:?}");
+    for (i, a) in l.iter().enumerate() {
+        let r = |v: &Value, k: &str| v[k].as_f64().unwrap();
+        assert!(
+            r(a, "x") >= -0.5
+                && r(a, "x") + r(a, "w") <= cw + 0.5
+                && r(a, "y") >= -0.5
+                && r(a, "y") + r(a, "h") <= ch + 0.5,
+            "{a} outside {cw}x{ch}"
+        );
+        for z in &l[i + 1..] {
+            let apart = r(a, "x") + r(a, "w") <= r(z, "x") + 0.5
+                || r(z, "x") + r(z, "w") <= r(a, "x") + 0.5
+                || r(a, "y") + r(a, "h") <= r(z, "y") + 0.5
+                || r(z, "y") + r(z, "h") <= r(a, "y") + 0.5;
+            assert!(apart, "labels {a} and {z} overlap");
+        }
+    }
 
     // The first cell clicked switches to keeping events, and says so.
     let xy = b.eval(
@@ -788,8 +883,9 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
     assert_eq!(waker["waker"], format!("{name}/{}", kv["writer"]), "{w}");
     assert_eq!(waker["cause"], "ipc", "{w}");
     assert_eq!(waker["was_in"]["cause"], "timer", "the writer sleeps before each write: {w}");
-    // The writer's sleeps are idle waits: left out unless asked for.
-    assert!(w["idle_waits_left_out"].as_u64().unwrap() >= 20, "{w}");
+    // The writer's sleeps are idle waits: the heat map leaves them out, so the cell holds the
+    // reads alone.
+    assert_eq!((w["calls"].as_u64(), w["idle_waits_left_out"].as_u64()), (Some(20), Some(0)), "{w}");
     let stack = &w["stacks"]["stacks"][0];
     assert_eq!(stack["op"], "read", "{w}");
     assert!(stack["kernel"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().contains("pipe_read")), "{stack}");

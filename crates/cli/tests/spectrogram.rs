@@ -1,6 +1,7 @@
 //! Ground truth for `latscope spectrogram` and `latscope load`: rows read back from the plain
 //! output (trace files, no privilege needed; live, root and BPF) and from the terminal UI through
-//! tmux (colours, a resize, a drill-down).
+//! tmux (colours, a resize, a drill-down). The workloads sleep: the views count their sleeps, idle
+//! waits, with `--waits`.
 
 mod common;
 
@@ -78,7 +79,7 @@ fn file_rows_land_in_the_right_columns_with_gaps_kept() {
     synthetic_trace(&f);
     let fs = f.to_str().unwrap();
     // 100 columns for 1 ns..10 s: 10 per decade, 100 us at column 50, 10 ms at 70.
-    let out = latscope_ok(&["spectrogram", "-r", fs, "--plain", "--width", "109", "--colors", "none"]);
+    let out = latscope_ok(&["spectrogram", "--waits", "-r", fs, "--plain", "--width", "109", "--colors", "none"]);
     assert!(out.contains("100 columns (10.0 per decade)"), "{out}");
     assert!(out.lines().any(|l| l.contains("|100us") && l.contains("|10ms")), "{out}");
     let r = rows(&out, 100);
@@ -93,7 +94,7 @@ fn file_rows_land_in_the_right_columns_with_gaps_kept() {
         assert!(marked(&r[i].1).is_empty(), "row {i} should be empty:\n{out}");
     }
     assert_eq!(marked(&r[7].1), vec![(50, '.')]);
-    assert!(out.contains("# 3076 events in 8 rows"), "{out}");
+    assert!(out.contains("# 3076 events (idle waits included) in 8 rows"), "{out}");
 
     // Block requests instead of syscalls.
     let out = latscope_ok(&["spectrogram", "-r", fs, "--block", "--plain", "--width", "109", "--colors", "none"]);
@@ -103,6 +104,7 @@ fn file_rows_land_in_the_right_columns_with_gaps_kept() {
     // A filter, a zoomed axis (10 us .. 100 ms over 40 columns: 10 per decade from 10 us).
     let out = latscope_ok(&[
         "spectrogram",
+        "--waits",
         "-r",
         fs,
         "--plain",
@@ -121,6 +123,7 @@ fn file_rows_land_in_the_right_columns_with_gaps_kept() {
     // The filter of the seed: evt.latency > 1ms keeps only the 11 ms calls; '100' is the interval.
     let out = latscope_ok(&[
         "spectrogram",
+        "--waits",
         "-r",
         fs,
         "100",
@@ -139,7 +142,7 @@ fn file_rows_land_in_the_right_columns_with_gaps_kept() {
     assert_eq!(r.iter().filter(|(_, c)| !marked(c).is_empty()).count(), 15, "{out}");
 
     // Colour output keeps the cells' positions; SGR 48;5;N backgrounds from the documented scale.
-    let out = latscope_ok(&["spectrogram", "-r", fs, "--plain", "--width", "109", "--colors", "256"]);
+    let out = latscope_ok(&["spectrogram", "--waits", "-r", fs, "--plain", "--width", "109", "--colors", "256"]);
     let line = out.lines().find(|l| l.trim_start().starts_with("0.0s")).unwrap();
     let bg = sgr_backgrounds(line);
     assert_eq!(bg[GUTTER + 50], Some(202), "{line:?}"); // 1000-2999: red-orange
@@ -147,14 +150,26 @@ fn file_rows_land_in_the_right_columns_with_gaps_kept() {
     assert_eq!(bg[GUTTER + 60], Some(16), "{line:?}"); // empty: black
 
     // Split by process: one line per group present in the row.
-    let out = latscope_ok(&["spectrogram", "-r", fs, "--by", "proc", "--plain", "--width", "122", "--colors", "none"]);
+    let out = latscope_ok(&[
+        "spectrogram",
+        "--waits",
+        "-r",
+        fs,
+        "--by",
+        "proc",
+        "--plain",
+        "--width",
+        "122",
+        "--colors",
+        "none",
+    ]);
     let first: Vec<&str> = out.lines().filter(|l| l.trim_start().starts_with("0.0s")).collect();
     assert_eq!(first.len(), 2, "{out}");
     assert!(first[0].contains(" a ") && first[1].contains(" b "), "{out}");
 
     // SVG snapshot.
     let svg = dir.path().join("s.svg");
-    latscope_ok(&["spectrogram", "-r", fs, "--no-pace", "--plain", "--svg", svg.to_str().unwrap()]);
+    latscope_ok(&["spectrogram", "--waits", "-r", fs, "--no-pace", "--plain", "--svg", svg.to_str().unwrap()]);
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.starts_with("<svg") && s.contains("1000 events") && s.contains(">10ms</text>"), "{s}");
 }
@@ -222,7 +237,7 @@ struct Live {
 impl Live {
     fn start(args: &[&str]) -> Live {
         let mut child = Command::new(bin())
-            .arg("spectrogram")
+            .args(["spectrogram", "--waits"])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -332,7 +347,7 @@ fn live_filter_with_user_space_part_streams_events() {
     assert!(out.contains("source: live: event stream"), "{out}");
     let total: u64 = out
         .lines()
-        .find_map(|l| l.strip_prefix("# ").and_then(|l| l.split_once(" events in ")).and_then(|(n, _)| n.parse().ok()))
+        .find_map(|l| l.strip_prefix("# ").and_then(|l| l.split_once(" events")).and_then(|(n, _)| n.parse().ok()))
         .unwrap_or_else(|| panic!("no summary line:\n{out}"));
     assert!((380..=402).contains(&total), "400 writes expected, saw {total}:\n{out}");
 }
@@ -466,7 +481,7 @@ fn tui_colours_follow_a_resize_and_drill_down_lists_events() {
         return;
     }
     let cmd = format!(
-        "{} spectrogram 250 --stream --colors 256 'proc.name=latscope-load and evt.type=nanosleep'; sleep 60",
+        "{} spectrogram --waits 250 --stream --colors 256 'proc.name=latscope-load and evt.type=nanosleep'; sleep 60",
         bin().display()
     );
     let t = Tmux::start("latscope-spectrogram-test", 120, 30, &cmd);
@@ -523,8 +538,12 @@ fn tui_exits_when_the_terminal_goes_away() {
     synthetic_trace(&f);
     let marker = dir.path().join("pid");
     // A trace drawn at once, then waiting for keys: the pane is killed under it.
-    let cmd =
-        format!("echo $$ > {}; exec {} spectrogram -r {} --no-pace", marker.display(), bin().display(), f.display());
+    let cmd = format!(
+        "echo $$ > {}; exec {} spectrogram --waits -r {} --no-pace",
+        marker.display(),
+        bin().display(),
+        f.display()
+    );
     let t = Tmux::start("latscope-spectrogram-hup", 100, 30, &cmd);
     let mut pid = None;
     for _ in 0..100 {
@@ -567,8 +586,17 @@ fn live_duration_draws_its_last_interval() {
     let mut l = load(&["--op", "nanosleep", "--sleep", "1ms", "--rate", "500", "-d", "15s"]);
     sleep(Duration::from_millis(300));
     for (args, rows_wanted) in [(&["-d", "2s"][..], 4usize), (&["-d", "1.2s", "--stream"][..], 3)] {
-        let mut a =
-            vec!["spectrogram", "500", "proc.name=latscope-load", "--plain", "--colors", "none", "--width", "109"];
+        let mut a = vec![
+            "spectrogram",
+            "--waits",
+            "500",
+            "proc.name=latscope-load",
+            "--plain",
+            "--colors",
+            "none",
+            "--width",
+            "109",
+        ];
         a.extend(args);
         let out = latscope_ok(&a);
         let r = rows(&out, 100);
@@ -626,8 +654,10 @@ fn tui_first_drill_down_of_kernel_histograms_keeps_events_from_then_on_and_says_
         return;
     }
     let name = "lsc-drill-first";
-    let cmd =
-        format!("{} spectrogram 250 --colors 256 'proc.name={name} and evt.type=nanosleep'; sleep 60", bin().display());
+    let cmd = format!(
+        "{} spectrogram --waits 250 --colors 256 'proc.name={name} and evt.type=nanosleep'; sleep 60",
+        bin().display()
+    );
     let t = Tmux::start("latscope-spectrogram-first-drill", 80, 24, &cmd);
     let text = t.wait_for("250ms/row", 60);
     assert!(text.iter().any(|l| l.contains("250ms/row")), "the view did not start:\n{text:#?}");

@@ -78,7 +78,9 @@ fn hist_peaks_sit_on_the_bars_of_known_sleeps() {
         let mut args = vec!["hist", "-r", t, filter];
         args.extend(extra);
         let text = latscope_ok(&args);
-        assert!(text.starts_with(&format!("syscall latency of '{filter}': 2000 events")), "{text}");
+        // The first line says what was counted (only waits matched: they are shown), then the panel.
+        assert!(text.lines().next().unwrap().starts_with("2000 syscall events, all idle waits"), "{text}");
+        assert!(text.contains(&format!("\nsyscall latency of '{filter}': 2000 events")), "{text}");
         let lines = bin_lines(&text);
         let ns = |s: &str| parse_duration_ns(s).unwrap();
         for (k, region) in [(2u32, 0..500_000u64), (1, 500_000..u64::MAX)] {
@@ -228,7 +230,10 @@ fn timeline_latency_leaves_out_blocking_waits_and_says_so() {
     }
     let text = latscope_ok(&["timeline", "-r", t]);
     assert!(
-        text.lines().next().unwrap().contains("P50") && text.contains("blocking waits") && text.contains("--waits"),
+        text.lines().next().unwrap().contains("idle waits left out")
+            && text.lines().nth(1).unwrap().contains("P50")
+            && text.contains("blocking waits")
+            && text.contains("--waits"),
         "{text}"
     );
     // Asked for, the waits are in: the sleep is the largest latency, and if the mean rises

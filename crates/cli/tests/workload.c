@@ -7,6 +7,9 @@
  *   N times: openat(DIR/data, O_CREAT|O_RDWR, 0640) -> pwrite 4096 B at i*4096 -> pread 1000+i B at 0
  *            -> fsync -> close
  *   rename DIR/data -> DIR/renamed
+ *   open DIR/renamed: fcntl(F_SETLK, write lock), posix_fadvise(POSIX_FADV_DONTNEED), close
+ *   futex(&word, FUTEX_WAIT_PRIVATE, 1) on a word holding 0 (EAGAIN at once); the word's
+ *   address written to DIR/futex_addr ("0x..." as printf's %p)
  *   5 x nanosleep(10 ms), 5 x nanosleep(1 ms)
  *   open DIRECT_DIR/direct with O_DIRECT, 8 x pwrite 64 KiB at k*64 KiB, fsync, close
  */
@@ -15,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +50,22 @@ int main(int argc, char **argv)
 	}
 	snprintf(path2, sizeof(path2), "%s/renamed", dir);
 	if (rename(path, path2)) die("rename");
+	{
+		int fd = open(path2, O_RDWR);
+		if (fd < 0) die("open renamed");
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+		if (fcntl(fd, F_SETLK, &fl)) die("fcntl F_SETLK");
+		if (posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)) die("posix_fadvise");
+		if (close(fd)) die("close renamed");
+		static int word;
+		if (syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0) != -1) die("futex did not fail");
+		char ap[4096];
+		snprintf(ap, sizeof(ap), "%s/futex_addr", dir);
+		FILE *f = fopen(ap, "w");
+		if (!f) die("futex_addr");
+		fprintf(f, "%p", (void *)&word);
+		fclose(f);
+	}
 
 	for (int i = 0; i < 10; i++) {
 		struct timespec ts = { 0, i < 5 ? 10000000 : 1000000 };

@@ -2,6 +2,7 @@
 //! off=0`), written into any [`fmt::Write`] so that the filter's `evt.args` and `evt.arg.*`
 //! fields compare the very text the event lines show, without allocating per event.
 
+use crate::argnames;
 use crate::syscalls::{desc, SysDesc, NONE};
 use crate::units::{write_bytes, write_ns};
 use crate::{dev_major_minor, BlockOp, EventBatch, EventKind, FdType, ProcOp, Rwbs};
@@ -88,17 +89,33 @@ pub fn is_open(name: &str) -> bool {
     matches!(name, "open" | "openat" | "openat2" | "creat")
 }
 
-/// The `flags` argument of syscall event `i` as printed: open flags by name, other flags in hex;
-/// nothing when the syscall has no flags argument or it is lseek's `whence`.
+/// The `flags` argument of syscall event `i` as printed (decoded by [`crate::argnames`]: open
+/// flags, `F_SETLK`, `MAP_PRIVATE|MAP_ANONYMOUS`, ...); nothing when the syscall has no flags
+/// argument or it is lseek's `whence`.
 pub fn write_flags(w: &mut impl Write, b: &EventBatch, i: usize) -> Option<fmt::Result> {
     let nr = *b.nr.get(i)?;
-    let d = desc(nr);
     let name = crate::syscall_name(nr).unwrap_or("");
-    if d.flags == NONE || name == "lseek" {
+    if desc(nr).flags == NONE || name == "lseek" {
         return None;
     }
+    let spec = argnames::specs(name).iter().find(|s| s.slot == argnames::Slot::Flags)?;
     let f = *b.flags.get(i)?;
-    Some(if is_open(name) { write_open_flags(w, f) } else { write!(w, "0x{f:x}") })
+    Some(argnames::write_value(w, spec, u64::from(f), f))
+}
+
+/// The `mode` column of syscall event `i` as printed (decoded by [`crate::argnames`]: `0644`,
+/// `PROT_READ|PROT_WRITE`, `SOCK_STREAM`, fcntl's argument by its command, ...); nothing when
+/// the syscall has no such argument or the event line leaves it out (open's mode without
+/// `O_CREAT`, fcntl's `struct flock` pointer).
+pub fn write_mode(w: &mut impl Write, b: &EventBatch, i: usize) -> Option<fmt::Result> {
+    let nr = *b.nr.get(i)?;
+    if desc(nr).mode == NONE {
+        return None;
+    }
+    let name = crate::syscall_name(nr).unwrap_or("");
+    let spec = argnames::specs(name).iter().find(|s| s.slot == argnames::Slot::Mode)?;
+    let (f, m) = (*b.flags.get(i)?, *b.mode.get(i)?);
+    argnames::shown(spec, f, m).then(|| argnames::write_value(w, spec, u64::from(m), f))
 }
 
 /// The arguments part of syscall event `i` (`fd=3(<file>/etc/hosts) bytes=4096 off=0`): the fd
@@ -156,27 +173,23 @@ pub fn write_syscall_args(w: &mut impl Write, b: &EventBatch, i: usize) -> fmt::
     if off2 >= 0 && d.off2 != NONE {
         item(w, format_args!("off2={off2}"))?;
     }
-    if d.flags != NONE {
-        let f = b.flags.get(i).copied().unwrap_or(0);
-        if is_open(name) {
-            item(w, format_args!("flags="))?;
-            write_open_flags(w, f)?;
-        } else if name == "lseek" {
-            item(w, format_args!("whence={}", whence_name(f)))?;
-        } else {
-            item(w, format_args!("flags=0x{f:x}"))?;
+    // Flags, modes and addresses, decoded by the one table (pointers it does not follow left out).
+    let (flags, mode) = (b.flags.get(i).copied().unwrap_or(0), b.mode.get(i).copied().unwrap_or(0));
+    let addr = col(b.addr.get(i));
+    for spec in argnames::specs(name) {
+        if !argnames::shown(spec, flags, mode) {
+            continue;
         }
+        let v = match spec.slot {
+            argnames::Slot::Flags => u64::from(flags),
+            argnames::Slot::Mode => u64::from(mode),
+            argnames::Slot::Addr => addr,
+        };
+        item(w, format_args!("{}=", spec.name))?;
+        argnames::write_value(w, spec, v, flags)?;
     }
-    if d.mode != NONE {
-        item(w, format_args!("mode=0{:o}", b.mode.get(i).copied().unwrap_or(0)))?;
-    }
-    if d.addr != NONE {
-        let a = col(b.addr.get(i));
-        if d.has(SysDesc::ADDR_FD | SysDesc::FD_PAIR) {
-            item(w, format_args!("fd2={}", a as i64))?;
-        } else {
-            item(w, format_args!("addr=0x{a:x}"))?;
-        }
+    if d.addr != NONE && d.has(SysDesc::ADDR_FD | SysDesc::FD_PAIR) {
+        item(w, format_args!("fd2={}", addr as i64))?;
     }
     Ok(())
 }
@@ -272,6 +285,40 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(syscall_args(&b, 0), "dirfd=AT_FDCWD path=/nope flags=O_WRONLY|O_CREAT|O_CLOEXEC mode=00");
+        // Without O_CREAT the mode means nothing and is left out, as strace does.
+        let b = one(Event {
+            kind: 0,
+            nr: syscall_nr("openat").unwrap(),
+            fd: -1,
+            dirfd: -100,
+            flags: 0o2000000,
+            path: "/etc".into(),
+            mode: 0o777,
+            ..Default::default()
+        });
+        assert_eq!(syscall_args(&b, 0), "dirfd=AT_FDCWD path=/etc flags=O_RDONLY|O_CLOEXEC");
+        // fcntl(F_SETLK) names its command and leaves out the struct flock pointer.
+        let b = one(Event {
+            kind: 0,
+            nr: syscall_nr("fcntl").unwrap(),
+            fd: 3,
+            fd_type: 1,
+            flags: 6,
+            mode: 0x2553_1277,
+            path: "/db".into(),
+            ..Default::default()
+        });
+        assert_eq!(syscall_args(&b, 0), "fd=3(<file>/db) cmd=F_SETLK");
+        let b = one(Event {
+            kind: 0,
+            nr: syscall_nr("fadvise64").unwrap(),
+            fd: 3,
+            off: 0,
+            bytes: 0,
+            flags: 4,
+            ..Default::default()
+        });
+        assert_eq!(syscall_args(&b, 0), "fd=3 bytes=0 off=0 advice=POSIX_FADV_DONTNEED");
         let b = one(Event {
             kind: 0,
             nr: syscall_nr("pread64").unwrap(),

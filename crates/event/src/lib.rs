@@ -5,6 +5,7 @@
 //! that readers which need two fields (say time and latency for a heat map) touch
 //! only those, and so that the Arrow trace format maps onto it one to one.
 
+pub mod argnames;
 pub mod args;
 mod batch;
 mod block;
@@ -16,6 +17,7 @@ mod fdtype;
 mod header;
 pub mod locks;
 pub mod source;
+pub mod span;
 mod stacks;
 mod syscall_table;
 pub mod syscalls;
@@ -34,6 +36,7 @@ pub use header::{
     dev_major_minor, BlockDevice, FdInfo, FlightInfo, Mount, ProcessInfo, TraceHeader, CAPTURE_REPLAY_V1,
     TRACE_FORMAT_VERSION,
 };
+pub use span::Span;
 pub use stacks::{Frame, StackEntry, StackKind, StackTable};
 pub use syscalls::{can_wake, syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};
 

@@ -54,31 +54,11 @@ pub fn lock_key(b: &EventBatch, i: usize) -> Option<LockKey> {
     })
 }
 
-/// A futex operation's name: `FUTEX_WAIT_PRIVATE`, `FUTEX_LOCK_PI`, ...
+/// A futex operation's name: `FUTEX_WAIT_PRIVATE`, `FUTEX_LOCK_PI`, ... (the decoder of the
+/// event lines' `op=`, [`crate::argnames::write_futex_op`]).
 pub fn futex_op(op: u32) -> String {
-    const CMDS: [&str; 14] = [
-        "FUTEX_WAIT",
-        "FUTEX_WAKE",
-        "FUTEX_FD",
-        "FUTEX_REQUEUE",
-        "FUTEX_CMP_REQUEUE",
-        "FUTEX_WAKE_OP",
-        "FUTEX_LOCK_PI",
-        "FUTEX_UNLOCK_PI",
-        "FUTEX_TRYLOCK_PI",
-        "FUTEX_WAIT_BITSET",
-        "FUTEX_WAKE_BITSET",
-        "FUTEX_WAIT_REQUEUE_PI",
-        "FUTEX_CMP_REQUEUE_PI",
-        "FUTEX_LOCK_PI2",
-    ];
-    let mut s = CMDS.get((op & 127) as usize).map_or_else(|| format!("FUTEX_{}", op & 127), |c| c.to_string());
-    if op & 128 != 0 {
-        s.push_str("_PRIVATE");
-    }
-    if op & 256 != 0 {
-        s.push_str("|FUTEX_CLOCK_REALTIME");
-    }
+    let mut s = String::new();
+    let _ = crate::argnames::write_futex_op(&mut s, u64::from(op));
     s
 }
 

@@ -463,10 +463,13 @@ fn describe(name: &str) -> SysDesc {
         "epoll_wait" | "epoll_pwait" | "epoll_pwait2" => SysDesc { fd: 0, class: Wait, ..e },
         "epoll_ctl" => SysDesc { fd: 0, class: Other, ..e },
         "io_uring_enter" | "io_uring_register" => SysDesc { fd: 0, class: Other, ..e },
-        "nanosleep" | "clock_nanosleep" | "poll" | "ppoll" | "select" | "pselect6" | "futex" | "futex_waitv"
-        | "futex_wait" | "futex_wake" | "futex_requeue" | "wait4" | "waitid" | "pause" | "rt_sigsuspend"
-        | "rt_sigtimedwait" | "sched_yield" | "io_getevents" | "io_pgetevents" | "semop" | "semtimedop" | "msgrcv"
-        | "mq_timedreceive" => SysDesc { class: Wait, ..e },
+        // The futex word (which lock) and the operation.
+        "futex" => SysDesc { addr: 0, flags: 1, class: Wait, ..e },
+        "nanosleep" | "clock_nanosleep" | "poll" | "ppoll" | "select" | "pselect6" | "futex_waitv" | "futex_wait"
+        | "futex_wake" | "futex_requeue" | "wait4" | "waitid" | "pause" | "rt_sigsuspend" | "rt_sigtimedwait"
+        | "sched_yield" | "io_getevents" | "io_pgetevents" | "semop" | "semtimedop" | "msgrcv" | "mq_timedreceive" => {
+            SysDesc { class: Wait, ..e }
+        }
         // The child inherits or shares the fd table (CLONE_FILES), the cwd (CLONE_FS).
         "clone" => SysDesc { flags: 0, bits: SysDesc::FD_TABLE, class: Process, ..e },
         "clone3" => SysDesc { flags: 0, bits: SysDesc::FD_TABLE | SysDesc::CLONE_ARGS, class: Process, ..e },

@@ -473,6 +473,40 @@ pub(crate) fn comm_value(s: &str) -> &str {
     &s[..n]
 }
 
+/// The start times `n` can match ([`crate::Filter::time_window`]).
+pub(crate) fn time_window(n: &Node) -> crate::TimeWindow {
+    type W = Option<(i128, i128)>;
+    let meet = |a: W, b: W| match (a, b) {
+        (Some(a), Some(b)) => Some((a.0.max(b.0), a.1.min(b.1))),
+        (a, None) => a,
+        (None, b) => b,
+    };
+    match n {
+        Node::Range { field, lo, hi, neg: false } => match field {
+            Field::EvtTime | Field::EvtDatetime | Field::EvtRawtime => {
+                crate::TimeWindow { wall: Some((*lo, *hi)), rel: None }
+            }
+            Field::EvtReltime => crate::TimeWindow { wall: None, rel: Some((*lo, *hi)) },
+            _ => crate::TimeWindow::default(),
+        },
+        Node::And(children) => children.iter().map(time_window).fold(crate::TimeWindow::default(), |a, b| {
+            crate::TimeWindow { wall: meet(a.wall, b.wall), rel: meet(a.rel, b.rel) }
+        }),
+        Node::Or(children) if !children.is_empty() => {
+            // The hull of the branches, for a field every branch bounds.
+            let ws: Vec<crate::TimeWindow> = children.iter().map(time_window).collect();
+            let hull = |get: fn(&crate::TimeWindow) -> W| -> W {
+                ws.iter().map(get).try_fold(None::<(i128, i128)>, |acc, w| {
+                    let w = w?;
+                    Some(Some(acc.map_or(w, |a| (a.0.min(w.0), a.1.max(w.1)))))
+                })?
+            };
+            crate::TimeWindow { wall: hull(|w| w.wall), rel: hull(|w| w.rel) }
+        }
+        _ => crate::TimeWindow::default(),
+    }
+}
+
 /// Inclusive numeric range of an ordering/equality operator.
 pub(crate) fn range(op: Op, v: i128) -> (i128, i128) {
     match op {

@@ -279,8 +279,8 @@ static FIELDS: [FieldInfo; 111] = [
     info!("evt.arg.path", EvtArgPath, String, K_SYS, "syscall", "the (first) path argument, made absolute (mkdir, unlink, chdir, ...); same as evt.arg.name"),
     info!("evt.arg.oldpath", EvtArgOldpath, String, K_SYS, "syscall", "the first path of two-path calls (rename, link, symlink), made absolute"),
     info!("evt.arg.newpath", EvtArgNewpath, String, K_SYS, "syscall", "the second path of two-path calls (rename, link, symlink), made absolute"),
-    info!("evt.arg.flags", EvtArgFlags, String, K_SYS, "syscall", "the flags argument as printed: open flags by name (O_WRONLY|O_CREAT), others in hex (0x80000)"),
-    info!("evt.arg.mode", EvtArgMode, String, K_SYS, "syscall", "the mode argument in octal as printed (0644)"),
+    info!("evt.arg.flags", EvtArgFlags, String, K_SYS, "syscall", "the flags argument as printed, named as strace names it (O_WRONLY|O_CREAT, F_SETLK, FUTEX_WAIT_PRIVATE, MAP_PRIVATE|MAP_ANONYMOUS)"),
+    info!("evt.arg.mode", EvtArgMode, String, K_SYS, "syscall", "the mode argument as printed (0644, PROT_READ|PROT_WRITE; absent where the line leaves it out: open without O_CREAT)"),
     info!("evt.arg.offset", EvtArgOffset, Size, K_SYS, "syscall", "the file offset (pread64, pwrite64, lseek, ...; read and write: the file position); same as evt.arg.pos"),
     info!("evt.arg.pos", EvtArgPos, Size, K_SYS, "syscall", "the file position or offset argument; same as evt.arg.offset"),
     info!("evt.arg.whence", EvtArgWhence, String, K_SYS, "syscall", "lseek's whence: SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE"),
@@ -828,11 +828,8 @@ impl Field {
                 return Some(buf.as_bytes());
             }
             Field::EvtArgMode if sys => {
-                if syscalls::desc(*b.nr.get(row)?).mode == NONE {
-                    return None;
-                }
                 let buf = buf?;
-                write!(buf, "0{:o}", *b.mode.get(row)?).ok()?;
+                latscope_event::args::write_mode(buf, b, row)?.ok()?;
                 return Some(buf.as_bytes());
             }
             Field::EvtArgWhence if sys => {

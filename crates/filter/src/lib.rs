@@ -221,6 +221,14 @@ impl Filter {
         self.fields_used().iter().any(|f| f.reads_fd_names())
     }
 
+    /// The start times the filter can match, from its clauses on `evt.time` (`evt.datetime`,
+    /// `evt.rawtime`) and `evt.reltime` that every match must pass (those joined by `and` at the
+    /// top, or within an `or` whose every branch bounds the same field). A view dividing by the
+    /// time it covers ([`latscope_event::Span`]) cuts the recording to this window.
+    pub fn time_window(&self) -> TimeWindow {
+        compile::time_window(&self.root)
+    }
+
     /// The filter text as given.
     pub fn source(&self) -> &str {
         &self.src
@@ -229,6 +237,35 @@ impl Filter {
     /// True for the empty filter, which matches every event.
     pub fn is_match_all(&self) -> bool {
         self.expr.is_none()
+    }
+}
+
+/// The start times a filter can match ([`Filter::time_window`]), inclusive bounds; `None` when
+/// the filter does not bound them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimeWindow {
+    /// Wall-clock ns since the Unix epoch (`evt.time`).
+    pub wall: Option<(i128, i128)>,
+    /// ns since the start of the recording (`evt.reltime`).
+    pub rel: Option<(i128, i128)>,
+}
+
+impl TimeWindow {
+    /// The window as CLOCK_MONOTONIC start times of a recording whose clocks differ by
+    /// `realtime_offset_ns` and which started at `start_ns`: inclusive bounds, `None` when the
+    /// filter does not bound start times.
+    pub fn monotonic(&self, realtime_offset_ns: i64, start_ns: u64) -> Option<(u64, u64)> {
+        let clamp = |v: i128| v.clamp(0, i128::from(u64::MAX)) as u64;
+        let off = i128::from(realtime_offset_ns);
+        let from_wall = self.wall.map(|(lo, hi)| (lo - off, hi - off));
+        let from_rel =
+            self.rel.map(|(lo, hi)| (lo.saturating_add(i128::from(start_ns)), hi.saturating_add(i128::from(start_ns))));
+        let w = match (from_wall, from_rel) {
+            (Some(a), Some(b)) => (a.0.max(b.0), a.1.min(b.1)),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => return None,
+        };
+        Some((clamp(w.0), clamp(w.1)))
     }
 }
 

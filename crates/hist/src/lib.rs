@@ -79,7 +79,8 @@ mod testutil;
 pub use encode::DecodeError;
 pub use export::{ExponentialHistogram, PrometheusSpan, MAX_EXPORT_SCALE, MIN_OTEL_SCALE, MIN_PROMETHEUS_SCHEMA};
 pub use histogram::{
-    bucket_index_of, Histogram, Iter, DEFAULT_MAX_BITS, MAX_RELATIVE_ERROR, SUB_BUCKETS, SUB_BUCKET_BITS,
+    bucket_index_of, quantile_of_sorted, Histogram, Iter, DEFAULT_MAX_BITS, MAX_RELATIVE_ERROR, SUB_BUCKETS,
+    SUB_BUCKET_BITS,
 };
 pub use peaks::{Peak, PeakOptions};
 pub use regroup::LogGrid;

@@ -345,7 +345,15 @@ impl<W: BlockSink> Recorder<W> {
     /// its summary. A command still running is stopped first (unless detached).
     pub fn finish(mut self, reason: StopReason) -> Result<Recording, RecordError> {
         // The recording ends now; reading out what is still buffered is not part of its length.
-        let duration = self.started.elapsed();
+        // Its duration is from the probes attaching (the header's start) to now: the one
+        // definition `info` prints and every rate divides by.
+        let end_ns = latscope_probe::snapshot::monotonic_ns();
+        let start_ns = self.session.header().start_ns;
+        let duration = if start_ns > 0 && end_ns > start_ns {
+            Duration::from_nanos(end_ns - start_ns)
+        } else {
+            self.started.elapsed()
+        };
         // From here a trace's reader that takes nothing for a while is given up, not waited for.
         latscope_trace::set_stopping();
         // A command still running is told first, so that its last events are recorded too.
@@ -393,7 +401,7 @@ impl<W: BlockSink> Recorder<W> {
             events: self.written,
             lost: stats.lost,
             duration_ns: duration.as_nanos() as u64,
-            end_ns: latscope_probe::snapshot::monotonic_ns(),
+            end_ns,
             block_completions_without_issue: stats.blk_unpaired,
             wakeups_unseen: stats.wakeups_unseen,
             program_runs_skipped,

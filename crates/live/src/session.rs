@@ -64,6 +64,7 @@ pub struct SessionBuilder {
     ring_bytes: usize,
     need_fd_names: bool,
     count: Option<(CountBy, EventKind)>,
+    count_without: Vec<u16>,
     signals: Vec<i32>,
     command_line: Vec<String>,
     why_above_ns: Option<u64>,
@@ -84,6 +85,7 @@ impl Default for SessionBuilder {
             ring_bytes: 64 << 20,
             need_fd_names: false,
             count: None,
+            count_without: Vec::new(),
             signals: vec![libc::SIGINT, libc::SIGTERM],
             command_line: std::env::args().collect(),
             why_above_ns: None,
@@ -159,6 +161,13 @@ impl SessionBuilder {
     /// [`LiveSession::streaming_reason`]).
     pub fn count_in_kernel(mut self, by: CountBy, kind: EventKind) -> Self {
         self.count = Some((by, kind));
+        self
+    }
+    /// When the session counts in the kernel: these syscalls are not counted (the kernel does not
+    /// see them), for views that leave them out (the idle waits) and cannot tell them apart in
+    /// a histogram. A streaming session is not affected: its views tell them apart per event.
+    pub fn count_without(mut self, nrs: Vec<u16>) -> Self {
+        self.count_without = nrs;
         self
     }
     /// Signals that request a stop (default SIGINT and SIGTERM).
@@ -295,6 +304,23 @@ impl SessionBuilder {
         }
         let mut devs = Vec::new();
         if let Some(by) = count_by {
+            if !self.count_without.is_empty() {
+                let keep = |n: &u16| !self.count_without.contains(n);
+                cfg.syscalls = match &cfg.syscalls {
+                    SyscallSel::All => SyscallSel::Only(
+                        (0..latscope_event::syscalls::syscall_count() as u16)
+                            .filter(|n| latscope_event::syscall_name(*n).is_some() && keep(n))
+                            .collect(),
+                    ),
+                    SyscallSel::Io => SyscallSel::Only(
+                        (0..latscope_event::syscalls::syscall_count() as u16)
+                            .filter(|&n| latscope_event::syscalls::desc(n).is_io_related() && keep(&n))
+                            .collect(),
+                    ),
+                    SyscallSel::Only(v) => SyscallSel::Only(v.iter().copied().filter(keep).collect()),
+                    SyscallSel::Off => SyscallSel::Off,
+                };
+            }
             cfg.procs = false;
             cfg.aggregate = Some(match by {
                 CountBy::All | CountBy::Disk => AggGroup::All,

@@ -381,6 +381,10 @@ pub struct ProbeStats {
     pub path_faults: u64,
     /// Block completions whose issue was not seen (in flight when tracing started).
     pub blk_unpaired: u64,
+    /// Completions without data that the kernel's flush machinery reports for a request whose
+    /// data completed already, or for an empty flush whose device work is a flush request of
+    /// its own (recorded as `block_flush`): not requests missed, not counted as unpaired.
+    pub blk_flush_ends: u64,
     /// Children of followed processes that were not followed: the pid filter was full.
     pub not_followed: u64,
     /// With attribution: blocked intervals of traced calls whose wake-up no program saw (found
@@ -1116,6 +1120,7 @@ impl Probe {
             t.lost += s.lost;
             t.path_faults += s.path_faults;
             t.blk_unpaired += s.blk_unpaired;
+            t.blk_flush_ends += s.blk_flush_ends;
             t.not_followed += s.not_followed;
             t.wakeups_unseen += s.wakeups_unseen;
         }
@@ -1392,7 +1397,7 @@ mod tests {
     fn record_layout_is_the_c_one() {
         assert_eq!(std::mem::size_of::<types::ls_event>(), 168);
         assert_eq!(std::mem::size_of::<types::ls_sys_desc>(), 36);
-        assert_eq!(std::mem::size_of::<types::ls_stats>(), 48);
+        assert_eq!(std::mem::size_of::<types::ls_stats>(), 56);
         assert_eq!(std::mem::size_of_val(&types::ls_event::default().comm), ls_limits::LS_COMM_LEN.0 as usize);
     }
 

@@ -44,7 +44,7 @@ mod zone;
 pub use latscope_event::source::{Chunk, EventSource, Zone, ZonePlan};
 pub use perf::{parse_perf_script, PerfStats};
 
-use latscope_event::{EventBatch, EventKind, InputError, TraceHeader};
+use latscope_event::{EventBatch, EventKind, InputError, Span, TraceHeader};
 use latscope_filter::{EvalContext, Filter};
 use latscope_trace::{Column, ReadOptions, Summary, TraceError, TraceReader};
 use std::io::Read;
@@ -125,9 +125,11 @@ pub struct ScanReport {
 }
 
 impl ScanReport {
-    /// Seconds the recording covered, when the file says (a cleanly closed trace).
-    pub fn recorded_secs(&self) -> Option<f64> {
-        self.summary.map(|s| s.duration_ns as f64 / 1e9).filter(|&s| s > 0.0)
+    /// The recording's span, when the file says (a cleanly closed trace): from the moment the
+    /// probes attached (the header's `start_ns`) to the moment it stopped (the summary's
+    /// `end_ns`). The duration of a trace, in `info` and under every rate.
+    pub fn recording_span(&self, header: &TraceHeader) -> Option<Span> {
+        self.summary.filter(|s| s.end_ns > header.start_ns).map(|s| Span::recording(header.start_ns, s.end_ns))
     }
 
     /// True when part of the input could not be read (the output is incomplete).
@@ -374,6 +376,21 @@ impl Scan {
             r.lost = r.summary.map(|s| s.lost).unwrap_or(st.lost_total);
         }
         r
+    }
+
+    /// The time the events a view counted from this scan cover, for its rates (the rule of
+    /// [`latscope_event::span`]): the recording's span ([`ScanReport::recording_span`], known
+    /// once the scan has read the file's end), or for an input that does not say (a file cut
+    /// short, `perf script` text) `events`, the span of the events the view counted; cut to the
+    /// filter's window of start times (`evt.time >= ... and evt.time < ...`). `None` when neither
+    /// is known.
+    pub fn covered(&self, events: Option<Span>) -> Option<Span> {
+        let h = self.header();
+        let whole = self.report().recording_span(h).or(events)?;
+        Some(match self.filter.time_window().monotonic(h.realtime_offset_ns, h.start_ns) {
+            Some((lo, hi)) => whole.within(lo, hi),
+            None => whole,
+        })
     }
 
     /// The trace reader, for commands that show the file itself (`info`); `None` for text input.

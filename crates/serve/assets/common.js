@@ -32,8 +32,46 @@ LS.shortMiddle = (s, n) => {
   return s.slice(0, n - 1 - tail.length) + '…' + tail;
 };
 LS.count = n => n < 1e3 ? String(Math.round(n * 10) / 10) : n < 1e6 ? LS.sig3(n / 1e3) + 'k' : n < 1e9 ? LS.sig3(n / 1e6) + 'M' : LS.sig3(n / 1e9) + 'G';
+// The width in pixels of `text` drawn in `font` (a CSS font), measured by the browser.
+LS.textWidth = (text, font) => {
+  const c = LS.textWidth.ctx || (LS.textWidth.ctx = document.createElement('canvas').getContext('2d'));
+  c.font = font;
+  return c.measureText(text).width;
+};
+// Rows and sides for labels of vertical lines at `xs` (labels `widths` wide, within left..right)
+// such that no label crosses another's line, the lines starting just below their own labels: a
+// label may only extend over the lines of labels in lower rows. Returns [row, goes left] per
+// label (the command line's histograms place theirs the same way).
+LS.placeLabels = (xs, widths, left, right) => {
+  const n = xs.length;
+  const extent = (k, end) => end ? [xs[k] - 3 - widths[k], xs[k]] : [xs[k], xs[k] + 3 + widths[k]];
+  const fits = (k, end) => { const [a, b] = extent(k, end); return a >= left && b <= right; };
+  const rowsFor = end => {
+    for (let k = 0; k < n; k++) if (!fits(k, end(k))) return null;
+    const over = xs.map((_, a) => { const [x1, x2] = extent(a, end(a)); return xs.map((x, b) => b !== a && x >= x1 - 2 && x <= x2 + 2 ? b : -1).filter(b => b >= 0); });
+    const indeg = new Array(n).fill(0);
+    over.flat().forEach(v => indeg[v]++);
+    const ready = [...Array(n).keys()].filter(k => indeg[k] === 0), order = [];
+    while (ready.length) { const k = ready.pop(); order.push(k); for (const v of over[k]) if (--indeg[v] === 0) ready.push(v); }
+    if (order.length < n) return null;
+    const out = new Array(n); order.forEach((k, row) => { out[k] = [row, end(k)]; });
+    return out;
+  };
+  if (n <= 10) { for (let mask = 0; mask < (1 << n); mask++) { const r = rowsFor(k => (mask & (1 << k)) !== 0); if (r) return r; } }
+  else { const r = rowsFor(k => !fits(k, false)); if (r) return r; }
+  const byX = [...Array(n).keys()].sort((a, b) => xs[a] - xs[b]), out = new Array(n);
+  byX.forEach((k, row) => { out[k] = [row, !fits(k, false)]; });
+  return out;
+};
 LS.hour = secs => new Date(secs * 1000).toISOString().slice(0, 13).replace('T', ' ') + ':00';
-LS.pct = s => { const p = s * 100; return (p > 0 && p < 0.1 ? p.toFixed(3) : p.toFixed(1)) + ' %'; };
+// A share as a percentage: tiny ones with two significant digits (0.00024 %), never a bare 0.000.
+// Nearly all is not all: 99.99976 %, not 100.0 %.
+LS.pct = s => {
+  const p = s * 100;
+  if (p > 0 && p < 0.1) return LS.trimZeros(p.toPrecision(2)) + ' %';
+  if (p >= 99.95 && p < 100) return p.toFixed(Math.min(8, Math.ceil(-Math.log10(100 - p)) + 1)) + ' %';
+  return p.toFixed(1) + ' %';
+};
 LS.el = (tag, attrs, ...kids) => {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) { if (k === 'text') e.textContent = v; else e.setAttribute(k, v); }

@@ -59,7 +59,7 @@ async function poll() {
 
 function status() {
   const d = view, mode = d.mode === 'counting' ? 'counted in the kernel (no events copied)' : 'events kept: ' + (d.streaming_reason || 'drill-down');
-  document.getElementById('status').textContent = `${d.source} — ${mode} — ${LS.count(d.events_per_s)} events/s — ${d.events_total} events since start` +
+  document.getElementById('status').textContent = `${d.source} — ${mode} — ${LS.count(d.events_per_s)} events/s — ${d.events_total} events since start${d.counted || ''}` +
     (d.lost ? ` — ${d.lost} LOST (ring buffer full)` : ' — none lost') + (d.filter ? ` — filter: ${d.filter}` : '');
   heat.dataset.shown = d.shown; heat.dataset.rows = d.rows.length; heat.dataset.below = d.below; heat.dataset.above = d.above;
   const leg = document.getElementById('legend');
@@ -78,9 +78,21 @@ function drawHeat() {
     ctx.fillRect(L + (off + k) * cw, H - B - (j + 1) * rh, Math.ceil(cw), Math.ceil(rh));
   }));
   ctx.fillStyle = '#ccc'; ctx.font = '10px sans-serif'; ctx.textAlign = 'right';
-  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) ctx.fillText(LS.trimZeros(LS.ns(e)), L - 4, Math.max(10, H - B - j * rh + 3)); });
+  // Latency: every decade of the axis (every second or third when they would touch), at its
+  // place on the log scale, whatever the axis' ends.
+  const drawn = [];
+  for (const t of decadeTicks(d.axis, H - B, 14)) {
+    const y = Math.min(H - B, Math.max(10, H - B - t.at + 3)), text = LS.trimZeros(LS.ns(t.v));
+    ctx.fillText(text, L - 4, y);
+    drawn.push({ text, x: L - 4 - ctx.measureText(text).width, y: y - 9, w: ctx.measureText(text).width, h: 10 });
+  }
   // Labels at the edges are aligned inward so that none is cut by the canvas.
-  for (let s = 0; s <= n; s += n >= 300 ? 60 : n >= 60 ? 10 : 5) { ctx.textAlign = s === 0 ? 'right' : s === n ? 'left' : 'center'; ctx.fillText(s === 0 ? 'now' : '-' + s + 's', L + (n - s) * cw, H - 3); }
+  for (let s = 0; s <= n; s += n >= 300 ? 60 : n >= 60 ? 10 : 5) {
+    const text = s === 0 ? 'now' : '-' + s + 's', w = ctx.measureText(text).width, x = L + (n - s) * cw;
+    ctx.textAlign = s === 0 ? 'right' : s === n ? 'left' : 'center'; ctx.fillText(text, x, H - 3);
+    drawn.push({ text, x: s === 0 ? x - w : s === n ? x : x - w / 2, y: H - 12, w, h: 10 });
+  }
+  heat.dataset.labels = JSON.stringify(drawn);
   if (sel) { ctx.strokeStyle = '#fff'; ctx.lineWidth = 2; const k0 = sel.r0 - d.first_row + off, k1 = sel.r1 - d.first_row + off; ctx.strokeRect(L + k0 * cw, H - B - (sel.c1 + 1) * rh, (k1 - k0 + 1) * cw, (sel.c1 - sel.c0 + 1) * rh); }
   heat.onclick = ev => {
     const rect = heat.getBoundingClientRect(), x = (ev.clientX - rect.left) * W / rect.width, y = (ev.clientY - rect.top) * H / rect.height;
@@ -96,10 +108,30 @@ function drawSpec() {
   ctx.fillStyle = '#111'; ctx.fillRect(0, 0, W, H);
   const cw = (W - L) / d.axis.cols, rh = (H - T) / N, rows = d.rows.slice(-N), off = N - rows.length;
   rows.forEach((r, k) => r.counts.forEach((c, j) => { ctx.fillStyle = colorOf(c, d.palette); ctx.fillRect(L + j * cw, T + (off + k) * rh, Math.ceil(cw), Math.ceil(rh)); }));
-  ctx.fillStyle = '#ccc'; ctx.font = '10px sans-serif'; ctx.textAlign = 'center';
-  d.axis.edges.forEach((e, j) => { const p = Math.log10(e); if (Math.abs(p - Math.round(p)) < 1e-6) { ctx.textAlign = j === d.axis.edges.length - 1 ? 'right' : 'center'; ctx.fillText(LS.trimZeros(LS.ns(e)), L + j * cw, 10); } });
+  ctx.fillStyle = '#ccc'; ctx.font = '10px sans-serif';
+  // Latency: every decade (or every second, third...) that leaves room for its label; the last
+  // is aligned inward so that the canvas does not cut it.
+  const drawn = [];
+  for (const t of decadeTicks(d.axis, W - L, 44)) {
+    const text = LS.trimZeros(LS.ns(t.v)), w = ctx.measureText(text).width, x = L + t.at;
+    const right = x + w / 2 > W - 1, left = x - w / 2 < L;
+    ctx.textAlign = right ? 'right' : left ? 'left' : 'center';
+    ctx.fillText(text, x, 10);
+    drawn.push({ text, x: right ? x - w : left ? x : x - w / 2, y: 1, w, h: 10 });
+  }
+  spec.dataset.labels = JSON.stringify(drawn);
   ctx.textAlign = 'right';
   for (let s = 0; s < N; s += 10) ctx.fillText(s === 0 ? 'now' : '-' + s + 's', L - 4, T + (N - s) * rh - 2);
+}
+
+// The decades of a log latency axis (`axis`: min_ns, max_ns) laid over `len` pixels: each with
+// its offset from the low end, every `step`-th decade so that two are at least `gap` pixels apart.
+function decadeTicks(axis, len, gap) {
+  const a = Math.log10(axis.min_ns), b = Math.log10(axis.max_ns), per = len / Math.max(b - a, 1e-9);
+  const first = Math.ceil(a - 1e-9), last = Math.floor(b + 1e-9), step = Math.max(1, Math.ceil(gap / per));
+  const out = [];
+  for (let p = first; p <= last; p += step) out.push({ v: 10 ** p, at: (p - a) * per });
+  return out;
 }
 
 async function select(s) {
@@ -144,7 +176,7 @@ function drawWhy(e) {
     }
     return;
   }
-  const left = w.idle_waits_left_out ? `; ${w.idle_waits_left_out} idle waits left out (tick “blocking waits in tables” to count them)` : '';
+  const left = w.idle_waits_left_out ? `; ${w.idle_waits_left_out} idle waits left out (tick “count idle waits” to count them)` : '';
   const without = w.calls_without_breakdown ? `; ${calls(w.calls_without_breakdown)} without one` : '';
   document.getElementById('whyinfo').textContent = `${calls(w.calls)} with a breakdown, ${LS.ns(w.total_ns)} in total` + without + left;
   box.dataset.calls = w.calls;

@@ -23,7 +23,9 @@
     const e = document.getElementById('error'); e.hidden = false;
     e.append('No values in this window; the latest stored hour is ' + LS.hour(s.last_hour) + ' UTC: ', LS.el('a', { href: '/series?' + p, text: 'show the hours up to it' }));
   }
-  document.getElementById('mergedchart').append(chart(m, d, 1100, 220, true));
+  // As wide as the page allows (a narrow window gets a narrower chart, not a cut one).
+  const room = document.getElementById('mergedchart').clientWidth || 1100;
+  document.getElementById('mergedchart').append(chart(m, d, Math.max(420, Math.min(1100, room)), 220, true));
   const notes = document.getElementById('notes');
   notes.append(LS.el('li', { text: `${m.count} values: p50 ${LS.val(m.p50, u)}, p90 ${LS.val(m.p90, u)}, p99 ${LS.val(m.p99, u)}, max ${LS.val(m.max, u)}` }));
   for (const n of m.notes) notes.append(LS.el('li', { class: 'note', text: n }));
@@ -53,9 +55,15 @@
 // A histogram's bins as bars on the page's axis (log or linear), zeros apart, peaks marked.
 function chart(h, d, w, hgt, axis) {
   const u = d.series.unit, log = d.scale === 'log', e = d.edges, n = h.bins.length;
-  const left = axis ? 48 : 4, zw = log && d.merged.zeros > 0 ? 14 : 0, bottom = axis ? 18 : 2, top = axis ? 16 : 2;
-  const pw = w - left - zw - 6, ph = hgt - top - bottom;
   const max = Math.max(1, h.zeros || 0, ...h.bins);
+  // The count axis in SI units (55.4M, not 55440973), the margin as wide as its widest label.
+  const font = '10px system-ui, sans-serif', maxLabel = LS.trimZeros(LS.count(max));
+  const left = axis ? Math.ceil(Math.max(LS.textWidth(maxLabel, font), 10)) + 10 : 4;
+  const zw = log && d.merged.zeros > 0 ? 14 : 0, bottom = axis ? 18 : 2;
+  // Room above the bars for the peaks' labels, one row each as placed below.
+  const labelled = axis ? h.peaks.length : 0, top = axis ? 8 + 11 * labelled : 2;
+  if (axis) hgt = Math.max(hgt, top + 150 + bottom);
+  const pw = w - left - zw - 6, ph = hgt - top - bottom;
   const g = LS.svg('svg', { class: 'chart', width: w, height: hgt, viewBox: `0 0 ${w} ${hgt}` });
   const x0 = left + zw, bw = pw / Math.max(n, 1);
   const lo = e[0], hi = e[e.length - 1];
@@ -74,15 +82,18 @@ function chart(h, d, w, hgt, axis) {
       g.append(LS.svg('line', { x1: x, x2: x, y1: top + ph, y2: top + ph + 4, stroke: '#999' }), LS.svg('text', { x, y: hgt - 4, 'text-anchor': 'middle', text: LS.trimZeros(LS.val(t, u)) }));
     }
     if (zw) g.append(LS.svg('text', { x: left + 6, y: hgt - 4, 'text-anchor': 'middle', text: '0' }));
-    g.append(LS.svg('text', { x: left - 4, y: top + 8, 'text-anchor': 'end', text: String(max) }), LS.svg('text', { x: left - 4, y: top + ph, 'text-anchor': 'end', text: '0' }));
+    g.append(LS.svg('text', { class: 'count', x: left - 4, y: top + 8, 'text-anchor': 'end', text: maxLabel }, LS.svg('title', { text: max + ' values' })),
+      LS.svg('text', { class: 'count', x: left - 4, y: top + ph, 'text-anchor': 'end', text: '0' }));
   }
+  // Peaks: a dashed line at each mode, from just below its label down; labels placed in rows so
+  // that none crosses another peak's line or runs off the chart.
+  const xs = h.peaks.map(p => xOf((p.mode_low + p.mode_high) / 2));
+  const labels = h.peaks.map(p => `${LS.val(p.mode_high, u)} ${LS.pct(p.share)}` + (p.tier ? ' ' + p.tier.replace('_', ' ') : ''));
+  const place = axis ? LS.placeLabels(xs, labels.map(t => LS.textWidth(t, font) + 2), x0, w - 2) : [];
   h.peaks.forEach((p, i) => {
-    const x = xOf((p.mode_low + p.mode_high) / 2).toFixed(1);
-    const label = `${LS.val(p.mode_high, u)} ${LS.pct(p.share)}` + (p.tier ? ' ' + p.tier.replace('_', ' ') : '');
-    g.append(LS.svg('line', { class: 'peak', x1: x, x2: x, y1: top, y2: top + ph, 'stroke-dasharray': '3 2' }, LS.svg('title', { text: 'peak: mode ' + LS.val(p.mode_low, u) + '…' + LS.val(p.mode_high, u) + ', ' + LS.pct(p.share) + ' of values, ' + p.count + ' values' + (p.tier ? ', ' + p.tier : '') })));
-    // A label that would run past the right edge goes to the left of its line.
-    const right = +x + 3 + label.length * 5.6 > w - 2;
-    if (axis) g.append(LS.svg('text', { class: 'peak', x: right ? +x - 3 : +x + 3, 'text-anchor': right ? 'end' : 'start', y: top + 10 + 11 * (i % 3), text: label }));
+    const x = xs[i].toFixed(1), [row, goesLeft] = place[i] || [0, false], ty = 10 + 11 * row;
+    g.append(LS.svg('line', { class: 'peak', x1: x, x2: x, y1: axis ? ty + 3 : top, y2: top + ph, 'stroke-dasharray': '3 2' }, LS.svg('title', { text: 'peak: mode ' + LS.val(p.mode_low, u) + '…' + LS.val(p.mode_high, u) + ', ' + LS.pct(p.share) + ' of values, ' + p.count + ' values' + (p.tier ? ', ' + p.tier : '') })));
+    if (axis) g.append(LS.svg('text', { class: 'peak', x: goesLeft ? +x - 3 : +x + 3, 'text-anchor': goesLeft ? 'end' : 'start', y: ty, text: labels[i] }));
   });
   return g;
 }

@@ -194,6 +194,7 @@ fn compute(path: &Path) -> Result<Views, DumpError> {
         per: GroupBy::All,
         max_maps: 1,
         title: "Syscall latency".into(),
+        waits: false,
     };
     let mut map = EventMapBuilder::new(opts.clone(), &h);
     let mut why = WhyAgg::default();

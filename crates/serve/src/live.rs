@@ -128,6 +128,9 @@ struct Key {
     block: bool,
     /// Attribution recorded: a session of its own, never shared with one without.
     why: bool,
+    /// Idle waits counted (drawn and in the tables): a session of its own too, since the rows
+    /// of one without them never held them.
+    waits: bool,
 }
 
 enum State {
@@ -267,6 +270,7 @@ impl LiveHub {
         let block = p.flag("block")?;
         let stream = p.flag("stream")?;
         let why = p.flag("why")?;
+        let waits = p.flag("waits")? && !block;
         let kinds = filter.needs_kinds();
         if why && block {
             return Err(LiveError::Nothing(
@@ -279,7 +283,7 @@ impl LiveHub {
         if !block && !kinds.syscall {
             return Err(LiveError::Nothing("the filter matches no syscall: check block requests".into()));
         }
-        let key = Key { filter: filter.source().to_string(), block, why };
+        let key = Key { filter: filter.source().to_string(), block, why, waits };
         let slot = self.slot(key, filter)?;
         slot.touch();
         let state = match &*slot.state.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -376,7 +380,10 @@ fn run_session(slot: &Slot, rx: &Receiver<Cmd>, filter: Filter, key: &Key, opts:
         // kernel then gives way to the event stream.
         .why(why.then_some(0))
         .why_stacks(why)
-        .count_in_kernel(CountBy::All, kind);
+        .count_in_kernel(CountBy::All, kind)
+        // The idle waits, left out unless asked for as in every view: the kernel's histograms
+        // cannot tell them apart, so a counting session does not count them.
+        .count_without(if block || key.waits { Vec::new() } else { latscope_view::waits::wait_syscalls() });
     let session = match builder.start() {
         Ok(s) => s,
         Err(e) => {
@@ -386,7 +393,7 @@ fn run_session(slot: &Slot, rx: &Receiver<Cmd>, filter: Filter, key: &Key, opts:
     };
     let header = session.header().clone();
     let mut spec = Spectrogram::new(opts.interval.as_nanos() as u64, header.start_ns, opts.max_rows);
-    let o = FeedOptions { kind, by: None, filter: filter_text, keep: opts.keep };
+    let o = FeedOptions { kind, by: None, filter: filter_text, keep: opts.keep, waits: key.waits };
     let mut streaming_reason = session.streaming_reason().map(str::to_string);
     let mut feed: Box<dyn Feed> = if session.is_counting() {
         Box::new(CountFeed::new(Box::new(session), &header, &[], &o, &mut spec))
@@ -503,6 +510,7 @@ fn view(
         "below": below_all,
         "above": above_all,
         "events_total": spec.events,
+        "counted": st.counted,
         "palette": palette(),
     })
 }
@@ -637,7 +645,7 @@ fn tables(spec: &Spectrogram, feed: &mut dyn Feed, q: &TableQuery, interval: Dur
         .map(|t| {
             let mut j = t.to_json(SortKey::Total, q.limit, secs);
             // The page includes them with its box, not a flag.
-            j["note"] = json!(t.waits_note_with("tick \"blocking waits in tables\" to include them"));
+            j["note"] = json!(t.waits_note_with("tick \"count idle waits\" to include them"));
             if t.by() == GroupBy::Disk && !q.block {
                 j["scope"] = json!("block devices only");
                 j["scope_note"] = json!("files on proc, sysfs, cgroup or tmpfs, pipes and sockets are on no disk");

@@ -285,6 +285,24 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
     match kind {
         Some(EventKind::Syscall) => {
             m.int("addr", b.addr[i]);
+            // The flags, modes and addresses as the line prints them, keys in serde_json's order.
+            let name = latscope_event::syscall_name(b.nr[i]).unwrap_or("");
+            let mut decoded = latscope_event::argnames::decoded(name, b.flags[i], b.mode[i], b.addr[i]);
+            // A key given twice keeps its last value, as a map does.
+            decoded.reverse();
+            decoded.sort_by(|a, b| a.0.cmp(b.0));
+            decoded.dedup_by_key(|a| a.0);
+            m.key("args");
+            m.s.push('{');
+            for (k, (name, v)) in decoded.iter().enumerate() {
+                if k > 0 {
+                    m.s.push(',');
+                }
+                push_json_str(m.s, name);
+                m.s.push(':');
+                push_json_str(m.s, v);
+            }
+            m.s.push('}');
             m.int("bytes", b.bytes[i]);
             m.int("cgroup", b.cgroup[i]);
             m.str("comm", b.comm.get(i));
@@ -433,6 +451,14 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
             m.insert("mode".into(), json!(b.mode[i]));
             m.insert("dirfd".into(), json!(b.dirfd[i]));
             m.insert("addr".into(), json!(b.addr[i]));
+            // The flags, modes and addresses as the event line prints them (the raw columns
+            // above hold the numbers; a pointer the probes do not follow is left out here).
+            let name = latscope_event::syscall_name(b.nr[i]).unwrap_or("");
+            let decoded: Map<String, Value> = latscope_event::argnames::decoded(name, b.flags[i], b.mode[i], b.addr[i])
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            m.insert("args".into(), Value::Object(decoded));
             // The file's device as block requests spell theirs (`major:minor`); 0 (no file) is null.
             let (ma, mi) = dev_major_minor(b.dev[i]);
             m.insert("dev".into(), if b.dev[i] == 0 { Value::Null } else { json!(format!("{ma}:{mi}")) });
@@ -675,7 +701,7 @@ mod tests {
         b.push(&Event { kind: 2, nr: ProcOp::Exec as u16, path: "".into(), comm: "x".into(), ..Default::default() });
         let lines: Vec<String> = (0..b.len()).map(|i| line(&h, &b, i, TimeFormat::Relative)).collect();
         assert!(lines[0].ends_with(" getpid = 42"), "{}", lines[0]);
-        assert!(lines[1].contains(" newfstatat dirfd=0 path=\"\" flags=0x1000 = 42"), "{}", lines[1]);
+        assert!(lines[1].contains(" newfstatat dirfd=0 path=\"\" flags=AT_EMPTY_PATH = 42"), "{}", lines[1]);
         assert!(
             lines[2].contains("path=/tmp/a\\x1b[2Jb\\nfake 12:00:00 line") && lines[2].contains("evil\\x1b]0;x\\x07"),
             "{}",

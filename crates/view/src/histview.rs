@@ -14,7 +14,7 @@
 use crate::group::{GroupBy, Grouper};
 use crate::heatmap::{EventPoints, YField, YUnit};
 use crate::svg::{self, Svg, SERIES_COLORS};
-use crate::waits::LeftOut;
+use crate::waits::{Counted, LeftOut};
 use latscope_event::source::{Chunk, ZonePlan};
 use latscope_event::{EventKind, TraceHeader};
 use latscope_hist::{Histogram, LogGrid, Peak, PeakOptions};
@@ -63,6 +63,8 @@ pub struct HistOptions {
     pub shared_x: bool,
     /// SVG: counts on a logarithmic axis, so that tails of a few events stay visible.
     pub log_y: bool,
+    /// SVG: the picture's width in pixels (at least 400).
+    pub svg_width: f64,
 }
 
 impl Default for HistOptions {
@@ -77,6 +79,7 @@ impl Default for HistOptions {
             note: None,
             shared_x: true,
             log_y: false,
+            svg_width: 900.0,
         }
     }
 }
@@ -147,9 +150,11 @@ pub fn stats(h: &Histogram) -> Vec<(&'static str, Option<f64>)> {
     v
 }
 
-/// For each peak, the displayed bin holding most of its events (`None` when none of its events is
-/// shown): where its marker goes. A bin is never marked for the events of a neighbouring peak, and
-/// among bins holding equally many of the peak's events the one holding its mode wins.
+/// For each peak, the displayed bin holding its mode: where its marker goes, so that the marker,
+/// the mode the peak line gives and the dashed line of the SVG describe one bar. When the mode
+/// lies outside the bins shown (`--linear --min/--max`), the bin holding most of the peak's events
+/// (`None` when none of them is shown). A bin is never marked for the events of a neighbouring
+/// peak.
 pub fn peak_bins(h: &Histogram, bins: &[Bin], peaks: &[Peak]) -> Vec<Option<usize>> {
     let (Some(first), Some(last)) = (bins.first(), bins.last()) else { return vec![None; peaks.len()] };
     let bin_of = |mid: f64| {
@@ -171,8 +176,11 @@ pub fn peak_bins(h: &Histogram, bins: &[Bin], peaks: &[Peak]) -> Vec<Option<usiz
         .iter()
         .zip(&per)
         .map(|(p, counts)| {
-            let holds_mode = |b: usize| bin_of((p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0) == Some(b);
-            (0..bins.len()).filter(|&b| counts[b] > 0).max_by_key(|&b| (counts[b], holds_mode(b), std::cmp::Reverse(b)))
+            // The mode bucket's midpoint: the bin a bucket of the mode is counted in.
+            let mode = if p.mode_high == 0 { 0.0 } else { (p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0 };
+            bin_of(mode).filter(|&b| counts[b] > 0).or_else(|| {
+                (0..bins.len()).filter(|&b| counts[b] > 0).max_by_key(|&b| (counts[b], std::cmp::Reverse(b)))
+            })
         })
         .collect()
 }
@@ -210,9 +218,9 @@ pub fn describe_peak(k: usize, p: &Peak, u: &YUnit) -> String {
     };
     let (ca, cb) = distinct_pair(u, a as f64, b as f64);
     let mut s = format!(
-        "peak {}: mode {mode}, {:.1}% of events ({}); 80% of it within {ca} .. {cb} ({width}); basin {} .. {}",
+        "peak {}: mode {mode}, {}% of events ({}); 80% of it within {ca} .. {cb} ({width}); basin {} .. {}",
         k + 1,
-        p.share * 100.0,
+        fmt_share(p.share),
         p.count,
         u.fmt(p.low as f64),
         u.fmt(p.high as f64)
@@ -225,6 +233,21 @@ pub fn describe_peak(k: usize, p: &Peak, u: &YUnit) -> String {
         );
     }
     s
+}
+
+/// A share as a percentage without the `%`: one decimal, but two significant digits for a tiny one
+/// (`0.0024`) and as many as it takes for nearly all not to read as all (`99.998`, not `100.0`).
+pub fn fmt_share(share: f64) -> String {
+    let p = share * 100.0;
+    if p > 0.0 && p < 0.1 {
+        let digits = (-p.log10()).ceil() as usize + 1;
+        format!("{p:.digits$}")
+    } else if (99.95..100.0).contains(&p) {
+        let digits = ((-(100.0 - p).log10()).ceil() as usize + 1).min(8);
+        format!("{p:.digits$}")
+    } else {
+        format!("{p:.1}")
+    }
 }
 
 /// Two values with enough digits to tell them apart (when they differ).
@@ -355,21 +378,39 @@ pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
     let suffix = match o.unit {
         YUnit::Nanos => "_ns",
         YUnit::Bytes => "_bytes",
-        YUnit::Raw(_) => "",
+        YUnit::Raw(_) | YUnit::Scaled(..) => "",
+    };
+    // Values in the unit named: text input with fractions is counted in 10^-k steps and given
+    // back as the input wrote it.
+    let per = match o.unit {
+        YUnit::Scaled(_, k) => Some(10f64.powi(k)),
+        _ => None,
+    };
+    let val = |x: f64| match per {
+        Some(per) => json!(x / per),
+        None => json!(x as u64),
     };
     for (n, v) in stats(h) {
-        stats_obj.insert(format!("{n}{suffix}"), json!(v));
+        // Whole values stay integers (as `top` and `timeline` write them); the mean is a fraction.
+        let v = match (n, v) {
+            ("mean", Some(m)) => json!(per.map_or(m, |per| m / per)),
+            (_, Some(x)) => val(x),
+            (_, None) => Value::Null,
+        };
+        stats_obj.insert(format!("{n}{suffix}"), v);
     }
     let peaks: Vec<Value> = h
         .peaks(&o.peaks)
         .iter()
         .map(|p| {
-            json!({"mode_low": p.mode_low, "mode_high": p.mode_high, "share": p.share, "count": p.count,
-                   "p10": p.core_low, "p90": p.core_high, "basin_low": p.low, "basin_high": p.high,
-                   "unresolved_cluster": p.unresolved})
+            let v = |x: u64| val(x as f64);
+            json!({"mode_low": v(p.mode_low), "mode_high": v(p.mode_high), "share": p.share, "count": p.count,
+                   "p10": v(p.core_low), "p90": v(p.core_high), "basin_low": v(p.low), "basin_high": v(p.high),
+                   "unresolved_cluster": p.unresolved.map(v)})
         })
         .collect();
     let (bins, outside) = bins(h, &o.scale);
+    let edge = |x: f64| per.map_or(x, |per| x / per);
     json!({
         "group": name,
         "what": o.what,
@@ -377,10 +418,10 @@ pub fn to_json(name: &str, h: &Histogram, o: &HistOptions) -> Value {
         "stats": stats_obj,
         "clamped_high": h.clamped_high(),
         "peaks": peaks,
-        "bins": bins.iter().map(|b| json!([b.lo, b.hi, b.count])).collect::<Vec<_>>(),
+        "bins": bins.iter().map(|b| json!([edge(b.lo), edge(b.hi), b.count])).collect::<Vec<_>>(),
         "bins_rule": "each bin is [lo, hi): a histogram bucket is counted whole in the bin of its midpoint",
         "outside_range": outside,
-        "buckets": h.iter().map(|(lo, hi, c)| json!([lo, hi, c])).collect::<Vec<_>>(),
+        "buckets": h.iter().map(|(lo, hi, c)| json!([val(lo as f64), val(hi as f64), c])).collect::<Vec<_>>(),
         "buckets_rule": "every non-empty histogram bucket, [low, high] inclusive, at most 1/128 of low wide",
     })
 }
@@ -406,21 +447,18 @@ fn place_peak_labels(xs: &[f64], widths: &[f64], left: f64, right: f64) -> Vec<(
         let (a, b) = extent(k, end);
         a >= left && b <= right
     };
-    // Brute force over sides: there are a handful of peaks (at most 2^10 choices tried).
-    let tries = if n <= 10 { 1u32 << n } else { 0 };
-    for mask in 0..tries {
-        let end = |k: usize| mask & (1 << k) != 0;
+    // Rows for a choice of sides, if one exists: a label above every line it extends over (a
+    // margin of 2 px each side), in topological order (Kahn).
+    let rows_for = |end: &dyn Fn(usize) -> bool| -> Option<Vec<(usize, bool)>> {
         if !(0..n).all(|k| fits(k, end(k))) {
-            continue;
+            return None;
         }
-        // over[a] holds the lines label a extends over (a margin of 2 px each side).
         let over: Vec<Vec<usize>> = (0..n)
             .map(|a| {
                 let (x1, x2) = extent(a, end(a));
                 (0..n).filter(|&b| b != a && xs[b] >= x1 - 2.0 && xs[b] <= x2 + 2.0).collect()
             })
             .collect();
-        // Rows in topological order (Kahn): a label above every line it extends over.
         let mut indeg: Vec<usize> = vec![0; n];
         for v in over.iter().flatten() {
             indeg[*v] += 1;
@@ -436,13 +474,24 @@ fn place_peak_labels(xs: &[f64], widths: &[f64], left: f64, right: f64) -> Vec<(
                 }
             }
         }
-        if order.len() == n {
+        (order.len() == n).then(|| {
             let mut out = vec![(0, false); n];
             for (row, &k) in order.iter().enumerate() {
                 out[k] = (row, end(k));
             }
-            return out;
+            out
+        })
+    };
+    // Brute force over sides for a handful of peaks (at most 2^10 choices tried); for a crowd,
+    // right of the line where it fits, else left.
+    if n <= 10 {
+        for mask in 0..1u32 << n {
+            if let Some(out) = rows_for(&|k| mask & (1 << k) != 0) {
+                return out;
+            }
         }
+    } else if let Some(out) = rows_for(&|k| !fits(k, false)) {
+        return out;
     }
     let mut by_x: Vec<usize> = (0..n).collect();
     by_x.sort_by(|&a, &b| xs[a].total_cmp(&xs[b]));
@@ -459,7 +508,7 @@ fn place_peak_labels(xs: &[f64], widths: &[f64], left: f64, right: f64) -> Vec<(
 /// [`HistOptions::log_y`] counts are on a log axis (tails stay visible). Bars are one colour:
 /// the panels are the same measure of different groups.
 pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str) -> String {
-    let (w, ph, left, right) = (900.0, 220.0, 70.0, 30.0);
+    let (w, ph, left, right) = (o.svg_width.max(400.0), 220.0, 70.0, 30.0);
     let top = 50.0;
     let block = ph + 110.0;
     let height = top + block * groups.len().max(1) as f64 + 10.0;
@@ -582,8 +631,8 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
             ),
             "",
         );
-        // Peaks: a dashed line through the bar holding most of each peak's events, at the mode
-        // when the mode lies in that bar, from just below its label down.
+        // Peaks: a dashed line through the bar holding each peak's mode, at the mode, from just
+        // below its label down.
         let peaks = h.peaks(&o.peaks);
         let marks = peak_bins(h, bins, &peaks);
         let xs: Vec<f64> = peaks
@@ -601,9 +650,11 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
         let texts: Vec<String> = peaks
             .iter()
             .enumerate()
-            .map(|(k, p)| format!("peak {}: {} ({:.1}%)", k + 1, o.unit.fmt(p.mode_low as f64), p.share * 100.0))
+            .map(|(k, p)| format!("peak {}: {} ({}%)", k + 1, o.unit.fmt(p.mode_low as f64), fmt_share(p.share)))
             .collect();
-        let widths: Vec<f64> = texts.iter().map(|t| svg::text_width(t, 10.0)).collect();
+        // Measured wide: a browser's font may be a little wider than Verdana's metrics, and a
+        // label that spills over another peak's line is the collision this placement avoids.
+        let widths: Vec<f64> = texts.iter().map(|t| svg::text_width(t, 10.0) * 1.08 + 4.0).collect();
         let places = place_peak_labels(&xs, &widths, left + 1.0, left + pw - 1.0);
         for (k, ((x, text), (row, end))) in xs.iter().zip(&texts).zip(places).enumerate() {
             let ty = y0 + 12.0 + 12.0 * row as f64;
@@ -632,11 +683,10 @@ pub struct HistBuilder {
     field: YField,
     grouper: Grouper,
     hists: Vec<Histogram>,
-    /// Blocking waits counted with the work.
-    with_waits: bool,
-    /// The blocking waits left out, by group (shown only when nothing else matched).
+    /// What the histograms count ([`crate::waits`]).
+    counted: Counted,
+    /// The idle waits left out, by group (shown only when nothing else matched).
     wait_hists: Vec<Histogram>,
-    left_out: LeftOut,
 }
 
 /// What [`HistBuilder::finish`] gives: the histograms by group, and the blocking waits left out.
@@ -644,9 +694,9 @@ pub struct HistBuilder {
 pub struct Hists {
     /// The histograms with their group names (one named `all` when nothing was counted).
     pub groups: Vec<(String, Histogram)>,
-    /// The blocking waits left out of them.
-    pub left_out: LeftOut,
-    /// The groups are the blocking waits, because nothing else matched.
+    /// What they count: the idle waits left out of them.
+    pub counted: Counted,
+    /// The groups are the idle waits, because nothing else matched.
     pub only_waits: bool,
 }
 
@@ -654,9 +704,23 @@ impl Hists {
     /// What was left out and how to include it, if anything: the line under the histograms.
     pub fn note(&self) -> Option<String> {
         if self.only_waits {
-            return Some("only blocking waits matched: shown (idle time the callers chose, not work)".into());
+            return Some("only idle waits matched: shown (time the callers chose to wait, not work)".into());
         }
-        self.left_out.note()
+        self.counted.left_out().note()
+    }
+
+    /// The idle waits left out.
+    pub fn left_out(&self) -> &LeftOut {
+        self.counted.left_out()
+    }
+
+    /// The header line: what the histograms counted and left out, for events of `kind`.
+    pub fn headline(&self, kind: EventKind) -> String {
+        let n = self.groups.iter().map(|(_, h)| h.count()).sum();
+        if self.only_waits {
+            return format!("{n} syscall events, all idle waits (nothing else matched)");
+        }
+        self.counted.headline(n, kind)
     }
 }
 
@@ -669,15 +733,14 @@ impl HistBuilder {
             field,
             grouper: Grouper::new(by),
             hists: Vec::new(),
-            with_waits: false,
+            counted: Counted::new(false),
             wait_hists: Vec::new(),
-            left_out: LeftOut::default(),
         }
     }
 
-    /// Counts blocking waits with the work.
+    /// Counts idle waits with the work.
     pub fn with_waits(mut self, yes: bool) -> Self {
-        self.with_waits = yes;
+        self.counted = Counted::new(yes);
         self
     }
 
@@ -743,7 +806,7 @@ impl HistBuilder {
             }
             let Some(v) = EventPoints::value(self.field, b, i, h) else { continue };
             let g = self.grouper.group(b, i, h);
-            let wait = self.kind == EventKind::Syscall && self.left_out.classify(b, i, self.with_waits);
+            let wait = self.kind == EventKind::Syscall && !self.counted.counts(b, i);
             let hists = if wait { &mut self.wait_hists } else { &mut self.hists };
             while hists.len() <= g {
                 hists.push(Histogram::new());
@@ -767,18 +830,35 @@ impl HistBuilder {
         if v.is_empty() {
             v.push(("all".into(), Histogram::new()));
         }
-        Hists { groups: v, left_out: self.left_out, only_waits }
+        Hists { groups: v, counted: self.counted, only_waits }
     }
 }
 
-/// A histogram of the values (second column) of trace2heatmap.pl's two-column text, rounded to
-/// integers in the input's own unit.
-pub fn from_pairs(values: &[f64]) -> Histogram {
-    let mut h = Histogram::new();
-    for &v in values {
-        h.record_signed(v.round() as i64);
+/// A histogram of the values (second column) of trace2heatmap.pl's two-column text, with the
+/// unit to print them in. In a time unit (`label` s, ms, us or ns) the values are recorded in ns
+/// and printed as times (`784us` for `0.784` ms); otherwise, in the input's own unit, multiplied
+/// by the power of ten that keeps their decimals (up to 6 places, within the histogram's range),
+/// so that `0.784` is never rounded to `1`.
+pub fn from_pairs(values: &[f64], label: &str) -> (Histogram, YUnit) {
+    let record = |scale: f64| {
+        let mut h = Histogram::new();
+        for &v in values {
+            h.record_signed((v * scale).round() as i64);
+        }
+        h
+    };
+    if let Ok(per_sec) = crate::heatmap::text::units_per_sec(label) {
+        return (record(1e9 / per_sec), YUnit::Nanos);
     }
-    h
+    let largest = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let exact = |scale: f64| values.iter().all(|v| ((v * scale) - (v * scale).round()).abs() < 1e-4);
+    let mut k = 0;
+    while k < 6 && !exact(10f64.powi(k)) && largest * 10f64.powi(k + 1) < (1u64 << 40) as f64 {
+        k += 1;
+    }
+    let scale = 10f64.powi(k);
+    let unit = if k == 0 { YUnit::Raw(label.to_string()) } else { YUnit::Scaled(label.to_string(), k) };
+    (record(scale), unit)
 }
 
 /// Sorts groups by count (then name) and keeps at most `limit`; returns how many were left out.
@@ -873,7 +953,7 @@ mod tests {
     }
 
     #[test]
-    fn peak_marks_sit_on_the_tallest_bar_of_each_peak_and_modes_inside_cores() {
+    fn peak_marks_sit_on_the_bar_holding_the_mode_and_modes_inside_cores() {
         let h = sleeps();
         let peaks = h.peaks(&PeakOptions::default());
         assert_eq!(peaks.len(), 2, "{peaks:#?}");
@@ -885,10 +965,13 @@ mod tests {
             let marks = peak_bins(&h, &b, &peaks);
             for (p, m) in peaks.iter().zip(&marks) {
                 let m = m.expect("each peak is marked");
-                // The tallest bar among those within the peak's basin.
+                // The bar holding the mode, which the peak line names.
+                let mode = (p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0;
+                assert!(b[m].lo <= mode && mode < b[m].hi, "{scale:?}: {p:?} marked on {:?}", b[m]);
+                // And with these sharp peaks, it is the tallest bar of the peak too.
                 let tallest =
                     b.iter().filter(|x| x.hi > p.low as f64 && x.lo <= p.high as f64).map(|x| x.count).max().unwrap();
-                assert_eq!(b[m].count, tallest, "{scale:?}: {p:?} marked on {:?}", b[m]);
+                assert!(b[m].count * 2 >= tallest, "{scale:?}: {p:?} marked on {:?}", b[m]);
             }
             let t = render_text("all", &h, &HistOptions { scale: scale.clone(), ..Default::default() });
             for line in t.lines().filter(|l| l.contains("◀ peak")) {
@@ -904,6 +987,14 @@ mod tests {
         assert_eq!(YUnit::Nanos.fmt_digits(1_020_000.0, 4), "1.020ms");
         assert_eq!(YUnit::Nanos.fmt_digits(108.0, 5), "108ns");
         assert_eq!(YUnit::Bytes.fmt_digits(4096.0 + 512.0, 4), "4.500KiB");
+    }
+
+    #[test]
+    fn nearly_all_never_reads_as_all_and_a_sliver_never_as_none() {
+        assert_eq!(fmt_share(0.999_997_6), "99.99976");
+        assert_eq!(fmt_share(0.000_002_4), "0.00024");
+        assert_eq!(fmt_share(0.5), "50.0");
+        assert_eq!(fmt_share(1.0), "100.0");
     }
 
     #[test]

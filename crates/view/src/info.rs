@@ -4,7 +4,7 @@ use crate::svg::fmt_wall;
 use crate::text::{clean, table};
 use latscope_event::source::Chunk;
 use latscope_event::units::{fmt_bytes, fmt_ns};
-use latscope_event::{dev_major_minor, op_name, EventKind, TraceHeader};
+use latscope_event::{dev_major_minor, op_name, EventKind, Span, TraceHeader};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -47,6 +47,11 @@ impl Census {
     pub fn span_ns(&self) -> u64 {
         self.first.map_or(0, |f| self.last.saturating_sub(f))
     }
+
+    /// The first start and the last end (CLOCK_MONOTONIC ns), if any event was counted.
+    pub fn times(&self) -> Option<(u64, u64)> {
+        self.first.map(|f| (f, self.last))
+    }
 }
 
 /// Facts about the file itself, from the reader.
@@ -66,8 +71,9 @@ pub struct FileFacts {
     pub warnings: Vec<String>,
     /// The counts are of the events a filter kept.
     pub filtered: bool,
-    /// When the recording ended (CLOCK_MONOTONIC ns), from its summary.
-    pub end_ns: Option<u64>,
+    /// The recording's span, from the probes attaching to its stop (its summary's end): the
+    /// duration of the trace ([`latscope_event::span`]).
+    pub recording: Option<Span>,
     /// Block completions without an issue, from the summary.
     pub block_completions_without_issue: Option<u64>,
     /// With attribution: wake-ups the probes did not see, from the summary.
@@ -105,7 +111,8 @@ pub fn to_json(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) -> Val
         "lost": f.lost,
         "first_ns": c.first,
         "start_wall_ns": (h.realtime_offset_ns != 0).then(|| h.wall_ns(h.start_ns)),
-        "end_ns": f.end_ns,
+        "end_ns": f.recording.map(|r| r.end_ns),
+        "duration_ns": f.recording.map(|r| r.ns()),
         "span_ns": c.span_ns(),
         "counts": counts,
         "closed_cleanly": f.closed_cleanly,
@@ -211,9 +218,16 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
     if h.realtime_offset_ns != 0 {
         let start = h.wall_ns(h.start_ns);
         field("started", fmt_wall(start));
-        if let Some(end) = f.end_ns {
-            field("ended", format!("{} ({} later)", fmt_wall(h.wall_ns(end)), fmt_ns(end.saturating_sub(h.start_ns))));
+        if let Some(r) = f.recording {
+            field("ended", format!("{} ({} later)", fmt_wall(h.wall_ns(r.end_ns)), fmt_ns(r.ns())));
         }
+    }
+    match f.recording {
+        Some(r) => field(
+            "duration",
+            format!("{} (from the probes attaching to the stop: every rate divides by this time)", fmt_ns(r.ns())),
+        ),
+        None => field("duration", "unknown (the recording was not closed cleanly: no summary)".into()),
     }
     field(
         "syscalls",
@@ -228,7 +242,22 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
         field("selection", clean(&sel).into_owned());
     }
     field("events", format!("{}{}", c.total, if f.filtered { " matching the filter" } else { "" }));
-    field("span", format!("{} ({} blocks)", fmt_ns(c.span_ns()), f.blocks));
+    let rel = |t: u64| {
+        let d = t as i128 - h.start_ns as i128;
+        format!("{}{}", if d < 0 { "-" } else { "" }, fmt_ns(d.unsigned_abs() as u64))
+    };
+    match c.times() {
+        Some((first, last)) => field(
+            "times",
+            format!(
+                "the events start {} and end {} after the start ({} blocks; calls under way at the start began before it)",
+                rel(first),
+                rel(last),
+                f.blocks
+            ),
+        ),
+        None => field("times", format!("no events ({} blocks)", f.blocks)),
+    }
     if f.closed_cleanly {
         let warn = if f.lost > 0 { "  <-- incomplete recording" } else { "" };
         field("lost", format!("{} events (ring buffer full){warn}", f.lost));
@@ -239,8 +268,8 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
         field(
             "unpaired",
             format!(
-                "{n} block completions without an issue (not lost: issued before recording started, \
-                 or completed twice, as some flushes are)"
+                "{n} block completions without an issue (not lost: requests issued before the recording \
+                 started, or completed twice by their driver)"
             ),
         );
     }
@@ -451,7 +480,9 @@ mod tests {
             ],
             ..Default::default()
         };
-        let text = render_text(&h, &c, &FileFacts { end_ns: Some(2_000_000_000), ..f.clone() }, false);
+        let rec = Span::recording(h.start_ns, 2_000_000_000);
+        let text = render_text(&h, &c, &FileFacts { recording: Some(rec), ..f.clone() }, false);
+        assert!(text.contains("duration:    2.00s (from the probes attaching to the stop"), "{text}");
         assert!(text.contains("started:     2023-11-14 22:13:20.000 UTC"), "{text}");
         assert!(text.contains("ended:       2023-11-14 22:13:22.000 UTC (2.00s later)"), "{text}");
         assert!(text.contains("evil\\x1b]0;owned\\x07") && !text.contains('\x1b'), "{text}");

@@ -2,8 +2,9 @@
 //!
 //! Drill-down tables and per-interval charts keep one distribution per group or interval; most
 //! groups (files, processes) see few events, and a full [`Histogram`] is 34 KiB. [`LatAgg`] keeps
-//! up to [`LatAgg::EXACT_LIMIT`] values as they are (percentiles are then exact) and moves to a
-//! histogram beyond (percentiles within `1/128`, see `latscope_hist`).
+//! up to [`LatAgg::EXACT_LIMIT`] values as they are and moves to a histogram beyond. Percentiles
+//! follow one rule either way, the histogram's ([`latscope_hist::quantile_of_sorted`]): `top`,
+//! `timeline` and `hist` give the same p50 for the same events.
 
 use latscope_hist::Histogram;
 
@@ -60,8 +61,8 @@ impl LatAgg {
         }
     }
 
-    /// Values at percentiles `ps` (e.g. `99.0`), with [`Histogram::value_at_quantile`]'s rank rule
-    /// (`ceil(q * count)`, at least 1).
+    /// Values at percentiles `ps` (e.g. `99.0`), by [`Histogram::value_at_quantile`]'s rule
+    /// whether the values are kept or counted.
     pub fn percentiles(&self, ps: &[f64]) -> Vec<Option<u64>> {
         match self {
             LatAgg::Few(v) => {
@@ -70,13 +71,7 @@ impl LatAgg {
                 }
                 let mut s = v.clone();
                 s.sort_unstable();
-                ps.iter()
-                    .map(|p| {
-                        let q = (p / 100.0).clamp(0.0, 1.0);
-                        let rank = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len());
-                        Some(s[rank - 1])
-                    })
-                    .collect()
+                ps.iter().map(|p| latscope_hist::quantile_of_sorted(&s, p / 100.0)).collect()
             }
             LatAgg::Many(h) => h.percentiles(ps),
         }
@@ -115,7 +110,10 @@ mod tests {
             a.record(v * 1000);
         }
         assert!(matches!(a, LatAgg::Few(_)));
-        assert_eq!(a.percentiles(&[50.0, 99.0, 100.0]), vec![Some(50_000), Some(99_000), Some(100_000)]);
+        // The histogram's answers: the top of the bucket of the value of rank ceil(q n).
+        let h = a.to_histogram();
+        assert_eq!(a.percentiles(&[50.0, 99.0, 100.0]), h.percentiles(&[50.0, 99.0, 100.0]));
+        assert_eq!(a.percentiles(&[50.0, 100.0]), vec![Some(50_175), Some(100_000)]);
         for v in 101..=1000u64 {
             a.record(v * 1000);
         }

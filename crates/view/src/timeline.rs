@@ -4,17 +4,22 @@
 //! An event is counted in the interval in which it completed (start + latency), as `iostat` counts
 //! I/O; interval `k` covers `[origin + k * interval, origin + (k + 1) * interval)`.
 //!
-//! Blocking waits (the syscalls of [`SysClass::Wait`]: nanosleep, poll, select, futex, epoll_wait,
-//! wait4, ...) last as long as their caller chooses to wait, not as long as the system makes it:
-//! by default they count as operations but not in the latency statistics, where a few sleeping
-//! threads would otherwise pull the mean above the 99th percentile of the real work.
+//! Idle waits ([`crate::waits`]: nanosleep, poll, select, futex, epoll_wait, wait4, ...) last as
+//! long as their caller chooses to wait, not as long as the system makes it: like every view, the
+//! timeline leaves them out (of its counts, rates and latency) unless asked for, and counts them
+//! per interval.
+//!
+//! Rates divide by the time each interval covers ([`latscope_event::span`]): the whole interval,
+//! except where the recording (or the filter's window) starts or ends within it.
 
 use crate::heatmap::{moved_bytes, YUnit};
 use crate::latagg::LatAgg;
 use crate::svg::{self, Svg, SERIES_COLORS};
+use crate::waits::Counted;
 use latscope_event::source::{Chunk, ZonePlan};
+use latscope_event::span::per_sec;
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
-use latscope_event::{EventBatch, EventKind};
+use latscope_event::{EventBatch, EventKind, Span};
 use serde_json::{json, Value};
 use std::fmt::Write;
 use std::sync::Arc;
@@ -26,7 +31,7 @@ struct Slot {
     /// Latencies of the events in the latency statistics.
     lat_sum: u128,
     lat: LatAgg,
-    /// Blocking waits left out of them.
+    /// Idle waits left out.
     waits: u64,
 }
 
@@ -35,9 +40,12 @@ struct Slot {
 pub struct Point {
     /// Interval start, seconds from the origin.
     pub t: f64,
+    /// The seconds of the interval the counts cover: the interval's length, or less for the
+    /// part of an interval where the recording (or the filter's window) starts or ends.
+    pub secs: f64,
     /// Events completed.
     pub count: u64,
-    /// Events per second.
+    /// Events per second (of `secs`).
     pub ops_per_sec: f64,
     /// Bytes moved.
     pub bytes: u64,
@@ -51,7 +59,7 @@ pub struct Point {
     pub p99_ns: Option<u64>,
     /// Largest latency, ns.
     pub max_ns: Option<u64>,
-    /// Blocking waits completed, left out of the latency statistics.
+    /// Idle waits completed, left out.
     pub waits: u64,
 }
 
@@ -66,10 +74,13 @@ pub struct Timeline {
     pub early: u64,
     /// Events after the last interval allowed (not counted).
     pub dropped: u64,
-    /// Blocking waits are in the latency statistics.
-    with_waits: bool,
-    /// The waits seen, by kind, and the idle ones left out.
-    left_out: crate::waits::LeftOut,
+    /// What the timeline counts ([`crate::waits`]).
+    counted: Counted,
+    /// The first and last end time counted (the span of the events, for inputs that do not say
+    /// how long they were recorded).
+    ends: Option<(u64, u64)>,
+    /// The time the counts cover, when known (the rates of the first and last intervals).
+    covered: Option<Span>,
 }
 
 impl Timeline {
@@ -82,18 +93,35 @@ impl Timeline {
             slots: Vec::new(),
             early: 0,
             dropped: 0,
-            with_waits: false,
-            left_out: crate::waits::LeftOut::default(),
+            counted: Counted::new(false),
+            ends: None,
+            covered: None,
         }
     }
 
-    /// Blocking waits in the latency statistics too (by default they are left out).
+    /// The time the counts cover ([`latscope_event::span`]): the recording within the filter's
+    /// window; an interval's rates divide by its part of it.
+    pub fn set_covered(&mut self, covered: Option<Span>) {
+        self.covered = covered;
+    }
+
+    /// Idle waits counted too (by default they are left out).
     pub fn with_waits(mut self, yes: bool) -> Self {
-        self.with_waits = yes;
+        self.counted = Counted::new(yes);
         self
     }
 
-    /// Blocking waits left out of the latency statistics, in all intervals.
+    /// The span of the events counted, from the first end time to the last.
+    pub fn span(&self) -> Option<Span> {
+        self.ends.map(|(a, b)| Span::new(a, b.saturating_add(1)))
+    }
+
+    /// The header line: what the timeline counted and left out.
+    pub fn headline(&self, kind: EventKind) -> String {
+        self.counted.headline(self.slots.iter().map(|s| s.count).sum(), kind)
+    }
+
+    /// Idle waits left out, in all intervals.
     pub fn waits(&self) -> u64 {
         self.slots.iter().map(|s| s.waits).sum()
     }
@@ -130,17 +158,16 @@ impl Timeline {
         if k >= self.slots.len() {
             self.slots.resize_with(k + 1, Slot::default);
         }
-        let bytes = if kind == EventKind::Block as u8 { b.bytes[i] } else { moved_bytes(b, i) };
-        let wait = self.left_out.classify(b, i, self.with_waits);
         let s = &mut self.slots[k];
-        s.count += 1;
-        s.bytes += bytes;
-        if wait {
+        if !self.counted.counts(b, i) {
             s.waits += 1;
-        } else {
-            s.lat_sum += u128::from(b.lat[i]);
-            s.lat.record(b.lat[i]);
+            return;
         }
+        self.ends = Some(self.ends.map_or((end, end), |(a, z)| (a.min(end), z.max(end))));
+        s.count += 1;
+        s.bytes += if kind == EventKind::Block as u8 { b.bytes[i] } else { moved_bytes(b, i) };
+        s.lat_sum += u128::from(b.lat[i]);
+        s.lat.record(b.lat[i]);
     }
 
     /// What a source with zone maps may skip for events of `kind`: a block whose events all
@@ -196,6 +223,20 @@ impl Timeline {
         }
     }
 
+    /// The seconds interval `k` covers: its part of the covered time, or the whole interval
+    /// when that is unknown (or when the interval lies outside it: events completing after a
+    /// filter's window).
+    fn covered_secs(&self, k: usize) -> f64 {
+        let from = self.origin_ns.saturating_add(k as u64 * self.interval_ns);
+        match self.covered {
+            Some(c) => match c.overlap_secs(from, from.saturating_add(self.interval_ns)) {
+                s if s > 0.0 => s,
+                _ => self.interval_secs(),
+            },
+            None => self.interval_secs(),
+        }
+    }
+
     /// The intervals from the origin to the last one with an event.
     pub fn points(&self) -> Vec<Point> {
         let secs = self.interval_secs();
@@ -205,12 +246,14 @@ impl Timeline {
             .map(|(k, s)| {
                 let p = s.lat.percentiles(&[50.0, 99.0]);
                 let n = s.lat.count();
+                let covered = self.covered_secs(k);
                 Point {
                     t: k as f64 * secs,
+                    secs: covered,
                     count: s.count,
-                    ops_per_sec: s.count as f64 / secs,
+                    ops_per_sec: per_sec(s.count as f64, covered),
                     bytes: s.bytes,
-                    bytes_per_sec: s.bytes as f64 / secs,
+                    bytes_per_sec: per_sec(s.bytes as f64, covered),
                     mean_ns: (n > 0).then(|| s.lat_sum as f64 / n as f64),
                     p50_ns: p[0],
                     p99_ns: p[1],
@@ -221,9 +264,27 @@ impl Timeline {
             .collect()
     }
 
-    /// What the latency statistics leave out, and why, if anything: for tables and charts.
+    /// What the counts leave out, and why, if anything: for tables and charts.
     pub fn waits_note(&self) -> Option<String> {
-        self.left_out.note().map(|n| format!("latency {}", n.replacen("left out:", "leaves out", 1)))
+        self.counted.left_out().note()
+    }
+
+    /// Intervals the counts cover only in part (where the recording or the filter's window
+    /// starts or ends), said under a table: their rates are per second of that part.
+    fn partial_note(&self, pts: &[Point]) -> Option<String> {
+        let secs = self.interval_secs();
+        let part: Vec<String> = pts
+            .iter()
+            .filter(|p| p.secs < secs * (1.0 - 1e-9))
+            .map(|p| format!("{} covers {}", svg::fmt_secs(p.t), svg::fmt_secs(p.secs)))
+            .collect();
+        (!part.is_empty()).then(|| {
+            format!(
+                "rates divide by the time covered: the interval at {} of its {}",
+                part.join(", "),
+                svg::fmt_secs(secs)
+            )
+        })
     }
 
     /// A table, one line per interval.
@@ -236,7 +297,8 @@ impl Timeline {
         );
         let dash = || "-".to_string();
         let mut mean_above_p99 = 0;
-        for p in self.points() {
+        let pts = self.points();
+        for p in &pts {
             if p.mean_ns.zip(p.p99_ns).is_some_and(|(m, q)| m > q as f64) {
                 mean_above_p99 += 1;
             }
@@ -254,6 +316,9 @@ impl Timeline {
             );
         }
         if let Some(n) = self.waits_note() {
+            let _ = writeln!(s, "({n})");
+        }
+        if let Some(n) = self.partial_note(&pts) {
             let _ = writeln!(s, "({n})");
         }
         if mean_above_p99 > 0 {
@@ -275,7 +340,7 @@ impl Timeline {
             .points()
             .iter()
             .map(|p| {
-                json!({"t_s": p.t, "count": p.count, "ops_per_s": p.ops_per_sec, "bytes": p.bytes,
+                json!({"t_s": p.t, "covered_s": p.secs, "count": p.count, "ops_per_s": p.ops_per_sec, "bytes": p.bytes,
                        "bytes_per_s": p.bytes_per_sec, "mean_ns": p.mean_ns, "p50_ns": p.p50_ns, "p99_ns": p.p99_ns,
                        "max_ns": p.max_ns, "waits": p.waits})
             })
@@ -284,12 +349,14 @@ impl Timeline {
             "interval_s": self.interval_secs(),
             "start_wall_ns": start_wall_ns,
             "rule": "an event counts in the interval in which it completed (start + latency)",
-            "latency_rule": if self.with_waits {
-                "latency statistics of every event"
+            "rate_rule": "rates divide by the seconds of the interval covered (covered_s): less than interval_s where the recording or the filter's time window starts or ends",
+            "counted": self.counted.to_json(),
+            "latency_rule": if self.counted.with_waits() {
+                "every event, idle waits included"
             } else {
-                "latency statistics leave out idle waits (ended by their own timeout or by outside work; without a breakdown, syscalls of class wait), counted in waits"
+                "idle waits (ended by their own timeout or by outside work; without a breakdown, syscalls of class wait) left out of counts, rates and latency, counted in waits"
             },
-            "wait_kinds": self.left_out.kinds_json(),
+            "wait_kinds": self.counted.left_out().kinds_json(),
             "completed_before_start": self.early,
             "not_counted": self.dropped,
             "points": pts,
@@ -411,9 +478,14 @@ impl Timeline {
         let dash = || "-".to_string();
         for (k, p) in pts.iter().enumerate() {
             let tip = format!(
-                "{} - {}: {} events, {} ops/s, {}/s, p50 {}, p99 {}, max {}, mean {}{}",
+                "{} - {}{}: {} events, {} ops/s, {}/s, p50 {}, p99 {}, max {}, mean {}{}",
                 svg::fmt_secs(p.t),
                 svg::fmt_secs(p.t + secs),
+                if p.secs < secs * (1.0 - 1e-9) {
+                    format!(" ({} covered)", svg::fmt_secs(p.secs))
+                } else {
+                    String::new()
+                },
                 p.count,
                 fmt_count((p.ops_per_sec * 10.0).round() / 10.0),
                 fmt_bytes(p.bytes_per_sec as u64),
@@ -421,7 +493,7 @@ impl Timeline {
                 p.p99_ns.map(fmt_ns).unwrap_or_else(dash),
                 p.max_ns.map(fmt_ns).unwrap_or_else(dash),
                 p.mean_ns.map(fmt_ns_f).unwrap_or_else(dash),
-                if p.waits > 0 { format!(" (latency without {} blocking waits)", p.waits) } else { String::new() },
+                if p.waits > 0 { format!(" ({} idle waits left out)", p.waits) } else { String::new() },
             );
             let _ = writeln!(
                 s,
@@ -478,7 +550,8 @@ mod tests {
         assert_eq!(p[0].bytes, 31);
         assert_eq!(p[0].mean_ns, Some((1000.0 + 3000.0 + 10.0) / 3.0));
         assert_eq!(p[0].p99_ns, Some(3000));
-        assert_eq!(p[0].p50_ns, Some(1000));
+        // The histogram's rule: the top of the bucket of the value of rank ceil(q n).
+        assert_eq!(p[0].p50_ns, Some(1003));
         assert_eq!(p[1].count, 0);
         assert_eq!(p[1].mean_ns, None);
         assert_eq!(p[2].count, 1);
@@ -513,20 +586,23 @@ mod tests {
         };
         let t = run(false);
         let p = &t.points()[0];
-        assert_eq!((p.count, p.waits), (100, 1));
+        assert_eq!((p.count, p.waits), (99, 1));
         assert_eq!(
             (p.p50_ns, p.p99_ns, p.max_ns, p.mean_ns),
             (Some(10_000), Some(10_000), Some(10_000), Some(10_000.0))
         );
         let text = t.render_text();
-        assert!(text.contains("leaves out 1 blocking waits") && text.contains("--waits"), "{text}");
-        assert!(t.render_svg("t", None).contains("leaves out 1 blocking waits"));
+        assert!(text.contains("left out: 1 blocking waits") && text.contains("--waits"), "{text}");
+        assert!(t.render_svg("t", None).contains("left out: 1 blocking waits"));
         // With the waits, the mean (9 ms) is above the p99 (10 us): the table says why.
         let t = run(true);
         let p = &t.points()[0];
-        assert_eq!((p.waits, p.max_ns, p.p99_ns), (0, Some(900_000_000), Some(10_000)));
+        // The p99 by the one percentile rule: the top of the 1/128 bucket holding 10 us.
+        assert_eq!((p.waits, p.max_ns), (0, Some(900_000_000)));
+        let p99 = p.p99_ns.unwrap();
+        assert!((10_000..=10_000 + 10_000 / 128).contains(&p99), "{p99}");
         let text = t.render_text();
         assert!(text.contains("MEAN is above P99 in 1 intervals"), "{text}");
-        assert!(!text.contains("blocking waits"), "{text}");
+        assert!(!text.contains("left out") && text.contains("idle waits ranked with the work"), "{text}");
     }
 }

@@ -5,10 +5,10 @@
 use crate::group::{GroupBy, Grouper};
 use crate::heatmap::moved_bytes;
 use crate::latagg::LatAgg;
-use crate::waits::LeftOut;
+use crate::waits::{Counted, LeftOut};
 use latscope_event::source::Chunk;
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns, fmt_ns_f};
-use latscope_event::{EventBatch, EventKind, TraceHeader};
+use latscope_event::{EventBatch, EventKind, Span, TraceHeader};
 use serde_json::{json, Value};
 use std::fmt::Write;
 
@@ -97,11 +97,10 @@ pub struct Top {
     first_ts: Option<u64>,
     last_end: u64,
     pcts: Vec<f64>,
-    /// Blocking waits are ranked with the work.
-    with_waits: bool,
-    /// The blocking waits left out, by group (shown only when nothing else matched).
+    /// What the table counts ([`crate::waits`]): idle waits left out unless asked for.
+    counted: Counted,
+    /// The idle waits left out, by group (shown only when nothing else matched).
     wait_rows: Vec<TopRow>,
-    left_out: LeftOut,
 }
 
 /// Percentiles shown per row unless others are asked for.
@@ -139,22 +138,30 @@ impl Top {
             first_ts: None,
             last_end: 0,
             pcts: DEFAULT_PERCENTILES.to_vec(),
-            with_waits: false,
+            counted: Counted::new(false),
             wait_rows: Vec::new(),
-            left_out: LeftOut::default(),
         }
     }
 
     /// Ranks blocking waits ([`crate::waits`]) with the work (by default they are left out, and
     /// the table says so).
     pub fn with_waits(mut self, yes: bool) -> Self {
-        self.with_waits = yes;
+        self.counted = Counted::new(yes);
         self
     }
 
-    /// The blocking waits left out.
+    /// The idle waits left out.
     pub fn left_out(&self) -> &LeftOut {
-        &self.left_out
+        self.counted.left_out()
+    }
+
+    /// The header line: what the table counted and left out (`65792 syscall events (1444 idle
+    /// waits left out)`), for the events of `kind` it was given.
+    pub fn headline(&self, kind: EventKind) -> String {
+        if self.showing_waits() {
+            return format!("{} syscall events, all idle waits (nothing else matched)", self.total_count());
+        }
+        self.counted.headline(self.total_count(), kind)
     }
 
     /// Whether the rows shown are the blocking waits, because nothing else matched (a filter that
@@ -180,11 +187,11 @@ impl Top {
     pub fn waits_note_with(&self, how: &str) -> Option<String> {
         if self.showing_waits() {
             return Some(format!(
-                "only blocking waits matched: shown ({} of idle time the callers chose)",
-                fmt_ns_f(self.left_out.total_ns() as f64)
+                "only idle waits matched: shown ({} of time the callers chose to wait)",
+                fmt_ns_f(self.left_out().total_ns() as f64)
             ));
         }
-        self.left_out.note_with(how)
+        self.left_out().note_with(how)
     }
 
     /// Shows these percentiles (default p50 and p99).
@@ -209,7 +216,7 @@ impl Top {
             return None;
         }
         let g = self.grouper.group(b, i, h);
-        let wait = self.left_out.classify(b, i, self.with_waits);
+        let wait = !self.counted.counts(b, i);
         let rows = if wait { &mut self.wait_rows } else { &mut self.rows };
         if g >= rows.len() {
             let names = self.grouper.names();
@@ -254,7 +261,7 @@ impl Top {
             let name = std::mem::take(&mut r.name);
             *r = TopRow { name, ..Default::default() };
         }
-        self.left_out.clear();
+        self.counted.clear();
         self.first_ts = None;
         self.last_end = 0;
     }
@@ -264,12 +271,10 @@ impl Top {
         self.shown().iter().enumerate().filter(|(_, r)| r.count > 0)
     }
 
-    /// Seconds between the first event's start and the last event's end (at least 1 ns).
-    pub fn span_secs(&self) -> f64 {
-        match self.first_ts {
-            Some(f) => (self.last_end.saturating_sub(f)).max(1) as f64 / 1e9,
-            None => 0.0,
-        }
+    /// The events' own span, from the first start to the last end: the time covered by an
+    /// input that does not say how long it was recorded (see [`latscope_event::span`]).
+    pub fn span(&self) -> Option<Span> {
+        self.first_ts.map(|f| Span::new(f, self.last_end.max(f.saturating_add(1))))
     }
 
     /// Events in all groups shown (blocking waits left out are not counted).
@@ -277,15 +282,30 @@ impl Top {
         self.shown().iter().map(|r| r.count).sum()
     }
 
-    /// The non-empty rows sorted by `key`, at most `n`, each with its percentiles (those asked
-    /// for, in order).
+    /// The percentile columns of a table sorted by `key`: those asked for, and the one sorted by
+    /// when it is not among them (a table is never sorted by a column it does not show), in
+    /// ascending order.
+    pub fn percentile_columns(&self, key: SortKey) -> Vec<f64> {
+        let mut v = self.pcts.clone();
+        if let SortKey::Pct(q) = key {
+            if !v.contains(&q) {
+                v.push(q);
+                v.sort_by(f64::total_cmp);
+            }
+        }
+        v
+    }
+
+    /// The non-empty rows sorted by `key`, at most `n`, each with its percentiles (those of
+    /// [`Top::percentile_columns`], in order).
     pub fn sorted(&self, key: SortKey, n: usize) -> Vec<(&TopRow, Vec<Option<u64>>)> {
+        let pcts = self.percentile_columns(key);
         let mut v: Vec<(&TopRow, Vec<Option<u64>>, f64)> = self
             .shown()
             .iter()
             .filter(|r| r.count > 0)
             .map(|r| {
-                let p = r.lat.percentiles(&self.pcts);
+                let p = r.lat.percentiles(&pcts);
                 let k = match key {
                     SortKey::Count | SortKey::Rate => r.count as f64,
                     SortKey::Total => r.total_ns as f64,
@@ -314,7 +334,7 @@ impl Top {
         let rows = self.sorted(key, n);
         let mut head: Vec<String> =
             vec![self.by().heading().into(), "COUNT".into(), "RATE/s".into(), "TOTAL".into(), "AVG".into()];
-        head.extend(self.pcts.iter().map(|&q| pct_name(q).to_uppercase()));
+        head.extend(self.percentile_columns(key).iter().map(|&q| pct_name(q).to_uppercase()));
         head.extend(["MAX".into(), "BYTES".into(), "ERRORS".into()]);
         let dash = || "-".to_string();
         let mut cells = vec![head];
@@ -362,7 +382,7 @@ impl Top {
                     "bytes": r.bytes,
                     "errors": r.errors,
                 });
-                for (q, v) in self.pcts.iter().zip(p) {
+                for (q, v) in self.percentile_columns(key).iter().zip(p) {
                     row[format!("{}_ns", pct_name(*q))] = json!(v);
                 }
                 row
@@ -373,10 +393,11 @@ impl Top {
             "seconds": secs,
             "events": self.total_count(),
             "groups": self.shown().iter().filter(|r| r.count > 0).count(),
-            "percentiles": self.pcts,
+            "percentiles": self.percentile_columns(key),
             "rows": rows,
-            "waits_left_out": if self.with_waits || self.showing_waits() { Value::Null } else { self.left_out.to_json() },
-            "wait_kinds": self.left_out.kinds_json(),
+            "counted": self.counted.to_json(),
+            "waits_left_out": if self.counted.with_waits() || self.showing_waits() { Value::Null } else { self.left_out().to_json() },
+            "wait_kinds": self.left_out().kinds_json(),
             "note": self.waits_note(),
         })
     }
@@ -428,13 +449,14 @@ mod tests {
         assert_eq!(rows[1].0.name, "read");
         assert_eq!(rows[1].0.count, 10);
         assert_eq!(rows[1].0.bytes, 1000);
-        assert_eq!(rows[1].1, [Some(5000), Some(10_000)]);
+        // p50 is the histogram's: the top of the bucket holding 5000 (5000 ..= 5023).
+        assert_eq!(rows[1].1, [Some(5023), Some(10_000)]);
 
         assert_eq!(rows[1].0.total_ns, 55_000);
         let rows = t.sorted(SortKey::Count, 1);
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].0.name, "read");
-        let txt = t.render_text(SortKey::Count, 2, t.span_secs());
+        let txt = t.render_text(SortKey::Count, 2, t.span().unwrap().secs());
         assert!(txt.starts_with("SYSCALL"), "{txt}");
         assert!(txt.contains("(1 more syscall groups"), "{txt}");
         let j = t.to_json(SortKey::Bytes, 10, 1.0);
@@ -464,8 +486,35 @@ mod tests {
         }
         let j = t.to_json(SortKey::Count, 10, 1.0);
         assert_eq!(j["rows"][0]["p99.9_ns"], 10_000);
-        assert_eq!(j["rows"][0]["p90_ns"], 9_000);
+        assert_eq!(j["rows"][0]["p90_ns"], 9_023);
         assert!(parse_percentiles("50,abc").is_err() && parse_percentiles("0").is_err());
         assert_eq!(shorten("/very/long/path/file.txt", 10), "…/file.txt");
+    }
+
+    #[test]
+    fn a_table_sorted_by_a_percentile_shows_that_percentile() {
+        let read = latscope_event::syscall_nr("read").unwrap();
+        let mut b = EventBatch::with_capacity(8);
+        for (k, comm) in ["a", "a", "b"].iter().enumerate() {
+            b.push(&Event {
+                kind: 0,
+                nr: read,
+                ts: k as u64,
+                lat: 1000 * (k as u64 + 1),
+                comm: (*comm).into(),
+                ..Default::default()
+            });
+        }
+        let h = TraceHeader::default();
+        let mut t = Top::new(GroupBy::Proc);
+        for i in 0..b.len() {
+            t.add(&b, i, &h);
+        }
+        let key = SortKey::parse("p99.9").unwrap();
+        assert_eq!(t.percentile_columns(key), [50.0, 99.0, 99.9]);
+        let txt = t.render_text(key, 10, 1.0);
+        assert!(txt.lines().next().unwrap().contains("P99.9"), "{txt}");
+        assert_eq!(t.to_json(key, 10, 1.0)["rows"][0]["p99.9_ns"], 3000);
+        assert_eq!(t.percentile_columns(SortKey::Pct(99.0)), [50.0, 99.0]);
     }
 }

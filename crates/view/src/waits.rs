@@ -1,20 +1,27 @@
-//! The one rule for idle time, shared by every view that ranks or summarises latency.
+//! The one rule for what a latency view counts, shared by every view: idle time is left out.
 //!
 //! A wait whose latency is the time the caller chose to wait, or outside work took to arrive,
-//! would otherwise rank first in "what is slow" and pull every mean above the 99th percentile of
-//! the real work: a thread pool parked in futex, an event loop in epoll_wait, an acceptor's poll.
-//! A wait that another thread of the recording ended (a mutex's release, a condition signalled,
-//! a pipe written) is not idle: its caller waited on someone, and it ranks with the work. The
-//! rule ([`latscope_event::waits::wait_kind`]) follows the wake-up where the recording kept it
-//! (`record --why`), and the syscall's name where it did not. `timeline` leaves idle waits out
-//! of its latency statistics; `top`, `hist`, `why`, `top --by cause` and the dashboard's
-//! drill-down leave them out of their rows; each says how many waits of each kind it saw, how
-//! long they took, and that `--waits` includes the idle ones.
+//! would otherwise rank first in "what is slow", fill the top rows of a heat map and pull every
+//! mean above the 99th percentile of the real work: a thread pool parked in futex, an event loop
+//! in epoll_wait, an acceptor's poll. A wait that another thread of the recording ended (a
+//! mutex's release, a condition signalled, a pipe written) is not idle: its caller waited on
+//! someone, and it counts with the work. The rule ([`latscope_event::waits::wait_kind`]) follows
+//! the wake-up where the recording kept it (`record --why`), and the syscall's name where it did
+//! not.
+//!
+//! Every view — `heatmap`, `hist`, `top`, `timeline`, `spectrogram`, `why`, `top --by cause`, the
+//! dashboard — asks [`Counted::counts`] (or [`LeftOut::classify`]) whether it counts an event, so
+//! that they all count the same events, and says in its header line what it counted and left
+//! out ([`Counted::headline`]: `31046 syscall events (8437 idle waits left out)`), and under its
+//! table how many waits of each kind it saw and how long they took ([`LeftOut::note`]). `--waits`
+//! (the dashboard's "blocking waits" box) counts the idle ones too. The rule reads the columns
+//! [`columns`]; a view that projects its scan asks for them.
 
 use latscope_event::units::fmt_ns_f;
 pub use latscope_event::waits::{is_idle, wait_kind, WaitKind};
 use latscope_event::{op_name, EventBatch, EventKind};
 use serde_json::{json, Value};
+use std::fmt::Write;
 
 /// The columns the rule reads (by `EventBatch` field name): a view that projects its columns
 /// adds them.
@@ -24,6 +31,78 @@ pub fn columns() -> impl Iterator<Item = &'static str> {
 
 /// The flag that includes the waits, named in every note.
 pub const WAITS_FLAG: &str = "--waits";
+
+/// The syscalls idle by their name ([`latscope_event::waits::is_wait_syscall`]), for a source
+/// that cannot apply the rule per event (histograms counted in the kernel): such a source leaves
+/// all of them out (`latscope_live::SessionBuilder::count_without`) and its views say so.
+pub fn wait_syscalls() -> Vec<u16> {
+    (0..latscope_event::syscalls::syscall_count() as u16)
+        .filter(|&nr| latscope_event::waits::is_wait_syscall(nr))
+        .collect()
+}
+
+/// What a view counts: every event of its kind, less the idle waits unless they are asked for
+/// (`--waits`); the waits seen are counted by kind, those left out by syscall, for the header
+/// line and the notes.
+#[derive(Debug, Clone, Default)]
+pub struct Counted {
+    with_waits: bool,
+    left_out: LeftOut,
+}
+
+impl Counted {
+    /// The rule, with the idle waits counted too when `with_waits`.
+    pub fn new(with_waits: bool) -> Self {
+        Counted { with_waits, left_out: LeftOut::default() }
+    }
+
+    /// Whether the idle waits are counted (`--waits`).
+    pub fn with_waits(&self) -> bool {
+        self.with_waits
+    }
+
+    /// Whether the view counts event `i`; a wait is remembered by its kind, and as left out when
+    /// it is.
+    #[inline]
+    pub fn counts(&mut self, b: &EventBatch, i: usize) -> bool {
+        !self.left_out.classify(b, i, self.with_waits)
+    }
+
+    /// The waits seen and left out.
+    pub fn left_out(&self) -> &LeftOut {
+        &self.left_out
+    }
+
+    /// Forgets the waits seen (live views: one table per interval).
+    pub fn clear(&mut self) {
+        self.left_out.clear();
+    }
+
+    /// The header line of a view that counted `n` events of `kind`: `31046 syscall events (8437
+    /// idle waits left out)`, `... (idle waits included)` with `--waits`, `2983 block I/O events`.
+    pub fn headline(&self, n: u64, kind: EventKind) -> String {
+        let noun = if kind == EventKind::Block { "block I/O" } else { "syscall" };
+        let mut s = format!("{n} {noun} events");
+        if kind == EventKind::Syscall {
+            let w = self.left_out.count();
+            if self.with_waits {
+                s.push_str(" (idle waits included)");
+            } else if w > 0 {
+                let _ = write!(s, " ({w} idle waits left out)");
+            }
+        }
+        s
+    }
+
+    /// The rule and what it left out, for JSON: `{"idle_waits": "left out" | "included",
+    /// "left_out": {...}}`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "idle_waits": if self.with_waits { "included" } else { "left out" },
+            "left_out": if self.with_waits { Value::Null } else { self.left_out.to_json() },
+        })
+    }
+}
 
 /// The waits a view saw, by kind, and the idle ones it left out: how many, how long in all, and
 /// of which syscalls.
@@ -234,5 +313,21 @@ mod tests {
         assert!(!l.classify(&b, 0, true) && !l.classify(&b, 1, true));
         let n = l.note().unwrap();
         assert!(n.starts_with("idle waits ranked with the work (--waits): 1 ended by their own timeout"), "{n}");
+    }
+
+    #[test]
+    fn the_header_line_says_what_a_view_counted_and_left_out() {
+        let mut b = EventBatch::default();
+        for name in ["futex", "read", "futex", "epoll_wait"] {
+            b.push(&Event { kind: 0, nr: syscall_nr(name).unwrap(), lat: 1000, ..Default::default() });
+        }
+        let mut c = Counted::new(false);
+        let n = (0..b.len()).filter(|&i| c.counts(&b, i)).count() as u64;
+        assert_eq!(c.headline(n, EventKind::Syscall), "1 syscall events (3 idle waits left out)");
+        let mut all = Counted::new(true);
+        let n = (0..b.len()).filter(|&i| all.counts(&b, i)).count() as u64;
+        assert_eq!(all.headline(n, EventKind::Syscall), "4 syscall events (idle waits included)");
+        assert_eq!(Counted::new(false).headline(7, EventKind::Block), "7 block I/O events");
+        assert_eq!(c.to_json()["left_out"]["count"], 3);
     }
 }

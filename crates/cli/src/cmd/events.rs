@@ -71,6 +71,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     // The calls of every block read (not only those the filter took): chains of waits go
     // through them.
     let mut chains = latscope_view::chain::ChainIndex::new();
+    // Syscalls printed, and those with a breakdown: --why says so when none had one.
+    let (mut calls, mut explained) = (0u64, 0u64);
     while !w.full() {
         let Some(c) = scan.next_batch() else { break };
         let c = c?;
@@ -87,9 +89,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 }
                 write_line(s, &header, b, i, tf);
                 if a.why {
-                    for extra in
-                        [why::line(&header, b, i), why::chain_line(&header, &chains, b, i)].into_iter().flatten()
-                    {
+                    calls += u64::from(b.kind[i] == latscope_event::EventKind::Syscall as u8);
+                    let line = why::line(&header, b, i);
+                    explained += u64::from(line.is_some());
+                    for extra in [line, why::chain_line(&header, &chains, b, i)].into_iter().flatten() {
                         s.push('\n');
                         s.push_str(&extra);
                     }
@@ -98,6 +101,17 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
     }
     let (_, late) = w.finish()?;
+    if a.why && calls > 0 && explained == 0 {
+        let recorded_with = header.command_line.iter().any(|w| w == "why" || w.starts_with("--why"));
+        eprintln!(
+            "latscope: --why: none of these {calls} calls carries a breakdown: {}",
+            if recorded_with {
+                "none was slower than the recording's --why-above"
+            } else {
+                "the trace was recorded without --why (record with `latscope record --why`, or run `latscope why`)"
+            }
+        );
+    }
     if late > 0 {
         eprintln!(
             "latscope: {late} events printed late, out of {} order (a --window longer than the longest call orders them)",

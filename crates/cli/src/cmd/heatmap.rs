@@ -112,6 +112,10 @@ pub struct Args {
     /// Write the matrix as JSON (row and column bounds, counts) instead of SVG.
     #[arg(long)]
     pub json: bool,
+    /// Count idle waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...) too; by default
+    /// they are left out, as in every view, and the subtitle says how many.
+    #[arg(long)]
+    pub waits: bool,
 }
 
 impl Args {
@@ -161,6 +165,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         per: a.per.unwrap_or(GroupBy::All),
         max_maps: a.maps,
         title: a.title.clone().unwrap_or_else(|| EventMapOptions::default_title(a.y, kind)),
+        waits: a.waits,
     };
     let cols = opts.columns();
     let mut scan = a.read.open("heatmap", ScanPlan { columns: &cols, zone: None })?;
@@ -175,15 +180,16 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let wall = (header.realtime_offset_ns != 0).then(|| header.wall_ns(header.start_ns));
     let built = maps.finish(wall).map_err(anyhow::Error::msg)?;
     let filter = (!scan.filter().is_match_all()).then(|| scan.filter().source());
-    emit(&a, &built.maps, built.subtitle(&opts, &a.read.file.display().to_string(), filter))?;
+    let sub = built.subtitle(&opts, &a.read.file.display().to_string(), filter);
+    emit(&a, &built.maps, sub, Some(built.counted.to_json()))?;
     Ok(finish_scan(&scan.report()))
 }
 
-fn emit(a: &Args, maps: &[HeatMap], subtitle: String) -> Result<()> {
+fn emit(a: &Args, maps: &[HeatMap], subtitle: String, counted: Option<serde_json::Value>) -> Result<()> {
     let title = maps.first().map(|m| m.title.clone()).unwrap_or_default();
     let out = if a.json {
         let maps: Vec<_> = maps.iter().map(|m| m.to_json()).collect();
-        format!("{}\n", serde_json::json!({ "title": title, "subtitle": subtitle, "maps": maps }))
+        format!("{}\n", serde_json::json!({ "title": title, "subtitle": subtitle, "counted": counted, "maps": maps }))
     } else {
         let (boxsize, grid, font_size, color, font) = (a.boxsize, a.grid, a.fontsize, a.color, a.fonttype.clone());
         render_svg(maps, &RenderOptions { title, subtitle: Some(subtitle), boxsize, grid, font_size, color, font })
@@ -220,6 +226,6 @@ fn run_text(a: Args) -> Result<ExitCode> {
         title: a.title.clone(),
     };
     let (map, bins) = text_map(pts, &o).map_err(anyhow::Error::msg)?;
-    emit(&a, &[map], format!("{name}; {lines} lines; {}", grid_note(&bins)))?;
+    emit(&a, &[map], format!("{name}; {lines} lines; {}", grid_note(&bins)), None)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -19,9 +19,10 @@ use std::process::ExitCode;
 /// linear axis, and every peak with its mode, share of events and width — each peak is a population
 /// worth explaining (a cache tier, a device, a lock, a retry timeout, a clock's granularity).
 ///
-/// Blocking waits (futex, poll, epoll_wait, nanosleep, wait4, ...: idle time their caller chose)
-/// are left out, and a line says how many and how long; --waits counts them. When nothing but
-/// waits matched the filter (evt.type = futex), they are shown.
+/// The first line says what was counted: idle waits (futex, poll, epoll_wait, nanosleep, wait4,
+/// ...: time their caller chose to wait) are left out, as in every view, and a line says how many
+/// and how long; --waits counts them. When nothing but waits matched the filter (evt.type =
+/// futex), they are shown.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope hist -r trace.lst                                  # all syscalls' latency
@@ -32,16 +33,20 @@ use std::process::ExitCode;
   latscope hist -r trace.lst --block --field qtime
   latscope hist -r trace.lst --linear --min 0 --max 2ms --bins 40
   latscope hist -r trace.lst --full                           # every non-empty bucket
-  latscope hist --input perf -r out.blockio --json | jq '.groups[0].stats'")]
+  latscope hist --input perf -r out.blockio --json | jq '.groups[0].stats'
+  latscope hist --input text -r out.lat_ms --unitslat ms     # trace2heatmap.pl's two columns")]
 pub struct Args {
     #[command(flatten)]
     pub read: ReadArgs,
     /// Block requests instead of syscalls (implied by --input perf).
     #[arg(long)]
     pub block: bool,
-    /// Count blocking waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...) with the work.
+    /// Count idle waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...) with the work.
     #[arg(long)]
     pub waits: bool,
+    /// Text input: the unit of the values (s, ms, us, ns: printed as times; else a label).
+    #[arg(long, visible_alias = "unitslabel", default_value = "", value_name = "UNIT")]
+    pub unitslat: String,
     /// What to count: latency, size (bytes), qtime (block queue time), offset.
     #[arg(long, default_value = "latency", value_parser = YField::parse)]
     pub field: YField,
@@ -83,6 +88,9 @@ pub struct Args {
     /// SVG: counts on a logarithmic axis, so that tails of a few events stay visible.
     #[arg(long, requires = "svg")]
     pub log_y: bool,
+    /// SVG: the picture's width in pixels (400 to 4000).
+    #[arg(long, requires = "svg", default_value_t = 900, value_parser = clap::value_parser!(u32).range(400..=4000), value_name = "PX")]
+    pub svg_width: u32,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -116,18 +124,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let by = a.by.unwrap_or(GroupBy::All);
     let mut note: Option<serde_json::Value> = None;
     let mut note_text: Option<String> = None;
+    let headline: Option<String>;
+    let mut counted: Option<serde_json::Value> = None;
     let (mut groups, unit, what, code) = if a.read.input == InputArg::Text {
         a.read.text_takes_no_filter()?;
         if a.by.is_some() {
             bail!("two-column text input takes no --by");
         }
         let pts = parse_two_columns(&latscope_scan::read_input(&a.read.file)?, &a.read.file.display().to_string())?;
-        (
-            vec![("all".to_string(), from_pairs(&pts.y))],
-            YUnit::Raw(String::new()),
-            "value".to_string(),
-            ExitCode::SUCCESS,
-        )
+        let (h, unit) = from_pairs(&pts.y, &a.unitslat);
+        let what = if unit == YUnit::Nanos { "latency" } else { "value" };
+        headline = Some(format!("{} values", h.count()));
+        (vec![("all".to_string(), h)], unit, what.to_string(), ExitCode::SUCCESS)
     } else {
         let kind = a.read.kind(a.block);
         if a.field == YField::Qtime && kind != EventKind::Block {
@@ -146,8 +154,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
         let what = format!("{noun} {}", a.field.label().to_lowercase());
         let hists = hb.finish();
         note_text = hists.note();
-        if !a.waits && !hists.only_waits && hists.left_out.count() > 0 {
-            note = Some(hists.left_out.to_json());
+        headline = Some(hists.headline(kind));
+        counted = Some(hists.counted.to_json());
+        if !a.waits && !hists.only_waits && hists.left_out().count() > 0 {
+            note = Some(hists.left_out().to_json());
         }
         (hists.groups, a.field.unit(), what, finish_scan(&scan.report()))
     };
@@ -159,9 +169,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
         bar_width: a.width.clamp(1, 400),
         what,
         filter,
-        note: note_text.clone(),
+        note: [headline.clone(), note_text.clone()].into_iter().flatten().reduce(|a, b| format!("{a}; {b}")),
         shared_x: !a.own_x,
         log_y: a.log_y,
+        svg_width: f64::from(a.svg_width),
         ..Default::default()
     };
     let heading = |name: &str| match by {
@@ -178,11 +189,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let out = if a.json.json {
         let groups: Vec<_> = groups.iter().map(|(n, h)| histview::to_json(n, h, &o)).collect();
         let j = serde_json::json!({ "what": o.what, "filter": o.filter, "by": by.name(), "groups": groups,
-            "groups_not_shown": hidden, "waits_left_out": note, "note": note_text });
+            "groups_not_shown": hidden, "counted": counted, "waits_left_out": note, "note": note_text });
         format!("{}\n", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))
     } else {
         let texts: Vec<String> = groups.iter().map(|(n, h)| histview::render_text(&heading(n), h, &o)).collect();
-        let mut s = texts.join("\n");
+        let f = o.filter.as_deref().map_or(String::new(), |f| format!(" matching '{f}'"));
+        let mut s = format!("{} from {}{f}\n\n", headline.unwrap_or_default(), a.read.file.display());
+        s.push_str(&texts.join("\n"));
         if hidden > 0 {
             s.push_str(&format!("\n({hidden} more {} groups; -n to show more)\n", by.name()));
         }

@@ -1,4 +1,4 @@
-//! `latscope info`: a recording's header, counts, span and losses.
+//! `latscope info`: a recording's header, counts, duration and losses.
 
 use crate::args::{finish_scan, JsonArg, ReadArgs};
 use anyhow::Result;
@@ -6,7 +6,8 @@ use latscope_view::info::{render_text, to_json, Census, FileFacts};
 use std::process::ExitCode;
 
 /// Print a trace file's header (machine, kernel, start and end time, mounts, disks, processes),
-/// event counts per type, time span and losses. A file cut short, and corrupt blocks (skipped),
+/// event counts per type, the recording's duration (from the probes attaching to the stop: the
+/// time every view's rates divide by) and losses. A file cut short, and corrupt blocks (skipped),
 /// are reported on stderr.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
@@ -40,7 +41,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         lost: report.lost,
         warnings: report.warnings.clone(),
         filtered: !scan.filter().is_match_all(),
-        end_ns: report.summary.map(|s| s.end_ns),
+        recording: report.recording_span(scan.header()),
         block_completions_without_issue: report.summary.map(|s| s.block_completions_without_issue),
         wakeups_unseen: report.summary.map(|s| s.wakeups_unseen),
         program_runs_skipped: report.summary.and_then(|s| s.program_runs_skipped),

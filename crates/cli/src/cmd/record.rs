@@ -210,6 +210,7 @@ fn report(a: &Args, rec: &Recording, attach_s: f64) -> Result<()> {
             "lost": s.lost,
             "path_faults": s.path_faults,
             "block_completions_without_issue": s.blk_unpaired,
+            "block_flush_ends": s.blk_flush_ends,
             "not_followed": s.not_followed,
             "malformed": rec.malformed,
             "bytes": bytes,
@@ -252,8 +253,8 @@ fn report(a: &Args, rec: &Recording, attach_s: f64) -> Result<()> {
         }
         if s.blk_unpaired > 0 {
             eprintln!(
-                "latscope: {} block completions had no issue to pair with (not a loss: a request issued \
-                 before recording started, or one the driver completed twice, as some flushes are)",
+                "latscope: {} block completions had no issue to pair with (not a loss: requests issued \
+                 before the recording started, or completed twice by their driver)",
                 s.blk_unpaired
             );
         }

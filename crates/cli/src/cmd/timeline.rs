@@ -14,9 +14,10 @@ use std::process::ExitCode;
 ///
 /// Operations per second, throughput and p50, p99, max (and mean) latency per interval. A
 /// latency change with no change in load is not explained by load. An event counts in the
-/// interval in which it completed. Blocking waits (sleeps, polls, futex and child waits), whose
-/// length the caller chooses, are left out of the latency unless --waits. Text table on stdout,
-/// an SVG line chart with -o, or JSON.
+/// interval in which it completed; rates divide by the time an interval covers (the last one of a
+/// recording, or the edges of a filter's time window, only in part). Idle waits (sleeps, polls,
+/// futex and child waits), whose length the caller chooses, are left out unless --waits, as in
+/// every view. Text table on stdout, an SVG line chart with -o, or JSON.
 ///
 /// With --threads: every thread's story over a window instead, one row per thread, each call a
 /// bar coloured by the part of its latency that took most of it (record --why: on CPU, run
@@ -50,8 +51,8 @@ pub struct Args {
     /// Title of the chart.
     #[arg(long)]
     pub title: Option<String>,
-    /// Include blocking waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...) in the
-    /// latency statistics; by default they count as operations only.
+    /// Count idle waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...) too: in the
+    /// operations, rates and latency; by default they are left out and counted apart.
     #[arg(long)]
     pub waits: bool,
     /// Every thread's calls over a window, and who woke whom, instead of the load per interval.
@@ -96,6 +97,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
         tl.add_chunk(c, kind);
         Ok::<(), anyhow::Error>(())
     })?;
+    let covered = scan.covered(tl.span());
+    tl.set_covered(covered);
     if tl.dropped > 0 {
         bail!("{} events fall after the first {MAX_INTERVALS} intervals: use a longer --interval", tl.dropped);
     }
@@ -110,7 +113,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     } else if out.is_some() {
         let noun = if kind == EventKind::Block { "Block I/O" } else { "Syscall" };
         let title = a.title.clone().unwrap_or_else(|| format!("{noun} load and latency"));
-        let mut sub = format!("{}; {} intervals", a.read.file.display(), fmt_secs(tl.interval_secs()));
+        let mut sub =
+            format!("{}; {}; {} intervals", a.read.file.display(), tl.headline(kind), fmt_secs(tl.interval_secs()));
         if !scan.filter().is_match_all() {
             sub.push_str(&format!("; filter: {}", scan.filter().source()));
         }
@@ -120,7 +124,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
         write_output(out, tl.render_svg(&title, Some(&sub)).as_bytes())?;
         eprintln!("latscope: wrote {} ({} intervals)", shown(out), tl.points().len());
     } else {
-        write_output(None, tl.render_text().as_bytes())?;
+        let secs = covered.map_or(String::new(), |c| format!(" in {:.3} s", c.secs()));
+        let f = scan.filter();
+        let matching = if f.is_match_all() { String::new() } else { format!(" matching '{}'", f.source()) };
+        let head = format!("{}{secs} from {}{matching}\n", tl.headline(kind), a.read.file.display());
+        write_output(None, (head + &tl.render_text()).as_bytes())?;
     }
     Ok(finish_scan(&scan.report()))
 }

@@ -14,38 +14,38 @@ use std::process::ExitCode;
 /// `--by cause`: the recorded breakdowns of the calls that match, summed by cause, waker and
 /// operation; idle waits left out unless --waits, as in the other rankings.
 pub fn run_cause(a: &Args) -> Result<ExitCode> {
-    let Some(f) = &a.file else {
+    let Some(f) = &a.source.file else {
         bail!("--by cause reads a trace recorded with `latscope record --why` (-r FILE); live sessions count in the kernel and record no breakdown (`latscope why` records one and shows it)");
     };
-    if a.input != InputArg::Trace || a.block {
+    if a.source.input != InputArg::Trace || a.source.block {
         bail!("--by cause applies to syscalls of a latscope trace (not --block, not --input perf)");
     }
-    crate::args::check_output(Some(f), a.svg.as_deref())?;
-    if a.svg.is_some() {
-        crate::args::refuse_terminal(a.svg.as_deref(), "the breakdown", "--svg FILE")?;
+    crate::args::check_output(Some(f), a.output.svg.as_deref())?;
+    if a.output.svg.is_some() {
+        crate::args::refuse_terminal(a.output.svg.as_deref(), "the breakdown", "--svg FILE")?;
     }
-    let read = ReadArgs { file: f.clone(), input: a.input, filter: a.filter.clone() };
+    let read = ReadArgs { file: f.clone(), input: a.source.input, filter: a.source.filter.clone() };
     let mut scan = read.open_all("top")?;
-    let mut agg = latscope_view::why::WhyAgg { with_waits: a.waits, ..Default::default() };
+    let mut agg = latscope_view::why::WhyAgg { with_waits: a.rank.waits, ..Default::default() };
     scan.for_each(|c| {
         agg.add(c.batch, c.rows);
         Ok::<(), anyhow::Error>(())
     })?;
     let report = scan.report();
-    if let Some(p) = &a.svg {
+    if let Some(p) = &a.output.svg {
         let title = breakdown_title(&read.file, &read.filter);
-        write_output(Some(p), latscope_view::whysvg::render_svg(&agg, a.limit, &title).as_bytes())?;
+        write_output(Some(p), latscope_view::whysvg::render_svg(&agg, a.rank.limit, &title).as_bytes())?;
         if p.as_os_str() == "-" {
             return Ok(finish_scan(&report));
         }
     }
     let mut o = std::io::stdout().lock();
-    if a.json.json {
-        let mut j = agg.to_json(a.limit);
+    if a.output.json.json {
+        let mut j = agg.to_json(a.rank.limit);
         j["source"] = serde_json::json!(read.file.display().to_string());
         writeln!(o, "{}", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))?;
     } else {
-        write!(o, "{}", agg.render_text(a.limit))?;
+        write!(o, "{}", agg.render_text(a.rank.limit))?;
         if let Some(n) = agg.waits.note() {
             writeln!(o, "\n{n}")?;
         }
@@ -58,13 +58,13 @@ pub fn run_cause(a: &Args) -> Result<ExitCode> {
 /// by its file and range, a semaphore by its set), with their waiters, holders, what the holders
 /// did meanwhile (through the chains of waits) and the stacks at the wait and the release.
 pub fn run_lock(a: &Args) -> Result<ExitCode> {
-    let Some(f) = &a.file else {
+    let Some(f) = &a.source.file else {
         bail!("--by lock reads a trace recorded with `latscope record --why` (-r FILE): the lock of a wait is known only with the breakdown");
     };
-    if a.input != InputArg::Trace || a.block || a.svg.is_some() {
+    if a.source.input != InputArg::Trace || a.source.block || a.output.svg.is_some() {
         bail!("--by lock applies to syscalls of a latscope trace (not --block, --input perf or --svg)");
     }
-    let read = ReadArgs { file: f.clone(), input: a.input, filter: a.filter.clone() };
+    let read = ReadArgs { file: f.clone(), input: a.source.input, filter: a.source.filter.clone() };
     let mut scan = read.open_all("top")?;
     let (mut agg, mut chains, mut table) = (LockAgg::default(), ChainIndex::new(), StackTable::default());
     scan.for_each(|c| {
@@ -78,12 +78,12 @@ pub fn run_lock(a: &Args) -> Result<ExitCode> {
     })?;
     let mut names = StackNames::new(table, None);
     let mut o = std::io::stdout().lock();
-    if a.json.json {
-        let mut j = agg.to_json(&mut names, a.limit);
+    if a.output.json.json {
+        let mut j = agg.to_json(&mut names, a.rank.limit);
         j["source"] = serde_json::json!(read.file.display().to_string());
         writeln!(o, "{}", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))?;
     } else {
-        write!(o, "{}", agg.render_text(&mut names, a.limit))?;
+        write!(o, "{}", agg.render_text(&mut names, a.rank.limit))?;
     }
     o.flush()?;
     Ok(finish_scan(&scan.report()))

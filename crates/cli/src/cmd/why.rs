@@ -231,7 +231,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
         j["chain_roots"] = agg.roots_json(Some(&header), a.top);
         println!("{}", latscope_event::escape::json_ascii_controls(j.to_string()));
     } else {
-        print!("{}", agg.render_ticket(&header, a.top, last.saturating_sub(first.min(last))));
+        // Over the time covered: the recording (within the filter's time window), as every view.
+        let events = (first <= last).then(|| latscope_event::Span::new(first, last));
+        print!("{}", agg.render_ticket(&header, a.top, scan.covered(events).map_or(0, |c| c.ns())));
     }
     if crate::args::finish_scan(&scan.report()) != ExitCode::SUCCESS {
         status = ExitCode::FAILURE;

@@ -154,6 +154,9 @@ struct ls_stats {
 	__u64 blk_unpaired;  /* block completions without a seen issue */
 	__u64 not_followed;  /* children of followed processes the full pid filter could not take */
 	__u64 wakeups_unseen; /* --why: blocked intervals found ended at a switch in, no wake-up seen */
+	__u64 blk_flush_ends; /* completions without data the flush machinery reports for a request
+	                       * whose data completed already, or for an empty flush whose device
+	                       * work is a flush request of its own: not requests missed */
 };
 
 /*

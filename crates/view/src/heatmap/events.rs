@@ -2,6 +2,7 @@
 
 use super::{Binning, EventPoints, HeatMap, LogStream, Points, XSpec, YField, YScale, YSpec};
 use crate::group::{GroupBy, Grouper};
+use crate::waits::Counted;
 use latscope_event::source::{Chunk, ZonePlan};
 use latscope_event::{EventKind, TraceHeader};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +32,8 @@ pub struct EventMapOptions {
     pub max_maps: usize,
     /// The maps' title.
     pub title: String,
+    /// Count idle waits too ([`crate::waits`]; by default they are left out, as in every view).
+    pub waits: bool,
 }
 
 impl EventMapOptions {
@@ -45,6 +48,9 @@ impl EventMapOptions {
         let mut c = vec!["kind", "ts"];
         c.extend(self.y.columns());
         c.extend(self.per.columns());
+        if self.kind == EventKind::Syscall && !self.waits {
+            c.extend(crate::waits::columns());
+        }
         c
     }
 }
@@ -60,14 +66,15 @@ pub struct EventMaps {
     pub no_value: u64,
     /// Groups seen (more than `maps.len()` when some were left out).
     pub groups: usize,
+    /// What the maps count: idle waits left out unless asked for ([`crate::waits`]).
+    pub counted: Counted,
 }
 
 impl EventMaps {
     /// The line under the title: the source, the events, the filter (if any), the grid, events
     /// without a value, groups left out.
     pub fn subtitle(&self, o: &EventMapOptions, source: &str, filter: Option<&str>) -> String {
-        let noun = if o.kind == EventKind::Block { "block I/O" } else { "syscall" };
-        let mut sub = vec![source.to_string(), format!("{} {noun} events", self.total)];
+        let mut sub = vec![source.to_string(), self.counted.headline(self.total, o.kind)];
         if let Some(f) = filter {
             sub.push(format!("filter: {f}"));
         }
@@ -103,6 +110,7 @@ pub struct EventMapBuilder {
     acc: Acc,
     total: u64,
     no_value: u64,
+    counted: Counted,
 }
 
 impl EventMapBuilder {
@@ -120,6 +128,7 @@ impl EventMapBuilder {
             grouper: Grouper::new(o.per),
             origin: header.start_ns,
             step: Arc::new(AtomicU64::new(step)),
+            counted: Counted::new(o.waits),
             o,
             acc,
             total: 0,
@@ -167,6 +176,9 @@ impl EventMapBuilder {
     pub fn add(&mut self, c: Chunk<'_>, h: &TraceHeader) {
         let kind = self.o.kind as u8;
         let fast = self.fast();
+        // Idle waits are told apart per event (they need `nr`): a syscall map that leaves them
+        // out takes the per-row paths.
+        let sift = kind == EventKind::Syscall as u8 && !self.counted.with_waits();
         let (template, now) = (self.new_stream(), self.step.load(Ordering::Relaxed));
         let fresh = || {
             // A new group's stream starts as wide as the others are now.
@@ -177,6 +189,7 @@ impl EventMapBuilder {
             s
         };
         let b = c.batch;
+        let counted = &mut self.counted;
         match &mut self.acc {
             Acc::Log { streams, per_group, scratch } if fast => {
                 if streams.is_empty() {
@@ -190,31 +203,35 @@ impl EventMapBuilder {
                 let st = &mut streams[0];
                 let before = self.total;
                 let z = c.zone;
+                // A block's rows of the kind drawn (every row when the zone says all are), the
+                // idle waits left out.
+                let all_rows = c.all_rows();
+                let mut wanted = |i: usize| (z.all_kind || b.kind[i] == kind) && (!sift || counted.counts(b, i));
                 if let Some(ts) = z.at {
                     // Every event in the column of `ts`.
-                    if z.all_kind {
+                    if z.all_kind && !sift {
                         st.add_column(ts, &b.lat);
                         self.total += b.len() as u64;
                     } else {
                         scratch.clear();
-                        scratch.extend(b.kind.iter().zip(&b.lat).filter(|(&k, _)| k == kind).map(|(_, &lat)| lat));
+                        scratch.extend((0..b.len()).filter(|&i| wanted(i)).map(|i| b.lat[i]));
                         st.add_column(ts, scratch);
                         self.total += scratch.len() as u64;
                     }
-                } else if z.all_kind {
+                } else if z.all_kind && !sift {
                     st.add_pairs(&b.ts, &b.lat);
                     self.total += b.len() as u64;
-                } else if c.all_rows() {
-                    for ((&k, &ts), &lat) in b.kind.iter().zip(&b.ts).zip(&b.lat) {
-                        if k == kind {
-                            st.add(ts, lat);
+                } else if all_rows {
+                    for i in 0..b.len() {
+                        if wanted(i) {
+                            st.add(b.ts[i], b.lat[i]);
                             self.total += 1;
                         }
                     }
                 } else {
                     for &i in c.rows {
                         let i = i as usize;
-                        if b.kind[i] == kind {
+                        if wanted(i) {
                             st.add(b.ts[i], b.lat[i]);
                             self.total += 1;
                         }
@@ -226,7 +243,7 @@ impl EventMapBuilder {
             Acc::Log { streams, per_group, .. } => {
                 for &i in c.rows {
                     let i = i as usize;
-                    if b.kind[i] != kind {
+                    if b.kind[i] != kind || (sift && !counted.counts(b, i)) {
                         continue;
                     }
                     let Some(v) = EventPoints::value(self.o.y, b, i, h) else {
@@ -259,12 +276,22 @@ impl EventMapBuilder {
                 if self.grouper.is_empty() && !b.is_empty() {
                     self.grouper.group(b, 0, h);
                 }
-                self.total += pts.add_latency_rows(b, c.rows, kind);
+                if sift {
+                    let rows: Vec<u32> = c
+                        .rows
+                        .iter()
+                        .copied()
+                        .filter(|&i| b.kind[i as usize] == kind && counted.counts(b, i as usize))
+                        .collect();
+                    self.total += pts.add_latency_rows(b, &rows, kind);
+                } else {
+                    self.total += pts.add_latency_rows(b, c.rows, kind);
+                }
             }
             Acc::Linear(pts) => {
                 for &i in c.rows {
                     let i = i as usize;
-                    if b.kind[i] != kind {
+                    if b.kind[i] != kind || (sift && !counted.counts(b, i)) {
                         continue;
                     }
                     let g = self.grouper.group(b, i, h);
@@ -342,6 +369,6 @@ impl EventMapBuilder {
                 (maps, pts.groups.len())
             }
         };
-        Ok(EventMaps { maps, total: self.total, no_value: self.no_value, groups })
+        Ok(EventMaps { maps, total: self.total, no_value: self.no_value, groups, counted: self.counted })
     }
 }

@@ -145,6 +145,10 @@ pub enum YUnit {
     /// Numbers in the input's own unit, printed as they are followed by this label (`1200us`),
     /// as trace2heatmap.pl does with `--unitslatency`.
     Raw(String),
+    /// Numbers in the input's own unit (the label), stored multiplied by `10^k` (the second
+    /// field, `k`) so that fractions keep their digits in integer histograms: `0.784` read as 784
+    /// thousandths, printed `0.784`.
+    Scaled(String, i32),
 }
 
 impl YUnit {
@@ -160,6 +164,7 @@ impl YUnit {
                 }
             }
             YUnit::Raw(u) => format!("{}{u}", crate::svg::fmt_num(v)),
+            YUnit::Scaled(u, k) => format!("{}{u}", crate::svg::fmt_num(v / 10f64.powi(*k))),
         }
     }
     /// One value with its unit and `digits` significant digits (at least 3, and never fewer than
@@ -203,6 +208,7 @@ impl YUnit {
                 }
             }
             YUnit::Raw(u) => format!("{}{u}", sig(v)),
+            YUnit::Scaled(u, k) => format!("{}{u}", sig(v / 10f64.powi(*k))),
         }
     }
     /// One value with its unit, without trailing zeros: `2ms` and `1.5us` where [`YUnit::fmt`]
@@ -255,6 +261,10 @@ impl YUnit {
     pub fn fmt_range(&self, lo: f64, hi: f64) -> String {
         match self {
             YUnit::Raw(u) => format!("{}-{}{u}", crate::svg::fmt_num(lo), crate::svg::fmt_num(hi)),
+            YUnit::Scaled(u, k) => {
+                let per = 10f64.powi(*k);
+                format!("{}-{}{u}", crate::svg::fmt_num(lo / per), crate::svg::fmt_num(hi / per))
+            }
             _ => format!("{}-{}", self.fmt(lo), self.fmt(hi)),
         }
     }
@@ -263,7 +273,7 @@ impl YUnit {
         match self {
             YUnit::Nanos => "ns".into(),
             YUnit::Bytes => "bytes".into(),
-            YUnit::Raw(u) => u.clone(),
+            YUnit::Raw(u) | YUnit::Scaled(u, _) => u.clone(),
         }
     }
 
@@ -272,13 +282,16 @@ impl YUnit {
     /// input is 15000) and size units when it is a size unit.
     pub fn parse_value(&self, s: &str) -> Result<f64, String> {
         use latscope_event::units::{parse_duration_ns, parse_size};
+        if let YUnit::Scaled(u, k) = self {
+            return YUnit::Raw(u.clone()).parse_value(s).map(|v| v * 10f64.powi(*k));
+        }
         if let Ok(v) = s.trim().parse::<f64>() {
             return Ok(v);
         }
         match self {
             YUnit::Nanos => Ok(parse_duration_ns(s)? as f64),
             YUnit::Bytes => Ok(parse_size(s)? as f64),
-            YUnit::Raw(u) => {
+            YUnit::Raw(u) | YUnit::Scaled(u, _) => {
                 if let Ok(per_sec) = text::units_per_sec(u) {
                     return Ok(parse_duration_ns(s)? as f64 / 1e9 * per_sec);
                 }

@@ -241,6 +241,18 @@ pub struct FeedStatus {
     pub note: String,
     /// Whether a drill-down can list events.
     pub has_events: bool,
+    /// What the rows count besides the events drawn, after their number: ` (1444 idle waits
+    /// left out)`, ` (idle waits included)`, ` (idle waits not counted: left out in the kernel)`,
+    /// or nothing (block requests) — the counting rule of every view ([`crate::waits`]).
+    pub counted: String,
+}
+
+impl FeedStatus {
+    /// The line that says what was drawn: `67236 syscall events (1444 idle waits left out)`.
+    pub fn headline(&self, events: u64, kind: latscope_event::EventKind) -> String {
+        let noun = if kind == latscope_event::EventKind::Block { "block I/O" } else { "syscall" };
+        format!("{events} {noun} events{}", self.counted)
+    }
 }
 
 /// Interactive state drawn over the spectrogram.
@@ -900,6 +912,7 @@ mod tests {
             drops: None,
             note: "paced at 1x (n: draw the rest now); 12 events lost when recorded".into(),
             has_events: true,
+            counted: String::new(),
         };
         let long = "switched to the event stream: select cells of the new rows to list their events";
         for frozen in [false, true] {

@@ -9,6 +9,7 @@ use super::{Buckets, GroupOrder, Spectrogram};
 use crate::events::{line, TimeFormat};
 use crate::group::{GroupBy, Grouper};
 use crate::stacks::StackNames;
+use crate::waits::Counted;
 use latscope_event::source::{Chunk, CountKey, CountSource, EventSource, SourceError, ZonePlan};
 use latscope_event::{EventBatch, EventKind, StackTable, TraceHeader};
 use std::collections::HashMap;
@@ -34,6 +35,20 @@ pub struct FeedOptions {
     pub filter: String,
     /// Live streams: events kept for drill-down.
     pub keep: usize,
+    /// Count idle waits too ([`crate::waits`]; by default they are left out, as in every view).
+    pub waits: bool,
+}
+
+/// What a feed of `kind` events counts, and how its status says it.
+fn counted_note(c: &Counted, kind: u8) -> String {
+    if kind != EventKind::Syscall as u8 {
+        return String::new();
+    }
+    match (c.with_waits(), c.left_out().count()) {
+        (true, _) => " (idle waits included)".into(),
+        (false, 0) => String::new(),
+        (false, n) => format!(" ({n} idle waits left out)"),
+    }
 }
 
 /// Names the spectrogram's strips after the grouper's groups.
@@ -144,6 +159,10 @@ struct FileCounter {
     simple: bool,
     kind: u8,
     max_end: u64,
+    /// What the rows count: idle waits left out unless asked for.
+    counted: Counted,
+    /// Whether idle waits are told apart (syscalls, not `waits`).
+    sift: bool,
 }
 
 impl FileFeed {
@@ -161,7 +180,14 @@ impl FileFeed {
         FileFeed {
             source,
             reopen,
-            counter: FileCounter { strips, simple, kind: o.kind as u8, max_end: 0 },
+            counter: FileCounter {
+                strips,
+                simple,
+                kind: o.kind as u8,
+                max_end: 0,
+                counted: Counted::new(o.waits),
+                sift: o.kind == EventKind::Syscall && !o.waits,
+            },
             filter_text: o.filter.clone(),
             pace: pace.map(|s| (Instant::now(), s)),
             done: false,
@@ -199,6 +225,26 @@ impl FileCounter {
         let (b, rows, z, kind) = (c.batch, c.rows, c.zone, self.kind);
         let max_end = &mut self.max_end;
         let n = b.len();
+        let counted = &mut self.counted;
+        if self.sift {
+            // Idle waits are told apart per event (by `nr`): no column-at-once shortcut.
+            if z.empty {
+                return;
+            }
+            for &r in rows {
+                let i = r as usize;
+                if (z.all_kind || b.kind[i] == kind) && b.lat[i] > 0 && counted.counts(b, i) {
+                    let g = if self.simple { 0 } else { self.strips.group(b, i) };
+                    let end = z.at.unwrap_or_else(|| b.end(i));
+                    spec.add(end, b.lat[i], g);
+                    *max_end = (*max_end).max(end);
+                }
+            }
+            if !self.simple {
+                self.strips.flush(spec);
+            }
+            return;
+        }
         if self.simple {
             // The hot loop: two columns, one strip. With a zone map, a block of the wanted kind
             // only whose end times fall in one row needs `lat` alone (the block's largest end time
@@ -311,6 +357,7 @@ impl Feed for FileFeed {
             drops: None,
             note,
             has_events: true,
+            counted: counted_note(&self.counter.counted, self.counter.kind),
         }
     }
 
@@ -327,7 +374,8 @@ impl Feed for FileFeed {
                 let i = i as usize;
                 let end = b.end(i);
                 min_end = min_end.min(end);
-                if end < q.t_from || end >= q.t_to || !wanted(b, i, kind) {
+                let left_out = self.counter.sift && crate::waits::is_idle(b, i);
+                if end < q.t_from || end >= q.t_to || !wanted(b, i, kind) || left_out {
                     continue;
                 }
                 let g = self.counter.strips.group(b, i);
@@ -366,6 +414,11 @@ pub struct StreamFeed {
     until: u64,
     /// The stack table the kept events refer to, from the entries the chunks carry.
     stacks: Option<StackNames>,
+    /// What the rows count: idle waits left out unless asked for.
+    counted: Counted,
+    /// The source does not trace the idle waits at all (switched from in-kernel counting, which
+    /// left them out in the kernel).
+    waits_untraced: bool,
 }
 
 impl StreamFeed {
@@ -385,6 +438,8 @@ impl StreamFeed {
             note: String::new(),
             until: u64::MAX,
             stacks: None,
+            counted: Counted::new(o.waits),
+            waits_untraced: false,
         }
     }
 }
@@ -405,7 +460,7 @@ impl Feed for StreamFeed {
         let mut groups = Vec::new();
         for &i in c.rows {
             let i = i as usize;
-            if wanted(b, i, self.kind) && b.end(i) < self.until {
+            if wanted(b, i, self.kind) && b.end(i) < self.until && self.counted.counts(b, i) {
                 let g = self.strips.group(b, i);
                 spec.add(b.end(i), b.lat[i], g);
                 kept.push_from(b, i);
@@ -430,6 +485,11 @@ impl Feed for StreamFeed {
             drops: Some(self.source.lost()),
             note: self.note.clone(),
             has_events: true,
+            counted: if self.waits_untraced && !self.counted.with_waits() {
+                " (idle waits not traced: left out in the kernel)".into()
+            } else {
+                counted_note(&self.counted, self.kind)
+            },
         }
     }
 
@@ -557,6 +617,11 @@ impl Feed for CountFeed {
             drops: Some(0),
             note: String::new(),
             has_events: false,
+            counted: match (self.o.kind, self.o.waits) {
+                (EventKind::Syscall, false) => " (idle waits not counted: left out in the kernel)".into(),
+                (EventKind::Syscall, true) => " (idle waits included)".into(),
+                _ => String::new(),
+            },
         }
     }
 
@@ -616,6 +681,7 @@ impl Feed for CountFeed {
         // The same strips: a group keeps its number across the switch.
         let strips = std::mem::replace(&mut self.strips, Strips::new(None, events.header(), spec));
         let mut s = StreamFeed::with_strips(events, strips, &self.o);
+        s.waits_untraced = self.o.kind == EventKind::Syscall && !self.o.waits;
         // Short: the status line is shared with the numbers and the key hints.
         s.note = "events kept since the switch".into();
         spec.seal_until(self.next_row);

@@ -90,7 +90,7 @@ pub fn run_plain(
             }
         }
         let st = feed.status(spec);
-        let mut tail = format!("# {} events in {} rows", spec.events, spec.sealed() - spec.first_index());
+        let mut tail = format!("# {} events{} in {} rows", spec.events, st.counted, spec.sealed() - spec.first_index());
         if let Some(d) = st.drops.filter(|&d| d > 0) {
             tail.push_str(&format!(", {d} events lost"));
         }

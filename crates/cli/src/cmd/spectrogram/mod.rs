@@ -1,20 +1,21 @@
 //! `latscope spectrogram`: live (in-kernel histograms when the filter allows, the event stream
 //! otherwise) or from a trace file, drawn by `latscope_view::spectrogram`.
 
-use crate::args::{check_range, columns, parse_filter, print_warnings, LiveArgs};
+mod feeds;
+
+use crate::args::{check_range, parse_filter, LiveArgs};
 use anyhow::{bail, Context, Result};
+use feeds::{file_feed, live_feed, svg_unpaced, SVG_UNPACED};
 use latscope_event::units::{parse_duration_ns, parse_duration_secs_default};
-use latscope_event::{EventKind, SyscallSet};
-use latscope_live::CountBy;
-use latscope_scan::{InputFormat, Scan, ScanOptions};
+use latscope_event::EventKind;
 use latscope_view::group::GroupBy;
 use latscope_view::heatmap::YUnit;
 use latscope_view::spectrogram::render::{DrawOptions, Split};
 use latscope_view::spectrogram::svg::{svg, SvgOptions};
 use latscope_view::spectrogram::tui::{run_plain, run_tui, terminal_width, RunOptions};
-use latscope_view::spectrogram::{CountFeed, Feed, FeedOptions, FileFeed, Palette, Spectrogram, StreamFeed};
+use latscope_view::spectrogram::{Feed, Palette, Spectrogram};
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -46,6 +47,26 @@ pub struct Args {
     /// Draw this trace file (from 'latscope record') instead of the live system.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
     pub file: Option<PathBuf>,
+    /// [INTERVAL_MS] [FILTER]: milliseconds per row (default 500), then a filter expression
+    /// (sysdig syntax, see 'latscope fields'; several words are joined).
+    #[arg(value_name = "INTERVAL_MS] [FILTER")]
+    pub words: Vec<String>,
+    #[command(flatten)]
+    pub view: View,
+    #[command(flatten)]
+    pub draw: Drawing,
+    #[command(flatten)]
+    pub trace: Pacing,
+    #[command(flatten)]
+    pub run: LiveRun,
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// What is drawn: which events, which latencies, in which strips.
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "What is drawn")]
+pub struct View {
     /// Left edge of the latency axis (e.g. 1us) [default: 1ns; the --svg picture starts at the
     /// decade below the fastest event].
     #[arg(long, value_parser = parse_duration_ns, value_name = "LATENCY")]
@@ -62,13 +83,23 @@ pub struct Args {
     /// Block requests (issue to completion) instead of syscalls.
     #[arg(long)]
     pub block: bool,
+    /// Count idle waits (nanosleep, poll, select, futex, epoll_wait, wait4, ...) too; by default
+    /// they are left out, as in every view (live, counted in the kernel: not traced at all).
+    #[arg(long)]
+    pub waits: bool,
+    /// Most strips shown with --by (the busiest, or the fixed ones in order).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub top: usize,
+}
+
+/// How it is drawn.
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Drawing")]
+pub struct Drawing {
     /// Placement of the strips with --by: auto (side by side for classes and disks on a wide
     /// terminal), side, stack.
     #[arg(long, default_value = "auto", value_parser = ["auto", "side", "stack"])]
     pub layout: String,
-    /// Most strips shown with --by (the busiest, or the fixed ones in order).
-    #[arg(long, default_value_t = 4, value_name = "N")]
-    pub top: usize,
     /// Colours: auto (true colour if COLORTERM says so, else 256; none when NO_COLOR is set or
     /// for plain rows), 256, truecolor, none (glyphs of increasing density).
     #[arg(long, default_value = "auto", value_parser = ["auto", "256", "truecolor", "none"])]
@@ -82,18 +113,30 @@ pub struct Args {
     /// Width of plain rows in characters (default: the terminal's, or $COLUMNS, or 120).
     #[arg(long, value_name = "COLUMNS")]
     pub width: Option<usize>,
+    /// Also write the whole spectrogram as an SVG image to FILE when done.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+/// Trace files: at what pace.
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Trace files")]
+pub struct Pacing {
     /// Trace files: draw everything at once instead of at the pace of the recording.
     #[arg(long)]
     pub no_pace: bool,
     /// Trace files: pace at this multiple of the recording's speed.
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
     pub speed: f64,
+}
+
+/// Live: how long, counted or streamed.
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Live")]
+pub struct LiveRun {
     /// Live: stop after this long (e.g. 10s, 5m; a bare number is seconds).
     #[arg(short = 'd', long, value_parser = parse_duration_secs_default, value_name = "DURATION")]
     pub duration: Option<u64>,
-    /// Also write the whole spectrogram as an SVG image to FILE when done.
-    #[arg(long, value_name = "FILE")]
-    pub svg: Option<PathBuf>,
     /// Live: stream events to user space even when the kernel could aggregate (keeps recent
     /// events for drill-down, costs more per syscall).
     #[arg(long)]
@@ -101,12 +144,6 @@ pub struct Args {
     /// Live, streaming: events kept for drill-down.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     pub keep: usize,
-    #[command(flatten)]
-    pub live: LiveArgs,
-    /// [INTERVAL_MS] [FILTER]: milliseconds per row (default 500), then a filter expression
-    /// (sysdig syntax, see 'latscope fields'; several words are joined).
-    #[arg(value_name = "INTERVAL_MS] [FILTER")]
-    pub words: Vec<String>,
 }
 
 fn parse_by(s: &str) -> Result<GroupBy, String> {
@@ -133,17 +170,17 @@ pub fn split_words(words: &[String]) -> Result<(u64, String)> {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
-    crate::args::check_output(a.file.as_deref(), a.svg.as_deref())?;
+    crate::args::check_output(a.file.as_deref(), a.draw.svg.as_deref())?;
     let (interval_ms, filter_src) = split_words(&a.words)?;
     let filter = parse_filter(&filter_src)?;
     let ns = |v: u64| Some(v as f64);
-    let (min_ns, max_ns) = (a.min.unwrap_or(1), a.max.unwrap_or(10_000_000_000));
+    let (min_ns, max_ns) = (a.view.min.unwrap_or(1), a.view.max.unwrap_or(10_000_000_000));
     check_range(("--min", ns(min_ns)), ("--max", ns(max_ns)), true, |v| YUnit::Nanos.fmt_short(v))?;
-    if a.speed.is_nan() || a.speed <= 0.0 {
+    if a.trace.speed.is_nan() || a.trace.speed <= 0.0 {
         bail!("--speed must be a positive number");
     }
     let kinds = filter.needs_kinds();
-    let block = a.block || a.by == Some(GroupBy::Disk) || (!kinds.syscall && kinds.block);
+    let block = a.view.block || a.view.by == Some(GroupBy::Disk) || (!kinds.syscall && kinds.block);
     if block && !kinds.block {
         bail!("the filter can only match syscalls, but --block (or --by disk) draws block requests: drop one of them");
     }
@@ -151,18 +188,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
         bail!("the filter matches no syscall and no block request (only process events have no latency)");
     }
     let kind = if block { EventKind::Block } else { EventKind::Syscall };
-    let plain = a.plain || !std::io::stdout().is_terminal();
-    let palette = Palette::choose(if a.no_color { "none" } else { &a.colors }, plain);
-    let width = a.width.or_else(terminal_width).unwrap_or(120).max(30);
-    let layout = Split::choose(&a.layout, matches!(a.by, Some(GroupBy::Class | GroupBy::Disk)), width);
+    let plain = a.draw.plain || !std::io::stdout().is_terminal();
+    let palette = Palette::choose(if a.draw.no_color { "none" } else { &a.draw.colors }, plain);
+    let width = a.draw.width.or_else(terminal_width).unwrap_or(120).max(30);
+    let layout = Split::choose(&a.draw.layout, matches!(a.view.by, Some(GroupBy::Class | GroupBy::Disk)), width);
     let what = if block { "block request latency" } else { "syscall latency" };
     let draw = DrawOptions {
         min_ns,
         max_ns,
         palette,
-        split: a.by.is_some(),
+        split: a.view.by.is_some(),
         layout,
-        max_strips: a.top.max(1),
+        max_strips: a.view.top.max(1),
         title: format!("latscope spectrogram: {what}"),
     };
     let interval_ns = interval_ms * 1_000_000;
@@ -180,7 +217,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let opts = RunOptions {
         draw,
         stop,
-        duration: a.file.is_none().then_some(a.duration.map(Duration::from_nanos)).flatten(),
+        duration: a.file.is_none().then_some(a.run.duration.map(Duration::from_nanos)).flatten(),
         drill_limit: 2_000,
     };
     if plain {
@@ -189,12 +226,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
         run_tui(feed.as_mut(), &mut spec, &opts)
     }
     .map_err(anyhow::Error::msg)?;
-    if let Some(path) = &a.svg {
-        let mut title = format!("latscope spectrogram: {what}, {}", feed.status(&spec).source);
+    if let Some(path) = &a.draw.svg {
+        let st = feed.status(&spec);
+        let mut title = format!("latscope spectrogram: {what}, {}; {}", st.source, st.headline(spec.events, kind));
         if !filter.is_match_all() {
             title.push_str(&format!("\nfilter: {}", filter.source()));
         }
-        let groups = a.by.is_some().then(|| spec.top_groups(a.top.max(1)));
+        let groups = a.view.by.is_some().then(|| spec.top_groups(a.view.top.max(1)));
         let o = SvgOptions {
             min_ns,
             max_ns,
@@ -202,8 +240,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
             palette,
             title,
             groups,
-            fit_min: a.min.is_none(),
-            fit_max: a.max.is_none(),
+            fit_min: a.view.min.is_none(),
+            fit_max: a.view.max.is_none(),
         };
         let s = svg(&spec, &o);
         crate::args::write_output(Some(path), s.as_bytes())?;
@@ -225,80 +263,6 @@ pub fn run(a: Args) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn file_feed(
-    path: &Path,
-    a: &Args,
-    filter: latscope_filter::Filter,
-    kind: EventKind,
-    interval_ns: u64,
-    plain: bool,
-) -> Result<(Spectrogram, Box<dyn Feed>)> {
-    let mut cols = vec!["kind", "ts", "lat"];
-    cols.extend(a.by.map(|b| b.columns()).unwrap_or(&[]));
-    let filter_text = if filter.is_match_all() { String::new() } else { filter.source().to_string() };
-    let opts = ScanOptions { filter: filter.clone(), columns: Some(columns(&cols)), zone: None };
-    let mut scan = Scan::open(path, InputFormat::Trace, opts)?;
-    let mut spec = Spectrogram::new(interval_ns, scan.header().start_ns, 10_000_000);
-    scan.set_zone(FileFeed::zone_plan(kind, &spec, a.by, !filter.is_match_all()));
-    let reopen_path = path.to_path_buf();
-    let reopen: latscope_view::spectrogram::sources::Reopen = Box::new(move || {
-        let o = ScanOptions { filter: filter.clone(), ..Default::default() };
-        Ok(Box::new(Scan::open(&reopen_path, InputFormat::Trace, o)?))
-    });
-    let pace = (!plain && !a.no_pace && a.svg.is_none()).then_some(a.speed);
-    let o = FeedOptions { kind, by: a.by, filter: filter_text, keep: a.keep };
-    let mut feed = FileFeed::new(Box::new(scan), reopen, &o, pace, &mut spec);
-    if svg_unpaced(a, plain) {
-        feed.note = SVG_UNPACED.into();
-    }
-    Ok((spec, Box::new(feed)))
-}
-
-/// Whether --svg is what stops the file from being drawn at the recording's pace (on a terminal,
-/// without --no-pace): said on screen and when done, as it is not what the terminal would do.
-fn svg_unpaced(a: &Args, plain: bool) -> bool {
-    a.file.is_some() && a.svg.is_some() && !plain && !a.no_pace
-}
-
-const SVG_UNPACED: &str = "drawn at once, not at the recording's pace: --svg needs every row (--no-pace to say so)";
-
-type Live = (Spectrogram, Box<dyn Feed>, std::sync::Arc<std::sync::atomic::AtomicBool>);
-
-fn live_feed(a: &Args, filter: latscope_filter::Filter, kind: EventKind, interval_ns: u64) -> Result<Live> {
-    let filter_text = if filter.is_match_all() { String::new() } else { filter.source().to_string() };
-    let mut b = a.live.session(filter).stop_on(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
-    b = if kind == EventKind::Block { b.syscalls(SyscallSet::None).block(true) } else { b.block(false) };
-    if !a.stream && a.by != Some(GroupBy::Proc) {
-        let by = match a.by {
-            Some(GroupBy::Class) => CountBy::Class,
-            Some(GroupBy::Syscall) => CountBy::Syscall,
-            Some(GroupBy::Disk) => CountBy::Disk,
-            _ => CountBy::All,
-        };
-        b = b.count_in_kernel(by, kind);
-    }
-    let session = b.start()?;
-    print_warnings(session.warnings());
-    let stop = session.stop_flag();
-    let mut spec = Spectrogram::new(interval_ns, session.header().start_ns, 200_000);
-    let o = FeedOptions { kind, by: a.by, filter: filter_text, keep: a.keep };
-    let feed: Box<dyn Feed> = if session.is_counting() {
-        let (header, devs) = (session.header().clone(), session.count_devices().to_vec());
-        Box::new(CountFeed::new(Box::new(session), &header, &devs, &o, &mut spec))
-    } else {
-        let why = match session.streaming_reason() {
-            _ if a.stream => "--stream".to_string(),
-            _ if a.by == Some(GroupBy::Proc) => "--by proc needs the events".to_string(),
-            Some(r) => r.to_string(),
-            None => "events kept for drill-down".to_string(),
-        };
-        let mut s = StreamFeed::new(Box::new(session), &o, &mut spec);
-        s.note = format!("streaming: {why}");
-        Box::new(s)
-    };
-    Ok((spec, feed, stop))
 }
 
 #[cfg(test)]

@@ -1,0 +1,79 @@
+//! Tracing live: which syscalls, which processes, how large a ring buffer.
+
+use latscope_event::units::parse_size;
+use latscope_event::SyscallSet;
+use latscope_filter::Filter;
+use latscope_live::SessionBuilder;
+
+/// Which syscalls to trace live.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyscallsArg {
+    /// Every syscall.
+    All,
+    /// Syscalls that take, create or return a file descriptor, take a path, change the fd table
+    /// (clone, fork, unshare) or sync: all a replay of file I/O needs.
+    Io,
+    /// No syscalls (block requests and processes only).
+    None,
+}
+
+impl From<SyscallsArg> for SyscallSet {
+    fn from(a: SyscallsArg) -> SyscallSet {
+        match a {
+            SyscallsArg::All => SyscallSet::All,
+            SyscallsArg::Io => SyscallSet::Io,
+            SyscallsArg::None => SyscallSet::None,
+        }
+    }
+}
+
+/// Tracing live: which syscalls, which processes, how large a ring buffer.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LiveArgs {
+    /// Which syscalls to trace.
+    #[arg(long, value_enum, default_value = "all")]
+    pub syscalls: SyscallsArg,
+    /// Only these processes (repeatable). Block requests are traced for every process (their
+    /// issuer is often a kernel thread): narrow them with a filter such as `blk.disk = sda`.
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// With -p: also every process below them, like strace -f: those running at the start and
+    /// every child forked from then on (children of children too; threads always are). The
+    /// kernel adds each child as it forks and drops it when it exits; children that do not fit
+    /// (65536 processes at once) are counted and reported. E.g. `-p $(pgrep -o nginx) -f`.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Only tasks in this cgroup v2 cgroup or below it (repeatable): a directory of the cgroup2
+    /// file system, absolute or relative to its mount (`system.slice/nginx.service`), or a
+    /// systemd unit name (`nginx.service`, `session-2.scope`). Block requests are traced for
+    /// every process, as with -p. E.g. `--cgroup system.slice/postgresql.service`.
+    #[arg(long = "cgroup", value_name = "PATH")]
+    pub cgroups: Vec<String>,
+    /// Only these command names (repeatable; the kernel keeps 15 characters).
+    #[arg(short = 'c', long = "comm", value_name = "COMM")]
+    pub comms: Vec<String>,
+    /// Ring buffer size, 1MiB to 1GiB (e.g. 256MiB); larger absorbs longer bursts.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub buffer_size: u64,
+}
+
+impl LiveArgs {
+    /// A session builder with these limits and `filter`.
+    pub fn session(&self, filter: Filter) -> SessionBuilder {
+        SessionBuilder::new()
+            .syscalls(self.syscalls.into())
+            .pids(self.pids.clone())
+            .follow(self.follow)
+            .cgroups(self.cgroups.clone())
+            .comms(self.comms.clone())
+            .ring_bytes(usize::try_from(self.buffer_size).unwrap_or(usize::MAX))
+            .filter(filter)
+    }
+}
+
+/// Prints the session's warnings (options the kernel cannot honour as given).
+pub fn print_warnings(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("latscope: warning: {w}");
+    }
+}
