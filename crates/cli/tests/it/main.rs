@@ -91,6 +91,9 @@ mod view_truth;
 #[path = "../views.rs"]
 mod views;
 
+#[path = "../views_agree.rs"]
+mod views_agree;
+
 #[path = "../views_words.rs"]
 mod views_words;
 
