@@ -78,8 +78,10 @@ test-kernels: deps
 	$(call apt_install,$(APT_VM))
 	$(CARGO) build --profile ci --locked
 	@mkdir -p $(OUT)/kernels
-	$(CARGO) test --profile ci --locked -p latscope-probe -p latscope-live --no-run --message-format=json \
-		| python3 -c 'import json,sys; print(*dict.fromkeys(m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m.get("target", {}).get("kind") == ["test"]), sep="\n")' \
+	# The workspace's test build (as `make test` builds it: asking for two packages alone would
+	# unify features differently and rebuild dependencies), of which the probe and live tests run.
+	$(CARGO) test --profile ci --locked --workspace --no-run --message-format=json \
+		| python3 -c 'import json,re,sys; print(*dict.fromkeys(m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m.get("target", {}).get("kind") == ["test"] and re.search(r"[#/ ]?latscope-(probe|live)[@ ]", m["package_id"])), sep="\n")' \
 		> $(OUT)/kernels/tests.list
 	bash vmtest/run.sh $(OUT)/kernels $(OUT)/kernels/tests.list $(KERNELS)
 
