@@ -245,6 +245,19 @@ impl Grouper {
     /// Group number of event `i`.
     #[inline]
     pub fn group(&mut self, b: &EventBatch, i: usize, h: &TraceHeader) -> usize {
+        // A syscall seen before: an index, without the call.
+        if matches!(self.by, Some(GroupBy::Syscall | GroupBy::Op)) {
+            if let Some(&g) = self.ops.get(b.kind[i] as usize).and_then(|v| v.get(b.nr[i] as usize)) {
+                if g != u32::MAX {
+                    return g as usize;
+                }
+            }
+        }
+        self.group_any(b, i, h)
+    }
+
+    #[inline(never)]
+    fn group_any(&mut self, b: &EventBatch, i: usize, h: &TraceHeader) -> usize {
         match self.by() {
             GroupBy::All => {
                 if self.names.is_empty() {
