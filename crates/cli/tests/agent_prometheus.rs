@@ -144,11 +144,8 @@ fn expand(q: &str, vars: &[(String, String)]) -> String {
 /// each query variable's values from Prometheus (`label_values(METRIC, LABEL)`), then its saved
 /// value (`All`: its `allValue`) when among them, else the first. Each must offer a value.
 fn variables(prom: &Prometheus, d: &Value, host: &str) -> Vec<(String, String)> {
-    let mut vars: Vec<(String, String)> = vec![
-        ("__rate_interval".into(), "1m".into()),
-        ("__range".into(), "5m".into()),
-        ("host".into(), host.into()),
-    ];
+    let mut vars: Vec<(String, String)> =
+        vec![("__rate_interval".into(), "1m".into()), ("__range".into(), "5m".into()), ("host".into(), host.into())];
     for v in d["templating"]["list"].as_array().unwrap() {
         let name = v["name"].as_str().unwrap();
         if v["type"] != "query" || name == "host" {
@@ -299,7 +296,8 @@ fn prometheus_sees_every_sleep_of_the_run_with_exact_counts_and_sums() {
         let inc = |f: &str| prom.value(&format!("{f}(increase({sel}[{range_ms}ms] @ {last:.3}))"));
         assert_eq!(inc("histogram_count"), SLEEPS as f64, "{sel}");
         // Exactly, without increase()'s extrapolation: the difference of two instant values.
-        let exact = format!("histogram_count({sel} @ {last:.3}) - histogram_count({sel} @ {last:.3} offset {range_ms}ms)");
+        let exact =
+            format!("histogram_count({sel} @ {last:.3}) - histogram_count({sel} @ {last:.3} offset {range_ms}ms)");
         assert_eq!(prom.value(&exact), SLEEPS as f64, "{exact}");
         // Sums, in the kernel as when streamed: those of a recording of the same calls, within
         // 0.1 % (each probe takes its own clock readings). The sleeper's own clock also counts

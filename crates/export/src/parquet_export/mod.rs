@@ -673,8 +673,8 @@ mod tests {
                         d.values().as_string::<i32>().value(d.keys().value(i) as usize).to_string()
                     };
                     for i in 0..rb.num_rows() {
-                        let key: [String; 4] = ["container_id", "container_name", "container_image", "cgroup_path"]
-                            .map(|c| col(c, i));
+                        let key: [String; 4] =
+                            ["container_id", "container_name", "container_image", "cgroup_path"].map(|c| col(c, i));
                         *got.entry(key).or_insert(0) += 1;
                     }
                 }
