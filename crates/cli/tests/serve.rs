@@ -904,7 +904,12 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
     let all_rows = |v: &Value, waits: bool| -> Value {
         let (first, sealed) = (v["first_row"].as_u64().unwrap(), v["sealed"].as_u64().unwrap());
         let mut q = view(true, waits);
-        q.extend([("r0", first.to_string()), ("r1", (sealed - 1).to_string()), ("c0", "0".into()), ("c1", "29".into())]);
+        q.extend([
+            ("r0", first.to_string()),
+            ("r1", (sealed - 1).to_string()),
+            ("c0", "0".into()),
+            ("c1", "29".into()),
+        ]);
         let (status, e) = post_live(&a, "/api/live/events", &q);
         assert_eq!(status, 200, "{e}");
         e
