@@ -453,6 +453,8 @@ fn live_drill_down_narrows_the_view() {
     b.wait_ready(60);
     b.wait_for("+document.getElementById('heatmap').dataset.shown > 100", 60);
     assert_eq!(b.eval("document.body.dataset.mode"), serde_json::json!("counting"));
+    let status = b.eval("document.getElementById('status').textContent");
+    assert!(status.as_str().unwrap().contains("events since start (idle waits included)"), "{status}");
 
     // Streaming both workloads: the tables name them and their syscalls (blocking waits such as
     // nanosleep included, as asked for with waits=1).
@@ -584,8 +586,37 @@ const PEAK_LINES_JS: &str = r#"(() => {
   return out;
 })()"#;
 
-/// The series pages at a wide and a narrow window: text inside the charts and apart, peak labels
-/// off other peaks' lines, counts in SI units; three humps of a mixture are three peaks.
+/// What is wrong with the index's table at the window's width: the page wider than the window
+/// (the table scrolls in its own box instead), a header cell on more than one line, a text outside
+/// its cell or over another text.
+const INDEX_TABLE_JS: &str = r#"(() => {
+  const out = [], t = document.getElementById('series');
+  const page = document.documentElement.scrollWidth;
+  if (page > innerWidth) out.push(`the page is ${page} px wide in a ${innerWidth} px window`);
+  const lines = el => { const r = document.createRange(); r.selectNodeContents(el); return new Set([...r.getClientRects()].filter(b => b.width > 0).map(b => Math.round(b.top))).size; };
+  for (const th of t.querySelectorAll('th')) if (lines(th) !== 1) out.push(`header '${th.textContent}' takes ${lines(th)} lines`);
+  const boxes = [], walk = document.createTreeWalker(t, NodeFilter.SHOW_TEXT);
+  for (let n; (n = walk.nextNode());) {
+    if (!n.textContent.trim()) continue;
+    const c = n.parentElement.closest('td, th').getBoundingClientRect(), r = document.createRange();
+    r.selectNodeContents(n);
+    for (const b of r.getClientRects()) {
+      if (!(b.width > 0)) continue;
+      if (b.left < c.left - 0.5 || b.right > c.right + 0.5 || b.top < c.top - 0.5 || b.bottom > c.bottom + 0.5) out.push(`'${n.textContent}' runs out of its cell`);
+      boxes.push([n.textContent.trim(), b]);
+    }
+  }
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [s, a] = boxes[i], [u, b] = boxes[j];
+    if (a.right - 0.5 > b.left && b.right - 0.5 > a.left && a.bottom - 0.5 > b.top && b.bottom - 0.5 > a.top) out.push(`'${s}' and '${u}' overlap`);
+  }
+  if (t.querySelectorAll('tbody tr.series').length < 2) out.push('no series listed');
+  return out;
+})()"#;
+
+/// The series pages and the index at a wide and a narrow window: text inside the charts and
+/// apart, peak labels off other peaks' lines, counts in SI units, the index's header cells each on
+/// one line; three humps of a mixture are three peaks.
 #[test]
 fn series_page_peak_table_lines_up_and_chart_text_stays_inside() {
     let Some(chrome) = viewsupport::chromium("series_page_peak_table_lines_up_and_chart_text_stays_inside") else {
@@ -631,16 +662,15 @@ fn series_page_peak_table_lines_up_and_chart_text_stays_inside() {
             "series?op=clock-many&hoursAgo=12&buckets=40&scale=linear",
             "",
         ] {
-            // The index's table is as wide as its columns (a narrow window scrolls it): the
-            // pictures are what this checks at the narrow width.
-            if page.is_empty() && w < 1000 {
-                continue;
-            }
             b.goto(&format!("{}{page}", srv.url));
             b.wait_ready(30);
             let mut problems = layout_problems(&mut b);
-            problems.extend(b.eval(PEAK_LINES_JS).as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()));
+            let more = b.eval(if page.is_empty() { INDEX_TABLE_JS } else { PEAK_LINES_JS });
+            problems.extend(more.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()));
             assert!(problems.is_empty(), "{w} px: {page}: {problems:#?}");
+            if page.is_empty() {
+                png_is_not_blank(&b.screenshot(&artifacts().join(format!("series-index-{w}.png"))));
+            }
             // Axis ticks are round: no trailing zeros (2us, not 2.00us).
             let ticks = b.eval(
                 "[...document.querySelectorAll('svg.chart text:not(.peak):not(.count)')].map(t => t.textContent)",
@@ -807,8 +837,9 @@ fn key_values(out: &[u8]) -> std::collections::HashMap<String, i64> {
 /// A session with `why=1` records attribution: the breakdown of a selected rectangle names the
 /// true cause of a pipe read whose writer sleeps 20 ms (pipe/socket, the ground truth's time
 /// within 5 % of the reads' latency), the writer as the waker (which was in timer/sleep meanwhile)
-/// and the pipe read's kernel stack; a session without `why` is another session, which counts in
-/// the kernel and says it has no breakdown.
+/// and the pipe read's kernel stack; the writer's sleeps are left out, and counted with `waits=1`
+/// (a session of its own), each view saying which; a session without `why` is another session,
+/// which counts in the kernel and says it has no breakdown.
 #[test]
 fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
     let test = "live_why_breakdown_of_a_cell_names_the_cause_and_the_waker";
@@ -821,7 +852,8 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
     let srv = Serve::start(&[], &[]);
     let a = srv.addr();
     let filter = format!("proc.name = {name}");
-    let view = |why: bool| -> Vec<(&str, String)> {
+    // A session's query: with attribution (why=1), with idle waits counted (waits=1).
+    let view = |why: bool, waits: bool| -> Vec<(&str, String)> {
         let mut v = vec![
             ("filter", filter.clone()),
             ("rows", "60".into()),
@@ -832,12 +864,15 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
         if why {
             v.push(("why", "1".into()));
         }
+        if waits {
+            v.push(("waits", "1".into()));
+        }
         v
     };
-    let running = |why: bool| -> Value {
+    let running = |why: bool, waits: bool| -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let (status, v) = post_live(&a, "/api/live", &view(why));
+            let (status, v) = post_live(&a, "/api/live", &view(why, waits));
             assert_eq!(status, 200, "{v}");
             if v["state"] == "running" {
                 return v;
@@ -847,9 +882,11 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
             std::thread::sleep(Duration::from_millis(300));
         }
     };
-    let v = running(true);
+    let v = running(true, false);
     assert_eq!(v["mode"], "streaming", "{v}");
     assert!(v["streaming_reason"].as_str().unwrap().contains("attribution"), "{v}");
+    // The same view counting idle waits: a session of its own, started before the workload too.
+    running(true, true);
 
     // Ground truth: 20 reads of a pipe whose writer sleeps 20 ms before each write.
     let out = Command::new(&work).args(["pipe", "20", "20"]).output().unwrap();
@@ -857,16 +894,27 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
     let kv = key_values(&out.stdout);
     // The rows holding the reads are sealed a little after they end (the session is kept alive).
     let end = Instant::now();
-    let mut v = running(true);
+    let mut v = running(true, false);
     while end.elapsed() < Duration::from_millis(1500) {
         std::thread::sleep(Duration::from_millis(300));
-        v = running(true);
+        v = running(true, false);
+        running(true, true);
     }
-    let (first, sealed) = (v["first_row"].as_u64().unwrap(), v["sealed"].as_u64().unwrap());
-    let mut q = view(true);
-    q.extend([("r0", first.to_string()), ("r1", (sealed - 1).to_string()), ("c0", "0".into()), ("c1", "29".into())]);
-    let (status, e) = post_live(&a, "/api/live/events", &q);
-    assert_eq!(status, 200, "{e}");
+    // The breakdown of every sealed row of a session.
+    let all_rows = |v: &Value, waits: bool| -> Value {
+        let (first, sealed) = (v["first_row"].as_u64().unwrap(), v["sealed"].as_u64().unwrap());
+        let mut q = view(true, waits);
+        q.extend([
+            ("r0", first.to_string()),
+            ("r1", (sealed - 1).to_string()),
+            ("c0", "0".into()),
+            ("c1", "29".into()),
+        ]);
+        let (status, e) = post_live(&a, "/api/live/events", &q);
+        assert_eq!(status, 200, "{e}");
+        e
+    };
+    let e = all_rows(&v, false);
     let w = &e["why"];
     let op = &w["operations"][0];
     assert_eq!(op["op"], "read", "{w}");
@@ -884,8 +932,23 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
     assert_eq!(waker["cause"], "ipc", "{w}");
     assert_eq!(waker["was_in"]["cause"], "timer", "the writer sleeps before each write: {w}");
     // The writer's sleeps are idle waits: the heat map leaves them out, so the cell holds the
-    // reads alone.
-    assert_eq!((w["calls"].as_u64(), w["idle_waits_left_out"].as_u64()), (Some(20), Some(0)), "{w}");
+    // reads (and, on a loaded machine, the odd other call over 1 ms) but no sleep, and the view
+    // says they are left out.
+    let calls = |w: &Value, names: &[&str]| -> u64 {
+        let ops = w["operations"].as_array().unwrap();
+        let of = |o: &&Value| names.iter().any(|n| o["op"] == *n);
+        ops.iter().filter(of).map(|o| o["calls"].as_u64().unwrap()).sum()
+    };
+    let sleeps = ["nanosleep", "clock_nanosleep"];
+    assert_eq!((calls(w, &sleeps), w["idle_waits_left_out"].as_u64()), (0, Some(0)), "{w}");
+    assert!(v["counted"].as_str().unwrap().contains("idle waits left out"), "the view says so: {v}");
+    // Counted when asked for (waits=1): the same reads and the writer's 20 sleeps, in the timer,
+    // and the view says they are included.
+    let vw = running(true, true);
+    assert_eq!(vw["counted"], " (idle waits included)", "{vw}");
+    let ww = &all_rows(&vw, true)["why"];
+    assert_eq!((calls(ww, &["read"]), calls(ww, &sleeps)), (20, 20), "{ww}");
+    assert!(ww["parts_ns"]["timer"].as_u64().unwrap() > 0, "{ww}");
     let stack = &w["stacks"]["stacks"][0];
     assert_eq!(stack["op"], "read", "{w}");
     assert!(stack["kernel"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().contains("pipe_read")), "{stack}");
@@ -901,7 +964,7 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
 
     // The threads view of the session (`timeline --threads` of its last seconds): the reader and
     // the writer, each write drawn waking the read it ended.
-    let mut tq = view(true);
+    let mut tq = view(true, false);
     tq.extend([("seconds", "60".into()), ("rows", "10".into())]);
     let (status, t) = post_live(&a, "/api/live/threads", &tq);
     assert_eq!(status, 200, "{t}");
@@ -911,17 +974,18 @@ fn live_why_breakdown_of_a_cell_names_the_cause_and_the_waker() {
     assert!(svg.starts_with("<?xml") && svg.contains(&format!("{name}/{}", kv["writer"])), "{svg}");
 
     // The same filter without why: a session of its own, counting in the kernel, no breakdown.
-    let v = running(false);
+    let v = running(false, false);
     assert_eq!(v["mode"], "counting", "{v}");
-    let mut q = view(false);
+    let mut q = view(false, false);
     q.extend([("r0", v["first_row"].to_string()), ("c0", "0".into()), ("c1", "29".into())]);
     let (status, e) = post_live(&a, "/api/live/events", &q);
     assert_eq!(status, 200, "{e}");
     assert!(e["why"].is_null() && e["why_note"].as_str().unwrap().contains("why=1"), "{e}");
+    running(true, true);
     let (_, _, body) = get(&a, "/api/health", "");
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["live_sessions"], 2, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["live_sessions"], 3, "{body}");
     // Attribution is per syscall: with block requests it is refused, saying so.
-    let mut q = view(true);
+    let mut q = view(true, false);
     q.push(("block", "1".into()));
     let (status, e) = post_live(&a, "/api/live", &q);
     assert_eq!(status, 400);

@@ -452,7 +452,8 @@ fn hist_text_collapses_runs_of_near_empty_bins_and_says_what_they_hold() {
     }
 }
 
-/// At the default width and at a narrow one (labels then stack in more rows or turn left).
+/// At the default width and at a narrow one (labels then stack in more rows or turn left; the
+/// statistics line drops whole items).
 #[test]
 fn hist_svg_peak_labels_never_cross_another_peaks_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -482,6 +483,14 @@ fn hist_svg_peak_labels_never_cross_another_peaks_line() {
             }
         }
         viewsupport::assert_text_fits(&layout, &format!("hist at {width} px"));
+        // The statistics line keeps whole items (a number cut in the middle reads as another):
+        // narrow, the far percentiles and the mean are left out, min, p50, p99 and max stay.
+        let stats = doc.split(r#"class="stats">"#).nth(1).unwrap().split('<').next().unwrap();
+        let items: Vec<Vec<&str>> = stats.split("   ").map(|i| i.split(' ').collect()).collect();
+        assert!(items.iter().all(|i| i.len() == 2 && i[1].ends_with('s') && !i[1].contains('…')), "{width}: {stats}");
+        for name in ["min", "p50", "p99", "max"] {
+            assert!(items.iter().any(|i| i[0] == name), "{width}: {name} left out: {stats}");
+        }
     }
 }
 

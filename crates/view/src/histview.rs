@@ -547,7 +547,12 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
             .iter()
             .map(|(n, v)| format!("{n} {}", v.map(|x| o.unit.fmt(x)).unwrap_or_else(|| "-".into())))
             .collect();
-        s.text_fit(left, y0 - 10.0, 10.0, "start", "#444", &st.join("   "), r#"class="stats""#, pw);
+        // Narrow: the tail's far percentiles and the mean go first; min, p50, p99 and max stay.
+        let order: Vec<usize> = ["p99.99", "p90", "mean", "p99.9"]
+            .iter()
+            .filter_map(|d| st.iter().position(|x| x.split(' ').next() == Some(*d)))
+            .collect();
+        s.text_items(left, y0 - 10.0, 10.0, "#444", &st, "   ", &order, r#"class="stats""#, pw);
         s.rect(left, y0, pw, ph, "white", r##"stroke="#bbb" stroke-width="0.5""##);
         let own = range(bins);
         let Some((lo, lo_log, hi)) = (if o.shared_x { shared } else { own }) else {

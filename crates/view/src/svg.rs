@@ -354,6 +354,51 @@ impl Svg {
         );
     }
 
+    /// A line of items (`p99 8.06ms`) joined by `sep`: when it is wider than `max` even at 0.8 of
+    /// `size`, whole items are left out, in `drop_order` (indices into `items`), until it fits,
+    /// the full line in its tooltip; an item is never cut (a cut number reads as another number).
+    #[allow(clippy::too_many_arguments)]
+    pub fn text_items(
+        &mut self,
+        x: f64,
+        y: f64,
+        size: f64,
+        fill: &str,
+        items: &[String],
+        sep: &str,
+        drop_order: &[usize],
+        extra: &str,
+        max: f64,
+    ) {
+        let full = items.join(sep);
+        let small = (size * 0.8 * 10.0).round() / 10.0;
+        let mut keep = vec![true; items.len()];
+        let line = |keep: &[bool]| -> String {
+            let kept: Vec<&str> = items.iter().zip(keep).filter(|(_, k)| **k).map(|(i, _)| i.as_str()).collect();
+            kept.join(sep)
+        };
+        for &i in drop_order {
+            if text_width(&line(&keep), small) <= max {
+                break;
+            }
+            if let Some(k) = keep.get_mut(i) {
+                *k = false;
+            }
+        }
+        let shown = line(&keep);
+        if shown == full {
+            return self.text_fit(x, y, size, "start", fill, &full, extra, max);
+        }
+        // Narrower than the fewest items: only then cut.
+        let shown = fit(&shown, small, max);
+        let _ = writeln!(
+            self.buf,
+            r#"<text x="{x:.1}" y="{y:.1}" font-size="{small}" text-anchor="start" fill="{fill}" {extra}>{}<title>{}</title></text>"#,
+            esc(&shown),
+            esc(&full)
+        );
+    }
+
     /// A line.
     pub fn line(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, stroke: &str, extra: &str) {
         let _ = writeln!(

@@ -1,12 +1,16 @@
 //! `latscope diff`: two sides of recordings (or of replay statistics) compared, with intervals
 //! and verdicts (docs/DIFF.md).
 
-use crate::args::{check_output, finish_scan, parse_filter, refuse_terminal, write_output, JsonArg};
+mod pictures;
+mod read;
+
+use crate::args::{check_output, refuse_terminal, write_output, JsonArg};
 use anyhow::{bail, Context, Result};
-use latscope_scan::{InputFormat, Scan, ScanOptions};
 use latscope_stats::{Correction, Settings};
-use latscope_view::diff::{self, svg, text, DiffOptions, Dim, Run, RunAgg};
-use std::path::{Path, PathBuf};
+use latscope_view::diff::{self, text, DiffOptions, Dim};
+use pictures::pictures;
+use read::{is_json, read_runs};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Did it get worse? Two recordings (or two sets of repeats) compared, per syscall, process,
@@ -120,68 +124,6 @@ pub fn parse_percent(s: &str) -> Result<f64> {
     }
 }
 
-/// Whether a file holds replay statistics (JSON) rather than a trace.
-fn is_json(p: &Path) -> bool {
-    use std::io::Read;
-    let mut buf = [0u8; 64];
-    let n = std::fs::File::open(p).and_then(|mut f| f.read(&mut buf)).unwrap_or(0);
-    buf[..n].iter().find(|c| !c.is_ascii_whitespace()).is_some_and(|c| *c == b'{' || *c == b'[')
-}
-
-/// One recording's run, once a reader thread has read it.
-type Slot = std::sync::Mutex<Option<Result<(Run, ExitCode)>>>;
-
-/// Reads every recording (several at once), each into a run.
-fn read_runs(
-    files: &[&PathBuf],
-    filter: &str,
-    o: &DiffOptions,
-    binaries: Option<&Path>,
-) -> Result<(Vec<Run>, ExitCode)> {
-    let filter = parse_filter(filter)?;
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(files.len()).max(1);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<Slot> = files.iter().map(|_| Default::default()).collect();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(path) = files.get(k) else { break };
-                let r = (|| -> Result<(Run, ExitCode)> {
-                    let probe = RunAgg::new(o, &Default::default());
-                    let opts = ScanOptions {
-                        filter: filter.clone(),
-                        columns: Some(crate::args::columns(&probe.columns())),
-                        zone: None,
-                    };
-                    let mut scan = Scan::open(path, InputFormat::Trace, opts)?;
-                    let mut agg = RunAgg::new(o, scan.header());
-                    scan.for_each_with_header(|c, h| {
-                        agg.add(c, h);
-                        Ok::<(), anyhow::Error>(())
-                    })?;
-                    let report = scan.report();
-                    let code = finish_scan(&report);
-                    let name = path.display().to_string();
-                    Ok((agg.finish(&name, report.summary.map(|s| s.duration_ns), binaries), code))
-                })();
-                *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-            });
-        }
-    });
-    let mut runs = Vec::new();
-    let mut code = ExitCode::SUCCESS;
-    for (r, path) in results.into_iter().zip(files) {
-        let r = r.into_inner().unwrap_or_else(|e| e.into_inner()).context("a reader thread stopped")?;
-        let (run, c) = r.with_context(|| format!("cannot read {}", path.display()))?;
-        if c != ExitCode::SUCCESS {
-            code = c;
-        }
-        runs.push(run);
-    }
-    Ok((runs, code))
-}
-
 pub fn run(a: Args) -> Result<ExitCode> {
     let (fa, fb, filter) = sides(&a)?;
     if fa.is_empty() || fb.is_empty() {
@@ -240,70 +182,4 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let out = if a.json.json { format!("{}\n", text::to_json(&d)) } else { text::render_text(&d) };
     write_output(None, out.as_bytes())?;
     Ok(code)
-}
-
-/// Writes the pictures asked for.
-fn pictures(a: &Args, ra: &[Run], rb: &[Run], o: &DiffOptions, d: &diff::Diff, sub: &str) -> Result<()> {
-    let noun = if a.block { "Block I/O" } else { "Syscall" };
-    if let Some(p) = &a.svg {
-        let (k, first) = if a.block {
-            (1, o.dims.iter().position(|d| *d == Dim::Disk))
-        } else {
-            (0, (!o.dims.is_empty() && o.dims[0] != Dim::Cause && o.dims[0] != Dim::Disk).then_some(0))
-        };
-        let mut panels = vec![svg::Panel {
-            name: format!("all {}", noun.to_lowercase()),
-            a: svg::merged(ra, &|r| Some(&r.totals[k]), "all"),
-            b: svg::merged(rb, &|r| Some(&r.totals[k]), "all"),
-        }];
-        if let Some(di) = first {
-            let by = o.dims[di].name();
-            if let Some(dd) = d.dims.iter().find(|x| x.by == by) {
-                for g in dd.groups.iter().take(6) {
-                    panels.push(svg::Panel {
-                        name: format!("{by} {}", g.name),
-                        a: svg::merged(ra, &|r| r.dims.get(di), &g.name),
-                        b: svg::merged(rb, &|r| r.dims.get(di), &g.name),
-                    });
-                }
-            }
-        }
-        write_output(Some(p), svg::histograms(&panels, &format!("{noun} latency, A and B"), sub).as_bytes())?;
-        eprintln!("latscope: wrote {}", p.display());
-    }
-    if let Some(p) = &a.heatmap {
-        let (ma, mb) = svg::heat_maps(ra, rb).map_err(anyhow::Error::msg)?.context("no heat map was kept")?;
-        let title = format!("{noun} latency heat maps: A, B and B - A");
-        write_output(Some(p), svg::heat_svg(&ma, &mb, &title, sub).as_bytes())?;
-        eprintln!("latscope: wrote {}", p.display());
-    }
-    let folded = |cpu: bool, runs: &[Run]| -> Vec<(String, f64)> {
-        let pick = |r: &Run| r.stacks.as_ref().map(|s| if cpu { s.1.clone() } else { s.0.clone() });
-        runs.iter().map(|r| (pick(r).unwrap_or_default(), r.secs)).collect()
-    };
-    // (on CPU, file, drawn as a flame graph rather than written as folded stacks)
-    for (cpu, file, draw) in [(false, &a.flame, true), (true, &a.flame_cpu, true), (false, &a.folded, false)] {
-        let Some(p) = file else { continue };
-        let (fa, fb) = (folded(cpu, ra), folded(cpu, rb));
-        let ta: Vec<(&str, f64)> = fa.iter().map(|(s, t)| (s.as_str(), *t)).collect();
-        let tb: Vec<(&str, f64)> = fb.iter().map(|(s, t)| (s.as_str(), *t)).collect();
-        let df = svg::diff_folded(&ta, &tb);
-        if draw {
-            let (title, count) = if cpu {
-                ("On-CPU time in calls by stack, B against A", "us on CPU")
-            } else {
-                ("Blocked time by stack, B against A", "us blocked")
-            };
-            let svg =
-                svg::diff_flame(&df, title, count).map_err(|e| anyhow::anyhow!("cannot draw the flame graph: {e}"))?;
-            write_output(Some(p), &svg)?;
-        } else {
-            write_output(Some(p), df.as_bytes())?;
-        }
-        if df.is_empty() {
-            eprintln!("latscope: no call carries a stack on either side: record with `latscope record --why --stacks`");
-        }
-        eprintln!("latscope: wrote {}", p.display());
-    }
-    Ok(())
 }
