@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The flight recorder (`record --ring`) against plain `record` writing every event to a file, in
 # the same run:
-#  1. CPU added per syscall of a tight read()/getppid() loop (bench/readloop.c): in the loop's own
-#     time (the probes' programs, which both run alike) and in latscope's process (decoding,
+#  1. CPU added per syscall of a tight read()/getppid() loop (bench/readloop.c), under record,
+#     a ring with a manual trigger only, and a ring with a call and a percentile trigger too: in
+#     the loop's own time (the probes' programs, which both run alike) and in latscope's process (decoding,
 #     encoding, writing or keeping in the ring, testing the triggers), per event, as the sum;
 #     rounds interleaved, medians of REPS;
 #  2. memory: latscope's peak RSS at paced rates, with rings of 16 MiB, 64 MiB and 5 s (whose
@@ -13,7 +14,8 @@
 # The machine may be shared (other builds, other benchmarks): medians of interleaved rounds, CPU
 # time rather than wall time. Prints Markdown tables; run as root: bash bench/flight.sh
 #   REPS (3), N (loop calls per round, 2000000), DUR (s per paced run, 5), MEM_DUR (s per memory
-#   run, 8: long enough to fill the rings at the higher rates), RATES (events/s).
+#   run, 8: long enough to fill the rings at the higher rates), RATES (events/s), PARTS (which
+#   of the four parts to run, 1234: e.g. PARTS=1 for the CPU figures alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
@@ -25,6 +27,8 @@ N=${N:-2000000}
 DUR=${DUR:-5}
 MEM_DUR=${MEM_DUR:-8}
 RATES=${RATES:-250000 500000 1000000 1500000}
+PARTS=${PARTS:-1234}
+part() { [[ $PARTS == *$1* ]]; }
 TRACER=""
 cleanup() {
 	[ -n "$TRACER" ] && kill -INT "$TRACER" 2>/dev/null && wait "$TRACER" 2>/dev/null
@@ -37,10 +41,12 @@ TRIGGERS=(--trigger 'slow: evt.latency > 1s and proc.name = readloop' --trigger 
 start() { # mode [ring] -> TRACER (latscope recording -c readloop, waited until attached)
 	local mode=$1 ring=${2:-64MiB}
 	rm -rf "$WORK/t.lst" "$WORK/t.lst.old" "$WORK/dumps"/*
+	local trig=("${TRIGGERS[@]}")
+	[ "$mode" = ring1 ] && trig=(--trigger 'now: manual')
 	case $mode in
 	record) "$LS" record -w "$WORK/t.lst" --quiet --json --no-block -c readloop >"$WORK/out.json" 2>"$WORK/err" & ;;
-	ring) "$LS" record -w "$WORK/dumps" --ring "$ring" --json --no-block -c readloop --after 0s --min-gap 0 \
-		--socket "$WORK/t.sock" "${TRIGGERS[@]}" >"$WORK/out.json" 2>"$WORK/err" & ;;
+	ring | ring1) "$LS" record -w "$WORK/dumps" --ring "$ring" --json --no-block -c readloop --after 0s --min-gap 0 \
+		--socket "$WORK/t.sock" "${trig[@]}" >"$WORK/out.json" 2>"$WORK/err" & ;;
 	esac
 	TRACER=$!
 	wait_attached "$TRACER"
@@ -69,6 +75,7 @@ lost() { # the recording's losses, from its JSON summary
 }
 
 echo "Host: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) CPUs, kernel $(uname -r); load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
+if part 1; then
 echo
 echo "### CPU per syscall ($N calls per round, $REPS rounds interleaved, medians)"
 echo
@@ -76,7 +83,7 @@ declare -A loop_cpu rec_cpu
 for r in $(seq "$REPS"); do
 	read -r _ c <<<"$("$WORK/readloop" "$N" 0 mix)"
 	loop_cpu[none,$r]=$c
-	for mode in record ring; do
+	for mode in record ring1 ring; do
 		start "$mode"
 		before=$(proc_cpu_ns "$TRACER")
 		read -r _ c <<<"$("$WORK/readloop" "$N" 0 mix)"
@@ -97,21 +104,21 @@ base=$(med loop_cpu none)
 echo "| latscope | loop CPU ns/call | added in the loop (probes) | latscope's process, CPU ns/event | added CPU ns/syscall in all | vs record |"
 echo "|---|---|---|---|---|---|"
 rec_total=""
-for mode in record ring; do
+for mode in record ring1 ring; do
 	lc=$(med loop_cpu "$mode")
 	pc=$(med rec_cpu "$mode")
 	total=$(awk -v l="$lc" -v b="$base" -v p="$pc" 'BEGIN {printf "%.0f", l - b + p}')
 	[ -z "$rec_total" ] && rec_total=$total
-	label=$([ "$mode" = record ] && echo "record -w FILE" || echo "record --ring 64MiB, 3 triggers")
+	case $mode in
+	record) label="record -w FILE" ;;
+	ring1) label="record --ring 64MiB, a manual trigger only" ;;
+	ring) label="record --ring 64MiB, 3 triggers (call, percentile, manual)" ;;
+	esac
 	echo "| $label | $lc | $(awk -v l="$lc" -v b="$base" 'BEGIN {printf "%.0f", l - b}') | $pc | $total | $(awk -v t="$total" -v r="$rec_total" 'BEGIN {printf "%.2fx", t / r}') |"
 done
 echo "(no tracing: $base CPU ns/call)"
+fi
 
-echo
-echo "### Memory: peak RSS at a paced rate ($MEM_DUR s each: the rings fill)"
-echo
-echo "| target events/s | record -w FILE | --ring 16MiB: peak RSS (the ring held at the end) | --ring 64MiB | --ring 5s (at most 256 MiB) |"
-echo "|---|---|---|---|---|"
 rss_at() { # mode ring rate secs -> "peak_rss_MB lost ring_MiB ring_s loop_rate"
 	start "$1" "$2"
 	local w
@@ -122,6 +129,12 @@ rss_at() { # mode ring rate secs -> "peak_rss_MB lost ring_MiB ring_s loop_rate"
 	stop
 	python3 -c "import json; l=[json.loads(x) for x in open('$WORK/out.json') if x.strip()][-1]; print($rss // 1024, l['lost'], round(l.get('ring_bytes', 0) / 2**20, 1), round(l.get('ring_span_s', 0), 1), round(1e9 / $w))"
 }
+if part 2; then
+echo
+echo "### Memory: peak RSS at a paced rate ($MEM_DUR s each: the rings fill)"
+echo
+echo "| target events/s | record -w FILE | --ring 16MiB: peak RSS (the ring held at the end) | --ring 64MiB | --ring 5s (at most 256 MiB) |"
+echo "|---|---|---|---|---|"
 for rate in $RATES; do
 	read -r a la _ <<<"$(rss_at record - "$rate" "$MEM_DUR")"
 	read -r b lb bb bs _ <<<"$(rss_at ring 16MiB "$rate" "$MEM_DUR")"
@@ -129,7 +142,9 @@ for rate in $RATES; do
 	read -r d ld db ds _ <<<"$(rss_at ring 5s "$rate" "$MEM_DUR")"
 	echo "| $rate | $a MB (lost $la) | $b MB ($bb MiB, $bs s; lost $lb) | $c MB ($cb MiB, $cs s; lost $lc) | $d MB ($db MiB, $ds s; lost $ld) |"
 done
+fi
 
+if part 3; then
 echo
 echo "### From a trigger to the dump (ring 30s, paced at 500000 events/s, --after 0s; 3 dumps)"
 echo
@@ -152,7 +167,9 @@ for l in open(sys.argv[1]):
     if e.get("event") == "dumped":
         print(f"| {e['file'].split('/')[-1]} | {e['events']} | {e['bytes'] / 2**20:.1f} MiB | {e['readable_after_s'] * 1000:.0f} ms | {e['complete_after_s'] * 1000:.0f} ms |")
 PY
+fi
 
+if part 4; then
 echo
 echo "### Events per second kept without loss ($DUR s each, paced; the loop's own rate is what it reached)"
 echo
@@ -163,3 +180,4 @@ for rate in $RATES 2000000; do
 	read -r _ lb _ _ rb <<<"$(rss_at ring 64MiB "$rate" "$DUR")"
 	echo "| $rate | $ra / $rb | $la | $lb |"
 done
+fi
