@@ -268,7 +268,10 @@ impl RunAgg {
 
     /// The columns read (by `EventBatch` field name).
     pub fn columns(&self) -> Vec<&'static str> {
-        let mut c = vec!["kind", "ts", "lat", "nr"];
+        // The counting rule's columns too: on a `--why` trace, how a wait ended decides whether
+        // it is idle, as in every other view.
+        let mut c: Vec<&'static str> = vec!["ts"];
+        c.extend(crate::waits::columns());
         for d in &self.dims {
             if d.dim == Dim::Disk {
                 // Block requests only: their device names need no fd type.
