@@ -252,7 +252,8 @@ impl Histogram {
                         let reach_lo = d.range_of(f.saturating_sub(radius)).map_or(lo, |r| r.0);
                         let reach_hi = d.range_of(f + radius).map_or(hi, |r| r.1);
                         let near_core = reach_hi >= p.core_low && reach_lo <= p.core_high;
-                        (near_core && (hi < p.mode_low || lo > p.mode_high)).then(|| (lo / 2 + hi / 2, d.excess(&smooth, f).1))
+                        (near_core && (hi < p.mode_low || lo > p.mode_high))
+                            .then(|| (lo / 2 + hi / 2, d.excess(&smooth, f).1))
                     })
                     .max_by(|a, b| a.1.total_cmp(&b.1))
                     .map(|(at, _)| at.clamp(p.core_low, p.core_high));

@@ -191,7 +191,8 @@ pub fn file_as_filter(root: &clap::Command, args: &[String]) -> Option<String> {
     }
     let file = file?;
     let what = if std::path::Path::new(&file).is_file() { "is a file" } else { "looks like a recording's name" };
-    let quoted = if file.contains(|c: char| c.is_whitespace() || c == '\'') { format!("'{file}'") } else { file.clone() };
+    let quoted =
+        if file.contains(|c: char| c.is_whitespace() || c == '\'') { format!("'{file}'") } else { file.clone() };
     Some(format!(
         "latscope: {}: '{file}' stands where the filter goes but {what}: to read a recording, use -r {quoted}",
         cmd.get_name()
