@@ -776,6 +776,36 @@ fn record_names_containers_started_after_it_began() {
         BTreeMap::from([(pids[1], 45)])
     );
     assert_eq!(event_pids(t, &format!("{base} and container.image = busybox:1.36")), BTreeMap::from([(pids[0], 123)]));
+
+    // The Parquet export names them too (their cgroups are in later blocks than the header),
+    // as `top` does: by name, else by short id, and by cgroup path; with the image.
+    let pq = dir.join("late.parquet");
+    latscope_ok(&["export", "-r", t, "--parquet", pq.to_str().unwrap(), "-q"]);
+    if !python_has(test, "duckdb") {
+        return;
+    }
+    let sql = format!(
+        "SELECT container_name, container_id, container_image, cgroup_path, count(*) FROM '{}' \
+         WHERE op = 'read' AND path = '/dev/zero' AND pid IN ({}, {}) GROUP BY ALL ORDER BY 5",
+        pq.display(),
+        pids[0],
+        pids[1]
+    );
+    let o = Command::new("python3")
+        .args(["-c", "import duckdb, json, sys; print(json.dumps(duckdb.sql(sys.argv[1]).fetchall()))", &sql])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "duckdb: {}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<(String, String, String, String, u64)> = serde_json::from_slice(&o.stdout).unwrap();
+    let by_name: BTreeMap<String, u64> = rows
+        .iter()
+        .map(|r| (if r.0.is_empty() { r.1.get(..12).unwrap_or("").to_string() } else { r.0.clone() }, r.4))
+        .collect();
+    assert_eq!(by_name, want, "the Parquet export's containers: {rows:?}");
+    let by_cgroup: BTreeMap<String, u64> = rows.iter().map(|r| (r.3.clone(), r.4)).collect();
+    assert_eq!(by_cgroup, want_cg, "the Parquet export's cgroups: {rows:?}");
+    let ids: Vec<(&str, &str)> = rows.iter().map(|r| (r.1.as_str(), r.2.as_str())).collect();
+    assert_eq!(ids, [(b.as_str(), ""), (a.as_str(), "busybox:1.36")], "ids and images: {rows:?}");
 }
 
 /// The live spectrogram meets a container started after it: a filter on the container's name

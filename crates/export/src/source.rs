@@ -32,7 +32,8 @@ pub(crate) struct Position {
 /// What a scan read.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ScanReport {
-    /// The trace header.
+    /// The trace header, with the cgroups the recording met after it began (read with the
+    /// blocks).
     pub header: TraceHeader,
     /// Events decoded.
     pub events_read: u64,
@@ -54,8 +55,10 @@ pub(crate) struct ScanReport {
 
 /// Reads every block of the trace at `path` through the shared filtered scan
 /// ([`latscope_scan::Scan`]) and calls `on_block(batch, rows, header, position)` with the rows
-/// `filter` takes (blocks with none are not passed on). Corrupt blocks are skipped, counted and
-/// reported; an error from `on_block` ends the scan.
+/// `filter` takes (blocks with none are not passed on). `header` is the trace's as known once the
+/// block is read: the cgroups of containers started during the recording arrive with the blocks
+/// (their tables are in the blocks' metadata), so the header the trace opened with lacks them.
+/// Corrupt blocks are skipped, counted and reported; an error from `on_block` ends the scan.
 ///
 /// `on_block` may take the batch over, leaving another in its place (one it is done with): the
 /// next block is decoded into whatever it leaves, so batches handed to another thread are
@@ -67,8 +70,7 @@ pub(crate) fn scan(
 ) -> Result<ScanReport, ExportError> {
     let opts = ScanOptions { filter: filter.clone(), ..Default::default() };
     let mut scan = Scan::open(path, InputFormat::Trace, opts)?;
-    let header = scan.header().clone();
-    let mut report = ScanReport { header, ..Default::default() };
+    let mut report = ScanReport::default();
     let mut held = EventBatch::default();
     let mut rows: Vec<u32> = Vec::new();
     loop {
@@ -103,10 +105,11 @@ pub(crate) fn scan(
         // `held` is empty between blocks: it takes the block for `on_block`, then gives the scan
         // what `on_block` left (the block, or a batch to decode the next one into).
         scan.swap_batch(&mut held);
-        let r = on_block(&mut held, if all { Rows::All } else { Rows::Some(&rows) }, &report.header, pos);
+        let r = on_block(&mut held, if all { Rows::All } else { Rows::Some(&rows) }, scan.header(), pos);
         scan.swap_batch(&mut held);
         r?;
     }
+    report.header = scan.header().clone();
     let r = scan.report();
     report.corrupt_blocks = r.corrupt.len() as u64;
     let cut = report.stacks.truncation();

@@ -40,6 +40,7 @@ fn expand(q: &str) -> String {
         .replace("$__range", "5m")
         .replace("$host", ".*")
         .replace("$block_series", "disks")
+        .replace("$class_series", "io_classes")
         .replace("$series", "syscalls")
         .replace("$syscall", ".*")
         .replace("$disk", ".*")
@@ -53,8 +54,8 @@ fn variable_query(q: &str) -> String {
 }
 
 /// The metrics of one host as the agent exposes them, `step` intervals in: a series by syscall
-/// (`syscalls`), one by disk (`disks`), and one without a grouping (`all`), which no panel
-/// grouping by syscall may take in.
+/// (`syscalls`), one by class (`io_classes`), one by disk (`disks`), and one without a grouping
+/// (`all`), which no panel grouping by syscall or class may take in.
 fn metrics(step: u64) -> Metrics {
     let mut m = Metrics::new();
     let o = HistogramOptions::default();
@@ -66,6 +67,10 @@ fn metrics(step: u64) -> Metrics {
         let l = [(LABEL_HOST, "web1"), ("series", "syscalls"), (LABEL_SYSCALL, syscall)];
         m.histogram(SYSCALL_LATENCY, "Syscall latency.", &l, &grow(base), &o, None).unwrap();
         m.counter(SYSCALL_ERRORS, "Failed syscalls.", &l, (step * 2) as f64).unwrap();
+    }
+    for (class, base) in [("file", 30_000u64), ("net", 90_000)] {
+        let l = [(LABEL_HOST, "web1"), ("series", "io_classes"), ("class", class)];
+        m.histogram(SYSCALL_LATENCY, "Syscall latency.", &l, &grow(base), &o, None).unwrap();
     }
     for op in ["read", "write"] {
         let l = [(LABEL_HOST, "web1"), ("series", "disks"), (LABEL_DISK, "vda"), (LABEL_OP, op)];
@@ -97,7 +102,9 @@ fn every_dashboard_query_runs_on_prometheus_and_returns_data() {
     for (title, q) in &queries {
         // Each panel takes one series, and only the series that have the label it shows.
         if q.contains("latscope_syscall_") {
-            assert!(q.contains("series=\"$series\"") && q.contains("syscall!=\"\""), "{title}: {q}");
+            let by_syscall = q.contains("series=\"$series\"") && q.contains("syscall!=\"\"");
+            let by_class = q.contains("series=\"$class_series\"") && q.contains("class!=\"\"");
+            assert!(by_syscall || by_class, "{title}: {q}");
         }
         if q.contains("latscope_block_") {
             assert!(q.contains("series=\"$block_series\"") && q.contains("disk!=\"\""), "{title}: {q}");

@@ -115,6 +115,8 @@ pub(crate) struct TraceContext {
     pub(crate) cgroup_values: Vec<ArrayRef>,
     /// The key (1 + position in the table) of each cgroup id.
     cgroup_keys: HashMap<u64, i32>,
+    /// Entries of the header's cgroup table when this context was made.
+    cgroups_known: usize,
     /// Mixed into the trace's stack ids to make them unique across traces (see
     /// [`TraceContext::stack_key`]).
     stack_tag: u64,
@@ -155,8 +157,15 @@ impl TraceContext {
             disk_devs: devs,
             cgroup_values,
             cgroup_keys,
+            cgroups_known: header.cgroups.len(),
             stack_tag: stack_tag(host, header.wall_ns(header.start_ns)),
         }
+    }
+
+    /// How many entries of the trace's cgroup table this context names (the header's, as known
+    /// when it was made).
+    pub(crate) fn cgroups_known(&self) -> usize {
+        self.cgroups_known
     }
 
     /// The `stack_id` of the trace's stack `id` (0 stays 0: no stack). Ids are per trace; an

@@ -316,10 +316,16 @@ pub fn export_parquet(
     let mut result = Ok(());
     for (i, (path, header)) in traces.iter().zip(&headers).enumerate() {
         let host: Arc<str> = Arc::from(opts.host.as_deref().unwrap_or(header.hostname.as_str()));
-        let cx = Arc::new(TraceContext::new(header, &host));
+        let mut cx = Arc::new(TraceContext::new(header, &host));
         // The calls of every block read, for the chains of waits (which go through them).
         let mut chains = ChainIndex::new();
-        let scanned = scan(path, &opts.filter, |batch, rows, _header, pos: Position| {
+        let scanned = scan(path, &opts.filter, |batch, rows, now, pos: Position| {
+            // Containers started during the recording: their cgroups arrive with the blocks
+            // (the table only grows). The encoder maps dictionary keys by value, so blocks
+            // encoded with the larger table share row groups with the earlier ones.
+            if now.cgroups.len() != cx.cgroups_known() {
+                cx = Arc::new(TraceContext::new(now, &host));
+            }
             chains.add(batch);
             let mut send = |batch: EventBatch, rows: Option<Vec<u32>>| {
                 exported += rows.as_ref().map_or(batch.len(), Vec::len) as u64;
@@ -610,5 +616,70 @@ mod tests {
             names.extend(d.keys().values().iter().map(|&k| values.value(k as usize).to_string()));
         }
         assert_eq!(names, ["web-1", "web-32766", "web-32767", "web-40000"]);
+    }
+
+    /// A container started during the recording: its cgroup is in the metadata of a later block,
+    /// not in the header the export opens. Its rows carry its names, in one file and in
+    /// partitions, and the rows of the cgroup known from the start keep theirs.
+    #[test]
+    fn cgroups_met_during_the_recording_name_their_rows() {
+        use latscope_event::CgroupInfo;
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.lst");
+        let (early_id, late_id) = ("a".repeat(64), "b".repeat(64));
+        let mut early = CgroupInfo::from_path(100, &format!("/system.slice/docker-{early_id}.scope"));
+        early.container_name = "early".into();
+        let mut late = CgroupInfo::from_path(200, &format!("/system.slice/docker-{late_id}.scope"));
+        late.container_name = "late".into();
+        late.image = "busybox:1.36".into();
+        let mut header = synth::sample_header();
+        header.cgroups = vec![early.clone()];
+        let mut rng = synth::Rng::new(5);
+        let mut w = TraceWriter::create(&trace, &header).unwrap();
+        for (n, id) in [(300usize, 100u64), (200, 200), (100, 100)] {
+            let mut b = synth::random_batch(&mut rng, n);
+            b.cgroup.iter_mut().for_each(|c| *c = id);
+            if id == 200 {
+                b.cgroups = serde_json::to_string(&late).unwrap() + "\n";
+            }
+            w.write_batch(&b, 0).unwrap();
+        }
+        w.finish(Summary::default()).unwrap();
+
+        let want = std::collections::BTreeMap::from([
+            ([early_id, "early".into(), String::new(), early.path.clone()], 400),
+            ([late_id, "late".into(), "busybox:1.36".into(), late.path.clone()], 200),
+        ]);
+        for out in [Output::File(dir.path().join("one.parquet")), Output::Partitioned(dir.path().join("fleet"))] {
+            export_parquet(std::slice::from_ref(&trace), &ParquetOptions::new(out.clone()), &mut |_| {}).unwrap();
+            let mut files = Vec::new();
+            let mut stack = vec![match &out {
+                Output::File(p) => p.clone(),
+                Output::Partitioned(d) => d.join("events"),
+            }];
+            while let Some(p) = stack.pop() {
+                match std::fs::read_dir(&p) {
+                    Ok(entries) => stack.extend(entries.map(|e| e.unwrap().path())),
+                    Err(_) => files.push(p),
+                }
+            }
+            let mut got = std::collections::BTreeMap::new();
+            for f in files {
+                let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&f).unwrap()).unwrap();
+                for rb in reader.build().unwrap() {
+                    let rb = rb.unwrap();
+                    let col = |name: &str, i: usize| {
+                        let d = rb.column_by_name(name).unwrap().as_dictionary::<Int32Type>();
+                        d.values().as_string::<i32>().value(d.keys().value(i) as usize).to_string()
+                    };
+                    for i in 0..rb.num_rows() {
+                        let key: [String; 4] =
+                            ["container_id", "container_name", "container_image", "cgroup_path"].map(|c| col(c, i));
+                        *got.entry(key).or_insert(0) += 1;
+                    }
+                }
+            }
+            assert_eq!(got, want, "{out:?}");
+        }
     }
 }
