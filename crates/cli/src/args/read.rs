@@ -154,10 +154,12 @@ pub fn check_range(
 /// for `--read`, and `top` would start a live session that rejects the file name as a field.
 pub fn file_as_filter(root: &clap::Command, args: &[String]) -> Option<String> {
     let mut cmd = root;
+    let mut names = Vec::new();
     let mut tokens = args.iter().skip(1).peekable();
     // The subcommand: the leading names that are subcommands (options come after it).
     while let Some(sub) = tokens.peek().and_then(|t| cmd.find_subcommand(t.as_str())) {
         cmd = sub;
+        names.push(sub.get_name());
         tokens.next();
     }
     let reads = cmd.get_arguments().any(|a| a.get_long() == Some("read"));
@@ -195,6 +197,6 @@ pub fn file_as_filter(root: &clap::Command, args: &[String]) -> Option<String> {
         if file.contains(|c: char| c.is_whitespace() || c == '\'') { format!("'{file}'") } else { file.clone() };
     Some(format!(
         "latscope: {}: '{file}' stands where the filter goes but {what}: to read a recording, use -r {quoted}",
-        cmd.get_name()
+        names.join(" ")
     ))
 }
