@@ -74,7 +74,17 @@ impl WaitKind {
 /// epoll_wait, select, futex, nanosleep, ...) or it waits for a child or a signal (wait4,
 /// waitid, pause). The rule for calls without a breakdown.
 pub fn is_wait_syscall(nr: u16) -> bool {
-    desc(nr).class == SysClass::Wait || matches!(syscall_name(nr), Some("wait4" | "waitid" | "pause"))
+    // Asked for every syscall a view counts: a table, not the names compared each time.
+    static WAITS: std::sync::OnceLock<Vec<bool>> = std::sync::OnceLock::new();
+    let t = WAITS.get_or_init(|| {
+        (0..crate::syscalls::syscall_count())
+            .map(|n| {
+                let nr = n as u16;
+                desc(nr).class == SysClass::Wait || matches!(syscall_name(nr), Some("wait4" | "waitid" | "pause"))
+            })
+            .collect()
+    });
+    t.get(nr as usize).copied().unwrap_or(false)
 }
 
 /// Index of the first waiting part (lock) and the parts that are waits for an event: lock,

@@ -166,6 +166,8 @@ pub(crate) struct Decoder {
     zstd: Option<zstd::bulk::Decompressor<'static>>,
     /// Decompressed buffers that are larger than what the batch takes from them.
     scratch: Vec<u8>,
+    /// A second column of each pruned column ([`any_len_of_two`]).
+    spare: EventBatch,
 }
 
 impl std::fmt::Debug for Decoder {
@@ -208,6 +210,19 @@ fn any_len<T: Plain>(v: &mut Vec<T>, n: usize) {
     }
 }
 
+/// [`any_len`] with a second column to choose from: of `v` and `spare`, the one whose length is
+/// nearer `n` becomes `v`, the other is kept for a later block. A recording writes blocks of two
+/// sizes in turn (syscalls, then the fewer block requests of the same stretch of time): each
+/// size then finds a column of about its length, instead of writing the difference in zeros at
+/// every larger block (measured: 15 to 30 % of reading a trace's columns).
+#[inline]
+fn any_len_of_two<T: Plain>(v: &mut Vec<T>, spare: &mut Vec<T>, n: usize) {
+    if v.len().abs_diff(n) > spare.len().abs_diff(n) {
+        std::mem::swap(v, spare);
+    }
+    any_len(v, n);
+}
+
 impl Decoder {
     /// Decode the record batch `rb` of `body` into `out`: the columns with `wanted[c]` from
     /// their buffers, the numeric columns with `pruned[c]` only set to the right length (their
@@ -244,7 +259,7 @@ impl Decoder {
                         check_node(&nodes, layout, i, n)?;
                         cx.values(layout.buffer[i] + 1, &mut out.$field, Column::$var)?;
                     } else if pruned[i] {
-                        any_len(&mut out.$field, n);
+                        any_len_of_two(&mut out.$field, &mut cx.dec.spare.$field, n);
                     } else {
                         zero(&mut out.$field, n);
                     }
@@ -252,25 +267,28 @@ impl Decoder {
             };
         }
         with_prim_columns!(decode_columns);
-        for (c, col) in [
-            (Column::Comm, &mut out.comm),
-            (Column::Path, &mut out.path),
-            (Column::Path2, &mut out.path2),
-            (Column::FaultPath, &mut out.fault_path),
+        let mut spare = std::mem::take(&mut cx.dec.spare);
+        for (c, col, spare) in [
+            (Column::Comm, &mut out.comm, &mut spare.comm),
+            (Column::Path, &mut out.path, &mut spare.path),
+            (Column::Path2, &mut out.path2, &mut spare.path2),
+            (Column::FaultPath, &mut out.fault_path, &mut spare.fault_path),
         ] {
             let i = c.index();
             if wanted[i] {
                 check_node(&nodes, layout, i, n)?;
                 cx.strings(layout.buffer[i] + 1, col, c)?;
-            } else if col.data.is_empty() && col.offsets.last() == Some(&0) {
+            } else if col.data.is_empty() && col.offsets.last() == Some(&0) && spare.data.is_empty() {
                 // Offsets never decrease, so these are all zeros already (a recycled batch's
-                // column, usually): only the length changes.
-                any_len(&mut col.offsets, n + 1);
+                // column, usually, and the spare, which holds only such): only the length
+                // changes.
+                any_len_of_two(&mut col.offsets, &mut spare.offsets, n + 1);
             } else {
                 zero(&mut col.offsets, n + 1);
                 col.data.clear();
             }
         }
+        cx.dec.spare = spare;
         Ok(())
     }
 }

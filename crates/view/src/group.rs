@@ -145,6 +145,11 @@ pub struct Grouper {
     cgroups: FxHashMap<u64, usize>,
     /// The header's cgroup table by id (it grows as a trace is read).
     cgroup_index: latscope_event::CgroupIndex,
+    /// `--by syscall`: the group of each syscall number seen, per kind (`u32::MAX`: not seen),
+    /// an index per event instead of a hash.
+    ops: [Vec<u32>; 3],
+    /// `--by disk`: the last device and its group (block requests come from few disks).
+    last_dev: Option<(u32, usize)>,
 }
 
 /// The groups of `--by class`, in display order.
@@ -240,6 +245,19 @@ impl Grouper {
     /// Group number of event `i`.
     #[inline]
     pub fn group(&mut self, b: &EventBatch, i: usize, h: &TraceHeader) -> usize {
+        // A syscall seen before: an index, without the call.
+        if matches!(self.by, Some(GroupBy::Syscall | GroupBy::Op)) {
+            if let Some(&g) = self.ops.get(b.kind[i] as usize).and_then(|v| v.get(b.nr[i] as usize)) {
+                if g != u32::MAX {
+                    return g as usize;
+                }
+            }
+        }
+        self.group_any(b, i, h)
+    }
+
+    #[inline(never)]
+    fn group_any(&mut self, b: &EventBatch, i: usize, h: &TraceHeader) -> usize {
         match self.by() {
             GroupBy::All => {
                 if self.names.is_empty() {
@@ -254,7 +272,19 @@ impl Grouper {
             GroupBy::Pid => self.pid_group(b, i),
             GroupBy::Syscall | GroupBy::Op => {
                 let (k, n) = (b.kind[i], b.nr[i]);
-                self.num(NumKey::Op(k, n), || op_name(k, n))
+                match self.ops.get(k as usize).and_then(|v| v.get(n as usize)) {
+                    Some(&g) if g != u32::MAX => g as usize,
+                    _ => {
+                        let g = self.num(NumKey::Op(k, n), || op_name(k, n));
+                        if let Some(v) = self.ops.get_mut(k as usize) {
+                            if v.len() <= n as usize {
+                                v.resize(n as usize + 1, u32::MAX);
+                            }
+                            v[n as usize] = g as u32;
+                        }
+                        g
+                    }
+                }
             }
             GroupBy::File | GroupBy::Dir => {
                 if b.kind[i] == EventKind::Block as u8 {
@@ -273,8 +303,15 @@ impl Grouper {
             }
             GroupBy::Disk => {
                 let d = b.dev[i];
+                if let Some((last, g)) = self.last_dev {
+                    if last == d {
+                        return g;
+                    }
+                }
                 let t = (b.kind[i] == EventKind::Syscall as u8).then(|| b.fd_type[i]);
-                self.num(NumKey::Dev(d), || device_name(h, d, t))
+                let g = self.num(NumKey::Dev(d), || device_name(h, d, t));
+                self.last_dev = Some((d, g));
+                g
             }
             GroupBy::Client => {
                 let t = FdType::from_u8(b.fd_type[i]);

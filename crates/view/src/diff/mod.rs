@@ -3,9 +3,10 @@
 //!
 //! A diff is an aggregation over sources like the other views, in two steps:
 //!
-//! 1. each recording is read into a [`RunAgg`] (chunks in, like every view): per dimension a
-//!    [`Top`] (count, latency distribution per group), the counts of each group in equal
-//!    windows of time (the over-dispersion of its rate), and with `--why` traces a [`WhyAgg`]
+//! 1. each recording is read into a [`RunAgg`] (chunks in, like every view): per dimension the
+//!    count and latency distribution of each group (the [`Grouper`] and the counting rule of
+//!    [`crate::top::Top`], without the columns a diff does not compare), the counts of each
+//!    group in equal windows of time (the over-dispersion of its rate), and with `--why` traces a [`WhyAgg`]
 //!    and the blocked (and on-CPU) time by stack ([`StackAgg`]); [`RunAgg::finish`] gives a
 //!    [`Run`];
 //! 2. [`diff`] compares the runs of side A with those of side B ([`latscope_stats`]): per group
@@ -20,14 +21,14 @@
 pub mod svg;
 pub mod text;
 
-use crate::group::GroupBy;
+use crate::group::{GroupBy, Grouper};
 use crate::heatmap::LogStream;
+use crate::latagg::LatAgg;
 use crate::stacks::{StackAgg, StackNames};
-use crate::top::Top;
-use crate::waits::is_idle;
+use crate::waits::{is_idle, Counted};
 use crate::why::{WhyAgg, PART_LABELS};
 use latscope_event::source::Chunk;
-use latscope_event::{EventKind, StackTable, TraceHeader, WHY_PARTS};
+use latscope_event::{EventBatch, EventKind, StackTable, TraceHeader, WHY_PARTS};
 use latscope_hist::Histogram;
 use latscope_stats::{judge, quantile, rate, Estimate, Outcome, Settings, Verdict};
 
@@ -158,11 +159,55 @@ const MAX_WINDOWS: usize = 256;
 /// The first width of a window (ns).
 const FIRST_WINDOW_NS: u64 = 10_000_000;
 
-/// One grouping of one run: its table and each group's counts per window.
+/// One group of one grouping of a run, as it is read.
+#[derive(Default)]
+struct GroupAgg {
+    count: u64,
+    lat: LatAgg,
+    /// Events per window.
+    windows: Vec<u32>,
+}
+
+/// One grouping of one run: per group (numbered by its [`Grouper`]) its events, their latency
+/// and their counts per window. A diff compares only these, so it keeps them alone rather than
+/// a whole `Top` row per event (bytes, errors, sums); the events counted are the same: idle
+/// waits are left out by [`Counted`], and shown only when nothing else matched, as in `top`.
 struct DimAgg {
     dim: Dim,
-    top: Top,
-    windows: Vec<Vec<u32>>,
+    grouper: Grouper,
+    counted: Counted,
+    rows: Vec<GroupAgg>,
+    /// The idle waits left out, by group (no windows).
+    waits: Vec<GroupAgg>,
+}
+
+impl DimAgg {
+    /// Counts event `i`, in window `w`.
+    #[inline]
+    fn add(&mut self, b: &EventBatch, i: usize, h: &TraceHeader, w: usize) {
+        let g = self.grouper.group(b, i, h);
+        let wait = !self.counted.counts(b, i);
+        let rows = if wait { &mut self.waits } else { &mut self.rows };
+        if g >= rows.len() {
+            rows.resize_with(g + 1, GroupAgg::default);
+        }
+        let r = &mut rows[g];
+        r.count += 1;
+        r.lat.record(b.lat[i]);
+        if !wait {
+            if r.windows.len() <= w {
+                r.windows.resize(w + 1, 0);
+            }
+            r.windows[w] += 1;
+        }
+    }
+
+    /// The groups with events, by number: the idle waits when nothing else matched.
+    fn shown(self) -> (Grouper, Vec<(usize, GroupAgg)>) {
+        let showing_waits = !self.rows.iter().any(|r| r.count > 0) && self.waits.iter().any(|r| r.count > 0);
+        let rows = if showing_waits { self.waits } else { self.rows };
+        (self.grouper, rows.into_iter().enumerate().filter(|(_, r)| r.count > 0).collect())
+    }
 }
 
 /// One recording read for a diff (chunks in, as every view).
@@ -184,7 +229,7 @@ pub struct RunAgg {
 }
 
 fn dim_agg(dim: Dim, by: GroupBy, waits: bool) -> DimAgg {
-    DimAgg { dim, top: Top::new(by).with_waits(waits), windows: Vec::new() }
+    DimAgg { dim, grouper: Grouper::new(by), counted: Counted::new(waits), rows: Vec::new(), waits: Vec::new() }
 }
 
 impl RunAgg {
@@ -225,7 +270,12 @@ impl RunAgg {
     pub fn columns(&self) -> Vec<&'static str> {
         let mut c = vec!["kind", "ts", "lat", "nr"];
         for d in &self.dims {
-            c.extend(d.dim.group_by().columns());
+            if d.dim == Dim::Disk {
+                // Block requests only: their device names need no fd type.
+                c.extend(["kind", "dev"]);
+            } else {
+                c.extend(d.dim.group_by().columns());
+            }
         }
         if self.why.is_some() || self.stacks.is_some() {
             c.extend(latscope_event::WHY_COLUMNS);
@@ -243,7 +293,7 @@ impl RunAgg {
             self.win_start = u64::MAX / 2;
             w /= 2;
             for d in self.dims.iter_mut().chain(self.totals.iter_mut()) {
-                for v in d.windows.iter_mut() {
+                for v in d.rows.iter_mut().map(|r| &mut r.windows) {
                     let folded: Vec<u32> = v.chunks(2).map(|p| p.iter().sum()).collect();
                     *v = folded;
                 }
@@ -280,18 +330,8 @@ impl RunAgg {
             // The totals are the sums of the syscall and disk groupings when those are kept.
             let totals = self.totals.iter_mut().zip(self.derived_totals).filter(|(_, d)| d.is_none()).map(|(t, _)| t);
             for d in self.dims.iter_mut().chain(totals) {
-                if d.dim.kind() != kind {
-                    continue;
-                }
-                if let Some(g) = d.top.add(b, i, h) {
-                    if d.windows.len() <= g {
-                        d.windows.resize_with(g + 1, Vec::new);
-                    }
-                    let v = &mut d.windows[g];
-                    if v.len() <= w {
-                        v.resize(w + 1, 0);
-                    }
-                    v[w] += 1;
+                if d.dim.kind() == kind {
+                    d.add(b, i, h, w);
                 }
             }
             if let Some(hs) = self.heat.as_mut() {
@@ -334,18 +374,18 @@ impl RunAgg {
         let dur = duration_ns.filter(|&d| d > 0).unwrap_or(self.last_ns.saturating_sub(self.start_ns)).max(1);
         let full = (dur / self.width_ns) as usize;
         let groups = |d: DimAgg| -> DimRun {
-            let mut windows = d.windows;
-            let groups = d
-                .top
-                .rows()
+            let dim = d.dim;
+            let (grouper, rows) = d.shown();
+            let groups = rows
+                .into_iter()
                 .map(|(g, row)| {
-                    let mut w: Vec<u64> =
-                        windows.get_mut(g).map(std::mem::take).unwrap_or_default().into_iter().map(u64::from).collect();
+                    let mut w: Vec<u64> = row.windows.into_iter().map(u64::from).collect();
                     w.resize(full, 0);
-                    GroupRun { name: row.name.clone(), count: row.count, lat: row.lat.to_histogram(), windows: w }
+                    let name = grouper.names()[g].clone();
+                    GroupRun { name, count: row.count, lat: row.lat.to_histogram(), windows: w }
                 })
                 .collect();
-            DimRun { dim: d.dim, groups }
+            DimRun { dim, groups }
         };
         let dims: Vec<DimRun> = self.dims.into_iter().map(groups).collect();
         let [sys, blk] = self.totals;
