@@ -63,7 +63,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    if let Some(hint) = second_read(&std::env::args().collect::<Vec<_>>()) {
+    let argv: Vec<String> = std::env::args().collect();
+    if let Some(hint) = second_read(&argv).or_else(|| args::file_as_filter(&Cli::command(), &argv)) {
         eprintln!("{hint}");
         return ExitCode::from(2);
     }

@@ -123,6 +123,23 @@ fn bad_arguments_and_filters() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("parsecs"));
 
+    // A recording where the filter goes, without -r: every command reading with -r says what to
+    // type, before clap asks for --read and before top starts a live session.
+    let trace = tmp.path().join("trace.lst");
+    std::fs::write(&trace, b"").unwrap();
+    let t = trace.to_str().unwrap();
+    for args in [&["hist", t][..], &["top", t], &["hist", "--by", "syscall", t], &["heatmap", "later.lst"]] {
+        let o = latscope(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let name = args.last().unwrap();
+        assert!(err.contains(&format!("to read a recording, use -r {name}")), "{args:?}: {err}");
+        assert!(!err.contains("--read <FILE>") && !err.contains("unknown field"), "{args:?}: {err}");
+    }
+    // The value of an option is no filter.
+    let o = latscope(&["hist", "--svg", t]);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("stands where the filter goes"));
+
     for cmd in ["record", "events", "info", "fields"] {
         let h = latscope_ok(&[cmd, "--help"]);
         assert!(h.contains("Examples:"), "{cmd} --help has examples");

@@ -148,3 +148,55 @@ pub fn check_range(
     }
     Ok(())
 }
+
+/// A recording given where the filter goes, without `-r` (`latscope hist trace.lst`): what to
+/// type instead, for every command that reads with `-r` and takes a FILTER. Otherwise clap asks
+/// for `--read`, and `top` would start a live session that rejects the file name as a field.
+pub fn file_as_filter(root: &clap::Command, args: &[String]) -> Option<String> {
+    let mut cmd = root;
+    let mut names = Vec::new();
+    let mut tokens = args.iter().skip(1).peekable();
+    // The subcommand: the leading names that are subcommands (options come after it).
+    while let Some(sub) = tokens.peek().and_then(|t| cmd.find_subcommand(t.as_str())) {
+        cmd = sub;
+        names.push(sub.get_name());
+        tokens.next();
+    }
+    let reads = cmd.get_arguments().any(|a| a.get_long() == Some("read"));
+    let takes_filter =
+        cmd.get_positionals().any(|a| a.get_value_names().is_some_and(|v| v.iter().any(|n| n.as_str() == "FILTER")));
+    if !reads || !takes_filter {
+        return None;
+    }
+    let takes_value = |a: &clap::Arg| a.get_action().takes_values();
+    let mut file = None;
+    while let Some(t) = tokens.next() {
+        if t == "--" {
+            break;
+        }
+        if t == "-r" || t == "--read" || t.starts_with("--read=") || (t.starts_with("-r") && !t.starts_with("--")) {
+            return None;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            // `--svg out.svg`: the option's value is no filter.
+            if !long.contains('=') && cmd.get_arguments().any(|a| a.get_long() == Some(long) && takes_value(a)) {
+                tokens.next();
+            }
+        } else if let Some(short) = t.strip_prefix('-').filter(|s| !s.is_empty()) {
+            let last = short.chars().last();
+            if cmd.get_arguments().any(|a| a.get_short() == last && takes_value(a)) && short.len() == 1 {
+                tokens.next();
+            }
+        } else if file.is_none() && (std::path::Path::new(t).is_file() || t.ends_with(".lst")) {
+            file = Some(t.clone());
+        }
+    }
+    let file = file?;
+    let what = if std::path::Path::new(&file).is_file() { "is a file" } else { "looks like a recording's name" };
+    let quoted =
+        if file.contains(|c: char| c.is_whitespace() || c == '\'') { format!("'{file}'") } else { file.clone() };
+    Some(format!(
+        "latscope: {}: '{file}' stands where the filter goes but {what}: to read a recording, use -r {quoted}",
+        names.join(" ")
+    ))
+}
