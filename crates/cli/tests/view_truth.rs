@@ -72,8 +72,9 @@ fn hist_peaks_sit_on_the_bars_of_known_sleeps() {
         assert!(p["p10"].as_u64().unwrap() <= lo && hi <= p["p90"].as_u64().unwrap(), "{p}");
     }
     // Text, log bins and every bucket: the marker of each peak is on the tallest bar of its
-    // region (the bars below 500 us for the short sleeps, above for the long ones), and in
-    // --full the labels of neighbouring buckets differ.
+    // region (the bars below 500 us for the short sleeps, above for the long ones; with every
+    // bucket, within counting noise of it), and in --full the labels of neighbouring buckets
+    // differ.
     for extra in [None, Some("--full"), Some("--per-decade=7")] {
         let mut args = vec!["hist", "-r", t, filter];
         args.extend(extra);
@@ -88,11 +89,23 @@ fn hist_peaks_sit_on_the_bars_of_known_sleeps() {
             let tallest = in_region.iter().map(|l| l.2).max().unwrap();
             let marked: Vec<_> = in_region.iter().filter(|l| l.3.is_some()).collect();
             assert_eq!(marked.len(), 1, "{extra:?}: one marker in {region:?}:\n{text}");
-            assert_eq!(
-                marked[0].2, tallest,
-                "{extra:?}: peak {k} marked on a {} bar, tallest {tallest}:\n{text}",
-                marked[0].2
-            );
+            if extra == Some("--full") {
+                // Every bucket: the bars of a flat top differ by counting noise alone, so the
+                // mode's bar (the peak finder smooths the counts) is within that noise of the
+                // tallest one, not always the tallest.
+                let noise = 3.0 * (tallest as f64).sqrt();
+                assert!(
+                    marked[0].2 as f64 >= tallest as f64 - noise,
+                    "{extra:?}: peak {k} marked on a {} bar, tallest {tallest}:\n{text}",
+                    marked[0].2
+                );
+            } else {
+                assert_eq!(
+                    marked[0].2, tallest,
+                    "{extra:?}: peak {k} marked on a {} bar, tallest {tallest}:\n{text}",
+                    marked[0].2
+                );
+            }
         }
         if extra == Some("--full") {
             assert!(lines.iter().all(|l| l.0 != l.1), "a bucket reads 'x - x':\n{text}");
