@@ -17,8 +17,9 @@ APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git s
 APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev curl
 # Python packages: the Parquet export's readers (pyarrow, duckdb, polars, pandas, pyspark); perfetto
 # ships Perfetto's own trace schema (perfetto_trace_pb2), which every exported Perfetto trace is
-# parsed with.
-PIP_TEST := pyarrow duckdb polars pytz pandas pyspark perfetto
+# parsed with; opentelemetry-proto has OpenTelemetry's OTLP schema, which the agent's OTLP pushes are
+# decoded with. PACKAGE=MODULE where the module's name differs.
+PIP_TEST := pyarrow duckdb polars pytz pandas pyspark perfetto opentelemetry-proto=opentelemetry.proto
 # test-kernels: QEMU boots other kernels (unpacked from Debian packages, never installed) from a
 # busybox initramfs.
 APT_VM := qemu-system-x86 busybox-static
@@ -43,7 +44,7 @@ deps:
 
 deps-test: deps
 	$(call apt_install,$(APT_TEST))
-	@for m in $(PIP_TEST); do python3 -c "import $$m" 2>/dev/null || pip install -q $$m || exit 1; done
+	@for p in $(PIP_TEST); do python3 -c "import $${p#*=}" 2>/dev/null || pip install -q $${p%%=*} || exit 1; done
 
 deps-bench: deps-test
 	$(call apt_install,$(APT_BENCH))

@@ -13,6 +13,7 @@ use latscope_hist::Histogram;
 
 use crate::config::{AgentConfig, By, GraphiteConfig, SeriesConfig};
 use crate::groups::{Extras, Group};
+use crate::otlp::OtlpPush;
 use crate::recorders::RecorderRun;
 use crate::series::SeriesRun;
 use crate::sets::{self, ProbeSet};
@@ -56,6 +57,10 @@ pub struct Agent {
     shared: SharedMetrics,
     server: Option<ExpositionServer>,
     graphite: Option<(GraphiteConfig, GraphiteClient)>,
+    /// OpenTelemetry push, if configured.
+    otlp: Option<OtlpPush>,
+    /// What earlier OTLP clients (before reloads) did: the counters go on from there.
+    otlp_before: latscope_export::otlp::OtlpStats,
     /// Keeps the kernel's BPF run-time statistics on while the agent runs.
     run_time_stats: Option<OwnedFd>,
     reloads_ok: u64,
@@ -121,7 +126,10 @@ impl Agent {
             Some(g) => Some((g.clone(), graphite_client(g)?)),
             None => None,
         };
+        let otlp = cfg.otlp.clone().map(|o| OtlpPush::new(o, cfg.interval));
         let mut agent = Agent {
+            otlp,
+            otlp_before: Default::default(),
             run_time_stats: if cfg.probe_cpu { latscope_probe::enable_run_time_stats().ok() } else { None },
             cfg,
             series,
@@ -276,7 +284,28 @@ impl Agent {
         self.refreshes += 1;
         self.publish();
         self.push_graphite();
+        problems.extend(self.push_otlp(false));
         problems
+    }
+
+    /// Queues the series' counts for the OTLP collector when a push is due (or `force`d); the
+    /// client's lines worth logging.
+    fn push_otlp(&mut self, force: bool) -> Vec<String> {
+        let host = self.cfg.host.as_str();
+        self.otlp.as_mut().map_or_else(Vec::new, |o| o.after_refresh(host, &self.series, force))
+    }
+
+    /// What the OTLP push has done, when configured.
+    pub fn otlp_stats(&self) -> Option<latscope_export::otlp::OtlpStats> {
+        self.otlp.as_ref().map(|o| {
+            let mut st = o.stats();
+            st.sent += self.otlp_before.sent;
+            st.replaced += self.otlp_before.replaced;
+            for (k, n) in &self.otlp_before.errors {
+                *st.errors.entry(k).or_default() += n;
+            }
+            st
+        })
     }
 
     /// When block devices appeared or went away since the probes learnt them: starts the probes
@@ -435,6 +464,22 @@ impl Agent {
         }
         let _ =
             m.counter(crate::names::REFRESHES, "Intervals the agent has read its series.", &h, self.refreshes as f64);
+        if let Some(st) = self.otlp_stats() {
+            let _ = m.counter(
+                crate::names::OTLP_PUSHES,
+                "Pushes the OpenTelemetry collector accepted.",
+                &h,
+                st.sent as f64,
+            );
+            for kind in latscope_export::otlp::ERROR_KINDS {
+                let _ = m.counter(
+                    crate::names::OTLP_ERRORS,
+                    "Pushes to the OpenTelemetry collector that failed, by kind.",
+                    &[(names::LABEL_HOST, host.as_str()), ("kind", kind)],
+                    st.errors.get(kind).copied().unwrap_or(0) as f64,
+                );
+            }
+        }
         self.publish_recorders(&mut m, &host);
         self.shared.set(m);
         // Scrapes counted from here on saw the new values at zero.
@@ -627,6 +672,14 @@ impl Agent {
                 c.close(Duration::from_secs(2));
             }
         }
+        let same_otlp = self.otlp.as_ref().map(|o| &o.cfg) == cfg.otlp.as_ref() && cfg.interval == self.cfg.interval;
+        if !same_otlp {
+            // The old client finishes its request on its own thread; its counts stay.
+            if let Some(st) = self.otlp_stats() {
+                self.otlp_before = st;
+            }
+            self.otlp = cfg.otlp.clone().map(|o| OtlpPush::new(o, cfg.interval));
+        }
         self.cfg = cfg;
         Ok(summary)
     }
@@ -688,10 +741,15 @@ impl Agent {
         }
     }
 
-    /// Stops: a last refresh, the server, and the Graphite client (waiting up to `flush` for
-    /// queued lines). Returns what Graphite sent and dropped.
+    /// Stops: a last refresh (pushed to the OTLP collector too), the server, and the Graphite
+    /// and OTLP clients (waiting up to `flush` for what is queued). Returns what Graphite sent
+    /// and dropped.
     pub fn stop(mut self, flush: Duration) -> Option<GraphiteStats> {
         self.refresh();
+        self.push_otlp(true);
+        if let Some(o) = self.otlp.take() {
+            o.close(flush);
+        }
         for r in &mut self.recorders {
             r.stop();
         }

@@ -106,6 +106,55 @@ impl GraphiteConfig {
     }
 }
 
+/// Where OpenTelemetry metrics go (`[otlp]`): a collector's OTLP/HTTP receiver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtlpConfig {
+    /// `http://HOST:PORT/PATH`, e.g. `http://collector:4318/v1/metrics`.
+    pub endpoint: String,
+    /// Extra request headers (name, value), sorted by name.
+    pub headers: Vec<(String, String)>,
+    /// Time between pushes (default: the agent's interval; a multiple of it in effect, as counts
+    /// are read once per interval).
+    pub interval: Duration,
+    /// Longest time one push may take (default [`DEFAULT_OTLP_TIMEOUT`]).
+    pub timeout: Duration,
+}
+
+/// How long one OTLP push may take when the configuration says nothing (the collector's own
+/// exporters default to the same).
+pub const DEFAULT_OTLP_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl OtlpConfig {
+    /// Whether `endpoint` is an `http://HOST[:PORT][/PATH]` URL; the error says what is wrong.
+    pub fn check_endpoint(endpoint: &str) -> Result<(), String> {
+        let example = "(e.g. \"http://localhost:4318/v1/metrics\")";
+        if endpoint.starts_with("https://") {
+            return Err(format!(
+                "endpoint \"{endpoint}\": https is not supported; send over http to a collector on this host or network {example}, which can forward over TLS"
+            ));
+        }
+        let Some(rest) = endpoint.strip_prefix("http://") else {
+            return Err(format!("endpoint \"{endpoint}\" is not an http:// URL {example}"));
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host_ok = |h: &str| !h.is_empty() && !h.contains(['@', ' ']);
+        let ok = match authority.rsplit_once(':') {
+            _ if authority.starts_with('[') => authority.contains(']'),
+            Some((h, p)) => host_ok(h) && p.parse::<u16>().is_ok_and(|p| p > 0),
+            None => host_ok(authority),
+        };
+        if !ok || endpoint.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!("endpoint \"{endpoint}\": no valid HOST[:PORT] after http:// {example}"));
+        }
+        if !rest.contains('/') {
+            return Err(format!(
+                "endpoint \"{endpoint}\" has no path: a collector receives metrics on /v1/metrics {example}"
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
@@ -117,6 +166,8 @@ pub struct AgentConfig {
     pub host: String,
     /// Graphite push, if configured.
     pub graphite: Option<GraphiteConfig>,
+    /// OpenTelemetry (OTLP/HTTP) push, if configured.
+    pub otlp: Option<OtlpConfig>,
     /// Keep the kernel's BPF run-time statistics on, for `latscope_agent_probe_cpu_seconds_total`
     /// (they cost two clock reads per run of every BPF program on the machine: about 170 ns per
     /// syscall with the agent's probes). Off by default.
@@ -183,6 +234,7 @@ struct Raw {
     max_labels: Option<Spanned<i64>>,
     probe_cpu: Option<bool>,
     graphite: Option<RawGraphite>,
+    otlp: Option<RawOtlp>,
     #[serde(default)]
     series: Vec<RawSeries>,
     #[serde(default)]
@@ -213,6 +265,15 @@ struct RawRecorder {
 struct RawGraphite {
     address: Spanned<String>,
     prefix: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOtlp {
+    endpoint: Spanned<String>,
+    headers: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+    interval: Option<Spanned<String>>,
+    timeout: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -286,6 +347,10 @@ impl AgentConfig {
                 GraphiteConfig::check_address(a).map_err(|m| err(Some(g.address.span()), m))?;
                 Some(GraphiteConfig { address: a.clone(), prefix: g.prefix.unwrap_or_else(|| "latscope".into()) })
             }
+        };
+        let otlp = match &raw.otlp {
+            None => None,
+            Some(o) => Some(otlp(o, interval, &err)?),
         };
         if raw.series.is_empty() && raw.recorder.is_empty() {
             return Err(err(
@@ -382,11 +447,68 @@ impl AgentConfig {
             interval,
             host: raw.host.unwrap_or_else(host_name),
             graphite,
+            otlp,
             probe_cpu: raw.probe_cpu.unwrap_or(false),
             series,
             recorders,
         })
     }
+}
+
+/// The `[otlp]` table, checked (`interval` is the agent's); `err` makes an error at a span.
+fn otlp(
+    o: &RawOtlp,
+    interval: Duration,
+    err: &dyn Fn(Option<Range<usize>>, String) -> ConfigError,
+) -> Result<OtlpConfig, ConfigError> {
+    let endpoint = o.endpoint.get_ref();
+    OtlpConfig::check_endpoint(endpoint).map_err(|m| err(Some(o.endpoint.span()), format!("otlp: {m}")))?;
+    let dur = |v: &Option<Spanned<String>>, what: &str| -> Result<Option<Duration>, ConfigError> {
+        let Some(s) = v else { return Ok(None) };
+        let ns = latscope_event::units::parse_duration_ns(s.get_ref())
+            .map_err(|m| err(Some(s.span()), format!("otlp: {what}: {m}")))?;
+        if ns == 0 {
+            return Err(err(Some(s.span()), format!("otlp: {what} = \"{}\": give a time above 0", s.get_ref())));
+        }
+        Ok(Some(Duration::from_nanos(ns)))
+    };
+    let every = dur(&o.interval, "interval")?.unwrap_or(interval);
+    if every < interval {
+        return Err(err(
+            o.interval.as_ref().map(|s| s.span()),
+            format!(
+                "otlp: interval = \"{}\" is shorter than the agent's interval ({} ms), at which counts are read: use at least that",
+                o.interval.as_ref().map_or("", |s| s.get_ref()),
+                interval.as_millis()
+            ),
+        ));
+    }
+    let timeout = dur(&o.timeout, "timeout")?.unwrap_or(DEFAULT_OTLP_TIMEOUT);
+    let mut headers = Vec::new();
+    if let Some(h) = &o.headers {
+        for (name, value) in h.get_ref() {
+            // RFC 9110 field names are tokens; values may not break the header block.
+            let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+            if name.is_empty() || !name.chars().all(token) {
+                return Err(err(
+                    Some(h.span()),
+                    format!("otlp: header name \"{name}\": use letters, digits and - (e.g. \"Authorization\")"),
+                ));
+            }
+            if name.eq_ignore_ascii_case("content-type") || name.eq_ignore_ascii_case("content-length") {
+                return Err(err(Some(h.span()), format!("otlp: header \"{name}\" is set by the agent: remove it")));
+            }
+            let v = value.get_ref();
+            if v.chars().any(|c| c.is_control()) {
+                return Err(err(
+                    Some(value.span()),
+                    format!("otlp: header \"{name}\": the value has a control character"),
+                ));
+            }
+            headers.push((name.clone(), v.clone()));
+        }
+    }
+    Ok(OtlpConfig { endpoint: endpoint.clone(), headers, interval: every, timeout })
 }
 
 /// One `[[recorder]]` table, checked; `err` makes an error at a span.
@@ -580,6 +702,54 @@ max_labels = 20
             assert!(e.message.contains(what), "{text}: {e}");
         }
         assert!(parse("").unwrap_err().message.contains("no series"));
+    }
+
+    #[test]
+    fn an_otlp_table_parses_with_defaults_and_its_errors_name_the_key_and_line() {
+        let base = "interval = \"2s\"\n[[series]]\nname = \"a\"\n";
+        let c = parse(&format!("{base}[otlp]\nendpoint = \"http://collector:4318/v1/metrics\"\n")).unwrap();
+        let o = c.otlp.unwrap();
+        assert_eq!(
+            (o.endpoint.as_str(), o.interval, o.timeout, o.headers.len()),
+            ("http://collector:4318/v1/metrics", Duration::from_secs(2), DEFAULT_OTLP_TIMEOUT, 0)
+        );
+        let c = parse(&format!(
+            "{base}[otlp]\nendpoint = \"http://[::1]:4318/v1/metrics\"\nheaders = {{ \"X-Scope-OrgID\" = \"a\", \"Authorization\" = \"Bearer t\" }}\ninterval = \"10s\"\ntimeout = \"500ms\"\n"
+        ))
+        .unwrap();
+        let o = c.otlp.unwrap();
+        assert_eq!((o.interval, o.timeout), (Duration::from_secs(10), Duration::from_millis(500)));
+        assert_eq!(o.headers[0], ("Authorization".to_string(), "Bearer t".to_string()));
+        assert!(parse(base).unwrap().otlp.is_none());
+        let cases = [
+            ("endpoint = \"collector:4318\"\n", 5, "otlp: endpoint \"collector:4318\" is not an http:// URL"),
+            ("endpoint = \"https://c:4318/v1/metrics\"\n", 5, "https is not supported"),
+            ("endpoint = \"http://c:4318\"\n", 5, "no path"),
+            ("endpoint = \"http://:4318/v1/metrics\"\n", 5, "HOST[:PORT]"),
+            ("endpoint = \"http://c:99999/v1/metrics\"\n", 5, "HOST[:PORT]"),
+            (
+                "endpoint = \"http://c/v1/metrics\"\ninterval = \"1s\"\n",
+                6,
+                "otlp: interval = \"1s\" is shorter than the agent's interval",
+            ),
+            ("endpoint = \"http://c/v1/metrics\"\ntimeout = \"soon\"\n", 6, "otlp: timeout"),
+            ("endpoint = \"http://c/v1/metrics\"\ntimeout = \"0s\"\n", 6, "otlp: timeout"),
+            (
+                "endpoint = \"http://c/v1/metrics\"\nheaders = { \"Bad Name\" = \"x\" }\n",
+                6,
+                "otlp: header name \"Bad Name\"",
+            ),
+            ("endpoint = \"http://c/v1/metrics\"\nheaders = { \"Content-Type\" = \"x\" }\n", 6, "set by the agent"),
+            ("endpoint = \"http://c/v1/metrics\"\nheaders = { \"A\" = \"x\\ny\" }\n", 6, "control character"),
+            ("endpoint = \"http://c/v1/metrics\"\nport = 1\n", 6, "unknown field"),
+            ("interval = \"10s\"\n", 4, "endpoint"),
+        ];
+        for (otlp, line, what) in cases {
+            let text = format!("{base}[otlp]\n{otlp}");
+            let e = parse(&text).expect_err(&text);
+            assert_eq!(e.line, Some(line), "{text}: {e}");
+            assert!(e.message.contains(what), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -26,7 +26,11 @@
 //!   (label `op`), `latscope_block_queue_seconds`, `latscope_block_size_bytes` and
 //!   `latscope_block_bytes_total`; the agent's own counters are in [`names`];
 //! - **Graphite** (optional): per series and per label value, the interval's count, p50, p90,
-//!   p99 and max ([`latscope_export::graphite::GraphiteClient`]).
+//!   p99 and max ([`latscope_export::graphite::GraphiteClient`]);
+//! - **OpenTelemetry** (optional, `[otlp]`): the same histograms and counters, cumulative, as one
+//!   OTLP/HTTP request to a collector ([`latscope_export::otlp`]): exponential histograms at
+//!   scale 4, the counters as monotonic sums, resource `service.name = latscope-agent` and
+//!   `host.name`, scope `latscope`; failures are counted in [`names::OTLP_ERRORS`].
 //!
 //! Memory is bounded whatever the label cardinality: a series keeps at most
 //! [`SeriesConfig::max_labels`] label values (default [`DEFAULT_MAX_LABELS`]); latencies of
@@ -63,14 +67,15 @@
 mod agent;
 mod config;
 mod groups;
+mod otlp;
 mod recorders;
 mod series;
 mod sets;
 
 pub use agent::{Agent, AgentError, ReloadSummary};
 pub use config::{
-    host_name, AgentConfig, By, ConfigError, GraphiteConfig, RecorderConfig, SeriesConfig, DEFAULT_INTERVAL,
-    DEFAULT_LISTEN, DEFAULT_MAX_LABELS, OTHER,
+    host_name, AgentConfig, By, ConfigError, GraphiteConfig, OtlpConfig, RecorderConfig, SeriesConfig,
+    DEFAULT_INTERVAL, DEFAULT_LISTEN, DEFAULT_MAX_LABELS, DEFAULT_OTLP_TIMEOUT, OTHER,
 };
 
 /// The agent's own metric and label names (the latency histograms use
@@ -98,6 +103,11 @@ pub mod names {
     pub const RELOADS: &str = "latscope_agent_reloads";
     /// Counter: intervals the agent has read its series.
     pub const REFRESHES: &str = "latscope_agent_refreshes";
+    /// Counter: pushes the OpenTelemetry collector accepted (with `[otlp]`).
+    pub const OTLP_PUSHES: &str = "latscope_agent_otlp_pushes";
+    /// Counter: pushes to the OpenTelemetry collector that failed; labels `host`, `kind`
+    /// (`connect`, `timeout`, `http_4xx`, `http_5xx`, `rejected`, `other`).
+    pub const OTLP_ERRORS: &str = "latscope_agent_otlp_errors";
     /// Label: the flight recorder's name (`[[recorder]]`).
     pub const LABEL_RECORDER: &str = "recorder";
     /// Counter: a flight recorder's triggers fired; labels `host`, `recorder`.

@@ -326,3 +326,249 @@ fn series_sharing_one_probe_set_each_count_their_events() {
     }
     drop(prom);
 }
+
+/// An OTLP/HTTP receiver on OpenTelemetry's own schema (tests/otlp_receiver.py): every request
+/// it decoded, as JSON, in `out`.
+struct Receiver {
+    proc: Proc,
+    out: std::path::PathBuf,
+    port: u16,
+}
+
+impl Receiver {
+    fn start(dir: &Path, name: &str, fail: bool) -> Receiver {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp_receiver.py");
+        let (out, portfile) = (dir.join(format!("{name}.jsonl")), dir.join(format!("{name}.port")));
+        let mut cmd = Command::new("python3");
+        cmd.arg(script).arg(&out).arg(&portfile);
+        if fail {
+            cmd.arg("fail");
+        }
+        let proc = Proc::spawn(&mut cmd, &dir.join(format!("{name}.log")));
+        let port = wait_for(Duration::from_secs(30), || std::fs::read_to_string(&portfile).ok()?.parse().ok())
+            .unwrap_or_else(|| panic!("the OTLP receiver did not start:\n{}", proc.output()));
+        Receiver { proc, out, port }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}/v1/metrics", self.port)
+    }
+
+    /// The requests received so far, in order.
+    fn requests(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+}
+
+/// A protobuf-JSON number (64-bit integers are strings; zeros are left out).
+fn num(v: &serde_json::Value) -> f64 {
+    v.as_f64().or_else(|| v.as_str().and_then(|s| s.parse().ok())).unwrap_or(0.0)
+}
+
+/// A list of OTLP `KeyValue`s of strings as (key, value) pairs, sorted.
+fn otlp_attrs(v: &serde_json::Value) -> Vec<(String, String)> {
+    let mut a: Vec<(String, String)> = v
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|kv| (kv["key"].as_str().unwrap().to_string(), kv["value"]["string_value"].as_str().unwrap().to_string()))
+        .collect();
+    a.sort();
+    a
+}
+
+/// The metric `name` of a decoded request, and its data point with exactly the attributes `attrs`.
+fn otlp_point<'a>(
+    req: &'a serde_json::Value,
+    name: &str,
+    attrs: &[(&str, &str)],
+) -> Option<(&'a serde_json::Value, &'a serde_json::Value)> {
+    let mut want: Vec<(String, String)> = attrs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    want.sort();
+    let m = req["request"]["resource_metrics"][0]["scope_metrics"][0]["metrics"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"] == name)?;
+    let data = if m["exponential_histogram"].is_object() { &m["exponential_histogram"] } else { &m["sum"] };
+    let p = data["data_points"].as_array()?.iter().find(|p| otlp_attrs(&p["attributes"]) == want)?;
+    Some((m, p))
+}
+
+/// An exponential histogram point's buckets: (lower, upper, count) of each non-empty one.
+fn otlp_buckets(p: &serde_json::Value) -> Vec<(f64, f64, u64)> {
+    let base = 2f64.powf(2f64.powi(-(num(&p["scale"]) as i32)));
+    let offset = num(&p["positive"]["offset"]) as i32;
+    p["positive"]["bucket_counts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(j, c)| (base.powi(offset + j as i32), base.powi(offset + j as i32 + 1), num(c) as u64))
+        .filter(|b| b.2 > 0)
+        .collect()
+}
+
+#[test]
+fn an_otlp_collector_gets_exact_cumulative_exponential_histograms_and_failed_pushes_are_counted() {
+    let test = "an_otlp_collector_gets_exact_cumulative_exponential_histograms_and_failed_pushes_are_counted";
+    if !common::require_bpf(test)
+        || !common::require_tool(test, "cc")
+        || !latscope_testkit::require_python(test, &["opentelemetry.proto.collector.metrics.v1.metrics_service_pb2"])
+    {
+        return;
+    }
+    const N: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let load = common::compile_c("agentload.c", dir.path());
+    let sleeper = dir.path().join("lsag_otlp");
+    std::fs::copy(&load, &sleeper).unwrap();
+    let good = Receiver::start(dir.path(), "good", false);
+    let failing = Receiver::start(dir.path(), "failing", true);
+
+    let port = free_port();
+    let cfg = dir.path().join("agent.toml");
+    // The sleeps counted in the kernel, and streamed (grouped by process).
+    let series = format!(
+        "{}\n[[series]]\nname = \"sleepers\"\nfilter = \"proc.name = lsag_otlp and evt.type = clock_nanosleep\"\nby = \"proc\"\n",
+        sleep_series("lsag_otlp")
+    );
+    let otlp = |endpoint: &str| {
+        format!(
+            "[otlp]\nendpoint = \"{endpoint}\"\nheaders = {{ \"X-Scope-OrgID\" = \"fleet\" }}\ntimeout = \"2s\"\n\n"
+        )
+    };
+    let write = |endpoint: &str| std::fs::write(&cfg, config(port, &format!("{}{series}", otlp(endpoint)))).unwrap();
+    write(&good.endpoint());
+    let agent =
+        Proc::spawn(Command::new(common::bin()).args(["agent", "--config"]).arg(&cfg), &dir.path().join("agent.log"));
+    wait_for(Duration::from_secs(60), || scrape(port))
+        .unwrap_or_else(|| panic!("the agent did not serve /metrics:\n{}", agent.output()));
+    // A recording of the same calls, whose latencies the sums are compared with.
+    let trace = dir.path().join("sleeps.lst");
+    let mut rec = Command::new(common::bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--no-block", "--quiet", "-c", "lsag_otlp", "evt.type = clock_nanosleep"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(Duration::from_secs(60), || trace.exists().then_some(())).is_some(), "record did not start");
+    let out = Command::new(&sleeper).args(["sleep", &N.to_string(), "20"]).output().unwrap();
+    assert!(out.status.success());
+    let truth: Vec<u64> = String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(truth.len(), N);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    assert!(rec.wait().unwrap().success(), "record failed");
+    let t = common::latscope_json(&["top", "-r", trace.to_str().unwrap(), "--by", "syscall", "--json"]);
+    assert_eq!(t["rows"][0]["count"].as_u64(), Some(N as u64), "{t}");
+    let recorded_sum = t["rows"][0]["total_ns"].as_f64().unwrap() * 1e-9;
+
+    let kernel = [("host", "testhost"), ("series", "sleeps"), ("syscall", "clock_nanosleep")];
+    let streamed = [("host", "testhost"), ("series", "sleepers"), ("proc", "lsag_otlp")];
+    let name = "latscope_syscall_latency_seconds";
+    let done = |r: &serde_json::Value| {
+        [&kernel[..], &streamed[..]]
+            .iter()
+            .all(|a| otlp_point(r, name, a).is_some_and(|(_, p)| num(&p["count"]) == N as f64))
+    };
+    let reqs = wait_for(Duration::from_secs(60), || Some(good.requests()).filter(|r| r.last().is_some_and(done)))
+        .unwrap_or_else(|| panic!("no push with {N} sleeps: {:?}\n{}", good.requests().last(), agent.output()));
+    let last = reqs.last().unwrap();
+    assert_eq!(last["path"], "/v1/metrics");
+    assert_eq!(last["content_type"], "application/x-protobuf");
+    assert_eq!(last["headers"]["x-scope-orgid"], "fleet", "{}", last["headers"]);
+    let rm = &last["request"]["resource_metrics"][0];
+    let res = otlp_attrs(&rm["resource"]["attributes"]);
+    assert!(res.contains(&("service.name".into(), "latscope-agent".into())), "{res:?}");
+    assert!(res.contains(&("host.name".into(), "testhost".into())), "{res:?}");
+    assert_eq!(rm["scope_metrics"][0]["scope"]["name"], "latscope");
+
+    // Ground truth: the sleeper's own clock around each call (a few µs more than the kernel's
+    // entry to exit); the kernel's buckets are 1/16 to 1/32 of their power of two wide.
+    let (lo, hi) = (*truth.iter().min().unwrap() as f64 * 1e-9, *truth.iter().max().unwrap() as f64 * 1e-9);
+    let text = scrape(port).unwrap();
+    for attrs in [&kernel[..], &streamed[..]] {
+        let (m, p) = otlp_point(last, name, attrs).unwrap();
+        assert_eq!(
+            (m["unit"].as_str(), m["exponential_histogram"]["aggregation_temporality"].as_str()),
+            (Some("s"), Some("AGGREGATION_TEMPORALITY_CUMULATIVE")),
+            "{m}"
+        );
+        assert_eq!((num(&p["count"]), num(&p["scale"]), num(&p["zero_count"])), (N as f64, 4.0, 0.0), "{attrs:?}: {p}");
+        let buckets = otlp_buckets(p);
+        assert_eq!(buckets.iter().map(|b| b.2).sum::<u64>(), N as u64, "{attrs:?}: {buckets:?}");
+        for &(l, u, _) in &buckets {
+            assert!(
+                u >= lo * (1.0 - 1.0 / 16.0) && l < hi,
+                "{attrs:?}: bucket ({l}, {u}] holds no sleep of {lo}..{hi} s"
+            );
+        }
+        let (min, max) = (num(&p["min"]), num(&p["max"]));
+        assert!(min >= lo * (1.0 - 1.0 / 16.0) && min <= max && max <= hi * (1.0 + 1.0 / 16.0), "{min} {max}");
+        let sum = num(&p["sum"]);
+        let err = sum / recorded_sum - 1.0;
+        eprintln!(
+            "{attrs:?}: OTLP sum {sum:.6} s, recorded {recorded_sum:.6} s ({:+.4} %), {} buckets",
+            err * 100.0,
+            buckets.len()
+        );
+        assert!(err.abs() <= 1e-3, "{attrs:?}: sum {sum} s, recorded {recorded_sum} s");
+        // The same count and sum as /metrics.
+        let sel = attrs.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect::<Vec<_>>().join(",");
+        assert_eq!(value(&text, &format!("{name}_count{{{sel}}}")), Some(N as f64), "{text}");
+        let prom_sum = value(&text, &format!("{name}_sum{{{sel}}}")).unwrap();
+        assert!((prom_sum / sum - 1.0).abs() < 1e-9, "{attrs:?}: /metrics sum {prom_sum}, OTLP {sum}");
+        // Cumulative: one start; counts, and every bucket's count, never fall from push to push.
+        let mut prev: Option<(f64, std::collections::BTreeMap<u64, u64>)> = None;
+        let mut pushes = 0;
+        for r in &reqs {
+            let Some((_, q)) = otlp_point(r, name, attrs) else { continue };
+            pushes += 1;
+            assert_eq!(q["start_time_unix_nano"], p["start_time_unix_nano"]);
+            let b: std::collections::BTreeMap<u64, u64> =
+                otlp_buckets(q).iter().map(|b| (b.0.to_bits(), b.2)).collect();
+            if let Some((c, pb)) = &prev {
+                assert!(num(&q["count"]) >= *c, "{attrs:?}: count fell");
+                assert!(
+                    pb.iter().all(|(k, v)| b.get(k).is_some_and(|x| x >= v)),
+                    "{attrs:?}: a bucket fell: {pb:?} -> {b:?}"
+                );
+            }
+            prev = Some((num(&q["count"]), b));
+        }
+        assert!(pushes >= 2, "{attrs:?}: {pushes} pushes");
+    }
+    // Counters as monotonic sums: no failed sleep, the events lost.
+    let (m, p) = otlp_point(last, "latscope_syscall_errors", &kernel).expect("errors");
+    assert_eq!((m["sum"]["is_monotonic"].as_bool(), num(&p["as_int"])), (Some(true), 0.0), "{m}");
+    assert!(otlp_point(last, "latscope_lost_events", &kernel[..2]).is_some());
+
+    // A collector answering 500, then one that is down: counted by kind, logged once, and the
+    // agent goes on reading its series and serving /metrics meanwhile.
+    // SAFETY: kill with a child's pid.
+    let hup = || assert_eq!(unsafe { libc::kill(agent.child.id() as i32, libc::SIGHUP) }, 0);
+    let down = format!("http://127.0.0.1:{}/v1/metrics", free_port());
+    for (n, (endpoint, kind)) in [(failing.endpoint(), "http_5xx"), (down.clone(), "connect")].into_iter().enumerate() {
+        write(&endpoint);
+        hup();
+        wait_value(port, "latscope_agent_reloads_total{host=\"testhost\",result=\"ok\"}", (n + 1) as f64, &agent);
+        let errors = format!("latscope_agent_otlp_errors_total{{host=\"testhost\",kind=\"{kind}\"}}");
+        let text =
+            wait_for(Duration::from_secs(60), || scrape(port).filter(|t| value(t, &errors).unwrap_or(0.0) >= 2.0))
+                .unwrap_or_else(|| {
+                    panic!("{errors} never reached 2:\n{}\n{}", scrape(port).unwrap_or_default(), agent.output())
+                });
+        let refreshes = "latscope_agent_refreshes_total{host=\"testhost\"}";
+        let before = value(&text, refreshes).unwrap();
+        let on =
+            wait_for(Duration::from_secs(60), || scrape(port).filter(|t| value(t, refreshes) >= Some(before + 2.0)));
+        assert!(on.is_some(), "the agent stopped reading its series:\n{}", agent.output());
+        let log = agent.output();
+        assert_eq!(log.matches(&format!("otlp: push to {endpoint} failed")).count(), 1, "logged once:\n{log}");
+        assert!(log.contains(&format!("kind=\"{kind}\"")), "{log}");
+    }
+    assert!(!failing.requests().is_empty(), "the failing collector decoded the requests");
+}

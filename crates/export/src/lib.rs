@@ -1,6 +1,6 @@
 //! Fleet export: latscope data in the formats other systems query.
 //!
-//! Three exporters, each usable alone:
+//! Exporters, each usable alone:
 //!
 //! * [`parquet_export`]: traces (one or many, from many hosts) to Parquet for query engines
 //!   (DuckDB, Spark, Trino, pandas). One row per event with typed columns: wall-clock time as
@@ -22,6 +22,10 @@
 //!   without ever waiting for the network, reconnects with exponential backoff and drops the
 //!   oldest lines when its bounded queue is full; count, p50, p90, p99 and max of a histogram
 //!   per interval; path sanitising.
+//! * [`otlp`]: OpenTelemetry metrics: histograms as cumulative exponential histograms (scale 4)
+//!   and counters as sums in an OTLP `ExportMetricsServiceRequest` ([`otlp::Batch`], messages
+//!   generated from the official `.proto` files), pushed over OTLP/HTTP by a client that never
+//!   blocks its caller and counts its failures by kind ([`otlp::OtlpClient`]).
 //!
 //! Traces are read in one place (a private `source::scan`) through the shared filtered scan
 //! ([`latscope_scan::Scan`]), which applies a [`Filter`](latscope_filter::Filter) and hands over
@@ -70,6 +74,7 @@
 
 mod error;
 pub mod graphite;
+pub mod otlp;
 pub mod parquet_export;
 pub mod perfetto;
 pub mod prometheus;
