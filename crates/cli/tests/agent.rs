@@ -330,7 +330,7 @@ fn series_sharing_one_probe_set_each_count_their_events() {
 /// An OTLP/HTTP receiver on OpenTelemetry's own schema (tests/otlp_receiver.py): every request
 /// it decoded, as JSON, in `out`.
 struct Receiver {
-    proc: Proc,
+    _proc: Proc,
     out: std::path::PathBuf,
     port: u16,
 }
@@ -347,7 +347,7 @@ impl Receiver {
         let proc = Proc::spawn(&mut cmd, &dir.join(format!("{name}.log")));
         let port = wait_for(Duration::from_secs(30), || std::fs::read_to_string(&portfile).ok()?.parse().ok())
             .unwrap_or_else(|| panic!("the OTLP receiver did not start:\n{}", proc.output()));
-        Receiver { proc, out, port }
+        Receiver { _proc: proc, out, port }
     }
 
     fn endpoint(&self) -> String {
@@ -489,7 +489,6 @@ fn an_otlp_collector_gets_exact_cumulative_exponential_histograms_and_failed_pus
     // Ground truth: the sleeper's own clock around each call (a few µs more than the kernel's
     // entry to exit); the kernel's buckets are 1/16 to 1/32 of their power of two wide.
     let (lo, hi) = (*truth.iter().min().unwrap() as f64 * 1e-9, *truth.iter().max().unwrap() as f64 * 1e-9);
-    let text = scrape(port).unwrap();
     for attrs in [&kernel[..], &streamed[..]] {
         let (m, p) = otlp_point(last, name, attrs).unwrap();
         assert_eq!(
@@ -516,9 +515,10 @@ fn an_otlp_collector_gets_exact_cumulative_exponential_histograms_and_failed_pus
             buckets.len()
         );
         assert!(err.abs() <= 1e-3, "{attrs:?}: sum {sum} s, recorded {recorded_sum} s");
-        // The same count and sum as /metrics.
+        // The same count and sum as /metrics (which shows a new label value at zero until
+        // scraped once).
         let sel = attrs.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect::<Vec<_>>().join(",");
-        assert_eq!(value(&text, &format!("{name}_count{{{sel}}}")), Some(N as f64), "{text}");
+        let text = wait_value(port, &format!("{name}_count{{{sel}}}"), N as f64, &agent);
         let prom_sum = value(&text, &format!("{name}_sum{{{sel}}}")).unwrap();
         assert!((prom_sum / sum - 1.0).abs() < 1e-9, "{attrs:?}: /metrics sum {prom_sum}, OTLP {sum}");
         // Cumulative: one start; counts, and every bucket's count, never fall from push to push.

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 /// Run unattended: named series (a filter and a grouping each) counted in the kernel, served on
 /// /metrics for Prometheus (native histograms over protobuf, classic buckets in text) and pushed
-/// to Graphite (count, p50, p90, p99, max per interval); and flight recorders ([[recorder]]: the
+/// to Graphite (count, p50, p90, p99, max per interval) and to an OpenTelemetry collector ([otlp]:
+/// exponential histograms over OTLP/HTTP); and flight recorders ([[recorder]]: the
 /// last seconds kept in memory, written to a directory when a trigger fires, the oldest dumps
 /// deleted, counted on /metrics; `latscope trigger RECORDER/NAME` fires one by hand).
 ///
@@ -48,8 +49,8 @@ A configuration:
   why_above = \"50ms\"
   triggers = [\"slow: evt.latency > 150ms and proc.name = postgres\", \"p99 of fsync over 10s > 20ms\"]")]
 pub struct Args {
-    /// Configuration file (TOML): listen, interval, host, max_labels, [graphite], [[series]],
-    /// [[recorder]].
+    /// Configuration file (TOML): listen, interval, host, max_labels, [graphite], [otlp],
+    /// [[series]], [[recorder]].
     #[arg(short, long, value_name = "FILE")]
     pub config: PathBuf,
     /// Push to this carbon plaintext receiver (HOST:PORT) instead of the configuration's.
@@ -148,6 +149,9 @@ fn describe(file: &std::path::Path, cfg: &AgentConfig) -> String {
     match &cfg.graphite {
         Some(g) => _ = write!(out, ", Graphite to {} under {}", g.address, g.prefix),
         None => out.push_str(", no Graphite push"),
+    }
+    if let Some(o) = &cfg.otlp {
+        _ = write!(out, ", OTLP to {} every {}", o.endpoint, fmt_ns(o.interval.as_nanos() as u64));
     }
     out.push('\n');
     for r in &cfg.recorders {
