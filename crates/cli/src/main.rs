@@ -60,7 +60,6 @@ enum Command {
     Check(cmd::check::Args),
     /// Fire a running flight recorder's trigger by name (record --ring, the agent's recorders).
     Trigger(cmd::trigger::Args),
-    /// Man pages and shell completions for packages (make deb, make install).
     #[command(hide = true)]
     Generate(cmd::generate::Args),
 }
