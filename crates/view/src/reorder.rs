@@ -206,9 +206,10 @@ impl<W: Write> Out<W> {
     fn emit(&mut self, r: TextRef, late: bool) -> std::io::Result<()> {
         if self.left > 0 {
             self.left -= 1;
+            // Held with its newline.
             let text = self.held.get(r);
             if late && self.json {
-                let body = text.strip_suffix(b"}").unwrap_or(text);
+                let body = text.strip_suffix(b"}\n").unwrap_or(text);
                 self.out.write_all(body)?;
                 self.out.write_all(b",\"late\":true}\n")?;
             } else if late {
@@ -217,10 +218,8 @@ impl<W: Write> Out<W> {
                 self.out.write_all(&text[..at])?;
                 self.out.write_all(b" [late]")?;
                 self.out.write_all(&text[at..])?;
-                self.out.write_all(b"\n")?;
             } else {
                 self.out.write_all(text)?;
-                self.out.write_all(b"\n")?;
             }
         }
         self.held.release(r);
@@ -247,7 +246,10 @@ impl<W: Write> OrderedWriter<W> {
     /// [`OrderedWriter::push`] of the text `write` appends to the string it is given (held
     /// where it is written: no copy).
     pub fn push_with(&mut self, start: u64, end: u64, write: impl FnOnce(&mut String)) -> std::io::Result<()> {
-        let r = self.state.held.write(write);
+        let r = self.state.held.write(|s| {
+            write(s);
+            s.push('\n');
+        });
         let st = &mut self.state;
         self.order.push(start, end, r, &mut |r, late| st.emit(r, late))
     }
