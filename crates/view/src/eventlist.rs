@@ -57,7 +57,8 @@ pub struct EventList<'a> {
 impl<'a> EventList<'a> {
     /// Prints the events of a trace with header `header` to `out`.
     pub fn new(header: TraceHeader, o: Options, out: Box<dyn Write + 'a>) -> Self {
-        let out = BufWriter::with_capacity(1 << 20, out);
+        // Runs of events longer than the buffer go out from where they are held, uncopied.
+        let out = BufWriter::with_capacity(1 << 16, out);
         let w = OrderedWriter::new(o.sort, o.window_ns, o.max_held, out, o.limit, o.json);
         EventList { header, o, w, chains: ChainIndex::new(), calls: 0, explained: 0 }
     }

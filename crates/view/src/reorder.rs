@@ -176,12 +176,17 @@ impl HeldText {
 
     /// Lets `r`'s room be reused once the rest of its chunk has gone too.
     pub fn release(&mut self, r: TextRef) {
-        let (buf, live) = &mut self.chunks[r.chunk as usize];
-        *live -= 1;
+        self.release_n(r.chunk, 1);
+    }
+
+    /// [`HeldText::release`] of `n` texts of chunk `chunk`.
+    fn release_n(&mut self, chunk: u32, n: u32) {
+        let (buf, live) = &mut self.chunks[chunk as usize];
+        *live -= n;
         if *live == 0 {
             buf.clear();
-            if r.chunk != self.cur {
-                self.free.push(r.chunk);
+            if chunk != self.cur {
+                self.free.push(chunk);
             }
         }
     }
@@ -195,34 +200,71 @@ pub struct OrderedWriter<W: Write> {
     state: Out<W>,
 }
 
-struct Out<W> {
+struct Out<W: Write> {
     held: HeldText,
     out: W,
     left: u64,
     json: bool,
+    /// Texts that went out in order, not yet written: they lie one after the other in one chunk
+    /// (events leave nearly in the order they came), so they are written from there in one go,
+    /// not copied into the output's buffer one by one. Their room is released once written.
+    run: Option<Run>,
+}
+
+/// Texts `start..end` of chunk `chunk`: `n` of them.
+#[derive(Clone, Copy)]
+struct Run {
+    chunk: u32,
+    start: u32,
+    end: u32,
+    n: u32,
 }
 
 impl<W: Write> Out<W> {
     fn emit(&mut self, r: TextRef, late: bool) -> std::io::Result<()> {
-        if self.left > 0 {
-            self.left -= 1;
-            // Held with its newline.
-            let text = self.held.get(r);
-            if late && self.json {
-                let body = text.strip_suffix(b"}\n").unwrap_or(text);
-                self.out.write_all(body)?;
-                self.out.write_all(b",\"late\":true}\n")?;
-            } else if late {
-                // After the event's own line (a --why breakdown follows it on the next line).
-                let at = text.iter().position(|&c| c == b'\n').unwrap_or(text.len());
-                self.out.write_all(&text[..at])?;
-                self.out.write_all(b" [late]")?;
-                self.out.write_all(&text[at..])?;
-            } else {
-                self.out.write_all(text)?;
+        if self.left == 0 {
+            self.held.release(r);
+            return Ok(());
+        }
+        self.left -= 1;
+        if !late {
+            match &mut self.run {
+                Some(run) if run.chunk == r.chunk && run.end == r.start => {
+                    run.end += r.len;
+                    run.n += 1;
+                    return Ok(());
+                }
+                _ => {
+                    self.write_run()?;
+                    self.run = Some(Run { chunk: r.chunk, start: r.start, end: r.start + r.len, n: 1 });
+                    return Ok(());
+                }
             }
         }
+        self.write_run()?;
+        // Held with its newline.
+        let text = self.held.get(r);
+        if late && self.json {
+            let body = text.strip_suffix(b"}\n").unwrap_or(text);
+            self.out.write_all(body)?;
+            self.out.write_all(b",\"late\":true}\n")?;
+        } else {
+            // After the event's own line (a --why breakdown follows it on the next line).
+            let at = text.iter().position(|&c| c == b'\n').unwrap_or(text.len());
+            self.out.write_all(&text[..at])?;
+            self.out.write_all(b" [late]")?;
+            self.out.write_all(&text[at..])?;
+        }
         self.held.release(r);
+        Ok(())
+    }
+
+    /// Writes the texts of [`Out::run`] and lets their room go.
+    fn write_run(&mut self) -> std::io::Result<()> {
+        let Some(run) = self.run.take() else { return Ok(()) };
+        let chunk = &self.held.chunks[run.chunk as usize].0;
+        self.out.write_all(&chunk.as_bytes()[run.start as usize..run.end as usize])?;
+        self.held.release_n(run.chunk, run.n);
         Ok(())
     }
 }
@@ -233,7 +275,7 @@ impl<W: Write> OrderedWriter<W> {
     pub fn new(by: SortBy, window_ns: u64, max_held: usize, out: W, limit: u64, json: bool) -> Self {
         OrderedWriter {
             order: Reorder::new(by, window_ns, max_held),
-            state: Out { held: HeldText::default(), out, left: limit, json },
+            state: Out { held: HeldText::default(), out, left: limit, json, run: None },
         }
     }
 
@@ -263,6 +305,7 @@ impl<W: Write> OrderedWriter<W> {
     pub fn finish(mut self) -> std::io::Result<(W, u64)> {
         let st = &mut self.state;
         self.order.finish(&mut |r, late| st.emit(r, late))?;
+        self.state.write_run()?;
         self.state.out.flush()?;
         Ok((self.state.out, self.order.late()))
     }
