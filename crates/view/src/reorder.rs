@@ -1,7 +1,7 @@
 //! Events put back in the order of their start (or end) time with bounded memory ([`Reorder`]),
 //! and the text of held events kept without an allocation per event ([`OrderedWriter`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 
 /// Which time events are printed in the order of.
@@ -23,13 +23,16 @@ pub enum SortBy {
 /// An event whose key is before that of one already released (a call longer than the window
 /// minus the interleaving, a few seconds' worth) comes out at once, marked late.
 ///
-/// Held events are ordered by (key, arrival number) in a B-tree: events arrive nearly in key
-/// order and leave from the front, so both ends of the tree stay in cache (a binary heap of a
-/// million events misses the cache on every level of every pop).
+/// Held events are ordered by (key, arrival number). Events arrive nearly in key order: those
+/// that come in order (no earlier key than the last one held in order) are appended to a queue,
+/// the few others go into a B-tree, and the next out is the first of either (a B-tree of all of
+/// them cost a tenth of `events`' time; a binary heap of a million events misses the cache on
+/// every level of every pop).
 pub struct Reorder<T> {
     by: SortBy,
     window_ns: u64,
     max_held: usize,
+    in_order: VecDeque<(u64, u64, T)>,
     held: BTreeMap<(u64, u64), T>,
     seq: u64,
     watermark: u64,
@@ -45,6 +48,7 @@ impl<T> Reorder<T> {
             by,
             window_ns,
             max_held: max_held.max(1),
+            in_order: VecDeque::new(),
             held: BTreeMap::new(),
             seq: 0,
             watermark: 0,
@@ -72,22 +76,48 @@ impl<T> Reorder<T> {
             return out(item, true);
         }
         self.seq += 1;
-        self.held.insert((key, self.seq), item);
+        if self.in_order.back().is_none_or(|b| b.0 <= key) {
+            self.in_order.push_back((key, self.seq, item));
+        } else {
+            self.held.insert((key, self.seq), item);
+        }
         let due = self.watermark.saturating_sub(self.window_ns);
-        while let Some((&(first, _), _)) = self.held.first_key_value() {
-            if first > due && self.held.len() <= self.max_held {
+        while let Some(first) = self.first() {
+            if first > due && self.in_order.len() + self.held.len() <= self.max_held {
                 break;
             }
-            let Some(((k, _), item)) = self.held.pop_first() else { break };
+            let Some((k, item)) = self.pop_first() else { break };
             self.released = Some(k);
             out(item, false)?;
         }
         Ok(())
     }
 
+    /// The key of the next event out.
+    fn first(&self) -> Option<u64> {
+        match (self.in_order.front(), self.held.first_key_value()) {
+            (Some(q), Some((t, _))) => Some(q.0.min(t.0)),
+            (Some(q), None) => Some(q.0),
+            (None, t) => t.map(|(t, _)| t.0),
+        }
+    }
+
+    /// The next event out: the first of the queue and the tree by (key, arrival number).
+    fn pop_first(&mut self) -> Option<(u64, T)> {
+        let from_queue = match (self.in_order.front(), self.held.first_key_value()) {
+            (Some(q), Some((t, _))) => (q.0, q.1) < *t,
+            (q, _) => q.is_some(),
+        };
+        if from_queue {
+            self.in_order.pop_front().map(|(k, _, item)| (k, item))
+        } else {
+            self.held.pop_first().map(|((k, _), item)| (k, item))
+        }
+    }
+
     /// Lets every held event out, in order.
     pub fn finish<E>(&mut self, out: &mut impl FnMut(T, bool) -> Result<(), E>) -> Result<(), E> {
-        while let Some(((k, _), item)) = self.held.pop_first() {
+        while let Some((k, item)) = self.pop_first() {
             self.released = Some(k);
             out(item, false)?;
         }
@@ -363,6 +393,51 @@ mod tests {
         // Memory is bounded: with room for 3, the earliest held goes out when a fourth comes, and
         // one that began before it is late.
         assert_eq!(got, vec![(2, false), (1, true), (3, false), (4, false), (5, false)]);
+    }
+
+    #[test]
+    fn reorder_lets_events_out_as_one_ordered_map_of_all_held_would() {
+        // The rule with every held event in one map by (key, arrival), as a reference.
+        fn one_map(window: u64, max: usize, events: &[(u64, u64)]) -> Vec<(u64, bool)> {
+            let (mut held, mut got) = (BTreeMap::new(), Vec::new());
+            let (mut watermark, mut released, mut seq) = (0u64, None::<u64>, 0u64);
+            for &(s, e) in events {
+                watermark = watermark.max(e);
+                if released.is_some_and(|r| s < r) {
+                    got.push((s, true));
+                    continue;
+                }
+                seq += 1;
+                held.insert((s, seq), ());
+                while let Some((&(k, _), _)) = held.first_key_value() {
+                    if k > watermark.saturating_sub(window) && held.len() <= max {
+                        break;
+                    }
+                    held.pop_first();
+                    released = Some(k);
+                    got.push((k, false));
+                }
+            }
+            got.extend(held.into_keys().map(|(k, _)| (k, false)));
+            got
+        }
+        // Mostly in order, some calls long, equal starts, two interleaved streams.
+        let mut x = 12345u64;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for (window, max) in [(0, 100), (50, 100), (500, 7), (5_000, 1_000_000)] {
+            let mut ev = Vec::new();
+            for k in 0..20_000u64 {
+                let lat = if rnd(20) == 0 { rnd(3_000) } else { rnd(5) };
+                let start = k * 3 / 2 + rnd(2) - lat.min(k * 3 / 2);
+                ev.push((start, start + lat));
+            }
+            assert_eq!(reorder(SortBy::Start, window, max, &ev), one_map(window, max, &ev), "window {window}");
+        }
     }
 
     #[test]
