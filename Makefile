@@ -1,4 +1,5 @@
-# latscope: `make demo` shows it working, `make test` runs every test, `make bench` measures it.
+# latscope: `make demo` shows it working, `make test` runs every test, `make bench` measures it,
+# `make deb` packages it for Debian and Ubuntu, `make install` installs it elsewhere (docs/INSTALL.md).
 # Each target first installs what is missing (Debian packages via apt, Python packages via pip).
 
 SHELL := /bin/bash
@@ -11,9 +12,10 @@ OUT ?= out
 # are the servers the export and replay tests scrape from and push to (prometheus ships promtool);
 # openjdk-17-jre-headless runs Spark (pyspark), one of the readers the Parquet export is read with;
 # strace/bpftrace/libbpf-tools/linux-perf/fio/hyperfine are benchmark anchors; bpftool/libbpf-dev
-# build bench/floor (the cost floor of any syscall-latency tracer).
+# build bench/floor (the cost floor of any syscall-latency tracer). dpkg-dev builds the package
+# (`make deb`, and the test that installs it).
 APT_BUILD := clang llvm libelf-dev zlib1g-dev pkg-config make gcc
-APT_TEST := tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar prometheus graphite-carbon python3-whisper openjdk-17-jre-headless rsync coreutils attr iproute2 fio libdevel-nytprof-perl
+APT_TEST := dpkg-dev tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar prometheus graphite-carbon python3-whisper openjdk-17-jre-headless rsync coreutils attr iproute2 fio libdevel-nytprof-perl
 APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev curl
 # Python packages: the Parquet export's readers (pyarrow, duckdb, polars, pandas, pyspark); perfetto
 # ships Perfetto's own trace schema (perfetto_trace_pb2), which every exported Perfetto trace is
@@ -23,7 +25,7 @@ PIP_TEST := pyarrow duckdb polars pytz pandas pyspark perfetto
 # busybox initramfs.
 APT_VM := qemu-system-x86 busybox-static
 
-.PHONY: all build deps deps-test deps-bench demo test test-kernels bench fmt lint clean vmlinux
+.PHONY: all build deps deps-test deps-bench demo test test-kernels bench fmt lint clean vmlinux deb install uninstall
 
 all: build
 
@@ -87,6 +89,43 @@ test-kernels: deps
 
 bench: deps-bench build
 	bash bench/run.sh
+
+# Packaging (docs/INSTALL.md). `make deb` writes $(OUT)/deb/latscope_VERSION_ARCH.deb from the
+# release build; BIN=path/to/latscope packages another build without building (make deb
+# BIN=target/ci/latscope). DEB_COMPRESS=zstd builds in a second instead of half a minute (xz, the
+# default, is read by every dpkg; zstd needs dpkg 1.21.18: Debian 12, Ubuntu 21.10). `make install`
+# puts the same files under $(DESTDIR)$(PREFIX) (the unit in $(UNITDIR), the configuration in
+# $(SYSCONFDIR)/latscope, an edited one kept), `make uninstall` removes them.
+BIN ?= target/release/latscope
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+ZSHDIR ?= $(PREFIX)/share/zsh/site-functions
+DESTDIR ?=
+DEB_COMPRESS ?= xz
+BUILD_BIN := $(if $(filter target/release/latscope,$(BIN)),build)
+
+deb: $(BUILD_BIN)
+	$(call apt_install,dpkg-dev)
+	DEB_COMPRESS=$(DEB_COMPRESS) bash packaging/deb.sh $(BIN) $(OUT)/deb
+
+install: $(BUILD_BIN)
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" SYSCONFDIR="$(SYSCONFDIR)" UNITDIR="$(UNITDIR)" ZSHDIR="$(ZSHDIR)" \
+		bash packaging/stage.sh $(BIN)
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+		echo "to run the agent: systemctl daemon-reload && systemctl enable --now latscope-agent"; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/latscope $(DESTDIR)$(UNITDIR)/latscope-agent.service \
+		$(DESTDIR)$(PREFIX)/share/man/man1/latscope.1.gz $(DESTDIR)$(PREFIX)/share/man/man1/latscope-*.1.gz \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/latscope $(DESTDIR)$(ZSHDIR)/_latscope \
+		$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/latscope.fish \
+		$(DESTDIR)$(SYSCONFDIR)/latscope/agent.toml.new
+	rm -rf $(DESTDIR)$(PREFIX)/share/latscope $(DESTDIR)$(PREFIX)/share/doc/latscope
+	@# The configuration goes only if it is the default: an edited one is the admin's.
+	@conf=$(DESTDIR)$(SYSCONFDIR)/latscope/agent.toml; \
+	if cmp -s packaging/agent.toml $$conf; then rm -f $$conf; rmdir $(DESTDIR)$(SYSCONFDIR)/latscope 2>/dev/null || true; \
+	elif [ -e $$conf ]; then echo "kept the edited $$conf"; fi
 
 fmt:
 	$(CARGO) fmt --all

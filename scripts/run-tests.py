@@ -3,7 +3,8 @@
 
 `make test` calls this after the lints and the build. It builds the test binaries once
 (`cargo test --no-run`), runs the binaries that touch no probes, devices, servers or other
-global state two at a time, then the rest one after another with one test thread, and ends with the ten
+global state two at a time, then the rest one after another with one test thread (beside them, in
+a lane of their own, the tests that only wait on servers and timers: BACKGROUND), and ends with the ten
 slowest tests and binaries and one closing line; `--report` prints the phase times (`scripts/phase`
 writes them).
 
@@ -54,6 +55,24 @@ PARALLEL_MODULES = {
     ("latscope", "export_perfetto_memory"),
 }
 
+# Tests that load no probe, start their servers on ports the kernel picks, and mostly wait on
+# timers and sockets (slow clients, scrape intervals, carbon's flushes): they run in a lane of
+# their own beside the one-at-a-time group, which is mostly waiting too. A module name alone
+# means all of its tests.
+BACKGROUND = {
+    ("latscope-export", "prometheus"): None,
+    ("latscope-export", "dashboard"): None,
+    ("latscope-export", "graphite"): None,
+    ("latscope-flight", "ring"): None,
+    ("latscope", "replay_graphite"): None,
+    ("latscope", "server_attacks"): [
+        "a_slowloris_of_64_connections_does_not_shut_out_a_normal_client_of_the_dashboard",
+        "wrong_bearer_tokens_are_answered_at_a_limited_rate",
+        "a_flood_of_wrong_tokens_from_another_user_does_not_lock_the_right_token_out",
+    ],
+    ("latscope", "serve"): ["at_the_connection_cap_idle_and_slow_connections_make_room"],
+}
+
 
 def cargo_build(profile, filt):
     """Builds every test binary; returns [(package, target, kind, executable)]."""
@@ -81,6 +100,7 @@ def cargo_build(profile, filt):
     if proc.wait() != 0:
         sys.exit("scripts/run-tests.py: building the test binaries failed (cargo's messages above)")
     jobs = [j for b in bins for j in split_modules(b)]
+    jobs = [part for j in jobs for part in split_background(j)]
     if filt:
         jobs = [j for j in jobs if filt in j.label]
     return jobs
@@ -97,6 +117,7 @@ class Job:
         self.prefix = f"{pkg}::{target}" if kind != "lib" else f"{pkg}::lib"
         self.label = self.prefix + (f"::{module}" if module else "")
         self.parallel = pkg in PARALLEL_PACKAGES or (pkg, module or target) in PARALLEL_MODULES
+        self.background = False
 
 
 def split_modules(b):
@@ -115,6 +136,25 @@ def split_modules(b):
     if out.returncode != 0 or not modules:
         return [Job(pkg, target, kind, exe)]
     return [Job(pkg, target, kind, exe, m, names) for m, names in sorted(modules.items())]
+
+
+def split_background(job):
+    """The job, or its BACKGROUND tests as a job of their own (marked) and the rest."""
+    key = (job.pkg, job.module or job.target)
+    if key not in BACKGROUND or job.parallel:
+        return [job]
+    wanted = BACKGROUND[key]
+    if wanted is None:
+        job.background = True
+        return [job]
+    names = [n for n in job.names if n.split("::")[-1] in wanted]
+    rest = [n for n in job.names if n not in names]
+    if not names:
+        return [job]
+    bg = Job(job.pkg, job.target, job.kind, job.exe, job.module, names)
+    bg.background = True
+    bg.label += " (waiting tests)"
+    return [bg] + ([Job(job.pkg, job.target, job.kind, job.exe, job.module, rest)] if rest else [])
 
 
 class Results:
@@ -285,15 +325,20 @@ def main():
     find_manifest_dir("")
     jobs = cargo_build(args.profile, args.filter)
     parallel = [j for j in jobs if j.parallel]
-    serial = [j for j in jobs if not j.parallel]
+    background = [j for j in jobs if j.background]
+    serial = [j for j in jobs if not j.parallel and not j.background]
     results = Results()
     t0 = time.monotonic()
-    print(f"running {len(parallel)} test binaries or modules {args.jobs} at a time, then {len(serial)} one at a time",
+    print(f"running {len(parallel)} test binaries or modules {args.jobs} at a time, then {len(serial)} one at a time "
+          f"beside {len(background)} that wait on servers and timers",
           flush=True)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(lambda b: run_binary(b, 1, results), parallel))
+    lane = threading.Thread(target=lambda: [run_binary(b, 1, results) for b in background])
+    lane.start()
     for b in serial:
         run_binary(b, 1, results)
+    lane.join()
     if not args.filter:
         run_doctests(args.profile, results)
     wall = time.monotonic() - t0

@@ -60,6 +60,8 @@ enum Command {
     Check(cmd::check::Args),
     /// Fire a running flight recorder's trigger by name (record --ring, the agent's recorders).
     Trigger(cmd::trigger::Args),
+    #[command(hide = true)]
+    Generate(cmd::generate::Args),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
         Command::Agent(a) => cmd::agent::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Trigger(a) => cmd::trigger::run(a),
+        Command::Generate(a) => cmd::generate::run(a),
     };
     match r {
         Ok(code) => code,

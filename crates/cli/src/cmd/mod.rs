@@ -9,6 +9,7 @@ pub mod export;
 pub mod export_perfetto;
 pub mod fields;
 pub mod flight;
+pub mod generate;
 pub mod heatmap;
 pub mod hist;
 pub mod info;

@@ -40,6 +40,9 @@ mod hostile_names;
 #[path = "../libsinsp_eval.rs"]
 mod libsinsp_eval;
 
+#[path = "../package.rs"]
+mod package;
+
 #[path = "../perfetto.rs"]
 mod perfetto;
 
