@@ -73,18 +73,25 @@ impl WaitKind {
 /// Whether syscall `nr` is a blocking wait by its name: its class is [`SysClass::Wait`] (poll,
 /// epoll_wait, select, futex, nanosleep, ...) or it waits for a child or a signal (wait4,
 /// waitid, pause). The rule for calls without a breakdown.
+#[inline]
 pub fn is_wait_syscall(nr: u16) -> bool {
+    wait_syscall_table().get(nr as usize).copied().unwrap_or(false)
+}
+
+/// [`is_wait_syscall`] of every syscall number, indexed by it (numbers past its end are no
+/// waits): a loop over many events fetches it once and looks each one up.
+#[inline]
+pub fn wait_syscall_table() -> &'static [bool] {
     // Asked for every syscall a view counts: a table, not the names compared each time.
     static WAITS: std::sync::OnceLock<Vec<bool>> = std::sync::OnceLock::new();
-    let t = WAITS.get_or_init(|| {
+    WAITS.get_or_init(|| {
         (0..crate::syscalls::syscall_count())
             .map(|n| {
                 let nr = n as u16;
                 desc(nr).class == SysClass::Wait || matches!(syscall_name(nr), Some("wait4" | "waitid" | "pause"))
             })
             .collect()
-    });
-    t.get(nr as usize).copied().unwrap_or(false)
+    })
 }
 
 /// Index of the first waiting part (lock) and the parts that are waits for an event: lock,
@@ -92,13 +99,33 @@ pub fn is_wait_syscall(nr: u16) -> bool {
 const WAITING_PARTS: [usize; 5] = [3, 4, 5, 7, 8];
 
 /// The kind of event `i`'s latency (see the module's documentation).
+#[inline]
 pub fn wait_kind(b: &EventBatch, i: usize) -> WaitKind {
     if b.kind[i] != EventKind::Syscall as u8 {
         return WaitKind::Work;
     }
+    // Most calls have no breakdown: the syscall alone decides, inlined in the views' loops.
+    if b.wake_flags[i] & wake_flags::KNOWN == 0 {
+        return by_name(b.nr[i]);
+    }
+    wait_kind_known(b, i)
+}
+
+/// A call without a breakdown: idle when its syscall is a blocking wait.
+#[inline]
+fn by_name(nr: u16) -> WaitKind {
+    if is_wait_syscall(nr) {
+        WaitKind::ByName
+    } else {
+        WaitKind::Work
+    }
+}
+
+/// [`wait_kind`] of a syscall whose wake-up flags say how its wait ended.
+fn wait_kind_known(b: &EventBatch, i: usize) -> WaitKind {
     let flags = b.wake_flags[i];
-    if flags & wake_flags::KNOWN == 0 || !b.has_why(i) {
-        return if is_wait_syscall(b.nr[i]) { WaitKind::ByName } else { WaitKind::Work };
+    if !b.has_why(i) {
+        return by_name(b.nr[i]);
     }
     let parts = b.why_parts(i);
     let waiting: u64 = WAITING_PARTS.iter().map(|&k| parts[k]).sum();
@@ -118,8 +145,7 @@ pub fn wait_kind(b: &EventBatch, i: usize) -> WaitKind {
         // is lock time, a sleep's timer time), else the syscall.
         _ if parts[3] * 2 > b.lat[i] => WaitKind::OnSomeone,
         _ if parts[5] * 2 > b.lat[i] => WaitKind::Timeout,
-        _ if is_wait_syscall(b.nr[i]) => WaitKind::ByName,
-        _ => WaitKind::Work,
+        _ => by_name(b.nr[i]),
     }
 }
 

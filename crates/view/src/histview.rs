@@ -804,6 +804,7 @@ impl HistBuilder {
             }
             return;
         }
+        let rule = crate::waits::BatchRule::of(b);
         for &i in c.rows {
             let i = i as usize;
             if b.kind[i] != kind {
@@ -811,7 +812,7 @@ impl HistBuilder {
             }
             let Some(v) = EventPoints::value(self.field, b, i, h) else { continue };
             let g = self.grouper.group(b, i, h);
-            let wait = self.kind == EventKind::Syscall && !self.counted.counts(b, i);
+            let wait = self.kind == EventKind::Syscall && !self.counted.counts_in(rule, b, i);
             let hists = if wait { &mut self.wait_hists } else { &mut self.hists };
             while hists.len() <= g {
                 hists.push(Histogram::new());

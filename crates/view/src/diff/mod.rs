@@ -25,7 +25,7 @@ use crate::group::{GroupBy, Grouper};
 use crate::heatmap::LogStream;
 use crate::latagg::LatAgg;
 use crate::stacks::{StackAgg, StackNames};
-use crate::waits::{is_idle, Counted};
+use crate::waits::{is_idle, BatchRule, Counted};
 use crate::why::{WhyAgg, PART_LABELS};
 use latscope_event::source::Chunk;
 use latscope_event::{EventBatch, EventKind, StackTable, TraceHeader, WHY_PARTS};
@@ -184,9 +184,9 @@ struct DimAgg {
 impl DimAgg {
     /// Counts event `i`, in window `w`.
     #[inline]
-    fn add(&mut self, b: &EventBatch, i: usize, h: &TraceHeader, w: usize) {
+    fn add(&mut self, rule: BatchRule, b: &EventBatch, i: usize, h: &TraceHeader, w: usize) {
         let g = self.grouper.group(b, i, h);
-        let wait = !self.counted.counts(b, i);
+        let wait = !self.counted.counts_in(rule, b, i);
         let rows = if wait { &mut self.waits } else { &mut self.rows };
         if g >= rows.len() {
             rows.resize_with(g + 1, GroupAgg::default);
@@ -312,6 +312,7 @@ impl RunAgg {
     pub fn add(&mut self, c: Chunk<'_>, h: &TraceHeader) {
         let b = c.batch;
         let (sys, blk) = (EventKind::Syscall as u8, EventKind::Block as u8);
+        let rule = BatchRule::of(b);
         for &r in c.rows {
             let i = r as usize;
             let k = b.kind[i];
@@ -330,12 +331,15 @@ impl RunAgg {
                 w
             };
             let kind = if k == sys { EventKind::Syscall } else { EventKind::Block };
-            // The totals are the sums of the syscall and disk groupings when those are kept.
-            let totals = self.totals.iter_mut().zip(self.derived_totals).filter(|(_, d)| d.is_none()).map(|(t, _)| t);
-            for d in self.dims.iter_mut().chain(totals) {
+            for d in self.dims.iter_mut() {
                 if d.dim.kind() == kind {
-                    d.add(b, i, h, w);
+                    d.add(rule, b, i, h, w);
                 }
+            }
+            // The totals are the sums of the syscall and disk groupings when those are kept.
+            let t = usize::from(k != sys);
+            if self.derived_totals[t].is_none() {
+                self.totals[t].add(rule, b, i, h, w);
             }
             if let Some(hs) = self.heat.as_mut() {
                 if (kind == EventKind::Block) == self.o.block {
