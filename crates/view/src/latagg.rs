@@ -45,6 +45,28 @@ impl LatAgg {
         }
     }
 
+    /// Records every value of `vs`: the same as [`LatAgg::record`] for each, faster for many
+    /// (a histogram records them as a column).
+    pub fn record_all(&mut self, vs: &[u64]) {
+        if let LatAgg::Few(few) = self {
+            let room = (Self::EXACT_LIMIT - few.len()).min(vs.len());
+            few.extend_from_slice(&vs[..room]);
+            match vs.get(room..) {
+                Some(rest) if !rest.is_empty() => {
+                    let mut h = Histogram::new();
+                    h.record_slice(few);
+                    h.record_slice(rest);
+                    *self = LatAgg::Many(Box::new(h));
+                }
+                _ => {}
+            }
+            return;
+        }
+        if let LatAgg::Many(h) = self {
+            h.record_slice(vs);
+        }
+    }
+
     /// Number of values.
     pub fn count(&self) -> u64 {
         match self {
@@ -122,6 +144,17 @@ mod tests {
         let p = a.percentiles(&[50.0])[0].unwrap();
         assert!((500_000..=500_000 + 500_000 / 128).contains(&p), "{p}");
         assert_eq!(a.max(), Some(1_000_000));
+        // Recorded as a column, the same distribution, whether it stays exact or not.
+        for n in [10u64, 256, 257, 1000] {
+            let (mut one, mut all) = (LatAgg::default(), LatAgg::default());
+            let vs: Vec<u64> = (1..=n).map(|v| v * 997 % 5000).collect();
+            vs.iter().for_each(|&v| one.record(v));
+            all.record_all(&vs[..3]);
+            all.record_all(&vs[3..]);
+            assert_eq!(one.count(), all.count());
+            assert_eq!(one.to_histogram(), all.to_histogram(), "{n}");
+            assert_eq!(matches!(one, LatAgg::Few(_)), matches!(all, LatAgg::Few(_)), "{n}");
+        }
         let mut b = LatAgg::default();
         b.record(7);
         b.merge(&a);

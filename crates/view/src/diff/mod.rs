@@ -159,6 +159,9 @@ const MAX_WINDOWS: usize = 256;
 /// The first width of a window (ns).
 const FIRST_WINDOW_NS: u64 = 10_000_000;
 
+/// Latencies a group's buffer keeps room for between chunks.
+const PENDING_KEPT: usize = 4096;
+
 /// One group of one grouping of a run, as it is read.
 #[derive(Default)]
 struct GroupAgg {
@@ -166,6 +169,9 @@ struct GroupAgg {
     lat: LatAgg,
     /// Events per window.
     windows: Vec<u32>,
+    /// The latencies of the chunk being counted, recorded at its end: one group's distribution
+    /// at a time stays in the cache, where events of all groups in turn would evict it.
+    pending: Vec<u64>,
 }
 
 /// One grouping of one run: per group (numbered by its [`Grouper`]) its events, their latency
@@ -193,12 +199,25 @@ impl DimAgg {
         }
         let r = &mut rows[g];
         r.count += 1;
-        r.lat.record(b.lat[i]);
+        r.pending.push(b.lat[i]);
         if !wait {
             if r.windows.len() <= w {
                 r.windows.resize(w + 1, 0);
             }
             r.windows[w] += 1;
+        }
+    }
+
+    /// Records the latencies of the chunk counted.
+    fn flush(&mut self) {
+        for r in self.rows.iter_mut().chain(self.waits.iter_mut()).filter(|r| !r.pending.is_empty()) {
+            r.lat.record_all(&r.pending);
+            // Thousands of groups (files) keep little each.
+            if r.pending.capacity() > PENDING_KEPT {
+                r.pending = Vec::new();
+            } else {
+                r.pending.clear();
+            }
         }
     }
 
@@ -360,6 +379,9 @@ impl RunAgg {
                     }
                 }
             }
+        }
+        for d in self.dims.iter_mut().chain(self.totals.iter_mut()) {
+            d.flush();
         }
         if let Some((agg, _, _)) = self.why.as_mut() {
             agg.add(b, c.rows);
