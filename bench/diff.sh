@@ -6,14 +6,20 @@
 # --heatmap); next to `hist -r A` plus `hist -r B` (the anchor: the same files read twice by the
 # fastest view). Wall seconds (median of REPS runs) and CPU seconds (user + system, all threads).
 #
-# Environment: LATSCOPE (default target/$PROFILE/latscope), EVENTS (default 5000000), REPS (3),
-# PROFILE (cargo profile of the builds, default release; `ci` reuses the test build).
+# With BASE (a previous latscope binary), the same runs of it follow, each against this build's
+# two `hist` runs: the change measured in the same run.
+#
+# Environment: LATSCOPE (default target/$PROFILE/latscope), BASE (a previous latscope binary),
+# EVENTS (default 5000000), REPS (3), PROFILE (cargo profile of the builds, default release;
+# `ci` reuses the test build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
 . bench/lib/common.sh
 EVENTS=${EVENTS:-5000000}
 REPS=${REPS:-3}
+BASE=${BASE:-}
+[ -z "$BASE" ] || [ -x "$BASE" ] || { echo "BASE=$BASE: not an executable latscope"; exit 1; }
 
 build_synth
 "$SYNTH" "$WORK/a.lst" "$EVENTS" 20 2>/dev/null
@@ -37,15 +43,29 @@ echo "CPU: $cpu_model, $(nproc) CPUs; load average at the start: $(cut -d' ' -f1
 echo
 echo "| command | wall | CPU | vs two hist runs (wall, CPU) |"
 echo "|---|---|---|---|"
-h_wall=$(echo "$(wall "$LS" hist -r "$WORK/a.lst") + $(wall "$LS" hist -r "$WORK/b.lst")" | bc -l)
-h_cpu=$(echo "$(cpu "$LS" hist -r "$WORK/a.lst") + $(cpu "$LS" hist -r "$WORK/b.lst")" | bc -l)
-printf '| hist -r A; hist -r B (%s M events each) | %.3f s | %.3f s | 1.00x, 1.00x |\n' "$(echo "$EVENTS / 1000000" | bc)" "$h_wall" "$h_cpu"
-for v in "diff A B (syscall, disk)|" "diff A B --by all (syscall, proc, file, disk)|--by all" \
-	"diff A B --svg --heatmap|--svg $WORK/h.svg --heatmap $WORK/m.svg"; do
-	IFS='|' read -r name extra <<<"$v"
-	# shellcheck disable=SC2206
-	args=(diff "$WORK/a.lst" "$WORK/b.lst" $extra)
-	w=$(wall "$LS" "${args[@]}")
-	c=$(cpu "$LS" "${args[@]}")
-	printf '| %s | %.3f s | %.3f s | %.2fx, %.2fx |\n' "$name" "$w" "$c" "$(echo "$w / $h_wall" | bc -l)" "$(echo "$c / $h_cpu" | bc -l)"
-done
+# The anchor and the diffs of one binary ($1), named with $2; the anchor is this build's.
+rows() {
+	local bin=$1 who=$2
+	local hw hc
+	hw=$(echo "$(wall "$bin" hist -r "$WORK/a.lst") + $(wall "$bin" hist -r "$WORK/b.lst")" | bc -l)
+	hc=$(echo "$(cpu "$bin" hist -r "$WORK/a.lst") + $(cpu "$bin" hist -r "$WORK/b.lst")" | bc -l)
+	if [ -z "${h_wall:-}" ]; then
+		h_wall=$hw
+		h_cpu=$hc
+	fi
+	printf '| %shist -r A; hist -r B (%s M events each) | %.3f s | %.3f s | %.2fx, %.2fx |\n' "$who" "$(echo "$EVENTS / 1000000" | bc)" \
+		"$hw" "$hc" "$(echo "$hw / $h_wall" | bc -l)" "$(echo "$hc / $h_cpu" | bc -l)"
+	for v in "diff A B (syscall, disk)|" "diff A B --by all (syscall, proc, file, disk)|--by all" \
+		"diff A B --svg --heatmap|--svg $WORK/h.svg --heatmap $WORK/m.svg"; do
+		IFS='|' read -r name extra <<<"$v"
+		# shellcheck disable=SC2206
+		args=(diff "$WORK/a.lst" "$WORK/b.lst" $extra)
+		w=$(wall "$bin" "${args[@]}")
+		c=$(cpu "$bin" "${args[@]}")
+		printf '| %s%s | %.3f s | %.3f s | %.2fx, %.2fx |\n' "$who" "$name" "$w" "$c" "$(echo "$w / $h_wall" | bc -l)" "$(echo "$c / $h_cpu" | bc -l)"
+	done
+}
+rows "$LS" ""
+if [ -n "$BASE" ]; then
+	rows "$BASE" "previous build: "
+fi
