@@ -400,3 +400,99 @@ print(json.dumps([list(r) for r in rows]))
         }
     }
 }
+
+/// A GIL-bound CPython HTTP server under load (tests/gil_http.py): `http.server`'s
+/// ThreadingHTTPServer, one thread per keep-alive connection, whose handler runs a pure-Python
+/// loop of about 6 ms (the GIL held, longer than its 5 ms switch interval) and sleeps 1 ms; a
+/// load generator outside the recording (four threads, 60 requests). The handlers' waits for
+/// the GIL (futex waits on its condition variable, with 5 ms timeouts, and on its mutex) are lock
+/// time on the server's threads, under one address; most of it is contention on a named holder,
+/// not idle; the idle time (the acceptor's select, the reads of the next request) does not
+/// outrank it; and the GIL's futex time matches the handlers' own clocks.
+#[test]
+fn a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_idle() {
+    const TEST: &str = "a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_idle";
+    if !require_bpf(TEST) || !common::require_tool(TEST, "python3") {
+        return;
+    }
+    // The interpreter itself, not a shim in front of it (pyenv's are shell scripts).
+    let py = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().unwrap();
+    let py = String::from_utf8_lossy(&py.stdout).trim().to_string();
+    let dir = shared_dir().join("gil_http");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gil_http.py");
+    let port = dir.join("port");
+    let requests = 60;
+    let mut cli = Command::new(&py)
+        .arg(&script)
+        .args(["client", port.to_str().unwrap(), "4", &requests.to_string()])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the load generator starts");
+    let line = format!("exec {py} {} server {} {requests} 150000", script.display(), port.display());
+    let (trace, kv) = record_sh(&dir, "gil_http", &line, &["--why", "--no-block"]);
+    assert!(cli.wait().unwrap().success(), "the load generator got its replies");
+    assert_eq!(kv["requests"], requests);
+    let t = trace.to_str().unwrap();
+    let handlers: Vec<String> = (0..kv["handlers"]).map(|i| kv[&format!("handler{i}")].to_string()).collect();
+    let server: Vec<String> = handlers.iter().cloned().chain([kv["main"].to_string()]).collect();
+    let on_handlers = format!("evt.type = futex and thread.tid in ({})", handlers.join(", "));
+    let fx = events(&trace, &on_handlers);
+    // The GIL: the futex word the handlers waited on the longest (its condition variable); its
+    // mutex is the next 8 bytes (CPython 3.11's `struct _gil_runtime_state`).
+    let key = |e: &Value| {
+        let a = e["why"]["lock"]["addr"].as_str()?;
+        Some(u64::from_str_radix(a.trim_start_matches("0x"), 16).ok()? & !7)
+    };
+    let mut by_lock: HashMap<u64, u64> = HashMap::new();
+    for e in &fx {
+        if let Some(k) = key(e) {
+            *by_lock.entry(k).or_default() += lat(e);
+        }
+    }
+    let gil = *by_lock.iter().max_by_key(|(_, ns)| **ns).expect("futex waits on the GIL").0;
+    let on_gil: Vec<&Value> = fx.iter().filter(|e| matches!(key(e), Some(k) if k == gil || k == gil + 8)).collect();
+    let all: u64 = on_gil.iter().map(|e| lat(e)).sum();
+    // Truth: the handlers' wall time less their thread CPU time and their 1 ms sleeps is the
+    // time they waited for the GIL (and for a CPU outside the futex calls; the GIL's waits
+    // before a request, reading it, are outside the handlers' clocks): measured here, the GIL's
+    // futex time was 0.91-1.06 of it.
+    let truth = (kv["handler_ns"] - kv["handler_cpu_ns"] - requests * 1_000_000) as u64;
+    assert_near("the handlers' futex time on the GIL", all, truth, truth, 20);
+    // Contention on a named holder, not idle: 67-82 % of it in runs here (the rest: timeouts
+    // while the thread last woken on the GIL had dropped it and another took it without a
+    // syscall, which the programs do not see, docs/WHY.md).
+    let on: u64 = on_gil.iter().filter(|e| e["why"]["wait"] == "on_someone").map(|e| lat(e)).sum();
+    assert!(on * 100 >= all * 55, "{on} ns of the GIL's {all} ns waited on someone");
+    let held: Vec<&&Value> = on_gil.iter().filter(|e| !e["why"]["held_by"].is_null()).collect();
+    assert!(held.len() >= 10, "timeouts while the GIL was held: {}", held.len());
+    for e in &held {
+        assert!(
+            server.contains(&e["why"]["held_by"]["tid"].to_string()) && e["why"]["held_by"]["tid"] != e["tid"],
+            "{e}"
+        );
+        assert_eq!(e["why"]["wait"], "on_someone", "{e}");
+    }
+    // top --by lock: the GIL first, by its address, waited on and held by the server's threads.
+    let srv = format!("proc.pid = {}", kv["main"]);
+    let j = latscope_json(&["top", "-r", t, "--by", "lock", "--json", &srv]);
+    let l = &j["locks"][0];
+    assert_eq!(l["addr"], format!("{gil:#x}"), "{j}");
+    let name = |s: &Value| s.as_str().unwrap().rsplit('/').next().unwrap().to_string();
+    assert!(l["waiters"].as_array().unwrap().iter().all(|w| server.contains(&name(&w["waiter"]))), "{l}");
+    assert!(l["holders"].as_array().unwrap().iter().all(|h| server.contains(&name(&h["holder"]))), "{l}");
+    assert!(l["holders"].as_array().unwrap().len() >= 2, "{l}");
+    // why: the GIL's futex waits rank first; the waits left out as idle took less than those
+    // ranked as waits on the server's threads.
+    let w = latscope_json(&["why", "-r", t, "--json", &srv]);
+    assert_eq!(w["operations"][0]["op"], "futex", "{w}");
+    let kinds = &w["waits"]["kinds"];
+    let idle =
+        kinds["idle_timeout"]["total_ns"].as_f64().unwrap() + kinds["idle_outside"]["total_ns"].as_f64().unwrap();
+    assert!(kinds["on_someone"]["total_ns"].as_f64().unwrap() > idle, "{w}");
+    let text = latscope_ok(&["events", "-r", t, "--why", &format!("{on_handlers} and lock.addr = {gil}")]);
+    assert!(
+        text.contains(&format!("lock futex {gil:#x} (FUTEX_WAIT_BITSET_PRIVATE)")) && text.contains("; held by "),
+        "{text}"
+    );
+}
