@@ -408,7 +408,7 @@ print(json.dumps([list(r) for r in rows]))
 /// the GIL (futex waits on its condition variable, with 5 ms timeouts, and on its mutex) are lock
 /// time on the server's threads, under one address; most of it is contention on a named holder,
 /// not idle; the idle time (the acceptor's select, the reads of the next request) does not
-/// outrank it; and the GIL's futex time matches the handlers' own clocks.
+/// outrank it; and inside the loops the GIL's futex waits match the threads' own clocks.
 #[test]
 fn a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_idle() {
     const TEST: &str = "a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_idle";
@@ -453,17 +453,29 @@ fn a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_i
     let gil = *by_lock.iter().max_by_key(|(_, ns)| **ns).expect("futex waits on the GIL").0;
     let on_gil: Vec<&Value> = fx.iter().filter(|e| matches!(key(e), Some(k) if k == gil || k == gil + 8)).collect();
     let all: u64 = on_gil.iter().map(|e| lat(e)).sum();
-    // Truth: the handlers' wall time less their thread CPU time and their 1 ms sleeps is the
-    // time they waited for the GIL (and for a CPU outside the futex calls; the GIL's waits
-    // before a request, reading it, are outside the handlers' clocks): measured here, the GIL's
-    // futex time was 0.91-1.06 of it.
-    let truth = (kv["handler_ns"] - kv["handler_cpu_ns"] - requests * 1_000_000) as u64;
-    assert_near("the handlers' futex time on the GIL", all, truth, truth, 20);
-    // Contention on a named holder, not idle: 67-82 % of it in runs here (the rest: timeouts
+    // Truth, in each request's loop (it runs Python only, so what is neither its CPU time nor its
+    // time waiting for a CPU, by the thread's schedstat, read holding the GIL, is its wait for the
+    // GIL): the blocked time of the futex calls inside the loops. Measured here: 0.99-1.04 of it.
+    let windows = std::fs::read_to_string(dir.join("port.windows")).unwrap();
+    let (mut truth, mut blocked) = (0u64, 0u64);
+    for l in windows.lines() {
+        let v: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+        let (tid, t0, t1) = (v[0], v[1], v[2]);
+        truth += t1 - t0 - v[3] - v[4];
+        for e in &fx {
+            let ts = e["ts_ns"].as_u64().unwrap();
+            if e["tid"].as_u64() == Some(tid) && ts >= t0 && ts + lat(e) <= t1 {
+                let p = &e["why"]["parts_ns"];
+                blocked += lat(e) - p["cpu"].as_u64().unwrap_or(0) - p["runq"].as_u64().unwrap_or(0);
+            }
+        }
+    }
+    assert_near("the GIL's waits inside the loops", blocked, truth, truth, 5);
+    // Contention on a named holder, not idle: 67-82 % of it in runs here (56-85 % inside the loops) (the rest: timeouts
     // while the thread last woken on the GIL had dropped it and another took it without a
     // syscall, which the programs do not see, docs/WHY.md).
     let on: u64 = on_gil.iter().filter(|e| e["why"]["wait"] == "on_someone").map(|e| lat(e)).sum();
-    assert!(on * 100 >= all * 55, "{on} ns of the GIL's {all} ns waited on someone");
+    assert!(on * 100 >= all * 50, "{on} ns of the GIL's {all} ns waited on someone");
     let held: Vec<&&Value> = on_gil.iter().filter(|e| !e["why"]["held_by"].is_null()).collect();
     assert!(held.len() >= 10, "timeouts while the GIL was held: {}", held.len());
     for e in &held {
@@ -471,7 +483,8 @@ fn a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_i
             server.contains(&e["why"]["held_by"]["tid"].to_string()) && e["why"]["held_by"]["tid"] != e["tid"],
             "{e}"
         );
-        assert_eq!(e["why"]["wait"], "on_someone", "{e}");
+        // (Or work: on a loaded machine, a wait that then waited longer for a CPU.)
+        assert!(matches!(e["why"]["wait"].as_str(), Some("on_someone" | "work")), "{e}");
     }
     // top --by lock: the GIL first, by its address, waited on and held by the server's threads.
     let srv = format!("proc.pid = {}", kv["main"]);
@@ -482,14 +495,12 @@ fn a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_i
     assert!(l["waiters"].as_array().unwrap().iter().all(|w| server.contains(&name(&w["waiter"]))), "{l}");
     assert!(l["holders"].as_array().unwrap().iter().all(|h| server.contains(&name(&h["holder"]))), "{l}");
     assert!(l["holders"].as_array().unwrap().len() >= 2, "{l}");
-    // why: the GIL's futex waits rank first; the waits left out as idle took less than those
-    // ranked as waits on the server's threads.
+    // why: the GIL's futex waits rank first; the acceptor's polls (ended by their 0.5 s timeout,
+    // or by a client's connection: outside) are left out as idle, counted.
     let w = latscope_json(&["why", "-r", t, "--json", &srv]);
     assert_eq!(w["operations"][0]["op"], "futex", "{w}");
-    let kinds = &w["waits"]["kinds"];
-    let idle =
-        kinds["idle_timeout"]["total_ns"].as_f64().unwrap() + kinds["idle_outside"]["total_ns"].as_f64().unwrap();
-    assert!(kinds["on_someone"]["total_ns"].as_f64().unwrap() > idle, "{w}");
+    assert!(w["operations"].as_array().unwrap().iter().all(|o| o["op"] != "poll"), "{w}");
+    assert!(w["waits"]["by_syscall"]["poll"].as_u64() > Some(0), "{w}");
     let text = latscope_ok(&["events", "-r", t, "--why", &format!("{on_handlers} and lock.addr = {gil}")]);
     assert!(
         text.contains(&format!("lock futex {gil:#x} (FUTEX_WAIT_BITSET_PRIVATE)")) && text.contains("; held by "),
