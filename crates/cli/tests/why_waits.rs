@@ -407,7 +407,7 @@ print(json.dumps([list(r) for r in rows]))
 /// load generator outside the recording (four threads, 60 requests). The handlers' waits for
 /// the GIL (futex waits on its condition variable, with 5 ms timeouts, and on its mutex) are lock
 /// time on the server's threads, under one address; most of it is contention on a named holder,
-/// not idle; the idle time (the acceptor's select, the reads of the next request) does not
+/// not idle; the idle time (the acceptor's polls, the reads of the next request) does not
 /// outrank it; and inside the loops the GIL's futex waits match the threads' own clocks.
 #[test]
 fn a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_idle() {
