@@ -136,7 +136,7 @@ bash demo/serve.sh "$OUT"
 step "Replaying recorded I/O in a sandbox: demo/replay.sh"
 bash demo/replay.sh "$OUT/replay"
 
-step "For a fleet: Parquet for SQL engines, the agent's /metrics for Prometheus: demo/fleet.sh"
+step "For a fleet: Parquet for SQL engines, the agent for Prometheus and OpenTelemetry, the Debian package: demo/fleet.sh"
 bash demo/fleet.sh "$OUT/trace.lst" "$OUT/fleet"
 
 step "Every picture rendered in headless Chromium: screenshots next to each SVG (*.svg.png)"

@@ -80,8 +80,16 @@ pub fn write_dirfd(w: &mut impl Write, dirfd: i32) -> fmt::Result {
     if dirfd == -100 {
         w.write_str("AT_FDCWD")
     } else {
-        write!(w, "{dirfd}")
+        write_i64(w, i64::from(dirfd))
     }
+}
+
+/// A signed integer in decimal, as `Display` writes it.
+fn write_i64(w: &mut impl Write, v: i64) -> fmt::Result {
+    if v < 0 {
+        w.write_char('-')?;
+    }
+    crate::units::write_u64(w, v.unsigned_abs())
 }
 
 /// Whether syscall `name` is one of the opens (its `flags` are open flags).
@@ -121,7 +129,7 @@ pub fn write_mode(w: &mut impl Write, b: &EventBatch, i: usize) -> Option<fmt::R
 /// The arguments part of syscall event `i` (`fd=3(<file>/etc/hosts) bytes=4096 off=0`): the fd
 /// with its type and name, then the arguments the syscall has (see [`SysDesc`]). Nothing for
 /// rows out of range.
-pub fn write_syscall_args(w: &mut impl Write, b: &EventBatch, i: usize) -> fmt::Result {
+pub fn write_syscall_args<W: Write>(w: &mut W, b: &EventBatch, i: usize) -> fmt::Result {
     let (Some(&nr), Some(&fd)) = (b.nr.get(i), b.fd.get(i)) else { return Ok(()) };
     if i + 1 >= b.path.offsets.len() || i + 1 >= b.path2.offsets.len() {
         return Ok(());
@@ -130,22 +138,29 @@ pub fn write_syscall_args(w: &mut impl Write, b: &EventBatch, i: usize) -> fmt::
     let d: &SysDesc = desc(nr);
     let name = crate::syscall_name(nr).unwrap_or("");
     let path = b.path.get(i);
+    // Integers and names written piece by piece: this runs for every event line (no
+    // `format_args!` through a `dyn Write`).
     let mut sep = "";
     if fd >= 0 {
         let t = FdType::from_u8(b.fd_type.get(i).copied().unwrap_or(0));
-        write!(w, "fd={fd}")?;
+        w.write_str("fd=")?;
+        write_i64(w, i64::from(fd))?;
         if t != FdType::Unknown || !path.is_empty() {
-            write!(w, "(<{}>{})", t.name(), if d.path == NONE { path } else { "" })?;
+            w.write_str("(<")?;
+            w.write_str(t.name())?;
+            w.write_char('>')?;
+            w.write_str(if d.path == NONE { path } else { "" })?;
+            w.write_char(')')?;
         }
         sep = " ";
     }
-    let mut item = |w: &mut dyn Write, args: fmt::Arguments<'_>| -> fmt::Result {
+    let mut item = |w: &mut W, name: &str| -> fmt::Result {
         w.write_str(sep)?;
         sep = " ";
-        w.write_fmt(args)
+        w.write_str(name)
     };
     if d.dirfd != NONE {
-        item(w, format_args!("dirfd="))?;
+        item(w, "dirfd=")?;
         write_dirfd(w, b.dirfd.get(i).copied().unwrap_or(-1))?;
     }
     // An empty path (AT_EMPTY_PATH, an unreadable argument) reads `path=""`, not a dangling `=`.
@@ -157,21 +172,26 @@ pub fn write_syscall_args(w: &mut impl Write, b: &EventBatch, i: usize) -> fmt::
         }
     }
     if d.path != NONE {
-        item(w, format_args!("path={}", quoted(path)))?;
+        item(w, "path=")?;
+        w.write_str(quoted(path))?;
     }
     if d.path2 != NONE {
-        item(w, format_args!("path2={}", quoted(b.path2.get(i))))?;
+        item(w, "path2=")?;
+        w.write_str(quoted(b.path2.get(i)))?;
     }
     if d.count != NONE || d.has(SysDesc::IOV) {
-        item(w, format_args!("bytes={}", col(b.bytes.get(i))))?;
+        item(w, "bytes=")?;
+        crate::units::write_u64(w, col(b.bytes.get(i)))?;
     }
     let off = b.off.get(i).copied().unwrap_or(-1);
     if off >= 0 && (d.off != NONE || d.has(SysDesc::FILE_POS)) {
-        item(w, format_args!("off={off}"))?;
+        item(w, "off=")?;
+        write_i64(w, off)?;
     }
     let off2 = b.off2.get(i).copied().unwrap_or(-1);
     if off2 >= 0 && d.off2 != NONE {
-        item(w, format_args!("off2={off2}"))?;
+        item(w, "off2=")?;
+        write_i64(w, off2)?;
     }
     // Flags, modes and addresses, decoded by the one table (pointers it does not follow left out).
     let (flags, mode) = (b.flags.get(i).copied().unwrap_or(0), b.mode.get(i).copied().unwrap_or(0));
@@ -185,11 +205,13 @@ pub fn write_syscall_args(w: &mut impl Write, b: &EventBatch, i: usize) -> fmt::
             argnames::Slot::Mode => u64::from(mode),
             argnames::Slot::Addr => addr,
         };
-        item(w, format_args!("{}=", spec.name))?;
+        item(w, spec.name)?;
+        w.write_char('=')?;
         argnames::write_value(w, spec, v, flags)?;
     }
     if d.addr != NONE && d.has(SysDesc::ADDR_FD | SysDesc::FD_PAIR) {
-        item(w, format_args!("fd2={}", addr as i64))?;
+        item(w, "fd2=")?;
+        write_i64(w, addr as i64)?;
     }
     Ok(())
 }

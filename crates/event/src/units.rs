@@ -59,7 +59,7 @@ pub fn write_ns_f(w: &mut impl Write, ns: f64) -> fmt::Result {
 const EXACT_LIMIT: u64 = 1 << 51;
 
 /// An integer in decimal, without the formatting machinery.
-fn write_u64(w: &mut impl Write, mut n: u64) -> fmt::Result {
+pub(crate) fn write_u64(w: &mut impl Write, mut n: u64) -> fmt::Result {
     let mut buf = [0u8; 20];
     let mut at = buf.len();
     loop {

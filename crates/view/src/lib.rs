@@ -4,6 +4,7 @@
 //! none of them knows where the events came from (live probes or a trace file).
 
 pub mod diff;
+pub mod eventlist;
 pub mod events;
 pub mod group;
 pub mod heatmap;

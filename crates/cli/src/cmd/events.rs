@@ -4,10 +4,8 @@
 use crate::args::{finish_scan, JsonArg, ReadArgs, ScanPlan, TimeFormatArg};
 use anyhow::Result;
 use latscope_event::units::parse_duration_secs_default;
-use latscope_view::events::{write_json, write_line, SortBy, LINE_COLUMNS};
-use latscope_view::reorder::OrderedWriter;
-use latscope_view::why;
-use std::io::BufWriter;
+use latscope_view::eventlist::{EventList, Options, Summary};
+use latscope_view::events::{SortBy, LINE_COLUMNS};
 use std::process::ExitCode;
 
 /// Most events held for reordering (a few hundred bytes each).
@@ -63,44 +61,23 @@ pub fn run(a: Args) -> Result<ExitCode> {
     } else {
         a.read.open("events", ScanPlan { columns: LINE_COLUMNS, zone: None })?
     };
-    let tf = a.time.format();
     let header = scan.header().clone();
-    let by = if a.sort == "end" { SortBy::End } else { SortBy::Start };
-    let out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-    let mut w = OrderedWriter::new(by, a.window, MAX_HELD, out, a.limit.unwrap_or(u64::MAX), json);
-    // The calls of every block read (not only those the filter took): chains of waits go
-    // through them.
-    let mut chains = latscope_view::chain::ChainIndex::new();
-    // Syscalls printed, and those with a breakdown: --why says so when none had one.
-    let (mut calls, mut explained) = (0u64, 0u64);
-    while !w.full() {
+    let o = Options {
+        json,
+        why: a.why,
+        time: a.time.format(),
+        sort: if a.sort == "end" { SortBy::End } else { SortBy::Start },
+        window_ns: a.window,
+        max_held: MAX_HELD,
+        limit: a.limit.unwrap_or(u64::MAX),
+    };
+    let mut list = EventList::new(header.clone(), o, Box::new(std::io::stdout().lock()));
+    while !list.full() {
         let Some(c) = scan.next_batch() else { break };
         let c = c?;
-        let b = c.batch;
-        if json || a.why {
-            chains.add(b);
-        }
-        for &i in c.rows {
-            let i = i as usize;
-            w.push_with(b.ts[i], b.end(i), |s| {
-                if json {
-                    write_json(s, &header, b, i, Some(&chains));
-                    return;
-                }
-                write_line(s, &header, b, i, tf);
-                if a.why {
-                    calls += u64::from(b.kind[i] == latscope_event::EventKind::Syscall as u8);
-                    let line = why::line(&header, b, i);
-                    explained += u64::from(line.is_some());
-                    for extra in [line, why::chain_line(&header, &chains, b, i)].into_iter().flatten() {
-                        s.push('\n');
-                        s.push_str(&extra);
-                    }
-                }
-            })?;
-        }
+        list.batch(c.batch, c.rows)?;
     }
-    let (_, late) = w.finish()?;
+    let Summary { late, calls, explained } = list.finish()?;
     if a.why && calls > 0 && explained == 0 {
         let recorded_with = header.command_line.iter().any(|w| w == "why" || w.starts_with("--why"));
         eprintln!(
