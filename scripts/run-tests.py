@@ -4,7 +4,8 @@
 `make test` calls this after the lints and the build. It builds the test binaries once
 (`cargo test --no-run`), runs the binaries that touch no probes, devices, servers or other
 global state two at a time, then the rest one after another with one test thread (beside them, in
-a lane of their own, the tests that only wait on servers and timers: BACKGROUND), and ends with the ten
+a lane of their own, the tests that only wait on servers and timers: BACKGROUND; those whose
+figures move with load, QUIET, start after it), and ends with the ten
 slowest tests and binaries and one closing line; `--report` prints the phase times (`scripts/phase`
 writes them).
 
@@ -71,6 +72,14 @@ BACKGROUND = {
         "a_flood_of_wrong_tokens_from_another_user_does_not_lock_the_right_token_out",
     ],
     ("latscope", "serve"): ["at_the_connection_cap_idle_and_slow_connections_make_room"],
+}
+
+# One-at-a-time tests whose figures move with the machine's load (A/A replay verdicts, memory
+# under overload, timings against a workload's own clock, loss under pressure): they start once
+# the lane above has ended, the others run beside it.
+QUIET = {
+    "diff", "record_pressure", "replay", "flight", "live", "why", "why_waits", "why_stacks",
+    "record_truth", "view_truth", "spectrogram", "perfetto", "record_command",
 }
 
 
@@ -336,9 +345,12 @@ def main():
         list(pool.map(lambda b: run_binary(b, 1, results), parallel))
     lane = threading.Thread(target=lambda: [run_binary(b, 1, results) for b in background])
     lane.start()
-    for b in serial:
+    quiet = [b for b in serial if (b.module or b.target) in QUIET]
+    for b in [b for b in serial if b not in quiet]:
         run_binary(b, 1, results)
     lane.join()
+    for b in quiet:
+        run_binary(b, 1, results)
     if not args.filter:
         run_doctests(args.profile, results)
     wall = time.monotonic() - t0
