@@ -11,6 +11,7 @@ mod common;
 #[path = "../../export/tests/support/mod.rs"]
 mod support;
 
+use common::run_ok;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,19 +21,6 @@ use support::{free_port, http_get, wait_for, Proc};
 /// The repository's root (packaging/, Makefile).
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Runs `cmd`, asserts it succeeded, returns its standard output.
-fn ok(cmd: &mut Command) -> String {
-    let o = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        o.status.success(),
-        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// dpkg's status of the package ("install ok installed", "deinstall ok config-files"), or "" when
@@ -102,29 +90,31 @@ fn deb_installs_starts_the_agent_as_its_unit_does_and_purges_to_the_system_befor
     }
     let dir = tempfile::tempdir().unwrap();
     // zstd: the same package in a second (xz, make deb's default, takes half a minute).
-    let built = ok(Command::new("bash")
-        .arg(repo().join("packaging/deb.sh"))
-        .arg(common::bin())
-        .arg(dir.path())
-        .env("DEB_COMPRESS", "zstd"));
+    let built = run_ok(
+        Command::new("bash")
+            .arg(repo().join("packaging/deb.sh"))
+            .arg(common::bin())
+            .arg(dir.path())
+            .env("DEB_COMPRESS", "zstd"),
+    );
     let deb = PathBuf::from(built.trim());
-    let arch = ok(Command::new("dpkg").arg("--print-architecture")).trim().to_string();
+    let arch = run_ok(Command::new("dpkg").arg("--print-architecture")).trim().to_string();
     assert_eq!(deb, dir.path().join(format!("latscope_{}_{arch}.deb", env!("CARGO_PKG_VERSION"))));
 
     // The control file: the libraries the binary links (libbpf is built in), the conffile.
-    let control = ok(Command::new("dpkg-deb").arg("--field").arg(&deb));
+    let control = run_ok(Command::new("dpkg-deb").arg("--field").arg(&deb));
     let depends = control.lines().find_map(|l| l.strip_prefix("Depends: ")).unwrap_or_else(|| panic!("{control}"));
     for lib in ["libc6 (>= ", "libelf1 (>= ", "zlib1g (>= ", "libgcc-s1 (>= "] {
         assert!(depends.contains(lib), "Depends lacks {lib}: {depends}");
     }
     assert!(!depends.contains("libbpf"), "libbpf is linked statically: {depends}");
-    assert_eq!(ok(Command::new("dpkg-deb").arg("--info").arg(&deb).arg("conffiles")), "/etc/latscope/agent.toml\n");
+    assert_eq!(run_ok(Command::new("dpkg-deb").arg("--info").arg(&deb).arg("conffiles")), "/etc/latscope/agent.toml\n");
     for script in ["postinst", "prerm", "postrm"] {
-        ok(Command::new("dpkg-deb").arg("--info").arg(&deb).arg(script));
+        run_ok(Command::new("dpkg-deb").arg("--info").arg(&deb).arg(script));
     }
 
     // The files, each where Debian looks for it.
-    let listing = ok(Command::new("dpkg-deb").arg("--contents").arg(&deb));
+    let listing = run_ok(Command::new("dpkg-deb").arg("--contents").arg(&deb));
     let entries: Vec<(bool, PathBuf)> = listing
         .lines()
         .filter_map(|l| {
@@ -155,7 +145,7 @@ fn deb_installs_starts_the_agent_as_its_unit_does_and_purges_to_the_system_befor
         assert!(files.contains(Path::new(w)), "{w} is not in the package:\n{listing}");
     }
     if Command::new("sh").args(["-c", "command -v lintian"]).output().is_ok_and(|o| o.status.success()) {
-        ok(Command::new("lintian").args(["--fail-on", "error"]).arg(&deb));
+        run_ok(Command::new("lintian").args(["--fail-on", "error"]).arg(&deb));
     }
 
     // The system before: none of the package's files, which directories there were, the units
@@ -170,30 +160,30 @@ fn deb_installs_starts_the_agent_as_its_unit_does_and_purges_to_the_system_befor
     let run_before = Path::new("/run/latscope").exists();
 
     let _purge = PurgeOnDrop;
-    ok(Command::new("dpkg").arg("--install").arg(&deb));
+    run_ok(Command::new("dpkg").arg("--install").arg(&deb));
     assert_eq!(status(), "install ok installed");
     for f in &files {
         assert!(f.exists(), "{} is not installed", f.display());
     }
-    let version = ok(Command::new("/usr/bin/latscope").arg("--version"));
+    let version = run_ok(Command::new("/usr/bin/latscope").arg("--version"));
     assert_eq!(version.trim(), format!("latscope {}", env!("CARGO_PKG_VERSION")));
-    let ldd = ok(Command::new("ldd").arg("/usr/bin/latscope"));
+    let ldd = run_ok(Command::new("ldd").arg("/usr/bin/latscope"));
     assert!(!ldd.contains("not found"), "{ldd}");
 
     // A man page per command, found by man and rendered.
     let page = Path::new("/usr/share/man/man1/latscope-record.1.gz");
     if Command::new("sh").args(["-c", "command -v man"]).output().is_ok_and(|o| o.status.success()) {
-        let text = ok(Command::new("man").args(["-l"]).arg(page).env("MANWIDTH", "100"));
+        let text = run_ok(Command::new("man").args(["-l"]).arg(page).env("MANWIDTH", "100"));
         assert!(text.contains("NAME") && text.contains("SYNOPSIS") && text.contains("latscope record"), "{text}");
         assert!(text.contains("latscope record -w trace.lst"), "the examples are in the page:\n{text}");
-        assert_eq!(ok(Command::new("man").args(["-w", "latscope-record"])).trim(), page.to_str().unwrap());
+        assert_eq!(run_ok(Command::new("man").args(["-w", "latscope-record"])).trim(), page.to_str().unwrap());
     } else {
-        let roff = ok(Command::new("gzip").args(["-dc"]).arg(page));
+        let roff = run_ok(Command::new("gzip").args(["-dc"]).arg(page));
         assert!(roff.contains(".TH latscope-record 1"), "{roff}");
     }
 
     // bash loads the completion and completes a command's name.
-    let bash = ok(Command::new("bash").arg("-c").arg(
+    let bash = run_ok(Command::new("bash").arg("-c").arg(
         "source /usr/share/bash-completion/completions/latscope; complete -p latscope; \
          COMP_WORDS=(latscope rec); COMP_CWORD=1; _latscope latscope rec latscope; echo \"words: ${COMPREPLY[*]}\"",
     ));
@@ -214,7 +204,7 @@ fn deb_installs_starts_the_agent_as_its_unit_does_and_purges_to_the_system_befor
     };
     let (pre, start) = (exec("ExecStartPre="), exec("ExecStart="));
     assert_eq!(start[0], "/usr/bin/latscope", "{unit}");
-    let checked = ok(Command::new(&pre[0]).args(&pre[1..]));
+    let checked = run_ok(Command::new(&pre[0]).args(&pre[1..]));
     assert!(checked.starts_with("/etc/latscope/agent.toml: 3 series"), "{checked}");
     // A free port instead of the configured 9465, which a running agent may hold.
     let port = free_port();
@@ -247,11 +237,11 @@ fn deb_installs_starts_the_agent_as_its_unit_does_and_purges_to_the_system_befor
     let conf = Path::new("/etc/latscope/agent.toml");
     let edited = format!("{}\n# edited on this host\n", std::fs::read_to_string(conf).unwrap());
     std::fs::write(conf, &edited).unwrap();
-    ok(Command::new("dpkg").args(["--remove", "latscope"]));
+    run_ok(Command::new("dpkg").args(["--remove", "latscope"]));
     assert_eq!(status(), "deinstall ok config-files");
     assert!(!Path::new("/usr/bin/latscope").exists());
     assert_eq!(std::fs::read_to_string(conf).unwrap(), edited, "remove keeps the edited configuration");
-    ok(Command::new("dpkg").args(["--purge", "latscope"]));
+    run_ok(Command::new("dpkg").args(["--purge", "latscope"]));
     assert_eq!(status(), "", "dpkg still knows the package after purge");
     for f in &files {
         assert!(!f.exists(), "{} is left after purge", f.display());
@@ -273,14 +263,16 @@ fn make_install_puts_the_package_files_under_destdir_and_uninstall_removes_them(
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("root");
     let make = |target: &str| {
-        ok(Command::new("make")
-            .arg("-s")
-            .arg("-C")
-            .arg(repo())
-            .arg(target)
-            .arg(format!("DESTDIR={}", dest.display()))
-            .arg("PREFIX=/usr/local")
-            .arg(format!("BIN={}", common::bin().display())))
+        run_ok(
+            Command::new("make")
+                .arg("-s")
+                .arg("-C")
+                .arg(repo())
+                .arg(target)
+                .arg(format!("DESTDIR={}", dest.display()))
+                .arg("PREFIX=/usr/local")
+                .arg(format!("BIN={}", common::bin().display())),
+        )
     };
     make("install");
     let installed = tree(&dest);
@@ -300,7 +292,7 @@ fn make_install_puts_the_package_files_under_destdir_and_uninstall_removes_them(
     // The unit starts the binary where this install put it.
     let unit = std::fs::read_to_string(dest.join("usr/local/lib/systemd/system/latscope-agent.service")).unwrap();
     assert!(unit.contains("\nExecStart=/usr/local/bin/latscope agent --config /etc/latscope/agent.toml\n"), "{unit}");
-    let version = ok(Command::new(dest.join("usr/local/bin/latscope")).arg("--version"));
+    let version = run_ok(Command::new(dest.join("usr/local/bin/latscope")).arg("--version"));
     assert_eq!(version.trim(), format!("latscope {}", env!("CARGO_PKG_VERSION")));
 
     // An edited configuration survives a reinstall and an uninstall; everything else goes.

@@ -20,10 +20,15 @@ pub fn latscope(args: &[&str]) -> Output {
 
 /// Like [`latscope`] but asserts success and returns stdout.
 pub fn latscope_ok(args: &[&str]) -> String {
-    let o = latscope(args);
+    run_ok(Command::new(bin()).args(args))
+}
+
+/// Runs `cmd`, asserts it succeeded, returns its standard output.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     assert!(
         o.status.success(),
-        "latscope {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
         o.status,
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
