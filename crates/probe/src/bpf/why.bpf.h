@@ -363,6 +363,8 @@ struct ls_why_cpu {
 	char net_comm[LS_COMM_LEN];
 	__u64 rq_start, rq_queue, rq_device; /* that request's insert (or issue), queue and device times */
 	__u8 net_traced;      /* net_tid is in the recording's set (why_traced) */
+	__u32 rq_pid;         /* the task the last completion ran in (or interrupted) */
+	__u32 rq_ctx;         /* and its context: softirq | hardirq depth << 16 */
 };
 
 struct {
@@ -372,8 +374,23 @@ struct {
 	__type(value, struct ls_why_cpu);
 } why_cpus SEC(".maps");
 
-/* A block completion wakes its waiter in the same call chain, right after the tracepoint. */
-#define WHY_RQ_WINDOW_NS 200000
+/* A block completion wakes its waiter in the same call chain, after the tracepoint. The chain is
+ * the completion's context (the task, softirq or interrupt it ran in, which ends at a switch or
+ * the handler's exit), not a time: a preempted vCPU or a request of many pages can put
+ * milliseconds between the two. The bound only guards against a context no exit marks (an IPI). */
+#define WHY_RQ_WINDOW_NS 10000000ULL
+
+static __always_inline __u32 why_rq_ctx(struct ls_why_cpu *wc)
+{
+	return wc->softirq | (wc->hardirq << 16);
+}
+
+/* The wake-up running now follows a block completion in the same call chain. */
+static __always_inline bool why_rq_recent(struct ls_why_cpu *wc, __u64 now)
+{
+	return wc->rq_ts && now - wc->rq_ts < WHY_RQ_WINDOW_NS && wc->rq_ctx == why_rq_ctx(wc) &&
+	       wc->rq_pid == (__u32)bpf_get_current_pid_tgid();
+}
 
 struct ls_why _ls_why_type = {};
 enum ls_why_part _ls_why_part_type = LS_WHY_CPU;
@@ -725,6 +742,10 @@ static __always_inline void why_sched_switch(void *ctx, bool preempt, struct tas
 					     struct task_struct *next, struct ls_start *first)
 {
 	__u64 now = bpf_ktime_get_ns();
+	/* A completion in the task switched out: its call chain is over. */
+	struct ls_why_cpu *wc = why_cpu();
+	if (wc && !wc->softirq && !wc->hardirq)
+		wc->rq_ts = 0;
 	why_switch_out(prev, next, preempt, first, now);
 	why_switch_in(prev, next, now);
 }
@@ -813,7 +834,7 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	/* A block request's completion on this CPU just before: this wake-up is its. */
-	bool rq_recent = wc->rq_ts && now - wc->rq_ts < WHY_RQ_WINDOW_NS;
+	bool rq_recent = why_rq_recent(wc, now);
 	if (w->kio) {
 		/* A kernel thread's I/O wait is over: remembered, for the cascade, with its device. */
 		w->kio = 0;
@@ -1000,6 +1021,9 @@ int BPF_PROG(ls_why_softirq_out, unsigned int vec)
 	struct ls_why_cpu *wc = why_cpu();
 	if (wc) {
 		wc->softirq = 0;
+		/* A completion inside this softirq: its call chain is over. */
+		if (wc->rq_ctx & 0xffff)
+			wc->rq_ts = 0;
 		if (vec == WHY_NET_RX_SOFTIRQ)
 			wc->net_tid = 0;
 	}
@@ -1030,7 +1054,28 @@ int BPF_PROG(ls_why_softirq_raise, unsigned int vec)
 	return 0;
 }
 
-WHY_DEPTH_PROGS(irq, irq_handler, hardirq)
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(ls_why_irq_in)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (wc)
+		wc->hardirq++;
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(ls_why_irq_out)
+{
+	struct ls_why_cpu *wc = why_cpu();
+	if (!wc)
+		return 0;
+	/* A completion inside this handler: its call chain is over. */
+	if ((wc->rq_ctx >> 16) >= wc->hardirq)
+		wc->rq_ts = 0;
+	if (wc->hardirq)
+		wc->hardirq--;
+	return 0;
+}
 
 /* A block request completed on this CPU: the wake-up that follows in the same call chain is its.
  * `start`: when it was inserted (or issued, when it went straight to the driver); `queue`,
@@ -1041,6 +1086,8 @@ static __always_inline void why_rq_done(__u32 dev, __u64 sector, __u64 start, __
 	if (!wc)
 		return;
 	wc->rq_ts = bpf_ktime_get_ns();
+	wc->rq_ctx = why_rq_ctx(wc);
+	wc->rq_pid = (__u32)bpf_get_current_pid_tgid();
 	wc->rq_dev = dev;
 	wc->rq_sector = sector;
 	wc->rq_start = start;
