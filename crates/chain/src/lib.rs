@@ -102,6 +102,10 @@ impl Call {
             let comm = if self.waker_ctx == 1 { String::new() } else { words(self.waker_comm) };
             return Next::Thread { tid: owner, comm, traced: true, kthread: false };
         }
+        if self.waker_ctx == 2 && self.wake_flags & wake_flags::HELD != 0 {
+            // Its timeout ended it while a thread not seen taking the lock held it.
+            return Next::Unknown;
+        }
         match self.waker_ctx {
             1 => Next::Thread {
                 tid: self.waker_tid,

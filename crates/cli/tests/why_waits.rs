@@ -204,13 +204,13 @@ fn timeouts_of_a_wait_for_a_held_gil_are_contention_on_its_holder() {
     // The futex calls hold the GIL's waits but for the threads' preemptions between the calls
     // inside take_gil (their clocks count those too): on a loaded machine, a few percent.
     assert!(all <= truth + truth / 50 && all * 4 >= truth * 3, "futex {all} ns, waiting for the GIL {truth} ns");
-    // The timeouts while a thread seen to hold the GIL held it are not idle. What is left idle
-    // are the first waits, before the programs saw the GIL handed over, those of a thread woken
-    // for it that another took first, and those after a holder took it on its fast path (no
-    // syscall: not seen): in runs here 30-65 % of the time, so at least a fifth must be
-    // contention (all of it idle before the rule).
+    // The timeouts while the GIL was held, by a thread seen taking it or one that took it on
+    // its fast path (no syscall), are not idle. What is left idle are the first waits, before
+    // the programs saw the GIL handed over, and those while the thread last woken on it was
+    // blocked elsewhere: in runs here 6-9 % of the time (30-65 % before the fast path was
+    // counted, all of it before the rule), so at least three quarters must be contention.
     let n_idle = fx.iter().filter(|e| e["why"]["wait"].as_str().unwrap_or("").starts_with("idle")).count();
-    assert!((all - idle) * 5 >= all, "{idle} ns in {n_idle} of the GIL's {all} ns of futex calls left idle");
+    assert!((all - idle) * 4 >= all * 3, "{idle} ns in {n_idle} of the GIL's {all} ns of futex calls left idle");
     // The timed-out waits name the holder, a GIL thread.
     let held: Vec<&&Value> = waits.iter().filter(|e| !e["why"]["held_by"].is_null()).collect();
     assert!(!held.is_empty(), "timeouts while the GIL was held: {waits:?}");
@@ -474,11 +474,12 @@ fn a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_i
         }
     }
     assert_near("the GIL's waits inside the loops", blocked, truth, truth, 5);
-    // Contention on a named holder, not idle: 67-82 % of it in runs here (56-85 % inside the loops) (the rest: timeouts
-    // while the thread last woken on the GIL had dropped it and another took it without a
-    // syscall, which the programs do not see, docs/WHY.md).
+    // Contention, not idle: 95-98 % of it in runs here (the rest: the first waits, before the
+    // programs saw the GIL handed over, and timeouts while the thread last woken on it was
+    // blocked in I/O, having dropped it, docs/WHY.md); on a busy machine a wait that then
+    // waited longer for a CPU is work.
     let on: u64 = on_gil.iter().filter(|e| e["why"]["wait"] == "on_someone").map(|e| lat(e)).sum();
-    assert!(on * 100 >= all * 50, "{on} ns of the GIL's {all} ns waited on someone");
+    assert!(on * 100 >= all * 85, "{on} ns of the GIL's {all} ns waited on someone");
     let held: Vec<&&Value> = on_gil.iter().filter(|e| !e["why"]["held_by"].is_null()).collect();
     assert!(held.len() >= 10, "timeouts while the GIL was held: {}", held.len());
     for e in &held {
@@ -495,8 +496,11 @@ fn a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_i
     assert_eq!(l["addr"], format!("{gil:#x}"), "{j}");
     let name = |s: &Value| s.as_str().unwrap().rsplit('/').next().unwrap().to_string();
     assert!(l["waiters"].as_array().unwrap().iter().all(|w| threads.contains(&name(&w["waiter"]))), "{l}");
-    assert!(l["holders"].as_array().unwrap().iter().all(|h| threads.contains(&name(&h["holder"]))), "{l}");
-    assert!(l["holders"].as_array().unwrap().len() >= 2, "{l}");
+    // A holder is a server thread, or one that took the GIL without a system call (not seen).
+    let unseen = "(a thread that took it without a system call)";
+    let holders = l["holders"].as_array().unwrap();
+    assert!(holders.iter().all(|h| h["holder"] == unseen || threads.contains(&name(&h["holder"]))), "{l}");
+    assert!(holders.iter().filter(|h| h["holder"] != unseen).count() >= 2, "{l}");
     // why: the GIL's futex waits rank first; the acceptor's polls (ended by their 0.5 s timeout,
     // or by a client's connection: outside) are left out as idle, counted.
     let w = latscope_json(&["why", "-r", t, "--json", &srv]);

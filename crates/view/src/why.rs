@@ -31,11 +31,25 @@ pub fn waker(b: &EventBatch, i: usize) -> Option<String> {
     }
 }
 
+/// The holder of a lock whose wait its timeout ended while a thread the recording did not see
+/// take it held it (it took it without a system call: CPython's GIL found free, a mutex's fast
+/// path).
+pub const UNSEEN_HOLDER: &str = "(a thread that took it without a system call)";
+
+/// Whether call `i` is a futex wait its timeout ended while the futex was held by a thread not
+/// seen taking it (`lock_owner` 0).
+pub fn held_unseen(b: &EventBatch, i: usize) -> bool {
+    b.waker_ctx[i] == 2 && b.wake_flags[i] & latscope_event::wake_flags::HELD != 0 && b.lock_owner[i] == 0
+}
+
 /// The thread call `i` waited on, where known: the holder of the lock it waited for
 /// (`lock_owner`: a PI or robust futex's owner, or the thread that held a futex whose wait its
 /// timeout ended), else whoever ended its longest wait ([`waker`]).
 pub fn waited_on(b: &EventBatch, i: usize) -> Option<String> {
     let owner = b.lock_owner[i];
+    if owner == 0 && held_unseen(b, i) {
+        return Some(UNSEEN_HOLDER.into());
+    }
     if owner == 0 || (b.waker_ctx[i] == 1 && b.waker_tid[i] == owner) {
         return waker(b, i);
     }
@@ -154,7 +168,7 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
     if let Some(l) = crate::locks::lock_text(b, i).filter(|_| b.why_lock[i] > 0) {
         let _ = write!(s, "; lock {l}");
     }
-    if b.lock_owner[i] != 0 && waited_on(b, i) != waker(b, i) {
+    if (b.lock_owner[i] != 0 || held_unseen(b, i)) && waited_on(b, i) != waker(b, i) {
         let _ = write!(s, "; held by {}", waited_on(b, i).unwrap_or_default());
     }
     let k = wait_kind(b, i);
@@ -618,6 +632,33 @@ mod tests {
             waker_comm_hi: hi,
             ..Default::default()
         }
+    }
+
+    /// A futex wait its timeout ended while the lock was held: by a thread the programs saw
+    /// take it (named), or by one that took it without a system call (said so); both are
+    /// waits on someone, not idle.
+    #[test]
+    fn a_held_timeout_names_the_holder_or_says_it_took_the_lock_unseen() {
+        use latscope_event::wake_flags::{HELD, KNOWN};
+        let mut e = call(5_000_000, [0, 0, 0, 5_000_000, 0, 0, 0, 0, 0], "", 0);
+        e.nr = latscope_event::syscall_nr("futex").unwrap();
+        (e.waker_ctx, e.wake_flags, e.lock_owner) = (2, KNOWN | HELD, 0);
+        let (lo, hi) = comm_to_words("worker");
+        let named = Event { lock_owner: 77, waker_comm_lo: lo, waker_comm_hi: hi, ..e.clone() };
+        let mut b = EventBatch::default();
+        b.push(&e);
+        b.push(&named);
+        let h = TraceHeader::default();
+        assert!(held_unseen(&b, 0) && !held_unseen(&b, 1));
+        assert_eq!(waited_on(&b, 0).as_deref(), Some(UNSEEN_HOLDER));
+        assert_eq!(waited_on(&b, 1).as_deref(), Some("worker/77"));
+        assert!(line(&h, &b, 0).unwrap().contains(&format!("; held by {UNSEEN_HOLDER}")));
+        for i in 0..2 {
+            assert_eq!(wait_kind(&b, i), crate::waits::WaitKind::OnSomeone);
+        }
+        let j = json(&h, &b, 0).unwrap();
+        assert!(j["held_by"].is_null() && j["wait"] == "on_someone", "{j}");
+        assert_eq!(json(&h, &b, 1).unwrap()["held_by"]["tid"], 77);
     }
 
     #[test]

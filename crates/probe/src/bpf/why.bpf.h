@@ -261,16 +261,20 @@ struct {
 	__type(value, struct why_fx);
 } why_fxs SEC(".maps");
 
-/* t, which w belongs to, blocks (1) or is woken (0): said in the entry of the futex it was last
- * woken on, if it is the holder there still (else it holds none: forgotten). */
+/* t, which w belongs to, blocks (1; 2: in a wait on that futex itself) or is woken (0): said in
+ * the entry of the futex it was last woken on, if it is the holder there still (else it holds
+ * none: forgotten). */
 static __always_inline void why_fx_mark(struct ls_why_acc *w, struct task_struct *t, __u32 blocked)
 {
 	struct why_fx_key k = { .addr = w->fx_held, .tgid = t->tgid };
 	struct why_fx *v = bpf_map_lookup_elem(&why_fxs, &k);
-	if (v && v->holder == t->pid)
+	if (v && v->holder == t->pid) {
+		if (blocked && w->lock_kind == LS_LOCK_FUTEX && (w->lock_addr & ~7ULL) == k.addr)
+			blocked = 2;
 		v->blocked = blocked;
-	else
+	} else {
 		w->fx_held = 0;
+	}
 }
 
 
@@ -790,7 +794,9 @@ static __always_inline void why_cascade(struct ls_why_acc *w, struct task_struct
  * The futex wait of `w` (thread p) ends by `by`: a task's wake-up makes p the futex's holder
  * (counting a hand-off when the waker was the holder); a timer's ends a wait for the holder when
  * the futex is handed off (see why_fxs) and its holder is another thread, not blocked: true, with
- * the holder in *holder.
+ * the holder in *holder. When the thread last handed it is waiting for it again, or is p itself,
+ * another thread took it since without a system call (CPython's GIL, taken by a thread back from
+ * I/O that found it free; a mutex's fast path): held too, by a thread not seen (*holder 0).
  */
 static __always_inline bool why_fx_wake(struct ls_why_acc *w, struct task_struct *p, enum why_wake by,
 					__u32 *holder, __u64 comm[2])
@@ -814,8 +820,15 @@ static __always_inline bool why_fx_wake(struct ls_why_acc *w, struct task_struct
 		w->fx_held = k.addr;
 		return false;
 	}
-	if (by != WHY_WAKE_TIMER || !v || !v->holder || v->holder == p->pid || v->blocked || v->wakes < 2 ||
-	    v->handoffs * 4 < v->wakes)
+	if (by != WHY_WAKE_TIMER || !v || !v->holder || v->wakes < 2 || v->handoffs * 4 < v->wakes)
+		return false;
+	if (v->holder == p->pid || v->blocked == 2) {
+		*holder = 0;
+		comm[0] = 0;
+		comm[1] = 0;
+		return true;
+	}
+	if (v->blocked)
 		return false;
 	*holder = v->holder;
 	comm[0] = v->comm[0];
