@@ -676,4 +676,22 @@ mod tests {
         assert_eq!(agg.ranked()[0], (Root::Device(7 << 20), 1, 175 * MS));
         assert_eq!(agg.wait_ns, 199 * MS + 48 * MS);
     }
+
+    /// A futex wait its timeout ended while the lock was held by a thread the recording did not
+    /// see take it: the chain stops at an unseen wake-up, not at a timer; with the holder known,
+    /// it goes on to the holder.
+    #[test]
+    fn a_held_timeout_goes_to_its_holder_or_stops_unseen() {
+        let mut b = EventBatch::default();
+        let mut e = call(1, "a", "futex", MS, 6 * MS, 3, MS, 6 * MS, 0, 0);
+        (e.waker_ctx, e.wake_flags) = (2, wake_flags::KNOWN | wake_flags::HELD);
+        b.push(&e);
+        b.push(&Event { lock_owner: 2, ..e.clone() });
+        let mut idx = ChainIndex::new();
+        idx.add(&b);
+        assert_eq!(idx.chain(&b, 0).unwrap().root, Root::Unknown);
+        let named = idx.chain(&b, 1).unwrap();
+        assert_eq!(named.links.iter().map(|l| l.tid).collect::<Vec<_>>(), [1, 2]);
+        assert!(matches!(named.root, Root::Running { tid: 2, .. }), "{:?}", named.root);
+    }
 }
