@@ -1055,7 +1055,14 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
-        let log = agent.recorder_log();
+        // The oldest dump goes once the third is complete: said just after it is counted (the
+        // log is taken, so it is gathered).
+        let t = Instant::now();
+        let mut log = agent.recorder_log();
+        while !log.iter().any(|l| l.contains("--keep 2")) && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+            log.extend(agent.recorder_log());
+        }
         assert!(log.iter().any(|l| l.starts_with("recorder pg: trigger now fired")), "{log:?}");
         assert!(log.iter().any(|l| l.contains("--keep 2")), "the oldest goes: {log:?}");
         agent.refresh();
