@@ -47,7 +47,7 @@ pub fn held_unseen(b: &EventBatch, i: usize) -> bool {
 /// timeout ended), else whoever ended its longest wait ([`waker`]).
 pub fn waited_on(b: &EventBatch, i: usize) -> Option<String> {
     let owner = b.lock_owner[i];
-    if owner == 0 && held_unseen(b, i) {
+    if held_unseen(b, i) {
         return Some(UNSEEN_HOLDER.into());
     }
     if owner == 0 || (b.waker_ctx[i] == 1 && b.waker_tid[i] == owner) {
@@ -168,8 +168,11 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
     if let Some(l) = crate::locks::lock_text(b, i).filter(|_| b.why_lock[i] > 0) {
         let _ = write!(s, "; lock {l}");
     }
-    if (b.lock_owner[i] != 0 || held_unseen(b, i)) && waited_on(b, i) != waker(b, i) {
-        let _ = write!(s, "; held by {}", waited_on(b, i).unwrap_or_default());
+    if b.lock_owner[i] != 0 || held_unseen(b, i) {
+        let holder = waited_on(b, i);
+        if holder != waker(b, i) {
+            let _ = write!(s, "; held by {}", holder.unwrap_or_default());
+        }
     }
     let k = wait_kind(b, i);
     if k.is_idle() {
