@@ -382,7 +382,7 @@ fn a_replaced_file_passes_on_no_setuid_bits() {
 /// A FIFO nobody reads is refused at once instead of blocking the writer in open().
 #[test]
 fn a_fifo_without_a_reader_is_refused_without_blocking() {
-    let dir = tmpdir("fifo");
+    let dir = tmpdir("fifo-no-reader");
     let fifo = dir.join("p");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo with a NUL-terminated path.
