@@ -151,11 +151,14 @@ pub fn stats(h: &Histogram) -> Vec<(&'static str, Option<f64>)> {
 }
 
 /// For each peak, the displayed bin holding its mode: where its marker goes, so that the marker,
-/// the mode the peak line gives and the dashed line of the SVG describe one bar. When the mode
-/// lies outside the bins shown (`--linear --min/--max`), the bin holding most of the peak's events
-/// (`None` when none of them is shown). A bin is never marked for the events of a neighbouring
-/// peak.
-pub fn peak_bins(h: &Histogram, bins: &[Bin], peaks: &[Peak]) -> Vec<Option<usize>> {
+/// the mode the peak line gives and the dashed line of the SVG describe one bar. The mode is
+/// found on the peak finder's grid (`opts.bins_per_decade`, 8 % steps by default), so a mode
+/// closer than one step to the edge of a wide bin belongs to either side: then the side holding
+/// more of the peak's events, the bar an eye takes for the peak. When the mode lies outside the
+/// bins shown (`--linear --min/--max`), the bin holding most of the peak's events (`None` when
+/// none of them is shown). A bin is never marked for the events of a neighbouring peak.
+pub fn peak_bins(h: &Histogram, bins: &[Bin], peaks: &[Peak], opts: &PeakOptions) -> Vec<Option<usize>> {
+    let step = 10f64.powf(1.0 / f64::from(opts.bins_per_decade.clamp(1, 1000))) - 1.0;
     let (Some(first), Some(last)) = (bins.first(), bins.last()) else { return vec![None; peaks.len()] };
     let bin_of = |mid: f64| {
         (mid >= first.lo && mid < last.hi).then(|| bins.partition_point(|b| b.hi <= mid).min(bins.len() - 1))
@@ -178,7 +181,22 @@ pub fn peak_bins(h: &Histogram, bins: &[Bin], peaks: &[Peak]) -> Vec<Option<usiz
         .map(|(p, counts)| {
             // The mode bucket's midpoint: the bin a bucket of the mode is counted in.
             let mode = if p.mode_high == 0 { 0.0 } else { (p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0 };
-            bin_of(mode).filter(|&b| counts[b] > 0).or_else(|| {
+            let at_edge = |b: usize, edge: f64| {
+                let bin = &bins[b];
+                // Only bins wider than the grid's step: every bucket (`--full`) is narrower.
+                bin.hi - bin.lo > step * bin.lo.max(1.0) && (mode - edge).abs() <= step * edge
+            };
+            let side = |b: usize| {
+                let mut best = b;
+                if b > 0 && at_edge(b, bins[b].lo) && counts[b - 1] > counts[best] {
+                    best = b - 1;
+                }
+                if b + 1 < bins.len() && at_edge(b, bins[b].hi) && counts[b + 1] > counts[best] {
+                    best = b + 1;
+                }
+                best
+            };
+            bin_of(mode).filter(|&b| counts[b] > 0).map(side).or_else(|| {
                 (0..bins.len()).filter(|&b| counts[b] > 0).max_by_key(|&b| (counts[b], std::cmp::Reverse(b)))
             })
         })
@@ -305,7 +323,7 @@ pub fn render_text(name: &str, h: &Histogram, o: &HistOptions) -> String {
     let peaks = h.peaks(&o.peaks);
     let (bins, outside) = bins(h, &o.scale);
     let labels = bin_labels(&bins, u);
-    let marks = peak_bins(h, &bins, &peaks);
+    let marks = peak_bins(h, &bins, &peaks, &o.peaks);
     let maxc = bins.iter().map(|b| b.count).max().unwrap_or(0);
     let total = h.count().max(1) as f64;
     let _ = writeln!(s, "  {:>10}   {:<10} {:>10} {:>7}", "from", "to", "count", "share");
@@ -639,7 +657,7 @@ pub fn render_svg(groups: &[(String, &Histogram)], o: &HistOptions, title: &str)
         // Peaks: a dashed line through the bar holding each peak's mode, at the mode, from just
         // below its label down.
         let peaks = h.peaks(&o.peaks);
-        let marks = peak_bins(h, bins, &peaks);
+        let marks = peak_bins(h, bins, &peaks, &o.peaks);
         let xs: Vec<f64> = peaks
             .iter()
             .zip(&marks)
@@ -936,6 +954,35 @@ mod tests {
         assert!(t.contains("empty)"), "{t}");
     }
 
+    /// A peak whose densest bucket lies at the top edge of one log bar while the next bar holds
+    /// more of its events (100 us sleeps on a busy host): the marker is on the taller bar, the
+    /// one an eye takes for the peak, in text and SVG alike.
+    #[test]
+    fn a_mode_at_the_edge_of_a_bar_marks_the_taller_side() {
+        let mut h = Histogram::new();
+        for v in (127_000..139_000).step_by(190) {
+            h.record(v);
+        }
+        for _ in 0..300 {
+            h.record(140_500);
+        }
+        for i in 0..568u64 {
+            h.record(141_500 + i * 28);
+        }
+        let o = HistOptions::default();
+        let peaks = h.peaks(&o.peaks);
+        assert_eq!(peaks.len(), 1, "{peaks:#?}");
+        let (b, _) = bins(&h, &o.scale);
+        let m = peak_bins(&h, &b, &peaks, &o.peaks)[0].expect("the peak is marked");
+        let tallest = b.iter().map(|x| x.count).max().unwrap();
+        let mode = (peaks[0].mode_low + peaks[0].mode_high) / 2;
+        assert!(b.iter().any(|x| x.lo <= mode as f64 && (mode as f64) < x.hi && x.count < tallest), "{b:?} {peaks:?}");
+        assert_eq!(b[m].count, tallest, "marked {:?} of {b:?}, mode {mode}", b[m]);
+        let t = render_text("all", &h, &o);
+        let line = t.lines().find(|l| l.contains("◀ peak 1")).unwrap();
+        assert_eq!(line.split_whitespace().nth(3).unwrap(), tallest.to_string(), "{t}");
+    }
+
     /// Like 1000 sleeps of 100 us and 1000 of 1 ms: each peak sharp, with a tail to the right, and
     /// the density bin of its maximum straddling two display bins.
     fn sleeps() -> Histogram {
@@ -968,12 +1015,18 @@ mod tests {
         }
         for scale in [HistScale::Full, HistScale::Log { per_decade: 20 }, HistScale::Log { per_decade: 7 }] {
             let (b, _) = bins(&h, &scale);
-            let marks = peak_bins(&h, &b, &peaks);
+            let marks = peak_bins(&h, &b, &peaks, &PeakOptions::default());
             for (p, m) in peaks.iter().zip(&marks) {
                 let m = m.expect("each peak is marked");
-                // The bar holding the mode, which the peak line names.
+                // The bar holding the mode, which the peak line names (or, for a mode at the
+                // edge of a wide bar, the taller side of that edge).
                 let mode = (p.mode_low as f64 + p.mode_high as f64 + 1.0) / 2.0;
-                assert!(b[m].lo <= mode && mode < b[m].hi, "{scale:?}: {p:?} marked on {:?}", b[m]);
+                let near = |x: f64| (mode - x).abs() <= 0.08 * x;
+                assert!(
+                    b[m].lo <= mode && mode < b[m].hi || near(b[m].lo) || near(b[m].hi),
+                    "{scale:?}: {p:?} marked on {:?}",
+                    b[m]
+                );
                 // And with these sharp peaks, it is the tallest bar of the peak too.
                 let tallest =
                     b.iter().filter(|x| x.hi > p.low as f64 && x.lo <= p.high as f64).map(|x| x.count).max().unwrap();
