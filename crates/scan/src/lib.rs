@@ -46,6 +46,7 @@ pub use perf::{parse_perf_script, PerfStats};
 
 use latscope_event::{EventBatch, EventKind, InputError, Span, TraceHeader};
 use latscope_filter::{EvalContext, Filter};
+pub use latscope_trace::BlockZone;
 use latscope_trace::{Column, ReadOptions, Summary, TraceError, TraceReader};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -255,6 +256,28 @@ impl Scan {
     /// The input's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The number of the trace block read last (`None` for text input or unnumbered blocks).
+    pub fn last_block(&self) -> Option<u64> {
+        match &self.input {
+            Input::Trace(r) => r.last_block_meta().and_then(|m| m.seq),
+            Input::Memory { .. } => None,
+        }
+    }
+
+    /// Where each block of the trace lies in time, read ahead from a second handle on the file
+    /// ([`TraceReader::block_zones`]): only for a trace in a regular file (a stream can be read
+    /// once), `None` otherwise or when it cannot be opened again.
+    pub fn block_zones(&self) -> Option<Vec<BlockZone>> {
+        if !matches!(self.input, Input::Trace(_)) || self.path == Path::new("-") {
+            return None;
+        }
+        if !std::fs::metadata(&self.path).ok()?.is_file() {
+            return None;
+        }
+        let ro = ReadOptions { projection: Some(vec![Column::Ts]), skip_corrupt: true };
+        Some(TraceReader::open_with(&self.path, ro).ok()?.block_zones())
     }
 
     /// The next chunk of matching events, or `None` at the end. Corrupt blocks are skipped and

@@ -97,7 +97,7 @@ pub use output::{
     check_output_not_input, open_in_place, set_stopping, stop_at, stopping_flag, AtomicFile, Existing, InPlace,
     OutputError, Staged, StagedOptions, STALLED_READER,
 };
-pub use reader::{ReadOptions, ReadStats, TraceReader, MAX_BLOCK_BYTES, MAX_BLOCK_ROWS, MAX_HEADER_BYTES};
+pub use reader::{BlockZone, ReadOptions, ReadStats, TraceReader, MAX_BLOCK_BYTES, MAX_BLOCK_ROWS, MAX_HEADER_BYTES};
 pub use sealed::{BlockSealer, SealedBlock};
 pub use threaded::{ThreadedTraceWriter, DEFAULT_QUEUE_BATCHES};
 pub use writer::{Compression, TraceWriter, WriterOptions, DEFAULT_MAX_BLOCK_EVENTS, MAX_ENCODE_THREADS};

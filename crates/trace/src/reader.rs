@@ -43,6 +43,19 @@ pub const MAX_HEADER_BYTES: u64 = 64 << 20;
 /// Chunk size of the resynchronisation scan.
 const SCAN_CHUNK: usize = 1 << 20;
 
+/// Where a block lies in time ([`TraceReader::block_zones`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockZone {
+    /// The block's number.
+    pub seq: Option<u64>,
+    /// Its smallest start time (`None`: no events, or a file written before zone maps).
+    pub ts_min: Option<u64>,
+    /// Its smallest end time.
+    pub end_min: Option<u64>,
+    /// Events up to and including this block.
+    pub events_total: Option<u64>,
+}
+
 /// Options of [`TraceReader::open_with`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadOptions {
@@ -272,6 +285,20 @@ impl TraceReader {
     /// The latscope metadata of the last block read.
     pub fn last_block_meta(&self) -> Option<&BlockMeta> {
         self.last_meta.as_ref()
+    }
+
+    /// Where in time each remaining block lies, from its zone map, without reading a column
+    /// (only the blocks' metadata is read: a pass over a file of gigabytes takes milliseconds
+    /// when its blocks have per-buffer checksums). Corrupt blocks are passed over as
+    /// [`TraceReader::next_batch_pruned`] passes them. Reading a stream this way consumes it.
+    pub fn block_zones(mut self) -> Vec<BlockZone> {
+        let mut zones = Vec::new();
+        let mut batch = EventBatch::default();
+        while let Some(_res) = self.next_batch_pruned(&mut batch, |m| {
+            zones.push(BlockZone { seq: m.seq, ts_min: m.ts_min, end_min: m.end_min, events_total: m.events_total });
+            Column::ALL
+        }) {}
+        zones
     }
 
     /// The stack table of the trace (`record --why` with stacks): the entries of every

@@ -40,6 +40,8 @@ pub struct Summary {
     pub calls: u64,
     /// Those of them that carried a breakdown.
     pub explained: u64,
+    /// The most events held at once for reordering.
+    pub peak_held: usize,
 }
 
 /// Events formatted and written in order to an output (buffered here: give it the raw stream).
@@ -61,6 +63,12 @@ impl<'a> EventList<'a> {
         let out = BufWriter::with_capacity(1 << 16, out);
         let w = OrderedWriter::new(o.sort, o.window_ns, o.max_held, out, o.limit, o.json);
         EventList { header, o, w, chains: ChainIndex::new(), calls: 0, explained: 0 }
+    }
+
+    /// Writes every held event before `bound` (ns, of the order's time): no event still to be
+    /// given begins (or, by end, ends) before it. Only what is held changes, not the output.
+    pub fn release_before(&mut self, bound: u64) -> std::io::Result<()> {
+        self.w.release_before(bound)
     }
 
     /// Whether the limit has been reached (nothing more will be written).
@@ -102,7 +110,63 @@ impl<'a> EventList<'a> {
     /// Writes every held event, flushes, and says how many were late and, with `--why`, how
     /// many calls carried a breakdown.
     pub fn finish(self) -> std::io::Result<Summary> {
+        let peak_held = self.w.peak_held();
         let (_, late) = self.w.finish()?;
-        Ok(Summary { late, calls: self.calls, explained: self.explained })
+        Ok(Summary { late, calls: self.calls, explained: self.explained, peak_held })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reorder::Lookahead;
+    use latscope_trace::synth::{BusyServer, Layout};
+    use latscope_trace::{TraceReader, TraceWriter};
+
+    /// A busy server's trace, printed as `events` prints it: with the blocks' zone maps read
+    /// ahead, the output is the same byte for byte, in JSON and in lines, by start and by end,
+    /// and a few blocks' worth of events are held instead of the whole window's.
+    #[test]
+    fn reading_the_zone_maps_ahead_changes_only_what_is_held() {
+        let path = std::env::temp_dir().join(format!("latscope-lookahead-{}.lst", std::process::id()));
+        let server = BusyServer { events: 300_000, block_every: 20, layout: Layout::ByKind };
+        let mut w = TraceWriter::create(&path, &server.header()).unwrap();
+        let summary = server.for_each_batch(|b| w.write_batch(b, 0)).unwrap();
+        w.finish(summary).unwrap();
+        let print = |json: bool, sort: SortBy, ahead: bool| {
+            let mut r = TraceReader::open(&path).unwrap();
+            let header = r.header().clone();
+            let la = ahead.then(|| Lookahead::new(&TraceReader::open(&path).unwrap().block_zones(), sort));
+            let o = Options {
+                json,
+                why: false,
+                time: crate::events::TimeFormat::Relative,
+                sort,
+                window_ns: 5_000_000_000,
+                max_held: 1_000_000,
+                limit: u64::MAX,
+            };
+            let mut out = Vec::new();
+            let mut list = EventList::new(header, o, Box::new(&mut out));
+            while let Some(b) = r.next_batch() {
+                let b = b.unwrap();
+                let rows: Vec<u32> = (0..b.len() as u32).collect();
+                list.batch(&b, &rows).unwrap();
+                let seq = r.last_block_meta().and_then(|m| m.seq);
+                if let Some(bound) = la.as_ref().zip(seq).and_then(|(l, s)| l.after(s)) {
+                    list.release_before(bound).unwrap();
+                }
+            }
+            let s = list.finish().unwrap();
+            (out, s.peak_held)
+        };
+        for (json, sort) in [(true, SortBy::Start), (false, SortBy::Start), (false, SortBy::End)] {
+            let (all, held_all) = print(json, sort, false);
+            let (ahead, held_ahead) = print(json, sort, true);
+            assert!(all == ahead, "json {json}, {sort:?}: the output differs");
+            assert_eq!(held_all, 300_000, "a 5 s window over a shorter trace holds it all");
+            assert!(held_ahead < 300_000 / 3, "json {json}, {sort:?}: {held_ahead} held");
+        }
+        let _ = std::fs::remove_file(&path);
     }
 }

@@ -64,7 +64,13 @@ pub fn write_time(s: &mut String, h: &TraceHeader, ts: u64, fmt: TimeFormat) {
 }
 
 /// An integer in decimal, as `Display` writes it.
-fn push_int(s: &mut String, v: impl itoa::Integer) {
+fn push_int<T: itoa::Integer + TryInto<u8> + Copy>(s: &mut String, v: T) {
+    // Most numbers of an event are one digit (zeros of fields a call does not have): one byte
+    // pushed, not a formatted copy.
+    if let Ok(d @ 0..=9) = v.try_into() {
+        s.push(char::from(b'0' + d));
+        return;
+    }
     s.push_str(itoa::Buffer::new().format(v));
 }
 
@@ -226,34 +232,47 @@ pub fn write_line(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, tf:
 /// JSON members appended to a buffer, in the order given (which must be `serde_json`'s: sorted).
 struct Members<'a> {
     s: &'a mut String,
-    first: bool,
+}
+
+/// A member's key as written after another member, `,"name":`: a constant, copied without a call
+/// to `memcpy` (a branch on "is it the first?" would make its length a variable).
+macro_rules! k {
+    ($name:literal) => {
+        concat!(",\"", $name, "\":")
+    };
+}
+
+/// The first member's key, `"name":`.
+macro_rules! k0 {
+    ($name:literal) => {
+        concat!("\"", $name, "\":")
+    };
 }
 
 impl Members<'_> {
-    fn key(&mut self, k: &str) {
-        if !self.first {
-            self.s.push(',');
-        }
-        self.first = false;
-        self.s.push('"');
-        self.s.push_str(k);
-        self.s.push_str("\":");
+    #[inline(always)]
+    fn key(&mut self, tok: &'static str) {
+        self.s.push_str(tok);
     }
-    fn int(&mut self, k: &str, v: impl itoa::Integer) {
+    #[inline(always)]
+    fn int(&mut self, k: &'static str, v: impl itoa::Integer + TryInto<u8> + Copy) {
         self.key(k);
         push_int(self.s, v);
     }
-    fn str(&mut self, k: &str, v: &str) {
+    #[inline(always)]
+    fn str(&mut self, k: &'static str, v: &str) {
         self.key(k);
         push_json_str(self.s, v);
     }
-    fn op_name(&mut self, k: &str, kind: u8, nr: u16) {
+    #[inline(always)]
+    fn op_name(&mut self, k: &'static str, kind: u8, nr: u16) {
         self.key(k);
         self.s.push('"');
         write_op_name(self.s, kind, nr);
         self.s.push('"');
     }
-    fn dev(&mut self, k: &str, dev: u32) {
+    #[inline(always)]
+    fn dev(&mut self, k: &'static str, dev: u32) {
         let (ma, mi) = dev_major_minor(dev);
         self.key(k);
         self.s.push('"');
@@ -280,11 +299,11 @@ fn push_json_str(s: &mut String, v: &str) {
 pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, chains: Option<&ChainIndex>) {
     let kind = EventKind::from_u8(b.kind[i]);
     s.push('{');
-    let mut m = Members { s: &mut *s, first: true };
+    let mut m = Members { s: &mut *s };
     let loginuid = if b.loginuid[i] == u32::MAX { -1 } else { i64::from(b.loginuid[i]) };
     match kind {
         Some(EventKind::Syscall) => {
-            m.int("addr", b.addr[i]);
+            m.int(k0!("addr"), b.addr[i]);
             // The flags, modes and addresses as the line prints them, keys in serde_json's order.
             let name = latscope_event::syscall_name(b.nr[i]).unwrap_or("");
             let mut decoded = latscope_event::argnames::decoded(name, b.flags[i], b.mode[i], b.addr[i]);
@@ -292,7 +311,7 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
             decoded.reverse();
             decoded.sort_by(|a, b| a.0.cmp(b.0));
             decoded.dedup_by_key(|a| a.0);
-            m.key("args");
+            m.key(k!("args"));
             m.s.push('{');
             for (k, (name, v)) in decoded.iter().enumerate() {
                 if k > 0 {
@@ -303,33 +322,33 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
                 push_json_str(m.s, v);
             }
             m.s.push('}');
-            m.int("bytes", b.bytes[i]);
-            m.int("cgroup", b.cgroup[i]);
-            m.str("comm", b.comm.get(i));
-            m.int("cpu", b.cpu[i]);
+            m.int(k!("bytes"), b.bytes[i]);
+            m.int(k!("cgroup"), b.cgroup[i]);
+            m.str(k!("comm"), b.comm.get(i));
+            m.int(k!("cpu"), b.cpu[i]);
             if b.dev[i] == 0 {
-                m.key("dev");
+                m.key(k!("dev"));
                 m.s.push_str("null");
             } else {
-                m.dev("dev", b.dev[i]);
+                m.dev(k!("dev"), b.dev[i]);
             }
-            m.int("dirfd", b.dirfd[i]);
-            m.int("fd", b.fd[i]);
-            m.str("fd_type", FdType::from_u8(b.fd_type[i]).name());
-            m.int("flags", b.flags[i]);
-            m.int("gid", b.gid[i]);
-            m.int("ino", b.ino[i]);
-            m.str("kind", "syscall");
-            m.int("latency_ns", b.lat[i]);
-            m.int("loginuid", loginuid);
-            m.int("mode", b.mode[i]);
-            m.int("nr", b.nr[i]);
-            m.int("offset", b.off[i]);
-            m.int("offset2", b.off2[i]);
-            m.str("path", b.path.get(i));
-            m.str("path2", b.path2.get(i));
-            m.int("pid", b.pid[i]);
-            m.key("res");
+            m.int(k!("dirfd"), b.dirfd[i]);
+            m.int(k!("fd"), b.fd[i]);
+            m.str(k!("fd_type"), FdType::from_u8(b.fd_type[i]).name());
+            m.int(k!("flags"), b.flags[i]);
+            m.int(k!("gid"), b.gid[i]);
+            m.int(k!("ino"), b.ino[i]);
+            m.str(k!("kind"), "syscall");
+            m.int(k!("latency_ns"), b.lat[i]);
+            m.int(k!("loginuid"), loginuid);
+            m.int(k!("mode"), b.mode[i]);
+            m.int(k!("nr"), b.nr[i]);
+            m.int(k!("offset"), b.off[i]);
+            m.int(k!("offset2"), b.off2[i]);
+            m.str(k!("path"), b.path.get(i));
+            m.str(k!("path2"), b.path2.get(i));
+            m.int(k!("pid"), b.pid[i]);
+            m.key(k!("res"));
             m.s.push('"');
             if (-4095..0).contains(&b.ret[i]) {
                 write_result(m.s, b.ret[i]);
@@ -337,74 +356,76 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
                 m.s.push_str("SUCCESS");
             }
             m.s.push('"');
-            m.int("ret", b.ret[i]);
+            m.int(k!("ret"), b.ret[i]);
         }
         Some(EventKind::Block) => {
-            m.int("bytes", b.bytes[i]);
-            m.int("cgroup", b.cgroup[i]);
-            m.str("comm", b.comm.get(i));
-            m.int("cpu", b.cpu[i]);
-            m.dev("dev", b.dev[i]);
-            m.key("disk");
+            m.int(k0!("bytes"), b.bytes[i]);
+            m.int(k!("cgroup"), b.cgroup[i]);
+            m.str(k!("comm"), b.comm.get(i));
+            m.int(k!("cpu"), b.cpu[i]);
+            m.dev(k!("dev"), b.dev[i]);
+            m.key(k!("disk"));
             match h.disk_name(b.dev[i]) {
                 Some(d) => push_json_str(m.s, d),
                 None => m.s.push_str("null"),
             }
-            m.int("error", b.ret[i]);
-            m.int("gid", b.gid[i]);
-            m.str("kind", "block");
-            m.int("latency_ns", b.lat[i]);
-            m.int("loginuid", loginuid);
+            m.int(k!("error"), b.ret[i]);
+            m.int(k!("gid"), b.gid[i]);
+            m.str(k!("kind"), "block");
+            m.int(k!("latency_ns"), b.lat[i]);
+            m.int(k!("loginuid"), loginuid);
             let op = BlockOp::from_u16(b.nr[i]);
-            m.str("op", op.name());
-            m.int("pid", b.pid[i]);
-            m.int("qtime_ns", b.qtime[i]);
-            m.key("rwbs");
+            m.str(k!("op"), op.name());
+            m.int(k!("pid"), b.pid[i]);
+            m.int(k!("qtime_ns"), b.qtime[i]);
+            m.key(k!("rwbs"));
             m.s.push('"');
             let _ = Rwbs::write(m.s, op, b.flags[i]);
             m.s.push('"');
-            m.int("sector", b.off[i]);
+            m.int(k!("sector"), b.off[i]);
         }
         Some(EventKind::Proc) => {
             if b.nr[i] == ProcOp::Exec as u16 {
-                m.str("args", b.path2.get(i));
+                m.str(k0!("args"), b.path2.get(i));
+                m.int(k!("cgroup"), b.cgroup[i]);
+            } else {
+                m.int(k0!("cgroup"), b.cgroup[i]);
             }
-            m.int("cgroup", b.cgroup[i]);
-            m.str("comm", b.comm.get(i));
-            m.int("cpu", b.cpu[i]);
-            m.int("gid", b.gid[i]);
-            m.str("kind", "proc");
-            m.int("latency_ns", b.lat[i]);
-            m.int("loginuid", loginuid);
-            m.str("path", b.path.get(i));
-            m.int("pid", b.pid[i]);
-            m.int("ret", b.ret[i]);
+            m.str(k!("comm"), b.comm.get(i));
+            m.int(k!("cpu"), b.cpu[i]);
+            m.int(k!("gid"), b.gid[i]);
+            m.str(k!("kind"), "proc");
+            m.int(k!("latency_ns"), b.lat[i]);
+            m.int(k!("loginuid"), loginuid);
+            m.str(k!("path"), b.path.get(i));
+            m.int(k!("pid"), b.pid[i]);
+            m.int(k!("ret"), b.ret[i]);
         }
         None => {
-            m.int("cgroup", b.cgroup[i]);
-            m.str("comm", b.comm.get(i));
-            m.int("cpu", b.cpu[i]);
-            m.int("gid", b.gid[i]);
-            m.str("kind", "unknown");
-            m.int("latency_ns", b.lat[i]);
-            m.int("loginuid", loginuid);
-            m.int("pid", b.pid[i]);
+            m.int(k0!("cgroup"), b.cgroup[i]);
+            m.str(k!("comm"), b.comm.get(i));
+            m.int(k!("cpu"), b.cpu[i]);
+            m.int(k!("gid"), b.gid[i]);
+            m.str(k!("kind"), "unknown");
+            m.int(k!("latency_ns"), b.lat[i]);
+            m.int(k!("loginuid"), loginuid);
+            m.int(k!("pid"), b.pid[i]);
         }
     }
-    m.int("tid", b.tid[i]);
-    m.int("time_ns", h.wall_ns(b.ts[i]));
-    m.int("ts_ns", b.ts[i]);
-    m.int("tty", b.tty[i]);
-    m.op_name("type", b.kind[i], b.nr[i]);
-    m.int("uid", b.uid[i]);
-    m.int("vpid", b.vpid[i]);
-    m.int("vtid", b.vtid[i]);
+    m.int(k!("tid"), b.tid[i]);
+    m.int(k!("time_ns"), h.wall_ns(b.ts[i]));
+    m.int(k!("ts_ns"), b.ts[i]);
+    m.int(k!("tty"), b.tty[i]);
+    m.op_name(k!("type"), b.kind[i], b.nr[i]);
+    m.int(k!("uid"), b.uid[i]);
+    m.int(k!("vpid"), b.vpid[i]);
+    m.int(k!("vtid"), b.vtid[i]);
     if kind == Some(EventKind::Syscall) {
         if let Some(mut w) = crate::why::json(h, b, i) {
             if let Some(ch) = chains.and_then(|c| crate::why::chain_json(h, c, b, i)) {
                 w["chain"] = ch;
             }
-            m.key("why");
+            m.key(k!("why"));
             m.s.push_str(&json_ascii_controls(serde_json::to_string(&w).unwrap_or_default()));
         }
     }

@@ -38,6 +38,7 @@ pub struct Reorder<T> {
     watermark: u64,
     released: Option<u64>,
     late: u64,
+    peak: usize,
 }
 
 impl<T> Reorder<T> {
@@ -54,6 +55,7 @@ impl<T> Reorder<T> {
             watermark: 0,
             released: None,
             late: 0,
+            peak: 0,
         }
     }
 
@@ -81,6 +83,7 @@ impl<T> Reorder<T> {
         } else {
             self.held.insert((key, self.seq), item);
         }
+        self.peak = self.peak.max(self.in_order.len() + self.held.len());
         let due = self.watermark.saturating_sub(self.window_ns);
         while let Some(first) = self.first() {
             if first > due && self.in_order.len() + self.held.len() <= self.max_held {
@@ -115,6 +118,23 @@ impl<T> Reorder<T> {
         }
     }
 
+    /// Lets out, in order, every held event whose key is before `bound`: the caller knows that
+    /// no event to come has a key before it (a trace's zone maps say where the blocks still to
+    /// be read begin). The output is what it would have been without; only less is held.
+    pub fn release_before<E>(&mut self, bound: u64, out: &mut impl FnMut(T, bool) -> Result<(), E>) -> Result<(), E> {
+        while self.first().is_some_and(|k| k < bound) {
+            let Some((k, item)) = self.pop_first() else { break };
+            self.released = Some(k);
+            out(item, false)?;
+        }
+        Ok(())
+    }
+
+    /// The most events held at once.
+    pub fn peak_held(&self) -> usize {
+        self.peak
+    }
+
     /// Lets every held event out, in order.
     pub fn finish<E>(&mut self, out: &mut impl FnMut(T, bool) -> Result<(), E>) -> Result<(), E> {
         while let Some((k, item)) = self.pop_first() {
@@ -127,6 +147,52 @@ impl<T> Reorder<T> {
     /// Events that came out late (out of order).
     pub fn late(&self) -> u64 {
         self.late
+    }
+}
+
+/// For each block of a trace, the earliest time (start or end, as the order goes) of any event
+/// in the blocks after it, from their zone maps: once a block has been read, every held event
+/// before that time can go out ([`Reorder::release_before`]). A recording of seconds is then
+/// printed holding a few blocks' worth of events instead of the whole reorder window's.
+#[derive(Debug, Default)]
+pub struct Lookahead {
+    after: rustc_hash::FxHashMap<u64, u64>,
+}
+
+impl Lookahead {
+    /// From the zones of a trace's blocks, in file order. A block whose zone is unknown (a file
+    /// written before zone maps) bounds every block before it at 0: nothing is let out early.
+    pub fn new(zones: &[latscope_trace::BlockZone], by: SortBy) -> Lookahead {
+        let mut after = rustc_hash::FxHashMap::default();
+        let mut bound = u64::MAX;
+        let mut totals: Vec<Option<u64>> = zones.iter().map(|z| z.events_total).collect();
+        // Each block's own event count, where the running totals say it.
+        for k in (1..totals.len()).rev() {
+            totals[k] = totals[k].zip(totals[k - 1]).map(|(a, b)| a.saturating_sub(b));
+        }
+        for (k, z) in zones.iter().enumerate().rev() {
+            if let Some(seq) = z.seq {
+                // The last block has no known successor: a file still being written grows.
+                if k + 1 < zones.len() {
+                    after.insert(seq, bound);
+                }
+            }
+            let key = match by {
+                SortBy::Start => z.ts_min,
+                SortBy::End => z.end_min,
+            };
+            bound = match key {
+                Some(t) => bound.min(t),
+                None if totals[k] == Some(0) => bound,
+                None => 0,
+            };
+        }
+        Lookahead { after }
+    }
+
+    /// The earliest time of any event after block `seq`, if known.
+    pub fn after(&self, seq: u64) -> Option<u64> {
+        self.after.get(&seq).copied()
     }
 }
 
@@ -331,6 +397,18 @@ impl<W: Write> OrderedWriter<W> {
         self.state.left == 0
     }
 
+    /// Writes every held event that began (or, by end, ended) before `bound`, which no event
+    /// still to come precedes (see [`Reorder::release_before`]).
+    pub fn release_before(&mut self, bound: u64) -> std::io::Result<()> {
+        let st = &mut self.state;
+        self.order.release_before(bound, &mut |r, late| st.emit(r, late))
+    }
+
+    /// The most events held at once.
+    pub fn peak_held(&self) -> usize {
+        self.order.peak_held()
+    }
+
     /// Writes every held event, flushes and returns the writer and how many events came out late.
     pub fn finish(mut self) -> std::io::Result<(W, u64)> {
         let st = &mut self.state;
@@ -438,6 +516,65 @@ mod tests {
             }
             assert_eq!(reorder(SortBy::Start, window, max, &ev), one_map(window, max, &ev), "window {window}");
         }
+    }
+
+    #[test]
+    fn releasing_before_a_known_bound_changes_nothing_but_what_is_held() {
+        // Blocks of 100 events in completion order; a call every 1000 events lasts 50 blocks.
+        let mut ev = Vec::new();
+        for k in 0..20_000u64 {
+            let lat = if k % 1000 == 999 { 5_000 } else { 3 };
+            ev.push((k * 10 + 100_000 - lat.min(k * 10 + 100_000), k * 10 + 100_000));
+        }
+        let blocks: Vec<&[(u64, u64)]> = ev.chunks(100).collect();
+        // The smallest start of every later block.
+        let mut after = vec![u64::MAX; blocks.len()];
+        for b in (0..blocks.len() - 1).rev() {
+            after[b] = after[b + 1].min(blocks[b + 1].iter().map(|e| e.0).min().unwrap());
+        }
+        for (window, max) in [(u64::MAX / 2, 1_000_000), (2_000, 1_000_000), (u64::MAX / 2, 300)] {
+            let want = reorder(SortBy::Start, window, max, &ev);
+            let mut r = Reorder::new(SortBy::Start, window, max);
+            let mut got = Vec::new();
+            let mut out = |x: (u64, u64), late: bool| {
+                got.push((x.0, late));
+                Ok::<(), ()>(())
+            };
+            for (b, block) in blocks.iter().enumerate() {
+                for &(s, e) in *block {
+                    r.push(s, e, (s, e), &mut out).unwrap();
+                }
+                r.release_before(after[b], &mut out).unwrap();
+            }
+            r.finish(&mut out).unwrap();
+            assert_eq!(got, want, "window {window}, max {max}");
+            if max > 1000 {
+                assert!(r.peak_held() <= 700, "held {} of {}", r.peak_held(), ev.len());
+            }
+        }
+    }
+
+    #[test]
+    fn lookahead_bounds_each_block_by_the_blocks_after_it_and_trusts_no_unknown_zone() {
+        use latscope_trace::BlockZone;
+        let z = |seq, ts: Option<u64>, total| BlockZone {
+            seq: Some(seq),
+            ts_min: ts,
+            end_min: ts.map(|t| t + 5),
+            events_total: Some(total),
+        };
+        // Blocks 0..4: the third is empty, the last is the summary (no events).
+        let zones = [z(0, Some(100), 10), z(1, Some(50), 20), z(2, None, 20), z(3, Some(70), 30), z(4, None, 30)];
+        let l = Lookahead::new(&zones, SortBy::Start);
+        assert_eq!(
+            [l.after(0), l.after(1), l.after(2), l.after(3), l.after(4)],
+            [Some(50), Some(70), Some(70), Some(u64::MAX), None]
+        );
+        assert_eq!(Lookahead::new(&zones, SortBy::End).after(0), Some(55));
+        // A block with events but no zone map (an older writer): nothing before it is let out early.
+        let zones = [z(0, Some(100), 10), z(1, None, 20), z(2, Some(300), 30)];
+        let l = Lookahead::new(&zones, SortBy::Start);
+        assert_eq!((l.after(0), l.after(1)), (Some(0), Some(300)));
     }
 
     #[test]

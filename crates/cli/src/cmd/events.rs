@@ -6,6 +6,7 @@ use anyhow::Result;
 use latscope_event::units::parse_duration_secs_default;
 use latscope_view::eventlist::{EventList, Options, Summary};
 use latscope_view::events::{SortBy, LINE_COLUMNS};
+use latscope_view::reorder::Lookahead;
 use std::process::ExitCode;
 
 /// Most events held for reordering (a few hundred bytes each).
@@ -18,7 +19,9 @@ const MAX_HELD: usize = 1_000_000;
 /// in the order they completed. They are reordered within a window (--window, and at most
 /// 1,000,000 events held): a call that began more than about the window before the latest
 /// completion already read — a wait or sleep longer than the window — is printed when it is
-/// read, after lines that began later, and marked '[late]' ("late": true in JSON).
+/// read, after lines that began later, and marked '[late]' ("late": true in JSON). From a
+/// trace file, an event goes out as soon as the blocks still to read (their time ranges are in
+/// their metadata) hold nothing earlier, so little is held; from a stream, at the window.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope events -r trace.lst
@@ -71,13 +74,19 @@ pub fn run(a: Args) -> Result<ExitCode> {
         max_held: MAX_HELD,
         limit: a.limit.unwrap_or(u64::MAX),
     };
+    // A trace file's zone maps say where the blocks still to come begin: what precedes them
+    // goes out at once instead of waiting out the window (the same output, far less held).
+    let lookahead = scan.block_zones().map(|z| Lookahead::new(&z, o.sort));
     let mut list = EventList::new(header.clone(), o, Box::new(std::io::stdout().lock()));
     while !list.full() {
         let Some(c) = scan.next_batch() else { break };
         let c = c?;
         list.batch(c.batch, c.rows)?;
+        if let Some(bound) = lookahead.as_ref().zip(scan.last_block()).and_then(|(l, seq)| l.after(seq)) {
+            list.release_before(bound)?;
+        }
     }
-    let Summary { late, calls, explained } = list.finish()?;
+    let Summary { late, calls, explained, .. } = list.finish()?;
     if a.why && calls > 0 && explained == 0 {
         let recorded_with = header.command_line.iter().any(|w| w == "why" || w.starts_with("--why"));
         eprintln!(
