@@ -503,6 +503,41 @@ static __always_inline void fill_ids(struct ls_ids *e, struct task_struct *task)
 	e->pad = 0;
 }
 
+/* An fd of the current task named (fd_info) by a global function: checked once, on its own, not
+ * on each path of the exit program that reaches it (calls returning an fd, pipe and socketpair).
+ * Only the variant for kernels with bpf_rdonly_cast calls it, as who_now below. */
+struct ls_fdi {
+	__u64 ino;
+	__s64 pos;
+	__u32 dev;
+	__u8 type;
+	__u8 pad[3];
+};
+
+__noinline int fd_info_now(__s64 fd, struct ls_fdi *o)
+{
+	if (!o)
+		return 0;
+	fd_info(true, bpf_get_current_task_btf(), fd, &o->dev, &o->ino, &o->type, &o->pos);
+	return 0;
+}
+
+/* fd_info at the exit: through fd_info_now where the kernel has bpf_rdonly_cast. */
+static __always_inline void fd_info_exit(const bool fast, struct task_struct *task, __s64 fd, __u32 *dev,
+					 __u64 *ino, __u8 *type)
+{
+	if (fast) {
+		struct ls_fdi o = {};
+		fd_info_now(fd, &o);
+		*dev = o.dev;
+		*ino = o.ino;
+		*type = o.type;
+	} else {
+		__s64 pos;
+		fd_info(false, task, fd, dev, ino, type, &pos);
+	}
+}
+
 /* Who made the call ending now, by direct loads from task_struct rather than four helper calls. */
 static __always_inline void who_fill(struct ls_who *w, struct task_struct *task)
 {
@@ -762,17 +797,14 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	__u32 dev = s->dev;
 	__u64 ino = s->ino;
 	__u8 fd_type = s->fd_type;
-	if ((d->bits & LS_RET_FD) && ret >= 0 && !(ablate & LS_ABLATE_FD)) {
-		__s64 pos;
-		fd_info(fast, task, ret, &dev, &ino, &fd_type, &pos);
-	}
+	if ((d->bits & LS_RET_FD) && ret >= 0 && !(ablate & LS_ABLATE_FD))
+		fd_info_exit(fast, task, ret, &dev, &ino, &fd_type);
 	/* pipe, socketpair: the two fds the kernel wrote to user memory; the first names the event. */
 	__s32 pair[2] = { -1, -1 };
 	if ((d->bits & LS_FD_PAIR) && ret == 0) {
-		__s64 pos;
 		if (bpf_probe_read_user(pair, sizeof(pair), (void *)arg_or(s, d->addr, 0)))
 			pair[0] = pair[1] = -1;
-		fd_info(fast, task, pair[0], &dev, &ino, &fd_type, &pos);
+		fd_info_exit(fast, task, pair[0], &dev, &ino, &fd_type);
 	}
 	if (fdtype_mask && !(fdtype_mask & (1U << (fd_type & 31))))
 		return 0;
