@@ -503,6 +503,33 @@ static __always_inline void fill_ids(struct ls_ids *e, struct task_struct *task)
 	e->pad = 0;
 }
 
+/* fill_ids by probe reads, for the programs that run rarely (block requests, process events):
+ * each typed load is checked against the kernel's BTF when the program loads, which made most
+ * of these small programs' load time; a probe read is checked as a helper call. */
+static __always_inline void fill_ids_cold(struct ls_ids *e, struct task_struct *task)
+{
+	e->gid = BPF_CORE_READ(task, cred, gid.val);
+	e->loginuid = bpf_core_field_exists(task->loginuid) ? BPF_CORE_READ(task, loginuid.val) : 0xffffffff;
+	struct tty_struct *tty = BPF_CORE_READ(task, signal, tty);
+	__u32 t = 0;
+	if (tty) {
+		__u32 major = BPF_CORE_READ(tty, driver, major);
+		__u32 minor = BPF_CORE_READ(tty, driver, minor_start) + BPF_CORE_READ(tty, index);
+		t = (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
+	}
+	e->tty = t;
+	struct pid *tp = BPF_CORE_READ(task, thread_pid);
+	__u32 level = BPF_CORE_READ(tp, level);
+	if (level) {
+		e->vtid = pid_nr_at(tp, level);
+		e->vpid = pid_nr_at(BPF_CORE_READ(task, group_leader, thread_pid), level);
+	} else {
+		e->vtid = BPF_CORE_READ(task, pid);
+		e->vpid = BPF_CORE_READ(task, tgid);
+	}
+	e->pad = 0;
+}
+
 /* An fd of the current task named (fd_info) by a global function: checked once, on its own, not
  * on each path of the exit program that reaches it (calls returning an fd, pipe and socketpair).
  * Only the variant for kernels with bpf_rdonly_cast calls it, as who_now below. */
@@ -1014,7 +1041,7 @@ static __always_inline void rq_owner(struct ls_rq *v)
 	v->uid = (__u32)bpf_get_current_uid_gid();
 	v->cgroup = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(v->comm, sizeof(v->comm));
-	fill_ids(&v->ids, bpf_get_current_task_btf());
+	fill_ids_cold(&v->ids, bpf_get_current_task_btf());
 }
 
 SEC("tp_btf/block_rq_insert")
@@ -1154,7 +1181,7 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 	e->tid = p->pid;
 	e->uid = p->cred->uid.val;
 	e->cgroup = bpf_get_current_cgroup_id();
-	fill_ids(&e->ids, p);
+	fill_ids_cold(&e->ids, p);
 	e->nr = op;
 	e->ret = ret;
 	e->fd = -1;
