@@ -268,9 +268,12 @@ impl Scan {
 
     /// Where each block of the trace lies in time, read ahead from a second handle on the file
     /// ([`TraceReader::block_zones`]): only for a trace in a regular file (a stream can be read
-    /// once), `None` otherwise or when it cannot be opened again.
+    /// once) whose blocks have per-buffer checksums (call it once a block has been read: the
+    /// look-ahead then reads metadata alone; in older files it would read every body twice),
+    /// `None` otherwise or when it cannot be opened again.
     pub fn block_zones(&self) -> Option<Vec<BlockZone>> {
-        if !matches!(self.input, Input::Trace(_)) || self.path == Path::new("-") {
+        let Input::Trace(r) = &self.input else { return None };
+        if self.path == Path::new("-") || r.last_block_meta()?.buffer_crc32c.is_none() {
             return None;
         }
         if !std::fs::metadata(&self.path).ok()?.is_file() {

@@ -76,12 +76,17 @@ pub fn run(a: Args) -> Result<ExitCode> {
     };
     // A trace file's zone maps say where the blocks still to come begin: what precedes them
     // goes out at once instead of waiting out the window (the same output, far less held).
-    let lookahead = scan.block_zones().map(|z| Lookahead::new(&z, o.sort));
+    // Read once the first block says the file's blocks can be read ahead cheaply.
+    let (sort, mut lookahead, mut looked) = (o.sort, None, false);
     let mut list = EventList::new(header.clone(), o, Box::new(std::io::stdout().lock()));
     while !list.full() {
         let Some(c) = scan.next_batch() else { break };
         let c = c?;
         list.batch(c.batch, c.rows)?;
+        if !looked {
+            looked = true;
+            lookahead = scan.block_zones().map(|z| Lookahead::new(&z, sort));
+        }
         if let Some(bound) = lookahead.as_ref().zip(scan.last_block()).and_then(|(l, seq)| l.after(seq)) {
             list.release_before(bound)?;
         }
