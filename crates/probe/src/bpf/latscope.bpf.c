@@ -476,56 +476,33 @@ static __always_inline __u32 pid_nr_at(struct pid *p, __u32 level)
 	return nr;
 }
 
-/* gid, login uid, controlling tty and namespace pids of `task` (direct loads; a probe read
- * only inside a child pid namespace). */
-static __always_inline void fill_ids(struct ls_ids *e, struct task_struct *task)
+/* gid, login uid, controlling tty and namespace pids of `task` (a probe read inside a child pid
+ * namespace). `typed`: direct loads, for the syscall programs; otherwise probe reads, for the
+ * programs that run rarely (block requests, process events): each typed load is checked against
+ * the kernel's BTF when the program loads, which made most of those small programs' load time,
+ * while a probe read is checked as a helper call. */
+static __always_inline void fill_ids(const bool typed, struct ls_ids *e, struct task_struct *task)
 {
-	e->gid = task->cred->gid.val;
+	e->gid = KREAD(typed, task, cred, gid.val);
 	/* task_struct has loginuid only with CONFIG_AUDIT. */
-	e->loginuid = bpf_core_field_exists(task->loginuid) ? task->loginuid.val : 0xffffffff;
-	struct tty_struct *tty = task->signal->tty;
+	e->loginuid = bpf_core_field_exists(task->loginuid) ? KREAD(typed, task, loginuid.val) : 0xffffffff;
+	struct tty_struct *tty = KREAD(typed, task, signal, tty);
 	__u32 t = 0;
 	if (tty) {
 		/* As the kernel's new_encode_dev(tty_devnum()), /proc/PID/stat's tty_nr. */
-		__u32 major = tty->driver->major;
-		__u32 minor = tty->driver->minor_start + tty->index;
+		__u32 major = KREAD(typed, tty, driver, major);
+		__u32 minor = KREAD(typed, tty, driver, minor_start) + KREAD(typed, tty, index);
 		t = (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
 	}
 	e->tty = t;
-	__u32 level = task->thread_pid->level;
-	if (level) {
-		e->vtid = pid_nr_at(task->thread_pid, level);
-		e->vpid = pid_nr_at(task->group_leader->thread_pid, level);
-	} else {
-		e->vtid = task->pid;
-		e->vpid = task->tgid;
-	}
-	e->pad = 0;
-}
-
-/* fill_ids by probe reads, for the programs that run rarely (block requests, process events):
- * each typed load is checked against the kernel's BTF when the program loads, which made most
- * of these small programs' load time; a probe read is checked as a helper call. */
-static __always_inline void fill_ids_cold(struct ls_ids *e, struct task_struct *task)
-{
-	e->gid = BPF_CORE_READ(task, cred, gid.val);
-	e->loginuid = bpf_core_field_exists(task->loginuid) ? BPF_CORE_READ(task, loginuid.val) : 0xffffffff;
-	struct tty_struct *tty = BPF_CORE_READ(task, signal, tty);
-	__u32 t = 0;
-	if (tty) {
-		__u32 major = BPF_CORE_READ(tty, driver, major);
-		__u32 minor = BPF_CORE_READ(tty, driver, minor_start) + BPF_CORE_READ(tty, index);
-		t = (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
-	}
-	e->tty = t;
-	struct pid *tp = BPF_CORE_READ(task, thread_pid);
-	__u32 level = BPF_CORE_READ(tp, level);
+	struct pid *tp = KREAD(typed, task, thread_pid);
+	__u32 level = KREAD(typed, tp, level);
 	if (level) {
 		e->vtid = pid_nr_at(tp, level);
-		e->vpid = pid_nr_at(BPF_CORE_READ(task, group_leader, thread_pid), level);
+		e->vpid = pid_nr_at(KREAD(typed, task, group_leader, thread_pid), level);
 	} else {
-		e->vtid = BPF_CORE_READ(task, pid);
-		e->vpid = BPF_CORE_READ(task, tgid);
+		e->vtid = KREAD(typed, task, pid);
+		e->vpid = KREAD(typed, task, tgid);
 	}
 	e->pad = 0;
 }
@@ -573,7 +550,7 @@ static __always_inline void who_fill(struct ls_who *w, struct task_struct *task)
 	w->uid = task->cred->uid.val;
 	w->cgroup = task->cgroups->dfl_cgrp->kn->id;
 	task_comm(task, w->comm);
-	fill_ids(&w->ids, task);
+	fill_ids(true, &w->ids, task);
 }
 
 /*
@@ -1041,7 +1018,7 @@ static __always_inline void rq_owner(struct ls_rq *v)
 	v->uid = (__u32)bpf_get_current_uid_gid();
 	v->cgroup = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(v->comm, sizeof(v->comm));
-	fill_ids_cold(&v->ids, bpf_get_current_task_btf());
+	fill_ids(false, &v->ids, bpf_get_current_task_btf());
 }
 
 SEC("tp_btf/block_rq_insert")
@@ -1181,7 +1158,7 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 	e->tid = p->pid;
 	e->uid = p->cred->uid.val;
 	e->cgroup = bpf_get_current_cgroup_id();
-	fill_ids_cold(&e->ids, p);
+	fill_ids(false, &e->ids, p);
 	e->nr = op;
 	e->ret = ret;
 	e->fd = -1;
