@@ -42,7 +42,9 @@ impl Default for PeakOptions {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Peak {
     /// Lowest value of the mode: the fullest histogram bucket in the density bin of the peak's
-    /// maximum (or, should that bucket lie outside the core, the fullest bucket of the core).
+    /// maximum, or the core's bucket of highest density near it when that is denser beyond
+    /// counting noise (by 2.5 standard deviations); should the bucket lie outside the core, the
+    /// fullest bucket of the core.
     pub mode_low: u64,
     /// Highest value of that bucket: `mode_low ..= mode_high` is where the peak is, at the
     /// histogram's resolution (1/128), tightened to the exact minimum and maximum.
@@ -66,6 +68,12 @@ pub struct Peak {
     /// then spans two populations, and a view says so.
     pub unresolved: Option<u64>,
 }
+
+/// How many standard deviations of counting noise the densest bucket near a peak's maximum must
+/// exceed the fullest bucket of the maximum's bin by to be the mode instead. On unimodal log-normal
+/// samples of 300 to 100 000 events it moved no mode further from the true one; on the recorded
+/// sleeps of a loaded host it put the mode on the densest bar (2.7 standard deviations above).
+const MODE_NOISE_SIGMAS: f64 = 2.5;
 
 /// Normalized Gaussian weights over `-radius ..= radius`, radius `ceil(3 sigma)`.
 fn gaussian_kernel(sigma: f64) -> Vec<f64> {
@@ -397,8 +405,9 @@ impl Density {
         let high = occupied.clone().map(|i| self.high[i]).max().unwrap_or(h.max).min(h.max);
         let tight = |(lo, hi, c): (u64, u64, u64)| (lo.max(low), hi.min(high), c);
         // The basin's buckets, in order: the same buckets `count` counts.
-        let buckets: Vec<(u64, u64, u64)> =
-            h.iter().filter(|&(lo, hi, _)| (from..=to).contains(&self.bin_of_bucket(lo, hi))).map(tight).collect();
+        let raw: Vec<(u64, u64, u64)> =
+            h.iter().filter(|&(lo, hi, _)| (from..=to).contains(&self.bin_of_bucket(lo, hi))).collect();
+        let buckets: Vec<(u64, u64, u64)> = raw.iter().copied().map(tight).collect();
         // The core: from the bucket of rank ceil(0.1 n) to that of rank ceil(0.9 n).
         let rank = |q: f64| ((count as f64 * q).ceil() as u64).max(1);
         let (r10, r90) = (rank(0.1), rank(0.9));
@@ -426,8 +435,40 @@ impl Density {
                 _ => Some(b),
             })
         };
-        let in_bin = bin.and_then(|i| fullest(&mut buckets.iter().filter(|b| self.bin_of_bucket(b.0, b.1) == i)));
         let in_core = |b: &(u64, u64, u64)| b.0 >= core.0 && b.1 <= core.1;
+        let in_bin = bin.and_then(|i| {
+            let of_bin = (0..raw.len()).filter(|&k| self.bin_of_bucket(raw[k].0, raw[k].1) == i);
+            of_bin.fold(None::<usize>, |best, k| match best {
+                Some(x) if raw[x].2 >= raw[k].2 => Some(x),
+                _ => Some(k),
+            })
+        });
+        // The smoothing sums its whole reach: the events of a peak made of close clusters (sleeps
+        // on a loaded host) can put the maximum in one bin while a neighbouring bin holds the bar
+        // a reader sees as the peak. That bucket, the densest per unit of log value (what a bar's
+        // height on a log axis means: a bucket twice as wide past a power of two is not denser for
+        // it) in the core within the smoothing's reach, is the mode when it is denser than the
+        // bin's by more than counting noise could make it; a broad, sparse peak keeps its bin's.
+        let log_density = |k: usize| {
+            let (lo, hi, c) = raw[k];
+            let f = lo.max(1) as f64 / (hi - lo + 1) as f64;
+            (c as f64 * f, c as f64 * f * f)
+        };
+        let reach = p.saturating_sub(radius)..=p + radius;
+        let densest = (0..raw.len())
+            .filter(|&k| in_core(&buckets[k]) && reach.contains(&self.bin_of_bucket(raw[k].0, raw[k].1)))
+            .fold(None::<usize>, |best, k| match best {
+                Some(x) if log_density(x).0 >= log_density(k).0 => Some(x),
+                _ => Some(k),
+            });
+        let in_bin = match (in_bin, densest) {
+            (Some(b), Some(d)) if in_core(&buckets[b]) => {
+                let ((db, vb), (dd, vd)) = (log_density(b), log_density(d));
+                Some(if dd - db > MODE_NOISE_SIGMAS * (vb + vd).sqrt() { d } else { b })
+            }
+            (b, _) => b,
+        }
+        .map(|k| buckets[k]);
         let mode = match (in_bin, first, last) {
             (Some(b), _, _) if in_core(&b) => Some(b),
             (_, Some(f), Some(l)) => fullest(&mut buckets[f..=l].iter()),
@@ -616,6 +657,41 @@ mod tests {
         assert_eq!((p.mode_low, p.mode_high), (lo.max(p.low), hi), "{p:?}");
         assert!(p.core_low <= p.mode_low && p.mode_high <= p.core_high && p.core_high < 1_100_000, "{p:?}");
         assert_eq!(p.count, 755);
+    }
+
+    #[test]
+    fn a_peak_of_close_clusters_has_its_mode_on_the_densest() {
+        // 1000 sleeps of 100 us on a loaded host, as recorded: clusters at 121, 127, 131 and 140 us
+        // and a shoulder to 157 us (each bar's start in us and its count), then 1000 sleeps of 1 ms.
+        // The 8 % bin the smoothed maximum falls in is fullest around 140 us, but the densest bar,
+        // well beyond counting noise, is 131.1-132.1 us (twice the width of the bars below 131 us).
+        #[rustfmt::skip]
+        let bars: [(f64, u64); 47] = [
+            (119.8, 2), (120.3, 23), (120.8, 29), (121.3, 22), (121.9, 23), (122.4, 21), (122.9, 8),
+            (123.4, 6), (123.9, 3), (124.9, 7), (125.4, 11), (126.0, 17), (126.5, 23), (127.0, 20),
+            (127.5, 14), (128.0, 8), (128.5, 7), (129.0, 5), (129.5, 8), (130.0, 14), (130.6, 27),
+            (131.1, 75), (132.1, 46), (133.1, 19), (134.1, 18), (135.2, 19), (136.2, 15), (137.2, 14),
+            (138.2, 28), (139.3, 42), (140.3, 34), (141.3, 37), (142.3, 26), (143.4, 22), (144.4, 24),
+            (145.4, 28), (146.4, 25), (147.5, 28), (148.5, 30), (149.5, 23), (150.5, 20), (151.6, 20),
+            (152.6, 13), (153.6, 10), (154.6, 13), (155.6, 18), (156.7, 12),
+        ];
+        let mut h = Histogram::new();
+        for (us, n) in bars {
+            h.record_n((us * 1000.0) as u64 + 250, n);
+        }
+        for k in 0..43 {
+            h.record(158_000 + k * 1_100);
+        }
+        for (us, n) in [(1020.0, 23), (1024.0, 96), (1028.0, 263), (1032.0, 227), (1036.0, 145), (1040.0, 85)] {
+            h.record_n((us * 1000.0) as u64 + 1_000, n);
+        }
+        let peaks = h.peaks(&PeakOptions::default());
+        assert_eq!(peaks.len(), 2, "{peaks:#?}");
+        let short = peaks.iter().find(|p| p.mode_low < 500_000).unwrap();
+        assert_eq!(h.bucket_bounds(h.bucket_index(131_350)), Some((131_072, 132_095)));
+        assert_eq!((short.mode_low, short.mode_high), (131_072, 132_095), "{short:?}");
+        let long = peaks.iter().find(|p| p.mode_low > 500_000).unwrap();
+        assert_eq!(h.bucket_index(long.mode_low), h.bucket_index(1_029_000), "{long:?}");
     }
 
     #[test]
