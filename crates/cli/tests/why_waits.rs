@@ -496,11 +496,21 @@ fn a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_i
     assert_eq!(l["addr"], format!("{gil:#x}"), "{j}");
     let name = |s: &Value| s.as_str().unwrap().rsplit('/').next().unwrap().to_string();
     assert!(l["waiters"].as_array().unwrap().iter().all(|w| threads.contains(&name(&w["waiter"]))), "{l}");
-    // A holder is a server thread, or one that took the GIL without a system call (not seen).
-    let unseen = "(a thread that took it without a system call)";
+    // A holder is a server thread, or one that took the GIL without a system call and released
+    // it after the recording ended (not seen). Not known: a wake-up no program saw (a timer's
+    // interrupt on a CPU whose programs were busy; the recording counts them), at most 2 % of
+    // the contended time.
+    let (unseen, unknown) = ("(a thread that took it without a system call)", "(not known)");
     let holders = l["holders"].as_array().unwrap();
-    assert!(holders.iter().all(|h| h["holder"] == unseen || threads.contains(&name(&h["holder"]))), "{l}");
-    assert!(holders.iter().filter(|h| h["holder"] != unseen).count() >= 2, "{l}");
+    let known = |h: &&Value| h["holder"] != unseen && h["holder"] != unknown;
+    assert!(holders.iter().filter(known).all(|h| threads.contains(&name(&h["holder"]))), "{l}");
+    assert!(holders.iter().filter(known).count() >= 2, "{l}");
+    let ns = |h: &Value| h["lock_ns"].as_u64().unwrap();
+    let not_known: u64 = holders.iter().filter(|h| h["holder"] == unknown).map(ns).sum();
+    assert!(not_known * 50 <= l["contended_ns"].as_u64().unwrap(), "{l}");
+    // The holders of the timeouts are named from their next release: few or none are unseen.
+    let unseen_ns: u64 = holders.iter().filter(|h| h["holder"] == unseen).map(ns).sum();
+    assert!(unseen_ns * 20 <= l["contended_ns"].as_u64().unwrap(), "{l}");
     // why: the GIL's futex waits rank first; the acceptor's polls (ended by their 0.5 s timeout,
     // or by a client's connection: outside) are left out as idle, counted.
     let w = latscope_json(&["why", "-r", t, "--json", &srv]);

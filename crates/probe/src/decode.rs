@@ -56,7 +56,24 @@ pub struct Decoder {
     scratch: Event,
     /// This process's mount namespace (for [`Decoder::renamed_type`]).
     mnt_ns: Option<Option<std::path::PathBuf>>,
+    /// Futex waits their timeout ended while a thread not seen taking the futex held it, held
+    /// back until a later wait on that futex names the holder (see [`Decoder::name_held`]).
+    held: std::collections::VecDeque<Held>,
+    /// The latest end of a syscall decoded (ns): how long a held wait has waited for its name.
+    newest_end: u64,
 }
+
+/// A futex wait held back, with the stacks its references point to (its poll's `stack_keys`
+/// are gone by the time it is let out).
+#[derive(Debug)]
+struct Held {
+    e: Event,
+    stacks: [Option<(u64, u32)>; 3],
+}
+
+/// Held waits let out unnamed once a syscall ends this long after them (ns), or beyond this many.
+const HELD_HORIZON_NS: u64 = 1_000_000_000;
+const MAX_HELD: usize = 4096;
 
 /// A file mapping made by a recorded mmap call: `[start, end)` maps `path` from byte `off`.
 #[derive(Clone, Debug)]
@@ -139,6 +156,64 @@ impl Decoder {
     /// exited since is not known); otherwise not known (false).
     fn is_thread_of(&self, pid: u32, tid: u32) -> bool {
         self.live && std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists()
+    }
+
+    /// Let out every wait held back for its holder's name, unnamed (a poll that read nothing:
+    /// the recording may be ending, and nothing in the ring buffer can name them).
+    pub fn release_held(&mut self) {
+        while let Some(h) = self.held.pop_front() {
+            self.let_out(h);
+        }
+    }
+
+    /// Append a held wait to the batch, its stack references renewed for this poll.
+    fn let_out(&mut self, mut h: Held) {
+        for (r, key) in [&mut h.e.kstack, &mut h.e.ustack, &mut h.e.waker_ustack].into_iter().zip(h.stacks) {
+            if let Some(k) = key {
+                self.stack_keys.push(k);
+                *r = self.stack_keys.len() as u32;
+            }
+        }
+        self.batch.push(&h.e);
+    }
+
+    /// A futex wait its timeout ended while the futex was held by a thread the programs did not
+    /// see take it (CPython's GIL taken on its fast path, without a system call): held back
+    /// until the holder is named, so that the wait says on whom it waited. The holder is the
+    /// thread that next released that futex, the waker of the first later wait on it that
+    /// another thread's wake-up ended: mutual exclusion means nobody else could release it in
+    /// between. Unnamed after [`HELD_HORIZON_NS`] or when a poll reads nothing.
+    fn name_held(&mut self, e: &Event) {
+        let waker = e.lock_kind == latscope_event::LockKind::Futex as u8 && e.waker_ctx == 1 && e.waker_tid != 0;
+        let mut k = 0;
+        while k < self.held.len() {
+            let h = &mut self.held[k].e;
+            let named = waker
+                && h.pid == e.pid
+                && h.lock_addr & !7 == e.lock_addr & !7
+                && e.waker_tid != h.tid
+                && e.wait_end >= h.wait_end;
+            if named {
+                h.lock_owner = e.waker_tid;
+                (h.waker_comm_lo, h.waker_comm_hi) = (e.waker_comm_lo, e.waker_comm_hi);
+            }
+            if named || h.wait_end.saturating_add(HELD_HORIZON_NS) < self.newest_end {
+                let h = self.held.remove(k).expect("k < len");
+                self.let_out(h);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    fn hold(&mut self, e: &Event) {
+        let key = |r: u32| (r as i32 > 0).then(|| self.stack_keys.get(r as usize - 1).copied()).flatten();
+        let stacks = [key(e.kstack), key(e.ustack), key(e.waker_ustack)];
+        self.held.push_back(Held { e: e.clone(), stacks });
+        if self.held.len() > MAX_HELD {
+            let h = self.held.pop_front().expect("over the bound");
+            self.let_out(h);
+        }
     }
 
     /// Take the decoded events, leaving an empty batch.
@@ -292,6 +367,21 @@ impl Decoder {
         e.fault_off = -1;
         if e.fault_addr != 0 {
             self.name_fault(&mut e, fault_file);
+        }
+        if e.kind == EventKind::Syscall as u8 {
+            self.newest_end = self.newest_end.max(e.ts.saturating_add(e.lat));
+            if !self.held.is_empty() {
+                self.name_held(&e);
+            }
+            let held_unseen = e.waker_ctx == 2
+                && e.wake_flags & latscope_event::wake_flags::HELD != 0
+                && e.lock_owner == 0
+                && e.lock_kind == latscope_event::LockKind::Futex as u8;
+            if held_unseen {
+                self.hold(&e);
+                self.scratch = e;
+                return;
+            }
         }
         match &mut self.other {
             Some(o) if e.kind != EventKind::Syscall as u8 => o.push(&e),
@@ -878,6 +968,65 @@ mod tests {
         let head = unsafe { std::slice::from_raw_parts(&e as *const ls_event as *const u8, RECORD_SIZE) };
         let why = unsafe { std::slice::from_raw_parts(&y as *const ls_why as *const u8, WHY_SIZE) };
         [head, why].concat()
+    }
+
+    /// A futex wait on `addr` by `tid`, blocked `from..to` (ns), ended by `waker` (context, tid,
+    /// name) with `flags`.
+    fn futex_wait(tid: u32, addr: u64, (from, to): (u64, u64), waker: (u8, u32, &str), flags: u8) -> Vec<u8> {
+        let mut e = ev("futex", -1, 0);
+        (e.tid, e.ts, e.lat, e.ext) = (tid, from, to - from, 1);
+        // SAFETY: all-zero is a valid ls_why.
+        let mut y: ls_why = unsafe { std::mem::zeroed() };
+        (y.wait_start, y.wait_end, y.lock_kind, y.lock_addr, y.lock_op) = (from, to, 1, addr, 128);
+        (y.waker_ctx, y.waker_tid, y.wake_flags) = (waker.0, waker.1, flags);
+        for (c, b) in y.waker_comm.iter_mut().zip(waker.2.bytes()) {
+            *c = b as _;
+        }
+        (y.kstack, y.kstack_key) = (1, 0xabc0 + u64::from(tid));
+        // SAFETY: plain old data.
+        let head = unsafe { std::slice::from_raw_parts(&e as *const ls_event as *const u8, RECORD_SIZE) };
+        let why = unsafe { std::slice::from_raw_parts(&y as *const ls_why as *const u8, WHY_SIZE) };
+        [head, why].concat()
+    }
+
+    /// A futex wait its timeout ended while a thread the programs did not see take the futex
+    /// held it (the GIL taken on its fast path) is held back until the next wait on that futex
+    /// another thread's release ended, and names that thread, the holder; with its stack still
+    /// found after the poll it was read in. Unnamed when a second passes without one, or when
+    /// the decoder is told to let held waits out (a poll that read nothing).
+    #[test]
+    fn a_held_wait_names_the_thread_that_next_released_the_futex() {
+        use latscope_event::wake_flags::{HELD, KNOWN};
+        let ms = 1_000_000;
+        let mut d = Decoder::new(&TraceHeader::default(), false);
+        d.begin_poll();
+        d.record(&futex_wait(11, 0x1000, (0, 5 * ms), (2, 0, ""), KNOWN | HELD));
+        assert!(d.batch.is_empty(), "held back");
+        d.record(&rec(ev("getpid", -1, 10), "", ""));
+        d.begin_poll();
+        // Released by 12, but a wait on another futex, and one the waiter ended itself: no name.
+        d.record(&futex_wait(13, 0x2000, (ms, 6 * ms), (1, 12, "holder"), KNOWN));
+        d.record(&futex_wait(12, 0x1000, (ms, 6 * ms), (1, 11, "waiter"), KNOWN));
+        assert_eq!(d.batch.len(), 3);
+        d.record(&futex_wait(14, 0x1004, (6 * ms, 7 * ms), (1, 12, "holder"), KNOWN));
+        let b = d.take();
+        assert_eq!(b.len(), 5, "let out before the wait that named its holder");
+        let e = b.get(3);
+        assert_eq!((e.tid, e.lock_owner), (11, 12));
+        assert_eq!(latscope_event::comm_from_words(e.waker_comm_lo, e.waker_comm_hi), "holder");
+        assert_eq!(d.stack_keys.get(e.kstack as usize - 1).map(|k| k.0), Some(0xabc0 + 11), "{:?}", d.stack_keys);
+        assert_eq!(b.get(4).tid, 14);
+        // None releases it within a second: let out unnamed, as when the decoder is told to.
+        d.record(&futex_wait(11, 0x1000, (10 * ms, 15 * ms), (2, 0, ""), KNOWN | HELD));
+        d.record(&futex_wait(15, 0x1000, (10 * ms, 16 * ms), (2, 0, ""), KNOWN | HELD));
+        d.record(&futex_wait(16, 0x3000, (1_100 * ms, 1_100 * ms + 1), (1, 17, "x"), KNOWN));
+        let b = d.take();
+        assert_eq!(b.tid, [11, 15, 16]);
+        assert_eq!(b.lock_owner, [0, 0, 0]);
+        d.record(&futex_wait(11, 0x1000, (2_000 * ms, 2_005 * ms), (2, 0, ""), KNOWN | HELD));
+        assert!(d.take().is_empty());
+        d.release_held();
+        assert_eq!(d.take().tid, [11]);
     }
 
     /// The file behind a page fault: by inode where the kernel resolved it; else by the

@@ -996,7 +996,11 @@ impl Probe {
     /// `timeout` for the first when there are none.
     fn poll_raw(&mut self, timeout: Duration) -> Result<(), ProbeError> {
         self.decoder.borrow_mut().begin_poll();
+        let before = self.consumed;
         let r = self.consume(timeout);
+        if self.consumed == before {
+            self.decoder.borrow_mut().release_held();
+        }
         // Every event read refers to stacks stored before it was written: drained now, they
         // are in the store when its stack references are resolved.
         self.drain_stacks();
@@ -1054,6 +1058,9 @@ impl Probe {
                 return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
             }
             self.consumed += n as u64;
+            if n == 0 {
+                self.decoder.borrow_mut().release_held();
+            }
         }
         self.drain_stacks();
         Ok(self.decoder.borrow_mut().take())

@@ -119,6 +119,14 @@ struct ls_why_acc {
 	/* The futex this thread was last woken on by another (it may hold it now), across calls:
 	 * its entry in why_fxs says whether it is blocked (see below). */
 	__u64 fx_held;
+	/* The last two futexes (8-byte words) the thread's calls waited on, across calls. */
+	__u64 fx_waited[2];
+	/* A wake-up that came while the task was not yet recorded as blocked (see why_switch_out):
+	 * when, and its waker as a wake-up's fields have it. */
+	__u64 early_ts;
+	__u32 early_tid;
+	__u8 early_ctx, early_flags;
+	char early_comm[LS_COMM_LEN];
 };
 
 struct {
@@ -233,8 +241,9 @@ static __always_inline bool why_stack_quota_take(__u32 uid, __u32 k)
  * A lock built on a futex and a timed wait (CPython's GIL: a condition variable waited on with a
  * 5 ms timeout, after which the waiter asks the holder to drop it) passes it from the releaser
  * to the thread it wakes: `handoffs` counts the wake-ups made by the thread last woken, of
- * `wakes`. A timeout on such a futex (a quarter of its wake-ups or more are hand-offs) while its
- * holder is not blocked ended a wait for a thread that held it: lock contention, not idle time.
+ * `wakes`. A timeout on such a futex (a quarter of its wake-ups or more are hand-offs) ended a
+ * wait for a thread that held it: lock contention, not idle time. That thread is the one last
+ * woken on it unless that one is blocked (then another took it without a system call).
  * A queue's condition variable, which producers signal and consumers wait on, has no hand-offs.
  * A futex is known by its 8-byte word: glibc's condition variable waits on either of two
  * adjacent 4-byte words (its two groups of waiters), one condition all the same.
@@ -261,16 +270,13 @@ struct {
 	__type(value, struct why_fx);
 } why_fxs SEC(".maps");
 
-/* t, which w belongs to, blocks (1; 2: in a wait on that futex itself) or is woken (0): said in
- * the entry of the futex it was last woken on, if it is the holder there still (else it holds
- * none: forgotten). */
+/* t, which w belongs to, blocks (1) or is woken (0): said in the entry of the futex it was last
+ * woken on, if it is the holder there still (else it holds none: forgotten). */
 static __always_inline void why_fx_mark(struct ls_why_acc *w, struct task_struct *t, __u32 blocked)
 {
 	struct why_fx_key k = { .addr = w->fx_held, .tgid = t->tgid };
 	struct why_fx *v = bpf_map_lookup_elem(&why_fxs, &k);
 	if (v && v->holder == t->pid) {
-		if (blocked && w->lock_kind == LS_LOCK_FUTEX && (w->lock_addr & ~7ULL) == k.addr)
-			blocked = 2;
 		v->blocked = blocked;
 	} else {
 		w->fx_held = 0;
@@ -423,6 +429,13 @@ static __always_inline long why_task_state(struct task_struct *t)
 	return ((struct task_struct___pre514 *)t)->state;
 }
 
+/* A task a wake-up has claimed but not yet queued (include/linux/sched.h; 0x0200 since 2.6.32). */
+#define WHY_TASK_WAKING 0x0200
+/* A wake-up this recent, seen before the task was recorded as blocked, is the one that ends the
+ * block its switch out records: the two race on two CPUs for a few microseconds. Older, it woke
+ * an earlier sleep of the task that did not block (a wait loop that found its condition). */
+#define WHY_EARLY_NS 20000
+
 /* The softirq that processes received packets (enum in the kernel, stable since 2.6). */
 #define WHY_NET_RX_SOFTIRQ 3
 
@@ -552,6 +565,10 @@ static __always_inline void why_lock_of(struct ls_why_acc *w, struct ls_start *s
 		w->lock_addr = addr;
 		w->lock_op = op;
 		w->lock_word = word;
+		if ((addr & ~7ULL) != w->fx_waited[0]) {
+			w->fx_waited[1] = w->fx_waited[0];
+			w->fx_waited[0] = addr & ~7ULL;
+		}
 	} else if (kind == LS_LOCK_FLOCK) {
 		w->lock_op = (__u32)s->args[1];
 	} else if (kind == LS_LOCK_FCNTL) {
@@ -596,10 +613,12 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 					   bool preempt, struct ls_start *first, __u64 now)
 {
 	struct ls_why_acc *w;
+	__u64 since; /* when the task last ran into this call: its call's entry, or its switch in */
 	if (first) {
 		w = bpf_task_storage_get(&whys, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (!w)
 			return;
+		since = first->ts;
 		for (int i = 0; i < LS_WHY_PARTS; i++)
 			w->part[i] = 0;
 		w->call_ts = first->ts;
@@ -640,12 +659,34 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		if (!w || !w->call_ts || w->state != WHY_RUN)
 			return;
 		w->part[LS_WHY_CPU] += now - w->mark;
+		since = w->mark;
 	}
 	w->mark = now;
-	if (preempt || why_task_state(prev) == 0 /* TASK_RUNNING */) {
+	long task_state = why_task_state(prev);
+	if (preempt || task_state == 0 /* TASK_RUNNING */) {
 		w->state = WHY_RUNNABLE;
 		w->pend_tid = next->pid;
 		w->pend_cpu = bpf_get_smp_processor_id();
+		return;
+	}
+	__u64 early = *(volatile __u64 *)&w->early_ts;
+	if ((task_state & WHY_TASK_WAKING) || (early >= since && now - early < WHY_EARLY_NS)) {
+		/* Woken already: a wake-up on another CPU came between the task's dequeue and this
+		 * switch out (it claimed the task, or its program ran just before, while the task ran
+		 * towards this switch: a wake-up finds a task in a sleeping state only), and its
+		 * program found the task not yet blocked. What follows is time waiting for a CPU, not
+		 * blocked time with no known waker; the wake-up, kept then, names the waker (a wait
+		 * of no length), unless a longer wait of the call has one. */
+		w->state = WHY_RUNNABLE;
+		w->pend_tid = 0;
+		if (early >= w->call_ts && w->best_wait == 0 && w->waker_ctx == LS_WAKER_NONE) {
+			w->wait_start = now;
+			w->wait_end = now;
+			w->waker_ctx = w->early_ctx;
+			w->waker_tid = w->early_tid;
+			__builtin_memcpy(w->waker_comm, w->early_comm, LS_COMM_LEN);
+			w->wake_flags = LS_WAKE_KNOWN | w->early_flags;
+		}
 		return;
 	}
 	w->state = WHY_BLOCKED;
@@ -790,13 +831,25 @@ static __always_inline void why_cascade(struct ls_why_acc *w, struct task_struct
 	}
 }
 
+/* Whether one of t's last two futex waits was on the futex at addr (8-byte word): a thread that
+ * waits for a futex and wakes its waiters passes it on, as the thread last woken on it does (a
+ * GIL taken after a timed-out wait, then a wait for its mutex, without a wake-up on the GIL, is
+ * passed on by a thread not last woken on it). */
+static __always_inline bool why_waits_on(struct task_struct *t, __u64 addr)
+{
+	struct ls_why_acc *tw = bpf_task_storage_get(&whys, t, 0, 0);
+	return tw && (tw->fx_waited[0] == addr || tw->fx_waited[1] == addr);
+}
+
 /*
  * The futex wait of `w` (thread p) ends by `by`: a task's wake-up makes p the futex's holder
  * (counting a hand-off when the waker was the holder); a timer's ends a wait for the holder when
  * the futex is handed off (see why_fxs) and its holder is another thread, not blocked: true, with
- * the holder in *holder. When the thread last handed it is waiting for it again, or is p itself,
- * another thread took it since without a system call (CPython's GIL, taken by a thread back from
- * I/O that found it free; a mutex's fast path): held too, by a thread not seen (*holder 0).
+ * the holder in *holder. When the thread last handed it is blocked (waiting for it again, or in
+ * I/O having dropped it), or is p itself, another thread took it since without a system call
+ * (CPython's GIL, taken by a thread back from I/O that found it free; a mutex's fast path): held
+ * too, by a thread not seen (*holder 0; user space names it from the next release). A timeout on
+ * a futex passed from hand to hand means nobody released it for that long: contention either way.
  */
 static __always_inline bool why_fx_wake(struct ls_why_acc *w, struct task_struct *p, enum why_wake by,
 					__u32 *holder, __u64 comm[2])
@@ -807,7 +860,7 @@ static __always_inline bool why_fx_wake(struct ls_why_acc *w, struct task_struct
 		struct task_struct *cur = bpf_get_current_task_btf();
 		if (v) {
 			v->wakes++;
-			if (v->holder == cur->pid)
+			if (v->holder == cur->pid || why_waits_on(cur, k.addr))
 				v->handoffs++;
 			v->holder = p->pid;
 			v->blocked = 0;
@@ -822,14 +875,12 @@ static __always_inline bool why_fx_wake(struct ls_why_acc *w, struct task_struct
 	}
 	if (by != WHY_WAKE_TIMER || !v || !v->holder || v->wakes < 2 || v->handoffs * 4 < v->wakes)
 		return false;
-	if (v->holder == p->pid || v->blocked == 2) {
+	if (v->holder == p->pid || v->blocked) {
 		*holder = 0;
 		comm[0] = 0;
 		comm[1] = 0;
 		return true;
 	}
-	if (v->blocked)
-		return false;
 	*holder = v->holder;
 	comm[0] = v->comm[0];
 	comm[1] = v->comm[1];
@@ -854,8 +905,30 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 		why_blocked_end(w, LS_WHY_IO, 0, now, rq_recent ? wc->rq_dev : 0);
 		return 0;
 	}
-	if (!w->call_ts || w->state != WHY_BLOCKED)
+	if (!w->call_ts || w->state != WHY_BLOCKED) {
+		/* Not recorded as blocked: the task may be between its dequeue and its switch out on
+		 * another CPU (that switch out finds it woken), or not block at all. Its waker is kept
+		 * for the former. */
+		w->early_ts = now;
+		if (wc->timer) {
+			w->early_ctx = LS_WAKER_TIMER;
+			w->early_tid = 0;
+			w->early_flags = 0;
+		} else if (wc->softirq) {
+			w->early_ctx = LS_WAKER_SOFTIRQ;
+			w->early_tid = wc->softirq - 1;
+			w->early_flags = 0;
+		} else {
+			struct task_struct *cur = bpf_get_current_task_btf();
+			w->early_ctx = LS_WAKER_TASK;
+			w->early_tid = cur->pid;
+			task_comm(cur, (__u64 *)w->early_comm);
+			w->early_flags = (cur->flags & WHY_PF_KTHREAD) ? LS_WAKE_KTHREAD
+					 : why_traced(cur)		? LS_WAKE_TRACED
+									: 0;
+		}
 		return 0;
+	}
 	if (w->fx_held)
 		why_fx_mark(w, p, 0);
 	__u64 d = now - w->mark;
