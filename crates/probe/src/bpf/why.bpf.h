@@ -809,6 +809,10 @@ static __always_inline void why_cascade(struct ls_why_acc *w, struct task_struct
 	struct ls_why_acc *hw = bpf_task_storage_get(&whys, cur, 0, 0);
 	if (!hw)
 		return;
+	/* The ring is in the order the intervals ended: when the newest ended before the wait
+	 * began, none overlaps it (a ping-pong's waker, woken before its wakee blocked). */
+	if (hw->hist_end[(hw->hist_pos - 1) & (WHY_HIST - 1)] <= w->mark)
+		return;
 	__u64 by_part[LS_WHY_PARTS] = {};
 	__u64 from = w->mark, io_max = 0;
 	w->casc_dev = 0;
