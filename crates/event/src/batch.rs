@@ -444,6 +444,13 @@ pub mod wake_flags {
     pub const KTHREAD: u8 = 4;
     /// A futex wait its timeout ended while another thread (`lock_owner`) held the futex.
     pub const HELD: u8 = 8;
+
+    /// Whether a call (its `waker_ctx`, these flags and its `lock_owner`) is a futex wait its
+    /// timeout ended while the futex was held by a thread not seen taking it (`lock_owner` 0).
+    #[inline]
+    pub fn held_unseen(waker_ctx: u8, flags: u8, lock_owner: u32) -> bool {
+        waker_ctx == 2 && flags & HELD != 0 && lock_owner == 0
+    }
 }
 
 /// What kind of lock a call waited for (the `lock_kind` column).

@@ -423,26 +423,18 @@ impl Density {
             }
         }
         // The density bin contributing most to the smoothed maximum, else the nearest data.
+        let reach = p.saturating_sub(radius)..=p + radius;
         let score = |i: usize| self.whole[i] as f64 * kernel[i + radius - p];
-        let near = (p.saturating_sub(radius)..=p + radius).filter(|i| (from..=to).contains(i) && self.whole[*i] > 0);
+        let near = reach.clone().filter(|i| (from..=to).contains(i) && self.whole[*i] > 0);
         let bin =
             near.max_by(|&a, &b| score(a).total_cmp(&score(b))).or_else(|| occupied.min_by_key(|&i| i.abs_diff(p)));
         // The mode: the fullest bucket of that bin (the first of equals), unless it lies outside the
         // core (a skewed peak), then the fullest bucket of the core.
-        let fullest = |it: &mut dyn Iterator<Item = &(u64, u64, u64)>| {
-            it.fold(None::<(u64, u64, u64)>, |best, &b| match best {
-                Some(x) if x.2 >= b.2 => Some(x),
-                _ => Some(b),
-            })
-        };
         let in_core = |b: &(u64, u64, u64)| b.0 >= core.0 && b.1 <= core.1;
-        let in_bin = bin.and_then(|i| {
-            let of_bin = (0..raw.len()).filter(|&k| self.bin_of_bucket(raw[k].0, raw[k].1) == i);
-            of_bin.fold(None::<usize>, |best, k| match best {
-                Some(x) if raw[x].2 >= raw[k].2 => Some(x),
-                _ => Some(k),
-            })
-        });
+        let raw = &raw; // (borrowed by the closures below, one of them `move`)
+        let fill = |k: usize| raw[k].2 as f64;
+        let of_bin = |i: usize| (0..raw.len()).filter(move |&k| self.bin_of_bucket(raw[k].0, raw[k].1) == i);
+        let in_bin = bin.and_then(|i| first_max_by(of_bin(i), fill));
         // The smoothing sums its whole reach: the events of a peak made of close clusters (sleeps
         // on a loaded host) can put the maximum in one bin while a neighbouring bin holds the bar
         // a reader sees as the peak. That bucket, the densest per unit of log value (what a bar's
@@ -454,25 +446,20 @@ impl Density {
             let f = lo.max(1) as f64 / (hi - lo + 1) as f64;
             (c as f64 * f, c as f64 * f * f)
         };
-        let reach = p.saturating_sub(radius)..=p + radius;
-        let densest = (0..raw.len())
-            .filter(|&k| in_core(&buckets[k]) && reach.contains(&self.bin_of_bucket(raw[k].0, raw[k].1)))
-            .fold(None::<usize>, |best, k| match best {
-                Some(x) if log_density(x).0 >= log_density(k).0 => Some(x),
-                _ => Some(k),
-            });
+        let in_reach =
+            (0..raw.len()).filter(|&k| in_core(&buckets[k]) && reach.contains(&self.bin_of_bucket(raw[k].0, raw[k].1)));
+        let densest = first_max_by(in_reach, |k| log_density(k).0);
         let in_bin = match (in_bin, densest) {
             (Some(b), Some(d)) if in_core(&buckets[b]) => {
                 let ((db, vb), (dd, vd)) = (log_density(b), log_density(d));
                 Some(if dd - db > MODE_NOISE_SIGMAS * (vb + vd).sqrt() { d } else { b })
             }
             (b, _) => b,
-        }
-        .map(|k| buckets[k]);
+        };
         let mode = match (in_bin, first, last) {
-            (Some(b), _, _) if in_core(&b) => Some(b),
-            (_, Some(f), Some(l)) => fullest(&mut buckets[f..=l].iter()),
-            (b, _, _) => b,
+            (Some(b), _, _) if in_core(&buckets[b]) => Some(buckets[b]),
+            (_, Some(f), Some(l)) => first_max_by(f..=l, fill).map(|k| buckets[k]),
+            (b, _, _) => b.map(|k| buckets[k]),
         };
         let (mode_low, mode_high) = mode.map_or(core, |b| (b.0, b.1));
         Peak {
@@ -487,6 +474,18 @@ impl Density {
             unresolved: None,
         }
     }
+}
+
+/// The item of `it` with the largest `key`, the first of equals.
+fn first_max_by<T: Copy>(it: impl Iterator<Item = T>, key: impl Fn(T) -> f64) -> Option<T> {
+    let best = it.fold(None::<(T, f64)>, |best, x| {
+        let k = key(x);
+        match best {
+            Some(b) if b.1 >= k => Some(b),
+            _ => Some((x, k)),
+        }
+    });
+    best.map(|b| b.0)
 }
 
 /// `values` smoothed with `kernel` (odd length, centred), zero outside.

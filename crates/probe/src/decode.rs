@@ -184,25 +184,28 @@ impl Decoder {
     /// another thread's wake-up ended: mutual exclusion means nobody else could release it in
     /// between. Unnamed after [`HELD_HORIZON_NS`] or when a poll reads nothing.
     fn name_held(&mut self, e: &Event) {
-        let waker = e.lock_kind == latscope_event::LockKind::Futex as u8 && e.waker_ctx == 1 && e.waker_tid != 0;
-        let mut k = 0;
-        while k < self.held.len() {
-            let h = &mut self.held[k].e;
-            let named = waker
-                && h.pid == e.pid
-                && h.lock_addr & !7 == e.lock_addr & !7
-                && e.waker_tid != h.tid
-                && e.wait_end >= h.wait_end;
-            if named {
-                h.lock_owner = e.waker_tid;
-                (h.waker_comm_lo, h.waker_comm_hi) = (e.waker_comm_lo, e.waker_comm_hi);
+        if e.lock_kind == latscope_event::LockKind::Futex as u8 && e.waker_ctx == 1 && e.waker_tid != 0 {
+            let mut k = 0;
+            while k < self.held.len() {
+                let h = &mut self.held[k].e;
+                if h.pid == e.pid
+                    && h.lock_addr & !7 == e.lock_addr & !7
+                    && e.waker_tid != h.tid
+                    && e.wait_end >= h.wait_end
+                {
+                    h.lock_owner = e.waker_tid;
+                    (h.waker_comm_lo, h.waker_comm_hi) = (e.waker_comm_lo, e.waker_comm_hi);
+                    let h = self.held.remove(k).expect("k < len");
+                    self.let_out(h);
+                } else {
+                    k += 1;
+                }
             }
-            if named || h.wait_end.saturating_add(HELD_HORIZON_NS) < self.newest_end {
-                let h = self.held.remove(k).expect("k < len");
-                self.let_out(h);
-            } else {
-                k += 1;
-            }
+        }
+        // Held in the order they ended: the oldest go out first, unnamed.
+        while self.held.front().is_some_and(|h| h.e.wait_end.saturating_add(HELD_HORIZON_NS) < self.newest_end) {
+            let h = self.held.pop_front().expect("a front");
+            self.let_out(h);
         }
     }
 
@@ -373,11 +376,7 @@ impl Decoder {
             if !self.held.is_empty() {
                 self.name_held(&e);
             }
-            let held_unseen = e.waker_ctx == 2
-                && e.wake_flags & latscope_event::wake_flags::HELD != 0
-                && e.lock_owner == 0
-                && e.lock_kind == latscope_event::LockKind::Futex as u8;
-            if held_unseen {
+            if latscope_event::wake_flags::held_unseen(e.waker_ctx, e.wake_flags, e.lock_owner) {
                 self.hold(&e);
                 self.scratch = e;
                 return;

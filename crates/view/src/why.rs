@@ -39,7 +39,7 @@ pub const UNSEEN_HOLDER: &str = "(a thread that took it without a system call)";
 /// Whether call `i` is a futex wait its timeout ended while the futex was held by a thread not
 /// seen taking it (`lock_owner` 0).
 pub fn held_unseen(b: &EventBatch, i: usize) -> bool {
-    b.waker_ctx[i] == 2 && b.wake_flags[i] & latscope_event::wake_flags::HELD != 0 && b.lock_owner[i] == 0
+    latscope_event::wake_flags::held_unseen(b.waker_ctx[i], b.wake_flags[i], b.lock_owner[i])
 }
 
 /// The thread call `i` waited on, where known: the holder of the lock it waited for
