@@ -21,6 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
 . bench/lib/common.sh
+# shellcheck source=bench/bpfstats.sh
+. bench/bpfstats.sh
 need_latscope
 need_root "the tracers load eBPF programs"
 BASE=${BASE:-}
@@ -63,13 +65,13 @@ if command -v perf >/dev/null && [[ $(perf sched record -h 2>&1 || true) == *--o
 	VARIANTS+=("perf sched record -a|perf sched record -a -o $WORK/perf.data")
 fi
 
-# Sum of run_time_ns and run_cnt over the BPF programs whose fds process $1 holds.
+# Sum of run_time_ns and run_cnt over the BPF programs process $1 holds, by a program's fd or by
+# a link's (a program attached by a link may have no fd of its own left).
 prog_time() {
-	local f
-	for f in /proc/"$1"/fdinfo/*; do
-		awk '/^prog_id:/ {id=$2} /^run_time_ns:/ {t=$2} /^run_cnt:/ {c=$2}
-		     END { if (id != "" && c != "") print id, t, c }' "$f" 2>/dev/null
-	done | sort -u | awk '{t += $2; c += $3} END {print t + 0, c + 0}'
+	local ids
+	ids=$(grep -h '^prog_id:' /proc/"$1"/fdinfo/* 2>/dev/null | awk '{print $2}' | sort -u | tr '\n' ' ')
+	bpf_progs | awk -v ids="$ids" 'BEGIN { n = split(ids, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+		want[$1] { t += $3; c += $4 } END { print t + 0, c + 0 }'
 }
 
 start_tracer() { # command: started, given time to attach; TRACER is its pid ("" for none)

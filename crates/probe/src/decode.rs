@@ -342,6 +342,13 @@ impl Decoder {
             // The waker's process is found by its thread: /proc/TID/maps are its process's.
             e.waker_ustack = self.stack_ref(y.waker_ustack, y.waker_ustack_key, y.waker_tid);
             (y.fault_dev, y.fault_ino, y.fault_off)
+        } else if r.ext & 2 != 0 {
+            // Recorded with attribution and never switched out: all of it on CPU.
+            let mut y = ls_why::default();
+            y.part[0] = r.lat;
+            y.wake_flags = latscope_event::wake_flags::KNOWN;
+            set_why(&mut e, &y);
+            (0, 0, 0)
         } else {
             set_why(&mut e, &ls_why::default());
             (0, 0, 0)
@@ -1065,6 +1072,26 @@ mod tests {
             ]
         );
         assert_eq!(b.fault_addr[1], 0x7000_1010);
+    }
+
+    /// A call recorded with attribution that never left its CPU carries a bit instead of a
+    /// breakdown: all of its latency on CPU, as a full breakdown would say; a call without the
+    /// bit or a breakdown has none.
+    #[test]
+    fn a_call_that_never_blocked_is_all_on_cpu() {
+        let mut d = Decoder::new(&TraceHeader::default(), false);
+        let mut e = ev("read", 3, 1);
+        (e.lat, e.ext) = (1234, 2);
+        d.record(&rec(e, "/f", ""));
+        let mut e = ev("read", 3, 1);
+        e.lat = 99;
+        d.record(&rec(e, "", ""));
+        let b = d.take();
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.why_parts(0), [1234, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(b.wake_flags[0], latscope_event::wake_flags::KNOWN);
+        assert_eq!(b.lock_kind[0], 0);
+        assert!(!b.has_why(1));
     }
 
     /// This process's /proc maps name its own executable at an address of its code, by the

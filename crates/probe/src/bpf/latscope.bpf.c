@@ -769,18 +769,12 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	__u64 ts = s->ts;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 lat = now - ts;
-	/* The call's parts, taken (and its state closed) whether or not an event follows. */
-	struct ls_why *why = NULL;
-	if (why_mode && !agg_mode) {
-		why = why_take(task, spilled, ts, now, lat);
-		if (lat < why_min)
-			why = NULL;
-		/* The user stack of a kept call that blocked (user registers are those of its entry).
-		 * A call that never blocked has no blocked time for a stack to carry: none is taken,
-		 * which keeps short calls as cheap as without stacks. */
-		if (why && why_stacks && why->part[LS_WHY_CPU] + why->part[LS_WHY_RUNQ] < lat)
-			why->ustack = why_user_stack(ctx, task, &why->ustack_key);
-	}
+	/* The call's parts, closed whether or not an event follows. What its event carries is kept
+	 * in a byte of the stack the compiler reads back at each use: the verifier of Linux 5.15
+	 * follows no value kept there, so it explores what follows once, not once per kind. */
+	volatile __u8 why = WHY_REC_NONE;
+	if (why_mode && !agg_mode)
+		why = why_close(ctx, task, spilled, ts, now, lat);
 	if (lat < min_lat)
 		return 0;
 	__u32 nr = s->nr;
@@ -847,12 +841,14 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	}
 	if (!has_arg(d->path) && !has_arg(d->path2) && !(d->bits & LS_SOCK) && d->info != LS_INFO_XLIST) {
 		struct ls_event *e;
+		struct ls_why *wo = NULL;
+		__u8 rec = why;
 		if (ablate & LS_ABLATE_RING) {
 			struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
 			if (!sc)
 				return 0;
 			e = &sc->e;
-		} else if (why) {
+		} else if (rec & LS_EXT_WHY) {
 			/* The parts follow the event: a record of its own size (the reserve's size is a constant). */
 			struct ls_event_why {
 				struct ls_event e;
@@ -862,7 +858,8 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 				STAT_INC(lost);
 				return 0;
 			}
-			__builtin_memcpy(&ew->w, why, sizeof(ew->w));
+			why_fill(&ew->w, task, rec, lat);
+			wo = &ew->w;
 			e = &ew->e;
 		} else {
 			e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -874,7 +871,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 		fill_common(e, &who);
 		fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 		fill_exit_info(fast, e, s, d, task, ret);
-		e->ext = why ? LS_EXT_WHY : 0;
+		e->ext = rec & WHY_REC_EXT;
 		if (d->bits & LS_FD_PAIR) {
 			e->fd = pair[0];
 			e->addr = pair[1] >= 0 ? pair[1] : 0;
@@ -882,7 +879,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 		if (ablate & LS_ABLATE_RING)
 			count_event();
 		else
-			bpf_ringbuf_submit(e, why_wake(why, count_event()));
+			bpf_ringbuf_submit(e, why_wake(wo, count_event()));
 		return 0;
 	}
 
@@ -896,11 +893,13 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	fill_exit_info(fast, e, s, d, task, ret);
 	/* With attribution, its parts come first and the paths after them. */
 	__u32 woff = 0;
-	e->ext = 0;
-	if (why) {
-		__builtin_memcpy(sc->paths, why, sizeof(struct ls_why));
+	struct ls_why *wo = NULL;
+	__u8 rec = why;
+	e->ext = rec & WHY_REC_EXT;
+	if (rec & LS_EXT_WHY) {
+		wo = (struct ls_why *)sc->paths;
+		why_fill(wo, task, rec, lat);
 		woff = sizeof(struct ls_why);
-		e->ext = LS_EXT_WHY;
 	}
 	char *paths = sc->paths + woff;
 	long n1 = 0, n2 = 0;
@@ -963,7 +962,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 		return 0;
 	if (ablate & LS_ABLATE_RING)
 		count_event();
-	else if (bpf_ringbuf_output(&events, sc, size, why_wake(why, count_event())))
+	else if (bpf_ringbuf_output(&events, sc, size, why_wake(wo, count_event())))
 		stat_lost_after_count();
 	return 0;
 }

@@ -181,7 +181,11 @@ enum ls_why_part {
 enum ls_waker_ctx { LS_WAKER_NONE = 0, LS_WAKER_TASK = 1, LS_WAKER_TIMER = 2, LS_WAKER_SOFTIRQ = 3 };
 
 /* Bits of ls_event.ext. */
-enum ls_ext_bits { LS_EXT_WHY = 1 };
+enum ls_ext_bits {
+	LS_EXT_WHY = 1,     /* a struct ls_why follows the event */
+	LS_EXT_WHY_CPU = 2, /* recorded with attribution, the call ran on its CPU throughout (its
+			     * parts: all of its latency on CPU); nothing follows */
+};
 
 /* Bits of ls_why.wake_flags: what is known of the end of the call's longest blocked interval. */
 enum ls_wake_flags {

@@ -107,6 +107,9 @@ struct ls_why_acc {
 	__u32 holder_tid;
 	__s32 waker_ustack;
 	__u64 waker_ukey;
+	/* The call's own user stack, taken at its exit (see why_close) for its event. */
+	__s32 ustack;
+	__u64 ukey;
 	/* The lock the call waits for (as struct ls_why has it), read when the call first blocks. */
 	__u8 lock_kind;
 	__u64 lock_addr;
@@ -359,7 +362,7 @@ static __always_inline __s32 why_user_stack(void *ctx, struct task_struct *task,
 	return why_store_stack(&why_ustacks, b, task->cred->uid.val, 1, key);
 }
 
-/* What the CPU is doing now, as the wake-up programs need it, and the exit's output slot. */
+/* What the CPU is doing now, as the wake-up programs need it. */
 struct ls_why_cpu {
 	__u32 timer;          /* depth of hrtimer / timer-wheel callbacks running */
 	__u32 softirq;        /* softirq running: its number + 1 */
@@ -367,7 +370,6 @@ struct ls_why_cpu {
 	__u64 rq_sector;
 	__u32 rq_dev;
 	__u32 pad;
-	struct ls_why out;
 	__u32 hardirq;        /* depth of device interrupt handlers running */
 	__u32 net_tid;        /* the task that queued the packets of the pending net_rx softirq */
 	char net_comm[LS_COMM_LEN];
@@ -1185,33 +1187,70 @@ static __always_inline void why_rq_done(__u32 dev, __u64 sector, __u64 start, __
 	wc->rq_device = device;
 }
 
+/* What carries a call's attribution in its event (see why_close); the low bits are the event's
+ * `ext` (enum ls_ext_bits). */
+enum why_rec {
+	WHY_REC_NONE = 0,                   /* nothing: not recorded with attribution, or below --why-above */
+	WHY_REC_FULL = LS_EXT_WHY,          /* a struct ls_why from the task's closed accumulator */
+	WHY_REC_CPU = LS_EXT_WHY_CPU,       /* it ran on its CPU throughout: no struct ls_why follows */
+	WHY_REC_UNKNOWN = LS_EXT_WHY | 4,   /* a struct ls_why of unknown parts: the accumulator was not kept */
+	WHY_REC_EXT = LS_EXT_WHY | LS_EXT_WHY_CPU,
+};
+
 /*
- * At the call's exit: fill this CPU's output slot with the call's parts. `spilled`: the entry came
- * from task storage (the call was switched out); otherwise it ran on its CPU throughout.
+ * At the call's exit: the call's attribution closed (its state ended, whether or not an event
+ * follows), and what its event carries (enum why_rec). `spilled`: the entry came from task
+ * storage (the call was switched out); otherwise it ran on its CPU throughout, and its event says
+ * so in a bit (the record of a call that never blocked stays as small as without attribution).
+ * A kept call that spent time off its CPU other than waiting for one gets its user stack (user
+ * registers are those of its entry); a call that never blocked has no blocked time for a stack to
+ * carry, which keeps short calls as cheap as without stacks. The parts and the stack stay in the
+ * task's storage for why_fill, which reads them straight into the event (nothing changes them
+ * meanwhile: its call_ts is 0), rather than in registers or the program's stack, where the
+ * verifier of older kernels follows each value across the exit's branches: Linux 5.15 explored
+ * past its limit of 1 M instructions.
  */
-static __always_inline struct ls_why *why_take(struct task_struct *task, bool spilled, __u64 call_ts, __u64 now,
-					       __u64 lat)
+static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool spilled, __u64 call_ts, __u64 now,
+				      __u64 lat)
 {
-	struct ls_why_cpu *wc = why_cpu();
-	if (!wc)
-		return NULL;
-	struct ls_why *o = &wc->out;
+	if (!spilled)
+		return lat < why_min ? WHY_REC_NONE : WHY_REC_CPU;
+	struct ls_why_acc *w = bpf_task_storage_get(&whys, task, 0, 0);
+	if (!w)
+		return lat < why_min ? WHY_REC_NONE : WHY_REC_UNKNOWN;
+	__u8 rec = WHY_REC_UNKNOWN;
+	if (w->call_ts == call_ts) {
+		__u64 d = now - w->mark;
+		if (w->state == WHY_RUN)
+			w->part[LS_WHY_CPU] += d;
+		else
+			w->part[LS_WHY_UNKNOWN] += d;
+		w->call_ts = 0;
+		rec = WHY_REC_FULL;
+	}
+	w->ustack = 0;
+	w->ukey = 0;
+	if (lat < why_min)
+		return WHY_REC_NONE;
+	if (why_stacks && (rec == WHY_REC_UNKNOWN || w->part[LS_WHY_CPU] + w->part[LS_WHY_RUNQ] < lat))
+		w->ustack = why_user_stack(ctx, task, &w->ukey);
+	return rec;
+}
+
+/* The event's struct ls_why (rec: WHY_REC_FULL or WHY_REC_UNKNOWN, see why_close). */
+static __always_inline void why_fill(struct ls_why *o, struct task_struct *task, __u8 rec, __u64 lat)
+{
 	__builtin_memset(o, 0, sizeof(*o));
 	o->wake_flags = LS_WAKE_KNOWN;
-	if (!spilled) {
-		o->part[LS_WHY_CPU] = lat;
-		return o;
-	}
 	struct ls_why_acc *w = bpf_task_storage_get(&whys, task, 0, 0);
-	if (!w || w->call_ts != call_ts) {
-		o->part[LS_WHY_UNKNOWN] = lat;
-		return o;
+	if (w) {
+		o->ustack = w->ustack;
+		o->ustack_key = w->ukey;
 	}
-	__u64 d = now - w->mark;
-	if (w->state == WHY_RUN)
-		w->part[LS_WHY_CPU] += d;
-	else
-		w->part[LS_WHY_UNKNOWN] += d;
+	if (!w || rec != WHY_REC_FULL) {
+		o->part[LS_WHY_UNKNOWN] = lat;
+		return;
+	}
 	__u64 sum = 0;
 	for (int i = 0; i < LS_WHY_PARTS; i++) {
 		o->part[i] = w->part[i];
@@ -1251,8 +1290,6 @@ static __always_inline struct ls_why *why_take(struct task_struct *task, bool sp
 	o->lock_len = w->lock_len;
 	o->lock_op = w->lock_op;
 	o->lock_word = w->lock_word;
-	w->call_ts = 0;
-	return o;
 }
 
 #endif
