@@ -1240,17 +1240,24 @@ static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool 
 /* The event's struct ls_why (rec: WHY_REC_FULL or WHY_REC_UNKNOWN, see why_close). */
 static __always_inline void why_fill(struct ls_why *o, struct task_struct *task, __u8 rec, __u64 lat)
 {
-	__builtin_memset(o, 0, sizeof(*o));
-	o->wake_flags = LS_WAKE_KNOWN;
 	struct ls_why_acc *w = bpf_task_storage_get(&whys, task, 0, 0);
-	if (w) {
-		o->ustack = w->ustack;
-		o->ustack_key = w->ukey;
-	}
 	if (!w || rec != WHY_REC_FULL) {
+		__builtin_memset(o, 0, sizeof(*o));
+		o->wake_flags = LS_WAKE_KNOWN;
 		o->part[LS_WHY_UNKNOWN] = lat;
+		if (w) {
+			o->ustack = w->ustack;
+			o->ustack_key = w->ukey;
+		}
 		return;
 	}
+	/* Every field written once (no clearing first: the record is read by user space as it is). */
+	o->ustack = w->ustack;
+	o->ustack_key = w->ukey;
+	o->pad = 0;
+	__builtin_memset(o->pad2, 0, sizeof(o->pad2));
+	o->pad3 = 0;
+	__builtin_memset(o->pad4, 0, sizeof(o->pad4));
 	__u64 sum = 0;
 	for (int i = 0; i < LS_WHY_PARTS; i++) {
 		o->part[i] = w->part[i];
