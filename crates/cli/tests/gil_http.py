@@ -1,8 +1,9 @@
 """A GIL-bound CPython HTTP server and its load generator, for `record --why` (why_waits.rs).
 
-server PORTFILE REQUESTS LOOP: a ThreadingHTTPServer (HTTP/1.1 keep-alive, one thread per
-connection) whose handler runs a pure-Python loop of LOOP iterations (holding the GIL) and then
-sleeps 1 ms (a backend call, the GIL released); it exits after REQUESTS requests and prints
+server PORTFILE REQUESTS LOOP_US: a ThreadingHTTPServer (HTTP/1.1 keep-alive, one thread per
+connection) whose handler runs a pure-Python loop of about LOOP_US us of CPU (holding the GIL; its
+iterations calibrated at the start, so that on any CPU it outlasts the interpreter's 5 ms switch
+interval as much and the GIL changes hands inside the loops) and then sleeps 1 ms (a backend call, the GIL released); it exits after REQUESTS requests and prints
 `key value` lines: its threads' ids (`main`, `handler0`..), the loops' summed wall time and
 thread CPU time (`loop_wall_ns`, `loop_cpu_ns`: their difference is the time the loops did not
 run, waiting for the GIL or for a CPU) and the handlers' summed wall time and CPU time
@@ -38,7 +39,19 @@ def runq_ns():
     return int(LOCAL.buf.raw[:n].split()[1])
 
 
-def server(portfile, requests, loop):
+def iterations(us):
+    """The iterations of the handler's loop that take about `us` us of CPU here."""
+    n = 200000
+    c0 = time.thread_time_ns()
+    x = 0
+    for i in range(n):
+        x += i
+    spent = max(time.thread_time_ns() - c0, 1)
+    return max(1, n * us * 1000 // spent)
+
+
+def server(portfile, requests, loop_us):
+    loop = iterations(loop_us)
     lock = threading.Lock()
     windows = []
     stats = {"n": 0, "loop_wall": 0, "loop_cpu": 0, "handler": 0, "handler_cpu": 0, "tids": []}

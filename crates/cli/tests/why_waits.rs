@@ -403,7 +403,9 @@ print(json.dumps([list(r) for r in rows]))
 
 /// A GIL-bound CPython HTTP server under load (tests/gil_http.py): `http.server`'s
 /// ThreadingHTTPServer, one thread per keep-alive connection, whose handler runs a pure-Python
-/// loop of about 6 ms (the GIL held, longer than its 5 ms switch interval) and sleeps 1 ms; a
+/// loop of about 12 ms of CPU (the GIL held; calibrated, so that on any CPU it outlasts the 5 ms
+/// switch interval and the GIL changes hands inside the loops: a loop shorter than the interval,
+/// as 150,000 iterations were on a fast CPU, waits for the GIL before it starts) and sleeps 1 ms; a
 /// load generator outside the recording (four threads, 60 requests). The handlers' waits for
 /// the GIL (futex waits on its condition variable, with 5 ms timeouts, and on its mutex) are lock
 /// time on the server's threads, under one address; most of it is contention on a named holder,
@@ -429,7 +431,7 @@ fn a_cpython_http_server_s_waits_for_the_gil_are_contention_on_its_threads_not_i
         .stdout(Stdio::null())
         .spawn()
         .expect("the load generator starts");
-    let line = format!("exec {py} {} server {} {requests} 150000", script.display(), port.display());
+    let line = format!("exec {py} {} server {} {requests} 12000", script.display(), port.display());
     let (trace, kv) = record_sh(&dir, "gil_http", &line, &["--why", "--no-block"]);
     assert!(cli.wait().unwrap().success(), "the load generator got its replies");
     assert_eq!(kv["requests"], requests);
