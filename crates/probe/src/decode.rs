@@ -7,7 +7,7 @@
 //! names the file behind a call's page fault: by the inode the kernel found mapped
 //! at the address, or by the process's recorded mmap calls.
 
-use crate::skel::types::{ls_event, ls_sock_tuple, ls_why};
+use crate::skel::types::{ls_event, ls_ext_bits, ls_sock_tuple, ls_why};
 use latscope_event::syscalls::{desc, SysDesc, NONE};
 use latscope_event::{Event, EventBatch, EventKind, FdInfo, FdType, ProcOp, ProcessInfo, TraceHeader};
 use rustc_hash::FxHashMap;
@@ -294,7 +294,8 @@ impl Decoder {
         let r: ls_event = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const ls_event) };
         let (l1, l2) = (r.path_len as usize, r.path2_len as usize);
         // Attribution (record --why) sits between the fixed part and the paths.
-        let w = if r.ext & 1 != 0 { WHY_SIZE } else { 0 };
+        let ext = u32::from(r.ext);
+        let w = if ext & ls_ext_bits::LS_EXT_WHY.0 != 0 { WHY_SIZE } else { 0 };
         let base = RECORD_SIZE + w;
         if data.len() < base + l1 + l2 {
             self.malformed += 1;
@@ -342,7 +343,7 @@ impl Decoder {
             // The waker's process is found by its thread: /proc/TID/maps are its process's.
             e.waker_ustack = self.stack_ref(y.waker_ustack, y.waker_ustack_key, y.waker_tid);
             (y.fault_dev, y.fault_ino, y.fault_off)
-        } else if r.ext & 2 != 0 {
+        } else if ext & ls_ext_bits::LS_EXT_WHY_CPU.0 != 0 {
             // Recorded with attribution and never switched out: all of it on CPU.
             let mut y = ls_why::default();
             y.part[0] = r.lat;
