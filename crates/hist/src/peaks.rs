@@ -75,6 +75,10 @@ pub struct Peak {
 /// sleeps of a loaded host it put the mode on the densest bar (2.7 standard deviations above).
 const MODE_NOISE_SIGMAS: f64 = 2.5;
 
+/// Half the width of the window, relative to its middle, that densities near a peak's maximum are
+/// compared on: about two and a half 1/128 buckets each side, five bars of `--full`.
+const MODE_WINDOW: f64 = 2.5 / 128.0;
+
 /// Normalized Gaussian weights over `-radius ..= radius`, radius `ceil(3 sigma)`.
 fn gaussian_kernel(sigma: f64) -> Vec<f64> {
     if sigma <= 0.0 {
@@ -436,25 +440,55 @@ impl Density {
         let of_bin = |i: usize| (0..raw.len()).filter(move |&k| self.bin_of_bucket(raw[k].0, raw[k].1) == i);
         let in_bin = bin.and_then(|i| first_max_by(of_bin(i), fill));
         // The smoothing sums its whole reach: the events of a peak made of close clusters (sleeps
-        // on a loaded host) can put the maximum in one bin while a neighbouring bin holds the bar
-        // a reader sees as the peak. That bucket, the densest per unit of log value (what a bar's
-        // height on a log axis means: a bucket twice as wide past a power of two is not denser for
-        // it) in the core within the smoothing's reach, is the mode when it is denser than the
-        // bin's by more than counting noise could make it; a broad, sparse peak keeps its bin's.
+        // on a loaded host) can put the maximum in one bin while a neighbouring bin holds the bar,
+        // or the run of bars, a reader sees as the peak. Density here is per unit of log value
+        // (what a bar's height on a log axis means: a bucket twice as wide past a power of two is
+        // not denser for it). Within the core and the smoothing's reach, the densest bucket is the
+        // mode when it is denser than the bin's by more than counting noise could make it; else
+        // the densest window of a few buckets, by the same test against the window around the
+        // bin's bucket (a run of tall bars stands out from noise where none of its bars alone
+        // does), with the mode its fullest bucket. A broad, sparse peak keeps its bin's.
         let log_density = |k: usize| {
             let (lo, hi, c) = raw[k];
             let f = lo.max(1) as f64 / (hi - lo + 1) as f64;
             (c as f64 * f, c as f64 * f * f)
         };
-        let in_reach =
-            (0..raw.len()).filter(|&k| in_core(&buckets[k]) && reach.contains(&self.bin_of_bucket(raw[k].0, raw[k].1)));
-        let densest = first_max_by(in_reach, |k| log_density(k).0);
-        let in_bin = match (in_bin, densest) {
-            (Some(b), Some(d)) if in_core(&buckets[b]) => {
+        let mid = |r: &(u64, u64, u64)| (r.0 as f64 + r.1 as f64 + 1.0) / 2.0;
+        // Events within `MODE_WINDOW` (relative, each side) of bucket `k`'s midpoint, each bucket
+        // (the interval `[lo, hi + 1)`) by its overlap, so that every window has the same log
+        // width and counts compare as densities; and the buckets it touches.
+        let window = |k: usize| {
+            let (a, b) = (mid(&raw[k]) / (1.0 + MODE_WINDOW), mid(&raw[k]) * (1.0 + MODE_WINDOW));
+            let from = raw.partition_point(|r| (r.1 as f64 + 1.0) <= a);
+            let to = raw.partition_point(|r| (r.0 as f64) < b);
+            let n = raw[from..to]
+                .iter()
+                .map(|&(lo, hi, c)| {
+                    let (lo, hi) = (lo as f64, hi as f64 + 1.0);
+                    c as f64 * (hi.min(b) - lo.max(a)).max(0.0) / (hi - lo)
+                })
+                .sum::<f64>();
+            (from..to, n)
+        };
+        let in_reach = || {
+            (0..raw.len()).filter(|&k| in_core(&buckets[k]) && reach.contains(&self.bin_of_bucket(raw[k].0, raw[k].1)))
+        };
+        let densest = first_max_by(in_reach(), |k| log_density(k).0);
+        let densest_run = first_max_by(in_reach(), |k| window(k).1);
+        let beyond_noise = |n: f64, m: f64, var: f64| n - m > MODE_NOISE_SIGMAS * var.sqrt();
+        let in_bin = match (in_bin, densest, densest_run) {
+            (Some(b), Some(d), Some(r)) if in_core(&buckets[b]) => {
                 let ((db, vb), (dd, vd)) = (log_density(b), log_density(d));
-                Some(if dd - db > MODE_NOISE_SIGMAS * (vb + vd).sqrt() { d } else { b })
+                let ((_, nb), (run, nr)) = (window(b), window(r));
+                if beyond_noise(dd, db, vb + vd) {
+                    Some(d)
+                } else if beyond_noise(nr, nb, nr + nb) {
+                    first_max_by(run.filter(|&k| in_core(&buckets[k])), fill).or(Some(r))
+                } else {
+                    Some(b)
+                }
             }
-            (b, _) => b,
+            (b, _, _) => b,
         };
         let mode = match (in_bin, first, last) {
             (Some(b), _, _) if in_core(&buckets[b]) => Some(buckets[b]),
@@ -691,6 +725,50 @@ mod tests {
         assert_eq!((short.mode_low, short.mode_high), (131_072, 132_095), "{short:?}");
         let long = peaks.iter().find(|p| p.mode_low > 500_000).unwrap();
         assert_eq!(h.bucket_index(long.mode_low), h.bucket_index(1_029_000), "{long:?}");
+    }
+
+    #[test]
+    fn a_broad_peak_has_its_mode_on_its_densest_run_of_bars() {
+        // 1000 sleeps of 100 us and 1000 of 1 ms on a loaded host, as recorded: a run of tall bars
+        // at 131-135 us (53, 53, 47), then a plateau to 160 us whose bars reach 31. The smoothed
+        // maximum's bin is fullest on the plateau, and no single bar of the run is denser than the
+        // plateau's fullest beyond counting noise, but the run is (4 standard deviations): a reader
+        // sees the peak there. Bars as (start in ns, count), 0.5 us wide below 131 us, 1 us above.
+        let mut h = Histogram::new();
+        #[rustfmt::skip]
+        let short: [u64; 44] = [
+            13, 17, 17, 13, 10, 13, 12, 8, 10, 12, 12, 12, 4, 15, 10,
+            37, 53, 53, 47, 26, 15, 17, 21, 24, 21, 17, 23, 29, 29, 31, 30, 25, 25, 19, 18, 19, 24, 31,
+            16, 27, 25, 12, 12, 8,
+        ];
+        for (k, &n) in short.iter().enumerate() {
+            let start = if k < 15 { 123_392 + k as u64 * 512 } else { 131_072 + (k as u64 - 15) * 1024 };
+            h.record_n(start + 200, n);
+        }
+        // The tails: 64 events at 116-123 us, 24 at 161-332 us.
+        for k in 0..64u64 {
+            h.record(116_200 + k * 110);
+        }
+        for k in 0..24u64 {
+            h.record(161_000 + k * 7_000);
+        }
+        #[rustfmt::skip]
+        let long: [u64; 12] = [8, 35, 62, 118, 70, 56, 45, 176, 222, 132, 53, 9];
+        for (k, &n) in long.iter().enumerate() {
+            let start = if k < 7 { 1_019_904 + k as u64 * 4096 } else { 1_048_576 + (k as u64 - 7) * 8192 };
+            h.record_n(start + 1_000, n);
+        }
+        for k in 0..14u64 {
+            h.record(1_091_000 + k * 16_000);
+        }
+        assert_eq!(h.count(), 2000);
+        let peaks = h.peaks(&PeakOptions::default());
+        assert_eq!(peaks.len(), 2, "{peaks:#?}");
+        let short = peaks.iter().find(|p| p.mode_low < 500_000).unwrap();
+        let bar = h.count_at_index(h.bucket_index(short.mode_low));
+        assert!(bar >= 47 && (131_072..135_200).contains(&short.mode_low), "{bar} events: {short:?}");
+        let long = peaks.iter().find(|p| p.mode_low > 500_000).unwrap();
+        assert_eq!(h.bucket_index(long.mode_low), h.bucket_index(1_058_000), "{long:?}");
     }
 
     #[test]
