@@ -13,9 +13,10 @@ OUT ?= out
 # openjdk-17-jre-headless runs Spark (pyspark), one of the readers the Parquet export is read with;
 # strace/bpftrace/libbpf-tools/linux-perf/fio/hyperfine are benchmark anchors; bpftool/libbpf-dev
 # build bench/floor (the cost floor of any syscall-latency tracer). dpkg-dev builds the package
-# (`make deb`, and the test that installs it).
+# (`make deb`, and the test that installs it). libc6-dbg is glibc's separate debug file, which names
+# glibc's own functions in user stacks.
 APT_BUILD := clang llvm libelf-dev zlib1g-dev pkg-config make gcc
-APT_TEST := dpkg-dev tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar prometheus graphite-carbon python3-whisper openjdk-17-jre-headless rsync coreutils attr iproute2 fio libdevel-nytprof-perl
+APT_TEST := dpkg-dev libc6-dbg tmux e2fsprogs xfsprogs util-linux chromium procps python3-pip git sqlite3 tar prometheus graphite-carbon python3-whisper openjdk-17-jre-headless rsync coreutils attr iproute2 fio libdevel-nytprof-perl
 APT_BENCH := strace bpftrace libbpf-tools linux-perf fio hyperfine bpftool libbpf-dev curl
 # Python packages: the Parquet export's readers (pyarrow, duckdb, polars, pandas, pyspark); perfetto
 # ships Perfetto's own trace schema (perfetto_trace_pb2), which every exported Perfetto trace is

@@ -158,6 +158,34 @@ fn a_frame_file_naming_a_fifo_or_a_device_makes_no_reader_wait() {
     }
 }
 
+/// A binary's debug link is a name its builder chose: one naming a FIFO beside it (or a DWARF
+/// package, `libw.so.dwp`, that is one) made the symbolizer wait for a writer. The debug file
+/// is looked for by the rules binaries are opened by, and the symbolizer reads copies that
+/// have no neighbours.
+#[test]
+fn a_debug_link_naming_a_fifo_makes_no_reader_wait() {
+    let test = "a_debug_link_naming_a_fifo_makes_no_reader_wait";
+    if !latscope_testkit::require_tool(test, "cc") || !latscope_testkit::require_tool(test, "objcopy") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("lib.c");
+    std::fs::write(&src, "int work(int x) { return x * 3; }\n").unwrap();
+    let so = tmp.path().join("libw.so");
+    let link = tmp.path().join("libw.debug");
+    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+    ok(Command::new("cc").args(["-O2", "-shared", "-fPIC", "-Wl,--build-id=none", "-o"]).arg(&so).arg(&src));
+    std::fs::write(&link, b"x").unwrap();
+    ok(Command::new("objcopy").arg(format!("--add-gnu-debuglink={}", link.display())).arg(&so));
+    std::fs::remove_file(&link).unwrap();
+    mkfifo(&link);
+    mkfifo(&tmp.path().join("libw.so.dwp"));
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace_with_frame(dir.path(), so.to_str().unwrap());
+    let o = latscope_within(&["why", "-r", t.to_str().unwrap(), "--stacks"], Duration::from_secs(60));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// `--binaries DIR` with a recorded path `../../..` read a file outside DIR: `..` is refused,
 /// and a symlink inside DIR resolves inside it (as in a chroot), never to the host's file.
 #[test]

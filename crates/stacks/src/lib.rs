@@ -2,10 +2,13 @@
 //!
 //! - [`symbolize`]: an offset in a binary to the function there, with the functions inlined at
 //!   it and source lines, from the binary's symbol tables and DWARF;
+//! - [`debugfile`]: where a stripped binary's separate debug file is (by build id, in the
+//!   `debuginfod` cache, by debug link), and whether a file found is it;
 //! - [`elf`]: an ELF file's segments and build id.
 
 #![warn(missing_docs)]
 
+pub mod debugfile;
 pub mod elf;
 pub mod symbolize;
 

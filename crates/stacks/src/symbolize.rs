@@ -2,9 +2,9 @@
 //! at that address and the source file and line where the debug information has them.
 //!
 //! [blazesym](https://github.com/libbpf/blazesym) reads the symbol tables (`.symtab`, and
-//! `.dynsym` for stripped libraries) and the DWARF in the file itself, compressed or not. No
-//! separate debug file is read: its name would come from the binary, which the recorded
-//! machine's users choose. Where the debug information and the symbol table name the same
+//! `.dynsym` for stripped libraries) and the DWARF in the file itself, compressed or not, or in
+//! its separate debug file when the caller found one ([`crate::debugfile`]; blazesym's own
+//! search is off: the caller opens what it reads). Where the debug information and the symbol table name the same
 //! function differently (glibc's `__GI___clock_nanosleep` for the exported `clock_nanosleep`),
 //! the symbol table's name is shown: it is what `nm -D`, the headers and the documentation call
 //! it.
@@ -43,6 +43,7 @@ impl FrameName {
 pub struct Symbols {
     symbolizer: Symbolizer,
     names: HashMap<(PathBuf, u64), Option<Vec<FrameName>>>,
+    split: HashMap<(PathBuf, u64), Option<Vec<FrameName>>>,
 }
 
 impl Default for Symbols {
@@ -61,6 +62,7 @@ impl Symbols {
                 .set_debug_dirs(Some(Vec::<PathBuf>::new()))
                 .build(),
             names: HashMap::new(),
+            split: HashMap::new(),
         }
     }
 
@@ -78,8 +80,39 @@ impl Symbols {
         v
     }
 
+    /// [`Symbols::name`] for a binary whose symbols and DWARF are (also) in the separate debug
+    /// file `debug`: `vaddr` is the address, as linked, of file offset `off` in the binary (the
+    /// debug file holds no code to take offsets in). The binary's own symbol table still gives
+    /// the exported names.
+    pub fn name_split(&mut self, path: &Path, off: u64, debug: &Path, vaddr: u64) -> Option<Vec<FrameName>> {
+        let key = (debug.join(path.strip_prefix("/").unwrap_or(path)), off);
+        if let Some(v) = self.split.get(&key) {
+            return v.clone();
+        }
+        // Its DWARF, else its symbol table (DWARF that needs a file the debug file names, as
+        // dwz's alternate debug file, is not read); a debug file that cannot be read leaves the
+        // binary's own names.
+        let mut plain = Elf::new(debug);
+        plain.debug_syms = false;
+        let from_debug = [Elf::new(debug), plain]
+            .into_iter()
+            .find_map(|e| self.symbolizer.symbolize(&Source::Elf(e), Input::VirtOffset(&[vaddr])).ok().and_then(one));
+        let v = match from_debug {
+            Some(d) => self.merge(path, off, Some(d)),
+            None => self.lookup(path, off),
+        };
+        self.split.insert(key, v.clone());
+        v
+    }
+
     fn lookup(&mut self, p: &Path, off: u64) -> Option<Vec<FrameName>> {
         let dwarf = one(self.symbolizer.symbolize(&Source::Elf(Elf::new(p)), Input::FileOffset(&[off])).ok()?);
+        self.merge(p, off, dwarf)
+    }
+
+    /// `dwarf` (a symbol from debug information, if any) named as the binary `p`'s symbol table
+    /// names the same function, or that table's symbol alone.
+    fn merge(&mut self, p: &Path, off: u64, dwarf: Option<Sym<'static>>) -> Option<Vec<FrameName>> {
         // The symbol table alone (also when the debug information could not be read).
         let mut plain = Elf::new(p);
         plain.debug_syms = false;

@@ -1,10 +1,12 @@
 //! Naming frames against ground truth: `nm -D` places libc's clock_nanosleep and fdatasync, and
 //! the functions of a stripped shared library (only `.dynsym` left, no debug file anywhere);
-//! a frame at any of their offsets is named as `nm -D` names it.
+//! a frame at any of their offsets is named as `nm -D` names it; and functions no symbol table of
+//! the binary has, from its separate debug file (libc6-dbg's, and one a debug link names).
 
+use latscope_stacks::debugfile::{BinaryInfo, DebugSearch};
 use latscope_stacks::elf::ElfInfo;
 use latscope_stacks::Symbols;
-use latscope_testkit::require_tool;
+use latscope_testkit::{require_tool, skip};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -83,4 +85,107 @@ fn a_stripped_library_is_named_from_its_dynamic_symbols() {
 
     // A file that is not there names nothing.
     assert_eq!(s.name(&tmp.path().join("gone.so"), 0x1000), None);
+}
+
+/// `(value, size)` of the symbol `name` in `file`'s symbol table (`nm -S`: a debug file's).
+fn nm_symbol(file: &Path, name: &str) -> Option<(u64, u64)> {
+    let out = Command::new("nm").args(["-S", "--defined-only"]).arg(file).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() == 4 && f[3] == name)
+            .then(|| (u64::from_str_radix(f[0], 16).unwrap(), u64::from_str_radix(f[1], 16).unwrap()))
+    })
+}
+
+/// The debug file `search` finds for `binary` and accepts, if any.
+fn debug_file_of(search: &DebugSearch, binary: &Path) -> Option<(PathBuf, BinaryInfo)> {
+    let info = BinaryInfo::read(&std::fs::File::open(binary).unwrap()).unwrap();
+    let found = search
+        .candidates(binary, info.build_id.as_deref(), info.link.as_ref())
+        .into_iter()
+        .find(|c| std::fs::File::open(&c.path).is_ok_and(|mut f| info.is_debug_file(&mut f, 1 << 30)))?;
+    let found = found.path;
+    Some((found, info))
+}
+
+/// glibc's `start_thread` is not exported: only Debian's libc6-dbg (its debug file, by build
+/// id under /usr/lib/debug) names it, with its source file and line.
+#[test]
+fn libc_internal_functions_are_named_from_its_separate_debug_file() {
+    let test = "libc_internal_functions_are_named_from_its_separate_debug_file";
+    if !require_tool(test, "nm") {
+        return;
+    }
+    let libc = libc();
+    let Some((debug, info)) = debug_file_of(&DebugSearch::system(), &libc) else {
+        skip(test, "libc's debug file is not installed (libc6-dbg: make test installs it)");
+        return;
+    };
+    assert!(debug.starts_with("/usr/lib/debug/.build-id"), "{}", debug.display());
+    let (va, size) = nm_symbol(&debug, "start_thread").expect("start_thread in libc's debug file");
+    let mut s = Symbols::new();
+    for va in [va, va + size / 2] {
+        let off = offset_of(&libc, va);
+        assert_eq!(latscope_stacks::elf::vaddr_of(&info.loads, off), Some(va));
+        // Without the debug file: not start_thread (the dynamic symbols do not have it).
+        let plain = s.name(&libc, off);
+        assert!(plain.iter().flatten().all(|f| f.function != "start_thread"), "{plain:?}");
+        let named = s.name_split(&libc, off, &debug, va).unwrap_or_else(|| panic!("start_thread+{off:#x}"));
+        let outer = named.iter().rfind(|f| !f.inlined).unwrap();
+        assert_eq!(outer.function, "start_thread", "{named:?}");
+        assert!(outer.source().is_some_and(|s| s.starts_with("pthread_create.c:")), "{named:?}");
+    }
+    // An exported function keeps its exported name (the debug file calls it __GI___clock_nanosleep
+    // or __clock_nanosleep).
+    let (va, _) = nm_dynamic(&libc, "clock_nanosleep").unwrap();
+    let named = s.name_split(&libc, offset_of(&libc, va), &debug, va).unwrap();
+    assert_eq!(named.iter().rfind(|f| !f.inlined).unwrap().function, "clock_nanosleep", "{named:?}");
+}
+
+/// A library stripped with its debug information moved out by `objcopy --only-keep-debug` and
+/// linked back with `--add-gnu-debuglink`, built without a build id: its debug file is found
+/// next to it by the link's name and accepted by the link's CRC; its static function (in no
+/// symbol table of the library) is named with its line. A file of that name with other contents
+/// is refused.
+#[test]
+fn a_debug_link_finds_a_stripped_librarys_static_functions() {
+    let test = "a_debug_link_finds_a_stripped_librarys_static_functions";
+    for t in ["cc", "nm", "strip", "objcopy"] {
+        if !require_tool(test, t) {
+            return;
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("lib.c");
+    std::fs::write(
+        &src,
+        "__attribute__((noinline)) static int hidden_work(int x) { for (int i = 0; i < x; i++) __asm__ volatile(\"\"); return x * 7 + 1; }\n\
+         __attribute__((noinline)) int exported_wait(int x) { return hidden_work(x) + 3; }\n",
+    )
+    .unwrap();
+    let so = tmp.path().join("libw.so");
+    let dbg = tmp.path().join("libw.so.debug");
+    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+    ok(Command::new("cc").args(["-O2", "-g", "-shared", "-fPIC", "-Wl,--build-id=none", "-o"]).arg(&so).arg(&src));
+    ok(Command::new("objcopy").arg("--only-keep-debug").arg(&so).arg(&dbg));
+    ok(Command::new("strip").arg("--strip-all").arg(&so));
+    ok(Command::new("objcopy").arg(format!("--add-gnu-debuglink={}", dbg.display())).arg(&so));
+    let (va, size) = nm_symbol(&dbg, "hidden_work").expect("hidden_work in the debug file");
+    let search = DebugSearch { dirs: vec![], debuginfod: vec![] };
+    let (found, info) = debug_file_of(&search, &so).expect("the debug file next to the library");
+    assert_eq!(found, dbg);
+    assert_eq!(info.build_id, None);
+    let mut s = Symbols::new();
+    let off = offset_of(&so, va + size / 2);
+    // The library alone, away from its debug file, does not name it.
+    let away = tempfile::tempdir().unwrap();
+    let alone = away.path().join("libw.so");
+    std::fs::copy(&so, &alone).unwrap();
+    assert_eq!(s.name(&alone, off), None, "the stripped library alone does not name it");
+    let named = s.name_split(&alone, off, &found, va + size / 2).unwrap();
+    assert_eq!(named.iter().rfind(|f| !f.inlined).unwrap().function, "hidden_work", "{named:?}");
+    assert!(named.iter().any(|f| f.source().is_some_and(|s| s.starts_with("lib.c:"))), "{named:?}");
+    // Another file under the debug file's name: its CRC differs, it is not used.
+    std::fs::write(&dbg, b"not the debug file").unwrap();
+    assert!(debug_file_of(&search, &so).is_none());
 }

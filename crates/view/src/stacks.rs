@@ -8,6 +8,7 @@
 use crate::text::clean;
 use latscope_event::units::fmt_ns;
 use latscope_event::{op_name, EventBatch, EventKind, StackEntry, StackKind, StackTable};
+use latscope_stacks::debugfile::{BinaryInfo, DebugSearch};
 use latscope_stacks::Symbols;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -104,9 +105,11 @@ fn largest(m: &HashMap<String, u64>) -> &str {
 /// machine chooses: each is opened without blocking and used only if it is a regular file of at
 /// most [`MAX_BINARY_BYTES`] (a FIFO or a device there is refused, not waited on or read), below
 /// the `--binaries` directory only inside it ([`latscope_trace::safe_read`]; a path with `..` is
-/// refused), and its
-/// symbols and DWARF are read from the file itself (no separate debug file, whose name the
-/// binary would give). The symbolizer reads the file through the descriptor opened and checked.
+/// refused). Its separate debug file, if it has one at hand ([`latscope_stacks::debugfile`]),
+/// is opened by the same rules and used only with the binary's build id (or its debug link's
+/// CRC). The symbolizer reads a private copy of each file checked (a memfd): blazesym follows
+/// the debug links, alternate debug files and DWARF packages of the files it reads by the names
+/// they give, next to their real paths, which a copy without a path leaves it none of.
 pub struct StackNames {
     table: StackTable,
     /// Where the recorded binaries are: their recorded paths are looked up under it (None: as
@@ -116,9 +119,11 @@ pub struct StackNames {
     cache: HashMap<u32, Vec<NamedFrame>>,
     /// Files whose build id differs from the recorded one (not symbolized), and files missing.
     pub notes: Vec<String>,
-    /// Per recorded file and build id: the descriptor's path (`/proc/self/fd/N`) to symbolize
-    /// from, or none when the file is not usable.
-    checked: HashMap<String, Option<PathBuf>>,
+    /// Per recorded file and build id: the copy's path (`/proc/self/fd/N`) to symbolize from,
+    /// and its debug file's copy with the binary's segments, or none when the file is not usable.
+    checked: HashMap<String, Option<Binary>>,
+    /// Where debug files are looked for.
+    debug: DebugSearch,
     /// The binaries opened: kept open so that their descriptors' paths stay theirs.
     open: Vec<std::fs::File>,
 }
@@ -144,7 +149,16 @@ impl NamedFrame {
     }
 }
 
-/// Largest binary read to name frames.
+/// A binary at hand to name frames from.
+#[derive(Debug, Clone)]
+struct Binary {
+    /// Its copy's path (`/proc/self/fd/N`).
+    path: PathBuf,
+    /// Its separate debug file's copy, and the binary's segments (file offsets to addresses).
+    debug: Option<(PathBuf, Vec<latscope_stacks::elf::Load>)>,
+}
+
+/// Largest binary (or debug file) read to name frames.
 pub const MAX_BINARY_BYTES: u64 = 4 << 30;
 
 /// Most binaries opened to name frames (each stays open while names are made).
@@ -169,6 +183,7 @@ impl StackNames {
             cache: HashMap::new(),
             notes: Vec::new(),
             checked: HashMap::new(),
+            debug: DebugSearch::system(),
             open: Vec::new(),
         }
     }
@@ -254,9 +269,9 @@ impl StackNames {
         v
     }
 
-    /// The path to symbolize `file` (as recorded) from, if it is at hand, safe to read and has
+    /// The binary to symbolize `file` (as recorded) from, if it is at hand, safe to read and has
     /// the recorded build id.
-    fn usable(&mut self, file: &str, build_id: Option<&str>) -> Option<PathBuf> {
+    fn usable(&mut self, file: &str, build_id: Option<&str>) -> Option<Binary> {
         let key = format!("{file}\0{}", build_id.unwrap_or(""));
         if let Some(p) = self.checked.get(&key) {
             return p.clone();
@@ -266,9 +281,8 @@ impl StackNames {
         p
     }
 
-    fn check(&mut self, file: &str, build_id: Option<&str>) -> Option<PathBuf> {
+    fn check(&mut self, file: &str, build_id: Option<&str>) -> Option<Binary> {
         use latscope_trace::safe_read::{open_file_beneath_following, open_file_following};
-        use std::os::fd::AsRawFd;
         let shown = match &self.root {
             Some(r) => r.join(file.trim_start_matches('/')),
             None => PathBuf::from(file),
@@ -312,29 +326,79 @@ impl StackNames {
             ));
             return None;
         }
-        let p = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
-        self.open.push(f);
-        let found = latscope_stacks::read_elf_build_id(&p);
-        match (found, build_id) {
-            (Err(_), _) => {
-                self.notes
-                    .push(format!("{} is not an ELF file: its frames are shown as file offsets", shown.display()));
-                None
+        let Ok(info) = BinaryInfo::read(&f) else {
+            self.notes.push(format!("{} is not an ELF file: its frames are shown as file offsets", shown.display()));
+            return None;
+        };
+        if let Some(want) = build_id {
+            let have = info.build_id.as_deref().map(latscope_stacks::elf::hex);
+            if have.as_deref() != Some(want) {
+                self.notes.push(format!(
+                    "{} is not the recorded binary (build id {} here, {want} recorded): its frames are shown as file offsets",
+                    shown.display(),
+                    have.as_deref().unwrap_or("none")
+                ));
+                return None;
             }
-            (Ok(have), Some(want)) => {
-                let have: Option<String> = have.map(|b| b.iter().map(|x| format!("{x:02x}")).collect());
-                if have.as_deref() != Some(want) {
-                    self.notes.push(format!(
-                        "{} is not the recorded binary (build id {} here, {want} recorded): its frames are shown as file offsets",
-                        shown.display(),
-                        have.as_deref().unwrap_or("none")
-                    ));
-                    return None;
-                }
-                Some(p)
-            }
-            (Ok(_), None) => Some(p),
         }
+        let path = match self.private_copy(&f) {
+            Ok(p) => p,
+            Err(e) => {
+                self.notes.push(format!(
+                    "{}: cannot copy it to read it: {e}: its frames are shown as file offsets",
+                    shown.display()
+                ));
+                return None;
+            }
+        };
+        let debug = if info.has_dwarf { None } else { self.debug_file(file, &info) };
+        Some(Binary { path, debug })
+    }
+
+    /// The separate debug file of the binary recorded at `file`, copied, with the binary's
+    /// segments: the first candidate that opens by the rules binaries do and is the binary's.
+    fn debug_file(&mut self, file: &str, info: &BinaryInfo) -> Option<(PathBuf, Vec<latscope_stacks::elf::Load>)> {
+        use latscope_trace::safe_read::{open_file_beneath_following, open_file_following};
+        let recorded = Path::new(file);
+        for c in self.debug.candidates(recorded, info.build_id.as_deref(), info.link.as_ref()) {
+            if self.open.len() >= MAX_BINARIES {
+                return None;
+            }
+            let opened = match (&self.root, c.cache) {
+                (Some(r), false) => open_file_beneath_following(r, c.path.strip_prefix("/").unwrap_or(&c.path)),
+                _ => open_file_following(&c.path),
+            };
+            let Ok(mut f) = opened else { continue };
+            if f.metadata().map_or(u64::MAX, |m| m.len()) > MAX_BINARY_BYTES
+                || !info.is_debug_file(&mut f, MAX_BINARY_BYTES)
+            {
+                continue;
+            }
+            match self.private_copy(&f) {
+                Ok(p) => return Some((p, info.loads.clone())),
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// A copy of `f` in memory (a memfd, kept open), as the path the symbolizer reads.
+    fn private_copy(&mut self, f: &std::fs::File) -> std::io::Result<PathBuf> {
+        use std::io::{Read, Seek, SeekFrom};
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: a NUL-terminated name; the descriptor, if any, is owned by the File below.
+        let fd = unsafe { libc::memfd_create(c"latscope-binary".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd is a new descriptor nothing else owns.
+        let mut copy = unsafe { std::fs::File::from_raw_fd(fd) };
+        let mut src = f;
+        src.seek(SeekFrom::Start(0))?;
+        std::io::copy(&mut Read::take(src, MAX_BINARY_BYTES), &mut copy)?;
+        let p = PathBuf::from(format!("/proc/self/fd/{}", copy.as_raw_fd()));
+        self.open.push(copy);
+        Ok(p)
     }
 
     fn user_frames(&mut self, e: &StackEntry) -> Vec<NamedFrame> {
@@ -350,7 +414,13 @@ impl StackNames {
             // `syscall` instruction, the others return addresses, after their calls. One byte
             // back is the instruction itself (in the function inlined there, on its line).
             let o = off.saturating_sub(1);
-            let names = self.usable(file, f.build_id.as_deref()).and_then(|p| self.symbols.name(&p, o));
+            let names = self.usable(file, f.build_id.as_deref()).and_then(|b| match &b.debug {
+                Some((debug, loads)) => match latscope_stacks::elf::vaddr_of(loads, o) {
+                    Some(va) => self.symbols.name_split(&b.path, o, debug, va),
+                    None => self.symbols.name(&b.path, o),
+                },
+                None => self.symbols.name(&b.path, o),
+            });
             match names {
                 Some(names) => out.extend(names.into_iter().map(|x| {
                     // A binary is anyone's: its names (function, file) are bounded like others.
