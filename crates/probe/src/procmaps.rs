@@ -190,6 +190,8 @@ pub struct MapsCache {
     build_ids: FxHashMap<(u32, u64), Option<Arc<str>>>,
     paths: FxHashMap<Arc<str>, ()>,
     stats: MapsStats,
+    /// The last process whose maps read empty (its memory gone: it is exiting).
+    emptied: Option<u32>,
 }
 
 impl Default for MapsCache {
@@ -216,6 +218,7 @@ impl MapsCache {
             build_ids: FxHashMap::default(),
             paths: FxHashMap::default(),
             stats: MapsStats::default(),
+            emptied: None,
         }
     }
 
@@ -269,8 +272,10 @@ impl MapsCache {
             return Err(Gone::Execd);
         }
         if !self.procs.contains_key(&pid) && !self.read(pid) {
-            // Gone, or not read for (the limits): say which.
-            return if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            // Gone (exited, or exited and not yet reaped: no memory to map), or not read for
+            // (the limits): say which.
+            let exiting = self.emptied == Some(pid) || memory_gone(pid);
+            return if std::path::Path::new(&format!("/proc/{pid}")).exists() && !exiting {
                 Ok(Normalized { addrs: vec![UserAddr::Unknown; addrs.len()], verified: false })
             } else {
                 Err(Gone::Exited)
@@ -348,6 +353,7 @@ impl MapsCache {
     }
 
     fn read(&mut self, pid: u32) -> bool {
+        self.emptied = None;
         if !self.bytes.allows() {
             self.stats.refused += 1;
             return false;
@@ -357,6 +363,14 @@ impl MapsCache {
             self.forget(pid);
             return false;
         };
+        // No mappings at all: the process has exited and is not yet reaped (a zombie's memory
+        // is gone; its /proc entry stays), not a process whose every address is unmapped. What
+        // was read of it before stays.
+        if b.data.is_empty() {
+            self.stats.reads += 1;
+            self.emptied = Some(pid);
+            return false;
+        }
         self.bytes.pay(b.data.len() as u64);
         self.stats.reads += 1;
         self.stats.bytes += b.data.len() as u64;
@@ -552,6 +566,15 @@ pub fn elf_build_id(f: &std::fs::File) -> Option<Vec<u8>> {
     None
 }
 
+/// Whether process `pid` has no memory left: it exited and is not yet reaped (a zombie, `Z` or
+/// `X` in `/proc/PID/stat`), so its mappings can no longer be read.
+fn memory_gone(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    // `pid (comm) S ...`: the state follows the last `)` (a command name may hold one).
+    let state = stat.rfind(')').and_then(|i| stat[i + 1..].trim_start().chars().next());
+    matches!(state, Some('Z' | 'X'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -612,6 +635,23 @@ mod tests {
         assert_eq!(c.stats().refused, 100);
         // A gone process has no mappings.
         assert_eq!(c.normalize(u32::MAX - 1, 0, 0, &[16]), Err(Gone::Exited));
+    }
+
+    /// A process that exited and is not yet reaped still has its /proc entry, and empty maps:
+    /// its addresses are gone with it, not unmapped (which cut its stacks at their first frame).
+    #[test]
+    fn a_zombie_has_exited() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while !memory_gone(pid) && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "not reaped yet");
+        let mut c = MapsCache::default();
+        assert_eq!(c.normalize(pid, 0, 0, &[0x1000]), Err(Gone::Exited));
+        child.wait().unwrap();
+        assert!(!memory_gone(std::process::id()));
     }
 
     /// A library removed while mapped was recorded under its path as if it were still there:
