@@ -189,3 +189,44 @@ fn a_debug_link_finds_a_stripped_librarys_static_functions() {
     std::fs::write(&dbg, b"not the debug file").unwrap();
     assert!(debug_file_of(&search, &so).is_none());
 }
+
+/// A debuginfod client's cache on disk (`BUILDID/debuginfo`, as `debuginfod-find` leaves it):
+/// a stripped library with no debug link, its debug file found there by build id.
+#[test]
+fn a_debuginfod_cache_names_a_stripped_librarys_static_functions() {
+    let test = "a_debuginfod_cache_names_a_stripped_librarys_static_functions";
+    for t in ["cc", "nm", "strip", "objcopy"] {
+        if !require_tool(test, t) {
+            return;
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("lib.c");
+    std::fs::write(
+        &src,
+        "__attribute__((noinline)) static int cached_work(int x) { for (int i = 0; i < x; i++) __asm__ volatile(\"\"); return x * 5; }\n\
+         __attribute__((noinline)) int exported_call(int x) { return cached_work(x) + 1; }\n",
+    )
+    .unwrap();
+    let so = tmp.path().join("libc2.so");
+    let dbg = tmp.path().join("libc2.debug");
+    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+    ok(Command::new("cc").args(["-O2", "-g", "-shared", "-fPIC", "-Wl,--build-id", "-o"]).arg(&so).arg(&src));
+    ok(Command::new("objcopy").arg("--only-keep-debug").arg(&so).arg(&dbg));
+    ok(Command::new("strip").arg("--strip-all").arg(&so));
+    let info = BinaryInfo::read(&std::fs::File::open(&so).unwrap()).unwrap();
+    assert!(info.link.is_none(), "no debug link: only the build id leads to the debug file");
+    let id = latscope_stacks::elf::hex(info.build_id.as_deref().unwrap());
+    let cache = tmp.path().join("cache");
+    std::fs::create_dir_all(cache.join(&id)).unwrap();
+    std::fs::rename(&dbg, cache.join(&id).join("debuginfo")).unwrap();
+    let search = DebugSearch { dirs: vec![tmp.path().join("no-debug-dir")], debuginfod: vec![cache.clone()] };
+    let (found, _) = debug_file_of(&search, &so).expect("the debug file in the cache");
+    assert_eq!(found, cache.join(&id).join("debuginfo"));
+    let (va, size) = nm_symbol(&found, "cached_work").expect("cached_work in the debug file");
+    let mut s = Symbols::new();
+    let off = offset_of(&so, va + size / 2);
+    assert_eq!(s.name(&so, off), None, "the stripped library alone does not name it");
+    let named = s.name_split(&so, off, &found, va + size / 2).unwrap();
+    assert_eq!(named.iter().rfind(|f| !f.inlined).unwrap().function, "cached_work", "{named:?}");
+}
