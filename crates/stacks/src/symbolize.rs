@@ -80,6 +80,18 @@ impl Symbols {
         v
     }
 
+    /// [`Symbols::name`] from the symbol tables of `path` alone: its DWARF (and the debug files
+    /// it names, which blazesym would follow by their names) is not read.
+    pub fn name_symtab(&mut self, path: &Path, off: u64) -> Option<Vec<FrameName>> {
+        let key = (path.join("\0symtab"), off);
+        if let Some(v) = self.split.get(&key) {
+            return v.clone();
+        }
+        let v = self.merge(path, off, None);
+        self.split.insert(key, v.clone());
+        v
+    }
+
     /// [`Symbols::name`] for a binary whose symbols and DWARF are (also) in the separate debug
     /// file `debug`: `vaddr` is the address, as linked, of file offset `off` in the binary (the
     /// debug file holds no code to take offsets in). The binary's own symbol table still gives

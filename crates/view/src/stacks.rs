@@ -126,6 +126,10 @@ pub struct StackNames {
     debug: DebugSearch,
     /// The binaries opened: kept open so that their descriptors' paths stay theirs.
     open: Vec<std::fs::File>,
+    /// Bytes copied into memory so far ([`MAX_COPIED_BYTES`]).
+    copied: u64,
+    /// Largest file copied ([`MAX_COPY_BYTES`]; tests lower it).
+    copy_max: u64,
 }
 
 /// A frame as the views show it: its name (a function, `file+0xoffset` when it could not be
@@ -152,11 +156,21 @@ impl NamedFrame {
 /// A binary at hand to name frames from.
 #[derive(Debug, Clone)]
 struct Binary {
-    /// Its copy's path (`/proc/self/fd/N`).
+    /// Its copy's path (`/proc/self/fd/N`), or the file's own descriptor's when it is too
+    /// large to copy (then only its symbol tables are read: reading its DWARF would follow the
+    /// debug files it names).
     path: PathBuf,
+    /// Only the symbol tables of `path` are read.
+    symtab_only: bool,
     /// Its separate debug file's copy, and the binary's segments (file offsets to addresses).
     debug: Option<(PathBuf, Vec<latscope_stacks::elf::Load>)>,
 }
+
+/// Largest file copied into memory to be read (binaries and debug files), and most bytes
+/// copied in all: past them a binary is named from its symbol tables alone, and a debug file
+/// is not used.
+const MAX_COPY_BYTES: u64 = 512 << 20;
+const MAX_COPIED_BYTES: u64 = 2 << 30;
 
 /// Largest binary (or debug file) read to name frames.
 pub const MAX_BINARY_BYTES: u64 = 4 << 30;
@@ -185,6 +199,8 @@ impl StackNames {
             checked: HashMap::new(),
             debug: DebugSearch::system(),
             open: Vec::new(),
+            copied: 0,
+            copy_max: MAX_COPY_BYTES,
         }
     }
 
@@ -341,6 +357,16 @@ impl StackNames {
                 return None;
             }
         }
+        if !self.copyable(size) {
+            use std::os::fd::AsRawFd;
+            self.notes.push(format!(
+                "{} is too large to copy into memory ({size} bytes): it is named from its symbol tables only",
+                shown.display()
+            ));
+            let path = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+            self.open.push(f);
+            return Some(Binary { path, symtab_only: true, debug: None });
+        }
         let path = match self.private_copy(&f) {
             Ok(p) => p,
             Err(e) => {
@@ -352,7 +378,12 @@ impl StackNames {
             }
         };
         let debug = if info.has_dwarf { None } else { self.debug_file(file, &info) };
-        Some(Binary { path, debug })
+        Some(Binary { path, symtab_only: false, debug })
+    }
+
+    /// Whether a file of `size` bytes may be copied into memory (within the bounds).
+    fn copyable(&self, size: u64) -> bool {
+        size <= self.copy_max && self.copied.saturating_add(size) <= MAX_COPIED_BYTES
     }
 
     /// The separate debug file of the binary recorded at `file`, copied, with the binary's
@@ -369,8 +400,7 @@ impl StackNames {
                 _ => open_file_following(&c.path),
             };
             let Ok(mut f) = opened else { continue };
-            if f.metadata().map_or(u64::MAX, |m| m.len()) > MAX_BINARY_BYTES
-                || !info.is_debug_file(&mut f, MAX_BINARY_BYTES)
+            if !self.copyable(f.metadata().map_or(u64::MAX, |m| m.len())) || !info.is_debug_file(&mut f, MAX_COPY_BYTES)
             {
                 continue;
             }
@@ -395,7 +425,8 @@ impl StackNames {
         let mut copy = unsafe { std::fs::File::from_raw_fd(fd) };
         let mut src = f;
         src.seek(SeekFrom::Start(0))?;
-        std::io::copy(&mut Read::take(src, MAX_BINARY_BYTES), &mut copy)?;
+        let n = std::io::copy(&mut Read::take(src, self.copy_max), &mut copy)?;
+        self.copied = self.copied.saturating_add(n);
         let p = PathBuf::from(format!("/proc/self/fd/{}", copy.as_raw_fd()));
         self.open.push(copy);
         Ok(p)
@@ -415,6 +446,7 @@ impl StackNames {
             // back is the instruction itself (in the function inlined there, on its line).
             let o = off.saturating_sub(1);
             let names = self.usable(file, f.build_id.as_deref()).and_then(|b| match &b.debug {
+                _ if b.symtab_only => self.symbols.name_symtab(&b.path, o),
                 Some((debug, loads)) => match latscope_stacks::elf::vaddr_of(loads, o) {
                     Some(va) => self.symbols.name_split(&b.path, o, debug, va),
                     None => self.symbols.name(&b.path, o),
@@ -806,6 +838,45 @@ mod tests {
         }
         let _ = std::fs::remove_dir_all(&d);
     }
+    /// A binary too large to copy into memory is named from its symbol tables alone (its DWARF,
+    /// and the debug files it names, are not read), with a note; one within the bound is copied
+    /// and named as usual.
+    #[test]
+    fn a_binary_too_large_to_copy_is_named_from_its_symbol_tables() {
+        // libc's clock_nanosleep, as this process maps it: its file and offset.
+        let at = libc::clock_nanosleep as *const () as usize as u64;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let (file, off) = maps
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (lo, hi) = f[0].split_once('-')?;
+                let (lo, hi) = (u64::from_str_radix(lo, 16).ok()?, u64::from_str_radix(hi, 16).ok()?);
+                (f.len() == 6 && (lo..hi).contains(&at))
+                    .then(|| (f[5].to_string(), at - lo + u64::from_str_radix(f[2], 16).unwrap()))
+            })
+            .expect("libc's mapping");
+        for copy_max in [0, MAX_COPY_BYTES] {
+            let mut t = StackTable::default();
+            let u = StackEntry {
+                id: 3,
+                kind: StackKind::User,
+                // Named one byte back: the address after a call.
+                frames: vec![Frame { addr: at, file: Some(file.clone()), off: Some(off + 1), ..Default::default() }],
+                truncated: false,
+                missing: None,
+                cut: None,
+            };
+            t.add_lines(&u.to_line()).unwrap();
+            let mut names = StackNames::new(t, None);
+            names.copy_max = copy_max;
+            let f = names.detailed(3, StackKind::User);
+            assert_eq!(f.last().unwrap().name, "clock_nanosleep", "{copy_max}: {f:?}");
+            let noted = names.notes.iter().any(|n| n.contains("too large to copy into memory"));
+            assert_eq!(noted, copy_max == 0, "{:?}", names.notes);
+        }
+    }
+
     /// A user stack whose walk was cut (the recorder says where) ends in a frame saying so,
     /// outermost in the folded output; frames of a file not at hand are its offsets, with a note.
     #[test]
