@@ -17,14 +17,14 @@
 //! binary's build id (or, for a binary without one, the CRC-32 its debug link records). Opening
 //! the candidates safely is the caller's business.
 
-use object::read::elf::{ElfFile64, ProgramHeader};
+use object::read::elf::ElfFile64;
 use object::read::ReadCache;
 use object::Object;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use crate::elf::{hex, Load};
+use crate::elf::{hex, loads_of, Load};
 
 /// Where separate debug files are looked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,18 +115,7 @@ impl BinaryInfo {
         let cache = ReadCache::new(f);
         let elf =
             ElfFile64::<object::Endianness, _>::parse(&cache).map_err(|e| format!("not a 64-bit ELF file: {e}"))?;
-        let endian = elf.endian();
-        let loads = elf
-            .elf_program_headers()
-            .iter()
-            .filter(|ph| ph.p_type(endian) == object::elf::PT_LOAD)
-            .map(|ph| Load {
-                offset: ph.p_offset(endian),
-                filesz: ph.p_filesz(endian),
-                vaddr: ph.p_vaddr(endian),
-                exec: ph.p_flags(endian).0 & object::elf::PF_X.0 != 0,
-            })
-            .collect();
+        let loads = loads_of(&elf);
         let build_id = elf.build_id().ok().flatten().map(<[u8]>::to_vec);
         let link = elf.gnu_debuglink().ok().flatten().and_then(|(name, crc)| {
             let name = std::str::from_utf8(name).ok()?;

@@ -37,26 +37,29 @@ impl ElfInfo {
     /// Parses the bytes of an ELF file.
     pub fn parse(data: &[u8]) -> Result<ElfInfo, String> {
         let f = ElfFile64::<object::Endianness>::parse(data).map_err(|e| format!("not a 64-bit ELF file: {e}"))?;
-        let endian = f.endian();
-        let mut loads = Vec::new();
-        for ph in f.elf_program_headers() {
-            if ph.p_type(endian) == object::elf::PT_LOAD {
-                loads.push(Load {
-                    offset: ph.p_offset(endian),
-                    filesz: ph.p_filesz(endian),
-                    vaddr: ph.p_vaddr(endian),
-                    exec: ph.p_flags(endian).0 & object::elf::PF_X.0 != 0,
-                });
-            }
-        }
         let build_id = f.build_id().ok().flatten().map(<[u8]>::to_vec);
-        Ok(ElfInfo { loads, build_id })
+        Ok(ElfInfo { loads: loads_of(&f), build_id })
     }
 
     /// The virtual address (as linked) of file offset `off`, if a loadable segment holds it.
     pub fn vaddr_of(&self, off: u64) -> Option<u64> {
         vaddr_of(&self.loads, off)
     }
+}
+
+/// The loadable segments of a parsed ELF file.
+pub(crate) fn loads_of<'data, R: object::ReadRef<'data>>(f: &ElfFile64<'data, object::Endianness, R>) -> Vec<Load> {
+    let endian = f.endian();
+    f.elf_program_headers()
+        .iter()
+        .filter(|ph| ph.p_type(endian) == object::elf::PT_LOAD)
+        .map(|ph| Load {
+            offset: ph.p_offset(endian),
+            filesz: ph.p_filesz(endian),
+            vaddr: ph.p_vaddr(endian),
+            exec: ph.p_flags(endian).0 & object::elf::PF_X.0 != 0,
+        })
+        .collect()
 }
 
 /// The virtual address of file offset `off` in `loads`.

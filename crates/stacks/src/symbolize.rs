@@ -44,6 +44,7 @@ pub struct Symbols {
     symbolizer: Symbolizer,
     names: HashMap<(PathBuf, u64), Option<Vec<FrameName>>>,
     split: HashMap<(PathBuf, u64), Option<Vec<FrameName>>>,
+    symtab: HashMap<(PathBuf, u64), Option<Vec<FrameName>>>,
 }
 
 impl Default for Symbols {
@@ -63,6 +64,7 @@ impl Symbols {
                 .build(),
             names: HashMap::new(),
             split: HashMap::new(),
+            symtab: HashMap::new(),
         }
     }
 
@@ -83,12 +85,12 @@ impl Symbols {
     /// [`Symbols::name`] from the symbol tables of `path` alone: its DWARF (and the debug files
     /// it names, which blazesym would follow by their names) is not read.
     pub fn name_symtab(&mut self, path: &Path, off: u64) -> Option<Vec<FrameName>> {
-        let key = (path.join("\0symtab"), off);
-        if let Some(v) = self.split.get(&key) {
+        let key = (path.to_path_buf(), off);
+        if let Some(v) = self.symtab.get(&key) {
             return v.clone();
         }
         let v = self.merge(path, off, None);
-        self.split.insert(key, v.clone());
+        self.symtab.insert(key, v.clone());
         v
     }
 

@@ -142,6 +142,37 @@ fn libc_internal_functions_are_named_from_its_separate_debug_file() {
     assert_eq!(named.iter().rfind(|f| !f.inlined).unwrap().function, "clock_nanosleep", "{named:?}");
 }
 
+/// `lib.c` holding a static function `hidden` (in no symbol table once stripped) and an
+/// exported caller, built with `-g` into DIR/NAME with the linker flag `build_id`, its debug
+/// information moved to DIR/DEBUG (`objcopy --only-keep-debug`) and the library stripped; with
+/// `link`, a debug link to DEBUG added. `None` (said skipped) without the tools.
+fn split_library(test: &str, dir: &Path, hidden: &str, build_id: &str, link: bool) -> Option<(PathBuf, PathBuf)> {
+    for t in ["cc", "nm", "strip", "objcopy"] {
+        if !require_tool(test, t) {
+            return None;
+        }
+    }
+    let src = dir.join("lib.c");
+    std::fs::write(
+        &src,
+        format!(
+            "__attribute__((noinline)) static int {hidden}(int x) {{ for (int i = 0; i < x; i++) __asm__ volatile(\"\"); return x * 7 + 1; }}\n\
+             __attribute__((noinline)) int exported_call(int x) {{ return {hidden}(x) + 3; }}\n"
+        ),
+    )
+    .unwrap();
+    let so = dir.join("libw.so");
+    let dbg = dir.join("libw.so.debug");
+    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+    ok(Command::new("cc").args(["-O2", "-g", "-shared", "-fPIC", build_id, "-o"]).arg(&so).arg(&src));
+    ok(Command::new("objcopy").arg("--only-keep-debug").arg(&so).arg(&dbg));
+    ok(Command::new("strip").arg("--strip-all").arg(&so));
+    if link {
+        ok(Command::new("objcopy").arg(format!("--add-gnu-debuglink={}", dbg.display())).arg(&so));
+    }
+    Some((so, dbg))
+}
+
 /// A library stripped with its debug information moved out by `objcopy --only-keep-debug` and
 /// linked back with `--add-gnu-debuglink`, built without a build id: its debug file is found
 /// next to it by the link's name and accepted by the link's CRC; its static function (in no
@@ -150,26 +181,8 @@ fn libc_internal_functions_are_named_from_its_separate_debug_file() {
 #[test]
 fn a_debug_link_finds_a_stripped_librarys_static_functions() {
     let test = "a_debug_link_finds_a_stripped_librarys_static_functions";
-    for t in ["cc", "nm", "strip", "objcopy"] {
-        if !require_tool(test, t) {
-            return;
-        }
-    }
     let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("lib.c");
-    std::fs::write(
-        &src,
-        "__attribute__((noinline)) static int hidden_work(int x) { for (int i = 0; i < x; i++) __asm__ volatile(\"\"); return x * 7 + 1; }\n\
-         __attribute__((noinline)) int exported_wait(int x) { return hidden_work(x) + 3; }\n",
-    )
-    .unwrap();
-    let so = tmp.path().join("libw.so");
-    let dbg = tmp.path().join("libw.so.debug");
-    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
-    ok(Command::new("cc").args(["-O2", "-g", "-shared", "-fPIC", "-Wl,--build-id=none", "-o"]).arg(&so).arg(&src));
-    ok(Command::new("objcopy").arg("--only-keep-debug").arg(&so).arg(&dbg));
-    ok(Command::new("strip").arg("--strip-all").arg(&so));
-    ok(Command::new("objcopy").arg(format!("--add-gnu-debuglink={}", dbg.display())).arg(&so));
+    let Some((so, dbg)) = split_library(test, tmp.path(), "hidden_work", "-Wl,--build-id=none", true) else { return };
     let (va, size) = nm_symbol(&dbg, "hidden_work").expect("hidden_work in the debug file");
     let search = DebugSearch { dirs: vec![], debuginfod: vec![] };
     let (found, info) = debug_file_of(&search, &so).expect("the debug file next to the library");
@@ -195,25 +208,8 @@ fn a_debug_link_finds_a_stripped_librarys_static_functions() {
 #[test]
 fn a_debuginfod_cache_names_a_stripped_librarys_static_functions() {
     let test = "a_debuginfod_cache_names_a_stripped_librarys_static_functions";
-    for t in ["cc", "nm", "strip", "objcopy"] {
-        if !require_tool(test, t) {
-            return;
-        }
-    }
     let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("lib.c");
-    std::fs::write(
-        &src,
-        "__attribute__((noinline)) static int cached_work(int x) { for (int i = 0; i < x; i++) __asm__ volatile(\"\"); return x * 5; }\n\
-         __attribute__((noinline)) int exported_call(int x) { return cached_work(x) + 1; }\n",
-    )
-    .unwrap();
-    let so = tmp.path().join("libc2.so");
-    let dbg = tmp.path().join("libc2.debug");
-    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
-    ok(Command::new("cc").args(["-O2", "-g", "-shared", "-fPIC", "-Wl,--build-id", "-o"]).arg(&so).arg(&src));
-    ok(Command::new("objcopy").arg("--only-keep-debug").arg(&so).arg(&dbg));
-    ok(Command::new("strip").arg("--strip-all").arg(&so));
+    let Some((so, dbg)) = split_library(test, tmp.path(), "cached_work", "-Wl,--build-id", false) else { return };
     let info = BinaryInfo::read(&std::fs::File::open(&so).unwrap()).unwrap();
     assert!(info.link.is_none(), "no debug link: only the build id leads to the debug file");
     let id = latscope_stacks::elf::hex(info.build_id.as_deref().unwrap());

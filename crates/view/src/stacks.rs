@@ -298,7 +298,6 @@ impl StackNames {
     }
 
     fn check(&mut self, file: &str, build_id: Option<&str>) -> Option<Binary> {
-        use latscope_trace::safe_read::{open_file_beneath_following, open_file_following};
         let shown = match &self.root {
             Some(r) => r.join(file.trim_start_matches('/')),
             None => PathBuf::from(file),
@@ -319,11 +318,7 @@ impl StackNames {
             ));
             return None;
         }
-        let opened = match &self.root {
-            Some(r) => open_file_beneath_following(r, file.trim_start_matches('/')),
-            None => open_file_following(file),
-        };
-        let f = match opened {
+        let f = match self.open_recorded(Path::new(file)) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 self.notes.push(format!("{} is not at hand: its frames are shown as file offsets", shown.display()));
@@ -389,15 +384,16 @@ impl StackNames {
     /// The separate debug file of the binary recorded at `file`, copied, with the binary's
     /// segments: the first candidate that opens by the rules binaries do and is the binary's.
     fn debug_file(&mut self, file: &str, info: &BinaryInfo) -> Option<(PathBuf, Vec<latscope_stacks::elf::Load>)> {
-        use latscope_trace::safe_read::{open_file_beneath_following, open_file_following};
         let recorded = Path::new(file);
         for c in self.debug.candidates(recorded, info.build_id.as_deref(), info.link.as_ref()) {
             if self.open.len() >= MAX_BINARIES {
                 return None;
             }
-            let opened = match (&self.root, c.cache) {
-                (Some(r), false) => open_file_beneath_following(r, c.path.strip_prefix("/").unwrap_or(&c.path)),
-                _ => open_file_following(&c.path),
+            // A debuginfod cache is this machine's, wherever the binaries come from.
+            let opened = if c.cache {
+                latscope_trace::safe_read::open_file_following(&c.path)
+            } else {
+                self.open_recorded(&c.path)
             };
             let Ok(mut f) = opened else { continue };
             if !self.copyable(f.metadata().map_or(u64::MAX, |m| m.len())) || !info.is_debug_file(&mut f, MAX_COPY_BYTES)
@@ -410,6 +406,15 @@ impl StackNames {
             }
         }
         None
+    }
+
+    /// Opens a path of the recorded machine: under `--binaries` inside it, else as it is.
+    fn open_recorded(&self, path: &Path) -> std::io::Result<std::fs::File> {
+        use latscope_trace::safe_read::{open_file_beneath_following, open_file_following};
+        match &self.root {
+            Some(r) => open_file_beneath_following(r, path.strip_prefix("/").unwrap_or(path)),
+            None => open_file_following(path),
+        }
     }
 
     /// A copy of `f` in memory (a memfd, kept open), as the path the symbolizer reads.
