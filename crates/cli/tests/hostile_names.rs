@@ -186,6 +186,82 @@ fn a_debug_link_naming_a_fifo_makes_no_reader_wait() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// A newline in a process's name, a waker's or lock holder's name or a file's path split the
+/// lines of `why`, `top --by lock` and `timeline --threads` before they were escaped: the rest of
+/// the name read as a line of latscope's own. Every name is escaped where it is written.
+#[test]
+fn a_newline_in_a_name_forges_no_line_of_why_locks_or_threads() {
+    const FORGED: &str = "FORGED 99% of the time";
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("t.lst");
+    let (lo, hi) = latscope_event::comm_to_words(&format!("h\n{}", &FORGED[..6]));
+    let base = Event {
+        kind: EventKind::Syscall as u8,
+        ts: 1_000_000,
+        pid: 7,
+        tid: 7,
+        comm: format!("a\n{}", &FORGED[..6]),
+        waker_ctx: 1,
+        waker_tid: 8,
+        waker_comm_lo: lo,
+        waker_comm_hi: hi,
+        wake_flags: latscope_event::wake_flags::KNOWN | latscope_event::wake_flags::TRACED,
+        fd: -1,
+        dirfd: -1,
+        off: -1,
+        off2: -1,
+        ..Default::default()
+    };
+    let mut b = EventBatch::default();
+    // A read of a file named to forge a line, its time in block I/O and a page fault in another.
+    b.push(&Event {
+        nr: latscope_event::syscall_nr("read").unwrap(),
+        lat: 3_000_000,
+        why_io: 2_000_000,
+        why_fault: 1_000_000,
+        path: format!("/d\n{FORGED}"),
+        fault_addr: 0x7f00_0000_1000,
+        fault_path: format!("/f\n{FORGED}"),
+        ..base.clone()
+    });
+    // A wait for an fcntl lock on such a file, held by such a thread.
+    b.push(&Event {
+        nr: latscope_event::syscall_nr("fcntl").unwrap(),
+        ts: 5_000_000,
+        lat: 2_000_000,
+        why_lock: 2_000_000,
+        lock_kind: 3,
+        lock_op: 7,
+        lock_len: 1,
+        lock_word: 1,
+        path: format!("/db\n{FORGED}"),
+        ..base
+    });
+    let mut w = TraceWriter::create(&path, &synth::sample_header()).unwrap();
+    w.write_batch(&b, 0).unwrap();
+    w.finish(Summary::default()).unwrap();
+    let t = path.to_str().unwrap();
+    for args in [
+        &["why", "-r", t][..],
+        &["why", "-r", t, "--waits"],
+        &["top", "-r", t, "--by", "lock"],
+        &["timeline", "-r", t, "--threads"],
+    ] {
+        let out = latscope_ok(args);
+        assert!(!out.lines().any(|l| l.trim_start().starts_with(&FORGED[..6])), "{args:?}: {out}");
+    }
+    let threads = latscope_ok(&["timeline", "-r", t, "--threads"]);
+    assert!(threads.contains(r"a\nFORGED/7 |"), "{threads}");
+    let why = latscope_ok(&["why", "-r", t]);
+    for name in [r"/d\nFORGED 99%", r"/f\nFORGED 99%", r"h\nFORGED/8"] {
+        assert!(why.contains(name), "{name} in {why}");
+    }
+    let locks = latscope_ok(&["top", "-r", t, "--by", "lock"]);
+    for name in [r"/db\nFORGED 99%", r"held by h\nFORGED/8"] {
+        assert!(locks.contains(name), "{name} in {locks}");
+    }
+}
+
 /// `--binaries DIR` with a recorded path `../../..` read a file outside DIR: `..` is refused,
 /// and a symlink inside DIR resolves inside it (as in a chroot), never to the host's file.
 #[test]

@@ -298,7 +298,8 @@ impl MapsCache {
             .map(|(&a, m)| match m {
                 Some(m) => match &m.path {
                     Some(path) => {
-                        let (path, deleted) = self.deleted(path, &m);
+                        let path = self.unescaped(path, &m);
+                        let (path, deleted) = self.deleted(&path, &m);
                         UserAddr::File { path, off: a - m.start + m.off, build_id: self.build_id(pid, &m), deleted }
                     }
                     None => UserAddr::Anonymous,
@@ -320,16 +321,15 @@ impl MapsCache {
             c.find(pid, addr).and_then(|i| {
                 let m = &c.procs[&pid].maps[i];
                 let same = ino == 0 || (m.dev, m.ino) == (dev, ino);
-                m.path.clone().filter(|_| same).map(|p| (p, addr - m.start + m.off))
+                m.path.clone().filter(|_| same).map(|p| (p, addr - m.start + m.off, m.clone()))
             })
         };
-        if let Some(r) = hit(self) {
-            return Some(r);
-        }
-        if self.refresh(pid) {
-            return hit(self);
-        }
-        None
+        let (path, off, m) = match hit(self) {
+            Some(r) => r,
+            None if self.refresh(pid) => hit(self)?,
+            None => return None,
+        };
+        Some((self.unescaped(&path, &m), off))
     }
 
     fn find(&self, pid: u32, addr: u64) -> Option<usize> {
@@ -444,6 +444,26 @@ impl MapsCache {
         let k: Arc<str> = Arc::from(p);
         self.paths.insert(k.clone(), ());
         k
+    }
+
+    /// `path` of mapping `m` with the kernel's `\012` read back as the newline it stands for:
+    /// /proc/PID/maps writes a newline in a path so and escapes nothing else, so a name may also
+    /// hold `\012` itself. The name as written is kept when it is the mapped file (its device
+    /// and inode, by `stat`, which opens nothing); otherwise the newline, the kernel's escape
+    /// (the file may be gone). A name holding both reads as all newlines. Looked at only for the
+    /// addresses of a stack or a fault, as [`MapsCache::deleted`].
+    fn unescaped(&mut self, path: &Arc<str>, m: &Mapping) -> Arc<str> {
+        use std::os::unix::fs::MetadataExt;
+        if !path.contains("\\012") {
+            return path.clone();
+        }
+        let literal =
+            std::fs::metadata(&**path).is_ok_and(|st| (crate::snapshot::kdev(st.dev()), st.ino()) == (m.dev, m.ino));
+        if literal {
+            path.clone()
+        } else {
+            self.intern(&path.replace("\\012", "\n"))
+        }
     }
 
     /// `path` of mapping `m` without the kernel's ` (deleted)`, and whether it was deleted: the
@@ -685,6 +705,42 @@ mod tests {
         };
         assert_eq!(file(&got[0]), (gone.display().to_string(), 8, true));
         assert_eq!(file(&got[1]), (named.display().to_string(), 8, false));
+    }
+
+    /// A newline in a mapped file's name reads `\012` in /proc/PID/maps: the name was kept so,
+    /// naming no file (the binary was "not at hand"). It is read back as the newline, for a
+    /// stack's address and a fault's; a file whose name holds `\012` itself keeps it.
+    #[test]
+    fn a_newline_in_a_mapped_files_name_is_read_back() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let t = tempfile::tempdir().unwrap();
+        let map = |name: &str| {
+            let path = t.path().join(name);
+            std::fs::write(&path, vec![1u8; 4096]).unwrap();
+            let f = std::fs::File::open(&path).unwrap();
+            // SAFETY: a private read-only mapping of a file we opened, never unmapped (the test
+            // ends); the page is only looked up, never read.
+            let p =
+                unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_PRIVATE, f.as_raw_fd(), 0) };
+            assert_ne!(p, libc::MAP_FAILED);
+            (path.display().to_string(), p as u64)
+        };
+        let (newline, a1) = map("lib\nx.so");
+        let (literal, a2) = map(r"lib\012y.so");
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        assert!(maps.contains(r"lib\012x.so") && !maps.contains("lib\nx.so"), "the kernel's escape");
+        let mut c = MapsCache::default();
+        let got = c.normalize(std::process::id(), 0, 0, &[a1 + 8, a2 + 8]).unwrap().addrs;
+        let file = |a: &UserAddr| match a {
+            UserAddr::File { path, off, deleted, .. } => (path.to_string(), *off, *deleted),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(file(&got[0]), (newline.clone(), 8, false));
+        assert_eq!(file(&got[1]), (literal, 8, false));
+        let st = std::fs::metadata(&newline).unwrap();
+        let fault = c.file_at(std::process::id(), a1 + 8, crate::snapshot::kdev(st.dev()), st.ino());
+        assert_eq!(fault.map(|(p, o)| (p.to_string(), o)), Some((newline, 8)));
     }
 
     /// Reads stop at the limit; what lies past it is unknown, not unmapped.

@@ -130,8 +130,8 @@ impl LockAgg {
                 s,
                 "\n{}. {} in {}: {} waits, {} contended, p50 {}, p99 {}, max {}",
                 k + 1,
-                l.label,
-                l.owner,
+                clean(&l.label),
+                clean(&l.owner),
                 l.waits,
                 fmt_ns(l.contended_ns),
                 fmt_ns(l.lat.value_at_quantile(0.5).unwrap_or(0)),
@@ -139,14 +139,18 @@ impl LockAgg {
                 fmt_ns(l.lat.max().unwrap_or(0))
             );
             let list = |m: &HashMap<String, u64>| {
-                largest(m, 3).into_iter().map(|(w, t)| format!("{w} ({})", fmt_ns(t))).collect::<Vec<_>>().join(", ")
+                largest(m, 3)
+                    .into_iter()
+                    .map(|(w, t)| format!("{} ({})", clean(&w), fmt_ns(t)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
             let _ = writeln!(s, "   waiters: {}", list(&l.waiters));
             let mut hs: Vec<(&String, &HolderSum)> = l.holders.iter().collect();
             hs.sort_by(|a, b| b.1.ns.cmp(&a.1.ns).then(a.0.cmp(b.0)));
             for (h, sum) in hs.into_iter().take(3) {
                 let did = holder_parts_text(&sum.parts);
-                let _ = writeln!(s, "   held by {h}: {} in {} waits{did}", fmt_ns(sum.ns), sum.waits);
+                let _ = writeln!(s, "   held by {}: {} in {} waits{did}", clean(h), fmt_ns(sum.ns), sum.waits);
             }
             for (label, m, kind) in
                 [("waiting at", &l.waiter_stacks, StackKind::User), ("released at", &l.holder_stacks, StackKind::User)]
@@ -221,7 +225,7 @@ fn holder_parts_text(p: &[u64; WHY_PARTS + 1]) -> String {
 
 /// The innermost frames of a stack: `a <- b <- c` (at most 4).
 fn short_stack(frames: &[String]) -> String {
-    let mut s = frames.iter().take(4).cloned().collect::<Vec<_>>().join(" <- ");
+    let mut s = frames.iter().take(4).map(|f| clean(f)).collect::<Vec<_>>().join(" <- ");
     if frames.len() > 4 {
         s.push_str(" <- ...");
     }
@@ -235,6 +239,8 @@ fn largest<K: Clone + Ord>(m: &HashMap<K, u64>, n: usize) -> Vec<(K, u64)> {
     v
 }
 
+/// Text with control characters escaped line by line. Names are escaped where they are written,
+/// as a newline in one would have split its line before this sees it; this catches what is left.
 fn clean_lines(s: &str) -> String {
     s.lines().map(|l| clean(l).into_owned() + "\n").collect()
 }
@@ -300,5 +306,34 @@ mod tests {
         assert!(t.contains("held by app/12: 8.00ms in 2 waits"), "{t}");
         let j = a.to_json(&mut names, 5);
         assert_eq!(j["locks"][1]["lock"], "fcntl write lock /db bytes 100-149");
+    }
+
+    /// A newline in the locked file's path, the process's name or a waiter's or holder's name
+    /// split `top --by lock`'s lines before they were escaped, so the rest read as a line of
+    /// latscope's own. Each name is now escaped where it is written.
+    #[test]
+    fn a_newline_in_a_name_forges_no_line_of_the_locks() {
+        let (lo, hi) = comm_to_words("h\nFORGED h");
+        let mut f = Event {
+            comm: "a\nFORGED a".into(),
+            waker_comm_lo: lo,
+            waker_comm_hi: hi,
+            lock_kind: 3,
+            lock_op: 7,
+            lock_len: 1,
+            lock_word: 1,
+            path: "/db\nFORGED db".into(),
+            ..wait(14, 0, 2_000_000, 15)
+        };
+        f.nr = syscall_nr("fcntl").unwrap();
+        let mut b = EventBatch::default();
+        b.push(&f);
+        let mut a = LockAgg::default();
+        a.add(&b, &[0], None);
+        let t = a.render_text(&mut StackNames::new(StackTable::default(), None), 5);
+        assert!(!t.lines().any(|l| l.trim_start().starts_with("FORGED")), "{t}");
+        for name in [r"/db\nFORGED db", r"a\nFORGED a", r"h\nFORGED h/15"] {
+            assert!(t.contains(name), "{name} in {t}");
+        }
     }
 }

@@ -199,8 +199,10 @@ impl ThreadTimeline {
         self.calls
     }
 
+    /// `comm/tid`, the name escaped ([`crate::text::clean`]): the label goes as it is into its
+    /// row's line, where a newline in the name would split it.
     fn label(r: &Row) -> String {
-        format!("{}/{}", if r.comm.is_empty() { "?" } else { &r.comm }, r.tid)
+        format!("{}/{}", if r.comm.is_empty() { "?".into() } else { crate::text::clean(&r.comm) }, r.tid)
     }
 
     /// For each of `cols` columns of a row, the letter of what filled most of it (a space: no call).
@@ -501,6 +503,20 @@ mod tests {
         let row2 = lines.iter().find(|l| l.trim_start().starts_with("t2/2")).unwrap();
         assert!(row2.contains('=') && row2.contains(' '), "{s}");
         assert!(s.contains("t2/2 (futex) woke t1/1 (futex"), "{s}");
+    }
+
+    /// A newline in a thread's name split its row's line (the label was not escaped), so the
+    /// rest of the name read as a line of latscope's own.
+    #[test]
+    fn a_newline_in_a_thread_name_forges_no_line() {
+        let mut b = EventBatch::default();
+        b.push(&Event { comm: "x\nFORGED".into(), ..call(1, "read", 0, 1000) });
+        let mut t = ThreadTimeline::new(0, 1000, 100);
+        t.add(&b, 0);
+        t.finish(10);
+        let s = t.render_text(52, 0);
+        assert!(!s.lines().any(|l| l.trim_start().starts_with("FORGED")), "{s}");
+        assert!(s.contains(r"x\nFORGED/1 |"), "{s}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! The parts come from the `why_*` columns `record --why` fills; a call without them (recorded
 //! without `--why`, or faster than `--why-above`) has none and is counted apart.
 
+use crate::text::clean;
 use crate::waits::wait_kind;
 use latscope_chain::{ChainIndex, RootAgg};
 use latscope_event::units::fmt_ns;
@@ -410,14 +411,14 @@ impl WhyAgg {
             let _ = writeln!(s, "\nblocked time by waker (the longest wait of each call)");
             for (w, k, t) in wakers {
                 let was = waker_wait_text(self.waker_was_in(w));
-                let _ = writeln!(s, "  {:<32} {:>9}  {}{was}", w, fmt_ns(t), PART_LABELS[k]);
+                let _ = writeln!(s, "  {:<32} {:>9}  {}{was}", clean(w), fmt_ns(t), PART_LABELS[k]);
             }
         }
         let faults = largest(&self.fault_files, n);
         if !faults.is_empty() {
             let _ = writeln!(s, "\npage-fault time by file");
             for (f, t) in faults {
-                let _ = writeln!(s, "  {:<32} {:>9}", f, fmt_ns(t));
+                let _ = writeln!(s, "  {:<32} {:>9}", clean(&f), fmt_ns(t));
             }
         }
         let _ = writeln!(s, "\nby operation (total time; its two largest causes)");
@@ -466,8 +467,9 @@ impl WhyAgg {
     }
 }
 
-/// Text with control characters escaped line by line ([`crate::text::clean`]): names and paths
-/// come from the traced system.
+/// Text with control characters escaped line by line ([`crate::text::clean`]). Names and paths
+/// from the traced system are escaped where they are written, as a newline in one would have
+/// split its line before this sees it; this catches what is left.
 fn clean_lines(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for l in s.lines() {
@@ -520,7 +522,8 @@ impl WhyAgg {
                 fmt_ns(o.max_ns),
                 top_causes(&o.parts, o.total_ns, 3)
             );
-            let named = |v: Vec<(String, u64)>| v.into_iter().map(|(p, t)| format!("{p} ({})", fmt_ns(t))).collect();
+            let named =
+                |v: Vec<(String, u64)>| v.into_iter().map(|(p, t)| format!("{} ({})", clean(&p), fmt_ns(t))).collect();
             list_line(&mut s, "files", named(largest(&o.files, 3)));
             list_line(&mut s, "page faults in", named(largest(&o.fault_files, 3)));
             let disks = largest(&o.disks, 3)
@@ -534,7 +537,7 @@ impl WhyAgg {
             list_line(&mut s, "disks", disks);
             let wakers = largest(&o.wakers, 3)
                 .into_iter()
-                .map(|(w, t)| format!("{w} ({}{})", fmt_ns(t), waker_wait_text(self.waker_was_in(&w))))
+                .map(|(w, t)| format!("{} ({}{})", clean(&w), fmt_ns(t), waker_wait_text(self.waker_was_in(&w))))
                 .collect();
             list_line(&mut s, "woken by", wakers);
         }
@@ -562,7 +565,7 @@ impl WhyAgg {
                 format!(
                     "{:.0}% at {} ({calls} call{})",
                     ns as f64 * 100.0 / self.roots.wait_ns as f64,
-                    root.label(|d| crate::events::disk_label(h, d)),
+                    clean(&root.label(|d| crate::events::disk_label(h, d))),
                     if calls == 1 { "" } else { "s" }
                 )
             })
@@ -740,5 +743,24 @@ mod tests {
         let t = a.render_text(5);
         assert!(t.contains("page-fault time by file") && t.contains("/data/f"), "{t}");
         assert_eq!(a.to_json(5)["page_fault_files"][0]["fault_ns"], 1_900_000);
+    }
+
+    /// A newline in a waker's name, a file's path or a faulting file's path split the ticket's
+    /// and the breakdown's lines before they were escaped, so the rest of the name read as a
+    /// line of latscope's own. Each name is now escaped where it is written.
+    #[test]
+    fn a_newline_in_a_name_forges_no_line_of_the_ticket_or_the_breakdown() {
+        let mut e = call(2_000_000, [0, 0, 0, 0, 1_000_000, 0, 1_000_000, 0, 0], "w\nFORGED w", 7);
+        (e.path, e.fault_addr, e.fault_path) = ("/d\nFORGED d".into(), 0x1000, "/f\nFORGED f\x1b[2J".into());
+        let mut b = EventBatch::default();
+        b.push(&e);
+        let mut a = WhyAgg::default();
+        a.add(&b, &[0]);
+        let h = TraceHeader::default();
+        for t in [a.render_ticket(&h, 5, 1), a.render_text(5)] {
+            assert!(!t.lines().any(|l| l.trim_start().starts_with("FORGED")), "{t}");
+            assert!(!t.contains('\x1b') && t.contains(r"/f\nFORGED f\x1b[2J") && t.contains(r"w\nFORGED w/7"), "{t}");
+        }
+        assert!(a.render_ticket(&h, 5, 1).contains(r"files: /d\nFORGED d ("));
     }
 }

@@ -84,12 +84,15 @@ fn nanos(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// String attributes, their values escaped and bounded as Prometheus label values
+/// ([`crate::prometheus::label_value`]): they name processes and containers the traced system
+/// chose, and the collector and `/metrics` show the same series.
 fn attributes(pairs: &[(&str, &str)]) -> Vec<KeyValue> {
     pairs
         .iter()
         .map(|(k, v)| KeyValue {
             key: (*k).to_string(),
-            value: Some(AnyValue { value: Some(any_value::Value::StringValue((*v).to_string())) }),
+            value: Some(AnyValue { value: Some(any_value::Value::StringValue(crate::prometheus::label_value(v))) }),
             ..Default::default()
         })
         .collect()
@@ -283,5 +286,38 @@ mod tests {
         let Some(metric::Data::Sum(s)) = &metrics[1].data else { panic!() };
         assert!(s.is_monotonic);
         assert_eq!(s.data_points[0].value, Some(number_data_point::Value::AsInt(7)));
+    }
+
+    /// Attribute values name processes and containers the traced system chose: they reached the
+    /// collector with raw ESC, BEL, CR and bidirectional overrides while `/metrics` escaped them.
+    /// They now carry the same visible escapes and length bound as the Prometheus label values.
+    #[test]
+    fn attribute_values_carry_no_control_character_and_match_the_prometheus_labels() {
+        let evil = "lib/\x1b[31mEVIL\x1b]0;t\x07\r\nname\u{202e}\u{9b}.so";
+        let long = "x".repeat(10_000);
+        let start = UNIX_EPOCH;
+        let mut b = Batch::new(&[("host.name", evil)], "latscope", "1", start);
+        let h: Histogram = [500u64, 2_000_000].into_iter().collect();
+        b.histogram("lat", "d", "s", &[("comm", evil)], &h, 1e-9, start);
+        b.counter("errors", "e", "1", &[("comm", &long)], 1, start);
+        let back = ExportMetricsServiceRequest::decode(&b.encode()[..]).unwrap();
+        let rm = &back.resource_metrics[0];
+        let metrics = &rm.scope_metrics[0].metrics;
+        let Some(metric::Data::ExponentialHistogram(x)) = &metrics[0].data else { panic!() };
+        let Some(metric::Data::Sum(s)) = &metrics[1].data else { panic!() };
+        let value = |kv: &KeyValue| match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+            Some(any_value::Value::StringValue(s)) => s.clone(),
+            other => panic!("{other:?}"),
+        };
+        let resource = value(&rm.resource.as_ref().unwrap().attributes[0]);
+        let point = value(&x.data_points[0].attributes[0]);
+        for v in [&resource, &point] {
+            assert!(!v.chars().any(|c| c.is_control() || latscope_event::escape::is_control(c)), "{v:?}");
+            assert_eq!(v, r"lib/\x1b[31mEVIL\x1b]0;t\x07\r\nname\u{202e}\u{9b}.so");
+            assert_eq!(*v, crate::prometheus::label_value(evil));
+        }
+        let cut = value(&s.data_points[0].attributes[0]);
+        assert!(cut.len() <= latscope_event::bounds::MAX_TEXT, "{}", cut.len());
+        assert_eq!(cut, crate::prometheus::label_value(&long));
     }
 }

@@ -700,6 +700,30 @@ pub(crate) mod tests {
         p.validate().unwrap();
     }
 
+    /// The header's count of starting attributes must match the attributes the plan holds:
+    /// a plan whose header says otherwise (one more, or none for one it holds) is refused as it
+    /// is read, the message giving both counts.
+    #[test]
+    fn a_header_disagreeing_with_the_starting_attributes_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("p.plan");
+        let mut p = sample();
+        p.meta.counts.init_xattrs = 1;
+        write_plan(&p, &f).unwrap();
+        let e = read_plan(&f).unwrap_err().to_string();
+        assert!(e.contains("the starting tree holds 0 extended attributes, the header says 1"), "{e}");
+        let mut p = sample();
+        p.literals.push("user.k".into());
+        p.xattrs.push(InitXattr { path: 0, name: 0, value: NONE, size: 4 });
+        write_plan(&p, &f).unwrap();
+        let e = read_plan(&f).unwrap_err().to_string();
+        assert!(e.contains("the starting tree holds 1 extended attributes, the header says 0"), "{e}");
+        // With the header telling the truth the plan reads.
+        p.meta.counts.init_xattrs = 1;
+        write_plan(&p, &f).unwrap();
+        assert_eq!(read_plan(&f).unwrap().xattrs.len(), 1);
+    }
+
     #[test]
     fn validate_refuses_backward_and_self_waits() {
         let mut p = sample();
