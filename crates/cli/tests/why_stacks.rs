@@ -91,7 +91,9 @@ fn why_stacks_name_the_futex_wait_and_the_waiting_function_with_its_share() {
     assert!(kernel.iter().any(|f| f.starts_with("__x64_sys_futex")), "{kernel:?}");
     assert_eq!(user.first().map(String::as_str), Some("wait_for_holder"), "{user:?}");
     assert_eq!(top["op"], "futex");
-    assert_eq!(top["calls"], kv["lock_waits"], "{top}");
+    let unseen = common::calls_with_switch_unseen(stacks);
+    let calls = top["calls"].as_i64().unwrap();
+    assert!(calls == kv["lock_waits"] || calls + unseen as i64 == kv["lock_waits"], "{top}");
     // The lock's time and share, against the workload's clocks.
     let got = top["blocked_ns"].as_f64().unwrap();
     assert!((got - lock).abs() <= 0.05 * lock, "futex stack {got} ns blocked, the lock was held {lock} ns");
@@ -106,7 +108,7 @@ fn why_stacks_name_the_futex_wait_and_the_waiting_function_with_its_share() {
     assert_eq!(strs(&second["user"]).first().map(String::as_str), Some("take_a_nap"), "{second}");
     for s in stacks {
         assert_eq!(s["kernel_truncated"], false);
-        assert!(s["user_missing"].is_null() && s["kernel_missing"].is_null(), "{s}");
+        assert!(s["user_missing"].is_null() && (s["kernel_missing"].is_null() || common::switch_unseen(s)), "{s}");
     }
 
     // Folded stacks: strict "frame;frame;... count" lines, outermost first, weighed in us.
@@ -565,9 +567,12 @@ fn a_process_calling_from_ever_new_addresses_does_not_blind_record_why_stacks() 
         .lines()
         .find_map(|l| l.strip_prefix("lock_waits ").and_then(|v| v.trim().parse().ok()))
         .expect("the victim's lock waits");
-    assert_eq!(futex["calls"], waits, "{v}");
+    let unseen = common::calls_with_switch_unseen(v["stacks"].as_array().unwrap()) as i64;
+    let calls = futex["calls"].as_i64().unwrap();
+    assert!(calls == waits || calls + unseen == waits, "{v}");
     for s in v["stacks"].as_array().unwrap() {
-        assert!(s["user_missing"].is_null() && s["kernel_missing"].is_null(), "the victim lost a stack: {s}");
+        let kernel_ok = s["kernel_missing"].is_null() || common::switch_unseen(s);
+        assert!(s["user_missing"].is_null() && kernel_ok, "the victim lost a stack: {s}");
     }
 
     // The flooder's stacks past its share are missing, and said so with their reason, the
@@ -579,4 +584,36 @@ fn a_process_calling_from_ever_new_addresses_does_not_blind_record_why_stacks() 
     assert_eq!(&info["stacks_missing"], missing, "{info}");
     let text = latscope_ok(&["info", "-r", t]);
     assert!(text.contains(&format!("stacks:      {total} stack references missing (")), "{text}");
+}
+
+/// coreutils' `sleep`, 8 times: each exits right after its one blocking call, before the
+/// recorder reads its maps (a program such as `dd conv=fsync` lost every stack so). From Linux
+/// 5.17 the kernel names the frames of the stacks not yet read as files at the exit: every
+/// sleep's user stack is named, starting at libc's nanosleep, and none is missing.
+#[test]
+fn stacks_of_processes_that_exit_right_after_their_call_are_named() {
+    let test = "stacks_of_processes_that_exit_right_after_their_call_are_named";
+    if !require_bpf(test) {
+        return;
+    }
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = rel.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse::<u32>().ok());
+    if (v.next().unwrap_or(0), v.next().unwrap_or(0)) < (5, 17) {
+        latscope_testkit::skip(test, "bpf_find_vma needs Linux 5.17 (vmtest checks the older kernels' answer)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.lst");
+    let t = trace.to_str().unwrap();
+    let script = "for i in 1 2 3 4 5 6 7 8; do sleep 0.02; done";
+    latscope_ok(&["record", "-w", t, "--why", "--stacks", "--quiet", "--no-block", "--", "sh", "-c", script]);
+    let v = latscope_json(&["why", "-r", t, "--stacks", "--waits", "-n", "20", "--json", "proc.name = sleep"]);
+    let sleeps: Vec<&Value> =
+        v["stacks"].as_array().unwrap().iter().filter(|s| s["op"].as_str().unwrap().contains("nanosleep")).collect();
+    assert_eq!(sleeps.iter().map(|s| s["calls"].as_u64().unwrap()).sum::<u64>(), 8, "{v}");
+    for s in &sleeps {
+        let user = strs(&s["user"]);
+        assert!(user[0].contains("nanosleep"), "a sleep's user stack not named: {s}");
+        assert!(user.iter().all(|f| !f.contains("missing")), "{s}");
+    }
 }

@@ -17,7 +17,7 @@ use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
 use latscope_event::bounds::{MAX_STACK_FRAMES, MAX_STACK_TABLE_BYTES};
 use latscope_event::{EventBatch, EventKind, Frame, StackEntry, StackKind, Truncation};
-use latscope_probe::procmaps::{Gone, UserAddr};
+use latscope_probe::procmaps::{Gone, Normalized, UserAddr};
 use latscope_probe::{Probe, STACK_DEPTH};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -46,6 +46,7 @@ pub struct StackStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Missing {
     Collision,
+    SwitchUnseen,
     MapFull,
     UserQuota,
     Unreadable,
@@ -60,6 +61,7 @@ impl Missing {
     fn of_errno(e: i32) -> Missing {
         match e {
             libc::EEXIST => Missing::Collision,
+            libc::ESRCH => Missing::SwitchUnseen,
             libc::ENOMEM | libc::E2BIG => Missing::MapFull,
             libc::EDQUOT => Missing::UserQuota,
             libc::EFAULT => Missing::Unreadable,
@@ -72,7 +74,7 @@ impl Missing {
             Missing::MapFull => &mut m.map_full,
             Missing::UserQuota => &mut m.user_quota,
             Missing::Unreadable => &mut m.unreadable,
-            Missing::Capture(_) => &mut m.capture_failed,
+            Missing::Capture(_) | Missing::SwitchUnseen => &mut m.capture_failed,
             Missing::NotHeld => &mut m.not_held,
             Missing::Exited | Missing::Execd => &mut m.process_exited,
             Missing::TableFull => &mut m.table_full,
@@ -88,6 +90,9 @@ impl Missing {
                 .into(),
             Missing::Unreadable => "the stack could not be read (no user stack, or its memory was not mapped)".into(),
             Missing::Capture(e) => format!("the capture failed: {}", std::io::Error::from_raw_os_error(e)),
+            Missing::SwitchUnseen => "the kernel did not report the thread's switch back onto a CPU, where the \
+                                      kernel stack of its wait is read"
+                .into(),
             Missing::NotHeld => "its frames were no longer held when its event was read".into(),
             Missing::Exited => "the process had exited before its stack was read".into(),
             Missing::Execd => "the process had run another program (exec) before its stack was read".into(),
@@ -266,9 +271,21 @@ impl StackResolver {
         };
         let truncated = addrs.len() >= STACK_DEPTH;
         let norm = match probe.normalize_user(pid, gen, at, &addrs) {
-            Ok(n) => n,
-            Err(Gone::Exited) => return self.missing(StackKind::User, Missing::Exited, out),
-            Err(Gone::Execd) => return self.missing(StackKind::User, Missing::Execd, out),
+            Ok(n) if n.verified => n,
+            // The process is gone, or its maps could not be read again for a library loaded
+            // since they were, but the kernel named the stack's frames as files when it exited
+            // or exec'd (Linux 5.17 and later).
+            res => match probe.user_stack_files(key) {
+                Some(mut files) => {
+                    files.resize(addrs.len(), UserAddr::Unmapped);
+                    Normalized { addrs: files, verified: true }
+                }
+                None => match res {
+                    Ok(n) => n,
+                    Err(Gone::Exited) => return self.missing(StackKind::User, Missing::Exited, out),
+                    Err(Gone::Execd) => return self.missing(StackKind::User, Missing::Execd, out),
+                },
+            },
         };
         // What the bounds kept from being read or checked may be named later: not kept.
         let complete = norm.verified && !norm.addrs.contains(&UserAddr::Unknown);

@@ -130,6 +130,13 @@ impl Decoder {
         }
     }
 
+    /// A user address given as the file mapped there (see [`crate::procmaps::MapsCache::file_addr`]),
+    /// named by the recording's own name for the inode when no process read maps it.
+    pub(crate) fn user_addr_of_file(&mut self, dev: u32, ino: u64, off: u64) -> crate::procmaps::UserAddr {
+        let known = self.by_inode.get(&(dev, ino)).cloned();
+        self.procmaps.file_addr(dev, ino, off, known)
+    }
+
     /// A new poll begins: the stack keys and the processes that changed of the last one are
     /// done with.
     pub(crate) fn begin_poll(&mut self) {

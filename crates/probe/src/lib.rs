@@ -32,7 +32,7 @@ mod skel {
 }
 use skel::*;
 
-use types::{ls_limits, ls_stack_limits};
+use types::{ls_limits, ls_stack_limits, ls_ufiles_limits};
 
 /// Number of histogram buckets per group in in-kernel aggregation (LS_AGG_BUCKETS, from BTF).
 pub const AGG_BUCKETS: usize = ls_limits::LS_AGG_BUCKETS.0 as usize;
@@ -694,6 +694,15 @@ impl Probe {
         let entries = if stacks { STACK_ENTRIES } else { 1 };
         bpf(open.maps.why_kstacks.set_max_entries(entries), "sizing the kernel stack map")?;
         bpf(open.maps.why_ustacks.set_max_entries(entries), "sizing the user stack map")?;
+        let ufiles = if stacks { ls_ufiles_limits::LS_UFILES_ENTRIES.0 } else { 1 };
+        bpf(open.maps.why_ufiles.set_max_entries(ufiles), "sizing the user stack files map")?;
+        let lastu = if stacks { ls_ufiles_limits::LS_LASTU_ENTRIES.0 } else { 1 };
+        bpf(open.maps.why_lastu.set_max_entries(lastu), "sizing the last user stacks map")?;
+        // A process's last stacks named as files when it exits or execs (Linux 5.17 and later;
+        // on older kernels these programs do nothing).
+        for p in [&mut open.progs.ls_why_exit_group, &mut open.progs.ls_why_execve, &mut open.progs.ls_why_execveat] {
+            p.set_autoload(stacks);
+        }
         for p in [
             &mut open.progs.ls_why_waking,
             &mut open.progs.ls_why_fault,
@@ -815,6 +824,9 @@ impl Probe {
             (&skel.progs.ls_why_softirq_raise, why),
             (&skel.progs.ls_why_fault, why),
             (&skel.progs.ls_why_waking, why),
+            (&skel.progs.ls_why_exit_group, why && cfg.why_stacks),
+            (&skel.progs.ls_why_execve, why && cfg.why_stacks),
+            (&skel.progs.ls_why_execveat, why && cfg.why_stacks),
             // First: entries in per-CPU slots must move with their task from the start.
             (&skel.progs.ls_switch, want_sys),
             (&skel.progs.ls_sys_enter, want_sys && fast),
@@ -925,6 +937,16 @@ impl Probe {
         self.decoder.borrow_mut().procmaps.normalize(pid, gen, at_ns, addrs)
     }
 
+    /// What the frames of user stack `key` were as files (device, inode, offset), when its
+    /// process exited or exec'd before its maps were read and the kernel named them then:
+    /// each file named by the path the recording knows for it (the opens recorded, processes'
+    /// maps read), with its build id when the file at that path is still that inode.
+    pub fn user_stack_files(&self, key: u64) -> Option<Vec<procmaps::UserAddr>> {
+        let files = self.stacks.as_ref()?.files(key)?;
+        let mut d = self.decoder.borrow_mut();
+        Some(files.iter().map(|&(dev, ino, off)| d.user_addr_of_file(dev, ino, off)).collect())
+    }
+
     /// The processes that exec'd or exited in the events of the last poll: what their
     /// addresses meant is gone (a stack table forgets it).
     pub fn maps_changed(&self) -> Vec<u32> {
@@ -942,6 +964,7 @@ impl Probe {
         let Some(store) = self.stacks.as_mut() else { return };
         store.drain(&self.skel.maps.why_kstacks, false);
         store.drain(&self.skel.maps.why_ustacks, true);
+        store.drain_files(&self.skel.maps.why_ufiles);
         if let Some(data) = self.skel.maps.data_data.as_deref_mut() {
             // SAFETY: the u32 in the mapped .data section, which lives as long as the skeleton;
             // the programs only read it.

@@ -482,6 +482,57 @@ impl MapsCache {
         }
     }
 
+    /// What a user address was, given as the file mapped there (device, inode, byte offset:
+    /// what the kernel found when its process exited or exec'd before its maps were read): the
+    /// file named as a process read maps it, else `known` (the recording's own name for the
+    /// inode), with its build id when the file at that path is still that inode.
+    pub fn file_addr(&mut self, dev: u32, ino: u64, off: u64, known: Option<Arc<str>>) -> UserAddr {
+        if ino == 0 {
+            // No file there: a frame-pointer walk that followed data (or anonymous code).
+            return UserAddr::Unmapped;
+        }
+        let find = |c: &MapsCache| {
+            c.procs
+                .values()
+                .flat_map(|p| p.maps.iter())
+                .find(|m| m.dev == dev && m.ino == ino)
+                .and_then(|m| m.path.clone())
+        };
+        let mut path = find(self).or(known);
+        if path.is_none() && self.prime(std::process::id()) {
+            // The recorder's own mappings: the C library and the dynamic loader, which nearly
+            // every frame of a program goes through, as the kernel names their files.
+            path = find(self);
+        }
+        let Some(path) = path else { return UserAddr::Unknown };
+        let build_id = self.build_id_at(dev, ino, &path);
+        UserAddr::File { path, off, build_id, deleted: false }
+    }
+
+    /// The build id of the file at `path` if it is inode `ino` of device `dev` (read once per file).
+    fn build_id_at(&mut self, dev: u32, ino: u64, path: &str) -> Option<Arc<str>> {
+        use std::os::unix::fs::MetadataExt;
+        if let Some(b) = self.build_ids.get(&(dev, ino)) {
+            return b.clone();
+        }
+        if !self.ids.allows() {
+            return None;
+        }
+        self.ids.pay(1);
+        self.stats.build_ids += 1;
+        let f = safe_read::open_file_following(path).ok()?;
+        let m = f.metadata().ok()?;
+        if m.ino() != ino || crate::snapshot::kdev(m.dev()) != dev {
+            return None;
+        }
+        let id = elf_build_id(&f).map(|b| Arc::from(b.iter().map(|x| format!("{x:02x}")).collect::<String>()));
+        if self.build_ids.len() >= MAX_BUILD_IDS {
+            self.build_ids.clear();
+        }
+        self.build_ids.insert((dev, ino), id.clone());
+        id
+    }
+
     /// The build id of mapping `m`'s file, read once per file, within the budget.
     fn build_id(&mut self, pid: u32, m: &Mapping) -> Option<Arc<str>> {
         if let Some(b) = self.build_ids.get(&(m.dev, m.ino)) {

@@ -33,11 +33,19 @@ impl Generations {
     }
 }
 
+/// A user stack frame as the file mapped there when its process exited or exec'd: device,
+/// inode (0: none found) and byte offset in the file.
+pub type FileFrame = (u32, u64, u64);
+
 /// The stacks drained from the kernel's maps, by kind and key.
 #[derive(Debug, Default)]
 pub(crate) struct StackStore {
     kernel: Generations,
     user: Generations,
+    /// User stacks named as files by the kernel (`why_ufiles`), by key: the two generations of
+    /// [`Generations`], of their own.
+    files_now: FxHashMap<u64, Arc<[FileFrame]>>,
+    files_before: FxHashMap<u64, Arc<[FileFrame]>>,
     /// Entries drained so far (both kinds).
     pub(crate) drained: u64,
 }
@@ -49,6 +57,43 @@ impl StackStore {
             self.user.get(key)
         } else {
             self.kernel.get(key)
+        }
+    }
+
+    /// The files of user stack `key`, when the kernel named them (its process exited or exec'd
+    /// before the stack was drained).
+    pub(crate) fn files(&self, key: u64) -> Option<Arc<[FileFrame]>> {
+        self.files_now.get(&key).or_else(|| self.files_before.get(&key)).cloned()
+    }
+
+    /// Move every entry of the user stack files map (`struct ls_ufiles`: inodes, offsets,
+    /// devices) into the store.
+    pub(crate) fn drain_files(&mut self, map: &libbpf_rs::MapMut) {
+        let depth = crate::STACK_DEPTH;
+        let vsize = map.value_size() as usize;
+        if vsize < depth * 20 {
+            return;
+        }
+        let (now, before) = (&mut self.files_now, &mut self.files_before);
+        let mut put = |k: &[u8], v: &[u8]| {
+            let key = u64::from_ne_bytes(k.try_into().expect("8-byte keys"));
+            let u64_at = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+            let u32_at = |i: usize| u32::from_ne_bytes(v[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
+            let frames: Arc<[FileFrame]> =
+                (0..depth).map(|i| (u32_at(2 * depth * 2 + i), u64_at(i), u64_at(depth + i))).collect();
+            if now.len() >= GENERATION {
+                *before = std::mem::take(now);
+            }
+            now.insert(key, frames);
+        };
+        if !drain_batched(map, vsize, &mut put) {
+            let keys: Vec<Vec<u8>> = map.keys().take(crate::STACK_ENTRIES as usize).collect();
+            for k in keys {
+                if let Ok(Some(v)) = map.lookup(&k, libbpf_rs::MapFlags::ANY) {
+                    put(&k, &v);
+                }
+                let _ = map.delete(&k);
+            }
         }
     }
 

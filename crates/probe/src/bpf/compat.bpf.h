@@ -158,7 +158,7 @@ struct ls_vma_file {
 	__u64 ino;   /* out: inode of the file mapped there (0: none, or anonymous memory) */
 	__u64 off;   /* out: byte offset of addr in that file */
 	__u32 dev;   /* out: its file system's device (s_dev, as ls_event.dev) */
-	__u32 pad;
+	__u32 exec;  /* out: the mapping is executable (VM_EXEC): code, not data */
 };
 
 /* Pages of 4 KiB (x86-64: vm_pgoff counts them). */
@@ -175,6 +175,7 @@ static long vma_file_cb(struct task_struct *task, struct vm_area_struct *vma, vo
 		return 0;
 	f->ino = BPF_CORE_READ(inode, i_ino);
 	f->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	f->exec = (BPF_CORE_READ(vma, vm_flags) & 0x4 /* VM_EXEC */) != 0;
 	f->off = (f->addr - BPF_CORE_READ(vma, vm_start)) + ((__u64)BPF_CORE_READ(vma, vm_pgoff) << LS_PAGE_SHIFT);
 	return 0;
 }

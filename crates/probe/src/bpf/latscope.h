@@ -219,7 +219,8 @@ struct ls_why {
 	char waker_comm[LS_COMM_LEN];
 	/* Stacks (record --why with stacks): 1 captured (its key below), 0 none, negative: -errno
 	 * of the capture (the stack is missing: -EEXIST a hash collision, -E2BIG a full map,
-	 * -EDQUOT the user's quota of new stacks used up; see why.bpf.h). */
+	 * -EDQUOT the user's quota of new stacks used up, -ESRCH (kstack) the kernel did not report
+	 * the switch back onto a CPU, where it is read; see why.bpf.h). */
 	__s32 kstack;             /* kernel stack where the call blocked (its longest blocked interval) */
 	__s32 ustack;             /* user stack of the call */
 	/* One level of cascade (wPerf): what the waking thread (LS_WAKER_TASK) was itself blocked
@@ -293,5 +294,16 @@ struct ls_agg_blk {
 /* Stacks of record --why: frames kept per stack, stacks each map holds, and the new stacks one
  * user may store in a map between two reads by user space (a quarter of it: see why.bpf.h). */
 enum ls_stack_limits { LS_STACK_DEPTH = 64, LS_STACK_ENTRIES = 8192, LS_STACK_USER_QUOTA = 2048 };
+
+/* A user stack's frames as the files mapped there (why_ufiles): the inode, device and byte
+ * offset in the file of each frame of the stack of the same key (0: no file, or not code),
+ * taken when its thread exits its process or execs. */
+/* LS_LASTU_ENTRIES: threads whose last user stack is kept for that (why_lastu). */
+enum ls_ufiles_limits { LS_UFILES_ENTRIES = 512, LS_LASTU_ENTRIES = 4096 };
+struct ls_ufiles {
+	__u64 ino[LS_STACK_DEPTH];
+	__u64 off[LS_STACK_DEPTH];
+	__u32 dev[LS_STACK_DEPTH];
+};
 
 #endif

@@ -110,6 +110,10 @@ struct ls_why_acc {
 	/* The call's own user stack, taken at its exit (see why_close) for its event. */
 	__s32 ustack;
 	__u64 ukey;
+	/* The key of the thread's last user stack, whose frames why_lastu keeps: named as files
+	 * at its exit or exec (why_keep_ufiles), where the recorder may have drained the stack but
+	 * not yet read the process's maps. */
+	__u64 last_ukey;
 	/* The lock the call waits for (as struct ls_why has it), read when the call first blocks. */
 	__u8 lock_kind;
 	__u64 lock_addr;
@@ -175,6 +179,9 @@ struct ls_stack {
 #ifndef EDQUOT
 #define EDQUOT 122
 #endif
+#ifndef ESRCH
+#define ESRCH 3
+#endif
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -189,6 +196,33 @@ struct {
 	__type(key, __u64);
 	__type(value, struct ls_stack);
 } why_ustacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LS_UFILES_ENTRIES);
+	__type(key, __u64);
+	__type(value, struct ls_ufiles);
+} why_ufiles SEC(".maps");
+
+/* Each thread's last user stack's frames, by thread id (see ls_why_acc.last_ukey). Not in the
+ * task storage: 512 more bytes there move its elements to the allocator's next size class,
+ * which the kernel refills too late for bursts of new threads (their first blocked call then
+ * found no storage and lost its attribution). Preallocated, so an update never fails; a
+ * thread that exits without exiting its process leaves its entry for the LRU to reuse. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, LS_LASTU_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct ls_stack);
+} why_lastu SEC(".maps");
+
+/* Where the files of a user stack are gathered (too large for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ls_ufiles);
+} why_ufbuf SEC(".maps");
 
 /* Where a stack is read before it is looked up (too large for the BPF stack): [0] kernel
  * stacks (sched_switch), [1] user stacks (sys_exit). */
@@ -409,6 +443,7 @@ enum ls_why_part _ls_why_part_type = LS_WHY_CPU;
 enum ls_waker_ctx _ls_waker_ctx_type = LS_WAKER_NONE;
 enum ls_ext_bits _ls_ext_bits_type = LS_EXT_WHY;
 enum ls_stack_limits _ls_stack_limits_type = LS_STACK_DEPTH;
+enum ls_ufiles_limits _ls_ufiles_limits_type = LS_UFILES_ENTRIES;
 enum ls_lock_kind _ls_lock_kind_type = LS_LOCK_NONE;
 enum ls_wake_flags _ls_wake_flags_type = LS_WAKE_KNOWN;
 
@@ -716,6 +751,37 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 	}
 }
 
+/*
+ * w's blocked interval ended without a wake-up the programs saw: runnable time is in d too (the
+ * wake-up's time is not known). The cause is the call's own; the waker is not known. t: w's task.
+ */
+static __always_inline void why_unseen_end(struct ls_why_acc *w, struct task_struct *t, __u64 d, __u64 now)
+{
+	STAT_INC(wakeups_unseen);
+	__u32 cause = why_cause(w->hint, w->nr, w->fd_type, WHY_WAKE_UNSEEN);
+	why_blocked_end(w, cause, d, now, 0);
+	if (w->fx_held)
+		why_fx_mark(w, t, 0);
+	if (d >= w->best_wait) {
+		/* The longest wait so far: no waker, no request, its stack (as a wake-up does). */
+		w->best_wait = d;
+		w->wait_start = w->mark;
+		w->wait_end = now;
+		w->wake_flags = LS_WAKE_KNOWN;
+		w->holder_tid = 0;
+		w->waker_ustack = 0;
+		w->casc_dev = 0;
+		w->kstack_due = why_stacks && d >= why_min;
+		w->waker_ctx = LS_WAKER_NONE;
+		w->waker_tid = 0;
+		w->waker_comm[0] = 0;
+		w->casc_ns = 0;
+		w->casc_part = 0;
+		w->wake_dev = 0;
+		w->wake_sector = 0;
+	}
+}
+
 /* next takes the CPU from prev: a runnable interval (run-queue delay) ends. */
 static __always_inline void why_switch_in(struct task_struct *prev, struct task_struct *next, __u64 now)
 {
@@ -747,32 +813,8 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 		}
 	} else {
 		/* Woken without a wake-up the programs saw (its program found task storage in use on
-		 * its CPU, or ran on another CPU before this thread's switch out was recorded):
-		 * runnable time is in d too (the wake-up's time is not known). The cause is the
-		 * call's own; the waker is not known. */
-		STAT_INC(wakeups_unseen);
-		__u32 cause = why_cause(w->hint, w->nr, w->fd_type, WHY_WAKE_UNSEEN);
-		why_blocked_end(w, cause, d, now, 0);
-		if (w->fx_held)
-			why_fx_mark(w, next, 0);
-		if (d >= w->best_wait) {
-			/* The longest wait so far: no waker, no request, its stack (as a wake-up does). */
-			w->best_wait = d;
-			w->wait_start = w->mark;
-			w->wait_end = now;
-			w->wake_flags = LS_WAKE_KNOWN;
-			w->holder_tid = 0;
-			w->waker_ustack = 0;
-			w->casc_dev = 0;
-			w->kstack_due = why_stacks && d >= why_min;
-			w->waker_ctx = LS_WAKER_NONE;
-			w->waker_tid = 0;
-			w->waker_comm[0] = 0;
-			w->casc_ns = 0;
-			w->casc_part = 0;
-			w->wake_dev = 0;
-			w->wake_sector = 0;
-		}
+		 * its CPU, or ran on another CPU before this thread's switch out was recorded). */
+		why_unseen_end(w, next, d, now);
 	}
 	w->mark = now;
 	w->state = WHY_RUN;
@@ -1221,10 +1263,20 @@ static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool 
 	__u8 rec = WHY_REC_UNKNOWN;
 	if (w->call_ts == call_ts) {
 		__u64 d = now - w->mark;
+		/* Not running: the kernel did not report the thread's switch back onto a CPU (some
+		 * kernels skip the tracepoint for a few switches in a thousand), and with it, mostly,
+		 * the wake-up. Runnable time then (and the little it ran since), or a wait ended by a
+		 * wake-up not seen; its kernel stack, read at that switch, is gone. */
 		if (w->state == WHY_RUN)
 			w->part[LS_WHY_CPU] += d;
+		else if (w->state == WHY_RUNNABLE)
+			w->part[LS_WHY_RUNQ] += d;
 		else
-			w->part[LS_WHY_UNKNOWN] += d;
+			why_unseen_end(w, task, d, now);
+		if (w->kstack_due) {
+			w->kstack_due = 0;
+			w->best_kstack = -ESRCH;
+		}
 		w->call_ts = 0;
 		rec = WHY_REC_FULL;
 	}
@@ -1232,9 +1284,80 @@ static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool 
 	w->ukey = 0;
 	if (lat < why_min)
 		return WHY_REC_NONE;
-	if (why_stacks && (rec == WHY_REC_UNKNOWN || w->part[LS_WHY_CPU] + w->part[LS_WHY_RUNQ] < lat))
+	if (why_stacks && (rec == WHY_REC_UNKNOWN || w->part[LS_WHY_CPU] + w->part[LS_WHY_RUNQ] < lat)) {
 		w->ustack = why_user_stack(ctx, task, &w->ukey);
+		/* The frames are still in the CPU's stack buffer (why_user_stack's). */
+		__u32 one = 1;
+		struct ls_stack *b = w->ustack > 0 ? bpf_map_lookup_elem(&why_sbuf, &one) : NULL;
+		__u32 tid = task->pid;
+		if (b && !bpf_map_update_elem(&why_lastu, &tid, b, BPF_ANY))
+			w->last_ukey = w->ukey;
+	}
 	return rec;
+}
+
+/*
+ * The current thread is about to exit its process or exec: its last user stack would lose its
+ * names with the process's mappings if the recorder has not read them yet (a program that exits
+ * right after its slow call always wins that race). Each frame is named here as the file mapped
+ * at it (inode, device, offset), for the recorder to name by the file instead (Linux 5.17 and
+ * later: bpf_find_vma).
+ */
+static __always_inline int why_keep_ufiles(void)
+{
+	if (!why_stacks || !bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_find_vma))
+		return 0;
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct ls_why_acc *w = bpf_task_storage_get(&whys, t, 0, 0);
+	if (!w)
+		return 0;
+	__u32 zero = 0;
+	struct ls_ufiles *u = bpf_map_lookup_elem(&why_ufbuf, &zero);
+	if (!u)
+		return 0;
+	__u64 key = w->last_ukey;
+	w->last_ukey = 0;
+	__u32 tid = t->pid;
+	struct ls_stack *last = key ? bpf_map_lookup_elem(&why_lastu, &tid) : NULL;
+	if (!last)
+		return 0;
+	for (int i = 0; i < LS_STACK_DEPTH; i++) {
+		u->ino[i] = 0;
+		u->off[i] = 0;
+		u->dev[i] = 0;
+		__u64 ip = last->ip[i];
+		if (!ip)
+			continue;
+		/* A return address is in code: a frame in a data file (a locale archive) is the
+		 * frame-pointer walk following data. */
+		struct ls_vma_file f = { .addr = ip };
+		if (vma_file(&f) && f.exec) {
+			u->ino[i] = f.ino;
+			u->off[i] = f.off;
+			u->dev[i] = f.dev;
+		}
+	}
+	bpf_map_update_elem(&why_ufiles, &key, u, BPF_ANY);
+	bpf_map_delete_elem(&why_lastu, &tid);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_exit_group")
+int ls_why_exit_group(void *ctx)
+{
+	return why_keep_ufiles();
+}
+
+SEC("tracepoint/syscalls/sys_enter_execve")
+int ls_why_execve(void *ctx)
+{
+	return why_keep_ufiles();
+}
+
+SEC("tracepoint/syscalls/sys_enter_execveat")
+int ls_why_execveat(void *ctx)
+{
+	return why_keep_ufiles();
 }
 
 /* The event's struct ls_why (rec: WHY_REC_FULL or WHY_REC_UNKNOWN, see why_close). */
