@@ -589,7 +589,8 @@ fn a_process_calling_from_ever_new_addresses_does_not_blind_record_why_stacks() 
 /// coreutils' `sleep`, 8 times: each exits right after its one blocking call, before the
 /// recorder reads its maps (a program such as `dd conv=fsync` lost every stack so). From Linux
 /// 5.17 the kernel names the frames of the stacks not yet read as files at the exit: every
-/// sleep's user stack is named, starting at libc's nanosleep, and none is missing.
+/// sleep's user stack is named, starting at libc's nanosleep, and none is missing; so is a
+/// frame in a library on an overlayfs.
 #[test]
 fn stacks_of_processes_that_exit_right_after_their_call_are_named() {
     let test = "stacks_of_processes_that_exit_right_after_their_call_are_named";
@@ -616,4 +617,57 @@ fn stacks_of_processes_that_exit_right_after_their_call_are_named() {
         assert!(user[0].contains("nanosleep"), "a sleep's user stack not named: {s}");
         assert!(user.iter().all(|f| !f.contains("missing")), "{s}");
     }
+
+    // The same from an overlayfs (a container's files): the mapping holds the file beneath,
+    // the process opened and /proc maps show the overlay's (Linux 6.8 and later): a library
+    // there, loaded by the program, named in the frames of the stack kept at its exit.
+    let d = tmp.path();
+    for x in ["lower", "upper", "work", "merged"] {
+        std::fs::create_dir(d.join(x)).unwrap();
+    }
+    let (lower, merged) = (d.join("lower"), d.join("merged"));
+    std::fs::write(
+        d.join("nap.c"),
+        "#include <time.h>\n\
+         __attribute__((noinline)) void inner_nap(void) { struct timespec t = {0, 20000000}; nanosleep(&t, 0); __asm__ volatile(\"\"); }\n\
+         __attribute__((noinline)) void outer_nap(void) { inner_nap(); __asm__ volatile(\"\"); }\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("main.c"), "void outer_nap(void);\nint main(void) { outer_nap(); return 0; }\n").unwrap();
+    let cc = |args: &[&str]| {
+        let st =
+            Command::new("cc").args(["-O1", "-g", "-fno-omit-frame-pointer"]).args(args).status().expect("cc runs");
+        assert!(st.success(), "cc {args:?}");
+    };
+    let lib = lower.join("libnap.so");
+    cc(&["-shared", "-fPIC", "-o", lib.to_str().unwrap(), d.join("nap.c").to_str().unwrap()]);
+    let rpath = format!("-Wl,-rpath,{}", merged.display());
+    let prog = lower.join("napper");
+    cc(&["-o", prog.to_str().unwrap(), d.join("main.c").to_str().unwrap(), lib.to_str().unwrap(), &rpath]);
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        d.join("upper").display(),
+        d.join("work").display()
+    );
+    let st = Command::new("mount").args(["-t", "overlay", "overlay", "-o", &opts]).arg(&merged).status().unwrap();
+    assert!(st.success(), "mounting an overlay");
+    let t2 = d.join("ovl.lst");
+    let rec = common::latscope(&[
+        "record",
+        "-w",
+        t2.to_str().unwrap(),
+        "--why",
+        "--stacks",
+        "--quiet",
+        "--no-block",
+        "--",
+        merged.join("napper").to_str().unwrap(),
+    ]);
+    let _ = Command::new("umount").arg(&merged).status();
+    assert!(rec.status.success(), "{}", String::from_utf8_lossy(&rec.stderr));
+    let f = "proc.name = napper and evt.type in (nanosleep, clock_nanosleep)";
+    let v = latscope_json(&["why", "-r", t2.to_str().unwrap(), "--stacks", "--waits", "--json", f]);
+    let user = strs(&v["stacks"][0]["user"]);
+    assert!(user.iter().any(|f| f.starts_with("outer_nap")), "the overlay's library named: {v}");
 }

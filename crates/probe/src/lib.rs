@@ -942,7 +942,14 @@ impl Probe {
     /// each file named by the path the recording knows for it (the opens recorded, processes'
     /// maps read), with its build id when the file at that path is still that inode.
     pub fn user_stack_files(&self, key: u64) -> Option<Vec<procmaps::UserAddr>> {
-        let files = self.stacks.as_ref()?.files(key)?;
+        let store = self.stacks.as_ref()?;
+        // Not drained yet: the process exited after this poll's drain. The kernel names the
+        // frames on entering exit_group, before the process's memory goes, so a maps read that
+        // failed for the exit finds them in the map.
+        let files = store.files(key).or_else(|| {
+            let v = self.skel.maps.why_ufiles.lookup(&key.to_ne_bytes(), libbpf_rs::MapFlags::ANY).ok()??;
+            stackstore::file_frames(&v)
+        })?;
         let mut d = self.decoder.borrow_mut();
         Some(files.iter().map(|&(dev, ino, off)| d.user_addr_of_file(dev, ino, off)).collect())
     }

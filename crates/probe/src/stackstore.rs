@@ -37,6 +37,18 @@ impl Generations {
 /// inode (0: none found) and byte offset in the file.
 pub type FileFrame = (u32, u64, u64);
 
+/// The frames of a `struct ls_ufiles` value (inodes, offsets, devices of [`crate::STACK_DEPTH`]
+/// frames each); `None` for a value of another size.
+pub(crate) fn file_frames(v: &[u8]) -> Option<Arc<[FileFrame]>> {
+    let depth = crate::STACK_DEPTH;
+    if v.len() < depth * 20 {
+        return None;
+    }
+    let u64_at = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    let u32_at = |i: usize| u32::from_ne_bytes(v[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
+    Some((0..depth).map(|i| (u32_at(2 * depth * 2 + i), u64_at(i), u64_at(depth + i))).collect())
+}
+
 /// The stacks drained from the kernel's maps, by kind and key.
 #[derive(Debug, Default)]
 pub(crate) struct StackStore {
@@ -77,10 +89,7 @@ impl StackStore {
         let (now, before) = (&mut self.files_now, &mut self.files_before);
         let mut put = |k: &[u8], v: &[u8]| {
             let key = u64::from_ne_bytes(k.try_into().expect("8-byte keys"));
-            let u64_at = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-            let u32_at = |i: usize| u32::from_ne_bytes(v[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
-            let frames: Arc<[FileFrame]> =
-                (0..depth).map(|i| (u32_at(2 * depth * 2 + i), u64_at(i), u64_at(depth + i))).collect();
+            let Some(frames) = file_frames(v) else { return };
             if now.len() >= GENERATION {
                 *before = std::mem::take(now);
             }

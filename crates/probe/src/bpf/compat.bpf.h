@@ -164,13 +164,36 @@ struct ls_vma_file {
 /* Pages of 4 KiB (x86-64: vm_pgoff counts them). */
 #define LS_PAGE_SHIFT 12
 
+extern int LINUX_KERNEL_VERSION __kconfig;
+
+/*
+ * The inode the user opened behind a mapped file. overlayfs maps its files as backing files
+ * (Linux 6.8 and later: struct backing_file): the mapping holds the file beneath, while
+ * /proc/PID/maps and the file descriptors the recording names show the overlay's inode (a
+ * container's files, the root of many VMs). FMODE_BACKING, which marks such a file, is bit 25
+ * until Linux 6.14 and bit 24 from it (fsnotify's pre-content bits moved it; bit 25 then means
+ * something else): the only kernel difference this helper needs the version for.
+ */
+static __always_inline struct inode *user_inode(struct file *file)
+{
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	if (!bpf_core_type_exists(struct backing_file))
+		return inode;
+	unsigned int backing = LINUX_KERNEL_VERSION >= KERNEL_VERSION(6, 14, 0) ? 1u << 24 : 1u << 25;
+	if (!(BPF_CORE_READ(file, f_mode) & backing))
+		return inode;
+	struct backing_file *bf = container_of(file, struct backing_file, file);
+	struct inode *user = BPF_CORE_READ(bf, user_path.dentry, d_inode);
+	return user ? user : inode;
+}
+
 static long vma_file_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct ls_vma_file *f = data;
 	struct file *file = BPF_CORE_READ(vma, vm_file);
 	if (!file)
 		return 0;
-	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	struct inode *inode = user_inode(file);
 	if (!inode)
 		return 0;
 	f->ino = BPF_CORE_READ(inode, i_ino);
