@@ -698,11 +698,6 @@ impl Probe {
         bpf(open.maps.why_ufiles.set_max_entries(ufiles), "sizing the user stack files map")?;
         let lastu = if stacks { ls_ufiles_limits::LS_LASTU_ENTRIES.0 } else { 1 };
         bpf(open.maps.why_lastu.set_max_entries(lastu), "sizing the last user stacks map")?;
-        // A process's last stacks named as files when it exits or execs (Linux 5.17 and later;
-        // on older kernels these programs do nothing).
-        for p in [&mut open.progs.ls_why_exit_group, &mut open.progs.ls_why_execve, &mut open.progs.ls_why_execveat] {
-            p.set_autoload(stacks);
-        }
         for p in [
             &mut open.progs.ls_why_waking,
             &mut open.progs.ls_why_fault,
@@ -824,9 +819,6 @@ impl Probe {
             (&skel.progs.ls_why_softirq_raise, why),
             (&skel.progs.ls_why_fault, why),
             (&skel.progs.ls_why_waking, why),
-            (&skel.progs.ls_why_exit_group, why && cfg.why_stacks),
-            (&skel.progs.ls_why_execve, why && cfg.why_stacks),
-            (&skel.progs.ls_why_execveat, why && cfg.why_stacks),
             // First: entries in per-CPU slots must move with their task from the start.
             (&skel.progs.ls_switch, want_sys),
             (&skel.progs.ls_sys_enter, want_sys && fast),

@@ -318,6 +318,9 @@ static __always_inline int sys_enter(const bool fast, struct pt_regs *regs, long
 {
 	if (id < 0 || id >= LS_NR_MAX)
 		return 0;
+	/* A thread leaving its process or its program: its last user stack named as files. */
+	if (why_mode && why_stacks && (id == 231 /* exit_group */ || id == 59 /* execve */ || id == 322 /* execveat */))
+		why_keep_ufiles();
 	__u32 nr = id;
 	struct ls_sys_desc *d = bpf_map_lookup_elem(&sys_desc, &nr);
 	if (!d || !d->want)

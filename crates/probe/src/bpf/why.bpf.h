@@ -1301,7 +1301,9 @@ static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool 
  * names with the process's mappings if the recorder has not read them yet (a program that exits
  * right after its slow call always wins that race). Each frame is named here as the file mapped
  * at it (inode, device, offset), for the recorder to name by the file instead (Linux 5.17 and
- * later: bpf_find_vma).
+ * later: bpf_find_vma). Called from the entry of exit_group and execve(at) (sys_enter): a
+ * program of its own on those syscalls' tracepoints would add the kernel's per-syscall perf
+ * dispatch to every syscall of every task (about 70 ns each here).
  */
 static __always_inline int why_keep_ufiles(void)
 {
@@ -1340,24 +1342,6 @@ static __always_inline int why_keep_ufiles(void)
 	bpf_map_update_elem(&why_ufiles, &key, u, BPF_ANY);
 	bpf_map_delete_elem(&why_lastu, &tid);
 	return 0;
-}
-
-SEC("tracepoint/syscalls/sys_enter_exit_group")
-int ls_why_exit_group(void *ctx)
-{
-	return why_keep_ufiles();
-}
-
-SEC("tracepoint/syscalls/sys_enter_execve")
-int ls_why_execve(void *ctx)
-{
-	return why_keep_ufiles();
-}
-
-SEC("tracepoint/syscalls/sys_enter_execveat")
-int ls_why_execveat(void *ctx)
-{
-	return why_keep_ufiles();
 }
 
 /* The event's struct ls_why (rec: WHY_REC_FULL or WHY_REC_UNKNOWN, see why_close). */
