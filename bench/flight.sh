@@ -6,16 +6,18 @@
 #     the loop's own time (the probes' programs, which both run alike) and in latscope's process (decoding,
 #     encoding, writing or keeping in the ring, testing the triggers), per event, as the sum;
 #     rounds interleaved, medians of REPS;
-#  2. memory: latscope's peak RSS at paced rates, with rings of 16 MiB, 64 MiB and 5 s (whose
-#     256 MiB byte cap applies), and what each ring held at the end, next to `record`'s;
+#  2. memory: latscope's peak RSS at paced rates, with rings of MEM_RINGS (4 MiB, 16 MiB, 64 MiB),
+#     what each ring held at the end and the bound latscope printed at its start, next to
+#     `record`'s;
 #  3. from a trigger to the dump: readable at its name (the window before the trigger written) and
 #     complete (the window after it has passed, --after 0s), and the dump's size;
 #  4. the highest paced rate kept without loss, for both.
 # The machine may be shared (other builds, other benchmarks): medians of interleaved rounds, CPU
 # time rather than wall time. Prints Markdown tables; run as root: bash bench/flight.sh
 #   REPS (3), N (loop calls per round, 2000000), DUR (s per paced run, 5), MEM_DUR (s per memory
-#   run, 8: long enough to fill the rings at the higher rates), RATES (events/s), PARTS (which
-#   of the four parts to run, 1234: e.g. PARTS=1 for the CPU figures alone).
+#   run, 8: long enough to fill the rings at the higher rates), RATES (events/s), MEM_RATES
+#   (events/s of part 2, 20000 500000), MEM_RINGS (rings of part 2), PARTS (which of the four
+#   parts to run, 1234: e.g. PARTS=1 for the CPU figures alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
@@ -27,6 +29,8 @@ N=${N:-2000000}
 DUR=${DUR:-5}
 MEM_DUR=${MEM_DUR:-8}
 RATES=${RATES:-250000 500000 1000000 1500000}
+MEM_RATES=${MEM_RATES:-20000 500000}
+MEM_RINGS=${MEM_RINGS:-4MiB 16MiB 64MiB}
 PARTS=${PARTS:-1234}
 part() { [[ $PARTS == *$1* ]]; }
 TRACER=""
@@ -119,7 +123,7 @@ done
 echo "(no tracing: $base CPU ns/call)"
 fi
 
-rss_at() { # mode ring rate secs -> "peak_rss_MB lost ring_MiB ring_s loop_rate"
+rss_at() { # mode ring rate secs -> "peak_rss_MB lost ring_MiB ring_s loop_rate bound_MB"
 	start "$1" "$2"
 	local w
 	read -r w _ <<<"$("$WORK/readloop" $(($3 * $4)) "$3" mix)"
@@ -127,20 +131,28 @@ rss_at() { # mode ring rate secs -> "peak_rss_MB lost ring_MiB ring_s loop_rate"
 	local rss
 	rss=$(awk '/VmHWM/ {print $2}' /proc/"$TRACER"/status)
 	stop
-	python3 -c "import json; l=[json.loads(x) for x in open('$WORK/out.json') if x.strip()][-1]; print($rss // 1024, l['lost'], round(l.get('ring_bytes', 0) / 2**20, 1), round(l.get('ring_span_s', 0), 1), round(1e9 / $w))"
+	python3 -c "import json; ls=[json.loads(x) for x in open('$WORK/out.json') if x.strip()]; l=ls[-1]; b=[x['memory_bound_bytes'] for x in ls if 'memory_bound_bytes' in x]; print($rss // 1024, l['lost'], round(l.get('ring_bytes', 0) / 2**20, 1), round(l.get('ring_span_s', 0), 1), round(1e9 / $w), round(b[0] / 1e6) if b else '-')"
 }
 if part 2; then
 echo
 echo "### Memory: peak RSS at a paced rate ($MEM_DUR s each: the rings fill)"
 echo
-echo "| target events/s | record -w FILE | --ring 16MiB: peak RSS (the ring held at the end) | --ring 64MiB | --ring 5s (at most 256 MiB) |"
-echo "|---|---|---|---|---|"
-for rate in $RATES; do
+hdr="| target events/s | record -w FILE |"
+sep="|---|---|"
+for ring in $MEM_RINGS; do
+	hdr+=" --ring $ring: peak RSS / bound printed (the ring held at the end) |"
+	sep+="---|"
+done
+echo "$hdr"
+echo "$sep"
+for rate in $MEM_RATES; do
 	read -r a la _ <<<"$(rss_at record - "$rate" "$MEM_DUR")"
-	read -r b lb bb bs _ <<<"$(rss_at ring 16MiB "$rate" "$MEM_DUR")"
-	read -r c lc cb cs _ <<<"$(rss_at ring 64MiB "$rate" "$MEM_DUR")"
-	read -r d ld db ds _ <<<"$(rss_at ring 5s "$rate" "$MEM_DUR")"
-	echo "| $rate | $a MB (lost $la) | $b MB ($bb MiB, $bs s; lost $lb) | $c MB ($cb MiB, $cs s; lost $lc) | $d MB ($db MiB, $ds s; lost $ld) |"
+	row="| $rate | $a MB (lost $la) |"
+	for ring in $MEM_RINGS; do
+		read -r b lb bb bs _ bd <<<"$(rss_at ring "$ring" "$rate" "$MEM_DUR")"
+		row+=" $b MB / $bd MB ($bb MiB, $bs s; lost $lb) |"
+	done
+	echo "$row"
 done
 fi
 
@@ -176,8 +188,8 @@ echo
 echo "| target events/s | loop reached | record -w FILE: lost | --ring 64MiB: lost |"
 echo "|---|---|---|---|"
 for rate in $RATES 2000000; do
-	read -r _ la _ _ ra <<<"$(rss_at record - "$rate" "$DUR")"
-	read -r _ lb _ _ rb <<<"$(rss_at ring 64MiB "$rate" "$DUR")"
+	read -r _ la _ _ ra _ <<<"$(rss_at record - "$rate" "$DUR")"
+	read -r _ lb _ _ rb _ <<<"$(rss_at ring 64MiB "$rate" "$DUR")"
 	echo "| $rate | $ra / $rb | $la | $lb |"
 done
 fi

@@ -500,11 +500,7 @@ impl Agent {
                 (n::FLIGHT_FIRED, "Triggers of the flight recorder fired.", s.fired),
                 (n::FLIGHT_DUMPS, "Dumps the flight recorder wrote (complete files).", s.dumps),
                 (n::FLIGHT_DUMP_BYTES, "Bytes of the dumps written.", s.bytes_written),
-                (
-                    n::FLIGHT_SUPPRESSED,
-                    "Triggers that wrote nothing (within the minimum gap, no disk space).",
-                    s.suppressed,
-                ),
+                (n::FLIGHT_SUPPRESSED, "Triggers that wrote nothing (no disk space).", s.suppressed),
                 (n::FLIGHT_FAILED, "Dumps that stopped on an error (a full disk).", s.failed),
                 (n::FLIGHT_DELETED, "Old dumps deleted (keep, disk_budget).", s.deleted),
                 (n::FLIGHT_EVENTS, "Events that went through the ring.", s.events),

@@ -116,7 +116,8 @@ pub mod names {
     pub const FLIGHT_DUMPS: &str = "latscope_agent_flight_dumps";
     /// Counter: bytes of those dumps.
     pub const FLIGHT_DUMP_BYTES: &str = "latscope_agent_flight_dump_bytes";
-    /// Counter: triggers that wrote nothing (within the minimum gap, no disk space).
+    /// Counter: triggers that wrote nothing (no disk space; one within the minimum gap is
+    /// dumped when it ends).
     pub const FLIGHT_SUPPRESSED: &str = "latscope_agent_flight_dumps_suppressed";
     /// Counter: dumps that stopped on an error (a full disk).
     pub const FLIGHT_FAILED: &str = "latscope_agent_flight_dumps_failed";

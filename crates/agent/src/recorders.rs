@@ -78,6 +78,8 @@ impl RecorderRun {
                     .filter(filter)
                     .why(cfg.why_above_ns)
                     .why_stacks(cfg.stacks)
+                    // As record --ring: the kernel's buffer sized from the ring.
+                    .ring_bytes(usize::try_from(latscope_flight::default_kernel_buffer(&cfg.ring)).unwrap_or(64 << 20))
                     .stop_on(&[])
                     .start()
                     .map_err(|e| format!("recorder {}: {e}", cfg.name))
@@ -99,7 +101,8 @@ impl RecorderRun {
                 };
                 let stop = session.stop_flag();
                 let _ = ready_tx.send(Ok((ring.handle(), stop)));
-                Recorder::new(session, ring, RecorderOptions::default())
+                let opts = RecorderOptions { block_events: latscope_flight::RING_BLOCK_EVENTS, ..Default::default() };
+                Recorder::new(session, ring, opts)
                     .run(|_| {})
                     .map(|_| ())
                     .map_err(|e| format!("recorder {}: {e}", cfg.name))

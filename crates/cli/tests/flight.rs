@@ -186,3 +186,53 @@ fn flight_options_are_checked_before_anything_starts() {
     assert_eq!(lines[i + 2].find('^'), lines[i + 1].find("fsnyc"), "{err}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing written");
 }
+
+/// `--why-above` and `--stacks` in ring mode, against real probes: a thread waits for a lock
+/// another holds 150 ms (tests/why_stacks.c, built with frame pointers); the call trigger fires on
+/// the wait, and the dump's `why --stacks` names the futex wait under the workload's own
+/// waiting function.
+#[test]
+fn a_dump_of_a_ring_with_stacks_names_the_stack_of_the_slow_call() {
+    if !require_bpf("a_dump_of_a_ring_with_stacks_names_the_stack_of_the_slow_call") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("why_stacks");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/why_stacks.c");
+    let st = Command::new("cc")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+        .arg(&work)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let dumps = dir.path().join("dumps");
+    std::fs::create_dir(&dumps).unwrap();
+    let o = Command::new(bin())
+        .args(["record", "--no-block", "--ring", "30s", "--why-above", "2ms", "--stacks", "--after", "1s"])
+        .args(["--trigger", "slow: evt.latency > 100ms and evt.type = futex", "--json", "-w"])
+        .arg(&dumps)
+        .arg("--socket")
+        .arg(dir.path().join("t.sock"))
+        .arg("--")
+        .arg(&work)
+        .args(["3", "150"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    // The workload's `key value` lines go to the same output.
+    let events: Vec<serde_json::Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let main = out.lines().find_map(|l| l.strip_prefix("main ")).expect("the workload's main thread").trim();
+    let dumped: Vec<&serde_json::Value> = events.iter().filter(|e| e["event"] == "dumped").collect();
+    assert_eq!(dumped.len(), 1, "{out}");
+    let file = dumped[0]["file"].as_str().unwrap();
+    let v = latscope_json(&["why", "-r", file, "--stacks", "--json", &format!("thread.tid = {main}")]);
+    let top = &v["stacks"][0];
+    let frames = |k: &str| -> Vec<String> {
+        top[k].as_array().unwrap_or(&Vec::new()).iter().filter_map(|f| f.as_str().map(String::from)).collect()
+    };
+    assert_eq!(top["op"], "futex", "{v}");
+    assert!(frames("kernel").iter().any(|f| f.starts_with("futex_wait") || f.starts_with("futex_do_wait")), "{v}");
+    assert_eq!(frames("user").first().map(String::as_str), Some("wait_for_holder"), "{v}");
+}

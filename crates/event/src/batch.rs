@@ -170,6 +170,9 @@ macro_rules! columns {
         }
 
         impl EventBatch {
+            /// Bytes an event takes in a batch beside its strings: the fixed-size columns and
+            /// the four string columns' offsets.
+            pub const FIXED_EVENT_BYTES: usize = 0 $( + std::mem::size_of::<$ty>() )* + 4 * 4;
             /// An empty batch with room for `n` events.
             pub fn with_capacity(n: usize) -> Self {
                 Self {

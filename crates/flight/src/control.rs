@@ -62,12 +62,45 @@ fn check_dir(dir: &Path) -> Result<(), String> {
     }
 }
 
+/// Remove the sockets in `dir` named `PROGRAM-PID.sock` whose process is gone and that nobody
+/// answers on; returns how many.
+pub fn remove_stale(dir: &Path) -> usize {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".sock"))
+            .and_then(|n| n.rsplit_once('-'))
+            .and_then(|(_, pid)| pid.parse::<i32>().ok())
+            .filter(|&p| p > 0)
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only tests whether the process exists.
+        let gone =
+            unsafe { libc::kill(pid, 0) } == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        let socket = e.file_type().is_ok_and(|t| t.is_socket());
+        if gone && socket && UnixStream::connect(e.path()).is_err() && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 impl ControlServer {
     /// Listen on `path` (`None`: [`default_socket`] of `program`).
     pub fn start(path: Option<PathBuf>, program: &str) -> Result<ControlServer, String> {
+        let default = path.is_none();
         let path = path.unwrap_or_else(|| default_socket(program));
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         check_dir(dir)?;
+        if default {
+            // A process killed with -9 left its socket: `latscope trigger` would list it.
+            remove_stale(dir);
+        }
         if let Ok(m) = path.symlink_metadata() {
             use std::os::unix::fs::FileTypeExt;
             if !m.file_type().is_socket() {
@@ -218,4 +251,26 @@ pub fn sockets() -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+#[cfg(test)]
+mod stale_tests {
+    use super::*;
+
+    #[test]
+    fn sockets_of_dead_processes_are_removed_and_no_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        // A socket left by a killed process: bound, then its listener gone (the file stays).
+        let stale = dir.path().join(format!("record-{dead}.sock"));
+        drop(UnixListener::bind(&stale).unwrap());
+        let live = dir.path().join(format!("record-{}.sock", std::process::id()));
+        let _listener = UnixListener::bind(&live).unwrap();
+        let other = dir.path().join(format!("notes-{dead}.sock"));
+        std::fs::write(&other, "not a socket").unwrap();
+        assert_eq!(remove_stale(dir.path()), 1);
+        assert!(!stale.exists() && live.exists() && other.exists());
+    }
 }

@@ -28,7 +28,10 @@ pub enum Outcome {
     Dumping(PathBuf),
     /// The dump in progress at this path was extended.
     Extended(PathBuf),
-    /// Nothing was written, and why (the minimum gap, no disk space).
+    /// Within the minimum gap between dumps: dumped when the gap ends, with a window reaching
+    /// back to the trigger (and why).
+    Deferred(String),
+    /// Nothing was written, and why (no disk space).
     Suppressed(String),
     /// The dump could not be begun.
     Failed(String),
@@ -39,6 +42,7 @@ impl std::fmt::Display for Outcome {
         match self {
             Outcome::Dumping(p) => write!(f, "dumping to {}", p.display()),
             Outcome::Extended(p) => write!(f, "extends the dump in progress, {}", p.display()),
+            Outcome::Deferred(why) => write!(f, "deferred: {why}"),
             Outcome::Suppressed(why) => write!(f, "not dumped: {why}"),
             Outcome::Failed(why) => write!(f, "dump failed: {why}"),
         }
@@ -183,7 +187,8 @@ pub struct FlightStats {
     pub fired: u64,
     /// Dumps completed.
     pub dumps: u64,
-    /// Fires that wrote nothing (within the minimum gap, no disk space).
+    /// Fires that wrote nothing (no disk space; one deferred by the minimum gap is counted when
+    /// its dump could not be begun).
     pub suppressed: u64,
     /// Dumps that stopped on an error.
     pub failed: u64,
@@ -238,6 +243,13 @@ pub(crate) enum Manual {
     File { name: String, path: PathBuf, seen: Option<std::time::SystemTime>, next: Instant },
 }
 
+/// Triggers that fired within the minimum gap, waiting for it to end: one dump covers them all.
+struct Pending {
+    first: Fire,
+    triggers: Vec<String>,
+    last_at_ns: u64,
+}
+
 struct Active {
     writer: TraceWriter,
     path: PathBuf,
@@ -270,6 +282,8 @@ pub(crate) struct Dumper {
     last_start: Option<Instant>,
     /// Triggers told they were within the gap since the last dump (told once).
     told: HashSet<String>,
+    /// Fires within the minimum gap, dumped when it ends.
+    pending: Option<Pending>,
     manual: Vec<Manual>,
     on_event: Box<dyn FnMut(&FlightEvent) + Send>,
     /// The ring's time span, for the window before when none is given.
@@ -302,6 +316,7 @@ impl Dumper {
             active: None,
             last_start: None,
             told: HashSet::new(),
+            pending: None,
             manual,
             on_event,
             ring_span_ns,
@@ -333,6 +348,7 @@ impl Dumper {
             }
             self.poll_manual();
             self.progress(false);
+            self.start_pending(false);
         }
     }
 
@@ -375,13 +391,12 @@ impl Dumper {
     pub(crate) fn fire(&mut self, f: Fire) -> Outcome {
         self.stats().fired += 1;
         let outcome = self.decide(&f);
-        let quiet = matches!(outcome, Outcome::Suppressed(_)) && !self.told.insert(f.trigger.clone());
-        if quiet {
+        let held = matches!(outcome, Outcome::Suppressed(_) | Outcome::Deferred(_));
+        let quiet = held && !self.told.insert(f.trigger.clone());
+        if matches!(outcome, Outcome::Suppressed(_)) {
             self.stats().suppressed += 1;
-        } else {
-            if matches!(outcome, Outcome::Suppressed(_)) {
-                self.stats().suppressed += 1;
-            }
+        }
+        if !quiet {
             self.emit(FlightEvent::Fired {
                 trigger: f.trigger.clone(),
                 reason: f.reason.clone(),
@@ -393,6 +408,8 @@ impl Dumper {
     }
 
     fn decide(&mut self, f: &Fire) -> Outcome {
+        // A deferred dump whose gap has ended begins first: this firing joins it.
+        self.start_pending(false);
         if let Some(a) = &mut self.active {
             let end = f.at_ns.saturating_add(self.opts.after_ns).min(a.max_end_ns);
             a.end_ns = a.end_ns.max(end);
@@ -402,13 +419,62 @@ impl Dumper {
             return Outcome::Extended(a.path.clone());
         }
         if let Some(t) = self.last_start.filter(|t| t.elapsed() < self.opts.min_gap) {
+            // Not lost: dumped when the gap ends, its window reaching back to this trigger
+            // (as far as the ring still holds it).
             let left = self.opts.min_gap - t.elapsed();
-            return Outcome::Suppressed(format!(
-                "within the minimum gap between dumps (--min-gap {}; {} left)",
+            let joins = match &mut self.pending {
+                Some(p) => {
+                    p.last_at_ns = p.last_at_ns.max(f.at_ns);
+                    if !p.triggers.contains(&f.trigger) {
+                        p.triggers.push(f.trigger.clone());
+                    }
+                    true
+                }
+                None => {
+                    let p = Pending { first: f.clone(), triggers: vec![f.trigger.clone()], last_at_ns: f.at_ns };
+                    self.pending = Some(p);
+                    false
+                }
+            };
+            return Outcome::Deferred(format!(
+                "within the minimum gap between dumps (--min-gap {}): {} when it ends, in {}",
                 fmt_ns(self.opts.min_gap.as_nanos() as u64),
+                if joins { "joins the dump that begins" } else { "dumped, with the window before this trigger," },
                 fmt_ns(left.as_nanos() as u64)
             ));
         }
+        self.begin(f, false)
+    }
+
+    /// Begin the deferred dump once the minimum gap has ended (at once, `stopping`).
+    fn start_pending(&mut self, stopping: bool) {
+        if self.active.is_some() || self.pending.is_none() {
+            return;
+        }
+        if !stopping && self.last_start.is_some_and(|t| t.elapsed() < self.opts.min_gap) {
+            return;
+        }
+        let Some(p) = self.pending.take() else { return };
+        let outcome = self.begin(&p.first, true);
+        if let (Outcome::Dumping(_), Some(a)) = (&outcome, &mut self.active) {
+            let end = p.last_at_ns.saturating_add(self.opts.after_ns).min(a.max_end_ns);
+            a.end_ns = a.end_ns.max(end);
+            for t in p.triggers {
+                if !a.triggers.contains(&t) {
+                    a.triggers.push(t);
+                }
+            }
+        }
+        if matches!(outcome, Outcome::Suppressed(_)) {
+            self.stats().suppressed += 1;
+        }
+        let f = p.first;
+        let reason = format!("{} (deferred by --min-gap)", f.reason);
+        self.emit(FlightEvent::Fired { trigger: f.trigger, reason, at_ns: f.at_ns, outcome });
+    }
+
+    /// Begin a dump for `f`, unless the disk has no room for it.
+    fn begin(&mut self, f: &Fire, deferred: bool) -> Outcome {
         let from_ns = f.at_ns.saturating_sub(self.before_ns());
         let (estimate, _) = {
             let st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -417,19 +483,11 @@ impl Dumper {
             (before + after as u64, ())
         };
         // Room on the disk: a dump that cannot fit is not begun (the ring keeps running).
-        if let Some(free) = files::free_bytes(&self.opts.dir) {
-            if free < estimate + (1 << 20) {
-                return Outcome::Suppressed(format!(
-                    "not enough disk space: {} free in {}, the dump needs about {} (the ring keeps running; \
-                     dumps resume when there is room)",
-                    fmt_bytes(free),
-                    self.opts.dir.display(),
-                    fmt_bytes(estimate)
-                ));
-            }
+        if let Some(why) = files::free_bytes(&self.opts.dir).and_then(|f| no_room(f, estimate, &self.opts.dir)) {
+            return Outcome::Suppressed(why);
         }
         let budget = self.make_room(estimate);
-        match self.start(f, from_ns, budget) {
+        match self.start(f, from_ns, budget, deferred) {
             Ok(p) => {
                 self.last_start = Some(Instant::now());
                 self.told.clear();
@@ -460,13 +518,20 @@ impl Dumper {
         Some(budget.saturating_sub(used))
     }
 
-    fn start(&mut self, f: &Fire, from_ns: u64, budget: Option<u64>) -> Result<PathBuf, String> {
-        let (slots, stacks_before, base_lost, tables) = {
+    fn start(&mut self, f: &Fire, from_ns: u64, budget: Option<u64>, deferred: bool) -> Result<PathBuf, String> {
+        let (slots, stacks_before, base_lost, tables, evicted) = {
             let st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
             let (slots, stacks, lost) = st.ring.window(from_ns);
-            (slots, stacks, lost, st.tables.clone())
+            (slots, stacks, lost, st.tables.clone(), st.ring.evicted > 0)
         };
         let first_ns = slots.iter().filter_map(|s| s.block.ts_range()).map(|r| r.0).min().unwrap_or(from_ns);
+        // A dump that waited for the gap may find the start of its window gone from the ring.
+        let cut = (deferred && evicted && self.opts.before_ns.is_some() && first_ns > from_ns).then(|| {
+            format!(
+                "the dump waited for --min-gap, and the ring no longer held the first {} of the window before the trigger",
+                fmt_ns(first_ns - from_ns)
+            )
+        });
         let condition =
             self.conditions.iter().find(|(n, _)| *n == f.trigger).map(|(_, c)| c.clone()).unwrap_or_default();
         let mut header = tables.header_at(first_ns, Some(crate::tables::snapshot_now()));
@@ -506,6 +571,8 @@ impl Dumper {
         };
         if slots.is_empty() {
             a.short = Some("the ring held no events from the window before the trigger".into());
+        } else if cut.is_some() {
+            a.short = cut;
         }
         // The window before the trigger, then the file at its name: readable from here on.
         let r = write_slots(&mut a, &slots).and_then(|()| a.writer.commit().map(|_| ()));
@@ -631,8 +698,29 @@ impl Dumper {
 
     fn stop(&mut self) {
         self.progress(true);
+        // A dump still waiting for the gap is written with what the ring holds.
+        self.start_pending(true);
+        self.progress(true);
     }
 }
+
+/// Why a dump of about `estimate` bytes is not begun with `free` bytes free in `dir`, if it is not.
+fn no_room(free: u64, estimate: u64, dir: &Path) -> Option<String> {
+    (free < estimate.saturating_add(DISK_RESERVE)).then(|| {
+        format!(
+            "not enough disk space: {} free in {}, the dump needs about {} and {} is left free \
+             (the ring keeps running; dumps resume when there is room)",
+            fmt_bytes(free),
+            dir.display(),
+            fmt_bytes(estimate),
+            fmt_bytes(DISK_RESERVE)
+        )
+    })
+}
+
+/// Space a dump leaves free on its disk: the estimate is rough, and a disk filled to the last
+/// byte fails other writers too.
+pub(crate) const DISK_RESERVE: u64 = 1 << 20;
 
 const BUDGET: &str = "the disk budget was reached (--disk-budget)";
 
@@ -678,4 +766,20 @@ fn write_slots(a: &mut Active, slots: &[Slot]) -> Result<(), TraceError> {
         a.last_end_ns = a.last_end_ns.max(s.block.end_max().unwrap_or(0));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_disk_space_message_names_the_space_left_free() {
+        let dir = Path::new("/var/tmp/flight");
+        let mib = 1 << 20;
+        // More free than the dump needs, less than it needs plus what is left free.
+        let why = no_room(2 * mib + mib / 3, mib + 2 * mib / 5, dir).expect("not begun");
+        assert!(why.contains("2.33MiB free") && why.contains("needs about 1.40MiB"), "{why}");
+        assert!(why.contains("and 1.00MiB is left free"), "{why}");
+        assert_eq!(no_room(3 * mib, 2 * mib, dir), None, "the dump and the space left free fit");
+    }
 }

@@ -19,15 +19,18 @@
 //! through a symlink, at its name once the window before the trigger is on disk).
 //!
 //! * **Memory** is bounded by the ring ([`RingSize`]: a time, a size, or both, whichever is
-//!   less), whatever the event rate: blocks are evicted oldest first. A recorder's batches in
-//!   flight add at most [`latscope_live::MEMORY_BOUND_BYTES`].
+//!   less), whatever the event rate: blocks are evicted oldest first. The whole process's bound
+//!   ([`MemoryBound`]) adds the kernel's ring buffer (by default sized from the ring,
+//!   [`default_kernel_buffer`]), the batches in flight (one queued for sealing) and the rest of
+//!   latscope.
 //! * **Triggers** ([`Trigger`], any number, each named): a call any filter matches (its
 //!   kernel-testable clauses tested first, on columns), a percentile over a sliding window
 //!   (`p99 of fsync on /var/lib/pg over 10s > 20ms`), a rate (`errors > 100/s`), a signal, a
 //!   file appearing, or `latscope trigger NAME` on a local socket ([`ControlServer`]); the
 //!   syntax is in [`trigger`].
-//! * **Guards**: at most one dump per [`FlightOptions::min_gap`]; a trigger firing during a
-//!   dump extends it instead ([`Outcome::Extended`]); at most [`FlightOptions::keep`] dumps
+//! * **Guards**: at most one dump per [`FlightOptions::min_gap`] (a trigger firing within it
+//!   is dumped when it ends, [`Outcome::Deferred`]); a trigger firing during a dump extends it
+//!   instead ([`Outcome::Extended`]); at most [`FlightOptions::keep`] dumps
 //!   and [`FlightOptions::disk_budget`] bytes in the directory (the oldest deleted); a dump
 //!   that does not fit on the disk is not begun, and one that fills it stops, cut back to its
 //!   last complete block and readable, while the ring keeps running.
@@ -69,7 +72,8 @@ mod worker;
 pub use control::ControlServer;
 pub use dump::{DumpReport, FlightEvent, FlightStats, Outcome};
 pub use recorder::{
-    FlightError, FlightHandle, FlightOptions, FlightRecorder, DEFAULT_AFTER, DEFAULT_KEEP, DEFAULT_MIN_GAP,
+    default_kernel_buffer, FlightError, FlightHandle, FlightOptions, FlightRecorder, MemoryBound, DEFAULT_AFTER,
+    DEFAULT_KEEP, DEFAULT_MIN_GAP, MAX_KERNEL_BUFFER, MIN_KERNEL_BUFFER, PROCESS_BYTES, RING_BLOCK_EVENTS,
 };
 pub use ring::{time_or_size, Amount, RingSize, DEFAULT_RING_BYTES, MIN_RING_BYTES};
 pub use rotate::{RotateEvent, RotateEvery, Rotator};

@@ -99,6 +99,86 @@ impl FlightOptions {
     }
 }
 
+/// The kernel's ring buffer of a flight recorder not given one: half the ring (a power of two,
+/// as the kernel takes), at least 8 MiB to absorb bursts of tens of thousands of events, at most
+/// record's 64 MiB.
+pub fn default_kernel_buffer(ring: &RingSize) -> u64 {
+    (ring.max_bytes / 2).next_power_of_two().clamp(MIN_KERNEL_BUFFER, MAX_KERNEL_BUFFER)
+}
+/// See [`default_kernel_buffer`].
+pub const MIN_KERNEL_BUFFER: u64 = 8 << 20;
+/// See [`default_kernel_buffer`].
+pub const MAX_KERNEL_BUFFER: u64 = 64 << 20;
+
+/// Events per batch (and block) of a flight recorder: half of record's, as a batch takes about
+/// 450 bytes an event before it is sealed (the ring's blocks about 7); blocks of 16 Ki events
+/// compress almost as well.
+pub const RING_BLOCK_EVENTS: usize = 16_384;
+/// Batches a flight recorder's events are in between the kernel's buffer and the ring: at most
+/// two being filled (syscalls, the other kinds), two queued, one being sealed, one cleared for
+/// reuse.
+const BATCHES_IN_FLIGHT: u64 = 6;
+/// Batches queued for the sealing thread: as record's, so that a moment's delay of that thread
+/// does not stop the reading of the kernel's buffer.
+const RING_QUEUE_BATCHES: usize = latscope_live::WRITER_QUEUE_BLOCKS;
+/// Cleared batches kept for reuse.
+const RING_SPARE_BATCHES: usize = 1;
+/// Bytes of an event in a batch, strings included: the fixed columns, the command name and a
+/// path of a few tens of bytes (long paths at a high rate take more).
+const BATCH_EVENT_BYTES: u64 = EventBatch::FIXED_EVENT_BYTES as u64 + 16 + 48;
+/// latscope's process beside its buffers, about: its code, the probes' tables, the processes
+/// and open files it names (15 MiB on an idle machine).
+pub const PROCESS_BYTES: u64 = 24 << 20;
+
+/// The memory a flight recorder's process takes at most, by part, as its RSS counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryBound {
+    /// The ring's blocks.
+    pub ring: u64,
+    /// The kernel's ring buffer (counted twice in RSS: it is mapped twice, so that records
+    /// wrapping around its end read as one).
+    pub kernel_buffer: u64,
+    /// The batches between the kernel's buffer and the ring.
+    pub batches: u64,
+    /// The rest of the process ([`PROCESS_BYTES`], about).
+    pub process: u64,
+}
+
+impl MemoryBound {
+    /// The bound of a ring of `ring` behind a kernel buffer of `kernel_buffer` bytes.
+    pub fn new(ring: &RingSize, kernel_buffer: u64) -> MemoryBound {
+        // A batch is handed over once a poll of the kernel's buffer (at most
+        // MAX_RECORDS_PER_POLL records) has filled it to a block.
+        let per_batch = (RING_BLOCK_EVENTS + latscope_probe::MAX_RECORDS_PER_POLL) as u64 * BATCH_EVENT_BYTES;
+        MemoryBound {
+            ring: ring.max_bytes,
+            kernel_buffer: kernel_buffer.max(1 << 20).next_power_of_two(),
+            batches: BATCHES_IN_FLIGHT * per_batch,
+            process: PROCESS_BYTES,
+        }
+    }
+
+    /// The whole process, bytes of RSS.
+    pub fn total(&self) -> u64 {
+        self.ring + 2 * self.kernel_buffer + self.batches + self.process
+    }
+
+    /// `at most about 128MiB: the ring 4.00MiB, the kernel's buffer 8.00MiB (twice in RSS: it
+    /// is mapped twice), events being sealed 84.0MiB, the rest of latscope 24.0MiB`.
+    pub fn describe(&self) -> String {
+        use latscope_event::units::fmt_bytes;
+        format!(
+            "at most about {}: the ring {}, the kernel's buffer {} (twice in RSS: it is mapped twice), \
+             events being sealed {}, the rest of latscope {}",
+            fmt_bytes(self.total()),
+            fmt_bytes(self.ring),
+            fmt_bytes(self.kernel_buffer),
+            fmt_bytes(self.batches),
+            fmt_bytes(self.process)
+        )
+    }
+}
+
 /// Why a flight recorder could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum FlightError {
@@ -215,7 +295,7 @@ impl FlightRecorder {
             watch: Watch::new(&opts.triggers, header, opts.flush_every.as_nanos() as u64),
             dumper: tx.clone(),
         };
-        let worker = Worker::start(consumer, opts.dir.join("(ring)"), latscope_live::WRITER_QUEUE_BLOCKS)?;
+        let worker = Worker::start(consumer, opts.dir.join("(ring)"), RING_QUEUE_BATCHES, RING_SPARE_BATCHES)?;
         let handle = FlightHandle {
             name: name.to_string(),
             triggers: opts.triggers.iter().map(|t| t.name.clone()).collect(),
@@ -313,5 +393,33 @@ impl Consumer for RingConsumer {
         let _ = self.dumper.send(DumpMsg::Stop);
         let events = self.shared.state.lock().unwrap_or_else(|p| p.into_inner()).ring.events_in;
         Ok(Summary { events, ..summary })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_buffer_follows_the_ring_within_its_bounds() {
+        let mib = 1 << 20;
+        let buf = |r: &str| default_kernel_buffer(&RingSize::parse(r).unwrap()) / mib;
+        assert_eq!(buf("4MiB"), 8, "at least 8 MiB");
+        assert_eq!(buf("64MiB"), 32, "half the ring");
+        assert_eq!(buf("100MiB"), 64, "a power of two");
+        assert_eq!(buf("30s"), 64, "a time alone: its 256 MiB");
+        assert_eq!(buf("2GiB"), 64, "at most record's");
+    }
+
+    #[test]
+    fn the_memory_bound_adds_the_ring_the_kernel_buffer_twice_and_the_batches() {
+        let m = MemoryBound::new(&RingSize::parse("4MiB").unwrap(), 8 << 20);
+        assert_eq!(m.total(), (4 << 20) + 2 * (8 << 20) + m.batches + PROCESS_BYTES);
+        // The batches: a few blocks' worth, far less than record's 64 MiB kernel buffer twice.
+        assert!(m.batches > 16 << 20 && m.batches < 96 << 20, "{}", m.batches);
+        // The kernel rounds its buffer up to a power of two; the bound does too.
+        assert_eq!(MemoryBound::new(&RingSize::parse("4MiB").unwrap(), 5 << 20).kernel_buffer, 8 << 20);
+        let d = m.describe();
+        assert!(d.contains("the ring 4.00MiB") && d.contains("mapped twice"), "{d}");
     }
 }

@@ -109,6 +109,8 @@ pub(crate) struct Ring {
     evicted_lost: u64,
     /// Events that have passed through.
     pub events_in: u64,
+    /// Blocks evicted so far.
+    pub evicted: u64,
 }
 
 impl Ring {
@@ -121,6 +123,7 @@ impl Ring {
             evicted_stacks: String::new(),
             evicted_lost: 0,
             events_in: 0,
+            evicted: 0,
         }
     }
 
@@ -149,6 +152,7 @@ impl Ring {
             self.bytes -= s.block.mem_bytes();
             self.evicted_stacks.push_str(s.block.stacks());
             self.evicted_lost = s.block.lost_total();
+            self.evicted += 1;
         }
     }
 

@@ -113,7 +113,8 @@ impl Rotator {
             last_end_ns: 0,
             on_event: Box::new(on_event),
         };
-        let worker = Worker::start(c, dir, latscope_live::WRITER_QUEUE_BLOCKS).map_err(|e| e.to_string())?;
+        let worker = Worker::start(c, dir, latscope_live::WRITER_QUEUE_BLOCKS, latscope_live::WRITER_QUEUE_BLOCKS + 1)
+            .map_err(|e| e.to_string())?;
         Ok(Rotator { worker: Some(worker) })
     }
 

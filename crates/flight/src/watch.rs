@@ -57,6 +57,12 @@ struct Window {
     what: String,
     block: bool,
     filter: Option<(Filter, Pushdown)>,
+    /// The push-down decides the subject alone: no event needs the whole filter.
+    exact: bool,
+    /// The rows of a batch that count (reused).
+    rows: Vec<u32>,
+    /// Latencies of a run of rows in one slot, recorded together (reused).
+    lats: Vec<u64>,
     slot_ns: u64,
     slots_per_window: u64,
     slots: VecDeque<Slot>,
@@ -187,6 +193,41 @@ impl Call {
     }
 }
 
+/// Keep the rows of events of one kind (`sys`: syscalls, else block requests) that `pd` admits:
+/// [`Pushdown::admits`], one column at a time.
+fn retain_admitted(pd: &Pushdown, b: &EventBatch, rows: &mut Vec<u32>, sys: bool) {
+    if pd.kinds.is_some_and(|k| !(if sys { k.syscall } else { k.block })) {
+        rows.clear();
+        return;
+    }
+    if let Some(min) = pd.min_latency_ns {
+        rows.retain(|&i| b.lat[i as usize] >= min);
+    }
+    if let Some(set) = &pd.pids {
+        rows.retain(|&i| set.binary_search(&b.pid[i as usize]).is_ok());
+    }
+    if let Some(set) = &pd.tids {
+        rows.retain(|&i| set.binary_search(&b.tid[i as usize]).is_ok());
+    }
+    if let Some(names) = &pd.comms {
+        let (off, data) = (&b.comm.offsets, &b.comm.data);
+        rows.retain(|&i| {
+            let c = &data[off[i as usize] as usize..off[i as usize + 1] as usize];
+            names.iter().any(|n| n.as_bytes() == c)
+        });
+    }
+    if sys {
+        if let Some(set) = &pd.syscalls {
+            rows.retain(|&i| set.binary_search(&b.nr[i as usize]).is_ok());
+        }
+        if let Some(types) = &pd.fd_types {
+            rows.retain(|&i| types.contains(&latscope_event::FdType::from_u8(b.fd_type[i as usize])));
+        }
+    } else if let Some(set) = &pd.block_devs {
+        rows.retain(|&i| set.binary_search(&b.dev[i as usize]).is_ok());
+    }
+}
+
 /// `fsync on /data/x by postgres (pid 12) took 212ms`.
 fn describe_call(b: &EventBatch, i: usize, h: &TraceHeader) -> String {
     let ev = b.get(i);
@@ -241,6 +282,8 @@ impl Window {
             pd.resolve_disks(|n| header.block_devices.iter().find(|d| d.name == n).map(|d| d.dev));
             (f.clone(), pd)
         });
+        let kind = if block { EventKind::Block } else { EventKind::Syscall };
+        let exact = filter.as_ref().is_none_or(|(_, pd)| pd.is_exact(kind));
         let what = subject_words(condition);
         Window {
             name: name.to_string(),
@@ -248,6 +291,9 @@ impl Window {
             what,
             block,
             filter,
+            exact,
+            rows: Vec::new(),
+            lats: Vec::new(),
             slot_ns,
             slots_per_window: window_ns.div_ceil(slot_ns).max(1),
             slots: VecDeque::new(),
@@ -272,31 +318,42 @@ impl Window {
     }
 
     fn observe(&mut self, b: &EventBatch, ctx: &EvalContext, clock_ns: u64, fired: &mut Vec<Fire>) {
-        let kind = if self.block { EventKind::Block as u8 } else { EventKind::Syscall as u8 };
-        let errors = matches!(self.measure, Measure::Rate { counted: Counted::Errors, .. });
+        self.select(b, ctx);
         // Slots older than the window of the oldest slot still to evaluate take no events.
         let oldest = self.evaluated_to.saturating_sub(self.slots_per_window);
-        for i in 0..b.len() {
-            if b.kind[i] != kind || (errors && !failed(b.ret[i])) {
-                continue;
-            }
-            if let Some((f, pd)) = &self.filter {
-                if !pd.admits(b, i) || !f.matches(b, i, ctx) {
+        let pct = matches!(self.measure, Measure::Percentile { .. });
+        // Events come nearly in order: rows are taken in runs that end in one slot, each run
+        // recorded at once (one slot search and one histogram update per run, not per event).
+        let rows = std::mem::take(&mut self.rows);
+        let mut lats = std::mem::take(&mut self.lats);
+        let mut run: Option<(u64, u64)> = None; // (slot index, events in the run)
+        let (mut lo, mut hi) = (1, 0); // the run's slot, [lo, hi) ns: empty at first
+        for &i in &rows {
+            let i = i as usize;
+            let end = b.ts[i].saturating_add(b.lat[i]);
+            if end < lo || end >= hi {
+                if let Some((index, n)) = run.take() {
+                    self.add(index, n, &lats);
+                }
+                lats.clear();
+                let index = end / self.slot_ns;
+                (lo, hi) = (index * self.slot_ns, (index + 1).saturating_mul(self.slot_ns));
+                if index < oldest {
                     continue;
                 }
+                run = Some((index, 0));
             }
-            let end = b.ts[i].saturating_add(b.lat[i]);
-            let index = end / self.slot_ns;
-            if index < oldest {
-                continue;
-            }
-            let lat = b.lat[i];
-            let s = self.slot(index);
-            s.count += 1;
-            if let Some(h) = &mut s.hist {
-                h.record(lat);
+            let Some((_, n)) = &mut run else { continue };
+            *n += 1;
+            if pct {
+                lats.push(b.lat[i]);
             }
         }
+        if let Some((index, n)) = run {
+            self.add(index, n, &lats);
+        }
+        lats.clear();
+        (self.rows, self.lats) = (rows, lats);
         // Slots before the clock's (less what may come late) are complete: evaluate the windows
         // that end with each.
         let current = clock_ns / self.slot_ns;
@@ -320,6 +377,41 @@ impl Window {
         let keep_from = self.evaluated_to.saturating_sub(self.slots_per_window + 1);
         while self.slots.front().is_some_and(|s| s.index < keep_from) {
             self.slots.pop_front();
+        }
+    }
+
+    /// Count `n` events in slot `index`, of latencies `lats` (a percentile's).
+    fn add(&mut self, index: u64, n: u64, lats: &[u64]) {
+        let s = self.slot(index);
+        s.count += n;
+        if let Some(h) = &mut s.hist {
+            h.record_slice(lats);
+        }
+    }
+
+    /// The rows of `b` the window counts, into `self.rows`: tested column by column, the
+    /// push-down first, the whole filter only where the push-down does not decide alone.
+    fn select(&mut self, b: &EventBatch, ctx: &EvalContext) {
+        let kind = if self.block { EventKind::Block as u8 } else { EventKind::Syscall as u8 };
+        let rows = &mut self.rows;
+        rows.clear();
+        // A recorder's batches hold syscalls or the other kinds: mostly all or none.
+        let of_kind = b.kind.iter().fold(0usize, |n, &k| n + usize::from(k == kind));
+        if of_kind == 0 {
+            return;
+        }
+        if of_kind == b.len() {
+            rows.extend(0..b.len() as u32);
+        } else {
+            rows.extend((0..b.len() as u32).filter(|&i| b.kind[i as usize] == kind));
+        }
+        if matches!(self.measure, Measure::Rate { counted: Counted::Errors, .. }) {
+            rows.retain(|&i| failed(b.ret[i as usize]));
+        }
+        let Some((f, pd)) = &self.filter else { return };
+        retain_admitted(pd, b, rows, !self.block);
+        if !self.exact {
+            rows.retain(|&i| f.matches(b, i as usize, ctx));
         }
     }
 
@@ -427,6 +519,99 @@ mod tests {
         assert!(fired[0].reason.contains("200.0/s"), "{}", fired[0].reason);
         // Reports at most once a second of event time.
         assert!(fired.windows(2).all(|w| w[1].at_ns >= w[0].at_ns + S));
+    }
+
+    #[test]
+    fn a_window_counts_what_its_filter_matches_tested_on_columns() {
+        // Calls of three processes, several syscalls, some on files, and block requests.
+        let names = ["db", "web", "cron"];
+        let nrs = ["read", "write", "fsync"].map(|n| latscope_event::syscall_nr(n).unwrap());
+        let mut b = EventBatch::with_capacity(3000);
+        for i in 0..3000u64 {
+            let kind = if i % 97 == 0 { EventKind::Block as u8 } else { 0 };
+            b.push(&Event {
+                kind,
+                ts: 100 * S + i * 1000,
+                lat: (i % 50) * 1_000_000,
+                nr: nrs[(i % 3) as usize],
+                ret: if i % 7 == 0 { -5 } else { 0 },
+                pid: 9 + (i % 4) as u32,
+                tid: 9 + (i % 8) as u32,
+                comm: names[(i % 5 % 3) as usize].into(),
+                path: if i % 2 == 0 { format!("/data/f{}", i % 4) } else { String::new() },
+                ..Default::default()
+            });
+        }
+        let header = TraceHeader::default();
+        let mut ctx = EvalContext::new(&header);
+        ctx.observe(&b);
+        for subject in [
+            "proc.name = db",
+            "proc.name in (db, cron) and evt.type = read",
+            "proc.pid = 10 and evt.latency > 20ms",
+            "evt.rawres < 0 and proc.pid in (9, 11)",
+            "proc.name = web or evt.type = fsync",
+            "thread.tid = 12",
+        ] {
+            for t in [format!("p99 of ({subject}) over 3s > 20ms"), format!("errors of ({subject}) > 10/s")] {
+                let mut w = Watch::new(&[Trigger::parse(&t, "t").unwrap()], &header, S);
+                let win = &mut w.windows[0];
+                win.select(&b, &ctx);
+                let f = Filter::parse(subject).unwrap();
+                let errors = t.starts_with("errors");
+                let want: Vec<u32> = (0..b.len())
+                    .filter(|&i| b.kind[i] == 0 && (!errors || failed(b.ret[i])) && f.matches(&b, i, &ctx))
+                    .map(|i| i as u32)
+                    .collect();
+                assert!(!want.is_empty(), "{t}");
+                assert_eq!(win.rows, want, "{t}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_counts_each_event_in_the_slot_its_call_ended_in() {
+        let mut w = watch("calls of (proc.name = db) > 1000/s over 2s");
+        // Two batches of 1500 calls a second, the second reaching back into the first's second.
+        let mut fired = w.observe(&second(100, 1500, 0, 0, "db"));
+        let mut late = second(100, 1500, 0, 0, "db");
+        late.append(&second(101, 1500, 0, 0, "db"));
+        fired.extend(w.observe(&late));
+        let counts: Vec<(u64, u64)> = w.windows[0].slots.iter().map(|s| (s.index, s.count)).collect();
+        let mut want = std::collections::BTreeMap::new();
+        for b in [second(100, 1500, 0, 0, "db"), late] {
+            for i in 0..b.len() {
+                *want.entry(b.end(i) / S).or_insert(0) += 1;
+            }
+        }
+        assert_eq!(counts, want.into_iter().collect::<Vec<_>>());
+        assert_eq!(counts.iter().map(|c| c.1).sum::<u64>(), 4500);
+        assert!(fired.is_empty() || fired[0].reason.contains("/s"), "{fired:?}");
+    }
+
+    #[test]
+    fn the_help_examples_slow_call_trigger_leaves_idle_waits_out() {
+        // `record --help`'s example: a slow call that was work or a wait on someone, not a
+        // process waiting for a child, a timer or a request.
+        let mut w = watch("slow: evt.latency > 150ms and evt.wait in (work, on_someone)");
+        let mut b = EventBatch::with_capacity(8);
+        for (name, why_io) in [("wait4", 0), ("futex", 0), ("clock_nanosleep", 0), ("epoll_wait", 0), ("fsync", 1)] {
+            let lat = 400_000_000;
+            let nr = latscope_event::syscall_nr(name).unwrap();
+            b.push(&Event {
+                kind: 0,
+                ts: 100 * S,
+                lat,
+                nr,
+                pid: 9,
+                comm: "db".into(),
+                why_io: why_io * lat,
+                ..Default::default()
+            });
+        }
+        let fired = w.observe(&b);
+        assert_eq!(fired.len(), 1, "{fired:?}");
+        assert!(fired[0].reason.starts_with("fsync by db"), "{}", fired[0].reason);
     }
 
     #[test]

@@ -32,12 +32,17 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// Start the thread, with a queue of `depth` batches; `name` says in messages what the
-    /// blocks are for.
-    pub(crate) fn start<C: Consumer>(mut c: C, name: PathBuf, depth: usize) -> Result<Worker, TraceError> {
+    /// Start the thread, with a queue of `depth` batches and `spares` cleared ones kept for
+    /// reuse; `name` says in messages what the blocks are for.
+    pub(crate) fn start<C: Consumer>(
+        mut c: C,
+        name: PathBuf,
+        depth: usize,
+        spares: usize,
+    ) -> Result<Worker, TraceError> {
         let mut sealer = BlockSealer::new(Compression::Zstd(1), &name)?;
         let (tx, rx) = mpsc::sync_channel::<Cmd>(depth.max(1));
-        let (spare_tx, spare) = mpsc::sync_channel::<EventBatch>(depth.max(1) + 1);
+        let (spare_tx, spare) = mpsc::sync_channel::<EventBatch>(spares.max(1));
         let io = |e| TraceError::Io { path: name.clone(), op: "starting its thread".into(), source: e };
         let handle = std::thread::Builder::new()
             .name("latscope-flight".into())

@@ -112,7 +112,8 @@ fn a_trigger_writes_the_window_before_and_after_it_as_an_ordinary_trace_and_exte
     let mut at = Vec::new();
     // 4.5 s of background at 20 k events/s, a batch every 50 ms; slow calls at 1.5 s (dumped),
     // 2.5 s (in the window after: extends the dump to 3.7 s), 4.3 s (the dump is over, but
-    // within the minimum gap: not dumped). A trigger reports once a second at most.
+    // within the minimum gap: deferred, dumped when the recording stops). A trigger reports
+    // once a second at most.
     for i in 0..90 {
         let mut b = background(1000, 50 * MS, &mut seq);
         if i == 0 {
@@ -139,12 +140,16 @@ fn a_trigger_writes_the_window_before_and_after_it_as_an_ordinary_trace_and_exte
     let ev = events.lock().unwrap().clone();
     let o = outcomes(&ev);
     assert!(
-        matches!(o[..], [Outcome::Dumping(_), Outcome::Extended(_), Outcome::Suppressed(ref why)] if why.contains("minimum gap")),
+        matches!(o[..], [Outcome::Dumping(_), Outcome::Extended(_), Outcome::Deferred(ref why), Outcome::Dumping(_)] if why.contains("minimum gap")),
         "{o:?}"
     );
     let d = done(&ev);
-    assert_eq!(d.len(), 1, "{ev:?}");
-    assert_eq!(dumps(dir.path()), vec![d[0].path.clone()], "nothing else written");
+    assert_eq!(d.len(), 2, "{ev:?}");
+    assert_eq!(dumps(dir.path()), vec![d[0].path.clone(), d[1].path.clone()], "nothing else written");
+    // The deferred one: its own window before it, cut where the recording stopped.
+    let b = TraceReader::open(&d[1].path).unwrap().read_all().unwrap();
+    assert!((0..b.len()).any(|i| b.comm.get(i) == "stall" && b.end(i) == at[2]));
+    assert!(d[1].short.as_deref().unwrap_or("").contains("stopped"), "{:?}", d[1].short);
     assert_eq!(d[0].triggers, ["slow"]);
     assert!(d[0].first_readable <= d[0].took);
 
@@ -167,6 +172,56 @@ fn a_trigger_writes_the_window_before_and_after_it_as_an_ordinary_trace_and_exte
     // The stack entry met 1.5 s before (its block long evicted) is in the dump's table.
     let table = TraceReader::open(&d[0].path).unwrap().read_stack_table().unwrap();
     assert!(table.get(1).is_some());
+}
+
+#[test]
+fn a_trigger_within_the_minimum_gap_is_dumped_when_the_gap_ends_with_its_own_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = FlightOptions::new(dir.path(), RingSize::parse("10s").unwrap());
+    o.triggers.push(Trigger::parse("slow: evt.latency > 100ms and proc.name = stall", "t1").unwrap());
+    o.triggers.push(Trigger::parse("other: evt.latency > 100ms and proc.name = stall2", "t2").unwrap());
+    o.before = Some(Duration::from_millis(500));
+    o.after = Duration::from_millis(200);
+    o.min_gap = Duration::from_secs(4);
+    o.flush_every = Duration::from_millis(50);
+    let (mut rec, events) = start(o);
+    let mut seq = 0;
+    let mut at = Vec::new();
+    // 5 s at 20 k events/s; stalls at 0.5 s (dumped), 1.7 s (after the first dump's window and
+    // the trigger's hold-off, within the gap: deferred to 4.5 s), 2.0 s (another trigger's: joins
+    // the deferred dump).
+    for i in 0..100 {
+        let mut b = background(1000, 50 * MS, &mut seq);
+        if [10, 34, 40].contains(&i) {
+            let mut s = stall(150 * MS);
+            if i == 40 {
+                s.comm = "stall2".into();
+            }
+            at.push(s.ts + s.lat);
+            b.push(&s);
+        }
+        rec.write_batch(b, 0).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_for(&events, "two dumps", Duration::from_secs(10), |e| done(e).len() == 2);
+    rec.finish(Summary::default()).unwrap();
+    let ev = events.lock().unwrap().clone();
+    let o = outcomes(&ev);
+    assert!(
+        matches!(&o[..], [Outcome::Dumping(_), Outcome::Deferred(w), Outcome::Deferred(j), Outcome::Dumping(_)]
+            if w.contains("dumped, with the window before this trigger, when it ends") && j.contains("joins")),
+        "{o:?}"
+    );
+    let d = done(&ev);
+    assert_eq!(d[1].at_ns, at[1], "named and timed by the stall it waited for");
+    assert_eq!(d[1].triggers, ["slow", "other"]);
+    assert!(d[1].short.is_none(), "{:?}", d[1].short);
+    let b = TraceReader::open(&d[1].path).unwrap().read_all().unwrap();
+    let ends: Vec<u64> = (0..b.len()).filter(|&i| b.comm.get(i).starts_with("stall")).map(|i| b.end(i)).collect();
+    assert_eq!(ends, [at[1], at[2]], "the stall it waited for and the one that joined it");
+    let first = *b.ts.iter().min().unwrap();
+    assert!(first <= at[1] - 400 * MS, "the window before the stall it waited for");
+    assert!((0..b.len()).map(|i| b.end(i)).max().unwrap() >= at[2] + 150 * MS, "the window after the last");
 }
 
 #[test]

@@ -52,9 +52,11 @@ pub struct LiveArgs {
     /// Only these command names (repeatable; the kernel keeps 15 characters).
     #[arg(short = 'c', long = "comm", value_name = "COMM")]
     pub comms: Vec<String>,
-    /// Ring buffer size, 1MiB to 1GiB (e.g. 256MiB); larger absorbs longer bursts.
-    #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
-    pub buffer_size: u64,
+    /// The kernel's ring buffer, 1MiB to 1GiB (e.g. 256MiB); larger absorbs longer bursts.
+    /// Default 64MiB; with record --ring, half the ring, 8MiB to 64MiB (the buffer counts twice
+    /// in the process's RSS: it is mapped twice).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub buffer_size: Option<u64>,
 }
 
 impl LiveArgs {
@@ -66,10 +68,13 @@ impl LiveArgs {
             .follow(self.follow)
             .cgroups(self.cgroups.clone())
             .comms(self.comms.clone())
-            .ring_bytes(usize::try_from(self.buffer_size).unwrap_or(usize::MAX))
+            .ring_bytes(usize::try_from(self.buffer_size.unwrap_or(DEFAULT_BUFFER_SIZE)).unwrap_or(usize::MAX))
             .filter(filter)
     }
 }
+
+/// The kernel's ring buffer when --buffer-size is not given (and not --ring).
+pub const DEFAULT_BUFFER_SIZE: u64 = 64 << 20;
 
 /// Prints the session's warnings (options the kernel cannot honour as given).
 pub fn print_warnings(warnings: &[String]) {

@@ -9,7 +9,10 @@ use super::record::{start_session, Args};
 use super::started::{announce, Announce};
 use anyhow::{bail, Context, Result};
 use latscope_event::units::{fmt_bytes, fmt_count, fmt_ns};
-use latscope_flight::{ControlServer, FlightEvent, FlightOptions, FlightRecorder, RotateEvent, Rotator, DEFAULT_KEEP};
+use latscope_flight::{
+    default_kernel_buffer, ControlServer, FlightEvent, FlightOptions, FlightRecorder, MemoryBound, RotateEvent,
+    Rotator, DEFAULT_KEEP, RING_BLOCK_EVENTS,
+};
 use latscope_live::{Recorder, RecorderOptions, Recording};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -30,7 +33,7 @@ fn print_event(e: &FlightEvent, offset: i64, json: bool) {
 }
 
 /// `record --ring` or `record --rotate`.
-pub fn run(a: Args) -> Result<ExitCode> {
+pub fn run(mut a: Args) -> Result<ExitCode> {
     a.keep.check()?;
     let dir = a.file.clone();
     if dir.as_os_str() == "-" {
@@ -44,7 +47,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let triggers = a.keep.parse_triggers()?;
     let mut fopts = None;
+    let mut bound = None;
     if let Some(ring) = a.keep.ring {
+        // The kernel's buffer is mapped twice, so record's 64 MiB would weigh more than a small
+        // ring: sized from the ring unless given.
+        let buffer = *a.live.buffer_size.get_or_insert_with(|| default_kernel_buffer(&ring));
+        bound = Some(MemoryBound::new(&ring, buffer));
         let mut o = FlightOptions::new(&dir, ring);
         o.triggers = triggers;
         o.before = a.keep.before.map(Duration::from_nanos);
@@ -68,7 +76,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let opts = RecorderOptions {
         flush_every: Duration::from_nanos(a.flush_every),
         duration: a.duration.map(Duration::from_nanos),
-        ..Default::default()
+        // Smaller batches keep the memory between the kernel's buffer and the ring small.
+        block_events: if fopts.is_some() { RING_BLOCK_EVENTS } else { latscope_live::BLOCK_EVENTS },
     };
     let progress = !a.quiet && !json && std::io::stderr().is_terminal();
     let rec = match fopts {
@@ -93,8 +102,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     "no socket".into()
                 }
             };
+            let bound = bound.expect("set with --ring");
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"event": "memory", "memory_bound_bytes": bound.total(),
+                        "ring_bytes": bound.ring, "kernel_buffer_bytes": bound.kernel_buffer,
+                        "batches_bytes": bound.batches, "process_bytes": bound.process})
+                );
+            }
             if !a.quiet && !json {
                 eprintln!("latscope: flight recorder: keeping in memory {ring}; writing nothing until a trigger fires");
+                eprintln!("latscope: memory: {}", bound.describe());
                 eprintln!("latscope: triggers: {}; by hand: {socket}", describe.join(", "));
                 eprintln!(
                     "latscope: dumps go to {} (at most {} kept)",

@@ -29,7 +29,8 @@ pub struct KeepArgs {
     #[arg(long, default_value = "5s", value_parser = parse_duration_ns, value_name = "DURATION")]
     pub after: u64,
     /// With --ring: at least this long between the starts of two dumps (a trigger firing during
-    /// a dump extends it instead; one firing later within the gap is counted, not dumped).
+    /// a dump extends it instead; one firing later within the gap is dumped when the gap ends,
+    /// with the window before it as far back as the ring still holds it).
     #[arg(long, default_value = "10s", value_parser = parse_duration_ns, value_name = "DURATION")]
     pub min_gap: u64,
     /// At most N files of ours in DIR, the oldest deleted (--ring: default 20 dumps; --rotate:

@@ -33,8 +33,10 @@ use std::time::Duration;
   latscope record -w slow.lst --why-above 10ms --stacks -p 1234   # with the stacks of those calls
   latscope record -w run.lst --json=run.json -- ./bench     # the summary for scripts, apart from its output
   ssh host latscope record -w - -d 10s | latscope hist -r -   # a remote machine, as a stream
-  latscope record -w /var/tmp/flight --ring 30s --why-above 50ms --trigger 'slow: evt.latency > 150ms'
+  latscope record -w /var/tmp/flight --ring 30s --why-above 50ms \\
+      --trigger 'slow: evt.latency > 150ms and evt.wait in (work, on_someone)'
                                                       # a flight recorder: the 30 s before each slow call
+                                                      # (evt.wait: not a sleep or a wait for work)
   latscope record -w dumps --ring 1m --trigger 'pg: p99 of fsync on /var/lib/pg over 10s > 20ms' \\
       --trigger 'errs: errors > 100/s' --before 30s --after 10s --min-gap 5m --keep 50
   latscope trigger slow                               # fire it by hand (or: --trigger 'usr: signal USR1')
