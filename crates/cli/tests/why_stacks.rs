@@ -589,8 +589,8 @@ fn a_process_calling_from_ever_new_addresses_does_not_blind_record_why_stacks() 
 /// coreutils' `sleep`, 8 times: each exits right after its one blocking call, before the
 /// recorder reads its maps (a program such as `dd conv=fsync` lost every stack so). From Linux
 /// 5.17 the kernel names the frames of the stacks not yet read as files at the exit: every
-/// sleep's user stack is named, starting at libc's nanosleep, and none is missing; so is a
-/// frame in a library on an overlayfs.
+/// sleep's user stack is named, starting at libc's nanosleep, and none is missing; so are a
+/// frame in a library on an overlayfs and one in the program itself.
 #[test]
 fn stacks_of_processes_that_exit_right_after_their_call_are_named() {
     let test = "stacks_of_processes_that_exit_right_after_their_call_are_named";
@@ -664,10 +664,14 @@ fn stacks_of_processes_that_exit_right_after_their_call_are_named() {
         "--",
         merged.join("napper").to_str().unwrap(),
     ]);
+    let f = "proc.name = napper and evt.type in (nanosleep, clock_nanosleep)";
+    let why = common::latscope(&["why", "-r", t2.to_str().unwrap(), "--stacks", "--waits", "--json", f]);
     let _ = Command::new("umount").arg(&merged).status();
     assert!(rec.status.success(), "{}", String::from_utf8_lossy(&rec.stderr));
-    let f = "proc.name = napper and evt.type in (nanosleep, clock_nanosleep)";
-    let v = latscope_json(&["why", "-r", t2.to_str().unwrap(), "--stacks", "--waits", "--json", f]);
+    assert!(why.status.success(), "{}", String::from_utf8_lossy(&why.stderr));
+    let v: Value = serde_json::from_slice(&why.stdout).unwrap();
     let user = strs(&v["stacks"][0]["user"]);
     assert!(user.iter().any(|f| f.starts_with("outer_nap")), "the overlay's library named: {v}");
+    // and the program's own frame, by the file its exec named
+    assert!(user.iter().any(|f| f.starts_with("main")), "the program named: {v}");
 }

@@ -651,6 +651,15 @@ impl Decoder {
                 self.procmaps.exec(e.pid, e.ts.saturating_add(e.lat));
                 self.maps_changed.push(e.pid);
                 e.path = self.resolve(e.pid, AT_FDCWD, p1);
+                // The program by its inode, as the opens name files: a process that exits
+                // right after its call has its own frames named by the file at its exit
+                // (the kernel names them by inode), its maps never read.
+                if e.path.starts_with('/') {
+                    use std::os::unix::fs::MetadataExt;
+                    if let Some(m) = std::fs::metadata(&e.path).ok().filter(|m| m.is_file()) {
+                        self.by_inode.insert((crate::snapshot::kdev(m.dev()), m.ino()), Arc::from(e.path.as_str()));
+                    }
+                }
                 // The argument area: NUL-separated arguments, joined by spaces.
                 for (i, a) in raw2.split(|&c| c == 0).filter(|a| !a.is_empty()).enumerate() {
                     if i > 0 {
