@@ -80,7 +80,7 @@ pub enum ProbeError {
 /// probes did not see (a sleep a signal ends is other wait). A timer's wake-up or an I/O wait
 /// still takes precedence.
 fn why_nr_parts() -> [u8; 512] {
-    why_nr_table(&[
+    let mut t = why_nr_table(&[
         (&["futex", "futex_waitv", "flock", "fcntl", "semop", "semtimedop"], why_part("lock")),
         (
             &[
@@ -99,8 +99,18 @@ fn why_nr_parts() -> [u8; 512] {
             why_part("ipc"),
         ),
         (&["nanosleep", "clock_nanosleep"], why_part("timer")),
-    ])
+    ]);
+    // WHY_NR_TIMEOUT0 in why.bpf.h: these return 0 when their timeout ended them.
+    for n in ["poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2"] {
+        if let Some(nr) = syscalls::syscall_nr(n).filter(|&nr| (nr as usize) < t.len()) {
+            t[nr as usize] |= WHY_NR_TIMEOUT0;
+        }
+    }
+    t
 }
+
+/// The flag `WHY_NR_TIMEOUT0` of why.bpf.h, beside a call's part in `why_nr_part`.
+const WHY_NR_TIMEOUT0: u8 = 0x80;
 
 /// The index of attribution part `name`.
 fn why_part(name: &str) -> u8 {

@@ -777,7 +777,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	 * follows no value kept there, so it explores what follows once, not once per kind. */
 	volatile __u8 why = WHY_REC_NONE;
 	if (why_mode && !agg_mode)
-		why = why_close(ctx, task, spilled, ts, now, lat);
+		why = why_close(ctx, task, spilled, ts, now, lat, ret);
 	if (lat < min_lat)
 		return 0;
 	__u32 nr = s->nr;

@@ -37,6 +37,10 @@ const volatile __u64 why_min = 0;    /* only calls at least this slow (ns) carry
  * wake-up was not seen: a sleep a signal ends is "other"); 0 for the rest. */
 #define WHY_NR_SLOTS 512
 const volatile __u8 why_nr_part[WHY_NR_SLOTS] = {};
+/* Flagged in why_nr_part beside the part: a call that returns 0 when its timeout ended it (poll,
+ * select, epoll_wait), so a wait of it whose wake-up was not seen was its timer's. */
+#define WHY_NR_PART_MASK 0x7f
+#define WHY_NR_TIMEOUT0 0x80
 const volatile __u8 why_stacks = 0;  /* capture stacks: where a call blocked, and its user stack */
 /* The lock a call's wait is for, by syscall number (enum ls_lock_kind; set by user space): what
  * the switch out that starts its state reads of the lock's identity. */
@@ -132,6 +136,9 @@ struct ls_why_acc {
 	 * when, and its waker as a wake-up's fields have it. */
 	__u64 early_ts;
 	__u32 early_tid;
+	/* The call's waits that ended without a wake-up seen and went to pipe/socket time by the
+	 * call alone: its timer's, if it returns 0 and is one of WHY_NR_TIMEOUT0 (see why_close). */
+	__u64 unseen_ipc;
 	__u8 early_ctx, early_flags;
 	char early_comm[LS_COMM_LEN];
 };
@@ -492,7 +499,7 @@ enum why_wake {
  */
 static __always_inline __u32 why_cause(__u8 hint, __u32 nr, __u8 fd_type, enum why_wake by)
 {
-	__u8 by_nr = nr < WHY_NR_SLOTS ? why_nr_part[nr] : 0;
+	__u8 by_nr = nr < WHY_NR_SLOTS ? why_nr_part[nr] & WHY_NR_PART_MASK : 0;
 	if (hint & WHY_HINT_FAULT)
 		return LS_WHY_FAULT;
 	if (hint & WHY_HINT_IOWAIT)
@@ -660,6 +667,7 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 			w->part[i] = 0;
 		w->call_ts = first->ts;
 		w->part[LS_WHY_CPU] = now > first->ts ? now - first->ts : 0;
+		w->unseen_ipc = 0;
 		w->best_wait = 0;
 		w->best_runq = 0;
 		w->wake_sector = 0;
@@ -760,6 +768,8 @@ static __always_inline void why_unseen_end(struct ls_why_acc *w, struct task_str
 	STAT_INC(wakeups_unseen);
 	__u32 cause = why_cause(w->hint, w->nr, w->fd_type, WHY_WAKE_UNSEEN);
 	why_blocked_end(w, cause, d, now, 0);
+	if (cause == LS_WHY_IPC)
+		w->unseen_ipc += d;
 	if (w->fx_held)
 		why_fx_mark(w, t, 0);
 	if (d >= w->best_wait) {
@@ -1253,7 +1263,7 @@ enum why_rec {
  * past its limit of 1 M instructions.
  */
 static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool spilled, __u64 call_ts, __u64 now,
-				      __u64 lat)
+				      __u64 lat, long ret)
 {
 	if (!spilled)
 		return lat < why_min ? WHY_REC_NONE : WHY_REC_CPU;
@@ -1273,6 +1283,15 @@ static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool 
 			w->part[LS_WHY_RUNQ] += d;
 		else
 			why_unseen_end(w, task, d, now);
+		/* A poll that timed out waited for its timer, whether or not its wake-up was seen. */
+		__u32 nr = w->nr;
+		if (ret == 0 && w->unseen_ipc && nr < WHY_NR_SLOTS && (why_nr_part[nr] & WHY_NR_TIMEOUT0)) {
+			__u64 u = w->unseen_ipc < w->part[LS_WHY_IPC] ? w->unseen_ipc : w->part[LS_WHY_IPC];
+			w->part[LS_WHY_IPC] -= u;
+			w->part[LS_WHY_TIMER] += u;
+			if (w->waker_ctx == LS_WAKER_NONE && w->best_wait)
+				w->waker_ctx = LS_WAKER_TIMER;
+		}
 		if (w->kstack_due) {
 			w->kstack_due = 0;
 			w->best_kstack = -ESRCH;
