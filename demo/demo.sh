@@ -89,6 +89,9 @@ step "The same story without Perfetto: latscope timeline -r trace.lst --threads 
 step "Why was it slow: latscope why -r trace.lst (slowest work, each with its causes)"
 "$LS" why -r "$OUT/trace.lst"
 
+step "Each thread's whole time, in and outside its calls: latscope why -r trace.lst --threads -n 6"
+"$LS" why -r "$OUT/trace.lst" --threads -n 6
+
 step "Each slow call with its breakdown and waker: latscope events --why -r trace.lst 'evt.latency > 5ms' (first 6)"
 "$LS" events --why -r "$OUT/trace.lst" -n 6 --time rel 'evt.latency > 5ms'
 

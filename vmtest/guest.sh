@@ -145,6 +145,19 @@ why_stacks() {
 	else
 		echo "KNOWN GAP: the exited sleep's user stack is not named on this kernel's VM"
 	fi
+	# Each thread's whole time: the sleep's thread times read at the start and at its exit, its
+	# 200 ms in nanosleep as timer time in calls.
+	"$LS" why -r $W/why.lst --threads --json > $W/threads.json || fail "why --threads"
+	python3 - "$W/threads.json" <<'PY' || fail "the sleep's whole time is accounted for"
+import json, sys
+j = json.load(open(sys.argv[1]))
+t = [a for a in j["threads"] if a["comm"] == "sleep"]
+assert t, j
+a = t[0]
+assert abs(a["outside_calls"]["total_ns"] + a["in_calls"]["total_ns"] - a["wall_ns"]) * 100 <= a["wall_ns"], a
+assert a["in_calls"]["by_cause"]["timer_ns"] >= 190_000_000, a
+print("sleep: wall", a["wall_ns"], "timer", a["in_calls"]["by_cause"]["timer_ns"])
+PY
 }
 
 suite check check

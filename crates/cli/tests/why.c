@@ -45,6 +45,9 @@
  *                        variable waited on with 5 ms timeouts, after which the waiter asks the
  *                        holder to drop it, which waits for the switch); each holds it for N
  *                        slices of MS ms of CPU; prints their time waiting for it
+ *   why whole MS         three threads over their whole lives: one burns MS ms of CPU in user space,
+ *                        one sleeps MS ms, one waits MS ms for a mutex the main thread holds;
+ *                        prints each one's tid and its own count of that time (ground truth)
  *   why chain FILE N     N rounds of a chain of three threads: the main thread waits for lock 1,
  *                        held by a thread that waits for lock 2, held by a thread that writes 64
  *                        KiB to FILE and fsyncs it; prints the main thread's waits and the fsyncs'
@@ -697,6 +700,65 @@ static void do_cpu(long n)
 	printf("wall_ns %lld\ncpu_ns %lld\n", tm.wall, tm.cpu);
 }
 
+/* ---- three threads' whole lives: CPU in user space, a sleep, a lock (time outside calls) ---- */
+static long whole_ms;
+static pthread_mutex_t whole_m = PTHREAD_MUTEX_INITIALIZER;
+static long whole_tid[3];
+static long long whole_ns[3];
+
+static void *whole_burn(void *a)
+{
+	(void)a;
+	whole_tid[0] = syscall(SYS_gettid);
+	volatile unsigned long sink = 0;
+	/* Its CPU clock is a call (no vDSO for it): read once a million additions (about 1 ms). */
+	while (ns_of(CLOCK_THREAD_CPUTIME_ID) < whole_ms * 1000000LL)
+		for (int i = 0; i < 1000000; i++)
+			sink += i;
+	whole_ns[0] = ns_of(CLOCK_THREAD_CPUTIME_ID);
+	return NULL;
+}
+
+static void *whole_sleep(void *a)
+{
+	(void)a;
+	whole_tid[1] = syscall(SYS_gettid);
+	struct timespec t = { whole_ms / 1000, (whole_ms % 1000) * 1000000L };
+	long long t0 = ns_of(CLOCK_MONOTONIC);
+	nanosleep(&t, NULL);
+	whole_ns[1] = ns_of(CLOCK_MONOTONIC) - t0;
+	return NULL;
+}
+
+static void *whole_lock(void *a)
+{
+	(void)a;
+	whole_tid[2] = syscall(SYS_gettid);
+	long long t0 = ns_of(CLOCK_MONOTONIC);
+	pthread_mutex_lock(&whole_m);
+	whole_ns[2] = ns_of(CLOCK_MONOTONIC) - t0;
+	pthread_mutex_unlock(&whole_m);
+	return NULL;
+}
+
+static void do_whole(long ms)
+{
+	whole_ms = ms;
+	pthread_t t[3];
+	pthread_mutex_lock(&whole_m);
+	void *(*fn[3])(void *) = { whole_burn, whole_sleep, whole_lock };
+	for (int i = 0; i < 3; i++)
+		if (pthread_create(&t[i], NULL, fn[i], NULL))
+			die("pthread_create");
+	struct timespec hold = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&hold, NULL);
+	pthread_mutex_unlock(&whole_m);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	printf("burner %ld\nburner_cpu_ns %lld\nsleeper %ld\nsleeper_ns %lld\nlocker %ld\nlocker_ns %lld\n", whole_tid[0],
+	       whole_ns[0], whole_tid[1], whole_ns[1], whole_tid[2], whole_ns[2]);
+}
+
 /* ---- a lock held across an fsync (the cascade through block I/O) ---- */
 static int lock_fd;
 static long long fsync_ns; /* ground truth: the holder's time in fsync */
@@ -1082,6 +1144,8 @@ int main(int argc, char **argv)
 		do_cli(atol(argv[2]), argv[3]);
 	else if (!strcmp(m, "gil") && argc > 3)
 		do_gil(atol(argv[2]), atol(argv[3]));
+	else if (!strcmp(m, "whole") && argc > 2)
+		do_whole(atol(argv[2]));
 	else if (!strcmp(m, "chain") && argc > 3)
 		do_chain(argv[2], atol(argv[3]));
 	else {

@@ -1009,3 +1009,74 @@ fn record_stacks_with_no_stacks_is_refused_before_recording() {
     assert!(err.contains("--stacks") && err.contains("--no-stacks"), "{err}");
     assert!(!trace.exists(), "nothing written");
 }
+
+/// Each thread's whole time (`why --threads`): a thread that burns CPU in user space, one that
+/// sleeps, one that waits for a mutex, over their whole lives. Every thread's parts add up to its
+/// wall time; the burner's CPU is its own CPU clock, in user space; the sleep is timer time in
+/// calls, the wait lock time in calls (each within 5 % of the thread's wall time). A process
+/// asleep in a call begun before the recording (`-p`) spends the recording in that call.
+#[test]
+fn why_threads_accounts_for_each_thread_s_whole_time() {
+    if !require_bpf("why_threads_accounts_for_each_thread_s_whole_time") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (trace, kv) = record_with(tmp.path(), &["whole", "300"], None, &["--why", "--no-block"]);
+    let t = trace.to_str().unwrap();
+    let j: Value = serde_json::from_str(&latscope_ok(&["why", "-r", t, "--threads", "--json"])).unwrap();
+    let threads = j["threads"].as_array().unwrap();
+    let of = |tid: i64| {
+        threads.iter().find(|a| a["tid"] == tid).unwrap_or_else(|| panic!("no account of thread {tid}: {j}")).clone()
+    };
+    let n = |a: &Value, p: &[&str]| p.iter().fold(a, |v, k| &v[*k]).as_u64().unwrap_or_else(|| panic!("{p:?}: {a}"));
+    for a in threads {
+        let (wall, out, inside) =
+            (n(a, &["wall_ns"]), n(a, &["outside_calls", "total_ns"]), n(a, &["in_calls", "total_ns"]));
+        assert!((out + inside).abs_diff(wall) * 100 <= wall, "parts {out} + {inside} ns of {wall} ns: {a}");
+    }
+    let burner = of(kv["burner"]);
+    let (wall, cpu) = (n(&burner, &["wall_ns"]), kv["burner_cpu_ns"] as u64);
+    assert_share("burner: CPU", n(&burner, &["cpu_ns"]), cpu, wall);
+    let user = n(&burner, &["outside_calls", "user_cpu_ns"]);
+    assert!(user * 10 >= cpu * 9, "burner: {user} ns in user space of {cpu} ns on CPU: {burner}");
+    let sleeper = of(kv["sleeper"]);
+    let wall = n(&sleeper, &["wall_ns"]);
+    assert_share(
+        "sleeper: timer in calls",
+        n(&sleeper, &["in_calls", "by_cause", "timer_ns"]),
+        kv["sleeper_ns"] as u64,
+        wall,
+    );
+    let locker = of(kv["locker"]);
+    let wall = n(&locker, &["wall_ns"]);
+    assert_share(
+        "locker: lock in calls",
+        n(&locker, &["in_calls", "by_cause", "lock_ns"]),
+        kv["locker_ns"] as u64,
+        wall,
+    );
+    let procs = j["processes"].as_array().unwrap();
+    let p = procs.iter().find(|p| p["pid"] == kv["main"]).unwrap_or_else(|| panic!("no process {}: {j}", kv["main"]));
+    assert_eq!(p["threads"], 4, "{p}");
+    let text = latscope_ok(&["why", "-r", t, "--threads"]);
+    assert!(text.contains(&format!("/{}", kv["burner"])) && text.contains("user CPU"), "{text}");
+
+    // A thread asleep in nanosleep since before the recording, recorded by pid for 500 ms.
+    let work = compile_c("why.c", tmp.path());
+    let mut child =
+        Command::new(&work).args(["sleep", "1", "3000"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let child_pid = u64::from(child.id());
+    let pid = child_pid.to_string();
+    let trace2 = tmp.path().join("asleep.lst");
+    let t2 = trace2.to_str().unwrap();
+    latscope_ok(&["record", "-w", t2, "--quiet", "--why", "--no-block", "-p", &pid, "-d", "500ms"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    let j: Value = serde_json::from_str(&latscope_ok(&["why", "-r", t2, "--threads", "--json"])).unwrap();
+    let a = j["threads"].as_array().unwrap().iter().find(|a| a["tid"].as_u64() == Some(child_pid)).cloned();
+    let a = a.unwrap_or_else(|| panic!("no account of thread {pid}: {j}"));
+    let wall = n(&a, &["wall_ns"]);
+    assert_share("asleep: timer in calls", n(&a, &["in_calls", "by_cause", "timer_ns"]), wall, wall);
+    assert_share("asleep: in a call begun before", n(&a, &["in_calls", "unrecorded_ns"]), wall, wall);
+}

@@ -252,7 +252,8 @@ pub fn write_block_args(w: &mut impl Write, b: &EventBatch, i: usize, disk: Opti
     }
 }
 
-/// The details of process event `i`: `parent=PID` (fork), `path=EXE` (exec), `code=N` (exit).
+/// The details of process event `i`: `parent=PID` (fork), `path=EXE` (exec), `code=N` (exit),
+/// the thread's counters (times).
 pub fn write_proc_args(w: &mut impl Write, b: &EventBatch, i: usize) -> fmt::Result {
     let (Some(&nr), Some(&ret)) = (b.nr.get(i), b.ret.get(i)) else { return Ok(()) };
     match ProcOp::from_u16(nr) {
@@ -267,6 +268,29 @@ pub fn write_proc_args(w: &mut impl Write, b: &EventBatch, i: usize) -> fmt::Res
             Ok(())
         }
         Some(ProcOp::Exit) => write!(w, "code={ret}"),
+        Some(ProcOp::Times) => match crate::ThreadTimes::from_row(b, i) {
+            Some((t, at)) => write!(
+                w,
+                "at={} cpu={} runq={} user={} sys={} faults={}/{} switches={}/{}",
+                at.name(),
+                crate::units::fmt_ns(t.cpu),
+                crate::units::fmt_ns(t.runq),
+                crate::units::fmt_ns(t.user),
+                crate::units::fmt_ns(t.sys),
+                t.min_flt,
+                t.maj_flt,
+                t.vcsw,
+                t.ivcsw
+            )
+            .and_then(|()| match t.call {
+                Some(nr) if t.in_call > 0 => {
+                    write!(w, " in_call={}/{}", crate::syscall_name(nr).unwrap_or("?"), crate::units::fmt_ns(t.in_call))
+                }
+                Some(nr) => write!(w, " in_call={}", crate::syscall_name(nr).unwrap_or("?")),
+                None => Ok(()),
+            }),
+            None => Ok(()),
+        },
         _ => Ok(()),
     }
 }

@@ -47,6 +47,9 @@ pub enum ProcOp {
     Exec = 1,
     /// The whole process exited; `ret` holds the exit code.
     Exit = 2,
+    /// A thread's times so far, as the scheduler counts them (recordings with attribution, at
+    /// their start, at the thread's exit and at their end): see [`crate::ThreadTimes`].
+    Times = 3,
 }
 
 impl ProcOp {
@@ -56,6 +59,7 @@ impl ProcOp {
             0 => Some(Self::Fork),
             1 => Some(Self::Exec),
             2 => Some(Self::Exit),
+            3 => Some(Self::Times),
             _ => None,
         }
     }
@@ -65,6 +69,7 @@ impl ProcOp {
             Self::Fork => "fork",
             Self::Exec => "exec",
             Self::Exit => "exit",
+            Self::Times => "times",
         }
     }
 }

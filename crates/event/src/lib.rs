@@ -21,6 +21,7 @@ pub mod span;
 mod stacks;
 mod syscall_table;
 pub mod syscalls;
+mod times;
 pub mod units;
 pub mod waits;
 
@@ -39,6 +40,7 @@ pub use header::{
 pub use span::Span;
 pub use stacks::{Frame, StackEntry, StackKind, StackTable};
 pub use syscalls::{can_wake, syscall_name, syscall_nr, SysClass, SysDesc, SyscallSet};
+pub use times::{ThreadTimes, TimesAt};
 
 /// The symbolic name of an errno value (`ENOENT` for 2, `ERESTARTSYS` for 512), if it has one:
 /// the user-visible errnos and the kernel-internal ones (512 to 531) a tracer sees at syscall exit.

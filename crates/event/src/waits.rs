@@ -155,6 +155,42 @@ pub fn is_idle(b: &EventBatch, i: usize) -> bool {
     b.kind[i] == EventKind::Syscall as u8 && wait_kind(b, i).is_idle()
 }
 
+/// The calls whose blocked waits are lock time by the call alone (futexes, file locks,
+/// semaphores): the part `record --why` gives a wait of theirs whose wake-up it did not see.
+pub const LOCK_CALLS: [&str; 6] = ["futex", "futex_waitv", "flock", "fcntl", "semop", "semtimedop"];
+/// The calls whose blocked waits are pipe/socket time by the call alone (waits for fds, message
+/// queues).
+pub const IPC_CALLS: [&str; 11] = [
+    "poll",
+    "ppoll",
+    "select",
+    "pselect6",
+    "epoll_wait",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "msgrcv",
+    "msgsnd",
+    "mq_timedreceive",
+    "mq_timedsend",
+];
+/// The calls whose blocked waits are timer time by the call alone (sleeps).
+pub const SLEEP_CALLS: [&str; 2] = ["nanosleep", "clock_nanosleep"];
+
+/// The part (an index of `WHY_PART_NAMES`) a blocked wait of syscall `nr` belongs to by the call
+/// alone ([`LOCK_CALLS`], [`IPC_CALLS`], [`SLEEP_CALLS`]); other wait for the other blocking
+/// waits (wait4, pause, ...), unknown for the rest: for time in a call whose breakdown was not
+/// recorded (one begun before the recording).
+pub fn part_of_call(nr: u16) -> usize {
+    let part = |name: &str| crate::WHY_PART_NAMES.iter().position(|p| *p == name).unwrap_or(crate::WHY_PARTS - 1);
+    match syscall_name(nr) {
+        Some(n) if LOCK_CALLS.contains(&n) => part("lock"),
+        Some(n) if IPC_CALLS.contains(&n) => part("ipc"),
+        Some(n) if SLEEP_CALLS.contains(&n) => part("timer"),
+        _ if is_wait_syscall(nr) => part("other"),
+        _ => part("unknown"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -235,7 +235,7 @@ impl EvalContext {
                 }
             }
             Some(ProcOp::Exit) => self.exited[0].push(pid),
-            None => {}
+            Some(ProcOp::Times) | None => {}
         }
     }
 

@@ -698,6 +698,7 @@ impl Field {
                         ProcOp::Fork => "proc_fork",
                         ProcOp::Exec => "proc_exec",
                         ProcOp::Exit => "proc_exit",
+                        ProcOp::Times => "proc_times",
                     },
                     _ => return None,
                 }

@@ -365,6 +365,10 @@ impl<W: BlockSink> Recorder<W> {
         // first, so that the buffer has an end: read to it, every event is either in the file or
         // counted as lost by the kernel. (Reading a fixed number of polls instead left the rest
         // of a large backlog neither read nor counted.)
+        // Each thread's times at the end (with attribution): its whole time is accounted for.
+        if let Err(e) = self.session.probe.read_thread_times(latscope_probe::ThreadTimesAt::End) {
+            eprintln!("latscope: {e}: each thread's time outside its calls is not accounted for");
+        }
         self.session.probe.detach();
         self.flush_wait()?;
         // A program still running on another CPU when it was detached may commit a record

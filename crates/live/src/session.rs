@@ -370,6 +370,11 @@ impl SessionBuilder {
                 ));
             }
         }
+        // With attribution, each thread's times now: with those at its exit or at the end, they
+        // bound its whole time, in and outside its calls.
+        if let Err(e) = probe.read_thread_times(latscope_probe::ThreadTimesAt::Start) {
+            warnings.push(format!("{e}: each thread's time outside its calls is not accounted for"));
+        }
         Ok(LiveSession {
             ctx: EvalContext::new(&header),
             cgroups: CgroupWatch::new(&header),

@@ -675,7 +675,7 @@ impl Decoder {
                 self.maps_changed.push(e.pid);
                 self.by_fd.retain(|(p, _), _| *p != e.pid);
             }
-            None => {}
+            Some(ProcOp::Times) | None => {}
         }
     }
 }

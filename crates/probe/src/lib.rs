@@ -74,31 +74,29 @@ pub enum ProbeError {
     Ring(std::io::Error),
 }
 
+/// Which point of a recording a thread's times were read at (`enum ls_times_when`, the `mode`
+/// of a [`latscope_event::ProcOp::Times`] event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadTimesAt {
+    /// When the recording started (every thread alive then).
+    Start = 0,
+    /// At the thread's exit.
+    Exit = 1,
+    /// When the recording ended (every thread alive then).
+    End = 2,
+}
+
 /// The part of a call's blocked waits that the call alone decides, by syscall number (what
 /// `why_nr_part` in why.bpf.h holds): lock for futexes, file locks and semaphores; pipe/socket for
 /// waits for fds and message queues; timer for sleeps, used only for a wait whose wake-up the
 /// probes did not see (a sleep a signal ends is other wait). A timer's wake-up or an I/O wait
 /// still takes precedence.
 fn why_nr_parts() -> [u8; 512] {
+    use latscope_event::waits::{IPC_CALLS, LOCK_CALLS, SLEEP_CALLS};
     let mut t = why_nr_table(&[
-        (&["futex", "futex_waitv", "flock", "fcntl", "semop", "semtimedop"], why_part("lock")),
-        (
-            &[
-                "poll",
-                "ppoll",
-                "select",
-                "pselect6",
-                "epoll_wait",
-                "epoll_pwait",
-                "epoll_pwait2",
-                "msgrcv",
-                "msgsnd",
-                "mq_timedreceive",
-                "mq_timedsend",
-            ],
-            why_part("ipc"),
-        ),
-        (&["nanosleep", "clock_nanosleep"], why_part("timer")),
+        (&LOCK_CALLS, why_part("lock")),
+        (&IPC_CALLS, why_part("ipc")),
+        (&SLEEP_CALLS, why_part("timer")),
     ]);
     // WHY_NR_TIMEOUT0 in why.bpf.h: these return 0 when their timeout ended them.
     for n in ["poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2"] {
@@ -562,6 +560,8 @@ pub struct Probe {
     start_times: starttimes::StartTimes,
     /// With stacks: what was drained from the stack maps (see `stackstore`).
     stacks: Option<stackstore::StackStore>,
+    /// Recording with attribution: thread times can be read (see `read_thread_times`).
+    why: bool,
 }
 
 /// Most ring-buffer records one poll consumes: under a sustained event rate the producers can
@@ -723,6 +723,8 @@ impl Probe {
         ] {
             p.set_autoload(why);
         }
+        // Each thread's times at the start and the end (read_thread_times): with --why only.
+        open.progs.ls_times_iter.set_autoload(why);
         // The tests' way into why_cause (BPF_PROG_TEST_RUN), never part of a recording.
         open.progs.ls_why_cause_test.set_autoload(false);
 
@@ -840,7 +842,7 @@ impl Probe {
             (&skel.progs.ls_rq_complete, cfg.block),
             (&skel.progs.ls_fork, cfg.procs || follow),
             (&skel.progs.ls_exec, want_exec),
-            (&skel.progs.ls_exit, cfg.procs || follow),
+            (&skel.progs.ls_exit, cfg.procs || follow || why),
         ];
         for (p, on) in progs {
             if on {
@@ -871,6 +873,7 @@ impl Probe {
             attached_ns,
             start_times: times,
             stacks: stacks.then(stackstore::StackStore::default),
+            why,
         };
         if !probe.aggregating {
             let dec = probe.decoder.clone();
@@ -889,6 +892,27 @@ impl Probe {
         }
         probe.start_times.step("setting up the ring buffer");
         Ok(probe)
+    }
+
+    /// Every traced thread's times so far (on CPU, runnable, user and system CPU, page faults,
+    /// switches: a [`latscope_event::ProcOp::Times`] event each), into the ring buffer, read with
+    /// the next polls; `at` says which point of the recording this is. Read at its start and at
+    /// its end (a thread's exit gives its own), they bound each thread's whole time, in and
+    /// outside its calls. Only with attribution (`why_above_ns`); a no-op otherwise.
+    pub fn read_thread_times(&mut self, at: ThreadTimesAt) -> Result<(), ProbeError> {
+        use std::io::Read;
+        if !self.why {
+            return Ok(());
+        }
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.times_when = at as u32;
+        }
+        let link = bpf(self.skel.progs.ls_times_iter.attach(), "attaching the thread-times iterator")?;
+        let mut it = bpf(libbpf_rs::Iter::new(&link), "opening the thread-times iterator")?;
+        // The program writes nothing to the file: its events go to the ring buffer.
+        let mut sink = Vec::new();
+        it.read_to_end(&mut sink).map_err(ProbeError::Ring)?;
+        Ok(())
     }
 
     /// Add a process to the pid filter (a command started after the probes are attached, the

@@ -20,6 +20,7 @@ pub mod stacks;
 pub mod svg;
 pub mod text;
 pub mod threads;
+pub mod threadtime;
 pub mod timeline;
 pub mod top;
 pub mod waits;

@@ -8,6 +8,7 @@ use latscope_live::{Recorder, RecorderOptions, WRITER_QUEUE_BLOCKS};
 use latscope_scan::{InputFormat, Scan, ScanOptions};
 use latscope_trace::ThreadedTraceWriter;
 use latscope_view::stacks::{self, StackAgg, StackNames};
+use latscope_view::threadtime::ThreadTimeAgg;
 use latscope_view::why::WhyAgg;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +31,7 @@ use std::time::Duration;
   latscope why -r slow.lst --json | jq '.operations[0]'
   latscope why -r slow.lst --svg why.svg           # time by cause per operation, by waker: a picture
   latscope why -r slow.lst --stacks -n 3          # blocked time by stack: where it waited, who called
+  latscope why --threads -- python3 app.py       # each thread's whole time: CPU, run queue, calls by cause
   latscope why -r slow.lst --flame blocked.svg --folded blocked.folded   # flame graph; flamegraph.pl input
   latscope why -r slow.lst --stacks --binaries /srv/copy   # symbolize with the binaries copied from the host")]
 pub struct Args {
@@ -52,6 +54,13 @@ pub struct Args {
     /// with -r has them if recorded with `record --stacks`.
     #[arg(long)]
     pub stacks: bool,
+    /// Show where each thread's whole time went instead, in and outside its calls: user and
+    /// kernel CPU, run queue and blocked time outside calls, and its calls' time by cause, per
+    /// thread and per process (the -n with the most wall time; --json: all). From the thread
+    /// times a recording with attribution reads at its start, at each thread's exit and at its
+    /// end.
+    #[arg(long)]
+    pub threads: bool,
     /// Write blocked time by stack as folded stacks ("frame;frame;... microseconds", outermost
     /// first) to FILE ('-' for stdout): flamegraph.pl, inferno and speedscope read it.
     #[arg(long, value_name = "FILE")]
@@ -156,6 +165,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
             crate::args::refuse_terminal(a.flame.as_deref(), "the flame graph", "--flame FILE")?;
         }
     }
+    if a.threads && (a.stacks || a.svg.is_some()) {
+        anyhow::bail!("--threads shows each thread's time, --stacks and --svg the calls' breakdown: one at a time");
+    }
+    let all_threads = filter.is_match_all();
     let opts = ScanOptions { filter, ..Default::default() };
     let mut scan = Scan::open(&path, InputFormat::Trace, opts)?;
     let header = scan.header().clone();
@@ -163,6 +176,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut sagg = StackAgg { with_waits: a.waits, ..Default::default() };
     // Every call of each block (not only those the filter took): the chains go through them.
     let mut chains = latscope_view::chain::ChainIndex::new();
+    let mut tagg = if all_threads { ThreadTimeAgg::all_threads() } else { ThreadTimeAgg::default() };
     let (mut first, mut last) = (u64::MAX, 0u64);
     let mut table = StackTable::default();
     while let Some(c) = scan.next_batch() {
@@ -171,6 +185,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
             let i = i as usize;
             first = first.min(c.batch.ts[i]);
             last = last.max(c.batch.end(i));
+        }
+        if a.threads {
+            tagg.add(c.batch, c.rows);
+            continue;
         }
         chains.add(c.batch);
         agg.add_with_chains(c.batch, c.rows, Some(&chains));
@@ -184,6 +202,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     .map_err(|e| anyhow::anyhow!("{}: the trace's stack table: {e}", path.display()))?;
             }
         }
+    }
+    if a.threads {
+        if a.json.json {
+            println!("{}", latscope_event::escape::json_ascii_controls(tagg.to_json().to_string()));
+        } else {
+            print!("{}", tagg.render_text(a.top));
+        }
+        return Ok(if crate::args::finish_scan(&scan.report()) != ExitCode::SUCCESS {
+            ExitCode::FAILURE
+        } else {
+            status
+        });
     }
     let mut names = want_stacks.then(|| StackNames::new(table, a.binaries.as_deref()));
     if let Some(p) = &a.svg {

@@ -50,6 +50,8 @@ pub enum Arg {
     Issuer,
     ExitCode,
     ParentPid,
+    ThreadCpu,
+    ThreadRunq,
     Args,
 }
 
@@ -68,6 +70,8 @@ impl Arg {
             Arg::Offset => "offset",
             Arg::WhyCpu => "why.cpu_ns",
             Arg::WhyRunq => "why.runq_ns",
+            Arg::ThreadCpu => "thread.cpu_ns",
+            Arg::ThreadRunq => "thread.runq_ns",
             Arg::WhyIo => "why.io_ns",
             Arg::WhyLock => "why.lock_ns",
             Arg::WhyIpc => "why.ipc_ns",

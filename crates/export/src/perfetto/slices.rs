@@ -257,6 +257,11 @@ impl SliceBuilder<'_> {
                 }
             }
             Some(ProcOp::Exit) => self.i(Arg::ExitCode, b.ret[i]),
+            // A thread's times so far: on CPU and runnable since it started.
+            Some(ProcOp::Times) => {
+                self.i(Arg::ThreadCpu, b.bytes[i] as i64);
+                self.i(Arg::ThreadRunq, b.qtime[i] as i64);
+            }
             None => self.i(Arg::Ret, b.ret[i]),
         }
     }

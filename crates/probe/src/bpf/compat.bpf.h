@@ -214,4 +214,27 @@ static __always_inline bool vma_file(struct ls_vma_file *f)
 	return err == 0 && f->ino != 0;
 }
 
+/*
+ * The syscall task t (not running) is blocked in, or -1: the number the kernel saved at its entry
+ * (x86_64's orig_ax; an exception's error code stands there too, so a task blocked in a page
+ * fault may pass for one in a low-numbered call). bpf_task_pt_regs: Linux 5.15.
+ */
+static __always_inline long task_blocked_syscall(struct task_struct *t, long state)
+{
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs) || state == 0 /* TASK_RUNNING */)
+		return -1;
+	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!r)
+		return -1;
+	long nr = BPF_CORE_READ(r, orig_ax);
+	return nr >= 0 && nr < LS_NR_MAX ? nr : -1;
+}
+
+/* The syscall a sys_exit tracepoint (tp_btf: its first argument the pt_regs) ends. */
+static __always_inline long exit_syscall_nr(void *ctx)
+{
+	struct pt_regs *r = (struct pt_regs *)((__u64 *)ctx)[0];
+	return BPF_CORE_READ(r, orig_ax);
+}
+
 #endif

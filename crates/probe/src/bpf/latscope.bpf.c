@@ -51,6 +51,9 @@ const volatile __u8 ablate = 0;
 /* Bumped by user space whenever the pid filter changes, so that verdicts cached per task are
  * taken again (a process started behind a gate made syscalls before its pid was added). */
 volatile __u32 filter_gen = 1;
+/* Which point of the recording the thread-times iterator (ls_times_iter) reads: set by user space
+ * before each read (enum ls_times_when). */
+volatile __u32 times_when = LS_TIMES_START;
 
 /* Make the shared types part of the object's BTF so the skeleton exports them (Rust reads the
  * constants from there; see latscope.h). */
@@ -728,6 +731,86 @@ static __always_inline void fill_exit_info(const bool fast, struct ls_event *e, 
 	e->off2 = (__s64)size;
 }
 
+/* Threads the start found blocked in a call begun before the recording (see times_resumed). */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u8);
+} times_pre SEC(".maps");
+
+/*
+ * A thread's times so far, as the scheduler counts them (an LS_PROC event of op LS_TIMES; `when`:
+ * enum ls_times_when, `pending` and `nr`: the call it is in): on CPU (se.sum_exec_runtime), runnable (sched_info.run_delay), user and
+ * system CPU, page faults, switches, and when it started. Two of them bound the thread's whole
+ * time over a recording, in and outside its calls (docs/WHY.md). With --why only. The fields it
+ * takes are listed in docs/TRACE_FORMAT.md.
+ */
+static __always_inline void emit_times(struct task_struct *p, __u32 when, __u64 pending, long nr)
+{
+	if (agg_mode || !why_mode)
+		return;
+	__u32 zero = 0;
+	struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return;
+	struct ls_event *e = &sc->e;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->kind = LS_PROC;
+	e->nr = LS_TIMES;
+	e->cpu = bpf_get_smp_processor_id();
+	e->ts = bpf_ktime_get_ns();
+	e->pid = p->tgid;
+	e->tid = p->pid;
+	e->uid = p->cred->uid.val;
+	e->cgroup = BPF_CORE_READ(p, cgroups, dfl_cgrp, kn, id);
+	fill_ids(false, &e->ids, p);
+	e->ret = p->start_time;
+	e->bytes = p->se.sum_exec_runtime;
+	e->qtime = p->sched_info.run_delay;
+	e->addr = p->utime;
+	e->off = p->stime;
+	e->ino = p->min_flt;
+	e->off2 = p->maj_flt;
+	e->dev = p->nvcsw;
+	e->flags = p->nivcsw;
+	e->mode = when;
+	/* The call it is in, where known: how long it has been in it (a recorded call not yet
+	 * returned) and its number; -1 for none. */
+	e->lat = pending;
+	e->fd = nr;
+	e->dirfd = -1;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
+	if (bpf_ringbuf_output(&events, sc, sizeof(struct ls_event), count_event()))
+		stat_lost_after_count();
+}
+
+/* Whether task t (not the current one) is in a cgroup the filter takes: its cgroup or one of its
+ * ancestors is in the filter's map (cgroup_wanted, for another task). */
+static __always_inline bool task_cgroup_wanted(struct task_struct *t)
+{
+	struct cgroup *cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+	for (int i = 0; i <= LS_CGROUP_DEPTH && cg; i++) {
+		__u64 id = BPF_CORE_READ(cg, kn, id);
+		if (bpf_map_lookup_elem(&cgroups, &id))
+			return true;
+		struct cgroup_subsys_state *parent = BPF_CORE_READ(cg, self.parent);
+		cg = parent ? BPF_CORE_READ(parent, cgroup) : NULL;
+	}
+	return false;
+}
+
+/* A call that began before the recording returned (the start found its thread blocked in it):
+ * its thread's times now, once, bound the time it spent in it. */
+static __always_inline void times_resumed(void *ctx, struct task_struct *task)
+{
+	__u8 *pre = bpf_task_storage_get(&times_pre, task, 0, 0);
+	if (!pre || !*pre)
+		return;
+	*pre = 0;
+	emit_times(task, LS_TIMES_RESUMED, 0, exit_syscall_nr(ctx));
+}
+
 /* The syscall exit; `fast` as for sys_enter. */
 static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 {
@@ -760,6 +843,8 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 			spilled = true;
 		}
 	} else if (!take_spilled(task, &st)) {
+		if (why_mode)
+			times_resumed(ctx, task);
 		return 0;
 	} else {
 		spilled = true;
@@ -1187,6 +1272,43 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 		stat_lost_after_count();
 }
 
+/* Every thread the filter takes (not kernel threads), its times read at the point user space set
+ * in times_when: run when user space reads the iterator, at the start and the end of a recording. */
+SEC("iter/task")
+int ls_times_iter(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	if (!t || (t->flags & WHY_PF_KTHREAD))
+		return 0;
+	__u32 tgid = t->tgid;
+	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)))
+		return 0;
+	if (filter_comms) {
+		__u64 comm[2] = {};
+		task_comm(t, comm);
+		if (!bpf_map_lookup_elem(&comms, comm))
+			return 0;
+	}
+	if (filter_cgroups && !task_cgroup_wanted(t))
+		return 0;
+	/* A recorded call it has not returned from yet; else, at the start, a call it was blocked
+	 * in before the recording, whose return times_resumed reports. */
+	__u64 now = bpf_ktime_get_ns(), pending = 0;
+	long nr = -1;
+	struct ls_start *s = TASK_GET(starts, t, false);
+	if (s && s->ts && s->ts < now) {
+		pending = now - s->ts;
+		nr = s->nr;
+	} else if (times_when == LS_TIMES_START) {
+		nr = task_blocked_syscall(t, why_task_state(t));
+		__u8 one = 1;
+		if (nr >= 0)
+			bpf_task_storage_get(&times_pre, t, &one, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	}
+	emit_times(t, times_when, pending, nr);
+	return 0;
+}
+
 /* The pid filter changed: verdicts cached per CPU are taken again (see task_wanted). */
 static __always_inline void filter_changed(void)
 {
@@ -1244,8 +1366,12 @@ int BPF_PROG(ls_exit, struct task_struct *p)
 	__u32 tgid = p->tgid;
 	if (tgid == self_tgid || (filter_pids && !bpf_map_lookup_elem(&pids, &tgid)))
 		return 0;
-	if (p->pid == p->tgid && cgroup_wanted())
+	bool cg = cgroup_wanted();
+	if (p->pid == p->tgid && cg)
 		emit_proc(p, LS_EXIT, (p->exit_code >> 8) & 0xff, NULL, 0, 0);
+	/* Every thread's times at its end (kernel threads are not followed). */
+	if (why_mode && cg && !(p->flags & WHY_PF_KTHREAD))
+		emit_times(p, LS_TIMES_EXIT, 0, -1);
 	/* A followed process leaves the filter with its last thread (the count of live threads is
 	 * down by the time of the tracepoint; the leader may exit before the others), so that the
 	 * map stays bounded by the processes alive and a reused pid is not followed. */

@@ -273,7 +273,8 @@ impl Planner<'_> {
                     }
                 }
             }
-            None => {}
+            // A thread's CPU and scheduling counters: nothing to replay.
+            Some(ProcOp::Times) | None => {}
         }
     }
     pub(super) fn clone_(&mut self, i: usize, flags: u32) {
