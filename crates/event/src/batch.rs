@@ -115,8 +115,15 @@ impl StrCol {
     #[inline]
     pub fn get(&self, i: usize) -> &str {
         let (a, b) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
+        let s = &self.data[a..b];
+        // Names and paths are nearly always ASCII: checked word by word, inline, instead of a
+        // call to the UTF-8 validator for every string of every event printed.
+        if s.is_ascii() {
+            // SAFETY: ASCII bytes are valid UTF-8.
+            return unsafe { std::str::from_utf8_unchecked(s) };
+        }
         // Only valid UTF-8 is ever pushed (and the trace reader validates), so this cannot fail.
-        std::str::from_utf8(&self.data[a..b]).unwrap_or("")
+        std::str::from_utf8(s).unwrap_or("")
     }
     /// Append every string of `other`.
     pub fn append(&mut self, other: &StrCol) {

@@ -70,8 +70,8 @@ pub(crate) fn write_u64(w: &mut impl Write, mut n: u64) -> fmt::Result {
             break;
         }
     }
-    // Only ASCII digits were written.
-    w.write_str(std::str::from_utf8(&buf[at..]).unwrap_or_default())
+    // SAFETY: only ASCII digits were written (valid UTF-8).
+    w.write_str(unsafe { std::str::from_utf8_unchecked(&buf[at..]) })
 }
 
 /// [`write_sig3`] of `n / d` (`n >= d`, `n` below [`EXACT_LIMIT`]) in integers: the same text, as
@@ -102,9 +102,10 @@ fn write_sig3_int(w: &mut impl Write, n: u64, d: u64) -> Option<fmt::Result> {
             let digits = [b'.', b'0' + (f / 10 % 10) as u8, b'0' + (f % 10) as u8];
             // `.d` or `.dd`: the last `places` digits.
             let text = if places == 1 { [digits[0], digits[2]] } else { [digits[0], digits[1]] };
-            w.write_str(std::str::from_utf8(&text).unwrap_or_default())?;
+            // SAFETY (both): a dot and ASCII digits (valid UTF-8).
+            w.write_str(unsafe { std::str::from_utf8_unchecked(&text) })?;
             if places == 2 {
-                w.write_str(std::str::from_utf8(&digits[2..]).unwrap_or_default())?;
+                w.write_str(unsafe { std::str::from_utf8_unchecked(&digits[2..]) })?;
             }
         }
         Ok(())

@@ -283,6 +283,18 @@ impl Members<'_> {
     }
 }
 
+/// Whether syscall `nr` has arguments that [`latscope_event::argnames::decoded`] decodes (looked
+/// up once per number, not by name per event).
+fn has_arg_specs(nr: u16) -> bool {
+    static HAS: std::sync::OnceLock<Vec<bool>> = std::sync::OnceLock::new();
+    let has = HAS.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|nr| !latscope_event::argnames::specs(latscope_event::syscall_name(nr).unwrap_or("")).is_empty())
+            .collect()
+    });
+    has[usize::from(nr)]
+}
+
 /// `v` as a JSON string, as `serde_json` writes it and [`json_ascii_controls`] shows it.
 fn push_json_str(s: &mut String, v: &str) {
     if printable_ascii(v.as_bytes()) && !v.bytes().any(|c| c == b'"' || c == b'\\') {
@@ -305,14 +317,19 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
         Some(EventKind::Syscall) => {
             m.int(k0!("addr"), b.addr[i]);
             // The flags, modes and addresses as the line prints them, keys in serde_json's order.
+            m.key(k!("args"));
+            m.s.push('{');
             let name = latscope_event::syscall_name(b.nr[i]).unwrap_or("");
-            let mut decoded = latscope_event::argnames::decoded(name, b.flags[i], b.mode[i], b.addr[i]);
+            // Most calls (read, write, close...) have no argument to decode: no list to build.
+            let mut decoded = if has_arg_specs(b.nr[i]) {
+                latscope_event::argnames::decoded(name, b.flags[i], b.mode[i], b.addr[i])
+            } else {
+                Vec::new()
+            };
             // A key given twice keeps its last value, as a map does.
             decoded.reverse();
             decoded.sort_by(|a, b| a.0.cmp(b.0));
             decoded.dedup_by_key(|a| a.0);
-            m.key(k!("args"));
-            m.s.push('{');
             for (k, (name, v)) in decoded.iter().enumerate() {
                 if k > 0 {
                     m.s.push(',');

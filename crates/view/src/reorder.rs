@@ -4,6 +4,10 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 
+/// Most in-order queues a [`Reorder`] keeps (each stream of events that arrive in order fills
+/// one: syscalls, block requests, and a few calls that end long after they began).
+pub const QUEUES: usize = 4;
+
 /// Which time events are printed in the order of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SortBy {
@@ -23,17 +27,22 @@ pub enum SortBy {
 /// An event whose key is before that of one already released (a call longer than the window
 /// minus the interleaving, a few seconds' worth) comes out at once, marked late.
 ///
-/// Held events are ordered by (key, arrival number). Events arrive nearly in key order: those
-/// that come in order (no earlier key than the last one held in order) are appended to a queue,
-/// the few others go into a B-tree, and the next out is the first of either (a B-tree of all of
-/// them cost a tenth of `events`' time; a binary heap of a million events misses the cache on
-/// every level of every pop).
+/// Held events are ordered by (key, arrival number). Events arrive nearly in key order, as a few
+/// interleaved streams (syscalls and block requests, block by block) each in order: an event is
+/// appended to the queue (of up to [`QUEUES`]) whose last key is the latest not after its own,
+/// the few that fit none go into a B-tree, and the next out is the first of the queues' fronts
+/// and the tree (a B-tree of all of them cost a tenth of `events`' time, and one queue sent
+/// every event of the second stream into it; a binary heap of a million events misses the cache
+/// on every level of every pop).
 pub struct Reorder<T> {
     by: SortBy,
     window_ns: u64,
     max_held: usize,
-    in_order: VecDeque<(u64, u64, T)>,
+    /// Runs in order by (key, arrival number): events that arrived in order after the last one.
+    queues: Vec<VecDeque<(u64, u64, T)>>,
     held: BTreeMap<(u64, u64), T>,
+    /// Events held in the queues and the tree.
+    n_held: usize,
     seq: u64,
     watermark: u64,
     released: Option<u64>,
@@ -49,8 +58,9 @@ impl<T> Reorder<T> {
             by,
             window_ns,
             max_held: max_held.max(1),
-            in_order: VecDeque::new(),
+            queues: (0..QUEUES).map(|_| VecDeque::new()).collect(),
             held: BTreeMap::new(),
+            n_held: 0,
             seq: 0,
             watermark: 0,
             released: None,
@@ -78,15 +88,27 @@ impl<T> Reorder<T> {
             return out(item, true);
         }
         self.seq += 1;
-        if self.in_order.back().is_none_or(|b| b.0 <= key) {
-            self.in_order.push_back((key, self.seq, item));
-        } else {
-            self.held.insert((key, self.seq), item);
+        // The queue whose last key is the latest not after this one (an empty one otherwise).
+        let mut best: Option<(usize, u64)> = None;
+        let mut empty = None;
+        for (q, queue) in self.queues.iter().enumerate() {
+            match queue.back() {
+                Some(b) if b.0 <= key && best.is_none_or(|(_, k)| b.0 > k) => best = Some((q, b.0)),
+                Some(_) => {}
+                None => empty = empty.or(Some(q)),
+            }
         }
-        self.peak = self.peak.max(self.in_order.len() + self.held.len());
+        match best.map(|(q, _)| q).or(empty) {
+            Some(q) => self.queues[q].push_back((key, self.seq, item)),
+            None => {
+                self.held.insert((key, self.seq), item);
+            }
+        }
+        self.n_held += 1;
+        self.peak = self.peak.max(self.n_held);
         let due = self.watermark.saturating_sub(self.window_ns);
         while let Some(first) = self.first() {
-            if first > due && self.in_order.len() + self.held.len() <= self.max_held {
+            if first > due && self.n_held <= self.max_held {
                 break;
             }
             let Some((k, item)) = self.pop_first() else { break };
@@ -98,24 +120,32 @@ impl<T> Reorder<T> {
 
     /// The key of the next event out.
     fn first(&self) -> Option<u64> {
-        match (self.in_order.front(), self.held.first_key_value()) {
-            (Some(q), Some((t, _))) => Some(q.0.min(t.0)),
-            (Some(q), None) => Some(q.0),
-            (None, t) => t.map(|(t, _)| t.0),
-        }
+        let queues = self.queues.iter().filter_map(|q| q.front().map(|f| f.0));
+        queues.chain(self.held.first_key_value().map(|(t, _)| t.0)).min()
     }
 
-    /// The next event out: the first of the queue and the tree by (key, arrival number).
+    /// The next event out: the first of the queues' fronts and the tree by (key, arrival number).
     fn pop_first(&mut self) -> Option<(u64, T)> {
-        let from_queue = match (self.in_order.front(), self.held.first_key_value()) {
-            (Some(q), Some((t, _))) => (q.0, q.1) < *t,
-            (q, _) => q.is_some(),
-        };
-        if from_queue {
-            self.in_order.pop_front().map(|(k, _, item)| (k, item))
-        } else {
-            self.held.pop_first().map(|((k, _), item)| (k, item))
+        let mut from: Option<(usize, (u64, u64))> = None;
+        for (q, queue) in self.queues.iter().enumerate() {
+            if let Some(f) = queue.front() {
+                if from.is_none_or(|(_, k)| (f.0, f.1) < k) {
+                    from = Some((q, (f.0, f.1)));
+                }
+            }
         }
+        let from_tree = match (from, self.held.first_key_value()) {
+            (Some((_, k)), Some((t, _))) => *t < k,
+            (None, t) => t.is_some(),
+            (Some(_), None) => false,
+        };
+        let out = if from_tree {
+            self.held.pop_first().map(|((k, _), item)| (k, item))
+        } else {
+            from.and_then(|(q, _)| self.queues[q].pop_front()).map(|(k, _, item)| (k, item))
+        };
+        self.n_held -= usize::from(out.is_some());
+        out
     }
 
     /// Lets out, in order, every held event whose key is before `bound`: the caller knows that
