@@ -269,26 +269,27 @@ pub fn write_proc_args(w: &mut impl Write, b: &EventBatch, i: usize) -> fmt::Res
         }
         Some(ProcOp::Exit) => write!(w, "code={ret}"),
         Some(ProcOp::Times) => match crate::ThreadTimes::from_row(b, i) {
-            Some((t, at)) => write!(
-                w,
-                "at={} cpu={} runq={} user={} sys={} faults={}/{} switches={}/{}",
-                at.name(),
-                crate::units::fmt_ns(t.cpu),
-                crate::units::fmt_ns(t.runq),
-                crate::units::fmt_ns(t.user),
-                crate::units::fmt_ns(t.sys),
-                t.min_flt,
-                t.maj_flt,
-                t.vcsw,
-                t.ivcsw
-            )
-            .and_then(|()| match t.call {
-                Some(nr) if t.in_call > 0 => {
-                    write!(w, " in_call={}/{}", crate::syscall_name(nr).unwrap_or("?"), crate::units::fmt_ns(t.in_call))
+            // Written piece by piece: filters format this (evt.args) without allocating.
+            Some((t, at)) => {
+                use crate::units::write_ns;
+                write!(w, "at={} cpu=", at.name())?;
+                write_ns(w, t.cpu)?;
+                w.write_str(" runq=")?;
+                write_ns(w, t.runq)?;
+                w.write_str(" user=")?;
+                write_ns(w, t.user)?;
+                w.write_str(" sys=")?;
+                write_ns(w, t.sys)?;
+                write!(w, " faults={}/{} switches={}/{}", t.min_flt, t.maj_flt, t.vcsw, t.ivcsw)?;
+                if let Some(nr) = t.call {
+                    write!(w, " in_call={}", crate::syscall_name(nr).unwrap_or("?"))?;
+                    if t.in_call > 0 {
+                        w.write_char('/')?;
+                        write_ns(w, t.in_call)?;
+                    }
                 }
-                Some(nr) => write!(w, " in_call={}", crate::syscall_name(nr).unwrap_or("?")),
-                None => Ok(()),
-            }),
+                Ok(())
+            }
             None => Ok(()),
         },
         _ => Ok(()),

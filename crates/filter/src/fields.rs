@@ -901,7 +901,7 @@ mod tests {
         }
         assert_eq!(blk_op_bit(77), 64);
         assert_eq!(BlockOp::from_u16(77).name(), BLOCK_OP_NAMES[6]);
-        assert_eq!((proc_op_bit(0), proc_op_bit(2), proc_op_bit(3)), (1, 4, 0));
+        assert_eq!((proc_op_bit(0), proc_op_bit(2), proc_op_bit(3), proc_op_bit(4)), (1, 4, 8, 0));
     }
 
     /// Fields that do not format their value read the same without a buffer.

@@ -431,6 +431,12 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
     }
     m.int(k!("tid"), b.tid[i]);
     m.int(k!("time_ns"), h.wall_ns(b.ts[i]));
+    if kind == Some(EventKind::Proc) {
+        if let Some(t) = times_json(b, i) {
+            m.key(k!("times"));
+            m.s.push_str(&t.to_string());
+        }
+    }
     m.int(k!("ts_ns"), b.ts[i]);
     m.int(k!("tty"), b.tty[i]);
     m.op_name(k!("type"), b.kind[i], b.nr[i]);
@@ -523,10 +529,36 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Value {
             if b.nr[i] == ProcOp::Exec as u16 {
                 m.insert("args".into(), json!(b.path2.get(i)));
             }
+            if let Some(t) = times_json(b, i) {
+                m.insert("times".into(), t);
+            }
         }
         None => {}
     }
     Value::Object(m)
+}
+
+/// A thread's times (a `proc_times` event) as JSON: its counters since it started, and the call
+/// it was in when they were read.
+fn times_json(b: &EventBatch, i: usize) -> Option<Value> {
+    let (t, at) = latscope_event::ThreadTimes::from_row(b, i)?;
+    let mut j = json!({
+        "at": at.name(),
+        "started_ns": t.started,
+        "cpu_ns": t.cpu,
+        "runq_ns": t.runq,
+        "user_ns": t.user,
+        "sys_ns": t.sys,
+        "minor_faults": t.min_flt,
+        "major_faults": t.maj_flt,
+        "voluntary_switches": t.vcsw,
+        "involuntary_switches": t.ivcsw,
+    });
+    if let Some(nr) = t.call {
+        j["in_call"] = json!(latscope_event::syscall_name(nr).map_or_else(|| format!("syscall_{nr}"), str::to_string));
+        j["in_call_ns"] = json!(t.in_call);
+    }
+    Some(j)
 }
 
 #[cfg(test)]
