@@ -21,7 +21,9 @@
 //! it by what the call is (lock for a futex, pipe/socket for an epoll_wait, ...); so does a call
 //! still blocked at the end.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::fmt::Write;
 
 use latscope_event::units::fmt_ns;
@@ -92,10 +94,13 @@ struct Acc {
 /// Each thread's account, fed events in any order of blocks (see the module's documentation).
 #[derive(Debug, Default)]
 pub struct ThreadTimeAgg {
-    threads: HashMap<u32, Acc>,
+    threads: FxHashMap<u32, Acc>,
     /// Threads that had an event the filter took; every thread when `all`.
-    shown: HashSet<u32>,
+    shown: FxHashSet<u32>,
     all: bool,
+    /// A thread's times were seen: calls count from there (none before the first reading, the
+    /// start's, is in any window), and a trace without them costs a scan of its kinds.
+    started: bool,
 }
 
 /// Where one thread's (or process's) time went over its window, ns.
@@ -213,8 +218,18 @@ impl ThreadTimeAgg {
     /// Take every event of `b` (a thread's calls count whatever the filter says); `rows`: those
     /// the filter took, whose threads are shown.
     pub fn add(&mut self, b: &EventBatch, rows: &[u32]) {
-        for &i in rows {
-            self.shown.insert(b.tid[i as usize]);
+        if !self.started {
+            let proc = EventKind::Proc as u8;
+            let times = latscope_event::ProcOp::Times as u16;
+            match (0..b.len()).find(|&i| b.kind[i] == proc && b.nr[i] == times) {
+                Some(_) => self.started = true,
+                None => return,
+            }
+        }
+        if !self.all {
+            for &i in rows {
+                self.shown.insert(b.tid[i as usize]);
+            }
         }
         for i in 0..b.len() {
             match EventKind::from_u8(b.kind[i]) {
@@ -352,6 +367,32 @@ impl ThreadTimeAgg {
              I/O, stopped). In calls: their parts by cause (calls without a breakdown as on CPU).\n",
         );
         s
+    }
+
+    /// One line for the `why` ticket: the threads' time summed, outside calls by part and in
+    /// calls; `None` without thread times.
+    pub fn summary_line(&self) -> Option<String> {
+        let threads = self.threads();
+        if threads.is_empty() {
+            return None;
+        }
+        let mut all = Account::default();
+        for t in &threads {
+            all.add(t);
+        }
+        let pct = |v: u64| if all.wall == 0 { 0.0 } else { v as f64 * 100.0 / all.wall as f64 };
+        Some(format!(
+            "threads' whole time: {} in {} thread{}: outside calls user CPU {:.1} %, kernel CPU {:.1} %, run queue {:.1} %, \
+             blocked {:.1} %; in calls {:.1} % (why --threads: each thread and process)",
+            fmt_ns(all.wall),
+            all.threads,
+            if all.threads == 1 { "" } else { "s" },
+            pct(all.user),
+            pct(all.kernel),
+            pct(all.runq),
+            pct(all.blocked),
+            pct(all.inside())
+        ))
     }
 
     /// The accounts as JSON: every thread and process.
@@ -669,5 +710,8 @@ mod tests {
         assert_eq!(j["threads"][0]["outside_calls"]["kernel_cpu_ns"], 10 * ms);
         assert_eq!(j["processes"][0]["threads"], 1);
         assert!(agg(&[]).render_text(5).contains("no thread times"));
+        let line = a.summary_line().unwrap();
+        assert!(line.contains("100ms in 1 thread: outside calls user CPU 40.0 %"), "{line}");
+        assert!(agg(&[]).summary_line().is_none());
     }
 }

@@ -186,8 +186,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
             first = first.min(c.batch.ts[i]);
             last = last.max(c.batch.end(i));
         }
-        if a.threads {
+        // (the ticket's line on the threads' whole time: without a filter only)
+        if a.threads || (all_threads && !want_stacks && a.svg.is_none()) {
             tagg.add(c.batch, c.rows);
+        }
+        if a.threads {
             continue;
         }
         chains.add(c.batch);
@@ -264,6 +267,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
         // Over the time covered: the recording (within the filter's time window), as every view.
         let events = (first <= last).then(|| latscope_event::Span::new(first, last));
         print!("{}", agg.render_ticket(&header, a.top, scan.covered(events).map_or(0, |c| c.ns())));
+        if let Some(l) = all_threads.then(|| tagg.summary_line()).flatten() {
+            println!("{l}");
+        }
     }
     if crate::args::finish_scan(&scan.report()) != ExitCode::SUCCESS {
         status = ExitCode::FAILURE;
