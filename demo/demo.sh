@@ -100,6 +100,13 @@ step "Where the blocked time went, by stack and drawn: latscope why -r trace.lst
 head -40 "$WORK/stacks.txt"
 echo "(blocked.folded is flamegraph.pl's, inferno's and speedscope's input; why.svg is time by cause and by waker)"
 
+step "Where the CPU time went: latscope record --profile 199 -- python3 (busy); why --on-cpu -n 2; why --hot-cold --flame hotcold.svg"
+"$LS" record --profile 199 -w "$OUT/prof.lst" --quiet --no-block -- python3 -c 'import time; t = time.time() + 1
+while time.time() < t: sum(i * i for i in range(10000))'
+"$LS" why -r "$OUT/prof.lst" --on-cpu -n 2 'proc.name = python3' | head -30
+"$LS" why -r "$OUT/prof.lst" --hot-cold --flame "$OUT/hotcold.svg" --folded "$OUT/hotcold.folded"
+echo "(hotcold.svg: on-CPU samples and blocked time in one flame graph)"
+
 step "Time by cause, by waker, by operation: latscope top -r trace.lst --by cause"
 "$LS" top -r "$OUT/trace.lst" --by cause > "$WORK/cause.txt"
 head -30 "$WORK/cause.txt"

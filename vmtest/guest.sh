@@ -158,6 +158,12 @@ assert abs(a["outside_calls"]["total_ns"] + a["in_calls"]["total_ns"] - a["wall_
 assert a["in_calls"]["by_cause"]["timer_ns"] >= 190_000_000, a
 print("sleep: wall", a["wall_ns"], "timer", a["in_calls"]["by_cause"]["timer_ns"])
 PY
+	# On-CPU samples: a shell loop sampled at 199 Hz, its samples with stacks.
+	"$LS" record -w $W/prof.lst --profile 199 --no-block -- sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done' || fail "record --profile"
+	n=$("$LS" events -r $W/prof.lst 'evt.type = proc_sample' | wc -l)
+	echo "on-CPU samples: $n"
+	[ "$n" -gt 0 ] || fail "record --profile took no sample"
+	"$LS" why -r $W/prof.lst --on-cpu -n 1 || fail "why --on-cpu"
 }
 
 suite check check

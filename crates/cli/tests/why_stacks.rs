@@ -675,3 +675,68 @@ fn stacks_of_processes_that_exit_right_after_their_call_are_named() {
     // and the program's own frame, by the file its exec named
     assert!(user.iter().any(|f| f.starts_with("main")), "the program named: {v}");
 }
+
+/// On-CPU samples (`record --profile`): a program built without frame pointers spends its CPU in
+/// two leaf functions, 7 parts to 3; the samples name both, and split the CPU time between them
+/// as the program's own CPU clock does, within 5 % of the whole. `--hot-cold` puts them in one
+/// graph beside the blocked time.
+#[test]
+fn on_cpu_samples_split_the_cpu_between_two_functions_as_their_own_clock() {
+    if !require_bpf("on_cpu_samples_split_the_cpu_between_two_functions_as_their_own_clock") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("profile");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/profile.c");
+    let st = Command::new("cc")
+        .args(["-O2", "-g", "-fomit-frame-pointer", "-Wall", "-o"])
+        .arg(&work)
+        .arg(&src)
+        .status()
+        .expect("cc runs");
+    assert!(st.success(), "compiling {} failed", src.display());
+    let trace = tmp.path().join("p.lst");
+    let out = Command::new(bin())
+        .args(["record", "-w"])
+        .arg(&trace)
+        .args(["--profile", "499", "--quiet", "--no-block", "--"])
+        .arg(&work)
+        .arg("1.5")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "record failed: {}", String::from_utf8_lossy(&out.stderr));
+    let kv: HashMap<String, i64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect();
+    let t = trace.to_str().unwrap();
+    // Folded stacks: the leaf (last frame) of each, weighed in microseconds.
+    let folded = latscope_ok(&["why", "-r", t, "--on-cpu", "--folded", "-", "proc.name = profile"]);
+    let (mut a, mut b, mut all) = (0u64, 0u64, 0u64);
+    for l in folded.lines() {
+        let (stack, us) = l.rsplit_once(' ').unwrap();
+        let us: u64 = us.parse().unwrap();
+        all += us;
+        // (a sample in the kernel ends in its kernel frames, `_[k]`)
+        match stack.rsplit(';').find(|f| !f.ends_with("_[k]")).unwrap() {
+            "hot_a" => a += us,
+            "hot_b" => b += us,
+            _ => {}
+        }
+    }
+    assert!(a > 0 && b > 0, "both functions sampled: {folded}");
+    assert!((a + b) * 10 >= all * 8, "most samples in the two functions ({a} + {b} of {all} us): {folded}");
+    let want = kv["a_ns"] as f64 / (kv["a_ns"] + kv["b_ns"]) as f64;
+    let got = a as f64 / (a + b) as f64;
+    assert!((got - want).abs() <= 0.05, "hot_a's share {got:.3} by samples, {want:.3} by its clock: {folded}");
+    let text = latscope_ok(&["why", "-r", t, "--on-cpu", "-n", "3"]);
+    assert!(text.contains("On-CPU time by stack") && text.contains("hot_a"), "{text}");
+    let hc = latscope_ok(&["why", "-r", t, "--hot-cold", "--folded", "-"]);
+    assert!(hc.lines().any(|l| l.starts_with("[on CPU];profile;")), "{hc}");
+    assert!(hc.lines().all(|l| l.starts_with("[on CPU];") || l.starts_with("[blocked];")), "{hc}");
+    let j: Value = serde_json::from_str(&latscope_ok(&["why", "-r", t, "--on-cpu", "--json"])).unwrap();
+    assert!(j["total_on_cpu_ns"].as_u64() > Some(0) && j["stacks"][0]["samples"].as_u64() > Some(0), "{j}");
+}

@@ -268,6 +268,7 @@ pub fn write_proc_args(w: &mut impl Write, b: &EventBatch, i: usize) -> fmt::Res
             Ok(())
         }
         Some(ProcOp::Exit) => write!(w, "code={ret}"),
+        Some(ProcOp::Sample) => w.write_str(if ret == 1 { "in=kernel" } else { "in=user" }),
         Some(ProcOp::Times) => match crate::ThreadTimes::from_row(b, i) {
             // Written piece by piece: filters format this (evt.args) without allocating.
             Some((t, at)) => {

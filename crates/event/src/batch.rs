@@ -50,6 +50,9 @@ pub enum ProcOp {
     /// A thread's times so far, as the scheduler counts them (recordings with attribution, at
     /// their start, at the thread's exit and at their end): see [`crate::ThreadTimes`].
     Times = 3,
+    /// An on-CPU sample of a thread (`record --profile`): `kstack`, `ustack` its stacks, `ret`
+    /// 1 when the CPU was in the kernel, 0 in user code.
+    Sample = 4,
 }
 
 impl ProcOp {
@@ -60,6 +63,7 @@ impl ProcOp {
             1 => Some(Self::Exec),
             2 => Some(Self::Exit),
             3 => Some(Self::Times),
+            4 => Some(Self::Sample),
             _ => None,
         }
     }
@@ -70,6 +74,7 @@ impl ProcOp {
             Self::Exec => "exec",
             Self::Exit => "exit",
             Self::Times => "times",
+            Self::Sample => "sample",
         }
     }
 }

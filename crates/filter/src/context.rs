@@ -235,7 +235,7 @@ impl EvalContext {
                 }
             }
             Some(ProcOp::Exit) => self.exited[0].push(pid),
-            Some(ProcOp::Times) | None => {}
+            Some(ProcOp::Times | ProcOp::Sample) | None => {}
         }
     }
 

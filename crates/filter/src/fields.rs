@@ -699,6 +699,7 @@ impl Field {
                         ProcOp::Exec => "proc_exec",
                         ProcOp::Exit => "proc_exit",
                         ProcOp::Times => "proc_times",
+                        ProcOp::Sample => "proc_sample",
                     },
                     _ => return None,
                 }
@@ -901,7 +902,7 @@ mod tests {
         }
         assert_eq!(blk_op_bit(77), 64);
         assert_eq!(BlockOp::from_u16(77).name(), BLOCK_OP_NAMES[6]);
-        assert_eq!((proc_op_bit(0), proc_op_bit(2), proc_op_bit(3), proc_op_bit(4)), (1, 4, 8, 0));
+        assert_eq!((proc_op_bit(0), proc_op_bit(2), proc_op_bit(3), proc_op_bit(4), proc_op_bit(5)), (1, 4, 8, 16, 0));
     }
 
     /// Fields that do not format their value read the same without a buffer.

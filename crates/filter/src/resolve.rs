@@ -16,10 +16,10 @@ pub(crate) struct TypeSel {
     pub proc: u8,
 }
 
-const PROC_OPS: [ProcOp; 4] = [ProcOp::Fork, ProcOp::Exec, ProcOp::Exit, ProcOp::Times];
+const PROC_OPS: [ProcOp; 5] = [ProcOp::Fork, ProcOp::Exec, ProcOp::Exit, ProcOp::Times, ProcOp::Sample];
 
 /// The `evt.type` names of block and process events (as [`latscope_event::op_name`] prints them).
-const TYPE_NAMES: [&str; 11] = [
+const TYPE_NAMES: [&str; 12] = [
     "block_read",
     "block_write",
     "block_flush",
@@ -31,11 +31,12 @@ const TYPE_NAMES: [&str; 11] = [
     "proc_exec",
     "proc_exit",
     "proc_times",
+    "proc_sample",
 ];
 
 /// `evt.type` name, as events print it: a syscall name (or `syscall_N` for unnamed numbers)
 /// matches syscalls only, `block_write` (`block_` and a `blk.op` name) block requests only,
-/// `proc_exec` (`proc_` and fork, exec, exit or times) process events only — as in sysdig, where
+/// `proc_exec` (`proc_` and fork, exec, exit, times or sample) process events only — as in sysdig, where
 /// `evt.type = write` is the syscall.
 pub(crate) fn evt_type(s: &str) -> Option<TypeSel> {
     let sys = syscalls::syscall_nr(s).or_else(|| {

@@ -260,11 +260,11 @@ impl<W: BlockSink> Recorder<W> {
     fn poll(&mut self, wait: Duration) -> Result<(), RecordError> {
         let s = &mut self.session;
         let from = self.syscalls.len();
+        let from_other = self.other.len();
         // Cgroups first met now (a container started since the start) are named before the
         // filter sees their events, and their entries travel in the next block written.
         let mut found = Vec::new();
         if s.filter.is_match_all() {
-            let from_other = self.other.len();
             s.probe.poll_into_split(&mut self.syscalls, &mut self.other, wait)?;
             found.extend(s.learn_cgroups(&self.syscalls.cgroup[from..]));
             found.extend(s.learn_cgroups(&self.other.cgroup[from_other..]));
@@ -287,6 +287,10 @@ impl<W: BlockSink> Recorder<W> {
         // Stack references become ids of the trace's stack table, whose new entries travel in
         // the block of the events that first use them: a block whose entries reach the budget
         // is written, and the rest of the events go to the next one.
+        // On-CPU samples' stacks first: their block (`other`) is written before the calls'.
+        if self.session.why_stacks() && from_other < self.other.len() {
+            self.stacks.resolve(&self.session.probe, &mut self.other, from_other);
+        }
         let mut at = from;
         while self.session.why_stacks() {
             at = self.stacks.resolve_within(&self.session.probe, &mut self.syscalls, at, BLOCK_META_BUDGET);

@@ -69,6 +69,7 @@ pub struct SessionBuilder {
     command_line: Vec<String>,
     why_above_ns: Option<u64>,
     why_stacks: bool,
+    profile_hz: Option<u32>,
 }
 
 impl Default for SessionBuilder {
@@ -90,6 +91,7 @@ impl Default for SessionBuilder {
             command_line: std::env::args().collect(),
             why_above_ns: None,
             why_stacks: false,
+            profile_hz: None,
         }
     }
 }
@@ -188,6 +190,12 @@ impl SessionBuilder {
         self.why_stacks = on;
         self
     }
+    /// With attribution and stacks: on-CPU samples of every traced thread, `hz` a second, with
+    /// their stacks (see [`latscope_probe::ProbeConfig::profile_hz`]).
+    pub fn profile(mut self, hz: Option<u32>) -> Self {
+        self.profile_hz = hz;
+        self
+    }
     /// The command line stored in the header (default: this process's).
     pub fn command_line(mut self, argv: Vec<String>) -> Self {
         self.command_line = argv;
@@ -261,6 +269,7 @@ impl SessionBuilder {
         cfg.ring_bytes = self.ring_bytes;
         cfg.why_above_ns = self.why_above_ns;
         cfg.why_stacks = self.why_stacks;
+        cfg.profile_hz = self.profile_hz;
         let command = match &self.command {
             Some(argv) => {
                 let c = Command::spawn(argv)?;

@@ -179,7 +179,9 @@ impl StackResolver {
                 self.forget_changed(probe);
                 return i;
             }
-            if b.kind[i] != EventKind::Syscall as u8 {
+            // Calls, and on-CPU samples (whose stacks are taken at their time).
+            let sample = b.kind[i] == EventKind::Proc as u8 && b.nr[i] == latscope_event::ProcOp::Sample as u16;
+            if b.kind[i] != EventKind::Syscall as u8 && !sample {
                 continue;
             }
             // User stacks first: their processes may exit any time, kernel stacks keep.

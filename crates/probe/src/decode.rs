@@ -675,7 +675,7 @@ impl Decoder {
                 self.maps_changed.push(e.pid);
                 self.by_fd.retain(|(p, _), _| *p != e.pid);
             }
-            Some(ProcOp::Times) | None => {}
+            Some(ProcOp::Times | ProcOp::Sample) | None => {}
         }
     }
 }

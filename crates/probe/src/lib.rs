@@ -86,6 +86,97 @@ pub enum ThreadTimesAt {
     End = 2,
 }
 
+/// Attaches the on-CPU sampling program to a CPU-clock perf event of `hz` samples a second on
+/// each online CPU (as `perf record -F HZ -a` does).
+fn attach_sampling(prog: &libbpf_rs::ProgramMut<'_>, hz: u32) -> Result<Vec<libbpf_rs::Link>, ProbeError> {
+    use std::os::fd::FromRawFd;
+    // struct perf_event_attr (include/uapi/linux/perf_event.h), as far as PERF_ATTR_SIZE_VER5.
+    #[repr(C)]
+    #[derive(Default)]
+    struct PerfEventAttr {
+        kind: u32,
+        size: u32,
+        config: u64,
+        sample_freq: u64,
+        sample_type: u64,
+        read_format: u64,
+        flags: u64,
+        wakeup_events: u32,
+        bp_type: u32,
+        config1: u64,
+        config2: u64,
+        branch_sample_type: u64,
+        sample_regs_user: u64,
+        sample_stack_user: u32,
+        clockid: i32,
+        sample_regs_intr: u64,
+        aux_watermark: u32,
+        sample_max_stack: u16,
+        reserved: u16,
+    }
+    const PERF_TYPE_SOFTWARE: u32 = 1;
+    const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
+    const FLAG_FREQ: u64 = 1 << 10;
+    const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+    let attr = PerfEventAttr {
+        kind: PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config: PERF_COUNT_SW_CPU_CLOCK,
+        sample_freq: u64::from(hz.max(1)),
+        flags: FLAG_FREQ,
+        ..Default::default()
+    };
+    let cpus =
+        libbpf_rs::num_possible_cpus().map_err(|e| ProbeError::Bpf { context: "counting CPUs".into(), source: e })?;
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut links = Vec::new();
+    for cpu in 0..cpus {
+        if !online.trim().is_empty() && !cpu_listed(online.trim(), cpu) {
+            continue;
+        }
+        // SAFETY: perf_event_open with a valid attr of the size it says; the fd it returns is
+        // owned here (closed by the OwnedFd once the link holds the event).
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttr,
+                -1i32,
+                cpu as i32,
+                -1i32,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(ProbeError::Bpf {
+                context: format!("opening a CPU-clock perf event on CPU {cpu} for --profile ({err})"),
+                source: libbpf_rs::Error::from(err),
+            });
+        }
+        // libbpf's link owns the event's fd from here (it disables and closes it when the link
+        // is dropped); on failure it is closed here.
+        match prog.attach_perf_event(fd as i32) {
+            Ok(link) => links.push(link),
+            Err(e) => {
+                // SAFETY: fd is ours: the failed attach took no ownership of it.
+                drop(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) });
+                return Err(ProbeError::Bpf { context: "attaching the on-CPU sampler".into(), source: e });
+            }
+        }
+    }
+    Ok(links)
+}
+
+/// Whether `cpu` is in a CPU list as sysfs writes them (`0-3,5,7-8`).
+fn cpu_listed(list: &str, cpu: usize) -> bool {
+    list.split(',').any(|r| match r.split_once('-') {
+        Some((a, b)) => {
+            a.trim().parse::<usize>().is_ok_and(|a| a <= cpu) && b.trim().parse::<usize>().is_ok_and(|b| cpu <= b)
+        }
+        None => r.trim().parse::<usize>() == Ok(cpu),
+    })
+}
+
 /// The part of a call's blocked waits that the call alone decides, by syscall number (what
 /// `why_nr_part` in why.bpf.h holds): lock for futexes, file locks and semaphores; pipe/socket for
 /// waits for fds and message queues; timer for sleeps, used only for a wait whose wake-up the
@@ -323,6 +414,10 @@ pub struct ProbeConfig {
     /// blocked (its longest blocked interval) and its user stack (read back with
     /// [`Probe::stack`]).
     pub why_stacks: bool,
+    /// With attribution and stacks: sample every traced thread on its CPU this many times a
+    /// second (a CPU-clock perf event on each CPU), each sample a
+    /// [`latscope_event::ProcOp::Sample`] event with its kernel and user stacks. `None`: off.
+    pub profile_hz: Option<u32>,
 }
 
 impl Default for ProbeConfig {
@@ -345,6 +440,7 @@ impl Default for ProbeConfig {
             compat_task_maps: false,
             why_above_ns: None,
             why_stacks: false,
+            profile_hz: None,
         }
     }
 }
@@ -725,6 +821,8 @@ impl Probe {
         }
         // Each thread's times at the start and the end (read_thread_times): with --why only.
         open.progs.ls_times_iter.set_autoload(why);
+        let profile_hz = cfg.profile_hz.filter(|_| why && cfg.why_stacks);
+        open.progs.ls_sample.set_autoload(profile_hz.is_some());
         // The tests' way into why_cause (BPF_PROG_TEST_RUN), never part of a recording.
         open.progs.ls_why_cause_test.set_autoload(false);
 
@@ -849,6 +947,9 @@ impl Probe {
                 let name = p.name().to_string_lossy().into_owned();
                 links.push(bpf(p.attach(), &format!("attaching {name}"))?);
             }
+        }
+        if let Some(hz) = profile_hz {
+            links.extend(attach_sampling(&skel.progs.ls_sample, hz)?);
         }
         times.step("attaching");
 

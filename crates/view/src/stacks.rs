@@ -29,6 +29,9 @@ pub struct StackAgg {
     /// Weigh calls by their time on CPU instead (by user stack and operation: where a call was
     /// on CPU in the kernel is not recorded, so the kernel stack is left out).
     pub on_cpu: bool,
+    /// Weigh on-CPU samples (`record --profile`) instead, by their user and kernel stacks, each
+    /// for the CPU time it stands for (its period); calls are left out.
+    pub samples: bool,
     /// Blocked time (ns) of all calls counted.
     pub total_ns: u64,
     /// Per (user stack id, kernel stack id): calls, blocked ns, and the operation with the most.
@@ -62,6 +65,10 @@ impl StackAgg {
     pub fn add(&mut self, b: &EventBatch, rows: &[u32]) {
         for &r in rows {
             let i = r as usize;
+            if self.samples {
+                self.add_sample(b, i);
+                continue;
+            }
             if b.kind[i] != EventKind::Syscall as u8 {
                 continue;
             }
@@ -85,6 +92,23 @@ impl StackAgg {
             *s.ops.entry(op_name(b.kind[i], b.nr[i])).or_default() += t;
             *s.comms.entry(b.comm.get(i).to_string()).or_default() += t;
         }
+    }
+
+    fn add_sample(&mut self, b: &EventBatch, i: usize) {
+        if b.kind[i] != EventKind::Proc as u8 || b.nr[i] != latscope_event::ProcOp::Sample as u16 {
+            return;
+        }
+        if b.kstack[i] == 0 && b.ustack[i] == 0 {
+            self.without_stack += 1;
+            return;
+        }
+        let t = b.bytes[i];
+        self.total_ns += t;
+        let s = self.by_stack.entry((b.ustack[i], b.kstack[i])).or_default();
+        s.calls += 1;
+        s.blocked_ns += t;
+        *s.ops.entry(if b.ret[i] == 1 { "in the kernel" } else { "in user code" }.to_string()).or_default() += t;
+        *s.comms.entry(b.comm.get(i).to_string()).or_default() += t;
     }
 
     /// Stack pairs by blocked time, largest first.
@@ -509,10 +533,11 @@ pub fn folded(agg: &StackAgg, names: &mut StackNames) -> String {
                 n
             }
         }));
-        if agg.on_cpu {
+        if agg.on_cpu && !agg.samples {
             // The call itself stands for the kernel code it ran.
             frames.push(format!("{}_[k]", folded_frame(largest(&s.ops))));
-        } else {
+        } else if !(agg.samples && k == 0) {
+            // (a sample in user code has no kernel stack)
             let mut kernel = names.frames(k, StackKind::Kernel);
             kernel.reverse();
             // Functions without their offsets: one box per function, as flame graphs draw them.
@@ -526,6 +551,18 @@ pub fn folded(agg: &StackAgg, names: &mut StackNames) -> String {
     let mut out = String::new();
     for (stack, us) in v {
         let _ = writeln!(out, "{stack} {us}");
+    }
+    out
+}
+
+/// On-CPU samples and blocked time in one set of folded stacks (a hot/cold flame graph): each
+/// stack's first frame says which it is, `[on CPU]` or `[blocked]`, both in microseconds.
+pub fn hot_cold_folded(on_cpu: &StackAgg, blocked: &StackAgg, names: &mut StackNames) -> String {
+    let mut out = String::new();
+    for (root, agg) in [("[on CPU]", on_cpu), ("[blocked]", blocked)] {
+        for line in folded(agg, names).lines() {
+            let _ = writeln!(out, "{root};{line}");
+        }
     }
     out
 }
@@ -546,6 +583,9 @@ pub fn flame_svg(folded: &str, title: &str) -> Result<Vec<u8>, String> {
 /// The `n` stacks with the most blocked time, as text.
 pub fn render_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
     let mut s = String::new();
+    if agg.samples {
+        return render_samples_text(agg, names, n);
+    }
     if agg.by_stack.is_empty() {
         let _ = writeln!(
             s,
@@ -585,6 +625,52 @@ pub fn render_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
         let _ = writeln!(s, "   kernel (where it blocked):");
         for f in names.frames(k, StackKind::Kernel) {
             let _ = writeln!(s, "     {}", clean(&f));
+        }
+        let _ = writeln!(s, "   user:");
+        write_user_frames(&mut s, names, u);
+    }
+    for note in names.all_notes() {
+        let _ = writeln!(s, "\nnote: {}", clean(&note));
+    }
+    s
+}
+
+/// [`render_text`] of on-CPU samples: CPU time by stack, where the CPU was (kernel and user
+/// frames).
+fn render_samples_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
+    let mut s = String::new();
+    if agg.by_stack.is_empty() {
+        let _ = writeln!(
+            s,
+            "no on-CPU sample ({} without a stack): record with `latscope record --profile HZ`",
+            agg.without_stack
+        );
+        return s;
+    }
+    let samples: u64 = agg.by_stack.values().map(|x| x.calls).sum();
+    let _ = writeln!(
+        s,
+        "On-CPU time by stack: {} in {samples} samples ({} distinct stacks)",
+        fmt_ns(agg.total_ns),
+        agg.by_stack.len()
+    );
+    for (rank, (&(u, k), st)) in agg.ranked().into_iter().take(n).enumerate() {
+        let share = 100.0 * st.blocked_ns as f64 / agg.total_ns.max(1) as f64;
+        let _ = writeln!(
+            s,
+            "\n{}. {} on CPU ({share:.1}%) in {} samples, {} of {}",
+            rank + 1,
+            fmt_ns(st.blocked_ns),
+            st.calls,
+            largest(&st.ops),
+            clean(largest(&st.comms))
+        );
+        let kernel = if k == 0 { Vec::new() } else { names.frames(k, StackKind::Kernel) };
+        if !kernel.is_empty() {
+            let _ = writeln!(s, "   kernel:");
+            for f in kernel {
+                let _ = writeln!(s, "     {}", clean(&f));
+            }
         }
         let _ = writeln!(s, "   user:");
         write_user_frames(&mut s, names, u);
@@ -646,6 +732,29 @@ pub fn to_json(agg: &StackAgg, names: &mut StackNames, n: usize) -> Value {
             })
         })
         .collect();
+    if agg.samples {
+        // On-CPU samples: the same shape, their CPU time where blocked time would be.
+        let stacks: Vec<Value> = stacks
+            .into_iter()
+            .map(|mut v| {
+                if let Some(o) = v.as_object_mut() {
+                    let ns = o.remove("blocked_ns").unwrap_or_default();
+                    o.insert("on_cpu_ns".into(), ns);
+                    let c = o.remove("calls").unwrap_or_default();
+                    o.insert("samples".into(), c);
+                    let op = o.remove("op").unwrap_or_default();
+                    o.insert("in".into(), op);
+                }
+                v
+            })
+            .collect();
+        return json!({
+            "total_on_cpu_ns": agg.total_ns,
+            "samples_without_stack": agg.without_stack,
+            "stacks": stacks,
+            "notes": names.all_notes(),
+        });
+    }
     json!({
         "total_blocked_ns": agg.total_ns,
         "calls_without_stack": agg.without_stack,

@@ -33,6 +33,8 @@ use std::time::Duration;
   latscope why -r slow.lst --stacks -n 3          # blocked time by stack: where it waited, who called
   latscope why --threads -- python3 app.py       # each thread's whole time: CPU, run queue, calls by cause
   latscope why -r slow.lst --flame blocked.svg --folded blocked.folded   # flame graph; flamegraph.pl input
+  latscope why --on-cpu --flame cpu.svg -- ./app  # where the CPU time went (samples at 99 Hz)
+  latscope why -r prof.lst --hot-cold --flame hotcold.svg   # on CPU and blocked in one graph
   latscope why -r slow.lst --stacks --binaries /srv/copy   # symbolize with the binaries copied from the host")]
 pub struct Args {
     /// Read this trace (recorded with `record --why`) instead of recording.
@@ -61,6 +63,19 @@ pub struct Args {
     /// end.
     #[arg(long)]
     pub threads: bool,
+    /// With --stacks, --folded, --flame: on-CPU time by stack instead of blocked time, from the
+    /// samples of `record --profile HZ` (when recording: sampled at --profile, default 99 Hz).
+    #[arg(long, conflicts_with = "hot_cold")]
+    pub on_cpu: bool,
+    /// With --folded, --flame: on-CPU samples and blocked time in one graph (Gregg's hot/cold
+    /// flame graph): the first frame says which (`[on CPU]`, `[blocked]`), each weighed in
+    /// microseconds.
+    #[arg(long)]
+    pub hot_cold: bool,
+    /// When recording: sample each thread on its CPU this many times a second (implied at 99
+    /// by --on-cpu and --hot-cold).
+    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub profile: Option<u32>,
     /// Write blocked time by stack as folded stacks ("frame;frame;... microseconds", outermost
     /// first) to FILE ('-' for stdout): flamegraph.pl, inferno and speedscope read it.
     #[arg(long, value_name = "FILE")]
@@ -111,6 +126,10 @@ impl Drop for TempDir {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let filter = a.filter.parse()?;
+    let profile = a.profile.or((a.on_cpu || a.hot_cold).then_some(99));
+    if a.hot_cold && a.folded.is_none() && a.flame.is_none() {
+        anyhow::bail!("--hot-cold draws one graph: give --flame FILE or --folded FILE");
+    }
     let tmp;
     let (path, mut status) = match &a.file {
         Some(f) => {
@@ -128,7 +147,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 .block(true)
                 .command(a.command.clone())
                 .why(Some(0))
-                .why_stacks(a.stacks || a.folded.is_some() || a.flame.is_some())
+                .why_stacks(a.stacks || a.folded.is_some() || a.flame.is_some() || profile.is_some())
+                .profile(profile)
                 .start()?;
             print_warnings(session.warnings());
             let writer =
@@ -152,7 +172,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
             (path, st)
         }
     };
-    let want_stacks = a.stacks || a.folded.is_some() || a.flame.is_some();
+    // --on-cpu alone prints the on-CPU stacks as --stacks prints the blocked ones.
+    let show_stacks = a.stacks || (a.on_cpu && a.folded.is_none() && a.flame.is_none());
+    let want_stacks = show_stacks || a.folded.is_some() || a.flame.is_some();
+    // The on-CPU samples' stacks (--on-cpu: instead of the blocked ones; --hot-cold: beside them).
+    let mut cagg = StackAgg { samples: true, on_cpu: true, ..Default::default() };
     crate::args::check_output(Some(&path), a.svg.as_deref())?;
     if a.svg.is_some() {
         crate::args::refuse_terminal(a.svg.as_deref(), "the breakdown", "--svg FILE")?;
@@ -165,7 +189,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             crate::args::refuse_terminal(a.flame.as_deref(), "the flame graph", "--flame FILE")?;
         }
     }
-    if a.threads && (a.stacks || a.svg.is_some()) {
+    if a.threads && (want_stacks || a.svg.is_some()) {
         anyhow::bail!("--threads shows each thread's time, --stacks and --svg the calls' breakdown: one at a time");
     }
     let all_threads = filter.is_match_all();
@@ -196,6 +220,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
         chains.add(c.batch);
         agg.add_with_chains(c.batch, c.rows, Some(&chains));
         if want_stacks {
+            if a.on_cpu || a.hot_cold {
+                cagg.add(c.batch, c.rows);
+            }
             sagg.add(c.batch, c.rows);
             // The stack table is in the metadata of the blocks that first use each stack: read
             // as the blocks come, it works on a trace from standard input too.
@@ -232,26 +259,39 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
     }
     if let Some(names) = names.as_mut() {
-        let folded = stacks::folded(&sagg, names);
+        let folded = if a.hot_cold {
+            stacks::hot_cold_folded(&cagg, &sagg, names)
+        } else if a.on_cpu {
+            stacks::folded(&cagg, names)
+        } else {
+            stacks::folded(&sagg, names)
+        };
+        let (sagg, title) = if a.on_cpu {
+            (&cagg, "On-CPU time by stack (latscope why --on-cpu)")
+        } else if a.hot_cold {
+            (&sagg, "On CPU and blocked time by stack (latscope why --hot-cold)")
+        } else {
+            (&sagg, "Blocked time by stack (latscope why)")
+        };
         if let Some(f) = &a.folded {
             write_output(Some(f), folded.as_bytes())?;
         }
         if let Some(f) = &a.flame {
-            let svg = stacks::flame_svg(&folded, "Blocked time by stack (latscope why)")
-                .map_err(|e| anyhow::anyhow!("cannot draw the flame graph: {e}"))?;
+            let svg =
+                stacks::flame_svg(&folded, title).map_err(|e| anyhow::anyhow!("cannot draw the flame graph: {e}"))?;
             write_output(Some(f), &svg)?;
         }
-        if a.stacks {
+        if show_stacks {
             if a.json.json {
                 println!(
                     "{}",
-                    latscope_event::escape::json_ascii_controls(stacks::to_json(&sagg, names, a.top).to_string())
+                    latscope_event::escape::json_ascii_controls(stacks::to_json(sagg, names, a.top).to_string())
                 );
             } else {
-                print!("{}", stacks::render_text(&sagg, names, a.top));
+                print!("{}", stacks::render_text(sagg, names, a.top));
             }
         }
-        if a.stacks || [&a.folded, &a.flame].into_iter().flatten().any(|p| p.as_os_str() == "-") {
+        if show_stacks || [&a.folded, &a.flame].into_iter().flatten().any(|p| p.as_os_str() == "-") {
             return Ok(if crate::args::finish_scan(&scan.report()) != ExitCode::SUCCESS {
                 ExitCode::FAILURE
             } else {

@@ -262,6 +262,8 @@ impl SliceBuilder<'_> {
                 self.i(Arg::ThreadCpu, b.bytes[i] as i64);
                 self.i(Arg::ThreadRunq, b.qtime[i] as i64);
             }
+            // An on-CPU sample: in the kernel (1) or in user code (0).
+            Some(ProcOp::Sample) => self.i(Arg::Ret, b.ret[i]),
             None => self.i(Arg::Ret, b.ret[i]),
         }
     }

@@ -1272,6 +1272,104 @@ static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret
 		stat_lost_after_count();
 }
 
+/*
+ * On-CPU samples (record --profile): a perf event's program, at the frequency user space chose,
+ * on every CPU. It runs in an interrupt, where it may interrupt the other programs on its CPU,
+ * so it keeps to buffers of its own (the stacks' and the event's) and decides the filter without
+ * the per-CPU cache (task_wanted's), whose fields an interrupted program may be writing.
+ */
+struct ls_sample_buf {
+	struct ls_event e;
+	struct ls_why w;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ls_sample_buf);
+} sample_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct ls_stack);
+} sample_sbuf SEC(".maps");
+
+/* A stack of the interrupted context into why_kstacks (user: 0) or why_ustacks (user: 1), as
+ * why_store_stack: 1 and its key, or -errno. */
+static __always_inline __s32 sample_stack(void *ctx, __u32 user, __u32 uid, __u64 *key)
+{
+	struct ls_stack *b = bpf_map_lookup_elem(&sample_sbuf, &user);
+	if (!b)
+		return -EFAULT;
+	long n = bpf_get_stack(ctx, b->ip, sizeof(b->ip), user ? BPF_F_USER_STACK : 0);
+	if (n <= 0)
+		return n < 0 ? (__s32)n : -EFAULT;
+	/* bpf_get_stack zero-fills past what it copied only from Linux 5.x on some paths: the
+	 * frames past n are cleared here, as the store compares stacks up to their first zero. */
+	for (int i = 0; i < LS_STACK_DEPTH; i++)
+		if (i * 8 >= n)
+			b->ip[i] = 0;
+	return why_store_stack(user ? (void *)&why_ustacks : (void *)&why_kstacks, b, uid, user, key);
+}
+
+SEC("perf_event")
+int ls_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	if (!t->pid || (t->flags & WHY_PF_KTHREAD))
+		return 0; /* idle, or a kernel thread */
+	__u32 tgid = t->tgid;
+	if (tgid == self_tgid)
+		return 0;
+	if (filter_pids || filter_comms || filter_cgroups) {
+		__u64 comm[2] = {};
+		if (filter_comms)
+			task_comm(t, comm);
+		if (!task_wanted_uncached(tgid, comm))
+			return 0;
+	}
+	__u32 zero = 0;
+	struct ls_sample_buf *sb = bpf_map_lookup_elem(&sample_scratch, &zero);
+	if (!sb)
+		return 0;
+	struct ls_event *e = &sb->e;
+	__builtin_memset(sb, 0, sizeof(*sb));
+	e->kind = LS_PROC;
+	e->nr = LS_SAMPLE;
+	e->ts = bpf_ktime_get_ns();
+	e->cpu = bpf_get_smp_processor_id();
+	e->pid = tgid;
+	e->tid = t->pid;
+	e->uid = t->cred->uid.val;
+	e->cgroup = bpf_get_current_cgroup_id();
+	fill_ids(false, &e->ids, t);
+	e->fd = -1;
+	e->dirfd = -1;
+	e->off = -1;
+	e->off2 = -1;
+	/* 1: the CPU was in the kernel (a call, a fault, an interrupt), 0: in user code (x86_64:
+	 * kernel addresses are the upper half). */
+	e->ret = (long)ctx->regs.ip < 0 ? 1 : 0;
+	/* The CPU time it stands for: a CPU-clock event's period is in ns. */
+	e->bytes = ctx->sample_period;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), t->comm);
+	__u32 uid = e->uid;
+	/* In user code, the kernel has no stack of it. */
+	if (e->ret)
+		sb->w.kstack = sample_stack(ctx, 0, uid, &sb->w.kstack_key);
+	sb->w.ustack = sample_stack(ctx, 1, uid, &sb->w.ustack_key);
+	e->ext = LS_EXT_WHY;
+	if (bpf_ringbuf_output(&events, sb, sizeof(*sb), BPF_RB_NO_WAKEUP)) {
+		struct ls_stats *st = cpu_stats();
+		if (st)
+			__sync_fetch_and_add(&st->lost, 1);
+	}
+	return 0;
+}
+
 /* Every thread the filter takes (not kernel threads), its times read at the point user space set
  * in times_when: run when user space reads the iterator, at the start and the end of a recording. */
 SEC("iter/task")

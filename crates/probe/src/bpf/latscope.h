@@ -25,7 +25,7 @@ enum ls_limits {
 };
 
 enum ls_kind { LS_SYSCALL = 0, LS_BLOCK = 1, LS_PROC = 2 };
-enum ls_proc_op { LS_FORK = 0, LS_EXEC = 1, LS_EXIT = 2, LS_TIMES = 3 };
+enum ls_proc_op { LS_FORK = 0, LS_EXEC = 1, LS_EXIT = 2, LS_TIMES = 3, LS_SAMPLE = 4 };
 /* Where a thread's times (LS_TIMES) were read: when the recording started, at its exit, when the
  * recording ended, or when a call it was blocked in at the start (begun before the recording, so
  * never recorded) returned. */

@@ -76,6 +76,12 @@ pub struct Args {
     /// with --why-above, only calls at or above the threshold take one.
     #[arg(long)]
     pub stacks: bool,
+    /// Also sample every traced thread on its CPU HZ times a second (a CPU-clock perf event on
+    /// each CPU, as `perf record -F HZ`), with its kernel and user stacks (--why --stacks
+    /// implied): where the CPU time went (view with `why --on-cpu`, `--flame`, `--folded`; both
+    /// on and off CPU in one graph with `--hot-cold`). 1-1000.
+    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub profile: Option<u32>,
     /// Accepted for scripts written when stacks were on by default: stacks are off unless
     /// --stacks.
     #[arg(long, hide = true, conflicts_with = "stacks")]
@@ -105,14 +111,15 @@ pub fn start_session(a: &Args) -> Result<LiveSession> {
     if a.flush_every < 10_000_000 {
         anyhow::bail!("--flush-every must be at least 10ms");
     }
-    let why = a.why_above.or((a.why || a.stacks).then_some(0));
+    let why = a.why_above.or((a.why || a.stacks || a.profile.is_some()).then_some(0));
     let mut session = a
         .live
         .session(a.filter.parse()?)
         .block(!a.no_block)
         .command(a.command.clone())
         .why(why)
-        .why_stacks(a.stacks)
+        .why_stacks(a.stacks || a.profile.is_some())
+        .profile(a.profile)
         .start()?;
     print_warnings(session.warnings());
     if a.live.follow && !a.quiet && a.json.is_none() {

@@ -274,7 +274,7 @@ impl Planner<'_> {
                 }
             }
             // A thread's CPU and scheduling counters: nothing to replay.
-            Some(ProcOp::Times) | None => {}
+            Some(ProcOp::Times | ProcOp::Sample) | None => {}
         }
     }
     pub(super) fn clone_(&mut self, i: usize, flags: u32) {
