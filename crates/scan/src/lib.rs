@@ -164,6 +164,10 @@ pub struct Scan {
     /// Recycled for every block: no allocation per block on the read path.
     batch: EventBatch,
     report: ScanReport,
+    /// Hand out each block's span of end times instead of decoding `ts` ([`Scan::set_spans`]).
+    spans: bool,
+    /// The span of the block read last, when its `ts` was left undecoded.
+    last_span: Option<(u64, u64)>,
 }
 
 /// Reads the whole of `path` (`-` is standard input).
@@ -231,6 +235,8 @@ impl Scan {
             rows: Vec::new(),
             batch: EventBatch::default(),
             report,
+            spans: false,
+            last_span: None,
         })
     }
 
@@ -246,6 +252,15 @@ impl Scan {
     /// whose plan depends on the header sets it after opening).
     pub fn set_zone(&mut self, zone: Option<ZonePlan>) {
         self.zone = zone;
+    }
+
+    /// With `on` and no filter, the `ts` of the blocks whose zone map gives their earliest and
+    /// latest end time is not decoded: [`Scan::for_each_with_span`] hands out that span instead
+    /// (for a consumer that places events in time only block by block), nor the `dev` of
+    /// blocks without block requests (such a consumer reads the device of block requests
+    /// only). The zone plan, if any, is then not applied.
+    pub fn set_spans(&mut self, on: bool) {
+        self.spans = on;
     }
 
     /// The filter.
@@ -315,9 +330,28 @@ impl Scan {
         Ok(())
     }
 
+    /// [`Scan::for_each_with_header`], with the span of end times of each block whose `ts` was
+    /// not decoded ([`Scan::set_spans`]): `Some((earliest, latest))` for such a block (its `ts`
+    /// column then holds no times), `None` for a block decoded whole.
+    pub fn for_each_with_span<E: From<ScanError>>(
+        &mut self,
+        mut f: impl FnMut(Chunk<'_>, &TraceHeader, Option<(u64, u64)>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        while let Some(r) = self.advance() {
+            let zone = r?;
+            let header = match &self.input {
+                Input::Trace(r) => r.header(),
+                Input::Memory { header, .. } => header,
+            };
+            f(Chunk { batch: &self.batch, rows: &self.rows, zone }, header, self.last_span)?;
+        }
+        Ok(())
+    }
+
     /// Reads the next block and selects its matching rows; the zone decision.
     fn advance(&mut self) -> Option<Result<Zone, ScanError>> {
         let all = self.filter.is_match_all();
+        self.last_span = None;
         let zone = match &mut self.input {
             Input::Memory { batch, done, .. } => {
                 if *done {
@@ -330,7 +364,21 @@ impl Scan {
             Input::Trace(reader) => loop {
                 let mut decision = Zone::default();
                 let plan = self.zone.as_ref().filter(|_| all);
+                let spans = self.spans && all;
+                let mut span = None;
                 let r = reader.next_batch_pruned(&mut self.batch, |m| match plan {
+                    _ if spans => match (m.end_min, m.end_max) {
+                        (Some(lo), Some(hi)) => {
+                            span = Some((lo, hi));
+                            // A block without block requests: their device is not read either.
+                            if m.kinds.is_some_and(|k| k[EventKind::Block as usize] == 0) {
+                                &[Column::Ts, Column::Dev][..]
+                            } else {
+                                &[Column::Ts][..]
+                            }
+                        }
+                        _ => &[][..],
+                    },
                     Some(p) => {
                         let (z, skip) = zone::of(m, p);
                         decision = z;
@@ -339,7 +387,10 @@ impl Scan {
                     None => &[][..],
                 });
                 match r? {
-                    Ok(()) => break decision,
+                    Ok(()) => {
+                        self.last_span = span;
+                        break decision;
+                    }
                     Err(e) if e.is_corrupt_block() => {
                         self.report.corrupt.push(e.to_string());
                         continue;

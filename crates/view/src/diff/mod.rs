@@ -172,7 +172,13 @@ struct GroupAgg {
     /// The latencies of the chunk being counted, recorded at its end: one group's distribution
     /// at a time stays in the cache, where events of all groups in turn would evict it.
     pending: Vec<u64>,
+    /// Events of the chunk being counted, when the chunk is placed in time as a whole (its
+    /// span, [`RunAgg::add_spanned`]): spread over its windows at its end.
+    in_chunk: u32,
 }
+
+/// The window of an event placed in time with its block ([`RunAgg::add_spanned`]).
+const BY_SPAN: usize = usize::MAX;
 
 /// One grouping of one run: per group (numbered by its [`Grouper`]) its events, their latency
 /// and their counts per window. A diff compares only these, so it keeps them alone rather than
@@ -201,6 +207,10 @@ impl DimAgg {
         r.count += 1;
         r.pending.push(b.lat[i]);
         if !wait {
+            if w == BY_SPAN {
+                r.in_chunk += 1;
+                return;
+            }
             if r.windows.len() <= w {
                 r.windows.resize(w + 1, 0);
             }
@@ -208,8 +218,15 @@ impl DimAgg {
         }
     }
 
-    /// Records the latencies of the chunk counted.
-    fn flush(&mut self) {
+    /// Records the latencies of the chunk counted; with `span` (the chunk's first and last
+    /// window, from and to offsets relative to the run's start, and the windows' width), spreads
+    /// each group's events of the chunk over its windows.
+    fn flush(&mut self, span: Option<(u64, u64, u64)>) {
+        if let Some((lo, hi, width)) = span {
+            for r in self.rows.iter_mut().filter(|r| r.in_chunk > 0) {
+                spread(&mut r.windows, std::mem::take(&mut r.in_chunk), lo, hi, width);
+            }
+        }
         for r in self.rows.iter_mut().chain(self.waits.iter_mut()).filter(|r| !r.pending.is_empty()) {
             r.lat.record_all(&r.pending);
             // Thousands of groups (files) keep little each.
@@ -226,6 +243,29 @@ impl DimAgg {
         let showing_waits = !self.rows.iter().any(|r| r.count > 0) && self.waits.iter().any(|r| r.count > 0);
         let rows = if showing_waits { self.waits } else { self.rows };
         (self.grouper, rows.into_iter().enumerate().filter(|(_, r)| r.count > 0).collect())
+    }
+}
+
+/// Adds `n` events that fell between offsets `lo` and `hi` (ns from the run's start, both
+/// included) to the windows of `width` ns, in proportion to the time of each window the span
+/// covers; the shares are rounded so that they add up to `n`.
+fn spread(windows: &mut Vec<u32>, n: u32, lo: u64, hi: u64, width: u64) {
+    let (first, last) = ((lo / width) as usize, (hi / width) as usize);
+    if windows.len() <= last {
+        windows.resize(last + 1, 0);
+    }
+    if first == last {
+        windows[first] += n;
+        return;
+    }
+    let len = u128::from(hi - lo + 1);
+    let mut given = 0u32;
+    for (k, w) in windows.iter_mut().enumerate().take(last + 1).skip(first) {
+        let end = ((k as u64 + 1) * width).min(hi + 1);
+        // Of the n events, those up to the end of this window: n * covered / len, rounded down.
+        let upto = (u128::from(n) * u128::from(end - lo) / len) as u32;
+        *w += upto - given;
+        given = upto;
     }
 }
 
@@ -327,9 +367,65 @@ impl RunAgg {
         w as usize
     }
 
+    /// Whether chunks may be placed in time by their block's span alone
+    /// ([`RunAgg::add_spanned`]): not when the heat map or the time by cause, which place each
+    /// event, are kept.
+    pub fn by_span(&self) -> bool {
+        self.heat.is_none() && self.why.is_none()
+    }
+
     /// Count a chunk.
     pub fn add(&mut self, c: Chunk<'_>, h: &TraceHeader) {
+        self.add_spanned(c, h, None);
+    }
+
+    /// Count a chunk; with `span`, the earliest and latest end time of the chunk's block (from
+    /// the trace's zone map, when [`RunAgg::by_span`]: `ts` then need not be decoded), its
+    /// events are placed in the windows of that span rather than each by its start.
+    ///
+    /// Windows only serve the noise estimate of the rates (their over-dispersion: the variance
+    /// of the counts per window over their mean, [`latscope_stats::rate`]). Spread evenly over
+    /// its block's span (`record` writes a block at least every second, `--flush-every`), a
+    /// group's counts keep the variation between blocks but lose that
+    /// within one: the over-dispersion seen is that of time scales longer than a block, which
+    /// is the drift a rate over the whole recording suffers; bursts shorter than a block are
+    /// not seen (the estimate tends to the Poisson 1, its floor). With one recording per side
+    /// the assumed run-to-run noise (--run-noise, 10 %: 0.01 on the log's variance) is added:
+    /// a dispersion D not seen weighs only in groups of fewer than about 100 D events; with
+    /// several recordings per side the runs' scatter is measured.
+    pub fn add_spanned(&mut self, c: Chunk<'_>, h: &TraceHeader, span: Option<(u64, u64)>) {
+        let span = span.filter(|_| self.by_span());
         let b = c.batch;
+        if let Some((lo, hi)) = span {
+            let (sys, blk) = (EventKind::Syscall as u8, EventKind::Block as u8);
+            let rule = BatchRule::of(b);
+            for &r in c.rows {
+                let i = r as usize;
+                let k = b.kind[i];
+                if k != sys && k != blk {
+                    continue;
+                }
+                let kind = if k == sys { EventKind::Syscall } else { EventKind::Block };
+                for d in self.dims.iter_mut() {
+                    if d.dim.kind() == kind {
+                        d.add(rule, b, i, h, BY_SPAN);
+                    }
+                }
+                let t = usize::from(k != sys);
+                if self.derived_totals[t].is_none() {
+                    self.totals[t].add(rule, b, i, h, BY_SPAN);
+                }
+            }
+            self.last_ns = self.last_ns.max(hi);
+            let (lo, hi) = (lo.saturating_sub(self.start_ns), hi.saturating_sub(self.start_ns));
+            self.fit(hi / self.width_ns);
+            let span = Some((lo, hi, self.width_ns));
+            for d in self.dims.iter_mut().chain(self.totals.iter_mut()) {
+                d.flush(span);
+            }
+            self.add_stacks(c);
+            return;
+        }
         let (sys, blk) = (EventKind::Syscall as u8, EventKind::Block as u8);
         let rule = BatchRule::of(b);
         for &r in c.rows {
@@ -381,11 +477,17 @@ impl RunAgg {
             }
         }
         for d in self.dims.iter_mut().chain(self.totals.iter_mut()) {
-            d.flush();
+            d.flush(None);
         }
         if let Some((agg, _, _)) = self.why.as_mut() {
             agg.add(b, c.rows);
         }
+        self.add_stacks(c);
+    }
+
+    /// Blocked and on-CPU time by stack of a chunk, when kept.
+    fn add_stacks(&mut self, c: Chunk<'_>) {
+        let b = c.batch;
         if let Some((blocked, cpu, table)) = self.stacks.as_mut() {
             blocked.add(b, c.rows);
             cpu.add(b, c.rows);

@@ -249,3 +249,65 @@ fn time_by_cause_is_compared_per_second_of_recording() {
     assert!(!get("on CPU").outcome.verdict.changed(), "{:?}", get("on CPU").outcome);
     assert!(text::render_text(&d).contains("time by cause (per second of recording)"));
 }
+
+#[test]
+fn a_block_spread_over_its_span_gives_each_window_its_share() {
+    let mut w = Vec::new();
+    // Within one window: all there.
+    spread(&mut w, 7, 12, 18, 10);
+    assert_eq!(w, [0, 7]);
+    // Across three windows, 10 ns in the first, 10 in the second, 5 in the third.
+    let mut w = Vec::new();
+    spread(&mut w, 100, 10, 34, 10);
+    assert_eq!(w, [0, 40, 40, 20]);
+    // Rounded shares still add up.
+    let mut w = vec![1];
+    spread(&mut w, 10, 3, 29, 10);
+    assert_eq!(w.iter().sum::<u32>(), 11);
+    assert_eq!(w, [3, 4, 4]);
+}
+
+/// [`run`], each chunk placed in time by the span of its events' ends (as a trace's zone maps
+/// give it, `ts` not decoded).
+fn run_spanned(w: &Steady, o: &DiffOptions) -> Run {
+    let h = w.header();
+    let mut b = EventBatch::default();
+    for e in w.events() {
+        b.push(&e);
+    }
+    let rows: Vec<u32> = (0..b.len() as u32).collect();
+    let mut agg = RunAgg::new(o, &h);
+    assert!(agg.by_span());
+    // Blocks of about half a second, as a busy recording's.
+    for part in rows.chunks(2048) {
+        let ends = part.iter().map(|&i| b.end(i as usize));
+        let span = (ends.clone().min().unwrap(), ends.max().unwrap());
+        agg.add_spanned(Chunk { batch: &b, rows: part, zone: Zone::default() }, &h, Some(span));
+    }
+    agg.finish(&format!("seed{}", w.seed), Some((w.secs * 1e9) as u64), None)
+}
+
+#[test]
+fn rates_placed_by_block_span_judge_as_rates_placed_by_event() {
+    let o = exact();
+    for k in 0..6 {
+        let (wa, wb) = (workload(2 * k, 10.0), workload(2 * k + 1, 10.0));
+        let by_event = diff(&[run(&wa, &o, 1.0)], &[run(&wb, &o, 1.0)], &o);
+        let (sa, sb) = (run_spanned(&wa, &o), run_spanned(&wb, &o));
+        // The same events, latencies and counts per group.
+        assert_eq!((sa.syscalls(), sa.blocks()), (run(&wa, &o, 1.0).syscalls(), run(&wa, &o, 1.0).blocks()));
+        let by_span = diff(&[sa], &[sb], &o);
+        assert!(changed(&by_span).is_empty(), "pair {k}: {:?}", changed(&by_span));
+        for (x, y) in by_event.dims.iter().flat_map(|d| &d.groups).zip(by_span.dims.iter().flat_map(|d| &d.groups)) {
+            assert_eq!(x.name, y.name);
+            for (m, n) in x.metrics.iter().zip(&y.metrics) {
+                assert_eq!(m.outcome.verdict, n.outcome.verdict, "{} {}", x.name, m.metric);
+                // Rates' intervals rest on the over-dispersion seen (at least Poisson's).
+                if let (Some(p), Some(q)) = (m.outcome.ci, n.outcome.ci) {
+                    let near = (p.0 - q.0).abs() < 0.02 && (p.1 - q.1).abs() < 0.02;
+                    assert!(near, "{} {}: {p:?} {q:?}", x.name, m.metric);
+                }
+            }
+        }
+    }
+}
