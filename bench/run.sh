@@ -14,6 +14,7 @@ run() { # name, command...
 run record bash bench/record.sh
 run flight bash bench/flight.sh
 run why bash bench/why.sh
+run profile bash bench/profile.sh
 run spectrogram bash bench/spectrogram.sh
 run agent bash bench/agent.sh
 run views bash bench/views.sh
