@@ -3,13 +3,13 @@
 # HZ` next to `perf record -F HZ -g` (frame pointers), `perf record -F HZ --call-graph dwarf`
 # (perf copies 8 KiB of stack per sample and unwinds it afterwards) and bpftrace's `profile` probe
 # counting user and kernel stacks in the kernel, in the same run. Each profiles a command that does
-# a fixed amount of CPU work (bench/profile-work.c, built without frame pointers, as most code is)
+# a fixed amount of CPU work (crates/cli/tests/profile.c -n, built without frame pointers, as most code is)
 # from its start to its exit; the CPU it adds is the CPU (user + system, all threads: perf's
 # task-clock) of the profiled run less that of the command alone, the median of REPS runs. Then
 # what it costs to read the samples back as stacks: `latscope why --on-cpu --folded`, `perf script`.
 #
 # Environment: LATSCOPE (default target/$PROFILE/latscope), BASE (a previous latscope binary with
-# --profile, measured too), HZ (default 99), ROUNDS (the work: default 900, about 5 s here), REPS
+# --profile, measured too), HZ (default 99), ROUNDS (the work: default 1800, about 5 s here), REPS
 # (3), PROFILE (cargo profile of the build, default release; `ci` reuses the test build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,12 +18,12 @@ cd "$(dirname "$0")/.."
 need_root "the profilers attach BPF programs and perf events"
 need_latscope
 HZ=${HZ:-99}
-ROUNDS=${ROUNDS:-900}
+ROUNDS=${ROUNDS:-1800}
 REPS=${REPS:-3}
 BASE=${BASE:-}
 mount_tracefs
-cc -O2 -fomit-frame-pointer -o "$WORK/work" bench/profile-work.c
-W=("$WORK/work" "$ROUNDS")
+cc -O2 -fomit-frame-pointer -o "$WORK/work" crates/cli/tests/profile.c
+W=("$WORK/work" -n "$ROUNDS")
 
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs; load average $(cut -d' ' -f1 /proc/loadavg); $HZ Hz; ${ROUNDS} rounds of work"
 alone=$(cpu "${W[@]}")
