@@ -739,31 +739,6 @@ struct {
 	__type(value, __u8);
 } times_pre SEC(".maps");
 
-/* The scratch event of a process event of op `op` about task p, its common fields set (the
- * cgroup is left to the caller: the current task's, or p's when p is not current); NULL when
- * events are not streamed. */
-static __always_inline struct ls_scratch *proc_event_head(struct task_struct *p, __u16 op)
-{
-	if (agg_mode)
-		return NULL;
-	__u32 zero = 0;
-	struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!sc)
-		return NULL;
-	struct ls_event *e = &sc->e;
-	__builtin_memset(e, 0, sizeof(*e));
-	e->kind = LS_PROC;
-	e->nr = op;
-	e->cpu = bpf_get_smp_processor_id();
-	e->ts = bpf_ktime_get_ns();
-	e->pid = p->tgid;
-	e->tid = p->pid;
-	e->uid = p->cred->uid.val;
-	fill_ids(false, &e->ids, p);
-	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
-	return sc;
-}
-
 /*
  * A thread's times so far, as the scheduler counts them (an LS_PROC event of op LS_TIMES; `when`:
  * enum ls_times_when, `pending` and `nr`: the call it is in): on CPU (se.sum_exec_runtime), runnable (sched_info.run_delay), user and
@@ -773,13 +748,23 @@ static __always_inline struct ls_scratch *proc_event_head(struct task_struct *p,
  */
 static __always_inline void emit_times(struct task_struct *p, __u32 when, __u64 pending, long nr)
 {
-	if (!why_mode)
+	if (agg_mode || !why_mode)
 		return;
-	struct ls_scratch *sc = proc_event_head(p, LS_TIMES);
+	__u32 zero = 0;
+	struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
 	if (!sc)
 		return;
 	struct ls_event *e = &sc->e;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->kind = LS_PROC;
+	e->nr = LS_TIMES;
+	e->cpu = bpf_get_smp_processor_id();
+	e->ts = bpf_ktime_get_ns();
+	e->pid = p->tgid;
+	e->tid = p->pid;
+	e->uid = p->cred->uid.val;
 	e->cgroup = BPF_CORE_READ(p, cgroups, dfl_cgrp, kn, id);
+	fill_ids(false, &e->ids, p);
 	e->ret = p->start_time;
 	e->bytes = p->se.sum_exec_runtime;
 	e->qtime = p->sched_info.run_delay;
@@ -795,6 +780,7 @@ static __always_inline void emit_times(struct task_struct *p, __u32 when, __u64 
 	e->lat = pending;
 	e->fd = nr;
 	e->dirfd = -1;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
 	if (bpf_ringbuf_output(&events, sc, sizeof(struct ls_event), count_event()))
 		stat_lost_after_count();
 }
@@ -1244,18 +1230,29 @@ done:
 static __always_inline void emit_proc(struct task_struct *p, __u16 op, __s64 ret, const char *kpath, __u64 args,
 				      __u64 args_end)
 {
-	if (!proc_events)
+	if (agg_mode || !proc_events)
 		return;
-	struct ls_scratch *sc = proc_event_head(p, op);
+	__u32 zero = 0;
+	struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
 	if (!sc)
 		return;
 	struct ls_event *e = &sc->e;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->kind = LS_PROC;
+	e->cpu = bpf_get_smp_processor_id();
+	e->ts = bpf_ktime_get_ns();
+	e->pid = p->tgid;
+	e->tid = p->pid;
+	e->uid = p->cred->uid.val;
 	e->cgroup = bpf_get_current_cgroup_id();
+	fill_ids(false, &e->ids, p);
+	e->nr = op;
 	e->ret = ret;
 	e->fd = -1;
 	e->dirfd = -1;
 	e->off = -1;
 	e->off2 = -1;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
 	long n = 0;
 	if (kpath) {
 		n = bpf_probe_read_kernel_str(sc->paths, LS_PATH_MAX, kpath);
