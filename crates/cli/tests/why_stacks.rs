@@ -204,9 +204,9 @@ fn why_stacks_name_inlined_functions_with_their_lines_and_libc_functions() {
     if dbg.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed")) {
         for s in &libc {
             let f = s["user_frames"].as_array().unwrap();
-            let last = f.last().unwrap();
-            assert_eq!(last["name"], "start_thread", "{s}");
-            assert!(last["source"].as_str().is_some_and(|l| l.starts_with("pthread_create.c:")), "{s}");
+            let start =
+                f.iter().find(|f| f["name"] == "start_thread").unwrap_or_else(|| panic!("no start_thread: {s}"));
+            assert!(start["source"].as_str().is_some_and(|l| l.starts_with("pthread_create.c:")), "{s}");
         }
     } else {
         latscope_testkit::skip(test, "libc6-dbg is not installed (make test installs it): start_thread not checked");
@@ -678,8 +678,8 @@ fn stacks_of_processes_that_exit_right_after_their_call_are_named() {
 
 /// On-CPU samples (`record --profile`): a program built without frame pointers spends its CPU in
 /// two leaf functions, 7 parts to 3; the samples name both, and split the CPU time between them
-/// as the program's own CPU clock does, within 5 % of the whole. `--hot-cold` puts them in one
-/// graph beside the blocked time.
+/// as the program's own CPU clock does, within 5 % of the whole; their stacks are unwound to main
+/// from the program's unwind tables. `--hot-cold` puts them in one graph beside the blocked time.
 #[test]
 fn on_cpu_samples_split_the_cpu_between_two_functions_as_their_own_clock() {
     if !require_bpf("on_cpu_samples_split_the_cpu_between_two_functions_as_their_own_clock") {
@@ -715,7 +715,7 @@ fn on_cpu_samples_split_the_cpu_between_two_functions_as_their_own_clock() {
     let t = trace.to_str().unwrap();
     // Folded stacks: the leaf (last frame) of each, weighed in microseconds.
     let folded = latscope_ok(&["why", "-r", t, "--on-cpu", "--folded", "-", "proc.name = profile"]);
-    let (mut a, mut b, mut all) = (0u64, 0u64, 0u64);
+    let (mut a, mut b, mut all, mut under_main) = (0u64, 0u64, 0u64, 0u64);
     for l in folded.lines() {
         let (stack, us) = l.rsplit_once(' ').unwrap();
         let us: u64 = us.parse().unwrap();
@@ -724,10 +724,19 @@ fn on_cpu_samples_split_the_cpu_between_two_functions_as_their_own_clock() {
         match stack.rsplit(';').find(|f| !f.ends_with("_[k]")).unwrap() {
             "hot_a" => a += us,
             "hot_b" => b += us,
-            _ => {}
+            _ => continue,
+        }
+        // Unwound from the program's tables (no frame pointers): under main, under libc's start.
+        if stack.contains(";main;hot_") {
+            under_main += us;
         }
     }
     assert!(a > 0 && b > 0, "both functions sampled: {folded}");
+    assert!(
+        under_main * 10 >= (a + b) * 9,
+        "the leaves' stacks unwound to main ({under_main} of {} us): {folded}",
+        a + b
+    );
     assert!((a + b) * 10 >= all * 8, "most samples in the two functions ({a} + {b} of {all} us): {folded}");
     let want = kv["a_ns"] as f64 / (kv["a_ns"] + kv["b_ns"]) as f64;
     let got = a as f64 / (a + b) as f64;
@@ -739,4 +748,85 @@ fn on_cpu_samples_split_the_cpu_between_two_functions_as_their_own_clock() {
     assert!(hc.lines().all(|l| l.starts_with("[on CPU];") || l.starts_with("[blocked];")), "{hc}");
     let j: Value = serde_json::from_str(&latscope_ok(&["why", "-r", t, "--on-cpu", "--json"])).unwrap();
     assert!(j["total_on_cpu_ns"].as_u64() > Some(0) && j["stacks"][0]["samples"].as_u64() > Some(0), "{j}");
+}
+
+/// User stacks of code built without frame pointers (`--call-graph dwarf`, the default), unwound
+/// from the binaries' unwind tables: a C program built with -O2 -fomit-frame-pointer sleeps
+/// three functions deep and waits for a lock in a second thread, then exits at once; Debian's
+/// Python (built without frame pointers) sleeps in a Python function. Each stack names the
+/// program's functions from the C library's frames back to main (and the thread's start) in
+/// call order, and the interpreter's from the sleep back to Py_BytesMain; the program had
+/// exited before its stacks were read. With `--call-graph fp` the same sleep stops in libc.
+#[test]
+fn stacks_of_code_without_frame_pointers_are_unwound_from_its_tables() {
+    let test = "stacks_of_code_without_frame_pointers_are_unwound_from_its_tables";
+    if !require_bpf(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("unwind");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/unwind.c");
+    let st = Command::new("cc")
+        .args(["-O2", "-fomit-frame-pointer", "-pthread", "-Wall", "-o"])
+        .arg(&work)
+        .arg(&src)
+        .status()
+        .expect("cc runs");
+    assert!(st.success(), "compiling {} failed", src.display());
+    let python = Path::new("/usr/bin/python3");
+    let py = "import time\ndef napping_function():\n    time.sleep(0.03)\nnapping_function()\n";
+    let script = if python.exists() {
+        format!("{} && {} -c '{py}'", work.display(), python.display())
+    } else {
+        work.display().to_string()
+    };
+    let trace = tmp.path().join("u.lst");
+    let t = trace.to_str().unwrap();
+    let out = Command::new(bin())
+        .args(["record", "-w", t, "--why-above", "10ms", "--stacks", "--quiet", "--no-block", "--", "sh", "-c"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "record failed: {}", String::from_utf8_lossy(&out.stderr));
+    // Each of `want` in the stack, in this order (innermost first).
+    let in_order = |user: &[String], want: &[&str]| {
+        let at: Vec<Option<usize>> =
+            want.iter().map(|w| user.iter().position(|f| f.split_whitespace().next() == Some(*w))).collect();
+        at.iter().all(Option::is_some) && at.windows(2).all(|p| p[0] < p[1])
+    };
+    let v = latscope_json(&["why", "-r", t, "--stacks", "--waits", "-n", "20", "--json", "proc.name = unwind"]);
+    let stacks = v["stacks"].as_array().unwrap();
+    let sleep = stacks.iter().find(|s| s["op"].as_str().unwrap().contains("nanosleep")).expect("the sleep");
+    let user = strs(&sleep["user"]);
+    assert!(in_order(&user, &["leaf_sleep", "middle_layer", "outer_layer", "main"]), "{sleep}");
+    assert!(user[0].contains("nanosleep") && sleep["user_cut"].is_null(), "{sleep}");
+    assert_eq!(sleep["calls"], 2, "{sleep}");
+    let lock = stacks
+        .iter()
+        .find(|s| s["op"] == "futex" && strs(&s["user"]).iter().any(|f| f.starts_with("wait_for_lock")))
+        .unwrap_or_else(|| panic!("the lock wait: {v}"));
+    assert!(in_order(&strs(&lock["user"]), &["wait_for_lock", "lock_thread"]), "{lock}");
+
+    if python.exists() {
+        let f = "proc.name = python3 and evt.type in (nanosleep, clock_nanosleep, select)";
+        let p = latscope_json(&["why", "-r", t, "--stacks", "--waits", "--json", f]);
+        let user = strs(&p["stacks"][0]["user"]);
+        assert!(in_order(&user, &["_PyEval_EvalFrameDefault", "Py_BytesMain"]), "{p}");
+    } else {
+        latscope_testkit::skip(test, "no /usr/bin/python3: Debian's Python part not run");
+    }
+
+    // Frame pointers only: the same sleep stops in the C library.
+    let t2 = tmp.path().join("fp.lst");
+    let t2 = t2.to_str().unwrap();
+    latscope_ok(
+        &["record", "-w", t2, "--why-above", "10ms", "--stacks", "--call-graph", "fp", "--quiet", "--no-block", "--"]
+            .into_iter()
+            .chain([work.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+    );
+    let v = latscope_json(&["why", "-r", t2, "--stacks", "--waits", "--json", "proc.name = unwind"]);
+    let sleep =
+        v["stacks"].as_array().unwrap().iter().find(|s| s["op"].as_str().unwrap().contains("nanosleep")).unwrap();
+    assert!(!strs(&sleep["user"]).iter().any(|f| f.starts_with("outer_layer")), "{sleep}");
 }

@@ -179,7 +179,7 @@ impl<W: BlockSink> Recorder<W> {
     /// Start recording `session` into `writer` (created with the session's header), releasing
     /// the session's command.
     pub fn new(mut session: LiveSession, writer: W, opts: RecorderOptions) -> Recorder<W> {
-        let stacks = crate::stacks::StackResolver::new(session.why_stacks());
+        let stacks = crate::stacks::StackResolver::new(session.why_stacks(), session.unwinds_copies());
         session.release_command();
         let now = Instant::now();
         let header_cut = session.header().truncated;

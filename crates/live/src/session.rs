@@ -70,6 +70,7 @@ pub struct SessionBuilder {
     why_above_ns: Option<u64>,
     why_stacks: bool,
     profile_hz: Option<u32>,
+    ucopy_bytes: u32,
 }
 
 impl Default for SessionBuilder {
@@ -92,6 +93,7 @@ impl Default for SessionBuilder {
             why_above_ns: None,
             why_stacks: false,
             profile_hz: None,
+            ucopy_bytes: 0,
         }
     }
 }
@@ -196,6 +198,13 @@ impl SessionBuilder {
         self.profile_hz = hz;
         self
     }
+    /// With stacks: copy `bytes` of each user stack beside it and unwind it from the binaries'
+    /// unwind tables (`--call-graph dwarf`; see [`latscope_probe::ProbeConfig::ucopy_bytes`]).
+    /// 0: frame pointers only.
+    pub fn unwind_copy(mut self, bytes: u32) -> Self {
+        self.ucopy_bytes = bytes;
+        self
+    }
     /// The command line stored in the header (default: this process's).
     pub fn command_line(mut self, argv: Vec<String>) -> Self {
         self.command_line = argv;
@@ -270,6 +279,7 @@ impl SessionBuilder {
         cfg.why_above_ns = self.why_above_ns;
         cfg.why_stacks = self.why_stacks;
         cfg.profile_hz = self.profile_hz;
+        cfg.ucopy_bytes = self.ucopy_bytes;
         let command = match &self.command {
             Some(argv) => {
                 let c = Command::spawn(argv)?;
@@ -440,6 +450,11 @@ impl LiveSession {
     pub fn why_stacks(&self) -> bool {
         self.cfg.why_stacks && self.cfg.why_above_ns.is_some()
     }
+
+    /// Whether user stacks come with copies to unwind (`--call-graph dwarf`).
+    pub fn unwinds_copies(&self) -> bool {
+        self.why_stacks() && self.cfg.ucopy_bytes > 0
+    }
     /// How long each step of the start took: the snapshot, the probes' load and attach
     /// ([`latscope_probe::starttimes`]).
     pub fn start_times(&self) -> &StartTimes {
@@ -554,7 +569,8 @@ impl LiveSession {
         if self.why_stacks() {
             // Stack references become ids of a stack table whose new entries travel in
             // `batch.stacks`, as in a recorded trace.
-            let r = self.stacks.get_or_insert_with(|| crate::stacks::StackResolver::new(true));
+            let r =
+                self.stacks.get_or_insert_with(|| crate::stacks::StackResolver::new(true, self.cfg.ucopy_bytes > 0));
             r.resolve(&self.probe, &mut self.batch, 0);
         }
         self.cgroups.learn(&self.batch.cgroup, &mut self.header, &mut self.ctx);

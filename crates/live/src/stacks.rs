@@ -40,6 +40,12 @@ pub struct StackStats {
     pub missing: latscope_trace::StacksMissing,
     /// Reads of processes' /proc maps, and what their bounds refused.
     pub maps: latscope_probe::procmaps::MapsStats,
+    /// `--call-graph dwarf`: user stacks unwound from their copies, and of those the ones cut
+    /// short (the copy ended, or no unwind information).
+    pub unwound: (u64, u64),
+    /// `--call-graph dwarf`: user stacks with no copy beside them (the ring buffer was busy, or
+    /// the stack could not be read), walked by frame pointers only.
+    pub fp_only: u64,
 }
 
 /// Why a stack is missing: the summary's key and the table entry's words.
@@ -128,12 +134,21 @@ pub(crate) struct StackResolver {
     bytes: usize,
     /// Entries cut to their bounds.
     truncated: Truncation,
+    /// `--call-graph dwarf`: unwinds the copies of user stacks sent beside them.
+    unwinder: Option<latscope_stacks::unwind::UserUnwinder>,
+    /// (pid, generation, frame-pointer key) -> the table id of the stack last unwound from a
+    /// copy beside that key: a stack with that key and no copy (the probes copy a thread's
+    /// stack again only when it changed, another key or depth; and not while the ring buffer
+    /// is busy) is that stack, not a second, shorter one from its frame pointers.
+    unwound_keys: HashMap<(u32, u32, u64), u32>,
+    fp_only: u64,
 }
 
 impl StackResolver {
     /// `warm`: stacks will come; read kallsyms now (tens of ms), not when the first stack
     /// arrives, while processes whose user stacks wait behind it may exit.
-    pub(crate) fn new(warm: bool) -> StackResolver {
+    /// `dwarf`: user stacks come with copies to unwind (`--call-graph dwarf`).
+    pub(crate) fn new(warm: bool, dwarf: bool) -> StackResolver {
         let mut r = StackResolver {
             kernel: HashMap::new(),
             user: HashMap::new(),
@@ -146,6 +161,9 @@ impl StackResolver {
             frames: 0,
             bytes: 0,
             truncated: Truncation::default(),
+            unwinder: dwarf.then(latscope_stacks::unwind::UserUnwinder::new),
+            unwound_keys: HashMap::new(),
+            fp_only: 0,
         };
         if warm {
             r.symbolize_kernel(&[0]);
@@ -160,7 +178,13 @@ impl StackResolver {
 
     /// What the table did so far.
     pub(crate) fn stats(&self, probe: &Probe) -> StackStats {
-        StackStats { entries: u64::from(self.next - 1), missing: self.missing, maps: probe.maps_stats() }
+        StackStats {
+            entries: u64::from(self.next - 1),
+            missing: self.missing,
+            maps: probe.maps_stats(),
+            unwound: self.unwinder.as_ref().map_or((0, 0), |u| u.stats),
+            fp_only: self.fp_only,
+        }
     }
 
     /// Rewrite the stack references of events `from..` of `b` (those of the probe's last poll)
@@ -188,7 +212,7 @@ impl StackResolver {
             if b.ustack[i] != 0 {
                 // The stack is taken at the call's exit.
                 let at = b.ts[i].saturating_add(b.lat[i]);
-                b.ustack[i] = self.user_stack(probe, (b.pid[i], b.uid[i], at), b.ustack[i], &mut b.stacks);
+                b.ustack[i] = self.user_stack(probe, (b.pid[i], b.uid[i], at), true, b.ustack[i], &mut b.stacks);
             }
             if b.kstack[i] != 0 {
                 b.kstack[i] = self.kernel_stack(probe, b.uid[i], b.kstack[i], &mut b.stacks);
@@ -199,7 +223,7 @@ impl StackResolver {
             if b.waker_ustack[i] != 0 {
                 let at = b.ts[i].saturating_add(b.lat[i]);
                 b.waker_ustack[i] =
-                    self.user_stack(probe, (b.waker_tid[i], b.uid[i], at), b.waker_ustack[i], &mut b.stacks);
+                    self.user_stack(probe, (b.waker_tid[i], b.uid[i], at), false, b.waker_ustack[i], &mut b.stacks);
             }
         }
         self.forget_changed(probe);
@@ -211,6 +235,9 @@ impl StackResolver {
     fn forget_changed(&mut self, probe: &Probe) {
         for pid in probe.maps_changed() {
             self.forget_user(pid);
+            if let Some(u) = &mut self.unwinder {
+                u.forget(pid);
+            }
         }
     }
 
@@ -259,12 +286,36 @@ impl StackResolver {
     }
 
     /// The table id of the user stack `r` of an event of process `pid` (user `uid`) taken at
-    /// `at` ns.
-    fn user_stack(&mut self, probe: &Probe, (pid, uid, at): (u32, u32, u64), r: u32, out: &mut String) -> u32 {
+    /// `at` ns; `own`: the event's own stack (not its waker's, which has no copy).
+    fn user_stack(
+        &mut self,
+        probe: &Probe,
+        (pid, uid, at): (u32, u32, u64),
+        own: bool,
+        r: u32,
+        out: &mut String,
+    ) -> u32 {
         if (r as i32) < 0 {
             return self.missing(StackKind::User, Missing::of_errno(-(r as i32)), out);
         }
         let Some((key, gen)) = probe.stack_key(r) else { return self.missing(StackKind::User, Missing::NotHeld, out) };
+        if self.unwinder.is_some() && own {
+            match probe.stack_copy(r) {
+                Some(c) => {
+                    if let Some(t) = self.unwound_stack(probe, (pid, uid, at), gen, &c, out) {
+                        if self.unwound_keys.len() >= MAX_USER_KEYS {
+                            self.unwound_keys.clear();
+                        }
+                        self.unwound_keys.insert((pid, gen, key), t);
+                        return t;
+                    }
+                }
+                None => match self.unwound_keys.get(&(pid, gen, key)) {
+                    Some(&t) => return t,
+                    None => self.fp_only += 1,
+                },
+            }
+        }
         if let Some(&t) = self.user.get(&pid).filter(|(g, _)| *g == gen).and_then(|(_, m)| m.get(&key)) {
             return t;
         }
@@ -300,22 +351,7 @@ impl StackResolver {
         let cut = (good < norm.len()).then(|| {
             format!("the frame-pointer walk left the mapped code after frame {good} (code without frame pointers)")
         });
-        let frames: Vec<Frame> = addrs
-            .iter()
-            .zip(norm)
-            .take(good)
-            .map(|(&addr, a)| match a {
-                UserAddr::File { path, off, build_id, deleted } => Frame {
-                    addr,
-                    file: Some(path.to_string()),
-                    build_id: build_id.map(|b| b.to_string()),
-                    off: Some(off),
-                    deleted,
-                    ..Default::default()
-                },
-                _ => Frame { addr, ..Default::default() },
-            })
-            .collect();
+        let frames: Vec<Frame> = addrs.iter().zip(norm).take(good).map(|(&addr, a)| user_frame(addr, a)).collect();
         let e = StackEntry { id: 0, kind: StackKind::User, frames, truncated, missing: None, cut };
         let t = self.add(e, uid, out);
         if t == 0 {
@@ -336,6 +372,51 @@ impl StackResolver {
             }
         }
         t
+    }
+
+    /// The table id of the user stack unwound from copy `c` (`--call-graph dwarf`); `None`: not
+    /// unwound (the process is gone, or its maps unread), the frame-pointer stack stands.
+    fn unwound_stack(
+        &mut self,
+        probe: &Probe,
+        (pid, uid, at): (u32, u32, u64),
+        gen: u32,
+        c: &latscope_probe::UserCopy,
+        out: &mut String,
+    ) -> Option<u32> {
+        // The process still runs the image the stack was taken in.
+        probe.normalize_user(pid, gen, at, &[c.ip]).ok().filter(|n| n.verified)?;
+        let (version, maps) = probe.file_mappings(pid, c.ip, at)?;
+        let maps: Vec<latscope_stacks::unwind::Mapped> = maps
+            .into_iter()
+            .map(|m| latscope_stacks::unwind::Mapped {
+                open: std::iter::once(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end).into())
+                    .chain(m.path.as_deref().map(Into::into))
+                    .collect(),
+                start: m.start,
+                end: m.end,
+                off: m.off,
+                dev: m.dev,
+                ino: m.ino,
+                exec: m.exec,
+            })
+            .collect();
+        let copy = latscope_stacks::unwind::StackCopy { ip: c.ip, sp: c.sp, bp: c.bp, stack: &c.stack };
+        let w = self.unwinder.as_mut()?.unwind(pid, version, &maps, copy);
+        let norm = probe.normalize_user(pid, gen, at, &w.frames).ok()?;
+        let good = norm.addrs.iter().take_while(|a| **a != UserAddr::Unmapped).count();
+        let cut = match (&w.cut, good < norm.addrs.len()) {
+            (_, true) => Some(format!("unwinding left the mapped code after frame {good}")),
+            (Some(why), _) => Some(why.clone()),
+            (None, false) => None,
+        };
+        let frames: Vec<Frame> =
+            w.frames.iter().zip(norm.addrs).take(good).map(|(&addr, a)| user_frame(addr, a)).collect();
+        let e = StackEntry { id: 0, kind: StackKind::User, frames, truncated: false, missing: None, cut };
+        match self.add(e, uid, out) {
+            0 => Some(self.missing(StackKind::User, Missing::TableFull, out)),
+            t => Some(t),
+        }
     }
 
     /// `function+0xoff` of each address, from kallsyms.
@@ -395,6 +476,21 @@ fn content_hash(s: &str) -> u128 {
         h.finish()
     };
     (u128::from(h(0x5eed)) << 64) | u128::from(h(0xfeed))
+}
+
+/// A user frame at `addr`, as what is mapped there.
+fn user_frame(addr: u64, a: UserAddr) -> Frame {
+    match a {
+        UserAddr::File { path, off, build_id, deleted } => Frame {
+            addr,
+            file: Some(path.to_string()),
+            build_id: build_id.map(|b| b.to_string()),
+            off: Some(off),
+            deleted,
+            ..Default::default()
+        },
+        _ => Frame { addr, ..Default::default() },
+    }
 }
 
 /// A kernel frame of the capture machinery, not of the traced call.

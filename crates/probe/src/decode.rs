@@ -7,7 +7,7 @@
 //! names the file behind a call's page fault: by the inode the kernel found mapped
 //! at the address, or by the process's recorded mmap calls.
 
-use crate::skel::types::{ls_event, ls_ext_bits, ls_sock_tuple, ls_why};
+use crate::skel::types::{ls_event, ls_ext_bits, ls_proc_op, ls_sock_tuple, ls_ucopy, ls_ucopy_limits, ls_why};
 use latscope_event::syscalls::{desc, SysDesc, NONE};
 use latscope_event::{Event, EventBatch, EventKind, FdInfo, FdType, ProcOp, ProcessInfo, TraceHeader};
 use rustc_hash::FxHashMap;
@@ -20,6 +20,25 @@ const AT_FDCWD: i32 = -100;
 pub const RECORD_SIZE: usize = std::mem::size_of::<ls_event>();
 /// Size of the attribution that follows the fixed part when `ext` says so.
 pub const WHY_SIZE: usize = std::mem::size_of::<ls_why>();
+
+/// A copy of the top of a user stack sent beside a frame-pointer stack (`record --call-graph
+/// dwarf`, see `struct ls_ucopy`): the registers at the point the stack was taken and the
+/// stack's bytes from `sp` up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserCopy {
+    /// The frame-pointer stack's key it stands beside.
+    pub key: u64,
+    /// Instruction, stack and frame pointers.
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// The stack's bytes from `sp` up.
+    pub stack: Box<[u8]>,
+}
+
+/// Copies waiting for their events, per thread: an event follows its copy at once, but a sample
+/// may come between a call's copy and its event.
+const PENDING_COPIES: usize = 4;
 
 /// Decoding state: the path maps and the batch being filled.
 #[derive(Default)]
@@ -38,6 +57,17 @@ pub struct Decoder {
     /// `kstack` / `ustack` is an index here plus 1 until the stack table names it (see
     /// `Probe::stack_key`).
     pub(crate) stack_keys: Vec<(u64, u32)>,
+    /// The user stack copies of references in `stack_keys` (by index), when sent.
+    pub(crate) stack_copies: FxHashMap<usize, Arc<UserCopy>>,
+    /// Read the maps of processes that exec'd or mapped a file again after each poll
+    /// (`--call-graph dwarf`): the unwinding of a stack needs every library mapped, and a
+    /// process that exits right after its call can no longer be read when its stack is.
+    pub(crate) follow_maps: bool,
+    maps_grown: Vec<u32>,
+    /// Copies not yet matched with their event, by thread.
+    pending_copies: FxHashMap<u32, Vec<Arc<UserCopy>>>,
+    /// User stack copies read, and those matched with their event.
+    pub copies: (u64, u64),
     /// Processes that exec'd or exited in the events decoded since the last poll began.
     pub(crate) maps_changed: Vec<u32>,
     /// Processes that exited in the events decoded since the last poll began: forgotten by the
@@ -69,6 +99,7 @@ pub struct Decoder {
 struct Held {
     e: Event,
     stacks: [Option<(u64, u32)>; 3],
+    ucopy: Option<Arc<UserCopy>>,
 }
 
 /// Held waits let out unnamed once a syscall ends this long after them (ns), or beyond this many.
@@ -141,6 +172,10 @@ impl Decoder {
     /// done with.
     pub(crate) fn begin_poll(&mut self) {
         self.stack_keys.clear();
+        self.stack_copies.clear();
+        if self.pending_copies.len() > 4096 {
+            self.pending_copies.clear();
+        }
         self.maps_changed.clear();
         for pid in self.exited.drain(..) {
             self.procmaps.exit(pid);
@@ -159,6 +194,63 @@ impl Decoder {
         }
     }
 
+    /// Read again the maps of the processes that exec'd or mapped a file in the last poll (see
+    /// `follow_maps`), within the maps cache's bounds.
+    pub(crate) fn reread_grown_maps(&mut self) {
+        let mut grown = std::mem::take(&mut self.maps_grown);
+        grown.sort_unstable();
+        grown.dedup();
+        for pid in grown {
+            if !self.exited.contains(&pid) {
+                self.procmaps.reread(pid);
+            }
+        }
+    }
+
+    /// A user stack's reference, as [`Decoder::stack_ref`], with the copy thread `tid` sent
+    /// beside it (if any).
+    fn ustack_ref(&mut self, status: i32, key: u64, pid: u32, tid: u32) -> u32 {
+        let r = self.stack_ref(status, key, pid);
+        if (r as i32) > 0 {
+            if let Some(v) = self.pending_copies.get_mut(&tid) {
+                if let Some(i) = v.iter().position(|c| c.key == key) {
+                    let c = v.remove(i);
+                    self.copies.1 += 1;
+                    self.stack_copies.insert(r as usize - 1, c);
+                }
+                if v.is_empty() {
+                    self.pending_copies.remove(&tid);
+                }
+            }
+        }
+        r
+    }
+
+    /// A user stack copy (`struct ls_ucopy`), kept for its event.
+    fn ucopy(&mut self, r: &ls_event, data: &[u8]) {
+        const HEAD: usize = std::mem::size_of::<ls_ucopy>() - ls_ucopy_limits::LS_UCOPY_MAX.0 as usize;
+        let n = r.bytes as usize;
+        if data.len() < HEAD + n || n > ls_ucopy_limits::LS_UCOPY_MAX.0 as usize {
+            self.malformed += 1;
+            return;
+        }
+        let u64_at = |o: usize| u64::from_ne_bytes(data[o..o + 8].try_into().expect("8 bytes"));
+        let o = RECORD_SIZE;
+        let c = UserCopy {
+            key: u64_at(o),
+            ip: u64_at(o + 8),
+            sp: u64_at(o + 16),
+            bp: u64_at(o + 24),
+            stack: data[HEAD..HEAD + n].into(),
+        };
+        self.copies.0 += 1;
+        let v = self.pending_copies.entry(r.tid).or_default();
+        if v.len() >= PENDING_COPIES {
+            v.remove(0);
+        }
+        v.push(Arc::new(c));
+    }
+
     /// Whether thread `tid` belongs to process `pid`: while recording, by /proc (a thread that
     /// exited since is not known); otherwise not known (false).
     fn is_thread_of(&self, pid: u32, tid: u32) -> bool {
@@ -175,10 +267,15 @@ impl Decoder {
 
     /// Append a held wait to the batch, its stack references renewed for this poll.
     fn let_out(&mut self, mut h: Held) {
-        for (r, key) in [&mut h.e.kstack, &mut h.e.ustack, &mut h.e.waker_ustack].into_iter().zip(h.stacks) {
+        for (i, (r, key)) in
+            [&mut h.e.kstack, &mut h.e.ustack, &mut h.e.waker_ustack].into_iter().zip(h.stacks).enumerate()
+        {
             if let Some(k) = key {
                 self.stack_keys.push(k);
                 *r = self.stack_keys.len() as u32;
+                if let (1, Some(c)) = (i, &h.ucopy) {
+                    self.stack_copies.insert(self.stack_keys.len() - 1, c.clone());
+                }
             }
         }
         self.batch.push(&h.e);
@@ -219,7 +316,8 @@ impl Decoder {
     fn hold(&mut self, e: &Event) {
         let key = |r: u32| (r as i32 > 0).then(|| self.stack_keys.get(r as usize - 1).copied()).flatten();
         let stacks = [key(e.kstack), key(e.ustack), key(e.waker_ustack)];
-        self.held.push_back(Held { e: e.clone(), stacks });
+        let ucopy = (e.ustack as i32 > 0).then(|| self.stack_copies.get(&(e.ustack as usize - 1)).cloned()).flatten();
+        self.held.push_back(Held { e: e.clone(), stacks, ucopy });
         if self.held.len() > MAX_HELD {
             let h = self.held.pop_front().expect("over the bound");
             self.let_out(h);
@@ -299,6 +397,10 @@ impl Decoder {
         }
         // SAFETY: length checked; ls_event is plain old data; the ring buffer gives no alignment promise.
         let r: ls_event = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const ls_event) };
+        if r.kind == EventKind::Proc as u8 && u32::from(r.nr) == ls_proc_op::LS_UCOPY.0 {
+            self.ucopy(&r, data);
+            return;
+        }
         let (l1, l2) = (r.path_len as usize, r.path2_len as usize);
         // Attribution (record --why) sits between the fixed part and the paths.
         let ext = u32::from(r.ext);
@@ -346,7 +448,7 @@ impl Decoder {
             let y: ls_why = unsafe { std::ptr::read_unaligned(data[RECORD_SIZE..].as_ptr() as *const ls_why) };
             set_why(&mut e, &y);
             e.kstack = self.stack_ref(y.kstack, y.kstack_key, r.pid);
-            e.ustack = self.stack_ref(y.ustack, y.ustack_key, r.pid);
+            e.ustack = self.ustack_ref(y.ustack, y.ustack_key, r.pid, r.tid);
             // The waker's process is found by its thread: /proc/TID/maps are its process's.
             e.waker_ustack = self.stack_ref(y.waker_ustack, y.waker_ustack_key, y.waker_tid);
             (y.fault_dev, y.fault_ino, y.fault_off)
@@ -464,6 +566,9 @@ impl Decoder {
                 self.unmap(e.pid, start, end);
                 const MAP_ANONYMOUS: u32 = 0x20;
                 if e.fd >= 0 && e.flags & MAP_ANONYMOUS == 0 && !e.path.is_empty() && e.off >= 0 {
+                    if self.follow_maps && self.maps_grown.last() != Some(&e.pid) {
+                        self.maps_grown.push(e.pid);
+                    }
                     let m =
                         Mapping { end, off: e.off as u64, dev: e.dev, ino: e.ino, path: Arc::from(e.path.as_str()) };
                     self.maps.entry(e.pid).or_default().insert(start, m);
@@ -650,6 +755,9 @@ impl Decoder {
                 // A new image: the stacks of the old one are not named from it.
                 self.procmaps.exec(e.pid, e.ts.saturating_add(e.lat));
                 self.maps_changed.push(e.pid);
+                if self.follow_maps {
+                    self.maps_grown.push(e.pid);
+                }
                 e.path = self.resolve(e.pid, AT_FDCWD, p1);
                 // The program by its inode, as the opens name files: a process that exits
                 // right after its call has its own frames named by the file at its exit
@@ -1010,6 +1118,50 @@ mod tests {
         let head = unsafe { std::slice::from_raw_parts(&e as *const ls_event as *const u8, RECORD_SIZE) };
         let why = unsafe { std::slice::from_raw_parts(&y as *const ls_why as *const u8, WHY_SIZE) };
         [head, why].concat()
+    }
+
+    /// A user stack copy (`--call-graph dwarf`) is no event: it goes with the next event of its
+    /// thread whose user stack has its key (a sample between the two takes its own), and a copy
+    /// shorter than it says is counted as malformed, not read.
+    #[test]
+    fn a_stack_copy_goes_with_its_thread_s_event_of_the_same_key() {
+        let copy = |tid: u32, key: u64, bytes: &[u8], say: u64| {
+            let mut e = ev("getpid", -1, 0);
+            e.kind = EventKind::Proc as u8;
+            e.nr = ls_proc_op::LS_UCOPY.0 as u16;
+            e.tid = tid;
+            e.bytes = say;
+            // SAFETY: plain old data.
+            let head = unsafe { std::slice::from_raw_parts(&e as *const ls_event as *const u8, RECORD_SIZE) };
+            let regs: Vec<u8> = [key, 0x401000, 0x7ffc_0000, 0].iter().flat_map(|v| v.to_ne_bytes()).collect();
+            [head, &regs, bytes].concat()
+        };
+        let call = |tid: u32, key: u64| {
+            let mut e = ev("read", 3, 1);
+            e.tid = tid;
+            e.ext = ls_ext_bits::LS_EXT_WHY.0 as u16;
+            let mut y = ls_why::default();
+            (y.ustack, y.ustack_key) = (1, key);
+            // SAFETY: plain old data.
+            let head = unsafe { std::slice::from_raw_parts(&e as *const ls_event as *const u8, RECORD_SIZE) };
+            let why = unsafe { std::slice::from_raw_parts(&y as *const ls_why as *const u8, WHY_SIZE) };
+            [head, why].concat()
+        };
+        let mut d = Decoder::new(&TraceHeader::default(), false);
+        d.begin_poll();
+        d.record(&copy(10, 0x77, &[1, 2, 3, 4], 4));
+        d.record(&copy(10, 0x88, &[5; 8], 8));
+        d.record(&copy(11, 0x77, &[9; 8], 8));
+        d.record(&call(10, 0x77));
+        d.record(&call(10, 0x99));
+        d.record(&copy(10, 0x55, &[1; 8], 64));
+        assert_eq!(d.malformed, 1);
+        let b = d.take();
+        assert_eq!(b.len(), 2, "copies are not events");
+        let c = d.stack_copies.get(&(b.ustack[0] as usize - 1)).expect("the first call's copy");
+        assert_eq!((c.key, c.ip, c.sp, &*c.stack), (0x77, 0x401000, 0x7ffc_0000, &[1u8, 2, 3, 4][..]));
+        assert!(d.stack_copies.get(&(b.ustack[1] as usize - 1)).is_none(), "no copy of key 0x99");
+        assert_eq!(d.copies, (3, 1));
     }
 
     /// A futex wait its timeout ended while a thread the programs did not see take the futex

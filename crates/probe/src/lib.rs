@@ -15,7 +15,7 @@ pub mod snapshot;
 mod stackstore;
 pub mod starttimes;
 
-pub use decode::{join, Decoder};
+pub use decode::{join, Decoder, UserCopy};
 
 use latscope_event::syscalls::{self, SysClass};
 use latscope_event::{EventBatch, FdType, TraceHeader};
@@ -32,7 +32,7 @@ mod skel {
 }
 use skel::*;
 
-use types::{ls_limits, ls_stack_limits, ls_ufiles_limits};
+use types::{ls_limits, ls_stack_limits, ls_ucopy_limits, ls_ufiles_limits};
 
 /// Number of histogram buckets per group in in-kernel aggregation (LS_AGG_BUCKETS, from BTF).
 pub const AGG_BUCKETS: usize = ls_limits::LS_AGG_BUCKETS.0 as usize;
@@ -418,6 +418,10 @@ pub struct ProbeConfig {
     /// second (a CPU-clock perf event on each CPU), each sample a
     /// [`latscope_event::ProcOp::Sample`] event with its kernel and user stacks. `None`: off.
     pub profile_hz: Option<u32>,
+    /// With attribution and stacks: copy this many bytes of the user stack (from its pointer
+    /// up; a power of two, 256 to 16384) beside each user stack, for unwinding in user space
+    /// from the binaries' unwind tables ([`Probe::stack_copy`]). 0: frame pointers only.
+    pub ucopy_bytes: u32,
 }
 
 impl Default for ProbeConfig {
@@ -441,6 +445,7 @@ impl Default for ProbeConfig {
             why_above_ns: None,
             why_stacks: false,
             profile_hz: None,
+            ucopy_bytes: 0,
         }
     }
 }
@@ -802,6 +807,11 @@ impl Probe {
         bpf(open.maps.why_ustacks.set_max_entries(entries), "sizing the user stack map")?;
         let ufiles = if stacks { ls_ufiles_limits::LS_UFILES_ENTRIES.0 } else { 1 };
         bpf(open.maps.why_ufiles.set_max_entries(ufiles), "sizing the user stack files map")?;
+        ro.why_ucopy = if stacks { cfg.ucopy_bytes.min(ls_ucopy_limits::LS_UCOPY_MAX.0) } else { 0 };
+        bpf(
+            open.maps.why_ucopy_buf.set_max_entries(if ro.why_ucopy > 0 { 2 } else { 1 }),
+            "sizing the stack copy buffer",
+        )?;
         let lastu = if stacks { ls_ufiles_limits::LS_LASTU_ENTRIES.0 } else { 1 };
         bpf(open.maps.why_lastu.set_max_entries(lastu), "sizing the last user stacks map")?;
         for p in [
@@ -954,6 +964,7 @@ impl Probe {
         times.step("attaching");
 
         let mut decoder = Decoder::new(header, true);
+        decoder.follow_maps = stacks && cfg.ucopy_bytes > 0;
         if why {
             // Files mapped before now name the page faults in them (docs/WHY.md).
             decoder.name_mapped_files(header.processes.iter().map(|p| p.pid));
@@ -1044,6 +1055,18 @@ impl Probe {
         self.decoder.borrow().stack_keys.get(i).copied()
     }
 
+    /// The copy of the user stack sent beside user stack reference `r` of an event of the last
+    /// poll (`record --call-graph dwarf`), if one was. Valid until the next poll.
+    pub fn stack_copy(&self, r: u32) -> Option<std::sync::Arc<UserCopy>> {
+        let i = (r as i32).checked_sub(1).filter(|&i| i >= 0)? as usize;
+        self.decoder.borrow().stack_copies.get(&i).cloned()
+    }
+
+    /// User stack copies read so far, and those matched with their event.
+    pub fn stack_copies(&self) -> (u64, u64) {
+        self.decoder.borrow().copies
+    }
+
     /// The frames (innermost first) of the stack with key `key` captured with attribution,
     /// kernel or user, drained from the kernel's maps after the poll that read its event.
     /// `None` when it is not held (any more: the store keeps the recent stacks by key, bounded).
@@ -1062,6 +1085,12 @@ impl Probe {
         addrs: &[u64],
     ) -> Result<procmaps::Normalized, procmaps::Gone> {
         self.decoder.borrow_mut().procmaps.normalize(pid, gen, at_ns, addrs)
+    }
+
+    /// Process `pid`'s file mappings for unwinding a stack whose instruction pointer is `ip`,
+    /// taken at `at_ns` (see [`procmaps::MapsCache::file_mappings`]).
+    pub fn file_mappings(&self, pid: u32, ip: u64, at_ns: u64) -> Option<(u64, Vec<procmaps::FileMapping>)> {
+        self.decoder.borrow_mut().procmaps.file_mappings(pid, ip, at_ns)
     }
 
     /// What the frames of user stack `key` were as files (device, inode, offset), when its
@@ -1158,6 +1187,7 @@ impl Probe {
         if self.consumed == before {
             self.decoder.borrow_mut().release_held();
         }
+        self.decoder.borrow_mut().reread_grown_maps();
         // Every event read refers to stacks stored before it was written: drained now, they
         // are in the store when its stack references are resolved.
         self.drain_stacks();

@@ -132,8 +132,28 @@ struct Mapping {
     off: u64,
     dev: u32,
     ino: u64,
+    exec: bool,
     /// `None`: no file (anonymous, `[vdso]`, ...).
     path: Option<Arc<str>>,
+}
+
+/// A file mapping of a process, for unwinding its stacks (see [`MapsCache::file_mappings`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMapping {
+    /// Its first address, and the one past its last.
+    pub start: u64,
+    /// The address past its last.
+    pub end: u64,
+    /// The offset in the file of `start`.
+    pub off: u64,
+    /// The file's device (major << 20 | minor) and inode.
+    pub dev: u32,
+    /// The file's inode.
+    pub ino: u64,
+    /// Executable.
+    pub exec: bool,
+    /// The file's path as the process maps it (`None`: no path).
+    pub path: Option<Arc<str>>,
 }
 
 #[derive(Debug)]
@@ -261,6 +281,12 @@ impl MapsCache {
         self.procs.contains_key(&pid) || self.read(pid)
     }
 
+    /// Read process `pid`'s mappings again now (it mapped a file, or exec'd), within the
+    /// limits. `false`: not read (gone, or limits).
+    pub fn reread(&mut self, pid: u32) -> bool {
+        self.read(pid)
+    }
+
     /// What each of `addrs` is in process `pid`, for a stack taken at `at_ns` (CLOCK_MONOTONIC)
     /// in generation `gen` of the process ([`MapsCache::generation`] when its event was
     /// decoded); [`Gone`] when the process exited or exec'd since.
@@ -309,6 +335,34 @@ impl MapsCache {
             })
             .collect();
         Ok(Normalized { addrs, verified })
+    }
+
+    /// Process `pid`'s file mappings as last read, and when they were read (CLOCK_MONOTONIC ns:
+    /// another read, another value), read again first if `addr` (a stack's instruction pointer)
+    /// is in none of them and the read is older than `at_ns` (a library loaded since).
+    pub fn file_mappings(&mut self, pid: u32, addr: u64, at_ns: u64) -> Option<(u64, Vec<FileMapping>)> {
+        if !self.procs.contains_key(&pid) && !self.read(pid) {
+            return None;
+        }
+        if self.find(pid, addr).is_none() && self.procs.get(&pid).is_some_and(|p| p.read_ns < at_ns) {
+            self.refresh(pid);
+        }
+        let p = self.procs.get(&pid)?;
+        let maps = p
+            .maps
+            .iter()
+            .filter(|m| m.path.is_some())
+            .map(|m| FileMapping {
+                start: m.start,
+                end: m.end,
+                off: m.off,
+                dev: m.dev,
+                ino: m.ino,
+                exec: m.exec,
+                path: m.path.clone(),
+            })
+            .collect();
+        Some((p.read_ns, maps))
     }
 
     /// The file process `pid` maps at `addr`, if it is file `(dev, ino)` (the one the kernel
@@ -430,6 +484,7 @@ impl MapsCache {
             off: u64::from_str_radix(off, 16).ok()?,
             dev,
             ino,
+            exec: p[2] == b'x',
             path,
         })
     }

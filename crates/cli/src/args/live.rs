@@ -82,3 +82,38 @@ pub fn print_warnings(warnings: &[String]) {
         eprintln!("latscope: warning: {w}");
     }
 }
+
+/// `--call-graph`: how the user stacks of a recording with stacks are walked.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct CallGraphArg {
+    /// How user stacks are walked (with stacks): `dwarf` (the default) copies the top 8 KiB of
+    /// a user stack beside it and unwinds it from the binaries' unwind tables (.eh_frame), as
+    /// `perf record --call-graph dwarf` does, so that code built without frame pointers (most
+    /// distributions' libraries, Python, PostgreSQL) shows its callers; `dwarf,BYTES` copies
+    /// BYTES (a power of two, 256 to 16384; deeper stacks need more); `fp` follows frame
+    /// pointers only (cheaper; a stack through code without them stops after its first frame).
+    #[arg(long, value_name = "fp|dwarf[,BYTES]", default_value = "dwarf", value_parser = parse_call_graph)]
+    pub call_graph: u32,
+}
+
+/// `fp` -> 0, `dwarf` -> 8192, `dwarf,BYTES` -> BYTES.
+fn parse_call_graph(s: &str) -> Result<u32, String> {
+    let (mode, size) = match s.split_once(',') {
+        Some((m, n)) => (m, Some(n)),
+        None => (s, None),
+    };
+    match (mode, size) {
+        ("fp", None) => Ok(0),
+        ("dwarf", None) => Ok(8192),
+        ("dwarf", Some(n)) => {
+            let b = latscope_event::units::parse_size(n).map_err(|e| format!("dwarf,BYTES: {e}"))?;
+            match u32::try_from(b) {
+                Ok(b) if (256..=16384).contains(&b) && b.is_power_of_two() => Ok(b),
+                _ => Err(format!(
+                    "dwarf,{n}: the copy must be a power of two from 256 to 16384 bytes (e.g. dwarf,16384)"
+                )),
+            }
+        }
+        _ => Err(format!("'{s}': expected fp, dwarf or dwarf,BYTES (e.g. --call-graph dwarf,16384)")),
+    }
+}

@@ -76,6 +76,8 @@ pub struct Args {
     /// by --on-cpu and --hot-cold).
     #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub profile: Option<u32>,
+    #[command(flatten)]
+    pub call_graph: crate::args::CallGraphArg,
     /// Write blocked time by stack as folded stacks ("frame;frame;... microseconds", outermost
     /// first) to FILE ('-' for stdout): flamegraph.pl, inferno and speedscope read it.
     #[arg(long, value_name = "FILE")]
@@ -149,6 +151,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 .why(Some(0))
                 .why_stacks(a.stacks || a.folded.is_some() || a.flame.is_some() || profile.is_some())
                 .profile(profile)
+                .unwind_copy(a.call_graph.call_graph)
                 .start()?;
             print_warnings(session.warnings());
             let writer =

@@ -1361,6 +1361,19 @@ int ls_sample(struct bpf_perf_event_data *ctx)
 	if (e->ret)
 		sb->w.kstack = sample_stack(ctx, 0, uid, &sb->w.kstack_key);
 	sb->w.ustack = sample_stack(ctx, 1, uid, &sb->w.ustack_key);
+	if (why_ucopy && sb->w.ustack > 0) {
+		/* The user registers: the sample's own in user code, those saved at the kernel's
+		 * entry (a call, a fault, an interrupt) in the kernel (Linux 5.15). */
+		__u64 who = (__u64)tgid << 32 | 1u << 31 | e->tid;
+		if (!e->ret) {
+			why_copy_ustack(who, sb->w.ustack_key, ctx->regs.ip, ctx->regs.sp, ctx->regs.bp);
+		} else if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
+			struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(t);
+			if (r)
+				why_copy_ustack(who, sb->w.ustack_key, BPF_CORE_READ(r, ip), BPF_CORE_READ(r, sp),
+						BPF_CORE_READ(r, bp));
+		}
+	}
 	e->ext = LS_EXT_WHY;
 	if (bpf_ringbuf_output(&events, sb, sizeof(*sb), BPF_RB_NO_WAKEUP)) {
 		struct ls_stats *st = cpu_stats();

@@ -25,7 +25,7 @@ enum ls_limits {
 };
 
 enum ls_kind { LS_SYSCALL = 0, LS_BLOCK = 1, LS_PROC = 2 };
-enum ls_proc_op { LS_FORK = 0, LS_EXEC = 1, LS_EXIT = 2, LS_TIMES = 3, LS_SAMPLE = 4 };
+enum ls_proc_op { LS_FORK = 0, LS_EXEC = 1, LS_EXIT = 2, LS_TIMES = 3, LS_SAMPLE = 4, LS_UCOPY = 5 };
 /* Where a thread's times (LS_TIMES) were read: when the recording started, at its exit, when the
  * recording ended, or when a call it was blocked in at the start (begun before the recording, so
  * never recorded) returned. */
@@ -298,6 +298,23 @@ struct ls_agg_blk {
 /* Stacks of record --why: frames kept per stack, stacks each map holds, and the new stacks one
  * user may store in a map between two reads by user space (a quarter of it: see why.bpf.h). */
 enum ls_stack_limits { LS_STACK_DEPTH = 64, LS_STACK_ENTRIES = 8192, LS_STACK_USER_QUOTA = 2048 };
+
+/*
+ * A copy of the top of a user stack, for unwinding in user space from the binaries' .eh_frame
+ * (record --call-graph dwarf): the registers the unwinding starts from and the stack's bytes from
+ * sp up, as `perf record --call-graph dwarf` takes them. Sent just before the event whose user
+ * stack it is (the call's, or the sample's), as a record of its own: e.kind LS_PROC, e.nr
+ * LS_UCOPY, e.pid/e.tid the thread, e.bytes the bytes copied; `key` is the frame-pointer stack's
+ * key in that event (ls_why.ustack_key), which the copy stands beside. Not an event: never
+ * counted as one, and lost copies only leave the frame-pointer stack.
+ */
+enum ls_ucopy_limits { LS_UCOPY_MAX = 16384 };
+struct ls_ucopy {
+	struct ls_event e;
+	__u64 key;
+	__u64 ip, sp, bp;
+	__u8 data[LS_UCOPY_MAX];
+};
 
 /* A user stack's frames as the files mapped there (why_ufiles): the inode, device and byte
  * offset in the file of each frame of the stack of the same key (0: no file, or not code),

@@ -118,6 +118,11 @@ struct ls_why_acc {
 	 * at its exit or exec (why_keep_ufiles), where the recorder may have drained the stack but
 	 * not yet read the process's maps. */
 	__u64 last_ukey;
+	/* The last user stack copied beside its frame-pointer stack (why_copy_ustack): its key
+	 * and stack pointer. A call from the same place (the same frame-pointer stack at the same
+	 * depth) is not copied again: user space takes the stack it unwound from that copy. */
+	__u64 ucopy_key;
+	__u64 ucopy_sp;
 	/* The lock the call waits for (as struct ls_why has it), read when the call first blocks. */
 	__u8 lock_kind;
 	__u64 lock_addr;
@@ -403,6 +408,68 @@ static __always_inline __s32 why_user_stack(void *ctx, struct task_struct *task,
 	return why_store_stack(&why_ustacks, b, task->cred->uid.val, 1, key);
 }
 
+/*
+ * record --call-graph dwarf: bytes of user stack copied beside each user stack (0: frame pointers
+ * only; a power of two up to LS_UCOPY_MAX), for user space to unwind from the binaries' unwind
+ * tables what the frame-pointer walk cannot (code built without frame pointers: most of a
+ * distribution's libraries and interpreters).
+ */
+const volatile __u32 why_ucopy = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2); /* [0] calls (sys_exit), [1] samples, which may interrupt them */
+	__type(key, __u32);
+	__type(value, struct ls_ucopy);
+} why_ucopy_buf SEC(".maps");
+
+/*
+ * Send a copy of the current thread's user stack from `sp` up, with the registers unwinding
+ * starts from, beside its frame-pointer stack `key` (see struct ls_ucopy); 1: sent. The copy is cut to
+ * what is mapped (a main thread's stack ends a few KB above its deepest frames): halved until
+ * the read succeeds. Skipped while the ring buffer is a quarter full: the events come first.
+ * A global function: the verifier checks it once, not in every path of its callers.
+ */
+__noinline int why_copy_ustack(__u64 who, __u64 key, __u64 ip, __u64 sp, __u64 bp)
+{
+	/* who: pid << 32 | tid, bit 31 the buffer (BPF calls take 5 arguments at most). */
+	__u32 pid = who >> 32, tid = who & 0x7fffffff, buf = (who >> 31) & 1;
+	if (!why_ucopy || !key || !sp)
+		return 0;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4)
+		return 0;
+	struct ls_ucopy *c = bpf_map_lookup_elem(&why_ucopy_buf, &buf);
+	if (!c)
+		return 0;
+	__u32 len = why_ucopy;
+	long err = -1;
+	for (int i = 0; i < 6; i++) {
+		if (len > LS_UCOPY_MAX)
+			len = LS_UCOPY_MAX;
+		if (len < 256)
+			return 0;
+		err = bpf_probe_read_user(c->data, len, (void *)sp);
+		if (!err)
+			break;
+		len >>= 1;
+	}
+	if (err || len > LS_UCOPY_MAX)
+		return 0;
+	c->e.kind = LS_PROC;
+	c->e.nr = LS_UCOPY;
+	c->e.pid = pid;
+	c->e.tid = tid;
+	c->e.bytes = len;
+	c->e.ext = 0;
+	c->e.path_len = 0;
+	c->e.path2_len = 0;
+	c->key = key;
+	c->ip = ip;
+	c->sp = sp;
+	c->bp = bp;
+	return bpf_ringbuf_output(&events, c, sizeof(*c) - LS_UCOPY_MAX + len, BPF_RB_NO_WAKEUP) == 0;
+}
+
 /* What the CPU is doing now, as the wake-up programs need it. */
 struct ls_why_cpu {
 	__u32 timer;          /* depth of hrtimer / timer-wheel callbacks running */
@@ -450,6 +517,7 @@ enum ls_why_part _ls_why_part_type = LS_WHY_CPU;
 enum ls_waker_ctx _ls_waker_ctx_type = LS_WAKER_NONE;
 enum ls_ext_bits _ls_ext_bits_type = LS_EXT_WHY;
 enum ls_stack_limits _ls_stack_limits_type = LS_STACK_DEPTH;
+enum ls_ucopy_limits _ls_ucopy_limits_type = LS_UCOPY_MAX;
 enum ls_ufiles_limits _ls_ufiles_limits_type = LS_UFILES_ENTRIES;
 enum ls_lock_kind _ls_lock_kind_type = LS_LOCK_NONE;
 enum ls_wake_flags _ls_wake_flags_type = LS_WAKE_KNOWN;
@@ -1305,6 +1373,17 @@ static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool 
 		return WHY_REC_NONE;
 	if (why_stacks && (rec == WHY_REC_UNKNOWN || w->part[LS_WHY_CPU] + w->part[LS_WHY_RUNQ] < lat)) {
 		w->ustack = why_user_stack(ctx, task, &w->ukey);
+		if (why_ucopy && w->ustack > 0) {
+			/* sys_exit's first argument: the registers of the call's entry from user space. */
+			struct pt_regs *r = (struct pt_regs *)((__u64 *)ctx)[0];
+			__u64 sp = BPF_CORE_READ(r, sp);
+			if ((w->ucopy_key != w->ukey || w->ucopy_sp != sp) &&
+			    why_copy_ustack((__u64)task->tgid << 32 | task->pid, w->ukey, BPF_CORE_READ(r, ip), sp,
+					    BPF_CORE_READ(r, bp))) {
+				w->ucopy_key = w->ukey;
+				w->ucopy_sp = sp;
+			}
+		}
 		/* The frames are still in the CPU's stack buffer (why_user_stack's). */
 		__u32 one = 1;
 		struct ls_stack *b = w->ustack > 0 ? bpf_map_lookup_elem(&why_sbuf, &one) : NULL;

@@ -31,6 +31,7 @@ use std::time::Duration;
   latscope record -w build.lst -- make -j2            # a command from start to exit, with its children
   latscope record -w slow.lst --why-above 1ms -- ./server   # and why each call over 1 ms took its time
   latscope record -w slow.lst --why-above 10ms --stacks -p 1234   # with the stacks of those calls
+  latscope record -w cpu.lst --profile 99 --call-graph fp -p 1234   # on-CPU samples, frame pointers only
   latscope record -w run.lst --json=run.json -- ./bench     # the summary for scripts, apart from its output
   ssh host latscope record -w - -d 10s | latscope hist -r -   # a remote machine, as a stream
   latscope record -w /var/tmp/flight --ring 30s --why-above 50ms \\
@@ -82,6 +83,8 @@ pub struct Args {
     /// on and off CPU in one graph with `--hot-cold`). 1-1000.
     #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub profile: Option<u32>,
+    #[command(flatten)]
+    pub call_graph: crate::args::CallGraphArg,
     /// Accepted for scripts written when stacks were on by default: stacks are off unless
     /// --stacks.
     #[arg(long, hide = true, conflicts_with = "stacks")]
@@ -120,6 +123,7 @@ pub fn start_session(a: &Args) -> Result<LiveSession> {
         .why(why)
         .why_stacks(a.stacks || a.profile.is_some())
         .profile(a.profile)
+        .unwind_copy(a.call_graph.call_graph)
         .start()?;
     print_warnings(session.warnings());
     if a.live.follow && !a.quiet && a.json.is_none() {

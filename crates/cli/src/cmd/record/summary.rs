@@ -39,6 +39,7 @@ pub(super) fn report(a: &Args, rec: &Recording, attach_s: f64) -> Result<()> {
             j["stacks"] = serde_json::json!({
                 "distinct": st.entries, "missing": st.missing,
                 "maps_reads": st.maps.reads, "maps_bytes": st.maps.bytes, "maps_reads_refused": st.maps.refused,
+                "unwound": st.unwound.0, "unwound_cut_short": st.unwound.1, "frame_pointers_only": st.fp_only,
             });
         }
         match a.json.as_deref() {
@@ -78,6 +79,13 @@ pub(super) fn report(a: &Args, rec: &Recording, attach_s: f64) -> Result<()> {
         }
         if let Some(m) = rec.stacks.as_ref().map(|st| st.missing).filter(|m| !m.is_none()) {
             eprintln!("latscope: {} (each missing stack's entry says why: see `why --stacks`)", m.describe());
+        }
+        if let Some(st) = rec.stacks.as_ref().filter(|st| st.fp_only > 0) {
+            eprintln!(
+                "latscope: {} user stacks walked by frame pointers only: no copy of the stack came with them \
+                 (the ring buffer was busy); code without frame pointers shows its innermost frames only there",
+                st.fp_only
+            );
         }
         if let Some(n) = rec.program_runs_skipped.filter(|&n| n > 0) {
             eprintln!("latscope: {n} program runs skipped: the kernel does not re-enter a program on a CPU");

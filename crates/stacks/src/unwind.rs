@@ -1,0 +1,354 @@
+//! Unwinding user stacks from a copy of their top (`record --call-graph dwarf`), as
+//! `perf record --call-graph dwarf` does: the probes send the registers where the stack was
+//! taken and the stack's bytes from the stack pointer up; the unwinder follows the binaries'
+//! call frame information (`.eh_frame`, `.eh_frame_hdr`, `.debug_frame`), read from the files
+//! the process maps, through that copy (framehop). Code without frame pointers (most of a
+//! distribution's libraries, interpreters and servers) unwinds this way; a frame without unwind
+//! information (JIT code) is walked by its frame pointer.
+//!
+//! A stack is cut short where the copy ends (a deeper stack needs a larger copy), or where the
+//! unwinding finds nothing it can follow; [`Unwound::cut`] says which.
+
+use crate::elf::Load;
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, Module, Unwinder as _};
+use object::{Object, ObjectSection};
+use std::collections::HashMap;
+use std::ops::{Deref, Range};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Frames unwound at most.
+pub const MAX_FRAMES: usize = 128;
+/// Files whose unwind information is kept; the cache starts over past it.
+const MAX_FILES: usize = 512;
+/// Processes whose modules are kept; the cache starts over past it.
+const MAX_PROCS: usize = 4096;
+
+/// A file mapping of a process (a line of `/proc/PID/maps` with a file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapped {
+    /// Its first address.
+    pub start: u64,
+    /// The address past its last.
+    pub end: u64,
+    /// The offset in the file of `start`.
+    pub off: u64,
+    /// The file's device (the kernel's encoding: major << 20 | minor).
+    pub dev: u32,
+    /// The file's inode.
+    pub ino: u64,
+    /// Executable (the `x` of its permissions).
+    pub exec: bool,
+    /// Where to open the file, in order (`/proc/PID/map_files/START-END` opens it whatever its
+    /// name or mount namespace, and if it was deleted, while the process lives; then its path):
+    /// the first that is the mapped file (its device and inode) is read.
+    pub open: Vec<PathBuf>,
+}
+
+/// The registers a stack is unwound from, and its copy.
+#[derive(Debug, Clone, Copy)]
+pub struct StackCopy<'a> {
+    /// The instruction pointer.
+    pub ip: u64,
+    /// The stack pointer.
+    pub sp: u64,
+    /// The frame pointer.
+    pub bp: u64,
+    /// The stack's bytes from `sp` up.
+    pub stack: &'a [u8],
+}
+
+/// A stack unwound: its frames (the instruction pointer, then return addresses) and, when it
+/// stopped before the stack's outermost frame, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unwound {
+    /// Innermost first.
+    pub frames: Vec<u64>,
+    /// Why the stack was cut short (`None`: it reached its outermost frame).
+    pub cut: Option<String>,
+}
+
+/// Section bytes shared between the processes that map a file.
+#[derive(Clone)]
+pub struct Bytes(Arc<[u8]>);
+
+impl Default for Bytes {
+    fn default() -> Self {
+        Bytes(Arc::from(&[][..]))
+    }
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// What unwinding needs of a file: its unwind sections, code and segments.
+struct FileData {
+    loads: Vec<Load>,
+    text: Option<(Range<u64>, Bytes)>,
+    eh_frame: Option<(Range<u64>, Bytes)>,
+    eh_frame_hdr: Option<(Range<u64>, Bytes)>,
+    debug_frame: Option<Bytes>,
+    got: Option<Range<u64>>,
+}
+
+impl FileData {
+    fn read(open: &[PathBuf], dev: u32, ino: u64) -> Option<FileData> {
+        use std::os::unix::fs::MetadataExt;
+        // The file mapped, not another at its name now: a process's map_files entry is the
+        // mapping itself (on an overlayfs its inode is the file beneath, where the maps show the
+        // overlay's); a path must be the inode the maps show.
+        let (f, st) = open.iter().find_map(|p| {
+            let f = std::fs::File::open(p).ok()?;
+            let st = f.metadata().ok()?;
+            let mapped = p.starts_with("/proc/") && p.to_string_lossy().contains("/map_files/");
+            (mapped || (st.ino() == ino && kdev(st.dev()) == dev)).then_some((f, st))
+        })?;
+        // SAFETY: a read-only private mapping of a file the process maps; the bytes are copied
+        // out before it is unmapped. A file truncated meanwhile would fault: binaries in use
+        // are not written (ETXTBSY).
+        let data = unsafe { memmap(&f, st.len() as usize)? };
+        let r = Self::parse(&data);
+        drop(data);
+        r
+    }
+
+    fn parse(data: &[u8]) -> Option<FileData> {
+        let f = object::read::elf::ElfFile64::<object::Endianness>::parse(data).ok()?;
+        let section = |name: &str| {
+            let s = f.section_by_name(name)?;
+            let bytes = s.uncompressed_data().ok()?;
+            Some((s.address()..s.address() + s.size(), Bytes(Arc::from(&*bytes))))
+        };
+        Some(FileData {
+            loads: crate::elf::loads_of(&f),
+            text: section(".text"),
+            eh_frame: section(".eh_frame"),
+            eh_frame_hdr: section(".eh_frame_hdr"),
+            debug_frame: section(".debug_frame").map(|s| s.1),
+            got: f.section_by_name(".got").map(|s| s.address()..s.address() + s.size()),
+        })
+    }
+
+    fn module(&self, name: String, m: &Mapped) -> Option<Module<Bytes>> {
+        // Where the file's linked address 0 is in the process: the mapping's start less the
+        // address its offset is linked at.
+        let base = m.start.checked_sub(svma_of(&self.loads, m.off, m.exec)?)?;
+        let info = ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma: self.text.as_ref().map(|t| t.0.clone()),
+            text: self.text.as_ref().map(|t| t.1.clone()),
+            got_svma: self.got.clone(),
+            eh_frame_svma: self.eh_frame.as_ref().map(|t| t.0.clone()),
+            eh_frame: self.eh_frame.as_ref().map(|t| t.1.clone()),
+            eh_frame_hdr_svma: self.eh_frame_hdr.as_ref().map(|t| t.0.clone()),
+            eh_frame_hdr: self.eh_frame_hdr.as_ref().map(|t| t.1.clone()),
+            debug_frame: self.debug_frame.clone(),
+            ..Default::default()
+        };
+        Some(Module::new(name, m.start..m.end, base, info))
+    }
+}
+
+/// The linked address of file offset `off` at the start of a mapping: a segment is mapped from
+/// the page its offset is in, so the mapping's offset may lie before the segment's own (in the
+/// bytes of the segment before it); the segment with the mapping's permission is the one.
+fn svma_of(loads: &[Load], off: u64, exec: bool) -> Option<u64> {
+    let holds = |l: &&Load| off >= l.offset & !0xfff && off < l.offset + l.filesz.max(1);
+    let l = loads.iter().filter(|l| l.exec == exec).find(holds).or_else(|| loads.iter().find(holds))?;
+    (off + l.vaddr).checked_sub(l.offset)
+}
+
+/// The kernel's encoding of a device number (as the probes report it).
+fn kdev(d: u64) -> u32 {
+    let (major, minor) = (libc::major(d), libc::minor(d));
+    (major << 20) | (minor & 0xfffff)
+}
+
+/// A file's bytes, mapped read-only.
+///
+/// # Safety
+/// The file must not be truncated while mapped.
+unsafe fn memmap(f: &std::fs::File, len: usize) -> Option<Mapping> {
+    use std::os::fd::AsRawFd;
+    if len == 0 {
+        return None;
+    }
+    let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, f.as_raw_fd(), 0);
+    (p != libc::MAP_FAILED).then_some(Mapping { p, len })
+}
+
+struct Mapping {
+    p: *mut libc::c_void,
+    len: usize,
+}
+
+impl Deref for Mapping {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: a live read-only mapping of len bytes.
+        unsafe { std::slice::from_raw_parts(self.p as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: mapped by memmap with this length.
+        unsafe { libc::munmap(self.p, self.len) };
+    }
+}
+
+/// Unwinds the user stacks of the processes of a recording, keeping each file's unwind
+/// information and each process's modules between stacks.
+pub struct UserUnwinder {
+    files: HashMap<(u32, u64), Option<Arc<FileData>>>,
+    /// pid -> (the version of its mappings, its unwinder).
+    procs: HashMap<u32, (u64, UnwinderX86_64<Bytes>)>,
+    cache: Box<CacheX86_64>,
+    /// Stacks unwound, and of them those cut short.
+    pub stats: (u64, u64),
+}
+
+impl Default for UserUnwinder {
+    fn default() -> Self {
+        UserUnwinder {
+            files: HashMap::new(),
+            procs: HashMap::new(),
+            cache: Box::new(CacheX86_64::new()),
+            stats: (0, 0),
+        }
+    }
+}
+
+impl UserUnwinder {
+    /// An unwinder with nothing read yet.
+    pub fn new() -> UserUnwinder {
+        UserUnwinder::default()
+    }
+
+    /// Process `pid` exited or ran another program: its modules are forgotten.
+    pub fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+    }
+
+    /// Unwind `copy`, a stack of process `pid` whose file mappings are `maps` (read at
+    /// `version`: a new version replaces the modules kept for it).
+    pub fn unwind(&mut self, pid: u32, version: u64, maps: &[Mapped], copy: StackCopy<'_>) -> Unwound {
+        if self.procs.get(&pid).is_none_or(|p| p.0 != version) {
+            let u = self.modules(maps);
+            if self.procs.len() >= MAX_PROCS {
+                self.procs.clear();
+            }
+            self.procs.insert(pid, (version, u));
+        }
+        let unwinder = &self.procs[&pid].1;
+        let (sp, stack) = (copy.sp, copy.stack);
+        let mut read = |addr: u64| -> Result<u64, ()> {
+            let o = addr.checked_sub(sp).ok_or(())? as usize;
+            let b = stack.get(o..o.checked_add(8).ok_or(())?).ok_or(())?;
+            Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
+        };
+        let regs = UnwindRegsX86_64::new(copy.ip, copy.sp, copy.bp);
+        let mut it = unwinder.iter_frames(copy.ip, regs, &mut self.cache, &mut read);
+        let mut frames = Vec::new();
+        let cut = loop {
+            if frames.len() >= MAX_FRAMES {
+                break Some(format!("stopped at {MAX_FRAMES} frames"));
+            }
+            match it.next() {
+                Ok(Some(f)) => frames.push(f.address()),
+                Ok(None) => break None,
+                Err(framehop::Error::CouldNotReadStack(_)) => {
+                    break Some(format!(
+                        "the copy of the stack ended ({} bytes from the stack pointer; \
+                         --call-graph dwarf,BYTES copies more)",
+                        stack.len()
+                    ))
+                }
+                Err(e) => break Some(format!("unwinding stopped: {e}")),
+            }
+        };
+        self.stats.0 += 1;
+        self.stats.1 += u64::from(cut.is_some());
+        Unwound { frames, cut }
+    }
+
+    /// An unwinder for the executable file mappings `maps`.
+    fn modules(&mut self, maps: &[Mapped]) -> UnwinderX86_64<Bytes> {
+        let mut u = UnwinderX86_64::new();
+        for m in maps.iter().filter(|m| m.exec) {
+            if self.files.len() >= MAX_FILES {
+                self.files.clear();
+            }
+            let data = self
+                .files
+                .entry((m.dev, m.ino))
+                .or_insert_with(|| FileData::read(&m.open, m.dev, m.ino).map(Arc::new))
+                .clone();
+            let name = m.open.last().map(|p| p.display().to_string()).unwrap_or_default();
+            if let Some(module) = data.and_then(|d| d.module(name, m)) {
+                u.add_module(module);
+            }
+        }
+        u
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_unwinds_through_its_own_frames() {
+        // The test's own stack, copied as the probes would copy another thread's.
+        #[inline(never)]
+        fn inner() -> Unwound {
+            let (ip, sp, bp): (u64, u64, u64);
+            // SAFETY: reads three registers.
+            unsafe {
+                std::arch::asm!("lea {ip}, [rip]", "mov {sp}, rsp", "mov {bp}, rbp", ip = out(reg) ip, sp = out(reg) sp, bp = out(reg) bp);
+            }
+            // SAFETY: the stack from sp up to its copy's length is this thread's own and live.
+            let stack = unsafe { std::slice::from_raw_parts(sp as *const u8, 16384) }.to_vec();
+            let maps = own_maps();
+            let mut u = UserUnwinder::new();
+            u.unwind(std::process::id(), 1, &maps, StackCopy { ip, sp, bp, stack: &stack })
+        }
+        let w = inner();
+        assert!(w.frames.len() >= 3, "{w:?}");
+        // Every frame is in this test binary or a library it maps.
+        let maps = own_maps();
+        for f in &w.frames {
+            assert!(maps.iter().any(|m| m.exec && (m.start..m.end).contains(f)), "{f:#x} in no code mapping: {w:?}");
+        }
+    }
+
+    fn own_maps() -> Vec<Mapped> {
+        let text = std::fs::read_to_string("/proc/self/maps").unwrap();
+        text.lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let path = f.get(5)?;
+                if !path.starts_with('/') {
+                    return None;
+                }
+                let (s, e) = f[0].split_once('-')?;
+                let (maj, min) = f[3].split_once(':')?;
+                let dev = (u32::from_str_radix(maj, 16).ok()? << 20) | u32::from_str_radix(min, 16).ok()?;
+                Some(Mapped {
+                    start: u64::from_str_radix(s, 16).ok()?,
+                    end: u64::from_str_radix(e, 16).ok()?,
+                    off: u64::from_str_radix(f[2], 16).ok()?,
+                    dev,
+                    ino: f[4].parse().ok()?,
+                    exec: f[1].contains('x'),
+                    open: vec![PathBuf::from(path)],
+                })
+            })
+            .collect()
+    }
+}
