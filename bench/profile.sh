@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cost of on-CPU profiling with stacks, printed as a Markdown table: `latscope record --profile
-# HZ` next to `perf record -F HZ -g` (frame pointers), `perf record -F HZ --call-graph dwarf`
+# HZ` (user stacks unwound from an 8 KiB copy, --call-graph dwarf, and by frame pointers only) next to `perf record -F HZ -g` (frame pointers), `perf record -F HZ --call-graph dwarf`
 # (perf copies 8 KiB of stack per sample and unwinds it afterwards) and bpftrace's `profile` probe
 # counting user and kernel stacks in the kernel, in the same run. Each profiles a command that does
 # a fixed amount of CPU work (crates/cli/tests/profile.c -n, built without frame pointers, as most code is)
@@ -44,6 +44,8 @@ run() {
 run "latscope record --profile $HZ (with --why: every syscall's breakdown too)" "$WORK/ls.lst" \
 	"$LS" record --profile "$HZ" --no-block --quiet -w "$WORK/ls.lst" --
 post_ls=$(cpu "$LS" why -r "$WORK/ls.lst" --on-cpu --folded "$WORK/ls.folded")
+run "latscope record --profile $HZ --call-graph fp (frame pointers only)" "$WORK/ls-fp.lst" \
+	"$LS" record --profile "$HZ" --call-graph fp --no-block --quiet -w "$WORK/ls-fp.lst" --
 # What of it is the recording with attribution itself (load, attach, the syscalls' breakdowns),
 # not the samples.
 run "latscope record --why (the same without samples)" "$WORK/ls-why.lst" \
@@ -76,6 +78,7 @@ for r in "${rows[@]}"; do
 	post="-"
 	case $name in
 	*"without samples"*) post="-" ;;
+	*"call-graph fp"*) post="-" ;;
 	latscope*) post="$post_ls s (\`why --on-cpu --folded\`)" ;;
 	*"-g (frame"*) post="$post_fp s (\`perf script\`)" ;;
 	*dwarf*) post="$post_dwarf s (\`perf script\`)" ;;

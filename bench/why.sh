@@ -3,7 +3,8 @@
 # tools that measure the same thing (libbpf-tools `offcputime`, `perf sched record`), in the
 # same run. Two workloads (bench/whyloop.c): short calls that never block (1-byte read()s of
 # /dev/zero), and two threads on one CPU passing a byte through pipes, where every read blocks
-# (sched_switch and sched_waking fire for each call).
+# (sched_switch and sched_waking fire for each call). With --stacks, user stacks are unwound from
+# copies of the stack (--call-graph dwarf, the default) or walked by frame pointers (fp).
 #
 # The machine may be shared: the variants run round-robin, REPS rounds, and each figure is the
 # median over the rounds, as wall-clock and CPU time (the workload's user + system, which
@@ -49,6 +50,7 @@ VARIANTS=("no tracing|")
 VARIANTS+=("latscope record|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop")
 VARIANTS+=("latscope record --why|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why")
 VARIANTS+=("latscope record --why --stacks|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why --stacks")
+VARIANTS+=("latscope record --why --stacks --call-graph fp|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why --stacks --call-graph fp")
 VARIANTS+=("latscope record --why-above 1ms --stacks|$LS record -w $WORK/t.lst --quiet --no-block -c whyloop --why-above 1ms --stacks")
 if [ -n "$BASE" ]; then
 	# BASE's own defaults: a build from before stacks were opt-in takes them with --why.

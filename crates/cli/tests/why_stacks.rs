@@ -748,6 +748,15 @@ fn on_cpu_samples_split_the_cpu_between_two_functions_as_their_own_clock() {
     assert!(hc.lines().all(|l| l.starts_with("[on CPU];") || l.starts_with("[blocked];")), "{hc}");
     let j: Value = serde_json::from_str(&latscope_ok(&["why", "-r", t, "--on-cpu", "--json"])).unwrap();
     assert!(j["total_on_cpu_ns"].as_u64() > Some(0) && j["stacks"][0]["samples"].as_u64() > Some(0), "{j}");
+    // `top --by cause` opens the on-CPU time into the functions it was spent in.
+    let top = latscope_json(&["top", "-r", t, "--by", "cause", "-n", "2", "--json", "proc.name = profile"]);
+    let f: Vec<&str> = top["on_cpu_samples"]["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["function"].as_str().unwrap())
+        .collect();
+    assert_eq!(f, ["hot_a", "hot_b"], "{top}");
 }
 
 /// User stacks of code built without frame pointers (`--call-graph dwarf`, the default), unwound

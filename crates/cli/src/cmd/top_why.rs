@@ -27,11 +27,25 @@ pub fn run_cause(a: &Args) -> Result<ExitCode> {
     let read = ReadArgs { file: f.clone(), input: a.source.input, filter: a.source.filter.clone() };
     let mut scan = read.open_all("top")?;
     let mut agg = latscope_view::why::WhyAgg { with_waits: a.rank.waits, ..Default::default() };
+    // On-CPU samples (`record --profile`): where the on-CPU time went, by function.
+    let mut cpu = latscope_view::stacks::StackAgg { samples: true, on_cpu: true, ..Default::default() };
+    let mut table = StackTable::default();
     scan.for_each(|c| {
         agg.add(c.batch, c.rows);
+        cpu.add(c.batch, c.rows);
+        if !c.batch.stacks.is_empty() {
+            table.add_lines(&c.batch.stacks).map_err(|e| anyhow::anyhow!("the trace's stack table: {e}"))?;
+        }
         Ok::<(), anyhow::Error>(())
     })?;
     let report = scan.report();
+    let samples: u64 = cpu.by_stack.values().map(|s| s.calls).sum();
+    let hottest = if samples > 0 {
+        let mut names = StackNames::new(table, None);
+        latscope_view::stacks::hottest_functions(&cpu, &mut names, a.rank.limit)
+    } else {
+        Vec::new()
+    };
     if let Some(p) = &a.output.svg {
         let title = breakdown_title(&read.file, &read.filter);
         write_output(Some(p), latscope_view::whysvg::render_svg(&agg, a.rank.limit, &title).as_bytes())?;
@@ -43,9 +57,31 @@ pub fn run_cause(a: &Args) -> Result<ExitCode> {
     if a.output.json.json {
         let mut j = agg.to_json(a.rank.limit);
         j["source"] = serde_json::json!(read.file.display().to_string());
+        if samples > 0 {
+            j["on_cpu_samples"] = serde_json::json!({
+                "samples": samples, "cpu_ns": cpu.total_ns,
+                "functions": hottest.iter().map(|(f, ns)| serde_json::json!({"function": f, "cpu_ns": ns})).collect::<Vec<_>>(),
+            });
+        }
         writeln!(o, "{}", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))?;
     } else {
         write!(o, "{}", agg.render_text(a.rank.limit))?;
+        if samples > 0 {
+            writeln!(
+                o,
+                "\non-CPU samples: {samples} ({} of CPU), by function (self time; `why --on-cpu` for the stacks)",
+                latscope_event::units::fmt_ns(cpu.total_ns)
+            )?;
+            for (f, ns) in &hottest {
+                let pct = *ns as f64 * 100.0 / cpu.total_ns.max(1) as f64;
+                writeln!(
+                    o,
+                    "  {:<40} {:>9} {pct:>5.1}%",
+                    latscope_view::text::clean(f),
+                    latscope_event::units::fmt_ns(*ns)
+                )?;
+            }
+        }
         if let Some(n) = agg.waits.note() {
             writeln!(o, "\n{n}")?;
         }
