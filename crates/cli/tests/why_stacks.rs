@@ -757,6 +757,13 @@ fn on_cpu_samples_split_the_cpu_between_two_functions_as_their_own_clock() {
         .map(|f| f["function"].as_str().unwrap())
         .collect();
     assert_eq!(f, ["hot_a", "hot_b"], "{top}");
+    // and each thread's account its user CPU.
+    let th = latscope_json(&["why", "-r", t, "--threads", "--json", "proc.name = profile"]);
+    let f: Vec<&str> = th["threads"][0]["on_cpu_functions"].as_array().unwrap()[..2]
+        .iter()
+        .map(|f| f["function"].as_str().unwrap())
+        .collect();
+    assert_eq!(f, ["hot_a", "hot_b"], "{th}");
 }
 
 /// User stacks of code built without frame pointers (`--call-graph dwarf`, the default), unwound

@@ -1160,7 +1160,7 @@ mod tests {
         assert_eq!(b.len(), 2, "copies are not events");
         let c = d.stack_copies.get(&(b.ustack[0] as usize - 1)).expect("the first call's copy");
         assert_eq!((c.key, c.ip, c.sp, &*c.stack), (0x77, 0x401000, 0x7ffc_0000, &[1u8, 2, 3, 4][..]));
-        assert!(d.stack_copies.get(&(b.ustack[1] as usize - 1)).is_none(), "no copy of key 0x99");
+        assert!(!d.stack_copies.contains_key(&(b.ustack[1] as usize - 1)), "no copy of key 0x99");
         assert_eq!(d.copies, (3, 1));
     }
 

@@ -555,19 +555,25 @@ pub fn folded(agg: &StackAgg, names: &mut StackNames) -> String {
     out
 }
 
+/// The function an on-CPU sample was taken in: its innermost frame, the kernel's (`name
+/// [kernel]`) for a sample in the kernel (`k`, its kernel stack, not 0), else its user stack's.
+pub fn sample_leaf(names: &mut StackNames, u: u32, k: u32) -> String {
+    let leaf = if k != 0 {
+        let f = names.frames(k, StackKind::Kernel);
+        f.first().map(|f| format!("{} [kernel]", f.split('+').next().unwrap_or(f)))
+    } else {
+        names.detailed(u, StackKind::User).first().map(|f| f.name.clone())
+    };
+    leaf.unwrap_or_else(|| "[unknown]".to_string())
+}
+
 /// The `n` functions the most CPU time was sampled in (self time, `record --profile`): each
 /// sample's innermost frame, the kernel's (`name [kernel]`) for a sample in the kernel, with the
 /// CPU time (ns) of their samples, largest first.
 pub fn hottest_functions(agg: &StackAgg, names: &mut StackNames, n: usize) -> Vec<(String, u64)> {
     let mut by: HashMap<String, u64> = HashMap::new();
     for (&(u, k), s) in agg.ranked() {
-        let leaf = if k != 0 {
-            let f = names.frames(k, StackKind::Kernel);
-            f.first().map(|f| format!("{} [kernel]", f.split('+').next().unwrap_or(f)))
-        } else {
-            names.detailed(u, StackKind::User).first().map(|f| f.name.clone())
-        };
-        *by.entry(leaf.unwrap_or_else(|| "[unknown]".to_string())).or_default() += s.blocked_ns;
+        *by.entry(sample_leaf(names, u, k)).or_default() += s.blocked_ns;
     }
     let mut v: Vec<(String, u64)> = by.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));

@@ -89,6 +89,10 @@ struct Acc {
     /// The start of its first call.
     first_call: Option<u64>,
     last: VecDeque<Call>,
+    /// On-CPU samples (`record --profile`): CPU time (ns) by (user stack, kernel stack) id.
+    samples: FxHashMap<(u32, u32), u64>,
+    /// The functions they were taken in, most CPU first ([`ThreadTimeAgg::name_samples`]).
+    hot: Vec<(String, u64)>,
 }
 
 /// Each thread's account, fed events in any order of blocks (see the module's documentation).
@@ -138,6 +142,20 @@ pub struct Account {
     /// to a tick, and a call's parts are clipped in proportion): taken off blocked outside calls
     /// first; shown when not 0.
     pub over: u64,
+    /// With on-CPU samples (`record --profile`): the functions they were taken in, with the CPU
+    /// time (ns) they stand for, most first.
+    pub on_cpu_in: Vec<(String, u64)>,
+}
+
+/// Sampled functions shown per thread and process in text (JSON: [`HOT_FUNCTIONS_JSON`]).
+pub const HOT_FUNCTIONS: usize = 3;
+const HOT_FUNCTIONS_JSON: usize = 10;
+
+/// `by`, most first.
+fn hottest(by: HashMap<String, u64>) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
 }
 
 impl Account {
@@ -170,6 +188,13 @@ impl Account {
         self.vcsw += o.vcsw;
         self.ivcsw += o.ivcsw;
         self.over += o.over;
+        if !o.on_cpu_in.is_empty() {
+            let mut by: HashMap<String, u64> = self.on_cpu_in.drain(..).collect();
+            for (f, ns) in &o.on_cpu_in {
+                *by.entry(f.clone()).or_default() += ns;
+            }
+            self.on_cpu_in = hottest(by);
+        }
     }
     fn to_json(&self) -> Value {
         let in_calls: serde_json::Map<String, Value> =
@@ -195,6 +220,8 @@ impl Account {
             "runnable_ns": self.runnable,
             "page_faults": {"minor": self.min_flt, "major": self.maj_flt},
             "switches": {"voluntary": self.vcsw, "involuntary": self.ivcsw},
+            "on_cpu_functions": self.on_cpu_in.iter().take(HOT_FUNCTIONS_JSON)
+                .map(|(f, ns)| json!({"function": f, "cpu_ns": ns})).collect::<Vec<_>>(),
             "over_ns": self.over,
         });
         if self.tid != 0 {
@@ -236,6 +263,10 @@ impl ThreadTimeAgg {
                 Some(EventKind::Syscall) => {
                     let c = Call { ts: b.ts[i], end: b.end(i), parts: b.has_why(i).then(|| b.why_parts(i)) };
                     self.call(b.tid[i], c);
+                }
+                Some(EventKind::Proc) if b.nr[i] == latscope_event::ProcOp::Sample as u16 => {
+                    let a = self.threads.entry(b.tid[i]).or_default();
+                    *a.samples.entry((b.ustack[i], b.kstack[i])).or_default() += b.bytes[i];
                 }
                 Some(EventKind::Proc) => {
                     if let Some((t, at)) = ThreadTimes::from_row(b, i) {
@@ -288,6 +319,23 @@ impl ThreadTimeAgg {
             a.early.push(c);
         } else {
             add_call(a, c);
+        }
+    }
+
+    /// Whether on-CPU samples were seen (`record --profile`).
+    pub fn has_samples(&self) -> bool {
+        self.threads.values().any(|a| !a.samples.is_empty())
+    }
+
+    /// Name the functions each thread's on-CPU samples were taken in: `leaf` names a sample's
+    /// function from its user and kernel stack ids (see `stacks::sample_leaf`).
+    pub fn name_samples(&mut self, mut leaf: impl FnMut(u32, u32) -> String) {
+        for a in self.threads.values_mut() {
+            let mut by: HashMap<String, u64> = HashMap::new();
+            for (&(u, k), &ns) in &a.samples {
+                *by.entry(leaf(u, k)).or_default() += ns;
+            }
+            a.hot = hottest(by);
         }
     }
 
@@ -528,6 +576,7 @@ fn account(tid: u32, a: &Acc) -> Option<Account> {
         vcsw: u64::from(e.vcsw.saturating_sub(s.vcsw)),
         ivcsw: u64::from(e.ivcsw.saturating_sub(s.ivcsw)),
         over,
+        on_cpu_in: a.hot.clone(),
     })
 }
 
@@ -559,6 +608,16 @@ fn table(s: &mut String, what: &str, rows: &[Account], name: impl Fn(&Account) -
             pct(a.inside()),
             if causes.is_empty() { "-".to_string() } else { causes.join(", ") }
         );
+        if !a.on_cpu_in.is_empty() {
+            let sampled: u64 = a.on_cpu_in.iter().map(|f| f.1).sum();
+            let hot: Vec<String> = a
+                .on_cpu_in
+                .iter()
+                .take(HOT_FUNCTIONS)
+                .map(|(f, ns)| format!("{} {:.0} %", clean(f), *ns as f64 * 100.0 / sampled.max(1) as f64))
+                .collect();
+            let _ = writeln!(s, "  {:<w$}  on CPU in (samples): {}", "", hot.join(", "));
+        }
     }
 }
 

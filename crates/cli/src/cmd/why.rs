@@ -218,6 +218,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
             tagg.add(c.batch, c.rows);
         }
         if a.threads {
+            // (the samples' stacks name the functions each thread was on CPU in)
+            if !c.batch.stacks.is_empty() {
+                table
+                    .add_lines(&c.batch.stacks)
+                    .map_err(|e| anyhow::anyhow!("{}: the trace's stack table: {e}", path.display()))?;
+            }
             continue;
         }
         chains.add(c.batch);
@@ -237,6 +243,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
     }
     if a.threads {
+        if tagg.has_samples() {
+            let mut names = StackNames::new(std::mem::take(&mut table), a.binaries.as_deref());
+            tagg.name_samples(|u, k| stacks::sample_leaf(&mut names, u, k));
+        }
         if a.json.json {
             println!("{}", latscope_event::escape::json_ascii_controls(tagg.to_json().to_string()));
         } else {
