@@ -20,8 +20,9 @@ use std::sync::Arc;
 
 /// Frames unwound at most.
 pub const MAX_FRAMES: usize = 128;
-/// Files whose unwind information is kept; the cache starts over past it.
+/// Files whose unwind information is kept, and their bytes; the cache starts over past either.
 const MAX_FILES: usize = 512;
+const MAX_FILE_BYTES: usize = 256 << 20;
 /// Processes whose modules are kept; the cache starts over past it.
 const MAX_PROCS: usize = 4096;
 
@@ -102,23 +103,20 @@ impl FileData {
         // The file mapped, not another at its name now: a process's map_files entry is the
         // mapping itself (on an overlayfs its inode is the file beneath, where the maps show the
         // overlay's); a path must be the inode the maps show.
-        let (f, st) = open.iter().find_map(|p| {
+        let f = open.iter().find_map(|p| {
             let f = std::fs::File::open(p).ok()?;
             let st = f.metadata().ok()?;
             let mapped = p.starts_with("/proc/") && p.to_string_lossy().contains("/map_files/");
-            (mapped || (st.ino() == ino && kdev(st.dev()) == dev)).then_some((f, st))
+            (mapped || (st.ino() == ino && kdev(st.dev()) == dev)).then_some(f)
         })?;
-        // SAFETY: a read-only private mapping of a file the process maps; the bytes are copied
-        // out before it is unmapped. A file truncated meanwhile would fault: binaries in use
-        // are not written (ETXTBSY).
-        let data = unsafe { memmap(&f, st.len() as usize)? };
-        let r = Self::parse(&data);
-        drop(data);
-        r
+        // Only the headers and the sections used are read (not the whole file, and no mapping
+        // of it that a file truncated meanwhile would turn into a fault).
+        let cache = object::read::ReadCache::new(f);
+        Self::parse(&cache)
     }
 
-    fn parse(data: &[u8]) -> Option<FileData> {
-        let f = object::read::elf::ElfFile64::<object::Endianness>::parse(data).ok()?;
+    fn parse<'data, R: object::ReadRef<'data>>(data: R) -> Option<FileData> {
+        let f = object::read::elf::ElfFile64::<object::Endianness, R>::parse(data).ok()?;
         let section = |name: &str| {
             let s = f.section_by_name(name)?;
             let bytes = s.uncompressed_data().ok()?;
@@ -132,6 +130,12 @@ impl FileData {
             debug_frame: section(".debug_frame").map(|s| s.1),
             got: f.section_by_name(".got").map(|s| s.address()..s.address() + s.size()),
         })
+    }
+
+    /// Bytes held.
+    fn bytes(&self) -> usize {
+        let n = |b: &Option<(Range<u64>, Bytes)>| b.as_ref().map_or(0, |b| b.1.len());
+        n(&self.text) + n(&self.eh_frame) + n(&self.eh_frame_hdr) + self.debug_frame.as_ref().map_or(0, |b| b.len())
     }
 
     fn module(&self, name: String, m: &Mapped) -> Option<Module<Bytes>> {
@@ -169,43 +173,11 @@ fn kdev(d: u64) -> u32 {
     (major << 20) | (minor & 0xfffff)
 }
 
-/// A file's bytes, mapped read-only.
-///
-/// # Safety
-/// The file must not be truncated while mapped.
-unsafe fn memmap(f: &std::fs::File, len: usize) -> Option<Mapping> {
-    use std::os::fd::AsRawFd;
-    if len == 0 {
-        return None;
-    }
-    let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, f.as_raw_fd(), 0);
-    (p != libc::MAP_FAILED).then_some(Mapping { p, len })
-}
-
-struct Mapping {
-    p: *mut libc::c_void,
-    len: usize,
-}
-
-impl Deref for Mapping {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        // SAFETY: a live read-only mapping of len bytes.
-        unsafe { std::slice::from_raw_parts(self.p as *const u8, self.len) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: mapped by memmap with this length.
-        unsafe { libc::munmap(self.p, self.len) };
-    }
-}
-
 /// Unwinds the user stacks of the processes of a recording, keeping each file's unwind
 /// information and each process's modules between stacks.
 pub struct UserUnwinder {
     files: HashMap<(u32, u64), Option<Arc<FileData>>>,
+    file_bytes: usize,
     /// pid -> (the version of its mappings, its unwinder).
     procs: HashMap<u32, (u64, UnwinderX86_64<Bytes>)>,
     cache: Box<CacheX86_64>,
@@ -217,6 +189,7 @@ impl Default for UserUnwinder {
     fn default() -> Self {
         UserUnwinder {
             files: HashMap::new(),
+            file_bytes: 0,
             procs: HashMap::new(),
             cache: Box::new(CacheX86_64::new()),
             stats: (0, 0),
@@ -281,14 +254,21 @@ impl UserUnwinder {
     fn modules(&mut self, maps: &[Mapped]) -> UnwinderX86_64<Bytes> {
         let mut u = UnwinderX86_64::new();
         for m in maps.iter().filter(|m| m.exec) {
-            if self.files.len() >= MAX_FILES {
-                self.files.clear();
-            }
-            let data = self
-                .files
-                .entry((m.dev, m.ino))
-                .or_insert_with(|| FileData::read(&m.open, m.dev, m.ino).map(Arc::new))
-                .clone();
+            let data = match self.files.get(&(m.dev, m.ino)) {
+                Some(d) => d.clone(),
+                None => {
+                    let d = FileData::read(&m.open, m.dev, m.ino).map(Arc::new);
+                    let n = d.as_ref().map_or(0, |d| d.bytes());
+                    // (the processes' modules keep what they use)
+                    if self.files.len() >= MAX_FILES || self.file_bytes + n > MAX_FILE_BYTES {
+                        self.files.clear();
+                        self.file_bytes = 0;
+                    }
+                    self.file_bytes += n;
+                    self.files.insert((m.dev, m.ino), d.clone());
+                    d
+                }
+            };
             let name = m.open.last().map(|p| p.display().to_string()).unwrap_or_default();
             if let Some(module) = data.and_then(|d| d.module(name, m)) {
                 u.add_module(module);
