@@ -168,7 +168,12 @@ pub struct Scan {
     spans: bool,
     /// The span of the block read last, when its `ts` was left undecoded.
     last_span: Option<(u64, u64)>,
+    /// Columns not decoded until a block needs them ([`Scan::set_deferred`]).
+    deferred: Option<(Vec<Column>, NeedsColumns)>,
 }
+
+/// Whether a block, decoded without the deferred columns, needs them ([`Scan::set_deferred`]).
+pub type NeedsColumns = fn(&EventBatch) -> bool;
 
 /// Reads the whole of `path` (`-` is standard input).
 pub fn read_input(path: &Path) -> Result<Vec<u8>, ScanError> {
@@ -237,6 +242,7 @@ impl Scan {
             report,
             spans: false,
             last_span: None,
+            deferred: None,
         })
     }
 
@@ -261,6 +267,17 @@ impl Scan {
     /// only). The zone plan, if any, is then not applied.
     pub fn set_spans(&mut self, on: bool) {
         self.spans = on;
+    }
+
+    /// Without a filter or a zone plan, `columns` are not decoded (they hold unspecified values)
+    /// until a block decoded without them is one that `needed` says needs them: that block is
+    /// read again with them, and so is every block after it. For columns most traces leave
+    /// empty that a consumer reads only in some blocks, which the other columns tell: the
+    /// breakdown of a call's latency, read to classify waits only where wake-ups were recorded
+    /// (`latscope_view::waits::BatchRule`). `needed` is asked of each block's batch as decoded
+    /// without them.
+    pub fn set_deferred(&mut self, columns: Vec<Column>, needed: NeedsColumns) {
+        self.deferred = (!columns.is_empty()).then_some((columns, needed));
     }
 
     /// The filter.
@@ -365,29 +382,44 @@ impl Scan {
                 let mut decision = Zone::default();
                 let plan = self.zone.as_ref().filter(|_| all);
                 let spans = self.spans && all;
+                let deferred = self.deferred.as_ref().filter(|_| all && self.zone.is_none());
                 let mut span = None;
-                let r = reader.next_batch_pruned(&mut self.batch, |m| match plan {
-                    _ if spans => match (m.end_min, m.end_max) {
-                        (Some(lo), Some(hi)) => {
-                            span = Some((lo, hi));
-                            // A block without block requests: their device is not read either.
-                            if m.kinds.is_some_and(|k| k[EventKind::Block as usize] == 0) {
-                                &[Column::Ts, Column::Dev][..]
-                            } else {
-                                &[Column::Ts][..]
+                let r = reader.next_batch_pruned(&mut self.batch, |m| {
+                    let skip = match plan {
+                        _ if spans => match (m.end_min, m.end_max) {
+                            (Some(lo), Some(hi)) => {
+                                span = Some((lo, hi));
+                                // A block without block requests: their device is not read either.
+                                if m.kinds.is_some_and(|k| k[EventKind::Block as usize] == 0) {
+                                    &[Column::Ts, Column::Dev][..]
+                                } else {
+                                    &[Column::Ts][..]
+                                }
                             }
+                            _ => &[][..],
+                        },
+                        Some(p) => {
+                            let (z, skip) = zone::of(m, p);
+                            decision = z;
+                            skip
                         }
-                        _ => &[][..],
-                    },
-                    Some(p) => {
-                        let (z, skip) = zone::of(m, p);
-                        decision = z;
-                        skip
+                        None => &[][..],
+                    };
+                    match deferred {
+                        Some((cols, _)) => std::borrow::Cow::Owned([skip, &cols[..]].concat()),
+                        None => std::borrow::Cow::Borrowed(skip),
                     }
-                    None => &[][..],
                 });
                 match r? {
                     Ok(()) => {
+                        // A block that needs the deferred columns: read again with them, and
+                        // every block after it.
+                        if let Some((_, needed)) = deferred {
+                            if needed(&self.batch) && reader.reread_last_block() {
+                                self.deferred = None;
+                                continue;
+                            }
+                        }
                         self.last_span = span;
                         break decision;
                     }
@@ -527,5 +559,46 @@ pub fn view_kind(block: bool, format: InputFormat) -> EventKind {
         EventKind::Block
     } else {
         EventKind::Syscall
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latscope_event::{wake_flags, Event};
+    use latscope_trace::TraceWriter;
+
+    /// Deferred columns: not decoded in the blocks that do not need them, decoded from the first
+    /// one that does (read again) on; every block handed out once, and counted once.
+    #[test]
+    fn deferred_columns_are_decoded_from_the_first_block_that_needs_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lst");
+        let header = latscope_trace::synth::BusyServer::default().header();
+        let mut w = TraceWriter::create(&path, &header).unwrap();
+        // Block 0 and 2 without wake-ups (2 with a breakdown all the same), block 1 with.
+        for (k, flags) in [0, wake_flags::KNOWN, 0].into_iter().enumerate() {
+            let mut b = EventBatch::default();
+            for i in 0..100u64 {
+                let ts = header.start_ns + (k as u64 * 100 + i) * 1000;
+                b.push(&Event { ts, lat: 500 + i, why_cpu: 7 + k as u64, wake_flags: flags, ..Default::default() });
+            }
+            w.write_batch(&b, 0).unwrap();
+        }
+        w.finish(latscope_trace::Summary::default()).unwrap();
+        let columns = Some(vec![Column::Kind, Column::Lat, Column::WakeFlags, Column::WhyCpu]);
+        let mut scan = Scan::open(&path, InputFormat::Trace, ScanOptions { columns, ..Default::default() }).unwrap();
+        scan.set_deferred(vec![Column::WhyCpu], |b| b.wake_flags.iter().any(|f| f & wake_flags::KNOWN != 0));
+        let mut got = Vec::new();
+        scan.for_each(|c| {
+            got.push((c.batch.len(), c.batch.lat[0], c.batch.why_cpu[0]));
+            Ok::<(), ScanError>(())
+        })
+        .unwrap();
+        // Block 0's breakdown was left undecoded (a new batch's column holds zeros).
+        assert_eq!(got, [(100, 500, 0), (100, 500, 8), (100, 500, 9)]);
+        let report = scan.report();
+        assert_eq!(report.blocks, 3);
+        assert!(report.warnings.is_empty() && report.corrupt.is_empty(), "{report:?}");
     }
 }

@@ -148,6 +148,18 @@ pub struct TraceReader {
     cgroup_ids: std::collections::HashSet<u64>,
     /// Cgroup table entries of blocks left out: past [`latscope_event::bounds::MAX_CGROUPS`].
     cgroups_left_out: u64,
+    /// The reader as it was before the block returned last ([`TraceReader::reread_last_block`]).
+    before_last: Option<Before>,
+}
+
+/// What reading a block changes that [`TraceReader::reread_last_block`] sets back.
+#[derive(Debug, Clone, Copy)]
+struct Before {
+    pos: u64,
+    next_seq: u64,
+    stats: ReadStats,
+    warnings: usize,
+    had_summary: bool,
 }
 
 /// One framed message, or why there is none.
@@ -240,6 +252,7 @@ impl TraceReader {
             heap_pin: None,
             cgroup_ids: Default::default(),
             cgroups_left_out: 0,
+            before_last: None,
         };
         r.read_header(opts.projection.as_deref(), what)?;
         Ok(r)
@@ -285,6 +298,25 @@ impl TraceReader {
     /// The latscope metadata of the last block read.
     pub fn last_block_meta(&self) -> Option<&BlockMeta> {
         self.last_meta.as_ref()
+    }
+
+    /// Goes back to the start of the block returned last, as if it had not been read: the next
+    /// call reads it again (with other columns pruned, say: a caller that pruned columns a
+    /// block turned out to need). The statistics, warnings and summary are those from before
+    /// it. False when no block was returned since the last call (nothing is changed then).
+    pub fn reread_last_block(&mut self) -> bool {
+        let Some(b) = self.before_last.take() else { return false };
+        self.pos = b.pos;
+        self.next_seq = b.next_seq;
+        self.stats = b.stats;
+        self.warnings.truncate(b.warnings);
+        if !b.had_summary {
+            self.summary = None;
+        }
+        self.done = false;
+        self.resync_from = None;
+        self.trusted_at = None;
+        true
     }
 
     /// Where in time each remaining block lies, from its zone map, without reading a column
@@ -446,9 +478,20 @@ impl TraceReader {
         prune: &mut dyn FnMut(&BlockMeta, &mut [bool; COLUMN_COUNT]),
         lazy: bool,
     ) -> Option<Result<(), TraceError>> {
+        self.before_last = None;
         while !self.done {
+            let before = Before {
+                pos: self.pos,
+                next_seq: self.next_seq,
+                stats: self.stats,
+                warnings: self.warnings.len(),
+                had_summary: self.summary.is_some(),
+            };
             match self.step(batch, prune, lazy) {
-                Ok(true) => return Some(Ok(())),
+                Ok(true) => {
+                    self.before_last = Some(before);
+                    return Some(Ok(()));
+                }
                 Ok(false) => continue,
                 Err(e) => {
                     batch.clear();

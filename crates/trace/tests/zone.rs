@@ -114,6 +114,46 @@ fn pruned_columns_are_skipped_per_block_and_the_rest_is_exact() {
     assert!(r.warnings().is_empty());
 }
 
+/// A block read again (`reread_last_block`) comes back whole, with the columns pruned the
+/// first time, and is counted once: the statistics and warnings are those of one reading.
+#[test]
+fn a_block_is_read_again_with_the_columns_it_turned_out_to_need() {
+    let dir = tmpdir("zone-reread");
+    let path = dir.join("t.lst");
+    let b = batches();
+    write(&path, &b, true);
+    let mut r = TraceReader::open(&path).unwrap();
+    assert!(!r.reread_last_block(), "no block read yet");
+    let mut got: Vec<EventBatch> = Vec::new();
+    let mut out = EventBatch::default();
+    let mut prune = true;
+    let mut again = 0;
+    while let Some(res) = r.next_batch_pruned(&mut out, |_| if prune { vec![Column::Lat, Column::Ts] } else { vec![] })
+    {
+        res.unwrap();
+        if prune && got.len() == 1 {
+            // The second block needs them after all: it and those after it are read with them.
+            assert!(r.reread_last_block());
+            assert!(!r.reread_last_block(), "once per block returned");
+            prune = false;
+            again += 1;
+            continue;
+        }
+        got.push(out.clone());
+    }
+    assert_eq!(again, 1);
+    assert_eq!(got.len(), 4);
+    assert_eq!((&got[0].kind, &got[0].nr, &got[0].pid), (&b[0].kind, &b[0].nr, &b[0].pid));
+    assert_eq!(&got[1..], &b[1..]);
+    let mut plain = TraceReader::open(&path).unwrap();
+    while let Some(res) = plain.next_batch_into(&mut out) {
+        res.unwrap();
+    }
+    assert_eq!(r.stats(), plain.stats());
+    assert_eq!(r.summary(), plain.summary());
+    assert!(r.warnings().is_empty());
+}
+
 /// Block `block`'s body range in `data` and the file offset of each of its buffers' bytes.
 fn buffers_of_block(data: &[u8], start: usize) -> Vec<std::ops::Range<usize>> {
     let meta_len = i32::from_le_bytes(data[start + 4..start + 8].try_into().unwrap()) as usize;

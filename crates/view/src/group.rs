@@ -245,13 +245,24 @@ impl Grouper {
     /// Group number of event `i`.
     #[inline]
     pub fn group(&mut self, b: &EventBatch, i: usize, h: &TraceHeader) -> usize {
-        // A syscall seen before: an index, without the call.
-        if matches!(self.by, Some(GroupBy::Syscall | GroupBy::Op)) {
-            if let Some(&g) = self.ops.get(b.kind[i] as usize).and_then(|v| v.get(b.nr[i] as usize)) {
-                if g != u32::MAX {
-                    return g as usize;
+        match self.by {
+            // A syscall seen before: an index, without the call.
+            Some(GroupBy::Syscall | GroupBy::Op) => {
+                if let Some(&g) = self.ops.get(b.kind[i] as usize).and_then(|v| v.get(b.nr[i] as usize)) {
+                    if g != u32::MAX {
+                        return g as usize;
+                    }
                 }
             }
+            // The disk of the event before: a comparison, without the call.
+            Some(GroupBy::Disk) => {
+                if let Some((d, g)) = self.last_dev {
+                    if d == b.dev[i] {
+                        return g;
+                    }
+                }
+            }
+            _ => {}
         }
         self.group_any(b, i, h)
     }

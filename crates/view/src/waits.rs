@@ -134,6 +134,24 @@ impl BatchRule {
         }
     }
 
+    /// Whether the rule of batch `b` reads the calls' breakdowns ([`latscope_event::WHY_COLUMNS`]):
+    /// only when some call of it has one. A batch decoded without those columns is classified
+    /// right when this is false.
+    pub fn reads_breakdown(b: &EventBatch) -> bool {
+        matches!(BatchRule::of(b), BatchRule::PerEvent)
+    }
+
+    /// Whether syscall `i` of the batch the rule was decided for is an idle wait: what
+    /// [`Counted::counts_in`] leaves out (without `--waits`), for a view that keeps no account
+    /// of the waits it left out.
+    #[inline]
+    pub fn is_idle(self, b: &EventBatch, i: usize) -> bool {
+        match self {
+            BatchRule::ByName(t) => t.get(b.nr[i] as usize).copied().unwrap_or(false),
+            BatchRule::PerEvent => wait_kind(b, i).is_idle(),
+        }
+    }
+
     /// The kind of event `i` of the batch the rule was decided for (a syscall).
     #[inline]
     fn kind(self, b: &EventBatch, i: usize) -> WaitKind {
@@ -404,7 +422,11 @@ mod tests {
                 let (mut per_call, mut per_batch) = (Counted::new(with_waits), Counted::new(with_waits));
                 let rule = BatchRule::of(b);
                 for i in 0..b.len() {
-                    assert_eq!(per_call.counts(b, i), per_batch.counts_in(rule, b, i), "{i}");
+                    let counts = per_call.counts(b, i);
+                    assert_eq!(counts, per_batch.counts_in(rule, b, i), "{i}");
+                    if !with_waits && b.kind[i] == EventKind::Syscall as u8 {
+                        assert_eq!(rule.is_idle(b, i), !counts, "{i}");
+                    }
                     let by_rule = if b.kind[i] == EventKind::Syscall as u8 { rule.kind(b, i) } else { WaitKind::Work };
                     assert_eq!(by_rule, wait_kind(b, i), "{i}");
                 }

@@ -25,7 +25,7 @@ use crate::group::{GroupBy, Grouper};
 use crate::heatmap::LogStream;
 use crate::latagg::LatAgg;
 use crate::stacks::{StackAgg, StackNames};
-use crate::waits::{is_idle, BatchRule, Counted};
+use crate::waits::{is_idle, BatchRule};
 use crate::why::{WhyAgg, PART_LABELS};
 use latscope_event::source::Chunk;
 use latscope_event::{EventBatch, EventKind, StackTable, TraceHeader, WHY_PARTS};
@@ -159,8 +159,12 @@ const MAX_WINDOWS: usize = 256;
 /// The first width of a window (ns).
 const FIRST_WINDOW_NS: u64 = 10_000_000;
 
-/// Latencies a group's buffer keeps room for between chunks.
+/// Latencies a group's buffer keeps room for between chunks, at least.
 const PENDING_KEPT: usize = 4096;
+/// Latencies the buffers of one grouping keep room for between chunks, at most (beyond
+/// [`PENDING_KEPT`] each): a few groups keep room for a block's events, and need not grow
+/// their buffers again for the next.
+const PENDING_BUDGET: usize = 256 * 1024;
 
 /// One group of one grouping of a run, as it is read.
 #[derive(Default)]
@@ -170,51 +174,76 @@ struct GroupAgg {
     /// Events per window.
     windows: Vec<u32>,
     /// The latencies of the chunk being counted, recorded at its end: one group's distribution
-    /// at a time stays in the cache, where events of all groups in turn would evict it.
+    /// at a time stays in the cache, where events of all groups in turn would evict it. Their
+    /// number is the group's events of the chunk (added to `count` at its end, and spread over
+    /// its windows when the chunk is placed in time as a whole, [`RunAgg::add_spanned`]).
     pending: Vec<u64>,
-    /// Events of the chunk being counted, when the chunk is placed in time as a whole (its
-    /// span, [`RunAgg::add_spanned`]): spread over its windows at its end.
-    in_chunk: u32,
 }
-
-/// The window of an event placed in time with its block ([`RunAgg::add_spanned`]).
-const BY_SPAN: usize = usize::MAX;
 
 /// One grouping of one run: per group (numbered by its [`Grouper`]) its events, their latency
 /// and their counts per window. A diff compares only these, so it keeps them alone rather than
 /// a whole `Top` row per event (bytes, errors, sums); the events counted are the same: idle
-/// waits are left out by [`Counted`], and shown only when nothing else matched, as in `top`.
+/// waits are left out by the rule of [`crate::waits`] ([`BatchRule::is_idle`]), and shown only
+/// when nothing else matched, as in `top`.
 struct DimAgg {
     dim: Dim,
     grouper: Grouper,
-    counted: Counted,
+    /// The kind of events grouped (`EventKind as u8`).
+    kind: u8,
+    /// Idle waits are counted with the work (`--waits`).
+    with_waits: bool,
+    /// One group for every event (`GroupBy::All`): no group to look up once it is numbered.
+    one: bool,
     rows: Vec<GroupAgg>,
     /// The idle waits left out, by group (no windows).
     waits: Vec<GroupAgg>,
 }
 
 impl DimAgg {
-    /// Counts event `i`, in window `w`.
+    /// The group of event `i`, and whether it is an idle wait left out.
     #[inline]
-    fn add(&mut self, rule: BatchRule, b: &EventBatch, i: usize, h: &TraceHeader, w: usize) {
-        let g = self.grouper.group(b, i, h);
-        let wait = !self.counted.counts_in(rule, b, i);
+    fn group(&mut self, rule: BatchRule, b: &EventBatch, i: usize, h: &TraceHeader) -> (usize, bool) {
+        let g = if self.one && !self.grouper.is_empty() { 0 } else { self.grouper.group(b, i, h) };
+        let wait = !self.with_waits && self.kind == EventKind::Syscall as u8 && rule.is_idle(b, i);
+        (g, wait)
+    }
+
+    /// The group's row (or its row of waits), grown to it.
+    #[inline]
+    fn row(&mut self, g: usize, wait: bool) -> &mut GroupAgg {
         let rows = if wait { &mut self.waits } else { &mut self.rows };
         if g >= rows.len() {
             rows.resize_with(g + 1, GroupAgg::default);
         }
-        let r = &mut rows[g];
-        r.count += 1;
+        &mut rows[g]
+    }
+
+    /// Counts event `i` (of this grouping's kind), in window `w`.
+    #[inline]
+    fn add(&mut self, rule: BatchRule, b: &EventBatch, i: usize, h: &TraceHeader, w: usize) {
+        let (g, wait) = self.group(rule, b, i, h);
+        let r = self.row(g, wait);
         r.pending.push(b.lat[i]);
         if !wait {
-            if w == BY_SPAN {
-                r.in_chunk += 1;
-                return;
-            }
             if r.windows.len() <= w {
                 r.windows.resize(w + 1, 0);
             }
             r.windows[w] += 1;
+        }
+    }
+
+    /// Counts the events of this grouping's kind among `rows`, placed in time by the chunk's
+    /// span (at [`DimAgg::flush`]): one pass over the chunk per grouping, each event's group
+    /// and latency alone.
+    fn add_rows(&mut self, rule: BatchRule, b: &EventBatch, rows: &[u32], h: &TraceHeader) {
+        let kind = self.kind;
+        for &r in rows {
+            let i = r as usize;
+            if b.kind[i] != kind {
+                continue;
+            }
+            let (g, wait) = self.group(rule, b, i, h);
+            self.row(g, wait).pending.push(b.lat[i]);
         }
     }
 
@@ -223,14 +252,16 @@ impl DimAgg {
     /// each group's events of the chunk over its windows.
     fn flush(&mut self, span: Option<(u64, u64, u64)>) {
         if let Some((lo, hi, width)) = span {
-            for r in self.rows.iter_mut().filter(|r| r.in_chunk > 0) {
-                spread(&mut r.windows, std::mem::take(&mut r.in_chunk), lo, hi, width);
+            for r in self.rows.iter_mut().filter(|r| !r.pending.is_empty()) {
+                spread(&mut r.windows, r.pending.len() as u32, lo, hi, width);
             }
         }
+        // Thousands of groups (files) keep little each.
+        let kept = PENDING_KEPT.max(PENDING_BUDGET / (self.rows.len() + self.waits.len()).max(1));
         for r in self.rows.iter_mut().chain(self.waits.iter_mut()).filter(|r| !r.pending.is_empty()) {
+            r.count += r.pending.len() as u64;
             r.lat.record_all(&r.pending);
-            // Thousands of groups (files) keep little each.
-            if r.pending.capacity() > PENDING_KEPT {
+            if r.pending.capacity() > kept {
                 r.pending = Vec::new();
             } else {
                 r.pending.clear();
@@ -288,7 +319,15 @@ pub struct RunAgg {
 }
 
 fn dim_agg(dim: Dim, by: GroupBy, waits: bool) -> DimAgg {
-    DimAgg { dim, grouper: Grouper::new(by), counted: Counted::new(waits), rows: Vec::new(), waits: Vec::new() }
+    DimAgg {
+        dim,
+        grouper: Grouper::new(by),
+        kind: dim.kind() as u8,
+        with_waits: waits,
+        one: by == GroupBy::All,
+        rows: Vec::new(),
+        waits: Vec::new(),
+    }
 }
 
 impl RunAgg {
@@ -348,6 +387,16 @@ impl RunAgg {
         c
     }
 
+    /// The columns of [`RunAgg::columns`] read only in batches where
+    /// [`BatchRule::reads_breakdown`] (the counting rule's breakdown, when neither the time by
+    /// cause nor the stacks are kept): a source may leave them undecoded elsewhere.
+    pub fn deferred_columns(&self) -> Vec<&'static str> {
+        if self.why.is_some() || self.stacks.is_some() {
+            return Vec::new();
+        }
+        latscope_event::WHY_COLUMNS.to_vec()
+    }
+
     /// Doubles the windows' width until window `w` fits.
     fn fit(&mut self, mut w: u64) -> usize {
         while w >= MAX_WINDOWS as u64 {
@@ -397,24 +446,13 @@ impl RunAgg {
         let span = span.filter(|_| self.by_span());
         let b = c.batch;
         if let Some((lo, hi)) = span {
-            let (sys, blk) = (EventKind::Syscall as u8, EventKind::Block as u8);
             let rule = BatchRule::of(b);
-            for &r in c.rows {
-                let i = r as usize;
-                let k = b.kind[i];
-                if k != sys && k != blk {
-                    continue;
-                }
-                let kind = if k == sys { EventKind::Syscall } else { EventKind::Block };
-                for d in self.dims.iter_mut() {
-                    if d.dim.kind() == kind {
-                        d.add(rule, b, i, h, BY_SPAN);
-                    }
-                }
-                let t = usize::from(k != sys);
-                if self.derived_totals[t].is_none() {
-                    self.totals[t].add(rule, b, i, h, BY_SPAN);
-                }
+            // Grouping by grouping: each pass reads the kind, the group's columns and the
+            // latency of the events of its kind.
+            let derived = self.derived_totals;
+            let totals = self.totals.iter_mut().enumerate().filter(|(t, _)| derived[*t].is_none()).map(|(_, d)| d);
+            for d in self.dims.iter_mut().chain(totals) {
+                d.add_rows(rule, b, c.rows, h);
             }
             self.last_ns = self.last_ns.max(hi);
             let (lo, hi) = (lo.saturating_sub(self.start_ns), hi.saturating_sub(self.start_ns));
@@ -447,7 +485,7 @@ impl RunAgg {
             };
             let kind = if k == sys { EventKind::Syscall } else { EventKind::Block };
             for d in self.dims.iter_mut() {
-                if d.dim.kind() == kind {
+                if d.kind == k {
                     d.add(rule, b, i, h, w);
                 }
             }

@@ -47,6 +47,10 @@ pub(super) fn read_runs(
                     // Without a filter, the blocks' zone maps place the events in time for the
                     // rates' noise: `ts` is not decoded (RunAgg::add_spanned says why that is sound).
                     scan.set_spans(agg.by_span());
+                    // Most recordings have no breakdown of calls (`record --why`): its columns
+                    // are decoded from the first block whose wake-ups say it has.
+                    let deferred = crate::args::columns(&agg.deferred_columns());
+                    scan.set_deferred(deferred, latscope_view::waits::BatchRule::reads_breakdown);
                     scan.for_each_with_span(|c, h, span| {
                         agg.add_spanned(c, h, span);
                         Ok::<(), anyhow::Error>(())
