@@ -1139,6 +1139,8 @@ fn write_dump(path: &Path) -> u64 {
     slow_lat
 }
 
+/// The dumps page and a dump's views; a dump recorded with on-CPU samples also says where the
+/// CPU went (its functions and flame graph).
 #[test]
 fn the_dumps_page_lists_each_dump_with_links_to_its_views() {
     let Some(chrome) = viewsupport::chromium("the_dumps_page_lists_each_dump_with_links_to_its_views") else { return };
@@ -1188,4 +1190,45 @@ fn the_dumps_page_lists_each_dump_with_links_to_its_views() {
         30,
     );
     png_is_not_blank(&b.screenshot(&artifacts().join("dump.png")));
+    assert!(b.eval("document.getElementById('oncpu').hidden") == serde_json::json!(true), "no samples, no section");
+
+    // A dump with on-CPU samples (`record --profile`): where the CPU went, by function and as a
+    // flame graph. The program spends its CPU 7:3 in hot_a and hot_b (tests/profile.c).
+    if !common::require_bpf("the_dumps_page_lists_each_dump_with_links_to_its_views (on-CPU samples)") {
+        return;
+    }
+    let work = dir.path().join("profile");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/profile.c");
+    let st = Command::new("cc").args(["-O2", "-fomit-frame-pointer", "-o"]).arg(&work).arg(&src).status().unwrap();
+    assert!(st.success(), "compiling {}", src.display());
+    let cpu = "flight-20261118T110700.000Z-cpu.lst";
+    let trace = dir.path().join(cpu);
+    common::latscope_ok(&[
+        "record",
+        "-w",
+        trace.to_str().unwrap(),
+        "--profile",
+        "499",
+        "--quiet",
+        "--no-block",
+        "--",
+        work.to_str().unwrap(),
+        "0.4",
+    ]);
+    let (st, _, body) = get(&addr, &format!("/api/dump?d=0&f={cpu}"), "");
+    assert_eq!(st, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["on_cpu"]["functions"][0]["function"], "hot_a", "{}", v["on_cpu"]);
+    let (st, _, body) = get(&addr, &format!("/api/dump/flame.svg?d=0&f={cpu}"), "");
+    assert!(st == 200 && body.contains("hot_a"), "{st}");
+    let (st, _, _) = get(&addr, &format!("/api/dump/flame.svg?d=0&f={name}"), "");
+    assert_eq!(st, 404, "a dump without samples has no flame graph");
+    b.goto(&format!("{}dump?d=0&f={cpu}", srv.url));
+    b.wait_for(
+        "document.body.dataset.ready === '1' && !document.getElementById('oncpu').hidden && \
+         document.getElementById('flame').naturalWidth > 0",
+        30,
+    );
+    let first = b.eval("[...document.querySelectorAll('#oncpufns tr.fn')[0].children].map(c => c.textContent)");
+    assert_eq!(first[0], "hot_a", "{first}");
 }

@@ -42,6 +42,19 @@ async function one() {
     ' (latscope events -r, why -r, heatmap -r ... read it)');
   document.getElementById('heatmap').src = '/api/dump/heatmap.svg' + qs;
   document.getElementById('why').src = '/api/dump/why.svg' + qs;
+  if (v.on_cpu) {
+    // On-CPU samples (record --profile): the functions the CPU time was spent in, and its flame graph.
+    document.getElementById('oncpu').hidden = false;
+    document.getElementById('oncpufacts').textContent =
+      `${v.on_cpu.samples} samples, ${LS.ns(v.on_cpu.cpu_ns)} of CPU time (latscope why -r FILE --on-cpu shows the stacks)`;
+    const fns = document.querySelector('#oncpufns tbody');
+    for (const f of v.on_cpu.functions) {
+      fns.append(LS.el('tr', { class: 'fn' },
+        LS.el('td', { text: f.function }), LS.el('td', { class: 'num', text: LS.ns(f.cpu_ns) }),
+        LS.el('td', { class: 'num', text: (100 * f.cpu_ns / Math.max(1, v.on_cpu.cpu_ns)).toFixed(1) + ' %' })));
+    }
+    document.getElementById('flame').src = '/api/dump/flame.svg' + qs;
+  }
   const slow = document.querySelector('#slowest tbody');
   for (const s of v.slowest) {
     slow.append(LS.el('tr', { class: 'call' },

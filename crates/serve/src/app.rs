@@ -180,6 +180,12 @@ impl App {
                     .and_then(|f| self.dumps.views(&f))
                     .map(|v| Response::new(200, "image/svg+xml", v.why.clone())),
             ),
+            "/api/dump/flame.svg" => {
+                dump_response(self.dumps.path(&p).and_then(|f| self.dumps.views(&f)).map(|v| match &v.flame {
+                    Some(svg) => Response::new(200, "image/svg+xml", svg.clone()),
+                    None => Response::text(404, "this dump has no on-CPU samples (record --profile HZ takes them)"),
+                }))
+            }
             "/api/dump/file" => dump_response(self.dumps.path(&p).and_then(|f| download(&f))),
             "/api/health" => Response::json(
                 200,

@@ -9,6 +9,7 @@
 
 use crate::params::{ParamError, Params};
 use latscope_event::source::{Chunk, Zone};
+use latscope_event::StackTable;
 use latscope_event::{EventBatch, EventKind, TraceHeader};
 use latscope_flight::files::{self, DUMP_PREFIX};
 use latscope_trace::{Column, ReadOptions, TraceReader};
@@ -16,6 +17,7 @@ use latscope_view::group::GroupBy;
 use latscope_view::heatmap::{
     render_svg, EventMapBuilder, EventMapOptions, RenderOptions, YArgs, YField, YSpec, YUnit,
 };
+use latscope_view::stacks::{self, StackAgg, StackNames};
 use latscope_view::top::{SortKey, Top};
 use latscope_view::why::WhyAgg;
 use serde_json::{json, Value};
@@ -53,6 +55,8 @@ pub struct Views {
     pub heatmap: String,
     /// The breakdown by cause (SVG).
     pub why: String,
+    /// With on-CPU samples (`record --profile`): the flame graph of where the CPU went (SVG).
+    pub flame: Option<Vec<u8>>,
 }
 
 type Key = (PathBuf, u64, i64);
@@ -201,6 +205,10 @@ fn compute(path: &Path) -> Result<Views, DumpError> {
     let mut top = Top::new(GroupBy::Proc);
     let mut slowest: Vec<(u64, Value)> = Vec::new();
     let mut rows: Vec<u32> = Vec::new();
+    // On-CPU samples (`record --profile`): where the CPU went, named from the stack table.
+    let mut cpu = StackAgg { samples: true, on_cpu: true, ..Default::default() };
+    let mut table = StackTable::default();
+    let mut all_rows: Vec<u32> = Vec::new();
     let (mut first, mut last, mut corrupt) = (u64::MAX, 0u64, 0u64);
     let mut header = h.clone();
     while let Some(b) = r.next_batch() {
@@ -238,6 +246,12 @@ fn compute(path: &Path) -> Result<Views, DumpError> {
                 slowest.truncate(SLOWEST);
             }
         }
+        if !b.stacks.is_empty() && table.add_lines(&b.stacks).is_err() {
+            corrupt += 1;
+        }
+        all_rows.clear();
+        all_rows.extend(0..b.len() as u32);
+        cpu.add(&b, &all_rows);
         let chunk = Chunk { batch: &b, rows: &rows, zone: Zone::default() };
         map.add(chunk, &header);
         why.add(&b, &rows);
@@ -270,5 +284,17 @@ fn compute(path: &Path) -> Result<Views, DumpError> {
     json["top"] = top.to_json(SortKey::Total, 15, secs);
     json["slowest"] = json!(slowest.into_iter().map(|s| s.1).collect::<Vec<_>>());
     json["command_line"] = json!(h.command_line);
-    Ok(Views { json, heatmap, why: why_svg })
+    let samples: u64 = cpu.by_stack.values().map(|s| s.calls).sum();
+    let mut flame = None;
+    if samples > 0 {
+        let mut names = StackNames::new(table, None);
+        let hot = stacks::hottest_functions(&cpu, &mut names, 15);
+        json["on_cpu"] = json!({
+            "samples": samples,
+            "cpu_ns": cpu.total_ns,
+            "functions": hot.iter().map(|(f, ns)| json!({"function": f, "cpu_ns": ns})).collect::<Vec<_>>(),
+        });
+        flame = stacks::flame_svg(&stacks::folded(&cpu, &mut names), &format!("On-CPU time by stack: {name}")).ok();
+    }
+    Ok(Views { json, heatmap, why: why_svg, flame })
 }
