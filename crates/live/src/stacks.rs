@@ -198,6 +198,9 @@ impl StackResolver {
     /// reached `budget` bytes; returns where it stopped (`b.len()`: done). A block's metadata
     /// stays within what readers take whatever the stacks (the recorder cuts the block there).
     pub(crate) fn resolve_within(&mut self, probe: &Probe, b: &mut EventBatch, from: usize, budget: usize) -> usize {
+        if from == 0 {
+            self.preload_binaries(probe);
+        }
         for i in from..b.len() {
             if i > 0 && b.stacks.len() + b.cgroups.len() >= budget {
                 self.forget_changed(probe);
@@ -374,6 +377,23 @@ impl StackResolver {
         t
     }
 
+    /// `--call-graph dwarf`: the binaries of the processes that exec'd or mapped a file in the
+    /// last poll, read now, while they run (a process that exits right after its call is gone
+    /// when its stack is unwound, and its files may be unreachable by their paths).
+    fn preload_binaries(&mut self, probe: &Probe) {
+        if self.unwinder.is_none() {
+            return;
+        }
+        for pid in probe.maps_reread() {
+            if let Some((version, maps)) = probe.file_mappings(pid, 0, 0) {
+                let maps = mapped(pid, maps);
+                if let Some(u) = self.unwinder.as_mut() {
+                    u.preload(pid, version, &maps);
+                }
+            }
+        }
+    }
+
     /// The table id of the user stack unwound from copy `c` (`--call-graph dwarf`); `None`: not
     /// unwound (the process is gone, or its maps unread), the frame-pointer stack stands.
     fn unwound_stack(
@@ -387,20 +407,7 @@ impl StackResolver {
         // The process still runs the image the stack was taken in.
         probe.normalize_user(pid, gen, at, &[c.ip]).ok().filter(|n| n.verified)?;
         let (version, maps) = probe.file_mappings(pid, c.ip, at)?;
-        let maps: Vec<latscope_stacks::unwind::Mapped> = maps
-            .into_iter()
-            .map(|m| latscope_stacks::unwind::Mapped {
-                open: std::iter::once(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end).into())
-                    .chain(m.path.as_deref().map(Into::into))
-                    .collect(),
-                start: m.start,
-                end: m.end,
-                off: m.off,
-                dev: m.dev,
-                ino: m.ino,
-                exec: m.exec,
-            })
-            .collect();
+        let maps = mapped(pid, maps);
         let copy = latscope_stacks::unwind::StackCopy { ip: c.ip, sp: c.sp, bp: c.bp, stack: &c.stack };
         let w = self.unwinder.as_mut()?.unwind(pid, version, &maps, copy);
         let norm = probe.normalize_user(pid, gen, at, &w.frames).ok()?;
@@ -476,6 +483,23 @@ fn content_hash(s: &str) -> u128 {
         h.finish()
     };
     (u128::from(h(0x5eed)) << 64) | u128::from(h(0xfeed))
+}
+
+/// Process `pid`'s file mappings as the unwinder opens them: by its `map_files`, then by path.
+fn mapped(pid: u32, maps: Vec<latscope_probe::procmaps::FileMapping>) -> Vec<latscope_stacks::unwind::Mapped> {
+    maps.into_iter()
+        .map(|m| latscope_stacks::unwind::Mapped {
+            open: std::iter::once(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end).into())
+                .chain(m.path.as_deref().map(Into::into))
+                .collect(),
+            start: m.start,
+            end: m.end,
+            off: m.off,
+            dev: m.dev,
+            ino: m.ino,
+            exec: m.exec,
+        })
+        .collect()
 }
 
 /// A user frame at `addr`, as what is mapped there.

@@ -64,6 +64,9 @@ pub struct Decoder {
     /// process that exits right after its call can no longer be read when its stack is.
     pub(crate) follow_maps: bool,
     maps_grown: Vec<u32>,
+    /// The processes whose maps the last poll read again (for their binaries to be read while
+    /// the processes run).
+    pub(crate) maps_reread: Vec<u32>,
     /// Copies not yet matched with their event, by thread.
     pending_copies: FxHashMap<u32, Vec<Arc<UserCopy>>>,
     /// User stack copies read, and those matched with their event.
@@ -200,9 +203,10 @@ impl Decoder {
         let mut grown = std::mem::take(&mut self.maps_grown);
         grown.sort_unstable();
         grown.dedup();
+        self.maps_reread.clear();
         for pid in grown {
-            if !self.exited.contains(&pid) {
-                self.procmaps.reread(pid);
+            if !self.exited.contains(&pid) && self.procmaps.reread(pid) {
+                self.maps_reread.push(pid);
             }
         }
     }

@@ -1087,6 +1087,12 @@ impl Probe {
         self.decoder.borrow_mut().procmaps.normalize(pid, gen, at_ns, addrs)
     }
 
+    /// The processes whose maps the last poll read again, as they exec'd or mapped a file
+    /// (`--call-graph dwarf`).
+    pub fn maps_reread(&self) -> Vec<u32> {
+        self.decoder.borrow().maps_reread.clone()
+    }
+
     /// Process `pid`'s file mappings for unwinding a stack whose instruction pointer is `ip`,
     /// taken at `at_ns` (see [`procmaps::MapsCache::file_mappings`]).
     pub fn file_mappings(&self, pid: u32, ip: u64, at_ns: u64) -> Option<(u64, Vec<procmaps::FileMapping>)> {

@@ -25,6 +25,9 @@ const MAX_FILES: usize = 512;
 const MAX_FILE_BYTES: usize = 256 << 20;
 /// Processes whose modules are kept; the cache starts over past it.
 const MAX_PROCS: usize = 4096;
+/// Code mappings of a process taken as modules (a process mapping more, a JIT's files, has the
+/// rest walked by frame pointers).
+const MAX_MODULES: usize = 2048;
 
 /// A file mapping of a process (a line of `/proc/PID/maps` with a file).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,9 +211,9 @@ impl UserUnwinder {
         self.procs.remove(&pid);
     }
 
-    /// Unwind `copy`, a stack of process `pid` whose file mappings are `maps` (read at
-    /// `version`: a new version replaces the modules kept for it).
-    pub fn unwind(&mut self, pid: u32, version: u64, maps: &[Mapped], copy: StackCopy<'_>) -> Unwound {
+    /// Read the unwind information of process `pid`'s binaries now (`maps`, read at
+    /// `version`), while it runs: through its `/proc/PID/map_files`, which go with it.
+    pub fn preload(&mut self, pid: u32, version: u64, maps: &[Mapped]) {
         if self.procs.get(&pid).is_none_or(|p| p.0 != version) {
             let u = self.modules(maps);
             if self.procs.len() >= MAX_PROCS {
@@ -218,6 +221,12 @@ impl UserUnwinder {
             }
             self.procs.insert(pid, (version, u));
         }
+    }
+
+    /// Unwind `copy`, a stack of process `pid` whose file mappings are `maps` (read at
+    /// `version`: a new version replaces the modules kept for it).
+    pub fn unwind(&mut self, pid: u32, version: u64, maps: &[Mapped], copy: StackCopy<'_>) -> Unwound {
+        self.preload(pid, version, maps);
         let unwinder = &self.procs[&pid].1;
         let (sp, stack) = (copy.sp, copy.stack);
         let mut read = |addr: u64| -> Result<u64, ()> {
@@ -253,7 +262,7 @@ impl UserUnwinder {
     /// An unwinder for the executable file mappings `maps`.
     fn modules(&mut self, maps: &[Mapped]) -> UnwinderX86_64<Bytes> {
         let mut u = UnwinderX86_64::new();
-        for m in maps.iter().filter(|m| m.exec) {
+        for m in maps.iter().filter(|m| m.exec).take(MAX_MODULES) {
             let data = match self.files.get(&(m.dev, m.ino)) {
                 Some(d) => d.clone(),
                 None => {
