@@ -77,11 +77,16 @@ fn nr(h: &Held) -> u16 {
 struct Waiting {
     waker: Option<u32>,
     request: Option<(u32, u64)>,
+    /// Its entry in the waker's (request's) waiting list gave way to a newer one: the list need
+    /// not be searched for it.
+    waker_dropped: bool,
+    request_dropped: bool,
 }
 
 /// The hold queue and the indexes that find links (see the module documentation).
 pub struct Linker {
-    queue: VecDeque<(Held, Waiting)>,
+    /// Boxed: a slice is filled, held and written without its ~200 bytes being moved.
+    queue: VecDeque<(Box<Held>, Waiting)>,
     front_seq: u64,
     hold_ns: u64,
     max_held: usize,
@@ -93,7 +98,7 @@ pub struct Linker {
     /// Calls held as the fallback waker of calls waiting (see [`Pending::fallback`]).
     fallback_of: HashMap<u64, Vec<u64>, RandomState>,
     next_flow: u64,
-    pool: Vec<Held>,
+    pool: Vec<Box<Held>>,
     /// Links made and missed.
     pub stats: LinkStats,
 }
@@ -130,7 +135,7 @@ impl Linker {
     }
 
     /// An empty slice to fill (its vectors keep the room of a slice written before).
-    pub fn blank(&mut self) -> Held {
+    pub fn blank(&mut self) -> Box<Held> {
         self.pool.pop().unwrap_or_default()
     }
 
@@ -141,12 +146,12 @@ impl Linker {
 
     fn held_mut(&mut self, seq: u64) -> Option<&mut Held> {
         let i = seq.checked_sub(self.front_seq)?;
-        self.queue.get_mut(i as usize).map(|(h, _)| h)
+        self.queue.get_mut(i as usize).map(|(h, _)| &mut **h)
     }
 
     fn held(&self, seq: u64) -> Option<&Held> {
         let i = seq.checked_sub(self.front_seq)?;
-        self.queue.get(i as usize).map(|(h, _)| h)
+        self.queue.get(i as usize).map(|(h, _)| &**h)
     }
 
     fn flow(&mut self) -> u64 {
@@ -160,7 +165,7 @@ impl Linker {
     /// of the request whose completion woke it.
     /// A call's slice carries its thread in `h.tid` (it may itself be a waker); a request's its
     /// disk and sector in `h.request`.
-    pub fn push(&mut self, mut h: Held, wake: Option<(u32, u64, usize)>, request: Option<(u32, u64)>) {
+    pub fn push(&mut self, mut h: Box<Held>, wake: Option<(u32, u64, usize)>, request: Option<(u32, u64)>) {
         let seq = self.front_seq + self.queue.len() as u64;
         h.seq = seq;
         self.watermark = self.watermark.max(h.end);
@@ -270,7 +275,10 @@ impl Linker {
                     let list = self.waiting_waker.entry(wtid).or_default();
                     if list.len() >= MAX_WAITING {
                         // The oldest gives way (counted as not linked when it leaves).
-                        list.remove(0);
+                        let gone = list.remove(0).c_seq;
+                        if let Some(q) = gone.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize)) {
+                            q.1.waker_dropped = true;
+                        }
                     }
                     list.push(Pending { c_seq: seq, lo, hi, part, fallback: first });
                     waiting.waker = Some(wtid);
@@ -300,7 +308,10 @@ impl Linker {
                 None => {
                     let list = self.waiting_request.entry(key).or_default();
                     if list.len() >= MAX_WAITING {
-                        list.remove(0);
+                        let gone = list.remove(0).c_seq;
+                        if let Some(q) = gone.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize)) {
+                            q.1.request_dropped = true;
+                        }
                     }
                     list.push(Pending { c_seq: seq, lo, hi, part: 0, fallback: None });
                     waiting.request = Some(key);
@@ -371,7 +382,7 @@ impl Linker {
                 self.stats.wakeups_linked += 1;
             }
         }
-        let Some(wtid) = waiting.waker else { return };
+        let Some(wtid) = waiting.waker.filter(|_| !waiting.waker_dropped) else { return };
         let Some(list) = self.waiting_waker.get_mut(&wtid) else { return };
         let Some(at) = list.iter().position(|p| p.c_seq == h.seq) else { return };
         let Some(d) = list[at].fallback.filter(|&d| d >= self.front_seq) else { return };
@@ -403,21 +414,31 @@ impl Linker {
                 }
             }
         }
+        // Its own entry, if still listed (one at most: sequence numbers are unique), leaves its
+        // list in place (the others keep their order).
         if let Some(w) = waiting.waker {
             self.stats.wakeups_not_linked += 1;
-            if let Some(list) = self.waiting_waker.get_mut(&w) {
-                list.retain(|p| p.c_seq != h.seq);
-                if list.is_empty() {
-                    self.waiting_waker.remove(&w);
+            if !waiting.waker_dropped {
+                if let Some(list) = self.waiting_waker.get_mut(&w) {
+                    if let Some(at) = list.iter().position(|p| p.c_seq == h.seq) {
+                        list.remove(at);
+                    }
+                    if list.is_empty() {
+                        self.waiting_waker.remove(&w);
+                    }
                 }
             }
         }
         if let Some(key) = waiting.request {
             self.stats.requests_not_linked += 1;
-            if let Some(list) = self.waiting_request.get_mut(&key) {
-                list.retain(|p| p.c_seq != h.seq);
-                if list.is_empty() {
-                    self.waiting_request.remove(&key);
+            if !waiting.request_dropped {
+                if let Some(list) = self.waiting_request.get_mut(&key) {
+                    if let Some(at) = list.iter().position(|p| p.c_seq == h.seq) {
+                        list.remove(at);
+                    }
+                    if list.is_empty() {
+                        self.waiting_request.remove(&key);
+                    }
                 }
             }
         }
@@ -428,7 +449,7 @@ impl Linker {
 mod tests {
     use super::*;
 
-    fn call(l: &mut Linker, tid: u32, ts: u64, end: u64) -> Held {
+    fn call(l: &mut Linker, tid: u32, ts: u64, end: u64) -> Box<Held> {
         let mut h = l.blank();
         h.ts = ts;
         h.end = end;
