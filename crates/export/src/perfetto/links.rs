@@ -53,7 +53,9 @@ const MAX_CANDIDATES: usize = 64;
 /// Most calls waiting at once for a call of one thread (or a request of one sector).
 const MAX_WAITING: usize = 64;
 /// Slices written kept for reuse, with the room of their vectors: slices leave in bursts (a
-/// watermark that jumps), and refilling an emptied pool costs an allocation per vector.
+/// watermark that jumps), and refilling an emptied pool costs an allocation per vector. The pool
+/// keeps up to this many beyond the room the hold queue left (slices held and pooled together
+/// never pass `max_held + POOL`, the bound a full queue and a full pool had).
 const POOL: usize = 1024;
 
 struct Pending {
@@ -353,7 +355,7 @@ impl Linker {
             h.tid = 0;
             h.request = None;
             h.is_fallback = false;
-            if self.pool.len() < POOL {
+            if self.pool.len() + self.queue.len() < self.max_held + POOL {
                 self.pool.push(h);
             }
             r?;
