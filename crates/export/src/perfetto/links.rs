@@ -95,8 +95,10 @@ pub struct Linker {
     watermark: u64,
     by_tid: HashMap<u32, VecDeque<u64>, RandomState>,
     by_request: HashMap<(u32, u64), VecDeque<u64>, RandomState>,
-    waiting_waker: HashMap<u32, Vec<Pending>, RandomState>,
-    waiting_request: HashMap<(u32, u64), Vec<Pending>, RandomState>,
+    /// In arrival order but for entries moved by a removal (`swap_remove_back`); a full list's
+    /// first entry gives way in O(1).
+    waiting_waker: HashMap<u32, VecDeque<Pending>, RandomState>,
+    waiting_request: HashMap<(u32, u64), VecDeque<Pending>, RandomState>,
     /// Calls held as the fallback waker of calls waiting (see [`Pending::fallback`]).
     fallback_of: HashMap<u64, Vec<u64>, RandomState>,
     next_flow: u64,
@@ -277,12 +279,15 @@ impl Linker {
                     let list = self.waiting_waker.entry(wtid).or_default();
                     if list.len() >= MAX_WAITING {
                         // The oldest gives way (counted as not linked when it leaves).
-                        let gone = list.remove(0).c_seq;
-                        if let Some(q) = gone.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize)) {
-                            q.1.waker_dropped = true;
+                        if let Some(gone) = list.pop_front() {
+                            if let Some(q) =
+                                gone.c_seq.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize))
+                            {
+                                q.1.waker_dropped = true;
+                            }
                         }
                     }
-                    list.push(Pending { c_seq: seq, lo, hi, part, fallback: first });
+                    list.push_back(Pending { c_seq: seq, lo, hi, part, fallback: first });
                     waiting.waker = Some(wtid);
                 }
             }
@@ -310,12 +315,15 @@ impl Linker {
                 None => {
                     let list = self.waiting_request.entry(key).or_default();
                     if list.len() >= MAX_WAITING {
-                        let gone = list.remove(0).c_seq;
-                        if let Some(q) = gone.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize)) {
-                            q.1.request_dropped = true;
+                        if let Some(gone) = list.pop_front() {
+                            if let Some(q) =
+                                gone.c_seq.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize))
+                            {
+                                q.1.request_dropped = true;
+                            }
                         }
                     }
-                    list.push(Pending { c_seq: seq, lo, hi, part: 0, fallback: None });
+                    list.push_back(Pending { c_seq: seq, lo, hi, part: 0, fallback: None });
                     waiting.request = Some(key);
                 }
             }
@@ -375,7 +383,7 @@ impl Linker {
                 let Some(wtid) = w.waker.filter(|&t| t == h.tid) else { continue };
                 let Some(list) = self.waiting_waker.get_mut(&wtid) else { continue };
                 let Some(at) = list.iter().position(|p| p.c_seq == c && p.fallback == Some(h.seq)) else { continue };
-                list.swap_remove(at);
+                list.swap_remove_back(at);
                 let f = self.next_flow;
                 self.next_flow += 1;
                 h.flows_out.push(f);
@@ -388,7 +396,7 @@ impl Linker {
         let Some(list) = self.waiting_waker.get_mut(&wtid) else { return };
         let Some(at) = list.iter().position(|p| p.c_seq == h.seq) else { return };
         let Some(d) = list[at].fallback.filter(|&d| d >= self.front_seq) else { return };
-        list.swap_remove(at);
+        list.swap_remove_back(at);
         let f = self.flow();
         if let Some(d) = self.held_mut(d) {
             d.flows_out.push(f);
