@@ -102,6 +102,8 @@ pub struct Linker {
     /// Calls held as the fallback waker of calls waiting (see [`Pending::fallback`]).
     fallback_of: HashMap<u64, Vec<u64>, RandomState>,
     next_flow: u64,
+    /// Boxed as in the queue: a slice goes from the pool to the queue and back as a pointer.
+    #[allow(clippy::vec_box)]
     pool: Vec<Box<Held>>,
     /// Links made and missed.
     pub stats: LinkStats,
