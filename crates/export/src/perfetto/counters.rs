@@ -38,9 +38,17 @@ pub struct Counters {
     /// The last interval written had values (a zero follows it when the next is empty).
     last_nonzero: bool,
     pool: Vec<Histogram>,
+    /// Per syscall number, once looked up: [`IO`] and [`WAIT`] bits, [`KNOWN`] once set.
+    class: Vec<u8>,
     /// Events that came after their interval was written.
     pub late: u64,
 }
+
+const KNOWN: u8 = 1;
+/// The syscall's result counts as bytes moved ([`desc`]'s `is_io`).
+const IO: u8 = 2;
+/// A blocking wait ([`is_idle_wait`]).
+const WAIT: u8 = 4;
 
 /// Whether syscall `nr` is a blocking wait whose length the caller chooses.
 fn is_idle_wait(nr: u16) -> bool {
@@ -58,6 +66,7 @@ impl Counters {
             next: 0,
             last_nonzero: false,
             pool: Vec::new(),
+            class: Vec::new(),
             late: 0,
         }
     }
@@ -77,9 +86,9 @@ impl Counters {
         let end = b.end(i);
         let lat = b.lat[i];
         if kind == EventKind::Syscall as u8 {
-            let d = desc(b.nr[i]);
-            let bytes = if d.is_io() && b.ret[i] > 0 { b.ret[i] as u64 } else { 0 };
-            let wait = is_idle_wait(b.nr[i]);
+            let class = self.class_of(b.nr[i]);
+            let bytes = if class & IO != 0 && b.ret[i] > 0 { b.ret[i] as u64 } else { 0 };
+            let wait = class & WAIT != 0;
             let mut pool = std::mem::take(&mut self.pool);
             if let Some(s) = self.slot(end) {
                 s.calls += 1;
@@ -99,6 +108,29 @@ impl Counters {
             }
             self.pool = pool;
         }
+    }
+
+    /// The [`IO`] and [`WAIT`] bits of syscall `nr` (looked up by name once per number).
+    #[inline]
+    fn class_of(&mut self, nr: u16) -> u8 {
+        let n = nr as usize;
+        if let Some(&c) = self.class.get(n) {
+            if c & KNOWN != 0 {
+                return c;
+            }
+        }
+        if self.class.len() <= n {
+            self.class.resize(n + 1, 0);
+        }
+        let mut c = KNOWN;
+        if desc(nr).is_io() {
+            c |= IO;
+        }
+        if is_idle_wait(nr) {
+            c |= WAIT;
+        }
+        self.class[n] = c;
+        c
     }
 
     /// Counts `n` events lost by the recording, reported with a block read at `at`.

@@ -53,7 +53,9 @@ const MAX_CANDIDATES: usize = 64;
 /// Most calls waiting at once for a call of one thread (or a request of one sector).
 const MAX_WAITING: usize = 64;
 /// Slices written kept for reuse, with the room of their vectors: slices leave in bursts (a
-/// watermark that jumps), and refilling an emptied pool costs an allocation per vector.
+/// watermark that jumps), and refilling an emptied pool costs an allocation per vector. The pool
+/// keeps up to this many beyond the room the hold queue left (slices held and pooled together
+/// never pass `max_held + POOL`, the bound a full queue and a full pool had).
 const POOL: usize = 1024;
 
 struct Pending {
@@ -77,23 +79,32 @@ fn nr(h: &Held) -> u16 {
 struct Waiting {
     waker: Option<u32>,
     request: Option<(u32, u64)>,
+    /// Its entry in the waker's (request's) waiting list gave way to a newer one: the list need
+    /// not be searched for it.
+    waker_dropped: bool,
+    request_dropped: bool,
 }
 
 /// The hold queue and the indexes that find links (see the module documentation).
 pub struct Linker {
-    queue: VecDeque<(Held, Waiting)>,
+    /// Boxed: a slice is filled, held and written without its ~200 bytes being moved.
+    queue: VecDeque<(Box<Held>, Waiting)>,
     front_seq: u64,
     hold_ns: u64,
     max_held: usize,
     watermark: u64,
     by_tid: HashMap<u32, VecDeque<u64>, RandomState>,
     by_request: HashMap<(u32, u64), VecDeque<u64>, RandomState>,
-    waiting_waker: HashMap<u32, Vec<Pending>, RandomState>,
-    waiting_request: HashMap<(u32, u64), Vec<Pending>, RandomState>,
+    /// In arrival order but for entries moved by a removal (`swap_remove_back`); a full list's
+    /// first entry gives way in O(1).
+    waiting_waker: HashMap<u32, VecDeque<Pending>, RandomState>,
+    waiting_request: HashMap<(u32, u64), VecDeque<Pending>, RandomState>,
     /// Calls held as the fallback waker of calls waiting (see [`Pending::fallback`]).
     fallback_of: HashMap<u64, Vec<u64>, RandomState>,
     next_flow: u64,
-    pool: Vec<Held>,
+    /// Boxed as in the queue: a slice goes from the pool to the queue and back as a pointer.
+    #[allow(clippy::vec_box)]
+    pool: Vec<Box<Held>>,
     /// Links made and missed.
     pub stats: LinkStats,
 }
@@ -130,7 +141,7 @@ impl Linker {
     }
 
     /// An empty slice to fill (its vectors keep the room of a slice written before).
-    pub fn blank(&mut self) -> Held {
+    pub fn blank(&mut self) -> Box<Held> {
         self.pool.pop().unwrap_or_default()
     }
 
@@ -141,12 +152,12 @@ impl Linker {
 
     fn held_mut(&mut self, seq: u64) -> Option<&mut Held> {
         let i = seq.checked_sub(self.front_seq)?;
-        self.queue.get_mut(i as usize).map(|(h, _)| h)
+        self.queue.get_mut(i as usize).map(|(h, _)| &mut **h)
     }
 
     fn held(&self, seq: u64) -> Option<&Held> {
         let i = seq.checked_sub(self.front_seq)?;
-        self.queue.get(i as usize).map(|(h, _)| h)
+        self.queue.get(i as usize).map(|(h, _)| &**h)
     }
 
     fn flow(&mut self) -> u64 {
@@ -160,7 +171,7 @@ impl Linker {
     /// of the request whose completion woke it.
     /// A call's slice carries its thread in `h.tid` (it may itself be a waker); a request's its
     /// disk and sector in `h.request`.
-    pub fn push(&mut self, mut h: Held, wake: Option<(u32, u64, usize)>, request: Option<(u32, u64)>) {
+    pub fn push(&mut self, mut h: Box<Held>, wake: Option<(u32, u64, usize)>, request: Option<(u32, u64)>) {
         let seq = self.front_seq + self.queue.len() as u64;
         h.seq = seq;
         self.watermark = self.watermark.max(h.end);
@@ -270,9 +281,15 @@ impl Linker {
                     let list = self.waiting_waker.entry(wtid).or_default();
                     if list.len() >= MAX_WAITING {
                         // The oldest gives way (counted as not linked when it leaves).
-                        list.remove(0);
+                        if let Some(gone) = list.pop_front() {
+                            if let Some(q) =
+                                gone.c_seq.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize))
+                            {
+                                q.1.waker_dropped = true;
+                            }
+                        }
                     }
-                    list.push(Pending { c_seq: seq, lo, hi, part, fallback: first });
+                    list.push_back(Pending { c_seq: seq, lo, hi, part, fallback: first });
                     waiting.waker = Some(wtid);
                 }
             }
@@ -300,9 +317,15 @@ impl Linker {
                 None => {
                     let list = self.waiting_request.entry(key).or_default();
                     if list.len() >= MAX_WAITING {
-                        list.remove(0);
+                        if let Some(gone) = list.pop_front() {
+                            if let Some(q) =
+                                gone.c_seq.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize))
+                            {
+                                q.1.request_dropped = true;
+                            }
+                        }
                     }
-                    list.push(Pending { c_seq: seq, lo, hi, part: 0, fallback: None });
+                    list.push_back(Pending { c_seq: seq, lo, hi, part: 0, fallback: None });
                     waiting.request = Some(key);
                 }
             }
@@ -342,7 +365,7 @@ impl Linker {
             h.tid = 0;
             h.request = None;
             h.is_fallback = false;
-            if self.pool.len() < POOL {
+            if self.pool.len() + self.queue.len() < self.max_held + POOL {
                 self.pool.push(h);
             }
             r?;
@@ -362,7 +385,7 @@ impl Linker {
                 let Some(wtid) = w.waker.filter(|&t| t == h.tid) else { continue };
                 let Some(list) = self.waiting_waker.get_mut(&wtid) else { continue };
                 let Some(at) = list.iter().position(|p| p.c_seq == c && p.fallback == Some(h.seq)) else { continue };
-                list.swap_remove(at);
+                list.swap_remove_back(at);
                 let f = self.next_flow;
                 self.next_flow += 1;
                 h.flows_out.push(f);
@@ -371,11 +394,11 @@ impl Linker {
                 self.stats.wakeups_linked += 1;
             }
         }
-        let Some(wtid) = waiting.waker else { return };
+        let Some(wtid) = waiting.waker.filter(|_| !waiting.waker_dropped) else { return };
         let Some(list) = self.waiting_waker.get_mut(&wtid) else { return };
         let Some(at) = list.iter().position(|p| p.c_seq == h.seq) else { return };
         let Some(d) = list[at].fallback.filter(|&d| d >= self.front_seq) else { return };
-        list.swap_remove(at);
+        list.swap_remove_back(at);
         let f = self.flow();
         if let Some(d) = self.held_mut(d) {
             d.flows_out.push(f);
@@ -403,21 +426,31 @@ impl Linker {
                 }
             }
         }
+        // Its own entry, if still listed (one at most: sequence numbers are unique), leaves its
+        // list in place (the others keep their order).
         if let Some(w) = waiting.waker {
             self.stats.wakeups_not_linked += 1;
-            if let Some(list) = self.waiting_waker.get_mut(&w) {
-                list.retain(|p| p.c_seq != h.seq);
-                if list.is_empty() {
-                    self.waiting_waker.remove(&w);
+            if !waiting.waker_dropped {
+                if let Some(list) = self.waiting_waker.get_mut(&w) {
+                    if let Some(at) = list.iter().position(|p| p.c_seq == h.seq) {
+                        list.remove(at);
+                    }
+                    if list.is_empty() {
+                        self.waiting_waker.remove(&w);
+                    }
                 }
             }
         }
         if let Some(key) = waiting.request {
             self.stats.requests_not_linked += 1;
-            if let Some(list) = self.waiting_request.get_mut(&key) {
-                list.retain(|p| p.c_seq != h.seq);
-                if list.is_empty() {
-                    self.waiting_request.remove(&key);
+            if !waiting.request_dropped {
+                if let Some(list) = self.waiting_request.get_mut(&key) {
+                    if let Some(at) = list.iter().position(|p| p.c_seq == h.seq) {
+                        list.remove(at);
+                    }
+                    if list.is_empty() {
+                        self.waiting_request.remove(&key);
+                    }
                 }
             }
         }
@@ -428,7 +461,7 @@ impl Linker {
 mod tests {
     use super::*;
 
-    fn call(l: &mut Linker, tid: u32, ts: u64, end: u64) -> Held {
+    fn call(l: &mut Linker, tid: u32, ts: u64, end: u64) -> Box<Held> {
         let mut h = l.blank();
         h.ts = ts;
         h.end = end;

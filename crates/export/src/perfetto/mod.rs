@@ -277,6 +277,14 @@ impl Export<'_> {
         let mut keep_out: Vec<u64> = Vec::new();
         let mut keep_in: Vec<u64> = Vec::new();
         linker.drain(all, &mut |h: &Held| {
+            if !opts.split {
+                // One file: every flow has both ends in it.
+                out.slice(tracks, h, &h.flows_out, &h.flows_in)?;
+                if out.bytes() >= opts.max_bytes {
+                    return Err(ExportError::TooLarge { limit: opts.max_bytes, at_ns: h.ts.saturating_sub(start) });
+                }
+                return Ok(());
+            }
             let part = out.part_number().max(1);
             keep_out.clear();
             keep_in.clear();
@@ -293,16 +301,11 @@ impl Export<'_> {
                 }
             }
             out.slice(tracks, h, &keep_out, &keep_in)?;
+            // Cut into parts: at a moment no flow crosses, once past 90 % of the size.
             let bytes = out.bytes();
-            if bytes >= opts.max_bytes / 10 * 9 {
-                if !opts.split {
-                    if bytes >= opts.max_bytes {
-                        return Err(ExportError::TooLarge { limit: opts.max_bytes, at_ns: h.ts.saturating_sub(start) });
-                    }
-                } else if flow_file.is_empty() || bytes >= opts.max_bytes {
-                    out.close_part()?;
-                    out.open_part()?;
-                }
+            if bytes >= opts.max_bytes / 10 * 9 && (flow_file.is_empty() || bytes >= opts.max_bytes) {
+                out.close_part()?;
+                out.open_part()?;
             }
             Ok(())
         })?;

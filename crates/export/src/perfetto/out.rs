@@ -7,11 +7,9 @@
 //! first event on it. All packets are of one sequence (`trusted_packet_sequence_id` 1): one
 //! writer.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use foldhash::fast::RandomState;
 use latscope_trace::AtomicFile;
 use serde::Serialize;
 
@@ -46,8 +44,8 @@ struct Part {
     path: PathBuf,
     bytes: u64,
     interner: Interner,
-    /// Track descriptors written to this file, with the version written.
-    declared: HashMap<u64, u32, RandomState>,
+    /// Track descriptors written to this file, by uuid: the version written + 1 (0: none).
+    declared: Vec<u32>,
     slices: u64,
     first_ns: u64,
     last_ns: u64,
@@ -136,7 +134,7 @@ impl Out {
             path,
             bytes: 0,
             interner: Interner::default(),
-            declared: HashMap::default(),
+            declared: Vec::new(),
             slices: 0,
             first_ns: 0,
             last_ns: 0,
@@ -189,7 +187,7 @@ impl Out {
     fn declare(&mut self, tracks: &Tracks, uuid: u64) -> Result<(), ExportError> {
         let (parent, version) = tracks.parent_and_version(uuid);
         let p = self.part.as_ref().expect("a part is open");
-        if p.declared.get(&uuid) == Some(&version) {
+        if p.declared.get(uuid as usize) == Some(&(version + 1)) {
             return Ok(());
         }
         if parent != 0 {
@@ -199,7 +197,11 @@ impl Out {
         proto::uint(&mut self.pkt, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
         tracks.encode(uuid, &mut self.pkt);
         self.write_packet()?;
-        self.part.as_mut().expect("a part is open").declared.insert(uuid, version);
+        let d = &mut self.part.as_mut().expect("a part is open").declared;
+        if d.len() <= uuid as usize {
+            d.resize(uuid as usize + 1, 0);
+        }
+        d[uuid as usize] = version + 1;
         Ok(())
     }
 

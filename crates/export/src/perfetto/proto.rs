@@ -186,13 +186,20 @@ pub fn begin(b: &mut Vec<u8>, field: u32) -> Mark {
 
 /// Ends a nested message begun at `m`: the length is written minimally (a body of 128 bytes or
 /// more moves by the extra length bytes).
-#[inline]
+#[inline(always)]
 pub fn end(b: &mut Vec<u8>, m: Mark) {
     let len = b.len() - m.0;
     if len < 0x80 {
         b[m.0 - 1] = len as u8;
         return;
     }
+    end_long(b, m, len);
+}
+
+/// [`end`] of a body of 128 bytes or more.
+#[cold]
+#[inline(never)]
+fn end_long(b: &mut Vec<u8>, m: Mark, len: usize) {
     let n = varint_len(len as u64);
     let body = m.0;
     b.resize(b.len() + n - 1, 0);
@@ -213,7 +220,7 @@ pub fn end(b: &mut Vec<u8>, m: Mark) {
 #[inline]
 pub fn begin_fixed(b: &mut Vec<u8>, field: u32, n: usize) -> Mark {
     key(b, field, LEN);
-    b.resize(b.len() + n, 0);
+    b.extend_from_slice(&[0; 10][..n]);
     Mark(b.len())
 }
 

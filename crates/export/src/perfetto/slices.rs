@@ -168,10 +168,21 @@ impl SliceBuilder<'_> {
                 None => self.interned_with(Arg::Error, |w| write!(w, "E{}", -b.ret[i])),
             }
         }
-        let parts = b.why_parts(i);
-        if parts.iter().all(|&p| p == 0) {
+        // Most calls carry no breakdown: told without gathering it.
+        if (b.why_cpu[i]
+            | b.why_runq[i]
+            | b.why_io[i]
+            | b.why_lock[i]
+            | b.why_ipc[i]
+            | b.why_timer[i]
+            | b.why_fault[i]
+            | b.why_other[i]
+            | b.why_unknown[i])
+            == 0
+        {
             return;
         }
+        let parts = b.why_parts(i);
         let mut main = 0;
         for (k, &v) in parts.iter().enumerate() {
             if v != 0 {

@@ -107,8 +107,8 @@ pub const COUNTERS: [(&str, u64, &str); 9] = [
 
 /// Every track of the export, by uuid.
 pub struct Tracks {
-    tracks: HashMap<u64, Track, RandomState>,
-    next_uuid: u64,
+    /// By uuid - 1 (uuids are handed out from 1 up).
+    tracks: Vec<Track>,
     procs: HashMap<u32, u64, RandomState>,
     threads: HashMap<(u32, u32), ThreadState, RandomState>,
     disks: HashMap<u32, DiskState, RandomState>,
@@ -123,9 +123,8 @@ pub struct Tracks {
 impl Tracks {
     pub fn new(header: &TraceHeader) -> Tracks {
         let mut t = Tracks {
-            tracks: HashMap::default(),
-            // Small numbers: a uuid is written twice per slice.
-            next_uuid: 1,
+            // Small numbers from 1: a uuid is written twice per slice.
+            tracks: Vec::new(),
             procs: HashMap::default(),
             threads: HashMap::default(),
             disks: HashMap::default(),
@@ -152,11 +151,21 @@ impl Tracks {
     }
 
     fn add(&mut self, parent: u64, kind: Kind, name: String) -> u64 {
-        let uuid = self.next_uuid;
-        self.next_uuid += 1;
         let t = Track { parent, kind, name, description: "", cmdline: Vec::new(), labels: Vec::new(), version: 0 };
-        self.tracks.insert(uuid, t);
-        uuid
+        self.tracks.push(t);
+        self.tracks.len() as u64
+    }
+
+    fn get(&self, uuid: u64) -> Option<&Track> {
+        self.tracks.get((uuid as usize).wrapping_sub(1))
+    }
+
+    fn by_uuid(tracks: &mut [Track], uuid: u64) -> Option<&mut Track> {
+        tracks.get_mut((uuid as usize).wrapping_sub(1))
+    }
+
+    fn track_mut(&mut self, uuid: u64) -> Option<&mut Track> {
+        Self::by_uuid(&mut self.tracks, uuid)
     }
 
     /// The counter track `c`.
@@ -177,7 +186,7 @@ impl Tracks {
         let name = if name.is_empty() { format!("pid {pid}") } else { name };
         let labels = self.cgroups.get(&cgroup).map(container_labels).unwrap_or_default();
         let uuid = self.add(0, Kind::Process { pid }, name);
-        if let Some(t) = self.tracks.get_mut(&uuid) {
+        if let Some(t) = self.track_mut(uuid) {
             t.cmdline = cmdline;
             t.labels = labels;
         }
@@ -187,7 +196,7 @@ impl Tracks {
 
     /// Names process `pid` anew (an exec, or its main thread seen after another thread).
     pub fn rename_process(&mut self, pid: u32, name: &str, cmdline: Option<&str>) {
-        let Some(t) = self.procs.get(&pid).and_then(|u| self.tracks.get_mut(u)) else { return };
+        let Some(t) = self.procs.get(&pid).and_then(|&u| Self::by_uuid(&mut self.tracks, u)) else { return };
         if name.is_empty() || (t.name == name && cmdline.is_none()) {
             return;
         }
@@ -202,10 +211,15 @@ impl Tracks {
     /// lane beside it when the call overlaps another on that thread.
     pub fn thread_lane(&mut self, pid: u32, tid: u32, comm: &[u8], cgroup: u64, ts: u64, end: u64) -> u64 {
         if let Some(th) = self.threads.get_mut(&(pid, tid)) {
-            if th.comm.as_bytes() != comm && !comm.is_empty() {
+            if comm.is_empty() || th.comm.as_bytes() == comm {
+                // The common case: one look-up.
+                if let Some(u) = th.lanes.take(ts, end) {
+                    return u;
+                }
+            } else {
                 let comm = String::from_utf8_lossy(comm);
                 th.comm = comm.to_string();
-                if let Some(t) = self.tracks.get_mut(&th.uuid) {
+                if let Some(t) = Self::by_uuid(&mut self.tracks, th.uuid) {
                     t.name = comm.to_string();
                     t.version += 1;
                 }
@@ -213,10 +227,10 @@ impl Tracks {
                     // The main thread renamed (an exec): its process too.
                     self.rename_process(pid, &comm, None);
                 }
-            }
-            let th = self.threads.get_mut(&(pid, tid)).expect("looked up above");
-            if let Some(u) = th.lanes.take(ts, end) {
-                return u;
+                let th = self.threads.get_mut(&(pid, tid)).expect("looked up above");
+                if let Some(u) = th.lanes.take(ts, end) {
+                    return u;
+                }
             }
         } else {
             let comm = &*String::from_utf8_lossy(comm);
@@ -235,9 +249,9 @@ impl Tracks {
             let th = &self.threads[&(pid, tid)];
             (th.uuid, th.lanes.lanes.len())
         };
-        let name = format!("{} {tid}: overlapping calls ({})", self.tracks[&thread].name, k + 1);
+        let name = format!("{} {tid}: overlapping calls ({})", self.tracks[thread as usize - 1].name, k + 1);
         let uuid = self.add(thread, Kind::Named, name);
-        if let Some(t) = self.tracks.get_mut(&uuid) {
+        if let Some(t) = self.track_mut(uuid) {
             t.description = "calls of this thread that overlap those on the thread's own track (not seen in recordings: a thread is in one call at a time)";
         }
         if let Some(th) = self.threads.get_mut(&(pid, tid)) {
@@ -256,7 +270,7 @@ impl Tracks {
                 None => format!("disk {ma}:{mi}"),
             };
             let uuid = self.add(0, Kind::Named, name.clone());
-            if let Some(t) = self.tracks.get_mut(&uuid) {
+            if let Some(t) = self.track_mut(uuid) {
                 t.description =
                     "block requests on the device, issue to completion (one lane per request in flight at once)";
             }
@@ -272,7 +286,7 @@ impl Tracks {
         let k = if queue { d.queue.lanes.len() + 1 } else { d.lanes.lanes.len() + 1 };
         let name = if queue { format!("{}: queued ({k})", d.name) } else { format!("{}: on the device ({k})", d.name) };
         let uuid = self.add(parent, Kind::Named, name);
-        if let Some(t) = self.tracks.get_mut(&uuid) {
+        if let Some(t) = self.track_mut(uuid) {
             t.description = if queue {
                 "block requests queued: inserted into the scheduler to issued to the driver"
             } else {
@@ -286,12 +300,12 @@ impl Tracks {
 
     /// The parent of `uuid` (0: none) and its version.
     pub fn parent_and_version(&self, uuid: u64) -> (u64, u32) {
-        self.tracks.get(&uuid).map_or((0, 0), |t| (t.parent, t.version))
+        self.get(uuid).map_or((0, 0), |t| (t.parent, t.version))
     }
 
     /// Writes the `TrackDescriptor` of `uuid` as the body of a packet's `track_descriptor`.
     pub fn encode(&self, uuid: u64, b: &mut Vec<u8>) {
-        let Some(t) = self.tracks.get(&uuid) else { return };
+        let Some(t) = self.get(uuid) else { return };
         let m = proto::begin(b, super::proto::packet::TRACK_DESCRIPTOR);
         proto::uint(b, track::UUID, uuid);
         if t.parent != 0 {
