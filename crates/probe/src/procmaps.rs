@@ -316,6 +316,8 @@ impl MapsCache {
         let verified = !stale(self) || found.iter().all(Option::is_some);
         let Some(p) = self.procs.get(&pid) else { return Err(Gone::Exited) };
         let last_end = p.maps.last().map_or(0, |m| m.end);
+        let read_ns = p.read_ns;
+        let p_read_before = |at: u64| read_ns < at;
         let truncated = p.truncated;
         let hits: Vec<Option<Mapping>> = found.iter().map(|i| i.map(|i| p.maps[i].clone())).collect();
         let addrs = addrs
@@ -325,7 +327,12 @@ impl MapsCache {
                 Some(m) => match &m.path {
                     Some(path) => {
                         let path = self.unescaped(path, &m);
-                        let (path, deleted) = self.deleted(&path, &m);
+                        let (path, mut deleted) = self.deleted(&path, &m);
+                        // Deleted since the maps were read (they are read as a process maps a
+                        // file, before it may unlink it): its mapping's file has no link left.
+                        if !deleted && p_read_before(at_ns) {
+                            deleted = unlinked(pid, &m);
+                        }
                         UserAddr::File { path, off: a - m.start + m.off, build_id: self.build_id(pid, &m), deleted }
                     }
                     None => UserAddr::Anonymous,
@@ -613,6 +620,13 @@ impl MapsCache {
 
 /// The GNU build id of an ELF file (its `NT_GNU_BUILD_ID` note), read with a few bounded
 /// `pread`s: the ELF header, the program headers, the note segments.
+/// Whether the file of process `pid`'s mapping `m` has no link left (unlinked while mapped): its
+/// `/proc/PID/map_files` entry is the file itself, whatever its name became.
+fn unlinked(pid: u32, m: &Mapping) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)).is_ok_and(|st| st.nlink() == 0)
+}
+
 pub fn elf_build_id(f: &std::fs::File) -> Option<Vec<u8>> {
     let mut h = [0u8; 64];
     f.read_exact_at(&mut h[..52], 0).ok()?;
