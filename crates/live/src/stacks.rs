@@ -404,13 +404,13 @@ impl StackResolver {
         c: &latscope_probe::UserCopy,
         out: &mut String,
     ) -> Option<u32> {
-        // The process still runs the image the stack was taken in.
-        probe.normalize_user(pid, gen, at, &[c.ip]).ok().filter(|n| n.verified)?;
         let (version, maps) = probe.file_mappings(pid, c.ip, at)?;
         let maps = mapped(pid, maps);
         let copy = latscope_stacks::unwind::StackCopy { ip: c.ip, sp: c.sp, bp: c.bp, stack: &c.stack };
         let w = self.unwinder.as_mut()?.unwind(pid, version, &maps, copy);
-        let norm = probe.normalize_user(pid, gen, at, &w.frames).ok()?;
+        // (`None` when the process has exited or run another image since: the frame-pointer
+        // stack, named by the kernel at the exit, stands)
+        let norm = probe.normalize_user(pid, gen, at, &w.frames).ok().filter(|n| n.verified)?;
         let good = norm.addrs.iter().take_while(|a| **a != UserAddr::Unmapped).count();
         let cut = match (&w.cut, good < norm.addrs.len()) {
             (_, true) => Some(format!("unwinding left the mapped code after frame {good}")),

@@ -284,16 +284,11 @@ fn compute(path: &Path) -> Result<Views, DumpError> {
     json["top"] = top.to_json(SortKey::Total, 15, secs);
     json["slowest"] = json!(slowest.into_iter().map(|s| s.1).collect::<Vec<_>>());
     json["command_line"] = json!(h.command_line);
-    let samples: u64 = cpu.by_stack.values().map(|s| s.calls).sum();
     let mut flame = None;
-    if samples > 0 {
+    if cpu.counted() > 0 {
         let mut names = StackNames::new(table, None);
         let hot = stacks::hottest_functions(&cpu, &mut names, 15);
-        json["on_cpu"] = json!({
-            "samples": samples,
-            "cpu_ns": cpu.total_ns,
-            "functions": hot.iter().map(|(f, ns)| json!({"function": f, "cpu_ns": ns})).collect::<Vec<_>>(),
-        });
+        json["on_cpu"] = stacks::samples_json(&cpu, &hot);
         flame = stacks::flame_svg(&stacks::folded(&cpu, &mut names), &format!("On-CPU time by stack: {name}")).ok();
     }
     Ok(Views { json, heatmap, why: why_svg, flame })

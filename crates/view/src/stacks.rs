@@ -61,6 +61,11 @@ pub fn blocked_ns(b: &EventBatch, i: usize) -> u64 {
 }
 
 impl StackAgg {
+    /// Calls (or, with `samples`, samples) counted with a stack.
+    pub fn counted(&self) -> u64 {
+        self.by_stack.values().map(|x| x.calls).sum()
+    }
+
     /// Add rows `rows` of `b` (syscalls with a breakdown and blocked time).
     pub fn add(&mut self, b: &EventBatch, rows: &[u32]) {
         for &r in rows {
@@ -581,6 +586,16 @@ pub fn hottest_functions(agg: &StackAgg, names: &mut StackNames, n: usize) -> Ve
     v
 }
 
+/// On-CPU samples as JSON: their count, the CPU time they stand for, and `hot` (from
+/// [`hottest_functions`]).
+pub fn samples_json(agg: &StackAgg, hot: &[(String, u64)]) -> Value {
+    json!({
+        "samples": agg.counted(),
+        "cpu_ns": agg.total_ns,
+        "functions": hot.iter().map(|(f, ns)| json!({"function": f, "cpu_ns": ns})).collect::<Vec<_>>(),
+    })
+}
+
 /// On-CPU samples and blocked time in one set of folded stacks (a hot/cold flame graph): each
 /// stack's first frame says which it is, `[on CPU]` or `[blocked]`, both in microseconds.
 pub fn hot_cold_folded(on_cpu: &StackAgg, blocked: &StackAgg, names: &mut StackNames) -> String {
@@ -629,7 +644,7 @@ pub fn render_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
         s,
         "Blocked time by stack: {} in {} calls ({} distinct stacks){}",
         fmt_ns(agg.total_ns),
-        agg.by_stack.values().map(|x| x.calls).sum::<u64>(),
+        agg.counted(),
         agg.by_stack.len(),
         if agg.waits_left_out > 0 {
             format!("; {} idle waits left out (--waits counts them)", agg.waits_left_out)
@@ -673,7 +688,7 @@ fn render_samples_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> Stri
         );
         return s;
     }
-    let samples: u64 = agg.by_stack.values().map(|x| x.calls).sum();
+    let samples = agg.counted();
     let _ = writeln!(
         s,
         "On-CPU time by stack: {} in {samples} samples ({} distinct stacks)",

@@ -39,7 +39,7 @@ pub fn run_cause(a: &Args) -> Result<ExitCode> {
         Ok::<(), anyhow::Error>(())
     })?;
     let report = scan.report();
-    let samples: u64 = cpu.by_stack.values().map(|s| s.calls).sum();
+    let samples = cpu.counted();
     let hottest = if samples > 0 {
         let mut names = StackNames::new(table, None);
         latscope_view::stacks::hottest_functions(&cpu, &mut names, a.rank.limit)
@@ -58,10 +58,7 @@ pub fn run_cause(a: &Args) -> Result<ExitCode> {
         let mut j = agg.to_json(a.rank.limit);
         j["source"] = serde_json::json!(read.file.display().to_string());
         if samples > 0 {
-            j["on_cpu_samples"] = serde_json::json!({
-                "samples": samples, "cpu_ns": cpu.total_ns,
-                "functions": hottest.iter().map(|(f, ns)| serde_json::json!({"function": f, "cpu_ns": ns})).collect::<Vec<_>>(),
-            });
+            j["on_cpu_samples"] = latscope_view::stacks::samples_json(&cpu, &hottest);
         }
         writeln!(o, "{}", latscope_event::escape::json_ascii_controls(serde_json::to_string(&j)?))?;
     } else {
