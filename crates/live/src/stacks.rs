@@ -407,7 +407,33 @@ impl StackResolver {
         let (version, maps) = probe.file_mappings(pid, c.ip, at)?;
         let maps = mapped(pid, maps);
         let copy = latscope_stacks::unwind::StackCopy { ip: c.ip, sp: c.sp, bp: c.bp, stack: &c.stack };
-        let w = self.unwinder.as_mut()?.unwind(pid, version, &maps, copy);
+        let mut w = self.unwinder.as_mut()?.unwind(pid, version, &maps, copy);
+        // An unwinding that ended in code none of the maps holds (the maps were read before
+        // the dynamic loader mapped that library, and the unwinder fell back to a frame
+        // pointer that said "end") is tried again on maps read since, or said cut short.
+        let outside = |maps: &[latscope_stacks::unwind::Mapped], w: &latscope_stacks::unwind::Unwound| {
+            let last = match w.frames.len() {
+                0 | 1 => return None,
+                _ => w.frames[w.frames.len() - 1].saturating_sub(1),
+            };
+            // (maps in address order, as /proc lists them)
+            let i = maps.partition_point(|m| m.start <= last);
+            let held = i > 0 && maps[i - 1].exec && last < maps[i - 1].end;
+            (w.cut.is_none() && !held).then_some(last)
+        };
+        if let Some(last) = outside(&maps, &w) {
+            w = match probe.file_mappings(pid, last, at) {
+                Some((v, again)) if v != version => {
+                    let again = mapped(pid, again);
+                    let w = self.unwinder.as_mut()?.unwind(pid, v, &again, copy);
+                    match outside(&again, &w) {
+                        Some(_) => cut_outside(w, last),
+                        None => w,
+                    }
+                }
+                _ => cut_outside(w, last),
+            };
+        }
         // (`None` when the process has exited or run another image since: the frame-pointer
         // stack, named by the kernel at the exit, stands)
         let norm = probe.normalize_user(pid, gen, at, &w.frames).ok().filter(|n| n.verified)?;
@@ -500,6 +526,12 @@ fn mapped(pid: u32, maps: Vec<latscope_probe::procmaps::FileMapping>) -> Vec<lat
             exec: m.exec,
         })
         .collect()
+}
+
+/// `w`, said cut short at `addr`, code outside every mapping its process's maps were read with.
+fn cut_outside(mut w: latscope_stacks::unwind::Unwound, addr: u64) -> latscope_stacks::unwind::Unwound {
+    w.cut = Some(format!("the unwinding reached {addr:#x}, outside the code the process's maps held when read"));
+    w
 }
 
 /// A user frame at `addr`, as what is mapped there.
