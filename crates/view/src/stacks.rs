@@ -621,94 +621,61 @@ pub fn flame_svg(folded: &str, title: &str) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// The `n` stacks with the most blocked time, as text.
+/// The `n` stacks with the most blocked time (or, for on-CPU samples, CPU time), as text.
 pub fn render_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
     let mut s = String::new();
-    if agg.samples {
-        return render_samples_text(agg, names, n);
-    }
-    if agg.by_stack.is_empty() {
-        let _ = writeln!(
-            s,
-            "no blocked call carries a stack ({} without one{}): record with `latscope record --why --stacks`",
-            agg.without_stack,
-            if agg.waits_left_out > 0 {
-                format!(", {} idle waits left out: --waits counts them", agg.waits_left_out)
-            } else {
-                String::new()
-            }
-        );
-        return s;
-    }
-    let _ = writeln!(
-        s,
-        "Blocked time by stack: {} in {} calls ({} distinct stacks){}",
-        fmt_ns(agg.total_ns),
-        agg.counted(),
-        agg.by_stack.len(),
+    let left_out = |sep: &str, how: &str| {
         if agg.waits_left_out > 0 {
-            format!("; {} idle waits left out (--waits counts them)", agg.waits_left_out)
+            format!("{sep} {} idle waits left out{how}", agg.waits_left_out)
         } else {
             String::new()
         }
-    );
-    for (rank, (&(u, k), st)) in agg.ranked().into_iter().take(n).enumerate() {
-        let share = 100.0 * st.blocked_ns as f64 / agg.total_ns.max(1) as f64;
-        let _ = writeln!(
-            s,
-            "\n{}. {} blocked ({share:.1}%) in {} calls: {} by {}",
-            rank + 1,
-            fmt_ns(st.blocked_ns),
-            st.calls,
-            largest(&st.ops),
-            clean(largest(&st.comms))
-        );
-        let _ = writeln!(s, "   kernel (where it blocked):");
-        for f in names.frames(k, StackKind::Kernel) {
-            let _ = writeln!(s, "     {}", clean(&f));
-        }
-        let _ = writeln!(s, "   user:");
-        write_user_frames(&mut s, names, u);
-    }
-    for note in names.all_notes() {
-        let _ = writeln!(s, "\nnote: {}", clean(&note));
-    }
-    s
-}
-
-/// [`render_text`] of on-CPU samples: CPU time by stack, where the CPU was (kernel and user
-/// frames).
-fn render_samples_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
-    let mut s = String::new();
+    };
     if agg.by_stack.is_empty() {
-        let _ = writeln!(
-            s,
-            "no on-CPU sample ({} without a stack): record with `latscope record --profile HZ`",
-            agg.without_stack
-        );
+        let _ = match agg.samples {
+            true => writeln!(
+                s,
+                "no on-CPU sample ({} without a stack): record with `latscope record --profile HZ`",
+                agg.without_stack
+            ),
+            false => writeln!(
+                s,
+                "no blocked call carries a stack ({} without one{}): record with `latscope record --why --stacks`",
+                agg.without_stack,
+                left_out(",", ": --waits counts them")
+            ),
+        };
         return s;
     }
-    let samples = agg.counted();
+    // What the weight is, what a unit of it is, and how its row reads.
+    let (what, unit, of, kernel_title) = match agg.samples {
+        true => ("On-CPU time", "samples", ", {} of", "kernel:"),
+        false => ("Blocked time", "calls", ": {} by", "kernel (where it blocked):"),
+    };
     let _ = writeln!(
         s,
-        "On-CPU time by stack: {} in {samples} samples ({} distinct stacks)",
+        "{what} by stack: {} in {} {unit} ({} distinct stacks){}",
         fmt_ns(agg.total_ns),
-        agg.by_stack.len()
+        agg.counted(),
+        agg.by_stack.len(),
+        left_out(";", " (--waits counts them)")
     );
     for (rank, (&(u, k), st)) in agg.ranked().into_iter().take(n).enumerate() {
         let share = 100.0 * st.blocked_ns as f64 / agg.total_ns.max(1) as f64;
         let _ = writeln!(
             s,
-            "\n{}. {} on CPU ({share:.1}%) in {} samples, {} of {}",
+            "\n{}. {} {} ({share:.1}%) in {} {unit}{} {}",
             rank + 1,
             fmt_ns(st.blocked_ns),
+            if agg.samples { "on CPU" } else { "blocked" },
             st.calls,
-            largest(&st.ops),
+            of.replace("{}", largest(&st.ops)),
             clean(largest(&st.comms))
         );
-        let kernel = if k == 0 { Vec::new() } else { names.frames(k, StackKind::Kernel) };
-        if !kernel.is_empty() {
-            let _ = writeln!(s, "   kernel:");
+        // (a sample taken in user code has no kernel stack)
+        let kernel = if agg.samples && k == 0 { Vec::new() } else { names.frames(k, StackKind::Kernel) };
+        if !(agg.samples && kernel.is_empty()) {
+            let _ = writeln!(s, "   {kernel_title}");
             for f in kernel {
                 let _ = writeln!(s, "     {}", clean(&f));
             }
