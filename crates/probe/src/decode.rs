@@ -813,8 +813,10 @@ fn set_why(e: &mut Event, y: &ls_why) {
     e.runq_cpu = y.rq_cpu;
     e.wake_dev = y.wake_dev;
     e.wake_sector = y.wake_sector;
+    // (the row is reused: a call without attribution must not keep the last one's stacks)
     e.kstack = 0;
     e.ustack = 0;
+    e.waker_ustack = 0;
     e.waker_wait_part = y.waker_wait_part;
     e.waker_wait_ns = y.waker_wait_ns;
     e.wake_held_ns = y.wake_held_ns;
@@ -1166,6 +1168,26 @@ mod tests {
         assert_eq!((c.key, c.ip, c.sp, &*c.stack), (0x77, 0x401000, 0x7ffc_0000, &[1u8, 2, 3, 4][..]));
         assert!(!d.stack_copies.contains_key(&(b.ustack[1] as usize - 1)), "no copy of key 0x99");
         assert_eq!(d.copies, (3, 1));
+    }
+
+    /// A call without attribution (it never left the CPU) after one with a waker's stack has
+    /// no stack of its own and no waker's: the decoder's row is reused, not its stacks.
+    #[test]
+    fn a_call_without_attribution_keeps_no_stack_of_the_call_before() {
+        let mut d = Decoder::new(&TraceHeader::default(), false);
+        d.begin_poll();
+        let mut woken = futex_wait(11, 0x1000, (0, 5_000_000), (1, 12, "waker"), latscope_event::wake_flags::KNOWN);
+        // The waker's user stack (status 1, key 0x5151) in the record's attribution.
+        let o = RECORD_SIZE + std::mem::offset_of!(ls_why, waker_ustack);
+        woken[o..o + 4].copy_from_slice(&1i32.to_ne_bytes());
+        let o = RECORD_SIZE + std::mem::offset_of!(ls_why, waker_ustack_key);
+        woken[o..o + 8].copy_from_slice(&0x5151u64.to_ne_bytes());
+        d.record(&woken);
+        d.record(&rec(ev("write", 4, 1), "", ""));
+        let b = d.take();
+        assert_eq!(b.len(), 2);
+        assert!(b.waker_ustack[0] > 0 && b.kstack[0] > 0, "the woken call's stacks");
+        assert_eq!((b.kstack[1], b.ustack[1], b.waker_ustack[1], b.waker_tid[1]), (0, 0, 0, 0), "the write's");
     }
 
     /// A futex wait its timeout ended while a thread the programs did not see take the futex
