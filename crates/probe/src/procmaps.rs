@@ -212,7 +212,13 @@ pub struct MapsCache {
     stats: MapsStats,
     /// The last process whose maps read empty (its memory gone: it is exiting).
     emptied: Option<u32>,
+    /// Processes found gone, and when (CLOCK_MONOTONIC ns): a stack taken before that is of
+    /// the gone process, without asking /proc again for each of its events.
+    gone: FxHashMap<u32, u64>,
 }
+
+/// Gone processes remembered; the table starts over past it.
+const MAX_GONE: usize = 4096;
 
 impl Default for MapsCache {
     fn default() -> Self {
@@ -239,6 +245,7 @@ impl MapsCache {
             paths: FxHashMap::default(),
             stats: MapsStats::default(),
             emptied: None,
+            gone: FxHashMap::default(),
         }
     }
 
@@ -297,6 +304,10 @@ impl MapsCache {
         if gen != self.generation(pid) && !after_exec {
             return Err(Gone::Execd);
         }
+        // (pid 0 is no process: its "stack" is none to read)
+        if pid == 0 || self.gone.get(&pid).is_some_and(|&t| at_ns <= t) {
+            return Err(Gone::Exited);
+        }
         if !self.procs.contains_key(&pid) && !self.read(pid) {
             // Gone (exited, or exited and not yet reaped: no memory to map), or not read for
             // (the limits): say which.
@@ -304,6 +315,10 @@ impl MapsCache {
             return if std::path::Path::new(&format!("/proc/{pid}")).exists() && !exiting {
                 Ok(Normalized { addrs: vec![UserAddr::Unknown; addrs.len()], verified: false })
             } else {
+                if self.gone.len() >= MAX_GONE {
+                    self.gone.clear();
+                }
+                self.gone.insert(pid, crate::snapshot::monotonic_ns());
                 Err(Gone::Exited)
             };
         }
@@ -773,8 +788,16 @@ mod tests {
         }
         assert_eq!(c.stats().reads, 1);
         assert_eq!(c.stats().refused, 100);
-        // A gone process has no mappings.
+        // A gone process has no mappings; its later stacks of before that are said gone without
+        // asking /proc again; pid 0 is none.
         assert_eq!(c.normalize(u32::MAX - 1, 0, 0, &[16]), Err(Gone::Exited));
+        let found = *c.gone.get(&(u32::MAX - 1)).expect("remembered gone");
+        assert_eq!(c.normalize(u32::MAX - 1, 0, found, &[16]), Err(Gone::Exited));
+        // (a stack of after that may be another process's under the pid: /proc is asked)
+        assert_eq!(c.normalize(u32::MAX - 1, 0, found + 1, &[16]), Err(Gone::Exited));
+        assert!(c.gone[&(u32::MAX - 1)] > found);
+        assert_eq!(c.normalize(0, 0, 5, &[16]), Err(Gone::Exited));
+        assert!(!c.gone.contains_key(&0));
     }
 
     /// A process that exited and is not yet reaped still has its /proc entry, and empty maps:
