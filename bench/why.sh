@@ -79,8 +79,11 @@ prog_time() {
 start_tracer() { # command: started, given time to attach; TRACER is its pid ("" for none)
 	TRACER=""
 	[ -z "$1" ] && return 0
+	local cmd=$1
+	# latscope's recordings write their summary (events, lost) beside the trace.
+	[[ $cmd == *" -w $WORK/t.lst "* ]] && cmd="$cmd --json=$WORK/rec.json"
 	# shellcheck disable=SC2086
-	$1 >/dev/null 2>&1 &
+	$cmd >/dev/null 2>&1 &
 	TRACER=$!
 	# latscope puts its trace file in place once its probes are attached (the verifier can
 	# take seconds on a busy machine): wait for it, up to 60 s.
@@ -101,7 +104,12 @@ stop_tracer() {
 	kill -INT "$TRACER" 2>/dev/null || true
 	wait "$TRACER" 2>/dev/null || true
 	TRACER=""
-	rm -f "$WORK"/t.lst* "$WORK"/perf.data*
+	# latscope's own count of events it could not keep (its summary, --json=FILE).
+	if [ -n "${1:-}" ] && [ -s "$WORK/rec.json" ]; then
+		python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2] + "|" + str(d.get("lost", 0)) + "|" + str(d.get("events", 0)))' \
+			"$WORK/rec.json" "$1" >>"$LOSS"
+	fi
+	rm -f "$WORK"/t.lst* "$WORK"/perf.data* "$WORK/rec.json"
 }
 
 # One round: every variant once, both workloads under it. Lines "round|label|workload|wall cpu calls".
@@ -119,7 +127,7 @@ run_round() {
 			[ $w = block ] && n=$BLOCK_N
 			echo "$r|$label|$w|$("$LOOP" $w "$n")"
 		done
-		stop_tracer
+		stop_tracer "$label"
 	done
 }
 
@@ -149,13 +157,15 @@ run_stats() {
 }
 
 RAW="$WORK/raw"
+LOSS="$WORK/loss"
+: >"$LOSS"
 for r in $(seq "$REPS"); do run_round "$r" >>"$RAW"; done
 STATS="$WORK/stats"
 for _ in $(seq "${STATS_REPS:-3}"); do run_stats >>"$STATS"; done
 
-python3 - "$RAW" "$STATS" "$SHORT_N" "$BLOCK_N" "$REPS" <<'PY'
+python3 - "$RAW" "$STATS" "$SHORT_N" "$BLOCK_N" "$REPS" "$LOSS" <<'PY'
 import statistics, sys
-raw, stats, short_n, block_n, reps = sys.argv[1:]
+raw, stats, short_n, block_n, reps, loss = sys.argv[1:]
 rows = {}  # (label, workload) -> [(wall ns/call, cpu ns/call)]
 order = []
 for line in open(raw):
@@ -208,5 +218,14 @@ for label in labels:
         cells += [f"{ns:.0f}", f"{runs:.2f}", ratio]
     print(f"| {label} | " + " | ".join(cells) + " |")
 print()
+# Events each latscope recording could not keep, over the timed rounds (both workloads).
+lost = {}
+for line in open(loss):
+    label, n, events = line.rstrip("\n").split("|")
+    l = lost.setdefault(label, [0, 0])
+    l[0] += int(n)
+    l[1] += int(events)
+print("Events lost by latscope's recordings, over the rounds: " + "; ".join(
+    f"{label} {n} of {n + e}" for label, (n, e) in lost.items()) + "\n")
 print("Target: `record --why` costs at most 1.3x `record` (added CPU per syscall).")
 PY
