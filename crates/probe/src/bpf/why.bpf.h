@@ -441,7 +441,11 @@ __noinline int why_copy_ustack(__u64 who, __u64 key, __u64 ip, __u64 sp, __u64 b
 	struct ls_ucopy *c = bpf_map_lookup_elem(&why_ucopy_buf, &buf);
 	if (!c)
 		return 0;
-	__u32 len = why_ucopy;
+	__u64 len = why_ucopy;
+	/* A read that fails ran past the stack's mapping, which ends at a page boundary: the next
+	 * try ends at the page boundary before the failed end (sp's own page always reads), so a
+	 * stack near its top (a main thread's) is copied up to its last mapped byte. */
+	__u64 room = 4096 - (sp & 4095);
 	long err = -1;
 	for (int i = 0; i < 6; i++) {
 		if (len > LS_UCOPY_MAX)
@@ -451,7 +455,9 @@ __noinline int why_copy_ustack(__u64 who, __u64 key, __u64 ip, __u64 sp, __u64 b
 		err = bpf_probe_read_user(c->data, len, (void *)sp);
 		if (!err)
 			break;
-		len >>= 1;
+		if (len <= room)
+			return 0;
+		len = room + (((len - room - 1) >> 12) << 12);
 	}
 	if (err || len > LS_UCOPY_MAX)
 		return 0;
