@@ -12,13 +12,16 @@ use latscope_probe::{agg_bucket_bounds, snapshot, AggGroup, Probe, ProbeConfig, 
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-/// Waits for a line on stdin (the probes are attached by then), then the calls.
-const CHILD: &str = "import os, sys, time\n\
+/// Waits for a line on stdin (the probes are attached by then), then the calls. The sleeps are
+/// relative (the C library's `usleep`): Python's `time.sleep` sleeps to a deadline taken before
+/// the call, so under emulation each call is shorter than asked by the time to make it.
+const CHILD: &str = "import ctypes, os, sys\n\
+libc = ctypes.CDLL(None)\n\
 sys.stdin.readline()\n\
 d = os.open('/', os.O_RDONLY)\n\
 for _ in range(7):\n    try:\n        os.fchdir(1000)\n    except OSError:\n        pass\n\
 for _ in range(3):\n    os.fchdir(d)\n\
-for _ in range(5):\n    time.sleep(0.01)\n";
+for _ in range(5):\n    libc.usleep(10000)\n";
 
 #[test]
 fn groups_keep_exact_latency_sums_and_failed_calls() {
