@@ -98,6 +98,8 @@ struct FileData {
     eh_frame_hdr: Option<(Range<u64>, Bytes)>,
     debug_frame: Option<Bytes>,
     got: Option<Range<u64>>,
+    /// The entry point (`e_entry`, linked address): `_start`, a main thread's outermost frame.
+    entry: u64,
 }
 
 impl FileData {
@@ -132,6 +134,7 @@ impl FileData {
             eh_frame_hdr: section(".eh_frame_hdr"),
             debug_frame: section(".debug_frame").map(|s| s.1),
             got: f.section_by_name(".got").map(|s| s.address()..s.address() + s.size()),
+            entry: f.entry(),
         })
     }
 
@@ -141,10 +144,14 @@ impl FileData {
         n(&self.text) + n(&self.eh_frame) + n(&self.eh_frame_hdr) + self.debug_frame.as_ref().map_or(0, |b| b.len())
     }
 
+    /// Where the file's linked address 0 is in the process, mapped as `m`: the mapping's
+    /// start less the address its offset is linked at.
+    fn base(&self, m: &Mapped) -> Option<u64> {
+        m.start.checked_sub(svma_of(&self.loads, m.off, m.exec)?)
+    }
+
     fn module(&self, name: String, m: &Mapped) -> Option<Module<Bytes>> {
-        // Where the file's linked address 0 is in the process: the mapping's start less the
-        // address its offset is linked at.
-        let base = m.start.checked_sub(svma_of(&self.loads, m.off, m.exec)?)?;
+        let base = self.base(m)?;
         let info = ExplicitModuleSectionInfo {
             base_svma: 0,
             text_svma: self.text.as_ref().map(|t| t.0.clone()),
@@ -181,8 +188,8 @@ fn kdev(d: u64) -> u32 {
 pub struct UserUnwinder {
     files: HashMap<(u32, u64), Option<Arc<FileData>>>,
     file_bytes: usize,
-    /// pid -> (the version of its mappings, its unwinder).
-    procs: HashMap<u32, (u64, UnwinderX86_64<Bytes>)>,
+    /// pid -> (the version of its mappings, its unwinder, its files' entry points as mapped).
+    procs: HashMap<u32, (u64, UnwinderX86_64<Bytes>, Vec<u64>)>,
     cache: Box<CacheX86_64>,
     /// Stacks unwound, and of them those cut short.
     pub stats: (u64, u64),
@@ -215,11 +222,11 @@ impl UserUnwinder {
     /// `version`), while it runs: through its `/proc/PID/map_files`, which go with it.
     pub fn preload(&mut self, pid: u32, version: u64, maps: &[Mapped]) {
         if self.procs.get(&pid).is_none_or(|p| p.0 != version) {
-            let u = self.modules(maps);
+            let (u, entries) = self.modules(maps);
             if self.procs.len() >= MAX_PROCS {
                 self.procs.clear();
             }
-            self.procs.insert(pid, (version, u));
+            self.procs.insert(pid, (version, u, entries));
         }
     }
 
@@ -227,7 +234,7 @@ impl UserUnwinder {
     /// `version`: a new version replaces the modules kept for it).
     pub fn unwind(&mut self, pid: u32, version: u64, maps: &[Mapped], copy: StackCopy<'_>) -> Unwound {
         self.preload(pid, version, maps);
-        let unwinder = &self.procs[&pid].1;
+        let (_, unwinder, entries) = &self.procs[&pid];
         let (sp, stack) = (copy.sp, copy.stack);
         let mut read = |addr: u64| -> Result<u64, ()> {
             let o = addr.checked_sub(sp).ok_or(())? as usize;
@@ -251,6 +258,9 @@ impl UserUnwinder {
                         stack.len()
                     ))
                 }
+                // A main thread's stack ends in its program's (or the dynamic loader's)
+                // `_start`, whose caller is no one: no rule leads further, and none should.
+                Err(_) if frames.len() > 1 && at_entry(entries, frames[frames.len() - 1]) => break None,
                 Err(e) => break Some(format!("unwinding stopped: {e}")),
             }
         };
@@ -259,9 +269,11 @@ impl UserUnwinder {
         Unwound { frames, cut }
     }
 
-    /// An unwinder for the executable file mappings `maps`.
-    fn modules(&mut self, maps: &[Mapped]) -> UnwinderX86_64<Bytes> {
+    /// An unwinder for the executable file mappings `maps`, and their files' entry points
+    /// where they are mapped.
+    fn modules(&mut self, maps: &[Mapped]) -> (UnwinderX86_64<Bytes>, Vec<u64>) {
         let mut u = UnwinderX86_64::new();
+        let mut entries = Vec::new();
         for m in maps.iter().filter(|m| m.exec).take(MAX_MODULES) {
             let data = match self.files.get(&(m.dev, m.ino)) {
                 Some(d) => d.clone(),
@@ -279,12 +291,23 @@ impl UserUnwinder {
                 }
             };
             let name = m.open.last().map(|p| p.display().to_string()).unwrap_or_default();
-            if let Some(module) = data.and_then(|d| d.module(name, m)) {
-                u.add_module(module);
+            if let Some(d) = data {
+                if let Some(entry) = d.base(m).map(|b| b.wrapping_add(d.entry)).filter(|e| (m.start..m.end).contains(e)) {
+                    entries.push(entry);
+                }
+                if let Some(module) = d.module(name, m) {
+                    u.add_module(module);
+                }
             }
         }
-        u
+        (u, entries)
     }
+}
+
+/// Whether return address `ra` is in the first bytes of an entry point of `entries`: a call
+/// `_start` makes (glibc's, the dynamic loader's) returns within them.
+fn at_entry(entries: &[u64], ra: u64) -> bool {
+    entries.iter().any(|&e| ra > e && ra - e <= 64)
 }
 
 #[cfg(test)]
@@ -301,8 +324,19 @@ mod tests {
             unsafe {
                 std::arch::asm!("lea {ip}, [rip]", "mov {sp}, rsp", "mov {bp}, rbp", ip = out(reg) ip, sp = out(reg) sp, bp = out(reg) bp);
             }
-            // SAFETY: the stack from sp up to its copy's length is this thread's own and live.
-            let stack = unsafe { std::slice::from_raw_parts(sp as *const u8, 16384) }.to_vec();
+            // Up to 16 KiB, within the mapping that holds the stack (a test thread's frames
+            // may be fewer: what lies above its mapping may be unmapped, or a guard page).
+            let end = std::fs::read_to_string("/proc/self/maps")
+                .unwrap()
+                .lines()
+                .filter_map(|l| l.split_whitespace().next()?.split_once('-'))
+                .filter_map(|(s, e)| Some((u64::from_str_radix(s, 16).ok()?, u64::from_str_radix(e, 16).ok()?)))
+                .find(|&(s, e)| (s..e).contains(&sp))
+                .expect("the stack's mapping")
+                .1;
+            let len = (end - sp).min(16384) as usize;
+            // SAFETY: the stack from sp up to `len` is this thread's own mapping, live.
+            let stack = unsafe { std::slice::from_raw_parts(sp as *const u8, len) }.to_vec();
             let maps = own_maps();
             let mut u = UserUnwinder::new();
             u.unwind(std::process::id(), 1, &maps, StackCopy { ip, sp, bp, stack: &stack })
@@ -314,6 +348,17 @@ mod tests {
         for f in &w.frames {
             assert!(maps.iter().any(|m| m.exec && (m.start..m.end).contains(f)), "{f:#x} in no code mapping: {w:?}");
         }
+    }
+
+    /// The entry points kept are where the kernel says the program starts (`AT_ENTRY`), and a
+    /// return address just past a call there is a stack's end.
+    #[test]
+    fn the_program_s_entry_point_is_found_where_it_is_mapped() {
+        // SAFETY: reads the auxiliary vector.
+        let entry = unsafe { libc::getauxval(libc::AT_ENTRY) };
+        let (_, entries) = UserUnwinder::new().modules(&own_maps());
+        assert!(entries.contains(&entry), "{entry:#x} not in {entries:x?}");
+        assert!(at_entry(&entries, entry + 8) && !at_entry(&entries, entry) && !at_entry(&entries, entry + 65));
     }
 
     fn own_maps() -> Vec<Mapped> {
