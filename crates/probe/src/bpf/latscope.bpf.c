@@ -127,6 +127,12 @@ struct ls_cpu {
 	 * ctask is 0 when unknown: sched_switch forgets it. */
 	__u64 ctask;
 	__u64 cregs;
+	/* who_now's fields of the task that last ended a call here (who_cached), valid while wstamp
+	 * is switches + 1 and the task's own fields it is read from are the w* keys below. */
+	struct ls_who who;
+	__u64 wstamp;
+	__u64 wtask, wcred, wcss, wtty, wcomm[2];
+	__u32 wtid, wluid;
 	/* The pid/comm filter's verdict for the task that last made a syscall here, valid while
 	 * the task, its tgid and command name and filter_gen are what they were when it was taken:
 	 * hashing the comm on every syscall cost more than the rest of the entry program. */
@@ -615,6 +621,48 @@ __noinline int who_now(struct ls_who *w, struct ls_cpu *c)
 	return 0;
 }
 
+/*
+ * who_now's fields are read through a dozen loads, some three pointers deep; the exit program
+ * keeps the last ones in the CPU's slot, with the fields of the task they follow from (its
+ * credentials and cgroups are replaced, never changed in place; its tid, name, login uid and
+ * tty change in place), and takes them from there while those are the same. Only between two
+ * context switches (wstamp): the task that ran meanwhile is the one there is now, and a program
+ * preempted while writing the slot leaves it invalid.
+ */
+static __always_inline bool who_cached(struct ls_cpu *c, struct task_struct *task, __u64 sw)
+{
+	const __u64 *comm = (const __u64 *)task->comm;
+	return c->wstamp == sw + 1 && c->wtask == (__u64)task && c->wtid == task->pid &&
+	       c->wcred == (__u64)task->cred && c->wcss == (__u64)task->cgroups && c->wcomm[0] == comm[0] &&
+	       c->wcomm[1] == comm[1] && c->wtty == (__u64)task->signal->tty &&
+	       (!bpf_core_field_exists(task->loginuid) || c->wluid == task->loginuid.val);
+}
+
+/* Before who_now: the keys first, so that a field changed meanwhile leaves them stale (the
+ * next call refreshes the entry), never the fields. */
+static __always_inline void who_keys(struct ls_cpu *c, struct task_struct *task)
+{
+	const __u64 *comm = (const __u64 *)task->comm;
+	c->wstamp = 0;
+	barrier();
+	c->wtask = (__u64)task;
+	c->wtid = task->pid;
+	c->wcred = (__u64)task->cred;
+	c->wcss = (__u64)task->cgroups;
+	c->wcomm[0] = comm[0];
+	c->wcomm[1] = comm[1];
+	c->wtty = (__u64)task->signal->tty;
+	c->wluid = bpf_core_field_exists(task->loginuid) ? task->loginuid.val : 0;
+}
+
+/* After who_now: its fields, valid from here on until the next switch. */
+static __always_inline void who_keep(struct ls_cpu *c, const struct ls_who *w, __u64 sw)
+{
+	__builtin_memcpy(&c->who, w, sizeof(*w));
+	barrier();
+	c->wstamp = sw + 1;
+}
+
 /* The event's who-fields from what who_now put in the CPU's slot. */
 static __always_inline void fill_common(struct ls_event *e, const struct ls_who *w)
 {
@@ -629,6 +677,24 @@ static __always_inline void fill_common(struct ls_event *e, const struct ls_who 
 	e->cgroup = w->cgroup;
 	__builtin_memcpy(e->comm, w->comm, sizeof(w->comm));
 	e->ids = w->ids;
+}
+
+/* fill_common from the slot's copy (`cached`) or `w`: a switch during the copy (wsw: the
+ * switches before it) may have let another task's call replace the slot's, so then it is taken
+ * again. */
+static __always_inline void fill_who(const bool fast, struct ls_event *e, struct ls_cpu *c, struct ls_who *w,
+				     bool cached, __u64 wsw)
+{
+	if (!fast || !cached) {
+		fill_common(e, w);
+		return;
+	}
+	fill_common(e, &c->who);
+	barrier();
+	if (c->switches != wsw) {
+		who_now(w, c);
+		fill_common(e, w);
+	}
 }
 
 /* Count an event written and say whether to wake the reader: only every 1024th event per CPU
@@ -960,13 +1026,21 @@ static __always_inline int sys_exit(void *ctx, const bool fast, struct pt_regs *
 		return 0;
 	}
 
-	/* On the stack, not in the CPU's slot: the program may be preempted before it is used. */
+	/* On the stack, or the slot's copy (who_cached) checked again once copied: the program
+	 * may be preempted meanwhile. */
 	struct ls_who who = {};
+	bool cached = false;
+	__u64 wsw = c->switches;
 	if (!(ablate & LS_ABLATE_TASK)) {
-		if (fast)
+		if (fast && who_cached(c, task, wsw)) {
+			cached = true;
+		} else if (fast) {
+			who_keys(c, task);
 			who_now(&who, c);
-		else
+			who_keep(c, &who, wsw);
+		} else {
 			who_fill(&who, task);
+		}
 	}
 	if (!has_arg(d->path) && !has_arg(d->path2) && !(d->bits & LS_SOCK) && d->info != LS_INFO_XLIST) {
 		struct ls_event *e;
@@ -997,7 +1071,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, struct pt_regs *
 				return 0;
 			}
 		}
-		fill_common(e, &who);
+		fill_who(fast, e, c, &who, cached, wsw);
 		fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 		fill_exit_info(fast, e, s, d, task, ret);
 		e->ext = rec & WHY_REC_EXT;
@@ -1017,7 +1091,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, struct pt_regs *
 	if (!sc)
 		return 0;
 	struct ls_event *e = &sc->e;
-	fill_common(e, &who);
+	fill_who(fast, e, c, &who, cached, wsw);
 	fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 	fill_exit_info(fast, e, s, d, task, ret);
 	/* With attribution, its parts come first and the paths after them. */
