@@ -131,7 +131,7 @@ struct ls_cpu {
 	 * is switches + 1 and the task's own fields it is read from are the w* keys below. */
 	struct ls_who who;
 	__u64 wstamp;
-	__u64 wtask, wcred, wcss, wtty, wcomm[2];
+	__u64 wtask, wcgrp, wtty, wcomm[2];
 	__u32 wtid, wluid;
 	/* The pid/comm filter's verdict for the task that last made a syscall here, valid while
 	 * the task, its tgid and command name and filter_gen are what they were when it was taken:
@@ -623,23 +623,26 @@ __noinline int who_now(struct ls_who *w, struct ls_cpu *c)
 
 /*
  * who_now's fields are read through a dozen loads, some three pointers deep; the exit program
- * keeps the last ones in the CPU's slot, with the fields of the task they follow from (its
- * credentials and cgroups are replaced, never changed in place; its tid, name, login uid and
- * tty change in place), and takes them from there while those are the same. Only between two
- * context switches (wstamp): the task that ran meanwhile is the one there is now, and a program
+ * keeps the last ones in the CPU's slot, with what of the task they follow from (its tid, name,
+ * login uid, tty, cgroup, and the uid and gid themselves: a freed cred's memory is soon another
+ * cred's), and takes them from there while those are the same. Only between two context
+ * switches (wstamp): the task that ran meanwhile is the one there is now, and a program
  * preempted while writing the slot leaves it invalid.
  */
 static __always_inline bool who_cached(struct ls_cpu *c, struct task_struct *task, __u64 sw)
 {
 	const __u64 *comm = (const __u64 *)task->comm;
+	const struct cred *cred = task->cred;
 	return c->wstamp == sw + 1 && c->wtask == (__u64)task && c->wtid == task->pid &&
-	       c->wcred == (__u64)task->cred && c->wcss == (__u64)task->cgroups && c->wcomm[0] == comm[0] &&
-	       c->wcomm[1] == comm[1] && c->wtty == (__u64)task->signal->tty &&
+	       c->who.uid == cred->uid.val && c->who.ids.gid == cred->gid.val &&
+	       c->wcgrp == (__u64)task->cgroups->dfl_cgrp && c->wcomm[0] == comm[0] && c->wcomm[1] == comm[1] &&
+	       c->wtty == (__u64)task->signal->tty &&
 	       (!bpf_core_field_exists(task->loginuid) || c->wluid == task->loginuid.val);
 }
 
 /* Before who_now: the keys first, so that a field changed meanwhile leaves them stale (the
- * next call refreshes the entry), never the fields. */
+ * next call refreshes the entry), never the fields. (The uid and gid are who_now's own: a
+ * change after it reads them fails the next check.) */
 static __always_inline void who_keys(struct ls_cpu *c, struct task_struct *task)
 {
 	const __u64 *comm = (const __u64 *)task->comm;
@@ -647,8 +650,7 @@ static __always_inline void who_keys(struct ls_cpu *c, struct task_struct *task)
 	barrier();
 	c->wtask = (__u64)task;
 	c->wtid = task->pid;
-	c->wcred = (__u64)task->cred;
-	c->wcss = (__u64)task->cgroups;
+	c->wcgrp = (__u64)task->cgroups->dfl_cgrp;
 	c->wcomm[0] = comm[0];
 	c->wcomm[1] = comm[1];
 	c->wtty = (__u64)task->signal->tty;
