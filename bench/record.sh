@@ -3,7 +3,8 @@
 # (libbpf-tools syscount -L, bpftrace, perf trace, strace) in the same run, and the highest
 # event rate recorded without loss; then the trace writer on real recordings: events per writer
 # CPU-second, bytes per event, the highest lossless rate with 1 and 2 CPUs for latscope, and
-# the recorder's peak RSS, next to a previous build (BASE=path/to/old/latscope) in the same run.
+# the recorder's peak RSS, next to a previous build (BASE=path/to/old/latscope) in the same run
+# (which also gets a row of in-kernel cost).
 # Prints Markdown tables; run as root.
 #
 # SECTIONS=overhead,writer (default both); writer: RATES (events/s), DUR (s per run).
@@ -81,6 +82,9 @@ source bench/bpfstats.sh
 LOOP_CMD="$WORK/readloop $N"
 costs=()
 costs+=("$(bpf_cost "latscope record -c readloop (every event to file)" "$LS" record -w "$WORK/t.lst" --quiet --no-block -c readloop)")
+if [ -n "$BASE" ]; then
+	costs+=("$(bpf_cost "previous build: record -c readloop" "$BASE" record -w "$WORK/t.lst" --quiet --no-block -c readloop)")
+fi
 costs+=("$(bpf_cost "latscope record (all processes, every event to file)" "$LS" record -w "$WORK/t.lst" --quiet --no-block)")
 costs+=("$(bpf_cost "latscope spectrogram (live, in-kernel histograms)" "$LS" spectrogram --plain -d 600s)")
 if [ -n "${SC:-}" ]; then

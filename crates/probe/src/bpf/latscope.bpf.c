@@ -123,6 +123,16 @@ struct ls_cpu {
 	struct ls_start st;
 	__u64 task;      /* owner of st (task_struct address), 0 when free */
 	__u64 switches;
+	/* The task running here and its pt_regs, as a syscall program last found them (cur_task);
+	 * ctask is 0 when unknown: sched_switch forgets it. */
+	__u64 ctask;
+	__u64 cregs;
+	/* who_now's fields of the task that last ended a call here (who_cached), valid while wstamp
+	 * is switches + 1 and the task's own fields it is read from are the w* keys below. */
+	struct ls_who who;
+	__u64 wstamp;
+	__u64 wtask, wcgrp, wtty, wcomm[2];
+	__u32 wtid, wluid;
 	/* The pid/comm filter's verdict for the task that last made a syscall here, valid while
 	 * the task, its tgid and command name and filter_gen are what they were when it was taken:
 	 * hashing the comm on every syscall cost more than the rest of the entry program. */
@@ -314,6 +324,37 @@ static __always_inline bool task_wanted(struct task_struct *task, struct ls_cpu 
 static __always_inline void fill_start(const bool fast, struct ls_start *s, struct task_struct *task,
 				       struct pt_regs *regs, __u32 nr, struct ls_sys_desc *d, __u8 recheck);
 
+/*
+ * The current task for the syscall programs. bpf_get_current_task_btf() is a helper call, which
+ * costs about as much as the rest of the entry program bar the clock read (a return thunk on
+ * CPUs that need one), and the exit program needs the task twice. So the CPU's slot keeps the
+ * task a syscall program last found here with its pt_regs (the programs' first argument, the top
+ * of the task's kernel stack: no two live tasks share one); sched_switch forgets it, so a task
+ * kept with the same regs is the one running. The fast variant reads it through
+ * bpf_rdonly_cast: loads only, never a helper that takes a task (trusted_task gives one).
+ */
+static __always_inline struct task_struct *cur_task(const bool fast, struct ls_cpu *c, void *regs)
+{
+	if (!fast)
+		return bpf_get_current_task_btf();
+	__u64 t = c->ctask;
+	barrier();
+	if (!t || c->cregs != (__u64)regs) {
+		t = (__u64)bpf_get_current_task_btf();
+		/* Another task that runs here before the last store finds ctask 0 (or its own). */
+		c->ctask = 0;
+		barrier();
+		c->cregs = (__u64)regs;
+		barrier();
+		c->ctask = t;
+	}
+	return KCAST(true, struct task_struct, t);
+}
+
+/* The current task as helpers that take one (task storage) want it: cur_task's in the compat
+ * variant, a helper call in the fast one (rare paths: a call switched out, attribution, exec). */
+#define trusted_task(fast, task) ((fast) ? bpf_get_current_task_btf() : (task))
+
 #include "why.bpf.h"
 
 /* The syscall entry; `fast`: this kernel has bpf_rdonly_cast (see compat.bpf.h). */
@@ -328,12 +369,12 @@ static __always_inline int sys_enter(const bool fast, struct pt_regs *regs, long
 	struct ls_sys_desc *d = bpf_map_lookup_elem(&sys_desc, &nr);
 	if (!d || !d->want)
 		return 0;
-	struct task_struct *task = bpf_get_current_task_btf();
-	if (task->tgid == self_tgid)
-		return 0;
 	__u32 zero = 0;
 	struct ls_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
 	if (!c)
+		return 0;
+	struct task_struct *task = cur_task(fast, c, regs);
+	if (task->tgid == self_tgid)
 		return 0;
 	__u8 recheck = 0;
 	if (!task_wanted(task, c)) {
@@ -354,7 +395,7 @@ static __always_inline int sys_enter(const bool fast, struct pt_regs *regs, long
 		/* Preempted while writing the slot, which another task may have used meanwhile:
 		 * keep this entry in task storage instead. */
 		c->task = 0;
-		struct ls_start *s = TASK_GET(starts, task, true);
+		struct ls_start *s = TASK_GET(starts, trusted_task(fast, task), true);
 		if (s)
 			fill_start(fast, s, task, regs, nr, d, recheck);
 	}
@@ -394,6 +435,7 @@ int BPF_PROG(ls_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (!c)
 		return 0;
 	c->switches++;
+	c->ctask = 0;
 	struct ls_start *first = NULL;
 	if (c->task && c->task == (__u64)prev) {
 		/* prev blocks (or is preempted) inside a syscall: its entry moves with it. */
@@ -564,14 +606,63 @@ static __always_inline void who_fill(struct ls_who *w, struct task_struct *task)
  * path of the exit program that reaches it, which took most of the time the programs took to
  * load (each of the task's fields is a typed load checked against the kernel's BTF). Global
  * functions taking pointers to memory exist from Linux 5.12 on: only the variant of the syscall
- * programs for kernels with bpf_rdonly_cast (6.2) calls it (see compat.bpf.h).
+ * programs for kernels with bpf_rdonly_cast (6.2) calls it (see compat.bpf.h). The task is the
+ * one cur_task kept in the CPU's slot `c` (a global function takes no task pointer there), or,
+ * when a switch has cleared it since, the helper's.
  */
-__noinline int who_now(struct ls_who *w)
+__noinline int who_now(struct ls_who *w, struct ls_cpu *c)
 {
-	if (!w)
+	if (!w || !c)
 		return 0;
-	who_fill(w, bpf_get_current_task_btf());
+	__u64 t = c->ctask;
+	if (!t)
+		t = (__u64)bpf_get_current_task_btf();
+	who_fill(w, KCAST(true, struct task_struct, t));
 	return 0;
+}
+
+/*
+ * who_now's fields are read through a dozen loads, some three pointers deep; the exit program
+ * keeps the last ones in the CPU's slot, with what of the task they follow from (its tid, name,
+ * login uid, tty, cgroup, and the uid and gid themselves: a freed cred's memory is soon another
+ * cred's), and takes them from there while those are the same. Only between two context
+ * switches (wstamp): the task that ran meanwhile is the one there is now, and a program
+ * preempted while writing the slot leaves it invalid.
+ */
+static __always_inline bool who_cached(struct ls_cpu *c, struct task_struct *task, __u64 sw)
+{
+	const __u64 *comm = (const __u64 *)task->comm;
+	const struct cred *cred = task->cred;
+	return c->wstamp == sw + 1 && c->wtask == (__u64)task && c->wtid == task->pid &&
+	       c->who.uid == cred->uid.val && c->who.ids.gid == cred->gid.val &&
+	       c->wcgrp == (__u64)task->cgroups->dfl_cgrp && c->wcomm[0] == comm[0] && c->wcomm[1] == comm[1] &&
+	       c->wtty == (__u64)task->signal->tty &&
+	       (!bpf_core_field_exists(task->loginuid) || c->wluid == task->loginuid.val);
+}
+
+/* Before who_now: the keys first, so that a field changed meanwhile leaves them stale (the
+ * next call refreshes the entry), never the fields. (The uid and gid are who_now's own: a
+ * change after it reads them fails the next check.) */
+static __always_inline void who_keys(struct ls_cpu *c, struct task_struct *task)
+{
+	const __u64 *comm = (const __u64 *)task->comm;
+	c->wstamp = 0;
+	barrier();
+	c->wtask = (__u64)task;
+	c->wtid = task->pid;
+	c->wcgrp = (__u64)task->cgroups->dfl_cgrp;
+	c->wcomm[0] = comm[0];
+	c->wcomm[1] = comm[1];
+	c->wtty = (__u64)task->signal->tty;
+	c->wluid = bpf_core_field_exists(task->loginuid) ? task->loginuid.val : 0;
+}
+
+/* After who_now: its fields, valid from here on until the next switch. */
+static __always_inline void who_keep(struct ls_cpu *c, const struct ls_who *w, __u64 sw)
+{
+	__builtin_memcpy(&c->who, w, sizeof(*w));
+	barrier();
+	c->wstamp = sw + 1;
 }
 
 /* The event's who-fields from what who_now put in the CPU's slot. */
@@ -588,6 +679,24 @@ static __always_inline void fill_common(struct ls_event *e, const struct ls_who 
 	e->cgroup = w->cgroup;
 	__builtin_memcpy(e->comm, w->comm, sizeof(w->comm));
 	e->ids = w->ids;
+}
+
+/* fill_common from the slot's copy (`cached`) or `w`: a switch during the copy (wsw: the
+ * switches before it) may have let another task's call replace the slot's, so then it is taken
+ * again. */
+static __always_inline void fill_who(const bool fast, struct ls_event *e, struct ls_cpu *c, struct ls_who *w,
+				     bool cached, __u64 wsw)
+{
+	if (!fast || !cached) {
+		fill_common(e, w);
+		return;
+	}
+	fill_common(e, &c->who);
+	barrier();
+	if (c->switches != wsw) {
+		who_now(w, c);
+		fill_common(e, w);
+	}
 }
 
 /* Count an event written and say whether to wake the reader: only every 1024th event per CPU
@@ -812,13 +921,13 @@ static __always_inline void times_resumed(void *ctx, struct task_struct *task)
 }
 
 /* The syscall exit; `fast` as for sys_enter. */
-static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
+static __always_inline int sys_exit(void *ctx, const bool fast, struct pt_regs *regs, long ret)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 zero = 0;
 	struct ls_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
 	if (!c)
 		return 0;
+	struct task_struct *task = cur_task(fast, c, regs);
 	struct ls_start st; /* filled below: whole, or only ts and nr on the lean histogram path */
 	__u64 switches = c->switches;
 	bool spilled = false; /* the call was switched out (its entry comes from task storage) */
@@ -838,13 +947,13 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 		barrier();
 		/* Preempted while reading the slot: the switch saved the entry in task storage. */
 		if (c->switches != switches) {
-			if (!take_spilled(task, &st))
+			if (!take_spilled(trusted_task(fast, task), &st))
 				return 0;
 			spilled = true;
 		}
-	} else if (!take_spilled(task, &st)) {
+	} else if (!take_spilled(trusted_task(fast, task), &st)) {
 		if (why_mode)
-			times_resumed(ctx, task);
+			times_resumed(ctx, trusted_task(fast, task));
 		return 0;
 	} else {
 		spilled = true;
@@ -862,7 +971,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	 * follows no value kept there, so it explores what follows once, not once per kind. */
 	volatile __u8 why = WHY_REC_NONE;
 	if (why_mode && !agg_mode)
-		why = why_close(ctx, task, spilled, ts, now, lat, ret);
+		why = why_close(ctx, trusted_task(fast, task), spilled, ts, now, lat, ret);
 	if (lat < min_lat)
 		return 0;
 	__u32 nr = s->nr;
@@ -919,13 +1028,21 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 		return 0;
 	}
 
-	/* On the stack, not in the CPU's slot: the program may be preempted before it is used. */
+	/* On the stack, or the slot's copy (who_cached) checked again once copied: the program
+	 * may be preempted meanwhile. */
 	struct ls_who who = {};
+	bool cached = false;
+	__u64 wsw = c->switches;
 	if (!(ablate & LS_ABLATE_TASK)) {
-		if (fast)
-			who_now(&who);
-		else
+		if (fast && who_cached(c, task, wsw)) {
+			cached = true;
+		} else if (fast) {
+			who_keys(c, task);
+			who_now(&who, c);
+			who_keep(c, &who, wsw);
+		} else {
 			who_fill(&who, task);
+		}
 	}
 	if (!has_arg(d->path) && !has_arg(d->path2) && !(d->bits & LS_SOCK) && d->info != LS_INFO_XLIST) {
 		struct ls_event *e;
@@ -946,7 +1063,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 				STAT_INC(lost);
 				return 0;
 			}
-			why_fill(&ew->w, task, rec, lat);
+			why_fill(&ew->w, trusted_task(fast, task), rec, lat);
 			wo = &ew->w;
 			e = &ew->e;
 		} else {
@@ -956,7 +1073,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 				return 0;
 			}
 		}
-		fill_common(e, &who);
+		fill_who(fast, e, c, &who, cached, wsw);
 		fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 		fill_exit_info(fast, e, s, d, task, ret);
 		e->ext = rec & WHY_REC_EXT;
@@ -976,7 +1093,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	if (!sc)
 		return 0;
 	struct ls_event *e = &sc->e;
-	fill_common(e, &who);
+	fill_who(fast, e, c, &who, cached, wsw);
 	fill_sys(e, s, d, ts, lat, ret, dev, ino, fd_type);
 	fill_exit_info(fast, e, s, d, task, ret);
 	/* With attribution, its parts come first and the paths after them. */
@@ -986,18 +1103,19 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 	e->ext = rec & WHY_REC_EXT;
 	if (rec & LS_EXT_WHY) {
 		wo = (struct ls_why *)sc->paths;
-		why_fill(wo, task, rec, lat);
+		why_fill(wo, trusted_task(fast, task), rec, lat);
 		woff = sizeof(struct ls_why);
 	}
 	char *paths = sc->paths + woff;
 	long n1 = 0, n2 = 0;
 	if (has_arg(d->path) && d->class == LS_CLASS_PROCESS && ret == 0) {
 		/* A successful exec replaced the memory the path was in: take the kernel's copy. */
-		struct ls_exec_path *x = TASK_GET(exec_paths, task, false);
+		struct task_struct *tt = trusted_task(fast, task);
+		struct ls_exec_path *x = TASK_GET(exec_paths, tt, false);
 		if (x) {
 			n1 = bpf_probe_read_kernel_str(paths, LS_PATH_MAX, x->path);
 			x->path[0] = 0;
-			TASK_DONE(exec_paths, task);
+			TASK_DONE(exec_paths, tt);
 		}
 		if (n1 <= 0) {
 			STAT_INC(path_faults);
@@ -1058,14 +1176,14 @@ static __always_inline int sys_exit(void *ctx, const bool fast, long ret)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(ls_sys_exit, struct pt_regs *regs, long ret)
 {
-	return sys_exit(ctx, true, ret);
+	return sys_exit(ctx, true, regs, ret);
 }
 
 /* The same without bpf_rdonly_cast (kernels before 6.2). */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(ls_sys_exit_compat, struct pt_regs *regs, long ret)
 {
-	return sys_exit(ctx, false, ret);
+	return sys_exit(ctx, false, regs, ret);
 }
 
 /* ---- block requests ---- */
