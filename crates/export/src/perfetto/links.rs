@@ -365,6 +365,9 @@ impl Linker {
             h.tid = 0;
             h.request = None;
             h.is_fallback = false;
+            // Only process events set it: a call's slice filled in this box after an instant's
+            // would be written as an instant, its flows on its start.
+            h.instant = false;
             if self.pool.len() + self.queue.len() < self.max_held + POOL {
                 self.pool.push(h);
             }
@@ -579,6 +582,18 @@ mod tests {
         let got: Vec<u64> = v.iter().filter(|x| !x.2.is_empty()).map(|x| x.1).collect();
         assert_eq!(got, vec![32]);
         assert_eq!(l.stats.requests_linked, 1);
+    }
+
+    /// A box reused after a process event's instant comes back as a slice: a call filled in it
+    /// keeps its end and ends its flows there, after the call that woke it began.
+    #[test]
+    fn a_blank_after_an_instant_is_no_instant() {
+        let mut l = Linker::new(100, 10);
+        let mut p = l.blank();
+        p.instant = true;
+        l.push(p, None, None);
+        l.drain(true, &mut |_: &Held| Ok::<(), ()>(())).unwrap();
+        assert!(!l.blank().instant);
     }
 
     #[test]
