@@ -96,15 +96,41 @@ fn can_wake_cached(masks: &mut Vec<u16>, nr: u16, part: usize) -> bool {
     (wake_mask(masks, nr) >> part) & 1 != 0
 }
 
+/// 32 bytes: a call arriving reads its thread's whole list (up to [`MAX_WAITING`] entries).
 struct Pending {
     c_seq: u64,
     lo: u64,
     hi: u64,
-    /// The woken call's main blocked part (for [`can_wake`]); 0 for requests.
-    part: usize,
-    /// A call in the window that cannot end such a wait by its kind: taken if no call that can
-    /// comes before one of the two leaves.
-    fallback: Option<u64>,
+    /// The woken call's main blocked part (for [`can_wake`]; 0 for requests) in the top byte;
+    /// below it, 1 + a call in the window that cannot end such a wait by its kind (taken if no
+    /// call that can comes before one of the two leaves), 0 none.
+    part_fallback: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Pending>() == 32);
+
+impl Pending {
+    fn new(c_seq: u64, lo: u64, hi: u64, part: usize, fallback: Option<u64>) -> Pending {
+        Pending { c_seq, lo, hi, part_fallback: (part as u64) << 56 | fallback.map_or(0, |f| f + 1) }
+    }
+
+    #[inline]
+    fn part(&self) -> usize {
+        (self.part_fallback >> 56) as usize
+    }
+
+    #[inline]
+    fn fallback(&self) -> Option<u64> {
+        (self.part_fallback << 8 >> 8).checked_sub(1)
+    }
+
+    /// Takes `seq` as the fallback unless it has one.
+    #[inline]
+    fn fallback_or(&mut self, seq: u64) {
+        if self.fallback().is_none() {
+            self.part_fallback |= seq + 1;
+        }
+    }
 }
 
 /// The syscall number of a call's slice.
@@ -238,7 +264,7 @@ impl Linker {
                 // edits it.
                 let edits = list.iter().fold(false, |a, p| {
                     let window = (h.ts < p.hi) & (h.end >= p.lo);
-                    a | (p.c_seq < front) | (window & ((wakes >> p.part) & 1 != 0 || p.fallback.is_none()))
+                    a | (p.c_seq < front) | (window & (((wakes >> p.part()) & 1 != 0) | (p.part_fallback << 8 == 0)))
                 });
                 let mut found = Vec::new();
                 list.retain_mut(|p| {
@@ -249,11 +275,11 @@ impl Linker {
                         return false;
                     }
                     if h.ts < p.hi && h.end >= p.lo {
-                        if (wakes >> p.part) & 1 != 0 {
+                        if (wakes >> p.part()) & 1 != 0 {
                             found.push(p.c_seq);
                             return false;
                         }
-                        p.fallback.get_or_insert(seq);
+                        p.fallback_or(seq);
                     }
                     true
                 });
@@ -347,7 +373,7 @@ impl Linker {
                             }
                         }
                     }
-                    list.push_back(Pending { c_seq: seq, lo, hi, part, fallback: first });
+                    list.push_back(Pending::new(seq, lo, hi, part, first));
                     waiting.waker = Some(wtid);
                 }
             }
@@ -383,7 +409,7 @@ impl Linker {
                             }
                         }
                     }
-                    list.push_back(Pending { c_seq: seq, lo, hi, part: 0, fallback: None });
+                    list.push_back(Pending::new(seq, lo, hi, 0, None));
                     waiting.request = Some(key);
                 }
             }
@@ -475,7 +501,7 @@ impl Linker {
             let mut cs = std::mem::take(&mut self.settling);
             cs.clear();
             if let Some(list) = self.waiting_waker.get(&h.tid) {
-                cs.extend(list.iter().filter(|p| p.fallback == Some(h.seq) && p.c_seq > h.seq).map(|p| p.c_seq));
+                cs.extend(list.iter().filter(|p| p.fallback() == Some(h.seq) && p.c_seq > h.seq).map(|p| p.c_seq));
             }
             cs.sort_unstable();
             for &c in &cs {
@@ -484,7 +510,7 @@ impl Linker {
                 };
                 let Some(wtid) = w.waker.filter(|&t| t == h.tid) else { continue };
                 let Some(list) = self.waiting_waker.get_mut(&wtid) else { continue };
-                let Some(at) = list.iter().position(|p| p.c_seq == c && p.fallback == Some(h.seq)) else { continue };
+                let Some(at) = list.iter().position(|p| p.c_seq == c && p.fallback() == Some(h.seq)) else { continue };
                 list.swap_remove_back(at);
                 let f = self.next_flow;
                 self.next_flow += 1;
@@ -498,7 +524,7 @@ impl Linker {
         let Some(wtid) = waiting.waker.filter(|_| !waiting.waker_dropped) else { return };
         let Some(list) = self.waiting_waker.get_mut(&wtid) else { return };
         let Some(at) = list.iter().position(|p| p.c_seq == h.seq) else { return };
-        let Some(d) = list[at].fallback.filter(|&d| d >= self.front_seq) else { return };
+        let Some(d) = list[at].fallback().filter(|&d| d >= self.front_seq) else { return };
         list.swap_remove_back(at);
         let f = self.flow();
         if let Some(d) = self.held_mut(d) {
