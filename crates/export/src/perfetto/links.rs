@@ -60,7 +60,7 @@ const POOL: usize = 1024;
 
 /// How many places before the front a slice's box is asked for (see [`Linker::prefetch`]), and
 /// its arguments: a slice leaves per slice arriving, each some hundreds of ns apart, so a few
-/// places cover the memory's latency (2 to 12 places measured the same within 1 %).
+/// places cover the memory's latency (2 to 12 places measured the same, within about 1 %).
 const PREFETCH_BOX: usize = 4;
 const PREFETCH_DATA: usize = 2;
 
@@ -102,8 +102,8 @@ struct Pending {
     lo: u64,
     hi: u64,
     /// The woken call's main blocked part (for [`can_wake`]; 0 for requests) in the top byte;
-    /// below it, 1 + a call in the window that cannot end such a wait by its kind (taken if no
-    /// call that can comes before one of the two leaves), 0 none.
+    /// below it, 1 + the arrival number of a call in the window that cannot end such a wait by
+    /// its kind (taken if no call that can comes before one of the two leaves), 0 none.
     part_fallback: u64,
 }
 
@@ -259,30 +259,29 @@ impl Linker {
             let front = self.front_seq;
             let wakes = self.wakes(nr(&h));
             if let Some(list) = self.waiting_waker.get_mut(&h.tid) {
-                // Most calls change nothing in the list (the windows they fall in have their
-                // fallback already): told in one pass without branches before the one that
+                // Most calls change nothing in the list (their windows are other calls', or have
+                // a fallback already): told in one pass without branches before the one that
                 // edits it.
                 let edits = list.iter().fold(false, |a, p| {
                     let window = (h.ts < p.hi) & (h.end >= p.lo);
                     a | (p.c_seq < front) | (window & (((wakes >> p.part()) & 1 != 0) | (p.part_fallback << 8 == 0)))
                 });
                 let mut found = Vec::new();
-                list.retain_mut(|p| {
-                    if !edits {
-                        return true;
-                    }
-                    if p.c_seq < front {
-                        return false;
-                    }
-                    if h.ts < p.hi && h.end >= p.lo {
-                        if (wakes >> p.part()) & 1 != 0 {
-                            found.push(p.c_seq);
+                if edits {
+                    list.retain_mut(|p| {
+                        if p.c_seq < front {
                             return false;
                         }
-                        p.fallback_or(seq);
-                    }
-                    true
-                });
+                        if h.ts < p.hi && h.end >= p.lo {
+                            if (wakes >> p.part()) & 1 != 0 {
+                                found.push(p.c_seq);
+                                return false;
+                            }
+                            p.fallback_or(seq);
+                        }
+                        true
+                    });
+                }
                 if list.is_empty() {
                     self.waiting_waker.remove(&h.tid);
                 }
