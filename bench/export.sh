@@ -19,7 +19,7 @@
 # must not grow with the trace).
 #
 # Environment: LATSCOPE (default target/$PROFILE/latscope), EVENTS (default 5000000), REPS (3),
-# BASE (a previous latscope binary: its export in the same run), PROFILE (cargo profile of the
+# BASE (a previous latscope binary: its Parquet and Perfetto exports in the same run), PROFILE (cargo profile of the
 # builds, default release; `ci` reuses the test build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -105,6 +105,20 @@ row "latscope export --perfetto" "$pf" "$(size_of "$WORK/out.pftrace")" "${one% 
 "$SYNTH" "$WORK/why.lst" "$EVENTS" 20 why 2>/dev/null
 pw=$(measure "$LS" export -q -r "$WORK/why.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)
 row "latscope export --perfetto, --why layout (flows)" "$pw" "$(size_of "$WORK/out.pftrace")" "${one% *}"
+if [ -n "${BASE:-}" ]; then
+	row "previous version ($BASE) --perfetto" \
+		"$(measure "$BASE" export -q -r "$WORK/t.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)" \
+		"$(size_of "$WORK/out.pftrace")" "${one% *}"
+	row "previous version ($BASE) --perfetto, --why layout" \
+		"$(measure "$BASE" export -q -r "$WORK/why.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)" \
+		"$(size_of "$WORK/out.pftrace")" "${one% *}"
+	# The speed of the --why layout is only comparable on the same output.
+	"$LS" export -q -r "$WORK/why.lst" --perfetto "$WORK/new.pftrace" --max-size 64GiB >/dev/null
+	"$BASE" export -q -r "$WORK/why.lst" --perfetto "$WORK/old.pftrace" --max-size 64GiB >/dev/null
+	cmp -s "$WORK/new.pftrace" "$WORK/old.pftrace" && echo "(--why layout: byte-identical to the previous version's file)" ||
+		echo "(--why layout: the file differs from the previous version's)"
+	rm -f "$WORK/new.pftrace" "$WORK/old.pftrace"
+fi
 rm -f "$WORK/t.lst" "$WORK/out.pftrace"
 small=$((EVENTS / 5))
 "$SYNTH" "$WORK/small.lst" "$small" 20 why 2>/dev/null

@@ -8,7 +8,9 @@
 mod common;
 
 use common::{bin, compile_c, json_lines, latscope, latscope_json, latscope_ok, require_bpf};
-use latscope_event::{comm_to_words, syscall_nr, BlockDevice, CgroupInfo, Event, EventKind, ProcessInfo, TraceHeader};
+use latscope_event::{
+    comm_to_words, syscall_nr, BlockDevice, CgroupInfo, Event, EventKind, ProcOp, ProcessInfo, TraceHeader,
+};
 use latscope_trace::synth::{BusyServer, Layout};
 use latscope_trace::Summary;
 use serde_json::Value;
@@ -308,6 +310,68 @@ fn perfetto_export_parses_with_perfettos_schema_and_its_slices_are_the_events() 
     // Process events are instants on their process.
     let exit = v["slices"].as_array().unwrap().iter().find(|s| s["name"] == "proc_exit").unwrap();
     assert_eq!((exit["pid"].as_u64(), exit["args"]["exit_code"].as_i64()), (Some(20), Some(3)));
+}
+
+/// A system-wide recording mixes process events (instants) with calls: once an instant has been
+/// written, the calls that follow are still slices from entry to return, and a flow ends at the
+/// woken call's return, after the waking call began (a call written as an instant would end
+/// its flow at its entry, before its waker started).
+#[test]
+fn perfetto_calls_after_process_events_stay_slices_and_their_flows_start_before_they_end() {
+    const TEST: &str = "perfetto_calls_after_process_events_stay_slices_and_their_flows_start_before_they_end";
+    let dir = tempfile::tempdir().unwrap();
+    let futex = syscall_nr("futex").unwrap();
+    let ev = |kind: EventKind, tid: u32, nr: u16, ts: u64, end: u64| Event {
+        kind: kind as u8,
+        ts,
+        lat: end - ts,
+        pid: tid,
+        tid,
+        nr,
+        fd: -1,
+        off: -1,
+        dirfd: -1,
+        off2: -1,
+        comm: "app".into(),
+        ..Default::default()
+    };
+    // Process events 3 s before the calls: written (and their room reused) as the calls arrive.
+    let procs: Vec<Event> = (0..4u32)
+        .map(|k| {
+            let ts = 1_000_000_000 + u64::from(k);
+            ev(EventKind::Proc, 20 + k, ProcOp::Exit as u16, ts, ts)
+        })
+        .collect();
+    let t = 4_000_000_000;
+    let (lo, hi) = comm_to_words("app");
+    let mut woken = ev(EventKind::Syscall, 12, futex, t, t + 150);
+    (woken.waker_ctx, woken.waker_tid, woken.waker_comm_lo, woken.waker_comm_hi) = (1, 11, lo, hi);
+    (woken.why_cpu, woken.why_runq, woken.why_lock) = (10, 20, 120);
+    let calls = vec![
+        ev(EventKind::Syscall, 15, syscall_nr("read").unwrap(), t - 500, t - 400),
+        ev(EventKind::Syscall, 11, futex, t + 100, t + 120),
+        woken,
+        ev(EventKind::Syscall, 15, syscall_nr("read").unwrap(), t + 200, t + 300),
+    ];
+    let header = TraceHeader {
+        start_ns: 1_000_000_000,
+        command_line: vec!["latscope".into(), "record".into(), "--why".into()],
+        ..Default::default()
+    };
+    let trace = dir.path().join("mixed.lst");
+    let mut w = latscope_trace::TraceWriter::create(&trace, &header).unwrap();
+    for batch in [procs, calls] {
+        let mut b = latscope_event::EventBatch::default();
+        batch.iter().for_each(|e| b.push(e));
+        w.write_batch(&b, 0).unwrap();
+    }
+    w.finish(Summary { duration_ns: 3_000_001_000, end_ns: t + 1000, ..Default::default() }).unwrap();
+    let out = dir.path().join("mixed.pftrace");
+    let summary = latscope_json(&["export", "-r", s(&trace), "--perfetto", s(&out), "--json"]);
+    assert_eq!(summary["links"]["wakeups_linked"], 1, "{summary}");
+    let Some(v) = check(TEST, &[out]) else { return };
+    assert_same_events(&trace, "", &v);
+    assert!(flow_between(&v, slice(&v, 11, "futex", t + 100), slice(&v, 12, "futex", t)));
 }
 
 #[test]
