@@ -292,7 +292,8 @@ impl UserUnwinder {
             };
             let name = m.open.last().map(|p| p.display().to_string()).unwrap_or_default();
             if let Some(d) = data {
-                if let Some(entry) = d.base(m).map(|b| b.wrapping_add(d.entry)).filter(|e| (m.start..m.end).contains(e)) {
+                if let Some(entry) = d.base(m).map(|b| b.wrapping_add(d.entry)).filter(|e| (m.start..m.end).contains(e))
+                {
                     entries.push(entry);
                 }
                 if let Some(module) = d.module(name, m) {
