@@ -799,7 +799,9 @@ fn stacks_of_code_without_frame_pointers_are_unwound_from_its_tables() {
         .expect("cc runs");
     assert!(st.success(), "compiling {} failed", src.display());
     let python = Path::new("/usr/bin/python3");
-    let py = "import time\ndef napping_function():\n    time.sleep(0.03)\nnapping_function()\n";
+    // (it lives on after its sleep: a process that execs, sleeps and exits before the recorder
+    // reads its maps keeps its frame-pointer stack, docs/WHY.md)
+    let py = "import time\ndef napping_function():\n    time.sleep(0.03)\nnapping_function()\ntime.sleep(0.5)\n";
     let script = if python.exists() {
         format!("{} && {} -c '{py}'", work.display(), python.display())
     } else {
@@ -835,8 +837,9 @@ fn stacks_of_code_without_frame_pointers_are_unwound_from_its_tables() {
     if python.exists() {
         let f = "proc.name = python3 and evt.type in (nanosleep, clock_nanosleep, select)";
         let p = latscope_json(&["why", "-r", t, "--stacks", "--waits", "--json", f]);
-        let user = strs(&p["stacks"][0]["user"]);
-        assert!(in_order(&user, &["_PyEval_EvalFrameDefault", "Py_BytesMain"]), "{p}");
+        for s in p["stacks"].as_array().unwrap() {
+            assert!(in_order(&strs(&s["user"]), &["_PyEval_EvalFrameDefault", "Py_BytesMain"]), "{p}");
+        }
     } else {
         latscope_testkit::skip(test, "no /usr/bin/python3: Debian's Python part not run");
     }
