@@ -335,6 +335,8 @@ impl MapsCache {
         let p_read_before = |at: u64| read_ns < at;
         let truncated = p.truncated;
         let hits: Vec<Option<Mapping>> = found.iter().map(|i| i.map(|i| p.maps[i].clone())).collect();
+        // One look at /proc per mapping, not per frame (a stack's frames share few mappings).
+        let mut unlinked_at: Vec<(u64, bool)> = Vec::new();
         let addrs = addrs
             .iter()
             .zip(hits)
@@ -346,7 +348,14 @@ impl MapsCache {
                         // Deleted since the maps were read (they are read as a process maps a
                         // file, before it may unlink it): its mapping's file has no link left.
                         if !deleted && p_read_before(at_ns) {
-                            deleted = unlinked(pid, &m);
+                            deleted = match unlinked_at.iter().find(|&&(s, _)| s == m.start) {
+                                Some(&(_, d)) => d,
+                                None => {
+                                    let d = unlinked(pid, &m);
+                                    unlinked_at.push((m.start, d));
+                                    d
+                                }
+                            };
                         }
                         UserAddr::File { path, off: a - m.start + m.off, build_id: self.build_id(pid, &m), deleted }
                     }
@@ -633,8 +642,6 @@ impl MapsCache {
     }
 }
 
-/// The GNU build id of an ELF file (its `NT_GNU_BUILD_ID` note), read with a few bounded
-/// `pread`s: the ELF header, the program headers, the note segments.
 /// Whether the file of process `pid`'s mapping `m` has no link left (unlinked while mapped): its
 /// `/proc/PID/map_files` entry is the file itself, whatever its name became.
 fn unlinked(pid: u32, m: &Mapping) -> bool {
@@ -642,6 +649,8 @@ fn unlinked(pid: u32, m: &Mapping) -> bool {
     std::fs::metadata(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)).is_ok_and(|st| st.nlink() == 0)
 }
 
+/// The GNU build id of an ELF file (its `NT_GNU_BUILD_ID` note), read with a few bounded
+/// `pread`s: the ELF header, the program headers, the note segments.
 pub fn elf_build_id(f: &std::fs::File) -> Option<Vec<u8>> {
     let mut h = [0u8; 64];
     f.read_exact_at(&mut h[..52], 0).ok()?;

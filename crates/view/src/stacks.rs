@@ -648,9 +648,9 @@ pub fn render_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
         return s;
     }
     // What the weight is, what a unit of it is, and how its row reads.
-    let (what, unit, of, kernel_title) = match agg.samples {
-        true => ("On-CPU time", "samples", ", {} of", "kernel:"),
-        false => ("Blocked time", "calls", ": {} by", "kernel (where it blocked):"),
+    let (what, unit, (sep, of), kernel_title) = match agg.samples {
+        true => ("On-CPU time", "samples", (",", "of"), "kernel:"),
+        false => ("Blocked time", "calls", (":", "by"), "kernel (where it blocked):"),
     };
     let _ = writeln!(
         s,
@@ -664,12 +664,12 @@ pub fn render_text(agg: &StackAgg, names: &mut StackNames, n: usize) -> String {
         let share = 100.0 * st.blocked_ns as f64 / agg.total_ns.max(1) as f64;
         let _ = writeln!(
             s,
-            "\n{}. {} {} ({share:.1}%) in {} {unit}{} {}",
+            "\n{}. {} {} ({share:.1}%) in {} {unit}{sep} {} {of} {}",
             rank + 1,
             fmt_ns(st.blocked_ns),
             if agg.samples { "on CPU" } else { "blocked" },
             st.calls,
-            of.replace("{}", largest(&st.ops)),
+            largest(&st.ops),
             clean(largest(&st.comms))
         );
         // (a sample taken in user code has no kernel stack)
