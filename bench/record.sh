@@ -72,8 +72,9 @@ for r in "${results[@]}"; do
 done
 
 # In-kernel cost from the kernel's BPF statistics: steadier than the loop's times on a shared
-# machine. The floor rows are bench/floor: two empty programs, and the least a latency
-# histogram can do (entry time in task storage, exit time, one counter).
+# machine. The floor rows are bench/floor: two empty programs, the least a latency histogram
+# can do (entry time in task storage, exit time, one counter), and the least a recorder of every
+# call can do (the same two clock reads and a 32-byte ring-buffer record per call).
 echo
 echo "In-kernel cost per syscall by bpf_stats (run_time_ns / run_cnt), each tracer alone, same loop:"
 echo
@@ -96,6 +97,7 @@ fi
 if FLOOR=$(bash bench/floor/build.sh "$WORK"); then
 	costs+=("$(bpf_cost "floor: two empty programs" "$FLOOR" 0)")
 	costs+=("$(bpf_cost "floor: minimal latency histogram" "$FLOOR" 1)")
+	costs+=("$(bpf_cost "floor: minimal recorder (histogram's floor + a 32-byte ring record)" "$FLOOR" 2)")
 else
 	echo "(bench/floor skipped: it could not be built)"
 fi
