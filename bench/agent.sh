@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
 . bench/lib/common.sh
+host_line
 BASE=${BASE:-}
 need_latscope
 need_root "the agent loads eBPF programs"

@@ -38,8 +38,7 @@ wall() {
 	median "${all[@]}"
 }
 
-cpu_model=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
-echo "CPU: $cpu_model, $(nproc) CPUs; load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+host_line
 echo
 echo "| command | wall | CPU | vs two hist runs (wall, CPU) |"
 echo "|---|---|---|---|"

@@ -43,8 +43,8 @@ else
 	echo "(not root: no recording; synthetic trace only)"
 fi
 
-cpu_model=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
-echo "CPU: $cpu_model, $(nproc) CPUs, one used; load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+host_line
+echo "(one CPU used)"
 echo
 echo "| trace | command | build | CPU | M events/s per core | vs previous build | vs hist |"
 echo "|---|---|---|---|---|---|---|"

@@ -25,6 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
 . bench/lib/common.sh
+host_line
 EVENTS=${EVENTS:-5000000}
 REPS=${REPS:-3}
 

@@ -78,7 +78,7 @@ lost() { # the recording's losses, from its JSON summary
 	python3 -c "import json; l=[json.loads(x) for x in open('$WORK/out.json') if x.strip()]; print(l[-1]['lost'])"
 }
 
-echo "Host: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) CPUs, kernel $(uname -r); load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
+host_line
 if part 1; then
 echo
 echo "### CPU per syscall ($N calls per round, $REPS rounds interleaved, medians)"

@@ -4,6 +4,9 @@
 # of hourly histograms of 50 series (against plain SQLite inserts and selects of the same blobs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/host.sh
+. bench/lib/host.sh
+host_line
 echo "### Probe overhead"
 echo
 cargo bench --locked -q -p latscope-micro --bench overhead

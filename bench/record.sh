@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
 . bench/lib/common.sh
+host_line
 BASE=${BASE:-}
 SECTIONS=${SECTIONS:-overhead,writer}
 # The anchors (syscount, bpftrace, perf trace) attach classic tracepoints.

@@ -22,6 +22,9 @@
 # fio, I/O Riot or paced runs, for a quick same-run comparison with BASE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/host.sh
+. bench/lib/host.sh
+host_line
 LS=${LATSCOPE:-$PWD/target/release/latscope}
 THREADS=${THREADS:-16}
 OPS=${OPS:-32768}

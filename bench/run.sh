@@ -6,9 +6,13 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-out/bench}
 mkdir -p "$OUT"
 export LATSCOPE=${LATSCOPE:-$PWD/target/release/latscope}
+# shellcheck source=lib/host.sh
+. bench/lib/host.sh
 run() { # name, command...
 	local name=$1; shift
 	printf '\n## %s\n\n' "$name" | tee "$OUT/$name.md"
+	# (the scripts say their host themselves; cargo bench does not)
+	[ "$1" = bash ] || host_line | tee -a "$OUT/$name.md"
 	"$@" 2>&1 | tee -a "$OUT/$name.md"
 }
 run record bash bench/record.sh

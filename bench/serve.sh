@@ -5,4 +5,7 @@
 # one series and one hour, in the same run. Target: under 200 ms.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/host.sh
+. bench/lib/host.sh
+host_line
 cargo bench --locked -q -p latscope --bench serve

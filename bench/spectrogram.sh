@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
 . bench/lib/common.sh
+host_line
 need_latscope
 need_root "the live spectrogram loads eBPF programs"
 # The loop gets a name of its own (its comm) so that other benchmarks' filters do not pick it up.

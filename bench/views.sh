@@ -16,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
 . bench/lib/common.sh
+host_line
 EVENTS=${EVENTS:-10000000}
 REPS=${REPS:-3}
 

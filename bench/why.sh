@@ -22,6 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/common.sh
 . bench/lib/common.sh
+host_line
 # shellcheck source=bench/bpfstats.sh
 . bench/bpfstats.sh
 need_latscope

@@ -3,6 +3,9 @@
 # scratch directory) and PIDS (background pids); at exit the pids get SIGINT and WORK is removed.
 # A script with more to undo defines its own EXIT trap and calls bench_cleanup from it.
 
+# shellcheck source=host.sh
+. "$(dirname "${BASH_SOURCE[0]}")/host.sh"
+
 PROFILE=${PROFILE:-release}
 LS=${LATSCOPE:-target/$PROFILE/latscope}
 WORK=$(mktemp -d)
