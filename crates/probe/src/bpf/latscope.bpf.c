@@ -1408,18 +1408,13 @@ struct {
 	__type(value, struct ls_sample_buf);
 } sample_scratch SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, struct ls_stack);
-} sample_sbuf SEC(".maps");
 
 /* A stack of the interrupted context into why_kstacks (user: 0) or why_ustacks (user: 1), as
  * why_store_stack: 1 and its key, or -errno. */
 static __always_inline __s32 sample_stack(void *ctx, __u32 user, __u32 uid, __u64 *key)
 {
-	struct ls_stack *b = bpf_map_lookup_elem(&sample_sbuf, &user);
+	__u32 idx = WHY_SBUF_SAMPLE | (user & 1);
+	struct ls_stack *b = bpf_map_lookup_elem(&why_sbuf, &idx);
 	if (!b)
 		return -EFAULT;
 	long n = bpf_get_stack(ctx, b->ip, sizeof(b->ip), user ? BPF_F_USER_STACK : 0);
@@ -1430,7 +1425,7 @@ static __always_inline __s32 sample_stack(void *ctx, __u32 user, __u32 uid, __u6
 	for (int i = 0; i < LS_STACK_DEPTH; i++)
 		if (i * 8 >= n)
 			b->ip[i] = 0;
-	return why_store_stack(user ? (void *)&why_ustacks : (void *)&why_kstacks, b, uid, user, key);
+	return why_stored(why_store_stack(idx, uid), key);
 }
 
 SEC("perf_event")

@@ -237,10 +237,13 @@ struct {
 } why_ufbuf SEC(".maps");
 
 /* Where a stack is read before it is looked up (too large for the BPF stack): [0] kernel
- * stacks (sched_switch), [1] user stacks (sys_exit). */
+ * stacks (sched_switch), [1] user stacks (sys_exit, wake-ups), [2] and [3] the same of samples,
+ * which may interrupt the others. Bit 0 of the index: a user stack. */
+enum why_sbuf_index { WHY_SBUF_KERNEL = 0, WHY_SBUF_USER = 1, WHY_SBUF_SAMPLE = 2 };
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 4);
 	__type(key, __u32);
 	__type(value, struct ls_stack);
 } why_sbuf SEC(".maps");
@@ -334,32 +337,40 @@ static __always_inline void why_fx_mark(struct ls_why_acc *w, struct task_struct
 
 
 /*
- * Store the stack in `b` (zero-filled past its frames) in `map` unless it is there: its key in
- * *key; returns 1, or -errno (the stack is missing): -EEXIST another stack under the same key,
- * -EDQUOT the user's quota used up, -E2BIG (or -ENOMEM) the map full.
+ * Store the stack in why_sbuf[buf] (zero-filled past its frames) in why_ustacks (bit 0 of buf
+ * set) or why_kstacks unless it is there. Returns its key (below 2^63), or -errno (the stack is
+ * missing): -EEXIST another stack under the same key, -EDQUOT the user's quota used up, -E2BIG
+ * (or -ENOMEM) the map full. A global function: the verifier checks its two loops over the
+ * frames once, not on every path of the programs that store stacks (19 k instructions).
  */
-static __always_inline __s32 why_store_stack(void *map, struct ls_stack *b, __u32 uid, __u32 kind, __u64 *key)
+__noinline __s64 why_store_stack(__u32 buf, __u32 uid)
 {
-	/* FNV-1a over the frames. */
+	__u32 idx = buf & 3, user = buf & 1;
+	struct ls_stack *b = bpf_map_lookup_elem(&why_sbuf, &idx);
+	if (!b)
+		return -EFAULT;
+	/* FNV-1a over the frames; the top bit clear, so a key is never taken for an error. */
 	__u64 h = 0xcbf29ce484222325ULL;
 	for (int i = 0; i < LS_STACK_DEPTH; i++) {
 		if (!b->ip[i])
 			break;
 		h = (h ^ b->ip[i]) * 0x100000001b3ULL;
 	}
+	h &= ~(1ULL << 63);
 	if (!h)
 		h = 1;
-	struct ls_stack *v = bpf_map_lookup_elem(map, &h);
+	struct ls_stack *v = user ? bpf_map_lookup_elem(&why_ustacks, &h) : bpf_map_lookup_elem(&why_kstacks, &h);
 	if (!v) {
-		if (!why_stack_quota_take(uid, kind))
+		if (!why_stack_quota_take(uid, user))
 			return -EDQUOT;
-		long err = bpf_map_update_elem(map, &h, b, BPF_NOEXIST);
+		long err = user ? bpf_map_update_elem(&why_ustacks, &h, b, BPF_NOEXIST)
+				: bpf_map_update_elem(&why_kstacks, &h, b, BPF_NOEXIST);
 		if (err == -EEXIST) /* another CPU stored it meanwhile: compared below */
-			v = bpf_map_lookup_elem(map, &h);
+			v = user ? bpf_map_lookup_elem(&why_ustacks, &h) : bpf_map_lookup_elem(&why_kstacks, &h);
 		else if (err)
-			return (__s32)err;
+			return err;
 		else
-			goto stored;
+			return h;
 		if (!v)
 			return -EEXIST;
 	}
@@ -370,8 +381,15 @@ static __always_inline __s32 why_store_stack(void *map, struct ls_stack *b, __u3
 		if (!b->ip[i])
 			break;
 	}
-stored:
-	*key = h;
+	return h;
+}
+
+/* why_store_stack's result as a status (1, or -errno) and *key. */
+static __always_inline __s32 why_stored(__s64 r, __u64 *key)
+{
+	if (r < 0)
+		return (__s32)r;
+	*key = r;
 	return 1;
 }
 
@@ -383,7 +401,7 @@ stored:
  */
 static __always_inline __s32 why_task_kstack(struct task_struct *task, __u64 *key)
 {
-	__u32 idx = 0;
+	__u32 idx = WHY_SBUF_KERNEL;
 	struct ls_stack *b = bpf_map_lookup_elem(&why_sbuf, &idx);
 	if (!b)
 		return -EFAULT;
@@ -391,21 +409,21 @@ static __always_inline __s32 why_task_kstack(struct task_struct *task, __u64 *ke
 	long n = bpf_get_task_stack(task, b->ip, sizeof(b->ip), 0);
 	if (n <= 0)
 		return n < 0 ? (__s32)n : -EFAULT;
-	return why_store_stack(&why_kstacks, b, task->cred->uid.val, 0, key);
+	return why_stored(why_store_stack(idx, task->cred->uid.val), key);
 }
 
 /* The user stack of the current task (at its syscall's exit: the registers of its entry). As
  * why_store_stack. */
 static __always_inline __s32 why_user_stack(void *ctx, struct task_struct *task, __u64 *key)
 {
-	__u32 idx = 1;
+	__u32 idx = WHY_SBUF_USER;
 	struct ls_stack *b = bpf_map_lookup_elem(&why_sbuf, &idx);
 	if (!b)
 		return -EFAULT;
 	long n = bpf_get_stack(ctx, b->ip, sizeof(b->ip), BPF_F_USER_STACK);
 	if (n <= 0)
 		return n < 0 ? (__s32)n : -EFAULT;
-	return why_store_stack(&why_ustacks, b, task->cred->uid.val, 1, key);
+	return why_stored(why_store_stack(idx, task->cred->uid.val), key);
 }
 
 /*
