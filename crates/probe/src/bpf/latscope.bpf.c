@@ -1410,7 +1410,7 @@ struct {
 
 
 /* A stack of the interrupted context into why_kstacks (user: 0) or why_ustacks (user: 1), as
- * why_store_stack: 1 and its key, or -errno. */
+ * store_stack: 1 and its key, or -errno. */
 static __always_inline __s32 sample_stack(void *ctx, __u32 user, __u32 uid, __u64 *key)
 {
 	__u32 idx = WHY_SBUF_SAMPLE | (user & 1);
@@ -1425,7 +1425,7 @@ static __always_inline __s32 sample_stack(void *ctx, __u32 user, __u32 uid, __u6
 	for (int i = 0; i < LS_STACK_DEPTH; i++)
 		if (i * 8 >= n)
 			b->ip[i] = 0;
-	return why_stored(why_store_stack(idx, uid), key);
+	return why_stored(user ? why_store_ustack(idx, uid) : why_store_kstack(idx, uid), key);
 }
 
 SEC("perf_event")

@@ -337,15 +337,14 @@ static __always_inline void why_fx_mark(struct ls_why_acc *w, struct task_struct
 
 
 /*
- * Store the stack in why_sbuf[buf] (zero-filled past its frames) in why_ustacks (bit 0 of buf
- * set) or why_kstacks unless it is there. Returns its key (below 2^63), or -errno (the stack is
+ * Store the stack in why_sbuf[buf] (zero-filled past its frames) in `map` (why_kstacks or
+ * why_ustacks: `user`) unless it is there. Returns its key (below 2^63), or -errno (the stack is
  * missing): -EEXIST another stack under the same key, -EDQUOT the user's quota used up, -E2BIG
- * (or -ENOMEM) the map full. A global function: the verifier checks its two loops over the
- * frames once, not on every path of the programs that store stacks (19 k instructions).
+ * (or -ENOMEM) the map full.
  */
-__noinline __s64 why_store_stack(__u32 buf, __u32 uid)
+static __always_inline __s64 store_stack(void *map, __u32 buf, __u32 uid, __u32 user)
 {
-	__u32 idx = buf & 3, user = buf & 1;
+	__u32 idx = buf & 3;
 	struct ls_stack *b = bpf_map_lookup_elem(&why_sbuf, &idx);
 	if (!b)
 		return -EFAULT;
@@ -359,14 +358,13 @@ __noinline __s64 why_store_stack(__u32 buf, __u32 uid)
 	h &= ~(1ULL << 63);
 	if (!h)
 		h = 1;
-	struct ls_stack *v = user ? bpf_map_lookup_elem(&why_ustacks, &h) : bpf_map_lookup_elem(&why_kstacks, &h);
+	struct ls_stack *v = bpf_map_lookup_elem(map, &h);
 	if (!v) {
 		if (!why_stack_quota_take(uid, user))
 			return -EDQUOT;
-		long err = user ? bpf_map_update_elem(&why_ustacks, &h, b, BPF_NOEXIST)
-				: bpf_map_update_elem(&why_kstacks, &h, b, BPF_NOEXIST);
+		long err = bpf_map_update_elem(map, &h, b, BPF_NOEXIST);
 		if (err == -EEXIST) /* another CPU stored it meanwhile: compared below */
-			v = user ? bpf_map_lookup_elem(&why_ustacks, &h) : bpf_map_lookup_elem(&why_kstacks, &h);
+			v = bpf_map_lookup_elem(map, &h);
 		else if (err)
 			return err;
 		else
@@ -384,7 +382,21 @@ __noinline __s64 why_store_stack(__u32 buf, __u32 uid)
 	return h;
 }
 
-/* why_store_stack's result as a status (1, or -errno) and *key. */
+/* store_stack into each map: global functions, so that the verifier checks the loops over the
+ * frames once per program, not on every path that stores a stack (19 k instructions), and one
+ * per map, so that each look-up names its map (the verifier inlines a hash map's look-up only
+ * then). */
+__noinline __s64 why_store_kstack(__u32 buf, __u32 uid)
+{
+	return store_stack(&why_kstacks, buf, uid, 0);
+}
+
+__noinline __s64 why_store_ustack(__u32 buf, __u32 uid)
+{
+	return store_stack(&why_ustacks, buf, uid, 1);
+}
+
+/* A store's result as a status (1, or -errno) and *key. */
 static __always_inline __s32 why_stored(__s64 r, __u64 *key)
 {
 	if (r < 0)
@@ -397,7 +409,7 @@ static __always_inline __s32 why_stored(__s64 r, __u64 *key)
  * The kernel stack of `task`, which is not running (it is being switched in): where it blocked,
  * as the kernel saved it when it switched out. The kernel leaves out the scheduler's own frames
  * (__schedule, schedule, io_schedule, schedule_timeout, ...: its stack_trace_save_tsk), so the
- * stack starts at the function that waited. As why_store_stack.
+ * stack starts at the function that waited. As store_stack.
  */
 static __always_inline __s32 why_task_kstack(struct task_struct *task, __u64 *key)
 {
@@ -409,11 +421,11 @@ static __always_inline __s32 why_task_kstack(struct task_struct *task, __u64 *ke
 	long n = bpf_get_task_stack(task, b->ip, sizeof(b->ip), 0);
 	if (n <= 0)
 		return n < 0 ? (__s32)n : -EFAULT;
-	return why_stored(why_store_stack(idx, task->cred->uid.val), key);
+	return why_stored(why_store_kstack(idx, task->cred->uid.val), key);
 }
 
 /* The user stack of the current task (at its syscall's exit: the registers of its entry). As
- * why_store_stack. */
+ * store_stack. */
 static __always_inline __s32 why_user_stack(void *ctx, struct task_struct *task, __u64 *key)
 {
 	__u32 idx = WHY_SBUF_USER;
@@ -423,7 +435,7 @@ static __always_inline __s32 why_user_stack(void *ctx, struct task_struct *task,
 	long n = bpf_get_stack(ctx, b->ip, sizeof(b->ip), BPF_F_USER_STACK);
 	if (n <= 0)
 		return n < 0 ? (__s32)n : -EFAULT;
-	return why_stored(why_store_stack(idx, task->cred->uid.val), key);
+	return why_stored(why_store_ustack(idx, task->cred->uid.val), key);
 }
 
 /*
