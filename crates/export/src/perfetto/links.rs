@@ -96,7 +96,9 @@ fn can_wake_cached(masks: &mut Vec<u16>, nr: u16, part: usize) -> bool {
     (wake_mask(masks, nr) >> part) & 1 != 0
 }
 
-/// 32 bytes: a call arriving reads its thread's whole list (up to [`MAX_WAITING`] entries).
+/// 40 bytes: a call arriving reads the part of its thread's list (up to [`MAX_WAITING`]
+/// entries) whose windows end after it begins.
+#[derive(Clone, Copy)]
 struct Pending {
     c_seq: u64,
     lo: u64,
@@ -105,13 +107,16 @@ struct Pending {
     /// below it, 1 + the arrival number of a call in the window that cannot end such a wait by
     /// its kind (taken if no call that can comes before one of the two leaves), 0 none.
     part_fallback: u64,
+    /// At least the latest `hi` of this entry and those before it in its list, and never less
+    /// than the previous entry's (see [`Waiters`]).
+    max_hi: u64,
 }
 
-const _: () = assert!(std::mem::size_of::<Pending>() == 32);
+const _: () = assert!(std::mem::size_of::<Pending>() == 40);
 
 impl Pending {
     fn new(c_seq: u64, lo: u64, hi: u64, part: usize, fallback: Option<u64>) -> Pending {
-        Pending { c_seq, lo, hi, part_fallback: (part as u64) << 56 | fallback.map_or(0, |f| f + 1) }
+        Pending { c_seq, lo, hi, part_fallback: (part as u64) << 56 | fallback.map_or(0, |f| f + 1), max_hi: hi }
     }
 
     #[inline]
@@ -129,6 +134,82 @@ impl Pending {
     fn fallback_or(&mut self, seq: u64) {
         if self.fallback().is_none() {
             self.part_fallback |= seq + 1;
+        }
+    }
+}
+
+/// The calls waiting for a call of one thread, in arrival order but for entries moved by a
+/// removal, with what lets a call of that thread read only the entries it may change: their
+/// windows end (`hi`) in about the order they arrived, so the entries whose running `max_hi` is
+/// at most the call's start, a prefix found by bisection, end before it and are left alone;
+/// and the earliest arrival, which tells whether some entry's call left. Both are bounds, not
+/// exact: removals leave them as they are (still bounds), and each edit pass makes them exact.
+struct Waiters {
+    list: VecDeque<Pending>,
+    /// At most the earliest arrival listed.
+    min_c_seq: u64,
+}
+
+impl Default for Waiters {
+    fn default() -> Waiters {
+        Waiters { list: VecDeque::new(), min_c_seq: u64::MAX }
+    }
+}
+
+impl Waiters {
+    fn push_back(&mut self, mut p: Pending) {
+        p.max_hi = self.list.back().map_or(p.hi, |b| b.max_hi.max(p.hi));
+        self.min_c_seq = self.min_c_seq.min(p.c_seq);
+        self.list.push_back(p);
+    }
+
+    /// Removes entry `at`, the last taking its place.
+    fn swap_remove_back(&mut self, at: usize) {
+        if self.list.swap_remove_back(at).is_none() {
+            return;
+        }
+        // The last entry moved to `at` (unless it was the one removed): its running maximum is
+        // that of the entries before it, and those after it take its window.
+        let Some(hi) = self.list.get(at).map(|m| m.hi) else { return };
+        let before = at.checked_sub(1).map_or(0, |i| self.list[i].max_hi);
+        self.list[at].max_hi = before.max(hi);
+        for q in self.list.range_mut(at + 1..) {
+            q.max_hi = q.max_hi.max(hi);
+        }
+    }
+
+    /// Whether a call of the waker thread from `ts` to `end`, that can end the waits of the
+    /// parts in `wakes`, changes an entry: takes it (as waker or fallback) or finds it gone
+    /// (arrived before `front`). Without branches over the entries: most calls change none.
+    #[inline]
+    fn edited_by(&self, ts: u64, end: u64, wakes: u16, front: u64) -> bool {
+        if self.min_c_seq < front {
+            return true;
+        }
+        let start = self.list.partition_point(|p| p.max_hi <= ts);
+        self.list.range(start..).fold(false, |a, p| {
+            let window = (ts < p.hi) & (end >= p.lo);
+            a | (window & (((wakes >> p.part()) & 1 != 0) | (p.part_fallback << 8 == 0)))
+        })
+    }
+}
+
+/// A held slice in the index of its thread (or request): what a look-up reads of it, so that
+/// the candidates' boxes, scattered over the hold queue, are not read.
+#[derive(Clone, Copy)]
+struct Indexed {
+    seq: u64,
+    ts: u64,
+    end: u64,
+    nr: u16,
+}
+
+/// A waiting call `p` leaves its list other than through the settling of its fallback: the call
+/// it took as its fallback on arrival (one held before it) has one taker less.
+fn untake(queue: &mut VecDeque<(Box<Held>, Waiting)>, front: u64, p: &Pending) {
+    if let Some(d) = p.fallback().filter(|&d| d < p.c_seq) {
+        if let Some((c, _)) = d.checked_sub(front).and_then(|i| queue.get_mut(i as usize)) {
+            c.fallbacks = c.fallbacks.saturating_sub(1);
         }
     }
 }
@@ -157,11 +238,11 @@ pub struct Linker {
     hold_ns: u64,
     max_held: usize,
     watermark: u64,
-    by_tid: HashMap<u32, VecDeque<u64>, RandomState>,
-    by_request: HashMap<(u32, u64), VecDeque<u64>, RandomState>,
+    by_tid: HashMap<u32, VecDeque<Indexed>, RandomState>,
+    by_request: HashMap<(u32, u64), VecDeque<Indexed>, RandomState>,
     /// In arrival order but for entries moved by a removal (`swap_remove_back`); a full list's
     /// first entry gives way in O(1).
-    waiting_waker: HashMap<u32, VecDeque<Pending>, RandomState>,
+    waiting_waker: HashMap<u32, Waiters, RandomState>,
     waiting_request: HashMap<(u32, u64), VecDeque<Pending>, RandomState>,
     /// Calls settled with a fallback leaving (reused: no allocation per slice).
     settling: Vec<u64>,
@@ -223,11 +304,6 @@ impl Linker {
         self.queue.get_mut(i as usize).map(|(h, _)| &mut **h)
     }
 
-    fn held(&self, seq: u64) -> Option<&Held> {
-        let i = seq.checked_sub(self.front_seq)?;
-        self.queue.get(i as usize).map(|(h, _)| &**h)
-    }
-
     /// The parts a call of syscall `nr` can end a wait in, as bits.
     fn wakes(&mut self, nr: u16) -> u16 {
         wake_mask(&mut self.wake_masks, nr)
@@ -258,37 +334,39 @@ impl Linker {
         if h.tid != 0 {
             let front = self.front_seq;
             let wakes = self.wakes(nr(&h));
-            if let Some(list) = self.waiting_waker.get_mut(&h.tid) {
+            if let Some(w) = self.waiting_waker.get_mut(&h.tid) {
                 // Most calls change nothing in the list (their windows are other calls', or have
-                // a fallback already): told in one pass without branches before the one that
-                // edits it.
-                let edits = list.iter().fold(false, |a, p| {
-                    let window = (h.ts < p.hi) & (h.end >= p.lo);
-                    a | (p.c_seq < front) | (window & (((wakes >> p.part()) & 1 != 0) | (p.part_fallback << 8 == 0)))
-                });
+                // a fallback already): told before the pass that edits it.
                 let mut found = Vec::new();
-                if edits {
-                    list.retain_mut(|p| {
+                if w.edited_by(h.ts, h.end, wakes, front) {
+                    let (mut max_hi, mut min_c_seq) = (0, u64::MAX);
+                    w.list.retain_mut(|p| {
                         if p.c_seq < front {
                             return false;
                         }
                         if h.ts < p.hi && h.end >= p.lo {
                             if (wakes >> p.part()) & 1 != 0 {
-                                found.push(p.c_seq);
+                                found.push(*p);
                                 return false;
                             }
                             p.fallback_or(seq);
                         }
+                        max_hi = max_hi.max(p.hi);
+                        p.max_hi = max_hi;
+                        min_c_seq = min_c_seq.min(p.c_seq);
                         true
                     });
+                    w.min_c_seq = min_c_seq;
                 }
+                let list = &w.list;
                 if list.is_empty() {
                     self.waiting_waker.remove(&h.tid);
                 }
-                for c in found {
+                for p in found {
+                    untake(&mut self.queue, self.front_seq, &p);
                     let f = self.flow();
                     h.flows_out.push(f);
-                    if let Some(q) = self.queue.get_mut((c - self.front_seq) as usize) {
+                    if let Some(q) = self.queue.get_mut((p.c_seq - self.front_seq) as usize) {
                         q.0.flows_in.push(f);
                         q.1.waker = None;
                     }
@@ -332,15 +410,18 @@ impl Linker {
             let (mut best, mut first) = (None, None);
             if let Some(d) = self.by_tid.get(&wtid) {
                 // Latest first: calls of one thread end in the order they began.
-                let (queue, front) = (&self.queue, self.front_seq);
-                for &s in d.iter().rev().take(MAX_CANDIDATES) {
-                    let Some((c, _)) = s.checked_sub(front).and_then(|i| queue.get(i as usize)) else { continue };
+                let (front, back) = (self.front_seq, seq);
+                for c in d.iter().rev().take(MAX_CANDIDATES) {
+                    let s = c.seq;
+                    if s < front || s >= back {
+                        continue;
+                    }
                     if c.end < lo {
                         break;
                     }
                     if c.ts < hi {
                         first = Some(s);
-                        if can_wake_cached(&mut self.wake_masks, nr(c), part) {
+                        if can_wake_cached(&mut self.wake_masks, c.nr, part) {
                             best = Some(s);
                         }
                     }
@@ -358,18 +439,19 @@ impl Linker {
                 None => {
                     if let Some(d) = first {
                         if let Some(c) = self.held_mut(d) {
-                            c.is_fallback = true;
+                            c.fallbacks += 1;
                         }
                     }
                     let list = self.waiting_waker.entry(wtid).or_default();
-                    if list.len() >= MAX_WAITING {
+                    if list.list.len() >= MAX_WAITING {
                         // The oldest gives way (counted as not linked when it leaves).
-                        if let Some(gone) = list.pop_front() {
+                        if let Some(gone) = list.list.pop_front() {
                             if let Some(q) =
                                 gone.c_seq.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize))
                             {
                                 q.1.waker_dropped = true;
                             }
+                            untake(&mut self.queue, self.front_seq, &gone);
                         }
                     }
                     list.push_back(Pending::new(seq, lo, hi, part, first));
@@ -381,8 +463,12 @@ impl Linker {
             let (lo, hi) = (h.ts, h.end);
             let mut best: Option<(u64, u64)> = None;
             if let Some(d) = self.by_request.get(&key) {
-                for &s in d.iter().rev().take(MAX_CANDIDATES) {
-                    let Some(r) = self.held(s) else { continue };
+                let (front, back) = (self.front_seq, seq);
+                for r in d.iter().rev().take(MAX_CANDIDATES) {
+                    let s = r.seq;
+                    if s < front || s >= back {
+                        continue;
+                    }
                     if r.end >= lo && r.end <= hi && r.ts < hi && best.is_none_or(|(_, e)| r.end >= e) {
                         best = Some((s, r.end));
                     }
@@ -413,11 +499,12 @@ impl Linker {
                 }
             }
         }
+        let me = Indexed { seq, ts: h.ts, end: h.end, nr: nr(&h) };
         if h.tid != 0 {
-            self.by_tid.entry(h.tid).or_default().push_back(seq);
+            self.by_tid.entry(h.tid).or_default().push_back(me);
         }
         if let Some(key) = h.request {
-            self.by_request.entry(key).or_default().push_back(seq);
+            self.by_request.entry(key).or_default().push_back(me);
         }
         self.queue.push_back((h, waiting));
     }
@@ -450,7 +537,7 @@ impl Linker {
             h.flows_in.clear();
             h.tid = 0;
             h.request = None;
-            h.is_fallback = false;
+            h.fallbacks = 0;
             // Only process events set it: a call's slice filled in this box after an instant's
             // would be written as an instant, its flows on its start.
             h.instant = false;
@@ -494,13 +581,13 @@ impl Linker {
     fn settle(&mut self, h: &mut Held, waiting: &mut Waiting) {
         // The calls that took it as their fallback when they arrived (after it: still held) are
         // those of its thread's waiting list naming it and later than it (a call naming a later
-        // one leaves before it); in arrival order, as they took it. The flag spares most slices
-        // the look-up.
-        if h.is_fallback {
+        // one leaves before it); in arrival order, as they took it. The count spares the look-up
+        // to most slices, and to those whose takers were all linked or gave way meanwhile.
+        if h.fallbacks > 0 {
             let mut cs = std::mem::take(&mut self.settling);
             cs.clear();
             if let Some(list) = self.waiting_waker.get(&h.tid) {
-                cs.extend(list.iter().filter(|p| p.fallback() == Some(h.seq) && p.c_seq > h.seq).map(|p| p.c_seq));
+                cs.extend(list.list.iter().filter(|p| p.fallback() == Some(h.seq) && p.c_seq > h.seq).map(|p| p.c_seq));
             }
             cs.sort_unstable();
             for &c in &cs {
@@ -509,7 +596,9 @@ impl Linker {
                 };
                 let Some(wtid) = w.waker.filter(|&t| t == h.tid) else { continue };
                 let Some(list) = self.waiting_waker.get_mut(&wtid) else { continue };
-                let Some(at) = list.iter().position(|p| p.c_seq == c && p.fallback() == Some(h.seq)) else { continue };
+                let Some(at) = list.list.iter().position(|p| p.c_seq == c && p.fallback() == Some(h.seq)) else {
+                    continue;
+                };
                 list.swap_remove_back(at);
                 let f = self.next_flow;
                 self.next_flow += 1;
@@ -522,8 +611,8 @@ impl Linker {
         }
         let Some(wtid) = waiting.waker.filter(|_| !waiting.waker_dropped) else { return };
         let Some(list) = self.waiting_waker.get_mut(&wtid) else { return };
-        let Some(at) = list.iter().position(|p| p.c_seq == h.seq) else { return };
-        let Some(d) = list[at].fallback().filter(|&d| d >= self.front_seq) else { return };
+        let Some(at) = list.list.iter().position(|p| p.c_seq == h.seq) else { return };
+        let Some(d) = list.list[at].fallback().filter(|&d| d >= self.front_seq) else { return };
         list.swap_remove_back(at);
         let f = self.flow();
         if let Some(d) = self.held_mut(d) {
@@ -557,7 +646,9 @@ impl Linker {
         if let Some(w) = waiting.waker {
             self.stats.wakeups_not_linked += 1;
             if !waiting.waker_dropped {
-                if let Some(list) = self.waiting_waker.get_mut(&w) {
+                if let Some(waiters) = self.waiting_waker.get_mut(&w) {
+                    // Removed in place: the bounds stay bounds.
+                    let list = &mut waiters.list;
                     if let Some(at) = list.iter().position(|p| p.c_seq == h.seq) {
                         list.remove(at);
                     }

@@ -67,8 +67,9 @@ pub struct Held {
     pub tid: u32,
     /// The request key (block requests) it is indexed under, `None` none.
     pub request: Option<(u32, u64)>,
-    /// Whether it is the fallback waker of a call held (see the linker).
-    pub is_fallback: bool,
+    /// How many calls held took it as their fallback waker on arrival and still wait (see the
+    /// linker).
+    pub fallbacks: u32,
 }
 
 /// Key of the queue-time slices of block requests.
