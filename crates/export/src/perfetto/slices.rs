@@ -194,7 +194,12 @@ impl SliceBuilder<'_> {
             }
         }
         self.interned(Arg::WhyMain, PART_LABELS[main]);
-        if (1..=3).contains(&b.waker_ctx[i]) {
+        if b.waker_ctx[i] == 1 {
+            // A thread (most wakers): written without the formatting machinery, one per call.
+            let at = self.h.strs.len();
+            write_waker_thread(&mut self.h.strs, b, i);
+            self.h.args.push((Arg::Waker, Val::Interned(at as u32, (self.h.strs.len() - at) as u32)));
+        } else if (2..=3).contains(&b.waker_ctx[i]) {
             self.interned_with(Arg::Waker, |w| write_waker(w, b, i));
         }
         let part = b.waker_wait_part[i] as usize;
@@ -287,6 +292,29 @@ impl SliceBuilder<'_> {
         self.u(Arg::Sector, b.off[i] as u64);
         self.u(Arg::Bytes, b.bytes[i]);
     }
+}
+
+/// `comm/tid` of the thread that woke call `i` (`waker_ctx` 1), as [`write_waker`] writes it.
+fn write_waker_thread(out: &mut Vec<u8>, b: &EventBatch, i: usize) {
+    let mut c = [0u8; 16];
+    c[..8].copy_from_slice(&b.waker_comm_lo[i].to_le_bytes());
+    c[8..].copy_from_slice(&b.waker_comm_hi[i].to_le_bytes());
+    let n = c.iter().position(|&x| x == 0).unwrap_or(16);
+    match std::str::from_utf8(&c[..n]) {
+        Ok(s) => out.extend_from_slice(s.as_bytes()),
+        Err(_) => out.extend_from_slice(String::from_utf8_lossy(&c[..n]).as_bytes()),
+    }
+    out.push(b'/');
+    let (mut digits, mut at, mut tid) = ([0u8; 10], 10, b.waker_tid[i]);
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (tid % 10) as u8;
+        tid /= 10;
+        if tid == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Who woke call `i` from its longest blocked interval (`waker_ctx` 1 to 3): `comm/tid`,
