@@ -208,8 +208,8 @@ struct Indexed {
 /// it took as its fallback on arrival (one held before it) has one taker less.
 fn untake(queue: &mut VecDeque<(Box<Held>, Waiting)>, front: u64, p: &Pending) {
     if let Some(d) = p.fallback().filter(|&d| d < p.c_seq) {
-        if let Some((c, _)) = d.checked_sub(front).and_then(|i| queue.get_mut(i as usize)) {
-            c.fallbacks = c.fallbacks.saturating_sub(1);
+        if let Some((_, w)) = d.checked_sub(front).and_then(|i| queue.get_mut(i as usize)) {
+            w.fallbacks = w.fallbacks.saturating_sub(1);
         }
     }
 }
@@ -219,16 +219,22 @@ fn nr(h: &Held) -> u16 {
     h.name_key as u16
 }
 
-/// What a held slice waits for: its links not yet found (the waking thread, the request).
+/// What a held slice waits for (its links not yet found: the waking thread; the request is in
+/// the slice, [`Held::woken_by`]), and who waits for it. Small, beside the slice's box in the
+/// hold queue: written when other slices arrive, the box being far from the cache by then.
 #[derive(Debug, Clone, Copy, Default)]
 struct Waiting {
     waker: Option<u32>,
-    request: Option<(u32, u64)>,
+    /// How many calls held took it as their fallback waker on arrival and still wait (at most
+    /// [`MAX_WAITING`]: they are in its thread's list).
+    fallbacks: u16,
     /// Its entry in the waker's (request's) waiting list gave way to a newer one: the list need
     /// not be searched for it.
     waker_dropped: bool,
     request_dropped: bool,
 }
+
+const _: () = assert!(std::mem::size_of::<(Box<Held>, Waiting)>() == 24);
 
 /// The hold queue and the indexes that find links (see the module documentation).
 pub struct Linker {
@@ -397,7 +403,7 @@ impl Linker {
                     h.flows_out.push(f);
                     if let Some(q) = self.queue.get_mut((c - self.front_seq) as usize) {
                         q.0.flows_in.push(f);
-                        q.1.request = None;
+                        q.0.woken_by = None;
                     }
                     self.stats.requests_linked += 1;
                 }
@@ -437,10 +443,10 @@ impl Linker {
                     self.stats.wakeups_linked += 1;
                 }
                 None => {
-                    if let Some(d) = first {
-                        if let Some(c) = self.held_mut(d) {
-                            c.fallbacks += 1;
-                        }
+                    if let Some((_, w)) =
+                        first.and_then(|d| d.checked_sub(self.front_seq)).and_then(|i| self.queue.get_mut(i as usize))
+                    {
+                        w.fallbacks += 1;
                     }
                     let list = self.waiting_waker.entry(wtid).or_default();
                     if list.list.len() >= MAX_WAITING {
@@ -495,7 +501,7 @@ impl Linker {
                         }
                     }
                     list.push_back(Pending::new(seq, lo, hi, 0, None));
-                    waiting.request = Some(key);
+                    h.woken_by = Some(key);
                 }
             }
         }
@@ -537,7 +543,7 @@ impl Linker {
             h.flows_in.clear();
             h.tid = 0;
             h.request = None;
-            h.fallbacks = 0;
+            h.woken_by = None;
             // Only process events set it: a call's slice filled in this box after an instant's
             // would be written as an instant, its flows on its start.
             h.instant = false;
@@ -583,7 +589,7 @@ impl Linker {
         // those of its thread's waiting list naming it and later than it (a call naming a later
         // one leaves before it); in arrival order, as they took it. The count spares the look-up
         // to most slices, and to those whose takers were all linked or gave way meanwhile.
-        if h.fallbacks > 0 {
+        if waiting.fallbacks > 0 {
             let mut cs = std::mem::take(&mut self.settling);
             cs.clear();
             if let Some(list) = self.waiting_waker.get(&h.tid) {
@@ -658,7 +664,7 @@ impl Linker {
                 }
             }
         }
-        if let Some(key) = waiting.request {
+        if let Some(key) = h.woken_by {
             self.stats.requests_not_linked += 1;
             if !waiting.request_dropped {
                 if let Some(list) = self.waiting_request.get_mut(&key) {

@@ -67,9 +67,8 @@ pub struct Held {
     pub tid: u32,
     /// The request key (block requests) it is indexed under, `None` none.
     pub request: Option<(u32, u64)>,
-    /// How many calls held took it as their fallback waker on arrival and still wait (see the
-    /// linker).
-    pub fallbacks: u32,
+    /// The request (disk and sector) whose completion woke it while its link is not found.
+    pub woken_by: Option<(u32, u64)>,
 }
 
 /// Key of the queue-time slices of block requests.
