@@ -66,7 +66,7 @@ const PREFETCH_DATA: usize = 2;
 
 /// Asks for the cache line at `p` (a hint: nothing is read, any address may be given).
 #[inline(always)]
-fn prefetch(p: *const u8) {
+pub(super) fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing and faults on no address; SSE is part of x86-64.
     #[allow(unused_unsafe)]
