@@ -141,7 +141,8 @@ impl Pending {
 /// The calls waiting for a call of one thread, in arrival order but for entries moved by a
 /// removal, with what lets a call of that thread read only the entries it may change: their
 /// windows end (`hi`) in about the order they arrived, so the entries whose running `max_hi` is
-/// at most the call's start, a prefix found by bisection, end before it and are left alone;
+/// at most the call's start (a prefix: the maximum only grows along the list) end before it
+/// and are left alone;
 /// and the earliest arrival, which tells whether some entry's call left. Both are bounds, not
 /// exact: removals leave them as they are (still bounds), and each edit pass makes them exact.
 struct Waiters {
@@ -186,11 +187,17 @@ impl Waiters {
         if self.min_c_seq < front {
             return true;
         }
-        let start = self.list.partition_point(|p| p.max_hi <= ts);
-        self.list.range(start..).fold(false, |a, p| {
+        let mut edits = false;
+        // From the last entry back to the first whose running maximum ends before `ts`: a few
+        // entries, fewer steps than a bisection's chain of dependent reads.
+        for p in self.list.iter().rev() {
+            if p.max_hi <= ts {
+                break;
+            }
             let window = (ts < p.hi) & (end >= p.lo);
-            a | (window & (((wakes >> p.part()) & 1 != 0) | (p.part_fallback << 8 == 0)))
-        })
+            edits |= window & (((wakes >> p.part()) & 1 != 0) | (p.part_fallback << 8 == 0));
+        }
+        edits
     }
 }
 
