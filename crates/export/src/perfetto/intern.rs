@@ -19,7 +19,7 @@ pub const MAX_BYTES: usize = 2 << 20;
 
 /// A string value of at most [`Short::MAX`] bytes (most: labels, wakers, errors), with its
 /// length in the last byte: compared and hashed as three words, without a call.
-#[derive(PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct Short([u64; 3]);
 
 impl std::hash::Hash for Short {
@@ -33,6 +33,13 @@ impl std::hash::Hash for Short {
 
 impl Short {
     const MAX: usize = 23;
+
+    /// Its place in [`Interner::recent`].
+    #[inline]
+    fn slot(&self) -> usize {
+        let [a, b, c] = self.0;
+        ((a ^ b.rotate_left(21) ^ c.rotate_left(42)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - RECENT_BITS)) as usize
+    }
 
     /// `s`, of at most [`Short::MAX`] bytes.
     fn new(s: &[u8]) -> Short {
@@ -56,6 +63,11 @@ fn word(s: &[u8]) -> u64 {
         0 => 0,
     }
 }
+
+/// Places in [`Interner::recent`]: 2^this.
+const RECENT_BITS: u32 = 8;
+/// Slice names found by index rather than hashed: kinds 0 to 2, numbers below this.
+const DIRECT_NAMES: u32 = 512;
 
 /// The argument names of slices (debug annotations), interned once per generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,13 +164,19 @@ impl Arg {
 
 /// The interning tables of one sequence.
 pub struct Interner {
-    /// Slice names by key (kind and operation number, or a fixed name's key).
+    /// Slice names by key (kind and operation number, or a fixed name's key): most by index
+    /// (0: not yet), the others hashed.
+    direct_names: Vec<u64>,
     names: HashMap<u32, u64, RandomState>,
     categories: [u64; 4],
     args: [u64; Arg::ALL],
     /// String values by their bytes: those of up to [`Short::MAX`] bytes, and the others.
     short: HashMap<Short, u64, RandomState>,
     strings: HashMap<Box<[u8]>, u64, RandomState>,
+    /// Short strings looked up lately, each at a place given by its words (iid 0: none): a
+    /// slice's values are mostly a few repeated ones (labels, wakers), found here without
+    /// hashing and probing the table. Holds only entries of `short`.
+    recent: Box<[(Short, u64)]>,
     string_bytes: usize,
     next_iid: u64,
     /// Entries added since the last [`Interner::take_new`], encoded as `InternedData` fields.
@@ -172,10 +190,12 @@ pub struct Interner {
 impl Default for Interner {
     fn default() -> Self {
         Interner {
+            direct_names: vec![0; 3 * DIRECT_NAMES as usize],
             names: HashMap::default(),
             categories: [0; 4],
             args: [0; Arg::ALL],
             short: HashMap::default(),
+            recent: vec![(Short([0; 3]), 0); 1 << RECENT_BITS].into_boxed_slice(),
             strings: HashMap::default(),
             string_bytes: 0,
             next_iid: 1,
@@ -210,11 +230,21 @@ impl Interner {
     /// The iid of the slice name under `key`, made by `name` the first time.
     #[inline]
     pub fn name(&mut self, key: u32, name: impl FnOnce() -> String) -> u64 {
+        let (kind, nr) = (key >> 16, key & 0xffff);
+        let direct = (kind < 3 && nr < DIRECT_NAMES).then(|| (kind * DIRECT_NAMES + nr) as usize);
+        if let Some(&iid) = direct.and_then(|i| self.direct_names.get(i)).filter(|&&iid| iid != 0) {
+            return iid;
+        }
         if let Some(&iid) = self.names.get(&key) {
             return iid;
         }
         let iid = self.add(interned::EVENT_NAMES, name().as_bytes());
-        self.names.insert(key, iid);
+        match direct.and_then(|i| self.direct_names.get_mut(i)) {
+            Some(d) => *d = iid,
+            None => {
+                self.names.insert(key, iid);
+            }
+        }
         iid
     }
 
@@ -243,12 +273,24 @@ impl Interner {
     pub fn string(&mut self, s: &[u8]) -> u64 {
         if s.len() <= Short::MAX {
             let k = Short::new(s);
-            if let Some(&iid) = self.short.get(&k) {
-                return iid;
+            let slot = k.slot();
+            if let Some(&(r, iid)) = self.recent.get(slot) {
+                if iid != 0 && r == k {
+                    return iid;
+                }
             }
-            let iid = self.add(interned::DEBUG_ANNOTATION_STRING_VALUES, s);
-            self.string_bytes += s.len();
-            self.short.insert(k, iid);
+            let iid = match self.short.get(&k) {
+                Some(&iid) => iid,
+                None => {
+                    let iid = self.add(interned::DEBUG_ANNOTATION_STRING_VALUES, s);
+                    self.string_bytes += s.len();
+                    self.short.insert(k, iid);
+                    iid
+                }
+            };
+            if let Some(r) = self.recent.get_mut(slot) {
+                *r = (k, iid);
+            }
             return iid;
         }
         if let Some(&iid) = self.strings.get(s) {
