@@ -52,7 +52,7 @@ impl Short {
 /// Up to 8 bytes as a little-endian word, read whole rather than copied byte by byte through
 /// memory (a copy then a wider read stalls the store buffer).
 #[inline]
-fn word(s: &[u8]) -> u64 {
+pub(super) fn word(s: &[u8]) -> u64 {
     let n = s.len();
     let u32_at = |k: usize| u64::from(u32::from_le_bytes(s[k..k + 4].try_into().expect("4 bytes")));
     match n {
