@@ -246,12 +246,13 @@ impl Export<'_> {
                 let tid = b.tid[i];
                 h.track = self.tracks.thread_lane(b.pid[i], tid, slices::raw(&b.comm, i), b.cgroup[i], ts, end);
                 h.tid = tid;
-                SliceBuilder { h: &mut h }.syscall(&self.header, b, i);
+                // The breakdown, read once (zeros in most recordings).
+                let parts = b.why_parts(i);
+                SliceBuilder { h: &mut h }.syscall(&self.header, b, i, &parts);
                 if b.waker_ctx[i] == 1 && b.waker_tid[i] != 0 && b.waker_tid[i] != tid {
                     // The wake-up ended the call's longest blocked interval; when that was its
                     // last, it came within the call's CPU and run-queue time before its end.
-                    let after = b.why_cpu[i].saturating_add(b.why_runq[i]);
-                    let parts = b.why_parts(i);
+                    let after = parts[0].saturating_add(parts[1]);
                     // The blocked part the call spent the most in (io, lock, ipc, ...).
                     let part = (2..parts.len()).fold(2, |m, k| if parts[k] > parts[m] { k } else { m });
                     wake = Some((b.waker_tid[i], end.saturating_sub(after).max(ts), part));

@@ -141,8 +141,9 @@ impl SliceBuilder<'_> {
         self.h.args.push((a, Val::I(v)));
     }
 
-    /// A syscall: fd and path, bytes, offset, result, and the `record --why` breakdown.
-    pub fn syscall(&mut self, h: &TraceHeader, b: &EventBatch, i: usize) {
+    /// A syscall: fd and path, bytes, offset, result, and the `record --why` breakdown (`parts`,
+    /// [`EventBatch::why_parts`], read by the caller).
+    pub fn syscall(&mut self, h: &TraceHeader, b: &EventBatch, i: usize, parts: &[u64; WHY_PARTS]) {
         self.h.cat = Cat::Syscall as u8;
         if b.fd[i] != latscope_event::NO_FD {
             self.i(Arg::Fd, i64::from(b.fd[i]));
@@ -168,21 +169,9 @@ impl SliceBuilder<'_> {
                 None => self.interned_with(Arg::Error, |w| write!(w, "E{}", -b.ret[i])),
             }
         }
-        // Most calls carry no breakdown: told without gathering it.
-        if (b.why_cpu[i]
-            | b.why_runq[i]
-            | b.why_io[i]
-            | b.why_lock[i]
-            | b.why_ipc[i]
-            | b.why_timer[i]
-            | b.why_fault[i]
-            | b.why_other[i]
-            | b.why_unknown[i])
-            == 0
-        {
+        if parts.iter().all(|&v| v == 0) {
             return;
         }
-        let parts = b.why_parts(i);
         let mut main = 0;
         for (k, &v) in parts.iter().enumerate() {
             if v != 0 {
