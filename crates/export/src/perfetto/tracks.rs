@@ -300,6 +300,7 @@ impl Tracks {
     }
 
     /// The parent of `uuid` (0: none) and its version.
+    #[inline]
     pub fn parent_and_version(&self, uuid: u64) -> (u64, u32) {
         self.get(uuid).map_or((0, 0), |t| (t.parent, t.version))
     }
