@@ -204,6 +204,14 @@ impl Waiters {
     }
 }
 
+/// A thread's held calls and the calls waiting for one of them: one look-up for both.
+#[derive(Default)]
+struct Thread {
+    /// Its calls held, in arrival order.
+    calls: VecDeque<Indexed>,
+    waiters: Waiters,
+}
+
 /// A held slice in the index of its thread (or request): what a look-up reads of it, so that
 /// the candidates' boxes, scattered over the hold queue, are not read.
 #[derive(Clone, Copy)]
@@ -254,11 +262,10 @@ pub struct Linker {
     hold_ns: u64,
     max_held: usize,
     watermark: u64,
-    by_tid: HashMap<u32, VecDeque<Indexed>, RandomState>,
+    /// By thread: its calls held and the calls waiting for one of them (an entry goes when both
+    /// are empty).
+    threads: HashMap<u32, Thread, RandomState>,
     by_request: HashMap<(u32, u64), VecDeque<Indexed>, RandomState>,
-    /// In arrival order but for entries moved by a removal (`swap_remove_back`); a full list's
-    /// first entry gives way in O(1).
-    waiting_waker: HashMap<u32, Waiters, RandomState>,
     waiting_request: HashMap<(u32, u64), VecDeque<Pending>, RandomState>,
     /// Calls settled with a fallback leaving (reused: no allocation per slice).
     settling: Vec<u64>,
@@ -283,9 +290,8 @@ impl Linker {
             hold_ns,
             max_held: max_held.max(1),
             watermark: 0,
-            by_tid: HashMap::default(),
+            threads: HashMap::default(),
             by_request: HashMap::default(),
-            waiting_waker: HashMap::default(),
             waiting_request: HashMap::default(),
             settling: Vec::new(),
             wake_masks: Vec::new(),
@@ -346,48 +352,47 @@ impl Linker {
             return;
         }
         let mut waiting = Waiting::default();
+        let me = Indexed { seq, ts: h.ts, end: h.end, nr: nr(&h) };
         // This call as the waker of calls that arrived before it.
         if h.tid != 0 {
             let front = self.front_seq;
             let wakes = self.wakes(nr(&h));
-            if let Some(w) = self.waiting_waker.get_mut(&h.tid) {
-                // Most calls change nothing in the list (their windows are other calls', or have
-                // a fallback already): told before the pass that edits it.
-                let mut found = Vec::new();
-                if w.edited_by(h.ts, h.end, wakes, front) {
-                    let (mut max_hi, mut min_c_seq) = (0, u64::MAX);
-                    w.list.retain_mut(|p| {
-                        if p.c_seq < front {
+            let t = self.threads.entry(h.tid).or_default();
+            // Indexed now (one look-up): a call is no candidate waker of itself, skipped below.
+            t.calls.push_back(me);
+            let w = &mut t.waiters;
+            // Most calls change nothing in the list (their windows are other calls', or have
+            // a fallback already): told before the pass that edits it.
+            let mut found = Vec::new();
+            if w.edited_by(h.ts, h.end, wakes, front) {
+                let (mut max_hi, mut min_c_seq) = (0, u64::MAX);
+                w.list.retain_mut(|p| {
+                    if p.c_seq < front {
+                        return false;
+                    }
+                    if h.ts < p.hi && h.end >= p.lo {
+                        if (wakes >> p.part()) & 1 != 0 {
+                            found.push(*p);
                             return false;
                         }
-                        if h.ts < p.hi && h.end >= p.lo {
-                            if (wakes >> p.part()) & 1 != 0 {
-                                found.push(*p);
-                                return false;
-                            }
-                            p.fallback_or(seq);
-                        }
-                        max_hi = max_hi.max(p.hi);
-                        p.max_hi = max_hi;
-                        min_c_seq = min_c_seq.min(p.c_seq);
-                        true
-                    });
-                    w.min_c_seq = min_c_seq;
-                }
-                let list = &w.list;
-                if list.is_empty() {
-                    self.waiting_waker.remove(&h.tid);
-                }
-                for p in found {
-                    untake(&mut self.queue, self.front_seq, &p);
-                    let f = self.flow();
-                    h.flows_out.push(f);
-                    if let Some(q) = self.queue.get_mut((p.c_seq - self.front_seq) as usize) {
-                        q.0.flows_in.push(f);
-                        q.1.waker = None;
+                        p.fallback_or(seq);
                     }
-                    self.stats.wakeups_linked += 1;
+                    max_hi = max_hi.max(p.hi);
+                    p.max_hi = max_hi;
+                    min_c_seq = min_c_seq.min(p.c_seq);
+                    true
+                });
+                w.min_c_seq = min_c_seq;
+            }
+            for p in found {
+                untake(&mut self.queue, self.front_seq, &p);
+                let f = self.flow();
+                h.flows_out.push(f);
+                if let Some(q) = self.queue.get_mut((p.c_seq - self.front_seq) as usize) {
+                    q.0.flows_in.push(f);
+                    q.1.waker = None;
                 }
+                self.stats.wakeups_linked += 1;
             }
         }
         // This request as the one that woke calls that arrived before it.
@@ -424,10 +429,11 @@ impl Linker {
         if let Some((wtid, lo, part)) = wake {
             let hi = h.end;
             let (mut best, mut first) = (None, None);
-            if let Some(d) = self.by_tid.get(&wtid) {
+            let own = usize::from(h.tid != 0 && h.tid == wtid);
+            if let Some(t) = self.threads.get(&wtid) {
                 // Latest first: calls of one thread end in the order they began.
                 let (front, back) = (self.front_seq, seq);
-                for c in d.iter().rev().take(MAX_CANDIDATES) {
+                for c in t.calls.iter().rev().skip(own).take(MAX_CANDIDATES) {
                     let s = c.seq;
                     if s < front || s >= back {
                         continue;
@@ -458,7 +464,7 @@ impl Linker {
                     {
                         w.fallbacks += 1;
                     }
-                    let list = self.waiting_waker.entry(wtid).or_default();
+                    let list = &mut self.threads.entry(wtid).or_default().waiters;
                     if list.list.len() >= MAX_WAITING {
                         // The oldest gives way (counted as not linked when it leaves).
                         if let Some(gone) = list.list.pop_front() {
@@ -514,10 +520,6 @@ impl Linker {
                     h.woken_by = Some(key);
                 }
             }
-        }
-        let me = Indexed { seq, ts: h.ts, end: h.end, nr: nr(&h) };
-        if h.tid != 0 {
-            self.by_tid.entry(h.tid).or_default().push_back(me);
         }
         if let Some(key) = h.request {
             self.by_request.entry(key).or_default().push_back(me);
@@ -605,8 +607,10 @@ impl Linker {
         if waiting.fallbacks > 0 {
             let mut cs = std::mem::take(&mut self.settling);
             cs.clear();
-            if let Some(list) = self.waiting_waker.get(&h.tid) {
-                cs.extend(list.list.iter().filter(|p| p.fallback() == Some(h.seq) && p.c_seq > h.seq).map(|p| p.c_seq));
+            if let Some(t) = self.threads.get(&h.tid) {
+                cs.extend(
+                    t.waiters.list.iter().filter(|p| p.fallback() == Some(h.seq) && p.c_seq > h.seq).map(|p| p.c_seq),
+                );
             }
             cs.sort_unstable();
             for &c in &cs {
@@ -614,7 +618,7 @@ impl Linker {
                     continue;
                 };
                 let Some(wtid) = w.waker.filter(|&t| t == h.tid) else { continue };
-                let Some(list) = self.waiting_waker.get_mut(&wtid) else { continue };
+                let Some(list) = self.threads.get_mut(&wtid).map(|t| &mut t.waiters) else { continue };
                 let Some(at) = list.list.iter().position(|p| p.c_seq == c && p.fallback() == Some(h.seq)) else {
                     continue;
                 };
@@ -629,7 +633,7 @@ impl Linker {
             self.settling = cs;
         }
         let Some(wtid) = waiting.waker.filter(|_| !waiting.waker_dropped) else { return };
-        let Some(list) = self.waiting_waker.get_mut(&wtid) else { return };
+        let Some(list) = self.threads.get_mut(&wtid).map(|t| &mut t.waiters) else { return };
         let Some(at) = list.list.iter().position(|p| p.c_seq == h.seq) else { return };
         let Some(d) = list.list[at].fallback().filter(|&d| d >= self.front_seq) else { return };
         list.swap_remove_back(at);
@@ -645,10 +649,10 @@ impl Linker {
     /// Takes a slice that leaves out of the indexes, and counts its link as missed if it waited.
     fn forget(&mut self, h: &Held, waiting: Waiting) {
         if h.tid != 0 {
-            if let Some(d) = self.by_tid.get_mut(&h.tid) {
-                d.pop_front();
-                if d.is_empty() {
-                    self.by_tid.remove(&h.tid);
+            if let Some(t) = self.threads.get_mut(&h.tid) {
+                t.calls.pop_front();
+                if t.calls.is_empty() && t.waiters.list.is_empty() {
+                    self.threads.remove(&h.tid);
                 }
             }
         }
@@ -665,14 +669,17 @@ impl Linker {
         if let Some(w) = waiting.waker {
             self.stats.wakeups_not_linked += 1;
             if !waiting.waker_dropped {
-                if let Some(waiters) = self.waiting_waker.get_mut(&w) {
+                if let Some(t) = self.threads.get_mut(&w) {
                     // Removed in place: the bounds stay bounds.
-                    let list = &mut waiters.list;
+                    let list = &mut t.waiters.list;
                     if let Some(at) = list.iter().position(|p| p.c_seq == h.seq) {
                         list.remove(at);
                     }
                     if list.is_empty() {
-                        self.waiting_waker.remove(&w);
+                        t.waiters.min_c_seq = u64::MAX;
+                        if t.calls.is_empty() {
+                            self.threads.remove(&w);
+                        }
                     }
                 }
             }
@@ -783,6 +790,24 @@ mod tests {
             let d = v.iter().find(|x| x.0 == 2 && x.1 == want).unwrap();
             assert_eq!((w.3.len(), &d.2), (1, &w.3), "({futex_first}, {with_futex}): {v:?}");
         }
+    }
+
+    /// Windows listed out of the order of their ends: a call of the waker finds the one it falls
+    /// in, listed after one that ends later, and its own thread's calls are no candidates.
+    #[test]
+    fn a_waiting_window_listed_after_a_later_one_is_still_found() {
+        let mut l = Linker::new(1_000, 100);
+        let late = call(&mut l, 1, 0, 200);
+        l.push(late, Some((2, 100, 7)), None);
+        let early = call(&mut l, 3, 0, 50);
+        l.push(early, Some((2, 10, 7)), None);
+        let waker = call(&mut l, 2, 20, 40);
+        l.push(waker, Some((2, 0, 7)), None);
+        let v = all(&mut l);
+        let (e, w) = (v.iter().find(|x| x.0 == 3).unwrap(), v.iter().find(|x| x.0 == 2).unwrap());
+        assert_eq!((e.3.len(), &w.2), (1, &e.3), "{v:?}");
+        assert!(v.iter().find(|x| x.0 == 1).unwrap().3.is_empty(), "{v:?}");
+        assert!(w.3.is_empty(), "not its own waker: {v:?}");
     }
 
     #[test]
