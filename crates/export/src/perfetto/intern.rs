@@ -42,6 +42,7 @@ impl Short {
     }
 
     /// `s`, of at most [`Short::MAX`] bytes.
+    #[inline]
     fn new(s: &[u8]) -> Short {
         let (a, rest) = s.split_at(s.len().min(8));
         let (b, c) = rest.split_at(rest.len().min(8));
@@ -274,8 +275,9 @@ impl Interner {
         if s.len() <= Short::MAX {
             let k = Short::new(s);
             let slot = k.slot();
-            if let Some(&(r, iid)) = self.recent.get(slot) {
-                if iid != 0 && r == k {
+            if let Some(&(Short(r), iid)) = self.recent.get(slot) {
+                // Word by word, in registers (an array compare goes through memory).
+                if (iid != 0) & (r[0] == k.0[0]) & (r[1] == k.0[1]) & (r[2] == k.0[2]) {
                     return iid;
                 }
             }
