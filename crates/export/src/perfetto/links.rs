@@ -430,7 +430,10 @@ impl Linker {
             let hi = h.end;
             let (mut best, mut first) = (None, None);
             let own = usize::from(h.tid != 0 && h.tid == wtid);
-            if let Some(t) = self.threads.get(&wtid) {
+            // One look-up for the candidates and, when none can end the wait, the waiting list:
+            // an entry made here has no calls, so the call waits in it.
+            let t = self.threads.entry(wtid).or_default();
+            {
                 // Latest first: calls of one thread end in the order they began.
                 let (front, back) = (self.front_seq, seq);
                 for c in t.calls.iter().rev().skip(own).take(MAX_CANDIDATES) {
@@ -464,7 +467,7 @@ impl Linker {
                     {
                         w.fallbacks += 1;
                     }
-                    let list = &mut self.threads.entry(wtid).or_default().waiters;
+                    let list = &mut t.waiters;
                     if list.list.len() >= MAX_WAITING {
                         // The oldest gives way (counted as not linked when it leaves).
                         if let Some(gone) = list.list.pop_front() {
