@@ -207,7 +207,9 @@ impl Waiters {
 /// A thread's held calls and the calls waiting for one of them: one look-up for both.
 #[derive(Default)]
 struct Thread {
-    /// Its calls held, in arrival order.
+    /// Its latest calls, in arrival order: the [`MAX_CANDIDATES`] a look-up reads (and one, a
+    /// call looking among its own thread's calls, that skips itself), those that left among
+    /// them (the oldest, skipped). Kept small, in the cache, rather than all its calls held.
     calls: VecDeque<Indexed>,
     waiters: Waiters,
 }
@@ -359,6 +361,9 @@ impl Linker {
             let wakes = self.wakes(nr(&h));
             let t = self.threads.entry(h.tid).or_default();
             // Indexed now (one look-up): a call is no candidate waker of itself, skipped below.
+            if t.calls.len() > MAX_CANDIDATES {
+                t.calls.pop_front();
+            }
             t.calls.push_back(me);
             let w = &mut t.waiters;
             // Most calls change nothing in the list (their windows are other calls', or have
@@ -652,9 +657,10 @@ impl Linker {
     /// Takes a slice that leaves out of the indexes, and counts its link as missed if it waited.
     fn forget(&mut self, h: &Held, waiting: Waiting) {
         if h.tid != 0 {
-            if let Some(t) = self.threads.get_mut(&h.tid) {
-                t.calls.pop_front();
-                if t.calls.is_empty() && t.waiters.list.is_empty() {
+            // Its thread's calls have all left when it was the latest.
+            if let Some(t) = self.threads.get_mut(&h.tid).filter(|t| t.calls.back().is_none_or(|c| c.seq == h.seq)) {
+                t.calls.clear();
+                if t.waiters.list.is_empty() {
                     self.threads.remove(&h.tid);
                 }
             }
