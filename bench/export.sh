@@ -14,7 +14,8 @@
 # thread (latscope) or DuckDB's threads buy on this machine.
 #
 # `latscope export --perfetto` on the same trace, and on one laid out as a `record --why`
-# recording (every call woken by another thread: the links the export holds slices for), with
+# recording (every call woken by another thread: the links the export holds slices for), each
+# compared with `latscope export --parquet` of that same trace, with
 # the peak resident size of the Perfetto export of traces of EVENTS and EVENTS/5 events (memory
 # must not grow with the trace).
 #
@@ -97,22 +98,27 @@ else
 fi
 
 echo
-echo "Perfetto export (\`latscope export --perfetto\`), same trace and a --why layout of it:"
+echo "Perfetto export (\`latscope export --perfetto\`), same trace and a --why layout of it, each compared with"
+echo "the Parquet export of the same trace (the --why layout's rows with its own Parquet export's, measured here):"
 echo
-echo "| what | CPU | events/s per core | wall | events/s wall | bytes/event | speed per core vs latscope export (one file) |"
+echo "| what | CPU | events/s per core | wall | events/s wall | bytes/event | speed per core vs latscope export --parquet of the same trace |"
 echo "|---|---|---|---|---|---|---|"
 pf=$(measure "$LS" export -q -r "$WORK/t.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)
 row "latscope export --perfetto" "$pf" "$(size_of "$WORK/out.pftrace")" "${one% *}"
 "$SYNTH" "$WORK/why.lst" "$EVENTS" 20 why 2>/dev/null
+# The --why layout's columns (the breakdown, the waker) are more to read and write in either
+# format: its Perfetto export is compared with its own Parquet export.
+pqw=$(measure "$LS" export -q -r "$WORK/why.lst" --parquet "$WORK/out.parquet")
+row "latscope export --parquet, --why layout" "$pqw" "$(size_of "$WORK/out.parquet")" "${pqw% *}"
 pw=$(measure "$LS" export -q -r "$WORK/why.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)
-row "latscope export --perfetto, --why layout (flows)" "$pw" "$(size_of "$WORK/out.pftrace")" "${one% *}"
+row "latscope export --perfetto, --why layout (flows)" "$pw" "$(size_of "$WORK/out.pftrace")" "${pqw% *}"
 if [ -n "${BASE:-}" ]; then
 	row "previous version ($BASE) --perfetto" \
 		"$(measure "$BASE" export -q -r "$WORK/t.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)" \
 		"$(size_of "$WORK/out.pftrace")" "${one% *}"
 	row "previous version ($BASE) --perfetto, --why layout" \
 		"$(measure "$BASE" export -q -r "$WORK/why.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)" \
-		"$(size_of "$WORK/out.pftrace")" "${one% *}"
+		"$(size_of "$WORK/out.pftrace")" "${pqw% *}"
 	# The speed of the --why layout is only comparable on the same output.
 	"$LS" export -q -r "$WORK/why.lst" --perfetto "$WORK/new.pftrace" --max-size 64GiB >/dev/null
 	"$BASE" export -q -r "$WORK/why.lst" --perfetto "$WORK/old.pftrace" --max-size 64GiB >/dev/null

@@ -575,6 +575,7 @@ impl EventBatch {
         self.ts[i].saturating_add(self.lat[i])
     }
     /// The attribution parts of event `i` (ns, in the order of [`WHY_PART_NAMES`]).
+    #[inline]
     pub fn why_parts(&self, i: usize) -> [u64; WHY_PARTS] {
         [
             self.why_cpu[i],

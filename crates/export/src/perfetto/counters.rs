@@ -40,6 +40,10 @@ pub struct Counters {
     pool: Vec<Histogram>,
     /// Per syscall number, once looked up: [`IO`] and [`WAIT`] bits, [`KNOWN`] once set.
     class: Vec<u8>,
+    /// The interval found last: its start (ns from `origin`) and number. Events come in about
+    /// the order they completed, most in the interval of the one before: no division for them.
+    last_start: u64,
+    last_k: u64,
     /// Events that came after their interval was written.
     pub late: u64,
 }
@@ -67,12 +71,21 @@ impl Counters {
             last_nonzero: false,
             pool: Vec::new(),
             class: Vec::new(),
+            last_start: 0,
+            last_k: 0,
             late: 0,
         }
     }
 
     fn slot(&mut self, end: u64) -> Option<&mut Interval> {
-        let k = end.saturating_sub(self.origin) / self.interval;
+        let t = end.saturating_sub(self.origin);
+        let k = if t.wrapping_sub(self.last_start) < self.interval {
+            self.last_k
+        } else {
+            let k = t / self.interval;
+            (self.last_start, self.last_k) = (k * self.interval, k);
+            k
+        };
         if k < self.next {
             self.late += 1;
             return None;

@@ -17,6 +17,59 @@ pub const MAX_STRINGS: usize = 32_768;
 /// Most bytes of interned strings before the tables are cleared.
 pub const MAX_BYTES: usize = 2 << 20;
 
+/// A string value of at most [`Short::MAX`] bytes (most: labels, wakers, errors), with its
+/// length in the last byte: compared and hashed as three words, without a call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Short([u64; 3]);
+
+impl std::hash::Hash for Short {
+    /// Three words (an array would be hashed as bytes, through the hasher's long path).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for w in self.0 {
+            state.write_u64(w);
+        }
+    }
+}
+
+impl Short {
+    const MAX: usize = 23;
+
+    /// Its place in [`Interner::recent`].
+    #[inline]
+    fn slot(&self) -> usize {
+        let [a, b, c] = self.0;
+        ((a ^ b.rotate_left(21) ^ c.rotate_left(42)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - RECENT_BITS)) as usize
+    }
+
+    /// `s`, of at most [`Short::MAX`] bytes.
+    #[inline]
+    fn new(s: &[u8]) -> Short {
+        let (a, rest) = s.split_at(s.len().min(8));
+        let (b, c) = rest.split_at(rest.len().min(8));
+        Short([word(a), word(b), word(c) | (s.len() as u64) << 56])
+    }
+}
+
+/// Up to 8 bytes as a little-endian word, read whole rather than copied byte by byte through
+/// memory (a copy then a wider read stalls the store buffer).
+#[inline]
+pub(super) fn word(s: &[u8]) -> u64 {
+    let n = s.len();
+    let u32_at = |k: usize| u64::from(u32::from_le_bytes(s[k..k + 4].try_into().expect("4 bytes")));
+    match n {
+        8.. => u64::from_le_bytes(s[..8].try_into().expect("8 bytes")),
+        // Two reads that overlap: the bytes they share are the same in both.
+        4..=7 => u32_at(0) | u32_at(n - 4) << (8 * (n - 4)),
+        1..=3 => u64::from(s[0]) | u64::from(s[n / 2]) << (8 * (n / 2)) | u64::from(s[n - 1]) << (8 * (n - 1)),
+        0 => 0,
+    }
+}
+
+/// Places in [`Interner::recent`]: 2^this.
+const RECENT_BITS: u32 = 8;
+/// Slice names found by index rather than hashed: kinds 0 to 2, numbers below this.
+const DIRECT_NAMES: u32 = 512;
+
 /// The argument names of slices (debug annotations), interned once per generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -112,11 +165,19 @@ impl Arg {
 
 /// The interning tables of one sequence.
 pub struct Interner {
-    /// Slice names by key (kind and operation number, or a fixed name's key).
+    /// Slice names by key (kind and operation number, or a fixed name's key): most by index
+    /// (0: not yet), the others hashed.
+    direct_names: Vec<u64>,
     names: HashMap<u32, u64, RandomState>,
     categories: [u64; 4],
     args: [u64; Arg::ALL],
+    /// String values by their bytes: those of up to [`Short::MAX`] bytes, and the others.
+    short: HashMap<Short, u64, RandomState>,
     strings: HashMap<Box<[u8]>, u64, RandomState>,
+    /// Short strings looked up lately, each at a place given by its words (iid 0: none): a
+    /// slice's values are mostly a few repeated ones (labels, wakers), found here without
+    /// hashing and probing the table. Holds only entries of `short`.
+    recent: Box<[(Short, u64)]>,
     string_bytes: usize,
     next_iid: u64,
     /// Entries added since the last [`Interner::take_new`], encoded as `InternedData` fields.
@@ -130,9 +191,12 @@ pub struct Interner {
 impl Default for Interner {
     fn default() -> Self {
         Interner {
+            direct_names: vec![0; 3 * DIRECT_NAMES as usize],
             names: HashMap::default(),
             categories: [0; 4],
             args: [0; Arg::ALL],
+            short: HashMap::default(),
+            recent: vec![(Short([0; 3]), 0); 1 << RECENT_BITS].into_boxed_slice(),
             strings: HashMap::default(),
             string_bytes: 0,
             next_iid: 1,
@@ -158,7 +222,7 @@ impl Interner {
     /// Clears the tables when full (before a packet's entries are interned, so that one packet
     /// never refers to two generations).
     pub fn maybe_reset(&mut self) {
-        if self.strings.len() >= MAX_STRINGS || self.string_bytes >= MAX_BYTES {
+        if self.short.len() + self.strings.len() >= MAX_STRINGS || self.string_bytes >= MAX_BYTES {
             self.resets += 1;
             *self = Interner { resets: self.resets, ..Interner::default() };
         }
@@ -167,11 +231,21 @@ impl Interner {
     /// The iid of the slice name under `key`, made by `name` the first time.
     #[inline]
     pub fn name(&mut self, key: u32, name: impl FnOnce() -> String) -> u64 {
+        let (kind, nr) = (key >> 16, key & 0xffff);
+        let direct = (kind < 3 && nr < DIRECT_NAMES).then(|| (kind * DIRECT_NAMES + nr) as usize);
+        if let Some(&iid) = direct.and_then(|i| self.direct_names.get(i)).filter(|&&iid| iid != 0) {
+            return iid;
+        }
         if let Some(&iid) = self.names.get(&key) {
             return iid;
         }
         let iid = self.add(interned::EVENT_NAMES, name().as_bytes());
-        self.names.insert(key, iid);
+        match direct.and_then(|i| self.direct_names.get_mut(i)) {
+            Some(d) => *d = iid,
+            None => {
+                self.names.insert(key, iid);
+            }
+        }
         iid
     }
 
@@ -198,6 +272,29 @@ impl Interner {
     /// The iid of a string value (UTF-8 bytes).
     #[inline]
     pub fn string(&mut self, s: &[u8]) -> u64 {
+        if s.len() <= Short::MAX {
+            let k = Short::new(s);
+            let slot = k.slot();
+            if let Some(&(Short(r), iid)) = self.recent.get(slot) {
+                // Word by word, in registers (an array compare goes through memory).
+                if (iid != 0) & (r[0] == k.0[0]) & (r[1] == k.0[1]) & (r[2] == k.0[2]) {
+                    return iid;
+                }
+            }
+            let iid = match self.short.get(&k) {
+                Some(&iid) => iid,
+                None => {
+                    let iid = self.add(interned::DEBUG_ANNOTATION_STRING_VALUES, s);
+                    self.string_bytes += s.len();
+                    self.short.insert(k, iid);
+                    iid
+                }
+            };
+            if let Some(r) = self.recent.get_mut(slot) {
+                *r = (k, iid);
+            }
+            return iid;
+        }
         if let Some(&iid) = self.strings.get(s) {
             return iid;
         }
@@ -217,5 +314,32 @@ impl Interner {
     pub fn take_new(&mut self, into: &mut Vec<u8>) {
         into.extend_from_slice(&self.new);
         self.new.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_string_is_its_bytes_and_length() {
+        let all = b"abcdefghijklmnopqrstuvw";
+        for n in 0..=Short::MAX {
+            let mut b = [0u8; 24];
+            b[..n].copy_from_slice(&all[..n]);
+            b[23] = n as u8;
+            let w = |k: usize| u64::from_le_bytes(b[k * 8..k * 8 + 8].try_into().unwrap());
+            assert!(Short::new(&all[..n]) == Short([w(0), w(1), w(2)]), "{n} bytes");
+        }
+    }
+
+    #[test]
+    fn a_string_has_one_iid_short_or_long() {
+        let mut it = Interner::default();
+        let long = "a path longer than twenty-three bytes";
+        let (a, b, c) = (it.string(b"lock"), it.string(long.as_bytes()), it.string(b""));
+        assert_eq!((it.string(b"lock"), it.string(long.as_bytes()), it.string(b"")), (a, b, c));
+        assert_eq!(it.string(b"lock\0"), c + 1, "a new string");
+        assert_eq!(it.string_bytes, 4 + long.len() + 5);
     }
 }

@@ -63,10 +63,13 @@ const POOL: usize = 1024;
 /// places cover the memory's latency (2 to 12 places measured the same, within about 1 %).
 const PREFETCH_BOX: usize = 4;
 const PREFETCH_DATA: usize = 2;
+/// How many places before the front the hold queue's own entry is asked for: the queue is larger
+/// than the cache too, and its entry at [`PREFETCH_BOX`] is read for the address of the box.
+const PREFETCH_ENTRY: usize = 32;
 
 /// Asks for the cache line at `p` (a hint: nothing is read, any address may be given).
 #[inline(always)]
-fn prefetch(p: *const u8) {
+pub(super) fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing and faults on no address; SSE is part of x86-64.
     #[allow(unused_unsafe)]
@@ -96,7 +99,9 @@ fn can_wake_cached(masks: &mut Vec<u16>, nr: u16, part: usize) -> bool {
     (wake_mask(masks, nr) >> part) & 1 != 0
 }
 
-/// 32 bytes: a call arriving reads its thread's whole list (up to [`MAX_WAITING`] entries).
+/// 40 bytes: a call arriving reads the part of its thread's list (up to [`MAX_WAITING`]
+/// entries) whose windows end after it begins.
+#[derive(Clone, Copy)]
 struct Pending {
     c_seq: u64,
     lo: u64,
@@ -105,13 +110,16 @@ struct Pending {
     /// below it, 1 + the arrival number of a call in the window that cannot end such a wait by
     /// its kind (taken if no call that can comes before one of the two leaves), 0 none.
     part_fallback: u64,
+    /// At least the latest `hi` of this entry and those before it in its list, and never less
+    /// than the previous entry's (see [`Waiters`]).
+    max_hi: u64,
 }
 
-const _: () = assert!(std::mem::size_of::<Pending>() == 32);
+const _: () = assert!(std::mem::size_of::<Pending>() == 40);
 
 impl Pending {
     fn new(c_seq: u64, lo: u64, hi: u64, part: usize, fallback: Option<u64>) -> Pending {
-        Pending { c_seq, lo, hi, part_fallback: (part as u64) << 56 | fallback.map_or(0, |f| f + 1) }
+        Pending { c_seq, lo, hi, part_fallback: (part as u64) << 56 | fallback.map_or(0, |f| f + 1), max_hi: hi }
     }
 
     #[inline]
@@ -133,21 +141,120 @@ impl Pending {
     }
 }
 
+/// The calls waiting for a call of one thread, in arrival order but for entries moved by a
+/// removal, with what lets a call of that thread read only the entries it may change: their
+/// windows end (`hi`) in about the order they arrived, so the entries whose running `max_hi` is
+/// at most the call's start (a prefix: the maximum only grows along the list) end before it
+/// and are left alone;
+/// and the earliest arrival, which tells whether some entry's call left. Both are bounds, not
+/// exact: removals leave them as they are (still bounds), and each edit pass makes them exact.
+struct Waiters {
+    list: VecDeque<Pending>,
+    /// At most the earliest arrival listed.
+    min_c_seq: u64,
+}
+
+impl Default for Waiters {
+    fn default() -> Waiters {
+        Waiters { list: VecDeque::new(), min_c_seq: u64::MAX }
+    }
+}
+
+impl Waiters {
+    fn push_back(&mut self, mut p: Pending) {
+        p.max_hi = self.list.back().map_or(p.hi, |b| b.max_hi.max(p.hi));
+        self.min_c_seq = self.min_c_seq.min(p.c_seq);
+        self.list.push_back(p);
+    }
+
+    /// Removes entry `at`, the last taking its place.
+    fn swap_remove_back(&mut self, at: usize) {
+        if self.list.swap_remove_back(at).is_none() {
+            return;
+        }
+        // The last entry moved to `at` (unless it was the one removed): its running maximum is
+        // that of the entries before it, and those after it take its window.
+        let Some(hi) = self.list.get(at).map(|m| m.hi) else { return };
+        let before = at.checked_sub(1).map_or(0, |i| self.list[i].max_hi);
+        self.list[at].max_hi = before.max(hi);
+        for q in self.list.range_mut(at + 1..) {
+            q.max_hi = q.max_hi.max(hi);
+        }
+    }
+
+    /// Whether a call of the waker thread from `ts` to `end`, that can end the waits of the
+    /// parts in `wakes`, changes an entry: takes it (as waker or fallback) or finds it gone
+    /// (arrived before `front`). Without branches over the entries: most calls change none.
+    #[inline]
+    fn edited_by(&self, ts: u64, end: u64, wakes: u16, front: u64) -> bool {
+        if self.min_c_seq < front {
+            return true;
+        }
+        let mut edits = false;
+        // From the last entry back to the first whose running maximum ends before `ts`: a few
+        // entries, fewer steps than a bisection's chain of dependent reads.
+        for p in self.list.iter().rev() {
+            if p.max_hi <= ts {
+                break;
+            }
+            let window = (ts < p.hi) & (end >= p.lo);
+            edits |= window & (((wakes >> p.part()) & 1 != 0) | (p.part_fallback << 8 == 0));
+        }
+        edits
+    }
+}
+
+/// A thread's held calls and the calls waiting for one of them: one look-up for both.
+#[derive(Default)]
+struct Thread {
+    /// Its latest calls, in arrival order: the [`MAX_CANDIDATES`] a look-up reads (and one, a
+    /// call looking among its own thread's calls, that skips itself), those that left among
+    /// them (the oldest, skipped). Kept small, in the cache, rather than all its calls held.
+    calls: VecDeque<Indexed>,
+    waiters: Waiters,
+}
+
+/// A held slice in the index of its thread (or request): what a look-up reads of it, so that
+/// the candidates' boxes, scattered over the hold queue, are not read.
+#[derive(Clone, Copy)]
+struct Indexed {
+    seq: u64,
+    ts: u64,
+    end: u64,
+    nr: u16,
+}
+
+/// A waiting call `p` leaves its list other than through the settling of its fallback: the call
+/// it took as its fallback on arrival (one held before it) has one taker less.
+fn untake(queue: &mut VecDeque<(Box<Held>, Waiting)>, front: u64, p: &Pending) {
+    if let Some(d) = p.fallback().filter(|&d| d < p.c_seq) {
+        if let Some((_, w)) = d.checked_sub(front).and_then(|i| queue.get_mut(i as usize)) {
+            w.fallbacks = w.fallbacks.saturating_sub(1);
+        }
+    }
+}
+
 /// The syscall number of a call's slice.
 fn nr(h: &Held) -> u16 {
     h.name_key as u16
 }
 
-/// What a held slice waits for: its links not yet found (the waking thread, the request).
+/// What a held slice waits for (its links not yet found: the waking thread; the request is in
+/// the slice, [`Held::woken_by`]), and who waits for it. Small, beside the slice's box in the
+/// hold queue: written when other slices arrive, the box being far from the cache by then.
 #[derive(Debug, Clone, Copy, Default)]
 struct Waiting {
     waker: Option<u32>,
-    request: Option<(u32, u64)>,
+    /// How many calls held took it as their fallback waker on arrival and still wait (at most
+    /// [`MAX_WAITING`]: they are in its thread's list).
+    fallbacks: u16,
     /// Its entry in the waker's (request's) waiting list gave way to a newer one: the list need
     /// not be searched for it.
     waker_dropped: bool,
     request_dropped: bool,
 }
+
+const _: () = assert!(std::mem::size_of::<(Box<Held>, Waiting)>() == 24);
 
 /// The hold queue and the indexes that find links (see the module documentation).
 pub struct Linker {
@@ -157,11 +264,10 @@ pub struct Linker {
     hold_ns: u64,
     max_held: usize,
     watermark: u64,
-    by_tid: HashMap<u32, VecDeque<u64>, RandomState>,
-    by_request: HashMap<(u32, u64), VecDeque<u64>, RandomState>,
-    /// In arrival order but for entries moved by a removal (`swap_remove_back`); a full list's
-    /// first entry gives way in O(1).
-    waiting_waker: HashMap<u32, VecDeque<Pending>, RandomState>,
+    /// By thread: its calls held and the calls waiting for one of them (an entry goes when both
+    /// are empty).
+    threads: HashMap<u32, Thread, RandomState>,
+    by_request: HashMap<(u32, u64), VecDeque<Indexed>, RandomState>,
     waiting_request: HashMap<(u32, u64), VecDeque<Pending>, RandomState>,
     /// Calls settled with a fallback leaving (reused: no allocation per slice).
     settling: Vec<u64>,
@@ -186,9 +292,8 @@ impl Linker {
             hold_ns,
             max_held: max_held.max(1),
             watermark: 0,
-            by_tid: HashMap::default(),
+            threads: HashMap::default(),
             by_request: HashMap::default(),
-            waiting_waker: HashMap::default(),
             waiting_request: HashMap::default(),
             settling: Vec::new(),
             wake_masks: Vec::new(),
@@ -223,11 +328,6 @@ impl Linker {
         self.queue.get_mut(i as usize).map(|(h, _)| &mut **h)
     }
 
-    fn held(&self, seq: u64) -> Option<&Held> {
-        let i = seq.checked_sub(self.front_seq)?;
-        self.queue.get(i as usize).map(|(h, _)| &**h)
-    }
-
     /// The parts a call of syscall `nr` can end a wait in, as bits.
     fn wakes(&mut self, nr: u16) -> u16 {
         wake_mask(&mut self.wake_masks, nr)
@@ -254,46 +354,50 @@ impl Linker {
             return;
         }
         let mut waiting = Waiting::default();
+        let me = Indexed { seq, ts: h.ts, end: h.end, nr: nr(&h) };
         // This call as the waker of calls that arrived before it.
         if h.tid != 0 {
             let front = self.front_seq;
             let wakes = self.wakes(nr(&h));
-            if let Some(list) = self.waiting_waker.get_mut(&h.tid) {
-                // Most calls change nothing in the list (their windows are other calls', or have
-                // a fallback already): told in one pass without branches before the one that
-                // edits it.
-                let edits = list.iter().fold(false, |a, p| {
-                    let window = (h.ts < p.hi) & (h.end >= p.lo);
-                    a | (p.c_seq < front) | (window & (((wakes >> p.part()) & 1 != 0) | (p.part_fallback << 8 == 0)))
-                });
-                let mut found = Vec::new();
-                if edits {
-                    list.retain_mut(|p| {
-                        if p.c_seq < front {
+            let t = self.threads.entry(h.tid).or_default();
+            // Indexed now (one look-up): a call is no candidate waker of itself, skipped below.
+            if t.calls.len() > MAX_CANDIDATES {
+                t.calls.pop_front();
+            }
+            t.calls.push_back(me);
+            let w = &mut t.waiters;
+            // Most calls change nothing in the list (their windows are other calls', or have
+            // a fallback already): told before the pass that edits it.
+            let mut found = Vec::new();
+            if w.edited_by(h.ts, h.end, wakes, front) {
+                let (mut max_hi, mut min_c_seq) = (0, u64::MAX);
+                w.list.retain_mut(|p| {
+                    if p.c_seq < front {
+                        return false;
+                    }
+                    if h.ts < p.hi && h.end >= p.lo {
+                        if (wakes >> p.part()) & 1 != 0 {
+                            found.push(*p);
                             return false;
                         }
-                        if h.ts < p.hi && h.end >= p.lo {
-                            if (wakes >> p.part()) & 1 != 0 {
-                                found.push(p.c_seq);
-                                return false;
-                            }
-                            p.fallback_or(seq);
-                        }
-                        true
-                    });
-                }
-                if list.is_empty() {
-                    self.waiting_waker.remove(&h.tid);
-                }
-                for c in found {
-                    let f = self.flow();
-                    h.flows_out.push(f);
-                    if let Some(q) = self.queue.get_mut((c - self.front_seq) as usize) {
-                        q.0.flows_in.push(f);
-                        q.1.waker = None;
+                        p.fallback_or(seq);
                     }
-                    self.stats.wakeups_linked += 1;
+                    max_hi = max_hi.max(p.hi);
+                    p.max_hi = max_hi;
+                    min_c_seq = min_c_seq.min(p.c_seq);
+                    true
+                });
+                w.min_c_seq = min_c_seq;
+            }
+            for p in found {
+                untake(&mut self.queue, self.front_seq, &p);
+                let f = self.flow();
+                h.flows_out.push(f);
+                if let Some(q) = self.queue.get_mut((p.c_seq - self.front_seq) as usize) {
+                    q.0.flows_in.push(f);
+                    q.1.waker = None;
                 }
+                self.stats.wakeups_linked += 1;
             }
         }
         // This request as the one that woke calls that arrived before it.
@@ -319,7 +423,7 @@ impl Linker {
                     h.flows_out.push(f);
                     if let Some(q) = self.queue.get_mut((c - self.front_seq) as usize) {
                         q.0.flows_in.push(f);
-                        q.1.request = None;
+                        q.0.woken_by = None;
                     }
                     self.stats.requests_linked += 1;
                 }
@@ -330,17 +434,24 @@ impl Linker {
         if let Some((wtid, lo, part)) = wake {
             let hi = h.end;
             let (mut best, mut first) = (None, None);
-            if let Some(d) = self.by_tid.get(&wtid) {
+            let own = usize::from(h.tid != 0 && h.tid == wtid);
+            // One look-up for the candidates and, when none can end the wait, the waiting list:
+            // an entry made here has no calls, so the call waits in it.
+            let t = self.threads.entry(wtid).or_default();
+            {
                 // Latest first: calls of one thread end in the order they began.
-                let (queue, front) = (&self.queue, self.front_seq);
-                for &s in d.iter().rev().take(MAX_CANDIDATES) {
-                    let Some((c, _)) = s.checked_sub(front).and_then(|i| queue.get(i as usize)) else { continue };
+                let (front, back) = (self.front_seq, seq);
+                for c in t.calls.iter().rev().skip(own).take(MAX_CANDIDATES) {
+                    let s = c.seq;
+                    if s < front || s >= back {
+                        continue;
+                    }
                     if c.end < lo {
                         break;
                     }
                     if c.ts < hi {
                         first = Some(s);
-                        if can_wake_cached(&mut self.wake_masks, nr(c), part) {
+                        if can_wake_cached(&mut self.wake_masks, c.nr, part) {
                             best = Some(s);
                         }
                     }
@@ -356,20 +467,21 @@ impl Linker {
                     self.stats.wakeups_linked += 1;
                 }
                 None => {
-                    if let Some(d) = first {
-                        if let Some(c) = self.held_mut(d) {
-                            c.is_fallback = true;
-                        }
+                    if let Some((_, w)) =
+                        first.and_then(|d| d.checked_sub(self.front_seq)).and_then(|i| self.queue.get_mut(i as usize))
+                    {
+                        w.fallbacks += 1;
                     }
-                    let list = self.waiting_waker.entry(wtid).or_default();
-                    if list.len() >= MAX_WAITING {
+                    let list = &mut t.waiters;
+                    if list.list.len() >= MAX_WAITING {
                         // The oldest gives way (counted as not linked when it leaves).
-                        if let Some(gone) = list.pop_front() {
+                        if let Some(gone) = list.list.pop_front() {
                             if let Some(q) =
                                 gone.c_seq.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize))
                             {
                                 q.1.waker_dropped = true;
                             }
+                            untake(&mut self.queue, self.front_seq, &gone);
                         }
                     }
                     list.push_back(Pending::new(seq, lo, hi, part, first));
@@ -381,8 +493,12 @@ impl Linker {
             let (lo, hi) = (h.ts, h.end);
             let mut best: Option<(u64, u64)> = None;
             if let Some(d) = self.by_request.get(&key) {
-                for &s in d.iter().rev().take(MAX_CANDIDATES) {
-                    let Some(r) = self.held(s) else { continue };
+                let (front, back) = (self.front_seq, seq);
+                for r in d.iter().rev().take(MAX_CANDIDATES) {
+                    let s = r.seq;
+                    if s < front || s >= back {
+                        continue;
+                    }
                     if r.end >= lo && r.end <= hi && r.ts < hi && best.is_none_or(|(_, e)| r.end >= e) {
                         best = Some((s, r.end));
                     }
@@ -409,15 +525,12 @@ impl Linker {
                         }
                     }
                     list.push_back(Pending::new(seq, lo, hi, 0, None));
-                    waiting.request = Some(key);
+                    h.woken_by = Some(key);
                 }
             }
         }
-        if h.tid != 0 {
-            self.by_tid.entry(h.tid).or_default().push_back(seq);
-        }
         if let Some(key) = h.request {
-            self.by_request.entry(key).or_default().push_back(seq);
+            self.by_request.entry(key).or_default().push_back(me);
         }
         self.queue.push_back((h, waiting));
     }
@@ -450,7 +563,7 @@ impl Linker {
             h.flows_in.clear();
             h.tid = 0;
             h.request = None;
-            h.is_fallback = false;
+            h.woken_by = None;
             // Only process events set it: a call's slice filled in this box after an instant's
             // would be written as an instant, its flows on its start.
             h.instant = false;
@@ -467,6 +580,9 @@ impl Linker {
     /// and flows of the one [`PREFETCH_DATA`] places from it, whose box came in meanwhile.
     #[inline]
     fn prefetch(&self) {
+        if let Some(e) = self.queue.get(PREFETCH_ENTRY) {
+            prefetch((e as *const (Box<Held>, Waiting)).cast());
+        }
         if let Some((h, _)) = self.queue.get(PREFETCH_BOX) {
             let p = (&**h as *const Held).cast::<u8>();
             for k in (0..std::mem::size_of::<Held>()).step_by(64) {
@@ -494,13 +610,15 @@ impl Linker {
     fn settle(&mut self, h: &mut Held, waiting: &mut Waiting) {
         // The calls that took it as their fallback when they arrived (after it: still held) are
         // those of its thread's waiting list naming it and later than it (a call naming a later
-        // one leaves before it); in arrival order, as they took it. The flag spares most slices
-        // the look-up.
-        if h.is_fallback {
+        // one leaves before it); in arrival order, as they took it. The count spares the look-up
+        // to most slices, and to those whose takers were all linked or gave way meanwhile.
+        if waiting.fallbacks > 0 {
             let mut cs = std::mem::take(&mut self.settling);
             cs.clear();
-            if let Some(list) = self.waiting_waker.get(&h.tid) {
-                cs.extend(list.iter().filter(|p| p.fallback() == Some(h.seq) && p.c_seq > h.seq).map(|p| p.c_seq));
+            if let Some(t) = self.threads.get(&h.tid) {
+                cs.extend(
+                    t.waiters.list.iter().filter(|p| p.fallback() == Some(h.seq) && p.c_seq > h.seq).map(|p| p.c_seq),
+                );
             }
             cs.sort_unstable();
             for &c in &cs {
@@ -508,8 +626,10 @@ impl Linker {
                     continue;
                 };
                 let Some(wtid) = w.waker.filter(|&t| t == h.tid) else { continue };
-                let Some(list) = self.waiting_waker.get_mut(&wtid) else { continue };
-                let Some(at) = list.iter().position(|p| p.c_seq == c && p.fallback() == Some(h.seq)) else { continue };
+                let Some(list) = self.threads.get_mut(&wtid).map(|t| &mut t.waiters) else { continue };
+                let Some(at) = list.list.iter().position(|p| p.c_seq == c && p.fallback() == Some(h.seq)) else {
+                    continue;
+                };
                 list.swap_remove_back(at);
                 let f = self.next_flow;
                 self.next_flow += 1;
@@ -521,9 +641,9 @@ impl Linker {
             self.settling = cs;
         }
         let Some(wtid) = waiting.waker.filter(|_| !waiting.waker_dropped) else { return };
-        let Some(list) = self.waiting_waker.get_mut(&wtid) else { return };
-        let Some(at) = list.iter().position(|p| p.c_seq == h.seq) else { return };
-        let Some(d) = list[at].fallback().filter(|&d| d >= self.front_seq) else { return };
+        let Some(list) = self.threads.get_mut(&wtid).map(|t| &mut t.waiters) else { return };
+        let Some(at) = list.list.iter().position(|p| p.c_seq == h.seq) else { return };
+        let Some(d) = list.list[at].fallback().filter(|&d| d >= self.front_seq) else { return };
         list.swap_remove_back(at);
         let f = self.flow();
         if let Some(d) = self.held_mut(d) {
@@ -537,10 +657,11 @@ impl Linker {
     /// Takes a slice that leaves out of the indexes, and counts its link as missed if it waited.
     fn forget(&mut self, h: &Held, waiting: Waiting) {
         if h.tid != 0 {
-            if let Some(d) = self.by_tid.get_mut(&h.tid) {
-                d.pop_front();
-                if d.is_empty() {
-                    self.by_tid.remove(&h.tid);
+            // Its thread's calls have all left when it was the latest.
+            if let Some(t) = self.threads.get_mut(&h.tid).filter(|t| t.calls.back().is_none_or(|c| c.seq == h.seq)) {
+                t.calls.clear();
+                if t.waiters.list.is_empty() {
+                    self.threads.remove(&h.tid);
                 }
             }
         }
@@ -557,17 +678,22 @@ impl Linker {
         if let Some(w) = waiting.waker {
             self.stats.wakeups_not_linked += 1;
             if !waiting.waker_dropped {
-                if let Some(list) = self.waiting_waker.get_mut(&w) {
+                if let Some(t) = self.threads.get_mut(&w) {
+                    // Removed in place: the bounds stay bounds.
+                    let list = &mut t.waiters.list;
                     if let Some(at) = list.iter().position(|p| p.c_seq == h.seq) {
                         list.remove(at);
                     }
                     if list.is_empty() {
-                        self.waiting_waker.remove(&w);
+                        t.waiters.min_c_seq = u64::MAX;
+                        if t.calls.is_empty() {
+                            self.threads.remove(&w);
+                        }
                     }
                 }
             }
         }
-        if let Some(key) = waiting.request {
+        if let Some(key) = h.woken_by {
             self.stats.requests_not_linked += 1;
             if !waiting.request_dropped {
                 if let Some(list) = self.waiting_request.get_mut(&key) {
@@ -673,6 +799,24 @@ mod tests {
             let d = v.iter().find(|x| x.0 == 2 && x.1 == want).unwrap();
             assert_eq!((w.3.len(), &d.2), (1, &w.3), "({futex_first}, {with_futex}): {v:?}");
         }
+    }
+
+    /// Windows listed out of the order of their ends: a call of the waker finds the one it falls
+    /// in, listed after one that ends later, and its own thread's calls are no candidates.
+    #[test]
+    fn a_waiting_window_listed_after_a_later_one_is_still_found() {
+        let mut l = Linker::new(1_000, 100);
+        let late = call(&mut l, 1, 0, 200);
+        l.push(late, Some((2, 100, 7)), None);
+        let early = call(&mut l, 3, 0, 50);
+        l.push(early, Some((2, 10, 7)), None);
+        let waker = call(&mut l, 2, 20, 40);
+        l.push(waker, Some((2, 0, 7)), None);
+        let v = all(&mut l);
+        let (e, w) = (v.iter().find(|x| x.0 == 3).unwrap(), v.iter().find(|x| x.0 == 2).unwrap());
+        assert_eq!((e.3.len(), &w.2), (1, &e.3), "{v:?}");
+        assert!(v.iter().find(|x| x.0 == 1).unwrap().3.is_empty(), "{v:?}");
+        assert!(w.3.is_empty(), "not its own waker: {v:?}");
     }
 
     #[test]

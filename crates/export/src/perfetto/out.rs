@@ -184,7 +184,18 @@ impl Out {
     }
 
     /// Writes the descriptor of `uuid` (and its parents first) unless this file has it.
+    #[inline]
     fn declare(&mut self, tracks: &Tracks, uuid: u64) -> Result<(), ExportError> {
+        // Once per slice: the track is declared already, told inline.
+        let (_, version) = tracks.parent_and_version(uuid);
+        if self.part.as_ref().is_some_and(|p| p.declared.get(uuid as usize) == Some(&(version + 1))) {
+            return Ok(());
+        }
+        self.declare_new(tracks, uuid)
+    }
+
+    #[inline(never)]
+    fn declare_new(&mut self, tracks: &Tracks, uuid: u64) -> Result<(), ExportError> {
         let (parent, version) = tracks.parent_and_version(uuid);
         let p = self.part.as_ref().expect("a part is open");
         if p.declared.get(uuid as usize) == Some(&(version + 1)) {

@@ -67,8 +67,8 @@ pub struct Held {
     pub tid: u32,
     /// The request key (block requests) it is indexed under, `None` none.
     pub request: Option<(u32, u64)>,
-    /// Whether it is the fallback waker of a call held (see the linker).
-    pub is_fallback: bool,
+    /// The request (disk and sector) whose completion woke it while its link is not found.
+    pub woken_by: Option<(u32, u64)>,
 }
 
 /// Key of the queue-time slices of block requests.
@@ -141,8 +141,9 @@ impl SliceBuilder<'_> {
         self.h.args.push((a, Val::I(v)));
     }
 
-    /// A syscall: fd and path, bytes, offset, result, and the `record --why` breakdown.
-    pub fn syscall(&mut self, h: &TraceHeader, b: &EventBatch, i: usize) {
+    /// A syscall: fd and path, bytes, offset, result, and the `record --why` breakdown (`parts`,
+    /// [`EventBatch::why_parts`], read by the caller).
+    pub fn syscall(&mut self, h: &TraceHeader, b: &EventBatch, i: usize, parts: &[u64; WHY_PARTS]) {
         self.h.cat = Cat::Syscall as u8;
         if b.fd[i] != latscope_event::NO_FD {
             self.i(Arg::Fd, i64::from(b.fd[i]));
@@ -168,21 +169,9 @@ impl SliceBuilder<'_> {
                 None => self.interned_with(Arg::Error, |w| write!(w, "E{}", -b.ret[i])),
             }
         }
-        // Most calls carry no breakdown: told without gathering it.
-        if (b.why_cpu[i]
-            | b.why_runq[i]
-            | b.why_io[i]
-            | b.why_lock[i]
-            | b.why_ipc[i]
-            | b.why_timer[i]
-            | b.why_fault[i]
-            | b.why_other[i]
-            | b.why_unknown[i])
-            == 0
-        {
+        if parts.iter().all(|&v| v == 0) {
             return;
         }
-        let parts = b.why_parts(i);
         let mut main = 0;
         for (k, &v) in parts.iter().enumerate() {
             if v != 0 {
@@ -193,7 +182,12 @@ impl SliceBuilder<'_> {
             }
         }
         self.interned(Arg::WhyMain, PART_LABELS[main]);
-        if (1..=3).contains(&b.waker_ctx[i]) {
+        if b.waker_ctx[i] == 1 {
+            // A thread (most wakers): written without the formatting machinery, one per call.
+            let at = self.h.strs.len();
+            write_waker_thread(&mut self.h.strs, b, i);
+            self.h.args.push((Arg::Waker, Val::Interned(at as u32, (self.h.strs.len() - at) as u32)));
+        } else if (2..=3).contains(&b.waker_ctx[i]) {
             self.interned_with(Arg::Waker, |w| write_waker(w, b, i));
         }
         let part = b.waker_wait_part[i] as usize;
@@ -286,6 +280,29 @@ impl SliceBuilder<'_> {
         self.u(Arg::Sector, b.off[i] as u64);
         self.u(Arg::Bytes, b.bytes[i]);
     }
+}
+
+/// `comm/tid` of the thread that woke call `i` (`waker_ctx` 1), as [`write_waker`] writes it.
+fn write_waker_thread(out: &mut Vec<u8>, b: &EventBatch, i: usize) {
+    let mut c = [0u8; 16];
+    c[..8].copy_from_slice(&b.waker_comm_lo[i].to_le_bytes());
+    c[8..].copy_from_slice(&b.waker_comm_hi[i].to_le_bytes());
+    let n = c.iter().position(|&x| x == 0).unwrap_or(16);
+    match std::str::from_utf8(&c[..n]) {
+        Ok(s) => out.extend_from_slice(s.as_bytes()),
+        Err(_) => out.extend_from_slice(String::from_utf8_lossy(&c[..n]).as_bytes()),
+    }
+    out.push(b'/');
+    let (mut digits, mut at, mut tid) = ([0u8; 10], 10, b.waker_tid[i]);
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (tid % 10) as u8;
+        tid /= 10;
+        if tid == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Who woke call `i` from its longest blocked interval (`waker_ctx` 1 to 3): `comm/tid`,

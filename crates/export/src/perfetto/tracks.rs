@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use foldhash::fast::RandomState;
 use latscope_event::{dev_major_minor, CgroupInfo, TraceHeader};
 
+use super::intern::word;
 use super::proto::{self, track};
 
 /// What a track is, for its descriptor.
@@ -211,7 +212,7 @@ impl Tracks {
     /// lane beside it when the call overlaps another on that thread.
     pub fn thread_lane(&mut self, pid: u32, tid: u32, comm: &[u8], cgroup: u64, ts: u64, end: u64) -> u64 {
         if let Some(th) = self.threads.get_mut(&(pid, tid)) {
-            if comm.is_empty() || th.comm.as_bytes() == comm {
+            if comm.is_empty() || same_comm(th.comm.as_bytes(), comm) {
                 // The common case: one look-up.
                 if let Some(u) = th.lanes.take(ts, end) {
                     return u;
@@ -299,6 +300,7 @@ impl Tracks {
     }
 
     /// The parent of `uuid` (0: none) and its version.
+    #[inline]
     pub fn parent_and_version(&self, uuid: u64) -> (u64, u32) {
         self.get(uuid).map_or((0, 0), |t| (t.parent, t.version))
     }
@@ -352,6 +354,21 @@ impl Tracks {
     }
 }
 
+/// Whether two command names are the same: compared as two words when short (a thread's name
+/// is at most 15 bytes), without a call, once per call exported.
+#[inline]
+fn same_comm(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if a.len() > 16 {
+        return a == b;
+    }
+    let (a0, a1) = a.split_at(a.len().min(8));
+    let (b0, b1) = b.split_at(b.len().min(8));
+    word(a0) == word(b0) && word(a1) == word(b1)
+}
+
 /// A container's process labels: `container=NAME`, `image=...`, `pod=NAMESPACE/NAME`.
 fn container_labels(c: &CgroupInfo) -> Vec<String> {
     let mut v = Vec::new();
@@ -393,6 +410,22 @@ mod tests {
         let mut d = Vec::new();
         t.encode(a, &mut d);
         assert!(!d.is_empty());
+    }
+
+    #[test]
+    fn command_names_compare_as_their_bytes() {
+        let names: [&[u8]; 8] =
+            [b"", b"a", b"ab", b"app", b"appx", b"kworker/0:1H", b"0123456789abcdef", b"a name of twenty"];
+        for a in names {
+            for b in names {
+                assert_eq!(same_comm(a, b), a == b, "{a:?} {b:?}");
+            }
+            let mut c = a.to_vec();
+            if let Some(l) = c.last_mut() {
+                *l ^= 1;
+                assert!(!same_comm(a, &c));
+            }
+        }
     }
 
     #[test]
