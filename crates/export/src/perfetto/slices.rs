@@ -293,16 +293,7 @@ fn write_waker_thread(out: &mut Vec<u8>, b: &EventBatch, i: usize) {
         Err(_) => out.extend_from_slice(String::from_utf8_lossy(&c[..n]).as_bytes()),
     }
     out.push(b'/');
-    let (mut digits, mut at, mut tid) = ([0u8; 10], 10, b.waker_tid[i]);
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (tid % 10) as u8;
-        tid /= 10;
-        if tid == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(itoa::Buffer::new().format(b.waker_tid[i]).as_bytes());
 }
 
 /// Who woke call `i` from its longest blocked interval (`waker_ctx` 1 to 3): `comm/tid`,
