@@ -194,9 +194,19 @@ fn why_trace(dir: &Path) -> PathBuf {
     let syscalls = vec![
         call(11, "client", futex, 1_000_100, 1_000_120),
         woken(call(13, "holder", futex, 1_000_050, 1_000_130), 11, "client", 10, 5, "lock"),
-        woken(call(12, "worker", futex, 1_000_000, 1_000_150), 11, "client", 10, 20, "lock"),
+        // Its one wait (the lock's 120 ns) recorded: a slice inside the call.
+        Event {
+            wait_start: 1_000_010,
+            wait_end: 1_000_130,
+            ..woken(call(12, "worker", futex, 1_000_000, 1_000_150), 11, "client", 10, 20, "lock")
+        },
         call(13, "holder", futex, 1_000_200, 1_000_220),
-        woken(call(12, "worker", futex, 1_000_160, 1_000_240), 13, "holder", 5, 20, "lock"),
+        // A wait said to begin before its call (a damaged trace): none.
+        Event {
+            wait_start: 1_000_100,
+            wait_end: 1_000_200,
+            ..woken(call(12, "worker", futex, 1_000_160, 1_000_240), 13, "holder", 5, 20, "lock")
+        },
         read,
         pipe_write,
         pipe_read,
@@ -305,6 +315,17 @@ fn perfetto_export_parses_with_perfettos_schema_and_its_slices_are_the_events() 
         (a["why.lock_ns"].as_u64(), a["why.main"].as_str(), a["why.waker"].as_str()),
         (Some(120), Some("lock"), Some("client/11"))
     );
+    // The call's longest wait, where it was: a slice inside the call, named by its part.
+    let waits: Vec<&Value> =
+        v["slices"].as_array().unwrap().iter().filter(|s| s["name"].as_str().unwrap().starts_with("blocked")).collect();
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert_eq!(summary["wait_slices"], 1, "{summary}");
+    let w = waits[0];
+    assert_eq!(
+        (w["name"].as_str(), w["cat"].as_str(), w["ts"].as_u64(), w["dur"].as_u64(), w["depth"].as_u64()),
+        (Some("blocked: lock"), Some("latscope"), Some(1_000_010), Some(120), Some(1))
+    );
+    assert_eq!((w["parent"].as_u64(), w["tid"].as_u64()), (wait12["id"].as_u64(), Some(12)));
     let q = v["slices"].as_array().unwrap().iter().find(|s| s["cat"] == "latscope" && s["ts"] == 1_000_350).unwrap();
     assert_eq!((q["name"].as_str(), q["dur"].as_u64()), (Some("queued"), Some(50)));
     // Process events are instants on their process.
@@ -603,6 +624,25 @@ fn perfetto_flows_follow_a_request_through_queue_lock_and_disk_in_the_logs_order
         assert_eq!(a.1, "read");
         assert!(q.0 < l.0 && l.0 < d.0 && d.0 < a.0, "request {r}: flows out of order: {q:?} {l:?} {d:?} {a:?}");
     }
+    // Each call's longest wait is a slice inside it, named by what it waited for: the worker's
+    // reads waited for the disk, its lock calls for the lock, each no longer than that part.
+    let mut checked = 0;
+    for f in v["flows"].as_array().unwrap() {
+        let (o, i) = (by_id[&f["out"].as_u64().unwrap()], by_id[&f["in"].as_u64().unwrap()]);
+        let want = match (o["tid"].as_u64(), i["tid"].as_u64(), i["name"].as_str()) {
+            (None, Some(t), Some("pread64")) if t == worker => ("blocked: block I/O", "why.io_ns"),
+            (Some(t), Some(u), Some("futex")) if t == holder && u == worker => ("blocked: lock", "why.lock_ns"),
+            _ => continue,
+        };
+        let waits: Vec<&Value> = slices.iter().filter(|s| s["parent"] == i["id"] && s["cat"] == "latscope").collect();
+        assert_eq!(waits.len(), 1, "the wait of {i}: {waits:?}");
+        assert_eq!(waits[0]["name"], want.0, "{i}");
+        assert!(waits[0]["dur"].as_u64().unwrap() <= i["args"][want.1].as_u64().unwrap(), "{} in {i}", waits[0]);
+        checked += 1;
+    }
+    assert!(checked >= 2 * REQUESTS, "{checked} waits checked");
+    assert!(summary["wait_slices"].as_u64().unwrap() >= 2 * REQUESTS as u64, "{summary}");
+
     // The process and its threads are named; the workload's exit is on its process.
     let tracks = v["tracks"].as_array().unwrap();
     for t in [client, worker, holder] {

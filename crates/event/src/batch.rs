@@ -593,6 +593,26 @@ impl EventBatch {
     pub fn has_why(&self, i: usize) -> bool {
         self.why_parts(i).iter().any(|&p| p != 0)
     }
+
+    /// The longest blocked interval of call `i` (`wait_start` to `wait_end`: the one wait whose
+    /// time a recording keeps), given its breakdown `parts` ([`EventBatch::why_parts`]): its
+    /// start, its end, and its part (an index of [`WHY_PART_NAMES`]) when only one blocked part
+    /// is long enough to hold it (a call that waited for one thing: most calls). `None` when
+    /// none was recorded, or it does not lie within the call.
+    pub fn longest_wait(&self, i: usize, parts: &[u64; WHY_PARTS]) -> Option<(u64, u64, Option<usize>)> {
+        let (from, to) = (self.wait_start[i], self.wait_end[i]);
+        if from == 0 || to <= from || from < self.ts[i] || to > self.end(i) {
+            return None;
+        }
+        let d = to - from;
+        // The blocked parts: all but on CPU (0) and run queue (1).
+        let mut fits = (2..WHY_PARTS).filter(|&k| parts[k] >= d);
+        let part = match (fits.next(), fits.next()) {
+            (Some(k), None) => Some(k),
+            _ => None,
+        };
+        Some((from, to, part))
+    }
 }
 
 impl Event {

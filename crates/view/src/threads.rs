@@ -4,7 +4,9 @@
 //! wake-ups as lines from the waking thread's call to the call it woke.
 //!
 //! The trace records each part's total, not when within the call it came, so a bar is coloured
-//! by the part that took most of it rather than cut into parts. The waking call is found as the
+//! by the part that took most of it rather than cut into parts; the one wait whose time it
+//! records, the call's longest, is drawn where it happened (when its part is known), the rest
+//! of the call in the colour of the part that took most of the rest. The waking call is found as the
 //! Perfetto export finds it: the waker thread's first call that began before the woken call
 //! ended and ended after the woken call's CPU and run-queue time before its end (see
 //! [`waking_call`]); a wake-up from outside a traced call draws no line.
@@ -37,6 +39,9 @@ pub struct Call {
     pub nr: u16,
     /// The part that took most of it (`None`: recorded without a breakdown).
     pub part: Option<usize>,
+    /// Its longest wait where it happened ([`EventBatch::longest_wait`], when its part is
+    /// known): start, end, part; and the part that took most of the rest of the call.
+    pub wait: Option<(u64, u64, usize, usize)>,
     /// The thread that woke it, the earliest end its waking call may have, and the blocked part
     /// it spent the most in.
     waker: Option<(u32, u64, usize)>,
@@ -137,16 +142,21 @@ impl ThreadTimeline {
             row.comm = comm.to_string();
         }
         row.busy_ns += end.min(self.to).saturating_sub(ts.max(self.from));
-        let part = b.has_why(i).then(|| {
-            let p = b.why_parts(i);
-            (0..WHY_PARTS).fold(0, |m, k| if p[k] > p[m] { k } else { m })
+        let p = b.why_parts(i);
+        let part = b.has_why(i).then(|| (0..WHY_PARTS).fold(0, |m, k| if p[k] > p[m] { k } else { m }));
+        let wait = b.longest_wait(i, &p).and_then(|(from, to, k)| {
+            let k = k?;
+            // The rest of the call: its parts less the wait.
+            let mut rest = p;
+            rest[k] -= to - from;
+            Some((from, to, k, (0..WHY_PARTS).fold(0, |m, j| if rest[j] > rest[m] { j } else { m })))
         });
         let waker = (b.waker_ctx[i] == 1 && b.waker_tid[i] != 0 && b.waker_tid[i] != b.tid[i]).then(|| {
             let p = b.why_parts(i);
             let blocked = (2..WHY_PARTS).fold(2, |m, k| if p[k] > p[m] { k } else { m });
             (b.waker_tid[i], end.saturating_sub(b.why_cpu[i].saturating_add(b.why_runq[i])).max(ts), blocked)
         });
-        row.calls.push(Call { ts, end, nr: b.nr[i], part, waker });
+        row.calls.push(Call { ts, end, nr: b.nr[i], part, wait, waker });
     }
 
     /// Orders the calls and finds the wake-ups; keeps the `max_rows` busiest threads (ordered by
@@ -214,14 +224,29 @@ impl ThreadTimeline {
             if b < a {
                 continue;
             }
-            let k = c.part.unwrap_or(WHY_PARTS);
-            let x0 = ((a - self.from) as f64 / span * cols as f64) as usize;
-            let x1 = (((b - self.from) as f64 / span * cols as f64) as usize).min(cols - 1);
-            for (x, f) in fill.iter_mut().enumerate().take(x1 + 1).skip(x0.min(cols - 1)) {
-                let lo = self.from + (x as f64 * span / cols as f64) as u64;
-                let hi = self.from + ((x + 1) as f64 * span / cols as f64) as u64;
-                // At least 1 ns: a call shorter than a column still shows.
-                f[k] += b.min(hi).saturating_sub(a.max(lo)).max(1);
+            let mut add = |a: u64, b: u64, k: usize| {
+                let x0 = ((a - self.from) as f64 / span * cols as f64) as usize;
+                let x1 = (((b - self.from) as f64 / span * cols as f64) as usize).min(cols - 1);
+                for (x, f) in fill.iter_mut().enumerate().take(x1 + 1).skip(x0.min(cols - 1)) {
+                    let lo = self.from + (x as f64 * span / cols as f64) as u64;
+                    let hi = self.from + ((x + 1) as f64 * span / cols as f64) as u64;
+                    // At least 1 ns: a call shorter than a column still shows.
+                    f[k] += b.min(hi).saturating_sub(a.max(lo)).max(1);
+                }
+            };
+            match c.wait {
+                // The wait where it was, the rest of the call by the part that took most of it.
+                Some((wa, wb, k, rest)) => {
+                    let (wa, wb) = (wa.clamp(a, b), wb.clamp(a, b));
+                    if wa > a {
+                        add(a, wa, rest);
+                    }
+                    add(wa, wb, k);
+                    if b > wb {
+                        add(wb, b, rest);
+                    }
+                }
+                None => add(a, b, c.part.unwrap_or(WHY_PARTS)),
             }
         }
         fill.iter()
@@ -262,7 +287,11 @@ impl ThreadTimeline {
             .map(|(c, l)| format!("{c} {l}"))
             .chain([format!("{NO_WHY} a call without a breakdown")])
             .collect();
-        let _ = writeln!(s, "each column: the part that took most of it ({})", legend.join(", "));
+        let _ = writeln!(
+            s,
+            "each column: the part that took most of it, a call's longest wait where it happened ({})",
+            legend.join(", ")
+        );
         if self.dropped > 0 {
             let _ = writeln!(
                 s,
@@ -345,7 +374,13 @@ impl ThreadTimeline {
                     continue;
                 }
                 let (a, b) = (x(c.ts), x(c.end));
-                let fill = c.part.map_or(NO_WHY_COLOR, |k| PART_COLORS[k]);
+                // With its longest wait drawn over it, the rest of the call in the colour of what
+                // took most of the rest.
+                let fill = match (c.wait, c.part) {
+                    (Some((.., rest)), _) => PART_COLORS[rest],
+                    (None, Some(k)) => PART_COLORS[k],
+                    (None, None) => NO_WHY_COLOR,
+                };
                 let what = c.part.map_or("no breakdown".to_string(), |k| format!("mostly {}", PART_LABELS[k]));
                 let tip = format!(
                     "{} {} at +{}: {what}",
@@ -360,6 +395,27 @@ impl ThreadTimeline {
                     ROW - 6.0,
                     esc(&tip)
                 ));
+                // The longest wait, where it happened, over the bar.
+                if let Some((wa, wb, k, _)) = c.wait {
+                    let (wx0, wx1) = (x(wa), x(wb));
+                    let tip = format!(
+                        "{} {} at +{}: its longest wait, {} {} from +{}",
+                        op_name(0, c.nr),
+                        fmt_ns(c.end - c.ts),
+                        fmt_ns(c.ts.saturating_sub(origin_ns)),
+                        PART_LABELS[k],
+                        fmt_ns(wb - wa),
+                        fmt_ns(wa.saturating_sub(origin_ns))
+                    );
+                    svg.raw(&format!(
+                        "<rect x=\"{wx0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{}</title></rect>\n",
+                        ry + 3.0,
+                        (wx1 - wx0).max(1.0),
+                        ROW - 6.0,
+                        PART_COLORS[k],
+                        esc(&tip)
+                    ));
+                }
             }
         }
         for w in &self.wakes {
@@ -406,7 +462,7 @@ impl ThreadTimeline {
         let svg = self.render_svg(title, subtitle, origin_ns);
         let body = svg.split_once("?>").map_or(svg.as_str(), |(_, b)| b);
         format!(
-            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{}</title>\n<style>body{{font-family:Verdana,Helvetica,Arial,sans-serif;margin:16px}}</style></head>\n<body>\n{}\n<p>One row per thread; each call a bar from entry to return, coloured by the part of its latency that took most of it (<code>record --why</code>); arrows from the call that woke a call to it. Hover a bar for the call.</p>\n</body></html>\n",
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{}</title>\n<style>body{{font-family:Verdana,Helvetica,Arial,sans-serif;margin:16px}}</style></head>\n<body>\n{}\n<p>One row per thread; each call a bar from entry to return, coloured by the part of its latency that took most of it (<code>record --why</code>), its longest wait drawn where it happened; arrows from the call that woke a call to it. Hover a bar for the call.</p>\n</body></html>\n",
             esc(title),
             body.trim()
         )
@@ -423,6 +479,9 @@ impl ThreadTimeline {
                     "calls": r.calls.iter().map(|c| json!({
                         "type": op_name(0, c.nr), "ts_ns": c.ts, "latency_ns": c.end - c.ts,
                         "main": c.part.map(|k| latscope_event::WHY_PART_NAMES[k]),
+                        "longest_wait": c.wait.map(|(a, b, k, _)| json!({
+                            "part": latscope_event::WHY_PART_NAMES[k], "ts_ns": a, "dur_ns": b - a,
+                        })),
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -526,5 +585,27 @@ mod tests {
         assert_eq!(svg.matches("<title>").count(), 4 + 1);
         assert_eq!(svg.matches("marker-end=\"url(#arrow)\"><title>").count(), 1);
         assert!(t.render_html("threads", "sub", 0).starts_with("<!doctype html>"));
+    }
+
+    /// A call that ran 500 ns, waited 400 ns for a lock (its longest wait, recorded) and ran
+    /// 100 ns more: the lock drawn where it was, the rest as CPU (the call's main part is lock).
+    #[test]
+    fn a_calls_longest_wait_is_drawn_where_it_happened() {
+        let mut b = EventBatch::default();
+        let mut e = call(1, "futex", 0, 1000);
+        (e.why_cpu, e.why_lock, e.wait_start, e.wait_end) = (600, 400, 500, 900);
+        b.push(&e);
+        let mut t = ThreadTimeline::new(0, 1000, 100);
+        t.add(&b, 0);
+        t.finish(10);
+        let s = t.render_text(10 + 3 + 6, 0);
+        let row = s.lines().find(|l| l.trim_start().starts_with("t1/1")).unwrap();
+        assert!(row.ends_with("|CCCCCLLLLC|"), "{s}");
+        let j = t.to_json(0);
+        let c = &j["threads"][0]["calls"][0];
+        assert_eq!((c["main"].as_str(), c["longest_wait"]["part"].as_str()), (Some("cpu"), Some("lock")));
+        assert_eq!((c["longest_wait"]["ts_ns"].as_u64(), c["longest_wait"]["dur_ns"].as_u64()), (Some(500), Some(400)));
+        let svg = t.render_svg("threads", "sub", 0);
+        assert!(svg.contains("its longest wait, lock 400ns from +500ns"), "{svg}");
     }
 }

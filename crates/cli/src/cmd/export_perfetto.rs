@@ -141,6 +141,12 @@ pub fn run(files: &[PathBuf], p: &PerfettoArgs, filter: &FilterArg, quiet: bool,
              a request whose waking call or request is not in the export",
             l.wakeups_linked, l.requests_linked, l.wakeups_not_linked, l.requests_not_linked
         );
+        if s.wait_slices > 0 {
+            println!(
+                "waits: the longest blocked interval of {} calls as a slice inside each (category latscope)",
+                s.wait_slices
+            );
+        }
         for f in &s.files {
             println!(
                 "wrote {} ({}, {} slices): open it at https://ui.perfetto.dev",

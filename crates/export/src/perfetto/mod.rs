@@ -5,7 +5,8 @@
 //!   per thread (named by its command name); each syscall a slice on its thread, entry to
 //!   return, named by the syscall, with its fd, path, bytes, result and, from `record --why`,
 //!   its breakdown (the parts' totals: the trace records how long each part took, not when, so
-//!   they are arguments, not child slices), waker and what the waker was in.
+//!   they are arguments), waker and what the waker was in; inside it, the call's longest wait,
+//!   the one wait whose time the trace records, as a slice (category `latscope`).
 //! - A track per disk, each block request a slice from issue to completion, its queue time on
 //!   the disk's queue lanes.
 //! - Process events (fork, exec, exit) as instants on their process.
@@ -16,7 +17,7 @@
 //!   bytes per second, events lost.
 //!
 //! One slice per event, its duration the event's latency: a trace processor's slice table (less
-//! the `latscope`-category queue slices) holds what `latscope events` prints for the same filter.
+//! the `latscope`-category queue and wait slices) holds what `latscope events` prints for the same filter.
 //! Streamed: the trace is read once, slices are held only while their links may still come
 //! (bounded by count), interning tables are cleared when they grow; memory does not grow with
 //! the trace. A file larger than [`PerfettoOptions::max_bytes`] is refused, or cut into parts
@@ -112,6 +113,8 @@ pub struct PerfettoSummary {
     pub events_exported: u64,
     /// Queue-time slices of block requests (besides the events' slices).
     pub queue_slices: u64,
+    /// Slices of calls' longest waits, inside the calls (besides the events' slices).
+    pub wait_slices: u64,
     /// Events the recording lost.
     pub events_lost: u64,
     /// Damaged blocks skipped.
@@ -176,6 +179,8 @@ const OWN_COLUMNS: &[&str] = &[
     "waker_wait_ns",
     "fault_addr",
     "fault_path",
+    "wait_start",
+    "wait_end",
 ];
 
 /// Every column the export reads: its own and the breakdown's.
@@ -249,6 +254,9 @@ impl Export<'_> {
                 // The breakdown, read once (zeros in most recordings).
                 let parts = b.why_parts(i);
                 SliceBuilder { h: &mut h }.syscall(&self.header, b, i, &parts);
+                if parts[2..].iter().any(|&v| v != 0) {
+                    h.wait = slices::longest_wait(b, i, &parts);
+                }
                 if b.waker_ctx[i] == 1 && b.waker_tid[i] != 0 && b.waker_tid[i] != tid {
                     // The wake-up ended the call's longest blocked interval; when that was its
                     // last, it came within the call's CPU and run-queue time before its end.
@@ -415,6 +423,7 @@ pub fn export_perfetto(
     let report = scan.report();
     let (processes, threads, disks) = ex.tracks.counts();
     let interning_resets = ex.out.interning_resets;
+    let wait_slices = ex.out.wait_slices;
     let files = ex.out.finish()?;
     Ok(PerfettoSummary {
         trace: path.to_path_buf(),
@@ -423,6 +432,7 @@ pub fn export_perfetto(
         events_read: read,
         events_exported: ex.exported,
         queue_slices: ex.queue_slices,
+        wait_slices,
         events_lost: report.lost,
         corrupt_blocks: report.corrupt.len() as u64,
         processes,

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::intern::Interner;
 use super::proto::{self, annotation, clock, event, packet};
-use super::slices::{name_of, Held, Val};
+use super::slices::{name_of, Cat, Held, Val};
 use super::tracks::Tracks;
 use crate::ExportError;
 
@@ -66,6 +66,8 @@ pub struct Out {
     interned: Vec<u8>,
     /// Times the interning tables were cleared, all files.
     pub interning_resets: u64,
+    /// Slices of calls' longest waits written, all files.
+    pub wait_slices: u64,
 }
 
 impl Out {
@@ -83,6 +85,7 @@ impl Out {
             pkt: Vec::with_capacity(4096),
             interned: Vec::with_capacity(1024),
             interning_resets: 0,
+            wait_slices: 0,
         }
     }
 
@@ -286,6 +289,36 @@ impl Out {
             proto::bytes(b, packet::INTERNED_DATA, &self.interned);
         }
         proto::end_fixed(b, pm, 3);
+        if let Some((from, to, key)) = h.wait.filter(|_| !h.instant) {
+            // The call's longest wait, inside it: begun after the call's start and ended before
+            // its end in the file, so that it nests when they share a timestamp.
+            let pm = proto::begin(b, proto::TRACE_PACKET);
+            proto::uint(b, packet::TIMESTAMP, from);
+            proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+            proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+            let m = proto::begin(b, packet::TRACK_EVENT);
+            proto::uint(b, event::TYPE, event::TYPE_SLICE_BEGIN);
+            proto::uint(b, event::TRACK_UUID, h.track);
+            proto::uint(b, event::NAME_IID, it.name(key, || name_of(key)));
+            proto::uint(b, event::CATEGORY_IIDS, it.category(Cat::Latscope as usize));
+            proto::end(b, m);
+            self.interned.clear();
+            it.take_new(&mut self.interned);
+            if !self.interned.is_empty() {
+                proto::bytes(b, packet::INTERNED_DATA, &self.interned);
+            }
+            proto::end(b, pm);
+            let pm = proto::begin(b, proto::TRACE_PACKET);
+            proto::uint(b, packet::TIMESTAMP, to);
+            proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+            proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+            let m = proto::begin(b, packet::TRACK_EVENT);
+            proto::uint(b, event::TYPE, event::TYPE_SLICE_END);
+            proto::uint(b, event::TRACK_UUID, h.track);
+            proto::end(b, m);
+            proto::end(b, pm);
+            self.wait_slices += 1;
+        }
         if !h.instant {
             let pm = proto::begin(b, proto::TRACE_PACKET);
             proto::uint(b, packet::TIMESTAMP, h.end);

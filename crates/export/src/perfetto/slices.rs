@@ -69,17 +69,37 @@ pub struct Held {
     pub request: Option<(u32, u64)>,
     /// The request (disk and sector) whose completion woke it while its link is not found.
     pub woken_by: Option<(u32, u64)>,
+    /// The call's longest blocked interval, a slice inside it: start, end, name key
+    /// ([`longest_wait`]).
+    pub wait: Option<(u64, u64, u32)>,
 }
 
 /// Key of the queue-time slices of block requests.
 pub const QUEUED_KEY: u32 = 0xff_0000;
+/// Key of the slices of calls' longest waits: `WAIT_KEY | part` (an index of [`PART_LABELS`]),
+/// or `WAIT_KEY | 0xff` when the part is not known.
+pub const WAIT_KEY: u32 = 0xfe_0000;
+const WAIT_PART_UNKNOWN: u32 = 0xff;
 
 /// The name of a slice key.
 pub fn name_of(key: u32) -> String {
     if key == QUEUED_KEY {
         return "queued".into();
     }
+    if key & !0xff == WAIT_KEY {
+        return match PART_LABELS.get((key & 0xff) as usize) {
+            Some(part) => format!("blocked: {part}"),
+            None => "blocked".into(),
+        };
+    }
     latscope_event::op_name((key >> 16) as u8, key as u16)
+}
+
+/// The longest blocked interval of call `i` ([`EventBatch::longest_wait`]) as a slice inside
+/// the call: start, end and name key (`blocked: PART`, or `blocked` when its part is not known).
+pub fn longest_wait(b: &EventBatch, i: usize, parts: &[u64; WHY_PARTS]) -> Option<(u64, u64, u32)> {
+    let (from, to, part) = b.longest_wait(i, parts)?;
+    Some((from, to, WAIT_KEY | part.map_or(WAIT_PART_UNKNOWN, |k| k as u32)))
 }
 
 /// String `i` of a column as the bytes stored (UTF-8, checked by the trace reader).
@@ -309,5 +329,39 @@ fn write_waker(w: &mut impl fmt::Write, b: &EventBatch, i: usize) -> fmt::Result
         }
         2 => w.write_str("[timer]"),
         _ => write!(w, "[softirq:{}]", SOFTIRQS.get(b.waker_tid[i] as usize).copied().unwrap_or("?")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use latscope_event::Event;
+
+    use super::*;
+
+    /// Call 0 of a batch: 1_000..2_000 with its longest wait `from..to` and `parts`.
+    fn wait_of(from: u64, to: u64, parts: [u64; WHY_PARTS]) -> Option<(u64, u64, u32)> {
+        let mut b = EventBatch::default();
+        b.push(&Event { ts: 1_000, lat: 1_000, wait_start: from, wait_end: to, ..Default::default() });
+        longest_wait(&b, 0, &parts)
+    }
+
+    #[test]
+    fn a_calls_longest_wait_is_named_by_the_only_part_that_can_hold_it() {
+        // Waited 600 ns for a lock and 100 ns on a pipe: the 600 ns interval is the lock's.
+        let k = wait_of(1_100, 1_700, [200, 100, 0, 600, 100, 0, 0, 0, 0]).unwrap();
+        assert_eq!((k.0, k.1, name_of(k.2).as_str()), (1_100, 1_700, "blocked: lock"));
+        // 300 ns, and both the lock's and the pipe's totals could hold it: not named.
+        let k = wait_of(1_100, 1_400, [200, 100, 0, 350, 350, 0, 0, 0, 0]).unwrap();
+        assert_eq!(name_of(k.2), "blocked");
+        assert_eq!(name_of(wait_of(1_000, 2_000, [0, 0, 0, 0, 0, 1_000, 0, 0, 0]).unwrap().2), "blocked: timer/sleep");
+    }
+
+    #[test]
+    fn a_wait_outside_its_call_or_empty_is_no_slice() {
+        let parts = [0, 0, 0, 0, 1_000, 0, 0, 0, 0];
+        assert_eq!(wait_of(0, 0, parts), None, "none recorded");
+        assert_eq!(wait_of(1_500, 1_500, parts), None, "empty");
+        assert_eq!(wait_of(900, 1_500, parts), None, "begins before the call");
+        assert_eq!(wait_of(1_500, 2_001, parts), None, "ends after it");
     }
 }
