@@ -99,6 +99,7 @@ if FLOOR=$(bash bench/floor/build.sh "$WORK"); then
 	costs+=("$(bpf_cost "floor: two empty programs" "$FLOOR" 0)")
 	costs+=("$(bpf_cost "floor: minimal latency histogram" "$FLOOR" 1)")
 	costs+=("$(bpf_cost "floor: minimal recorder (histogram's floor + a 32-byte ring record)" "$FLOOR" 2)")
+	costs+=("$(bpf_cost "floor: per-CPU ring written in place, no helper (x86)" "$FLOOR" 3)")
 else
 	echo "(bench/floor skipped: it could not be built)"
 fi
