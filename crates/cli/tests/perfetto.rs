@@ -638,6 +638,14 @@ fn perfetto_flows_follow_a_request_through_queue_lock_and_disk_in_the_logs_order
         assert_eq!(waits.len(), 1, "the wait of {i}: {waits:?}");
         assert_eq!(waits[0]["name"], want.0, "{i}");
         assert!(waits[0]["dur"].as_u64().unwrap() <= i["args"][want.1].as_u64().unwrap(), "{} in {i}", waits[0]);
+        // It ended at the wake-up: inside the holder's unlock, after the request's completion.
+        let wait_end = waits[0]["ts"].as_u64().unwrap() + waits[0]["dur"].as_u64().unwrap();
+        let (o_ts, o_end) = (o["ts"].as_u64().unwrap(), o["ts"].as_u64().unwrap() + o["dur"].as_u64().unwrap());
+        if o["tid"].is_u64() {
+            assert!(o_ts <= wait_end && wait_end <= o_end, "{} ends outside its waker {o}", waits[0]);
+        } else {
+            assert!(o_end <= wait_end, "{} ends before the request {o} completed", waits[0]);
+        }
         checked += 1;
     }
     assert!(checked >= 2 * REQUESTS, "{checked} waits checked");
