@@ -17,8 +17,8 @@
 //!   bytes per second, events lost.
 //!
 //! One slice per event, its duration the event's latency: a trace processor's slice table (less
-//! the `latscope`-category queue and wait slices) holds what `latscope events` prints for the same filter.
-//! Streamed: the trace is read once, slices are held only while their links may still come
+//! the `latscope`-category queue and wait slices) holds what `latscope events` prints for the
+//! same filter. Streamed: the trace is read once, slices are held only while their links may still come
 //! (bounded by count), interning tables are cleared when they grow; memory does not grow with
 //! the trace. A file larger than [`PerfettoOptions::max_bytes`] is refused, or cut into parts
 //! by time with [`PerfettoOptions::split`].

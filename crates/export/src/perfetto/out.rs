@@ -51,6 +51,22 @@ struct Part {
     last_ns: u64,
 }
 
+/// Appends the packet that ends the slice open on `track` at `ts`, and the flows that end there.
+fn slice_end(b: &mut Vec<u8>, ts: u64, track: u64, flows_in: &[u64]) {
+    let pm = proto::begin(b, proto::TRACE_PACKET);
+    proto::uint(b, packet::TIMESTAMP, ts);
+    proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+    proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+    let m = proto::begin(b, packet::TRACK_EVENT);
+    proto::uint(b, event::TYPE, event::TYPE_SLICE_END);
+    proto::uint(b, event::TRACK_UUID, track);
+    for &f in flows_in {
+        proto::fixed64(b, event::TERMINATING_FLOW_IDS, f);
+    }
+    proto::end(b, m);
+    proto::end(b, pm);
+}
+
 /// The packet writer (see the module documentation).
 pub struct Out {
     dest: PathBuf,
@@ -308,30 +324,11 @@ impl Out {
                 proto::bytes(b, packet::INTERNED_DATA, &self.interned);
             }
             proto::end(b, pm);
-            let pm = proto::begin(b, proto::TRACE_PACKET);
-            proto::uint(b, packet::TIMESTAMP, to);
-            proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
-            proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
-            let m = proto::begin(b, packet::TRACK_EVENT);
-            proto::uint(b, event::TYPE, event::TYPE_SLICE_END);
-            proto::uint(b, event::TRACK_UUID, h.track);
-            proto::end(b, m);
-            proto::end(b, pm);
+            slice_end(b, to, h.track, &[]);
             self.wait_slices += 1;
         }
         if !h.instant {
-            let pm = proto::begin(b, proto::TRACE_PACKET);
-            proto::uint(b, packet::TIMESTAMP, h.end);
-            proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
-            proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
-            let m = proto::begin(b, packet::TRACK_EVENT);
-            proto::uint(b, event::TYPE, event::TYPE_SLICE_END);
-            proto::uint(b, event::TRACK_UUID, h.track);
-            for &f in flows_in {
-                proto::fixed64(b, event::TERMINATING_FLOW_IDS, f);
-            }
-            proto::end(b, m);
-            proto::end(b, pm);
+            slice_end(b, h.end, h.track, flows_in);
         }
         self.wrote(start)
     }
