@@ -566,6 +566,26 @@ mod tests {
     use super::*;
     use latscope_event::{syscall_nr, BlockDevice, Event};
 
+    #[test]
+    fn numbers_are_written_as_display_writes_them() {
+        let mut s = String::from("x");
+        for v in [0i64, 7, 10, 99, 100, 12345, -1, -10, -987654321, i64::MAX, i64::MIN] {
+            s.truncate(1);
+            push_int(&mut s, v);
+            assert_eq!(s, format!("x{v}"));
+        }
+        for v in [9u64, 42, 1_000_000_007, u64::MAX] {
+            s.truncate(1);
+            push_int(&mut s, v);
+            assert_eq!(s, format!("x{v}"));
+        }
+        for (v, w) in [(0u64, 9), (5, 2), (59, 2), (123, 9), (999_999_999, 9), (1_234_567_890, 9), (u64::MAX, 20)] {
+            s.truncate(1);
+            push_digits(&mut s, v, w);
+            assert_eq!(s, format!("x{v:0w$}"));
+        }
+    }
+
     /// Events of every kind and shape: errors, unknown errnos and syscalls, escapes, empty and
     /// non-ASCII names, unset and set login uids, devices with and without names.
     fn assorted() -> (TraceHeader, EventBatch) {

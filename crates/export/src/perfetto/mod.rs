@@ -206,7 +206,7 @@ fn prefetch_rows(b: &EventBatch, i: usize) {
     ask!(kind, ts, lat, pid, tid, nr, ret, fd, off, dev, bytes, flags, cgroup, qtime);
     ask!(why_cpu, why_runq, why_io, why_lock, why_ipc, why_timer, why_fault, why_other, why_unknown);
     ask!(waker_ctx, waker_tid, waker_comm_lo, waker_comm_hi, waker_wait_part, waker_wait_ns);
-    ask!(runq_tid, runq_cpu, wake_dev, wake_sector, fault_addr);
+    ask!(runq_tid, runq_cpu, wake_dev, wake_sector, fault_addr, wait_start, wait_end);
     for c in [&b.comm, &b.path, &b.path2] {
         links::prefetch(c.offsets.as_ptr().wrapping_add(i).cast());
     }

@@ -52,6 +52,7 @@ struct Part {
 }
 
 /// Appends the packet that ends the slice open on `track` at `ts`, and the flows that end there.
+#[inline(always)]
 fn slice_end(b: &mut Vec<u8>, ts: u64, track: u64, flows_in: &[u64]) {
     let pm = proto::begin(b, proto::TRACE_PACKET);
     proto::uint(b, packet::TIMESTAMP, ts);
