@@ -194,10 +194,11 @@ fn why_trace(dir: &Path) -> PathBuf {
     let syscalls = vec![
         call(11, "client", futex, 1_000_100, 1_000_120),
         woken(call(13, "holder", futex, 1_000_050, 1_000_130), 11, "client", 10, 5, "lock"),
-        // Its one wait (the lock's 120 ns) recorded: a slice inside the call.
+        // Its longest wait recorded (113 ns of the lock's 120, woken during the client's
+        // futex): a slice inside the call.
         Event {
-            wait_start: 1_000_010,
-            wait_end: 1_000_130,
+            wait_start: 1_000_002,
+            wait_end: 1_000_115,
             ..woken(call(12, "worker", futex, 1_000_000, 1_000_150), 11, "client", 10, 20, "lock")
         },
         call(13, "holder", futex, 1_000_200, 1_000_220),
@@ -323,7 +324,7 @@ fn perfetto_export_parses_with_perfettos_schema_and_its_slices_are_the_events() 
     let w = waits[0];
     assert_eq!(
         (w["name"].as_str(), w["cat"].as_str(), w["ts"].as_u64(), w["dur"].as_u64(), w["depth"].as_u64()),
-        (Some("blocked: lock"), Some("latscope"), Some(1_000_010), Some(120), Some(1))
+        (Some("blocked: lock"), Some("latscope"), Some(1_000_002), Some(113), Some(1))
     );
     assert_eq!((w["parent"].as_u64(), w["tid"].as_u64()), (wait12["id"].as_u64(), Some(12)));
     let q = v["slices"].as_array().unwrap().iter().find(|s| s["cat"] == "latscope" && s["ts"] == 1_000_350).unwrap();

@@ -594,6 +594,29 @@ impl EventBatch {
         self.why_parts(i).iter().any(|&p| p != 0)
     }
 
+    /// The window the call that woke call `i` from its longest wait was in progress in: it ended
+    /// at `.0` or later and began before `.1`. Where the recording keeps that wait (`wait_start`
+    /// to `wait_end`, within the call), its end is the wake-up: the waking call is the one in
+    /// progress then, `(wait_end, wait_end + 1)`. Else (older recordings) the wake-up is taken to
+    /// have come within the call's CPU and run-queue time (`parts` 0 and 1) before its end, as it
+    /// did when that wait was the call's last: from there to the call's end.
+    pub fn wake_window(&self, i: usize, parts: &[u64; WHY_PARTS]) -> (u64, u64) {
+        match self.wake_instant(i) {
+            Some(at) => (at, at + 1),
+            None => {
+                let (ts, end) = (self.ts[i], self.end(i));
+                (end.saturating_sub(parts[0].saturating_add(parts[1])).max(ts), end)
+            }
+        }
+    }
+
+    /// The instant the waker of call `i` ended its longest wait (`wait_end`), where the
+    /// recording keeps that wait and it lies within the call.
+    pub fn wake_instant(&self, i: usize) -> Option<u64> {
+        let (from, to) = (self.wait_start[i], self.wait_end[i]);
+        (from != 0 && from < to && from >= self.ts[i] && to <= self.end(i)).then_some(to)
+    }
+
     /// The longest blocked interval of call `i` (`wait_start` to `wait_end`: the one wait whose
     /// time a recording keeps), given its breakdown `parts` ([`EventBatch::why_parts`]): its
     /// start, its end, and its part (an index of [`WHY_PART_NAMES`]) when only one blocked part

@@ -6,10 +6,12 @@
 //! The trace records each part's total, not when within the call it came, so a bar is coloured
 //! by the part that took most of it rather than cut into parts; the one wait whose time it
 //! records, the call's longest, is drawn where it happened (when its part is known), the rest
-//! of the call in the colour of the part that took most of the rest. The waking call is found as the
-//! Perfetto export finds it: the waker thread's first call that began before the woken call
-//! ended and ended after the woken call's CPU and run-queue time before its end (see
-//! [`waking_call`]); a wake-up from outside a traced call draws no line.
+//! of the call in the colour of the part that took most of the rest. The waking call is found
+//! as the Perfetto export finds it: the waker thread's call in progress at the wake-up (the end
+//! of that longest wait), or in older recordings its first call that began before the woken
+//! call ended and ended after the woken call's CPU and run-queue time before its end (see
+//! [`waking_call`], [`EventBatch::wake_window`]); a wake-up from outside a traced call draws no
+//! line.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -42,9 +44,9 @@ pub struct Call {
     /// Its longest wait where it happened ([`EventBatch::longest_wait`], when its part is
     /// known): start, end, part; and the part that took most of the rest of the call.
     pub wait: Option<(u64, u64, usize, usize)>,
-    /// The thread that woke it, the earliest end its waking call may have, and the blocked part
-    /// it spent the most in.
-    waker: Option<(u32, u64, usize)>,
+    /// The thread that woke it, the window its waking call was in progress in
+    /// ([`EventBatch::wake_window`]), and the blocked part it spent the most in.
+    waker: Option<(u32, (u64, u64), usize)>,
 }
 
 /// The calls of one thread.
@@ -87,9 +89,10 @@ pub struct ThreadTimeline {
     latest: u64,
 }
 
-/// The call of `calls` (sorted by entry) that woke a call ending at `hi` blocked mostly in
-/// `part`, whose waking call must end at `lo` or later: of the calls that ended at `lo` or later
-/// and began before `hi`, the first that can end such a wait by its kind
+/// The call of `calls` (sorted by entry) that woke a call blocked mostly in `part`, whose
+/// waking call was in progress in the window `lo..hi` ([`EventBatch::wake_window`]): of the
+/// calls that ended at `lo` or later and began before `hi`, the first that can end such a wait
+/// by its kind
 /// ([`latscope_event::can_wake`]: a futex for a lock, a write for a pipe), else the first.
 /// (A thread's calls follow each other, so their ends are in entry order too.)
 pub fn waking_call(calls: &[Call], lo: u64, hi: u64, part: usize) -> Option<usize> {
@@ -152,9 +155,8 @@ impl ThreadTimeline {
             Some((from, to, k, (0..WHY_PARTS).fold(0, |m, j| if rest[j] > rest[m] { j } else { m })))
         });
         let waker = (b.waker_ctx[i] == 1 && b.waker_tid[i] != 0 && b.waker_tid[i] != b.tid[i]).then(|| {
-            let p = b.why_parts(i);
             let blocked = (2..WHY_PARTS).fold(2, |m, k| if p[k] > p[m] { k } else { m });
-            (b.waker_tid[i], end.saturating_sub(b.why_cpu[i].saturating_add(b.why_runq[i])).max(ts), blocked)
+            (b.waker_tid[i], b.wake_window(i, &p), blocked)
         });
         row.calls.push(Call { ts, end, nr: b.nr[i], part, wait, waker });
     }
@@ -180,9 +182,9 @@ impl ThreadTimeline {
         self.wakes.clear();
         for (ri, r) in self.rows.iter().enumerate() {
             for (ci, c) in r.calls.iter().enumerate() {
-                let Some((w, lo, part)) = c.waker else { continue };
+                let Some((w, (lo, hi), part)) = c.waker else { continue };
                 let Some(&wr) = by_tid.get(&w) else { continue };
-                if let Some(wc) = waking_call(&self.rows[wr].calls, lo, c.end, part) {
+                if let Some(wc) = waking_call(&self.rows[wr].calls, lo, hi, part) {
                     self.wakes.push(Wake { from: (wr, wc), to: (ri, ci) });
                 }
             }

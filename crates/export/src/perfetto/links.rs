@@ -82,6 +82,10 @@ pub(super) fn prefetch(p: *const u8) {
 
 /// Set in a [`Linker::wake_masks`] entry looked up.
 const MASK_KNOWN: u16 = 1 << 15;
+/// The part of a wait whose waking call is known by the instant of its wake-up: any call in
+/// progress then woke it, whatever its kind (every mask has its bit).
+pub const ANY_PART: usize = 14;
+const _: () = assert!(ANY_PART >= latscope_event::WHY_PARTS && ANY_PART < 15);
 
 fn wake_mask(masks: &mut Vec<u16>, nr: u16) -> u16 {
     let i = usize::from(nr);
@@ -89,7 +93,9 @@ fn wake_mask(masks: &mut Vec<u16>, nr: u16) -> u16 {
         masks.resize(i + 1, 0);
     }
     if masks[i] & MASK_KNOWN == 0 {
-        masks[i] = (0..latscope_event::WHY_PARTS).filter(|&k| can_wake(nr, k)).fold(MASK_KNOWN, |m, k| m | 1 << k);
+        masks[i] = (0..latscope_event::WHY_PARTS)
+            .filter(|&k| can_wake(nr, k))
+            .fold(MASK_KNOWN | 1 << ANY_PART, |m, k| m | 1 << k);
     }
     masks[i]
 }
@@ -339,12 +345,12 @@ impl Linker {
         f
     }
 
-    /// Takes a slice. `wake`: the thread that woke it, the start of the window its waking call
-    /// must end in (`lo..=end`) and the part it was blocked in; `request`: the disk and sector
-    /// of the request whose completion woke it.
+    /// Takes a slice. `wake`: the thread that woke it, the window its waking call must be in
+    /// progress in (`(lo, hi)`: it ended at `lo` or later and began before `hi`) and the part it
+    /// was blocked in; `request`: the disk and sector of the request whose completion woke it.
     /// A call's slice carries its thread in `h.tid` (it may itself be a waker); a request's its
     /// disk and sector in `h.request`.
-    pub fn push(&mut self, mut h: Box<Held>, wake: Option<(u32, u64, usize)>, request: Option<(u32, u64)>) {
+    pub fn push(&mut self, mut h: Box<Held>, wake: Option<(u32, (u64, u64), usize)>, request: Option<(u32, u64)>) {
         let seq = self.front_seq + self.queue.len() as u64;
         h.seq = seq;
         self.watermark = self.watermark.max(h.end);
@@ -431,8 +437,7 @@ impl Linker {
         }
         // Its own waker among the calls held: the first in the window that can end its wait,
         // else wait for one (the first in the window is the fallback).
-        if let Some((wtid, lo, part)) = wake {
-            let hi = h.end;
+        if let Some((wtid, (lo, hi), part)) = wake {
             let (mut best, mut first) = (None, None);
             let own = usize::from(h.tid != 0 && h.tid == wtid);
             // One look-up for the candidates and, when none can end the wait, the waiting list:
@@ -746,7 +751,7 @@ mod tests {
                 }
             }
             let woken = call(&mut l, 1, 0, 60);
-            l.push(woken, Some((2, 50, 7)), None);
+            l.push(woken, Some((2, (50, 60), 7)), None);
             if !waker_first {
                 for (a, b) in waker {
                     let h = call(&mut l, 2, a, b);
@@ -787,7 +792,7 @@ mod tests {
                 }
             }
             let woken = call(&mut l, 1, 0, 60);
-            l.push(woken, Some((2, 50, 3)), None);
+            l.push(woken, Some((2, (50, 60), 3)), None);
             if !futex_first {
                 for c in calls.clone() {
                     let h = mk(&mut l, c);
@@ -808,11 +813,11 @@ mod tests {
     fn a_waiting_window_listed_after_a_later_one_is_still_found() {
         let mut l = Linker::new(1_000, 100);
         let late = call(&mut l, 1, 0, 200);
-        l.push(late, Some((2, 100, 7)), None);
+        l.push(late, Some((2, (100, 200), 7)), None);
         let early = call(&mut l, 3, 0, 50);
-        l.push(early, Some((2, 10, 7)), None);
+        l.push(early, Some((2, (10, 50), 7)), None);
         let waker = call(&mut l, 2, 20, 40);
-        l.push(waker, Some((2, 0, 7)), None);
+        l.push(waker, Some((2, (0, 40), 7)), None);
         let v = all(&mut l);
         let (e, w) = (v.iter().find(|x| x.0 == 3).unwrap(), v.iter().find(|x| x.0 == 2).unwrap());
         assert_eq!((e.3.len(), &w.2), (1, &e.3), "{v:?}");
@@ -826,12 +831,39 @@ mod tests {
         let early = call(&mut l, 2, 10, 20);
         l.push(early, None, None);
         let woken = call(&mut l, 1, 0, 60);
-        l.push(woken, Some((2, 50, 7)), None);
+        l.push(woken, Some((2, (50, 60), 7)), None);
         let late = call(&mut l, 2, 70, 80);
         l.push(late, None, None);
         let v = all(&mut l);
         assert!(v.iter().all(|x| x.2.is_empty() && x.3.is_empty()), "{v:?}");
         assert_eq!((l.stats.wakeups_linked, l.stats.wakeups_not_linked), (0, 1));
+    }
+
+    /// The wake-up's instant known (a recording keeps the end of the wait its waker ended): the
+    /// waking call is the one in progress then, even when a later call of the waker could end
+    /// such a wait by its kind (PostgreSQL wakes a backend's `epoll_wait` with `kill`, then
+    /// `sendto`s on its own socket).
+    #[test]
+    fn the_call_in_progress_at_a_known_wakeup_is_the_waking_call() {
+        let kill = latscope_event::syscall_nr("kill").unwrap();
+        let sendto = latscope_event::syscall_nr("sendto").unwrap();
+        for exact in [true, false] {
+            let mut l = Linker::new(1_000, 100);
+            for (nr, a, b) in [(kill, 40, 52), (sendto, 55, 58)] {
+                let mut h = call(&mut l, 2, a, b);
+                h.name_key = u32::from(nr);
+                l.push(h, None, None);
+            }
+            let woken = call(&mut l, 1, 0, 60);
+            // Woken at 50, in an IPC wait (4); without the instant, from 50 to its end.
+            let (window, part) = if exact { ((50, 51), ANY_PART) } else { ((50, 60), 4) };
+            l.push(woken, Some((2, window, part)), None);
+            let v = all(&mut l);
+            let w = v.iter().find(|x| x.0 == 1).unwrap();
+            let want = if exact { 40 } else { 55 };
+            let d = v.iter().find(|x| x.0 == 2 && x.1 == want).unwrap();
+            assert_eq!((w.3.len(), &d.2), (1, &w.3), "exact {exact}: {v:?}");
+        }
     }
 
     #[test]

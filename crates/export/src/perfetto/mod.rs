@@ -258,12 +258,14 @@ impl Export<'_> {
                     h.wait = slices::longest_wait(b, i, &parts);
                 }
                 if b.waker_ctx[i] == 1 && b.waker_tid[i] != 0 && b.waker_tid[i] != tid {
-                    // The wake-up ended the call's longest blocked interval; when that was its
-                    // last, it came within the call's CPU and run-queue time before its end.
-                    let after = parts[0].saturating_add(parts[1]);
-                    // The blocked part the call spent the most in (io, lock, ipc, ...).
-                    let part = (2..parts.len()).fold(2, |m, k| if parts[k] > parts[m] { k } else { m });
-                    wake = Some((b.waker_tid[i], end.saturating_sub(after).max(ts), part));
+                    // The wake-up's instant known: the call in progress then woke it, whatever
+                    // its kind. Else the blocked part the call spent the most in (io, lock,
+                    // ipc, ...) chooses among the calls of the window.
+                    let part = match b.wake_instant(i) {
+                        Some(_) => links::ANY_PART,
+                        None => (2..parts.len()).fold(2, |m, k| if parts[k] > parts[m] { k } else { m }),
+                    };
+                    wake = Some((b.waker_tid[i], b.wake_window(i, &parts), part));
                 }
                 if b.wake_dev[i] != 0 {
                     request = Some((b.wake_dev[i], b.wake_sector[i]));
