@@ -651,6 +651,23 @@ fn perfetto_flows_follow_a_request_through_queue_lock_and_disk_in_the_logs_order
     }
     assert!(checked >= 2 * REQUESTS, "{checked} waits checked");
     assert!(summary["wait_slices"].as_u64().unwrap() >= 2 * REQUESTS as u64, "{summary}");
+    // Every flow from a thread starts at its call in progress at the wake-up (the end of the
+    // woken call's wait), the queue's and the answer's too.
+    let mut from_threads = 0;
+    for f in v["flows"].as_array().unwrap() {
+        let (o, i) = (by_id[&f["out"].as_u64().unwrap()], by_id[&f["in"].as_u64().unwrap()]);
+        let Some(w) = slices.iter().find(|s| s["parent"] == i["id"] && s["cat"] == "latscope") else { continue };
+        if !o["tid"].is_u64() {
+            continue;
+        }
+        let wake = w["ts"].as_u64().unwrap() + w["dur"].as_u64().unwrap();
+        let (o_ts, o_end) = (o["ts"].as_u64().unwrap(), o["ts"].as_u64().unwrap() + o["dur"].as_u64().unwrap());
+        assert!(o_ts <= wake && wake <= o_end, "{o} was not in progress at the wake-up of {i} ({wake})");
+        from_threads += 1;
+    }
+    // (18 here: the queue's, the lock's and the answer's of each request; a wake-up that came
+    // before its call was seen blocked has no wait to check.)
+    assert!(from_threads >= REQUESTS, "{from_threads} flows from threads checked");
 
     // The process and its threads are named; the workload's exit is on its process.
     let tracks = v["tracks"].as_array().unwrap();
