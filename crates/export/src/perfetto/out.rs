@@ -51,13 +51,20 @@ struct Part {
     last_ns: u64,
 }
 
-/// Appends the packet that ends the slice open on `track` at `ts`, and the flows that end there.
+/// Begins a packet of the sequence at `ts` in `b` (ended with `proto::end`).
 #[inline(always)]
-fn slice_end(b: &mut Vec<u8>, ts: u64, track: u64, flows_in: &[u64]) {
+fn begin_timed(b: &mut Vec<u8>, ts: u64) -> proto::Mark {
     let pm = proto::begin(b, proto::TRACE_PACKET);
     proto::uint(b, packet::TIMESTAMP, ts);
     proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
     proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+    pm
+}
+
+/// Appends the packet that ends the slice open on `track` at `ts`, and the flows that end there.
+#[inline(always)]
+fn slice_end(b: &mut Vec<u8>, ts: u64, track: u64, flows_in: &[u64]) {
+    let pm = begin_timed(b, ts);
     let m = proto::begin(b, packet::TRACK_EVENT);
     proto::uint(b, event::TYPE, event::TYPE_SLICE_END);
     proto::uint(b, event::TRACK_UUID, track);
@@ -309,10 +316,7 @@ impl Out {
         if let Some((from, to, key)) = h.wait.filter(|_| !h.instant) {
             // The call's longest wait, inside it: begun after the call's start and ended before
             // its end in the file, so that it nests when they share a timestamp.
-            let pm = proto::begin(b, proto::TRACE_PACKET);
-            proto::uint(b, packet::TIMESTAMP, from);
-            proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
-            proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+            let pm = begin_timed(b, from);
             let m = proto::begin(b, packet::TRACK_EVENT);
             proto::uint(b, event::TYPE, event::TYPE_SLICE_BEGIN);
             proto::uint(b, event::TRACK_UUID, h.track);
