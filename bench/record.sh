@@ -124,7 +124,7 @@ echo
 full=""
 echo "| switched off | sys_enter ns | sys_exit ns | total ns | saved ns |"
 echo "|---|---|---|---|---|"
-for part in none ring fd task filter ring,fd,task,filter; do
+for part in none pcpu ring fd task filter ring,fd,task,filter; do
 	r=$(bpf_cost "$part" env LATSCOPE_ABLATE="$part" "$LS" record -w "$WORK/t.lst" --quiet --no-block -c readloop)
 	IFS='|' read -r name en ex tot <<<"$r"
 	[ "$part" = none ] && full=$tot
@@ -132,7 +132,8 @@ for part in none ring fd task filter ring,fd,task,filter; do
 	label=$part
 	case $part in
 	none) label="nothing (full recording)" ;;
-	ring) label="ring buffer reserve/commit" ;;
+	pcpu) label="per-CPU rings (every event reserved and committed in the shared ring buffer)" ;;
+	ring) label="any output (the event built in scratch space, never written)" ;;
 	fd) label="fd naming (device, inode, type, position at entry and for returned fds)" ;;
 	task) label="task fields (ids, uid, cgroup, comm, namespaces)" ;;
 	filter) label="per-event filter (pid filter of -c)" ;;

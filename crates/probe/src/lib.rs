@@ -10,6 +10,7 @@
 pub mod containers;
 mod decode;
 pub mod features;
+mod merge;
 pub mod procmaps;
 pub mod snapshot;
 mod stackstore;
@@ -237,6 +238,30 @@ fn why_nr_table(classes: &[(&[&str], u8)]) -> [u8; 512] {
 /// (bench/record.sh). A recording made so is incomplete: never for real use.
 pub const ABLATE_ENV: &str = "LATSCOPE_ABLATE";
 
+/// [`ABLATE_ENV`]'s `pcpu`: every event through the shared ring buffer.
+const ABLATE_PCPU: u8 = 16;
+
+/// Bytes of the per-CPU rings' slots, per CPU, at most and at least: the shared ring buffer's
+/// size shared out (half of it, over the CPUs), within these bounds. 5.6 MiB (32 Ki events)
+/// holds 10 ms of 3 M events/s, [`PCPU_POLL`] apart.
+const PCPU_BYTES_MAX: usize = 8 << 20;
+const PCPU_BYTES_MIN: usize = 256 << 10;
+/// The longest a poll waits with per-CPU rings: their programs never wake the reader.
+const PCPU_POLL: Duration = Duration::from_millis(10);
+
+/// Slots per CPU of the per-CPU rings, or None where they are not used: only x86 (whose store
+/// order publishes an event written in place; see `pcpu_commit`), and only for plain events
+/// (no attribution: its decoder matches records across threads in ring order).
+fn pcpu_slots(ring: usize, ncpus: usize, streaming: bool, why: bool, ablate: u8) -> Option<u64> {
+    if !cfg!(target_arch = "x86_64") || !streaming || why || ablate & (1 | ABLATE_PCPU) != 0 {
+        return None;
+    }
+    let bytes = (ring / 2 / ncpus.max(1)).clamp(PCPU_BYTES_MIN, PCPU_BYTES_MAX);
+    let slots = (bytes / decode::RECORD_SIZE.next_multiple_of(8)).max(2);
+    // A power of two, rounded down: the programs index with a mask.
+    Some(1u64 << (63 - (slots as u64).leading_zeros()))
+}
+
 /// The `ablate` bits of [`ABLATE_ENV`] (LS_ABLATE_* in latscope.bpf.c).
 fn ablate_bits() -> u8 {
     let v = std::env::var(ABLATE_ENV).unwrap_or_default();
@@ -246,6 +271,8 @@ fn ablate_bits() -> u8 {
             "fd" => 2,
             "task" => 4,
             "filter" => 8,
+            // Not a switch of the programs: the per-CPU rings left off (see `pcpu_slots`).
+            "pcpu" => ABLATE_PCPU,
             _ => 0,
         }
     })
@@ -663,6 +690,11 @@ pub struct Probe {
     stacks: Option<stackstore::StackStore>,
     /// Recording with attribution: thread times can be read (see `read_thread_times`).
     why: bool,
+    /// With per-CPU rings: the rings, and the shared ring buffer's records waiting for their
+    /// turn (see `merge`).
+    merge: Option<Rc<RefCell<merge::Merge>>>,
+    /// Detached: nothing more is written, so every record can be handed on.
+    detached: bool,
 }
 
 /// Most ring-buffer records one poll consumes: under a sustained event rate the producers can
@@ -814,6 +846,17 @@ impl Probe {
         )?;
         let lastu = if stacks { ls_ufiles_limits::LS_LASTU_ENTRIES.0 } else { 1 };
         bpf(open.maps.why_lastu.set_max_entries(lastu), "sizing the last user stacks map")?;
+        let ncpus = bpf(libbpf_rs::num_possible_cpus(), "counting CPUs")?;
+        let pcpu = pcpu_slots(ring, ncpus, want_sys && cfg.aggregate.is_none(), why, ablate_bits());
+        let ro = open.maps.rodata_data.as_deref_mut().expect("the BPF object has read-only data");
+        ro.pcpu_on = u8::from(pcpu.is_some());
+        if let Some(n) = pcpu {
+            ro.pcpu_mask = (n - 1) as u32;
+            ro.pcpu_shift = n.trailing_zeros();
+        }
+        let (ctl_entries, slot_entries) = pcpu.map_or((1, 1), |n| (ncpus, ncpus * n as usize));
+        bpf(open.maps.pcpu_ctl.set_max_entries(ctl_entries as u32), "sizing the per-CPU rings")?;
+        bpf(open.maps.pcpu_slots.set_max_entries(slot_entries as u32), "sizing the per-CPU rings")?;
         for p in [
             &mut open.progs.ls_why_waking,
             &mut open.progs.ls_why_fault,
@@ -977,7 +1020,7 @@ impl Probe {
             skel,
             _obj: obj,
             decoder,
-            ncpus: bpf(libbpf_rs::num_possible_cpus(), "counting CPUs")?,
+            ncpus,
             aggregating: cfg.aggregate.is_some(),
             agg_groups,
             blk_base,
@@ -986,20 +1029,40 @@ impl Probe {
             start_times: times,
             stacks: stacks.then(stackstore::StackStore::default),
             why,
+            merge: None,
+            detached: false,
         };
+        if let Some(n) = pcpu {
+            use std::os::fd::{AsFd, AsRawFd};
+            let m = merge::Merge::new(
+                probe.skel.maps.pcpu_ctl.as_fd().as_raw_fd(),
+                probe.skel.maps.pcpu_slots.as_fd().as_raw_fd(),
+                ncpus,
+                n,
+            )
+            .map_err(ProbeError::Ring)?;
+            probe.merge = Some(Rc::new(RefCell::new(m)));
+        }
         if !probe.aggregating {
-            let dec = probe.decoder.clone();
             let mut b = RingBufferBuilder::new();
             // SAFETY: the map lives in the skeleton, which outlives the ring buffer (field order).
             let events: &'static libbpf_rs::MapMut<'static> =
                 unsafe { &*(&probe.skel.maps.events as *const libbpf_rs::MapMut<'static>) };
-            bpf(
+            // With per-CPU rings a record waits for its turn (see `merge`); else it is decoded
+            // as it is read.
+            let added = if let Some(m) = probe.merge.clone() {
+                b.add(events, move |data: &[u8]| {
+                    m.borrow_mut().stage(data);
+                    0
+                })
+            } else {
+                let dec = probe.decoder.clone();
                 b.add(events, move |data: &[u8]| {
                     dec.borrow_mut().record(data);
                     0
-                }),
-                "setting up the ring buffer",
-            )?;
+                })
+            };
+            bpf(added, "setting up the ring buffer")?;
             probe.rb = Some(bpf(b.build(), "setting up the ring buffer")?);
         }
         probe.start_times.step("setting up the ring buffer");
@@ -1201,6 +1264,15 @@ impl Probe {
     }
 
     fn consume(&mut self, timeout: Duration) -> Result<(), ProbeError> {
+        if self.merge.is_some() {
+            if self.consume_merged()? > 0 {
+                return Ok(());
+            }
+            // The per-CPU rings wake no one: wait at most PCPU_POLL for the shared ring buffer.
+            self.wait(timeout.min(PCPU_POLL));
+            self.consume_merged()?;
+            return Ok(());
+        }
         let Some(rb) = &self.rb else {
             std::thread::sleep(timeout);
             return Ok(());
@@ -1229,11 +1301,50 @@ impl Probe {
         Ok(())
     }
 
+    /// Wait up to `timeout` on the shared ring buffer (its wake-ups; a signal ends the wait).
+    fn wait(&self, timeout: Duration) {
+        let Some(rb) = &self.rb else { return };
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: epoll_wait on the ring buffer's own epoll fd with one valid event slot.
+        unsafe { libc::epoll_wait(rb.epoll_fd(), &mut ev, 1, ms) };
+    }
+
+    /// With per-CPU rings: read the shared ring buffer's new records and the rings' heads, and
+    /// decode, in time order, what can no longer be preceded by a record not read yet (see
+    /// `merge`). Returns how many were decoded.
+    fn consume_merged(&mut self) -> Result<usize, ProbeError> {
+        let Some(m) = self.merge.clone() else { return Ok(0) };
+        // The time first: every record of an earlier time is in a ring once the heads are read
+        // and the shared ring buffer is read to its end.
+        let mut watermark =
+            if self.detached { u64::MAX } else { snapshot::monotonic_ns().saturating_sub(merge::MARGIN_NS) };
+        m.borrow_mut().begin();
+        // At most MAX_RECORDS_PER_POLL records wait here: beyond, they wait in the kernel.
+        let room = MAX_RECORDS_PER_POLL.saturating_sub(m.borrow().staged());
+        let n = match (&self.rb, room) {
+            (Some(rb), r) if r > 0 => rb.consume_raw_n(r),
+            _ => 0,
+        };
+        if n < 0 {
+            return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
+        }
+        if n as usize >= room {
+            // Not read to its end: what it still holds may be earlier than the rings' records.
+            watermark = watermark.min(m.borrow().shared_newest());
+        }
+        let mut dec = self.decoder.borrow_mut();
+        let k = m.borrow_mut().emit(watermark, MAX_RECORDS_PER_POLL, |d| dec.record(d));
+        self.consumed += k as u64;
+        Ok(k)
+    }
+
     /// Detaches every program: nothing more is produced, and what the ring buffer holds stays
     /// there to be read (to its end: see [`Probe::poll_into_split`]). Ends a recording without
     /// leaving events behind that were neither read nor counted as lost.
     pub fn detach(&mut self) {
         self.links.clear();
+        self.detached = true;
     }
 
     /// Ring-buffer records consumed so far (events, and records the decoder could not read).
@@ -1245,7 +1356,9 @@ impl Probe {
     /// without waiting.
     pub fn drain(&mut self) -> Result<EventBatch, ProbeError> {
         self.decoder.borrow_mut().begin_poll();
-        if let Some(rb) = &self.rb {
+        if self.merge.is_some() {
+            self.consume_merged()?;
+        } else if let Some(rb) = &self.rb {
             let n = rb.consume_raw_n(MAX_RECORDS_PER_POLL);
             if n < 0 {
                 return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));

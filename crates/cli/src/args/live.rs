@@ -54,7 +54,8 @@ pub struct LiveArgs {
     pub comms: Vec<String>,
     /// The kernel's ring buffer, 1MiB to 1GiB (e.g. 256MiB); larger absorbs longer bursts.
     /// Default 64MiB; with record --ring, half the ring, 8MiB to 64MiB (the buffer counts twice
-    /// in the process's RSS: it is mapped twice).
+    /// in the process's RSS: it is mapped twice). On x86, events without paths or --why are
+    /// first written to a ring per CPU, together up to half this size (256KiB to 8MiB each).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub buffer_size: Option<u64>,
 }

@@ -206,6 +206,44 @@ struct {
 	__type(value, struct ls_stats);
 } stats SEC(".maps");
 
+/*
+ * The per-CPU rings (x86 only: see pcpu_reserve). A plain event (no path, no attribution) is
+ * written in place in a ring of the CPU it ends on, which user space maps and drains: no helper
+ * call reserves or commits it, which is the dearest part of an event on hosts whose kernel
+ * returns go through a mitigation thunk. User space merges the rings and the shared ring buffer
+ * by time (see the probe crate's merge.rs). A full ring is no loss: the event goes to the
+ * shared ring buffer instead. pcpu_ctl holds each CPU's head (written by the programs) and tail
+ * (written by user space), each on a cache line of its own so that the reader's polling does
+ * not take the writer's line away; pcpu_slots holds the CPUs' slots, CPU after CPU. Both are
+ * sized by user space.
+ */
+const volatile __u8 pcpu_on = 0;
+const volatile __u32 pcpu_mask = 0;  /* slots per CPU - 1 (a power of two less one) */
+const volatile __u32 pcpu_shift = 0; /* log2 of the slots per CPU */
+
+struct ls_pcpu_ctl {
+	__u64 head;
+	__u64 pad0[7];
+	__u64 tail;
+	__u64 pad1[7];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ls_pcpu_ctl);
+} pcpu_ctl SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ls_event);
+} pcpu_slots SEC(".maps");
+
 struct ls_scratch {
 	struct ls_event e;
 	char paths[sizeof(struct ls_why) + 2 * LS_PATH_MAX + LS_XVALUE_MAX]; /* [struct ls_why] path path2 [xattr value] */
@@ -711,6 +749,38 @@ static __always_inline __u64 count_event(void)
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
+/* The next free slot of this CPU's ring, and the ring, or NULL when the ring is full (or off).
+ * One writer per CPU: a program's run is never nested in another run of itself on a CPU (the
+ * kernel skips the second, counting a miss) and never moves to another CPU. */
+static __always_inline struct ls_event *pcpu_reserve(struct ls_pcpu_ctl **ctl)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct ls_pcpu_ctl *c = bpf_map_lookup_elem(&pcpu_ctl, &cpu);
+	if (!c)
+		return NULL;
+	__u64 head = c->head;
+	/* The tail only grows: one read too old sees the ring fuller than it is, never emptier. */
+	if (head - *(volatile __u64 *)&c->tail > pcpu_mask)
+		return NULL;
+	__u32 idx = (cpu << pcpu_shift) | ((__u32)head & pcpu_mask);
+	struct ls_event *e = bpf_map_lookup_elem(&pcpu_slots, &idx);
+	if (e)
+		*ctl = c;
+	return e;
+}
+
+/* Publish the slot pcpu_reserve gave: x86 keeps stores in order, so the reader that sees the new
+ * head (with an acquiring load) sees the event written before it; the barrier keeps the compiler
+ * from moving the event's stores past the head's. */
+static __always_inline void pcpu_commit(struct ls_pcpu_ctl *c)
+{
+	barrier();
+	*(volatile __u64 *)&c->head = c->head + 1;
+	struct ls_stats *st = cpu_stats();
+	if (st)
+		st->events++;
+}
+
 /*
  * The ring buffer's wake-up flag for an event: `flags` (count_event's), or, with a threshold
  * (--why-above), a forced wake-up for a kept call with a user stack, so that user space reads
@@ -1047,6 +1117,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, struct pt_regs *
 	if (!has_arg(d->path) && !has_arg(d->path2) && !(d->bits & LS_SOCK) && d->info != LS_INFO_XLIST) {
 		struct ls_event *e;
 		struct ls_why *wo = NULL;
+		struct ls_pcpu_ctl *ctl = NULL;
 		__u8 rec = why;
 		if (ablate & LS_ABLATE_RING) {
 			struct ls_scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
@@ -1066,6 +1137,8 @@ static __always_inline int sys_exit(void *ctx, const bool fast, struct pt_regs *
 			why_fill(&ew->w, trusted_task(fast, task), rec, lat);
 			wo = &ew->w;
 			e = &ew->e;
+		} else if (pcpu_on && (e = pcpu_reserve(&ctl))) {
+			/* in place, in this CPU's ring */
 		} else {
 			e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 			if (!e) {
@@ -1083,6 +1156,8 @@ static __always_inline int sys_exit(void *ctx, const bool fast, struct pt_regs *
 		}
 		if (ablate & LS_ABLATE_RING)
 			count_event();
+		else if (ctl)
+			pcpu_commit(ctl);
 		else
 			bpf_ringbuf_submit(e, why_wake(wo, count_event()));
 		return 0;
