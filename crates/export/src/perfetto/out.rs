@@ -22,7 +22,7 @@ use crate::ExportError;
 /// The sequence id of every packet (one writer).
 const SEQUENCE: u64 = 1;
 /// Packets are gathered in memory and written to the file this many bytes at a time.
-const FLUSH_BYTES: usize = 1 << 20;
+const FLUSH_BYTES: usize = 1 << 17;
 
 /// A file written.
 #[derive(Debug, Clone, Serialize)]
