@@ -180,7 +180,7 @@ pub struct Interner {
     recent: Box<[(Short, u64)]>,
     string_bytes: usize,
     next_iid: u64,
-    /// Entries added since the last [`Interner::take_new`], encoded as `InternedData` fields.
+    /// Entries added since the last [`Interner::clear_new`], encoded as `InternedData` fields.
     new: Vec<u8>,
     /// The tables were cleared: the next packet must say so.
     cleared: bool,
@@ -310,9 +310,14 @@ impl Interner {
         std::mem::take(&mut self.cleared)
     }
 
-    /// The entries added since the last call, as the body of an `InternedData` (empty: none).
-    pub fn take_new(&mut self, into: &mut Vec<u8>) {
-        into.extend_from_slice(&self.new);
+    /// The entries added since the last [`Interner::clear_new`], as the body of an
+    /// `InternedData` (empty: none).
+    pub fn new_entries(&self) -> &[u8] {
+        &self.new
+    }
+
+    /// Forgets the entries added: they were written.
+    pub fn clear_new(&mut self) {
         self.new.clear();
     }
 }

@@ -22,7 +22,7 @@ use crate::ExportError;
 /// The sequence id of every packet (one writer).
 const SEQUENCE: u64 = 1;
 /// Packets are gathered in memory and written to the file this many bytes at a time.
-const FLUSH_BYTES: usize = 1 << 20;
+const FLUSH_BYTES: usize = 1 << 17;
 
 /// A file written.
 #[derive(Debug, Clone, Serialize)]
@@ -51,28 +51,50 @@ struct Part {
     last_ns: u64,
 }
 
-/// Begins a packet of the sequence at `ts` in `b` (ended with `proto::end`).
+/// Most bytes of a slice's packets besides its arguments, strings, flows and interned entries:
+/// three packets' heads and fields of at most ten bytes each (256 leaves room to spare).
+const SLICE_ROOM: usize = 256;
+/// Most bytes of an argument besides its string: a nested message's key and length (with the
+/// length's extra bytes for a long one), its name's key and iid, its value's key and varint or
+/// its string's length.
+const ARG_ROOM: usize = 40;
+/// Most bytes of a flow id: its key and 8 bytes.
+const FLOW_ROOM: usize = 9;
+/// Most bytes of a `bytes` field's key and length.
+const BYTES_HEAD: usize = 12;
+
+/// A cursor at `at` in `buf` with room for `n` bytes: the buffer is grown (and zeroed) only when
+/// shorter, which once the first packets are written is only for a slice of long strings.
 #[inline(always)]
-fn begin_timed(b: &mut Vec<u8>, ts: u64) -> proto::Mark {
-    let pm = proto::begin(b, proto::TRACE_PACKET);
-    proto::uint(b, packet::TIMESTAMP, ts);
-    proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
-    proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+fn cursor(buf: &mut Vec<u8>, at: usize, n: usize) -> proto::Cursor<'_> {
+    if buf.len() < at + n {
+        buf.resize(at + n, 0);
+    }
+    proto::Cursor::new(buf, at)
+}
+
+/// Begins a packet of the sequence at `ts` (ended with `Cursor::end`).
+#[inline(always)]
+fn begin_timed(c: &mut proto::Cursor, ts: u64) -> proto::Mark {
+    let pm = c.begin(proto::TRACE_PACKET);
+    c.uint(packet::TIMESTAMP, ts);
+    c.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+    c.uint(packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
     pm
 }
 
 /// Appends the packet that ends the slice open on `track` at `ts`, and the flows that end there.
 #[inline(always)]
-fn slice_end(b: &mut Vec<u8>, ts: u64, track: u64, flows_in: &[u64]) {
-    let pm = begin_timed(b, ts);
-    let m = proto::begin(b, packet::TRACK_EVENT);
-    proto::uint(b, event::TYPE, event::TYPE_SLICE_END);
-    proto::uint(b, event::TRACK_UUID, track);
+fn slice_end(c: &mut proto::Cursor, ts: u64, track: u64, flows_in: &[u64]) {
+    let pm = begin_timed(c, ts);
+    let m = c.begin(packet::TRACK_EVENT);
+    c.uint(event::TYPE, event::TYPE_SLICE_END);
+    c.uint(event::TRACK_UUID, track);
     for &f in flows_in {
-        proto::fixed64(b, event::TERMINATING_FLOW_IDS, f);
+        c.fixed64(event::TERMINATING_FLOW_IDS, f);
     }
-    proto::end(b, m);
-    proto::end(b, pm);
+    c.end(m);
+    c.end(pm);
 }
 
 /// The packet writer (see the module documentation).
@@ -84,10 +106,12 @@ pub struct Out {
     done: Vec<WrittenPart>,
     start_ns: u64,
     realtime_offset_ns: i64,
-    /// Packets not yet written to the file (written out past [`FLUSH_BYTES`]).
+    /// Packets not yet written to the file (written out past [`FLUSH_BYTES`]): the first `fill`
+    /// bytes. Its length is the room made so far (kept: packets are written into it with a
+    /// [`proto::Cursor`], without a `Vec`'s length kept at every byte).
     buf: Vec<u8>,
+    fill: usize,
     pkt: Vec<u8>,
-    interned: Vec<u8>,
     /// Times the interning tables were cleared, all files.
     pub interning_resets: u64,
     /// Slices of calls' longest waits written, all files.
@@ -105,9 +129,9 @@ impl Out {
             done: Vec::new(),
             start_ns,
             realtime_offset_ns,
-            buf: Vec::with_capacity(FLUSH_BYTES + (64 << 10)),
+            buf: vec![0; FLUSH_BYTES + (64 << 10)],
+            fill: 0,
             pkt: Vec::with_capacity(4096),
-            interned: Vec::with_capacity(1024),
             interning_resets: 0,
             wait_slices: 0,
         }
@@ -135,18 +159,20 @@ impl Out {
 
     /// Appends the packet in `pkt` (a rare one: clock, sequence start, descriptor).
     fn write_packet(&mut self) -> Result<(), ExportError> {
-        let start = self.buf.len();
-        proto::bytes(&mut self.buf, proto::TRACE_PACKET, &self.pkt);
+        let start = self.fill;
+        let mut c = cursor(&mut self.buf, start, self.pkt.len() + BYTES_HEAD);
+        c.bytes(proto::TRACE_PACKET, &self.pkt);
+        self.fill = c.pos();
         self.wrote(start)
     }
 
     /// Counts the packets appended since `start` and writes the gathered ones out when enough.
     fn wrote(&mut self, start: usize) -> Result<(), ExportError> {
         let p = self.part.as_mut().expect("a part is open");
-        p.bytes += (self.buf.len() - start) as u64;
-        if self.buf.len() >= FLUSH_BYTES {
-            p.file.write_all(&self.buf).map_err(|e| ExportError::io("write", p.path.clone(), e))?;
-            self.buf.clear();
+        p.bytes += (self.fill - start) as u64;
+        if self.fill >= FLUSH_BYTES {
+            p.file.write_all(&self.buf[..self.fill]).map_err(|e| ExportError::io("write", p.path.clone(), e))?;
+            self.fill = 0;
         }
         Ok(())
     }
@@ -271,70 +297,84 @@ impl Out {
         }
         p.last_ns = p.last_ns.max(h.ts);
         let it = &mut p.interner;
-        let b = &mut self.buf;
-        let start = b.len();
+        let buf = &mut self.buf;
+        let start = self.fill;
+        // Room for everything but the interned entries, not known before the event is encoded.
+        let room =
+            SLICE_ROOM + h.args.len() * ARG_ROOM + h.strs.len() + (flows_out.len() + 2 * flows_in.len()) * FLOW_ROOM;
+        let mut c = cursor(buf, start, room);
         // The packet is written in place: its length and the event's in a fixed number of bytes
         // (nothing moves), the entries the event interned after it (field order is free).
-        let pm = proto::begin_fixed(b, proto::TRACE_PACKET, 3);
-        proto::uint(b, packet::TIMESTAMP, h.ts);
-        proto::uint(b, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
-        proto::uint(b, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
-        let em = proto::begin_fixed(b, packet::TRACK_EVENT, 3);
-        proto::uint(b, event::TYPE, if h.instant { event::TYPE_INSTANT } else { event::TYPE_SLICE_BEGIN });
-        proto::uint(b, event::TRACK_UUID, h.track);
+        let pm = c.begin_fixed(proto::TRACE_PACKET, 3);
+        c.uint(packet::TIMESTAMP, h.ts);
+        c.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
+        c.uint(packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
+        let em = c.begin_fixed(packet::TRACK_EVENT, 3);
+        c.uint(event::TYPE, if h.instant { event::TYPE_INSTANT } else { event::TYPE_SLICE_BEGIN });
+        c.uint(event::TRACK_UUID, h.track);
         let key = h.name_key;
-        proto::uint(b, event::NAME_IID, it.name(key, || name_of(key)));
-        proto::uint(b, event::CATEGORY_IIDS, it.category(h.cat as usize));
+        c.uint(event::NAME_IID, it.name(key, || name_of(key)));
+        c.uint(event::CATEGORY_IIDS, it.category(h.cat as usize));
         for &(arg, val) in &h.args {
-            let m = proto::begin(b, event::DEBUG_ANNOTATIONS);
-            proto::uint(b, annotation::NAME_IID, it.arg(arg));
+            let m = c.begin(event::DEBUG_ANNOTATIONS);
+            c.uint(annotation::NAME_IID, it.arg(arg));
             match val {
-                Val::U(v) => proto::uint(b, annotation::UINT_VALUE, v),
-                Val::I(v) => proto::int(b, annotation::INT_VALUE, v),
+                Val::U(v) => c.uint(annotation::UINT_VALUE, v),
+                Val::I(v) => c.int(annotation::INT_VALUE, v),
                 Val::Interned(o, l) => {
-                    proto::uint(b, annotation::STRING_VALUE_IID, it.string(&h.strs[o as usize..(o + l) as usize]))
+                    c.uint(annotation::STRING_VALUE_IID, it.string(&h.strs[o as usize..(o + l) as usize]))
                 }
-                Val::Plain(o, l) => proto::bytes(b, annotation::STRING_VALUE, &h.strs[o as usize..(o + l) as usize]),
+                Val::Plain(o, l) => c.bytes(annotation::STRING_VALUE, &h.strs[o as usize..(o + l) as usize]),
             }
-            proto::end(b, m);
+            c.end(m);
         }
         for &f in flows_out {
-            proto::fixed64(b, event::FLOW_IDS, f);
+            c.fixed64(event::FLOW_IDS, f);
         }
         if h.instant {
             for &f in flows_in {
-                proto::fixed64(b, event::TERMINATING_FLOW_IDS, f);
+                c.fixed64(event::TERMINATING_FLOW_IDS, f);
             }
         }
-        proto::end_fixed(b, em, 3);
-        self.interned.clear();
-        it.take_new(&mut self.interned);
-        if !self.interned.is_empty() {
-            proto::bytes(b, packet::INTERNED_DATA, &self.interned);
-        }
-        proto::end_fixed(b, pm, 3);
+        c.end_fixed(em, 3);
+        // The entries interned, then the packets left: room for them again.
+        let mut c = if it.new_entries().is_empty() {
+            c
+        } else {
+            let at = c.pos();
+            let mut c = cursor(buf, at, it.new_entries().len() + BYTES_HEAD + room);
+            c.bytes(packet::INTERNED_DATA, it.new_entries());
+            it.clear_new();
+            c
+        };
+        c.end_fixed(pm, 3);
         if let Some((from, to, key)) = h.wait.filter(|_| !h.instant) {
             // The call's longest wait, inside it: begun after the call's start and ended before
             // its end in the file, so that it nests when they share a timestamp.
-            let pm = begin_timed(b, from);
-            let m = proto::begin(b, packet::TRACK_EVENT);
-            proto::uint(b, event::TYPE, event::TYPE_SLICE_BEGIN);
-            proto::uint(b, event::TRACK_UUID, h.track);
-            proto::uint(b, event::NAME_IID, it.name(key, || name_of(key)));
-            proto::uint(b, event::CATEGORY_IIDS, it.category(Cat::Latscope as usize));
-            proto::end(b, m);
-            self.interned.clear();
-            it.take_new(&mut self.interned);
-            if !self.interned.is_empty() {
-                proto::bytes(b, packet::INTERNED_DATA, &self.interned);
-            }
-            proto::end(b, pm);
-            slice_end(b, to, h.track, &[]);
+            let pm = begin_timed(&mut c, from);
+            let m = c.begin(packet::TRACK_EVENT);
+            c.uint(event::TYPE, event::TYPE_SLICE_BEGIN);
+            c.uint(event::TRACK_UUID, h.track);
+            c.uint(event::NAME_IID, it.name(key, || name_of(key)));
+            c.uint(event::CATEGORY_IIDS, it.category(Cat::Latscope as usize));
+            c.end(m);
+            c = if it.new_entries().is_empty() {
+                c
+            } else {
+                let at = c.pos();
+                let mut c = cursor(buf, at, it.new_entries().len() + BYTES_HEAD + room);
+                c.bytes(packet::INTERNED_DATA, it.new_entries());
+                it.clear_new();
+                c
+            };
+            c.end(pm);
+            slice_end(&mut c, to, h.track, &[]);
             self.wait_slices += 1;
         }
         if !h.instant {
-            slice_end(b, h.end, h.track, flows_in);
+            slice_end(&mut c, h.end, h.track, flows_in);
         }
+        self.fill = c.pos();
         self.wrote(start)
     }
 
@@ -356,8 +396,8 @@ impl Out {
     /// Finishes the current file (moved into place under its name).
     pub fn close_part(&mut self) -> Result<(), ExportError> {
         if let Some(mut p) = self.part.take() {
-            p.file.write_all(&self.buf).map_err(|e| ExportError::io("write", p.path.clone(), e))?;
-            self.buf.clear();
+            p.file.write_all(&self.buf[..self.fill]).map_err(|e| ExportError::io("write", p.path.clone(), e))?;
+            self.fill = 0;
             p.file.commit()?;
             self.done.push(WrittenPart {
                 path: p.path,
