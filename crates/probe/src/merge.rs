@@ -210,25 +210,43 @@ impl Merge {
         }
         let mut n = 0;
         while n < limit {
-            let Some(Reverse((k, src))) = heap.pop() else { break };
-            if k > watermark {
+            let Some(Reverse((first, src))) = heap.pop() else { break };
+            if first > watermark {
                 break;
             }
+            // A run of the earliest source's records, up to the next source's head: one busy CPU
+            // gives long runs, each taken without the heap.
+            let bound = heap.peek().map_or(watermark, |Reverse((next, _))| (*next).min(watermark));
             if src == 0 {
-                let (_, start, len) = self.shared.pop_front().expect("a staged record");
-                f(&self.bytes[start..start + len]);
-                if let Some(&(k, _, _)) = self.shared.front() {
-                    heap.push(Reverse((k, 0)));
+                loop {
+                    let (_, start, len) = self.shared.pop_front().expect("a staged record");
+                    f(&self.bytes[start..start + len]);
+                    n += 1;
+                    match self.shared.front() {
+                        Some(&(next, _, _)) if next <= bound && n < limit => {}
+                        Some(&(next, _, _)) => {
+                            heap.push(Reverse((next, 0)));
+                            break;
+                        }
+                        None => break,
+                    }
                 }
             } else {
                 let c = src - 1;
-                f(self.slot(c, self.tails[c]));
-                self.tails[c] += 1;
-                if self.tails[c] != self.heads[c] {
-                    heap.push(Reverse((key(self.slot(c, self.tails[c])), src)));
+                loop {
+                    f(self.slot(c, self.tails[c]));
+                    self.tails[c] += 1;
+                    n += 1;
+                    if self.tails[c] == self.heads[c] {
+                        break;
+                    }
+                    let k = key(self.slot(c, self.tails[c]));
+                    if k > bound || n >= limit {
+                        heap.push(Reverse((k, src)));
+                        break;
+                    }
                 }
             }
-            n += 1;
         }
         for c in 0..self.ncpus {
             // Release: the slots read are given back only after they were read.
@@ -308,6 +326,24 @@ mod tests {
         assert_eq!(m.shared_newest(), 40);
         assert_eq!(ends(&mut m, u64::MAX, usize::MAX), [12, 45]);
         assert_eq!(ends(&mut m, u64::MAX, usize::MAX), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn runs_of_one_source_stop_at_the_next_source_s_head() {
+        let mut m = rings(2, 16);
+        for t in [1, 2, 3, 7, 8, 12] {
+            assert!(write(&m, 0, t, 0));
+        }
+        for t in [4, 5, 9, 13] {
+            assert!(write(&m, 1, t, 0));
+        }
+        m.begin();
+        m.stage(&rec(2, 6, 0));
+        m.stage(&rec(2, 10, 0));
+        m.stage(&rec(2, 11, 0));
+        assert_eq!(ends(&mut m, 12, 6), [1, 2, 3, 4, 5, 6]);
+        assert_eq!(ends(&mut m, 12, usize::MAX), [7, 8, 9, 10, 11, 12]);
+        assert_eq!(ends(&mut m, u64::MAX, usize::MAX), [13]);
     }
 
     #[test]
