@@ -1289,10 +1289,7 @@ impl Probe {
         // skip wakeups until the buffer is 1/8 full (cheaper per event), so the wait may time out
         // with data waiting: consume afterwards either way. A signal (Ctrl-C) interrupts the
         // wait: the caller decides whether to stop.
-        let mut ev = libc::epoll_event { events: 0, u64: 0 };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: epoll_wait on the ring buffer's own epoll fd with one valid event slot.
-        unsafe { libc::epoll_wait(rb.epoll_fd(), &mut ev, 1, ms) };
+        self.wait(timeout);
         let n = rb.consume_raw_n(MAX_RECORDS_PER_POLL);
         if n < 0 {
             return Err(ProbeError::Ring(std::io::Error::from_raw_os_error(-n)));
