@@ -8,6 +8,9 @@
  *   why futex N MS       a thread holds a lock MS ms while the main thread waits in futex, N times
  *   why pipe N MS        a writer sleeps MS ms then writes; the main thread reads, N times
  *   why sleep N MS       nanosleep MS ms, N times
+ *   why lowat N MS1 MS2  recv of 2 bytes (SO_RCVLOWAT 2) on a unix socket whose writer sends one
+ *                        byte after MS1 ms and the other MS2 ms later, N times; prints round
+ *                        I's start and sends (`startI`, `firstI`, `secondI`: CLOCK_MONOTONIC ns)
  *   why fault FILE N [GATE]  write()s to a pipe from N uncached pages of a mmap'd FILE (page
  *                        i*64); with GATE: maps it, closes its fd, makes GATE.ready, and
  *                        waits for GATE to exist before the writes
@@ -305,6 +308,52 @@ static void do_pipe(long n, long ms)
 	}
 	pthread_join(t, NULL);
 	printf("blocked_ns %lld\n", blocked_truth(n));
+}
+
+/* ---- two waits in one call ---- */
+static int lw[2];
+static long lw_ms2;
+static long long sent2[MAXN];
+
+static void *lw_writer(void *arg)
+{
+	long n = (long)arg;
+	printf("writer %ld\n", (long)syscall(SYS_gettid));
+	fflush(stdout);
+	char b[2] = { 'x', 'y' };
+	for (long i = 0; i < n; i++) {
+		sleep_ms(hold_ms);
+		released[i] = ns_of(CLOCK_MONOTONIC);
+		if (send(lw[1], b, 1, 0) != 1)
+			die("send");
+		sleep_ms(lw_ms2);
+		sent2[i] = ns_of(CLOCK_MONOTONIC);
+		if (send(lw[1], b + 1, 1, 0) != 1)
+			die("send");
+	}
+	return NULL;
+}
+
+/* recv of 2 bytes with SO_RCVLOWAT 2 on a unix stream socket: the first byte wakes the call,
+ * which waits again for the second: two pipe/socket waits in one call, MS1 then MS2 ms. */
+static void do_lowat(long n, long ms1, long ms2)
+{
+	hold_ms = ms1;
+	lw_ms2 = ms2;
+	int two = 2;
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, lw) || setsockopt(lw[0], SOL_SOCKET, SO_RCVLOWAT, &two, sizeof(two)))
+		die("socketpair");
+	pthread_t t;
+	pthread_create(&t, NULL, lw_writer, (void *)n);
+	char b[2];
+	for (long i = 0; i < n; i++) {
+		wait_start[i] = ns_of(CLOCK_MONOTONIC);
+		if (recv(lw[0], b, 2, 0) != 2)
+			die("recv");
+	}
+	pthread_join(t, NULL);
+	for (long i = 0; i < n; i++)
+		printf("start%ld %lld\nfirst%ld %lld\nsecond%ld %lld\n", i, wait_start[i], i, released[i], i, sent2[i]);
 }
 
 /* ---- page faults ---- */
@@ -1107,6 +1156,8 @@ int main(int argc, char **argv)
 		do_futex(atol(argv[2]), atol(argv[3]));
 	else if (!strcmp(m, "pipe") && argc > 3)
 		do_pipe(atol(argv[2]), atol(argv[3]));
+	else if (!strcmp(m, "lowat") && argc > 4)
+		do_lowat(atol(argv[2]), atol(argv[3]), atol(argv[4]));
 	else if (!strcmp(m, "sleep") && argc > 3) {
 		for (long i = 0; i < atol(argv[2]); i++)
 			sleep_ms(atol(argv[3]));

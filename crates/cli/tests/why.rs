@@ -260,6 +260,94 @@ fn why_pipe_whose_writer_sleeps_is_pipe_time_woken_by_the_writer() {
     assert!(text.contains("1. read: ") && text.contains("pipe/socket") && text.contains("woken by: why/"), "{text}");
 }
 
+/// A recv woken by the first of two bytes it needs (SO_RCVLOWAT) waits again for the second: its
+/// intervals off the CPU, in time order, are the wait for the first send (ended after it), run
+/// queue, the wait for the second (ended after it); between them the call ran. They and the
+/// time on CPU between them add up to the breakdown's parts, exactly, and tile the call, as
+/// `events` says them in order and the Perfetto export nests them.
+#[test]
+fn why_two_waits_of_one_call_are_kept_in_time_order() {
+    const TEST: &str = "why_two_waits_of_one_call_are_kept_in_time_order";
+    if !require_bpf(TEST) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    const N: usize = 3;
+    let (trace, kv) = record_with(tmp.path(), &["lowat", &N.to_string(), "15", "25"], None, &["--why", "--no-block"]);
+    let ev = calls(&trace, kv["main"], "recvfrom");
+    assert_eq!(ev.len(), N);
+    assert_parts_add_up(&ev);
+    for (r, e) in ev.iter().enumerate() {
+        let (ts, lat) = (e["ts_ns"].as_u64().unwrap(), e["latency_ns"].as_u64().unwrap());
+        let (first, second) = (kv[&format!("first{r}")] as u64, kv[&format!("second{r}")] as u64);
+        let off = &e["why"]["off_cpu"];
+        let kept = off["kept"].as_array().unwrap_or_else(|| panic!("no intervals off the CPU: {e}"));
+        assert_eq!(off["count"].as_u64(), Some(kept.len() as u64), "every interval kept: {e}");
+        // In time order, inside the call, one after another.
+        let mut at = ts;
+        let mut by_part: HashMap<String, u64> = HashMap::new();
+        for k in kept {
+            let (from, d) = (k["start_ns"].as_u64().unwrap(), k["ns"].as_u64().unwrap());
+            assert!(from >= at && d > 0, "interval {k} out of order: {e}");
+            at = from + d;
+            *by_part.entry(k["cause"].as_str().unwrap().to_string()).or_default() += d;
+        }
+        assert!(at <= ts + lat, "intervals past the call's end: {e}");
+        // Off the CPU: exactly the breakdown's parts; the rest is on CPU.
+        for p in &PARTS[1..] {
+            assert_eq!(by_part.get(*p).copied().unwrap_or(0), part(e, p), "{p} of {e}");
+        }
+        let off_ns: u64 = by_part.values().sum();
+        assert_eq!(part(e, "cpu") + off_ns, lat, "on CPU is the rest of the call: {e}");
+        // The two socket waits: the first ended by the first send, the second by the second.
+        let ipc: Vec<(u64, u64)> = kept
+            .iter()
+            .filter(|k| k["cause"] == "ipc")
+            .map(|k| (k["start_ns"].as_u64().unwrap(), k["start_ns"].as_u64().unwrap() + k["ns"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(ipc.len(), 2, "two socket waits: {e}");
+        assert!(ipc[0].1 >= first && ipc[0].1 < second, "the first wait ends at the first send ({first}): {e}");
+        assert!(ipc[1].0 >= first && ipc[1].1 >= second, "the second wait ends at the second send ({second}): {e}");
+    }
+    // The text says them in order.
+    let text =
+        latscope_ok(&["events", "-r", trace.to_str().unwrap(), "--why", &format!("thread.tid = {}", kv["main"])]);
+    let order: Vec<&str> = text.lines().filter(|l| l.starts_with("    in order: ")).collect();
+    assert!(
+        order.iter().filter(|l| l.matches("pipe/socket").count() == 2).count() >= N,
+        "an `in order` line with both waits per call: {text}"
+    );
+    // The Perfetto export nests them in the call, in the same order, as slices.
+    if !latscope_testkit::require_python(TEST, &["perfetto.protos.perfetto.trace.perfetto_trace_pb2"]) {
+        return;
+    }
+    let pf = tmp.path().join("lowat.pftrace");
+    latscope_ok(&["export", "-r", trace.to_str().unwrap(), "--perfetto", pf.to_str().unwrap(), "proc.name = why"]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/perfetto_check.py");
+    let out = Command::new("python3").arg(script).arg(&pf).output().unwrap();
+    assert!(out.status.success(), "perfetto_check.py failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["errors"].as_array().map(Vec::len), Some(0), "{}", v["errors"]);
+    let slices = v["slices"].as_array().unwrap();
+    for e in &ev {
+        let ts = e["ts_ns"].as_u64().unwrap();
+        let call = slices
+            .iter()
+            .find(|s| s["ts"].as_u64() == Some(ts) && s["tid"].as_i64() == Some(kv["main"]) && s["cat"] == "syscall")
+            .unwrap_or_else(|| panic!("no slice of {e}"));
+        let kids: Vec<&Value> = slices.iter().filter(|s| s["parent"] == call["id"]).collect();
+        let names: Vec<&str> = kids.iter().map(|k| k["name"].as_str().unwrap()).collect();
+        let blocked: Vec<&&str> = names.iter().filter(|n| n.starts_with("blocked")).collect();
+        assert_eq!(blocked, [&"blocked: pipe/socket", &"blocked: pipe/socket"], "{names:?}");
+        let (mut at, end) = (ts, ts + e["latency_ns"].as_u64().unwrap());
+        for k in &kids {
+            assert_eq!(k["ts"].as_u64(), Some(at), "the parts tile the call: {kids:?}");
+            at += k["dur"].as_u64().unwrap();
+        }
+        assert_eq!(at, end, "the parts tile the call: {kids:?}");
+    }
+}
+
 /// nanosleep 20 ms: timer time of 20 ms per call, woken by a timer. A sleep whose wake-up the
 /// probes did not see (its program found task storage in use on the CPU: the kernel does not
 /// re-enter it, and other tracers use it too) is timer time as well, from the call alone, with no

@@ -450,6 +450,114 @@ columns! {
     /// The device (`major << 20 | minor`) whose request's completion ended the waking kernel
     /// thread's I/O wait of `waker_wait_ns` (0: none, or not known).
     waker_wait_dev: u32,
+    /// How many intervals off its CPU the call had in all (blocked, then waiting for a CPU;
+    /// preempted): the `offK_*` columns keep the first 7 of them in time order and, in `off7_*`,
+    /// the longest of the rest (0: none, or a recording without them).
+    off_count: u16,
+    /// The call's first interval off its CPU: its part (an index in [`WHY_PART_NAMES`]: run
+    /// queue, or what it was blocked on).
+    off0_part: u8,
+    /// Its start, CLOCK_MONOTONIC ns (0: none).
+    off0_start: u64,
+    /// Its end (the wake-up of a blocked interval; the switch back onto a CPU of a run-queue one).
+    off0_end: u64,
+    /// The part of interval 2 off its CPU (as `off0_part`).
+    off1_part: u8,
+    /// Its start (as `off0_start`).
+    off1_start: u64,
+    /// Its end (as `off0_end`).
+    off1_end: u64,
+    /// The part of interval 3 off its CPU (as `off0_part`).
+    off2_part: u8,
+    /// Its start (as `off0_start`).
+    off2_start: u64,
+    /// Its end (as `off0_end`).
+    off2_end: u64,
+    /// The part of interval 4 off its CPU (as `off0_part`).
+    off3_part: u8,
+    /// Its start (as `off0_start`).
+    off3_start: u64,
+    /// Its end (as `off0_end`).
+    off3_end: u64,
+    /// The part of interval 5 off its CPU (as `off0_part`).
+    off4_part: u8,
+    /// Its start (as `off0_start`).
+    off4_start: u64,
+    /// Its end (as `off0_end`).
+    off4_end: u64,
+    /// The part of interval 6 off its CPU (as `off0_part`).
+    off5_part: u8,
+    /// Its start (as `off0_start`).
+    off5_start: u64,
+    /// Its end (as `off0_end`).
+    off5_end: u64,
+    /// The part of interval 7 off its CPU (as `off0_part`).
+    off6_part: u8,
+    /// Its start (as `off0_start`).
+    off6_start: u64,
+    /// Its end (as `off0_end`).
+    off6_end: u64,
+    /// The part of the longest of the intervals from the eighth on (as `off0_part`).
+    off7_part: u8,
+    /// Its start (as `off0_start`).
+    off7_start: u64,
+    /// Its end (as `off0_end`).
+    off7_end: u64,
+}
+
+/// Intervals off the CPU a recording keeps per call (the `offK_*` columns).
+pub const OFF_KEPT: usize = 8;
+
+/// The columns of a call's intervals off its CPU ([`EventBatch::off_cpu`] reads them).
+pub const OFF_COLUMNS: [&str; 1 + 3 * OFF_KEPT] = [
+    "off_count",
+    "off0_part",
+    "off0_start",
+    "off0_end",
+    "off1_part",
+    "off1_start",
+    "off1_end",
+    "off2_part",
+    "off2_start",
+    "off2_end",
+    "off3_part",
+    "off3_start",
+    "off3_end",
+    "off4_part",
+    "off4_start",
+    "off4_end",
+    "off5_part",
+    "off5_start",
+    "off5_end",
+    "off6_part",
+    "off6_start",
+    "off6_end",
+    "off7_part",
+    "off7_start",
+    "off7_end",
+];
+
+/// A call's intervals off its CPU ([`EventBatch::off_cpu`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OffCpu {
+    /// How many the call had in all (`off_count`).
+    pub count: u16,
+    /// How many of `kept` are valid.
+    pub len: usize,
+    /// Start, end (CLOCK_MONOTONIC ns) and part (an index in [`WHY_PART_NAMES`], never on
+    /// CPU) of each, in time order: the first seven, then the longest of the rest.
+    pub kept: [(u64, u64, u8); OFF_KEPT],
+}
+
+impl OffCpu {
+    /// The intervals kept.
+    pub fn intervals(&self) -> &[(u64, u64, u8)] {
+        &self.kept[..self.len]
+    }
+    /// Whether every interval of the call is kept: the time between them is on CPU, exactly.
+    pub fn complete(&self) -> bool {
+        self.len > 0 && usize::from(self.count) == self.len
+    }
 }
 
 /// Bits of the `wake_flags` column.
@@ -615,6 +723,36 @@ impl EventBatch {
     pub fn wake_instant(&self, i: usize) -> Option<u64> {
         let (from, to) = (self.wait_start[i], self.wait_end[i]);
         (from != 0 && from < to && from >= self.ts[i] && to <= self.end(i)).then_some(to)
+    }
+
+    /// The intervals call `i` spent off its CPU as the recording keeps them (the `offK_*`
+    /// columns): in time order, each within the call. Empty when none were recorded (a call
+    /// that never left its CPU, a recording without them) or the columns do not describe such
+    /// intervals (a damaged or synthetic file).
+    pub fn off_cpu(&self, i: usize) -> OffCpu {
+        let mut o = OffCpu { count: self.off_count[i], ..OffCpu::default() };
+        let n = usize::from(o.count).min(OFF_KEPT);
+        let cols: [(&[u8], &[u64], &[u64]); OFF_KEPT] = [
+            (&self.off0_part, &self.off0_start, &self.off0_end),
+            (&self.off1_part, &self.off1_start, &self.off1_end),
+            (&self.off2_part, &self.off2_start, &self.off2_end),
+            (&self.off3_part, &self.off3_start, &self.off3_end),
+            (&self.off4_part, &self.off4_start, &self.off4_end),
+            (&self.off5_part, &self.off5_start, &self.off5_end),
+            (&self.off6_part, &self.off6_start, &self.off6_end),
+            (&self.off7_part, &self.off7_start, &self.off7_end),
+        ];
+        let (mut at, end) = (self.ts[i], self.end(i));
+        for (k, (part, start, stop)) in cols.iter().take(n).enumerate() {
+            let (p, from, to) = (part[i], start[i], stop[i]);
+            if usize::from(p) >= WHY_PARTS || p == 0 || from < at || to <= from || to > end {
+                return OffCpu::default();
+            }
+            o.kept[k] = (from, to, p);
+            at = to;
+        }
+        o.len = n;
+        o
     }
 
     /// The longest blocked interval of call `i` (`wait_start` to `wait_end`: the one wait whose

@@ -7,7 +7,9 @@
 //! names the file behind a call's page fault: by the inode the kernel found mapped
 //! at the address, or by the process's recorded mmap calls.
 
-use crate::skel::types::{ls_event, ls_ext_bits, ls_proc_op, ls_sock_tuple, ls_ucopy, ls_ucopy_limits, ls_why};
+use crate::skel::types::{
+    ls_event, ls_ext_bits, ls_off_limits, ls_proc_op, ls_sock_tuple, ls_ucopy, ls_ucopy_limits, ls_why,
+};
 use latscope_event::syscalls::{desc, SysDesc, NONE};
 use latscope_event::{Event, EventBatch, EventKind, FdInfo, FdType, ProcOp, ProcessInfo, TraceHeader};
 use rustc_hash::FxHashMap;
@@ -834,6 +836,33 @@ fn set_why(e: &mut Event, y: &ls_why) {
     e.lock_len = y.lock_len;
     e.waker_wait_dev = y.waker_wait_dev;
     e.lock_owner = lock_owner(y);
+    set_off_cpu(e, y);
+}
+
+/// The call's intervals off its CPU into the row. A pipe/socket wait no wake-up was seen for
+/// is timer time where the programs moved it there (a poll that timed out: see why_close).
+fn set_off_cpu(e: &mut Event, y: &ls_why) {
+    const IPC: u8 = 4;
+    const TIMER: u8 = 5;
+    let unseen = ls_off_limits::LS_OFF_UNSEEN.0 as u8;
+    let part = |k: usize| {
+        let p = y.off_part[k];
+        match (p & !unseen, p & unseen != 0 && y.off_timer != 0) {
+            (IPC, true) => TIMER,
+            (p, _) => p,
+        }
+    };
+    let n = usize::from(y.off_n).min(latscope_event::OFF_KEPT);
+    let at = |k: usize| if k < n { (part(k), y.off_start[k], y.off_end[k]) } else { (0, 0, 0) };
+    e.off_count = y.off_n;
+    (e.off0_part, e.off0_start, e.off0_end) = at(0);
+    (e.off1_part, e.off1_start, e.off1_end) = at(1);
+    (e.off2_part, e.off2_start, e.off2_end) = at(2);
+    (e.off3_part, e.off3_start, e.off3_end) = at(3);
+    (e.off4_part, e.off4_start, e.off4_end) = at(4);
+    (e.off5_part, e.off5_start, e.off5_end) = at(5);
+    (e.off6_part, e.off6_start, e.off6_end) = at(6);
+    (e.off7_part, e.off7_start, e.off7_end) = at(7);
 }
 
 /// The thread that held the lock of a call, where the lock or the programs say: a futex wait
@@ -1105,6 +1134,36 @@ mod tests {
         let head = unsafe { std::slice::from_raw_parts(&e as *const ls_event as *const u8, RECORD_SIZE) };
         let why = unsafe { std::slice::from_raw_parts(&y as *const ls_why as *const u8, WHY_SIZE) };
         [head, why].concat()
+    }
+
+    /// A call's intervals off its CPU come out in the row in order, as many as it kept; a
+    /// pipe/socket wait no wake-up was seen for is timer time where the programs moved it there.
+    #[test]
+    fn a_calls_intervals_off_its_cpu_are_read_and_unseen_socket_waits_of_a_timeout_are_timer_time() {
+        let call = |n: u16, timer: u8| {
+            let mut e = ev("poll", 0, 0);
+            (e.ts, e.lat, e.ext) = (1_000, 1_000, 1);
+            // SAFETY: all-zero is a valid ls_why.
+            let mut y: ls_why = unsafe { std::mem::zeroed() };
+            y.part[4] = 600;
+            y.off_n = n;
+            y.off_timer = timer;
+            (y.off_start[0], y.off_end[0], y.off_part[0]) = (1_100, 1_700, 4 | ls_off_limits::LS_OFF_UNSEEN.0 as u8);
+            (y.off_start[1], y.off_end[1], y.off_part[1]) = (1_700, 1_800, 1);
+            (y.off_start[2], y.off_end[2], y.off_part[2]) = (1_900, 1_950, 4); // beyond n = 2: ignored
+                                                                               // SAFETY: plain old data.
+            let head = unsafe { std::slice::from_raw_parts(&e as *const ls_event as *const u8, RECORD_SIZE) };
+            let why = unsafe { std::slice::from_raw_parts(&y as *const ls_why as *const u8, WHY_SIZE) };
+            [head, why].concat()
+        };
+        let mut d = Decoder::new(&TraceHeader::default(), false);
+        d.record(&call(2, 0));
+        d.record(&call(2, 1));
+        let b = d.take();
+        assert_eq!(b.off_cpu(0).intervals(), [(1_100, 1_700, 4), (1_700, 1_800, 1)]);
+        assert_eq!(b.off_cpu(1).intervals(), [(1_100, 1_700, 5), (1_700, 1_800, 1)]);
+        assert!(b.off_cpu(0).complete());
+        assert_eq!((b.off2_start[0], b.off2_part[0]), (0, 0));
     }
 
     /// A futex wait on `addr` by `tid`, blocked `from..to` (ns), ended by `waker` (context, tid,

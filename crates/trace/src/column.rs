@@ -88,7 +88,32 @@ macro_rules! with_prim_columns {
                 (LockStart, lock_start, Int64Type, Int64, 0),
                 (LockLen, lock_len, Int64Type, Int64, 0),
                 (WakerUstack, waker_ustack, UInt32Type, UInt32, 0),
-                (WakerWaitDev, waker_wait_dev, UInt32Type, UInt32, 0)
+                (WakerWaitDev, waker_wait_dev, UInt32Type, UInt32, 0),
+                (OffCount, off_count, UInt16Type, UInt16, 0),
+                (Off0Part, off0_part, UInt8Type, UInt8, 0),
+                (Off0Start, off0_start, UInt64Type, UInt64, 0),
+                (Off0End, off0_end, UInt64Type, UInt64, 0),
+                (Off1Part, off1_part, UInt8Type, UInt8, 0),
+                (Off1Start, off1_start, UInt64Type, UInt64, 0),
+                (Off1End, off1_end, UInt64Type, UInt64, 0),
+                (Off2Part, off2_part, UInt8Type, UInt8, 0),
+                (Off2Start, off2_start, UInt64Type, UInt64, 0),
+                (Off2End, off2_end, UInt64Type, UInt64, 0),
+                (Off3Part, off3_part, UInt8Type, UInt8, 0),
+                (Off3Start, off3_start, UInt64Type, UInt64, 0),
+                (Off3End, off3_end, UInt64Type, UInt64, 0),
+                (Off4Part, off4_part, UInt8Type, UInt8, 0),
+                (Off4Start, off4_start, UInt64Type, UInt64, 0),
+                (Off4End, off4_end, UInt64Type, UInt64, 0),
+                (Off5Part, off5_part, UInt8Type, UInt8, 0),
+                (Off5Start, off5_start, UInt64Type, UInt64, 0),
+                (Off5End, off5_end, UInt64Type, UInt64, 0),
+                (Off6Part, off6_part, UInt8Type, UInt8, 0),
+                (Off6Start, off6_start, UInt64Type, UInt64, 0),
+                (Off6End, off6_end, UInt64Type, UInt64, 0),
+                (Off7Part, off7_part, UInt8Type, UInt8, 0),
+                (Off7Start, off7_start, UInt64Type, UInt64, 0),
+                (Off7End, off7_end, UInt64Type, UInt64, 0)
             ]
         }
     };

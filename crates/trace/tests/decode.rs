@@ -98,6 +98,31 @@ fn project(b: &EventBatch, cols: &[Column]) -> EventBatch {
                 Column::LockLen => p.lock_len = e.lock_len,
                 Column::WakerUstack => p.waker_ustack = e.waker_ustack,
                 Column::WakerWaitDev => p.waker_wait_dev = e.waker_wait_dev,
+                Column::OffCount => p.off_count = e.off_count,
+                Column::Off0Part => p.off0_part = e.off0_part,
+                Column::Off0Start => p.off0_start = e.off0_start,
+                Column::Off0End => p.off0_end = e.off0_end,
+                Column::Off1Part => p.off1_part = e.off1_part,
+                Column::Off1Start => p.off1_start = e.off1_start,
+                Column::Off1End => p.off1_end = e.off1_end,
+                Column::Off2Part => p.off2_part = e.off2_part,
+                Column::Off2Start => p.off2_start = e.off2_start,
+                Column::Off2End => p.off2_end = e.off2_end,
+                Column::Off3Part => p.off3_part = e.off3_part,
+                Column::Off3Start => p.off3_start = e.off3_start,
+                Column::Off3End => p.off3_end = e.off3_end,
+                Column::Off4Part => p.off4_part = e.off4_part,
+                Column::Off4Start => p.off4_start = e.off4_start,
+                Column::Off4End => p.off4_end = e.off4_end,
+                Column::Off5Part => p.off5_part = e.off5_part,
+                Column::Off5Start => p.off5_start = e.off5_start,
+                Column::Off5End => p.off5_end = e.off5_end,
+                Column::Off6Part => p.off6_part = e.off6_part,
+                Column::Off6Start => p.off6_start = e.off6_start,
+                Column::Off6End => p.off6_end = e.off6_end,
+                Column::Off7Part => p.off7_part = e.off7_part,
+                Column::Off7Start => p.off7_start = e.off7_start,
+                Column::Off7End => p.off7_end = e.off7_end,
             }
         }
         out.push(&p);
@@ -386,6 +411,31 @@ fn files_without_later_columns_read_as_not_recorded() {
     expected.lock_len = vec![0; n];
     expected.waker_ustack = vec![0; n];
     expected.waker_wait_dev = vec![0; n];
+    expected.off_count = vec![0; n];
+    expected.off0_part = vec![0; n];
+    expected.off0_start = vec![0; n];
+    expected.off0_end = vec![0; n];
+    expected.off1_part = vec![0; n];
+    expected.off1_start = vec![0; n];
+    expected.off1_end = vec![0; n];
+    expected.off2_part = vec![0; n];
+    expected.off2_start = vec![0; n];
+    expected.off2_end = vec![0; n];
+    expected.off3_part = vec![0; n];
+    expected.off3_start = vec![0; n];
+    expected.off3_end = vec![0; n];
+    expected.off4_part = vec![0; n];
+    expected.off4_start = vec![0; n];
+    expected.off4_end = vec![0; n];
+    expected.off5_part = vec![0; n];
+    expected.off5_start = vec![0; n];
+    expected.off5_end = vec![0; n];
+    expected.off6_part = vec![0; n];
+    expected.off6_start = vec![0; n];
+    expected.off6_end = vec![0; n];
+    expected.off7_part = vec![0; n];
+    expected.off7_start = vec![0; n];
+    expected.off7_end = vec![0; n];
     for compression in [None, Some(CompressionType::ZSTD)] {
         let p = dir.join("v1.lst");
         write_stream(&p, f.clone(), c.clone(), compression);

@@ -281,7 +281,32 @@ fn value_counts(all: &EventBatch) -> serde_json::Value {
         lock_start,
         lock_len,
         waker_ustack,
-        waker_wait_dev
+        waker_wait_dev,
+        off_count,
+        off0_part,
+        off0_start,
+        off0_end,
+        off1_part,
+        off1_start,
+        off1_end,
+        off2_part,
+        off2_start,
+        off2_end,
+        off3_part,
+        off3_start,
+        off3_end,
+        off4_part,
+        off4_start,
+        off4_end,
+        off5_part,
+        off5_start,
+        off5_end,
+        off6_part,
+        off6_start,
+        off6_end,
+        off7_part,
+        off7_start,
+        off7_end
     );
     for (name, col) in
         [("comm", &all.comm), ("path", &all.path), ("path2", &all.path2), ("fault_path", &all.fault_path)]

@@ -97,7 +97,7 @@ impl<'a> EventList<'a> {
                     *calls += u64::from(b.kind[i] == EventKind::Syscall as u8);
                     let line = why::line(h, b, i);
                     *explained += u64::from(line.is_some());
-                    for extra in [line, why::chain_line(h, chains, b, i)].into_iter().flatten() {
+                    for extra in [line, why::order_line(b, i), why::chain_line(h, chains, b, i)].into_iter().flatten() {
                         s.push('\n');
                         s.push_str(&extra);
                     }

@@ -41,9 +41,14 @@ pub struct Call {
     pub nr: u16,
     /// The part that took most of it (`None`: recorded without a breakdown).
     pub part: Option<usize>,
-    /// Its longest wait where it happened ([`EventBatch::longest_wait`], when its part is
-    /// known): start, end, part; and the part that took most of the rest of the call.
-    pub wait: Option<(u64, u64, usize, usize)>,
+    /// Its intervals off the CPU where they happened, in time order ([`EventBatch::off_cpu`]),
+    /// or, in recordings without them, its longest wait ([`EventBatch::longest_wait`], when its
+    /// part is known): start, end, part.
+    pub waits: Vec<(u64, u64, usize)>,
+    /// The part that took most of the rest of the call (outside `waits`).
+    pub rest: usize,
+    /// Its longest blocked interval among `waits` (an index).
+    longest: Option<usize>,
     /// The thread that woke it, the window its waking call was in progress in
     /// ([`EventBatch::wake_window`]), and the blocked part it spent the most in.
     waker: Option<(u32, (u64, u64), usize)>,
@@ -147,18 +152,28 @@ impl ThreadTimeline {
         row.busy_ns += end.min(self.to).saturating_sub(ts.max(self.from));
         let p = b.why_parts(i);
         let part = b.has_why(i).then(|| (0..WHY_PARTS).fold(0, |m, k| if p[k] > p[m] { k } else { m }));
-        let wait = b.longest_wait(i, &p).and_then(|(from, to, k)| {
-            let k = k?;
-            // The rest of the call: its parts less the wait.
-            let mut rest = p;
-            rest[k] -= to - from;
-            Some((from, to, k, (0..WHY_PARTS).fold(0, |m, j| if rest[j] > rest[m] { j } else { m })))
-        });
+        let off = b.off_cpu(i);
+        let waits: Vec<(u64, u64, usize)> = if off.len > 0 {
+            off.intervals().iter().map(|&(a, z, k)| (a, z, usize::from(k))).collect()
+        } else {
+            b.longest_wait(i, &p).and_then(|(from, to, k)| Some((from, to, k?))).into_iter().collect()
+        };
+        // The rest of the call: its parts less the waits drawn.
+        let mut left = p;
+        for &(a, z, k) in &waits {
+            left[k] = left[k].saturating_sub(z - a);
+        }
+        let rest = (0..WHY_PARTS).fold(0, |m, j| if left[j] > left[m] { j } else { m });
+        // The one whose waker the recording keeps, else the first of the longest blocked.
+        let longest = waits
+            .iter()
+            .position(|&(a, z, _)| a != 0 && (a, z) == (b.wait_start[i], b.wait_end[i]))
+            .or_else(|| (0..waits.len()).filter(|&j| waits[j].2 >= 2).rev().max_by_key(|&j| waits[j].1 - waits[j].0));
         let waker = (b.waker_ctx[i] == 1 && b.waker_tid[i] != 0 && b.waker_tid[i] != b.tid[i]).then(|| {
             let blocked = (2..WHY_PARTS).fold(2, |m, k| if p[k] > p[m] { k } else { m });
             (b.waker_tid[i], b.wake_window(i, &p), blocked)
         });
-        row.calls.push(Call { ts, end, nr: b.nr[i], part, wait, waker });
+        row.calls.push(Call { ts, end, nr: b.nr[i], part, waits, rest, longest, waker });
     }
 
     /// Orders the calls and finds the wake-ups; keeps the `max_rows` busiest threads (ordered by
@@ -236,19 +251,24 @@ impl ThreadTimeline {
                     f[k] += b.min(hi).saturating_sub(a.max(lo)).max(1);
                 }
             };
-            match c.wait {
-                // The wait where it was, the rest of the call by the part that took most of it.
-                Some((wa, wb, k, rest)) => {
-                    let (wa, wb) = (wa.clamp(a, b), wb.clamp(a, b));
-                    if wa > a {
-                        add(a, wa, rest);
-                    }
-                    add(wa, wb, k);
-                    if b > wb {
-                        add(wb, b, rest);
-                    }
+            if c.waits.is_empty() {
+                add(a, b, c.part.unwrap_or(WHY_PARTS));
+                continue;
+            }
+            // The waits where they were, the rest of the call by the part that took most of it.
+            let mut at = a;
+            for &(wa, wb, k) in &c.waits {
+                let (wa, wb) = (wa.clamp(a, b), wb.clamp(a, b));
+                if wa > at {
+                    add(at, wa, c.rest);
                 }
-                None => add(a, b, c.part.unwrap_or(WHY_PARTS)),
+                if wb > wa {
+                    add(wa, wb, k);
+                }
+                at = at.max(wb);
+            }
+            if b > at {
+                add(at, b, c.rest);
             }
         }
         fill.iter()
@@ -378,10 +398,10 @@ impl ThreadTimeline {
                 let (a, b) = (x(c.ts), x(c.end));
                 // With its longest wait drawn over it, the rest of the call in the colour of what
                 // took most of the rest.
-                let fill = match (c.wait, c.part) {
-                    (Some((.., rest)), _) => PART_COLORS[rest],
-                    (None, Some(k)) => PART_COLORS[k],
-                    (None, None) => NO_WHY_COLOR,
+                let fill = match (c.waits.is_empty(), c.part) {
+                    (false, _) => PART_COLORS[c.rest],
+                    (true, Some(k)) => PART_COLORS[k],
+                    (true, None) => NO_WHY_COLOR,
                 };
                 let what = c.part.map_or("no breakdown".to_string(), |k| format!("mostly {}", PART_LABELS[k]));
                 let tip = format!(
@@ -397,11 +417,12 @@ impl ThreadTimeline {
                     ROW - 6.0,
                     esc(&tip)
                 ));
-                // The longest wait, where it happened, over the bar.
-                if let Some((wa, wb, k, _)) = c.wait {
+                // The waits, where they happened, over the bar.
+                for (j, &(wa, wb, k)) in c.waits.iter().enumerate() {
                     let (wx0, wx1) = (x(wa), x(wb));
+                    let which = if c.longest == Some(j) { "its longest wait" } else { "a wait" };
                     let tip = format!(
-                        "{} {} at +{}: its longest wait, {} {} from +{}",
+                        "{} {} at +{}: {which}, {} {} from +{}",
                         op_name(0, c.nr),
                         fmt_ns(c.end - c.ts),
                         fmt_ns(c.ts.saturating_sub(origin_ns)),
@@ -464,7 +485,7 @@ impl ThreadTimeline {
         let svg = self.render_svg(title, subtitle, origin_ns);
         let body = svg.split_once("?>").map_or(svg.as_str(), |(_, b)| b);
         format!(
-            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{}</title>\n<style>body{{font-family:Verdana,Helvetica,Arial,sans-serif;margin:16px}}</style></head>\n<body>\n{}\n<p>One row per thread; each call a bar from entry to return, coloured by the part of its latency that took most of it (<code>record --why</code>), its longest wait drawn where it happened; arrows from the call that woke a call to it. Hover a bar for the call.</p>\n</body></html>\n",
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{}</title>\n<style>body{{font-family:Verdana,Helvetica,Arial,sans-serif;margin:16px}}</style></head>\n<body>\n{}\n<p>One row per thread; each call a bar from entry to return, coloured by the part of its latency that took most of it (<code>record --why</code>), its waits drawn where they happened (all of them where the recording keeps them: the longest otherwise); arrows from the call that woke a call to it. Hover a bar for the call.</p>\n</body></html>\n",
             esc(title),
             body.trim()
         )
@@ -481,9 +502,12 @@ impl ThreadTimeline {
                     "calls": r.calls.iter().map(|c| json!({
                         "type": op_name(0, c.nr), "ts_ns": c.ts, "latency_ns": c.end - c.ts,
                         "main": c.part.map(|k| latscope_event::WHY_PART_NAMES[k]),
-                        "longest_wait": c.wait.map(|(a, b, k, _)| json!({
+                        "longest_wait": c.longest.map(|j| c.waits[j]).map(|(a, b, k)| json!({
                             "part": latscope_event::WHY_PART_NAMES[k], "ts_ns": a, "dur_ns": b - a,
                         })),
+                        "waits": c.waits.iter().map(|&(a, b, k)| json!({
+                            "part": latscope_event::WHY_PART_NAMES[k], "ts_ns": a, "dur_ns": b - a,
+                        })).collect::<Vec<_>>(),
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -609,5 +633,32 @@ mod tests {
         assert_eq!((c["longest_wait"]["ts_ns"].as_u64(), c["longest_wait"]["dur_ns"].as_u64()), (Some(500), Some(400)));
         let svg = t.render_svg("threads", "sub", 0);
         assert!(svg.contains("its longest wait, lock 400ns from +500ns"), "{svg}");
+    }
+
+    /// A call that ran, waited for a pipe, waited for a CPU, ran, waited for a pipe again: each
+    /// of its intervals off the CPU drawn where it was, in order.
+    #[test]
+    fn a_calls_waits_are_drawn_in_order_where_the_recording_keeps_them() {
+        let mut b = EventBatch::default();
+        let mut e = call(1, "read", 0, 1000);
+        (e.why_cpu, e.why_runq, e.why_ipc) = (300, 100, 600);
+        e.off_count = 3;
+        (e.off0_part, e.off0_start, e.off0_end) = (4, 100, 400);
+        (e.off1_part, e.off1_start, e.off1_end) = (1, 400, 500);
+        (e.off2_part, e.off2_start, e.off2_end) = (4, 600, 900);
+        b.push(&e);
+        let mut t = ThreadTimeline::new(0, 1000, 100);
+        t.add(&b, 0);
+        t.finish(10);
+        let s = t.render_text(10 + 3 + 6, 0);
+        let row = s.lines().find(|l| l.trim_start().starts_with("t1/1")).unwrap();
+        assert!(row.ends_with("|CPPPRCPPPC|"), "{s}");
+        let j = t.to_json(0);
+        let c = &j["threads"][0]["calls"][0];
+        let parts: Vec<&str> = c["waits"].as_array().unwrap().iter().map(|w| w["part"].as_str().unwrap()).collect();
+        assert_eq!(parts, ["ipc", "runq", "ipc"]);
+        assert_eq!((c["longest_wait"]["ts_ns"].as_u64(), c["longest_wait"]["dur_ns"].as_u64()), (Some(100), Some(300)));
+        let svg = t.render_svg("threads", "sub", 0);
+        assert!(svg.contains("a wait, pipe/socket 300ns from +600ns"), "{svg}");
     }
 }

@@ -120,6 +120,15 @@ pub fn json(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<Value> {
             json!({ "held_ns": b.wake_held_ns[i], "queue_ns": b.wake_queue_ns[i], "device_ns": b.wake_device_ns[i] }),
         );
     }
+    let off = b.off_cpu(i);
+    if off.len > 0 {
+        let kept: Vec<Value> = off
+            .intervals()
+            .iter()
+            .map(|&(from, to, p)| json!({ "cause": WHY_PART_NAMES[usize::from(p)], "start_ns": from, "ns": to - from }))
+            .collect();
+        m.insert("off_cpu".into(), json!({ "count": off.count, "kept": kept }));
+    }
     if b.fault_addr[i] != 0 {
         let path = b.fault_path.get(i);
         m.insert(
@@ -192,6 +201,36 @@ pub fn line(h: &TraceHeader, b: &EventBatch, i: usize) -> Option<String> {
         let _ = write!(s, "; {f}");
     }
     Some(crate::text::clean(&s).into_owned())
+}
+
+/// `    in order: on CPU 12us, pipe/socket 20ms, run queue 40us, on CPU 8us, ...`: call `i`'s
+/// time in the order it was spent, where the recording keeps its intervals off the CPU and
+/// there are two or more (one wait reads from the breakdown alone). Time holding intervals the
+/// recording did not keep reads `on CPU and shorter waits`.
+pub fn order_line(b: &EventBatch, i: usize) -> Option<String> {
+    let off = b.off_cpu(i);
+    if off.len < 2 {
+        return None;
+    }
+    let after = if off.complete() { u64::MAX } else { off.kept[off.len.min(7) - 1].1 };
+    let mut s = String::from("    in order:");
+    let mut at = b.ts[i];
+    let mut sep = " ";
+    let gap = |s: &mut String, from: u64, to: u64, sep: &mut &str| {
+        if to > from {
+            let what = if from >= after { "on CPU and shorter waits" } else { PART_LABELS[0] };
+            let _ = write!(s, "{sep}{what} {}", fmt_ns(to - from));
+            *sep = ", ";
+        }
+    };
+    for &(from, to, p) in off.intervals() {
+        gap(&mut s, at, from, &mut sep);
+        let _ = write!(s, "{sep}{} {}", PART_LABELS[usize::from(p)], fmt_ns(to - from));
+        sep = ", ";
+        at = to;
+    }
+    gap(&mut s, at, b.end(i), &mut sep);
+    Some(s)
 }
 
 /// `    chain: lock 200ms on app/13 (futex: lock 190ms) on app/14 (fsync: block I/O 185ms) ->

@@ -50,8 +50,9 @@ pub struct Args {
     #[arg(long, default_value = "5s", value_parser = parse_duration_secs_default, value_name = "DURATION")]
     pub window: u64,
     /// Under each call recorded with `record --why`, its latency split into causes (on CPU, run
-    /// queue, block I/O, lock, pipe/socket, timer, page fault, other, unknown) and who woke it.
-    /// (JSON always carries it, as "why".)
+    /// queue, block I/O, lock, pipe/socket, timer, page fault, other, unknown), who woke it, and,
+    /// for a call that left its CPU more than once, its parts in the order they happened. (JSON
+    /// always carries it, as "why".)
     #[arg(long)]
     pub why: bool,
 }

@@ -141,10 +141,11 @@ pub fn run(files: &[PathBuf], p: &PerfettoArgs, filter: &FilterArg, quiet: bool,
              a request whose waking call or request is not in the export",
             l.wakeups_linked, l.requests_linked, l.wakeups_not_linked, l.requests_not_linked
         );
-        if s.wait_slices > 0 {
+        if s.part_slices > 0 {
             println!(
-                "waits: the longest blocked interval of {} calls as a slice inside each (category latscope)",
-                s.wait_slices
+                "parts: {} calls' time split into {} slices inside them, in time order: on CPU, run queue, blocked \
+                 (category latscope)",
+                s.part_calls, s.part_slices
             );
         }
         for f in &s.files {

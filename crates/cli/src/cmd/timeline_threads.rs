@@ -23,8 +23,12 @@ pub fn run(a: &Args) -> Result<ExitCode> {
     if !a.json.json && a.output.is_some() && !html {
         refuse_terminal(a.output.as_deref(), "the thread timeline", "-o FILE.svg or FILE.html (or --json)")?;
     }
-    let cols: Vec<&str> =
-        ["kind", "ts", "lat", "pid", "tid", "nr", "comm"].into_iter().chain(latscope_event::WHY_COLUMNS).collect();
+    let cols: Vec<&str> = ["kind", "ts", "lat", "pid", "tid", "nr", "comm"]
+        .into_iter()
+        .chain(latscope_event::WHY_COLUMNS)
+        .chain(["wait_start", "wait_end"])
+        .chain(latscope_event::OFF_COLUMNS)
+        .collect();
     let mut scan = a.read.open("timeline", ScanPlan { columns: &cols, zone: None })?;
     let header = scan.header().clone();
     let (from, to) = a.window.resolve(&header)?;

@@ -569,7 +569,7 @@ impl Linker {
             h.tid = 0;
             h.request = None;
             h.woken_by = None;
-            h.wait = None;
+            h.parts.clear();
             // Only process events set it: a call's slice filled in this box after an instant's
             // would be written as an instant, its flows on its start.
             h.instant = false;

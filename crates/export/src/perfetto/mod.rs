@@ -113,8 +113,11 @@ pub struct PerfettoSummary {
     pub events_exported: u64,
     /// Queue-time slices of block requests (besides the events' slices).
     pub queue_slices: u64,
-    /// Slices of calls' longest waits, inside the calls (besides the events' slices).
-    pub wait_slices: u64,
+    /// Slices of calls' parts (on CPU, run queue, blocked: what on), inside the calls, in time
+    /// order (besides the events' slices).
+    pub part_slices: u64,
+    /// Calls with such slices.
+    pub part_calls: u64,
     /// Events the recording lost.
     pub events_lost: u64,
     /// Damaged blocks skipped.
@@ -185,7 +188,7 @@ const OWN_COLUMNS: &[&str] = &[
 
 /// Every column the export reads: its own and the breakdown's.
 fn columns() -> impl Iterator<Item = &'static str> {
-    OWN_COLUMNS.iter().copied().chain(latscope_event::WHY_COLUMNS)
+    OWN_COLUMNS.iter().copied().chain(latscope_event::WHY_COLUMNS).chain(latscope_event::OFF_COLUMNS)
 }
 
 /// How many rows ahead of the one exported its columns are asked for (see [`prefetch_rows`]),
@@ -254,8 +257,8 @@ impl Export<'_> {
                 // The breakdown, read once (zeros in most recordings).
                 let parts = b.why_parts(i);
                 SliceBuilder { h: &mut h }.syscall(&self.header, b, i, &parts);
-                if parts[2..].iter().any(|&v| v != 0) {
-                    h.wait = slices::longest_wait(b, i, &parts);
+                if parts[1..].iter().any(|&v| v != 0) {
+                    slices::call_parts(b, i, &parts, &mut h.parts);
                 }
                 if b.waker_ctx[i] == 1 && b.waker_tid[i] != 0 && b.waker_tid[i] != tid {
                     // The wake-up's instant known: the call in progress then woke it, whatever
@@ -425,7 +428,8 @@ pub fn export_perfetto(
     let report = scan.report();
     let (processes, threads, disks) = ex.tracks.counts();
     let interning_resets = ex.out.interning_resets;
-    let wait_slices = ex.out.wait_slices;
+    let part_slices = ex.out.part_slices;
+    let part_calls = ex.out.part_calls;
     let files = ex.out.finish()?;
     Ok(PerfettoSummary {
         trace: path.to_path_buf(),
@@ -434,7 +438,8 @@ pub fn export_perfetto(
         events_read: read,
         events_exported: ex.exported,
         queue_slices: ex.queue_slices,
-        wait_slices,
+        part_slices,
+        part_calls,
         events_lost: report.lost,
         corrupt_blocks: report.corrupt.len() as u64,
         processes,

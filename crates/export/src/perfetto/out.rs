@@ -114,8 +114,10 @@ pub struct Out {
     pkt: Vec<u8>,
     /// Times the interning tables were cleared, all files.
     pub interning_resets: u64,
-    /// Slices of calls' longest waits written, all files.
-    pub wait_slices: u64,
+    /// Slices of calls' parts written, all files.
+    pub part_slices: u64,
+    /// Calls whose parts were written as slices, all files.
+    pub part_calls: u64,
 }
 
 impl Out {
@@ -133,7 +135,8 @@ impl Out {
             fill: 0,
             pkt: Vec::with_capacity(4096),
             interning_resets: 0,
-            wait_slices: 0,
+            part_slices: 0,
+            part_calls: 0,
         }
     }
 
@@ -300,8 +303,10 @@ impl Out {
         let buf = &mut self.buf;
         let start = self.fill;
         // Room for everything but the interned entries, not known before the event is encoded.
-        let room =
-            SLICE_ROOM + h.args.len() * ARG_ROOM + h.strs.len() + (flows_out.len() + 2 * flows_in.len()) * FLOW_ROOM;
+        let room = SLICE_ROOM * (1 + h.parts.len())
+            + h.args.len() * ARG_ROOM
+            + h.strs.len()
+            + (flows_out.len() + 2 * flows_in.len()) * FLOW_ROOM;
         let mut c = cursor(buf, start, room);
         // The packet is written in place: its length and the event's in a fixed number of bytes
         // (nothing moves), the entries the event interned after it (field order is free).
@@ -348,28 +353,32 @@ impl Out {
             c
         };
         c.end_fixed(pm, 3);
-        if let Some((from, to, key)) = h.wait.filter(|_| !h.instant) {
-            // The call's longest wait, inside it: begun after the call's start and ended before
-            // its end in the file, so that it nests when they share a timestamp.
-            let pm = begin_timed(&mut c, from);
-            let m = c.begin(packet::TRACK_EVENT);
-            c.uint(event::TYPE, event::TYPE_SLICE_BEGIN);
-            c.uint(event::TRACK_UUID, h.track);
-            c.uint(event::NAME_IID, it.name(key, || name_of(key)));
-            c.uint(event::CATEGORY_IIDS, it.category(Cat::Latscope as usize));
-            c.end(m);
-            c = if it.new_entries().is_empty() {
-                c
-            } else {
-                let at = c.pos();
-                let mut c = cursor(buf, at, it.new_entries().len() + BYTES_HEAD + room);
-                c.bytes(packet::INTERNED_DATA, it.new_entries());
-                it.clear_new();
-                c
-            };
-            c.end(pm);
-            slice_end(&mut c, to, h.track, &[]);
-            self.wait_slices += 1;
+        if !h.instant && !h.parts.is_empty() {
+            self.part_calls += 1;
+            // The call's parts, inside it one after another: a part that begins at the call's
+            // start is written after the call's begin, one that ends at its end before the
+            // call's end, so they nest when they share a timestamp.
+            for &(from, to, key) in &h.parts {
+                let pm = begin_timed(&mut c, from);
+                let m = c.begin(packet::TRACK_EVENT);
+                c.uint(event::TYPE, event::TYPE_SLICE_BEGIN);
+                c.uint(event::TRACK_UUID, h.track);
+                c.uint(event::NAME_IID, it.name(key, || name_of(key)));
+                c.uint(event::CATEGORY_IIDS, it.category(Cat::Latscope as usize));
+                c.end(m);
+                c = if it.new_entries().is_empty() {
+                    c
+                } else {
+                    let at = c.pos();
+                    let mut c = cursor(buf, at, it.new_entries().len() + BYTES_HEAD + room);
+                    c.bytes(packet::INTERNED_DATA, it.new_entries());
+                    it.clear_new();
+                    c
+                };
+                c.end(pm);
+                slice_end(&mut c, to, h.track, &[]);
+                self.part_slices += 1;
+            }
         }
         if !h.instant {
             slice_end(&mut c, h.end, h.track, flows_in);

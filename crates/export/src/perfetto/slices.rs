@@ -69,17 +69,20 @@ pub struct Held {
     pub request: Option<(u32, u64)>,
     /// The request (disk and sector) whose completion woke it while its link is not found.
     pub woken_by: Option<(u32, u64)>,
-    /// The call's longest blocked interval, a slice inside it: start, end, name key
-    /// ([`longest_wait`]).
-    pub wait: Option<(u64, u64, u32)>,
+    /// Slices inside the call, in time order, one after another: its parts as the recording
+    /// keeps them ([`call_parts`]), or its longest blocked interval alone ([`longest_wait`]).
+    /// Start, end, name key.
+    pub parts: Vec<(u64, u64, u32)>,
 }
 
 /// Key of the queue-time slices of block requests.
 pub const QUEUED_KEY: u32 = 0xff_0000;
-/// Key of the slices of calls' longest waits: `WAIT_KEY | part` (an index of [`PART_LABELS`]),
-/// or `WAIT_KEY | 0xff` when the part is not known.
+/// Key of the slices of calls' parts: `WAIT_KEY | part` (an index of [`PART_LABELS`]),
+/// `WAIT_KEY | 0xff` a blocked interval whose part is not known, `WAIT_KEY | 0xfe` time on CPU
+/// that also holds intervals off it the recording did not keep.
 pub const WAIT_KEY: u32 = 0xfe_0000;
 const WAIT_PART_UNKNOWN: u32 = 0xff;
+const CPU_AND_OTHERS: u32 = 0xfe;
 
 /// The name of a slice key.
 pub fn name_of(key: u32) -> String {
@@ -87,9 +90,13 @@ pub fn name_of(key: u32) -> String {
         return "queued".into();
     }
     if key & !0xff == WAIT_KEY {
-        return match PART_LABELS.get((key & 0xff) as usize) {
-            Some(part) => format!("blocked: {part}"),
-            None => "blocked".into(),
+        return match key & 0xff {
+            0 | 1 => PART_LABELS[(key & 0xff) as usize].into(),
+            CPU_AND_OTHERS => "on CPU, and shorter waits".into(),
+            k => match PART_LABELS.get(k as usize) {
+                Some(part) => format!("blocked: {part}"),
+                None => "blocked".into(),
+            },
         };
     }
     latscope_event::op_name((key >> 16) as u8, key as u16)
@@ -100,6 +107,37 @@ pub fn name_of(key: u32) -> String {
 pub fn longest_wait(b: &EventBatch, i: usize, parts: &[u64; WHY_PARTS]) -> Option<(u64, u64, u32)> {
     let (from, to, part) = b.longest_wait(i, parts)?;
     Some((from, to, WAIT_KEY | part.map_or(WAIT_PART_UNKNOWN, |k| k as u32)))
+}
+
+/// The parts of call `i` in time order as slices inside it (into `out`, emptied first): each
+/// interval off its CPU the recording keeps (`run queue`, `blocked: PART`) and, between them,
+/// `on CPU`; when the call had more intervals than the recording keeps, the time holding the
+/// others is `on CPU, and shorter waits`. Without kept intervals (older recordings), its
+/// longest blocked interval alone ([`longest_wait`]), if any.
+pub fn call_parts(b: &EventBatch, i: usize, parts: &[u64; WHY_PARTS], out: &mut Vec<(u64, u64, u32)>) {
+    out.clear();
+    let off = b.off_cpu(i);
+    if off.len == 0 {
+        if parts[2..].iter().any(|&v| v != 0) {
+            out.extend(longest_wait(b, i, parts));
+        }
+        return;
+    }
+    // The intervals not kept lie after the seventh kept one (the eighth is the longest of them).
+    let after = if off.complete() { u64::MAX } else { off.kept[off.len.min(7) - 1].1 };
+    let gap = |from: u64| WAIT_KEY | if from >= after { CPU_AND_OTHERS } else { 0 };
+    let mut at = b.ts[i];
+    for &(from, to, part) in off.intervals() {
+        if from > at {
+            out.push((at, from, gap(at)));
+        }
+        out.push((from, to, WAIT_KEY | u32::from(part)));
+        at = to;
+    }
+    let end = b.end(i);
+    if end > at {
+        out.push((at, end, gap(at)));
+    }
 }
 
 /// String `i` of a column as the bytes stored (UTF-8, checked by the trace reader).
@@ -363,5 +401,70 @@ mod tests {
         assert_eq!(wait_of(1_500, 1_500, parts), None, "empty");
         assert_eq!(wait_of(900, 1_500, parts), None, "begins before the call");
         assert_eq!(wait_of(1_500, 2_001, parts), None, "ends after it");
+    }
+
+    /// Call 0 of a batch, 1_000..2_000, with `n` intervals off its CPU in all, the first kept.
+    fn parts_of(n: u16, kept: &[(u64, u64, u8)]) -> Vec<(u64, u64, String)> {
+        let mut e = Event { ts: 1_000, lat: 1_000, off_count: n, ..Default::default() };
+        let slots = [
+            (&mut e.off0_start, &mut e.off0_end, &mut e.off0_part),
+            (&mut e.off1_start, &mut e.off1_end, &mut e.off1_part),
+            (&mut e.off2_start, &mut e.off2_end, &mut e.off2_part),
+            (&mut e.off3_start, &mut e.off3_end, &mut e.off3_part),
+            (&mut e.off4_start, &mut e.off4_end, &mut e.off4_part),
+            (&mut e.off5_start, &mut e.off5_end, &mut e.off5_part),
+            (&mut e.off6_start, &mut e.off6_end, &mut e.off6_part),
+            (&mut e.off7_start, &mut e.off7_end, &mut e.off7_part),
+        ];
+        for ((s, t, p), &(from, to, part)) in slots.into_iter().zip(kept) {
+            (*s, *t, *p) = (from, to, part);
+        }
+        let mut b = EventBatch::default();
+        b.push(&e);
+        let mut out = Vec::new();
+        call_parts(&b, 0, &[100, 100, 0, 0, 800, 0, 0, 0, 0], &mut out);
+        out.into_iter().map(|(f, t, k)| (f, t, name_of(k))).collect()
+    }
+
+    #[test]
+    fn a_calls_parts_tile_it_in_time_order() {
+        let got = parts_of(2, &[(1_050, 1_850, 4), (1_850, 1_950, 1)]);
+        let want = [
+            (1_000, 1_050, "on CPU"),
+            (1_050, 1_850, "blocked: pipe/socket"),
+            (1_850, 1_950, "run queue"),
+            (1_950, 2_000, "on CPU"),
+        ];
+        assert_eq!(got, want.map(|(f, t, n)| (f, t, n.to_string())));
+        // Starting at the call's start and ending at its end: no empty slice of CPU time.
+        let got = parts_of(1, &[(1_000, 2_000, 5)]);
+        assert_eq!(got, [(1_000, 2_000, "blocked: timer/sleep".to_string())]);
+    }
+
+    #[test]
+    fn time_holding_intervals_not_kept_says_so() {
+        // Ten intervals: seven kept in order, the eighth the longest of the other three.
+        let mut kept: Vec<(u64, u64, u8)> = (0..7).map(|k| (1_010 + k * 20, 1_020 + k * 20, 1)).collect();
+        kept.push((1_500, 1_900, 3));
+        let got = parts_of(10, &kept);
+        let names: Vec<&str> = got.iter().map(|p| p.2.as_str()).collect();
+        assert_eq!(got.len(), 17, "{got:?}");
+        assert_eq!(names[13], "run queue");
+        assert_eq!(&names[14..], ["on CPU, and shorter waits", "blocked: lock", "on CPU, and shorter waits"]);
+        assert!(names[..14].iter().all(|n| *n == "on CPU" || *n == "run queue"), "{names:?}");
+    }
+
+    #[test]
+    fn intervals_that_do_not_fit_the_call_fall_back_to_its_longest_wait() {
+        // Overlapping, outside the call, of no part: none used; no longest wait recorded either.
+        for kept in [
+            vec![(1_100, 1_500, 4), (1_400, 1_600, 1)],
+            vec![(900, 1_500, 4)],
+            vec![(1_100, 2_100, 4)],
+            vec![(1_100, 1_500, 0)],
+            vec![(1_100, 1_500, 9)],
+        ] {
+            assert_eq!(parts_of(kept.len() as u16, &kept), [], "{kept:?}");
+        }
     }
 }

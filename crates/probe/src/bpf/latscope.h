@@ -181,6 +181,9 @@ enum ls_why_part {
 	LS_WHY_PARTS,
 };
 
+/* Intervals off the CPU kept per call (struct ls_why.off_*), and the mark of an unseen wake-up. */
+enum ls_off_limits { LS_OFF_KEPT = 8, LS_OFF_UNSEEN = 0x80 };
+
 /* Who ended the longest blocked interval of a call (struct ls_why.waker_ctx). */
 enum ls_waker_ctx { LS_WAKER_NONE = 0, LS_WAKER_TASK = 1, LS_WAKER_TIMER = 2, LS_WAKER_SOFTIRQ = 3 };
 
@@ -273,6 +276,17 @@ struct ls_why {
 	__u8 lock_kind;       /* enum ls_lock_kind */
 	__u8 wake_flags;      /* enum ls_wake_flags, of the longest blocked interval */
 	__u8 pad4[2];
+	/* The call's intervals off its CPU (blocked, then waiting for a CPU; preempted), in time
+	 * order: the first LS_OFF_KEPT - 1 of them and, in the last slot, the longest of the rest
+	 * (off_n: how many there were in all). Between them the call ran. off_part: enum
+	 * ls_why_part, LS_OFF_UNSEEN set on a pipe/socket wait whose wake-up was not seen (timer
+	 * time instead when off_timer: see why_close). */
+	__u64 off_start[LS_OFF_KEPT];
+	__u64 off_end[LS_OFF_KEPT];
+	__u8 off_part[LS_OFF_KEPT];
+	__u16 off_n;
+	__u8 off_timer;
+	__u8 pad5[5];
 };
 
 /*

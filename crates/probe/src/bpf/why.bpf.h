@@ -146,6 +146,11 @@ struct ls_why_acc {
 	__u64 unseen_ipc;
 	__u8 early_ctx, early_flags;
 	char early_comm[LS_COMM_LEN];
+	/* The call's intervals off its CPU, as struct ls_why has them (why_off). */
+	__u64 off_start[LS_OFF_KEPT], off_end[LS_OFF_KEPT];
+	__u8 off_part[LS_OFF_KEPT];
+	__u16 off_n;
+	__u8 off_timer;
 };
 
 struct {
@@ -552,6 +557,7 @@ struct ls_why _ls_why_type = {};
 enum ls_why_part _ls_why_part_type = LS_WHY_CPU;
 enum ls_waker_ctx _ls_waker_ctx_type = LS_WAKER_NONE;
 enum ls_ext_bits _ls_ext_bits_type = LS_EXT_WHY;
+enum ls_off_limits _ls_off_limits_type = LS_OFF_KEPT;
 enum ls_stack_limits _ls_stack_limits_type = LS_STACK_DEPTH;
 enum ls_ucopy_limits _ls_ucopy_limits_type = LS_UCOPY_MAX;
 enum ls_ufiles_limits _ls_ufiles_limits_type = LS_UFILES_ENTRIES;
@@ -636,13 +642,36 @@ int ls_why_cause_test(struct ls_why_cause_case *c)
 	return why_cause(c->hint, c->nr, c->fd_type, c->by);
 }
 
+/* An interval [from, to) of the call off its CPU, of `part` (with LS_OFF_UNSEEN): kept in time
+ * order while there is room, the last slot for the longest of the rest. One compare at most: no
+ * search, which the verifier of older kernels would follow down every branch. */
+static __always_inline void why_off(struct ls_why_acc *w, __u32 part, __u64 from, __u64 to)
+{
+	if (to <= from || !w->call_ts)
+		return;
+	__u32 n = w->off_n;
+	if (n < 0xffff)
+		w->off_n = n + 1;
+	__u32 k = LS_OFF_KEPT - 1;
+	if (n < LS_OFF_KEPT - 1)
+		k = n;
+	else if (n >= LS_OFF_KEPT && to - from <= w->off_end[LS_OFF_KEPT - 1] - w->off_start[LS_OFF_KEPT - 1])
+		return;
+	k &= LS_OFF_KEPT - 1;
+	w->off_start[k] = from;
+	w->off_end[k] = to;
+	w->off_part[k] = part;
+}
+
 /* A blocked interval of d ns, of `cause`, ended now: added to its part; if a page fault's wait,
  * the longest so far keeps its fault (the call's last one); remembered for the threads this one
- * wakes later (the cascade). */
-static __always_inline void why_blocked_end(struct ls_why_acc *w, __u32 cause, __u64 d, __u64 now, __u32 dev)
+ * wakes later (the cascade). unseen: its wake-up was not seen. */
+static __always_inline void why_blocked_end(struct ls_why_acc *w, __u32 cause, __u64 d, __u64 now, __u32 dev,
+					    bool unseen)
 {
 	if (cause < LS_WHY_PARTS)
 		w->part[cause] += d;
+	why_off(w, cause | (unseen && cause == LS_WHY_IPC ? LS_OFF_UNSEEN : 0), now - d, now);
 	if (cause == LS_WHY_FAULT && d >= w->best_fault) {
 		w->best_fault = d;
 		w->bf_cur = 1;
@@ -800,6 +829,8 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		w->wake_flags = LS_WAKE_KNOWN;
 		w->holder_tid = 0;
 		w->waker_ustack = 0;
+		w->off_n = 0;
+		w->off_timer = 0;
 		why_lock_of(w, first);
 	} else {
 		if (why_kthread_io_wait(prev, preempt, now))
@@ -871,7 +902,7 @@ static __always_inline void why_unseen_end(struct ls_why_acc *w, struct task_str
 {
 	STAT_INC(wakeups_unseen);
 	__u32 cause = why_cause(w->hint, w->nr, w->fd_type, WHY_WAKE_UNSEEN);
-	why_blocked_end(w, cause, d, now, 0);
+	why_blocked_end(w, cause, d, now, 0, true);
 	if (cause == LS_WHY_IPC)
 		w->unseen_ipc += d;
 	if (w->fx_held)
@@ -905,7 +936,7 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 	if (w->kio) {
 		/* A kernel thread's I/O wait whose wake-up was not seen ends here at the latest. */
 		w->kio = 0;
-		why_blocked_end(w, LS_WHY_IO, 0, now, 0);
+		why_blocked_end(w, LS_WHY_IO, 0, now, 0, false);
 		return;
 	}
 	if (!w->call_ts || w->state == WHY_RUN)
@@ -913,6 +944,7 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 	__u64 d = now - w->mark;
 	if (w->state == WHY_RUNNABLE) {
 		w->part[LS_WHY_RUNQ] += d;
+		why_off(w, LS_WHY_RUNQ, w->mark, now);
 		/* Who held the CPU: the thread that preempted it, or, after a wake-up, the one it
 		 * takes the CPU from now (none when the CPU was idle: a wake-up's own latency). */
 		__u32 tid = w->pend_tid, cpu = w->pend_cpu;
@@ -1064,7 +1096,7 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 	if (w->kio) {
 		/* A kernel thread's I/O wait is over: remembered, for the cascade, with its device. */
 		w->kio = 0;
-		why_blocked_end(w, LS_WHY_IO, 0, now, rq_recent ? wc->rq_dev : 0);
+		why_blocked_end(w, LS_WHY_IO, 0, now, rq_recent ? wc->rq_dev : 0, false);
 		return 0;
 	}
 	if (!w->call_ts || w->state != WHY_BLOCKED) {
@@ -1110,7 +1142,7 @@ int BPF_PROG(ls_why_waking, struct task_struct *p)
 			cause = LS_WHY_LOCK;
 	}
 	bool by_rq = (cause == LS_WHY_IO || cause == LS_WHY_FAULT) && rq_recent;
-	why_blocked_end(w, cause, d, now, by_rq ? wc->rq_dev : 0);
+	why_blocked_end(w, cause, d, now, by_rq ? wc->rq_dev : 0, false);
 	/* A block request's completion ended an I/O wait: the wait split into the time before the
 	 * request existed (its bio held by cgroup I/O throttling or a plug, or not yet submitted),
 	 * its time queued and on the device, each clipped to the wait (a readahead request queued
@@ -1383,9 +1415,10 @@ static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool 
 		 * wake-up not seen; its kernel stack, read at that switch, is gone. */
 		if (w->state == WHY_RUN)
 			w->part[LS_WHY_CPU] += d;
-		else if (w->state == WHY_RUNNABLE)
+		else if (w->state == WHY_RUNNABLE) {
 			w->part[LS_WHY_RUNQ] += d;
-		else
+			why_off(w, LS_WHY_RUNQ, w->mark, now);
+		} else
 			why_unseen_end(w, task, d, now);
 		/* A poll that timed out waited for its timer, whether or not its wake-up was seen. */
 		__u32 nr = w->nr;
@@ -1393,6 +1426,7 @@ static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool 
 			__u64 u = w->unseen_ipc < w->part[LS_WHY_IPC] ? w->unseen_ipc : w->part[LS_WHY_IPC];
 			w->part[LS_WHY_IPC] -= u;
 			w->part[LS_WHY_TIMER] += u;
+			w->off_timer = 1;
 			if (w->waker_ctx == LS_WAKER_NONE && w->best_wait)
 				w->waker_ctx = LS_WAKER_TIMER;
 		}
@@ -1555,6 +1589,12 @@ static __always_inline void why_fill(struct ls_why *o, struct task_struct *task,
 	o->lock_len = w->lock_len;
 	o->lock_op = w->lock_op;
 	o->lock_word = w->lock_word;
+	__builtin_memcpy(o->off_start, w->off_start, sizeof(o->off_start));
+	__builtin_memcpy(o->off_end, w->off_end, sizeof(o->off_end));
+	__builtin_memcpy(o->off_part, w->off_part, sizeof(o->off_part));
+	o->off_n = w->off_n;
+	o->off_timer = w->off_timer;
+	__builtin_memset(o->pad5, 0, sizeof(o->pad5));
 }
 
 #endif
