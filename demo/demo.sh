@@ -92,7 +92,7 @@ step "Why was it slow: latscope why -r trace.lst (slowest work, each with its ca
 step "Each thread's whole time, in and outside its calls: latscope why -r trace.lst --threads -n 6"
 "$LS" why -r "$OUT/trace.lst" --threads -n 6
 
-step "Each slow call with its breakdown and waker: latscope events --why -r trace.lst 'evt.latency > 5ms' (first 6)"
+step "Each slow call with its breakdown, its parts in time order and its waker: latscope events --why -r trace.lst 'evt.latency > 5ms' (first 6)"
 "$LS" events --why -r "$OUT/trace.lst" -n 6 --time rel 'evt.latency > 5ms'
 
 step "Where the blocked time went, by stack and drawn: latscope why -r trace.lst --stacks -n 2 --svg why.svg --flame blocked.svg --folded blocked.folded"

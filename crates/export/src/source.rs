@@ -68,7 +68,11 @@ pub(crate) fn scan(
     filter: &Filter,
     mut on_block: impl FnMut(&mut EventBatch, Rows<'_>, &TraceHeader, Position) -> Result<(), ExportError>,
 ) -> Result<ScanReport, ExportError> {
-    let opts = ScanOptions { filter: filter.clone(), ..Default::default() };
+    // Every column but a call's intervals off the CPU, which no export here writes (25 columns:
+    // decoding them cost the Parquet export 5 % more).
+    let columns =
+        latscope_trace::Column::ALL.into_iter().filter(|c| !latscope_event::OFF_COLUMNS.contains(&c.name())).collect();
+    let opts = ScanOptions { filter: filter.clone(), columns: Some(columns), zone: None };
     let mut scan = Scan::open(path, InputFormat::Trace, opts)?;
     let mut report = ScanReport::default();
     let mut held = EventBatch::default();
