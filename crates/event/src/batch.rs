@@ -558,6 +558,15 @@ impl OffCpu {
     pub fn complete(&self) -> bool {
         self.len > 0 && usize::from(self.count) == self.len
     }
+    /// From when the call's time may hold intervals not kept: the end of the seventh kept one
+    /// (the eighth is the longest of those after it); `u64::MAX` when every one is kept.
+    pub fn unkept_from(&self) -> u64 {
+        if self.complete() || self.len == 0 {
+            u64::MAX
+        } else {
+            self.kept[self.len.min(OFF_KEPT - 1) - 1].1
+        }
+    }
 }
 
 /// Bits of the `wake_flags` column.

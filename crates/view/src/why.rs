@@ -212,7 +212,7 @@ pub fn order_line(b: &EventBatch, i: usize) -> Option<String> {
     if off.len < 2 {
         return None;
     }
-    let after = if off.complete() { u64::MAX } else { off.kept[off.len.min(7) - 1].1 };
+    let after = off.unkept_from();
     let mut s = String::from("    in order:");
     let mut at = b.ts[i];
     let mut sep = " ";

@@ -123,8 +123,7 @@ pub fn call_parts(b: &EventBatch, i: usize, parts: &[u64; WHY_PARTS], out: &mut 
         }
         return;
     }
-    // The intervals not kept lie after the seventh kept one (the eighth is the longest of them).
-    let after = if off.complete() { u64::MAX } else { off.kept[off.len.min(7) - 1].1 };
+    let after = off.unkept_from();
     let gap = |from: u64| WAIT_KEY | if from >= after { CPU_AND_OTHERS } else { 0 };
     let mut at = b.ts[i];
     for &(from, to, part) in off.intervals() {
