@@ -11,9 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The recorder's stated bound on the memory it holds beyond the ring buffer (docs/PERFORMANCE.md):
-/// blocks of rows on their way to the writer, so it grows with the row (about 270 bytes decoded
-/// since the attribution, cascade, task identity, lock and chain columns; 88 MiB was seen at the
-/// peak on an idle 2-CPU machine, 114 MiB with builds beside it).
+/// blocks of rows on their way to the writer, so it grows with the row and the block (about 520
+/// bytes a row in memory, 16 Ki rows a block; 76-79 MiB was seen at the peak on an idle 2-CPU
+/// machine, where the writer is the bottleneck and every queued and recycled block is alive).
 const HEAP_BOUND_BYTES: u64 = 128 << 20;
 
 fn monotonic_ns() -> u64 {

@@ -149,6 +149,16 @@ impl StrCol {
         self.data.extend_from_slice(&other.data[a as usize..b as usize]);
         self.offsets.extend(other.offsets[r.start + 1..=r.end].iter().map(|&o| o - a + base));
     }
+    /// Appends empty strings up to `n` strings.
+    pub fn fill_to(&mut self, n: usize) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        let last = *self.offsets.last().expect("offsets are never empty here");
+        if self.offsets.len() < n + 1 {
+            self.offsets.resize(n + 1, last);
+        }
+    }
     /// Remove all strings, keeping the allocation.
     pub fn clear(&mut self) {
         self.offsets.clear();
@@ -214,11 +224,36 @@ macro_rules! columns {
             }
             /// Append one event.
             pub fn push(&mut self, e: &Event) {
+                self.fill_tail();
                 $( self.$name.push(e.$name); )*
                 self.comm.push(&e.comm);
                 self.path.push(&e.path);
                 self.path2.push(&e.path2);
                 self.fault_path.push(&e.fault_path);
+            }
+            /// Append an event whose attribution columns (everything but [`CORE_COLUMNS`]) all
+            /// hold their default, without writing them: most recordings have no attribution,
+            /// and a row's ~60 pushes of zeros were most of the recorder's per-event work. The
+            /// batch is ragged until [`EventBatch::fill_tail`], which [`EventBatch::push`] calls.
+            #[inline]
+            pub fn push_core(&mut self, e: &Event) {
+                core_list!(push_cols, self, e);
+                self.comm.push(&e.comm);
+                self.path.push(&e.path);
+                self.path2.push(&e.path2);
+            }
+            /// Extends the columns [`EventBatch::push_core`] left short with their defaults
+            /// (zeros, empty strings), so that every column has a row per event again.
+            pub fn fill_tail(&mut self) {
+                let n = self.kind.len();
+                // push_core leaves every attribution column short by the same rows.
+                if self.why_cpu.len() == n {
+                    return;
+                }
+                $( if self.$name.len() < n {
+                    self.$name.resize(n, Default::default());
+                } )*
+                self.fault_path.fill_to(n);
             }
             /// Append event `i` of `other` (no intermediate row).
             pub fn push_from(&mut self, other: &EventBatch, i: usize) {
@@ -291,6 +326,25 @@ macro_rules! columns {
         }
     };
 }
+
+/// Calls `$m!($args; COLUMN ...)` with the columns every event has, recorded with or without
+/// attribution: the one list behind [`CORE_COLUMNS`] and [`EventBatch::push_core`].
+macro_rules! core_list {
+    ($m:ident, $($args:tt)*) => {
+        $m!($($args)*; kind ts lat pid tid uid nr ret fd fd_type dev ino bytes off flags mode dirfd addr
+            cgroup qtime off2 cpu gid loginuid tty vpid vtid fault_off)
+    };
+}
+macro_rules! names {
+    (; $($c:ident)*) => { &[$(stringify!($c)),*] };
+}
+macro_rules! push_cols {
+    ($b:expr, $e:expr; $($c:ident)*) => { $( $b.$c.push($e.$c); )* };
+}
+
+/// The columns every event has, recorded with or without attribution: those
+/// [`EventBatch::push_core`] writes (with the strings `comm`, `path` and `path2`).
+pub const CORE_COLUMNS: &[&str] = core_list!(names,);
 
 columns! {
     /// [`EventKind`] as a byte.
@@ -860,6 +914,63 @@ mod tests {
         let mut c = StrCol { offsets: Vec::new(), data: Vec::new() };
         c.append_range(&src.path, 1..3);
         assert_eq!((c.len(), c.get(0), c.get(1)), (2, "/p1ü", "/p2ü"));
+    }
+
+    #[test]
+    fn core_rows_then_full_rows_read_as_pushed() {
+        let core = |k: u64| Event {
+            kind: 1,
+            ts: k,
+            lat: 2,
+            pid: 3,
+            tid: 4,
+            uid: 5,
+            nr: 6,
+            ret: -7,
+            fd: 8,
+            fd_type: 9,
+            dev: 10,
+            ino: 11,
+            bytes: 12,
+            off: 13,
+            flags: 14,
+            mode: 15,
+            dirfd: 16,
+            addr: 17,
+            cgroup: 18,
+            qtime: 19,
+            off2: 20,
+            cpu: 21,
+            gid: 22,
+            loginuid: 23,
+            tty: 24,
+            vpid: 25,
+            vtid: 26,
+            fault_off: -1,
+            comm: "c".into(),
+            path: format!("/p{k}"),
+            path2: "/q".into(),
+            ..Default::default()
+        };
+        let full = |k: u64| Event { why_cpu: 2, off7_end: 9, waker_tid: 4, fault_path: "/f".into(), ..core(k) };
+        let rows = [core(0), core(1), full(2), core(3), full(4), core(5)];
+        let mut a = EventBatch::default();
+        let mut b = EventBatch::default();
+        for e in &rows {
+            if e.why_cpu == 0 {
+                a.push_core(e)
+            } else {
+                a.push(e)
+            }
+            b.push(e);
+        }
+        assert!(a.check_lengths().is_err(), "ragged before the tail is filled");
+        a.fill_tail();
+        assert!(a.check_lengths().is_ok());
+        assert_eq!(a, b);
+        assert_eq!(CORE_COLUMNS.len(), 28);
+        a.fill_tail();
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub mod waits;
 
 pub use batch::{
     comm_from_words, comm_to_words, op_name, wake_flags, Event, EventBatch, EventKind, LockKind, OffCpu, ProcOp,
-    StrCol, NO_FD, OFF_COLUMNS, OFF_KEPT, WHY_COLUMNS, WHY_PARTS, WHY_PART_NAMES,
+    StrCol, CORE_COLUMNS, NO_FD, OFF_COLUMNS, OFF_KEPT, WHY_COLUMNS, WHY_PARTS, WHY_PART_NAMES,
 };
 pub use block::{BlockOp, Rwbs};
 pub use bounds::Truncation;

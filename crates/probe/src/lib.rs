@@ -1257,6 +1257,7 @@ impl Probe {
             self.decoder.borrow_mut().release_held();
         }
         self.decoder.borrow_mut().reread_grown_maps();
+        self.decoder.borrow_mut().settle();
         // Every event read refers to stacks stored before it was written: drained now, they
         // are in the store when its stack references are resolved.
         self.drain_stacks();
