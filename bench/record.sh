@@ -161,7 +161,8 @@ fi
 # The trace writer on real recordings: a paced loop of read() and getppid() calls (comm
 # readloop), recorded with -c readloop, latscope pinned to its CPUs (taskset) and the loop on
 # the others (on all of them when latscope has them all). Writer CPU is that of the threads that
-# encode and write (latscope-trace, latscope-enc*), read just before the recording stops.
+# encode and write (latscope-trace, latscope-enc*), read just before the recording stops; the
+# whole process's CPU (the reading and decoding thread too) is taken over the loop's run.
 writer_cpu_ns() { # pid
 	local t total=0 comm ticks
 	for t in /proc/"$1"/task/*; do
@@ -173,6 +174,9 @@ writer_cpu_ns() { # pid
 		esac
 	done
 	echo $((total * 10000000))
+}
+proc_cpu_ns() { # pid -> CPU time of all its threads so far (ns, 10 ms resolution)
+	echo $(($(sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}') * 10000000))
 }
 cpu_list() { # first count -> "first-(first+count-1)"
 	echo "$1-$(($1 + $2 - 1))"
@@ -187,6 +191,8 @@ record_at() { # binary latscope_cpus rate -> "events lost bytes loop_s writer_ns
 		>"$WORK/w.json" 2>"$WORK/w.err" &
 	local pid=$!
 	sleep 3
+	local c0 c1
+	c0=$(proc_cpu_ns "$pid")
 	t0=$(date +%s.%N)
 	local loops=()
 	for i in $(seq "$procs"); do
@@ -198,10 +204,11 @@ record_at() { # binary latscope_cpus rate -> "events lost bytes loop_s writer_ns
 	sleep 1
 	local wns rss
 	wns=$(writer_cpu_ns "$pid")
+	c1=$(proc_cpu_ns "$pid")
 	rss=$(awk '/VmHWM/ {print $2}' /proc/"$pid"/status)
 	kill -INT "$pid"
 	wait "$pid" || true
-	python3 -c "import json; s=json.load(open('$WORK/w.json')); print(s['events'], s['lost'], s['bytes'], $t1 - $t0, $wns, $rss)"
+	python3 -c "import json; s=json.load(open('$WORK/w.json')); print(s['events'], s['lost'], s['bytes'], $t1 - $t0, $wns, $rss, $c1 - $c0)"
 }
 
 if has writer; then
@@ -212,8 +219,8 @@ if has writer; then
 	echo
 	echo "Trace writer, recording a paced read()/getppid() loop ($DUR s per run; $(nproc) CPUs; latscope on the first N, the loop on the rest):"
 	echo
-	echo "| build | CPUs for latscope | target events/s | recorded events/s | lost | bytes/event | events per writer CPU-second | peak RSS MB |"
-	echo "|---|---|---|---|---|---|---|---|"
+	echo "| build | CPUs for latscope | target events/s | recorded events/s | lost | bytes/event | events per writer CPU-second | events per latscope CPU-second (all threads) | peak RSS MB |"
+	echo "|---|---|---|---|---|---|---|---|---|"
 	declare -A best
 	for cpus in 1 2; do
 		[ "$cpus" -le "$(nproc)" ] || continue
@@ -221,9 +228,9 @@ if has writer; then
 			# Builds interleaved at each rate: the same machine state for both.
 			for b in "${bins[@]}"; do
 				name=${b%%|*}; bin=${b#*|}
-				read -r ev lost bytes secs wns rss <<<"$(record_at "$bin" "$cpus" "$rate")"
-				awk -v n="$name" -v c="$cpus" -v r="$rate" -v e="$ev" -v l="$lost" -v b="$bytes" -v s="$secs" -v w="$wns" -v m="$rss" \
-					'BEGIN { printf "| %s | %d | %d | %.0f | %d | %.1f | %s | %.0f |\n", n, c, r, e / s, l, b / (e > 0 ? e : 1), (w > 0 ? sprintf("%.1f M", e / (w / 1e9) / 1e6) : "-"), m / 1024 }'
+				read -r ev lost bytes secs wns rss pns <<<"$(record_at "$bin" "$cpus" "$rate")"
+				awk -v n="$name" -v c="$cpus" -v r="$rate" -v e="$ev" -v l="$lost" -v b="$bytes" -v s="$secs" -v w="$wns" -v m="$rss" -v p="$pns" \
+					'BEGIN { printf "| %s | %d | %d | %.0f | %d | %.1f | %s | %s | %.0f |\n", n, c, r, e / s, l, b / (e > 0 ? e : 1), (w > 0 ? sprintf("%.1f M", e / (w / 1e9) / 1e6) : "-"), (p > 0 ? sprintf("%.2f M", e / (p / 1e9) / 1e6) : "-"), m / 1024 }'
 				if [ "$lost" -eq 0 ]; then best[$name,$cpus]=$rate; fi
 			done
 		done
