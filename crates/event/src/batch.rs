@@ -234,7 +234,8 @@ macro_rules! columns {
             /// Append an event whose attribution columns (everything but [`CORE_COLUMNS`]) all
             /// hold their default, without writing them: most recordings have no attribution,
             /// and a row's ~60 pushes of zeros were most of the recorder's per-event work. The
-            /// batch is ragged until [`EventBatch::fill_tail`], which [`EventBatch::push`] calls.
+            /// batch is ragged until [`EventBatch::fill_tail`], which every method appending whole
+            /// rows (`push`, `push_from`, `append`, `append_range`) calls first.
             #[inline]
             pub fn push_core(&mut self, e: &Event) {
                 core_list!(push_cols, self, e);
@@ -257,6 +258,7 @@ macro_rules! columns {
             }
             /// Append event `i` of `other` (no intermediate row).
             pub fn push_from(&mut self, other: &EventBatch, i: usize) {
+                self.fill_tail();
                 $( self.$name.push(other.$name[i]); )*
                 self.comm.push(other.comm.get(i));
                 self.path.push(other.path.get(i));
@@ -265,6 +267,7 @@ macro_rules! columns {
             }
             /// Append all events of `other` (and its stack table entries).
             pub fn append(&mut self, other: &EventBatch) {
+                self.fill_tail();
                 $( self.$name.extend_from_slice(&other.$name); )*
                 self.comm.append(&other.comm);
                 self.path.append(&other.path);
@@ -275,6 +278,7 @@ macro_rules! columns {
             }
             /// Append events `r` of `other`, column by column.
             pub fn append_range(&mut self, other: &EventBatch, r: std::ops::Range<usize>) {
+                self.fill_tail();
                 $( self.$name.extend_from_slice(&other.$name[r.clone()]); )*
                 self.comm.append_range(&other.comm, r.clone());
                 self.path.append_range(&other.path, r.clone());
