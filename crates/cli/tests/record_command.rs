@@ -213,8 +213,14 @@ fn check_lists_the_kernel_features_and_what_runs() {
     for f in features.iter().filter(|f| f["present"] == false) {
         assert!(!f["fallback"].is_null(), "{f}: every probe runs, so what is missing has a fallback");
     }
+    // Steal time: none on bare metal; under a hypervisor (the CPU flag the kernel shows), the
+    // steal clock is read or said unreadable.
+    let guest = std::fs::read_to_string("/proc/cpuinfo").unwrap().split_whitespace().any(|w| w == "hypervisor");
+    let steal = v["steal_clock"].as_str().unwrap_or_default();
+    assert_eq!(steal == "none (bare metal)", !guest, "{steal}");
     let text = latscope_ok(&["check"]);
     assert!(text.contains("syscall probes:           run"), "{text}");
+    assert!(text.contains(&format!("steal time:               {steal}")), "{text}");
 }
 
 #[test]

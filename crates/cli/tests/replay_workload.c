@@ -85,9 +85,11 @@ static void *worker(void *arg)
 	for (int round = 0; round < 8; round++)
 		if (pread(shared_fd, buf + k * 4096, 4096, (off_t)(round * 4 + other) * 4096) != 4096)
 			die("pread shared");
-	char name[64];
-	snprintf(name, sizeof(name), "tree/t%ld", k);
-	int fd = open(P(name), O_CREAT | O_RDWR | O_TRUNC, 0644);
+	/* A path of its own: P()'s shared buffers are for one thread (the workers would race for
+	 * a slot, and one open a path another is still writing). */
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/tree/t%ld", dir, k);
+	int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0644);
 	if (fd < 0)
 		die("open own");
 	for (int i = 0; i < 16; i++)

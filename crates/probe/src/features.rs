@@ -2,7 +2,7 @@
 //! distributions backport BPF features, so a version says little. Everything is read from the
 //! kernel's BTF (`/sys/kernel/btf/vmlinux`), which needs no privileges.
 
-use libbpf_rs::btf::types::{Composite, Enum, Func};
+use libbpf_rs::btf::types::{Composite, DataSec, Enum, Func, Var};
 use libbpf_rs::btf::Btf;
 
 /// One kernel feature the probes use.
@@ -189,6 +189,78 @@ impl KernelFeatures {
     }
 }
 
+/// Where the programs read the hypervisor's steal clock (see `steal_clock` in compat.bpf.h):
+/// the distance in bytes from a CPU's `runqueues` to its `steal_time`, both per-CPU variables,
+/// from their offsets in the kernel's BTF. `None` on bare metal (no hypervisor, no steal) and
+/// on kernels without those variables in their BTF. On a guest of a hypervisor other than KVM,
+/// or of a KVM host that does not offer the clock, the variable is never written and reads 0:
+/// the programs then file nothing, at the cost of the reads.
+pub fn steal_clock_offset() -> Option<i64> {
+    match steal_clock() {
+        StealClock::Read(off) => Some(off),
+        _ => None,
+    }
+}
+
+/// Whether `record --why` can tell the time a hypervisor takes from a call's CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StealClock {
+    /// No hypervisor: nothing is taken.
+    BareMetal,
+    /// Under a hypervisor, read at this distance from the run queue (it stays 0 where the
+    /// hypervisor is not KVM or does not offer it).
+    Read(i64),
+    /// Under a hypervisor, but this kernel's BTF lacks the per-CPU variables or the task's run
+    /// queue (`CONFIG_FAIR_GROUP_SCHED`): such time counts as on CPU.
+    Unreadable,
+}
+
+/// Look at this machine for the steal clock.
+pub fn steal_clock() -> StealClock {
+    if !under_hypervisor() {
+        return StealClock::BareMetal;
+    }
+    let Ok(btf) = Btf::from_vmlinux() else { return StealClock::Unreadable };
+    let has = |ty: &str, member: &str| {
+        btf.type_by_name::<Composite>(ty).is_some_and(|s| s.iter().any(|m| m.name.is_some_and(|n| n == member)))
+    };
+    match percpu_distance(&btf, "runqueues", "steal_time") {
+        Some(off) if has("sched_entity", "cfs_rq") && has("cfs_rq", "rq") => StealClock::Read(off),
+        _ => StealClock::Unreadable,
+    }
+}
+
+/// The distance from per-CPU variable `from` to `to` (their offsets in DATASEC .data..percpu).
+fn percpu_distance(btf: &Btf<'_>, from: &str, to: &str) -> Option<i64> {
+    let sec = btf.type_by_name::<DataSec>(".data..percpu")?;
+    let (mut a, mut b) = (None, None);
+    for v in sec.iter() {
+        let name = btf.type_by_id::<Var>(v.ty).and_then(|t| t.name().map(|n| n.to_os_string()));
+        let name = name.as_ref().and_then(|n| n.to_str());
+        if name == Some(from) {
+            a = Some(i64::from(v.offset));
+        }
+        if name == Some(to) {
+            b = Some(i64::from(v.offset));
+        }
+    }
+    Some(b? - a?)
+}
+
+/// Whether this machine runs under a hypervisor: CPUID leaf 1's "hypervisor present" bit (ECX
+/// bit 31), which every hypervisor sets for its guests.
+#[cfg(target_arch = "x86_64")]
+fn under_hypervisor() -> bool {
+    #[allow(unused_unsafe)] // (safe in newer Rust)
+    let leaf = unsafe { std::arch::x86_64::__cpuid(1) };
+    leaf.ecx & (1 << 31) != 0
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn under_hypervisor() -> bool {
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +275,20 @@ mod tests {
         assert!(!k.get(key::TASK_STORAGE).unwrap().blocks());
         // A missing kfunc with a fallback costs speed, not a capability.
         assert!(!k.get(key::RDONLY_CAST).unwrap().blocks());
+    }
+
+    /// The distance between two per-CPU variables every kernel with BTF has, read as the
+    /// kernel's per-CPU area lays them out (the symbols' addresses, where kallsyms has them).
+    #[test]
+    fn per_cpu_variables_are_found_at_their_offsets() {
+        let Ok(btf) = Btf::from_vmlinux() else {
+            eprintln!("SKIPPED per_cpu_variables_are_found_at_their_offsets: no kernel BTF");
+            return;
+        };
+        assert_eq!(percpu_distance(&btf, "runqueues", "runqueues"), Some(0));
+        assert_eq!(percpu_distance(&btf, "runqueues", "no_such_variable"), None);
+        let d = percpu_distance(&btf, "runqueues", "current_task")
+            .or_else(|| percpu_distance(&btf, "runqueues", "cpu_number"));
+        assert!(d.is_some_and(|d| d != 0), "{d:?}");
     }
 }

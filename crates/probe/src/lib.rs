@@ -827,6 +827,8 @@ impl Probe {
         let ro = open.maps.rodata_data.as_deref_mut().expect("the BPF object has read-only data");
         ro.why_mode = u8::from(why);
         ro.why_min = cfg.why_above_ns.unwrap_or(0);
+        // On a KVM guest, the time the host takes from a call on its CPU is run queue, not on CPU.
+        ro.steal_off = if why { features::steal_clock_offset().unwrap_or(0) } else { 0 };
         ro.why_nr_part = why_nr_parts();
         ro.why_nr_lock = why_nr_locks();
         // The futex holders map (an LRU hash, preallocated): one entry without attribution.
@@ -878,6 +880,7 @@ impl Probe {
         open.progs.ls_sample.set_autoload(profile_hz.is_some());
         // The tests' way into why_cause (BPF_PROG_TEST_RUN), never part of a recording.
         open.progs.ls_why_cause_test.set_autoload(false);
+        open.progs.ls_why_steal_test.set_autoload(false);
 
         let verifier = starttimes::VerifierLog::install(open.open_object_mut().progs_mut());
         let skel = bpf(open.load(), "loading the BPF programs (`latscope check` lists the kernel features they need)")?;
@@ -1611,6 +1614,42 @@ pub fn sys_class_name(code: u32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The time the hypervisor took from a stretch on CPU (why.bpf.h's why_steal_in, run in the
+    /// kernel through its test program): what the steal clock advanced over it, never more than
+    /// the stretch, nothing without a reading at its start.
+    #[test]
+    fn steal_time_of_a_stretch_on_cpu_is_the_clock_s_advance_within_it() {
+        if !latscope_testkit::require_bpf("steal_time_of_a_stretch_on_cpu_is_the_clock_s_advance_within_it") {
+            return;
+        }
+        let mut obj = MaybeUninit::uninit();
+        let mut open = LatscopeSkelBuilder::default().open(&mut obj).unwrap();
+        for mut p in open.open_object_mut().progs_mut() {
+            p.set_autoload(false);
+        }
+        open.progs.ls_why_steal_test.set_autoload(true);
+        for mut m in open.open_object_mut().maps_mut() {
+            if !m.name().to_string_lossy().contains(".rodata") {
+                m.set_autocreate(false).unwrap();
+            }
+        }
+        let skel = open.load().unwrap();
+        let stolen = |d: u64, from: u64, steal: u64| -> u32 {
+            // struct ls_why_steal_case
+            let mut ctx = [0u8; 24];
+            for (k, v) in [d, from, steal].into_iter().enumerate() {
+                ctx[k * 8..k * 8 + 8].copy_from_slice(&v.to_ne_bytes());
+            }
+            let input = libbpf_rs::ProgramInput { context_in: Some(&mut ctx), ..Default::default() };
+            skel.progs.ls_why_steal_test.test_run(input).unwrap().return_value
+        };
+        assert_eq!(stolen(10_000, 5_000_000, 5_003_000), 3_000, "the clock's advance");
+        assert_eq!(stolen(10_000, 5_000_000, 5_000_000), 0, "nothing taken");
+        assert_eq!(stolen(10_000, 5_000_000, 5_900_000), 10_000, "never more than the stretch");
+        assert_eq!(stolen(10_000, 0, 5_003_000), 0, "no reading at the start (no clock)");
+        assert_eq!(stolen(10_000, 5_003_000, 5_000_000), 0, "a clock that went back");
+    }
 
     /// The cause of a blocked interval (why.bpf.h's why_cause, run in the kernel through its
     /// test program with BPF_PROG_TEST_RUN), with the table user space gives it: a wake-up's

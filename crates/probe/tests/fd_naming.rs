@@ -41,6 +41,9 @@ fn run_workload(compat: bool) -> Seen {
         follow_children: true,
         block: false,
         compat_fd_naming: compat,
+        // The variant for older kernels with attribution too: recordings take it there, and
+        // this kernel's verifier checks it here (the CLI's tests take the fast one).
+        why_above_ns: compat.then_some(0),
         ..Default::default()
     };
     let mut probe = Probe::start(&cfg, &header).unwrap_or_else(|e| panic!("probes load (compat {compat}): {e}"));

@@ -2,7 +2,7 @@
 
 use crate::args::JsonArg;
 use anyhow::Result;
-use latscope_probe::features::{Feature, KernelFeatures};
+use latscope_probe::features::{Feature, KernelFeatures, StealClock};
 use std::process::ExitCode;
 
 /// Check this machine for what the probes need: the architecture, the privileges, and each kernel
@@ -71,6 +71,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 "process": v.block_and_process(),
             },
             "notes": notes(&v),
+            "steal_clock": steal_line(latscope_probe::features::steal_clock()),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -104,6 +105,18 @@ fn notes(v: &Verdict) -> Vec<String> {
     n
 }
 
+/// What `record --why` does with the time a hypervisor takes from a call's CPU, here.
+fn steal_line(c: StealClock) -> &'static str {
+    match c {
+        StealClock::BareMetal => "none (bare metal)",
+        StealClock::Read(_) => "read from the KVM steal clock: record --why files it as run queue, not on CPU",
+        StealClock::Unreadable => {
+            "not readable (a virtual machine whose kernel BTF lacks steal_time or CONFIG_FAIR_GROUP_SCHED): \
+             record --why counts it as on CPU"
+        }
+    }
+}
+
 fn render(release: &str, machine: &str, kf: &KernelFeatures, v: &Verdict) -> String {
     use std::fmt::Write;
     let mut s = String::new();
@@ -124,6 +137,7 @@ fn render(release: &str, machine: &str, kf: &KernelFeatures, v: &Verdict) -> Str
     let yn = |b: bool| if b { "run" } else { "cannot run" };
     let _ = writeln!(s, "syscall probes:           {}", yn(v.syscalls()));
     let _ = writeln!(s, "block and process probes: {}", yn(v.block_and_process()));
+    let _ = writeln!(s, "steal time:               {}", steal_line(latscope_probe::features::steal_clock()));
     for n in notes(v) {
         let _ = writeln!(s, "note: {n}");
     }

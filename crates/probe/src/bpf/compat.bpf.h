@@ -237,4 +237,36 @@ static __always_inline long exit_syscall_nr(void *ctx)
 	return BPF_CORE_READ(r, orig_ax);
 }
 
+/*
+ * The hypervisor's steal clock of this CPU (ns): how long a KVM guest's vCPU was runnable but
+ * not running, because the host ran something else. The host keeps it current at each entry into
+ * the guest, in the per-CPU record the guest registered (steal_time, MSR_KVM_STEAL_TIME), so a
+ * read is exact at any moment. Kernels with CONFIG_PARAVIRT_TIME_ACCOUNTING leave that time out
+ * of their tasks' CPU time; attribution files it as run-queue time, not time on CPU.
+ *
+ * steal_time is a per-CPU variable, but kernels without CONFIG_KALLSYMS_ALL cannot resolve it as
+ * a ksym. So it is found from another per-CPU variable the programs reach, this CPU's struct rq
+ * (a task's se.cfs_rq->rq): both lie in the kernel's per-CPU area at the distance their offsets
+ * in its BTF (DATASEC .data..percpu) say. User space sets that distance under a hypervisor;
+ * where it is not KVM, or the host does not offer the clock, the record stays 0. Without the
+ * distance (bare metal, a kernel without KVM guest support) or CONFIG_FAIR_GROUP_SCHED (the
+ * task's cfs_rq and its rq), 0 is read. t: a task running on this CPU.
+ */
+const volatile __s64 steal_off = 0;
+
+static __always_inline __u64 steal_clock(const bool fast, struct task_struct *t)
+{
+	if (!steal_off || !bpf_core_field_exists(t->se.cfs_rq) || !bpf_core_field_exists(struct cfs_rq, rq))
+		return 0;
+	struct cfs_rq *cfs = t->se.cfs_rq;
+	if (!cfs)
+		return 0;
+	__u64 at = (__u64)cfs->rq + steal_off;
+	if (fast)
+		return KCAST(fast, struct kvm_steal_time, at)->steal;
+	__u64 v = 0;
+	bpf_probe_read_kernel(&v, sizeof(v), (void *)(at + bpf_core_field_offset(struct kvm_steal_time, steal)));
+	return v;
+}
+
 #endif

@@ -142,6 +142,9 @@ struct ls_cpu {
 	__u32 vtgid;
 	__u32 vgen;
 	__u8 wanted;
+	/* With attribution: the CPU's steal clock just after st's entry (steal_clock). Last, so
+	 * that the fields above keep the places the recording's hot path has them at. */
+	__u64 st_steal;
 };
 
 struct {
@@ -426,6 +429,8 @@ static __always_inline int sys_enter(const bool fast, struct pt_regs *regs, long
 	c->task = 0;
 	barrier();
 	fill_start(fast, &c->st, task, regs, nr, d, recheck);
+	if (why_mode)
+		c->st_steal = steal_clock(fast, task);
 	barrier();
 	c->task = (__u64)task;
 	barrier();
@@ -486,7 +491,7 @@ int BPF_PROG(ls_switch, bool preempt, struct task_struct *prev, struct task_stru
 	}
 	c->task = 0;
 	if (why_mode)
-		why_sched_switch(ctx, preempt, prev, next, first);
+		why_sched_switch(ctx, preempt, prev, next, first, first ? c->st_steal : 0);
 	return 0;
 }
 
@@ -1041,7 +1046,7 @@ static __always_inline int sys_exit(void *ctx, const bool fast, struct pt_regs *
 	 * follows no value kept there, so it explores what follows once, not once per kind. */
 	volatile __u8 why = WHY_REC_NONE;
 	if (why_mode && !agg_mode)
-		why = why_close(ctx, trusted_task(fast, task), spilled, ts, now, lat, ret);
+		why = why_close(fast, ctx, trusted_task(fast, task), spilled, ts, now, lat, ret);
 	if (lat < min_lat)
 		return 0;
 	__u32 nr = s->nr;

@@ -13,6 +13,9 @@
  *   switch in   -> runnable since the last mark (run-queue delay)
  *   sys_exit    -> on CPU since the last mark
  *
+ * On a KVM guest, what the hypervisor's steal clock advanced while the call was on its CPU is
+ * run-queue time (the vCPU was waiting for a CPU of the host), not time on CPU: see why_ran.
+ *
  * The cause of a blocked interval (why_cause): a page fault's I/O wait, an I/O wait (the task
  * slept with in_iowait, as io_schedule does), a timer (the wake-up came from an hrtimer or
  * timer-wheel callback), a lock (the call is futex, flock, fcntl or semop), a pipe or socket (the
@@ -56,6 +59,7 @@ enum why_hint { WHY_HINT_IOWAIT = 1, WHY_HINT_FAULT = 2 };
 struct ls_why_acc {
 	__u64 call_ts;
 	__u64 mark;           /* start of the open interval */
+	__u64 steal_mark;     /* the CPU's steal clock at `mark`, while on CPU (steal_clock) */
 	__u64 part[LS_WHY_PARTS];
 	__u64 best_wait;      /* the longest blocked interval so far (its waker is kept) */
 	__u64 best_runq;      /* the longest preemption so far (its preempter is kept) */
@@ -784,10 +788,86 @@ static __always_inline bool why_traced(struct task_struct *t)
 	return c && task_wanted(t, c);
 }
 
+/* Of d ns a call ran on its CPU, those the hypervisor took: what the CPU's steal clock advanced
+ * from `from` (0: not read) to `steal`, at most d. */
+static __always_inline __u64 why_steal_in(__u64 d, __u64 from, __u64 steal)
+{
+	__u64 s = from && steal > from ? steal - from : 0;
+	return s < d ? s : d;
+}
+
+/* For the probe crate's tests (BPF_PROG_TEST_RUN), never loaded by a recording: why_steal_in of
+ * the inputs given, as the return value. */
+struct ls_why_steal_case {
+	__u64 d, from, steal;
+};
+
+SEC("syscall")
+int ls_why_steal_test(struct ls_why_steal_case *c)
+{
+	return why_steal_in(c->d, c->from, c->steal);
+}
+
+/*
+ * The call ran d ns on its CPU up to now, from when the CPU's steal clock read `from` (0: not
+ * read) to `steal`. What the hypervisor took meanwhile (at most d) is run-queue time: its CPU was
+ * runnable and waiting for one of the host's, and the kernel leaves it out of the thread's CPU
+ * time too. It is kept as an interval at the end of the stretch, as the clock says how much was
+ * taken, not when. The rest is on CPU.
+ */
+static __always_inline void why_ran(struct ls_why_acc *w, __u64 d, __u64 from, __u64 steal, __u64 now)
+{
+	__u64 s = why_steal_in(d, from, steal);
+	w->part[LS_WHY_CPU] += d - s;
+	if (s) {
+		w->part[LS_WHY_RUNQ] += s;
+		why_off(w, LS_WHY_RUNQ, now - s, now);
+	}
+}
+
+/* w starts the accounting of the call that began at call_ts: every field of the call cleared
+ * (what the task keeps across its calls stays). */
+static __always_inline void why_reset(struct ls_why_acc *w, __u64 call_ts)
+{
+	for (int i = 0; i < LS_WHY_PARTS; i++)
+		w->part[i] = 0;
+	w->call_ts = call_ts;
+	w->unseen_ipc = 0;
+	w->best_wait = 0;
+	w->best_runq = 0;
+	w->wake_sector = 0;
+	w->wake_dev = 0;
+	w->wake_held = 0;
+	w->wake_queue = 0;
+	w->wake_device = 0;
+	w->waker_tid = 0;
+	w->waker_ctx = LS_WAKER_NONE;
+	w->waker_comm[0] = 0;
+	w->rq_tid = 0;
+	w->rq_cpu = 0;
+	w->kstack_due = 0;
+	w->best_kstack = 0;
+	w->best_kkey = 0;
+	w->casc_ns = 0;
+	w->casc_part = 0;
+	w->best_fault = 0;
+	w->bf_cur = 0;
+	w->bf = (struct ls_vma_file){};
+	w->casc_dev = 0;
+	w->wait_start = 0;
+	w->wait_end = 0;
+	w->wake_flags = LS_WAKE_KNOWN;
+	w->holder_tid = 0;
+	w->waker_ustack = 0;
+	w->off_n = 0;
+	w->off_timer = 0;
+}
+
 /* prev leaves the CPU inside a traced call. `first`: its entry was just spilled (the first
- * switch out of this call), so its state starts here. */
+ * switch out of this call), so its state starts here; first_steal: the steal clock at its entry.
+ * The clock is read now only for a call's switch out (other tasks' switches pay nothing). */
 static __always_inline void why_switch_out(struct task_struct *prev, struct task_struct *next,
-					   bool preempt, struct ls_start *first, __u64 now)
+					   bool preempt, struct ls_start *first, __u64 first_steal, __u64 now)
 {
 	struct ls_why_acc *w;
 	__u64 since; /* when the task last ran into this call: its call's entry, or its switch in */
@@ -796,49 +876,18 @@ static __always_inline void why_switch_out(struct task_struct *prev, struct task
 		if (!w)
 			return;
 		since = first->ts;
-		for (int i = 0; i < LS_WHY_PARTS; i++)
-			w->part[i] = 0;
-		w->call_ts = first->ts;
-		w->part[LS_WHY_CPU] = now > first->ts ? now - first->ts : 0;
-		w->unseen_ipc = 0;
-		w->best_wait = 0;
-		w->best_runq = 0;
-		w->wake_sector = 0;
-		w->wake_dev = 0;
-		w->wake_held = 0;
-		w->wake_queue = 0;
-		w->wake_device = 0;
-		w->waker_tid = 0;
-		w->waker_ctx = LS_WAKER_NONE;
-		w->waker_comm[0] = 0;
-		w->rq_tid = 0;
-		w->rq_cpu = 0;
+		why_reset(w, first->ts);
 		w->nr = first->nr;
 		w->fd_type = first->fd_type;
-		w->kstack_due = 0;
-		w->best_kstack = 0;
-		w->best_kkey = 0;
-		w->casc_ns = 0;
-		w->casc_part = 0;
-		w->best_fault = 0;
-		w->bf_cur = 0;
-		w->bf = (struct ls_vma_file){};
-		w->casc_dev = 0;
-		w->wait_start = 0;
-		w->wait_end = 0;
-		w->wake_flags = LS_WAKE_KNOWN;
-		w->holder_tid = 0;
-		w->waker_ustack = 0;
-		w->off_n = 0;
-		w->off_timer = 0;
 		why_lock_of(w, first);
+		why_ran(w, now > first->ts ? now - first->ts : 0, first_steal, steal_clock(false, prev), now);
 	} else {
 		if (why_kthread_io_wait(prev, preempt, now))
 			return;
 		w = bpf_task_storage_get(&whys, prev, 0, 0);
 		if (!w || !w->call_ts || w->state != WHY_RUN)
 			return;
-		w->part[LS_WHY_CPU] += now - w->mark;
+		why_ran(w, now - w->mark, w->steal_mark, steal_clock(false, prev), now);
 		since = w->mark;
 	}
 	w->mark = now;
@@ -927,7 +976,8 @@ static __always_inline void why_unseen_end(struct ls_why_acc *w, struct task_str
 	}
 }
 
-/* next takes the CPU from prev: a runnable interval (run-queue delay) ends. */
+/* next takes the CPU from prev: a runnable interval (run-queue delay) ends. The steal clock is
+ * read through prev, the task still running on this CPU. */
 static __always_inline void why_switch_in(struct task_struct *prev, struct task_struct *next, __u64 now)
 {
 	struct ls_why_acc *w = bpf_task_storage_get(&whys, next, 0, 0);
@@ -963,6 +1013,7 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 		why_unseen_end(w, next, d, now);
 	}
 	w->mark = now;
+	w->steal_mark = steal_clock(false, prev);
 	w->state = WHY_RUN;
 	/* The kernel stack is taken here, where the blocked interval's length is known (a walk of
 	 * the unwinder, the dearest thing the programs do), and only for the interval whose waker
@@ -974,14 +1025,14 @@ static __always_inline void why_switch_in(struct task_struct *prev, struct task_
 }
 
 static __always_inline void why_sched_switch(void *ctx, bool preempt, struct task_struct *prev,
-					     struct task_struct *next, struct ls_start *first)
+					     struct task_struct *next, struct ls_start *first, __u64 first_steal)
 {
 	__u64 now = bpf_ktime_get_ns();
 	/* A completion in the task switched out: its call chain is over. */
 	struct ls_why_cpu *wc = why_cpu();
 	if (wc && !wc->softirq && !wc->hardirq)
 		wc->rq_ts = 0;
-	why_switch_out(prev, next, preempt, first, now);
+	why_switch_out(prev, next, preempt, first, first_steal, now);
 	why_switch_in(prev, next, now);
 }
 
@@ -1386,6 +1437,63 @@ enum why_rec {
 };
 
 /*
+ * A call that never left its CPU, at its exit: on CPU throughout (WHY_REC_CPU: its event carries
+ * no parts), unless the hypervisor's steal clock advanced since its entry (the CPU's st_steal:
+ * no other task has run here since). Then the call's state starts and ends here, its time split
+ * by why_ran, and the event carries it.
+ */
+static __always_inline __u8 why_stolen_in(const bool fast, struct task_struct *task, __u64 call_ts, __u64 now,
+					  __u64 lat)
+{
+	if (!steal_off)
+		return WHY_REC_CPU;
+	__u64 steal = steal_clock(fast, task);
+	if (!steal)
+		return WHY_REC_CPU;
+	__u32 zero = 0;
+	struct ls_cpu *c = bpf_map_lookup_elem(&cpus, &zero);
+	__u64 entry_steal = c ? c->st_steal : 0;
+	if (!entry_steal || steal <= entry_steal)
+		return WHY_REC_CPU;
+	struct ls_why_acc *w = bpf_task_storage_get(&whys, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!w)
+		return WHY_REC_CPU;
+	why_reset(w, call_ts);
+	w->lock_kind = 0;
+	w->lock_addr = 0;
+	w->lock_start = 0;
+	w->lock_len = 0;
+	w->lock_op = 0;
+	w->lock_word = 0;
+	why_ran(w, lat, entry_steal, steal, now);
+	w->call_ts = 0;
+	w->ustack = 0;
+	w->ukey = 0;
+	return WHY_REC_FULL;
+}
+
+/* why_stolen_in as a global function, for the variant of the exit program for kernels before
+ * 6.2: checked once, on its own. Inline, its code made the verifier of Linux 6.1 lose the bound
+ * of a length on another path of that program (the path copy). Only where it can run: with
+ * attribution and a steal clock (read-only data, so the verifier skips the rest otherwise). */
+__noinline int why_stolen_now(__u64 call_ts, __u64 now, __u64 lat)
+{
+	if (!why_mode || !steal_off)
+		return WHY_REC_CPU;
+	return why_stolen_in(false, bpf_get_current_task_btf(), call_ts, now, lat);
+}
+
+static __always_inline __u8 why_stolen(const bool fast, struct task_struct *task, __u64 call_ts, __u64 now,
+				       __u64 lat)
+{
+	if (!steal_off)
+		return WHY_REC_CPU;
+	if (fast)
+		return why_stolen_in(true, task, call_ts, now, lat);
+	return why_stolen_now(call_ts, now, lat);
+}
+
+/*
  * At the call's exit: the call's attribution closed (its state ended, whether or not an event
  * follows), and what its event carries (enum why_rec). `spilled`: the entry came from task
  * storage (the call was switched out); otherwise it ran on its CPU throughout, and its event says
@@ -1396,13 +1504,17 @@ enum why_rec {
  * task's storage for why_fill, which reads them straight into the event (nothing changes them
  * meanwhile: its call_ts is 0), rather than in registers or the program's stack, where the
  * verifier of older kernels follows each value across the exit's branches: Linux 5.15 explored
- * past its limit of 1 M instructions.
+ * past its limit of 1 M instructions. A call not spilled that the hypervisor took time from
+ * gets a breakdown of its own (why_stolen).
  */
-static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool spilled, __u64 call_ts, __u64 now,
-				      __u64 lat, long ret)
+static __always_inline __u8 why_close(const bool fast, void *ctx, struct task_struct *task, bool spilled,
+				      __u64 call_ts, __u64 now, __u64 lat, long ret)
 {
-	if (!spilled)
-		return lat < why_min ? WHY_REC_NONE : WHY_REC_CPU;
+	if (!spilled) {
+		if (lat < why_min)
+			return WHY_REC_NONE;
+		return why_stolen(fast, task, call_ts, now, lat);
+	}
 	struct ls_why_acc *w = bpf_task_storage_get(&whys, task, 0, 0);
 	if (!w)
 		return lat < why_min ? WHY_REC_NONE : WHY_REC_UNKNOWN;
@@ -1414,7 +1526,7 @@ static __always_inline __u8 why_close(void *ctx, struct task_struct *task, bool 
 		 * the wake-up. Runnable time then (and the little it ran since), or a wait ended by a
 		 * wake-up not seen; its kernel stack, read at that switch, is gone. */
 		if (w->state == WHY_RUN)
-			w->part[LS_WHY_CPU] += d;
+			why_ran(w, d, w->steal_mark, steal_clock(fast, task), now);
 		else if (w->state == WHY_RUNNABLE) {
 			w->part[LS_WHY_RUNQ] += d;
 			why_off(w, LS_WHY_RUNQ, w->mark, now);
