@@ -1615,6 +1615,19 @@ pub fn sys_class_name(code: u32) -> &'static str {
 mod tests {
     use super::*;
 
+    /// The object opened for one test program (BPF_PROG_TEST_RUN): no program loads and no map
+    /// is made but the read-only data; the test turns its program on.
+    fn nothing_but_read_only_data(open: &mut OpenLatscopeSkel<'_>) {
+        for mut p in open.open_object_mut().progs_mut() {
+            p.set_autoload(false);
+        }
+        for mut m in open.open_object_mut().maps_mut() {
+            if !m.name().to_string_lossy().contains(".rodata") {
+                m.set_autocreate(false).unwrap();
+            }
+        }
+    }
+
     /// The time the hypervisor took from a stretch on CPU (why.bpf.h's why_steal_in, run in the
     /// kernel through its test program): what the steal clock advanced over it, never more than
     /// the stretch, nothing without a reading at its start.
@@ -1625,15 +1638,8 @@ mod tests {
         }
         let mut obj = MaybeUninit::uninit();
         let mut open = LatscopeSkelBuilder::default().open(&mut obj).unwrap();
-        for mut p in open.open_object_mut().progs_mut() {
-            p.set_autoload(false);
-        }
+        nothing_but_read_only_data(&mut open);
         open.progs.ls_why_steal_test.set_autoload(true);
-        for mut m in open.open_object_mut().maps_mut() {
-            if !m.name().to_string_lossy().contains(".rodata") {
-                m.set_autocreate(false).unwrap();
-            }
-        }
         let skel = open.load().unwrap();
         let stolen = |d: u64, from: u64, steal: u64| -> u32 {
             // struct ls_why_steal_case
@@ -1662,16 +1668,9 @@ mod tests {
         }
         let mut obj = MaybeUninit::uninit();
         let mut open = LatscopeSkelBuilder::default().open(&mut obj).unwrap();
-        for mut p in open.open_object_mut().progs_mut() {
-            p.set_autoload(false);
-        }
+        // Only its read-only data (the table) is needed.
+        nothing_but_read_only_data(&mut open);
         open.progs.ls_why_cause_test.set_autoload(true);
-        // Only its read-only data (the table) is needed: no other map is made.
-        for mut m in open.open_object_mut().maps_mut() {
-            if !m.name().to_string_lossy().contains(".rodata") {
-                m.set_autocreate(false).unwrap();
-            }
-        }
         open.maps.rodata_data.as_deref_mut().unwrap().why_nr_part = why_nr_parts();
         let skel = open.load().unwrap();
         const UNSEEN: u8 = 0;
