@@ -6,8 +6,10 @@
 #
 # Traces: a recording (as root with BPF: `latscope record` of the whole machine for RECORD_SECS
 # while a tight loop of read()/getppid() calls runs, about a million events on this kind of
-# machine; TRACE=path uses a trace of your own instead), and EVENTS synthetic events of a busy
-# server (latscope_trace::synth: paths, several processes, a block request every 20 events).
+# machine; TRACE=path uses a trace of your own instead), EVENTS synthetic events of a busy
+# server (latscope_trace::synth: paths, several processes, a block request every 20 events), and
+# EVENTS/2 of the same laid out as a `record --why` recording (every call with a breakdown and
+# a waker: `events --json` writes each call's `why` object).
 # Both are printed in the order of their start time with the default 5 s reorder window, so
 # up to a million events are held at once.
 #
@@ -26,7 +28,8 @@ BASE=${BASE:-}
 
 build_synth
 "$SYNTH" "$WORK/synth.lst" "$EVENTS" 20 2>/dev/null
-traces=("synthetic busy server|$WORK/synth.lst")
+"$SYNTH" "$WORK/why.lst" $((EVENTS / 2)) 20 why 2>/dev/null
+traces=("synthetic busy server|$WORK/synth.lst" "synthetic busy server, as recorded with --why|$WORK/why.lst")
 if [ -n "${TRACE:-}" ]; then
 	traces=("given trace ($TRACE)|$TRACE" "${traces[@]}")
 elif [ "$(id -u)" = 0 ]; then

@@ -11,7 +11,7 @@ use latscope_event::syscalls::desc;
 use latscope_event::units::{write_bytes, write_ns};
 use latscope_event::{
     args, dev_major_minor, errno_name, format_result, op_name, syscall_name, BlockOp, EventBatch, EventKind, FdType,
-    ProcOp, Rwbs, TraceHeader,
+    ProcOp, Rwbs, TraceHeader, WHY_PARTS, WHY_PART_NAMES,
 };
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
@@ -242,6 +242,13 @@ macro_rules! k {
     };
 }
 
+/// The first member's key of an object opened here, `{"name":`.
+macro_rules! kopen {
+    ($name:literal) => {
+        concat!("{\"", $name, "\":")
+    };
+}
+
 /// The first member's key, `"name":`.
 macro_rules! k0 {
     ($name:literal) => {
@@ -443,16 +450,228 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
     m.int(k!("uid"), b.uid[i]);
     m.int(k!("vpid"), b.vpid[i]);
     m.int(k!("vtid"), b.vtid[i]);
-    if kind == Some(EventKind::Syscall) {
-        if let Some(mut w) = crate::why::json(h, b, i) {
-            if let Some(ch) = chains.and_then(|c| crate::why::chain_json(h, c, b, i)) {
-                w["chain"] = ch;
-            }
-            m.key(k!("why"));
-            m.s.push_str(&json_ascii_controls(serde_json::to_string(&w).unwrap_or_default()));
-        }
+    if kind == Some(EventKind::Syscall) && b.has_why(i) {
+        m.key(k!("why"));
+        write_why_json(m.s, h, b, i, chains);
     }
     s.push('}');
+}
+
+/// The parts' names in the order `serde_json` writes a map's keys (sorted), with their index.
+const PARTS_SORTED: [(&str, usize); WHY_PARTS] = {
+    let mut v = [("", 0); WHY_PARTS];
+    let mut k = 0;
+    while k < WHY_PARTS {
+        v[k] = (WHY_PART_NAMES[k], k);
+        k += 1;
+    }
+    // Insertion sort by the names' bytes (a `const` context has no `sort`).
+    let mut a = 1;
+    while a < WHY_PARTS {
+        let mut j = a;
+        while j > 0 && str_less(v[j].0, v[j - 1].0) {
+            let t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+            j -= 1;
+        }
+        a += 1;
+    }
+    v
+};
+
+/// The keys of [`PARTS_SORTED`] as written, constants (a test checks they are its names).
+const PARTS_KEYS: [&str; WHY_PARTS] =
+    [kopen!("cpu"), k!("fault"), k!("io"), k!("ipc"), k!("lock"), k!("other"), k!("runq"), k!("timer"), k!("unknown")];
+
+/// `a < b` by bytes, as `Ord for str` compares (usable in a `const`).
+const fn str_less(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut k = 0;
+    while k < a.len() && k < b.len() {
+        if a[k] != b[k] {
+            return a[k] < b[k];
+        }
+        k += 1;
+    }
+    a.len() < b.len()
+}
+
+/// A string member's value, or `null`.
+fn push_opt_str(s: &mut String, v: Option<&str>) {
+    match v {
+        Some(v) => push_json_str(s, v),
+        None => s.push_str("null"),
+    }
+}
+
+/// `why::waker` of call `i` as a JSON string (or `null`): a thread's `comm/tid` written in place
+/// when its name needs no escape, the rest as `why::waker` says them.
+fn push_waker_name(s: &mut String, b: &EventBatch, i: usize) {
+    if b.waker_ctx[i] == 1 {
+        let mut c = [0u8; 16];
+        c[..8].copy_from_slice(&b.waker_comm_lo[i].to_le_bytes());
+        c[8..].copy_from_slice(&b.waker_comm_hi[i].to_le_bytes());
+        let comm = &c[..c.iter().position(|&x| x == 0).unwrap_or(16)];
+        if printable_ascii(comm) && !comm.iter().any(|&x| x == b'"' || x == b'\\') {
+            s.push('"');
+            // Printable ASCII: valid UTF-8.
+            s.push_str(std::str::from_utf8(comm).unwrap_or_default());
+            s.push('/');
+            push_int(s, b.waker_tid[i]);
+            s.push('"');
+            return;
+        }
+    }
+    push_opt_str(s, crate::why::waker(b, i).as_deref());
+}
+
+/// A value `serde_json` writes (the rare nested ones: a lock, a chain of waits), as
+/// [`json_ascii_controls`] shows it.
+fn push_value(s: &mut String, v: &Value) {
+    s.push_str(&json_ascii_controls(serde_json::to_string(v).unwrap_or_default()));
+}
+
+/// Asks the CPU for the cache lines of row `i` of the columns [`write_json`] reads of a syscall
+/// (and of its breakdown): some 40 columns read row by row are more streams than the hardware
+/// follows, so each new line of each column would otherwise be waited for. A hint: rows past
+/// the end are asked for harmlessly, nothing is read.
+#[inline]
+pub fn prefetch_json_row(b: &EventBatch, i: usize) {
+    #[inline(always)]
+    fn ask<T>(c: &[T], i: usize) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch reads nothing and faults on no address; SSE is part of x86-64.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(c.as_ptr().wrapping_add(i).cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (c, i);
+    }
+    macro_rules! cols {
+        ($($c:ident),*) => { $( ask(&b.$c, i); )* };
+    }
+    cols!(kind, ts, lat, pid, tid, nr, ret, fd, off, off2, dev, ino, bytes, flags, mode, addr, dirfd, cgroup);
+    cols!(cpu, gid, uid, loginuid, tty, vpid, vtid, fd_type);
+    cols!(why_cpu, why_runq, why_io, why_lock, why_ipc, why_timer, why_fault, why_other, why_unknown);
+    for c in [&b.comm, &b.path, &b.path2] {
+        ask(&c.offsets, i);
+    }
+}
+
+/// `why::json` of call `i` (which carries a breakdown), with its chain of waits from `chains`,
+/// as `serde_json` writes it (members sorted by name) and [`json_ascii_controls`] shows it:
+/// written field by field rather than built as a tree of maps, which cost an `--why`
+/// recording's `events --json` most of its time.
+fn write_why_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, chains: Option<&ChainIndex>) {
+    s.push('{');
+    let mut m = Members { s: &mut *s };
+    // The members before `parts_ns` may all be absent: a comma before each but the first.
+    let mut first = true;
+    let mut key = |m: &mut Members, tok: &'static str| {
+        if !std::mem::take(&mut first) {
+            m.s.push(',');
+        }
+        m.key(tok);
+    };
+    if let Some(ch) = chains.and_then(|c| crate::why::chain_json(h, c, b, i)) {
+        key(&mut m, k0!("chain"));
+        push_value(m.s, &ch);
+    }
+    if b.runq_tid[i] != 0 {
+        key(&mut m, k0!("cpu_held_by"));
+        m.int(kopen!("cpu"), b.runq_cpu[i]);
+        m.int(k!("tid"), b.runq_tid[i]);
+        m.s.push('}');
+    }
+    if b.lock_owner[i] != 0 {
+        key(&mut m, k0!("held_by"));
+        m.key(kopen!("name"));
+        push_opt_str(m.s, crate::why::waited_on(b, i).as_deref());
+        m.int(k!("tid"), b.lock_owner[i]);
+        m.s.push('}');
+    }
+    if b.wake_device_ns[i] != 0 {
+        key(&mut m, k0!("io_requests"));
+        m.int(kopen!("device_ns"), b.wake_device_ns[i]);
+        m.int(k!("held_ns"), b.wake_held_ns[i]);
+        m.int(k!("queue_ns"), b.wake_queue_ns[i]);
+        m.s.push('}');
+    }
+    if let Some(l) = crate::locks::lock_json(b, i) {
+        key(&mut m, k0!("lock"));
+        push_value(m.s, &l);
+    }
+    let off = b.off_cpu(i);
+    if off.len > 0 {
+        key(&mut m, k0!("off_cpu"));
+        m.int(kopen!("count"), off.count);
+        m.key(k!("kept"));
+        m.s.push('[');
+        for (n, &(from, to, p)) in off.intervals().iter().enumerate() {
+            if n > 0 {
+                m.s.push(',');
+            }
+            m.str(kopen!("cause"), WHY_PART_NAMES[usize::from(p)]);
+            m.int(k!("ns"), to - from);
+            m.int(k!("start_ns"), from);
+            m.s.push('}');
+        }
+        m.s.push_str("]}");
+    }
+    if b.fault_addr[i] != 0 {
+        key(&mut m, k0!("page_fault"));
+        m.key(kopen!("address"));
+        let _ = write!(m.s, "\"{:#x}\"", b.fault_addr[i]);
+        m.key(k!("offset_bytes"));
+        if b.fault_off[i] >= 0 {
+            push_int(m.s, b.fault_off[i]);
+        } else {
+            m.s.push_str("null");
+        }
+        let path = b.fault_path.get(i);
+        m.key(k!("path"));
+        push_opt_str(m.s, (!path.is_empty()).then_some(path));
+        m.s.push('}');
+    }
+    key(&mut m, k0!("parts_ns"));
+    let parts = b.why_parts(i);
+    for (&tok, &(_, k)) in PARTS_KEYS.iter().zip(&PARTS_SORTED) {
+        m.int(tok, parts[k]);
+    }
+    m.s.push('}');
+    m.key(k!("wait"));
+    push_json_str(m.s, crate::waits::wait_kind(b, i).name());
+    if b.waker_ctx[i] != 0 {
+        m.key(k!("waker"));
+        let ctx = b.waker_ctx[i];
+        m.str(kopen!("kind"), ["none", "thread", "timer", "softirq"][ctx.min(3) as usize]);
+        m.key(k!("name"));
+        push_waker_name(m.s, b, i);
+        m.key(k!("tid"));
+        if ctx == 1 {
+            push_int(m.s, b.waker_tid[i]);
+        } else {
+            m.s.push_str("null");
+        }
+        m.key(k!("was_in"));
+        match crate::why::waker_wait(b, i) {
+            Some((p, t)) => {
+                m.str(kopen!("cause"), WHY_PART_NAMES[p]);
+                m.int(k!("ns"), t);
+                m.s.push('}');
+            }
+            None => m.s.push_str("null"),
+        }
+        m.s.push('}');
+    }
+    if b.wake_dev[i] != 0 {
+        m.key(k!("woken_by_request"));
+        m.str(kopen!("disk"), &disk_label(h, b.wake_dev[i]));
+        m.int(k!("sector"), b.wake_sector[i]);
+        m.s.push('}');
+    }
+    m.s.push('}');
 }
 
 /// One event as a JSON object (all columns plus decoded names).
@@ -662,6 +881,114 @@ mod tests {
             let want = json_ascii_controls(serde_json::to_string(&json(&h, &b, i)).unwrap());
             assert_eq!(s, want, "event {i}");
         }
+    }
+
+    /// Calls of three threads with every kind of breakdown member: parts, each waker kind (hostile
+    /// names among them), cascades, preempters, waking requests (of a named disk and not), their
+    /// times, intervals off the CPU, page faults (with and without a file), locks and their
+    /// holders, and waits whose wakers' own waits make chains.
+    fn assorted_why() -> (TraceHeader, EventBatch) {
+        let h = TraceHeader {
+            block_devices: vec![BlockDevice { dev: 7 << 20, name: "loop\"0\u{85}".into(), ..Default::default() }],
+            ..Default::default()
+        };
+        let names = ["cat", "", "évil\x1b[2J\u{202e}", "a\"b\\c\u{7f}", "kworker/u4:1-events_unbound"];
+        let mut b = EventBatch::default();
+        for k in 0..400u64 {
+            let ts = 1_000_000 + k * 10_000;
+            let lat = 8_000 + (k % 7) * 100;
+            let tid = 100 + (k % 3) as u32;
+            let (lo, hi) = latscope_event::comm_to_words(names[k as usize % names.len()]);
+            let mut e = Event {
+                kind: 0,
+                ts,
+                lat,
+                pid: 100,
+                tid,
+                nr: syscall_nr(["read", "futex", "flock", "openat"][k as usize % 4]).unwrap(),
+                ret: if k % 5 == 0 { -11 } else { 1 },
+                fd: 3,
+                comm: names[(k as usize + 1) % names.len()].into(),
+                path: ["/etc/hosts", "", "/tmp/x\ny"][k as usize % 3].into(),
+                why_cpu: if k % 11 == 0 { 0 } else { 1_000 },
+                why_runq: (k % 3) * 500,
+                why_io: (k % 2) * 2_000,
+                why_lock: lat - 1_000 - (k % 3) * 500 - (k % 2) * 2_000,
+                waker_ctx: (k % 4) as u8,
+                waker_tid: if k % 4 == 3 { (k % 12) as u32 } else { 100 + ((k + 1) % 3) as u32 },
+                waker_comm_lo: lo,
+                waker_comm_hi: hi,
+                waker_wait_part: (k % 10) as u8,
+                waker_wait_ns: (k % 3) * 777,
+                runq_tid: (k % 5 == 1) as u32 * 4242,
+                runq_cpu: (k % 2) as u16,
+                wake_dev: [0, 7 << 20, (8 << 20) | 1][k as usize % 3],
+                wake_sector: k * 8,
+                wake_held_ns: k,
+                wake_queue_ns: 2 * k,
+                wake_device_ns: (k % 4 != 0) as u64 * 3 * k,
+                fault_addr: (k % 6 == 5) as u64 * (0x7f00_0000_0000 + k),
+                fault_off: if k % 12 == 5 { -1 } else { k as i64 * 4096 },
+                fault_path: if k % 18 == 5 { String::new() } else { "/usr/lib/libc.so.6".into() },
+                lock_kind: (k % 4 == 1) as u8,
+                lock_addr: 0x5000 + k,
+                lock_word: 2,
+                lock_owner: if k % 8 == 1 {
+                    100 + ((k + 1) % 3) as u32
+                } else if k % 8 == 5 {
+                    9_999
+                } else {
+                    0
+                },
+                wait_start: ts + 500,
+                wait_end: ts + lat - 500,
+                ..Default::default()
+            };
+            if k % 3 == 0 {
+                e.off_count = 2 + (k % 10) as u16;
+                (e.off0_start, e.off0_end, e.off0_part) = (ts + 100, ts + 600, 1);
+                (e.off1_start, e.off1_end, e.off1_part) = (ts + 600, ts + lat - 500, 3);
+            }
+            b.push(&e);
+        }
+        (h, b)
+    }
+
+    #[test]
+    fn the_parts_keys_are_the_sorted_names() {
+        let mut names = WHY_PART_NAMES.to_vec();
+        names.sort_unstable();
+        assert_eq!(
+            PARTS_SORTED.map(|(n, k)| (n, WHY_PART_NAMES[k])).to_vec(),
+            names.iter().map(|&n| (n, n)).collect::<Vec<_>>()
+        );
+        for (k, tok) in PARTS_KEYS.iter().enumerate() {
+            let sep = if k == 0 { "{" } else { "," };
+            assert_eq!(*tok, format!("{sep}\"{}\":", names[k]));
+        }
+    }
+
+    #[test]
+    fn written_why_json_is_what_serde_json_writes_for_the_value() {
+        let (h, b) = assorted_why();
+        let mut chains = ChainIndex::new();
+        chains.add(&b);
+        let mut s = String::new();
+        let mut with_chain = 0;
+        for i in 0..b.len() {
+            for c in [None, Some(&chains)] {
+                s.clear();
+                write_json(&mut s, &h, &b, i, c);
+                let mut v = json(&h, &b, i);
+                if let Some(ch) = c.and_then(|c| crate::why::chain_json(&h, c, &b, i)) {
+                    v["why"]["chain"] = ch;
+                    with_chain += 1;
+                }
+                let want = json_ascii_controls(serde_json::to_string(&v).unwrap());
+                assert_eq!(s, want, "event {i}, chains {}", c.is_some());
+            }
+        }
+        assert!(with_chain > 0, "some calls' chains are written");
     }
 
     #[test]
