@@ -561,8 +561,8 @@ pub fn prefetch_json_row(b: &EventBatch, i: usize) {
 
 /// `why::json` of call `i` (which carries a breakdown), with its chain of waits from `chains`,
 /// as `serde_json` writes it (members sorted by name) and [`json_ascii_controls`] shows it:
-/// written field by field rather than built as a tree of maps, which cost an `--why`
-/// recording's `events --json` most of its time.
+/// written member by member rather than built as a tree of maps, which cost `events --json` of
+/// a `--why` recording most of its time.
 fn write_why_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, chains: Option<&ChainIndex>) {
     s.push('{');
     let mut m = Members { s: &mut *s };
