@@ -31,45 +31,7 @@ PORT=${PORT:-19465}
 . bench/lib/overhead.sh
 
 # Ten series a fleet might run: none filters by process, so they share one probe set.
-cat >"$WORK/agent.toml" <<TOML
-listen = "127.0.0.1:$PORT"
-interval = "10s"
-[[series]]
-name = "syscalls"
-by = "syscall"
-[[series]]
-name = "classes"
-by = "class"
-[[series]]
-name = "disks"
-by = "disk"
-[[series]]
-name = "block_all"
-kind = "block"
-[[series]]
-name = "rw"
-filter = "evt.type in (read, write, pread64, pwrite64, readv, writev)"
-by = "syscall"
-[[series]]
-name = "files"
-filter = "fd.type = file"
-by = "syscall"
-[[series]]
-name = "net"
-filter = "fd.type in (ipv4, ipv6)"
-by = "class"
-[[series]]
-name = "syncs"
-filter = "evt.type in (fsync, fdatasync, sync_file_range)"
-[[series]]
-name = "opens"
-filter = "evt.type in (open, openat, openat2)"
-by = "syscall"
-[[series]]
-name = "polls"
-filter = "evt.type in (poll, ppoll, select, pselect6, epoll_wait, epoll_pwait)"
-by = "syscall"
-TOML
+agent_config "$WORK/agent.toml" "$PORT"
 
 echo "### Agent with 10 series: added CPU per syscall (tight read() loop, $N calls, best of $REPS)"
 echo

@@ -87,45 +87,7 @@ echo
 source bench/bpfstats.sh
 LOOP_CMD="$WORK/readloop $N"
 # The agent of bench/agent.sh's ten series, sharing one probe set.
-cat >"$WORK/agent.toml" <<TOML
-listen = "127.0.0.1:${AGENT_PORT:-19466}"
-interval = "10s"
-[[series]]
-name = "syscalls"
-by = "syscall"
-[[series]]
-name = "classes"
-by = "class"
-[[series]]
-name = "disks"
-by = "disk"
-[[series]]
-name = "block_all"
-kind = "block"
-[[series]]
-name = "rw"
-filter = "evt.type in (read, write, pread64, pwrite64, readv, writev)"
-by = "syscall"
-[[series]]
-name = "files"
-filter = "fd.type = file"
-by = "syscall"
-[[series]]
-name = "net"
-filter = "fd.type in (ipv4, ipv6)"
-by = "class"
-[[series]]
-name = "syncs"
-filter = "evt.type in (fsync, fdatasync, sync_file_range)"
-[[series]]
-name = "opens"
-filter = "evt.type in (open, openat, openat2)"
-by = "syscall"
-[[series]]
-name = "polls"
-filter = "evt.type in (poll, ppoll, select, pselect6, epoll_wait, epoll_pwait)"
-by = "syscall"
-TOML
+agent_config "$WORK/agent.toml" "${AGENT_PORT:-19466}"
 # Each tracer a function that execs it (bpf_cost runs it in the background and stops that pid).
 t_rec_c() { exec "$LS" record -w "$WORK/t.lst" --quiet --no-block -c readloop; }
 t_base_rec_c() { exec "$BASE" record -w "$WORK/t.lst" --quiet --no-block -c readloop; }

@@ -71,3 +71,47 @@ cpu() {
 	done
 	median "${all[@]}"
 }
+
+# agent_config FILE PORT: the ten series of the agent benchmarks (none filters by process, so
+# they share one probe set), listening on PORT.
+agent_config() {
+	cat >"$1" <<TOML
+listen = "127.0.0.1:$2"
+interval = "10s"
+[[series]]
+name = "syscalls"
+by = "syscall"
+[[series]]
+name = "classes"
+by = "class"
+[[series]]
+name = "disks"
+by = "disk"
+[[series]]
+name = "block_all"
+kind = "block"
+[[series]]
+name = "rw"
+filter = "evt.type in (read, write, pread64, pwrite64, readv, writev)"
+by = "syscall"
+[[series]]
+name = "files"
+filter = "fd.type = file"
+by = "syscall"
+[[series]]
+name = "net"
+filter = "fd.type in (ipv4, ipv6)"
+by = "class"
+[[series]]
+name = "syncs"
+filter = "evt.type in (fsync, fdatasync, sync_file_range)"
+[[series]]
+name = "opens"
+filter = "evt.type in (open, openat, openat2)"
+by = "syscall"
+[[series]]
+name = "polls"
+filter = "evt.type in (poll, ppoll, select, pselect6, epoll_wait, epoll_pwait)"
+by = "syscall"
+TOML
+}

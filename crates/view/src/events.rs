@@ -457,45 +457,19 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
     s.push('}');
 }
 
-/// The parts' names in the order `serde_json` writes a map's keys (sorted), with their index.
-const PARTS_SORTED: [(&str, usize); WHY_PARTS] = {
-    let mut v = [("", 0); WHY_PARTS];
-    let mut k = 0;
-    while k < WHY_PARTS {
-        v[k] = (WHY_PART_NAMES[k], k);
-        k += 1;
-    }
-    // Insertion sort by the names' bytes (a `const` context has no `sort`).
-    let mut a = 1;
-    while a < WHY_PARTS {
-        let mut j = a;
-        while j > 0 && str_less(v[j].0, v[j - 1].0) {
-            let t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-            j -= 1;
-        }
-        a += 1;
-    }
-    v
-};
-
-/// The keys of [`PARTS_SORTED`] as written, constants (a test checks they are its names).
-const PARTS_KEYS: [&str; WHY_PARTS] =
-    [kopen!("cpu"), k!("fault"), k!("io"), k!("ipc"), k!("lock"), k!("other"), k!("runq"), k!("timer"), k!("unknown")];
-
-/// `a < b` by bytes, as `Ord for str` compares (usable in a `const`).
-const fn str_less(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut k = 0;
-    while k < a.len() && k < b.len() {
-        if a[k] != b[k] {
-            return a[k] < b[k];
-        }
-        k += 1;
-    }
-    a.len() < b.len()
-}
+/// The parts' keys in the order `serde_json` writes a map's (sorted by name), as written
+/// (constants), with the index of each part (a test checks them against `WHY_PART_NAMES`).
+const PARTS_KEYS: [(&str, usize); WHY_PARTS] = [
+    (kopen!("cpu"), 0),
+    (k!("fault"), 6),
+    (k!("io"), 2),
+    (k!("ipc"), 4),
+    (k!("lock"), 3),
+    (k!("other"), 7),
+    (k!("runq"), 1),
+    (k!("timer"), 5),
+    (k!("unknown"), 8),
+];
 
 /// A string member's value, or `null`.
 fn push_opt_str(s: &mut String, v: Option<&str>) {
@@ -636,7 +610,7 @@ fn write_why_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
     }
     key(&mut m, k0!("parts_ns"));
     let parts = b.why_parts(i);
-    for (&tok, &(_, k)) in PARTS_KEYS.iter().zip(&PARTS_SORTED) {
+    for &(tok, k) in &PARTS_KEYS {
         m.int(tok, parts[k]);
     }
     m.s.push('}');
@@ -958,13 +932,10 @@ mod tests {
     fn the_parts_keys_are_the_sorted_names() {
         let mut names = WHY_PART_NAMES.to_vec();
         names.sort_unstable();
-        assert_eq!(
-            PARTS_SORTED.map(|(n, k)| (n, WHY_PART_NAMES[k])).to_vec(),
-            names.iter().map(|&n| (n, n)).collect::<Vec<_>>()
-        );
-        for (k, tok) in PARTS_KEYS.iter().enumerate() {
-            let sep = if k == 0 { "{" } else { "," };
-            assert_eq!(*tok, format!("{sep}\"{}\":", names[k]));
+        for (n, &(tok, k)) in PARTS_KEYS.iter().enumerate() {
+            let sep = if n == 0 { "{" } else { "," };
+            assert_eq!(tok, format!("{sep}\"{}\":", names[n]));
+            assert_eq!(WHY_PART_NAMES[k], names[n]);
         }
     }
 
