@@ -716,11 +716,20 @@ pub const WHY_COLUMNS: [&str; WHY_PARTS + 2] = [
 
 /// A command name stored as two little-endian words (the `waker_comm_*` columns).
 pub fn comm_from_words(lo: u64, hi: u64) -> String {
+    let (b, n) = comm_bytes(lo, hi);
+    String::from_utf8_lossy(&b[..n]).into_owned()
+}
+
+/// The bytes of a command name stored as two little-endian words, and how many come before its
+/// first NUL (all 16 without one): the kernel's bytes, not checked for UTF-8. For writers that
+/// copy a name without allocating ([`comm_from_words`] makes a `String`).
+#[inline]
+pub fn comm_bytes(lo: u64, hi: u64) -> ([u8; 16], usize) {
     let mut b = [0u8; 16];
     b[..8].copy_from_slice(&lo.to_le_bytes());
     b[8..].copy_from_slice(&hi.to_le_bytes());
     let n = b.iter().position(|&c| c == 0).unwrap_or(16);
-    String::from_utf8_lossy(&b[..n]).into_owned()
+    (b, n)
 }
 
 /// A command name as the two words of the `waker_comm_*` columns (at most 16 bytes kept).

@@ -15,6 +15,7 @@ mod errno_table;
 pub mod escape;
 mod fdtype;
 mod header;
+pub mod hint;
 pub mod locks;
 pub mod source;
 pub mod span;
@@ -26,8 +27,8 @@ pub mod units;
 pub mod waits;
 
 pub use batch::{
-    comm_from_words, comm_to_words, op_name, wake_flags, Event, EventBatch, EventKind, LockKind, OffCpu, ProcOp,
-    StrCol, CORE_COLUMNS, NO_FD, OFF_COLUMNS, OFF_KEPT, WHY_COLUMNS, WHY_PARTS, WHY_PART_NAMES,
+    comm_bytes, comm_from_words, comm_to_words, op_name, wake_flags, Event, EventBatch, EventKind, LockKind, OffCpu,
+    ProcOp, StrCol, CORE_COLUMNS, NO_FD, OFF_COLUMNS, OFF_KEPT, WHY_COLUMNS, WHY_PARTS, WHY_PART_NAMES,
 };
 pub use block::{BlockOp, Rwbs};
 pub use bounds::Truncation;
@@ -77,6 +78,23 @@ pub fn format_result(ret: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A name round-trips through the two words: short, exactly 16 bytes (no NUL), empty, and
+    /// bytes that are not UTF-8 (kept as bytes, made valid only by the `String` maker).
+    #[test]
+    fn command_names_in_two_words() {
+        for name in ["kworker/0:1", "0123456789abcdef", ""] {
+            let (lo, hi) = comm_to_words(name);
+            let (b, n) = comm_bytes(lo, hi);
+            assert_eq!(&b[..n], name.as_bytes());
+            assert_eq!(comm_from_words(lo, hi), name);
+        }
+        let lo = u64::from_le_bytes([b'a', 0xff, b'b', 0, b'x', b'y', 0, 0]);
+        let (b, n) = comm_bytes(lo, 0);
+        assert_eq!(&b[..n], [b'a', 0xff, b'b']);
+        assert_eq!(comm_from_words(lo, 0), "a\u{fffd}b");
+    }
+
     #[test]
     fn errno_names() {
         assert_eq!(errno_name(2), Some("ENOENT"));

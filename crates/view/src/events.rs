@@ -483,10 +483,8 @@ fn push_opt_str(s: &mut String, v: Option<&str>) {
 /// when its name needs no escape, the rest as `why::waker` says them.
 fn push_waker_name(s: &mut String, b: &EventBatch, i: usize) {
     if b.waker_ctx[i] == 1 {
-        let mut c = [0u8; 16];
-        c[..8].copy_from_slice(&b.waker_comm_lo[i].to_le_bytes());
-        c[8..].copy_from_slice(&b.waker_comm_hi[i].to_le_bytes());
-        let comm = &c[..c.iter().position(|&x| x == 0).unwrap_or(16)];
+        let (c, n) = latscope_event::comm_bytes(b.waker_comm_lo[i], b.waker_comm_hi[i]);
+        let comm = &c[..n];
         if printable_ascii(comm) && !comm.iter().any(|&x| x == b'"' || x == b'\\') {
             s.push('"');
             // Printable ASCII: valid UTF-8.
@@ -512,24 +510,15 @@ fn push_value(s: &mut String, v: &Value) {
 /// the end are asked for harmlessly, nothing is read.
 #[inline]
 pub fn prefetch_json_row(b: &EventBatch, i: usize) {
-    #[inline(always)]
-    fn ask<T>(c: &[T], i: usize) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch reads nothing and faults on no address; SSE is part of x86-64.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(c.as_ptr().wrapping_add(i).cast());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (c, i);
-    }
+    use latscope_event::hint::prefetch_row;
     macro_rules! cols {
-        ($($c:ident),*) => { $( ask(&b.$c, i); )* };
+        ($($c:ident),*) => { $( prefetch_row(&b.$c, i); )* };
     }
     cols!(kind, ts, lat, pid, tid, nr, ret, fd, off, off2, dev, ino, bytes, flags, mode, addr, dirfd, cgroup);
     cols!(cpu, gid, uid, loginuid, tty, vpid, vtid, fd_type);
     cols!(why_cpu, why_runq, why_io, why_lock, why_ipc, why_timer, why_fault, why_other, why_unknown);
     for c in [&b.comm, &b.path, &b.path2] {
-        ask(&c.offsets, i);
+        prefetch_row(&c.offsets, i);
     }
 }
 

@@ -274,9 +274,8 @@ pub(crate) fn waker_comm(b: &EventBatch, i: usize, out: &mut Vec<u8>) {
     out.clear();
     match b.waker_ctx[i] {
         1 => {
-            let (lo, hi) = (b.waker_comm_lo[i].to_le_bytes(), b.waker_comm_hi[i].to_le_bytes());
-            let all = lo.iter().chain(hi.iter()).copied();
-            out.extend(all.take_while(|&c| c != 0));
+            let (c, n) = latscope_event::comm_bytes(b.waker_comm_lo[i], b.waker_comm_hi[i]);
+            out.extend_from_slice(&c[..n]);
             // Kernel names are bytes: keep them valid UTF-8, as the trace reader does for comm.
             if std::str::from_utf8(out).is_err() {
                 let s = String::from_utf8_lossy(out).into_owned();

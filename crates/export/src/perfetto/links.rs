@@ -29,6 +29,7 @@ use foldhash::fast::RandomState;
 use serde::Serialize;
 
 use latscope_event::can_wake;
+use latscope_event::hint::prefetch;
 
 use super::slices::Held;
 
@@ -66,19 +67,6 @@ const PREFETCH_DATA: usize = 2;
 /// How many places before the front the hold queue's own entry is asked for: the queue is larger
 /// than the cache too, and its entry at [`PREFETCH_BOX`] is read for the address of the box.
 const PREFETCH_ENTRY: usize = 32;
-
-/// Asks for the cache line at `p` (a hint: nothing is read, any address may be given).
-#[inline(always)]
-pub(super) fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing and faults on no address; SSE is part of x86-64.
-    #[allow(unused_unsafe)]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// Set in a [`Linker::wake_masks`] entry looked up.
 const MASK_KNOWN: u16 = 1 << 15;
@@ -587,7 +575,7 @@ impl Linker {
     #[inline]
     fn prefetch(&self) {
         if let Some(e) = self.queue.get(PREFETCH_ENTRY) {
-            prefetch((e as *const (Box<Held>, Waiting)).cast());
+            prefetch(e as *const (Box<Held>, Waiting));
         }
         if let Some((h, _)) = self.queue.get(PREFETCH_BOX) {
             let p = (&**h as *const Held).cast::<u8>();
@@ -602,10 +590,10 @@ impl Linker {
             }
             prefetch(h.strs.as_ptr());
             if !h.flows_in.is_empty() {
-                prefetch(h.flows_in.as_ptr().cast());
+                prefetch(h.flows_in.as_ptr());
             }
             if !h.flows_out.is_empty() {
-                prefetch(h.flows_out.as_ptr().cast());
+                prefetch(h.flows_out.as_ptr());
             }
         }
     }

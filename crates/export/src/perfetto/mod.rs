@@ -35,6 +35,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use foldhash::fast::RandomState;
+use latscope_event::hint::prefetch_row;
 use latscope_event::{EventBatch, EventKind, ProcOp, TraceHeader, OFF_COLUMNS};
 use latscope_filter::Filter;
 use latscope_scan::{InputFormat, Scan, ScanOptions};
@@ -202,16 +203,14 @@ const ROWS_PER_PREFETCH: usize = 8;
 #[inline]
 fn prefetch_rows(b: &EventBatch, i: usize) {
     macro_rules! ask {
-        ($($c:ident),*) => {
-            $( links::prefetch(b.$c.as_ptr().wrapping_add(i).cast()); )*
-        };
+        ($($c:ident),*) => { $( prefetch_row(&b.$c, i); )* };
     }
     ask!(kind, ts, lat, pid, tid, nr, ret, fd, off, dev, bytes, flags, cgroup, qtime);
     ask!(why_cpu, why_runq, why_io, why_lock, why_ipc, why_timer, why_fault, why_other, why_unknown);
     ask!(waker_ctx, waker_tid, waker_comm_lo, waker_comm_hi, waker_wait_part, waker_wait_ns);
     ask!(runq_tid, runq_cpu, wake_dev, wake_sector, fault_addr, wait_start, wait_end);
     for c in [&b.comm, &b.path, &b.path2] {
-        links::prefetch(c.offsets.as_ptr().wrapping_add(i).cast());
+        prefetch_row(&c.offsets, i);
     }
 }
 

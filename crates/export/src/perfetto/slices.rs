@@ -10,7 +10,9 @@
 use std::fmt::{self, Write as _};
 
 use latscope_event::units::write_ns;
-use latscope_event::{dev_major_minor, errno_name, BlockOp, EventBatch, ProcOp, Rwbs, TraceHeader, WHY_PARTS};
+use latscope_event::{
+    comm_bytes, dev_major_minor, errno_name, BlockOp, EventBatch, ProcOp, Rwbs, TraceHeader, WHY_PARTS,
+};
 
 use super::intern::Arg;
 
@@ -341,10 +343,7 @@ impl SliceBuilder<'_> {
 
 /// `comm/tid` of the thread that woke call `i` (`waker_ctx` 1), as [`write_waker`] writes it.
 fn write_waker_thread(out: &mut Vec<u8>, b: &EventBatch, i: usize) {
-    let mut c = [0u8; 16];
-    c[..8].copy_from_slice(&b.waker_comm_lo[i].to_le_bytes());
-    c[8..].copy_from_slice(&b.waker_comm_hi[i].to_le_bytes());
-    let n = c.iter().position(|&x| x == 0).unwrap_or(16);
+    let (c, n) = comm_bytes(b.waker_comm_lo[i], b.waker_comm_hi[i]);
     match std::str::from_utf8(&c[..n]) {
         Ok(s) => out.extend_from_slice(s.as_bytes()),
         Err(_) => out.extend_from_slice(String::from_utf8_lossy(&c[..n]).as_bytes()),
@@ -358,10 +357,7 @@ fn write_waker_thread(out: &mut Vec<u8>, b: &EventBatch, i: usize) {
 fn write_waker(w: &mut impl fmt::Write, b: &EventBatch, i: usize) -> fmt::Result {
     match b.waker_ctx[i] {
         1 => {
-            let mut c = [0u8; 16];
-            c[..8].copy_from_slice(&b.waker_comm_lo[i].to_le_bytes());
-            c[8..].copy_from_slice(&b.waker_comm_hi[i].to_le_bytes());
-            let n = c.iter().position(|&x| x == 0).unwrap_or(16);
+            let (c, n) = comm_bytes(b.waker_comm_lo[i], b.waker_comm_hi[i]);
             write!(w, "{}/{}", String::from_utf8_lossy(&c[..n]), b.waker_tid[i])
         }
         2 => w.write_str("[timer]"),
