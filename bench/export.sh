@@ -19,6 +19,9 @@
 # the peak resident size of the Perfetto export of traces of EVENTS and EVENTS/5 events (memory
 # must not grow with the trace).
 #
+# As root, a real `record --why` recording of rsync and tar too (REAL=0 skips it), its Perfetto
+# export compared with its Parquet export.
+#
 # Environment: LATSCOPE (default target/$PROFILE/latscope), EVENTS (default 5000000), REPS (3),
 # BASE (a previous latscope binary: its Parquet and Perfetto exports in the same run), PROFILE (cargo profile of the
 # builds, default release; `ci` reuses the test build).
@@ -127,6 +130,43 @@ if [ -n "${BASE:-}" ]; then
 	rm -f "$WORK/new.pftrace" "$WORK/old.pftrace"
 fi
 rm -f "$WORK/t.lst" "$WORK/out.pftrace"
+
+# A real `record --why` recording: rsync copying /usr/share, tar piping a library directory to
+# cat. Its calls are woken by other threads and by block requests as programs are (far fewer
+# than in the --why layout above, where every call is), and carry their intervals off the CPU
+# (the part slices the Perfetto export writes inside each call).
+if [ "$(id -u)" = 0 ] && [ "${REAL:-1}" = 1 ] && command -v rsync >/dev/null; then
+	mkdir -p "$WORK/rs"
+	if "$LS" record --why -w "$WORK/real.lst" -- sh -c "rsync -a /usr/share/ '$WORK/rs/'; tar cf - /usr/lib/x86_64-linux-gnu /usr/lib64 2>/dev/null | cat >/dev/null" \
+		>/dev/null 2>"$WORK/err"; then
+		saved=$EVENTS
+		EVENTS=$("$LS" info -r "$WORK/real.lst" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["events"])')
+		echo
+		echo "A real \`record --why\` recording (rsync -a /usr/share, tar | cat): $EVENTS events, $(size_of "$WORK/real.lst") bytes."
+		echo
+		echo "| what | CPU | events/s per core | wall | events/s wall | bytes/event | speed per core vs latscope export --parquet of the same trace |"
+		echo "|---|---|---|---|---|---|---|"
+		pqr=$(measure "$LS" export -q -r "$WORK/real.lst" --parquet "$WORK/out.parquet")
+		row "latscope export --parquet, real --why recording" "$pqr" "$(size_of "$WORK/out.parquet")" "${pqr% *}"
+		pr=$(measure "$LS" export -q -r "$WORK/real.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)
+		row "latscope export --perfetto, real --why recording" "$pr" "$(size_of "$WORK/out.pftrace")" "${pqr% *}"
+		if [ -n "${BASE:-}" ]; then
+			row "previous version ($BASE) --perfetto, real --why recording" \
+				"$(measure "$BASE" export -q -r "$WORK/real.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)" \
+				"$(size_of "$WORK/out.pftrace")" "${pqr% *}"
+		fi
+		"$LS" export -r "$WORK/real.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB 2>&1 | grep -E '^(flows|parts):' || true
+		EVENTS=$saved
+	else
+		echo
+		echo "(no real recording: latscope record --why failed: $(tail -1 "$WORK/err"))"
+	fi
+	rm -rf "$WORK/rs" "$WORK/real.lst" "$WORK/out.pftrace" "$WORK/out.parquet"
+else
+	echo
+	echo "(no real recording: needs root and rsync; REAL=0 skips it)"
+fi
+
 small=$((EVENTS / 5))
 "$SYNTH" "$WORK/small.lst" "$small" 20 why 2>/dev/null
 peak() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
