@@ -215,6 +215,9 @@ impl Agent {
     /// Reads the counts, restarts series whose probes failed, refreshes `/metrics` and pushes
     /// the interval to Graphite. Returns what went wrong, one line per problem.
     pub fn refresh(&mut self) -> Vec<String> {
+        // Every event that completed before the refresh began is counted in it: a streaming
+        // series' probes hand events on only once they are this old.
+        let complete = Instant::now() + latscope_probe::HANDOFF_DELAY;
         let mut problems = self.follow_disks();
         for set in &mut self.sets {
             if !set.is_running() {
@@ -249,6 +252,9 @@ impl Agent {
             for s in self.series.iter_mut().filter(|s| set.members.iter().any(|m| m.name == s.cfg.name)) {
                 s.shared_cpu_ns = share;
             }
+        }
+        if self.series.iter().any(|s| s.is_running() && !s.is_counting()) {
+            std::thread::sleep(complete.saturating_duration_since(Instant::now()));
         }
         for s in &mut self.series {
             if !s.is_running() {
@@ -881,6 +887,38 @@ mod tests {
             text.lines().any(|l| l.starts_with("latscope_agent_probe_restarts_total") && l.ends_with(" 1.0")),
             "{text}"
         );
+    }
+
+    /// A refresh counts every event that completed before it began, also in a series that
+    /// streams its events (whose probes hand an event on only once it is some ms old): a
+    /// process that has exited before the refresh is in it, each time.
+    #[test]
+    fn a_refresh_counts_every_call_that_ended_before_it() {
+        if !can_trace("a_refresh_counts_every_call_that_ended_before_it") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let sleeper = tmp.path().join("lsag_hof");
+        let sleep = Command::new("sh").arg("-c").arg("command -v sleep").output().unwrap();
+        std::fs::copy(String::from_utf8_lossy(&sleep.stdout).trim(), &sleeper).unwrap();
+        let cfg = AgentConfig::parse(
+            r#"
+            listen = "127.0.0.1:0"
+            [[series]]
+            name = "p"
+            filter = "proc.name = lsag_hof and evt.type = clock_nanosleep"
+            by = "proc"
+            "#,
+            "agent.toml".as_ref(),
+        )
+        .unwrap();
+        let mut agent = Agent::start(cfg).unwrap();
+        assert!(!agent.streaming().is_empty(), "grouping by process streams events");
+        for k in 1..=8 {
+            assert!(Command::new(&sleeper).arg("0.001").status().unwrap().success());
+            agent.refresh();
+            assert_eq!(events(&agent, "p"), (k, 0), "after {k} runs");
+        }
     }
 
     /// A loop device created (and removed) through /dev/loop-control.

@@ -18,6 +18,12 @@ pub mod starttimes;
 
 pub use decode::{join, Decoder, UserCopy};
 
+/// The longest an event waits in the probes before a poll hands it on: the per-CPU rings'
+/// records are held back this long to be merged in time order with the shared ring buffer's. A
+/// reader that must have every event that completed before an instant (a refresh of counts)
+/// polls no sooner than this after it.
+pub const HANDOFF_DELAY: Duration = Duration::from_nanos(merge::MARGIN_NS);
+
 use latscope_event::syscalls::{self, SysClass};
 use latscope_event::{EventBatch, FdType, TraceHeader};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
