@@ -102,7 +102,8 @@ struct Pending {
     hi: u64,
     /// The woken call's main blocked part (for [`can_wake`]; 0 for requests) in the top byte;
     /// below it, 1 + the arrival number of a call in the window that cannot end such a wait by
-    /// its kind (taken if no call that can comes before one of the two leaves), 0 none.
+    /// its kind (taken if no call that can comes before one of the two leaves or a call of the
+    /// waker's thread begins after the window), 0 none.
     part_fallback: u64,
     /// At least the latest `hi` of this entry and those before it in its list, and never less
     /// than the previous entry's (see [`Waiters`]).
@@ -354,6 +355,36 @@ impl Linker {
             let front = self.front_seq;
             let wakes = self.wakes(nr(&h));
             let t = self.threads.entry(h.tid).or_default();
+            // The waits whose windows all ended before this call began (a prefix, by their
+            // running maximum): no later call of this thread can end them (its calls follow one
+            // another), so they are settled now, with their fallback or as not linked, rather
+            // than looked at by every call of the thread until they leave.
+            while let Some(p) = t.waiters.list.front().copied().filter(|p| p.max_hi <= h.ts) {
+                t.waiters.list.pop_front();
+                if p.c_seq < front {
+                    continue;
+                }
+                untake(&mut self.queue, front, &p);
+                let fallback = p.fallback().filter(|&d| d >= front && d != p.c_seq);
+                let i = (p.c_seq - front) as usize;
+                match fallback.and_then(|d| self.queue.get_mut((d - front) as usize)) {
+                    Some((d, _)) => {
+                        let f = self.next_flow;
+                        self.next_flow += 1;
+                        d.flows_out.push(f);
+                        if let Some((q, w)) = self.queue.get_mut(i) {
+                            q.flows_in.push(f);
+                            w.waker = None;
+                        }
+                        self.stats.wakeups_linked += 1;
+                    }
+                    None => {
+                        if let Some((_, w)) = self.queue.get_mut(i) {
+                            w.waker_dropped = true;
+                        }
+                    }
+                }
+            }
             // Indexed now (one look-up): a call is no candidate waker of itself, skipped below.
             if t.calls.len() > MAX_CANDIDATES {
                 t.calls.pop_front();
@@ -811,6 +842,33 @@ mod tests {
         assert_eq!((e.3.len(), &w.2), (1, &e.3), "{v:?}");
         assert!(v.iter().find(|x| x.0 == 1).unwrap().3.is_empty(), "{v:?}");
         assert!(w.3.is_empty(), "not its own waker: {v:?}");
+    }
+
+    /// Once the waker's thread has a call that began after a wait's window, nothing later can
+    /// end the wait: it takes its fallback then, and newer waits on that thread (more than a
+    /// list holds) do not push it out unlinked.
+    #[test]
+    fn a_wait_the_wakers_thread_has_passed_takes_its_fallback_before_newer_waits_come() {
+        let write = latscope_event::syscall_nr("write").unwrap();
+        let mut l = Linker::new(1_000_000, 1_000);
+        let mut w = call(&mut l, 2, 40, 55);
+        w.name_key = u32::from(write);
+        l.push(w, None, None);
+        let woken = call(&mut l, 1, 0, 60);
+        // Blocked on a lock (3): a write cannot end that, so it is only the fallback.
+        l.push(woken, Some((2, (50, 60), 3)), None);
+        let next = call(&mut l, 2, 70, 80);
+        l.push(next, None, None);
+        for k in 0..MAX_WAITING as u64 + 8 {
+            let c = call(&mut l, 100 + k as u32, 1_000, 2_000 + k);
+            l.push(c, Some((2, (1_500, 2_000 + k), 3)), None);
+        }
+        let v = all(&mut l);
+        let woken = v.iter().find(|x| x.0 == 1).unwrap();
+        let write = v.iter().find(|x| x.0 == 2 && x.1 == 40).unwrap();
+        assert_eq!((woken.3.len(), &write.2), (1, &woken.3), "{v:?}");
+        assert_eq!(l.stats.wakeups_linked, 1);
+        assert_eq!(l.stats.wakeups_not_linked, MAX_WAITING as u64 + 8);
     }
 
     #[test]
