@@ -62,6 +62,22 @@ row() { # name, "cpu wall", output bytes (or empty), reference cpu (or empty)
 		"$(echo "$EVENTS / $cpu / 1000000" | bc -l)" "$wall" "$(echo "$EVENTS / $wall / 1000000" | bc -l)" "$per" "$vs"
 }
 
+# The Parquet and the Perfetto export of a trace, and the previous build's Perfetto export when
+# BASE is given, each compared with that Parquet export: perfetto_rows TRACE LABEL.
+perfetto_rows() {
+	local trace=$1 label=$2 pq
+	pq=$(measure "$LS" export -q -r "$trace" --parquet "$WORK/out.parquet")
+	row "latscope export --parquet, $label" "$pq" "$(size_of "$WORK/out.parquet")" "${pq% *}"
+	row "latscope export --perfetto, $label" \
+		"$(measure "$LS" export -q -r "$trace" --perfetto "$WORK/out.pftrace" --max-size 64GiB)" \
+		"$(size_of "$WORK/out.pftrace")" "${pq% *}"
+	if [ -n "${BASE:-}" ]; then
+		row "previous version ($BASE) --perfetto, $label" \
+			"$(measure "$BASE" export -q -r "$trace" --perfetto "$WORK/out.pftrace" --max-size 64GiB)" \
+			"$(size_of "$WORK/out.pftrace")" "${pq% *}"
+	fi
+}
+
 echo "Trace: $EVENTS synthetic events (syscalls and block requests, as latscope record lays them out), $(size_of "$WORK/t.lst") bytes."
 echo
 echo "| what | CPU | events/s per core | wall | events/s wall | bytes/event | speed per core vs latscope export (one file) |"
@@ -102,26 +118,16 @@ fi
 
 echo
 echo "Perfetto export (\`latscope export --perfetto\`), same trace and a --why layout of it, each compared with"
-echo "the Parquet export of the same trace (the --why layout's rows with its own Parquet export's, measured here):"
+echo "the Parquet export of the same trace, measured in this run:"
 echo
 echo "| what | CPU | events/s per core | wall | events/s wall | bytes/event | speed per core vs latscope export --parquet of the same trace |"
 echo "|---|---|---|---|---|---|---|"
-pf=$(measure "$LS" export -q -r "$WORK/t.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)
-row "latscope export --perfetto" "$pf" "$(size_of "$WORK/out.pftrace")" "${one% *}"
+perfetto_rows "$WORK/t.lst" "synthetic server"
 "$SYNTH" "$WORK/why.lst" "$EVENTS" 20 why 2>/dev/null
 # The --why layout's columns (the breakdown, the waker) are more to read and write in either
 # format: its Perfetto export is compared with its own Parquet export.
-pqw=$(measure "$LS" export -q -r "$WORK/why.lst" --parquet "$WORK/out.parquet")
-row "latscope export --parquet, --why layout" "$pqw" "$(size_of "$WORK/out.parquet")" "${pqw% *}"
-pw=$(measure "$LS" export -q -r "$WORK/why.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)
-row "latscope export --perfetto, --why layout (flows)" "$pw" "$(size_of "$WORK/out.pftrace")" "${pqw% *}"
+perfetto_rows "$WORK/why.lst" "--why layout (flows)"
 if [ -n "${BASE:-}" ]; then
-	row "previous version ($BASE) --perfetto" \
-		"$(measure "$BASE" export -q -r "$WORK/t.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)" \
-		"$(size_of "$WORK/out.pftrace")" "${one% *}"
-	row "previous version ($BASE) --perfetto, --why layout" \
-		"$(measure "$BASE" export -q -r "$WORK/why.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)" \
-		"$(size_of "$WORK/out.pftrace")" "${pqw% *}"
 	# The speed of the --why layout is only comparable on the same output.
 	"$LS" export -q -r "$WORK/why.lst" --perfetto "$WORK/new.pftrace" --max-size 64GiB >/dev/null
 	"$BASE" export -q -r "$WORK/why.lst" --perfetto "$WORK/old.pftrace" --max-size 64GiB >/dev/null
@@ -146,15 +152,7 @@ if [ "$(id -u)" = 0 ] && [ "${REAL:-1}" = 1 ] && command -v rsync >/dev/null; th
 		echo
 		echo "| what | CPU | events/s per core | wall | events/s wall | bytes/event | speed per core vs latscope export --parquet of the same trace |"
 		echo "|---|---|---|---|---|---|---|"
-		pqr=$(measure "$LS" export -q -r "$WORK/real.lst" --parquet "$WORK/out.parquet")
-		row "latscope export --parquet, real --why recording" "$pqr" "$(size_of "$WORK/out.parquet")" "${pqr% *}"
-		pr=$(measure "$LS" export -q -r "$WORK/real.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)
-		row "latscope export --perfetto, real --why recording" "$pr" "$(size_of "$WORK/out.pftrace")" "${pqr% *}"
-		if [ -n "${BASE:-}" ]; then
-			row "previous version ($BASE) --perfetto, real --why recording" \
-				"$(measure "$BASE" export -q -r "$WORK/real.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB)" \
-				"$(size_of "$WORK/out.pftrace")" "${pqr% *}"
-		fi
+		perfetto_rows "$WORK/real.lst" "real --why recording"
 		"$LS" export -r "$WORK/real.lst" --perfetto "$WORK/out.pftrace" --max-size 64GiB 2>&1 | grep -E '^(flows|parts):' || true
 		EVENTS=$saved
 	else

@@ -7,6 +7,7 @@
 //! most that much in them.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
 
@@ -163,6 +164,14 @@ impl Arg {
     ];
 }
 
+/// A long string value interned: its iid and its bytes' place in [`Interner::long`].
+#[derive(Clone, Copy)]
+struct Long {
+    iid: u64,
+    at: u32,
+    len: u32,
+}
+
 /// The interning tables of one sequence.
 pub struct Interner {
     /// Slice names by key (kind and operation number, or a fixed name's key): most by index
@@ -171,9 +180,14 @@ pub struct Interner {
     names: HashMap<u32, u64, RandomState>,
     categories: [u64; 4],
     args: [u64; Arg::ALL],
-    /// String values by their bytes: those of up to [`Short::MAX`] bytes, and the others.
+    /// String values by their bytes: those of up to [`Short::MAX`] bytes; the others by the
+    /// hash of their bytes, which are kept in `long` (one buffer, reused by every generation:
+    /// no allocation per path), and the rare one whose hash another has, by its bytes.
     short: HashMap<Short, u64, RandomState>,
-    strings: HashMap<Box<[u8]>, u64, RandomState>,
+    strings: HashMap<u64, Long, RandomState>,
+    long: Vec<u8>,
+    collided: HashMap<Box<[u8]>, u64, RandomState>,
+    hasher: RandomState,
     /// Short strings looked up lately, each at a place given by its words (iid 0: none): a
     /// slice's values are mostly a few repeated ones (labels, wakers), found here without
     /// hashing and probing the table. Holds only entries of `short`.
@@ -198,6 +212,9 @@ impl Default for Interner {
             short: HashMap::default(),
             recent: vec![(Short([0; 3]), 0); 1 << RECENT_BITS].into_boxed_slice(),
             strings: HashMap::default(),
+            long: Vec::new(),
+            collided: HashMap::default(),
+            hasher: RandomState::default(),
             string_bytes: 0,
             next_iid: 1,
             new: Vec::new(),
@@ -220,11 +237,25 @@ impl Interner {
     }
 
     /// Clears the tables when full (before a packet's entries are interned, so that one packet
-    /// never refers to two generations).
+    /// never refers to two generations). They keep their room: the next generation fills them
+    /// without growing them again.
     pub fn maybe_reset(&mut self) {
-        if self.short.len() + self.strings.len() >= MAX_STRINGS || self.string_bytes >= MAX_BYTES {
+        if self.short.len() + self.strings.len() + self.collided.len() >= MAX_STRINGS || self.string_bytes >= MAX_BYTES
+        {
             self.resets += 1;
-            *self = Interner { resets: self.resets, ..Interner::default() };
+            self.direct_names.fill(0);
+            self.names.clear();
+            self.categories = [0; 4];
+            self.args = [0; Arg::ALL];
+            self.short.clear();
+            self.strings.clear();
+            self.long.clear();
+            self.collided.clear();
+            self.recent.fill((Short([0; 3]), 0));
+            self.string_bytes = 0;
+            self.next_iid = 1;
+            self.new.clear();
+            self.cleared = true;
         }
     }
 
@@ -295,12 +326,25 @@ impl Interner {
             }
             return iid;
         }
-        if let Some(&iid) = self.strings.get(s) {
-            return iid;
+        let hash = self.hasher.hash_one(s);
+        match self.strings.get(&hash) {
+            Some(l) if &self.long[l.at as usize..(l.at + l.len) as usize] == s => return l.iid,
+            Some(_) => {
+                if let Some(&iid) = self.collided.get(s) {
+                    return iid;
+                }
+                let iid = self.add(interned::DEBUG_ANNOTATION_STRING_VALUES, s);
+                self.string_bytes += s.len();
+                self.collided.insert(s.into(), iid);
+                return iid;
+            }
+            None => {}
         }
         let iid = self.add(interned::DEBUG_ANNOTATION_STRING_VALUES, s);
         self.string_bytes += s.len();
-        self.strings.insert(s.into(), iid);
+        let at = self.long.len() as u32;
+        self.long.extend_from_slice(s);
+        self.strings.insert(hash, Long { iid, at, len: s.len() as u32 });
         iid
     }
 
@@ -346,5 +390,41 @@ mod tests {
         assert_eq!((it.string(b"lock"), it.string(long.as_bytes()), it.string(b"")), (a, b, c));
         assert_eq!(it.string(b"lock\0"), c + 1, "a new string");
         assert_eq!(it.string_bytes, 4 + long.len() + 5);
+    }
+
+    /// Long strings are found by the hash of their bytes: one whose hash another has (made so
+    /// here) still gets an iid of its own, the same each time.
+    #[test]
+    fn a_long_string_whose_hash_another_has_gets_its_own_iid() {
+        let mut it = Interner::default();
+        let (a, b) = (b"/usr/share/doc/one/changelog.gz".as_slice(), b"/usr/share/doc/two/changelog.gz".as_slice());
+        let ia = it.string(a);
+        let first = *it.strings.values().next().unwrap();
+        it.strings.insert(it.hasher.hash_one(b), first);
+        let ib = it.string(b);
+        assert_ne!(ia, ib);
+        assert_eq!((it.string(a), it.string(b)), (ia, ib));
+        assert_eq!(it.collided.len(), 1);
+    }
+
+    /// A full table starts a new generation: iids from 1 again, entries written again, and the
+    /// next packet told to clear the sequence's state.
+    #[test]
+    fn a_reset_starts_the_tables_afresh() {
+        let mut it = Interner::default();
+        it.take_cleared();
+        let long = b"/a/path/longer/than/twenty-three/bytes";
+        let first = (it.string(long), it.string(b"short"), it.arg(Arg::Fd));
+        it.clear_new();
+        for k in 0..MAX_STRINGS {
+            it.string(format!("/a/long/path/number/{k:08}").as_bytes());
+        }
+        it.clear_new();
+        it.maybe_reset();
+        assert!(it.take_cleared());
+        assert_eq!((it.string(long), it.string(b"short"), it.arg(Arg::Fd)), first);
+        assert!(!it.new_entries().is_empty(), "written again in the new generation");
+        it.maybe_reset();
+        assert!(!it.take_cleared(), "not full: no reset");
     }
 }

@@ -59,6 +59,9 @@ const MAX_WAITING: usize = 64;
 /// never pass `max_held + POOL`, the bound a full queue and a full pool had).
 const POOL: usize = 1024;
 
+/// Most retired thread entries kept for reuse.
+const SPARE_THREADS: usize = 256;
+
 /// How many places before the front a slice's box is asked for (see [`Linker::prefetch`]), and
 /// its arguments: a slice leaves per slice arriving, each some hundreds of ns apart, so a few
 /// places cover the memory's latency (2 to 12 places measured the same, within about 1 %).
@@ -270,6 +273,8 @@ pub struct Linker {
     /// k), [`MASK_KNOWN`] once looked up.
     wake_masks: Vec<u16>,
     next_flow: u64,
+    /// Entries of threads retired, kept for reuse ([`Linker::retire`]).
+    spare_threads: Vec<Thread>,
     /// Boxed as in the queue: a slice goes from the pool to the queue and back as a pointer.
     #[allow(clippy::vec_box)]
     pool: Vec<Box<Held>>,
@@ -292,6 +297,7 @@ impl Linker {
             waiting_request: HashMap::default(),
             settling: Vec::new(),
             wake_masks: Vec::new(),
+            spare_threads: Vec::new(),
             next_flow: 1,
             pool: Vec::new(),
             stats: LinkStats::default(),
@@ -354,7 +360,7 @@ impl Linker {
         if h.tid != 0 {
             let front = self.front_seq;
             let wakes = self.wakes(nr(&h));
-            let t = self.threads.entry(h.tid).or_default();
+            let t = self.threads.entry(h.tid).or_insert_with(|| self.spare_threads.pop().unwrap_or_default());
             // The waits whose windows all ended before this call began (a prefix, by their
             // running maximum): no later call of this thread can end them (its calls follow one
             // another), so they are settled now, with their fallback or as not linked, rather
@@ -461,7 +467,7 @@ impl Linker {
             let own = usize::from(h.tid != 0 && h.tid == wtid);
             // One look-up for the candidates and, when none can end the wait, the waiting list:
             // an entry made here has no calls, so the call waits in it.
-            let t = self.threads.entry(wtid).or_default();
+            let t = self.threads.entry(wtid).or_insert_with(|| self.spare_threads.pop().unwrap_or_default());
             {
                 // Latest first: calls of one thread end in the order they began.
                 let (front, back) = (self.front_seq, seq);
@@ -679,6 +685,19 @@ impl Linker {
         }
     }
 
+    /// Removes the entry of a thread with no calls held and none waiting, keeping its lists'
+    /// room for a thread to come: most threads' entries come and go as their calls do.
+    fn retire(&mut self, tid: u32) {
+        if let Some(mut t) = self.threads.remove(&tid) {
+            if self.spare_threads.len() < SPARE_THREADS {
+                t.calls.clear();
+                t.waiters.list.clear();
+                t.waiters.min_c_seq = u64::MAX;
+                self.spare_threads.push(t);
+            }
+        }
+    }
+
     /// Takes a slice that leaves out of the indexes, and counts its link as missed if it waited.
     fn forget(&mut self, h: &Held, waiting: Waiting) {
         if h.tid != 0 {
@@ -686,7 +705,7 @@ impl Linker {
             if let Some(t) = self.threads.get_mut(&h.tid).filter(|t| t.calls.back().is_none_or(|c| c.seq == h.seq)) {
                 t.calls.clear();
                 if t.waiters.list.is_empty() {
-                    self.threads.remove(&h.tid);
+                    self.retire(h.tid);
                 }
             }
         }
@@ -712,7 +731,7 @@ impl Linker {
                     if list.is_empty() {
                         t.waiters.min_c_seq = u64::MAX;
                         if t.calls.is_empty() {
-                            self.threads.remove(&w);
+                            self.retire(w);
                         }
                     }
                 }
