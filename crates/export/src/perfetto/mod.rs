@@ -48,7 +48,7 @@ pub use out::WrittenPart;
 use counters::Counters;
 use links::Linker;
 use out::Out;
-use slices::{Held, SliceBuilder, QUEUED_KEY};
+use slices::{Held, Slice, SliceBuilder, QUEUED_KEY};
 use tracks::Tracks;
 
 use crate::ExportError;
@@ -242,6 +242,8 @@ struct Export<'a> {
     flows_cut: u64,
     exported: u64,
     queue_slices: u64,
+    /// The event being made into a slice (reused).
+    slice: Slice,
 }
 
 impl Export<'_> {
@@ -256,6 +258,7 @@ impl Export<'_> {
         h.name_key = u32::from(b.kind[i]) << 16 | u32::from(b.nr[i]);
         let mut wake = None;
         let mut request = None;
+        self.slice.clear();
         match EventKind::from_u8(b.kind[i]) {
             Some(EventKind::Syscall) => {
                 let tid = b.tid[i];
@@ -263,9 +266,9 @@ impl Export<'_> {
                 h.tid = tid;
                 // The breakdown, read once (zeros in most recordings).
                 let parts = b.why_parts(i);
-                SliceBuilder { h: &mut h }.syscall(&self.header, b, i, &parts);
+                SliceBuilder { h: &mut self.slice }.syscall(&self.header, b, i, &parts);
                 if parts[1..].iter().any(|&v| v != 0) {
-                    slices::call_parts(b, i, &parts, &mut h.parts);
+                    slices::call_parts(b, i, &parts, &mut self.slice.parts);
                 }
                 if b.waker_ctx[i] == 1 && b.waker_tid[i] != 0 && b.waker_tid[i] != tid {
                     // The wake-up's instant known: the call in progress then woke it, whatever
@@ -292,13 +295,15 @@ impl Export<'_> {
                     q.end = ts;
                     q.name_key = QUEUED_KEY;
                     q.track = self.tracks.disk_lane(&self.header, dev, q.ts, q.end, true);
-                    SliceBuilder { h: &mut q }.queued(&self.header, b, i);
+                    SliceBuilder { h: &mut self.slice }.queued(&self.header, b, i);
+                    self.out.encode(&self.slice, &mut q);
+                    self.slice.clear();
                     self.linker.push(q, None, None);
                     self.queue_slices += 1;
                 }
                 h.track = self.tracks.disk_lane(&self.header, dev, ts, end, false);
                 h.request = Some((dev, b.off[i] as u64));
-                SliceBuilder { h: &mut h }.block(&self.header, b, i);
+                SliceBuilder { h: &mut self.slice }.block(&self.header, b, i);
             }
             Some(EventKind::Proc) | None => {
                 let pid = b.pid[i];
@@ -309,9 +314,10 @@ impl Export<'_> {
                     let args = b.path2.get(i);
                     self.tracks.rename_process(pid, b.comm.get(i), (!args.is_empty()).then_some(args));
                 }
-                SliceBuilder { h: &mut h }.proc(b, i);
+                SliceBuilder { h: &mut self.slice }.proc(b, i);
             }
         }
+        self.out.encode(&self.slice, &mut h);
         self.linker.push(h, wake, request);
     }
 
@@ -396,6 +402,7 @@ pub fn export_perfetto(
         flows_cut: 0,
         exported: 0,
         queue_slices: 0,
+        slice: Slice::default(),
     };
     let mut read = 0u64;
     let mut lost_seen = 0u64;

@@ -3,8 +3,10 @@
 //! Every file is a complete Perfetto trace by itself: a clock snapshot (latscope's timestamps
 //! are CLOCK_MONOTONIC, made the trace's clock, with CLOCK_REALTIME beside it so that the UI can
 //! show the time of day), a packet that starts the sequence (`SEQ_INCREMENTAL_STATE_CLEARED`,
-//! the packet defaults: timestamps in CLOCK_MONOTONIC), and each track's descriptor before the
-//! first event on it. All packets are of one sequence (`trusted_packet_sequence_id` 1): one
+//! the packet defaults: timestamps in CLOCK_MONOTONIC, and in a file after the first, the
+//! interning entries written so far, which slices encoded before the cut may use), and each
+//! track's descriptor before the first event on it. Slices are encoded as they arrive, names and
+//! strings interned then, and written later in the same order, with their flows. All packets are of one sequence (`trusted_packet_sequence_id` 1): one
 //! writer.
 
 use std::io::Write;
@@ -15,7 +17,7 @@ use serde::Serialize;
 
 use super::intern::Interner;
 use super::proto::{self, annotation, clock, event, packet};
-use super::slices::{name_of, Cat, Held, Val};
+use super::slices::{name_of, Cat, Held, Slice, Val};
 use super::tracks::Tracks;
 use crate::ExportError;
 
@@ -43,7 +45,6 @@ struct Part {
     file: AtomicFile,
     path: PathBuf,
     bytes: u64,
-    interner: Interner,
     /// Track descriptors written to this file, by uuid: the version written + 1 (0: none).
     declared: Vec<u32>,
     slices: u64,
@@ -112,6 +113,14 @@ pub struct Out {
     buf: Vec<u8>,
     fill: usize,
     pkt: Vec<u8>,
+    /// The interning tables, used as slices are encoded ([`Out::encode`]): slices are written
+    /// in the order they are encoded, so these are the tables the file has as each is written.
+    interner: Interner,
+    /// The entries of the tables' generation written so far, as the body of an `InternedData`:
+    /// a new file starts with them, for the slices encoded before it and written in it.
+    emitted: Vec<u8>,
+    /// Where a slice is encoded before its bytes are copied to it.
+    scratch: Vec<u8>,
     /// Times the interning tables were cleared, all files.
     pub interning_resets: u64,
     /// Slices of calls' parts written, all files.
@@ -134,6 +143,14 @@ impl Out {
             buf: vec![0; FLUSH_BYTES + (64 << 10)],
             fill: 0,
             pkt: Vec::with_capacity(4096),
+            interner: {
+                let mut it = Interner::default();
+                // The first file's first packet starts the sequence.
+                it.take_cleared();
+                it
+            },
+            emitted: Vec::new(),
+            scratch: Vec::new(),
             interning_resets: 0,
             part_slices: 0,
             part_calls: 0,
@@ -185,16 +202,7 @@ impl Out {
         self.index += 1;
         let path = if self.split { Self::part_path(&self.dest, self.index) } else { self.dest.clone() };
         let file = AtomicFile::create(&path)?;
-        self.part = Some(Part {
-            file,
-            path,
-            bytes: 0,
-            interner: Interner::default(),
-            declared: Vec::new(),
-            slices: 0,
-            first_ns: 0,
-            last_ns: 0,
-        });
+        self.part = Some(Part { file, path, bytes: 0, declared: Vec::new(), slices: 0, first_ns: 0, last_ns: 0 });
         // The clock: latscope's timestamps are CLOCK_MONOTONIC; the wall clock beside it.
         self.pkt.clear();
         proto::uint(&mut self.pkt, packet::TIMESTAMP, self.start_ns);
@@ -221,7 +229,8 @@ impl Out {
         self.start_sequence(true)
     }
 
-    /// A packet clearing the sequence's incremental state and setting the packet defaults.
+    /// A packet clearing the sequence's incremental state and setting the packet defaults (with
+    /// the interning entries written so far in this generation, for a new file).
     fn start_sequence(&mut self, first: bool) -> Result<(), ExportError> {
         self.pkt.clear();
         proto::uint(&mut self.pkt, packet::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE);
@@ -231,12 +240,11 @@ impl Out {
         proto::end(&mut self.pkt, d);
         if first {
             proto::uint(&mut self.pkt, packet::FIRST_PACKET_ON_SEQUENCE, 1);
+            if !self.emitted.is_empty() {
+                proto::bytes(&mut self.pkt, packet::INTERNED_DATA, &self.emitted);
+            }
         }
-        self.write_packet()?;
-        if let Some(p) = self.part.as_mut() {
-            p.interner.take_cleared();
-        }
-        Ok(())
+        self.write_packet()
     }
 
     /// Writes the descriptor of `uuid` (and its parents first) unless this file has it.
@@ -280,17 +288,76 @@ impl Out {
         proto::uint(&mut self.pkt, packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE);
     }
 
-    /// Writes a slice (two packets: its begin, with its name and arguments, and its end) or an
-    /// instant. `flows_out`/`flows_in`: the flows to keep (those whose other end is in this file).
+    /// Encodes slice `s` into `h` (its track, name key and kind set): its begin event's name,
+    /// category and arguments, the interning entries they make, and the slices inside it. Names
+    /// and strings are interned now, as it arrives: slices are written in the order they are
+    /// encoded, so these are the tables the file has when it is written.
+    pub fn encode(&mut self, s: &Slice, h: &mut Held) {
+        let it = &mut self.interner;
+        it.maybe_reset();
+        h.reset = it.take_cleared();
+        self.interning_resets += u64::from(h.reset);
+        let parts = if h.instant { &[][..] } else { &s.parts[..] };
+        let room = SLICE_ROOM * (1 + parts.len()) + s.args.len() * ARG_ROOM + s.strs.len();
+        let mut c = cursor(&mut self.scratch, 0, room);
+        let key = h.name_key;
+        c.uint(event::NAME_IID, it.name(key, || name_of(key)));
+        c.uint(event::CATEGORY_IIDS, it.category(s.cat as usize));
+        for &(arg, val) in &s.args {
+            let m = c.begin(event::DEBUG_ANNOTATIONS);
+            c.uint(annotation::NAME_IID, it.arg(arg));
+            match val {
+                Val::U(v) => c.uint(annotation::UINT_VALUE, v),
+                Val::I(v) => c.int(annotation::INT_VALUE, v),
+                Val::Interned(o, l) => {
+                    c.uint(annotation::STRING_VALUE_IID, it.string(&s.strs[o as usize..(o + l) as usize]))
+                }
+                Val::Plain(o, l) => c.bytes(annotation::STRING_VALUE, &s.strs[o as usize..(o + l) as usize]),
+            }
+            c.end(m);
+        }
+        let body = c.pos();
+        // The call's parts, inside it one after another (written after the call's begin and
+        // before its end, so they nest when they share a timestamp).
+        for &(from, to, key) in parts {
+            let pm = begin_timed(&mut c, from);
+            let m = c.begin(packet::TRACK_EVENT);
+            c.uint(event::TYPE, event::TYPE_SLICE_BEGIN);
+            c.uint(event::TRACK_UUID, h.track);
+            c.uint(event::NAME_IID, it.name(key, || name_of(key)));
+            c.uint(event::CATEGORY_IIDS, it.category(Cat::Latscope as usize));
+            c.end(m);
+            c.end(pm);
+            slice_end(&mut c, to, h.track, &[]);
+        }
+        let end = c.pos();
+        if !parts.is_empty() {
+            self.part_calls += 1;
+            self.part_slices += parts.len() as u64;
+        }
+        // Its bytes: the begin event's fields, the entries interned (in its begin packet, before
+        // the slices inside it that may use them), the slices inside it.
+        let new = it.new_entries();
+        h.enc.clear();
+        h.enc.reserve(end + new.len());
+        h.enc.extend_from_slice(&self.scratch[..body]);
+        h.enc.extend_from_slice(new);
+        h.enc.extend_from_slice(&self.scratch[body..end]);
+        h.body = body as u32;
+        h.interned = new.len() as u32;
+        it.clear_new();
+    }
+
+    /// Writes a slice encoded by [`Out::encode`] (its begin packet, with its flows out, the
+    /// slices inside it, and its end packet, with its flows in) or an instant. `flows_out` and
+    /// `flows_in`: the flows to keep (those whose other end is in this file).
     pub fn slice(&mut self, tracks: &Tracks, h: &Held, flows_out: &[u64], flows_in: &[u64]) -> Result<(), ExportError> {
         if self.part.is_none() {
             self.open_part()?;
         }
         self.declare(tracks, h.track)?;
-        let p = self.part.as_mut().expect("a part is open");
-        p.interner.maybe_reset();
-        if p.interner.take_cleared() {
-            self.interning_resets += 1;
+        if h.reset {
+            self.emitted.clear();
             self.start_sequence(false)?;
         }
         let p = self.part.as_mut().expect("a part is open");
@@ -299,15 +366,12 @@ impl Out {
             p.first_ns = h.ts;
         }
         p.last_ns = p.last_ns.max(h.ts);
-        let it = &mut p.interner;
-        let buf = &mut self.buf;
+        let (body, interned) = (h.body as usize, h.interned as usize);
+        let (fields, rest) = h.enc.split_at(body);
+        let (entries, inside) = rest.split_at(interned);
         let start = self.fill;
-        // Room for everything but the interned entries, not known before the event is encoded.
-        let room = SLICE_ROOM * (1 + h.parts.len())
-            + h.args.len() * ARG_ROOM
-            + h.strs.len()
-            + (flows_out.len() + 2 * flows_in.len()) * FLOW_ROOM;
-        let mut c = cursor(buf, start, room);
+        let room = SLICE_ROOM + h.enc.len() + (flows_out.len() + 2 * flows_in.len()) * FLOW_ROOM;
+        let mut c = cursor(&mut self.buf, start, room);
         // The packet is written in place: its length and the event's in a fixed number of bytes
         // (nothing moves), the entries the event interned after it (field order is free).
         let pm = c.begin_fixed(proto::TRACE_PACKET, 3);
@@ -317,22 +381,7 @@ impl Out {
         let em = c.begin_fixed(packet::TRACK_EVENT, 3);
         c.uint(event::TYPE, if h.instant { event::TYPE_INSTANT } else { event::TYPE_SLICE_BEGIN });
         c.uint(event::TRACK_UUID, h.track);
-        let key = h.name_key;
-        c.uint(event::NAME_IID, it.name(key, || name_of(key)));
-        c.uint(event::CATEGORY_IIDS, it.category(h.cat as usize));
-        for &(arg, val) in &h.args {
-            let m = c.begin(event::DEBUG_ANNOTATIONS);
-            c.uint(annotation::NAME_IID, it.arg(arg));
-            match val {
-                Val::U(v) => c.uint(annotation::UINT_VALUE, v),
-                Val::I(v) => c.int(annotation::INT_VALUE, v),
-                Val::Interned(o, l) => {
-                    c.uint(annotation::STRING_VALUE_IID, it.string(&h.strs[o as usize..(o + l) as usize]))
-                }
-                Val::Plain(o, l) => c.bytes(annotation::STRING_VALUE, &h.strs[o as usize..(o + l) as usize]),
-            }
-            c.end(m);
-        }
+        c.raw(fields);
         for &f in flows_out {
             c.fixed64(event::FLOW_IDS, f);
         }
@@ -342,44 +391,12 @@ impl Out {
             }
         }
         c.end_fixed(em, 3);
-        // The entries interned, then the packets left: room for them again.
-        let mut c = if it.new_entries().is_empty() {
-            c
-        } else {
-            let at = c.pos();
-            let mut c = cursor(buf, at, it.new_entries().len() + BYTES_HEAD + room);
-            c.bytes(packet::INTERNED_DATA, it.new_entries());
-            it.clear_new();
-            c
-        };
-        c.end_fixed(pm, 3);
-        if !h.instant && !h.parts.is_empty() {
-            self.part_calls += 1;
-            // The call's parts, inside it one after another: a part that begins at the call's
-            // start is written after the call's begin, one that ends at its end before the
-            // call's end, so they nest when they share a timestamp.
-            for &(from, to, key) in &h.parts {
-                let pm = begin_timed(&mut c, from);
-                let m = c.begin(packet::TRACK_EVENT);
-                c.uint(event::TYPE, event::TYPE_SLICE_BEGIN);
-                c.uint(event::TRACK_UUID, h.track);
-                c.uint(event::NAME_IID, it.name(key, || name_of(key)));
-                c.uint(event::CATEGORY_IIDS, it.category(Cat::Latscope as usize));
-                c.end(m);
-                c = if it.new_entries().is_empty() {
-                    c
-                } else {
-                    let at = c.pos();
-                    let mut c = cursor(buf, at, it.new_entries().len() + BYTES_HEAD + room);
-                    c.bytes(packet::INTERNED_DATA, it.new_entries());
-                    it.clear_new();
-                    c
-                };
-                c.end(pm);
-                slice_end(&mut c, to, h.track, &[]);
-                self.part_slices += 1;
-            }
+        if !entries.is_empty() {
+            c.bytes(packet::INTERNED_DATA, entries);
+            self.emitted.extend_from_slice(entries);
         }
+        c.end_fixed(pm, 3);
+        c.raw(inside);
         if !h.instant {
             slice_end(&mut c, h.end, h.track, flows_in);
         }

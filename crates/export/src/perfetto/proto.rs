@@ -287,6 +287,13 @@ impl<'a> Cursor<'a> {
         self.pos += v.len();
     }
 
+    /// Appends bytes already encoded (fields of the message being written, whole packets).
+    #[inline(always)]
+    pub fn raw(&mut self, v: &[u8]) {
+        self.b[self.pos..self.pos + v.len()].copy_from_slice(v);
+        self.pos += v.len();
+    }
+
     /// [`begin`]: a one-byte length, fixed by [`Cursor::end`] (which needs room for the extra
     /// length bytes of a body of 128 bytes or more).
     #[inline(always)]

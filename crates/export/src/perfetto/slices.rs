@@ -3,9 +3,10 @@
 //! A syscall is a slice on its thread from entry to return, a block request a slice on its disk
 //! from issue to completion, a process event (fork, exec, exit) an instant on its process: one
 //! slice per event, with the event's latency as its duration, so that a trace processor's slice
-//! table counts what `latscope events` prints. Its arguments are kept as a list of
-//! `(name, value)` that the writer encodes (interning names and repeated strings for the file
-//! it goes to): a new column is one more `push` in [`SliceBuilder`].
+//! table counts what `latscope events` prints. Its arguments are gathered as a list of
+//! `(name, value)` ([`Slice`], one reused for every event) and encoded at once, as the event
+//! arrives ([`Out::encode`](super::out::Out::encode)): a slice held for its links keeps its
+//! bytes, not its arguments. A new column is one more `push` in [`SliceBuilder`].
 
 use std::fmt::{self, Write as _};
 
@@ -44,7 +45,29 @@ pub enum Cat {
     Latscope = 3,
 }
 
-/// A slice waiting to be written.
+/// What a slice says, gathered before it is encoded: its category, arguments and the slices
+/// inside it.
+#[derive(Debug, Default)]
+pub struct Slice {
+    pub cat: u8,
+    pub args: Vec<(Arg, Val)>,
+    pub strs: Vec<u8>,
+    /// Slices inside the call, in time order, one after another: its parts as the recording
+    /// keeps them ([`call_parts`]), or its longest blocked interval alone ([`longest_wait`]).
+    /// Start, end, name key.
+    pub parts: Vec<(u64, u64, u32)>,
+}
+
+impl Slice {
+    /// Empties it for the next event (its vectors keep their room).
+    pub fn clear(&mut self) {
+        self.args.clear();
+        self.strs.clear();
+        self.parts.clear();
+    }
+}
+
+/// A slice waiting to be written: encoded, with what its links need.
 #[derive(Debug, Default)]
 pub struct Held {
     /// Arrival number (position in the hold queue).
@@ -56,9 +79,15 @@ pub struct Held {
     pub track: u64,
     /// The slice name's key: kind << 16 | number (see [`name_of`]).
     pub name_key: u32,
-    pub cat: u8,
-    pub args: Vec<(Arg, Val)>,
-    pub strs: Vec<u8>,
+    /// Its bytes ([`Out::encode`](super::out::Out::encode)): the fields of its begin event after
+    /// its type and track (`body` bytes), the interning entries it made (`interned` bytes), then
+    /// the packets of the slices inside it.
+    pub enc: Vec<u8>,
+    pub body: u32,
+    pub interned: u32,
+    /// The interning tables were cleared before it was encoded: the sequence's state is cleared
+    /// before it is written.
+    pub reset: bool,
     /// Flows that start at this slice (it woke a call, its completion ended a wait).
     pub flows_out: Vec<u64>,
     /// Flows that end at this slice (what woke it).
@@ -71,10 +100,6 @@ pub struct Held {
     pub request: Option<(u32, u64)>,
     /// The request (disk and sector) whose completion woke it while its link is not found.
     pub woken_by: Option<(u32, u64)>,
-    /// Slices inside the call, in time order, one after another: its parts as the recording
-    /// keeps them ([`call_parts`]), or its longest blocked interval alone ([`longest_wait`]).
-    /// Start, end, name key.
-    pub parts: Vec<(u64, u64, u32)>,
 }
 
 /// Key of the queue-time slices of block requests.
@@ -147,9 +172,9 @@ pub fn raw(c: &latscope_event::StrCol, i: usize) -> &[u8] {
     &c.data[c.offsets[i] as usize..c.offsets[i + 1] as usize]
 }
 
-/// Fills a [`Held`] (reused: its vectors keep their room).
+/// Fills a [`Slice`] (reused: its vectors keep their room).
 pub struct SliceBuilder<'a> {
-    pub h: &'a mut Held,
+    pub h: &'a mut Slice,
 }
 
 /// Text formatted straight into a slice's string bytes: a slice's arguments cost no allocation.
