@@ -27,28 +27,7 @@ fn main() {
         layout: if args.get(4).is_some_and(|s| s == "mixed") { Layout::Mixed } else { Layout::ByKind },
     };
     if args.get(4).is_some_and(|s| s == "why") {
-        let mut header = server.header();
-        header.command_line = vec!["latscope".into(), "record".into(), "--why".into()];
-        let mut w = TraceWriter::create(&args[1], &header).expect("create the trace");
-        let mut prev = 0u32;
-        let summary = server
-            .for_each_batch(|b| {
-                let mut b = b.clone();
-                for i in 0..b.len() {
-                    if b.kind[i] == 0 {
-                        b.why_cpu[i] = b.lat[i] / 2;
-                        b.why_lock[i] = b.lat[i] - b.lat[i] / 2;
-                        if prev != 0 && prev != b.tid[i] {
-                            b.waker_ctx[i] = 1;
-                            b.waker_tid[i] = prev;
-                        }
-                        prev = b.tid[i];
-                    }
-                }
-                w.write_batch(&b, 0)
-            })
-            .expect("write the trace");
-        let s = w.finish(summary).expect("finish the trace");
+        let s = server.write_why(&args[1]).expect("write the trace");
         eprintln!("wrote {} events to {} ({} bytes)", s.events, args[1], s.bytes);
         return;
     }

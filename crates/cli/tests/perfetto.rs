@@ -451,7 +451,8 @@ fn perfetto_export_takes_a_filter_and_a_window_as_events_would() {
 fn perfetto_export_too_large_is_refused_naming_a_window_or_cut_into_parts() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("busy.lst");
-    BusyServer { events: 60_000, block_every: 20, layout: Layout::ByKind }.write(&trace).unwrap();
+    // Laid out as a `record --why` recording: its wake-ups are flows, some open at every moment.
+    BusyServer { events: 60_000, block_every: 20, layout: Layout::ByKind }.write_why(&trace).unwrap();
     let out = dir.path().join("big.pftrace");
     let o = latscope(&["export", "-q", "-r", s(&trace), "--perfetto", s(&out), "--max-size", "1MiB"]);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -469,11 +470,16 @@ fn perfetto_export_too_large_is_refused_naming_a_window_or_cut_into_parts() {
     for f in &files {
         assert!(std::fs::metadata(f).unwrap().len() <= (1 << 20) + 4096, "{} is larger than asked", f.display());
     }
-    // Each part is a trace of its own; together they hold every event once.
+    // Each part is a trace of its own (every flow in it begins and ends in it); together they
+    // hold every event once, and every flow linked but those left out at the cuts.
     let Some(v) = check("perfetto_export_too_large_is_refused_naming_a_window_or_cut_into_parts", &files) else {
         return;
     };
     assert_same_events(&trace, "", &v);
+    let linked = j["links"]["wakeups_linked"].as_u64().unwrap();
+    let cut = j["flows_cut_between_files"].as_u64().unwrap();
+    assert!(linked > 1000 && cut < linked / 4, "{j}");
+    assert_eq!(v["flows"].as_array().unwrap().len() as u64, linked - cut, "{j}");
 }
 
 #[test]

@@ -554,6 +554,32 @@ impl BusyServer {
         let summary = self.for_each_batch(|b| w.write_batch(b, 0))?;
         w.finish(summary)
     }
+
+    /// Writes the trace laid out as `record --why` writes one (its header says so): every
+    /// syscall carries a breakdown (half on CPU, half lock) and was woken by the thread of the
+    /// syscall before it, when that is another (the wake-ups the Perfetto export links as flows).
+    pub fn write_why(&self, path: impl AsRef<Path>) -> Result<Summary, TraceError> {
+        let mut header = self.header();
+        header.command_line = vec!["latscope".into(), "record".into(), "--why".into()];
+        let mut w = TraceWriter::create(path, &header)?;
+        let mut prev = 0u32;
+        let summary = self.for_each_batch(|b| {
+            let mut b = b.clone();
+            for i in 0..b.len() {
+                if b.kind[i] == EventKind::Syscall as u8 {
+                    b.why_cpu[i] = b.lat[i] / 2;
+                    b.why_lock[i] = b.lat[i] - b.lat[i] / 2;
+                    if prev != 0 && prev != b.tid[i] {
+                        b.waker_ctx[i] = 1;
+                        b.waker_tid[i] = prev;
+                    }
+                    prev = b.tid[i];
+                }
+            }
+            w.write_batch(&b, 0)
+        })?;
+        w.finish(summary)
+    }
 }
 
 /// One kind of call of a [`Steady`] workload: arrivals a Poisson process at `per_sec`, latency

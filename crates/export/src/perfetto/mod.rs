@@ -53,6 +53,9 @@ use tracks::Tracks;
 
 use crate::ExportError;
 
+/// The file of a flow left out of the export because its ends would fall in two files.
+const FLOW_LEFT_OUT: u32 = u32::MAX;
+
 /// Largest file written by default: the Perfetto UI runs in a browser, where a trace takes two
 /// to four times its size in memory and about 2 GB is available.
 pub const DEFAULT_MAX_BYTES: u64 = 512 << 20;
@@ -131,7 +134,8 @@ pub struct PerfettoSummary {
     pub disks: usize,
     /// Wake-ups and requests linked as flows, and those that could not be.
     pub links: LinkStats,
-    /// Flows dropped because their ends fell in two files.
+    /// Flows left out because their ends fell, or would have fallen, in two files (with
+    /// `--split`: a file is cut at a moment no flow crosses).
     pub flows_cut_between_files: u64,
     /// Events left out of the counter tracks (they came after their interval was written).
     pub counter_events_late: u64,
@@ -237,8 +241,10 @@ struct Export<'a> {
     linker: Linker,
     counters: Counters,
     out: Out,
-    /// Flows with one end written: the file it is in.
+    /// Flows with one end written: the file it is in ([`FLOW_LEFT_OUT`]: the flow is left out).
     flow_file: HashMap<u64, u32, RandomState>,
+    /// Flows with one end written in the file being written and the other still to come.
+    flows_open: u64,
     flows_cut: u64,
     exported: u64,
     queue_slices: u64,
@@ -323,7 +329,7 @@ impl Export<'_> {
 
     /// Writes what is due (everything with `all`).
     fn drain(&mut self, all: bool) -> Result<(), ExportError> {
-        let Export { tracks, linker, counters, out, flow_file, flows_cut, opts, header, .. } = self;
+        let Export { tracks, linker, counters, out, flow_file, flows_open, flows_cut, opts, header, .. } = self;
         let start = header.start_ns;
         let mut keep_out: Vec<u64> = Vec::new();
         let mut keep_in: Vec<u64> = Vec::new();
@@ -337,24 +343,39 @@ impl Export<'_> {
                 return Ok(());
             }
             let part = out.part_number().max(1);
+            // Past 90 % of the size the file is cut at the first moment no flow is open: no
+            // flow begins in it any more, for one whose other end came after the cut would
+            // begin in this file and end in none.
+            let closing = out.bytes() >= opts.max_bytes / 10 * 9;
             keep_out.clear();
             keep_in.clear();
             for (list, keep) in [(&h.flows_out, &mut keep_out), (&h.flows_in, &mut keep_in)] {
                 for &f in list {
                     match flow_file.remove(&f) {
+                        None if closing => {
+                            flow_file.insert(f, FLOW_LEFT_OUT);
+                            *flows_cut += 1;
+                        }
                         None => {
                             flow_file.insert(f, part);
+                            *flows_open += 1;
                             keep.push(f);
                         }
-                        Some(p) if p == part => keep.push(f),
+                        Some(p) if p == part => {
+                            *flows_open -= 1;
+                            keep.push(f);
+                        }
+                        Some(FLOW_LEFT_OUT) => {}
+                        // Begun in a file cut at its size with the flow open (its other end
+                        // was held longer than the last tenth of the file took to write).
                         Some(_) => *flows_cut += 1,
                     }
                 }
             }
             out.slice(tracks, h, &keep_out, &keep_in)?;
-            // Cut into parts: at a moment no flow crosses, once past 90 % of the size.
             let bytes = out.bytes();
-            if bytes >= opts.max_bytes / 10 * 9 && (flow_file.is_empty() || bytes >= opts.max_bytes) {
+            if closing && (*flows_open == 0 || bytes >= opts.max_bytes) {
+                *flows_open = 0;
                 out.close_part()?;
                 out.open_part()?;
             }
@@ -399,6 +420,7 @@ pub fn export_perfetto(
         header,
         opts,
         flow_file: HashMap::default(),
+        flows_open: 0,
         flows_cut: 0,
         exported: 0,
         queue_slices: 0,
