@@ -5,9 +5,9 @@
 //! show the time of day), a packet that starts the sequence (`SEQ_INCREMENTAL_STATE_CLEARED`,
 //! the packet defaults: timestamps in CLOCK_MONOTONIC, and in a file after the first, the
 //! interning entries written so far, which slices encoded before the cut may use), and each
-//! track's descriptor before the first event on it. Slices are encoded as they arrive, names and
-//! strings interned then, and written later in the same order, with their flows. All packets are of one sequence (`trusted_packet_sequence_id` 1): one
-//! writer.
+//! track's descriptor before the first event on it. All packets are of one sequence
+//! (`trusted_packet_sequence_id` 1): one writer. Slices are encoded as they arrive, their names
+//! and strings interned then, and written later in the same order, with their flows.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -116,8 +116,8 @@ pub struct Out {
     /// The interning tables, used as slices are encoded ([`Out::encode`]): slices are written
     /// in the order they are encoded, so these are the tables the file has as each is written.
     interner: Interner,
-    /// The entries of the tables' generation written so far, as the body of an `InternedData`:
-    /// a new file starts with them, for the slices encoded before it and written in it.
+    /// The entries of the tables' generation written so far, as the body of an `InternedData`
+    /// (kept when split): a new file starts with them, for the slices encoded before it.
     emitted: Vec<u8>,
     /// Where a slice is encoded before its bytes are copied to it.
     scratch: Vec<u8>,
@@ -393,7 +393,9 @@ impl Out {
         c.end_fixed(em, 3);
         if !entries.is_empty() {
             c.bytes(packet::INTERNED_DATA, entries);
-            self.emitted.extend_from_slice(entries);
+            if self.split {
+                self.emitted.extend_from_slice(entries);
+            }
         }
         c.end_fixed(pm, 3);
         c.raw(inside);
