@@ -820,6 +820,14 @@ mod tests {
 
     use latscope_testkit::require_bpf as can_trace;
 
+    /// A copy of `sleep` under `name`, so a filter on `proc.name` picks out this test's calls.
+    fn renamed_sleep(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+        let to = dir.join(name);
+        let sleep = Command::new("sh").arg("-c").arg("command -v sleep").output().unwrap();
+        std::fs::copy(String::from_utf8_lossy(&sleep.stdout).trim(), &to).unwrap();
+        to
+    }
+
     fn events(agent: &Agent, series: &str) -> (u64, u64) {
         let s = agent.series.iter().find(|s| s.cfg.name == series).unwrap();
         (s.groups.events(), s.restarts)
@@ -834,9 +842,7 @@ mod tests {
             return;
         }
         let tmp = tempfile::tempdir().unwrap();
-        let sleeper = tmp.path().join("lsag_rst");
-        let sleep = Command::new("sh").arg("-c").arg("command -v sleep").output().unwrap();
-        std::fs::copy(String::from_utf8_lossy(&sleep.stdout).trim(), &sleeper).unwrap();
+        let sleeper = renamed_sleep(tmp.path(), "lsag_rst");
         let sleeps = |n: usize| {
             for _ in 0..n {
                 assert!(Command::new(&sleeper).arg("0.01").status().unwrap().success());
@@ -898,9 +904,7 @@ mod tests {
             return;
         }
         let tmp = tempfile::tempdir().unwrap();
-        let sleeper = tmp.path().join("lsag_hof");
-        let sleep = Command::new("sh").arg("-c").arg("command -v sleep").output().unwrap();
-        std::fs::copy(String::from_utf8_lossy(&sleep.stdout).trim(), &sleeper).unwrap();
+        let sleeper = renamed_sleep(tmp.path(), "lsag_hof");
         let cfg = AgentConfig::parse(
             r#"
             listen = "127.0.0.1:0"

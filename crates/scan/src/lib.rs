@@ -304,6 +304,12 @@ impl Scan {
     /// look-ahead then reads metadata alone; in older files it would read every body twice),
     /// `None` otherwise or when it cannot be opened again.
     pub fn block_zones(&self) -> Option<Vec<BlockZone>> {
+        Some(self.reread(&[Column::Ts])?.block_zones())
+    }
+
+    /// A second reader of the same trace, decoding only `columns` and passing over corrupt
+    /// blocks, for reading ahead: under the conditions of [`Scan::block_zones`].
+    pub fn reread(&self, columns: &[Column]) -> Option<TraceReader> {
         let Input::Trace(r) = &self.input else { return None };
         if self.path == Path::new("-") || r.last_block_meta()?.buffer_crc32c.is_none() {
             return None;
@@ -311,8 +317,8 @@ impl Scan {
         if !std::fs::metadata(&self.path).ok()?.is_file() {
             return None;
         }
-        let ro = ReadOptions { projection: Some(vec![Column::Ts]), skip_corrupt: true };
-        Some(TraceReader::open_with(&self.path, ro).ok()?.block_zones())
+        let ro = ReadOptions { projection: Some(columns.to_vec()), skip_corrupt: true };
+        TraceReader::open_with(&self.path, ro).ok()
     }
 
     /// The next chunk of matching events, or `None` at the end. Corrupt blocks are skipped and

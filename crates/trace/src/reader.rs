@@ -52,8 +52,17 @@ pub struct BlockZone {
     pub ts_min: Option<u64>,
     /// Its smallest end time.
     pub end_min: Option<u64>,
+    /// Its largest end time.
+    pub end_max: Option<u64>,
     /// Events up to and including this block.
     pub events_total: Option<u64>,
+}
+
+impl BlockZone {
+    /// The zone of the block whose metadata is `m`.
+    pub fn of(m: &BlockMeta) -> BlockZone {
+        BlockZone { seq: m.seq, ts_min: m.ts_min, end_min: m.end_min, end_max: m.end_max, events_total: m.events_total }
+    }
 }
 
 /// Options of [`TraceReader::open_with`].
@@ -327,7 +336,7 @@ impl TraceReader {
         let mut zones = Vec::new();
         let mut batch = EventBatch::default();
         while let Some(_res) = self.next_batch_pruned(&mut batch, |m| {
-            zones.push(BlockZone { seq: m.seq, ts_min: m.ts_min, end_min: m.end_min, events_total: m.events_total });
+            zones.push(BlockZone::of(m));
             Column::ALL
         }) {}
         zones

@@ -129,50 +129,126 @@ mod tests {
     use latscope_trace::synth::{BusyServer, Layout};
     use latscope_trace::{TraceReader, TraceWriter};
 
+    /// Prints the trace at `path` as `events` prints it, with the blocks' zone maps read ahead or
+    /// not: the output and the most events held.
+    fn print(path: &std::path::Path, json: bool, sort: SortBy, window_ns: u64, ahead: bool) -> (Vec<u8>, Summary) {
+        let mut r = TraceReader::open(path).unwrap();
+        let header = r.header().clone();
+        let la = ahead.then(|| {
+            let ro = latscope_trace::ReadOptions {
+                projection: Some(vec![latscope_trace::Column::Ts, latscope_trace::Column::Lat]),
+                skip_corrupt: true,
+            };
+            Lookahead::read(TraceReader::open_with(path, ro).unwrap(), sort, window_ns)
+        });
+        let o = Options {
+            json,
+            why: false,
+            time: crate::events::TimeFormat::Relative,
+            sort,
+            window_ns,
+            max_held: 1_000_000,
+            limit: u64::MAX,
+        };
+        let mut out = Vec::new();
+        let mut list = EventList::new(header, o, Box::new(&mut out));
+        while let Some(b) = r.next_batch() {
+            let b = b.unwrap();
+            let rows: Vec<u32> = (0..b.len() as u32).collect();
+            list.batch(&b, &rows).unwrap();
+            let seq = r.last_block_meta().and_then(|m| m.seq);
+            if let Some(bound) = la.as_ref().zip(seq).and_then(|(l, s)| l.after(s)) {
+                list.release_before(bound).unwrap();
+            }
+        }
+        let s = list.finish().unwrap();
+        (out, s)
+    }
+
+    /// A busy server's trace of 300 000 events, `long` of whose calls in its last block began at
+    /// its start (a shell's wait for its command): its path and its span, ns.
+    fn busy_trace(name: &str, long: usize) -> (std::path::PathBuf, u64) {
+        let path = std::env::temp_dir().join(format!("latscope-{name}-{}.lst", std::process::id()));
+        let server = BusyServer { events: 300_000, block_every: 20, layout: Layout::ByKind };
+        let mut batches = Vec::new();
+        let summary = server
+            .for_each_batch(|b| {
+                batches.push(b.clone());
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        let first = batches.iter().flat_map(|b| b.ts.iter()).copied().min().unwrap();
+        let last = batches.iter().flat_map(|b| (0..b.len()).map(|i| b.end(i))).max().unwrap();
+        let b = batches.last_mut().unwrap();
+        let calls: Vec<usize> = (0..b.len()).filter(|&i| b.kind[i] == EventKind::Syscall as u8).take(long).collect();
+        for (k, i) in calls.into_iter().enumerate() {
+            let end = b.end(i);
+            b.ts[i] = first + 1000 * k as u64;
+            b.lat[i] = end - b.ts[i];
+        }
+        // Blocks of 2048 events: many to a window.
+        let mut w = TraceWriter::create(&path, &server.header()).unwrap();
+        for b in &batches {
+            for from in (0..b.len()).step_by(2048) {
+                let mut part = latscope_event::EventBatch::default();
+                part.append_range(b, from..(from + 2048).min(b.len()));
+                w.write_batch(&part, 0).unwrap();
+            }
+        }
+        w.finish(summary).unwrap();
+        (path, last - first)
+    }
+
     /// A busy server's trace, printed as `events` prints it: with the blocks' zone maps read
     /// ahead, the output is the same byte for byte, in JSON and in lines, by start and by end,
     /// and a few blocks' worth of events are held instead of the whole window's.
     #[test]
     fn reading_the_zone_maps_ahead_changes_only_what_is_held() {
-        let path = std::env::temp_dir().join(format!("latscope-lookahead-{}.lst", std::process::id()));
-        let server = BusyServer { events: 300_000, block_every: 20, layout: Layout::ByKind };
-        let mut w = TraceWriter::create(&path, &server.header()).unwrap();
-        let summary = server.for_each_batch(|b| w.write_batch(b, 0)).unwrap();
-        w.finish(summary).unwrap();
-        let print = |json: bool, sort: SortBy, ahead: bool| {
-            let mut r = TraceReader::open(&path).unwrap();
-            let header = r.header().clone();
-            let la = ahead.then(|| Lookahead::new(&TraceReader::open(&path).unwrap().block_zones(), sort));
-            let o = Options {
-                json,
-                why: false,
-                time: crate::events::TimeFormat::Relative,
-                sort,
-                window_ns: 5_000_000_000,
-                max_held: 1_000_000,
-                limit: u64::MAX,
-            };
-            let mut out = Vec::new();
-            let mut list = EventList::new(header, o, Box::new(&mut out));
-            while let Some(b) = r.next_batch() {
-                let b = b.unwrap();
-                let rows: Vec<u32> = (0..b.len() as u32).collect();
-                list.batch(&b, &rows).unwrap();
-                let seq = r.last_block_meta().and_then(|m| m.seq);
-                if let Some(bound) = la.as_ref().zip(seq).and_then(|(l, s)| l.after(s)) {
-                    list.release_before(bound).unwrap();
-                }
-            }
-            let s = list.finish().unwrap();
-            (out, s.peak_held)
-        };
+        let (path, _) = busy_trace("lookahead", 0);
         for (json, sort) in [(true, SortBy::Start), (false, SortBy::Start), (false, SortBy::End)] {
-            let (all, held_all) = print(json, sort, false);
-            let (ahead, held_ahead) = print(json, sort, true);
+            let (all, s_all) = print(&path, json, sort, 5_000_000_000, false);
+            let (ahead, s_ahead) = print(&path, json, sort, 5_000_000_000, true);
             assert!(all == ahead, "json {json}, {sort:?}: the output differs");
-            assert_eq!(held_all, 300_000, "a 5 s window over a shorter trace holds it all");
-            assert!(held_ahead < 300_000 / 3, "json {json}, {sort:?}: {held_ahead} held");
+            assert_eq!(s_all.peak_held, 300_000, "a 5 s window over a shorter trace holds it all");
+            assert!(s_ahead.peak_held < 300_000 / 3, "json {json}, {sort:?}: {} held", s_ahead.peak_held);
         }
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// Calls longer than the window that end in the last block (shells waiting for their
+    /// commands) are late either way; with the zone maps read ahead they do not hold back every
+    /// event before them: the same output, and no more held than without them.
+    #[test]
+    fn calls_longer_than_the_window_do_not_hold_back_the_zone_maps() {
+        let (plain, span) = busy_trace("lookahead-plain", 0);
+        let (path, _) = busy_trace("lookahead-long", 3);
+        let window = span / 4;
+        for (json, sort) in [(true, SortBy::Start), (false, SortBy::Start)] {
+            let (all, s_all) = print(&path, json, sort, window, false);
+            let (ahead, s_ahead) = print(&path, json, sort, window, true);
+            // The late calls go out when read, which is after more of the others here; the
+            // others come out in the same order.
+            let split = |out: &[u8]| {
+                let text = String::from_utf8(out.to_vec()).unwrap();
+                let (late, timely): (Vec<String>, Vec<String>) =
+                    text.lines().map(str::to_string).partition(|l| l.contains("\"late\":true") || l.contains("[late]"));
+                (late, timely)
+            };
+            let ((late_all, all), (late_ahead, ahead)) = (split(&all), split(&ahead));
+            assert!(all == ahead, "json {json}, {sort:?}: the output differs");
+            assert_eq!(late_all, late_ahead, "json {json}, {sort:?}");
+            assert_eq!((late_all.len(), s_all.late, s_ahead.late), (3, 3, 3), "the three long calls are late");
+            let (_, s_plain) = print(&plain, json, sort, window, true);
+            assert!(s_all.peak_held > 300_000 / 5, "json {json}: the window holds {}", s_all.peak_held);
+            assert!(
+                s_ahead.peak_held <= s_plain.peak_held + 2048 && s_ahead.peak_held < s_all.peak_held / 2,
+                "json {json}, {sort:?}: {} held, {} without the long calls, {} by the window alone",
+                s_ahead.peak_held,
+                s_plain.peak_held,
+                s_all.peak_held
+            );
+        }
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&plain);
     }
 }

@@ -181,24 +181,41 @@ impl<T> Reorder<T> {
 }
 
 /// For each block of a trace, the earliest time (start or end, as the order goes) of any event
-/// in the blocks after it, from their zone maps: once a block has been read, every held event
-/// before that time can go out ([`Reorder::release_before`]). A recording of seconds is then
-/// printed holding a few blocks' worth of events instead of the whole reorder window's.
+/// in the blocks after it that is to come out in order, from their zone maps: once a block has
+/// been read, every held event before that time can go out ([`Reorder::release_before`]). A
+/// recording of seconds is then printed holding a few blocks' worth of events instead of the
+/// whole reorder window's.
+///
+/// An event that began more than the window before the latest completion in the blocks before
+/// its own (a wait longer than the window) is late by the window's rule, so it does not hold
+/// back the bound: without that, one shell waiting for its command through a whole recording
+/// would keep every event of the window held. Each block is bounded by its own zone's earliest
+/// time, or by the latest completion before it less the window if that is later.
 #[derive(Debug, Default)]
 pub struct Lookahead {
     after: rustc_hash::FxHashMap<u64, u64>,
 }
 
 impl Lookahead {
-    /// From the zones of a trace's blocks, in file order. A block whose zone is unknown (a file
-    /// written before zone maps) bounds every block before it at 0: nothing is let out early.
-    pub fn new(zones: &[latscope_trace::BlockZone], by: SortBy) -> Lookahead {
+    /// From the zones of a trace's blocks, in file order, for a reorder window of `window_ns`.
+    /// A block whose zone is unknown (a file written before zone maps) bounds every block before
+    /// it at 0 (nothing is let out early), or at the window's own bound where an earlier block's
+    /// latest completion is known.
+    pub fn new(zones: &[latscope_trace::BlockZone], by: SortBy, window_ns: u64) -> Lookahead {
         let mut after = rustc_hash::FxHashMap::default();
         let mut bound = u64::MAX;
         let mut totals: Vec<Option<u64>> = zones.iter().map(|z| z.events_total).collect();
         // Each block's own event count, where the running totals say it.
         for k in (1..totals.len()).rev() {
             totals[k] = totals[k].zip(totals[k - 1]).map(|(a, b)| a.saturating_sub(b));
+        }
+        // The latest completion in the blocks before each one: its events that began more than
+        // the window before it are late whatever else is held.
+        let mut ended = Vec::with_capacity(zones.len());
+        let mut latest = 0u64;
+        for z in zones {
+            ended.push(latest);
+            latest = latest.max(z.end_max.unwrap_or(0));
         }
         for (k, z) in zones.iter().enumerate().rev() {
             if let Some(seq) = z.seq {
@@ -211,13 +228,61 @@ impl Lookahead {
                 SortBy::Start => z.ts_min,
                 SortBy::End => z.end_min,
             };
+            let in_order_from = ended[k].saturating_sub(window_ns);
             bound = match key {
-                Some(t) => bound.min(t),
+                Some(t) => bound.min(t.max(in_order_from)),
                 None if totals[k] == Some(0) => bound,
-                None => 0,
+                None => bound.min(in_order_from),
             };
         }
         Lookahead { after }
+    }
+
+    /// [`Lookahead::new`] from the blocks of trace `r` (opened to decode `ts` and `lat` alone):
+    /// a block whose zone begins more than the window before the latest completion before it
+    /// holds a call longer than the window, so its own `ts` and `lat` are decoded to bound it by
+    /// its other events (a recording where such calls end every second would otherwise hold
+    /// the window). Other blocks are read for their metadata only.
+    pub fn read(mut r: latscope_trace::TraceReader, by: SortBy, window_ns: u64) -> Lookahead {
+        let mut zones: Vec<latscope_trace::BlockZone> = Vec::new();
+        let mut batch = latscope_event::EventBatch::default();
+        let mut latest = 0u64;
+        loop {
+            let mut long = None;
+            let res = r.next_batch_pruned(&mut batch, |m| {
+                let z = latscope_trace::BlockZone::of(m);
+                let key = match by {
+                    SortBy::Start => z.ts_min,
+                    SortBy::End => z.end_min,
+                };
+                let from = latest.saturating_sub(window_ns);
+                latest = latest.max(z.end_max.unwrap_or(0));
+                zones.push(z);
+                if key.is_some_and(|t| t < from) {
+                    long = Some(from);
+                    &[][..]
+                } else {
+                    &latscope_trace::Column::ALL[..]
+                }
+            });
+            let Some(res) = res else { break };
+            // A block that cannot be decoded keeps its zone (the scan passes over it too).
+            if let (Some(from), Ok(())) = (long, res) {
+                let b = &batch;
+                let keys = (0..b.len()).map(|i| match by {
+                    SortBy::Start => b.ts[i],
+                    SortBy::End => b.end(i),
+                });
+                let first = keys.filter(|&t| t >= from).min();
+                let z = zones.last_mut().expect("pushed above");
+                // Every event late: the block bounds nothing (as an empty one).
+                match by {
+                    SortBy::Start => z.ts_min = Some(first.unwrap_or(u64::MAX)),
+                    SortBy::End => z.end_min = Some(first.unwrap_or(u64::MAX)),
+                }
+            }
+        }
+        Lookahead::new(&zones, by, window_ns)
     }
 
     /// The earliest time of any event after block `seq`, if known.
@@ -591,20 +656,55 @@ mod tests {
             seq: Some(seq),
             ts_min: ts,
             end_min: ts.map(|t| t + 5),
+            end_max: ts.map(|t| t + 10),
             events_total: Some(total),
         };
         // Blocks 0..4: the third is empty, the last is the summary (no events).
         let zones = [z(0, Some(100), 10), z(1, Some(50), 20), z(2, None, 20), z(3, Some(70), 30), z(4, None, 30)];
-        let l = Lookahead::new(&zones, SortBy::Start);
+        let l = Lookahead::new(&zones, SortBy::Start, 1000);
         assert_eq!(
             [l.after(0), l.after(1), l.after(2), l.after(3), l.after(4)],
             [Some(50), Some(70), Some(70), Some(u64::MAX), None]
         );
-        assert_eq!(Lookahead::new(&zones, SortBy::End).after(0), Some(55));
+        assert_eq!(Lookahead::new(&zones, SortBy::End, 1000).after(0), Some(55));
         // A block with events but no zone map (an older writer): nothing before it is let out early.
         let zones = [z(0, Some(100), 10), z(1, None, 20), z(2, Some(300), 30)];
-        let l = Lookahead::new(&zones, SortBy::Start);
+        let l = Lookahead::new(&zones, SortBy::Start, 1000);
         assert_eq!((l.after(0), l.after(1)), (Some(0), Some(300)));
+        // ... but where a block before it ended long after the window, what began before the
+        // window goes out.
+        assert_eq!(Lookahead::new(&zones, SortBy::Start, 50).after(0), Some(60));
+    }
+
+    /// A call longer than the window (a shell's wait for its command) in a late block bounds
+    /// the blocks before it at the latest completion before its block less the window, not at
+    /// its own start: it is late by the window's rule anyway.
+    #[test]
+    fn a_call_longer_than_the_window_does_not_hold_back_the_lookahead() {
+        use latscope_trace::BlockZone;
+        // Blocks of 1 s each from t = 0; block 9 holds a call that began at 0.5 s.
+        let zones: Vec<BlockZone> = (0..10u64)
+            .map(|k| {
+                let s = k * 1_000_000_000;
+                BlockZone {
+                    seq: Some(k),
+                    ts_min: Some(if k == 9 { 500_000_000 } else { s }),
+                    end_min: Some(s + 1000),
+                    end_max: Some(s + 999_999_000),
+                    events_total: Some((k + 1) * 100),
+                }
+            })
+            .collect();
+        let win = 3_000_000_000;
+        let l = Lookahead::new(&zones, SortBy::Start, win);
+        // Block 9 bounds everything before it at 9 s (end of block 8) less the window.
+        assert_eq!(l.after(0), Some(1_000_000_000));
+        assert_eq!(l.after(5), Some(5_999_999_000));
+        assert_eq!(l.after(7), Some(5_999_999_000));
+        // With a window longer than the recording, the call is in order: nothing goes out early.
+        let l = Lookahead::new(&zones, SortBy::Start, 60_000_000_000);
+        assert_eq!(l.after(0), Some(500_000_000));
+        assert_eq!(l.after(7), Some(500_000_000));
     }
 
     #[test]

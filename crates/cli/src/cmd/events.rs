@@ -4,6 +4,7 @@
 use crate::args::{finish_scan, JsonArg, ReadArgs, ScanPlan, TimeFormatArg};
 use anyhow::Result;
 use latscope_event::units::parse_duration_secs_default;
+use latscope_trace::Column;
 use latscope_view::eventlist::{EventList, Options, Summary};
 use latscope_view::events::{SortBy, LINE_COLUMNS};
 use latscope_view::reorder::Lookahead;
@@ -21,7 +22,8 @@ const MAX_HELD: usize = 1_000_000;
 /// completion already read — a wait or sleep longer than the window — is printed when it is
 /// read, after lines that began later, and marked '[late]' ("late": true in JSON). From a
 /// trace file, an event goes out as soon as the blocks still to read (their time ranges are in
-/// their metadata) hold nothing earlier, so little is held; from a stream, at the window.
+/// their metadata) hold nothing earlier but calls longer than the window, so little is held;
+/// from a stream, at the window.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope events -r trace.lst
@@ -78,7 +80,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     // A trace file's zone maps say where the blocks still to come begin: what precedes them
     // goes out at once instead of waiting out the window (the same output, far less held).
     // Read once the first block says the file's blocks can be read ahead cheaply.
-    let (sort, mut lookahead, mut looked) = (o.sort, None, false);
+    let (sort, window, mut lookahead, mut looked) = (o.sort, o.window_ns, None, false);
     let mut list = EventList::new(header.clone(), o, Box::new(std::io::stdout().lock()));
     while !list.full() {
         let Some(c) = scan.next_batch() else { break };
@@ -86,7 +88,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         list.batch(c.batch, c.rows)?;
         if !looked {
             looked = true;
-            lookahead = scan.block_zones().map(|z| Lookahead::new(&z, sort));
+            lookahead = scan.reread(&[Column::Ts, Column::Lat]).map(|r| Lookahead::read(r, sort, window));
         }
         if let Some(bound) = lookahead.as_ref().zip(scan.last_block()).and_then(|(l, seq)| l.after(seq)) {
             list.release_before(bound)?;
