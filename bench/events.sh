@@ -10,8 +10,11 @@
 # server (latscope_trace::synth: paths, several processes, a block request every 20 events), and
 # EVENTS/2 of the same laid out as a `record --why` recording (every call with a breakdown and
 # a waker: `events --json` writes each call's `why` object).
-# Both are printed in the order of their start time with the default 5 s reorder window, so
-# up to a million events are held at once.
+# As root, also a `record --why` of a shell that runs a paced loop for 10 s (40 k calls/s) and
+# then `ls`: its `wait4` for the loop is longer than the window.
+# All are printed in the order of their start time with the default 5 s reorder window; the
+# peak resident size of each command is printed beside its time (a trace file's blocks say where
+# they begin, so little is held unless a call as long as the window is under way).
 #
 # Environment: LATSCOPE (default target/$PROFILE/latscope), BASE (a previous latscope binary),
 # TRACE, RECORD_SECS (default 5), EVENTS (default 2000000), REPS (3), PROFILE (cargo profile of
@@ -42,6 +45,11 @@ elif [ "$(id -u)" = 0 ]; then
 		echo "(no recording: $(tail -1 "$WORK/rec.err"); synthetic trace only)"
 	fi
 	kill "${PIDS[-1]}" 2>/dev/null || true
+	if "$LS" record --why -w "$WORK/shell.lst" --quiet -- sh -c "'$WORK/readloop' 400000 40000 mix >/dev/null; ls / >/dev/null" 2>"$WORK/rec.err"; then
+		traces+=("record --why of a shell running a paced loop for 10 s|$WORK/shell.lst")
+	else
+		echo "(no --why recording: $(tail -1 "$WORK/rec.err"))"
+	fi
 else
 	echo "(not root: no recording; synthetic trace only)"
 fi
@@ -49,26 +57,28 @@ fi
 host_line
 echo "(one CPU used)"
 echo
-echo "| trace | command | build | CPU | M events/s per core | vs previous build | vs hist |"
-echo "|---|---|---|---|---|---|---|"
+# Peak resident size of one run, MiB.
+peak() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1 | awk '{printf "%.0f", $1 / 1024}'; }
+echo "| trace | command | build | CPU | M events/s per core | vs previous build | vs hist | peak RSS |"
+echo "|---|---|---|---|---|---|---|---|"
 for t in "${traces[@]}"; do
 	name=${t%%|*}
 	file=${t#*|}
 	n=$("$LS" info --json -r "$file" | python3 -c 'import json,sys; print(json.load(sys.stdin)["events"])')
 	h=$(cpu taskset -c 0 "$LS" hist -r "$file")
-	printf '| %s, %.2f M events | hist | this | %.3f s | %.1f | | 1.00x |\n' "$name" "$(echo "$n / 1000000" | bc -l)" "$h" "$(echo "$n / $h / 1000000" | bc -l)"
+	printf '| %s, %.2f M events | hist | this | %.3f s | %.1f | | 1.00x | |\n' "$name" "$(echo "$n / 1000000" | bc -l)" "$h" "$(echo "$n / $h / 1000000" | bc -l)"
 	for cmd in "events" "events --json"; do
 		# shellcheck disable=SC2206
 		args=($cmd -r "$file")
 		b=""
 		if [ -n "$BASE" ]; then
 			b=$(cpu taskset -c 0 "$BASE" "${args[@]}")
-			printf '| | %s | previous | %.3f s | %.2f | 1.00x | %.1fx |\n' "$cmd" "$b" "$(echo "$n / $b / 1000000" | bc -l)" "$(echo "$b / $h" | bc -l)"
+			printf '| | %s | previous | %.3f s | %.2f | 1.00x | %.1fx | %s MiB |\n' "$cmd" "$b" "$(echo "$n / $b / 1000000" | bc -l)" "$(echo "$b / $h" | bc -l)" "$(peak "$BASE" "${args[@]}")"
 		fi
 		c=$(cpu taskset -c 0 "$LS" "${args[@]}")
 		vs=""
 		[ -n "$b" ] && vs=$(printf '**%.1fx faster**' "$(echo "$b / $c" | bc -l)")
-		printf '| | %s | this | %.3f s | %.2f | %s | %.1fx |\n' "$cmd" "$c" "$(echo "$n / $c / 1000000" | bc -l)" "$vs" "$(echo "$c / $h" | bc -l)"
+		printf '| | %s | this | %.3f s | %.2f | %s | %.1fx | %s MiB |\n' "$cmd" "$c" "$(echo "$n / $c / 1000000" | bc -l)" "$vs" "$(echo "$c / $h" | bc -l)" "$(peak "$LS" "${args[@]}")"
 	done
 done
 echo
