@@ -57,8 +57,6 @@ fi
 host_line
 echo "(one CPU used)"
 echo
-# Peak resident size of one run, MiB.
-peak() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1 | awk '{printf "%.0f", $1 / 1024}'; }
 echo "| trace | command | build | CPU | M events/s per core | vs previous build | vs hist | peak RSS |"
 echo "|---|---|---|---|---|---|---|---|"
 for t in "${traces[@]}"; do
@@ -73,12 +71,12 @@ for t in "${traces[@]}"; do
 		b=""
 		if [ -n "$BASE" ]; then
 			b=$(cpu taskset -c 0 "$BASE" "${args[@]}")
-			printf '| | %s | previous | %.3f s | %.2f | 1.00x | %.1fx | %s MiB |\n' "$cmd" "$b" "$(echo "$n / $b / 1000000" | bc -l)" "$(echo "$b / $h" | bc -l)" "$(peak "$BASE" "${args[@]}")"
+			printf '| | %s | previous | %.3f s | %.2f | 1.00x | %.1fx | %s MiB |\n' "$cmd" "$b" "$(echo "$n / $b / 1000000" | bc -l)" "$(echo "$b / $h" | bc -l)" "$(($(peak "$BASE" "${args[@]}") / 1024))"
 		fi
 		c=$(cpu taskset -c 0 "$LS" "${args[@]}")
 		vs=""
 		[ -n "$b" ] && vs=$(printf '**%.1fx faster**' "$(echo "$b / $c" | bc -l)")
-		printf '| | %s | this | %.3f s | %.2f | %s | %.1fx | %s MiB |\n' "$cmd" "$c" "$(echo "$n / $c / 1000000" | bc -l)" "$vs" "$(echo "$c / $h" | bc -l)" "$(peak "$LS" "${args[@]}")"
+		printf '| | %s | this | %.3f s | %.2f | %s | %.1fx | %s MiB |\n' "$cmd" "$c" "$(echo "$n / $c / 1000000" | bc -l)" "$vs" "$(echo "$c / $h" | bc -l)" "$(($(peak "$LS" "${args[@]}") / 1024))"
 	done
 done
 echo

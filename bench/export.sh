@@ -167,7 +167,6 @@ fi
 
 small=$((EVENTS / 5))
 "$SYNTH" "$WORK/small.lst" "$small" 20 why 2>/dev/null
-peak() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
 rs=$(peak "$LS" export -q -r "$WORK/small.lst" --perfetto "$WORK/s.pftrace" --max-size 64GiB)
 rb=$(peak "$LS" export -q -r "$WORK/why.lst" --perfetto "$WORK/b.pftrace" --max-size 64GiB)
 echo

@@ -42,6 +42,9 @@ build_synth() {
 	SYNTH=target/$PROFILE/examples/synth_trace
 }
 
+# Peak resident size of one run of the command given, KiB (its output discarded).
+peak() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
+
 # The median of the numbers given (the first field of each, compared as numbers).
 median() {
 	printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"

@@ -298,17 +298,12 @@ impl Scan {
         }
     }
 
-    /// Where each block of the trace lies in time, read ahead from a second handle on the file
-    /// ([`TraceReader::block_zones`]): only for a trace in a regular file (a stream can be read
-    /// once) whose blocks have per-buffer checksums (call it once a block has been read: the
-    /// look-ahead then reads metadata alone; in older files it would read every body twice),
-    /// `None` otherwise or when it cannot be opened again.
-    pub fn block_zones(&self) -> Option<Vec<BlockZone>> {
-        Some(self.reread(&[Column::Ts])?.block_zones())
-    }
-
     /// A second reader of the same trace, decoding only `columns` and passing over corrupt
-    /// blocks, for reading ahead: under the conditions of [`Scan::block_zones`].
+    /// blocks, for reading ahead (block zone maps: [`latscope_trace::BlockZone`]): only for a
+    /// trace in a regular file (a stream can be read once) whose blocks have per-buffer checksums
+    /// (call it once a block has been read: a look-ahead then reads the columns asked for alone;
+    /// in older files it would read every body twice), `None` otherwise or when it cannot be
+    /// opened again.
     pub fn reread(&self, columns: &[Column]) -> Option<TraceReader> {
         let Input::Trace(r) = &self.input else { return None };
         if self.path == Path::new("-") || r.last_block_meta()?.buffer_crc32c.is_none() {

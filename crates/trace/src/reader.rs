@@ -43,7 +43,7 @@ pub const MAX_HEADER_BYTES: u64 = 64 << 20;
 /// Chunk size of the resynchronisation scan.
 const SCAN_CHUNK: usize = 1 << 20;
 
-/// Where a block lies in time ([`TraceReader::block_zones`]).
+/// Where a block lies in time, from its zone map ([`BlockZone::of`] its metadata).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockZone {
     /// The block's number.
@@ -326,20 +326,6 @@ impl TraceReader {
         self.resync_from = None;
         self.trusted_at = None;
         true
-    }
-
-    /// Where in time each remaining block lies, from its zone map, without reading a column
-    /// (only the blocks' metadata is read: a pass over a file of gigabytes takes milliseconds
-    /// when its blocks have per-buffer checksums). Corrupt blocks are passed over as
-    /// [`TraceReader::next_batch_pruned`] passes them. Reading a stream this way consumes it.
-    pub fn block_zones(mut self) -> Vec<BlockZone> {
-        let mut zones = Vec::new();
-        let mut batch = EventBatch::default();
-        while let Some(_res) = self.next_batch_pruned(&mut batch, |m| {
-            zones.push(BlockZone::of(m));
-            Column::ALL
-        }) {}
-        zones
     }
 
     /// The stack table of the trace (`record --why` with stacks): the entries of every

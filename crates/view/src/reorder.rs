@@ -217,17 +217,14 @@ impl Lookahead {
             ended.push(latest);
             latest = latest.max(z.end_max.unwrap_or(0));
         }
-        for (k, z) in zones.iter().enumerate().rev() {
+        for (k, mut z) in zones.iter().copied().enumerate().rev() {
             if let Some(seq) = z.seq {
                 // The last block has no known successor: a file still being written grows.
                 if k + 1 < zones.len() {
                     after.insert(seq, bound);
                 }
             }
-            let key = match by {
-                SortBy::Start => z.ts_min,
-                SortBy::End => z.end_min,
-            };
+            let key = *zone_key(&mut z, by);
             let in_order_from = ended[k].saturating_sub(window_ns);
             bound = match key {
                 Some(t) => bound.min(t.max(in_order_from)),
@@ -250,11 +247,8 @@ impl Lookahead {
         loop {
             let mut long = None;
             let res = r.next_batch_pruned(&mut batch, |m| {
-                let z = latscope_trace::BlockZone::of(m);
-                let key = match by {
-                    SortBy::Start => z.ts_min,
-                    SortBy::End => z.end_min,
-                };
+                let mut z = latscope_trace::BlockZone::of(m);
+                let key = *zone_key(&mut z, by);
                 let from = latest.saturating_sub(window_ns);
                 latest = latest.max(z.end_max.unwrap_or(0));
                 zones.push(z);
@@ -274,12 +268,8 @@ impl Lookahead {
                     SortBy::End => b.end(i),
                 });
                 let first = keys.filter(|&t| t >= from).min();
-                let z = zones.last_mut().expect("pushed above");
                 // Every event late: the block bounds nothing (as an empty one).
-                match by {
-                    SortBy::Start => z.ts_min = Some(first.unwrap_or(u64::MAX)),
-                    SortBy::End => z.end_min = Some(first.unwrap_or(u64::MAX)),
-                }
+                *zone_key(zones.last_mut().expect("pushed above"), by) = Some(first.unwrap_or(u64::MAX));
             }
         }
         Lookahead::new(&zones, by, window_ns)
@@ -288,6 +278,14 @@ impl Lookahead {
     /// The earliest time of any event after block `seq`, if known.
     pub fn after(&self, seq: u64) -> Option<u64> {
         self.after.get(&seq).copied()
+    }
+}
+
+/// A block zone's earliest time in the order `by` (to read or to refine).
+fn zone_key(z: &mut latscope_trace::BlockZone, by: SortBy) -> &mut Option<u64> {
+    match by {
+        SortBy::Start => &mut z.ts_min,
+        SortBy::End => &mut z.end_min,
     }
 }
 
