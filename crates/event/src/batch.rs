@@ -116,6 +116,11 @@ impl StrCol {
             Err(_) => self.push(&String::from_utf8_lossy(b)),
         }
     }
+    /// String `i` as bytes (valid UTF-8), unchecked: for writers that check them their own way.
+    #[inline]
+    pub fn bytes(&self, i: usize) -> &[u8] {
+        &self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
     /// String `i`.
     #[inline]
     pub fn get(&self, i: usize) -> &str {
