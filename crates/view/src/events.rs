@@ -92,10 +92,39 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
 0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849\
 5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
 
+/// Writes the `n` decimal digits of `v` (`n` = its digit count, 2 or more) at `out`.
+///
+/// # Safety
+/// `out` must be valid for writes of `n` bytes.
+#[inline(always)]
+unsafe fn write_digits(out: *mut u8, mut v: u64, n: usize) {
+    let mut k = n;
+    while v >= 100 {
+        let d = (v % 100) as usize * 2;
+        v /= 100;
+        k -= 2;
+        // SAFETY: k + 1 < n, and the caller gives room for n bytes.
+        unsafe {
+            *out.add(k) = DIGIT_PAIRS[d];
+            *out.add(k + 1) = DIGIT_PAIRS[d + 1];
+        }
+    }
+    // SAFETY: as above (what is left is one or two digits, at the start).
+    unsafe {
+        if v >= 10 {
+            let d = v as usize * 2;
+            *out = DIGIT_PAIRS[d];
+            *out.add(1) = DIGIT_PAIRS[d + 1];
+        } else {
+            *out = b'0' + v as u8;
+        }
+    }
+}
+
 /// An integer in decimal, as `Display` writes it.
 #[inline(always)]
 fn push_int<T: Decimal>(s: &mut String, v: T) {
-    let (neg, mut v) = v.split();
+    let (neg, v) = v.split();
     if neg {
         s.push('-');
     }
@@ -104,31 +133,19 @@ fn push_int<T: Decimal>(s: &mut String, v: T) {
         s.push(char::from(b'0' + v as u8));
         return;
     }
-    // The digits are written in place, last first: no formatted copy to append (a call to
-    // `memcpy` per number cost `events --json` a tenth of its time).
+    // The digits are written in place: no formatted copy to append (a call to `memcpy` per
+    // number cost `events --json` a tenth of its time).
     let n = v.ilog10() as usize + 1;
     // SAFETY: only ASCII digits are written, so the string stays UTF-8.
     let buf = unsafe { s.as_mut_vec() };
     buf.reserve(n);
     let len = buf.len();
-    let out = &mut buf.spare_capacity_mut()[..n];
-    let mut k = n;
-    while v >= 100 {
-        let d = (v % 100) as usize * 2;
-        v /= 100;
-        k -= 2;
-        out[k].write(DIGIT_PAIRS[d]);
-        out[k + 1].write(DIGIT_PAIRS[d + 1]);
+    // SAFETY: `reserve` made room for `n` bytes after `len`; they are written before the length
+    // covers them.
+    unsafe {
+        write_digits(buf.as_mut_ptr().add(len), v, n);
+        buf.set_len(len + n);
     }
-    if v >= 10 {
-        let d = v as usize * 2;
-        out[0].write(DIGIT_PAIRS[d]);
-        out[1].write(DIGIT_PAIRS[d + 1]);
-    } else {
-        out[0].write(b'0' + v as u8);
-    }
-    // SAFETY: the `n` bytes after `len` were written above.
-    unsafe { buf.set_len(len + n) };
 }
 
 /// `v` zero-padded to at least `width` digits (`{:0width$}`).
@@ -286,9 +303,156 @@ pub fn write_line(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, tf:
     }
 }
 
+/// Appends to a string through a pointer, room and position of its own, held in registers while
+/// an event is written: appending to a `String` stores its length and reloads its pointer and
+/// capacity at every piece (some 70 an event), a tenth of `events --json`'s time. Every write
+/// checks the room; the string's length is brought up to date when it is dropped (and around
+/// [`Buf::string`]).
+struct Buf<'a> {
+    s: &'a mut String,
+    ptr: *mut u8,
+    cap: usize,
+    pos: usize,
+}
+
+impl<'a> Buf<'a> {
+    #[inline(always)]
+    fn new(s: &'a mut String) -> Buf<'a> {
+        // SAFETY: only UTF-8 is ever written through it (see `raw`).
+        let v = unsafe { s.as_mut_vec() };
+        let (ptr, cap, pos) = (v.as_mut_ptr(), v.capacity(), v.len());
+        Buf { s, ptr, cap, pos }
+    }
+
+    /// Makes room for `n` more bytes.
+    #[inline(always)]
+    fn room(&mut self, n: usize) {
+        if self.cap - self.pos < n {
+            self.grow(n);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, n: usize) {
+        self.sync();
+        // SAFETY: as in `new`.
+        let v = unsafe { self.s.as_mut_vec() };
+        v.reserve(n);
+        (self.ptr, self.cap) = (v.as_mut_ptr(), v.capacity());
+    }
+
+    /// Appends bytes that are UTF-8 (a `str`'s, or checked ASCII).
+    #[inline(always)]
+    fn raw(&mut self, b: &[u8]) {
+        self.room(b.len());
+        // SAFETY: `room` made room for `b.len()` bytes at `pos`; `b` is not in this buffer
+        // (borrowed mutably here).
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), self.ptr.add(self.pos), b.len()) };
+        self.pos += b.len();
+    }
+
+    /// Appends a string.
+    #[inline(always)]
+    fn put(&mut self, v: &str) {
+        self.raw(v.as_bytes());
+    }
+
+    /// Appends an ASCII character.
+    #[inline(always)]
+    fn ch(&mut self, c: char) {
+        debug_assert!(c.is_ascii());
+        self.room(1);
+        // SAFETY: room for one byte at `pos`.
+        unsafe { *self.ptr.add(self.pos) = c as u8 };
+        self.pos += 1;
+    }
+
+    /// [`push_int`].
+    #[inline(always)]
+    fn int<T: Decimal>(&mut self, v: T) {
+        let (neg, v) = v.split();
+        self.room(21);
+        // SAFETY (all three): room for 21 bytes at `pos`, the sign and at most 20 digits.
+        if neg {
+            unsafe { *self.ptr.add(self.pos) = b'-' };
+            self.pos += 1;
+        }
+        if v < 10 {
+            unsafe { *self.ptr.add(self.pos) = b'0' + v as u8 };
+            self.pos += 1;
+            return;
+        }
+        let n = v.ilog10() as usize + 1;
+        unsafe { write_digits(self.ptr.add(self.pos), v, n) };
+        self.pos += n;
+    }
+
+    /// [`push_json_bytes`].
+    #[inline(always)]
+    fn json_bytes(&mut self, v: &[u8]) {
+        if plain_json(v) {
+            self.room(v.len() + 2);
+            self.ch('"');
+            // Printable ASCII: UTF-8.
+            self.raw(v);
+            self.ch('"');
+        } else {
+            self.string(|s| push_json_bytes(s, v));
+        }
+    }
+
+    /// [`push_json_str`].
+    #[inline(always)]
+    fn json_str(&mut self, v: &str) {
+        self.json_bytes(v.as_bytes());
+    }
+
+    /// A name of ours that needs no escape, as a JSON string.
+    #[inline(always)]
+    fn quoted(&mut self, v: &'static str) {
+        self.ch('"');
+        self.put(v);
+        self.ch('"');
+    }
+
+    /// [`push_opt_str`].
+    #[inline(always)]
+    fn opt_str(&mut self, v: Option<&str>) {
+        match v {
+            Some(v) => self.json_str(v),
+            None => self.put("null"),
+        }
+    }
+
+    /// What `write` appends to the string itself (the rare and the long pieces).
+    #[inline]
+    fn string<R>(&mut self, write: impl FnOnce(&mut String) -> R) -> R {
+        self.sync();
+        let r = write(self.s);
+        // SAFETY: as in `new`.
+        let v = unsafe { self.s.as_mut_vec() };
+        (self.ptr, self.cap, self.pos) = (v.as_mut_ptr(), v.capacity(), v.len());
+        r
+    }
+
+    /// Brings the string's length up to date.
+    #[inline(always)]
+    fn sync(&mut self) {
+        // SAFETY: the bytes up to `pos` were written (within the capacity), and are UTF-8.
+        unsafe { self.s.as_mut_vec().set_len(self.pos) };
+    }
+}
+
+impl Drop for Buf<'_> {
+    fn drop(&mut self) {
+        self.sync();
+    }
+}
+
 /// JSON members appended to a buffer, in the order given (which must be `serde_json`'s: sorted).
 struct Members<'a> {
-    s: &'a mut String,
+    b: Buf<'a>,
 }
 
 /// A member's key as written after another member, `,"name":`: a constant, copied without a call
@@ -316,46 +480,46 @@ macro_rules! k0 {
 impl Members<'_> {
     #[inline(always)]
     fn key(&mut self, tok: &'static str) {
-        self.s.push_str(tok);
+        self.b.put(tok);
     }
     #[inline(always)]
     fn int(&mut self, k: &'static str, v: impl Decimal) {
         self.key(k);
-        push_int(self.s, v);
+        self.b.int(v);
     }
     #[inline(always)]
     fn str(&mut self, k: &'static str, v: &str) {
         self.key(k);
-        push_json_str(self.s, v);
+        self.b.json_str(v);
     }
     /// A member whose value is string `i` of a column.
     #[inline(always)]
     fn col(&mut self, k: &'static str, c: &latscope_event::StrCol, i: usize) {
         self.key(k);
-        push_json_bytes(self.s, c.bytes(i));
+        self.b.json_bytes(c.bytes(i));
     }
     /// A member whose value is a name of ours (needs no escape).
     #[inline(always)]
     fn name(&mut self, k: &'static str, v: &'static str) {
         self.key(k);
-        push_quoted(self.s, v);
+        self.b.quoted(v);
     }
     #[inline(always)]
     fn op_name(&mut self, k: &'static str, kind: u8, nr: u16) {
         self.key(k);
-        self.s.push('"');
-        write_op_name(self.s, kind, nr);
-        self.s.push('"');
+        self.b.ch('"');
+        self.b.string(|s| write_op_name(s, kind, nr));
+        self.b.ch('"');
     }
     #[inline(always)]
     fn dev(&mut self, k: &'static str, dev: u32) {
         let (ma, mi) = dev_major_minor(dev);
         self.key(k);
-        self.s.push('"');
-        push_int(self.s, ma);
-        self.s.push(':');
-        push_int(self.s, mi);
-        self.s.push('"');
+        self.b.ch('"');
+        self.b.int(ma);
+        self.b.ch(':');
+        self.b.int(mi);
+        self.b.ch('"');
     }
 }
 
@@ -377,10 +541,11 @@ fn push_json_str(s: &mut String, v: &str) {
 }
 
 /// Whether `b` goes into a JSON string as it is: printable ASCII, no quote nor backslash.
-/// One pass, in chunks the compiler checks many bytes at a time.
+/// One pass over the bytes.
 #[inline]
 fn plain_json(b: &[u8]) -> bool {
-    b.chunks(16).all(|c| c.iter().fold(true, |ok, &x| ok & (0x20..0x7f).contains(&x) & (x != b'"') & (x != b'\\')))
+    // No early exit: the loop is vectorised, and names and paths are short.
+    !b.iter().fold(false, |bad, &x| bad | !(0x20..0x7f).contains(&x) | (x == b'"') | (x == b'\\'))
 }
 
 /// UTF-8 bytes `v` (a string column's) as [`push_json_str`] writes them.
@@ -400,27 +565,19 @@ fn push_json_bytes(s: &mut String, v: &[u8]) {
     }
 }
 
-/// A name of ours that needs no escape (an enum's), as a JSON string.
-#[inline(always)]
-fn push_quoted(s: &mut String, v: &'static str) {
-    s.push('"');
-    s.push_str(v);
-    s.push('"');
-}
-
 /// [`json`] serialised, as `serde_json` writes it with [`json_ascii_controls`] applied, appended
 /// to `s`; with `chains`, a call's breakdown carries its chain of waits (`"why":{"chain":...}`).
 pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, chains: Option<&ChainIndex>) {
     let kind = EventKind::from_u8(b.kind[i]);
-    s.push('{');
-    let mut m = Members { s: &mut *s };
+    let mut m = Members { b: Buf::new(s) };
+    m.b.ch('{');
     let loginuid = if b.loginuid[i] == u32::MAX { -1 } else { i64::from(b.loginuid[i]) };
     match kind {
         Some(EventKind::Syscall) => {
             m.int(k0!("addr"), b.addr[i]);
             // The flags, modes and addresses as the line prints them, keys in serde_json's order.
             m.key(k!("args"));
-            m.s.push('{');
+            m.b.ch('{');
             let name = latscope_event::syscall_name(b.nr[i]).unwrap_or("");
             // Most calls (read, write, close...) have no argument to decode: no list to build.
             let mut decoded = if has_arg_specs(b.nr[i]) {
@@ -434,20 +591,20 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
             decoded.dedup_by_key(|a| a.0);
             for (k, (name, v)) in decoded.iter().enumerate() {
                 if k > 0 {
-                    m.s.push(',');
+                    m.b.ch(',');
                 }
-                push_json_str(m.s, name);
-                m.s.push(':');
-                push_json_str(m.s, v);
+                m.b.json_str(name);
+                m.b.ch(':');
+                m.b.json_str(v);
             }
-            m.s.push('}');
+            m.b.ch('}');
             m.int(k!("bytes"), b.bytes[i]);
             m.int(k!("cgroup"), b.cgroup[i]);
             m.col(k!("comm"), &b.comm, i);
             m.int(k!("cpu"), b.cpu[i]);
             if b.dev[i] == 0 {
                 m.key(k!("dev"));
-                m.s.push_str("null");
+                m.b.put("null");
             } else {
                 m.dev(k!("dev"), b.dev[i]);
             }
@@ -468,13 +625,13 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
             m.col(k!("path2"), &b.path2, i);
             m.int(k!("pid"), b.pid[i]);
             m.key(k!("res"));
-            m.s.push('"');
+            m.b.ch('"');
             if (-4095..0).contains(&b.ret[i]) {
-                write_result(m.s, b.ret[i]);
+                m.b.string(|s| write_result(s, b.ret[i]));
             } else {
-                m.s.push_str("SUCCESS");
+                m.b.put("SUCCESS");
             }
-            m.s.push('"');
+            m.b.ch('"');
             m.int(k!("ret"), b.ret[i]);
         }
         Some(EventKind::Block) => {
@@ -485,8 +642,8 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
             m.dev(k!("dev"), b.dev[i]);
             m.key(k!("disk"));
             match h.disk_name(b.dev[i]) {
-                Some(d) => push_json_str(m.s, d),
-                None => m.s.push_str("null"),
+                Some(d) => m.b.json_str(d),
+                None => m.b.put("null"),
             }
             m.int(k!("error"), b.ret[i]);
             m.int(k!("gid"), b.gid[i]);
@@ -498,9 +655,9 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
             m.int(k!("pid"), b.pid[i]);
             m.int(k!("qtime_ns"), b.qtime[i]);
             m.key(k!("rwbs"));
-            m.s.push('"');
-            let _ = Rwbs::write(m.s, op, b.flags[i]);
-            m.s.push('"');
+            m.b.ch('"');
+            let _ = m.b.string(|s| Rwbs::write(s, op, b.flags[i]));
+            m.b.ch('"');
             m.int(k!("sector"), b.off[i]);
         }
         Some(EventKind::Proc) => {
@@ -536,7 +693,7 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
     if kind == Some(EventKind::Proc) {
         if let Some(t) = times_json(b, i) {
             m.key(k!("times"));
-            m.s.push_str(&t.to_string());
+            m.b.put(&t.to_string());
         }
     }
     m.int(k!("ts_ns"), b.ts[i]);
@@ -547,9 +704,9 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
     m.int(k!("vtid"), b.vtid[i]);
     if kind == Some(EventKind::Syscall) && b.has_why(i) {
         m.key(k!("why"));
-        write_why_json(m.s, h, b, i, chains);
+        write_why_json(&mut m, h, b, i, chains);
     }
-    s.push('}');
+    m.b.ch('}');
 }
 
 /// The parts' keys in the order `serde_json` writes a map's (sorted by name), as written
@@ -621,115 +778,114 @@ pub fn prefetch_json_row(b: &EventBatch, i: usize) {
 /// as `serde_json` writes it (members sorted by name) and [`json_ascii_controls`] shows it:
 /// written member by member rather than built as a tree of maps, which cost `events --json` of
 /// a `--why` recording most of its time.
-fn write_why_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, chains: Option<&ChainIndex>) {
-    s.push('{');
-    let mut m = Members { s: &mut *s };
+fn write_why_json(m: &mut Members, h: &TraceHeader, b: &EventBatch, i: usize, chains: Option<&ChainIndex>) {
+    m.b.ch('{');
     // The members before `parts_ns` may all be absent: a comma before each but the first.
     let mut first = true;
     let mut key = |m: &mut Members, tok: &'static str| {
         if !std::mem::take(&mut first) {
-            m.s.push(',');
+            m.b.ch(',');
         }
         m.key(tok);
     };
     if let Some(ch) = chains.and_then(|c| crate::why::chain_json(h, c, b, i)) {
-        key(&mut m, k0!("chain"));
-        push_value(m.s, &ch);
+        key(m, k0!("chain"));
+        m.b.string(|s| push_value(s, &ch));
     }
     if b.runq_tid[i] != 0 {
-        key(&mut m, k0!("cpu_held_by"));
+        key(m, k0!("cpu_held_by"));
         m.int(kopen!("cpu"), b.runq_cpu[i]);
         m.int(k!("tid"), b.runq_tid[i]);
-        m.s.push('}');
+        m.b.ch('}');
     }
     if b.lock_owner[i] != 0 {
-        key(&mut m, k0!("held_by"));
+        key(m, k0!("held_by"));
         m.key(kopen!("name"));
-        push_opt_str(m.s, crate::why::waited_on(b, i).as_deref());
+        m.b.opt_str(crate::why::waited_on(b, i).as_deref());
         m.int(k!("tid"), b.lock_owner[i]);
-        m.s.push('}');
+        m.b.ch('}');
     }
     if b.wake_device_ns[i] != 0 {
-        key(&mut m, k0!("io_requests"));
+        key(m, k0!("io_requests"));
         m.int(kopen!("device_ns"), b.wake_device_ns[i]);
         m.int(k!("held_ns"), b.wake_held_ns[i]);
         m.int(k!("queue_ns"), b.wake_queue_ns[i]);
-        m.s.push('}');
+        m.b.ch('}');
     }
     if let Some(l) = crate::locks::lock_json(b, i) {
-        key(&mut m, k0!("lock"));
-        push_value(m.s, &l);
+        key(m, k0!("lock"));
+        m.b.string(|s| push_value(s, &l));
     }
     let off = b.off_cpu(i);
     if off.len > 0 {
-        key(&mut m, k0!("off_cpu"));
+        key(m, k0!("off_cpu"));
         m.int(kopen!("count"), off.count);
         m.key(k!("kept"));
-        m.s.push('[');
+        m.b.ch('[');
         for (n, &(from, to, p)) in off.intervals().iter().enumerate() {
             if n > 0 {
-                m.s.push(',');
+                m.b.ch(',');
             }
-            m.str(kopen!("cause"), WHY_PART_NAMES[usize::from(p)]);
+            m.name(kopen!("cause"), WHY_PART_NAMES[usize::from(p)]);
             m.int(k!("ns"), to - from);
             m.int(k!("start_ns"), from);
-            m.s.push('}');
+            m.b.ch('}');
         }
-        m.s.push_str("]}");
+        m.b.put("]}");
     }
     if b.fault_addr[i] != 0 {
-        key(&mut m, k0!("page_fault"));
+        key(m, k0!("page_fault"));
         m.key(kopen!("address"));
-        let _ = write!(m.s, "\"{:#x}\"", b.fault_addr[i]);
+        let _ = m.b.string(|s| write!(s, "\"{:#x}\"", b.fault_addr[i]));
         m.key(k!("offset_bytes"));
         if b.fault_off[i] >= 0 {
-            push_int(m.s, b.fault_off[i]);
+            m.b.int(b.fault_off[i]);
         } else {
-            m.s.push_str("null");
+            m.b.put("null");
         }
         let path = b.fault_path.get(i);
         m.key(k!("path"));
-        push_opt_str(m.s, (!path.is_empty()).then_some(path));
-        m.s.push('}');
+        m.b.opt_str((!path.is_empty()).then_some(path));
+        m.b.ch('}');
     }
-    key(&mut m, k0!("parts_ns"));
+    key(m, k0!("parts_ns"));
     let parts = b.why_parts(i);
     for &(tok, k) in &PARTS_KEYS {
         m.int(tok, parts[k]);
     }
-    m.s.push('}');
+    m.b.ch('}');
     m.key(k!("wait"));
-    push_json_str(m.s, crate::waits::wait_kind(b, i).name());
+    m.b.quoted(crate::waits::wait_kind(b, i).name());
     if b.waker_ctx[i] != 0 {
         m.key(k!("waker"));
         let ctx = b.waker_ctx[i];
-        m.str(kopen!("kind"), ["none", "thread", "timer", "softirq"][ctx.min(3) as usize]);
+        m.name(kopen!("kind"), ["none", "thread", "timer", "softirq"][ctx.min(3) as usize]);
         m.key(k!("name"));
-        push_waker_name(m.s, b, i);
+        m.b.string(|s| push_waker_name(s, b, i));
         m.key(k!("tid"));
         if ctx == 1 {
-            push_int(m.s, b.waker_tid[i]);
+            m.b.int(b.waker_tid[i]);
         } else {
-            m.s.push_str("null");
+            m.b.put("null");
         }
         m.key(k!("was_in"));
         match crate::why::waker_wait(b, i) {
             Some((p, t)) => {
-                m.str(kopen!("cause"), WHY_PART_NAMES[p]);
+                m.name(kopen!("cause"), WHY_PART_NAMES[p]);
                 m.int(k!("ns"), t);
-                m.s.push('}');
+                m.b.ch('}');
             }
-            None => m.s.push_str("null"),
+            None => m.b.put("null"),
         }
-        m.s.push('}');
+        m.b.ch('}');
     }
     if b.wake_dev[i] != 0 {
         m.key(k!("woken_by_request"));
         m.str(kopen!("disk"), &disk_label(h, b.wake_dev[i]));
         m.int(k!("sector"), b.wake_sector[i]);
-        m.s.push('}');
+        m.b.ch('}');
     }
-    m.s.push('}');
+    m.b.ch('}');
 }
 
 /// One event as a JSON object (all columns plus decoded names).

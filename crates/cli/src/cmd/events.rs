@@ -67,6 +67,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
     } else {
         a.read.open("events", ScanPlan { columns: LINE_COLUMNS, zone: None })?
     };
+    if json {
+        let deferred = latscope_view::eventlist::WHY_ONLY_COLUMNS.iter().chain(latscope_event::OFF_COLUMNS.iter());
+        scan.set_deferred(
+            deferred.filter_map(|c| Column::from_name(c)).collect(),
+            latscope_view::eventlist::needs_why_columns,
+        );
+    }
     let header = scan.header().clone();
     let o = Options {
         json,
