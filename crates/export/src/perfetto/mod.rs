@@ -218,12 +218,43 @@ fn prefetch_rows(b: &EventBatch, i: usize) {
     }
 }
 
-/// Whether a call of `b` left its CPU (its breakdown has time off it): then the block's
-/// intervals off the CPU are read.
-fn left_cpu(b: &EventBatch) -> bool {
-    [&b.why_runq, &b.why_io, &b.why_lock, &b.why_ipc, &b.why_timer, &b.why_fault, &b.why_other, &b.why_unknown]
-        .iter()
-        .any(|c| c.iter().any(|&v| v != 0))
+/// The columns read only for a call that carries a breakdown, was woken by a thread, or was
+/// woken by a block request (its waker's name, the wait it was in, the CPU's holder, the
+/// page fault, its longest wait, the request's sector); with [`OFF_COLUMNS`], read from the
+/// first block [`explained`] says has such a call: most recordings have none, and decoding
+/// their zeros would cost a plain export a sixth more.
+const EXPLAINED_ONLY: [&str; 11] = [
+    "waker_comm_lo",
+    "waker_comm_hi",
+    "runq_tid",
+    "runq_cpu",
+    "wake_sector",
+    "waker_wait_part",
+    "waker_wait_ns",
+    "fault_addr",
+    "fault_path",
+    "wait_start",
+    "wait_end",
+];
+
+/// Whether a call of `b` carries a breakdown, a waking thread or a waking request: then the
+/// block is read with [`EXPLAINED_ONLY`] and [`OFF_COLUMNS`].
+fn explained(b: &EventBatch) -> bool {
+    [
+        &b.why_cpu,
+        &b.why_runq,
+        &b.why_io,
+        &b.why_lock,
+        &b.why_ipc,
+        &b.why_timer,
+        &b.why_fault,
+        &b.why_other,
+        &b.why_unknown,
+    ]
+    .iter()
+    .any(|c| c.iter().any(|&v| v != 0))
+        || b.waker_ctx.iter().any(|&v| v != 0)
+        || b.wake_dev.iter().any(|&v| v != 0)
 }
 
 /// Whether the recording was made with attribution (`--why`, `--why-above`, `--stacks`, or
@@ -407,9 +438,8 @@ pub fn export_perfetto(
     let columns = opts.filter.is_match_all().then(|| columns().filter_map(Column::from_name).collect::<Vec<_>>());
     let mut scan =
         Scan::open(path, InputFormat::Trace, ScanOptions { filter: opts.filter.clone(), columns, zone: None })?;
-    // A call's intervals off the CPU are read from the first block with a call that left it:
-    // most recordings have none, and these 25 columns would cost a plain export a sixth more.
-    scan.set_deferred(OFF_COLUMNS.iter().filter_map(|c| Column::from_name(c)).collect(), left_cpu);
+    let deferred = OFF_COLUMNS.iter().chain(EXPLAINED_ONLY.iter());
+    scan.set_deferred(deferred.filter_map(|c| Column::from_name(c)).collect(), explained);
     let header = scan.header().clone();
     let hold = if recorded_why(&header) { opts.hold_ns } else { 0 };
     let mut ex = Export {
@@ -498,7 +528,7 @@ mod tests {
 
     #[test]
     fn every_column_read_exists() {
-        for c in columns() {
+        for c in columns().chain(EXPLAINED_ONLY) {
             assert!(Column::from_name(c).is_some(), "{c}");
         }
     }
