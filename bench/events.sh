@@ -57,7 +57,7 @@ fi
 host_line
 echo "(one CPU used)"
 echo
-echo "| trace | command | build | CPU | M events/s per core | vs previous build | vs hist | peak RSS |"
+echo "| trace | command | build | CPU | M events/s per core | speed vs previous build | CPU vs hist | peak RSS |"
 echo "|---|---|---|---|---|---|---|---|"
 for t in "${traces[@]}"; do
 	name=${t%%|*}
@@ -75,7 +75,7 @@ for t in "${traces[@]}"; do
 		fi
 		c=$(cpu taskset -c 0 "$LS" "${args[@]}")
 		vs=""
-		[ -n "$b" ] && vs=$(printf '**%.1fx faster**' "$(echo "$b / $c" | bc -l)")
+		[ -n "$b" ] && vs=$(printf '**%.2fx**' "$(echo "$b / $c" | bc -l)")
 		printf '| | %s | this | %.3f s | %.2f | %s | %.1fx | %s MiB |\n' "$cmd" "$c" "$(echo "$n / $c / 1000000" | bc -l)" "$vs" "$(echo "$c / $h" | bc -l)" "$(($(peak "$LS" "${args[@]}") / 1024))"
 	done
 done
