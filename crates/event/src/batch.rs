@@ -763,6 +763,20 @@ impl EventBatch {
     pub fn end(&self, i: usize) -> u64 {
         self.ts[i].saturating_add(self.lat[i])
     }
+    /// The columns of the attribution parts (ns, in the order of [`WHY_PART_NAMES`]).
+    pub fn why_part_columns(&self) -> [&Vec<u64>; WHY_PARTS] {
+        [
+            &self.why_cpu,
+            &self.why_runq,
+            &self.why_io,
+            &self.why_lock,
+            &self.why_ipc,
+            &self.why_timer,
+            &self.why_fault,
+            &self.why_other,
+            &self.why_unknown,
+        ]
+    }
     /// The attribution parts of event `i` (ns, in the order of [`WHY_PART_NAMES`]).
     #[inline]
     pub fn why_parts(&self, i: usize) -> [u64; WHY_PARTS] {

@@ -68,19 +68,7 @@ pub const WHY_ONLY_COLUMNS: [&str; 26] = [
 /// breakdown, or a wait the chains of waits index (which reads its waker): then the block is
 /// read with them.
 pub fn needs_why_columns(b: &EventBatch) -> bool {
-    let parts = [
-        &b.why_cpu,
-        &b.why_runq,
-        &b.why_io,
-        &b.why_lock,
-        &b.why_ipc,
-        &b.why_timer,
-        &b.why_fault,
-        &b.why_other,
-        &b.why_unknown,
-        &b.wait_start,
-    ];
-    parts.iter().any(|c| c.iter().any(|&v| v != 0))
+    b.why_part_columns().iter().any(|c| c.iter().any(|&v| v != 0)) || b.wait_start.iter().any(|&v| v != 0)
 }
 
 /// What [`EventList::finish`] counted.

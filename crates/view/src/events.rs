@@ -392,7 +392,6 @@ impl<'a> Buf<'a> {
     #[inline(always)]
     fn json_bytes(&mut self, v: &[u8]) {
         if plain_json(v) {
-            self.room(v.len() + 2);
             self.ch('"');
             // Printable ASCII: UTF-8.
             self.raw(v);

@@ -240,19 +240,7 @@ const EXPLAINED_ONLY: [&str; 11] = [
 /// Whether a call of `b` carries a breakdown, a waking thread or a waking request: then the
 /// block is read with [`EXPLAINED_ONLY`] and [`OFF_COLUMNS`].
 fn explained(b: &EventBatch) -> bool {
-    [
-        &b.why_cpu,
-        &b.why_runq,
-        &b.why_io,
-        &b.why_lock,
-        &b.why_ipc,
-        &b.why_timer,
-        &b.why_fault,
-        &b.why_other,
-        &b.why_unknown,
-    ]
-    .iter()
-    .any(|c| c.iter().any(|&v| v != 0))
+    b.why_part_columns().iter().any(|c| c.iter().any(|&v| v != 0))
         || b.waker_ctx.iter().any(|&v| v != 0)
         || b.wake_dev.iter().any(|&v| v != 0)
 }
@@ -299,7 +287,7 @@ impl Export<'_> {
         match EventKind::from_u8(b.kind[i]) {
             Some(EventKind::Syscall) => {
                 let tid = b.tid[i];
-                h.track = self.tracks.thread_lane(b.pid[i], tid, slices::raw(&b.comm, i), b.cgroup[i], ts, end);
+                h.track = self.tracks.thread_lane(b.pid[i], tid, b.comm.bytes(i), b.cgroup[i], ts, end);
                 h.tid = tid;
                 // The breakdown, read once (zeros in most recordings).
                 let parts = b.why_parts(i);

@@ -166,12 +166,6 @@ pub fn call_parts(b: &EventBatch, i: usize, parts: &[u64; WHY_PARTS], out: &mut 
     }
 }
 
-/// String `i` of a column as the bytes stored (UTF-8, checked by the trace reader).
-#[inline]
-pub fn raw(c: &latscope_event::StrCol, i: usize) -> &[u8] {
-    &c.data[c.offsets[i] as usize..c.offsets[i + 1] as usize]
-}
-
 /// Fills a [`Slice`] (reused: its vectors keep their room).
 pub struct SliceBuilder<'a> {
     pub h: &'a mut Slice,
@@ -235,11 +229,11 @@ impl SliceBuilder<'_> {
                 self.i(Arg::Offset, b.off[i]);
             }
         }
-        let p = raw(&b.path, i);
+        let p = b.path.bytes(i);
         if !p.is_empty() {
             self.interned_bytes(Arg::Path, p);
         }
-        let p2 = raw(&b.path2, i);
+        let p2 = b.path2.bytes(i);
         if !p2.is_empty() {
             self.interned_bytes(Arg::Path2, p2);
         }

@@ -170,17 +170,7 @@ impl EventConverter {
             i64s(map(&b.qtime, sel, |v| v as i64)),
         ];
         columns.extend(cx.cgroup_values.iter().map(|v| dict32(cgroup_keys.clone(), v)));
-        for col in [
-            &b.why_cpu,
-            &b.why_runq,
-            &b.why_io,
-            &b.why_lock,
-            &b.why_ipc,
-            &b.why_timer,
-            &b.why_fault,
-            &b.why_other,
-            &b.why_unknown,
-        ] {
+        for col in b.why_part_columns() {
             columns.push(i64s(map(col, sel, |v| v as i64)));
         }
         let rows: Vec<usize> = match sel {
