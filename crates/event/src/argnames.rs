@@ -519,6 +519,14 @@ const SIGNALS: &[(u64, &str)] = &[
     (31, "SIGSYS"),
 ];
 
+/// [`specs`] of syscall number `nr`: each number's looked up by name once (matching names costs
+/// an event line more than the rest of its arguments).
+pub fn specs_nr(nr: u16) -> &'static [ArgSpec] {
+    static BY_NR: std::sync::OnceLock<Vec<&'static [ArgSpec]>> = std::sync::OnceLock::new();
+    let by_nr = BY_NR.get_or_init(|| (0..=u16::MAX).map(|nr| specs(crate::syscall_name(nr).unwrap_or(""))).collect());
+    by_nr[usize::from(nr)]
+}
+
 /// The decoded arguments of syscall `name` (see the module docs); empty for syscalls whose
 /// layout records no flag, mode or address.
 pub fn specs(name: &str) -> &'static [ArgSpec] {

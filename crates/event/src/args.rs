@@ -4,7 +4,7 @@
 
 use crate::argnames;
 use crate::syscalls::{desc, SysDesc, NONE};
-use crate::units::{write_bytes, write_ns};
+use crate::units::{write_bytes, write_ns, write_u64};
 use crate::{dev_major_minor, BlockOp, EventBatch, EventKind, FdType, ProcOp, Rwbs};
 use std::fmt::{self, Write};
 
@@ -89,7 +89,7 @@ fn write_i64(w: &mut impl Write, v: i64) -> fmt::Result {
     if v < 0 {
         w.write_char('-')?;
     }
-    crate::units::write_u64(w, v.unsigned_abs())
+    write_u64(w, v.unsigned_abs())
 }
 
 /// Whether syscall `name` is one of the opens (its `flags` are open flags).
@@ -106,7 +106,7 @@ pub fn write_flags(w: &mut impl Write, b: &EventBatch, i: usize) -> Option<fmt::
     if desc(nr).flags == NONE || name == "lseek" {
         return None;
     }
-    let spec = argnames::specs(name).iter().find(|s| s.slot == argnames::Slot::Flags)?;
+    let spec = argnames::specs_nr(nr).iter().find(|s| s.slot == argnames::Slot::Flags)?;
     let f = *b.flags.get(i)?;
     Some(argnames::write_value(w, spec, u64::from(f), f))
 }
@@ -120,8 +120,7 @@ pub fn write_mode(w: &mut impl Write, b: &EventBatch, i: usize) -> Option<fmt::R
     if desc(nr).mode == NONE {
         return None;
     }
-    let name = crate::syscall_name(nr).unwrap_or("");
-    let spec = argnames::specs(name).iter().find(|s| s.slot == argnames::Slot::Mode)?;
+    let spec = argnames::specs_nr(nr).iter().find(|s| s.slot == argnames::Slot::Mode)?;
     let (f, m) = (*b.flags.get(i)?, *b.mode.get(i)?);
     argnames::shown(spec, f, m).then(|| argnames::write_value(w, spec, u64::from(m), f))
 }
@@ -136,7 +135,6 @@ pub fn write_syscall_args<W: Write>(w: &mut W, b: &EventBatch, i: usize) -> fmt:
     }
     let col = |v: Option<&u64>| v.copied().unwrap_or(0);
     let d: &SysDesc = desc(nr);
-    let name = crate::syscall_name(nr).unwrap_or("");
     let path = b.path.get(i);
     // Integers and names written piece by piece: this runs for every event line (no
     // `format_args!` through a `dyn Write`).
@@ -181,7 +179,7 @@ pub fn write_syscall_args<W: Write>(w: &mut W, b: &EventBatch, i: usize) -> fmt:
     }
     if d.count != NONE || d.has(SysDesc::IOV) {
         item(w, "bytes=")?;
-        crate::units::write_u64(w, col(b.bytes.get(i)))?;
+        write_u64(w, col(b.bytes.get(i)))?;
     }
     let off = b.off.get(i).copied().unwrap_or(-1);
     if off >= 0 && (d.off != NONE || d.has(SysDesc::FILE_POS)) {
@@ -196,7 +194,7 @@ pub fn write_syscall_args<W: Write>(w: &mut W, b: &EventBatch, i: usize) -> fmt:
     // Flags, modes and addresses, decoded by the one table (pointers it does not follow left out).
     let (flags, mode) = (b.flags.get(i).copied().unwrap_or(0), b.mode.get(i).copied().unwrap_or(0));
     let addr = col(b.addr.get(i));
-    for spec in argnames::specs(name) {
+    for spec in argnames::specs_nr(nr) {
         if !argnames::shown(spec, flags, mode) {
             continue;
         }
@@ -226,10 +224,17 @@ pub fn syscall_args(b: &EventBatch, i: usize) -> String {
 /// A block device as printed: `vda(254:0)` when its name is known, else `254:0`.
 pub fn write_disk(w: &mut impl Write, dev: u32, name: Option<&str>) -> fmt::Result {
     let (ma, mi) = dev_major_minor(dev);
-    match name {
-        Some(n) => write!(w, "{n}({ma}:{mi})"),
-        None => write!(w, "{ma}:{mi}"),
+    if let Some(n) = name {
+        w.write_str(n)?;
+        w.write_char('(')?;
     }
+    write_u64(w, u64::from(ma))?;
+    w.write_char(':')?;
+    write_u64(w, u64::from(mi))?;
+    if name.is_some() {
+        w.write_char(')')?;
+    }
+    Ok(())
 }
 
 /// The details of block event `i`: `dev=vda(254:0) sector=2048 bytes=4096 (4.00KiB) rwbs=WS
@@ -238,16 +243,24 @@ pub fn write_block_args(w: &mut impl Write, b: &EventBatch, i: usize, disk: Opti
     let (Some(&nr), Some(&dev)) = (b.nr.get(i), b.dev.get(i)) else { return Ok(()) };
     let op = BlockOp::from_u16(nr);
     let bytes = b.bytes.get(i).copied().unwrap_or(0);
+    // Piece by piece, as the syscall arguments (no `format_args!`: a line per request).
     w.write_str("dev=")?;
     write_disk(w, dev, disk)?;
-    write!(w, " sector={} bytes={bytes} (", b.off.get(i).copied().unwrap_or(0))?;
+    w.write_str(" sector=")?;
+    write_i64(w, b.off.get(i).copied().unwrap_or(0))?;
+    w.write_str(" bytes=")?;
+    write_u64(w, bytes)?;
+    w.write_str(" (")?;
     write_bytes(w, bytes)?;
     w.write_str(") rwbs=")?;
     Rwbs::write(w, op, b.flags.get(i).copied().unwrap_or(0))?;
     w.write_str(" qtime=")?;
     write_ns(w, b.qtime.get(i).copied().unwrap_or(0))?;
     match b.ret.get(i) {
-        Some(&r) if r != 0 => write!(w, " error={r}"),
+        Some(&r) if r != 0 => {
+            w.write_str(" error=")?;
+            write_i64(w, r)
+        }
         _ => Ok(()),
     }
 }

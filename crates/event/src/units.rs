@@ -59,19 +59,10 @@ pub fn write_ns_f(w: &mut impl Write, ns: f64) -> fmt::Result {
 const EXACT_LIMIT: u64 = 1 << 51;
 
 /// An integer in decimal, without the formatting machinery.
-pub(crate) fn write_u64(w: &mut impl Write, mut n: u64) -> fmt::Result {
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // SAFETY: only ASCII digits were written (valid UTF-8).
-    w.write_str(unsafe { std::str::from_utf8_unchecked(&buf[at..]) })
+#[inline]
+pub(crate) fn write_u64(w: &mut impl Write, n: u64) -> fmt::Result {
+    // Two digits per division (itoa): offsets and sizes run to ten digits.
+    w.write_str(itoa::Buffer::new().format(n))
 }
 
 /// [`write_sig3`] of `n / d` (`n >= d`, `n` below [`EXACT_LIMIT`]) in integers: the same text, as
@@ -92,7 +83,13 @@ fn write_sig3_int(w: &mut impl Write, n: u64, d: u64) -> Option<fmt::Result> {
     let (mut q, r) = ((n * scale) / d, (n * scale) % d);
     match (2 * r).cmp(&d) {
         std::cmp::Ordering::Greater => q += 1,
-        std::cmp::Ordering::Equal => return None,
+        // A decimal tie: the float formatting rounds the quotient in `f64`, which lies above or
+        // below it unless the tie is exact in binary.
+        std::cmp::Ordering::Equal => match f64_quotient_vs_exact(n, d) {
+            std::cmp::Ordering::Greater => q += 1,
+            std::cmp::Ordering::Less => {}
+            std::cmp::Ordering::Equal => return None,
+        },
         std::cmp::Ordering::Less => {}
     }
     Some((|| {
@@ -110,6 +107,19 @@ fn write_sig3_int(w: &mut impl Write, n: u64, d: u64) -> Option<fmt::Result> {
         }
         Ok(())
     })())
+}
+
+/// Whether `n as f64 / d as f64` (`n >= d`, both below 2^53) is above, below or equal to the
+/// exact quotient `n / d`: its mantissa and exponent compared in integers.
+fn f64_quotient_vs_exact(n: u64, d: u64) -> std::cmp::Ordering {
+    let bits = (n as f64 / d as f64).to_bits();
+    let (m, e) = (bits & ((1 << 52) - 1) | 1 << 52, ((bits >> 52) & 0x7ff) as i32 - 1075);
+    // The quotient is at least 1 and below 2^53: a normal number with -52 <= e < 0.
+    if !(-64..0).contains(&e) {
+        return std::cmp::Ordering::Equal;
+    }
+    // m * 2^e against n / d: m * d against n * 2^-e.
+    (u128::from(m) * u128::from(d)).cmp(&(u128::from(n) << -e))
 }
 
 fn write_sig3(w: &mut impl Write, v: f64) -> fmt::Result {

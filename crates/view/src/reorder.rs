@@ -107,25 +107,22 @@ impl<T> Reorder<T> {
         self.n_held += 1;
         self.peak = self.peak.max(self.n_held);
         let due = self.watermark.saturating_sub(self.window_ns);
-        while let Some(first) = self.first() {
+        // The next out found once per event let out (and once more for the one kept).
+        while let Some((from, first)) = self.next_out() {
             if first > due && self.n_held <= self.max_held {
                 break;
             }
-            let Some((k, item)) = self.pop_first() else { break };
+            let (k, item) = self.take(from);
             self.released = Some(k);
             out(item, false)?;
         }
         Ok(())
     }
 
-    /// The key of the next event out.
-    fn first(&self) -> Option<u64> {
-        let queues = self.queues.iter().filter_map(|q| q.front().map(|f| f.0));
-        queues.chain(self.held.first_key_value().map(|(t, _)| t.0)).min()
-    }
-
-    /// The next event out: the first of the queues' fronts and the tree by (key, arrival number).
-    fn pop_first(&mut self) -> Option<(u64, T)> {
+    /// Where the next event out is, and its key: the first of the queues' fronts and the tree by
+    /// (key, arrival number). `Some(q)` for queue `q`, `None` for the tree.
+    #[inline]
+    fn next_out(&self) -> Option<(Option<usize>, u64)> {
         let mut from: Option<(usize, (u64, u64))> = None;
         for (q, queue) in self.queues.iter().enumerate() {
             if let Some(f) = queue.front() {
@@ -134,26 +131,35 @@ impl<T> Reorder<T> {
                 }
             }
         }
-        let from_tree = match (from, self.held.first_key_value()) {
-            (Some((_, k)), Some((t, _))) => *t < k,
-            (None, t) => t.is_some(),
-            (Some(_), None) => false,
-        };
-        let out = if from_tree {
-            self.held.pop_first().map(|((k, _), item)| (k, item))
-        } else {
-            from.and_then(|(q, _)| self.queues[q].pop_front()).map(|(k, _, item)| (k, item))
-        };
-        self.n_held -= usize::from(out.is_some());
-        out
+        match (from, self.held.first_key_value()) {
+            (Some((_, k)), Some((t, _))) if *t < k => Some((None, t.0)),
+            (Some((q, k)), _) => Some((Some(q), k.0)),
+            (None, Some((t, _))) => Some((None, t.0)),
+            (None, None) => None,
+        }
+    }
+
+    /// Takes the next event out from where [`Reorder::next_out`] found it.
+    #[inline]
+    fn take(&mut self, from: Option<usize>) -> (u64, T) {
+        let (k, item) = match from {
+            Some(q) => self.queues[q].pop_front().map(|(k, _, item)| (k, item)),
+            None => self.held.pop_first().map(|((k, _), item)| (k, item)),
+        }
+        .expect("next_out found it");
+        self.n_held -= 1;
+        (k, item)
     }
 
     /// Lets out, in order, every held event whose key is before `bound`: the caller knows that
     /// no event to come has a key before it (a trace's zone maps say where the blocks still to
     /// be read begin). The output is what it would have been without; only less is held.
     pub fn release_before<E>(&mut self, bound: u64, out: &mut impl FnMut(T, bool) -> Result<(), E>) -> Result<(), E> {
-        while self.first().is_some_and(|k| k < bound) {
-            let Some((k, item)) = self.pop_first() else { break };
+        while let Some((from, first)) = self.next_out() {
+            if first >= bound {
+                break;
+            }
+            let (k, item) = self.take(from);
             self.released = Some(k);
             out(item, false)?;
         }
@@ -167,7 +173,8 @@ impl<T> Reorder<T> {
 
     /// Lets every held event out, in order.
     pub fn finish<E>(&mut self, out: &mut impl FnMut(T, bool) -> Result<(), E>) -> Result<(), E> {
-        while let Some((k, item)) = self.pop_first() {
+        while let Some((from, _)) = self.next_out() {
+            let (k, item) = self.take(from);
             self.released = Some(k);
             out(item, false)?;
         }
