@@ -92,36 +92,8 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
 0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849\
 5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
 
-/// Writes the `n` decimal digits of `v` (`n` = its digit count, 2 or more) at `out`.
-///
-/// # Safety
-/// `out` must be valid for writes of `n` bytes.
-#[inline(always)]
-unsafe fn write_digits(out: *mut u8, mut v: u64, n: usize) {
-    let mut k = n;
-    while v >= 100 {
-        let d = (v % 100) as usize * 2;
-        v /= 100;
-        k -= 2;
-        // SAFETY: k + 1 < n, and the caller gives room for n bytes.
-        unsafe {
-            *out.add(k) = DIGIT_PAIRS[d];
-            *out.add(k + 1) = DIGIT_PAIRS[d + 1];
-        }
-    }
-    // SAFETY: as above (what is left is one or two digits, at the start).
-    unsafe {
-        if v >= 10 {
-            let d = v as usize * 2;
-            *out = DIGIT_PAIRS[d];
-            *out.add(1) = DIGIT_PAIRS[d + 1];
-        } else {
-            *out = b'0' + v as u8;
-        }
-    }
-}
-
-/// Writes `v` as exactly `n` decimal digits, zero-padded (`v` below 10^`n`) at `out`.
+/// Writes `v` as exactly `n` decimal digits, zero-padded (`v` below 10^`n`) at `out`: with `n`
+/// its digit count, the number as `Display` writes it.
 ///
 /// # Safety
 /// `out` must be valid for writes of `n` bytes.
@@ -183,7 +155,7 @@ fn push_int<T: Decimal>(s: &mut String, v: T) {
     // SAFETY: `reserve` made room for `n` bytes after `len`; they are written before the length
     // covers them.
     unsafe {
-        write_digits(buf.as_mut_ptr().add(len), v, n);
+        write_fixed(buf.as_mut_ptr().add(len), v, n);
         buf.set_len(len + n);
     }
 }
@@ -586,7 +558,7 @@ impl<'a> Buf<'a> {
             return;
         }
         let n = digit_count(v);
-        unsafe { write_digits(self.ptr.add(self.pos), v, n) };
+        unsafe { write_fixed(self.ptr.add(self.pos), v, n) };
         self.pos += n;
     }
 
