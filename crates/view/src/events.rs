@@ -195,21 +195,6 @@ fn write_op_name(s: &mut String, kind: u8, nr: u16) {
     }
 }
 
-/// A syscall's result as [`format_result`] spells it.
-fn write_result(s: &mut String, ret: i64) {
-    if (-4095..0).contains(&ret) {
-        match errno_name(-ret) {
-            Some(n) => s.push_str(n),
-            None => {
-                s.push('E');
-                push_int(s, -ret);
-            }
-        }
-    } else {
-        push_int(s, ret);
-    }
-}
-
 /// Name of a block device: `vda (254:0)` or just `254:0` when the header does not know it.
 pub fn disk_label(h: &TraceHeader, dev: u32) -> String {
     let mut s = String::new();
@@ -500,7 +485,7 @@ impl<'a> Buf<'a> {
         }
     }
 
-    /// [`write_result`].
+    /// A syscall's result as [`format_result`] spells it.
     #[inline(always)]
     fn result(&mut self, ret: i64) {
         if (-4095..0).contains(&ret) {
@@ -845,7 +830,7 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
             m.key(k!("res"));
             m.b.ch('"');
             if (-4095..0).contains(&b.ret[i]) {
-                m.b.string(|s| write_result(s, b.ret[i]));
+                m.b.result(b.ret[i]);
             } else {
                 m.b.put("SUCCESS");
             }
