@@ -77,6 +77,18 @@ pub struct ArgSpec {
     pub when: When,
 }
 
+impl ArgSpec {
+    /// Its value in an event whose columns hold these `flags`, `mode` and `addr`.
+    #[inline]
+    pub fn value(&self, flags: u32, mode: u32, addr: u64) -> u64 {
+        match self.slot {
+            Slot::Flags => u64::from(flags),
+            Slot::Mode => u64::from(mode),
+            Slot::Addr => addr,
+        }
+    }
+}
+
 /// When an argument is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum When {
@@ -527,6 +539,25 @@ pub fn specs_nr(nr: u16) -> &'static [ArgSpec] {
     by_nr[usize::from(nr)]
 }
 
+/// [`specs_nr`] in the order of a JSON object's keys: by name, and of those sharing a name the
+/// last first. A writer taking, of each name, the first one [`shown`] writes what [`decoded`]
+/// gives, sorted by name with the last of each name kept, without building it.
+pub fn specs_nr_by_name(nr: u16) -> &'static [ArgSpec] {
+    static BY_NR: std::sync::OnceLock<Vec<Vec<ArgSpec>>> = std::sync::OnceLock::new();
+    let by_nr = BY_NR.get_or_init(|| {
+        // Up to the last number that has any (a few hundred), not every possible one.
+        let last = (0..=u16::MAX).rev().find(|&nr| !specs_nr(nr).is_empty()).unwrap_or(0);
+        (0..=last)
+            .map(|nr| {
+                let mut v: Vec<(usize, ArgSpec)> = specs_nr(nr).iter().copied().enumerate().collect();
+                v.sort_by(|a, b| a.1.name.cmp(b.1.name).then(b.0.cmp(&a.0)));
+                v.into_iter().map(|(_, s)| s).collect()
+            })
+            .collect()
+    });
+    by_nr.get(usize::from(nr)).map_or(&[], |v| v.as_slice())
+}
+
 /// The decoded arguments of syscall `name` (see the module docs); empty for syscalls whose
 /// layout records no flag, mode or address.
 pub fn specs(name: &str) -> &'static [ArgSpec] {
@@ -704,13 +735,8 @@ pub fn decoded(name: &str, flags: u32, mode: u32, addr: u64) -> Vec<(&'static st
         .iter()
         .filter(|s| shown(s, flags, mode))
         .map(|s| {
-            let v = match s.slot {
-                Slot::Flags => u64::from(flags),
-                Slot::Mode => u64::from(mode),
-                Slot::Addr => addr,
-            };
             let mut t = String::new();
-            let _ = write_value(&mut t, s, v, flags);
+            let _ = write_value(&mut t, s, s.value(flags, mode, addr), flags);
             (s.name, t)
         })
         .collect()

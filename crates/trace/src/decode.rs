@@ -293,6 +293,58 @@ impl Decoder {
     }
 }
 
+/// Whether `frame` is exactly one zstd frame whose content is `len` zero bytes in RLE blocks (as
+/// the writer stores a column of zeros), without dictionary or checksum. Anything else, damaged
+/// frames included, is left to zstd.
+pub(crate) fn zero_frame(frame: &[u8], len: usize) -> bool {
+    const BLOCK_MAX: usize = 128 << 10;
+    let Some((&[m0, m1, m2, m3, fhd], mut rest)) = frame.split_first_chunk::<5>() else { return false };
+    if u32::from_le_bytes([m0, m1, m2, m3]) != 0xFD2F_B528 {
+        return false;
+    }
+    let (fcs_flag, single, reserved, checksum, dict) = (fhd >> 6, fhd & 0x20 != 0, fhd & 0x08, fhd & 0x04, fhd & 3);
+    if reserved != 0 || checksum != 0 || dict != 0 {
+        return false;
+    }
+    if !single {
+        // The window descriptor.
+        let Some((_, r)) = rest.split_first() else { return false };
+        rest = r;
+    }
+    let fcs_len = match (fcs_flag, single) {
+        (0, false) => 0,
+        (0, true) => 1,
+        (1, _) => 2,
+        (2, _) => 4,
+        _ => 8,
+    };
+    if fcs_len == 0 || rest.len() < fcs_len {
+        return false;
+    }
+    let mut size = [0u8; 8];
+    size[..fcs_len].copy_from_slice(&rest[..fcs_len]);
+    let content = u64::from_le_bytes(size) + if fcs_len == 2 { 256 } else { 0 };
+    if content != len as u64 {
+        return false;
+    }
+    rest = &rest[fcs_len..];
+    let mut total = 0usize;
+    loop {
+        // Block header (3 bytes: last, type, size), then an RLE block's one byte.
+        let Some((&[h0, h1, h2, byte], r)) = rest.split_first_chunk::<4>() else { return false };
+        let h = u32::from_le_bytes([h0, h1, h2, 0]);
+        let (last, kind, block) = (h & 1 != 0, (h >> 1) & 3, (h >> 3) as usize);
+        if kind != 1 || byte != 0 || block > BLOCK_MAX {
+            return false;
+        }
+        total += block;
+        rest = r;
+        if last {
+            return rest.is_empty() && total == len;
+        }
+    }
+}
+
 fn check_node(
     nodes: &flatbuffers::Vector<'_, arrow_ipc::FieldNode>,
     layout: &Layout,
@@ -391,11 +443,20 @@ impl<'b> Cx<'_, 'b> {
 
     /// Buffer `b`, which must hold at least `count` elements, into `v` (`count` of them).
     fn array<T: Plain>(&mut self, b: usize, count: usize, v: &mut Vec<T>, c: Column) -> Result<(), String> {
-        v.clear();
         let need = count * size_of::<T>();
+        let stored = self.stored(b, c)?;
+        if let Stored::Zstd(frame, len) = stored {
+            if len == need && zero_frame(frame, len) {
+                // A column of zeros (a field the calls did not have): found still zero in a
+                // recycled column, usually, rather than written again by zstd.
+                zero(v, count);
+                return Ok(());
+            }
+        }
+        v.clear();
         let too_small =
             |have: usize| format!("undecodable data: column {c}: buffer of {have} bytes, too small for {count} values");
-        match self.stored(b, c)? {
+        match stored {
             Stored::Raw(raw) => {
                 let src = raw.get(..need).ok_or_else(|| too_small(raw.len()))?;
                 v.reserve(count);

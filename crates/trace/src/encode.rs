@@ -550,11 +550,36 @@ mod tests {
                 let got = dctx.decompress(&frame, len).unwrap_or_else(|e| panic!("{v:?} x {len}: {e}"));
                 assert_eq!(got.len(), len);
                 assert!(got.chunks(v.len()).all(|c| c == v), "{v:?} x {len}");
+                // Recognised as zeros (not decompressed) exactly when it is, and not when damaged.
+                let zeros = v.iter().all(|&b| b == 0);
+                assert_eq!(crate::decode::zero_frame(&frame, len), zeros, "{v:?} x {len}");
+                assert!(!crate::decode::zero_frame(&frame, len + 1));
+                assert!(!crate::decode::zero_frame(&frame[..frame.len() - 1], len));
+                let mut longer = frame.clone();
+                longer.push(0);
+                assert!(!crate::decode::zero_frame(&longer, len));
                 assert!(
                     frame.len() <= 16 + len.min(140) + len / ZSTD_BLOCK * 30,
                     "{v:?} x {len}: {} bytes",
                     frame.len()
                 );
+            }
+        }
+    }
+
+    /// Zeros as zstd itself compresses them: recognised only where they decompress to zeros of
+    /// the length (whatever blocks zstd chose).
+    #[test]
+    fn zstd_frames_of_zeros_are_recognised_only_when_they_are() {
+        let mut dctx = zstd::bulk::Decompressor::new().unwrap();
+        for len in [1, 100, ZSTD_BLOCK, 5 * ZSTD_BLOCK + 3] {
+            for data in [vec![0u8; len], (0..len).map(|k| u8::from(k == len / 2)).collect()] {
+                for level in [1, 3] {
+                    let frame = zstd::bulk::compress(&data, level).unwrap();
+                    if crate::decode::zero_frame(&frame, len) {
+                        assert_eq!(dctx.decompress(&frame, len).unwrap(), vec![0u8; len]);
+                    }
+                }
             }
         }
     }

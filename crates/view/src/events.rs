@@ -92,6 +92,69 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
 0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849\
 5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
 
+/// The eight decimal digits of `v` (below 10^8, zero-padded) as the bytes of a `u64` from its
+/// lowest byte up (the first digit lowest): found in the lanes of one integer (two halves of four
+/// digits, then four pairs, then eight digits) by a few multiplications, where dividing by 100
+/// pair after pair is a chain of dependent ones (the longest latency of writing an event).
+#[inline(always)]
+fn eight_digits(v: u32) -> u64 {
+    debug_assert!(v < 100_000_000);
+    let v = u64::from(v);
+    // Lanes of 32 bits: the first four digits, the last four.
+    let x = (v / 10_000) | ((v % 10_000) << 32);
+    // Divided by 100 per lane (exact below 43 699); the remainders into lanes of 16 bits.
+    let hi = ((x * 10_486) >> 20) & 0x0000_007f_0000_007f;
+    let x = hi | ((x - hi * 100) << 16);
+    // Divided by 10 per lane (exact below 179); the remainders into bytes.
+    let hi = ((x * 103) >> 10) & 0x000f_000f_000f_000f;
+    let x = hi | ((x - hi * 10) << 8);
+    x + 0x3030_3030_3030_3030
+}
+
+/// Writes `v` below 10^8 as its `n` digits (1 to 8) at `out`, and 8 - `n` bytes of no meaning
+/// after them.
+///
+/// # Safety
+/// `out` must be valid for writes of 8 bytes.
+#[inline(always)]
+unsafe fn write_short(out: *mut u8, v: u32, n: usize) {
+    debug_assert!((1..=8).contains(&n));
+    let d = eight_digits(v) >> (8 * (8 - n));
+    // SAFETY: the caller's.
+    unsafe { std::ptr::write_unaligned(out as *mut [u8; 8], d.to_le_bytes()) };
+}
+
+/// Writes `v` in decimal at `out` as `Display` writes it, and returns its length; up to 20 bytes
+/// are written (those after the number mean nothing).
+///
+/// # Safety
+/// `out` must be valid for writes of 20 bytes.
+#[inline(always)]
+unsafe fn write_int(out: *mut u8, v: u64) -> usize {
+    const E8: u64 = 100_000_000;
+    // SAFETY (all): the pieces end at most 20 bytes after `out` (4 + 8 + 8 at most).
+    unsafe {
+        if v < E8 {
+            let n = digit_count(v);
+            write_short(out, v as u32, n);
+            n
+        } else if v < E8 * E8 {
+            let (hi, lo) = ((v / E8) as u32, (v % E8) as u32);
+            let n = digit_count(u64::from(hi));
+            write_short(out, hi, n);
+            write_short(out.add(n), lo, 8);
+            n + 8
+        } else {
+            let (top, mid, lo) = ((v / (E8 * E8)) as u32, (v / E8 % E8) as u32, (v % E8) as u32);
+            let n = digit_count(u64::from(top));
+            write_short(out, top, n);
+            write_short(out.add(n), mid, 8);
+            write_short(out.add(n + 8), lo, 8);
+            n + 16
+        }
+    }
+}
+
 /// Writes `v` as exactly `n` decimal digits, zero-padded (`v` below 10^`n`) at `out`: with `n`
 /// its digit count, the number as `Display` writes it.
 ///
@@ -100,6 +163,14 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
 #[inline(always)]
 unsafe fn write_fixed(out: *mut u8, mut v: u64, n: usize) {
     let mut k = n;
+    // Eight at a time from the end (the nanoseconds of a time), then pairs.
+    while k >= 8 {
+        k -= 8;
+        let d = eight_digits((v % 100_000_000) as u32);
+        v /= 100_000_000;
+        // SAFETY: k + 8 <= n.
+        unsafe { std::ptr::write_unaligned(out.add(k) as *mut [u8; 8], d.to_le_bytes()) };
+    }
     while k >= 2 {
         let d = (v % 100) as usize * 2;
         v /= 100;
@@ -147,15 +218,14 @@ fn push_int<T: Decimal>(s: &mut String, v: T) {
     }
     // The digits are written in place: no formatted copy to append (a call to `memcpy` per
     // number cost `events --json` a tenth of its time).
-    let n = digit_count(v);
     // SAFETY: only ASCII digits are written, so the string stays UTF-8.
     let buf = unsafe { s.as_mut_vec() };
-    buf.reserve(n);
+    buf.reserve(20);
     let len = buf.len();
-    // SAFETY: `reserve` made room for `n` bytes after `len`; they are written before the length
-    // covers them.
+    // SAFETY: `reserve` made room for 20 bytes after `len`; the digits are written before the
+    // length covers them.
     unsafe {
-        write_fixed(buf.as_mut_ptr().add(len), v, n);
+        let n = write_int(buf.as_mut_ptr().add(len), v);
         buf.set_len(len + n);
     }
 }
@@ -542,9 +612,7 @@ impl<'a> Buf<'a> {
             self.pos += 1;
             return;
         }
-        let n = digit_count(v);
-        unsafe { write_fixed(self.ptr.add(self.pos), v, n) };
-        self.pos += n;
+        self.pos += unsafe { write_int(self.ptr.add(self.pos), v) };
     }
 
     /// [`Buf::put`] where room was made for it.
@@ -581,6 +649,24 @@ impl<'a> Buf<'a> {
         } else {
             self.put(k);
             self.string(|s| push_json_bytes(s, v));
+        }
+    }
+
+    /// What `write` writes, as a JSON string: in place, checked afterwards (escaped through
+    /// [`push_json_bytes`] in the rare case it needs to be).
+    #[inline(always)]
+    fn json_with(&mut self, write: impl FnOnce(&mut Self) -> std::fmt::Result) {
+        self.ch('"');
+        let at = self.pos;
+        let _ = write(self);
+        // SAFETY: `at..pos` was written by `write`, within the capacity.
+        let text = unsafe { std::slice::from_raw_parts(self.ptr.add(at), self.pos - at) };
+        if plain_json(text) {
+            self.ch('"');
+        } else {
+            let text = text.to_vec();
+            self.pos = at - 1;
+            self.json_bytes(&text);
         }
     }
 
@@ -732,12 +818,6 @@ impl Members<'_> {
     }
 }
 
-/// Whether syscall `nr` has arguments that [`latscope_event::argnames::decoded`] decodes (looked
-/// up once per number, not by name per event).
-fn has_arg_specs(nr: u16) -> bool {
-    !latscope_event::argnames::specs_nr(nr).is_empty()
-}
-
 /// `v` as a JSON string, as `serde_json` writes it and [`json_ascii_controls`] shows it.
 fn push_json_str(s: &mut String, v: &str) {
     push_json_bytes(s, v.as_bytes());
@@ -781,24 +861,21 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
             // The flags, modes and addresses as the line prints them, keys in serde_json's order.
             m.key(k!("args"));
             m.b.ch('{');
-            let name = latscope_event::syscall_name(b.nr[i]).unwrap_or("");
-            // Most calls (read, write, close...) have no argument to decode: no list to build.
-            let mut decoded = if has_arg_specs(b.nr[i]) {
-                latscope_event::argnames::decoded(name, b.flags[i], b.mode[i], b.addr[i])
-            } else {
-                Vec::new()
-            };
-            // A key given twice keeps its last value, as a map does.
-            decoded.reverse();
-            decoded.sort_by(|a, b| a.0.cmp(b.0));
-            decoded.dedup_by_key(|a| a.0);
-            for (k, (name, v)) in decoded.iter().enumerate() {
-                if k > 0 {
+            // Of each name the last shown (a map keeps a key's last value), in the keys' order;
+            // written in place (most calls, read, write, close..., have none).
+            let (flags, mode, addr) = (b.flags[i], b.mode[i], b.addr[i]);
+            let mut last: &str = "";
+            for spec in latscope_event::argnames::specs_nr_by_name(b.nr[i]) {
+                if spec.name == last || !latscope_event::argnames::shown(spec, flags, mode) {
+                    continue;
+                }
+                if !last.is_empty() {
                     m.b.ch(',');
                 }
-                m.b.json_str(name);
+                last = spec.name;
+                m.b.json_str(spec.name);
                 m.b.ch(':');
-                m.b.json_str(v);
+                m.b.json_with(|w| latscope_event::argnames::write_value(w, spec, spec.value(flags, mode, addr), flags));
             }
             m.b.ch('}');
             m.int(k!("bytes"), b.bytes[i]);
@@ -1230,9 +1307,36 @@ mod tests {
         for v in [0u64, 1, 9, 10, 11, 99, 100, 101, u64::MAX].into_iter().chain(edges.clone()) {
             assert_eq!(digit_count(v), v.to_string().len(), "{v}");
         }
-        for (v, w) in [(0u64, 2), (7, 2), (59, 2), (0, 9), (123, 9), (999_999_999, 9), (5, 1), (42, 3)] {
-            let mut out = [b'x'; 12];
-            // SAFETY: 12 bytes of room.
+        // The lane-parallel writer: every digit count at both ends, and numbers spread over the
+        // whole range (a multiplicative walk).
+        let mut walk = 1u64;
+        let spread = std::iter::from_fn(|| {
+            walk = walk.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            Some(walk >> (walk % 64))
+        });
+        for v in edges.clone().chain([u64::MAX, 12_345_678, 87_654_321]).chain(spread.take(100_000)) {
+            let mut out = [b'x'; 20];
+            // SAFETY: 20 bytes of room.
+            let n = unsafe { write_int(out.as_mut_ptr(), v) };
+            assert_eq!(&out[..n], v.to_string().as_bytes(), "{v}");
+        }
+        for v in (0..100_000_000u32).step_by(9_973).chain([99_999_999]) {
+            assert_eq!(eight_digits(v).to_le_bytes(), *format!("{v:08}").as_bytes(), "{v}");
+        }
+        for (v, w) in [
+            (0u64, 2),
+            (7, 2),
+            (59, 2),
+            (0, 9),
+            (123, 9),
+            (999_999_999, 9),
+            (5, 1),
+            (42, 3),
+            (123_456_789_012, 12),
+            (u64::MAX, 20),
+        ] {
+            let mut out = [b'x'; 24];
+            // SAFETY: 24 bytes of room.
             unsafe { write_fixed(out.as_mut_ptr(), v, w) };
             assert_eq!(&out[..w], format!("{v:0w$}").as_bytes());
             assert!(out[w..].iter().all(|&c| c == b'x'));
@@ -1323,6 +1427,31 @@ mod tests {
     #[test]
     fn written_json_is_what_serde_json_writes_for_the_value() {
         let (h, b) = assorted();
+        let mut s = String::new();
+        for i in 0..b.len() {
+            s.clear();
+            write_json(&mut s, &h, &b, i, None);
+            let want = json_ascii_controls(serde_json::to_string(&json(&h, &b, i)).unwrap());
+            assert_eq!(s, want, "event {i}");
+        }
+    }
+
+    #[test]
+    fn written_arguments_are_the_values_for_every_syscall() {
+        // Every number with decoded arguments, with flags and modes that show each kind of them
+        // (creating opens, fcntl commands, the ioctl that takes an fd, device nodes, unnamed bits).
+        let h = TraceHeader::default();
+        let mut b = EventBatch::default();
+        let flags = [0u32, 0o100, 0o20200000, 2, 4, 10, 1024, 1026, 1033, 0x40049409, 0xdead_beef, u32::MAX];
+        let modes = [0u32, 0o644, 0o020600, 0o060600, 0o100755, u32::MAX];
+        for nr in (0..600u16).filter(|&nr| !latscope_event::argnames::specs_nr(nr).is_empty()) {
+            for (k, &f) in flags.iter().enumerate() {
+                for &m in &modes {
+                    b.push(&Event { nr, flags: f, mode: m, addr: (k as u64) << 40, ..Default::default() });
+                }
+            }
+        }
+        assert!(b.len() > 1000, "few syscalls with arguments: {}", b.len());
         let mut s = String::new();
         for i in 0..b.len() {
             s.clear();
