@@ -779,6 +779,7 @@ impl EventBatch {
     }
     /// The attribution parts of event `i` (ns, in the order of [`WHY_PART_NAMES`]).
     #[inline]
+    #[inline]
     pub fn why_parts(&self, i: usize) -> [u64; WHY_PARTS] {
         [
             self.why_cpu[i],
@@ -793,6 +794,7 @@ impl EventBatch {
         ]
     }
     /// Whether event `i` carries an attribution breakdown.
+    #[inline]
     pub fn has_why(&self, i: usize) -> bool {
         self.why_parts(i).iter().any(|&p| p != 0)
     }
