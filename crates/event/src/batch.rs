@@ -779,7 +779,6 @@ impl EventBatch {
     }
     /// The attribution parts of event `i` (ns, in the order of [`WHY_PART_NAMES`]).
     #[inline]
-    #[inline]
     pub fn why_parts(&self, i: usize) -> [u64; WHY_PARTS] {
         [
             self.why_cpu[i],
