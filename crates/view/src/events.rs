@@ -35,32 +35,8 @@ pub use latscope_event::args::open_flags;
 /// Format a monotonic timestamp per `fmt`.
 pub fn fmt_time(h: &TraceHeader, ts: u64, fmt: TimeFormat) -> String {
     let mut s = String::new();
-    write_time(&mut s, h, ts, fmt);
+    Buf::new(&mut s).time(h, ts, fmt);
     s
-}
-
-/// [`fmt_time`] appended to `s`.
-pub fn write_time(s: &mut String, h: &TraceHeader, ts: u64, fmt: TimeFormat) {
-    match fmt {
-        TimeFormat::Monotonic => push_int(s, ts),
-        TimeFormat::Relative => {
-            let rel = ts.saturating_sub(h.start_ns);
-            push_int(s, rel / 1_000_000_000);
-            s.push('.');
-            push_digits(s, rel % 1_000_000_000, 9);
-        }
-        TimeFormat::Wall => {
-            let w = h.wall_ns(ts).max(0) as u64;
-            let day = w / 1_000_000_000 % 86_400;
-            push_digits(s, day / 3600, 2);
-            s.push(':');
-            push_digits(s, day / 60 % 60, 2);
-            s.push(':');
-            push_digits(s, day % 60, 2);
-            s.push('.');
-            push_digits(s, w % 1_000_000_000, 9);
-        }
-    }
 }
 
 /// An integer's sign and magnitude, for [`push_int`].
@@ -228,16 +204,6 @@ fn push_int<T: Decimal>(s: &mut String, v: T) {
         let n = write_int(buf.as_mut_ptr().add(len), v);
         buf.set_len(len + n);
     }
-}
-
-/// `v` zero-padded to at least `width` digits (`{:0width$}`).
-fn push_digits(s: &mut String, v: u64, width: usize) {
-    let mut buf = itoa::Buffer::new();
-    let d = buf.format(v);
-    for _ in d.len()..width {
-        s.push('0');
-    }
-    s.push_str(d);
 }
 
 /// The operation's name as [`op_name`] spells it.
@@ -518,7 +484,8 @@ impl<'a> Buf<'a> {
         self.spaces(width.saturating_sub(self.pos - at));
     }
 
-    /// [`write_time`].
+    /// A monotonic timestamp per `fmt`: raw ns, seconds since the recording began with nine
+    /// decimals, or the wall-clock time of day (`HH:MM:SS.nnnnnnnnn`).
     #[inline(always)]
     fn time(&mut self, h: &TraceHeader, ts: u64, fmt: TimeFormat) {
         match fmt {
@@ -1299,10 +1266,28 @@ mod tests {
             push_int(&mut s, v as i32);
             assert_eq!(s, format!("x{}", v as i32));
         }
-        for (v, w) in [(0u64, 9), (5, 2), (59, 2), (123, 9), (999_999_999, 9), (1_234_567_890, 9), (u64::MAX, 20)] {
-            s.truncate(1);
-            push_digits(&mut s, v, w);
-            assert_eq!(s, format!("x{v:0w$}"));
+        // Times: every format, at the edges of seconds, minutes, hours and days.
+        let h = TraceHeader { start_ns: 1_000, realtime_offset_ns: 1_795_868_479_000_000_000, ..Default::default() };
+        for ts in [
+            1_000u64,
+            1_001,
+            999_999_999,
+            1_000_000_000,
+            59_999_999_999,
+            3_599_999_999_999,
+            86_399_999_999_999,
+            u64::MAX / 4,
+        ] {
+            let rel = ts - h.start_ns;
+            assert_eq!(fmt_time(&h, ts, TimeFormat::Monotonic), ts.to_string());
+            assert_eq!(
+                fmt_time(&h, ts, TimeFormat::Relative),
+                format!("{}.{:09}", rel / 1_000_000_000, rel % 1_000_000_000)
+            );
+            let w = h.wall_ns(ts).max(0) as u64;
+            let day = w / 1_000_000_000 % 86_400;
+            let want = format!("{:02}:{:02}:{:02}.{:09}", day / 3600, day / 60 % 60, day % 60, w % 1_000_000_000);
+            assert_eq!(fmt_time(&h, ts, TimeFormat::Wall), want);
         }
         for v in [0u64, 1, 9, 10, 11, 99, 100, 101, u64::MAX].into_iter().chain(edges.clone()) {
             assert_eq!(digit_count(v), v.to_string().len(), "{v}");

@@ -112,7 +112,7 @@ impl<T> Reorder<T> {
             if first > due && self.n_held <= self.max_held {
                 break;
             }
-            let (k, item) = self.take(from);
+            let Some((k, item)) = self.take(from) else { break };
             self.released = Some(k);
             out(item, false)?;
         }
@@ -139,16 +139,16 @@ impl<T> Reorder<T> {
         }
     }
 
-    /// Takes the next event out from where [`Reorder::next_out`] found it.
+    /// Takes the next event out from where [`Reorder::next_out`] found it (`None` only if it
+    /// is no longer there, which `next_out` just ruled out).
     #[inline]
-    fn take(&mut self, from: Option<usize>) -> (u64, T) {
+    fn take(&mut self, from: Option<usize>) -> Option<(u64, T)> {
         let (k, item) = match from {
-            Some(q) => self.queues[q].pop_front().map(|(k, _, item)| (k, item)),
+            Some(q) => self.queues.get_mut(q)?.pop_front().map(|(k, _, item)| (k, item)),
             None => self.held.pop_first().map(|((k, _), item)| (k, item)),
-        }
-        .expect("next_out found it");
+        }?;
         self.n_held -= 1;
-        (k, item)
+        Some((k, item))
     }
 
     /// Lets out, in order, every held event whose key is before `bound`: the caller knows that
@@ -159,7 +159,7 @@ impl<T> Reorder<T> {
             if first >= bound {
                 break;
             }
-            let (k, item) = self.take(from);
+            let Some((k, item)) = self.take(from) else { break };
             self.released = Some(k);
             out(item, false)?;
         }
@@ -174,7 +174,7 @@ impl<T> Reorder<T> {
     /// Lets every held event out, in order.
     pub fn finish<E>(&mut self, out: &mut impl FnMut(T, bool) -> Result<(), E>) -> Result<(), E> {
         while let Some((from, _)) = self.next_out() {
-            let (k, item) = self.take(from);
+            let Some((k, item)) = self.take(from) else { break };
             self.released = Some(k);
             out(item, false)?;
         }
