@@ -1409,16 +1409,21 @@ mod tests {
         (h, b)
     }
 
-    #[test]
-    fn written_json_is_what_serde_json_writes_for_the_value() {
-        let (h, b) = assorted();
+    /// Every event of `b` as [`write_json`] writes it against `serde_json`'s writing of [`json`].
+    fn assert_written_json_is_serde_jsons(h: &TraceHeader, b: &EventBatch) {
         let mut s = String::new();
         for i in 0..b.len() {
             s.clear();
-            write_json(&mut s, &h, &b, i, None);
-            let want = json_ascii_controls(serde_json::to_string(&json(&h, &b, i)).unwrap());
+            write_json(&mut s, h, b, i, None);
+            let want = json_ascii_controls(serde_json::to_string(&json(h, b, i)).unwrap());
             assert_eq!(s, want, "event {i}");
         }
+    }
+
+    #[test]
+    fn written_json_is_what_serde_json_writes_for_the_value() {
+        let (h, b) = assorted();
+        assert_written_json_is_serde_jsons(&h, &b);
     }
 
     #[test]
@@ -1437,13 +1442,7 @@ mod tests {
             }
         }
         assert!(b.len() > 1000, "few syscalls with arguments: {}", b.len());
-        let mut s = String::new();
-        for i in 0..b.len() {
-            s.clear();
-            write_json(&mut s, &h, &b, i, None);
-            let want = json_ascii_controls(serde_json::to_string(&json(&h, &b, i)).unwrap());
-            assert_eq!(s, want, "event {i}");
-        }
+        assert_written_json_is_serde_jsons(&h, &b);
     }
 
     /// Calls of three threads with every kind of breakdown member: parts, each waker kind (hostile

@@ -468,21 +468,24 @@ impl<W: Write> Out<W> {
 
     /// Ends [`Out::run`]: among the runs to write, written once they are enough.
     fn end_run(&mut self) -> std::io::Result<()> {
-        let Some(run) = self.run.take() else { return Ok(()) };
-        self.ended_bytes += (run.end - run.start) as usize;
-        self.ended.push(run);
+        self.keep_run();
         if self.ended_bytes >= ENDED_BYTES || self.ended.len() >= ENDED_RUNS {
             self.write_ended()?;
         }
         Ok(())
     }
 
-    /// Writes the texts of [`Out::run`] and of the ended runs, and lets their room go.
-    fn write_run(&mut self) -> std::io::Result<()> {
+    /// Moves [`Out::run`] among the ended runs.
+    fn keep_run(&mut self) {
         if let Some(run) = self.run.take() {
             self.ended_bytes += (run.end - run.start) as usize;
             self.ended.push(run);
         }
+    }
+
+    /// Writes the texts of [`Out::run`] and of the ended runs, and lets their room go.
+    fn write_run(&mut self) -> std::io::Result<()> {
+        self.keep_run();
         self.write_ended()
     }
 
