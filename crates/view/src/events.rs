@@ -593,6 +593,46 @@ impl<'a> Buf<'a> {
         self.pos += v.len();
     }
 
+    /// A name of ours in quotes, where room was made for it.
+    ///
+    /// # Safety
+    /// Room for `v.len() + 2` bytes at `pos`.
+    #[inline(always)]
+    unsafe fn quoted_in_room(&mut self, v: &str) {
+        // SAFETY: the caller made room for the quotes and the name.
+        unsafe {
+            *self.ptr.add(self.pos) = b'"';
+            copy_short(v.as_ptr(), self.ptr.add(self.pos + 1), v.len());
+            *self.ptr.add(self.pos + 1 + v.len()) = b'"';
+        }
+        self.pos += v.len() + 2;
+    }
+
+    /// A device number as `"major:minor"` (`null` for 0), where room was made for it.
+    ///
+    /// # Safety
+    /// Room for 45 bytes at `pos` (the quotes, the colon and two numbers as [`Buf::int_in_room`]
+    /// writes them).
+    #[inline(always)]
+    unsafe fn dev_in_room(&mut self, dev: u32) {
+        // SAFETY (all): within the 45 bytes the caller made room for.
+        unsafe {
+            if dev == 0 {
+                self.put_in_room("null");
+                return;
+            }
+            let (ma, mi) = dev_major_minor(dev);
+            *self.ptr.add(self.pos) = b'"';
+            self.pos += 1;
+            self.int_in_room(ma);
+            *self.ptr.add(self.pos) = b':';
+            self.pos += 1;
+            self.int_in_room(mi);
+            *self.ptr.add(self.pos) = b'"';
+            self.pos += 1;
+        }
+    }
+
     /// [`push_json_bytes`].
     #[inline(always)]
     fn json_bytes(&mut self, v: &[u8]) {
@@ -641,14 +681,6 @@ impl<'a> Buf<'a> {
     #[inline(always)]
     fn json_str(&mut self, v: &str) {
         self.json_bytes(v.as_bytes());
-    }
-
-    /// A name of ours that needs no escape, as a JSON string.
-    #[inline(always)]
-    fn quoted(&mut self, v: &'static str) {
-        self.ch('"');
-        self.put(v);
-        self.ch('"');
     }
 
     /// [`push_opt_str`].
@@ -728,6 +760,35 @@ macro_rules! k0 {
     ($name:literal) => {
         concat!("\"", $name, "\":")
     };
+}
+
+/// Members of bounded length (integers, names of ours, a device number), written after one room
+/// check for all of them: a check per member was some 90 compare-and-branch pairs an event, a
+/// fiftieth of `events --json`'s instructions. Each is `int KEY, VALUE`, `name KEY, VALUE` (a
+/// `&'static str` that needs no escape; evaluated twice, so a pure expression) or `dev KEY,
+/// VALUE` (`"major:minor"`, or `null` for 0), keys written with [`k!`], [`k0!`] or [`kopen!`].
+macro_rules! bounded {
+    ($m:expr; $( $kind:ident $k:expr, $v:expr );+ $(;)?) => {{
+        let need = 0 $( + bounded!(@room $kind $k, $v) )+;
+        $m.b.room(need);
+        // SAFETY: `need` covers every member's key and the longest form of its value.
+        unsafe { $( bounded!(@put $m; $kind $k, $v); )+ }
+    }};
+    (@room int $k:expr, $v:expr) => { $k.len() + 21 };
+    (@room name $k:expr, $v:expr) => { $k.len() + 2 + $v.len() };
+    (@room dev $k:expr, $v:expr) => { $k.len() + 2 * 21 + 3 };
+    (@put $m:expr; int $k:expr, $v:expr) => {{
+        $m.b.put_in_room($k);
+        $m.b.int_in_room($v);
+    }};
+    (@put $m:expr; name $k:expr, $v:expr) => {{
+        $m.b.put_in_room($k);
+        $m.b.quoted_in_room($v);
+    }};
+    (@put $m:expr; dev $k:expr, $v:expr) => {{
+        $m.b.put_in_room($k);
+        $m.b.dev_in_room($v);
+    }};
 }
 
 impl Members<'_> {
@@ -844,30 +905,27 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
                 m.b.ch(':');
                 m.b.json_with(|w| latscope_event::argnames::write_value(w, spec, spec.value(flags, mode, addr), flags));
             }
-            m.b.ch('}');
-            m.int(k!("bytes"), b.bytes[i]);
-            m.int(k!("cgroup"), b.cgroup[i]);
+            bounded!(m;
+                int concat!("}", k!("bytes")), b.bytes[i];
+                int k!("cgroup"), b.cgroup[i]);
             m.col(k!("comm"), &b.comm, i);
-            m.int(k!("cpu"), b.cpu[i]);
-            if b.dev[i] == 0 {
-                m.key(k!("dev"));
-                m.b.put("null");
-            } else {
-                m.dev(k!("dev"), b.dev[i]);
-            }
-            m.int(k!("dirfd"), b.dirfd[i]);
-            m.int(k!("fd"), b.fd[i]);
-            m.name(k!("fd_type"), FdType::from_u8(b.fd_type[i]).name());
-            m.int(k!("flags"), b.flags[i]);
-            m.int(k!("gid"), b.gid[i]);
-            m.int(k!("ino"), b.ino[i]);
-            m.name(k!("kind"), "syscall");
-            m.int(k!("latency_ns"), b.lat[i]);
-            m.int(k!("loginuid"), loginuid);
-            m.int(k!("mode"), b.mode[i]);
-            m.int(k!("nr"), b.nr[i]);
-            m.int(k!("offset"), b.off[i]);
-            m.int(k!("offset2"), b.off2[i]);
+            let fd_type = FdType::from_u8(b.fd_type[i]).name();
+            bounded!(m;
+                int k!("cpu"), b.cpu[i];
+                dev k!("dev"), b.dev[i];
+                int k!("dirfd"), b.dirfd[i];
+                int k!("fd"), b.fd[i];
+                name k!("fd_type"), fd_type;
+                int k!("flags"), b.flags[i];
+                int k!("gid"), b.gid[i];
+                int k!("ino"), b.ino[i];
+                name k!("kind"), "syscall";
+                int k!("latency_ns"), b.lat[i];
+                int k!("loginuid"), loginuid;
+                int k!("mode"), b.mode[i];
+                int k!("nr"), b.nr[i];
+                int k!("offset"), b.off[i];
+                int k!("offset2"), b.off2[i]);
             m.col(k!("path"), &b.path, i);
             m.col(k!("path2"), &b.path2, i);
             m.int(k!("pid"), b.pid[i]);
@@ -935,23 +993,30 @@ pub fn write_json(s: &mut String, h: &TraceHeader, b: &EventBatch, i: usize, cha
             m.int(k!("pid"), b.pid[i]);
         }
     }
-    m.int(k!("tid"), b.tid[i]);
-    m.int(k!("time_ns"), h.wall_ns(b.ts[i]));
+    bounded!(m;
+        int k!("tid"), b.tid[i];
+        int k!("time_ns"), h.wall_ns(b.ts[i]));
     if kind == Some(EventKind::Proc) {
         if let Some(t) = times_json(b, i) {
             m.key(k!("times"));
             m.b.put(&t.to_string());
         }
     }
-    m.int(k!("ts_ns"), b.ts[i]);
-    m.int(k!("tty"), b.tty[i]);
+    bounded!(m;
+        int k!("ts_ns"), b.ts[i];
+        int k!("tty"), b.tty[i]);
     m.op_name(k!("type"), b.kind[i], b.nr[i]);
-    m.int(k!("uid"), b.uid[i]);
-    m.int(k!("vpid"), b.vpid[i]);
-    m.int(k!("vtid"), b.vtid[i]);
-    if kind == Some(EventKind::Syscall) && b.has_why(i) {
-        m.key(k!("why"));
-        write_why_json(&mut m, h, b, i, chains);
+    bounded!(m;
+        int k!("uid"), b.uid[i];
+        int k!("vpid"), b.vpid[i];
+        int k!("vtid"), b.vtid[i]);
+    if kind == Some(EventKind::Syscall) {
+        // The breakdown read once: whether there is one, and its parts.
+        let parts = b.why_parts(i);
+        if parts.iter().any(|&p| p != 0) {
+            m.key(k!("why"));
+            write_why_json(&mut m, h, b, i, &parts, chains);
+        }
     }
     m.b.ch('}');
 }
@@ -969,6 +1034,16 @@ const PARTS_KEYS: [(&str, usize); WHY_PARTS] = [
     (k!("timer"), 5),
     (k!("unknown"), 8),
 ];
+
+/// Room for the members of `parts_ns`: their keys and numbers.
+const PARTS_ROOM: usize = {
+    let (mut n, mut k) = (0, 0);
+    while k < WHY_PARTS {
+        n += PARTS_KEYS[k].0.len() + 21;
+        k += 1;
+    }
+    n
+};
 
 /// A string member's value, or `null`.
 fn push_opt_str(s: &mut String, v: Option<&str>) {
@@ -1021,11 +1096,18 @@ pub fn prefetch_json_row(b: &EventBatch, i: usize) {
     }
 }
 
-/// `why::json` of call `i` (which carries a breakdown), with its chain of waits from `chains`,
+/// `why::json` of call `i`, whose breakdown `parts` is not all zero, with its chain of waits from `chains`,
 /// as `serde_json` writes it (members sorted by name) and [`json_ascii_controls`] shows it:
 /// written member by member rather than built as a tree of maps, which cost `events --json` of
 /// a `--why` recording most of its time.
-fn write_why_json(m: &mut Members, h: &TraceHeader, b: &EventBatch, i: usize, chains: Option<&ChainIndex>) {
+fn write_why_json(
+    m: &mut Members,
+    h: &TraceHeader,
+    b: &EventBatch,
+    i: usize,
+    parts: &[u64; WHY_PARTS],
+    chains: Option<&ChainIndex>,
+) {
     m.b.ch('{');
     // The members before `parts_ns` may all be absent: a comma before each but the first.
     let mut first = true;
@@ -1096,13 +1178,16 @@ fn write_why_json(m: &mut Members, h: &TraceHeader, b: &EventBatch, i: usize, ch
         m.b.ch('}');
     }
     key(m, k0!("parts_ns"));
-    let parts = b.why_parts(i);
+    m.b.room(PARTS_ROOM);
     for &(tok, k) in &PARTS_KEYS {
-        m.int(tok, parts[k]);
+        // SAFETY: `PARTS_ROOM` covers every key and number.
+        unsafe {
+            m.b.put_in_room(tok);
+            m.b.int_in_room(parts[k]);
+        }
     }
-    m.b.ch('}');
-    m.key(k!("wait"));
-    m.b.quoted(crate::waits::wait_kind(b, i).name());
+    let wait = crate::waits::wait_kind(b, i).name();
+    bounded!(m; name concat!("}", k!("wait")), wait);
     if b.waker_ctx[i] != 0 {
         m.key(k!("waker"));
         let ctx = b.waker_ctx[i];
@@ -1416,6 +1501,61 @@ mod tests {
             s.clear();
             write_json(&mut s, h, b, i, None);
             let want = json_ascii_controls(serde_json::to_string(&json(h, b, i)).unwrap());
+            assert_eq!(s, want, "event {i}");
+        }
+    }
+
+    /// Members written after one room check for a group ([`bounded!`]): the longest value of
+    /// every number and device, each event into a string with no room yet (every check grows it).
+    #[test]
+    fn extreme_values_are_written_whole_from_an_empty_string() {
+        let h = TraceHeader::default();
+        let mut b = EventBatch::default();
+        for (k, (big, small)) in
+            [(u64::MAX, i64::MIN), (9_999_999_999_999_999_999, -9_999_999_999)].into_iter().enumerate()
+        {
+            b.push(&Event {
+                kind: 0,
+                ts: big,
+                lat: big,
+                pid: u32::MAX,
+                tid: u32::MAX,
+                uid: u32::MAX,
+                gid: u32::MAX,
+                loginuid: u32::MAX - 1,
+                tty: u32::MAX,
+                vpid: u32::MAX,
+                vtid: u32::MAX,
+                cpu: u16::MAX,
+                nr: 0,
+                ret: small,
+                fd: i32::MIN,
+                fd_type: 255,
+                dirfd: i32::MIN,
+                flags: u32::MAX,
+                mode: u32::MAX,
+                bytes: big,
+                off: small,
+                off2: small,
+                dev: [u32::MAX, 0][k],
+                ino: big,
+                cgroup: big,
+                why_cpu: big / 16,
+                why_runq: big / 16,
+                why_io: big / 16,
+                why_lock: big / 16,
+                why_ipc: big / 16,
+                why_timer: big / 16,
+                why_fault: big / 16,
+                why_other: big / 16,
+                why_unknown: big / 16,
+                ..Default::default()
+            });
+        }
+        for i in 0..b.len() {
+            let mut s = String::new();
+            write_json(&mut s, &h, &b, i, None);
+            let want = json_ascii_controls(serde_json::to_string(&json(&h, &b, i)).unwrap());
             assert_eq!(s, want, "event {i}");
         }
     }
