@@ -13,7 +13,7 @@
 
 use crate::batch::wake_flags;
 use crate::syscalls::desc;
-use crate::{syscall_name, EventBatch, EventKind, SysClass};
+use crate::{syscall_name, EventBatch, EventKind, SysClass, WHY_PARTS};
 
 /// What a call's latency was, for the rankings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -121,13 +121,30 @@ fn by_name(nr: u16) -> WaitKind {
     }
 }
 
-/// [`wait_kind`] of a syscall whose wake-up flags say how its wait ended.
-fn wait_kind_known(b: &EventBatch, i: usize) -> WaitKind {
-    let flags = b.wake_flags[i];
-    if !b.has_why(i) {
+/// [`wait_kind`] of event `i` whose breakdown `parts` (`b.why_parts(i)`) the caller has read
+/// already (a writer of the breakdown): the same answer without reading it again.
+#[inline]
+pub fn wait_kind_of(b: &EventBatch, i: usize, parts: &[u64; WHY_PARTS]) -> WaitKind {
+    if b.kind[i] != EventKind::Syscall as u8 {
+        return WaitKind::Work;
+    }
+    if b.wake_flags[i] & wake_flags::KNOWN == 0 {
         return by_name(b.nr[i]);
     }
-    let parts = b.why_parts(i);
+    known_with(b, i, parts)
+}
+
+/// [`wait_kind`] of a syscall whose wake-up flags say how its wait ended.
+fn wait_kind_known(b: &EventBatch, i: usize) -> WaitKind {
+    known_with(b, i, &b.why_parts(i))
+}
+
+/// [`wait_kind_known`] with the call's breakdown read.
+fn known_with(b: &EventBatch, i: usize, parts: &[u64; WHY_PARTS]) -> WaitKind {
+    let flags = b.wake_flags[i];
+    if parts.iter().all(|&p| p == 0) {
+        return by_name(b.nr[i]);
+    }
     let waiting: u64 = WAITING_PARTS.iter().map(|&k| parts[k]).sum();
     if waiting.saturating_mul(2) <= b.lat[i] {
         return WaitKind::Work;
@@ -248,6 +265,7 @@ mod tests {
         }
         for (i, (e, want)) in cases.iter().enumerate() {
             assert_eq!(wait_kind(&b, i), *want, "{i}: {e:?}");
+            assert_eq!(wait_kind_of(&b, i, &b.why_parts(i)), *want, "{i}: {e:?}");
         }
         assert!(is_idle(&b, 1) && !is_idle(&b, 0));
         assert_eq!(WaitKind::from_name("idle_timeout"), Some(WaitKind::Timeout));

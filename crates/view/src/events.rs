@@ -1186,7 +1186,7 @@ fn write_why_json(
             m.b.int_in_room(parts[k]);
         }
     }
-    let wait = crate::waits::wait_kind(b, i).name();
+    let wait = latscope_event::waits::wait_kind_of(b, i, parts).name();
     bounded!(m; name concat!("}", k!("wait")), wait);
     if b.waker_ctx[i] != 0 {
         m.key(k!("waker"));
