@@ -269,6 +269,10 @@ pub struct Linker {
     waiting_request: HashMap<(u32, u64), VecDeque<Pending>, RandomState>,
     /// Calls settled with a fallback leaving (reused: no allocation per slice).
     settling: Vec<u64>,
+    /// The waiting calls a call arriving ends (reused: an allocation per link otherwise).
+    found: Vec<Pending>,
+    /// The calls a block request arriving woke (reused, as `found`).
+    found_requests: Vec<u64>,
     /// Per syscall number, the parts its call can end a wait in (bit k: [`can_wake`] of part
     /// k), [`MASK_KNOWN`] once looked up.
     wake_masks: Vec<u16>,
@@ -296,6 +300,8 @@ impl Linker {
             by_request: HashMap::default(),
             waiting_request: HashMap::default(),
             settling: Vec::new(),
+            found: Vec::new(),
+            found_requests: Vec::new(),
             wake_masks: Vec::new(),
             spare_threads: Vec::new(),
             next_flow: 1,
@@ -399,7 +405,8 @@ impl Linker {
             let w = &mut t.waiters;
             // Most calls change nothing in the list (their windows are other calls', or have
             // a fallback already): told before the pass that edits it.
-            let mut found = Vec::new();
+            let found = &mut self.found;
+            found.clear();
             if w.edited_by(h.ts, h.end, wakes, front) {
                 let (mut max_hi, mut min_c_seq) = (0, u64::MAX);
                 w.list.retain_mut(|p| {
@@ -420,7 +427,8 @@ impl Linker {
                 });
                 w.min_c_seq = min_c_seq;
             }
-            for p in found {
+            for k in 0..self.found.len() {
+                let p = self.found[k];
                 untake(&mut self.queue, self.front_seq, &p);
                 let f = self.flow();
                 h.flows_out.push(f);
@@ -435,7 +443,8 @@ impl Linker {
         if let Some(key) = h.request {
             let front = self.front_seq;
             if let Some(list) = self.waiting_request.get_mut(&key) {
-                let mut found = Vec::new();
+                let found = &mut self.found_requests;
+                found.clear();
                 list.retain(|p| {
                     if p.c_seq < front {
                         return false;
@@ -449,7 +458,8 @@ impl Linker {
                 if list.is_empty() {
                     self.waiting_request.remove(&key);
                 }
-                for c in found {
+                for k in 0..self.found_requests.len() {
+                    let c = self.found_requests[k];
                     let f = self.flow();
                     h.flows_out.push(f);
                     if let Some(q) = self.queue.get_mut((c - self.front_seq) as usize) {
