@@ -41,6 +41,11 @@ pub const MAX_OPEN_PARTITIONS: usize = 4;
 /// Blocks waiting between the reading thread and the Parquet encoder (besides the one each is
 /// working on): one keeps both busy.
 const PIPELINE_BLOCKS: usize = 1;
+/// Event batches in use at most: the one the reader decodes into, the one waiting, the one being
+/// encoded. A fixed set goes round (the reader waits for one back rather than making another):
+/// batches made and dropped by turns left the heap's peak to the threads' timing (one to three
+/// batches' worth, 20 MiB each, more from one run to the next).
+const BATCHES: usize = PIPELINE_BLOCKS + 2;
 /// Largest block handed to the encoder as it is (a recording's blocks may hold up to 1 Mi
 /// events); bigger ones go in parts of this many events.
 const HANDOVER_ROWS: usize = 1 << 16;
@@ -256,9 +261,9 @@ fn check_traces(traces: &[PathBuf]) -> Result<Vec<TraceHeader>, ExportError> {
 
 /// Exports `traces` to Parquet as `opts` says, calling `progress` after every block read.
 ///
-/// Memory stays bounded whatever the traces' sizes: the block being read, at most four batches
-/// of up to 64 Ki events on their way to the encoder or back (one waiting, one being encoded,
-/// emptied ones to be used again), and one row group per open output file. The events are
+/// Memory stays bounded whatever the traces' sizes: the block being read, three batches of up
+/// to 64 Ki events going round (one being decoded into, one waiting, one being encoded), and one
+/// row group per open output file. The events are
 /// encoded on a second thread, straight from the batches the reader decoded, while the next
 /// block is read. Nothing is left under a final name unless complete: files are
 /// written under a temporary name and moved into place when finished; on error the files being
@@ -305,7 +310,18 @@ pub fn export_parquet(
 
     let (tx, rx) = sync_channel::<Block>(PIPELINE_BLOCKS);
     // Batches the encoder is done with go back to the reader, to be decoded into again.
-    let (back_tx, back_rx) = sync_channel::<EventBatch>(1);
+    let (back_tx, back_rx) = sync_channel::<EventBatch>(BATCHES);
+    // The scan decodes into a batch of its own: the others are made as the pipeline fills.
+    let mut made = 1;
+    let mut spare_batch = || match back_rx.try_recv() {
+        Ok(b) => b,
+        Err(_) if made < BATCHES => {
+            made += 1;
+            EventBatch::default()
+        }
+        // Closed: the encoder failed, and the next send says so.
+        Err(_) => back_rx.recv().unwrap_or_default(),
+    };
     let encoder = std::thread::Builder::new()
         .name("parquet-encode".into())
         .spawn(move || encode_events(sink, rx, back_tx))
@@ -339,7 +355,7 @@ pub fn export_parquet(
                     Rows::All => None,
                     Rows::Some(r) => Some(r.to_vec()),
                 };
-                let spare = back_rx.try_recv().unwrap_or_default();
+                let spare = spare_batch();
                 send(std::mem::replace(batch, spare), rows)?;
             } else {
                 // A big block goes in copied parts, so that memory holds a few parts, not blocks.
@@ -349,7 +365,7 @@ pub fn export_parquet(
                 };
                 for at in (0..n).step_by(HANDOVER_ROWS) {
                     let end = n.min(at + HANDOVER_ROWS);
-                    let mut part = back_rx.try_recv().unwrap_or_default();
+                    let mut part = spare_batch();
                     part.clear();
                     match rows {
                         Rows::All => part.append_range(batch, at..end),
@@ -459,7 +475,7 @@ fn encode_events(
             Some(r) => Sel::Idx(r),
         };
         sink.write(&b.host, &b.cx, &b.batch, Some(&b.derived), sel)?;
-        // A full channel (the reader has spares enough) drops the batch instead.
+        // Never full (it has room for every batch); closed when the reader stopped.
         let _ = back.try_send(b.batch);
     }
     sink.finish()
