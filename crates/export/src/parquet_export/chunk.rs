@@ -29,7 +29,7 @@
 //! min/max statistics per chunk.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -50,6 +50,7 @@ use parquet::data_type::ByteArray;
 use parquet::errors::{ParquetError, Result};
 use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::statistics::Statistics;
 use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
@@ -387,8 +388,55 @@ struct Pager {
     ints: Vec<i64>,
     keys: Vec<i32>,
     raw: Vec<u8>,
+    /// A page's compressed bytes, shared with the page writer while it copies them and then
+    /// used again (see [`Column::done`]).
+    out: Arc<Vec<u8>>,
     /// Strings derived per row (`waker_comm`).
     names: StrCol,
+}
+
+/// [`Pager::out`] as the owner of a page's [`Bytes`].
+struct SharedOut(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedOut {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// A finished column chunk as the row group reads it: its dictionary page, then its data
+/// pages, where each was written (no copy of the chunk into one buffer).
+struct ChunkParts<'a> {
+    head: &'a [u8],
+    pages: &'a [u8],
+}
+
+impl Length for ChunkParts<'_> {
+    fn len(&self) -> u64 {
+        (self.head.len() + self.pages.len()) as u64
+    }
+}
+
+impl<'a> ChunkReader for ChunkParts<'a> {
+    type T = std::io::Chain<&'a [u8], &'a [u8]>;
+
+    fn get_read(&self, start: u64) -> Result<Self::T> {
+        let start = usize::try_from(start).map_err(|_| ParquetError::General("chunk offset too large".into()))?;
+        let (head, pages) = match start.checked_sub(self.head.len()) {
+            None => (&self.head[start..], self.pages),
+            Some(at) => (&self.head[..0], self.pages.get(at..).unwrap_or_default()),
+        };
+        Ok(head.chain(pages))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> Result<Bytes> {
+        let mut v = Vec::with_capacity(length);
+        self.get_read(start)?.take(length as u64).read_to_end(&mut v)?;
+        if v.len() != length {
+            return Err(ParquetError::EOF(format!("{length} bytes at {start} past the chunk's end")));
+        }
+        Ok(Bytes::from(v))
+    }
 }
 
 impl<W: Write + Send> DirectWriter<W> {
@@ -424,7 +472,15 @@ impl<W: Write + Send> DirectWriter<W> {
             srcs,
             rows: 0,
             row_group_rows: props.max_row_group_row_count().unwrap_or(1 << 20).max(1),
-            pager: Pager { zstd, level, ints: Vec::new(), keys: Vec::new(), raw: Vec::new(), names: StrCol::new() },
+            pager: Pager {
+                zstd,
+                level,
+                ints: Vec::new(),
+                keys: Vec::new(),
+                raw: Vec::new(),
+                out: Arc::default(),
+                names: StrCol::new(),
+            },
         })
     }
 
@@ -499,8 +555,9 @@ impl<W: Write + Send> DirectWriter<W> {
             chunks.push(c.finish(rows, &mut self.pager)?);
         }
         let mut rg = self.file.next_row_group()?;
-        for (bytes, close) in chunks {
-            rg.append_column(&bytes, close)?;
+        for (c, (head, close)) in self.columns.iter_mut().zip(chunks) {
+            rg.append_column(&ChunkParts { head: &head, pages: &c.done }, close)?;
+            c.reuse_pages();
         }
         rg.close()?;
         Ok(())
@@ -531,16 +588,47 @@ struct IntDict {
     map: HashMap<i64, u32, RandomState>,
     /// The value of slot 0, and the slots (`u32::MAX`: not in the dictionary yet).
     direct: Option<(i64, Vec<u32>)>,
+    /// Slots of an earlier chunk's table, every one `u32::MAX` again (or none).
+    spare_slots: Vec<u32>,
 }
 
 impl IntDict {
-    /// A dictionary for a column whose first values span `min..=max`.
-    fn new(min: i64, max: i64) -> IntDict {
+    /// A dictionary for a column whose first values span `min..=max`, in the allocations of
+    /// `old` (the column's dictionary of an earlier chunk, [`IntDict::emptied`]) if given.
+    fn new(min: i64, max: i64, old: Option<IntDict>) -> IntDict {
+        let mut d = old.unwrap_or_else(|| IntDict {
+            values: Vec::new(),
+            map: HashMap::default(),
+            direct: None,
+            spare_slots: Vec::new(),
+        });
         let range = (max as u64).wrapping_sub(min as u64);
-        // Room below the first values too (fds reused, pids of older processes).
-        let direct = (range < DIRECT_RANGE)
-            .then(|| (min.saturating_sub(((DIRECT_RANGE - range) / 4) as i64), vec![u32::MAX; DIRECT_RANGE as usize]));
-        IntDict { values: Vec::new(), map: HashMap::default(), direct }
+        if range < DIRECT_RANGE {
+            let slots = match std::mem::take(&mut d.spare_slots) {
+                s if s.len() == DIRECT_RANGE as usize => s,
+                _ => vec![u32::MAX; DIRECT_RANGE as usize],
+            };
+            // Room below the first values too (fds reused, pids of older processes).
+            d.direct = Some((min.saturating_sub(((DIRECT_RANGE - range) / 4) as i64), slots));
+        }
+        d
+    }
+
+    /// Empty, its allocations kept for the next chunk: a row group's worth of dictionaries made
+    /// and freed per row group (256 KiB of slots each, and their values) left the heap's peak to
+    /// chance. Only the slots that were set are cleared.
+    fn emptied(mut self) -> IntDict {
+        if let Some((base, mut slots)) = self.direct.take() {
+            for &v in &self.values {
+                if let Some(s) = slots.get_mut(v.wrapping_sub(base) as u64 as usize) {
+                    *s = u32::MAX;
+                }
+            }
+            self.spare_slots = slots;
+        }
+        self.values.clear();
+        self.map.clear();
+        self
     }
 
     /// The index of `v` if the table by value holds it.
@@ -640,6 +728,15 @@ impl Default for StrDict {
 }
 
 impl StrDict {
+    /// Empty, its allocations kept for the next chunk (see [`IntDict::emptied`]).
+    fn emptied(mut self) -> StrDict {
+        self.map.clear();
+        self.page.clear();
+        self.len = 0;
+        self.recent.fill(NO_RECENT);
+        self
+    }
+
     #[inline]
     fn index(&mut self, v: &[u8]) -> u32 {
         self.index_keyed(v, StrKey::of(v))
@@ -689,6 +786,11 @@ struct Column {
     /// Data pages written (headers and compressed bodies); the dictionary page goes before them
     /// when the chunk ends.
     pages: TrackedWrite<Vec<u8>>,
+    /// The pages of the chunk finished, until the row group has them; then, emptied, where the
+    /// next chunk's pages go. Buffers of a chunk's size (100 KB to a few MB) allocated and freed
+    /// per chunk, among the many that live through a row group, left the heap's peak to chance
+    /// (110 to 170 MB for the same export); kept, they are grown in the first row group only.
+    done: Vec<u8>,
     uncompressed: i64,
     encodings: Vec<Encoding>,
     min_max: Option<(i64, i64)>,
@@ -699,6 +801,8 @@ struct Column {
     decided: bool,
     /// Past the dictionary's limit (or not worth one): plain pages from here on.
     plain: bool,
+    /// The integer dictionary of an earlier chunk, emptied, for the next one to fill.
+    spare_dict: Option<IntDict>,
     /// Values waiting for a page: dictionary indices, integers, length-prefixed strings.
     idx: Vec<u32>,
     ints: Vec<i64>,
@@ -717,6 +821,7 @@ impl Column {
             enc,
             wide,
             pages: TrackedWrite::new(Vec::new()),
+            done: Vec::new(),
             uncompressed: 0,
             encodings: vec![Encoding::RLE],
             min_max: None,
@@ -724,6 +829,7 @@ impl Column {
             dict_used: false,
             decided: enc == Enc::Delta,
             plain: enc == Enc::Delta,
+            spare_dict: None,
             idx: Vec::new(),
             ints: Vec::new(),
             strs: Vec::new(),
@@ -908,7 +1014,7 @@ impl Column {
             };
             if !self.plain {
                 let (min, max) = sample.iter().fold((i64::MAX, i64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-                self.dict = Dict::Ints(IntDict::new(min, max));
+                self.dict = Dict::Ints(IntDict::new(min, max, self.spare_dict.take()));
                 // What the dictionary does not take comes back into `self.ints`.
                 let v = std::mem::take(&mut self.ints);
                 return self.dict_ints(&v, p, last);
@@ -1110,9 +1216,10 @@ impl Column {
         Ok(())
     }
 
-    /// Writes what waits, puts the dictionary page first, and gives the column chunk and its
-    /// metadata; the column is then ready for the next row group.
-    fn finish(&mut self, rows: usize, p: &mut Pager) -> Result<(Bytes, ColumnCloseResult)> {
+    /// Writes what waits, and gives the chunk's dictionary page (its data pages are then in
+    /// [`Column::done`]) and its metadata; the column is then ready for the next row group, once
+    /// [`Column::reuse_pages`] is called.
+    fn finish(&mut self, rows: usize, p: &mut Pager) -> Result<(Vec<u8>, ColumnCloseResult)> {
         match self.enc {
             Enc::KeyDict => self.index_pages(p, true)?,
             Enc::Strings => {
@@ -1155,15 +1262,14 @@ impl Column {
             dict_offset = Some(0);
         }
         let data_offset = head.bytes_written() as i64;
-        let mut bytes = head.into_inner()?;
-        let pages = std::mem::replace(&mut self.pages, TrackedWrite::new(Vec::new())).into_inner()?;
-        bytes.extend_from_slice(&pages);
-        let bytes = Bytes::from(bytes);
+        let head = head.into_inner()?;
+        self.done = std::mem::replace(&mut self.pages, TrackedWrite::new(Vec::new())).into_inner()?;
+        let size = head.len() + self.done.len();
         let mut b = ColumnChunkMetaData::builder(self.descr.clone())
             .set_encodings(std::mem::replace(&mut self.encodings, vec![Encoding::RLE]))
             .set_num_values(rows as i64)
             .set_compression(Compression::ZSTD(p.level))
-            .set_total_compressed_size(bytes.len() as i64)
+            .set_total_compressed_size(size as i64)
             .set_total_uncompressed_size(std::mem::take(&mut self.uncompressed))
             .set_data_page_offset(data_offset)
             .set_dictionary_page_offset(dict_offset);
@@ -1171,7 +1277,7 @@ impl Column {
             b = b.set_statistics(s);
         }
         let close = ColumnCloseResult {
-            bytes_written: bytes.len() as u64,
+            bytes_written: size as u64,
             rows_written: rows as u64,
             metadata: b.build()?,
             bloom_filter: None,
@@ -1180,14 +1286,26 @@ impl Column {
         };
         // Ready for the next chunk.
         self.min_max = None;
-        self.dict = match self.enc {
-            Enc::KeyDict | Enc::Strings => Dict::Strs(StrDict::default()),
+        self.dict = match (self.enc, std::mem::replace(&mut self.dict, Dict::None)) {
+            (Enc::KeyDict | Enc::Strings, Dict::Strs(d)) => Dict::Strs(d.emptied()),
+            (Enc::KeyDict | Enc::Strings, _) => Dict::Strs(StrDict::default()),
+            (_, Dict::Ints(d)) => {
+                self.spare_dict = Some(d.emptied());
+                Dict::None
+            }
             _ => Dict::None,
         };
         self.dict_used = false;
         self.decided = self.enc == Enc::Delta;
         self.plain = self.enc == Enc::Delta;
-        Ok((bytes, close))
+        Ok((head, close))
+    }
+
+    /// Takes [`Column::done`] back, emptied, for the next chunk's pages.
+    fn reuse_pages(&mut self) {
+        let mut v = std::mem::take(&mut self.done);
+        v.clear();
+        self.pages = TrackedWrite::new(v);
     }
 }
 
@@ -1201,8 +1319,12 @@ fn write_page(
     encoding: Encoding,
     dict: bool,
 ) -> Result<i64> {
-    let compressed = p.zstd.compress(raw).map_err(|e| ParquetError::General(format!("zstd: {e}")))?;
-    let buf = Bytes::from(compressed);
+    // The page writer dropped its handle of the previous page: no copy here.
+    let out = Arc::make_mut(&mut p.out);
+    out.clear();
+    out.reserve(zstd::zstd_safe::compress_bound(raw.len()));
+    p.zstd.compress_to_buffer(raw, out).map_err(|e| ParquetError::General(format!("zstd: {e}")))?;
+    let buf = Bytes::from_owner(SharedOut(Arc::clone(&p.out)));
     let num_values = u32::try_from(num_values).map_err(|_| ParquetError::General("page too large".into()))?;
     let page = if dict {
         Page::DictionaryPage { buf, num_values, encoding, is_sorted: false }

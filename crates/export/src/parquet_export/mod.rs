@@ -309,18 +309,24 @@ pub fn export_parquet(
     };
 
     let (tx, rx) = sync_channel::<Block>(PIPELINE_BLOCKS);
-    // Batches the encoder is done with go back to the reader, to be decoded into again.
-    let (back_tx, back_rx) = sync_channel::<EventBatch>(BATCHES);
+    // Batches the encoder is done with go back to the reader, to be decoded into again, with
+    // the columns derived for them, to be filled again.
+    let (back_tx, back_rx) = sync_channel::<(EventBatch, Derived)>(BATCHES);
     // The scan decodes into a batch of its own: the others are made as the pipeline fills.
     let mut made = 1;
-    let mut spare_batch = || match back_rx.try_recv() {
-        Ok(b) => b,
-        Err(_) if made < BATCHES => {
-            made += 1;
-            EventBatch::default()
-        }
-        // Closed: the encoder failed, and the next send says so.
-        Err(_) => back_rx.recv().unwrap_or_default(),
+    let mut derived_spare = Vec::with_capacity(BATCHES);
+    let mut spare_batch = |derived_spare: &mut Vec<Derived>| {
+        let (b, d) = match back_rx.try_recv() {
+            Ok(bd) => bd,
+            Err(_) if made < BATCHES => {
+                made += 1;
+                Default::default()
+            }
+            // Closed: the encoder failed, and the next send says so.
+            Err(_) => back_rx.recv().unwrap_or_default(),
+        };
+        derived_spare.push(d);
+        b
     };
     let encoder = std::thread::Builder::new()
         .name("parquet-encode".into())
@@ -343,9 +349,10 @@ pub fn export_parquet(
                 cx = Arc::new(TraceContext::new(now, &host));
             }
             chains.add(batch);
-            let mut send = |batch: EventBatch, rows: Option<Vec<u32>>| {
+            let mut send = |batch: EventBatch, rows: Option<Vec<u32>>, spare: &mut Vec<Derived>| {
                 exported += rows.as_ref().map_or(batch.len(), Vec::len) as u64;
-                let derived = derive(header, &chains, &batch, rows.as_deref());
+                let mut derived = spare.pop().unwrap_or_default();
+                derive(header, &chains, &batch, rows.as_deref(), &mut derived);
                 let block = Block { host: host.clone(), cx: cx.clone(), batch, rows, derived };
                 // A closed channel means the encoder failed: its error is reported below.
                 tx.send(block).map_err(|_| ExportError::Invalid("the Parquet encoder stopped".into()))
@@ -355,8 +362,8 @@ pub fn export_parquet(
                     Rows::All => None,
                     Rows::Some(r) => Some(r.to_vec()),
                 };
-                let spare = spare_batch();
-                send(std::mem::replace(batch, spare), rows)?;
+                let spare = spare_batch(&mut derived_spare);
+                send(std::mem::replace(batch, spare), rows, &mut derived_spare)?;
             } else {
                 // A big block goes in copied parts, so that memory holds a few parts, not blocks.
                 let n = match rows {
@@ -365,13 +372,13 @@ pub fn export_parquet(
                 };
                 for at in (0..n).step_by(HANDOVER_ROWS) {
                     let end = n.min(at + HANDOVER_ROWS);
-                    let mut part = spare_batch();
+                    let mut part = spare_batch(&mut derived_spare);
                     part.clear();
                     match rows {
                         Rows::All => part.append_range(batch, at..end),
                         Rows::Some(r) => r[at..end].iter().for_each(|&i| part.push_from(batch, i as usize)),
                     }
-                    send(part, None)?;
+                    send(part, None, &mut derived_spare)?;
                 }
             }
             progress(&Progress {
@@ -433,10 +440,15 @@ struct Block {
     derived: Derived,
 }
 
-/// The chains of waits of the rows `rows` of `b` (all: `None`), by row of `b` (empty for the
-/// others), through the calls `chains` indexed; devices named by `h`'s disks.
-fn derive(h: &TraceHeader, chains: &ChainIndex, b: &EventBatch, rows: Option<&[u32]>) -> Derived {
-    let mut d = Derived { chain_root_ns: vec![0; b.len()], ..Default::default() };
+/// Into `d` (emptied first): the chains of waits of the rows `rows` of `b` (all: `None`), by row
+/// of `b` (empty for the others), through the calls `chains` indexed; devices named by `h`'s
+/// disks. `d` is one an earlier block used: columns of a block's length made per block and
+/// freed by the other thread left the heap's peak to chance.
+fn derive(h: &TraceHeader, chains: &ChainIndex, b: &EventBatch, rows: Option<&[u32]>, d: &mut Derived) {
+    d.chain.clear();
+    d.chain_root.clear();
+    d.chain_root_ns.clear();
+    d.chain_root_ns.resize(b.len(), 0);
     let mut want = vec![rows.is_none(); b.len()];
     for &r in rows.unwrap_or(&[]) {
         want[r as usize] = true;
@@ -459,7 +471,6 @@ fn derive(h: &TraceHeader, chains: &ChainIndex, b: &EventBatch, rows: Option<&[u
             }
         }
     }
-    d
 }
 
 /// The encoding thread: writes every block it receives and hands its batch back, then finishes
@@ -467,7 +478,7 @@ fn derive(h: &TraceHeader, chains: &ChainIndex, b: &EventBatch, rows: Option<&[u
 fn encode_events(
     mut sink: EventSink,
     rx: Receiver<Block>,
-    back: SyncSender<EventBatch>,
+    back: SyncSender<(EventBatch, Derived)>,
 ) -> Result<Vec<WrittenFile>, ExportError> {
     for b in rx {
         let sel = match &b.rows {
@@ -476,7 +487,7 @@ fn encode_events(
         };
         sink.write(&b.host, &b.cx, &b.batch, Some(&b.derived), sel)?;
         // Never full (it has room for every batch); closed when the reader stopped.
-        let _ = back.try_send(b.batch);
+        let _ = back.try_send((b.batch, b.derived));
     }
     sink.finish()
 }
