@@ -178,16 +178,20 @@ fn why_stacks_name_inlined_functions_with_their_lines_and_libc_functions() {
     let v = latscope_json(&["why", "-r", t, "--stacks", "--waits", "--json", &napper]);
     let stacks = v["stacks"].as_array().unwrap();
     let (syscall_line, call_line) = (line_of("nap_inline's syscall"), line_of("\tnap_inline(ms);"));
-    let inline = stacks.iter().find(|s| s["op"] == "nanosleep").expect("the inlined nap's stack");
-    assert_eq!(inline["calls"], 5, "{inline}");
-    let f = inline["user_frames"].as_array().unwrap();
-    assert_eq!(f[0]["name"], "nap_inline", "{inline}");
-    assert_eq!(f[0]["inlined"], true, "{inline}");
-    assert_eq!(f[0]["source"], format!("why_stacks.c:{syscall_line}"), "{inline}");
-    assert_eq!((&f[1]["name"], &f[1]["inlined"]), (&"nap_outer".into(), &false.into()), "{inline}");
-    assert_eq!(f[1]["source"], format!("why_stacks.c:{call_line}"), "{inline}");
-    assert_eq!(f[2]["name"], "napper", "{inline}");
-    assert_eq!(strs(&inline["user"])[..3], ["nap_inline", "nap_outer", "napper"]);
+    // Five calls, all with this user stack; a nap preempted on a loaded machine has another
+    // kernel stack for its longest wait (the run queue), so it may be a group of its own.
+    let naps: Vec<&Value> = stacks.iter().filter(|s| s["op"] == "nanosleep").collect();
+    assert_eq!(naps.iter().map(|s| s["calls"].as_u64().unwrap()).sum::<u64>(), 5, "{v}");
+    for inline in naps {
+        let f = inline["user_frames"].as_array().unwrap();
+        assert_eq!(f[0]["name"], "nap_inline", "{inline}");
+        assert_eq!(f[0]["inlined"], true, "{inline}");
+        assert_eq!(f[0]["source"], format!("why_stacks.c:{syscall_line}"), "{inline}");
+        assert_eq!((&f[1]["name"], &f[1]["inlined"]), (&"nap_outer".into(), &false.into()), "{inline}");
+        assert_eq!(f[1]["source"], format!("why_stacks.c:{call_line}"), "{inline}");
+        assert_eq!(f[2]["name"], "napper", "{inline}");
+        assert_eq!(strs(&inline["user"])[..3], ["nap_inline", "nap_outer", "napper"]);
+    }
 
     // libc's frames: clock_nanosleep first (its callers in the workload may be skipped: libc
     // keeps no frame pointer for the walk), five calls in all; the workload's frames named.
