@@ -389,7 +389,7 @@ struct Pager {
     keys: Vec<i32>,
     raw: Vec<u8>,
     /// A page's compressed bytes, shared with the page writer while it copies them and then
-    /// used again (see [`Column::done`]).
+    /// used again (see [`Column::reuse_pages`]).
     out: Arc<Vec<u8>>,
     /// Strings derived per row (`waker_comm`).
     names: StrCol,
@@ -556,7 +556,7 @@ impl<W: Write + Send> DirectWriter<W> {
         }
         let mut rg = self.file.next_row_group()?;
         for (c, (head, close)) in self.columns.iter_mut().zip(chunks) {
-            rg.append_column(&ChunkParts { head: &head, pages: &c.done }, close)?;
+            rg.append_column(&ChunkParts { head: &head, pages: c.pages.inner() }, close)?;
             c.reuse_pages();
         }
         rg.close()?;
@@ -786,11 +786,6 @@ struct Column {
     /// Data pages written (headers and compressed bodies); the dictionary page goes before them
     /// when the chunk ends.
     pages: TrackedWrite<Vec<u8>>,
-    /// The pages of the chunk finished, until the row group has them; then, emptied, where the
-    /// next chunk's pages go. Buffers of a chunk's size (100 KB to a few MB) allocated and freed
-    /// per chunk, among the many that live through a row group, left the heap's peak to chance
-    /// (110 to 170 MB for the same export); kept, they are grown in the first row group only.
-    done: Vec<u8>,
     uncompressed: i64,
     encodings: Vec<Encoding>,
     min_max: Option<(i64, i64)>,
@@ -821,7 +816,6 @@ impl Column {
             enc,
             wide,
             pages: TrackedWrite::new(Vec::new()),
-            done: Vec::new(),
             uncompressed: 0,
             encodings: vec![Encoding::RLE],
             min_max: None,
@@ -1216,9 +1210,9 @@ impl Column {
         Ok(())
     }
 
-    /// Writes what waits, and gives the chunk's dictionary page (its data pages are then in
-    /// [`Column::done`]) and its metadata; the column is then ready for the next row group, once
-    /// [`Column::reuse_pages`] is called.
+    /// Writes what waits, and gives the chunk's dictionary page (its data pages stay in
+    /// [`Column::pages`] for the row group to read) and its metadata; the column is then ready for
+    /// the next row group, once [`Column::reuse_pages`] is called.
     fn finish(&mut self, rows: usize, p: &mut Pager) -> Result<(Vec<u8>, ColumnCloseResult)> {
         match self.enc {
             Enc::KeyDict => self.index_pages(p, true)?,
@@ -1263,8 +1257,8 @@ impl Column {
         }
         let data_offset = head.bytes_written() as i64;
         let head = head.into_inner()?;
-        self.done = std::mem::replace(&mut self.pages, TrackedWrite::new(Vec::new())).into_inner()?;
-        let size = head.len() + self.done.len();
+        self.pages.flush()?;
+        let size = head.len() + self.pages.inner().len();
         let mut b = ColumnChunkMetaData::builder(self.descr.clone())
             .set_encodings(std::mem::replace(&mut self.encodings, vec![Encoding::RLE]))
             .set_num_values(rows as i64)
@@ -1301,9 +1295,11 @@ impl Column {
         Ok((head, close))
     }
 
-    /// Takes [`Column::done`] back, emptied, for the next chunk's pages.
+    /// Empties [`Column::pages`] for the next chunk, keeping its buffer: buffers of a chunk's
+    /// size (100 KB to a few MB) allocated and freed per chunk, among the many that live through
+    /// a row group, left the heap's peak to chance; kept, they grow in the first row group only.
     fn reuse_pages(&mut self) {
-        let mut v = std::mem::take(&mut self.done);
+        let mut v = std::mem::take(self.pages.inner_mut());
         v.clear();
         self.pages = TrackedWrite::new(v);
     }

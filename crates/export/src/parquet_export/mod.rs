@@ -314,19 +314,14 @@ pub fn export_parquet(
     let (back_tx, back_rx) = sync_channel::<(EventBatch, Derived)>(BATCHES);
     // The scan decodes into a batch of its own: the others are made as the pipeline fills.
     let mut made = 1;
-    let mut derived_spare = Vec::with_capacity(BATCHES);
-    let mut spare_batch = |derived_spare: &mut Vec<Derived>| {
-        let (b, d) = match back_rx.try_recv() {
-            Ok(bd) => bd,
-            Err(_) if made < BATCHES => {
-                made += 1;
-                Default::default()
-            }
-            // Closed: the encoder failed, and the next send says so.
-            Err(_) => back_rx.recv().unwrap_or_default(),
-        };
-        derived_spare.push(d);
-        b
+    let mut spare_batch = || match back_rx.try_recv() {
+        Ok(bd) => bd,
+        Err(_) if made < BATCHES => {
+            made += 1;
+            Default::default()
+        }
+        // Closed: the encoder failed, and the next send says so.
+        Err(_) => back_rx.recv().unwrap_or_default(),
     };
     let encoder = std::thread::Builder::new()
         .name("parquet-encode".into())
@@ -349,9 +344,8 @@ pub fn export_parquet(
                 cx = Arc::new(TraceContext::new(now, &host));
             }
             chains.add(batch);
-            let mut send = |batch: EventBatch, rows: Option<Vec<u32>>, spare: &mut Vec<Derived>| {
+            let mut send = |batch: EventBatch, rows: Option<Vec<u32>>, mut derived: Derived| {
                 exported += rows.as_ref().map_or(batch.len(), Vec::len) as u64;
-                let mut derived = spare.pop().unwrap_or_default();
                 derive(header, &chains, &batch, rows.as_deref(), &mut derived);
                 let block = Block { host: host.clone(), cx: cx.clone(), batch, rows, derived };
                 // A closed channel means the encoder failed: its error is reported below.
@@ -362,8 +356,8 @@ pub fn export_parquet(
                     Rows::All => None,
                     Rows::Some(r) => Some(r.to_vec()),
                 };
-                let spare = spare_batch(&mut derived_spare);
-                send(std::mem::replace(batch, spare), rows, &mut derived_spare)?;
+                let (spare, derived) = spare_batch();
+                send(std::mem::replace(batch, spare), rows, derived)?;
             } else {
                 // A big block goes in copied parts, so that memory holds a few parts, not blocks.
                 let n = match rows {
@@ -372,13 +366,13 @@ pub fn export_parquet(
                 };
                 for at in (0..n).step_by(HANDOVER_ROWS) {
                     let end = n.min(at + HANDOVER_ROWS);
-                    let mut part = spare_batch(&mut derived_spare);
+                    let (mut part, derived) = spare_batch();
                     part.clear();
                     match rows {
                         Rows::All => part.append_range(batch, at..end),
                         Rows::Some(r) => r[at..end].iter().for_each(|&i| part.push_from(batch, i as usize)),
                     }
-                    send(part, None, &mut derived_spare)?;
+                    send(part, None, derived)?;
                 }
             }
             progress(&Progress {
