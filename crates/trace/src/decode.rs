@@ -166,7 +166,8 @@ pub(crate) struct Decoder {
     zstd: Option<zstd::bulk::Decompressor<'static>>,
     /// Decompressed buffers that are larger than what the batch takes from them.
     scratch: Vec<u8>,
-    /// A second column of each pruned column ([`any_len_of_two`]).
+    /// A second vector of each column, for blocks of the other size ([`any_len_of_two`],
+    /// [`zero_of_two`]).
     spare: EventBatch,
 }
 
@@ -192,6 +193,18 @@ fn zero<T: Plain>(v: &mut Vec<T>, n: usize) {
         v.clear();
     }
     v.resize(n, T::default());
+}
+
+/// [`zero`] with a second column to choose from, as [`any_len_of_two`]: a column of zeros in
+/// blocks of both sizes (a field no call had) then finds zeros of about its length in one of
+/// the two, instead of writing the difference again at every larger block (measured: 12 % of
+/// `hist`'s instructions on a busy server's trace, 4 % on a `--why` recording).
+#[inline]
+fn zero_of_two<T: Plain>(v: &mut Vec<T>, spare: &mut Vec<T>, n: usize) {
+    if v.len().abs_diff(n) > spare.len().abs_diff(n) {
+        std::mem::swap(v, spare);
+    }
+    zero(v, n);
 }
 
 /// Make `v` `n` long, whatever it holds: the value of a pruned column (unspecified). Only growth
@@ -250,6 +263,9 @@ impl Decoder {
         };
         let nodes = rb.nodes().ok_or("the record batch has no field nodes")?;
         let buffers = rb.buffers().ok_or("the record batch has no buffers")?;
+        // Each column's second vector (see `any_len_of_two`), out of the decoder while it is
+        // lent; lost (and made again) only if the block is undecodable.
+        let mut spare = std::mem::take(&mut self.spare);
         let mut cx = Cx { dec: self, body, buffers, codec, n };
         macro_rules! decode_columns {
             ($([$(($var:ident, $field:ident, $aty:ty, $dt:ident, $miss:expr)),*])*) => {
@@ -257,17 +273,16 @@ impl Decoder {
                     let i = Column::$var.index();
                     if wanted[i] {
                         check_node(&nodes, layout, i, n)?;
-                        cx.values(layout.buffer[i] + 1, &mut out.$field, Column::$var)?;
+                        cx.array(layout.buffer[i] + 1, n, &mut out.$field, Some(&mut spare.$field), Column::$var)?;
                     } else if pruned[i] {
-                        any_len_of_two(&mut out.$field, &mut cx.dec.spare.$field, n);
+                        any_len_of_two(&mut out.$field, &mut spare.$field, n);
                     } else {
-                        zero(&mut out.$field, n);
+                        zero_of_two(&mut out.$field, &mut spare.$field, n);
                     }
                 )*)*
             };
         }
         with_prim_columns!(decode_columns);
-        let mut spare = std::mem::take(&mut cx.dec.spare);
         for (c, col, spare) in [
             (Column::Comm, &mut out.comm, &mut spare.comm),
             (Column::Path, &mut out.path, &mut spare.path),
@@ -436,20 +451,27 @@ impl<'b> Cx<'_, 'b> {
         Ok(())
     }
 
-    /// The values buffer `b` of `n` elements into `v`.
-    fn values<T: Plain>(&mut self, b: usize, v: &mut Vec<T>, c: Column) -> Result<(), String> {
-        self.array(b, self.n, v, c)
-    }
-
-    /// Buffer `b`, which must hold at least `count` elements, into `v` (`count` of them).
-    fn array<T: Plain>(&mut self, b: usize, count: usize, v: &mut Vec<T>, c: Column) -> Result<(), String> {
+    /// Buffer `b`, which must hold at least `count` elements, into `v` (`count` of them); with
+    /// the column's second vector, which may take `v`'s place when the buffer holds zeros (see
+    /// [`zero_of_two`]).
+    fn array<T: Plain>(
+        &mut self,
+        b: usize,
+        count: usize,
+        v: &mut Vec<T>,
+        spare: Option<&mut Vec<T>>,
+        c: Column,
+    ) -> Result<(), String> {
         let need = count * size_of::<T>();
         let stored = self.stored(b, c)?;
         if let Stored::Zstd(frame, len) = stored {
             if len == need && zero_frame(frame, len) {
                 // A column of zeros (a field the calls did not have): found still zero in a
                 // recycled column, usually, rather than written again by zstd.
-                zero(v, count);
+                match spare {
+                    Some(spare) => zero_of_two(v, spare, count),
+                    None => zero(v, count),
+                }
                 return Ok(());
             }
         }
@@ -512,7 +534,7 @@ impl<'b> Cx<'_, 'b> {
             col.data.clear();
             return Ok(());
         }
-        self.array::<u32>(b, n + 1, &mut col.offsets, c)?;
+        self.array::<u32>(b, n + 1, &mut col.offsets, None, c)?;
         let data = &mut col.data;
         data.clear();
         match self.stored(b + 1, c)? {
