@@ -201,10 +201,16 @@ fn zero<T: Plain>(v: &mut Vec<T>, n: usize) {
 /// `hist`'s instructions on a busy server's trace, 4 % on a `--why` recording).
 #[inline]
 fn zero_of_two<T: Plain>(v: &mut Vec<T>, spare: &mut Vec<T>, n: usize) {
+    nearer_of_two(v, spare, n);
+    zero(v, n);
+}
+
+/// Of `v` and `spare`, makes the one whose length is nearer `n` `v`.
+#[inline]
+fn nearer_of_two<T>(v: &mut Vec<T>, spare: &mut Vec<T>, n: usize) {
     if v.len().abs_diff(n) > spare.len().abs_diff(n) {
         std::mem::swap(v, spare);
     }
-    zero(v, n);
 }
 
 /// Make `v` `n` long, whatever it holds: the value of a pruned column (unspecified). Only growth
@@ -230,9 +236,7 @@ fn any_len<T: Plain>(v: &mut Vec<T>, n: usize) {
 /// every larger block (measured: 15 to 30 % of reading a trace's columns).
 #[inline]
 fn any_len_of_two<T: Plain>(v: &mut Vec<T>, spare: &mut Vec<T>, n: usize) {
-    if v.len().abs_diff(n) > spare.len().abs_diff(n) {
-        std::mem::swap(v, spare);
-    }
+    nearer_of_two(v, spare, n);
     any_len(v, n);
 }
 
