@@ -509,8 +509,10 @@ fn perfetto_interning_tables_are_cleared_when_they_grow_and_every_string_still_r
     let out = dir.path().join("paths.pftrace");
     let j = latscope_json(&["export", "-r", s(&trace), "--perfetto", s(&out), "--json"]);
     assert!(j["interning_resets"].as_u64().unwrap() >= 1, "{j}");
-    let Some(v) = check("perfetto_interning_tables_are_cleared_when_they_grow_and_every_string_still_resolves", &[out])
-    else {
+    let Some(v) = check(
+        "perfetto_interning_tables_are_cleared_when_they_grow_and_every_string_still_resolves",
+        std::slice::from_ref(&out),
+    ) else {
         return;
     };
     let paths: Vec<&str> =
@@ -518,6 +520,29 @@ fn perfetto_interning_tables_are_cleared_when_they_grow_and_every_string_still_r
     assert_eq!(paths.len(), 40_000);
     for (i, p) in paths.iter().enumerate() {
         assert_eq!(*p, format!("/var/lib/data/file-{i}"));
+    }
+
+    // Cut into parts of 1 MiB: a part starts with the interning entries of the generation so
+    // far, kept to a fraction of a part, so that parts hold slices rather than one each.
+    let parts = dir.path().join("parts.pftrace");
+    let j =
+        latscope_json(&["export", "-r", s(&trace), "--perfetto", s(&parts), "--split", "--max-size", "1MiB", "--json"]);
+    let files: Vec<PathBuf> =
+        j["files"].as_array().unwrap().iter().map(|f| PathBuf::from(f["path"].as_str().unwrap())).collect();
+    let whole = std::fs::metadata(&out).unwrap().len();
+    assert!(files.len() as u64 <= whole / (1 << 19) + 2, "{} parts for {whole} bytes: {j}", files.len());
+    for f in &files {
+        assert!(std::fs::metadata(f).unwrap().len() <= (1 << 20) + 4096, "{} is larger than asked", f.display());
+    }
+    let Some(v) = check("perfetto_interning_tables_are_cleared_when_they_grow_and_every_string_still_resolves", &files)
+    else {
+        return;
+    };
+    let paths: Vec<&str> =
+        v["slices"].as_array().unwrap().iter().map(|s| s["args"]["path"].as_str().unwrap()).collect();
+    assert_eq!(paths.len(), 40_000);
+    for (i, p) in paths.iter().enumerate() {
+        assert_eq!(*p, format!("/var/lib/data/file-{i}"), "in the parts");
     }
 }
 

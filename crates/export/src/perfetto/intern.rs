@@ -193,6 +193,10 @@ pub struct Interner {
     /// hashing and probing the table. Holds only entries of `short`.
     recent: Box<[(Short, u64)]>,
     string_bytes: usize,
+    /// Bytes of the entries of this generation, as written (`InternedData` fields), and the most
+    /// allowed before the tables are cleared ([`Interner::limit_entries`]).
+    entry_bytes: usize,
+    max_entry_bytes: usize,
     next_iid: u64,
     /// Entries added since the last [`Interner::clear_new`], encoded as `InternedData` fields.
     new: Vec<u8>,
@@ -216,6 +220,8 @@ impl Default for Interner {
             collided: HashMap::default(),
             hasher: RandomState::default(),
             string_bytes: 0,
+            entry_bytes: 0,
+            max_entry_bytes: usize::MAX,
             next_iid: 1,
             new: Vec::new(),
             cleared: true,
@@ -229,18 +235,30 @@ impl Interner {
         let iid = self.next_iid;
         self.next_iid += 1;
         let out = &mut self.new;
+        let at = out.len();
         let m = proto::begin(out, field);
         proto::uint(out, interned::IID, iid);
         proto::bytes(out, interned::NAME, s);
         proto::end(out, m);
+        self.entry_bytes += out.len() - at;
         iid
+    }
+
+    /// Clears the tables once the entries of a generation take `bytes` as written. A file cut
+    /// into parts starts each part with the entries of the generation so far (slices encoded
+    /// before the cut use them): were those near the size of a part, every part would be cut
+    /// again at its first slice.
+    pub fn limit_entries(&mut self, bytes: usize) {
+        self.max_entry_bytes = bytes;
     }
 
     /// Clears the tables when full (before a packet's entries are interned, so that one packet
     /// never refers to two generations). They keep their room: the next generation fills them
     /// without growing them again.
     pub fn maybe_reset(&mut self) {
-        if self.short.len() + self.strings.len() + self.collided.len() >= MAX_STRINGS || self.string_bytes >= MAX_BYTES
+        if self.short.len() + self.strings.len() + self.collided.len() >= MAX_STRINGS
+            || self.string_bytes >= MAX_BYTES
+            || self.entry_bytes >= self.max_entry_bytes
         {
             self.resets += 1;
             self.direct_names.fill(0);
@@ -253,6 +271,7 @@ impl Interner {
             self.collided.clear();
             self.recent.fill((Short([0; 3]), 0));
             self.string_bytes = 0;
+            self.entry_bytes = 0;
             self.next_iid = 1;
             self.new.clear();
             self.cleared = true;

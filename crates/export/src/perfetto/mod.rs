@@ -434,7 +434,7 @@ pub fn export_perfetto(
         tracks: Tracks::new(&header),
         linker: Linker::new(hold, opts.max_held),
         counters: Counters::new(header.start_ns, opts.interval_ns, opts.hold_ns),
-        out: Out::new(&opts.output, opts.split, header.start_ns, header.realtime_offset_ns),
+        out: Out::new(&opts.output, opts.split, opts.max_bytes, header.start_ns, header.realtime_offset_ns),
         header,
         opts,
         flow_file: HashMap::default(),

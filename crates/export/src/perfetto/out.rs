@@ -130,8 +130,9 @@ pub struct Out {
 }
 
 impl Out {
-    /// Writes to `dest`, or with `split` to `STEM.partN.EXT` beside it (N from 1).
-    pub fn new(dest: &Path, split: bool, start_ns: u64, realtime_offset_ns: i64) -> Out {
+    /// Writes to `dest`, or with `split` to `STEM.partN.EXT` beside it (N from 1), parts of
+    /// at most `max_bytes`.
+    pub fn new(dest: &Path, split: bool, max_bytes: u64, start_ns: u64, realtime_offset_ns: i64) -> Out {
         Out {
             dest: dest.to_path_buf(),
             split,
@@ -147,6 +148,11 @@ impl Out {
                 let mut it = Interner::default();
                 // The first file's first packet starts the sequence.
                 it.take_cleared();
+                if split {
+                    // A part begins with the interning entries of the generation so far: an
+                    // eighth of a part at most, so that each holds mostly slices.
+                    it.limit_entries(usize::try_from(max_bytes / 8).unwrap_or(usize::MAX));
+                }
                 it
             },
             emitted: Vec::new(),
