@@ -482,6 +482,94 @@ fn perfetto_export_too_large_is_refused_naming_a_window_or_cut_into_parts() {
     assert_eq!(v["flows"].as_array().unwrap().len() as u64, linked - cut, "{j}");
 }
 
+/// Parts cut at their size while flows are open: a recording writes block requests in blocks of
+/// their own, so a call woken by a request's completion is written long before the request. The
+/// flows a cut leaves open are closed by an instant in their file (category `latscope`): every
+/// flow in every part has both ends, and the slices are still the events.
+#[test]
+fn perfetto_parts_cut_with_flows_open_close_them_in_their_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("requests.lst");
+    const N: u64 = 12_000;
+    let dev = 254 << 20;
+    let calls: Vec<Event> = (0..N)
+        .map(|i| Event {
+            kind: EventKind::Syscall as u8,
+            ts: 1_000_000 + i * 1000,
+            lat: 900,
+            pid: 10,
+            tid: 12,
+            nr: syscall_nr("pread64").unwrap(),
+            fd: 5,
+            off: (i * 4096) as i64,
+            bytes: 4096,
+            ret: 4096,
+            dirfd: -1,
+            off2: -1,
+            comm: "reader".into(),
+            path: format!("/data/part-{i}"),
+            why_cpu: 100,
+            why_io: 800,
+            wake_dev: dev,
+            wake_sector: i * 8,
+            ..Default::default()
+        })
+        .collect();
+    let requests: Vec<Event> = (0..N)
+        .map(|i| Event {
+            kind: EventKind::Block as u8,
+            ts: 1_000_000 + i * 1000 + 200,
+            lat: 500,
+            pid: 10,
+            tid: 12,
+            dev,
+            off: (i * 8) as i64,
+            bytes: 4096,
+            comm: "reader".into(),
+            ..Default::default()
+        })
+        .collect();
+    let header = TraceHeader {
+        hostname: "requests".into(),
+        start_ns: 1_000_000,
+        command_line: vec!["latscope".into(), "record".into(), "--why".into()],
+        block_devices: vec![BlockDevice { dev, name: "vda".into(), ..Default::default() }],
+        ..Default::default()
+    };
+    let mut w = latscope_trace::TraceWriter::create(&trace, &header).unwrap();
+    for batch in [calls, requests] {
+        let mut b = latscope_event::EventBatch::default();
+        batch.iter().for_each(|e| b.push(e));
+        w.write_batch(&b, 0).unwrap();
+    }
+    w.finish(Summary { duration_ns: N * 1000, end_ns: 1_000_000 + N * 1000, ..Default::default() }).unwrap();
+    let out = dir.path().join("r.pftrace");
+    let j =
+        latscope_json(&["export", "-r", s(&trace), "--perfetto", s(&out), "--split", "--max-size", "1MiB", "--json"]);
+    let files: Vec<PathBuf> =
+        j["files"].as_array().unwrap().iter().map(|f| PathBuf::from(f["path"].as_str().unwrap())).collect();
+    assert!(files.len() >= 2, "{j}");
+    for f in &files {
+        assert!(std::fs::metadata(f).unwrap().len() <= (1 << 20) + 4096, "{} is larger than asked", f.display());
+    }
+    assert_eq!(j["links"]["requests_linked"].as_u64(), Some(N), "{j}");
+    let cut = j["flows_cut_between_files"].as_u64().unwrap();
+    assert!(cut > 0, "no flow was open at a cut: {j}");
+    let Some(v) = check("perfetto_parts_cut_with_flows_open_close_them_in_their_file", &files) else {
+        return;
+    };
+    assert_same_events(&trace, "", &v);
+    let closing: Vec<&Value> = v["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("flow ")))
+        .collect();
+    assert!(!closing.is_empty() && closing.iter().all(|s| s["cat"] == "latscope" && s["dur"] == 0), "{closing:?}");
+    // Every flow linked is in one file whole, or closed in the file of its end written.
+    assert_eq!(v["flows"].as_array().unwrap().len() as u64, N - cut + closing.len() as u64, "{j}");
+}
+
 #[test]
 fn perfetto_interning_tables_are_cleared_when_they_grow_and_every_string_still_resolves() {
     let dir = tempfile::tempdir().unwrap();

@@ -90,7 +90,7 @@ def check(path, out, errors, uid):
                     errors.append(f"{path}: packet {order}: name iid {e.name_iid} not interned")
             elif e.HasField("name"):
                 name = e.name
-            cat = ",".join(st["cats"].get(i, f"?{i}") for i in e.category_iids)
+            cat = ",".join([st["cats"].get(i, f"?{i}") for i in e.category_iids] + list(e.categories))
             args = {}
             for a in e.debug_annotations:
                 key = st["args"].get(a.name_iid) if a.HasField("name_iid") else a.name

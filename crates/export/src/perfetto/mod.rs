@@ -56,6 +56,24 @@ use crate::ExportError;
 /// The file of a flow left out of the export because its ends would fall in two files.
 const FLOW_LEFT_OUT: u32 = u32::MAX;
 
+/// A flow with one end written (with `--split`): the file it is in ([`FLOW_LEFT_OUT`]: the flow
+/// is left out), and that end's slice (track, start) and side (the flow's start or its end).
+#[derive(Clone, Copy)]
+struct OpenFlow {
+    part: u32,
+    track: u64,
+    ts: u64,
+    began: bool,
+}
+
+impl OpenFlow {
+    const LEFT_OUT: OpenFlow = OpenFlow { part: FLOW_LEFT_OUT, track: 0, ts: 0, began: false };
+}
+
+/// Most bytes of the instant that closes a flow where a file is cut ([`Out::flow_cut`]): kept
+/// free in a file for each flow open, so that closing them keeps it within its size.
+const FLOW_CUT_ROOM: u64 = 96;
+
 /// Largest file written by default: the Perfetto UI runs in a browser, where a trace takes two
 /// to four times its size in memory and about 2 GB is available.
 pub const DEFAULT_MAX_BYTES: u64 = 512 << 20;
@@ -135,7 +153,8 @@ pub struct PerfettoSummary {
     /// Wake-ups and requests linked as flows, and those that could not be.
     pub links: LinkStats,
     /// Flows left out because their ends fell, or would have fallen, in two files (with
-    /// `--split`: a file is cut at a moment no flow crosses).
+    /// `--split`: a file is cut at a moment no flow crosses, or at its size, where the flows
+    /// open are closed by an instant in it).
     pub flows_cut_between_files: u64,
     /// Events left out of the counter tracks (they came after their interval was written).
     pub counter_events_late: u64,
@@ -260,8 +279,8 @@ struct Export<'a> {
     linker: Linker,
     counters: Counters,
     out: Out,
-    /// Flows with one end written: the file it is in ([`FLOW_LEFT_OUT`]: the flow is left out).
-    flow_file: HashMap<u64, u32, RandomState>,
+    /// Flows with one end written, by id.
+    flow_file: HashMap<u64, OpenFlow, RandomState>,
     /// Flows with one end written in the file being written and the other still to come.
     flows_open: u64,
     flows_cut: u64,
@@ -362,38 +381,49 @@ impl Export<'_> {
                 return Ok(());
             }
             let part = out.part_number().max(1);
-            // Past 90 % of the size the file is cut at the first moment no flow is open: no
-            // flow begins in it any more, for one whose other end came after the cut would
-            // begin in this file and end in none.
-            let closing = out.bytes() >= opts.max_bytes / 10 * 9;
+            // Past 90 % of the size (counting the room to close the flows open) the file is cut
+            // at the first moment no flow is open, or at its size: no flow begins in it any
+            // more, and those still open at its size are closed in it.
+            let closing = out.bytes() + *flows_open * FLOW_CUT_ROOM >= opts.max_bytes / 10 * 9;
             keep_out.clear();
             keep_in.clear();
-            for (list, keep) in [(&h.flows_out, &mut keep_out), (&h.flows_in, &mut keep_in)] {
+            for (list, keep, began) in [(&h.flows_out, &mut keep_out, true), (&h.flows_in, &mut keep_in, false)] {
                 for &f in list {
                     match flow_file.remove(&f) {
                         None if closing => {
-                            flow_file.insert(f, FLOW_LEFT_OUT);
+                            flow_file.insert(f, OpenFlow::LEFT_OUT);
                             *flows_cut += 1;
                         }
                         None => {
-                            flow_file.insert(f, part);
+                            flow_file.insert(f, OpenFlow { part, track: h.track, ts: h.ts, began });
                             *flows_open += 1;
                             keep.push(f);
                         }
-                        Some(p) if p == part => {
+                        Some(o) if o.part == part => {
                             *flows_open -= 1;
                             keep.push(f);
                         }
-                        Some(FLOW_LEFT_OUT) => {}
-                        // Begun in a file cut at its size with the flow open (its other end
-                        // was held longer than the last tenth of the file took to write).
-                        Some(_) => *flows_cut += 1,
+                        // Left out when it began, or closed where a file was cut.
+                        Some(_) => {}
                     }
                 }
             }
             out.slice(tracks, h, &keep_out, &keep_in)?;
             let bytes = out.bytes();
-            if closing && (*flows_open == 0 || bytes >= opts.max_bytes) {
+            if closing && (*flows_open == 0 || bytes + *flows_open * FLOW_CUT_ROOM >= opts.max_bytes) {
+                if *flows_open > 0 {
+                    // Cut at its size with flows open (their other ends held longer than the
+                    // last tenth of the file took to write): each is closed by an instant in
+                    // this file, in the order of the flows, and left out of the next.
+                    let mut open: Vec<(u64, OpenFlow)> =
+                        flow_file.iter().filter(|(_, o)| o.part == part).map(|(&f, &o)| (f, o)).collect();
+                    open.sort_unstable_by_key(|&(f, _)| f);
+                    for (f, o) in open {
+                        out.flow_cut(tracks, o.track, o.ts, f, o.began)?;
+                        flow_file.insert(f, OpenFlow::LEFT_OUT);
+                        *flows_cut += 1;
+                    }
+                }
                 *flows_open = 0;
                 out.close_part()?;
                 out.open_part()?;

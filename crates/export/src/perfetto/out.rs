@@ -412,6 +412,38 @@ impl Out {
         self.wrote(start)
     }
 
+    /// An instant where a flow leaves this file, on the track of its end written here at that
+    /// end's start: the flow's end when it began here (`began`), else its start. A file cut at
+    /// its size while flows are open closes them so: no flow in a file is left without one of
+    /// its ends. Named and categorised in plain strings, not interned: the tables may already
+    /// be a generation ahead of this file (a slice encoded after the reset is still held).
+    pub fn flow_cut(
+        &mut self,
+        tracks: &Tracks,
+        track: u64,
+        ts: u64,
+        flow: u64,
+        began: bool,
+    ) -> Result<(), ExportError> {
+        self.declare(tracks, track)?;
+        // A flow's start comes before its end in time order: the instant that starts one is put
+        // a nanosecond before the call it ends at, which may return at the time it began.
+        self.timed(if began { ts } else { ts.saturating_sub(1) });
+        let m = proto::begin(&mut self.pkt, packet::TRACK_EVENT);
+        proto::uint(&mut self.pkt, event::TYPE, event::TYPE_INSTANT);
+        proto::uint(&mut self.pkt, event::TRACK_UUID, track);
+        proto::string(&mut self.pkt, event::CATEGORIES, "latscope");
+        let (name, field) = if began {
+            ("flow continues in the next file", event::TERMINATING_FLOW_IDS)
+        } else {
+            ("flow comes from the next file", event::FLOW_IDS)
+        };
+        proto::string(&mut self.pkt, event::NAME, name);
+        proto::fixed64(&mut self.pkt, field, flow);
+        proto::end(&mut self.pkt, m);
+        self.write_packet()
+    }
+
     /// Writes a counter's value from `ts` on.
     pub fn counter(&mut self, tracks: &Tracks, uuid: u64, ts: u64, value: f64) -> Result<(), ExportError> {
         if self.part.is_none() {

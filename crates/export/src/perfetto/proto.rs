@@ -47,6 +47,8 @@ pub mod clock {
 /// `TrackEvent` fields and types.
 pub mod event {
     pub const CATEGORY_IIDS: u32 = 3;
+    pub const CATEGORIES: u32 = 22;
+    pub const NAME: u32 = 23;
     pub const DEBUG_ANNOTATIONS: u32 = 4;
     pub const TYPE: u32 = 9;
     pub const NAME_IID: u32 = 10;
