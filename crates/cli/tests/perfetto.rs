@@ -255,6 +255,17 @@ fn why_trace(dir: &Path) -> PathBuf {
     path
 }
 
+/// The files a `--split` export's summary lists, in order, each checked to be within `max`
+/// bytes (and a slice's worth: a part is closed once the slice that reaches its size is in it).
+fn parts_within(j: &Value, max: u64) -> Vec<PathBuf> {
+    let files: Vec<PathBuf> =
+        j["files"].as_array().unwrap().iter().map(|f| PathBuf::from(f["path"].as_str().unwrap())).collect();
+    for f in &files {
+        assert!(std::fs::metadata(f).unwrap().len() <= max + 4096, "{} is larger than asked", f.display());
+    }
+    files
+}
+
 /// The slice of `name` on thread `tid` starting at `ts`.
 fn slice<'a>(v: &'a Value, tid: u64, name: &str, ts: u64) -> &'a Value {
     v["slices"]
@@ -463,13 +474,9 @@ fn perfetto_export_too_large_is_refused_naming_a_window_or_cut_into_parts() {
 
     let j =
         latscope_json(&["export", "-r", s(&trace), "--perfetto", s(&out), "--max-size", "1MiB", "--split", "--json"]);
-    let files: Vec<PathBuf> =
-        j["files"].as_array().unwrap().iter().map(|f| PathBuf::from(f["path"].as_str().unwrap())).collect();
+    let files = parts_within(&j, 1 << 20);
     assert!(files.len() >= 3, "{j}");
     assert_eq!(files[0], dir.path().join("big.part1.pftrace"));
-    for f in &files {
-        assert!(std::fs::metadata(f).unwrap().len() <= (1 << 20) + 4096, "{} is larger than asked", f.display());
-    }
     // Each part is a trace of its own (every flow in it begins and ends in it); together they
     // hold every event once, and every flow linked but those left out at the cuts.
     let Some(v) = check("perfetto_export_too_large_is_refused_naming_a_window_or_cut_into_parts", &files) else {
@@ -546,12 +553,8 @@ fn perfetto_parts_cut_with_flows_open_close_them_in_their_file() {
     let out = dir.path().join("r.pftrace");
     let j =
         latscope_json(&["export", "-r", s(&trace), "--perfetto", s(&out), "--split", "--max-size", "1MiB", "--json"]);
-    let files: Vec<PathBuf> =
-        j["files"].as_array().unwrap().iter().map(|f| PathBuf::from(f["path"].as_str().unwrap())).collect();
+    let files = parts_within(&j, 1 << 20);
     assert!(files.len() >= 2, "{j}");
-    for f in &files {
-        assert!(std::fs::metadata(f).unwrap().len() <= (1 << 20) + 4096, "{} is larger than asked", f.display());
-    }
     assert_eq!(j["links"]["requests_linked"].as_u64(), Some(N), "{j}");
     let cut = j["flows_cut_between_files"].as_u64().unwrap();
     assert!(cut > 0, "no flow was open at a cut: {j}");
@@ -615,13 +618,9 @@ fn perfetto_interning_tables_are_cleared_when_they_grow_and_every_string_still_r
     let parts = dir.path().join("parts.pftrace");
     let j =
         latscope_json(&["export", "-r", s(&trace), "--perfetto", s(&parts), "--split", "--max-size", "1MiB", "--json"]);
-    let files: Vec<PathBuf> =
-        j["files"].as_array().unwrap().iter().map(|f| PathBuf::from(f["path"].as_str().unwrap())).collect();
+    let files = parts_within(&j, 1 << 20);
     let whole = std::fs::metadata(&out).unwrap().len();
     assert!(files.len() as u64 <= whole / (1 << 19) + 2, "{} parts for {whole} bytes: {j}", files.len());
-    for f in &files {
-        assert!(std::fs::metadata(f).unwrap().len() <= (1 << 20) + 4096, "{} is larger than asked", f.display());
-    }
     let Some(v) = check("perfetto_interning_tables_are_cleared_when_they_grow_and_every_string_still_resolves", &files)
     else {
         return;
