@@ -284,7 +284,7 @@ const _: () = assert!(std::mem::size_of::<(Box<Held>, Waiting)>() == 24);
 
 /// The hold queue and the indexes that find links (see the module documentation).
 pub struct Linker {
-    /// Boxed: a slice is filled, held and written without its ~170 bytes being moved.
+    /// Boxed: a slice is filled, held and written without its ~300 bytes being moved.
     queue: VecDeque<(Box<Held>, Waiting)>,
     front_seq: u64,
     hold_ns: u64,
@@ -634,9 +634,9 @@ impl Linker {
     }
 
     /// Asks the CPU for the slices about to leave: a full hold queue is far larger than the cache,
-    /// so each slice's box and then its bytes would otherwise be read from memory as it is
-    /// written. The box of the slice [`PREFETCH_BOX`] places from the front; the encoded bytes and
-    /// flows of the one [`PREFETCH_DATA`] places from it, whose box came in meanwhile.
+    /// so each slice's box would otherwise be read from memory as it is written. The box of the
+    /// slice [`PREFETCH_BOX`] places from the front; the bytes or flows that did not fit in it of
+    /// the one [`PREFETCH_DATA`] places from it, whose box came in meanwhile.
     #[inline]
     fn prefetch(&self) {
         if let Some(e) = self.queue.get(PREFETCH_ENTRY) {
@@ -648,15 +648,18 @@ impl Linker {
                 prefetch(p.wrapping_add(k));
             }
         }
+        // Its bytes and flows are in the box unless they outgrew it (rarely): those elsewhere.
         if let Some((h, _)) = self.queue.get(PREFETCH_DATA) {
-            let enc = h.enc.as_ptr();
-            for k in (0..h.enc.len()).step_by(64) {
-                prefetch(enc.wrapping_add(k));
+            if h.enc.spilled() {
+                let enc = h.enc.bytes();
+                for k in (0..enc.len()).step_by(64) {
+                    prefetch(enc.as_ptr().wrapping_add(k));
+                }
             }
-            // Whether a slice has flows follows no pattern: asked for either way (an empty
-            // vector's address is a harmless hint).
-            prefetch(h.flows_in.as_ptr());
-            prefetch(h.flows_out.as_ptr());
+            if h.flows_in.spilled() | h.flows_out.spilled() {
+                prefetch(h.flows_in.as_ptr());
+                prefetch(h.flows_out.as_ptr());
+            }
         }
     }
 
@@ -794,7 +797,7 @@ mod tests {
     fn all(l: &mut Linker) -> Vec<(u32, u64, Vec<u64>, Vec<u64>)> {
         let mut v = Vec::new();
         l.drain(true, &mut |h: &Held| {
-            v.push((h.tid, h.ts, h.flows_out.clone(), h.flows_in.clone()));
+            v.push((h.tid, h.ts, h.flows_out.to_vec(), h.flows_in.to_vec()));
             Ok::<(), ()>(())
         })
         .unwrap();

@@ -341,14 +341,10 @@ impl Out {
             self.part_calls += 1;
             self.part_slices += parts.len() as u64;
         }
-        // Its bytes: the begin event's fields, the entries interned (in its begin packet, before
-        // the slices inside it that may use them), the slices inside it.
+        // Its bytes: the begin event's fields and the slices inside it as encoded, then the
+        // entries interned (written in its begin packet, before the slices that may use them).
         let new = it.new_entries();
-        h.enc.clear();
-        h.enc.reserve(end + new.len());
-        h.enc.extend_from_slice(&self.scratch[..body]);
-        h.enc.extend_from_slice(new);
-        h.enc.extend_from_slice(&self.scratch[body..end]);
+        h.enc.set(&self.scratch[..end], new);
         h.body = body as u32;
         h.interned = new.len() as u32;
         it.clear_new();
@@ -373,10 +369,11 @@ impl Out {
         }
         p.last_ns = p.last_ns.max(h.ts);
         let (body, interned) = (h.body as usize, h.interned as usize);
-        let (fields, rest) = h.enc.split_at(body);
-        let (entries, inside) = rest.split_at(interned);
+        let enc = h.enc.bytes();
+        let (rest, entries) = enc.split_at(enc.len() - interned);
+        let (fields, inside) = rest.split_at(body);
         let start = self.fill;
-        let room = SLICE_ROOM + h.enc.len() + (flows_out.len() + 2 * flows_in.len()) * FLOW_ROOM;
+        let room = SLICE_ROOM + enc.len() + (flows_out.len() + 2 * flows_in.len()) * FLOW_ROOM;
         let mut c = cursor(&mut self.buf, start, room);
         // The packet is written in place: its length and the event's in a fixed number of bytes
         // (nothing moves), the entries the event interned after it (field order is free).

@@ -67,6 +67,66 @@ impl Slice {
     }
 }
 
+/// A held slice's flows: inline up to two.
+pub type Flows = smallvec::SmallVec<[u64; 2]>;
+
+/// Bytes a slice keeps in place: a call's begin fields, with a few arguments and interning
+/// entries, fit; a call with many parts or long new strings goes to the heap.
+const ENC_INLINE: usize = 128;
+
+/// A slice's encoded bytes, in place up to [`ENC_INLINE`] bytes, else in a vector (that keeps
+/// its room for the next slice of the box). Copied in by two known lengths: no growth test
+/// per byte slice appended.
+#[derive(Debug)]
+pub struct Encoded {
+    len: usize,
+    inline: [u8; ENC_INLINE],
+    heap: Vec<u8>,
+}
+
+impl Default for Encoded {
+    fn default() -> Encoded {
+        Encoded { len: 0, inline: [0; ENC_INLINE], heap: Vec::new() }
+    }
+}
+
+impl Encoded {
+    /// Sets its bytes to `a` then `b`.
+    #[inline]
+    pub fn set(&mut self, a: &[u8], b: &[u8]) {
+        let n = a.len() + b.len();
+        self.len = n;
+        if n <= ENC_INLINE {
+            self.inline[..a.len()].copy_from_slice(a);
+            self.inline[a.len()..n].copy_from_slice(b);
+        } else {
+            self.heap.clear();
+            self.heap.extend_from_slice(a);
+            self.heap.extend_from_slice(b);
+        }
+    }
+
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        if self.len <= ENC_INLINE {
+            &self.inline[..self.len]
+        } else {
+            &self.heap
+        }
+    }
+
+    #[inline]
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Whether its bytes are outside the slice (for the prefetch of slices about to leave).
+    #[inline]
+    pub fn spilled(&self) -> bool {
+        self.len > ENC_INLINE
+    }
+}
+
 /// A slice waiting to be written: encoded, with what its links need.
 #[derive(Debug, Default)]
 pub struct Held {
@@ -80,18 +140,19 @@ pub struct Held {
     /// The slice name's key: kind << 16 | number (see [`name_of`]).
     pub name_key: u32,
     /// Its bytes ([`Out::encode`](super::out::Out::encode)): the fields of its begin event after
-    /// its type and track (`body` bytes), the interning entries it made (`interned` bytes), then
-    /// the packets of the slices inside it.
-    pub enc: Vec<u8>,
+    /// its type and track (`body` bytes), the packets of the slices inside it, then the interning
+    /// entries it made (`interned` bytes). Inline up to a call's usual size: no allocation, and
+    /// the bytes come in with the slice when it is written.
+    pub enc: Encoded,
     pub body: u32,
     pub interned: u32,
     /// The interning tables were cleared before it was encoded: the sequence's state is cleared
     /// before it is written.
     pub reset: bool,
     /// Flows that start at this slice (it woke a call, its completion ended a wait).
-    pub flows_out: Vec<u64>,
+    pub flows_out: Flows,
     /// Flows that end at this slice (what woke it).
-    pub flows_in: Vec<u64>,
+    pub flows_in: Flows,
     /// The latest end seen when it arrived.
     pub arrived: u64,
     /// The thread (syscalls) it is indexed under for wake-up links, 0 none.
@@ -389,6 +450,22 @@ mod tests {
     use latscope_event::Event;
 
     use super::*;
+
+    /// A box's bytes in place, on the heap, and in place again after the heap (the box is
+    /// reused for slices of every size): each time the two pieces, in order, and nothing else.
+    #[test]
+    fn encoded_bytes_are_the_two_pieces_in_place_or_not() {
+        let mut e = Encoded::default();
+        let bytes = |n: usize, k: u8| (0..n).map(|j| (j as u8).wrapping_mul(k)).collect::<Vec<u8>>();
+        for (a, b) in [(0, 0), (70, 20), (100, 28), (100, 29), (300, 5), (1, 0), (0, 128), (64, 64), (5, 200), (3, 4)] {
+            let (x, y) = (bytes(a, 3), bytes(b, 7));
+            e.set(&x, &y);
+            assert_eq!(e.bytes(), [x.as_slice(), y.as_slice()].concat(), "{a} + {b}");
+            assert_eq!(e.spilled(), a + b > ENC_INLINE, "{a} + {b}");
+        }
+        e.clear();
+        assert!(e.bytes().is_empty());
+    }
 
     /// Call 0 of a batch: 1_000..2_000 with its longest wait `from..to` and `parts`.
     fn wait_of(from: u64, to: u64, parts: [u64; WHY_PARTS]) -> Option<(u64, u64, u32)> {
