@@ -804,6 +804,38 @@ mod tests {
         v
     }
 
+    /// One call that woke more calls than a slice keeps flows in place (a futex waking every
+    /// waiter): each woken call gets its own flow, and the waker all of them.
+    #[test]
+    fn a_call_waking_many_keeps_every_flow() {
+        for woken_first in [true, false] {
+            let mut l = Linker::new(1_000, 100);
+            let woken = |l: &mut Linker| {
+                for k in 0..7u32 {
+                    let c = call(l, 10 + k, 0, 60 + u64::from(k));
+                    l.push(c, Some((2, (50, 60), ANY_PART)), None);
+                }
+            };
+            if woken_first {
+                woken(&mut l);
+            }
+            let w = call(&mut l, 2, 40, 55);
+            l.push(w, None, None);
+            if !woken_first {
+                woken(&mut l);
+            }
+            let v = all(&mut l);
+            let w = v.iter().find(|x| x.0 == 2).unwrap();
+            let ins: Vec<u64> = v.iter().filter(|x| x.0 >= 10).flat_map(|x| x.3.clone()).collect();
+            assert_eq!(ins.len(), 7, "every woken call has its flow ({woken_first}): {v:?}");
+            let (mut outs, mut ins_sorted) = (w.2.clone(), ins);
+            outs.sort_unstable();
+            ins_sorted.sort_unstable();
+            assert_eq!(outs, ins_sorted, "the waker has them all ({woken_first}): {v:?}");
+            assert_eq!(l.stats.wakeups_linked, 7);
+        }
+    }
+
     #[test]
     fn the_waking_call_is_the_wakers_first_call_ending_after_the_window_opens() {
         for waker_first in [true, false] {
