@@ -284,7 +284,7 @@ const _: () = assert!(std::mem::size_of::<(Box<Held>, Waiting)>() == 24);
 
 /// The hold queue and the indexes that find links (see the module documentation).
 pub struct Linker {
-    /// Boxed: a slice is filled, held and written without its ~300 bytes being moved.
+    /// Boxed: a slice is filled, held and written without its 320 bytes being moved.
     queue: VecDeque<(Box<Held>, Waiting)>,
     front_seq: u64,
     hold_ns: u64,

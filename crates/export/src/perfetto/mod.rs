@@ -53,11 +53,8 @@ use tracks::Tracks;
 
 use crate::ExportError;
 
-/// The file of a flow left out of the export because its ends would fall in two files.
-const FLOW_LEFT_OUT: u32 = u32::MAX;
-
-/// A flow with one end written (with `--split`): the file it is in ([`FLOW_LEFT_OUT`]: the flow
-/// is left out), and that end's slice (track, start) and side (the flow's start or its end).
+/// A flow with one end written (with `--split`): the file it is in ([`OpenFlow::LEFT_OUT`]: the
+/// flow is left out), and that end's slice (track, start) and side (the flow's start or its end).
 #[derive(Clone, Copy)]
 struct OpenFlow {
     part: u32,
@@ -67,7 +64,8 @@ struct OpenFlow {
 }
 
 impl OpenFlow {
-    const LEFT_OUT: OpenFlow = OpenFlow { part: FLOW_LEFT_OUT, track: 0, ts: 0, began: false };
+    /// A flow left out of the export because its ends would fall in two files.
+    const LEFT_OUT: OpenFlow = OpenFlow { part: u32::MAX, track: 0, ts: 0, began: false };
 }
 
 /// Most bytes of the instant that closes a flow where a file is cut ([`Out::flow_cut`]): kept
