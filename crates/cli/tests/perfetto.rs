@@ -437,25 +437,41 @@ fn perfetto_export_takes_a_filter_and_a_window_as_events_would() {
         .filter(|t| t["name"].as_str().unwrap_or("").contains("overlapping"))
         .count();
     assert!(lanes > 0);
-    // Counters: one value per second at most here (1 s intervals over 30 ms: one interval).
-    let rates: Vec<&Value> =
-        v["counters"].as_array().unwrap().iter().filter(|c| c["name"] == "latscope: syscalls/s").collect();
-    assert!(!rates.is_empty());
+    // Counters: one 1 s interval, of which the window covers 30 ms: its rate is per second of
+    // those 30 ms.
+    let rates: Vec<f64> = v["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == "latscope: syscalls/s")
+        .map(|c| c["value"].as_f64().unwrap())
+        .collect();
+    let calls = v["slices"].as_array().unwrap().iter().filter(|x| x["cat"] == "syscall" && x["depth"] == 0).count();
+    assert!(calls > 0);
+    assert_eq!(rates.len(), 1, "{rates:?}");
+    assert!((rates[0] - calls as f64 / 0.030).abs() < 1e-6 * rates[0], "{} calls in 30 ms: {rates:?}", calls);
 
     // The whole trace, every event.
     let all = dir.path().join("all.pftrace");
     latscope_ok(&["export", "-q", "-r", s(&trace), "--perfetto", s(&all)]);
     let v = check("perfetto_export_takes_a_filter_and_a_window_as_events_would", &[all]).unwrap();
     assert_same_events(&trace, "", &v);
+    // Each interval's rate times the part of it the recording covers adds up to the calls.
+    let info = latscope_json(&["info", "--json", "-r", s(&trace)]);
+    let (end, dur) = (info["end_ns"].as_u64().unwrap(), info["duration_ns"].as_u64().unwrap());
     let total: f64 = v["counters"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|c| c["name"] == "latscope: syscalls/s")
-        .map(|c| c["value"].as_f64().unwrap())
+        .map(|c| {
+            let ts = c["ts"].as_u64().unwrap();
+            let covered = (end.min(ts + 1_000_000_000).saturating_sub(ts.max(end - dur))) as f64 / 1e9;
+            c["value"].as_f64().unwrap() * covered
+        })
         .sum();
     let calls = 30_000 - 30_000 / 20;
-    assert_eq!(total.round() as u64, calls as u64, "calls per second over 1 s intervals add up to the calls");
+    assert_eq!(total.round() as u64, calls as u64, "calls per second over the time covered add up to the calls");
 }
 
 #[test]
@@ -643,6 +659,9 @@ fn perfetto_bad_options_are_refused_before_anything_is_written() {
         (vec!["--from", "yesterday"], "--from yesterday"),
         (vec!["--to", "25:00:00"], "not a time of day"),
         (vec!["--counter-interval", "0"], "positive"),
+        // A window wholly before or after the recording: said as such, nothing written.
+        (vec!["--from", "2020-01-01T00:00:00Z", "--to", "2020-01-01T00:00:01Z"], "not after the recording's start"),
+        (vec!["--from", "100s", "--to", "200s"], "no event began in the window"),
     ] {
         let mut a = vec!["export", "-r", s(&trace), "--perfetto", s(&out)];
         a.extend(args);

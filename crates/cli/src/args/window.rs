@@ -24,6 +24,20 @@ impl WindowArgs {
     pub fn resolve(&self, h: &latscope_event::TraceHeader) -> Result<(Option<u64>, Option<u64>)> {
         let from = self.from.as_deref().map(|v| time_bound("--from", v, h)).transpose()?;
         let to = self.to.as_deref().map(|v| time_bound("--to", v, h)).transpose()?;
+        if let (Some(t), Some(v)) = (to, self.to.as_deref()) {
+            // Checked before clamping: two times before the recording would both become its
+            // start, and be told apart as an empty window.
+            if t <= i128::from(h.start_ns) {
+                let start = chrono::DateTime::from_timestamp_nanos(h.wall_ns(h.start_ns));
+                bail!(
+                    "--to {v} is not after the recording's start ({} UTC): no event of it began before then; give a time \
+                     into the recording (10s) or a later time of day",
+                    start.format("%Y-%m-%dT%H:%M:%S%.3f")
+                );
+            }
+        }
+        let clamp = |t: i128| u64::try_from(t.max(0)).unwrap_or(u64::MAX);
+        let (from, to) = (from.map(clamp), to.map(clamp));
         if let (Some(a), Some(b)) = (from, to) {
             if a >= b {
                 bail!(
@@ -53,12 +67,13 @@ impl WindowArgs {
 }
 
 /// A `--from`/`--to` TIME as CLOCK_MONOTONIC ns: time into the recording, a time of day on the
-/// recording's first day (UTC), or a date and time.
-pub fn time_bound(flag: &str, v: &str, h: &latscope_event::TraceHeader) -> Result<u64> {
+/// recording's first day (UTC), or a date and time; not clamped to the clock's range (a time
+/// before its origin is negative).
+fn time_bound(flag: &str, v: &str, h: &latscope_event::TraceHeader) -> Result<i128> {
     let t = v.trim();
     let bad = || anyhow!("{flag} {v}: not a time (10s, 2.5, 10:32:00, 2026-11-22T10:32:00Z)");
     if let Ok(ns) = latscope_event::units::parse_duration_secs_default(t) {
-        return Ok(h.start_ns.saturating_add(ns));
+        return Ok(i128::from(h.start_ns) + i128::from(ns));
     }
     let wall_ns = if !t.contains('-') && t.contains(':') {
         let tod = chrono::NaiveTime::parse_from_str(t, "%H:%M:%S%.f")
@@ -78,5 +93,5 @@ pub fn time_bound(flag: &str, v: &str, h: &latscope_event::TraceHeader) -> Resul
         })?;
         d.timestamp_nanos_opt().ok_or_else(bad)?
     };
-    Ok(u64::try_from(wall_ns.saturating_sub(h.realtime_offset_ns)).unwrap_or(0))
+    Ok(i128::from(wall_ns) - i128::from(h.realtime_offset_ns))
 }

@@ -148,6 +148,13 @@ pub fn run(files: &[PathBuf], p: &PerfettoArgs, filter: &FilterArg, quiet: bool,
                 s.part_calls, s.part_slices
             );
         }
+        if s.files.len() > 1 {
+            println!(
+                "files: {} parts by time; {} flows cut between files (each end marked in its file)",
+                s.files.len(),
+                s.flows_cut_between_files
+            );
+        }
         for f in &s.files {
             println!(
                 "wrote {} ({}, {} slices): open it at https://ui.perfetto.dev",

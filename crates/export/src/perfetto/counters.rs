@@ -1,7 +1,10 @@
 //! Counter tracks: per interval, syscalls and block requests per second, their p50 and p99
 //! latency, bytes per second, and events the recording lost.
 //!
-//! An event counts in the interval in which it completed (as `latscope timeline` counts it).
+//! An event counts in the interval in which it completed (as `latscope timeline` counts it), and
+//! a rate divides by the part of its interval the export covers (the recording within the
+//! filter's window: the first and last intervals are partly covered), as `latscope timeline`'s
+//! do.
 //! Intervals are written once the latest completion read is `hold_ns` past their end (events
 //! arrive in about the order they completed); an event for an interval already written is
 //! counted as late and left out of the counters (never out of the slices). Blocking waits
@@ -11,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use latscope_event::syscalls::desc;
-use latscope_event::{syscall_name, EventBatch, EventKind, SysClass};
+use latscope_event::{syscall_name, EventBatch, EventKind, Span, SysClass};
 use latscope_hist::Histogram;
 
 use super::tracks::Counter;
@@ -44,6 +47,8 @@ pub struct Counters {
     /// the order they completed, most in the interval of the one before: no division for them.
     last_start: u64,
     last_k: u64,
+    /// The time the export covers, when known (see [`Counters::set_covered`]).
+    covered: Option<Span>,
     /// Events that came after their interval was written.
     pub late: u64,
 }
@@ -73,7 +78,26 @@ impl Counters {
             class: Vec::new(),
             last_start: 0,
             last_k: 0,
+            covered: None,
             late: 0,
+        }
+    }
+
+    /// The time the counts cover: the recording within the filter's window (its end, once
+    /// known, before the last intervals are written); an interval's rates divide by its part
+    /// of it.
+    pub fn set_covered(&mut self, covered: Option<Span>) {
+        self.covered = covered;
+    }
+
+    /// The seconds interval `k` covers: its part of the covered time, or the whole interval when
+    /// that is unknown or the interval lies outside it (calls completing after a window).
+    fn covered_secs(&self, k: u64) -> f64 {
+        let whole = self.interval as f64 / 1e9;
+        let from = self.origin.saturating_add(k.saturating_mul(self.interval));
+        match self.covered.map(|c| c.overlap_secs(from, from.saturating_add(self.interval))) {
+            Some(s) if s > 0.0 => s,
+            _ => whole,
         }
     }
 
@@ -161,7 +185,6 @@ impl Counters {
         all: bool,
         out: &mut impl FnMut(Counter, u64, f64) -> Result<(), E>,
     ) -> Result<(), E> {
-        let secs = self.interval as f64 / 1e9;
         loop {
             let Some((&k, _)) = self.open.first_key_value() else { return Ok(()) };
             let end = self.origin.saturating_add((k + 1).saturating_mul(self.interval));
@@ -170,6 +193,7 @@ impl Counters {
             }
             let Some((_, mut s)) = self.open.pop_first() else { return Ok(()) };
             let start = self.origin + k * self.interval;
+            let secs = self.covered_secs(k);
             if self.last_nonzero && k > self.next {
                 // Back to zero after the intervals without events.
                 let t = self.origin + self.next * self.interval;
@@ -261,5 +285,31 @@ mod tests {
         assert_eq!(at(Counter::SyscallRate, 2 * s), 1.0);
         assert_eq!(at(Counter::SyscallBytes, 2 * s), 10.0);
         assert_eq!(c.late, 0);
+    }
+
+    /// A recording that ends 250 ms into its second interval, exported from 500 ms on: the
+    /// first interval's rates divide by its half covered, the last's by its quarter.
+    #[test]
+    fn rates_divide_by_the_part_of_the_interval_covered() {
+        let s = 1_000_000_000;
+        let mut b = EventBatch::default();
+        for k in 0..10u64 {
+            b.push(&ev(EventKind::Syscall, "read", s / 2 + k * 1000 + 500, 100, 4096, 4096));
+            b.push(&ev(EventKind::Syscall, "read", s + k * 1000 + 500, 100, 4096, 4096));
+        }
+        let mut c = Counters::new(0, s, 0);
+        c.set_covered(Some(Span::new(s / 2, s + s / 4)));
+        (0..b.len()).for_each(|i| c.add(&b, i));
+        let mut got: Vec<(Counter, u64, f64)> = Vec::new();
+        c.drain(u64::MAX, true, &mut |k, ts, v| {
+            got.push((k, ts, v));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        let rate = |ts: u64| got.iter().find(|g| g.0 as usize == Counter::SyscallRate as usize && g.1 == ts).unwrap().2;
+        let bytes =
+            |ts: u64| got.iter().find(|g| g.0 as usize == Counter::SyscallBytes as usize && g.1 == ts).unwrap().2;
+        assert_eq!((rate(0), rate(s)), (20.0, 40.0));
+        assert_eq!((bytes(0), bytes(s)), (20.0 * 4096.0, 40.0 * 4096.0));
     }
 }

@@ -51,8 +51,15 @@ pub struct LinkStats {
 /// recording's calls of one thread follow each other, so the look-up stops at the first that
 /// ended before the window anyway; traces whose calls overlap on a thread are cut short.
 const MAX_CANDIDATES: usize = 64;
-/// Most calls waiting at once for a call of one thread (or a request of one sector).
+/// Most calls waiting at once for a call of one thread.
 const MAX_WAITING: usize = 64;
+/// Most calls waiting at once for a request of one sector: every fsync of a disk waits for a
+/// cache flush, which has no sector, and a trace's calls are read ahead of its requests by up to
+/// a block.
+const MAX_WAITING_REQUEST: usize = 4096;
+/// How many requests of a sector completed after a call's end are looked at all the same: the
+/// order they are held in is that of their completion as recorded, nearly that of their ends.
+const REQUEST_DISORDER: usize = 8;
 /// Slices written kept for reuse, with the room of their vectors: slices leave in bursts (a
 /// watermark that jumps), and refilling an emptied pool costs an allocation per vector. The pool
 /// keeps up to this many beyond the room the hold queue left (slices held and pooled together
@@ -426,6 +433,7 @@ impl Linker {
                 }
             }
             // Indexed now (one look-up): a call is no candidate waker of itself, skipped below.
+            h.prev_call = t.calls.back().and_then(|c| u32::try_from(seq - c.seq).ok()).unwrap_or(0);
             if t.calls.len() > MAX_CANDIDATES {
                 t.calls.pop_front();
             }
@@ -492,12 +500,15 @@ impl Linker {
             {
                 // Latest first: calls of one thread end in the order they began.
                 let (front, back) = (self.front_seq, seq);
+                let mut older = None;
                 for c in t.calls.iter().rev().skip(own).take(MAX_CANDIDATES) {
                     let s = c.seq;
+                    older = Some(s);
                     if s < front || s >= back {
                         continue;
                     }
                     if c.end < lo {
+                        older = None;
                         break;
                     }
                     if c.ts < hi {
@@ -506,6 +517,27 @@ impl Linker {
                             best = Some(s);
                         }
                     }
+                }
+                // The window reaches past the calls the index keeps (the waker made more calls
+                // while the woken one waited for a CPU): the older ones, through the queue.
+                let mut next = older.filter(|&s| s >= front).and_then(|s| self.queue.get((s - front) as usize));
+                while let Some(c) = next
+                    .filter(|(d, _)| d.prev_call > 0)
+                    .and_then(|(d, _)| d.seq.checked_sub(u64::from(d.prev_call)))
+                    .filter(|&s| s >= front)
+                {
+                    let Some(e) = self.queue.get((c - front) as usize) else { break };
+                    let d = &e.0;
+                    if d.end < lo {
+                        break;
+                    }
+                    if d.ts < hi {
+                        first = Some(c);
+                        if can_wake_cached(&mut self.wake_masks, nr(d), part) {
+                            best = Some(c);
+                        }
+                    }
+                    next = Some(e);
                 }
             }
             match best {
@@ -545,7 +577,12 @@ impl Linker {
             let mut best: Option<(u64, u64)> = None;
             if let Some(d) = self.by_request.get(&key) {
                 let (front, back) = (self.front_seq, seq);
-                for r in d.iter().rev().take(MAX_CANDIDATES) {
+                // From the last that completed by the call's end: a disk's requests are held in
+                // about the order they completed, and those that completed after the call (a
+                // trace's block requests are read ahead of its calls by up to a block) can be
+                // many more than the candidates read (a cache flush per fsync).
+                let to = (d.partition_point(|r| r.end <= hi) + REQUEST_DISORDER).min(d.len());
+                for r in d.range(..to).rev().take(MAX_CANDIDATES) {
                     let s = r.seq;
                     if s < front || s >= back {
                         continue;
@@ -566,7 +603,7 @@ impl Linker {
                 }
                 None => {
                     let list = self.waiting_request.entry(key).or_default();
-                    if list.len() >= MAX_WAITING {
+                    if list.len() >= MAX_WAITING_REQUEST {
                         if let Some(gone) = list.pop_front() {
                             if let Some(q) =
                                 gone.c_seq.checked_sub(self.front_seq).and_then(|i| self.queue.get_mut(i as usize))
@@ -619,9 +656,11 @@ impl Linker {
         let r = out(&h);
         h.enc.clear();
         h.reset = false;
+        h.parts = 0;
         h.flows_out.clear();
         h.flows_in.clear();
         h.tid = 0;
+        h.prev_call = 0;
         h.request = None;
         h.woken_by = None;
         // Only process events set it: a call's slice filled in this box after an instant's
@@ -793,8 +832,11 @@ mod tests {
         h
     }
 
-    /// Drains everything; returns (tid, ts, flows out, flows in) of each slice in order.
-    fn all(l: &mut Linker) -> Vec<(u32, u64, Vec<u64>, Vec<u64>)> {
+    /// A slice written: its thread, start, flows out and flows in.
+    type Written = (u32, u64, Vec<u64>, Vec<u64>);
+
+    /// Drains everything; returns each slice written, in order.
+    fn all(l: &mut Linker) -> Vec<Written> {
         let mut v = Vec::new();
         l.drain(true, &mut |h: &Held| {
             v.push((h.tid, h.ts, h.flows_out.to_vec(), h.flows_in.to_vec()));
@@ -1007,6 +1049,80 @@ mod tests {
         let got: Vec<u64> = v.iter().filter(|x| !x.2.is_empty()).map(|x| x.1).collect();
         assert_eq!(got, vec![32]);
         assert_eq!(l.stats.requests_linked, 1);
+    }
+
+    /// The waker made more calls while the woken call waited for a CPU than its thread's index
+    /// keeps: the waking futex, older than all of them, is still found (through the queue), not
+    /// one of the writes after it.
+    #[test]
+    fn a_waker_that_made_many_calls_since_the_wakeup_is_still_found() {
+        let futex = latscope_event::syscall_nr("futex").unwrap();
+        let write = latscope_event::syscall_nr("write").unwrap();
+        let mut l = Linker::new(1_000_000, 10_000);
+        let mut h = call(&mut l, 2, 30, 38);
+        h.name_key = u32::from(write);
+        l.push(h, None, None);
+        let mut h = call(&mut l, 2, 40, 45);
+        h.name_key = u32::from(futex);
+        l.push(h, None, None);
+        for k in 0..MAX_CANDIDATES as u64 * 4 {
+            let mut h = call(&mut l, 2, 50 + 2 * k, 51 + 2 * k);
+            h.name_key = u32::from(write);
+            l.push(h, None, None);
+        }
+        let woken = call(&mut l, 1, 0, 1_000);
+        l.push(woken, Some((2, (41, 1_000), 3)), None);
+        let v = all(&mut l);
+        let w = v.iter().find(|x| x.0 == 1).unwrap();
+        let d = v.iter().find(|x| x.0 == 2 && x.1 == 40).unwrap();
+        assert_eq!((w.3.len(), &d.2), (1, &w.3), "{:?}", &v[..4]);
+        assert_eq!((l.stats.wakeups_linked, l.stats.wakeups_not_linked), (1, 0));
+    }
+
+    /// Cache flushes have no sector, so every fsync of a disk waits for a request of the same
+    /// key; a trace's requests are read ahead of its calls. Each call still gets the flush that
+    /// completed inside it: many flushes completed after it, many calls waiting at once.
+    #[test]
+    fn every_fsync_finds_its_flush_among_many() {
+        const FLUSH: (u32, u64) = (7, u64::MAX);
+        let n = MAX_CANDIDATES as u64 * 3;
+        let flush = |l: &mut Linker, k: u64| {
+            let mut r = l.blank();
+            r.ts = 100 * k + 50;
+            r.end = 100 * k + 60;
+            r.request = Some(FLUSH);
+            r
+        };
+        let fsync = |l: &mut Linker, k: u64| call(l, 1 + k as u32, 100 * k + 10, 100 * k + 90);
+        for requests_first in [true, false] {
+            let mut l = Linker::new(1_000_000, 10_000);
+            for k in 0..n {
+                if requests_first {
+                    let r = flush(&mut l, k);
+                    l.push(r, None, None);
+                } else {
+                    let c = fsync(&mut l, k);
+                    l.push(c, None, Some(FLUSH));
+                }
+            }
+            for k in 0..n {
+                if requests_first {
+                    let c = fsync(&mut l, k);
+                    l.push(c, None, Some(FLUSH));
+                } else {
+                    let r = flush(&mut l, k);
+                    l.push(r, None, None);
+                }
+            }
+            let v = all(&mut l);
+            // Each call's flow comes from the flush that began 40 ns into it.
+            let by_start: HashMap<u64, &Written> = v.iter().filter(|x| x.0 == 0).map(|x| (x.1, x)).collect();
+            for c in v.iter().filter(|x| x.0 != 0) {
+                let r = by_start[&(c.1 + 40)];
+                assert_eq!((c.3.len(), &r.2), (1, &c.3), "requests first {requests_first}: {c:?}");
+            }
+            assert_eq!((l.stats.requests_linked, l.stats.requests_not_linked), (n, 0), "{requests_first}");
+        }
     }
 
     /// A box reused after a process event's instant comes back as a slice: a call filled in it

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 
 use foldhash::fast::RandomState;
 use latscope_event::hint::prefetch_row;
-use latscope_event::{EventBatch, EventKind, ProcOp, TraceHeader, OFF_COLUMNS};
+use latscope_event::{EventBatch, EventKind, ProcOp, Span, TraceHeader, OFF_COLUMNS};
 use latscope_filter::Filter;
 use latscope_scan::{InputFormat, Scan, ScanOptions};
 use latscope_trace::Column;
@@ -472,6 +472,11 @@ pub fn export_perfetto(
         queue_slices: 0,
         slice: Slice::default(),
     };
+    // The covered time's start and the window's end are known now; the recording's end once
+    // it is read (before the last intervals are written).
+    let window = opts.filter.time_window().monotonic(ex.header.realtime_offset_ns, ex.header.start_ns);
+    let open_ended = Span::new(ex.header.start_ns, u64::MAX);
+    ex.counters.set_covered(Some(window.map_or(open_ended, |(lo, hi)| open_ended.within(lo, hi))));
     let mut read = 0u64;
     let mut lost_seen = 0u64;
     while let Some(r) = scan.next_batch_and_header() {
@@ -509,8 +514,21 @@ pub fn export_perfetto(
             bytes_written: ex.out.bytes(),
         });
     }
+    ex.counters.set_covered(scan.covered(Some(Span::new(ex.header.start_ns, ex.linker.watermark()))));
     ex.drain(true)?;
     let report = scan.report();
+    // A window that begins after the recording ended holds nothing: said, rather than an empty
+    // trace written in place of the file named.
+    if let (0, Some((lo, _)), Some(rec)) = (ex.exported, window, report.recording_span(&ex.header)) {
+        if lo >= rec.end_ns {
+            return Err(ExportError::Invalid(format!(
+                "the window begins {:.3} s into the recording, which ended {:.3} s into it: no event began in \
+                 the window, and nothing was written",
+                (lo - ex.header.start_ns) as f64 / 1e9,
+                rec.secs()
+            )));
+        }
+    }
     let (processes, threads, disks) = ex.tracks.counts();
     let interning_resets = ex.out.interning_resets;
     let part_slices = ex.out.part_slices;

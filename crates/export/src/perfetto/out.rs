@@ -33,7 +33,7 @@ pub struct WrittenPart {
     pub path: PathBuf,
     /// Its size.
     pub bytes: u64,
-    /// Slices (events) in it.
+    /// Slices in it: events, and the parts of calls inside theirs.
     pub slices: u64,
     /// CLOCK_MONOTONIC ns of the first and last event start in it (0 when none).
     pub first_ns: u64,
@@ -341,6 +341,7 @@ impl Out {
             self.part_calls += 1;
             self.part_slices += parts.len() as u64;
         }
+        h.parts = u16::try_from(parts.len()).unwrap_or(u16::MAX);
         // Its bytes: the begin event's fields and the slices inside it as encoded, then the
         // entries interned (written in its begin packet, before the slices that may use them).
         let new = it.new_entries();
@@ -363,7 +364,7 @@ impl Out {
             self.start_sequence(false)?;
         }
         let p = self.part.as_mut().expect("a part is open");
-        p.slices += 1;
+        p.slices += 1 + u64::from(h.parts);
         if p.first_ns == 0 || h.ts < p.first_ns {
             p.first_ns = h.ts;
         }

@@ -149,6 +149,8 @@ pub struct Held {
     /// The interning tables were cleared before it was encoded: the sequence's state is cleared
     /// before it is written.
     pub reset: bool,
+    /// How many slices of its parts are inside it (counted in its file's slices).
+    pub parts: u16,
     /// Flows that start at this slice (it woke a call, its completion ended a wait).
     pub flows_out: Flows,
     /// Flows that end at this slice (what woke it).
@@ -157,6 +159,10 @@ pub struct Held {
     pub arrived: u64,
     /// The thread (syscalls) it is indexed under for wake-up links, 0 none.
     pub tid: u32,
+    /// How many arrivals before it the call of its thread before it arrived, 0 none (or too
+    /// far back to be held still): the way back to calls older than those its thread's index
+    /// keeps.
+    pub prev_call: u32,
     /// The request key (block requests) it is indexed under, `None` none.
     pub request: Option<(u32, u64)>,
     /// The request (disk and sector) whose completion woke it while its link is not found.
@@ -360,7 +366,7 @@ impl SliceBuilder<'_> {
     pub fn block(&mut self, h: &TraceHeader, b: &EventBatch, i: usize) {
         self.h.cat = Cat::Block as u8;
         self.disk(h, b.dev[i]);
-        self.u(Arg::Sector, b.off[i] as u64);
+        self.i(Arg::Sector, b.off[i]); // -1: none (a flush), as `events --json` says
         self.u(Arg::Bytes, b.bytes[i]);
         self.u(Arg::QueuedNs, b.qtime[i]);
         self.interned_with(Arg::Rwbs, |w| Rwbs::write(w, BlockOp::from_u16(b.nr[i]), b.flags[i]));
@@ -416,7 +422,7 @@ impl SliceBuilder<'_> {
     pub fn queued(&mut self, h: &TraceHeader, b: &EventBatch, i: usize) {
         self.h.cat = Cat::Latscope as u8;
         self.disk(h, b.dev[i]);
-        self.u(Arg::Sector, b.off[i] as u64);
+        self.i(Arg::Sector, b.off[i]); // -1: none (a flush), as `events --json` says
         self.u(Arg::Bytes, b.bytes[i]);
     }
 }
