@@ -1009,3 +1009,31 @@ fn top_shows_the_percentiles_asked_for_in_aligned_columns() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("'abc' is not a percentile"));
 }
+
+/// `timeline --threads` refuses what it cannot draw, saying what to do: a window after the
+/// recording, `--waits` (it draws every call), an output it does not write.
+#[test]
+fn timeline_threads_refuses_what_it_cannot_draw() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("busy.lst");
+    latscope_trace::synth::BusyServer { events: 2_000, block_every: 20, layout: latscope_trace::synth::Layout::ByKind }
+        .write(&trace)
+        .unwrap();
+    let t = trace.to_str().unwrap();
+    let png = dir.path().join("x.png");
+    for (args, want) in [
+        (vec!["--from", "100s", "--to", "200s"], "no call in the window"),
+        (vec!["--waits"], "--threads draws every call"),
+        (vec!["-o", png.to_str().unwrap()], "SVG (-o FILE.svg)"),
+    ] {
+        let mut a = vec!["timeline", "-r", t, "--threads"];
+        a.extend(args);
+        let o = latscope(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{a:?}: {err}");
+    }
+    assert!(!png.exists());
+    // A window given only its end, before the first call: from the recording's start.
+    let j = latscope_json(&["timeline", "-r", t, "--threads", "--json", "--to", "1ns"]);
+    assert_eq!(j["from_ns"], j["origin_ns"], "{j}");
+}

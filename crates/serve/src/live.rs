@@ -675,16 +675,33 @@ fn threads(spec: &Spectrogram, feed: &mut dyn Feed, q: &ThreadsQuery, why: bool)
     let dq = DrillQuery { t_from: from, t_to: u64::MAX, lat_lo: 0, lat_hi: u64::MAX, group: None, limit: 0 };
     let mut tl = ThreadTimeline::new(from.max(1), u64::MAX, MAX_THREAD_CALLS);
     let visited = feed.visit(spec, &dq, &mut |b, i, _| tl.add(b, i));
-    let visited = match visited {
+    let mut visited = match visited {
         Ok(v) => v,
         Err(e) => return json!({"error": e}),
     };
+    if tl.dropped > 0 {
+        // More calls than a picture holds: the latest of them, from where they begin (a view
+        // of the last seconds shows the last seconds), found from the calls' ends.
+        let mut ends: Vec<u64> = Vec::new();
+        let _ = feed.visit(spec, &dq, &mut |b, i, _| {
+            if b.kind[i] == latscope_event::EventKind::Syscall as u8 {
+                ends.push(b.end(i));
+            }
+        });
+        ends.sort_unstable();
+        let later = ends.len().checked_sub(MAX_THREAD_CALLS).map_or(from, |k| ends[k].max(from));
+        let dq = DrillQuery { t_from: later, ..dq };
+        tl = ThreadTimeline::new(later.max(1), u64::MAX, MAX_THREAD_CALLS);
+        visited = match feed.visit(spec, &dq, &mut |b, i, _| tl.add(b, i)) {
+            Ok(v) => v,
+            Err(e) => return json!({"error": e}),
+        };
+    }
     tl.finish(q.rows);
     let (f, t) = tl.window();
     let sub = format!(
-        "{} calls of {} threads over the last {} s{}",
-        tl.calls(),
-        tl.rows().len(),
+        "{} over the last {} s{}",
+        tl.counts(),
         q.seconds,
         if why { "" } else { "; tick “why was it slow” to colour each call by its cause and draw who woke whom" }
     );
@@ -814,5 +831,66 @@ mod tests {
         }
         assert_eq!(palette().len(), 61);
         assert_eq!(palette()[0], "#005000");
+    }
+
+    /// Events of one syscall each, held as a live session holds them.
+    struct Calls(EventBatch);
+
+    impl Feed for Calls {
+        fn pump(&mut self, _: &mut Spectrogram, _: Duration) -> Result<bool, String> {
+            Ok(true)
+        }
+        fn status(&self, _: &Spectrogram) -> latscope_view::spectrogram::FeedStatus {
+            Default::default()
+        }
+        fn drill(
+            &mut self,
+            _: &Spectrogram,
+            _: &DrillQuery,
+        ) -> Result<latscope_view::spectrogram::DrillResult, String> {
+            Err("not here".into())
+        }
+        fn visit(
+            &mut self,
+            _: &Spectrogram,
+            q: &DrillQuery,
+            f: &mut latscope_view::spectrogram::Visitor<'_>,
+        ) -> Result<latscope_view::spectrogram::Visited, String> {
+            let h = TraceHeader::default();
+            let mut n = 0;
+            for i in (0..self.0.len()).filter(|&i| self.0.end(i) >= q.t_from) {
+                f(&self.0, i, &h);
+                n += 1;
+            }
+            Ok(latscope_view::spectrogram::Visited { events: n, note: None })
+        }
+    }
+
+    /// More calls in the last seconds than the view draws: it draws the latest of them, up to
+    /// the newest, not the earliest.
+    #[test]
+    fn the_threads_view_over_its_cap_keeps_the_latest_calls() {
+        const S: u64 = 1_000_000_000;
+        let n = MAX_THREAD_CALLS as u64 * 2;
+        let mut b = EventBatch::default();
+        for k in 0..n {
+            // Two threads, a call each every 20 us over 2 s.
+            let ts = S + k * 20_000;
+            b.push(&latscope_event::Event {
+                kind: 0,
+                ts,
+                lat: 5_000,
+                pid: 1,
+                tid: 1 + (k % 2) as u32,
+                ..Default::default()
+            });
+        }
+        let mut spec = Spectrogram::new(S, S, 100);
+        spec.seal_until(4);
+        let v = threads(&spec, &mut Calls(b), &ThreadsQuery { seconds: 10, rows: 10 }, false);
+        let (from, to) = (v["from_ns"].as_u64().unwrap(), v["to_ns"].as_u64().unwrap());
+        assert_eq!(to, S + (n - 1) * 20_000 + 5_000, "up to the newest call: {}", v["to_ns"]);
+        assert!(from >= S + (n / 2 - 2) * 20_000, "the latest half: from {from}");
+        assert!(v["calls"].as_u64().unwrap() >= MAX_THREAD_CALLS as u64 - 2, "{}", v["calls"]);
     }
 }

@@ -90,8 +90,41 @@ pub struct ThreadTimeline {
     calls: usize,
     /// Calls left out after `max_calls` were taken.
     pub dropped: u64,
+    /// The start of the first call left out: the window shown stops there, and calls that began
+    /// before it are taken still (a thread's call in progress then, read later since it ended
+    /// later), so that every row is whole up to it.
+    cut: Option<u64>,
+    /// Threads with calls in the window (the rows before the busiest were kept).
+    threads_total: usize,
+    /// The window's start when none was given and no call was taken (the recording's start).
+    start: u64,
     wakes: Vec<Wake>,
     latest: u64,
+}
+
+/// Whether syscall `nr` is an idle wait, whose length its caller chooses (sleeps, polls, futex
+/// and child waits): time in it is no work, so it does not make a thread one of the busiest.
+fn is_idle_wait(nr: u16) -> bool {
+    latscope_event::syscalls::desc(nr).class == latscope_event::SysClass::Wait
+        || matches!(latscope_event::syscall_name(nr), Some("wait4" | "waitid" | "pause"))
+}
+
+/// A time `t` as an offset from `origin` (`+1.5s`, `-191ms`: calls under way when a recording
+/// began started before it), with digits enough to tell apart times `resolution` ns apart.
+pub fn fmt_at(t: u64, origin: u64, resolution: u64) -> String {
+    let (sign, d) = if t >= origin { ('+', t - origin) } else { ('-', origin - t) };
+    // fmt_ns keeps three significant digits: enough while the offset is under a hundred steps.
+    if d / resolution.max(1) < 100 {
+        return format!("{sign}{}", fmt_ns(d));
+    }
+    let (unit, name) = match d {
+        1_000_000_000.. => (1_000_000_000u64, "s"),
+        1_000_000.. => (1_000_000, "ms"),
+        _ => (1_000, "us"),
+    };
+    // As many decimals as tell `resolution` apart in that unit.
+    let decimals = (0..=9u32).find(|&k| unit / 10u64.pow(k) <= resolution.max(1)).unwrap_or(9) as usize;
+    format!("{sign}{:.decimals$}{name}", d as f64 / unit as f64)
 }
 
 /// The call of `calls` (sorted by entry) that woke a call blocked mostly in `part`, whose
@@ -118,9 +151,24 @@ impl ThreadTimeline {
             rows: Vec::new(),
             calls: 0,
             dropped: 0,
+            cut: None,
+            threads_total: 0,
+            start: 0,
             wakes: Vec::new(),
             latest: 0,
         }
+    }
+
+    /// The window's start when none was given and no call falls in it: the recording's start.
+    pub fn with_start(mut self, start_ns: u64) -> ThreadTimeline {
+        self.start = start_ns;
+        self
+    }
+
+    /// The end of the window shown was brought forward to where the calls left out began (see
+    /// [`ThreadTimeline::dropped`]).
+    pub fn shortened(&self) -> bool {
+        self.cut.is_some()
     }
 
     /// Takes event `i` of `b` (syscalls only).
@@ -133,8 +181,11 @@ impl ThreadTimeline {
             return;
         }
         if self.calls >= self.max_calls {
-            self.dropped += 1;
-            return;
+            let cut = *self.cut.get_or_insert(ts);
+            if ts >= cut {
+                self.dropped += 1;
+                return;
+            }
         }
         self.calls += 1;
         self.latest = self.latest.max(end);
@@ -149,7 +200,9 @@ impl ThreadTimeline {
         if row.comm != comm {
             row.comm = comm.to_string();
         }
-        row.busy_ns += end.min(self.to).saturating_sub(ts.max(self.from));
+        if !is_idle_wait(b.nr[i]) {
+            row.busy_ns += end.min(self.to).saturating_sub(ts.max(self.from));
+        }
         let p = b.why_parts(i);
         let part = b.has_why(i).then(|| (0..WHY_PARTS).fold(0, |m, k| if p[k] > p[m] { k } else { m }));
         let off = b.off_cpu(i);
@@ -176,20 +229,37 @@ impl ThreadTimeline {
         row.calls.push(Call { ts, end, nr: b.nr[i], part, waits, rest, longest, waker });
     }
 
-    /// Orders the calls and finds the wake-ups; keeps the `max_rows` busiest threads (ordered by
-    /// process and thread id).
+    /// Orders the calls and finds the wake-ups; keeps the `max_rows` busiest threads (the most
+    /// time in calls other than idle waits, then the most calls), ordered by process and thread id.
     pub fn finish(&mut self, max_rows: usize) {
         if self.from == 0 {
-            self.from = self.rows.iter().flat_map(|r| r.calls.iter().map(|c| c.ts)).min().unwrap_or(0);
+            let first = self.rows.iter().flat_map(|r| r.calls.iter().map(|c| c.ts)).min();
+            self.from = first.unwrap_or(if self.to == u64::MAX { self.start } else { self.start.min(self.to - 1) });
         }
         if self.to == u64::MAX {
             self.to = self.latest.max(self.from + 1);
         }
+        if let Some(cut) = self.cut {
+            self.to = self.to.min(cut).max(self.from + 1);
+            // Calls that began after the window's new end (read before the cap was reached) go.
+            let to = self.to;
+            let mut gone = 0;
+            for r in &mut self.rows {
+                let n = r.calls.len();
+                r.calls.retain(|c| c.ts < to);
+                gone += n - r.calls.len();
+            }
+            self.calls -= gone;
+            self.dropped += gone as u64;
+            self.rows.retain(|r| !r.calls.is_empty());
+            self.by_tid.clear();
+        }
         for r in &mut self.rows {
             r.calls.sort_by_key(|c| (c.ts, c.end));
         }
+        self.threads_total = self.rows.len();
         if self.rows.len() > max_rows {
-            self.rows.sort_by_key(|r| std::cmp::Reverse(r.busy_ns));
+            self.rows.sort_by_key(|r| std::cmp::Reverse((r.busy_ns, r.calls.len())));
             self.rows.truncate(max_rows);
         }
         self.rows.sort_by_key(|r| (r.pid, r.tid));
@@ -221,9 +291,47 @@ impl ThreadTimeline {
         (self.from, self.to)
     }
 
-    /// Calls taken.
+    /// Calls taken in the window (of every thread, shown or not).
     pub fn calls(&self) -> usize {
         self.calls
+    }
+
+    /// Calls of the threads shown.
+    pub fn calls_shown(&self) -> usize {
+        self.rows.iter().map(|r| r.calls.len()).sum()
+    }
+
+    /// Threads with calls in the window, shown or not (after [`ThreadTimeline::finish`]).
+    pub fn threads_total(&self) -> usize {
+        self.threads_total
+    }
+
+    /// "N calls of M threads", saying so when only the busiest threads are shown.
+    pub fn counts(&self) -> String {
+        if self.rows.len() < self.threads_total {
+            format!(
+                "{} calls of the {} busiest threads (of {} calls of {} threads)",
+                self.calls_shown(),
+                self.rows.len(),
+                self.calls,
+                self.threads_total
+            )
+        } else {
+            format!("{} calls of {} threads", self.calls, self.rows.len())
+        }
+    }
+
+    /// What was left out beyond the most calls a timeline holds, and how the window was cut.
+    pub fn dropped_note(&self) -> String {
+        if self.shortened() {
+            format!(
+                "{} calls left out beyond the {} a timeline holds: the window ends early, where they begin; narrow it \
+                 (--from, --to) to see the rest",
+                self.dropped, self.max_calls
+            )
+        } else {
+            format!("{} calls left out after the first {}: narrow the window (--from, --to)", self.dropped, self.calls)
+        }
     }
 
     /// `comm/tid`, the name escaped ([`crate::text::clean`]): the label goes as it is into its
@@ -286,16 +394,10 @@ impl ThreadTimeline {
         let mut s = String::new();
         let label_w = self.rows.iter().map(|r| Self::label(r).chars().count()).max().unwrap_or(6).clamp(6, 28);
         let cols = width.saturating_sub(label_w + 3).max(10);
-        let rel = |t: u64| fmt_ns(t.saturating_sub(origin_ns));
-        let _ = writeln!(
-            s,
-            "{} calls of {} threads from +{} to +{} ({} per column)",
-            self.calls,
-            self.rows.len(),
-            rel(self.from),
-            rel(self.to),
-            fmt_ns((self.to - self.from) / cols as u64)
-        );
+        let per_col = ((self.to - self.from) / cols as u64).max(1);
+        let at = |t: u64| fmt_at(t, origin_ns, per_col);
+        let _ =
+            writeln!(s, "{} from {} to {} ({} per column)", self.counts(), at(self.from), at(self.to), fmt_ns(per_col));
         for r in &self.rows {
             let mut l = Self::label(r);
             if l.chars().count() > label_w {
@@ -315,11 +417,7 @@ impl ThreadTimeline {
             legend.join(", ")
         );
         if self.dropped > 0 {
-            let _ = writeln!(
-                s,
-                "{} calls left out after the first {}: narrow the window (--from, --to)",
-                self.dropped, self.calls
-            );
+            let _ = writeln!(s, "{}", self.dropped_note());
         }
         const WAKES: usize = 20;
         if !self.wakes.is_empty() {
@@ -329,15 +427,16 @@ impl ThreadTimeline {
             for w in w.into_iter().take(WAKES) {
                 let (fr, fc) = (&self.rows[w.from.0], &self.rows[w.from.0].calls[w.from.1]);
                 let (tr, tc) = (&self.rows[w.to.0], &self.rows[w.to.0].calls[w.to.1]);
+                let at = |t: u64| fmt_at(t, origin_ns, 1000);
                 let line = format!(
-                    "  +{} {} ({}) woke {} ({} {}, returned at +{})",
-                    rel(fc.ts),
+                    "  {} {} ({}) woke {} ({} {}, returned at {})",
+                    at(fc.ts),
                     Self::label(fr),
                     op_name(0, fc.nr),
                     Self::label(tr),
                     op_name(0, tc.nr),
                     fmt_ns(tc.end - tc.ts),
-                    rel(tc.end)
+                    at(tc.end)
                 );
                 let _ = writeln!(s, "{}", crate::text::clean(&line));
             }
@@ -366,13 +465,14 @@ impl ThreadTimeline {
 "##);
         svg.text(PAD, 20.0, 15.0, "start", "#000", title, "font-weight=\"bold\"");
         svg.text_fit(PAD, 38.0, 11.0, "start", "#444", subtitle, "", W - 2.0 * PAD);
-        // Time axis, relative to the recording's start.
+        // Time axis, relative to the recording's start (before it: calls under way then).
         let step = nice_time_step_ns(span / 8.0);
-        let first = ((self.from - origin_ns.min(self.from)) as f64 / step).ceil() * step;
-        let last = (self.to - origin_ns.min(self.to)) as f64;
+        let rel = |t: u64| t as f64 - origin_ns as f64;
+        let first = (rel(self.from) / step).ceil() * step;
+        let last = rel(self.to);
         let mut last_x = f64::NEG_INFINITY;
         for t in linear_ticks(first, last, 8).into_iter().filter(|t| *t >= first) {
-            let at = origin_ns.min(self.from) + t as u64;
+            let at = (origin_ns as f64 + t).round().max(0.0) as u64;
             let tx = x(at);
             // A window shorter than a tick step (a live page's first moments) puts ticks on
             // one place: one label each.
@@ -383,7 +483,7 @@ impl ThreadTimeline {
             svg.line(tx, top - 6.0, tx, y(self.rows.len()), "#ddd", "");
             // A label at the right edge would run off the picture if centred on its tick.
             let anchor = if tx > W - PAD - 30.0 { "end" } else { "middle" };
-            svg.text(tx, top - 9.0, 10.0, anchor, "#444", &format!("+{}", fmt_ns(t as u64)), "");
+            svg.text(tx, top - 9.0, 10.0, anchor, "#444", &fmt_at(at, origin_ns, (step as u64).max(1)), "");
         }
         for (ri, r) in self.rows.iter().enumerate() {
             let ry = y(ri);
@@ -405,10 +505,10 @@ impl ThreadTimeline {
                 };
                 let what = c.part.map_or("no breakdown".to_string(), |k| format!("mostly {}", PART_LABELS[k]));
                 let tip = format!(
-                    "{} {} at +{}: {what}",
+                    "{} {} at {}: {what}",
                     op_name(0, c.nr),
                     fmt_ns(c.end - c.ts),
-                    fmt_ns(c.ts.saturating_sub(origin_ns))
+                    fmt_at(c.ts, origin_ns, 1000)
                 );
                 svg.raw(&format!(
                     "<rect x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{fill}\"><title>{}</title></rect>\n",
@@ -422,13 +522,13 @@ impl ThreadTimeline {
                     let (wx0, wx1) = (x(wa), x(wb));
                     let which = if c.longest == Some(j) { "its longest wait" } else { "a wait" };
                     let tip = format!(
-                        "{} {} at +{}: {which}, {} {} from +{}",
+                        "{} {} at {}: {which}, {} {} from {}",
                         op_name(0, c.nr),
                         fmt_ns(c.end - c.ts),
-                        fmt_ns(c.ts.saturating_sub(origin_ns)),
+                        fmt_at(c.ts, origin_ns, 1000),
                         PART_LABELS[k],
                         fmt_ns(wb - wa),
-                        fmt_ns(wa.saturating_sub(origin_ns))
+                        fmt_at(wa, origin_ns, 1000)
                     );
                     svg.raw(&format!(
                         "<rect x=\"{wx0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{}</title></rect>\n",
@@ -466,15 +566,7 @@ impl ThreadTimeline {
         svg.line(lx, ly - 4.0, lx + 24.0, ly - 4.0, "#333", "marker-end=\"url(#arrow)\"");
         svg.text(lx + 30.0, ly, 11.0, "start", "#000", "woke", "");
         if self.dropped > 0 {
-            svg.text(
-                PAD,
-                ly + 20.0,
-                11.0,
-                "start",
-                "#a00",
-                &format!("{} calls left out after the first {}", self.dropped, self.calls),
-                "",
-            );
+            svg.text(PAD, ly + 20.0, 11.0, "start", "#a00", &self.dropped_note(), "");
         }
         svg.finish()
     }
@@ -525,7 +617,8 @@ impl ThreadTimeline {
             .collect();
         json!({
             "from_ns": self.from, "to_ns": self.to, "origin_ns": origin_ns,
-            "calls": self.calls, "dropped": self.dropped, "threads": rows, "wakeups": wakes,
+            "calls": self.calls, "calls_shown": self.calls_shown(), "threads_total": self.threads_total,
+            "dropped": self.dropped, "window_shortened": self.shortened(), "threads": rows, "wakeups": wakes,
         })
     }
 }
@@ -660,5 +753,57 @@ mod tests {
         assert_eq!((c["longest_wait"]["ts_ns"].as_u64(), c["longest_wait"]["dur_ns"].as_u64()), (Some(100), Some(300)));
         let svg = t.render_svg("threads", "sub", 0);
         assert!(svg.contains("a wait, pipe/socket 300ns from +600ns"), "{svg}");
+    }
+
+    #[test]
+    fn times_are_offsets_with_the_digits_their_resolution_needs_and_a_sign() {
+        let s = 1_000_000_000;
+        assert_eq!(fmt_at(5 * s + 2 * s / 1000, 5 * s, 100_000), "+2.00ms");
+        assert_eq!(fmt_at(9 * s + 4 * s, 9 * s, s / 1000 * 5), "+4.000s");
+        assert_eq!(fmt_at(9 * s + 4 * s + 1234, 9 * s, 1000), "+4.000001s");
+        assert_eq!(fmt_at(9 * s - 191 * s / 1000, 9 * s, s / 100), "-191ms");
+    }
+
+    /// More calls than a timeline holds: the window ends where the first left out ends, and the
+    /// calls in progress then (read later, since they ended later) are kept, so every row is
+    /// whole up to there; the busiest threads are those working, not those idly waiting.
+    #[test]
+    fn beyond_its_calls_the_window_ends_early_with_every_row_whole() {
+        let mut b = EventBatch::default();
+        for k in 0..20u64 {
+            b.push(&call(1, "read", k * 100, k * 100 + 50));
+        }
+        // Read after the cap: a call in progress since 150 (a long wait), and one after the cut.
+        b.push(&call(2, "epoll_wait", 150, 5_000));
+        b.push(&call(3, "write", 4_000, 4_100));
+        let mut t = ThreadTimeline::new(0, u64::MAX, 10);
+        (0..b.len()).for_each(|i| t.add(&b, i));
+        t.finish(1);
+        // The 11th read (from 1000) was the first left out.
+        assert_eq!(t.window(), (0, 1_000));
+        assert!(t.shortened() && t.dropped == 11, "{}", t.dropped);
+        assert_eq!(t.calls(), 11);
+        // The reader is the busiest; the epoll_wait thread, idle, is not shown with --rows 1.
+        assert_eq!((t.rows().len(), t.rows()[0].tid, t.threads_total()), (1, 1, 2));
+        assert!(t.counts().contains("the 1 busiest threads (of 11 calls of 2 threads)"), "{}", t.counts());
+        assert!(t.render_text(60, 0).contains("the window ends early"));
+    }
+
+    /// A window that starts before the recording (a call under way when it began): its axis and
+    /// header say so with a minus, not "+0ns".
+    #[test]
+    fn a_window_before_the_recording_is_labelled_before_it() {
+        let mut b = EventBatch::default();
+        b.push(&call(1, "read", 800, 1_400));
+        let mut t = ThreadTimeline::new(0, u64::MAX, 10).with_start(1_000);
+        t.add(&b, 0);
+        t.finish(10);
+        let s = t.render_text(60, 1_000);
+        assert!(s.contains("from -200ns to +400ns"), "{s}");
+        assert!(t.render_svg("t", "s", 1_000).contains(">-200ns<"));
+        // No call in a window given only its end: it starts at the recording's start.
+        let mut t = ThreadTimeline::new(0, 2_000, 10).with_start(1_000);
+        t.finish(10);
+        assert_eq!(t.window(), (1_000, 2_000));
     }
 }

@@ -24,7 +24,9 @@ use std::process::ExitCode;
 /// queue, block I/O, lock, pipe/socket, ...), and the wake-ups: which thread's call woke which.
 /// Text in the terminal (a letter per column of time), SVG or HTML (-o FILE.svg, FILE.html; the
 /// bars' tooltips name each call, arrows draw the wake-ups), or JSON. --from/--to choose the
-/// window (default: the whole recording, at most 200,000 calls).
+/// window, and every call running in it is drawn, also one that began before --from (a thread
+/// blocked when the window opens); default: the whole recording. At most 200,000 calls: beyond
+/// them the window ends early, where the calls left out begin.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   latscope timeline -r trace.lst                         # table, 1 s intervals
@@ -60,7 +62,8 @@ pub struct Args {
     pub threads: bool,
     #[command(flatten)]
     pub window: crate::args::WindowArgs,
-    /// With --threads: most threads shown (the busiest).
+    /// With --threads: most threads shown (the busiest: the most time in calls other than idle
+    /// waits, then the most calls).
     #[arg(long, value_name = "N", default_value_t = 40)]
     pub rows: usize,
     /// With --threads: width of the text rows in characters (default: the terminal's, or
