@@ -81,6 +81,9 @@ pub struct Decoder {
     exited: Vec<u32>,
     /// Read /proc for a process's cwd on first sight (live recording only).
     live: bool,
+    /// Files whose fd /proc did not show as the event's inode when looked up ([`Decoder::look_up_fd`]):
+    /// not looked up again.
+    not_found: rustc_hash::FxHashSet<(u32, u64)>,
     /// Events decoded into this batch since the last take.
     pub batch: EventBatch,
     /// When set, events other than syscalls (block requests, process events) go here instead
@@ -409,6 +412,38 @@ impl Decoder {
         self.by_fd.get(&(pid, fd)).map(|p| Cow::Borrowed(&**p))
     }
 
+    /// Name an fd whose file no event or snapshot named, from /proc while the process has it
+    /// open: a file opened by a call still running when the probes attached, after the start
+    /// snapshot, or received from a process the filter leaves out (`SCM_RIGHTS`). Taken only if
+    /// the fd is that file still (its device and inode are the event's); each file is looked up
+    /// once. Returns whether it was named.
+    fn look_up_fd(&mut self, pid: u32, fd: i32, t: FdType, dev: u32, ino: u64) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        const MAX_NOT_FOUND: usize = 1 << 16;
+        if !self.live
+            || fd < 0
+            || ino == 0
+            || !matches!(t, FdType::File | FdType::Directory | FdType::Chardev | FdType::Blockdev | FdType::Memfd)
+            || self.by_inode.contains_key(&(dev, ino))
+        {
+            return false;
+        }
+        if self.not_found.len() >= MAX_NOT_FOUND {
+            self.not_found.clear();
+        }
+        if !self.not_found.insert((dev, ino)) {
+            return false;
+        }
+        let link = format!("/proc/{pid}/fd/{fd}");
+        let same = std::fs::metadata(&link).is_ok_and(|m| (crate::snapshot::kdev(m.dev()), m.ino()) == (dev, ino));
+        let Some(path) = same.then(|| std::fs::read_link(&link).ok()).flatten() else { return false };
+        let path: Arc<str> = Arc::from(path.to_string_lossy().as_ref());
+        self.not_found.remove(&(dev, ino));
+        self.by_inode.insert((dev, ino), path.clone());
+        self.by_fd.insert((pid, fd), path);
+        true
+    }
+
     /// Decode one ring-buffer record and append it to the batch.
     pub fn record(&mut self, data: &[u8]) {
         if data.len() < RECORD_SIZE {
@@ -666,8 +701,11 @@ impl Decoder {
                 None => self.resolve(e.pid, dirfd, p1),
             };
         } else if e.fd >= 0 {
-            if let Some(p) = self.fd_path(e.pid, e.fd, t, e.dev, e.ino) {
-                e.path.push_str(&p);
+            let named = self.fd_path(e.pid, e.fd, t, e.dev, e.ino).map(|p| e.path.push_str(&p)).is_some();
+            if !named && self.look_up_fd(e.pid, e.fd, t, e.dev, e.ino) {
+                if let Some(p) = self.fd_path(e.pid, e.fd, t, e.dev, e.ino) {
+                    e.path.push_str(&p);
+                }
             }
         }
         if d.info == SysDesc::INFO_XLIST && ok {
@@ -1036,6 +1074,41 @@ mod tests {
         assert_eq!(b.path.get(2), "/var/log/a");
         assert_eq!((b.path.get(3), b.path2.get(3)), ("/a", "/work/b"));
         assert_eq!(b.comm.get(0), "x");
+    }
+
+    /// An fd no event or snapshot named (opened by a call running when the probes attached, or
+    /// received from a process left out): named from /proc while it is that file still, and
+    /// not when the fd holds another file by then.
+    #[test]
+    fn an_fd_nothing_named_is_looked_up_while_it_is_that_file() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("latscope-lookup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("received.txt");
+        std::fs::write(&path, b"x").unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        let m = f.metadata().unwrap();
+        let mut d = Decoder::new(&TraceHeader::default(), true);
+        let read = |fd: i32, ino: u64| {
+            let mut r = ev("pread64", fd, 1);
+            r.pid = std::process::id();
+            r.tid = r.pid;
+            r.fd_type = FdType::File as u8;
+            r.dev = crate::snapshot::kdev(m.dev());
+            r.ino = ino;
+            rec(r, "", "")
+        };
+        // Another inode at that fd: not named (not taken for the file the fd holds now).
+        d.record(&read(f.as_raw_fd(), m.ino() + 1));
+        d.record(&read(f.as_raw_fd(), m.ino()));
+        // Offline (a trace read back): nothing to look up.
+        let mut off = Decoder::new(&TraceHeader::default(), false);
+        off.record(&read(f.as_raw_fd(), m.ino()));
+        let b = d.take();
+        assert_eq!((b.path.get(0), b.path.get(1)), ("", path.to_str().unwrap()));
+        assert_eq!(off.take().path.get(0), "");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Extended attributes: the names a list returned (NUL-separated, a cut-off name left
