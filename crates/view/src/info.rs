@@ -346,6 +346,17 @@ pub fn render_text(h: &TraceHeader, c: &Census, f: &FileFacts, verbose: bool) ->
             vec![p.pid.to_string(), p.ppid.to_string(), clean(&p.comm).into_owned(), clean(&p.cmdline).into_owned()]
         }));
         o.push_str(&table(&rows, &[true, true, false, false], 2, 2));
+        let _ = writeln!(o, "open files at start: {}", h.fds.len());
+        let mut rows = vec![vec!["PID".into(), "FD".into(), "TYPE".into(), "NAME".into()]];
+        rows.extend(h.fds.iter().map(|f| {
+            vec![
+                f.pid.to_string(),
+                f.fd.to_string(),
+                latscope_event::FdType::from_u8(f.fd_type).name().to_string(),
+                clean(&f.path).into_owned(),
+            ]
+        }));
+        o.push_str(&table(&rows, &[true, true, false, false], 2, 2));
     } else {
         let _ = writeln!(
             o,
@@ -494,5 +505,29 @@ mod tests {
         let j = to_json(&TraceHeader::default(), &c, &f, false);
         assert_eq!(j["events"], 2);
         assert_eq!(j["counts"].as_array().unwrap().len(), 2);
+    }
+
+    /// `-v` lists what the short report counts: the processes and the open files at start.
+    #[test]
+    fn verbose_lists_the_open_files_it_counts() {
+        let h = TraceHeader {
+            fds: vec![latscope_event::FdInfo {
+                pid: 7,
+                fd: 3,
+                path: "/var/log/app.log".into(),
+                fd_type: latscope_event::FdType::File as u8,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let f = FileFacts::default();
+        assert!(render_text(&h, &Census::new(), &f, false).contains("1 open files (-v lists them)"));
+        let t = render_text(&h, &Census::new(), &f, true);
+        assert!(t.contains("open files at start: 1"), "{t}");
+        assert!(
+            t.lines()
+                .any(|l| l.contains("7") && l.contains("3") && l.contains("file") && l.contains("/var/log/app.log")),
+            "{t}"
+        );
     }
 }
